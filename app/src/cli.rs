@@ -1,0 +1,241 @@
+//! Subcommands of `converge`. Flags have environment equivalents (`DATABASE_URL`,
+//! `CONVERGE_BIND`, ...).
+
+use std::net::SocketAddr;
+
+use anyhow::{Context, Result, bail};
+use app::app::{App, shell};
+use axum::Router;
+use clap::{Args, Parser, Subcommand};
+use converge_server::channel::sandbox::{self, SandboxConfig};
+use converge_server::config::Settings;
+use converge_server::domain::fingerprint::sha256_hex;
+use converge_server::startup;
+use leptos::prelude::*;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+
+/// converge: a payment core with an operations console.
+#[derive(Debug, Parser)]
+#[command(name = "converge", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the merchant API, the ops console, the workers and (unless --channel-url) the
+    /// sandbox channel.
+    Serve(Settings),
+    /// Apply database migrations and exit.
+    Migrate(DbArgs),
+    /// Manage merchants.
+    Merchant {
+        #[command(subcommand)]
+        action: MerchantCommand,
+    },
+    /// Run the sandbox channel alone (a PSP simulator over HTTP).
+    ChannelSim(ChannelSimArgs),
+}
+
+#[derive(Debug, Args)]
+struct DbArgs {
+    /// Database: a SQLite path or postgres:// URL.
+    #[arg(long, env = "DATABASE_URL", default_value = "data/converge.db")]
+    database_url: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum MerchantCommand {
+    /// Create a merchant and print its API key (shown once; only its hash is stored).
+    Add {
+        /// Unique merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Freeze a merchant: its ledger postings fail, so its payments wait in SUSPENSE.
+    Freeze {
+        /// Merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Unfreeze a merchant.
+    Unfreeze {
+        /// Merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ChannelSimArgs {
+    /// Address to listen on.
+    #[arg(long, env = "CONVERGE_CHANNEL_BIND", default_value = "127.0.0.1:3100")]
+    bind: SocketAddr,
+    /// The simulator's own SQLite store.
+    #[arg(long, env = "CONVERGE_CHANNEL_DB", default_value = "data/channel.db")]
+    database_url: String,
+    /// Where to POST signed callbacks (the core's /v1/channel/callbacks).
+    #[arg(long, env = "CONVERGE_CALLBACK_URL")]
+    callback_url: Option<String>,
+    /// HMAC secret for callback signatures (the core's --callback-secret).
+    #[arg(long, env = "CONVERGE_CALLBACK_SECRET", hide_env_values = true)]
+    callback_secret: Option<String>,
+    /// Probability (0..=1) of a seeded random fault on ordinary amounts.
+    #[arg(long, default_value_t = 0.0)]
+    fault_rate: f64,
+    /// Seed of the fault sequence.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Delay of digits-52 answers (ms).
+    #[arg(long, default_value_t = 5_000)]
+    slow_ms: u64,
+    /// Hang of digits-53 requests (ms).
+    #[arg(long, default_value_t = 5_000)]
+    hang_ms: u64,
+}
+
+/// Runs one subcommand.
+pub async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Serve(settings) => serve(settings).await,
+        Command::Migrate(db) => {
+            let store = startup::open_store(&db.database_url).await?;
+            store.close().await;
+            println!("migrations applied to {}", converge_server::store::redact(&db.database_url));
+            Ok(())
+        }
+        Command::Merchant { action } => merchant(action).await,
+        Command::ChannelSim(args) => channel_sim(args).await,
+    }
+}
+
+async fn serve(settings: Settings) -> Result<()> {
+    converge_server::telemetry::init_logs();
+    let listener = tokio::net::TcpListener::bind(settings.bind).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on {}: {e} (choose another address with --bind or CONVERGE_BIND)",
+            settings.bind
+        )
+    })?;
+    let addr = listener.local_addr()?;
+    let running = startup::build(settings, addr).await?;
+
+    let conf = get_configuration(None).context("reading the Leptos configuration")?;
+    let mut leptos_options = conf.leptos_options;
+    leptos_options.site_addr = addr;
+    if leptos_options.output_name.is_empty() {
+        // Built by plain cargo rather than cargo-leptos: the site's files are named after the
+        // workspace's output-name.
+        leptos_options.output_name = "converge".into();
+    }
+    let routes = generate_route_list(App);
+    let state = running.state.clone();
+    let console: Router = Router::new()
+        .leptos_routes_with_context(&leptos_options, routes, move || provide_context(state.clone()), {
+            let options = leptos_options.clone();
+            move || shell(options.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler(shell))
+        .with_state(leptos_options);
+    let app = running.router.clone().merge(console);
+
+    tracing::info!(%addr, "converge listening");
+    println!("converge listening on http://{addr}");
+    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving HTTP")?;
+    tracing::info!("in-flight requests finished; shutting down");
+    running.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
+
+async fn merchant(action: MerchantCommand) -> Result<()> {
+    match action {
+        MerchantCommand::Add { name, db } => {
+            let name = name.trim().to_string();
+            if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+                bail!("merchant name must be 1 to 64 characters without control characters");
+            }
+            let store = startup::open_store(&db.database_url).await?;
+            let key = format!("sk_{}", converge_server::service::ids::new_token());
+            let now = chrono_now_ms();
+            let result = store.create_merchant(&name, &sha256_hex(key.as_bytes()), now).await;
+            store.close().await;
+            match result {
+                Ok(_) => {
+                    println!("{key}");
+                    eprintln!("merchant {name:?} created; the API key above is shown once");
+                    Ok(())
+                }
+                Err(converge_server::store::StoreError::Conflict(_)) => bail!("a merchant named {name:?} already exists"),
+                Err(e) => Err(e.into()),
+            }
+        }
+        MerchantCommand::Freeze { name, db } => set_frozen(&name, &db, true).await,
+        MerchantCommand::Unfreeze { name, db } => set_frozen(&name, &db, false).await,
+    }
+}
+
+async fn set_frozen(name: &str, db: &DbArgs, frozen: bool) -> Result<()> {
+    let store = startup::open_store(&db.database_url).await?;
+    let found = store.set_merchant_frozen(name, frozen).await;
+    store.close().await;
+    if !found? {
+        bail!("no merchant named {name:?}");
+    }
+    println!("merchant {name:?} {}", if frozen { "frozen" } else { "unfrozen" });
+    Ok(())
+}
+
+fn chrono_now_ms() -> i64 {
+    use converge_server::domain::clock::{Clock, SystemClock};
+    SystemClock.now_ms()
+}
+
+async fn channel_sim(args: ChannelSimArgs) -> Result<()> {
+    converge_server::telemetry::init_logs();
+    if !(0.0..=1.0).contains(&args.fault_rate) {
+        bail!("--fault-rate must be between 0 and 1");
+    }
+    if args.callback_url.is_some() && args.callback_secret.is_none() {
+        bail!("--callback-url needs --callback-secret (CONVERGE_CALLBACK_SECRET)");
+    }
+    let cfg = SandboxConfig {
+        database_url: args.database_url,
+        callback_url: args.callback_url,
+        callback_secret: args.callback_secret.unwrap_or_default().into_bytes(),
+        slow_ms: args.slow_ms,
+        hang_ms: args.hang_ms,
+        fault_rate: args.fault_rate,
+        seed: args.seed,
+        ..SandboxConfig::default()
+    };
+    let handle = sandbox::spawn(cfg, args.bind).await?;
+    println!("sandbox channel listening on {}", handle.url);
+    shutdown_signal().await;
+    handle.shutdown().await;
+    Ok(())
+}

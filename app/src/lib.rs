@@ -1,0 +1,14 @@
+//! converge's ops console: a Leptos app rendered on the server and hydrated to WebAssembly.
+//! Pages and components live here; server functions are thin adapters over the `server`
+//! crate (only compiled with the `ssr` feature), so the browser bundle carries no backend code.
+
+pub mod app;
+pub mod pages;
+
+/// Browser entry point: hydrates the server-rendered page.
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(app::App);
+}

@@ -1,0 +1,4 @@
+//! Console pages.
+
+pub mod login;
+pub mod status;

@@ -1,0 +1,51 @@
+//! Backend status shown on every page: which database converge runs on and whether it
+//! answers. A server function, so it is the same data `/health` reports.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// What the console shows about the backend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendHealth {
+    /// `sqlite` or `postgres`.
+    pub backend: String,
+    /// The database answered a round trip just now.
+    pub reachable: bool,
+}
+
+/// Reads the backend status through the `server` crate's store.
+#[server(endpoint = "backend_status")]
+pub async fn backend_status() -> Result<BackendHealth, ServerFnError> {
+    let state = expect_context::<converge_server::api::AppState>();
+    let store = &state.core.store;
+    let backend = match store.backend() {
+        converge_server::store::Backend::Sqlite => "sqlite",
+        converge_server::store::Backend::Postgres => "postgres",
+    };
+    Ok(BackendHealth { backend: backend.into(), reachable: store.ping().await.is_ok() })
+}
+
+/// A one-line badge with the backend status.
+#[component]
+pub fn StatusBadge() -> impl IntoView {
+    let status = Resource::new(|| (), |_| backend_status());
+    view! {
+        <Suspense fallback=|| view! { <span class="badge">"checking database…"</span> }>
+            {move || {
+                status
+                    .get()
+                    .map(|r| match r {
+                        Ok(s) if s.reachable => {
+                            view! { <span class="badge ok" data-testid="db-status">{format!("database: {} ✓", s.backend)}</span> }
+                                .into_any()
+                        }
+                        Ok(s) => {
+                            view! { <span class="badge bad" data-testid="db-status">{format!("database: {} unreachable", s.backend)}</span> }
+                                .into_any()
+                        }
+                        Err(_) => view! { <span class="badge bad" data-testid="db-status">"status unavailable"</span> }.into_any(),
+                    })
+            }}
+        </Suspense>
+    }
+}

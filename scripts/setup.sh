@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every tool converge's build and tests need, from the package registries only,
+# at pinned versions. Idempotent: each step is skipped when the right version is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LEPTOS_VERSION=0.3.10
+WASM_BINDGEN_VERSION=0.2.130
+export PATH="$HOME/.cargo/bin:$PATH"
+
+log() { echo "setup: $*" >&2; }
+
+if ! rustup target list --installed | grep -q '^wasm32-unknown-unknown$'; then
+  log "adding wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+if ! cargo leptos --version 2>/dev/null | grep -q "$LEPTOS_VERSION"; then
+  log "installing cargo-leptos $LEPTOS_VERSION (takes ~20 min once)"
+  cargo install cargo-leptos --locked --version "$LEPTOS_VERSION"
+fi
+
+if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then
+  log "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION"
+  # not --locked: one locked dependency of this version is missing from the registry
+  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
+fi
+
+# wasm-opt for release builds: npm's binaryen (never Debian's binaryen 108, whose output
+# does not hydrate). Kept under tools/ and put first on PATH by the scripts that build.
+if [ ! -x tools/node_modules/.bin/wasm-opt ]; then
+  log "installing wasm-opt (npm binaryen@132)"
+  mkdir -p tools
+  (cd tools && [ -f package.json ] || echo '{"private":true}' > package.json; npm install --no-audit --no-fund binaryen@132)
+fi

@@ -1,0 +1,39 @@
+//! `POST /v1/channel/callbacks`: signed channel notifications (DESIGN.md "Merchant HTTP
+//! API": bad signature 401, older than 5 minutes 400, duplicate event id acknowledged once).
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+
+use super::AppState;
+use crate::channel::signature::{self, SignatureError};
+use crate::error::ApiError;
+use crate::service::callbacks::{CallbackEvent, CallbackOutcome};
+
+/// Callbacks older than this are refused (seconds).
+pub const TOLERANCE_SECS: i64 = 300;
+
+/// Verifies and applies one callback; always 2xx once verified, even when ignored.
+pub async fn receive(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Json<Value>, ApiError> {
+    let header = headers.get(signature::SIGNATURE_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let now_secs = st.core.clock.now_ms().div_euclid(1000);
+    match signature::verify(&st.callback_secret, header, &body, now_secs, TOLERANCE_SECS) {
+        Ok(_) => {}
+        Err(SignatureError::TooOld) => {
+            return Err(ApiError::bad_request("callback_too_old", "callback timestamp is outside the 5-minute window"));
+        }
+        Err(_) => return Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid_signature", "callback signature does not verify")),
+    }
+    let event: CallbackEvent =
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("invalid_callback", e.to_string()))?;
+    let outcome = st.core.handle_callback(&event).await?;
+    let (name, detail) = match outcome {
+        CallbackOutcome::Applied(s) => ("applied", s.as_str().to_string()),
+        CallbackOutcome::Ignored(why) => ("ignored", why),
+        CallbackOutcome::Duplicate => ("duplicate", String::new()),
+        CallbackOutcome::UnknownPayment => ("unknown_payment", String::new()),
+    };
+    Ok(Json(json!({"received": true, "outcome": name, "detail": detail})))
+}

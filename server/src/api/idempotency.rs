@@ -1,0 +1,174 @@
+//! The Idempotency-Key layer over the merchant POST routes (DESIGN.md "Idempotency
+//! contract"; IETF draft-ietf-httpapi-idempotency-key-header; Stripe's documented behaviour).
+//!
+//! Claim, run, store: the claim is its own short transaction and never spans the channel
+//! call. A 2xx answer is stored and later replayed byte for byte; a 4xx had no effect, so the
+//! claim is deleted and the key stays free; a 5xx keeps the claim until its lease lapses, after
+//! which a retry resumes from the recovery point the handler recorded (never a second payment).
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use crate::domain::fingerprint::{fingerprint, sha256_hex};
+use crate::domain::idempotency::{KeyError, Outcome, validate_key};
+use crate::error::ApiError;
+use crate::service::ids::new_token;
+use crate::store::{ClaimResult, KeyClaim, KeyRecord, KeyRef, Merchant, StoredResponse};
+
+/// The request header carrying the key.
+pub const HEADER: &str = "idempotency-key";
+/// The header marking a replayed answer.
+pub const REPLAYED: &str = "idempotent-replayed";
+
+/// What the handler of a claimed request learns from the layer.
+#[derive(Debug, Clone)]
+pub struct IdemContext {
+    /// The claim, to record the recovery point.
+    pub key: KeyRef,
+    /// What a crashed earlier attempt with this key created, if anything: resume it.
+    pub resource_id: Option<String>,
+}
+
+/// Headers kept with a stored answer (the rest are recomputed).
+const STORED_HEADERS: [HeaderName; 2] = [header::CONTENT_TYPE, header::LOCATION];
+
+/// The middleware; GET and other methods pass through.
+pub async fn layer(State(st): State<AppState>, matched: MatchedPath, req: Request, next: Next) -> Response {
+    if req.method() != Method::POST {
+        return next.run(req).await;
+    }
+    let Some(merchant) = req.extensions().get::<Merchant>().cloned() else {
+        return ApiError::internal("idempotency layer without an authenticated merchant").into_response();
+    };
+    let route = format!("POST {}", matched.as_str());
+    let key = match validate_key(req.headers().get(HEADER).map(HeaderValue::as_bytes)) {
+        Ok(k) => k,
+        Err(KeyError::Missing) => {
+            count(&st, &route, Outcome::Missing).await;
+            return ApiError::bad_request("idempotency_key_missing", "POST requests need an Idempotency-Key header")
+                .into_response();
+        }
+        Err(KeyError::Invalid) => {
+            count(&st, &route, Outcome::Invalid).await;
+            return ApiError::bad_request(
+                "idempotency_key_invalid",
+                "Idempotency-Key must be 1 to 255 visible ASCII characters",
+            )
+            .into_response();
+        }
+    };
+    let scope = format!("POST {}", req.uri().path());
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = to_bytes(body, st.settings.body_limit).await else {
+        return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "request body is too large").into_response();
+    };
+    // A body that is not JSON still gets a fingerprint; the handler then refuses it and the
+    // claim is released.
+    let fp = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .map(|v| fingerprint(&v))
+        .unwrap_or_else(|_| sha256_hex(&bytes));
+    let now = st.core.clock.now_ms();
+    let claim = KeyClaim {
+        merchant_id: merchant.id,
+        scope: scope.clone(),
+        idem_key: key.clone(),
+        route: route.clone(),
+        fingerprint: fp.clone(),
+        lease_token: new_token(),
+        lease_expires_at: now + st.settings.key_lease_ms as i64,
+        now,
+        expires_at: now + (st.settings.key_retention_secs as i64) * 1000,
+    };
+    let resource_id = match st.core.store.claim_key(&claim).await {
+        Err(e) => return ApiError::from(e).into_response(),
+        Ok(ClaimResult::Existing(rec)) => return answer_existing(&st, &route, &scope, &fp, rec, now).await,
+        Ok(ClaimResult::Claimed { resource_id }) => resource_id,
+    };
+    count(&st, &route, Outcome::First).await;
+    let key_ref = KeyRef { merchant_id: merchant.id, scope, idem_key: key, lease_token: claim.lease_token };
+    let mut req = Request::from_parts(parts, Body::from(bytes));
+    req.extensions_mut().insert(IdemContext { key: key_ref.clone(), resource_id });
+    let resp = next.run(req).await;
+    finish(&st, &key_ref, resp).await
+}
+
+async fn answer_existing(st: &AppState, route: &str, scope: &str, fp: &str, rec: KeyRecord, now: i64) -> Response {
+    if rec.fingerprint != fp || rec.scope != scope {
+        count(st, route, Outcome::Reused).await;
+        return ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used with a different request; use a new key",
+        )
+        .into_response();
+    }
+    if rec.state == "done" {
+        count(st, route, Outcome::Replay).await;
+        return replay(rec);
+    }
+    count(st, route, Outcome::InUse).await;
+    let wait_ms = rec.lease_expires_at.unwrap_or(now).saturating_sub(now).max(0);
+    ApiError::new(StatusCode::CONFLICT, "idempotency_key_in_use", "a request with this Idempotency-Key is still running")
+        .with_retry_after(((wait_ms + 999) / 1000).clamp(1, 60) as u64)
+        .into_response()
+}
+
+fn replay(rec: KeyRecord) -> Response {
+    let status = rec.response_status.and_then(|s| u16::try_from(s).ok()).and_then(|s| StatusCode::from_u16(s).ok());
+    let Some(status) = status else {
+        return ApiError::internal(format!("stored response of key {} has no status", rec.idem_key)).into_response();
+    };
+    let mut resp = Response::new(Body::from(rec.response_body.unwrap_or_default()));
+    *resp.status_mut() = status;
+    let headers: Vec<(String, String)> =
+        rec.response_headers.as_deref().and_then(|h| serde_json::from_str(h).ok()).unwrap_or_default();
+    for (name, value) in headers {
+        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            resp.headers_mut().insert(n, v);
+        }
+    }
+    resp.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+    resp
+}
+
+async fn finish(st: &AppState, key: &KeyRef, resp: Response) -> Response {
+    let status = resp.status();
+    if status.is_client_error() {
+        if let Err(e) = st.core.store.release_key(key).await {
+            tracing::warn!(error = %e, "could not release the claim of a refused request; it lapses with its lease");
+        }
+        return resp;
+    }
+    if !status.is_success() {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let bytes = match to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => return ApiError::internal(format!("response body unreadable: {e}")).into_response(),
+    };
+    let headers = STORED_HEADERS
+        .iter()
+        .filter_map(|n| parts.headers.get(n).and_then(|v| v.to_str().ok()).map(|v| (n.to_string(), v.to_string())))
+        .collect();
+    let stored = StoredResponse { status: status.as_u16(), headers, body: bytes.to_vec() };
+    match st.core.store.complete_key(key, &stored).await {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(key = %key.idem_key, "lease lost before the response was stored"),
+        Err(e) => tracing::error!(error = %e, key = %key.idem_key, "could not store the response; a retry resumes"),
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+async fn count(st: &AppState, route: &str, outcome: Outcome) {
+    metrics::counter!("converge_idempotency_requests_total", "route" => route.to_string(), "outcome" => outcome.as_str())
+        .increment(1);
+    let minute = st.core.clock.now_ms().div_euclid(60_000);
+    if let Err(e) = st.core.store.count_outcome(route, outcome.as_str(), minute).await {
+        tracing::warn!(error = %e, "idempotency outcome not counted");
+    }
+}

@@ -1,0 +1,457 @@
+//! [`HttpChannel`]: the core's client for the sandbox channel's HTTP protocol (DESIGN.md
+//! "Sandbox channel"; the protocol is documented on [`super::sandbox`]).
+//!
+//! Only answers the channel states explicitly are decisive. Timeouts, connect errors, 5xx,
+//! broken or unparseable bodies and unexpected statuses are all `Error`, so the core moves the
+//! payment to UNKNOWN and queries by the same key instead of guessing (seed article 004).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::json;
+use url::Url;
+
+use super::{CancelOutcome, Channel, ChargeOutcome, QueryOutcome, RefundOutcome};
+
+/// Longest slice of an unexpected body quoted in an error detail, in bytes.
+const DETAIL_BODY_MAX: usize = 200;
+/// Kept under hyper's 30 s server-side idle limit so a pooled connection is not reused just
+/// as the server closes it (which would turn a fine request into a spurious `Error`).
+const POOL_IDLE: Duration = Duration::from_secs(20);
+
+/// A [`Channel`] over HTTP. Every call is bounded by the timeout given to [`HttpChannel::new`]
+/// (connect, send and reading the whole body).
+#[derive(Debug, Clone)]
+pub struct HttpChannel {
+    base: Result<Url, String>,
+    client: Result<reqwest::Client, String>,
+    timeout: Duration,
+}
+
+/// The fields any sandbox answer may carry.
+#[derive(Deserialize)]
+struct Answer {
+    status: String,
+    amount: Option<i64>,
+    currency: Option<String>,
+    reason: Option<String>,
+}
+
+impl HttpChannel {
+    /// A client for the sandbox at `base_url` (e.g. `http://127.0.0.1:7070`; a path prefix is
+    /// kept). An unusable URL does not panic: every call then answers `Error`.
+    pub fn new(base_url: &str, timeout: Duration) -> Self {
+        let base = Url::parse(base_url)
+            .map_err(|e| format!("bad channel url {base_url:?}: {e}"))
+            .and_then(|u| {
+                if u.cannot_be_a_base() || !matches!(u.scheme(), "http" | "https") {
+                    Err(format!(
+                        "channel url {base_url:?} is not an http(s) base url"
+                    ))
+                } else {
+                    Ok(u)
+                }
+            });
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .pool_idle_timeout(POOL_IDLE)
+            .build()
+            .map_err(|e| format!("building http client: {e}"));
+        Self {
+            base,
+            client,
+            timeout,
+        }
+    }
+
+    fn endpoint(&self, segments: &[&str]) -> Result<Url, String> {
+        let mut url = self.base.clone()?;
+        // Segments are percent-encoded, so any key reaches the sandbox's path intact.
+        url.path_segments_mut()
+            .map_err(|_| "channel url cannot take a path".to_owned())?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(url)
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        segments: &[&str],
+        body: Option<serde_json::Value>,
+    ) -> Result<(u16, bytes::Bytes), String> {
+        let client = self.client.as_ref().map_err(Clone::clone)?;
+        let url = self.endpoint(segments)?;
+        let mut req = client.request(method, url);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| self.describe(&e, "sending request"))?;
+        let status = resp.status().as_u16();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| self.describe(&e, "reading body"))?;
+        Ok((status, bytes))
+    }
+
+    fn describe(&self, e: &reqwest::Error, stage: &str) -> String {
+        if e.is_timeout() {
+            return format!(
+                "timeout after {} ms while {stage}",
+                self.timeout.as_millis()
+            );
+        }
+        let kind = if e.is_connect() {
+            "connect error"
+        } else {
+            "transport error"
+        };
+        // reqwest's Display omits the cause ("connection reset", "refused"), which is the
+        // useful part in an event log.
+        let mut detail = format!("{kind} while {stage}: {e}");
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            detail.push_str(": ");
+            detail.push_str(&s.to_string());
+            source = s.source();
+        }
+        detail
+    }
+}
+
+fn parse(body: &[u8]) -> Option<Answer> {
+    serde_json::from_slice(body).ok()
+}
+
+fn unexpected(status: u16, body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let mut end = text.len().min(DETAIL_BODY_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("unexpected answer {status}: {}", &text[..end])
+}
+
+/// Maps a `POST /charges` answer (status, raw body) to an outcome.
+fn charge_outcome(status: u16, body: &[u8]) -> ChargeOutcome {
+    match (status, parse(body)) {
+        (200, Some(a)) if a.status == "succeeded" => match (a.amount, a.currency) {
+            (Some(amount), Some(currency)) => ChargeOutcome::Succeeded { amount, currency },
+            _ => ChargeOutcome::Error {
+                detail: unexpected(status, body),
+            },
+        },
+        (402, Some(a)) if a.status == "declined" => ChargeOutcome::Declined {
+            reason: a.reason.unwrap_or_else(|| "declined".to_owned()),
+        },
+        // A tombstoned key can never be charged: as final as a decline.
+        (409, Some(a)) if a.status == "cancelled" => ChargeOutcome::Declined {
+            reason: "cancelled".to_owned(),
+        },
+        _ => ChargeOutcome::Error {
+            detail: unexpected(status, body),
+        },
+    }
+}
+
+/// Maps a `GET /charges/{key}` answer to an outcome.
+fn query_outcome(status: u16, body: &[u8]) -> QueryOutcome {
+    match (status, parse(body)) {
+        (200, Some(a)) => match (a.status.as_str(), a.amount, a.currency) {
+            ("succeeded", Some(amount), Some(currency)) => {
+                QueryOutcome::Succeeded { amount, currency }
+            }
+            ("declined", _, _) => QueryOutcome::Declined {
+                reason: a.reason.unwrap_or_else(|| "declined".to_owned()),
+            },
+            ("cancelled", _, _) => QueryOutcome::Cancelled,
+            _ => QueryOutcome::Error {
+                detail: unexpected(status, body),
+            },
+        },
+        // Only the sandbox's own not_found body counts: a bare 404 (wrong base URL, proxy)
+        // read as NotFound would make the core resubmit or fence on no evidence.
+        (404, Some(a)) if a.status == "not_found" => QueryOutcome::NotFound,
+        _ => QueryOutcome::Error {
+            detail: unexpected(status, body),
+        },
+    }
+}
+
+/// Maps a `POST /charges/{key}/cancel` answer to an outcome.
+fn cancel_outcome(status: u16, body: &[u8]) -> CancelOutcome {
+    match (status, parse(body)) {
+        (200, Some(a)) if a.status == "cancelled" => CancelOutcome::Cancelled,
+        (
+            409,
+            Some(Answer {
+                status: s,
+                amount: Some(amount),
+                currency: Some(currency),
+                ..
+            }),
+        ) if s == "succeeded" => CancelOutcome::AlreadyCharged { amount, currency },
+        _ => CancelOutcome::Error {
+            detail: unexpected(status, body),
+        },
+    }
+}
+
+/// Maps a `POST /refunds` answer to an outcome.
+fn refund_outcome(status: u16, body: &[u8]) -> RefundOutcome {
+    match (status, parse(body)) {
+        (200, Some(a)) if a.status == "succeeded" => RefundOutcome::Succeeded,
+        (422, Some(a)) if a.status == "rejected" => RefundOutcome::Rejected {
+            reason: a.reason.unwrap_or_else(|| "rejected".to_owned()),
+        },
+        _ => RefundOutcome::Error {
+            detail: unexpected(status, body),
+        },
+    }
+}
+
+#[async_trait]
+impl Channel for HttpChannel {
+    async fn charge(&self, channel_key: &str, amount: i64, currency: &str) -> ChargeOutcome {
+        let body = json!({"key": channel_key, "amount": amount, "currency": currency});
+        match self
+            .call(reqwest::Method::POST, &["charges"], Some(body))
+            .await
+        {
+            Ok((status, bytes)) => charge_outcome(status, &bytes),
+            Err(detail) => ChargeOutcome::Error { detail },
+        }
+    }
+
+    async fn query(&self, channel_key: &str) -> QueryOutcome {
+        match self
+            .call(reqwest::Method::GET, &["charges", channel_key], None)
+            .await
+        {
+            Ok((status, bytes)) => query_outcome(status, &bytes),
+            Err(detail) => QueryOutcome::Error { detail },
+        }
+    }
+
+    async fn cancel(&self, channel_key: &str) -> CancelOutcome {
+        match self
+            .call(
+                reqwest::Method::POST,
+                &["charges", channel_key, "cancel"],
+                None,
+            )
+            .await
+        {
+            Ok((status, bytes)) => cancel_outcome(status, &bytes),
+            Err(detail) => CancelOutcome::Error { detail },
+        }
+    }
+
+    async fn refund(&self, channel_key: &str, refund_key: &str, amount: i64) -> RefundOutcome {
+        let body = json!({"refund_key": refund_key, "charge_key": channel_key, "amount": amount});
+        match self
+            .call(reqwest::Method::POST, &["refunds"], Some(body))
+            .await
+        {
+            Ok((status, bytes)) => refund_outcome(status, &bytes),
+            Err(detail) => RefundOutcome::Error { detail },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_charge_error(o: &ChargeOutcome) -> bool {
+        matches!(o, ChargeOutcome::Error { .. })
+    }
+
+    #[test]
+    fn charge_answers_map_to_outcomes() {
+        assert_eq!(
+            charge_outcome(
+                200,
+                br#"{"status":"succeeded","key":"k","amount":100,"currency":"CNY"}"#
+            ),
+            ChargeOutcome::Succeeded {
+                amount: 100,
+                currency: "CNY".into()
+            }
+        );
+        assert_eq!(
+            charge_outcome(402, br#"{"status":"declined","reason":"card_declined"}"#),
+            ChargeOutcome::Declined {
+                reason: "card_declined".into()
+            }
+        );
+        assert_eq!(
+            charge_outcome(409, br#"{"status":"cancelled"}"#),
+            ChargeOutcome::Declined {
+                reason: "cancelled".into()
+            }
+        );
+    }
+
+    #[test]
+    fn undecidable_charge_answers_are_errors_never_declines() {
+        for (status, body) in [
+            (409, &br#"{"status":"key_mismatch"}"#[..]),
+            (500, br#"{"status":"error"}"#),
+            (504, br#"{"status":"timeout"}"#),
+            (502, b""),
+            (200, b""),
+            (200, b"{\"status\":\"succ"),
+            (200, br#"{"status":"succeeded"}"#),
+            (200, br#"{"status":"declined","reason":"x"}"#),
+            (402, b"<html>payment required</html>"),
+            (404, br#"{"status":"not_found"}"#),
+            (302, b""),
+            (
+                200,
+                br#"{"status":"succeeded","amount":"100","currency":"CNY"}"#,
+            ),
+            (200, &[0xff, 0xfe, 0x00][..]),
+        ] {
+            assert!(
+                is_charge_error(&charge_outcome(status, body)),
+                "{status} {body:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn query_answers_map_to_outcomes() {
+        assert_eq!(
+            query_outcome(
+                200,
+                br#"{"status":"succeeded","amount":5,"currency":"CNY"}"#
+            ),
+            QueryOutcome::Succeeded {
+                amount: 5,
+                currency: "CNY".into()
+            }
+        );
+        assert_eq!(
+            query_outcome(200, br#"{"status":"declined","reason":"r"}"#),
+            QueryOutcome::Declined { reason: "r".into() }
+        );
+        assert_eq!(
+            query_outcome(200, br#"{"status":"cancelled"}"#),
+            QueryOutcome::Cancelled
+        );
+        assert_eq!(
+            query_outcome(404, br#"{"status":"not_found"}"#),
+            QueryOutcome::NotFound
+        );
+        for (status, body) in [
+            (404, &b""[..]),
+            (500, b"{}"),
+            (200, b"[]"),
+            (200, br#"{"status":"weird"}"#),
+        ] {
+            assert!(
+                matches!(query_outcome(status, body), QueryOutcome::Error { .. }),
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn cancel_and_refund_answers_map_to_outcomes() {
+        assert_eq!(
+            cancel_outcome(200, br#"{"status":"cancelled"}"#),
+            CancelOutcome::Cancelled
+        );
+        assert_eq!(
+            cancel_outcome(
+                409,
+                br#"{"status":"succeeded","amount":7,"currency":"CNY"}"#
+            ),
+            CancelOutcome::AlreadyCharged {
+                amount: 7,
+                currency: "CNY".into()
+            }
+        );
+        assert!(matches!(
+            cancel_outcome(409, br#"{"status":"succeeded"}"#),
+            CancelOutcome::Error { .. }
+        ));
+        assert!(matches!(
+            cancel_outcome(500, b""),
+            CancelOutcome::Error { .. }
+        ));
+        assert_eq!(
+            refund_outcome(200, br#"{"status":"succeeded"}"#),
+            RefundOutcome::Succeeded
+        );
+        assert_eq!(
+            refund_outcome(
+                422,
+                br#"{"status":"rejected","reason":"exceeds_charge_amount"}"#
+            ),
+            RefundOutcome::Rejected {
+                reason: "exceeds_charge_amount".into()
+            }
+        );
+        assert!(matches!(
+            refund_outcome(422, b"nope"),
+            RefundOutcome::Error { .. }
+        ));
+        assert!(matches!(
+            refund_outcome(503, b""),
+            RefundOutcome::Error { .. }
+        ));
+    }
+
+    #[test]
+    fn error_detail_quotes_a_bounded_body_on_a_char_boundary() {
+        let body = "é".repeat(300);
+        let detail = unexpected(500, body.as_bytes());
+        assert!(detail.len() <= DETAIL_BODY_MAX + 30);
+        assert!(detail.starts_with("unexpected answer 500: é"));
+    }
+
+    #[test]
+    fn endpoints_keep_a_prefix_and_encode_keys() {
+        let c = HttpChannel::new("http://127.0.0.1:9/psp/", Duration::from_secs(1));
+        let u = c.endpoint(&["charges", "a/b c?#", "cancel"]).unwrap();
+        assert_eq!(
+            u.as_str(),
+            "http://127.0.0.1:9/psp/charges/a%2Fb%20c%3F%23/cancel"
+        );
+        let c = HttpChannel::new("http://127.0.0.1:9", Duration::from_secs(1));
+        assert_eq!(
+            c.endpoint(&["charges"]).unwrap().as_str(),
+            "http://127.0.0.1:9/charges"
+        );
+    }
+
+    #[tokio::test]
+    async fn unusable_urls_answer_error_without_panicking() {
+        for url in ["", "not a url", "mailto:x@y", "ftp://host/"] {
+            let c = HttpChannel::new(url, Duration::from_millis(100));
+            assert!(
+                matches!(c.charge("k", 1, "CNY").await, ChargeOutcome::Error { .. }),
+                "{url}"
+            );
+            assert!(
+                matches!(c.query("k").await, QueryOutcome::Error { .. }),
+                "{url}"
+            );
+            assert!(
+                matches!(c.cancel("k").await, CancelOutcome::Error { .. }),
+                "{url}"
+            );
+            assert!(
+                matches!(c.refund("k", "r", 1).await, RefundOutcome::Error { .. }),
+                "{url}"
+            );
+        }
+    }
+}

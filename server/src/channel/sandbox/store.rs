@@ -1,0 +1,440 @@
+//! The sandbox's own SQLite store (DESIGN.md "Sandbox channel": "its own store"). It is a
+//! separate database from the core's so the core can never read the channel's truth except
+//! over HTTP, like with a real PSP.
+//!
+//! The pool holds exactly one connection: every charge/cancel/refund runs in one transaction
+//! on it, so concurrent requests for one key are serialized and can never charge twice. One
+//! connection is also what keeps a `sqlite::memory:` database alive and shared.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::{DateTime, SecondsFormat, Utc};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::{Sqlite, Transaction};
+
+use super::behaviour::Behaviour;
+
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS sandbox_attempts (
+        key TEXT PRIMARY KEY,
+        attempts INTEGER NOT NULL,
+        behaviour TEXT NOT NULL,
+        first_at TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sandbox_charges (
+        key TEXT PRIMARY KEY,
+        amount INTEGER NOT NULL,
+        currency TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('succeeded', 'declined')),
+        reason TEXT,
+        statement_amount INTEGER NOT NULL,
+        in_statement INTEGER NOT NULL,
+        charged_at TEXT NOT NULL,
+        charged_day TEXT NOT NULL,
+        charged_ms INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS sandbox_charges_day ON sandbox_charges (charged_day, charged_ms)",
+    "CREATE TABLE IF NOT EXISTS sandbox_tombstones (
+        key TEXT PRIMARY KEY,
+        cancelled_at TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sandbox_refunds (
+        refund_key TEXT PRIMARY KEY,
+        charge_key TEXT NOT NULL,
+        amount INTEGER NOT NULL,
+        created_at TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS sandbox_refunds_charge ON sandbox_refunds (charge_key)",
+];
+
+/// A charge row: a committed success or a stored decline. Amounts in minor units; times UTC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCharge {
+    pub key: String,
+    pub amount: i64,
+    pub currency: String,
+    /// `"succeeded"` or `"declined"`.
+    pub status: String,
+    pub reason: Option<String>,
+    /// RFC 3339, UTC, whole seconds.
+    pub charged_at: String,
+    /// Milliseconds since the epoch.
+    pub charged_ms: i64,
+}
+
+impl StoredCharge {
+    pub fn succeeded(&self) -> bool {
+        self.status == "succeeded"
+    }
+}
+
+/// What a charge attempt amounts to once the store has decided.
+#[derive(Debug)]
+pub enum ChargeStep {
+    /// A charge or decline was already stored under the key: answer it again.
+    Existing(StoredCharge),
+    /// The key is tombstoned.
+    Cancelled,
+    /// Digits 53: nothing committed.
+    Timeout,
+    /// Digits 56, attempt 1 or 2: nothing committed.
+    Error5xx { attempt: i64 },
+    /// Newly stored now (success or decline).
+    Committed {
+        charge: StoredCharge,
+        behaviour: Behaviour,
+    },
+}
+
+pub enum CancelStep {
+    Cancelled,
+    AlreadyCharged(StoredCharge),
+}
+
+pub enum RefundStep {
+    Succeeded,
+    Rejected(&'static str),
+}
+
+pub enum QueryStep {
+    Charge(StoredCharge),
+    Cancelled,
+    NotFound,
+}
+
+/// One statement line; `amount` is what the statement claims (digits 57 lie by +1).
+pub struct StatementLine {
+    pub key: String,
+    pub amount: i64,
+    pub currency: String,
+    pub charged_at: String,
+}
+
+/// Totals for `GET /stats`.
+pub struct StoreStats {
+    pub charges: i64,
+    pub declines: i64,
+    pub attempts: i64,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+const CHARGE_COLS: &str = "key, amount, currency, status, reason, charged_at, charged_ms";
+
+type ChargeRow = (String, i64, String, String, Option<String>, String, i64);
+
+fn to_charge(r: ChargeRow) -> StoredCharge {
+    StoredCharge {
+        key: r.0,
+        amount: r.1,
+        currency: r.2,
+        status: r.3,
+        reason: r.4,
+        charged_at: r.5,
+        charged_ms: r.6,
+    }
+}
+
+async fn charge_in(
+    tx: &mut Transaction<'_, Sqlite>,
+    key: &str,
+) -> sqlx::Result<Option<StoredCharge>> {
+    let sql = format!("SELECT {CHARGE_COLS} FROM sandbox_charges WHERE key = ?");
+    let row: Option<ChargeRow> = sqlx::query_as(&sql)
+        .bind(key)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.map(to_charge))
+}
+
+async fn tombstoned_in(tx: &mut Transaction<'_, Sqlite>, key: &str) -> sqlx::Result<bool> {
+    let row: Option<(i64,)> = sqlx::query_as("SELECT 1 FROM sandbox_tombstones WHERE key = ?")
+        .bind(key)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.is_some())
+}
+
+impl Store {
+    /// Opens `database_url` (`sqlite::memory:`, `sqlite://path?mode=rwc`, or a plain file path,
+    /// whose parent directory is created) and creates the tables if missing.
+    pub async fn open(database_url: &str) -> anyhow::Result<Self> {
+        let opts = if database_url.starts_with("sqlite:") {
+            SqliteConnectOptions::from_str(database_url)
+                .with_context(|| format!("bad sandbox database url {database_url}"))?
+        } else {
+            let path = std::path::Path::new(database_url);
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            SqliteConnectOptions::new()
+                .filename(path)
+                .journal_mode(SqliteJournalMode::Wal)
+        };
+        let opts = opts
+            .create_if_missing(true)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(opts)
+            .await
+            .with_context(|| format!("opening sandbox database {database_url}"))?;
+        for stmt in SCHEMA {
+            sqlx::query(stmt)
+                .execute(&pool)
+                .await
+                .context("creating sandbox tables")?;
+        }
+        Ok(Self { pool })
+    }
+
+    pub async fn ping(&self) -> sqlx::Result<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+    }
+
+    /// Records an attempt for `key` and decides it. `decide` runs only for a key never seen
+    /// before, inside the transaction, so the fault RNG is drawn in store order.
+    pub async fn charge(
+        &self,
+        key: &str,
+        amount: i64,
+        currency: &str,
+        now: DateTime<Utc>,
+        decide: impl FnOnce() -> Behaviour,
+    ) -> sqlx::Result<ChargeStep> {
+        let mut tx = self.pool.begin().await?;
+        let prior: Option<(i64, String)> =
+            sqlx::query_as("SELECT attempts, behaviour FROM sandbox_attempts WHERE key = ?")
+                .bind(key)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let (attempt, behaviour) = match prior {
+            Some((n, b)) => {
+                sqlx::query("UPDATE sandbox_attempts SET attempts = attempts + 1 WHERE key = ?")
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+                (n + 1, Behaviour::parse(&b))
+            }
+            None => {
+                let b = decide();
+                sqlx::query(
+                    "INSERT INTO sandbox_attempts (key, attempts, behaviour, first_at) VALUES (?, 1, ?, ?)",
+                )
+                .bind(key)
+                .bind(b.as_str())
+                .bind(rfc3339(now))
+                .execute(&mut *tx)
+                .await?;
+                (1, b)
+            }
+        };
+        let step = if let Some(c) = charge_in(&mut tx, key).await? {
+            ChargeStep::Existing(c)
+        } else if tombstoned_in(&mut tx, key).await? {
+            ChargeStep::Cancelled
+        } else {
+            match behaviour {
+                Behaviour::Timeout => ChargeStep::Timeout,
+                Behaviour::Error5xx if attempt <= 2 => ChargeStep::Error5xx { attempt },
+                b => {
+                    let charge = insert_charge(&mut tx, key, amount, currency, now, b).await?;
+                    ChargeStep::Committed {
+                        charge,
+                        behaviour: b,
+                    }
+                }
+            }
+        };
+        tx.commit().await?;
+        Ok(step)
+    }
+
+    pub async fn query(&self, key: &str) -> sqlx::Result<QueryStep> {
+        let mut tx = self.pool.begin().await?;
+        let step = if let Some(c) = charge_in(&mut tx, key).await? {
+            QueryStep::Charge(c)
+        } else if tombstoned_in(&mut tx, key).await? {
+            QueryStep::Cancelled
+        } else {
+            QueryStep::NotFound
+        };
+        tx.commit().await?;
+        Ok(step)
+    }
+
+    /// Tombstones `key` unless a successful charge exists. A stored decline is no charge, so
+    /// it is tombstoned too (the key stays declined for queries).
+    pub async fn cancel(&self, key: &str, now: DateTime<Utc>) -> sqlx::Result<CancelStep> {
+        let mut tx = self.pool.begin().await?;
+        let step = match charge_in(&mut tx, key).await? {
+            Some(c) if c.succeeded() => CancelStep::AlreadyCharged(c),
+            _ => {
+                sqlx::query(
+                    "INSERT OR IGNORE INTO sandbox_tombstones (key, cancelled_at) VALUES (?, ?)",
+                )
+                .bind(key)
+                .bind(rfc3339(now))
+                .execute(&mut *tx)
+                .await?;
+                CancelStep::Cancelled
+            }
+        };
+        tx.commit().await?;
+        Ok(step)
+    }
+
+    pub async fn refund(
+        &self,
+        refund_key: &str,
+        charge_key: &str,
+        amount: i64,
+        now: DateTime<Utc>,
+    ) -> sqlx::Result<RefundStep> {
+        let mut tx = self.pool.begin().await?;
+        let prior: Option<(String, i64)> =
+            sqlx::query_as("SELECT charge_key, amount FROM sandbox_refunds WHERE refund_key = ?")
+                .bind(refund_key)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let step = match prior {
+            Some((k, a)) if k == charge_key && a == amount => RefundStep::Succeeded,
+            Some(_) => RefundStep::Rejected("refund_key_reused"),
+            None => match charge_in(&mut tx, charge_key).await? {
+                Some(c) if c.succeeded() => {
+                    let (done,): (i64,) = sqlx::query_as(
+                        "SELECT COALESCE(SUM(amount), 0) FROM sandbox_refunds WHERE charge_key = ?",
+                    )
+                    .bind(charge_key)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    if done
+                        .checked_add(amount)
+                        .is_none_or(|total| total > c.amount)
+                    {
+                        RefundStep::Rejected("exceeds_charge_amount")
+                    } else {
+                        sqlx::query(
+                            "INSERT INTO sandbox_refunds (refund_key, charge_key, amount, created_at) VALUES (?, ?, ?, ?)",
+                        )
+                        .bind(refund_key)
+                        .bind(charge_key)
+                        .bind(amount)
+                        .bind(rfc3339(now))
+                        .execute(&mut *tx)
+                        .await?;
+                        RefundStep::Succeeded
+                    }
+                }
+                _ => RefundStep::Rejected("no_successful_charge"),
+            },
+        };
+        tx.commit().await?;
+        Ok(step)
+    }
+
+    /// Successful charges of UTC day `day` (`YYYY-MM-DD`) as the statement reports them,
+    /// oldest first.
+    pub async fn statement(&self, day: &str) -> sqlx::Result<Vec<StatementLine>> {
+        let rows: Vec<(String, i64, String, String)> = sqlx::query_as(
+            "SELECT key, statement_amount, currency, charged_at FROM sandbox_charges
+             WHERE charged_day = ? AND status = 'succeeded' AND in_statement = 1
+             ORDER BY charged_ms, key",
+        )
+        .bind(day)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(key, amount, currency, charged_at)| StatementLine {
+                key,
+                amount,
+                currency,
+                charged_at,
+            })
+            .collect())
+    }
+
+    pub async fn attempts(&self, key: &str) -> sqlx::Result<Option<(i64, String)>> {
+        sqlx::query_as("SELECT attempts, behaviour FROM sandbox_attempts WHERE key = ?")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+    }
+
+    pub async fn stats(&self) -> sqlx::Result<StoreStats> {
+        let (charges, declines): (i64, i64) = sqlx::query_as(
+            "SELECT COALESCE(SUM(status = 'succeeded'), 0), COALESCE(SUM(status = 'declined'), 0)
+             FROM sandbox_charges",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let (attempts,): (i64,) =
+            sqlx::query_as("SELECT COALESCE(SUM(attempts), 0) FROM sandbox_attempts")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(StoreStats {
+            charges,
+            declines,
+            attempts,
+        })
+    }
+}
+
+async fn insert_charge(
+    tx: &mut Transaction<'_, Sqlite>,
+    key: &str,
+    amount: i64,
+    currency: &str,
+    now: DateTime<Utc>,
+    behaviour: Behaviour,
+) -> sqlx::Result<StoredCharge> {
+    let (status, reason) = match behaviour {
+        Behaviour::Decline => ("declined", Some("card_declined".to_owned())),
+        _ => ("succeeded", None),
+    };
+    let statement_amount = match behaviour {
+        Behaviour::StatementAmount => amount.saturating_add(1),
+        _ => amount,
+    };
+    let charge = StoredCharge {
+        key: key.to_owned(),
+        amount,
+        currency: currency.to_owned(),
+        status: status.to_owned(),
+        reason,
+        charged_at: rfc3339(now),
+        charged_ms: now.timestamp_millis(),
+    };
+    sqlx::query(
+        "INSERT INTO sandbox_charges (key, amount, currency, status, reason, statement_amount,
+            in_statement, charged_at, charged_day, charged_ms)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&charge.key)
+    .bind(amount)
+    .bind(currency)
+    .bind(status)
+    .bind(&charge.reason)
+    .bind(statement_amount)
+    .bind(behaviour != Behaviour::StatementMissing)
+    .bind(&charge.charged_at)
+    .bind(now.format("%Y-%m-%d").to_string())
+    .bind(charge.charged_ms)
+    .execute(&mut **tx)
+    .await?;
+    Ok(charge)
+}

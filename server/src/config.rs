@@ -1,0 +1,105 @@
+//! Settings for `converge serve` and `converge worker`: flags with environment equivalents
+//! (DESIGN.md "Command line"). Every timing is configurable so tests and demos run fast.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Settings of the core (API, workers, in-process sandbox channel).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Settings {
+    /// Database: a SQLite path (`data/converge.db`, `sqlite:PATH`) or `postgres://USER:PASS@HOST/DB`.
+    #[arg(long, env = "DATABASE_URL", default_value = "data/converge.db")]
+    pub database_url: String,
+
+    /// Address the HTTP server listens on (API, console, /health, /metrics).
+    #[arg(long, env = "CONVERGE_BIND", default_value = "127.0.0.1:3000")]
+    pub bind: SocketAddr,
+
+    /// Base URL of an external channel (e.g. a `converge channel-sim`); without it the sandbox
+    /// channel starts in-process.
+    #[arg(long, env = "CONVERGE_CHANNEL_URL")]
+    pub channel_url: Option<String>,
+
+    /// Address of the in-process sandbox channel (port 0: any free port).
+    #[arg(long, env = "CONVERGE_CHANNEL_BIND", default_value = "127.0.0.1:0")]
+    pub channel_bind: SocketAddr,
+
+    /// SQLite file of the in-process sandbox channel's own store.
+    #[arg(long, env = "CONVERGE_CHANNEL_DB", default_value = "data/channel.db")]
+    pub channel_db: String,
+
+    /// HMAC secret shared with the channel for signed callbacks. Required with --channel-url;
+    /// a random one is made for the in-process sandbox.
+    #[arg(long, env = "CONVERGE_CALLBACK_SECRET", hide_env_values = true)]
+    pub callback_secret: Option<String>,
+
+    /// How long the core waits for a channel answer before the payment becomes UNKNOWN (ms).
+    #[arg(long, env = "CONVERGE_CHANNEL_TIMEOUT_MS", default_value_t = 2_000)]
+    pub channel_timeout_ms: u64,
+
+    /// How long an Idempotency-Key and its response are kept (seconds; at least 24 h in
+    /// production per DESIGN.md).
+    #[arg(long, env = "CONVERGE_KEY_RETENTION_SECS", default_value_t = 86_400)]
+    pub key_retention_secs: u64,
+
+    /// How long a request's claim on a key lasts before a retry may resume it (ms).
+    #[arg(long, env = "CONVERGE_KEY_LEASE_MS", default_value_t = 30_000)]
+    pub key_lease_ms: u64,
+
+    /// Delay before a payment's submit job becomes due, so the request finishes it first (ms).
+    #[arg(long, env = "CONVERGE_SUBMIT_DELAY_MS", default_value_t = 10_000)]
+    pub submit_delay_ms: u64,
+
+    /// Delay before the first query of an UNKNOWN payment (ms).
+    #[arg(long, env = "CONVERGE_QUERY_DELAY_MS", default_value_t = 2_000)]
+    pub query_delay_ms: u64,
+
+    /// Attempts before a job goes to the error pool.
+    #[arg(long, env = "CONVERGE_MAX_ATTEMPTS", default_value_t = 8)]
+    pub max_attempts: i64,
+
+    /// Largest request body accepted on the merchant API (bytes).
+    #[arg(long, env = "CONVERGE_BODY_LIMIT", default_value_t = 64 * 1024)]
+    pub body_limit: usize,
+
+    /// How often expired Idempotency-Keys are purged (seconds).
+    #[arg(long, env = "CONVERGE_PURGE_INTERVAL_SECS", default_value_t = 600)]
+    pub purge_interval_secs: u64,
+
+    /// In-process sandbox: delay of digits-52 answers (ms).
+    #[arg(long, env = "CONVERGE_SANDBOX_SLOW_MS", default_value_t = 5_000)]
+    pub sandbox_slow_ms: u64,
+
+    /// In-process sandbox: hang of digits-53 requests (ms).
+    #[arg(long, env = "CONVERGE_SANDBOX_HANG_MS", default_value_t = 5_000)]
+    pub sandbox_hang_ms: u64,
+}
+
+impl Settings {
+    /// Defaults for tests: in-memory SQLite, port 0 everywhere, fast timings.
+    pub fn for_tests(database_url: &str) -> Self {
+        Settings {
+            database_url: database_url.to_string(),
+            bind: "127.0.0.1:0".parse().expect("literal address"),
+            channel_url: None,
+            channel_bind: "127.0.0.1:0".parse().expect("literal address"),
+            channel_db: ":memory:".into(),
+            callback_secret: Some("test-callback-secret".into()),
+            channel_timeout_ms: 300,
+            key_retention_secs: 86_400,
+            key_lease_ms: 2_000,
+            submit_delay_ms: 60_000,
+            query_delay_ms: 60_000,
+            max_attempts: 5,
+            body_limit: 16 * 1024,
+            purge_interval_secs: 600,
+            sandbox_slow_ms: 800,
+            sandbox_hang_ms: 800,
+        }
+    }
+
+    /// The channel timeout as a [`Duration`].
+    pub fn channel_timeout(&self) -> Duration {
+        Duration::from_millis(self.channel_timeout_ms)
+    }
+}

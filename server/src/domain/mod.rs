@@ -1,0 +1,11 @@
+//! The payment domain as plain Rust: no SQL, no HTTP, no global clock or RNG.
+//!
+//! Everything here is unit-tested without a database (DESIGN.md "Layout").
+
+pub mod backoff;
+pub mod clock;
+pub mod fingerprint;
+pub mod idempotency;
+pub mod ledger;
+pub mod money;
+pub mod state;

@@ -1,0 +1,72 @@
+//! Amounts and currencies. Amounts are integer minor units (fen for CNY, cents for USD);
+//! currencies are ISO 4217 alphabetic codes checked against `iso_currency`'s list.
+
+use iso_currency::Currency;
+
+/// Why an amount or currency was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MoneyError {
+    /// Zero or negative amount.
+    #[error("amount must be a positive integer number of minor units")]
+    NotPositive,
+    /// Larger than [`MAX_AMOUNT`].
+    #[error("amount is larger than the maximum of {MAX_AMOUNT} minor units")]
+    TooLarge,
+    /// Not an ISO 4217 code.
+    #[error("currency must be an ISO 4217 alphabetic code such as CNY")]
+    UnknownCurrency,
+}
+
+/// Largest amount accepted, in minor units: 10^15, far below `i64::MAX`, so sums of refunds
+/// and ledger totals can never overflow.
+pub const MAX_AMOUNT: i64 = 1_000_000_000_000_000;
+
+/// Checks a payment or refund amount in minor units.
+pub fn validate_amount(amount: i64) -> Result<i64, MoneyError> {
+    if amount <= 0 {
+        Err(MoneyError::NotPositive)
+    } else if amount > MAX_AMOUNT {
+        Err(MoneyError::TooLarge)
+    } else {
+        Ok(amount)
+    }
+}
+
+/// Checks an ISO 4217 alphabetic code (exact, upper case) and returns it with its minor-unit
+/// exponent (2 for CNY, 0 for JPY). Funds codes without minor units (e.g. XAU) are refused:
+/// a payment needs a currency with a defined exponent.
+pub fn validate_currency(code: &str) -> Result<(String, u16), MoneyError> {
+    if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(MoneyError::UnknownCurrency);
+    }
+    let currency = Currency::from_code(code).ok_or(MoneyError::UnknownCurrency)?;
+    let exponent = currency.exponent().ok_or(MoneyError::UnknownCurrency)?;
+    Ok((code.to_string(), exponent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_negative_and_huge_amounts_are_refused() {
+        assert_eq!(validate_amount(0), Err(MoneyError::NotPositive));
+        assert_eq!(validate_amount(-1), Err(MoneyError::NotPositive));
+        assert_eq!(validate_amount(MAX_AMOUNT + 1), Err(MoneyError::TooLarge));
+        assert_eq!(validate_amount(1), Ok(1));
+    }
+
+    #[test]
+    fn real_currencies_carry_their_exponent() {
+        assert_eq!(validate_currency("CNY").unwrap().1, 2);
+        assert_eq!(validate_currency("JPY").unwrap().1, 0);
+        assert_eq!(validate_currency("BHD").unwrap().1, 3);
+    }
+
+    #[test]
+    fn unknown_or_lowercase_currency_is_refused() {
+        assert_eq!(validate_currency("XYZ"), Err(MoneyError::UnknownCurrency));
+        assert_eq!(validate_currency("cny"), Err(MoneyError::UnknownCurrency));
+        assert_eq!(validate_currency(""), Err(MoneyError::UnknownCurrency));
+    }
+}

@@ -1,0 +1,63 @@
+//! Use cases over the domain, the store and the channel: creating and driving payments,
+//! refunds, and channel callbacks. HTTP handlers and workers call these; they know nothing of
+//! HTTP themselves.
+
+pub mod callbacks;
+pub mod ids;
+pub mod payments;
+pub mod refunds;
+
+use std::sync::Arc;
+
+use crate::channel::Channel;
+use crate::domain::clock::Clock;
+use crate::store::{Store, StoreError};
+
+/// What the services share.
+#[derive(Clone)]
+pub struct Core {
+    /// Storage.
+    pub store: Arc<dyn Store>,
+    /// The payment channel.
+    pub channel: Arc<dyn Channel>,
+    /// Time source.
+    pub clock: Arc<dyn Clock>,
+    /// Timings and limits.
+    pub timings: Timings,
+}
+
+/// The timings the services use, in milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Timings {
+    /// Delay before a payment's submit job is due (the request normally finishes first).
+    pub submit_delay_ms: i64,
+    /// Delay before the first query of an UNKNOWN payment.
+    pub query_delay_ms: i64,
+    /// Attempts before a job goes to the error pool.
+    pub max_attempts: i64,
+}
+
+/// Why a use case could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Another writer kept moving the payment; the caller may retry.
+    #[error("payment {0} kept changing under us")]
+    Contended(String),
+}
+
+impl From<ServiceError> for crate::error::ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Store(s) => s.into(),
+            ServiceError::Contended(id) => crate::error::ApiError::new(
+                axum::http::StatusCode::CONFLICT,
+                "payment_busy",
+                format!("payment {id} is being updated; retry"),
+            )
+            .with_retry_after(1),
+        }
+    }
+}

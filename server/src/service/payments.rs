@@ -1,0 +1,262 @@
+//! Creating and driving payments through the state machine (DESIGN.md "Payment state
+//! machine"; seed article 000 "atomic phases", seed article 004 on UNKNOWN and SUSPENSE).
+//!
+//! Each step between two external calls is one local transaction (a transition with its
+//! event, ledger batch and jobs), so a crash between steps leaves a state a retry or a job can
+//! resume from; the channel is always called with the payment's one channel key, so a resumed
+//! request never charges twice.
+
+use serde_json::json;
+
+use super::{Core, ServiceError, ids};
+use crate::channel::ChargeOutcome;
+use crate::domain::fingerprint::fingerprint;
+use crate::domain::ledger;
+use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
+use crate::store::{CreatePayment, IgnoredEvent, JobKind, LedgerPosting, NewJob, NewPayment, Payment, Transition, TransitionResult};
+
+/// A validated create-payment request. Amount in minor units; currency ISO 4217.
+#[derive(Debug, Clone)]
+pub struct PaymentInput {
+    /// Minor units, > 0.
+    pub amount: i64,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// The merchant's business key.
+    pub merchant_order_id: String,
+    /// Free text.
+    pub description: String,
+}
+
+impl PaymentInput {
+    /// SHA-256 of the business parameters; two requests for one merchant_order_id are "the
+    /// same payment" exactly when these match.
+    pub fn params_hash(&self) -> String {
+        fingerprint(&json!({
+            "amount": self.amount,
+            "currency": self.currency,
+            "merchant_order_id": self.merchant_order_id,
+            "description": self.description,
+        }))
+    }
+}
+
+/// Result of [`Core::insert_payment`].
+#[derive(Debug, Clone)]
+pub enum InsertOutcome {
+    /// A new PENDING payment (answer 201 once driven).
+    Created(Payment),
+    /// Same merchant_order_id, same parameters: the existing payment (answer 200).
+    Existing(Payment),
+    /// Same merchant_order_id, other parameters: 409 `merchant_order_id_conflict`.
+    OrderConflict(Payment),
+}
+
+/// Extra writes that ride along with a transition.
+#[derive(Debug, Default)]
+pub(crate) struct Extras {
+    pub detail: String,
+    pub count_submit: bool,
+    pub last_error: Option<String>,
+    pub posting: Option<LedgerPosting>,
+    pub enqueue: Vec<NewJob>,
+    pub close_jobs: Vec<JobKind>,
+}
+
+/// Upper bound on steps in one drive, so a payment that keeps being moved by others cannot
+/// keep a request busy forever.
+const MAX_STEPS: usize = 12;
+
+impl Core {
+    /// Inserts a PENDING payment with its submit job (one transaction), or finds the
+    /// merchant's payment with the same merchant_order_id.
+    pub async fn insert_payment(&self, merchant_id: i64, input: &PaymentInput) -> Result<InsertOutcome, ServiceError> {
+        let now = self.clock.now_ms();
+        let params_hash = input.params_hash();
+        let new = NewPayment {
+            id: ids::new_id("pay"),
+            merchant_id,
+            merchant_order_id: input.merchant_order_id.clone(),
+            amount: input.amount,
+            currency: input.currency.clone(),
+            description: input.description.clone(),
+            params_hash: params_hash.clone(),
+            channel_key: ids::new_id("ck"),
+            now,
+            submit_due_at: now + self.timings.submit_delay_ms,
+            max_attempts: self.timings.max_attempts,
+        };
+        Ok(match self.store.create_payment(&new).await? {
+            CreatePayment::Created(p) => InsertOutcome::Created(p),
+            CreatePayment::Existing(p) if p.params_hash == params_hash => InsertOutcome::Existing(p),
+            CreatePayment::Existing(p) => InsertOutcome::OrderConflict(p),
+        })
+    }
+
+    /// Moves a payment as far as it goes without waiting: submit, charge with its channel key,
+    /// record the answer, post the ledger. Returns where it got (UNKNOWN, SUSPENSE and
+    /// PROCESSING are left to the compensation queue). `source` is recorded with each event.
+    pub async fn drive(&self, mut p: Payment, source: &str) -> Result<Payment, ServiceError> {
+        for _ in 0..MAX_STEPS {
+            let before = (p.status, p.version);
+            p = match p.status {
+                PaymentStatus::Pending => {
+                    self.apply(&p, PaymentEvent::Submit, source, Extras { count_submit: true, ..Extras::default() }).await?
+                }
+                PaymentStatus::Processing => self.charge(&p, source).await?,
+                PaymentStatus::ChannelSuccess => self.post_ledger(&p, source).await?,
+                _ => return Ok(p),
+            };
+            if (p.status, p.version) == before {
+                // Nothing moved (an ignored event): stop rather than spin.
+                return Ok(p);
+            }
+        }
+        Err(ServiceError::Contended(p.id))
+    }
+
+    /// Sends the charge with the payment's channel key and records the answer.
+    async fn charge(&self, p: &Payment, source: &str) -> Result<Payment, ServiceError> {
+        let outcome = self.channel.charge(&p.channel_key, p.amount, &p.currency).await;
+        metrics::counter!("converge_channel_charges_total", "outcome" => outcome_name(&outcome)).increment(1);
+        match outcome {
+            ChargeOutcome::Succeeded { amount, currency } if amount == p.amount && currency == p.currency => {
+                let extras = Extras {
+                    detail: format!("charged {amount} {currency}"),
+                    close_jobs: vec![JobKind::Submit, JobKind::Query],
+                    ..Extras::default()
+                };
+                self.apply(p, PaymentEvent::ChannelSucceeded, source, extras).await
+            }
+            ChargeOutcome::Succeeded { amount, currency } => {
+                let detail = format!("channel charged {amount} {currency}, payment is {} {}", p.amount, p.currency);
+                self.to_unknown(p, source, detail).await
+            }
+            ChargeOutcome::Declined { reason } => {
+                let extras = Extras {
+                    detail: reason.clone(),
+                    last_error: Some(format!("declined: {reason}")),
+                    close_jobs: vec![JobKind::Submit, JobKind::Query],
+                    ..Extras::default()
+                };
+                self.apply(p, PaymentEvent::ChannelDeclined, source, extras).await
+            }
+            ChargeOutcome::Error { detail } => self.to_unknown(p, source, detail).await,
+        }
+    }
+
+    /// PROCESSING -> UNKNOWN with a query job: an undecidable answer is never a failure.
+    async fn to_unknown(&self, p: &Payment, source: &str, detail: String) -> Result<Payment, ServiceError> {
+        let now = self.clock.now_ms();
+        let extras = Extras {
+            last_error: Some(detail.clone()),
+            detail,
+            enqueue: vec![NewJob {
+                kind: JobKind::Query,
+                payment_id: Some(p.id.clone()),
+                refund_id: None,
+                run_at: now + self.timings.query_delay_ms,
+                max_attempts: self.timings.max_attempts,
+            }],
+            close_jobs: vec![JobKind::Submit],
+            ..Extras::default()
+        };
+        self.apply(p, PaymentEvent::ChannelError, source, extras).await
+    }
+
+    /// Posts the charge batch (CHANNEL_SUCCESS or SUSPENSE -> SUCCESS), or parks the payment
+    /// in SUSPENSE with a post_ledger job when the merchant is frozen.
+    pub(crate) async fn post_ledger(&self, p: &Payment, source: &str) -> Result<Payment, ServiceError> {
+        let frozen = self.store.merchant(p.merchant_id).await?.is_none_or(|m| m.frozen);
+        if frozen {
+            if p.status == PaymentStatus::Suspense {
+                return Ok(p.clone());
+            }
+            let now = self.clock.now_ms();
+            let extras = Extras {
+                detail: "merchant account frozen".into(),
+                last_error: Some("ledger posting failed: merchant account frozen".into()),
+                enqueue: vec![NewJob {
+                    kind: JobKind::PostLedger,
+                    payment_id: Some(p.id.clone()),
+                    refund_id: None,
+                    run_at: now + self.timings.query_delay_ms,
+                    max_attempts: self.timings.max_attempts,
+                }],
+                ..Extras::default()
+            };
+            return self.apply(p, PaymentEvent::LedgerFailed, source, extras).await;
+        }
+        let extras = Extras {
+            detail: format!("charge batch {} {}", p.amount, p.currency),
+            posting: Some(ledger::charge(p.merchant_id, p.amount, &p.currency)),
+            close_jobs: vec![JobKind::PostLedger],
+            ..Extras::default()
+        };
+        self.apply(p, PaymentEvent::LedgerPosted, source, extras).await
+    }
+
+    /// Applies `event` to `p` if the state machine allows it, else records it as ignored.
+    /// Returns the payment as it now is (re-read when someone else moved first).
+    pub(crate) async fn apply(
+        &self,
+        p: &Payment,
+        event: PaymentEvent,
+        source: &str,
+        extras: Extras,
+    ) -> Result<Payment, ServiceError> {
+        let now = self.clock.now_ms();
+        let to = match transition(p.status, event) {
+            Ok(to) => to,
+            Err(refused) => {
+                self.store
+                    .record_ignored_event(&IgnoredEvent {
+                        payment_id: p.id.clone(),
+                        event_id: format!("{event}@v{}:ignored", p.version),
+                        event,
+                        from: p.status,
+                        source: source.into(),
+                        detail: refused.to_string(),
+                        now,
+                    })
+                    .await?;
+                metrics::counter!("converge_events_ignored_total", "event" => event.as_str()).increment(1);
+                return Ok(p.clone());
+            }
+        };
+        let t = Transition {
+            payment_id: p.id.clone(),
+            from: p.status,
+            version: p.version,
+            to,
+            event,
+            event_id: format!("{event}@v{}", p.version),
+            source: source.into(),
+            detail: extras.detail,
+            now,
+            count_submit: extras.count_submit,
+            last_error: extras.last_error,
+            posting: extras.posting,
+            enqueue: extras.enqueue,
+            close_jobs: extras.close_jobs,
+        };
+        match self.store.apply_transition(&t).await? {
+            TransitionResult::Applied(next) => {
+                metrics::counter!("converge_transitions_total", "to" => next.status.as_str()).increment(1);
+                Ok(next)
+            }
+            TransitionResult::Stale(current) => Ok(current),
+            TransitionResult::DuplicateEvent => {
+                Ok(self.store.payment(&p.id).await?.ok_or_else(|| ServiceError::Contended(p.id.clone()))?)
+            }
+        }
+    }
+}
+
+fn outcome_name(o: &ChargeOutcome) -> &'static str {
+    match o {
+        ChargeOutcome::Succeeded { .. } => "succeeded",
+        ChargeOutcome::Declined { .. } => "declined",
+        ChargeOutcome::Error { .. } => "error",
+    }
+}

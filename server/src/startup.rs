@@ -1,0 +1,168 @@
+//! Building a running core from [`Settings`]: database, channel (in-process sandbox or
+//! external), services, background tasks, router. The `converge` binary adds the console and
+//! serves it; tests serve [`Running::router`] alone on 127.0.0.1:0.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use rand::Rng;
+use tokio::task::JoinHandle;
+
+use crate::api::{self, AppState};
+use crate::channel::Channel;
+use crate::channel::http::HttpChannel;
+use crate::channel::sandbox::{self, SandboxConfig, SandboxHandle};
+use crate::config::Settings;
+use crate::domain::clock::{Clock, SystemClock};
+use crate::service::{Core, Timings};
+use crate::store::{self, Backend, Store, StoreError};
+
+/// Why the core could not start; each message is one line saying what and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The database URL is malformed or of an unknown scheme.
+    #[error("invalid DATABASE_URL: {0}")]
+    BadDatabaseUrl(String),
+    /// The database cannot be opened or reached.
+    #[error("{0}")]
+    DatabaseUnavailable(String),
+    /// Migrations failed.
+    #[error("database migration failed: {0}")]
+    Migration(String),
+    /// A setting is missing or contradicts another.
+    #[error("{0}")]
+    Config(String),
+    /// The in-process sandbox channel did not start.
+    #[error("sandbox channel did not start: {0}")]
+    Sandbox(String),
+}
+
+/// Opens the store for `url`, turning failures into one-line [`StartError`]s.
+pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StartError> {
+    let is_pg = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    store::connect(url).await.map_err(|e| match e {
+        StoreError::BadUrl(msg) => StartError::BadDatabaseUrl(msg),
+        StoreError::Migrate(m) => StartError::Migration(m.to_string()),
+        other if is_pg => StartError::DatabaseUnavailable(format!(
+            "cannot reach PostgreSQL at {}: {} (is the server running and the URL right?)",
+            store::redact(url),
+            root_cause(&other)
+        )),
+        other => StartError::DatabaseUnavailable(format!(
+            "cannot open SQLite database {url:?}: {} (is the directory writable?)",
+            root_cause(&other)
+        )),
+    })
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// A core ready to serve.
+pub struct Running {
+    /// Shared state (also what the console's server functions reach).
+    pub state: AppState,
+    /// `/v1/*`, `/health`, `/metrics`.
+    pub router: Router,
+    /// The in-process sandbox channel, when one was started.
+    pub sandbox: Option<SandboxHandle>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops background tasks and the sandbox, and closes the database pools.
+    pub async fn shutdown(mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        if let Some(s) = self.sandbox.take() {
+            s.shutdown().await;
+        }
+        self.state.core.store.close().await;
+    }
+}
+
+/// Builds the core. `public_addr` is where this process's HTTP server listens (already
+/// bound), so the in-process sandbox can send its callbacks there.
+pub async fn build(settings: Settings, public_addr: SocketAddr) -> Result<Running, StartError> {
+    let store = open_store(&settings.database_url).await?;
+    build_with_store(settings, public_addr, store).await
+}
+
+/// [`build`] over an already opened store.
+pub async fn build_with_store(
+    settings: Settings,
+    public_addr: SocketAddr,
+    store: Arc<dyn Store>,
+) -> Result<Running, StartError> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let (channel, secret, sandbox): (Arc<dyn Channel>, Vec<u8>, Option<SandboxHandle>) = match &settings.channel_url {
+        Some(url) => {
+            let secret = settings.callback_secret.clone().ok_or_else(|| {
+                StartError::Config("--channel-url needs --callback-secret (CONVERGE_CALLBACK_SECRET), the channel's HMAC key".into())
+            })?;
+            (Arc::new(HttpChannel::new(url, settings.channel_timeout())), secret.into_bytes(), None)
+        }
+        None => {
+            let secret = settings
+                .callback_secret
+                .clone()
+                .map(String::into_bytes)
+                .unwrap_or_else(|| rand::rng().random::<[u8; 32]>().to_vec());
+            let cfg = SandboxConfig {
+                database_url: settings.channel_db.clone(),
+                callback_url: Some(format!("http://{public_addr}/v1/channel/callbacks")),
+                callback_secret: secret.clone(),
+                slow_ms: settings.sandbox_slow_ms,
+                hang_ms: settings.sandbox_hang_ms,
+                ..SandboxConfig::default()
+            };
+            let handle = sandbox::spawn(cfg, settings.channel_bind).await.map_err(|e| StartError::Sandbox(format!("{e:#}")))?;
+            tracing::info!(url = %handle.url, "sandbox channel started in-process");
+            (Arc::new(HttpChannel::new(&handle.url, settings.channel_timeout())), secret, Some(handle))
+        }
+    };
+    let core = Core {
+        store: store.clone(),
+        channel,
+        clock: clock.clone(),
+        timings: Timings {
+            submit_delay_ms: settings.submit_delay_ms as i64,
+            query_delay_ms: settings.query_delay_ms as i64,
+            max_attempts: settings.max_attempts,
+        },
+    };
+    let purge_every = Duration::from_secs(settings.purge_interval_secs.max(1));
+    let state = AppState {
+        core,
+        settings: Arc::new(settings),
+        metrics: crate::telemetry::metrics_handle(),
+        callback_secret: Arc::new(secret),
+    };
+    let tasks = vec![tokio::spawn(purge_keys(store.clone(), clock, purge_every))];
+    if store.backend() == Backend::Sqlite {
+        tracing::info!("storage: SQLite");
+    }
+    Ok(Running { router: api::router(state.clone()), state, sandbox, tasks })
+}
+
+/// Deletes expired Idempotency-Keys periodically (DESIGN.md: kept at least 24 h, then purged;
+/// the business key still prevents a second payment).
+async fn purge_keys(store: Arc<dyn Store>, clock: Arc<dyn Clock>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        match store.purge_keys(clock.now_ms()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(purged = n, "expired idempotency keys purged"),
+            Err(e) => tracing::warn!(error = %e, "idempotency key purge failed; next tick retries"),
+        }
+    }
+}

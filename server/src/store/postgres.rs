@@ -1,0 +1,61 @@
+//! PostgreSQL backend, for production and for several `converge serve` processes sharing one
+//! database (DESIGN.md "Storage").
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
+
+use super::{Backend, StoreError};
+
+type Db = Postgres;
+
+/// The PostgreSQL implementation of [`Store`](super::Store).
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+impl PgStore {
+    /// Connects to `url` (`postgres://USER:PASS@HOST:PORT/DB`) with a pool of up to 16
+    /// connections and applies the migrations.
+    ///
+    /// Errors: `BadUrl` when the URL does not parse, `Unavailable` when the server cannot be
+    /// reached within 5 s or refuses the login.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let opts = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::BadUrl(format!("bad PostgreSQL URL {}: {e}", super::redact(url))))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(opts)
+            .await
+            .map_err(StoreError::Unavailable)?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// The pool (reads and writes share it).
+    pub fn reader(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The pool (reads and writes share it).
+    pub fn writer(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Starts a transaction (READ COMMITTED; conditional updates do the fencing).
+    pub async fn begin_write(&self) -> Result<Transaction<'static, Db>, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+
+    async fn close_pools(&self) {
+        self.pool.close().await;
+    }
+}
+
+impl_store!(PgStore, Backend::Postgres);

@@ -1,0 +1,456 @@
+//! Rows and write requests exchanged with the [`Store`](super::Store). Times are epoch
+//! milliseconds UTC; amounts are integer minor units.
+
+use crate::domain::state::{PaymentEvent, PaymentStatus};
+use serde::Serialize;
+
+/// A merchant account (DESIGN.md "Merchant HTTP API"). The API key itself is never stored,
+/// only its SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct Merchant {
+    /// Database id.
+    pub id: i64,
+    /// Unique name given to `converge merchant add`.
+    pub name: String,
+    /// A frozen merchant's ledger postings fail, which sends its payments to SUSPENSE.
+    pub frozen: bool,
+    /// Creation time, epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// A payment as stored (DESIGN.md "Payment state machine").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Payment {
+    /// `pay_` + 24 hex characters.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// The merchant's business key; unique per merchant.
+    pub merchant_order_id: String,
+    /// Minor units, > 0.
+    pub amount: i64,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// Free text from the merchant.
+    pub description: String,
+    /// SHA-256 of the business parameters, to tell a same-order retry from a conflict.
+    pub params_hash: String,
+    /// Current state.
+    pub status: PaymentStatus,
+    /// Bumped by every write; transitions are conditional on it.
+    pub version: i64,
+    /// The key sent to the channel on every attempt, including after a restart.
+    pub channel_key: String,
+    /// How many times the charge was sent to the channel.
+    pub submit_attempts: i64,
+    /// Sum of refunds reserved or done, minor units.
+    pub refunded_amount: i64,
+    /// Last channel or posting error, if any.
+    pub last_error: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+}
+
+/// The raw row behind [`Payment`]; the status is text in both databases.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct PaymentRow {
+    pub id: String,
+    pub merchant_id: i64,
+    pub merchant_order_id: String,
+    pub amount: i64,
+    pub currency: String,
+    pub description: String,
+    pub params_hash: String,
+    pub status: String,
+    pub version: i64,
+    pub channel_key: String,
+    pub submit_attempts: i64,
+    pub refunded_amount: i64,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl TryFrom<PaymentRow> for Payment {
+    type Error = super::StoreError;
+    fn try_from(r: PaymentRow) -> Result<Self, Self::Error> {
+        let status = r
+            .status
+            .parse()
+            .map_err(|_| super::StoreError::Corrupt(format!("payment {} has status {:?}", r.id, r.status)))?;
+        Ok(Payment {
+            id: r.id,
+            merchant_id: r.merchant_id,
+            merchant_order_id: r.merchant_order_id,
+            amount: r.amount,
+            currency: r.currency,
+            description: r.description,
+            params_hash: r.params_hash,
+            status,
+            version: r.version,
+            channel_key: r.channel_key,
+            submit_attempts: r.submit_attempts,
+            refunded_amount: r.refunded_amount,
+            last_error: r.last_error,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        })
+    }
+}
+
+/// A new payment, inserted PENDING together with its submit job in one transaction.
+#[derive(Debug, Clone)]
+pub struct NewPayment {
+    /// `pay_` id chosen by the caller.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// Business key.
+    pub merchant_order_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// Free text.
+    pub description: String,
+    /// SHA-256 of the business parameters.
+    pub params_hash: String,
+    /// Channel key.
+    pub channel_key: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+    /// When the submit job becomes due if the request never finishes it, epoch ms UTC.
+    pub submit_due_at: i64,
+    /// Attempts before the submit job goes to the error pool.
+    pub max_attempts: i64,
+}
+
+/// Result of [`Store::create_payment`](super::Store::create_payment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreatePayment {
+    /// Inserted now.
+    Created(Payment),
+    /// The merchant already has a payment with this merchant_order_id.
+    Existing(Payment),
+}
+
+/// One stored Idempotency-Key (DESIGN.md "Idempotency contract").
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct KeyRecord {
+    /// Owner.
+    pub merchant_id: i64,
+    /// Route template with its path ids, e.g. `POST /v1/payments/pay_x/refunds`.
+    pub scope: String,
+    /// The client's key.
+    pub idem_key: String,
+    /// Route template without ids, for counting.
+    pub route: String,
+    /// SHA-256 of the canonical body.
+    pub fingerprint: String,
+    /// `running` or `done`.
+    pub state: String,
+    /// Token of the request holding the claim.
+    pub lease_token: Option<String>,
+    /// When the claim lapses, epoch ms UTC.
+    pub lease_expires_at: Option<i64>,
+    /// The payment or refund this request created, once it did (recovery point).
+    pub resource_id: Option<String>,
+    /// Stored HTTP status.
+    pub response_status: Option<i64>,
+    /// Stored headers as a JSON array of [name, value].
+    pub response_headers: Option<String>,
+    /// Stored body bytes.
+    pub response_body: Option<Vec<u8>>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Purge time, epoch ms UTC.
+    pub expires_at: i64,
+}
+
+/// A request to claim a key.
+#[derive(Debug, Clone)]
+pub struct KeyClaim {
+    /// Owner.
+    pub merchant_id: i64,
+    /// Route template with path ids.
+    pub scope: String,
+    /// Client key.
+    pub idem_key: String,
+    /// Route template without ids.
+    pub route: String,
+    /// SHA-256 of the canonical body.
+    pub fingerprint: String,
+    /// Fresh token for this request.
+    pub lease_token: String,
+    /// Claim lapses at, epoch ms UTC.
+    pub lease_expires_at: i64,
+    /// Epoch ms UTC.
+    pub now: i64,
+    /// Purge after, epoch ms UTC.
+    pub expires_at: i64,
+}
+
+/// Result of [`Store::claim_key`](super::Store::claim_key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimResult {
+    /// This request holds the key: a new claim (`resource_id` None) or a lapsed claim taken
+    /// over (`resource_id` says what the crashed request had created, to resume it).
+    Claimed {
+        /// Recovery point.
+        resource_id: Option<String>,
+    },
+    /// Another request holds or completed the key.
+    Existing(KeyRecord),
+}
+
+/// Which key a call is about, and the token that must still hold it.
+#[derive(Debug, Clone)]
+pub struct KeyRef {
+    /// Owner.
+    pub merchant_id: i64,
+    /// Route template with path ids.
+    pub scope: String,
+    /// Client key.
+    pub idem_key: String,
+    /// The claim's token.
+    pub lease_token: String,
+}
+
+/// A stored response.
+#[derive(Debug, Clone)]
+pub struct StoredResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// Chosen headers, as [name, value] pairs.
+    pub headers: Vec<(String, String)>,
+    /// Body bytes, replayed byte for byte.
+    pub body: Vec<u8>,
+}
+
+/// Kinds of compensation jobs (DESIGN.md "Compensation queue").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    /// Send the charge.
+    Submit,
+    /// Ask the channel what happened.
+    Query,
+    /// Post the charge's ledger batch.
+    PostLedger,
+    /// Send a refund.
+    Refund,
+    /// Notify the merchant.
+    Notify,
+    /// Import a statement.
+    Reconcile,
+    /// Purge expired keys.
+    Purge,
+}
+
+impl JobKind {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Submit => "submit",
+            JobKind::Query => "query",
+            JobKind::PostLedger => "post_ledger",
+            JobKind::Refund => "refund",
+            JobKind::Notify => "notify",
+            JobKind::Reconcile => "reconcile",
+            JobKind::Purge => "purge",
+        }
+    }
+}
+
+/// A job to write in the same transaction as the state change that needs it.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    /// Kind.
+    pub kind: JobKind,
+    /// Payment, if any.
+    pub payment_id: Option<String>,
+    /// Refund, if any.
+    pub refund_id: Option<String>,
+    /// Due at, epoch ms UTC.
+    pub run_at: i64,
+    /// Attempts before the error pool.
+    pub max_attempts: i64,
+}
+
+/// A job row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct Job {
+    /// Id.
+    pub id: i64,
+    /// Kind name.
+    pub kind: String,
+    /// Payment, if any.
+    pub payment_id: Option<String>,
+    /// Refund, if any.
+    pub refund_id: Option<String>,
+    /// `due`, `leased`, `done` or `dead`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// Attempts allowed.
+    pub max_attempts: i64,
+    /// Next run, epoch ms UTC.
+    pub run_at: i64,
+    /// Last error.
+    pub last_error: Option<String>,
+}
+
+pub use crate::domain::ledger::{LedgerLine, LedgerPosting};
+
+/// Debits and credits of one currency over the whole ledger.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct LedgerTotal {
+    /// ISO 4217.
+    pub currency: String,
+    /// Sum of debits, minor units.
+    pub debits: i64,
+    /// Sum of credits, minor units.
+    pub credits: i64,
+}
+
+/// A state-machine transition to apply conditionally on (id, from, version).
+#[derive(Debug, Clone)]
+pub struct Transition {
+    /// Payment.
+    pub payment_id: String,
+    /// Status the caller read.
+    pub from: PaymentStatus,
+    /// Version the caller read.
+    pub version: i64,
+    /// Status computed by the domain.
+    pub to: PaymentStatus,
+    /// Event.
+    pub event: PaymentEvent,
+    /// Unique per payment; a repeat is recorded once.
+    pub event_id: String,
+    /// `api`, `worker`, `callback` or an ops action id.
+    pub source: String,
+    /// Evidence or error text.
+    pub detail: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+    /// Count a channel submission.
+    pub count_submit: bool,
+    /// New `last_error` (None keeps it).
+    pub last_error: Option<String>,
+    /// Ledger batch to post in the same transaction.
+    pub posting: Option<LedgerPosting>,
+    /// Jobs to enqueue in the same transaction.
+    pub enqueue: Vec<NewJob>,
+    /// Due jobs of these kinds for the payment are closed (their work is done).
+    pub close_jobs: Vec<JobKind>,
+}
+
+/// Result of [`Store::apply_transition`](super::Store::apply_transition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransitionResult {
+    /// Applied; the payment after it.
+    Applied(Payment),
+    /// Someone moved first (status or version differ): the current payment; re-read and decide.
+    Stale(Payment),
+    /// This (payment, event_id) was already recorded.
+    DuplicateEvent,
+}
+
+/// One recorded event (applied or ignored).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct EventRecord {
+    /// Unique per payment.
+    pub event_id: String,
+    /// Event name.
+    pub event: String,
+    /// Status before.
+    pub from_status: String,
+    /// Status after, None when ignored.
+    pub to_status: Option<String>,
+    /// Applied or ignored.
+    pub applied: bool,
+    /// Who sent it.
+    pub source: String,
+    /// Evidence.
+    pub detail: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// An event that was not applied (stale/late callback, forbidden pair).
+#[derive(Debug, Clone)]
+pub struct IgnoredEvent {
+    /// Payment.
+    pub payment_id: String,
+    /// Unique per payment.
+    pub event_id: String,
+    /// Event name.
+    pub event: PaymentEvent,
+    /// Status at the time.
+    pub from: PaymentStatus,
+    /// Who sent it.
+    pub source: String,
+    /// Why it was ignored.
+    pub detail: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+}
+
+/// A refund row.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct Refund {
+    /// `re_` + 24 hex.
+    pub id: String,
+    /// Payment.
+    pub payment_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// Merchant's reason.
+    pub reason: String,
+    /// `pending`, `succeeded` or `failed`.
+    pub status: String,
+    /// Last error.
+    pub last_error: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+}
+
+/// A new refund: reserves the amount on the payment, inserts the refund and its job.
+#[derive(Debug, Clone)]
+pub struct NewRefund {
+    /// `re_` id.
+    pub id: String,
+    /// Payment.
+    pub payment_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// Reason.
+    pub reason: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+    /// When the refund job is due if the request never finishes it.
+    pub job_due_at: i64,
+    /// Attempts before the error pool.
+    pub max_attempts: i64,
+}
+
+/// Result of [`Store::create_refund`](super::Store::create_refund).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateRefund {
+    /// Reserved and inserted.
+    Created(Refund),
+    /// The payment is not SUCCESS.
+    NotRefundable(PaymentStatus),
+    /// More than the remaining amount.
+    ExceedsRemaining {
+        /// What may still be refunded, minor units.
+        remaining: i64,
+    },
+    /// No such payment.
+    NoPayment,
+}

@@ -1,0 +1,674 @@
+//! The SQL both backends share. SQLite and PostgreSQL agree on `$N` parameters,
+//! `ON CONFLICT ... DO NOTHING`, `RETURNING` and partial unique indexes, so one text serves
+//! both; each backend supplies `reader()`, `writer()` and `begin_write()` (SQLite starts write
+//! transactions with `BEGIN IMMEDIATE` so a read-then-write transaction never fails to
+//! upgrade), and `impl_store!` writes the [`Store`](super::Store) impl around them.
+
+/// Columns of `payments` in [`PaymentRow`](super::records::PaymentRow) order.
+pub(crate) const PAYMENT_COLUMNS: &str = "id, merchant_id, merchant_order_id, amount, currency, description, \
+     params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at";
+
+macro_rules! impl_store {
+    ($store:ty, $backend:expr) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Store for $store {
+            fn backend(&self) -> $crate::store::Backend {
+                $backend
+            }
+
+            async fn ping(&self) -> Result<(), $crate::store::StoreError> {
+                sqlx::query("SELECT 1").execute(self.reader()).await.map_err($crate::store::StoreError::Unavailable)?;
+                Ok(())
+            }
+
+            async fn close(&self) {
+                self.close_pools().await;
+            }
+
+            async fn create_merchant(
+                &self,
+                name: &str,
+                api_key_hash: &str,
+                now: i64,
+            ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
+                    "INSERT INTO merchants (name, api_key_hash, frozen, created_at) VALUES ($1, $2, FALSE, $3) \
+                     RETURNING id, name, frozen, created_at",
+                )
+                .bind(name)
+                .bind(api_key_hash)
+                .bind(now)
+                .fetch_one(self.writer())
+                .await?)
+            }
+
+            async fn merchant_by_key_hash(
+                &self,
+                api_key_hash: &str,
+            ) -> Result<Option<$crate::store::Merchant>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
+                    "SELECT id, name, frozen, created_at FROM merchants WHERE api_key_hash = $1",
+                )
+                .bind(api_key_hash)
+                .fetch_optional(self.reader())
+                .await?)
+            }
+
+            async fn merchant(&self, id: i64) -> Result<Option<$crate::store::Merchant>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
+                    "SELECT id, name, frozen, created_at FROM merchants WHERE id = $1",
+                )
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?)
+            }
+
+            async fn set_merchant_frozen(&self, name: &str, frozen: bool) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query("UPDATE merchants SET frozen = $1 WHERE name = $2")
+                    .bind(frozen)
+                    .bind(name)
+                    .execute(self.writer())
+                    .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn claim_key(
+                &self,
+                c: &$crate::store::KeyClaim,
+            ) -> Result<$crate::store::ClaimResult, $crate::store::StoreError> {
+                use $crate::store::{ClaimResult, KeyRecord};
+                let mut tx = self.begin_write().await?;
+                let inserted = sqlx::query(
+                    "INSERT INTO idempotency_keys (merchant_id, scope, idem_key, route, fingerprint, state, \
+                     lease_token, lease_expires_at, created_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9) \
+                     ON CONFLICT (merchant_id, idem_key) DO NOTHING",
+                )
+                .bind(c.merchant_id)
+                .bind(&c.scope)
+                .bind(&c.idem_key)
+                .bind(&c.route)
+                .bind(&c.fingerprint)
+                .bind(&c.lease_token)
+                .bind(c.lease_expires_at)
+                .bind(c.now)
+                .bind(c.expires_at)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if inserted == 1 {
+                    tx.commit().await?;
+                    return Ok(ClaimResult::Claimed { resource_id: None });
+                }
+                let rec = sqlx::query_as::<_, KeyRecord>(
+                    "SELECT merchant_id, scope, idem_key, route, fingerprint, state, lease_token, lease_expires_at, \
+                     resource_id, response_status, response_headers, response_body, created_at, expires_at \
+                     FROM idempotency_keys WHERE merchant_id = $1 AND idem_key = $2",
+                )
+                .bind(c.merchant_id)
+                .bind(&c.idem_key)
+                .fetch_one(&mut *tx)
+                .await?;
+                let lapsed = rec.state == "running" && rec.lease_expires_at.unwrap_or(i64::MIN) <= c.now;
+                if lapsed && rec.fingerprint == c.fingerprint && rec.scope == c.scope {
+                    let taken = sqlx::query(
+                        "UPDATE idempotency_keys SET lease_token = $1, lease_expires_at = $2 \
+                         WHERE merchant_id = $3 AND idem_key = $4 AND state = 'running' AND lease_token = $5",
+                    )
+                    .bind(&c.lease_token)
+                    .bind(c.lease_expires_at)
+                    .bind(c.merchant_id)
+                    .bind(&c.idem_key)
+                    .bind(rec.lease_token.as_deref().unwrap_or(""))
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if taken == 1 {
+                        tx.commit().await?;
+                        return Ok(ClaimResult::Claimed { resource_id: rec.resource_id });
+                    }
+                }
+                tx.commit().await?;
+                Ok(ClaimResult::Existing(rec))
+            }
+
+            async fn set_key_resource(
+                &self,
+                k: &$crate::store::KeyRef,
+                resource_id: &str,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "UPDATE idempotency_keys SET resource_id = $1 \
+                     WHERE merchant_id = $2 AND idem_key = $3 AND state = 'running' AND lease_token = $4",
+                )
+                .bind(resource_id)
+                .bind(k.merchant_id)
+                .bind(&k.idem_key)
+                .bind(&k.lease_token)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn complete_key(
+                &self,
+                k: &$crate::store::KeyRef,
+                resp: &$crate::store::StoredResponse,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let headers = serde_json::to_string(&resp.headers).unwrap_or_else(|_| "[]".into());
+                let r = sqlx::query(
+                    "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_headers = $2, \
+                     response_body = $3, lease_token = NULL, lease_expires_at = NULL \
+                     WHERE merchant_id = $4 AND idem_key = $5 AND state = 'running' AND lease_token = $6",
+                )
+                .bind(i64::from(resp.status))
+                .bind(headers)
+                .bind(&resp.body)
+                .bind(k.merchant_id)
+                .bind(&k.idem_key)
+                .bind(&k.lease_token)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn release_key(&self, k: &$crate::store::KeyRef) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "DELETE FROM idempotency_keys \
+                     WHERE merchant_id = $1 AND idem_key = $2 AND state = 'running' AND lease_token = $3",
+                )
+                .bind(k.merchant_id)
+                .bind(&k.idem_key)
+                .bind(&k.lease_token)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn purge_keys(&self, now: i64) -> Result<u64, $crate::store::StoreError> {
+                let r = sqlx::query("DELETE FROM idempotency_keys WHERE expires_at < $1")
+                    .bind(now)
+                    .execute(self.writer())
+                    .await?;
+                Ok(r.rows_affected())
+            }
+
+            async fn count_outcome(&self, route: &str, outcome: &str, minute: i64) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "INSERT INTO idempotency_outcomes (route, outcome, minute, count) VALUES ($1, $2, $3, 1) \
+                     ON CONFLICT (route, outcome, minute) DO UPDATE SET count = idempotency_outcomes.count + 1",
+                )
+                .bind(route)
+                .bind(outcome)
+                .bind(minute)
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn outcome_counts(
+                &self,
+                since_minute: i64,
+            ) -> Result<Vec<(String, String, i64)>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, (String, String, i64)>(
+                    "SELECT route, outcome, CAST(SUM(count) AS BIGINT) FROM idempotency_outcomes \
+                     WHERE minute >= $1 GROUP BY route, outcome ORDER BY route, outcome",
+                )
+                .bind(since_minute)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn create_payment(
+                &self,
+                n: &$crate::store::NewPayment,
+            ) -> Result<$crate::store::CreatePayment, $crate::store::StoreError> {
+                use $crate::store::{CreatePayment, Payment, PaymentRow};
+                let mut tx = self.begin_write().await?;
+                let inserted = sqlx::query(
+                    "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
+                     params_hash, status, version, channel_key, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9) \
+                     ON CONFLICT (merchant_id, merchant_order_id) DO NOTHING",
+                )
+                .bind(&n.id)
+                .bind(n.merchant_id)
+                .bind(&n.merchant_order_id)
+                .bind(n.amount)
+                .bind(&n.currency)
+                .bind(&n.description)
+                .bind(&n.params_hash)
+                .bind(&n.channel_key)
+                .bind(n.now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if inserted == 0 {
+                    let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                        "SELECT {} FROM payments WHERE merchant_id = $1 AND merchant_order_id = $2",
+                        $crate::store::shared::PAYMENT_COLUMNS
+                    ))
+                    .bind(n.merchant_id)
+                    .bind(&n.merchant_order_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    return Ok(CreatePayment::Existing(Payment::try_from(row)?));
+                }
+                sqlx::query(
+                    "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
+                     source, detail, created_at) VALUES ($1, 'created', 'created', 'PENDING', 'PENDING', TRUE, 'api', '', $2)",
+                )
+                .bind(&n.id)
+                .bind(n.now)
+                .execute(&mut *tx)
+                .await?;
+                insert_job(
+                    &mut tx,
+                    &$crate::store::NewJob {
+                        kind: $crate::store::JobKind::Submit,
+                        payment_id: Some(n.id.clone()),
+                        refund_id: None,
+                        run_at: n.submit_due_at,
+                        max_attempts: n.max_attempts,
+                    },
+                    n.now,
+                )
+                .await?;
+                let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                    "SELECT {} FROM payments WHERE id = $1",
+                    $crate::store::shared::PAYMENT_COLUMNS
+                ))
+                .bind(&n.id)
+                .fetch_one(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(CreatePayment::Created(Payment::try_from(row)?))
+            }
+
+            async fn payment(&self, id: &str) -> Result<Option<$crate::store::Payment>, $crate::store::StoreError> {
+                let row = sqlx::query_as::<_, $crate::store::PaymentRow>(&format!(
+                    "SELECT {} FROM payments WHERE id = $1",
+                    $crate::store::shared::PAYMENT_COLUMNS
+                ))
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?;
+                row.map($crate::store::Payment::try_from).transpose()
+            }
+
+            async fn payment_by_channel_key(
+                &self,
+                channel_key: &str,
+            ) -> Result<Option<$crate::store::Payment>, $crate::store::StoreError> {
+                let row = sqlx::query_as::<_, $crate::store::PaymentRow>(&format!(
+                    "SELECT {} FROM payments WHERE channel_key = $1",
+                    $crate::store::shared::PAYMENT_COLUMNS
+                ))
+                .bind(channel_key)
+                .fetch_optional(self.reader())
+                .await?;
+                row.map($crate::store::Payment::try_from).transpose()
+            }
+
+            async fn apply_transition(
+                &self,
+                t: &$crate::store::Transition,
+            ) -> Result<$crate::store::TransitionResult, $crate::store::StoreError> {
+                use $crate::store::{Payment, PaymentRow, TransitionResult};
+                let mut tx = self.begin_write().await?;
+                let recorded = sqlx::query(
+                    "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
+                     source, detail, created_at) VALUES ($1, $2, $3, $4, $5, TRUE, $6, $7, $8) \
+                     ON CONFLICT (payment_id, event_id) DO NOTHING",
+                )
+                .bind(&t.payment_id)
+                .bind(&t.event_id)
+                .bind(t.event.as_str())
+                .bind(t.from.as_str())
+                .bind(t.to.as_str())
+                .bind(&t.source)
+                .bind(&t.detail)
+                .bind(t.now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if recorded == 0 {
+                    tx.rollback().await?;
+                    return Ok(TransitionResult::DuplicateEvent);
+                }
+                let moved = sqlx::query(
+                    "UPDATE payments SET status = $1, version = version + 1, updated_at = $2, \
+                     submit_attempts = submit_attempts + $3, last_error = COALESCE($4, last_error) \
+                     WHERE id = $5 AND status = $6 AND version = $7",
+                )
+                .bind(t.to.as_str())
+                .bind(t.now)
+                .bind(i64::from(t.count_submit))
+                .bind(t.last_error.as_deref())
+                .bind(&t.payment_id)
+                .bind(t.from.as_str())
+                .bind(t.version)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if moved == 0 {
+                    tx.rollback().await?;
+                    let current = self.payment(&t.payment_id).await?.ok_or_else(|| {
+                        $crate::store::StoreError::Corrupt(format!("payment {} vanished", t.payment_id))
+                    })?;
+                    return Ok(TransitionResult::Stale(current));
+                }
+                if let Some(posting) = &t.posting {
+                    insert_posting(&mut tx, &t.payment_id, posting, t.now).await?;
+                }
+                for job in &t.enqueue {
+                    insert_job(&mut tx, job, t.now).await?;
+                }
+                for kind in &t.close_jobs {
+                    sqlx::query(
+                        "UPDATE jobs SET status = 'done', updated_at = $1 \
+                         WHERE payment_id = $2 AND kind = $3 AND status = 'due'",
+                    )
+                    .bind(t.now)
+                    .bind(&t.payment_id)
+                    .bind(kind.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                    "SELECT {} FROM payments WHERE id = $1",
+                    $crate::store::shared::PAYMENT_COLUMNS
+                ))
+                .bind(&t.payment_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(TransitionResult::Applied(Payment::try_from(row)?))
+            }
+
+            async fn record_ignored_event(&self, e: &$crate::store::IgnoredEvent) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
+                     source, detail, created_at) VALUES ($1, $2, $3, $4, NULL, FALSE, $5, $6, $7) \
+                     ON CONFLICT (payment_id, event_id) DO NOTHING",
+                )
+                .bind(&e.payment_id)
+                .bind(&e.event_id)
+                .bind(e.event.as_str())
+                .bind(e.from.as_str())
+                .bind(&e.source)
+                .bind(&e.detail)
+                .bind(e.now)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn payment_events(
+                &self,
+                payment_id: &str,
+            ) -> Result<Vec<$crate::store::EventRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::EventRecord>(
+                    "SELECT event_id, event, from_status, to_status, applied, source, detail, created_at \
+                     FROM payment_events WHERE payment_id = $1 ORDER BY id",
+                )
+                .bind(payment_id)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn payment_jobs(&self, payment_id: &str) -> Result<Vec<$crate::store::Job>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::Job>(
+                    "SELECT id, kind, payment_id, refund_id, status, attempts, max_attempts, run_at, last_error \
+                     FROM jobs WHERE payment_id = $1 ORDER BY id",
+                )
+                .bind(payment_id)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn create_refund(
+                &self,
+                n: &$crate::store::NewRefund,
+            ) -> Result<$crate::store::CreateRefund, $crate::store::StoreError> {
+                use $crate::store::{CreateRefund, Payment, PaymentRow, Refund};
+                let mut tx = self.begin_write().await?;
+                let reserved = sqlx::query(
+                    "UPDATE payments SET refunded_amount = refunded_amount + $1, version = version + 1, updated_at = $2 \
+                     WHERE id = $3 AND status = 'SUCCESS' AND refunded_amount + $1 <= amount",
+                )
+                .bind(n.amount)
+                .bind(n.now)
+                .bind(&n.payment_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if reserved == 0 {
+                    let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                        "SELECT {} FROM payments WHERE id = $1",
+                        $crate::store::shared::PAYMENT_COLUMNS
+                    ))
+                    .bind(&n.payment_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    tx.rollback().await?;
+                    return Ok(match row.map(Payment::try_from).transpose()? {
+                        None => CreateRefund::NoPayment,
+                        Some(p) if p.status != $crate::domain::state::PaymentStatus::Success => {
+                            CreateRefund::NotRefundable(p.status)
+                        }
+                        Some(p) => CreateRefund::ExceedsRemaining { remaining: p.amount - p.refunded_amount },
+                    });
+                }
+                let refund = sqlx::query_as::<_, Refund>(
+                    "INSERT INTO refunds (id, payment_id, amount, reason, status, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, 'pending', $5, $5) \
+                     RETURNING id, payment_id, amount, reason, status, last_error, created_at, updated_at",
+                )
+                .bind(&n.id)
+                .bind(&n.payment_id)
+                .bind(n.amount)
+                .bind(&n.reason)
+                .bind(n.now)
+                .fetch_one(&mut *tx)
+                .await?;
+                insert_job(
+                    &mut tx,
+                    &$crate::store::NewJob {
+                        kind: $crate::store::JobKind::Refund,
+                        payment_id: Some(n.payment_id.clone()),
+                        refund_id: Some(n.id.clone()),
+                        run_at: n.job_due_at,
+                        max_attempts: n.max_attempts,
+                    },
+                    n.now,
+                )
+                .await?;
+                tx.commit().await?;
+                Ok(CreateRefund::Created(refund))
+            }
+
+            async fn refund(&self, id: &str) -> Result<Option<$crate::store::Refund>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::Refund>(
+                    "SELECT id, payment_id, amount, reason, status, last_error, created_at, updated_at \
+                     FROM refunds WHERE id = $1",
+                )
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?)
+            }
+
+            async fn pending_refund_count(&self, payment_id: &str) -> Result<i64, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar::<_, i64>(
+                    "SELECT COUNT(*) FROM refunds WHERE payment_id = $1 AND status = 'pending'",
+                )
+                .bind(payment_id)
+                .fetch_one(self.reader())
+                .await?)
+            }
+
+            async fn refund_succeeded(
+                &self,
+                id: &str,
+                posting: &$crate::store::LedgerPosting,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let payment_id: Option<String> = sqlx::query_scalar(
+                    "UPDATE refunds SET status = 'succeeded', updated_at = $1 WHERE id = $2 AND status = 'pending' \
+                     RETURNING payment_id",
+                )
+                .bind(now)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(payment_id) = payment_id else {
+                    tx.rollback().await?;
+                    return Ok(false);
+                };
+                insert_posting(&mut tx, &payment_id, posting, now).await?;
+                sqlx::query(
+                    "UPDATE jobs SET status = 'done', updated_at = $1 WHERE refund_id = $2 AND status = 'due'",
+                )
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn refund_failed(&self, id: &str, error: &str, now: i64) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let row: Option<(String, i64)> = sqlx::query_as(
+                    "UPDATE refunds SET status = 'failed', last_error = $1, updated_at = $2 \
+                     WHERE id = $3 AND status = 'pending' RETURNING payment_id, amount",
+                )
+                .bind(error)
+                .bind(now)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some((payment_id, amount)) = row else {
+                    tx.rollback().await?;
+                    return Ok(false);
+                };
+                sqlx::query(
+                    "UPDATE payments SET refunded_amount = refunded_amount - $1, version = version + 1, updated_at = $2 \
+                     WHERE id = $3",
+                )
+                .bind(amount)
+                .bind(now)
+                .bind(&payment_id)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "UPDATE jobs SET status = 'done', updated_at = $1 WHERE refund_id = $2 AND status = 'due'",
+                )
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn ledger_totals(&self) -> Result<Vec<$crate::store::LedgerTotal>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::LedgerTotal>(
+                    "SELECT currency, \
+                     CAST(COALESCE(SUM(CASE WHEN direction = 'debit' THEN amount ELSE 0 END), 0) AS BIGINT) AS debits, \
+                     CAST(COALESCE(SUM(CASE WHEN direction = 'credit' THEN amount ELSE 0 END), 0) AS BIGINT) AS credits \
+                     FROM ledger_entries GROUP BY currency ORDER BY currency",
+                )
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn ledger_batch_count(&self, payment_id: &str, kind: &str) -> Result<i64, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar::<_, i64>(
+                    "SELECT COUNT(*) FROM ledger_batches WHERE payment_id = $1 AND kind = $2",
+                )
+                .bind(payment_id)
+                .bind(kind)
+                .fetch_one(self.reader())
+                .await?)
+            }
+
+            async fn record_callback(
+                &self,
+                event_id: &str,
+                channel_key: &str,
+                kind: &str,
+                outcome: &str,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "INSERT INTO channel_callbacks (event_id, channel_key, kind, outcome, received_at) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (event_id) DO NOTHING",
+                )
+                .bind(event_id)
+                .bind(channel_key)
+                .bind(kind)
+                .bind(outcome)
+                .bind(now)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+        }
+
+        async fn insert_job(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            job: &$crate::store::NewJob,
+            now: i64,
+        ) -> Result<(), $crate::store::StoreError> {
+            sqlx::query(
+                "INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
+                 created_at, updated_at) VALUES ($1, $2, $3, 'due', 0, $4, $5, $6, $6)",
+            )
+            .bind(job.kind.as_str())
+            .bind(job.payment_id.as_deref())
+            .bind(job.refund_id.as_deref())
+            .bind(job.max_attempts)
+            .bind(job.run_at)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+            Ok(())
+        }
+
+        async fn insert_posting(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            payment_id: &str,
+            posting: &$crate::store::LedgerPosting,
+            now: i64,
+        ) -> Result<(), $crate::store::StoreError> {
+            let batch_id: i64 = sqlx::query_scalar(
+                "INSERT INTO ledger_batches (payment_id, refund_id, kind, currency, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            )
+            .bind(payment_id)
+            .bind(posting.refund_id.as_deref())
+            .bind(posting.kind)
+            .bind(&posting.currency)
+            .bind(now)
+            .fetch_one(&mut **tx)
+            .await?;
+            for line in &posting.lines {
+                sqlx::query(
+                    "INSERT INTO ledger_entries (batch_id, account, direction, amount, currency) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(batch_id)
+                .bind(&line.account)
+                .bind(if line.debit { "debit" } else { "credit" })
+                .bind(line.amount)
+                .bind(&posting.currency)
+                .execute(&mut **tx)
+                .await?;
+            }
+            Ok(())
+        }
+    };
+}

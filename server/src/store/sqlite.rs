@@ -1,0 +1,90 @@
+//! SQLite backend: the embedded default (`data/converge.db`, WAL).
+//!
+//! SQLite allows one writer at a time. Writes go through a one-connection writer pool, so
+//! writers in this process queue in order instead of spinning in the busy handler, and each
+//! write transaction starts with `BEGIN IMMEDIATE`, so a second process (e.g. `converge
+//! worker`) waits on the busy timeout instead of failing a snapshot upgrade.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+
+use super::{Backend, StoreError};
+
+type Db = Sqlite;
+
+/// The SQLite implementation of [`Store`](super::Store).
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    reader: SqlitePool,
+    writer: SqlitePool,
+}
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path` (or `:memory:`), in WAL mode with
+    /// foreign keys on and a 10 s busy timeout, and applies the migrations.
+    ///
+    /// Errors: `Unavailable` when the directory cannot be created or the file opened.
+    pub async fn open(path: &str) -> Result<Self, StoreError> {
+        let memory = path == ":memory:" || path.is_empty();
+        if !memory {
+            if let Some(dir) = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| StoreError::Unavailable(sqlx::Error::Io(e)))?;
+            }
+        }
+        let url = if memory { "sqlite::memory:".to_string() } else { format!("sqlite://{path}") };
+        let opts = SqliteConnectOptions::from_str(&url)
+            .map_err(|e| StoreError::BadUrl(format!("bad SQLite path {path:?}: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        // An in-memory database exists per connection: both pools must be that one connection.
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(opts.clone())
+            .await
+            .map_err(StoreError::Unavailable)?;
+        let reader = if memory {
+            writer.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(opts.read_only(false))
+                .await
+                .map_err(StoreError::Unavailable)?
+        };
+        MIGRATOR.run(&writer).await?;
+        Ok(Self { reader, writer })
+    }
+
+    /// The pool for reads (several connections; WAL readers never block the writer).
+    pub fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+
+    /// The pool for single-statement writes (one connection).
+    pub fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
+    /// Starts a write transaction holding SQLite's write lock from its first statement.
+    pub async fn begin_write(&self) -> Result<Transaction<'static, Db>, StoreError> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    async fn close_pools(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}
+
+impl_store!(SqliteStore, Backend::Sqlite);
