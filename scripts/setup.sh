@@ -28,8 +28,7 @@ fi
 
 # wasm-opt for release builds: npm's binaryen (never Debian's binaryen 108, whose output
 # does not hydrate). Kept under tools/ and put first on PATH by the scripts that build.
-if [ ! -x tools/node_modules/.bin/wasm-opt ]; then
-  log "installing wasm-opt (npm binaryen@132)"
-  mkdir -p tools
-  (cd tools && [ -f package.json ] || echo '{"private":true}' > package.json; npm install --no-audit --no-fund binaryen@132)
+if ! tools/node_modules/.bin/wasm-opt --version 2>/dev/null | grep -q 'version 132'; then
+  log "installing wasm-opt (npm binaryen 132, pinned in tools/package-lock.json)"
+  (cd tools && npm ci --no-audit --no-fund --silent)
 fi

@@ -18,8 +18,17 @@ use leptos_axum::{LeptosRoutes, generate_route_list};
 #[derive(Debug, Parser)]
 #[command(name = "converge", version, about, propagate_version = true)]
 pub struct Cli {
+    /// Without a subcommand, `converge` serves (as `converge serve` with flags from the
+    /// environment), which is also how `cargo leptos end-to-end` starts it.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+}
+
+/// `serve`'s settings read from the environment alone.
+#[derive(Debug, Parser)]
+struct EnvOnly {
+    #[command(flatten)]
+    settings: Settings,
 }
 
 #[derive(Debug, Subcommand)]
@@ -100,7 +109,11 @@ struct ChannelSimArgs {
 
 /// Runs one subcommand.
 pub async fn run(cli: Cli) -> Result<()> {
-    match cli.command {
+    let command = match cli.command {
+        Some(c) => c,
+        None => Command::Serve(EnvOnly::try_parse_from(["converge"])?.settings),
+    };
+    match command {
         Command::Serve(settings) => serve(settings).await,
         Command::Migrate(db) => {
             let store = startup::open_store(&db.database_url).await?;

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs every converge test: unit tests, the storage conformance suite and the API tests on
+# SQLite and on a real PostgreSQL, and the Playwright browser tests in Debian's Chromium.
+# Installs and starts what the tests need first (pinned tools, PostgreSQL, Chromium, npm
+# packages).
+#
+# CONVERGE_STRICT=1 (what .ci/run sets) turns every "skipped because X is missing" into a
+# failure, so CI can never pass by skipping.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+strict=${CONVERGE_STRICT:-0}
+
+fail_or_skip() {
+  if [ "$strict" = 1 ]; then
+    echo "test: $1 (CONVERGE_STRICT=1 forbids skipping)" >&2
+    exit 1
+  fi
+  echo "test: WARNING: $1; those tests are skipped" >&2
+}
+
+bash scripts/setup.sh
+export PATH="$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+
+# PostgreSQL: a real server for the both-backend suites.
+if [ -z "${CONVERGE_TEST_PG_URL:-}" ]; then
+  # shellcheck source=scripts/pg.sh
+  . scripts/pg.sh
+  pg_setup || true
+fi
+if [ -n "${CONVERGE_TEST_PG_URL:-}" ]; then
+  export CONVERGE_REQUIRE_PG=1
+else
+  fail_or_skip "no PostgreSQL (run as root, or set CONVERGE_TEST_PG_URL)"
+fi
+
+# Chromium for the browser tests: Debian's, never a downloaded build.
+if [ ! -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
+  echo "test: installing Debian's chromium" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ||
+    fail_or_skip "Chromium is not installed and could not be installed"
+fi
+(cd end2end && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
+
+echo "test: cargo test (unit, conformance on SQLite + PostgreSQL, API)" >&2
+cargo test --workspace --no-fail-fast
+
+if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
+  echo "test: browser tests (cargo leptos end-to-end, Chromium)" >&2
+  e2e_dir=$(mktemp -d)
+  trap 'rm -rf "$e2e_dir"' EXIT
+  port=${CONVERGE_E2E_PORT:-3300}
+  CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
+    DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
+    cargo leptos end-to-end
+fi
+echo "test: all suites passed" >&2

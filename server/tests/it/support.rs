@@ -1,0 +1,408 @@
+//! Test support: both backends, a served core on 127.0.0.1:0, a merchant client.
+//!
+//! PostgreSQL tests use a real server: `CONVERGE_TEST_PG_URL` (or a `postgres://`
+//! `DATABASE_URL`) names an account that may create databases; each test gets its own fresh
+//! database. Without one, PostgreSQL tests print "SKIPPED" and pass, unless
+//! `CONVERGE_REQUIRE_PG=1` (set by `.ci/run` and the README's test command), which turns the
+//! skip into a failure.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use converge_server::config::Settings;
+use converge_server::domain::fingerprint::sha256_hex;
+use converge_server::startup::{self, Running};
+use converge_server::store::{self, Store};
+use rand::Rng;
+use reqwest::header::HeaderMap;
+use serde_json::Value;
+
+/// Which backend a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Db {
+    Sqlite,
+    Postgres,
+}
+
+/// The admin URL of the test PostgreSQL server, if any.
+pub fn pg_admin_url() -> Option<String> {
+    let url = std::env::var("CONVERGE_TEST_PG_URL")
+        .ok()
+        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| u.starts_with("postgres")));
+    if url.is_none() && std::env::var("CONVERGE_REQUIRE_PG").as_deref() == Ok("1") {
+        panic!("CONVERGE_REQUIRE_PG=1 but no CONVERGE_TEST_PG_URL: PostgreSQL tests may not be skipped");
+    }
+    url
+}
+
+/// A database URL for a fresh database on `db`; None when PostgreSQL is not configured.
+/// The returned TempDir (SQLite) must outlive the store.
+pub async fn fresh_url(db: Db) -> Option<(String, Option<tempfile::TempDir>)> {
+    match db {
+        Db::Sqlite => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let path = dir.path().join("converge.db");
+            Some((path.to_string_lossy().into_owned(), Some(dir)))
+        }
+        Db::Postgres => {
+            let admin = pg_admin_url()?;
+            let name = format!("converge_test_{}", hex::encode(rand::rng().random::<[u8; 6]>()));
+            let pool = sqlx::PgPool::connect(&admin).await.expect("connect to the test PostgreSQL server");
+            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.expect("create test database");
+            pool.close().await;
+            let mut url = url::Url::parse(&admin).expect("CONVERGE_TEST_PG_URL is a URL");
+            url.set_path(&name);
+            Some((url.to_string(), None))
+        }
+    }
+}
+
+/// Drops the PostgreSQL database `url` names (a test's own, made by [`fresh_url`]), so a
+/// passing run leaves nothing behind; a failing test keeps its database for inspection.
+/// SQLite files go with their TempDir, so this is a no-op for them.
+pub async fn drop_database(url: &str) {
+    let Some(admin) = pg_admin_url().filter(|_| url.starts_with("postgres")) else { return };
+    let name = url::Url::parse(url).expect("database URL").path().trim_start_matches('/').to_string();
+    if !name.starts_with("converge_test_") {
+        return;
+    }
+    let pool = sqlx::PgPool::connect(&admin).await.expect("connect to the test PostgreSQL server");
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&pool)
+        .await
+        .expect("drop test database");
+    pool.close().await;
+}
+
+/// A fresh, migrated store on `db` and its URL; None when PostgreSQL is not configured.
+pub async fn fresh_store(db: Db) -> Option<(Arc<dyn Store>, String, Option<tempfile::TempDir>)> {
+    let (url, dir) = fresh_url(db).await?;
+    let store = store::connect(&url).await.expect("open the test store");
+    Some((store, url, dir))
+}
+
+/// A single value read with raw SQL from the database at `url` (either backend), for
+/// assertions the [`Store`] trait has no read for. `$1`, `$2`... bind `args` as text.
+pub async fn sql_i64(url: &str, sql: &str, args: &[&str]) -> i64 {
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.expect("connect for a raw read");
+        let mut q = sqlx::query_scalar::<_, i64>(sql);
+        for a in args {
+            q = q.bind(*a);
+        }
+        let v = q.fetch_one(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        pool.close().await;
+        v
+    } else {
+        let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(url).read_only(true);
+        let pool = sqlx::SqlitePool::connect_with(opts).await.expect("open for a raw read");
+        let mut q = sqlx::query_scalar::<_, i64>(sql);
+        for a in args {
+            q = q.bind(*a);
+        }
+        let v = q.fetch_one(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        pool.close().await;
+        v
+    }
+}
+
+/// Text values of the first column of every row of `sql` at `url` (either backend).
+pub async fn sql_strings(url: &str, sql: &str, args: &[&str]) -> Vec<String> {
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.expect("connect for a raw read");
+        let mut q = sqlx::query_scalar::<_, String>(sql);
+        for a in args {
+            q = q.bind(*a);
+        }
+        let v = q.fetch_all(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        pool.close().await;
+        v
+    } else {
+        let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(url).read_only(true);
+        let pool = sqlx::SqlitePool::connect_with(opts).await.expect("open for a raw read");
+        let mut q = sqlx::query_scalar::<_, String>(sql);
+        for a in args {
+            q = q.bind(*a);
+        }
+        let v = q.fetch_all(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        pool.close().await;
+        v
+    }
+}
+
+/// Polls `probe` every 20 ms until it returns `Some`, or panics with `what` after `within`.
+/// For background effects (callbacks, late answers): never a fixed sleep.
+pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A served core with one merchant.
+pub struct TestApp {
+    pub base: String,
+    pub api_key: String,
+    pub merchant_id: i64,
+    pub client: reqwest::Client,
+    pub running: Running,
+    pub store: Arc<dyn Store>,
+    /// The backend under test.
+    pub db: Db,
+    /// The core's database URL (for [`sql_i64`] and [`drop_database`]).
+    pub db_url: String,
+    /// The HMAC secret channel callbacks are signed with.
+    pub callback_secret: Vec<u8>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestApp {
+    /// Serves the core on 127.0.0.1:0 over `db` with test settings, tweaked by `tweak`.
+    pub async fn spawn_with(db: Db, tweak: impl FnOnce(&mut Settings)) -> Option<TestApp> {
+        let (url, dir) = fresh_url(db).await?;
+        let mut settings = Settings::for_tests(&url);
+        tweak(&mut settings);
+        let callback_secret = settings.callback_secret.clone().unwrap_or_default().into_bytes();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let running = startup::build(settings, addr).await.expect("core starts");
+        let router = running.router.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, router).await.expect("serve");
+        });
+        let store = running.state.core.store.clone();
+        let api_key = format!("sk_test_{}", hex::encode(rand::rng().random::<[u8; 16]>()));
+        let merchant = store.create_merchant("acme", &sha256_hex(api_key.as_bytes()), 0).await.expect("merchant");
+        Some(TestApp {
+            base: format!("http://{addr}"),
+            api_key,
+            merchant_id: merchant.id,
+            client: reqwest::Client::new(),
+            running,
+            store,
+            db,
+            db_url: url,
+            callback_secret,
+            _dir: dir,
+        })
+    }
+
+    /// [`spawn_with`](Self::spawn_with) with the default test settings.
+    pub async fn spawn(db: Db) -> Option<TestApp> {
+        Self::spawn_with(db, |_| {}).await
+    }
+
+    /// Adds another merchant; returns its API key.
+    pub async fn add_merchant(&self, name: &str) -> String {
+        let key = format!("sk_test_{}", hex::encode(rand::rng().random::<[u8; 16]>()));
+        self.store.create_merchant(name, &sha256_hex(key.as_bytes()), 0).await.expect("merchant");
+        key
+    }
+
+    /// POSTs raw `body` to `path` as `api_key` with an optional Idempotency-Key.
+    pub async fn post_raw(&self, api_key: &str, path: &str, key: Option<&str>, body: &str) -> Answer {
+        let mut req = self
+            .client
+            .post(format!("{}{}", self.base, path))
+            .bearer_auth(api_key)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        Answer::from(req.send().await.expect("request sent")).await
+    }
+
+    /// POSTs JSON to `path` as the default merchant.
+    pub async fn post(&self, path: &str, key: Option<&str>, body: &Value) -> Answer {
+        self.post_raw(&self.api_key.clone(), path, key, &body.to_string()).await
+    }
+
+    /// GETs `path` as the default merchant.
+    pub async fn get(&self, path: &str) -> Answer {
+        self.get_as(&self.api_key.clone(), path).await
+    }
+
+    /// GETs `path` as `api_key`.
+    pub async fn get_as(&self, api_key: &str, path: &str) -> Answer {
+        let req = self.client.get(format!("{}{}", self.base, path)).bearer_auth(api_key);
+        Answer::from(req.send().await.expect("request sent")).await
+    }
+
+    /// Sends `req` (built on [`client`](Self::client)) and reads the answer in full.
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Answer {
+        Answer::from(req.send().await.expect("request sent")).await
+    }
+
+    /// POSTs a channel callback: raw `body` with an optional `Converge-Signature` header.
+    pub async fn post_callback(&self, body: &[u8], signature: Option<&str>) -> Answer {
+        let mut req = self
+            .client
+            .post(format!("{}/v1/channel/callbacks", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_vec());
+        if let Some(sig) = signature {
+            req = req.header(converge_server::channel::signature::SIGNATURE_HEADER, sig);
+        }
+        self.send(req).await
+    }
+
+    /// GETs `path` on the in-process sandbox channel (e.g. `/stats`, `/attempts/{key}`).
+    pub async fn sandbox_get(&self, path: &str) -> Answer {
+        let base = &self.running.sandbox.as_ref().expect("in-process sandbox").url;
+        self.send(self.client.get(format!("{base}{path}"))).await
+    }
+
+    /// Charge attempts the sandbox saw for `channel_key` (0 when it never saw the key).
+    pub async fn channel_attempts(&self, channel_key: &str) -> i64 {
+        let a = self.sandbox_get(&format!("/attempts/{channel_key}")).await;
+        if a.status == 404 { 0 } else { a.json()["attempts"].as_i64().expect("attempts") }
+    }
+
+    /// Charges the sandbox committed, all keys together.
+    pub async fn channel_charges(&self) -> i64 {
+        self.sandbox_get("/stats").await.json()["charges"].as_i64().expect("charges")
+    }
+
+    /// A single value read with raw SQL from the core's database.
+    pub async fn sql_i64(&self, sql: &str, args: &[&str]) -> i64 {
+        sql_i64(&self.db_url, sql, args).await
+    }
+
+    /// How many payments the core stored.
+    pub async fn payment_count(&self) -> i64 {
+        self.sql_i64("SELECT COUNT(*) FROM payments", &[]).await
+    }
+
+    /// GETs a payment until its status is `status`, or panics after `within`.
+    pub async fn wait_for_status(&self, id: &str, status: &str, within: Duration) -> Value {
+        let path = format!("/v1/payments/{id}");
+        eventually(within, &format!("payment {id} to become {status}"), || async {
+            let p = self.get(&path).await.json();
+            (p["status"] == status).then_some(p)
+        })
+        .await
+    }
+}
+
+/// A response read in full.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    async fn from(resp: reqwest::Response) -> Answer {
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.bytes().await.expect("body").to_vec();
+        Answer { status, headers, body }
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// `error.code` of an error body.
+    pub fn code(&self) -> String {
+        self.json()["error"]["code"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// A header's value as text ("" when absent).
+    pub fn header(&self, name: &str) -> String {
+        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+    }
+
+    /// Asserts `status` and the error shape `{"error":{"code","message"}}` with `code`,
+    /// served as JSON.
+    #[track_caller]
+    pub fn assert_error(&self, status: u16, code: &str) {
+        let text = String::from_utf8_lossy(&self.body);
+        assert_eq!(self.status, status, "status of {text}");
+        assert!(self.header("content-type").starts_with("application/json"), "content type of {text}");
+        let v: Value = serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        assert_eq!(v["error"]["code"], code, "code of {text}");
+        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "message of {text}");
+        assert_eq!(v.as_object().map(|o| o.len()), Some(1), "only `error` at the top of {text}");
+    }
+}
+
+/// Runs `$body` (an async block using `app: TestApp`) once per backend, as
+/// `mod $name { fn sqlite(); fn postgres(); }`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($name:ident, |$app:ident| $body:block) => {
+        $crate::on_both_backends!($name, |_s| {}, |$app| $body);
+    };
+    ($name:ident, |$s:ident| $tweak:block, |$app:ident| $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[allow(unused_imports)]
+            use $crate::support::*;
+
+            async fn run(db: Db) {
+                let Some($app) = TestApp::spawn_with(db, |$s| $tweak).await else {
+                    eprintln!("SKIPPED on PostgreSQL: set CONVERGE_TEST_PG_URL");
+                    return;
+                };
+                let url = $app.db_url.clone();
+                $body
+                drop_database(&url).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                run(Db::Sqlite).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                run(Db::Postgres).await;
+            }
+        }
+    };
+}
+
+/// Like [`on_both_backends!`] for store-level tests: `$store` is an `Arc<dyn Store>`.
+#[macro_export]
+macro_rules! store_conformance {
+    ($name:ident, |$store:ident| $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            async fn run(db: $crate::support::Db) {
+                let Some(($store, url, _dir)) = $crate::support::fresh_store(db).await else {
+                    eprintln!("SKIPPED on PostgreSQL: set CONVERGE_TEST_PG_URL");
+                    return;
+                };
+                $body
+                $store.close().await;
+                $crate::support::drop_database(&url).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                run($crate::support::Db::Sqlite).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                run($crate::support::Db::Postgres).await;
+            }
+        }
+    };
+}
