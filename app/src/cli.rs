@@ -36,6 +36,12 @@ enum Command {
     /// Run the merchant API, the ops console, the workers and (unless --channel-url) the
     /// sandbox channel.
     Serve(Settings),
+    /// Run only the compensation workers (scale-out against a shared PostgreSQL); needs
+    /// --channel-url, the channel the serving processes use.
+    Worker(Settings),
+    /// Reconcile one day against the channel's settlement statement (or a statement file);
+    /// differences go to the error pool. Re-running a day adds nothing twice.
+    Reconcile(ReconcileArgs),
     /// Apply database migrations and exit.
     Migrate(DbArgs),
     /// Manage merchants.
@@ -52,6 +58,21 @@ struct DbArgs {
     /// Database: a SQLite path or postgres:// URL.
     #[arg(long, env = "DATABASE_URL", default_value = "data/converge.db")]
     database_url: String,
+}
+
+#[derive(Debug, Args)]
+struct ReconcileArgs {
+    /// The UTC day, YYYY-MM-DD.
+    #[arg(long)]
+    date: String,
+    /// A statement CSV file to import instead of fetching it from the channel.
+    #[arg(long)]
+    file: Option<std::path::PathBuf>,
+    /// The channel to fetch the statement from (a `converge channel-sim`).
+    #[arg(long, env = "CONVERGE_CHANNEL_URL")]
+    channel_url: Option<String>,
+    #[command(flatten)]
+    db: DbArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,6 +136,8 @@ pub async fn run(cli: Cli) -> Result<()> {
     };
     match command {
         Command::Serve(settings) => serve(settings).await,
+        Command::Worker(settings) => worker(settings).await,
+        Command::Reconcile(args) => reconcile(args).await,
         Command::Migrate(db) => {
             let store = startup::open_store(&db.database_url).await?;
             store.close().await;
@@ -161,6 +184,48 @@ async fn serve(settings: Settings) -> Result<()> {
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving HTTP")?;
     tracing::info!("in-flight requests finished; shutting down");
     running.shutdown().await;
+    Ok(())
+}
+
+async fn worker(mut settings: Settings) -> Result<()> {
+    converge_server::telemetry::init_logs();
+    if settings.channel_url.is_none() {
+        bail!("`converge worker` needs --channel-url (CONVERGE_CHANNEL_URL): the channel the serving processes use");
+    }
+    settings.no_workers = false;
+    let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
+    println!("converge worker running; Ctrl-C stops it after the current batch");
+    shutdown_signal().await;
+    running.shutdown().await;
+    Ok(())
+}
+
+async fn reconcile(args: ReconcileArgs) -> Result<()> {
+    use converge_server::channel::http::HttpChannel;
+    use converge_server::domain::clock::SystemClock;
+    use converge_server::service::{Core, Timings};
+    use std::sync::Arc;
+
+    let (text, source) = match &args.file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read statement file {}", path.display()))?;
+            (Some(text), path.display().to_string())
+        }
+        None if args.channel_url.is_some() => (None, "channel".to_string()),
+        None => bail!("give --file STATEMENT.csv or --channel-url URL to fetch the statement"),
+    };
+    let store = startup::open_store(&args.db.database_url).await?;
+    let channel = HttpChannel::new(args.channel_url.as_deref().unwrap_or("http://127.0.0.1:1"), std::time::Duration::from_secs(10));
+    let core = Core {
+        store: store.clone(),
+        channel: Arc::new(channel),
+        clock: Arc::new(SystemClock),
+        timings: Timings { submit_delay_ms: 0, query_delay_ms: 0, max_attempts: 1, resubmit_budget: 0 },
+    };
+    let result = core.reconcile(&args.date, &source, text).await;
+    store.close().await;
+    let report = result?;
+    println!("reconciled {}: {} statement lines, {} differences sent to the error pool", report.day, report.rows, report.differences);
     Ok(())
 }
 

@@ -66,6 +66,63 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_PURGE_INTERVAL_SECS", default_value_t = 600)]
     pub purge_interval_secs: u64,
 
+    /// Times a not-found payment is resubmitted with its channel key (after the first
+    /// submission) before the key is cancelled at the channel and the payment fails.
+    #[arg(long, env = "CONVERGE_RESUBMIT_BUDGET", default_value_t = 3)]
+    pub resubmit_budget: i64,
+
+    /// Do not run the compensation workers in this process (`serve` only).
+    #[arg(long, env = "CONVERGE_NO_WORKERS")]
+    pub no_workers: bool,
+
+    /// Jobs a worker claims at once.
+    #[arg(long, env = "CONVERGE_WORKER_BATCH", default_value_t = 16)]
+    pub worker_batch: i64,
+
+    /// How long a worker sleeps when no job is due (ms).
+    #[arg(long, env = "CONVERGE_POLL_MS", default_value_t = 500)]
+    pub poll_ms: u64,
+
+    /// How long a claimed job stays leased to its worker (ms).
+    #[arg(long, env = "CONVERGE_LEASE_MS", default_value_t = 30_000)]
+    pub lease_ms: u64,
+
+    /// First retry ceiling of the exponential backoff (ms; full jitter below it).
+    #[arg(long, env = "CONVERGE_BACKOFF_BASE_MS", default_value_t = 1_000)]
+    pub backoff_base_ms: u64,
+
+    /// Largest retry ceiling (ms).
+    #[arg(long, env = "CONVERGE_BACKOFF_CAP_MS", default_value_t = 300_000)]
+    pub backoff_cap_ms: u64,
+
+    /// Seed of the backoff jitter (0: from the OS).
+    #[arg(long, env = "CONVERGE_SEED", default_value_t = 0)]
+    pub seed: u64,
+
+    /// PENDING longer than this is stuck (ms).
+    #[arg(long, env = "CONVERGE_STUCK_PENDING_MS", default_value_t = 60_000)]
+    pub stuck_pending_ms: i64,
+
+    /// PROCESSING longer than this is stuck (ms).
+    #[arg(long, env = "CONVERGE_STUCK_PROCESSING_MS", default_value_t = 120_000)]
+    pub stuck_processing_ms: i64,
+
+    /// UNKNOWN longer than this is stuck (ms).
+    #[arg(long, env = "CONVERGE_STUCK_UNKNOWN_MS", default_value_t = 300_000)]
+    pub stuck_unknown_ms: i64,
+
+    /// CHANNEL_SUCCESS longer than this is stuck (ms).
+    #[arg(long, env = "CONVERGE_STUCK_CHANNEL_SUCCESS_MS", default_value_t = 60_000)]
+    pub stuck_channel_success_ms: i64,
+
+    /// SUSPENSE longer than this is stuck (ms; 0: at once).
+    #[arg(long, env = "CONVERGE_STUCK_SUSPENSE_MS", default_value_t = 0)]
+    pub stuck_suspense_ms: i64,
+
+    /// How often the stuck and queue gauges of /metrics are refreshed (ms).
+    #[arg(long, env = "CONVERGE_MONITOR_MS", default_value_t = 15_000)]
+    pub monitor_ms: u64,
+
     /// In-process sandbox: delay of digits-52 answers (ms).
     #[arg(long, env = "CONVERGE_SANDBOX_SLOW_MS", default_value_t = 5_000)]
     pub sandbox_slow_ms: u64,
@@ -95,7 +152,37 @@ impl Settings {
             purge_interval_secs: 600,
             sandbox_slow_ms: 800,
             sandbox_hang_ms: 800,
+            resubmit_budget: 2,
+            no_workers: true,
+            worker_batch: 16,
+            poll_ms: 50,
+            lease_ms: 5_000,
+            backoff_base_ms: 50,
+            backoff_cap_ms: 400,
+            seed: 7,
+            stuck_pending_ms: 60_000,
+            stuck_processing_ms: 120_000,
+            stuck_unknown_ms: 300_000,
+            stuck_channel_success_ms: 60_000,
+            stuck_suspense_ms: 0,
+            monitor_ms: 1_000,
         }
+    }
+
+    /// The stuck thresholds.
+    pub fn stuck_thresholds(&self) -> crate::domain::stuck::StuckThresholds {
+        crate::domain::stuck::StuckThresholds {
+            pending_ms: self.stuck_pending_ms,
+            processing_ms: self.stuck_processing_ms,
+            unknown_ms: self.stuck_unknown_ms,
+            channel_success_ms: self.stuck_channel_success_ms,
+            suspense_ms: self.stuck_suspense_ms,
+        }
+    }
+
+    /// The retry backoff.
+    pub fn backoff(&self) -> crate::domain::backoff::Backoff {
+        crate::domain::backoff::Backoff { base_ms: self.backoff_base_ms, cap_ms: self.backoff_cap_ms }
     }
 
     /// The channel timeout as a [`Duration`].

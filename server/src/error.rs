@@ -92,8 +92,14 @@ where
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
         use axum::extract::rejection::JsonRejection;
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(ApiJson(v)),
+        // Parsed as a `Value` first: serde's derived structs also accept a JSON array of the
+        // fields in declaration order (`[1000,"CNY","o-1"]`), which is not the documented
+        // object and must not create a payment.
+        match Json::<serde_json::Value>::from_request(req, state).await {
+            Ok(Json(v)) if v.is_object() => serde_json::from_value(v)
+                .map(ApiJson)
+                .map_err(|e| ApiError::bad_request("invalid_request", format!("invalid request body: {e}"))),
+            Ok(Json(_)) => Err(ApiError::bad_request("invalid_request", "the request body must be a JSON object")),
             Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",

@@ -18,6 +18,7 @@ use crate::config::Settings;
 use crate::domain::clock::{Clock, SystemClock};
 use crate::service::{Core, Timings};
 use crate::store::{self, Backend, Store, StoreError};
+use crate::worker::{Worker, WorkerConfig, monitor};
 
 /// Why the core could not start; each message is one line saying what and how to fix it.
 #[derive(Debug, thiserror::Error)]
@@ -74,11 +75,18 @@ pub struct Running {
     /// The in-process sandbox channel, when one was started.
     pub sandbox: Option<SandboxHandle>,
     tasks: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+    stop_workers: tokio::sync::watch::Sender<bool>,
 }
 
 impl Running {
-    /// Stops background tasks and the sandbox, and closes the database pools.
+    /// Stops the workers (each finishes its current batch), background tasks and the
+    /// sandbox, and closes the database pools.
     pub async fn shutdown(mut self) {
+        let _ = self.stop_workers.send(true);
+        for w in self.workers.drain(..) {
+            let _ = w.await;
+        }
         for t in self.tasks.drain(..) {
             t.abort();
         }
@@ -137,20 +145,43 @@ pub async fn build_with_store(
             submit_delay_ms: settings.submit_delay_ms as i64,
             query_delay_ms: settings.query_delay_ms as i64,
             max_attempts: settings.max_attempts,
+            resubmit_budget: settings.resubmit_budget,
         },
     };
     let purge_every = Duration::from_secs(settings.purge_interval_secs.max(1));
+    let (stop_workers, stop) = tokio::sync::watch::channel(false);
+    let mut workers = Vec::new();
+    if !settings.no_workers {
+        workers.push(tokio::spawn(Worker::new(core.clone(), worker_config(&settings)).run(stop)));
+    }
+    let monitor = tokio::spawn(monitor::run(
+        core.clone(),
+        settings.stuck_thresholds(),
+        Duration::from_millis(settings.monitor_ms.max(100)),
+    ));
     let state = AppState {
         core,
         settings: Arc::new(settings),
         metrics: crate::telemetry::metrics_handle(),
         callback_secret: Arc::new(secret),
     };
-    let tasks = vec![tokio::spawn(purge_keys(store.clone(), clock, purge_every))];
+    let tasks = vec![tokio::spawn(purge_keys(store.clone(), clock, purge_every)), monitor];
     if store.backend() == Backend::Sqlite {
         tracing::info!("storage: SQLite");
     }
-    Ok(Running { router: api::router(state.clone()), state, sandbox, tasks })
+    Ok(Running { router: api::router(state.clone()), state, sandbox, tasks, workers, stop_workers })
+}
+
+/// The worker settings of a process.
+pub fn worker_config(settings: &Settings) -> WorkerConfig {
+    WorkerConfig {
+        owner: format!("{}-{}", std::process::id(), crate::service::ids::new_id("w")),
+        batch: settings.worker_batch.max(1),
+        lease_ms: settings.lease_ms as i64,
+        poll: Duration::from_millis(settings.poll_ms.max(1)),
+        backoff: settings.backoff(),
+        seed: settings.seed,
+    }
 }
 
 /// Deletes expired Idempotency-Keys periodically (DESIGN.md: kept at least 24 h, then purged;

@@ -7,7 +7,7 @@
 //! which a retry resumes from the recovery point the handler recorded (never a second payment).
 
 use axum::body::{Body, to_bytes};
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, OriginalUri, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -61,7 +61,11 @@ pub async fn layer(State(st): State<AppState>, matched: MatchedPath, req: Reques
             .into_response();
         }
     };
-    let scope = format!("POST {}", req.uri().path());
+    // The full path, with its ids: this layer runs inside the router nested at `/v1`, where
+    // `req.uri()` has the prefix stripped, so the scope must come from the original URI to
+    // match the route template (`POST /v1/payments/{id}/refunds`) DESIGN.md scopes keys by.
+    let path = req.extensions().get::<OriginalUri>().map_or_else(|| req.uri().path(), |u| u.path());
+    let scope = format!("POST {path}");
     let (parts, body) = req.into_parts();
     let Ok(bytes) = to_bytes(body, st.settings.body_limit).await else {
         return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "request body is too large").into_response();

@@ -262,6 +262,14 @@ impl Channel for HttpChannel {
             Err(detail) => RefundOutcome::Error { detail },
         }
     }
+
+    async fn statement(&self, day: &str) -> Result<String, String> {
+        let (status, bytes) = self.call(reqwest::Method::GET, &["statements", day], None).await?;
+        if status != 200 {
+            return Err(format!("statement of {day}: channel answered {status}"));
+        }
+        String::from_utf8(bytes.to_vec()).map_err(|_| format!("statement of {day} is not UTF-8"))
+    }
 }
 
 #[cfg(test)]

@@ -9,3 +9,4 @@ pub mod idempotency;
 pub mod ledger;
 pub mod money;
 pub mod state;
+pub mod stuck;

@@ -222,6 +222,18 @@ pub enum TransitionError {
         /// Refused event.
         event: PaymentEvent,
     },
+    /// The pair is whitelisted but leads elsewhere (e.g. `channel_error` written as FAILED).
+    #[error("{event} from {from} leads to {expected}, not {to}")]
+    WrongTarget {
+        /// Current status.
+        from: PaymentStatus,
+        /// The event.
+        event: PaymentEvent,
+        /// The status asked for.
+        to: PaymentStatus,
+        /// The status the whitelist gives.
+        expected: PaymentStatus,
+    },
 }
 
 /// The next status for `event` in status `from`, or why the event must be ignored.
@@ -236,9 +248,31 @@ pub fn transition(from: PaymentStatus, event: PaymentEvent) -> Result<PaymentSta
     }
 }
 
+/// Checks a whole `(from, event) -> to` triple against the whitelist, for writers that are
+/// handed a precomputed target (the store checks every transition it applies).
+pub fn check(from: PaymentStatus, event: PaymentEvent, to: PaymentStatus) -> Result<(), TransitionError> {
+    match transition(from, event)? {
+        expected if expected == to => Ok(()),
+        expected => Err(TransitionError::WrongTarget { from, event, to, expected }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_accepts_exactly_the_table() {
+        for from in PaymentStatus::ALL {
+            for event in PaymentEvent::ALL {
+                for to in PaymentStatus::ALL {
+                    let listed = TRANSITIONS.contains(&(from, event, to));
+                    assert_eq!(check(from, event, to).is_ok(), listed, "{from} --{event}--> {to}");
+                }
+            }
+        }
+        assert!(matches!(check(S::Processing, E::ChannelError, S::Failed), Err(TransitionError::WrongTarget { .. })));
+    }
 
     #[test]
     fn every_whitelisted_row_is_applied() {

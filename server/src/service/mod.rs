@@ -5,7 +5,9 @@
 pub mod callbacks;
 pub mod ids;
 pub mod payments;
+pub mod reconcile;
 pub mod refunds;
+pub mod resolve;
 
 use std::sync::Arc;
 
@@ -35,6 +37,9 @@ pub struct Timings {
     pub query_delay_ms: i64,
     /// Attempts before a job goes to the error pool.
     pub max_attempts: i64,
+    /// Resubmissions of a not-found payment (beyond the first submission) before its key is
+    /// fenced.
+    pub resubmit_budget: i64,
 }
 
 /// Why a use case could not finish.

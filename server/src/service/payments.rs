@@ -185,7 +185,11 @@ impl Core {
                 }],
                 ..Extras::default()
             };
-            return self.apply(p, PaymentEvent::LedgerFailed, source, extras).await;
+            let parked = self.apply(p, PaymentEvent::LedgerFailed, source, extras).await?;
+            if parked.status == PaymentStatus::Suspense {
+                self.report_suspense(&parked).await?;
+            }
+            return Ok(parked);
         }
         let extras = Extras {
             detail: format!("charge batch {} {}", p.amount, p.currency),
@@ -248,6 +252,10 @@ impl Core {
             TransitionResult::Stale(current) => Ok(current),
             TransitionResult::DuplicateEvent => {
                 Ok(self.store.payment(&p.id).await?.ok_or_else(|| ServiceError::Contended(p.id.clone()))?)
+            }
+            // Unreachable: `to` came from `transition` above, which the store checks again.
+            TransitionResult::Refused(refused) => {
+                Err(ServiceError::Store(crate::store::StoreError::Corrupt(format!("store refused {refused}"))))
             }
         }
     }

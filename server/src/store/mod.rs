@@ -6,13 +6,17 @@
 
 #[macro_use]
 mod shared;
+#[macro_use]
+mod queue_sql;
 mod postgres;
+pub mod queue;
 pub mod records;
 mod sqlite;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+pub use queue::*;
 pub use records::*;
 
 pub use postgres::PgStore;
@@ -69,7 +73,7 @@ impl From<sqlx::Error> for StoreError {
 /// Everything converge persists. Implementations must be safe to share between several
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Queue + Send + Sync + 'static {
     /// The backend behind this store.
     fn backend(&self) -> Backend;
 

@@ -53,9 +53,36 @@ impl PgStore {
         Ok(self.pool.begin().await?)
     }
 
+    /// Leases due jobs with `FOR UPDATE SKIP LOCKED` in a CTE, so concurrent claimers skip
+    /// each other's rows and a claim never returns more than `batch` rows.
+    async fn claim_jobs_impl(
+        &self,
+        owner: &str,
+        batch: i64,
+        lease_ms: i64,
+        now: i64,
+    ) -> Result<Vec<super::LeasedJob>, StoreError> {
+        Ok(sqlx::query_as::<_, super::LeasedJob>(
+            "WITH picked AS (SELECT id FROM jobs WHERE status IN ('due', 'leased') AND run_at <= $4 \
+             ORDER BY run_at, id LIMIT $5 FOR UPDATE SKIP LOCKED) \
+             UPDATE jobs j SET status = 'leased', lease_owner = $1, lease_token = $2 || '-' || j.id, \
+             lease_expires_at = $3, run_at = $3, attempts = j.attempts + 1, updated_at = $4 \
+             FROM picked WHERE j.id = picked.id \
+             RETURNING j.id, j.kind, j.payment_id, j.refund_id, j.payload, j.attempts, j.max_attempts, j.lease_token",
+        )
+        .bind(owner)
+        .bind(crate::service::ids::new_token())
+        .bind(now + lease_ms)
+        .bind(now)
+        .bind(batch)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     async fn close_pools(&self) {
         self.pool.close().await;
     }
 }
 
 impl_store!(PgStore, Backend::Postgres);
+impl_queue!(PgStore);

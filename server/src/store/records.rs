@@ -357,6 +357,8 @@ pub enum TransitionResult {
     Stale(Payment),
     /// This (payment, event_id) was already recorded.
     DuplicateEvent,
+    /// `(from, event) -> to` is not in the whitelist: nothing was written.
+    Refused(crate::domain::state::TransitionError),
 }
 
 /// One recorded event (applied or ignored).

@@ -78,37 +78,55 @@ macro_rules! impl_store {
             ) -> Result<$crate::store::ClaimResult, $crate::store::StoreError> {
                 use $crate::store::{ClaimResult, KeyRecord};
                 let mut tx = self.begin_write().await?;
-                let inserted = sqlx::query(
-                    "INSERT INTO idempotency_keys (merchant_id, scope, idem_key, route, fingerprint, state, \
-                     lease_token, lease_expires_at, created_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9) \
-                     ON CONFLICT (merchant_id, idem_key) DO NOTHING",
-                )
-                .bind(c.merchant_id)
-                .bind(&c.scope)
-                .bind(&c.idem_key)
-                .bind(&c.route)
-                .bind(&c.fingerprint)
-                .bind(&c.lease_token)
-                .bind(c.lease_expires_at)
-                .bind(c.now)
-                .bind(c.expires_at)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if inserted == 1 {
-                    tx.commit().await?;
-                    return Ok(ClaimResult::Claimed { resource_id: None });
-                }
-                let rec = sqlx::query_as::<_, KeyRecord>(
-                    "SELECT merchant_id, scope, idem_key, route, fingerprint, state, lease_token, lease_expires_at, \
-                     resource_id, response_status, response_headers, response_body, created_at, expires_at \
-                     FROM idempotency_keys WHERE merchant_id = $1 AND idem_key = $2",
-                )
-                .bind(c.merchant_id)
-                .bind(&c.idem_key)
-                .fetch_one(&mut *tx)
-                .await?;
+                // On PostgreSQL (READ COMMITTED) the holder may release the key (its request was
+                // refused) between our insert finding it and our read: the read then finds
+                // nothing and the key is free again, so try the insert once more. Each retry
+                // means another request claimed and released the key, so this ends quickly.
+                let mut attempts = 0;
+                let rec = loop {
+                    attempts += 1;
+                    let inserted = sqlx::query(
+                        "INSERT INTO idempotency_keys (merchant_id, scope, idem_key, route, fingerprint, state, \
+                         lease_token, lease_expires_at, created_at, expires_at) \
+                         VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9) \
+                         ON CONFLICT (merchant_id, idem_key) DO NOTHING",
+                    )
+                    .bind(c.merchant_id)
+                    .bind(&c.scope)
+                    .bind(&c.idem_key)
+                    .bind(&c.route)
+                    .bind(&c.fingerprint)
+                    .bind(&c.lease_token)
+                    .bind(c.lease_expires_at)
+                    .bind(c.now)
+                    .bind(c.expires_at)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if inserted == 1 {
+                        tx.commit().await?;
+                        return Ok(ClaimResult::Claimed { resource_id: None });
+                    }
+                    let rec = sqlx::query_as::<_, KeyRecord>(
+                        "SELECT merchant_id, scope, idem_key, route, fingerprint, state, lease_token, lease_expires_at, \
+                         resource_id, response_status, response_headers, response_body, created_at, expires_at \
+                         FROM idempotency_keys WHERE merchant_id = $1 AND idem_key = $2",
+                    )
+                    .bind(c.merchant_id)
+                    .bind(&c.idem_key)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    match rec {
+                        Some(rec) => break rec,
+                        None if attempts < 10 => continue,
+                        None => {
+                            return Err($crate::store::StoreError::Conflict(format!(
+                                "idempotency key {:?} kept being claimed and released",
+                                c.idem_key
+                            )));
+                        }
+                    }
+                };
                 let lapsed = rec.state == "running" && rec.lease_expires_at.unwrap_or(i64::MIN) <= c.now;
                 if lapsed && rec.fingerprint == c.fingerprint && rec.scope == c.scope {
                     let taken = sqlx::query(
@@ -316,6 +334,12 @@ macro_rules! impl_store {
                 t: &$crate::store::Transition,
             ) -> Result<$crate::store::TransitionResult, $crate::store::StoreError> {
                 use $crate::store::{Payment, PaymentRow, TransitionResult};
+                // Whoever the caller is (request, worker, ops action), only a whitelisted
+                // (from, event) -> to is ever written (DESIGN.md "Payment state machine"); the
+                // store is the last place a caller's slip can be stopped before it is history.
+                if let Err(refused) = $crate::domain::state::check(t.from, t.event, t.to) {
+                    return Ok(TransitionResult::Refused(refused));
+                }
                 let mut tx = self.begin_write().await?;
                 let recorded = sqlx::query(
                     "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \

@@ -81,6 +81,34 @@ impl SqliteStore {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
+    /// Leases due jobs. The one writer connection and `BEGIN IMMEDIATE` serialise claimers, so
+    /// the `IN (... LIMIT n)` subquery cannot hand one job to two of them.
+    async fn claim_jobs_impl(
+        &self,
+        owner: &str,
+        batch: i64,
+        lease_ms: i64,
+        now: i64,
+    ) -> Result<Vec<super::LeasedJob>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let jobs = sqlx::query_as::<_, super::LeasedJob>(&format!(
+            "UPDATE jobs SET status = 'leased', lease_owner = $1, lease_token = $2 || '-' || id, \
+             lease_expires_at = $3, run_at = $3, attempts = attempts + 1, updated_at = $4 \
+             WHERE id IN (SELECT id FROM jobs WHERE status IN ('due', 'leased') AND run_at <= $4 \
+             ORDER BY run_at, id LIMIT $5) RETURNING {}",
+            super::queue_sql::LEASED_COLUMNS
+        ))
+        .bind(owner)
+        .bind(crate::service::ids::new_token())
+        .bind(now + lease_ms)
+        .bind(now)
+        .bind(batch)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(jobs)
+    }
+
     async fn close_pools(&self) {
         self.writer.close().await;
         self.reader.close().await;
@@ -88,3 +116,4 @@ impl SqliteStore {
 }
 
 impl_store!(SqliteStore, Backend::Sqlite);
+impl_queue!(SqliteStore);

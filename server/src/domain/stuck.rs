@@ -1,0 +1,86 @@
+//! What "stuck" means (DESIGN.md "Compensation queue and error pool": a non-terminal payment
+//! older than its per-state threshold; defaults PENDING 1 min, PROCESSING 2 min, UNKNOWN
+//! 5 min, CHANNEL_SUCCESS 1 min, SUSPENSE at once). Age is time in the current state
+//! (since `updated_at`).
+
+use crate::domain::state::PaymentStatus;
+
+/// Per-state thresholds in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StuckThresholds {
+    /// PENDING longer than this is stuck.
+    pub pending_ms: i64,
+    /// PROCESSING longer than this is stuck.
+    pub processing_ms: i64,
+    /// UNKNOWN longer than this is stuck.
+    pub unknown_ms: i64,
+    /// CHANNEL_SUCCESS longer than this is stuck.
+    pub channel_success_ms: i64,
+    /// SUSPENSE longer than this is stuck (0: at once).
+    pub suspense_ms: i64,
+}
+
+impl Default for StuckThresholds {
+    fn default() -> Self {
+        StuckThresholds {
+            pending_ms: 60_000,
+            processing_ms: 120_000,
+            unknown_ms: 300_000,
+            channel_success_ms: 60_000,
+            suspense_ms: 0,
+        }
+    }
+}
+
+impl StuckThresholds {
+    /// The states that can be stuck, each with its threshold in ms.
+    pub fn per_state(&self) -> [(PaymentStatus, i64); 5] {
+        [
+            (PaymentStatus::Pending, self.pending_ms),
+            (PaymentStatus::Processing, self.processing_ms),
+            (PaymentStatus::Unknown, self.unknown_ms),
+            (PaymentStatus::ChannelSuccess, self.channel_success_ms),
+            (PaymentStatus::Suspense, self.suspense_ms),
+        ]
+    }
+
+    /// `updated_at` cut-offs (epoch ms) at `now`: a payment in that state updated at or
+    /// before its cut-off is stuck.
+    pub fn cutoffs(&self, now: i64) -> [(PaymentStatus, i64); 5] {
+        self.per_state().map(|(s, t)| (s, now - t))
+    }
+}
+
+/// Age buckets the console and `/metrics` group stuck payments by, with their upper bounds
+/// in ms (the last is open).
+pub const AGE_BUCKETS: [(&str, i64); 4] =
+    [("<5m", 300_000), ("5m-1h", 3_600_000), ("1h-24h", 86_400_000), (">24h", i64::MAX)];
+
+/// The bucket of an age in ms.
+pub fn bucket(age_ms: i64) -> &'static str {
+    AGE_BUCKETS.iter().find(|(_, upper)| age_ms < *upper).map_or(">24h", |(name, _)| name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_design() {
+        let t = StuckThresholds::default();
+        assert_eq!(t.pending_ms, 60_000);
+        assert_eq!(t.processing_ms, 120_000);
+        assert_eq!(t.unknown_ms, 300_000);
+        assert_eq!(t.channel_success_ms, 60_000);
+        assert_eq!(t.suspense_ms, 0);
+    }
+
+    #[test]
+    fn buckets_cover_every_age() {
+        assert_eq!(bucket(0), "<5m");
+        assert_eq!(bucket(299_999), "<5m");
+        assert_eq!(bucket(300_000), "5m-1h");
+        assert_eq!(bucket(86_400_000), ">24h");
+        assert_eq!(bucket(i64::MAX), ">24h");
+    }
+}

@@ -1,0 +1,222 @@
+//! Reconciliation against the channel's daily settlement statement (DESIGN.md "Compensation
+//! queue and error pool"; seed article 004, reconciliation and the error pool). Matches by
+//! channel key; every difference becomes an error-pool item carrying both sides, with a
+//! dedupe key per (day, kind, channel key), so re-running a day adds nothing twice.
+
+use std::collections::HashSet;
+
+use chrono::NaiveDate;
+use serde_json::json;
+
+use super::{Core, ServiceError};
+use crate::store::NewErrorItem;
+
+/// The statement's header, in order.
+pub const HEADER: [&str; 5] = ["channel_key", "amount", "currency", "status", "charged_at"];
+
+/// One statement line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatementRow {
+    /// The payment's channel key.
+    pub channel_key: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// The channel's status (`succeeded`).
+    pub status: String,
+    /// RFC 3339 UTC.
+    pub charged_at: String,
+}
+
+/// Why a statement could not be read; names the file and the 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: line {line}: {message}")]
+pub struct StatementError {
+    /// File name or source.
+    pub file: String,
+    /// 1-based line number.
+    pub line: u64,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Parses a whole statement or nothing: any garbled or truncated line is an error.
+pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, StatementError> {
+    let err = |line: u64, message: String| StatementError { file: file.into(), line, message };
+    let mut reader = csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(text.as_bytes());
+    let headers = reader.headers().map_err(|e| err(1, format!("unreadable header: {e}")))?.clone();
+    if headers.iter().collect::<Vec<_>>() != HEADER {
+        return Err(err(1, format!("header must be {}", HEADER.join(","))));
+    }
+    let mut rows = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            err(line, format!("garbled line: {e}"))
+        })?;
+        let line = record.position().map_or(0, |p| p.line());
+        let amount: i64 = record[1].parse().map_err(|_| err(line, format!("amount {:?} is not an integer", &record[1])))?;
+        let currency = record[2].to_string();
+        if record[0].is_empty() || currency.len() != 3 || record[3].is_empty() {
+            return Err(err(line, "empty channel key, bad currency or empty status".into()));
+        }
+        rows.push(StatementRow {
+            channel_key: record[0].into(),
+            amount,
+            currency,
+            status: record[3].into(),
+            charged_at: record[4].into(),
+        });
+    }
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(err(rows.len() as u64 + 1, "file is truncated (no final newline)".into()));
+    }
+    Ok(rows)
+}
+
+/// Result of a reconciliation run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconcileReport {
+    /// The day, `YYYY-MM-DD`.
+    pub day: String,
+    /// Statement lines read.
+    pub rows: usize,
+    /// Differences reported to the error pool.
+    pub differences: usize,
+}
+
+/// Why a reconciliation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The day is not `YYYY-MM-DD`.
+    #[error("day must be YYYY-MM-DD, got {0:?}")]
+    BadDay(String),
+    /// The statement could not be fetched.
+    #[error("statement unavailable: {0}")]
+    Unavailable(String),
+    /// The statement is garbled; nothing was imported (an error-pool item names the line).
+    #[error("statement rejected, nothing imported: {0}")]
+    BadFile(StatementError),
+    /// Storage failed.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+}
+
+impl From<crate::store::StoreError> for ReconcileError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ReconcileError::Service(e.into())
+    }
+}
+
+impl Core {
+    /// Reconciles `day` against `text` (a statement file's content; `None` fetches the
+    /// statement from the channel). `source` names the file for error messages.
+    pub async fn reconcile(&self, day: &str, source: &str, text: Option<String>) -> Result<ReconcileReport, ReconcileError> {
+        let date = NaiveDate::parse_from_str(day, "%Y-%m-%d").map_err(|_| ReconcileError::BadDay(day.into()))?;
+        let text = match text {
+            Some(t) => t,
+            None => self.channel.statement(day).await.map_err(ReconcileError::Unavailable)?,
+        };
+        let now = self.clock.now_ms();
+        let rows = match parse_statement(source, &text) {
+            Ok(rows) => rows,
+            Err(e) => {
+                self.store
+                    .report_error(&NewErrorItem {
+                        kind: "reconcile_bad_file".into(),
+                        dedupe_key: format!("recon:{day}:bad_file:{source}"),
+                        payment_id: None,
+                        summary: e.to_string(),
+                        evidence: json!({"file": e.file, "line": e.line, "message": e.message, "day": day}).to_string(),
+                        now,
+                    })
+                    .await?;
+                return Err(ReconcileError::BadFile(e));
+            }
+        };
+        let mut items = Vec::new();
+        let mut seen = HashSet::new();
+        let item = |kind: &str, key: &str, payment_id: Option<String>, summary: String, evidence: serde_json::Value| NewErrorItem {
+            kind: format!("reconcile_{kind}"),
+            dedupe_key: format!("recon:{day}:{kind}:{key}"),
+            payment_id,
+            summary,
+            evidence: evidence.to_string(),
+            now,
+        };
+        for row in &rows {
+            seen.insert(row.channel_key.clone());
+            let statement = json!({"amount": row.amount, "currency": row.currency, "status": row.status, "charged_at": row.charged_at});
+            let Some(p) = self.store.payment_by_channel_key(&row.channel_key).await? else {
+                items.push(item("missing_local", &row.channel_key, None, format!("statement charge {} has no payment", row.channel_key), json!({"statement": statement, "local": null})));
+                continue;
+            };
+            let local = json!({"payment_id": p.id, "amount": p.amount, "currency": p.currency, "status": p.status.as_str()});
+            if row.amount != p.amount || row.currency != p.currency {
+                items.push(item(
+                    "amount_mismatch",
+                    &row.channel_key,
+                    Some(p.id.clone()),
+                    format!("statement says {} {}, payment is {} {}", row.amount, row.currency, p.amount, p.currency),
+                    json!({"statement": statement, "local": local}),
+                ));
+            }
+            if row.status == "succeeded" && !p.status.is_charged() {
+                items.push(item(
+                    "status_mismatch",
+                    &row.channel_key,
+                    Some(p.id.clone()),
+                    format!("statement shows a charge, payment is {}", p.status),
+                    json!({"statement": statement, "local": local}),
+                ));
+            }
+        }
+        let start = date.and_hms_opt(0, 0, 0).map(|d| d.and_utc().timestamp_millis()).unwrap_or_default();
+        for p in self.store.charged_payments_created(start, start + 86_400_000).await? {
+            if !seen.contains(&p.channel_key) {
+                items.push(item(
+                    "missing_statement",
+                    &p.channel_key,
+                    Some(p.id.clone()),
+                    format!("payment {} ({}) is charged but missing from the statement", p.id, p.status),
+                    json!({"statement": null, "local": {"payment_id": p.id, "amount": p.amount, "currency": p.currency, "status": p.status}}),
+                ));
+            }
+        }
+        self.store.record_reconciliation(day, source, rows.len() as i64, &items, now).await?;
+        Ok(ReconcileReport { day: day.into(), rows: rows.len(), differences: items.len() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "channel_key,amount,currency,status,charged_at\nck_1,100,CNY,succeeded,2026-11-30T01:00:00Z\n";
+
+    #[test]
+    fn a_well_formed_statement_parses() {
+        let rows = parse_statement("s.csv", GOOD).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].amount, 100);
+    }
+
+    #[test]
+    fn a_garbled_line_names_the_file_and_line() {
+        let text = format!("{GOOD}ck_2,abc,CNY,succeeded,2026-11-30T01:00:00Z\n");
+        let e = parse_statement("s.csv", &text).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("s.csv", 3));
+    }
+
+    #[test]
+    fn a_truncated_file_is_refused_whole() {
+        let e = parse_statement("s.csv", "channel_key,amount,currency,status,charged_at\nck_1,100,CN").unwrap_err();
+        assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn a_wrong_header_is_refused() {
+        assert_eq!(parse_statement("s.csv", "key,amount\n").unwrap_err().line, 1);
+    }
+}

@@ -1,0 +1,137 @@
+//! Resolving what the request could not finish (DESIGN.md "Payment state machine" rows for
+//! UNKNOWN and SUSPENSE; seed article 004: an UNKNOWN answer is queried by the same key, never
+//! guessed; a not-found charge is resubmitted with the same key a bounded number of times,
+//! then the key is cancelled at the channel — the TCC anti-hanging fence — before FAILED).
+
+use serde_json::json;
+
+use super::payments::Extras;
+use super::{Core, ServiceError};
+use crate::channel::{CancelOutcome, QueryOutcome};
+use crate::domain::state::{PaymentEvent, PaymentStatus};
+use crate::store::{JobKind, NewErrorItem, Payment};
+
+/// What a compensation step achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing more for this job to do.
+    Done,
+    /// Try again after a backoff; the text is the error to record.
+    Retry(String),
+    /// Not an error: waiting for something outside (e.g. a frozen merchant); retry at the
+    /// backoff cap without spending an attempt.
+    Wait(String),
+    /// Cannot be resolved automatically: to the error pool with this evidence.
+    GiveUp {
+        /// Error-pool kind.
+        kind: &'static str,
+        /// One line.
+        summary: String,
+        /// JSON evidence.
+        evidence: serde_json::Value,
+    },
+}
+
+/// The error-pool dedupe key of a payment's SUSPENSE item.
+pub fn suspense_key(payment_id: &str) -> String {
+    format!("suspense:{payment_id}")
+}
+
+impl Core {
+    /// One query of an UNKNOWN payment by its channel key, and the transition it justifies.
+    pub async fn resolve_unknown(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
+        if p.status != PaymentStatus::Unknown {
+            return Ok(Step::Done);
+        }
+        let close = || vec![JobKind::Query];
+        match self.channel.query(&p.channel_key).await {
+            QueryOutcome::Succeeded { amount, currency } if amount == p.amount && currency == p.currency => {
+                let extras = Extras { detail: format!("query: charged {amount} {currency}"), close_jobs: close(), ..Extras::default() };
+                let after = self.apply(&p, PaymentEvent::QuerySucceeded, source, extras).await?;
+                self.drive(after, source).await?;
+                Ok(Step::Done)
+            }
+            QueryOutcome::Succeeded { amount, currency } => Ok(Step::GiveUp {
+                kind: "amount_mismatch",
+                summary: format!("channel charged {amount} {currency}, payment is {} {}", p.amount, p.currency),
+                evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
+            }),
+            QueryOutcome::Declined { reason } => {
+                let extras = Extras { detail: format!("query: declined: {reason}"), last_error: Some(format!("declined: {reason}")), close_jobs: close(), ..Extras::default() };
+                self.apply(&p, PaymentEvent::QueryDeclined, source, extras).await?;
+                Ok(Step::Done)
+            }
+            QueryOutcome::NotFound if p.submit_attempts <= self.timings.resubmit_budget => {
+                let extras = Extras { detail: "query: not found; resubmitting with the same key".into(), count_submit: true, close_jobs: close(), ..Extras::default() };
+                let after = self.apply(&p, PaymentEvent::QueryNotFound, source, extras).await?;
+                self.drive(after, source).await?;
+                Ok(Step::Done)
+            }
+            QueryOutcome::NotFound | QueryOutcome::Cancelled => self.fence(p, source).await,
+            QueryOutcome::Error { detail } => Ok(Step::Retry(format!("query failed: {detail}"))),
+        }
+    }
+
+    /// Cancels the channel key first, so no late request can charge with it, and only then
+    /// fails the payment. A charge found at cancel time wins: the payment is charged.
+    async fn fence(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
+        match self.channel.cancel(&p.channel_key).await {
+            CancelOutcome::Cancelled => {
+                let extras = Extras {
+                    detail: format!("not found after {} submissions; key cancelled at the channel", p.submit_attempts),
+                    last_error: Some("not found at the channel; key fenced".into()),
+                    close_jobs: vec![JobKind::Query, JobKind::Submit],
+                    ..Extras::default()
+                };
+                self.apply(&p, PaymentEvent::QueryNotFoundFenced, source, extras).await?;
+                Ok(Step::Done)
+            }
+            CancelOutcome::AlreadyCharged { amount, currency } if amount == p.amount && currency == p.currency => {
+                let extras = Extras { detail: "cancel refused: the channel holds a charge".into(), close_jobs: vec![JobKind::Query], ..Extras::default() };
+                let after = self.apply(&p, PaymentEvent::QuerySucceeded, source, extras).await?;
+                self.drive(after, source).await?;
+                Ok(Step::Done)
+            }
+            CancelOutcome::AlreadyCharged { amount, currency } => Ok(Step::GiveUp {
+                kind: "amount_mismatch",
+                summary: format!("channel charged {amount} {currency}, payment is {} {}", p.amount, p.currency),
+                evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
+            }),
+            CancelOutcome::Error { detail } => Ok(Step::Retry(format!("cancel failed: {detail}"))),
+        }
+    }
+
+    /// Retries the charge's ledger posting of a CHANNEL_SUCCESS or SUSPENSE payment. While
+    /// the merchant is frozen the payment waits in SUSPENSE (and in the error pool); once
+    /// posted, the SUSPENSE item is resolved by the system.
+    pub async fn retry_posting(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
+        if !matches!(p.status, PaymentStatus::ChannelSuccess | PaymentStatus::Suspense) {
+            return Ok(Step::Done);
+        }
+        let after = self.post_ledger(&p, source).await?;
+        match after.status {
+            PaymentStatus::Suspense => Ok(Step::Wait("merchant account frozen".into())),
+            PaymentStatus::Success => {
+                let now = self.clock.now_ms();
+                self.store.resolve_error_by_key(&suspense_key(&p.id), "ledger posted after the merchant was unfrozen", "system", now).await?;
+                Ok(Step::Done)
+            }
+            _ => Ok(Step::Done),
+        }
+    }
+
+    /// Reports a payment parked in SUSPENSE to the error pool.
+    pub(crate) async fn report_suspense(&self, p: &Payment) -> Result<(), ServiceError> {
+        self.store
+            .report_error(&NewErrorItem {
+                kind: "suspense".into(),
+                dedupe_key: suspense_key(&p.id),
+                payment_id: Some(p.id.clone()),
+                summary: format!("{} {} charged but not posted: merchant account frozen", p.amount, p.currency),
+                evidence: json!({"status": p.status.as_str(), "merchant_id": p.merchant_id, "last_error": p.last_error}).to_string(),
+                now: self.clock.now_ms(),
+            })
+            .await?;
+        Ok(())
+    }
+}

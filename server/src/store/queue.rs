@@ -1,0 +1,197 @@
+//! The compensation queue, the error pool, stuck detection and reconciliation runs
+//! (DESIGN.md "Compensation queue and error pool"; seed article 004, scheduled compensation
+//! with leases and the error pool). Part of the storage abstraction: [`Store`](super::Store)
+//! requires it, and the conformance suite runs it on both backends.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::{NewJob, StoreError};
+use crate::domain::state::PaymentStatus;
+
+/// A job claimed with a lease. Results are written only while `lease_token` still holds.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct LeasedJob {
+    /// Id.
+    pub id: i64,
+    /// Kind name (`submit`, `query`, ...).
+    pub kind: String,
+    /// Payment, if any.
+    pub payment_id: Option<String>,
+    /// Refund, if any.
+    pub refund_id: Option<String>,
+    /// Kind-specific data (e.g. the reconciliation day).
+    pub payload: String,
+    /// Attempts including this one.
+    pub attempts: i64,
+    /// Attempts allowed before the error pool.
+    pub max_attempts: i64,
+    /// This claim's token.
+    pub lease_token: String,
+}
+
+/// An error-pool item as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct ErrorItem {
+    /// Id.
+    pub id: i64,
+    /// `job_dead`, `suspense`, `reconcile_*`, `stale_callback`, ...
+    pub kind: String,
+    /// What makes two reports the same item (re-running reconciliation adds nothing twice).
+    pub dedupe_key: String,
+    /// Payment, if any.
+    pub payment_id: Option<String>,
+    /// One line for lists.
+    pub summary: String,
+    /// JSON evidence (both sides of a difference, last error, attempts, state).
+    pub evidence: String,
+    /// `open` or `resolved`.
+    pub status: String,
+    /// How often it was reported.
+    pub occurrences: i64,
+    /// Epoch ms UTC.
+    pub first_seen: i64,
+    /// Epoch ms UTC.
+    pub last_seen: i64,
+    /// What the person who resolved it wrote.
+    pub resolution_note: Option<String>,
+    /// Who resolved it (`system` for automatic resolution).
+    pub resolved_by: Option<String>,
+    /// Epoch ms UTC.
+    pub resolved_at: Option<i64>,
+}
+
+/// An error-pool report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewErrorItem {
+    /// Kind.
+    pub kind: String,
+    /// Dedupe key.
+    pub dedupe_key: String,
+    /// Payment, if any.
+    pub payment_id: Option<String>,
+    /// One line.
+    pub summary: String,
+    /// JSON evidence.
+    pub evidence: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+}
+
+/// A stuck payment with what the console needs to act on it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct StuckPayment {
+    /// Payment id.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// Status name.
+    pub status: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Entered the current state, epoch ms UTC.
+    pub updated_at: i64,
+    /// Last error.
+    pub last_error: Option<String>,
+    /// Earliest due or leased job, epoch ms UTC.
+    pub next_attempt_at: Option<i64>,
+}
+
+/// Jobs per (kind, status) with the oldest `run_at`.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct QueueStat {
+    /// Kind.
+    pub kind: String,
+    /// `due`, `leased`, `done` or `dead`.
+    pub status: String,
+    /// Number of jobs.
+    pub count: i64,
+    /// Oldest `run_at`, epoch ms UTC.
+    pub oldest_run_at: Option<i64>,
+    /// Jobs that already failed at least once (attempts > 0) and wait for a retry.
+    pub retrying: i64,
+}
+
+/// A charged payment, for reconciliation against the channel's statement.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ChargedPayment {
+    /// Payment id.
+    pub id: String,
+    /// Channel key.
+    pub channel_key: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// Status name.
+    pub status: String,
+}
+
+/// Queue, error pool, stuck detection and reconciliation storage.
+#[async_trait]
+pub trait Queue: Send + Sync + 'static {
+    /// Leases up to `batch` jobs that are due (or whose lease lapsed) at `now` to `owner` for
+    /// `lease_ms`; each claim counts an attempt. Never returns more than `batch` rows, and no
+    /// job is leased to two claimers at once.
+    async fn claim_jobs(&self, owner: &str, batch: i64, lease_ms: i64, now: i64) -> Result<Vec<LeasedJob>, StoreError>;
+    /// Marks a leased job done; false when the lease was lost.
+    async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, StoreError>;
+    /// Puts a leased job back, due at `run_at`; `refund_attempt` gives back the attempt the
+    /// claim counted (a wait, not a failure). False when the lease was lost.
+    async fn retry_job(
+        &self,
+        id: i64,
+        token: &str,
+        run_at: i64,
+        error: &str,
+        refund_attempt: bool,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// Marks a leased job dead and reports it to the error pool, in one transaction; false
+    /// when the lease was lost.
+    async fn bury_job(&self, id: i64, token: &str, error: &str, item: &NewErrorItem, now: i64) -> Result<bool, StoreError>;
+    /// Inserts a job on its own (reconciliation, ops retries); returns its id.
+    async fn enqueue_job(&self, job: &NewJob, payload: &str, now: i64) -> Result<i64, StoreError>;
+    /// The job with this id.
+    async fn job(&self, id: i64) -> Result<Option<super::Job>, StoreError>;
+    /// Makes a payment's due, retrying or dead jobs run now (ops retry); returns how many.
+    async fn wake_jobs(&self, payment_id: &str, now: i64) -> Result<u64, StoreError>;
+    /// Jobs per kind and status.
+    async fn queue_stats(&self) -> Result<Vec<QueueStat>, StoreError>;
+
+    /// Reports an item; a report with a known dedupe key updates `last_seen` and counts an
+    /// occurrence instead of adding a row. Returns the item id.
+    async fn report_error(&self, item: &NewErrorItem) -> Result<i64, StoreError>;
+    /// Resolves an open item with a note; false when it is not open.
+    async fn resolve_error(&self, id: i64, note: &str, by: &str, now: i64) -> Result<bool, StoreError>;
+    /// Resolves the open item with this dedupe key, if any.
+    async fn resolve_error_by_key(&self, dedupe_key: &str, note: &str, by: &str, now: i64) -> Result<bool, StoreError>;
+    /// Items, newest first, filtered by status and kind, at most `limit`.
+    async fn error_items(&self, status: Option<&str>, kind: Option<&str>, limit: i64) -> Result<Vec<ErrorItem>, StoreError>;
+    /// The item with this id.
+    async fn error_item(&self, id: i64) -> Result<Option<ErrorItem>, StoreError>;
+    /// Items of a payment.
+    async fn payment_error_items(&self, payment_id: &str) -> Result<Vec<ErrorItem>, StoreError>;
+
+    /// Stuck payments counted by (status, age bucket) at `now`, given per-state `updated_at`
+    /// cut-offs.
+    async fn stuck_counts(&self, cutoffs: &[(PaymentStatus, i64); 5], now: i64) -> Result<Vec<(String, String, i64)>, StoreError>;
+    /// The oldest stuck payments, at most `limit`.
+    async fn stuck_payments(&self, cutoffs: &[(PaymentStatus, i64); 5], limit: i64) -> Result<Vec<StuckPayment>, StoreError>;
+
+    /// Charged payments created in `[from, to)` (epoch ms).
+    async fn charged_payments_created(&self, from: i64, to: i64) -> Result<Vec<ChargedPayment>, StoreError>;
+    /// Records a reconciliation run and its differences in one transaction.
+    async fn record_reconciliation(
+        &self,
+        day: &str,
+        source: &str,
+        rows: i64,
+        items: &[NewErrorItem],
+        now: i64,
+    ) -> Result<(), StoreError>;
+}

@@ -1,0 +1,327 @@
+//! The queue's SQL both backends share; claiming differs and lives in each backend
+//! (`claim_jobs_impl`).
+
+/// Columns of a leased job.
+pub(crate) const LEASED_COLUMNS: &str = "id, kind, payment_id, refund_id, payload, attempts, max_attempts, lease_token";
+
+/// The stuck-payment predicate over `payments` with cut-offs in `$2..=$6`, in
+/// [`StuckThresholds::per_state`](crate::domain::stuck::StuckThresholds::per_state) order.
+pub(crate) const STUCK_WHERE: &str = "(status = 'PENDING' AND updated_at <= $2) \
+     OR (status = 'PROCESSING' AND updated_at <= $3) \
+     OR (status = 'UNKNOWN' AND updated_at <= $4) \
+     OR (status = 'CHANNEL_SUCCESS' AND updated_at <= $5) \
+     OR (status = 'SUSPENSE' AND updated_at <= $6)";
+
+macro_rules! impl_queue {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Queue for $store {
+            async fn claim_jobs(
+                &self,
+                owner: &str,
+                batch: i64,
+                lease_ms: i64,
+                now: i64,
+            ) -> Result<Vec<$crate::store::LeasedJob>, $crate::store::StoreError> {
+                self.claim_jobs_impl(owner, batch, lease_ms, now).await
+            }
+
+            async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "UPDATE jobs SET status = 'done', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, \
+                     updated_at = $1 WHERE id = $2 AND status = 'leased' AND lease_token = $3",
+                )
+                .bind(now)
+                .bind(id)
+                .bind(token)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn retry_job(
+                &self,
+                id: i64,
+                token: &str,
+                run_at: i64,
+                error: &str,
+                refund_attempt: bool,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "UPDATE jobs SET status = 'due', run_at = $1, last_error = $2, attempts = attempts - $3, \
+                     lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = $4 \
+                     WHERE id = $5 AND status = 'leased' AND lease_token = $6",
+                )
+                .bind(run_at)
+                .bind(error)
+                .bind(i64::from(refund_attempt))
+                .bind(now)
+                .bind(id)
+                .bind(token)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn bury_job(
+                &self,
+                id: i64,
+                token: &str,
+                error: &str,
+                item: &$crate::store::NewErrorItem,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let r = sqlx::query(
+                    "UPDATE jobs SET status = 'dead', last_error = $1, lease_owner = NULL, lease_token = NULL, \
+                     lease_expires_at = NULL, updated_at = $2 WHERE id = $3 AND status = 'leased' AND lease_token = $4",
+                )
+                .bind(error)
+                .bind(now)
+                .bind(id)
+                .bind(token)
+                .execute(&mut *tx)
+                .await?;
+                if r.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                upsert_error(&mut tx, item).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn enqueue_job(
+                &self,
+                job: &$crate::store::NewJob,
+                payload: &str,
+                now: i64,
+            ) -> Result<i64, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar::<_, i64>(
+                    "INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, run_at, \
+                     created_at, updated_at) VALUES ($1, $2, $3, $4, 'due', 0, $5, $6, $7, $7) RETURNING id",
+                )
+                .bind(job.kind.as_str())
+                .bind(job.payment_id.as_deref())
+                .bind(job.refund_id.as_deref())
+                .bind(payload)
+                .bind(job.max_attempts)
+                .bind(job.run_at)
+                .bind(now)
+                .fetch_one(self.writer())
+                .await?)
+            }
+
+            async fn job(&self, id: i64) -> Result<Option<$crate::store::Job>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::Job>(
+                    "SELECT id, kind, payment_id, refund_id, status, attempts, max_attempts, run_at, last_error \
+                     FROM jobs WHERE id = $1",
+                )
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?)
+            }
+
+            async fn wake_jobs(&self, payment_id: &str, now: i64) -> Result<u64, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "UPDATE jobs SET status = 'due', run_at = $1, attempts = CASE WHEN status = 'dead' THEN 0 ELSE attempts END, \
+                     updated_at = $1 WHERE payment_id = $2 AND status IN ('due', 'dead')",
+                )
+                .bind(now)
+                .bind(payment_id)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected())
+            }
+
+            async fn queue_stats(&self) -> Result<Vec<$crate::store::QueueStat>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::QueueStat>(
+                    "SELECT kind, status, COUNT(*) AS count, MIN(run_at) AS oldest_run_at, \
+                     CAST(SUM(CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS BIGINT) AS retrying \
+                     FROM jobs GROUP BY kind, status ORDER BY kind, status",
+                )
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn report_error(&self, item: &$crate::store::NewErrorItem) -> Result<i64, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let id = upsert_error(&mut tx, item).await?;
+                tx.commit().await?;
+                Ok(id)
+            }
+
+            async fn resolve_error(&self, id: i64, note: &str, by: &str, now: i64) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "UPDATE error_pool SET status = 'resolved', resolution_note = $1, resolved_by = $2, resolved_at = $3 \
+                     WHERE id = $4 AND status = 'open'",
+                )
+                .bind(note)
+                .bind(by)
+                .bind(now)
+                .bind(id)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn resolve_error_by_key(
+                &self,
+                dedupe_key: &str,
+                note: &str,
+                by: &str,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "UPDATE error_pool SET status = 'resolved', resolution_note = $1, resolved_by = $2, resolved_at = $3 \
+                     WHERE dedupe_key = $4 AND status = 'open'",
+                )
+                .bind(note)
+                .bind(by)
+                .bind(now)
+                .bind(dedupe_key)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn error_items(
+                &self,
+                status: Option<&str>,
+                kind: Option<&str>,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::ErrorItem>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::ErrorItem>(
+                    "SELECT * FROM error_pool WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR kind = $2) \
+                     ORDER BY last_seen DESC, id DESC LIMIT $3",
+                )
+                .bind(status)
+                .bind(kind)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn error_item(&self, id: i64) -> Result<Option<$crate::store::ErrorItem>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::ErrorItem>("SELECT * FROM error_pool WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
+            async fn payment_error_items(
+                &self,
+                payment_id: &str,
+            ) -> Result<Vec<$crate::store::ErrorItem>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::ErrorItem>(
+                    "SELECT * FROM error_pool WHERE payment_id = $1 ORDER BY id",
+                )
+                .bind(payment_id)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn stuck_counts(
+                &self,
+                cutoffs: &[($crate::domain::state::PaymentStatus, i64); 5],
+                now: i64,
+            ) -> Result<Vec<(String, String, i64)>, $crate::store::StoreError> {
+                let sql = format!(
+                    "SELECT status, CASE WHEN $1 - updated_at < 300000 THEN '<5m' \
+                     WHEN $1 - updated_at < 3600000 THEN '5m-1h' \
+                     WHEN $1 - updated_at < 86400000 THEN '1h-24h' ELSE '>24h' END AS bucket, \
+                     COUNT(*) FROM payments WHERE {} GROUP BY 1, 2 ORDER BY 1, 2",
+                    $crate::store::queue_sql::STUCK_WHERE
+                );
+                let mut q = sqlx::query_as::<_, (String, String, i64)>(&sql).bind(now);
+                for (_, cutoff) in cutoffs {
+                    q = q.bind(*cutoff);
+                }
+                Ok(q.fetch_all(self.reader()).await?)
+            }
+
+            async fn stuck_payments(
+                &self,
+                cutoffs: &[($crate::domain::state::PaymentStatus, i64); 5],
+                limit: i64,
+            ) -> Result<Vec<$crate::store::StuckPayment>, $crate::store::StoreError> {
+                let sql = format!(
+                    "SELECT p.id, p.merchant_id, p.status, p.amount, p.currency, p.created_at, p.updated_at, p.last_error, \
+                     (SELECT MIN(j.run_at) FROM jobs j WHERE j.payment_id = p.id AND j.status IN ('due', 'leased')) \
+                     AS next_attempt_at FROM payments p WHERE {} ORDER BY p.updated_at LIMIT $1",
+                    $crate::store::queue_sql::STUCK_WHERE
+                );
+                let mut q = sqlx::query_as::<_, $crate::store::StuckPayment>(&sql).bind(limit);
+                for (_, cutoff) in cutoffs {
+                    q = q.bind(*cutoff);
+                }
+                Ok(q.fetch_all(self.reader()).await?)
+            }
+
+            async fn charged_payments_created(
+                &self,
+                from: i64,
+                to: i64,
+            ) -> Result<Vec<$crate::store::ChargedPayment>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::ChargedPayment>(
+                    "SELECT id, channel_key, amount, currency, status FROM payments \
+                     WHERE created_at >= $1 AND created_at < $2 \
+                     AND status IN ('CHANNEL_SUCCESS', 'SUSPENSE', 'SUCCESS', 'REVERSED', 'REFUNDED') ORDER BY id",
+                )
+                .bind(from)
+                .bind(to)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn record_reconciliation(
+                &self,
+                day: &str,
+                source: &str,
+                rows: i64,
+                items: &[$crate::store::NewErrorItem],
+                now: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                for item in items {
+                    upsert_error(&mut tx, item).await?;
+                }
+                sqlx::query(
+                    "INSERT INTO reconciliations (day, source, row_count, differences, imported_at) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (day) DO UPDATE SET source = $2, row_count = $3, \
+                     differences = $4, imported_at = $5",
+                )
+                .bind(day)
+                .bind(source)
+                .bind(rows)
+                .bind(items.len() as i64)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+        }
+
+        async fn upsert_error(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            item: &$crate::store::NewErrorItem,
+        ) -> Result<i64, $crate::store::StoreError> {
+            Ok(sqlx::query_scalar::<_, i64>(
+                "INSERT INTO error_pool (kind, dedupe_key, payment_id, summary, evidence, status, occurrences, \
+                 first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, 'open', 1, $6, $6) \
+                 ON CONFLICT (dedupe_key) DO UPDATE SET last_seen = $6, evidence = $5, summary = $4, \
+                 occurrences = error_pool.occurrences + 1 RETURNING id",
+            )
+            .bind(&item.kind)
+            .bind(&item.dedupe_key)
+            .bind(item.payment_id.as_deref())
+            .bind(&item.summary)
+            .bind(&item.evidence)
+            .bind(item.now)
+            .fetch_one(&mut **tx)
+            .await?)
+        }
+    };
+}

@@ -1,0 +1,66 @@
+//! What each job kind does. Every handler re-reads the payment and decides from its current
+//! state, so a job that runs twice (lease lapsed, crash) does no harm.
+
+use crate::service::resolve::Step;
+use crate::service::{Core, ServiceError};
+use crate::store::LeasedJob;
+
+/// Runs one job and says what it achieved.
+pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
+    match job.kind.as_str() {
+        "submit" => submit(core, job).await,
+        "query" => match payment(core, job).await? {
+            Some(p) => core.resolve_unknown(p, "worker").await,
+            None => Ok(Step::Done),
+        },
+        "post_ledger" => match payment(core, job).await? {
+            Some(p) => core.retry_posting(p, "worker").await,
+            None => Ok(Step::Done),
+        },
+        "refund" => refund(core, job).await,
+        "reconcile" => Ok(match core.reconcile(&job.payload, "channel", None).await {
+            Ok(_) => Step::Done,
+            Err(crate::service::reconcile::ReconcileError::BadFile(e)) => Step::GiveUp {
+                kind: "reconcile_bad_file",
+                summary: e.to_string(),
+                evidence: serde_json::json!({"file": e.file, "line": e.line, "message": e.message}),
+            },
+            Err(e) => Step::Retry(e.to_string()),
+        }),
+        // Merchant notifications have no endpoint to call yet; key purging runs as a timer.
+        "notify" | "purge" => Ok(Step::Done),
+        other => Ok(Step::GiveUp {
+            kind: "job_unknown_kind",
+            summary: format!("unknown job kind {other:?}"),
+            evidence: serde_json::json!({"job_id": job.id, "kind": other}),
+        }),
+    }
+}
+
+async fn payment(core: &Core, job: &LeasedJob) -> Result<Option<crate::store::Payment>, ServiceError> {
+    match &job.payment_id {
+        Some(id) => Ok(core.store.payment(id).await?),
+        None => Ok(None),
+    }
+}
+
+async fn submit(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
+    use crate::domain::state::PaymentStatus::{Pending, Processing};
+    let Some(p) = payment(core, job).await? else { return Ok(Step::Done) };
+    if !matches!(p.status, Pending | Processing | crate::domain::state::PaymentStatus::ChannelSuccess) {
+        return Ok(Step::Done);
+    }
+    let after = core.drive(p, "worker").await?;
+    Ok(if matches!(after.status, Pending | Processing) {
+        Step::Retry(format!("payment still {}", after.status))
+    } else {
+        Step::Done
+    })
+}
+
+async fn refund(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
+    let Some(id) = &job.refund_id else { return Ok(Step::Done) };
+    let Some(r) = core.store.refund(id).await? else { return Ok(Step::Done) };
+    let after = core.drive_refund(r, "worker").await?;
+    Ok(if after.status == "pending" { Step::Retry("refund outcome unknown".into()) } else { Step::Done })
+}

@@ -1,0 +1,193 @@
+//! Compensation workers (DESIGN.md "Compensation queue and error pool"; seed article 004,
+//! scheduled compensation with leases). A worker claims a batch of due jobs with a lease,
+//! runs each in its own task (one failing or panicking job never blocks the others), and
+//! writes each result only while its lease token still holds. Failures retry with
+//! exponential backoff and full jitter up to the job's maximum attempts, then go to the
+//! error pool with their evidence.
+
+mod handlers;
+pub mod monitor;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::domain::backoff::Backoff;
+use crate::service::Core;
+use crate::service::resolve::Step;
+use crate::store::{LeasedJob, NewErrorItem};
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Lease owner name (host/process/worker).
+    pub owner: String,
+    /// Jobs claimed at once.
+    pub batch: i64,
+    /// Lease length, ms.
+    pub lease_ms: i64,
+    /// Sleep when nothing is due.
+    pub poll: Duration,
+    /// Retry backoff.
+    pub backoff: Backoff,
+    /// Jitter seed (0: from the OS).
+    pub seed: u64,
+}
+
+/// What happened to one claimed job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobResult {
+    /// Done.
+    Completed,
+    /// Put back for a retry.
+    Retried,
+    /// Moved to the error pool.
+    Buried,
+    /// Another worker holds the job now: our result was not written.
+    LeaseLost,
+}
+
+/// A compensation worker.
+pub struct Worker {
+    core: Core,
+    cfg: WorkerConfig,
+    rng: Mutex<StdRng>,
+}
+
+impl Worker {
+    /// A worker over `core`.
+    pub fn new(core: Core, cfg: WorkerConfig) -> Arc<Self> {
+        let rng = if cfg.seed == 0 { StdRng::from_os_rng() } else { StdRng::seed_from_u64(cfg.seed) };
+        Arc::new(Worker { core, cfg, rng: Mutex::new(rng) })
+    }
+
+    /// Claims and runs batches until `stop` turns true; sleeps `poll` when nothing is due.
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            let ran = match self.drain_once().await {
+                Ok(results) => results.len(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming jobs failed; retrying after the poll interval");
+                    0
+                }
+            };
+            if ran == 0 {
+                tokio::select! {
+                    _ = tokio::time::sleep(self.cfg.poll) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+    }
+
+    /// Claims one batch and runs it to the end; returns each job's result. Used by the loop,
+    /// tests and the benchmark.
+    pub async fn drain_once(self: &Arc<Self>) -> Result<Vec<(i64, JobResult)>, crate::store::StoreError> {
+        let now = self.core.clock.now_ms();
+        let jobs = self.core.store.claim_jobs(&self.cfg.owner, self.cfg.batch, self.cfg.lease_ms, now).await?;
+        metrics::counter!("converge_jobs_claimed_total").increment(jobs.len() as u64);
+        let mut set = tokio::task::JoinSet::new();
+        for job in jobs {
+            let me = self.clone();
+            set.spawn(async move {
+                let id = job.id;
+                (id, me.process(job).await)
+            });
+        }
+        let mut results = Vec::new();
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok(r) => results.push(r),
+                Err(e) => tracing::error!(error = %e, "job task failed outside its handler"),
+            }
+        }
+        Ok(results)
+    }
+
+    async fn process(self: Arc<Self>, job: LeasedJob) -> JobResult {
+        // The handler runs in its own task so a panic becomes this job's failure, not the
+        // batch's.
+        let core = self.core.clone();
+        let j = job.clone();
+        let step = match tokio::spawn(async move { handlers::run(&core, &j).await }).await {
+            Ok(Ok(step)) => step,
+            Ok(Err(e)) => Step::Retry(format!("{e}")),
+            Err(e) => Step::Retry(format!("handler panicked: {e}")),
+        };
+        let result = self.record(&job, step).await;
+        metrics::counter!("converge_jobs_total", "kind" => job.kind.clone(), "result" => format!("{result:?}")).increment(1);
+        result
+    }
+
+    async fn record(&self, job: &LeasedJob, step: Step) -> JobResult {
+        let store = &self.core.store;
+        let now = self.core.clock.now_ms();
+        let written = match step {
+            Step::Done => store.complete_job(job.id, &job.lease_token, now).await.map(|ok| (ok, JobResult::Completed)),
+            Step::Wait(why) => {
+                let at = now + self.cfg.backoff.cap_ms as i64;
+                store.retry_job(job.id, &job.lease_token, at, &why, true, now).await.map(|ok| (ok, JobResult::Retried))
+            }
+            Step::Retry(error) if job.attempts < job.max_attempts => {
+                let delay = {
+                    let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+                    self.cfg.backoff.delay_ms(u32::try_from(job.attempts).unwrap_or(u32::MAX), &mut *rng)
+                };
+                let at = now + delay as i64;
+                store.retry_job(job.id, &job.lease_token, at, &error, false, now).await.map(|ok| (ok, JobResult::Retried))
+            }
+            Step::Retry(error) => {
+                let item = self.dead_item(job, &error, now).await;
+                store.bury_job(job.id, &job.lease_token, &error, &item, now).await.map(|ok| (ok, JobResult::Buried))
+            }
+            Step::GiveUp { kind, summary, evidence } => {
+                let item = NewErrorItem {
+                    kind: kind.into(),
+                    dedupe_key: format!("job:{}:{kind}", job.id),
+                    payment_id: job.payment_id.clone(),
+                    summary: summary.clone(),
+                    evidence: evidence.to_string(),
+                    now,
+                };
+                store.bury_job(job.id, &job.lease_token, &summary, &item, now).await.map(|ok| (ok, JobResult::Buried))
+            }
+        };
+        match written {
+            Ok((true, r)) => r,
+            Ok((false, _)) => {
+                tracing::warn!(job = job.id, "lease lost before the result was written; the newer holder decides");
+                JobResult::LeaseLost
+            }
+            Err(e) => {
+                tracing::error!(job = job.id, error = %e, "job result not written; the lease lapses and it runs again");
+                JobResult::LeaseLost
+            }
+        }
+    }
+
+    async fn dead_item(&self, job: &LeasedJob, error: &str, now: i64) -> NewErrorItem {
+        let state = match &job.payment_id {
+            Some(id) => self.core.store.payment(id).await.ok().flatten().map(|p| p.status.as_str()),
+            None => None,
+        };
+        NewErrorItem {
+            kind: "job_dead".into(),
+            dedupe_key: format!("job:{}", job.id),
+            payment_id: job.payment_id.clone(),
+            summary: format!("{} job failed {} times: {error}", job.kind, job.attempts),
+            evidence: json!({
+                "job_id": job.id, "kind": job.kind, "attempts": job.attempts, "last_error": error,
+                "payment_status": state, "refund_id": job.refund_id,
+            })
+            .to_string(),
+            now,
+        }
+    }
+}

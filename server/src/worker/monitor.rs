@@ -1,0 +1,38 @@
+//! Refreshes the `/metrics` gauges for stuck payments (by state and age bucket) and the queue
+//! (by kind and status), so Prometheus sees what the console shows.
+
+use std::time::Duration;
+
+use crate::domain::stuck::{AGE_BUCKETS, StuckThresholds};
+use crate::service::Core;
+
+/// Recomputes the gauges every `every` until the task is aborted.
+pub async fn run(core: Core, thresholds: StuckThresholds, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if let Err(e) = refresh(&core, &thresholds).await {
+            tracing::warn!(error = %e, "monitor refresh failed");
+        }
+    }
+}
+
+/// One refresh of every gauge.
+pub async fn refresh(core: &Core, thresholds: &StuckThresholds) -> Result<(), crate::store::StoreError> {
+    let now = core.clock.now_ms();
+    let counts = core.store.stuck_counts(&thresholds.cutoffs(now), now).await?;
+    for (state, _) in thresholds.per_state() {
+        for (bucket, _) in AGE_BUCKETS {
+            let n = counts.iter().find(|(s, b, _)| s == state.as_str() && b == bucket).map_or(0, |c| c.2);
+            metrics::gauge!("converge_stuck_payments", "state" => state.as_str(), "bucket" => bucket).set(n as f64);
+        }
+    }
+    for stat in core.store.queue_stats().await? {
+        metrics::gauge!("converge_jobs", "kind" => stat.kind.clone(), "status" => stat.status.clone()).set(stat.count as f64);
+        if stat.status == "due" {
+            let age = stat.oldest_run_at.map_or(0, |t| (now - t).max(0));
+            metrics::gauge!("converge_jobs_oldest_due_seconds", "kind" => stat.kind).set(age as f64 / 1000.0);
+        }
+    }
+    Ok(())
+}
