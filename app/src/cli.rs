@@ -49,6 +49,14 @@ enum Command {
         #[command(subcommand)]
         action: MerchantCommand,
     },
+    /// Manage console users.
+    User {
+        #[command(subcommand)]
+        action: UserCommand,
+    },
+    /// Check DESIGN.md's convergence invariants against the database and the channel; prints a
+    /// report and exits non-zero on any breach, naming each offending payment.
+    Verify(VerifyArgs),
     /// Run the sandbox channel alone (a PSP simulator over HTTP).
     ChannelSim(ChannelSimArgs),
 }
@@ -100,6 +108,30 @@ enum MerchantCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum UserCommand {
+    /// Add a console user; the password is read from standard input (one line).
+    Add {
+        /// Login name (a-z A-Z 0-9 . _ - @).
+        name: String,
+        /// Roles: viewer, operator, approver, auditor, admin (comma-separated).
+        #[arg(long = "role", required = true)]
+        roles: String,
+        /// Read the password from standard input (required: passwords never go in arguments).
+        #[arg(long, required = true)]
+        password_stdin: bool,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Disable a user (ends its sessions).
+    Disable {
+        /// Login name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
 #[derive(Debug, Args)]
 struct ChannelSimArgs {
     /// Address to listen on.
@@ -141,22 +173,29 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Migrate(db) => {
             let store = startup::open_store(&db.database_url).await?;
             store.close().await;
-            println!("migrations applied to {}", converge_server::store::redact(&db.database_url));
+            println!(
+                "migrations applied to {}",
+                converge_server::store::redact(&db.database_url)
+            );
             Ok(())
         }
         Command::Merchant { action } => merchant(action).await,
+        Command::User { action } => user(action).await,
         Command::ChannelSim(args) => channel_sim(args).await,
+        Command::Verify(args) => verify(args).await,
     }
 }
 
 async fn serve(settings: Settings) -> Result<()> {
     converge_server::telemetry::init_logs();
-    let listener = tokio::net::TcpListener::bind(settings.bind).await.map_err(|e| {
-        anyhow::anyhow!(
-            "cannot listen on {}: {e} (choose another address with --bind or CONVERGE_BIND)",
-            settings.bind
-        )
-    })?;
+    let listener = tokio::net::TcpListener::bind(settings.bind)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot listen on {}: {e} (choose another address with --bind or CONVERGE_BIND)",
+                settings.bind
+            )
+        })?;
     let addr = listener.local_addr()?;
     let running = startup::build(settings, addr).await?;
 
@@ -171,17 +210,28 @@ async fn serve(settings: Settings) -> Result<()> {
     let routes = generate_route_list(App);
     let state = running.state.clone();
     let console: Router = Router::new()
-        .leptos_routes_with_context(&leptos_options, routes, move || provide_context(state.clone()), {
-            let options = leptos_options.clone();
-            move || shell(options.clone())
-        })
+        .leptos_routes_with_context(
+            &leptos_options,
+            routes,
+            move || provide_context(state.clone()),
+            {
+                let options = leptos_options.clone();
+                move || shell(options.clone())
+            },
+        )
         .fallback(leptos_axum::file_and_error_handler(shell))
         .with_state(leptos_options);
-    let app = running.router.clone().merge(console);
+    let app = running.router_with(console);
 
     tracing::info!(%addr, "converge listening");
     println!("converge listening on http://{addr}");
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("serving HTTP")?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown_signal())
+    .await
+    .context("serving HTTP")?;
     tracing::info!("in-flight requests finished; shutting down");
     running.shutdown().await;
     Ok(())
@@ -190,7 +240,9 @@ async fn serve(settings: Settings) -> Result<()> {
 async fn worker(mut settings: Settings) -> Result<()> {
     converge_server::telemetry::init_logs();
     if settings.channel_url.is_none() {
-        bail!("`converge worker` needs --channel-url (CONVERGE_CHANNEL_URL): the channel the serving processes use");
+        bail!(
+            "`converge worker` needs --channel-url (CONVERGE_CHANNEL_URL): the channel the serving processes use"
+        );
     }
     settings.no_workers = false;
     let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
@@ -208,24 +260,36 @@ async fn reconcile(args: ReconcileArgs) -> Result<()> {
 
     let (text, source) = match &args.file {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read statement file {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read statement file {}", path.display()))?;
             (Some(text), path.display().to_string())
         }
         None if args.channel_url.is_some() => (None, "channel".to_string()),
         None => bail!("give --file STATEMENT.csv or --channel-url URL to fetch the statement"),
     };
     let store = startup::open_store(&args.db.database_url).await?;
-    let channel = HttpChannel::new(args.channel_url.as_deref().unwrap_or("http://127.0.0.1:1"), std::time::Duration::from_secs(10));
+    let channel = HttpChannel::new(
+        args.channel_url.as_deref().unwrap_or("http://127.0.0.1:1"),
+        std::time::Duration::from_secs(10),
+    );
     let core = Core {
         store: store.clone(),
         channel: Arc::new(channel),
         clock: Arc::new(SystemClock),
-        timings: Timings { submit_delay_ms: 0, query_delay_ms: 0, max_attempts: 1, resubmit_budget: 0 },
+        timings: Timings {
+            submit_delay_ms: 0,
+            query_delay_ms: 0,
+            max_attempts: 1,
+            resubmit_budget: 0,
+        },
     };
     let result = core.reconcile(&args.date, &source, text).await;
     store.close().await;
     let report = result?;
-    println!("reconciled {}: {} statement lines, {} differences sent to the error pool", report.day, report.rows, report.differences);
+    println!(
+        "reconciled {}: {} statement lines, {} differences sent to the error pool",
+        report.day, report.rows, report.differences
+    );
     Ok(())
 }
 
@@ -260,7 +324,9 @@ async fn merchant(action: MerchantCommand) -> Result<()> {
             let store = startup::open_store(&db.database_url).await?;
             let key = format!("sk_{}", converge_server::service::ids::new_token());
             let now = chrono_now_ms();
-            let result = store.create_merchant(&name, &sha256_hex(key.as_bytes()), now).await;
+            let result = store
+                .create_merchant(&name, &sha256_hex(key.as_bytes()), now)
+                .await;
             store.close().await;
             match result {
                 Ok(_) => {
@@ -268,12 +334,59 @@ async fn merchant(action: MerchantCommand) -> Result<()> {
                     eprintln!("merchant {name:?} created; the API key above is shown once");
                     Ok(())
                 }
-                Err(converge_server::store::StoreError::Conflict(_)) => bail!("a merchant named {name:?} already exists"),
+                Err(converge_server::store::StoreError::Conflict(_)) => {
+                    bail!("a merchant named {name:?} already exists")
+                }
                 Err(e) => Err(e.into()),
             }
         }
         MerchantCommand::Freeze { name, db } => set_frozen(&name, &db, true).await,
         MerchantCommand::Unfreeze { name, db } => set_frozen(&name, &db, false).await,
+    }
+}
+
+async fn user(action: UserCommand) -> Result<()> {
+    use converge_server::ops::password::PasswordHasherPool;
+    use converge_server::ops::users;
+    match action {
+        UserCommand::Add {
+            name,
+            roles,
+            password_stdin: _,
+            db,
+        } => {
+            let mut password = String::new();
+            std::io::stdin()
+                .read_line(&mut password)
+                .context("reading the password from standard input")?;
+            let password = password.trim_end_matches(['\r', '\n']);
+            let store = startup::open_store(&db.database_url).await?;
+            let result = users::add_user(
+                store.as_ref(),
+                &PasswordHasherPool::new(1),
+                &name,
+                &roles,
+                password,
+                chrono_now_ms(),
+            )
+            .await;
+            store.close().await;
+            let u = result?;
+            println!(
+                "user {:?} added with roles {}",
+                u.username,
+                u.roles.join(",")
+            );
+            Ok(())
+        }
+        UserCommand::Disable { name, db } => {
+            let store = startup::open_store(&db.database_url).await?;
+            let result = users::set_disabled(store.as_ref(), &name, true, chrono_now_ms()).await;
+            store.close().await;
+            result?;
+            println!("user {name:?} disabled; its sessions have ended");
+            Ok(())
+        }
     }
 }
 
@@ -284,7 +397,10 @@ async fn set_frozen(name: &str, db: &DbArgs, frozen: bool) -> Result<()> {
     if !found? {
         bail!("no merchant named {name:?}");
     }
-    println!("merchant {name:?} {}", if frozen { "frozen" } else { "unfrozen" });
+    println!(
+        "merchant {name:?} {}",
+        if frozen { "frozen" } else { "unfrozen" }
+    );
     Ok(())
 }
 
@@ -315,5 +431,82 @@ async fn channel_sim(args: ChannelSimArgs) -> Result<()> {
     println!("sandbox channel listening on {}", handle.url);
     shutdown_signal().await;
     handle.shutdown().await;
+    Ok(())
+}
+
+// --- verify (DESIGN.md "Convergence invariants") ---------------------------------------------
+
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// The channel whose charges are checked (its `GET /charges` list); without it invariant 1
+    /// is reported as not checked.
+    #[arg(long, env = "CONVERGE_CHANNEL_URL")]
+    channel_url: Option<String>,
+    /// Convergence window in seconds: a payment older than this must be terminal, SUCCESS, or
+    /// named by an open error-pool item.
+    #[arg(long, env = "CONVERGE_VERIFY_WINDOW_SECS", default_value_t = 300)]
+    window_secs: u64,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+async fn verify(args: VerifyArgs) -> Result<()> {
+    use converge_server::verify::{self, ChargeSource, HttpChargeSource, Window};
+    let url = &args.db.database_url;
+    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        let path = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .unwrap_or(url);
+        let path = path.split('?').next().unwrap_or(path);
+        if path != ":memory:" && !url.contains("://") && !std::path::Path::new(path).exists() {
+            bail!(
+                "no database at {path:?}: give the --database-url (DATABASE_URL) of the database to verify"
+            );
+        }
+    }
+    let source = match &args.channel_url {
+        Some(u) => Some(
+            HttpChargeSource::new(u, std::time::Duration::from_secs(30))
+                .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
+    let window_ms = i64::try_from(args.window_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let store = startup::open_store(url).await?;
+    let window = Window {
+        now_ms: chrono_now_ms(),
+        window_ms,
+    };
+    let result = verify::run(
+        &*store,
+        source.as_ref().map(|s| s as &dyn ChargeSource),
+        window,
+    )
+    .await;
+    store.close().await;
+    let report = result?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    if !report.ok() {
+        let named = report.offending_payments();
+        let more = if named.len() > 10 {
+            format!(" and {} more (see BREACH lines)", named.len() - 10)
+        } else {
+            String::new()
+        };
+        bail!(
+            "verify found {} invariant breaches in {} payments: {}{more}",
+            report.breaches.len(),
+            named.len(),
+            named.iter().take(10).copied().collect::<Vec<_>>().join(" ")
+        );
+    }
     Ok(())
 }

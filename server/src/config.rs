@@ -112,7 +112,11 @@ pub struct Settings {
     pub stuck_unknown_ms: i64,
 
     /// CHANNEL_SUCCESS longer than this is stuck (ms).
-    #[arg(long, env = "CONVERGE_STUCK_CHANNEL_SUCCESS_MS", default_value_t = 60_000)]
+    #[arg(
+        long,
+        env = "CONVERGE_STUCK_CHANNEL_SUCCESS_MS",
+        default_value_t = 60_000
+    )]
     pub stuck_channel_success_ms: i64,
 
     /// SUSPENSE longer than this is stuck (ms; 0: at once).
@@ -122,6 +126,35 @@ pub struct Settings {
     /// How often the stuck and queue gauges of /metrics are refreshed (ms).
     #[arg(long, env = "CONVERGE_MONITOR_MS", default_value_t = 15_000)]
     pub monitor_ms: u64,
+
+    /// Console sessions end after this long without a request (seconds).
+    #[arg(long, env = "CONVERGE_IDLE_TIMEOUT_SECS", default_value_t = 900)]
+    pub idle_timeout_secs: u64,
+
+    /// Console sessions end this long after login, active or not (seconds).
+    #[arg(long, env = "CONVERGE_ABSOLUTE_TIMEOUT_SECS", default_value_t = 28_800)]
+    pub absolute_timeout_secs: u64,
+
+    /// Mark the session cookie Secure (set when converge is served over TLS, e.g. behind a
+    /// TLS-terminating proxy).
+    #[arg(long, env = "CONVERGE_SECURE_COOKIES")]
+    pub secure_cookies: bool,
+
+    /// Login attempts allowed per username in the login window.
+    #[arg(long, env = "CONVERGE_LOGIN_LIMIT_PER_USER", default_value_t = 5)]
+    pub login_limit_per_user: usize,
+
+    /// Login attempts allowed per client address in the login window.
+    #[arg(long, env = "CONVERGE_LOGIN_LIMIT_PER_ADDR", default_value_t = 30)]
+    pub login_limit_per_addr: usize,
+
+    /// The login rate-limit window (seconds).
+    #[arg(long, env = "CONVERGE_LOGIN_WINDOW_SECS", default_value_t = 300)]
+    pub login_window_secs: u64,
+
+    /// Password hashes computed at once (each argon2id hash takes ~19 MiB and one core).
+    #[arg(long, env = "CONVERGE_HASH_PERMITS", default_value_t = 2)]
+    pub hash_permits: usize,
 
     /// In-process sandbox: delay of digits-52 answers (ms).
     #[arg(long, env = "CONVERGE_SANDBOX_SLOW_MS", default_value_t = 5_000)]
@@ -166,6 +199,13 @@ impl Settings {
             stuck_channel_success_ms: 60_000,
             stuck_suspense_ms: 0,
             monitor_ms: 1_000,
+            idle_timeout_secs: 900,
+            absolute_timeout_secs: 28_800,
+            secure_cookies: false,
+            login_limit_per_user: 5,
+            login_limit_per_addr: 30,
+            login_window_secs: 300,
+            hash_permits: 2,
         }
     }
 
@@ -182,7 +222,10 @@ impl Settings {
 
     /// The retry backoff.
     pub fn backoff(&self) -> crate::domain::backoff::Backoff {
-        crate::domain::backoff::Backoff { base_ms: self.backoff_base_ms, cap_ms: self.backoff_cap_ms }
+        crate::domain::backoff::Backoff {
+            base_ms: self.backoff_base_ms,
+            cap_ms: self.backoff_cap_ms,
+        }
     }
 
     /// The channel timeout as a [`Duration`].

@@ -24,7 +24,12 @@ pub struct ApiError {
 impl ApiError {
     /// An error with a status, a stable code and a message.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into(), retry_after: None }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
     }
 
     /// 400 with `code`.
@@ -34,13 +39,21 @@ impl ApiError {
 
     /// 404 `not_found`.
     pub fn not_found(what: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} not found"),
+        )
     }
 
     /// 500 `internal_error`; `cause` is logged, not sent.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(%cause, "internal error");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "internal error; retry with the same Idempotency-Key")
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "internal error; retry with the same Idempotency-Key",
+        )
     }
 
     /// Adds a `Retry-After` header.
@@ -51,7 +64,9 @@ impl ApiError {
 
     /// The JSON body bytes of this error (what the response carries).
     pub fn body(&self) -> Vec<u8> {
-        json!({"error": {"code": self.code, "message": self.message}}).to_string().into_bytes()
+        json!({"error": {"code": self.code, "message": self.message}})
+            .to_string()
+            .into_bytes()
     }
 }
 
@@ -60,8 +75,12 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Unavailable(cause) => {
                 tracing::error!(%cause, "database unavailable");
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "database_unavailable", "database unavailable; retry later")
-                    .with_retry_after(1)
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "database_unavailable",
+                    "database unavailable; retry later",
+                )
+                .with_retry_after(1)
             }
             other => ApiError::internal(other),
         }
@@ -70,9 +89,15 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut resp = (self.status, [(header::CONTENT_TYPE, "application/json")], self.body()).into_response();
+        let mut resp = (
+            self.status,
+            [(header::CONTENT_TYPE, "application/json")],
+            self.body(),
+        )
+            .into_response();
         if let Some(secs) = self.retry_after {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
     }
@@ -96,20 +121,33 @@ where
         // fields in declaration order (`[1000,"CNY","o-1"]`), which is not the documented
         // object and must not create a payment.
         match Json::<serde_json::Value>::from_request(req, state).await {
-            Ok(Json(v)) if v.is_object() => serde_json::from_value(v)
-                .map(ApiJson)
-                .map_err(|e| ApiError::bad_request("invalid_request", format!("invalid request body: {e}"))),
-            Ok(Json(_)) => Err(ApiError::bad_request("invalid_request", "the request body must be a JSON object")),
+            Ok(Json(v)) if v.is_object() => serde_json::from_value(v).map(ApiJson).map_err(|e| {
+                ApiError::bad_request("invalid_request", format!("invalid request body: {e}"))
+            }),
+            Ok(Json(_)) => Err(ApiError::bad_request(
+                "invalid_request",
+                "the request body must be a JSON object",
+            )),
             Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
                 "send Content-Type: application/json",
             )),
-            Err(JsonRejection::JsonSyntaxError(e)) => Err(ApiError::bad_request("invalid_json", e.body_text())),
-            Err(JsonRejection::JsonDataError(e)) => Err(ApiError::bad_request("invalid_request", e.body_text())),
-            Err(JsonRejection::BytesRejection(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "request body is too large"),
-            ),
+            Err(JsonRejection::JsonSyntaxError(e)) => {
+                Err(ApiError::bad_request("invalid_json", e.body_text()))
+            }
+            Err(JsonRejection::JsonDataError(e)) => {
+                Err(ApiError::bad_request("invalid_request", e.body_text()))
+            }
+            Err(JsonRejection::BytesRejection(e))
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE =>
+            {
+                Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    "request body is too large",
+                ))
+            }
             Err(e) => Err(ApiError::bad_request("invalid_request", e.body_text())),
         }
     }

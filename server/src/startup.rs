@@ -16,9 +16,12 @@ use crate::channel::http::HttpChannel;
 use crate::channel::sandbox::{self, SandboxConfig, SandboxHandle};
 use crate::config::Settings;
 use crate::domain::clock::{Clock, SystemClock};
+use crate::ops::auth::Auth;
+use crate::ops::session::SessionBackend;
 use crate::service::{Core, Timings};
 use crate::store::{self, Backend, Store, StoreError};
 use crate::worker::{Worker, WorkerConfig, monitor};
+use tower_sessions::session_store::ExpiredDeletion;
 
 /// Why the core could not start; each message is one line saying what and how to fix it.
 #[derive(Debug, thiserror::Error)]
@@ -70,8 +73,11 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 pub struct Running {
     /// Shared state (also what the console's server functions reach).
     pub state: AppState,
-    /// `/v1/*`, `/health`, `/metrics`.
+    /// `/v1/*`, `/ops/v1/*`, `/health`, `/metrics`, with sessions and the CSRF guard.
     pub router: Router,
+    /// The same routes without the session and CSRF layers, for [`Running::router_with`].
+    api: Router,
+    session: tower_sessions::SessionManagerLayer<SessionBackend>,
     /// The in-process sandbox channel, when one was started.
     pub sandbox: Option<SandboxHandle>,
     tasks: Vec<JoinHandle<()>>,
@@ -80,6 +86,12 @@ pub struct Running {
 }
 
 impl Running {
+    /// The backend's routes merged with `console` (the Leptos routes), under one session
+    /// layer and the CSRF guard, so the console's server functions see the same sessions.
+    pub fn router_with(&self, console: Router) -> Router {
+        with_layers(self.api.clone().merge(console), self.session.clone())
+    }
+
     /// Stops the workers (each finishes its current batch), background tasks and the
     /// sandbox, and closes the database pools.
     pub async fn shutdown(mut self) {
@@ -111,32 +123,43 @@ pub async fn build_with_store(
     store: Arc<dyn Store>,
 ) -> Result<Running, StartError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (channel, secret, sandbox): (Arc<dyn Channel>, Vec<u8>, Option<SandboxHandle>) = match &settings.channel_url {
-        Some(url) => {
-            let secret = settings.callback_secret.clone().ok_or_else(|| {
+    let (channel, secret, sandbox): (Arc<dyn Channel>, Vec<u8>, Option<SandboxHandle>) =
+        match &settings.channel_url {
+            Some(url) => {
+                let secret = settings.callback_secret.clone().ok_or_else(|| {
                 StartError::Config("--channel-url needs --callback-secret (CONVERGE_CALLBACK_SECRET), the channel's HMAC key".into())
             })?;
-            (Arc::new(HttpChannel::new(url, settings.channel_timeout())), secret.into_bytes(), None)
-        }
-        None => {
-            let secret = settings
-                .callback_secret
-                .clone()
-                .map(String::into_bytes)
-                .unwrap_or_else(|| rand::rng().random::<[u8; 32]>().to_vec());
-            let cfg = SandboxConfig {
-                database_url: settings.channel_db.clone(),
-                callback_url: Some(format!("http://{public_addr}/v1/channel/callbacks")),
-                callback_secret: secret.clone(),
-                slow_ms: settings.sandbox_slow_ms,
-                hang_ms: settings.sandbox_hang_ms,
-                ..SandboxConfig::default()
-            };
-            let handle = sandbox::spawn(cfg, settings.channel_bind).await.map_err(|e| StartError::Sandbox(format!("{e:#}")))?;
-            tracing::info!(url = %handle.url, "sandbox channel started in-process");
-            (Arc::new(HttpChannel::new(&handle.url, settings.channel_timeout())), secret, Some(handle))
-        }
-    };
+                (
+                    Arc::new(HttpChannel::new(url, settings.channel_timeout())),
+                    secret.into_bytes(),
+                    None,
+                )
+            }
+            None => {
+                let secret = settings
+                    .callback_secret
+                    .clone()
+                    .map(String::into_bytes)
+                    .unwrap_or_else(|| rand::rng().random::<[u8; 32]>().to_vec());
+                let cfg = SandboxConfig {
+                    database_url: settings.channel_db.clone(),
+                    callback_url: Some(format!("http://{public_addr}/v1/channel/callbacks")),
+                    callback_secret: secret.clone(),
+                    slow_ms: settings.sandbox_slow_ms,
+                    hang_ms: settings.sandbox_hang_ms,
+                    ..SandboxConfig::default()
+                };
+                let handle = sandbox::spawn(cfg, settings.channel_bind)
+                    .await
+                    .map_err(|e| StartError::Sandbox(format!("{e:#}")))?;
+                tracing::info!(url = %handle.url, "sandbox channel started in-process");
+                (
+                    Arc::new(HttpChannel::new(&handle.url, settings.channel_timeout())),
+                    secret,
+                    Some(handle),
+                )
+            }
+        };
     let core = Core {
         store: store.clone(),
         channel,
@@ -152,30 +175,75 @@ pub async fn build_with_store(
     let (stop_workers, stop) = tokio::sync::watch::channel(false);
     let mut workers = Vec::new();
     if !settings.no_workers {
-        workers.push(tokio::spawn(Worker::new(core.clone(), worker_config(&settings)).run(stop)));
+        workers.push(tokio::spawn(
+            Worker::new(core.clone(), worker_config(&settings)).run(stop),
+        ));
     }
     let monitor = tokio::spawn(monitor::run(
         core.clone(),
         settings.stuck_thresholds(),
         Duration::from_millis(settings.monitor_ms.max(100)),
     ));
+    let sessions = SessionBackend::new(store.db_pool()).await.map_err(|e| {
+        StartError::DatabaseUnavailable(format!("cannot prepare the session table: {e}"))
+    })?;
+    let session = sessions.layer(
+        time::Duration::seconds(settings.idle_timeout_secs.min(i64::MAX as u64) as i64),
+        settings.secure_cookies,
+    );
     let state = AppState {
         core,
+        auth: Arc::new(Auth::new(&settings)),
         settings: Arc::new(settings),
         metrics: crate::telemetry::metrics_handle(),
         callback_secret: Arc::new(secret),
     };
-    let tasks = vec![tokio::spawn(purge_keys(store.clone(), clock, purge_every)), monitor];
+    let expired_sessions = tokio::spawn(async move {
+        if let Err(e) = sessions
+            .continuously_delete_expired(Duration::from_secs(300))
+            .await
+        {
+            tracing::warn!(error = %e, "expired-session cleanup stopped");
+        }
+    });
+    let tasks = vec![
+        tokio::spawn(purge_keys(store.clone(), clock, purge_every)),
+        monitor,
+        expired_sessions,
+    ];
     if store.backend() == Backend::Sqlite {
         tracing::info!("storage: SQLite");
     }
-    Ok(Running { router: api::router(state.clone()), state, sandbox, tasks, workers, stop_workers })
+    let api = api::router(state.clone());
+    Ok(Running {
+        router: with_layers(api.clone(), session.clone()),
+        api,
+        session,
+        state,
+        sandbox,
+        tasks,
+        workers,
+        stop_workers,
+    })
+}
+
+fn with_layers(
+    router: Router,
+    session: tower_sessions::SessionManagerLayer<SessionBackend>,
+) -> Router {
+    router
+        .layer(session)
+        .layer(axum::middleware::from_fn(crate::ops::csrf::guard))
 }
 
 /// The worker settings of a process.
 pub fn worker_config(settings: &Settings) -> WorkerConfig {
     WorkerConfig {
-        owner: format!("{}-{}", std::process::id(), crate::service::ids::new_id("w")),
+        owner: format!(
+            "{}-{}",
+            std::process::id(),
+            crate::service::ids::new_id("w")
+        ),
         batch: settings.worker_batch.max(1),
         lease_ms: settings.lease_ms as i64,
         poll: Duration::from_millis(settings.poll_ms.max(1)),

@@ -9,7 +9,10 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 pub fn init_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .try_init();
 }
 
 /// The process's Prometheus recorder handle, installed on first use. Tests that start several

@@ -22,7 +22,10 @@ pub async fn backend_status() -> Result<BackendHealth, ServerFnError> {
         converge_server::store::Backend::Sqlite => "sqlite",
         converge_server::store::Backend::Postgres => "postgres",
     };
-    Ok(BackendHealth { backend: backend.into(), reachable: store.ping().await.is_ok() })
+    Ok(BackendHealth {
+        backend: backend.into(),
+        reachable: store.ping().await.is_ok(),
+    })
 }
 
 /// A one-line badge with the backend status.

@@ -23,7 +23,12 @@ pub async fn merchant(State(st): State<AppState>, mut req: Request, next: Next) 
     let Some(token) = token else {
         return unauthorized().into_response();
     };
-    match st.core.store.merchant_by_key_hash(&sha256_hex(token.as_bytes())).await {
+    match st
+        .core
+        .store
+        .merchant_by_key_hash(&sha256_hex(token.as_bytes()))
+        .await
+    {
         Ok(Some(m)) => {
             req.extensions_mut().insert(m);
             next.run(req).await
@@ -34,5 +39,9 @@ pub async fn merchant(State(st): State<AppState>, mut req: Request, next: Next) 
 }
 
 fn unauthorized() -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "send Authorization: Bearer <merchant API key>")
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "send Authorization: Bearer <merchant API key>",
+    )
 }

@@ -16,18 +16,34 @@ use crate::service::callbacks::{CallbackEvent, CallbackOutcome};
 pub const TOLERANCE_SECS: i64 = 300;
 
 /// Verifies and applies one callback; always 2xx once verified, even when ignored.
-pub async fn receive(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Json<Value>, ApiError> {
-    let header = headers.get(signature::SIGNATURE_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+pub async fn receive(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let header = headers
+        .get(signature::SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let now_secs = st.core.clock.now_ms().div_euclid(1000);
     match signature::verify(&st.callback_secret, header, &body, now_secs, TOLERANCE_SECS) {
         Ok(_) => {}
         Err(SignatureError::TooOld) => {
-            return Err(ApiError::bad_request("callback_too_old", "callback timestamp is outside the 5-minute window"));
+            return Err(ApiError::bad_request(
+                "callback_too_old",
+                "callback timestamp is outside the 5-minute window",
+            ));
         }
-        Err(_) => return Err(ApiError::new(StatusCode::UNAUTHORIZED, "invalid_signature", "callback signature does not verify")),
+        Err(_) => {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_signature",
+                "callback signature does not verify",
+            ));
+        }
     }
-    let event: CallbackEvent =
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request("invalid_callback", e.to_string()))?;
+    let event: CallbackEvent = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request("invalid_callback", e.to_string()))?;
     let outcome = st.core.handle_callback(&event).await?;
     let (name, detail) = match outcome {
         CallbackOutcome::Applied(s) => ("applied", s.as_str().to_string()),
@@ -35,5 +51,7 @@ pub async fn receive(State(st): State<AppState>, headers: HeaderMap, body: Bytes
         CallbackOutcome::Duplicate => ("duplicate", String::new()),
         CallbackOutcome::UnknownPayment => ("unknown_payment", String::new()),
     };
-    Ok(Json(json!({"received": true, "outcome": name, "detail": detail})))
+    Ok(Json(
+        json!({"received": true, "outcome": name, "detail": detail}),
+    ))
 }

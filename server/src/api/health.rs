@@ -13,12 +13,17 @@ use super::AppState;
 pub async fn health(State(st): State<AppState>) -> impl IntoResponse {
     let backend = st.core.store.backend();
     match st.core.store.ping().await {
-        Ok(()) => (StatusCode::OK, Json(json!({"status": "ok", "database": {"backend": backend, "reachable": true}}))),
+        Ok(()) => (
+            StatusCode::OK,
+            Json(json!({"status": "ok", "database": {"backend": backend, "reachable": true}})),
+        ),
         Err(e) => {
             tracing::error!(error = %e, "health check: database unreachable");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                Json(json!({"status": "unavailable", "database": {"backend": backend, "reachable": false}})),
+                Json(
+                    json!({"status": "unavailable", "database": {"backend": backend, "reachable": false}}),
+                ),
             )
         }
     }
@@ -27,5 +32,8 @@ pub async fn health(State(st): State<AppState>) -> impl IntoResponse {
 /// Prometheus text exposition of every converge metric.
 pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
     st.metrics.run_upkeep();
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.metrics.render())
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        st.metrics.render(),
+    )
 }

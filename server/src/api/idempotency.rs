@@ -37,20 +37,29 @@ pub struct IdemContext {
 const STORED_HEADERS: [HeaderName; 2] = [header::CONTENT_TYPE, header::LOCATION];
 
 /// The middleware; GET and other methods pass through.
-pub async fn layer(State(st): State<AppState>, matched: MatchedPath, req: Request, next: Next) -> Response {
+pub async fn layer(
+    State(st): State<AppState>,
+    matched: MatchedPath,
+    req: Request,
+    next: Next,
+) -> Response {
     if req.method() != Method::POST {
         return next.run(req).await;
     }
     let Some(merchant) = req.extensions().get::<Merchant>().cloned() else {
-        return ApiError::internal("idempotency layer without an authenticated merchant").into_response();
+        return ApiError::internal("idempotency layer without an authenticated merchant")
+            .into_response();
     };
     let route = format!("POST {}", matched.as_str());
     let key = match validate_key(req.headers().get(HEADER).map(HeaderValue::as_bytes)) {
         Ok(k) => k,
         Err(KeyError::Missing) => {
             count(&st, &route, Outcome::Missing).await;
-            return ApiError::bad_request("idempotency_key_missing", "POST requests need an Idempotency-Key header")
-                .into_response();
+            return ApiError::bad_request(
+                "idempotency_key_missing",
+                "POST requests need an Idempotency-Key header",
+            )
+            .into_response();
         }
         Err(KeyError::Invalid) => {
             count(&st, &route, Outcome::Invalid).await;
@@ -64,11 +73,19 @@ pub async fn layer(State(st): State<AppState>, matched: MatchedPath, req: Reques
     // The full path, with its ids: this layer runs inside the router nested at `/v1`, where
     // `req.uri()` has the prefix stripped, so the scope must come from the original URI to
     // match the route template (`POST /v1/payments/{id}/refunds`) DESIGN.md scopes keys by.
-    let path = req.extensions().get::<OriginalUri>().map_or_else(|| req.uri().path(), |u| u.path());
+    let path = req
+        .extensions()
+        .get::<OriginalUri>()
+        .map_or_else(|| req.uri().path(), |u| u.path());
     let scope = format!("POST {path}");
     let (parts, body) = req.into_parts();
     let Ok(bytes) = to_bytes(body, st.settings.body_limit).await else {
-        return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", "request body is too large").into_response();
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "request body is too large",
+        )
+        .into_response();
     };
     // A body that is not JSON still gets a fingerprint; the handler then refuses it and the
     // claim is released.
@@ -89,18 +106,35 @@ pub async fn layer(State(st): State<AppState>, matched: MatchedPath, req: Reques
     };
     let resource_id = match st.core.store.claim_key(&claim).await {
         Err(e) => return ApiError::from(e).into_response(),
-        Ok(ClaimResult::Existing(rec)) => return answer_existing(&st, &route, &scope, &fp, rec, now).await,
+        Ok(ClaimResult::Existing(rec)) => {
+            return answer_existing(&st, &route, &scope, &fp, rec, now).await;
+        }
         Ok(ClaimResult::Claimed { resource_id }) => resource_id,
     };
     count(&st, &route, Outcome::First).await;
-    let key_ref = KeyRef { merchant_id: merchant.id, scope, idem_key: key, lease_token: claim.lease_token };
+    let key_ref = KeyRef {
+        merchant_id: merchant.id,
+        scope,
+        idem_key: key,
+        lease_token: claim.lease_token,
+    };
     let mut req = Request::from_parts(parts, Body::from(bytes));
-    req.extensions_mut().insert(IdemContext { key: key_ref.clone(), resource_id });
+    req.extensions_mut().insert(IdemContext {
+        key: key_ref.clone(),
+        resource_id,
+    });
     let resp = next.run(req).await;
     finish(&st, &key_ref, resp).await
 }
 
-async fn answer_existing(st: &AppState, route: &str, scope: &str, fp: &str, rec: KeyRecord, now: i64) -> Response {
+async fn answer_existing(
+    st: &AppState,
+    route: &str,
+    scope: &str,
+    fp: &str,
+    rec: KeyRecord,
+    now: i64,
+) -> Response {
     if rec.fingerprint != fp || rec.scope != scope {
         count(st, route, Outcome::Reused).await;
         return ApiError::new(
@@ -115,27 +149,46 @@ async fn answer_existing(st: &AppState, route: &str, scope: &str, fp: &str, rec:
         return replay(rec);
     }
     count(st, route, Outcome::InUse).await;
-    let wait_ms = rec.lease_expires_at.unwrap_or(now).saturating_sub(now).max(0);
-    ApiError::new(StatusCode::CONFLICT, "idempotency_key_in_use", "a request with this Idempotency-Key is still running")
-        .with_retry_after(((wait_ms + 999) / 1000).clamp(1, 60) as u64)
-        .into_response()
+    let wait_ms = rec
+        .lease_expires_at
+        .unwrap_or(now)
+        .saturating_sub(now)
+        .max(0);
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "idempotency_key_in_use",
+        "a request with this Idempotency-Key is still running",
+    )
+    .with_retry_after(((wait_ms + 999) / 1000).clamp(1, 60) as u64)
+    .into_response()
 }
 
 fn replay(rec: KeyRecord) -> Response {
-    let status = rec.response_status.and_then(|s| u16::try_from(s).ok()).and_then(|s| StatusCode::from_u16(s).ok());
+    let status = rec
+        .response_status
+        .and_then(|s| u16::try_from(s).ok())
+        .and_then(|s| StatusCode::from_u16(s).ok());
     let Some(status) = status else {
-        return ApiError::internal(format!("stored response of key {} has no status", rec.idem_key)).into_response();
+        return ApiError::internal(format!(
+            "stored response of key {} has no status",
+            rec.idem_key
+        ))
+        .into_response();
     };
     let mut resp = Response::new(Body::from(rec.response_body.unwrap_or_default()));
     *resp.status_mut() = status;
-    let headers: Vec<(String, String)> =
-        rec.response_headers.as_deref().and_then(|h| serde_json::from_str(h).ok()).unwrap_or_default();
+    let headers: Vec<(String, String)> = rec
+        .response_headers
+        .as_deref()
+        .and_then(|h| serde_json::from_str(h).ok())
+        .unwrap_or_default();
     for (name, value) in headers {
         if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
             resp.headers_mut().insert(n, v);
         }
     }
-    resp.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+    resp.headers_mut()
+        .insert(REPLAYED, HeaderValue::from_static("true"));
     resp
 }
 
@@ -153,17 +206,33 @@ async fn finish(st: &AppState, key: &KeyRef, resp: Response) -> Response {
     let (parts, body) = resp.into_parts();
     let bytes = match to_bytes(body, usize::MAX).await {
         Ok(b) => b,
-        Err(e) => return ApiError::internal(format!("response body unreadable: {e}")).into_response(),
+        Err(e) => {
+            return ApiError::internal(format!("response body unreadable: {e}")).into_response();
+        }
     };
     let headers = STORED_HEADERS
         .iter()
-        .filter_map(|n| parts.headers.get(n).and_then(|v| v.to_str().ok()).map(|v| (n.to_string(), v.to_string())))
+        .filter_map(|n| {
+            parts
+                .headers
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| (n.to_string(), v.to_string()))
+        })
         .collect();
-    let stored = StoredResponse { status: status.as_u16(), headers, body: bytes.to_vec() };
+    let stored = StoredResponse {
+        status: status.as_u16(),
+        headers,
+        body: bytes.to_vec(),
+    };
     match st.core.store.complete_key(key, &stored).await {
         Ok(true) => {}
-        Ok(false) => tracing::warn!(key = %key.idem_key, "lease lost before the response was stored"),
-        Err(e) => tracing::error!(error = %e, key = %key.idem_key, "could not store the response; a retry resumes"),
+        Ok(false) => {
+            tracing::warn!(key = %key.idem_key, "lease lost before the response was stored")
+        }
+        Err(e) => {
+            tracing::error!(error = %e, key = %key.idem_key, "could not store the response; a retry resumes")
+        }
     }
     Response::from_parts(parts, Body::from(bytes))
 }
@@ -172,7 +241,12 @@ async fn count(st: &AppState, route: &str, outcome: Outcome) {
     metrics::counter!("converge_idempotency_requests_total", "route" => route.to_string(), "outcome" => outcome.as_str())
         .increment(1);
     let minute = st.core.clock.now_ms().div_euclid(60_000);
-    if let Err(e) = st.core.store.count_outcome(route, outcome.as_str(), minute).await {
+    if let Err(e) = st
+        .core
+        .store
+        .count_outcome(route, outcome.as_str(), minute)
+        .await
+    {
         tracing::warn!(error = %e, "idempotency outcome not counted");
     }
 }

@@ -35,6 +35,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// HMAC secret of channel callbacks.
     pub callback_secret: Arc<Vec<u8>>,
+    /// Console sign-in machinery.
+    pub auth: Arc<crate::ops::auth::Auth>,
 }
 
 /// The backend's routes with their state applied: `/v1/*`, `/health`, `/metrics`.
@@ -53,6 +55,7 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(state.settings.body_limit));
     Router::new()
         .nest("/v1", v1)
+        .nest("/ops/v1", crate::ops::routes().fallback(not_found).method_not_allowed_fallback(method_not_allowed))
         .route("/health", get(health::health))
         .route("/metrics", get(health::metrics))
         .layer(
@@ -74,5 +77,9 @@ async fn not_found() -> ApiError {
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
 }

@@ -31,20 +31,31 @@ pub struct CreateBody {
 }
 
 fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
-    let amount = validate_amount(b.amount).map_err(|e| ApiError::bad_request("invalid_amount", e.to_string()))?;
-    let (currency, _) =
-        validate_currency(&b.currency).map_err(|e| ApiError::bad_request("invalid_currency", e.to_string()))?;
+    let amount = validate_amount(b.amount)
+        .map_err(|e| ApiError::bad_request("invalid_amount", e.to_string()))?;
+    let (currency, _) = validate_currency(&b.currency)
+        .map_err(|e| ApiError::bad_request("invalid_currency", e.to_string()))?;
     let order = b.merchant_order_id;
     if order.is_empty() || order.len() > MAX_ORDER_ID || order.chars().any(char::is_control) {
         return Err(ApiError::bad_request(
             "invalid_merchant_order_id",
-            format!("merchant_order_id must be 1 to {MAX_ORDER_ID} bytes without control characters"),
+            format!(
+                "merchant_order_id must be 1 to {MAX_ORDER_ID} bytes without control characters"
+            ),
         ));
     }
     if b.description.len() > MAX_DESCRIPTION {
-        return Err(ApiError::bad_request("invalid_description", format!("description is longer than {MAX_DESCRIPTION} bytes")));
+        return Err(ApiError::bad_request(
+            "invalid_description",
+            format!("description is longer than {MAX_DESCRIPTION} bytes"),
+        ));
     }
-    Ok(PaymentInput { amount, currency, merchant_order_id: order, description: b.description })
+    Ok(PaymentInput {
+        amount,
+        currency,
+        merchant_order_id: order,
+        description: b.description,
+    })
 }
 
 /// Creates (or resumes) a payment and drives it as far as it goes within the request.
@@ -73,7 +84,10 @@ pub async fn create(
         InsertOutcome::OrderConflict(p) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "merchant_order_id_conflict",
-            format!("merchant_order_id {:?} belongs to payment {} with other parameters", p.merchant_order_id, p.id),
+            format!(
+                "merchant_order_id {:?} belongs to payment {} with other parameters",
+                p.merchant_order_id, p.id
+            ),
         )),
     }
 }
@@ -87,7 +101,11 @@ pub async fn show(
     Ok(Json(PaymentView::from(&owned(&st, &merchant, &id).await?)))
 }
 
-pub(super) async fn owned(st: &AppState, merchant: &Merchant, id: &str) -> Result<Payment, ApiError> {
+pub(super) async fn owned(
+    st: &AppState,
+    merchant: &Merchant,
+    id: &str,
+) -> Result<Payment, ApiError> {
     match st.core.store.payment(id).await? {
         Some(p) if p.merchant_id == merchant.id => Ok(p),
         _ => Err(ApiError::not_found("payment")),

@@ -13,6 +13,7 @@ use super::payments::owned;
 use super::views::RefundView;
 use crate::domain::money::validate_amount;
 use crate::error::{ApiError, ApiJson};
+use crate::service::ids::new_id;
 use crate::store::{CreateRefund, Merchant};
 
 /// Body of a refund request: amount in minor units, optional reason.
@@ -33,20 +34,46 @@ pub async fn create(
     Path(payment_id): Path<String>,
     ApiJson(body): ApiJson<RefundBody>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let amount = validate_amount(body.amount).map_err(|e| ApiError::bad_request("invalid_amount", e.to_string()))?;
+    let amount = validate_amount(body.amount)
+        .map_err(|e| ApiError::bad_request("invalid_amount", e.to_string()))?;
     if body.reason.len() > 1024 {
-        return Err(ApiError::bad_request("invalid_reason", "reason is longer than 1024 bytes"));
+        return Err(ApiError::bad_request(
+            "invalid_reason",
+            "reason is longer than 1024 bytes",
+        ));
     }
     let payment = owned(&st, &merchant, &payment_id).await?;
     let core = &st.core;
-    if let Some(refund_id) = ctx.resource_id.as_deref() {
-        let refund = core.store.refund(refund_id).await?.ok_or_else(|| ApiError::not_found("refund"))?;
+    // The refund's id is recorded on the key *before* anything is reserved. Refunds have no
+    // business key (payments have merchant_order_id) to catch a duplicate, so if the id were
+    // recorded after the reservation, a crash in between would let the retry reserve and pay
+    // out a second refund. Recorded first, a retry always resumes this one id: it finds the
+    // refund and drives it, or finds nothing yet and creates it.
+    let refund_id = match ctx.resource_id.clone() {
+        Some(id) => id,
+        None => {
+            let id = new_id("re");
+            if !core.store.set_key_resource(&ctx.key, &id).await? {
+                // Our claim lapsed and another request with this key holds it now.
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "idempotency_key_in_use",
+                    "a request with this Idempotency-Key is still running",
+                )
+                .with_retry_after(1));
+            }
+            id
+        }
+    };
+    if let Some(refund) = core.store.refund(&refund_id).await? {
         let driven = core.drive_refund(refund, "api").await?;
         return Ok((StatusCode::CREATED, Json(RefundView::from(&driven))));
     }
-    match core.insert_refund(&payment.id, amount, &body.reason).await? {
+    match core
+        .insert_refund_with_id(&refund_id, &payment.id, amount, &body.reason)
+        .await?
+    {
         CreateRefund::Created(r) => {
-            core.store.set_key_resource(&ctx.key, &r.id).await?;
             let driven = core.drive_refund(r, "api").await?;
             Ok((StatusCode::CREATED, Json(RefundView::from(&driven))))
         }

@@ -45,6 +45,11 @@ pub struct RefundView {
 
 impl From<&Refund> for RefundView {
     fn from(r: &Refund) -> Self {
-        RefundView { id: r.id.clone(), payment_id: r.payment_id.clone(), amount: r.amount, status: r.status.clone() }
+        RefundView {
+            id: r.id.clone(),
+            payment_id: r.payment_id.clone(),
+            amount: r.amount,
+            status: r.status.clone(),
+        }
     }
 }

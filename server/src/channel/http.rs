@@ -264,7 +264,9 @@ impl Channel for HttpChannel {
     }
 
     async fn statement(&self, day: &str) -> Result<String, String> {
-        let (status, bytes) = self.call(reqwest::Method::GET, &["statements", day], None).await?;
+        let (status, bytes) = self
+            .call(reqwest::Method::GET, &["statements", day], None)
+            .await?;
         if status != 200 {
             return Err(format!("statement of {day}: channel answered {status}"));
         }

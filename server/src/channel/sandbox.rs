@@ -17,6 +17,10 @@
 //! - `GET /statements/{YYYY-MM-DD}` -> `text/csv`, header
 //!   `channel_key,amount,currency,status,charged_at`: the successful charges of that UTC day
 //!   | 400 on a bad date.
+//! - `GET /charges?after=KEY&limit=N` -> `{"charges":[{"key","status":"succeeded"|"declined",
+//!   "amount","currency","charged_at","attempts","refunded"}],"next":KEY|null}`: every stored
+//!   charge in key order, `limit` 1..=5000 (default 1000), with the charge attempts seen for the
+//!   key and the total refunded against it; `next` is the `after` of the following page.
 //! - `GET /attempts/{key}` -> `{"key","attempts","behaviour"}`: charge attempts seen per key.
 //! - `GET /stats` -> `{"charges","declines","attempts","faults":{"slow","timeout","dropped",
 //!   "error5xx"}}`; `GET /health` -> 200.
@@ -156,7 +160,10 @@ pub async fn router(cfg: SandboxConfig) -> anyhow::Result<(Router, SandboxState)
         }),
     };
     let app = Router::new()
-        .route("/charges", post(handlers::create_charge))
+        .route(
+            "/charges",
+            post(handlers::create_charge).get(handlers::list_charges),
+        )
         .route("/charges/{key}", get(handlers::get_charge))
         .route("/charges/{key}/cancel", post(handlers::cancel_charge))
         .route("/refunds", post(handlers::create_refund))

@@ -26,7 +26,11 @@ impl Backoff {
     /// (seeded in tests and simulations).
     pub fn delay_ms<R: Rng + ?Sized>(&self, attempt: u32, rng: &mut R) -> u64 {
         let ceiling = self.ceiling_ms(attempt);
-        if ceiling == 0 { 0 } else { rng.random_range(0..=ceiling) }
+        if ceiling == 0 {
+            0
+        } else {
+            rng.random_range(0..=ceiling)
+        }
     }
 }
 
@@ -38,7 +42,10 @@ mod tests {
 
     #[test]
     fn ceiling_doubles_then_caps() {
-        let b = Backoff { base_ms: 100, cap_ms: 1_000 };
+        let b = Backoff {
+            base_ms: 100,
+            cap_ms: 1_000,
+        };
         assert_eq!(b.ceiling_ms(1), 100);
         assert_eq!(b.ceiling_ms(2), 200);
         assert_eq!(b.ceiling_ms(4), 800);
@@ -48,7 +55,10 @@ mod tests {
 
     #[test]
     fn delay_stays_within_ceiling_and_is_reproducible_with_a_seed() {
-        let b = Backoff { base_ms: 50, cap_ms: 10_000 };
+        let b = Backoff {
+            base_ms: 50,
+            cap_ms: 10_000,
+        };
         let mut r1 = StdRng::seed_from_u64(7);
         let mut r2 = StdRng::seed_from_u64(7);
         for attempt in 1..20 {

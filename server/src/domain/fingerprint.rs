@@ -71,7 +71,10 @@ mod tests {
 
     #[test]
     fn a_changed_value_changes_the_fingerprint() {
-        assert_ne!(fingerprint(&json!({"amount": 100})), fingerprint(&json!({"amount": 101})));
+        assert_ne!(
+            fingerprint(&json!({"amount": 100})),
+            fingerprint(&json!({"amount": 101}))
+        );
     }
 
     #[test]

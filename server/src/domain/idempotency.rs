@@ -22,7 +22,10 @@ pub enum KeyError {
 /// send non-ASCII; those are invalid, not a server error.
 pub fn validate_key(raw: Option<&[u8]>) -> Result<String, KeyError> {
     let bytes = raw.ok_or(KeyError::Missing)?;
-    if bytes.is_empty() || bytes.len() > MAX_KEY_LEN || !bytes.iter().all(|b| (0x21..=0x7e).contains(b)) {
+    if bytes.is_empty()
+        || bytes.len() > MAX_KEY_LEN
+        || !bytes.iter().all(|b| (0x21..=0x7e).contains(b))
+    {
         return Err(KeyError::Invalid);
     }
     // Visible ASCII is valid UTF-8.
@@ -48,8 +51,14 @@ pub enum Outcome {
 
 impl Outcome {
     /// All outcomes, in the order the console lists them.
-    pub const ALL: [Outcome; 6] =
-        [Outcome::First, Outcome::Replay, Outcome::InUse, Outcome::Reused, Outcome::Missing, Outcome::Invalid];
+    pub const ALL: [Outcome; 6] = [
+        Outcome::First,
+        Outcome::Replay,
+        Outcome::InUse,
+        Outcome::Reused,
+        Outcome::Missing,
+        Outcome::Invalid,
+    ];
 
     /// The stable lowercase name used in metrics labels and storage.
     pub fn as_str(self) -> &'static str {
@@ -87,7 +96,10 @@ mod tests {
     #[test]
     fn key_of_255_is_accepted_and_256_refused() {
         assert!(validate_key(Some("k".repeat(255).as_bytes())).is_ok());
-        assert_eq!(validate_key(Some("k".repeat(256).as_bytes())), Err(KeyError::Invalid));
+        assert_eq!(
+            validate_key(Some("k".repeat(256).as_bytes())),
+            Err(KeyError::Invalid)
+        );
     }
 
     #[test]
@@ -99,6 +111,11 @@ mod tests {
 
     #[test]
     fn uuid_shaped_key_is_valid() {
-        assert_eq!(validate_key(Some(b"8e03978e-40d5-43e8-bc93-6894a57f9324")).unwrap().len(), 36);
+        assert_eq!(
+            validate_key(Some(b"8e03978e-40d5-43e8-bc93-6894a57f9324"))
+                .unwrap()
+                .len(),
+            36
+        );
     }
 }

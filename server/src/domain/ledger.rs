@@ -37,31 +37,67 @@ pub fn merchant_account(merchant_id: i64) -> String {
     format!("merchant_payable:{merchant_id}")
 }
 
-fn pair(kind: &'static str, refund_id: Option<String>, debit: String, credit: String, amount: i64, currency: &str) -> LedgerPosting {
+fn pair(
+    kind: &'static str,
+    refund_id: Option<String>,
+    debit: String,
+    credit: String,
+    amount: i64,
+    currency: &str,
+) -> LedgerPosting {
     LedgerPosting {
         kind,
         refund_id,
         currency: currency.to_string(),
         lines: vec![
-            LedgerLine { account: debit, debit: true, amount },
-            LedgerLine { account: credit, debit: false, amount },
+            LedgerLine {
+                account: debit,
+                debit: true,
+                amount,
+            },
+            LedgerLine {
+                account: credit,
+                debit: false,
+                amount,
+            },
         ],
     }
 }
 
 /// The one charge batch of a payment: debit clearing, credit the merchant.
 pub fn charge(merchant_id: i64, amount: i64, currency: &str) -> LedgerPosting {
-    pair("charge", None, CLEARING.into(), merchant_account(merchant_id), amount, currency)
+    pair(
+        "charge",
+        None,
+        CLEARING.into(),
+        merchant_account(merchant_id),
+        amount,
+        currency,
+    )
 }
 
 /// A merchant refund: debit the merchant, credit clearing.
 pub fn refund(merchant_id: i64, refund_id: &str, amount: i64, currency: &str) -> LedgerPosting {
-    pair("refund", Some(refund_id.into()), merchant_account(merchant_id), CLEARING.into(), amount, currency)
+    pair(
+        "refund",
+        Some(refund_id.into()),
+        merchant_account(merchant_id),
+        CLEARING.into(),
+        amount,
+        currency,
+    )
 }
 
 /// An ops reversal of the remaining amount: debit the merchant, credit clearing.
 pub fn reversal(merchant_id: i64, amount: i64, currency: &str) -> LedgerPosting {
-    pair("reversal", None, merchant_account(merchant_id), CLEARING.into(), amount, currency)
+    pair(
+        "reversal",
+        None,
+        merchant_account(merchant_id),
+        CLEARING.into(),
+        amount,
+        currency,
+    )
 }
 
 /// True when the batch's debits equal its credits and every line is positive.
@@ -72,7 +108,11 @@ pub fn is_balanced(p: &LedgerPosting) -> bool {
         if l.amount <= 0 {
             return false;
         }
-        if l.debit { debits += i128::from(l.amount) } else { credits += i128::from(l.amount) }
+        if l.debit {
+            debits += i128::from(l.amount)
+        } else {
+            credits += i128::from(l.amount)
+        }
     }
     !p.lines.is_empty() && debits == credits
 }

@@ -8,5 +8,7 @@ pub mod fingerprint;
 pub mod idempotency;
 pub mod ledger;
 pub mod money;
+pub mod ratelimit;
+pub mod roles;
 pub mod state;
 pub mod stuck;

@@ -63,7 +63,10 @@ impl PaymentStatus {
 
     /// Terminal: nothing moves the payment again.
     pub fn is_terminal(self) -> bool {
-        matches!(self, PaymentStatus::Failed | PaymentStatus::Reversed | PaymentStatus::Refunded)
+        matches!(
+            self,
+            PaymentStatus::Failed | PaymentStatus::Reversed | PaymentStatus::Refunded
+        )
     }
 
     /// The channel holds (or held) this payment's money: exactly one charge exists.
@@ -94,7 +97,10 @@ impl serde::Serialize for PaymentStatus {
 impl FromStr for PaymentStatus {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        PaymentStatus::ALL.into_iter().find(|st| st.as_str() == s).ok_or_else(|| UnknownName(s.to_string()))
+        PaymentStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownName(s.to_string()))
     }
 }
 
@@ -178,7 +184,10 @@ impl fmt::Display for PaymentEvent {
 impl FromStr for PaymentEvent {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        PaymentEvent::ALL.into_iter().find(|e| e.as_str() == s).ok_or_else(|| UnknownName(s.to_string()))
+        PaymentEvent::ALL
+            .into_iter()
+            .find(|e| e.as_str() == s)
+            .ok_or_else(|| UnknownName(s.to_string()))
     }
 }
 
@@ -237,8 +246,14 @@ pub enum TransitionError {
 }
 
 /// The next status for `event` in status `from`, or why the event must be ignored.
-pub fn transition(from: PaymentStatus, event: PaymentEvent) -> Result<PaymentStatus, TransitionError> {
-    if let Some((_, _, to)) = TRANSITIONS.iter().find(|(f, e, _)| *f == from && *e == event) {
+pub fn transition(
+    from: PaymentStatus,
+    event: PaymentEvent,
+) -> Result<PaymentStatus, TransitionError> {
+    if let Some((_, _, to)) = TRANSITIONS
+        .iter()
+        .find(|(f, e, _)| *f == from && *e == event)
+    {
         return Ok(*to);
     }
     if from.is_terminal() {
@@ -250,10 +265,19 @@ pub fn transition(from: PaymentStatus, event: PaymentEvent) -> Result<PaymentSta
 
 /// Checks a whole `(from, event) -> to` triple against the whitelist, for writers that are
 /// handed a precomputed target (the store checks every transition it applies).
-pub fn check(from: PaymentStatus, event: PaymentEvent, to: PaymentStatus) -> Result<(), TransitionError> {
+pub fn check(
+    from: PaymentStatus,
+    event: PaymentEvent,
+    to: PaymentStatus,
+) -> Result<(), TransitionError> {
     match transition(from, event)? {
         expected if expected == to => Ok(()),
-        expected => Err(TransitionError::WrongTarget { from, event, to, expected }),
+        expected => Err(TransitionError::WrongTarget {
+            from,
+            event,
+            to,
+            expected,
+        }),
     }
 }
 
@@ -267,11 +291,18 @@ mod tests {
             for event in PaymentEvent::ALL {
                 for to in PaymentStatus::ALL {
                     let listed = TRANSITIONS.contains(&(from, event, to));
-                    assert_eq!(check(from, event, to).is_ok(), listed, "{from} --{event}--> {to}");
+                    assert_eq!(
+                        check(from, event, to).is_ok(),
+                        listed,
+                        "{from} --{event}--> {to}"
+                    );
                 }
             }
         }
-        assert!(matches!(check(S::Processing, E::ChannelError, S::Failed), Err(TransitionError::WrongTarget { .. })));
+        assert!(matches!(
+            check(S::Processing, E::ChannelError, S::Failed),
+            Err(TransitionError::WrongTarget { .. })
+        ));
     }
 
     #[test]
@@ -285,8 +316,14 @@ mod tests {
     fn every_pair_outside_the_table_is_refused() {
         for from in PaymentStatus::ALL {
             for event in PaymentEvent::ALL {
-                let listed = TRANSITIONS.iter().any(|(f, e, _)| *f == from && *e == event);
-                assert_eq!(transition(from, event).is_ok(), listed, "{from} --{event}-->");
+                let listed = TRANSITIONS
+                    .iter()
+                    .any(|(f, e, _)| *f == from && *e == event);
+                assert_eq!(
+                    transition(from, event).is_ok(),
+                    listed,
+                    "{from} --{event}-->"
+                );
             }
         }
     }
@@ -295,15 +332,24 @@ mod tests {
     fn terminal_states_refuse_every_event() {
         for from in [S::Failed, S::Reversed, S::Refunded] {
             for event in PaymentEvent::ALL {
-                assert_eq!(transition(from, event), Err(TransitionError::Terminal { from, event }));
+                assert_eq!(
+                    transition(from, event),
+                    Err(TransitionError::Terminal { from, event })
+                );
             }
         }
     }
 
     #[test]
     fn stale_failure_after_success_is_forbidden() {
-        assert!(matches!(transition(S::Success, E::ChannelDeclined), Err(TransitionError::Forbidden { .. })));
-        assert!(matches!(transition(S::ChannelSuccess, E::ChannelError), Err(TransitionError::Forbidden { .. })));
+        assert!(matches!(
+            transition(S::Success, E::ChannelDeclined),
+            Err(TransitionError::Forbidden { .. })
+        ));
+        assert!(matches!(
+            transition(S::ChannelSuccess, E::ChannelError),
+            Err(TransitionError::Forbidden { .. })
+        ));
     }
 
     #[test]

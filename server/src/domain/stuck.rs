@@ -53,12 +53,19 @@ impl StuckThresholds {
 
 /// Age buckets the console and `/metrics` group stuck payments by, with their upper bounds
 /// in ms (the last is open).
-pub const AGE_BUCKETS: [(&str, i64); 4] =
-    [("<5m", 300_000), ("5m-1h", 3_600_000), ("1h-24h", 86_400_000), (">24h", i64::MAX)];
+pub const AGE_BUCKETS: [(&str, i64); 4] = [
+    ("<5m", 300_000),
+    ("5m-1h", 3_600_000),
+    ("1h-24h", 86_400_000),
+    (">24h", i64::MAX),
+];
 
 /// The bucket of an age in ms.
 pub fn bucket(age_ms: i64) -> &'static str {
-    AGE_BUCKETS.iter().find(|(_, upper)| age_ms < *upper).map_or(">24h", |(name, _)| name)
+    AGE_BUCKETS
+        .iter()
+        .find(|(_, upper)| age_ms < *upper)
+        .map_or(">24h", |(name, _)| name)
 }
 
 #[cfg(test)]

@@ -40,20 +40,37 @@ pub enum CallbackOutcome {
 
 impl Core {
     /// Applies a verified channel callback.
-    pub async fn handle_callback(&self, ev: &CallbackEvent) -> Result<CallbackOutcome, ServiceError> {
+    pub async fn handle_callback(
+        &self,
+        ev: &CallbackEvent,
+    ) -> Result<CallbackOutcome, ServiceError> {
         let now = self.clock.now_ms();
-        if !self.store.record_callback(&ev.event_id, &ev.channel_key, &ev.kind, "received", now).await? {
+        if !self
+            .store
+            .record_callback(&ev.event_id, &ev.channel_key, &ev.kind, "received", now)
+            .await?
+        {
             metrics::counter!("converge_callbacks_total", "outcome" => "duplicate").increment(1);
             return Ok(CallbackOutcome::Duplicate);
         }
         let Some(p) = self.store.payment_by_channel_key(&ev.channel_key).await? else {
-            metrics::counter!("converge_callbacks_total", "outcome" => "unknown_payment").increment(1);
+            metrics::counter!("converge_callbacks_total", "outcome" => "unknown_payment")
+                .increment(1);
             return Ok(CallbackOutcome::UnknownPayment);
         };
         let succeeded = match ev.kind.as_str() {
             "charge.succeeded" => true,
             "charge.failed" => false,
-            other => return self.ignore(&p, ev, PaymentEvent::ChannelError, format!("unknown callback type {other:?}")).await,
+            other => {
+                return self
+                    .ignore(
+                        &p,
+                        ev,
+                        PaymentEvent::ChannelError,
+                        format!("unknown callback type {other:?}"),
+                    )
+                    .await;
+            }
         };
         let event = match (succeeded, p.status) {
             (true, PaymentStatus::Unknown) => PaymentEvent::QuerySucceeded,
@@ -62,11 +79,16 @@ impl Core {
             (false, _) => PaymentEvent::ChannelDeclined,
         };
         if succeeded && (ev.amount != p.amount || ev.currency != p.currency) {
-            let why = format!("callback says {} {}, payment is {} {}", ev.amount, ev.currency, p.amount, p.currency);
+            let why = format!(
+                "callback says {} {}, payment is {} {}",
+                ev.amount, ev.currency, p.amount, p.currency
+            );
             return self.ignore(&p, ev, event, why).await;
         }
         if let Err(refused) = transition(p.status, event) {
-            return self.ignore(&p, ev, event, format!("stale callback: {refused}")).await;
+            return self
+                .ignore(&p, ev, event, format!("stale callback: {refused}"))
+                .await;
         }
         let extras = Extras {
             detail: format!("callback {}", ev.event_id),

@@ -13,7 +13,10 @@ use crate::channel::ChargeOutcome;
 use crate::domain::fingerprint::fingerprint;
 use crate::domain::ledger;
 use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
-use crate::store::{CreatePayment, IgnoredEvent, JobKind, LedgerPosting, NewJob, NewPayment, Payment, Transition, TransitionResult};
+use crate::store::{
+    CreatePayment, IgnoredEvent, JobKind, LedgerPosting, NewJob, NewPayment, Payment, Transition,
+    TransitionResult,
+};
 
 /// A validated create-payment request. Amount in minor units; currency ISO 4217.
 #[derive(Debug, Clone)]
@@ -70,7 +73,11 @@ const MAX_STEPS: usize = 12;
 impl Core {
     /// Inserts a PENDING payment with its submit job (one transaction), or finds the
     /// merchant's payment with the same merchant_order_id.
-    pub async fn insert_payment(&self, merchant_id: i64, input: &PaymentInput) -> Result<InsertOutcome, ServiceError> {
+    pub async fn insert_payment(
+        &self,
+        merchant_id: i64,
+        input: &PaymentInput,
+    ) -> Result<InsertOutcome, ServiceError> {
         let now = self.clock.now_ms();
         let params_hash = input.params_hash();
         let new = NewPayment {
@@ -88,7 +95,9 @@ impl Core {
         };
         Ok(match self.store.create_payment(&new).await? {
             CreatePayment::Created(p) => InsertOutcome::Created(p),
-            CreatePayment::Existing(p) if p.params_hash == params_hash => InsertOutcome::Existing(p),
+            CreatePayment::Existing(p) if p.params_hash == params_hash => {
+                InsertOutcome::Existing(p)
+            }
             CreatePayment::Existing(p) => InsertOutcome::OrderConflict(p),
         })
     }
@@ -101,7 +110,16 @@ impl Core {
             let before = (p.status, p.version);
             p = match p.status {
                 PaymentStatus::Pending => {
-                    self.apply(&p, PaymentEvent::Submit, source, Extras { count_submit: true, ..Extras::default() }).await?
+                    self.apply(
+                        &p,
+                        PaymentEvent::Submit,
+                        source,
+                        Extras {
+                            count_submit: true,
+                            ..Extras::default()
+                        },
+                    )
+                    .await?
                 }
                 PaymentStatus::Processing => self.charge(&p, source).await?,
                 PaymentStatus::ChannelSuccess => self.post_ledger(&p, source).await?,
@@ -117,19 +135,29 @@ impl Core {
 
     /// Sends the charge with the payment's channel key and records the answer.
     async fn charge(&self, p: &Payment, source: &str) -> Result<Payment, ServiceError> {
-        let outcome = self.channel.charge(&p.channel_key, p.amount, &p.currency).await;
-        metrics::counter!("converge_channel_charges_total", "outcome" => outcome_name(&outcome)).increment(1);
+        let outcome = self
+            .channel
+            .charge(&p.channel_key, p.amount, &p.currency)
+            .await;
+        metrics::counter!("converge_channel_charges_total", "outcome" => outcome_name(&outcome))
+            .increment(1);
         match outcome {
-            ChargeOutcome::Succeeded { amount, currency } if amount == p.amount && currency == p.currency => {
+            ChargeOutcome::Succeeded { amount, currency }
+                if amount == p.amount && currency == p.currency =>
+            {
                 let extras = Extras {
                     detail: format!("charged {amount} {currency}"),
                     close_jobs: vec![JobKind::Submit, JobKind::Query],
                     ..Extras::default()
                 };
-                self.apply(p, PaymentEvent::ChannelSucceeded, source, extras).await
+                self.apply(p, PaymentEvent::ChannelSucceeded, source, extras)
+                    .await
             }
             ChargeOutcome::Succeeded { amount, currency } => {
-                let detail = format!("channel charged {amount} {currency}, payment is {} {}", p.amount, p.currency);
+                let detail = format!(
+                    "channel charged {amount} {currency}, payment is {} {}",
+                    p.amount, p.currency
+                );
                 self.to_unknown(p, source, detail).await
             }
             ChargeOutcome::Declined { reason } => {
@@ -139,14 +167,20 @@ impl Core {
                     close_jobs: vec![JobKind::Submit, JobKind::Query],
                     ..Extras::default()
                 };
-                self.apply(p, PaymentEvent::ChannelDeclined, source, extras).await
+                self.apply(p, PaymentEvent::ChannelDeclined, source, extras)
+                    .await
             }
             ChargeOutcome::Error { detail } => self.to_unknown(p, source, detail).await,
         }
     }
 
     /// PROCESSING -> UNKNOWN with a query job: an undecidable answer is never a failure.
-    async fn to_unknown(&self, p: &Payment, source: &str, detail: String) -> Result<Payment, ServiceError> {
+    async fn to_unknown(
+        &self,
+        p: &Payment,
+        source: &str,
+        detail: String,
+    ) -> Result<Payment, ServiceError> {
         let now = self.clock.now_ms();
         let extras = Extras {
             last_error: Some(detail.clone()),
@@ -161,13 +195,22 @@ impl Core {
             close_jobs: vec![JobKind::Submit],
             ..Extras::default()
         };
-        self.apply(p, PaymentEvent::ChannelError, source, extras).await
+        self.apply(p, PaymentEvent::ChannelError, source, extras)
+            .await
     }
 
     /// Posts the charge batch (CHANNEL_SUCCESS or SUSPENSE -> SUCCESS), or parks the payment
     /// in SUSPENSE with a post_ledger job when the merchant is frozen.
-    pub(crate) async fn post_ledger(&self, p: &Payment, source: &str) -> Result<Payment, ServiceError> {
-        let frozen = self.store.merchant(p.merchant_id).await?.is_none_or(|m| m.frozen);
+    pub(crate) async fn post_ledger(
+        &self,
+        p: &Payment,
+        source: &str,
+    ) -> Result<Payment, ServiceError> {
+        let frozen = self
+            .store
+            .merchant(p.merchant_id)
+            .await?
+            .is_none_or(|m| m.frozen);
         if frozen {
             if p.status == PaymentStatus::Suspense {
                 return Ok(p.clone());
@@ -185,7 +228,9 @@ impl Core {
                 }],
                 ..Extras::default()
             };
-            let parked = self.apply(p, PaymentEvent::LedgerFailed, source, extras).await?;
+            let parked = self
+                .apply(p, PaymentEvent::LedgerFailed, source, extras)
+                .await?;
             if parked.status == PaymentStatus::Suspense {
                 self.report_suspense(&parked).await?;
             }
@@ -197,7 +242,8 @@ impl Core {
             close_jobs: vec![JobKind::PostLedger],
             ..Extras::default()
         };
-        self.apply(p, PaymentEvent::LedgerPosted, source, extras).await
+        self.apply(p, PaymentEvent::LedgerPosted, source, extras)
+            .await
     }
 
     /// Applies `event` to `p` if the state machine allows it, else records it as ignored.
@@ -224,7 +270,8 @@ impl Core {
                         now,
                     })
                     .await?;
-                metrics::counter!("converge_events_ignored_total", "event" => event.as_str()).increment(1);
+                metrics::counter!("converge_events_ignored_total", "event" => event.as_str())
+                    .increment(1);
                 return Ok(p.clone());
             }
         };
@@ -246,17 +293,20 @@ impl Core {
         };
         match self.store.apply_transition(&t).await? {
             TransitionResult::Applied(next) => {
-                metrics::counter!("converge_transitions_total", "to" => next.status.as_str()).increment(1);
+                metrics::counter!("converge_transitions_total", "to" => next.status.as_str())
+                    .increment(1);
                 Ok(next)
             }
             TransitionResult::Stale(current) => Ok(current),
-            TransitionResult::DuplicateEvent => {
-                Ok(self.store.payment(&p.id).await?.ok_or_else(|| ServiceError::Contended(p.id.clone()))?)
-            }
+            TransitionResult::DuplicateEvent => Ok(self
+                .store
+                .payment(&p.id)
+                .await?
+                .ok_or_else(|| ServiceError::Contended(p.id.clone()))?),
             // Unreachable: `to` came from `transition` above, which the store checks again.
-            TransitionResult::Refused(refused) => {
-                Err(ServiceError::Store(crate::store::StoreError::Corrupt(format!("store refused {refused}"))))
-            }
+            TransitionResult::Refused(refused) => Err(ServiceError::Store(
+                crate::store::StoreError::Corrupt(format!("store refused {refused}")),
+            )),
         }
     }
 }

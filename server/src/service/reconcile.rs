@@ -43,9 +43,19 @@ pub struct StatementError {
 
 /// Parses a whole statement or nothing: any garbled or truncated line is an error.
 pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, StatementError> {
-    let err = |line: u64, message: String| StatementError { file: file.into(), line, message };
-    let mut reader = csv::ReaderBuilder::new().has_headers(true).flexible(false).from_reader(text.as_bytes());
-    let headers = reader.headers().map_err(|e| err(1, format!("unreadable header: {e}")))?.clone();
+    let err = |line: u64, message: String| StatementError {
+        file: file.into(),
+        line,
+        message,
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(false)
+        .from_reader(text.as_bytes());
+    let headers = reader
+        .headers()
+        .map_err(|e| err(1, format!("unreadable header: {e}")))?
+        .clone();
     if headers.iter().collect::<Vec<_>>() != HEADER {
         return Err(err(1, format!("header must be {}", HEADER.join(","))));
     }
@@ -56,10 +66,15 @@ pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, Stat
             err(line, format!("garbled line: {e}"))
         })?;
         let line = record.position().map_or(0, |p| p.line());
-        let amount: i64 = record[1].parse().map_err(|_| err(line, format!("amount {:?} is not an integer", &record[1])))?;
+        let amount: i64 = record[1]
+            .parse()
+            .map_err(|_| err(line, format!("amount {:?} is not an integer", &record[1])))?;
         let currency = record[2].to_string();
         if record[0].is_empty() || currency.len() != 3 || record[3].is_empty() {
-            return Err(err(line, "empty channel key, bad currency or empty status".into()));
+            return Err(err(
+                line,
+                "empty channel key, bad currency or empty status".into(),
+            ));
         }
         rows.push(StatementRow {
             channel_key: record[0].into(),
@@ -70,7 +85,10 @@ pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, Stat
         });
     }
     if !text.is_empty() && !text.ends_with('\n') {
-        return Err(err(rows.len() as u64 + 1, "file is truncated (no final newline)".into()));
+        return Err(err(
+            rows.len() as u64 + 1,
+            "file is truncated (no final newline)".into(),
+        ));
     }
     Ok(rows)
 }
@@ -112,11 +130,21 @@ impl From<crate::store::StoreError> for ReconcileError {
 impl Core {
     /// Reconciles `day` against `text` (a statement file's content; `None` fetches the
     /// statement from the channel). `source` names the file for error messages.
-    pub async fn reconcile(&self, day: &str, source: &str, text: Option<String>) -> Result<ReconcileReport, ReconcileError> {
-        let date = NaiveDate::parse_from_str(day, "%Y-%m-%d").map_err(|_| ReconcileError::BadDay(day.into()))?;
+    pub async fn reconcile(
+        &self,
+        day: &str,
+        source: &str,
+        text: Option<String>,
+    ) -> Result<ReconcileReport, ReconcileError> {
+        let date = NaiveDate::parse_from_str(day, "%Y-%m-%d")
+            .map_err(|_| ReconcileError::BadDay(day.into()))?;
         let text = match text {
             Some(t) => t,
-            None => self.channel.statement(day).await.map_err(ReconcileError::Unavailable)?,
+            None => self
+                .channel
+                .statement(day)
+                .await
+                .map_err(ReconcileError::Unavailable)?,
         };
         let now = self.clock.now_ms();
         let rows = match parse_statement(source, &text) {
@@ -137,7 +165,11 @@ impl Core {
         };
         let mut items = Vec::new();
         let mut seen = HashSet::new();
-        let item = |kind: &str, key: &str, payment_id: Option<String>, summary: String, evidence: serde_json::Value| NewErrorItem {
+        let item = |kind: &str,
+                    key: &str,
+                    payment_id: Option<String>,
+                    summary: String,
+                    evidence: serde_json::Value| NewErrorItem {
             kind: format!("reconcile_{kind}"),
             dedupe_key: format!("recon:{day}:{kind}:{key}"),
             payment_id,
@@ -149,7 +181,13 @@ impl Core {
             seen.insert(row.channel_key.clone());
             let statement = json!({"amount": row.amount, "currency": row.currency, "status": row.status, "charged_at": row.charged_at});
             let Some(p) = self.store.payment_by_channel_key(&row.channel_key).await? else {
-                items.push(item("missing_local", &row.channel_key, None, format!("statement charge {} has no payment", row.channel_key), json!({"statement": statement, "local": null})));
+                items.push(item(
+                    "missing_local",
+                    &row.channel_key,
+                    None,
+                    format!("statement charge {} has no payment", row.channel_key),
+                    json!({"statement": statement, "local": null}),
+                ));
                 continue;
             };
             let local = json!({"payment_id": p.id, "amount": p.amount, "currency": p.currency, "status": p.status.as_str()});
@@ -158,7 +196,10 @@ impl Core {
                     "amount_mismatch",
                     &row.channel_key,
                     Some(p.id.clone()),
-                    format!("statement says {} {}, payment is {} {}", row.amount, row.currency, p.amount, p.currency),
+                    format!(
+                        "statement says {} {}, payment is {} {}",
+                        row.amount, row.currency, p.amount, p.currency
+                    ),
                     json!({"statement": statement, "local": local}),
                 ));
             }
@@ -172,8 +213,15 @@ impl Core {
                 ));
             }
         }
-        let start = date.and_hms_opt(0, 0, 0).map(|d| d.and_utc().timestamp_millis()).unwrap_or_default();
-        for p in self.store.charged_payments_created(start, start + 86_400_000).await? {
+        let start = date
+            .and_hms_opt(0, 0, 0)
+            .map(|d| d.and_utc().timestamp_millis())
+            .unwrap_or_default();
+        for p in self
+            .store
+            .charged_payments_created(start, start + 86_400_000)
+            .await?
+        {
             if !seen.contains(&p.channel_key) {
                 items.push(item(
                     "missing_statement",
@@ -184,8 +232,14 @@ impl Core {
                 ));
             }
         }
-        self.store.record_reconciliation(day, source, rows.len() as i64, &items, now).await?;
-        Ok(ReconcileReport { day: day.into(), rows: rows.len(), differences: items.len() })
+        self.store
+            .record_reconciliation(day, source, rows.len() as i64, &items, now)
+            .await?;
+        Ok(ReconcileReport {
+            day: day.into(),
+            rows: rows.len(),
+            differences: items.len(),
+        })
     }
 }
 
@@ -211,12 +265,19 @@ mod tests {
 
     #[test]
     fn a_truncated_file_is_refused_whole() {
-        let e = parse_statement("s.csv", "channel_key,amount,currency,status,charged_at\nck_1,100,CN").unwrap_err();
+        let e = parse_statement(
+            "s.csv",
+            "channel_key,amount,currency,status,charged_at\nck_1,100,CN",
+        )
+        .unwrap_err();
         assert_eq!(e.line, 2);
     }
 
     #[test]
     fn a_wrong_header_is_refused() {
-        assert_eq!(parse_statement("s.csv", "key,amount\n").unwrap_err().line, 1);
+        assert_eq!(
+            parse_statement("s.csv", "key,amount\n").unwrap_err().line,
+            1
+        );
     }
 }

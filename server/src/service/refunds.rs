@@ -12,12 +12,29 @@ use crate::store::{CreateRefund, NewRefund, Refund};
 impl Core {
     /// Reserves `amount` minor units on a SUCCESS payment and inserts a pending refund with
     /// its job (one transaction).
-    pub async fn insert_refund(&self, payment_id: &str, amount: i64, reason: &str) -> Result<CreateRefund, ServiceError> {
+    pub async fn insert_refund(
+        &self,
+        payment_id: &str,
+        amount: i64,
+        reason: &str,
+    ) -> Result<CreateRefund, ServiceError> {
+        self.insert_refund_with_id(&ids::new_id("re"), payment_id, amount, reason)
+            .await
+    }
+
+    /// [`insert_refund`](Self::insert_refund) under an id chosen (and recorded) by the caller.
+    pub async fn insert_refund_with_id(
+        &self,
+        id: &str,
+        payment_id: &str,
+        amount: i64,
+        reason: &str,
+    ) -> Result<CreateRefund, ServiceError> {
         let now = self.clock.now_ms();
         Ok(self
             .store
             .create_refund(&NewRefund {
-                id: ids::new_id("re"),
+                id: id.into(),
                 payment_id: payment_id.into(),
                 amount,
                 reason: reason.into(),
@@ -39,11 +56,23 @@ impl Core {
             return Ok(refund);
         };
         let now = self.clock.now_ms();
-        match self.channel.refund(&payment.channel_key, &refund.id, refund.amount).await {
+        match self
+            .channel
+            .refund(&payment.channel_key, &refund.id, refund.amount)
+            .await
+        {
             RefundOutcome::Succeeded => {
-                let posting = ledger::refund(payment.merchant_id, &refund.id, refund.amount, &payment.currency);
-                self.store.refund_succeeded(&refund.id, &posting, now).await?;
-                self.mark_refunded_if_complete(&refund.payment_id, source).await?;
+                let posting = ledger::refund(
+                    payment.merchant_id,
+                    &refund.id,
+                    refund.amount,
+                    &payment.currency,
+                );
+                self.store
+                    .refund_succeeded(&refund.id, &posting, now)
+                    .await?;
+                self.mark_refunded_if_complete(&refund.payment_id, source)
+                    .await?;
             }
             RefundOutcome::Rejected { reason } => {
                 self.store.refund_failed(&refund.id, &reason, now).await?;
@@ -55,14 +84,28 @@ impl Core {
         Ok(self.store.refund(&refund.id).await?.unwrap_or(refund))
     }
 
-    async fn mark_refunded_if_complete(&self, payment_id: &str, source: &str) -> Result<(), ServiceError> {
-        let Some(p) = self.store.payment(payment_id).await? else { return Ok(()) };
+    async fn mark_refunded_if_complete(
+        &self,
+        payment_id: &str,
+        source: &str,
+    ) -> Result<(), ServiceError> {
+        let Some(p) = self.store.payment(payment_id).await? else {
+            return Ok(());
+        };
         if p.status == PaymentStatus::Success
             && p.refunded_amount == p.amount
             && self.store.pending_refund_count(payment_id).await? == 0
         {
-            self.apply(&p, PaymentEvent::RefundedInFull, source, Extras { detail: "refunds reached the amount".into(), ..Extras::default() })
-                .await?;
+            self.apply(
+                &p,
+                PaymentEvent::RefundedInFull,
+                source,
+                Extras {
+                    detail: "refunds reached the amount".into(),
+                    ..Extras::default()
+                },
+            )
+            .await?;
         }
         Ok(())
     }

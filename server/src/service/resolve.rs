@@ -45,25 +45,49 @@ impl Core {
         }
         let close = || vec![JobKind::Query];
         match self.channel.query(&p.channel_key).await {
-            QueryOutcome::Succeeded { amount, currency } if amount == p.amount && currency == p.currency => {
-                let extras = Extras { detail: format!("query: charged {amount} {currency}"), close_jobs: close(), ..Extras::default() };
-                let after = self.apply(&p, PaymentEvent::QuerySucceeded, source, extras).await?;
+            QueryOutcome::Succeeded { amount, currency }
+                if amount == p.amount && currency == p.currency =>
+            {
+                let extras = Extras {
+                    detail: format!("query: charged {amount} {currency}"),
+                    close_jobs: close(),
+                    ..Extras::default()
+                };
+                let after = self
+                    .apply(&p, PaymentEvent::QuerySucceeded, source, extras)
+                    .await?;
                 self.drive(after, source).await?;
                 Ok(Step::Done)
             }
             QueryOutcome::Succeeded { amount, currency } => Ok(Step::GiveUp {
                 kind: "amount_mismatch",
-                summary: format!("channel charged {amount} {currency}, payment is {} {}", p.amount, p.currency),
+                summary: format!(
+                    "channel charged {amount} {currency}, payment is {} {}",
+                    p.amount, p.currency
+                ),
                 evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
             }),
             QueryOutcome::Declined { reason } => {
-                let extras = Extras { detail: format!("query: declined: {reason}"), last_error: Some(format!("declined: {reason}")), close_jobs: close(), ..Extras::default() };
-                self.apply(&p, PaymentEvent::QueryDeclined, source, extras).await?;
+                let extras = Extras {
+                    detail: format!("query: declined: {reason}"),
+                    last_error: Some(format!("declined: {reason}")),
+                    close_jobs: close(),
+                    ..Extras::default()
+                };
+                self.apply(&p, PaymentEvent::QueryDeclined, source, extras)
+                    .await?;
                 Ok(Step::Done)
             }
             QueryOutcome::NotFound if p.submit_attempts <= self.timings.resubmit_budget => {
-                let extras = Extras { detail: "query: not found; resubmitting with the same key".into(), count_submit: true, close_jobs: close(), ..Extras::default() };
-                let after = self.apply(&p, PaymentEvent::QueryNotFound, source, extras).await?;
+                let extras = Extras {
+                    detail: "query: not found; resubmitting with the same key".into(),
+                    count_submit: true,
+                    close_jobs: close(),
+                    ..Extras::default()
+                };
+                let after = self
+                    .apply(&p, PaymentEvent::QueryNotFound, source, extras)
+                    .await?;
                 self.drive(after, source).await?;
                 Ok(Step::Done)
             }
@@ -78,23 +102,38 @@ impl Core {
         match self.channel.cancel(&p.channel_key).await {
             CancelOutcome::Cancelled => {
                 let extras = Extras {
-                    detail: format!("not found after {} submissions; key cancelled at the channel", p.submit_attempts),
+                    detail: format!(
+                        "not found after {} submissions; key cancelled at the channel",
+                        p.submit_attempts
+                    ),
                     last_error: Some("not found at the channel; key fenced".into()),
                     close_jobs: vec![JobKind::Query, JobKind::Submit],
                     ..Extras::default()
                 };
-                self.apply(&p, PaymentEvent::QueryNotFoundFenced, source, extras).await?;
+                self.apply(&p, PaymentEvent::QueryNotFoundFenced, source, extras)
+                    .await?;
                 Ok(Step::Done)
             }
-            CancelOutcome::AlreadyCharged { amount, currency } if amount == p.amount && currency == p.currency => {
-                let extras = Extras { detail: "cancel refused: the channel holds a charge".into(), close_jobs: vec![JobKind::Query], ..Extras::default() };
-                let after = self.apply(&p, PaymentEvent::QuerySucceeded, source, extras).await?;
+            CancelOutcome::AlreadyCharged { amount, currency }
+                if amount == p.amount && currency == p.currency =>
+            {
+                let extras = Extras {
+                    detail: "cancel refused: the channel holds a charge".into(),
+                    close_jobs: vec![JobKind::Query],
+                    ..Extras::default()
+                };
+                let after = self
+                    .apply(&p, PaymentEvent::QuerySucceeded, source, extras)
+                    .await?;
                 self.drive(after, source).await?;
                 Ok(Step::Done)
             }
             CancelOutcome::AlreadyCharged { amount, currency } => Ok(Step::GiveUp {
                 kind: "amount_mismatch",
-                summary: format!("channel charged {amount} {currency}, payment is {} {}", p.amount, p.currency),
+                summary: format!(
+                    "channel charged {amount} {currency}, payment is {} {}",
+                    p.amount, p.currency
+                ),
                 evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
             }),
             CancelOutcome::Error { detail } => Ok(Step::Retry(format!("cancel failed: {detail}"))),
@@ -105,7 +144,10 @@ impl Core {
     /// the merchant is frozen the payment waits in SUSPENSE (and in the error pool); once
     /// posted, the SUSPENSE item is resolved by the system.
     pub async fn retry_posting(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
-        if !matches!(p.status, PaymentStatus::ChannelSuccess | PaymentStatus::Suspense) {
+        if !matches!(
+            p.status,
+            PaymentStatus::ChannelSuccess | PaymentStatus::Suspense
+        ) {
             return Ok(Step::Done);
         }
         let after = self.post_ledger(&p, source).await?;
@@ -113,7 +155,14 @@ impl Core {
             PaymentStatus::Suspense => Ok(Step::Wait("merchant account frozen".into())),
             PaymentStatus::Success => {
                 let now = self.clock.now_ms();
-                self.store.resolve_error_by_key(&suspense_key(&p.id), "ledger posted after the merchant was unfrozen", "system", now).await?;
+                self.store
+                    .resolve_error_by_key(
+                        &suspense_key(&p.id),
+                        "ledger posted after the merchant was unfrozen",
+                        "system",
+                        now,
+                    )
+                    .await?;
                 Ok(Step::Done)
             }
             _ => Ok(Step::Done),

@@ -7,7 +7,12 @@
 #[macro_use]
 mod shared;
 #[macro_use]
+mod console_sql;
+#[macro_use]
 mod queue_sql;
+#[macro_use]
+pub mod verify;
+pub mod console;
 mod postgres;
 pub mod queue;
 pub mod records;
@@ -16,8 +21,10 @@ mod sqlite;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+pub use console::*;
 pub use queue::*;
 pub use records::*;
+pub use verify::*;
 
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -59,10 +66,14 @@ pub enum StoreError {
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         match e {
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {
-                StoreError::Unavailable(e)
-            }
-            e if e.as_database_error().is_some_and(|d| d.is_unique_violation()) => {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_) => StoreError::Unavailable(e),
+            e if e
+                .as_database_error()
+                .is_some_and(|d| d.is_unique_violation()) =>
+            {
                 StoreError::Conflict(e.to_string())
             }
             e => StoreError::Db(e),
@@ -73,7 +84,7 @@ impl From<sqlx::Error> for StoreError {
 /// Everything converge persists. Implementations must be safe to share between several
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
-pub trait Store: Queue + Send + Sync + 'static {
+pub trait Store: Queue + Console + Verify + Send + Sync + 'static {
     /// The backend behind this store.
     fn backend(&self) -> Backend;
 
@@ -86,9 +97,17 @@ pub trait Store: Queue + Send + Sync + 'static {
     // --- merchants -------------------------------------------------------------------------
 
     /// Inserts a merchant. Errors: `Conflict` when the name is taken.
-    async fn create_merchant(&self, name: &str, api_key_hash: &str, now: i64) -> Result<Merchant, StoreError>;
+    async fn create_merchant(
+        &self,
+        name: &str,
+        api_key_hash: &str,
+        now: i64,
+    ) -> Result<Merchant, StoreError>;
     /// The merchant whose API key hashes to `api_key_hash`.
-    async fn merchant_by_key_hash(&self, api_key_hash: &str) -> Result<Option<Merchant>, StoreError>;
+    async fn merchant_by_key_hash(
+        &self,
+        api_key_hash: &str,
+    ) -> Result<Option<Merchant>, StoreError>;
     /// The merchant with this id.
     async fn merchant(&self, id: i64) -> Result<Option<Merchant>, StoreError>;
     /// Sets the frozen flag; false when there is no such merchant.
@@ -103,15 +122,27 @@ pub trait Store: Queue + Send + Sync + 'static {
     /// Records what the request created (recovery point); false when the lease was lost.
     async fn set_key_resource(&self, key: &KeyRef, resource_id: &str) -> Result<bool, StoreError>;
     /// Stores the response and marks the key done; false when the lease was lost.
-    async fn complete_key(&self, key: &KeyRef, response: &StoredResponse) -> Result<bool, StoreError>;
+    async fn complete_key(
+        &self,
+        key: &KeyRef,
+        response: &StoredResponse,
+    ) -> Result<bool, StoreError>;
     /// Deletes a claim whose request had no effect, so the key stays free.
     async fn release_key(&self, key: &KeyRef) -> Result<bool, StoreError>;
     /// Deletes keys whose retention ended before `now`; returns how many.
     async fn purge_keys(&self, now: i64) -> Result<u64, StoreError>;
     /// Adds one to the count of `outcome` on `route` in the minute `minute` (epoch minutes).
-    async fn count_outcome(&self, route: &str, outcome: &str, minute: i64) -> Result<(), StoreError>;
+    async fn count_outcome(
+        &self,
+        route: &str,
+        outcome: &str,
+        minute: i64,
+    ) -> Result<(), StoreError>;
     /// Counts per (route, outcome) since `since_minute` (epoch minutes).
-    async fn outcome_counts(&self, since_minute: i64) -> Result<Vec<(String, String, i64)>, StoreError>;
+    async fn outcome_counts(
+        &self,
+        since_minute: i64,
+    ) -> Result<Vec<(String, String, i64)>, StoreError>;
 
     // --- payments --------------------------------------------------------------------------
 
@@ -121,7 +152,10 @@ pub trait Store: Queue + Send + Sync + 'static {
     /// The payment with this id.
     async fn payment(&self, id: &str) -> Result<Option<Payment>, StoreError>;
     /// The payment whose channel key is `channel_key`.
-    async fn payment_by_channel_key(&self, channel_key: &str) -> Result<Option<Payment>, StoreError>;
+    async fn payment_by_channel_key(
+        &self,
+        channel_key: &str,
+    ) -> Result<Option<Payment>, StoreError>;
     /// Applies a transition with a conditional update on (id, status, version), recording the
     /// event and writing the posting and jobs in the same transaction.
     async fn apply_transition(&self, t: &Transition) -> Result<TransitionResult, StoreError>;
@@ -142,7 +176,12 @@ pub trait Store: Queue + Send + Sync + 'static {
     /// How many refunds of a payment are still pending.
     async fn pending_refund_count(&self, payment_id: &str) -> Result<i64, StoreError>;
     /// Marks a pending refund succeeded and posts its batch; false if it was not pending.
-    async fn refund_succeeded(&self, id: &str, posting: &LedgerPosting, now: i64) -> Result<bool, StoreError>;
+    async fn refund_succeeded(
+        &self,
+        id: &str,
+        posting: &LedgerPosting,
+        now: i64,
+    ) -> Result<bool, StoreError>;
     /// Marks a pending refund failed and releases its reservation; false if it was not pending.
     async fn refund_failed(&self, id: &str, error: &str, now: i64) -> Result<bool, StoreError>;
 

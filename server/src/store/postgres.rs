@@ -26,8 +26,9 @@ impl PgStore {
     /// Errors: `BadUrl` when the URL does not parse, `Unavailable` when the server cannot be
     /// reached within 5 s or refuses the login.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let opts = PgConnectOptions::from_str(url)
-            .map_err(|e| StoreError::BadUrl(format!("bad PostgreSQL URL {}: {e}", super::redact(url))))?;
+        let opts = PgConnectOptions::from_str(url).map_err(|e| {
+            StoreError::BadUrl(format!("bad PostgreSQL URL {}: {e}", super::redact(url)))
+        })?;
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(5))
@@ -79,6 +80,10 @@ impl PgStore {
         .await?)
     }
 
+    fn db_pool_impl(&self) -> super::DbPool {
+        super::DbPool::Postgres(self.pool.clone())
+    }
+
     async fn close_pools(&self) {
         self.pool.close().await;
     }
@@ -86,3 +91,5 @@ impl PgStore {
 
 impl_store!(PgStore, Backend::Postgres);
 impl_queue!(PgStore);
+impl_verify!(PgStore);
+impl_console!(PgStore);

@@ -137,7 +137,13 @@ pub trait Queue: Send + Sync + 'static {
     /// Leases up to `batch` jobs that are due (or whose lease lapsed) at `now` to `owner` for
     /// `lease_ms`; each claim counts an attempt. Never returns more than `batch` rows, and no
     /// job is leased to two claimers at once.
-    async fn claim_jobs(&self, owner: &str, batch: i64, lease_ms: i64, now: i64) -> Result<Vec<LeasedJob>, StoreError>;
+    async fn claim_jobs(
+        &self,
+        owner: &str,
+        batch: i64,
+        lease_ms: i64,
+        now: i64,
+    ) -> Result<Vec<LeasedJob>, StoreError>;
     /// Marks a leased job done; false when the lease was lost.
     async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, StoreError>;
     /// Puts a leased job back, due at `run_at`; `refund_attempt` gives back the attempt the
@@ -153,7 +159,14 @@ pub trait Queue: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     /// Marks a leased job dead and reports it to the error pool, in one transaction; false
     /// when the lease was lost.
-    async fn bury_job(&self, id: i64, token: &str, error: &str, item: &NewErrorItem, now: i64) -> Result<bool, StoreError>;
+    async fn bury_job(
+        &self,
+        id: i64,
+        token: &str,
+        error: &str,
+        item: &NewErrorItem,
+        now: i64,
+    ) -> Result<bool, StoreError>;
     /// Inserts a job on its own (reconciliation, ops retries); returns its id.
     async fn enqueue_job(&self, job: &NewJob, payload: &str, now: i64) -> Result<i64, StoreError>;
     /// The job with this id.
@@ -167,11 +180,28 @@ pub trait Queue: Send + Sync + 'static {
     /// occurrence instead of adding a row. Returns the item id.
     async fn report_error(&self, item: &NewErrorItem) -> Result<i64, StoreError>;
     /// Resolves an open item with a note; false when it is not open.
-    async fn resolve_error(&self, id: i64, note: &str, by: &str, now: i64) -> Result<bool, StoreError>;
+    async fn resolve_error(
+        &self,
+        id: i64,
+        note: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
     /// Resolves the open item with this dedupe key, if any.
-    async fn resolve_error_by_key(&self, dedupe_key: &str, note: &str, by: &str, now: i64) -> Result<bool, StoreError>;
+    async fn resolve_error_by_key(
+        &self,
+        dedupe_key: &str,
+        note: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
     /// Items, newest first, filtered by status and kind, at most `limit`.
-    async fn error_items(&self, status: Option<&str>, kind: Option<&str>, limit: i64) -> Result<Vec<ErrorItem>, StoreError>;
+    async fn error_items(
+        &self,
+        status: Option<&str>,
+        kind: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<ErrorItem>, StoreError>;
     /// The item with this id.
     async fn error_item(&self, id: i64) -> Result<Option<ErrorItem>, StoreError>;
     /// Items of a payment.
@@ -179,12 +209,24 @@ pub trait Queue: Send + Sync + 'static {
 
     /// Stuck payments counted by (status, age bucket) at `now`, given per-state `updated_at`
     /// cut-offs.
-    async fn stuck_counts(&self, cutoffs: &[(PaymentStatus, i64); 5], now: i64) -> Result<Vec<(String, String, i64)>, StoreError>;
+    async fn stuck_counts(
+        &self,
+        cutoffs: &[(PaymentStatus, i64); 5],
+        now: i64,
+    ) -> Result<Vec<(String, String, i64)>, StoreError>;
     /// The oldest stuck payments, at most `limit`.
-    async fn stuck_payments(&self, cutoffs: &[(PaymentStatus, i64); 5], limit: i64) -> Result<Vec<StuckPayment>, StoreError>;
+    async fn stuck_payments(
+        &self,
+        cutoffs: &[(PaymentStatus, i64); 5],
+        limit: i64,
+    ) -> Result<Vec<StuckPayment>, StoreError>;
 
     /// Charged payments created in `[from, to)` (epoch ms).
-    async fn charged_payments_created(&self, from: i64, to: i64) -> Result<Vec<ChargedPayment>, StoreError>;
+    async fn charged_payments_created(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<ChargedPayment>, StoreError>;
     /// Records a reconciliation run and its differences in one transaction.
     async fn record_reconciliation(
         &self,

@@ -2,7 +2,8 @@
 //! (`claim_jobs_impl`).
 
 /// Columns of a leased job.
-pub(crate) const LEASED_COLUMNS: &str = "id, kind, payment_id, refund_id, payload, attempts, max_attempts, lease_token";
+pub(crate) const LEASED_COLUMNS: &str =
+    "id, kind, payment_id, refund_id, payload, attempts, max_attempts, lease_token";
 
 /// The stuck-payment predicate over `payments` with cut-offs in `$2..=$6`, in
 /// [`StuckThresholds::per_state`](crate::domain::stuck::StuckThresholds::per_state) order.

@@ -76,10 +76,9 @@ pub(crate) struct PaymentRow {
 impl TryFrom<PaymentRow> for Payment {
     type Error = super::StoreError;
     fn try_from(r: PaymentRow) -> Result<Self, Self::Error> {
-        let status = r
-            .status
-            .parse()
-            .map_err(|_| super::StoreError::Corrupt(format!("payment {} has status {:?}", r.id, r.status)))?;
+        let status = r.status.parse().map_err(|_| {
+            super::StoreError::Corrupt(format!("payment {} has status {:?}", r.id, r.status))
+        })?;
         Ok(Payment {
             id: r.id,
             merchant_id: r.merchant_id,

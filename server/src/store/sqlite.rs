@@ -33,11 +33,19 @@ impl SqliteStore {
     pub async fn open(path: &str) -> Result<Self, StoreError> {
         let memory = path == ":memory:" || path.is_empty();
         if !memory {
-            if let Some(dir) = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|e| StoreError::Unavailable(sqlx::Error::Io(e)))?;
+            if let Some(dir) = Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+            {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| StoreError::Unavailable(sqlx::Error::Io(e)))?;
             }
         }
-        let url = if memory { "sqlite::memory:".to_string() } else { format!("sqlite://{path}") };
+        let url = if memory {
+            "sqlite::memory:".to_string()
+        } else {
+            format!("sqlite://{path}")
+        };
         let opts = SqliteConnectOptions::from_str(&url)
             .map_err(|e| StoreError::BadUrl(format!("bad SQLite path {path:?}: {e}")))?
             .create_if_missing(true)
@@ -109,6 +117,10 @@ impl SqliteStore {
         Ok(jobs)
     }
 
+    fn db_pool_impl(&self) -> super::DbPool {
+        super::DbPool::Sqlite(self.writer.clone())
+    }
+
     async fn close_pools(&self) {
         self.writer.close().await;
         self.reader.close().await;
@@ -117,3 +129,5 @@ impl SqliteStore {
 
 impl_store!(SqliteStore, Backend::Sqlite);
 impl_queue!(SqliteStore);
+impl_verify!(SqliteStore);
+impl_console!(SqliteStore);

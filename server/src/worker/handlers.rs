@@ -37,7 +37,10 @@ pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
     }
 }
 
-async fn payment(core: &Core, job: &LeasedJob) -> Result<Option<crate::store::Payment>, ServiceError> {
+async fn payment(
+    core: &Core,
+    job: &LeasedJob,
+) -> Result<Option<crate::store::Payment>, ServiceError> {
     match &job.payment_id {
         Some(id) => Ok(core.store.payment(id).await?),
         None => Ok(None),
@@ -46,8 +49,13 @@ async fn payment(core: &Core, job: &LeasedJob) -> Result<Option<crate::store::Pa
 
 async fn submit(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
     use crate::domain::state::PaymentStatus::{Pending, Processing};
-    let Some(p) = payment(core, job).await? else { return Ok(Step::Done) };
-    if !matches!(p.status, Pending | Processing | crate::domain::state::PaymentStatus::ChannelSuccess) {
+    let Some(p) = payment(core, job).await? else {
+        return Ok(Step::Done);
+    };
+    if !matches!(
+        p.status,
+        Pending | Processing | crate::domain::state::PaymentStatus::ChannelSuccess
+    ) {
         return Ok(Step::Done);
     }
     let after = core.drive(p, "worker").await?;
@@ -59,8 +67,16 @@ async fn submit(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
 }
 
 async fn refund(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
-    let Some(id) = &job.refund_id else { return Ok(Step::Done) };
-    let Some(r) = core.store.refund(id).await? else { return Ok(Step::Done) };
+    let Some(id) = &job.refund_id else {
+        return Ok(Step::Done);
+    };
+    let Some(r) = core.store.refund(id).await? else {
+        return Ok(Step::Done);
+    };
     let after = core.drive_refund(r, "worker").await?;
-    Ok(if after.status == "pending" { Step::Retry("refund outcome unknown".into()) } else { Step::Done })
+    Ok(if after.status == "pending" {
+        Step::Retry("refund outcome unknown".into())
+    } else {
+        Step::Done
+    })
 }

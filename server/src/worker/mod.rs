@@ -61,8 +61,16 @@ pub struct Worker {
 impl Worker {
     /// A worker over `core`.
     pub fn new(core: Core, cfg: WorkerConfig) -> Arc<Self> {
-        let rng = if cfg.seed == 0 { StdRng::from_os_rng() } else { StdRng::seed_from_u64(cfg.seed) };
-        Arc::new(Worker { core, cfg, rng: Mutex::new(rng) })
+        let rng = if cfg.seed == 0 {
+            StdRng::from_os_rng()
+        } else {
+            StdRng::seed_from_u64(cfg.seed)
+        };
+        Arc::new(Worker {
+            core,
+            cfg,
+            rng: Mutex::new(rng),
+        })
     }
 
     /// Claims and runs batches until `stop` turns true; sleeps `poll` when nothing is due.
@@ -89,9 +97,15 @@ impl Worker {
 
     /// Claims one batch and runs it to the end; returns each job's result. Used by the loop,
     /// tests and the benchmark.
-    pub async fn drain_once(self: &Arc<Self>) -> Result<Vec<(i64, JobResult)>, crate::store::StoreError> {
+    pub async fn drain_once(
+        self: &Arc<Self>,
+    ) -> Result<Vec<(i64, JobResult)>, crate::store::StoreError> {
         let now = self.core.clock.now_ms();
-        let jobs = self.core.store.claim_jobs(&self.cfg.owner, self.cfg.batch, self.cfg.lease_ms, now).await?;
+        let jobs = self
+            .core
+            .store
+            .claim_jobs(&self.cfg.owner, self.cfg.batch, self.cfg.lease_ms, now)
+            .await?;
         metrics::counter!("converge_jobs_claimed_total").increment(jobs.len() as u64);
         let mut set = tokio::task::JoinSet::new();
         for job in jobs {
@@ -130,24 +144,42 @@ impl Worker {
         let store = &self.core.store;
         let now = self.core.clock.now_ms();
         let written = match step {
-            Step::Done => store.complete_job(job.id, &job.lease_token, now).await.map(|ok| (ok, JobResult::Completed)),
+            Step::Done => store
+                .complete_job(job.id, &job.lease_token, now)
+                .await
+                .map(|ok| (ok, JobResult::Completed)),
             Step::Wait(why) => {
                 let at = now + self.cfg.backoff.cap_ms as i64;
-                store.retry_job(job.id, &job.lease_token, at, &why, true, now).await.map(|ok| (ok, JobResult::Retried))
+                store
+                    .retry_job(job.id, &job.lease_token, at, &why, true, now)
+                    .await
+                    .map(|ok| (ok, JobResult::Retried))
             }
             Step::Retry(error) if job.attempts < job.max_attempts => {
                 let delay = {
                     let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-                    self.cfg.backoff.delay_ms(u32::try_from(job.attempts).unwrap_or(u32::MAX), &mut *rng)
+                    self.cfg
+                        .backoff
+                        .delay_ms(u32::try_from(job.attempts).unwrap_or(u32::MAX), &mut *rng)
                 };
                 let at = now + delay as i64;
-                store.retry_job(job.id, &job.lease_token, at, &error, false, now).await.map(|ok| (ok, JobResult::Retried))
+                store
+                    .retry_job(job.id, &job.lease_token, at, &error, false, now)
+                    .await
+                    .map(|ok| (ok, JobResult::Retried))
             }
             Step::Retry(error) => {
                 let item = self.dead_item(job, &error, now).await;
-                store.bury_job(job.id, &job.lease_token, &error, &item, now).await.map(|ok| (ok, JobResult::Buried))
+                store
+                    .bury_job(job.id, &job.lease_token, &error, &item, now)
+                    .await
+                    .map(|ok| (ok, JobResult::Buried))
             }
-            Step::GiveUp { kind, summary, evidence } => {
+            Step::GiveUp {
+                kind,
+                summary,
+                evidence,
+            } => {
                 let item = NewErrorItem {
                     kind: kind.into(),
                     dedupe_key: format!("job:{}:{kind}", job.id),
@@ -156,13 +188,19 @@ impl Worker {
                     evidence: evidence.to_string(),
                     now,
                 };
-                store.bury_job(job.id, &job.lease_token, &summary, &item, now).await.map(|ok| (ok, JobResult::Buried))
+                store
+                    .bury_job(job.id, &job.lease_token, &summary, &item, now)
+                    .await
+                    .map(|ok| (ok, JobResult::Buried))
             }
         };
         match written {
             Ok((true, r)) => r,
             Ok((false, _)) => {
-                tracing::warn!(job = job.id, "lease lost before the result was written; the newer holder decides");
+                tracing::warn!(
+                    job = job.id,
+                    "lease lost before the result was written; the newer holder decides"
+                );
                 JobResult::LeaseLost
             }
             Err(e) => {
@@ -174,7 +212,14 @@ impl Worker {
 
     async fn dead_item(&self, job: &LeasedJob, error: &str, now: i64) -> NewErrorItem {
         let state = match &job.payment_id {
-            Some(id) => self.core.store.payment(id).await.ok().flatten().map(|p| p.status.as_str()),
+            Some(id) => self
+                .core
+                .store
+                .payment(id)
+                .await
+                .ok()
+                .flatten()
+                .map(|p| p.status.as_str()),
             None => None,
         };
         NewErrorItem {

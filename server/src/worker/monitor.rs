@@ -18,12 +18,21 @@ pub async fn run(core: Core, thresholds: StuckThresholds, every: Duration) {
 }
 
 /// One refresh of every gauge.
-pub async fn refresh(core: &Core, thresholds: &StuckThresholds) -> Result<(), crate::store::StoreError> {
+pub async fn refresh(
+    core: &Core,
+    thresholds: &StuckThresholds,
+) -> Result<(), crate::store::StoreError> {
     let now = core.clock.now_ms();
-    let counts = core.store.stuck_counts(&thresholds.cutoffs(now), now).await?;
+    let counts = core
+        .store
+        .stuck_counts(&thresholds.cutoffs(now), now)
+        .await?;
     for (state, _) in thresholds.per_state() {
         for (bucket, _) in AGE_BUCKETS {
-            let n = counts.iter().find(|(s, b, _)| s == state.as_str() && b == bucket).map_or(0, |c| c.2);
+            let n = counts
+                .iter()
+                .find(|(s, b, _)| s == state.as_str() && b == bucket)
+                .map_or(0, |c| c.2);
             metrics::gauge!("converge_stuck_payments", "state" => state.as_str(), "bucket" => bucket).set(n as f64);
         }
     }
@@ -31,7 +40,8 @@ pub async fn refresh(core: &Core, thresholds: &StuckThresholds) -> Result<(), cr
         metrics::gauge!("converge_jobs", "kind" => stat.kind.clone(), "status" => stat.status.clone()).set(stat.count as f64);
         if stat.status == "due" {
             let age = stat.oldest_run_at.map_or(0, |t| (now - t).max(0));
-            metrics::gauge!("converge_jobs_oldest_due_seconds", "kind" => stat.kind).set(age as f64 / 1000.0);
+            metrics::gauge!("converge_jobs_oldest_due_seconds", "kind" => stat.kind)
+                .set(age as f64 / 1000.0);
         }
     }
     Ok(())

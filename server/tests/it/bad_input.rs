@@ -17,7 +17,11 @@ async fn refused(app: &TestApp, bodies: &[&str], status: u16, code: &str) {
         assert_eq!(a.status, status, "{body} -> {text}");
         a.assert_error(status, code);
         assert_eq!(
-            app.sql_i64("SELECT COUNT(*) FROM idempotency_keys WHERE idem_key = $1", &[&key]).await,
+            app.sql_i64(
+                "SELECT COUNT(*) FROM idempotency_keys WHERE idem_key = $1",
+                &[&key]
+            )
+            .await,
             0,
             "{body}: the key stays free"
         );
@@ -26,7 +30,19 @@ async fn refused(app: &TestApp, bodies: &[&str], status: u16, code: &str) {
 }
 
 on_both_backends!(malformed_json_is_400_invalid_json, |app| {
-    refused(&app, &[r#"{"amount": 1000,"#, "{not json}", "", "\u{feff}{}", r#"{"amount":1000,"currency":"CNY","merchant_order_id":"o-1"}}"#], 400, "invalid_json").await;
+    refused(
+        &app,
+        &[
+            r#"{"amount": 1000,"#,
+            "{not json}",
+            "",
+            "\u{feff}{}",
+            r#"{"amount":1000,"currency":"CNY","merchant_order_id":"o-1"}}"#,
+        ],
+        400,
+        "invalid_json",
+    )
+    .await;
     let garbage = app
         .send(
             app.client
@@ -77,54 +93,63 @@ on_both_backends!(unknown_field_is_400_invalid_request, |app| {
     .await;
 });
 
-on_both_backends!(zero_negative_and_too_large_amounts_are_400_invalid_amount, |app| {
-    refused(
-        &app,
-        &[
-            r#"{"amount":0,"currency":"CNY","merchant_order_id":"o-1"}"#,
-            r#"{"amount":-1,"currency":"CNY","merchant_order_id":"o-1"}"#,
-            r#"{"amount":-9223372036854775808,"currency":"CNY","merchant_order_id":"o-1"}"#,
-            r#"{"amount":1000000000000001,"currency":"CNY","merchant_order_id":"o-1"}"#,
-            r#"{"amount":9223372036854775807,"currency":"CNY","merchant_order_id":"o-1"}"#,
-        ],
-        400,
-        "invalid_amount",
-    )
-    .await;
-});
+on_both_backends!(
+    zero_negative_and_too_large_amounts_are_400_invalid_amount,
+    |app| {
+        refused(
+            &app,
+            &[
+                r#"{"amount":0,"currency":"CNY","merchant_order_id":"o-1"}"#,
+                r#"{"amount":-1,"currency":"CNY","merchant_order_id":"o-1"}"#,
+                r#"{"amount":-9223372036854775808,"currency":"CNY","merchant_order_id":"o-1"}"#,
+                r#"{"amount":1000000000000001,"currency":"CNY","merchant_order_id":"o-1"}"#,
+                r#"{"amount":9223372036854775807,"currency":"CNY","merchant_order_id":"o-1"}"#,
+            ],
+            400,
+            "invalid_amount",
+        )
+        .await;
+    }
+);
 
-on_both_backends!(overflowing_and_fractional_amounts_are_400_invalid_request, |app| {
-    refused(
-        &app,
-        &[
-            r#"{"amount":1e30,"currency":"CNY","merchant_order_id":"o-1"}"#,
-            r#"{"amount":99999999999999999999,"currency":"CNY","merchant_order_id":"o-1"}"#,
-            r#"{"amount":9223372036854775808,"currency":"CNY","merchant_order_id":"o-1"}"#,
-            r#"{"amount":10.5,"currency":"CNY","merchant_order_id":"o-1"}"#,
-            r#"{"amount":1000.0,"currency":"CNY","merchant_order_id":"o-1"}"#,
-            r#"{"amount":1e3,"currency":"CNY","merchant_order_id":"o-1"}"#,
-        ],
-        400,
-        "invalid_request",
-    )
-    .await;
-});
+on_both_backends!(
+    overflowing_and_fractional_amounts_are_400_invalid_request,
+    |app| {
+        refused(
+            &app,
+            &[
+                r#"{"amount":1e30,"currency":"CNY","merchant_order_id":"o-1"}"#,
+                r#"{"amount":99999999999999999999,"currency":"CNY","merchant_order_id":"o-1"}"#,
+                r#"{"amount":9223372036854775808,"currency":"CNY","merchant_order_id":"o-1"}"#,
+                r#"{"amount":10.5,"currency":"CNY","merchant_order_id":"o-1"}"#,
+                r#"{"amount":1000.0,"currency":"CNY","merchant_order_id":"o-1"}"#,
+                r#"{"amount":1e3,"currency":"CNY","merchant_order_id":"o-1"}"#,
+            ],
+            400,
+            "invalid_request",
+        )
+        .await;
+    }
+);
 
-on_both_backends!(unknown_or_lowercase_currency_is_400_invalid_currency, |app| {
-    refused(
-        &app,
-        &[
-            r#"{"amount":1000,"currency":"XYZ","merchant_order_id":"o-1"}"#,
-            r#"{"amount":1000,"currency":"cny","merchant_order_id":"o-1"}"#,
-            r#"{"amount":1000,"currency":"","merchant_order_id":"o-1"}"#,
-            r#"{"amount":1000,"currency":"CNYY","merchant_order_id":"o-1"}"#,
-            r#"{"amount":1000,"currency":"XAU","merchant_order_id":"o-1"}"#,
-        ],
-        400,
-        "invalid_currency",
-    )
-    .await;
-});
+on_both_backends!(
+    unknown_or_lowercase_currency_is_400_invalid_currency,
+    |app| {
+        refused(
+            &app,
+            &[
+                r#"{"amount":1000,"currency":"XYZ","merchant_order_id":"o-1"}"#,
+                r#"{"amount":1000,"currency":"cny","merchant_order_id":"o-1"}"#,
+                r#"{"amount":1000,"currency":"","merchant_order_id":"o-1"}"#,
+                r#"{"amount":1000,"currency":"CNYY","merchant_order_id":"o-1"}"#,
+                r#"{"amount":1000,"currency":"XAU","merchant_order_id":"o-1"}"#,
+            ],
+            400,
+            "invalid_currency",
+        )
+        .await;
+    }
+);
 
 on_both_backends!(bad_merchant_order_id_or_description_is_400, |app| {
     let long_order = "o".repeat(129);
@@ -133,7 +158,8 @@ on_both_backends!(bad_merchant_order_id_or_description_is_400, |app| {
         &app,
         &[
             r#"{"amount":1000,"currency":"CNY","merchant_order_id":""}"#,
-            &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": long_order}).to_string(),
+            &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": long_order})
+                .to_string(),
             r#"{"amount":1000,"currency":"CNY","merchant_order_id":"o\n1"}"#,
         ],
         400,
@@ -153,15 +179,25 @@ on_both_backends!(body_over_the_limit_is_413_body_too_large, |app| {
     let description = "d".repeat(17 * 1024);
     let body = json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1", "description": description}).to_string();
     assert!(body.len() > app.running.state.settings.body_limit);
-    let a = app.post_raw(&app.api_key, PAYMENTS, Some("k-big"), &body).await;
+    let a = app
+        .post_raw(&app.api_key, PAYMENTS, Some("k-big"), &body)
+        .await;
     a.assert_error(413, "body_too_large");
     assert_eq!(app.payment_count().await, 0);
-    assert_eq!(app.sql_i64("SELECT COUNT(*) FROM idempotency_keys", &[]).await, 0);
+    assert_eq!(
+        app.sql_i64("SELECT COUNT(*) FROM idempotency_keys", &[])
+            .await,
+        0
+    );
 });
 
 on_both_backends!(wrong_content_type_is_415_unsupported_media_type, |app| {
     let body = r#"{"amount":1000,"currency":"CNY","merchant_order_id":"o-1"}"#;
-    for content_type in [Some("text/plain"), Some("application/x-www-form-urlencoded"), None] {
+    for content_type in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
         let mut req = app
             .client
             .post(format!("{}{PAYMENTS}", app.base))
@@ -171,16 +207,27 @@ on_both_backends!(wrong_content_type_is_415_unsupported_media_type, |app| {
         if let Some(ct) = content_type {
             req = req.header("content-type", ct);
         }
-        app.send(req).await.assert_error(415, "unsupported_media_type");
+        app.send(req)
+            .await
+            .assert_error(415, "unsupported_media_type");
     }
     assert_eq!(app.payment_count().await, 0);
     // The key stayed free: the same key with the right content type executes.
-    assert_eq!(app.post_raw(&app.api_key, PAYMENTS, Some("k-ct"), body).await.status, 201);
+    assert_eq!(
+        app.post_raw(&app.api_key, PAYMENTS, Some("k-ct"), body)
+            .await
+            .status,
+        201
+    );
 });
 
 on_both_backends!(unknown_route_is_404_json, |app| {
     // (Paths outside /v1 belong to the binary's router, whose console fallback answers them.)
-    for path in ["/v1/nope", "/v1/payments/pay_x/nope", "/v1/payments/pay_x/refunds/re_x"] {
+    for path in [
+        "/v1/nope",
+        "/v1/payments/pay_x/nope",
+        "/v1/payments/pay_x/refunds/re_x",
+    ] {
         app.get(path).await.assert_error(404, "not_found");
     }
     app.post(
@@ -198,13 +245,21 @@ on_both_backends!(wrong_method_is_405_json, |app| {
     let reqs = [
         app.client.get(url(PAYMENTS)),
         app.client.delete(url("/v1/payments/pay_x")),
-        app.client.put(url("/v1/payments/pay_x")).header("Idempotency-Key", "k-put").json(&json!({})),
-        app.client.post(url("/v1/payments/pay_x")).header("Idempotency-Key", "k-post").json(&json!({})),
+        app.client
+            .put(url("/v1/payments/pay_x"))
+            .header("Idempotency-Key", "k-put")
+            .json(&json!({})),
+        app.client
+            .post(url("/v1/payments/pay_x"))
+            .header("Idempotency-Key", "k-post")
+            .json(&json!({})),
         app.client.get(url("/v1/payments/pay_x/refunds")),
         app.client.get(url("/v1/channel/callbacks")),
     ];
     for req in reqs {
-        app.send(req.bearer_auth(&app.api_key)).await.assert_error(405, "method_not_allowed");
+        app.send(req.bearer_auth(&app.api_key))
+            .await
+            .assert_error(405, "method_not_allowed");
     }
     assert_eq!(app.payment_count().await, 0);
 });
@@ -212,7 +267,13 @@ on_both_backends!(wrong_method_is_405_json, |app| {
 on_both_backends!(missing_or_wrong_bearer_is_401, |app| {
     let body = json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1"}).to_string();
     let url = format!("{}{PAYMENTS}", app.base);
-    let post = || app.client.post(&url).header("Idempotency-Key", "k-auth").header("content-type", "application/json").body(body.clone());
+    let post = || {
+        app.client
+            .post(&url)
+            .header("Idempotency-Key", "k-auth")
+            .header("content-type", "application/json")
+            .body(body.clone())
+    };
     let wrong_key = format!("{}x", app.api_key);
     let reqs = [
         post(),
@@ -225,30 +286,63 @@ on_both_backends!(missing_or_wrong_bearer_is_401, |app| {
     for req in reqs {
         app.send(req).await.assert_error(401, "unauthorized");
     }
-    app.get_as("sk_test_unknown", "/v1/payments/pay_x").await.assert_error(401, "unauthorized");
-    app.send(app.client.get(format!("{}/v1/payments/pay_x", app.base))).await.assert_error(401, "unauthorized");
+    app.get_as("sk_test_unknown", "/v1/payments/pay_x")
+        .await
+        .assert_error(401, "unauthorized");
+    app.send(app.client.get(format!("{}/v1/payments/pay_x", app.base)))
+        .await
+        .assert_error(401, "unauthorized");
     assert_eq!(app.payment_count().await, 0);
-    assert_eq!(app.sql_i64("SELECT COUNT(*) FROM idempotency_keys", &[]).await, 0);
+    assert_eq!(
+        app.sql_i64("SELECT COUNT(*) FROM idempotency_keys", &[])
+            .await,
+        0
+    );
 });
 
 on_both_backends!(another_merchants_payment_is_404, |app| {
     let other = app.add_merchant("globex").await;
     let theirs = app
-        .post_raw(&other, PAYMENTS, Some("k-theirs"), &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1"}).to_string())
+        .post_raw(
+            &other,
+            PAYMENTS,
+            Some("k-theirs"),
+            &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1"}).to_string(),
+        )
         .await;
     assert_eq!(theirs.status, 201);
     let id = theirs.json()["id"].as_str().unwrap().to_string();
-    app.get(&format!("/v1/payments/{id}")).await.assert_error(404, "not_found");
-    app.get("/v1/payments/pay_000000000000000000000000").await.assert_error(404, "not_found");
-    app.post(&format!("/v1/payments/{id}/refunds"), Some("k-steal"), &json!({"amount": 100}))
+    app.get(&format!("/v1/payments/{id}"))
         .await
         .assert_error(404, "not_found");
+    app.get("/v1/payments/pay_000000000000000000000000")
+        .await
+        .assert_error(404, "not_found");
+    app.post(
+        &format!("/v1/payments/{id}/refunds"),
+        Some("k-steal"),
+        &json!({"amount": 100}),
+    )
+    .await
+    .assert_error(404, "not_found");
     assert_eq!(app.sql_i64("SELECT COUNT(*) FROM refunds", &[]).await, 0);
-    assert_eq!(app.get_as(&other, &format!("/v1/payments/{id}")).await.status, 200);
+    assert_eq!(
+        app.get_as(&other, &format!("/v1/payments/{id}"))
+            .await
+            .status,
+        200
+    );
 });
 
 on_both_backends!(bad_refund_bodies_are_4xx_and_reserve_nothing, |app| {
-    let p = app.post(PAYMENTS, Some("k-p"), &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1"})).await.json();
+    let p = app
+        .post(
+            PAYMENTS,
+            Some("k-p"),
+            &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1"}),
+        )
+        .await
+        .json();
     let path = format!("/v1/payments/{}/refunds", p["id"].as_str().unwrap());
     for (i, (body, code)) in [
         (r#"{"amount":0}"#, "invalid_amount"),
@@ -262,10 +356,19 @@ on_both_backends!(bad_refund_bodies_are_4xx_and_reserve_nothing, |app| {
     .into_iter()
     .enumerate()
     {
-        app.post_raw(&app.api_key, &path, Some(&format!("k-r{i}")), body).await.assert_error(400, code);
+        app.post_raw(&app.api_key, &path, Some(&format!("k-r{i}")), body)
+            .await
+            .assert_error(400, code);
     }
     let long_reason = json!({"amount": 100, "reason": "r".repeat(1025)}).to_string();
-    app.post_raw(&app.api_key, &path, Some("k-long"), &long_reason).await.assert_error(400, "invalid_reason");
+    app.post_raw(&app.api_key, &path, Some("k-long"), &long_reason)
+        .await
+        .assert_error(400, "invalid_reason");
     assert_eq!(app.sql_i64("SELECT COUNT(*) FROM refunds", &[]).await, 0);
-    assert_eq!(app.get(&format!("/v1/payments/{}", p["id"].as_str().unwrap())).await.json()["refunded_amount"], 0);
+    assert_eq!(
+        app.get(&format!("/v1/payments/{}", p["id"].as_str().unwrap()))
+            .await
+            .json()["refunded_amount"],
+        0
+    );
 });

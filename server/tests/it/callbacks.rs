@@ -28,7 +28,9 @@ fn event(event_id: &str, kind: &str, p: &Payment) -> Vec<u8> {
 
 /// POSTs `body` signed now with the test secret; asserts 200 and returns the answer's JSON.
 async fn deliver(app: &TestApp, body: &[u8]) -> Value {
-    let a = app.post_callback(body, Some(&sign(&app.callback_secret, now_secs(), body))).await;
+    let a = app
+        .post_callback(body, Some(&sign(&app.callback_secret, now_secs(), body)))
+        .await;
     assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
     let v = a.json();
     assert_eq!(v["received"], true);
@@ -41,37 +43,61 @@ async fn payment(app: &TestApp, amount: i64) -> Payment {
         .post("/v1/payments", Some(&format!("k-{amount}")), &json!({"amount": amount, "currency": "CNY", "merchant_order_id": format!("o-{amount}")}))
         .await;
     assert_eq!(a.status, 201, "{:?}", a.json());
-    app.store.payment(a.json()["id"].as_str().unwrap()).await.unwrap().unwrap()
+    app.store
+        .payment(a.json()["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap()
 }
 
-on_both_backends!(bad_signature_is_401_invalid_signature_and_changes_nothing, |app| {
-    let p = payment(&app, 1054).await;
-    let body = event("evt_bad", "charge.succeeded", &p);
-    let forged = sign(b"not-the-secret", now_secs(), &body);
-    app.post_callback(&body, Some(&forged)).await.assert_error(401, "invalid_signature");
-    // A valid signature over another body does not cover this one.
-    let other = sign(&app.callback_secret, now_secs(), b"{}");
-    app.post_callback(&body, Some(&other)).await.assert_error(401, "invalid_signature");
-    app.post_callback(&body, Some("t=1,v1=zz")).await.assert_error(401, "invalid_signature");
-    assert_eq!(app.sql_i64("SELECT COUNT(*) FROM channel_callbacks", &[]).await, 0);
-    assert_eq!(app.store.payment(&p.id).await.unwrap().unwrap(), p);
-});
+on_both_backends!(
+    bad_signature_is_401_invalid_signature_and_changes_nothing,
+    |app| {
+        let p = payment(&app, 1054).await;
+        let body = event("evt_bad", "charge.succeeded", &p);
+        let forged = sign(b"not-the-secret", now_secs(), &body);
+        app.post_callback(&body, Some(&forged))
+            .await
+            .assert_error(401, "invalid_signature");
+        // A valid signature over another body does not cover this one.
+        let other = sign(&app.callback_secret, now_secs(), b"{}");
+        app.post_callback(&body, Some(&other))
+            .await
+            .assert_error(401, "invalid_signature");
+        app.post_callback(&body, Some("t=1,v1=zz"))
+            .await
+            .assert_error(401, "invalid_signature");
+        assert_eq!(
+            app.sql_i64("SELECT COUNT(*) FROM channel_callbacks", &[])
+                .await,
+            0
+        );
+        assert_eq!(app.store.payment(&p.id).await.unwrap().unwrap(), p);
+    }
+);
 
 on_both_backends!(missing_signature_header_is_401, |app| {
     let p = payment(&app, 1054).await;
-    app.post_callback(&event("evt_nosig", "charge.succeeded", &p), None).await.assert_error(401, "invalid_signature");
+    app.post_callback(&event("evt_nosig", "charge.succeeded", &p), None)
+        .await
+        .assert_error(401, "invalid_signature");
     assert_eq!(app.store.payment(&p.id).await.unwrap().unwrap(), p);
 });
 
-on_both_backends!(callback_older_than_five_minutes_is_400_callback_too_old, |app| {
-    let p = payment(&app, 1054).await;
-    let body = event("evt_old", "charge.succeeded", &p);
-    let old = sign(&app.callback_secret, now_secs() - 301, &body);
-    app.post_callback(&body, Some(&old)).await.assert_error(400, "callback_too_old");
-    assert_eq!(app.store.payment(&p.id).await.unwrap().unwrap(), p);
-    // Refused before it was recorded: the same event, signed now, still counts.
-    assert_eq!(deliver(&app, &body).await["outcome"], "applied");
-});
+on_both_backends!(
+    callback_older_than_five_minutes_is_400_callback_too_old,
+    |app| {
+        let p = payment(&app, 1054).await;
+        let body = event("evt_old", "charge.succeeded", &p);
+        let old = sign(&app.callback_secret, now_secs() - 301, &body);
+        app.post_callback(&body, Some(&old))
+            .await
+            .assert_error(400, "callback_too_old");
+        assert_eq!(app.store.payment(&p.id).await.unwrap().unwrap(), p);
+        // Refused before it was recorded: the same event, signed now, still counts.
+        assert_eq!(deliver(&app, &body).await["outcome"], "applied");
+    }
+);
 
 on_both_backends!(callback_from_far_in_the_future_is_refused, |app| {
     let p = payment(&app, 1054).await;
@@ -86,80 +112,186 @@ on_both_backends!(a_replayed_event_id_is_acknowledged_once, |app| {
     let p = payment(&app, 1054).await;
     let body = event("evt_once", "charge.succeeded", &p);
     let first = deliver(&app, &body).await;
-    assert_eq!((first["outcome"].as_str(), first["detail"].as_str()), (Some("applied"), Some("SUCCESS")));
+    assert_eq!(
+        (first["outcome"].as_str(), first["detail"].as_str()),
+        (Some("applied"), Some("SUCCESS"))
+    );
     let after = app.store.payment(&p.id).await.unwrap().unwrap();
     for _ in 0..2 {
         assert_eq!(deliver(&app, &body).await["outcome"], "duplicate");
     }
-    assert_eq!(app.store.payment(&p.id).await.unwrap().unwrap(), after, "a duplicate moves nothing");
-    assert_eq!(app.store.ledger_batch_count(&p.id, "charge").await.unwrap(), 1);
-    assert_eq!(app.sql_i64("SELECT COUNT(*) FROM channel_callbacks WHERE event_id = $1", &["evt_once"]).await, 1);
+    assert_eq!(
+        app.store.payment(&p.id).await.unwrap().unwrap(),
+        after,
+        "a duplicate moves nothing"
+    );
+    assert_eq!(
+        app.store.ledger_batch_count(&p.id, "charge").await.unwrap(),
+        1
+    );
+    assert_eq!(
+        app.sql_i64(
+            "SELECT COUNT(*) FROM channel_callbacks WHERE event_id = $1",
+            &["evt_once"]
+        )
+        .await,
+        1
+    );
 });
 
-on_both_backends!(a_stale_failure_callback_after_success_leaves_the_payment_unchanged, |app| {
-    let p = payment(&app, 1000).await;
-    assert_eq!(p.status.as_str(), "SUCCESS");
-    let v = deliver(&app, &event("evt_stale_fail", "charge.failed", &p)).await;
-    assert_eq!(v["outcome"], "ignored");
-    let now = app.store.payment(&p.id).await.unwrap().unwrap();
-    assert_eq!((now.status, now.version), (p.status, p.version));
-    let ignored: Vec<_> =
-        app.store.payment_events(&p.id).await.unwrap().into_iter().filter(|e| e.event_id == "cb:evt_stale_fail").collect();
-    assert_eq!(ignored.len(), 1);
-    assert!(!ignored[0].applied);
-    assert_eq!((ignored[0].event.as_str(), ignored[0].source.as_str()), ("channel_declined", "callback"));
-    assert_eq!(app.store.ledger_batch_count(&p.id, "charge").await.unwrap(), 1);
-});
-
-on_both_backends!(a_success_callback_for_an_unknown_payment_makes_it_success_with_one_ledger_batch, |app| {
-    // Digits 54: the channel charged but the answer was lost, so the core holds it UNKNOWN.
-    let p = payment(&app, 1054).await;
-    assert_eq!(p.status.as_str(), "UNKNOWN");
-    let v = deliver(&app, &event("evt_settle", "charge.succeeded", &p)).await;
-    assert_eq!((v["outcome"].as_str(), v["detail"].as_str()), (Some("applied"), Some("SUCCESS")));
-    let got = app.get(&format!("/v1/payments/{}", p.id)).await.json();
-    assert_eq!(got["status"], "SUCCESS");
-    assert_eq!(app.store.ledger_batch_count(&p.id, "charge").await.unwrap(), 1);
-    let jobs: Vec<_> = app.store.payment_jobs(&p.id).await.unwrap().into_iter().map(|j| (j.kind, j.status)).collect();
-    assert!(jobs.iter().all(|(_, status)| status == "done"), "the query job is no longer needed: {jobs:?}");
-    // A second success with a new event id is late, not a second charge.
-    assert_eq!(deliver(&app, &event("evt_settle_again", "charge.succeeded", &p)).await["outcome"], "ignored");
-    assert_eq!(app.store.ledger_batch_count(&p.id, "charge").await.unwrap(), 1);
-    for t in app.store.ledger_totals().await.unwrap() {
-        assert_eq!(t.debits, t.credits, "{t:?}");
+on_both_backends!(
+    a_stale_failure_callback_after_success_leaves_the_payment_unchanged,
+    |app| {
+        let p = payment(&app, 1000).await;
+        assert_eq!(p.status.as_str(), "SUCCESS");
+        let v = deliver(&app, &event("evt_stale_fail", "charge.failed", &p)).await;
+        assert_eq!(v["outcome"], "ignored");
+        let now = app.store.payment(&p.id).await.unwrap().unwrap();
+        assert_eq!((now.status, now.version), (p.status, p.version));
+        let ignored: Vec<_> = app
+            .store
+            .payment_events(&p.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.event_id == "cb:evt_stale_fail")
+            .collect();
+        assert_eq!(ignored.len(), 1);
+        assert!(!ignored[0].applied);
+        assert_eq!(
+            (ignored[0].event.as_str(), ignored[0].source.as_str()),
+            ("channel_declined", "callback")
+        );
+        assert_eq!(
+            app.store.ledger_batch_count(&p.id, "charge").await.unwrap(),
+            1
+        );
     }
-});
+);
 
-on_both_backends!(a_failure_callback_for_an_unknown_payment_makes_it_failed, |app| {
-    let p = payment(&app, 1053).await;
-    assert_eq!(p.status.as_str(), "UNKNOWN");
-    let v = deliver(&app, &event("evt_declined", "charge.failed", &p)).await;
-    assert_eq!((v["outcome"].as_str(), v["detail"].as_str()), (Some("applied"), Some("FAILED")));
-    assert_eq!(app.store.ledger_batch_count(&p.id, "charge").await.unwrap(), 0);
-    // FAILED is terminal: a later success is recorded, not applied.
-    assert_eq!(deliver(&app, &event("evt_late_ok", "charge.succeeded", &p)).await["outcome"], "ignored");
-    assert_eq!(app.store.payment(&p.id).await.unwrap().unwrap().status.as_str(), "FAILED");
-});
+on_both_backends!(
+    a_success_callback_for_an_unknown_payment_makes_it_success_with_one_ledger_batch,
+    |app| {
+        // Digits 54: the channel charged but the answer was lost, so the core holds it UNKNOWN.
+        let p = payment(&app, 1054).await;
+        assert_eq!(p.status.as_str(), "UNKNOWN");
+        let v = deliver(&app, &event("evt_settle", "charge.succeeded", &p)).await;
+        assert_eq!(
+            (v["outcome"].as_str(), v["detail"].as_str()),
+            (Some("applied"), Some("SUCCESS"))
+        );
+        let got = app.get(&format!("/v1/payments/{}", p.id)).await.json();
+        assert_eq!(got["status"], "SUCCESS");
+        assert_eq!(
+            app.store.ledger_batch_count(&p.id, "charge").await.unwrap(),
+            1
+        );
+        let jobs: Vec<_> = app
+            .store
+            .payment_jobs(&p.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|j| (j.kind, j.status))
+            .collect();
+        assert!(
+            jobs.iter().all(|(_, status)| status == "done"),
+            "the query job is no longer needed: {jobs:?}"
+        );
+        // A second success with a new event id is late, not a second charge.
+        assert_eq!(
+            deliver(&app, &event("evt_settle_again", "charge.succeeded", &p)).await["outcome"],
+            "ignored"
+        );
+        assert_eq!(
+            app.store.ledger_batch_count(&p.id, "charge").await.unwrap(),
+            1
+        );
+        for t in app.store.ledger_totals().await.unwrap() {
+            assert_eq!(t.debits, t.credits, "{t:?}");
+        }
+    }
+);
+
+on_both_backends!(
+    a_failure_callback_for_an_unknown_payment_makes_it_failed,
+    |app| {
+        let p = payment(&app, 1053).await;
+        assert_eq!(p.status.as_str(), "UNKNOWN");
+        let v = deliver(&app, &event("evt_declined", "charge.failed", &p)).await;
+        assert_eq!(
+            (v["outcome"].as_str(), v["detail"].as_str()),
+            (Some("applied"), Some("FAILED"))
+        );
+        assert_eq!(
+            app.store.ledger_batch_count(&p.id, "charge").await.unwrap(),
+            0
+        );
+        // FAILED is terminal: a later success is recorded, not applied.
+        assert_eq!(
+            deliver(&app, &event("evt_late_ok", "charge.succeeded", &p)).await["outcome"],
+            "ignored"
+        );
+        assert_eq!(
+            app.store
+                .payment(&p.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .as_str(),
+            "FAILED"
+        );
+    }
+);
 
 on_both_backends!(a_success_callback_with_another_amount_is_ignored, |app| {
     let p = payment(&app, 1054).await;
-    let mut body: Value = serde_json::from_slice(&event("evt_amount", "charge.succeeded", &p)).unwrap();
+    let mut body: Value =
+        serde_json::from_slice(&event("evt_amount", "charge.succeeded", &p)).unwrap();
     body["amount"] = json!(p.amount + 1);
     let v = deliver(&app, body.to_string().as_bytes()).await;
     assert_eq!(v["outcome"], "ignored");
-    assert_eq!(app.store.payment(&p.id).await.unwrap().unwrap().status.as_str(), "UNKNOWN");
-    assert_eq!(app.store.ledger_batch_count(&p.id, "charge").await.unwrap(), 0);
+    assert_eq!(
+        app.store
+            .payment(&p.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+            .as_str(),
+        "UNKNOWN"
+    );
+    assert_eq!(
+        app.store.ledger_batch_count(&p.id, "charge").await.unwrap(),
+        0
+    );
 });
 
-on_both_backends!(a_callback_for_an_unknown_channel_key_is_acknowledged, |app| {
-    let body = json!({"event_id": "evt_x", "type": "charge.succeeded", "channel_key": "ck_nobody", "amount": 1, "currency": "CNY", "created_at": now_secs()});
-    assert_eq!(deliver(&app, body.to_string().as_bytes()).await["outcome"], "unknown_payment");
-    assert_eq!(app.payment_count().await, 0);
-});
-
-on_both_backends!(a_signed_callback_that_is_not_an_event_is_400_invalid_callback, |app| {
-    for body in [&b"not json"[..], b"{}", br#"{"event_id":"e","type":"charge.succeeded"}"#] {
-        let a = app.post_callback(body, Some(&sign(&app.callback_secret, now_secs(), body))).await;
-        a.assert_error(400, "invalid_callback");
+on_both_backends!(
+    a_callback_for_an_unknown_channel_key_is_acknowledged,
+    |app| {
+        let body = json!({"event_id": "evt_x", "type": "charge.succeeded", "channel_key": "ck_nobody", "amount": 1, "currency": "CNY", "created_at": now_secs()});
+        assert_eq!(
+            deliver(&app, body.to_string().as_bytes()).await["outcome"],
+            "unknown_payment"
+        );
+        assert_eq!(app.payment_count().await, 0);
     }
-});
+);
+
+on_both_backends!(
+    a_signed_callback_that_is_not_an_event_is_400_invalid_callback,
+    |app| {
+        for body in [
+            &b"not json"[..],
+            b"{}",
+            br#"{"event_id":"e","type":"charge.succeeded"}"#,
+        ] {
+            let a = app
+                .post_callback(body, Some(&sign(&app.callback_secret, now_secs(), body)))
+                .await;
+            a.assert_error(400, "invalid_callback");
+        }
+    }
+);

@@ -5,17 +5,36 @@ use converge_server::store::Backend;
 
 store_conformance!(migrations_apply_and_ping_answers, |store| {
     store.ping().await.expect("ping");
-    assert!(matches!(store.backend(), Backend::Sqlite | Backend::Postgres));
+    assert!(matches!(
+        store.backend(),
+        Backend::Sqlite | Backend::Postgres
+    ));
 });
 
 store_conformance!(merchant_round_trips_and_names_are_unique, |store| {
-    let m = store.create_merchant("acme", "hash-1", 1_000).await.expect("insert");
-    assert_eq!(store.merchant_by_key_hash("hash-1").await.unwrap(), Some(m.clone()));
+    let m = store
+        .create_merchant("acme", "hash-1", 1_000)
+        .await
+        .expect("insert");
+    assert_eq!(
+        store.merchant_by_key_hash("hash-1").await.unwrap(),
+        Some(m.clone())
+    );
     assert_eq!(store.merchant(m.id).await.unwrap(), Some(m));
     let dup = store.create_merchant("acme", "hash-2", 1_000).await;
-    assert!(matches!(dup, Err(converge_server::store::StoreError::Conflict(_))), "{dup:?}");
+    assert!(
+        matches!(dup, Err(converge_server::store::StoreError::Conflict(_))),
+        "{dup:?}"
+    );
     assert!(store.set_merchant_frozen("acme", true).await.unwrap());
-    assert!(store.merchant_by_key_hash("hash-1").await.unwrap().unwrap().frozen);
+    assert!(
+        store
+            .merchant_by_key_hash("hash-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .frozen
+    );
     assert!(!store.set_merchant_frozen("nobody", true).await.unwrap());
 });
 
@@ -24,14 +43,18 @@ store_conformance!(merchant_round_trips_and_names_are_unique, |store| {
 use std::sync::Arc;
 
 use converge_server::store::{
-    ClaimResult, CreatePayment, CreateRefund, KeyClaim, KeyRecord, KeyRef, NewPayment, NewRefund, Payment, Store,
-    StoredResponse,
+    ClaimResult, CreatePayment, CreateRefund, KeyClaim, KeyRecord, KeyRef, NewPayment, NewRefund,
+    Payment, Store, StoredResponse,
 };
 
 const NOW: i64 = 1_800_000_000_000;
 
 async fn merchant(store: &Arc<dyn Store>, name: &str) -> i64 {
-    store.create_merchant(name, &format!("hash-{name}"), NOW).await.unwrap().id
+    store
+        .create_merchant(name, &format!("hash-{name}"), NOW)
+        .await
+        .unwrap()
+        .id
 }
 
 fn claim(merchant_id: i64, key: &str, fingerprint: &str, token: &str, now: i64) -> KeyClaim {
@@ -49,11 +72,20 @@ fn claim(merchant_id: i64, key: &str, fingerprint: &str, token: &str, now: i64) 
 }
 
 fn key_ref(c: &KeyClaim) -> KeyRef {
-    KeyRef { merchant_id: c.merchant_id, scope: c.scope.clone(), idem_key: c.idem_key.clone(), lease_token: c.lease_token.clone() }
+    KeyRef {
+        merchant_id: c.merchant_id,
+        scope: c.scope.clone(),
+        idem_key: c.idem_key.clone(),
+        lease_token: c.lease_token.clone(),
+    }
 }
 
 fn response(body: &[u8]) -> StoredResponse {
-    StoredResponse { status: 201, headers: vec![("content-type".into(), "application/json".into())], body: body.to_vec() }
+    StoredResponse {
+        status: 201,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: body.to_vec(),
+    }
 }
 
 fn existing(r: ClaimResult) -> KeyRecord {
@@ -63,51 +95,122 @@ fn existing(r: ClaimResult) -> KeyRecord {
     }
 }
 
-store_conformance!(a_new_key_is_claimed_and_a_second_claim_sees_the_running_record, |store| {
-    let m = merchant(&store, "acme").await;
-    let first = claim(m, "k", "fp", "t1", NOW);
-    assert_eq!(store.claim_key(&first).await.unwrap(), ClaimResult::Claimed { resource_id: None });
-    let rec = existing(store.claim_key(&claim(m, "k", "fp", "t2", NOW + 10)).await.unwrap());
-    assert_eq!(rec.state, "running");
-    assert_eq!(rec.lease_token.as_deref(), Some("t1"), "a live lease is not taken over");
-    assert_eq!(rec.lease_expires_at, Some(NOW + 1_000));
-});
+store_conformance!(
+    a_new_key_is_claimed_and_a_second_claim_sees_the_running_record,
+    |store| {
+        let m = merchant(&store, "acme").await;
+        let first = claim(m, "k", "fp", "t1", NOW);
+        assert_eq!(
+            store.claim_key(&first).await.unwrap(),
+            ClaimResult::Claimed { resource_id: None }
+        );
+        let rec = existing(
+            store
+                .claim_key(&claim(m, "k", "fp", "t2", NOW + 10))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(rec.state, "running");
+        assert_eq!(
+            rec.lease_token.as_deref(),
+            Some("t1"),
+            "a live lease is not taken over"
+        );
+        assert_eq!(rec.lease_expires_at, Some(NOW + 1_000));
+    }
+);
 
 store_conformance!(a_completed_key_keeps_its_response_byte_for_byte, |store| {
     let m = merchant(&store, "acme").await;
     let c = claim(m, "k", "fp", "t1", NOW);
     store.claim_key(&c).await.unwrap();
     let body = b"{\"id\":\"pay_1\",\"amount\":1000}\n\xff".to_vec();
-    assert!(store.complete_key(&key_ref(&c), &response(&body)).await.unwrap());
-    let rec = existing(store.claim_key(&claim(m, "k", "fp", "t2", NOW + 5_000)).await.unwrap());
+    assert!(
+        store
+            .complete_key(&key_ref(&c), &response(&body))
+            .await
+            .unwrap()
+    );
+    let rec = existing(
+        store
+            .claim_key(&claim(m, "k", "fp", "t2", NOW + 5_000))
+            .await
+            .unwrap(),
+    );
     assert_eq!(rec.state, "done");
     assert_eq!(rec.response_status, Some(201));
     assert_eq!(rec.response_body.as_deref(), Some(&body[..]));
     assert_eq!(rec.lease_token, None);
     // Completing twice, or with another token, is refused.
-    assert!(!store.complete_key(&key_ref(&c), &response(b"other")).await.unwrap());
+    assert!(
+        !store
+            .complete_key(&key_ref(&c), &response(b"other"))
+            .await
+            .unwrap()
+    );
 });
 
-store_conformance!(a_lapsed_claim_is_taken_over_with_its_recovery_point, |store| {
-    let m = merchant(&store, "acme").await;
-    let crashed = claim(m, "k", "fp", "t1", NOW);
-    store.claim_key(&crashed).await.unwrap();
-    assert!(store.set_key_resource(&key_ref(&crashed), "pay_1").await.unwrap());
-    // Lease ends at NOW + 1000: another fingerprint never takes it over, nor changes it.
-    let rec = existing(store.claim_key(&claim(m, "k", "other", "t2", NOW + 2_000)).await.unwrap());
-    assert_eq!((rec.fingerprint.as_str(), rec.lease_token.as_deref()), ("fp", Some("t1")));
-    // The same fingerprint does, and learns what the crashed request created.
-    let retry = claim(m, "k", "fp", "t3", NOW + 2_000);
-    assert_eq!(store.claim_key(&retry).await.unwrap(), ClaimResult::Claimed { resource_id: Some("pay_1".into()) });
-    // The crashed request's token no longer holds the key.
-    assert!(!store.set_key_resource(&key_ref(&crashed), "pay_2").await.unwrap());
-    assert!(!store.complete_key(&key_ref(&crashed), &response(b"late")).await.unwrap());
-    assert!(!store.release_key(&key_ref(&crashed)).await.unwrap());
-    assert!(store.complete_key(&key_ref(&retry), &response(b"ok")).await.unwrap());
-    let rec = existing(store.claim_key(&claim(m, "k", "fp", "t4", NOW + 3_000)).await.unwrap());
-    assert_eq!(rec.response_body.as_deref(), Some(&b"ok"[..]));
-    assert_eq!(rec.resource_id.as_deref(), Some("pay_1"));
-});
+store_conformance!(
+    a_lapsed_claim_is_taken_over_with_its_recovery_point,
+    |store| {
+        let m = merchant(&store, "acme").await;
+        let crashed = claim(m, "k", "fp", "t1", NOW);
+        store.claim_key(&crashed).await.unwrap();
+        assert!(
+            store
+                .set_key_resource(&key_ref(&crashed), "pay_1")
+                .await
+                .unwrap()
+        );
+        // Lease ends at NOW + 1000: another fingerprint never takes it over, nor changes it.
+        let rec = existing(
+            store
+                .claim_key(&claim(m, "k", "other", "t2", NOW + 2_000))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            (rec.fingerprint.as_str(), rec.lease_token.as_deref()),
+            ("fp", Some("t1"))
+        );
+        // The same fingerprint does, and learns what the crashed request created.
+        let retry = claim(m, "k", "fp", "t3", NOW + 2_000);
+        assert_eq!(
+            store.claim_key(&retry).await.unwrap(),
+            ClaimResult::Claimed {
+                resource_id: Some("pay_1".into())
+            }
+        );
+        // The crashed request's token no longer holds the key.
+        assert!(
+            !store
+                .set_key_resource(&key_ref(&crashed), "pay_2")
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .complete_key(&key_ref(&crashed), &response(b"late"))
+                .await
+                .unwrap()
+        );
+        assert!(!store.release_key(&key_ref(&crashed)).await.unwrap());
+        assert!(
+            store
+                .complete_key(&key_ref(&retry), &response(b"ok"))
+                .await
+                .unwrap()
+        );
+        let rec = existing(
+            store
+                .claim_key(&claim(m, "k", "fp", "t4", NOW + 3_000))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(rec.response_body.as_deref(), Some(&b"ok"[..]));
+        assert_eq!(rec.resource_id.as_deref(), Some("pay_1"));
+    }
+);
 
 store_conformance!(a_released_key_is_free_again, |store| {
     let m = merchant(&store, "acme").await;
@@ -116,7 +219,10 @@ store_conformance!(a_released_key_is_free_again, |store| {
     assert!(store.release_key(&key_ref(&c)).await.unwrap());
     assert!(!store.release_key(&key_ref(&c)).await.unwrap());
     assert_eq!(
-        store.claim_key(&claim(m, "k", "another body", "t2", NOW)).await.unwrap(),
+        store
+            .claim_key(&claim(m, "k", "another body", "t2", NOW))
+            .await
+            .unwrap(),
         ClaimResult::Claimed { resource_id: None }
     );
 });
@@ -124,15 +230,43 @@ store_conformance!(a_released_key_is_free_again, |store| {
 store_conformance!(keys_are_per_merchant_and_purged_after_retention, |store| {
     let a = merchant(&store, "acme").await;
     let b = merchant(&store, "globex").await;
-    assert_eq!(store.claim_key(&claim(a, "k", "fp-a", "t1", NOW)).await.unwrap(), ClaimResult::Claimed { resource_id: None });
-    assert_eq!(store.claim_key(&claim(b, "k", "fp-b", "t2", NOW)).await.unwrap(), ClaimResult::Claimed { resource_id: None });
+    assert_eq!(
+        store
+            .claim_key(&claim(a, "k", "fp-a", "t1", NOW))
+            .await
+            .unwrap(),
+        ClaimResult::Claimed { resource_id: None }
+    );
+    assert_eq!(
+        store
+            .claim_key(&claim(b, "k", "fp-b", "t2", NOW))
+            .await
+            .unwrap(),
+        ClaimResult::Claimed { resource_id: None }
+    );
     let mut old = claim(a, "old", "fp", "t3", NOW);
     old.expires_at = NOW + 10;
     store.claim_key(&old).await.unwrap();
-    assert_eq!(store.purge_keys(NOW + 10).await.unwrap(), 0, "kept until its retention ends");
+    assert_eq!(
+        store.purge_keys(NOW + 10).await.unwrap(),
+        0,
+        "kept until its retention ends"
+    );
     assert_eq!(store.purge_keys(NOW + 11).await.unwrap(), 1);
-    assert_eq!(store.claim_key(&claim(a, "old", "new", "t4", NOW + 20)).await.unwrap(), ClaimResult::Claimed { resource_id: None });
-    assert!(matches!(store.claim_key(&claim(a, "k", "fp-a", "t5", NOW)).await.unwrap(), ClaimResult::Existing(_)));
+    assert_eq!(
+        store
+            .claim_key(&claim(a, "old", "new", "t4", NOW + 20))
+            .await
+            .unwrap(),
+        ClaimResult::Claimed { resource_id: None }
+    );
+    assert!(matches!(
+        store
+            .claim_key(&claim(a, "k", "fp-a", "t5", NOW))
+            .await
+            .unwrap(),
+        ClaimResult::Existing(_)
+    ));
 });
 
 store_conformance!(concurrent_claims_of_one_key_grant_it_once, |store| {
@@ -157,12 +291,24 @@ store_conformance!(concurrent_claims_of_one_key_grant_it_once, |store| {
 
 store_conformance!(outcomes_are_counted_per_route_and_minute, |store| {
     for _ in 0..3 {
-        store.count_outcome("POST /v1/payments", "replay", 100).await.unwrap();
+        store
+            .count_outcome("POST /v1/payments", "replay", 100)
+            .await
+            .unwrap();
     }
-    store.count_outcome("POST /v1/payments", "replay", 101).await.unwrap();
-    store.count_outcome("POST /v1/payments", "first", 99).await.unwrap();
+    store
+        .count_outcome("POST /v1/payments", "replay", 101)
+        .await
+        .unwrap();
+    store
+        .count_outcome("POST /v1/payments", "first", 99)
+        .await
+        .unwrap();
     let counts = store.outcome_counts(100).await.unwrap();
-    assert_eq!(counts, vec![("POST /v1/payments".to_string(), "replay".to_string(), 4)]);
+    assert_eq!(
+        counts,
+        vec![("POST /v1/payments".to_string(), "replay".to_string(), 4)]
+    );
 });
 
 // --- payments, refunds, callbacks ----------------------------------------------------------
@@ -188,7 +334,11 @@ async fn succeed(store: &Arc<dyn Store>, p: Payment) -> Payment {
     use converge_server::domain::state::{PaymentEvent, transition};
     use converge_server::store::{Transition, TransitionResult};
     let mut p = p;
-    for event in [PaymentEvent::Submit, PaymentEvent::ChannelSucceeded, PaymentEvent::LedgerPosted] {
+    for event in [
+        PaymentEvent::Submit,
+        PaymentEvent::ChannelSucceeded,
+        PaymentEvent::LedgerPosted,
+    ] {
         let t = Transition {
             payment_id: p.id.clone(),
             from: p.status,
@@ -201,12 +351,15 @@ async fn succeed(store: &Arc<dyn Store>, p: Payment) -> Payment {
             now: NOW,
             count_submit: event == PaymentEvent::Submit,
             last_error: None,
-            posting: (event == PaymentEvent::LedgerPosted)
-                .then(|| converge_server::domain::ledger::charge(p.merchant_id, p.amount, &p.currency)),
+            posting: (event == PaymentEvent::LedgerPosted).then(|| {
+                converge_server::domain::ledger::charge(p.merchant_id, p.amount, &p.currency)
+            }),
             enqueue: vec![],
             close_jobs: vec![],
         };
-        let TransitionResult::Applied(next) = store.apply_transition(&t).await.unwrap() else { panic!("{event}") };
+        let TransitionResult::Applied(next) = store.apply_transition(&t).await.unwrap() else {
+            panic!("{event}")
+        };
         p = next;
     }
     p
@@ -224,82 +377,190 @@ fn new_refund(payment_id: &str, id: &str, amount: i64) -> NewRefund {
     }
 }
 
-store_conformance!(a_payment_is_created_once_per_merchant_order_id_with_its_submit_job, |store| {
-    let m = merchant(&store, "acme").await;
-    let CreatePayment::Created(p) = store.create_payment(&new_payment(m, "o-1", 1000)).await.unwrap() else { panic!() };
-    assert_eq!((p.status.as_str(), p.version, p.refunded_amount), ("PENDING", 1, 0));
-    let mut dup = new_payment(m, "o-1", 2000);
-    dup.id = "pay_other".into();
-    dup.channel_key = "ck_other".into();
-    assert_eq!(store.create_payment(&dup).await.unwrap(), CreatePayment::Existing(p.clone()));
-    assert_eq!(store.payment("pay_other").await.unwrap(), None);
-    assert_eq!(store.payment_by_channel_key("ck_o-1").await.unwrap(), Some(p.clone()));
-    let jobs = store.payment_jobs(&p.id).await.unwrap();
-    assert_eq!(jobs.len(), 1, "{jobs:?}");
-    assert_eq!((jobs[0].kind.as_str(), jobs[0].status.as_str(), jobs[0].run_at), ("submit", "due", NOW + 1_000));
-    // Another merchant may use the same merchant_order_id.
-    let other = merchant(&store, "globex").await;
-    let mut theirs = new_payment(other, "o-1", 1000);
-    theirs.id = "pay_theirs".into();
-    theirs.channel_key = "ck_theirs".into();
-    assert!(matches!(store.create_payment(&theirs).await.unwrap(), CreatePayment::Created(_)));
-});
-
-store_conformance!(refunds_reserve_at_most_the_amount_of_a_success_payment, |store| {
-    let m = merchant(&store, "acme").await;
-    let CreatePayment::Created(p) = store.create_payment(&new_payment(m, "o-1", 1000)).await.unwrap() else { panic!() };
-    assert_eq!(
-        store.create_refund(&new_refund(&p.id, "re_0", 100)).await.unwrap(),
-        CreateRefund::NotRefundable(converge_server::domain::state::PaymentStatus::Pending)
-    );
-    assert_eq!(store.create_refund(&new_refund("pay_nope", "re_x", 100)).await.unwrap(), CreateRefund::NoPayment);
-    let p = succeed(&store, p).await;
-    assert!(matches!(store.create_refund(&new_refund(&p.id, "re_1", 600)).await.unwrap(), CreateRefund::Created(_)));
-    assert_eq!(
-        store.create_refund(&new_refund(&p.id, "re_2", 401)).await.unwrap(),
-        CreateRefund::ExceedsRemaining { remaining: 400 }
-    );
-    assert_eq!(store.refund("re_2").await.unwrap(), None, "a refused refund is not stored");
-    assert_eq!(store.payment(&p.id).await.unwrap().unwrap().refunded_amount, 600);
-    assert_eq!(store.pending_refund_count(&p.id).await.unwrap(), 1);
-    // A failed refund gives its reservation back; a succeeded one posts one batch, once.
-    assert!(store.refund_failed("re_1", "rejected", NOW).await.unwrap());
-    assert!(!store.refund_failed("re_1", "rejected", NOW).await.unwrap());
-    assert_eq!(store.payment(&p.id).await.unwrap().unwrap().refunded_amount, 0);
-    assert!(matches!(store.create_refund(&new_refund(&p.id, "re_3", 1000)).await.unwrap(), CreateRefund::Created(_)));
-    let posting = converge_server::domain::ledger::refund(m, "re_3", 1000, "CNY");
-    assert!(store.refund_succeeded("re_3", &posting, NOW).await.unwrap());
-    assert!(!store.refund_succeeded("re_3", &posting, NOW).await.unwrap());
-    assert_eq!(store.refund("re_3").await.unwrap().unwrap().status, "succeeded");
-    assert_eq!(store.ledger_batch_count(&p.id, "refund").await.unwrap(), 1);
-    assert_eq!(store.pending_refund_count(&p.id).await.unwrap(), 0);
-    let totals = store.ledger_totals().await.unwrap();
-    assert_eq!(totals.len(), 1);
-    assert_eq!((totals[0].currency.as_str(), totals[0].debits, totals[0].credits), ("CNY", 2000, 2000));
-});
-
-store_conformance!(concurrent_refund_reservations_never_exceed_the_amount, |store| {
-    let m = merchant(&store, "acme").await;
-    let CreatePayment::Created(p) = store.create_payment(&new_payment(m, "o-1", 1000)).await.unwrap() else { panic!() };
-    let p = succeed(&store, p).await;
-    let tasks: Vec<_> = (0..10)
-        .map(|i| {
-            let (store, r) = (store.clone(), new_refund(&p.id, &format!("re_{i}"), 300));
-            tokio::spawn(async move { store.create_refund(&r).await.unwrap() })
-        })
-        .collect();
-    let mut created = 0;
-    for t in tasks {
-        if matches!(t.await.unwrap(), CreateRefund::Created(_)) {
-            created += 1;
-        }
+store_conformance!(
+    a_payment_is_created_once_per_merchant_order_id_with_its_submit_job,
+    |store| {
+        let m = merchant(&store, "acme").await;
+        let CreatePayment::Created(p) = store
+            .create_payment(&new_payment(m, "o-1", 1000))
+            .await
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (p.status.as_str(), p.version, p.refunded_amount),
+            ("PENDING", 1, 0)
+        );
+        let mut dup = new_payment(m, "o-1", 2000);
+        dup.id = "pay_other".into();
+        dup.channel_key = "ck_other".into();
+        assert_eq!(
+            store.create_payment(&dup).await.unwrap(),
+            CreatePayment::Existing(p.clone())
+        );
+        assert_eq!(store.payment("pay_other").await.unwrap(), None);
+        assert_eq!(
+            store.payment_by_channel_key("ck_o-1").await.unwrap(),
+            Some(p.clone())
+        );
+        let jobs = store.payment_jobs(&p.id).await.unwrap();
+        assert_eq!(jobs.len(), 1, "{jobs:?}");
+        assert_eq!(
+            (
+                jobs[0].kind.as_str(),
+                jobs[0].status.as_str(),
+                jobs[0].run_at
+            ),
+            ("submit", "due", NOW + 1_000)
+        );
+        // Another merchant may use the same merchant_order_id.
+        let other = merchant(&store, "globex").await;
+        let mut theirs = new_payment(other, "o-1", 1000);
+        theirs.id = "pay_theirs".into();
+        theirs.channel_key = "ck_theirs".into();
+        assert!(matches!(
+            store.create_payment(&theirs).await.unwrap(),
+            CreatePayment::Created(_)
+        ));
     }
-    assert_eq!(created, 3);
-    assert_eq!(store.payment(&p.id).await.unwrap().unwrap().refunded_amount, 900);
-});
+);
+
+store_conformance!(
+    refunds_reserve_at_most_the_amount_of_a_success_payment,
+    |store| {
+        let m = merchant(&store, "acme").await;
+        let CreatePayment::Created(p) = store
+            .create_payment(&new_payment(m, "o-1", 1000))
+            .await
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            store
+                .create_refund(&new_refund(&p.id, "re_0", 100))
+                .await
+                .unwrap(),
+            CreateRefund::NotRefundable(converge_server::domain::state::PaymentStatus::Pending)
+        );
+        assert_eq!(
+            store
+                .create_refund(&new_refund("pay_nope", "re_x", 100))
+                .await
+                .unwrap(),
+            CreateRefund::NoPayment
+        );
+        let p = succeed(&store, p).await;
+        assert!(matches!(
+            store
+                .create_refund(&new_refund(&p.id, "re_1", 600))
+                .await
+                .unwrap(),
+            CreateRefund::Created(_)
+        ));
+        assert_eq!(
+            store
+                .create_refund(&new_refund(&p.id, "re_2", 401))
+                .await
+                .unwrap(),
+            CreateRefund::ExceedsRemaining { remaining: 400 }
+        );
+        assert_eq!(
+            store.refund("re_2").await.unwrap(),
+            None,
+            "a refused refund is not stored"
+        );
+        assert_eq!(
+            store.payment(&p.id).await.unwrap().unwrap().refunded_amount,
+            600
+        );
+        assert_eq!(store.pending_refund_count(&p.id).await.unwrap(), 1);
+        // A failed refund gives its reservation back; a succeeded one posts one batch, once.
+        assert!(store.refund_failed("re_1", "rejected", NOW).await.unwrap());
+        assert!(!store.refund_failed("re_1", "rejected", NOW).await.unwrap());
+        assert_eq!(
+            store.payment(&p.id).await.unwrap().unwrap().refunded_amount,
+            0
+        );
+        assert!(matches!(
+            store
+                .create_refund(&new_refund(&p.id, "re_3", 1000))
+                .await
+                .unwrap(),
+            CreateRefund::Created(_)
+        ));
+        let posting = converge_server::domain::ledger::refund(m, "re_3", 1000, "CNY");
+        assert!(store.refund_succeeded("re_3", &posting, NOW).await.unwrap());
+        assert!(!store.refund_succeeded("re_3", &posting, NOW).await.unwrap());
+        assert_eq!(
+            store.refund("re_3").await.unwrap().unwrap().status,
+            "succeeded"
+        );
+        assert_eq!(store.ledger_batch_count(&p.id, "refund").await.unwrap(), 1);
+        assert_eq!(store.pending_refund_count(&p.id).await.unwrap(), 0);
+        let totals = store.ledger_totals().await.unwrap();
+        assert_eq!(totals.len(), 1);
+        assert_eq!(
+            (
+                totals[0].currency.as_str(),
+                totals[0].debits,
+                totals[0].credits
+            ),
+            ("CNY", 2000, 2000)
+        );
+    }
+);
+
+store_conformance!(
+    concurrent_refund_reservations_never_exceed_the_amount,
+    |store| {
+        let m = merchant(&store, "acme").await;
+        let CreatePayment::Created(p) = store
+            .create_payment(&new_payment(m, "o-1", 1000))
+            .await
+            .unwrap()
+        else {
+            panic!()
+        };
+        let p = succeed(&store, p).await;
+        let tasks: Vec<_> = (0..10)
+            .map(|i| {
+                let (store, r) = (store.clone(), new_refund(&p.id, &format!("re_{i}"), 300));
+                tokio::spawn(async move { store.create_refund(&r).await.unwrap() })
+            })
+            .collect();
+        let mut created = 0;
+        for t in tasks {
+            if matches!(t.await.unwrap(), CreateRefund::Created(_)) {
+                created += 1;
+            }
+        }
+        assert_eq!(created, 3);
+        assert_eq!(
+            store.payment(&p.id).await.unwrap().unwrap().refunded_amount,
+            900
+        );
+    }
+);
 
 store_conformance!(a_callback_event_id_is_recorded_once, |store| {
-    assert!(store.record_callback("evt_1", "ck_1", "charge.succeeded", "received", NOW).await.unwrap());
-    assert!(!store.record_callback("evt_1", "ck_1", "charge.succeeded", "received", NOW).await.unwrap());
-    assert!(store.record_callback("evt_2", "ck_1", "charge.failed", "received", NOW).await.unwrap());
+    assert!(
+        store
+            .record_callback("evt_1", "ck_1", "charge.succeeded", "received", NOW)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .record_callback("evt_1", "ck_1", "charge.succeeded", "received", NOW)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .record_callback("evt_2", "ck_1", "charge.failed", "received", NOW)
+            .await
+            .unwrap()
+    );
 });

@@ -13,14 +13,23 @@ use converge_server::worker::{JobResult, Worker};
 use serde_json::json;
 
 /// Polls `GET /v1/payments/{id}` until its status is one of `want`, or panics after `secs`.
-async fn wait_status(app: &crate::support::TestApp, id: &str, want: &[&str], secs: u64) -> serde_json::Value {
+async fn wait_status(
+    app: &crate::support::TestApp,
+    id: &str,
+    want: &[&str],
+    secs: u64,
+) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         let p = app.get(&format!("/v1/payments/{id}")).await.json();
         if want.contains(&p["status"].as_str().unwrap_or_default()) {
             return p;
         }
-        assert!(Instant::now() < deadline, "payment {id} stuck at {} (wanted {want:?})", p["status"]);
+        assert!(
+            Instant::now() < deadline,
+            "payment {id} stuck at {} (wanted {want:?})",
+            p["status"]
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -37,191 +46,334 @@ fn fast(s: &mut converge_server::config::Settings) {
 }
 
 fn reconcile_job(day: &str) -> (NewJob, String) {
-    (NewJob { kind: JobKind::Reconcile, payment_id: None, refund_id: None, run_at: 0, max_attempts: 50 }, day.to_string())
+    (
+        NewJob {
+            kind: JobKind::Reconcile,
+            payment_id: None,
+            refund_id: None,
+            run_at: 0,
+            max_attempts: 50,
+        },
+        day.to_string(),
+    )
 }
 
-on_both_backends!(every_sandbox_behaviour_converges_to_its_end_state, |s| { fast(s); }, |app| {
-    let cases = [
-        (1051, "FAILED"),
-        (1052, "SUCCESS"),
-        (1053, "FAILED"),
-        (1054, "SUCCESS"),
-        (1055, "SUCCESS"),
-        (1056, "SUCCESS"),
-        (1057, "SUCCESS"),
-        (1058, "SUCCESS"),
-        (1000, "SUCCESS"),
-    ];
-    let mut ids = Vec::new();
-    for (amount, _) in cases {
-        let a = app
+on_both_backends!(
+    every_sandbox_behaviour_converges_to_its_end_state,
+    |s| {
+        fast(s);
+    },
+    |app| {
+        let cases = [
+            (1051, "FAILED"),
+            (1052, "SUCCESS"),
+            (1053, "FAILED"),
+            (1054, "SUCCESS"),
+            (1055, "SUCCESS"),
+            (1056, "SUCCESS"),
+            (1057, "SUCCESS"),
+            (1058, "SUCCESS"),
+            (1000, "SUCCESS"),
+        ];
+        let mut ids = Vec::new();
+        for (amount, _) in cases {
+            let a = app
             .post("/v1/payments", Some(&format!("k-{amount}")), &json!({"amount": amount, "currency": "CNY", "merchant_order_id": format!("o-{amount}")}))
             .await;
-        assert_eq!(a.status, 201, "{amount}: {:?}", a.json());
-        ids.push(a.json()["id"].as_str().unwrap().to_string());
+            assert_eq!(a.status, 201, "{amount}: {:?}", a.json());
+            ids.push(a.json()["id"].as_str().unwrap().to_string());
+        }
+        for ((amount, want), id) in cases.iter().zip(&ids) {
+            let p = wait_status(&app, id, &[want], 20).await;
+            assert_eq!(p["status"], *want, "amount {amount}");
+            let charged = if *want == "SUCCESS" { 1 } else { 0 };
+            assert_eq!(
+                app.store.ledger_batch_count(id, "charge").await.unwrap(),
+                charged,
+                "amount {amount}"
+            );
+        }
+        // 53: the key was fenced at the channel before FAILED, so a late charge cannot land.
+        let p53 = app.store.payment(&ids[2]).await.unwrap().unwrap();
+        let channel = converge_server::channel::http::HttpChannel::new(
+            &app.running.sandbox.as_ref().unwrap().url,
+            Duration::from_secs(5),
+        );
+        use converge_server::channel::{Channel, QueryOutcome};
+        assert_eq!(
+            channel.query(&p53.channel_key).await,
+            QueryOutcome::Cancelled
+        );
+        for t in app.store.ledger_totals().await.unwrap() {
+            assert_eq!(t.debits, t.credits, "{t:?}");
+        }
     }
-    for ((amount, want), id) in cases.iter().zip(&ids) {
-        let p = wait_status(&app, id, &[want], 20).await;
-        assert_eq!(p["status"], *want, "amount {amount}");
-        let charged = if *want == "SUCCESS" { 1 } else { 0 };
-        assert_eq!(app.store.ledger_batch_count(id, "charge").await.unwrap(), charged, "amount {amount}");
+);
+
+on_both_backends!(
+    frozen_merchant_waits_in_suspense_until_unfrozen,
+    |s| {
+        fast(s);
+    },
+    |app| {
+        assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
+        let a = app
+            .post(
+                "/v1/payments",
+                Some("k-s"),
+                &json!({"amount": 700, "currency": "CNY", "merchant_order_id": "o-s"}),
+            )
+            .await;
+        assert_eq!(a.json()["status"], "SUSPENSE");
+        let id = a.json()["id"].as_str().unwrap().to_string();
+        let items = app.store.payment_error_items(&id).await.unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(
+            (items[0].kind.as_str(), items[0].status.as_str()),
+            ("suspense", "open")
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            app.get(&format!("/v1/payments/{id}")).await.json()["status"],
+            "SUSPENSE",
+            "still frozen"
+        );
+        assert!(app.store.set_merchant_frozen("acme", false).await.unwrap());
+        // The post_ledger job waits at the backoff cap (200 ms here) between tries.
+        wait_status(&app, &id, &["SUCCESS"], 10).await;
+        assert_eq!(
+            app.store.ledger_batch_count(&id, "charge").await.unwrap(),
+            1
+        );
+        let items = app.store.payment_error_items(&id).await.unwrap();
+        assert_eq!(
+            (items[0].status.as_str(), items[0].resolved_by.as_deref()),
+            ("resolved", Some("system"))
+        );
     }
-    // 53: the key was fenced at the channel before FAILED, so a late charge cannot land.
-    let p53 = app.store.payment(&ids[2]).await.unwrap().unwrap();
-    let channel = converge_server::channel::http::HttpChannel::new(&app.running.sandbox.as_ref().unwrap().url, Duration::from_secs(5));
-    use converge_server::channel::{Channel, QueryOutcome};
-    assert_eq!(channel.query(&p53.channel_key).await, QueryOutcome::Cancelled);
-    for t in app.store.ledger_totals().await.unwrap() {
-        assert_eq!(t.debits, t.credits, "{t:?}");
-    }
-});
+);
 
-on_both_backends!(frozen_merchant_waits_in_suspense_until_unfrozen, |s| { fast(s); }, |app| {
-    assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
-    let a = app.post("/v1/payments", Some("k-s"), &json!({"amount": 700, "currency": "CNY", "merchant_order_id": "o-s"})).await;
-    assert_eq!(a.json()["status"], "SUSPENSE");
-    let id = a.json()["id"].as_str().unwrap().to_string();
-    let items = app.store.payment_error_items(&id).await.unwrap();
-    assert_eq!(items.len(), 1);
-    assert_eq!((items[0].kind.as_str(), items[0].status.as_str()), ("suspense", "open"));
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(app.get(&format!("/v1/payments/{id}")).await.json()["status"], "SUSPENSE", "still frozen");
-    assert!(app.store.set_merchant_frozen("acme", false).await.unwrap());
-    // The post_ledger job waits at the backoff cap (200 ms here) between tries.
-    wait_status(&app, &id, &["SUCCESS"], 10).await;
-    assert_eq!(app.store.ledger_batch_count(&id, "charge").await.unwrap(), 1);
-    let items = app.store.payment_error_items(&id).await.unwrap();
-    assert_eq!((items[0].status.as_str(), items[0].resolved_by.as_deref()), ("resolved", Some("system")));
-});
-
-store_conformance!(a_lapsed_lease_is_retaken_and_the_late_result_rejected, |store| {
-    let (job, payload) = reconcile_job("2026-11-30");
-    let id = store.enqueue_job(&job, &payload, 1_000).await.unwrap();
-    let a = store.claim_jobs("A", 10, 100, 1_000).await.unwrap();
-    assert_eq!(a.len(), 1);
-    assert!(store.claim_jobs("B", 10, 100, 1_050).await.unwrap().is_empty(), "leased to A until 1100");
-    let b = store.claim_jobs("B", 10, 100, 1_200).await.unwrap();
-    assert_eq!(b.len(), 1);
-    assert_ne!(a[0].lease_token, b[0].lease_token);
-    assert!(store.complete_job(id, &b[0].lease_token, 1_250).await.unwrap());
-    assert!(!store.complete_job(id, &a[0].lease_token, 1_260).await.unwrap(), "A's late result: 0 rows");
-    assert!(!store.retry_job(id, &a[0].lease_token, 2_000, "late", false, 1_260).await.unwrap());
-    let j = store.job(id).await.unwrap().unwrap();
-    assert_eq!((j.status.as_str(), j.attempts), ("done", 2));
-});
-
-store_conformance!(concurrent_claimers_never_share_a_job_or_exceed_their_batch, |store| {
-    const JOBS: usize = 10_000;
-    for _ in 0..JOBS {
+store_conformance!(
+    a_lapsed_lease_is_retaken_and_the_late_result_rejected,
+    |store| {
         let (job, payload) = reconcile_job("2026-11-30");
-        store.enqueue_job(&job, &payload, 0).await.unwrap();
-    }
-    let mut tasks = Vec::new();
-    for c in 0..4 {
-        let store: Arc<dyn Store> = store.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut seen = Vec::new();
-            loop {
-                let got = store.claim_jobs(&format!("c{c}"), 50, 600_000, 10).await.unwrap();
-                assert!(got.len() <= 50, "claim of {} rows for a batch of 50", got.len());
-                if got.is_empty() {
-                    return seen;
-                }
-                seen.extend(got.into_iter().map(|j| j.id));
-            }
-        }));
-    }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    let distinct: HashSet<_> = all.iter().collect();
-    assert_eq!(all.len(), JOBS, "every job claimed once");
-    assert_eq!(distinct.len(), JOBS, "no job leased twice");
-});
-
-on_both_backends!(a_poison_job_does_not_block_the_good_one_in_its_batch, |app| {
-    let store = &app.store;
-    let mut bad = Vec::new();
-    for _ in 0..3 {
-        let (job, _) = reconcile_job("");
-        bad.push(store.enqueue_job(&job, "not-a-day", 0).await.unwrap());
-    }
-    let (job, _) = reconcile_job("");
-    let good = store.enqueue_job(&job, "2026-11-30", 0).await.unwrap();
-    let mut settings = (*app.running.state.settings).clone();
-    settings.worker_batch = 10;
-    let worker = Worker::new(app.running.state.core.clone(), worker_config(&settings));
-    let results = worker.drain_once().await.unwrap();
-    assert_eq!(results.len(), 4);
-    for (id, r) in results {
-        let want = if id == good { JobResult::Completed } else { JobResult::Retried };
-        assert_eq!(r, want, "job {id}");
-    }
-    assert_eq!(store.job(good).await.unwrap().unwrap().status, "done");
-});
-
-on_both_backends!(jobs_failing_together_get_spread_retry_times, |s| { s.backoff_base_ms = 10_000; s.backoff_cap_ms = 60_000; }, |app| {
-    let store = &app.store;
-    let mut ids = Vec::new();
-    for _ in 0..100 {
-        let (job, _) = reconcile_job("");
-        ids.push(store.enqueue_job(&job, "not-a-day", 0).await.unwrap());
-    }
-    let mut settings = (*app.running.state.settings).clone();
-    settings.worker_batch = 100;
-    let worker = Worker::new(app.running.state.core.clone(), worker_config(&settings));
-    let before = app.running.state.core.clock.now_ms();
-    assert_eq!(worker.drain_once().await.unwrap().len(), 100);
-    let mut times = HashSet::new();
-    for id in ids {
+        let id = store.enqueue_job(&job, &payload, 1_000).await.unwrap();
+        let a = store.claim_jobs("A", 10, 100, 1_000).await.unwrap();
+        assert_eq!(a.len(), 1);
+        assert!(
+            store
+                .claim_jobs("B", 10, 100, 1_050)
+                .await
+                .unwrap()
+                .is_empty(),
+            "leased to A until 1100"
+        );
+        let b = store.claim_jobs("B", 10, 100, 1_200).await.unwrap();
+        assert_eq!(b.len(), 1);
+        assert_ne!(a[0].lease_token, b[0].lease_token);
+        assert!(
+            store
+                .complete_job(id, &b[0].lease_token, 1_250)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .complete_job(id, &a[0].lease_token, 1_260)
+                .await
+                .unwrap(),
+            "A's late result: 0 rows"
+        );
+        assert!(
+            !store
+                .retry_job(id, &a[0].lease_token, 2_000, "late", false, 1_260)
+                .await
+                .unwrap()
+        );
         let j = store.job(id).await.unwrap().unwrap();
-        assert_eq!(j.status, "due");
-        assert!(j.run_at >= before && j.run_at <= before + 10_000 + 5_000, "run_at {} outside the first ceiling", j.run_at);
-        times.insert(j.run_at);
+        assert_eq!((j.status.as_str(), j.attempts), ("done", 2));
     }
-    assert!(times.len() >= 80, "only {} distinct retry times for 100 jobs", times.len());
-});
+);
 
-on_both_backends!(a_job_abandoned_mid_run_is_rerun_once_without_a_second_charge, |s| { s.lease_ms = 300; }, |app| {
-    // The request stops after inserting the payment (as if the process died before the
-    // channel call); its submit job is claimed by a worker that also dies (lease never
-    // completed); after the lease lapses another worker re-runs it.
-    let core: &Core = &app.running.state.core;
-    let input = converge_server::service::payments::PaymentInput {
-        amount: 1_000,
-        currency: "CNY".into(),
-        merchant_order_id: "o-crash".into(),
-        description: String::new(),
-    };
-    let converge_server::service::payments::InsertOutcome::Created(p) = core.insert_payment(app.merchant_id, &input).await.unwrap() else {
-        panic!("created");
-    };
-    let jobs = app.store.payment_jobs(&p.id).await.unwrap();
-    let submit = jobs.iter().find(|j| j.kind == "submit").expect("submit job written with the payment");
-    let far = core.clock.now_ms() + 3_600_000;
-    let dead_claim = app.store.claim_jobs("crashed", 10, 300, far).await.unwrap();
-    assert_eq!(dead_claim.len(), 1);
-    let rerun = app.store.claim_jobs("survivor", 10, 60_000, far + 1_000).await.unwrap();
-    assert_eq!(rerun.iter().map(|j| j.id).collect::<Vec<_>>(), vec![submit.id]);
-    let after = core.drive(p.clone(), "worker").await.unwrap();
-    assert_eq!(after.status.as_str(), "SUCCESS");
-    assert!(app.store.complete_job(submit.id, &rerun[0].lease_token, far + 2_000).await.unwrap());
-    assert!(!app.store.complete_job(submit.id, &dead_claim[0].lease_token, far + 2_000).await.unwrap());
-    // Driving again (a third run) charges nothing more.
-    core.drive(after, "worker").await.unwrap();
-    let attempts: serde_json::Value = app
-        .client
-        .get(format!("{}/attempts/{}", app.running.sandbox.as_ref().unwrap().url, p.channel_key))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(attempts["attempts"], 1, "{attempts}");
-    assert_eq!(app.store.ledger_batch_count(&p.id, "charge").await.unwrap(), 1);
-});
+store_conformance!(
+    concurrent_claimers_never_share_a_job_or_exceed_their_batch,
+    |store| {
+        const JOBS: usize = 10_000;
+        for _ in 0..JOBS {
+            let (job, payload) = reconcile_job("2026-11-30");
+            store.enqueue_job(&job, &payload, 0).await.unwrap();
+        }
+        let mut tasks = Vec::new();
+        for c in 0..4 {
+            let store: Arc<dyn Store> = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut seen = Vec::new();
+                loop {
+                    let got = store
+                        .claim_jobs(&format!("c{c}"), 50, 600_000, 10)
+                        .await
+                        .unwrap();
+                    assert!(
+                        got.len() <= 50,
+                        "claim of {} rows for a batch of 50",
+                        got.len()
+                    );
+                    if got.is_empty() {
+                        return seen;
+                    }
+                    seen.extend(got.into_iter().map(|j| j.id));
+                }
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        let distinct: HashSet<_> = all.iter().collect();
+        assert_eq!(all.len(), JOBS, "every job claimed once");
+        assert_eq!(distinct.len(), JOBS, "no job leased twice");
+    }
+);
+
+on_both_backends!(
+    a_poison_job_does_not_block_the_good_one_in_its_batch,
+    |app| {
+        let store = &app.store;
+        let mut bad = Vec::new();
+        for _ in 0..3 {
+            let (job, _) = reconcile_job("");
+            bad.push(store.enqueue_job(&job, "not-a-day", 0).await.unwrap());
+        }
+        let (job, _) = reconcile_job("");
+        let good = store.enqueue_job(&job, "2026-11-30", 0).await.unwrap();
+        let mut settings = (*app.running.state.settings).clone();
+        settings.worker_batch = 10;
+        let worker = Worker::new(app.running.state.core.clone(), worker_config(&settings));
+        let results = worker.drain_once().await.unwrap();
+        assert_eq!(results.len(), 4);
+        for (id, r) in results {
+            let want = if id == good {
+                JobResult::Completed
+            } else {
+                JobResult::Retried
+            };
+            assert_eq!(r, want, "job {id}");
+        }
+        assert_eq!(store.job(good).await.unwrap().unwrap().status, "done");
+    }
+);
+
+on_both_backends!(
+    jobs_failing_together_get_spread_retry_times,
+    |s| {
+        s.backoff_base_ms = 10_000;
+        s.backoff_cap_ms = 60_000;
+    },
+    |app| {
+        let store = &app.store;
+        let mut ids = Vec::new();
+        for _ in 0..100 {
+            let (job, _) = reconcile_job("");
+            ids.push(store.enqueue_job(&job, "not-a-day", 0).await.unwrap());
+        }
+        let mut settings = (*app.running.state.settings).clone();
+        settings.worker_batch = 100;
+        let worker = Worker::new(app.running.state.core.clone(), worker_config(&settings));
+        let before = app.running.state.core.clock.now_ms();
+        assert_eq!(worker.drain_once().await.unwrap().len(), 100);
+        let mut times = HashSet::new();
+        for id in ids {
+            let j = store.job(id).await.unwrap().unwrap();
+            assert_eq!(j.status, "due");
+            assert!(
+                j.run_at >= before && j.run_at <= before + 10_000 + 5_000,
+                "run_at {} outside the first ceiling",
+                j.run_at
+            );
+            times.insert(j.run_at);
+        }
+        assert!(
+            times.len() >= 80,
+            "only {} distinct retry times for 100 jobs",
+            times.len()
+        );
+    }
+);
+
+on_both_backends!(
+    a_job_abandoned_mid_run_is_rerun_once_without_a_second_charge,
+    |s| {
+        s.lease_ms = 300;
+    },
+    |app| {
+        // The request stops after inserting the payment (as if the process died before the
+        // channel call); its submit job is claimed by a worker that also dies (lease never
+        // completed); after the lease lapses another worker re-runs it.
+        let core: &Core = &app.running.state.core;
+        let input = converge_server::service::payments::PaymentInput {
+            amount: 1_000,
+            currency: "CNY".into(),
+            merchant_order_id: "o-crash".into(),
+            description: String::new(),
+        };
+        let converge_server::service::payments::InsertOutcome::Created(p) =
+            core.insert_payment(app.merchant_id, &input).await.unwrap()
+        else {
+            panic!("created");
+        };
+        let jobs = app.store.payment_jobs(&p.id).await.unwrap();
+        let submit = jobs
+            .iter()
+            .find(|j| j.kind == "submit")
+            .expect("submit job written with the payment");
+        let far = core.clock.now_ms() + 3_600_000;
+        let dead_claim = app.store.claim_jobs("crashed", 10, 300, far).await.unwrap();
+        assert_eq!(dead_claim.len(), 1);
+        let rerun = app
+            .store
+            .claim_jobs("survivor", 10, 60_000, far + 1_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            rerun.iter().map(|j| j.id).collect::<Vec<_>>(),
+            vec![submit.id]
+        );
+        let after = core.drive(p.clone(), "worker").await.unwrap();
+        assert_eq!(after.status.as_str(), "SUCCESS");
+        assert!(
+            app.store
+                .complete_job(submit.id, &rerun[0].lease_token, far + 2_000)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !app.store
+                .complete_job(submit.id, &dead_claim[0].lease_token, far + 2_000)
+                .await
+                .unwrap()
+        );
+        // Driving again (a third run) charges nothing more.
+        core.drive(after, "worker").await.unwrap();
+        let attempts: serde_json::Value = app
+            .client
+            .get(format!(
+                "{}/attempts/{}",
+                app.running.sandbox.as_ref().unwrap().url,
+                p.channel_key
+            ))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(attempts["attempts"], 1, "{attempts}");
+        assert_eq!(
+            app.store.ledger_batch_count(&p.id, "charge").await.unwrap(),
+            1
+        );
+    }
+);
 
 on_both_backends!(reconciling_a_day_twice_adds_no_duplicate_items, |app| {
     for amount in [1057, 1058, 1000] {
@@ -231,23 +383,43 @@ on_both_backends!(reconciling_a_day_twice_adds_no_duplicate_items, |app| {
     let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let core = &app.running.state.core;
     let first = core.reconcile(&day, "channel", None).await.unwrap();
-    assert_eq!((first.rows, first.differences), (2, 2), "57 mismatches, 58 is missing");
+    assert_eq!(
+        (first.rows, first.differences),
+        (2, 2),
+        "57 mismatches, 58 is missing"
+    );
     let items = app.store.error_items(None, None, 100).await.unwrap();
     let kinds: HashSet<_> = items.iter().map(|i| i.kind.as_str()).collect();
-    assert_eq!(kinds, HashSet::from(["reconcile_amount_mismatch", "reconcile_missing_statement"]));
+    assert_eq!(
+        kinds,
+        HashSet::from(["reconcile_amount_mismatch", "reconcile_missing_statement"])
+    );
     core.reconcile(&day, "channel", None).await.unwrap();
     let again = app.store.error_items(None, None, 100).await.unwrap();
     assert_eq!(again.len(), items.len());
     assert!(again.iter().all(|i| i.occurrences == 2));
 });
 
-on_both_backends!(a_garbled_statement_imports_nothing_and_names_the_line, |app| {
-    let core = &app.running.state.core;
-    let text = "channel_key,amount,currency,status,charged_at\nck_a,100,CNY,succeeded,2026-11-30T00:00:00Z\nck_b,1x0,CNY,succeeded,2026-11-30T00:00:00Z\n";
-    let err = core.reconcile("2026-11-30", "statement-2026-11-30.csv", Some(text.into())).await.unwrap_err();
-    assert!(err.to_string().contains("statement-2026-11-30.csv: line 3"), "{err}");
-    let items = app.store.error_items(None, None, 100).await.unwrap();
-    assert_eq!(items.len(), 1, "only the bad-file item, no half import");
-    assert_eq!(items[0].kind, "reconcile_bad_file");
-    assert!(items[0].evidence.contains("\"line\":3"), "{}", items[0].evidence);
-});
+on_both_backends!(
+    a_garbled_statement_imports_nothing_and_names_the_line,
+    |app| {
+        let core = &app.running.state.core;
+        let text = "channel_key,amount,currency,status,charged_at\nck_a,100,CNY,succeeded,2026-11-30T00:00:00Z\nck_b,1x0,CNY,succeeded,2026-11-30T00:00:00Z\n";
+        let err = core
+            .reconcile("2026-11-30", "statement-2026-11-30.csv", Some(text.into()))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("statement-2026-11-30.csv: line 3"),
+            "{err}"
+        );
+        let items = app.store.error_items(None, None, 100).await.unwrap();
+        assert_eq!(items.len(), 1, "only the bad-file item, no half import");
+        assert_eq!(items[0].kind, "reconcile_bad_file");
+        assert!(
+            items[0].evidence.contains("\"line\":3"),
+            "{}",
+            items[0].evidence
+        );
+    }
+);

@@ -10,11 +10,62 @@ on_both_backends!(health_reports_the_backend, |app| {
 
 on_both_backends!(ordinary_amount_succeeds_with_one_charge_batch, |app| {
     let a = app
-        .post("/v1/payments", Some("k-1"), &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1"}))
+        .post(
+            "/v1/payments",
+            Some("k-1"),
+            &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1"}),
+        )
         .await;
     assert_eq!(a.status, 201, "{:?}", a.json());
     let p = a.json();
     assert_eq!(p["status"], "SUCCESS");
     let id = p["id"].as_str().unwrap();
     assert_eq!(app.store.ledger_batch_count(id, "charge").await.unwrap(), 1);
+});
+
+on_both_backends!(payment_answers_have_the_documented_shape, |app| {
+    let a = app
+        .post("/v1/payments", Some("k-shape"), &json!({"amount": 1999, "currency": "USD", "merchant_order_id": "o-shape", "description": "d"}))
+        .await;
+    assert_eq!(a.status, 201);
+    assert!(
+        a.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let created = a.json();
+    let mut keys: Vec<_> = created.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "amount",
+            "created_at",
+            "currency",
+            "id",
+            "merchant_order_id",
+            "refunded_amount",
+            "status",
+            "updated_at"
+        ]
+    );
+    assert_eq!(
+        (created["amount"].clone(), created["currency"].clone()),
+        (json!(1999), json!("USD"))
+    );
+    assert_eq!(created["refunded_amount"], 0);
+    assert!(created["id"].as_str().unwrap().starts_with("pay_"));
+    for t in ["created_at", "updated_at"] {
+        let s = created[t].as_str().unwrap();
+        assert!(
+            s.ends_with('Z') && chrono::DateTime::parse_from_rfc3339(s).is_ok(),
+            "{t}: {s}"
+        );
+    }
+    let shown = app
+        .get(&format!("/v1/payments/{}", created["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(shown.status, 200);
+    assert_eq!(shown.json(), created, "GET shows what the request answered");
 });

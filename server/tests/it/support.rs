@@ -27,11 +27,15 @@ pub enum Db {
 
 /// The admin URL of the test PostgreSQL server, if any.
 pub fn pg_admin_url() -> Option<String> {
-    let url = std::env::var("CONVERGE_TEST_PG_URL")
-        .ok()
-        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| u.starts_with("postgres")));
+    let url = std::env::var("CONVERGE_TEST_PG_URL").ok().or_else(|| {
+        std::env::var("DATABASE_URL")
+            .ok()
+            .filter(|u| u.starts_with("postgres"))
+    });
     if url.is_none() && std::env::var("CONVERGE_REQUIRE_PG").as_deref() == Ok("1") {
-        panic!("CONVERGE_REQUIRE_PG=1 but no CONVERGE_TEST_PG_URL: PostgreSQL tests may not be skipped");
+        panic!(
+            "CONVERGE_REQUIRE_PG=1 but no CONVERGE_TEST_PG_URL: PostgreSQL tests may not be skipped"
+        );
     }
     url
 }
@@ -47,9 +51,17 @@ pub async fn fresh_url(db: Db) -> Option<(String, Option<tempfile::TempDir>)> {
         }
         Db::Postgres => {
             let admin = pg_admin_url()?;
-            let name = format!("converge_test_{}", hex::encode(rand::rng().random::<[u8; 6]>()));
-            let pool = sqlx::PgPool::connect(&admin).await.expect("connect to the test PostgreSQL server");
-            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.expect("create test database");
+            let name = format!(
+                "converge_test_{}",
+                hex::encode(rand::rng().random::<[u8; 6]>())
+            );
+            let pool = sqlx::PgPool::connect(&admin)
+                .await
+                .expect("connect to the test PostgreSQL server");
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&pool)
+                .await
+                .expect("create test database");
             pool.close().await;
             let mut url = url::Url::parse(&admin).expect("CONVERGE_TEST_PG_URL is a URL");
             url.set_path(&name);
@@ -62,12 +74,20 @@ pub async fn fresh_url(db: Db) -> Option<(String, Option<tempfile::TempDir>)> {
 /// passing run leaves nothing behind; a failing test keeps its database for inspection.
 /// SQLite files go with their TempDir, so this is a no-op for them.
 pub async fn drop_database(url: &str) {
-    let Some(admin) = pg_admin_url().filter(|_| url.starts_with("postgres")) else { return };
-    let name = url::Url::parse(url).expect("database URL").path().trim_start_matches('/').to_string();
+    let Some(admin) = pg_admin_url().filter(|_| url.starts_with("postgres")) else {
+        return;
+    };
+    let name = url::Url::parse(url)
+        .expect("database URL")
+        .path()
+        .trim_start_matches('/')
+        .to_string();
     if !name.starts_with("converge_test_") {
         return;
     }
-    let pool = sqlx::PgPool::connect(&admin).await.expect("connect to the test PostgreSQL server");
+    let pool = sqlx::PgPool::connect(&admin)
+        .await
+        .expect("connect to the test PostgreSQL server");
     sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         .execute(&pool)
         .await
@@ -86,22 +106,34 @@ pub async fn fresh_store(db: Db) -> Option<(Arc<dyn Store>, String, Option<tempf
 /// assertions the [`Store`] trait has no read for. `$1`, `$2`... bind `args` as text.
 pub async fn sql_i64(url: &str, sql: &str, args: &[&str]) -> i64 {
     if url.starts_with("postgres") {
-        let pool = sqlx::PgPool::connect(url).await.expect("connect for a raw read");
+        let pool = sqlx::PgPool::connect(url)
+            .await
+            .expect("connect for a raw read");
         let mut q = sqlx::query_scalar::<_, i64>(sql);
         for a in args {
             q = q.bind(*a);
         }
-        let v = q.fetch_one(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let v = q
+            .fetch_one(&pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         pool.close().await;
         v
     } else {
-        let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(url).read_only(true);
-        let pool = sqlx::SqlitePool::connect_with(opts).await.expect("open for a raw read");
+        let opts = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(url)
+            .read_only(true);
+        let pool = sqlx::SqlitePool::connect_with(opts)
+            .await
+            .expect("open for a raw read");
         let mut q = sqlx::query_scalar::<_, i64>(sql);
         for a in args {
             q = q.bind(*a);
         }
-        let v = q.fetch_one(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let v = q
+            .fetch_one(&pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         pool.close().await;
         v
     }
@@ -110,22 +142,34 @@ pub async fn sql_i64(url: &str, sql: &str, args: &[&str]) -> i64 {
 /// Text values of the first column of every row of `sql` at `url` (either backend).
 pub async fn sql_strings(url: &str, sql: &str, args: &[&str]) -> Vec<String> {
     if url.starts_with("postgres") {
-        let pool = sqlx::PgPool::connect(url).await.expect("connect for a raw read");
+        let pool = sqlx::PgPool::connect(url)
+            .await
+            .expect("connect for a raw read");
         let mut q = sqlx::query_scalar::<_, String>(sql);
         for a in args {
             q = q.bind(*a);
         }
-        let v = q.fetch_all(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let v = q
+            .fetch_all(&pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         pool.close().await;
         v
     } else {
-        let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(url).read_only(true);
-        let pool = sqlx::SqlitePool::connect_with(opts).await.expect("open for a raw read");
+        let opts = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(url)
+            .read_only(true);
+        let pool = sqlx::SqlitePool::connect_with(opts)
+            .await
+            .expect("open for a raw read");
         let mut q = sqlx::query_scalar::<_, String>(sql);
         for a in args {
             q = q.bind(*a);
         }
-        let v = q.fetch_all(&pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let v = q
+            .fetch_all(&pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         pool.close().await;
         v
     }
@@ -143,7 +187,10 @@ where
         if let Some(v) = probe().await {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -171,17 +218,31 @@ impl TestApp {
         let (url, dir) = fresh_url(db).await?;
         let mut settings = Settings::for_tests(&url);
         tweak(&mut settings);
-        let callback_secret = settings.callback_secret.clone().unwrap_or_default().into_bytes();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let callback_secret = settings
+            .callback_secret
+            .clone()
+            .unwrap_or_default()
+            .into_bytes();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let running = startup::build(settings, addr).await.expect("core starts");
         let router = running.router.clone();
         tokio::spawn(async move {
-            axum::serve(listener, router).await.expect("serve");
+            axum::serve(
+                listener,
+                router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+            )
+            .await
+            .expect("serve");
         });
         let store = running.state.core.store.clone();
         let api_key = format!("sk_test_{}", hex::encode(rand::rng().random::<[u8; 16]>()));
-        let merchant = store.create_merchant("acme", &sha256_hex(api_key.as_bytes()), 0).await.expect("merchant");
+        let merchant = store
+            .create_merchant("acme", &sha256_hex(api_key.as_bytes()), 0)
+            .await
+            .expect("merchant");
         Some(TestApp {
             base: format!("http://{addr}"),
             api_key,
@@ -204,12 +265,21 @@ impl TestApp {
     /// Adds another merchant; returns its API key.
     pub async fn add_merchant(&self, name: &str) -> String {
         let key = format!("sk_test_{}", hex::encode(rand::rng().random::<[u8; 16]>()));
-        self.store.create_merchant(name, &sha256_hex(key.as_bytes()), 0).await.expect("merchant");
+        self.store
+            .create_merchant(name, &sha256_hex(key.as_bytes()), 0)
+            .await
+            .expect("merchant");
         key
     }
 
     /// POSTs raw `body` to `path` as `api_key` with an optional Idempotency-Key.
-    pub async fn post_raw(&self, api_key: &str, path: &str, key: Option<&str>, body: &str) -> Answer {
+    pub async fn post_raw(
+        &self,
+        api_key: &str,
+        path: &str,
+        key: Option<&str>,
+        body: &str,
+    ) -> Answer {
         let mut req = self
             .client
             .post(format!("{}{}", self.base, path))
@@ -224,7 +294,8 @@ impl TestApp {
 
     /// POSTs JSON to `path` as the default merchant.
     pub async fn post(&self, path: &str, key: Option<&str>, body: &Value) -> Answer {
-        self.post_raw(&self.api_key.clone(), path, key, &body.to_string()).await
+        self.post_raw(&self.api_key.clone(), path, key, &body.to_string())
+            .await
     }
 
     /// GETs `path` as the default merchant.
@@ -234,7 +305,10 @@ impl TestApp {
 
     /// GETs `path` as `api_key`.
     pub async fn get_as(&self, api_key: &str, path: &str) -> Answer {
-        let req = self.client.get(format!("{}{}", self.base, path)).bearer_auth(api_key);
+        let req = self
+            .client
+            .get(format!("{}{}", self.base, path))
+            .bearer_auth(api_key);
         Answer::from(req.send().await.expect("request sent")).await
     }
 
@@ -258,19 +332,30 @@ impl TestApp {
 
     /// GETs `path` on the in-process sandbox channel (e.g. `/stats`, `/attempts/{key}`).
     pub async fn sandbox_get(&self, path: &str) -> Answer {
-        let base = &self.running.sandbox.as_ref().expect("in-process sandbox").url;
+        let base = &self
+            .running
+            .sandbox
+            .as_ref()
+            .expect("in-process sandbox")
+            .url;
         self.send(self.client.get(format!("{base}{path}"))).await
     }
 
     /// Charge attempts the sandbox saw for `channel_key` (0 when it never saw the key).
     pub async fn channel_attempts(&self, channel_key: &str) -> i64 {
         let a = self.sandbox_get(&format!("/attempts/{channel_key}")).await;
-        if a.status == 404 { 0 } else { a.json()["attempts"].as_i64().expect("attempts") }
+        if a.status == 404 {
+            0
+        } else {
+            a.json()["attempts"].as_i64().expect("attempts")
+        }
     }
 
     /// Charges the sandbox committed, all keys together.
     pub async fn channel_charges(&self) -> i64 {
-        self.sandbox_get("/stats").await.json()["charges"].as_i64().expect("charges")
+        self.sandbox_get("/stats").await.json()["charges"]
+            .as_i64()
+            .expect("charges")
     }
 
     /// A single value read with raw SQL from the core's database.
@@ -286,10 +371,14 @@ impl TestApp {
     /// GETs a payment until its status is `status`, or panics after `within`.
     pub async fn wait_for_status(&self, id: &str, status: &str, within: Duration) -> Value {
         let path = format!("/v1/payments/{id}");
-        eventually(within, &format!("payment {id} to become {status}"), || async {
-            let p = self.get(&path).await.json();
-            (p["status"] == status).then_some(p)
-        })
+        eventually(
+            within,
+            &format!("payment {id} to become {status}"),
+            || async {
+                let p = self.get(&path).await.json();
+                (p["status"] == status).then_some(p)
+            },
+        )
         .await
     }
 }
@@ -307,22 +396,34 @@ impl Answer {
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let body = resp.bytes().await.expect("body").to_vec();
-        Answer { status, headers, body }
+        Answer {
+            status,
+            headers,
+            body,
+        }
     }
 
     /// The body as JSON.
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
     }
 
     /// `error.code` of an error body.
     pub fn code(&self) -> String {
-        self.json()["error"]["code"].as_str().unwrap_or_default().to_string()
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// A header's value as text ("" when absent).
     pub fn header(&self, name: &str) -> String {
-        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// Asserts `status` and the error shape `{"error":{"code","message"}}` with `code`,
@@ -331,11 +432,24 @@ impl Answer {
     pub fn assert_error(&self, status: u16, code: &str) {
         let text = String::from_utf8_lossy(&self.body);
         assert_eq!(self.status, status, "status of {text}");
-        assert!(self.header("content-type").starts_with("application/json"), "content type of {text}");
-        let v: Value = serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        assert!(
+            self.header("content-type").starts_with("application/json"),
+            "content type of {text}"
+        );
+        let v: Value =
+            serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
         assert_eq!(v["error"]["code"], code, "code of {text}");
-        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "message of {text}");
-        assert_eq!(v.as_object().map(|o| o.len()), Some(1), "only `error` at the top of {text}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "message of {text}"
+        );
+        assert_eq!(
+            v.as_object().map(|o| o.len()),
+            Some(1),
+            "only `error` at the top of {text}"
+        );
     }
 }
 

@@ -9,7 +9,8 @@ use converge_server::domain::ledger;
 use converge_server::domain::state::{PaymentEvent, PaymentStatus, TRANSITIONS, transition};
 use converge_server::service::ids::new_id;
 use converge_server::store::{
-    CreatePayment, JobKind, NewJob, NewPayment, Payment, Store, StoreError, Transition, TransitionResult,
+    CreatePayment, JobKind, NewJob, NewPayment, Payment, Store, StoreError, Transition,
+    TransitionResult,
 };
 
 use PaymentEvent as E;
@@ -79,7 +80,12 @@ fn path_to(status: PaymentStatus) -> &'static [PaymentEvent] {
         S::Success => &[E::Submit, E::ChannelSucceeded, E::LedgerPosted],
         S::Failed => &[E::Submit, E::ChannelDeclined],
         S::Reversed => &[E::Submit, E::ChannelSucceeded, E::LedgerPosted, E::Reversed],
-        S::Refunded => &[E::Submit, E::ChannelSucceeded, E::LedgerPosted, E::RefundedInFull],
+        S::Refunded => &[
+            E::Submit,
+            E::ChannelSucceeded,
+            E::LedgerPosted,
+            E::RefundedInFull,
+        ],
     }
 }
 
@@ -93,170 +99,282 @@ async fn payment_in(store: &Arc<dyn Store>, status: PaymentStatus) -> Payment {
     p
 }
 
-store_conformance!(every_row_of_the_transition_table_applies_and_is_recorded, |store| {
-    for (from, event, to) in TRANSITIONS {
-        let p = payment_in(&store, *from).await;
-        let before = store.payment_events(&p.id).await.unwrap().len();
-        let t = tr(&p, *event, *to);
-        let next = match store.apply_transition(&t).await.unwrap() {
-            TransitionResult::Applied(next) => next,
-            other => panic!("{from} --{event}--> {to}: {other:?}"),
-        };
-        assert_eq!(next.status, *to, "{from} --{event}-->");
-        assert_eq!(next.version, p.version + 1, "{from} --{event}--> bumps the version");
-        assert_eq!(next.updated_at, t.now);
-        let reread = store.payment(&p.id).await.unwrap().unwrap();
-        assert_eq!(reread, next);
-        let events = store.payment_events(&p.id).await.unwrap();
-        assert_eq!(events.len(), before + 1);
-        let ev = events.last().unwrap();
-        assert_eq!(ev.event_id, t.event_id);
-        assert_eq!(ev.event, event.as_str());
-        assert_eq!(ev.from_status, from.as_str());
-        assert_eq!(ev.to_status.as_deref(), Some(to.as_str()));
-        assert!(ev.applied);
-        assert_eq!(ev.source, "test");
-    }
-});
-
-store_conformance!(every_pair_outside_the_table_is_refused_and_writes_nothing, |store| {
-    let mut refused = 0;
-    for from in S::ALL {
-        let p = payment_in(&store, from).await;
-        for event in E::ALL {
-            if transition(from, event).is_ok() {
-                continue;
-            }
-            // The target a careless caller would pick: where the event leads elsewhere.
-            let to = TRANSITIONS.iter().find(|(_, e, _)| *e == event).map_or(S::Success, |(_, _, to)| *to);
+store_conformance!(
+    every_row_of_the_transition_table_applies_and_is_recorded,
+    |store| {
+        for (from, event, to) in TRANSITIONS {
+            let p = payment_in(&store, *from).await;
+            let before = store.payment_events(&p.id).await.unwrap().len();
+            let t = tr(&p, *event, *to);
+            let next = match store.apply_transition(&t).await.unwrap() {
+                TransitionResult::Applied(next) => next,
+                other => panic!("{from} --{event}--> {to}: {other:?}"),
+            };
+            assert_eq!(next.status, *to, "{from} --{event}-->");
+            assert_eq!(
+                next.version,
+                p.version + 1,
+                "{from} --{event}--> bumps the version"
+            );
+            assert_eq!(next.updated_at, t.now);
+            let reread = store.payment(&p.id).await.unwrap().unwrap();
+            assert_eq!(reread, next);
             let events = store.payment_events(&p.id).await.unwrap();
-            let result = store.apply_transition(&tr(&p, event, to)).await.unwrap();
-            assert!(matches!(result, TransitionResult::Refused(_)), "{from} --{event}--> {to}: {result:?}");
-            assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), p, "{from} --{event}--> moved the payment");
-            assert_eq!(store.payment_events(&p.id).await.unwrap(), events, "{from} --{event}--> wrote an event");
-            refused += 1;
+            assert_eq!(events.len(), before + 1);
+            let ev = events.last().unwrap();
+            assert_eq!(ev.event_id, t.event_id);
+            assert_eq!(ev.event, event.as_str());
+            assert_eq!(ev.from_status, from.as_str());
+            assert_eq!(ev.to_status.as_deref(), Some(to.as_str()));
+            assert!(ev.applied);
+            assert_eq!(ev.source, "test");
         }
     }
-    assert_eq!(refused, S::ALL.len() * E::ALL.len() - TRANSITIONS.len());
-});
+);
 
-store_conformance!(a_whitelisted_event_with_another_target_is_refused, |store| {
-    // channel_error is never FAILED (DESIGN.md: timeout, 5xx, garbled answer: never FAILED).
-    let p = payment_in(&store, S::Processing).await;
-    let result = store.apply_transition(&tr(&p, E::ChannelError, S::Failed)).await.unwrap();
-    assert!(matches!(result, TransitionResult::Refused(_)), "{result:?}");
-    assert_eq!(store.payment(&p.id).await.unwrap().unwrap().status, S::Processing);
-});
+store_conformance!(
+    every_pair_outside_the_table_is_refused_and_writes_nothing,
+    |store| {
+        let mut refused = 0;
+        for from in S::ALL {
+            let p = payment_in(&store, from).await;
+            for event in E::ALL {
+                if transition(from, event).is_ok() {
+                    continue;
+                }
+                // The target a careless caller would pick: where the event leads elsewhere.
+                let to = TRANSITIONS
+                    .iter()
+                    .find(|(_, e, _)| *e == event)
+                    .map_or(S::Success, |(_, _, to)| *to);
+                let events = store.payment_events(&p.id).await.unwrap();
+                let result = store.apply_transition(&tr(&p, event, to)).await.unwrap();
+                assert!(
+                    matches!(result, TransitionResult::Refused(_)),
+                    "{from} --{event}--> {to}: {result:?}"
+                );
+                assert_eq!(
+                    store.payment(&p.id).await.unwrap().unwrap(),
+                    p,
+                    "{from} --{event}--> moved the payment"
+                );
+                assert_eq!(
+                    store.payment_events(&p.id).await.unwrap(),
+                    events,
+                    "{from} --{event}--> wrote an event"
+                );
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, S::ALL.len() * E::ALL.len() - TRANSITIONS.len());
+    }
+);
+
+store_conformance!(
+    a_whitelisted_event_with_another_target_is_refused,
+    |store| {
+        // channel_error is never FAILED (DESIGN.md: timeout, 5xx, garbled answer: never FAILED).
+        let p = payment_in(&store, S::Processing).await;
+        let result = store
+            .apply_transition(&tr(&p, E::ChannelError, S::Failed))
+            .await
+            .unwrap();
+        assert!(matches!(result, TransitionResult::Refused(_)), "{result:?}");
+        assert_eq!(
+            store.payment(&p.id).await.unwrap().unwrap().status,
+            S::Processing
+        );
+    }
+);
 
 store_conformance!(terminal_states_never_move, |store| {
     for from in [S::Failed, S::Reversed, S::Refunded] {
         let p = payment_in(&store, from).await;
         for event in E::ALL {
-            let result = store.apply_transition(&tr(&p, event, S::Success)).await.unwrap();
-            assert!(matches!(result, TransitionResult::Refused(_)), "{from} --{event}-->: {result:?}");
+            let result = store
+                .apply_transition(&tr(&p, event, S::Success))
+                .await
+                .unwrap();
+            assert!(
+                matches!(result, TransitionResult::Refused(_)),
+                "{from} --{event}-->: {result:?}"
+            );
         }
         assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), p);
     }
 });
 
-store_conformance!(a_transition_from_an_old_version_or_status_is_stale_and_writes_nothing, |store| {
-    let p = payment_in(&store, S::Processing).await;
-    let moved = step(&store, &p, E::ChannelError).await;
-    let events = store.payment_events(&p.id).await.unwrap();
-    // The caller still believes PROCESSING at the old version.
-    match store.apply_transition(&tr(&p, E::ChannelSucceeded, S::ChannelSuccess)).await.unwrap() {
-        TransitionResult::Stale(current) => assert_eq!(current, moved, "Stale carries the current payment"),
-        other => panic!("{other:?}"),
-    }
-    // Right status, old version.
-    let mut old = moved.clone();
-    old.version -= 1;
-    assert!(matches!(
-        store.apply_transition(&tr(&old, E::QuerySucceeded, S::ChannelSuccess)).await.unwrap(),
-        TransitionResult::Stale(_)
-    ));
-    assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), moved);
-    assert_eq!(store.payment_events(&p.id).await.unwrap(), events);
-});
-
-store_conformance!(two_concurrent_transitions_from_one_version_apply_exactly_once, |store| {
-    for round in 0..8 {
+store_conformance!(
+    a_transition_from_an_old_version_or_status_is_stale_and_writes_nothing,
+    |store| {
         let p = payment_in(&store, S::Processing).await;
-        let barrier = Arc::new(tokio::sync::Barrier::new(2));
-        let race = |event: PaymentEvent, to: PaymentStatus| {
-            let (store, t, barrier) = (store.clone(), tr(&p, event, to), barrier.clone());
-            tokio::spawn(async move {
-                barrier.wait().await;
-                store.apply_transition(&t).await.unwrap()
-            })
-        };
-        let a = race(E::ChannelSucceeded, S::ChannelSuccess);
-        let b = race(E::ChannelError, S::Unknown);
-        let (a, b) = (a.await.unwrap(), b.await.unwrap());
-        let applied: Vec<_> = [&a, &b].into_iter().filter(|r| matches!(r, TransitionResult::Applied(_))).collect();
-        let stale = [&a, &b].into_iter().filter(|r| matches!(r, TransitionResult::Stale(_))).count();
-        assert_eq!((applied.len(), stale), (1, 1), "round {round}: {a:?} / {b:?}");
-        let TransitionResult::Applied(winner) = applied[0] else { unreachable!() };
-        let now = store.payment(&p.id).await.unwrap().unwrap();
-        assert_eq!(&now, winner, "round {round}: the winner's write is the one kept");
-        assert_eq!(now.version, p.version + 1);
-        let applied_events = store.payment_events(&p.id).await.unwrap().into_iter().filter(|e| e.from_status == "PROCESSING").count();
-        assert_eq!(applied_events, 1, "round {round}: only the winner's event is recorded");
+        let moved = step(&store, &p, E::ChannelError).await;
+        let events = store.payment_events(&p.id).await.unwrap();
+        // The caller still believes PROCESSING at the old version.
+        match store
+            .apply_transition(&tr(&p, E::ChannelSucceeded, S::ChannelSuccess))
+            .await
+            .unwrap()
+        {
+            TransitionResult::Stale(current) => {
+                assert_eq!(current, moved, "Stale carries the current payment")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Right status, old version.
+        let mut old = moved.clone();
+        old.version -= 1;
+        assert!(matches!(
+            store
+                .apply_transition(&tr(&old, E::QuerySucceeded, S::ChannelSuccess))
+                .await
+                .unwrap(),
+            TransitionResult::Stale(_)
+        ));
+        assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), moved);
+        assert_eq!(store.payment_events(&p.id).await.unwrap(), events);
     }
-});
+);
 
-store_conformance!(the_same_event_from_two_writers_at_once_applies_once, |store| {
-    for round in 0..8 {
-        let p = payment_in(&store, S::Processing).await;
-        let t = tr(&p, E::ChannelError, S::Unknown);
-        let barrier = Arc::new(tokio::sync::Barrier::new(2));
-        let tasks: Vec<_> = (0..2)
-            .map(|_| {
-                let (store, t, barrier) = (store.clone(), t.clone(), barrier.clone());
+store_conformance!(
+    two_concurrent_transitions_from_one_version_apply_exactly_once,
+    |store| {
+        for round in 0..8 {
+            let p = payment_in(&store, S::Processing).await;
+            let barrier = Arc::new(tokio::sync::Barrier::new(2));
+            let race = |event: PaymentEvent, to: PaymentStatus| {
+                let (store, t, barrier) = (store.clone(), tr(&p, event, to), barrier.clone());
                 tokio::spawn(async move {
                     barrier.wait().await;
                     store.apply_transition(&t).await.unwrap()
                 })
-            })
-            .collect();
-        let mut results = vec![];
-        for task in tasks {
-            results.push(task.await.unwrap());
+            };
+            let a = race(E::ChannelSucceeded, S::ChannelSuccess);
+            let b = race(E::ChannelError, S::Unknown);
+            let (a, b) = (a.await.unwrap(), b.await.unwrap());
+            let applied: Vec<_> = [&a, &b]
+                .into_iter()
+                .filter(|r| matches!(r, TransitionResult::Applied(_)))
+                .collect();
+            let stale = [&a, &b]
+                .into_iter()
+                .filter(|r| matches!(r, TransitionResult::Stale(_)))
+                .count();
+            assert_eq!(
+                (applied.len(), stale),
+                (1, 1),
+                "round {round}: {a:?} / {b:?}"
+            );
+            let TransitionResult::Applied(winner) = applied[0] else {
+                unreachable!()
+            };
+            let now = store.payment(&p.id).await.unwrap().unwrap();
+            assert_eq!(
+                &now, winner,
+                "round {round}: the winner's write is the one kept"
+            );
+            assert_eq!(now.version, p.version + 1);
+            let applied_events = store
+                .payment_events(&p.id)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|e| e.from_status == "PROCESSING")
+                .count();
+            assert_eq!(
+                applied_events, 1,
+                "round {round}: only the winner's event is recorded"
+            );
         }
-        let applied = results.iter().filter(|r| matches!(r, TransitionResult::Applied(_))).count();
-        assert_eq!(applied, 1, "round {round}: {results:?}");
-        assert!(
-            results.iter().all(|r| matches!(r, TransitionResult::Applied(_) | TransitionResult::DuplicateEvent | TransitionResult::Stale(_))),
-            "{results:?}"
-        );
-        assert_eq!(store.payment(&p.id).await.unwrap().unwrap().version, p.version + 1);
     }
-});
+);
 
-store_conformance!(a_duplicate_event_id_is_duplicate_event_and_moves_nothing, |store| {
-    let p = pending(&store).await;
-    let mut submit = tr(&p, E::Submit, S::Processing);
-    submit.event_id = "evt-1".into();
-    let TransitionResult::Applied(processing) = store.apply_transition(&submit).await.unwrap() else { panic!() };
-    // The same event id again, even for a different, allowed event from the new state.
-    let mut again = tr(&processing, E::ChannelSucceeded, S::ChannelSuccess);
-    again.event_id = "evt-1".into();
-    assert_eq!(store.apply_transition(&again).await.unwrap(), TransitionResult::DuplicateEvent);
-    assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), processing);
-    let ids: Vec<_> = store.payment_events(&p.id).await.unwrap().into_iter().map(|e| e.event_id).collect();
-    assert_eq!(ids, vec!["created".to_string(), "evt-1".to_string()]);
-    // The same id on another payment is another event.
-    let other = pending(&store).await;
-    let mut submit_other = tr(&other, E::Submit, S::Processing);
-    submit_other.event_id = "evt-1".into();
-    assert!(matches!(store.apply_transition(&submit_other).await.unwrap(), TransitionResult::Applied(_)));
-});
+store_conformance!(
+    the_same_event_from_two_writers_at_once_applies_once,
+    |store| {
+        for round in 0..8 {
+            let p = payment_in(&store, S::Processing).await;
+            let t = tr(&p, E::ChannelError, S::Unknown);
+            let barrier = Arc::new(tokio::sync::Barrier::new(2));
+            let tasks: Vec<_> = (0..2)
+                .map(|_| {
+                    let (store, t, barrier) = (store.clone(), t.clone(), barrier.clone());
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        store.apply_transition(&t).await.unwrap()
+                    })
+                })
+                .collect();
+            let mut results = vec![];
+            for task in tasks {
+                results.push(task.await.unwrap());
+            }
+            let applied = results
+                .iter()
+                .filter(|r| matches!(r, TransitionResult::Applied(_)))
+                .count();
+            assert_eq!(applied, 1, "round {round}: {results:?}");
+            assert!(
+                results.iter().all(|r| matches!(
+                    r,
+                    TransitionResult::Applied(_)
+                        | TransitionResult::DuplicateEvent
+                        | TransitionResult::Stale(_)
+                )),
+                "{results:?}"
+            );
+            assert_eq!(
+                store.payment(&p.id).await.unwrap().unwrap().version,
+                p.version + 1
+            );
+        }
+    }
+);
+
+store_conformance!(
+    a_duplicate_event_id_is_duplicate_event_and_moves_nothing,
+    |store| {
+        let p = pending(&store).await;
+        let mut submit = tr(&p, E::Submit, S::Processing);
+        submit.event_id = "evt-1".into();
+        let TransitionResult::Applied(processing) = store.apply_transition(&submit).await.unwrap()
+        else {
+            panic!()
+        };
+        // The same event id again, even for a different, allowed event from the new state.
+        let mut again = tr(&processing, E::ChannelSucceeded, S::ChannelSuccess);
+        again.event_id = "evt-1".into();
+        assert_eq!(
+            store.apply_transition(&again).await.unwrap(),
+            TransitionResult::DuplicateEvent
+        );
+        assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), processing);
+        let ids: Vec<_> = store
+            .payment_events(&p.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event_id)
+            .collect();
+        assert_eq!(ids, vec!["created".to_string(), "evt-1".to_string()]);
+        // The same id on another payment is another event.
+        let other = pending(&store).await;
+        let mut submit_other = tr(&other, E::Submit, S::Processing);
+        submit_other.event_id = "evt-1".into();
+        assert!(matches!(
+            store.apply_transition(&submit_other).await.unwrap(),
+            TransitionResult::Applied(_)
+        ));
+    }
+);
 
 store_conformance!(at_most_one_charge_batch_per_payment, |store| {
     let p = payment_in(&store, S::ChannelSuccess).await;
     let mut post = tr(&p, E::LedgerPosted, S::Success);
     post.posting = Some(ledger::charge(p.merchant_id, p.amount, &p.currency));
-    let TransitionResult::Applied(success) = store.apply_transition(&post).await.unwrap() else { panic!() };
+    let TransitionResult::Applied(success) = store.apply_transition(&post).await.unwrap() else {
+        panic!()
+    };
     assert_eq!(store.ledger_batch_count(&p.id, "charge").await.unwrap(), 1);
 
     // A second charge posting, riding on an otherwise allowed transition, is refused and the
@@ -275,66 +393,102 @@ store_conformance!(at_most_one_charge_batch_per_payment, |store| {
     }
 });
 
-store_conformance!(suspense_posts_the_one_charge_batch_when_it_recovers, |store| {
-    let p = payment_in(&store, S::Suspense).await;
-    assert_eq!(store.ledger_batch_count(&p.id, "charge").await.unwrap(), 0);
-    let mut post = tr(&p, E::LedgerPosted, S::Success);
-    post.posting = Some(ledger::charge(p.merchant_id, p.amount, &p.currency));
-    assert!(matches!(store.apply_transition(&post).await.unwrap(), TransitionResult::Applied(_)));
-    assert_eq!(store.ledger_batch_count(&p.id, "charge").await.unwrap(), 1);
-});
+store_conformance!(
+    suspense_posts_the_one_charge_batch_when_it_recovers,
+    |store| {
+        let p = payment_in(&store, S::Suspense).await;
+        assert_eq!(store.ledger_batch_count(&p.id, "charge").await.unwrap(), 0);
+        let mut post = tr(&p, E::LedgerPosted, S::Success);
+        post.posting = Some(ledger::charge(p.merchant_id, p.amount, &p.currency));
+        assert!(matches!(
+            store.apply_transition(&post).await.unwrap(),
+            TransitionResult::Applied(_)
+        ));
+        assert_eq!(store.ledger_batch_count(&p.id, "charge").await.unwrap(), 1);
+    }
+);
 
-store_conformance!(a_transition_writes_its_jobs_and_closes_finished_ones_atomically, |store| {
-    let p = payment_in(&store, S::Processing).await;
-    let jobs = store.payment_jobs(&p.id).await.unwrap();
-    assert_eq!(jobs.len(), 1);
-    assert_eq!((jobs[0].kind.as_str(), jobs[0].status.as_str()), ("submit", "due"));
-    let mut to_unknown = tr(&p, E::ChannelError, S::Unknown);
-    to_unknown.last_error = Some("timeout".into());
-    to_unknown.enqueue = vec![NewJob {
-        kind: JobKind::Query,
-        payment_id: Some(p.id.clone()),
-        refund_id: None,
-        run_at: to_unknown.now + 1_000,
-        max_attempts: 5,
-    }];
-    to_unknown.close_jobs = vec![JobKind::Submit];
-    let TransitionResult::Applied(unknown) = store.apply_transition(&to_unknown).await.unwrap() else { panic!() };
-    assert_eq!(unknown.last_error.as_deref(), Some("timeout"));
-    let jobs: Vec<_> =
-        store.payment_jobs(&p.id).await.unwrap().into_iter().map(|j| (j.kind, j.status, j.run_at)).collect();
-    assert_eq!(
-        jobs,
-        vec![
-            ("submit".to_string(), "done".to_string(), jobs[0].2),
-            ("query".to_string(), "due".to_string(), to_unknown.now + 1_000)
-        ]
-    );
-    // A stale transition writes none of its jobs.
-    let mut stale = tr(&p, E::ChannelError, S::Unknown);
-    stale.event_id = "late".into();
-    stale.enqueue = to_unknown.enqueue.clone();
-    assert!(matches!(store.apply_transition(&stale).await.unwrap(), TransitionResult::Stale(_)));
-    assert_eq!(store.payment_jobs(&p.id).await.unwrap().len(), 2);
-});
+store_conformance!(
+    a_transition_writes_its_jobs_and_closes_finished_ones_atomically,
+    |store| {
+        let p = payment_in(&store, S::Processing).await;
+        let jobs = store.payment_jobs(&p.id).await.unwrap();
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(
+            (jobs[0].kind.as_str(), jobs[0].status.as_str()),
+            ("submit", "due")
+        );
+        let mut to_unknown = tr(&p, E::ChannelError, S::Unknown);
+        to_unknown.last_error = Some("timeout".into());
+        to_unknown.enqueue = vec![NewJob {
+            kind: JobKind::Query,
+            payment_id: Some(p.id.clone()),
+            refund_id: None,
+            run_at: to_unknown.now + 1_000,
+            max_attempts: 5,
+        }];
+        to_unknown.close_jobs = vec![JobKind::Submit];
+        let TransitionResult::Applied(unknown) = store.apply_transition(&to_unknown).await.unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(unknown.last_error.as_deref(), Some("timeout"));
+        let jobs: Vec<_> = store
+            .payment_jobs(&p.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|j| (j.kind, j.status, j.run_at))
+            .collect();
+        assert_eq!(
+            jobs,
+            vec![
+                ("submit".to_string(), "done".to_string(), jobs[0].2),
+                (
+                    "query".to_string(),
+                    "due".to_string(),
+                    to_unknown.now + 1_000
+                )
+            ]
+        );
+        // A stale transition writes none of its jobs.
+        let mut stale = tr(&p, E::ChannelError, S::Unknown);
+        stale.event_id = "late".into();
+        stale.enqueue = to_unknown.enqueue.clone();
+        assert!(matches!(
+            store.apply_transition(&stale).await.unwrap(),
+            TransitionResult::Stale(_)
+        ));
+        assert_eq!(store.payment_jobs(&p.id).await.unwrap().len(), 2);
+    }
+);
 
-store_conformance!(an_ignored_event_is_recorded_once_and_moves_nothing, |store| {
-    use converge_server::store::IgnoredEvent;
-    let p = payment_in(&store, S::Success).await;
-    let e = IgnoredEvent {
-        payment_id: p.id.clone(),
-        event_id: "cb:evt_stale".into(),
-        event: E::ChannelDeclined,
-        from: S::Success,
-        source: "callback".into(),
-        detail: "stale".into(),
-        now: SystemClock.now_ms(),
-    };
-    assert!(store.record_ignored_event(&e).await.unwrap());
-    assert!(!store.record_ignored_event(&e).await.unwrap());
-    let ignored: Vec<_> = store.payment_events(&p.id).await.unwrap().into_iter().filter(|e| !e.applied).collect();
-    assert_eq!(ignored.len(), 1);
-    assert_eq!(ignored[0].to_status, None);
-    assert_eq!(ignored[0].from_status, "SUCCESS");
-    assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), p);
-});
+store_conformance!(
+    an_ignored_event_is_recorded_once_and_moves_nothing,
+    |store| {
+        use converge_server::store::IgnoredEvent;
+        let p = payment_in(&store, S::Success).await;
+        let e = IgnoredEvent {
+            payment_id: p.id.clone(),
+            event_id: "cb:evt_stale".into(),
+            event: E::ChannelDeclined,
+            from: S::Success,
+            source: "callback".into(),
+            detail: "stale".into(),
+            now: SystemClock.now_ms(),
+        };
+        assert!(store.record_ignored_event(&e).await.unwrap());
+        assert!(!store.record_ignored_event(&e).await.unwrap());
+        let ignored: Vec<_> = store
+            .payment_events(&p.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| !e.applied)
+            .collect();
+        assert_eq!(ignored.len(), 1);
+        assert_eq!(ignored[0].to_status, None);
+        assert_eq!(ignored[0].from_status, "SUCCESS");
+        assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), p);
+    }
+);

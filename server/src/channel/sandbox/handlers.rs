@@ -298,6 +298,51 @@ pub async fn attempts(State(s): State<SandboxState>, Path(key): Path<String>) ->
     }
 }
 
+/// Largest page `GET /charges` returns.
+pub const LIST_LIMIT_MAX: i64 = 5_000;
+
+/// Query of `GET /charges`: `after` (a key; the page starts after it) and `limit`
+/// (1..=[`LIST_LIMIT_MAX`], default 1000).
+#[derive(Deserialize)]
+pub struct ListQuery {
+    #[serde(default)]
+    after: String,
+    limit: Option<i64>,
+}
+
+/// `GET /charges?after=KEY&limit=N`: every stored charge in key order, for `converge verify`.
+pub async fn list_charges(
+    State(s): State<SandboxState>,
+    query: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let axum::extract::Query(q) = match query {
+        Ok(q) => q,
+        Err(e) => return invalid(e.body_text()),
+    };
+    let limit = q.limit.unwrap_or(1000);
+    if !(1..=LIST_LIMIT_MAX).contains(&limit) {
+        return invalid(format!("limit must be 1..={LIST_LIMIT_MAX}"));
+    }
+    match s.inner.store.list_charges(&q.after, limit).await {
+        Ok(rows) => {
+            let next = (rows.len() as i64 == limit)
+                .then(|| rows.last().map(|r| r.key.clone()))
+                .flatten();
+            let charges: Vec<Value> = rows
+                .iter()
+                .map(|c| {
+                    json!({
+                        "key": c.key, "status": c.status, "amount": c.amount, "currency": c.currency,
+                        "charged_at": c.charged_at, "attempts": c.attempts, "refunded": c.refunded,
+                    })
+                })
+                .collect();
+            reply(StatusCode::OK, json!({"charges": charges, "next": next}))
+        }
+        Err(e) => store_error(e),
+    }
+}
+
 /// `GET /stats`.
 pub async fn stats(State(s): State<SandboxState>) -> Response {
     match s.inner.store.stats().await {

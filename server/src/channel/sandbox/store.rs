@@ -108,6 +108,23 @@ pub struct StatementLine {
     pub charged_at: String,
 }
 
+/// One row of `GET /charges`: a stored charge (success or decline) with the attempts seen for
+/// its key and the total refunded against it (minor units).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedCharge {
+    pub key: String,
+    pub amount: i64,
+    pub currency: String,
+    /// `"succeeded"` or `"declined"`.
+    pub status: String,
+    /// RFC 3339, UTC.
+    pub charged_at: String,
+    /// Charge requests seen for the key.
+    pub attempts: i64,
+    /// Sum of refunds against the charge, minor units.
+    pub refunded: i64,
+}
+
 /// Totals for `GET /stats`.
 pub struct StoreStats {
     pub charges: i64,
@@ -373,6 +390,34 @@ impl Store {
             .bind(key)
             .fetch_optional(&self.pool)
             .await
+    }
+
+    /// Up to `limit` charges with key greater than `after`, in key order (`GET /charges`).
+    pub async fn list_charges(&self, after: &str, limit: i64) -> sqlx::Result<Vec<ListedCharge>> {
+        let rows: Vec<(String, i64, String, String, String, i64, i64)> = sqlx::query_as(
+            "SELECT c.key, c.amount, c.currency, c.status, c.charged_at, COALESCE(a.attempts, 0),
+                COALESCE((SELECT SUM(r.amount) FROM sandbox_refunds r WHERE r.charge_key = c.key), 0)
+             FROM sandbox_charges c LEFT JOIN sandbox_attempts a ON a.key = c.key
+             WHERE c.key > ? ORDER BY c.key LIMIT ?",
+        )
+        .bind(after)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(key, amount, currency, status, charged_at, attempts, refunded)| ListedCharge {
+                    key,
+                    amount,
+                    currency,
+                    status,
+                    charged_at,
+                    attempts,
+                    refunded,
+                },
+            )
+            .collect())
     }
 
     pub async fn stats(&self) -> sqlx::Result<StoreStats> {

@@ -1,0 +1,17 @@
+-- Ops console users (SQLite). Mirrors ../postgres/0003_users.sql.
+-- roles: comma-separated subset of viewer,operator,approver,auditor,admin.
+-- session_epoch: bumped when a user is disabled or its password reset, which ends its sessions.
+
+CREATE TABLE users (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    username      TEXT    NOT NULL UNIQUE,
+    password_hash TEXT    NOT NULL,
+    roles         TEXT    NOT NULL,
+    disabled      BOOLEAN NOT NULL DEFAULT FALSE,
+    session_epoch INTEGER NOT NULL DEFAULT 0,
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL
+);
+
+CREATE INDEX payments_merchant_created ON payments (merchant_id, created_at);
+CREATE INDEX payments_status_created ON payments (status, created_at);

@@ -1,0 +1,68 @@
+//! CSRF defence for the console (DESIGN.md "Ops console": state-changing ops requests accept
+//! JSON only and check Origin; OWASP CSRF Prevention Cheat Sheet, "Verifying Origin with
+//! Standard Headers" and "Fetch Metadata"). Applies to every non-GET request under `/ops/`
+//! and to the console's server functions under `/api/`; the merchant API (`/v1/`) uses bearer
+//! keys, not cookies, and is left alone.
+
+use axum::extract::Request;
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::ApiError;
+
+/// Refuses cross-site state changes: an `Origin` must name this host; without one, a
+/// `Sec-Fetch-Site` other than `same-origin`/`none` is refused. `/ops/v1` writes must also be
+/// `application/json` (a cross-site form cannot send that without a CORS preflight).
+pub async fn guard(req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let guarded = path.starts_with("/ops/") || path.starts_with("/api/");
+    if !guarded || matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return next.run(req).await;
+    }
+    let headers = req.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let same = origin
+            .to_str()
+            .ok()
+            .and_then(|o| {
+                o.strip_prefix("http://")
+                    .or_else(|| o.strip_prefix("https://"))
+            })
+            .is_some_and(|o| !host.is_empty() && o.eq_ignore_ascii_case(host));
+        if !same {
+            return forbidden("cross-origin request refused");
+        }
+    } else if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        if site != "same-origin" && site != "none" {
+            return forbidden("cross-site request refused");
+        }
+    }
+    if path.starts_with("/ops/v1/") {
+        let json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| {
+                ct.split(';')
+                    .next()
+                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+            });
+        if !json {
+            return ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send Content-Type: application/json",
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+fn forbidden(message: &str) -> Response {
+    ApiError::new(StatusCode::FORBIDDEN, "csrf_rejected", message).into_response()
+}

@@ -1,0 +1,303 @@
+//! The read models of the console: the dashboard (stuck states, idempotency hit rate, queue,
+//! error pool) and a payment's whole story (DESIGN.md "Ops console"). Plain data, serialised
+//! as the `/ops/v1` JSON and mirrored by the console's DTOs.
+
+use serde::Serialize;
+
+use crate::domain::idempotency::Outcome;
+use crate::domain::stuck::StuckThresholds;
+use crate::service::Core;
+use crate::store::{
+    ErrorItem, EventRecord, Job, LedgerEntryRow, Payment, QueueStat, Refund, StoreError,
+    StuckPayment,
+};
+
+/// Everything the dashboard shows, computed at `generated_at` (epoch ms UTC).
+#[derive(Debug, Clone, Serialize)]
+pub struct Dashboard {
+    /// Epoch ms UTC.
+    pub generated_at: i64,
+    /// Stuck payments.
+    pub stuck: StuckView,
+    /// Idempotency-Key outcomes.
+    pub idempotency: IdempotencyView,
+    /// The compensation queue.
+    pub queue: QueueView,
+    /// The error pool.
+    pub error_pool: ErrorPoolView,
+}
+
+/// Stuck payments by state and age bucket, with the thresholds and the oldest items.
+#[derive(Debug, Clone, Serialize)]
+pub struct StuckView {
+    /// (state, threshold ms).
+    pub thresholds: Vec<(String, i64)>,
+    /// (state, bucket, count).
+    pub counts: Vec<(String, String, i64)>,
+    /// Total stuck.
+    pub total: i64,
+    /// The oldest stuck payments.
+    pub oldest: Vec<StuckPayment>,
+}
+
+/// Hit rate over one window.
+#[derive(Debug, Clone, Serialize)]
+pub struct HitRate {
+    /// `5m`, `1h` or `24h`.
+    pub window: String,
+    /// Requests that carried a usable key (first, replay, in_use, reused).
+    pub keyed: i64,
+    /// Replays among them.
+    pub replays: i64,
+    /// replays / keyed, 0..=1 (0 when there were none).
+    pub rate: f64,
+}
+
+/// Outcome counts of one route over 24 h.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteOutcomes {
+    /// `POST /v1/payments`, ...
+    pub route: String,
+    /// (outcome, count) in [`Outcome::ALL`] order.
+    pub counts: Vec<(String, i64)>,
+}
+
+/// One minute of the last hour.
+#[derive(Debug, Clone, Serialize)]
+pub struct MinutePoint {
+    /// Epoch minute.
+    pub minute: i64,
+    /// Keyed requests.
+    pub keyed: i64,
+    /// Replays.
+    pub replays: i64,
+}
+
+/// Idempotency-Key figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdempotencyView {
+    /// 5 min, 1 h and 24 h.
+    pub windows: Vec<HitRate>,
+    /// Per route, 24 h.
+    pub routes: Vec<RouteOutcomes>,
+    /// Per minute, last 60 minutes (minutes without requests omitted).
+    pub series: Vec<MinutePoint>,
+}
+
+/// One job kind.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QueueRow {
+    /// Kind.
+    pub kind: String,
+    /// Due now or later, never tried.
+    pub due: i64,
+    /// Leased to a worker.
+    pub leased: i64,
+    /// Due again after a failure.
+    pub retrying: i64,
+    /// In the error pool.
+    pub dead: i64,
+    /// Finished.
+    pub done: i64,
+    /// Age of the oldest due job, ms (0 when none is due yet).
+    pub oldest_due_ms: i64,
+}
+
+/// The queue.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueView {
+    /// Per kind.
+    pub kinds: Vec<QueueRow>,
+    /// Jobs finished in the last 5 minutes.
+    pub done_last_5m: i64,
+}
+
+/// The error pool.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorPoolView {
+    /// (kind, open count, oldest first_seen ms).
+    pub open_by_kind: Vec<(String, i64, i64)>,
+    /// Open items in all.
+    pub open_total: i64,
+    /// The newest open items.
+    pub recent: Vec<ErrorItem>,
+}
+
+fn keyed(outcome: &str) -> bool {
+    matches!(outcome, "first" | "replay" | "in_use" | "reused")
+}
+
+/// Computes the dashboard now.
+pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboard, StoreError> {
+    let store = &core.store;
+    let now = core.clock.now_ms();
+    let minute = now.div_euclid(60_000);
+
+    let counts = store.stuck_counts(&thresholds.cutoffs(now), now).await?;
+    let stuck = StuckView {
+        thresholds: thresholds
+            .per_state()
+            .iter()
+            .map(|(s, t)| (s.as_str().to_string(), *t))
+            .collect(),
+        total: counts.iter().map(|c| c.2).sum(),
+        counts,
+        oldest: store.stuck_payments(&thresholds.cutoffs(now), 10).await?,
+    };
+
+    let mut windows = Vec::new();
+    let mut day = Vec::new();
+    for (name, minutes) in [("5m", 5), ("1h", 60), ("24h", 1440)] {
+        let rows = store.outcome_counts(minute - minutes + 1).await?;
+        let keyed_n: i64 = rows.iter().filter(|r| keyed(&r.1)).map(|r| r.2).sum();
+        let replays: i64 = rows.iter().filter(|r| r.1 == "replay").map(|r| r.2).sum();
+        let rate = if keyed_n == 0 {
+            0.0
+        } else {
+            replays as f64 / keyed_n as f64
+        };
+        windows.push(HitRate {
+            window: name.into(),
+            keyed: keyed_n,
+            replays,
+            rate,
+        });
+        day = rows;
+    }
+    let mut routes: Vec<RouteOutcomes> = Vec::new();
+    for (route, _, _) in &day {
+        if routes.iter().any(|r| &r.route == route) {
+            continue;
+        }
+        let counts = Outcome::ALL
+            .iter()
+            .map(|o| {
+                let n = day
+                    .iter()
+                    .filter(|r| &r.0 == route && r.1 == o.as_str())
+                    .map(|r| r.2)
+                    .sum();
+                (o.as_str().to_string(), n)
+            })
+            .collect();
+        routes.push(RouteOutcomes {
+            route: route.clone(),
+            counts,
+        });
+    }
+    let mut series: Vec<MinutePoint> = Vec::new();
+    for (m, outcome, n) in store.outcome_series(minute - 59).await? {
+        if series.last().is_none_or(|p| p.minute != m) {
+            series.push(MinutePoint {
+                minute: m,
+                keyed: 0,
+                replays: 0,
+            });
+        }
+        let point = series.last_mut().expect("pushed above");
+        if keyed(&outcome) {
+            point.keyed += n;
+        }
+        if outcome == "replay" {
+            point.replays += n;
+        }
+    }
+
+    let queue = QueueView {
+        kinds: queue_rows(store.queue_stats().await?, now),
+        done_last_5m: store.jobs_done_since(now - 300_000).await?,
+    };
+
+    let mut open_by_kind = Vec::new();
+    for (kind, status, n, oldest) in store.error_counts().await? {
+        if status == "open" {
+            open_by_kind.push((kind, n, oldest));
+        }
+    }
+    let error_pool = ErrorPoolView {
+        open_total: open_by_kind.iter().map(|k| k.1).sum(),
+        open_by_kind,
+        recent: store.error_items(Some("open"), None, 10).await?,
+    };
+    Ok(Dashboard {
+        generated_at: now,
+        stuck,
+        idempotency: IdempotencyView {
+            windows,
+            routes,
+            series,
+        },
+        queue,
+        error_pool,
+    })
+}
+
+fn queue_rows(stats: Vec<QueueStat>, now: i64) -> Vec<QueueRow> {
+    let mut rows: Vec<QueueRow> = Vec::new();
+    for s in stats {
+        let i = match rows.iter().position(|r| r.kind == s.kind) {
+            Some(i) => i,
+            None => {
+                rows.push(QueueRow {
+                    kind: s.kind.clone(),
+                    ..QueueRow::default()
+                });
+                rows.len() - 1
+            }
+        };
+        let row = &mut rows[i];
+        match s.status.as_str() {
+            "due" => {
+                row.due += s.count - s.retrying;
+                row.retrying += s.retrying;
+                row.oldest_due_ms = s.oldest_run_at.map_or(0, |t| (now - t).max(0));
+            }
+            "leased" => row.leased += s.count,
+            "dead" => row.dead += s.count,
+            "done" => row.done += s.count,
+            _ => {}
+        }
+    }
+    rows
+}
+
+/// A payment's whole story for its console page.
+#[derive(Debug, Clone, Serialize)]
+pub struct PaymentDetail {
+    /// The payment.
+    pub payment: Payment,
+    /// Its merchant's name.
+    pub merchant: String,
+    /// Every event, applied and ignored, oldest first.
+    pub events: Vec<EventRecord>,
+    /// Its jobs with attempts, next run and last error.
+    pub jobs: Vec<Job>,
+    /// Ledger lines.
+    pub ledger: Vec<LedgerEntryRow>,
+    /// Refunds.
+    pub refunds: Vec<Refund>,
+    /// Related error-pool items.
+    pub errors: Vec<ErrorItem>,
+}
+
+/// Loads a payment's story; None when there is no such payment.
+pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetail>, StoreError> {
+    let store = &core.store;
+    let Some(payment) = store.payment(id).await? else {
+        return Ok(None);
+    };
+    let merchant = store
+        .merchant(payment.merchant_id)
+        .await?
+        .map(|m| m.name)
+        .unwrap_or_default();
+    Ok(Some(PaymentDetail {
+        merchant,
+        events: store.payment_events(id).await?,
+        jobs: store.payment_jobs(id).await?,
+        ledger: store.payment_ledger(id).await?,
+        refunds: store.payment_refunds(id).await?,
+        errors: store.payment_error_items(id).await?,
+        payment,
+    }))
+}

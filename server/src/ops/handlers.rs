@@ -1,0 +1,460 @@
+//! `/ops/v1` JSON endpoints (DESIGN.md "Ops console": stable endpoints for scripts and tests;
+//! session cookie; state changes are POST with a JSON body). Every handler checks its
+//! permission on the server.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tower_sessions::Session;
+
+use super::auth::{LoginError, Principal};
+use super::dashboard::{dashboard, payment_detail};
+use super::users::{self, UserError, UserView};
+use crate::api::AppState;
+use crate::domain::roles::{Permission, format_roles};
+use crate::domain::state::PaymentStatus;
+use crate::error::{ApiError, ApiJson};
+use crate::store::PaymentFilter;
+
+/// The `/ops/v1` routes (state applied by the caller).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/login", post(login))
+        .route("/logout", post(logout))
+        .route("/me", get(me))
+        .route("/dashboard", get(get_dashboard))
+        .route("/merchants", get(merchants))
+        .route("/payments", get(search))
+        .route("/payments/{id}", get(detail))
+        .route("/error-pool", get(error_pool))
+        .route("/error-pool/{id}/resolve", post(resolve))
+        .route("/users", get(list_users).post(add_user))
+        .route("/users/{name}/disable", post(disable_user))
+        .route("/users/{name}/enable", post(enable_user))
+        .route("/users/{name}/password", post(reset_password))
+        .route("/users/{name}/roles", post(set_roles))
+}
+
+fn principal_json(p: &Principal) -> Value {
+    json!({"username": p.username, "roles": format_roles(&p.roles).split(',').collect::<Vec<_>>()})
+}
+
+/// Body of `POST /ops/v1/login`.
+#[derive(Debug, Deserialize)]
+struct LoginBody {
+    username: String,
+    password: String,
+}
+
+/// The client's IP address when the server was started with connect info, else `unknown`.
+struct ClientAddr(String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let addr = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip().to_string());
+        Ok(ClientAddr(addr.unwrap_or_else(|| "unknown".into())))
+    }
+}
+
+async fn login(
+    State(st): State<AppState>,
+    ClientAddr(addr): ClientAddr,
+    session: Session,
+    ApiJson(body): ApiJson<LoginBody>,
+) -> Result<Json<Value>, ApiError> {
+    let now = st.core.clock.now_ms();
+    match st
+        .auth
+        .login(
+            st.core.store.as_ref(),
+            &session,
+            body.username.trim(),
+            &body.password,
+            &addr,
+            now,
+        )
+        .await
+    {
+        Ok(p) => {
+            tracing::info!(user = %p.username, %addr, "console login");
+            Ok(Json(principal_json(&p)))
+        }
+        Err(LoginError::InvalidCredentials) => {
+            tracing::warn!(user = %body.username, %addr, "console login refused");
+            Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_credentials",
+                "unknown user or wrong password",
+            ))
+        }
+        Err(LoginError::RateLimited(secs)) => Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!("too many login attempts; retry in {secs} s"),
+        )
+        .with_retry_after(secs)),
+        Err(LoginError::Store(e)) => Err(e.into()),
+        Err(LoginError::Session(e)) => Err(ApiError::internal(e)),
+    }
+}
+
+async fn logout(State(st): State<AppState>, session: Session) -> Result<StatusCode, ApiError> {
+    let now = st.core.clock.now_ms();
+    if let Some(p) = st
+        .auth
+        .current(st.core.store.as_ref(), &session, now)
+        .await?
+    {
+        tracing::info!(user = %p.username, "console logout");
+    }
+    // Destroyed, not just emptied: the old id is deleted from the store.
+    session
+        .flush()
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn me(p: Principal) -> Json<Value> {
+    Json(principal_json(&p))
+}
+
+async fn get_dashboard(State(st): State<AppState>, p: Principal) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::View)?;
+    let d = dashboard(&st.core, &st.settings.stuck_thresholds()).await?;
+    Ok(Json(serde_json::to_value(d).map_err(ApiError::internal)?))
+}
+
+async fn merchants(State(st): State<AppState>, p: Principal) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::View)?;
+    Ok(Json(json!({"items": st.core.store.merchants().await?})))
+}
+
+/// Query of `GET /ops/v1/payments`.
+#[derive(Debug, Deserialize, Default)]
+pub struct SearchQuery {
+    /// Payment id (exact): the one payment.
+    pub id: Option<String>,
+    /// Status name.
+    pub status: Option<String>,
+    /// Merchant name.
+    pub merchant: Option<String>,
+    /// merchant_order_id (exact).
+    pub order: Option<String>,
+    /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
+    pub from: Option<String>,
+    /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
+    pub to: Option<String>,
+    /// Paging cursor from the previous page's `next`.
+    pub after: Option<String>,
+    /// Page size (1..=200, default 50).
+    pub limit: Option<i64>,
+}
+
+fn parse_time(field: &str, v: &str) -> Result<i64, ApiError> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
+        return Ok(t.timestamp_millis());
+    }
+    chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|d| d.and_utc().timestamp_millis())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_time",
+                format!("{field} must be RFC 3339 or YYYY-MM-DD"),
+            )
+        })
+}
+
+fn blank(o: &Option<String>) -> Option<&str> {
+    o.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Runs a payment search for the console; shared with the server functions.
+pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<Value, ApiError> {
+    let store = &st.core.store;
+    if let Some(id) = blank(&q.id) {
+        let items: Vec<_> = store.payment(id).await?.into_iter().collect();
+        return Ok(json!({"items": items, "next": null}));
+    }
+    let mut f = PaymentFilter {
+        limit: q.limit.unwrap_or(50).clamp(1, 200),
+        ..PaymentFilter::default()
+    };
+    if let Some(s) = blank(&q.status) {
+        let status: PaymentStatus = s.parse().map_err(|_| {
+            ApiError::bad_request("invalid_status", format!("unknown status {s:?}"))
+        })?;
+        f.status = Some(status.as_str().to_string());
+    }
+    if let Some(name) = blank(&q.merchant) {
+        match store
+            .merchants()
+            .await?
+            .into_iter()
+            .find(|m| m.name == name)
+        {
+            Some(m) => f.merchant_id = Some(m.id),
+            None => return Ok(json!({"items": [], "next": null})),
+        }
+    }
+    f.merchant_order_id = blank(&q.order).map(str::to_string);
+    f.from = blank(&q.from).map(|v| parse_time("from", v)).transpose()?;
+    f.to = blank(&q.to).map(|v| parse_time("to", v)).transpose()?;
+    if let Some(cursor) = blank(&q.after) {
+        let (at, id) = cursor
+            .split_once('_')
+            .and_then(|(at, id)| at.parse::<i64>().ok().map(|at| (at, id.to_string())))
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "invalid_cursor",
+                    "after must be a cursor from a previous page",
+                )
+            })?;
+        f.after = Some((at, id));
+    }
+    let items = store.search_payments(&f).await?;
+    let next = (items.len() as i64 == f.limit)
+        .then(|| items.last().map(|p| format!("{}_{}", p.created_at, p.id)))
+        .flatten();
+    Ok(json!({"items": items, "next": next}))
+}
+
+async fn search(
+    State(st): State<AppState>,
+    p: Principal,
+    Query(q): Query<SearchQuery>,
+) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::View)?;
+    Ok(Json(run_search(&st, &q).await?))
+}
+
+async fn detail(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::View)?;
+    let d = payment_detail(&st.core, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("payment"))?;
+    Ok(Json(serde_json::to_value(d).map_err(ApiError::internal)?))
+}
+
+/// Query of `GET /ops/v1/error-pool`.
+#[derive(Debug, Deserialize)]
+struct PoolQuery {
+    status: Option<String>,
+    kind: Option<String>,
+    limit: Option<i64>,
+}
+
+async fn error_pool(
+    State(st): State<AppState>,
+    p: Principal,
+    Query(q): Query<PoolQuery>,
+) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::View)?;
+    let status = blank(&q.status);
+    if status.is_some_and(|s| s != "open" && s != "resolved") {
+        return Err(ApiError::bad_request(
+            "invalid_status",
+            "status must be open or resolved",
+        ));
+    }
+    let items = st
+        .core
+        .store
+        .error_items(status, blank(&q.kind), q.limit.unwrap_or(100).clamp(1, 500))
+        .await?;
+    Ok(Json(json!({"items": items})))
+}
+
+/// Body of a resolution.
+#[derive(Debug, Deserialize)]
+struct ResolveBody {
+    note: String,
+}
+
+async fn resolve(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(id): Path<i64>,
+    ApiJson(body): ApiJson<ResolveBody>,
+) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::ResolveErrors)?;
+    let note = body.note.trim();
+    if note.is_empty() || note.len() > 2000 {
+        return Err(ApiError::bad_request(
+            "invalid_note",
+            "a resolution note of 1 to 2000 bytes is required",
+        ));
+    }
+    let now = st.core.clock.now_ms();
+    if !st
+        .core
+        .store
+        .resolve_error(id, note, &p.username, now)
+        .await?
+    {
+        return match st.core.store.error_item(id).await? {
+            None => Err(ApiError::not_found("error-pool item")),
+            Some(_) => Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "already_resolved",
+                "this item is already resolved",
+            )),
+        };
+    }
+    let item = st.core.store.error_item(id).await?;
+    Ok(Json(json!({"item": item})))
+}
+
+fn user_error(e: UserError) -> ApiError {
+    match e {
+        UserError::Invalid(m) => ApiError::bad_request("invalid_user", m),
+        UserError::Exists(_) => ApiError::new(StatusCode::CONFLICT, "user_exists", e.to_string()),
+        UserError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+        UserError::Store(s) => s.into(),
+    }
+}
+
+async fn list_users(State(st): State<AppState>, p: Principal) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::ManageUsers)?;
+    let users: Vec<UserView> = st
+        .core
+        .store
+        .users()
+        .await?
+        .iter()
+        .map(UserView::from)
+        .collect();
+    Ok(Json(json!({"items": users})))
+}
+
+/// Body of `POST /ops/v1/users`.
+#[derive(Debug, Deserialize)]
+struct NewUserBody {
+    username: String,
+    roles: String,
+    password: String,
+}
+
+async fn add_user(
+    State(st): State<AppState>,
+    p: Principal,
+    ApiJson(b): ApiJson<NewUserBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    p.require(Permission::ManageUsers)?;
+    let now = st.core.clock.now_ms();
+    let u = users::add_user(
+        st.core.store.as_ref(),
+        &st.auth.hasher,
+        b.username.trim(),
+        &b.roles,
+        &b.password,
+        now,
+    )
+    .await
+    .map_err(user_error)?;
+    Ok((StatusCode::CREATED, Json(json!({"user": u}))))
+}
+
+/// An empty JSON object body (`{}`), required so that state changes are JSON.
+#[derive(Debug, Deserialize)]
+struct Empty {}
+
+async fn disable_user(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+    ApiJson(_): ApiJson<Empty>,
+) -> Result<StatusCode, ApiError> {
+    p.require(Permission::ManageUsers)?;
+    if name == p.username {
+        return Err(ApiError::bad_request(
+            "invalid_user",
+            "you cannot disable yourself",
+        ));
+    }
+    users::set_disabled(st.core.store.as_ref(), &name, true, st.core.clock.now_ms())
+        .await
+        .map_err(user_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn enable_user(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+    ApiJson(_): ApiJson<Empty>,
+) -> Result<StatusCode, ApiError> {
+    p.require(Permission::ManageUsers)?;
+    users::set_disabled(st.core.store.as_ref(), &name, false, st.core.clock.now_ms())
+        .await
+        .map_err(user_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Body of a password reset.
+#[derive(Debug, Deserialize)]
+struct PasswordBody {
+    password: String,
+}
+
+async fn reset_password(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+    ApiJson(b): ApiJson<PasswordBody>,
+) -> Result<StatusCode, ApiError> {
+    p.require(Permission::ManageUsers)?;
+    users::reset_password(
+        st.core.store.as_ref(),
+        &st.auth.hasher,
+        &name,
+        &b.password,
+        st.core.clock.now_ms(),
+    )
+    .await
+    .map_err(user_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Body of a role change.
+#[derive(Debug, Deserialize)]
+struct RolesBody {
+    roles: String,
+}
+
+async fn set_roles(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+    ApiJson(b): ApiJson<RolesBody>,
+) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::ManageUsers)?;
+    let u = users::set_roles(
+        st.core.store.as_ref(),
+        &name,
+        &b.roles,
+        st.core.clock.now_ms(),
+    )
+    .await
+    .map_err(user_error)?;
+    Ok(Json(json!({"user": u})))
+}

@@ -1,0 +1,14 @@
+//! The ops console's backend (DESIGN.md "Ops console"): sign-in, sessions, roles, CSRF, and
+//! the stable JSON endpoints under `/ops/v1` that scripts, tests and the console's server
+//! functions use.
+
+pub mod auth;
+pub mod csrf;
+pub mod dashboard;
+mod handlers;
+pub mod password;
+pub mod principal;
+pub mod session;
+pub mod users;
+
+pub use handlers::routes;

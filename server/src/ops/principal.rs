@@ -1,0 +1,47 @@
+//! The signed-in user as an axum extractor, and the role check every endpoint makes.
+
+use axum::extract::FromRequestParts;
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use tower_sessions::Session;
+
+pub use super::auth::Principal;
+use crate::api::AppState;
+use crate::domain::roles::{Permission, allows};
+use crate::error::ApiError;
+
+impl FromRequestParts<AppState> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
+        let session = Session::from_request_parts(parts, st)
+            .await
+            .map_err(|_| ApiError::internal("session layer missing"))?;
+        let now = st.core.clock.now_ms();
+        st.auth
+            .current(st.core.store.as_ref(), &session, now)
+            .await?
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "not_authenticated",
+                    "sign in first",
+                )
+            })
+    }
+}
+
+impl Principal {
+    /// Ok when the user holds `permission`, else 403 `forbidden`.
+    pub fn require(&self, permission: Permission) -> Result<(), ApiError> {
+        if allows(&self.roles, permission) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "your roles do not allow this",
+            ))
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Managing console users (DESIGN.md "Ops console": no default account;
+//! `converge user add NAME --role R[,R] --password-stdin`; an admin page to add, disable and
+//! reset). Disabling a user or resetting its password ends its sessions.
+
+use serde::Serialize;
+
+use super::password::{PasswordHasherPool, check_new_password};
+use crate::domain::roles::{format_roles, parse_roles};
+use crate::store::{Store, StoreError};
+
+/// Why a user change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum UserError {
+    /// Bad name, roles or password; the message says which.
+    #[error("{0}")]
+    Invalid(String),
+    /// The name is taken.
+    #[error("a user named {0:?} already exists")]
+    Exists(String),
+    /// No such user.
+    #[error("no user named {0:?}")]
+    NotFound(String),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+/// A user as the console shows it (never the hash).
+#[derive(Debug, Clone, Serialize)]
+pub struct UserView {
+    /// Login name.
+    pub username: String,
+    /// Roles, sorted.
+    pub roles: Vec<String>,
+    /// Disabled users cannot sign in.
+    pub disabled: bool,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+impl From<&crate::store::User> for UserView {
+    fn from(u: &crate::store::User) -> Self {
+        UserView {
+            username: u.username.clone(),
+            roles: u
+                .roles
+                .split(',')
+                .filter(|r| !r.is_empty())
+                .map(str::to_string)
+                .collect(),
+            disabled: u.disabled,
+            created_at: u.created_at,
+        }
+    }
+}
+
+fn check_username(name: &str) -> Result<(), UserError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'));
+    if ok {
+        Ok(())
+    } else {
+        Err(UserError::Invalid(
+            "username must be 1 to 64 of a-z A-Z 0-9 . _ - @".into(),
+        ))
+    }
+}
+
+/// Adds a user with `roles` (`viewer,operator`) and `password`.
+pub async fn add_user(
+    store: &dyn Store,
+    hasher: &PasswordHasherPool,
+    username: &str,
+    roles: &str,
+    password: &str,
+    now: i64,
+) -> Result<UserView, UserError> {
+    check_username(username)?;
+    let roles = parse_roles(roles).map_err(UserError::Invalid)?;
+    check_new_password(password).map_err(UserError::Invalid)?;
+    let hash = hasher
+        .hash(password)
+        .await
+        .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
+    match store
+        .create_user(username, &hash, &format_roles(&roles), now)
+        .await
+    {
+        Ok(u) => Ok(UserView::from(&u)),
+        Err(StoreError::Conflict(_)) => Err(UserError::Exists(username.into())),
+        Err(e) => Err(UserError::Store(e)),
+    }
+}
+
+/// Disables (or re-enables) a user; disabling ends its sessions.
+pub async fn set_disabled(
+    store: &dyn Store,
+    username: &str,
+    disabled: bool,
+    now: i64,
+) -> Result<(), UserError> {
+    match store.set_user_disabled(username, disabled, now).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(UserError::NotFound(username.into())),
+        Err(e) => Err(UserError::Store(e)),
+    }
+}
+
+/// Resets a user's password; its sessions end.
+pub async fn reset_password(
+    store: &dyn Store,
+    hasher: &PasswordHasherPool,
+    username: &str,
+    password: &str,
+    now: i64,
+) -> Result<(), UserError> {
+    check_new_password(password).map_err(UserError::Invalid)?;
+    let hash = hasher
+        .hash(password)
+        .await
+        .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
+    match store.set_user_password(username, &hash, now).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(UserError::NotFound(username.into())),
+        Err(e) => Err(UserError::Store(e)),
+    }
+}
+
+/// Replaces a user's roles.
+pub async fn set_roles(
+    store: &dyn Store,
+    username: &str,
+    roles: &str,
+    now: i64,
+) -> Result<UserView, UserError> {
+    let roles = parse_roles(roles).map_err(UserError::Invalid)?;
+    match store
+        .set_user_roles(username, &format_roles(&roles), now)
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => return Err(UserError::NotFound(username.into())),
+        Err(e) => return Err(UserError::Store(e)),
+    }
+    let user = store
+        .user_by_name(username)
+        .await
+        .map_err(UserError::Store)?
+        .ok_or_else(|| UserError::NotFound(username.into()))?;
+    Ok(UserView::from(&user))
+}

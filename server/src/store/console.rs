@@ -1,0 +1,134 @@
+//! Storage for the ops console: users and the read models of the payment pages
+//! (DESIGN.md "Ops console"). Part of the storage abstraction; conformance-tested on both
+//! backends.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::{Merchant, Payment, Refund, StoreError};
+
+/// A console user. `password_hash` is an argon2id PHC string; never sent to a browser.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct User {
+    /// Id.
+    pub id: i64,
+    /// Unique login name.
+    pub username: String,
+    /// argon2id PHC string.
+    pub password_hash: String,
+    /// Comma-separated roles.
+    pub roles: String,
+    /// A disabled user cannot log in and its sessions end.
+    pub disabled: bool,
+    /// Sessions carry the epoch they were created in; a bump ends them all.
+    pub session_epoch: i64,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+}
+
+/// Filters of the payment search; all optional, combined with AND. Results are newest first,
+/// paged by the `(created_at, id)` of the last row seen.
+#[derive(Debug, Clone, Default)]
+pub struct PaymentFilter {
+    /// Status name.
+    pub status: Option<String>,
+    /// Merchant id.
+    pub merchant_id: Option<i64>,
+    /// Exact merchant_order_id.
+    pub merchant_order_id: Option<String>,
+    /// Created at or after, epoch ms UTC.
+    pub from: Option<i64>,
+    /// Created before, epoch ms UTC.
+    pub to: Option<i64>,
+    /// Page after this `(created_at, id)`.
+    pub after: Option<(i64, String)>,
+    /// Page size.
+    pub limit: i64,
+}
+
+/// One ledger line with its batch, for the payment page.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct LedgerEntryRow {
+    /// Batch id.
+    pub batch_id: i64,
+    /// `charge`, `refund` or `reversal`.
+    pub kind: String,
+    /// Account.
+    pub account: String,
+    /// `debit` or `credit`.
+    pub direction: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// Which database pool a store runs on (for the session store, which needs the pool itself).
+#[derive(Debug, Clone)]
+pub enum DbPool {
+    /// SQLite (the writer pool: session writes are writes).
+    Sqlite(sqlx::SqlitePool),
+    /// PostgreSQL.
+    Postgres(sqlx::PgPool),
+}
+
+/// Users and console read models.
+#[async_trait]
+pub trait Console: Send + Sync + 'static {
+    /// The pool, for tower-sessions' store.
+    fn db_pool(&self) -> DbPool;
+    /// Inserts a user. Errors: `Conflict` when the name is taken.
+    async fn create_user(
+        &self,
+        username: &str,
+        password_hash: &str,
+        roles: &str,
+        now: i64,
+    ) -> Result<User, StoreError>;
+    /// The user with this name.
+    async fn user_by_name(&self, username: &str) -> Result<Option<User>, StoreError>;
+    /// Every user, by name.
+    async fn users(&self) -> Result<Vec<User>, StoreError>;
+    /// Disables or enables a user, ending its sessions; false when there is no such user.
+    async fn set_user_disabled(
+        &self,
+        username: &str,
+        disabled: bool,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// Replaces a user's password hash, ending its sessions; false when there is no such user.
+    async fn set_user_password(
+        &self,
+        username: &str,
+        password_hash: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// Replaces a user's roles; false when there is no such user.
+    async fn set_user_roles(
+        &self,
+        username: &str,
+        roles: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// Every merchant, by name.
+    async fn merchants(&self) -> Result<Vec<Merchant>, StoreError>;
+    /// Payments matching `filter`, newest first.
+    async fn search_payments(&self, filter: &PaymentFilter) -> Result<Vec<Payment>, StoreError>;
+    /// Refunds of a payment, oldest first.
+    async fn payment_refunds(&self, payment_id: &str) -> Result<Vec<Refund>, StoreError>;
+    /// Ledger lines of a payment, oldest first.
+    async fn payment_ledger(&self, payment_id: &str) -> Result<Vec<LedgerEntryRow>, StoreError>;
+    /// Idempotency outcomes per (minute, outcome) since `since_minute` (epoch minutes).
+    async fn outcome_series(
+        &self,
+        since_minute: i64,
+    ) -> Result<Vec<(i64, String, i64)>, StoreError>;
+    /// Jobs finished (done) since `since` (epoch ms).
+    async fn jobs_done_since(&self, since: i64) -> Result<i64, StoreError>;
+    /// Error-pool items per (kind, status) with the oldest `first_seen`.
+    async fn error_counts(&self) -> Result<Vec<(String, String, i64, i64)>, StoreError>;
+}

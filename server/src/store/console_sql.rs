@@ -1,0 +1,194 @@
+//! The console's SQL both backends share.
+
+macro_rules! impl_console {
+    ($store:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Console for $store {
+            fn db_pool(&self) -> $crate::store::DbPool {
+                self.db_pool_impl()
+            }
+
+            async fn create_user(
+                &self,
+                username: &str,
+                password_hash: &str,
+                roles: &str,
+                now: i64,
+            ) -> Result<$crate::store::User, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::User>(
+                    "INSERT INTO users (username, password_hash, roles, disabled, session_epoch, created_at, updated_at) \
+                     VALUES ($1, $2, $3, FALSE, 0, $4, $4) RETURNING *",
+                )
+                .bind(username)
+                .bind(password_hash)
+                .bind(roles)
+                .bind(now)
+                .fetch_one(self.writer())
+                .await?)
+            }
+
+            async fn user_by_name(&self, username: &str) -> Result<Option<$crate::store::User>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::User>("SELECT * FROM users WHERE username = $1")
+                    .bind(username)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
+            async fn users(&self) -> Result<Vec<$crate::store::User>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::User>("SELECT * FROM users ORDER BY username")
+                    .fetch_all(self.reader())
+                    .await?)
+            }
+
+            async fn set_user_disabled(&self, username: &str, disabled: bool, now: i64) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "UPDATE users SET disabled = $1, session_epoch = session_epoch + 1, updated_at = $2 WHERE username = $3",
+                )
+                .bind(disabled)
+                .bind(now)
+                .bind(username)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn set_user_password(
+                &self,
+                username: &str,
+                password_hash: &str,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "UPDATE users SET password_hash = $1, session_epoch = session_epoch + 1, updated_at = $2 WHERE username = $3",
+                )
+                .bind(password_hash)
+                .bind(now)
+                .bind(username)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn set_user_roles(&self, username: &str, roles: &str, now: i64) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query("UPDATE users SET roles = $1, updated_at = $2 WHERE username = $3")
+                    .bind(roles)
+                    .bind(now)
+                    .bind(username)
+                    .execute(self.writer())
+                    .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn merchants(&self) -> Result<Vec<$crate::store::Merchant>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
+                    "SELECT id, name, frozen, created_at FROM merchants ORDER BY name",
+                )
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn search_payments(
+                &self,
+                f: &$crate::store::PaymentFilter,
+            ) -> Result<Vec<$crate::store::Payment>, $crate::store::StoreError> {
+                // Only the filters given become conditions, so each search can use its index.
+                enum Arg<'a> {
+                    Text(&'a str),
+                    Int(i64),
+                }
+                let mut conds: Vec<String> = Vec::new();
+                let mut args: Vec<Arg> = Vec::new();
+                if let Some(s) = &f.status {
+                    args.push(Arg::Text(s));
+                    conds.push(format!("status = ${}", args.len()));
+                }
+                if let Some(m) = f.merchant_id {
+                    args.push(Arg::Int(m));
+                    conds.push(format!("merchant_id = ${}", args.len()));
+                }
+                if let Some(o) = &f.merchant_order_id {
+                    args.push(Arg::Text(o));
+                    conds.push(format!("merchant_order_id = ${}", args.len()));
+                }
+                if let Some(from) = f.from {
+                    args.push(Arg::Int(from));
+                    conds.push(format!("created_at >= ${}", args.len()));
+                }
+                if let Some(to) = f.to {
+                    args.push(Arg::Int(to));
+                    conds.push(format!("created_at < ${}", args.len()));
+                }
+                if let Some((at, id)) = &f.after {
+                    args.push(Arg::Int(*at));
+                    let a = args.len();
+                    args.push(Arg::Text(id));
+                    conds.push(format!("(created_at < ${a} OR (created_at = ${a} AND id < ${}))", args.len()));
+                }
+                args.push(Arg::Int(f.limit.clamp(1, 500)));
+                let sql = format!(
+                    "SELECT {} FROM payments {} ORDER BY created_at DESC, id DESC LIMIT ${}",
+                    $crate::store::shared::PAYMENT_COLUMNS,
+                    if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) },
+                    args.len()
+                );
+                let mut q = sqlx::query_as::<_, $crate::store::PaymentRow>(&sql);
+                for a in args {
+                    q = match a {
+                        Arg::Text(t) => q.bind(t),
+                        Arg::Int(i) => q.bind(i),
+                    };
+                }
+                q.fetch_all(self.reader()).await?.into_iter().map($crate::store::Payment::try_from).collect()
+            }
+
+            async fn payment_refunds(&self, payment_id: &str) -> Result<Vec<$crate::store::Refund>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::Refund>(
+                    "SELECT id, payment_id, amount, reason, status, last_error, created_at, updated_at \
+                     FROM refunds WHERE payment_id = $1 ORDER BY created_at, id",
+                )
+                .bind(payment_id)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn payment_ledger(
+                &self,
+                payment_id: &str,
+            ) -> Result<Vec<$crate::store::LedgerEntryRow>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::LedgerEntryRow>(
+                    "SELECT b.id AS batch_id, b.kind, e.account, e.direction, e.amount, e.currency, b.created_at \
+                     FROM ledger_batches b JOIN ledger_entries e ON e.batch_id = b.id \
+                     WHERE b.payment_id = $1 ORDER BY b.id, e.id",
+                )
+                .bind(payment_id)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn outcome_series(&self, since_minute: i64) -> Result<Vec<(i64, String, i64)>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, (i64, String, i64)>(
+                    "SELECT minute, outcome, CAST(SUM(count) AS BIGINT) FROM idempotency_outcomes \
+                     WHERE minute >= $1 GROUP BY minute, outcome ORDER BY minute, outcome",
+                )
+                .bind(since_minute)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn jobs_done_since(&self, since: i64) -> Result<i64, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM jobs WHERE status = 'done' AND updated_at >= $1")
+                    .bind(since)
+                    .fetch_one(self.reader())
+                    .await?)
+            }
+
+            async fn error_counts(&self) -> Result<Vec<(String, String, i64, i64)>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, (String, String, i64, i64)>(
+                    "SELECT kind, status, COUNT(*), MIN(first_seen) FROM error_pool GROUP BY kind, status ORDER BY kind, status",
+                )
+                .fetch_all(self.reader())
+                .await?)
+            }
+        }
+    };
+}
