@@ -106,9 +106,9 @@ impl Auth {
         username: &str,
         password: &str,
         addr: &str,
-        now: i64,
+        clock: &dyn crate::domain::clock::Clock,
     ) -> Result<Principal, LoginError> {
-        self.admit(username, addr, now)?;
+        self.admit(username, addr, clock.now_ms())?;
         let user = if username.is_empty() || username.len() > 64 {
             None
         } else {
@@ -127,10 +127,11 @@ impl Auth {
             .cycle_id()
             .await
             .map_err(|e| LoginError::Session(e.to_string()))?;
+        // Read the clock after hashing: the absolute timeout counts from the moment of login.
         let record = SessionUser {
             username: user.username.clone(),
             epoch: user.session_epoch,
-            login_at: now,
+            login_at: clock.now_ms(),
         };
         session
             .insert(USER_KEY, record)

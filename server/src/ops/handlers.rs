@@ -75,7 +75,6 @@ async fn login(
     session: Session,
     ApiJson(body): ApiJson<LoginBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let now = st.core.clock.now_ms();
     match st
         .auth
         .login(
@@ -84,7 +83,7 @@ async fn login(
             body.username.trim(),
             &body.password,
             &addr,
-            now,
+            st.core.clock.as_ref(),
         )
         .await
     {

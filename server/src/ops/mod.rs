@@ -11,4 +11,4 @@ pub mod principal;
 pub mod session;
 pub mod users;
 
-pub use handlers::routes;
+pub use handlers::{SearchQuery, routes, run_search};

@@ -11,8 +11,12 @@ mod concurrency;
 mod conformance;
 mod convergence;
 mod idempotency;
+mod ops_console;
 mod payments_api;
 mod refunds;
 mod sandbox;
 mod sandbox_behaviours;
 mod transitions;
+#[path = "zz_timing.rs"]
+mod zz_timing;
+mod verify_store;

@@ -1,0 +1,410 @@
+//! The console's data as the browser sees it: plain serde mirrors of the JSON the `server`
+//! crate produces for `/ops/v1` (`ops::dashboard`, `store` rows, `ops::users`). Compiled for
+//! both the server and the WebAssembly bundle, which must not depend on the `server` crate;
+//! the server functions convert with `serde_json` (to_value, then from_value), so a field
+//! renamed on one side fails loudly in the tests instead of silently showing nothing.
+//! Times are epoch ms UTC; amounts are integer minor units.
+
+use serde::{Deserialize, Serialize};
+
+/// Payment states in the order the console lists them (DESIGN.md "Payment state machine").
+pub const PAYMENT_STATUSES: [&str; 9] = [
+    "PENDING",
+    "PROCESSING",
+    "UNKNOWN",
+    "CHANNEL_SUCCESS",
+    "SUSPENSE",
+    "SUCCESS",
+    "FAILED",
+    "REVERSED",
+    "REFUNDED",
+];
+
+/// Stuck-age buckets, youngest first (mirrors `server::domain::stuck::AGE_BUCKETS`).
+pub const AGE_BUCKETS: [&str; 4] = ["<5m", "5m-1h", "1h-24h", ">24h"];
+
+/// Console roles (mirrors `server::domain::roles::Role`).
+pub const ROLES: [&str; 5] = ["viewer", "operator", "approver", "auditor", "admin"];
+
+/// The signed-in user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Principal {
+    /// Login name.
+    pub username: String,
+    /// Roles held, sorted.
+    pub roles: Vec<String>,
+}
+
+impl Principal {
+    /// Whether the user holds `role`. Only for showing or hiding controls: the server checks
+    /// every call itself.
+    pub fn has(&self, role: &str) -> bool {
+        self.roles.iter().any(|r| r == role)
+    }
+}
+
+/// Everything the dashboard shows, computed at `generated_at`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dashboard {
+    /// When the server computed it (epoch ms UTC); ages are measured from here.
+    pub generated_at: i64,
+    /// Stuck payments.
+    pub stuck: StuckView,
+    /// Idempotency-Key outcomes.
+    pub idempotency: IdempotencyView,
+    /// The compensation queue.
+    pub queue: QueueView,
+    /// The error pool.
+    pub error_pool: ErrorPoolView,
+}
+
+/// Stuck payments by state and age bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StuckView {
+    /// (state, threshold ms): a payment is stuck once it stays longer than this.
+    pub thresholds: Vec<(String, i64)>,
+    /// (state, bucket, count).
+    pub counts: Vec<(String, String, i64)>,
+    /// Total stuck.
+    pub total: i64,
+    /// The oldest stuck payments.
+    pub oldest: Vec<StuckPayment>,
+}
+
+impl StuckView {
+    /// The count of `state` in `bucket` (0 when absent).
+    pub fn count(&self, state: &str, bucket: &str) -> i64 {
+        self.counts
+            .iter()
+            .filter(|(s, b, _)| s == state && b == bucket)
+            .map(|c| c.2)
+            .sum()
+    }
+}
+
+/// A stuck payment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StuckPayment {
+    /// Payment id.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// Status name.
+    pub status: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Entered the current state, epoch ms UTC.
+    pub updated_at: i64,
+    /// Last error.
+    pub last_error: Option<String>,
+    /// Earliest due or leased job, epoch ms UTC.
+    pub next_attempt_at: Option<i64>,
+}
+
+/// Hit rate over one window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HitRate {
+    /// `5m`, `1h` or `24h`.
+    pub window: String,
+    /// Requests with a usable key.
+    pub keyed: i64,
+    /// Replays among them.
+    pub replays: i64,
+    /// replays / keyed, 0..=1.
+    pub rate: f64,
+}
+
+/// Outcome counts of one route over 24 h.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteOutcomes {
+    /// `POST /v1/payments`, ...
+    pub route: String,
+    /// (outcome, count): first, replay, in_use, reused, missing, invalid.
+    pub counts: Vec<(String, i64)>,
+}
+
+/// One minute of the last hour.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MinutePoint {
+    /// Epoch minute.
+    pub minute: i64,
+    /// Keyed requests.
+    pub keyed: i64,
+    /// Replays.
+    pub replays: i64,
+}
+
+/// Idempotency-Key figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdempotencyView {
+    /// 5 min, 1 h and 24 h.
+    pub windows: Vec<HitRate>,
+    /// Per route, 24 h.
+    pub routes: Vec<RouteOutcomes>,
+    /// Per minute, last hour; minutes without requests are omitted.
+    pub series: Vec<MinutePoint>,
+}
+
+/// One job kind of the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueRow {
+    /// Kind.
+    pub kind: String,
+    /// Due, never tried.
+    pub due: i64,
+    /// Leased to a worker.
+    pub leased: i64,
+    /// Due again after a failure.
+    pub retrying: i64,
+    /// Gave up (in the error pool).
+    pub dead: i64,
+    /// Finished.
+    pub done: i64,
+    /// Age of the oldest due job, ms.
+    pub oldest_due_ms: i64,
+}
+
+/// The queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueView {
+    /// Per kind.
+    pub kinds: Vec<QueueRow>,
+    /// Jobs finished in the last 5 minutes.
+    pub done_last_5m: i64,
+}
+
+/// The error pool on the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorPoolView {
+    /// (kind, open count, oldest first_seen ms).
+    pub open_by_kind: Vec<(String, i64, i64)>,
+    /// Open items in all.
+    pub open_total: i64,
+    /// The newest open items.
+    pub recent: Vec<ErrorItem>,
+}
+
+/// An error-pool item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorItem {
+    /// Id.
+    pub id: i64,
+    /// `job_dead`, `suspense`, `reconcile_*`, ...
+    pub kind: String,
+    /// What makes two reports the same item.
+    pub dedupe_key: String,
+    /// Payment, if any.
+    pub payment_id: Option<String>,
+    /// One line.
+    pub summary: String,
+    /// JSON evidence.
+    pub evidence: String,
+    /// `open` or `resolved`.
+    pub status: String,
+    /// How often it was reported.
+    pub occurrences: i64,
+    /// Epoch ms UTC.
+    pub first_seen: i64,
+    /// Epoch ms UTC.
+    pub last_seen: i64,
+    /// The resolver's note.
+    pub resolution_note: Option<String>,
+    /// Who resolved it.
+    pub resolved_by: Option<String>,
+    /// Epoch ms UTC.
+    pub resolved_at: Option<i64>,
+}
+
+/// A merchant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Merchant {
+    /// Database id.
+    pub id: i64,
+    /// Unique name.
+    pub name: String,
+    /// Frozen merchants' payments wait in SUSPENSE.
+    pub frozen: bool,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// A payment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Payment {
+    /// `pay_` id.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// The merchant's business key.
+    pub merchant_order_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// Free text from the merchant.
+    pub description: String,
+    /// Current state.
+    pub status: String,
+    /// Bumped by every write.
+    pub version: i64,
+    /// Key sent to the channel.
+    pub channel_key: String,
+    /// Times the charge was sent to the channel.
+    pub submit_attempts: i64,
+    /// Refunded or reserved, minor units.
+    pub refunded_amount: i64,
+    /// Last channel or posting error.
+    pub last_error: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+}
+
+/// Filters of a payment search (all optional; blank means "any").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentQuery {
+    /// Exact payment id: the one payment.
+    pub id: Option<String>,
+    /// Merchant name.
+    pub merchant: Option<String>,
+    /// Exact merchant_order_id.
+    pub order: Option<String>,
+    /// Status name.
+    pub status: Option<String>,
+    /// Created at or after (UTC): RFC 3339, `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM`.
+    pub from: Option<String>,
+    /// Created before (UTC), same forms as `from`.
+    pub to: Option<String>,
+    /// Cursor of the previous page's `next`.
+    pub after: Option<String>,
+}
+
+/// One page of search results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentPage {
+    /// Newest first.
+    pub items: Vec<Payment>,
+    /// Cursor of the next page, None on the last.
+    pub next: Option<String>,
+}
+
+/// One recorded event (applied or ignored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Unique per payment.
+    pub event_id: String,
+    /// Event name.
+    pub event: String,
+    /// Status before.
+    pub from_status: String,
+    /// Status after, None when ignored.
+    pub to_status: Option<String>,
+    /// Applied or ignored.
+    pub applied: bool,
+    /// `api`, `worker`, `callback`, ...
+    pub source: String,
+    /// Evidence or reason.
+    pub detail: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// A compensation job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    /// Id.
+    pub id: i64,
+    /// Kind.
+    pub kind: String,
+    /// Payment.
+    pub payment_id: Option<String>,
+    /// Refund.
+    pub refund_id: Option<String>,
+    /// `due`, `leased`, `done` or `dead`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// Attempts allowed.
+    pub max_attempts: i64,
+    /// Next run, epoch ms UTC.
+    pub run_at: i64,
+    /// Last error.
+    pub last_error: Option<String>,
+}
+
+/// A ledger line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// Batch id.
+    pub batch_id: i64,
+    /// `charge`, `refund` or `reversal`.
+    pub kind: String,
+    /// Account.
+    pub account: String,
+    /// `debit` or `credit`.
+    pub direction: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// A refund.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refund {
+    /// `re_` id.
+    pub id: String,
+    /// Payment.
+    pub payment_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// Merchant's reason.
+    pub reason: String,
+    /// `pending`, `succeeded` or `failed`.
+    pub status: String,
+    /// Last error.
+    pub last_error: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+}
+
+/// A payment's whole story.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentDetail {
+    /// The payment.
+    pub payment: Payment,
+    /// Its merchant's name.
+    pub merchant: String,
+    /// Every event, applied and ignored, oldest first.
+    pub events: Vec<EventRecord>,
+    /// Its jobs.
+    pub jobs: Vec<Job>,
+    /// Ledger lines.
+    pub ledger: Vec<LedgerEntry>,
+    /// Refunds.
+    pub refunds: Vec<Refund>,
+    /// Related error-pool items.
+    pub errors: Vec<ErrorItem>,
+}
+
+/// A console user (never the hash).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserView {
+    /// Login name.
+    pub username: String,
+    /// Roles, sorted.
+    pub roles: Vec<String>,
+    /// Disabled users cannot sign in.
+    pub disabled: bool,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}

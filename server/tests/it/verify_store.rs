@@ -1,0 +1,546 @@
+//! `converge verify`: the [`Verify`](converge_server::store::Verify) queries on both backends,
+//! and the whole check against a served core and its sandbox channel (DESIGN.md
+//! "Convergence invariants").
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use converge_server::domain::ledger::{self, LedgerLine, LedgerPosting};
+use converge_server::domain::state::{PaymentEvent, transition};
+use converge_server::store::{
+    ClaimResult, CreatePayment, CreateRefund, KeyClaim, KeyRef, NewErrorItem, NewPayment,
+    NewRefund, Payment, Store, StoredResponse, Transition, TransitionResult,
+};
+use converge_server::verify::{self, Breach, ChargeSource, HttpChargeSource, Window};
+
+const NOW: i64 = 1_800_000_000_000;
+
+async fn merchant(store: &Arc<dyn Store>) -> i64 {
+    store
+        .create_merchant("acme", "hash-acme", NOW)
+        .await
+        .unwrap()
+        .id
+}
+
+async fn create(store: &Arc<dyn Store>, m: i64, order: &str, amount: i64) -> Payment {
+    let n = NewPayment {
+        id: format!("pay_{order}"),
+        merchant_id: m,
+        merchant_order_id: order.into(),
+        amount,
+        currency: "CNY".into(),
+        description: String::new(),
+        params_hash: format!("h-{order}"),
+        channel_key: format!("ck_{order}"),
+        now: NOW,
+        submit_due_at: NOW + 1_000,
+        max_attempts: 5,
+    };
+    let CreatePayment::Created(p) = store.create_payment(&n).await.unwrap() else {
+        panic!("{order} exists")
+    };
+    p
+}
+
+/// Applies `events` in order; `posting` rides along with LedgerPosted.
+async fn advance(
+    store: &Arc<dyn Store>,
+    mut p: Payment,
+    events: &[PaymentEvent],
+    posting: Option<LedgerPosting>,
+) -> Payment {
+    for &event in events {
+        let t = Transition {
+            payment_id: p.id.clone(),
+            from: p.status,
+            version: p.version,
+            to: transition(p.status, event).unwrap(),
+            event,
+            event_id: event.to_string(),
+            source: "test".into(),
+            detail: String::new(),
+            now: NOW,
+            count_submit: event == PaymentEvent::Submit,
+            last_error: None,
+            posting: (event == PaymentEvent::LedgerPosted)
+                .then(|| posting.clone())
+                .flatten(),
+            enqueue: vec![],
+            close_jobs: vec![],
+        };
+        let TransitionResult::Applied(next) = store.apply_transition(&t).await.unwrap() else {
+            panic!("{event}")
+        };
+        p = next;
+    }
+    p
+}
+
+const TO_SUCCESS: [PaymentEvent; 3] = [
+    PaymentEvent::Submit,
+    PaymentEvent::ChannelSucceeded,
+    PaymentEvent::LedgerPosted,
+];
+
+store_conformance!(
+    verify_rows_carry_ledger_refund_and_error_pool_counts,
+    |store| {
+        let m = merchant(&store).await;
+        let p = create(&store, m, "a", 1000).await;
+        let posting = ledger::charge(m, 1000, "CNY");
+        let p = advance(&store, p, &TO_SUCCESS, Some(posting)).await;
+        assert_eq!(p.status.as_str(), "SUCCESS");
+        let refund = |id: &str, amount| NewRefund {
+            id: id.into(),
+            payment_id: p.id.clone(),
+            amount,
+            reason: String::new(),
+            now: NOW,
+            job_due_at: NOW,
+            max_attempts: 5,
+        };
+        assert!(matches!(
+            store.create_refund(&refund("re_1", 300)).await.unwrap(),
+            CreateRefund::Created(_)
+        ));
+        assert!(
+            store
+                .refund_succeeded("re_1", &ledger::refund(m, "re_1", 300, "CNY"), NOW)
+                .await
+                .unwrap()
+        );
+        assert!(matches!(
+            store.create_refund(&refund("re_2", 200)).await.unwrap(),
+            CreateRefund::Created(_)
+        ));
+
+        let b = create(&store, m, "b", 2000).await;
+        store
+            .report_error(&NewErrorItem {
+                kind: "job_dead".into(),
+                dedupe_key: "job:1".into(),
+                payment_id: Some(b.id.clone()),
+                summary: "s".into(),
+                evidence: "{}".into(),
+                now: NOW,
+            })
+            .await
+            .unwrap();
+
+        let rows = store.verify_payments_page("", 10).await.unwrap();
+        assert_eq!(
+            rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            vec!["pay_a", "pay_b"]
+        );
+        let a = &rows[0];
+        assert_eq!(
+            (
+                a.status.as_str(),
+                a.amount,
+                a.currency.as_str(),
+                a.channel_key.as_str()
+            ),
+            ("SUCCESS", 1000, "CNY", "ck_a")
+        );
+        assert_eq!((a.charge_batches, a.charge_batch_debits), (1, 1000));
+        assert_eq!(
+            (
+                a.refunds_succeeded,
+                a.refunds_succeeded_amount,
+                a.refunds_pending,
+                a.refund_batches
+            ),
+            (1, 300, 1, 1)
+        );
+        assert_eq!((a.refunded_amount, a.open_error_items), (500, 0));
+        let b = &rows[1];
+        assert_eq!(
+            (
+                b.status.as_str(),
+                b.charge_batches,
+                b.charge_batch_debits,
+                b.open_error_items
+            ),
+            ("PENDING", 0, 0, 1)
+        );
+        assert_eq!((b.created_at, b.merchant_order_id.as_str()), (NOW, "b"));
+
+        // A resolved item no longer counts.
+        assert!(
+            store
+                .resolve_error_by_key("job:1", "done", "test", NOW)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.verify_payments_page("pay_a", 10).await.unwrap()[0].open_error_items,
+            0
+        );
+    }
+);
+
+store_conformance!(verify_pages_follow_the_id_order_and_never_repeat, |store| {
+    let m = merchant(&store).await;
+    for order in ["c", "a", "e", "b", "d"] {
+        create(&store, m, order, 1000).await;
+    }
+    let mut seen = Vec::new();
+    let mut after = String::new();
+    loop {
+        let page = store.verify_payments_page(&after, 2).await.unwrap();
+        assert!(page.len() <= 2);
+        seen.extend(page.iter().map(|r| r.id.clone()));
+        match page.last() {
+            Some(last) if page.len() == 2 => after = last.id.clone(),
+            _ => break,
+        }
+    }
+    assert_eq!(seen, vec!["pay_a", "pay_b", "pay_c", "pay_d", "pay_e"]);
+    assert!(
+        store
+            .verify_payments_page("pay_e", 2)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+});
+
+store_conformance!(
+    unbalanced_batches_are_listed_and_balanced_ones_are_not,
+    |store| {
+        let m = merchant(&store).await;
+        let ok = create(&store, m, "ok", 1000).await;
+        advance(
+            &store,
+            ok,
+            &TO_SUCCESS,
+            Some(ledger::charge(m, 1000, "CNY")),
+        )
+        .await;
+        assert_eq!(store.unbalanced_batches().await.unwrap(), vec![]);
+
+        let bad = create(&store, m, "bad", 700).await;
+        let one_sided = LedgerPosting {
+            kind: "charge",
+            refund_id: None,
+            currency: "CNY".into(),
+            lines: vec![LedgerLine {
+                account: ledger::CLEARING.into(),
+                debit: true,
+                amount: 700,
+            }],
+        };
+        advance(&store, bad, &TO_SUCCESS, Some(one_sided)).await;
+        let listed = store.unbalanced_batches().await.unwrap();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(
+            (listed[0].payment_id.as_str(), listed[0].kind.as_str()),
+            ("pay_bad", "charge")
+        );
+        assert_eq!(
+            (
+                listed[0].debits,
+                listed[0].credits,
+                listed[0].lines,
+                listed[0].foreign_lines
+            ),
+            (700, 0, 1, 0)
+        );
+
+        // The whole check names the payment twice over: its batch, and the currency total.
+        let report = verify::run(
+            &*store,
+            None,
+            Window {
+                now_ms: NOW,
+                window_ms: 60_000,
+            },
+        )
+        .await
+        .unwrap();
+        assert!(!report.ok());
+        assert_eq!(report.offending_payments(), vec!["pay_bad"]);
+        assert!(report.breaches.iter().any(|b| matches!(b, Breach::UnbalancedCurrency { currency, debits: 1700, credits: 1000 } if currency == "CNY")), "{:?}", report.breaches);
+    }
+);
+
+store_conformance!(
+    key_totals_count_completed_keys_and_missing_responses,
+    |store| {
+        let m = merchant(&store).await;
+        assert_eq!(store.key_totals().await.unwrap().done, 0);
+        for (key, complete) in [("k1", true), ("k2", true), ("k3", false)] {
+            let claim = KeyClaim {
+                merchant_id: m,
+                scope: "POST /v1/payments".into(),
+                idem_key: key.into(),
+                route: "POST /v1/payments".into(),
+                fingerprint: "fp".into(),
+                lease_token: format!("t-{key}"),
+                lease_expires_at: NOW + 1_000,
+                now: NOW,
+                expires_at: NOW + 86_400_000,
+            };
+            assert_eq!(
+                store.claim_key(&claim).await.unwrap(),
+                ClaimResult::Claimed { resource_id: None }
+            );
+            if complete {
+                let k = KeyRef {
+                    merchant_id: m,
+                    scope: claim.scope.clone(),
+                    idem_key: key.into(),
+                    lease_token: claim.lease_token.clone(),
+                };
+                let resp = StoredResponse {
+                    status: 201,
+                    headers: vec![],
+                    body: b"{}".to_vec(),
+                };
+                assert!(store.complete_key(&k, &resp).await.unwrap());
+            }
+        }
+        let totals = store.key_totals().await.unwrap();
+        assert_eq!((totals.done, totals.without_response), (2, 0));
+    }
+);
+
+store_conformance!(
+    an_old_unfinished_payment_is_named_unless_the_error_pool_has_it,
+    |store| {
+        let m = merchant(&store).await;
+        create(&store, m, "stuck", 1000).await;
+        let late = Window {
+            now_ms: NOW + 120_000,
+            window_ms: 60_000,
+        };
+        let report = verify::run(&*store, None, late).await.unwrap();
+        assert_eq!(report.offending_payments(), vec!["pay_stuck"]);
+        assert_eq!((report.unresolved, report.unresolved_in_pool), (1, 0));
+        assert!(
+            report
+                .render()
+                .contains("BREACH pay_stuck: PENDING for 120 s"),
+            "{}",
+            report.render()
+        );
+
+        // Within the window it is still converging.
+        let early = Window {
+            now_ms: NOW + 30_000,
+            window_ms: 60_000,
+        };
+        assert!(verify::run(&*store, None, early).await.unwrap().ok());
+
+        store
+            .report_error(&NewErrorItem {
+                kind: "job_dead".into(),
+                dedupe_key: "job:stuck".into(),
+                payment_id: Some("pay_stuck".into()),
+                summary: "submit job failed 5 times".into(),
+                evidence: "{}".into(),
+                now: NOW,
+            })
+            .await
+            .unwrap();
+        let report = verify::run(&*store, None, late).await.unwrap();
+        assert!(report.ok(), "{}", report.render());
+        assert_eq!((report.unresolved, report.unresolved_in_pool), (1, 1));
+    }
+);
+
+on_both_backends!(
+    verify_passes_on_a_converged_core_and_names_orphan_charges_and_stuck_payments,
+    |app| {
+        let sandbox = app
+            .running
+            .sandbox
+            .as_ref()
+            .expect("in-process sandbox")
+            .url
+            .clone();
+        let source = HttpChargeSource::new(&sandbox, Duration::from_secs(10)).expect("sandbox url");
+        // A success, a decline and a partial refund, all finished within their requests.
+        let ok = app.post("/v1/payments", Some("k-ok"), &serde_json::json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-ok"})).await;
+        assert_eq!(ok.status, 201);
+        let ok_id = ok.json()["id"].as_str().unwrap().to_string();
+        let declined = app.post("/v1/payments", Some("k-no"), &serde_json::json!({"amount": 1051, "currency": "CNY", "merchant_order_id": "o-no"})).await;
+        assert_eq!(declined.json()["status"], "FAILED");
+        let refund = app
+            .post(
+                &format!("/v1/payments/{ok_id}/refunds"),
+                Some("k-re"),
+                &serde_json::json!({"amount": 400}),
+            )
+            .await;
+        assert_eq!(refund.json()["status"], "succeeded", "{:?}", refund.json());
+
+        let now = converge_server::domain::clock::Clock::now_ms(
+            &converge_server::domain::clock::SystemClock,
+        );
+        let window = Window {
+            now_ms: now,
+            window_ms: 0,
+        };
+        let report = verify::run(&*app.store, Some(&source as &dyn ChargeSource), window)
+            .await
+            .unwrap();
+        assert!(report.ok(), "{}", report.render());
+        assert_eq!(report.payments(), 2);
+        assert!(
+            matches!(
+                report.channel,
+                verify::ChannelCheck::Checked {
+                    succeeded: 1,
+                    records: 2,
+                    ..
+                }
+            ),
+            "{:?}",
+            report.channel
+        );
+
+        // Money taken under a key no payment owns: an orphan, i.e. a double charge.
+        let orphan = app
+            .send(
+                app.client.post(format!("{sandbox}/charges")).json(
+                    &serde_json::json!({"key": "ck_nobody", "amount": 500, "currency": "CNY"}),
+                ),
+            )
+            .await;
+        assert_eq!(orphan.status, 200);
+        let report = verify::run(&*app.store, Some(&source as &dyn ChargeSource), window)
+            .await
+            .unwrap();
+        assert_eq!(report.breaches.len(), 1, "{}", report.render());
+        assert!(report.breaches[0].is_double_charge());
+        assert!(
+            report
+                .render()
+                .contains("channel key ck_nobody: charged 500 CNY but no payment has this key")
+        );
+
+        // A payment that never reached the channel and is older than the window.
+        let stuck = app
+            .store
+            .create_payment(&NewPayment {
+                id: "pay_stuck0000000000000000".into(),
+                merchant_id: app.merchant_id,
+                merchant_order_id: "o-stuck".into(),
+                amount: 100,
+                currency: "CNY".into(),
+                description: String::new(),
+                params_hash: "h".into(),
+                channel_key: "ck_stuck".into(),
+                now: now - 10_000,
+                submit_due_at: now + 3_600_000,
+                max_attempts: 5,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(stuck, CreatePayment::Created(_)));
+        let report = verify::run(&*app.store, Some(&source as &dyn ChargeSource), window)
+            .await
+            .unwrap();
+        assert_eq!(
+            report.offending_payments(),
+            vec!["pay_stuck0000000000000000"]
+        );
+        assert_eq!(report.breaches.len(), 2, "{}", report.render());
+    }
+);
+
+on_both_backends!(verify_refuses_a_channel_without_the_charge_list, |app| {
+    // The merchant API's base URL is no channel: GET /charges there is a 404.
+    let wrong = HttpChargeSource::new(&app.base, Duration::from_secs(5)).unwrap();
+    let now =
+        converge_server::domain::clock::Clock::now_ms(&converge_server::domain::clock::SystemClock);
+    let err = verify::run(
+        &*app.store,
+        Some(&wrong as &dyn ChargeSource),
+        Window {
+            now_ms: now,
+            window_ms: 0,
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("GET /charges"), "{err}");
+    assert!(HttpChargeSource::new("not a url", Duration::from_secs(1)).is_err());
+    assert!(HttpChargeSource::new("ftp://x", Duration::from_secs(1)).is_err());
+});
+
+#[tokio::test]
+async fn the_sandbox_lists_charges_in_pages_with_attempts_and_refunds() {
+    use converge_server::channel::sandbox::{self, SandboxConfig};
+    let sb = sandbox::spawn(SandboxConfig::default(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("sandbox");
+    let client = reqwest::Client::new();
+    for (key, amount) in [
+        ("ck_b", 1000),
+        ("ck_a", 2000),
+        ("ck_c", 1051),
+        ("ck_a", 2000),
+    ] {
+        client
+            .post(format!("{}/charges", sb.url))
+            .json(&serde_json::json!({"key": key, "amount": amount, "currency": "CNY"}))
+            .send()
+            .await
+            .unwrap();
+    }
+    let r = client
+        .post(format!("{}/refunds", sb.url))
+        .json(&serde_json::json!({"refund_key": "re_1", "charge_key": "ck_a", "amount": 500}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let page = |q: &'static str| {
+        let (client, url) = (client.clone(), sb.url.clone());
+        async move {
+            let r = client
+                .get(format!("{url}/charges{q}"))
+                .send()
+                .await
+                .unwrap();
+            (
+                r.status().as_u16(),
+                r.json::<serde_json::Value>().await.unwrap(),
+            )
+        }
+    };
+    let (status, first) = page("?limit=2").await;
+    assert_eq!(status, 200);
+    let keys: Vec<&str> = first["charges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, vec!["ck_a", "ck_b"]);
+    assert_eq!(first["charges"][0]["attempts"], 2);
+    assert_eq!(first["charges"][0]["refunded"], 500);
+    assert_eq!(first["next"], "ck_b");
+    let (_, second) = page("?limit=2&after=ck_b").await;
+    assert_eq!(second["charges"][0]["key"], "ck_c");
+    assert_eq!(second["charges"][0]["status"], "declined");
+    assert_eq!(second["next"], serde_json::Value::Null);
+    for bad in ["?limit=0", "?limit=5001", "?limit=x"] {
+        let (status, body) = page(bad).await;
+        assert_eq!(
+            (status, body["status"].as_str()),
+            (400, Some("invalid")),
+            "{bad}"
+        );
+    }
+    let all = HttpChargeSource::new(&sb.url, Duration::from_secs(5))
+        .unwrap()
+        .all_charges()
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    sb.shutdown().await;
+}
