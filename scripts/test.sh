@@ -44,6 +44,18 @@ fi
 echo "test: cargo test (unit, conformance on SQLite + PostgreSQL, API)" >&2
 cargo test --workspace --no-fail-fast
 
+# Chaos convergence run (bench/src/bin/chaos.rs): real `converge` processes, seeded channel
+# faults, SIGKILLs and restarts, then `converge verify`; small sizes, about a minute in all.
+echo "test: chaos convergence run (SQLite; PostgreSQL with two servers)" >&2
+cargo build -p app --features ssr --bin converge
+cargo build -p converge-bench --bin chaos
+target/debug/chaos --converge target/debug/converge --db sqlite --payments 150 --kills 3 --seed 1 \
+  --converge-timeout-secs 60
+if [ -n "${CONVERGE_TEST_PG_URL:-}" ]; then
+  target/debug/chaos --converge target/debug/converge --db postgres --pg-url "$CONVERGE_TEST_PG_URL" \
+    --servers 2 --payments 150 --kills 3 --seed 2 --converge-timeout-secs 60
+fi
+
 if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "test: browser tests (cargo leptos end-to-end, Chromium)" >&2
   e2e_dir=$(mktemp -d)

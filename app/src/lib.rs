@@ -2,7 +2,14 @@
 //! Pages and components live here; server functions are thin adapters over the `server`
 //! crate (only compiled with the `ssr` feature), so the browser bundle carries no backend code.
 
+// Leptos views are deeply nested types; the larger pages exceed the default limit of 128.
+#![recursion_limit = "256"]
+
+pub mod api;
 pub mod app;
+pub mod components;
+pub mod dto;
+pub mod format;
 pub mod pages;
 
 /// Browser entry point: hydrates the server-rendered page.

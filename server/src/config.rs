@@ -156,6 +156,10 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_HASH_PERMITS", default_value_t = 2)]
     pub hash_permits: usize,
 
+    /// How long a pending action request stays approvable (seconds).
+    #[arg(long, env = "CONVERGE_ACTION_TTL_SECS", default_value_t = 86_400)]
+    pub action_ttl_secs: u64,
+
     /// In-process sandbox: delay of digits-52 answers (ms).
     #[arg(long, env = "CONVERGE_SANDBOX_SLOW_MS", default_value_t = 5_000)]
     pub sandbox_slow_ms: u64,
@@ -163,6 +167,12 @@ pub struct Settings {
     /// In-process sandbox: hang of digits-53 requests (ms).
     #[arg(long, env = "CONVERGE_SANDBOX_HANG_MS", default_value_t = 5_000)]
     pub sandbox_hang_ms: u64,
+
+    /// In-process sandbox: delay between a commit and its callbacks (ms). Tests that need the
+    /// core's timeout to come first (digits 52 ending UNKNOWN, then settled by the callback)
+    /// widen the gap with it.
+    #[arg(long, env = "CONVERGE_SANDBOX_CALLBACK_DELAY_MS", default_value_t = 200)]
+    pub sandbox_callback_delay_ms: u64,
 }
 
 impl Settings {
@@ -185,6 +195,7 @@ impl Settings {
             purge_interval_secs: 600,
             sandbox_slow_ms: 800,
             sandbox_hang_ms: 800,
+            sandbox_callback_delay_ms: 200,
             resubmit_budget: 2,
             no_workers: true,
             worker_batch: 16,
@@ -206,6 +217,7 @@ impl Settings {
             login_limit_per_addr: 30,
             login_window_secs: 300,
             hash_permits: 2,
+            action_ttl_secs: 86_400,
         }
     }
 

@@ -147,6 +147,7 @@ pub async fn build_with_store(
                     callback_secret: secret.clone(),
                     slow_ms: settings.sandbox_slow_ms,
                     hang_ms: settings.sandbox_hang_ms,
+                    callback_delay_ms: settings.sandbox_callback_delay_ms,
                     ..SandboxConfig::default()
                 };
                 let handle = sandbox::spawn(cfg, settings.channel_bind)

@@ -1,11 +1,15 @@
-//! The sign-in page (DESIGN.md "Ops console": login). Until ops accounts exist the form
-//! checks its input in the browser and says so; the check runs only once the page is
-//! hydrated, which the browser test relies on.
+//! The sign-in page (DESIGN.md "Ops console": login). The form posts through the `login`
+//! server function, which renews the session id; then the console opens on the dashboard.
+//! Empty fields are caught in the browser first, which only works once the page is hydrated
+//! (the browser test relies on that, and on the `data-hydrated` marker).
 
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
+use leptos::task::spawn_local;
+use leptos_router::hooks::use_navigate;
 
 use super::status::StatusBadge;
+use crate::api;
 
 /// Username and password form.
 #[component]
@@ -13,37 +17,72 @@ pub fn LoginPage() -> impl IntoView {
     let username = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
     let message = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
     let hydrated = RwSignal::new(false);
     Effect::new(move |_| hydrated.set(true));
+    let navigate = use_navigate();
 
     let on_submit = move |ev: SubmitEvent| {
         ev.prevent_default();
-        let text = if username.get().trim().is_empty() || password.get().is_empty() {
-            "Enter your username and password."
-        } else {
-            "No ops account matches yet: accounts are created with `converge user add`."
-        };
-        message.set(Some(text.to_string()));
+        if busy.get_untracked() {
+            return;
+        }
+        let user = username.get_untracked().trim().to_string();
+        let pass = password.get_untracked();
+        if user.is_empty() || pass.is_empty() {
+            message.set(Some("Enter your username and password.".into()));
+            return;
+        }
+        busy.set(true);
+        message.set(None);
+        let navigate = navigate.clone();
+        spawn_local(async move {
+            match api::login(user, pass).await {
+                Ok(_) => navigate("/", Default::default()),
+                Err(e) => {
+                    password.set(String::new());
+                    message.set(Some(api::error_message(&e)));
+                    busy.set(false);
+                }
+            }
+        });
     };
 
+    // The form POSTs to the server function, so a submit before hydration never puts the
+    // password in a URL.
     view! {
         <main class="login" data-hydrated=move || hydrated.get().to_string()>
             <header class="brand">
                 <h1>"converge"</h1>
                 <p class="tagline">"payment operations console"</p>
             </header>
-            <form class="card" on:submit=on_submit>
+            <form class="card" method="post" action="/api/login" on:submit=on_submit>
                 <h2>"Sign in"</h2>
                 <label>
                     "Username"
-                    <input type="text" name="username" autocomplete="username" bind:value=username/>
+                    <input
+                        type="text"
+                        name="username"
+                        autocomplete="username"
+                        autofocus
+                        bind:value=username
+                    />
                 </label>
                 <label>
                     "Password"
-                    <input type="password" name="password" autocomplete="current-password" bind:value=password/>
+                    <input
+                        type="password"
+                        name="password"
+                        autocomplete="current-password"
+                        bind:value=password
+                    />
                 </label>
-                <button type="submit" data-testid="sign-in">"Sign in"</button>
-                <p class="form-message" role="alert" data-testid="form-message">{move || message.get()}</p>
+                <button type="submit" data-testid="sign-in" disabled=move || busy.get()>
+                    {move || if busy.get() { "Signing in…" } else { "Sign in" }}
+                </button>
+                <p class="form-message" role="alert" data-testid="form-message">
+                    {move || message.get()}
+                </p>
             </form>
             <footer>
                 <StatusBadge/>

@@ -1,4 +1,9 @@
-//! Console pages.
+//! Console pages, one module per route.
 
+pub mod dashboard;
+pub mod error_pool;
 pub mod login;
+pub mod payment;
+pub mod payments;
 pub mod status;
+pub mod users;

@@ -2,6 +2,8 @@
 //!
 //! Everything here is unit-tested without a database (DESIGN.md "Layout").
 
+pub mod actions;
+pub mod audit;
 pub mod backoff;
 pub mod clock;
 pub mod fingerprint;

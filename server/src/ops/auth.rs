@@ -108,6 +108,44 @@ impl Auth {
         addr: &str,
         clock: &dyn crate::domain::clock::Clock,
     ) -> Result<Principal, LoginError> {
+        let result = self.try_login(store, session, username, password, addr, clock).await;
+        // Every sign-in, refused or not, is in the audit log (DESIGN.md "Ops console").
+        let (action, roles, reason) = match &result {
+            Ok(p) => ("login", crate::domain::roles::format_roles(&p.roles), String::new()),
+            Err(e) => ("login_failed", String::new(), e.to_string()),
+        };
+        let actor = username.chars().take(64).collect::<String>();
+        let entry = crate::store::AuditEntry {
+            at: clock.now_ms(),
+            actor: actor.clone(),
+            roles,
+            action: action.into(),
+            target: format!("user:{actor}"),
+            reason,
+            before: String::new(),
+            after: String::new(),
+            meta: serde_json::json!({"addr": addr}).to_string(),
+        };
+        if let Err(e) = store.append_audit(&entry).await {
+            tracing::error!(error = %e, "login not recorded in the audit log");
+            if result.is_ok() {
+                // No unaudited sessions: undo the login.
+                let _ = session.flush().await;
+                return Err(LoginError::Store(e));
+            }
+        }
+        result
+    }
+
+    async fn try_login(
+        &self,
+        store: &dyn Store,
+        session: &Session,
+        username: &str,
+        password: &str,
+        addr: &str,
+        clock: &dyn crate::domain::clock::Clock,
+    ) -> Result<Principal, LoginError> {
         self.admit(username, addr, clock.now_ms())?;
         let user = if username.is_empty() || username.len() > 64 {
             None
@@ -138,6 +176,25 @@ impl Auth {
             .await
             .map_err(|e| LoginError::Session(e.to_string()))?;
         Ok(Principal::of(&user))
+    }
+
+    /// Destroys the session (its id is deleted from the store) and records the logout.
+    pub async fn logout(&self, store: &dyn Store, session: &Session, addr: &str, now: i64) -> Result<(), LoginError> {
+        if let Some(p) = self.current(store, session, now).await? {
+            let entry = crate::store::AuditEntry {
+                at: now,
+                actor: p.username.clone(),
+                roles: crate::domain::roles::format_roles(&p.roles),
+                action: "logout".into(),
+                target: format!("user:{}", p.username),
+                reason: String::new(),
+                before: String::new(),
+                after: String::new(),
+                meta: serde_json::json!({"addr": addr}).to_string(),
+            };
+            store.append_audit(&entry).await?;
+        }
+        session.flush().await.map_err(|e| LoginError::Session(e.to_string()))
     }
 
     /// The session's user if the session is valid now: within the absolute timeout, the user

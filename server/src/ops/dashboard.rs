@@ -278,6 +278,10 @@ pub struct PaymentDetail {
     pub refunds: Vec<Refund>,
     /// Related error-pool items.
     pub errors: Vec<ErrorItem>,
+    /// Ops actions on it, newest first.
+    pub actions: Vec<crate::store::ActionRecord>,
+    /// Audit records about it, oldest first.
+    pub audit: Vec<crate::store::AuditRecord>,
 }
 
 /// Loads a payment's story; None when there is no such payment.
@@ -298,6 +302,8 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
         ledger: store.payment_ledger(id).await?,
         refunds: store.payment_refunds(id).await?,
         errors: store.payment_error_items(id).await?,
+        actions: store.actions(None, Some(id), 50).await?,
+        audit: store.audit_for_target(&format!("payment:{id}")).await?,
         payment,
     }))
 }

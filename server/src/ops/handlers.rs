@@ -38,6 +38,14 @@ pub fn routes() -> Router<AppState> {
         .route("/users/{name}/enable", post(enable_user))
         .route("/users/{name}/password", post(reset_password))
         .route("/users/{name}/roles", post(set_roles))
+        .route("/actions", get(super::actions::list).post(super::actions::request))
+        .route("/actions/{id}", get(super::actions::show))
+        .route("/actions/{id}/approve", post(super::actions::approve))
+        .route("/actions/{id}/reject", post(super::actions::reject))
+        .route("/actions/{id}/cancel", post(super::actions::cancel))
+        .route("/actions/{id}/execute", post(super::actions::execute))
+        .route("/audit/export", get(super::audit::export))
+        .route("/audit/verify", get(super::audit::verify_handler))
 }
 
 fn principal_json(p: &Principal) -> Value {
@@ -52,7 +60,7 @@ struct LoginBody {
 }
 
 /// The client's IP address when the server was started with connect info, else `unknown`.
-struct ClientAddr(String);
+pub struct ClientAddr(pub String);
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
     type Rejection = std::convert::Infallible;
@@ -110,21 +118,17 @@ async fn login(
     }
 }
 
-async fn logout(State(st): State<AppState>, session: Session) -> Result<StatusCode, ApiError> {
+async fn logout(
+    State(st): State<AppState>,
+    ClientAddr(addr): ClientAddr,
+    session: Session,
+) -> Result<StatusCode, ApiError> {
     let now = st.core.clock.now_ms();
-    if let Some(p) = st
-        .auth
-        .current(st.core.store.as_ref(), &session, now)
-        .await?
-    {
-        tracing::info!(user = %p.username, "console logout");
+    match st.auth.logout(st.core.store.as_ref(), &session, &addr, now).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(LoginError::Store(e)) => Err(e.into()),
+        Err(e) => Err(ApiError::internal(e)),
     }
-    // Destroyed, not just emptied: the old id is deleted from the store.
-    session
-        .flush()
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn me(p: Principal) -> Json<Value> {
@@ -292,6 +296,7 @@ struct ResolveBody {
 async fn resolve(
     State(st): State<AppState>,
     p: Principal,
+    ClientAddr(addr): ClientAddr,
     Path(id): Path<i64>,
     ApiJson(body): ApiJson<ResolveBody>,
 ) -> Result<Json<Value>, ApiError> {
@@ -320,7 +325,16 @@ async fn resolve(
         };
     }
     let item = st.core.store.error_item(id).await?;
+    let target = format!("error:{id}");
+    audit(&st, &p, &addr, "error_resolved", &target, note, json!({"payment_id": item.as_ref().and_then(|i| i.payment_id.clone())})).await?;
     Ok(Json(json!({"item": item})))
+}
+
+/// Appends an audit record for a console change by `p`.
+async fn audit(st: &AppState, p: &Principal, addr: &str, action: &str, target: &str, reason: &str, after: Value) -> Result<(), ApiError> {
+    let e = super::audit::actor(p, addr).entry(st.core.clock.now_ms(), action, target, reason, String::new(), after.to_string());
+    st.core.store.append_audit(&e).await?;
+    Ok(())
 }
 
 fn user_error(e: UserError) -> ApiError {
@@ -356,6 +370,7 @@ struct NewUserBody {
 async fn add_user(
     State(st): State<AppState>,
     p: Principal,
+    ClientAddr(addr): ClientAddr,
     ApiJson(b): ApiJson<NewUserBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     p.require(Permission::ManageUsers)?;
@@ -370,6 +385,7 @@ async fn add_user(
     )
     .await
     .map_err(user_error)?;
+    audit(&st, &p, &addr, "user_added", &format!("user:{}", u.username), "", json!({"roles": u.roles})).await?;
     Ok((StatusCode::CREATED, Json(json!({"user": u}))))
 }
 
@@ -380,6 +396,7 @@ struct Empty {}
 async fn disable_user(
     State(st): State<AppState>,
     p: Principal,
+    ClientAddr(addr): ClientAddr,
     Path(name): Path<String>,
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<StatusCode, ApiError> {
@@ -393,12 +410,14 @@ async fn disable_user(
     users::set_disabled(st.core.store.as_ref(), &name, true, st.core.clock.now_ms())
         .await
         .map_err(user_error)?;
+    audit(&st, &p, &addr, "user_disabled", &format!("user:{name}"), "", json!({})).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn enable_user(
     State(st): State<AppState>,
     p: Principal,
+    ClientAddr(addr): ClientAddr,
     Path(name): Path<String>,
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<StatusCode, ApiError> {
@@ -406,6 +425,7 @@ async fn enable_user(
     users::set_disabled(st.core.store.as_ref(), &name, false, st.core.clock.now_ms())
         .await
         .map_err(user_error)?;
+    audit(&st, &p, &addr, "user_enabled", &format!("user:{name}"), "", json!({})).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -418,6 +438,7 @@ struct PasswordBody {
 async fn reset_password(
     State(st): State<AppState>,
     p: Principal,
+    ClientAddr(addr): ClientAddr,
     Path(name): Path<String>,
     ApiJson(b): ApiJson<PasswordBody>,
 ) -> Result<StatusCode, ApiError> {
@@ -431,6 +452,7 @@ async fn reset_password(
     )
     .await
     .map_err(user_error)?;
+    audit(&st, &p, &addr, "user_password_reset", &format!("user:{name}"), "", json!({})).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -443,6 +465,7 @@ struct RolesBody {
 async fn set_roles(
     State(st): State<AppState>,
     p: Principal,
+    ClientAddr(addr): ClientAddr,
     Path(name): Path<String>,
     ApiJson(b): ApiJson<RolesBody>,
 ) -> Result<Json<Value>, ApiError> {
@@ -455,5 +478,6 @@ async fn set_roles(
     )
     .await
     .map_err(user_error)?;
+    audit(&st, &p, &addr, "user_roles_changed", &format!("user:{name}"), "", json!({"roles": u.roles})).await?;
     Ok(Json(json!({"user": u})))
 }

@@ -2,10 +2,12 @@
 //! the stable JSON endpoints under `/ops/v1` that scripts, tests and the console's server
 //! functions use.
 
+pub mod actions;
+pub mod audit;
 pub mod auth;
 pub mod csrf;
 pub mod dashboard;
-mod handlers;
+pub mod handlers;
 pub mod password;
 pub mod principal;
 pub mod session;

@@ -2,6 +2,7 @@
 //! refunds, and channel callbacks. HTTP handlers and workers call these; they know nothing of
 //! HTTP themselves.
 
+pub mod actions;
 pub mod callbacks;
 pub mod ids;
 pub mod payments;

@@ -9,10 +9,13 @@ mod shared;
 #[macro_use]
 mod console_sql;
 #[macro_use]
+mod governance_sql;
+#[macro_use]
 mod queue_sql;
 #[macro_use]
 pub mod verify;
 pub mod console;
+pub mod governance;
 mod postgres;
 pub mod queue;
 pub mod records;
@@ -22,6 +25,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 pub use console::*;
+pub use governance::*;
 pub use queue::*;
 pub use records::*;
 pub use verify::*;
@@ -84,7 +88,7 @@ impl From<sqlx::Error> for StoreError {
 /// Everything converge persists. Implementations must be safe to share between several
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
-pub trait Store: Queue + Console + Verify + Send + Sync + 'static {
+pub trait Store: Queue + Console + Governance + Verify + Send + Sync + 'static {
     /// The backend behind this store.
     fn backend(&self) -> Backend;
 

@@ -84,6 +84,14 @@ impl PgStore {
         super::DbPool::Postgres(self.pool.clone())
     }
 
+    /// Serialises audit appends across connections and processes for the rest of the
+    /// transaction, so two appends cannot both chain to the same head.
+    async fn lock_audit(tx: &mut Transaction<'static, Db>) -> Result<(), StoreError> {
+        // 0x636f6e76 = "conv": the one advisory lock converge uses.
+        sqlx::query("SELECT pg_advisory_xact_lock(1668247158)").execute(&mut **tx).await?;
+        Ok(())
+    }
+
     async fn close_pools(&self) {
         self.pool.close().await;
     }
@@ -93,3 +101,4 @@ impl_store!(PgStore, Backend::Postgres);
 impl_queue!(PgStore);
 impl_verify!(PgStore);
 impl_console!(PgStore);
+impl_governance!(PgStore);

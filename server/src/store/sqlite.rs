@@ -121,6 +121,12 @@ impl SqliteStore {
         super::DbPool::Sqlite(self.writer.clone())
     }
 
+    /// Audit appends need no extra lock: `BEGIN IMMEDIATE` already makes this transaction the
+    /// only writer.
+    async fn lock_audit(_tx: &mut Transaction<'static, Db>) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn close_pools(&self) {
         self.writer.close().await;
         self.reader.close().await;
@@ -131,3 +137,4 @@ impl_store!(SqliteStore, Backend::Sqlite);
 impl_queue!(SqliteStore);
 impl_verify!(SqliteStore);
 impl_console!(SqliteStore);
+impl_governance!(SqliteStore);

@@ -295,3 +295,22 @@ on_both_backends!(
         }
     }
 );
+
+on_both_backends!(ignored_and_duplicate_callbacks_are_counted, |app| {
+    let p = payment(&app, 1000).await;
+    let body = event("evt_counted", "charge.failed", &p);
+    assert_eq!(deliver(&app, &body).await["outcome"], "ignored");
+    assert_eq!(deliver(&app, &body).await["outcome"], "duplicate");
+    let metrics = app.get("/metrics").await;
+    assert_eq!(metrics.status, 200);
+    let text = String::from_utf8(metrics.body).unwrap();
+    // The recorder is process-wide, so other tests add to these counters: check presence.
+    for outcome in ["ignored", "duplicate"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("converge_callbacks_total{")
+                    && l.contains(&format!("outcome=\"{outcome}\""))),
+            "{outcome} not counted in:\n{text}"
+        );
+    }
+});

@@ -5,6 +5,7 @@
 #[allow(dead_code)]
 mod support;
 
+mod actions_audit;
 mod bad_input;
 mod callbacks;
 mod concurrency;
@@ -17,6 +18,4 @@ mod refunds;
 mod sandbox;
 mod sandbox_behaviours;
 mod transitions;
-#[path = "zz_timing.rs"]
-mod zz_timing;
 mod verify_store;

@@ -105,9 +105,9 @@ on_both_backends!(digits_51_is_declined_and_the_payment_fails, |app| {
 on_both_backends!(
     digits_52_is_unknown_with_a_query_job_then_the_callback_makes_it_success,
     |s| {
-        // Time out well before the sandbox's callback (sent 200 ms after the commit), so the
-        // request sees the timeout first and the callback is what settles the payment.
-        s.channel_timeout_ms = 100;
+        // The request times out (300 ms) well before the sandbox's callback (1 s after the
+        // commit) and its late answer (800 ms): the callback is what settles the payment.
+        s.sandbox_callback_delay_ms = 1_000;
     },
     |app| {
         let (body, p) = create(&app, 1052).await;

@@ -102,77 +102,96 @@ pub async fn fresh_store(db: Db) -> Option<(Arc<dyn Store>, String, Option<tempf
     Some((store, url, dir))
 }
 
-/// A single value read with raw SQL from the database at `url` (either backend), for
-/// assertions the [`Store`] trait has no read for. `$1`, `$2`... bind `args` as text.
-pub async fn sql_i64(url: &str, sql: &str, args: &[&str]) -> i64 {
-    if url.starts_with("postgres") {
-        let pool = sqlx::PgPool::connect(url)
-            .await
-            .expect("connect for a raw read");
-        let mut q = sqlx::query_scalar::<_, i64>(sql);
-        for a in args {
-            q = q.bind(*a);
+/// A read-only handle on a test database for raw SQL, on either backend: for assertions the
+/// [`Store`] trait has no read for. `$1`, `$2`... bind text arguments.
+#[derive(Clone)]
+pub enum RawDb {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+impl RawDb {
+    /// Connects to the database at `url` (a SQLite path or a `postgres://` URL).
+    pub async fn connect(url: &str) -> RawDb {
+        if url.starts_with("postgres") {
+            RawDb::Postgres(
+                sqlx::PgPool::connect(url)
+                    .await
+                    .expect("connect for raw reads"),
+            )
+        } else {
+            let opts = sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(url)
+                .read_only(true);
+            RawDb::Sqlite(
+                sqlx::SqlitePool::connect_with(opts)
+                    .await
+                    .expect("open for raw reads"),
+            )
         }
-        let v = q
-            .fetch_one(&pool)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        pool.close().await;
-        v
-    } else {
-        let opts = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(url)
-            .read_only(true);
-        let pool = sqlx::SqlitePool::connect_with(opts)
-            .await
-            .expect("open for a raw read");
-        let mut q = sqlx::query_scalar::<_, i64>(sql);
-        for a in args {
-            q = q.bind(*a);
+    }
+
+    /// The single integer `sql` selects.
+    pub async fn i64(&self, sql: &str, args: &[&str]) -> i64 {
+        macro_rules! run {
+            ($pool:expr) => {{
+                let mut q = sqlx::query_scalar::<_, i64>(sql);
+                for a in args {
+                    q = q.bind(*a);
+                }
+                q.fetch_one($pool)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            }};
         }
-        let v = q
-            .fetch_one(&pool)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        pool.close().await;
-        v
+        match self {
+            RawDb::Sqlite(p) => run!(p),
+            RawDb::Postgres(p) => run!(p),
+        }
+    }
+
+    /// The first column of every row `sql` selects, as text.
+    pub async fn strings(&self, sql: &str, args: &[&str]) -> Vec<String> {
+        macro_rules! run {
+            ($pool:expr) => {{
+                let mut q = sqlx::query_scalar::<_, String>(sql);
+                for a in args {
+                    q = q.bind(*a);
+                }
+                q.fetch_all($pool)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            }};
+        }
+        match self {
+            RawDb::Sqlite(p) => run!(p),
+            RawDb::Postgres(p) => run!(p),
+        }
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        match self {
+            RawDb::Sqlite(p) => p.close().await,
+            RawDb::Postgres(p) => p.close().await,
+        }
     }
 }
 
-/// Text values of the first column of every row of `sql` at `url` (either backend).
+/// A single integer read with raw SQL from the database at `url` (one-off connection).
+pub async fn sql_i64(url: &str, sql: &str, args: &[&str]) -> i64 {
+    let db = RawDb::connect(url).await;
+    let v = db.i64(sql, args).await;
+    db.close().await;
+    v
+}
+
+/// Text values of the first column of every row of `sql` at `url` (one-off connection).
 pub async fn sql_strings(url: &str, sql: &str, args: &[&str]) -> Vec<String> {
-    if url.starts_with("postgres") {
-        let pool = sqlx::PgPool::connect(url)
-            .await
-            .expect("connect for a raw read");
-        let mut q = sqlx::query_scalar::<_, String>(sql);
-        for a in args {
-            q = q.bind(*a);
-        }
-        let v = q
-            .fetch_all(&pool)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        pool.close().await;
-        v
-    } else {
-        let opts = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(url)
-            .read_only(true);
-        let pool = sqlx::SqlitePool::connect_with(opts)
-            .await
-            .expect("open for a raw read");
-        let mut q = sqlx::query_scalar::<_, String>(sql);
-        for a in args {
-            q = q.bind(*a);
-        }
-        let v = q
-            .fetch_all(&pool)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        pool.close().await;
-        v
-    }
+    let db = RawDb::connect(url).await;
+    let v = db.strings(sql, args).await;
+    db.close().await;
+    v
 }
 
 /// Polls `probe` every 20 ms until it returns `Some`, or panics with `what` after `within`.
@@ -209,6 +228,7 @@ pub struct TestApp {
     pub db_url: String,
     /// The HMAC secret channel callbacks are signed with.
     pub callback_secret: Vec<u8>,
+    raw: tokio::sync::OnceCell<RawDb>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -253,6 +273,7 @@ impl TestApp {
             db,
             db_url: url,
             callback_secret,
+            raw: tokio::sync::OnceCell::new(),
             _dir: dir,
         })
     }
@@ -358,9 +379,19 @@ impl TestApp {
             .expect("charges")
     }
 
-    /// A single value read with raw SQL from the core's database.
+    /// Raw read access to the core's database (one pool, opened on first use).
+    pub async fn raw(&self) -> &RawDb {
+        self.raw.get_or_init(|| RawDb::connect(&self.db_url)).await
+    }
+
+    /// A single integer read with raw SQL from the core's database.
     pub async fn sql_i64(&self, sql: &str, args: &[&str]) -> i64 {
-        sql_i64(&self.db_url, sql, args).await
+        self.raw().await.i64(sql, args).await
+    }
+
+    /// The first column of every row `sql` selects from the core's database, as text.
+    pub async fn sql_strings(&self, sql: &str, args: &[&str]) -> Vec<String> {
+        self.raw().await.strings(sql, args).await
     }
 
     /// How many payments the core stored.

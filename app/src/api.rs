@@ -1,0 +1,433 @@
+//! Server functions of the console: thin adapters over the `server` crate, reached by the
+//! browser at stable URLs under `/api/`. Each one finds the signed-in user in the session and
+//! checks its permission on the server, exactly as the `/ops/v1` handlers do: hiding a button
+//! in the page is never the check. Errors carry one human sentence; "not signed in" also
+//! asks the browser to go to `/login`.
+
+use leptos::prelude::*;
+
+use crate::dto::{
+    Dashboard, ErrorItem, Merchant, PaymentDetail, PaymentPage, PaymentQuery, Principal, UserView,
+};
+
+/// The message of the error every server function returns when there is no valid session
+/// (never signed in, signed out, expired, or the user was disabled).
+pub const NOT_SIGNED_IN: &str = "not signed in";
+
+/// The human sentence inside a server-function error, without the framework's prefix.
+pub fn error_message(e: &ServerFnError) -> String {
+    match e {
+        ServerFnError::ServerError(m) => m.clone(),
+        ServerFnError::Request(_) => "cannot reach converge; check the connection and retry".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether `e` means the session is gone, so the page should send the user to `/login`.
+pub fn is_not_signed_in(e: &ServerFnError) -> bool {
+    matches!(e, ServerFnError::ServerError(m) if m == NOT_SIGNED_IN)
+}
+
+/// Server-side helpers shared by the server functions.
+#[cfg(feature = "ssr")]
+mod ssr {
+    use converge_server::api::AppState;
+    use converge_server::domain::roles::Permission;
+    use converge_server::error::ApiError;
+    use converge_server::ops::principal::Principal as ServerPrincipal;
+    use leptos::prelude::*;
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
+    use tower_sessions::Session;
+
+    use super::NOT_SIGNED_IN;
+
+    /// The backend state the `converge` binary provides to every Leptos request.
+    pub fn state() -> Result<AppState, ServerFnError> {
+        use_context::<AppState>()
+            .ok_or_else(|| ServerFnError::new("the console is not connected to the backend"))
+    }
+
+    /// The request's session (the session layer wraps the console's routes too).
+    pub async fn session() -> Result<Session, ServerFnError> {
+        leptos_axum::extract::<Session>().await.map_err(|e| {
+            tracing::error!(error = ?e, "session layer missing for a server function");
+            ServerFnError::new("sessions are unavailable; retry shortly")
+        })
+    }
+
+    /// The client's IP address (for login rate limiting and the audit log), or `unknown`
+    /// when the server runs without connect info.
+    pub async fn client_addr() -> String {
+        leptos_axum::extract::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .await
+            .map(|c| c.0.ip().to_string())
+            .unwrap_or_else(|_| "unknown".into())
+    }
+
+    /// The signed-in user, or the "not signed in" error plus a redirect to `/login` (which
+    /// the browser's router follows when a hydrated page called us).
+    pub async fn principal(st: &AppState) -> Result<ServerPrincipal, ServerFnError> {
+        let session = session().await?;
+        let now = st.core.clock.now_ms();
+        match st
+            .auth
+            .current(st.core.store.as_ref(), &session, now)
+            .await
+            .map_err(|e| api_error(e.into()))?
+        {
+            Some(p) => Ok(p),
+            None => {
+                leptos_axum::redirect("/login");
+                Err(ServerFnError::new(NOT_SIGNED_IN))
+            }
+        }
+    }
+
+    /// The state and the signed-in user, once the user is known to hold `permission`.
+    pub async fn authorize(
+        permission: Permission,
+    ) -> Result<(AppState, ServerPrincipal), ServerFnError> {
+        let st = state()?;
+        let p = principal(&st).await?;
+        p.require(permission).map_err(api_error)?;
+        Ok((st, p))
+    }
+
+    /// An API error as a server-function error with its human message (internal causes were
+    /// logged by `ApiError::internal` and are not sent).
+    pub fn api_error(e: ApiError) -> ServerFnError {
+        if e.code == "internal_error" {
+            return ServerFnError::new("internal error; retry, and tell the on-call if it persists");
+        }
+        ServerFnError::new(e.message)
+    }
+
+    /// A server struct as its DTO mirror, through the same JSON the `/ops/v1` endpoints send.
+    pub fn convert<T: Serialize, U: DeserializeOwned>(v: &T) -> Result<U, ServerFnError> {
+        serde_json::to_value(v)
+            .and_then(serde_json::from_value)
+            .map_err(|e| {
+                tracing::error!(error = %e, "console DTO does not match the server's JSON");
+                ServerFnError::new("internal error: the console and the server disagree on a data shape")
+            })
+    }
+
+    /// The browser's view of a principal: its name and role names.
+    pub fn principal_dto(p: &ServerPrincipal) -> crate::dto::Principal {
+        crate::dto::Principal {
+            username: p.username.clone(),
+            roles: p.roles.iter().map(|r| r.as_str().to_string()).collect(),
+        }
+    }
+
+    /// A user change refused, in words.
+    pub fn user_error(e: converge_server::ops::users::UserError) -> ServerFnError {
+        use converge_server::ops::users::UserError;
+        match e {
+            UserError::Store(s) => api_error(s.into()),
+            other => ServerFnError::new(other.to_string()),
+        }
+    }
+
+    /// `YYYY-MM-DDTHH:MM[:SS]` (what a browser's datetime-local input sends) as RFC 3339 UTC;
+    /// anything else is passed on for the search to accept or refuse with its own message.
+    pub fn as_rfc3339(v: Option<String>) -> Option<String> {
+        let v = v?.trim().to_string();
+        let b = v.as_bytes();
+        let local_minutes = b.len() == 16 && b.get(10) == Some(&b'T') && b.get(13) == Some(&b':');
+        let local_seconds = b.len() == 19 && b.get(10) == Some(&b'T') && b.get(16) == Some(&b':');
+        Some(if local_minutes {
+            format!("{v}:00Z")
+        } else if local_seconds {
+            format!("{v}Z")
+        } else {
+            v
+        })
+    }
+}
+
+/// Signs in: checks the credentials (rate-limited per user and per address), renews the
+/// session id and stores the user in the session.
+#[server(endpoint = "login")]
+pub async fn login(username: String, password: String) -> Result<Principal, ServerFnError> {
+    use converge_server::ops::auth::LoginError;
+    let st = ssr::state()?;
+    let session = ssr::session().await?;
+    let addr = ssr::client_addr().await;
+    let username = username.trim();
+    match st
+        .auth
+        .login(
+            st.core.store.as_ref(),
+            &session,
+            username,
+            &password,
+            &addr,
+            st.core.clock.as_ref(),
+        )
+        .await
+    {
+        Ok(p) => {
+            tracing::info!(user = %p.username, %addr, "console login");
+            Ok(ssr::principal_dto(&p))
+        }
+        Err(LoginError::InvalidCredentials) => {
+            tracing::warn!(user = %username, %addr, "console login refused");
+            Err(ServerFnError::new("Unknown user or wrong password."))
+        }
+        Err(LoginError::RateLimited(secs)) => Err(ServerFnError::new(format!(
+            "Too many login attempts; retry in {secs} s."
+        ))),
+        Err(LoginError::Store(e)) => Err(ssr::api_error(e.into())),
+        Err(LoginError::Session(e)) => {
+            tracing::error!(error = %e, "console login: session write failed");
+            Err(ServerFnError::new("sessions are unavailable; retry shortly"))
+        }
+    }
+}
+
+/// Signs out: the session is destroyed (its id deleted from the store), not just emptied.
+#[server(endpoint = "logout")]
+pub async fn logout() -> Result<(), ServerFnError> {
+    let st = ssr::state()?;
+    let session = ssr::session().await?;
+    let addr = ssr::client_addr().await;
+    let now = st.core.clock.now_ms();
+    st.auth
+        .logout(st.core.store.as_ref(), &session, &addr, now)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "console logout failed");
+            ServerFnError::new("could not end the session; retry")
+        })
+}
+
+/// The signed-in user, or None without a valid session (no error: the layout decides).
+#[server(endpoint = "me")]
+pub async fn me() -> Result<Option<Principal>, ServerFnError> {
+    let st = ssr::state()?;
+    let session = ssr::session().await?;
+    let now = st.core.clock.now_ms();
+    let p = st
+        .auth
+        .current(st.core.store.as_ref(), &session, now)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
+    Ok(p.as_ref().map(ssr::principal_dto))
+}
+
+/// The dashboard now (viewer).
+#[server(endpoint = "dashboard")]
+pub async fn load_dashboard() -> Result<Dashboard, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = ssr::authorize(Permission::View).await?;
+    let d = converge_server::ops::dashboard::dashboard(&st.core, &st.settings.stuck_thresholds())
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
+    ssr::convert(&d)
+}
+
+/// Every merchant (viewer): names for filters and lists.
+#[server(endpoint = "merchants")]
+pub async fn merchants() -> Result<Vec<Merchant>, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = ssr::authorize(Permission::View).await?;
+    let list = st
+        .core
+        .store
+        .merchants()
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
+    ssr::convert(&list)
+}
+
+/// One page of payments matching `query`, newest first, 50 a page (viewer).
+#[server(endpoint = "payments")]
+pub async fn search_payments(query: PaymentQuery) -> Result<PaymentPage, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = ssr::authorize(Permission::View).await?;
+    let q = converge_server::ops::SearchQuery {
+        id: query.id,
+        status: query.status,
+        merchant: query.merchant,
+        order: query.order,
+        from: ssr::as_rfc3339(query.from),
+        to: ssr::as_rfc3339(query.to),
+        after: query.after,
+        limit: Some(50),
+    };
+    let page = converge_server::ops::run_search(&st, &q)
+        .await
+        .map_err(ssr::api_error)?;
+    ssr::convert(&page)
+}
+
+/// A payment's whole story (viewer).
+#[server(endpoint = "payment")]
+pub async fn load_payment(id: String) -> Result<PaymentDetail, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = ssr::authorize(Permission::View).await?;
+    let id = id.trim();
+    if id.is_empty() || id.len() > 64 {
+        return Err(ServerFnError::new("give a payment id such as pay_…"));
+    }
+    match converge_server::ops::dashboard::payment_detail(&st.core, id)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?
+    {
+        Some(d) => ssr::convert(&d),
+        None => Err(ServerFnError::new(format!("no payment with id {id}"))),
+    }
+}
+
+/// Error-pool items, newest first, filtered by status (`open`/`resolved`) and kind (viewer).
+#[server(endpoint = "error_pool")]
+pub async fn error_pool(
+    status: Option<String>,
+    kind: Option<String>,
+) -> Result<Vec<ErrorItem>, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = ssr::authorize(Permission::View).await?;
+    let status = status.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let kind = kind.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    if status.is_some_and(|s| s != "open" && s != "resolved") {
+        return Err(ServerFnError::new("status must be open or resolved"));
+    }
+    let items = st
+        .core
+        .store
+        .error_items(status, kind, 200)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
+    ssr::convert(&items)
+}
+
+/// Resolves an open error-pool item with a note (operator).
+#[server(endpoint = "resolve_error")]
+pub async fn resolve_error(id: i64, note: String) -> Result<ErrorItem, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ResolveErrors).await?;
+    let note = note.trim();
+    if note.is_empty() || note.len() > 2000 {
+        return Err(ServerFnError::new(
+            "a resolution note of 1 to 2000 bytes is required",
+        ));
+    }
+    let store = &st.core.store;
+    let now = st.core.clock.now_ms();
+    let done = store
+        .resolve_error(id, note, &p.username, now)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
+    let item = store
+        .error_item(id)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
+    match (done, item) {
+        (true, Some(item)) => {
+            tracing::info!(user = %p.username, id, "error-pool item resolved");
+            ssr::convert(&item)
+        }
+        (_, None) => Err(ServerFnError::new(format!("no error-pool item {id}"))),
+        (false, Some(_)) => Err(ServerFnError::new(format!(
+            "error-pool item {id} is already resolved"
+        ))),
+    }
+}
+
+/// Every console user (admin).
+#[server(endpoint = "users")]
+pub async fn list_users() -> Result<Vec<UserView>, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    use converge_server::ops::users::UserView as ServerUser;
+    let (st, _) = ssr::authorize(Permission::ManageUsers).await?;
+    let users: Vec<ServerUser> = st
+        .core
+        .store
+        .users()
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?
+        .iter()
+        .map(ServerUser::from)
+        .collect();
+    ssr::convert(&users)
+}
+
+/// Adds a user with `roles` (comma-separated) and `password` (admin).
+#[server(endpoint = "add_user")]
+pub async fn add_user(
+    username: String,
+    roles: String,
+    password: String,
+) -> Result<UserView, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    let u = converge_server::ops::users::add_user(
+        st.core.store.as_ref(),
+        &st.auth.hasher,
+        username.trim(),
+        &roles,
+        &password,
+        st.core.clock.now_ms(),
+    )
+    .await
+    .map_err(ssr::user_error)?;
+    tracing::info!(admin = %p.username, user = %u.username, "console user added");
+    ssr::convert(&u)
+}
+
+/// Disables a user, which ends its sessions (admin; not yourself).
+#[server(endpoint = "disable_user")]
+pub async fn disable_user(username: String) -> Result<(), ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    if username == p.username {
+        return Err(ServerFnError::new("you cannot disable yourself"));
+    }
+    converge_server::ops::users::set_disabled(
+        st.core.store.as_ref(),
+        &username,
+        true,
+        st.core.clock.now_ms(),
+    )
+    .await
+    .map_err(ssr::user_error)?;
+    tracing::info!(admin = %p.username, user = %username, "console user disabled");
+    Ok(())
+}
+
+/// Enables a disabled user (admin).
+#[server(endpoint = "enable_user")]
+pub async fn enable_user(username: String) -> Result<(), ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    converge_server::ops::users::set_disabled(
+        st.core.store.as_ref(),
+        &username,
+        false,
+        st.core.clock.now_ms(),
+    )
+    .await
+    .map_err(ssr::user_error)?;
+    tracing::info!(admin = %p.username, user = %username, "console user enabled");
+    Ok(())
+}
+
+/// Sets a new password for a user, which ends its sessions (admin).
+#[server(endpoint = "reset_password")]
+pub async fn reset_password(username: String, password: String) -> Result<(), ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    converge_server::ops::users::reset_password(
+        st.core.store.as_ref(),
+        &st.auth.hasher,
+        &username,
+        &password,
+        st.core.clock.now_ms(),
+    )
+    .await
+    .map_err(ssr::user_error)?;
+    tracing::info!(admin = %p.username, user = %username, "console password reset");
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! The frame of every signed-in page: a top bar with the navigation, the signed-in user, its
+//! roles and a sign-out button. Without a valid session the frame redirects to `/login`
+//! before any page content renders (on the server the redirect is a real 302, because the
+//! session check is a blocking resource that the response waits for).
+
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use leptos_router::components::{A, Outlet, Redirect};
+use leptos_router::hooks::use_navigate;
+
+use super::widgets::{ErrorNote, Loading};
+use crate::api;
+use crate::dto::Principal;
+
+/// The signed-in user as loaded by the frame; pages read it to show or hide controls (the
+/// server checks every call regardless).
+#[derive(Debug, Clone, Copy)]
+pub struct Me(pub Resource<Result<Option<Principal>, ServerFnError>>);
+
+/// Layout route of the console: checks the session, then renders the top bar and the page.
+#[component]
+pub fn ConsoleLayout() -> impl IntoView {
+    let me = Resource::new_blocking(|| (), |_| api::me());
+    provide_context(Me(me));
+    view! {
+        <Suspense fallback=Loading>
+            {move || Suspend::new(async move {
+                match me.await {
+                    Ok(Some(p)) => {
+                        view! {
+                            <TopBar principal=p/>
+                            <main class="page" id="main" tabindex="-1">
+                                <Outlet/>
+                            </main>
+                        }
+                            .into_any()
+                    }
+                    Ok(None) => view! { <Redirect path="/login"/> }.into_any(),
+                    Err(e) => view! { <main class="page"><ErrorNote error=e/></main> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+/// Whether the signed-in user holds `role`, for showing controls (false while unknown).
+pub fn signed_in_has(role: &'static str) -> Signal<bool> {
+    let me = use_context::<Me>();
+    Signal::derive(move || {
+        me.and_then(|m| m.0.get())
+            .and_then(|r| r.ok().flatten())
+            .is_some_and(|p| p.has(role))
+    })
+}
+
+/// Brand, navigation, user and sign-out.
+#[component]
+fn TopBar(principal: Principal) -> impl IntoView {
+    let navigate = use_navigate();
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let sign_out = move |_| {
+        busy.set(true);
+        let navigate = navigate.clone();
+        spawn_local(async move {
+            match api::logout().await {
+                Ok(()) => navigate("/login", Default::default()),
+                Err(e) => {
+                    failure.set(Some(api::error_message(&e)));
+                    busy.set(false);
+                }
+            }
+        });
+    };
+    let is_admin = principal.has("admin");
+    let roles = principal.roles.join(", ");
+    view! {
+        <header class="topbar">
+            <a class="skip-link" href="#main">"Skip to content"</a>
+            <A href="/" attr:class="brand-link">"converge"</A>
+            <nav class="mainnav" aria-label="Main">
+                <A href="/" exact=true>"Dashboard"</A>
+                <A href="/payments">"Payments"</A>
+                <A href="/error-pool">"Error pool"</A>
+                {is_admin.then(|| view! { <A href="/admin/users">"Users"</A> })}
+            </nav>
+            <div class="who">
+                <span class="user" data-testid="current-user">{principal.username.clone()}</span>
+                <span class="roles" data-testid="current-roles">{roles}</span>
+                <button
+                    type="button"
+                    class="secondary small"
+                    data-testid="sign-out"
+                    on:click=sign_out
+                    disabled=move || busy.get()
+                >
+                    "Sign out"
+                </button>
+                <span class="form-message" role="alert">{move || failure.get()}</span>
+            </div>
+        </header>
+    }
+}

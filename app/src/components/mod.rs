@@ -1,0 +1,5 @@
+//! Building blocks shared by the console's pages.
+
+pub mod chart;
+pub mod layout;
+pub mod widgets;

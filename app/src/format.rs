@@ -1,0 +1,231 @@
+//! How the console writes times, ages and amounts. Pure functions, identical on the server
+//! and in the browser (a difference would break hydration), so no clock and no locale:
+//! times are UTC, computed from epoch milliseconds with the civil-calendar algorithm
+//! rather than a date library, to keep the WebAssembly bundle small.
+
+/// `2026-11-30 05:48:43 UTC` for epoch milliseconds.
+pub fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `05:48:43 UTC`: the time of day only, for "updated at" lines.
+pub fn utc_time(ms: i64) -> String {
+    let rem = ms.div_euclid(1000).rem_euclid(86_400);
+    format!(
+        "{:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// A duration in ms as people read it: `42s`, `3m 12s`, `2h 05m`, `3d 4h`.
+pub fn age(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        3600..86_400 => format!("{}h {:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+/// A threshold in ms, compactly: `0` → `at once`, `60000` → `1m`, `90000` → `1m 30s`.
+pub fn threshold(ms: i64) -> String {
+    if ms <= 0 {
+        "at once".into()
+    } else if ms % 60_000 == 0 && ms < 3_600_000 {
+        format!("{}m", ms / 60_000)
+    } else {
+        age(ms)
+    }
+}
+
+/// Minor-unit exponent of an ISO 4217 code: 0 (JPY), 3 (KWD), 4 (CLF), else 2. The server
+/// only accepts codes with a defined exponent, and every code not listed here has 2.
+pub fn exponent(currency: &str) -> u32 {
+    const ZERO: [&str; 17] = [
+        "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND",
+        "VUV", "XAF", "XOF", "XPF",
+    ];
+    const THREE: [&str; 7] = ["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"];
+    const FOUR: [&str; 2] = ["CLF", "UYW"];
+    if ZERO.contains(&currency) {
+        0
+    } else if THREE.contains(&currency) {
+        3
+    } else if FOUR.contains(&currency) {
+        4
+    } else {
+        2
+    }
+}
+
+/// An amount in integer minor units shown in major units with its currency:
+/// `1999, "CNY"` → `19.99 CNY`, `500, "JPY"` → `500 JPY`, `-250, "USD"` → `-2.50 USD`.
+pub fn money(minor: i64, currency: &str) -> String {
+    let exp = exponent(currency);
+    if exp == 0 {
+        return format!("{minor} {currency}");
+    }
+    let unit = 10i64.pow(exp);
+    let sign = if minor < 0 { "-" } else { "" };
+    let abs = minor.unsigned_abs();
+    let unit = unit as u64;
+    format!(
+        "{sign}{}.{:0width$} {currency}",
+        abs / unit,
+        abs % unit,
+        width = exp as usize
+    )
+}
+
+/// A rate 0..=1 as a percentage with one decimal: `0.25` → `25.0%`.
+pub fn percent(rate: f64) -> String {
+    if rate.is_finite() {
+        format!("{:.1}%", rate * 100.0)
+    } else {
+        "–".into()
+    }
+}
+
+/// The first `max` characters of `s`, with `…` when cut (error texts can be long).
+pub fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// Pretty-prints a JSON document for display; text that is not JSON is returned unchanged.
+pub fn pretty_json(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| text.to_string())
+}
+
+/// The CSS class of a status pill: one colour per family of states, shared by payments,
+/// jobs, refunds and error-pool items.
+pub fn status_class(status: &str) -> &'static str {
+    match status {
+        "SUCCESS" | "REFUNDED" | "succeeded" | "done" | "resolved" => "st-ok",
+        "FAILED" | "REVERSED" | "failed" | "dead" => "st-bad",
+        "UNKNOWN" | "SUSPENSE" | "open" => "st-warn",
+        "PENDING" | "PROCESSING" | "CHANNEL_SUCCESS" | "pending" | "due" | "leased" => "st-busy",
+        _ => "st-other",
+    }
+}
+
+/// Percent-encodes a query-string value (everything but unreserved characters).
+pub fn query_escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A query string (`?a=1&b=x%20y`) of the non-blank pairs; empty when all are blank.
+pub fn query_string(pairs: &[(&str, Option<&str>)]) -> String {
+    let parts: Vec<String> = pairs
+        .iter()
+        .filter_map(|(k, v)| {
+            v.map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(|v| format!("{k}={}", query_escape(v)))
+        })
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_times_match_known_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_796_017_725_947), "2026-11-30 05:48:45 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc(-1000), "1969-12-31 23:59:59 UTC");
+        assert_eq!(utc_time(1_796_017_725_947), "05:48:45 UTC");
+    }
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(age(-5), "0s");
+        assert_eq!(age(42_000), "42s");
+        assert_eq!(age(192_000), "3m 12s");
+        assert_eq!(age(7_500_000), "2h 05m");
+        assert_eq!(age(273_600_000), "3d 4h");
+        assert_eq!(threshold(0), "at once");
+        assert_eq!(threshold(120_000), "2m");
+        assert_eq!(threshold(90_000), "1m 30s");
+    }
+
+    #[test]
+    fn amounts_use_the_currency_exponent() {
+        assert_eq!(money(1999, "CNY"), "19.99 CNY");
+        assert_eq!(money(5, "USD"), "0.05 USD");
+        assert_eq!(money(-250, "USD"), "-2.50 USD");
+        assert_eq!(money(500, "JPY"), "500 JPY");
+        assert_eq!(money(1234, "KWD"), "1.234 KWD");
+        assert_eq!(money(i64::MIN, "USD"), "-92233720368547758.08 USD");
+    }
+
+    #[test]
+    fn helpers_never_panic_on_odd_input() {
+        assert_eq!(percent(0.25), "25.0%");
+        assert_eq!(percent(f64::NAN), "–");
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("åäö", 3), "åäö");
+        assert_eq!(pretty_json("not json"), "not json");
+        assert!(pretty_json(r#"{"a":1}"#).contains("\"a\": 1"));
+        assert_eq!(status_class("SUSPENSE"), "st-warn");
+    }
+
+    #[test]
+    fn query_strings_escape_and_skip_blanks() {
+        assert_eq!(query_escape("a b&c/é"), "a%20b%26c%2F%C3%A9");
+        assert_eq!(
+            query_string(&[("status", Some("UNKNOWN")), ("merchant", Some(" ")), ("to", None)]),
+            "?status=UNKNOWN"
+        );
+        assert_eq!(query_string(&[("x", None)]), "");
+    }
+}

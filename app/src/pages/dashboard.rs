@@ -1,0 +1,490 @@
+//! The dashboard (issue 5): what is stuck, how often clients retry, what the queue is doing
+//! and what is in the error pool, at a glance. It refreshes itself every few seconds without
+//! reloading the page; ages are measured from the server's `generated_at`, never the
+//! browser's clock, so the server-rendered and hydrated pages agree.
+
+use std::time::Duration;
+
+use leptos::prelude::*;
+use leptos_router::components::A;
+
+use crate::api;
+use crate::components::chart::HitChart;
+use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill};
+use crate::dto::{AGE_BUCKETS, Dashboard, ErrorPoolView, IdempotencyView, QueueView, StuckView};
+use crate::format;
+
+/// Seconds between automatic refreshes.
+pub const REFRESH_SECS: u64 = 5;
+
+/// The dashboard page.
+#[component]
+pub fn DashboardPage() -> impl IntoView {
+    let tick = RwSignal::new(0u64);
+    let paused = RwSignal::new(false);
+    // Effects run only in the browser: the server renders once, the browser keeps it fresh.
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(
+            move || {
+                if !paused.get_untracked() {
+                    tick.update(|t| *t = t.wrapping_add(1));
+                }
+            },
+            Duration::from_secs(REFRESH_SECS),
+        ) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    let data = Resource::new(move || tick.get(), |_| api::load_dashboard());
+
+    view! {
+        <div class="page-head">
+            <h1>"Dashboard"</h1>
+            <div class="page-tools">
+                <Transition fallback=|| ()>
+                    {move || {
+                        data.get()
+                            .and_then(Result::ok)
+                            .map(|d| {
+                                view! {
+                                    <span class="muted" data-testid="updated-at">
+                                        {format!("updated {}", format::utc_time(d.generated_at))}
+                                    </span>
+                                }
+                            })
+                    }}
+                </Transition>
+                <button
+                    type="button"
+                    class="secondary small"
+                    aria-pressed=move || paused.get().to_string()
+                    on:click=move |_| paused.update(|p| *p = !*p)
+                >
+                    {move || {
+                        if paused.get() {
+                            "Resume auto-refresh".to_string()
+                        } else {
+                            format!("Pause auto-refresh ({REFRESH_SECS} s)")
+                        }
+                    }}
+                </button>
+                <button
+                    type="button"
+                    class="secondary small"
+                    on:click=move |_| tick.update(|t| *t = t.wrapping_add(1))
+                >
+                    "Refresh now"
+                </button>
+            </div>
+        </div>
+        <Transition fallback=Loading>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(d) => view! { <DashboardBody d/> }.into_any(),
+                    Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+/// A headline number with its label.
+#[component]
+fn Kpi(
+    label: &'static str,
+    value: String,
+    testid: &'static str,
+    /// `ok`, `warn` or `bad` colouring.
+    tone: &'static str,
+    #[prop(optional, into)] note: String,
+) -> impl IntoView {
+    view! {
+        <div class=format!("kpi {tone}")>
+            <div class="kpi-label">{label}</div>
+            <div class="kpi-value" data-testid=testid>{value}</div>
+            <div class="kpi-note">{note}</div>
+        </div>
+    }
+}
+
+fn tone(n: i64, bad: bool) -> &'static str {
+    match (n, bad) {
+        (0, _) => "ok",
+        (_, true) => "bad",
+        _ => "warn",
+    }
+}
+
+#[component]
+fn DashboardBody(d: Dashboard) -> impl IntoView {
+    let now = d.generated_at;
+    let five = d.idempotency.windows.iter().find(|w| w.window == "5m").cloned();
+    let backlog: i64 = d.queue.kinds.iter().map(|k| k.due + k.retrying).sum();
+    let dead: i64 = d.queue.kinds.iter().map(|k| k.dead).sum();
+    view! {
+        <section class="kpis" aria-label="Headline figures">
+            <Kpi
+                label="Stuck payments"
+                value=d.stuck.total.to_string()
+                testid="kpi-stuck"
+                tone=tone(d.stuck.total, false)
+                note="past their state's threshold"
+            />
+            <Kpi
+                label="Idempotency hit rate, 5 min"
+                value=five.as_ref().map_or("–".into(), |w| format::percent(w.rate))
+                testid="kpi-hit-rate"
+                tone="neutral"
+                note=five
+                    .as_ref()
+                    .map_or(String::new(), |w| format!("{} replays / {} keyed", w.replays, w.keyed))
+            />
+            <Kpi
+                label="Queue backlog"
+                value=backlog.to_string()
+                testid="kpi-backlog"
+                tone=if backlog == 0 { "ok" } else { "neutral" }
+                note=format!("{} done in the last 5 min", d.queue.done_last_5m)
+            />
+            <Kpi label="Dead jobs" value=dead.to_string() testid="kpi-dead" tone=tone(dead, true) note="gave up; see the error pool"/>
+            <Kpi
+                label="Error pool, open"
+                value=d.error_pool.open_total.to_string()
+                testid="kpi-pool-open"
+                tone=tone(d.error_pool.open_total, true)
+                note="need a person"
+            />
+        </section>
+        <div class="grid">
+            <StuckPanel stuck=d.stuck now/>
+            <IdempotencyPanel idem=d.idempotency now/>
+            <QueuePanel queue=d.queue/>
+            <PoolPanel pool=d.error_pool now/>
+        </div>
+    }
+}
+
+#[component]
+fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
+    let rows = stuck
+        .thresholds
+        .clone()
+        .into_iter()
+        .map(|(state, limit)| {
+            let cells = AGE_BUCKETS
+                .iter()
+                .enumerate()
+                .map(|(i, bucket)| {
+                    let n = stuck.count(&state, bucket);
+                    let class = match (n, i) {
+                        (0, _) => "num zero",
+                        (_, 0) => "num warn-cell",
+                        _ => "num bad-cell",
+                    };
+                    view! {
+                        <td class=class data-testid=format!("stuck-{state}-{bucket}")>{n}</td>
+                    }
+                })
+                .collect_view();
+            let total: i64 = AGE_BUCKETS.iter().map(|b| stuck.count(&state, b)).sum();
+            let link = format!("/payments?status={state}");
+            view! {
+                <tr>
+                    <th scope="row">
+                        <A href=link>
+                            <StatusPill status=state.clone()/>
+                        </A>
+                    </th>
+                    <td class="muted">{format::threshold(limit)}</td>
+                    {cells}
+                    <td class="num strong">{total}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let oldest = stuck.oldest;
+    view! {
+        <section class="panel" aria-labelledby="stuck-h">
+            <h2 id="stuck-h">
+                "Stuck payments "
+                <span class="count" data-testid="stuck-total">{stuck.total}</span>
+            </h2>
+            <p class="muted small">"Payments past their state's threshold, by time in the state."</p>
+            <table class="data compact">
+                <thead>
+                    <tr>
+                        <th scope="col">"State"</th>
+                        <th scope="col">"Stuck after"</th>
+                        {AGE_BUCKETS
+                            .iter()
+                            .map(|b| view! { <th scope="col" class="num">{*b}</th> })
+                            .collect_view()}
+                        <th scope="col" class="num">"Total"</th>
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
+            <h3>"Oldest stuck"</h3>
+            {if oldest.is_empty() {
+                view! { <p class="empty">"Nothing is stuck."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="data compact" data-testid="stuck-oldest">
+                        <thead>
+                            <tr>
+                                <th scope="col">"Payment / last error"</th>
+                                <th scope="col">"State"</th>
+                                <th scope="col" class="num">"In state"</th>
+                                <th scope="col" class="num">"Amount"</th>
+                                <th scope="col">"Next attempt"</th>
+                            </tr>
+                        </thead>
+                        <tbody>
+                            {oldest
+                                .into_iter()
+                                .map(|p| {
+                                    let next = p
+                                        .next_attempt_at
+                                        .map_or("—".to_string(), |t| {
+                                            if t <= now {
+                                                "due now".to_string()
+                                            } else {
+                                                format!("in {}", format::age(t - now))
+                                            }
+                                        });
+                                    view! {
+                                        <tr>
+                                            <td>
+                                                <A href=format!("/payments/{}", p.id) attr:class="mono">
+                                                    {p.id.clone()}
+                                                </A>
+                                                <div class="error-text">
+                                                    {format::clip(p.last_error.as_deref().unwrap_or(""), 90)}
+                                                </div>
+                                            </td>
+                                            <td><StatusPill status=p.status/></td>
+                                            <td class="num">{format::age(now - p.updated_at)}</td>
+                                            <td class="num"><Money amount=p.amount currency=p.currency/></td>
+                                            <td class="nowrap">{next}</td>
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
+                        </tbody>
+                    </table>
+                }
+                    .into_any()
+            }}
+        </section>
+    }
+}
+
+#[component]
+fn IdempotencyPanel(idem: IdempotencyView, now: i64) -> impl IntoView {
+    let outcome_names = ["first", "replay", "in_use", "reused", "missing", "invalid"];
+    view! {
+        <section class="panel" aria-labelledby="idem-h">
+            <h2 id="idem-h">"Idempotency-Key hit rate"</h2>
+            <div class="windows">
+                {idem
+                    .windows
+                    .iter()
+                    .map(|w| {
+                        view! {
+                            <div class="window">
+                                <div class="kpi-label">{format!("last {}", w.window)}</div>
+                                <div class="window-rate" data-testid=format!("hit-rate-{}", w.window)>
+                                    {format::percent(w.rate)}
+                                </div>
+                                <div class="muted small">
+                                    <span data-testid=format!("replays-{}", w.window)>{w.replays}</span>
+                                    " replays / "
+                                    <span data-testid=format!("keyed-{}", w.window)>{w.keyed}</span>
+                                    " keyed"
+                                </div>
+                            </div>
+                        }
+                    })
+                    .collect_view()}
+            </div>
+            <HitChart series=idem.series now_ms=now/>
+            <h3>"Outcomes per route, 24 h"</h3>
+            {if idem.routes.is_empty() {
+                view! { <p class="empty">"No requests in the last 24 hours."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="data compact">
+                        <thead>
+                            <tr>
+                                <th scope="col">"Route"</th>
+                                {outcome_names
+                                    .iter()
+                                    .map(|o| view! { <th scope="col" class="num">{*o}</th> })
+                                    .collect_view()}
+                            </tr>
+                        </thead>
+                        <tbody>
+                            {idem
+                                .routes
+                                .into_iter()
+                                .map(|r| {
+                                    let cells = outcome_names
+                                        .iter()
+                                        .map(|o| {
+                                            let n: i64 = r
+                                                .counts
+                                                .iter()
+                                                .filter(|c| c.0 == *o)
+                                                .map(|c| c.1)
+                                                .sum();
+                                            view! {
+                                                <td class=if n == 0 { "num zero" } else { "num" }>{n}</td>
+                                            }
+                                        })
+                                        .collect_view();
+                                    view! {
+                                        <tr>
+                                            <th scope="row" class="mono">{r.route}</th>
+                                            {cells}
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
+                        </tbody>
+                    </table>
+                }
+                    .into_any()
+            }}
+        </section>
+    }
+}
+
+#[component]
+fn QueuePanel(queue: QueueView) -> impl IntoView {
+    view! {
+        <section class="panel" aria-labelledby="queue-h">
+            <h2 id="queue-h">"Compensation queue"</h2>
+            <p class="muted">
+                <span class="strong" data-testid="queue-done-5m">{queue.done_last_5m}</span>
+                " jobs done in the last 5 minutes"
+            </p>
+            {if queue.kinds.is_empty() {
+                view! { <p class="empty">"No jobs yet."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="data compact" data-testid="queue-table">
+                        <thead>
+                            <tr>
+                                <th scope="col">"Kind"</th>
+                                <th scope="col" class="num">"Due"</th>
+                                <th scope="col" class="num">"Leased"</th>
+                                <th scope="col" class="num">"Retrying"</th>
+                                <th scope="col" class="num">"Dead"</th>
+                                <th scope="col" class="num">"Done"</th>
+                                <th scope="col" class="num">"Oldest due"</th>
+                            </tr>
+                        </thead>
+                        <tbody>
+                            {queue
+                                .kinds
+                                .into_iter()
+                                .map(|k| {
+                                    view! {
+                                        <tr>
+                                            <th scope="row" class="mono">{k.kind}</th>
+                                            <td class=if k.due == 0 { "num zero" } else { "num" }>{k.due}</td>
+                                            <td class=if k.leased == 0 { "num zero" } else { "num" }>{k.leased}</td>
+                                            <td class=if k.retrying == 0 { "num zero" } else { "num warn-cell" }>
+                                                {k.retrying}
+                                            </td>
+                                            <td class=if k.dead == 0 { "num zero" } else { "num bad-cell" }>{k.dead}</td>
+                                            <td class="num muted">{k.done}</td>
+                                            <td class="num">
+                                                {if k.oldest_due_ms > 0 { format::age(k.oldest_due_ms) } else { "—".into() }}
+                                            </td>
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
+                        </tbody>
+                    </table>
+                }
+                    .into_any()
+            }}
+        </section>
+    }
+}
+
+#[component]
+fn PoolPanel(pool: ErrorPoolView, now: i64) -> impl IntoView {
+    view! {
+        <section class="panel" aria-labelledby="pool-h">
+            <h2 id="pool-h">
+                "Error pool "
+                <span class="count" data-testid="pool-open-total">{pool.open_total}</span>
+                " open"
+            </h2>
+            {if pool.open_by_kind.is_empty() {
+                view! { <p class="empty">"The error pool is empty."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="data compact">
+                        <thead>
+                            <tr>
+                                <th scope="col">"Kind"</th>
+                                <th scope="col" class="num">"Open"</th>
+                                <th scope="col" class="num">"Oldest"</th>
+                            </tr>
+                        </thead>
+                        <tbody>
+                            {pool
+                                .open_by_kind
+                                .into_iter()
+                                .map(|(kind, n, oldest)| {
+                                    view! {
+                                        <tr>
+                                            <th scope="row">
+                                                <A href=format!("/error-pool?status=open&kind={}", format::query_escape(&kind))>{kind.clone()}</A>
+                                            </th>
+                                            <td class="num strong">{n}</td>
+                                            <td class="num">{format::age(now - oldest)}</td>
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
+                        </tbody>
+                    </table>
+                    <h3>"Newest open"</h3>
+                    <ul class="itemlist">
+                        {pool
+                            .recent
+                            .into_iter()
+                            .map(|i| {
+                                view! {
+                                    <li>
+                                        <span class="pill st-other">{i.kind}</span>
+                                        " "
+                                        {i.summary}
+                                        " "
+                                        {i
+                                            .payment_id
+                                            .map(|p| {
+                                                view! {
+                                                    <A href=format!("/payments/{p}") attr:class="mono">{p.clone()}</A>
+                                                }
+                                            })}
+                                        <span class="muted small">{format!(" · {} ago", format::age(now - i.last_seen))}</span>
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
+                    </ul>
+                }
+                    .into_any()
+            }}
+            <p>
+                <A href="/error-pool">"Open the error pool →"</A>
+            </p>
+        </section>
+    }
+}

@@ -1,0 +1,198 @@
+//! Payment search: by id, merchant, merchant_order_id, status and creation time (UTC), newest
+//! first, 50 a page with the server's `next` cursor. The filters live in the URL (a GET
+//! form), so a search can be bookmarked, shared and stepped back through.
+
+use leptos::prelude::*;
+use leptos_router::components::{A, Form};
+use leptos_router::hooks::use_query_map;
+
+use crate::api;
+use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
+use crate::dto::{Merchant, PAYMENT_STATUSES, PaymentQuery};
+use crate::format;
+
+fn query_url(q: &PaymentQuery, after: Option<&str>) -> String {
+    format!(
+        "/payments{}",
+        format::query_string(&[
+            ("id", q.id.as_deref()),
+            ("merchant", q.merchant.as_deref()),
+            ("order", q.order.as_deref()),
+            ("status", q.status.as_deref()),
+            ("from", q.from.as_deref()),
+            ("to", q.to.as_deref()),
+            ("after", after),
+        ])
+    )
+}
+
+/// The search page.
+#[component]
+pub fn PaymentsPage() -> impl IntoView {
+    let params = use_query_map();
+    let query = Memo::new(move |_| {
+        let m = params.read();
+        let get = |k: &str| m.get(k).filter(|v| !v.trim().is_empty());
+        PaymentQuery {
+            id: get("id"),
+            merchant: get("merchant"),
+            order: get("order"),
+            status: get("status"),
+            from: get("from"),
+            to: get("to"),
+            after: get("after"),
+        }
+    });
+    let results = Resource::new(move || query.get(), api::search_payments);
+    let merchants = Resource::new(|| (), |_| api::merchants());
+
+    view! {
+        <div class="page-head">
+            <h1>"Payments"</h1>
+        </div>
+        <Transition fallback=Loading>
+            {move || Suspend::new(async move {
+                let list = merchants.await.unwrap_or_default();
+                // Tracked: "Clear" and Back change the URL, and the form must follow it.
+                view! { <SearchForm q=query.get() merchants=list/> }
+            })}
+        </Transition>
+        <Transition fallback=Loading>
+            {move || Suspend::new(async move {
+                let list = merchants.await.unwrap_or_default();
+                let q = query.get_untracked();
+                match results.await {
+                    Ok(page) => {
+                        let first = q.after.is_some();
+                        let next = page.next.clone().map(|n| query_url(&q, Some(&n)));
+                        let top = query_url(&q, None);
+                        let count = page.items.len();
+                        view! {
+                            <p class="muted" data-testid="result-count">
+                                {match count {
+                                    0 => "No payments match.".to_string(),
+                                    1 => "1 payment".to_string(),
+                                    n => format!("{n} payments{}", if next.is_some() { " on this page" } else { "" }),
+                                }}
+                            </p>
+                            {(count > 0).then(|| view! { <PaymentTable items=page.items merchants=list/> })}
+                            <nav class="pager" aria-label="Pages">
+                                {first.then(|| view! { <A href=top>"← Newest"</A> })}
+                                {next.map(|n| view! { <A href=n attr:data-testid="next-page">"Older →"</A> })}
+                            </nav>
+                        }
+                            .into_any()
+                    }
+                    Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+/// The filter form (GET /payments).
+#[component]
+fn SearchForm(q: PaymentQuery, merchants: Vec<Merchant>) -> impl IntoView {
+    let status = q.status.clone().unwrap_or_default();
+    let merchant = q.merchant.clone().unwrap_or_default();
+    view! {
+        <Form method="GET" action="/payments" attr:class="filters" attr:role="search">
+            <label>
+                "Payment id"
+                <input type="search" name="id" placeholder="pay_…" value=q.id.unwrap_or_default() size="28"/>
+            </label>
+            <label>
+                "Merchant"
+                <select name="merchant">
+                    <option value="" selected=merchant.is_empty()>"any"</option>
+                    {merchants
+                        .into_iter()
+                        .map(|m| {
+                            let selected = m.name == merchant;
+                            let label = if m.frozen { format!("{} (frozen)", m.name) } else { m.name.clone() };
+                            view! { <option value=m.name selected=selected>{label}</option> }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+            <label>
+                "Merchant order id"
+                <input type="search" name="order" value=q.order.unwrap_or_default()/>
+            </label>
+            <label>
+                "Status"
+                <select name="status">
+                    <option value="" selected=status.is_empty()>"any"</option>
+                    {PAYMENT_STATUSES
+                        .iter()
+                        .map(|s| view! { <option value=*s selected=status == *s>{*s}</option> })
+                        .collect_view()}
+                </select>
+            </label>
+            <label>
+                "Created from (UTC)"
+                <input type="datetime-local" name="from" value=q.from.unwrap_or_default()/>
+            </label>
+            <label>
+                "Created before (UTC)"
+                <input type="datetime-local" name="to" value=q.to.unwrap_or_default()/>
+            </label>
+            <div class="filter-actions">
+                <button type="submit" data-testid="search">"Search"</button>
+                <A href="/payments" attr:class="button-link secondary">"Clear"</A>
+            </div>
+        </Form>
+    }
+}
+
+/// Results, newest first.
+#[component]
+fn PaymentTable(items: Vec<crate::dto::Payment>, merchants: Vec<Merchant>) -> impl IntoView {
+    let name = move |id: i64| {
+        merchants
+            .iter()
+            .find(|m| m.id == id)
+            .map_or_else(|| format!("#{id}"), |m| m.name.clone())
+    };
+    view! {
+        <div class="table-wrap">
+            <table class="data" data-testid="payments-table">
+                <thead>
+                    <tr>
+                        <th scope="col">"Created"</th>
+                        <th scope="col">"Payment"</th>
+                        <th scope="col">"Merchant"</th>
+                        <th scope="col">"Order id"</th>
+                        <th scope="col" class="num">"Amount"</th>
+                        <th scope="col">"Status"</th>
+                        <th scope="col" class="num">"Submits"</th>
+                        <th scope="col">"Last error"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {items
+                        .into_iter()
+                        .map(|p| {
+                            view! {
+                                <tr>
+                                    <td><Time ms=p.created_at/></td>
+                                    <td class="mono">
+                                        <A href=format!("/payments/{}", p.id)>{p.id.clone()}</A>
+                                    </td>
+                                    <td>{name(p.merchant_id)}</td>
+                                    <td class="mono">{p.merchant_order_id}</td>
+                                    <td class="num"><Money amount=p.amount currency=p.currency/></td>
+                                    <td><StatusPill status=p.status/></td>
+                                    <td class="num">{p.submit_attempts}</td>
+                                    <td class="error-text">
+                                        {format::clip(p.last_error.as_deref().unwrap_or(""), 60)}
+                                    </td>
+                                </tr>
+                            }
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+}

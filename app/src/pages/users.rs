@@ -1,0 +1,268 @@
+//! Console users (admin): add a user with roles and a password, disable or enable one (a
+//! disabled user's sessions end at once), reset a password (its sessions end too).
+
+use leptos::ev::SubmitEvent;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+use crate::api;
+use crate::components::widgets::{ErrorNote, Loading, Time};
+use crate::dto::{ROLES, UserView};
+
+/// The users page.
+#[component]
+pub fn UsersPage() -> impl IntoView {
+    let version = RwSignal::new(0u32);
+    let flash = RwSignal::new(None::<String>);
+    let users = Resource::new(move || version.get(), |_| api::list_users());
+    view! {
+        <div class="page-head">
+            <h1>"Users"</h1>
+        </div>
+        <p class="flash" role="status" data-testid="flash">{move || flash.get()}</p>
+        <Transition fallback=Loading>
+            {move || Suspend::new(async move {
+                match users.await {
+                    Ok(list) => {
+                        view! {
+                            <div class="grid users-grid">
+                                <section class="panel" aria-labelledby="users-h">
+                                    <h2 id="users-h">
+                                        {match list.len() {
+                                            1 => "1 user".to_string(),
+                                            n => format!("{n} users"),
+                                        }}
+                                    </h2>
+                                    <table class="data" data-testid="users-table">
+                                        <thead>
+                                            <tr>
+                                                <th scope="col">"User"</th>
+                                                <th scope="col">"Roles"</th>
+                                                <th scope="col">"State"</th>
+                                                <th scope="col">"Created"</th>
+                                                <th scope="col">"Actions"</th>
+                                            </tr>
+                                        </thead>
+                                        <tbody>
+                                            {list
+                                                .into_iter()
+                                                .map(|u| view! { <UserRow user=u version flash/> })
+                                                .collect_view()}
+                                        </tbody>
+                                    </table>
+                                </section>
+                                <AddUser version flash/>
+                            </div>
+                        }
+                            .into_any()
+                    }
+                    Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+/// One user with its actions.
+#[component]
+fn UserRow(
+    user: UserView,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let name = user.username.clone();
+    let disabled = user.disabled;
+    let resetting = RwSignal::new(false);
+    let password = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+
+    let toggle = {
+        let name = name.clone();
+        move |_| {
+            let name = name.clone();
+            busy.set(true);
+            failure.set(None);
+            spawn_local(async move {
+                let result = if disabled {
+                    api::enable_user(name.clone()).await
+                } else {
+                    api::disable_user(name.clone()).await
+                };
+                match result {
+                    Ok(()) => {
+                        let what = if disabled { "enabled" } else { "disabled; its sessions ended" };
+                        flash.set(Some(format!("User {name} {what}.")));
+                        version.update(|v| *v = v.wrapping_add(1));
+                    }
+                    Err(e) => {
+                        failure.set(Some(api::error_message(&e)));
+                        busy.set(false);
+                    }
+                }
+            });
+        }
+    };
+    let on_reset = {
+        let name = name.clone();
+        move |ev: SubmitEvent| {
+            ev.prevent_default();
+            let name = name.clone();
+            let pass = password.get_untracked();
+            busy.set(true);
+            failure.set(None);
+            spawn_local(async move {
+                match api::reset_password(name.clone(), pass).await {
+                    Ok(()) => {
+                        password.set(String::new());
+                        flash.set(Some(format!(
+                            "Password of {name} reset; its sessions ended."
+                        )));
+                        version.update(|v| *v = v.wrapping_add(1));
+                    }
+                    Err(e) => {
+                        failure.set(Some(api::error_message(&e)));
+                        busy.set(false);
+                    }
+                }
+            });
+        }
+    };
+    view! {
+        <tr data-testid=format!("user-{name}")>
+            <td class="strong">{name.clone()}</td>
+            <td>{user.roles.join(", ")}</td>
+            <td>
+                {if disabled {
+                    view! { <span class="pill st-bad">"disabled"</span> }
+                } else {
+                    view! { <span class="pill st-ok">"active"</span> }
+                }}
+            </td>
+            <td><Time ms=user.created_at/></td>
+            <td>
+                <div class="actions">
+                <button type="button" class="secondary small" on:click=toggle disabled=move || busy.get()>
+                    {if disabled { "Enable" } else { "Disable" }}
+                </button>
+                <button
+                    type="button"
+                    class="secondary small"
+                    aria-expanded=move || resetting.get().to_string()
+                    on:click=move |_| resetting.update(|r| *r = !*r)
+                >
+                    "Reset password…"
+                </button>
+                <Show when=move || resetting.get()>
+                    <form class="inline-form" on:submit=on_reset.clone()>
+                        <label>
+                            "New password"
+                            <input
+                                type="password"
+                                autocomplete="new-password"
+                                required
+                                bind:value=password
+                            />
+                        </label>
+                        <button type="submit" class="small" disabled=move || busy.get()>
+                            "Set password"
+                        </button>
+                    </form>
+                </Show>
+                </div>
+                <span class="form-message" role="alert">{move || failure.get()}</span>
+            </td>
+        </tr>
+    }
+}
+
+/// The add-user form.
+#[component]
+fn AddUser(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl IntoView {
+    let username = RwSignal::new(String::new());
+    let password = RwSignal::new(String::new());
+    let roles = RwSignal::new(vec!["viewer".to_string()]);
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let on_submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let name = username.get_untracked().trim().to_string();
+        let chosen = roles.get_untracked();
+        if name.is_empty() {
+            failure.set(Some("Give a username.".into()));
+            return;
+        }
+        if chosen.is_empty() {
+            failure.set(Some("Choose at least one role.".into()));
+            return;
+        }
+        let pass = password.get_untracked();
+        busy.set(true);
+        failure.set(None);
+        spawn_local(async move {
+            match api::add_user(name, chosen.join(","), pass).await {
+                Ok(u) => {
+                    flash.set(Some(format!(
+                        "User {} added with roles {}.",
+                        u.username,
+                        u.roles.join(", ")
+                    )));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => {
+                    failure.set(Some(api::error_message(&e)));
+                    busy.set(false);
+                }
+            }
+        });
+    };
+    view! {
+        <section class="panel" aria-labelledby="add-user-h">
+            <h2 id="add-user-h">"Add a user"</h2>
+            <form class="stacked-form" on:submit=on_submit data-testid="add-user">
+                <label>
+                    "Username"
+                    <input type="text" autocomplete="off" required maxlength="64" bind:value=username/>
+                </label>
+                <fieldset>
+                    <legend>"Roles"</legend>
+                    {ROLES
+                        .iter()
+                        .map(|r| {
+                            let r = r.to_string();
+                            let checked = {
+                                let r = r.clone();
+                                move || roles.read().contains(&r)
+                            };
+                            let on_change = {
+                                let r = r.clone();
+                                move |ev| {
+                                    let on = event_target_checked(&ev);
+                                    roles.update(|list| {
+                                        list.retain(|x| x != &r);
+                                        if on {
+                                            list.push(r.clone());
+                                        }
+                                    });
+                                }
+                            };
+                            view! {
+                                <label class="check">
+                                    <input type="checkbox" value=r.clone() prop:checked=checked on:change=on_change/>
+                                    {r}
+                                </label>
+                            }
+                        })
+                        .collect_view()}
+                </fieldset>
+                <label>
+                    "Password"
+                    <input type="password" autocomplete="new-password" required bind:value=password/>
+                    <span class="hint">"12 characters or more."</span>
+                </label>
+                <button type="submit" disabled=move || busy.get()>"Add user"</button>
+                <p class="form-message" role="alert">{move || failure.get()}</p>
+            </form>
+        </section>
+    }
+}

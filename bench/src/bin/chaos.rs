@@ -1,0 +1,885 @@
+//! `chaos`: the convergence proof on real processes (issue "Proof", DESIGN.md "Convergence
+//! invariants").
+//!
+//! Starts `converge channel-sim` with seeded random faults and one or two `converge serve`
+//! processes (fast timings, `--channel-url`, a shared `--callback-secret`), drives payments and
+//! refunds the way real clients behave (timeouts, retries with the same key, concurrent
+//! duplicates, retries with a new key for the same merchant_order_id), sends malformed
+//! requests, oversized bodies and forged callbacks at a low rate (each must get its 4xx),
+//! SIGKILLs a server at random moments and restarts it, then waits for convergence, replays
+//! every key (byte-identical answers), runs `converge verify` and prints the figures. Exits
+//! non-zero on any breach.
+//!
+//! ```text
+//! cargo run -p converge-bench --bin chaos -- --converge target/debug/converge --db sqlite
+//! cargo run -p converge-bench --bin chaos -- --converge target/debug/converge --db postgres --servers 2
+//! ```
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use converge_bench::db::{self, Backend};
+use converge_bench::procs::{Converge, Proc, free_port};
+use converge_server::channel::signature::{SIGNATURE_HEADER, sign};
+use converge_server::store::Store;
+use converge_server::verify::{self, ChargeSource, HttpChargeSource, Window};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+/// Chaos convergence run: real processes, seeded faults, SIGKILLs, then `converge verify`.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "chaos", version)]
+struct Args {
+    /// The converge binary to run.
+    #[arg(long, default_value = "target/release/converge")]
+    converge: PathBuf,
+    /// Directory the converge processes run in (the repository root).
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Database backend.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    db: Backend,
+    /// PostgreSQL account that may create databases (default: CONVERGE_TEST_PG_URL, or a
+    /// postgres:// DATABASE_URL). The run makes its own `converge_chaos_*` database.
+    #[arg(long)]
+    pg_url: Option<String>,
+    /// `converge serve` processes sharing the database (2 needs PostgreSQL).
+    #[arg(long, default_value_t = 1)]
+    servers: usize,
+    /// Start the second server with --no-workers (otherwise every server runs workers).
+    #[arg(long)]
+    second_no_workers: bool,
+    /// Merchant orders to create.
+    #[arg(long, default_value_t = 200)]
+    payments: usize,
+    /// Share of acknowledged payments the client then refunds (0..=1).
+    #[arg(long, default_value_t = 0.3)]
+    refund_rate: f64,
+    /// Concurrent client tasks.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// SIGKILLs (each followed by a restart).
+    #[arg(long, default_value_t = 3)]
+    kills: usize,
+    /// Channel fault rate on ordinary amounts (0..=1), as `channel-sim --fault-rate`.
+    #[arg(long, default_value_t = 0.2)]
+    fault_rate: f64,
+    /// Seed of the workload, the kill schedule and the channel's faults.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Share of orders that also send one malformed request or forged callback (0..=1).
+    #[arg(long, default_value_t = 0.05)]
+    bad_input_rate: f64,
+    /// How long to wait for convergence after the workload, seconds.
+    #[arg(long, default_value_t = 120)]
+    converge_timeout_secs: u64,
+    /// Keep the work directory (logs, SQLite files) and the PostgreSQL database.
+    #[arg(long)]
+    keep: bool,
+}
+
+/// One HTTP answer as the client saw it.
+#[derive(Debug, Clone)]
+struct Resp {
+    status: u16,
+    replayed: bool,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+    fn code(&self) -> String {
+        self.json()["error"]["code"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+/// Every answer one Idempotency-Key got, in order, and the request that goes with it.
+#[derive(Debug, Clone)]
+struct KeyLog {
+    path: String,
+    body: String,
+    order: String,
+    answers: Vec<Resp>,
+}
+
+#[derive(Default)]
+struct Counters {
+    requests: AtomicU64,
+    ok: AtomicU64,
+    in_use: AtomicU64,
+    server_errors: AtomicU64,
+    transport_errors: AtomicU64,
+    new_key_retries: AtomicU64,
+    duplicates: AtomicU64,
+}
+
+struct Shared {
+    args: Args,
+    client: reqwest::Client,
+    bases: Vec<String>,
+    api_key: String,
+    secret: String,
+    store: Arc<dyn Store>,
+    keys: Mutex<HashMap<String, KeyLog>>,
+    counters: Counters,
+    breaches: Mutex<Vec<String>>,
+    bad: Mutex<BTreeMap<&'static str, (u64, u64)>>,
+    acked: Mutex<Vec<String>>,
+}
+
+enum Sent {
+    Http(Resp),
+    Transport(String),
+}
+
+const CLIENT_DEADLINE: Duration = Duration::from_secs(90);
+
+impl Shared {
+    fn breach(&self, what: String) {
+        eprintln!("chaos: BREACH {what}");
+        self.breaches.lock().unwrap().push(what);
+    }
+
+    async fn send(&self, rng: &mut StdRng, path: &str, key: Option<&str>, body: &str) -> Sent {
+        // Impatient clients: some give up before slow answers arrive and retry.
+        let timeout = Duration::from_millis(rng.random_range(300..2_500));
+        self.send_within(rng, path, key, body, timeout).await
+    }
+
+    async fn send_within(&self, rng: &mut StdRng, path: &str, key: Option<&str>, body: &str, timeout: Duration) -> Sent {
+        let base = &self.bases[rng.random_range(0..self.bases.len())];
+        let mut req = self
+            .client
+            .post(format!("{base}{path}"))
+            .bearer_auth(&self.api_key)
+            .header("content-type", "application/json")
+            .timeout(timeout)
+            .body(body.to_string());
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let r = match req.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                self.counters.transport_errors.fetch_add(1, Ordering::Relaxed);
+                return Sent::Transport(e.to_string());
+            }
+        };
+        let status = r.status().as_u16();
+        let replayed = r.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+        match r.bytes().await {
+            Ok(b) => {
+                let resp = Resp { status, replayed, body: b.to_vec() };
+                match status {
+                    200..=299 => self.counters.ok.fetch_add(1, Ordering::Relaxed),
+                    409 if resp.code() == "idempotency_key_in_use" => self.counters.in_use.fetch_add(1, Ordering::Relaxed),
+                    500..=599 => self.counters.server_errors.fetch_add(1, Ordering::Relaxed),
+                    _ => 0,
+                };
+                Sent::Http(resp)
+            }
+            Err(e) => {
+                self.counters.transport_errors.fetch_add(1, Ordering::Relaxed);
+                Sent::Transport(e.to_string())
+            }
+        }
+    }
+
+    /// Sends a keyed POST and records the answer under the key.
+    async fn keyed(&self, rng: &mut StdRng, path: &str, key: &str, body: &str, order: &str) -> Sent {
+        let sent = self.send(rng, path, Some(key), body).await;
+        if let Sent::Http(r) = &sent {
+            let mut keys = self.keys.lock().unwrap();
+            let log = keys.entry(key.to_string()).or_insert_with(|| KeyLog {
+                path: path.to_string(),
+                body: body.to_string(),
+                order: order.to_string(),
+                answers: Vec::new(),
+            });
+            log.answers.push(r.clone());
+        }
+        sent
+    }
+
+    /// POSTs until a 2xx, retrying like a real client; `new_keys` lets it switch to a new
+    /// Idempotency-Key for the same order after a failure. None when it gave up.
+    async fn until_answered(&self, rng: &mut StdRng, path: &str, key_prefix: &str, body: &str, order: &str, new_keys: bool) -> Option<Resp> {
+        let deadline = Instant::now() + CLIENT_DEADLINE;
+        let mut n = 1;
+        let mut key = format!("{key_prefix}-k{n}");
+        loop {
+            match self.keyed(rng, path, &key, body, order).await {
+                Sent::Http(r) if (200..300).contains(&r.status) => return Some(r),
+                Sent::Http(r) if r.status == 409 && r.code() == "idempotency_key_in_use" => {
+                    tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+                }
+                Sent::Http(r) if r.status >= 500 => self.backoff(rng, new_keys, &mut n, &mut key, key_prefix).await,
+                Sent::Transport(_) => self.backoff(rng, new_keys, &mut n, &mut key, key_prefix).await,
+                Sent::Http(r) => {
+                    self.breach(format!(
+                        "{order}: a valid request to {path} got {} {}",
+                        r.status,
+                        String::from_utf8_lossy(&r.body)
+                    ));
+                    return None;
+                }
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+        }
+    }
+
+    async fn backoff(&self, rng: &mut StdRng, new_keys: bool, n: &mut u32, key: &mut String, prefix: &str) {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(50..400))).await;
+        if new_keys && rng.random_bool(0.25) {
+            *n += 1;
+            *key = format!("{prefix}-k{n}");
+            self.counters.new_key_retries.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Last two digits of the amounts: ordinary ones (subject to injected faults) and every
+/// sandbox behaviour of DESIGN.md "Sandbox channel".
+fn pick_amount(rng: &mut StdRng) -> i64 {
+    let digits = if rng.random_bool(0.7) {
+        let d = rng.random_range(0..91);
+        if d >= 51 { d + 9 } else { d }
+    } else {
+        rng.random_range(51..=58)
+    };
+    rng.random_range(1..=500) * 100 + digits
+}
+
+async fn run_order(sh: Arc<Shared>, i: usize) {
+    let seed = sh.args.seed;
+    let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
+    let order = format!("chaos-{seed}-{i}");
+    let amount = pick_amount(&mut rng);
+    let currency = if rng.random_bool(0.8) { "CNY" } else { "USD" };
+    let body = json!({"amount": amount, "currency": currency, "merchant_order_id": order, "description": "chaos"}).to_string();
+
+    // Concurrent duplicates: the same request, same key, at the same time.
+    if rng.random_bool(0.2) {
+        let dups = rng.random_range(1..=3);
+        sh.counters.duplicates.fetch_add(dups, Ordering::Relaxed);
+        for d in 0..dups {
+            let (sh, body, order) = (sh.clone(), body.clone(), order.clone());
+            let mut r2 = StdRng::seed_from_u64(rng.random::<u64>() ^ d);
+            tokio::spawn(async move {
+                sh.keyed(&mut r2, "/v1/payments", &format!("{order}-k1"), &body, &order).await;
+            });
+        }
+    }
+    let Some(resp) = sh.until_answered(&mut rng, "/v1/payments", &order, &body, &order, true).await else {
+        return;
+    };
+    let v = resp.json();
+    let Some(id) = v["id"].as_str().map(str::to_string) else {
+        sh.breach(format!("{order}: 2xx without a payment id: {}", String::from_utf8_lossy(&resp.body)));
+        return;
+    };
+    sh.acked.lock().unwrap().push(id.clone());
+
+    if rng.random_bool(sh.args.bad_input_rate.clamp(0.0, 1.0)) {
+        bad_input(&sh, &mut rng, &id).await;
+    }
+    if !rng.random_bool(sh.args.refund_rate.clamp(0.0, 1.0)) {
+        return;
+    }
+    // Refunds need SUCCESS; the client polls like a merchant would.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let base = &sh.bases[rng.random_range(0..sh.bases.len())];
+        let got = sh
+            .client
+            .get(format!("{base}/v1/payments/{id}"))
+            .bearer_auth(&sh.api_key)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await;
+        if let Ok(r) = got
+            && let Ok(p) = r.json::<Value>().await
+        {
+            match p["status"].as_str() {
+                Some("SUCCESS") => break,
+                Some("FAILED" | "REFUNDED" | "REVERSED") => return,
+                _ => {}
+            }
+        }
+        if Instant::now() > deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let parts: Vec<i64> = if rng.random_bool(0.5) { vec![amount] } else { vec![amount / 2, amount / 4] };
+    for (j, part) in parts.into_iter().enumerate().filter(|(_, a)| *a > 0) {
+        let rbody = json!({"amount": part, "reason": "chaos"}).to_string();
+        let prefix = format!("{order}-r{j}");
+        let path = format!("/v1/payments/{id}/refunds");
+        if rng.random_bool(0.2) {
+            let (sh, rbody, order, path, key) = (sh.clone(), rbody.clone(), order.clone(), path.clone(), format!("{prefix}-k1"));
+            let mut r2 = StdRng::seed_from_u64(rng.random());
+            sh.counters.duplicates.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                sh.keyed(&mut r2, &path, &key, &rbody, &order).await;
+            });
+        }
+        // A new key would be a second refund: refunds retry with their one key.
+        sh.until_answered(&mut rng, &path, &prefix, &rbody, &order, false).await;
+    }
+}
+
+/// One malformed request, oversized body, forged callback or reused key; each must get its
+/// 4xx (and change nothing, which `converge verify` and the order check confirm).
+async fn bad_input(sh: &Shared, rng: &mut StdRng, payment_id: &str) {
+    let kinds = [
+        "malformed_json",
+        "missing_field",
+        "negative_amount",
+        "unknown_currency",
+        "wrong_content_type",
+        "oversized_body",
+        "forged_callback",
+        "stale_callback",
+        "reused_key",
+        "no_auth",
+    ];
+    let kind = kinds[rng.random_range(0..kinds.len())];
+    let tag = format!("bad-{}-{}", sh.args.seed, rng.random::<u32>());
+    let now = chrono_secs();
+    let mut expect: &[u16];
+    let deadline = Instant::now() + CLIENT_DEADLINE;
+    loop {
+        let base = sh.bases[rng.random_range(0..sh.bases.len())].clone();
+        let c = &sh.client;
+        let auth = format!("Bearer {}", sh.api_key);
+        let pay = format!("{base}/v1/payments");
+        let req = match kind {
+            "malformed_json" => {
+                expect = &[400];
+                c.post(&pay).header("authorization", &auth).header("content-type", "application/json").header("Idempotency-Key", &tag).body("{\"amount\": 10")
+            }
+            "missing_field" => {
+                expect = &[400, 422];
+                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &tag).json(&json!({"amount": 1000, "merchant_order_id": tag}))
+            }
+            "negative_amount" => {
+                expect = &[400];
+                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &tag).json(&json!({"amount": -5, "currency": "CNY", "merchant_order_id": tag}))
+            }
+            "unknown_currency" => {
+                expect = &[400];
+                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &tag).json(&json!({"amount": 1000, "currency": "ZZZ", "merchant_order_id": tag}))
+            }
+            "wrong_content_type" => {
+                expect = &[400, 415];
+                c.post(&pay)
+                    .header("authorization", &auth)
+                    .header("content-type", "text/plain")
+                    .header("Idempotency-Key", &tag)
+                    .body(json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag}).to_string())
+            }
+            "oversized_body" => {
+                expect = &[413];
+                let big = "x".repeat(64 * 1024);
+                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &tag).json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag, "description": big}))
+            }
+            "forged_callback" | "stale_callback" => {
+                let channel_key = match sh.store.payment(payment_id).await {
+                    Ok(Some(p)) => p.channel_key,
+                    _ => format!("ck_{tag}"),
+                };
+                let body = json!({"event_id": format!("evt_{tag}"), "type": "charge.failed", "channel_key": channel_key,
+                    "amount": 1, "currency": "CNY", "created_at": now})
+                .to_string();
+                let signature = if kind == "forged_callback" {
+                    expect = &[401];
+                    sign(b"not-the-channel-secret", now, body.as_bytes())
+                } else {
+                    expect = &[400];
+                    sign(sh.secret.as_bytes(), now - 600, body.as_bytes())
+                };
+                c.post(format!("{base}/v1/channel/callbacks"))
+                    .header("content-type", "application/json")
+                    .header(SIGNATURE_HEADER, signature)
+                    .body(body)
+            }
+            "reused_key" => {
+                expect = &[422];
+                let reused = sh.keys.lock().unwrap().iter().find(|(_, l)| l.path == "/v1/payments" && l.answers.iter().any(|a| a.status < 300)).map(|(k, _)| k.clone());
+                let key = reused.unwrap_or_else(|| format!("{tag}-never-used"));
+                if key.ends_with("-never-used") {
+                    // Nothing completed yet to reuse: an unknown route instead.
+                    expect = &[404];
+                    c.post(format!("{base}/v1/nowhere")).header("authorization", &auth).header("Idempotency-Key", &tag).body("{}")
+                } else {
+                    c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &key).json(&json!({"amount": 1, "currency": "CNY", "merchant_order_id": tag}))
+                }
+            }
+            _ => {
+                expect = &[401];
+                c.post(&pay).header("Idempotency-Key", &tag).json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag}))
+            }
+        };
+        sh.counters.requests.fetch_add(1, Ordering::Relaxed);
+        match req.timeout(Duration::from_secs(3)).send().await {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let body = r.text().await.unwrap_or_default();
+                let ok = expect.contains(&status);
+                let mut bad = sh.bad.lock().unwrap();
+                let e = bad.entry(kind).or_insert((0, 0));
+                e.0 += 1;
+                if ok {
+                    e.1 += 1;
+                } else {
+                    drop(bad);
+                    sh.breach(format!("bad input {kind}: expected {expect:?}, got {status} {body}"));
+                }
+                return;
+            }
+            Err(_) => {
+                sh.counters.transport_errors.fetch_add(1, Ordering::Relaxed);
+                if Instant::now() > deadline {
+                    sh.breach(format!("bad input {kind}: no answer within {CLIENT_DEADLINE:?}"));
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+fn chrono_secs() -> i64 {
+    use converge_server::domain::clock::{Clock, SystemClock};
+    SystemClock.now_ms().div_euclid(1000)
+}
+
+fn now_ms() -> i64 {
+    use converge_server::domain::clock::{Clock, SystemClock};
+    SystemClock.now_ms()
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    match run(args).await {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("chaos: error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<bool> {
+    for (name, v) in [("--refund-rate", args.refund_rate), ("--fault-rate", args.fault_rate), ("--bad-input-rate", args.bad_input_rate)] {
+        if !(0.0..=1.0).contains(&v) {
+            bail!("{name} must be between 0 and 1");
+        }
+    }
+    if args.servers == 0 || args.servers > 8 {
+        bail!("--servers must be 1 to 8");
+    }
+    if args.servers > 1 && args.db == Backend::Sqlite {
+        bail!("several servers share a PostgreSQL database, not SQLite: add --db postgres");
+    }
+    if args.concurrency == 0 {
+        bail!("--concurrency must be at least 1");
+    }
+    let conv = Converge::new(&args.converge, &args.root)?;
+    let work = std::env::temp_dir().join(format!("converge-chaos-{}-{}", std::process::id(), args.seed));
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let admin = match args.db {
+        Backend::Postgres => Some(db::pg_admin_url(args.pg_url.as_deref()).context(
+            "--db postgres needs --pg-url (or CONVERGE_TEST_PG_URL): an account that may create databases",
+        )?),
+        Backend::Sqlite => None,
+    };
+    let db_url = match &admin {
+        Some(a) => db::create_pg_database(a, "converge_chaos").await?,
+        None => work.join("converge.db").to_string_lossy().into_owned(),
+    };
+    let started = Instant::now();
+    let result = drive(&args, &conv, &work, &db_url).await;
+    let passed = match result {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("chaos: logs are in {}", work.display());
+            return Err(e);
+        }
+    };
+    println!("chaos: finished in {:.1} s", started.elapsed().as_secs_f64());
+    if args.keep || !passed {
+        println!("chaos: logs and databases kept in {} ({})", work.display(), converge_server::store::redact(&db_url));
+    } else {
+        if let Some(a) = &admin {
+            db::drop_pg_database(a, &db_url).await?;
+        }
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    Ok(passed)
+}
+
+async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &str) -> Result<bool> {
+    let secret = format!("chaos-secret-{}", args.seed);
+    conv.run(&["migrate", "--database-url", db_url]).await?;
+    let api_key = conv.run(&["merchant", "add", "chaos", "--database-url", db_url]).await?.trim().to_string();
+    let channel_port = free_port()?;
+    let ports: Vec<u16> = (0..args.servers).map(|_| free_port()).collect::<Result<_>>()?;
+    let bases: Vec<String> = ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+    let channel_url = format!("http://127.0.0.1:{channel_port}");
+    let s = |v: &str| v.to_string();
+    let channel_args = vec![
+        s("channel-sim"),
+        s("--bind"),
+        format!("127.0.0.1:{channel_port}"),
+        s("--database-url"),
+        work.join("channel.db").to_string_lossy().into_owned(),
+        s("--callback-url"),
+        format!("{}/v1/channel/callbacks", bases[0]),
+        s("--callback-secret"),
+        secret.clone(),
+        s("--fault-rate"),
+        args.fault_rate.to_string(),
+        s("--seed"),
+        args.seed.to_string(),
+        s("--slow-ms"),
+        s("800"),
+        s("--hang-ms"),
+        s("800"),
+    ];
+    let mut channel = Proc::start(conv, "channel-sim", channel_args, work.join("channel.log"), format!("{channel_url}/health")).await?;
+    let mut servers = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let mut a = vec![
+            s("serve"),
+            s("--database-url"),
+            db_url.to_string(),
+            s("--bind"),
+            format!("127.0.0.1:{port}"),
+            s("--channel-url"),
+            channel_url.clone(),
+            s("--callback-secret"),
+            secret.clone(),
+            s("--channel-timeout-ms"),
+            s("500"),
+            s("--key-lease-ms"),
+            s("4000"),
+            s("--submit-delay-ms"),
+            s("2000"),
+            s("--query-delay-ms"),
+            s("300"),
+            s("--max-attempts"),
+            s("40"),
+            s("--resubmit-budget"),
+            s("2"),
+            s("--lease-ms"),
+            s("3000"),
+            s("--poll-ms"),
+            s("100"),
+            s("--backoff-base-ms"),
+            s("100"),
+            s("--backoff-cap-ms"),
+            s("1000"),
+            s("--body-limit"),
+            s("16384"),
+            s("--monitor-ms"),
+            s("1000"),
+        ];
+        if i == 1 && args.second_no_workers {
+            a.push(s("--no-workers"));
+        }
+        let name = format!("serve-{}", i + 1);
+        servers.push(tokio::sync::Mutex::new(
+            Proc::start(conv, &name, a, work.join(format!("{name}.log")), format!("{}/health", bases[i])).await?,
+        ));
+    }
+    let servers = Arc::new(servers);
+    let store = converge_server::store::connect(db_url).await.context("opening the database for the checks")?;
+    let shared = Arc::new(Shared {
+        args: args.clone(),
+        client: reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(5)).build()?,
+        bases: bases.clone(),
+        api_key,
+        secret: secret.clone(),
+        store: store.clone(),
+        keys: Mutex::new(HashMap::new()),
+        counters: Counters::default(),
+        breaches: Mutex::new(Vec::new()),
+        bad: Mutex::new(BTreeMap::new()),
+        acked: Mutex::new(Vec::new()),
+    });
+    println!(
+        "chaos: {:?}, {} server(s){}, {} orders, concurrency {}, {} kills, fault rate {}, seed {}",
+        args.db,
+        args.servers,
+        if args.servers > 1 && args.second_no_workers { " (second without workers)" } else { "" },
+        args.payments,
+        args.concurrency,
+        args.kills,
+        args.fault_rate,
+        args.seed
+    );
+
+    // The workload and the killer run together.
+    let workload_done = Arc::new(AtomicBool::new(false));
+    let killer = {
+        let (servers, done) = (servers.clone(), workload_done.clone());
+        let (kills, seed) = (args.kills, args.seed);
+        tokio::spawn(async move {
+            let mut rng = StdRng::seed_from_u64(seed ^ 0x6b696c6c);
+            let mut killed = 0;
+            let mut log = Vec::new();
+            let t0 = Instant::now();
+            while killed < kills {
+                // Random moments: mostly mid-workload; leftovers land in the convergence phase.
+                let wait: u64 = if done.load(Ordering::Relaxed) { rng.random_range(100..800) } else { rng.random_range(300..2_500) };
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+                let i = rng.random_range(0..servers.len());
+                let mut p = servers[i].lock().await;
+                let pid = p.pid();
+                p.kill9().await?;
+                tokio::time::sleep(Duration::from_millis(rng.random_range(0..400))).await;
+                p.restart().await?;
+                killed += 1;
+                log.push(format!("SIGKILL {} (pid {}) at +{:.1} s, restarted", p.name, pid.unwrap_or(0), t0.elapsed().as_secs_f64()));
+            }
+            anyhow::Ok(log)
+        })
+    };
+    let next = Arc::new(AtomicU64::new(0));
+    let mut clients = tokio::task::JoinSet::new();
+    let t0 = Instant::now();
+    for _ in 0..args.concurrency {
+        let (sh, next) = (shared.clone(), next.clone());
+        let n = args.payments as u64;
+        clients.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    return;
+                }
+                run_order(sh.clone(), i as usize).await;
+            }
+        });
+    }
+    while let Some(r) = clients.join_next().await {
+        r.context("a client task panicked")?;
+    }
+    workload_done.store(true, Ordering::Relaxed);
+    let workload_secs = t0.elapsed().as_secs_f64();
+    let kill_log = killer.await.context("the killer task panicked")??;
+    for line in &kill_log {
+        println!("chaos: {line}");
+    }
+    println!("chaos: workload done in {workload_secs:.1} s; waiting for convergence");
+
+    // Convergence: every payment terminal, SUCCESS, or in the error pool; the channel agrees.
+    let source = HttpChargeSource::new(&channel_url, Duration::from_secs(10)).map_err(anyhow::Error::msg)?;
+    let t1 = Instant::now();
+    let mut report = loop {
+        let r = verify::run(&*store, Some(&source as &dyn ChargeSource), Window { now_ms: now_ms(), window_ms: 0 }).await?;
+        if r.ok() || t1.elapsed() > Duration::from_secs(args.converge_timeout_secs) {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let convergence_secs = t1.elapsed().as_secs_f64();
+    if !report.ok() {
+        shared.breach(format!("not converged after {} s:\n{}", args.converge_timeout_secs, report.render()));
+    }
+
+    // Replays: every key once more, after convergence and the restarts.
+    let keys: Vec<(String, KeyLog)> = shared.keys.lock().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut rng = StdRng::seed_from_u64(args.seed ^ 0x7265706c);
+    let mut replay_checked = 0;
+    let mut replay_mismatches = 0;
+    let mut replay_reexecuted = 0;
+    for (key, log) in &keys {
+        let mut final_answer = None;
+        let mut last = String::new();
+        for _ in 0..20 {
+            match shared.send_within(&mut rng, &log.path, Some(key), &log.body, Duration::from_secs(10)).await {
+                Sent::Http(r) if r.status < 500 && r.code() != "idempotency_key_in_use" => {
+                    final_answer = Some(r);
+                    break;
+                }
+                Sent::Http(r) => last = format!("{} {}", r.status, String::from_utf8_lossy(&r.body)),
+                Sent::Transport(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let Some(final_answer) = final_answer else {
+            shared.breach(format!("replay of key {key}: no final answer after 20 tries (last: {last})"));
+            continue;
+        };
+        let mut answers: Vec<&Resp> = log.answers.iter().filter(|a| (200..300).contains(&a.status)).collect();
+        if (200..300).contains(&final_answer.status) {
+            answers.push(&final_answer);
+        }
+        let Some(first) = answers.first() else { continue };
+        replay_checked += 1;
+        for later in &answers[1..] {
+            if !later.replayed {
+                // Executed again rather than replayed: the first execution's claim lapsed
+                // before it stored its answer, so a retry resumed the same payment. The bytes
+                // must still match; the count is reported.
+                replay_reexecuted += 1;
+            }
+            if later.status != first.status || later.body != first.body {
+                replay_mismatches += 1;
+                shared.breach(format!(
+                    "key {key} ({}): replay differs from the first answer: {} {} then {} {} (replayed header {})",
+                    log.order,
+                    first.status,
+                    String::from_utf8_lossy(&first.body),
+                    later.status,
+                    String::from_utf8_lossy(&later.body),
+                    later.replayed
+                ));
+                break;
+            }
+        }
+    }
+
+    // Orders: one payment per order across all its keys; every acknowledged payment exists.
+    let mut by_order: HashMap<String, HashSet<String>> = HashMap::new();
+    for (_, log) in &keys {
+        if log.path != "/v1/payments" {
+            continue;
+        }
+        for a in log.answers.iter().filter(|a| (200..300).contains(&a.status)) {
+            if let Some(id) = a.json()["id"].as_str() {
+                by_order.entry(log.order.clone()).or_default().insert(id.to_string());
+            }
+        }
+    }
+    let mut double_payments = 0;
+    for (order, ids) in &by_order {
+        if ids.len() > 1 {
+            double_payments += 1;
+            shared.breach(format!("order {order} got {} different payments: {ids:?}", ids.len()));
+        }
+    }
+    let acked: Vec<String> = shared.acked.lock().unwrap().clone();
+    let mut lost = 0;
+    for id in &acked {
+        match store.payment(id).await? {
+            Some(_) => {}
+            None => {
+                lost += 1;
+                shared.breach(format!("payment {id} was acknowledged to the client but is not in the database"));
+            }
+        }
+    }
+    // Nothing but our orders became payments (bad input changed nothing).
+    let ours: HashSet<String> = (0..args.payments).map(|i| format!("chaos-{}-{i}", args.seed)).collect();
+    let mut after = String::new();
+    let mut db_payments = 0;
+    loop {
+        let page = store.verify_payments_page(&after, 1000).await?;
+        for p in &page {
+            db_payments += 1;
+            if !ours.contains(&p.merchant_order_id) {
+                shared.breach(format!("payment {} for unexpected order {:?} (bad input must change nothing)", p.id, p.merchant_order_id));
+            }
+        }
+        match page.last() {
+            Some(l) if page.len() == 1000 => after = l.id.clone(),
+            _ => break,
+        }
+    }
+
+    // The official check: `converge verify` as a process, with the servers stopped.
+    for s in servers.iter() {
+        s.lock().await.stop(Duration::from_secs(10)).await;
+    }
+    report = verify::run(&*store, Some(&source as &dyn ChargeSource), Window { now_ms: now_ms(), window_ms: 0 }).await?;
+    store.close().await;
+    let (verify_ok, verify_out, verify_err) =
+        conv.run_status(&["verify", "--database-url", db_url, "--channel-url", &channel_url, "--window-secs", "0"]).await?;
+    print!("{verify_out}");
+    if !verify_ok {
+        shared.breach(format!("converge verify failed: {}", verify_err.trim()));
+    }
+    let stats: Value = shared.client.get(format!("{channel_url}/stats")).send().await?.json().await?;
+    channel.stop(Duration::from_secs(5)).await;
+
+    // Figures.
+    let c = &shared.counters;
+    let refunds: Vec<&(String, KeyLog)> = keys.iter().filter(|(_, l)| l.path.ends_with("/refunds")).collect();
+    let refund_orders: HashSet<&str> = refunds.iter().map(|(_, l)| l.order.as_str()).collect();
+    let refund_ok = refunds.iter().filter(|(_, l)| l.answers.iter().any(|a| a.status == 201)).count();
+    let double_charges = report.breaches.iter().filter(|b| b.is_double_charge()).count() + double_payments;
+    let lost_total = lost + report.breaches.iter().filter(|b| b.is_lost_charge()).count();
+    let statuses: Vec<String> = report.by_status.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let bad = shared.bad.lock().unwrap().clone();
+    let bad_sent: u64 = bad.values().map(|v| v.0).sum();
+    let bad_4xx: u64 = bad.values().map(|v| v.1).sum();
+    let breaches = shared.breaches.lock().unwrap().clone();
+    println!("---- chaos figures ----");
+    println!("backend: {:?}, servers: {}, seed: {}", args.db, args.servers, args.seed);
+    println!(
+        "payments: {} orders, {} acknowledged, {} in the database ({})",
+        args.payments,
+        acked.len(),
+        db_payments,
+        statuses.join(", ")
+    );
+    println!("refunds: {} requested for {} payments, {} answered 201", refunds.len(), refund_orders.len(), refund_ok);
+    println!(
+        "requests: {} sent, {} 2xx, {} 409 in_use, {} 5xx, {} transport errors/timeouts; {} concurrent duplicates, {} retries with a new key",
+        c.requests.load(Ordering::Relaxed),
+        c.ok.load(Ordering::Relaxed),
+        c.in_use.load(Ordering::Relaxed),
+        c.server_errors.load(Ordering::Relaxed),
+        c.transport_errors.load(Ordering::Relaxed),
+        c.duplicates.load(Ordering::Relaxed),
+        c.new_key_retries.load(Ordering::Relaxed),
+    );
+    println!(
+        "faults injected (sandbox /stats): {}; channel charges {}, declines {}, attempts {}",
+        stats["faults"].as_object().map(|o| o.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+        stats["charges"],
+        stats["declines"],
+        stats["attempts"]
+    );
+    println!("kills: {} (SIGKILL + restart)", kill_log.len());
+    println!(
+        "bad input: {bad_sent} sent, {bad_4xx} answered with the expected 4xx ({})",
+        bad.iter().map(|(k, v)| format!("{k} {}/{}", v.1, v.0)).collect::<Vec<_>>().join(", ")
+    );
+    println!(
+        "replays: {replay_checked} keys checked, {replay_mismatches} mismatches ({replay_reexecuted} later answers were re-executions after a lapsed claim, not replays)"
+    );
+    println!("double charges: {double_charges}");
+    println!("lost payments: {lost_total}");
+    println!("unresolved: {} ({} in the error pool)", report.unresolved, report.unresolved_in_pool);
+    println!("convergence: {convergence_secs:.1} s after the workload; converge verify {}", if verify_ok { "passed" } else { "FAILED" });
+    let passed = breaches.is_empty()
+        && double_charges == 0
+        && lost_total == 0
+        && report.unresolved == report.unresolved_in_pool
+        && verify_ok
+        && report.ok();
+    println!("RESULT: {}", if passed { "PASS" } else { "FAIL" });
+    if !passed {
+        for b in &breaches {
+            println!("breach: {b}");
+        }
+    }
+    Ok(passed)
+}

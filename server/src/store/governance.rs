@@ -1,0 +1,140 @@
+//! Storage of ops actions (maker-checker) and the hash-chained audit log (DESIGN.md "Ops
+//! console"). Appends are serialised (SQLite's one writer; a PostgreSQL advisory lock), so
+//! the chain holds under concurrency; every action step is written in the same transaction
+//! as its audit record.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::StoreError;
+pub use crate::domain::audit::{AuditEntry, AuditRecord};
+
+/// An ops action request and its fate.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct ActionRecord {
+    /// `act_` + 24 hex.
+    pub id: String,
+    /// `query`, `retry`, `reverse`, `force_transition`.
+    pub kind: String,
+    /// Payment.
+    pub payment_id: String,
+    /// The operator who asked.
+    pub requested_by: String,
+    /// Why.
+    pub reason: String,
+    /// Evidence text (force).
+    pub evidence: String,
+    /// Target status (force).
+    pub target_status: Option<String>,
+    /// The payment version the request pinned.
+    pub payment_version: i64,
+    /// `pending`, `approved`, `executed`, `failed`, `rejected`, `cancelled`, `expired`.
+    pub status: String,
+    /// The approver (or rejecter).
+    pub decided_by: Option<String>,
+    /// The decision's reason.
+    pub decision_reason: Option<String>,
+    /// Execution result, JSON text.
+    pub result: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Pending requests expire at, epoch ms UTC.
+    pub expires_at: i64,
+    /// Epoch ms UTC.
+    pub decided_at: Option<i64>,
+    /// Epoch ms UTC.
+    pub executed_at: Option<i64>,
+}
+
+/// A new action row.
+#[derive(Debug, Clone)]
+pub struct NewAction {
+    /// Id.
+    pub id: String,
+    /// Kind name.
+    pub kind: String,
+    /// Payment.
+    pub payment_id: String,
+    /// Requester.
+    pub requested_by: String,
+    /// Reason.
+    pub reason: String,
+    /// Evidence.
+    pub evidence: String,
+    /// Target status.
+    pub target_status: Option<String>,
+    /// Pinned version.
+    pub payment_version: i64,
+    /// Initial status (`pending`, or `approved` for actions that run at once).
+    pub status: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+    /// Epoch ms UTC.
+    pub expires_at: i64,
+}
+
+/// Result of [`Governance::create_action`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateAction {
+    /// Inserted.
+    Created(ActionRecord),
+    /// The payment already has a pending request.
+    PendingExists,
+}
+
+/// A conditional move of an action between statuses.
+#[derive(Debug, Clone, Default)]
+pub struct ActionMove {
+    /// Action id.
+    pub id: String,
+    /// Statuses it may move from.
+    pub from: Vec<String>,
+    /// Status it moves to.
+    pub to: String,
+    /// Set decided_by/decision_reason/decided_at.
+    pub decision: Option<(String, String)>,
+    /// Refuse when the decider is the requester (maker-checker).
+    pub not_by_requester: Option<String>,
+    /// Refuse when expired at this time (epoch ms).
+    pub unexpired_at: Option<i64>,
+    /// Execution result, JSON text (sets executed_at when Some).
+    pub result: Option<String>,
+    /// Epoch ms UTC.
+    pub now: i64,
+}
+
+/// Filters of an audit read; all optional.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    /// At or after, epoch ms UTC.
+    pub from: Option<i64>,
+    /// Before, epoch ms UTC.
+    pub to: Option<i64>,
+    /// Actor.
+    pub actor: Option<String>,
+    /// Action name.
+    pub action: Option<String>,
+}
+
+/// Actions and the audit log.
+#[async_trait]
+pub trait Governance: Send + Sync + 'static {
+    /// Appends one record to the chain.
+    async fn append_audit(&self, e: &AuditEntry) -> Result<AuditRecord, StoreError>;
+    /// The last record's (seq, hash); (0, GENESIS) when empty.
+    async fn audit_head(&self) -> Result<(i64, String), StoreError>;
+    /// Up to `limit` records with seq > `after_seq` matching `filter`, in seq order.
+    async fn audit_page(&self, after_seq: i64, limit: i64, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError>;
+    /// Records about one target (e.g. `payment:pay_x`), in seq order.
+    async fn audit_for_target(&self, target: &str) -> Result<Vec<AuditRecord>, StoreError>;
+    /// Inserts an action with its audit record, in one transaction.
+    async fn create_action(&self, a: &NewAction, audit: &AuditEntry) -> Result<CreateAction, StoreError>;
+    /// The action with this id.
+    async fn action(&self, id: &str) -> Result<Option<ActionRecord>, StoreError>;
+    /// Actions, newest first, filtered by status and payment.
+    async fn actions(&self, status: Option<&str>, payment_id: Option<&str>, limit: i64) -> Result<Vec<ActionRecord>, StoreError>;
+    /// Applies `m` if the action is in one of `m.from` (and the maker-checker and expiry
+    /// conditions hold), appending `audit` in the same transaction; false when it did not
+    /// apply (nothing written).
+    async fn move_action(&self, m: &ActionMove, audit: &AuditEntry) -> Result<bool, StoreError>;
+}

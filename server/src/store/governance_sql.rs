@@ -1,0 +1,217 @@
+//! The governance SQL both backends share; each backend serialises audit appends with its
+//! `lock_audit`.
+
+macro_rules! impl_governance {
+    ($store:ty) => {
+        async fn append_audit_in(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            e: &$crate::store::AuditEntry,
+        ) -> Result<$crate::store::AuditRecord, $crate::store::StoreError> {
+            <$store>::lock_audit(tx).await?;
+            let head: Option<(i64, String)> = sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+                .fetch_optional(&mut **tx)
+                .await?;
+            let (seq, hash) = head.unwrap_or((0, $crate::domain::audit::GENESIS.to_string()));
+            let r = $crate::domain::audit::chain(seq, &hash, e.clone());
+            sqlx::query(
+                "INSERT INTO audit_log (seq, at, actor, roles, action, target, reason, before_state, after_state, \
+                 request_meta, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            )
+            .bind(r.seq)
+            .bind(r.at)
+            .bind(&r.actor)
+            .bind(&r.roles)
+            .bind(&r.action)
+            .bind(&r.target)
+            .bind(&r.reason)
+            .bind(&r.before_state)
+            .bind(&r.after_state)
+            .bind(&r.request_meta)
+            .bind(&r.prev_hash)
+            .bind(&r.hash)
+            .execute(&mut **tx)
+            .await?;
+            Ok(r)
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::store::Governance for $store {
+            async fn append_audit(
+                &self,
+                e: &$crate::store::AuditEntry,
+            ) -> Result<$crate::store::AuditRecord, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let r = append_audit_in(&mut tx, e).await?;
+                tx.commit().await?;
+                Ok(r)
+            }
+
+            async fn audit_head(&self) -> Result<(i64, String), $crate::store::StoreError> {
+                let head: Option<(i64, String)> = sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+                    .fetch_optional(self.reader())
+                    .await?;
+                Ok(head.unwrap_or((0, $crate::domain::audit::GENESIS.to_string())))
+            }
+
+            async fn audit_page(
+                &self,
+                after_seq: i64,
+                limit: i64,
+                f: &$crate::store::AuditFilter,
+            ) -> Result<Vec<$crate::store::AuditRecord>, $crate::store::StoreError> {
+                let mut sql = String::from("SELECT * FROM audit_log WHERE seq > $1");
+                let mut n = 1;
+                let mut texts: Vec<&str> = Vec::new();
+                let mut ints: Vec<i64> = Vec::new();
+                // Ints are bound first ($2..), then texts, so the placeholders are numbered
+                // in that order.
+                if let Some(from) = f.from {
+                    n += 1;
+                    sql.push_str(&format!(" AND at >= ${n}"));
+                    ints.push(from);
+                }
+                if let Some(to) = f.to {
+                    n += 1;
+                    sql.push_str(&format!(" AND at < ${n}"));
+                    ints.push(to);
+                }
+                if let Some(a) = &f.actor {
+                    n += 1;
+                    sql.push_str(&format!(" AND actor = ${n}"));
+                    texts.push(a);
+                }
+                if let Some(a) = &f.action {
+                    n += 1;
+                    sql.push_str(&format!(" AND action = ${n}"));
+                    texts.push(a);
+                }
+                sql.push_str(&format!(" ORDER BY seq LIMIT ${}", n + 1));
+                let mut q = sqlx::query_as::<_, $crate::store::AuditRecord>(&sql).bind(after_seq);
+                for i in ints {
+                    q = q.bind(i);
+                }
+                for t in texts {
+                    q = q.bind(t);
+                }
+                Ok(q.bind(limit).fetch_all(self.reader()).await?)
+            }
+
+            async fn audit_for_target(&self, target: &str) -> Result<Vec<$crate::store::AuditRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::AuditRecord>("SELECT * FROM audit_log WHERE target = $1 ORDER BY seq")
+                    .bind(target)
+                    .fetch_all(self.reader())
+                    .await?)
+            }
+
+            async fn create_action(
+                &self,
+                a: &$crate::store::NewAction,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<$crate::store::CreateAction, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let inserted = sqlx::query_as::<_, $crate::store::ActionRecord>(
+                    "INSERT INTO actions (id, kind, payment_id, requested_by, reason, evidence, target_status, \
+                     payment_version, status, created_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *",
+                )
+                .bind(&a.id)
+                .bind(&a.kind)
+                .bind(&a.payment_id)
+                .bind(&a.requested_by)
+                .bind(&a.reason)
+                .bind(&a.evidence)
+                .bind(a.target_status.as_deref())
+                .bind(a.payment_version)
+                .bind(&a.status)
+                .bind(a.now)
+                .bind(a.expires_at)
+                .fetch_one(&mut *tx)
+                .await;
+                let record = match inserted.map_err($crate::store::StoreError::from) {
+                    Ok(r) => r,
+                    Err($crate::store::StoreError::Conflict(_)) => {
+                        tx.rollback().await?;
+                        return Ok($crate::store::CreateAction::PendingExists);
+                    }
+                    Err(e) => return Err(e),
+                };
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok($crate::store::CreateAction::Created(record))
+            }
+
+            async fn action(&self, id: &str) -> Result<Option<$crate::store::ActionRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::ActionRecord>("SELECT * FROM actions WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
+            async fn actions(
+                &self,
+                status: Option<&str>,
+                payment_id: Option<&str>,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::ActionRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::ActionRecord>(
+                    "SELECT * FROM actions WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR payment_id = $2) \
+                     ORDER BY created_at DESC, id DESC LIMIT $3",
+                )
+                .bind(status)
+                .bind(payment_id)
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn move_action(
+                &self,
+                m: &$crate::store::ActionMove,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let current = sqlx::query_as::<_, $crate::store::ActionRecord>("SELECT * FROM actions WHERE id = $1")
+                    .bind(&m.id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(current) = current else {
+                    tx.rollback().await?;
+                    return Ok(false);
+                };
+                let allowed = m.from.iter().any(|s| s == &current.status)
+                    && m.not_by_requester.as_ref().is_none_or(|by| by != &current.requested_by)
+                    && m.unexpired_at.is_none_or(|now| current.expires_at > now);
+                if !allowed {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                // Conditional on the status just read: two approvers racing cannot both pass.
+                let (decided_by, decision_reason) = m.decision.clone().unzip();
+                let moved = sqlx::query(
+                    "UPDATE actions SET status = $1, \
+                     decided_by = COALESCE($2, decided_by), decision_reason = COALESCE($3, decision_reason), \
+                     decided_at = CASE WHEN $2 IS NULL THEN decided_at ELSE $4 END, \
+                     result = COALESCE($5, result), executed_at = CASE WHEN $5 IS NULL THEN executed_at ELSE $4 END \
+                     WHERE id = $6 AND status = $7",
+                )
+                .bind(&m.to)
+                .bind(decided_by.as_deref())
+                .bind(decision_reason.as_deref())
+                .bind(m.now)
+                .bind(m.result.as_deref())
+                .bind(&m.id)
+                .bind(&current.status)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if moved != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+        }
+    };
+}
