@@ -15,31 +15,66 @@ const PASSWORD: &str = "correct-horse-battery";
 
 async fn users(app: &TestApp) {
     let h = PasswordHasherPool::new(2);
-    for (name, roles) in [("op", "operator"), ("op2", "operator"), ("ap", "approver"), ("ap2", "approver"), ("aud", "auditor"), ("view", "viewer"), ("adm", "admin")] {
-        add_user(app.store.as_ref(), &h, name, roles, PASSWORD, 0).await.expect("user");
+    for (name, roles) in [
+        ("op", "operator"),
+        ("op2", "operator"),
+        ("ap", "approver"),
+        ("ap2", "approver"),
+        ("aud", "auditor"),
+        ("view", "viewer"),
+        ("adm", "admin"),
+    ] {
+        add_user(app.store.as_ref(), &h, name, roles, PASSWORD, 0)
+            .await
+            .expect("user");
     }
 }
 
 async fn session(app: &TestApp, name: &str) -> reqwest::Client {
-    let c = reqwest::Client::builder().cookie_store(true).build().unwrap();
-    let r = c.post(format!("{}/ops/v1/login", app.base)).json(&json!({"username": name, "password": PASSWORD})).send().await.unwrap();
+    let c = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let r = c
+        .post(format!("{}/ops/v1/login", app.base))
+        .json(&json!({"username": name, "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200, "login {name}");
     c
 }
 
 async fn post(c: &reqwest::Client, app: &TestApp, path: &str, body: Value) -> (u16, Value) {
-    let r = c.post(format!("{}{path}", app.base)).json(&body).send().await.unwrap();
+    let r = c
+        .post(format!("{}{path}", app.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
 async fn paid(app: &TestApp, order: &str, amount: i64) -> String {
-    let a = app.post("/v1/payments", Some(&format!("k-{order}")), &json!({"amount": amount, "currency": "CNY", "merchant_order_id": order})).await;
+    let a = app
+        .post(
+            "/v1/payments",
+            Some(&format!("k-{order}")),
+            &json!({"amount": amount, "currency": "CNY", "merchant_order_id": order}),
+        )
+        .await;
     assert_eq!(a.json()["status"], "SUCCESS");
     a.json()["id"].as_str().unwrap().to_string()
 }
 
 async fn request_reverse(c: &reqwest::Client, app: &TestApp, payment: &str) -> String {
-    let (s, v) = post(c, app, "/ops/v1/actions", json!({"kind": "reverse", "payment_id": payment, "reason": "customer disputed"})).await;
+    let (s, v) = post(
+        c,
+        app,
+        "/ops/v1/actions",
+        json!({"kind": "reverse", "payment_id": payment, "reason": "customer disputed"}),
+    )
+    .await;
     assert_eq!(s, 201, "{v}");
     assert_eq!(v["action"]["status"], "pending");
     v["action"]["id"].as_str().unwrap().to_string()
@@ -49,41 +84,108 @@ fn approve_body() -> Value {
     json!({"password": PASSWORD, "reason": "checked the dispute"})
 }
 
-on_both_backends!(an_approved_reverse_refunds_once_and_posts_the_reversal, |app| {
-    users(&app).await;
-    let payment = paid(&app, "o-1", 5_000).await;
-    let op = session(&app, "op").await;
-    let ap = session(&app, "ap").await;
-    let id = request_reverse(&op, &app, &payment).await;
-    let (s, v) = post(&ap, &app, &format!("/ops/v1/actions/{id}/approve"), approve_body()).await;
-    assert_eq!(s, 200, "{v}");
-    assert_eq!(v["action"]["status"], "executed");
-    assert_eq!(app.get(&format!("/v1/payments/{payment}")).await.json()["status"], "REVERSED");
-    assert_eq!(app.store.ledger_batch_count(&payment, "reversal").await.unwrap(), 1);
-    // A second approval, and a re-execution, after execution: refused, nothing runs twice.
-    let (s, v) = post(&ap, &app, &format!("/ops/v1/actions/{id}/approve"), approve_body()).await;
-    assert_eq!((s, v["error"]["code"].as_str()), (409, Some("not_pending")));
-    let (s, _) = post(&ap, &app, &format!("/ops/v1/actions/{id}/execute"), json!({})).await;
-    assert_eq!(s, 409);
-    assert_eq!(app.store.ledger_batch_count(&payment, "reversal").await.unwrap(), 1);
-    for t in app.store.ledger_totals().await.unwrap() {
-        assert_eq!(t.debits, t.credits);
+on_both_backends!(
+    an_approved_reverse_refunds_once_and_posts_the_reversal,
+    |app| {
+        users(&app).await;
+        let payment = paid(&app, "o-1", 5_000).await;
+        let op = session(&app, "op").await;
+        let ap = session(&app, "ap").await;
+        let id = request_reverse(&op, &app, &payment).await;
+        let (s, v) = post(
+            &ap,
+            &app,
+            &format!("/ops/v1/actions/{id}/approve"),
+            approve_body(),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["action"]["status"], "executed");
+        assert_eq!(
+            app.get(&format!("/v1/payments/{payment}")).await.json()["status"],
+            "REVERSED"
+        );
+        assert_eq!(
+            app.store
+                .ledger_batch_count(&payment, "reversal")
+                .await
+                .unwrap(),
+            1
+        );
+        // A second approval, and a re-execution, after execution: refused, nothing runs twice.
+        let (s, v) = post(
+            &ap,
+            &app,
+            &format!("/ops/v1/actions/{id}/approve"),
+            approve_body(),
+        )
+        .await;
+        assert_eq!((s, v["error"]["code"].as_str()), (409, Some("not_pending")));
+        let (s, _) = post(
+            &ap,
+            &app,
+            &format!("/ops/v1/actions/{id}/execute"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(s, 409);
+        assert_eq!(
+            app.store
+                .ledger_batch_count(&payment, "reversal")
+                .await
+                .unwrap(),
+            1
+        );
+        for t in app.store.ledger_totals().await.unwrap() {
+            assert_eq!(t.debits, t.credits);
+        }
+        let audit: Vec<String> = app
+            .store
+            .audit_page(0, 1000, &Default::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.action)
+            .collect();
+        for step in ["action_requested", "action_approved", "action_executed"] {
+            assert!(
+                audit.contains(&step.to_string()),
+                "{step} missing from {audit:?}"
+            );
+        }
     }
-    let audit: Vec<String> = app.store.audit_page(0, 1000, &Default::default()).await.unwrap().into_iter().map(|r| r.action).collect();
-    for step in ["action_requested", "action_approved", "action_executed"] {
-        assert!(audit.contains(&step.to_string()), "{step} missing from {audit:?}");
-    }
-});
+);
 
 on_both_backends!(self_approval_is_refused, |app| {
     users(&app).await;
-    add_user(app.store.as_ref(), &PasswordHasherPool::new(1), "both", "operator,approver", PASSWORD, 0).await.unwrap();
+    add_user(
+        app.store.as_ref(),
+        &PasswordHasherPool::new(1),
+        "both",
+        "operator,approver",
+        PASSWORD,
+        0,
+    )
+    .await
+    .unwrap();
     let payment = paid(&app, "o-1", 5_000).await;
     let both = session(&app, "both").await;
     let id = request_reverse(&both, &app, &payment).await;
-    let (s, v) = post(&both, &app, &format!("/ops/v1/actions/{id}/approve"), approve_body()).await;
-    assert_eq!((s, v["error"]["code"].as_str()), (403, Some("self_approval")));
-    assert_eq!(app.store.action(&id).await.unwrap().unwrap().status, "pending");
+    let (s, v) = post(
+        &both,
+        &app,
+        &format!("/ops/v1/actions/{id}/approve"),
+        approve_body(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (403, Some("self_approval"))
+    );
+    assert_eq!(
+        app.store.action(&id).await.unwrap().unwrap().status,
+        "pending"
+    );
 });
 
 on_both_backends!(two_approvers_at_once_execute_it_once, |app| {
@@ -94,11 +196,20 @@ on_both_backends!(two_approvers_at_once_execute_it_once, |app| {
     let ap = session(&app, "ap").await;
     let ap2 = session(&app, "ap2").await;
     let path = format!("/ops/v1/actions/{id}/approve");
-    let (a, b) = tokio::join!(post(&ap, &app, &path, approve_body()), post(&ap2, &app, &path, approve_body()));
+    let (a, b) = tokio::join!(
+        post(&ap, &app, &path, approve_body()),
+        post(&ap2, &app, &path, approve_body())
+    );
     let mut codes = [a.0, b.0];
     codes.sort();
     assert_eq!(codes, [200, 409], "{a:?} {b:?}");
-    assert_eq!(app.store.ledger_batch_count(&payment, "reversal").await.unwrap(), 1);
+    assert_eq!(
+        app.store
+            .ledger_batch_count(&payment, "reversal")
+            .await
+            .unwrap(),
+        1
+    );
 });
 
 on_both_backends!(a_request_whose_payment_moved_is_stale, |app| {
@@ -107,25 +218,55 @@ on_both_backends!(a_request_whose_payment_moved_is_stale, |app| {
     let op = session(&app, "op").await;
     let id = request_reverse(&op, &app, &payment).await;
     // A merchant refund moves the payment's version after the request.
-    let r = app.post(&format!("/v1/payments/{payment}/refunds"), Some("r-1"), &json!({"amount": 100})).await;
+    let r = app
+        .post(
+            &format!("/v1/payments/{payment}/refunds"),
+            Some("r-1"),
+            &json!({"amount": 100}),
+        )
+        .await;
     assert_eq!(r.status, 201);
     let ap = session(&app, "ap").await;
-    let (s, v) = post(&ap, &app, &format!("/ops/v1/actions/{id}/approve"), approve_body()).await;
+    let (s, v) = post(
+        &ap,
+        &app,
+        &format!("/ops/v1/actions/{id}/approve"),
+        approve_body(),
+    )
+    .await;
     assert_eq!((s, v["error"]["code"].as_str()), (409, Some("stale")));
-    assert_eq!(app.get(&format!("/v1/payments/{payment}")).await.json()["status"], "SUCCESS");
+    assert_eq!(
+        app.get(&format!("/v1/payments/{payment}")).await.json()["status"],
+        "SUCCESS"
+    );
 });
 
-on_both_backends!(an_expired_request_is_refused, |s| { s.action_ttl_secs = 1; }, |app| {
-    users(&app).await;
-    let payment = paid(&app, "o-1", 5_000).await;
-    let op = session(&app, "op").await;
-    let id = request_reverse(&op, &app, &payment).await;
-    tokio::time::sleep(Duration::from_millis(1_300)).await;
-    let ap = session(&app, "ap").await;
-    let (s, v) = post(&ap, &app, &format!("/ops/v1/actions/{id}/approve"), approve_body()).await;
-    assert_eq!((s, v["error"]["code"].as_str()), (409, Some("expired")));
-    assert_eq!(app.store.action(&id).await.unwrap().unwrap().status, "expired");
-});
+on_both_backends!(
+    an_expired_request_is_refused,
+    |s| {
+        s.action_ttl_secs = 1;
+    },
+    |app| {
+        users(&app).await;
+        let payment = paid(&app, "o-1", 5_000).await;
+        let op = session(&app, "op").await;
+        let id = request_reverse(&op, &app, &payment).await;
+        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        let ap = session(&app, "ap").await;
+        let (s, v) = post(
+            &ap,
+            &app,
+            &format!("/ops/v1/actions/{id}/approve"),
+            approve_body(),
+        )
+        .await;
+        assert_eq!((s, v["error"]["code"].as_str()), (409, Some("expired")));
+        assert_eq!(
+            app.store.action(&id).await.unwrap().unwrap().status,
+            "expired"
+        );
+    }
+);
 
 on_both_backends!(approval_needs_the_approvers_own_password, |app| {
     users(&app).await;
@@ -133,43 +274,126 @@ on_both_backends!(approval_needs_the_approvers_own_password, |app| {
     let op = session(&app, "op").await;
     let id = request_reverse(&op, &app, &payment).await;
     let ap = session(&app, "ap").await;
-    let (s, v) = post(&ap, &app, &format!("/ops/v1/actions/{id}/approve"), json!({"password": "not-my-password", "reason": "ok"})).await;
-    assert_eq!((s, v["error"]["code"].as_str()), (403, Some("password_mismatch")));
-    assert_eq!(app.store.action(&id).await.unwrap().unwrap().status, "pending");
+    let (s, v) = post(
+        &ap,
+        &app,
+        &format!("/ops/v1/actions/{id}/approve"),
+        json!({"password": "not-my-password", "reason": "ok"}),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (403, Some("password_mismatch"))
+    );
+    assert_eq!(
+        app.store.action(&id).await.unwrap().unwrap().status,
+        "pending"
+    );
 });
 
-on_both_backends!(force_follows_the_whitelist_and_bad_requests_get_stable_codes, |app| {
-    users(&app).await;
-    let payment = paid(&app, "o-1", 5_000).await;
-    let op = session(&app, "op").await;
-    let cases = [
-        (json!({"kind": "force_transition", "payment_id": payment, "reason": "r", "target_status": "FAILED", "evidence": "e"}), 400, "transition_not_allowed"),
-        (json!({"kind": "force_transition", "payment_id": payment, "reason": "r", "target_status": "NOPE", "evidence": "e"}), 400, "invalid_target"),
-        (json!({"kind": "refund_all", "payment_id": payment, "reason": "r"}), 400, "invalid_action"),
-        (json!({"kind": "reverse", "payment_id": payment, "reason": "  "}), 400, "invalid_reason"),
-        (json!({"kind": "reverse", "payment_id": payment, "reason": "x".repeat(1001)}), 400, "invalid_reason"),
-        (json!({"kind": "reverse", "payment_id": "pay_nope", "reason": "r"}), 404, "not_found"),
-        (json!({"kind": "reverse", "payment_id": payment}), 400, "invalid_request"),
-    ];
-    for (body, status, code) in cases {
-        let (s, v) = post(&op, &app, "/ops/v1/actions", body.clone()).await;
-        assert_eq!((s, v["error"]["code"].as_str()), (status, Some(code)), "{body}");
+on_both_backends!(
+    force_follows_the_whitelist_and_bad_requests_get_stable_codes,
+    |app| {
+        users(&app).await;
+        let payment = paid(&app, "o-1", 5_000).await;
+        let op = session(&app, "op").await;
+        let cases = [
+            (
+                json!({"kind": "force_transition", "payment_id": payment, "reason": "r", "target_status": "FAILED", "evidence": "e"}),
+                400,
+                "transition_not_allowed",
+            ),
+            (
+                json!({"kind": "force_transition", "payment_id": payment, "reason": "r", "target_status": "NOPE", "evidence": "e"}),
+                400,
+                "invalid_target",
+            ),
+            (
+                json!({"kind": "refund_all", "payment_id": payment, "reason": "r"}),
+                400,
+                "invalid_action",
+            ),
+            (
+                json!({"kind": "reverse", "payment_id": payment, "reason": "  "}),
+                400,
+                "invalid_reason",
+            ),
+            (
+                json!({"kind": "reverse", "payment_id": payment, "reason": "x".repeat(1001)}),
+                400,
+                "invalid_reason",
+            ),
+            (
+                json!({"kind": "reverse", "payment_id": "pay_nope", "reason": "r"}),
+                404,
+                "not_found",
+            ),
+            (
+                json!({"kind": "reverse", "payment_id": payment}),
+                400,
+                "invalid_request",
+            ),
+        ];
+        for (body, status, code) in cases {
+            let (s, v) = post(&op, &app, "/ops/v1/actions", body.clone()).await;
+            assert_eq!(
+                (s, v["error"]["code"].as_str()),
+                (status, Some(code)),
+                "{body}"
+            );
+        }
+        assert!(
+            app.store.actions(None, None, 10).await.unwrap().is_empty(),
+            "nothing written"
+        );
+        // One pending request per payment; someone else cannot cancel it.
+        let id = request_reverse(&op, &app, &payment).await;
+        let (s, v) = post(
+            &op,
+            &app,
+            "/ops/v1/actions",
+            json!({"kind": "reverse", "payment_id": payment, "reason": "again"}),
+        )
+        .await;
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (409, Some("action_pending"))
+        );
+        let op2 = session(&app, "op2").await;
+        let (s, v) = post(
+            &op2,
+            &app,
+            &format!("/ops/v1/actions/{id}/cancel"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (403, Some("not_requester"))
+        );
+        let (s, v) = post(
+            &op,
+            &app,
+            &format!("/ops/v1/actions/{id}/cancel"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(
+            (s, v["action"]["status"].as_str()),
+            (200, Some("cancelled"))
+        );
     }
-    assert!(app.store.actions(None, None, 10).await.unwrap().is_empty(), "nothing written");
-    // One pending request per payment; someone else cannot cancel it.
-    let id = request_reverse(&op, &app, &payment).await;
-    let (s, v) = post(&op, &app, "/ops/v1/actions", json!({"kind": "reverse", "payment_id": payment, "reason": "again"})).await;
-    assert_eq!((s, v["error"]["code"].as_str()), (409, Some("action_pending")));
-    let op2 = session(&app, "op2").await;
-    let (s, v) = post(&op2, &app, &format!("/ops/v1/actions/{id}/cancel"), json!({})).await;
-    assert_eq!((s, v["error"]["code"].as_str()), (403, Some("not_requester")));
-    let (s, v) = post(&op, &app, &format!("/ops/v1/actions/{id}/cancel"), json!({})).await;
-    assert_eq!((s, v["action"]["status"].as_str()), (200, Some("cancelled")));
-});
+);
 
 on_both_backends!(a_forced_unknown_to_failed_fences_the_key_first, |app| {
     users(&app).await;
-    let a = app.post("/v1/payments", Some("k-53"), &json!({"amount": 1053, "currency": "CNY", "merchant_order_id": "o-53"})).await;
+    let a = app
+        .post(
+            "/v1/payments",
+            Some("k-53"),
+            &json!({"amount": 1053, "currency": "CNY", "merchant_order_id": "o-53"}),
+        )
+        .await;
     assert_eq!(a.json()["status"], "UNKNOWN");
     let payment = a.json()["id"].as_str().unwrap().to_string();
     let op = session(&app, "op").await;
@@ -177,34 +401,99 @@ on_both_backends!(a_forced_unknown_to_failed_fences_the_key_first, |app| {
     assert_eq!(s, 201, "{v}");
     let id = v["action"]["id"].as_str().unwrap().to_string();
     let ap = session(&app, "ap").await;
-    let (s, v) = post(&ap, &app, &format!("/ops/v1/actions/{id}/approve"), approve_body()).await;
-    assert_eq!((s, v["action"]["status"].as_str()), (200, Some("executed")), "{v}");
-    assert_eq!(app.get(&format!("/v1/payments/{payment}")).await.json()["status"], "FAILED");
-    let key = app.store.payment(&payment).await.unwrap().unwrap().channel_key;
-    let channel = converge_server::channel::http::HttpChannel::new(&app.running.sandbox.as_ref().unwrap().url, Duration::from_secs(5));
+    let (s, v) = post(
+        &ap,
+        &app,
+        &format!("/ops/v1/actions/{id}/approve"),
+        approve_body(),
+    )
+    .await;
+    assert_eq!(
+        (s, v["action"]["status"].as_str()),
+        (200, Some("executed")),
+        "{v}"
+    );
+    assert_eq!(
+        app.get(&format!("/v1/payments/{payment}")).await.json()["status"],
+        "FAILED"
+    );
+    let key = app
+        .store
+        .payment(&payment)
+        .await
+        .unwrap()
+        .unwrap()
+        .channel_key;
+    let channel = converge_server::channel::http::HttpChannel::new(
+        &app.running.sandbox.as_ref().unwrap().url,
+        Duration::from_secs(5),
+    );
     use converge_server::channel::{Channel, QueryOutcome};
     assert_eq!(channel.query(&key).await, QueryOutcome::Cancelled);
 });
 
 on_both_backends!(query_and_retry_run_at_once_for_operators_only, |app| {
     users(&app).await;
-    let a = app.post("/v1/payments", Some("k-53"), &json!({"amount": 1053, "currency": "CNY", "merchant_order_id": "o-53"})).await;
+    let a = app
+        .post(
+            "/v1/payments",
+            Some("k-53"),
+            &json!({"amount": 1053, "currency": "CNY", "merchant_order_id": "o-53"}),
+        )
+        .await;
     let payment = a.json()["id"].as_str().unwrap().to_string();
     for role in ["view", "ap", "aud", "adm"] {
         let c = session(&app, role).await;
-        let (s, _) = post(&c, &app, "/ops/v1/actions", json!({"kind": "query", "payment_id": payment, "reason": "check"})).await;
+        let (s, _) = post(
+            &c,
+            &app,
+            "/ops/v1/actions",
+            json!({"kind": "query", "payment_id": payment, "reason": "check"}),
+        )
+        .await;
         assert_eq!(s, 403, "{role} may not request actions");
     }
     let op = session(&app, "op").await;
-    let (s, v) = post(&op, &app, "/ops/v1/actions", json!({"kind": "query", "payment_id": payment, "reason": "check"})).await;
-    assert_eq!((s, v["action"]["status"].as_str()), (201, Some("executed")), "{v}");
-    let (s, v) = post(&op, &app, "/ops/v1/actions", json!({"kind": "retry", "payment_id": payment, "reason": "run the query now"})).await;
-    assert_eq!((s, v["action"]["status"].as_str()), (201, Some("executed")), "{v}");
-    assert!(v["action"]["result"].as_str().unwrap().contains("jobs_woken"));
+    let (s, v) = post(
+        &op,
+        &app,
+        "/ops/v1/actions",
+        json!({"kind": "query", "payment_id": payment, "reason": "check"}),
+    )
+    .await;
+    assert_eq!(
+        (s, v["action"]["status"].as_str()),
+        (201, Some("executed")),
+        "{v}"
+    );
+    let (s, v) = post(
+        &op,
+        &app,
+        "/ops/v1/actions",
+        json!({"kind": "retry", "payment_id": payment, "reason": "run the query now"}),
+    )
+    .await;
+    assert_eq!(
+        (s, v["action"]["status"].as_str()),
+        (201, Some("executed")),
+        "{v}"
+    );
+    assert!(
+        v["action"]["result"]
+            .as_str()
+            .unwrap()
+            .contains("jobs_woken")
+    );
     // Approving needs the approver role.
     let id = request_reverse(&op, &app, &paid(&app, "o-2", 100).await).await;
     let op2 = session(&app, "op2").await;
-    let (s, _) = post(&op2, &app, &format!("/ops/v1/actions/{id}/approve"), approve_body()).await;
+    let (s, _) = post(
+        &op2,
+        &app,
+        &format!("/ops/v1/actions/{id}/approve"),
+        approve_body(),
+    )
+    .await;
     assert_eq!(s, 403);
 });
 
@@ -213,37 +502,85 @@ on_both_backends!(concurrent_appends_keep_one_valid_chain, |app| {
     for i in 0..20 {
         let store = app.store.clone();
         tasks.push(tokio::spawn(async move {
-            let e = AuditEntry { at: i, actor: format!("u{i}"), roles: "operator".into(), action: "test".into(), target: "t".into(), reason: String::new(), before: String::new(), after: String::new(), meta: "{}".into() };
+            let e = AuditEntry {
+                at: i,
+                actor: format!("u{i}"),
+                roles: "operator".into(),
+                action: "test".into(),
+                target: "t".into(),
+                reason: String::new(),
+                before: String::new(),
+                after: String::new(),
+                meta: "{}".into(),
+            };
             store.append_audit(&e).await.unwrap()
         }));
     }
     for t in tasks {
         t.await.unwrap();
     }
-    let (records, head, broken) = converge_server::ops::audit::verify(app.store.as_ref()).await.unwrap();
+    let (records, head, broken) = converge_server::ops::audit::verify(app.store.as_ref())
+        .await
+        .unwrap();
     assert_eq!((records, head.seq), (20, 20));
     assert!(broken.is_none(), "{broken:?}");
 });
 
 on_both_backends!(an_edited_audit_row_is_detected_at_that_row, |app| {
     for i in 0..5 {
-        let e = AuditEntry { at: i, actor: "alice".into(), roles: "operator".into(), action: "test".into(), target: "t".into(), reason: "why".into(), before: String::new(), after: String::new(), meta: "{}".into() };
+        let e = AuditEntry {
+            at: i,
+            actor: "alice".into(),
+            roles: "operator".into(),
+            action: "test".into(),
+            target: "t".into(),
+            reason: "why".into(),
+            before: String::new(),
+            after: String::new(),
+            meta: "{}".into(),
+        };
         app.store.append_audit(&e).await.unwrap();
     }
     // The table refuses edits; an attacker with DDL rights drops the guard first.
     match app.store.db_pool() {
         DbPool::Sqlite(p) => {
-            assert!(sqlx::query("UPDATE audit_log SET reason = 'x' WHERE seq = 3").execute(&p).await.is_err(), "trigger refuses");
-            sqlx::query("DROP TRIGGER audit_log_no_update").execute(&p).await.unwrap();
-            sqlx::query("UPDATE audit_log SET reason = 'nothing happened' WHERE seq = 3").execute(&p).await.unwrap();
+            assert!(
+                sqlx::query("UPDATE audit_log SET reason = 'x' WHERE seq = 3")
+                    .execute(&p)
+                    .await
+                    .is_err(),
+                "trigger refuses"
+            );
+            sqlx::query("DROP TRIGGER audit_log_no_update")
+                .execute(&p)
+                .await
+                .unwrap();
+            sqlx::query("UPDATE audit_log SET reason = 'nothing happened' WHERE seq = 3")
+                .execute(&p)
+                .await
+                .unwrap();
         }
         DbPool::Postgres(p) => {
-            assert!(sqlx::query("UPDATE audit_log SET reason = 'x' WHERE seq = 3").execute(&p).await.is_err(), "trigger refuses");
-            sqlx::query("ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update_or_delete").execute(&p).await.unwrap();
-            sqlx::query("UPDATE audit_log SET reason = 'nothing happened' WHERE seq = 3").execute(&p).await.unwrap();
+            assert!(
+                sqlx::query("UPDATE audit_log SET reason = 'x' WHERE seq = 3")
+                    .execute(&p)
+                    .await
+                    .is_err(),
+                "trigger refuses"
+            );
+            sqlx::query("ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update_or_delete")
+                .execute(&p)
+                .await
+                .unwrap();
+            sqlx::query("UPDATE audit_log SET reason = 'nothing happened' WHERE seq = 3")
+                .execute(&p)
+                .await
+                .unwrap();
         }
     }
-    let (_, _, broken) = converge_server::ops::audit::verify(app.store.as_ref()).await.unwrap();
+    let (_, _, broken) = converge_server::ops::audit::verify(app.store.as_ref())
+        .await
+        .unwrap();
     assert_eq!(broken.unwrap().seq, 3);
 });
 
@@ -252,17 +589,47 @@ async fn bulk_audit(app: &TestApp, n: i64, reason: impl Fn(i64) -> String) {
     let (mut seq, mut hash) = (0, GENESIS.to_string());
     let mut batch = Vec::new();
     for i in 1..=n {
-        let r = chain(seq, &hash, AuditEntry { at: i, actor: format!("u{}", i % 7), roles: "operator".into(), action: "test".into(), target: format!("payment:pay_{i}"), reason: reason(i), before: "{}".into(), after: "{}".into(), meta: "{}".into() });
+        let r = chain(
+            seq,
+            &hash,
+            AuditEntry {
+                at: i,
+                actor: format!("u{}", i % 7),
+                roles: "operator".into(),
+                action: "test".into(),
+                target: format!("payment:pay_{i}"),
+                reason: reason(i),
+                before: "{}".into(),
+                after: "{}".into(),
+                meta: "{}".into(),
+            },
+        );
         seq = r.seq;
         hash = r.hash.clone();
         batch.push(r);
         if batch.len() == 500 || i == n {
-            let mut sql = String::from("INSERT INTO audit_log (seq, at, actor, roles, action, target, reason, before_state, after_state, request_meta, prev_hash, hash) VALUES ");
+            let mut sql = String::from(
+                "INSERT INTO audit_log (seq, at, actor, roles, action, target, reason, before_state, after_state, request_meta, prev_hash, hash) VALUES ",
+            );
             let rows: Vec<String> = batch
                 .iter()
                 .map(|r| {
                     let q = |s: &str| format!("'{}'", s.replace('\'', "''"));
-                    format!("({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})", r.seq, r.at, q(&r.actor), q(&r.roles), q(&r.action), q(&r.target), q(&r.reason), q(&r.before_state), q(&r.after_state), q(&r.request_meta), q(&r.prev_hash), q(&r.hash))
+                    format!(
+                        "({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                        r.seq,
+                        r.at,
+                        q(&r.actor),
+                        q(&r.roles),
+                        q(&r.action),
+                        q(&r.target),
+                        q(&r.reason),
+                        q(&r.before_state),
+                        q(&r.after_state),
+                        q(&r.request_meta),
+                        q(&r.prev_hash),
+                        q(&r.hash)
+                    )
                 })
                 .collect();
             sql.push_str(&rows.join(","));
@@ -276,38 +643,97 @@ async fn bulk_audit(app: &TestApp, n: i64, reason: impl Fn(i64) -> String) {
     }
 }
 
-on_both_backends!(a_100k_row_export_streams_and_round_trips_through_a_csv_parser, |app| {
-    users(&app).await;
-    bulk_audit(&app, 100_000, |i| if i == 7 { "=HYPERLINK(\"http://evil\")".into() } else { format!("reason {i}") }).await;
-    let aud = session(&app, "aud").await;
-    let r = aud.get(format!("{}/ops/v1/audit/export?format=csv", app.base)).send().await.unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    let head = r.headers().get("converge-audit-head").unwrap().to_str().unwrap().to_string();
-    assert!(head.starts_with("100002 "), "{head}"); // 100k + the login + the export itself
-    let body = r.bytes().await.unwrap();
-    let mut reader = csv::Reader::from_reader(body.as_ref());
-    assert_eq!(reader.headers().unwrap().iter().collect::<Vec<_>>(), converge_server::ops::audit::CSV_HEADER);
-    let mut n = 0;
-    for row in reader.records() {
-        let row = row.unwrap();
-        n += 1;
-        if &row[0] == "7" {
-            assert_eq!(&row[6], "'=HYPERLINK(\"http://evil\")", "formula neutralised");
+on_both_backends!(
+    a_100k_row_export_streams_and_round_trips_through_a_csv_parser,
+    |app| {
+        users(&app).await;
+        bulk_audit(&app, 100_000, |i| {
+            if i == 7 {
+                "=HYPERLINK(\"http://evil\")".into()
+            } else {
+                format!("reason {i}")
+            }
+        })
+        .await;
+        let aud = session(&app, "aud").await;
+        let r = aud
+            .get(format!("{}/ops/v1/audit/export?format=csv", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let head = r
+            .headers()
+            .get("converge-audit-head")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(head.starts_with("100002 "), "{head}"); // 100k + the login + the export itself
+        let body = r.bytes().await.unwrap();
+        let mut reader = csv::Reader::from_reader(body.as_ref());
+        assert_eq!(
+            reader.headers().unwrap().iter().collect::<Vec<_>>(),
+            converge_server::ops::audit::CSV_HEADER
+        );
+        let mut n = 0;
+        for row in reader.records() {
+            let row = row.unwrap();
+            n += 1;
+            if &row[0] == "7" {
+                assert_eq!(
+                    &row[6], "'=HYPERLINK(\"http://evil\")",
+                    "formula neutralised"
+                );
+            }
         }
+        assert!(n >= 100_000, "{n} rows");
+        // The NDJSON export is exact and verifies.
+        let r = aud
+            .get(format!(
+                "{}/ops/v1/audit/export?format=ndjson&actor=u3",
+                app.base
+            ))
+            .send()
+            .await
+            .unwrap();
+        let text = r.text().await.unwrap();
+        assert!(
+            text.lines()
+                .all(|l| serde_json::from_str::<Value>(l).unwrap()["actor"] == "u3")
+        );
+        let (s, v) = {
+            let r = aud
+                .get(format!("{}/ops/v1/audit/verify", app.base))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        };
+        assert_eq!((s, v["ok"].as_bool()), (200, Some(true)), "{v}");
+        // Only auditors export.
+        let op = session(&app, "op").await;
+        assert_eq!(
+            op.get(format!("{}/ops/v1/audit/export", app.base))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+            403
+        );
+        let exports = app
+            .store
+            .audit_page(
+                0,
+                200_000,
+                &converge_server::store::AuditFilter {
+                    action: Some("audit_export".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(exports.len(), 2, "each export is audited");
     }
-    assert!(n >= 100_000, "{n} rows");
-    // The NDJSON export is exact and verifies.
-    let r = aud.get(format!("{}/ops/v1/audit/export?format=ndjson&actor=u3", app.base)).send().await.unwrap();
-    let text = r.text().await.unwrap();
-    assert!(text.lines().all(|l| serde_json::from_str::<Value>(l).unwrap()["actor"] == "u3"));
-    let (s, v) = {
-        let r = aud.get(format!("{}/ops/v1/audit/verify", app.base)).send().await.unwrap();
-        (r.status().as_u16(), r.json::<Value>().await.unwrap())
-    };
-    assert_eq!((s, v["ok"].as_bool()), (200, Some(true)), "{v}");
-    // Only auditors export.
-    let op = session(&app, "op").await;
-    assert_eq!(op.get(format!("{}/ops/v1/audit/export", app.base)).send().await.unwrap().status().as_u16(), 403);
-    let exports = app.store.audit_page(0, 200_000, &converge_server::store::AuditFilter { action: Some("audit_export".into()), ..Default::default() }).await.unwrap();
-    assert_eq!(exports.len(), 2, "each export is audited");
-});
+);

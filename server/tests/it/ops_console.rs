@@ -12,71 +12,114 @@ use crate::support::TestApp;
 const PASSWORD: &str = "correct-horse-battery";
 
 async fn user(app: &TestApp, name: &str, roles: &str) {
-    add_user(app.store.as_ref(), &PasswordHasherPool::new(1), name, roles, PASSWORD, 0).await.expect("user");
+    add_user(
+        app.store.as_ref(),
+        &PasswordHasherPool::new(1),
+        name,
+        roles,
+        PASSWORD,
+        0,
+    )
+    .await
+    .expect("user");
 }
 
 /// A browser-like client with its own cookie jar.
 fn browser() -> reqwest::Client {
-    reqwest::Client::builder().cookie_store(true).build().expect("client")
+    reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .expect("client")
 }
 
 async fn post(c: &reqwest::Client, app: &TestApp, path: &str, body: &Value) -> (u16, Value) {
-    let r = c.post(format!("{}{path}", app.base)).json(body).send().await.expect("sent");
+    let r = c
+        .post(format!("{}{path}", app.base))
+        .json(body)
+        .send()
+        .await
+        .expect("sent");
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
 async fn get(c: &reqwest::Client, app: &TestApp, path: &str) -> (u16, Value) {
-    let r = c.get(format!("{}{path}", app.base)).send().await.expect("sent");
+    let r = c
+        .get(format!("{}{path}", app.base))
+        .send()
+        .await
+        .expect("sent");
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
 async fn login(app: &TestApp, name: &str, password: &str) -> (reqwest::Client, u16, Value) {
     let c = browser();
-    let (s, v) = post(&c, app, "/ops/v1/login", &json!({"username": name, "password": password})).await;
+    let (s, v) = post(
+        &c,
+        app,
+        "/ops/v1/login",
+        &json!({"username": name, "password": password}),
+    )
+    .await;
     (c, s, v)
 }
 
-on_both_backends!(unknown_user_wrong_password_and_disabled_user_get_one_answer, |app| {
-    user(&app, "alice", "viewer").await;
-    user(&app, "dora", "viewer").await;
-    converge_server::ops::users::set_disabled(app.store.as_ref(), "dora", true, 1).await.unwrap();
-    let (_, s1, b1) = login(&app, "nobody", PASSWORD).await;
-    let (_, s2, b2) = login(&app, "alice", "wrong-password-123").await;
-    let (_, s3, b3) = login(&app, "dora", PASSWORD).await;
-    assert_eq!((s1, s2, s3), (401, 401, 401));
-    assert_eq!(b1, b2);
-    assert_eq!(b2, b3);
-    assert_eq!(b1["error"]["code"], "invalid_credentials");
-    let (_, ok, me) = login(&app, "alice", PASSWORD).await;
-    assert_eq!((ok, me["username"].as_str()), (200, Some("alice")));
-});
+on_both_backends!(
+    unknown_user_wrong_password_and_disabled_user_get_one_answer,
+    |app| {
+        user(&app, "alice", "viewer").await;
+        user(&app, "dora", "viewer").await;
+        converge_server::ops::users::set_disabled(app.store.as_ref(), "dora", true, 1)
+            .await
+            .unwrap();
+        let (_, s1, b1) = login(&app, "nobody", PASSWORD).await;
+        let (_, s2, b2) = login(&app, "alice", "wrong-password-123").await;
+        let (_, s3, b3) = login(&app, "dora", PASSWORD).await;
+        assert_eq!((s1, s2, s3), (401, 401, 401));
+        assert_eq!(b1, b2);
+        assert_eq!(b2, b3);
+        assert_eq!(b1["error"]["code"], "invalid_credentials");
+        let (_, ok, me) = login(&app, "alice", PASSWORD).await;
+        assert_eq!((ok, me["username"].as_str()), (200, Some("alice")));
+    }
+);
 
 on_both_backends!(stored_passwords_are_argon2id_with_owasp_parameters, |app| {
     user(&app, "alice", "viewer").await;
     let u = app.store.user_by_name("alice").await.unwrap().unwrap();
-    assert!(u.password_hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{}", u.password_hash);
+    assert!(
+        u.password_hash
+            .starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
+        "{}",
+        u.password_hash
+    );
 });
 
-on_both_backends!(login_attempts_are_rate_limited_per_user, |s| { s.login_limit_per_user = 3; }, |app| {
-    user(&app, "alice", "viewer").await;
-    for _ in 0..3 {
-        assert_eq!(login(&app, "alice", "wrong-password-123").await.1, 401);
+on_both_backends!(
+    login_attempts_are_rate_limited_per_user,
+    |s| {
+        s.login_limit_per_user = 3;
+    },
+    |app| {
+        user(&app, "alice", "viewer").await;
+        for _ in 0..3 {
+            assert_eq!(login(&app, "alice", "wrong-password-123").await.1, 401);
+        }
+        let c = browser();
+        let r = c
+            .post(format!("{}/ops/v1/login", app.base))
+            .json(&json!({"username": "alice", "password": PASSWORD}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 429, "even the right password waits");
+        assert!(r.headers().get("retry-after").is_some());
+        // Another user from the same address is not blocked by alice's limit.
+        user(&app, "bob", "viewer").await;
+        assert_eq!(login(&app, "bob", PASSWORD).await.1, 200);
     }
-    let c = browser();
-    let r = c
-        .post(format!("{}/ops/v1/login", app.base))
-        .json(&json!({"username": "alice", "password": PASSWORD}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 429, "even the right password waits");
-    assert!(r.headers().get("retry-after").is_some());
-    // Another user from the same address is not blocked by alice's limit.
-    user(&app, "bob", "viewer").await;
-    assert_eq!(login(&app, "bob", PASSWORD).await.1, 200);
-});
+);
 
 on_both_backends!(login_renews_the_session_id_and_logout_destroys_it, |app| {
     user(&app, "alice", "viewer").await;
@@ -87,46 +130,107 @@ on_both_backends!(login_renews_the_session_id_and_logout_destroys_it, |app| {
         .send()
         .await
         .unwrap();
-    let cookie_a = first.headers().get("set-cookie").unwrap().to_str().unwrap().split(';').next().unwrap().to_string();
-    assert!(first.headers().get("set-cookie").unwrap().to_str().unwrap().contains("HttpOnly"));
-    assert!(first.headers().get("set-cookie").unwrap().to_str().unwrap().contains("SameSite=Strict"));
+    let cookie_a = first
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        first
+            .headers()
+            .get("set-cookie")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .contains("HttpOnly")
+    );
+    assert!(
+        first
+            .headers()
+            .get("set-cookie")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .contains("SameSite=Strict")
+    );
     let second = c
         .post(format!("{}/ops/v1/login", app.base))
         .json(&json!({"username": "alice", "password": PASSWORD}))
         .send()
         .await
         .unwrap();
-    let cookie_b = second.headers().get("set-cookie").unwrap().to_str().unwrap().split(';').next().unwrap().to_string();
+    let cookie_b = second
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
     assert_ne!(cookie_a, cookie_b, "a login issues a new session id");
     let plain = reqwest::Client::new();
-    let old = plain.get(format!("{}/ops/v1/me", app.base)).header("cookie", &cookie_a).send().await.unwrap();
+    let old = plain
+        .get(format!("{}/ops/v1/me", app.base))
+        .header("cookie", &cookie_a)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(old.status().as_u16(), 401, "the pre-login id is dead");
-    let cur = plain.get(format!("{}/ops/v1/me", app.base)).header("cookie", &cookie_b).send().await.unwrap();
+    let cur = plain
+        .get(format!("{}/ops/v1/me", app.base))
+        .header("cookie", &cookie_b)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(cur.status().as_u16(), 200);
     assert_eq!(post(&c, &app, "/ops/v1/logout", &json!({})).await.0, 204);
-    let after = plain.get(format!("{}/ops/v1/me", app.base)).header("cookie", &cookie_b).send().await.unwrap();
+    let after = plain
+        .get(format!("{}/ops/v1/me", app.base))
+        .header("cookie", &cookie_b)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(after.status().as_u16(), 401, "logout destroyed the session");
 });
 
-on_both_backends!(an_idle_session_expires, |s| { s.idle_timeout_secs = 1; }, |app| {
-    user(&app, "alice", "viewer").await;
-    let (c, s, _) = login(&app, "alice", PASSWORD).await;
-    assert_eq!(s, 200);
-    assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 200);
-    tokio::time::sleep(Duration::from_millis(2_200)).await;
-    assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 401);
-});
-
-on_both_backends!(an_active_session_still_ends_at_the_absolute_timeout, |s| { s.absolute_timeout_secs = 2; }, |app| {
-    user(&app, "alice", "viewer").await;
-    let (c, _, _) = login(&app, "alice", PASSWORD).await;
-    for _ in 0..3 {
+on_both_backends!(
+    an_idle_session_expires,
+    |s| {
+        s.idle_timeout_secs = 1;
+    },
+    |app| {
+        user(&app, "alice", "viewer").await;
+        let (c, s, _) = login(&app, "alice", PASSWORD).await;
+        assert_eq!(s, 200);
         assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 200);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(2_200)).await;
+        assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 401);
     }
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 401);
-});
+);
+
+on_both_backends!(
+    an_active_session_still_ends_at_the_absolute_timeout,
+    |s| {
+        s.absolute_timeout_secs = 2;
+    },
+    |app| {
+        user(&app, "alice", "viewer").await;
+        let (c, _, _) = login(&app, "alice", PASSWORD).await;
+        for _ in 0..3 {
+            assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 200);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 401);
+    }
+);
 
 on_both_backends!(disabling_a_user_ends_its_sessions, |app| {
     user(&app, "alice", "viewer").await;
@@ -134,7 +238,12 @@ on_both_backends!(disabling_a_user_ends_its_sessions, |app| {
     let (alice, _, _) = login(&app, "alice", PASSWORD).await;
     let (admin, _, _) = login(&app, "root", PASSWORD).await;
     assert_eq!(get(&alice, &app, "/ops/v1/me").await.0, 200);
-    assert_eq!(post(&admin, &app, "/ops/v1/users/alice/disable", &json!({})).await.0, 204);
+    assert_eq!(
+        post(&admin, &app, "/ops/v1/users/alice/disable", &json!({}))
+            .await
+            .0,
+        204
+    );
     assert_eq!(get(&alice, &app, "/ops/v1/me").await.0, 401);
     assert_eq!(login(&app, "alice", PASSWORD).await.1, 401);
 });
@@ -178,29 +287,83 @@ on_both_backends!(cross_origin_and_non_json_writes_are_refused, |app| {
 });
 
 /// (method, path, body) of every /ops/v1 endpoint after login, with the roles allowed.
-fn endpoints(payment: &str, item: i64) -> Vec<(&'static str, String, Value, &'static [&'static str])> {
+fn endpoints(
+    payment: &str,
+    item: i64,
+) -> Vec<(&'static str, String, Value, &'static [&'static str])> {
     const ANY: &[&str] = &["viewer", "operator", "approver", "auditor", "admin"];
     vec![
         ("GET", "/ops/v1/me".into(), Value::Null, ANY),
         ("GET", "/ops/v1/dashboard".into(), Value::Null, ANY),
         ("GET", "/ops/v1/merchants".into(), Value::Null, ANY),
-        ("GET", "/ops/v1/payments?status=SUCCESS".into(), Value::Null, ANY),
-        ("GET", format!("/ops/v1/payments/{payment}"), Value::Null, ANY),
-        ("GET", "/ops/v1/error-pool?status=open".into(), Value::Null, ANY),
-        ("POST", format!("/ops/v1/error-pool/{item}/resolve"), json!({"note": "checked with the channel"}), &["operator"]),
+        (
+            "GET",
+            "/ops/v1/payments?status=SUCCESS".into(),
+            Value::Null,
+            ANY,
+        ),
+        (
+            "GET",
+            format!("/ops/v1/payments/{payment}"),
+            Value::Null,
+            ANY,
+        ),
+        (
+            "GET",
+            "/ops/v1/error-pool?status=open".into(),
+            Value::Null,
+            ANY,
+        ),
+        (
+            "POST",
+            format!("/ops/v1/error-pool/{item}/resolve"),
+            json!({"note": "checked with the channel"}),
+            &["operator"],
+        ),
         ("GET", "/ops/v1/users".into(), Value::Null, &["admin"]),
-        ("POST", "/ops/v1/users".into(), json!({"username": "new-user", "roles": "viewer", "password": PASSWORD}), &["admin"]),
-        ("POST", "/ops/v1/users/target/roles".into(), json!({"roles": "viewer,auditor"}), &["admin"]),
-        ("POST", "/ops/v1/users/target/password".into(), json!({"password": "another-long-password"}), &["admin"]),
-        ("POST", "/ops/v1/users/target/disable".into(), json!({}), &["admin"]),
-        ("POST", "/ops/v1/users/target/enable".into(), json!({}), &["admin"]),
+        (
+            "POST",
+            "/ops/v1/users".into(),
+            json!({"username": "new-user", "roles": "viewer", "password": PASSWORD}),
+            &["admin"],
+        ),
+        (
+            "POST",
+            "/ops/v1/users/target/roles".into(),
+            json!({"roles": "viewer,auditor"}),
+            &["admin"],
+        ),
+        (
+            "POST",
+            "/ops/v1/users/target/password".into(),
+            json!({"password": "another-long-password"}),
+            &["admin"],
+        ),
+        (
+            "POST",
+            "/ops/v1/users/target/disable".into(),
+            json!({}),
+            &["admin"],
+        ),
+        (
+            "POST",
+            "/ops/v1/users/target/enable".into(),
+            json!({}),
+            &["admin"],
+        ),
     ]
 }
 
 on_both_backends!(every_endpoint_checks_every_role_on_the_server, |app| {
     // A payment and an open error-pool item to point at.
     app.store.set_merchant_frozen("acme", true).await.unwrap();
-    let a = app.post("/v1/payments", Some("k-1"), &json!({"amount": 100, "currency": "CNY", "merchant_order_id": "o-1"})).await;
+    let a = app
+        .post(
+            "/v1/payments",
+            Some("k-1"),
+            &json!({"amount": 100, "currency": "CNY", "merchant_order_id": "o-1"}),
+        )
+        .await;
     let payment = a.json()["id"].as_str().unwrap().to_string();
     let item = app.store.payment_error_items(&payment).await.unwrap()[0].id;
     let roles = ["viewer", "operator", "approver", "auditor", "admin"];
@@ -210,14 +373,22 @@ on_both_backends!(every_endpoint_checks_every_role_on_the_server, |app| {
     user(&app, "target", "viewer").await;
     let anonymous = browser();
     for (method, path, body, _) in endpoints(&payment, item) {
-        let (s, _) = if method == "GET" { get(&anonymous, &app, &path).await } else { post(&anonymous, &app, &path, &body).await };
+        let (s, _) = if method == "GET" {
+            get(&anonymous, &app, &path).await
+        } else {
+            post(&anonymous, &app, &path, &body).await
+        };
         assert_eq!(s, 401, "anonymous {method} {path}");
     }
     for role in roles {
         let (c, s, _) = login(&app, &format!("u-{role}"), PASSWORD).await;
         assert_eq!(s, 200);
         for (method, path, body, allowed) in endpoints(&payment, item) {
-            let (s, v) = if method == "GET" { get(&c, &app, &path).await } else { post(&c, &app, &path, &body).await };
+            let (s, v) = if method == "GET" {
+                get(&c, &app, &path).await
+            } else {
+                post(&c, &app, &path, &body).await
+            };
             if allowed.contains(&role) {
                 assert!(s < 400 || s == 409, "{role} {method} {path}: {s} {v}");
             } else {
@@ -227,32 +398,56 @@ on_both_backends!(every_endpoint_checks_every_role_on_the_server, |app| {
         }
     }
     let resolved = app.store.error_item(item).await.unwrap().unwrap();
-    assert_eq!((resolved.status.as_str(), resolved.resolved_by.as_deref()), ("resolved", Some("u-operator")));
+    assert_eq!(
+        (resolved.status.as_str(), resolved.resolved_by.as_deref()),
+        ("resolved", Some("u-operator"))
+    );
 });
 
 on_both_backends!(payment_search_pages_and_detail_tells_the_story, |app| {
     user(&app, "alice", "viewer").await;
     for i in 0..5 {
-        app.post("/v1/payments", Some(&format!("k-{i}")), &json!({"amount": 1000 + i, "currency": "CNY", "merchant_order_id": format!("o-{i}")})).await;
+        app.post(
+            "/v1/payments",
+            Some(&format!("k-{i}")),
+            &json!({"amount": 1000 + i, "currency": "CNY", "merchant_order_id": format!("o-{i}")}),
+        )
+        .await;
     }
     let (c, _, _) = login(&app, "alice", PASSWORD).await;
     let (s, page1) = get(&c, &app, "/ops/v1/payments?merchant=acme&limit=3").await;
     assert_eq!(s, 200);
     assert_eq!(page1["items"].as_array().unwrap().len(), 3);
     let next = page1["next"].as_str().unwrap();
-    let (_, page2) = get(&c, &app, &format!("/ops/v1/payments?merchant=acme&limit=3&after={next}")).await;
+    let (_, page2) = get(
+        &c,
+        &app,
+        &format!("/ops/v1/payments?merchant=acme&limit=3&after={next}"),
+    )
+    .await;
     assert_eq!(page2["items"].as_array().unwrap().len(), 2);
     let (_, by_order) = get(&c, &app, "/ops/v1/payments?order=o-2").await;
     let id = by_order["items"][0]["id"].as_str().unwrap().to_string();
     let (s, d) = get(&c, &app, &format!("/ops/v1/payments/{id}")).await;
     assert_eq!(s, 200);
     assert_eq!(d["merchant"], "acme");
-    let applied: Vec<&str> =
-        d["events"].as_array().unwrap().iter().filter(|e| e["applied"] == true).map(|e| e["event"].as_str().unwrap()).collect();
-    assert_eq!(applied, ["created", "submit", "channel_succeeded", "ledger_posted"]);
+    let applied: Vec<&str> = d["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["applied"] == true)
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        applied,
+        ["created", "submit", "channel_succeeded", "ledger_posted"]
+    );
     assert_eq!(d["ledger"].as_array().unwrap().len(), 2);
     assert_eq!(get(&c, &app, "/ops/v1/payments?status=BOGUS").await.0, 400);
-    assert_eq!(get(&c, &app, "/ops/v1/payments?from=yesterday").await.0, 400);
+    assert_eq!(
+        get(&c, &app, "/ops/v1/payments?from=yesterday").await.0,
+        400
+    );
     assert_eq!(get(&c, &app, "/ops/v1/payments/pay_missing").await.0, 404);
 });
 
@@ -266,6 +461,18 @@ on_both_backends!(dashboard_counts_replays_and_stuck_payments, |app| {
     let (s, d) = get(&c, &app, "/ops/v1/dashboard").await;
     assert_eq!(s, 200);
     let w5 = &d["idempotency"]["windows"][0];
-    assert_eq!((w5["keyed"].as_i64(), w5["replays"].as_i64()), (Some(2), Some(1)), "{w5}");
-    assert_eq!(d["queue"]["kinds"].as_array().unwrap().iter().find(|k| k["kind"] == "query").unwrap()["due"], 1);
+    assert_eq!(
+        (w5["keyed"].as_i64(), w5["replays"].as_i64()),
+        (Some(2), Some(1)),
+        "{w5}"
+    );
+    assert_eq!(
+        d["queue"]["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["kind"] == "query")
+            .unwrap()["due"],
+        1
+    );
 });

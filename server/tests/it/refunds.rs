@@ -245,7 +245,14 @@ on_both_backends!(
 
 /// What a refund request that crashed leaves behind: a running claim on `key` (lapsing after
 /// `lease_ms`) whose recovery point is `refund_id`, recorded before anything was reserved.
-async fn crashed_refund_claim(app: &TestApp, p: &Value, key: &str, body: &Value, refund_id: &str) {
+async fn crashed_refund_claim(
+    app: &TestApp,
+    p: &Value,
+    key: &str,
+    body: &Value,
+    refund_id: &str,
+    lease_ms: i64,
+) {
     use converge_server::domain::clock::{Clock, SystemClock};
     use converge_server::domain::fingerprint::fingerprint;
     use converge_server::store::{ClaimResult, KeyClaim, KeyRef};
@@ -257,7 +264,7 @@ async fn crashed_refund_claim(app: &TestApp, p: &Value, key: &str, body: &Value,
         route: "POST /v1/payments/{id}/refunds".into(),
         fingerprint: fingerprint(body),
         lease_token: converge_server::service::ids::new_token(),
-        lease_expires_at: now + 300,
+        lease_expires_at: now + lease_ms,
         now,
         expires_at: now + 86_400_000,
     };
@@ -297,7 +304,16 @@ on_both_backends!(
     |app| {
         let p = payment(&app, "o-1", 1000, "CNY").await;
         let body = json!({"amount": 400});
-        crashed_refund_claim(&app, &p, "r-crash", &body, "re_crashed000000000000000001").await;
+        // A lease long enough that the immediate retry surely falls within it.
+        crashed_refund_claim(
+            &app,
+            &p,
+            "r-crash",
+            &body,
+            "re_crashed000000000000000001",
+            1_000,
+        )
+        .await;
         app.post(&refunds_path(&p), Some("r-crash"), &body)
             .await
             .assert_error(409, "idempotency_key_in_use");
@@ -317,7 +333,15 @@ on_both_backends!(
         use converge_server::store::{CreateRefund, NewRefund};
         let p = payment(&app, "o-1", 1000, "CNY").await;
         let body = json!({"amount": 700});
-        crashed_refund_claim(&app, &p, "r-crash", &body, "re_crashed000000000000000002").await;
+        crashed_refund_claim(
+            &app,
+            &p,
+            "r-crash",
+            &body,
+            "re_crashed000000000000000002",
+            300,
+        )
+        .await;
         // The crashed request got as far as reserving its refund.
         let now = chrono::Utc::now().timestamp_millis();
         let reserved = app

@@ -544,3 +544,77 @@ async fn the_sandbox_lists_charges_in_pages_with_attempts_and_refunds() {
     assert_eq!(all.len(), 3);
     sb.shutdown().await;
 }
+
+store_conformance!(
+    verify_checks_the_audit_chain_and_names_an_edited_record,
+    |store| {
+        use converge_server::domain::audit::AuditEntry;
+        use converge_server::verify::AuditChain;
+        let window = Window {
+            now_ms: NOW,
+            window_ms: 60_000,
+        };
+        let empty = verify::run(&*store, None, window).await.unwrap();
+        assert_eq!(empty.audit, AuditChain::Verified { records: 0 });
+        for n in 1..=3 {
+            let e = AuditEntry {
+                at: NOW + n,
+                actor: "alice".into(),
+                roles: "operator".into(),
+                action: "login".into(),
+                target: "user:alice".into(),
+                reason: format!("r{n}"),
+                before: String::new(),
+                after: String::new(),
+                meta: "{}".into(),
+            };
+            store.append_audit(&e).await.unwrap();
+        }
+        let report = verify::run(&*store, None, window).await.unwrap();
+        assert_eq!(report.audit, AuditChain::Verified { records: 3 });
+        assert!(report.ok(), "{}", report.render());
+
+        // Someone edits record 2 in the database: the chain breaks there.
+        edit_audit_reason(&store, 2).await;
+        let report = verify::run(&*store, None, window).await.unwrap();
+        assert!(
+            matches!(&report.audit, AuditChain::Broken { first_bad } if first_bad.starts_with("2 ")),
+            "{:?}",
+            report.audit
+        );
+        assert!(
+            matches!(&report.breaches[..], [Breach::AuditChainBroken { .. }]),
+            "{:?}",
+            report.breaches
+        );
+    }
+);
+
+/// Rewrites one audit record's reason behind the store's back (a tampering test).
+async fn edit_audit_reason(store: &Arc<dyn Store>, seq: i64) {
+    match store.db_pool() {
+        converge_server::store::DbPool::Sqlite(pool) => {
+            // The append-only trigger is what an attacker with file access would drop first.
+            sqlx::query("DROP TRIGGER audit_log_no_update")
+                .execute(&pool)
+                .await
+                .unwrap();
+            sqlx::query("UPDATE audit_log SET reason = 'edited' WHERE seq = $1")
+                .bind(seq)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        converge_server::store::DbPool::Postgres(pool) => {
+            sqlx::query("ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update_or_delete")
+                .execute(&pool)
+                .await
+                .unwrap();
+            sqlx::query("UPDATE audit_log SET reason = 'edited' WHERE seq = $1")
+                .bind(seq)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    }
+}
