@@ -426,15 +426,9 @@ async fn user(action: UserCommand) -> Result<()> {
 }
 
 fn cli_time(field: &str, v: &Option<String>) -> Result<Option<i64>> {
-    let Some(v) = v.as_deref() else { return Ok(None) };
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
-        return Ok(Some(t.timestamp_millis()));
-    }
-    chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|d| Some(d.and_utc().timestamp_millis()))
-        .ok_or_else(|| anyhow::anyhow!("--{field} must be RFC 3339 or YYYY-MM-DD"))
+    v.as_deref()
+        .map(|v| converge_server::domain::clock::parse_utc(v).map_err(|e| anyhow::anyhow!("--{field}: {e}")))
+        .transpose()
 }
 
 async fn audit(action: AuditCommand) -> Result<()> {
@@ -450,15 +444,30 @@ async fn audit(action: AuditCommand) -> Result<()> {
             let (records, head, broken) = result?;
             match broken {
                 None => {
-                    println!("audit chain intact: {records} records, head {} {}", head.seq, head.hash);
+                    println!(
+                        "audit chain intact: {records} records, head {} {}",
+                        head.seq, head.hash
+                    );
                     Ok(())
                 }
                 Some(b) => bail!("audit chain broken at record {}: {}", b.seq, b.reason),
             }
         }
-        AuditCommand::Export { format, from, to, actor, action, db } => {
+        AuditCommand::Export {
+            format,
+            from,
+            to,
+            actor,
+            action,
+            db,
+        } => {
             let format: Format = format.parse().map_err(|m: String| anyhow::anyhow!(m))?;
-            let filter = AuditFilter { from: cli_time("from", &from)?, to: cli_time("to", &to)?, actor, action };
+            let filter = AuditFilter {
+                from: cli_time("from", &from)?,
+                to: cli_time("to", &to)?,
+                actor,
+                action,
+            };
             let store = startup::open_store(&db.database_url).await?;
             let who = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
             let entry = AuditEntry {

@@ -171,7 +171,11 @@ pub struct Settings {
     /// In-process sandbox: delay between a commit and its callbacks (ms). Tests that need the
     /// core's timeout to come first (digits 52 ending UNKNOWN, then settled by the callback)
     /// widen the gap with it.
-    #[arg(long, env = "CONVERGE_SANDBOX_CALLBACK_DELAY_MS", default_value_t = 200)]
+    #[arg(
+        long,
+        env = "CONVERGE_SANDBOX_CALLBACK_DELAY_MS",
+        default_value_t = 200
+    )]
     pub sandbox_callback_delay_ms: u64,
 }
 

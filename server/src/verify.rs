@@ -19,8 +19,8 @@
 //! 4. Convergence window: nothing non-terminal (not FAILED, REVERSED, REFUNDED or SUCCESS),
 //!    and no refund still pending, older than the window (by `created_at`; pending refunds by
 //!    the payment's `updated_at`) unless an open error-pool item names the payment.
-//! 5. Audit chain: the audit log does not exist yet; [`check_audit_chain`] is the extension
-//!    point and reports [`AuditChain::NotAvailable`], which is neither a pass nor a failure.
+//! 5. Audit chain: every record's hash links to the one before and matches its content
+//!    ([`check_audit_chain`], the same check as `converge audit verify`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -693,12 +693,20 @@ pub enum AuditChain {
     },
 }
 
-/// Extension point for invariant 5. The audit log is another issue's work; when it exists,
-/// this calls its chain verification (the one behind `converge audit verify`) and maps the
-/// answer to [`AuditChain::Verified`] or [`AuditChain::Broken`]. Until then it reports
-/// [`AuditChain::NotAvailable`].
-pub async fn check_audit_chain(_store: &dyn Store) -> Result<AuditChain, StoreError> {
-    Ok(AuditChain::NotAvailable)
+/// Invariant 5: re-computes the whole audit chain with the same verification as
+/// `converge audit verify` ([`crate::ops::audit::verify`]) and maps its answer. This is the
+/// one place `converge verify` learns about the audit log; [`AuditChain::NotAvailable`] is kept
+/// for a store that has no audit log (reported as "no audit log yet", neither pass nor fail).
+pub async fn check_audit_chain(store: &dyn Store) -> Result<AuditChain, StoreError> {
+    let (records, _head, broken) = crate::ops::audit::verify(store).await?;
+    Ok(match broken {
+        Some(b) => AuditChain::Broken {
+            first_bad: format!("{} ({})", b.seq, b.reason),
+        },
+        None => AuditChain::Verified {
+            records: u64::try_from(records).unwrap_or(0),
+        },
+    })
 }
 
 /// Where the channel check stands.
@@ -1366,5 +1374,42 @@ mod tests {
             text.contains("verify: FAILED, 3 breaches, 2 offending payments"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_audit_line_passes_or_names_the_first_broken_record() {
+        let mut report = Report {
+            now_ms: NOW,
+            window_ms: 0,
+            by_status: BTreeMap::new(),
+            unresolved: 0,
+            unresolved_in_pool: 0,
+            ledger: vec![],
+            keys: KeyTotals {
+                done: 0,
+                without_response: 0,
+            },
+            channel: ChannelCheck::Skipped,
+            audit: AuditChain::Verified { records: 7 },
+            breaches: vec![],
+        };
+        assert!(
+            report.render().contains("[PASS] 5. audit chain: 7 records"),
+            "{}",
+            report.render()
+        );
+        report.audit = AuditChain::Broken {
+            first_bad: "3 (edited)".into(),
+        };
+        report.breaches.push(Breach::AuditChainBroken {
+            first_bad: "3 (edited)".into(),
+        });
+        let text = report.render();
+        assert!(text.contains("[FAIL] 5. audit chain"), "{text}");
+        assert!(
+            text.contains("BREACH audit chain broken at record 3 (edited)"),
+            "{text}"
+        );
+        assert_eq!(report.breaches[0].invariant(), Invariant::Audit);
     }
 }

@@ -51,7 +51,9 @@ impl FromStr for ActionKind {
             "retry" => Ok(ActionKind::Retry),
             "reverse" => Ok(ActionKind::Reverse),
             "force_transition" => Ok(ActionKind::ForceTransition),
-            other => Err(format!("unknown action {other:?}: use query, retry, reverse or force_transition")),
+            other => Err(format!(
+                "unknown action {other:?}: use query, retry, reverse or force_transition"
+            )),
         }
     }
 }

@@ -116,7 +116,10 @@ pub struct ChainVerifier {
 
 impl Default for ChainVerifier {
     fn default() -> Self {
-        ChainVerifier { seq: 0, hash: GENESIS.to_string() }
+        ChainVerifier {
+            seq: 0,
+            hash: GENESIS.to_string(),
+        }
     }
 }
 
@@ -125,7 +128,11 @@ impl ChainVerifier {
     pub fn push(&mut self, r: &AuditRecord) -> Result<(), Break> {
         let fail = |reason: String| Err(Break { seq: r.seq, reason });
         if r.seq != self.seq + 1 {
-            return fail(format!("expected record {} next, found {} (a record is missing)", self.seq + 1, r.seq));
+            return fail(format!(
+                "expected record {} next, found {} (a record is missing)",
+                self.seq + 1,
+                r.seq
+            ));
         }
         if r.prev_hash != self.hash {
             return fail("prev_hash does not match the previous record's hash".into());
@@ -171,7 +178,9 @@ mod tests {
     fn chain_of(n: i64) -> Vec<AuditRecord> {
         let mut out: Vec<AuditRecord> = Vec::new();
         for i in 1..=n {
-            let (seq, hash) = out.last().map_or((0, GENESIS.to_string()), |r| (r.seq, r.hash.clone()));
+            let (seq, hash) = out
+                .last()
+                .map_or((0, GENESIS.to_string()), |r| (r.seq, r.hash.clone()));
             out.push(chain(seq, &hash, entry(i)));
         }
         out

@@ -50,9 +50,29 @@ pub fn rfc3339(ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// Parses a UTC time given as RFC 3339 (`2026-11-30T04:00:00Z`) or a day (`2026-11-30`,
+/// meaning its midnight UTC) into epoch ms. Errors say which forms are accepted.
+pub fn parse_utc(v: &str) -> Result<i64, String> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
+        return Ok(t.timestamp_millis());
+    }
+    chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|d| d.and_utc().timestamp_millis())
+        .ok_or_else(|| format!("{v:?} is not RFC 3339 or YYYY-MM-DD"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_times_parse_as_rfc3339_or_a_day() {
+        assert_eq!(parse_utc("1970-01-02"), Ok(86_400_000));
+        assert_eq!(parse_utc("1970-01-01T00:00:01Z"), Ok(1_000));
+        assert!(parse_utc("yesterday").is_err());
+    }
 
     #[test]
     fn manual_clock_moves_only_when_advanced() {

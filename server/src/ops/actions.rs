@@ -48,8 +48,22 @@ pub async fn request(
     ApiJson(b): ApiJson<RequestBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     p.require(Permission::RequestActions)?;
-    let req = ActionRequest { kind: b.kind, payment_id: b.payment_id, reason: b.reason, target_status: b.target_status, evidence: b.evidence };
-    let a = st.core.request_action(&actor(&p, &addr), &req, st.settings.action_ttl_secs as i64 * 1000).await.map_err(action_error)?;
+    let req = ActionRequest {
+        kind: b.kind,
+        payment_id: b.payment_id,
+        reason: b.reason,
+        target_status: b.target_status,
+        evidence: b.evidence,
+    };
+    let a = st
+        .core
+        .request_action(
+            &actor(&p, &addr),
+            &req,
+            st.settings.action_ttl_secs as i64 * 1000,
+        )
+        .await
+        .map_err(action_error)?;
     Ok((StatusCode::CREATED, Json(json!({"action": a}))))
 }
 
@@ -61,17 +75,43 @@ pub struct ListQuery {
 }
 
 /// Lists actions (anyone who may view).
-pub async fn list(State(st): State<AppState>, p: Principal, Query(q): Query<ListQuery>) -> Result<Json<Value>, ApiError> {
+pub async fn list(
+    State(st): State<AppState>,
+    p: Principal,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
     p.require(Permission::View)?;
-    let clean = |v: &Option<String>| v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
-    let items = st.core.store.actions(clean(&q.status).as_deref(), clean(&q.payment).as_deref(), 200).await?;
+    let clean = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let items = st
+        .core
+        .store
+        .actions(
+            clean(&q.status).as_deref(),
+            clean(&q.payment).as_deref(),
+            200,
+        )
+        .await?;
     Ok(Json(json!({"items": items})))
 }
 
 /// One action.
-pub async fn show(State(st): State<AppState>, p: Principal, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn show(
+    State(st): State<AppState>,
+    p: Principal,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     p.require(Permission::View)?;
-    let a = st.core.store.action(&id).await?.ok_or_else(|| ApiError::not_found("action"))?;
+    let a = st
+        .core
+        .store
+        .action(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("action"))?;
     Ok(Json(json!({"action": a})))
 }
 
@@ -92,20 +132,45 @@ pub async fn approve(
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::ApproveActions)?;
     step_up(&st, &p, &addr, &b.password).await?;
-    let a = st.core.approve_action(&actor(&p, &addr), &id, &b.reason).await.map_err(action_error)?;
+    let a = st
+        .core
+        .approve_action(&actor(&p, &addr), &id, &b.reason)
+        .await
+        .map_err(action_error)?;
     Ok(Json(json!({"action": a})))
 }
 
 /// Checks the signed-in user's password again; a mismatch is audited and refused (403).
-pub async fn step_up(st: &AppState, p: &Principal, addr: &str, password: &str) -> Result<(), ApiError> {
+pub async fn step_up(
+    st: &AppState,
+    p: &Principal,
+    addr: &str,
+    password: &str,
+) -> Result<(), ApiError> {
     let user = st.core.store.user_by_name(&p.username).await?;
-    if st.auth.hasher.verify(password, user.as_ref().map(|u| u.password_hash.as_str())).await {
+    if st
+        .auth
+        .hasher
+        .verify(password, user.as_ref().map(|u| u.password_hash.as_str()))
+        .await
+    {
         return Ok(());
     }
     let now = st.core.clock.now_ms();
-    let e = actor(p, addr).entry(now, "step_up_failed", &format!("user:{}", p.username), "wrong password at approval", String::new(), String::new());
+    let e = actor(p, addr).entry(
+        now,
+        "step_up_failed",
+        &format!("user:{}", p.username),
+        "wrong password at approval",
+        String::new(),
+        String::new(),
+    );
     st.core.store.append_audit(&e).await?;
-    Err(ApiError::new(StatusCode::FORBIDDEN, "password_mismatch", "re-enter your own password to approve"))
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        "password_mismatch",
+        "re-enter your own password to approve",
+    ))
 }
 
 /// Body with a reason.
@@ -123,7 +188,11 @@ pub async fn reject(
     ApiJson(b): ApiJson<ReasonBody>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::ApproveActions)?;
-    let a = st.core.reject_action(&actor(&p, &addr), &id, &b.reason).await.map_err(action_error)?;
+    let a = st
+        .core
+        .reject_action(&actor(&p, &addr), &id, &b.reason)
+        .await
+        .map_err(action_error)?;
     Ok(Json(json!({"action": a})))
 }
 
@@ -140,7 +209,11 @@ pub async fn cancel(
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::RequestActions)?;
-    let a = st.core.cancel_action(&actor(&p, &addr), &id).await.map_err(action_error)?;
+    let a = st
+        .core
+        .cancel_action(&actor(&p, &addr), &id)
+        .await
+        .map_err(action_error)?;
     Ok(Json(json!({"action": a})))
 }
 
@@ -153,6 +226,10 @@ pub async fn execute(
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::ApproveActions)?;
-    let a = st.core.execute_action(&actor(&p, &addr), &id).await.map_err(action_error)?;
+    let a = st
+        .core
+        .execute_action(&actor(&p, &addr), &id)
+        .await
+        .map_err(action_error)?;
     Ok(Json(json!({"action": a})))
 }

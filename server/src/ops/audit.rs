@@ -7,11 +7,11 @@
 //! for people and spreadsheets, so cells a spreadsheet would run as a formula are prefixed
 //! with `'` (OWASP "CSV Injection").
 
+use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -29,19 +29,39 @@ use crate::store::{AuditFilter, Store, StoreError};
 const PAGE: i64 = 1000;
 
 /// The CSV header.
-pub const CSV_HEADER: [&str; 12] =
-    ["seq", "at", "actor", "roles", "action", "target", "reason", "before", "after", "request_meta", "prev_hash", "hash"];
+pub const CSV_HEADER: [&str; 12] = [
+    "seq",
+    "at",
+    "actor",
+    "roles",
+    "action",
+    "target",
+    "reason",
+    "before",
+    "after",
+    "request_meta",
+    "prev_hash",
+    "hash",
+];
 
 /// The actor of a console request.
 pub fn actor(p: &Principal, addr: &str) -> Actor {
-    Actor { username: p.username.clone(), roles: format_roles(&p.roles), meta: json!({"addr": addr}).to_string() }
+    Actor {
+        username: p.username.clone(),
+        roles: format_roles(&p.roles),
+        meta: json!({"addr": addr}).to_string(),
+    }
 }
 
 /// A cell a spreadsheet would evaluate (`=`, `+`, `-`, `@`, tab, CR first) gets a leading `'`;
 /// plain numbers (`-100`, `12.5`) stay numeric.
 pub fn neutralise(cell: &str) -> std::borrow::Cow<'_, str> {
     let risky = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
-    if risky && cell.parse::<f64>().is_err() { format!("'{cell}").into() } else { cell.into() }
+    if risky && cell.parse::<f64>().is_err() {
+        format!("'{cell}").into()
+    } else {
+        cell.into()
+    }
 }
 
 /// Output format of an export.
@@ -99,7 +119,14 @@ pub fn encode(format: Format, rows: &[AuditRecord], header: bool) -> Vec<u8> {
                     &r.prev_hash,
                     &r.hash,
                 ];
-                let _ = w.write_record(cells.iter().map(|c| neutralise(c)).collect::<Vec<_>>().iter().map(|c| c.as_ref()));
+                let _ = w.write_record(
+                    cells
+                        .iter()
+                        .map(|c| neutralise(c))
+                        .collect::<Vec<_>>()
+                        .iter()
+                        .map(|c| c.as_ref()),
+                );
             }
             w.into_inner().unwrap_or_default()
         }
@@ -134,7 +161,9 @@ pub async fn verify(store: &dyn Store) -> Result<(i64, ChainVerifier, Option<Bre
     let mut after = 0;
     let mut n = 0;
     loop {
-        let rows = store.audit_page(after, PAGE, &AuditFilter::default()).await?;
+        let rows = store
+            .audit_page(after, PAGE, &AuditFilter::default())
+            .await?;
         for r in &rows {
             n += 1;
             if let Err(b) = v.push(r) {
@@ -159,15 +188,11 @@ pub struct ExportQuery {
 }
 
 fn time(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
-    let Some(v) = v.as_deref().map(str::trim).filter(|s| !s.is_empty()) else { return Ok(None) };
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
-        return Ok(Some(t.timestamp_millis()));
-    }
-    chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|d| Some(d.and_utc().timestamp_millis()))
-        .ok_or_else(|| ApiError::bad_request("invalid_time", format!("{field} must be RFC 3339 or YYYY-MM-DD")))
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|v| super::handlers::parse_time(field, v))
+        .transpose()
 }
 
 /// `GET /ops/v1/audit/export`: auditors; the export is audited before it starts. The chain
@@ -180,12 +205,34 @@ pub async fn export(
     Query(q): Query<ExportQuery>,
 ) -> Result<Response, ApiError> {
     p.require(Permission::Audit)?;
-    let format: Format = q.format.as_deref().unwrap_or("csv").parse().map_err(|m| ApiError::bad_request("invalid_format", m))?;
-    let clean = |v: &Option<String>| v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
-    let filter = AuditFilter { from: time("from", &q.from)?, to: time("to", &q.to)?, actor: clean(&q.actor), action: clean(&q.action) };
+    let format: Format = q
+        .format
+        .as_deref()
+        .unwrap_or("csv")
+        .parse()
+        .map_err(|m| ApiError::bad_request("invalid_format", m))?;
+    let clean = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let filter = AuditFilter {
+        from: time("from", &q.from)?,
+        to: time("to", &q.to)?,
+        actor: clean(&q.actor),
+        action: clean(&q.action),
+    };
     let now = st.core.clock.now_ms();
     let what = json!({"format": q.format, "from": q.from, "to": q.to, "actor": filter.actor, "action": filter.action});
-    let record = actor(&p, &addr).entry(now, "audit_export", "audit", "", String::new(), what.to_string());
+    let record = actor(&p, &addr).entry(
+        now,
+        "audit_export",
+        "audit",
+        "",
+        String::new(),
+        what.to_string(),
+    );
     let head = st.core.store.append_audit(&record).await?;
     let body = Body::from_stream(stream(st.core.store.clone(), filter, format));
     let mut resp = body.into_response();
@@ -195,7 +242,10 @@ pub async fn export(
     };
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
-    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"converge-audit-{}.{ext}\"", head.seq)) {
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "attachment; filename=\"converge-audit-{}.{ext}\"",
+        head.seq
+    )) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }
     if let Ok(v) = HeaderValue::from_str(&format!("{} {}", head.seq, head.hash)) {
@@ -205,8 +255,13 @@ pub async fn export(
 }
 
 /// `GET /ops/v1/audit/verify`: auditors.
-pub async fn verify_handler(State(st): State<AppState>, p: Principal) -> Result<Json<Value>, ApiError> {
+pub async fn verify_handler(
+    State(st): State<AppState>,
+    p: Principal,
+) -> Result<Json<Value>, ApiError> {
     p.require(Permission::Audit)?;
     let (records, v, broken) = verify(st.core.store.as_ref()).await?;
-    Ok(Json(json!({"ok": broken.is_none(), "records": records, "head": {"seq": v.seq, "hash": v.hash}, "first_broken": broken})))
+    Ok(Json(
+        json!({"ok": broken.is_none(), "records": records, "head": {"seq": v.seq, "hash": v.hash}, "first_broken": broken}),
+    ))
 }

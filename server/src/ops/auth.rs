@@ -108,10 +108,16 @@ impl Auth {
         addr: &str,
         clock: &dyn crate::domain::clock::Clock,
     ) -> Result<Principal, LoginError> {
-        let result = self.try_login(store, session, username, password, addr, clock).await;
+        let result = self
+            .try_login(store, session, username, password, addr, clock)
+            .await;
         // Every sign-in, refused or not, is in the audit log (DESIGN.md "Ops console").
         let (action, roles, reason) = match &result {
-            Ok(p) => ("login", crate::domain::roles::format_roles(&p.roles), String::new()),
+            Ok(p) => (
+                "login",
+                crate::domain::roles::format_roles(&p.roles),
+                String::new(),
+            ),
             Err(e) => ("login_failed", String::new(), e.to_string()),
         };
         let actor = username.chars().take(64).collect::<String>();
@@ -179,7 +185,13 @@ impl Auth {
     }
 
     /// Destroys the session (its id is deleted from the store) and records the logout.
-    pub async fn logout(&self, store: &dyn Store, session: &Session, addr: &str, now: i64) -> Result<(), LoginError> {
+    pub async fn logout(
+        &self,
+        store: &dyn Store,
+        session: &Session,
+        addr: &str,
+        now: i64,
+    ) -> Result<(), LoginError> {
         if let Some(p) = self.current(store, session, now).await? {
             let entry = crate::store::AuditEntry {
                 at: now,
@@ -194,7 +206,10 @@ impl Auth {
             };
             store.append_audit(&entry).await?;
         }
-        session.flush().await.map_err(|e| LoginError::Session(e.to_string()))
+        session
+            .flush()
+            .await
+            .map_err(|e| LoginError::Session(e.to_string()))
     }
 
     /// The session's user if the session is valid now: within the absolute timeout, the user

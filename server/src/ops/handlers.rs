@@ -38,7 +38,10 @@ pub fn routes() -> Router<AppState> {
         .route("/users/{name}/enable", post(enable_user))
         .route("/users/{name}/password", post(reset_password))
         .route("/users/{name}/roles", post(set_roles))
-        .route("/actions", get(super::actions::list).post(super::actions::request))
+        .route(
+            "/actions",
+            get(super::actions::list).post(super::actions::request),
+        )
         .route("/actions/{id}", get(super::actions::show))
         .route("/actions/{id}/approve", post(super::actions::approve))
         .route("/actions/{id}/reject", post(super::actions::reject))
@@ -124,7 +127,11 @@ async fn logout(
     session: Session,
 ) -> Result<StatusCode, ApiError> {
     let now = st.core.clock.now_ms();
-    match st.auth.logout(st.core.store.as_ref(), &session, &addr, now).await {
+    match st
+        .auth
+        .logout(st.core.store.as_ref(), &session, &addr, now)
+        .await
+    {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(LoginError::Store(e)) => Err(e.into()),
         Err(e) => Err(ApiError::internal(e)),
@@ -167,20 +174,11 @@ pub struct SearchQuery {
     pub limit: Option<i64>,
 }
 
-fn parse_time(field: &str, v: &str) -> Result<i64, ApiError> {
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(v) {
-        return Ok(t.timestamp_millis());
-    }
-    chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|d| d.and_utc().timestamp_millis())
-        .ok_or_else(|| {
-            ApiError::bad_request(
-                "invalid_time",
-                format!("{field} must be RFC 3339 or YYYY-MM-DD"),
-            )
-        })
+/// A console time filter: RFC 3339 or `YYYY-MM-DD` (UTC); 400 `invalid_time` otherwise.
+pub fn parse_time(field: &str, v: &str) -> Result<i64, ApiError> {
+    crate::domain::clock::parse_utc(v).map_err(|_| {
+        ApiError::bad_request("invalid_time", format!("{field} must be RFC 3339 or YYYY-MM-DD"))
+    })
 }
 
 fn blank(o: &Option<String>) -> Option<&str> {
@@ -326,13 +324,37 @@ async fn resolve(
     }
     let item = st.core.store.error_item(id).await?;
     let target = format!("error:{id}");
-    audit(&st, &p, &addr, "error_resolved", &target, note, json!({"payment_id": item.as_ref().and_then(|i| i.payment_id.clone())})).await?;
+    audit(
+        &st,
+        &p,
+        &addr,
+        "error_resolved",
+        &target,
+        note,
+        json!({"payment_id": item.as_ref().and_then(|i| i.payment_id.clone())}),
+    )
+    .await?;
     Ok(Json(json!({"item": item})))
 }
 
 /// Appends an audit record for a console change by `p`.
-async fn audit(st: &AppState, p: &Principal, addr: &str, action: &str, target: &str, reason: &str, after: Value) -> Result<(), ApiError> {
-    let e = super::audit::actor(p, addr).entry(st.core.clock.now_ms(), action, target, reason, String::new(), after.to_string());
+pub async fn audit(
+    st: &AppState,
+    p: &Principal,
+    addr: &str,
+    action: &str,
+    target: &str,
+    reason: &str,
+    after: Value,
+) -> Result<(), ApiError> {
+    let e = super::audit::actor(p, addr).entry(
+        st.core.clock.now_ms(),
+        action,
+        target,
+        reason,
+        String::new(),
+        after.to_string(),
+    );
     st.core.store.append_audit(&e).await?;
     Ok(())
 }
@@ -385,7 +407,16 @@ async fn add_user(
     )
     .await
     .map_err(user_error)?;
-    audit(&st, &p, &addr, "user_added", &format!("user:{}", u.username), "", json!({"roles": u.roles})).await?;
+    audit(
+        &st,
+        &p,
+        &addr,
+        "user_added",
+        &format!("user:{}", u.username),
+        "",
+        json!({"roles": u.roles}),
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(json!({"user": u}))))
 }
 
@@ -410,7 +441,16 @@ async fn disable_user(
     users::set_disabled(st.core.store.as_ref(), &name, true, st.core.clock.now_ms())
         .await
         .map_err(user_error)?;
-    audit(&st, &p, &addr, "user_disabled", &format!("user:{name}"), "", json!({})).await?;
+    audit(
+        &st,
+        &p,
+        &addr,
+        "user_disabled",
+        &format!("user:{name}"),
+        "",
+        json!({}),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -425,7 +465,16 @@ async fn enable_user(
     users::set_disabled(st.core.store.as_ref(), &name, false, st.core.clock.now_ms())
         .await
         .map_err(user_error)?;
-    audit(&st, &p, &addr, "user_enabled", &format!("user:{name}"), "", json!({})).await?;
+    audit(
+        &st,
+        &p,
+        &addr,
+        "user_enabled",
+        &format!("user:{name}"),
+        "",
+        json!({}),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -452,7 +501,16 @@ async fn reset_password(
     )
     .await
     .map_err(user_error)?;
-    audit(&st, &p, &addr, "user_password_reset", &format!("user:{name}"), "", json!({})).await?;
+    audit(
+        &st,
+        &p,
+        &addr,
+        "user_password_reset",
+        &format!("user:{name}"),
+        "",
+        json!({}),
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -478,6 +536,15 @@ async fn set_roles(
     )
     .await
     .map_err(user_error)?;
-    audit(&st, &p, &addr, "user_roles_changed", &format!("user:{name}"), "", json!({"roles": u.roles})).await?;
+    audit(
+        &st,
+        &p,
+        &addr,
+        "user_roles_changed",
+        &format!("user:{name}"),
+        "",
+        json!({"roles": u.roles}),
+    )
+    .await?;
     Ok(Json(json!({"user": u})))
 }

@@ -17,8 +17,8 @@ use crate::domain::actions::{ActionKind, MAX_EVIDENCE, check_reason, force_allow
 use crate::domain::ledger;
 use crate::domain::state::{PaymentEvent, PaymentStatus};
 use crate::store::{
-    ActionMove, ActionRecord, AuditEntry, CreateAction, JobKind, NewAction, NewJob, Payment, StoreError, Transition,
-    TransitionResult,
+    ActionMove, ActionRecord, AuditEntry, CreateAction, JobKind, NewAction, NewJob, Payment,
+    StoreError, Transition, TransitionResult,
 };
 
 /// Who acts, for the audit log.
@@ -34,7 +34,15 @@ pub struct Actor {
 
 impl Actor {
     /// An audit entry by this actor now.
-    pub fn entry(&self, at: i64, action: &str, target: &str, reason: &str, before: String, after: String) -> AuditEntry {
+    pub fn entry(
+        &self,
+        at: i64,
+        action: &str,
+        target: &str,
+        reason: &str,
+        before: String,
+        after: String,
+    ) -> AuditEntry {
         AuditEntry {
             at,
             actor: self.username.clone(),
@@ -88,7 +96,9 @@ impl From<super::ServiceError> for ActionError {
     fn from(e: super::ServiceError) -> Self {
         match e {
             super::ServiceError::Store(s) => ActionError::Store(s),
-            super::ServiceError::Contended(id) => ActionError::Conflict("payment_busy", format!("payment {id} is busy; retry")),
+            super::ServiceError::Contended(id) => {
+                ActionError::Conflict("payment_busy", format!("payment {id} is busy; retry"))
+            }
         }
     }
 }
@@ -105,10 +115,22 @@ fn action_json(a: &ActionRecord) -> String {
 impl Core {
     /// Records a request. Query and retry then run at once; reverse and force wait for an
     /// approver. `ttl_ms` is how long a pending request stays approvable.
-    pub async fn request_action(&self, actor: &Actor, req: &ActionRequest, ttl_ms: i64) -> Result<ActionRecord, ActionError> {
-        let kind: ActionKind = req.kind.parse().map_err(|m| ActionError::Invalid("invalid_action", m))?;
+    pub async fn request_action(
+        &self,
+        actor: &Actor,
+        req: &ActionRequest,
+        ttl_ms: i64,
+    ) -> Result<ActionRecord, ActionError> {
+        let kind: ActionKind = req
+            .kind
+            .parse()
+            .map_err(|m| ActionError::Invalid("invalid_action", m))?;
         check_reason(&req.reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
-        let p = self.store.payment(&req.payment_id).await?.ok_or(ActionError::NotFound("payment"))?;
+        let p = self
+            .store
+            .payment(&req.payment_id)
+            .await?
+            .ok_or(ActionError::NotFound("payment"))?;
         let mut target = None;
         let mut evidence = String::new();
         match kind {
@@ -118,21 +140,37 @@ impl Core {
                     .as_deref()
                     .unwrap_or_default()
                     .parse()
-                    .map_err(|_| ActionError::Invalid("invalid_target", "target_status must be a payment status".into()))?;
+                    .map_err(|_| {
+                        ActionError::Invalid(
+                            "invalid_target",
+                            "target_status must be a payment status".into(),
+                        )
+                    })?;
                 if !force_allowed(p.status, t) {
                     return Err(ActionError::Invalid(
                         "transition_not_allowed",
-                        format!("forcing {} -> {t} is not a whitelisted transition", p.status),
+                        format!(
+                            "forcing {} -> {t} is not a whitelisted transition",
+                            p.status
+                        ),
                     ));
                 }
                 evidence = req.evidence.clone().unwrap_or_default().trim().to_string();
                 if evidence.is_empty() || evidence.len() > MAX_EVIDENCE {
-                    return Err(ActionError::Invalid("invalid_evidence", format!("evidence of 1 to {MAX_EVIDENCE} bytes is required")));
+                    return Err(ActionError::Invalid(
+                        "invalid_evidence",
+                        format!("evidence of 1 to {MAX_EVIDENCE} bytes is required"),
+                    ));
                 }
                 target = Some(t.as_str().to_string());
             }
-            ActionKind::Reverse if !matches!(p.status, PaymentStatus::Success | PaymentStatus::Suspense) => {
-                return Err(ActionError::Invalid("not_reversible", format!("a {} payment cannot be reversed", p.status)));
+            ActionKind::Reverse
+                if !matches!(p.status, PaymentStatus::Success | PaymentStatus::Suspense) =>
+            {
+                return Err(ActionError::Invalid(
+                    "not_reversible",
+                    format!("a {} payment cannot be reversed", p.status),
+                ));
             }
             _ => {}
         }
@@ -146,7 +184,11 @@ impl Core {
             evidence,
             target_status: target,
             payment_version: p.version,
-            status: if kind.needs_approval() { "pending".into() } else { "approved".into() },
+            status: if kind.needs_approval() {
+                "pending".into()
+            } else {
+                "approved".into()
+            },
             now,
             expires_at: now + ttl_ms,
         };
@@ -161,26 +203,60 @@ impl Core {
         let action = match self.store.create_action(&new, &audit).await? {
             CreateAction::Created(a) => a,
             CreateAction::PendingExists => {
-                return Err(ActionError::Conflict("action_pending", "this payment already has a pending request".into()));
+                return Err(ActionError::Conflict(
+                    "action_pending",
+                    "this payment already has a pending request".into(),
+                ));
             }
         };
-        if kind.needs_approval() { Ok(action) } else { self.execute_action(actor, &action.id).await }
+        if kind.needs_approval() {
+            Ok(action)
+        } else {
+            self.execute_action(actor, &action.id).await
+        }
     }
 
     /// Approves a pending request and executes it. The approver must not be the requester; a
     /// request whose payment moved since it was made is stale; an expired one is refused.
-    pub async fn approve_action(&self, actor: &Actor, id: &str, reason: &str) -> Result<ActionRecord, ActionError> {
+    pub async fn approve_action(
+        &self,
+        actor: &Actor,
+        id: &str,
+        reason: &str,
+    ) -> Result<ActionRecord, ActionError> {
         check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
-        let a = self.store.action(id).await?.ok_or(ActionError::NotFound("action"))?;
+        let a = self
+            .store
+            .action(id)
+            .await?
+            .ok_or(ActionError::NotFound("action"))?;
         if a.requested_by == actor.username {
-            return Err(ActionError::Forbidden("self_approval", "a request must be approved by someone else".into()));
+            return Err(ActionError::Forbidden(
+                "self_approval",
+                "a request must be approved by someone else".into(),
+            ));
         }
         self.check_pending(actor, &a).await?;
-        let p = self.store.payment(&a.payment_id).await?.ok_or(ActionError::NotFound("payment"))?;
+        let p = self
+            .store
+            .payment(&a.payment_id)
+            .await?
+            .ok_or(ActionError::NotFound("payment"))?;
         let now = self.clock.now_ms();
         if p.version != a.payment_version {
-            self.close(actor, &a, "stale", "action_stale", reason, json!({"pinned": a.payment_version, "now": p.version})).await?;
-            return Err(ActionError::Conflict("stale", "the payment changed since the request; request again".into()));
+            self.close(
+                actor,
+                &a,
+                "stale",
+                "action_stale",
+                reason,
+                json!({"pinned": a.payment_version, "now": p.version}),
+            )
+            .await?;
+            return Err(ActionError::Conflict(
+                "stale",
+                "the payment changed since the request; request again".into(),
+            ));
         }
         let m = ActionMove {
             id: a.id.clone(),
@@ -192,43 +268,99 @@ impl Core {
             result: None,
             now,
         };
-        let audit = actor.entry(now, "action_approved", &format!("action:{}", a.id), reason.trim(), action_json(&a), String::new());
+        let audit = actor.entry(
+            now,
+            "action_approved",
+            &format!("action:{}", a.id),
+            reason.trim(),
+            action_json(&a),
+            String::new(),
+        );
         if !self.store.move_action(&m, &audit).await? {
-            return Err(ActionError::Conflict("not_pending", "this request was already decided".into()));
+            return Err(ActionError::Conflict(
+                "not_pending",
+                "this request was already decided".into(),
+            ));
         }
         self.execute_action(actor, &a.id).await
     }
 
     /// Rejects a pending request (by someone other than the requester).
-    pub async fn reject_action(&self, actor: &Actor, id: &str, reason: &str) -> Result<ActionRecord, ActionError> {
+    pub async fn reject_action(
+        &self,
+        actor: &Actor,
+        id: &str,
+        reason: &str,
+    ) -> Result<ActionRecord, ActionError> {
         check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
-        let a = self.store.action(id).await?.ok_or(ActionError::NotFound("action"))?;
+        let a = self
+            .store
+            .action(id)
+            .await?
+            .ok_or(ActionError::NotFound("action"))?;
         if a.requested_by == actor.username {
-            return Err(ActionError::Forbidden("self_approval", "the requester cancels, someone else rejects".into()));
+            return Err(ActionError::Forbidden(
+                "self_approval",
+                "the requester cancels, someone else rejects".into(),
+            ));
         }
         self.check_pending(actor, &a).await?;
-        self.close(actor, &a, "rejected", "action_rejected", reason, json!({})).await?;
+        self.close(actor, &a, "rejected", "action_rejected", reason, json!({}))
+            .await?;
         Ok(self.store.action(id).await?.unwrap_or(a))
     }
 
     /// Cancels one's own pending request.
-    pub async fn cancel_action(&self, actor: &Actor, id: &str) -> Result<ActionRecord, ActionError> {
-        let a = self.store.action(id).await?.ok_or(ActionError::NotFound("action"))?;
+    pub async fn cancel_action(
+        &self,
+        actor: &Actor,
+        id: &str,
+    ) -> Result<ActionRecord, ActionError> {
+        let a = self
+            .store
+            .action(id)
+            .await?
+            .ok_or(ActionError::NotFound("action"))?;
         if a.requested_by != actor.username {
-            return Err(ActionError::Forbidden("not_requester", "only the requester can cancel a request".into()));
+            return Err(ActionError::Forbidden(
+                "not_requester",
+                "only the requester can cancel a request".into(),
+            ));
         }
         self.check_pending(actor, &a).await?;
-        self.close(actor, &a, "cancelled", "action_cancelled", "cancelled by the requester", json!({})).await?;
+        self.close(
+            actor,
+            &a,
+            "cancelled",
+            "action_cancelled",
+            "cancelled by the requester",
+            json!({}),
+        )
+        .await?;
         Ok(self.store.action(id).await?.unwrap_or(a))
     }
 
     async fn check_pending(&self, actor: &Actor, a: &ActionRecord) -> Result<(), ActionError> {
         if a.status != "pending" {
-            return Err(ActionError::Conflict("not_pending", format!("this request is {}", a.status)));
+            return Err(ActionError::Conflict(
+                "not_pending",
+                format!("this request is {}", a.status),
+            ));
         }
         if a.expires_at <= self.clock.now_ms() {
-            self.close(actor, a, "expired", "action_expired", "expired before a decision", json!({})).await?;
-            return Err(ActionError::Conflict("expired", "this request expired; request again".into()));
+            self.close(
+                actor,
+                a,
+                "expired",
+                "action_expired",
+                "expired before a decision",
+                json!({}),
+            )
+            .await?;
+            return Err(ActionError::Conflict(
+                "expired",
+                "this request expired; request again".into(),
+            ));
         }
         Ok(())
     }
@@ -253,18 +385,40 @@ impl Core {
             now,
             ..ActionMove::default()
         };
-        let audit = actor.entry(now, audit_action, &format!("action:{}", a.id), reason.trim(), action_json(a), detail.to_string());
+        let audit = actor.entry(
+            now,
+            audit_action,
+            &format!("action:{}", a.id),
+            reason.trim(),
+            action_json(a),
+            detail.to_string(),
+        );
         Ok(self.store.move_action(&m, &audit).await?)
     }
 
     /// Runs an approved (or earlier failed) action. Safe to call again: each step is
     /// idempotent. Returns the action as it ends (`executed` or `failed`).
-    pub async fn execute_action(&self, actor: &Actor, id: &str) -> Result<ActionRecord, ActionError> {
-        let a = self.store.action(id).await?.ok_or(ActionError::NotFound("action"))?;
+    pub async fn execute_action(
+        &self,
+        actor: &Actor,
+        id: &str,
+    ) -> Result<ActionRecord, ActionError> {
+        let a = self
+            .store
+            .action(id)
+            .await?
+            .ok_or(ActionError::NotFound("action"))?;
         if a.status != "approved" && a.status != "failed" {
-            return Err(ActionError::Conflict("not_executable", format!("this request is {}", a.status)));
+            return Err(ActionError::Conflict(
+                "not_executable",
+                format!("this request is {}", a.status),
+            ));
         }
-        let p = self.store.payment(&a.payment_id).await?.ok_or(ActionError::NotFound("payment"))?;
+        let p = self
+            .store
+            .payment(&a.payment_id)
+            .await?
+            .ok_or(ActionError::NotFound("payment"))?;
         let outcome = match a.kind.parse::<ActionKind>() {
             Ok(ActionKind::Query) => self.run_query(&a, p).await,
             Ok(ActionKind::Retry) => {
@@ -288,10 +442,25 @@ impl Core {
             now,
             ..ActionMove::default()
         };
-        let after = self.store.payment(&a.payment_id).await?.map(|p| payment_json(&p)).unwrap_or_default();
-        let audit = actor.entry(now, audit_action, &format!("payment:{}", a.payment_id), &a.reason, result.to_string(), after);
+        let after = self
+            .store
+            .payment(&a.payment_id)
+            .await?
+            .map(|p| payment_json(&p))
+            .unwrap_or_default();
+        let audit = actor.entry(
+            now,
+            audit_action,
+            &format!("payment:{}", a.payment_id),
+            &a.reason,
+            result.to_string(),
+            after,
+        );
         if !self.store.move_action(&m, &audit).await? {
-            return Err(ActionError::Conflict("not_executable", "another execution finished first".into()));
+            return Err(ActionError::Conflict(
+                "not_executable",
+                "another execution finished first".into(),
+            ));
         }
         Ok(self.store.action(id).await?.unwrap_or(a))
     }
@@ -300,18 +469,36 @@ impl Core {
         let answer = self.channel.query(&p.channel_key).await;
         let source = format!("action:{}", a.id);
         let event = match (&answer, p.status) {
-            (QueryOutcome::Succeeded { amount, currency }, PaymentStatus::Unknown) if *amount == p.amount && *currency == p.currency => {
+            (QueryOutcome::Succeeded { amount, currency }, PaymentStatus::Unknown)
+                if *amount == p.amount && *currency == p.currency =>
+            {
                 Some(PaymentEvent::QuerySucceeded)
             }
-            (QueryOutcome::Declined { .. }, PaymentStatus::Unknown) => Some(PaymentEvent::QueryDeclined),
+            (QueryOutcome::Declined { .. }, PaymentStatus::Unknown) => {
+                Some(PaymentEvent::QueryDeclined)
+            }
             _ => None,
         };
         if let Some(event) = event {
-            let extras = Extras { detail: format!("ops query: {answer:?}"), close_jobs: vec![JobKind::Query], ..Extras::default() };
-            let after = self.apply(&p, event, &source, extras).await.map_err(|e| e.to_string())?;
-            self.drive(after, &source).await.map_err(|e| e.to_string())?;
+            let extras = Extras {
+                detail: format!("ops query: {answer:?}"),
+                close_jobs: vec![JobKind::Query],
+                ..Extras::default()
+            };
+            let after = self
+                .apply(&p, event, &source, extras)
+                .await
+                .map_err(|e| e.to_string())?;
+            self.drive(after, &source)
+                .await
+                .map_err(|e| e.to_string())?;
         }
-        let now = self.store.payment(&p.id).await.map_err(|e| e.to_string())?.map(|p| p.status.as_str());
+        let now = self
+            .store
+            .payment(&p.id)
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|p| p.status.as_str());
         Ok(json!({"answer": format!("{answer:?}"), "status": now}))
     }
 
@@ -320,50 +507,110 @@ impl Core {
             return Ok(json!({"status": "REVERSED", "note": "already reversed"}));
         }
         if p.version != a.payment_version {
-            return Err(format!("payment moved from version {} to {}", a.payment_version, p.version));
+            return Err(format!(
+                "payment moved from version {} to {}",
+                a.payment_version, p.version
+            ));
         }
         let remaining = p.amount - p.refunded_amount;
         match self.channel.refund(&p.channel_key, &a.id, remaining).await {
             RefundOutcome::Succeeded => {}
-            RefundOutcome::Rejected { reason } => return Err(format!("channel refused the refund: {reason}")),
-            RefundOutcome::Error { detail } => return Err(format!("refund outcome unknown (execute again): {detail}")),
+            RefundOutcome::Rejected { reason } => {
+                return Err(format!("channel refused the refund: {reason}"));
+            }
+            RefundOutcome::Error { detail } => {
+                return Err(format!("refund outcome unknown (execute again): {detail}"));
+            }
         }
         // A SUSPENSE payment was never posted, so there is nothing to reverse in the ledger.
-        let posting = (p.status == PaymentStatus::Success).then(|| ledger::reversal(p.merchant_id, remaining, &p.currency));
-        self.forced(a, &p, PaymentEvent::Reversed, PaymentStatus::Reversed, posting, vec![], "reversed the remaining amount").await?;
+        let posting = (p.status == PaymentStatus::Success)
+            .then(|| ledger::reversal(p.merchant_id, remaining, &p.currency));
+        self.forced(
+            a,
+            &p,
+            PaymentEvent::Reversed,
+            PaymentStatus::Reversed,
+            posting,
+            vec![],
+            "reversed the remaining amount",
+        )
+        .await?;
         Ok(json!({"status": "REVERSED", "refunded_at_channel": remaining}))
     }
 
     async fn run_force(&self, a: &ActionRecord, p: Payment) -> Result<serde_json::Value, String> {
-        let target: PaymentStatus = a.target_status.as_deref().unwrap_or_default().parse().map_err(|_| "bad target".to_string())?;
+        let target: PaymentStatus = a
+            .target_status
+            .as_deref()
+            .unwrap_or_default()
+            .parse()
+            .map_err(|_| "bad target".to_string())?;
         if p.status == target {
             return Ok(json!({"status": target.as_str(), "note": "already there"}));
         }
         if p.version != a.payment_version || !force_allowed(p.status, target) {
-            return Err(format!("payment is {} at version {}; the request pinned version {}", p.status, p.version, a.payment_version));
+            return Err(format!(
+                "payment is {} at version {}; the request pinned version {}",
+                p.status, p.version, a.payment_version
+            ));
         }
         let now = self.clock.now_ms();
         let (posting, enqueue) = match (p.status, target) {
-            (PaymentStatus::Unknown, PaymentStatus::Failed) => match self.channel.cancel(&p.channel_key).await {
-                CancelOutcome::Cancelled => (None, vec![]),
-                CancelOutcome::AlreadyCharged { amount, currency } => {
-                    return Err(format!("the channel holds a charge of {amount} {currency}; not failing it"));
+            (PaymentStatus::Unknown, PaymentStatus::Failed) => {
+                match self.channel.cancel(&p.channel_key).await {
+                    CancelOutcome::Cancelled => (None, vec![]),
+                    CancelOutcome::AlreadyCharged { amount, currency } => {
+                        return Err(format!(
+                            "the channel holds a charge of {amount} {currency}; not failing it"
+                        ));
+                    }
+                    CancelOutcome::Error { detail } => {
+                        return Err(format!("could not fence the key: {detail}"));
+                    }
                 }
-                CancelOutcome::Error { detail } => return Err(format!("could not fence the key: {detail}")),
-            },
+            }
             (PaymentStatus::Processing, PaymentStatus::Unknown) => (
                 None,
-                vec![NewJob { kind: JobKind::Query, payment_id: Some(p.id.clone()), refund_id: None, run_at: now, max_attempts: self.timings.max_attempts }],
+                vec![NewJob {
+                    kind: JobKind::Query,
+                    payment_id: Some(p.id.clone()),
+                    refund_id: None,
+                    run_at: now,
+                    max_attempts: self.timings.max_attempts,
+                }],
             ),
-            (_, PaymentStatus::Success) => (Some(ledger::charge(p.merchant_id, p.amount, &p.currency)), vec![]),
+            (_, PaymentStatus::Success) => (
+                Some(ledger::charge(p.merchant_id, p.amount, &p.currency)),
+                vec![],
+            ),
             _ => (None, vec![]),
         };
-        let after = self.forced(a, &p, PaymentEvent::Forced, target, posting, enqueue, &a.evidence).await?;
+        let after = self
+            .forced(
+                a,
+                &p,
+                PaymentEvent::Forced,
+                target,
+                posting,
+                enqueue,
+                &a.evidence,
+            )
+            .await?;
         if after.status == PaymentStatus::Success {
-            let _ = self.store.resolve_error_by_key(&suspense_key(&p.id), &format!("forced to SUCCESS by {}", a.id), "system", now).await;
+            let _ = self
+                .store
+                .resolve_error_by_key(
+                    &suspense_key(&p.id),
+                    &format!("forced to SUCCESS by {}", a.id),
+                    "system",
+                    now,
+                )
+                .await;
         }
         if after.status == PaymentStatus::ChannelSuccess {
-            self.drive(after, &format!("action:{}", a.id)).await.map_err(|e| e.to_string())?;
+            self.drive(after, &format!("action:{}", a.id))
+                .await
+                .map_err(|e| e.to_string())?;
         }
         Ok(json!({"status": target.as_str()}))
     }
@@ -396,10 +643,23 @@ impl Core {
             enqueue,
             close_jobs: vec![JobKind::Submit, JobKind::Query, JobKind::PostLedger],
         };
-        match self.store.apply_transition(&t).await.map_err(|e| e.to_string())? {
+        match self
+            .store
+            .apply_transition(&t)
+            .await
+            .map_err(|e| e.to_string())?
+        {
             TransitionResult::Applied(after) => Ok(after),
-            TransitionResult::DuplicateEvent => self.store.payment(&p.id).await.map_err(|e| e.to_string())?.ok_or_else(|| "payment vanished".into()),
-            TransitionResult::Stale(now) => Err(format!("payment moved to {} (version {}) before the change applied", now.status, now.version)),
+            TransitionResult::DuplicateEvent => self
+                .store
+                .payment(&p.id)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "payment vanished".into()),
+            TransitionResult::Stale(now) => Err(format!(
+                "payment moved to {} (version {}) before the change applied",
+                now.status, now.version
+            )),
             TransitionResult::Refused(e) => Err(format!("refused by the state machine: {e}")),
         }
     }

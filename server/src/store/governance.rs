@@ -124,15 +124,29 @@ pub trait Governance: Send + Sync + 'static {
     /// The last record's (seq, hash); (0, GENESIS) when empty.
     async fn audit_head(&self) -> Result<(i64, String), StoreError>;
     /// Up to `limit` records with seq > `after_seq` matching `filter`, in seq order.
-    async fn audit_page(&self, after_seq: i64, limit: i64, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError>;
+    async fn audit_page(
+        &self,
+        after_seq: i64,
+        limit: i64,
+        filter: &AuditFilter,
+    ) -> Result<Vec<AuditRecord>, StoreError>;
     /// Records about one target (e.g. `payment:pay_x`), in seq order.
     async fn audit_for_target(&self, target: &str) -> Result<Vec<AuditRecord>, StoreError>;
     /// Inserts an action with its audit record, in one transaction.
-    async fn create_action(&self, a: &NewAction, audit: &AuditEntry) -> Result<CreateAction, StoreError>;
+    async fn create_action(
+        &self,
+        a: &NewAction,
+        audit: &AuditEntry,
+    ) -> Result<CreateAction, StoreError>;
     /// The action with this id.
     async fn action(&self, id: &str) -> Result<Option<ActionRecord>, StoreError>;
     /// Actions, newest first, filtered by status and payment.
-    async fn actions(&self, status: Option<&str>, payment_id: Option<&str>, limit: i64) -> Result<Vec<ActionRecord>, StoreError>;
+    async fn actions(
+        &self,
+        status: Option<&str>,
+        payment_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<ActionRecord>, StoreError>;
     /// Applies `m` if the action is in one of `m.from` (and the maker-checker and expiry
     /// conditions hold), appending `audit` in the same transaction; false when it did not
     /// apply (nothing written).

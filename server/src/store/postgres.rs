@@ -88,7 +88,9 @@ impl PgStore {
     /// transaction, so two appends cannot both chain to the same head.
     async fn lock_audit(tx: &mut Transaction<'static, Db>) -> Result<(), StoreError> {
         // 0x636f6e76 = "conv": the one advisory lock converge uses.
-        sqlx::query("SELECT pg_advisory_xact_lock(1668247158)").execute(&mut **tx).await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(1668247158)")
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 
