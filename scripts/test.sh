@@ -61,6 +61,23 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   e2e_dir=$(mktemp -d)
   trap 'rm -rf "$e2e_dir"' EXIT
   port=${CONVERGE_E2E_PORT:-3300}
+  # Test data before the server starts, made with the CLI as an operator would: console users
+  # of each role and two merchants, one frozen (its payments go to SUSPENSE and the error
+  # pool). `cargo leptos build` builds the same debug binary `end-to-end` then runs, so the
+  # binary is not rebuilt in between. Passwords and API keys reach Playwright through the
+  # environment (end2end/tests/support.ts).
+  cargo leptos build
+  e2e_cli() { DATABASE_URL="$e2e_dir/converge.db" target/debug/converge "$@"; }
+  export E2E_ADMIN_USER=e2e-admin E2E_ADMIN_PASSWORD=e2e-admin-password-1
+  export E2E_OPERATOR_USER=e2e-operator E2E_OPERATOR_PASSWORD=e2e-operator-password-1
+  export E2E_VIEWER_USER=e2e-viewer E2E_VIEWER_PASSWORD=e2e-viewer-password-1
+  echo "$E2E_ADMIN_PASSWORD" | e2e_cli user add "$E2E_ADMIN_USER" --role viewer,admin --password-stdin >/dev/null
+  echo "$E2E_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
+  echo "$E2E_VIEWER_PASSWORD" | e2e_cli user add "$E2E_VIEWER_USER" --role viewer --password-stdin >/dev/null
+  E2E_MERCHANT_KEY=$(e2e_cli merchant add e2e-shop)
+  E2E_FROZEN_KEY=$(e2e_cli merchant add e2e-frozen)
+  e2e_cli merchant freeze e2e-frozen >/dev/null
+  export E2E_MERCHANT_KEY E2E_FROZEN_KEY
   CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
     DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
     cargo leptos end-to-end

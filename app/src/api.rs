@@ -98,7 +98,9 @@ mod ssr {
     /// logged by `ApiError::internal` and are not sent).
     pub fn api_error(e: ApiError) -> ServerFnError {
         if e.code == "internal_error" {
-            return ServerFnError::new("internal error; retry, and tell the on-call if it persists");
+            return ServerFnError::new(
+                "internal error; retry, and tell the on-call if it persists",
+            );
         }
         ServerFnError::new(e.message)
     }
@@ -109,8 +111,27 @@ mod ssr {
             .and_then(serde_json::from_value)
             .map_err(|e| {
                 tracing::error!(error = %e, "console DTO does not match the server's JSON");
-                ServerFnError::new("internal error: the console and the server disagree on a data shape")
+                ServerFnError::new(
+                    "internal error: the console and the server disagree on a data shape",
+                )
             })
+    }
+
+    /// Records a console change in the audit log exactly as the `/ops/v1` handlers do (same
+    /// action names and fields), so a change made in the console is as visible to auditors as
+    /// one made through the JSON API.
+    pub async fn audit(
+        st: &AppState,
+        p: &ServerPrincipal,
+        action: &str,
+        target: &str,
+        reason: &str,
+        after: serde_json::Value,
+    ) -> Result<(), ServerFnError> {
+        let addr = client_addr().await;
+        converge_server::ops::handlers::audit(st, p, &addr, action, target, reason, after)
+            .await
+            .map_err(api_error)
     }
 
     /// The browser's view of a principal: its name and role names.
@@ -128,22 +149,6 @@ mod ssr {
             UserError::Store(s) => api_error(s.into()),
             other => ServerFnError::new(other.to_string()),
         }
-    }
-
-    /// `YYYY-MM-DDTHH:MM[:SS]` (what a browser's datetime-local input sends) as RFC 3339 UTC;
-    /// anything else is passed on for the search to accept or refuse with its own message.
-    pub fn as_rfc3339(v: Option<String>) -> Option<String> {
-        let v = v?.trim().to_string();
-        let b = v.as_bytes();
-        let local_minutes = b.len() == 16 && b.get(10) == Some(&b'T') && b.get(13) == Some(&b':');
-        let local_seconds = b.len() == 19 && b.get(10) == Some(&b'T') && b.get(16) == Some(&b':');
-        Some(if local_minutes {
-            format!("{v}:00Z")
-        } else if local_seconds {
-            format!("{v}Z")
-        } else {
-            v
-        })
     }
 }
 
@@ -182,7 +187,9 @@ pub async fn login(username: String, password: String) -> Result<Principal, Serv
         Err(LoginError::Store(e)) => Err(ssr::api_error(e.into())),
         Err(LoginError::Session(e)) => {
             tracing::error!(error = %e, "console login: session write failed");
-            Err(ServerFnError::new("sessions are unavailable; retry shortly"))
+            Err(ServerFnError::new(
+                "sessions are unavailable; retry shortly",
+            ))
         }
     }
 }
@@ -200,7 +207,10 @@ pub async fn logout() -> Result<(), ServerFnError> {
         .map_err(|e| {
             tracing::error!(error = %e, "console logout failed");
             ServerFnError::new("could not end the session; retry")
-        })
+        })?;
+    // A plain form post (before hydration) gets a 302 to the sign-in page.
+    leptos_axum::redirect("/login");
+    Ok(())
 }
 
 /// The signed-in user, or None without a valid session (no error: the layout decides).
@@ -252,8 +262,8 @@ pub async fn search_payments(query: PaymentQuery) -> Result<PaymentPage, ServerF
         status: query.status,
         merchant: query.merchant,
         order: query.order,
-        from: ssr::as_rfc3339(query.from),
-        to: ssr::as_rfc3339(query.to),
+        from: crate::format::as_rfc3339(query.from),
+        to: crate::format::as_rfc3339(query.to),
         after: query.after,
         limit: Some(50),
     };
@@ -326,7 +336,15 @@ pub async fn resolve_error(id: i64, note: String) -> Result<ErrorItem, ServerFnE
         .map_err(|e| ssr::api_error(e.into()))?;
     match (done, item) {
         (true, Some(item)) => {
-            tracing::info!(user = %p.username, id, "error-pool item resolved");
+            ssr::audit(
+                &st,
+                &p,
+                "error_resolved",
+                &format!("error:{id}"),
+                note,
+                serde_json::json!({"payment_id": item.payment_id}),
+            )
+            .await?;
             ssr::convert(&item)
         }
         (_, None) => Err(ServerFnError::new(format!("no error-pool item {id}"))),
@@ -373,7 +391,15 @@ pub async fn add_user(
     )
     .await
     .map_err(ssr::user_error)?;
-    tracing::info!(admin = %p.username, user = %u.username, "console user added");
+    ssr::audit(
+        &st,
+        &p,
+        "user_added",
+        &format!("user:{}", u.username),
+        "",
+        serde_json::json!({"roles": u.roles}),
+    )
+    .await?;
     ssr::convert(&u)
 }
 
@@ -393,7 +419,15 @@ pub async fn disable_user(username: String) -> Result<(), ServerFnError> {
     )
     .await
     .map_err(ssr::user_error)?;
-    tracing::info!(admin = %p.username, user = %username, "console user disabled");
+    ssr::audit(
+        &st,
+        &p,
+        "user_disabled",
+        &format!("user:{username}"),
+        "",
+        serde_json::json!({}),
+    )
+    .await?;
     Ok(())
 }
 
@@ -410,7 +444,15 @@ pub async fn enable_user(username: String) -> Result<(), ServerFnError> {
     )
     .await
     .map_err(ssr::user_error)?;
-    tracing::info!(admin = %p.username, user = %username, "console user enabled");
+    ssr::audit(
+        &st,
+        &p,
+        "user_enabled",
+        &format!("user:{username}"),
+        "",
+        serde_json::json!({}),
+    )
+    .await?;
     Ok(())
 }
 
@@ -428,6 +470,14 @@ pub async fn reset_password(username: String, password: String) -> Result<(), Se
     )
     .await
     .map_err(ssr::user_error)?;
-    tracing::info!(admin = %p.username, user = %username, "console password reset");
+    ssr::audit(
+        &st,
+        &p,
+        "user_password_reset",
+        &format!("user:{username}"),
+        "",
+        serde_json::json!({}),
+    )
+    .await?;
     Ok(())
 }

@@ -427,7 +427,10 @@ async fn user(action: UserCommand) -> Result<()> {
 
 fn cli_time(field: &str, v: &Option<String>) -> Result<Option<i64>> {
     v.as_deref()
-        .map(|v| converge_server::domain::clock::parse_utc(v).map_err(|e| anyhow::anyhow!("--{field}: {e}")))
+        .map(|v| {
+            converge_server::domain::clock::parse_utc(v)
+                .map_err(|e| anyhow::anyhow!("--{field}: {e}"))
+        })
         .transpose()
 }
 

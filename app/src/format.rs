@@ -173,6 +173,25 @@ pub fn query_string(pairs: &[(&str, Option<&str>)]) -> String {
     }
 }
 
+/// A time filter as the search expects it: `YYYY-MM-DDTHH:MM[:SS]` (what a browser's
+/// datetime-local input sends, meant as UTC here) becomes RFC 3339 with `Z`; anything else is
+/// passed on trimmed, for the search to accept (`YYYY-MM-DD`, RFC 3339) or refuse with its
+/// own message.
+pub fn as_rfc3339(v: Option<String>) -> Option<String> {
+    let v = v?.trim().to_string();
+    let b = v.as_bytes();
+    let shaped = |len: usize, colon: usize| {
+        b.len() == len && b.get(10) == Some(&b'T') && b.get(colon) == Some(&b':')
+    };
+    Some(if shaped(16, 13) {
+        format!("{v}:00Z")
+    } else if shaped(19, 16) {
+        format!("{v}Z")
+    } else {
+        v
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,10 +239,31 @@ mod tests {
     }
 
     #[test]
+    fn datetime_local_values_become_utc_rfc3339() {
+        let f = |v: &str| as_rfc3339(Some(v.to_string()));
+        assert_eq!(f("2026-11-30T05:48"), Some("2026-11-30T05:48:00Z".into()));
+        assert_eq!(
+            f(" 2026-11-30T05:48:07 "),
+            Some("2026-11-30T05:48:07Z".into())
+        );
+        assert_eq!(f("2026-11-30"), Some("2026-11-30".into()));
+        assert_eq!(
+            f("2026-11-30T05:48:07+08:00"),
+            Some("2026-11-30T05:48:07+08:00".into())
+        );
+        assert_eq!(f("garbage"), Some("garbage".into()));
+        assert_eq!(as_rfc3339(None), None);
+    }
+
+    #[test]
     fn query_strings_escape_and_skip_blanks() {
         assert_eq!(query_escape("a b&c/é"), "a%20b%26c%2F%C3%A9");
         assert_eq!(
-            query_string(&[("status", Some("UNKNOWN")), ("merchant", Some(" ")), ("to", None)]),
+            query_string(&[
+                ("status", Some("UNKNOWN")),
+                ("merchant", Some(" ")),
+                ("to", None)
+            ]),
             "?status=UNKNOWN"
         );
         assert_eq!(query_string(&[("x", None)]), "");

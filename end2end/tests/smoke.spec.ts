@@ -4,7 +4,7 @@ test("login page is server-rendered, then hydrated so its handlers run", async (
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(String(e)));
 
-  const response = await page.goto("/");
+  const response = await page.goto("/login");
   expect(response?.status()).toBe(200);
   // Server-rendered: the form is in the HTML before any script runs.
   await expect(page.getByRole("heading", { name: "Sign in" })).toBeVisible();

@@ -152,9 +152,21 @@ mod tests {
     fn bars_outside_the_hour_are_dropped() {
         let now = 100 * 60_000;
         let series = vec![
-            MinutePoint { minute: 30, keyed: 4, replays: 1 },
-            MinutePoint { minute: 41, keyed: 4, replays: 2 },
-            MinutePoint { minute: 100, keyed: 2, replays: 0 },
+            MinutePoint {
+                minute: 30,
+                keyed: 4,
+                replays: 1,
+            },
+            MinutePoint {
+                minute: 41,
+                keyed: 4,
+                replays: 2,
+            },
+            MinutePoint {
+                minute: 100,
+                keyed: 2,
+                replays: 0,
+            },
         ];
         let b = bars(&series, now, 4);
         assert_eq!(b.len(), 2);

@@ -3,6 +3,7 @@
 //! before any page content renders (on the server the redirect is a real 302, because the
 //! session check is a blocking resource that the response waits for).
 
+use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::components::{A, Outlet, Redirect};
@@ -59,7 +60,10 @@ fn TopBar(principal: Principal) -> impl IntoView {
     let navigate = use_navigate();
     let busy = RwSignal::new(false);
     let failure = RwSignal::new(None::<String>);
-    let sign_out = move |_| {
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
+    let sign_out = move |ev: SubmitEvent| {
+        ev.prevent_default();
         busy.set(true);
         let navigate = navigate.clone();
         spawn_local(async move {
@@ -74,8 +78,10 @@ fn TopBar(principal: Principal) -> impl IntoView {
     };
     let is_admin = principal.has("admin");
     let roles = principal.roles.join(", ");
+    // Sign-out is a form posting to the server function, so it works even before the page is
+    // hydrated (the server then redirects to /login); once hydrated it is a fetch.
     view! {
-        <header class="topbar">
+        <header class="topbar" data-hydrated=move || hydrated.get().to_string()>
             <a class="skip-link" href="#main">"Skip to content"</a>
             <A href="/" attr:class="brand-link">"converge"</A>
             <nav class="mainnav" aria-label="Main">
@@ -87,15 +93,16 @@ fn TopBar(principal: Principal) -> impl IntoView {
             <div class="who">
                 <span class="user" data-testid="current-user">{principal.username.clone()}</span>
                 <span class="roles" data-testid="current-roles">{roles}</span>
-                <button
-                    type="button"
-                    class="secondary small"
-                    data-testid="sign-out"
-                    on:click=sign_out
-                    disabled=move || busy.get()
-                >
-                    "Sign out"
-                </button>
+                <form method="post" action="/api/logout" on:submit=sign_out>
+                    <button
+                        type="submit"
+                        class="secondary small"
+                        data-testid="sign-out"
+                        disabled=move || busy.get()
+                    >
+                        "Sign out"
+                    </button>
+                </form>
                 <span class="form-message" role="alert">{move || failure.get()}</span>
             </div>
         </header>

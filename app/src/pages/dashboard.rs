@@ -26,7 +26,9 @@ pub fn DashboardPage() -> impl IntoView {
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
             move || {
-                if !paused.get_untracked() {
+                // A hidden tab does not poll: it spares the server, and a console left open
+                // in the background still reaches the session's idle timeout.
+                if !paused.get_untracked() && !document().hidden() {
                     tick.update(|t| *t = t.wrapping_add(1));
                 }
             },
@@ -118,7 +120,12 @@ fn tone(n: i64, bad: bool) -> &'static str {
 #[component]
 fn DashboardBody(d: Dashboard) -> impl IntoView {
     let now = d.generated_at;
-    let five = d.idempotency.windows.iter().find(|w| w.window == "5m").cloned();
+    let five = d
+        .idempotency
+        .windows
+        .iter()
+        .find(|w| w.window == "5m")
+        .cloned();
     let backlog: i64 = d.queue.kinds.iter().map(|k| k.due + k.retrying).sum();
     let dead: i64 = d.queue.kinds.iter().map(|k| k.dead).sum();
     view! {
@@ -131,7 +138,7 @@ fn DashboardBody(d: Dashboard) -> impl IntoView {
                 note="past their state's threshold"
             />
             <Kpi
-                label="Idempotency hit rate, 5 min"
+                label="Key hit rate, 5 min"
                 value=five.as_ref().map_or("–".into(), |w| format::percent(w.rate))
                 testid="kpi-hit-rate"
                 tone="neutral"

@@ -91,7 +91,11 @@ fn UserRow(
                 };
                 match result {
                     Ok(()) => {
-                        let what = if disabled { "enabled" } else { "disabled; its sessions ended" };
+                        let what = if disabled {
+                            "enabled"
+                        } else {
+                            "disabled; its sessions ended"
+                        };
                         flash.set(Some(format!("User {name} {what}.")));
                         version.update(|v| *v = v.wrapping_add(1));
                     }

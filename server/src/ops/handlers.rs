@@ -177,7 +177,10 @@ pub struct SearchQuery {
 /// A console time filter: RFC 3339 or `YYYY-MM-DD` (UTC); 400 `invalid_time` otherwise.
 pub fn parse_time(field: &str, v: &str) -> Result<i64, ApiError> {
     crate::domain::clock::parse_utc(v).map_err(|_| {
-        ApiError::bad_request("invalid_time", format!("{field} must be RFC 3339 or YYYY-MM-DD"))
+        ApiError::bad_request(
+            "invalid_time",
+            format!("{field} must be RFC 3339 or YYYY-MM-DD"),
+        )
     })
 }
 

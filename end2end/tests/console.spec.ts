@@ -1,0 +1,196 @@
+// The ops console in a real browser (issue 5): sign in, watch the dashboard move as payments
+// are made through the merchant API with the sandbox channel, open a payment's timeline and
+// resolve an error-pool item. Users and merchants come from scripts/test.sh (see support.ts).
+import * as path from "node:path";
+import { expect, test } from "@playwright/test";
+import { account, createPayment, env, numberOf, open, pageErrors, signIn, unique } from "./support";
+
+test.describe.configure({ mode: "serial" });
+
+test("without a session every console page sends you to the sign-in page", async ({ page }) => {
+  for (const target of ["/", "/payments", "/error-pool", "/admin/users"]) {
+    await page.goto(target);
+    await expect(page).toHaveURL(/\/login$/);
+    await expect(page.getByRole("heading", { name: "Sign in" })).toBeVisible();
+  }
+});
+
+test("a wrong password gets the one answer, and the form stays usable", async ({ page }) => {
+  const { username } = account("viewer");
+  await page.goto("/login");
+  await expect(page.locator("main.login")).toHaveAttribute("data-hydrated", "true");
+  await page.getByLabel("Username").fill(username);
+  await page.getByLabel("Password").fill("not-the-password-at-all");
+  await page.getByTestId("sign-in").click();
+  await expect(page.getByTestId("form-message")).toHaveText("Unknown user or wrong password.");
+  await expect(page).toHaveURL(/\/login$/);
+  await expect(page.getByLabel("Password")).toHaveValue("");
+});
+
+test("a viewer signs in, sees no admin or resolve controls, and signs out", async ({ page }) => {
+  await signIn(page, "viewer");
+  await expect(page.getByTestId("current-roles")).toHaveText("viewer");
+  await expect(page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Users" })).toHaveCount(0);
+
+  // The server refuses, whatever the page shows.
+  await open(page, "/admin/users");
+  await expect(page.getByRole("alert").filter({ hasText: "your roles do not allow this" })).toBeVisible();
+  const refused = await page.request.post("/api/resolve_error", {
+    form: { id: "1", note: "a viewer may not do this" },
+  });
+  expect(refused.ok()).toBe(false);
+  expect(await refused.text()).toContain("your roles do not allow this");
+
+  await open(page, "/error-pool?status=all");
+  await expect(page.getByRole("heading", { name: "Error pool" })).toBeVisible();
+  await expect(page.getByRole("button", { name: /Resolve/ })).toHaveCount(0);
+
+  await page.getByTestId("sign-out").click();
+  await expect(page).toHaveURL(/\/login$/);
+  await page.goto("/");
+  await expect(page).toHaveURL(/\/login$/);
+});
+
+test("the dashboard moves as payments are made, without a reload", async ({ page, request }) => {
+  const shop = env("E2E_MERCHANT_KEY");
+  const frozen = env("E2E_FROZEN_KEY");
+  const errors = pageErrors(page);
+  await signIn(page, "operator");
+  await expect(page.getByRole("heading", { name: "Dashboard" })).toBeVisible();
+  await expect(page.getByTestId("keyed-5m")).toBeVisible();
+
+  const keyed = await numberOf(page, "keyed-5m");
+  const replays = await numberOf(page, "replays-5m");
+  const stuck = await numberOf(page, "stuck-total");
+  const poolOpen = await numberOf(page, "pool-open-total");
+  // Marks the page: a reload would lose it, so seeing it at the end proves there was none.
+  await page.evaluate(() => ((window as unknown as { e2eMark: boolean }).e2eMark = true));
+
+  // A first request and its replay (same key, same body): one replay among two keyed.
+  const key = unique("idem");
+  const order = unique("order");
+  const first = await createPayment(request, shop, { amount: 1999, currency: "CNY", merchant_order_id: order }, key);
+  const replay = await createPayment(request, shop, { amount: 1999, currency: "CNY", merchant_order_id: order }, key);
+  expect(replay.id).toBe(first.id);
+  // Digits 52: the sandbox answers slowly, so the payment passes through UNKNOWN.
+  await createPayment(request, shop, { amount: 1052, currency: "CNY", merchant_order_id: unique("slow") }, unique("idem"));
+  // A frozen merchant: charged but not posted, so SUSPENSE (stuck at once) and an error-pool item.
+  const suspended = await createPayment(
+    request,
+    frozen,
+    { amount: 2500, currency: "USD", merchant_order_id: unique("frozen") },
+    unique("idem"),
+  );
+
+  const refresh = { timeout: 25_000, intervals: [1_000] };
+  await expect.poll(() => numberOf(page, "keyed-5m"), refresh).toBeGreaterThanOrEqual(keyed + 4);
+  await expect.poll(() => numberOf(page, "replays-5m"), refresh).toBeGreaterThanOrEqual(replays + 1);
+  await expect.poll(() => numberOf(page, "pool-open-total"), refresh).toBeGreaterThanOrEqual(poolOpen + 1);
+  await expect.poll(() => numberOf(page, "stuck-total"), refresh).toBeGreaterThanOrEqual(stuck + 1);
+  expect(await page.evaluate(() => (window as unknown as { e2eMark?: boolean }).e2eMark)).toBe(true);
+
+  // The stuck payment is listed with a link to its story.
+  await expect(page.getByTestId("stuck-oldest").getByRole("link", { name: suspended.id })).toBeVisible();
+  await expect(page.getByTestId("hit-chart")).toBeVisible();
+  await page.screenshot({ path: path.join(__dirname, "..", "test-results", "dashboard.png"), fullPage: true });
+  expect(errors).toEqual([]);
+});
+
+test("a payment's page tells its whole story", async ({ page, request }) => {
+  const frozen = env("E2E_FROZEN_KEY");
+  const order = unique("story");
+  const payment = await createPayment(
+    request,
+    frozen,
+    { amount: 4200, currency: "CNY", merchant_order_id: order },
+    unique("idem"),
+  );
+  const errors = pageErrors(page);
+  await signIn(page, "viewer");
+
+  // Found by its merchant order id through the search form.
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Payments" }).click();
+  await page.getByLabel("Merchant order id").fill(order);
+  await page.getByTestId("search").click();
+  await expect(page).toHaveURL(new RegExp(`order=${order}`));
+  const table = page.getByTestId("payments-table");
+  await expect(table.getByRole("row")).toHaveCount(2);
+  await expect(table).toContainText("42.00 CNY");
+  await table.getByRole("link", { name: payment.id }).click();
+
+  await expect(page).toHaveURL(new RegExp(`/payments/${payment.id}$`));
+  await expect(page.getByTestId("payment-id")).toHaveText(payment.id);
+  await expect(page.getByTestId("payment-status")).toHaveText("SUSPENSE");
+  const timeline = page.getByTestId("timeline");
+  for (const event of ["created", "submit", "channel_succeeded", "ledger_failed"]) {
+    await expect(timeline.getByText(event, { exact: true }).first()).toBeVisible();
+  }
+  await expect(timeline).toContainText("merchant account frozen");
+  await expect(page.getByTestId("jobs")).toContainText("post_ledger");
+  await expect(page.getByTestId("related-errors")).toContainText("suspense");
+  expect(errors).toEqual([]);
+});
+
+test("an operator resolves an error-pool item with a note", async ({ page, request }) => {
+  const frozen = env("E2E_FROZEN_KEY");
+  const payment = await createPayment(
+    request,
+    frozen,
+    { amount: 777, currency: "CNY", merchant_order_id: unique("resolve") },
+    unique("idem"),
+  );
+  const errors = pageErrors(page);
+  await signIn(page, "operator");
+  await open(page, "/error-pool?status=open&kind=suspense");
+  const row = page.getByRole("row").filter({ hasText: payment.id });
+  await expect(row).toHaveCount(1);
+
+  await row.getByRole("button", { name: /Resolve/ }).click();
+  const note = page.getByTestId("resolve-note");
+  const text = `Merchant unfrozen by finance; posting retried (${unique("note")})`;
+  await note.fill(text);
+  await page.getByTestId("resolve-submit").click();
+  await expect(page.getByTestId("flash")).toContainText("resolved");
+  await expect(page.getByRole("row").filter({ hasText: payment.id })).toHaveCount(0);
+
+  await open(page, "/error-pool?status=resolved&kind=suspense");
+  const resolved = page.getByRole("row").filter({ hasText: payment.id });
+  await expect(resolved).toContainText("resolved");
+  await expect(resolved).toContainText(text);
+  await expect(resolved).toContainText(`Resolved by ${account("operator").username}`);
+  expect(errors).toEqual([]);
+});
+
+test("an admin adds a user, who can then sign in", async ({ page, browser }) => {
+  await signIn(page, "admin");
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Users" }).click();
+  const name = unique("auditor");
+  const password = "a-fresh-password-42";
+  const form = page.getByTestId("add-user");
+  await form.getByLabel("Username").fill(name);
+  await form.getByLabel("auditor").check();
+  await form.getByLabel("Password").fill("short");
+  await form.getByRole("button", { name: "Add user" }).click();
+  await expect(form.getByRole("alert")).toContainText("at least 12 characters");
+  await form.getByLabel("Password").fill(password);
+  await form.getByRole("button", { name: "Add user" }).click();
+  await expect(page.getByTestId("flash")).toContainText(`User ${name} added`);
+  await expect(page.getByTestId(`user-${name}`)).toContainText("viewer, auditor");
+
+  // The new user signs in in a separate browser context.
+  const other = await browser.newContext();
+  const newcomer = await other.newPage();
+  await newcomer.goto("/login");
+  await expect(newcomer.locator("main.login")).toHaveAttribute("data-hydrated", "true");
+  await newcomer.getByLabel("Username").fill(name);
+  await newcomer.getByLabel("Password").fill(password);
+  await newcomer.getByTestId("sign-in").click();
+  await expect(newcomer.getByTestId("current-user")).toHaveText(name);
+
+  // Disabling the user ends its session: its next request is sent back to sign in.
+  await page.getByTestId(`user-${name}`).getByRole("button", { name: "Disable" }).click();
+  await expect(page.getByTestId(`user-${name}`)).toContainText("disabled");
+  await newcomer.goto("/payments");
+  await expect(newcomer).toHaveURL(/\/login$/);
+  await other.close();
+});

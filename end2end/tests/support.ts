@@ -1,0 +1,80 @@
+// Shared helpers of the console tests: who signs in, and how payments are made through the
+// merchant API. scripts/test.sh creates the users and merchants with the `converge` CLI
+// before the server starts and passes their passwords and API keys in the environment.
+import { APIRequestContext, expect, Page, test } from "@playwright/test";
+
+/** A value scripts/test.sh exports; without it the test is skipped (failed under CONVERGE_STRICT=1). */
+export function env(name: string): string {
+  const value = process.env[name];
+  if (!value) {
+    const why = `${name} is not set: run the browser tests through scripts/test.sh, which creates the test users and merchants`;
+    if (process.env.CONVERGE_STRICT === "1") throw new Error(why);
+    test.skip(true, why);
+  }
+  return value as string;
+}
+
+export type Role = "admin" | "operator" | "viewer";
+
+/** Login name and password of the test user with `role`. */
+export function account(role: Role): { username: string; password: string } {
+  const upper = role.toUpperCase();
+  return { username: env(`E2E_${upper}_USER`), password: env(`E2E_${upper}_PASSWORD`) };
+}
+
+/** Signs in through the login page and waits for the dashboard's top bar. */
+export async function signIn(page: Page, role: Role): Promise<void> {
+  const { username, password } = account(role);
+  await page.goto("/login");
+  await expect(page.locator("main.login")).toHaveAttribute("data-hydrated", "true");
+  await page.getByLabel("Username").fill(username);
+  await page.getByLabel("Password").fill(password);
+  await page.getByTestId("sign-in").click();
+  await expect(page.getByTestId("current-user")).toHaveText(username);
+  await hydrated(page);
+}
+
+/** Opens a console page and waits until it is hydrated (its buttons have their handlers). */
+export async function open(page: Page, url: string): Promise<void> {
+  await page.goto(url);
+  await hydrated(page);
+}
+
+/** Waits for the console frame's hydration marker. */
+export async function hydrated(page: Page): Promise<void> {
+  await expect(page.locator("header.topbar")).toHaveAttribute("data-hydrated", "true");
+}
+
+/** A name unlikely to repeat across runs against the same database. */
+export function unique(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** Creates a payment through the merchant API and returns its JSON (asserting 201 or 200). */
+export async function createPayment(
+  request: APIRequestContext,
+  key: string,
+  body: { amount: number; currency: string; merchant_order_id: string },
+  idempotencyKey: string,
+): Promise<{ id: string; status: string }> {
+  const response = await request.post("/v1/payments", {
+    headers: { Authorization: `Bearer ${key}`, "Idempotency-Key": idempotencyKey },
+    data: body,
+  });
+  expect(response.status(), await response.text()).toBeLessThan(300);
+  return response.json();
+}
+
+/** The integer shown by the element with `testId`. */
+export async function numberOf(page: Page, testId: string): Promise<number> {
+  const text = (await page.getByTestId(testId).first().textContent()) ?? "";
+  const n = Number.parseInt(text.replace(/[^0-9-]/g, ""), 10);
+  return Number.isNaN(n) ? 0 : n;
+}
+
+/** Collects uncaught errors of the page (a panic in the WebAssembly shows up here). */
+export function pageErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  return errors;
+}
