@@ -62,8 +62,8 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   trap 'rm -rf "$e2e_dir"' EXIT
   port=${CONVERGE_E2E_PORT:-3300}
   # Test data before the server starts, made with the CLI as an operator would: console users
-  # of each role and two merchants, one frozen (its payments go to SUSPENSE and the error
-  # pool). `cargo leptos build` builds the same debug binary `end-to-end` then runs, so the
+  # of each role (an approver and an auditor for the actions test) and two merchants, one
+  # frozen (its payments go to SUSPENSE and the error pool). `cargo leptos build` builds the same debug binary `end-to-end` then runs, so the
   # binary is not rebuilt in between. Passwords and API keys reach Playwright through the
   # environment (end2end/tests/support.ts).
   cargo leptos build
@@ -71,9 +71,13 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   export E2E_ADMIN_USER=e2e-admin E2E_ADMIN_PASSWORD=e2e-admin-password-1
   export E2E_OPERATOR_USER=e2e-operator E2E_OPERATOR_PASSWORD=e2e-operator-password-1
   export E2E_VIEWER_USER=e2e-viewer E2E_VIEWER_PASSWORD=e2e-viewer-password-1
+  export E2E_APPROVER_USER=e2e-approver E2E_APPROVER_PASSWORD=e2e-approver-password-1
+  export E2E_AUDITOR_USER=e2e-auditor E2E_AUDITOR_PASSWORD=e2e-auditor-password-1
   echo "$E2E_ADMIN_PASSWORD" | e2e_cli user add "$E2E_ADMIN_USER" --role viewer,admin --password-stdin >/dev/null
   echo "$E2E_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
   echo "$E2E_VIEWER_PASSWORD" | e2e_cli user add "$E2E_VIEWER_USER" --role viewer --password-stdin >/dev/null
+  echo "$E2E_APPROVER_PASSWORD" | e2e_cli user add "$E2E_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
+  echo "$E2E_AUDITOR_PASSWORD" | e2e_cli user add "$E2E_AUDITOR_USER" --role viewer,auditor --password-stdin >/dev/null
   E2E_MERCHANT_KEY=$(e2e_cli merchant add e2e-shop)
   E2E_FROZEN_KEY=$(e2e_cli merchant add e2e-frozen)
   e2e_cli merchant freeze e2e-frozen >/dev/null

@@ -30,7 +30,7 @@ pub fn is_not_signed_in(e: &ServerFnError) -> bool {
 
 /// Server-side helpers shared by the server functions.
 #[cfg(feature = "ssr")]
-mod ssr {
+pub(crate) mod ssr {
     use converge_server::api::AppState;
     use converge_server::domain::roles::Permission;
     use converge_server::error::ApiError;

@@ -6,6 +6,8 @@ use leptos_router::components::{A, ParentRoute, Route, Router, Routes};
 use leptos_router::path;
 
 use crate::components::layout::ConsoleLayout;
+use crate::pages::approvals::ApprovalsPage;
+use crate::pages::audit::AuditPage;
 use crate::pages::dashboard::DashboardPage;
 use crate::pages::error_pool::ErrorPoolPage;
 use crate::pages::login::LoginPage;
@@ -49,6 +51,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("payments") view=PaymentsPage/>
                     <Route path=path!("payments/:id") view=PaymentPage/>
                     <Route path=path!("error-pool") view=ErrorPoolPage/>
+                    <Route path=path!("approvals") view=ApprovalsPage/>
+                    <Route path=path!("audit") view=AuditPage/>
                     <Route path=path!("admin/users") view=UsersPage/>
                 </ParentRoute>
             </Routes>

@@ -394,6 +394,10 @@ pub struct PaymentDetail {
     pub refunds: Vec<Refund>,
     /// Related error-pool items.
     pub errors: Vec<ErrorItem>,
+    /// Ops actions on it, newest first.
+    pub actions: Vec<ActionRecord>,
+    /// Audit records about it (`payment:<id>`), in seq order.
+    pub audit: Vec<AuditRecord>,
 }
 
 /// A console user (never the hash).
@@ -407,4 +411,113 @@ pub struct UserView {
     pub disabled: bool,
     /// Epoch ms UTC.
     pub created_at: i64,
+}
+
+/// Forced transitions an approver may sign off (mirrors `server::domain::actions::FORCE_WHITELIST`;
+/// the server checks again): (from, to).
+pub const FORCE_WHITELIST: [(&str, &str); 5] = [
+    ("UNKNOWN", "FAILED"),
+    ("UNKNOWN", "CHANNEL_SUCCESS"),
+    ("PROCESSING", "UNKNOWN"),
+    ("SUSPENSE", "SUCCESS"),
+    ("CHANNEL_SUCCESS", "SUCCESS"),
+];
+
+/// The whitelisted force targets out of `status` (none out of a terminal state).
+pub fn force_targets(status: &str) -> Vec<&'static str> {
+    FORCE_WHITELIST
+        .iter()
+        .filter(|(from, _)| *from == status)
+        .map(|(_, to)| *to)
+        .collect()
+}
+
+/// An ops action request (maker-checker) on a payment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionRecord {
+    /// `act_` id.
+    pub id: String,
+    /// `query`, `retry`, `reverse`, `force_transition`.
+    pub kind: String,
+    /// Payment.
+    pub payment_id: String,
+    /// The operator who asked.
+    pub requested_by: String,
+    /// Why.
+    pub reason: String,
+    /// Evidence text (force).
+    pub evidence: String,
+    /// Target status (force).
+    pub target_status: Option<String>,
+    /// The payment version the request pinned.
+    pub payment_version: i64,
+    /// `pending`, `approved`, `executed`, `failed`, `rejected`, `cancelled`, `expired`.
+    pub status: String,
+    /// The approver (or rejecter).
+    pub decided_by: Option<String>,
+    /// The decision's reason.
+    pub decision_reason: Option<String>,
+    /// Execution result, JSON text.
+    pub result: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Pending requests expire at, epoch ms UTC.
+    pub expires_at: i64,
+    /// Epoch ms UTC.
+    pub decided_at: Option<i64>,
+    /// Epoch ms UTC.
+    pub executed_at: Option<i64>,
+}
+
+/// Actions as listed, with the server's clock for ages and expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionList {
+    /// Server time of the listing, epoch ms UTC.
+    pub now: i64,
+    /// Newest first.
+    pub items: Vec<ActionRecord>,
+}
+
+/// One audit-log record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// 1, 2, 3, ... without gaps.
+    pub seq: i64,
+    /// Epoch ms UTC.
+    pub at: i64,
+    /// Actor.
+    pub actor: String,
+    /// Roles.
+    pub roles: String,
+    /// Action.
+    pub action: String,
+    /// Target.
+    pub target: String,
+    /// Reason.
+    pub reason: String,
+    /// Before, JSON text.
+    pub before_state: String,
+    /// After, JSON text.
+    pub after_state: String,
+    /// Request metadata, JSON text.
+    pub request_meta: String,
+    /// The previous record's hash.
+    pub prev_hash: String,
+    /// This record's hash.
+    pub hash: String,
+}
+
+/// The result of re-computing the audit chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditVerify {
+    /// No break found.
+    pub ok: bool,
+    /// Records checked.
+    pub records: i64,
+    /// Last verified seq.
+    pub head_seq: i64,
+    /// Last verified hash.
+    pub head_hash: String,
+    /// The first record that does not verify: (seq, what is wrong).
+    pub first_broken: Option<(i64, String)>,
 }

@@ -135,10 +135,11 @@ pub fn pretty_json(text: &str) -> String {
 /// jobs, refunds and error-pool items.
 pub fn status_class(status: &str) -> &'static str {
     match status {
-        "SUCCESS" | "REFUNDED" | "succeeded" | "done" | "resolved" => "st-ok",
+        "SUCCESS" | "REFUNDED" | "succeeded" | "done" | "resolved" | "executed" => "st-ok",
         "FAILED" | "REVERSED" | "failed" | "dead" => "st-bad",
         "UNKNOWN" | "SUSPENSE" | "open" => "st-warn",
-        "PENDING" | "PROCESSING" | "CHANNEL_SUCCESS" | "pending" | "due" | "leased" => "st-busy",
+        "PENDING" | "PROCESSING" | "CHANNEL_SUCCESS" | "pending" | "approved" | "due"
+        | "leased" => "st-busy",
         _ => "st-other",
     }
 }

@@ -6,6 +6,7 @@
 #![recursion_limit = "256"]
 
 pub mod api;
+pub mod api_actions;
 pub mod app;
 pub mod components;
 pub mod dto;

@@ -14,7 +14,7 @@ export function env(name: string): string {
   return value as string;
 }
 
-export type Role = "admin" | "operator" | "viewer";
+export type Role = "admin" | "operator" | "viewer" | "approver" | "auditor";
 
 /** Login name and password of the test user with `role`. */
 export function account(role: Role): { username: string; password: string } {

@@ -54,6 +54,16 @@ pub fn signed_in_has(role: &'static str) -> Signal<bool> {
     })
 }
 
+/// The signed-in user's name (None while unknown), e.g. to tell a requester from an approver.
+pub fn signed_in_name() -> Signal<Option<String>> {
+    let me = use_context::<Me>();
+    Signal::derive(move || {
+        me.and_then(|m| m.0.get())
+            .and_then(|r| r.ok().flatten())
+            .map(|p| p.username)
+    })
+}
+
 /// Brand, navigation, user and sign-out.
 #[component]
 fn TopBar(principal: Principal) -> impl IntoView {
@@ -77,6 +87,8 @@ fn TopBar(principal: Principal) -> impl IntoView {
         });
     };
     let is_admin = principal.has("admin");
+    let sees_approvals = principal.has("approver") || principal.has("operator");
+    let is_auditor = principal.has("auditor");
     let roles = principal.roles.join(", ");
     // Sign-out is a form posting to the server function, so it works even before the page is
     // hydrated (the server then redirects to /login); once hydrated it is a fetch.
@@ -88,6 +100,8 @@ fn TopBar(principal: Principal) -> impl IntoView {
                 <A href="/" exact=true>"Dashboard"</A>
                 <A href="/payments">"Payments"</A>
                 <A href="/error-pool">"Error pool"</A>
+                {sees_approvals.then(|| view! { <A href="/approvals">"Approvals"</A> })}
+                {is_auditor.then(|| view! { <A href="/audit">"Audit"</A> })}
                 {is_admin.then(|| view! { <A href="/admin/users">"Users"</A> })}
             </nav>
             <div class="who">

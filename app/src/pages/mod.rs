@@ -1,5 +1,7 @@
 //! Console pages, one module per route.
 
+pub mod approvals;
+pub mod audit;
 pub mod dashboard;
 pub mod error_pool;
 pub mod login;

@@ -1,15 +1,23 @@
 //! One payment's whole story: its current state, the timeline of every event (applied and
 //! ignored, with the source and evidence), its compensation jobs, ledger lines, refunds and
-//! related error-pool items.
+//! related error-pool items; for operators, the actions panel (query and retry at once;
+//! reverse and force transition as requests for an approver), the payment's actions and its
+//! audit records.
 
+use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
+use leptos::task::spawn_local;
 use leptos_router::components::A;
 use leptos_router::hooks::use_params_map;
 
-use crate::api;
+use crate::components::layout::signed_in_has;
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
-use crate::dto::{ErrorItem, EventRecord, Job, LedgerEntry, PaymentDetail, Refund};
+use crate::dto::{
+    ActionRecord, AuditRecord, ErrorItem, EventRecord, Job, LedgerEntry, PaymentDetail, Refund,
+    force_targets,
+};
 use crate::format;
+use crate::{api, api_actions};
 
 /// The payment page (`/payments/:id`).
 #[component]
@@ -21,6 +29,8 @@ pub fn PaymentPage() -> impl IntoView {
         move || (id.get(), version.get()),
         |(id, _)| api::load_payment(id),
     );
+    // Outlive a reload of the detail, so the outcome of an action stays in view.
+    let flash = RwSignal::new(None::<String>);
     view! {
         <p class="crumbs">
             <A href="/payments">"← Payments"</A>
@@ -28,7 +38,7 @@ pub fn PaymentPage() -> impl IntoView {
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 match detail.await {
-                    Ok(d) => view! { <Story d version/> }.into_any(),
+                    Ok(d) => view! { <Story d version flash/> }.into_any(),
                     Err(e) => view! { <ErrorNote error=e/> }.into_any(),
                 }
             })}
@@ -37,9 +47,15 @@ pub fn PaymentPage() -> impl IntoView {
 }
 
 #[component]
-fn Story(d: PaymentDetail, version: RwSignal<u32>) -> impl IntoView {
+fn Story(
+    d: PaymentDetail,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
     let p = d.payment;
     let currency = p.currency.clone();
+    let payment_id = p.id.clone();
+    let status = p.status.clone();
     view! {
         <div class="page-head">
             <h1 class="mono" data-testid="payment-id">{p.id.clone()}</h1>
@@ -80,6 +96,7 @@ fn Story(d: PaymentDetail, version: RwSignal<u32>) -> impl IntoView {
                 <dd class="error-text">{p.last_error.unwrap_or_else(|| "—".into())}</dd>
             </dl>
         </section>
+        <ActionsPanel payment_id status actions=d.actions version flash/>
         <div class="grid">
             <Timeline events=d.events/>
             <div class="stack">
@@ -89,6 +106,309 @@ fn Story(d: PaymentDetail, version: RwSignal<u32>) -> impl IntoView {
                 <RelatedErrors items=d.errors/>
             </div>
         </div>
+        <PaymentAudit records=d.audit/>
+    }
+}
+
+/// Default reasons of the actions that run at once (the operator can give its own).
+fn quick_reason(kind: &str) -> String {
+    format!("{kind} now, from the console")
+}
+
+/// The operator's controls and the payment's actions (pending ones block a second request:
+/// the server says so, and the message is shown).
+#[component]
+fn ActionsPanel(
+    payment_id: String,
+    status: String,
+    actions: Vec<ActionRecord>,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let can_request = signed_in_has("operator");
+    let failure = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    // None, Some("reverse") or Some("force_transition").
+    let form = RwSignal::new(None::<&'static str>);
+    let reason = RwSignal::new(String::new());
+    let evidence = RwSignal::new(String::new());
+    let targets = force_targets(&status);
+    let options = StoredValue::new(targets.clone());
+    let target = RwSignal::new(targets.first().map(|t| t.to_string()).unwrap_or_default());
+    let can_force = !targets.is_empty();
+    let pending = actions.iter().filter(|a| a.status == "pending").count();
+
+    // (kind, reason, target status, evidence): a Copy callback, so every handler can use it.
+    type Ask = (&'static str, String, Option<String>, Option<String>);
+    let send = Callback::new(move |(kind, why, target, evidence): Ask| {
+        let payment_id = payment_id.clone();
+        busy.set(true);
+        failure.set(None);
+        flash.set(None);
+        spawn_local(async move {
+            match api_actions::request_action(kind.into(), payment_id, why, target, evidence).await
+            {
+                Ok(a) => {
+                    let what = match a.status.as_str() {
+                        "pending" => {
+                            format!("{} requested ({}); waiting for an approver.", a.kind, a.id)
+                        }
+                        other => format!("{} {other}: {}", a.kind, a.result.unwrap_or_default()),
+                    };
+                    flash.set(Some(what));
+                    form.set(None);
+                    busy.set(false);
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => {
+                    failure.set(Some(api::error_message(&e)));
+                    busy.set(false);
+                }
+            }
+        });
+    });
+    let quick = move |kind: &'static str| {
+        let text = reason.get_untracked();
+        let why = if text.trim().is_empty() {
+            quick_reason(kind)
+        } else {
+            text
+        };
+        send.run((kind, why, None, None))
+    };
+    let on_submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let Some(kind) = form.get_untracked() else {
+            return;
+        };
+        let why = reason.get_untracked();
+        if why.trim().is_empty() {
+            failure.set(Some("Give a reason.".into()));
+            return;
+        }
+        if kind == "force_transition" {
+            let ev_text = evidence.get_untracked();
+            if ev_text.trim().is_empty() {
+                failure.set(Some("Give the evidence for the forced transition.".into()));
+                return;
+            }
+            send.run((kind, why, Some(target.get_untracked()), Some(ev_text)));
+        } else {
+            send.run((kind, why, None, None));
+        }
+    };
+    view! {
+        <section class="panel actions-panel" aria-labelledby="actions-h">
+            <h2 id="actions-h">
+                "Actions "
+                {(pending > 0)
+                    .then(|| {
+                        view! {
+                            <span class="pill st-busy" data-testid="pending-count">
+                                {format!("{pending} pending approval")}
+                            </span>
+                            <A href="/approvals">"Approvals"</A>
+                        }
+                    })}
+            </h2>
+            <p class="flash" data-testid="action-flash" role="status">{move || flash.get()}</p>
+            <Show when=move || can_request.get()>
+                <div class="inline-form">
+                    <button
+                        type="button"
+                        data-testid="action-query"
+                        disabled=move || busy.get()
+                        on:click=move |_| quick("query")
+                    >
+                        "Query channel"
+                    </button>
+                    <button
+                        type="button"
+                        data-testid="action-retry"
+                        disabled=move || busy.get()
+                        on:click=move |_| quick("retry")
+                    >
+                        "Retry jobs"
+                    </button>
+                    <button
+                        type="button"
+                        class="secondary"
+                        data-testid="action-reverse"
+                        disabled=move || busy.get()
+                        on:click=move |_| form.set(Some("reverse"))
+                    >
+                        "Reverse…"
+                    </button>
+                    {can_force
+                        .then(|| {
+                            view! {
+                                <button
+                                    type="button"
+                                    class="secondary"
+                                    data-testid="action-force"
+                                    disabled=move || busy.get()
+                                    on:click=move |_| form.set(Some("force_transition"))
+                                >
+                                    "Force transition…"
+                                </button>
+                            }
+                        })}
+                </div>
+                <Show when=move || form.get().is_some()>
+                    <form class="stacked-form action-form" data-testid="action-form" on:submit=on_submit>
+                        <h3>
+                            {move || match form.get() {
+                                Some("force_transition") => "Request a forced transition (needs an approver)",
+                                _ => "Request a reversal: refund the rest and reverse the ledger (needs an approver)",
+                            }}
+                        </h3>
+                        <Show when=move || form.get() == Some("force_transition")>
+                            <label>
+                                "Target status"
+                                <select name="target" data-testid="action-target" bind:value=target>
+                                    {options
+                                        .get_value()
+                                        .into_iter()
+                                        .map(|t| view! { <option value=t>{t}</option> })
+                                        .collect_view()}
+                                </select>
+                            </label>
+                            <label>
+                                "Evidence"
+                                <textarea
+                                    name="evidence"
+                                    rows="3"
+                                    maxlength="4000"
+                                    data-testid="action-evidence"
+                                    bind:value=evidence
+                                ></textarea>
+                            </label>
+                        </Show>
+                        <label>
+                            "Reason"
+                            <textarea
+                                name="reason"
+                                rows="2"
+                                maxlength="1000"
+                                required
+                                data-testid="action-reason"
+                                bind:value=reason
+                            ></textarea>
+                        </label>
+                        <div class="inline-form">
+                            <button type="submit" data-testid="action-submit" disabled=move || busy.get()>
+                                "Request"
+                            </button>
+                            <button type="button" class="secondary" on:click=move |_| form.set(None)>
+                                "Cancel"
+                            </button>
+                        </div>
+                    </form>
+                </Show>
+            </Show>
+            <p class="form-message" role="alert" data-testid="action-error">{move || failure.get()}</p>
+            <ActionsTable actions/>
+        </section>
+    }
+}
+
+/// A payment's actions, newest first.
+#[component]
+fn ActionsTable(actions: Vec<ActionRecord>) -> impl IntoView {
+    if actions.is_empty() {
+        return view! { <p class="empty">"No actions."</p> }.into_any();
+    }
+    view! {
+        <table class="data compact" data-testid="actions">
+            <thead>
+                <tr>
+                    <th scope="col">"Requested"</th>
+                    <th scope="col">"Kind"</th>
+                    <th scope="col">"Status"</th>
+                    <th scope="col">"Requester"</th>
+                    <th scope="col">"Reason"</th>
+                    <th scope="col">"Approver"</th>
+                    <th scope="col">"Result"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {actions
+                    .into_iter()
+                    .map(|a| {
+                        let kind = match &a.target_status {
+                            Some(t) => format!("{} → {t}", a.kind),
+                            None => a.kind.clone(),
+                        };
+                        let decided = a
+                            .decided_by
+                            .clone()
+                            .map(|d| match a.decision_reason.clone().filter(|r| !r.is_empty()) {
+                                Some(r) => format!("{d}: {r}"),
+                                None => d,
+                            })
+                            .unwrap_or_else(|| "—".into());
+                        view! {
+                            <tr data-testid=format!("action-{}", a.id)>
+                                <td><Time ms=a.created_at/></td>
+                                <td class="mono">{kind}</td>
+                                <td><StatusPill status=a.status/></td>
+                                <td>{a.requested_by}</td>
+                                <td>{a.reason}</td>
+                                <td>{decided}</td>
+                                <td class="mono small">{a.result.unwrap_or_default()}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
+/// The audit records about this payment, in order.
+#[component]
+fn PaymentAudit(records: Vec<AuditRecord>) -> impl IntoView {
+    view! {
+        <section class="panel" aria-labelledby="audit-h">
+            <h2 id="audit-h">"Audit records"</h2>
+            {if records.is_empty() {
+                view! { <p class="empty">"None."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="data compact" data-testid="payment-audit">
+                        <thead>
+                            <tr>
+                                <th scope="col" class="num">"Seq"</th>
+                                <th scope="col">"At"</th>
+                                <th scope="col">"Actor"</th>
+                                <th scope="col">"Action"</th>
+                                <th scope="col">"Reason"</th>
+                                <th scope="col">"After"</th>
+                            </tr>
+                        </thead>
+                        <tbody>
+                            {records
+                                .into_iter()
+                                .map(|r| {
+                                    view! {
+                                        <tr>
+                                            <td class="num">{r.seq}</td>
+                                            <td><Time ms=r.at/></td>
+                                            <td>{format!("{} ({})", r.actor, r.roles)}</td>
+                                            <td class="mono">{r.action}</td>
+                                            <td>{r.reason}</td>
+                                            <td class="mono small">{format::clip(&r.after_state, 160)}</td>
+                                        </tr>
+                                    }
+                                })
+                                .collect_view()}
+                        </tbody>
+                    </table>
+                }
+                    .into_any()
+            }}
+        </section>
     }
 }
 

@@ -1,0 +1,189 @@
+//! Server functions of ops actions and the audit log (DESIGN.md "Ops console"): thin
+//! adapters over `Core::request_action` and friends with the same permission checks as the
+//! `/ops/v1/actions` and `/ops/v1/audit` handlers (request and cancel: operators; approve,
+//! reject and execute: approvers, approval after a step-up password check; lists: viewers;
+//! verify: auditors). The server refuses whatever the page shows.
+
+use leptos::prelude::*;
+
+use crate::dto::{ActionList, ActionRecord, AuditVerify};
+
+#[cfg(feature = "ssr")]
+mod ssr {
+    use converge_server::ops::principal::Principal;
+    use converge_server::service::actions::{ActionError, Actor};
+    use leptos::prelude::*;
+
+    use crate::api::ssr::{api_error, client_addr, convert};
+    use crate::dto::ActionRecord;
+
+    /// The audit actor of this request.
+    pub async fn actor(p: &Principal) -> Actor {
+        converge_server::ops::audit::actor(p, &client_addr().await)
+    }
+
+    /// An action refused, in words (the same code and message as the JSON API).
+    pub fn action_error(e: ActionError) -> ServerFnError {
+        api_error(converge_server::ops::actions::action_error(e))
+    }
+
+    /// A stored action as its DTO.
+    pub fn action_dto(
+        a: &converge_server::store::ActionRecord,
+    ) -> Result<ActionRecord, ServerFnError> {
+        convert(a)
+    }
+}
+
+/// Requests an action on a payment (operator): `query` and `retry` run at once, `reverse`
+/// and `force_transition` wait for an approver. A pending request blocks a second one.
+#[server(endpoint = "request_action")]
+pub async fn request_action(
+    kind: String,
+    payment_id: String,
+    reason: String,
+    target_status: Option<String>,
+    evidence: Option<String>,
+) -> Result<ActionRecord, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    use converge_server::service::actions::ActionRequest;
+    let (st, p) = crate::api::ssr::authorize(Permission::RequestActions).await?;
+    let blank = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    let req = ActionRequest {
+        kind: kind.trim().to_string(),
+        payment_id: payment_id.trim().to_string(),
+        reason,
+        target_status: blank(target_status),
+        evidence: blank(evidence),
+    };
+    let a = st
+        .core
+        .request_action(
+            &ssr::actor(&p).await,
+            &req,
+            st.settings.action_ttl_secs as i64 * 1000,
+        )
+        .await
+        .map_err(ssr::action_error)?;
+    ssr::action_dto(&a)
+}
+
+/// Actions, newest first (viewer), filtered by status and payment, with the server's clock.
+#[server(endpoint = "actions")]
+pub async fn list_actions(
+    status: Option<String>,
+    payment: Option<String>,
+) -> Result<ActionList, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
+    let clean = |v: &Option<String>| {
+        v.as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let items = st
+        .core
+        .store
+        .actions(clean(&status).as_deref(), clean(&payment).as_deref(), 200)
+        .await
+        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
+    Ok(ActionList {
+        now: st.core.clock.now_ms(),
+        items: crate::api::ssr::convert(&items)?,
+    })
+}
+
+/// Approves and executes a pending request (an approver other than the requester, after
+/// re-entering its own password).
+#[server(endpoint = "approve_action")]
+pub async fn approve_action(
+    id: String,
+    password: String,
+    reason: String,
+) -> Result<ActionRecord, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = crate::api::ssr::authorize(Permission::ApproveActions).await?;
+    let addr = crate::api::ssr::client_addr().await;
+    converge_server::ops::actions::step_up(&st, &p, &addr, &password)
+        .await
+        .map_err(crate::api::ssr::api_error)?;
+    let a = st
+        .core
+        .approve_action(&ssr::actor(&p).await, id.trim(), &reason)
+        .await
+        .map_err(ssr::action_error)?;
+    ssr::action_dto(&a)
+}
+
+/// Rejects a pending request (an approver other than the requester).
+#[server(endpoint = "reject_action")]
+pub async fn reject_action(id: String, reason: String) -> Result<ActionRecord, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = crate::api::ssr::authorize(Permission::ApproveActions).await?;
+    let a = st
+        .core
+        .reject_action(&ssr::actor(&p).await, id.trim(), &reason)
+        .await
+        .map_err(ssr::action_error)?;
+    ssr::action_dto(&a)
+}
+
+/// Cancels one's own pending request (operator).
+#[server(endpoint = "cancel_action")]
+pub async fn cancel_action(id: String) -> Result<ActionRecord, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = crate::api::ssr::authorize(Permission::RequestActions).await?;
+    let a = st
+        .core
+        .cancel_action(&ssr::actor(&p).await, id.trim())
+        .await
+        .map_err(ssr::action_error)?;
+    ssr::action_dto(&a)
+}
+
+/// Runs an approved or failed action again (approver; every step is idempotent).
+#[server(endpoint = "execute_action")]
+pub async fn execute_action(id: String) -> Result<ActionRecord, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = crate::api::ssr::authorize(Permission::ApproveActions).await?;
+    let a = st
+        .core
+        .execute_action(&ssr::actor(&p).await, id.trim())
+        .await
+        .map_err(ssr::action_error)?;
+    ssr::action_dto(&a)
+}
+
+/// Re-computes the whole audit chain (auditor) and reports the first broken record.
+#[server(endpoint = "verify_audit")]
+pub async fn verify_audit() -> Result<AuditVerify, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = crate::api::ssr::authorize(Permission::Audit).await?;
+    let (records, head, broken) = converge_server::ops::audit::verify(st.core.store.as_ref())
+        .await
+        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
+    Ok(AuditVerify {
+        ok: broken.is_none(),
+        records,
+        head_seq: head.seq,
+        head_hash: head.hash,
+        first_broken: broken.map(|b| (b.seq, b.reason)),
+    })
+}
+
+#[cfg(all(test, feature = "ssr"))]
+mod tests {
+    #[test]
+    fn the_force_whitelist_mirrors_the_server() {
+        let server: Vec<(String, String)> = converge_server::domain::actions::FORCE_WHITELIST
+            .iter()
+            .map(|(a, b)| (a.as_str().to_string(), b.as_str().to_string()))
+            .collect();
+        let ours: Vec<(String, String)> = crate::dto::FORCE_WHITELIST
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(server, ours);
+    }
+}

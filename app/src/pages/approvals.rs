@@ -1,0 +1,342 @@
+//! Approvals (`/approvals`): pending requests with their payment, kind, reason, evidence,
+//! target, requester, age and expiry; an approver who is not the requester approves (after
+//! re-entering its password, with a reason) or rejects (with a reason); the requester may
+//! cancel. Recently decided requests follow. The server checks every step itself.
+
+use leptos::ev::SubmitEvent;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use leptos_router::components::A;
+
+use crate::components::layout::{signed_in_has, signed_in_name};
+use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
+use crate::dto::ActionRecord;
+use crate::{api, api_actions, format};
+
+/// How many decided requests are listed under the pending ones.
+const RECENT: usize = 30;
+
+/// The approvals page.
+#[component]
+pub fn ApprovalsPage() -> impl IntoView {
+    let version = RwSignal::new(0u32);
+    let flash = RwSignal::new(None::<String>);
+    let list = Resource::new(
+        move || version.get(),
+        |_| api_actions::list_actions(None, None),
+    );
+    view! {
+        <div class="page-head">
+            <h1>"Approvals"</h1>
+            <div class="page-tools">
+                <button
+                    type="button"
+                    class="secondary small"
+                    on:click=move |_| version.update(|v| *v = v.wrapping_add(1))
+                >
+                    "Refresh"
+                </button>
+            </div>
+        </div>
+        <p class="flash" data-testid="flash" role="status">{move || flash.get()}</p>
+        <Transition fallback=Loading>
+            {move || Suspend::new(async move {
+                match list.await {
+                    Ok(l) => {
+                        let now = l.now;
+                        let (pending, decided): (Vec<_>, Vec<_>) = l
+                            .items
+                            .into_iter()
+                            .partition(|a| a.status == "pending");
+                        let decided: Vec<_> = decided.into_iter().take(RECENT).collect();
+                        view! {
+                            <section class="panel" aria-labelledby="pending-h">
+                                <h2 id="pending-h">
+                                    "Pending "
+                                    <span class="count" data-testid="pending-total">{pending.len()}</span>
+                                </h2>
+                                {if pending.is_empty() {
+                                    view! { <p class="empty">"Nothing waits for approval."</p> }.into_any()
+                                } else {
+                                    view! {
+                                        <table class="data" data-testid="pending">
+                                            <thead>
+                                                <tr>
+                                                    <th scope="col">"Payment"</th>
+                                                    <th scope="col">"Kind"</th>
+                                                    <th scope="col">"Reason and evidence"</th>
+                                                    <th scope="col">"Requester"</th>
+                                                    <th scope="col">"Age"</th>
+                                                    <th scope="col">"Expires"</th>
+                                                    <th scope="col">"Decide"</th>
+                                                </tr>
+                                            </thead>
+                                            <tbody>
+                                                {pending
+                                                    .into_iter()
+                                                    .map(|a| view! { <PendingRow a now version flash/> })
+                                                    .collect_view()}
+                                            </tbody>
+                                        </table>
+                                    }
+                                        .into_any()
+                                }}
+                            </section>
+                            <section class="panel" aria-labelledby="decided-h">
+                                <h2 id="decided-h">"Recently decided"</h2>
+                                <Decided items=decided/>
+                            </section>
+                        }
+                            .into_any()
+                    }
+                    Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+/// What the open form of a row does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    Approve,
+    Reject,
+}
+
+/// One pending request with its controls.
+#[component]
+fn PendingRow(
+    a: ActionRecord,
+    now: i64,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let me = signed_in_name();
+    let approver = signed_in_has("approver");
+    let operator = signed_in_has("operator");
+    let requester = a.requested_by.clone();
+    let mine = {
+        let requester = requester.clone();
+        Signal::derive(move || me.get().as_deref() == Some(requester.as_str()))
+    };
+    let id = StoredValue::new(a.id.clone());
+    let open = RwSignal::new(None::<Decision>);
+    let password = RwSignal::new(String::new());
+    let reason = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let done = move |r: Result<ActionRecord, ServerFnError>, verb: &'static str| match r {
+        Ok(a) => {
+            flash.set(Some(format!("Request {} {verb}: now {}.", a.id, a.status)));
+            version.update(|v| *v = v.wrapping_add(1));
+        }
+        Err(e) => {
+            failure.set(Some(api::error_message(&e)));
+            password.set(String::new());
+            busy.set(false);
+        }
+    };
+    let on_submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let Some(decision) = open.get_untracked() else {
+            return;
+        };
+        let why = reason.get_untracked();
+        if why.trim().is_empty() {
+            failure.set(Some("Give a reason for the decision.".into()));
+            return;
+        }
+        let pw = password.get_untracked();
+        if decision == Decision::Approve && pw.is_empty() {
+            failure.set(Some("Re-enter your password to approve.".into()));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        let id = id.get_value();
+        spawn_local(async move {
+            match decision {
+                Decision::Approve => {
+                    done(api_actions::approve_action(id, pw, why).await, "approved")
+                }
+                Decision::Reject => done(api_actions::reject_action(id, why).await, "rejected"),
+            }
+        });
+    };
+    let cancel = move |_| {
+        busy.set(true);
+        failure.set(None);
+        let id = id.get_value();
+        spawn_local(async move { done(api_actions::cancel_action(id).await, "cancelled") });
+    };
+    let expires_in = a.expires_at - now;
+    let expiry = if expires_in <= 0 {
+        "expired".to_string()
+    } else {
+        format!("in {}", format::age(expires_in))
+    };
+    let kind = match &a.target_status {
+        Some(t) => format!("{} → {t}", a.kind),
+        None => a.kind.clone(),
+    };
+    let payment = a.payment_id.clone();
+    view! {
+        <tr data-testid=format!("pending-{}", a.id)>
+            <td class="mono">
+                <A href=format!("/payments/{payment}")>{payment.clone()}</A>
+                <div class="muted small">{format!("version {}", a.payment_version)}</div>
+            </td>
+            <td class="mono">{kind}</td>
+            <td>
+                {a.reason.clone()}
+                {(!a.evidence.is_empty())
+                    .then(|| {
+                        view! {
+                            <details>
+                                <summary>"Evidence"</summary>
+                                <pre class="evidence">{a.evidence.clone()}</pre>
+                            </details>
+                        }
+                    })}
+            </td>
+            <td data-testid="requester">{requester}</td>
+            <td>{format::age(now - a.created_at)}</td>
+            <td>{expiry}</td>
+            <td class="decide">
+                <Show when=move || approver.get() && !mine.get() && open.get().is_none()>
+                    <button
+                        type="button"
+                        class="small"
+                        data-testid="approve"
+                        on:click=move |_| open.set(Some(Decision::Approve))
+                    >
+                        "Approve…"
+                    </button>
+                    " "
+                    <button
+                        type="button"
+                        class="small secondary"
+                        data-testid="reject"
+                        on:click=move |_| open.set(Some(Decision::Reject))
+                    >
+                        "Reject…"
+                    </button>
+                </Show>
+                <Show when=move || operator.get() && mine.get()>
+                    <button
+                        type="button"
+                        class="small secondary"
+                        data-testid="cancel-request"
+                        disabled=move || busy.get()
+                        on:click=cancel
+                    >
+                        "Cancel request"
+                    </button>
+                </Show>
+                <span class="form-message" role="alert">
+                    {move || if open.get().is_none() { failure.get() } else { None }}
+                </span>
+            </td>
+        </tr>
+        <Show when=move || open.get().is_some()>
+            <tr class="resolve-row">
+                <td colspan="7">
+                    <form class="inline-form" data-testid="decision-form" on:submit=on_submit>
+                        <Show when=move || open.get() == Some(Decision::Approve)>
+                            <label>
+                                "Your password"
+                                <input
+                                    type="password"
+                                    name="password"
+                                    autocomplete="current-password"
+                                    data-testid="approve-password"
+                                    bind:value=password
+                                />
+                            </label>
+                        </Show>
+                        <label class="grow">
+                            "Reason"
+                            <textarea
+                                name="reason"
+                                rows="2"
+                                maxlength="1000"
+                                required
+                                data-testid="decision-reason"
+                                bind:value=reason
+                            ></textarea>
+                        </label>
+                        <button type="submit" data-testid="decision-submit" disabled=move || busy.get()>
+                            {move || match open.get() {
+                                Some(Decision::Reject) => "Reject",
+                                _ => "Approve and execute",
+                            }}
+                        </button>
+                        <button type="button" class="secondary" on:click=move |_| open.set(None)>
+                            "Cancel"
+                        </button>
+                        <span class="form-message" role="alert" data-testid="decision-error">
+                            {move || failure.get()}
+                        </span>
+                    </form>
+                </td>
+            </tr>
+        </Show>
+    }
+}
+
+/// Decided requests, newest first.
+#[component]
+fn Decided(items: Vec<ActionRecord>) -> impl IntoView {
+    if items.is_empty() {
+        return view! { <p class="empty">"None yet."</p> }.into_any();
+    }
+    view! {
+        <table class="data compact" data-testid="decided">
+            <thead>
+                <tr>
+                    <th scope="col">"Requested"</th>
+                    <th scope="col">"Payment"</th>
+                    <th scope="col">"Kind"</th>
+                    <th scope="col">"Status"</th>
+                    <th scope="col">"Requester"</th>
+                    <th scope="col">"Decided by"</th>
+                    <th scope="col">"Result"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {items
+                    .into_iter()
+                    .map(|a| {
+                        let kind = match &a.target_status {
+                            Some(t) => format!("{} → {t}", a.kind),
+                            None => a.kind.clone(),
+                        };
+                        let decided = a
+                            .decided_by
+                            .clone()
+                            .map(|d| match a.decision_reason.clone().filter(|r| !r.is_empty()) {
+                                Some(r) => format!("{d}: {r}"),
+                                None => d,
+                            })
+                            .unwrap_or_else(|| "—".into());
+                        let payment = a.payment_id.clone();
+                        view! {
+                            <tr data-testid=format!("decided-{}", a.id)>
+                                <td><Time ms=a.created_at/></td>
+                                <td class="mono">
+                                    <A href=format!("/payments/{payment}")>{payment.clone()}</A>
+                                </td>
+                                <td class="mono">{kind}</td>
+                                <td><StatusPill status=a.status/></td>
+                                <td>{a.requested_by}</td>
+                                <td>{decided}</td>
+                                <td class="mono small">{format::clip(&a.result.unwrap_or_default(), 160)}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+        .into_any()
+}
