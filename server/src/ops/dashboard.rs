@@ -284,6 +284,17 @@ pub struct PaymentDetail {
     pub audit: Vec<crate::store::AuditRecord>,
 }
 
+/// Audit records about a payment and about each action on it (approvals and rejections are
+/// filed under the action), oldest first.
+async fn payment_audit(store: &dyn crate::store::Store, id: &str) -> Result<Vec<crate::store::AuditRecord>, StoreError> {
+    let mut records = store.audit_for_target(&format!("payment:{id}")).await?;
+    for a in store.actions(None, Some(id), 50).await? {
+        records.extend(store.audit_for_target(&format!("action:{}", a.id)).await?);
+    }
+    records.sort_by_key(|r| r.seq);
+    Ok(records)
+}
+
 /// Loads a payment's story; None when there is no such payment.
 pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetail>, StoreError> {
     let store = &core.store;
@@ -302,8 +313,8 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
         ledger: store.payment_ledger(id).await?,
         refunds: store.payment_refunds(id).await?,
         errors: store.payment_error_items(id).await?,
+        audit: payment_audit(store.as_ref(), id).await?,
         actions: store.actions(None, Some(id), 50).await?,
-        audit: store.audit_for_target(&format!("payment:{id}")).await?,
         payment,
     }))
 }
