@@ -1,6 +1,10 @@
 //! `converge`: one binary for the payment core, the ops console and its tools
 //! (DESIGN.md "Command line"). Every failure ends with one line on stderr and a non-zero exit.
 
+// The console's view types are deeply nested; monomorphising them in the binary needs more
+// than the default limit of 128 (the library sets the same).
+#![recursion_limit = "256"]
+
 mod cli;
 
 use std::process::ExitCode;

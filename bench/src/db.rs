@@ -18,7 +18,11 @@ pub fn pg_admin_url(explicit: Option<&str>) -> Option<String> {
     explicit
         .map(str::to_string)
         .or_else(|| std::env::var("CONVERGE_TEST_PG_URL").ok())
-        .or_else(|| std::env::var("DATABASE_URL").ok().filter(|u| u.starts_with("postgres")))
+        .or_else(|| {
+            std::env::var("DATABASE_URL")
+                .ok()
+                .filter(|u| u.starts_with("postgres"))
+        })
 }
 
 /// Creates `<prefix>_<12 hex>` on the server `admin` names and returns its URL.
@@ -27,10 +31,16 @@ pub async fn create_pg_database(admin: &str, prefix: &str) -> Result<String> {
         bail!("database prefix {prefix:?} must be lowercase letters and _");
     }
     let name = format!("{prefix}_{}", hex::encode(rand::rng().random::<[u8; 6]>()));
-    let pool = sqlx::PgPool::connect(admin)
+    let pool = sqlx::PgPool::connect(admin).await.with_context(|| {
+        format!(
+            "cannot connect to PostgreSQL at {}",
+            converge_server::store::redact(admin)
+        )
+    })?;
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&pool)
         .await
-        .with_context(|| format!("cannot connect to PostgreSQL at {}", converge_server::store::redact(admin)))?;
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.context("CREATE DATABASE")?;
+        .context("CREATE DATABASE")?;
     pool.close().await;
     let mut url = url::Url::parse(admin).context("the PostgreSQL URL does not parse")?;
     url.set_path(&name);
@@ -39,12 +49,17 @@ pub async fn create_pg_database(admin: &str, prefix: &str) -> Result<String> {
 
 /// Drops the database `url` names (made by [`create_pg_database`]), through `admin`.
 pub async fn drop_pg_database(admin: &str, url: &str) -> Result<()> {
-    let name = url::Url::parse(url)?.path().trim_start_matches('/').to_string();
+    let name = url::Url::parse(url)?
+        .path()
+        .trim_start_matches('/')
+        .to_string();
     if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         bail!("refusing to drop {name:?}");
     }
     let pool = sqlx::PgPool::connect(admin).await?;
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&pool).await?;
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&pool)
+        .await?;
     pool.close().await;
     Ok(())
 }

@@ -24,13 +24,21 @@ impl Converge {
     /// Checks that `bin` exists and `root` is a directory. Errors: one line naming the path.
     pub fn new(bin: &Path, root: &Path) -> Result<Self> {
         if !bin.is_file() {
-            bail!("no converge binary at {} (build it, or give --converge PATH)", bin.display());
+            bail!(
+                "no converge binary at {} (build it, or give --converge PATH)",
+                bin.display()
+            );
         }
         if !root.is_dir() {
             bail!("--root {} is not a directory", root.display());
         }
-        let bin = bin.canonicalize().with_context(|| format!("resolving {}", bin.display()))?;
-        Ok(Self { bin, root: root.to_path_buf() })
+        let bin = bin
+            .canonicalize()
+            .with_context(|| format!("resolving {}", bin.display()))?;
+        Ok(Self {
+            bin,
+            root: root.to_path_buf(),
+        })
     }
 
     fn command(&self, args: &[String]) -> Command {
@@ -46,10 +54,20 @@ impl Converge {
     /// and exit status when it fails.
     pub async fn run(&self, args: &[&str]) -> Result<String> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let out = self.command(&args).stdin(Stdio::null()).output().await.context("running converge")?;
+        let out = self
+            .command(&args)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .context("running converge")?;
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
-            bail!("converge {} failed ({}): {}", args.join(" "), out.status, err.trim().lines().last().unwrap_or(""));
+            bail!(
+                "converge {} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                err.trim().lines().last().unwrap_or("")
+            );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -57,7 +75,12 @@ impl Converge {
     /// Runs a subcommand to the end and returns (exit success, stdout, stderr).
     pub async fn run_status(&self, args: &[&str]) -> Result<(bool, String, String)> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let out = self.command(&args).stdin(Stdio::null()).output().await.context("running converge")?;
+        let out = self
+            .command(&args)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .context("running converge")?;
         Ok((
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -81,8 +104,22 @@ pub struct Proc {
 
 impl Proc {
     /// Starts `converge ARGS`, logging to `log`, and waits until `health` (a URL) answers 200.
-    pub async fn start(conv: &Converge, name: &str, args: Vec<String>, log: PathBuf, health: String) -> Result<Self> {
-        let mut p = Proc { name: name.into(), conv: conv.clone(), args, log, health, child: None, starts: 0 };
+    pub async fn start(
+        conv: &Converge,
+        name: &str,
+        args: Vec<String>,
+        log: PathBuf,
+        health: String,
+    ) -> Result<Self> {
+        let mut p = Proc {
+            name: name.into(),
+            conv: conv.clone(),
+            args,
+            log,
+            health,
+            child: None,
+            starts: 0,
+        };
         p.spawn().await?;
         Ok(p)
     }
@@ -105,12 +142,18 @@ impl Proc {
         self.child = Some(child);
         self.starts += 1;
         let deadline = Instant::now() + Duration::from_secs(60);
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(2)).build()?;
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()?;
         loop {
             if let Some(c) = self.child.as_mut()
                 && let Some(status) = c.try_wait()?
             {
-                bail!("{} exited during start-up ({status}); see {}", self.name, self.log.display());
+                bail!(
+                    "{} exited during start-up ({status}); see {}",
+                    self.name,
+                    self.log.display()
+                );
             }
             if let Ok(r) = client.get(&self.health).send().await
                 && r.status().is_success()
@@ -118,7 +161,12 @@ impl Proc {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                bail!("{} did not answer {} within 60 s; see {}", self.name, self.health, self.log.display());
+                bail!(
+                    "{} did not answer {} within 60 s; see {}",
+                    self.name,
+                    self.health,
+                    self.log.display()
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

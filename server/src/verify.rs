@@ -660,7 +660,7 @@ pub fn orphan_charges<'a>(left: impl IntoIterator<Item = &'a ChannelCharge>) -> 
             currency: c.currency.clone(),
         })
         .collect();
-    out.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+    out.sort_by_key(|b| b.to_string());
     out
 }
 
@@ -1271,7 +1271,7 @@ mod tests {
             debits: 10,
             credits: 9,
         };
-        assert_eq!(check_ledger(&[ok.clone()], &[]), vec![]);
+        assert_eq!(check_ledger(std::slice::from_ref(&ok), &[]), vec![]);
         let b = check_ledger(&[ok, bad], &[]);
         assert!(
             matches!(&b[..], [Breach::UnbalancedCurrency { currency, .. }] if currency == "USD"),

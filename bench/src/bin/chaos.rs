@@ -26,8 +26,6 @@ use clap::Parser;
 use converge_bench::db::{self, Backend};
 use converge_bench::procs::{Converge, Proc, free_port};
 use converge_server::channel::signature::{SIGNATURE_HEADER, sign};
-use converge_server::store::Store;
-use converge_server::verify::{self, ChargeSource, HttpChargeSource, Window};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
@@ -97,7 +95,10 @@ impl Resp {
         serde_json::from_slice(&self.body).unwrap_or(Value::Null)
     }
     fn code(&self) -> String {
-        self.json()["error"]["code"].as_str().unwrap_or_default().to_string()
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 }
 
@@ -127,7 +128,10 @@ struct Shared {
     bases: Vec<String>,
     api_key: String,
     secret: String,
-    store: Arc<dyn Store>,
+    /// The channel's base URL (its `GET /charges` list gives forged callbacks real keys).
+    channel_url: String,
+    /// Set when the run cannot go on (a restart failed): clients stop at once.
+    abort: AtomicBool,
     keys: Mutex<HashMap<String, KeyLog>>,
     counters: Counters,
     breaches: Mutex<Vec<String>>,
@@ -154,7 +158,14 @@ impl Shared {
         self.send_within(rng, path, key, body, timeout).await
     }
 
-    async fn send_within(&self, rng: &mut StdRng, path: &str, key: Option<&str>, body: &str, timeout: Duration) -> Sent {
+    async fn send_within(
+        &self,
+        rng: &mut StdRng,
+        path: &str,
+        key: Option<&str>,
+        body: &str,
+        timeout: Duration,
+    ) -> Sent {
         let base = &self.bases[rng.random_range(0..self.bases.len())];
         let mut req = self
             .client
@@ -170,32 +181,52 @@ impl Shared {
         let r = match req.send().await {
             Ok(r) => r,
             Err(e) => {
-                self.counters.transport_errors.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .transport_errors
+                    .fetch_add(1, Ordering::Relaxed);
                 return Sent::Transport(e.to_string());
             }
         };
         let status = r.status().as_u16();
-        let replayed = r.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+        let replayed = r
+            .headers()
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true");
         match r.bytes().await {
             Ok(b) => {
-                let resp = Resp { status, replayed, body: b.to_vec() };
+                let resp = Resp {
+                    status,
+                    replayed,
+                    body: b.to_vec(),
+                };
                 match status {
                     200..=299 => self.counters.ok.fetch_add(1, Ordering::Relaxed),
-                    409 if resp.code() == "idempotency_key_in_use" => self.counters.in_use.fetch_add(1, Ordering::Relaxed),
+                    409 if resp.code() == "idempotency_key_in_use" => {
+                        self.counters.in_use.fetch_add(1, Ordering::Relaxed)
+                    }
                     500..=599 => self.counters.server_errors.fetch_add(1, Ordering::Relaxed),
                     _ => 0,
                 };
                 Sent::Http(resp)
             }
             Err(e) => {
-                self.counters.transport_errors.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .transport_errors
+                    .fetch_add(1, Ordering::Relaxed);
                 Sent::Transport(e.to_string())
             }
         }
     }
 
     /// Sends a keyed POST and records the answer under the key.
-    async fn keyed(&self, rng: &mut StdRng, path: &str, key: &str, body: &str, order: &str) -> Sent {
+    async fn keyed(
+        &self,
+        rng: &mut StdRng,
+        path: &str,
+        key: &str,
+        body: &str,
+        order: &str,
+    ) -> Sent {
         let sent = self.send(rng, path, Some(key), body).await;
         if let Sent::Http(r) = &sent {
             let mut keys = self.keys.lock().unwrap();
@@ -212,7 +243,15 @@ impl Shared {
 
     /// POSTs until a 2xx, retrying like a real client; `new_keys` lets it switch to a new
     /// Idempotency-Key for the same order after a failure. None when it gave up.
-    async fn until_answered(&self, rng: &mut StdRng, path: &str, key_prefix: &str, body: &str, order: &str, new_keys: bool) -> Option<Resp> {
+    async fn until_answered(
+        &self,
+        rng: &mut StdRng,
+        path: &str,
+        key_prefix: &str,
+        body: &str,
+        order: &str,
+        new_keys: bool,
+    ) -> Option<Resp> {
         let deadline = Instant::now() + CLIENT_DEADLINE;
         let mut n = 1;
         let mut key = format!("{key_prefix}-k{n}");
@@ -222,8 +261,14 @@ impl Shared {
                 Sent::Http(r) if r.status == 409 && r.code() == "idempotency_key_in_use" => {
                     tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
                 }
-                Sent::Http(r) if r.status >= 500 => self.backoff(rng, new_keys, &mut n, &mut key, key_prefix).await,
-                Sent::Transport(_) => self.backoff(rng, new_keys, &mut n, &mut key, key_prefix).await,
+                Sent::Http(r) if r.status >= 500 => {
+                    self.backoff(rng, new_keys, &mut n, &mut key, key_prefix)
+                        .await
+                }
+                Sent::Transport(_) => {
+                    self.backoff(rng, new_keys, &mut n, &mut key, key_prefix)
+                        .await
+                }
                 Sent::Http(r) => {
                     self.breach(format!(
                         "{order}: a valid request to {path} got {} {}",
@@ -233,18 +278,27 @@ impl Shared {
                     return None;
                 }
             }
-            if Instant::now() > deadline {
+            if Instant::now() > deadline || self.abort.load(Ordering::Relaxed) {
                 return None;
             }
         }
     }
 
-    async fn backoff(&self, rng: &mut StdRng, new_keys: bool, n: &mut u32, key: &mut String, prefix: &str) {
+    async fn backoff(
+        &self,
+        rng: &mut StdRng,
+        new_keys: bool,
+        n: &mut u32,
+        key: &mut String,
+        prefix: &str,
+    ) {
         tokio::time::sleep(Duration::from_millis(rng.random_range(50..400))).await;
         if new_keys && rng.random_bool(0.25) {
             *n += 1;
             *key = format!("{prefix}-k{n}");
-            self.counters.new_key_retries.fetch_add(1, Ordering::Relaxed);
+            self.counters
+                .new_key_retries
+                .fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -277,22 +331,35 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
             let (sh, body, order) = (sh.clone(), body.clone(), order.clone());
             let mut r2 = StdRng::seed_from_u64(rng.random::<u64>() ^ d);
             tokio::spawn(async move {
-                sh.keyed(&mut r2, "/v1/payments", &format!("{order}-k1"), &body, &order).await;
+                sh.keyed(
+                    &mut r2,
+                    "/v1/payments",
+                    &format!("{order}-k1"),
+                    &body,
+                    &order,
+                )
+                .await;
             });
         }
     }
-    let Some(resp) = sh.until_answered(&mut rng, "/v1/payments", &order, &body, &order, true).await else {
+    let Some(resp) = sh
+        .until_answered(&mut rng, "/v1/payments", &order, &body, &order, true)
+        .await
+    else {
         return;
     };
     let v = resp.json();
     let Some(id) = v["id"].as_str().map(str::to_string) else {
-        sh.breach(format!("{order}: 2xx without a payment id: {}", String::from_utf8_lossy(&resp.body)));
+        sh.breach(format!(
+            "{order}: 2xx without a payment id: {}",
+            String::from_utf8_lossy(&resp.body)
+        ));
         return;
     };
     sh.acked.lock().unwrap().push(id.clone());
 
     if rng.random_bool(sh.args.bad_input_rate.clamp(0.0, 1.0)) {
-        bad_input(&sh, &mut rng, &id).await;
+        bad_input(&sh, &mut rng).await;
     }
     if !rng.random_bool(sh.args.refund_rate.clamp(0.0, 1.0)) {
         return;
@@ -317,18 +384,28 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
                 _ => {}
             }
         }
-        if Instant::now() > deadline {
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let parts: Vec<i64> = if rng.random_bool(0.5) { vec![amount] } else { vec![amount / 2, amount / 4] };
+    let parts: Vec<i64> = if rng.random_bool(0.5) {
+        vec![amount]
+    } else {
+        vec![amount / 2, amount / 4]
+    };
     for (j, part) in parts.into_iter().enumerate().filter(|(_, a)| *a > 0) {
         let rbody = json!({"amount": part, "reason": "chaos"}).to_string();
         let prefix = format!("{order}-r{j}");
         let path = format!("/v1/payments/{id}/refunds");
         if rng.random_bool(0.2) {
-            let (sh, rbody, order, path, key) = (sh.clone(), rbody.clone(), order.clone(), path.clone(), format!("{prefix}-k1"));
+            let (sh, rbody, order, path, key) = (
+                sh.clone(),
+                rbody.clone(),
+                order.clone(),
+                path.clone(),
+                format!("{prefix}-k1"),
+            );
             let mut r2 = StdRng::seed_from_u64(rng.random());
             sh.counters.duplicates.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
@@ -336,13 +413,14 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
             });
         }
         // A new key would be a second refund: refunds retry with their one key.
-        sh.until_answered(&mut rng, &path, &prefix, &rbody, &order, false).await;
+        sh.until_answered(&mut rng, &path, &prefix, &rbody, &order, false)
+            .await;
     }
 }
 
 /// One malformed request, oversized body, forged callback or reused key; each must get its
 /// 4xx (and change nothing, which `converge verify` and the order check confirm).
-async fn bad_input(sh: &Shared, rng: &mut StdRng, payment_id: &str) {
+async fn bad_input(sh: &Shared, rng: &mut StdRng) {
     let kinds = [
         "malformed_json",
         "missing_field",
@@ -368,19 +446,32 @@ async fn bad_input(sh: &Shared, rng: &mut StdRng, payment_id: &str) {
         let req = match kind {
             "malformed_json" => {
                 expect = &[400];
-                c.post(&pay).header("authorization", &auth).header("content-type", "application/json").header("Idempotency-Key", &tag).body("{\"amount\": 10")
+                c.post(&pay)
+                    .header("authorization", &auth)
+                    .header("content-type", "application/json")
+                    .header("Idempotency-Key", &tag)
+                    .body("{\"amount\": 10")
             }
             "missing_field" => {
                 expect = &[400, 422];
-                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &tag).json(&json!({"amount": 1000, "merchant_order_id": tag}))
+                c.post(&pay)
+                    .header("authorization", &auth)
+                    .header("Idempotency-Key", &tag)
+                    .json(&json!({"amount": 1000, "merchant_order_id": tag}))
             }
             "negative_amount" => {
                 expect = &[400];
-                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &tag).json(&json!({"amount": -5, "currency": "CNY", "merchant_order_id": tag}))
+                c.post(&pay)
+                    .header("authorization", &auth)
+                    .header("Idempotency-Key", &tag)
+                    .json(&json!({"amount": -5, "currency": "CNY", "merchant_order_id": tag}))
             }
             "unknown_currency" => {
                 expect = &[400];
-                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &tag).json(&json!({"amount": 1000, "currency": "ZZZ", "merchant_order_id": tag}))
+                c.post(&pay)
+                    .header("authorization", &auth)
+                    .header("Idempotency-Key", &tag)
+                    .json(&json!({"amount": 1000, "currency": "ZZZ", "merchant_order_id": tag}))
             }
             "wrong_content_type" => {
                 expect = &[400, 415];
@@ -388,7 +479,10 @@ async fn bad_input(sh: &Shared, rng: &mut StdRng, payment_id: &str) {
                     .header("authorization", &auth)
                     .header("content-type", "text/plain")
                     .header("Idempotency-Key", &tag)
-                    .body(json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag}).to_string())
+                    .body(
+                        json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag})
+                            .to_string(),
+                    )
             }
             "oversized_body" => {
                 expect = &[413];
@@ -396,9 +490,29 @@ async fn bad_input(sh: &Shared, rng: &mut StdRng, payment_id: &str) {
                 c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &tag).json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag, "description": big}))
             }
             "forged_callback" | "stale_callback" => {
-                let channel_key = match sh.store.payment(payment_id).await {
-                    Ok(Some(p)) => p.channel_key,
-                    _ => format!("ck_{tag}"),
+                // A real payment's channel key when the channel lists one: a forged
+                // `charge.failed` that got through would fail a charged payment, which
+                // `converge verify` catches.
+                let listed = c
+                    .get(format!("{}/charges?limit=100", sh.channel_url))
+                    .timeout(Duration::from_secs(3))
+                    .send()
+                    .await;
+                let keys: Vec<String> = match listed {
+                    Ok(r) => r.json::<Value>().await.ok().and_then(|v| {
+                        v["charges"].as_array().map(|a| {
+                            a.iter()
+                                .filter_map(|c| c["key"].as_str().map(str::to_string))
+                                .collect()
+                        })
+                    }),
+                    Err(_) => None,
+                }
+                .unwrap_or_default();
+                let channel_key = if keys.is_empty() {
+                    format!("ck_{tag}")
+                } else {
+                    keys[rng.random_range(0..keys.len())].clone()
                 };
                 let body = json!({"event_id": format!("evt_{tag}"), "type": "charge.failed", "channel_key": channel_key,
                     "amount": 1, "currency": "CNY", "created_at": now})
@@ -417,19 +531,35 @@ async fn bad_input(sh: &Shared, rng: &mut StdRng, payment_id: &str) {
             }
             "reused_key" => {
                 expect = &[422];
-                let reused = sh.keys.lock().unwrap().iter().find(|(_, l)| l.path == "/v1/payments" && l.answers.iter().any(|a| a.status < 300)).map(|(k, _)| k.clone());
+                let reused = sh
+                    .keys
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|(_, l)| {
+                        l.path == "/v1/payments" && l.answers.iter().any(|a| a.status < 300)
+                    })
+                    .map(|(k, _)| k.clone());
                 let key = reused.unwrap_or_else(|| format!("{tag}-never-used"));
                 if key.ends_with("-never-used") {
                     // Nothing completed yet to reuse: an unknown route instead.
                     expect = &[404];
-                    c.post(format!("{base}/v1/nowhere")).header("authorization", &auth).header("Idempotency-Key", &tag).body("{}")
+                    c.post(format!("{base}/v1/nowhere"))
+                        .header("authorization", &auth)
+                        .header("Idempotency-Key", &tag)
+                        .body("{}")
                 } else {
-                    c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &key).json(&json!({"amount": 1, "currency": "CNY", "merchant_order_id": tag}))
+                    c.post(&pay)
+                        .header("authorization", &auth)
+                        .header("Idempotency-Key", &key)
+                        .json(&json!({"amount": 1, "currency": "CNY", "merchant_order_id": tag}))
                 }
             }
             _ => {
                 expect = &[401];
-                c.post(&pay).header("Idempotency-Key", &tag).json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag}))
+                c.post(&pay)
+                    .header("Idempotency-Key", &tag)
+                    .json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag}))
             }
         };
         sh.counters.requests.fetch_add(1, Ordering::Relaxed);
@@ -445,14 +575,18 @@ async fn bad_input(sh: &Shared, rng: &mut StdRng, payment_id: &str) {
                     e.1 += 1;
                 } else {
                     drop(bad);
-                    sh.breach(format!("bad input {kind}: expected {expect:?}, got {status} {body}"));
+                    sh.breach(format!(
+                        "bad input {kind}: expected {expect:?}, got {status} {body}"
+                    ));
                 }
                 return;
             }
             Err(_) => {
                 sh.counters.transport_errors.fetch_add(1, Ordering::Relaxed);
                 if Instant::now() > deadline {
-                    sh.breach(format!("bad input {kind}: no answer within {CLIENT_DEADLINE:?}"));
+                    sh.breach(format!(
+                        "bad input {kind}: no answer within {CLIENT_DEADLINE:?}"
+                    ));
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -466,15 +600,15 @@ fn chrono_secs() -> i64 {
     SystemClock.now_ms().div_euclid(1000)
 }
 
-fn now_ms() -> i64 {
-    use converge_server::domain::clock::{Clock, SystemClock};
-    SystemClock.now_ms()
-}
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    match run(args).await {
+    // On SIGINT/SIGTERM the run is dropped, and with it every child process (kill on drop).
+    let outcome = tokio::select! {
+        r = run(args) => r,
+        () = terminated() => Err(anyhow::anyhow!("interrupted; the converge processes are stopped, the work directory kept")),
+    };
+    match outcome {
         Ok(true) => std::process::ExitCode::SUCCESS,
         Ok(false) => std::process::ExitCode::FAILURE,
         Err(e) => {
@@ -484,8 +618,23 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+async fn terminated() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+}
+
 async fn run(args: Args) -> Result<bool> {
-    for (name, v) in [("--refund-rate", args.refund_rate), ("--fault-rate", args.fault_rate), ("--bad-input-rate", args.bad_input_rate)] {
+    for (name, v) in [
+        ("--refund-rate", args.refund_rate),
+        ("--fault-rate", args.fault_rate),
+        ("--bad-input-rate", args.bad_input_rate),
+    ] {
         if !(0.0..=1.0).contains(&v) {
             bail!("{name} must be between 0 and 1");
         }
@@ -500,7 +649,11 @@ async fn run(args: Args) -> Result<bool> {
         bail!("--concurrency must be at least 1");
     }
     let conv = Converge::new(&args.converge, &args.root)?;
-    let work = std::env::temp_dir().join(format!("converge-chaos-{}-{}", std::process::id(), args.seed));
+    let work = std::env::temp_dir().join(format!(
+        "converge-chaos-{}-{}",
+        std::process::id(),
+        args.seed
+    ));
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let admin = match args.db {
         Backend::Postgres => Some(db::pg_admin_url(args.pg_url.as_deref()).context(
@@ -521,9 +674,16 @@ async fn run(args: Args) -> Result<bool> {
             return Err(e);
         }
     };
-    println!("chaos: finished in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "chaos: finished in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     if args.keep || !passed {
-        println!("chaos: logs and databases kept in {} ({})", work.display(), converge_server::store::redact(&db_url));
+        println!(
+            "chaos: logs and databases kept in {} ({})",
+            work.display(),
+            converge_server::store::redact(&db_url)
+        );
     } else {
         if let Some(a) = &admin {
             db::drop_pg_database(a, &db_url).await?;
@@ -533,13 +693,148 @@ async fn run(args: Args) -> Result<bool> {
     Ok(passed)
 }
 
+/// What `converge verify --json` reported (DESIGN.md "Convergence invariants").
+struct VerifyReport {
+    ok: bool,
+    by_status: BTreeMap<String, i64>,
+    unresolved: i64,
+    unresolved_in_pool: i64,
+    breaches: Vec<Value>,
+}
+
+impl VerifyReport {
+    /// More than one charge for a payment, or a charge no payment owns.
+    fn double_charges(&self) -> usize {
+        self.breaches
+            .iter()
+            .filter(|b| {
+                b["kind"] == "orphan_charge"
+                    || (b["kind"] == "charge_count" && b["charges"].as_u64().unwrap_or(0) > 1)
+            })
+            .count()
+    }
+
+    /// Money taken for a payment that says FAILED.
+    fn lost_charges(&self) -> usize {
+        self.breaches
+            .iter()
+            .filter(|b| {
+                b["kind"] == "charge_count"
+                    && b["status"] == "FAILED"
+                    && b["charges"].as_u64().unwrap_or(0) >= 1
+            })
+            .count()
+    }
+
+    fn breach_lines(&self) -> Vec<String> {
+        self.breaches.iter().map(Value::to_string).collect()
+    }
+}
+
+/// Runs `converge verify --json` (window 0: everything must be settled or in the error pool).
+async fn verify_report(conv: &Converge, db_url: &str, channel_url: &str) -> Result<VerifyReport> {
+    let (ok, out, err) = conv
+        .run_status(&[
+            "verify",
+            "--database-url",
+            db_url,
+            "--channel-url",
+            channel_url,
+            "--window-secs",
+            "0",
+            "--json",
+        ])
+        .await?;
+    let v: Value = serde_json::from_str(&out)
+        .with_context(|| format!("converge verify --json printed no report: {}", err.trim()))?;
+    Ok(VerifyReport {
+        ok,
+        by_status: v["by_status"]
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .map(|(k, n)| (k.clone(), n.as_i64().unwrap_or(0)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        unresolved: v["unresolved"].as_i64().unwrap_or(-1),
+        unresolved_in_pool: v["unresolved_in_pool"].as_i64().unwrap_or(-1),
+        breaches: v["breaches"].as_array().cloned().unwrap_or_default(),
+    })
+}
+
+/// (payment id, merchant_order_id) of every stored payment: a plain read, no migrations.
+async fn payment_orders(db_url: &str) -> Result<Vec<(String, String)>> {
+    const SQL: &str = "SELECT id, merchant_order_id FROM payments ORDER BY id";
+    if db_url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(db_url).await?;
+        let rows = sqlx::query_as::<_, (String, String)>(SQL)
+            .fetch_all(&pool)
+            .await?;
+        pool.close().await;
+        Ok(rows)
+    } else {
+        let opts = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(db_url)
+            .read_only(true);
+        let pool = sqlx::SqlitePool::connect_with(opts).await?;
+        let rows = sqlx::query_as::<_, (String, String)>(SQL)
+            .fetch_all(&pool)
+            .await?;
+        pool.close().await;
+        Ok(rows)
+    }
+}
+
+/// SIGKILLs a random server `kills` times at random moments, restarting it each time;
+/// returns one line per kill. Mostly mid-workload; leftovers land in the convergence phase.
+async fn kill_and_restart(
+    servers: &[tokio::sync::Mutex<Proc>],
+    done: &AtomicBool,
+    kills: usize,
+    seed: u64,
+) -> Result<Vec<String>> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x6b696c6c);
+    let mut log = Vec::new();
+    let t0 = Instant::now();
+    while log.len() < kills {
+        let wait: u64 = if done.load(Ordering::Relaxed) {
+            rng.random_range(100..800)
+        } else {
+            rng.random_range(300..2_500)
+        };
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let i = rng.random_range(0..servers.len());
+        let mut p = servers[i].lock().await;
+        let pid = p.pid().unwrap_or(0);
+        p.kill9().await?;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..400))).await;
+        p.restart().await?;
+        log.push(format!(
+            "SIGKILL {} (pid {pid}) at +{:.1} s, restarted",
+            p.name,
+            t0.elapsed().as_secs_f64()
+        ));
+    }
+    Ok(log)
+}
+
 async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &str) -> Result<bool> {
     let secret = format!("chaos-secret-{}", args.seed);
     conv.run(&["migrate", "--database-url", db_url]).await?;
-    let api_key = conv.run(&["merchant", "add", "chaos", "--database-url", db_url]).await?.trim().to_string();
+    let api_key = conv
+        .run(&["merchant", "add", "chaos", "--database-url", db_url])
+        .await?
+        .trim()
+        .to_string();
     let channel_port = free_port()?;
-    let ports: Vec<u16> = (0..args.servers).map(|_| free_port()).collect::<Result<_>>()?;
-    let bases: Vec<String> = ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+    let ports: Vec<u16> = (0..args.servers)
+        .map(|_| free_port())
+        .collect::<Result<_>>()?;
+    let bases: Vec<String> = ports
+        .iter()
+        .map(|p| format!("http://127.0.0.1:{p}"))
+        .collect();
     let channel_url = format!("http://127.0.0.1:{channel_port}");
     let s = |v: &str| v.to_string();
     let channel_args = vec![
@@ -561,7 +856,14 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         s("--hang-ms"),
         s("800"),
     ];
-    let mut channel = Proc::start(conv, "channel-sim", channel_args, work.join("channel.log"), format!("{channel_url}/health")).await?;
+    let mut channel = Proc::start(
+        conv,
+        "channel-sim",
+        channel_args,
+        work.join("channel.log"),
+        format!("{channel_url}/health"),
+    )
+    .await?;
     let mut servers = Vec::new();
     for (i, port) in ports.iter().enumerate() {
         let mut a = vec![
@@ -604,18 +906,27 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         }
         let name = format!("serve-{}", i + 1);
         servers.push(tokio::sync::Mutex::new(
-            Proc::start(conv, &name, a, work.join(format!("{name}.log")), format!("{}/health", bases[i])).await?,
+            Proc::start(
+                conv,
+                &name,
+                a,
+                work.join(format!("{name}.log")),
+                format!("{}/health", bases[i]),
+            )
+            .await?,
         ));
     }
     let servers = Arc::new(servers);
-    let store = converge_server::store::connect(db_url).await.context("opening the database for the checks")?;
     let shared = Arc::new(Shared {
         args: args.clone(),
-        client: reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(5)).build()?,
+        client: reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(5))
+            .build()?,
         bases: bases.clone(),
         api_key,
         secret: secret.clone(),
-        store: store.clone(),
+        channel_url: channel_url.clone(),
+        abort: AtomicBool::new(false),
         keys: Mutex::new(HashMap::new()),
         counters: Counters::default(),
         breaches: Mutex::new(Vec::new()),
@@ -626,7 +937,11 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         "chaos: {:?}, {} server(s){}, {} orders, concurrency {}, {} kills, fault rate {}, seed {}",
         args.db,
         args.servers,
-        if args.servers > 1 && args.second_no_workers { " (second without workers)" } else { "" },
+        if args.servers > 1 && args.second_no_workers {
+            " (second without workers)"
+        } else {
+            ""
+        },
         args.payments,
         args.concurrency,
         args.kills,
@@ -637,27 +952,14 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     // The workload and the killer run together.
     let workload_done = Arc::new(AtomicBool::new(false));
     let killer = {
-        let (servers, done) = (servers.clone(), workload_done.clone());
+        let (servers, done, sh) = (servers.clone(), workload_done.clone(), shared.clone());
         let (kills, seed) = (args.kills, args.seed);
         tokio::spawn(async move {
-            let mut rng = StdRng::seed_from_u64(seed ^ 0x6b696c6c);
-            let mut killed = 0;
-            let mut log = Vec::new();
-            let t0 = Instant::now();
-            while killed < kills {
-                // Random moments: mostly mid-workload; leftovers land in the convergence phase.
-                let wait: u64 = if done.load(Ordering::Relaxed) { rng.random_range(100..800) } else { rng.random_range(300..2_500) };
-                tokio::time::sleep(Duration::from_millis(wait)).await;
-                let i = rng.random_range(0..servers.len());
-                let mut p = servers[i].lock().await;
-                let pid = p.pid();
-                p.kill9().await?;
-                tokio::time::sleep(Duration::from_millis(rng.random_range(0..400))).await;
-                p.restart().await?;
-                killed += 1;
-                log.push(format!("SIGKILL {} (pid {}) at +{:.1} s, restarted", p.name, pid.unwrap_or(0), t0.elapsed().as_secs_f64()));
+            let result = kill_and_restart(&servers, &done, kills, seed).await;
+            if result.is_err() {
+                sh.abort.store(true, Ordering::Relaxed);
             }
-            anyhow::Ok(log)
+            result
         })
     };
     let next = Arc::new(AtomicU64::new(0));
@@ -669,7 +971,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         clients.spawn(async move {
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
+                if i >= n || sh.abort.load(Ordering::Relaxed) {
                     return;
                 }
                 run_order(sh.clone(), i as usize).await;
@@ -688,22 +990,32 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     println!("chaos: workload done in {workload_secs:.1} s; waiting for convergence");
 
     // Convergence: every payment terminal, SUCCESS, or in the error pool; the channel agrees.
-    let source = HttpChargeSource::new(&channel_url, Duration::from_secs(10)).map_err(anyhow::Error::msg)?;
+    // Asked of `converge verify --json` itself, so this tool never touches the schema.
     let t1 = Instant::now();
-    let mut report = loop {
-        let r = verify::run(&*store, Some(&source as &dyn ChargeSource), Window { now_ms: now_ms(), window_ms: 0 }).await?;
-        if r.ok() || t1.elapsed() > Duration::from_secs(args.converge_timeout_secs) {
+    let report = loop {
+        let r = verify_report(conv, db_url, &channel_url).await?;
+        if r.ok || t1.elapsed() > Duration::from_secs(args.converge_timeout_secs) {
             break r;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
     let convergence_secs = t1.elapsed().as_secs_f64();
-    if !report.ok() {
-        shared.breach(format!("not converged after {} s:\n{}", args.converge_timeout_secs, report.render()));
+    if !report.ok {
+        shared.breach(format!(
+            "not converged after {} s: {}",
+            args.converge_timeout_secs,
+            report.breach_lines().join("; ")
+        ));
     }
 
     // Replays: every key once more, after convergence and the restarts.
-    let keys: Vec<(String, KeyLog)> = shared.keys.lock().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let keys: Vec<(String, KeyLog)> = shared
+        .keys
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let mut rng = StdRng::seed_from_u64(args.seed ^ 0x7265706c);
     let mut replay_checked = 0;
     let mut replay_mismatches = 0;
@@ -712,25 +1024,44 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         let mut final_answer = None;
         let mut last = String::new();
         for _ in 0..20 {
-            match shared.send_within(&mut rng, &log.path, Some(key), &log.body, Duration::from_secs(10)).await {
+            match shared
+                .send_within(
+                    &mut rng,
+                    &log.path,
+                    Some(key),
+                    &log.body,
+                    Duration::from_secs(10),
+                )
+                .await
+            {
                 Sent::Http(r) if r.status < 500 && r.code() != "idempotency_key_in_use" => {
                     final_answer = Some(r);
                     break;
                 }
-                Sent::Http(r) => last = format!("{} {}", r.status, String::from_utf8_lossy(&r.body)),
+                Sent::Http(r) => {
+                    last = format!("{} {}", r.status, String::from_utf8_lossy(&r.body))
+                }
                 Sent::Transport(e) => last = e,
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         let Some(final_answer) = final_answer else {
-            shared.breach(format!("replay of key {key}: no final answer after 20 tries (last: {last})"));
+            shared.breach(format!(
+                "replay of key {key}: no final answer after 20 tries (last: {last})"
+            ));
             continue;
         };
-        let mut answers: Vec<&Resp> = log.answers.iter().filter(|a| (200..300).contains(&a.status)).collect();
+        let mut answers: Vec<&Resp> = log
+            .answers
+            .iter()
+            .filter(|a| (200..300).contains(&a.status))
+            .collect();
         if (200..300).contains(&final_answer.status) {
             answers.push(&final_answer);
         }
-        let Some(first) = answers.first() else { continue };
+        let Some(first) = answers.first() else {
+            continue;
+        };
         replay_checked += 1;
         for later in &answers[1..] {
             if !later.replayed {
@@ -761,9 +1092,16 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         if log.path != "/v1/payments" {
             continue;
         }
-        for a in log.answers.iter().filter(|a| (200..300).contains(&a.status)) {
+        for a in log
+            .answers
+            .iter()
+            .filter(|a| (200..300).contains(&a.status))
+        {
             if let Some(id) = a.json()["id"].as_str() {
-                by_order.entry(log.order.clone()).or_default().insert(id.to_string());
+                by_order
+                    .entry(log.order.clone())
+                    .or_default()
+                    .insert(id.to_string());
             }
         }
     }
@@ -771,35 +1109,44 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     for (order, ids) in &by_order {
         if ids.len() > 1 {
             double_payments += 1;
-            shared.breach(format!("order {order} got {} different payments: {ids:?}", ids.len()));
+            shared.breach(format!(
+                "order {order} got {} different payments: {ids:?}",
+                ids.len()
+            ));
         }
     }
+    // Every acknowledged payment is still there, as the client sees it.
     let acked: Vec<String> = shared.acked.lock().unwrap().clone();
     let mut lost = 0;
     for id in &acked {
-        match store.payment(id).await? {
-            Some(_) => {}
-            None => {
-                lost += 1;
-                shared.breach(format!("payment {id} was acknowledged to the client but is not in the database"));
-            }
+        let url = format!("{}/v1/payments/{id}", bases[0]);
+        let got = shared
+            .client
+            .get(&url)
+            .bearer_auth(&shared.api_key)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await?;
+        let status = got.status().as_u16();
+        let body: Value = got.json().await.unwrap_or(Value::Null);
+        if status != 200 || body["id"].as_str() != Some(id.as_str()) {
+            lost += 1;
+            shared.breach(format!(
+                "payment {id} was acknowledged to the client but GET answers {status} {body}"
+            ));
         }
     }
     // Nothing but our orders became payments (bad input changed nothing).
-    let ours: HashSet<String> = (0..args.payments).map(|i| format!("chaos-{}-{i}", args.seed)).collect();
-    let mut after = String::new();
-    let mut db_payments = 0;
-    loop {
-        let page = store.verify_payments_page(&after, 1000).await?;
-        for p in &page {
-            db_payments += 1;
-            if !ours.contains(&p.merchant_order_id) {
-                shared.breach(format!("payment {} for unexpected order {:?} (bad input must change nothing)", p.id, p.merchant_order_id));
-            }
-        }
-        match page.last() {
-            Some(l) if page.len() == 1000 => after = l.id.clone(),
-            _ => break,
+    let ours: HashSet<String> = (0..args.payments)
+        .map(|i| format!("chaos-{}-{i}", args.seed))
+        .collect();
+    let stored = payment_orders(db_url).await?;
+    let db_payments = stored.len();
+    for (id, order) in &stored {
+        if !ours.contains(order) {
+            shared.breach(format!(
+                "payment {id} for unexpected order {order:?} (bad input must change nothing)"
+            ));
         }
     }
 
@@ -807,31 +1154,58 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     for s in servers.iter() {
         s.lock().await.stop(Duration::from_secs(10)).await;
     }
-    report = verify::run(&*store, Some(&source as &dyn ChargeSource), Window { now_ms: now_ms(), window_ms: 0 }).await?;
-    store.close().await;
-    let (verify_ok, verify_out, verify_err) =
-        conv.run_status(&["verify", "--database-url", db_url, "--channel-url", &channel_url, "--window-secs", "0"]).await?;
+    let report = verify_report(conv, db_url, &channel_url).await?;
+    let (verify_ok, verify_out, verify_err) = conv
+        .run_status(&[
+            "verify",
+            "--database-url",
+            db_url,
+            "--channel-url",
+            &channel_url,
+            "--window-secs",
+            "0",
+        ])
+        .await?;
     print!("{verify_out}");
     if !verify_ok {
         shared.breach(format!("converge verify failed: {}", verify_err.trim()));
     }
-    let stats: Value = shared.client.get(format!("{channel_url}/stats")).send().await?.json().await?;
+    let stats: Value = shared
+        .client
+        .get(format!("{channel_url}/stats"))
+        .send()
+        .await?
+        .json()
+        .await?;
     channel.stop(Duration::from_secs(5)).await;
 
     // Figures.
     let c = &shared.counters;
-    let refunds: Vec<&(String, KeyLog)> = keys.iter().filter(|(_, l)| l.path.ends_with("/refunds")).collect();
+    let refunds: Vec<&(String, KeyLog)> = keys
+        .iter()
+        .filter(|(_, l)| l.path.ends_with("/refunds"))
+        .collect();
     let refund_orders: HashSet<&str> = refunds.iter().map(|(_, l)| l.order.as_str()).collect();
-    let refund_ok = refunds.iter().filter(|(_, l)| l.answers.iter().any(|a| a.status == 201)).count();
-    let double_charges = report.breaches.iter().filter(|b| b.is_double_charge()).count() + double_payments;
-    let lost_total = lost + report.breaches.iter().filter(|b| b.is_lost_charge()).count();
-    let statuses: Vec<String> = report.by_status.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let refund_ok = refunds
+        .iter()
+        .filter(|(_, l)| l.answers.iter().any(|a| a.status == 201))
+        .count();
+    let double_charges = report.double_charges() + double_payments;
+    let lost_total = lost + report.lost_charges();
+    let statuses: Vec<String> = report
+        .by_status
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
     let bad = shared.bad.lock().unwrap().clone();
     let bad_sent: u64 = bad.values().map(|v| v.0).sum();
     let bad_4xx: u64 = bad.values().map(|v| v.1).sum();
     let breaches = shared.breaches.lock().unwrap().clone();
     println!("---- chaos figures ----");
-    println!("backend: {:?}, servers: {}, seed: {}", args.db, args.servers, args.seed);
+    println!(
+        "backend: {:?}, servers: {}, seed: {}",
+        args.db, args.servers, args.seed
+    );
     println!(
         "payments: {} orders, {} acknowledged, {} in the database ({})",
         args.payments,
@@ -839,7 +1213,12 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         db_payments,
         statuses.join(", ")
     );
-    println!("refunds: {} requested for {} payments, {} answered 201", refunds.len(), refund_orders.len(), refund_ok);
+    println!(
+        "refunds: {} requested for {} payments, {} answered 201",
+        refunds.len(),
+        refund_orders.len(),
+        refund_ok
+    );
     println!(
         "requests: {} sent, {} 2xx, {} 409 in_use, {} 5xx, {} transport errors/timeouts; {} concurrent duplicates, {} retries with a new key",
         c.requests.load(Ordering::Relaxed),
@@ -852,7 +1231,14 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     );
     println!(
         "faults injected (sandbox /stats): {}; channel charges {}, declines {}, attempts {}",
-        stats["faults"].as_object().map(|o| o.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
+        stats["faults"]
+            .as_object()
+            .map(|o| o
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "))
+            .unwrap_or_default(),
         stats["charges"],
         stats["declines"],
         stats["attempts"]
@@ -860,21 +1246,30 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     println!("kills: {} (SIGKILL + restart)", kill_log.len());
     println!(
         "bad input: {bad_sent} sent, {bad_4xx} answered with the expected 4xx ({})",
-        bad.iter().map(|(k, v)| format!("{k} {}/{}", v.1, v.0)).collect::<Vec<_>>().join(", ")
+        bad.iter()
+            .map(|(k, v)| format!("{k} {}/{}", v.1, v.0))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     println!(
         "replays: {replay_checked} keys checked, {replay_mismatches} mismatches ({replay_reexecuted} later answers were re-executions after a lapsed claim, not replays)"
     );
     println!("double charges: {double_charges}");
     println!("lost payments: {lost_total}");
-    println!("unresolved: {} ({} in the error pool)", report.unresolved, report.unresolved_in_pool);
-    println!("convergence: {convergence_secs:.1} s after the workload; converge verify {}", if verify_ok { "passed" } else { "FAILED" });
+    println!(
+        "unresolved: {} ({} in the error pool)",
+        report.unresolved, report.unresolved_in_pool
+    );
+    println!(
+        "convergence: {convergence_secs:.1} s after the workload; converge verify {}",
+        if verify_ok { "passed" } else { "FAILED" }
+    );
     let passed = breaches.is_empty()
         && double_charges == 0
         && lost_total == 0
         && report.unresolved == report.unresolved_in_pool
         && verify_ok
-        && report.ok();
+        && report.ok;
     println!("RESULT: {}", if passed { "PASS" } else { "FAIL" });
     if !passed {
         for b in &breaches {
@@ -882,4 +1277,42 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         }
     }
     Ok(passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_cover_every_sandbox_behaviour_and_ordinary_digits() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let mut special = [0u32; 8];
+        let mut ordinary = 0;
+        for _ in 0..10_000 {
+            let a = pick_amount(&mut rng);
+            assert!(a > 0);
+            match a % 100 {
+                d @ 51..=58 => special[(d - 51) as usize] += 1,
+                _ => ordinary += 1,
+            }
+        }
+        assert!(special.iter().all(|&n| n > 200), "{special:?}");
+        assert!((6_500..7_500).contains(&ordinary), "{ordinary}");
+    }
+
+    #[test]
+    fn error_codes_are_read_from_the_error_shape() {
+        let r = Resp {
+            status: 409,
+            replayed: false,
+            body: br#"{"error":{"code":"idempotency_key_in_use","message":"m"}}"#.to_vec(),
+        };
+        assert_eq!(r.code(), "idempotency_key_in_use");
+        let garbled = Resp {
+            status: 502,
+            replayed: false,
+            body: b"<html>".to_vec(),
+        };
+        assert_eq!(garbled.code(), "");
+    }
 }

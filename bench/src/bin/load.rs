@@ -1,1 +1,271 @@
-fn main() {}
+//! `load`: merchant API throughput on a real `converge serve` (issue "Payment core",
+//! Performance; issue "Proof", benchmarks 2 and 3).
+//!
+//! Starts `converge serve` on a fresh database (SQLite file or a new PostgreSQL database)
+//! with its in-process sandbox channel, adds a merchant, then:
+//! 1. create-payment with a new Idempotency-Key and merchant_order_id per request (ordinary
+//!    amounts: the sandbox charges at once), at `--concurrency`, for `--requests`;
+//! 2. replays of completed keys (each key of phase 1 sent again), for `--replays`.
+//!
+//! Prints `key=value` lines (req/s, p50/p99 in ms, errors) for the benchmark script.
+//!
+//! ```text
+//! cargo run --release -p converge-bench --bin load -- --converge target/release/converge --db sqlite
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use converge_bench::db::{self, Backend};
+use converge_bench::procs::{Converge, Proc, free_port};
+use converge_bench::stats::{ms, percentile};
+
+/// Merchant API load: create-payment with new keys, then replays of completed keys.
+#[derive(Debug, Parser)]
+#[command(name = "load", version)]
+struct Args {
+    /// The converge binary to run (use a release build for figures).
+    #[arg(long, default_value = "target/release/converge")]
+    converge: PathBuf,
+    /// Directory the converge process runs in (the repository root).
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Database backend.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    db: Backend,
+    /// PostgreSQL account that may create databases (default: CONVERGE_TEST_PG_URL).
+    #[arg(long)]
+    pg_url: Option<String>,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Create-payment requests (each with a new key).
+    #[arg(long, default_value_t = 5_000)]
+    requests: usize,
+    /// Replay requests (completed keys sent again).
+    #[arg(long, default_value_t = 5_000)]
+    replays: usize,
+    /// Unmeasured create requests first (connections, caches).
+    #[arg(long, default_value_t = 200)]
+    warmup: usize,
+    /// Prefix of the printed keys.
+    #[arg(long, default_value = "load")]
+    label: String,
+}
+
+struct Phase {
+    rps: f64,
+    p50: Duration,
+    p99: Duration,
+    errors: usize,
+}
+
+async fn phase(
+    client: &reqwest::Client,
+    base: &str,
+    api_key: &str,
+    concurrency: usize,
+    count: usize,
+    request: impl Fn(usize) -> (String, String) + Send + Sync + 'static,
+    expect_replay: bool,
+) -> Result<Phase> {
+    let request = Arc::new(request);
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    let started = Instant::now();
+    for _ in 0..concurrency {
+        let (client, base, key, next, request) = (
+            client.clone(),
+            base.to_string(),
+            api_key.to_string(),
+            next.clone(),
+            request.clone(),
+        );
+        set.spawn(async move {
+            let mut lat = Vec::new();
+            let mut errors = 0;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    return (lat, errors);
+                }
+                let (idem, body) = request(i);
+                let t = Instant::now();
+                let r = client
+                    .post(format!("{base}/v1/payments"))
+                    .bearer_auth(&key)
+                    .header("content-type", "application/json")
+                    .header("Idempotency-Key", idem)
+                    .body(body)
+                    .send()
+                    .await;
+                let ok = match r {
+                    Ok(r) => {
+                        let good = r.status().is_success()
+                            && (!expect_replay
+                                || r.headers()
+                                    .get("idempotent-replayed")
+                                    .is_some_and(|v| v == "true"));
+                        r.bytes().await.is_ok() && good
+                    }
+                    Err(_) => false,
+                };
+                lat.push(t.elapsed());
+                if !ok {
+                    errors += 1;
+                }
+            }
+        });
+    }
+    let mut all = Vec::with_capacity(count);
+    let mut errors = 0;
+    while let Some(r) = set.join_next().await {
+        let (lat, e) = r.context("a load task panicked")?;
+        all.extend(lat);
+        errors += e;
+    }
+    let elapsed = started.elapsed();
+    all.sort_unstable();
+    Ok(Phase {
+        rps: count as f64 / elapsed.as_secs_f64(),
+        p50: percentile(&all, 0.50),
+        p99: percentile(&all, 0.99),
+        errors,
+    })
+}
+
+fn body(tag: &str, i: usize) -> String {
+    // Ordinary amounts (last two digits below 50): the sandbox charges at once.
+    let amount = 1_000 + (i % 40) as i64 * 100 + (i % 50) as i64;
+    format!(
+        r#"{{"amount":{amount},"currency":"CNY","merchant_order_id":"{tag}-{i}","description":"load"}}"#
+    )
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match run(Args::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("load: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<()> {
+    if args.concurrency == 0 || args.requests == 0 {
+        bail!("--concurrency and --requests must be at least 1");
+    }
+    let conv = Converge::new(&args.converge, &args.root)?;
+    let work = std::env::temp_dir().join(format!("converge-load-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let admin = match args.db {
+        Backend::Postgres => {
+            Some(db::pg_admin_url(args.pg_url.as_deref()).context("--db postgres needs --pg-url")?)
+        }
+        Backend::Sqlite => None,
+    };
+    let db_url = match &admin {
+        Some(a) => db::create_pg_database(a, "converge_bench").await?,
+        None => work.join("converge.db").to_string_lossy().into_owned(),
+    };
+    let result = measure(&args, &conv, &work, &db_url).await;
+    if let Some(a) = &admin {
+        db::drop_pg_database(a, &db_url).await?;
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    result
+}
+
+async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &str) -> Result<()> {
+    conv.run(&["migrate", "--database-url", db_url]).await?;
+    let api_key = conv
+        .run(&["merchant", "add", "load", "--database-url", db_url])
+        .await?
+        .trim()
+        .to_string();
+    let port = free_port()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let serve = vec![
+        "serve".to_string(),
+        "--database-url".into(),
+        db_url.into(),
+        "--bind".into(),
+        format!("127.0.0.1:{port}"),
+        "--channel-db".into(),
+        work.join("channel.db").to_string_lossy().into_owned(),
+    ];
+    let mut server = Proc::start(
+        conv,
+        "serve",
+        serve,
+        work.join("serve.log"),
+        format!("{base}/health"),
+    )
+    .await?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency)
+        .timeout(Duration::from_secs(30))
+        .build()?;
+
+    let c = args.concurrency;
+    phase(
+        &client,
+        &base,
+        &api_key,
+        c,
+        args.warmup,
+        |i| (format!("warm-{i}"), body("warm", i)),
+        false,
+    )
+    .await?;
+    let create = phase(
+        &client,
+        &base,
+        &api_key,
+        c,
+        args.requests,
+        |i| (format!("new-{i}"), body("new", i)),
+        false,
+    )
+    .await?;
+    let n = args.requests;
+    let replay = phase(
+        &client,
+        &base,
+        &api_key,
+        c,
+        args.replays,
+        move |i| (format!("new-{}", i % n), body("new", i % n)),
+        true,
+    )
+    .await?;
+    server.stop(Duration::from_secs(10)).await;
+
+    let l = &args.label;
+    println!("{l}.backend={:?}", args.db);
+    println!("{l}.concurrency={c}");
+    println!("{l}.create.requests={}", args.requests);
+    println!("{l}.create.rps={:.0}", create.rps);
+    println!("{l}.create.p50_ms={}", ms(create.p50));
+    println!("{l}.create.p99_ms={}", ms(create.p99));
+    println!("{l}.create.errors={}", create.errors);
+    println!("{l}.replay.requests={}", args.replays);
+    println!("{l}.replay.rps={:.0}", replay.rps);
+    println!("{l}.replay.p50_ms={}", ms(replay.p50));
+    println!("{l}.replay.p99_ms={}", ms(replay.p99));
+    println!("{l}.replay.errors={}", replay.errors);
+    if create.errors + replay.errors > 0 {
+        bail!(
+            "{} create and {} replay requests failed; see the figures above",
+            create.errors,
+            replay.errors
+        );
+    }
+    Ok(())
+}

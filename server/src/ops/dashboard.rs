@@ -286,7 +286,10 @@ pub struct PaymentDetail {
 
 /// Audit records about a payment and about each action on it (approvals and rejections are
 /// filed under the action), oldest first.
-async fn payment_audit(store: &dyn crate::store::Store, id: &str) -> Result<Vec<crate::store::AuditRecord>, StoreError> {
+async fn payment_audit(
+    store: &dyn crate::store::Store,
+    id: &str,
+) -> Result<Vec<crate::store::AuditRecord>, StoreError> {
     let mut records = store.audit_for_target(&format!("payment:{id}")).await?;
     for a in store.actions(None, Some(id), 50).await? {
         records.extend(store.audit_for_target(&format!("action:{}", a.id)).await?);

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# converge benchmarks, run on demand (never by the tests); writes BENCHMARKS.md at the
+# repository root (issue "Proof", benchmarks 1-4; issue "Payment core" and "Convergence",
+# Performance). Everything is measured side by side in one run on this machine:
+#   1. raw baseline: single-row insert transactions/s at the same concurrency
+#      (pgbench on PostgreSQL; the same sqlx driver and settings on SQLite: bench rawinsert);
+#   2. create-payment with a new Idempotency-Key, req/s and p50/p99 (bench load, release
+#      `converge serve` with its in-process sandbox channel);
+#   3. replay of a completed key, req/s and p50/p99 (bench load);
+#   4. queue drain jobs/s, no-op and the real query handler against the sandbox, and claim
+#      latency (bench drain); graphile-worker 0.16 no-op drain on the same PostgreSQL.
+#
+# Settings (environment): CONVERGE_BENCH_PG_URL (an account that may create databases;
+# default CONVERGE_TEST_PG_URL, then postgres://postgres:postgres@127.0.0.1:5432/postgres),
+# CONVERGE_BENCH_CONCURRENCY (16), CONVERGE_BENCH_REQUESTS (5000), CONVERGE_BENCH_JOBS (10000),
+# CONVERGE_BENCH_SECONDS (raw baselines, 10), CONVERGE_BIN (a converge binary to use instead
+# of building one with `cargo leptos build --release`), CONVERGE_BENCH_TOOLS (a directory with
+# release builds of load, drain and rawinsert), CONVERGE_BENCH_GRAPHILE=0 to skip
+# graphile-worker. Text below a `<!-- notes -->` line in BENCHMARKS.md is kept.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+
+pg=${CONVERGE_BENCH_PG_URL:-${CONVERGE_TEST_PG_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}}
+conc=${CONVERGE_BENCH_CONCURRENCY:-16}
+reqs=${CONVERGE_BENCH_REQUESTS:-5000}
+jobs=${CONVERGE_BENCH_JOBS:-10000}
+secs=${CONVERGE_BENCH_SECONDS:-10}
+graphile=${CONVERGE_BENCH_GRAPHILE:-1}
+
+for tool in psql pgbench; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool is needed (Debian: postgresql-client)" >&2; exit 1; }
+done
+psql -X -q "$pg" -c 'select 1' >/dev/null || { echo "bench: cannot reach PostgreSQL at CONVERGE_BENCH_PG_URL" >&2; exit 1; }
+
+if [ -z "${CONVERGE_BIN:-}" ]; then
+  echo "bench: building the release binary (cargo leptos build --release)" >&2
+  cargo leptos build --release
+  bin=target/release/converge
+else
+  bin=$CONVERGE_BIN
+fi
+if [ -n "${CONVERGE_BENCH_TOOLS:-}" ]; then
+  t=$CONVERGE_BENCH_TOOLS
+else
+  cargo build --release -p converge-bench
+  t=target/release
+fi
+
+out=$(mktemp)
+work=$(mktemp -d)
+trap 'rm -rf "$work" "$out"' EXIT
+
+echo "bench: load (SQLite, PostgreSQL)" >&2
+$t/load --converge "$bin" --db sqlite --concurrency "$conc" --requests "$reqs" --replays "$reqs" --label load.sqlite | tee -a "$out"
+$t/load --converge "$bin" --db postgres --pg-url "$pg" --concurrency "$conc" --requests "$reqs" --replays "$reqs" \
+  --label load.pg | tee -a "$out"
+
+echo "bench: raw single-row inserts (SQLite via sqlx, PostgreSQL via pgbench)" >&2
+$t/rawinsert --concurrency "$conc" --seconds "$secs" --label raw.sqlite | tee -a "$out"
+rawdb="converge_bench_raw_$$"
+psql -X -q "$pg" -c "CREATE DATABASE $rawdb"
+rawurl=$(printf '%s' "$pg" | sed -E "s#/[^/?]*(\?|$)#/$rawdb\1#")
+psql -X -q "$rawurl" -c "CREATE TABLE bench_raw (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v TEXT NOT NULL, created_at BIGINT NOT NULL)"
+echo "INSERT INTO bench_raw (v, created_at) VALUES ('client-' || :client_id, :client_id);" >"$work/insert.sql"
+pgbench -n -c "$conc" -j "$(nproc)" -T "$secs" -f "$work/insert.sql" "$rawurl" >"$work/pgbench.txt" 2>&1
+tps=$(awk '/^tps = /{print int($3); exit}' "$work/pgbench.txt")
+lat=$(awk '/^latency average = /{print $4; exit}' "$work/pgbench.txt")
+sync_commit=$(psql -X -qtA "$rawurl" -c 'SHOW synchronous_commit')
+psql -X -q "$pg" -c "DROP DATABASE $rawdb WITH (FORCE)"
+printf 'raw.pg.tps=%s\nraw.pg.latency_avg_ms=%s\n' "$tps" "$lat" | tee -a "$out"
+
+echo "bench: queue drain (SQLite, PostgreSQL)" >&2
+$t/drain --db sqlite --jobs "$jobs" --label drain.sqlite | tee -a "$out"
+$t/drain --db postgres --pg-url "$pg" --jobs "$jobs" --label drain.pg | tee -a "$out"
+
+if [ "$graphile" = 1 ] && command -v npm >/dev/null; then
+  echo "bench: graphile-worker 0.16 no-op drain" >&2
+  cp bench/graphile/package.json bench/graphile/drain.js "$work/"
+  (cd "$work" && npm install --no-audit --no-fund --silent >/dev/null)
+  for c in 16 64; do
+    gdb="converge_bench_gw_$$_$c"
+    psql -X -q "$pg" -c "CREATE DATABASE $gdb"
+    gurl=$(printf '%s' "$pg" | sed -E "s#/[^/?]*(\?|$)#/$gdb\1#")
+    (cd "$work" && node drain.js "$gurl" "$jobs" "$c" "graphile.c$c") | tee -a "$out"
+    psql -X -q "$pg" -c "DROP DATABASE $gdb WITH (FORCE)"
+  done
+fi
+
+# ---- BENCHMARKS.md ---------------------------------------------------------------------------
+get() { awk -F= -v k="$1" '$1==k {v=$2} END {print (v=="" ? "-" : v)}' "$out"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else print "-" }'; }
+goal() { awk -v r="$1" -v g="$2" 'BEGIN { if (r == "-") print "not measured"; else if (r+0 >= g+0) print "met"; else print "NOT met" }'; }
+max() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-") print b; else if (b == "-") print a; else print (a+0 > b+0 ? a : b) }'; }
+
+cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
+pgver=$(psql -X -qtA "$pg" -c 'SHOW server_version')
+sqlitever=$(sqlite3 --version 2>/dev/null | awk '{print $1}' || true)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
+
+c_sq=$(get load.sqlite.create.rps); c_pg=$(get load.pg.create.rps)
+r_sq=$(get load.sqlite.replay.rps); r_pg=$(get load.pg.replay.rps)
+raw_sq=$(get raw.sqlite.tps); raw_pg=$(get raw.pg.tps)
+cr_sq=$(ratio "$c_sq" "$raw_sq"); cr_pg=$(ratio "$c_pg" "$raw_pg")
+rr_sq=$(ratio "$r_sq" "$c_sq"); rr_pg=$(ratio "$r_pg" "$c_pg")
+g16=$(get graphile.c16.jobs_per_s); g64=$(get graphile.c64.jobs_per_s); gbest=$(max "$g16" "$g64")
+n_pg=$(get drain.pg.noop.jobs_per_s)
+dr=$(ratio "$n_pg" "$gbest")
+
+notes=""
+if [ -f BENCHMARKS.md ] && grep -q '^<!-- notes -->' BENCHMARKS.md; then
+  notes=$(sed -n '/^<!-- notes -->/,$p' BENCHMARKS.md)
+fi
+
+cat >BENCHMARKS.md <<EOF
+# converge benchmarks
+
+Written by \`bash bench/bench.sh\` (run on demand; never part of the tests). All figures come
+from one run on one machine, side by side.
+
+- date: $(date -u +%Y-%m-%dT%H:%MZ); converge commit $commit$dirty
+- machine: $(nproc) CPUs ($cpu), $mem memory
+- PostgreSQL $pgver on the same machine, synchronous_commit = $sync_commit; SQLite ${sqlitever:-bundled by sqlx} (WAL, synchronous=NORMAL)
+- concurrency $conc for every HTTP and insert figure; $reqs requests per HTTP phase; $jobs jobs per drain
+
+## Merchant API against the raw database (benchmarks 1-3)
+
+\`load\` drives a release \`converge serve\` (in-process sandbox channel, default timings, logs at
+warn) over HTTP/1.1 keep-alive. "create" is \`POST /v1/payments\` with a new Idempotency-Key and
+merchant_order_id each time (claim key, insert payment + job, charge at the sandbox, post the
+ledger batch, store the response); "replay" sends completed keys again. The raw baseline is one
+single-row \`INSERT\` per transaction at the same concurrency: \`pgbench -f insert.sql\` on
+PostgreSQL, \`bench rawinsert\` (sqlx, one writer connection, \`BEGIN IMMEDIATE\`) on SQLite.
+
+| backend | raw insert tx/s (1) | create req/s (2) | create p50 / p99 ms | replay req/s (3) | replay p50 / p99 ms | (2)/(1) | (3)/(2) |
+|---|---|---|---|---|---|---|---|
+| SQLite | $raw_sq | $c_sq | $(get load.sqlite.create.p50_ms) / $(get load.sqlite.create.p99_ms) | $r_sq | $(get load.sqlite.replay.p50_ms) / $(get load.sqlite.replay.p99_ms) | $cr_sq | $rr_sq |
+| PostgreSQL | $raw_pg | $c_pg | $(get load.pg.create.p50_ms) / $(get load.pg.create.p99_ms) | $r_pg | $(get load.pg.replay.p50_ms) / $(get load.pg.replay.p99_ms) | $cr_pg | $rr_pg |
+
+Errors (non-2xx or, for replays, a missing \`Idempotent-Replayed: true\`): SQLite create $(get load.sqlite.create.errors), replay $(get load.sqlite.replay.errors); PostgreSQL create $(get load.pg.create.errors), replay $(get load.pg.replay.errors).
+
+## Compensation queue drain (benchmark 4)
+
+\`drain\` runs converge's own workers in one process: $(get drain.pg.workers) workers, each claiming
+$(get drain.pg.batch) jobs at a time with a lease and writing each result under its lease token.
+"no-op" jobs are \`notify\` jobs (a handler that does nothing); "query" jobs are UNKNOWN payments
+whose charge the sandbox channel holds: the real handler queries by channel key over HTTP, moves
+the payment to CHANNEL_SUCCESS, posts the ledger batch and reaches SUCCESS. Claim latency is
+the claim statement alone (batch of $(get drain.pg.batch), $(get drain.pg.workers) concurrent claimers).
+graphile-worker 0.16 (npm) drains the same number of no-op jobs on the same PostgreSQL, one
+worker process at concurrency 16 and 64.
+
+| backend | no-op jobs/s | query handler jobs/s | claim p50 / p99 ms |
+|---|---|---|---|
+| SQLite | $(get drain.sqlite.noop.jobs_per_s) | $(get drain.sqlite.query.jobs_per_s) | $(get drain.sqlite.claim.p50_ms) / $(get drain.sqlite.claim.p99_ms) |
+| PostgreSQL | $n_pg | $(get drain.pg.query.jobs_per_s) | $(get drain.pg.claim.p50_ms) / $(get drain.pg.claim.p99_ms) |
+| graphile-worker 0.16, PostgreSQL | $g16 (concurrency 16), $g64 (concurrency 64) | - | - |
+
+## Goals
+
+| goal | figure | result |
+|---|---|---|
+| (2)/(1) >= 0.5 on PostgreSQL, synchronous_commit $sync_commit | $cr_pg | $(goal "$cr_pg" 0.5) |
+| (3) >= 5x (2), PostgreSQL | $rr_pg | $(goal "$rr_pg" 5) |
+| (3) >= 5x (2), SQLite | $rr_sq | $(goal "$rr_sq" 5) |
+| no-op drain >= 2x graphile-worker (best of its two runs) | $dr | $(goal "$dr" 2) |
+
+Not measured here: stuck-state and search queries at 1 M / 10 M payments, audit export, console
+first-load bytes (benchmarks 5-7 of the proof issue).
+
+EOF
+if [ -n "$notes" ]; then
+  printf '%s\n' "$notes" >>BENCHMARKS.md
+fi
+echo "bench: wrote BENCHMARKS.md" >&2
