@@ -47,22 +47,30 @@ else
   t=target/release
 fi
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 out=$(mktemp)
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$out"' EXIT
 
+# The 1-minute load average as each measurement starts: other work on the machine skews figures.
+note_load() { printf 'loadavg.%s=%s\n' "$1" "$(cut -d' ' -f1 /proc/loadavg)" >>"$out"; }
+
 echo "bench: load (SQLite, PostgreSQL)" >&2
+note_load load.sqlite
 $t/load --converge "$bin" --db sqlite --concurrency "$conc" --requests "$reqs" --replays "$reqs" --label load.sqlite | tee -a "$out"
+note_load load.pg
 $t/load --converge "$bin" --db postgres --pg-url "$pg" --concurrency "$conc" --requests "$reqs" --replays "$reqs" \
   --label load.pg | tee -a "$out"
 
 echo "bench: raw single-row inserts (SQLite via sqlx, PostgreSQL via pgbench)" >&2
+note_load raw.sqlite
 $t/rawinsert --concurrency "$conc" --seconds "$secs" --label raw.sqlite | tee -a "$out"
 rawdb="converge_bench_raw_$$"
 psql -X -q "$pg" -c "CREATE DATABASE $rawdb"
 rawurl=$(printf '%s' "$pg" | sed -E "s#/[^/?]*(\?|$)#/$rawdb\1#")
 psql -X -q "$rawurl" -c "CREATE TABLE bench_raw (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v TEXT NOT NULL, created_at BIGINT NOT NULL)"
 echo "INSERT INTO bench_raw (v, created_at) VALUES ('client-' || :client_id, :client_id);" >"$work/insert.sql"
+note_load raw.pg
 pgbench -n -c "$conc" -j "$(nproc)" -T "$secs" -f "$work/insert.sql" "$rawurl" >"$work/pgbench.txt" 2>&1
 tps=$(awk '/^tps = /{print int($3); exit}' "$work/pgbench.txt")
 lat=$(awk '/^latency average = /{print $4; exit}' "$work/pgbench.txt")
@@ -71,7 +79,9 @@ psql -X -q "$pg" -c "DROP DATABASE $rawdb WITH (FORCE)"
 printf 'raw.pg.tps=%s\nraw.pg.latency_avg_ms=%s\n' "$tps" "$lat" | tee -a "$out"
 
 echo "bench: queue drain (SQLite, PostgreSQL)" >&2
+note_load drain.sqlite
 $t/drain --db sqlite --jobs "$jobs" --label drain.sqlite | tee -a "$out"
+note_load drain.pg
 $t/drain --db postgres --pg-url "$pg" --jobs "$jobs" --label drain.pg | tee -a "$out"
 
 if [ "$graphile" = 1 ] && command -v npm >/dev/null; then
@@ -82,6 +92,7 @@ if [ "$graphile" = 1 ] && command -v npm >/dev/null; then
     gdb="converge_bench_gw_$$_$c"
     psql -X -q "$pg" -c "CREATE DATABASE $gdb"
     gurl=$(printf '%s' "$pg" | sed -E "s#/[^/?]*(\?|$)#/$gdb\1#")
+    note_load "graphile.c$c"
     (cd "$work" && node drain.js "$gurl" "$jobs" "$c" "graphile.c$c") | tee -a "$out"
     psql -X -q "$pg" -c "DROP DATABASE $gdb WITH (FORCE)"
   done
@@ -93,10 +104,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f"
 goal() { awk -v r="$1" -v g="$2" 'BEGIN { if (r == "-") print "not measured"; else if (r+0 >= g+0) print "met"; else print "NOT met" }'; }
 max() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-") print b; else if (b == "-") print a; else print (a+0 > b+0 ? a : b) }'; }
 
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
 mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 pgver=$(psql -X -qtA "$pg" -c 'SHOW server_version')
-sqlitever=$(sqlite3 --version 2>/dev/null | awk '{print $1}' || true)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
 
@@ -121,8 +132,10 @@ Written by \`bash bench/bench.sh\` (run on demand; never part of the tests). All
 from one run on one machine, side by side.
 
 - date: $(date -u +%Y-%m-%dT%H:%MZ); converge commit $commit$dirty
-- machine: $(nproc) CPUs ($cpu), $mem memory
-- PostgreSQL $pgver on the same machine, synchronous_commit = $sync_commit; SQLite ${sqlitever:-bundled by sqlx} (WAL, synchronous=NORMAL)
+- machine: $(nproc) CPUs ($cpu), $mem memory; load average (1, 5, 15 min) $load_before before
+  the run, $load_after after (the load tool, the server, PostgreSQL and anything else running
+  share these CPUs)
+- PostgreSQL $pgver on the same machine, synchronous_commit = $sync_commit; SQLite $(get raw.sqlite.version) (bundled with sqlx; WAL, synchronous=NORMAL)
 - concurrency $conc for every HTTP and insert figure; $reqs requests per HTTP phase; $jobs jobs per drain
 
 ## Merchant API against the raw database (benchmarks 1-3)
@@ -134,10 +147,10 @@ ledger batch, store the response); "replay" sends completed keys again. The raw 
 single-row \`INSERT\` per transaction at the same concurrency: \`pgbench -f insert.sql\` on
 PostgreSQL, \`bench rawinsert\` (sqlx, one writer connection, \`BEGIN IMMEDIATE\`) on SQLite.
 
-| backend | raw insert tx/s (1) | create req/s (2) | create p50 / p99 ms | replay req/s (3) | replay p50 / p99 ms | (2)/(1) | (3)/(2) |
-|---|---|---|---|---|---|---|---|
-| SQLite | $raw_sq | $c_sq | $(get load.sqlite.create.p50_ms) / $(get load.sqlite.create.p99_ms) | $r_sq | $(get load.sqlite.replay.p50_ms) / $(get load.sqlite.replay.p99_ms) | $cr_sq | $rr_sq |
-| PostgreSQL | $raw_pg | $c_pg | $(get load.pg.create.p50_ms) / $(get load.pg.create.p99_ms) | $r_pg | $(get load.pg.replay.p50_ms) / $(get load.pg.replay.p99_ms) | $cr_pg | $rr_pg |
+| backend | raw insert tx/s (1) | create req/s (2) | create p50 / p99 ms | replay req/s (3) | replay p50 / p99 ms | (2)/(1) | (3)/(2) | load avg at start: raw / load |
+|---|---|---|---|---|---|---|---|---|
+| SQLite | $raw_sq | $c_sq | $(get load.sqlite.create.p50_ms) / $(get load.sqlite.create.p99_ms) | $r_sq | $(get load.sqlite.replay.p50_ms) / $(get load.sqlite.replay.p99_ms) | $cr_sq | $rr_sq | $(get loadavg.raw.sqlite) / $(get loadavg.load.sqlite) |
+| PostgreSQL | $raw_pg | $c_pg | $(get load.pg.create.p50_ms) / $(get load.pg.create.p99_ms) | $r_pg | $(get load.pg.replay.p50_ms) / $(get load.pg.replay.p99_ms) | $cr_pg | $rr_pg | $(get loadavg.raw.pg) / $(get loadavg.load.pg) |
 
 Errors (non-2xx or, for replays, a missing \`Idempotent-Replayed: true\`): SQLite create $(get load.sqlite.create.errors), replay $(get load.sqlite.replay.errors); PostgreSQL create $(get load.pg.create.errors), replay $(get load.pg.replay.errors).
 
@@ -152,11 +165,11 @@ the claim statement alone (batch of $(get drain.pg.batch), $(get drain.pg.worker
 graphile-worker 0.16 (npm) drains the same number of no-op jobs on the same PostgreSQL, one
 worker process at concurrency 16 and 64.
 
-| backend | no-op jobs/s | query handler jobs/s | claim p50 / p99 ms |
-|---|---|---|---|
-| SQLite | $(get drain.sqlite.noop.jobs_per_s) | $(get drain.sqlite.query.jobs_per_s) | $(get drain.sqlite.claim.p50_ms) / $(get drain.sqlite.claim.p99_ms) |
-| PostgreSQL | $n_pg | $(get drain.pg.query.jobs_per_s) | $(get drain.pg.claim.p50_ms) / $(get drain.pg.claim.p99_ms) |
-| graphile-worker 0.16, PostgreSQL | $g16 (concurrency 16), $g64 (concurrency 64) | - | - |
+| backend | no-op jobs/s | query handler jobs/s | claim p50 / p99 ms | load avg at start |
+|---|---|---|---|---|
+| SQLite | $(get drain.sqlite.noop.jobs_per_s) | $(get drain.sqlite.query.jobs_per_s) | $(get drain.sqlite.claim.p50_ms) / $(get drain.sqlite.claim.p99_ms) | $(get loadavg.drain.sqlite) |
+| PostgreSQL | $n_pg | $(get drain.pg.query.jobs_per_s) | $(get drain.pg.claim.p50_ms) / $(get drain.pg.claim.p99_ms) | $(get loadavg.drain.pg) |
+| graphile-worker 0.16, PostgreSQL | $g16 (concurrency 16), $g64 (concurrency 64) | - | - | $(get loadavg.graphile.c16) / $(get loadavg.graphile.c64) |
 
 ## Goals
 

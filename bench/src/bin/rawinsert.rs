@@ -62,6 +62,9 @@ async fn run(args: Args) -> Result<()> {
     sqlx::query("CREATE TABLE bench_raw (id INTEGER PRIMARY KEY, v TEXT NOT NULL, created_at INTEGER NOT NULL)")
         .execute(&pool)
         .await?;
+    let version: String = sqlx::query_scalar("SELECT sqlite_version()")
+        .fetch_one(&pool)
+        .await?;
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
     let mut set = tokio::task::JoinSet::new();
@@ -99,6 +102,7 @@ async fn run(args: Args) -> Result<()> {
     pool.close().await;
     let _ = std::fs::remove_dir_all(&dir);
     let l = &args.label;
+    println!("{l}.version={version}");
     println!("{l}.concurrency={}", args.concurrency);
     println!("{l}.tps={:.0}", n as f64 / elapsed);
     println!("{l}.p50_ms={}", ms(percentile(&all, 0.5)));

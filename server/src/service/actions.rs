@@ -583,6 +583,17 @@ impl Core {
                 Some(ledger::charge(p.merchant_id, p.amount, &p.currency)),
                 vec![],
             ),
+            // The posting follows in this request; the job posts it if the process dies first.
+            (_, PaymentStatus::ChannelSuccess) => (
+                None,
+                vec![NewJob {
+                    kind: JobKind::PostLedger,
+                    payment_id: Some(p.id.clone()),
+                    refund_id: None,
+                    run_at: now + self.timings.submit_delay_ms,
+                    max_attempts: self.timings.max_attempts,
+                }],
+            ),
             _ => (None, vec![]),
         };
         let after = self

@@ -275,6 +275,20 @@ impl Core {
                 return Ok(p.clone());
             }
         };
+        let mut enqueue = extras.enqueue;
+        if let Some(kind) = follow_up(event, to) {
+            // The state this transition enters is left by a later step; if the process dies
+            // before that step, only a job written in this same transaction moves it on.
+            if !enqueue.iter().any(|j| j.kind == kind) {
+                enqueue.push(NewJob {
+                    kind,
+                    payment_id: Some(p.id.clone()),
+                    refund_id: None,
+                    run_at: now + self.timings.submit_delay_ms,
+                    max_attempts: self.timings.max_attempts,
+                });
+            }
+        }
         let t = Transition {
             payment_id: p.id.clone(),
             from: p.status,
@@ -288,7 +302,7 @@ impl Core {
             count_submit: extras.count_submit,
             last_error: extras.last_error,
             posting: extras.posting,
-            enqueue: extras.enqueue,
+            enqueue,
             close_jobs: extras.close_jobs,
         };
         match self.store.apply_transition(&t).await? {
@@ -308,6 +322,18 @@ impl Core {
                 crate::store::StoreError::Corrupt(format!("store refused {refused}")),
             )),
         }
+    }
+}
+
+/// The job that moves a payment on from the state `event` puts it in, when the step that
+/// normally does so runs later in the same request (and may never run if the process dies):
+/// CHANNEL_SUCCESS waits for its ledger posting; a resubmission (UNKNOWN -> PROCESSING) waits
+/// for its charge. The creation of a payment already writes its submit job.
+pub(crate) fn follow_up(event: PaymentEvent, to: PaymentStatus) -> Option<JobKind> {
+    match (event, to) {
+        (_, PaymentStatus::ChannelSuccess) => Some(JobKind::PostLedger),
+        (PaymentEvent::QueryNotFound, PaymentStatus::Processing) => Some(JobKind::Submit),
+        _ => None,
     }
 }
 

@@ -10,6 +10,17 @@ pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
     match job.kind.as_str() {
         "submit" => submit(core, job).await,
         "query" => match payment(core, job).await? {
+            // A resubmission that died before its answer was recorded: send it again (same
+            // channel key, so the channel charges at most once).
+            Some(p)
+                if matches!(
+                    p.status,
+                    crate::domain::state::PaymentStatus::Pending
+                        | crate::domain::state::PaymentStatus::Processing
+                ) =>
+            {
+                submit(core, job).await
+            }
             Some(p) => core.resolve_unknown(p, "worker").await,
             None => Ok(Step::Done),
         },

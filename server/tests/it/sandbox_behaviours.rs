@@ -136,8 +136,12 @@ on_both_backends!(
         );
         assert_eq!(
             jobs(&app, &p.id).await,
-            vec![job("submit", "done"), job("query", "done")],
-            "the callback did the query's work"
+            vec![
+                job("submit", "done"),
+                job("query", "done"),
+                job("post_ledger", "done")
+            ],
+            "the callback did the query's work (the posting's safety job closed with it)"
         );
         let events = app.store.payment_events(&p.id).await.unwrap();
         assert!(
@@ -296,7 +300,11 @@ on_both_backends!(digits_57_and_58_succeed_with_one_charge_batch, |app| {
             app.store.ledger_batch_count(&p.id, "charge").await.unwrap(),
             1
         );
-        assert_eq!(jobs(&app, &p.id).await, vec![job("submit", "done")]);
+        assert_eq!(
+            jobs(&app, &p.id).await,
+            vec![job("submit", "done"), job("post_ledger", "done")],
+            "the posting's safety job is written with CHANNEL_SUCCESS and closed by the posting"
+        );
     }
     assert_eq!(app.channel_charges().await, 2);
 });
