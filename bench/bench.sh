@@ -52,8 +52,17 @@ out=$(mktemp)
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$out"' EXIT
 
-# The 1-minute load average as each measurement starts: other work on the machine skews figures.
-note_load() { printf 'loadavg.%s=%s\n' "$1" "$(cut -d' ' -f1 /proc/loadavg)" >>"$out"; }
+# Before each measurement: wait (up to 90 s) for the 1-minute load average to fall below 1, so
+# the previous measurement's own load has decayed, then note it: other work on the machine
+# skews figures, and the table says how busy it was.
+note_load() {
+  local waited=0
+  while awk -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN { exit !(l >= 1.0) }' && [ "$waited" -lt 90 ]; do
+    sleep 5
+    waited=$((waited + 5))
+  done
+  printf 'loadavg.%s=%s\n' "$1" "$(cut -d' ' -f1 /proc/loadavg)" >>"$out"
+}
 
 echo "bench: load (SQLite, PostgreSQL)" >&2
 note_load load.sqlite
@@ -147,7 +156,7 @@ ledger batch, store the response); "replay" sends completed keys again. The raw 
 single-row \`INSERT\` per transaction at the same concurrency: \`pgbench -f insert.sql\` on
 PostgreSQL, \`bench rawinsert\` (sqlx, one writer connection, \`BEGIN IMMEDIATE\`) on SQLite.
 
-| backend | raw insert tx/s (1) | create req/s (2) | create p50 / p99 ms | replay req/s (3) | replay p50 / p99 ms | (2)/(1) | (3)/(2) | load avg at start: raw / load |
+| backend | raw insert tx/s (1) | create req/s (2) | create p50 / p99 ms | replay req/s (3) | replay p50 / p99 ms | (2)/(1) | (3)/(2) | 1-min load avg at start: raw / load |
 |---|---|---|---|---|---|---|---|---|
 | SQLite | $raw_sq | $c_sq | $(get load.sqlite.create.p50_ms) / $(get load.sqlite.create.p99_ms) | $r_sq | $(get load.sqlite.replay.p50_ms) / $(get load.sqlite.replay.p99_ms) | $cr_sq | $rr_sq | $(get loadavg.raw.sqlite) / $(get loadavg.load.sqlite) |
 | PostgreSQL | $raw_pg | $c_pg | $(get load.pg.create.p50_ms) / $(get load.pg.create.p99_ms) | $r_pg | $(get load.pg.replay.p50_ms) / $(get load.pg.replay.p99_ms) | $cr_pg | $rr_pg | $(get loadavg.raw.pg) / $(get loadavg.load.pg) |
@@ -165,7 +174,7 @@ the claim statement alone (batch of $(get drain.pg.batch), $(get drain.pg.worker
 graphile-worker 0.16 (npm) drains the same number of no-op jobs on the same PostgreSQL, one
 worker process at concurrency 16 and 64.
 
-| backend | no-op jobs/s | query handler jobs/s | claim p50 / p99 ms | load avg at start |
+| backend | no-op jobs/s | query handler jobs/s | claim p50 / p99 ms | 1-min load avg at start |
 |---|---|---|---|---|
 | SQLite | $(get drain.sqlite.noop.jobs_per_s) | $(get drain.sqlite.query.jobs_per_s) | $(get drain.sqlite.claim.p50_ms) / $(get drain.sqlite.claim.p99_ms) | $(get loadavg.drain.sqlite) |
 | PostgreSQL | $n_pg | $(get drain.pg.query.jobs_per_s) | $(get drain.pg.claim.p50_ms) / $(get drain.pg.claim.p99_ms) | $(get loadavg.drain.pg) |

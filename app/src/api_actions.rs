@@ -6,7 +6,7 @@
 
 use leptos::prelude::*;
 
-use crate::dto::{ActionList, ActionRecord, AuditVerify};
+use crate::dto::{ActionList, ActionRecord, AuditVerify, BulkItem, BulkOutcome};
 
 #[cfg(feature = "ssr")]
 mod ssr {
@@ -153,6 +153,73 @@ pub async fn execute_action(id: String) -> Result<ActionRecord, ServerFnError> {
         .await
         .map_err(ssr::action_error)?;
     ssr::action_dto(&a)
+}
+
+/// The exact payments a bulk retry of the selection would retry now (operator):
+/// `source` is `stuck` (optionally one `status`) or `error_pool` (optionally one `kind`).
+#[server(endpoint = "bulk_retry_preview")]
+pub async fn bulk_retry_preview(
+    source: String,
+    status: Option<String>,
+    kind: Option<String>,
+) -> Result<Vec<BulkItem>, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    use converge_server::service::bulk::Selection;
+    let (st, _) = crate::api::ssr::authorize(Permission::RequestActions).await?;
+    let sel = Selection {
+        source,
+        status,
+        kind,
+    };
+    let items = st
+        .core
+        .bulk_retry_preview(&sel, &st.settings.stuck_thresholds())
+        .await
+        .map_err(ssr::action_error)?;
+    crate::api::ssr::convert(&items)
+}
+
+/// Retries the previewed `(payment_id, version)` items the selection still holds at that
+/// version (operator); rate-limited per user like `POST /ops/v1/actions/bulk-retry`.
+#[server(endpoint = "bulk_retry")]
+pub async fn bulk_retry(
+    source: String,
+    status: Option<String>,
+    kind: Option<String>,
+    items: Vec<(String, i64)>,
+    reason: String,
+) -> Result<BulkOutcome, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    use converge_server::service::bulk::{Confirmed, Selection, validate};
+    let (st, p) = crate::api::ssr::authorize(Permission::RequestActions).await?;
+    let sel = Selection {
+        source,
+        status,
+        kind,
+    };
+    let items: Vec<Confirmed> = items
+        .into_iter()
+        .map(|(payment_id, version)| Confirmed {
+            payment_id,
+            version,
+        })
+        .collect();
+    validate(&sel, &items, &reason).map_err(ssr::action_error)?;
+    converge_server::ops::actions::bulk_permit(&st, &p.username)
+        .map_err(crate::api::ssr::api_error)?;
+    let out = st
+        .core
+        .bulk_retry(
+            &ssr::actor(&p).await,
+            &sel,
+            &items,
+            &reason,
+            &st.settings.stuck_thresholds(),
+            st.settings.action_ttl_secs as i64 * 1000,
+        )
+        .await
+        .map_err(ssr::action_error)?;
+    crate::api::ssr::convert(&out)
 }
 
 /// Re-computes the whole audit chain (auditor) and reports the first broken record.

@@ -255,7 +255,11 @@ async fn serve(settings: Settings) -> Result<()> {
             },
         )
         .fallback(leptos_axum::file_and_error_handler(shell))
-        .with_state(leptos_options);
+        .with_state(leptos_options)
+        // The console's pages, wasm, js and css go out compressed (br or gzip, as the browser
+        // accepts): its first load is measured compressed in BENCHMARKS.md. The merchant API
+        // is left alone: its stored answers are replayed byte for byte.
+        .layer(tower_http::compression::CompressionLayer::new());
     let app = running.router_with(console);
 
     tracing::info!(%addr, "converge listening");

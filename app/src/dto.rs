@@ -521,3 +521,31 @@ pub struct AuditVerify {
     /// The first record that does not verify: (seq, what is wrong).
     pub first_broken: Option<(i64, String)>,
 }
+
+/// One payment of a bulk-retry preview (`service::bulk::BulkItem`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkItem {
+    /// Payment id.
+    pub payment_id: String,
+    /// Its status at preview time.
+    pub status: String,
+    /// Its version at preview time; the confirm carries it back.
+    pub version: i64,
+    /// Amount, minor units.
+    pub amount: i64,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// Last change, epoch ms UTC.
+    pub updated_at: i64,
+    /// Why it is selected: last error or error-pool summary.
+    pub why: String,
+}
+
+/// What a bulk retry did (`service::bulk::BulkOutcome`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkOutcome {
+    /// Retried: payment id, retry action id, jobs woken.
+    pub retried: Vec<(String, String, u64)>,
+    /// Skipped: payment id and why.
+    pub skipped: Vec<(String, String)>,
+}

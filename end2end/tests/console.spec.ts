@@ -161,6 +161,35 @@ test("an operator resolves an error-pool item with a note", async ({ page, reque
   expect(errors).toEqual([]);
 });
 
+test("an operator retries from the error pool, one row and then a previewed selection", async ({ page, request }) => {
+  const frozen = env("E2E_FROZEN_KEY");
+  const payment = await createPayment(
+    request,
+    frozen,
+    { amount: 888, currency: "CNY", merchant_order_id: unique("bulk") },
+    unique("idem"),
+  );
+  const errors = pageErrors(page);
+  await signIn(page, "operator");
+  await open(page, "/error-pool?status=open&kind=suspense");
+  const row = page.getByRole("row").filter({ hasText: payment.id });
+  await expect(row).toHaveCount(1);
+
+  // One row: its jobs run now, recorded as a retry action.
+  await row.getByTestId(`retry-${payment.id}`).click();
+  await expect(page.getByTestId("flash")).toContainText(`Retry of ${payment.id} requested`);
+
+  // The selection: preview first, then confirm with a reason.
+  await page.getByTestId("bulk-error_pool-preview").click();
+  const preview = page.getByTestId("bulk-preview");
+  await expect(preview.getByRole("link", { name: payment.id })).toBeVisible();
+  await page.getByTestId("bulk-reason").fill("ledger back after the merchant review");
+  await page.getByTestId("bulk-confirm").click();
+  await expect(page.getByTestId("bulk-result")).toContainText(/Retried [1-9]\d* payments?/);
+  await expect(preview).toHaveCount(0);
+  expect(errors).toEqual([]);
+});
+
 test("an admin adds a user, who can then sign in", async ({ page, browser }) => {
   await signIn(page, "admin");
   await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Users" }).click();

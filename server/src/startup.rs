@@ -195,6 +195,12 @@ pub async fn build_with_store(
     let state = AppState {
         core,
         auth: Arc::new(Auth::new(&settings)),
+        bulk_limiter: Arc::new(std::sync::Mutex::new(
+            crate::domain::ratelimit::RateLimiter::new(
+                crate::ops::actions::BULK_RETRIES_PER_MINUTE,
+                60_000,
+            ),
+        )),
         settings: Arc::new(settings),
         metrics: crate::telemetry::metrics_handle(),
         callback_secret: Arc::new(secret),

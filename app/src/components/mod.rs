@@ -1,5 +1,6 @@
 //! Building blocks shared by the console's pages.
 
+pub mod bulk_retry;
 pub mod chart;
 pub mod layout;
 pub mod widgets;

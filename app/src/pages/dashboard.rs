@@ -9,6 +9,7 @@ use leptos::prelude::*;
 use leptos_router::components::A;
 
 use crate::api;
+use crate::components::bulk_retry::{BulkRetry, RetryButton};
 use crate::components::chart::HitChart;
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill};
 use crate::dto::{AGE_BUCKETS, Dashboard, ErrorPoolView, IdempotencyView, QueueView, StuckView};
@@ -38,6 +39,10 @@ pub fn DashboardPage() -> impl IntoView {
         }
     });
     let data = Resource::new(move || tick.get(), |_| api::load_dashboard());
+    // Outside the refreshing part, so a message or a half-done bulk retry survives a refresh.
+    let flash = RwSignal::new(None::<String>);
+    provide_context(Flash(flash));
+    let bulk_state = RwSignal::new(String::new());
 
     view! {
         <div class="page-head">
@@ -79,6 +84,7 @@ pub fn DashboardPage() -> impl IntoView {
                 </button>
             </div>
         </div>
+        <p class="flash" role="status" data-testid="flash">{move || flash.get()}</p>
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 match data.await {
@@ -87,8 +93,25 @@ pub fn DashboardPage() -> impl IntoView {
                 }
             })}
         </Transition>
+        <div class="bulk-filter">
+            <label>
+                "Bulk retry: stuck state"
+                <select data-testid="bulk-stuck-state" on:change=move |ev| bulk_state.set(event_target_value(&ev))>
+                    <option value="">"all stuck states"</option>
+                    {["PENDING", "PROCESSING", "UNKNOWN", "CHANNEL_SUCCESS", "SUSPENSE"]
+                        .into_iter()
+                        .map(|s| view! { <option value=s>{s}</option> })
+                        .collect_view()}
+                </select>
+            </label>
+        </div>
+        <BulkRetry source="stuck" filter=bulk_state/>
     }
 }
+
+/// The dashboard's message line, shared with the rows' retry buttons.
+#[derive(Clone, Copy)]
+struct Flash(RwSignal<Option<String>>);
 
 /// A headline number with its label.
 #[component]
@@ -173,6 +196,7 @@ fn DashboardBody(d: Dashboard) -> impl IntoView {
 
 #[component]
 fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
+    let Flash(flash) = expect_context::<Flash>();
     let rows = stuck
         .thresholds
         .clone()
@@ -244,6 +268,7 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
                                 <th scope="col" class="num">"In state"</th>
                                 <th scope="col" class="num">"Amount"</th>
                                 <th scope="col">"Next attempt"</th>
+                                <th scope="col">"Action"</th>
                             </tr>
                         </thead>
                         <tbody>
@@ -259,6 +284,7 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
                                                 format!("in {}", format::age(t - now))
                                             }
                                         });
+                                    let retry_id = p.id.clone();
                                     view! {
                                         <tr>
                                             <td>
@@ -273,6 +299,13 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
                                             <td class="num">{format::age(now - p.updated_at)}</td>
                                             <td class="num"><Money amount=p.amount currency=p.currency/></td>
                                             <td class="nowrap">{next}</td>
+                                            <td>
+                                                <RetryButton
+                                                    payment_id=retry_id
+                                                    reason="retry from the dashboard's stuck list".to_string()
+                                                    flash=flash
+                                                />
+                                            </td>
                                         </tr>
                                     }
                                 })
@@ -387,7 +420,7 @@ fn QueuePanel(queue: QueueView) -> impl IntoView {
                                 <th scope="col" class="num">"Leased"</th>
                                 <th scope="col" class="num">"Retrying"</th>
                                 <th scope="col" class="num">"Dead"</th>
-                                <th scope="col" class="num">"Done"</th>
+                                <th scope="col" class="num" title="Jobs finished in the last hour">"Done (1 h)"</th>
                                 <th scope="col" class="num">"Oldest due"</th>
                             </tr>
                         </thead>

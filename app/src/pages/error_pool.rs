@@ -9,6 +9,7 @@ use leptos_router::components::{A, Form};
 use leptos_router::hooks::use_query_map;
 
 use crate::api;
+use crate::components::bulk_retry::{BulkRetry, RetryButton};
 use crate::components::layout::signed_in_has;
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
 use crate::dto::ErrorItem;
@@ -64,6 +65,7 @@ pub fn ErrorPoolPage() -> impl IntoView {
             }
         }}
         <p class="flash" role="status" data-testid="flash">{move || flash.get()}</p>
+        <BulkRetry source="error_pool" filter=Signal::derive(move || filter.get().1)/>
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 match items.await {
@@ -171,7 +173,16 @@ fn PoolRow(
             <td><Time ms=item.first_seen/></td>
             <td><Time ms=item.last_seen/></td>
             <td><StatusPill status=item.status.clone()/></td>
-            <td>
+            <td class="nowrap">
+                {item
+                    .payment_id
+                    .clone()
+                    .filter(|_| open)
+                    .map(|p| {
+                        view! {
+                            <RetryButton payment_id=p reason=format!("retry from error-pool item #{id}") flash/>
+                        }
+                    })}
                 <Show when=move || open && can_resolve.get() && !editing.get()>
                     <button
                         type="button"

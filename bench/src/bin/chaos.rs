@@ -74,6 +74,10 @@ struct Args {
     /// Share of orders that also send one malformed request or forged callback (0..=1).
     #[arg(long, default_value_t = 0.05)]
     bad_input_rate: f64,
+    /// Longest the client workload may take, seconds; past it the clients stop and the run
+    /// fails (a server that answers 5xx to everything must not keep the run going for hours).
+    #[arg(long, default_value_t = 300)]
+    workload_timeout_secs: u64,
     /// How long to wait for convergence after the workload, seconds.
     #[arg(long, default_value_t = 120)]
     converge_timeout_secs: u64,
@@ -987,9 +991,20 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             }
         });
     }
+    let watchdog = {
+        let (sh, secs) = (shared.clone(), args.workload_timeout_secs);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            sh.breach(format!(
+                "the workload did not finish within {secs} s (--workload-timeout-secs)"
+            ));
+            sh.abort.store(true, Ordering::Relaxed);
+        })
+    };
     while let Some(r) = clients.join_next().await {
         r.context("a client task panicked")?;
     }
+    watchdog.abort();
     workload_done.store(true, Ordering::Relaxed);
     let workload_secs = t0.elapsed().as_secs_f64();
     let kill_log = killer.await.context("the killer task panicked")??;
@@ -1029,7 +1044,16 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     let mut replay_checked = 0;
     let mut replay_mismatches = 0;
     let mut replay_reexecuted = 0;
+    // Bounded: a server that answers 5xx to everything must not keep the run going for hours.
+    let replay_deadline = Instant::now() + Duration::from_secs(180);
+    let mut failed_replays = 0;
     for (key, log) in &keys {
+        if Instant::now() > replay_deadline || failed_replays >= 10 {
+            shared.breach(format!(
+                "replay pass abandoned: {failed_replays} keys got no answer; the server is not answering"
+            ));
+            break;
+        }
         let mut final_answer = None;
         let mut last = String::new();
         for _ in 0..20 {
@@ -1055,6 +1079,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         let Some(final_answer) = final_answer else {
+            failed_replays += 1;
             shared.breach(format!(
                 "replay of key {key}: no final answer after 20 tries (last: {last})"
             ));
@@ -1138,11 +1163,13 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             .await?;
         let status = got.status().as_u16();
         let body: Value = got.json().await.unwrap_or(Value::Null);
-        if status != 200 || body["id"].as_str() != Some(id.as_str()) {
+        if status == 404 || (status == 200 && body["id"].as_str() != Some(id.as_str())) {
             lost += 1;
             shared.breach(format!(
                 "payment {id} was acknowledged to the client but GET answers {status} {body}"
             ));
+        } else if status != 200 {
+            shared.breach(format!("payment {id}: GET answers {status} {body}"));
         }
     }
     // Nothing but our orders became payments (bad input changed nothing).

@@ -278,7 +278,7 @@ async fn query(args: &Args) -> Result<()> {
         r??;
     }
     let (rate, n) = drain(args, core(store.clone(), &sb.url), args.jobs).await?;
-    let stats = store.queue_stats().await?;
+    let stats = store.queue_stats(0).await?;
     let success = store
         .verify_payments_page("", 1)
         .await?

@@ -37,6 +37,9 @@ pub struct AppState {
     pub callback_secret: Arc<Vec<u8>>,
     /// Console sign-in machinery.
     pub auth: Arc<crate::ops::auth::Auth>,
+    /// Bulk retries per user ([`crate::ops::actions::BULK_RETRIES_PER_MINUTE`] a minute):
+    /// one operator cannot flood the channel by confirming selections in a loop.
+    pub bulk_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
 }
 
 /// The backend's routes with their state applied: `/v1/*`, `/health`, `/metrics`.

@@ -14,6 +14,7 @@ use crate::api::AppState;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson};
 use crate::service::actions::{ActionError, ActionRequest};
+use crate::service::bulk::{Confirmed, Selection};
 
 /// How long a pending request stays approvable (24 h, DESIGN.md "Requests expire").
 pub const DEFAULT_TTL_MS: i64 = 24 * 3_600_000;
@@ -232,4 +233,92 @@ pub async fn execute(
         .await
         .map_err(action_error)?;
     Ok(Json(json!({"action": a})))
+}
+
+/// Bulk retries one user may confirm per minute.
+pub const BULK_RETRIES_PER_MINUTE: usize = 5;
+
+/// Query of the bulk-retry preview: the selection.
+#[derive(Debug, Deserialize)]
+pub struct PreviewQuery {
+    source: Option<String>,
+    status: Option<String>,
+    kind: Option<String>,
+}
+
+/// `GET /ops/v1/actions/bulk-retry/preview?source=stuck|error_pool&status=&kind=`
+/// (operators): the exact payments a bulk retry of that selection would retry now, each with
+/// the version the confirm must carry back (`{"selection": ..., "items": [...]}`).
+pub async fn bulk_preview(
+    State(st): State<AppState>,
+    p: Principal,
+    Query(q): Query<PreviewQuery>,
+) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::RequestActions)?;
+    let sel = Selection {
+        source: q.source.unwrap_or_default(),
+        status: q.status,
+        kind: q.kind,
+    };
+    let items = st
+        .core
+        .bulk_retry_preview(&sel, &st.settings.stuck_thresholds())
+        .await
+        .map_err(action_error)?;
+    Ok(Json(json!({"selection": sel, "items": items})))
+}
+
+/// Body of `POST /ops/v1/actions/bulk-retry`.
+#[derive(Debug, Deserialize)]
+pub struct BulkBody {
+    selection: Selection,
+    items: Vec<Confirmed>,
+    reason: String,
+}
+
+/// `POST /ops/v1/actions/bulk-retry` (operators): retries the previewed items still in the
+/// selection at the previewed version; 200 with `{"retried": [...], "skipped": [...]}`.
+/// Rate-limited per user (429 `rate_limited` with Retry-After).
+pub async fn bulk_retry(
+    State(st): State<AppState>,
+    p: Principal,
+    ClientAddr(addr): ClientAddr,
+    ApiJson(b): ApiJson<BulkBody>,
+) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::RequestActions)?;
+    // Bad input is answered before the allowance is spent.
+    crate::service::bulk::validate(&b.selection, &b.items, &b.reason).map_err(action_error)?;
+    bulk_permit(&st, &p.username)?;
+    let out = st
+        .core
+        .bulk_retry(
+            &actor(&p, &addr),
+            &b.selection,
+            &b.items,
+            &b.reason,
+            &st.settings.stuck_thresholds(),
+            st.settings.action_ttl_secs as i64 * 1000,
+        )
+        .await
+        .map_err(action_error)?;
+    Ok(Json(json!(out)))
+}
+
+/// Takes one bulk retry from `user`'s allowance, or answers 429.
+pub fn bulk_permit(st: &AppState, user: &str) -> Result<(), ApiError> {
+    let now = st.core.clock.now_ms();
+    let mut limiter = st
+        .bulk_limiter
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if limiter.try_acquire(user, now) {
+        return Ok(());
+    }
+    let secs = limiter.retry_after_secs(user, now);
+    Err(ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        format!("at most {BULK_RETRIES_PER_MINUTE} bulk retries a minute; retry in {secs} s"),
+    )
+    .with_retry_after(secs))
 }

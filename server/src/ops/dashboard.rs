@@ -97,7 +97,7 @@ pub struct QueueRow {
     pub retrying: i64,
     /// In the error pool.
     pub dead: i64,
-    /// Finished.
+    /// Finished in the last hour.
     pub done: i64,
     /// Age of the oldest due job, ms (0 when none is due yet).
     pub oldest_due_ms: i64,
@@ -204,7 +204,7 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
     }
 
     let queue = QueueView {
-        kinds: queue_rows(store.queue_stats().await?, now),
+        kinds: queue_rows(store.queue_stats(now - 3_600_000).await?, now),
         done_last_5m: store.jobs_done_since(now - 300_000).await?,
     };
 

@@ -42,6 +42,11 @@ pub fn routes() -> Router<AppState> {
             "/actions",
             get(super::actions::list).post(super::actions::request),
         )
+        .route(
+            "/actions/bulk-retry/preview",
+            get(super::actions::bulk_preview),
+        )
+        .route("/actions/bulk-retry", post(super::actions::bulk_retry))
         .route("/actions/{id}", get(super::actions::show))
         .route("/actions/{id}/approve", post(super::actions::approve))
         .route("/actions/{id}/reject", post(super::actions::reject))

@@ -3,6 +3,7 @@
 //! HTTP themselves.
 
 pub mod actions;
+pub mod bulk;
 pub mod callbacks;
 pub mod ids;
 pub mod payments;

@@ -91,51 +91,12 @@ macro_rules! impl_console {
                 &self,
                 f: &$crate::store::PaymentFilter,
             ) -> Result<Vec<$crate::store::Payment>, $crate::store::StoreError> {
-                // Only the filters given become conditions, so each search can use its index.
-                enum Arg<'a> {
-                    Text(&'a str),
-                    Int(i64),
-                }
-                let mut conds: Vec<String> = Vec::new();
-                let mut args: Vec<Arg> = Vec::new();
-                if let Some(s) = &f.status {
-                    args.push(Arg::Text(s));
-                    conds.push(format!("status = ${}", args.len()));
-                }
-                if let Some(m) = f.merchant_id {
-                    args.push(Arg::Int(m));
-                    conds.push(format!("merchant_id = ${}", args.len()));
-                }
-                if let Some(o) = &f.merchant_order_id {
-                    args.push(Arg::Text(o));
-                    conds.push(format!("merchant_order_id = ${}", args.len()));
-                }
-                if let Some(from) = f.from {
-                    args.push(Arg::Int(from));
-                    conds.push(format!("created_at >= ${}", args.len()));
-                }
-                if let Some(to) = f.to {
-                    args.push(Arg::Int(to));
-                    conds.push(format!("created_at < ${}", args.len()));
-                }
-                if let Some((at, id)) = &f.after {
-                    args.push(Arg::Int(*at));
-                    let a = args.len();
-                    args.push(Arg::Text(id));
-                    conds.push(format!("(created_at < ${a} OR (created_at = ${a} AND id < ${}))", args.len()));
-                }
-                args.push(Arg::Int(f.limit.clamp(1, 500)));
-                let sql = format!(
-                    "SELECT {} FROM payments {} ORDER BY created_at DESC, id DESC LIMIT ${}",
-                    $crate::store::shared::PAYMENT_COLUMNS,
-                    if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) },
-                    args.len()
-                );
+                let (sql, args) = $crate::store::search_sql(f);
                 let mut q = sqlx::query_as::<_, $crate::store::PaymentRow>(&sql);
                 for a in args {
                     q = match a {
-                        Arg::Text(t) => q.bind(t),
-                        Arg::Int(i) => q.bind(i),
+                        $crate::store::SearchArg::Text(t) => q.bind(t),
+                        $crate::store::SearchArg::Int(i) => q.bind(i),
                     };
                 }
                 q.fetch_all(self.reader()).await?.into_iter().map($crate::store::Payment::try_from).collect()
@@ -176,7 +137,7 @@ macro_rules! impl_console {
             }
 
             async fn jobs_done_since(&self, since: i64) -> Result<i64, $crate::store::StoreError> {
-                Ok(sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM jobs WHERE status = 'done' AND updated_at >= $1")
+                Ok(sqlx::query_scalar::<_, i64>($crate::store::JOBS_DONE_SINCE_SQL)
                     .bind(since)
                     .fetch_one(self.reader())
                     .await?)

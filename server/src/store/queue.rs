@@ -9,6 +9,48 @@ use serde::Serialize;
 use super::{NewJob, StoreError};
 use crate::domain::state::PaymentStatus;
 
+/// The stuck-payment predicate over `payments` with cut-offs in `$2..=$6`, in
+/// [`StuckThresholds::per_state`](crate::domain::stuck::StuckThresholds::per_state) order.
+const STUCK_WHERE: &str = "(status = 'PENDING' AND updated_at <= $2) \
+     OR (status = 'PROCESSING' AND updated_at <= $3) \
+     OR (status = 'UNKNOWN' AND updated_at <= $4) \
+     OR (status = 'CHANNEL_SUCCESS' AND updated_at <= $5) \
+     OR (status = 'SUSPENSE' AND updated_at <= $6)";
+
+/// Stuck payments counted by status and age bucket (`<5m`, `5m-1h`, `1h-24h`, `>24h` since
+/// their last change): `$1` is now, `$2..=$6` the per-state cut-offs (epoch ms UTC). Served
+/// by `payments_status_updated`: each branch of the predicate is one index range. Public so
+/// the query benchmark can `EXPLAIN` exactly what the dashboard runs.
+pub fn stuck_counts_sql() -> String {
+    format!(
+        "SELECT status, CASE WHEN $1 - updated_at < 300000 THEN '<5m' \
+         WHEN $1 - updated_at < 3600000 THEN '5m-1h' \
+         WHEN $1 - updated_at < 86400000 THEN '1h-24h' ELSE '>24h' END AS bucket, \
+         COUNT(*) FROM payments WHERE {STUCK_WHERE} GROUP BY 1, 2 ORDER BY 1, 2"
+    )
+}
+
+/// The oldest stuck payments, at most `$1`, with the next attempt of their live jobs;
+/// `$2..=$6` as in [`stuck_counts_sql`].
+pub fn stuck_payments_sql() -> String {
+    format!(
+        "SELECT p.id, p.merchant_id, p.status, p.amount, p.currency, p.created_at, p.updated_at, p.last_error, \
+         (SELECT MIN(j.run_at) FROM jobs j WHERE j.payment_id = p.id AND j.status IN ('due', 'leased')) \
+         AS next_attempt_at FROM payments p WHERE {STUCK_WHERE} ORDER BY p.updated_at LIMIT $1"
+    )
+}
+
+/// Live jobs (due, leased, dead) and jobs done since `$1` (epoch ms UTC), counted by kind
+/// and status with the oldest `run_at` and how many are retrying (attempts > 0): the
+/// dashboard's queue panel and the `converge_jobs` gauges. Done jobs are counted over a
+/// window, not all time: every payment leaves done jobs behind, and counting them all was a
+/// full scan of the table on every refresh (245 ms at 1 M payments, BENCHMARKS.md). Each
+/// branch is a range of `jobs_due` or `jobs_status_updated`.
+pub const QUEUE_STATS_SQL: &str = "SELECT kind, status, COUNT(*) AS count, MIN(run_at) AS oldest_run_at, \
+     CAST(SUM(CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS BIGINT) AS retrying \
+     FROM jobs WHERE status IN ('due', 'leased', 'dead') OR (status = 'done' AND updated_at >= $1) \
+     GROUP BY kind, status ORDER BY kind, status";
+
 /// A job claimed with a lease. Results are written only while `lease_token` still holds.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LeasedJob {
@@ -173,8 +215,9 @@ pub trait Queue: Send + Sync + 'static {
     async fn job(&self, id: i64) -> Result<Option<super::Job>, StoreError>;
     /// Makes a payment's due, retrying or dead jobs run now (ops retry); returns how many.
     async fn wake_jobs(&self, payment_id: &str, now: i64) -> Result<u64, StoreError>;
-    /// Jobs per kind and status.
-    async fn queue_stats(&self) -> Result<Vec<QueueStat>, StoreError>;
+    /// Live jobs (due, leased, dead) and jobs done since `done_since` (epoch ms UTC), per
+    /// kind and status ([`QUEUE_STATS_SQL`]).
+    async fn queue_stats(&self, done_since: i64) -> Result<Vec<QueueStat>, StoreError>;
 
     /// Reports an item; a report with a known dedupe key updates `last_seen` and counts an
     /// occurrence instead of adding a row. Returns the item id.

@@ -5,14 +5,6 @@
 pub(crate) const LEASED_COLUMNS: &str =
     "id, kind, payment_id, refund_id, payload, attempts, max_attempts, lease_token";
 
-/// The stuck-payment predicate over `payments` with cut-offs in `$2..=$6`, in
-/// [`StuckThresholds::per_state`](crate::domain::stuck::StuckThresholds::per_state) order.
-pub(crate) const STUCK_WHERE: &str = "(status = 'PENDING' AND updated_at <= $2) \
-     OR (status = 'PROCESSING' AND updated_at <= $3) \
-     OR (status = 'UNKNOWN' AND updated_at <= $4) \
-     OR (status = 'CHANNEL_SUCCESS' AND updated_at <= $5) \
-     OR (status = 'SUSPENSE' AND updated_at <= $6)";
-
 macro_rules! impl_queue {
     ($store:ty) => {
         #[async_trait::async_trait]
@@ -136,12 +128,9 @@ macro_rules! impl_queue {
                 Ok(r.rows_affected())
             }
 
-            async fn queue_stats(&self) -> Result<Vec<$crate::store::QueueStat>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::QueueStat>(
-                    "SELECT kind, status, COUNT(*) AS count, MIN(run_at) AS oldest_run_at, \
-                     CAST(SUM(CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS BIGINT) AS retrying \
-                     FROM jobs GROUP BY kind, status ORDER BY kind, status",
-                )
+            async fn queue_stats(&self, done_since: i64) -> Result<Vec<$crate::store::QueueStat>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::QueueStat>($crate::store::QUEUE_STATS_SQL)
+                    .bind(done_since)
                 .fetch_all(self.reader())
                 .await?)
             }
@@ -228,13 +217,7 @@ macro_rules! impl_queue {
                 cutoffs: &[($crate::domain::state::PaymentStatus, i64); 5],
                 now: i64,
             ) -> Result<Vec<(String, String, i64)>, $crate::store::StoreError> {
-                let sql = format!(
-                    "SELECT status, CASE WHEN $1 - updated_at < 300000 THEN '<5m' \
-                     WHEN $1 - updated_at < 3600000 THEN '5m-1h' \
-                     WHEN $1 - updated_at < 86400000 THEN '1h-24h' ELSE '>24h' END AS bucket, \
-                     COUNT(*) FROM payments WHERE {} GROUP BY 1, 2 ORDER BY 1, 2",
-                    $crate::store::queue_sql::STUCK_WHERE
-                );
+                let sql = $crate::store::stuck_counts_sql();
                 let mut q = sqlx::query_as::<_, (String, String, i64)>(&sql).bind(now);
                 for (_, cutoff) in cutoffs {
                     q = q.bind(*cutoff);
@@ -247,12 +230,7 @@ macro_rules! impl_queue {
                 cutoffs: &[($crate::domain::state::PaymentStatus, i64); 5],
                 limit: i64,
             ) -> Result<Vec<$crate::store::StuckPayment>, $crate::store::StoreError> {
-                let sql = format!(
-                    "SELECT p.id, p.merchant_id, p.status, p.amount, p.currency, p.created_at, p.updated_at, p.last_error, \
-                     (SELECT MIN(j.run_at) FROM jobs j WHERE j.payment_id = p.id AND j.status IN ('due', 'leased')) \
-                     AS next_attempt_at FROM payments p WHERE {} ORDER BY p.updated_at LIMIT $1",
-                    $crate::store::queue_sql::STUCK_WHERE
-                );
+                let sql = $crate::store::stuck_payments_sql();
                 let mut q = sqlx::query_as::<_, $crate::store::StuckPayment>(&sql).bind(limit);
                 for (_, cutoff) in cutoffs {
                     q = q.bind(*cutoff);

@@ -36,7 +36,7 @@ pub async fn refresh(
             metrics::gauge!("converge_stuck_payments", "state" => state.as_str(), "bucket" => bucket).set(n as f64);
         }
     }
-    for stat in core.store.queue_stats().await? {
+    for stat in core.store.queue_stats(now - 3_600_000).await? {
         metrics::gauge!("converge_jobs", "kind" => stat.kind.clone(), "status" => stat.status.clone()).set(stat.count as f64);
         if stat.status == "due" {
             let age = stat.oldest_run_at.map_or(0, |t| (now - t).max(0));

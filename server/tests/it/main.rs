@@ -7,6 +7,7 @@ mod support;
 
 mod actions_audit;
 mod bad_input;
+mod bulk_retry;
 mod callbacks;
 mod concurrency;
 mod conformance;

@@ -1,0 +1,239 @@
+//! Bulk retry of a filtered selection, in two steps (issue "Ops console II"): "Preview" asks
+//! the server for the exact payments the selection holds now; "Retry N payments" sends those
+//! payments with the versions the preview showed and a reason, and the server retries only
+//! the ones still selected at that version, naming the rest. Operators only; the server checks
+//! the role and rate-limits the confirm per user.
+
+use leptos::ev::SubmitEvent;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use leptos_router::components::A;
+
+use crate::api;
+use crate::api_actions;
+use crate::components::layout::signed_in_has;
+use crate::components::widgets::{Money, StatusPill, Time};
+use crate::dto::{BulkItem, BulkOutcome};
+use crate::format;
+
+/// The bulk-retry panel. `source` is `stuck` or `error_pool`; `filter` is the stuck state or
+/// the error-pool kind (empty: all), read when the operator asks for a preview.
+#[component]
+pub fn BulkRetry(source: &'static str, #[prop(into)] filter: Signal<String>) -> impl IntoView {
+    let can = signed_in_has("operator");
+    let preview = RwSignal::new(None::<Vec<BulkItem>>);
+    let outcome = RwSignal::new(None::<BulkOutcome>);
+    let reason = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let selection = move || {
+        let f = filter.get_untracked();
+        let f = (!f.trim().is_empty()).then(|| f.trim().to_string());
+        if source == "stuck" {
+            (f, None)
+        } else {
+            (None, f)
+        }
+    };
+    let load_preview = move |_| {
+        busy.set(true);
+        failure.set(None);
+        outcome.set(None);
+        let (status, kind) = selection();
+        spawn_local(async move {
+            match api_actions::bulk_retry_preview(source.to_string(), status, kind).await {
+                Ok(items) => preview.set(Some(items)),
+                Err(e) => failure.set(Some(api::error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    let confirm = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let Some(items) = preview.get_untracked() else {
+            return;
+        };
+        let text = reason.get_untracked();
+        if text.trim().is_empty() {
+            failure.set(Some("Give a reason: it goes to the audit log.".into()));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        let (status, kind) = selection();
+        let pairs: Vec<(String, i64)> = items
+            .into_iter()
+            .map(|i| (i.payment_id, i.version))
+            .collect();
+        spawn_local(async move {
+            match api_actions::bulk_retry(source.to_string(), status, kind, pairs, text).await {
+                Ok(out) => {
+                    outcome.set(Some(out));
+                    preview.set(None);
+                    reason.set(String::new());
+                }
+                Err(e) => failure.set(Some(api::error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    let what = if source == "stuck" {
+        "stuck payments"
+    } else {
+        "payments of open error-pool items"
+    };
+    view! {
+        <Show when=move || can.get()>
+            <section class="panel bulk" aria-labelledby=format!("bulk-{source}-h") data-testid=format!("bulk-{source}")>
+                <h2 id=format!("bulk-{source}-h")>"Bulk retry"</h2>
+                <p class="muted small">
+                    {format!("Preview the {what} this filter selects now, then retry them in one step. ")}
+                    "Only items still selected at the previewed version are retried."
+                </p>
+                <div class="inline-form">
+                    <button
+                        type="button"
+                        data-testid=format!("bulk-{source}-preview")
+                        disabled=move || busy.get()
+                        on:click=load_preview
+                    >
+                        "Preview"
+                    </button>
+                    <span class="form-message" role="alert">{move || failure.get()}</span>
+                </div>
+                {move || {
+                    preview
+                        .get()
+                        .map(|items| {
+                            if items.is_empty() {
+                                return view! { <p class="empty">"Nothing to retry in this selection."</p> }
+                                    .into_any();
+                            }
+                            let n = items.len();
+                            view! {
+                                <div class="table-wrap">
+                                    <table class="data compact" data-testid="bulk-preview">
+                                        <thead>
+                                            <tr>
+                                                <th scope="col">"Payment"</th>
+                                                <th scope="col">"State"</th>
+                                                <th scope="col" class="num">"Version"</th>
+                                                <th scope="col" class="num">"Amount"</th>
+                                                <th scope="col">"Last change"</th>
+                                                <th scope="col">"Why"</th>
+                                            </tr>
+                                        </thead>
+                                        <tbody>
+                                            {items
+                                                .into_iter()
+                                                .map(|i| {
+                                                    view! {
+                                                        <tr>
+                                                            <td class="mono">
+                                                                <A href=format!("/payments/{}", i.payment_id)>{i.payment_id.clone()}</A>
+                                                            </td>
+                                                            <td><StatusPill status=i.status/></td>
+                                                            <td class="num">{i.version}</td>
+                                                            <td class="num"><Money amount=i.amount currency=i.currency/></td>
+                                                            <td><Time ms=i.updated_at/></td>
+                                                            <td class="error-text">{format::clip(&i.why, 80)}</td>
+                                                        </tr>
+                                                    }
+                                                })
+                                                .collect_view()}
+                                        </tbody>
+                                    </table>
+                                </div>
+                                <form class="inline-form" on:submit=confirm>
+                                    <label class="grow">
+                                        "Reason (audited)"
+                                        <input
+                                            type="text"
+                                            maxlength="2000"
+                                            required
+                                            data-testid="bulk-reason"
+                                            bind:value=reason
+                                        />
+                                    </label>
+                                    <button type="submit" data-testid="bulk-confirm" disabled=move || busy.get()>
+                                        {format!("Retry {n} payment{}", if n == 1 { "" } else { "s" })}
+                                    </button>
+                                    <button type="button" class="secondary" on:click=move |_| preview.set(None)>
+                                        "Cancel"
+                                    </button>
+                                </form>
+                            }
+                                .into_any()
+                        })
+                }}
+                {move || {
+                    outcome
+                        .get()
+                        .map(|out| {
+                            view! {
+                                <div class="bulk-result" role="status" data-testid="bulk-result">
+                                    <p>
+                                        {format!(
+                                            "Retried {} payment{}; skipped {}.",
+                                            out.retried.len(),
+                                            if out.retried.len() == 1 { "" } else { "s" },
+                                            out.skipped.len(),
+                                        )}
+                                    </p>
+                                    <ul class="small">
+                                        {out
+                                            .skipped
+                                            .into_iter()
+                                            .map(|(id, why)| {
+                                                view! {
+                                                    <li>
+                                                        <span class="mono">{id}</span>
+                                                        ": "
+                                                        {why}
+                                                    </li>
+                                                }
+                                            })
+                                            .collect_view()}
+                                    </ul>
+                                </div>
+                            }
+                        })
+                }}
+            </section>
+        </Show>
+    }
+}
+
+/// A one-click retry of one payment's due or dead jobs (operator), for rows of the stuck and
+/// error-pool lists; `reason` is what the audit log records. Reports into `flash`.
+#[component]
+pub fn RetryButton(
+    payment_id: String,
+    reason: String,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let can = signed_in_has("operator");
+    let busy = RwSignal::new(false);
+    let testid = format!("retry-{payment_id}");
+    let on_click = move |_| {
+        busy.set(true);
+        let (id, why) = (payment_id.clone(), reason.clone());
+        spawn_local(async move {
+            let msg = match api_actions::request_action("retry".into(), id.clone(), why, None, None)
+                .await
+            {
+                Ok(_) => format!("Retry of {id} requested: its jobs run now."),
+                Err(e) => format!("Retry of {id} refused: {}", api::error_message(&e)),
+            };
+            flash.set(Some(msg));
+            busy.set(false);
+        });
+    };
+    view! {
+        <Show when=move || can.get()>
+            <button type="button" class="small" data-testid=testid.clone() disabled=move || busy.get() on:click=on_click.clone()>
+                "Retry"
+            </button>
+        </Show>
+    }
+}

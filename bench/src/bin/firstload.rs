@@ -1,0 +1,94 @@
+//! `firstload`: bytes a browser transfers for the console's first load (issue "Ops console
+//! I", Performance; issue "Proof", benchmark 7: <= 300 KB compressed).
+//!
+//! Fetches the page at `--url` (following redirects, as a browser does to the sign-in page),
+//! finds the stylesheet, script and WebAssembly it loads (`href`/`src` attributes ending in
+//! `.css`, `.js` or `.wasm`), and fetches each with `Accept-Encoding: br, gzip` and with
+//! `identity`. Bodies are counted as sent (no decompression on this side), so the figure is
+//! what crosses the network, headers aside. Prints `label.<file>.{br,identity}_bytes` and
+//! the totals.
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(about = "Counts the console's first-load bytes, compressed and not")]
+struct Args {
+    /// The console page to load, e.g. http://127.0.0.1:3000/
+    #[arg(long)]
+    url: String,
+    /// Prefix of the printed `key=value` lines.
+    #[arg(long, default_value = "firstload")]
+    label: String,
+}
+
+async fn fetch(c: &reqwest::Client, url: &str, encoding: &str) -> Result<(Vec<u8>, String)> {
+    let r = c
+        .get(url)
+        .header("accept-encoding", encoding)
+        .send()
+        .await
+        .with_context(|| format!("GET {url}"))?;
+    if !r.status().is_success() {
+        bail!("GET {url} answered {}", r.status());
+    }
+    let ce = r
+        .headers()
+        .get("content-encoding")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("identity")
+        .to_string();
+    Ok((r.bytes().await?.to_vec(), ce))
+}
+
+/// The `.css`, `.js` and `.wasm` URLs the page's `href`/`src` attributes name.
+fn assets(html: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for attr in ["href=\"", "src=\""] {
+        for part in html.split(attr).skip(1) {
+            let Some(end) = part.find('"') else { continue };
+            let v = &part[..end];
+            if [".css", ".js", ".wasm"].iter().any(|e| v.ends_with(e))
+                && !out.iter().any(|o| o == v)
+            {
+                out.push(v.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let c = reqwest::Client::builder().build()?;
+    let (page, _) = fetch(&c, &args.url, "identity").await?;
+    let html = String::from_utf8_lossy(&page).into_owned();
+    let base = url::Url::parse(&args.url)?;
+    let mut files = vec![("html".to_string(), args.url.clone())];
+    for a in assets(&html) {
+        let name = a.rsplit('/').next().unwrap_or(&a).to_string();
+        files.push((name, base.join(&a)?.to_string()));
+    }
+    if files.len() < 4 {
+        bail!(
+            "the page names {} assets; expected css, js and wasm: {:?}",
+            files.len() - 1,
+            files
+        );
+    }
+    let (mut total_c, mut total_i) = (0usize, 0usize);
+    let l = &args.label;
+    for (name, url) in &files {
+        let (compressed, ce) = fetch(&c, url, "br, gzip").await?;
+        let (plain, _) = fetch(&c, url, "identity").await?;
+        total_c += compressed.len();
+        total_i += plain.len();
+        println!("{l}.{name}.encoding={ce}");
+        println!("{l}.{name}.compressed_bytes={}", compressed.len());
+        println!("{l}.{name}.identity_bytes={}", plain.len());
+    }
+    println!("{l}.total.compressed_bytes={total_c}");
+    println!("{l}.total.identity_bytes={total_i}");
+    Ok(())
+}

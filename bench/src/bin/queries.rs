@@ -1,0 +1,427 @@
+//! `queries`: the console's dashboard and search queries on a large payments table (issue
+//! "Ops console I", Performance; issue "Proof", benchmark 5).
+//!
+//! Seeds `--payments` payments (100 merchants, created evenly over the last 30 days; 97 %
+//! SUCCESS, 1 % FAILED, 1 % REFUNDED, 0.1 % left in a non-terminal state long enough to be
+//! stuck) with the jobs a real history leaves (a done `submit` and `post_ledger` job per
+//! settled payment, a due `query` job per stuck one) and one open error-pool item per 10,000
+//! payments, straight into a migrated converge database with set-based SQL. Then times each
+//! query through the same [`Store`] calls the console makes, `--iterations` times, and prints
+//! `label.query.p50_ms` / `p95_ms` lines; with `--explain FILE` it writes each query's plan
+//! (PostgreSQL `EXPLAIN ANALYZE`, SQLite `EXPLAIN QUERY PLAN`) for exactly the SQL the store
+//! runs.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use converge_bench::db::{self, Backend};
+use converge_bench::stats::{ms, percentile};
+use converge_server::domain::clock::{Clock, SystemClock};
+use converge_server::domain::stuck::StuckThresholds;
+use converge_server::store::{
+    self, DbPool, PaymentFilter, QUEUE_STATS_SQL, SearchArg, Store, search_sql, stuck_counts_sql,
+    stuck_payments_sql,
+};
+
+#[derive(Debug, Parser)]
+#[command(about = "Times the console's dashboard and search queries on a large payments table")]
+struct Args {
+    /// Backend.
+    #[arg(long, value_enum)]
+    db: Backend,
+    /// PostgreSQL server for `--db postgres` (an account that may create databases).
+    #[arg(long)]
+    pg_url: Option<String>,
+    /// Payments to seed.
+    #[arg(long, default_value_t = 1_000_000)]
+    payments: i64,
+    /// Timed runs of each query.
+    #[arg(long, default_value_t = 100)]
+    iterations: usize,
+    /// Prefix of the printed `key=value` lines.
+    #[arg(long, default_value = "queries")]
+    label: String,
+    /// Write each query's plan here.
+    #[arg(long)]
+    explain: Option<std::path::PathBuf>,
+    /// Keep the seeded database (prints its URL) instead of dropping it.
+    #[arg(long)]
+    keep: bool,
+}
+
+const MERCHANTS: i64 = 100;
+const CHUNK: i64 = 200_000;
+const DAY_MS: i64 = 86_400_000;
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let dir = tempfile::tempdir()?;
+    let (url, admin) = match args.db {
+        Backend::Sqlite => (
+            dir.path()
+                .join("converge.db")
+                .to_string_lossy()
+                .into_owned(),
+            None,
+        ),
+        Backend::Postgres => {
+            let admin = db::pg_admin_url(args.pg_url.as_deref())
+                .context("--db postgres needs --pg-url or CONVERGE_TEST_PG_URL")?;
+            (
+                db::create_pg_database(&admin, "converge_bench_queries").await?,
+                Some(admin),
+            )
+        }
+    };
+    let result = run(&args, &url).await;
+    if args.keep {
+        eprintln!("queries: kept {url}");
+        if args.db == Backend::Sqlite {
+            let _ = dir.keep();
+        }
+    } else if let Some(admin) = admin {
+        db::drop_pg_database(&admin, &url).await?;
+    }
+    result
+}
+
+async fn run(args: &Args, url: &str) -> Result<()> {
+    let store = store::connect(url).await?;
+    let now = SystemClock.now_ms();
+    let t0 = Instant::now();
+    seed(&store.db_pool(), args.payments, now).await?;
+    let seed_secs = t0.elapsed().as_secs_f64();
+    let l = &args.label;
+    println!("{l}.payments={}", args.payments);
+    println!("{l}.seed_s={seed_secs:.1}");
+    eprintln!(
+        "queries: seeded {} payments in {seed_secs:.1} s",
+        args.payments
+    );
+
+    let thresholds = StuckThresholds::default();
+    let cutoffs = thresholds.cutoffs(now);
+    let mid = now - 15 * DAY_MS;
+    let some_order = format!("ord-{}", args.payments / 2);
+    let filters: Vec<(&str, PaymentFilter)> = vec![
+        (
+            "search_latest",
+            PaymentFilter {
+                limit: 50,
+                ..Default::default()
+            },
+        ),
+        (
+            "search_status",
+            PaymentFilter {
+                status: Some("UNKNOWN".into()),
+                limit: 50,
+                ..Default::default()
+            },
+        ),
+        (
+            "search_merchant",
+            PaymentFilter {
+                merchant_id: Some(first_merchant(&store).await? + 7),
+                limit: 50,
+                ..Default::default()
+            },
+        ),
+        (
+            "search_order_id",
+            PaymentFilter {
+                merchant_order_id: Some(some_order),
+                limit: 50,
+                ..Default::default()
+            },
+        ),
+        (
+            "search_time_range",
+            PaymentFilter {
+                from: Some(mid),
+                to: Some(mid + 3_600_000),
+                limit: 50,
+                ..Default::default()
+            },
+        ),
+        (
+            "search_page_deep",
+            PaymentFilter {
+                status: Some("SUCCESS".into()),
+                after: Some((mid, "pay_b".into())),
+                limit: 50,
+                ..Default::default()
+            },
+        ),
+    ];
+
+    type Query<'a> = Box<dyn Fn() -> Pin<Box<dyn Future<Output = Result<usize>> + Send + 'a>> + 'a>;
+    let mut queries: Vec<(&str, Query)> = Vec::new();
+    let s = &store;
+    queries.push((
+        "stuck_counts",
+        Box::new(move || Box::pin(async move { Ok(s.stuck_counts(&cutoffs, now).await?.len()) })),
+    ));
+    queries.push((
+        "stuck_oldest",
+        Box::new(move || Box::pin(async move { Ok(s.stuck_payments(&cutoffs, 10).await?.len()) })),
+    ));
+    queries.push((
+        "queue_stats",
+        Box::new(move || Box::pin(async move { Ok(s.queue_stats(now - 3_600_000).await?.len()) })),
+    ));
+    queries.push((
+        "jobs_done_5m",
+        Box::new(move || {
+            Box::pin(async move { Ok(s.jobs_done_since(now - 300_000).await? as usize) })
+        }),
+    ));
+    queries.push((
+        "error_pool_open",
+        Box::new(move || {
+            Box::pin(async move { Ok(s.error_items(Some("open"), None, 10).await?.len()) })
+        }),
+    ));
+    queries.push((
+        "payment_by_id",
+        Box::new(move || {
+            Box::pin(async move { Ok(s.payment("pay_b12345").await?.iter().count()) })
+        }),
+    ));
+    for (name, f) in &filters {
+        queries.push((
+            name,
+            Box::new(move || Box::pin(async move { Ok(s.search_payments(f).await?.len()) })),
+        ));
+    }
+
+    for (name, q) in &queries {
+        let rows = q().await.with_context(|| format!("query {name}"))?; // warm-up
+        let mut times = Vec::with_capacity(args.iterations);
+        for _ in 0..args.iterations {
+            let t = Instant::now();
+            q().await?;
+            times.push(t.elapsed());
+        }
+        times.sort();
+        println!("{l}.{name}.rows={rows}");
+        println!("{l}.{name}.p50_ms={}", ms(percentile(&times, 0.5)));
+        println!("{l}.{name}.p95_ms={}", ms(percentile(&times, 0.95)));
+    }
+
+    // The whole dashboard read model, as the console's refresh computes it.
+    let core = converge_server::service::Core {
+        store: store.clone(),
+        channel: Arc::new(converge_server::channel::http::HttpChannel::new(
+            "http://127.0.0.1:9",
+            Duration::from_secs(1),
+        )),
+        clock: Arc::new(SystemClock),
+        timings: converge_server::service::Timings {
+            submit_delay_ms: 10_000,
+            query_delay_ms: 2_000,
+            max_attempts: 5,
+            resubmit_budget: 3,
+        },
+    };
+    let mut times = Vec::with_capacity(args.iterations);
+    converge_server::ops::dashboard::dashboard(&core, &thresholds).await?;
+    for _ in 0..args.iterations {
+        let t = Instant::now();
+        converge_server::ops::dashboard::dashboard(&core, &thresholds).await?;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    println!("{l}.dashboard.p50_ms={}", ms(percentile(&times, 0.5)));
+    println!("{l}.dashboard.p95_ms={}", ms(percentile(&times, 0.95)));
+
+    if let Some(path) = &args.explain {
+        let plans = explain(&store.db_pool(), &cutoffs, now, &filters).await?;
+        std::fs::write(path, plans).with_context(|| format!("writing {}", path.display()))?;
+    }
+    store.close().await;
+    Ok(())
+}
+
+async fn first_merchant(store: &Arc<dyn Store>) -> Result<i64> {
+    Ok(store
+        .merchants()
+        .await?
+        .iter()
+        .map(|m| m.id)
+        .min()
+        .unwrap_or(1))
+}
+
+/// Set-based seeding, `CHUNK` payments per statement; portable SQL (a recursive CTE rather
+/// than PostgreSQL's generate_series) so both backends get the same rows.
+async fn seed(pool: &DbPool, n: i64, now: i64) -> Result<()> {
+    let t0 = now - 30 * DAY_MS;
+    let step = (30 * DAY_MS - 3_600_000) / n.max(1);
+    exec(
+        pool,
+        &format!(
+            "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < {MERCHANTS}) \
+             INSERT INTO merchants (name, api_key_hash, frozen, created_at) \
+             SELECT 'bench-m' || x, 'bench-hash-' || x, FALSE, {t0} FROM g"
+        ),
+    )
+    .await?;
+    let m0 = match pool {
+        DbPool::Sqlite(p) => {
+            sqlx::query_scalar::<_, i64>("SELECT MIN(id) FROM merchants")
+                .fetch_one(p)
+                .await?
+        }
+        DbPool::Postgres(p) => {
+            sqlx::query_scalar::<_, i64>("SELECT MIN(id) FROM merchants")
+                .fetch_one(p)
+                .await?
+        }
+    };
+    // Status by position: every 1000th payment is stuck (cycling through the five
+    // non-terminal states), 1 % FAILED, 1 % REFUNDED, the rest SUCCESS.
+    let status = "CASE WHEN x % 1000 = 1 THEN (CASE (x / 1000) % 5 WHEN 0 THEN 'PENDING' WHEN 1 THEN 'PROCESSING' \
+                  WHEN 2 THEN 'UNKNOWN' WHEN 3 THEN 'CHANNEL_SUCCESS' ELSE 'SUSPENSE' END) \
+                  WHEN x % 100 = 2 THEN 'FAILED' WHEN x % 100 = 3 THEN 'REFUNDED' ELSE 'SUCCESS' END";
+    let mut lo = 1;
+    while lo <= n {
+        let hi = (lo + CHUNK - 1).min(n);
+        let range = format!(
+            "WITH RECURSIVE g(x) AS (SELECT CAST({lo} AS BIGINT) UNION ALL SELECT x + 1 FROM g WHERE x < {hi})"
+        );
+        exec(
+            pool,
+            &format!(
+                "{range} INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
+                 params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at) \
+                 SELECT 'pay_b' || x, {m0} + (x % {MERCHANTS}), 'ord-' || x, 100 + (x % 100000), 'CNY', '', 'h', {status}, \
+                 3, 'ck_b' || x, 1, CASE WHEN x % 100 = 3 THEN 100 + (x % 100000) ELSE 0 END, \
+                 CASE WHEN x % 1000 = 1 THEN 'channel timeout' ELSE NULL END, {t0} + x * {step}, {t0} + x * {step} + 800 FROM g"
+            ),
+        )
+        .await?;
+        exec(
+            pool,
+            &format!(
+                "{range}, k(kind) AS (SELECT 'submit' UNION ALL SELECT 'post_ledger') \
+                 INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, run_at, created_at, updated_at) \
+                 SELECT k.kind, 'pay_b' || x, NULL, '', 'done', 1, 5, {t0} + x * {step}, {t0} + x * {step}, {t0} + x * {step} + 800 \
+                 FROM g, k WHERE x % 1000 <> 1"
+            ),
+        )
+        .await?;
+        exec(
+            pool,
+            &format!(
+                "{range} INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, run_at, created_at, updated_at) \
+                 SELECT 'query', 'pay_b' || x, NULL, '', 'due', 3, 8, {now} + 60000, {t0} + x * {step}, {t0} + x * {step} \
+                 FROM g WHERE x % 1000 = 1"
+            ),
+        )
+        .await?;
+        exec(
+            pool,
+            &format!(
+                "{range} INSERT INTO error_pool (kind, dedupe_key, payment_id, summary, evidence, status, occurrences, first_seen, last_seen) \
+                 SELECT 'job_exhausted', 'bench:' || x, 'pay_b' || x, 'query: channel timeout', '{{}}', 'open', 1, \
+                 {t0} + x * {step}, {t0} + x * {step} FROM g WHERE x % 10000 = 1"
+            ),
+        )
+        .await?;
+        eprintln!("queries: seeded {hi} / {n}");
+        lo = hi + 1;
+    }
+    match pool {
+        DbPool::Sqlite(p) => {
+            sqlx::query("ANALYZE").execute(p).await?;
+        }
+        DbPool::Postgres(p) => {
+            sqlx::query("VACUUM ANALYZE").execute(p).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn exec(pool: &DbPool, sql: &str) -> Result<()> {
+    match pool {
+        DbPool::Sqlite(p) => sqlx::query(sql).execute(p).await.map(drop),
+        DbPool::Postgres(p) => sqlx::query(sql).execute(p).await.map(drop),
+    }
+    .with_context(|| format!("seeding: {}", &sql[..sql.len().min(120)]))
+}
+
+/// Each query's plan, for exactly the SQL the store runs with the benchmark's arguments.
+async fn explain(
+    pool: &DbPool,
+    cutoffs: &[(converge_server::domain::state::PaymentStatus, i64); 5],
+    now: i64,
+    filters: &[(&str, PaymentFilter)],
+) -> Result<String> {
+    let cut: Vec<SearchArg> = cutoffs.iter().map(|(_, c)| SearchArg::Int(*c)).collect();
+    let mut list: Vec<(String, String, Vec<SearchArg>)> = vec![
+        (
+            "stuck_counts".into(),
+            stuck_counts_sql(),
+            [vec![SearchArg::Int(now)], cut.clone()].concat(),
+        ),
+        (
+            "stuck_oldest".into(),
+            stuck_payments_sql(),
+            [vec![SearchArg::Int(10)], cut.clone()].concat(),
+        ),
+        (
+            "queue_stats".into(),
+            QUEUE_STATS_SQL.into(),
+            vec![SearchArg::Int(now - 3_600_000)],
+        ),
+        (
+            "jobs_done_5m".into(),
+            store::JOBS_DONE_SINCE_SQL.into(),
+            vec![SearchArg::Int(now - 300_000)],
+        ),
+    ];
+    for (name, f) in filters {
+        let (sql, args) = search_sql(f);
+        list.push((name.to_string(), sql, args));
+    }
+    let mut out = String::new();
+    for (name, sql, args) in list {
+        out.push_str(&format!("### {name}\n\n```sql\n{sql}\n```\n\n```\n"));
+        let lines: Vec<String> = match pool {
+            DbPool::Postgres(p) => {
+                let text = format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {sql}");
+                let mut q = sqlx::query_scalar::<_, String>(&text);
+                for a in &args {
+                    q = match a {
+                        SearchArg::Text(t) => q.bind(t.to_string()),
+                        SearchArg::Int(i) => q.bind(*i),
+                    };
+                }
+                q.fetch_all(p).await?
+            }
+            DbPool::Sqlite(p) => {
+                let text = format!("EXPLAIN QUERY PLAN {sql}");
+                let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(&text);
+                for a in &args {
+                    q = match a {
+                        SearchArg::Text(t) => q.bind(t.to_string()),
+                        SearchArg::Int(i) => q.bind(*i),
+                    };
+                }
+                q.fetch_all(p).await?.into_iter().map(|r| r.3).collect()
+            }
+        };
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        out.push_str("```\n\n");
+    }
+    Ok(out)
+}

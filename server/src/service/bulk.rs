@@ -1,0 +1,277 @@
+//! Bulk retry of a filtered selection (issue "Ops console II": "a preview of the exact items
+//! first, re-checked on the server, rate-limited"; DESIGN.md "Ops console", retry).
+//!
+//! Two steps. The preview lists exactly which payments a selection holds now (stuck payments
+//! of one state, or the payments of open error-pool items of one kind), each with its
+//! version. The operator then submits those `(payment_id, version)` pairs with a reason; the
+//! server computes the selection again and retries only the items that are still in it at the
+//! same version, so a payment that moved between preview and confirm (settled, retried by
+//! someone else, changed state) is skipped and named, never retried blind. Each retried item
+//! is an ordinary `retry` action (its own action record and audit entries, normal lease
+//! rules); the bulk request itself is audited too. Rate limiting is the caller's (the HTTP
+//! layer holds the limiter per user).
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::Core;
+use super::actions::{ActionError, ActionRequest, Actor};
+use crate::domain::actions::check_reason;
+use crate::domain::state::PaymentStatus;
+use crate::domain::stuck::StuckThresholds;
+
+/// Most items one bulk retry may hold (and a preview lists).
+pub const MAX_BULK_ITEMS: usize = 100;
+
+/// What a bulk retry selects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Selection {
+    /// `stuck` (stuck payments, DESIGN.md thresholds) or `error_pool` (payments of open
+    /// error-pool items).
+    pub source: String,
+    /// For `stuck`: only this state (PENDING, PROCESSING, UNKNOWN, CHANNEL_SUCCESS, SUSPENSE).
+    #[serde(default)]
+    pub status: Option<String>,
+    /// For `error_pool`: only items of this kind (e.g. `job_dead`, `suspense`).
+    #[serde(default)]
+    pub kind: Option<String>,
+}
+
+/// One payment of a preview.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkItem {
+    /// Payment id.
+    pub payment_id: String,
+    /// Its status now.
+    pub status: String,
+    /// Its version now: the confirm must carry it back unchanged.
+    pub version: i64,
+    /// Amount, minor units.
+    pub amount: i64,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// Last change, epoch ms UTC.
+    pub updated_at: i64,
+    /// Why it is selected: the payment's last error or the error-pool item's summary.
+    pub why: String,
+}
+
+/// One confirmed item: a payment and the version its preview showed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confirmed {
+    /// Payment id.
+    pub payment_id: String,
+    /// Version shown in the preview.
+    pub version: i64,
+}
+
+/// What a bulk retry did, item by item.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BulkOutcome {
+    /// Retried: payment id, the retry action's id, and how many jobs it woke.
+    pub retried: Vec<(String, String, u64)>,
+    /// Not retried: payment id and why (moved since the preview, no longer selected, ...).
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Selection {
+    fn check(&self) -> Result<(), ActionError> {
+        match self.source.as_str() {
+            "stuck" => {
+                if let Some(s) = self.status.as_deref().filter(|s| !s.is_empty()) {
+                    let st: PaymentStatus = s.parse().map_err(|_| {
+                        ActionError::Invalid("invalid_selection", format!("unknown status {s:?}"))
+                    })?;
+                    let stuckable = StuckThresholds::default()
+                        .per_state()
+                        .iter()
+                        .any(|(s, _)| *s == st);
+                    if !stuckable {
+                        return Err(ActionError::Invalid(
+                            "invalid_selection",
+                            format!("{st} payments are never stuck"),
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            "error_pool" => Ok(()),
+            other => Err(ActionError::Invalid(
+                "invalid_selection",
+                format!("source must be stuck or error_pool, not {other:?}"),
+            )),
+        }
+    }
+}
+
+/// Checks a bulk retry's input without touching storage: the reason, the selection, and
+/// 1..=[`MAX_BULK_ITEMS`] items. Errors: `invalid_reason`, `invalid_selection`, `no_items`,
+/// `too_many_items` (400).
+pub fn validate(sel: &Selection, items: &[Confirmed], reason: &str) -> Result<(), ActionError> {
+    check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+    sel.check()?;
+    if items.is_empty() {
+        return Err(ActionError::Invalid(
+            "no_items",
+            "confirm at least one previewed item".into(),
+        ));
+    }
+    if items.len() > MAX_BULK_ITEMS {
+        return Err(ActionError::Invalid(
+            "too_many_items",
+            format!("at most {MAX_BULK_ITEMS} items per bulk retry"),
+        ));
+    }
+    Ok(())
+}
+
+impl Core {
+    /// The payments `sel` holds now, oldest first for `stuck`, most recently seen first for
+    /// `error_pool`; at most [`MAX_BULK_ITEMS`].
+    ///
+    /// Errors: `invalid_selection` (400) for an unknown source or state.
+    pub async fn bulk_retry_preview(
+        &self,
+        sel: &Selection,
+        thresholds: &StuckThresholds,
+    ) -> Result<Vec<BulkItem>, ActionError> {
+        sel.check()?;
+        let mut picked: Vec<(String, String)> = Vec::new();
+        match sel.source.as_str() {
+            "stuck" => {
+                let only = sel.status.as_deref().filter(|s| !s.is_empty());
+                // A state that is not wanted gets a cut-off no row can meet.
+                let cutoffs = thresholds.cutoffs(self.clock.now_ms()).map(|(s, c)| {
+                    (
+                        s,
+                        if only.is_none_or(|o| o == s.as_str()) {
+                            c
+                        } else {
+                            i64::MIN
+                        },
+                    )
+                });
+                for s in self
+                    .store
+                    .stuck_payments(&cutoffs, MAX_BULK_ITEMS as i64)
+                    .await?
+                {
+                    picked.push((s.id, s.last_error.unwrap_or_default()));
+                }
+            }
+            _ => {
+                let kind = sel.kind.as_deref().filter(|k| !k.is_empty());
+                // Several items can name one payment; more are read than kept for that reason.
+                for item in self
+                    .store
+                    .error_items(Some("open"), kind, 4 * MAX_BULK_ITEMS as i64)
+                    .await?
+                {
+                    let Some(pid) = item.payment_id else { continue };
+                    if picked.iter().any(|(p, _)| *p == pid) {
+                        continue;
+                    }
+                    picked.push((pid, item.summary));
+                    if picked.len() == MAX_BULK_ITEMS {
+                        break;
+                    }
+                }
+            }
+        }
+        let mut items = Vec::with_capacity(picked.len());
+        for (id, why) in picked {
+            if let Some(p) = self.store.payment(&id).await? {
+                items.push(BulkItem {
+                    payment_id: p.id,
+                    status: p.status.as_str().into(),
+                    version: p.version,
+                    amount: p.amount,
+                    currency: p.currency,
+                    updated_at: p.updated_at,
+                    why,
+                });
+            }
+        }
+        Ok(items)
+    }
+
+    /// Retries the confirmed items that `sel` still holds at the version the preview showed;
+    /// the rest are skipped with the reason. Each retry is an ordinary `retry` action by
+    /// `actor` with `reason`; the bulk request is audited as `bulk_retry`.
+    ///
+    /// Errors (nothing retried): `invalid_reason`, `invalid_selection`, `no_items`,
+    /// `too_many_items` (400).
+    pub async fn bulk_retry(
+        &self,
+        actor: &Actor,
+        sel: &Selection,
+        items: &[Confirmed],
+        reason: &str,
+        thresholds: &StuckThresholds,
+        ttl_ms: i64,
+    ) -> Result<BulkOutcome, ActionError> {
+        validate(sel, items, reason)?;
+        let now: HashMap<String, BulkItem> = self
+            .bulk_retry_preview(sel, thresholds)
+            .await?
+            .into_iter()
+            .map(|i| (i.payment_id.clone(), i))
+            .collect();
+        let mut out = BulkOutcome::default();
+        let mut seen: Vec<&str> = Vec::new();
+        for c in items {
+            if seen.contains(&c.payment_id.as_str()) {
+                continue;
+            }
+            seen.push(&c.payment_id);
+            let Some(current) = now.get(&c.payment_id) else {
+                out.skipped
+                    .push((c.payment_id.clone(), "no longer in the selection".into()));
+                continue;
+            };
+            if current.version != c.version {
+                out.skipped.push((
+                    c.payment_id.clone(),
+                    format!(
+                        "changed since the preview (version {} -> {}, now {})",
+                        c.version, current.version, current.status
+                    ),
+                ));
+                continue;
+            }
+            let req = ActionRequest {
+                kind: "retry".into(),
+                payment_id: c.payment_id.clone(),
+                reason: reason.trim().into(),
+                target_status: None,
+                evidence: None,
+            };
+            match self.request_action(actor, &req, ttl_ms).await {
+                Ok(a) => {
+                    let woken = a
+                        .result
+                        .as_deref()
+                        .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+                        .and_then(|v| v["jobs_woken"].as_u64())
+                        .unwrap_or(0);
+                    out.retried.push((c.payment_id.clone(), a.id, woken));
+                }
+                Err(ActionError::Store(e)) => return Err(ActionError::Store(e)),
+                Err(e) => out.skipped.push((c.payment_id.clone(), e.to_string())),
+            }
+        }
+        let audit = actor.entry(
+            self.clock.now_ms(),
+            "bulk_retry",
+            &format!("selection:{}", sel.source),
+            reason.trim(),
+            String::new(),
+            json!({"selection": sel, "retried": out.retried.len(), "skipped": out.skipped})
+                .to_string(),
+        );
+        self.store.append_audit(&audit).await?;
+        Ok(out)
+    }
+}
