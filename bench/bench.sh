@@ -129,6 +129,11 @@ g16=$(get graphile.c16.jobs_per_s); g64=$(get graphile.c64.jobs_per_s); gbest=$(
 n_pg=$(get drain.pg.noop.jobs_per_s)
 dr=$(ratio "$n_pg" "$gbest")
 
+# bench/console.sh writes its own section (benchmarks 5-7); it is kept as it is.
+console=""
+if [ -f BENCHMARKS.md ] && grep -q '^<!-- console:begin -->' BENCHMARKS.md; then
+  console=$(sed -n '/^<!-- console:begin -->/,/^<!-- console:end -->/p' BENCHMARKS.md)
+fi
 notes=""
 if [ -f BENCHMARKS.md ] && grep -q '^<!-- notes -->' BENCHMARKS.md; then
   notes=$(sed -n '/^<!-- notes -->/,$p' BENCHMARKS.md)
@@ -189,10 +194,13 @@ worker process at concurrency 16 and 64.
 | (3) >= 5x (2), SQLite | $rr_sq | $(goal "$rr_sq" 5) |
 | no-op drain >= 2x graphile-worker (best of its two runs) | $dr | $(goal "$dr" 2) |
 
-Not measured here: stuck-state and search queries at 1 M / 10 M payments, audit export, console
-first-load bytes (benchmarks 5-7 of the proof issue).
+Benchmarks 5-7 (console queries at 1 M / 10 M payments, audit export, console first load) are
+in their own section below, written by \`bash bench/console.sh\`.
 
 EOF
+if [ -n "$console" ]; then
+  printf '\n%s\n' "$console" >>BENCHMARKS.md
+fi
 if [ -n "$notes" ]; then
   printf '%s\n' "$notes" >>BENCHMARKS.md
 fi

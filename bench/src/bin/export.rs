@@ -76,10 +76,10 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     seed(url, args.records).await?;
     println!("{l}.records={}", args.records);
     println!("{l}.seed_s={:.1}", t0.elapsed().as_secs_f64());
-    for format in ["csv", "ndjson"] {
+    for (i, format) in ["csv", "ndjson"].into_iter().enumerate() {
         let (secs, bytes, lines, maxrss_kib) = export(&args.converge, url, format)?;
-        // The export appends its own record first, so it holds one more than was seeded.
-        let rows = args.records + 1;
+        // Each export appends its own record first, so it holds one more than the last.
+        let rows = args.records + 1 + i as i64;
         let header = i64::from(format == "csv");
         if lines != rows + header {
             bail!(
@@ -108,7 +108,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     }
     println!(
         "{l}.verify.rows_per_s={:.0}",
-        (args.records + 2) as f64 / t.elapsed().as_secs_f64()
+        (args.records + 3) as f64 / t.elapsed().as_secs_f64()
     );
     Ok(())
 }

@@ -320,6 +320,18 @@ fn endpoints(
             json!({"note": "checked with the channel"}),
             &["operator"],
         ),
+        (
+            "GET",
+            "/ops/v1/actions/bulk-retry/preview?source=error_pool".into(),
+            Value::Null,
+            &["operator"],
+        ),
+        (
+            "POST",
+            "/ops/v1/actions/bulk-retry".into(),
+            json!({"selection": {"source": "error_pool"}, "items": [{"payment_id": payment, "version": 1}], "reason": "channel back"}),
+            &["operator"],
+        ),
         ("GET", "/ops/v1/users".into(), Value::Null, &["admin"]),
         (
             "POST",

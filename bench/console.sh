@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# converge console benchmarks, run on demand (never by the tests); writes its section of
+# BENCHMARKS.md (between the console markers; bench/bench.sh keeps it) and the query plans
+# under bench/plans/ (issue "Ops console I" and "Ops console II", Performance; issue "Proof",
+# benchmarks 5-7):
+#   5. the dashboard's and the payment search's queries on 1 M and 10 M payments, p50/p95,
+#      through the same Store calls the console makes (bench queries), with their plans;
+#   6. `converge audit export` rows/s and peak memory at 1 M audit records (bench export);
+#   7. the console's first load, bytes transferred compressed (bench firstload against a
+#      release `converge serve`).
+#
+# Settings (environment): CONVERGE_BENCH_PG_URL (as bench/bench.sh), CONVERGE_BENCH_SIZES
+# (payments per query run, default "1000000 10000000"), CONVERGE_BENCH_AUDIT (audit records,
+# 1000000), CONVERGE_BENCH_ITERATIONS (timed runs per query, 100), CONVERGE_BIN (a release
+# converge binary built by `cargo leptos build --release`; its site must be at target/site),
+# CONVERGE_BENCH_TOOLS (a directory with release builds of queries, export and firstload).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+
+pg=${CONVERGE_BENCH_PG_URL:-${CONVERGE_TEST_PG_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}}
+sizes=${CONVERGE_BENCH_SIZES:-1000000 10000000}
+audit=${CONVERGE_BENCH_AUDIT:-1000000}
+iters=${CONVERGE_BENCH_ITERATIONS:-100}
+
+psql -X -q "$pg" -c 'select 1' >/dev/null || { echo "bench: cannot reach PostgreSQL at CONVERGE_BENCH_PG_URL" >&2; exit 1; }
+if [ -z "${CONVERGE_BIN:-}" ]; then
+  echo "bench: building the release binary (cargo leptos build --release)" >&2
+  cargo leptos build --release
+  bin=target/release/converge
+else
+  bin=$CONVERGE_BIN
+fi
+if [ -n "${CONVERGE_BENCH_TOOLS:-}" ]; then
+  t=$CONVERGE_BENCH_TOOLS
+else
+  cargo build --release -p converge-bench
+  t=target/release
+fi
+
+out=$(mktemp)
+work=$(mktemp -d)
+server=""
+cleanup() {
+  [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  rm -rf "$work" "$out"
+}
+trap cleanup EXIT
+mkdir -p bench/plans
+
+# ---- 5: queries ------------------------------------------------------------------------------
+for n in $sizes; do
+  for db in sqlite postgres; do
+    echo "bench: console queries on $n payments ($db)" >&2
+    plan="bench/plans/$db-$n.md"
+    {
+      echo "# Query plans: $db, $n payments"
+      echo
+      echo "Written by \`bash bench/console.sh\` (\`bench queries --explain\`): each console query exactly as the"
+      echo "store runs it, with the benchmark's arguments. PostgreSQL: \`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF)\`;"
+      echo "SQLite: \`EXPLAIN QUERY PLAN\`."
+      echo
+    } >"$plan"
+    $t/queries --db "$db" --pg-url "$pg" --payments "$n" --iterations "$iters" --label "q.$db.$n" \
+      --explain "$work/plan.md" | tee -a "$out"
+    cat "$work/plan.md" >>"$plan"
+  done
+done
+
+# ---- 6: audit export -------------------------------------------------------------------------
+for db in sqlite postgres; do
+  echo "bench: audit export of $audit records ($db)" >&2
+  $t/export --converge "$bin" --db "$db" --pg-url "$pg" --records "$audit" --label "export.$db" | tee -a "$out"
+done
+
+# ---- 7: first load ---------------------------------------------------------------------------
+echo "bench: console first load" >&2
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+LEPTOS_SITE_ROOT=target/site LEPTOS_SITE_ADDR="127.0.0.1:$port" RUST_LOG=warn \
+  "$bin" serve --bind "127.0.0.1:$port" --database-url "$work/converge.db" --channel-db "$work/channel.db" >"$work/serve.log" 2>&1 &
+server=$!
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+$t/firstload --url "http://127.0.0.1:$port/" --label firstload | tee -a "$out"
+kill "$server"; wait "$server" 2>/dev/null || true; server=""
+
+# ---- BENCHMARKS.md ---------------------------------------------------------------------------
+get() { awk -F= -v k="$1" '$1==k {v=$2} END {print (v=="" ? "-" : v)}' "$out"; }
+kb() { awk -v b="$1" 'BEGIN { if (b == "-") print "-"; else printf "%.1f", b/1024 }'; }
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
+cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+
+section="$work/section.md"
+{
+  echo "<!-- console:begin -->"
+  echo "## Console queries, audit export, first load (benchmarks 5-7)"
+  echo
+  echo "Written by \`bash bench/console.sh\`: $(date -u +%Y-%m-%dT%H:%MZ), converge commit $commit$dirty,"
+  echo "$(nproc) CPUs ($cpu), PostgreSQL $(psql -X -qtA "$pg" -c 'SHOW server_version') on the same machine."
+  echo
+  echo "**Queries** (\`bench queries\`): the seeded history is 100 merchants over 30 days, 97 % SUCCESS, 1 % FAILED,"
+  echo "1 % REFUNDED, 0.1 % stuck in the five non-terminal states, two done jobs per settled payment and a due"
+  echo "query job per stuck one, an open error-pool item per 10,000 payments. Each query runs $iters times after a"
+  echo "warm-up through the same \`Store\` call the console makes; \"dashboard\" is the whole read model one"
+  echo "refresh computes (stuck counts and oldest, hit rates and series, queue, error pool). Times in ms, p50 / p95."
+  echo "Plans: [bench/plans/](bench/plans/)."
+  echo
+  header="| query |"
+  rule="|---|"
+  for n in $sizes; do
+    header="$header SQLite $n | PostgreSQL $n |"
+    rule="$rule---|---|"
+  done
+  echo "$header"
+  echo "$rule"
+  for q in dashboard stuck_counts stuck_oldest queue_stats jobs_done_5m error_pool_open payment_by_id \
+    search_latest search_status search_merchant search_order_id search_time_range search_page_deep; do
+    row="| $q |"
+    for n in $sizes; do
+      for db in sqlite postgres; do
+        row="$row $(get "q.$db.$n.$q.p50_ms") / $(get "q.$db.$n.$q.p95_ms") |"
+      done
+    done
+    echo "$row"
+  done
+  echo
+  worst=""
+  for n in $sizes; do worst=$n; done
+  p95=$(awk -F= -v p="q.postgres.$worst." 'index($1, p) == 1 && $1 ~ /p95_ms$/ { if ($2+0 > m) m = $2+0 } END { print m+0 }' "$out")
+  echo "Slowest p95 on PostgreSQL at $worst payments: $p95 ms (goal: < 50 ms): $(awk -v v="$p95" 'BEGIN { print (v < 50 ? "met" : "NOT met") }')."
+  echo
+  echo "**Audit export** (\`bench export\`): $audit chained records seeded, then the real \`converge audit export\`"
+  echo "(the stream \`GET /ops/v1/audit/export\` serves) read to the end by the benchmark; peak memory is the"
+  echo "export process's maximum resident set (\`wait4\` rusage). \`converge audit verify\` then re-computes the chain."
+  echo
+  echo "| backend | CSV rows/s | CSV MiB | CSV peak RSS MiB | NDJSON rows/s | NDJSON peak RSS MiB | verify rows/s |"
+  echo "|---|---|---|---|---|---|---|"
+  for db in sqlite postgres; do
+    echo "| $db | $(get "export.$db.csv.rows_per_s") | $(get "export.$db.csv.mib") | $(get "export.$db.csv.peak_rss_mib") | $(get "export.$db.ndjson.rows_per_s") | $(get "export.$db.ndjson.peak_rss_mib") | $(get "export.$db.verify.rows_per_s") |"
+  done
+  echo
+  echo "Goal: >= 200,000 rows/s with peak memory < 64 MiB."
+  echo
+  echo "**First load** (\`bench firstload\`): the sign-in page a browser lands on and the stylesheet, script"
+  echo "and WebAssembly it loads, from a release \`converge serve\`, with \`Accept-Encoding: br, gzip\` (as sent)"
+  echo "and without. KiB."
+  echo
+  echo "| file | encoding | compressed | uncompressed |"
+  echo "|---|---|---|---|"
+  grep '^firstload\..*\.encoding=' "$out" | sed -E 's/^firstload\.(.*)\.encoding=.*/\1/' | while read -r f; do
+    echo "| $f | $(get "firstload.$f.encoding") | $(kb "$(get "firstload.$f.compressed_bytes")") | $(kb "$(get "firstload.$f.identity_bytes")") |"
+  done
+  total=$(get firstload.total.compressed_bytes)
+  echo "| **total** | | **$(kb "$total")** | $(kb "$(get firstload.total.identity_bytes)") |"
+  echo
+  echo "Goal: <= 300 KB compressed: $(awk -v b="$total" 'BEGIN { print (b+0 <= 300000 ? "met" : "NOT met") }')."
+  echo "<!-- console:end -->"
+} >"$section"
+
+if [ -f BENCHMARKS.md ] && grep -q '^<!-- console:begin -->' BENCHMARKS.md; then
+  awk -v f="$section" '
+    /^<!-- console:begin -->/ { while ((getline l < f) > 0) print l; skip = 1; next }
+    /^<!-- console:end -->/ { skip = 0; next }
+    !skip { print }' BENCHMARKS.md >"$work/b.md"
+elif [ -f BENCHMARKS.md ] && grep -q '^<!-- notes -->' BENCHMARKS.md; then
+  awk -v f="$section" '
+    /^<!-- notes -->/ { while ((getline l < f) > 0) print l; print "" }
+    { print }' BENCHMARKS.md >"$work/b.md"
+else
+  { [ -f BENCHMARKS.md ] && cat BENCHMARKS.md; echo; cat "$section"; } >"$work/b.md"
+fi
+cp "$work/b.md" BENCHMARKS.md
+echo "bench: BENCHMARKS.md updated (console section)" >&2
