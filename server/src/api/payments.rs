@@ -74,9 +74,12 @@ pub async fn create(
         let driven = core.drive(payment, "api").await?;
         return Ok((StatusCode::CREATED, Json(PaymentView::from(&driven))));
     }
-    match core.insert_payment(merchant.id, &input).await? {
+    // The key's recovery point is set in the insert's own transaction.
+    match core
+        .insert_payment(merchant.id, &input, Some(&ctx.key))
+        .await?
+    {
         InsertOutcome::Created(p) => {
-            core.store.set_key_resource(&ctx.key, &p.id).await?;
             let driven = core.drive(p, "api").await?;
             Ok((StatusCode::CREATED, Json(PaymentView::from(&driven))))
         }

@@ -14,8 +14,8 @@ use crate::domain::fingerprint::fingerprint;
 use crate::domain::ledger;
 use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
 use crate::store::{
-    CreatePayment, IgnoredEvent, JobKind, LedgerPosting, NewJob, NewPayment, Payment, Transition,
-    TransitionResult,
+    CreatePayment, IgnoredEvent, JobKind, KeyRef, LedgerPosting, NewJob, NewPayment, Payment,
+    Transition, TransitionResult,
 };
 
 /// A validated create-payment request. Amount in minor units; currency ISO 4217.
@@ -77,6 +77,7 @@ impl Core {
         &self,
         merchant_id: i64,
         input: &PaymentInput,
+        recovery_key: Option<&KeyRef>,
     ) -> Result<InsertOutcome, ServiceError> {
         let now = self.clock.now_ms();
         let params_hash = input.params_hash();
@@ -92,6 +93,7 @@ impl Core {
             now,
             submit_due_at: now + self.timings.submit_delay_ms,
             max_attempts: self.timings.max_attempts,
+            recovery_key: recovery_key.cloned(),
         };
         Ok(match self.store.create_payment(&new).await? {
             CreatePayment::Created(p) => InsertOutcome::Created(p),

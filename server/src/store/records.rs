@@ -124,6 +124,11 @@ pub struct NewPayment {
     pub submit_due_at: i64,
     /// Attempts before the submit job goes to the error pool.
     pub max_attempts: i64,
+    /// The Idempotency-Key claim this insert is made under, if any: its recovery point (the
+    /// key's `resource_id`) is set to the new payment in the same transaction, so a crash
+    /// can never leave a payment its key does not lead back to (issue "Payment core", atomic
+    /// phases). Ignored when the claim's lease was lost, as for `set_key_resource`.
+    pub recovery_key: Option<KeyRef>,
 }
 
 /// Result of [`Store::create_payment`](super::Store::create_payment).

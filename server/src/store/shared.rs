@@ -293,6 +293,18 @@ macro_rules! impl_store {
                     n.now,
                 )
                 .await?;
+                if let Some(k) = &n.recovery_key {
+                    sqlx::query(
+                        "UPDATE idempotency_keys SET resource_id = $1 \
+                         WHERE merchant_id = $2 AND idem_key = $3 AND state = 'running' AND lease_token = $4",
+                    )
+                    .bind(&n.id)
+                    .bind(k.merchant_id)
+                    .bind(&k.idem_key)
+                    .bind(&k.lease_token)
+                    .execute(&mut *tx)
+                    .await?;
+                }
                 let row = sqlx::query_as::<_, PaymentRow>(&format!(
                     "SELECT {} FROM payments WHERE id = $1",
                     $crate::store::shared::PAYMENT_COLUMNS

@@ -326,6 +326,7 @@ fn new_payment(merchant_id: i64, order: &str, amount: i64) -> NewPayment {
         now: NOW,
         submit_due_at: NOW + 1_000,
         max_attempts: 5,
+        recovery_key: None,
     }
 }
 
@@ -564,3 +565,38 @@ store_conformance!(a_callback_event_id_is_recorded_once, |store| {
             .unwrap()
     );
 });
+
+store_conformance!(
+    a_payment_inserted_under_a_key_is_its_recovery_point_in_the_same_transaction,
+    |store| {
+        let m = merchant(&store, "acme").await;
+        let crashed = claim(m, "k", "fp", "t1", NOW);
+        store.claim_key(&crashed).await.unwrap();
+        let mut p = new_payment(m, "o-1", 1000);
+        p.recovery_key = Some(key_ref(&crashed));
+        let CreatePayment::Created(created) = store.create_payment(&p).await.unwrap() else {
+            panic!("a new order is created")
+        };
+        // The request dies here, before any other write: its retry learns the payment.
+        let retry = claim(m, "k", "fp", "t2", NOW + 2_000);
+        assert_eq!(
+            store.claim_key(&retry).await.unwrap(),
+            ClaimResult::Claimed {
+                resource_id: Some(created.id.clone())
+            }
+        );
+        // A claim taken over is not written by the old token's insert.
+        let mut late = new_payment(m, "o-2", 1000);
+        late.id = "pay_late".into();
+        late.channel_key = "ck_late".into();
+        late.recovery_key = Some(key_ref(&crashed));
+        store.create_payment(&late).await.unwrap();
+        let again = claim(m, "k", "fp", "t3", NOW + 4_000);
+        assert_eq!(
+            store.claim_key(&again).await.unwrap(),
+            ClaimResult::Claimed {
+                resource_id: Some(created.id)
+            }
+        );
+    }
+);

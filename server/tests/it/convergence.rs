@@ -316,8 +316,10 @@ on_both_backends!(
             merchant_order_id: "o-crash".into(),
             description: String::new(),
         };
-        let converge_server::service::payments::InsertOutcome::Created(p) =
-            core.insert_payment(app.merchant_id, &input).await.unwrap()
+        let converge_server::service::payments::InsertOutcome::Created(p) = core
+            .insert_payment(app.merchant_id, &input, None)
+            .await
+            .unwrap()
         else {
             panic!("created");
         };

@@ -74,6 +74,7 @@ async fn crashed_claim(app: &TestApp, key: &str, body: &Value, lease_ms: i64) ->
         now,
         submit_due_at: now + 60_000,
         max_attempts: 5,
+        recovery_key: None,
     };
     let CreatePayment::Created(p) = app.store.create_payment(&new).await.unwrap() else {
         panic!("payment exists")

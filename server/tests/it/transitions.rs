@@ -33,6 +33,7 @@ async fn pending(store: &Arc<dyn Store>) -> Payment {
         now,
         submit_due_at: now + 60_000,
         max_attempts: 5,
+        recovery_key: None,
     };
     match store.create_payment(&new).await.unwrap() {
         CreatePayment::Created(p) => p,

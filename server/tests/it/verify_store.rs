@@ -36,6 +36,7 @@ async fn create(store: &Arc<dyn Store>, m: i64, order: &str, amount: i64) -> Pay
         now: NOW,
         submit_due_at: NOW + 1_000,
         max_attempts: 5,
+        recovery_key: None,
     };
     let CreatePayment::Created(p) = store.create_payment(&n).await.unwrap() else {
         panic!("{order} exists")
@@ -436,6 +437,7 @@ on_both_backends!(
                 now: now - 10_000,
                 submit_due_at: now + 3_600_000,
                 max_attempts: 5,
+                recovery_key: None,
             })
             .await
             .unwrap();
