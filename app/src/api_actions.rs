@@ -190,7 +190,7 @@ pub async fn bulk_retry(
     reason: String,
 ) -> Result<BulkOutcome, ServerFnError> {
     use converge_server::domain::roles::Permission;
-    use converge_server::service::bulk::{Confirmed, Selection, validate};
+    use converge_server::service::bulk::{Confirmed, Selection};
     let (st, p) = crate::api::ssr::authorize(Permission::RequestActions).await?;
     let sel = Selection {
         source,
@@ -204,21 +204,15 @@ pub async fn bulk_retry(
             version,
         })
         .collect();
-    validate(&sel, &items, &reason).map_err(ssr::action_error)?;
-    converge_server::ops::actions::bulk_permit(&st, &p.username)
-        .map_err(crate::api::ssr::api_error)?;
-    let out = st
-        .core
-        .bulk_retry(
-            &ssr::actor(&p).await,
-            &sel,
-            &items,
-            &reason,
-            &st.settings.stuck_thresholds(),
-            st.settings.action_ttl_secs as i64 * 1000,
-        )
-        .await
-        .map_err(ssr::action_error)?;
+    let out = converge_server::ops::actions::run_bulk_retry(
+        &st,
+        &ssr::actor(&p).await,
+        &sel,
+        &items,
+        &reason,
+    )
+    .await
+    .map_err(crate::api::ssr::api_error)?;
     crate::api::ssr::convert(&out)
 }
 

@@ -63,3 +63,22 @@ pub async fn drop_pg_database(admin: &str, url: &str) -> Result<()> {
     pool.close().await;
     Ok(())
 }
+
+/// A throw-away database for one run: `converge.db` in `dir` for SQLite, or a fresh
+/// `<prefix>_<hex>` database on the PostgreSQL server `pg_url` (else `CONVERGE_TEST_PG_URL`)
+/// names. Returns its URL and, for PostgreSQL, the admin URL [`drop_pg_database`] needs.
+pub async fn scratch(
+    backend: Backend,
+    pg_url: Option<&str>,
+    dir: &std::path::Path,
+    prefix: &str,
+) -> Result<(String, Option<String>)> {
+    match backend {
+        Backend::Sqlite => Ok((dir.join("converge.db").to_string_lossy().into_owned(), None)),
+        Backend::Postgres => {
+            let admin = pg_admin_url(pg_url)
+                .context("--db postgres needs --pg-url or CONVERGE_TEST_PG_URL")?;
+            Ok((create_pg_database(&admin, prefix).await?, Some(admin)))
+        }
+    }
+}

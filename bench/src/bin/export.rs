@@ -46,23 +46,13 @@ const BATCH: usize = 500;
 async fn main() -> Result<()> {
     let args = Args::parse();
     let dir = tempfile::tempdir()?;
-    let (url, admin) = match args.db {
-        Backend::Sqlite => (
-            dir.path()
-                .join("converge.db")
-                .to_string_lossy()
-                .into_owned(),
-            None,
-        ),
-        Backend::Postgres => {
-            let admin = db::pg_admin_url(args.pg_url.as_deref())
-                .context("--db postgres needs --pg-url or CONVERGE_TEST_PG_URL")?;
-            (
-                db::create_pg_database(&admin, "converge_bench_export").await?,
-                Some(admin),
-            )
-        }
-    };
+    let (url, admin) = db::scratch(
+        args.db,
+        args.pg_url.as_deref(),
+        dir.path(),
+        "converge_bench_export",
+    )
+    .await?;
     let result = run(&args, &url).await;
     if let Some(admin) = admin {
         db::drop_pg_database(&admin, &url).await?;

@@ -61,23 +61,13 @@ const DAY_MS: i64 = 86_400_000;
 async fn main() -> Result<()> {
     let args = Args::parse();
     let dir = tempfile::tempdir()?;
-    let (url, admin) = match args.db {
-        Backend::Sqlite => (
-            dir.path()
-                .join("converge.db")
-                .to_string_lossy()
-                .into_owned(),
-            None,
-        ),
-        Backend::Postgres => {
-            let admin = db::pg_admin_url(args.pg_url.as_deref())
-                .context("--db postgres needs --pg-url or CONVERGE_TEST_PG_URL")?;
-            (
-                db::create_pg_database(&admin, "converge_bench_queries").await?,
-                Some(admin),
-            )
-        }
-    };
+    let (url, admin) = db::scratch(
+        args.db,
+        args.pg_url.as_deref(),
+        dir.path(),
+        "converge_bench_queries",
+    )
+    .await?;
     let result = run(&args, &url).await;
     if args.keep {
         eprintln!("queries: kept {url}");

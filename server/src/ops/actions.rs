@@ -14,7 +14,7 @@ use crate::api::AppState;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson};
 use crate::service::actions::{ActionError, ActionRequest};
-use crate::service::bulk::{Confirmed, Selection};
+use crate::service::bulk::{BulkOutcome, Confirmed, Selection};
 
 /// How long a pending request stays approvable (24 h, DESIGN.md "Requests expire").
 pub const DEFAULT_TTL_MS: i64 = 24 * 3_600_000;
@@ -286,26 +286,38 @@ pub async fn bulk_retry(
     ApiJson(b): ApiJson<BulkBody>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::RequestActions)?;
-    // Bad input is answered before the allowance is spent.
-    crate::service::bulk::validate(&b.selection, &b.items, &b.reason).map_err(action_error)?;
-    bulk_permit(&st, &p.username)?;
-    let out = st
-        .core
+    let out = run_bulk_retry(&st, &actor(&p, &addr), &b.selection, &b.items, &b.reason).await?;
+    Ok(Json(json!(out)))
+}
+
+/// A bulk retry by `who` as both the JSON endpoint and the console's server function run it:
+/// bad input is answered first (so it spends no allowance), then one bulk retry is taken from
+/// the user's allowance, then [`Core::bulk_retry`](crate::service::Core::bulk_retry) runs.
+/// The caller has checked the role.
+pub async fn run_bulk_retry(
+    st: &AppState,
+    who: &crate::service::actions::Actor,
+    sel: &Selection,
+    items: &[Confirmed],
+    reason: &str,
+) -> Result<BulkOutcome, ApiError> {
+    crate::service::bulk::validate(sel, items, reason).map_err(action_error)?;
+    bulk_permit(st, &who.username)?;
+    st.core
         .bulk_retry(
-            &actor(&p, &addr),
-            &b.selection,
-            &b.items,
-            &b.reason,
+            who,
+            sel,
+            items,
+            reason,
             &st.settings.stuck_thresholds(),
             st.settings.action_ttl_secs as i64 * 1000,
         )
         .await
-        .map_err(action_error)?;
-    Ok(Json(json!(out)))
+        .map_err(action_error)
 }
 
 /// Takes one bulk retry from `user`'s allowance, or answers 429.
-pub fn bulk_permit(st: &AppState, user: &str) -> Result<(), ApiError> {
+fn bulk_permit(st: &AppState, user: &str) -> Result<(), ApiError> {
     let now = st.core.clock.now_ms();
     let mut limiter = st
         .bulk_limiter

@@ -213,7 +213,7 @@ impl Core {
         ttl_ms: i64,
     ) -> Result<BulkOutcome, ActionError> {
         validate(sel, items, reason)?;
-        let now: HashMap<String, BulkItem> = self
+        let current: HashMap<String, BulkItem> = self
             .bulk_retry_preview(sel, thresholds)
             .await?
             .into_iter()
@@ -226,17 +226,17 @@ impl Core {
                 continue;
             }
             seen.push(&c.payment_id);
-            let Some(current) = now.get(&c.payment_id) else {
+            let Some(now) = current.get(&c.payment_id) else {
                 out.skipped
                     .push((c.payment_id.clone(), "no longer in the selection".into()));
                 continue;
             };
-            if current.version != c.version {
+            if now.version != c.version {
                 out.skipped.push((
                     c.payment_id.clone(),
                     format!(
                         "changed since the preview (version {} -> {}, now {})",
-                        c.version, current.version, current.status
+                        c.version, now.version, now.status
                     ),
                 ));
                 continue;

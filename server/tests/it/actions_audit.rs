@@ -31,18 +31,7 @@ async fn users(app: &TestApp) {
 }
 
 async fn session(app: &TestApp, name: &str) -> reqwest::Client {
-    let c = reqwest::Client::builder()
-        .cookie_store(true)
-        .build()
-        .unwrap();
-    let r = c
-        .post(format!("{}/ops/v1/login", app.base))
-        .json(&json!({"username": name, "password": PASSWORD}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200, "login {name}");
-    c
+    crate::support::ops_session(app, name).await
 }
 
 async fn post(c: &reqwest::Client, app: &TestApp, path: &str, body: Value) -> (u16, Value) {

@@ -2,37 +2,14 @@
 //! server re-checks each confirmed item, and the request is rate-limited per user (issue "Ops
 //! console II"; DESIGN.md "Ops console", retry).
 
-use converge_server::ops::password::PasswordHasherPool;
-use converge_server::ops::users::add_user;
 use serde_json::{Value, json};
 
-use crate::support::TestApp;
+use crate::support::{TestApp, add_ops_user, ops_session};
 
-const PASSWORD: &str = "correct-horse-battery";
-
+/// Adds `name` with `roles` and signs in.
 async fn session(app: &TestApp, name: &str, roles: &str) -> reqwest::Client {
-    add_user(
-        app.store.as_ref(),
-        &PasswordHasherPool::new(1),
-        name,
-        roles,
-        PASSWORD,
-        0,
-    )
-    .await
-    .expect("user");
-    let c = reqwest::Client::builder()
-        .cookie_store(true)
-        .build()
-        .unwrap();
-    let r = c
-        .post(format!("{}/ops/v1/login", app.base))
-        .json(&json!({"username": name, "password": PASSWORD}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200, "login {name}");
-    c
+    add_ops_user(app, name, roles).await;
+    ops_session(app, name).await
 }
 
 async fn preview(c: &reqwest::Client, app: &TestApp, query: &str) -> (u16, Value) {

@@ -3,8 +3,6 @@
 
 use std::time::Duration;
 
-use converge_server::ops::password::PasswordHasherPool;
-use converge_server::ops::users::add_user;
 use serde_json::{Value, json};
 
 use crate::support::TestApp;
@@ -12,16 +10,7 @@ use crate::support::TestApp;
 const PASSWORD: &str = "correct-horse-battery";
 
 async fn user(app: &TestApp, name: &str, roles: &str) {
-    add_user(
-        app.store.as_ref(),
-        &PasswordHasherPool::new(1),
-        name,
-        roles,
-        PASSWORD,
-        0,
-    )
-    .await
-    .expect("user");
+    crate::support::add_ops_user(app, name, roles).await;
 }
 
 /// A browser-like client with its own cookie jar.

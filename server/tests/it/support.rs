@@ -588,3 +588,36 @@ macro_rules! store_conformance {
         }
     };
 }
+
+/// The password of every console user the tests add.
+pub const OPS_PASSWORD: &str = "correct-horse-battery";
+
+/// Adds console user `name` with `roles` (comma-separated) and [`OPS_PASSWORD`].
+pub async fn add_ops_user(app: &TestApp, name: &str, roles: &str) {
+    converge_server::ops::users::add_user(
+        app.store.as_ref(),
+        &converge_server::ops::password::PasswordHasherPool::new(1),
+        name,
+        roles,
+        OPS_PASSWORD,
+        0,
+    )
+    .await
+    .expect("user");
+}
+
+/// A client with its own cookie jar, signed in to the console as `name`.
+pub async fn ops_session(app: &TestApp, name: &str) -> reqwest::Client {
+    let c = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .expect("client");
+    let r = c
+        .post(format!("{}/ops/v1/login", app.base))
+        .json(&serde_json::json!({"username": name, "password": OPS_PASSWORD}))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(r.status().as_u16(), 200, "login {name}");
+    c
+}
