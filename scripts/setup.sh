@@ -5,7 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LEPTOS_VERSION=0.3.10
-WASM_BINDGEN_VERSION=0.2.130
+# The wasm-bindgen CLI must be exactly the version of the crate in Cargo.lock, or the
+# generated glue does not match the WebAssembly and the page never hydrates.
+WASM_BINDGEN_VERSION=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+if [ -z "$WASM_BINDGEN_VERSION" ]; then
+  echo "setup: cannot read the wasm-bindgen version from Cargo.lock" >&2
+  exit 1
+fi
 export PATH="$HOME/.cargo/bin:$PATH"
 
 log() { echo "setup: $*" >&2; }

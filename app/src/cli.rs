@@ -284,6 +284,11 @@ async fn worker(mut settings: Settings) -> Result<()> {
         );
     }
     settings.no_workers = false;
+    // A worker process receives no callbacks (it serves no HTTP), so it needs no shared
+    // callback secret; the in-memory one only satisfies start-up.
+    if settings.callback_secret.is_none() {
+        settings.callback_secret = Some(converge_server::service::ids::new_id("unused"));
+    }
     let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
     println!("converge worker running; Ctrl-C stops it after the current batch");
     shutdown_signal().await;
@@ -299,7 +304,9 @@ async fn reconcile(args: ReconcileArgs) -> Result<()> {
 
     let (text, source) = match &args.file {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            // Bytes, not text: a file that is not UTF-8 is judged (and reported to the error
+            // pool with its line) by the reconciliation itself.
+            let text = std::fs::read(path)
                 .with_context(|| format!("cannot read statement file {}", path.display()))?;
             (Some(text), path.display().to_string())
         }

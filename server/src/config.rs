@@ -4,6 +4,14 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::domain::backoff::{RetryOverrides, RetryPolicy};
+use crate::store::JobKind;
+
+/// Parses `--retry-policy` (see [`RetryOverrides::parse`]) against the job kinds.
+fn parse_retry_overrides(spec: &str) -> Result<RetryOverrides, String> {
+    RetryOverrides::parse(spec, &JobKind::ALL.map(JobKind::as_str))
+}
+
 /// Settings of the core (API, workers, in-process sandbox channel).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Settings {
@@ -94,6 +102,23 @@ pub struct Settings {
     /// Largest retry ceiling (ms).
     #[arg(long, env = "CONVERGE_BACKOFF_CAP_MS", default_value_t = 300_000)]
     pub backoff_cap_ms: u64,
+
+    /// Per-kind retry limits, `KIND=CAP_MS/MAX_ATTEMPTS[,...]` (either side of `/` may be
+    /// empty), e.g. `query=60000/20,post_ledger=/50`. Kinds: submit, query, post_ledger,
+    /// refund, notify, reconcile, purge. Kinds not named use --backoff-cap-ms and
+    /// --max-attempts.
+    #[arg(long, env = "CONVERGE_RETRY_POLICY", default_value = "", value_parser = parse_retry_overrides)]
+    pub retry_policy: RetryOverrides,
+
+    /// When the previous UTC day's channel statement is reconciled: this long after midnight
+    /// UTC (seconds). The reconcile job is queued once a day by whichever process gets there
+    /// first; `converge reconcile --date D` runs one by hand.
+    #[arg(long, env = "CONVERGE_RECONCILE_AFTER_SECS", default_value_t = 3_600)]
+    pub reconcile_after_secs: u64,
+
+    /// Do not queue the daily reconciliation from this process.
+    #[arg(long, env = "CONVERGE_NO_DAILY_RECONCILE")]
+    pub no_daily_reconcile: bool,
 
     /// Seed of the backoff jitter (0: from the OS).
     #[arg(long, env = "CONVERGE_SEED", default_value_t = 0)]
@@ -207,6 +232,9 @@ impl Settings {
             lease_ms: 5_000,
             backoff_base_ms: 50,
             backoff_cap_ms: 400,
+            retry_policy: RetryOverrides::default(),
+            reconcile_after_secs: 3_600,
+            no_daily_reconcile: true,
             seed: 7,
             stuck_pending_ms: 60_000,
             stuck_processing_ms: 120_000,
@@ -236,11 +264,19 @@ impl Settings {
         }
     }
 
-    /// The retry backoff.
+    /// The retry backoff every kind uses unless it has its own cap.
     pub fn backoff(&self) -> crate::domain::backoff::Backoff {
         crate::domain::backoff::Backoff {
             base_ms: self.backoff_base_ms,
             cap_ms: self.backoff_cap_ms,
+        }
+    }
+
+    /// The retry rules of the workers: [`Self::backoff`] with the per-kind overrides.
+    pub fn retry(&self) -> RetryPolicy {
+        RetryPolicy {
+            default: self.backoff(),
+            overrides: self.retry_policy.clone(),
         }
     }
 

@@ -1,7 +1,6 @@
 //! The merchant API's error type: every failure is `{"error":{"code","message"}}` with a
 //! stable code (DESIGN.md "Merchant HTTP API"). A 5xx logs its cause and never sends it.
 
-use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -104,7 +103,10 @@ impl IntoResponse for ApiError {
 }
 
 /// JSON body extractor whose rejections become [`ApiError`]s with stable codes instead of
-/// axum's plain-text answers.
+/// axum's plain-text answers: 415 `unsupported_media_type` without a JSON content type, 413
+/// `body_too_large` over the route's body limit, 400 `invalid_json` for bad syntax, 400
+/// `invalid_request` for a body that is not an object, has unknown, missing, mistyped or
+/// repeated fields.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiJson<T>(pub T);
 
@@ -116,39 +118,116 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
-        use axum::extract::rejection::JsonRejection;
-        // Parsed as a `Value` first: serde's derived structs also accept a JSON array of the
-        // fields in declaration order (`[1000,"CNY","o-1"]`), which is not the documented
-        // object and must not create a payment.
-        match Json::<serde_json::Value>::from_request(req, state).await {
-            Ok(Json(v)) if v.is_object() => serde_json::from_value(v).map(ApiJson).map_err(|e| {
-                ApiError::bad_request("invalid_request", format!("invalid request body: {e}"))
-            }),
-            Ok(Json(_)) => Err(ApiError::bad_request(
-                "invalid_request",
-                "the request body must be a JSON object",
-            )),
-            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
+        if !is_json_content_type(req.headers()) {
+            return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",
                 "send Content-Type: application/json",
-            )),
-            Err(JsonRejection::JsonSyntaxError(e)) => {
-                Err(ApiError::bad_request("invalid_json", e.body_text()))
-            }
-            Err(JsonRejection::JsonDataError(e)) => {
-                Err(ApiError::bad_request("invalid_request", e.body_text()))
-            }
-            Err(JsonRejection::BytesRejection(e))
-                if e.status() == StatusCode::PAYLOAD_TOO_LARGE =>
-            {
-                Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    "request body is too large",
-                ))
-            }
-            Err(e) => Err(ApiError::bad_request("invalid_request", e.body_text())),
+            ));
         }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(body_rejection)?;
+        // Checked as a `Value` first: serde's derived structs also accept a JSON array of the
+        // fields in declaration order (`[1000,"CNY","o-1"]`), which is not the documented
+        // object and must not create a payment.
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) if v.is_object() => {}
+            Ok(_) => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    "the request body must be a JSON object",
+                ));
+            }
+            Err(e) => {
+                return Err(ApiError::bad_request(
+                    "invalid_json",
+                    format!("invalid JSON: {e}"),
+                ));
+            }
+        }
+        // Then decoded from the bytes, not from the `Value`: a `Value` keeps only the last of
+        // two members with the same name (`{"amount":1,"amount":2}`), which would make the
+        // amount charged depend on a parser's choice; the derived decoder refuses repeats.
+        serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
+            ApiError::bad_request("invalid_request", format!("invalid request body: {e}"))
+        })
+    }
+}
+
+/// `application/json` or an `application/*+json` type, parameters allowed.
+fn is_json_content_type(headers: &axum::http::HeaderMap) -> bool {
+    let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// A body that could not be read: 413 `body_too_large` over the limit, else 400.
+pub fn body_rejection(e: axum::extract::rejection::BytesRejection) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "request body is too large",
+        )
+    } else {
+        ApiError::bad_request("invalid_request", "the request body could not be read")
+    }
+}
+
+/// Path parameters extractor whose rejection is a JSON 400 `invalid_path` (e.g. an id that is
+/// not UTF-8 after percent-decoding) instead of axum's plain text.
+#[derive(Debug, Clone)]
+pub struct ApiPath<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for ApiPath<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(v)| ApiPath(v))
+            .map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))
+    }
+}
+
+/// Query-string extractor whose rejection is a JSON 400 `invalid_query` instead of axum's
+/// plain text.
+#[derive(Debug, Clone)]
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(v)| ApiQuery(v))
+            .map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))
     }
 }

@@ -213,11 +213,17 @@ pub async fn build_with_store(
             tracing::warn!(error = %e, "expired-session cleanup stopped");
         }
     });
-    let tasks = vec![
+    let mut tasks = vec![
         tokio::spawn(purge_keys(store.clone(), clock, purge_every)),
         monitor,
         expired_sessions,
     ];
+    if !state.settings.no_daily_reconcile {
+        tasks.push(tokio::spawn(daily_reconcile(
+            state.core.clone(),
+            state.settings.reconcile_after_secs.saturating_mul(1000) as i64,
+        )));
+    }
     if store.backend() == Backend::Sqlite {
         tracing::info!("storage: SQLite");
     }
@@ -254,8 +260,32 @@ pub fn worker_config(settings: &Settings) -> WorkerConfig {
         batch: settings.worker_batch.max(1),
         lease_ms: settings.lease_ms as i64,
         poll: Duration::from_millis(settings.poll_ms.max(1)),
-        backoff: settings.backoff(),
+        retry: settings.retry(),
         seed: settings.seed,
+    }
+}
+
+/// Queues each day's reconciliation of the channel statement (DESIGN.md "Compensation queue
+/// and error pool"), checking once a minute; the store makes sure one process queues it.
+pub async fn daily_reconcile(core: Core, after_ms: i64) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    let mut scheduled: Option<String> = None;
+    loop {
+        tick.tick().await;
+        let day = crate::service::reconcile::statement_day(core.clock.now_ms(), after_ms);
+        if scheduled.as_deref() == Some(day.as_str()) {
+            continue;
+        }
+        match core.schedule_daily_reconcile(after_ms).await {
+            Ok(Some((day, job))) => {
+                tracing::info!(%day, job, "daily reconciliation queued");
+                scheduled = Some(day);
+            }
+            Ok(None) => scheduled = Some(day),
+            Err(e) => {
+                tracing::warn!(error = %e, "daily reconciliation not queued; next tick retries")
+            }
+        }
     }
 }
 

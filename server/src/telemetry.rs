@@ -5,13 +5,17 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-/// Installs the log subscriber (`RUST_LOG`, default `info,sqlx=warn`). Safe to call twice.
+/// Installs the log subscriber (`RUST_LOG`, default `info,sqlx=warn`) writing to stdout, with
+/// colours only when stdout is a terminal. Safe to call twice.
 pub fn init_logs() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        // Colour codes only for a person at a terminal; a log file or collector gets plain text.
+        .with_ansi(std::io::stdout().is_terminal())
         .try_init();
 }
 

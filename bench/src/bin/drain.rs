@@ -24,7 +24,7 @@ use converge_bench::db::{self, Backend};
 use converge_bench::stats::{ms, percentile};
 use converge_server::channel::http::HttpChannel;
 use converge_server::channel::sandbox::{self, SandboxConfig};
-use converge_server::domain::backoff::Backoff;
+use converge_server::domain::backoff::{Backoff, RetryPolicy};
 use converge_server::domain::clock::{Clock, SystemClock};
 use converge_server::service::{Core, Timings};
 use converge_server::store::Store;
@@ -165,9 +165,12 @@ async fn drain(args: &Args, core: Core, n: usize) -> Result<(f64, u64)> {
                 batch: args.batch,
                 lease_ms: 60_000,
                 poll: Duration::from_millis(5),
-                backoff: Backoff {
-                    base_ms: 1_000,
-                    cap_ms: 60_000,
+                retry: RetryPolicy {
+                    default: Backoff {
+                        base_ms: 1_000,
+                        cap_ms: 60_000,
+                    },
+                    overrides: Default::default(),
                 },
                 seed: 1 + w as u64,
             },

@@ -17,9 +17,7 @@ pub async fn merchant(State(st): State<AppState>, mut req: Request, next: Next) 
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty());
+        .and_then(bearer_token);
     let Some(token) = token else {
         return unauthorized().into_response();
     };
@@ -44,4 +42,28 @@ fn unauthorized() -> ApiError {
         "unauthorized",
         "send Authorization: Bearer <merchant API key>",
     )
+}
+
+/// The token of an `Authorization: Bearer <token>` value. The scheme name is case-insensitive
+/// (RFC 9110 section 11.1), so `bearer x` is the same credential as `Bearer x`.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_needs_a_token() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("BEARER  abc "), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("Bearerabc"), None);
+    }
 }

@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
@@ -19,8 +20,9 @@ pub const TOLERANCE_SECS: i64 = 300;
 pub async fn receive(
     State(st): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let body = body.map_err(crate::error::body_rejection)?;
     let header = headers
         .get(signature::SIGNATURE_HEADER)
         .and_then(|v| v.to_str().ok())

@@ -51,7 +51,14 @@ pub async fn layer(
             .into_response();
     };
     let route = format!("POST {}", matched.as_str());
-    let key = match validate_key(req.headers().get(HEADER).map(HeaderValue::as_bytes)) {
+    // Two Idempotency-Key headers name no single key: refused like a malformed one rather
+    // than silently taking the first.
+    let mut values = req.headers().get_all(HEADER).iter();
+    let first = values.next().map(HeaderValue::as_bytes);
+    let key = match validate_key(first).and_then(|k| match values.next() {
+        Some(_) => Err(KeyError::Invalid),
+        None => Ok(k),
+    }) {
         Ok(k) => k,
         Err(KeyError::Missing) => {
             count(&st, &route, Outcome::Missing).await;

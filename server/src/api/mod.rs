@@ -58,6 +58,10 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(state.settings.body_limit));
     Router::new()
         .nest("/v1", v1)
+        // `/v1/` itself is not inside the nest; without these it would reach the console's
+        // HTML 404 instead of the API's JSON one.
+        .route("/v1/", axum::routing::any(not_found))
+        .route("/v1", axum::routing::any(not_found))
         .nest("/ops/v1", crate::ops::routes().fallback(not_found).method_not_allowed_fallback(method_not_allowed))
         .route("/health", get(health::health))
         .route("/metrics", get(health::metrics))

@@ -1,7 +1,7 @@
 //! `POST /v1/payments` and `GET /v1/payments/{id}` (DESIGN.md "Merchant HTTP API").
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, response::IntoResponse};
 use serde::Deserialize;
@@ -10,7 +10,7 @@ use super::AppState;
 use super::idempotency::IdemContext;
 use super::views::PaymentView;
 use crate::domain::money::{validate_amount, validate_currency};
-use crate::error::{ApiError, ApiJson};
+use crate::error::{ApiError, ApiJson, ApiPath};
 use crate::service::payments::{InsertOutcome, PaymentInput};
 use crate::store::{Merchant, Payment};
 
@@ -36,11 +36,12 @@ fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
     let (currency, _) = validate_currency(&b.currency)
         .map_err(|e| ApiError::bad_request("invalid_currency", e.to_string()))?;
     let order = b.merchant_order_id;
-    if order.is_empty() || order.len() > MAX_ORDER_ID || order.chars().any(char::is_control) {
+    if order.trim().is_empty() || order.len() > MAX_ORDER_ID || order.chars().any(char::is_control)
+    {
         return Err(ApiError::bad_request(
             "invalid_merchant_order_id",
             format!(
-                "merchant_order_id must be 1 to {MAX_ORDER_ID} bytes without control characters"
+                "merchant_order_id must be 1 to {MAX_ORDER_ID} bytes, not only spaces, without control characters"
             ),
         ));
     }
@@ -99,7 +100,7 @@ pub async fn create(
 pub async fn show(
     State(st): State<AppState>,
     Extension(merchant): Extension<Merchant>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<PaymentView>, ApiError> {
     Ok(Json(PaymentView::from(&owned(&st, &merchant, &id).await?)))
 }

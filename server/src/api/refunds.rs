@@ -2,7 +2,7 @@
 //! exceed the payment amount).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, response::IntoResponse};
 use serde::Deserialize;
@@ -12,7 +12,7 @@ use super::idempotency::IdemContext;
 use super::payments::owned;
 use super::views::RefundView;
 use crate::domain::money::validate_amount;
-use crate::error::{ApiError, ApiJson};
+use crate::error::{ApiError, ApiJson, ApiPath};
 use crate::service::ids::new_id;
 use crate::store::{CreateRefund, Merchant};
 
@@ -31,7 +31,7 @@ pub async fn create(
     State(st): State<AppState>,
     Extension(merchant): Extension<Merchant>,
     Extension(ctx): Extension<IdemContext>,
-    Path(payment_id): Path<String>,
+    ApiPath(payment_id): ApiPath<String>,
     ApiJson(body): ApiJson<RefundBody>,
 ) -> Result<impl IntoResponse, ApiError> {
     let amount = validate_amount(body.amount)

@@ -33,6 +33,8 @@ pub struct HttpChannel {
 #[derive(Deserialize)]
 struct Answer {
     status: String,
+    /// The channel key the answer is about; a success must name the key that was sent.
+    key: Option<String>,
     amount: Option<i64>,
     currency: Option<String>,
     reason: Option<String>,
@@ -137,15 +139,19 @@ fn unexpected(status: u16, body: &[u8]) -> String {
     format!("unexpected answer {status}: {}", &text[..end])
 }
 
-/// Maps a `POST /charges` answer (status, raw body) to an outcome.
-fn charge_outcome(status: u16, body: &[u8]) -> ChargeOutcome {
+/// Maps a `POST /charges` answer for `key` (status, raw body) to an outcome. A success about
+/// another key is not evidence for this payment (DESIGN.md: "amount, currency, key must
+/// match"), so it is an `Error` and the payment is resolved by a query.
+fn charge_outcome(key: &str, status: u16, body: &[u8]) -> ChargeOutcome {
     match (status, parse(body)) {
-        (200, Some(a)) if a.status == "succeeded" => match (a.amount, a.currency) {
-            (Some(amount), Some(currency)) => ChargeOutcome::Succeeded { amount, currency },
-            _ => ChargeOutcome::Error {
-                detail: unexpected(status, body),
-            },
-        },
+        (200, Some(a)) if a.status == "succeeded" && a.key.as_deref() == Some(key) => {
+            match (a.amount, a.currency) {
+                (Some(amount), Some(currency)) => ChargeOutcome::Succeeded { amount, currency },
+                _ => ChargeOutcome::Error {
+                    detail: unexpected(status, body),
+                },
+            }
+        }
         (402, Some(a)) if a.status == "declined" => ChargeOutcome::Declined {
             reason: a.reason.unwrap_or_else(|| "declined".to_owned()),
         },
@@ -159,11 +165,11 @@ fn charge_outcome(status: u16, body: &[u8]) -> ChargeOutcome {
     }
 }
 
-/// Maps a `GET /charges/{key}` answer to an outcome.
-fn query_outcome(status: u16, body: &[u8]) -> QueryOutcome {
+/// Maps a `GET /charges/{key}` answer to an outcome; a success must name `key`.
+fn query_outcome(key: &str, status: u16, body: &[u8]) -> QueryOutcome {
     match (status, parse(body)) {
         (200, Some(a)) => match (a.status.as_str(), a.amount, a.currency) {
-            ("succeeded", Some(amount), Some(currency)) => {
+            ("succeeded", Some(amount), Some(currency)) if a.key.as_deref() == Some(key) => {
                 QueryOutcome::Succeeded { amount, currency }
             }
             ("declined", _, _) => QueryOutcome::Declined {
@@ -223,7 +229,7 @@ impl Channel for HttpChannel {
             .call(reqwest::Method::POST, &["charges"], Some(body))
             .await
         {
-            Ok((status, bytes)) => charge_outcome(status, &bytes),
+            Ok((status, bytes)) => charge_outcome(channel_key, status, &bytes),
             Err(detail) => ChargeOutcome::Error { detail },
         }
     }
@@ -233,7 +239,7 @@ impl Channel for HttpChannel {
             .call(reqwest::Method::GET, &["charges", channel_key], None)
             .await
         {
-            Ok((status, bytes)) => query_outcome(status, &bytes),
+            Ok((status, bytes)) => query_outcome(channel_key, status, &bytes),
             Err(detail) => QueryOutcome::Error { detail },
         }
     }
@@ -286,6 +292,7 @@ mod tests {
     fn charge_answers_map_to_outcomes() {
         assert_eq!(
             charge_outcome(
+                "k",
                 200,
                 br#"{"status":"succeeded","key":"k","amount":100,"currency":"CNY"}"#
             ),
@@ -295,13 +302,17 @@ mod tests {
             }
         );
         assert_eq!(
-            charge_outcome(402, br#"{"status":"declined","reason":"card_declined"}"#),
+            charge_outcome(
+                "k",
+                402,
+                br#"{"status":"declined","reason":"card_declined"}"#
+            ),
             ChargeOutcome::Declined {
                 reason: "card_declined".into()
             }
         );
         assert_eq!(
-            charge_outcome(409, br#"{"status":"cancelled"}"#),
+            charge_outcome("k", 409, br#"{"status":"cancelled"}"#),
             ChargeOutcome::Declined {
                 reason: "cancelled".into()
             }
@@ -327,9 +338,18 @@ mod tests {
                 br#"{"status":"succeeded","amount":"100","currency":"CNY"}"#,
             ),
             (200, &[0xff, 0xfe, 0x00][..]),
+            // a success about another key, or naming none, is no evidence for this one
+            (
+                200,
+                br#"{"status":"succeeded","key":"other","amount":100,"currency":"CNY"}"#,
+            ),
+            (
+                200,
+                br#"{"status":"succeeded","amount":100,"currency":"CNY"}"#,
+            ),
         ] {
             assert!(
-                is_charge_error(&charge_outcome(status, body)),
+                is_charge_error(&charge_outcome("k", status, body)),
                 "{status} {body:?}"
             );
         }
@@ -339,8 +359,9 @@ mod tests {
     fn query_answers_map_to_outcomes() {
         assert_eq!(
             query_outcome(
+                "k",
                 200,
-                br#"{"status":"succeeded","amount":5,"currency":"CNY"}"#
+                br#"{"status":"succeeded","key":"k","amount":5,"currency":"CNY"}"#
             ),
             QueryOutcome::Succeeded {
                 amount: 5,
@@ -348,15 +369,15 @@ mod tests {
             }
         );
         assert_eq!(
-            query_outcome(200, br#"{"status":"declined","reason":"r"}"#),
+            query_outcome("k", 200, br#"{"status":"declined","reason":"r"}"#),
             QueryOutcome::Declined { reason: "r".into() }
         );
         assert_eq!(
-            query_outcome(200, br#"{"status":"cancelled"}"#),
+            query_outcome("k", 200, br#"{"status":"cancelled"}"#),
             QueryOutcome::Cancelled
         );
         assert_eq!(
-            query_outcome(404, br#"{"status":"not_found"}"#),
+            query_outcome("k", 404, br#"{"status":"not_found"}"#),
             QueryOutcome::NotFound
         );
         for (status, body) in [
@@ -364,9 +385,13 @@ mod tests {
             (500, b"{}"),
             (200, b"[]"),
             (200, br#"{"status":"weird"}"#),
+            (
+                200,
+                br#"{"status":"succeeded","key":"other","amount":5,"currency":"CNY"}"#,
+            ),
         ] {
             assert!(
-                matches!(query_outcome(status, body), QueryOutcome::Error { .. }),
+                matches!(query_outcome("k", status, body), QueryOutcome::Error { .. }),
                 "{status}"
             );
         }

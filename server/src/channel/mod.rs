@@ -109,6 +109,7 @@ pub trait Channel: Send + Sync + 'static {
     /// Refunds `amount` minor units of the charge under `channel_key`, idempotent on `refund_key`.
     async fn refund(&self, channel_key: &str, refund_key: &str, amount: i64) -> RefundOutcome;
     /// The settlement statement of UTC day `day` (`YYYY-MM-DD`) as CSV text
-    /// (`channel_key,amount,currency,status,charged_at`), or why it could not be fetched.
+    /// (`channel_key,amount,currency,status,charged_at`, then `#end,<line count>,,,`), or why
+    /// it could not be fetched.
     async fn statement(&self, day: &str) -> Result<String, String>;
 }

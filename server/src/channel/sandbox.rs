@@ -15,8 +15,8 @@
 //!   (idempotent on `refund_key`) | 422 `{"status":"rejected","reason"}` (no successful charge,
 //!   total over the charge, refund key reused with other parameters, amount not positive).
 //! - `GET /statements/{YYYY-MM-DD}` -> `text/csv`, header
-//!   `channel_key,amount,currency,status,charged_at`: the successful charges of that UTC day
-//!   | 400 on a bad date.
+//!   `channel_key,amount,currency,status,charged_at`: the successful charges of that UTC day,
+//!   then an end line `#end,<number of charge lines>,,,` | 400 on a bad date.
 //! - `GET /charges?after=KEY&limit=N` -> `{"charges":[{"key","status":"succeeded"|"declined",
 //!   "amount","currency","charged_at","attempts","refunded"}],"next":KEY|null}`: every stored
 //!   charge in key order, `limit` 1..=5000 (default 1000), with the charge attempts seen for the

@@ -34,6 +34,104 @@ impl Backoff {
     }
 }
 
+/// Limits one job kind sets apart from the defaults: its own backoff cap (ms) and maximum
+/// attempts before the error pool. `None` keeps the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KindLimits {
+    /// Largest retry ceiling for this kind, in milliseconds.
+    pub cap_ms: Option<u64>,
+    /// Attempts before this kind's job goes to the error pool.
+    pub max_attempts: Option<i64>,
+}
+
+/// Per-kind overrides of the retry limits, parsed from `KIND=CAP_MS/MAX_ATTEMPTS[,...]`
+/// (either side of `/` may be empty to keep the default), e.g.
+/// `query=60000/20,post_ledger=/50`. The empty string means no overrides.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RetryOverrides(pub std::collections::BTreeMap<String, KindLimits>);
+
+impl RetryOverrides {
+    /// Parses `spec`, accepting only kinds in `known`. Errors name the offending part.
+    pub fn parse(spec: &str, known: &[&str]) -> Result<Self, String> {
+        let mut map = std::collections::BTreeMap::new();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (kind, limits) = part
+                .split_once('=')
+                .ok_or_else(|| format!("{part:?}: expected KIND=CAP_MS/MAX_ATTEMPTS"))?;
+            let kind = kind.trim();
+            if !known.contains(&kind) {
+                return Err(format!(
+                    "{part:?}: unknown job kind {kind:?} (one of {})",
+                    known.join(", ")
+                ));
+            }
+            let (cap, max) = limits.split_once('/').unwrap_or((limits, ""));
+            let cap_ms = match cap.trim() {
+                "" => None,
+                c => Some(
+                    c.parse::<u64>()
+                        .map_err(|_| format!("{part:?}: cap {c:?} is not a number of ms"))?,
+                ),
+            };
+            let max_attempts = match max.trim() {
+                "" => None,
+                m => Some(m.parse::<i64>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                    format!("{part:?}: max attempts {m:?} is not a whole number >= 1")
+                })?),
+            };
+            if cap_ms.is_none() && max_attempts.is_none() {
+                return Err(format!("{part:?}: give a cap, a maximum, or both"));
+            }
+            if map
+                .insert(
+                    kind.to_owned(),
+                    KindLimits {
+                        cap_ms,
+                        max_attempts,
+                    },
+                )
+                .is_some()
+            {
+                return Err(format!("{kind:?} is given twice"));
+            }
+        }
+        Ok(RetryOverrides(map))
+    }
+}
+
+/// The retry rules of the compensation queue: one backoff and maximum for every kind, with
+/// per-kind overrides (issue "Convergence": per-kind cap and maximum attempts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Backoff of every kind without its own cap.
+    pub default: Backoff,
+    /// Per-kind overrides.
+    pub overrides: RetryOverrides,
+}
+
+impl RetryPolicy {
+    /// The backoff of `kind`.
+    pub fn backoff(&self, kind: &str) -> Backoff {
+        match self.overrides.0.get(kind).and_then(|l| l.cap_ms) {
+            Some(cap_ms) => Backoff {
+                base_ms: self.default.base_ms.min(cap_ms),
+                cap_ms,
+            },
+            None => self.default,
+        }
+    }
+
+    /// The attempts `kind`'s job may make: the kind's override, else the maximum stored
+    /// with the job when it was written.
+    pub fn max_attempts(&self, kind: &str, stored: i64) -> i64 {
+        self.overrides
+            .0
+            .get(kind)
+            .and_then(|l| l.max_attempts)
+            .unwrap_or(stored)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +163,51 @@ mod tests {
             let d = b.delay_ms(attempt, &mut r1);
             assert!(d <= b.ceiling_ms(attempt));
             assert_eq!(d, b.delay_ms(attempt, &mut r2));
+        }
+    }
+
+    const KINDS: &[&str] = &["submit", "query", "post_ledger"];
+
+    #[test]
+    fn per_kind_overrides_replace_the_cap_and_maximum_of_that_kind_only() {
+        let policy = RetryPolicy {
+            default: Backoff {
+                base_ms: 1_000,
+                cap_ms: 300_000,
+            },
+            overrides: RetryOverrides::parse("query=60000/20, post_ledger=/50", KINDS).unwrap(),
+        };
+        assert_eq!(policy.backoff("query").cap_ms, 60_000);
+        assert_eq!(policy.max_attempts("query", 8), 20);
+        assert_eq!(policy.backoff("post_ledger").cap_ms, 300_000);
+        assert_eq!(policy.max_attempts("post_ledger", 8), 50);
+        assert_eq!(policy.backoff("submit"), policy.default);
+        assert_eq!(policy.max_attempts("submit", 8), 8);
+        // a cap below the base lowers the base too: no wait longer than the cap
+        let tight = RetryPolicy {
+            overrides: RetryOverrides::parse("submit=10/", KINDS).unwrap(),
+            ..policy
+        };
+        assert_eq!(tight.backoff("submit").ceiling_ms(1), 10);
+    }
+
+    #[test]
+    fn malformed_overrides_are_refused_with_the_part_named() {
+        assert_eq!(
+            RetryOverrides::parse("", KINDS).unwrap(),
+            RetryOverrides::default()
+        );
+        for bad in [
+            "query",
+            "refnd=1/2",
+            "query=abc/2",
+            "query=1/0",
+            "query=1/-3",
+            "query=/",
+            "query=1/2,query=3/4",
+        ] {
+            let err = RetryOverrides::parse(bad, KINDS).unwrap_err();
+            assert!(!err.is_empty(), "{bad}");
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (DESIGN.md "Ops console"). Approvers re-enter their password to approve (step-up).
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -12,7 +12,7 @@ use super::auth::Principal;
 use super::handlers::ClientAddr;
 use crate::api::AppState;
 use crate::domain::roles::Permission;
-use crate::error::{ApiError, ApiJson};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::service::actions::{ActionError, ActionRequest};
 use crate::service::bulk::{BulkOutcome, Confirmed, Selection};
 
@@ -79,7 +79,7 @@ pub struct ListQuery {
 pub async fn list(
     State(st): State<AppState>,
     p: Principal,
-    Query(q): Query<ListQuery>,
+    ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::View)?;
     let clean = |v: &Option<String>| {
@@ -104,7 +104,7 @@ pub async fn list(
 pub async fn show(
     State(st): State<AppState>,
     p: Principal,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::View)?;
     let a = st
@@ -128,7 +128,7 @@ pub async fn approve(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(b): ApiJson<ApproveBody>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::ApproveActions)?;
@@ -185,7 +185,7 @@ pub async fn reject(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(b): ApiJson<ReasonBody>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::ApproveActions)?;
@@ -206,7 +206,7 @@ pub async fn cancel(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::RequestActions)?;
@@ -223,7 +223,7 @@ pub async fn execute(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::ApproveActions)?;
@@ -252,7 +252,7 @@ pub struct PreviewQuery {
 pub async fn bulk_preview(
     State(st): State<AppState>,
     p: Principal,
-    Query(q): Query<PreviewQuery>,
+    ApiQuery(q): ApiQuery<PreviewQuery>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::RequestActions)?;
     let sel = Selection {

@@ -9,7 +9,7 @@
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -21,7 +21,7 @@ use crate::api::AppState;
 use crate::domain::audit::{AuditRecord, Break, ChainVerifier};
 use crate::domain::clock::rfc3339;
 use crate::domain::roles::{Permission, format_roles};
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiQuery};
 use crate::service::actions::Actor;
 use crate::store::{AuditFilter, Store, StoreError};
 
@@ -202,7 +202,7 @@ pub async fn export(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    Query(q): Query<ExportQuery>,
+    ApiQuery(q): ApiQuery<ExportQuery>,
 ) -> Result<Response, ApiError> {
     p.require(Permission::Audit)?;
     let format: Format = q

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -18,7 +18,7 @@ use super::users::{self, UserError, UserView};
 use crate::api::AppState;
 use crate::domain::roles::{Permission, format_roles};
 use crate::domain::state::PaymentStatus;
-use crate::error::{ApiError, ApiJson};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::store::PaymentFilter;
 
 /// The `/ops/v1` routes (state applied by the caller).
@@ -246,7 +246,7 @@ pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<Value, ApiErro
 async fn search(
     State(st): State<AppState>,
     p: Principal,
-    Query(q): Query<SearchQuery>,
+    ApiQuery(q): ApiQuery<SearchQuery>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(run_search(&st, &q).await?))
@@ -255,7 +255,7 @@ async fn search(
 async fn detail(
     State(st): State<AppState>,
     p: Principal,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::View)?;
     let d = payment_detail(&st.core, &id)
@@ -275,7 +275,7 @@ struct PoolQuery {
 async fn error_pool(
     State(st): State<AppState>,
     p: Principal,
-    Query(q): Query<PoolQuery>,
+    ApiQuery(q): ApiQuery<PoolQuery>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::View)?;
     let status = blank(&q.status);
@@ -303,7 +303,7 @@ async fn resolve(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    Path(id): Path<i64>,
+    ApiPath(id): ApiPath<i64>,
     ApiJson(body): ApiJson<ResolveBody>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::ResolveErrors)?;
@@ -436,7 +436,7 @@ async fn disable_user(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<StatusCode, ApiError> {
     p.require(Permission::ManageUsers)?;
@@ -466,7 +466,7 @@ async fn enable_user(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<StatusCode, ApiError> {
     p.require(Permission::ManageUsers)?;
@@ -496,7 +496,7 @@ async fn reset_password(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiJson(b): ApiJson<PasswordBody>,
 ) -> Result<StatusCode, ApiError> {
     p.require(Permission::ManageUsers)?;
@@ -532,7 +532,7 @@ async fn set_roles(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiJson(b): ApiJson<RolesBody>,
 ) -> Result<Json<Value>, ApiError> {
     p.require(Permission::ManageUsers)?;

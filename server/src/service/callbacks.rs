@@ -5,7 +5,9 @@
 use super::payments::Extras;
 use super::{Core, ServiceError};
 use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
-use crate::store::{IgnoredEvent, JobKind};
+use serde_json::json;
+
+use crate::store::{IgnoredEvent, JobKind, NewErrorItem};
 
 /// A verified callback from the channel.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -30,7 +32,7 @@ pub struct CallbackEvent {
 pub enum CallbackOutcome {
     /// It moved the payment to this status.
     Applied(PaymentStatus),
-    /// Recorded as ignored (stale, late, mismatched or unknown type).
+    /// Recorded as ignored (stale, late, mismatched, not decisive, or unknown type).
     Ignored(String),
     /// This event id was handled before.
     Duplicate,
@@ -38,8 +40,24 @@ pub enum CallbackOutcome {
     UnknownPayment,
 }
 
+/// How long a callback's claim holds before a redelivery of the same event id may take it
+/// over (the first handler died between claiming and settling), in ms.
+pub const CALLBACK_CLAIM_MS: i64 = 30_000;
+
 impl Core {
-    /// Applies a verified channel callback.
+    /// Applies a verified channel callback, at most once per event id.
+    ///
+    /// A success moves the payment on (amount and currency must match). A failure is never
+    /// decisive on its own while the payment is open (PENDING, PROCESSING, UNKNOWN): a stale
+    /// or reordered failure would make a charged payment FAILED, so it is recorded as ignored
+    /// and the payment's queued submit or query by channel key decides (DESIGN.md: UNKNOWN
+    /// leaves only by a query or a fenced key; seed 004 "UNKNOWN vs FAILED"). A callback that
+    /// contradicts a settled payment (a failure for a charged one, a success for a FAILED
+    /// one, another amount) is recorded as ignored and reported to the error pool as
+    /// `conflicting_callback`.
+    ///
+    /// Errors: a store failure; the event's claim is then dropped so the channel's
+    /// redelivery is handled afresh.
     pub async fn handle_callback(
         &self,
         ev: &CallbackEvent,
@@ -47,12 +65,43 @@ impl Core {
         let now = self.clock.now_ms();
         if !self
             .store
-            .record_callback(&ev.event_id, &ev.channel_key, &ev.kind, "received", now)
+            .claim_callback(
+                &ev.event_id,
+                &ev.channel_key,
+                &ev.kind,
+                now,
+                now - CALLBACK_CLAIM_MS,
+            )
             .await?
         {
             metrics::counter!("converge_callbacks_total", "outcome" => "duplicate").increment(1);
             return Ok(CallbackOutcome::Duplicate);
         }
+        match self.handle_claimed(ev).await {
+            Ok(outcome) => {
+                let name = match &outcome {
+                    CallbackOutcome::Applied(_) => "applied",
+                    CallbackOutcome::Ignored(_) => "ignored",
+                    CallbackOutcome::Duplicate => "duplicate",
+                    CallbackOutcome::UnknownPayment => "unknown_payment",
+                };
+                // If this write is lost the claim lapses and a redelivery is handled again,
+                // which changes nothing: every effect above is keyed by the event.
+                if let Err(e) = self.store.settle_callback(&ev.event_id, Some(name)).await {
+                    tracing::warn!(event_id = %ev.event_id, error = %e, "callback outcome not recorded");
+                }
+                Ok(outcome)
+            }
+            Err(err) => {
+                if let Err(e) = self.store.settle_callback(&ev.event_id, None).await {
+                    tracing::warn!(event_id = %ev.event_id, error = %e, "callback claim not dropped; it lapses");
+                }
+                Err(err)
+            }
+        }
+    }
+
+    async fn handle_claimed(&self, ev: &CallbackEvent) -> Result<CallbackOutcome, ServiceError> {
         let Some(p) = self.store.payment_by_channel_key(&ev.channel_key).await? else {
             metrics::counter!("converge_callbacks_total", "outcome" => "unknown_payment")
                 .increment(1);
@@ -68,31 +117,73 @@ impl Core {
                         ev,
                         PaymentEvent::ChannelError,
                         format!("unknown callback type {other:?}"),
+                        false,
                     )
                     .await;
             }
         };
-        let event = match (succeeded, p.status) {
-            (true, PaymentStatus::Unknown) => PaymentEvent::QuerySucceeded,
-            (true, _) => PaymentEvent::ChannelSucceeded,
-            (false, PaymentStatus::Unknown) => PaymentEvent::QueryDeclined,
-            (false, _) => PaymentEvent::ChannelDeclined,
+        if !succeeded {
+            let event = if p.status == PaymentStatus::Unknown {
+                PaymentEvent::QueryDeclined
+            } else {
+                PaymentEvent::ChannelDeclined
+            };
+            return match p.status {
+                PaymentStatus::Pending | PaymentStatus::Processing | PaymentStatus::Unknown => {
+                    self.ignore(
+                        &p,
+                        ev,
+                        event,
+                        "failure callback for an open payment: its submit or query by channel key decides"
+                            .into(),
+                        false,
+                    )
+                    .await
+                }
+                PaymentStatus::Failed => {
+                    self.ignore(&p, ev, event, "already FAILED".into(), false)
+                        .await
+                }
+                _ => {
+                    self.ignore(
+                        &p,
+                        ev,
+                        event,
+                        format!("failure callback for a charged payment ({})", p.status.as_str()),
+                        true,
+                    )
+                    .await
+                }
+            };
+        }
+        let event = if p.status == PaymentStatus::Unknown {
+            PaymentEvent::QuerySucceeded
+        } else {
+            PaymentEvent::ChannelSucceeded
         };
-        if succeeded && (ev.amount != p.amount || ev.currency != p.currency) {
+        if ev.amount != p.amount || ev.currency != p.currency {
             let why = format!(
                 "callback says {} {}, payment is {} {}",
                 ev.amount, ev.currency, p.amount, p.currency
             );
-            return self.ignore(&p, ev, event, why).await;
+            return self.ignore(&p, ev, event, why, true).await;
         }
         if let Err(refused) = transition(p.status, event) {
+            // A success for a FAILED payment means the channel holds a charge the core gave
+            // up on: money a person must return.
+            let conflicting = p.status == PaymentStatus::Failed;
             return self
-                .ignore(&p, ev, event, format!("stale callback: {refused}"))
+                .ignore(
+                    &p,
+                    ev,
+                    event,
+                    format!("stale callback: {refused}"),
+                    conflicting,
+                )
                 .await;
         }
         let extras = Extras {
             detail: format!("callback {}", ev.event_id),
-            last_error: (!succeeded).then(|| "declined (callback)".to_string()),
             close_jobs: vec![JobKind::Submit, JobKind::Query],
             ..Extras::default()
         };
@@ -104,13 +195,18 @@ impl Core {
         Ok(CallbackOutcome::Applied(after.status))
     }
 
+    /// Records the callback as an ignored event of the payment; a `conflicting` one also
+    /// becomes an error-pool item with both sides (DESIGN.md "Compensation queue and error
+    /// pool": the pool receives stale/conflicting callbacks).
     async fn ignore(
         &self,
         p: &crate::store::Payment,
         ev: &CallbackEvent,
         event: PaymentEvent,
         why: String,
+        conflicting: bool,
     ) -> Result<CallbackOutcome, ServiceError> {
+        let now = self.clock.now_ms();
         self.store
             .record_ignored_event(&IgnoredEvent {
                 payment_id: p.id.clone(),
@@ -119,9 +215,29 @@ impl Core {
                 from: p.status,
                 source: "callback".into(),
                 detail: why.clone(),
-                now: self.clock.now_ms(),
+                now,
             })
             .await?;
+        if conflicting {
+            self.store
+                .report_error(&NewErrorItem {
+                    kind: "conflicting_callback".into(),
+                    dedupe_key: format!("callback:{}", ev.event_id),
+                    payment_id: Some(p.id.clone()),
+                    summary: format!("channel callback {} contradicts the payment: {why}", ev.event_id),
+                    evidence: json!({
+                        "callback": {"event_id": ev.event_id, "type": ev.kind, "channel_key": ev.channel_key,
+                                     "amount": ev.amount, "currency": ev.currency, "created_at": ev.created_at},
+                        "payment": {"id": p.id, "status": p.status.as_str(), "amount": p.amount,
+                                    "currency": p.currency, "version": p.version},
+                    })
+                    .to_string(),
+                    reopen: false,
+                    now,
+                })
+                .await?;
+            metrics::counter!("converge_callbacks_total", "outcome" => "conflicting").increment(1);
+        }
         metrics::counter!("converge_callbacks_total", "outcome" => "ignored").increment(1);
         Ok(CallbackOutcome::Ignored(why))
     }

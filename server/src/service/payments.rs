@@ -217,17 +217,12 @@ impl Core {
             if p.status == PaymentStatus::Suspense {
                 return Ok(p.clone());
             }
-            let now = self.clock.now_ms();
+            // No new job: the post_ledger job written when the payment entered
+            // CHANNEL_SUCCESS (`follow_up`) stays live and keeps retrying while the merchant
+            // is frozen; a second one would post nothing more, only run twice as often.
             let extras = Extras {
                 detail: "merchant account frozen".into(),
                 last_error: Some("ledger posting failed: merchant account frozen".into()),
-                enqueue: vec![NewJob {
-                    kind: JobKind::PostLedger,
-                    payment_id: Some(p.id.clone()),
-                    refund_id: None,
-                    run_at: now + self.timings.query_delay_ms,
-                    max_attempts: self.timings.max_attempts,
-                }],
                 ..Extras::default()
             };
             let parked = self
@@ -313,7 +308,28 @@ impl Core {
                     .increment(1);
                 Ok(next)
             }
-            TransitionResult::Stale(current) => Ok(current),
+            TransitionResult::Stale(current) => {
+                // Someone moved the payment first; the losing event is still recorded, as
+                // every ignored event is (DESIGN.md "Payment state machine").
+                self.store
+                    .record_ignored_event(&IgnoredEvent {
+                        payment_id: p.id.clone(),
+                        event_id: format!("{event}@v{}:stale", p.version),
+                        event,
+                        from: p.status,
+                        source: source.into(),
+                        detail: format!(
+                            "lost the race: the payment is {} at version {}",
+                            current.status.as_str(),
+                            current.version
+                        ),
+                        now,
+                    })
+                    .await?;
+                metrics::counter!("converge_events_ignored_total", "event" => event.as_str())
+                    .increment(1);
+                Ok(current)
+            }
             TransitionResult::DuplicateEvent => Ok(self
                 .store
                 .payment(&p.id)

@@ -41,7 +41,12 @@ pub struct StatementError {
     pub message: String,
 }
 
-/// Parses a whole statement or nothing: any garbled or truncated line is an error.
+/// First field of the statement's last line, `#end,<line count>,,,`: a file cut off anywhere,
+/// even right after its header, lacks it or counts other lines than it holds.
+pub const END_MARK: &str = "#end";
+
+/// Parses a whole statement or nothing: any garbled line, a missing or wrong `#end` line, or
+/// a missing final newline is an error naming the file and line.
 pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, StatementError> {
     let err = |line: u64, message: String| StatementError {
         file: file.into(),
@@ -60,12 +65,38 @@ pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, Stat
         return Err(err(1, format!("header must be {}", HEADER.join(","))));
     }
     let mut rows = Vec::new();
+    let mut end: Option<u64> = None;
     for record in reader.records() {
         let record = record.map_err(|e| {
             let line = e.position().map_or(0, |p| p.line());
             err(line, format!("garbled line: {e}"))
         })?;
         let line = record.position().map_or(0, |p| p.line());
+        if let Some(end_line) = end {
+            return Err(err(
+                line,
+                format!("line after the {END_MARK} line ({end_line})"),
+            ));
+        }
+        if &record[0] == END_MARK {
+            let count: usize = record[1].parse().map_err(|_| {
+                err(
+                    line,
+                    format!("{END_MARK} count {:?} is not a number", &record[1]),
+                )
+            })?;
+            if count != rows.len() {
+                return Err(err(
+                    line,
+                    format!(
+                        "{END_MARK} line counts {count} lines, the file has {}",
+                        rows.len()
+                    ),
+                ));
+            }
+            end = Some(line);
+            continue;
+        }
         let amount: i64 = record[1]
             .parse()
             .map_err(|_| err(line, format!("amount {:?} is not an integer", &record[1])))?;
@@ -90,7 +121,26 @@ pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, Stat
             "file is truncated (no final newline)".into(),
         ));
     }
+    if end.is_none() {
+        return Err(err(
+            rows.len() as u64 + 2,
+            format!("file is truncated (no {END_MARK} line)"),
+        ));
+    }
     Ok(rows)
+}
+
+/// The statement's bytes as text; bytes that are not UTF-8 are an error naming the line
+/// they are on.
+pub fn statement_text(file: &str, bytes: Vec<u8>) -> Result<String, StatementError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        StatementError {
+            file: file.into(),
+            line: valid.iter().filter(|b| **b == b'\n').count() as u64 + 1,
+            message: "not UTF-8 text".into(),
+        }
+    })
 }
 
 /// Result of a reconciliation run.
@@ -127,27 +177,67 @@ impl From<crate::store::StoreError> for ReconcileError {
     }
 }
 
+/// The UTC day (`YYYY-MM-DD`) whose statement is reconciled at `now_ms` (epoch ms UTC) when
+/// statements are read `after_ms` past midnight UTC: the day before the one `after_ms` ago.
+/// Until `after_ms` past midnight, that is still the day before yesterday, whose statement was
+/// due the previous night, so a process started then schedules nothing new.
+pub fn statement_day(now_ms: i64, after_ms: i64) -> String {
+    const DAY_MS: i64 = 86_400_000;
+    let day_index = (now_ms - after_ms).div_euclid(DAY_MS) - 1;
+    chrono::DateTime::from_timestamp_millis(day_index * DAY_MS)
+        .map(|t| t.format("%Y-%m-%d").to_string())
+        .unwrap_or_else(|| "1970-01-01".into())
+}
+
 impl Core {
-    /// Reconciles `day` against `text` (a statement file's content; `None` fetches the
-    /// statement from the channel). `source` names the file for error messages.
+    /// Queues the reconcile job of the latest statement day ([`statement_day`]) unless some
+    /// process already did; the day and the job id when this call queued it. The job fetches
+    /// the channel's statement and reconciles it like `converge reconcile --date D`.
+    ///
+    /// Errors: a store failure (the next tick tries again).
+    pub async fn schedule_daily_reconcile(
+        &self,
+        after_ms: i64,
+    ) -> Result<Option<(String, i64)>, ServiceError> {
+        let now = self.clock.now_ms();
+        let day = statement_day(now, after_ms);
+        let job = crate::store::NewJob {
+            kind: crate::store::JobKind::Reconcile,
+            payment_id: None,
+            refund_id: None,
+            run_at: now,
+            max_attempts: self.timings.max_attempts,
+        };
+        Ok(self
+            .store
+            .schedule_reconcile(&day, &job, now)
+            .await?
+            .map(|id| (day, id)))
+    }
+
+    /// Reconciles `day` against `file` (a statement file's bytes; `None` fetches the
+    /// statement from the channel). `source` names the file for error messages. A file that
+    /// is not UTF-8 text, garbled or cut off imports nothing and becomes one error-pool item
+    /// naming the file and line ([`ReconcileError::BadFile`]).
     pub async fn reconcile(
         &self,
         day: &str,
         source: &str,
-        text: Option<String>,
+        file: Option<Vec<u8>>,
     ) -> Result<ReconcileReport, ReconcileError> {
         let date = NaiveDate::parse_from_str(day, "%Y-%m-%d")
             .map_err(|_| ReconcileError::BadDay(day.into()))?;
-        let text = match text {
-            Some(t) => t,
+        let bytes = match file {
+            Some(b) => b,
             None => self
                 .channel
                 .statement(day)
                 .await
-                .map_err(ReconcileError::Unavailable)?,
+                .map_err(ReconcileError::Unavailable)?
+                .into_bytes(),
         };
         let now = self.clock.now_ms();
-        let rows = match parse_statement(source, &text) {
+        let rows = match statement_text(source, bytes).and_then(|t| parse_statement(source, &t)) {
             Ok(rows) => rows,
             Err(e) => {
                 self.store
@@ -157,6 +247,7 @@ impl Core {
                         payment_id: None,
                         summary: e.to_string(),
                         evidence: json!({"file": e.file, "line": e.line, "message": e.message, "day": day}).to_string(),
+                        reopen: false,
                         now,
                     })
                     .await?;
@@ -175,6 +266,7 @@ impl Core {
             payment_id,
             summary,
             evidence: evidence.to_string(),
+            reopen: false,
             now,
         };
         for row in &rows {
@@ -247,7 +339,9 @@ impl Core {
 mod tests {
     use super::*;
 
-    const GOOD: &str = "channel_key,amount,currency,status,charged_at\nck_1,100,CNY,succeeded,2026-11-30T01:00:00Z\n";
+    const HEAD: &str = "channel_key,amount,currency,status,charged_at\n";
+    const LINE: &str = "ck_1,100,CNY,succeeded,2026-11-30T01:00:00Z\n";
+    const GOOD: &str = "channel_key,amount,currency,status,charged_at\nck_1,100,CNY,succeeded,2026-11-30T01:00:00Z\n#end,1,,,\n";
 
     #[test]
     fn a_well_formed_statement_parses() {
@@ -258,7 +352,7 @@ mod tests {
 
     #[test]
     fn a_garbled_line_names_the_file_and_line() {
-        let text = format!("{GOOD}ck_2,abc,CNY,succeeded,2026-11-30T01:00:00Z\n");
+        let text = format!("{HEAD}{LINE}ck_2,abc,CNY,succeeded,2026-11-30T01:00:00Z\n#end,2,,,\n");
         let e = parse_statement("s.csv", &text).unwrap_err();
         assert_eq!((e.file.as_str(), e.line), ("s.csv", 3));
     }
@@ -271,6 +365,65 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn a_file_cut_off_after_whole_lines_is_refused_by_its_end_line() {
+        // right after the header: no lines, no end line
+        assert_eq!(parse_statement("s.csv", HEAD).unwrap_err().line, 2);
+        // after a whole line
+        assert_eq!(
+            parse_statement("s.csv", &format!("{HEAD}{LINE}"))
+                .unwrap_err()
+                .line,
+            3
+        );
+        // an end line that counts other lines than the file holds
+        let e = parse_statement("s.csv", &format!("{HEAD}{LINE}#end,2,,,\n")).unwrap_err();
+        assert_eq!(e.line, 3);
+        // lines after the end line
+        let e = parse_statement("s.csv", &format!("{HEAD}#end,0,,,\n{LINE}")).unwrap_err();
+        assert_eq!(e.line, 3);
+        // an empty day is a header and an end line
+        assert!(
+            parse_statement("s.csv", &format!("{HEAD}#end,0,,,\n"))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_name_their_line() {
+        let mut bytes = format!("{HEAD}{LINE}").into_bytes();
+        bytes.extend_from_slice(&[0xff, 0xfe, b'\n']);
+        let e = statement_text("s.csv", bytes).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("s.csv", 3));
+    }
+
+    #[test]
+    fn the_statement_day_is_yesterday_once_the_hour_after_midnight_has_passed() {
+        let at = |t: &str| {
+            chrono::DateTime::parse_from_rfc3339(t)
+                .unwrap()
+                .timestamp_millis()
+        };
+        let hour = 3_600_000;
+        assert_eq!(
+            statement_day(at("2026-11-30T01:00:00Z"), hour),
+            "2026-11-29"
+        );
+        assert_eq!(
+            statement_day(at("2026-11-30T23:59:59Z"), hour),
+            "2026-11-29"
+        );
+        assert_eq!(
+            statement_day(at("2026-11-30T00:59:59Z"), hour),
+            "2026-11-28"
+        );
+        assert_eq!(
+            statement_day(at("2027-01-01T02:00:00Z"), hour),
+            "2026-12-31"
+        );
     }
 
     #[test]

@@ -178,6 +178,7 @@ impl Core {
                 payment_id: Some(p.id.clone()),
                 summary: format!("{} {} charged but not posted: merchant account frozen", p.amount, p.currency),
                 evidence: json!({"status": p.status.as_str(), "merchant_id": p.merchant_id, "last_error": p.last_error}).to_string(),
+                reopen: true,
                 now: self.clock.now_ms(),
             })
             .await?;

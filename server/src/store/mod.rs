@@ -195,15 +195,27 @@ pub trait Store: Queue + Console + Governance + Verify + Send + Sync + 'static {
     async fn ledger_totals(&self) -> Result<Vec<LedgerTotal>, StoreError>;
     /// How many ledger batches of `kind` a payment has.
     async fn ledger_batch_count(&self, payment_id: &str, kind: &str) -> Result<i64, StoreError>;
-    /// Records a channel callback event id; false when it was seen before.
-    async fn record_callback(
+    /// Claims the handling of a channel callback event id (DESIGN.md "Merchant HTTP API":
+    /// a duplicate event id is acknowledged once). True when this caller is to handle it: the
+    /// id is new, or an earlier handler's claim is still unsettled and was taken at or before
+    /// `stale_before` (that handler died; its lapsed claim is taken over). False for an event
+    /// already settled or being handled now. Times are epoch ms UTC.
+    async fn claim_callback(
         &self,
         event_id: &str,
         channel_key: &str,
         kind: &str,
-        outcome: &str,
         now: i64,
+        stale_before: i64,
     ) -> Result<bool, StoreError>;
+    /// Settles a claimed callback: `Some(outcome)` records how it ended (`applied`,
+    /// `ignored`, `unknown_payment`); `None` drops the claim so the channel's redelivery is
+    /// handled afresh (the handler failed before any effect was committed).
+    async fn settle_callback(
+        &self,
+        event_id: &str,
+        outcome: Option<&str>,
+    ) -> Result<(), StoreError>;
 }
 
 /// Opens the store named by `url` and applies its migrations.

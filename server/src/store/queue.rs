@@ -116,6 +116,12 @@ pub struct NewErrorItem {
     pub summary: String,
     /// JSON evidence.
     pub evidence: String,
+    /// Whether a report of an item a person already resolved opens it again. True for
+    /// failures that happen anew (a job dying again after a retry, a payment back in
+    /// SUSPENSE): hiding them would leave a non-terminal payment outside the error pool
+    /// (DESIGN.md invariant 4). False for a restatement of the same fact (re-running one
+    /// day's reconciliation), which must not undo a person's resolution.
+    pub reopen: bool,
     /// Epoch ms UTC.
     pub now: i64,
 }
@@ -215,6 +221,15 @@ pub trait Queue: Send + Sync + 'static {
     async fn job(&self, id: i64) -> Result<Option<super::Job>, StoreError>;
     /// Makes a payment's due, retrying or dead jobs run now (ops retry); returns how many.
     async fn wake_jobs(&self, payment_id: &str, now: i64) -> Result<u64, StoreError>;
+    /// Queues `job` (a reconcile job whose payload is `day`, `YYYY-MM-DD`) unless `day` was
+    /// scheduled before, atomically across processes. The new job's id, or `None` when
+    /// another process (or an earlier run) already scheduled the day.
+    async fn schedule_reconcile(
+        &self,
+        day: &str,
+        job: &NewJob,
+        now: i64,
+    ) -> Result<Option<i64>, StoreError>;
     /// Live jobs (due, leased, dead) and jobs done since `done_since` (epoch ms UTC), per
     /// kind and status ([`QUEUE_STATS_SQL`]).
     async fn queue_stats(&self, done_since: i64) -> Result<Vec<QueueStat>, StoreError>;

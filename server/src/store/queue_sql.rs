@@ -128,6 +128,46 @@ macro_rules! impl_queue {
                 Ok(r.rows_affected())
             }
 
+            async fn schedule_reconcile(
+                &self,
+                day: &str,
+                job: &$crate::store::NewJob,
+                now: i64,
+            ) -> Result<Option<i64>, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let first = sqlx::query(
+                    "INSERT INTO reconcile_schedule (day, job_id, scheduled_at) VALUES ($1, 0, $2) \
+                     ON CONFLICT (day) DO NOTHING",
+                )
+                .bind(day)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+                    == 1;
+                if !first {
+                    return Ok(None);
+                }
+                let id = sqlx::query_scalar::<_, i64>(
+                    "INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, run_at, \
+                     created_at, updated_at) VALUES ($1, NULL, NULL, $2, 'due', 0, $3, $4, $5, $5) RETURNING id",
+                )
+                .bind(job.kind.as_str())
+                .bind(day)
+                .bind(job.max_attempts)
+                .bind(job.run_at)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+                sqlx::query("UPDATE reconcile_schedule SET job_id = $1 WHERE day = $2")
+                    .bind(id)
+                    .bind(day)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(Some(id))
+            }
+
             async fn queue_stats(&self, done_since: i64) -> Result<Vec<$crate::store::QueueStat>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::QueueStat>($crate::store::QUEUE_STATS_SQL)
                     .bind(done_since)
@@ -291,7 +331,12 @@ macro_rules! impl_queue {
                 "INSERT INTO error_pool (kind, dedupe_key, payment_id, summary, evidence, status, occurrences, \
                  first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, 'open', 1, $6, $6) \
                  ON CONFLICT (dedupe_key) DO UPDATE SET last_seen = $6, evidence = $5, summary = $4, \
-                 occurrences = error_pool.occurrences + 1 RETURNING id",
+                 occurrences = error_pool.occurrences + 1, \
+                 status = CASE WHEN $7 THEN 'open' ELSE error_pool.status END, \
+                 resolution_note = CASE WHEN $7 THEN NULL ELSE error_pool.resolution_note END, \
+                 resolved_by = CASE WHEN $7 THEN NULL ELSE error_pool.resolved_by END, \
+                 resolved_at = CASE WHEN $7 THEN NULL ELSE error_pool.resolved_at END \
+                 RETURNING id",
             )
             .bind(&item.kind)
             .bind(&item.dedupe_key)
@@ -299,6 +344,7 @@ macro_rules! impl_queue {
             .bind(&item.summary)
             .bind(&item.evidence)
             .bind(item.now)
+            .bind(item.reopen)
             .fetch_one(&mut **tx)
             .await?)
         }

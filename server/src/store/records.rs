@@ -254,6 +254,17 @@ pub enum JobKind {
 }
 
 impl JobKind {
+    /// Every kind, for gauges that must report zero for an empty kind.
+    pub const ALL: [JobKind; 7] = [
+        JobKind::Submit,
+        JobKind::Query,
+        JobKind::PostLedger,
+        JobKind::Refund,
+        JobKind::Notify,
+        JobKind::Reconcile,
+        JobKind::Purge,
+    ];
+
     /// Stored name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -267,6 +278,9 @@ impl JobKind {
         }
     }
 }
+
+/// Every stored job status.
+pub const JOB_STATUSES: [&str; 4] = ["due", "leased", "done", "dead"];
 
 /// A job to write in the same transaction as the state change that needs it.
 #[derive(Debug, Clone)]
@@ -294,7 +308,7 @@ pub struct Job {
     pub payment_id: Option<String>,
     /// Refund, if any.
     pub refund_id: Option<String>,
-    /// `due`, `leased`, `done` or `dead`.
+    /// `due`, `leased`, `done` or `dead` ([`JOB_STATUSES`]).
     pub status: String,
     /// Attempts made.
     pub attempts: i64,

@@ -631,26 +631,50 @@ macro_rules! impl_store {
                 .await?)
             }
 
-            async fn record_callback(
+            async fn claim_callback(
                 &self,
                 event_id: &str,
                 channel_key: &str,
                 kind: &str,
-                outcome: &str,
                 now: i64,
+                stale_before: i64,
             ) -> Result<bool, $crate::store::StoreError> {
+                // 'received' is an unsettled claim; taking over one that is old enough means
+                // its handler died between the claim and the settlement.
                 let r = sqlx::query(
                     "INSERT INTO channel_callbacks (event_id, channel_key, kind, outcome, received_at) \
-                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (event_id) DO NOTHING",
+                     VALUES ($1, $2, $3, 'received', $4) ON CONFLICT (event_id) DO UPDATE \
+                     SET received_at = excluded.received_at \
+                     WHERE channel_callbacks.outcome = 'received' AND channel_callbacks.received_at <= $5",
                 )
                 .bind(event_id)
                 .bind(channel_key)
                 .bind(kind)
-                .bind(outcome)
                 .bind(now)
+                .bind(stale_before)
                 .execute(self.writer())
                 .await?;
                 Ok(r.rows_affected() == 1)
+            }
+
+            async fn settle_callback(
+                &self,
+                event_id: &str,
+                outcome: Option<&str>,
+            ) -> Result<(), $crate::store::StoreError> {
+                let q = match outcome {
+                    Some(o) => sqlx::query(
+                        "UPDATE channel_callbacks SET outcome = $2 WHERE event_id = $1 AND outcome = 'received'",
+                    )
+                    .bind(event_id)
+                    .bind(o),
+                    None => sqlx::query(
+                        "DELETE FROM channel_callbacks WHERE event_id = $1 AND outcome = 'received'",
+                    )
+                    .bind(event_id),
+                };
+                q.execute(self.writer()).await?;
+                Ok(())
             }
         }
 

@@ -31,11 +31,10 @@ pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
         "refund" => refund(core, job).await,
         "reconcile" => Ok(match core.reconcile(&job.payload, "channel", None).await {
             Ok(_) => Step::Done,
-            Err(crate::service::reconcile::ReconcileError::BadFile(e)) => Step::GiveUp {
-                kind: "reconcile_bad_file",
-                summary: e.to_string(),
-                evidence: serde_json::json!({"file": e.file, "line": e.line, "message": e.message}),
-            },
+            // `reconcile` has already put the bad file in the error pool, naming the line; a
+            // second item for the job would report one fault twice. A person re-runs the day
+            // (`converge reconcile --date`) once the channel serves a whole statement.
+            Err(crate::service::reconcile::ReconcileError::BadFile(_)) => Step::Done,
             Err(e) => Step::Retry(e.to_string()),
         }),
         // Merchant notifications have no endpoint to call yet; key purging runs as a timer.

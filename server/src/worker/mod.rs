@@ -16,7 +16,7 @@ use rand::rngs::StdRng;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::domain::backoff::Backoff;
+use crate::domain::backoff::RetryPolicy;
 use crate::service::Core;
 use crate::service::resolve::Step;
 use crate::store::{LeasedJob, NewErrorItem};
@@ -32,8 +32,8 @@ pub struct WorkerConfig {
     pub lease_ms: i64,
     /// Sleep when nothing is due.
     pub poll: Duration,
-    /// Retry backoff.
-    pub backoff: Backoff,
+    /// Retry backoff and maximum attempts, per kind.
+    pub retry: RetryPolicy,
     /// Jitter seed (0: from the OS).
     pub seed: u64,
 }
@@ -143,24 +143,24 @@ impl Worker {
     async fn record(&self, job: &LeasedJob, step: Step) -> JobResult {
         let store = &self.core.store;
         let now = self.core.clock.now_ms();
+        let backoff = self.cfg.retry.backoff(&job.kind);
+        let max_attempts = self.cfg.retry.max_attempts(&job.kind, job.max_attempts);
         let written = match step {
             Step::Done => store
                 .complete_job(job.id, &job.lease_token, now)
                 .await
                 .map(|ok| (ok, JobResult::Completed)),
             Step::Wait(why) => {
-                let at = now + self.cfg.backoff.cap_ms as i64;
+                let at = now + backoff.cap_ms as i64;
                 store
                     .retry_job(job.id, &job.lease_token, at, &why, true, now)
                     .await
                     .map(|ok| (ok, JobResult::Retried))
             }
-            Step::Retry(error) if job.attempts < job.max_attempts => {
+            Step::Retry(error) if job.attempts < max_attempts => {
                 let delay = {
                     let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-                    self.cfg
-                        .backoff
-                        .delay_ms(u32::try_from(job.attempts).unwrap_or(u32::MAX), &mut *rng)
+                    backoff.delay_ms(u32::try_from(job.attempts).unwrap_or(u32::MAX), &mut *rng)
                 };
                 let at = now + delay as i64;
                 store
@@ -186,6 +186,7 @@ impl Worker {
                     payment_id: job.payment_id.clone(),
                     summary: summary.clone(),
                     evidence: evidence.to_string(),
+                    reopen: true,
                     now,
                 };
                 store
@@ -232,6 +233,7 @@ impl Worker {
                 "payment_status": state, "refund_id": job.refund_id,
             })
             .to_string(),
+            reopen: true,
             now,
         }
     }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::domain::stuck::{AGE_BUCKETS, StuckThresholds};
 use crate::service::Core;
+use crate::store::{JOB_STATUSES, JobKind};
 
 /// Recomputes the gauges every `every` until the task is aborted.
 pub async fn run(core: Core, thresholds: StuckThresholds, every: Duration) {
@@ -36,12 +37,21 @@ pub async fn refresh(
             metrics::gauge!("converge_stuck_payments", "state" => state.as_str(), "bucket" => bucket).set(n as f64);
         }
     }
-    for stat in core.store.queue_stats(now - 3_600_000).await? {
-        metrics::gauge!("converge_jobs", "kind" => stat.kind.clone(), "status" => stat.status.clone()).set(stat.count as f64);
-        if stat.status == "due" {
-            let age = stat.oldest_run_at.map_or(0, |t| (now - t).max(0));
-            metrics::gauge!("converge_jobs_oldest_due_seconds", "kind" => stat.kind)
-                .set(age as f64 / 1000.0);
+    let stats = core.store.queue_stats(now - 3_600_000).await?;
+    // Every (kind, status) pair is set, zero when the query has no row for it: a gauge only
+    // set when non-zero would keep its last value after its group empties.
+    for kind in JobKind::ALL.map(JobKind::as_str) {
+        for status in JOB_STATUSES {
+            let stat = stats.iter().find(|s| s.kind == kind && s.status == status);
+            metrics::gauge!("converge_jobs", "kind" => kind, "status" => status)
+                .set(stat.map_or(0, |s| s.count) as f64);
+            if status == "due" {
+                let age = stat
+                    .and_then(|s| s.oldest_run_at)
+                    .map_or(0, |t| (now - t).max(0));
+                metrics::gauge!("converge_jobs_oldest_due_seconds", "kind" => kind)
+                    .set(age as f64 / 1000.0);
+            }
         }
     }
     Ok(())

@@ -161,6 +161,7 @@ on_both_backends!(bad_merchant_order_id_or_description_is_400, |app| {
             &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": long_order})
                 .to_string(),
             r#"{"amount":1000,"currency":"CNY","merchant_order_id":"o\n1"}"#,
+            r#"{"amount":1000,"currency":"CNY","merchant_order_id":"   "}"#,
         ],
         400,
         "invalid_merchant_order_id",
@@ -371,4 +372,70 @@ on_both_backends!(bad_refund_bodies_are_4xx_and_reserve_nothing, |app| {
             .json()["refunded_amount"],
         0
     );
+});
+
+on_both_backends!(a_field_given_twice_is_400_and_charges_nothing, |app| {
+    // A decoder that keeps the last (or first) of two `amount`s would charge an amount the
+    // merchant's own logs may not show.
+    refused(
+        &app,
+        &[
+            r#"{"amount":1000,"currency":"CNY","merchant_order_id":"o-1","amount":2000}"#,
+            r#"{"amount":1000,"currency":"CNY","currency":"USD","merchant_order_id":"o-1"}"#,
+        ],
+        400,
+        "invalid_request",
+    )
+    .await;
+});
+
+on_both_backends!(a_path_id_that_is_not_utf8_is_400_json, |app| {
+    app.get("/v1/payments/%FF")
+        .await
+        .assert_error(400, "invalid_path");
+    app.post(
+        "/v1/payments/%FF/refunds",
+        Some("k-path"),
+        &json!({"amount": 1, "reason": "r"}),
+    )
+    .await
+    .assert_error(400, "invalid_path");
+    for path in ["/v1/", "/v1"] {
+        app.get(path).await.assert_error(404, "not_found");
+    }
+});
+
+on_both_backends!(an_oversized_callback_is_413_json, |app| {
+    let body = vec![b'x'; app.running.state.settings.body_limit + 1];
+    app.post_callback(&body, Some("t=1,v1=00"))
+        .await
+        .assert_error(413, "body_too_large");
+});
+
+on_both_backends!(two_idempotency_key_headers_are_400_invalid, |app| {
+    let a = app
+        .send(
+            app.client
+                .post(format!("{}{PAYMENTS}", app.base))
+                .bearer_auth(&app.api_key)
+                .header("Idempotency-Key", "k-one")
+                .header("Idempotency-Key", "k-two")
+                .json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1"})),
+        )
+        .await;
+    a.assert_error(400, "idempotency_key_invalid");
+    assert_eq!(app.payment_count().await, 0);
+});
+
+on_both_backends!(the_bearer_scheme_is_case_insensitive, |app| {
+    let a = app
+        .send(
+            app.client
+                .post(format!("{}{PAYMENTS}", app.base))
+                .header("authorization", format!("bearer {}", app.api_key))
+                .header("Idempotency-Key", "k-lower")
+                .json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1"})),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{:?}", a.json());
 });

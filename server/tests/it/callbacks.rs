@@ -214,27 +214,80 @@ on_both_backends!(
 );
 
 on_both_backends!(
-    a_failure_callback_for_an_unknown_payment_makes_it_failed,
+    a_failure_callback_never_fails_an_unknown_payment_the_query_decides,
+    |s| {
+        s.no_workers = false;
+        s.submit_delay_ms = 200;
+        s.query_delay_ms = 1_000;
+        s.poll_ms = 20;
+        s.backoff_base_ms = 20;
+        s.backoff_cap_ms = 200;
+    },
     |app| {
-        let p = payment(&app, 1053).await;
+        // Digits 54: the channel charged but the answer was lost. A failure callback (stale,
+        // reordered, or simply wrong) must not make a charged payment FAILED.
+        let p = payment(&app, 1054).await;
         assert_eq!(p.status.as_str(), "UNKNOWN");
         let v = deliver(&app, &event("evt_declined", "charge.failed", &p)).await;
-        assert_eq!(
-            (v["outcome"].as_str(), v["detail"].as_str()),
-            (Some("applied"), Some("FAILED"))
-        );
+        assert_eq!(v["outcome"], "ignored", "{v}");
+        let now = app.store.payment(&p.id).await.unwrap().unwrap();
+        assert_eq!(now.status.as_str(), "UNKNOWN");
+        let ignored = app
+            .store
+            .payment_events(&p.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.event_id == "cb:evt_declined" && !e.applied)
+            .count();
+        assert_eq!(ignored, 1, "the callback is recorded as ignored");
+        // The queued query by channel key finds the charge.
+        app.wait_for_status(&p.id, "SUCCESS", std::time::Duration::from_secs(20))
+            .await;
         assert_eq!(
             app.store.ledger_batch_count(&p.id, "charge").await.unwrap(),
-            0
+            1
         );
-        // FAILED is terminal: a later success is recorded, not applied.
+        assert_eq!(app.channel_charges().await, 1);
+    }
+);
+
+on_both_backends!(
+    a_callback_contradicting_a_settled_payment_goes_to_the_error_pool_once,
+    |app| {
+        let p = payment(&app, 1000).await;
+        assert_eq!(p.status.as_str(), "SUCCESS");
+        let body = event("evt_contra", "charge.failed", &p);
+        assert_eq!(deliver(&app, &body).await["outcome"], "ignored");
+        assert_eq!(deliver(&app, &body).await["outcome"], "duplicate");
+        let items = app.store.payment_error_items(&p.id).await.unwrap();
+        assert_eq!(items.len(), 1, "{items:?}");
         assert_eq!(
-            deliver(&app, &event("evt_late_ok", "charge.succeeded", &p)).await["outcome"],
+            (items[0].kind.as_str(), items[0].status.as_str()),
+            ("conflicting_callback", "open")
+        );
+        let evidence: Value = serde_json::from_str(&items[0].evidence).unwrap();
+        assert_eq!(evidence["callback"]["type"], "charge.failed");
+        assert_eq!(evidence["payment"]["status"], "SUCCESS");
+        // A repeated success is only late, not a contradiction.
+        assert_eq!(
+            deliver(&app, &event("evt_again", "charge.succeeded", &p)).await["outcome"],
             "ignored"
         );
+        assert_eq!(app.store.payment_error_items(&p.id).await.unwrap().len(), 1);
+        // A success for a payment the core FAILED is money to return: also reported.
+        let failed = payment(&app, 1051).await;
+        assert_eq!(failed.status.as_str(), "FAILED");
+        assert_eq!(
+            deliver(&app, &event("evt_ok_late", "charge.succeeded", &failed)).await["outcome"],
+            "ignored"
+        );
+        let items = app.store.payment_error_items(&failed.id).await.unwrap();
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(items[0].kind, "conflicting_callback");
         assert_eq!(
             app.store
-                .payment(&p.id)
+                .payment(&failed.id)
                 .await
                 .unwrap()
                 .unwrap()

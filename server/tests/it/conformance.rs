@@ -545,26 +545,73 @@ store_conformance!(
     }
 );
 
-store_conformance!(a_callback_event_id_is_recorded_once, |store| {
+store_conformance!(a_callback_event_id_is_handled_once, |store| {
+    let claim = |id: &'static str, at: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_callback(id, "ck_1", "charge.succeeded", at, at - 30_000)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(claim("evt_1", NOW).await, "a new event id is claimed");
     assert!(
-        store
-            .record_callback("evt_1", "ck_1", "charge.succeeded", "received", NOW)
-            .await
-            .unwrap()
+        !claim("evt_1", NOW).await,
+        "a delivery while it is handled is a duplicate"
     );
     assert!(
-        !store
-            .record_callback("evt_1", "ck_1", "charge.succeeded", "received", NOW)
-            .await
-            .unwrap()
+        claim("evt_2", NOW).await,
+        "another event id is its own claim"
     );
+    store
+        .settle_callback("evt_1", Some("applied"))
+        .await
+        .unwrap();
     assert!(
-        store
-            .record_callback("evt_2", "ck_1", "charge.failed", "received", NOW)
-            .await
-            .unwrap()
+        !claim("evt_1", NOW + 3_600_000).await,
+        "a settled event stays a duplicate"
     );
 });
+
+store_conformance!(
+    a_callback_whose_handler_failed_or_died_is_handled_again,
+    |store| {
+        assert!(
+            store
+                .claim_callback("evt_1", "ck_1", "charge.succeeded", NOW, NOW - 30_000)
+                .await
+                .unwrap()
+        );
+        // The handler failed before any effect: the claim is dropped, the redelivery handled.
+        store.settle_callback("evt_1", None).await.unwrap();
+        assert!(
+            store
+                .claim_callback("evt_1", "ck_1", "charge.succeeded", NOW + 1, NOW - 29_999)
+                .await
+                .unwrap()
+        );
+        // The handler died: its claim lapses after the lease, then a redelivery takes it.
+        assert!(
+            !store
+                .claim_callback("evt_1", "ck_1", "charge.succeeded", NOW + 2, NOW - 29_998)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .claim_callback(
+                    "evt_1",
+                    "ck_1",
+                    "charge.succeeded",
+                    NOW + 40_000,
+                    NOW + 10_000
+                )
+                .await
+                .unwrap()
+        );
+    }
+);
 
 store_conformance!(
     a_payment_inserted_under_a_key_is_its_recovery_point_in_the_same_transaction,
@@ -598,5 +645,41 @@ store_conformance!(
                 resource_id: Some(created.id)
             }
         );
+    }
+);
+
+store_conformance!(
+    a_resolved_item_reopens_when_its_failure_recurs_but_not_when_restated,
+    |store| {
+        let item = |key: &str, reopen: bool, now: i64| converge_server::store::NewErrorItem {
+            kind: "job_dead".into(),
+            dedupe_key: key.into(),
+            payment_id: None,
+            summary: "query job failed 5 times".into(),
+            evidence: "{}".into(),
+            reopen,
+            now,
+        };
+        for (key, reopen, want) in [("job:1", true, "open"), ("recon:d:k", false, "resolved")] {
+            let id = store.report_error(&item(key, reopen, NOW)).await.unwrap();
+            assert!(
+                store
+                    .resolve_error(id, "fixed", "ops", NOW + 1)
+                    .await
+                    .unwrap()
+            );
+            let again = store
+                .report_error(&item(key, reopen, NOW + 2))
+                .await
+                .unwrap();
+            assert_eq!(again, id, "one item per dedupe key");
+            let got = store.error_item(id).await.unwrap().unwrap();
+            assert_eq!((got.status.as_str(), got.occurrences), (want, 2), "{key}");
+            if reopen {
+                assert_eq!(got.resolved_by, None);
+            } else {
+                assert_eq!(got.resolved_by.as_deref(), Some("ops"));
+            }
+        }
     }
 );

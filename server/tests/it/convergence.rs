@@ -132,6 +132,15 @@ on_both_backends!(
             (items[0].kind.as_str(), items[0].status.as_str()),
             ("suspense", "open")
         );
+        let live_postings = app
+            .store
+            .payment_jobs(&id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|j| j.kind == "post_ledger" && (j.status == "due" || j.status == "leased"))
+            .count();
+        assert_eq!(live_postings, 1, "one post_ledger job keeps retrying");
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(
             app.get(&format!("/v1/payments/{id}")).await.json()["status"],
@@ -425,3 +434,136 @@ on_both_backends!(
         );
     }
 );
+
+on_both_backends!(
+    a_statement_cut_off_or_not_utf8_imports_nothing_and_names_file_and_line,
+    |app| {
+        let core = &app.running.state.core;
+        let head = "channel_key,amount,currency,status,charged_at\n";
+        // cut off right after its header: no end line
+        let err = core
+            .reconcile("2026-11-29", "cut.csv", Some(head.into()))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("cut.csv: line 2"), "{err}");
+        // bytes that are not UTF-8, on line 2
+        let mut bytes = head.as_bytes().to_vec();
+        bytes.extend_from_slice(&[0xff, 0xfe, b'\n']);
+        let err = core
+            .reconcile("2026-11-29", "binary.csv", Some(bytes))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("binary.csv: line 2"), "{err}");
+        let items = app.store.error_items(None, None, 100).await.unwrap();
+        let mut files: Vec<_> = items
+            .iter()
+            .map(|i| {
+                assert_eq!(i.kind, "reconcile_bad_file");
+                let e: serde_json::Value = serde_json::from_str(&i.evidence).unwrap();
+                (
+                    e["file"].as_str().unwrap().to_string(),
+                    e["line"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            vec![("binary.csv".to_string(), 2), ("cut.csv".to_string(), 2)]
+        );
+        assert_eq!(
+            app.sql_i64("SELECT COUNT(*) FROM reconciliations", &[])
+                .await,
+            0,
+            "no day recorded as reconciled"
+        );
+    }
+);
+
+on_both_backends!(
+    the_daily_reconciliation_is_queued_once_per_day_across_processes,
+    |app| {
+        let core = &app.running.state.core;
+        let hour = 3_600_000;
+        let first = core.schedule_daily_reconcile(hour).await.unwrap();
+        let (day, job_id) = first.expect("the first call queues the day");
+        assert_eq!(
+            day,
+            converge_server::service::reconcile::statement_day(core.clock.now_ms(), hour)
+        );
+        // A second process (or a restart) finds the day taken.
+        assert_eq!(core.schedule_daily_reconcile(hour).await.unwrap(), None);
+        let job = app.store.job(job_id).await.unwrap().unwrap();
+        assert_eq!(
+            (job.kind.as_str(), job.status.as_str()),
+            ("reconcile", "due")
+        );
+        assert_eq!(
+            app.sql_i64(
+                "SELECT COUNT(*) FROM jobs WHERE kind = 'reconcile' AND payload = $1",
+                &[&day]
+            )
+            .await,
+            1
+        );
+    }
+);
+
+on_both_backends!(
+    a_charge_whose_answer_came_too_late_is_settled_by_the_workers_query,
+    |s| {
+        fast(s);
+        // No callback arrives within the test: only the query can settle it. The submit job
+        // (a backstop for a request that dies) waits longer than the request's own timeout.
+        s.sandbox_callback_delay_ms = 600_000;
+        s.submit_delay_ms = 5_000;
+    },
+    |app| {
+        // Digits 52: the channel commits the charge but answers after the core's timeout.
+        let a = app
+            .post(
+                "/v1/payments",
+                Some("k-52"),
+                &json!({"amount": 1052, "currency": "CNY", "merchant_order_id": "o-52"}),
+            )
+            .await;
+        assert_eq!(a.json()["status"], "UNKNOWN", "{}", a.json());
+        let id = a.json()["id"].as_str().unwrap().to_string();
+        wait_status(&app, &id, &["SUCCESS"], 20).await;
+        let events = app.store.payment_events(&id).await.unwrap();
+        assert!(
+            events.iter().any(|e| e.applied
+                && e.event.as_str() == "query_succeeded"
+                && e.source == "worker"),
+            "{events:?}"
+        );
+        assert_eq!(app.channel_charges().await, 1);
+        assert_eq!(
+            app.store.ledger_batch_count(&id, "charge").await.unwrap(),
+            1
+        );
+    }
+);
+
+on_both_backends!(the_queue_gauges_report_zero_for_emptied_groups, |app| {
+    let core = &app.running.state.core;
+    converge_server::worker::monitor::refresh(core, &app.running.state.settings.stuck_thresholds())
+        .await
+        .unwrap();
+    let text = app.get("/metrics").await.body;
+    let text = String::from_utf8_lossy(&text);
+    for kind in [
+        "submit",
+        "query",
+        "post_ledger",
+        "refund",
+        "notify",
+        "reconcile",
+        "purge",
+    ] {
+        for status in ["due", "leased", "done", "dead"] {
+            let series = format!("converge_jobs{{kind=\"{kind}\",status=\"{status}\"}}");
+            assert!(text.contains(&series), "{series} missing");
+        }
+    }
+});

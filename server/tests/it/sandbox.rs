@@ -123,9 +123,13 @@ impl Sandbox {
             r.headers().unwrap(),
             vec!["channel_key", "amount", "currency", "status", "charged_at"]
         );
-        r.records()
+        let records: Vec<_> = r.records().map(|rec| rec.unwrap()).collect();
+        let (end, lines) = records.split_last().expect("an end line");
+        assert_eq!(&end[0], "#end");
+        assert_eq!(end[1].parse::<usize>().unwrap(), lines.len());
+        lines
+            .iter()
             .map(|rec| {
-                let rec = rec.unwrap();
                 assert_eq!(&rec[3], "succeeded");
                 assert!(
                     chrono::DateTime::parse_from_rfc3339(&rec[4]).is_ok(),
@@ -632,7 +636,10 @@ async fn statement_rejects_a_bad_date_and_health_answers() {
     }
     let (status, body) = sb.get("/statements/2001-01-01").await;
     assert_eq!(status, 200);
-    assert_eq!(body.trim(), "channel_key,amount,currency,status,charged_at");
+    assert_eq!(
+        body.trim(),
+        "channel_key,amount,currency,status,charged_at\n#end,0,,,"
+    );
     assert_eq!(sb.get("/health").await.0, 200);
     sb.handle.shutdown().await;
 }

@@ -124,6 +124,7 @@ store_conformance!(
                 payment_id: Some(b.id.clone()),
                 summary: "s".into(),
                 evidence: "{}".into(),
+                reopen: true,
                 now: NOW,
             })
             .await
@@ -341,6 +342,7 @@ store_conformance!(
                 payment_id: Some("pay_stuck".into()),
                 summary: "submit job failed 5 times".into(),
                 evidence: "{}".into(),
+                reopen: true,
                 now: NOW,
             })
             .await

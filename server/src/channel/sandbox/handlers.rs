@@ -278,6 +278,9 @@ pub async fn statement(State(s): State<SandboxState>, Path(day): Path<String>) -
             ])
             .map_err(e)?;
         }
+        // The end line lets a reader tell a whole statement from one cut off in transit.
+        w.write_record(["#end", &lines.len().to_string(), "", "", ""])
+            .map_err(e)?;
         w.into_inner().map_err(|e| e.to_string())
     };
     match write() {
