@@ -21,7 +21,14 @@ fail_or_skip() {
 bash scripts/setup.sh
 export PATH="$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 
-# PostgreSQL: a real server for the both-backend suites.
+# PostgreSQL: a real server for the both-backend suites: CONVERGE_TEST_PG_URL, else a
+# postgres:// DATABASE_URL when given (an account that may create databases; each test makes
+# its own), else the local cluster scripts/pg.sh starts.
+if [ -z "${CONVERGE_TEST_PG_URL:-}" ]; then
+  case "${DATABASE_URL:-}" in
+    postgres://* | postgresql://*) export CONVERGE_TEST_PG_URL="$DATABASE_URL" ;;
+  esac
+fi
 if [ -z "${CONVERGE_TEST_PG_URL:-}" ]; then
   # shellcheck source=scripts/pg.sh
   . scripts/pg.sh
@@ -30,7 +37,7 @@ fi
 if [ -n "${CONVERGE_TEST_PG_URL:-}" ]; then
   export CONVERGE_REQUIRE_PG=1
 else
-  fail_or_skip "no PostgreSQL (run as root, or set CONVERGE_TEST_PG_URL)"
+  fail_or_skip "no PostgreSQL (run as root, or set CONVERGE_TEST_PG_URL or a postgres:// DATABASE_URL)"
 fi
 
 # Chromium for the browser tests: Debian's, never a downloaded build.
@@ -44,10 +51,16 @@ fi
 echo "test: cargo test (unit, conformance on SQLite + PostgreSQL, API)" >&2
 cargo test --workspace --no-fail-fast
 
+# Start-up bad input (app/tests/cli.rs): the real binary, each mistake one line on stderr
+# and a non-zero exit. Only the `cli` test target, run over the binary just built (also the
+# chaos run's): app has no dev-dependencies, so nothing but the test itself is compiled.
+echo "test: start-up bad input (converge binary)" >&2
+cargo build -p app --features ssr --bin converge
+cargo test -p app --features ssr --test cli
+
 # Chaos convergence run (bench/src/bin/chaos.rs): real `converge` processes, seeded channel
 # faults, SIGKILLs and restarts, then `converge verify`; small sizes, about a minute in all.
 echo "test: chaos convergence run (SQLite; PostgreSQL with two servers)" >&2
-cargo build -p app --features ssr --bin converge
 cargo build -p converge-bench --bin chaos
 target/debug/chaos --converge target/debug/converge --db sqlite --payments 150 --kills 3 --seed 1 \
   --converge-timeout-secs 60

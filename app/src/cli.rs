@@ -24,6 +24,45 @@ pub struct Cli {
     command: Option<Command>,
 }
 
+impl Cli {
+    /// Parses the command line. Without a subcommand the command is `serve` with its settings
+    /// from the environment, checked here, so a bad value (`CONVERGE_BIND=nonsense`) is
+    /// reported like `converge serve` reports it.
+    ///
+    /// Errors: clap's (usage errors, and `--help`/`--version`, which clap also returns as
+    /// errors); [`one_line`] renders a usage error for the terminal.
+    pub fn parse_command_line() -> Result<Cli, clap::Error> {
+        let mut cli = Cli::try_parse()?;
+        if cli.command.is_none() {
+            cli.command = Some(Command::Serve(
+                EnvOnly::try_parse_from(["converge"])?.settings,
+            ));
+        }
+        Ok(cli)
+    }
+}
+
+/// A clap usage error as one line, e.g. `error: invalid value 'nonsense' for '--bind <BIND>':
+/// invalid socket address syntax (see --help)`: clap's own rendering adds a usage block and
+/// blank lines, while every converge failure is one line on stderr. Continuation lines (the
+/// missing arguments, a "tip:") are joined; the usage block is left to `--help`.
+pub fn one_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let mut line = String::new();
+    for part in rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+    {
+        if !line.is_empty() {
+            line.push_str(if part.starts_with("tip:") { "; " } else { " " });
+        }
+        line.push_str(part);
+    }
+    format!("{line} (see --help)")
+}
+
 /// `serve`'s settings read from the environment alone.
 #[derive(Debug, Parser)]
 struct EnvOnly {
@@ -69,7 +108,13 @@ enum Command {
 #[derive(Debug, Args)]
 struct DbArgs {
     /// Database: a SQLite path or postgres:// URL.
-    #[arg(long, env = "DATABASE_URL", default_value = "data/converge.db")]
+    // The value may hold a password: `--help` must not print it from the environment.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "data/converge.db",
+        hide_env_values = true
+    )]
     database_url: String,
 }
 
@@ -82,7 +127,7 @@ struct ReconcileArgs {
     #[arg(long)]
     file: Option<std::path::PathBuf>,
     /// The channel to fetch the statement from (a `converge channel-sim`).
-    #[arg(long, env = "CONVERGE_CHANNEL_URL")]
+    #[arg(long, env = "CONVERGE_CHANNEL_URL", hide_env_values = true)]
     channel_url: Option<String>,
     #[command(flatten)]
     db: DbArgs,
@@ -175,7 +220,7 @@ struct ChannelSimArgs {
     #[arg(long, env = "CONVERGE_CHANNEL_DB", default_value = "data/channel.db")]
     database_url: String,
     /// Where to POST signed callbacks (the core's /v1/channel/callbacks).
-    #[arg(long, env = "CONVERGE_CALLBACK_URL")]
+    #[arg(long, env = "CONVERGE_CALLBACK_URL", hide_env_values = true)]
     callback_url: Option<String>,
     /// HMAC secret for callback signatures (the core's --callback-secret).
     #[arg(long, env = "CONVERGE_CALLBACK_SECRET", hide_env_values = true)]
@@ -196,9 +241,8 @@ struct ChannelSimArgs {
 
 /// Runs one subcommand.
 pub async fn run(cli: Cli) -> Result<()> {
-    let command = match cli.command {
-        Some(c) => c,
-        None => Command::Serve(EnvOnly::try_parse_from(["converge"])?.settings),
+    let Some(command) = cli.command else {
+        bail!("no command: the command line was not read with Cli::parse_command_line");
     };
     match command {
         Command::Serve(settings) => serve(settings).await,
@@ -238,8 +282,8 @@ async fn serve(settings: Settings) -> Result<()> {
     let mut leptos_options = conf.leptos_options;
     leptos_options.site_addr = addr;
     if leptos_options.output_name.is_empty() {
-        // Built by plain cargo rather than cargo-leptos: the site's files are named after the
-        // workspace's output-name.
+        // Built without LEPTOS_OUTPUT_NAME (cargo-leptos and .cargo/config.toml set it): the
+        // site's files are named after the workspace's output-name.
         leptos_options.output_name = "converge".into();
     }
     let routes = generate_route_list(App);
@@ -562,7 +606,7 @@ struct VerifyArgs {
     db: DbArgs,
     /// The channel whose charges are checked (its `GET /charges` list); without it invariant 1
     /// is reported as not checked.
-    #[arg(long, env = "CONVERGE_CHANNEL_URL")]
+    #[arg(long, env = "CONVERGE_CHANNEL_URL", hide_env_values = true)]
     channel_url: Option<String>,
     /// Convergence window in seconds: a payment older than this must be terminal, SUCCESS, or
     /// named by an open error-pool item.

@@ -9,10 +9,23 @@ mod cli;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::parse_command_line() {
+        Ok(cli) => cli,
+        // --help and --version (stdout, exit 0), and the help clap shows for a bare
+        // `converge merchant`: clap prints them as it always does.
+        Err(e)
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            eprintln!("{}", cli::one_line(&e));
+            // clap's exit status for usage errors.
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -16,7 +16,14 @@ fn parse_retry_overrides(spec: &str) -> Result<RetryOverrides, String> {
 #[derive(Debug, Clone, clap::Args)]
 pub struct Settings {
     /// Database: a SQLite path (`data/converge.db`, `sqlite:PATH`) or `postgres://USER:PASS@HOST/DB`.
-    #[arg(long, env = "DATABASE_URL", default_value = "data/converge.db")]
+    // Secret-bearing values (a password in a URL, the HMAC key) are hidden from `--help`, which
+    // would otherwise print them from the environment.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "data/converge.db",
+        hide_env_values = true
+    )]
     pub database_url: String,
 
     /// Address the HTTP server listens on (API, console, /health, /metrics).
@@ -25,7 +32,7 @@ pub struct Settings {
 
     /// Base URL of an external channel (e.g. a `converge channel-sim`); without it the sandbox
     /// channel starts in-process.
-    #[arg(long, env = "CONVERGE_CHANNEL_URL")]
+    #[arg(long, env = "CONVERGE_CHANNEL_URL", hide_env_values = true)]
     pub channel_url: Option<String>,
 
     /// Address of the in-process sandbox channel (port 0: any free port).

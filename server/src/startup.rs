@@ -45,7 +45,7 @@ pub enum StartError {
 
 /// Opens the store for `url`, turning failures into one-line [`StartError`]s.
 pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StartError> {
-    let is_pg = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    let is_pg = matches!(store::classify(url), Ok(store::Target::Postgres(_)));
     store::connect(url).await.map_err(|e| match e {
         StoreError::BadUrl(msg) => StartError::BadDatabaseUrl(msg),
         StoreError::Migrate(m) => StartError::Migration(m.to_string()),
@@ -55,7 +55,7 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StartError> {
             root_cause(&other)
         )),
         other => StartError::DatabaseUnavailable(format!(
-            "cannot open SQLite database {url:?}: {} (is the directory writable?)",
+            "cannot open SQLite database {url:?}: {} (is the directory writable? else set --database-url (DATABASE_URL) to another path)",
             root_cause(&other)
         )),
     })
@@ -67,6 +67,28 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
         cur = next;
     }
     cur.to_string()
+}
+
+/// The sandbox's failure with the setting that fixes it: its address when it cannot listen,
+/// else its store (a directory that cannot be created, a file that cannot be opened).
+fn sandbox_error(e: &anyhow::Error) -> StartError {
+    let cannot_listen = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::AddrInUse | std::io::ErrorKind::AddrNotAvailable
+            )
+        })
+    });
+    // The cause already names the address or path; the hint names the setting.
+    let hint = if cannot_listen {
+        "set --channel-bind (CONVERGE_CHANNEL_BIND) to a free address"
+    } else {
+        "set --channel-db (CONVERGE_CHANNEL_DB) to a writable path"
+    };
+    StartError::Sandbox(format!(
+        "{e:#} ({hint}, or --channel-url to use an external channel)"
+    ))
 }
 
 /// A core ready to serve.
@@ -152,7 +174,7 @@ pub async fn build_with_store(
                 };
                 let handle = sandbox::spawn(cfg, settings.channel_bind)
                     .await
-                    .map_err(|e| StartError::Sandbox(format!("{e:#}")))?;
+                    .map_err(|e| sandbox_error(&e))?;
                 tracing::info!(url = %handle.url, "sandbox channel started in-process");
                 (
                     Arc::new(HttpChannel::new(&handle.url, settings.channel_timeout())),
@@ -240,13 +262,18 @@ pub async fn build_with_store(
     })
 }
 
+/// The layers every route shares, the console's included: sessions, the CSRF guard, and
+/// (outermost, so a refused or failed request is logged too) the one request span and log
+/// line per request ([`api::with_trace`]).
 fn with_layers(
     router: Router,
     session: tower_sessions::SessionManagerLayer<SessionBackend>,
 ) -> Router {
-    router
-        .layer(session)
-        .layer(axum::middleware::from_fn(crate::ops::csrf::guard))
+    api::with_trace(
+        router
+            .layer(session)
+            .layer(axum::middleware::from_fn(crate::ops::csrf::guard)),
+    )
 }
 
 /// The worker settings of a process.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub struct BackendHealth {
     /// `sqlite` or `postgres`.
     pub backend: String,
-    /// The database answered a round trip just now.
+    /// The database answered a round trip just now (and, on SQLite, its file is still there).
     pub reachable: bool,
 }
 
@@ -24,7 +24,7 @@ pub async fn backend_status() -> Result<BackendHealth, ServerFnError> {
     };
     Ok(BackendHealth {
         backend: backend.into(),
-        reachable: store.ping().await.is_ok(),
+        reachable: store.health().await.is_ok(),
     })
 }
 

@@ -9,10 +9,11 @@ use serde_json::json;
 use super::AppState;
 
 /// 200 `{"status":"ok","database":{"backend","reachable":true}}`, or 503 with
-/// `"status":"unavailable"` when the database does not answer.
+/// `"status":"unavailable"` and `"reachable":false` when the database does not answer or its
+/// SQLite file was deleted ([`Store::health`](crate::store::Store::health)).
 pub async fn health(State(st): State<AppState>) -> impl IntoResponse {
     let backend = st.core.store.backend();
-    match st.core.store.ping().await {
+    match st.core.store.health().await {
         Ok(()) => (
             StatusCode::OK,
             Json(json!({"status": "ok", "database": {"backend": backend, "reachable": true}})),

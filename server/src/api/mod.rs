@@ -18,6 +18,7 @@ use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
+use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::trace::TraceLayer;
 
 use crate::config::Settings;
@@ -43,7 +44,8 @@ pub struct AppState {
 }
 
 /// The backend's routes with their state applied: `/v1/*`, `/health`, `/metrics`.
-/// The `converge` binary merges the console's routes into this router.
+/// The `converge` binary merges the console's routes into this router; request tracing is
+/// added around the whole ([`with_trace`]).
 pub fn router(state: AppState) -> Router {
     let merchant = Router::new()
         .route("/payments", post(payments::create))
@@ -62,21 +64,45 @@ pub fn router(state: AppState) -> Router {
         // HTML 404 instead of the API's JSON one.
         .route("/v1/", axum::routing::any(not_found))
         .route("/v1", axum::routing::any(not_found))
-        .nest("/ops/v1", crate::ops::routes().fallback(not_found).method_not_allowed_fallback(method_not_allowed))
+        .nest(
+            "/ops/v1",
+            crate::ops::routes()
+                .fallback(not_found)
+                .method_not_allowed_fallback(method_not_allowed),
+        )
         .route("/health", get(health::health))
         .route("/metrics", get(health::metrics))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(|req: &Request| {
-                    let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned());
-                    tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), route = route.as_deref().unwrap_or("-"))
-                })
-                .on_response(|resp: &axum::response::Response, latency: std::time::Duration, _span: &tracing::Span| {
-                    tracing::info!(status = resp.status().as_u16(), latency_ms = latency.as_millis() as u64, "response");
-                    metrics::histogram!("converge_http_request_seconds").record(latency.as_secs_f64());
-                }),
-        )
         .with_state(state)
+}
+
+/// `router` with one request span and one log line per request (method, path, route, status,
+/// latency; error level for a 5xx) and the request-duration histogram. Applied once, around the merged router
+/// (`startup`): a layer on the backend's router alone missed the console's routes merged
+/// after it, and one on each part would log a request twice.
+pub fn with_trace(router: Router) -> Router {
+    router.layer(
+        TraceLayer::new_for_http()
+            .make_span_with(|req: &Request| {
+                let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned());
+                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), route = route.as_deref().unwrap_or("-"))
+            })
+            .on_response(|resp: &axum::response::Response, latency: std::time::Duration, _span: &tracing::Span| {
+                let (status, latency_ms) = (resp.status().as_u16(), latency.as_millis() as u64);
+                if resp.status().is_server_error() {
+                    tracing::error!(status, latency_ms, "response");
+                } else {
+                    tracing::info!(status, latency_ms, "response");
+                }
+                metrics::histogram!("converge_http_request_seconds").record(latency.as_secs_f64());
+            })
+            // A 5xx is already the response line above, at error level; only a failure with
+            // no status (a response body that broke off) gets a line of its own.
+            .on_failure(|class: ServerErrorsFailureClass, latency: std::time::Duration, _span: &tracing::Span| {
+                if let ServerErrorsFailureClass::Error(error) = class {
+                    tracing::error!(%error, latency_ms = latency.as_millis() as u64, "response failed");
+                }
+            }),
+    )
 }
 
 async fn not_found() -> ApiError {

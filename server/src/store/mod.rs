@@ -85,15 +85,32 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+/// Whether the database is still where the store opened it. A SQLite file deleted under a
+/// running process keeps answering queries from its open descriptors, so a round trip alone
+/// cannot tell that the database is gone.
+pub trait Presence {
+    /// Errors: `Unavailable` when the database file was deleted or replaced (SQLite); always
+    /// Ok for a server (PostgreSQL).
+    fn check_present(&self) -> Result<(), StoreError>;
+}
+
 /// Everything converge persists. Implementations must be safe to share between several
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
-pub trait Store: Queue + Console + Governance + Verify + Send + Sync + 'static {
+pub trait Store: Queue + Console + Governance + Verify + Presence + Send + Sync + 'static {
     /// The backend behind this store.
     fn backend(&self) -> Backend;
 
     /// Round trip to the database (`SELECT 1`). Errors: `Unavailable` when it is gone.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// What `/health` and the console's status badge report: the database is still where it
+    /// was opened ([`Presence`]) and answers a round trip ([`ping`](Self::ping)).
+    /// Errors: `Unavailable` when either fails.
+    async fn health(&self) -> Result<(), StoreError> {
+        self.check_present()?;
+        self.ping().await
+    }
 
     /// Closes the pools; later calls fail with `Unavailable`.
     async fn close(&self);
@@ -218,35 +235,204 @@ pub trait Store: Queue + Console + Governance + Verify + Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 }
 
-/// Opens the store named by `url` and applies its migrations.
+/// Where a database URL points, decided from its form alone (no I/O).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// `postgres://...` or `postgresql://...`: the whole URL.
+    Postgres(&'a str),
+    /// A SQLite file path (`sqlite:` and `sqlite://` removed), or `:memory:`.
+    Sqlite(&'a str),
+}
+
+/// Classifies a database URL: `postgres://` and `postgresql://` URLs are PostgreSQL;
+/// `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:` and plain paths (`data/converge.db`) are
+/// SQLite.
 ///
-/// `sqlite:PATH`, `sqlite://PATH` or a plain path (`data/converge.db`) open SQLite in WAL mode,
-/// creating the file and its directory; `postgres://` or `postgresql://` open PostgreSQL.
-/// Errors: `BadUrl` for another scheme or a malformed URL, `Unavailable` when the database
-/// cannot be reached or the file cannot be created.
-pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+/// Errors: `BadUrl` (one line, password redacted) for an empty URL or path, and for anything
+/// else that starts like a URL scheme (`^[A-Za-z][A-Za-z0-9+.-]*:`), e.g. `postgres:/u@h/db`
+/// or `localhost:5432/db`: taking those for file names would quietly create a new SQLite
+/// database instead of reaching the one meant.
+pub fn classify(url: &str) -> Result<Target<'_>, StoreError> {
+    if url.trim().is_empty() {
+        return Err(StoreError::BadUrl(
+            "the database URL is empty: give a SQLite path (data/converge.db) or postgres://USER:PASS@HOST/DB".into(),
+        ));
+    }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(PgStore::connect(url).await?))
-    } else if let Some(rest) = url.strip_prefix("sqlite:") {
+        return Ok(Target::Postgres(url));
+    }
+    if let Some(rest) = url.strip_prefix("sqlite:") {
         let path = rest.strip_prefix("//").unwrap_or(rest);
-        Ok(Arc::new(SqliteStore::open(path).await?))
-    } else if url.contains("://") {
-        Err(StoreError::BadUrl(format!(
-            "unsupported database URL scheme in {:?}: use sqlite:PATH or postgres://USER:PASS@HOST/DB",
+        if path.trim().is_empty() {
+            return Err(StoreError::BadUrl(format!(
+                "{url:?} names no SQLite file: use sqlite:PATH, or sqlite::memory: for a throw-away database"
+            )));
+        }
+        return Ok(Target::Sqlite(path));
+    }
+    if let Some(scheme) = scheme_prefix(url) {
+        let hint = if scheme.eq_ignore_ascii_case("postgres")
+            || scheme.eq_ignore_ascii_case("postgresql")
+        {
+            "PostgreSQL URLs start with postgres:// (postgres://USER:PASS@HOST:PORT/DB)"
+        } else {
+            "use a SQLite path (data/converge.db, sqlite:PATH; ./ before a path with a colon) or postgres://USER:PASS@HOST:PORT/DB"
+        };
+        return Err(StoreError::BadUrl(format!(
+            "unsupported database URL {:?}: {hint}",
             redact(url)
-        )))
-    } else {
-        Ok(Arc::new(SqliteStore::open(url).await?))
+        )));
+    }
+    Ok(Target::Sqlite(url))
+}
+
+/// The scheme of `url` when it starts like one (`^[A-Za-z][A-Za-z0-9+.-]*:`).
+fn scheme_prefix(url: &str) -> Option<&str> {
+    let (scheme, _) = url.split_once(':')?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-')))
+    .then_some(scheme)
+}
+
+/// Opens the store named by `url` (see [`classify`] for the accepted forms) and applies its
+/// migrations. SQLite opens in WAL mode, creating the file and its directory.
+///
+/// Errors: `BadUrl` for a URL [`classify`] refuses or a malformed PostgreSQL URL,
+/// `Unavailable` when the database cannot be reached or the file cannot be created,
+/// `Migrate` when the migrations fail.
+pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    match classify(url)? {
+        Target::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
+        Target::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
     }
 }
 
-/// `url` with any password replaced by `***`, for error messages and logs.
+/// `url` with its user-info (between `://` and the last `@` before the host) replaced by
+/// `***`, and the value of a `password=` query parameter too, for error messages and logs.
+/// Works on text that does not parse as a URL, so a malformed URL never shows its password.
 pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
+    // After the scheme and its slashes (`postgres://`, or a mistyped `postgres:/`) ...
+    let authority = match scheme_prefix(url) {
+        Some(scheme) => {
+            let rest = &url[scheme.len() + 1..];
+            scheme.len() + 1 + (rest.len() - rest.trim_start_matches('/').len())
         }
-        _ => url.to_string(),
+        None => url.find("://").map_or(url.len(), |i| i + 3),
+    };
+    // ... up to the last `@`: a password may itself hold an unescaped `@`, `/` or `?`, so no
+    // character before the final `@` can be trusted to end the user-info.
+    let mut out = match url[authority..].rfind('@') {
+        Some(at) => format!("{}***{}", &url[..authority], &url[authority + at..]),
+        None => url.to_string(),
+    };
+    // sqlx also takes the password as a query parameter (`?password=...`).
+    let mut from = 0;
+    while let Some(pos) = find_ascii_ci(&out[from..], "password=") {
+        let start = from + pos;
+        let preceded = start == 0 || matches!(out.as_bytes()[start - 1], b'?' | b'&');
+        let value = start + "password=".len();
+        if !preceded {
+            from = value;
+            continue;
+        }
+        let end = out[value..].find('&').map_or(out.len(), |i| value + i);
+        out.replace_range(value..end, "***");
+        from = value + 3;
+    }
+    out
+}
+
+/// Byte offset of `needle` (ASCII) in `hay`, ignoring ASCII case.
+fn find_ascii_ci(hay: &str, needle: &str) -> Option<usize> {
+    hay.as_bytes()
+        .windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(url: &str) -> String {
+        match classify(url) {
+            Err(StoreError::BadUrl(msg)) => msg,
+            other => panic!("{url:?} should be refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn classify_accepts_postgres_sqlite_urls_and_plain_paths() {
+        for url in [
+            "postgres://u:p@127.0.0.1:5432/db",
+            "postgresql://u@h/db?sslmode=disable",
+        ] {
+            assert_eq!(classify(url).unwrap(), Target::Postgres(url));
+        }
+        for (url, path) in [
+            ("data/converge.db", "data/converge.db"),
+            ("/var/lib/converge/c.db", "/var/lib/converge/c.db"),
+            ("./odd:name.db", "./odd:name.db"),
+            (":memory:", ":memory:"),
+            ("sqlite::memory:", ":memory:"),
+            ("sqlite:data/c.db", "data/c.db"),
+            ("sqlite://data/c.db", "data/c.db"),
+            ("sqlite:///abs/c.db", "/abs/c.db"),
+        ] {
+            assert_eq!(classify(url).unwrap(), Target::Sqlite(path), "{url}");
+        }
+    }
+
+    #[test]
+    fn classify_refuses_empty_and_unknown_or_malformed_schemes() {
+        for url in ["", "   ", "sqlite:", "sqlite://"] {
+            let msg = refused(url);
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+        assert!(refused("").contains("empty"));
+        let msg = refused("postgres:/u:pw@127.0.0.1/db");
+        assert!(msg.contains("postgres://"), "{msg}");
+        assert!(!msg.contains("pw"), "password shown: {msg}");
+        for url in [
+            "localhost:5432/db",
+            "mysql://u:pw@h/db",
+            "http://h/db",
+            "Postgres:x",
+            "c+d.e-f:thing",
+        ] {
+            let msg = refused(url);
+            assert!(msg.contains("unsupported database URL"), "{url}: {msg}");
+        }
+    }
+
+    #[test]
+    fn redact_hides_user_info_even_when_the_url_does_not_parse() {
+        for (url, shown) in [
+            (
+                "postgres://u:SECRETPW@127.0.0.1:notaport/db",
+                "postgres://***@127.0.0.1:notaport/db",
+            ),
+            ("postgres://u:SECRETPW@h/db", "postgres://***@h/db"),
+            (
+                "postgres://u:SEC@RET/PW@h:5432/db",
+                "postgres://***@h:5432/db",
+            ),
+            ("postgres:/u:SECRETPW@h/db", "postgres:/***@h/db"),
+            ("localhost:5432/db", "localhost:5432/db"),
+            (
+                "postgres://h/db?password=SECRETPW",
+                "postgres://h/db?password=***",
+            ),
+            (
+                "postgres://h/db?sslmode=disable&PASSWORD=SECRETPW&x=1",
+                "postgres://h/db?sslmode=disable&PASSWORD=***&x=1",
+            ),
+            ("postgres://h:5432/db", "postgres://h:5432/db"),
+            ("data/converge.db", "data/converge.db"),
+            ("", ""),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+        }
     }
 }

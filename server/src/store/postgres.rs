@@ -24,19 +24,44 @@ impl PgStore {
     /// connections and applies the migrations.
     ///
     /// Errors: `BadUrl` when the URL does not parse, `Unavailable` when the server cannot be
-    /// reached within 5 s or refuses the login.
+    /// reached within 5 s or refuses the login; when the pool only says it timed out, the
+    /// error is the cause one direct connection attempt meets (e.g. connection refused).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let opts = PgConnectOptions::from_str(url).map_err(|e| {
             StoreError::BadUrl(format!("bad PostgreSQL URL {}: {e}", super::redact(url)))
         })?;
-        let pool = PgPoolOptions::new()
+        let pool = match Self::pool(opts.clone()).await {
+            Ok(pool) => pool,
+            Err(sqlx::Error::PoolTimedOut) => Self::pool_after_timeout(opts).await?,
+            Err(e) => return Err(StoreError::Unavailable(e)),
+        };
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    async fn pool(opts: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
+        PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(opts)
             .await
-            .map_err(StoreError::Unavailable)?;
-        MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+    }
+
+    /// The pool retries a refused connection until its timeout (the server may be starting)
+    /// and then reports only `PoolTimedOut`. One direct attempt names the real cause; if it
+    /// succeeds the server has just come up, and the pool gets one more try.
+    async fn pool_after_timeout(opts: PgConnectOptions) -> Result<PgPool, StoreError> {
+        use sqlx::{ConnectOptions, Connection};
+        match tokio::time::timeout(Duration::from_secs(5), opts.connect()).await {
+            Ok(Ok(conn)) => {
+                let _ = conn.close().await;
+                Self::pool(opts).await.map_err(StoreError::Unavailable)
+            }
+            Ok(Err(e)) => Err(StoreError::Unavailable(e)),
+            Err(_) => Err(StoreError::Unavailable(sqlx::Error::Io(
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer within 5 s"),
+            ))),
+        }
     }
 
     /// The pool (reads and writes share it).
@@ -96,6 +121,13 @@ impl PgStore {
 
     async fn close_pools(&self) {
         self.pool.close().await;
+    }
+}
+
+/// A server has no file to lose: a round trip ([`Store::ping`](super::Store::ping)) says it all.
+impl super::Presence for PgStore {
+    fn check_present(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 }
 

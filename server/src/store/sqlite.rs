@@ -5,7 +5,7 @@
 //! write transaction starts with `BEGIN IMMEDIATE`, so a second process (e.g. `converge
 //! worker`) waits on the busy timeout instead of failing a snapshot upgrade.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -21,6 +21,51 @@ type Db = Sqlite;
 pub struct SqliteStore {
     reader: SqlitePool,
     writer: SqlitePool,
+    /// The database file and its identity when opened; None in memory.
+    file: Option<DbFile>,
+}
+
+/// A database file as opened, to notice when it is deleted or replaced under a running
+/// process: SQLite keeps answering from its open descriptors, so `SELECT 1` cannot.
+#[derive(Debug, Clone)]
+struct DbFile {
+    path: PathBuf,
+    /// (device, inode) on Unix, so a new file at the same path is not taken for the old one.
+    id: Option<(u64, u64)>,
+}
+
+impl DbFile {
+    fn identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Some((meta.dev(), meta.ino()))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = meta;
+            None
+        }
+    }
+
+    /// Errors: `Unavailable` (an `io::Error` naming the path) when the file is gone, is no
+    /// longer a regular file, or is another file than the one opened.
+    fn check(&self) -> Result<(), StoreError> {
+        let gone = |why: &str| {
+            StoreError::Unavailable(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("SQLite database file {} {why}", self.path.display()),
+            )))
+        };
+        match std::fs::metadata(&self.path) {
+            Ok(meta) if !meta.is_file() => Err(gone("is no longer a file")),
+            Ok(meta) if self.id.is_some() && Self::identity(&meta) != self.id => {
+                Err(gone("was replaced by another file"))
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(gone(&format!("is gone ({e})"))),
+        }
+    }
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -29,9 +74,14 @@ impl SqliteStore {
     /// Opens (creating if needed) the database file at `path` (or `:memory:`), in WAL mode with
     /// foreign keys on and a 10 s busy timeout, and applies the migrations.
     ///
-    /// Errors: `Unavailable` when the directory cannot be created or the file opened.
+    /// Errors: `BadUrl` for an empty path, `Unavailable` when the directory cannot be created
+    /// or the file opened.
     pub async fn open(path: &str) -> Result<Self, StoreError> {
-        let memory = path == ":memory:" || path.is_empty();
+        // An empty path would open a private temporary database: nothing written would last.
+        if path.trim().is_empty() {
+            return Err(StoreError::BadUrl("the SQLite path is empty".into()));
+        }
+        let memory = path == ":memory:";
         if !memory {
             if let Some(dir) = Path::new(path)
                 .parent()
@@ -71,7 +121,21 @@ impl SqliteStore {
                 .map_err(StoreError::Unavailable)?
         };
         MIGRATOR.run(&writer).await?;
-        Ok(Self { reader, writer })
+        let file = if memory {
+            None
+        } else {
+            // The path SQLite opened: `sqlite://PATH?mode=...` options are not part of it.
+            let path = PathBuf::from(path.split('?').next().unwrap_or(path));
+            let id = std::fs::metadata(&path)
+                .ok()
+                .and_then(|m| DbFile::identity(&m));
+            Some(DbFile { path, id })
+        };
+        Ok(Self {
+            reader,
+            writer,
+            file,
+        })
     }
 
     /// The pool for reads (several connections; WAL readers never block the writer).
@@ -130,6 +194,13 @@ impl SqliteStore {
     async fn close_pools(&self) {
         self.writer.close().await;
         self.reader.close().await;
+    }
+}
+
+/// The file must still be the one opened (always Ok in memory).
+impl super::Presence for SqliteStore {
+    fn check_present(&self) -> Result<(), StoreError> {
+        self.file.as_ref().map_or(Ok(()), DbFile::check)
     }
 }
 

@@ -5,6 +5,7 @@ use converge_server::store::Backend;
 
 store_conformance!(migrations_apply_and_ping_answers, |store| {
     store.ping().await.expect("ping");
+    store.health().await.expect("health");
     assert!(matches!(
         store.backend(),
         Backend::Sqlite | Backend::Postgres

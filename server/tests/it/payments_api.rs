@@ -8,6 +8,19 @@ on_both_backends!(health_reports_the_backend, |app| {
     assert_eq!(a.json()["database"]["reachable"], true);
 });
 
+// The database gone from under a running server: on SQLite its file deleted (`rm -rf data`;
+// the open descriptors still answer `SELECT 1`), on PostgreSQL the database dropped.
+on_both_backends!(health_is_503_when_the_database_is_gone, |app| {
+    match app.db {
+        Db::Sqlite => std::fs::remove_file(&app.db_url).expect("delete the database file"),
+        Db::Postgres => drop_database(&app.db_url).await,
+    }
+    let a = app.get("/health").await;
+    assert_eq!(a.status, 503, "{:?}", a.json());
+    assert_eq!(a.json()["status"], "unavailable");
+    assert_eq!(a.json()["database"]["reachable"], false);
+});
+
 on_both_backends!(ordinary_amount_succeeds_with_one_charge_batch, |app| {
     let a = app
         .post(

@@ -30,7 +30,7 @@ pub fn pg_admin_url() -> Option<String> {
     let url = std::env::var("CONVERGE_TEST_PG_URL").ok().or_else(|| {
         std::env::var("DATABASE_URL")
             .ok()
-            .filter(|u| u.starts_with("postgres"))
+            .filter(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"))
     });
     if url.is_none() && std::env::var("CONVERGE_REQUIRE_PG").as_deref() == Ok("1") {
         panic!(

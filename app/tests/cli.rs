@@ -1,0 +1,496 @@
+//! Start-up bad input, through the real `converge` binary (issue 2 "Bad input"): a malformed
+//! or empty `DATABASE_URL`, an unreachable PostgreSQL, a port in use, an unwritable data
+//! directory, a bad setting in the environment, an unknown subcommand. Each must exit
+//! non-zero with exactly one line on stderr that names the problem, and never panic.
+//!
+//! Every run starts in its own scratch directory with converge's variables removed from the
+//! environment, so nothing lands in the repository and the caller's `DATABASE_URL` (e.g.
+//! scripts/test.sh's PostgreSQL) cannot change what is tested.
+//!
+//! The last test crashes real processes: a `converge worker` SIGKILLed between claiming a job
+//! and completing it (issue 4 "Tests").
+#![cfg(feature = "ssr")]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_converge");
+
+/// A scratch directory under the system temp dir, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!(
+            "converge-cli-{}-{name}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch(dir)
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.0.join(rel).to_string_lossy().into_owned()
+    }
+
+    /// A regular file at `rel`: a path below it cannot be created, not even by root.
+    fn file(&self, rel: &str) -> String {
+        let p = self.0.join(rel);
+        std::fs::write(&p, b"not a directory").expect("write file");
+        p.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `converge args` in `dir` with `env` set on top of a cleaned environment; kills it
+/// (and fails) if it is still running after 40 s, i.e. if it started instead of refusing.
+fn converge(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A panic would show its backtrace; the assertions below forbid both.
+        .env("RUST_BACKTRACE", "1");
+    for (k, _) in std::env::vars() {
+        if k == "DATABASE_URL" || k.starts_with("CONVERGE_") || k.starts_with("LEPTOS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(env.iter().copied());
+    let mut child = cmd.spawn().expect("start converge");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "converge {args:?} kept running instead of refusing; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Asserts a refusal: non-zero exit, one line on stderr (a trailing newline allowed), no
+/// panic, every `needle` in it and no `secret`. Returns the line.
+fn refused(out: &Output, needles: &[&str], secret: Option<&str>) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let line = stderr.strip_suffix('\n').unwrap_or(&stderr);
+    assert!(!out.status.success(), "exit status 0; stderr: {stderr}");
+    assert!(!line.is_empty(), "nothing on stderr");
+    assert!(
+        !line.contains('\n'),
+        "more than one line on stderr:\n{stderr}"
+    );
+    assert!(
+        !line.contains("panicked") && !line.to_lowercase().contains("backtrace"),
+        "panic: {line}"
+    );
+    for needle in needles {
+        assert!(line.contains(needle), "{needle:?} not in: {line}");
+    }
+    if let Some(secret) = secret {
+        assert!(!line.contains(secret), "the password shows: {line}");
+    }
+    line.to_string()
+}
+
+#[test]
+fn empty_database_url_is_refused() {
+    let dir = Scratch::new("empty");
+    let out = converge(&dir.0, &["migrate", "--database-url", ""], &[]);
+    refused(&out, &["database URL is empty"], None);
+    let out = converge(
+        &dir.0,
+        &["serve", "--bind", "127.0.0.1:0"],
+        &[("DATABASE_URL", "")],
+    );
+    refused(&out, &["database URL is empty"], None);
+}
+
+#[test]
+fn malformed_database_urls_are_refused_without_showing_the_password() {
+    let dir = Scratch::new("malformed");
+    for (url, needle) in [
+        ("postgres:/u:SECRETPW@127.0.0.1/db", "postgres://"),
+        ("localhost:5432/db", "unsupported database URL"),
+        (
+            "mysql://u:SECRETPW@127.0.0.1/db",
+            "unsupported database URL",
+        ),
+        (
+            "postgres://u:SECRETPW@127.0.0.1:notaport/db",
+            "bad PostgreSQL URL",
+        ),
+    ] {
+        let out = converge(&dir.0, &["migrate", "--database-url", url], &[]);
+        refused(&out, &[needle], Some("SECRETPW"));
+        let out = converge(
+            &dir.0,
+            &["serve", "--bind", "127.0.0.1:0"],
+            &[("DATABASE_URL", url)],
+        );
+        refused(&out, &[needle], Some("SECRETPW"));
+    }
+    assert!(
+        std::fs::read_dir(&dir.0).expect("scratch").next().is_none(),
+        "a malformed URL was taken for a SQLite file"
+    );
+}
+
+#[test]
+fn serve_help_hides_the_database_url() {
+    let dir = Scratch::new("help");
+    let out = converge(
+        &dir.0,
+        &["serve", "--help"],
+        &[("DATABASE_URL", "postgres://u:SECRETPW@h/db")],
+    );
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("DATABASE_URL"), "{help}");
+    assert!(!help.contains("SECRETPW"), "{help}");
+}
+
+#[test]
+fn unreachable_postgres_names_the_cause() {
+    let dir = Scratch::new("unreachable");
+    let out = converge(
+        &dir.0,
+        &["serve", "--bind", "127.0.0.1:0"],
+        &[("DATABASE_URL", "postgres://u:SECRETPW@127.0.0.1:1/db")],
+    );
+    let line = refused(
+        &out,
+        &["cannot reach PostgreSQL", "127.0.0.1:1"],
+        Some("SECRETPW"),
+    );
+    assert!(
+        line.to_lowercase().contains("connection refused"),
+        "the cause is not named: {line}"
+    );
+}
+
+#[test]
+fn port_in_use_is_refused() {
+    let dir = Scratch::new("port");
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let out = converge(
+        &dir.0,
+        &["serve", "--bind", &addr],
+        &[("DATABASE_URL", &dir.path("c.db"))],
+    );
+    refused(&out, &["cannot listen on", &addr, "--bind"], None);
+}
+
+#[test]
+fn unwritable_data_directory_is_refused() {
+    let dir = Scratch::new("unwritable");
+    let file = dir.file("file");
+    let db = format!("{file}/data/c.db");
+    let out = converge(
+        &dir.0,
+        &["serve", "--bind", "127.0.0.1:0"],
+        &[("DATABASE_URL", &db)],
+    );
+    refused(
+        &out,
+        &["cannot open SQLite database", &db, "DATABASE_URL"],
+        None,
+    );
+    let out = converge(&dir.0, &["migrate", "--database-url", &db], &[]);
+    refused(&out, &["cannot open SQLite database"], None);
+}
+
+#[test]
+fn unwritable_sandbox_store_names_the_setting() {
+    let dir = Scratch::new("sandbox");
+    let file = dir.file("file");
+    let out = converge(
+        &dir.0,
+        &["serve", "--bind", "127.0.0.1:0"],
+        &[
+            ("DATABASE_URL", &dir.path("c.db")),
+            ("CONVERGE_CHANNEL_DB", &format!("{file}/data/channel.db")),
+        ],
+    );
+    refused(
+        &out,
+        &["sandbox channel did not start", "--channel-db"],
+        None,
+    );
+}
+
+#[test]
+fn bad_setting_in_the_environment_reads_like_the_flag() {
+    let dir = Scratch::new("env");
+    let bare = converge(&dir.0, &[], &[("CONVERGE_BIND", "nonsense")]);
+    let line = refused(&bare, &["invalid value 'nonsense'", "--bind"], None);
+    assert!(!line.contains("error: error"), "{line}");
+    let serve = converge(&dir.0, &["serve"], &[("CONVERGE_BIND", "nonsense")]);
+    assert_eq!(refused(&serve, &[], None), line);
+    assert_eq!(bare.status.code(), Some(2), "clap's usage-error status");
+}
+
+#[test]
+fn unknown_subcommand_is_refused() {
+    let dir = Scratch::new("subcommand");
+    let out = converge(&dir.0, &["bogus"], &[]);
+    refused(&out, &["unrecognized subcommand", "bogus"], None);
+}
+
+// A crash between claim and completion (issue 4 "Tests": kill the process with SIGKILL
+// between claim and completion; after restart the job is re-run once and the payment still
+// has one channel charge), with real processes: the sandbox channel, `serve`, `worker`.
+
+/// A child process killed (SIGKILL) when dropped, so a failing test leaves nothing running.
+struct Proc(std::process::Child);
+
+impl Proc {
+    fn spawn(dir: &Scratch, args: &[&str]) -> Proc {
+        let child = converge_cmd(dir)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn converge");
+        Proc(child)
+    }
+
+    /// SIGKILL: no shutdown hook, no flush, exactly what a crash or the OOM killer does.
+    fn kill(mut self) {
+        self.0.kill().expect("SIGKILL");
+        self.0.wait().expect("reap");
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `converge` in `dir` with converge's variables removed and the scratch database set, for
+/// the processes of the crash test.
+fn converge_cmd(dir: &Scratch) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(&dir.0);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("CONVERGE_") || k == "DATABASE_URL" || k == "RUST_LOG" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("DATABASE_URL", dir.path("core.db"));
+    cmd
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// One HTTP/1.1 request over a fresh connection; (status, body). Enough for converge's own
+/// JSON answers, which carry a Content-Length.
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).ok()?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).ok()?;
+    let status = answer.get(9..12)?.parse().ok()?;
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((status, body))
+}
+
+/// Polls `probe` every 50 ms until it returns `Some`, or panics after `secs`.
+fn wait_for<T>(secs: u64, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The sandbox's charges: (key, status, charge attempts seen).
+fn charges(channel_port: u16) -> Option<Vec<(String, String, i64)>> {
+    let (status, body) = http(channel_port, "GET", "/charges", &[], "")?;
+    if status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    Some(
+        v["charges"]
+            .as_array()?
+            .iter()
+            .map(|c| {
+                (
+                    c["key"].as_str().unwrap_or_default().to_owned(),
+                    c["status"].as_str().unwrap_or_default().to_owned(),
+                    c["attempts"].as_i64().unwrap_or(-1),
+                )
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn a_worker_killed_between_claim_and_completion_is_rerun_once_with_one_charge() {
+    let dir = Scratch::new("sigkill");
+    let (api, chan) = (free_port(), free_port());
+    let chan_url = format!("http://127.0.0.1:{chan}");
+    let key = converge_cmd(&dir)
+        .args(["merchant", "add", "shop"])
+        .output()
+        .expect("merchant add");
+    assert!(
+        key.status.success(),
+        "{}",
+        String::from_utf8_lossy(&key.stderr)
+    );
+    let auth = format!("Bearer {}", String::from_utf8(key.stdout).unwrap().trim());
+
+    // 1. The payment is created while the channel is down: UNKNOWN, with a query job.
+    let _serve = Proc::spawn(
+        &dir,
+        &[
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{api}"),
+            "--channel-url",
+            &chan_url,
+            "--callback-secret",
+            "kill-test-secret",
+            "--no-workers",
+            "--query-delay-ms",
+            "100",
+        ],
+    );
+    wait_for(20, "converge serve", || {
+        http(api, "GET", "/health", &[], "")
+    });
+    let (status, body) = http(
+        api,
+        "POST",
+        "/v1/payments",
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Idempotency-Key", "k-kill"),
+        ],
+        r#"{"amount":1052,"currency":"CNY","merchant_order_id":"o-kill"}"#,
+    )
+    .expect("create");
+    let created: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (status, created["status"].as_str()),
+        (201, Some("UNKNOWN")),
+        "{body}"
+    );
+    let path = format!("/v1/payments/{}", created["id"].as_str().unwrap());
+
+    // 2. The channel comes up. Digits 52: it commits a charge, then answers 3 s later, so the
+    //    worker that claimed the query job (not found, so it resubmits with the same key) is
+    //    mid-call when it is SIGKILLed, its lease still held.
+    let _channel = Proc::spawn(
+        &dir,
+        &[
+            "channel-sim",
+            "--bind",
+            &format!("127.0.0.1:{chan}"),
+            "--database-url",
+            &dir.path("channel.db"),
+            "--slow-ms",
+            "3000",
+        ],
+    );
+    wait_for(20, "the channel", || http(chan, "GET", "/health", &[], ""));
+    let worker_args = [
+        "worker",
+        "--channel-url",
+        chan_url.as_str(),
+        "--lease-ms",
+        "3000",
+        "--poll-ms",
+        "50",
+        "--channel-timeout-ms",
+        "20000",
+        "--submit-delay-ms",
+        "600000",
+    ];
+    let worker = Proc::spawn(&dir, &worker_args);
+    wait_for(20, "the worker's charge", || {
+        charges(chan).filter(|c| c.len() == 1)
+    });
+    worker.kill();
+    let (_, body) = http(api, "GET", &path, &[("Authorization", auth.as_str())], "").unwrap();
+    let mid: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        mid["status"], "PROCESSING",
+        "killed before its answer: {body}"
+    );
+
+    // 3. After the lease lapses a new worker runs the job again, once, with the same key.
+    let _worker = Proc::spawn(&dir, &worker_args);
+    let settled = wait_for(30, "the payment to settle", || {
+        let (_, body) = http(api, "GET", &path, &[("Authorization", auth.as_str())], "")?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (v["status"] == "SUCCESS").then_some(v)
+    });
+    assert_eq!(settled["merchant_order_id"], "o-kill");
+    let after = charges(chan).unwrap();
+    assert_eq!(after.len(), 1, "one charge at the channel: {after:?}");
+    assert_eq!(
+        (after[0].1.as_str(), after[0].2),
+        ("succeeded", 2),
+        "the killed run's attempt and one re-run: {after:?}"
+    );
+
+    // 4. The convergence invariants hold: one charge, balanced ledger, nothing lost.
+    let verify = converge_cmd(&dir)
+        .args(["verify", "--channel-url", &chan_url, "--window-secs", "0"])
+        .output()
+        .expect("verify");
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+}
