@@ -375,7 +375,8 @@ macro_rules! impl_store {
                 }
                 let moved = sqlx::query(
                     "UPDATE payments SET status = $1, version = version + 1, updated_at = $2, \
-                     submit_attempts = submit_attempts + $3, last_error = COALESCE($4, last_error) \
+                     submit_attempts = submit_attempts + $3, \
+                     last_error = CASE WHEN $1 = 'SUCCESS' THEN NULL ELSE COALESCE($4, last_error) END \
                      WHERE id = $5 AND status = $6 AND version = $7",
                 )
                 .bind(t.to.as_str())

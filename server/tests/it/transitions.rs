@@ -522,3 +522,26 @@ store_conformance!(
         assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), p);
     }
 );
+
+store_conformance!(
+    a_payment_that_reaches_success_no_longer_shows_a_last_error,
+    |store| {
+        let p = step(&store, &pending(&store).await, E::Submit).await;
+        let mut to_unknown = tr(&p, E::ChannelError, S::Unknown);
+        to_unknown.last_error = Some("timeout after 300 ms".into());
+        let TransitionResult::Applied(unknown) = store.apply_transition(&to_unknown).await.unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(unknown.last_error.as_deref(), Some("timeout after 300 ms"));
+        let charged = step(&store, &unknown, E::QuerySucceeded).await;
+        assert_eq!(
+            charged.last_error.as_deref(),
+            Some("timeout after 300 ms"),
+            "still unsettled: the error explains why"
+        );
+        let settled = step(&store, &charged, E::LedgerPosted).await;
+        assert_eq!(settled.status, S::Success);
+        assert_eq!(settled.last_error, None, "the events keep the history");
+    }
+);
