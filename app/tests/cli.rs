@@ -254,6 +254,60 @@ fn unknown_subcommand_is_refused() {
     refused(&out, &["unrecognized subcommand", "bogus"], None);
 }
 
+#[test]
+fn out_of_range_timings_and_retry_limits_are_refused_at_start_up() {
+    let dir = Scratch::new("ranges");
+    for (args, needle) in [
+        (
+            &[
+                "serve",
+                "--retry-policy",
+                "post_ledger=9223372036854775807/",
+            ][..],
+            "cap",
+        ),
+        (
+            &["serve", "--retry-policy", "refnd=1/2"],
+            "unknown job kind",
+        ),
+        (
+            &["serve", "--backoff-cap-ms", "99999999999999"],
+            "--backoff-cap-ms",
+        ),
+        (
+            &["serve", "--submit-delay-ms", "18446744073709551615"],
+            "--submit-delay-ms",
+        ),
+        (
+            &["serve", "--reconcile-after-secs", "90000"],
+            "--reconcile-after-secs",
+        ),
+        (&["worker", "--lease-ms", "99999999999"], "--lease-ms"),
+    ] {
+        let out = converge(&dir.0, args, &[]);
+        refused(&out, &[needle], None);
+    }
+}
+
+#[test]
+fn a_sqlite_path_is_a_file_name_not_a_url() {
+    let dir = Scratch::new("literal");
+    let out = converge(
+        &dir.0,
+        &["migrate", "--database-url", "./x.db?mode=memory"],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        dir.0.join("x.db?mode=memory").is_file(),
+        "the file named is the database"
+    );
+}
+
 // A crash between claim and completion (issue 4 "Tests": kill the process with SIGKILL
 // between claim and completion; after restart the job is re-run once and the payment still
 // has one channel charge), with real processes: the sandbox channel, `serve`, `worker`.

@@ -7,6 +7,21 @@ use std::time::Duration;
 use crate::domain::backoff::{RetryOverrides, RetryPolicy};
 use crate::store::JobKind;
 
+// Timings are bounded so that adding one to a clock reading can never overflow: a mistyped
+// huge value is refused at start-up with clap's one-line error, not a panic later.
+/// Millisecond timings: 0 to 30 days.
+fn ms_range_u64() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::builder::RangedU64ValueParser::new().range(0..=2_592_000_000)
+}
+/// Millisecond thresholds: 0 to 30 days.
+fn ms_range_i64() -> clap::builder::RangedI64ValueParser<i64> {
+    clap::builder::RangedI64ValueParser::new().range(0..=2_592_000_000)
+}
+/// Second timings: 0 to 10 years.
+fn secs_range_u64() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::builder::RangedU64ValueParser::new().range(0..=315_360_000)
+}
+
 /// Parses `--retry-policy` (see [`RetryOverrides::parse`]) against the job kinds.
 fn parse_retry_overrides(spec: &str) -> Result<RetryOverrides, String> {
     RetryOverrides::parse(spec, &JobKind::ALL.map(JobKind::as_str))
@@ -49,24 +64,24 @@ pub struct Settings {
     pub callback_secret: Option<String>,
 
     /// How long the core waits for a channel answer before the payment becomes UNKNOWN (ms).
-    #[arg(long, env = "CONVERGE_CHANNEL_TIMEOUT_MS", default_value_t = 2_000)]
+    #[arg(long, env = "CONVERGE_CHANNEL_TIMEOUT_MS", default_value_t = 2_000, value_parser = ms_range_u64())]
     pub channel_timeout_ms: u64,
 
     /// How long an Idempotency-Key and its response are kept (seconds; at least 24 h in
     /// production per DESIGN.md).
-    #[arg(long, env = "CONVERGE_KEY_RETENTION_SECS", default_value_t = 86_400)]
+    #[arg(long, env = "CONVERGE_KEY_RETENTION_SECS", default_value_t = 86_400, value_parser = secs_range_u64())]
     pub key_retention_secs: u64,
 
     /// How long a request's claim on a key lasts before a retry may resume it (ms).
-    #[arg(long, env = "CONVERGE_KEY_LEASE_MS", default_value_t = 30_000)]
+    #[arg(long, env = "CONVERGE_KEY_LEASE_MS", default_value_t = 30_000, value_parser = ms_range_u64())]
     pub key_lease_ms: u64,
 
     /// Delay before a payment's submit job becomes due, so the request finishes it first (ms).
-    #[arg(long, env = "CONVERGE_SUBMIT_DELAY_MS", default_value_t = 10_000)]
+    #[arg(long, env = "CONVERGE_SUBMIT_DELAY_MS", default_value_t = 10_000, value_parser = ms_range_u64())]
     pub submit_delay_ms: u64,
 
     /// Delay before the first query of an UNKNOWN payment (ms).
-    #[arg(long, env = "CONVERGE_QUERY_DELAY_MS", default_value_t = 2_000)]
+    #[arg(long, env = "CONVERGE_QUERY_DELAY_MS", default_value_t = 2_000, value_parser = ms_range_u64())]
     pub query_delay_ms: u64,
 
     /// Attempts before a job goes to the error pool.
@@ -78,7 +93,7 @@ pub struct Settings {
     pub body_limit: usize,
 
     /// How often expired Idempotency-Keys are purged (seconds).
-    #[arg(long, env = "CONVERGE_PURGE_INTERVAL_SECS", default_value_t = 600)]
+    #[arg(long, env = "CONVERGE_PURGE_INTERVAL_SECS", default_value_t = 600, value_parser = secs_range_u64())]
     pub purge_interval_secs: u64,
 
     /// Times a not-found payment is resubmitted with its channel key (after the first
@@ -95,19 +110,19 @@ pub struct Settings {
     pub worker_batch: i64,
 
     /// How long a worker sleeps when no job is due (ms).
-    #[arg(long, env = "CONVERGE_POLL_MS", default_value_t = 500)]
+    #[arg(long, env = "CONVERGE_POLL_MS", default_value_t = 500, value_parser = ms_range_u64())]
     pub poll_ms: u64,
 
     /// How long a claimed job stays leased to its worker (ms).
-    #[arg(long, env = "CONVERGE_LEASE_MS", default_value_t = 30_000)]
+    #[arg(long, env = "CONVERGE_LEASE_MS", default_value_t = 30_000, value_parser = ms_range_u64())]
     pub lease_ms: u64,
 
     /// First retry ceiling of the exponential backoff (ms; full jitter below it).
-    #[arg(long, env = "CONVERGE_BACKOFF_BASE_MS", default_value_t = 1_000)]
+    #[arg(long, env = "CONVERGE_BACKOFF_BASE_MS", default_value_t = 1_000, value_parser = ms_range_u64())]
     pub backoff_base_ms: u64,
 
     /// Largest retry ceiling (ms).
-    #[arg(long, env = "CONVERGE_BACKOFF_CAP_MS", default_value_t = 300_000)]
+    #[arg(long, env = "CONVERGE_BACKOFF_CAP_MS", default_value_t = 300_000, value_parser = clap::value_parser!(u64).range(1..=crate::domain::backoff::MAX_CAP_MS))]
     pub backoff_cap_ms: u64,
 
     /// Per-kind retry limits, `KIND=CAP_MS/MAX_ATTEMPTS[,...]` (either side of `/` may be
@@ -120,7 +135,7 @@ pub struct Settings {
     /// When the previous UTC day's channel statement is reconciled: this long after midnight
     /// UTC (seconds). The reconcile job is queued once a day by whichever process gets there
     /// first; `converge reconcile --date D` runs one by hand.
-    #[arg(long, env = "CONVERGE_RECONCILE_AFTER_SECS", default_value_t = 3_600)]
+    #[arg(long, env = "CONVERGE_RECONCILE_AFTER_SECS", default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(0..86_400))]
     pub reconcile_after_secs: u64,
 
     /// Do not queue the daily reconciliation from this process.
@@ -132,39 +147,39 @@ pub struct Settings {
     pub seed: u64,
 
     /// PENDING longer than this is stuck (ms).
-    #[arg(long, env = "CONVERGE_STUCK_PENDING_MS", default_value_t = 60_000)]
+    #[arg(long, env = "CONVERGE_STUCK_PENDING_MS", default_value_t = 60_000, value_parser = ms_range_i64())]
     pub stuck_pending_ms: i64,
 
     /// PROCESSING longer than this is stuck (ms).
-    #[arg(long, env = "CONVERGE_STUCK_PROCESSING_MS", default_value_t = 120_000)]
+    #[arg(long, env = "CONVERGE_STUCK_PROCESSING_MS", default_value_t = 120_000, value_parser = ms_range_i64())]
     pub stuck_processing_ms: i64,
 
     /// UNKNOWN longer than this is stuck (ms).
-    #[arg(long, env = "CONVERGE_STUCK_UNKNOWN_MS", default_value_t = 300_000)]
+    #[arg(long, env = "CONVERGE_STUCK_UNKNOWN_MS", default_value_t = 300_000, value_parser = ms_range_i64())]
     pub stuck_unknown_ms: i64,
 
     /// CHANNEL_SUCCESS longer than this is stuck (ms).
     #[arg(
         long,
         env = "CONVERGE_STUCK_CHANNEL_SUCCESS_MS",
-        default_value_t = 60_000
+        default_value_t = 60_000, value_parser = ms_range_i64()
     )]
     pub stuck_channel_success_ms: i64,
 
     /// SUSPENSE longer than this is stuck (ms; 0: at once).
-    #[arg(long, env = "CONVERGE_STUCK_SUSPENSE_MS", default_value_t = 0)]
+    #[arg(long, env = "CONVERGE_STUCK_SUSPENSE_MS", default_value_t = 0, value_parser = ms_range_i64())]
     pub stuck_suspense_ms: i64,
 
     /// How often the stuck and queue gauges of /metrics are refreshed (ms).
-    #[arg(long, env = "CONVERGE_MONITOR_MS", default_value_t = 15_000)]
+    #[arg(long, env = "CONVERGE_MONITOR_MS", default_value_t = 15_000, value_parser = ms_range_u64())]
     pub monitor_ms: u64,
 
     /// Console sessions end after this long without a request (seconds).
-    #[arg(long, env = "CONVERGE_IDLE_TIMEOUT_SECS", default_value_t = 900)]
+    #[arg(long, env = "CONVERGE_IDLE_TIMEOUT_SECS", default_value_t = 900, value_parser = secs_range_u64())]
     pub idle_timeout_secs: u64,
 
     /// Console sessions end this long after login, active or not (seconds).
-    #[arg(long, env = "CONVERGE_ABSOLUTE_TIMEOUT_SECS", default_value_t = 28_800)]
+    #[arg(long, env = "CONVERGE_ABSOLUTE_TIMEOUT_SECS", default_value_t = 28_800, value_parser = secs_range_u64())]
     pub absolute_timeout_secs: u64,
 
     /// Mark the session cookie Secure (set when converge is served over TLS, e.g. behind a
@@ -181,7 +196,7 @@ pub struct Settings {
     pub login_limit_per_addr: usize,
 
     /// The login rate-limit window (seconds).
-    #[arg(long, env = "CONVERGE_LOGIN_WINDOW_SECS", default_value_t = 300)]
+    #[arg(long, env = "CONVERGE_LOGIN_WINDOW_SECS", default_value_t = 300, value_parser = secs_range_u64())]
     pub login_window_secs: u64,
 
     /// Password hashes computed at once (each argon2id hash takes ~19 MiB and one core).
@@ -189,15 +204,15 @@ pub struct Settings {
     pub hash_permits: usize,
 
     /// How long a pending action request stays approvable (seconds).
-    #[arg(long, env = "CONVERGE_ACTION_TTL_SECS", default_value_t = 86_400)]
+    #[arg(long, env = "CONVERGE_ACTION_TTL_SECS", default_value_t = 86_400, value_parser = secs_range_u64())]
     pub action_ttl_secs: u64,
 
     /// In-process sandbox: delay of digits-52 answers (ms).
-    #[arg(long, env = "CONVERGE_SANDBOX_SLOW_MS", default_value_t = 5_000)]
+    #[arg(long, env = "CONVERGE_SANDBOX_SLOW_MS", default_value_t = 5_000, value_parser = ms_range_u64())]
     pub sandbox_slow_ms: u64,
 
     /// In-process sandbox: hang of digits-53 requests (ms).
-    #[arg(long, env = "CONVERGE_SANDBOX_HANG_MS", default_value_t = 5_000)]
+    #[arg(long, env = "CONVERGE_SANDBOX_HANG_MS", default_value_t = 5_000, value_parser = ms_range_u64())]
     pub sandbox_hang_ms: u64,
 
     /// In-process sandbox: delay between a commit and its callbacks (ms). Tests that need the
@@ -206,7 +221,7 @@ pub struct Settings {
     #[arg(
         long,
         env = "CONVERGE_SANDBOX_CALLBACK_DELAY_MS",
-        default_value_t = 200
+        default_value_t = 200, value_parser = ms_range_u64()
     )]
     pub sandbox_callback_delay_ms: u64,
 }

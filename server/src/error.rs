@@ -81,6 +81,13 @@ impl From<StoreError> for ApiError {
                 )
                 .with_retry_after(1)
             }
+            StoreError::Rejected(cause) => {
+                tracing::warn!(%cause, "input refused by the database");
+                ApiError::bad_request(
+                    "invalid_request",
+                    "the request holds a value that cannot be stored (e.g. a NUL character)",
+                )
+            }
             other => ApiError::internal(other),
         }
     }
@@ -132,6 +139,12 @@ where
         // fields in declaration order (`[1000,"CNY","o-1"]`), which is not the documented
         // object and must not create a payment.
         match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) if v.is_object() && has_nul(&v) => {
+                return Err(ApiError::bad_request(
+                    "invalid_request",
+                    "strings may not contain the NUL character",
+                ));
+            }
             Ok(v) if v.is_object() => {}
             Ok(_) => {
                 return Err(ApiError::bad_request(
@@ -153,6 +166,24 @@ where
             ApiError::bad_request("invalid_request", format!("invalid request body: {e}"))
         })
     }
+}
+
+/// Whether any string (or object key) in `v` holds U+0000, which PostgreSQL text cannot store
+/// and no field of converge's API needs.
+pub fn has_nul(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(a) => a.iter().any(has_nul),
+        serde_json::Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
+/// Whether a raw path or query string carries a percent-encoded NUL (`%00`).
+fn has_encoded_nul(raw: &str) -> bool {
+    raw.as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1] == b'0' && w[2] == b'0')
 }
 
 /// `application/json` or an `application/*+json` type, parameters allowed.
@@ -202,6 +233,12 @@ where
         parts: &mut axum::http::request::Parts,
         state: &S,
     ) -> Result<Self, Self::Rejection> {
+        if has_encoded_nul(parts.uri.path()) {
+            return Err(ApiError::bad_request(
+                "invalid_path",
+                "the path may not contain %00",
+            ));
+        }
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Path(v)| ApiPath(v))
@@ -225,6 +262,12 @@ where
         parts: &mut axum::http::request::Parts,
         state: &S,
     ) -> Result<Self, Self::Rejection> {
+        if parts.uri.query().is_some_and(has_encoded_nul) {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                "the query may not contain %00",
+            ));
+        }
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Query(v)| ApiQuery(v))

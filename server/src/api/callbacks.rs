@@ -1,5 +1,7 @@
 //! `POST /v1/channel/callbacks`: signed channel notifications (DESIGN.md "Merchant HTTP
-//! API": bad signature 401, older than 5 minutes 400, duplicate event id acknowledged once).
+//! API": bad signature 401, older than 5 minutes 400, duplicate event id acknowledged once;
+//! one being handled right now is 409 `callback_in_progress` with Retry-After, so the channel
+//! delivers it again instead of taking a 2xx for an event that may still fail).
 
 use axum::Json;
 use axum::body::Bytes;
@@ -46,11 +48,22 @@ pub async fn receive(
     }
     let event: CallbackEvent = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request("invalid_callback", e.to_string()))?;
+    event
+        .check()
+        .map_err(|why| ApiError::bad_request("invalid_callback", why))?;
     let outcome = st.core.handle_callback(&event).await?;
     let (name, detail) = match outcome {
         CallbackOutcome::Applied(s) => ("applied", s.as_str().to_string()),
         CallbackOutcome::Ignored(why) => ("ignored", why),
         CallbackOutcome::Duplicate => ("duplicate", String::new()),
+        CallbackOutcome::InProgress => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "callback_in_progress",
+                "this event is being handled; deliver it again later",
+            )
+            .with_retry_after(1));
+        }
         CallbackOutcome::UnknownPayment => ("unknown_payment", String::new()),
     };
     Ok(Json(

@@ -44,6 +44,10 @@ pub struct KindLimits {
     pub max_attempts: Option<i64>,
 }
 
+/// Longest backoff cap a job kind may be given: 30 days, in milliseconds. Longer waits are
+/// a job parked forever, which the error pool (not the queue) is for.
+pub const MAX_CAP_MS: u64 = 30 * 86_400_000;
+
 /// Per-kind overrides of the retry limits, parsed from `KIND=CAP_MS/MAX_ATTEMPTS[,...]`
 /// (either side of `/` may be empty to keep the default), e.g.
 /// `query=60000/20,post_ledger=/50`. The empty string means no overrides.
@@ -70,7 +74,11 @@ impl RetryOverrides {
                 "" => None,
                 c => Some(
                     c.parse::<u64>()
-                        .map_err(|_| format!("{part:?}: cap {c:?} is not a number of ms"))?,
+                        .ok()
+                        .filter(|ms| (1..=MAX_CAP_MS).contains(ms))
+                        .ok_or_else(|| {
+                            format!("{part:?}: cap {c:?} is not 1 to {MAX_CAP_MS} ms")
+                        })?,
                 ),
             };
             let max_attempts = match max.trim() {
@@ -205,6 +213,9 @@ mod tests {
             "query=1/-3",
             "query=/",
             "query=1/2,query=3/4",
+            "query=0/2",
+            "query=9223372036854775807/",
+            "query=18446744073709551615/",
         ] {
             let err = RetryOverrides::parse(bad, KINDS).unwrap_err();
             assert!(!err.is_empty(), "{bad}");

@@ -32,6 +32,7 @@ pub fn action_error(e: ActionError) -> ApiError {
 
 /// Body of `POST /ops/v1/actions`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RequestBody {
     kind: String,
     payment_id: String,
@@ -118,6 +119,7 @@ pub async fn show(
 
 /// Body of an approval: the approver's password again, and a reason.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ApproveBody {
     password: String,
     reason: String,
@@ -176,6 +178,7 @@ pub async fn step_up(
 
 /// Body with a reason.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReasonBody {
     reason: String,
 }
@@ -199,6 +202,7 @@ pub async fn reject(
 
 /// An empty JSON body.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Empty {}
 
 /// Cancels one's own pending request.
@@ -270,6 +274,7 @@ pub async fn bulk_preview(
 
 /// Body of `POST /ops/v1/actions/bulk-retry`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BulkBody {
     selection: Selection,
     items: Vec<Confirmed>,

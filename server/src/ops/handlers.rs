@@ -62,6 +62,7 @@ fn principal_json(p: &Principal) -> Value {
 
 /// Body of `POST /ops/v1/login`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct LoginBody {
     username: String,
     password: String,
@@ -295,6 +296,7 @@ async fn error_pool(
 
 /// Body of a resolution.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ResolveBody {
     note: String,
 }
@@ -391,6 +393,7 @@ async fn list_users(State(st): State<AppState>, p: Principal) -> Result<Json<Val
 
 /// Body of `POST /ops/v1/users`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct NewUserBody {
     username: String,
     roles: String,
@@ -430,6 +433,7 @@ async fn add_user(
 
 /// An empty JSON object body (`{}`), required so that state changes are JSON.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Empty {}
 
 async fn disable_user(
@@ -488,6 +492,7 @@ async fn enable_user(
 
 /// Body of a password reset.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PasswordBody {
     password: String,
 }
@@ -524,6 +529,7 @@ async fn reset_password(
 
 /// Body of a role change.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RolesBody {
     roles: String,
 }

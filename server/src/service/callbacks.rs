@@ -2,12 +2,12 @@
 //! stale callbacks never move a payment backwards or out of a terminal state; they are
 //! acknowledged, recorded as ignored, and counted).
 
-use super::payments::Extras;
+use super::payments::{Applied, Extras};
 use super::{Core, ServiceError};
 use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
 use serde_json::json;
 
-use crate::store::{IgnoredEvent, JobKind, NewErrorItem};
+use crate::store::{CallbackClaim, IgnoredEvent, JobKind, NewErrorItem};
 
 /// A verified callback from the channel.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -27,6 +27,34 @@ pub struct CallbackEvent {
     pub created_at: i64,
 }
 
+/// Longest event id or channel key a callback may carry, in bytes.
+pub const MAX_CALLBACK_ID: usize = 255;
+
+impl CallbackEvent {
+    /// Checks the fields' shape before anything is stored: ids of 1 to [`MAX_CALLBACK_ID`]
+    /// bytes, a type of at most 64 bytes, a 3-letter currency, and no control characters
+    /// (PostgreSQL text cannot hold NUL; an oversized id cannot be indexed).
+    /// Errors: what is wrong, for a 400 `invalid_callback`.
+    pub fn check(&self) -> Result<(), String> {
+        let fields = [
+            ("event_id", self.event_id.as_str(), MAX_CALLBACK_ID),
+            ("channel_key", self.channel_key.as_str(), MAX_CALLBACK_ID),
+            ("type", self.kind.as_str(), 64),
+        ];
+        for (name, value, max) in fields {
+            if value.is_empty() || value.len() > max || value.chars().any(char::is_control) {
+                return Err(format!(
+                    "{name} must be 1 to {max} bytes without control characters"
+                ));
+            }
+        }
+        if self.currency.len() != 3 || !self.currency.bytes().all(|b| b.is_ascii_uppercase()) {
+            return Err("currency must be a 3-letter ISO 4217 code".into());
+        }
+        Ok(())
+    }
+}
+
 /// What a callback did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallbackOutcome {
@@ -36,6 +64,9 @@ pub enum CallbackOutcome {
     Ignored(String),
     /// This event id was handled before.
     Duplicate,
+    /// Another handler holds this event id now; the channel should deliver it again later
+    /// (the API answers 409 with Retry-After, not a 2xx that would end the channel's retries).
+    InProgress,
     /// No payment has this channel key.
     UnknownPayment,
 }
@@ -63,7 +94,7 @@ impl Core {
         ev: &CallbackEvent,
     ) -> Result<CallbackOutcome, ServiceError> {
         let now = self.clock.now_ms();
-        if !self
+        match self
             .store
             .claim_callback(
                 &ev.event_id,
@@ -74,8 +105,17 @@ impl Core {
             )
             .await?
         {
-            metrics::counter!("converge_callbacks_total", "outcome" => "duplicate").increment(1);
-            return Ok(CallbackOutcome::Duplicate);
+            CallbackClaim::Claimed => {}
+            CallbackClaim::Settled => {
+                metrics::counter!("converge_callbacks_total", "outcome" => "duplicate")
+                    .increment(1);
+                return Ok(CallbackOutcome::Duplicate);
+            }
+            CallbackClaim::InProgress => {
+                metrics::counter!("converge_callbacks_total", "outcome" => "in_progress")
+                    .increment(1);
+                return Ok(CallbackOutcome::InProgress);
+            }
         }
         match self.handle_claimed(ev).await {
             Ok(outcome) => {
@@ -83,6 +123,7 @@ impl Core {
                     CallbackOutcome::Applied(_) => "applied",
                     CallbackOutcome::Ignored(_) => "ignored",
                     CallbackOutcome::Duplicate => "duplicate",
+                    CallbackOutcome::InProgress => "in_progress",
                     CallbackOutcome::UnknownPayment => "unknown_payment",
                 };
                 // If this write is lost the claim lapses and a redelivery is handled again,
@@ -187,7 +228,24 @@ impl Core {
             close_jobs: vec![JobKind::Submit, JobKind::Query],
             ..Extras::default()
         };
-        let mut after = self.apply(&p, event, "callback", extras).await?;
+        let (mut after, applied) = self.apply_outcome(&p, event, "callback", extras).await?;
+        if applied != Applied::Yes {
+            // Another writer (a callback with another event id, the worker's query) settled it
+            // first: this callback is late, not applied.
+            return self
+                .ignore(
+                    &p,
+                    ev,
+                    event,
+                    format!(
+                        "lost the race: the payment is {} at version {}",
+                        after.status.as_str(),
+                        after.version
+                    ),
+                    false,
+                )
+                .await;
+        }
         if after.status == PaymentStatus::ChannelSuccess {
             after = self.drive(after, "callback").await?;
         }

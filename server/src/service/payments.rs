@@ -244,7 +244,8 @@ impl Core {
     }
 
     /// Applies `event` to `p` if the state machine allows it, else records it as ignored.
-    /// Returns the payment as it now is (re-read when someone else moved first).
+    /// Returns the payment as it now is (re-read when someone else moved first); an event that
+    /// lost a race to another writer is recorded as ignored too.
     pub(crate) async fn apply(
         &self,
         p: &Payment,
@@ -252,6 +253,40 @@ impl Core {
         source: &str,
         extras: Extras,
     ) -> Result<Payment, ServiceError> {
+        let (current, applied) = self.apply_outcome(p, event, source, extras).await?;
+        if applied == Applied::Lost {
+            // Someone moved the payment first; the losing event is still recorded, as every
+            // ignored event is (DESIGN.md "Payment state machine"). Each loser is its own
+            // record: several workers or callbacks may lose the same race.
+            self.store
+                .record_ignored_event(&IgnoredEvent {
+                    payment_id: p.id.clone(),
+                    event_id: format!("{event}@v{}:lost:{}", p.version, super::ids::new_id("race")),
+                    event,
+                    from: p.status,
+                    source: source.into(),
+                    detail: format!(
+                        "lost the race: the payment is {} at version {}",
+                        current.status.as_str(),
+                        current.version
+                    ),
+                    now: self.clock.now_ms(),
+                })
+                .await?;
+        }
+        Ok(current)
+    }
+
+    /// [`apply`](Self::apply) without recording a lost race, for callers that record the
+    /// event under their own id (a callback's `cb:<event id>`). Returns the payment as it now
+    /// is and whether this call's event is the one applied.
+    pub(crate) async fn apply_outcome(
+        &self,
+        p: &Payment,
+        event: PaymentEvent,
+        source: &str,
+        extras: Extras,
+    ) -> Result<(Payment, Applied), ServiceError> {
         let now = self.clock.now_ms();
         let to = match transition(p.status, event) {
             Ok(to) => to,
@@ -269,7 +304,7 @@ impl Core {
                     .await?;
                 metrics::counter!("converge_events_ignored_total", "event" => event.as_str())
                     .increment(1);
-                return Ok(p.clone());
+                return Ok((p.clone(), Applied::Refused));
             }
         };
         let mut enqueue = extras.enqueue;
@@ -306,41 +341,40 @@ impl Core {
             TransitionResult::Applied(next) => {
                 metrics::counter!("converge_transitions_total", "to" => next.status.as_str())
                     .increment(1);
-                Ok(next)
+                Ok((next, Applied::Yes))
             }
             TransitionResult::Stale(current) => {
-                // Someone moved the payment first; the losing event is still recorded, as
-                // every ignored event is (DESIGN.md "Payment state machine").
-                self.store
-                    .record_ignored_event(&IgnoredEvent {
-                        payment_id: p.id.clone(),
-                        event_id: format!("{event}@v{}:stale", p.version),
-                        event,
-                        from: p.status,
-                        source: source.into(),
-                        detail: format!(
-                            "lost the race: the payment is {} at version {}",
-                            current.status.as_str(),
-                            current.version
-                        ),
-                        now,
-                    })
-                    .await?;
                 metrics::counter!("converge_events_ignored_total", "event" => event.as_str())
                     .increment(1);
-                Ok(current)
+                Ok((current, Applied::Lost))
             }
-            TransitionResult::DuplicateEvent => Ok(self
-                .store
-                .payment(&p.id)
-                .await?
-                .ok_or_else(|| ServiceError::Contended(p.id.clone()))?),
-            // Unreachable: `to` came from `transition` above, which the store checks again.
+            // Another writer applied the same event at this version first.
+            TransitionResult::DuplicateEvent => {
+                metrics::counter!("converge_events_ignored_total", "event" => event.as_str())
+                    .increment(1);
+                let current = self
+                    .store
+                    .payment(&p.id)
+                    .await?
+                    .ok_or_else(|| ServiceError::Contended(p.id.clone()))?;
+                Ok((current, Applied::Lost))
+            }
             TransitionResult::Refused(refused) => Err(ServiceError::Store(
                 crate::store::StoreError::Corrupt(format!("store refused {refused}")),
             )),
         }
     }
+}
+
+/// Whether [`Core::apply_outcome`]'s event took effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// This call's transition is the one applied.
+    Yes,
+    /// The state machine refuses it from the payment's state; recorded as ignored.
+    Refused,
+    /// Another writer moved the payment first (a version race); not yet recorded.
+    Lost,
 }
 
 /// The job that moves a payment on from the state `event` puts it in, when the step that

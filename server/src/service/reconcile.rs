@@ -27,6 +27,8 @@ pub struct StatementRow {
     pub status: String,
     /// RFC 3339 UTC.
     pub charged_at: String,
+    /// 1-based line in the file, for evidence.
+    pub line: u64,
 }
 
 /// Why a statement could not be read; names the file and the 1-based line.
@@ -107,12 +109,28 @@ pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, Stat
                 "empty channel key, bad currency or empty status".into(),
             ));
         }
+        if !record[3]
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b == b'_')
+        {
+            return Err(err(
+                line,
+                format!("status {:?} is not a status word", &record[3]),
+            ));
+        }
+        if chrono::DateTime::parse_from_rfc3339(&record[4]).is_err() {
+            return Err(err(
+                line,
+                format!("charged_at {:?} is not an RFC 3339 time", &record[4]),
+            ));
+        }
         rows.push(StatementRow {
             channel_key: record[0].into(),
             amount,
             currency,
             status: record[3].into(),
             charged_at: record[4].into(),
+            line,
         });
     }
     if !text.is_empty() && !text.ends_with('\n') {
@@ -269,9 +287,24 @@ impl Core {
             reopen: false,
             now,
         };
+        let mut first_line = std::collections::HashMap::new();
         for row in &rows {
             seen.insert(row.channel_key.clone());
-            let statement = json!({"amount": row.amount, "currency": row.currency, "status": row.status, "charged_at": row.charged_at});
+            let statement = json!({"amount": row.amount, "currency": row.currency, "status": row.status, "charged_at": row.charged_at, "line": row.line});
+            // The same charge listed twice would be settled twice: money, not a typo.
+            if let Some(first) = first_line.insert(row.channel_key.clone(), row.line) {
+                items.push(item(
+                    "duplicate_statement",
+                    &format!("{}:{}", row.channel_key, row.line),
+                    None,
+                    format!(
+                        "statement lists charge {} twice (lines {first} and {})",
+                        row.channel_key, row.line
+                    ),
+                    json!({"statement": statement, "first_line": first}),
+                ));
+                continue;
+            }
             let Some(p) = self.store.payment_by_channel_key(&row.channel_key).await? else {
                 items.push(item(
                     "missing_local",
@@ -295,12 +328,13 @@ impl Core {
                     json!({"statement": statement, "local": local}),
                 ));
             }
-            if row.status == "succeeded" && !p.status.is_charged() {
+            let statement_charged = row.status == "succeeded";
+            if statement_charged != p.status.is_charged() {
                 items.push(item(
                     "status_mismatch",
                     &row.channel_key,
                     Some(p.id.clone()),
-                    format!("statement shows a charge, payment is {}", p.status),
+                    format!("statement says {}, payment is {}", row.status, p.status),
                     json!({"statement": statement, "local": local}),
                 ));
             }
@@ -390,6 +424,17 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_line_with_a_bad_status_or_time_is_refused() {
+        for bad in [
+            "ck_2,100,CNY,Succeeded!,2026-11-30T01:00:00Z\n",
+            "ck_2,100,CNY,succeeded,not-a-date\n",
+        ] {
+            let e = parse_statement("s.csv", &format!("{HEAD}{LINE}{bad}#end,2,,,\n")).unwrap_err();
+            assert_eq!(e.line, 3, "{bad}");
+        }
     }
 
     #[test]

@@ -62,10 +62,32 @@ pub enum StoreError {
     /// A stored value is not one converge writes.
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// The database refused a value the request carried (PostgreSQL: a NUL character, a key
+    /// too long to index). The HTTP layers answer 400; the edges refuse such input first, so
+    /// this is the backstop.
+    #[error("value refused by the database: {0}")]
+    Rejected(String),
     /// Any other database error.
     #[error("database error: {0}")]
     Db(#[source] sqlx::Error),
 }
+
+/// The answer of [`Store::claim_callback`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackClaim {
+    /// This caller handles the event now.
+    Claimed,
+    /// The event was handled before: acknowledge it as a duplicate.
+    Settled,
+    /// Another handler holds the event's claim: the sender should deliver it again later,
+    /// since that handler may still fail.
+    InProgress,
+}
+
+/// PostgreSQL SQLSTATEs that mean "this input cannot be stored", not "the database failed":
+/// 22021 character_not_in_repertoire (NUL in text), 22P05 untranslatable_character, 22001
+/// string_data_right_truncation, 54000 program_limit_exceeded (index row too large).
+const REJECTED_INPUT: [&str; 4] = ["22021", "22P05", "22001", "54000"];
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
@@ -79,6 +101,13 @@ impl From<sqlx::Error> for StoreError {
                 .is_some_and(|d| d.is_unique_violation()) =>
             {
                 StoreError::Conflict(e.to_string())
+            }
+            e if e.as_database_error().is_some_and(|d| {
+                d.code()
+                    .is_some_and(|c| REJECTED_INPUT.contains(&c.as_ref()))
+            }) =>
+            {
+                StoreError::Rejected(e.to_string())
             }
             e => StoreError::Db(e),
         }
@@ -213,10 +242,11 @@ pub trait Store: Queue + Console + Governance + Verify + Presence + Send + Sync 
     /// How many ledger batches of `kind` a payment has.
     async fn ledger_batch_count(&self, payment_id: &str, kind: &str) -> Result<i64, StoreError>;
     /// Claims the handling of a channel callback event id (DESIGN.md "Merchant HTTP API":
-    /// a duplicate event id is acknowledged once). True when this caller is to handle it: the
-    /// id is new, or an earlier handler's claim is still unsettled and was taken at or before
-    /// `stale_before` (that handler died; its lapsed claim is taken over). False for an event
-    /// already settled or being handled now. Times are epoch ms UTC.
+    /// a duplicate event id is acknowledged once). `Claimed` when this caller is to handle
+    /// it: the id is new, or an earlier handler's claim is still unsettled and was taken at or
+    /// before `stale_before` (that handler died; its lapsed claim is taken over). `Settled`
+    /// for an event already handled, `InProgress` for one being handled now (or by a handler
+    /// that died less than a lease ago). Times are epoch ms UTC.
     async fn claim_callback(
         &self,
         event_id: &str,
@@ -224,7 +254,7 @@ pub trait Store: Queue + Console + Governance + Verify + Presence + Send + Sync 
         kind: &str,
         now: i64,
         stale_before: i64,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<CallbackClaim, StoreError>;
     /// Settles a claimed callback: `Some(outcome)` records how it ended (`applied`,
     /// `ignored`, `unknown_payment`); `None` drops the claim so the channel's redelivery is
     /// handled afresh (the handler failed before any effect was committed).
@@ -240,7 +270,8 @@ pub trait Store: Queue + Console + Governance + Verify + Presence + Send + Sync 
 pub enum Target<'a> {
     /// `postgres://...` or `postgresql://...`: the whole URL.
     Postgres(&'a str),
-    /// A SQLite file path (`sqlite:` and `sqlite://` removed), or `:memory:`.
+    /// A SQLite file path (`sqlite:` and `sqlite://` removed), taken literally: no URL
+    /// options, no percent-decoding; or `:memory:`.
     Sqlite(&'a str),
 }
 

@@ -639,7 +639,7 @@ macro_rules! impl_store {
                 kind: &str,
                 now: i64,
                 stale_before: i64,
-            ) -> Result<bool, $crate::store::StoreError> {
+            ) -> Result<$crate::store::CallbackClaim, $crate::store::StoreError> {
                 // 'received' is an unsettled claim; taking over one that is old enough means
                 // its handler died between the claim and the settlement.
                 let r = sqlx::query(
@@ -655,7 +655,21 @@ macro_rules! impl_store {
                 .bind(stale_before)
                 .execute(self.writer())
                 .await?;
-                Ok(r.rows_affected() == 1)
+                if r.rows_affected() == 1 {
+                    return Ok($crate::store::CallbackClaim::Claimed);
+                }
+                let outcome = sqlx::query_scalar::<_, String>(
+                    "SELECT outcome FROM channel_callbacks WHERE event_id = $1",
+                )
+                .bind(event_id)
+                .fetch_optional(self.writer())
+                .await?;
+                Ok(match outcome.as_deref() {
+                    Some("received") => $crate::store::CallbackClaim::InProgress,
+                    Some(_) => $crate::store::CallbackClaim::Settled,
+                    // Dropped by a failed handler between the two statements: not settled.
+                    None => $crate::store::CallbackClaim::InProgress,
+                })
             }
 
             async fn settle_callback(

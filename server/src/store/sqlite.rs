@@ -91,13 +91,15 @@ impl SqliteStore {
                     .map_err(|e| StoreError::Unavailable(sqlx::Error::Io(e)))?;
             }
         }
-        let url = if memory {
-            "sqlite::memory:".to_string()
+        // The path is a file name, taken literally: read as a URL, `?mode=memory` or `%20`
+        // in it would open another database than the file named.
+        let opts = if memory {
+            SqliteConnectOptions::from_str("sqlite::memory:")
+                .map_err(|e| StoreError::BadUrl(format!("bad SQLite path {path:?}: {e}")))?
         } else {
-            format!("sqlite://{path}")
+            SqliteConnectOptions::new().filename(path)
         };
-        let opts = SqliteConnectOptions::from_str(&url)
-            .map_err(|e| StoreError::BadUrl(format!("bad SQLite path {path:?}: {e}")))?
+        let opts = opts
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
@@ -124,8 +126,7 @@ impl SqliteStore {
         let file = if memory {
             None
         } else {
-            // The path SQLite opened: `sqlite://PATH?mode=...` options are not part of it.
-            let path = PathBuf::from(path.split('?').next().unwrap_or(path));
+            let path = PathBuf::from(path);
             let id = std::fs::metadata(&path)
                 .ok()
                 .and_then(|m| DbFile::identity(&m));

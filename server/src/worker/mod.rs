@@ -151,7 +151,7 @@ impl Worker {
                 .await
                 .map(|ok| (ok, JobResult::Completed)),
             Step::Wait(why) => {
-                let at = now + backoff.cap_ms as i64;
+                let at = now.saturating_add(i64::try_from(backoff.cap_ms).unwrap_or(i64::MAX));
                 store
                     .retry_job(job.id, &job.lease_token, at, &why, true, now)
                     .await
@@ -162,7 +162,7 @@ impl Worker {
                     let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
                     backoff.delay_ms(u32::try_from(job.attempts).unwrap_or(u32::MAX), &mut *rng)
                 };
-                let at = now + delay as i64;
+                let at = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
                 store
                     .retry_job(job.id, &job.lease_token, at, &error, false, now)
                     .await

@@ -439,3 +439,29 @@ on_both_backends!(the_bearer_scheme_is_case_insensitive, |app| {
         .await;
     assert_eq!(a.status, 201, "{:?}", a.json());
 });
+
+on_both_backends!(a_nul_character_anywhere_is_400_never_500, |app| {
+    refused(
+        &app,
+        &[r#"{"amount":1000,"currency":"CNY","merchant_order_id":"o-1","description":"x\u0000"}"#],
+        400,
+        "invalid_request",
+    )
+    .await;
+    app.get("/v1/payments/%00")
+        .await
+        .assert_error(400, "invalid_path");
+    app.post(
+        "/v1/payments/%00/refunds",
+        Some("k-nul"),
+        &json!({"amount": 1, "reason": "r"}),
+    )
+    .await
+    .assert_error(400, "invalid_path");
+    // The refused request left its key free.
+    assert_eq!(
+        app.sql_i64("SELECT COUNT(*) FROM idempotency_keys", &[])
+            .await,
+        0
+    );
+});

@@ -367,3 +367,50 @@ on_both_backends!(ignored_and_duplicate_callbacks_are_counted, |app| {
         );
     }
 });
+
+on_both_backends!(
+    concurrent_success_callbacks_apply_once_and_the_rest_are_recorded_as_ignored,
+    |app| {
+        let p = payment(&app, 1054).await;
+        assert_eq!(p.status.as_str(), "UNKNOWN");
+        let bodies: Vec<Vec<u8>> = (0..12)
+            .map(|i| event(&format!("evt_race_{i}"), "charge.succeeded", &p))
+            .collect();
+        let answers = futures_util::future::join_all(bodies.iter().map(|b| deliver(&app, b))).await;
+        let applied = answers.iter().filter(|v| v["outcome"] == "applied").count();
+        let ignored = answers.iter().filter(|v| v["outcome"] == "ignored").count();
+        assert_eq!((applied, ignored), (1, 11), "{answers:?}");
+        let events = app.store.payment_events(&p.id).await.unwrap();
+        for i in 0..12 {
+            let id = format!("evt_race_{i}");
+            assert!(
+                events.iter().any(|e| e.event_id == format!("cb:{id}"))
+                    || events.iter().any(|e| e.applied && e.detail.contains(&id)),
+                "callback {id} left no event record: {events:?}"
+            );
+        }
+        assert_eq!(
+            app.store.ledger_batch_count(&p.id, "charge").await.unwrap(),
+            1
+        );
+    }
+);
+
+on_both_backends!(
+    a_callback_with_a_nul_or_an_oversized_id_is_400_invalid_callback,
+    |app| {
+        let p = payment(&app, 1000).await;
+        let mut nul: Value =
+            serde_json::from_slice(&event("evt_nul", "charge.succeeded", &p)).unwrap();
+        nul["event_id"] = json!("evt\u{0}x");
+        let mut long: Value =
+            serde_json::from_slice(&event("evt_long", "charge.succeeded", &p)).unwrap();
+        long["event_id"] = json!("e".repeat(8_000));
+        for body in [nul.to_string(), long.to_string()] {
+            let body = body.as_bytes();
+            app.post_callback(body, Some(&sign(&app.callback_secret, now_secs(), body)))
+                .await
+                .assert_error(400, "invalid_callback");
+        }
+    }
+);

@@ -547,6 +547,7 @@ store_conformance!(
 );
 
 store_conformance!(a_callback_event_id_is_handled_once, |store| {
+    use converge_server::store::CallbackClaim::{Claimed, InProgress, Settled};
     let claim = |id: &'static str, at: i64| {
         let store = store.clone();
         async move {
@@ -556,21 +557,28 @@ store_conformance!(a_callback_event_id_is_handled_once, |store| {
                 .unwrap()
         }
     };
-    assert!(claim("evt_1", NOW).await, "a new event id is claimed");
-    assert!(
-        !claim("evt_1", NOW).await,
-        "a delivery while it is handled is a duplicate"
+    assert_eq!(
+        claim("evt_1", NOW).await,
+        Claimed,
+        "a new event id is claimed"
     );
-    assert!(
+    assert_eq!(
+        claim("evt_1", NOW).await,
+        InProgress,
+        "a delivery while it is handled must come again"
+    );
+    assert_eq!(
         claim("evt_2", NOW).await,
+        Claimed,
         "another event id is its own claim"
     );
     store
         .settle_callback("evt_1", Some("applied"))
         .await
         .unwrap();
-    assert!(
-        !claim("evt_1", NOW + 3_600_000).await,
+    assert_eq!(
+        claim("evt_1", NOW + 3_600_000).await,
+        Settled,
         "a settled event stays a duplicate"
     );
 });
@@ -578,39 +586,23 @@ store_conformance!(a_callback_event_id_is_handled_once, |store| {
 store_conformance!(
     a_callback_whose_handler_failed_or_died_is_handled_again,
     |store| {
-        assert!(
-            store
-                .claim_callback("evt_1", "ck_1", "charge.succeeded", NOW, NOW - 30_000)
-                .await
-                .unwrap()
-        );
+        use converge_server::store::CallbackClaim::{Claimed, InProgress};
+        let claim = |at: i64| {
+            let store = store.clone();
+            async move {
+                store
+                    .claim_callback("evt_1", "ck_1", "charge.succeeded", at, at - 30_000)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(claim(NOW).await, Claimed);
         // The handler failed before any effect: the claim is dropped, the redelivery handled.
         store.settle_callback("evt_1", None).await.unwrap();
-        assert!(
-            store
-                .claim_callback("evt_1", "ck_1", "charge.succeeded", NOW + 1, NOW - 29_999)
-                .await
-                .unwrap()
-        );
-        // The handler died: its claim lapses after the lease, then a redelivery takes it.
-        assert!(
-            !store
-                .claim_callback("evt_1", "ck_1", "charge.succeeded", NOW + 2, NOW - 29_998)
-                .await
-                .unwrap()
-        );
-        assert!(
-            store
-                .claim_callback(
-                    "evt_1",
-                    "ck_1",
-                    "charge.succeeded",
-                    NOW + 40_000,
-                    NOW + 10_000
-                )
-                .await
-                .unwrap()
-        );
+        assert_eq!(claim(NOW + 1).await, Claimed);
+        // The handler died: its claim holds for the lease, then a redelivery takes it.
+        assert_eq!(claim(NOW + 2).await, InProgress);
+        assert_eq!(claim(NOW + 40_000).await, Claimed);
     }
 );
 

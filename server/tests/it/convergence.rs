@@ -567,3 +567,46 @@ on_both_backends!(the_queue_gauges_report_zero_for_emptied_groups, |app| {
         }
     }
 });
+
+on_both_backends!(
+    a_statement_that_says_failed_or_lists_a_charge_twice_is_a_difference,
+    |app| {
+        let a = app
+            .post(
+                "/v1/payments",
+                Some("k-st"),
+                &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-st"}),
+            )
+            .await;
+        assert_eq!(a.json()["status"], "SUCCESS");
+        let id = a.json()["id"].as_str().unwrap().to_string();
+        let p = app.store.payment(&id).await.unwrap().unwrap();
+        let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        let at = chrono::Utc::now().to_rfc3339();
+        let text = format!(
+            "channel_key,amount,currency,status,charged_at\n{k},1000,CNY,failed,{at}\n{k},1000,CNY,failed,{at}\n#end,2,,,\n",
+            k = p.channel_key
+        );
+        let report = app
+            .running
+            .state
+            .core
+            .reconcile(&day, "st.csv", Some(text.into_bytes()))
+            .await
+            .unwrap();
+        assert_eq!(report.differences, 2);
+        let mut kinds: Vec<_> = app
+            .store
+            .error_items(None, None, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.kind)
+            .collect();
+        kinds.sort();
+        assert_eq!(
+            kinds,
+            vec!["reconcile_duplicate_statement", "reconcile_status_mismatch"]
+        );
+    }
+);

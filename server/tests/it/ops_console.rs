@@ -477,3 +477,45 @@ on_both_backends!(dashboard_counts_replays_and_stuck_payments, |app| {
         1
     );
 });
+
+on_both_backends!(
+    ops_bodies_with_unknown_fields_and_nul_queries_are_400_json,
+    |app| {
+        user(&app, "alice", "viewer,operator").await;
+        // A misspelt field is refused, not silently dropped (e.g. `target_stauts`).
+        let (c, s, v) = {
+            let c = browser();
+            let (s, v) = post(
+                &c,
+                &app,
+                "/ops/v1/login",
+                &json!({"username": "alice", "password": PASSWORD, "remember": true}),
+            )
+            .await;
+            (c, s, v)
+        };
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (400, Some("invalid_request")),
+            "{v}"
+        );
+        let (_, ok, _) = login(&app, "alice", PASSWORD).await;
+        assert_eq!(ok, 200);
+        drop(c);
+        let (c, _, _) = login(&app, "alice", PASSWORD).await;
+        for path in [
+            "/ops/v1/payments?order=%00",
+            "/ops/v1/error-pool?kind=%00",
+            "/ops/v1/payments/%00",
+        ] {
+            let (s, v) = get(&c, &app, path).await;
+            assert_eq!(s, 400, "{path}: {v}");
+            assert!(
+                v["error"]["code"]
+                    .as_str()
+                    .is_some_and(|c| c == "invalid_query" || c == "invalid_path"),
+                "{path}: {v}"
+            );
+        }
+    }
+);
