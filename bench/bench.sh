@@ -18,34 +18,14 @@
 # release builds of load, drain and rawinsert), CONVERGE_BENCH_GRAPHILE=0 to skip
 # graphile-worker. Text below a `<!-- notes -->` line in BENCHMARKS.md is kept.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
-
-pg=${CONVERGE_BENCH_PG_URL:-${CONVERGE_TEST_PG_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}}
 conc=${CONVERGE_BENCH_CONCURRENCY:-16}
 reqs=${CONVERGE_BENCH_REQUESTS:-5000}
 jobs=${CONVERGE_BENCH_JOBS:-10000}
 secs=${CONVERGE_BENCH_SECONDS:-10}
 graphile=${CONVERGE_BENCH_GRAPHILE:-1}
-
-for tool in psql pgbench; do
-  command -v "$tool" >/dev/null || { echo "bench: $tool is needed (Debian: postgresql-client)" >&2; exit 1; }
-done
-psql -X -q "$pg" -c 'select 1' >/dev/null || { echo "bench: cannot reach PostgreSQL at CONVERGE_BENCH_PG_URL" >&2; exit 1; }
-
-if [ -z "${CONVERGE_BIN:-}" ]; then
-  echo "bench: building the release binary (cargo leptos build --release)" >&2
-  cargo leptos build --release
-  bin=target/release/converge
-else
-  bin=$CONVERGE_BIN
-fi
-if [ -n "${CONVERGE_BENCH_TOOLS:-}" ]; then
-  t=$CONVERGE_BENCH_TOOLS
-else
-  cargo build --release -p converge-bench
-  t=target/release
-fi
+command -v pgbench >/dev/null || { echo "bench: pgbench is needed (Debian: postgresql-client)" >&2; exit 1; }
+# shellcheck source=bench/common.sh
+. "$(dirname "$0")/common.sh"
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 out=$(mktemp)

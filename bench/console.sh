@@ -15,28 +15,11 @@
 # converge binary built by `cargo leptos build --release`; its site must be at target/site),
 # CONVERGE_BENCH_TOOLS (a directory with release builds of queries, export and firstload).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
-
-pg=${CONVERGE_BENCH_PG_URL:-${CONVERGE_TEST_PG_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}}
 sizes=${CONVERGE_BENCH_SIZES:-1000000 10000000}
 audit=${CONVERGE_BENCH_AUDIT:-1000000}
 iters=${CONVERGE_BENCH_ITERATIONS:-100}
-
-psql -X -q "$pg" -c 'select 1' >/dev/null || { echo "bench: cannot reach PostgreSQL at CONVERGE_BENCH_PG_URL" >&2; exit 1; }
-if [ -z "${CONVERGE_BIN:-}" ]; then
-  echo "bench: building the release binary (cargo leptos build --release)" >&2
-  cargo leptos build --release
-  bin=target/release/converge
-else
-  bin=$CONVERGE_BIN
-fi
-if [ -n "${CONVERGE_BENCH_TOOLS:-}" ]; then
-  t=$CONVERGE_BENCH_TOOLS
-else
-  cargo build --release -p converge-bench
-  t=target/release
-fi
+# shellcheck source=bench/common.sh
+. "$(dirname "$0")/common.sh"
 
 out=$(mktemp)
 work=$(mktemp -d)

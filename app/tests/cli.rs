@@ -54,20 +54,25 @@ impl Drop for Scratch {
 
 /// Runs `converge args` in `dir` with `env` set on top of a cleaned environment; kills it
 /// (and fails) if it is still running after 40 s, i.e. if it started instead of refusing.
-fn converge(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+/// The binary in `dir` with converge's own variables removed from the environment.
+fn command(dir: &Path) -> Command {
     let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // A panic would show its backtrace; the assertions below forbid both.
-        .env("RUST_BACKTRACE", "1");
+    cmd.current_dir(dir).stdin(Stdio::null());
     for (k, _) in std::env::vars() {
         if k == "DATABASE_URL" || k.starts_with("CONVERGE_") || k.starts_with("LEPTOS_") {
             cmd.env_remove(k);
         }
     }
+    cmd
+}
+
+fn converge(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = command(dir);
+    cmd.args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A panic would show its backtrace; the assertions below forbid both.
+        .env("RUST_BACKTRACE", "1");
     cmd.envs(env.iter().copied());
     let mut child = cmd.spawn().expect("start converge");
     let deadline = Instant::now() + Duration::from_secs(40);
@@ -343,13 +348,7 @@ impl Drop for Proc {
 /// `converge` in `dir` with converge's variables removed and the scratch database set, for
 /// the processes of the crash test.
 fn converge_cmd(dir: &Scratch) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.current_dir(&dir.0);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("CONVERGE_") || k == "DATABASE_URL" || k == "RUST_LOG" {
-            cmd.env_remove(k);
-        }
-    }
+    let mut cmd = command(&dir.0);
     cmd.env("DATABASE_URL", dir.path("core.db"));
     cmd
 }

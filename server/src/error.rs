@@ -170,7 +170,7 @@ where
 
 /// Whether any string (or object key) in `v` holds U+0000, which PostgreSQL text cannot store
 /// and no field of converge's API needs.
-pub fn has_nul(v: &serde_json::Value) -> bool {
+fn has_nul(v: &serde_json::Value) -> bool {
     match v {
         serde_json::Value::String(s) => s.contains('\0'),
         serde_json::Value::Array(a) => a.iter().any(has_nul),

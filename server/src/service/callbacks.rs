@@ -163,12 +163,14 @@ impl Core {
                     .await;
             }
         };
+        // An UNKNOWN payment's answer stands in for the query it was waiting on.
+        let event = match (succeeded, p.status == PaymentStatus::Unknown) {
+            (true, true) => PaymentEvent::QuerySucceeded,
+            (true, false) => PaymentEvent::ChannelSucceeded,
+            (false, true) => PaymentEvent::QueryDeclined,
+            (false, false) => PaymentEvent::ChannelDeclined,
+        };
         if !succeeded {
-            let event = if p.status == PaymentStatus::Unknown {
-                PaymentEvent::QueryDeclined
-            } else {
-                PaymentEvent::ChannelDeclined
-            };
             return match p.status {
                 PaymentStatus::Pending | PaymentStatus::Processing | PaymentStatus::Unknown => {
                     self.ignore(
@@ -197,11 +199,6 @@ impl Core {
                 }
             };
         }
-        let event = if p.status == PaymentStatus::Unknown {
-            PaymentEvent::QuerySucceeded
-        } else {
-            PaymentEvent::ChannelSucceeded
-        };
         if ev.amount != p.amount || ev.currency != p.currency {
             let why = format!(
                 "callback says {} {}, payment is {} {}",
