@@ -372,6 +372,7 @@ async fn reconcile(args: ReconcileArgs) -> Result<()> {
             max_attempts: 1,
             resubmit_budget: 0,
         },
+        notifier: Default::default(),
     };
     let result = core.reconcile(&args.date, &source, text).await;
     store.close().await;

@@ -127,7 +127,7 @@ pub struct Settings {
 
     /// Per-kind retry limits, `KIND=CAP_MS/MAX_ATTEMPTS[,...]` (either side of `/` may be
     /// empty), e.g. `query=60000/20,post_ledger=/50`. Kinds: submit, query, post_ledger,
-    /// refund, notify, reconcile, purge. Kinds not named use --backoff-cap-ms and
+    /// refund, webhook, reconcile, purge. Kinds not named use --backoff-cap-ms and
     /// --max-attempts.
     #[arg(long, env = "CONVERGE_RETRY_POLICY", default_value = "", value_parser = parse_retry_overrides)]
     pub retry_policy: RetryOverrides,
@@ -224,6 +224,34 @@ pub struct Settings {
         default_value_t = 200, value_parser = ms_range_u64()
     )]
     pub sandbox_callback_delay_ms: u64,
+
+    /// Waits before each webhook attempt, comma-separated, each a whole number with `ms`,
+    /// `s`, `m`, `h` or `d`: the first is the delay of the first attempt, each later one the
+    /// wait after a failed attempt (±10 % jitter). After the last attempt the delivery is dead
+    /// and an error-pool item (`webhook_exhausted`) names it.
+    #[arg(long, env = "CONVERGE_WEBHOOK_RETRY_SCHEDULE", default_value = crate::domain::webhooks::DEFAULT_SCHEDULE, value_parser = parse_schedule)]
+    pub webhook_retry_schedule: crate::domain::webhooks::RetrySchedule,
+
+    /// How long one webhook attempt may take, connection to last byte (ms).
+    #[arg(long, env = "CONVERGE_WEBHOOK_TIMEOUT_MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(1..=300_000))]
+    pub webhook_timeout_ms: u64,
+
+    /// Allow webhook endpoints on loopback, private and link-local addresses (tests and local
+    /// development only: in production they let a merchant reach inside the network).
+    #[arg(long, env = "CONVERGE_WEBHOOK_ALLOW_PRIVATE")]
+    pub webhook_allow_private: bool,
+
+    /// How long a rotated-out webhook secret keeps signing beside the new one (seconds).
+    #[arg(long, env = "CONVERGE_WEBHOOK_SECRET_OVERLAP_SECS", default_value_t = 86_400, value_parser = secs_range_u64())]
+    pub webhook_secret_overlap_secs: u64,
+
+    /// An endpoint whose every attempt failed for this long is disabled (seconds).
+    #[arg(long, env = "CONVERGE_WEBHOOK_DISABLE_AFTER_SECS", default_value_t = 432_000, value_parser = secs_range_u64())]
+    pub webhook_disable_after_secs: u64,
+}
+
+fn parse_schedule(s: &str) -> Result<crate::domain::webhooks::RetrySchedule, String> {
+    crate::domain::webhooks::RetrySchedule::parse(s)
 }
 
 impl Settings {
@@ -272,6 +300,23 @@ impl Settings {
             login_window_secs: 300,
             hash_permits: 2,
             action_ttl_secs: 86_400,
+            webhook_retry_schedule: crate::domain::webhooks::RetrySchedule::parse("0s,100ms,200ms")
+                .expect("literal schedule"),
+            webhook_timeout_ms: 2_000,
+            webhook_allow_private: true,
+            webhook_secret_overlap_secs: 86_400,
+            webhook_disable_after_secs: 432_000,
+        }
+    }
+
+    /// What webhook delivery needs from the settings.
+    pub fn webhooks(&self) -> crate::service::webhooks::WebhookSettings {
+        crate::service::webhooks::WebhookSettings {
+            schedule: self.webhook_retry_schedule.clone(),
+            timeout: Duration::from_millis(self.webhook_timeout_ms),
+            allow_private: self.webhook_allow_private,
+            secret_overlap_ms: self.webhook_secret_overlap_secs.saturating_mul(1000) as i64,
+            disable_after_ms: self.webhook_disable_after_secs.saturating_mul(1000) as i64,
         }
     }
 

@@ -193,7 +193,13 @@ pub async fn build_with_store(
             max_attempts: settings.max_attempts,
             resubmit_budget: settings.resubmit_budget,
         },
+        notifier: crate::service::webhooks::Notifier::new(settings.webhooks()),
     };
+    let schedule = &settings.webhook_retry_schedule;
+    store.webhook_plan().set(
+        schedule.attempts() as i64,
+        schedule.delay_ms(1, 0.5).unwrap_or(0) as i64,
+    );
     let purge_every = Duration::from_secs(settings.purge_interval_secs.max(1));
     let (stop_workers, stop) = tokio::sync::watch::channel(false);
     let mut workers = Vec::new();

@@ -8,7 +8,7 @@ mod health;
 pub mod idempotency;
 mod payments;
 mod refunds;
-mod views;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -51,6 +51,18 @@ pub fn router(state: AppState) -> Router {
         .route("/payments", post(payments::create))
         .route("/payments/{id}", get(payments::show))
         .route("/payments/{id}/refunds", post(refunds::create))
+        .route(
+            "/webhook_endpoints",
+            post(webhooks::create).get(webhooks::list),
+        )
+        .route(
+            "/webhook_endpoints/{id}",
+            get(webhooks::show).delete(webhooks::delete),
+        )
+        .route(
+            "/webhook_endpoints/{id}/rotate_secret",
+            post(webhooks::rotate_secret),
+        )
         .route_layer(from_fn_with_state(state.clone(), idempotency::layer))
         .route_layer(from_fn_with_state(state.clone(), auth::merchant));
     let v1 = merchant

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::idempotency::IdemContext;
-use super::views::PaymentView;
+use crate::store::views::PaymentView;
 use crate::domain::money::{validate_amount, validate_currency};
 use crate::error::{ApiError, ApiJson, ApiPath};
 use crate::service::payments::{InsertOutcome, PaymentInput};

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::AppState;
 use super::idempotency::IdemContext;
 use super::payments::owned;
-use super::views::RefundView;
+use crate::store::views::RefundView;
 use crate::domain::money::validate_amount;
 use crate::error::{ApiError, ApiJson, ApiPath};
 use crate::service::ids::new_id;

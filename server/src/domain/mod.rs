@@ -14,3 +14,4 @@ pub mod ratelimit;
 pub mod roles;
 pub mod state;
 pub mod stuck;
+pub mod webhooks;

@@ -10,6 +10,7 @@ pub mod payments;
 pub mod reconcile;
 pub mod refunds;
 pub mod resolve;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -28,6 +29,8 @@ pub struct Core {
     pub clock: Arc<dyn Clock>,
     /// Timings and limits.
     pub timings: Timings,
+    /// Webhook delivery: settings and the HTTP client.
+    pub notifier: webhooks::Notifier,
 }
 
 /// The timings the services use, in milliseconds.

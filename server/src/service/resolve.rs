@@ -21,6 +21,26 @@ pub enum Step {
     /// Not an error: waiting for something outside (e.g. a frozen merchant); retry at the
     /// backoff cap without spending an attempt.
     Wait(String),
+    /// Try again at `at` (epoch ms UTC), a time the handler chose (a webhook's schedule or
+    /// the receiver's `Retry-After`); spends the attempt.
+    RetryAt {
+        /// When.
+        at: i64,
+        /// The error to record.
+        error: String,
+    },
+    /// [`Step::GiveUp`] under a dedupe key of the handler's, so a later failure of the same
+    /// thing (a redelivery dying again) reopens one item instead of adding another.
+    GiveUpWith {
+        /// Error-pool kind.
+        kind: &'static str,
+        /// Error-pool dedupe key.
+        dedupe_key: String,
+        /// One line.
+        summary: String,
+        /// JSON evidence.
+        evidence: serde_json::Value,
+    },
     /// Cannot be resolved automatically: to the error pool with this evidence.
     GiveUp {
         /// Error-pool kind.

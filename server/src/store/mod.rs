@@ -14,12 +14,16 @@ mod governance_sql;
 mod queue_sql;
 #[macro_use]
 pub mod verify;
+#[macro_use]
+pub(crate) mod webhooks_sql;
 pub mod console;
 pub mod governance;
 mod postgres;
 pub mod queue;
 pub mod records;
 mod sqlite;
+pub mod views;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -29,6 +33,7 @@ pub use governance::*;
 pub use queue::*;
 pub use records::*;
 pub use verify::*;
+pub use webhooks::*;
 
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -126,7 +131,9 @@ pub trait Presence {
 /// Everything converge persists. Implementations must be safe to share between several
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
-pub trait Store: Queue + Console + Governance + Verify + Presence + Send + Sync + 'static {
+pub trait Store:
+    Queue + Console + Governance + Verify + Webhooks + Presence + Send + Sync + 'static
+{
     /// The backend behind this store.
     fn backend(&self) -> Backend;
 

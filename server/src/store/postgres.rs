@@ -15,6 +15,8 @@ type Db = Postgres;
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// How new webhook deliveries are scheduled.
+    webhook_plan: std::sync::Arc<super::WebhookPlan>,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
@@ -36,7 +38,10 @@ impl PgStore {
             Err(e) => return Err(StoreError::Unavailable(e)),
         };
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            webhook_plan: Default::default(),
+        })
     }
 
     async fn pool(opts: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
@@ -136,3 +141,4 @@ impl_queue!(PgStore);
 impl_verify!(PgStore);
 impl_console!(PgStore);
 impl_governance!(PgStore);
+impl_webhooks!(PgStore);

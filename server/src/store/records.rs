@@ -245,8 +245,8 @@ pub enum JobKind {
     PostLedger,
     /// Send a refund.
     Refund,
-    /// Notify the merchant.
-    Notify,
+    /// Deliver one webhook (payload: the delivery id).
+    Webhook,
     /// Import a statement.
     Reconcile,
     /// Purge expired keys.
@@ -260,7 +260,7 @@ impl JobKind {
         JobKind::Query,
         JobKind::PostLedger,
         JobKind::Refund,
-        JobKind::Notify,
+        JobKind::Webhook,
         JobKind::Reconcile,
         JobKind::Purge,
     ];
@@ -272,7 +272,7 @@ impl JobKind {
             JobKind::Query => "query",
             JobKind::PostLedger => "post_ledger",
             JobKind::Refund => "refund",
-            JobKind::Notify => "notify",
+            JobKind::Webhook => "webhook",
             JobKind::Reconcile => "reconcile",
             JobKind::Purge => "purge",
         }

@@ -420,8 +420,22 @@ macro_rules! impl_store {
                 .bind(&t.payment_id)
                 .fetch_one(&mut *tx)
                 .await?;
+                let after = Payment::try_from(row)?;
+                // The outcome's outbox row commits with the transition or not at all.
+                if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to) {
+                    insert_outbox_event(
+                        &mut tx,
+                        &self.webhook_plan,
+                        after.merchant_id,
+                        event_type,
+                        &after.id,
+                        &$crate::store::views::payment_payload(&after),
+                        t.now,
+                    )
+                    .await?;
+                }
                 tx.commit().await?;
-                Ok(TransitionResult::Applied(Payment::try_from(row)?))
+                Ok(TransitionResult::Applied(after))
             }
 
             async fn record_ignored_event(&self, e: &$crate::store::IgnoredEvent) -> Result<bool, $crate::store::StoreError> {
@@ -572,6 +586,7 @@ macro_rules! impl_store {
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
+                refund_event(&mut tx, &self.webhook_plan, id, $crate::domain::webhooks::EventType::RefundSucceeded, now).await?;
                 tx.commit().await?;
                 Ok(true)
             }
@@ -607,6 +622,7 @@ macro_rules! impl_store {
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
+                refund_event(&mut tx, &self.webhook_plan, id, $crate::domain::webhooks::EventType::RefundFailed, now).await?;
                 tx.commit().await?;
                 Ok(true)
             }
@@ -691,6 +707,37 @@ macro_rules! impl_store {
                 q.execute(self.writer()).await?;
                 Ok(())
             }
+        }
+
+        /// The outbox row of a refund's outcome, in the caller's transaction.
+        async fn refund_event(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            plan: &$crate::store::WebhookPlan,
+            refund_id: &str,
+            event_type: $crate::domain::webhooks::EventType,
+            now: i64,
+        ) -> Result<(), $crate::store::StoreError> {
+            let refund = sqlx::query_as::<_, $crate::store::Refund>(
+                "SELECT id, payment_id, amount, reason, status, last_error, created_at, updated_at \
+                 FROM refunds WHERE id = $1",
+            )
+            .bind(refund_id)
+            .fetch_one(&mut **tx)
+            .await?;
+            let merchant_id: i64 = sqlx::query_scalar("SELECT merchant_id FROM payments WHERE id = $1")
+                .bind(&refund.payment_id)
+                .fetch_one(&mut **tx)
+                .await?;
+            insert_outbox_event(
+                tx,
+                plan,
+                merchant_id,
+                event_type,
+                &refund.id,
+                &$crate::store::views::refund_payload(&refund),
+                now,
+            )
+            .await
         }
 
         async fn insert_job(

@@ -23,6 +23,8 @@ pub struct SqliteStore {
     writer: SqlitePool,
     /// The database file and its identity when opened; None in memory.
     file: Option<DbFile>,
+    /// How new webhook deliveries are scheduled.
+    webhook_plan: std::sync::Arc<super::WebhookPlan>,
 }
 
 /// A database file as opened, to notice when it is deleted or replaced under a running
@@ -136,6 +138,7 @@ impl SqliteStore {
             reader,
             writer,
             file,
+            webhook_plan: Default::default(),
         })
     }
 
@@ -210,3 +213,4 @@ impl_queue!(SqliteStore);
 impl_verify!(SqliteStore);
 impl_console!(SqliteStore);
 impl_governance!(SqliteStore);
+impl_webhooks!(SqliteStore);

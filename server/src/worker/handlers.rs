@@ -37,8 +37,9 @@ pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
             Err(crate::service::reconcile::ReconcileError::BadFile(_)) => Step::Done,
             Err(e) => Step::Retry(e.to_string()),
         }),
-        // Merchant notifications have no endpoint to call yet; key purging runs as a timer.
-        "notify" | "purge" => Ok(Step::Done),
+        "webhook" => core.deliver_webhook(job).await,
+        // Key purging runs as a timer in each process; a purge job has nothing left to do.
+        "purge" => Ok(Step::Done),
         other => Ok(Step::GiveUp {
             kind: "job_unknown_kind",
             summary: format!("unknown job kind {other:?}"),

@@ -175,6 +175,30 @@ impl Worker {
                     .await
                     .map(|ok| (ok, JobResult::Buried))
             }
+            Step::RetryAt { at, error } => store
+                .retry_job(job.id, &job.lease_token, at, &error, false, now)
+                .await
+                .map(|ok| (ok, JobResult::Retried)),
+            Step::GiveUpWith {
+                kind,
+                dedupe_key,
+                summary,
+                evidence,
+            } => {
+                let item = NewErrorItem {
+                    kind: kind.into(),
+                    dedupe_key,
+                    payment_id: job.payment_id.clone(),
+                    summary: summary.clone(),
+                    evidence: evidence.to_string(),
+                    reopen: true,
+                    now,
+                };
+                store
+                    .bury_job(job.id, &job.lease_token, &summary, &item, now)
+                    .await
+                    .map(|ok| (ok, JobResult::Buried))
+            }
             Step::GiveUp {
                 kind,
                 summary,

@@ -20,3 +20,4 @@ mod sandbox;
 mod sandbox_behaviours;
 mod transitions;
 mod verify_store;
+mod webhooks;

@@ -1,10 +1,12 @@
-//! JSON shapes of the merchant API (DESIGN.md "Merchant HTTP API"). Amounts are integer minor
+//! JSON shapes of payments and refunds as merchants see them (DESIGN.md "Merchant HTTP
+//! API"), used by the API's answers and by the outbox's payloads, so a webhook's `data` is
+//! exactly what `GET /v1/payments/{id}` shows, plus `version`. Amounts are integer minor
 //! units; times are RFC 3339 UTC.
 
 use serde::Serialize;
 
+use super::{Payment, Refund};
 use crate::domain::clock::rfc3339;
-use crate::store::{Payment, Refund};
 
 /// A payment as merchants see it.
 #[derive(Debug, Serialize)]
@@ -17,6 +19,10 @@ pub struct PaymentView {
     refunded_amount: i64,
     created_at: String,
     updated_at: String,
+    /// Only in events: the payment's version, so a receiver can drop a stale notification
+    /// (deliveries are not ordered).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<i64>,
 }
 
 impl From<&Payment> for PaymentView {
@@ -30,6 +36,7 @@ impl From<&Payment> for PaymentView {
             refunded_amount: p.refunded_amount,
             created_at: rfc3339(p.created_at),
             updated_at: rfc3339(p.updated_at),
+            version: None,
         }
     }
 }
@@ -41,6 +48,9 @@ pub struct RefundView {
     payment_id: String,
     amount: i64,
     status: String,
+    /// Only in events: when the refund reached its status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    updated_at: Option<String>,
 }
 
 impl From<&Refund> for RefundView {
@@ -50,6 +60,21 @@ impl From<&Refund> for RefundView {
             payment_id: r.payment_id.clone(),
             amount: r.amount,
             status: r.status.clone(),
+            updated_at: None,
         }
     }
+}
+
+/// The outbox payload of a payment event: [`PaymentView`] with `version`, as JSON text.
+pub fn payment_payload(p: &Payment) -> String {
+    let mut v = PaymentView::from(p);
+    v.version = Some(p.version);
+    serde_json::to_string(&v).unwrap_or_default()
+}
+
+/// The outbox payload of a refund event: [`RefundView`] with `updated_at`, as JSON text.
+pub fn refund_payload(r: &Refund) -> String {
+    let mut v = RefundView::from(r);
+    v.updated_at = Some(rfc3339(r.updated_at));
+    serde_json::to_string(&v).unwrap_or_default()
 }

@@ -1,0 +1,731 @@
+//! Merchant notifications: webhook endpoints and the delivery of outbox events to them
+//! (DESIGN.md "Outbox, merchant notifications, event stream"; seed 004 §6.3 and §11.1 step 6:
+//! best-effort notification with backoff, an error-pool item when it gives up, a way to
+//! resend; the Standard Webhooks specification for headers and signatures).
+//!
+//! The outbox rows and their deliveries are written by the transitions themselves (store);
+//! this module registers endpoints, makes one attempt per `webhook` job and records it, and
+//! puts deliveries back for ops. Every address an attempt connects to is checked after
+//! resolution ([`GuardedResolver`]), so a name that resolved to a public address at
+//! registration cannot be re-pointed inside the network (DNS rebinding).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use serde_json::json;
+
+use super::resolve::Step;
+use super::{Core, ServiceError, ids};
+use crate::domain::audit::AuditEntry;
+use crate::domain::clock::rfc3339;
+use crate::domain::webhooks::{
+    self as wh, AttemptVerdict, RetrySchedule, Subscription, UrlRefusal,
+};
+use crate::store::{
+    AttemptResult, DeliveryRow, LeasedJob, NewEndpoint, WebhookEndpoint, delivery_status,
+    endpoint_status,
+};
+
+/// Bytes of an endpoint's answer that are read before the connection is dropped; the first
+/// [`STORED_RESPONSE_BYTES`] are kept with the attempt.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+/// Bytes of an endpoint's answer kept with the attempt (the first KiB).
+pub const STORED_RESPONSE_BYTES: usize = 1024;
+/// Longest endpoint description, bytes.
+pub const MAX_DESCRIPTION: usize = 1024;
+
+/// What delivery needs from the process settings.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    /// Waits before each attempt.
+    pub schedule: RetrySchedule,
+    /// One attempt's time limit.
+    pub timeout: Duration,
+    /// Internal addresses allowed (tests, local development).
+    pub allow_private: bool,
+    /// How long a rotated-out secret keeps signing, ms.
+    pub secret_overlap_ms: i64,
+    /// A run of failures this long disables the endpoint, ms.
+    pub disable_after_ms: i64,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        WebhookSettings {
+            schedule: RetrySchedule::default(),
+            timeout: Duration::from_secs(15),
+            allow_private: false,
+            secret_overlap_ms: 86_400_000,
+            disable_after_ms: 5 * 86_400_000,
+        }
+    }
+}
+
+/// The HTTP client of deliveries, built once per process: no redirects followed, the
+/// attempt's time limit, and every resolved address checked.
+#[derive(Clone)]
+pub struct Notifier {
+    /// Settings.
+    pub settings: WebhookSettings,
+    client: reqwest::Client,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Notifier {
+    /// A notifier with `settings`.
+    pub fn new(settings: WebhookSettings) -> Self {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(settings.timeout)
+            .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("converge-webhooks/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(Arc::new(GuardedResolver {
+                allow_private: settings.allow_private,
+            }))
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Notifier { settings, client }
+    }
+}
+
+impl Default for Notifier {
+    fn default() -> Self {
+        Notifier::new(WebhookSettings::default())
+    }
+}
+
+/// Resolves host names for deliveries and refuses the answer when any address is internal
+/// (OWASP SSRF Prevention: validate after resolution, on the address actually used).
+struct GuardedResolver {
+    allow_private: bool,
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allow = self.allow_private;
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0))
+                .await?
+                .collect();
+            let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+            wh::check_addresses(&ips, allow).map_err(|e| Box::new(e) as Box<_>)?;
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// Why an endpoint cannot be registered or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    /// The URL is refused.
+    #[error(transparent)]
+    Url(#[from] UrlRefusal),
+    /// `enabled_events` is empty or names an unknown type.
+    #[error("{0}")]
+    Events(String),
+    /// The description is too long or holds control characters.
+    #[error("description must be at most {MAX_DESCRIPTION} bytes without control characters")]
+    Description,
+    /// No such endpoint for this merchant.
+    #[error("webhook endpoint not found")]
+    NotFound,
+    /// The endpoint was deleted.
+    #[error("webhook endpoint was deleted")]
+    Deleted,
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+/// An endpoint with the secret shown once (creation, rotation).
+#[derive(Debug, Clone)]
+pub struct EndpointWithSecret {
+    /// The endpoint.
+    pub endpoint: WebhookEndpoint,
+    /// `whsec_...`.
+    pub secret: String,
+}
+
+/// Who changes an endpoint, for the audit record.
+#[derive(Debug, Clone)]
+pub struct Actor {
+    /// `merchant:<name>`, `cli:<os user>`, a console username, or `system`.
+    pub name: String,
+    /// Roles (console) or empty.
+    pub roles: String,
+    /// Request metadata, JSON text.
+    pub meta: String,
+}
+
+impl Actor {
+    /// converge itself (410, failure runs).
+    pub fn system() -> Self {
+        Actor {
+            name: "system".into(),
+            roles: String::new(),
+            meta: "{}".into(),
+        }
+    }
+
+    fn audit(
+        &self,
+        at: i64,
+        action: &str,
+        target: &str,
+        reason: &str,
+        before: String,
+        after: String,
+    ) -> AuditEntry {
+        AuditEntry {
+            at,
+            actor: self.name.clone(),
+            roles: self.roles.clone(),
+            action: action.into(),
+            target: target.into(),
+            reason: reason.into(),
+            before,
+            after,
+            meta: self.meta.clone(),
+        }
+    }
+}
+
+/// The state of an endpoint an audit record shows (never the secret).
+pub fn endpoint_state(e: &WebhookEndpoint) -> String {
+    json!({
+        "url": e.url, "status": e.status, "enabled_events": Subscription::from_stored(&e.enabled_events).names(),
+        "disabled_reason": e.disabled_reason, "merchant_id": e.merchant_id,
+    })
+    .to_string()
+}
+
+/// A new endpoint id, `we_` + 24 hex.
+pub fn new_endpoint_id() -> String {
+    ids::new_id("we")
+}
+
+fn new_secret() -> String {
+    wh::format_secret(&rand::rng().random::<[u8; wh::SECRET_BYTES]>())
+}
+
+impl Core {
+    /// Checks an endpoint URL's form and, unless internal addresses are allowed, that every
+    /// address its host resolves to is public. Errors: the [`UrlRefusal`].
+    pub async fn check_endpoint_url(&self, raw: &str) -> Result<url::Url, UrlRefusal> {
+        let u = wh::check_url_form(raw)?;
+        if self.notifier.settings.allow_private {
+            return Ok(u);
+        }
+        let host = u.host_str().unwrap_or_default().trim_matches(['[', ']']);
+        let ips: Vec<IpAddr> = match host.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => tokio::net::lookup_host((host, u.port_or_known_default().unwrap_or(443)))
+                .await
+                .map_err(|_| UrlRefusal::Unresolvable(host.to_string()))?
+                .map(|a| a.ip())
+                .collect(),
+        };
+        if ips.is_empty() {
+            return Err(UrlRefusal::Unresolvable(host.to_string()));
+        }
+        wh::check_addresses(&ips, false)?;
+        Ok(u)
+    }
+
+    /// Registers endpoint `id` (`we_...`, see [`new_endpoint_id`]) for `merchant_id` with a
+    /// new secret, audited in the same transaction. Errors: [`EndpointError`].
+    pub async fn create_endpoint(
+        &self,
+        id: &str,
+        merchant_id: i64,
+        url: &str,
+        enabled_events: &[String],
+        description: &str,
+        actor: &Actor,
+    ) -> Result<EndpointWithSecret, EndpointError> {
+        let url = self.check_endpoint_url(url).await?;
+        let subscription = Subscription::parse(enabled_events).map_err(EndpointError::Events)?;
+        if description.len() > MAX_DESCRIPTION || description.chars().any(char::is_control) {
+            return Err(EndpointError::Description);
+        }
+        let now = self.clock.now_ms();
+        let secret = new_secret();
+        let new = NewEndpoint {
+            id: id.into(),
+            merchant_id,
+            url: url.to_string(),
+            description: description.into(),
+            enabled_events: subscription.to_stored(),
+            secret: secret.clone(),
+            now,
+        };
+        let after = json!({"url": new.url, "enabled_events": subscription.names(), "merchant_id": merchant_id});
+        let audit = actor.audit(
+            now,
+            "webhook_endpoint_created",
+            &format!("webhook_endpoint:{}", new.id),
+            "",
+            String::new(),
+            after.to_string(),
+        );
+        let endpoint = self.store.create_endpoint(&new, Some(&audit)).await?;
+        Ok(EndpointWithSecret { endpoint, secret })
+    }
+
+    /// The endpoint if it belongs to `merchant_id` (another merchant's is not found).
+    pub async fn merchant_endpoint(
+        &self,
+        merchant_id: i64,
+        id: &str,
+    ) -> Result<WebhookEndpoint, EndpointError> {
+        match self.store.endpoint(id).await? {
+            Some(e) if e.merchant_id == merchant_id => Ok(e),
+            _ => Err(EndpointError::NotFound),
+        }
+    }
+
+    /// Deletes (by status: history stays) a merchant's endpoint; its pending deliveries are
+    /// abandoned when their jobs next run. Idempotent.
+    pub async fn delete_endpoint(
+        &self,
+        merchant_id: i64,
+        id: &str,
+        actor: &Actor,
+    ) -> Result<WebhookEndpoint, EndpointError> {
+        let before = self.merchant_endpoint(merchant_id, id).await?;
+        let now = self.clock.now_ms();
+        let mut after = before.clone();
+        after.status = endpoint_status::DELETED.into();
+        let audit = actor.audit(
+            now,
+            "webhook_endpoint_deleted",
+            &format!("webhook_endpoint:{id}"),
+            "",
+            endpoint_state(&before),
+            endpoint_state(&after),
+        );
+        self.store
+            .set_endpoint_status(
+                id,
+                endpoint_status::DELETED,
+                Some("deleted by the merchant"),
+                now,
+                Some(&audit),
+            )
+            .await?;
+        Ok(self.store.endpoint(id).await?.unwrap_or(after))
+    }
+
+    /// Disables (`enabled = false`) or re-enables an endpoint; re-enabling ends its failure
+    /// run. `reason` is recorded on the endpoint and in the audit record. False when it was
+    /// already in that state. Errors: not found, deleted.
+    pub async fn set_endpoint_enabled(
+        &self,
+        id: &str,
+        enabled: bool,
+        reason: &str,
+        actor: &Actor,
+    ) -> Result<bool, EndpointError> {
+        let before = self
+            .store
+            .endpoint(id)
+            .await?
+            .ok_or(EndpointError::NotFound)?;
+        if before.status == endpoint_status::DELETED {
+            return Err(EndpointError::Deleted);
+        }
+        let now = self.clock.now_ms();
+        let status = if enabled {
+            endpoint_status::ENABLED
+        } else {
+            endpoint_status::DISABLED
+        };
+        let mut after = before.clone();
+        after.status = status.into();
+        after.disabled_reason = (!enabled).then(|| reason.to_string());
+        let audit = actor.audit(
+            now,
+            if enabled {
+                "webhook_endpoint_enabled"
+            } else {
+                "webhook_endpoint_disabled"
+            },
+            &format!("webhook_endpoint:{id}"),
+            reason,
+            endpoint_state(&before),
+            endpoint_state(&after),
+        );
+        Ok(self
+            .store
+            .set_endpoint_status(
+                id,
+                status,
+                (!enabled).then_some(reason),
+                now,
+                Some(&audit),
+            )
+            .await?)
+    }
+
+    /// Gives an endpoint a new secret; the old one keeps signing beside it for the overlap.
+    /// Errors: not found, deleted.
+    pub async fn rotate_endpoint_secret(
+        &self,
+        id: &str,
+        actor: &Actor,
+    ) -> Result<EndpointWithSecret, EndpointError> {
+        let now = self.clock.now_ms();
+        let secret = new_secret();
+        let expires = now + self.notifier.settings.secret_overlap_ms;
+        let audit = actor.audit(
+            now,
+            "webhook_secret_rotated",
+            &format!("webhook_endpoint:{id}"),
+            "",
+            String::new(),
+            json!({"previous_secret_expires_at": rfc3339(expires)}).to_string(),
+        );
+        match self
+            .store
+            .rotate_endpoint_secret(id, &secret, expires, now, Some(&audit))
+            .await?
+        {
+            Some(endpoint) => Ok(EndpointWithSecret { endpoint, secret }),
+            None => match self.store.endpoint(id).await? {
+                Some(_) => Err(EndpointError::Deleted),
+                None => Err(EndpointError::NotFound),
+            },
+        }
+    }
+
+    /// Puts deliveries back for a new round of attempts (ops redelivery, endpoint
+    /// recovery), audited once with `reason`. Returns the ids put back; pending ones are
+    /// skipped (they already have their job).
+    pub async fn redeliver(
+        &self,
+        ids: &[i64],
+        reason: &str,
+        target: &str,
+        actor: &Actor,
+    ) -> Result<Vec<i64>, ServiceError> {
+        let now = self.clock.now_ms();
+        let audit = actor.audit(
+            now,
+            "webhook_redelivered",
+            target,
+            reason,
+            String::new(),
+            json!({"deliveries": ids}).to_string(),
+        );
+        Ok(self.store.redeliver(ids, now, Some(&audit)).await?)
+    }
+
+    /// One attempt of the delivery a `webhook` job names, recorded, and what the job does
+    /// next: done (delivered, or nothing left to do), a retry at the schedule's next time
+    /// (not before the endpoint's `Retry-After`), or the error pool (`webhook_exhausted`)
+    /// after the schedule's last attempt.
+    pub async fn deliver_webhook(&self, job: &LeasedJob) -> Result<Step, ServiceError> {
+        let Ok(delivery_id) = job.payload.parse::<i64>() else {
+            return Ok(Step::GiveUp {
+                kind: "job_bad_payload",
+                summary: format!("webhook job {} has no delivery id", job.id),
+                evidence: json!({"job_id": job.id, "payload": job.payload}),
+            });
+        };
+        let store = &self.store;
+        let Some(d) = store.delivery(delivery_id).await? else {
+            return Ok(Step::Done);
+        };
+        if d.status != delivery_status::PENDING {
+            return Ok(Step::Done);
+        }
+        let now = self.clock.now_ms();
+        let (Some(endpoint), Some(event)) = (
+            store.endpoint(&d.endpoint_id).await?,
+            store.outbox_event(&d.event_id).await?,
+        ) else {
+            store
+                .abandon_delivery(d.id, "endpoint or event missing", now)
+                .await?;
+            return Ok(Step::Done);
+        };
+        if endpoint.status != endpoint_status::ENABLED {
+            let why = format!(
+                "endpoint {}: {}",
+                endpoint.status,
+                endpoint.disabled_reason.as_deref().unwrap_or("-")
+            );
+            store.abandon_delivery(d.id, &why, now).await?;
+            return Ok(Step::Done);
+        }
+        let body = webhook_body(&event.event_type, event.created_at, &event.payload);
+        let mut keys = Vec::new();
+        for s in std::iter::once(Some(&endpoint.secret)).chain(std::iter::once(
+            endpoint
+                .previous_secret
+                .as_ref()
+                .filter(|_| endpoint.previous_expires_at.is_some_and(|t| t > now)),
+        )) {
+            if let Some(k) = s.and_then(|s| wh::secret_key(s).ok()) {
+                keys.push(k);
+            }
+        }
+        let attempt = self.attempt(&endpoint.url, &event.id, &keys, body).await;
+        metrics::histogram!("converge_webhook_attempt_duration_seconds")
+            .record(attempt.duration.as_secs_f64());
+        let verdict = match attempt.status {
+            Some(status) => wh::judge(status, attempt.retry_after.as_deref()),
+            None => AttemptVerdict::Failed {
+                reason: attempt.error.clone().unwrap_or_else(|| "no answer".into()),
+                not_before_ms: None,
+            },
+        };
+        let mut result = AttemptResult {
+            delivery_id: d.id,
+            attempted_at: now,
+            duration_ms: attempt.duration.as_millis().min(i64::MAX as u128) as i64,
+            status_code: attempt.status.map(i64::from),
+            response: attempt.excerpt,
+            error: None,
+            new_status: delivery_status::PENDING,
+            next_attempt_at: None,
+        };
+        let outcome = match verdict {
+            AttemptVerdict::Delivered => {
+                result.new_status = delivery_status::SUCCEEDED;
+                store.record_attempt(&result).await?;
+                "delivered"
+            }
+            AttemptVerdict::Gone => {
+                result.new_status = delivery_status::ABANDONED;
+                result.error = Some("410 Gone: the endpoint asked not to be called again".into());
+                store.record_attempt(&result).await?;
+                self.set_endpoint_enabled(
+                    &endpoint.id,
+                    false,
+                    "the receiver answered 410 Gone",
+                    &Actor::system(),
+                )
+                .await
+                .map_err(endpoint_to_service)?;
+                "gone"
+            }
+            AttemptVerdict::Failed {
+                reason,
+                not_before_ms,
+            } => {
+                result.error = Some(reason.clone());
+                let next = u32::try_from(job.attempts).unwrap_or(u32::MAX) as usize + 1;
+                let unit: f64 = rand::rng().random();
+                match self.notifier.settings.schedule.delay_ms(next, unit) {
+                    Some(delay) => {
+                        let delay = delay.max(not_before_ms.unwrap_or(0));
+                        let at = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
+                        result.next_attempt_at = Some(at);
+                        store.record_attempt(&result).await?;
+                        let failing_for =
+                            endpoint.failing_since.map_or(0, |since| now.saturating_sub(since));
+                        if failing_for >= self.notifier.settings.disable_after_ms {
+                            let why = format!(
+                                "every attempt failed for {} h",
+                                failing_for / 3_600_000
+                            );
+                            self.set_endpoint_enabled(&endpoint.id, false, &why, &Actor::system())
+                                .await
+                                .map_err(endpoint_to_service)?;
+                            store.abandon_delivery(d.id, &why, now).await?;
+                            count_attempt("failed");
+                            return Ok(Step::Done);
+                        }
+                        count_attempt("failed");
+                        return Ok(Step::RetryAt {
+                            at,
+                            error: reason,
+                        });
+                    }
+                    None => {
+                        result.new_status = delivery_status::DEAD;
+                        store.record_attempt(&result).await?;
+                        count_attempt("dead");
+                        return Ok(Step::GiveUpWith {
+                            kind: "webhook_exhausted",
+                            dedupe_key: format!("webhook:{}", d.id),
+                            summary: format!(
+                                "{} to {} failed {} times: {reason}",
+                                event.event_type,
+                                endpoint.url,
+                                d.attempts + 1
+                            ),
+                            evidence: json!({
+                                "delivery_id": d.id, "event_id": event.id, "event_type": event.event_type,
+                                "endpoint_id": endpoint.id, "url": endpoint.url, "attempts": d.attempts + 1,
+                                "last_status": attempt.status, "last_error": reason,
+                                "last_response": result.response,
+                            }),
+                        });
+                    }
+                }
+            }
+        };
+        count_attempt(outcome);
+        Ok(Step::Done)
+    }
+
+    async fn attempt(&self, url: &str, msg_id: &str, keys: &[Vec<u8>], body: String) -> Attempt {
+        let started = Instant::now();
+        let mut out = Attempt {
+            duration: Duration::ZERO,
+            status: None,
+            retry_after: None,
+            excerpt: String::new(),
+            error: None,
+        };
+        // An IP literal never reaches the resolver: check it here.
+        if let Err(e) = self.check_literal(url) {
+            out.error = Some(e.to_string());
+            return out;
+        }
+        let ts = self.clock.now_ms() / 1000;
+        let signature = wh::signature_header(keys, msg_id, ts, body.as_bytes());
+        let sent = self
+            .notifier
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", msg_id)
+            .header("webhook-timestamp", ts.to_string())
+            .header("webhook-signature", signature)
+            .body(body)
+            .send()
+            .await;
+        match sent {
+            Ok(mut resp) => {
+                out.status = Some(resp.status().as_u16());
+                out.retry_after = resp
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                let mut buf = Vec::new();
+                loop {
+                    match resp.chunk().await {
+                        Ok(Some(chunk)) => {
+                            buf.extend_from_slice(&chunk);
+                            if buf.len() >= MAX_RESPONSE_BYTES {
+                                break; // dropping the response closes the connection
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            out.error = Some(format!("reading the answer failed: {}", error_chain(&e)));
+                            break;
+                        }
+                    }
+                }
+                buf.truncate(STORED_RESPONSE_BYTES);
+                out.excerpt = String::from_utf8_lossy(&buf).into_owned();
+            }
+            Err(e) => {
+                out.error = Some(if e.is_timeout() {
+                    format!("timed out after {} ms", self.notifier.settings.timeout.as_millis())
+                } else {
+                    error_chain(&e)
+                });
+            }
+        }
+        out.duration = started.elapsed();
+        out
+    }
+
+    fn check_literal(&self, url: &str) -> Result<(), UrlRefusal> {
+        let u = wh::check_url_form(url)?;
+        if let Ok(ip) = u
+            .host_str()
+            .unwrap_or_default()
+            .trim_matches(['[', ']'])
+            .parse::<IpAddr>()
+        {
+            wh::check_addresses(&[ip], self.notifier.settings.allow_private)?;
+        }
+        Ok(())
+    }
+
+    /// Deliveries of one endpoint that failed (dead or abandoned) since `since`, at most
+    /// 500: what an endpoint recovery would put back (the preview).
+    pub async fn recovery_candidates(
+        &self,
+        endpoint_id: &str,
+        since: i64,
+    ) -> Result<Vec<DeliveryRow>, ServiceError> {
+        let mut out = Vec::new();
+        for status in [delivery_status::DEAD, delivery_status::ABANDONED] {
+            out.extend(
+                self.store
+                    .deliveries(
+                        &crate::store::DeliveryFilter {
+                            endpoint_id: Some(endpoint_id.into()),
+                            status: Some(status.into()),
+                            from: Some(since),
+                            ..Default::default()
+                        },
+                        500,
+                    )
+                    .await?,
+            );
+        }
+        out.sort_by_key(|d| d.id);
+        out.truncate(500);
+        Ok(out)
+    }
+}
+
+fn endpoint_to_service(e: EndpointError) -> ServiceError {
+    match e {
+        EndpointError::Store(s) => ServiceError::Store(s),
+        other => ServiceError::Store(crate::store::StoreError::Corrupt(other.to_string())),
+    }
+}
+
+fn count_attempt(outcome: &'static str) {
+    metrics::counter!("converge_webhook_attempts_total", "outcome" => outcome).increment(1);
+}
+
+/// The error with its sources, one line (reqwest's own message hides the cause).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+struct Attempt {
+    duration: Duration,
+    status: Option<u16>,
+    retry_after: Option<String>,
+    excerpt: String,
+    error: Option<String>,
+}
+
+/// The Standard Webhooks body: `{"type","timestamp","data"}`, `data` the outbox payload as
+/// stored (so every attempt sends the same bytes).
+pub fn webhook_body(event_type: &str, created_at: i64, payload: &str) -> String {
+    format!(
+        r#"{{"type":{},"timestamp":{},"data":{}}}"#,
+        serde_json::Value::String(event_type.into()),
+        serde_json::Value::String(rfc3339(created_at)),
+        payload
+    )
+}

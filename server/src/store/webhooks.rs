@@ -1,0 +1,354 @@
+//! The outbox and merchant webhooks in storage (DESIGN.md "Outbox, merchant notifications,
+//! event stream"; seed 004 §6.1: the event row is written in the local transaction of the
+//! state change, delivery follows with backoff). Events are inserted by the transitions
+//! themselves (`apply_transition`, `refund_succeeded`, `refund_failed`), each with one
+//! delivery and one `webhook` job per subscribed enabled endpoint in the same transaction.
+//! Part of the storage abstraction: [`Store`](super::Store) requires it, and the conformance
+//! suite runs it on both backends.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::StoreError;
+use crate::domain::audit::AuditEntry;
+
+/// Delivery statuses.
+pub mod delivery_status {
+    /// Waiting for an attempt (first or retry).
+    pub const PENDING: &str = "pending";
+    /// A 2xx was received.
+    pub const SUCCEEDED: &str = "succeeded";
+    /// Every attempt of the schedule failed; an error-pool item names it.
+    pub const DEAD: &str = "dead";
+    /// The endpoint was disabled or deleted before the delivery succeeded.
+    pub const ABANDONED: &str = "abandoned";
+    /// Every status.
+    pub const ALL: [&str; 4] = [PENDING, SUCCEEDED, DEAD, ABANDONED];
+}
+
+/// Endpoint statuses.
+pub mod endpoint_status {
+    /// Receives deliveries.
+    pub const ENABLED: &str = "enabled";
+    /// Disabled by converge (410 Gone, failing for days) or by ops; ops may re-enable it.
+    pub const DISABLED: &str = "disabled";
+    /// Deleted by the merchant; kept for its history, never re-enabled.
+    pub const DELETED: &str = "deleted";
+}
+
+/// How new deliveries are scheduled, set once at start-up from the retry schedule: the
+/// store writes each delivery's job in the event's transaction and needs its first delay
+/// and attempt count there.
+#[derive(Debug)]
+pub struct WebhookPlan {
+    attempts: AtomicI64,
+    first_delay_ms: AtomicI64,
+}
+
+impl Default for WebhookPlan {
+    fn default() -> Self {
+        // The default schedule (domain::webhooks::DEFAULT_SCHEDULE): 9 attempts, the first
+        // at once.
+        WebhookPlan {
+            attempts: AtomicI64::new(9),
+            first_delay_ms: AtomicI64::new(0),
+        }
+    }
+}
+
+impl WebhookPlan {
+    /// Sets the plan.
+    pub fn set(&self, attempts: i64, first_delay_ms: i64) {
+        self.attempts.store(attempts, Ordering::Relaxed);
+        self.first_delay_ms.store(first_delay_ms, Ordering::Relaxed);
+    }
+    /// Attempts in the schedule.
+    pub fn attempts(&self) -> i64 {
+        self.attempts.load(Ordering::Relaxed)
+    }
+    /// Delay of the first attempt, ms.
+    pub fn first_delay_ms(&self) -> i64 {
+        self.first_delay_ms.load(Ordering::Relaxed)
+    }
+}
+
+/// An outbox row (Debezium Outbox Event Router column names).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct OutboxEvent {
+    /// Insertion order.
+    pub seq: i64,
+    /// UUIDv7: sortable, the `webhook-id` of every delivery of this event.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// `payment` or `refund`.
+    pub aggregatetype: String,
+    /// The payment or refund id.
+    pub aggregateid: String,
+    /// `payment.succeeded`, ... ([`EventType`](crate::domain::webhooks::EventType)).
+    #[sqlx(rename = "type")]
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// JSON text: the payment or refund as the merchant API shows it, with `version`.
+    pub payload: String,
+    /// Commit time, epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// A webhook endpoint as stored. The secrets are only ever shown to the merchant once
+/// (creation, rotation); everything else reads [`WebhookEndpoint::public`].
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct WebhookEndpoint {
+    /// `we_` + 24 hex.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// Where deliveries are POSTed.
+    pub url: String,
+    /// Free text.
+    pub description: String,
+    /// Stored subscription (`,a,b,` or `,*,`).
+    pub enabled_events: String,
+    /// `whsec_...`.
+    pub secret: String,
+    /// The secret before the last rotation, still signing until `previous_expires_at`.
+    pub previous_secret: Option<String>,
+    /// Epoch ms UTC.
+    pub previous_expires_at: Option<i64>,
+    /// `enabled`, `disabled` or `deleted`.
+    pub status: String,
+    /// Why it is disabled.
+    pub disabled_reason: Option<String>,
+    /// Start of the current run of failed attempts, epoch ms UTC (None after a success).
+    pub failing_since: Option<i64>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+}
+
+/// A new endpoint.
+#[derive(Debug, Clone)]
+pub struct NewEndpoint {
+    /// `we_...`.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// URL (already checked).
+    pub url: String,
+    /// Free text.
+    pub description: String,
+    /// Stored subscription.
+    pub enabled_events: String,
+    /// `whsec_...`.
+    pub secret: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+}
+
+/// A delivery with what lists show beside it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct DeliveryRow {
+    /// Id.
+    pub id: i64,
+    /// The event (`webhook-id`).
+    pub event_id: String,
+    /// The event's type.
+    pub event_type: String,
+    /// The event's aggregate (payment or refund id).
+    pub aggregateid: String,
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Endpoint URL.
+    pub url: String,
+    /// Merchant.
+    pub merchant_id: i64,
+    /// `pending`, `succeeded`, `dead`, `abandoned`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// Next attempt, epoch ms UTC.
+    pub next_attempt_at: Option<i64>,
+    /// Last HTTP status received.
+    pub last_status: Option<i64>,
+    /// Last error.
+    pub last_error: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+    /// Epoch ms UTC.
+    pub delivered_at: Option<i64>,
+}
+
+/// One attempt of a delivery.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct AttemptRow {
+    /// Id.
+    pub id: i64,
+    /// Delivery.
+    pub delivery_id: i64,
+    /// Epoch ms UTC.
+    pub attempted_at: i64,
+    /// Wall time of the request, ms.
+    pub duration_ms: i64,
+    /// HTTP status, None when no answer came.
+    pub status_code: Option<i64>,
+    /// The first KiB of the answer's body (lossy UTF-8).
+    pub response: String,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+}
+
+/// The result of one attempt, written in one transaction with the delivery's new state and
+/// the endpoint's failure run.
+#[derive(Debug, Clone)]
+pub struct AttemptResult {
+    /// Delivery.
+    pub delivery_id: i64,
+    /// Epoch ms UTC.
+    pub attempted_at: i64,
+    /// ms.
+    pub duration_ms: i64,
+    /// HTTP status, if any.
+    pub status_code: Option<i64>,
+    /// First KiB of the answer.
+    pub response: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The delivery's status after it.
+    pub new_status: &'static str,
+    /// The next attempt, when pending.
+    pub next_attempt_at: Option<i64>,
+}
+
+/// Filter of the deliveries list; every field optional.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryFilter {
+    /// Merchant.
+    pub merchant_id: Option<i64>,
+    /// Status.
+    pub status: Option<String>,
+    /// Endpoint.
+    pub endpoint_id: Option<String>,
+    /// Event type.
+    pub event_type: Option<String>,
+    /// Created at or after, epoch ms UTC.
+    pub from: Option<i64>,
+    /// Created before, epoch ms UTC.
+    pub to: Option<i64>,
+    /// The payment (its events and its refunds' events).
+    pub payment_id: Option<String>,
+}
+
+/// Health of one endpoint over a window.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct EndpointHealth {
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Attempts in the window.
+    pub attempts: i64,
+    /// Of which 2xx.
+    pub succeeded: i64,
+    /// Last failed attempt, epoch ms UTC.
+    pub last_failure_at: Option<i64>,
+    /// Its error.
+    pub last_failure: Option<String>,
+}
+
+/// Queue figures for the dashboard and `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WebhookBacklog {
+    /// Deliveries waiting (pending).
+    pub pending: i64,
+    /// Dead deliveries.
+    pub dead: i64,
+    /// Creation time of the oldest pending delivery, epoch ms UTC.
+    pub oldest_pending_at: Option<i64>,
+    /// Failed attempts since the window start.
+    pub failed_attempts: i64,
+}
+
+/// Outbox and webhook storage.
+#[async_trait]
+pub trait Webhooks: Send + Sync + 'static {
+    /// The plan new deliveries are scheduled with.
+    fn webhook_plan(&self) -> &WebhookPlan;
+
+    /// Inserts an endpoint (and its audit record, when given, in the same transaction).
+    async fn create_endpoint(
+        &self,
+        e: &NewEndpoint,
+        audit: Option<&AuditEntry>,
+    ) -> Result<WebhookEndpoint, StoreError>;
+    /// The endpoint with this id.
+    async fn endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError>;
+    /// Endpoints of a merchant (all merchants when None), newest first, deleted ones
+    /// included.
+    async fn endpoints(&self, merchant_id: Option<i64>) -> Result<Vec<WebhookEndpoint>, StoreError>;
+    /// Moves an endpoint to `status` with a reason (None clears it; `enabled` also ends its
+    /// failure run); a deleted endpoint is never moved. Writes `audit` in the same
+    /// transaction. False when nothing changed.
+    async fn set_endpoint_status(
+        &self,
+        id: &str,
+        status: &str,
+        reason: Option<&str>,
+        now: i64,
+        audit: Option<&AuditEntry>,
+    ) -> Result<bool, StoreError>;
+    /// Replaces the secret; the old one keeps signing until `previous_expires_at`. None when
+    /// the endpoint does not exist or is deleted.
+    async fn rotate_endpoint_secret(
+        &self,
+        id: &str,
+        new_secret: &str,
+        previous_expires_at: i64,
+        now: i64,
+        audit: Option<&AuditEntry>,
+    ) -> Result<Option<WebhookEndpoint>, StoreError>;
+
+    /// The event with this id.
+    async fn outbox_event(&self, id: &str) -> Result<Option<OutboxEvent>, StoreError>;
+    /// Events of a payment and of its refunds, in insertion order.
+    async fn payment_outbox_events(&self, payment_id: &str)
+    -> Result<Vec<OutboxEvent>, StoreError>;
+    /// Events of one aggregate type and id (e.g. `refund`, `re_...`).
+    async fn aggregate_events(
+        &self,
+        aggregatetype: &str,
+        aggregateid: &str,
+    ) -> Result<Vec<OutboxEvent>, StoreError>;
+
+    /// A delivery with its list fields.
+    async fn delivery(&self, id: i64) -> Result<Option<DeliveryRow>, StoreError>;
+    /// Deliveries, newest first, at most `limit`.
+    async fn deliveries(
+        &self,
+        f: &DeliveryFilter,
+        limit: i64,
+    ) -> Result<Vec<DeliveryRow>, StoreError>;
+    /// The attempts of a delivery, oldest first.
+    async fn delivery_attempts(&self, delivery_id: i64) -> Result<Vec<AttemptRow>, StoreError>;
+    /// Records an attempt and the delivery's new state; a failure starts the endpoint's
+    /// failure run (if none), a success ends it.
+    async fn record_attempt(&self, a: &AttemptResult) -> Result<(), StoreError>;
+    /// Marks a pending delivery abandoned (its endpoint is gone) with a reason; false when
+    /// it was not pending.
+    async fn abandon_delivery(&self, id: i64, reason: &str, now: i64) -> Result<bool, StoreError>;
+    /// Puts deliveries that are not pending (succeeded, dead, abandoned) back to pending with
+    /// a new job each, due now, for the full schedule; `audit` in the same transaction.
+    /// Returns the ids put back (a pending one already has its job and is skipped).
+    async fn redeliver(
+        &self,
+        ids: &[i64],
+        now: i64,
+        audit: Option<&AuditEntry>,
+    ) -> Result<Vec<i64>, StoreError>;
+    /// Per-endpoint attempts and successes since `since` (epoch ms UTC).
+    async fn endpoint_health(&self, since: i64) -> Result<Vec<EndpointHealth>, StoreError>;
+    /// Backlog figures; `since` bounds the failed-attempt count.
+    async fn webhook_backlog(&self, since: i64) -> Result<WebhookBacklog, StoreError>;
+}

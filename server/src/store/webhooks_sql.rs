@@ -1,0 +1,461 @@
+//! The outbox and webhook SQL both backends share (see `shared.rs` for the conventions).
+
+macro_rules! impl_webhooks {
+    ($store:ty) => {
+        use $crate::store::webhooks_sql::{DELIVERY_SELECT, ENDPOINT_COLUMNS, EVENT_COLUMNS};
+
+        /// Inserts the outbox row of an outcome, then one delivery and one `webhook` job per
+        /// enabled endpoint of the merchant that subscribes to its type, all in the caller's
+        /// transaction (seed 004 §6.1: the event commits with the state change or not at all).
+        /// An outcome already recorded (a replayed or raced transition) writes nothing.
+        async fn insert_outbox_event(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            plan: &$crate::store::WebhookPlan,
+            merchant_id: i64,
+            event_type: $crate::domain::webhooks::EventType,
+            aggregateid: &str,
+            payload: &str,
+            now: i64,
+        ) -> Result<(), $crate::store::StoreError> {
+            let id = uuid::Uuid::now_v7().to_string();
+            let inserted = sqlx::query(
+                "INSERT INTO events (id, merchant_id, aggregatetype, aggregateid, type, payload, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (aggregatetype, aggregateid, type) DO NOTHING",
+            )
+            .bind(&id)
+            .bind(merchant_id)
+            .bind(event_type.aggregate_type())
+            .bind(aggregateid)
+            .bind(event_type.as_str())
+            .bind(payload)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                return Ok(());
+            }
+            let due = now + plan.first_delay_ms();
+            sqlx::query(
+                "INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, next_attempt_at, \
+                 created_at, updated_at) \
+                 SELECT $1, id, 'pending', 0, $2, $3, $3 FROM webhook_endpoints \
+                 WHERE merchant_id = $4 AND status = 'enabled' \
+                 AND (enabled_events = ',*,' OR enabled_events LIKE $5)",
+            )
+            .bind(&id)
+            .bind(due)
+            .bind(now)
+            .bind(merchant_id)
+            .bind(format!("%,{},%", event_type.as_str()))
+            .execute(&mut **tx)
+            .await?;
+            let payment_id = if event_type.aggregate_type() == "payment" {
+                Some(aggregateid.to_string())
+            } else {
+                sqlx::query_scalar::<_, String>("SELECT payment_id FROM refunds WHERE id = $1")
+                    .bind(aggregateid)
+                    .fetch_optional(&mut **tx)
+                    .await?
+            };
+            sqlx::query(
+                "INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
+                 created_at, updated_at, payload) \
+                 SELECT 'webhook', $1, NULL, 'due', 0, $2, $3, $4, $4, CAST(id AS TEXT) \
+                 FROM webhook_deliveries WHERE event_id = $5",
+            )
+            .bind(payment_id)
+            .bind(plan.attempts())
+            .bind(due)
+            .bind(now)
+            .bind(&id)
+            .execute(&mut **tx)
+            .await?;
+            Ok(())
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::store::Webhooks for $store {
+            fn webhook_plan(&self) -> &$crate::store::WebhookPlan {
+                &self.webhook_plan
+            }
+
+            async fn create_endpoint(
+                &self,
+                e: &$crate::store::NewEndpoint,
+                audit: Option<&$crate::store::AuditEntry>,
+            ) -> Result<$crate::store::WebhookEndpoint, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let ep = sqlx::query_as::<_, $crate::store::WebhookEndpoint>(&format!(
+                    "INSERT INTO webhook_endpoints (id, merchant_id, url, description, enabled_events, secret, \
+                     status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'enabled', $7, $7) \
+                     RETURNING {ENDPOINT_COLUMNS}"
+                ))
+                .bind(&e.id)
+                .bind(e.merchant_id)
+                .bind(&e.url)
+                .bind(&e.description)
+                .bind(&e.enabled_events)
+                .bind(&e.secret)
+                .bind(e.now)
+                .fetch_one(&mut *tx)
+                .await?;
+                if let Some(a) = audit {
+                    append_audit_in(&mut tx, a).await?;
+                }
+                tx.commit().await?;
+                Ok(ep)
+            }
+
+            async fn endpoint(
+                &self,
+                id: &str,
+            ) -> Result<Option<$crate::store::WebhookEndpoint>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::WebhookEndpoint>(&format!(
+                    "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1"
+                ))
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?)
+            }
+
+            async fn endpoints(
+                &self,
+                merchant_id: Option<i64>,
+            ) -> Result<Vec<$crate::store::WebhookEndpoint>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::WebhookEndpoint>(&format!(
+                    "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints \
+                     WHERE ($1 IS NULL OR merchant_id = $1) ORDER BY created_at DESC, id"
+                ))
+                .bind(merchant_id)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn set_endpoint_status(
+                &self,
+                id: &str,
+                status: &str,
+                reason: Option<&str>,
+                now: i64,
+                audit: Option<&$crate::store::AuditEntry>,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let moved = sqlx::query(
+                    "UPDATE webhook_endpoints SET status = $1, disabled_reason = $2, updated_at = $3, \
+                     failing_since = CASE WHEN $1 = 'enabled' THEN NULL ELSE failing_since END \
+                     WHERE id = $4 AND status <> 'deleted' AND status <> $1",
+                )
+                .bind(status)
+                .bind(reason)
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if moved == 0 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                if let Some(a) = audit {
+                    append_audit_in(&mut tx, a).await?;
+                }
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn rotate_endpoint_secret(
+                &self,
+                id: &str,
+                new_secret: &str,
+                previous_expires_at: i64,
+                now: i64,
+                audit: Option<&$crate::store::AuditEntry>,
+            ) -> Result<Option<$crate::store::WebhookEndpoint>, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let ep = sqlx::query_as::<_, $crate::store::WebhookEndpoint>(&format!(
+                    "UPDATE webhook_endpoints SET previous_secret = secret, previous_expires_at = $1, \
+                     secret = $2, updated_at = $3 WHERE id = $4 AND status <> 'deleted' \
+                     RETURNING {ENDPOINT_COLUMNS}"
+                ))
+                .bind(previous_expires_at)
+                .bind(new_secret)
+                .bind(now)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if ep.is_none() {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
+                if let Some(a) = audit {
+                    append_audit_in(&mut tx, a).await?;
+                }
+                tx.commit().await?;
+                Ok(ep)
+            }
+
+            async fn outbox_event(
+                &self,
+                id: &str,
+            ) -> Result<Option<$crate::store::OutboxEvent>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(&format!(
+                    "SELECT {EVENT_COLUMNS} FROM events WHERE id = $1"
+                ))
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?)
+            }
+
+            async fn payment_outbox_events(
+                &self,
+                payment_id: &str,
+            ) -> Result<Vec<$crate::store::OutboxEvent>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(&format!(
+                    "SELECT {EVENT_COLUMNS} FROM events WHERE (aggregatetype = 'payment' AND aggregateid = $1) \
+                     OR (aggregatetype = 'refund' AND aggregateid IN (SELECT id FROM refunds WHERE payment_id = $1)) \
+                     ORDER BY seq"
+                ))
+                .bind(payment_id)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn aggregate_events(
+                &self,
+                aggregatetype: &str,
+                aggregateid: &str,
+            ) -> Result<Vec<$crate::store::OutboxEvent>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(&format!(
+                    "SELECT {EVENT_COLUMNS} FROM events WHERE aggregatetype = $1 AND aggregateid = $2 ORDER BY seq"
+                ))
+                .bind(aggregatetype)
+                .bind(aggregateid)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn delivery(
+                &self,
+                id: i64,
+            ) -> Result<Option<$crate::store::DeliveryRow>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::DeliveryRow>(&format!(
+                    "{DELIVERY_SELECT} WHERE d.id = $1"
+                ))
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?)
+            }
+
+            async fn deliveries(
+                &self,
+                f: &$crate::store::DeliveryFilter,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::DeliveryRow>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::DeliveryRow>(&format!(
+                    "{DELIVERY_SELECT} WHERE ($1 IS NULL OR w.merchant_id = $1) AND ($2 IS NULL OR d.status = $2) \
+                     AND ($3 IS NULL OR d.endpoint_id = $3) AND ($4 IS NULL OR e.type = $4) \
+                     AND ($5 IS NULL OR d.created_at >= $5) AND ($6 IS NULL OR d.created_at < $6) \
+                     AND ($7 IS NULL OR (e.aggregatetype = 'payment' AND e.aggregateid = $7) \
+                          OR (e.aggregatetype = 'refund' AND e.aggregateid IN (SELECT id FROM refunds WHERE payment_id = $7))) \
+                     ORDER BY d.id DESC LIMIT $8"
+                ))
+                .bind(f.merchant_id)
+                .bind(f.status.as_deref())
+                .bind(f.endpoint_id.as_deref())
+                .bind(f.event_type.as_deref())
+                .bind(f.from)
+                .bind(f.to)
+                .bind(f.payment_id.as_deref())
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn delivery_attempts(
+                &self,
+                delivery_id: i64,
+            ) -> Result<Vec<$crate::store::AttemptRow>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::AttemptRow>(
+                    "SELECT id, delivery_id, attempted_at, duration_ms, status_code, response, error \
+                     FROM webhook_attempts WHERE delivery_id = $1 ORDER BY id",
+                )
+                .bind(delivery_id)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn record_attempt(
+                &self,
+                a: &$crate::store::AttemptResult,
+            ) -> Result<(), $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                sqlx::query(
+                    "INSERT INTO webhook_attempts (delivery_id, attempted_at, duration_ms, status_code, response, error) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(a.delivery_id)
+                .bind(a.attempted_at)
+                .bind(a.duration_ms)
+                .bind(a.status_code)
+                .bind(&a.response)
+                .bind(a.error.as_deref())
+                .execute(&mut *tx)
+                .await?;
+                let succeeded = a.new_status == $crate::store::delivery_status::SUCCEEDED;
+                let endpoint: Option<String> = sqlx::query_scalar(
+                    "UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, next_attempt_at = $2, \
+                     last_status = $3, last_error = $4, updated_at = $5, \
+                     delivered_at = CASE WHEN $1 = 'succeeded' THEN $5 ELSE delivered_at END \
+                     WHERE id = $6 RETURNING endpoint_id",
+                )
+                .bind(a.new_status)
+                .bind(a.next_attempt_at)
+                .bind(a.status_code)
+                .bind(a.error.as_deref())
+                .bind(a.attempted_at)
+                .bind(a.delivery_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some(endpoint) = endpoint {
+                    let sql = if succeeded {
+                        "UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND $2 >= 0"
+                    } else {
+                        "UPDATE webhook_endpoints SET failing_since = $2 WHERE id = $1 AND failing_since IS NULL"
+                    };
+                    sqlx::query(sql)
+                        .bind(&endpoint)
+                        .bind(a.attempted_at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
+
+            async fn abandon_delivery(
+                &self,
+                id: i64,
+                reason: &str,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "UPDATE webhook_deliveries SET status = 'abandoned', last_error = $1, next_attempt_at = NULL, \
+                     updated_at = $2 WHERE id = $3 AND status = 'pending'",
+                )
+                .bind(reason)
+                .bind(now)
+                .bind(id)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn redeliver(
+                &self,
+                ids: &[i64],
+                now: i64,
+                audit: Option<&$crate::store::AuditEntry>,
+            ) -> Result<Vec<i64>, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let mut done = Vec::new();
+                for id in ids {
+                    let moved = sqlx::query(
+                        "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $1, updated_at = $1 \
+                         WHERE id = $2 AND status <> 'pending'",
+                    )
+                    .bind(now)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if moved == 0 {
+                        continue;
+                    }
+                    let payment_id: Option<String> = sqlx::query_scalar(
+                        "SELECT CASE WHEN e.aggregatetype = 'payment' THEN e.aggregateid \
+                         ELSE (SELECT r.payment_id FROM refunds r WHERE r.id = e.aggregateid) END \
+                         FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE d.id = $1",
+                    )
+                    .bind(id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    sqlx::query(
+                        "INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
+                         created_at, updated_at, payload) VALUES ('webhook', $1, NULL, 'due', 0, $2, $3, $3, $3, $4)",
+                    )
+                    .bind(payment_id)
+                    .bind(self.webhook_plan.attempts())
+                    .bind(now)
+                    .bind(id.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+                    done.push(*id);
+                }
+                if let Some(a) = audit {
+                    append_audit_in(&mut tx, a).await?;
+                }
+                tx.commit().await?;
+                Ok(done)
+            }
+
+            async fn endpoint_health(
+                &self,
+                since: i64,
+            ) -> Result<Vec<$crate::store::EndpointHealth>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::EndpointHealth>(
+                    "SELECT d.endpoint_id, COUNT(a.id) AS attempts, \
+                     CAST(COALESCE(SUM(CASE WHEN a.status_code BETWEEN 200 AND 299 THEN 1 ELSE 0 END), 0) AS BIGINT) AS succeeded, \
+                     MAX(CASE WHEN a.error IS NOT NULL THEN a.attempted_at END) AS last_failure_at, \
+                     (SELECT a2.error FROM webhook_attempts a2 JOIN webhook_deliveries d2 ON d2.id = a2.delivery_id \
+                      WHERE d2.endpoint_id = d.endpoint_id AND a2.error IS NOT NULL ORDER BY a2.id DESC LIMIT 1) AS last_failure \
+                     FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id \
+                     WHERE a.attempted_at >= $1 GROUP BY d.endpoint_id ORDER BY d.endpoint_id",
+                )
+                .bind(since)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn webhook_backlog(
+                &self,
+                since: i64,
+            ) -> Result<$crate::store::WebhookBacklog, $crate::store::StoreError> {
+                let (pending, dead, oldest): (i64, i64, Option<i64>) = sqlx::query_as(
+                    "SELECT CAST(COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 ELSE 0 END), 0) AS BIGINT), \
+                     CAST(COALESCE(SUM(CASE WHEN status = 'dead' THEN 1 ELSE 0 END), 0) AS BIGINT), \
+                     MIN(CASE WHEN status = 'pending' THEN created_at END) \
+                     FROM webhook_deliveries WHERE status IN ('pending', 'dead')",
+                )
+                .fetch_one(self.reader())
+                .await?;
+                let failed: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM webhook_attempts WHERE attempted_at >= $1 AND error IS NOT NULL",
+                )
+                .bind(since)
+                .fetch_one(self.reader())
+                .await?;
+                Ok($crate::store::WebhookBacklog {
+                    pending,
+                    dead,
+                    oldest_pending_at: oldest,
+                    failed_attempts: failed,
+                })
+            }
+        }
+    };
+}
+
+/// Columns of `webhook_endpoints` in [`WebhookEndpoint`](super::WebhookEndpoint) order.
+pub(crate) const ENDPOINT_COLUMNS: &str = "id, merchant_id, url, description, enabled_events, secret, \
+     previous_secret, previous_expires_at, status, disabled_reason, failing_since, created_at, updated_at";
+
+/// Columns of `events` in [`OutboxEvent`](super::OutboxEvent) order.
+pub(crate) const EVENT_COLUMNS: &str =
+    "seq, id, merchant_id, aggregatetype, aggregateid, type, payload, created_at";
+
+/// A delivery joined with its event and endpoint, in [`DeliveryRow`](super::DeliveryRow) order.
+pub(crate) const DELIVERY_SELECT: &str = "SELECT d.id, d.event_id, e.type AS event_type, e.aggregateid, \
+     d.endpoint_id, w.url, w.merchant_id, d.status, d.attempts, d.next_attempt_at, d.last_status, d.last_error, \
+     d.created_at, d.updated_at, d.delivered_at \
+     FROM webhook_deliveries d JOIN events e ON e.id = d.event_id JOIN webhook_endpoints w ON w.id = d.endpoint_id";
