@@ -103,10 +103,18 @@ enum Command {
     Verify(VerifyArgs),
     /// Run the sandbox channel alone (a PSP simulator over HTTP).
     ChannelSim(ChannelSimArgs),
+    /// Manage a merchant's webhook endpoints.
+    Webhook {
+        #[command(subcommand)]
+        action: crate::cli_webhooks::WebhookCommand,
+    },
+    /// Run a webhook receiver that records what it gets (tests, local development).
+    WebhookSink(crate::cli_webhooks::SinkArgs),
 }
 
+/// `--database-url`, shared by the one-off commands.
 #[derive(Debug, Args)]
-struct DbArgs {
+pub(crate) struct DbArgs {
     /// Database: a SQLite path or postgres:// URL.
     // The value may hold a password: `--help` must not print it from the environment.
     #[arg(
@@ -115,7 +123,7 @@ struct DbArgs {
         default_value = "data/converge.db",
         hide_env_values = true
     )]
-    database_url: String,
+    pub(crate) database_url: String,
 }
 
 #[derive(Debug, Args)]
@@ -262,6 +270,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Audit { action } => audit(action).await,
         Command::ChannelSim(args) => channel_sim(args).await,
         Command::Verify(args) => verify(args).await,
+        Command::Webhook { action } => crate::cli_webhooks::run(action).await,
+        Command::WebhookSink(args) => crate::cli_webhooks::sink(args).await,
     }
 }
 

@@ -6,6 +6,7 @@
 #![recursion_limit = "256"]
 
 mod cli;
+mod cli_webhooks;
 
 use std::process::ExitCode;
 

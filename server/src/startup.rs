@@ -229,6 +229,12 @@ pub async fn build_with_store(
                 60_000,
             ),
         )),
+        recover_limiter: Arc::new(std::sync::Mutex::new(
+            crate::domain::ratelimit::RateLimiter::new(
+                crate::ops::webhooks::RECOVERIES_PER_MINUTE,
+                60_000,
+            ),
+        )),
         settings: Arc::new(settings),
         metrics: crate::telemetry::metrics_handle(),
         callback_secret: Arc::new(secret),

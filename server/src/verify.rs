@@ -30,7 +30,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::state::PaymentStatus;
-use crate::store::{KeyTotals, LedgerTotal, Store, StoreError, UnbalancedBatch, VerifyPaymentRow};
+use crate::store::{
+    KeyTotals, LedgerTotal, OutboxFacts, Store, StoreError, UnbalancedBatch, VerifyPaymentRow,
+};
 
 /// Payments read per page (memory stays bounded on large databases).
 pub const PAGE_SIZE: i64 = 1_000;
@@ -156,6 +158,8 @@ pub enum Invariant {
     Window,
     /// 5. Audit chain.
     Audit,
+    /// 6. One event per outcome, each delivered to its endpoints (or in the error pool).
+    Events,
 }
 
 impl Invariant {
@@ -167,6 +171,7 @@ impl Invariant {
             Invariant::Replay => "3. stored responses",
             Invariant::Window => "4. convergence window",
             Invariant::Audit => "5. audit chain",
+            Invariant::Events => "6. events and deliveries",
         }
     }
 }
@@ -296,6 +301,25 @@ pub enum Breach {
         /// The first bad record.
         first_bad: String,
     },
+    /// An outcome (payment or refund status) without its outbox event.
+    MissingEvent {
+        /// Payment (the refund's payment for a refund).
+        payment: String,
+        /// `payment` or `refund:<id>`.
+        aggregate: String,
+        /// The status reached.
+        status: String,
+    },
+    /// An event past the window that an endpoint has not received and that is not in the
+    /// error pool, or that a subscribed endpoint never got a delivery for.
+    Undelivered {
+        /// The event's aggregate (payment or refund id).
+        aggregate: String,
+        /// Event id.
+        event: String,
+        /// What is wrong.
+        detail: String,
+    },
 }
 
 impl Breach {
@@ -315,6 +339,7 @@ impl Breach {
             Breach::KeysWithoutResponse { .. } => Invariant::Replay,
             Breach::NotConverged { .. } | Breach::CorruptStatus { .. } => Invariant::Window,
             Breach::AuditChainBroken { .. } => Invariant::Audit,
+            Breach::MissingEvent { .. } | Breach::Undelivered { .. } => Invariant::Events,
         }
     }
 
@@ -330,6 +355,7 @@ impl Breach {
             | Breach::RefundTotals { payment, .. }
             | Breach::UnbalancedBatch { payment, .. }
             | Breach::NotConverged { payment, .. }
+            | Breach::MissingEvent { payment, .. }
             | Breach::CorruptStatus { payment, .. } => Some(payment),
             _ => None,
         }
@@ -434,6 +460,19 @@ impl fmt::Display for Breach {
             } => {
                 write!(f, "ledger {currency}: debits {debits} != credits {credits}")
             }
+            Breach::MissingEvent {
+                payment,
+                aggregate,
+                status,
+            } => write!(
+                f,
+                "{payment}: {aggregate} reached {status} but the outbox has no event for it"
+            ),
+            Breach::Undelivered {
+                aggregate,
+                event,
+                detail,
+            } => write!(f, "{aggregate}: event {event} {detail}"),
             Breach::KeysWithoutResponse { count } => {
                 write!(
                     f,
@@ -747,6 +786,8 @@ pub struct Report {
     pub channel: ChannelCheck,
     /// The audit chain.
     pub audit: AuditChain,
+    /// The outbox and its deliveries.
+    pub outbox: OutboxFacts,
     /// Every breach found, payment breaches in payment id order.
     pub breaches: Vec<Breach>,
 }
@@ -877,6 +918,15 @@ impl Report {
             ),
             AuditChain::Broken { .. } => line(&mut s, Invariant::Audit, false, "broken".into()),
         }
+        line(
+            &mut s,
+            Invariant::Events,
+            false,
+            format!(
+                "{} events, {} deliveries ({} succeeded)",
+                self.outbox.events, self.outbox.deliveries.0, self.outbox.deliveries.1
+            ),
+        );
         for b in &self.breaches {
             let _ = writeln!(s, "BREACH {}", b);
         }
@@ -892,6 +942,43 @@ impl Report {
         }
         s
     }
+}
+
+/// Invariant 6: every outcome has its event; every event past the window reached each
+/// subscribed enabled endpoint, or its delivery is in the error pool.
+pub fn check_outbox(f: &OutboxFacts) -> Vec<Breach> {
+    let mut out = Vec::new();
+    for (payment, status) in &f.payments_without_event {
+        out.push(Breach::MissingEvent {
+            payment: payment.clone(),
+            aggregate: "payment".into(),
+            status: status.clone(),
+        });
+    }
+    for (refund, payment, status) in &f.refunds_without_event {
+        out.push(Breach::MissingEvent {
+            payment: payment.clone(),
+            aggregate: format!("refund:{refund}"),
+            status: status.clone(),
+        });
+    }
+    for (delivery, event, aggregate, status) in &f.undelivered {
+        out.push(Breach::Undelivered {
+            aggregate: aggregate.clone(),
+            event: event.clone(),
+            detail: format!(
+                "delivery {delivery} is {status} past the window and not in the error pool"
+            ),
+        });
+    }
+    for (event, endpoint, aggregate) in &f.missing_deliveries {
+        out.push(Breach::Undelivered {
+            aggregate: aggregate.clone(),
+            event: event.clone(),
+            detail: format!("has no delivery to subscribed endpoint {endpoint}"),
+        });
+    }
+    out
 }
 
 /// Why verification could not run (not a breach: nothing was concluded).
@@ -970,7 +1057,12 @@ pub async fn run(
             first_bad: first_bad.clone(),
         });
     }
+    let outbox = store
+        .verify_outbox(window.now_ms.saturating_sub(window.window_ms))
+        .await?;
+    breaches.extend(check_outbox(&outbox));
     Ok(Report {
+        outbox,
         now_ms: window.now_ms,
         window_ms: window.window_ms,
         by_status,
@@ -1340,6 +1432,7 @@ mod tests {
             },
             channel: ChannelCheck::Skipped,
             audit: AuditChain::NotAvailable,
+            outbox: OutboxFacts::default(),
             breaches: vec![
                 Breach::ChargeBatchCount {
                     payment: "pay_b".into(),
@@ -1377,6 +1470,29 @@ mod tests {
     }
 
     #[test]
+    fn outcomes_without_events_and_undelivered_events_are_named() {
+        let facts = OutboxFacts {
+            payments_without_event: vec![("pay_1".into(), "SUCCESS".into())],
+            refunds_without_event: vec![("re_1".into(), "pay_2".into(), "failed".into())],
+            undelivered: vec![(7, "ev1".into(), "pay_3".into(), "pending".into())],
+            missing_deliveries: vec![("ev2".into(), "we_1".into(), "pay_4".into())],
+            ..OutboxFacts::default()
+        };
+        let b = check_outbox(&facts);
+        assert_eq!(b.len(), 4);
+        assert!(b.iter().all(|b| b.invariant() == Invariant::Events));
+        assert_eq!(b[0].payment(), Some("pay_1"));
+        assert_eq!(b[1].payment(), Some("pay_2"));
+        assert!(
+            b[2].to_string().contains("delivery 7 is pending"),
+            "{}",
+            b[2]
+        );
+        assert!(b[3].to_string().contains("we_1"), "{}", b[3]);
+        assert!(check_outbox(&OutboxFacts::default()).is_empty());
+    }
+
+    #[test]
     fn the_audit_line_passes_or_names_the_first_broken_record() {
         let mut report = Report {
             now_ms: NOW,
@@ -1391,6 +1507,7 @@ mod tests {
             },
             channel: ChannelCheck::Skipped,
             audit: AuditChain::Verified { records: 7 },
+            outbox: OutboxFacts::default(),
             breaches: vec![],
         };
         assert!(

@@ -41,6 +41,9 @@ pub struct AppState {
     /// Bulk retries per user ([`crate::ops::actions::BULK_RETRIES_PER_MINUTE`] a minute):
     /// one operator cannot flood the channel by confirming selections in a loop.
     pub bulk_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
+    /// Webhook endpoint recoveries per user
+    /// ([`crate::ops::webhooks::RECOVERIES_PER_MINUTE`] a minute).
+    pub recover_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
 }
 
 /// The backend's routes with their state applied: `/v1/*`, `/health`, `/metrics`.

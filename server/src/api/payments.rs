@@ -8,10 +8,10 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::idempotency::IdemContext;
-use crate::store::views::PaymentView;
 use crate::domain::money::{validate_amount, validate_currency};
 use crate::error::{ApiError, ApiJson, ApiPath};
 use crate::service::payments::{InsertOutcome, PaymentInput};
+use crate::store::views::PaymentView;
 use crate::store::{Merchant, Payment};
 
 /// Longest merchant_order_id, in bytes.

@@ -10,10 +10,10 @@ use serde::Deserialize;
 use super::AppState;
 use super::idempotency::IdemContext;
 use super::payments::owned;
-use crate::store::views::RefundView;
 use crate::domain::money::validate_amount;
 use crate::error::{ApiError, ApiJson, ApiPath};
 use crate::service::ids::new_id;
+use crate::store::views::RefundView;
 use crate::store::{CreateRefund, Merchant};
 
 /// Body of a refund request: amount in minor units, optional reason.

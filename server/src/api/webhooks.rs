@@ -119,7 +119,10 @@ pub async fn create(
         && let Some(e) = core.store.endpoint(id).await?
     {
         let secret = e.secret.clone();
-        return Ok((StatusCode::CREATED, Json(EndpointView::of(&e, Some(secret)))));
+        return Ok((
+            StatusCode::CREATED,
+            Json(EndpointView::of(&e, Some(secret))),
+        ));
     }
     // Validate before recording the recovery point, so a refused request leaves the key free.
     core.check_endpoint_url(&body.url)

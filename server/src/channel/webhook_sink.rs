@@ -190,7 +190,10 @@ impl Sink {
         }
         let (hit, kind) = {
             let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-            (rng.random::<f64>() < self.cfg.fault_rate, rng.random_range(0..4u8))
+            (
+                rng.random::<f64>() < self.cfg.fault_rate,
+                rng.random_range(0..4u8),
+            )
         };
         if !hit {
             return (status(StatusCode::OK), None);
@@ -211,9 +214,8 @@ fn status(s: StatusCode) -> Response {
 /// A 500 whose body is 50 MB, streamed in 64 KiB chunks.
 fn big_body() -> Response {
     let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
-    let stream = futures_util::stream::iter(
-        (0..800).map(move |_| Ok::<_, std::io::Error>(chunk.clone())),
-    );
+    let stream =
+        futures_util::stream::iter((0..800).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
     Response::builder()
         .status(StatusCode::INTERNAL_SERVER_ERROR)
         .body(Body::from_stream(stream))

@@ -247,7 +247,9 @@ pub enum UrlRefusal {
     #[error("url is longer than {MAX_URL_LEN} bytes")]
     TooLong,
     /// The host is or resolves to an internal address.
-    #[error("url resolves to an internal address ({0}); internal addresses are refused unless the server runs with --webhook-allow-private")]
+    #[error(
+        "url resolves to an internal address ({0}); internal addresses are refused unless the server runs with --webhook-allow-private"
+    )]
     Internal(IpAddr),
     /// The host name does not resolve.
     #[error("url host {0:?} does not resolve")]
@@ -430,7 +432,9 @@ pub fn judge(status: u16, retry_after: Option<&str>) -> AttemptVerdict {
         },
         429 | 503 => AttemptVerdict::Failed {
             reason: format!("HTTP {status}"),
-            not_before_ms: retry_after.and_then(parse_retry_after_secs).map(|s| s * 1000),
+            not_before_ms: retry_after
+                .and_then(parse_retry_after_secs)
+                .map(|s| s * 1000),
         },
         _ => AttemptVerdict::Failed {
             reason: format!("HTTP {status}"),
@@ -480,8 +484,8 @@ mod tests {
 
     #[test]
     fn subscriptions_parse_store_and_match() {
-        let s = Subscription::parse(&["refund.failed", "payment.succeeded", "refund.failed"])
-            .unwrap();
+        let s =
+            Subscription::parse(&["refund.failed", "payment.succeeded", "refund.failed"]).unwrap();
         assert_eq!(s.to_stored(), ",payment.succeeded,refund.failed,");
         assert_eq!(Subscription::from_stored(&s.to_stored()), s);
         assert!(s.includes(EventType::RefundFailed));
@@ -587,7 +591,9 @@ mod tests {
     fn answers_are_judged_as_the_spec_says() {
         assert_eq!(judge(204, None), AttemptVerdict::Delivered);
         assert_eq!(judge(410, None), AttemptVerdict::Gone);
-        assert!(matches!(judge(302, None), AttemptVerdict::Failed { reason, .. } if reason.contains("redirect")));
+        assert!(
+            matches!(judge(302, None), AttemptVerdict::Failed { reason, .. } if reason.contains("redirect"))
+        );
         assert_eq!(
             judge(429, Some("120")),
             AttemptVerdict::Failed {

@@ -25,6 +25,8 @@ pub struct Dashboard {
     pub queue: QueueView,
     /// The error pool.
     pub error_pool: ErrorPoolView,
+    /// Merchant notifications: deliveries waiting and dead, failed attempts in the last hour.
+    pub webhooks: crate::store::WebhookBacklog,
 }
 
 /// Stuck payments by state and age bucket, with the thresholds and the oldest items.
@@ -229,6 +231,7 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         },
         queue,
         error_pool,
+        webhooks: store.webhook_backlog(now - 3_600_000).await?,
     })
 }
 

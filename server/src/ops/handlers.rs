@@ -54,6 +54,7 @@ pub fn routes() -> Router<AppState> {
         .route("/actions/{id}/execute", post(super::actions::execute))
         .route("/audit/export", get(super::audit::export))
         .route("/audit/verify", get(super::audit::verify_handler))
+        .merge(super::webhooks::routes())
 }
 
 fn principal_json(p: &Principal) -> Value {

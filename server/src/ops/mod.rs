@@ -12,5 +12,6 @@ pub mod password;
 pub mod principal;
 pub mod session;
 pub mod users;
+pub mod webhooks;
 
 pub use handlers::{SearchQuery, routes, run_search};

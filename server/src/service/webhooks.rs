@@ -113,9 +113,8 @@ impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let allow = self.allow_private;
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0))
-                .await?
-                .collect();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
             let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
             wh::check_addresses(&ips, allow).map_err(|e| Box::new(e) as Box<_>)?;
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
@@ -366,13 +365,7 @@ impl Core {
         );
         Ok(self
             .store
-            .set_endpoint_status(
-                id,
-                status,
-                (!enabled).then_some(reason),
-                now,
-                Some(&audit),
-            )
+            .set_endpoint_status(id, status, (!enabled).then_some(reason), now, Some(&audit))
             .await?)
     }
 
@@ -532,13 +525,12 @@ impl Core {
                         let at = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
                         result.next_attempt_at = Some(at);
                         store.record_attempt(&result).await?;
-                        let failing_for =
-                            endpoint.failing_since.map_or(0, |since| now.saturating_sub(since));
+                        let failing_for = endpoint
+                            .failing_since
+                            .map_or(0, |since| now.saturating_sub(since));
                         if failing_for >= self.notifier.settings.disable_after_ms {
-                            let why = format!(
-                                "every attempt failed for {} h",
-                                failing_for / 3_600_000
-                            );
+                            let why =
+                                format!("every attempt failed for {} h", failing_for / 3_600_000);
                             self.set_endpoint_enabled(&endpoint.id, false, &why, &Actor::system())
                                 .await
                                 .map_err(endpoint_to_service)?;
@@ -547,10 +539,7 @@ impl Core {
                             return Ok(Step::Done);
                         }
                         count_attempt("failed");
-                        return Ok(Step::RetryAt {
-                            at,
-                            error: reason,
-                        });
+                        return Ok(Step::RetryAt { at, error: reason });
                     }
                     None => {
                         result.new_status = delivery_status::DEAD;
@@ -626,7 +615,8 @@ impl Core {
                         }
                         Ok(None) => break,
                         Err(e) => {
-                            out.error = Some(format!("reading the answer failed: {}", error_chain(&e)));
+                            out.error =
+                                Some(format!("reading the answer failed: {}", error_chain(&e)));
                             break;
                         }
                     }
@@ -636,7 +626,10 @@ impl Core {
             }
             Err(e) => {
                 out.error = Some(if e.is_timeout() {
-                    format!("timed out after {} ms", self.notifier.settings.timeout.as_millis())
+                    format!(
+                        "timed out after {} ms",
+                        self.notifier.settings.timeout.as_millis()
+                    )
                 } else {
                     error_chain(&e)
                 });

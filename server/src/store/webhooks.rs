@@ -271,6 +271,27 @@ pub struct WebhookBacklog {
     pub failed_attempts: i64,
 }
 
+/// What `converge verify` checks of the outbox (DESIGN.md invariant 6), each list at most
+/// 1,000 rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OutboxFacts {
+    /// Events in the outbox.
+    pub events: i64,
+    /// Deliveries, and of them succeeded.
+    pub deliveries: (i64, i64),
+    /// (payment, status): a payment that reached an outcome after the outbox was installed
+    /// without that outcome's event.
+    pub payments_without_event: Vec<(String, String)>,
+    /// (refund, payment, status): the same for refunds.
+    pub refunds_without_event: Vec<(String, String, String)>,
+    /// (delivery, event, aggregate, status): older than the window and neither delivered,
+    /// abandoned (endpoint disabled or deleted), nor dead with an error-pool item.
+    pub undelivered: Vec<(i64, String, String, String)>,
+    /// (event, endpoint, aggregate): older than the window, an enabled endpoint unchanged
+    /// since the event subscribes to it, and no delivery was made.
+    pub missing_deliveries: Vec<(String, String, String)>,
+}
+
 /// Outbox and webhook storage.
 #[async_trait]
 pub trait Webhooks: Send + Sync + 'static {
@@ -287,7 +308,8 @@ pub trait Webhooks: Send + Sync + 'static {
     async fn endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError>;
     /// Endpoints of a merchant (all merchants when None), newest first, deleted ones
     /// included.
-    async fn endpoints(&self, merchant_id: Option<i64>) -> Result<Vec<WebhookEndpoint>, StoreError>;
+    async fn endpoints(&self, merchant_id: Option<i64>)
+    -> Result<Vec<WebhookEndpoint>, StoreError>;
     /// Moves an endpoint to `status` with a reason (None clears it; `enabled` also ends its
     /// failure run); a deleted endpoint is never moved. Writes `audit` in the same
     /// transaction. False when nothing changed.
@@ -351,4 +373,6 @@ pub trait Webhooks: Send + Sync + 'static {
     async fn endpoint_health(&self, since: i64) -> Result<Vec<EndpointHealth>, StoreError>;
     /// Backlog figures; `since` bounds the failed-attempt count.
     async fn webhook_backlog(&self, since: i64) -> Result<WebhookBacklog, StoreError>;
+    /// The facts of invariant 6 for events created at or before `cutoff` (epoch ms UTC).
+    async fn verify_outbox(&self, cutoff: i64) -> Result<OutboxFacts, StoreError>;
 }

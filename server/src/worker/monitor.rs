@@ -54,5 +54,11 @@ pub async fn refresh(
             }
         }
     }
+    let backlog = core.store.webhook_backlog(now - 3_600_000).await?;
+    metrics::gauge!("converge_webhook_deliveries", "status" => "pending")
+        .set(backlog.pending as f64);
+    metrics::gauge!("converge_webhook_deliveries", "status" => "dead").set(backlog.dead as f64);
+    metrics::gauge!("converge_webhook_oldest_pending_seconds")
+        .set(backlog.oldest_pending_at.map_or(0, |t| (now - t).max(0)) as f64 / 1000.0);
     Ok(())
 }

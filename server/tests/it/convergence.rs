@@ -557,7 +557,7 @@ on_both_backends!(the_queue_gauges_report_zero_for_emptied_groups, |app| {
         "query",
         "post_ledger",
         "refund",
-        "notify",
+        "webhook",
         "reconcile",
         "purge",
     ] {

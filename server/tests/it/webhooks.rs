@@ -141,11 +141,8 @@ on_both_backends!(
         assert!(body["timestamp"].as_str().unwrap().ends_with('Z'));
         let id = p["id"].as_str().unwrap();
         assert_eq!(
-            app.sql_strings(
-                "SELECT id FROM events WHERE aggregateid = $1",
-                &[id]
-            )
-            .await,
+            app.sql_strings("SELECT id FROM events WHERE aggregateid = $1", &[id])
+                .await,
             vec![d["webhook_id"].as_str().unwrap().to_string()]
         );
         delivery_with_status(&app, "succeeded").await;
@@ -193,12 +190,15 @@ on_both_backends!(
         let got = received(&sink, "/hooks/fail/2", 3).await;
         assert!(got.iter().all(|d| d["webhook_id"] == got[0]["webhook_id"]));
         assert_eq!(
-            got.iter().map(|d| d["answered"].as_i64().unwrap()).collect::<Vec<_>>(),
+            got.iter()
+                .map(|d| d["answered"].as_i64().unwrap())
+                .collect::<Vec<_>>(),
             vec![500, 500, 200]
         );
         delivery_with_status(&app, "succeeded").await;
         assert_eq!(
-            app.sql_i64("SELECT attempts FROM webhook_deliveries", &[]).await,
+            app.sql_i64("SELECT attempts FROM webhook_deliveries", &[])
+                .await,
             3
         );
         assert_eq!(
@@ -224,29 +224,50 @@ on_both_backends!(
         // The test schedule has three attempts: 0s, 100ms, 200ms.
         received(&sink, "/hooks/always-fail", 3).await;
         delivery_with_status(&app, "dead").await;
-        let items = app.store.error_items(Some("open"), Some("webhook_exhausted"), 10).await.unwrap();
+        let items = app
+            .store
+            .error_items(Some("open"), Some("webhook_exhausted"), 10)
+            .await
+            .unwrap();
         assert_eq!(items.len(), 1, "{items:?}");
         let evidence: Value = serde_json::from_str(&items[0].evidence).unwrap();
         assert_eq!(evidence["endpoint_id"], ep["id"]);
         assert_eq!(evidence["attempts"], 3);
         assert_eq!(evidence["last_status"], 500);
-        assert!(items[0].summary.contains("payment.succeeded"), "{}", items[0].summary);
+        assert!(
+            items[0].summary.contains("payment.succeeded"),
+            "{}",
+            items[0].summary
+        );
         // Redelivered by ops: a new round of attempts, the same webhook-id.
         let id = app.sql_i64("SELECT id FROM webhook_deliveries", &[]).await;
         let core = &app.running.state.core;
         let put_back = core
-            .redeliver(&[id], "receiver fixed", "webhook_delivery", &converge_server::service::webhooks::Actor::system())
+            .redeliver(
+                &[id],
+                "receiver fixed",
+                "webhook_delivery",
+                &converge_server::service::webhooks::Actor::system(),
+            )
             .await
             .unwrap();
         assert_eq!(put_back, vec![id]);
         let got = received(&sink, "/hooks/always-fail", 6).await;
         assert!(got.iter().all(|d| d["webhook_id"] == got[0]["webhook_id"]));
         delivery_with_status(&app, "dead").await;
-        let items = app.store.error_items(None, Some("webhook_exhausted"), 10).await.unwrap();
+        let items = app
+            .store
+            .error_items(None, Some("webhook_exhausted"), 10)
+            .await
+            .unwrap();
         assert_eq!(items.len(), 1, "one item per delivery: {items:?}");
         assert_eq!(items[0].occurrences, 2);
         assert_eq!(
-            app.sql_i64("SELECT COUNT(*) FROM audit_log WHERE action = 'webhook_redelivered'", &[]).await,
+            app.sql_i64(
+                "SELECT COUNT(*) FROM audit_log WHERE action = 'webhook_redelivered'",
+                &[]
+            )
+            .await,
             1
         );
     }
@@ -270,7 +291,10 @@ on_both_backends!(
         })
         .await;
         assert!(shown["disabled_reason"].as_str().unwrap().contains("410"));
-        assert!(shown.get("secret").is_none(), "the secret is shown once: {shown}");
+        assert!(
+            shown.get("secret").is_none(),
+            "the secret is shown once: {shown}"
+        );
         assert_eq!(
             app.sql_i64(
                 "SELECT COUNT(*) FROM audit_log WHERE action = 'webhook_endpoint_disabled' AND actor = 'system'",
@@ -281,7 +305,8 @@ on_both_backends!(
         );
         pay(&app, "o-2", 1000).await;
         assert_eq!(
-            app.sql_i64("SELECT COUNT(*) FROM webhook_deliveries", &[]).await,
+            app.sql_i64("SELECT COUNT(*) FROM webhook_deliveries", &[])
+                .await,
             1,
             "a disabled endpoint gets no new deliveries"
         );
@@ -307,7 +332,10 @@ on_both_backends!(
             }
         });
         let cases = [
-            (format!("{}/hooks/redirect", sink.url), "redirect 302 not followed"),
+            (
+                format!("{}/hooks/redirect", sink.url),
+                "redirect 302 not followed",
+            ),
             (format!("{}/hooks/big", sink.url), "HTTP 500"),
             (format!("{}/hooks/hang", sink.url), "timed out"),
             (format!("http://{closer_addr}/hooks"), "error"),
@@ -318,7 +346,10 @@ on_both_backends!(
         pay(&app, "o-1", 1000).await;
         eventually(Duration::from_secs(20), "four dead deliveries", || async {
             let n = app
-                .sql_i64("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'dead'", &[])
+                .sql_i64(
+                    "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'dead'",
+                    &[],
+                )
                 .await;
             (n == 4).then_some(())
         })
@@ -340,9 +371,16 @@ on_both_backends!(
                 &[],
             )
             .await;
-        assert!(kept <= 1024, "only the first KiB of an answer is kept: {kept}");
+        assert!(
+            kept <= 1024,
+            "only the first KiB of an answer is kept: {kept}"
+        );
         assert_eq!(
-            app.store.error_items(Some("open"), Some("webhook_exhausted"), 10).await.unwrap().len(),
+            app.store
+                .error_items(Some("open"), Some("webhook_exhausted"), 10)
+                .await
+                .unwrap()
+                .len(),
             4
         );
         // The server is still serving.
@@ -357,17 +395,50 @@ on_both_backends!(
     },
     |app| {
         let cases: Vec<(Value, &str)> = vec![
-            (json!({"url": "http://127.0.0.1:9/x", "enabled_events": ["*"]}), "url_internal_address"),
-            (json!({"url": "http://10.0.0.7/x", "enabled_events": ["*"]}), "url_internal_address"),
-            (json!({"url": "http://169.254.169.254/latest", "enabled_events": ["*"]}), "url_internal_address"),
-            (json!({"url": "http://[::1]:8080/x", "enabled_events": ["*"]}), "url_internal_address"),
-            (json!({"url": "http://localhost:8080/x", "enabled_events": ["*"]}), "url_internal_address"),
-            (json!({"url": "ftp://example.com/x", "enabled_events": ["*"]}), "url_scheme_not_allowed"),
-            (json!({"url": "https://user:pw@example.com/x", "enabled_events": ["*"]}), "url_user_info_not_allowed"),
-            (json!({"url": format!("https://example.com/{}", "a".repeat(2100)), "enabled_events": ["*"]}), "url_too_long"),
-            (json!({"url": "not a url", "enabled_events": ["*"]}), "invalid_url"),
-            (json!({"url": "https://93.184.216.34/x", "enabled_events": ["payment.exploded"]}), "invalid_enabled_events"),
-            (json!({"url": "https://93.184.216.34/x", "enabled_events": []}), "invalid_enabled_events"),
+            (
+                json!({"url": "http://127.0.0.1:9/x", "enabled_events": ["*"]}),
+                "url_internal_address",
+            ),
+            (
+                json!({"url": "http://10.0.0.7/x", "enabled_events": ["*"]}),
+                "url_internal_address",
+            ),
+            (
+                json!({"url": "http://169.254.169.254/latest", "enabled_events": ["*"]}),
+                "url_internal_address",
+            ),
+            (
+                json!({"url": "http://[::1]:8080/x", "enabled_events": ["*"]}),
+                "url_internal_address",
+            ),
+            (
+                json!({"url": "http://localhost:8080/x", "enabled_events": ["*"]}),
+                "url_internal_address",
+            ),
+            (
+                json!({"url": "ftp://example.com/x", "enabled_events": ["*"]}),
+                "url_scheme_not_allowed",
+            ),
+            (
+                json!({"url": "https://user:pw@example.com/x", "enabled_events": ["*"]}),
+                "url_user_info_not_allowed",
+            ),
+            (
+                json!({"url": format!("https://example.com/{}", "a".repeat(2100)), "enabled_events": ["*"]}),
+                "url_too_long",
+            ),
+            (
+                json!({"url": "not a url", "enabled_events": ["*"]}),
+                "invalid_url",
+            ),
+            (
+                json!({"url": "https://93.184.216.34/x", "enabled_events": ["payment.exploded"]}),
+                "invalid_enabled_events",
+            ),
+            (
+                json!({"url": "https://93.184.216.34/x", "enabled_events": []}),
+                "invalid_enabled_events",
+            ),
         ];
         for (i, (body, code)) in cases.iter().enumerate() {
             let a = app
@@ -376,7 +447,8 @@ on_both_backends!(
             a.assert_error(400, code);
         }
         assert_eq!(
-            app.sql_i64("SELECT COUNT(*) FROM webhook_endpoints", &[]).await,
+            app.sql_i64("SELECT COUNT(*) FROM webhook_endpoints", &[])
+                .await,
             0
         );
         // A refused request left its key free: the same key with a good body works.
@@ -441,20 +513,17 @@ on_both_backends!(
     }
 );
 
-on_both_backends!(
-    a_frozen_merchant_cannot_register_endpoints,
-    |app| {
-        assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
-        app.post(
-            "/v1/webhook_endpoints",
-            Some("f-1"),
-            &json!({"url": "https://93.184.216.34/hooks", "enabled_events": ["*"]}),
-        )
-        .await
-        .assert_error(403, "merchant_frozen");
-        assert_eq!(app.get("/v1/webhook_endpoints").await.status, 200);
-    }
-);
+on_both_backends!(a_frozen_merchant_cannot_register_endpoints, |app| {
+    assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
+    app.post(
+        "/v1/webhook_endpoints",
+        Some("f-1"),
+        &json!({"url": "https://93.184.216.34/hooks", "enabled_events": ["*"]}),
+    )
+    .await
+    .assert_error(403, "merchant_frozen");
+    assert_eq!(app.get("/v1/webhook_endpoints").await.status, 200);
+});
 
 on_both_backends!(
     a_rotated_secret_signs_beside_the_old_one_during_the_overlap,
@@ -467,7 +536,10 @@ on_both_backends!(
         let old = ep["secret"].as_str().unwrap().to_string();
         let rotated = app
             .post(
-                &format!("/v1/webhook_endpoints/{}/rotate_secret", ep["id"].as_str().unwrap()),
+                &format!(
+                    "/v1/webhook_endpoints/{}/rotate_secret",
+                    ep["id"].as_str().unwrap()
+                ),
                 Some("rot-1"),
                 &json!({}),
             )
@@ -478,7 +550,10 @@ on_both_backends!(
         assert!(rotated.json()["previous_secret_expires_at"].is_string());
         pay(&app, "o-1", 1000).await;
         let d = &received(&sink, "/hooks/ok", 1).await[0];
-        assert_eq!(d["webhook_signature"].as_str().unwrap().split(' ').count(), 2);
+        assert_eq!(
+            d["webhook_signature"].as_str().unwrap().split(' ').count(),
+            2
+        );
         assert!(signed_by(d, &old) && signed_by(d, &new), "{d}");
     }
 );
@@ -519,5 +594,100 @@ on_both_backends!(
         let events = app.store.payment_outbox_events(id).await.unwrap();
         assert_eq!(events.len(), 3);
         assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
+    }
+);
+
+/// `converge verify` an hour from now: everything is past the window.
+async fn verify_later(app: &TestApp) -> converge_server::verify::Report {
+    converge_server::verify::run(
+        app.store.as_ref(),
+        None,
+        converge_server::verify::Window {
+            now_ms: chrono::Utc::now().timestamp_millis() + 3_600_000,
+            window_ms: 60_000,
+        },
+    )
+    .await
+    .unwrap()
+}
+
+on_both_backends!(
+    verify_passes_when_every_event_is_delivered,
+    |s| {
+        s.no_workers = false;
+    },
+    |app| {
+        let sink = sink().await;
+        register(&app, &format!("{}/hooks/ok", sink.url), &["*"]).await;
+        pay(&app, "o-1", 1000).await;
+        pay(&app, "o-2", 1051).await;
+        received(&sink, "/hooks/ok", 2).await;
+        eventually(Duration::from_secs(10), "both delivered", || async {
+            let n = app
+                .sql_i64(
+                    "SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'succeeded'",
+                    &[],
+                )
+                .await;
+            (n == 2).then_some(())
+        })
+        .await;
+        let report = verify_later(&app).await;
+        assert!(report.ok(), "{}", report.render());
+        assert!(
+            report
+                .render()
+                .contains("[PASS] 6. events and deliveries: 2 events, 2 deliveries (2 succeeded)"),
+            "{}",
+            report.render()
+        );
+    }
+);
+
+/// Runs one writing statement on the test database (a fault no code path of converge makes).
+async fn exec(url: &str, sql: &str, arg: &str) {
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        sqlx::query(sql).bind(arg).execute(&pool).await.unwrap();
+        pool.close().await;
+    } else {
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite:{url}"))
+            .await
+            .unwrap();
+        sqlx::query(sql).bind(arg).execute(&pool).await.unwrap();
+        pool.close().await;
+    }
+}
+
+on_both_backends!(
+    verify_names_an_undelivered_event_and_an_outcome_without_its_event,
+    |app| {
+        // No workers: the delivery stays pending.
+        let sink = sink().await;
+        register(&app, &format!("{}/hooks/ok", sink.url), &["*"]).await;
+        let p = pay(&app, "o-1", 1000).await;
+        let id = p["id"].as_str().unwrap();
+        let report = verify_later(&app).await;
+        let text = report.render();
+        assert!(!report.ok(), "{text}");
+        assert!(text.contains(&format!("BREACH {id}: event")), "{text}");
+        assert!(
+            text.contains("is pending past the window and not in the error pool"),
+            "{text}"
+        );
+        assert!(text.contains("[FAIL] 6. events and deliveries"), "{text}");
+        exec(
+            &app.db_url,
+            "UPDATE payments SET status = 'FAILED' WHERE id = $1",
+            id,
+        )
+        .await;
+        let text = verify_later(&app).await.render();
+        assert!(
+            text.contains(&format!(
+                "BREACH {id}: payment reached FAILED but the outbox has no event for it"
+            )),
+            "{text}"
+        );
     }
 );

@@ -1,0 +1,278 @@
+//! `converge webhook ...` (a merchant's endpoints, as the merchant API manages them) and
+//! `converge webhook-sink` (a receiver for tests and local development). DESIGN.md "Outbox,
+//! merchant notifications, event stream".
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow, bail};
+use clap::{Args, Subcommand};
+use converge_server::channel::webhook_sink::{self, SinkConfig};
+use converge_server::domain::clock::{Clock, SystemClock, rfc3339};
+use converge_server::domain::webhooks::Subscription;
+use converge_server::service::webhooks::{Actor, Notifier, WebhookSettings, new_endpoint_id};
+use converge_server::service::{Core, Timings};
+use converge_server::startup;
+use converge_server::store::{Merchant, Store};
+
+/// `converge webhook` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Register an endpoint for MERCHANT; prints `ENDPOINT_ID SECRET` (the secret once).
+    Add {
+        /// Merchant name.
+        merchant: String,
+        /// The endpoint URL (https or http; internal addresses refused unless
+        /// --allow-private).
+        url: String,
+        /// Event types, comma-separated (payment.succeeded, payment.failed,
+        /// payment.reversed, payment.refunded, refund.succeeded, refund.failed), or `*`.
+        #[arg(long, default_value = "*")]
+        events: String,
+        /// Free text.
+        #[arg(long, default_value = "")]
+        description: String,
+        /// Accept loopback and private addresses (local development, tests).
+        #[arg(long, env = "CONVERGE_WEBHOOK_ALLOW_PRIVATE")]
+        allow_private: bool,
+        #[command(flatten)]
+        db: crate::cli::DbArgs,
+    },
+    /// List MERCHANT's endpoints: one line each, the endpoint id first.
+    List {
+        /// Merchant name.
+        merchant: String,
+        #[command(flatten)]
+        db: crate::cli::DbArgs,
+    },
+    /// Disable one of MERCHANT's endpoints (its undelivered events are abandoned).
+    Disable {
+        /// Merchant name.
+        merchant: String,
+        /// Endpoint id (`we_...`).
+        endpoint: String,
+        /// Why, for the audit log.
+        #[arg(long, default_value = "disabled from the command line")]
+        reason: String,
+        #[command(flatten)]
+        db: crate::cli::DbArgs,
+    },
+    /// Give one of MERCHANT's endpoints a new secret (printed once); the old one keeps
+    /// signing beside it for --overlap-secs.
+    Rotate {
+        /// Merchant name.
+        merchant: String,
+        /// Endpoint id.
+        endpoint: String,
+        /// How long the old secret keeps signing (seconds).
+        #[arg(long, default_value_t = 86_400)]
+        overlap_secs: u64,
+        #[command(flatten)]
+        db: crate::cli::DbArgs,
+    },
+}
+
+/// `converge webhook-sink` arguments.
+#[derive(Debug, Args)]
+pub struct SinkArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:3200")]
+    bind: SocketAddr,
+    /// Share (0..=1) of `/hooks/ok` deliveries answered with a seeded fault (500, 503, a
+    /// 3 s hang, a slow 200).
+    #[arg(long, default_value_t = 0.0)]
+    fault_rate: f64,
+    /// Seed of the faults.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+/// Runs the receiver until Ctrl-C.
+pub async fn sink(args: SinkArgs) -> Result<()> {
+    if !(0.0..=1.0).contains(&args.fault_rate) {
+        bail!("--fault-rate must be between 0 and 1");
+    }
+    let h = webhook_sink::spawn(
+        SinkConfig {
+            fault_rate: args.fault_rate,
+            seed: args.seed,
+        },
+        args.bind,
+    )
+    .await
+    .map_err(|e| anyhow!("cannot start the webhook sink on {}: {e}", args.bind))?;
+    println!("webhook sink listening on {}", h.url);
+    tokio::signal::ctrl_c().await.ok();
+    Ok(())
+}
+
+/// The OS user running the command, for the audit log (`cli:<user>`).
+pub fn cli_actor() -> Actor {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    Actor {
+        name: format!("cli:{user}"),
+        roles: String::new(),
+        meta: "{}".into(),
+    }
+}
+
+async fn merchant_named(store: &dyn Store, name: &str) -> Result<Merchant> {
+    store
+        .merchants()
+        .await?
+        .into_iter()
+        .find(|m| m.name == name)
+        .ok_or_else(|| anyhow!("no merchant named {name:?}"))
+}
+
+/// A core for one-off commands: no channel is called.
+fn one_off_core(store: Arc<dyn Store>, settings: WebhookSettings) -> Core {
+    Core {
+        store,
+        channel: Arc::new(converge_server::channel::http::HttpChannel::new(
+            "http://127.0.0.1:1",
+            std::time::Duration::from_secs(1),
+        )),
+        clock: Arc::new(SystemClock),
+        timings: Timings {
+            submit_delay_ms: 0,
+            query_delay_ms: 0,
+            max_attempts: 1,
+            resubmit_budget: 0,
+        },
+        notifier: Notifier::new(settings),
+    }
+}
+
+/// Runs one `converge webhook` subcommand.
+pub async fn run(action: WebhookCommand) -> Result<()> {
+    let db = match &action {
+        WebhookCommand::Add { db, .. }
+        | WebhookCommand::List { db, .. }
+        | WebhookCommand::Disable { db, .. }
+        | WebhookCommand::Rotate { db, .. } => db.database_url.clone(),
+    };
+    let store = startup::open_store(&db).await?;
+    let result = run_on(store.clone(), action).await;
+    store.close().await;
+    result
+}
+
+async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
+    match action {
+        WebhookCommand::Add {
+            merchant,
+            url,
+            events,
+            description,
+            allow_private,
+            ..
+        } => {
+            let m = merchant_named(store.as_ref(), &merchant).await?;
+            if m.frozen {
+                bail!("merchant {merchant:?} is frozen: it cannot register endpoints");
+            }
+            let core = one_off_core(
+                store,
+                WebhookSettings {
+                    allow_private,
+                    ..WebhookSettings::default()
+                },
+            );
+            let events: Vec<String> = events.split(',').map(|s| s.trim().to_string()).collect();
+            let created = core
+                .create_endpoint(
+                    &new_endpoint_id(),
+                    m.id,
+                    &url,
+                    &events,
+                    &description,
+                    &cli_actor(),
+                )
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            println!("{} {}", created.endpoint.id, created.secret);
+            eprintln!("endpoint registered; the secret above is shown once");
+            Ok(())
+        }
+        WebhookCommand::List { merchant, .. } => {
+            let m = merchant_named(store.as_ref(), &merchant).await?;
+            for e in store.endpoints(Some(m.id)).await? {
+                println!(
+                    "{} {} {} {} created {}{}",
+                    e.id,
+                    e.status,
+                    e.url,
+                    Subscription::from_stored(&e.enabled_events)
+                        .names()
+                        .join(","),
+                    rfc3339(e.created_at),
+                    e.disabled_reason
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        WebhookCommand::Disable {
+            merchant,
+            endpoint,
+            reason,
+            ..
+        } => {
+            let m = merchant_named(store.as_ref(), &merchant).await?;
+            let core = one_off_core(store, WebhookSettings::default());
+            core.merchant_endpoint(m.id, &endpoint)
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            let changed = core
+                .set_endpoint_enabled(&endpoint, false, &reason, &cli_actor())
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            println!(
+                "{endpoint} {}",
+                if changed {
+                    "disabled"
+                } else {
+                    "was already disabled"
+                }
+            );
+            Ok(())
+        }
+        WebhookCommand::Rotate {
+            merchant,
+            endpoint,
+            overlap_secs,
+            ..
+        } => {
+            let m = merchant_named(store.as_ref(), &merchant).await?;
+            let core = one_off_core(
+                store,
+                WebhookSettings {
+                    secret_overlap_ms: overlap_secs.saturating_mul(1000).min(i64::MAX as u64)
+                        as i64,
+                    ..WebhookSettings::default()
+                },
+            );
+            core.merchant_endpoint(m.id, &endpoint)
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            let rotated = core
+                .rotate_endpoint_secret(&endpoint, &cli_actor())
+                .await
+                .map_err(|e| anyhow!("{e}"))?;
+            println!("{} {}", rotated.endpoint.id, rotated.secret);
+            eprintln!(
+                "the previous secret keeps signing until {}",
+                rotated
+                    .endpoint
+                    .previous_expires_at
+                    .map(rfc3339)
+                    .unwrap_or_else(|| rfc3339(SystemClock.now_ms()))
+            );
+            Ok(())
+        }
+    }
+}
