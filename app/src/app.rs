@@ -14,6 +14,7 @@ use crate::pages::login::LoginPage;
 use crate::pages::payment::PaymentPage;
 use crate::pages::payments::PaymentsPage;
 use crate::pages::users::UsersPage;
+use crate::pages::webhooks::WebhooksPage;
 
 /// The HTML document around the app, rendered on the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -53,6 +54,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("error-pool") view=ErrorPoolPage/>
                     <Route path=path!("approvals") view=ApprovalsPage/>
                     <Route path=path!("audit") view=AuditPage/>
+                    <Route path=path!("webhooks") view=WebhooksPage/>
                     <Route path=path!("admin/users") view=UsersPage/>
                 </ParentRoute>
             </Routes>

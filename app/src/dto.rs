@@ -56,6 +56,8 @@ pub struct Dashboard {
     pub queue: QueueView,
     /// The error pool.
     pub error_pool: ErrorPoolView,
+    /// Merchant notifications.
+    pub webhooks: WebhookBacklog,
 }
 
 /// Stuck payments by state and age bucket.
@@ -548,4 +550,156 @@ pub struct BulkOutcome {
     pub retried: Vec<(String, String, u64)>,
     /// Skipped: payment id and why.
     pub skipped: Vec<(String, String)>,
+}
+
+/// Webhook deliveries waiting and dead (mirrors `server::store::WebhookBacklog`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookBacklog {
+    /// Deliveries waiting for an attempt.
+    pub pending: i64,
+    /// Deliveries that used every attempt.
+    pub dead: i64,
+    /// Creation of the oldest pending delivery, epoch ms UTC.
+    pub oldest_pending_at: Option<i64>,
+    /// Failed attempts in the window the server counts (1 h on the dashboard, 24 h on the
+    /// Webhooks page).
+    pub failed_attempts: i64,
+}
+
+/// A webhook endpoint as ops staff see it (mirrors `server::ops::webhooks::EndpointRow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointRow {
+    /// `we_...`.
+    pub id: String,
+    /// Merchant name.
+    pub merchant: String,
+    /// URL.
+    pub url: String,
+    /// Event types (or `*`).
+    pub enabled_events: Vec<String>,
+    /// Free text.
+    pub description: String,
+    /// `enabled`, `disabled`, `deleted`.
+    pub status: String,
+    /// Why disabled.
+    pub disabled_reason: Option<String>,
+    /// Start of the current run of failures, epoch ms UTC.
+    pub failing_since: Option<i64>,
+    /// Attempts in 24 h.
+    pub attempts_24h: i64,
+    /// Of which 2xx.
+    pub succeeded_24h: i64,
+    /// Last failed attempt, epoch ms UTC.
+    pub last_failure_at: Option<i64>,
+    /// Its error.
+    pub last_failure: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// The Webhooks page's overview.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhooksOverview {
+    /// Every endpoint, newest first.
+    pub endpoints: Vec<EndpointRow>,
+    /// The backlog (failed attempts over 24 h).
+    pub backlog: WebhookBacklog,
+    /// When computed, epoch ms UTC.
+    pub now: i64,
+}
+
+/// One delivery (mirrors `server::store::DeliveryRow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryRow {
+    /// Id.
+    pub id: i64,
+    /// Event id (the `webhook-id`).
+    pub event_id: String,
+    /// Event type.
+    pub event_type: String,
+    /// Payment or refund id.
+    pub aggregateid: String,
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Endpoint URL.
+    pub url: String,
+    /// Merchant.
+    pub merchant_id: i64,
+    /// `pending`, `succeeded`, `dead`, `abandoned`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// Next attempt, epoch ms UTC.
+    pub next_attempt_at: Option<i64>,
+    /// Last HTTP status.
+    pub last_status: Option<i64>,
+    /// Last error.
+    pub last_error: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+    /// Epoch ms UTC.
+    pub delivered_at: Option<i64>,
+}
+
+/// One attempt of a delivery (mirrors `server::store::AttemptRow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRow {
+    /// Id.
+    pub id: i64,
+    /// Delivery.
+    pub delivery_id: i64,
+    /// Epoch ms UTC.
+    pub attempted_at: i64,
+    /// ms.
+    pub duration_ms: i64,
+    /// HTTP status, None without an answer.
+    pub status_code: Option<i64>,
+    /// The first KiB of the answer.
+    pub response: String,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// An outbox event (mirrors `server::store::OutboxEvent`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxEvent {
+    /// Insertion order.
+    pub seq: i64,
+    /// UUIDv7.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// `payment` or `refund`.
+    pub aggregatetype: String,
+    /// Payment or refund id.
+    pub aggregateid: String,
+    /// `payment.succeeded`, ...
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// JSON text.
+    pub payload: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// A delivery with its attempts and event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryDetail {
+    /// The delivery.
+    pub delivery: DeliveryRow,
+    /// Its attempts, oldest first.
+    pub attempts: Vec<AttemptRow>,
+    /// Its event.
+    pub event: Option<OutboxEvent>,
+}
+
+/// A payment's events and their deliveries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentWebhooks {
+    /// Events of the payment and its refunds.
+    pub events: Vec<OutboxEvent>,
+    /// Their deliveries.
+    pub deliveries: Vec<DeliveryRow>,
 }

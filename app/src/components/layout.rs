@@ -100,6 +100,7 @@ fn TopBar(principal: Principal) -> impl IntoView {
                 <A href="/" exact=true>"Dashboard"</A>
                 <A href="/payments">"Payments"</A>
                 <A href="/error-pool">"Error pool"</A>
+                <A href="/webhooks">"Webhooks"</A>
                 {sees_approvals.then(|| view! { <A href="/approvals">"Approvals"</A> })}
                 {is_auditor.then(|| view! { <A href="/audit">"Audit"</A> })}
                 {is_admin.then(|| view! { <A href="/admin/users">"Users"</A> })}

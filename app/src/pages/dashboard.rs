@@ -178,6 +178,21 @@ fn DashboardBody(d: Dashboard) -> impl IntoView {
             />
             <Kpi label="Dead jobs" value=dead.to_string() testid="kpi-dead" tone=tone(dead, true) note="gave up; see the error pool"/>
             <Kpi
+                label="Webhooks waiting"
+                value=d.webhooks.pending.to_string()
+                testid="kpi-webhooks"
+                tone=tone(d.webhooks.dead, true)
+                note=format!(
+                    "{} dead, {} failed attempts in 1 h{}",
+                    d.webhooks.dead,
+                    d.webhooks.failed_attempts,
+                    d.webhooks
+                        .oldest_pending_at
+                        .map(|t| format!("; oldest {}", format::age(now - t)))
+                        .unwrap_or_default(),
+                )
+            />
+            <Kpi
                 label="Error pool, open"
                 value=d.error_pool.open_total.to_string()
                 testid="kpi-pool-open"

@@ -9,3 +9,4 @@ pub mod payment;
 pub mod payments;
 pub mod status;
 pub mod users;
+pub mod webhooks;

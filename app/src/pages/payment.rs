@@ -55,6 +55,7 @@ fn Story(
     let p = d.payment;
     let currency = p.currency.clone();
     let payment_id = p.id.clone();
+    let events_of = p.id.clone();
     let status = p.status.clone();
     view! {
         <div class="page-head">
@@ -103,6 +104,7 @@ fn Story(
                 <Jobs jobs=d.jobs/>
                 <Ledger lines=d.ledger/>
                 <Refunds refunds=d.refunds currency/>
+                <Notifications payment_id=events_of/>
                 <RelatedErrors items=d.errors/>
             </div>
         </div>
@@ -611,6 +613,77 @@ fn Refunds(refunds: Vec<Refund>, currency: String) -> impl IntoView {
                 }
                     .into_any()
             }}
+        </section>
+    }
+}
+
+/// The payment's outbox events (and its refunds') with each delivery's state: what the
+/// merchant was told, and whether it got it.
+#[component]
+fn Notifications(payment_id: String) -> impl IntoView {
+    let data = Resource::new(
+        move || payment_id.clone(),
+        crate::api_webhooks::load_payment_webhooks,
+    );
+    view! {
+        <section class="panel" aria-labelledby="events-h" data-testid="payment-events">
+            <h2 id="events-h">"Events and webhooks"</h2>
+            <Transition fallback=Loading>
+                {move || Suspend::new(async move {
+                    match data.await {
+                        Ok(w) if w.events.is_empty() => {
+                            view! { <p class="empty">"No events yet: the payment has reached no outcome."</p> }.into_any()
+                        }
+                        Ok(w) => {
+                            view! {
+                                <table class="data compact">
+                                    <thead>
+                                        <tr>
+                                            <th scope="col">"Event"</th>
+                                            <th scope="col">"Of"</th>
+                                            <th scope="col">"Written"</th>
+                                            <th scope="col">"Deliveries"</th>
+                                        </tr>
+                                    </thead>
+                                    <tbody>
+                                        {w
+                                            .events
+                                            .into_iter()
+                                            .map(|e| {
+                                                let mine: Vec<String> = w
+                                                    .deliveries
+                                                    .iter()
+                                                    .filter(|d| d.event_id == e.id)
+                                                    .map(|d| format!("#{} {} ({} attempts) to {}", d.id, d.status, d.attempts, d.url))
+                                                    .collect();
+                                                view! {
+                                                    <tr>
+                                                        <td class="mono">{e.event_type.clone()}</td>
+                                                        <td class="mono">{e.aggregateid.clone()}</td>
+                                                        <td><Time ms=e.created_at/></td>
+                                                        <td class="small">
+                                                            {if mine.is_empty() {
+                                                                "no subscribed endpoint".to_string()
+                                                            } else {
+                                                                mine.join("; ")
+                                                            }}
+                                                        </td>
+                                                    </tr>
+                                                }
+                                            })
+                                            .collect_view()}
+                                    </tbody>
+                                </table>
+                                <p class="small">
+                                    <A href="/webhooks">"Webhooks page"</A>
+                                </p>
+                            }
+                                .into_any()
+                        }
+                        Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                    }
+                })}
+            </Transition>
         </section>
     }
 }

@@ -1,0 +1,581 @@
+//! The Webhooks page: every merchant endpoint with its 24 h health (deliveries, success
+//! rate, last failure, disabled and why), the deliveries filtered by status, endpoint, event
+//! type, payment and time, each delivery's attempts (time, status, duration, the first KiB of
+//! the answer, error), and the operator's actions: redeliver one delivery, recover an
+//! endpoint (preview the failed deliveries since a time, then redeliver those still
+//! selected), re-enable a disabled endpoint. Each action needs a reason and is audited.
+
+use leptos::ev::SubmitEvent;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use leptos_router::components::A;
+
+use crate::api::error_message;
+use crate::api_webhooks as api;
+use crate::components::layout::signed_in_has;
+use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
+use crate::dto::{DeliveryRow, EndpointRow};
+use crate::format;
+
+/// Delivery statuses offered by the filter.
+const STATUSES: [&str; 4] = ["pending", "succeeded", "dead", "abandoned"];
+/// Event types offered by the filter.
+const TYPES: [&str; 6] = [
+    "payment.succeeded",
+    "payment.failed",
+    "payment.reversed",
+    "payment.refunded",
+    "refund.succeeded",
+    "refund.failed",
+];
+
+/// The delivery filter as typed.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Filter {
+    status: String,
+    endpoint: String,
+    event_type: String,
+    payment: String,
+    from: String,
+    to: String,
+}
+
+/// The Webhooks page.
+#[component]
+pub fn WebhooksPage() -> impl IntoView {
+    let version = RwSignal::new(0u32);
+    let message = RwSignal::new(None::<String>);
+    let overview = Resource::new(move || version.get(), |_| api::load_webhooks_overview());
+    let typed = RwSignal::new(Filter::default());
+    let applied = RwSignal::new(Filter::default());
+    let deliveries = Resource::new(
+        move || (applied.get(), version.get()),
+        |(f, _)| {
+            api::webhook_deliveries(f.status, f.endpoint, f.event_type, f.payment, f.from, f.to)
+        },
+    );
+    let selected = RwSignal::new(None::<i64>);
+    let can_act = signed_in_has("operator");
+    let on_filter = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        applied.set(typed.get_untracked());
+    };
+
+    view! {
+        <div class="page-head">
+            <h1>"Webhooks"</h1>
+        </div>
+        <p class="flash" role="status" data-testid="webhook-message">{move || message.get()}</p>
+        <section class="card" aria-labelledby="endpoints-title">
+            <h2 id="endpoints-title">"Endpoints"</h2>
+            <Transition fallback=Loading>
+                {move || Suspend::new(async move {
+                    match overview.await {
+                        Ok(o) => {
+                            let backlog = o.backlog.clone();
+                            let now = o.now;
+                            view! {
+                                <p class="muted" data-testid="webhook-backlog">
+                                    {format!(
+                                        "{} waiting, {} dead, {} failed attempts in 24 h{}",
+                                        backlog.pending,
+                                        backlog.dead,
+                                        backlog.failed_attempts,
+                                        backlog
+                                            .oldest_pending_at
+                                            .map(|t| format!("; oldest waiting {}", format::age(now - t)))
+                                            .unwrap_or_default(),
+                                    )}
+                                </p>
+                                {if o.endpoints.is_empty() {
+                                    view! { <p class="empty">"No merchant has registered an endpoint."</p> }.into_any()
+                                } else {
+                                    view! {
+                                        <div class="table-wrap">
+                                            <table class="data">
+                                                <thead>
+                                                    <tr>
+                                                        <th scope="col">"Endpoint"</th>
+                                                        <th scope="col">"Merchant"</th>
+                                                        <th scope="col">"URL"</th>
+                                                        <th scope="col">"Events"</th>
+                                                        <th scope="col">"Status"</th>
+                                                        <th scope="col" class="num">"24 h"</th>
+                                                        <th scope="col">"Last failure"</th>
+                                                        <th scope="col">"Action"</th>
+                                                    </tr>
+                                                </thead>
+                                                <tbody>
+                                                    {o
+                                                        .endpoints
+                                                        .into_iter()
+                                                        .map(|e| view! { <EndpointLine e can_act version message/> })
+                                                        .collect_view()}
+                                                </tbody>
+                                            </table>
+                                        </div>
+                                    }
+                                        .into_any()
+                                }}
+                            }
+                                .into_any()
+                        }
+                        Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
+        <section class="card" aria-labelledby="deliveries-title">
+            <h2 id="deliveries-title">"Deliveries"</h2>
+            <form class="filters" role="search" on:submit=on_filter>
+                <label>
+                    "Status"
+                    <select on:change=move |ev| typed.update(|f| f.status = event_target_value(&ev))>
+                        <option value="">"any"</option>
+                        {STATUSES.into_iter().map(|s| view! { <option value=s>{s}</option> }).collect_view()}
+                    </select>
+                </label>
+                <label>
+                    "Event type"
+                    <select on:change=move |ev| typed.update(|f| f.event_type = event_target_value(&ev))>
+                        <option value="">"any"</option>
+                        {TYPES.into_iter().map(|t| view! { <option value=t>{t}</option> }).collect_view()}
+                    </select>
+                </label>
+                <label>
+                    "Endpoint"
+                    <input
+                        type="search"
+                        placeholder="we_…"
+                        prop:value=move || typed.get().endpoint
+                        on:input=move |ev| typed.update(|f| f.endpoint = event_target_value(&ev))
+                    />
+                </label>
+                <label>
+                    "Payment"
+                    <input
+                        type="search"
+                        placeholder="pay_…"
+                        prop:value=move || typed.get().payment
+                        on:input=move |ev| typed.update(|f| f.payment = event_target_value(&ev))
+                    />
+                </label>
+                <label>
+                    "From (UTC)"
+                    <input
+                        type="datetime-local"
+                        prop:value=move || typed.get().from
+                        on:input=move |ev| typed.update(|f| f.from = event_target_value(&ev))
+                    />
+                </label>
+                <label>
+                    "To (UTC)"
+                    <input
+                        type="datetime-local"
+                        prop:value=move || typed.get().to
+                        on:input=move |ev| typed.update(|f| f.to = event_target_value(&ev))
+                    />
+                </label>
+                <div class="filter-actions">
+                    <button type="submit">"Filter"</button>
+                </div>
+            </form>
+            <Transition fallback=Loading>
+                {move || Suspend::new(async move {
+                    match deliveries.await {
+                        Ok(list) if list.is_empty() => {
+                            view! { <p class="empty" data-testid="deliveries-empty">"No deliveries match."</p> }
+                                .into_any()
+                        }
+                        Ok(list) => {
+                            view! {
+                                <div class="table-wrap">
+                                    <table class="data">
+                                        <thead>
+                                            <tr>
+                                                <th scope="col" class="num">"#"</th>
+                                                <th scope="col">"Event"</th>
+                                                <th scope="col">"Of"</th>
+                                                <th scope="col">"Endpoint"</th>
+                                                <th scope="col">"Status"</th>
+                                                <th scope="col" class="num">"Attempts"</th>
+                                                <th scope="col">"Last answer"</th>
+                                                <th scope="col">"Created"</th>
+                                                <th scope="col">"Action"</th>
+                                            </tr>
+                                        </thead>
+                                        <tbody>
+                                            {list
+                                                .into_iter()
+                                                .map(|d| view! { <DeliveryLine d selected/> })
+                                                .collect_view()}
+                                        </tbody>
+                                    </table>
+                                </div>
+                            }
+                                .into_any()
+                        }
+                        Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
+        {move || selected.get().map(|id| view! { <DeliveryPanel id can_act version message selected/> })}
+    }
+}
+
+/// One endpoint with its health and, for operators, re-enable and recover.
+#[component]
+fn EndpointLine(
+    e: EndpointRow,
+    can_act: Signal<bool>,
+    version: RwSignal<u32>,
+    message: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let rate = if e.attempts_24h == 0 {
+        "no attempts".to_string()
+    } else {
+        format!(
+            "{} attempts, {} ok",
+            e.attempts_24h,
+            format::percent(e.succeeded_24h as f64 / e.attempts_24h as f64)
+        )
+    };
+    let disabled = e.status == "disabled";
+    let deleted = e.status == "deleted";
+    let open = RwSignal::new(false);
+    let id = e.id.clone();
+    view! {
+        <tr data-testid="endpoint-row">
+            <td class="mono">{e.id.clone()}</td>
+            <td>{e.merchant.clone()}</td>
+            <td class="mono wrap">{e.url.clone()}</td>
+            <td class="small">{e.enabled_events.join(", ")}</td>
+            <td>
+                <StatusPill status=e.status.clone()/>
+                {e.disabled_reason.clone().map(|r| view! { <div class="muted small">{r}</div> })}
+            </td>
+            <td class="num">{rate}</td>
+            <td class="small">
+                {e.last_failure_at.map(|t| view! { <Time ms=t/> })}
+                {e.last_failure.clone().map(|r| view! { <div class="muted">{format::clip(&r, 120)}</div> })}
+            </td>
+            <td class="nowrap">
+                <Show when=move || can_act.get() && !deleted>
+                    <button type="button" class="small" on:click=move |_| open.update(|o| *o = !*o)>
+                        {if disabled { "Re-enable or recover…" } else { "Recover…" }}
+                    </button>
+                </Show>
+            </td>
+        </tr>
+        <Show when=move || open.get()>
+            <tr class="resolve-row">
+                <td colspan="8">
+                    <EndpointActions id=id.clone() disabled version message/>
+                </td>
+            </tr>
+        </Show>
+    }
+}
+
+/// Re-enable (when disabled) and recover: preview the failed deliveries since a time, then
+/// redeliver those still ticked.
+#[component]
+fn EndpointActions(
+    id: String,
+    disabled: bool,
+    version: RwSignal<u32>,
+    message: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let reason = RwSignal::new(String::new());
+    let since = RwSignal::new(String::new());
+    let failure = RwSignal::new(None::<String>);
+    let preview = RwSignal::new(None::<Vec<DeliveryRow>>);
+    let ticked = RwSignal::new(Vec::<i64>::new());
+    let busy = RwSignal::new(false);
+    let enable_id = id.clone();
+    let enable = move |_| {
+        let id = enable_id.clone();
+        let why = reason.get_untracked();
+        busy.set(true);
+        spawn_local(async move {
+            match api::webhook_enable(id, why).await {
+                Ok(m) => {
+                    message.set(Some(m));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => failure.set(Some(error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    let preview_id = id.clone();
+    let on_preview = move |_| {
+        let id = preview_id.clone();
+        let s = since.get_untracked();
+        failure.set(None);
+        spawn_local(async move {
+            match api::webhook_recover_preview(id, s).await {
+                Ok(list) => {
+                    ticked.set(list.iter().map(|d| d.id).collect());
+                    preview.set(Some(list));
+                }
+                Err(e) => failure.set(Some(error_message(&e))),
+            }
+        });
+    };
+    let recover_id = id.clone();
+    let on_recover = move |_| {
+        let id = recover_id.clone();
+        let ids = ticked
+            .get_untracked()
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let (s, why) = (since.get_untracked(), reason.get_untracked());
+        busy.set(true);
+        spawn_local(async move {
+            match api::webhook_recover(id, s, ids, why).await {
+                Ok(m) => {
+                    message.set(Some(m));
+                    preview.set(None);
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => failure.set(Some(error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <div class="inline-form" data-testid="endpoint-actions">
+            <label class="grow">
+                "Reason"
+                <input type="text" maxlength="2000" bind:value=reason/>
+            </label>
+            {disabled
+                .then(|| {
+                    view! {
+                        <button type="button" on:click=enable disabled=move || busy.get()>
+                            "Re-enable"
+                        </button>
+                    }
+                })}
+            <label>
+                "Failed since (UTC)"
+                <input type="datetime-local" bind:value=since/>
+            </label>
+            <button type="button" class="secondary" on:click=on_preview>
+                "Preview recovery"
+            </button>
+            <span class="form-message" role="alert">{move || failure.get()}</span>
+        </div>
+        {move || {
+            preview
+                .get()
+                .map(|list| {
+                    if list.is_empty() {
+                        return view! { <p class="empty">"No failed deliveries since then."</p> }.into_any();
+                    }
+                    view! {
+                        <ul class="plain" data-testid="recovery-preview">
+                            {list
+                                .into_iter()
+                                .map(|d| {
+                                    let id = d.id;
+                                    view! {
+                                        <li>
+                                            <label>
+                                                <input
+                                                    type="checkbox"
+                                                    prop:checked=move || ticked.get().contains(&id)
+                                                    on:change=move |_| {
+                                                        ticked
+                                                            .update(|t| {
+                                                                if let Some(i) = t.iter().position(|x| *x == id) {
+                                                                    t.remove(i);
+                                                                } else {
+                                                                    t.push(id);
+                                                                }
+                                                            })
+                                                    }
+                                                />
+                                                {format!(
+                                                    " #{} {} of {} ({}, {} attempts)",
+                                                    d.id,
+                                                    d.event_type,
+                                                    d.aggregateid,
+                                                    d.status,
+                                                    d.attempts,
+                                                )}
+                                            </label>
+                                        </li>
+                                    }
+                                })
+                                .collect_view()}
+                        </ul>
+                        <button
+                            type="button"
+                            on:click=on_recover.clone()
+                            disabled=move || busy.get() || ticked.get().is_empty()
+                        >
+                            {move || format!("Redeliver {} selected", ticked.get().len())}
+                        </button>
+                    }
+                        .into_any()
+                })
+        }}
+    }
+}
+
+/// One delivery.
+#[component]
+fn DeliveryLine(d: DeliveryRow, selected: RwSignal<Option<i64>>) -> impl IntoView {
+    let id = d.id;
+    let of = if d.event_type.starts_with("payment.") {
+        view! { <A href=format!("/payments/{}", d.aggregateid)>{d.aggregateid.clone()}</A> }
+            .into_any()
+    } else {
+        view! { <span>{d.aggregateid.clone()}</span> }.into_any()
+    };
+    let answer = match (d.last_status, d.last_error.clone()) {
+        (Some(s), None) => format!("HTTP {s}"),
+        (Some(s), Some(e)) => format!("HTTP {s}: {}", format::clip(&e, 80)),
+        (None, Some(e)) => format::clip(&e, 80),
+        (None, None) => "—".into(),
+    };
+    view! {
+        <tr data-testid="delivery-row">
+            <td class="num">{id}</td>
+            <td class="mono">{d.event_type.clone()}</td>
+            <td class="mono">{of}</td>
+            <td class="mono">{d.endpoint_id.clone()}</td>
+            <td><StatusPill status=d.status.clone()/></td>
+            <td class="num">{d.attempts}</td>
+            <td class="small">{answer}</td>
+            <td><Time ms=d.created_at/></td>
+            <td>
+                <button type="button" class="small" on:click=move |_| selected.set(Some(id))>
+                    "Attempts"
+                </button>
+            </td>
+        </tr>
+    }
+}
+
+/// A delivery's attempts and event, with the redeliver form for operators.
+#[component]
+fn DeliveryPanel(
+    id: i64,
+    can_act: Signal<bool>,
+    version: RwSignal<u32>,
+    message: RwSignal<Option<String>>,
+    selected: RwSignal<Option<i64>>,
+) -> impl IntoView {
+    let detail = Resource::new(move || version.get(), move |_| api::webhook_delivery(id));
+    let reason = RwSignal::new(String::new());
+    let failure = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    let on_redeliver = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let why = reason.get_untracked();
+        busy.set(true);
+        failure.set(None);
+        spawn_local(async move {
+            match api::redeliver_webhook(id, why).await {
+                Ok(m) => {
+                    message.set(Some(m));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => failure.set(Some(error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <section class="card" aria-labelledby="delivery-title" data-testid="delivery-detail">
+            <div class="page-head">
+                <h2 id="delivery-title">{format!("Delivery #{id}")}</h2>
+                <button type="button" class="secondary small" on:click=move |_| selected.set(None)>
+                    "Close"
+                </button>
+            </div>
+            <Transition fallback=Loading>
+                {move || Suspend::new(async move {
+                    match detail.await {
+                        Ok(d) => {
+                            let event = d.event.clone();
+                            view! {
+                                <p>
+                                    {format!(
+                                        "{} to {} — {} after {} attempts",
+                                        d.delivery.event_type,
+                                        d.delivery.url,
+                                        d.delivery.status,
+                                        d.delivery.attempts,
+                                    )}
+                                    {d.delivery.next_attempt_at.map(|t| view! { ", next at " <Time ms=t/> })}
+                                </p>
+                                <div class="table-wrap">
+                                    <table class="data">
+                                        <thead>
+                                            <tr>
+                                                <th scope="col">"Attempted"</th>
+                                                <th scope="col" class="num">"Status"</th>
+                                                <th scope="col" class="num">"Duration"</th>
+                                                <th scope="col">"Answer (first KiB)"</th>
+                                                <th scope="col">"Error"</th>
+                                            </tr>
+                                        </thead>
+                                        <tbody>
+                                            {d
+                                                .attempts
+                                                .into_iter()
+                                                .map(|a| {
+                                                    view! {
+                                                        <tr>
+                                                            <td><Time ms=a.attempted_at/></td>
+                                                            <td class="num">
+                                                                {a.status_code.map(|s| s.to_string()).unwrap_or_else(|| "—".into())}
+                                                            </td>
+                                                            <td class="num">{format!("{} ms", a.duration_ms)}</td>
+                                                            <td class="mono small wrap">{format::clip(&a.response, 1024)}</td>
+                                                            <td class="small">{a.error.unwrap_or_default()}</td>
+                                                        </tr>
+                                                    }
+                                                })
+                                                .collect_view()}
+                                        </tbody>
+                                    </table>
+                                </div>
+                                {event
+                                    .map(|e| {
+                                        view! {
+                                            <details>
+                                                <summary>{format!("Event {} (webhook-id)", e.id)}</summary>
+                                                <pre class="evidence">{format::pretty_json(&e.payload)}</pre>
+                                            </details>
+                                        }
+                                    })}
+                            }
+                                .into_any()
+                        }
+                        Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                    }
+                })}
+            </Transition>
+            <Show when=move || can_act.get()>
+                <form class="inline-form" on:submit=on_redeliver>
+                    <label class="grow">
+                        "Reason"
+                        <input type="text" maxlength="2000" required bind:value=reason/>
+                    </label>
+                    <button type="submit" disabled=move || busy.get()>
+                        "Redeliver"
+                    </button>
+                    <span class="form-message" role="alert">{move || failure.get()}</span>
+                </form>
+            </Show>
+        </section>
+    }
+}
