@@ -547,3 +547,212 @@ fn a_worker_killed_between_claim_and_completion_is_rerun_once_with_one_charge() 
         String::from_utf8_lossy(&verify.stderr)
     );
 }
+
+/// What the webhook sink on `port` received: (webhook-id, path) in arrival order.
+fn sink_received(port: u16) -> Option<Vec<(String, String)>> {
+    let (status, body) = http(port, "GET", "/received", &[], "")?;
+    if status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    Some(
+        v["deliveries"]
+            .as_array()?
+            .iter()
+            .map(|d| {
+                (
+                    d["webhook_id"].as_str().unwrap_or_default().to_owned(),
+                    d["path"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn webhook_commands_register_list_rotate_disable_and_refuse_bad_input() {
+    let dir = Scratch::new("webhook-cli");
+    let ok = |args: &[&str]| {
+        let out = converge_cmd(&dir)
+            .args(args)
+            .output()
+            .expect("run converge");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    ok(&["merchant", "add", "shop"]);
+    let added = ok(&[
+        "webhook",
+        "add",
+        "shop",
+        "https://93.184.216.34/hooks",
+        "--events",
+        "payment.succeeded,refund.failed",
+    ]);
+    let (id, secret) = added.trim().split_once(' ').expect("ID SECRET");
+    assert!(
+        id.starts_with("we_") && secret.starts_with("whsec_"),
+        "{added}"
+    );
+    let listed = ok(&["webhook", "list", "shop"]);
+    assert!(
+        listed.starts_with(&format!(
+            "{id} enabled https://93.184.216.34/hooks payment.succeeded,refund.failed"
+        )),
+        "{listed}"
+    );
+    assert!(!listed.contains(secret), "list never shows the secret");
+    let rotated = ok(&["webhook", "rotate", "shop", id]);
+    let (_, new_secret) = rotated.trim().split_once(' ').unwrap();
+    assert!(new_secret.starts_with("whsec_") && new_secret != secret);
+    assert_eq!(
+        ok(&["webhook", "disable", "shop", id]).trim(),
+        format!("{id} disabled")
+    );
+    assert!(ok(&["webhook", "list", "shop"]).contains(&format!("{id} disabled")));
+    // Each change is in the audit log under the OS user, and the chain verifies.
+    let exported = ok(&["audit", "export", "--format", "ndjson"]);
+    for action in [
+        "webhook_endpoint_created",
+        "webhook_secret_rotated",
+        "webhook_endpoint_disabled",
+    ] {
+        assert!(
+            exported
+                .lines()
+                .any(|l| l.contains(action) && l.contains("\"cli:")),
+            "{action} not audited as cli:<user>: {exported}"
+        );
+    }
+    ok(&["audit", "verify"]);
+
+    let db = dir.path("core.db");
+    let env = [("DATABASE_URL", db.as_str())];
+    for (args, needle) in [
+        (
+            vec!["webhook", "add", "shop", "ftp://example.com/x"],
+            "scheme",
+        ),
+        (
+            vec!["webhook", "add", "shop", "http://127.0.0.1:9/x"],
+            "internal address",
+        ),
+        (
+            vec![
+                "webhook",
+                "add",
+                "shop",
+                "https://93.184.216.34/x",
+                "--events",
+                "payment.exploded",
+            ],
+            "payment.exploded",
+        ),
+        (
+            vec!["webhook", "add", "nobody", "https://93.184.216.34/x"],
+            "no merchant named",
+        ),
+        (
+            vec!["webhook", "disable", "shop", "we_missing"],
+            "not found",
+        ),
+        (vec!["webhook-sink", "--fault-rate", "2"], "--fault-rate"),
+    ] {
+        refused(&converge(&dir.0, &args, &env), &[needle], None);
+    }
+}
+
+#[test]
+fn a_delivery_cut_off_by_a_sigkill_is_made_again_with_the_same_webhook_id() {
+    let dir = Scratch::new("webhook-kill");
+    let (api, sink) = (free_port(), free_port());
+    let _sink = Proc::spawn(
+        &dir,
+        &["webhook-sink", "--bind", &format!("127.0.0.1:{sink}")],
+    );
+    wait_for(20, "the sink", || http(sink, "GET", "/health", &[], ""));
+    let key = converge_cmd(&dir)
+        .args(["merchant", "add", "shop"])
+        .output()
+        .expect("merchant add");
+    let auth = format!("Bearer {}", String::from_utf8(key.stdout).unwrap().trim());
+    // The receiver holds each answer for 3 s: converge is killed while waiting for it.
+    let added = converge_cmd(&dir)
+        .args([
+            "webhook",
+            "add",
+            "shop",
+            &format!("http://127.0.0.1:{sink}/hooks/slow/3000"),
+            "--allow-private",
+        ])
+        .output()
+        .expect("webhook add");
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let serve_args = [
+        "serve",
+        "--bind",
+        &format!("127.0.0.1:{api}"),
+        "--webhook-allow-private",
+        "--webhook-retry-schedule",
+        "0s,200ms,200ms",
+        "--lease-ms",
+        "2000",
+        "--poll-ms",
+        "50",
+        "--no-daily-reconcile",
+    ]
+    .map(str::to_string);
+    let args: Vec<&str> = serve_args.iter().map(String::as_str).collect();
+    let serve = Proc::spawn(&dir, &args);
+    wait_for(20, "converge serve", || {
+        http(api, "GET", "/health", &[], "")
+    });
+    let (status, body) = http(
+        api,
+        "POST",
+        "/v1/payments",
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Idempotency-Key", "k-1"),
+        ],
+        r#"{"amount":1000,"currency":"CNY","merchant_order_id":"o-1"}"#,
+    )
+    .expect("create");
+    assert_eq!(status, 201, "{body}");
+    let first = wait_for(20, "the first delivery", || {
+        sink_received(sink).filter(|r| r.len() == 1)
+    });
+    serve.kill();
+
+    // Restarted, converge makes the delivery again once the dead process's lease lapses.
+    let _serve = Proc::spawn(&dir, &args);
+    wait_for(20, "converge serve again", || {
+        http(api, "GET", "/health", &[], "")
+    });
+    let again = wait_for(30, "the delivery again", || {
+        sink_received(sink).filter(|r| r.len() >= 2)
+    });
+    assert_eq!(again[1].0, first[0].0, "the same webhook-id: {again:?}");
+    let verified = wait_for(30, "verify to pass", || {
+        let out = converge_cmd(&dir)
+            .args(["verify", "--window-secs", "0"])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then_some(String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(
+        verified.contains("[PASS] 6. events and deliveries: 1 events, 1 deliveries (1 succeeded)"),
+        "{verified}"
+    );
+}
