@@ -1,7 +1,8 @@
 //! `chaos`: the convergence proof on real processes (issue "Proof", DESIGN.md "Convergence
 //! invariants").
 //!
-//! Starts `converge channel-sim` with seeded random faults and one or two `converge serve`
+//! Starts `converge channel-sim` with seeded random faults, a `converge webhook-sink` that
+//! fails deliveries at a seeded rate, and one or two `converge serve`
 //! processes (fast timings, `--channel-url`, a shared `--callback-secret`), drives payments and
 //! refunds the way real clients behave (timeouts, retries with the same key, concurrent
 //! duplicates, retries with a new key for the same merchant_order_id), sends malformed
@@ -71,6 +72,10 @@ struct Args {
     /// Seed of the workload, the kill schedule and the channel's faults.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Share of webhook deliveries the merchant's receiver (`converge webhook-sink`) answers
+    /// with a seeded fault: 500, 503, a hang past the delivery time-out, a slow 200.
+    #[arg(long, default_value_t = 0.2)]
+    webhook_fault_rate: f64,
     /// Share of orders that also send one malformed request or forged callback (0..=1).
     #[arg(long, default_value_t = 0.05)]
     bad_input_rate: f64,
@@ -713,6 +718,8 @@ struct VerifyReport {
     unresolved: i64,
     unresolved_in_pool: i64,
     breaches: Vec<Value>,
+    /// Invariant 6's figures (`events`, `deliveries`: [all, succeeded]).
+    outbox: Value,
 }
 
 impl VerifyReport {
@@ -773,6 +780,7 @@ async fn verify_report(conv: &Converge, db_url: &str, channel_url: &str) -> Resu
         unresolved: v["unresolved"].as_i64().unwrap_or(-1),
         unresolved_in_pool: v["unresolved_in_pool"].as_i64().unwrap_or(-1),
         breaches: v["breaches"].as_array().cloned().unwrap_or_default(),
+        outbox: v["outbox"].clone(),
     })
 }
 
@@ -840,6 +848,46 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         .await?
         .trim()
         .to_string();
+    // The merchant's receiver, failing at the seeded rate, and two endpoints: one for every
+    // event type, one for payment outcomes that fails its first two tries of each event.
+    let sink_port = free_port()?;
+    let sink_url = format!("http://127.0.0.1:{sink_port}");
+    let mut sink = Proc::start(
+        conv,
+        "webhook-sink",
+        vec![
+            "webhook-sink".into(),
+            "--bind".into(),
+            format!("127.0.0.1:{sink_port}"),
+            "--fault-rate".into(),
+            args.webhook_fault_rate.to_string(),
+            "--seed".into(),
+            args.seed.to_string(),
+        ],
+        work.join("webhook-sink.log"),
+        format!("{sink_url}/health"),
+    )
+    .await?;
+    for (path, events) in [
+        ("/hooks/ok", "*"),
+        (
+            "/hooks/fail/2",
+            "payment.succeeded,payment.failed,payment.refunded",
+        ),
+    ] {
+        conv.run(&[
+            "webhook",
+            "add",
+            "chaos",
+            &format!("{sink_url}{path}"),
+            "--events",
+            events,
+            "--allow-private",
+            "--database-url",
+            db_url,
+        ])
+        .await?;
+    }
     let channel_port = free_port()?;
     let ports: Vec<u16> = (0..args.servers)
         .map(|_| free_port())
@@ -913,6 +961,11 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             s("16384"),
             s("--monitor-ms"),
             s("1000"),
+            s("--webhook-allow-private"),
+            s("--webhook-retry-schedule"),
+            s("0s,200ms,500ms,1s,2s,3s"),
+            s("--webhook-timeout-ms"),
+            s("1500"),
         ];
         if i == 1 && args.second_no_workers {
             a.push(s("--no-workers"));
@@ -1214,6 +1267,26 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         .json()
         .await?;
     channel.stop(Duration::from_secs(5)).await;
+    let received: Value = shared
+        .client
+        .get(format!("{sink_url}/received"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    sink.stop(Duration::from_secs(5)).await;
+    let received = received["deliveries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let distinct_ids: HashSet<&str> = received
+        .iter()
+        .filter_map(|d| d["webhook_id"].as_str())
+        .collect();
+    let sink_faults = received
+        .iter()
+        .filter(|d| !(200..300).contains(&d["answered"].as_u64().unwrap_or(0)))
+        .count();
 
     // Figures.
     let c = &shared.counters;
@@ -1280,6 +1353,15 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         stats["attempts"]
     );
     println!("kills: {} (SIGKILL + restart)", kill_log.len());
+    println!(
+        "webhooks: {} events, {} deliveries ({} succeeded); the receiver got {} requests for {} distinct webhook-ids, {} answered with a fault or no 2xx",
+        report.outbox["events"],
+        report.outbox["deliveries"][0],
+        report.outbox["deliveries"][1],
+        received.len(),
+        distinct_ids.len(),
+        sink_faults,
+    );
     println!(
         "bad input: {bad_sent} sent, {bad_4xx} answered with the expected 4xx ({})",
         bad.iter()
