@@ -108,6 +108,9 @@ rr_sq=$(ratio "$r_sq" "$c_sq"); rr_pg=$(ratio "$r_pg" "$c_pg")
 g16=$(get graphile.c16.jobs_per_s); g64=$(get graphile.c64.jobs_per_s); gbest=$(max "$g16" "$g64")
 n_pg=$(get drain.pg.noop.jobs_per_s)
 dr=$(ratio "$n_pg" "$gbest")
+w_sq=$(get drain.sqlite.webhook.deliveries_per_s); w_pg=$(get drain.pg.webhook.deliveries_per_s)
+wc_sq=$(ratio "$w_sq" "$c_sq"); wc_pg=$(ratio "$w_pg" "$c_pg")
+wn_sq=$(ratio "$w_sq" "$(get drain.sqlite.noop.jobs_per_s)"); wn_pg=$(ratio "$w_pg" "$n_pg")
 
 # bench/console.sh writes its own section (benchmarks 5-7); it is kept as it is.
 console=""
@@ -152,18 +155,22 @@ Errors (non-2xx or, for replays, a missing \`Idempotent-Replayed: true\`): SQLit
 
 \`drain\` runs converge's own workers in one process: $(get drain.pg.workers) workers, each claiming
 $(get drain.pg.batch) jobs at a time with a lease and writing each result under its lease token.
-"no-op" jobs are \`notify\` jobs (a handler that does nothing); "query" jobs are UNKNOWN payments
+"no-op" jobs are \`purge\` jobs (a handler that does nothing); "query" jobs are UNKNOWN payments
 whose charge the sandbox channel holds: the real handler queries by channel key over HTTP, moves
 the payment to CHANNEL_SUCCESS, posts the ledger batch and reaches SUCCESS. Claim latency is
 the claim statement alone (batch of $(get drain.pg.batch), $(get drain.pg.workers) concurrent claimers).
 graphile-worker 0.16 (npm) drains the same number of no-op jobs on the same PostgreSQL, one
 worker process at concurrency 16 and 64.
 
-| backend | no-op jobs/s | query handler jobs/s | claim p50 / p99 ms | 1-min load avg at start |
-|---|---|---|---|---|
-| SQLite | $(get drain.sqlite.noop.jobs_per_s) | $(get drain.sqlite.query.jobs_per_s) | $(get drain.sqlite.claim.p50_ms) / $(get drain.sqlite.claim.p99_ms) | $(get loadavg.drain.sqlite) |
-| PostgreSQL | $n_pg | $(get drain.pg.query.jobs_per_s) | $(get drain.pg.claim.p50_ms) / $(get drain.pg.claim.p99_ms) | $(get loadavg.drain.pg) |
-| graphile-worker 0.16, PostgreSQL | $g16 (concurrency 16), $g64 (concurrency 64) | - | - | $(get loadavg.graphile.c16) / $(get loadavg.graphile.c64) |
+"webhook" jobs are pending deliveries to a \`webhook-sink\` in the same process that answers 200
+at once: the real handler signs (Standard Webhooks), POSTs over HTTP, and records the attempt
+and the delivery's state.
+
+| backend | no-op jobs/s | query handler jobs/s | webhook deliveries/s (ratio to no-op) | claim p50 / p99 ms | 1-min load avg at start |
+|---|---|---|---|---|---|
+| SQLite | $(get drain.sqlite.noop.jobs_per_s) | $(get drain.sqlite.query.jobs_per_s) | $w_sq ($wn_sq) | $(get drain.sqlite.claim.p50_ms) / $(get drain.sqlite.claim.p99_ms) | $(get loadavg.drain.sqlite) |
+| PostgreSQL | $n_pg | $(get drain.pg.query.jobs_per_s) | $w_pg ($wn_pg) | $(get drain.pg.claim.p50_ms) / $(get drain.pg.claim.p99_ms) | $(get loadavg.drain.pg) |
+| graphile-worker 0.16, PostgreSQL | $g16 (concurrency 16), $g64 (concurrency 64) | - | - | - | $(get loadavg.graphile.c16) / $(get loadavg.graphile.c64) |
 
 ## Goals
 
@@ -173,6 +180,8 @@ worker process at concurrency 16 and 64.
 | (3) >= 5x (2), PostgreSQL | $rr_pg | $(goal "$rr_pg" 5) |
 | (3) >= 5x (2), SQLite | $rr_sq | $(goal "$rr_sq" 5) |
 | no-op drain >= 2x graphile-worker (best of its two runs) | $dr | $(goal "$dr" 2) |
+| webhook deliveries/s >= 2x create req/s, PostgreSQL | $wc_pg | $(goal "$wc_pg" 2) |
+| webhook deliveries/s >= 2x create req/s, SQLite | $wc_sq | $(goal "$wc_sq" 2) |
 
 Benchmarks 5-7 (console queries at 1 M / 10 M payments, audit export, console first load) are
 in their own section below, written by \`bash bench/console.sh\`.

@@ -7,6 +7,9 @@
 //! - `query`: `--jobs` UNKNOWN payments with a due query job each, against the sandbox channel
 //!   (over HTTP) holding their charges: the real handler queries by channel key, moves the
 //!   payment to CHANNEL_SUCCESS, posts the ledger batch and reaches SUCCESS;
+//! - `webhook`: `--jobs` pending webhook deliveries (an event, a delivery and its job each)
+//!   to a `webhook-sink` in this process that answers 200 at once: deliveries/s of the real
+//!   handler (sign, POST over HTTP, record the attempt and the delivery's state);
 //! - claim latency: `--workers` claimers repeatedly claiming `--batch` due no-op jobs and
 //!   completing them; p50/p99 of the claim statement alone.
 //!
@@ -49,7 +52,7 @@ struct Args {
     /// Jobs claimed at once by a worker.
     #[arg(long, default_value_t = 16)]
     batch: i64,
-    /// Which measurements: noop, query or all.
+    /// Which measurements: noop, query, webhook or all.
     #[arg(long, default_value = "all")]
     kind: String,
     /// Prefix of the printed keys.
@@ -148,6 +151,13 @@ fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
             max_attempts: 5,
             resubmit_budget: 3,
         },
+        // The webhook measurement's receiver listens on loopback.
+        notifier: converge_server::service::webhooks::Notifier::new(
+            converge_server::service::webhooks::WebhookSettings {
+                allow_private: true,
+                ..Default::default()
+            },
+        ),
     }
 }
 
@@ -341,6 +351,62 @@ async fn claims(args: &Args) -> Result<()> {
     Ok(())
 }
 
+async fn webhook(args: &Args) -> Result<()> {
+    use converge_server::channel::webhook_sink::{self, SinkConfig};
+    use converge_server::service::webhooks::{Actor, new_endpoint_id};
+    let (url, admin, dir) = fresh(args, "webhook").await?;
+    let store = converge_server::store::connect(&url).await?;
+    let sink = webhook_sink::spawn(
+        SinkConfig {
+            fault_rate: 0.0,
+            seed: 1,
+        },
+        "127.0.0.1:0".parse()?,
+    )
+    .await?;
+    let core = core(store.clone(), "http://127.0.0.1:9");
+    let merchant = store
+        .create_merchant("drain", "drain-key-hash", SystemClock.now_ms())
+        .await?;
+    let endpoint = core
+        .create_endpoint(
+            &new_endpoint_id(),
+            merchant.id,
+            &format!("{}/hooks/ok", sink.url),
+            &["*".to_string()],
+            "",
+            &Actor::system(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (m, e) = (merchant.id, endpoint.endpoint.id);
+    let event = format!(
+        "INSERT INTO events (id, merchant_id, aggregatetype, aggregateid, type, payload, created_at) \
+         VALUES ('ev-' || $2, {m}, 'payment', 'pay_' || $2, 'payment.succeeded', \
+         '{{\"id\":\"pay_x\",\"status\":\"SUCCESS\",\"amount\":1000,\"currency\":\"CNY\",\"version\":4}}', $1)"
+    );
+    let delivery = format!(
+        "INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, next_attempt_at, created_at, updated_at) \
+         VALUES ('ev-' || $2, '{e}', 'pending', 0, $1, $1, $1)"
+    );
+    let job = "INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, run_at, \
+         created_at, updated_at) VALUES ('webhook', NULL, NULL, \
+         (SELECT CAST(id AS TEXT) FROM webhook_deliveries WHERE event_id = 'ev-' || $2), 'due', 0, 9, $1, $1, $1)";
+    bulk(&url, args.jobs, &[&event, &delivery, job]).await?;
+    let (rate, n) = drain(args, core, args.jobs).await?;
+    let delivered = store.webhook_backlog(0).await?;
+    store.close().await;
+    sink.task.abort();
+    cleanup(&url, admin, &dir).await?;
+    if delivered.pending != 0 || delivered.dead != 0 {
+        bail!("webhook drain left deliveries undone: {delivered:?}");
+    }
+    let l = &args.label;
+    println!("{l}.webhook.deliveries={n}");
+    println!("{l}.webhook.deliveries_per_s={rate:.0}");
+    Ok(())
+}
+
 async fn run(args: Args) -> Result<()> {
     if args.jobs == 0 || args.workers == 0 || args.batch < 1 {
         bail!("--jobs, --workers and --batch must be at least 1");
@@ -352,11 +418,13 @@ async fn run(args: Args) -> Result<()> {
     match args.kind.as_str() {
         "noop" => noop(&args).await,
         "query" => query(&args).await,
+        "webhook" => webhook(&args).await,
         "all" => {
             noop(&args).await?;
             query(&args).await?;
+            webhook(&args).await?;
             claims(&args).await
         }
-        other => bail!("--kind must be noop, query or all, not {other:?}"),
+        other => bail!("--kind must be noop, query, webhook or all, not {other:?}"),
     }
 }

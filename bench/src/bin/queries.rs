@@ -218,6 +218,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
             max_attempts: 5,
             resubmit_budget: 3,
         },
+        notifier: Default::default(),
     };
     let mut times = Vec::with_capacity(args.iterations);
     converge_server::ops::dashboard::dashboard(&core, &thresholds).await?;
