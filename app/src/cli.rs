@@ -78,6 +78,9 @@ enum Command {
     /// Run only the compensation workers (scale-out against a shared PostgreSQL); needs
     /// --channel-url, the channel the serving processes use.
     Worker(Settings),
+    /// Run only the event-stream relay (the outbox to NATS JetStream); needs --nats-url.
+    /// Several may run: one publishes at a time, under a lease in the database.
+    Relay(Settings),
     /// Reconcile one day against the channel's settlement statement (or a statement file);
     /// differences go to the error pool. Re-running a day adds nothing twice.
     Reconcile(ReconcileArgs),
@@ -255,6 +258,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     match command {
         Command::Serve(settings) => serve(settings).await,
         Command::Worker(settings) => worker(settings).await,
+        Command::Relay(settings) => relay(settings).await,
         Command::Reconcile(args) => reconcile(args).await,
         Command::Migrate(db) => {
             let store = startup::open_store(&db.database_url).await?;
@@ -345,6 +349,27 @@ async fn worker(mut settings: Settings) -> Result<()> {
     }
     let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
     println!("converge worker running; Ctrl-C stops it after the current batch");
+    shutdown_signal().await;
+    running.shutdown().await;
+    Ok(())
+}
+
+async fn relay(mut settings: Settings) -> Result<()> {
+    converge_server::telemetry::init_logs();
+    if settings.nats_url.is_none() {
+        bail!("`converge relay` needs --nats-url (CONVERGE_NATS_URL): the NATS server to publish to");
+    }
+    settings.no_workers = true;
+    settings.no_daily_reconcile = true;
+    // The relay calls no channel and receives no callbacks; these only satisfy start-up.
+    if settings.channel_url.is_none() {
+        settings.channel_url = Some("http://127.0.0.1:9".into());
+    }
+    if settings.callback_secret.is_none() {
+        settings.callback_secret = Some(converge_server::service::ids::new_id("unused"));
+    }
+    let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
+    println!("converge relay running; Ctrl-C stops it");
     shutdown_signal().await;
     running.shutdown().await;
     Ok(())

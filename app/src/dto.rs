@@ -58,6 +58,29 @@ pub struct Dashboard {
     pub error_pool: ErrorPoolView,
     /// Merchant notifications.
     pub webhooks: WebhookBacklog,
+    /// The event-stream relay.
+    pub relay: RelayStatus,
+}
+
+/// The event-stream relay's state (mirrors `server::store::RelayStatus`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayStatus {
+    /// A relay has run against this database.
+    pub configured: bool,
+    /// Its lease is live.
+    pub running: bool,
+    /// It is connected to the broker.
+    pub connected: bool,
+    /// Its last error.
+    pub last_error: Option<String>,
+    /// Its last heartbeat, epoch ms UTC.
+    pub heartbeat_at: Option<i64>,
+    /// Events not yet published.
+    pub backlog: i64,
+    /// Creation of the oldest unpublished event, epoch ms UTC.
+    pub oldest_unpublished_at: Option<i64>,
+    /// Events the broker refused.
+    pub refused: i64,
 }
 
 /// Stuck payments by state and age bucket.

@@ -248,6 +248,87 @@ pub struct Settings {
     /// An endpoint whose every attempt failed for this long is disabled (seconds).
     #[arg(long, env = "CONVERGE_WEBHOOK_DISABLE_AFTER_SECS", default_value_t = 432_000, value_parser = secs_range_u64())]
     pub webhook_disable_after_secs: u64,
+
+    /// NATS server to relay the outbox to (JetStream), `nats://HOST:PORT`; without it no
+    /// relay runs.
+    #[arg(long, env = "CONVERGE_NATS_URL", hide_env_values = true)]
+    pub nats_url: Option<String>,
+
+    /// Subject prefix: events go to `{prefix}.{aggregatetype}.{type}`.
+    #[arg(long, env = "CONVERGE_NATS_PREFIX", default_value = "converge")]
+    pub nats_prefix: String,
+
+    /// JetStream stream the relay publishes to (created with subjects `{prefix}.>` when
+    /// missing).
+    #[arg(long, env = "CONVERGE_NATS_STREAM", default_value = "CONVERGE")]
+    pub nats_stream: String,
+
+    /// Duplicate window of a stream the relay creates (seconds); it and an existing stream's
+    /// window must be at least 3 x --relay-lease-ms.
+    #[arg(long, env = "CONVERGE_NATS_DUPLICATE_WINDOW_SECS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400 * 7))]
+    pub nats_duplicate_window_secs: u64,
+
+    /// How long the relay's hold on the publishing position lasts without renewal (ms).
+    #[arg(long, env = "CONVERGE_RELAY_LEASE_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub relay_lease_ms: u64,
+
+    /// Published events are purged after this long (seconds), once their webhook
+    /// deliveries are finished.
+    #[arg(long, env = "CONVERGE_EVENT_RETENTION_SECS", default_value_t = 604_800, value_parser = secs_range_u64())]
+    pub event_retention_secs: u64,
+}
+
+impl Settings {
+    /// The relay's configuration when `--nats-url` is given. Errors (one line): a duplicate
+    /// window too short for the relay lease, a prefix or stream name NATS would refuse.
+    pub fn relay(&self) -> Result<Option<crate::worker::relay::RelayConfig>, String> {
+        let Some(url) = self.nats_url.clone() else {
+            return Ok(None);
+        };
+        if self.nats_prefix.is_empty()
+            || self
+                .nats_prefix
+                .split('.')
+                .any(|t| t.is_empty() || t.contains(['*', '>', ' ']))
+        {
+            return Err(format!(
+                "--nats-prefix {:?} is not a subject prefix (dot-separated tokens without spaces, * or >)",
+                self.nats_prefix
+            ));
+        }
+        if self.nats_stream.is_empty()
+            || self
+                .nats_stream
+                .contains(['.', '*', '>', ' ', '/', '\\'])
+        {
+            return Err(format!(
+                "--nats-stream {:?} is not a stream name (no spaces, dots, *, >, / or \\)",
+                self.nats_stream
+            ));
+        }
+        let cfg = crate::worker::relay::RelayConfig {
+            url,
+            prefix: self.nats_prefix.clone(),
+            stream: self.nats_stream.clone(),
+            duplicate_window: Duration::from_secs(self.nats_duplicate_window_secs),
+            lease_ms: self.relay_lease_ms as i64,
+            batch: 256,
+            poll: Duration::from_millis(self.poll_ms.clamp(10, 1_000)),
+            retention_ms: self.event_retention_secs.saturating_mul(1000) as i64,
+            owner: format!(
+                "{}-{}",
+                std::process::id(),
+                crate::service::ids::new_id("relay")
+            ),
+        };
+        if cfg.duplicate_window < cfg.min_window() {
+            return Err(format!(
+                "--nats-duplicate-window-secs {} is shorter than 3 x --relay-lease-ms ({} ms): a re-publish after a crash would not be deduplicated",
+                self.nats_duplicate_window_secs, self.relay_lease_ms
+            ));
+        }
+        Ok(Some(cfg))
+    }
 }
 
 fn parse_schedule(s: &str) -> Result<crate::domain::webhooks::RetrySchedule, String> {
@@ -306,6 +387,12 @@ impl Settings {
             webhook_allow_private: true,
             webhook_secret_overlap_secs: 86_400,
             webhook_disable_after_secs: 432_000,
+            nats_url: None,
+            nats_prefix: "converge".into(),
+            nats_stream: "CONVERGE".into(),
+            nats_duplicate_window_secs: 120,
+            relay_lease_ms: 10_000,
+            event_retention_secs: 604_800,
         }
     }
 

@@ -205,8 +205,26 @@ pub async fn build_with_store(
     let mut workers = Vec::new();
     if !settings.no_workers {
         workers.push(tokio::spawn(
-            Worker::new(core.clone(), worker_config(&settings)).run(stop),
+            Worker::new(core.clone(), worker_config(&settings)).run(stop.clone()),
         ));
+    }
+    let relay = settings.relay().map_err(StartError::Config)?;
+    if let Some(cfg) = &relay {
+        // Checked once before serving: a stream that cannot deduplicate is a configuration
+        // error, refused in one line. A broker that is down is not: the relay waits for it
+        // while payments go on.
+        match crate::worker::relay::connect(cfg).await {
+            Err(e @ crate::worker::relay::RelayError::WindowTooShort { .. }) => {
+                return Err(StartError::Config(e.to_string()));
+            }
+            Err(e) => tracing::warn!(error = %e, "the event stream is not reachable yet; the relay keeps trying"),
+            Ok(_) => tracing::info!(url = %cfg.url, stream = %cfg.stream, "event stream ready"),
+        }
+        workers.push(tokio::spawn(crate::worker::relay::run(
+            core.clone(),
+            cfg.clone(),
+            stop.clone(),
+        )));
     }
     let monitor = tokio::spawn(monitor::run(
         core.clone(),

@@ -152,6 +152,7 @@ fn DashboardBody(d: Dashboard) -> impl IntoView {
     let backlog: i64 = d.queue.kinds.iter().map(|k| k.due + k.retrying).sum();
     let dead: i64 = d.queue.kinds.iter().map(|k| k.dead).sum();
     view! {
+        {relay_alert(&d.relay, now)}
         <section class="kpis" aria-label="Headline figures">
             <Kpi
                 label="Stuck payments"
@@ -542,4 +543,50 @@ fn PoolPanel(pool: ErrorPoolView, now: i64) -> impl IntoView {
             </p>
         </section>
     }
+}
+
+/// The event stream's state: an alert when a relay ran here and is stopped or disconnected
+/// (silence would look like "no events"), a quiet line when it runs, nothing when no relay
+/// was ever configured.
+fn relay_alert(r: &crate::dto::RelayStatus, now: i64) -> impl IntoView + use<> {
+    if !r.configured {
+        return None;
+    }
+    let lag = r
+        .oldest_unpublished_at
+        .map(|t| format::age(now - t))
+        .unwrap_or_else(|| "none".into());
+    let (class, text) = if !r.running {
+        (
+            "error-note",
+            format!(
+                "Event stream relay is not running: {} events wait to be published (oldest {lag}).",
+                r.backlog
+            ),
+        )
+    } else if !r.connected {
+        (
+            "error-note",
+            format!(
+                "Event stream relay is disconnected from NATS: {} events wait (oldest {lag}). {}",
+                r.backlog,
+                r.last_error.clone().unwrap_or_default()
+            ),
+        )
+    } else {
+        (
+            "muted",
+            format!(
+                "Event stream: connected, {} events waiting, lag {lag}{}.",
+                r.backlog,
+                if r.refused > 0 {
+                    format!(", {} refused by the broker (error pool)", r.refused)
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    };
+    let role = if class == "error-note" { "alert" } else { "status" };
+    Some(view! { <p class=class role=role data-testid="relay-status">{text}</p> })
 }

@@ -27,6 +27,8 @@ pub struct Dashboard {
     pub error_pool: ErrorPoolView,
     /// Merchant notifications: deliveries waiting and dead, failed attempts in the last hour.
     pub webhooks: crate::store::WebhookBacklog,
+    /// The event-stream relay: running, connected, backlog and lag.
+    pub relay: crate::store::RelayStatus,
 }
 
 /// Stuck payments by state and age bucket, with the thresholds and the oldest items.
@@ -232,6 +234,9 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         queue,
         error_pool,
         webhooks: store.webhook_backlog(now - 3_600_000).await?,
+        relay: store
+            .relay_status(crate::worker::relay::LEASE, now)
+            .await?,
     })
 }
 

@@ -292,6 +292,40 @@ pub struct OutboxFacts {
     pub missing_deliveries: Vec<(String, String, String)>,
 }
 
+/// What the relay learned of one event from the broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    /// Event id.
+    pub event_id: String,
+    /// The stream sequence (None when refused).
+    pub stream_seq: Option<i64>,
+    /// The broker answered that it had the message already (a re-publish).
+    pub duplicate: bool,
+    /// Why the broker refused it.
+    pub refused: Option<String>,
+}
+
+/// The relay's state as the dashboard shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RelayStatus {
+    /// A relay holds (or held) the publishing lease.
+    pub configured: bool,
+    /// The lease holder is live (its lease has not lapsed).
+    pub running: bool,
+    /// It is connected to the broker.
+    pub connected: bool,
+    /// Its last error.
+    pub last_error: Option<String>,
+    /// Its last heartbeat, epoch ms UTC.
+    pub heartbeat_at: Option<i64>,
+    /// Events not yet published.
+    pub backlog: i64,
+    /// Creation of the oldest unpublished event, epoch ms UTC.
+    pub oldest_unpublished_at: Option<i64>,
+    /// Events the broker refused.
+    pub refused: i64,
+}
+
 /// Outbox and webhook storage.
 #[async_trait]
 pub trait Webhooks: Send + Sync + 'static {
@@ -375,4 +409,46 @@ pub trait Webhooks: Send + Sync + 'static {
     async fn webhook_backlog(&self, since: i64) -> Result<WebhookBacklog, StoreError>;
     /// The facts of invariant 6 for events created at or before `cutoff` (epoch ms UTC).
     async fn verify_outbox(&self, cutoff: i64) -> Result<OutboxFacts, StoreError>;
+
+    // --- the event stream relay ------------------------------------------------------------
+
+    /// Takes or renews the publishing lease `name` for `owner` until `expires_at`: true when
+    /// `owner` holds it now (it was free, lapsed, or already `owner`'s), with `token`.
+    async fn acquire_relay_lease(
+        &self,
+        name: &str,
+        owner: &str,
+        token: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<bool, StoreError>;
+    /// Records the relay's connection state under its lease (a heartbeat).
+    async fn relay_heartbeat(
+        &self,
+        name: &str,
+        token: &str,
+        connected: bool,
+        last_error: Option<&str>,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// Up to `limit` events not yet published, oldest first (insertion order, which per
+    /// payment is commit order: a payment's transitions commit one after another).
+    async fn unpublished_events(&self, limit: i64) -> Result<Vec<OutboxEvent>, StoreError>;
+    /// Records publications while `token` still holds lease `name`; false (nothing written)
+    /// when the lease was lost, so the new holder re-publishes and the broker deduplicates.
+    async fn record_publications(
+        &self,
+        name: &str,
+        token: &str,
+        pubs: &[Publication],
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// The relay's state, backlog and lag at `now`.
+    async fn relay_status(&self, name: &str, now: i64) -> Result<RelayStatus, StoreError>;
+    /// Deletes events published before `before` whose deliveries are all finished
+    /// (succeeded or abandoned), with those deliveries and attempts, and moves the outbox mark
+    /// so `converge verify` expects events only since then. Returns how many were deleted.
+    async fn purge_published_events(&self, before: i64) -> Result<u64, StoreError>;
+    /// The stream sequence each published event got, by event id (for tests and verify).
+    async fn publications(&self) -> Result<Vec<(String, Option<i64>, bool)>, StoreError>;
 }

@@ -512,6 +512,198 @@ macro_rules! impl_webhooks {
                     missing_deliveries,
                 })
             }
+
+            async fn acquire_relay_lease(
+                &self,
+                name: &str,
+                owner: &str,
+                token: &str,
+                now: i64,
+                expires_at: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "INSERT INTO relay_leases (name, owner, token, expires_at, connected, heartbeat_at) \
+                     VALUES ($1, $2, $3, $4, FALSE, $5) ON CONFLICT (name) DO UPDATE \
+                     SET owner = excluded.owner, token = excluded.token, expires_at = excluded.expires_at, \
+                     heartbeat_at = excluded.heartbeat_at \
+                     WHERE relay_leases.expires_at <= $5 OR relay_leases.owner = $2",
+                )
+                .bind(name)
+                .bind(owner)
+                .bind(token)
+                .bind(expires_at)
+                .bind(now)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn relay_heartbeat(
+                &self,
+                name: &str,
+                token: &str,
+                connected: bool,
+                last_error: Option<&str>,
+                now: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "UPDATE relay_leases SET connected = $1, last_error = $2, heartbeat_at = $3 \
+                     WHERE name = $4 AND token = $5",
+                )
+                .bind(connected)
+                .bind(last_error)
+                .bind(now)
+                .bind(name)
+                .bind(token)
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn unpublished_events(
+                &self,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::OutboxEvent>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(
+                    "SELECT e.seq, e.id, e.merchant_id, e.aggregatetype, e.aggregateid, e.type, e.payload, e.created_at \
+                     FROM events e WHERE NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id) \
+                     ORDER BY e.seq LIMIT $1",
+                )
+                .bind(limit)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn record_publications(
+                &self,
+                name: &str,
+                token: &str,
+                pubs: &[$crate::store::Publication],
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                // Locks the lease row until commit, so a relay that takes the lease over waits
+                // for these marks and never re-reads an event as unpublished after them.
+                let held = sqlx::query(
+                    "UPDATE relay_leases SET heartbeat_at = $1 WHERE name = $2 AND token = $3",
+                )
+                .bind(now)
+                .bind(name)
+                .bind(token)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if held == 0 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                for p in pubs {
+                    sqlx::query(
+                        "INSERT INTO event_publications (event_id, stream_seq, duplicate, refused, published_at) \
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (event_id) DO NOTHING",
+                    )
+                    .bind(&p.event_id)
+                    .bind(p.stream_seq)
+                    .bind(p.duplicate)
+                    .bind(p.refused.as_deref())
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn relay_status(
+                &self,
+                name: &str,
+                now: i64,
+            ) -> Result<$crate::store::RelayStatus, $crate::store::StoreError> {
+                let r = self.reader();
+                let lease: Option<(i64, bool, Option<String>, i64)> = sqlx::query_as(
+                    "SELECT expires_at, connected, last_error, heartbeat_at FROM relay_leases WHERE name = $1",
+                )
+                .bind(name)
+                .fetch_optional(r)
+                .await?;
+                let (backlog, oldest): (i64, Option<i64>) = sqlx::query_as(
+                    "SELECT COUNT(*), MIN(e.created_at) FROM events e \
+                     WHERE NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id)",
+                )
+                .fetch_one(r)
+                .await?;
+                let refused: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM event_publications WHERE refused IS NOT NULL",
+                )
+                .fetch_one(r)
+                .await?;
+                Ok(match lease {
+                    Some((expires_at, connected, last_error, heartbeat_at)) => $crate::store::RelayStatus {
+                        configured: true,
+                        running: expires_at > now,
+                        connected: connected && expires_at > now,
+                        last_error,
+                        heartbeat_at: Some(heartbeat_at),
+                        backlog,
+                        oldest_unpublished_at: oldest,
+                        refused,
+                    },
+                    None => $crate::store::RelayStatus {
+                        backlog,
+                        oldest_unpublished_at: oldest,
+                        refused,
+                        ..Default::default()
+                    },
+                })
+            }
+
+            async fn purge_published_events(&self, before: i64) -> Result<u64, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let gone = "SELECT e.id FROM events e JOIN event_publications p ON p.event_id = e.id \
+                     WHERE e.created_at < $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d \
+                     WHERE d.event_id = e.id AND d.status IN ('pending', 'dead'))";
+                sqlx::query(&format!(
+                    "DELETE FROM webhook_attempts WHERE delivery_id IN \
+                     (SELECT id FROM webhook_deliveries WHERE event_id IN ({gone}))"
+                ))
+                .bind(before)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(&format!("DELETE FROM webhook_deliveries WHERE event_id IN ({gone})"))
+                    .bind(before)
+                    .execute(&mut *tx)
+                    .await?;
+                // The events go before their publications (the subquery reads those).
+                let ids: Vec<String> = sqlx::query_scalar(gone).bind(before).fetch_all(&mut *tx).await?;
+                for id in &ids {
+                    sqlx::query("DELETE FROM event_publications WHERE event_id = $1")
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query("DELETE FROM events WHERE id = $1")
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if !ids.is_empty() {
+                    sqlx::query("UPDATE schema_marks SET at = $1 WHERE name = 'outbox' AND at < $1")
+                        .bind(before)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(ids.len() as u64)
+            }
+
+            async fn publications(
+                &self,
+            ) -> Result<Vec<(String, Option<i64>, bool)>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, (String, Option<i64>, bool)>(
+                    "SELECT event_id, stream_seq, duplicate FROM event_publications ORDER BY published_at, event_id",
+                )
+                .fetch_all(self.reader())
+                .await?)
+            }
         }
     };
 }

@@ -7,6 +7,7 @@
 
 mod handlers;
 pub mod monitor;
+pub mod relay;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -60,5 +60,17 @@ pub async fn refresh(
     metrics::gauge!("converge_webhook_deliveries", "status" => "dead").set(backlog.dead as f64);
     metrics::gauge!("converge_webhook_oldest_pending_seconds")
         .set(backlog.oldest_pending_at.map_or(0, |t| (now - t).max(0)) as f64 / 1000.0);
+    let relay = core
+        .store
+        .relay_status(crate::worker::relay::LEASE, now)
+        .await?;
+    metrics::gauge!("converge_relay_backlog_events").set(relay.backlog as f64);
+    metrics::gauge!("converge_relay_lag_seconds").set(
+        relay
+            .oldest_unpublished_at
+            .map_or(0, |t| (now - t).max(0)) as f64
+            / 1000.0,
+    );
+    metrics::gauge!("converge_relay_connected").set(if relay.connected { 1.0 } else { 0.0 });
     Ok(())
 }

@@ -12,6 +12,7 @@ mod callbacks;
 mod concurrency;
 mod conformance;
 mod convergence;
+mod event_stream;
 mod idempotency;
 mod ops_console;
 mod payments_api;
