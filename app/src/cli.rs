@@ -357,7 +357,9 @@ async fn worker(mut settings: Settings) -> Result<()> {
 async fn relay(mut settings: Settings) -> Result<()> {
     converge_server::telemetry::init_logs();
     if settings.nats_url.is_none() {
-        bail!("`converge relay` needs --nats-url (CONVERGE_NATS_URL): the NATS server to publish to");
+        bail!(
+            "`converge relay` needs --nats-url (CONVERGE_NATS_URL): the NATS server to publish to"
+        );
     }
     settings.no_workers = true;
     settings.no_daily_reconcile = true;

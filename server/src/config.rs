@@ -296,10 +296,7 @@ impl Settings {
                 self.nats_prefix
             ));
         }
-        if self.nats_stream.is_empty()
-            || self
-                .nats_stream
-                .contains(['.', '*', '>', ' ', '/', '\\'])
+        if self.nats_stream.is_empty() || self.nats_stream.contains(['.', '*', '>', ' ', '/', '\\'])
         {
             return Err(format!(
                 "--nats-stream {:?} is not a stream name (no spaces, dots, *, >, / or \\)",

@@ -217,7 +217,9 @@ pub async fn build_with_store(
             Err(e @ crate::worker::relay::RelayError::WindowTooShort { .. }) => {
                 return Err(StartError::Config(e.to_string()));
             }
-            Err(e) => tracing::warn!(error = %e, "the event stream is not reachable yet; the relay keeps trying"),
+            Err(e) => {
+                tracing::warn!(error = %e, "the event stream is not reachable yet; the relay keeps trying")
+            }
             Ok(_) => tracing::info!(url = %cfg.url, stream = %cfg.stream, "event stream ready"),
         }
         workers.push(tokio::spawn(crate::worker::relay::run(

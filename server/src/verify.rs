@@ -923,8 +923,18 @@ impl Report {
             Invariant::Events,
             false,
             format!(
-                "{} events, {} deliveries ({} succeeded)",
-                self.outbox.events, self.outbox.deliveries.0, self.outbox.deliveries.1
+                "{} events, {} deliveries ({} succeeded){}",
+                self.outbox.events,
+                self.outbox.deliveries.0,
+                self.outbox.deliveries.1,
+                if self.outbox.stream_configured {
+                    format!(
+                        ", {} published to the stream ({} re-publishes dropped by the broker)",
+                        self.outbox.published.0, self.outbox.published.1
+                    )
+                } else {
+                    String::new()
+                }
             ),
         );
         for b in &self.breaches {
@@ -969,6 +979,13 @@ pub fn check_outbox(f: &OutboxFacts) -> Vec<Breach> {
             detail: format!(
                 "delivery {delivery} is {status} past the window and not in the error pool"
             ),
+        });
+    }
+    for (event, aggregate) in &f.unpublished {
+        out.push(Breach::Undelivered {
+            aggregate: aggregate.clone(),
+            event: event.clone(),
+            detail: "is not published to the event stream past the window".into(),
         });
     }
     for (event, endpoint, aggregate) in &f.missing_deliveries {

@@ -587,6 +587,10 @@ fn relay_alert(r: &crate::dto::RelayStatus, now: i64) -> impl IntoView + use<> {
             ),
         )
     };
-    let role = if class == "error-note" { "alert" } else { "status" };
+    let role = if class == "error-note" {
+        "alert"
+    } else {
+        "status"
+    };
     Some(view! { <p class=class role=role data-testid="relay-status">{text}</p> })
 }

@@ -72,6 +72,15 @@ struct Args {
     /// Seed of the workload, the kill schedule and the channel's faults.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Relay the outbox to a NATS JetStream server this run starts (`nats-server` from
+    /// --nats-server), SIGKILL servers with the relay inside, and restart the broker once
+    /// during the workload; afterwards the stream must hold each event once, per payment in
+    /// commit order.
+    #[arg(long)]
+    nats: bool,
+    /// The nats-server binary (default: CONVERGE_NATS_SERVER, else `nats-server` on PATH).
+    #[arg(long, env = "CONVERGE_NATS_SERVER", default_value = "nats-server")]
+    nats_server: PathBuf,
     /// Share of webhook deliveries the merchant's receiver (`converge webhook-sink`) answers
     /// with a seeded fault: 500, 503, a hang past the delivery time-out, a slow 200.
     #[arg(long, default_value_t = 0.2)]
@@ -784,6 +793,144 @@ async fn verify_report(conv: &Converge, db_url: &str, channel_url: &str) -> Resu
     })
 }
 
+/// A `nats-server -js` for the run, restartable with the same store directory.
+struct NatsProc {
+    bin: PathBuf,
+    dir: PathBuf,
+    log: PathBuf,
+    port: u16,
+    child: Option<tokio::process::Child>,
+}
+
+impl NatsProc {
+    async fn start(bin: &std::path::Path, dir: PathBuf, log: PathBuf) -> Result<NatsProc> {
+        std::fs::create_dir_all(&dir)?;
+        let mut n = NatsProc {
+            bin: bin.to_path_buf(),
+            dir,
+            log,
+            port: free_port()?,
+            child: None,
+        };
+        n.spawn().await?;
+        Ok(n)
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    async fn spawn(&mut self) -> Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let child = tokio::process::Command::new(&self.bin)
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-sd",
+            ])
+            .arg(&self.dir)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {} (--nats-server)", self.bin.display()))?;
+        self.child = Some(child);
+        let t0 = Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .is_err()
+        {
+            if t0.elapsed() > Duration::from_secs(15) {
+                bail!("nats-server did not listen within 15 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// Stops the broker (SIGKILL: it loses nothing it acknowledged, its store is on disk),
+    /// keeps it down a second, and starts it again.
+    async fn restart(&mut self) -> Result<()> {
+        if let Some(mut c) = self.child.take() {
+            c.kill().await?;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.spawn().await
+    }
+}
+
+/// Reads the whole stream with a durable consumer: one message per outbox event (no
+/// duplicates, none missing), and each payment's messages in outbox order.
+async fn check_stream(url: &str, outbox: &Value) -> Result<String> {
+    use async_nats::jetstream;
+    use futures_util::StreamExt;
+    let js = jetstream::new(async_nats::connect(url).await?);
+    let stream = js.get_stream("CONVERGE").await?;
+    let consumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("chaos-check".into()),
+            ..Default::default()
+        })
+        .await?;
+    let mut ids = HashSet::new();
+    let mut last_seq: HashMap<String, i64> = HashMap::new();
+    let mut messages = 0u64;
+    let mut out_of_order = Vec::new();
+    loop {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(500)
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await?;
+        let mut got = 0;
+        while let Some(m) = batch.next().await {
+            let m = m.map_err(|e| anyhow::anyhow!("{e}"))?;
+            got += 1;
+            messages += 1;
+            let v: Value = serde_json::from_slice(&m.payload)?;
+            ids.insert(v["id"].as_str().unwrap_or_default().to_string());
+            let payment = if v["aggregatetype"] == "payment" {
+                v["aggregateid"].as_str()
+            } else {
+                v["data"]["payment_id"].as_str()
+            }
+            .unwrap_or_default()
+            .to_string();
+            let seq = v["seq"].as_i64().unwrap_or(-1);
+            if let Some(prev) = last_seq.insert(payment.clone(), seq)
+                && prev > seq
+            {
+                out_of_order.push(format!("{payment}: seq {seq} after {prev}"));
+            }
+            m.ack().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        if got == 0 {
+            break;
+        }
+    }
+    let events = outbox["events"].as_u64().unwrap_or(0);
+    let dropped = outbox["published"][1].as_u64().unwrap_or(0);
+    if messages != events || ids.len() as u64 != events {
+        bail!(
+            "{messages} messages with {} distinct ids for {events} outbox events",
+            ids.len()
+        );
+    }
+    if !out_of_order.is_empty() {
+        bail!("out of commit order: {}", out_of_order.join("; "));
+    }
+    Ok(format!(
+        "{messages} messages for {events} events, each once, per payment in commit order; {dropped} re-publishes dropped by the broker's duplicate window"
+    ))
+}
+
 /// (payment id, merchant_order_id) of every stored payment: a plain read, no migrations.
 async fn payment_orders(db_url: &str) -> Result<Vec<(String, String)>> {
     const SQL: &str = "SELECT id, merchant_order_id FROM payments ORDER BY id";
@@ -888,6 +1035,11 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         ])
         .await?;
     }
+    let nats = if args.nats {
+        Some(NatsProc::start(&args.nats_server, work.join("nats"), work.join("nats.log")).await?)
+    } else {
+        None
+    };
     let channel_port = free_port()?;
     let ports: Vec<u16> = (0..args.servers)
         .map(|_| free_port())
@@ -967,6 +1119,16 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             s("--webhook-timeout-ms"),
             s("1500"),
         ];
+        if let Some(n) = &nats {
+            a.extend([
+                s("--nats-url"),
+                n.url(),
+                s("--relay-lease-ms"),
+                s("1000"),
+                s("--nats-duplicate-window-secs"),
+                s("120"),
+            ]);
+        }
         if i == 1 && args.second_no_workers {
             a.push(s("--no-workers"));
         }
@@ -1028,6 +1190,14 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             result
         })
     };
+    let nats = nats.map(|n| Arc::new(tokio::sync::Mutex::new(n)));
+    let broker_restart = nats.clone().map(|n| {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            let mut n = n.lock().await;
+            n.restart().await
+        })
+    });
     let next = Arc::new(AtomicU64::new(0));
     let mut clients = tokio::task::JoinSet::new();
     let t0 = Instant::now();
@@ -1060,7 +1230,11 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     watchdog.abort();
     workload_done.store(true, Ordering::Relaxed);
     let workload_secs = t0.elapsed().as_secs_f64();
-    let kill_log = killer.await.context("the killer task panicked")??;
+    let mut kill_log = killer.await.context("the killer task panicked")??;
+    if let Some(r) = broker_restart {
+        r.await.context("the broker restart panicked")??;
+        kill_log.push("NATS server stopped and restarted once during the workload".into());
+    }
     for line in &kill_log {
         println!("chaos: {line}");
     }
@@ -1267,6 +1441,18 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         .json()
         .await?;
     channel.stop(Duration::from_secs(5)).await;
+    let stream_check = match &nats {
+        Some(n) => {
+            let n = n.lock().await;
+            let check = check_stream(&n.url(), &report.outbox).await;
+            match &check {
+                Ok(line) => println!("chaos: {line}"),
+                Err(e) => shared.breach(format!("event stream: {e:#}")),
+            }
+            check.ok()
+        }
+        None => None,
+    };
     let received: Value = shared
         .client
         .get(format!("{sink_url}/received"))
@@ -1353,6 +1539,9 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         stats["attempts"]
     );
     println!("kills: {} (SIGKILL + restart)", kill_log.len());
+    if let Some(line) = &stream_check {
+        println!("event stream: {line}");
+    }
     println!(
         "webhooks: {} events, {} deliveries ({} succeeded); the receiver got {} requests for {} distinct webhook-ids, {} answered with a fault or no 2xx",
         report.outbox["events"],

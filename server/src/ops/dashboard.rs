@@ -234,9 +234,7 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         queue,
         error_pool,
         webhooks: store.webhook_backlog(now - 3_600_000).await?,
-        relay: store
-            .relay_status(crate::worker::relay::LEASE, now)
-            .await?,
+        relay: store.relay_status(crate::worker::relay::LEASE, now).await?,
     })
 }
 

@@ -290,6 +290,13 @@ pub struct OutboxFacts {
     /// (event, endpoint, aggregate): older than the window, an enabled endpoint unchanged
     /// since the event subscribes to it, and no delivery was made.
     pub missing_deliveries: Vec<(String, String, String)>,
+    /// A relay has published from this database (so every event must reach the stream).
+    pub stream_configured: bool,
+    /// Events published to the stream, and of them re-publishes the broker dropped.
+    pub published: (i64, i64),
+    /// (event, aggregate): older than the window and neither published nor refused (a refusal
+    /// has its error-pool item).
+    pub unpublished: Vec<(String, String)>,
 }
 
 /// What the relay learned of one event from the broker.

@@ -503,7 +503,32 @@ macro_rules! impl_webhooks {
                 .bind(cutoff)
                 .fetch_all(r)
                 .await?;
+                let stream_configured: bool = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM relay_leases")
+                    .fetch_one(r)
+                    .await?
+                    > 0;
+                let published: (i64, i64) = sqlx::query_as(
+                    "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN duplicate THEN 1 ELSE 0 END), 0) AS BIGINT) \
+                     FROM event_publications WHERE refused IS NULL",
+                )
+                .fetch_one(r)
+                .await?;
+                let unpublished = if stream_configured {
+                    sqlx::query_as::<_, (String, String)>(
+                        "SELECT e.id, e.aggregateid FROM events e WHERE e.created_at <= $1 \
+                         AND NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id) \
+                         ORDER BY e.seq LIMIT 1000",
+                    )
+                    .bind(cutoff)
+                    .fetch_all(r)
+                    .await?
+                } else {
+                    Vec::new()
+                };
                 Ok($crate::store::OutboxFacts {
+                    stream_configured,
+                    published,
+                    unpublished,
                     events,
                     deliveries,
                     payments_without_event,

@@ -65,12 +65,8 @@ pub async fn refresh(
         .relay_status(crate::worker::relay::LEASE, now)
         .await?;
     metrics::gauge!("converge_relay_backlog_events").set(relay.backlog as f64);
-    metrics::gauge!("converge_relay_lag_seconds").set(
-        relay
-            .oldest_unpublished_at
-            .map_or(0, |t| (now - t).max(0)) as f64
-            / 1000.0,
-    );
+    metrics::gauge!("converge_relay_lag_seconds")
+        .set(relay.oldest_unpublished_at.map_or(0, |t| (now - t).max(0)) as f64 / 1000.0);
     metrics::gauge!("converge_relay_connected").set(if relay.connected { 1.0 } else { 0.0 });
     Ok(())
 }

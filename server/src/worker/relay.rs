@@ -152,12 +152,13 @@ pub async fn connect(cfg: &RelayConfig) -> Result<Connected, RelayError> {
     Ok(Connected { js })
 }
 
-/// The message body of an event: the event with its payload as `data`.
+/// The message body of an event: the event (with `seq`, its place in the outbox, which per
+/// payment is commit order) and its payload as `data`.
 pub fn message(e: &OutboxEvent) -> String {
     let data: serde_json::Value =
         serde_json::from_str(&e.payload).unwrap_or(serde_json::Value::Null);
     json!({
-        "id": e.id, "type": e.event_type, "aggregatetype": e.aggregatetype,
+        "id": e.id, "seq": e.seq, "type": e.event_type, "aggregatetype": e.aggregatetype,
         "aggregateid": e.aggregateid, "merchant_id": e.merchant_id,
         "created_at": rfc3339(e.created_at), "data": data,
     })
@@ -298,7 +299,9 @@ pub async fn run(core: Core, cfg: RelayConfig, mut stop: watch::Receiver<bool>) 
                     .await
                 {
                     Ok(0) => {}
-                    Ok(n) => tracing::info!(events = n, "published events past their retention purged"),
+                    Ok(n) => {
+                        tracing::info!(events = n, "published events past their retention purged")
+                    }
                     Err(e) => tracing::warn!(error = %e, "purging published events failed"),
                 }
             }
@@ -346,7 +349,9 @@ pub async fn round(
         .record_publications(LEASE, token, &pubs, now)
         .await?
     {
-        tracing::warn!("relay lease lost before the marks were written; the new holder re-publishes");
+        tracing::warn!(
+            "relay lease lost before the marks were written; the new holder re-publishes"
+        );
         return Ok(0);
     }
     for p in &pubs {

@@ -34,7 +34,9 @@ fn nats_bin() -> Option<String> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found && std::env::var("CONVERGE_REQUIRE_NATS").as_deref() == Ok("1") {
-        panic!("CONVERGE_REQUIRE_NATS=1 but no nats-server ({bin}): the event-stream tests may not be skipped");
+        panic!(
+            "CONVERGE_REQUIRE_NATS=1 but no nats-server ({bin}): the event-stream tests may not be skipped"
+        );
     }
     found.then_some(bin)
 }
@@ -65,7 +67,14 @@ impl Nats {
 
     async fn start(&mut self) {
         let child = Command::new(&self.bin)
-            .args(["-js", "-a", "127.0.0.1", "-p", &self.port.to_string(), "-sd"])
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-sd",
+            ])
             .arg(self.dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -196,52 +205,64 @@ macro_rules! with_nats {
     };
 }
 
-with_nats!(events_reach_the_stream_once_each_in_commit_order_per_payment, |app, nats| {
-    let p = pay(&app, "o-1", 1000).await;
-    let id = p["id"].as_str().unwrap();
-    for (key, amount) in [("r-1", 400), ("r-2", 600)] {
-        let r = app
-            .post(&format!("/v1/payments/{id}/refunds"), Some(key), &json!({"amount": amount}))
-            .await;
-        assert_eq!(r.status, 201, "{:?}", r.json());
-    }
-    pay(&app, "o-2", 1051).await;
-    let events = app.store.payment_outbox_events(id).await.unwrap();
-    assert_eq!(events.len(), 4, "{events:?}");
-    let total = app.sql_i64("SELECT COUNT(*) FROM events", &[]).await;
-    eventually(Duration::from_secs(15), "every event published", || async {
-        let n = app.sql_i64("SELECT COUNT(*) FROM event_publications", &[]).await;
-        (n == total).then_some(())
-    })
-    .await;
-    let got = read_stream(&nats).await;
-    assert_eq!(got.len() as i64, total, "one message per event: {got:?}");
-    // This payment's messages, in stream order, are its events in commit order.
-    let mine: Vec<&(String, String, Value)> = got
-        .iter()
-        .filter(|(_, _, b)| {
-            b["aggregateid"] == id || b["data"]["payment_id"].as_str() == Some(id)
+with_nats!(
+    events_reach_the_stream_once_each_in_commit_order_per_payment,
+    |app, nats| {
+        let p = pay(&app, "o-1", 1000).await;
+        let id = p["id"].as_str().unwrap();
+        for (key, amount) in [("r-1", 400), ("r-2", 600)] {
+            let r = app
+                .post(
+                    &format!("/v1/payments/{id}/refunds"),
+                    Some(key),
+                    &json!({"amount": amount}),
+                )
+                .await;
+            assert_eq!(r.status, 201, "{:?}", r.json());
+        }
+        pay(&app, "o-2", 1051).await;
+        let events = app.store.payment_outbox_events(id).await.unwrap();
+        assert_eq!(events.len(), 4, "{events:?}");
+        let total = app.sql_i64("SELECT COUNT(*) FROM events", &[]).await;
+        eventually(Duration::from_secs(15), "every event published", || async {
+            let n = app
+                .sql_i64("SELECT COUNT(*) FROM event_publications", &[])
+                .await;
+            (n == total).then_some(())
         })
-        .collect();
-    assert_eq!(
-        mine.iter().map(|m| m.1.clone()).collect::<Vec<_>>(),
-        events.iter().map(|e| e.id.clone()).collect::<Vec<_>>()
-    );
-    assert_eq!(mine[0].0, "converge.payment.payment.succeeded");
-    assert_eq!(mine[1].0, "converge.refund.refund.succeeded");
-    assert_eq!(mine[3].0, "converge.payment.payment.refunded");
-    assert_eq!(mine[0].2["data"]["status"], "SUCCESS");
-    assert_eq!(mine[0].2["id"], mine[0].1.as_str());
-    let status = app
-        .store
-        .relay_status(relay::LEASE, chrono::Utc::now().timestamp_millis())
-        .await
-        .unwrap();
-    assert!(status.running && status.connected, "{status:?}");
-    assert_eq!(status.backlog, 0);
-    let text = String::from_utf8(app.get("/metrics").await.body).unwrap();
-    assert!(text.contains("converge_relay_events_total"), "published events are counted");
-});
+        .await;
+        let got = read_stream(&nats).await;
+        assert_eq!(got.len() as i64, total, "one message per event: {got:?}");
+        // This payment's messages, in stream order, are its events in commit order.
+        let mine: Vec<&(String, String, Value)> = got
+            .iter()
+            .filter(|(_, _, b)| {
+                b["aggregateid"] == id || b["data"]["payment_id"].as_str() == Some(id)
+            })
+            .collect();
+        assert_eq!(
+            mine.iter().map(|m| m.1.clone()).collect::<Vec<_>>(),
+            events.iter().map(|e| e.id.clone()).collect::<Vec<_>>()
+        );
+        assert_eq!(mine[0].0, "converge.payment.payment.succeeded");
+        assert_eq!(mine[1].0, "converge.refund.refund.succeeded");
+        assert_eq!(mine[3].0, "converge.payment.payment.refunded");
+        assert_eq!(mine[0].2["data"]["status"], "SUCCESS");
+        assert_eq!(mine[0].2["id"], mine[0].1.as_str());
+        let status = app
+            .store
+            .relay_status(relay::LEASE, chrono::Utc::now().timestamp_millis())
+            .await
+            .unwrap();
+        assert!(status.running && status.connected, "{status:?}");
+        assert_eq!(status.backlog, 0);
+        let text = String::from_utf8(app.get("/metrics").await.body).unwrap();
+        assert!(
+            text.contains("converge_relay_events_total"),
+            "published events are counted"
+        );
+    }
+);
 
 /// A relay configuration for `nats` with the test settings.
 fn cfg(nats: &Nats) -> RelayConfig {
@@ -250,42 +271,58 @@ fn cfg(nats: &Nats) -> RelayConfig {
     s.relay().unwrap().unwrap()
 }
 
-on_both_backends!(a_relay_killed_between_publish_and_marking_republishes_and_the_broker_drops_it, |app| {
-    let Some(nats) = Nats::started().await else {
-        eprintln!("SKIPPED: no nats-server");
-        return;
-    };
-    // The app runs no relay; this test plays one.
-    pay(&app, "o-1", 1000).await;
-    pay(&app, "o-2", 1000).await;
-    let cfg = cfg(&nats);
-    let core = &app.running.state.core;
-    let first = relay::connect(&cfg).await.unwrap();
-    let events = app.store.unpublished_events(100).await.unwrap();
-    assert_eq!(events.len(), 2);
-    // Published, acknowledged, then the relay dies before writing its marks.
-    let pubs = first.publish(&cfg, &events).await;
-    assert_eq!(pubs.len(), 2);
-    assert!(pubs.iter().all(|p| !p.duplicate && p.stream_seq.is_some()));
-    drop(first);
-    assert_eq!(app.store.unpublished_events(100).await.unwrap().len(), 2);
-    // The next holder of the lease publishes them again: the broker says duplicate.
-    let next = relay::connect(&cfg).await.unwrap();
-    assert!(app
-        .store
-        .acquire_relay_lease(relay::LEASE, "second", "tok-2", 0, i64::MAX)
-        .await
-        .unwrap());
-    assert_eq!(relay::round(core, &cfg, &next, "tok-2").await.unwrap(), 2);
-    let marks = app.store.publications().await.unwrap();
-    assert_eq!(marks.len(), 2);
-    assert!(marks.iter().all(|(_, seq, dup)| seq.is_some() && *dup), "{marks:?}");
-    assert_eq!(stream_messages(&nats).await, 2, "the stream holds each event once");
-    // A relay whose lease was taken over writes nothing.
-    pay(&app, "o-3", 1000).await;
-    assert_eq!(relay::round(core, &cfg, &next, "stale-token").await.unwrap(), 0);
-    assert_eq!(app.store.publications().await.unwrap().len(), 2);
-});
+on_both_backends!(
+    a_relay_killed_between_publish_and_marking_republishes_and_the_broker_drops_it,
+    |app| {
+        let Some(nats) = Nats::started().await else {
+            eprintln!("SKIPPED: no nats-server");
+            return;
+        };
+        // The app runs no relay; this test plays one.
+        pay(&app, "o-1", 1000).await;
+        pay(&app, "o-2", 1000).await;
+        let cfg = cfg(&nats);
+        let core = &app.running.state.core;
+        let first = relay::connect(&cfg).await.unwrap();
+        let events = app.store.unpublished_events(100).await.unwrap();
+        assert_eq!(events.len(), 2);
+        // Published, acknowledged, then the relay dies before writing its marks.
+        let pubs = first.publish(&cfg, &events).await;
+        assert_eq!(pubs.len(), 2);
+        assert!(pubs.iter().all(|p| !p.duplicate && p.stream_seq.is_some()));
+        drop(first);
+        assert_eq!(app.store.unpublished_events(100).await.unwrap().len(), 2);
+        // The next holder of the lease publishes them again: the broker says duplicate.
+        let next = relay::connect(&cfg).await.unwrap();
+        assert!(
+            app.store
+                .acquire_relay_lease(relay::LEASE, "second", "tok-2", 0, i64::MAX)
+                .await
+                .unwrap()
+        );
+        assert_eq!(relay::round(core, &cfg, &next, "tok-2").await.unwrap(), 2);
+        let marks = app.store.publications().await.unwrap();
+        assert_eq!(marks.len(), 2);
+        assert!(
+            marks.iter().all(|(_, seq, dup)| seq.is_some() && *dup),
+            "{marks:?}"
+        );
+        assert_eq!(
+            stream_messages(&nats).await,
+            2,
+            "the stream holds each event once"
+        );
+        // A relay whose lease was taken over writes nothing.
+        pay(&app, "o-3", 1000).await;
+        assert_eq!(
+            relay::round(core, &cfg, &next, "stale-token")
+                .await
+                .unwrap(),
+            0
+        );
+        assert_eq!(app.store.publications().await.unwrap().len(), 2);
+    }
+);
 
 on_both_backends!(
     a_broker_that_is_down_holds_events_back_while_payments_go_on,
@@ -299,27 +336,58 @@ on_both_backends!(
         let task = tokio::spawn(relay::run(app.running.state.core.clone(), cfg, stop_rx));
         let p = pay(&app, "o-1", 1000).await;
         assert_eq!(p["status"], "SUCCESS", "payments go on without the broker");
-        let down = eventually(Duration::from_secs(10), "the relay to report the broker down", || async {
-            let s = app
-                .store
-                .relay_status(relay::LEASE, chrono::Utc::now().timestamp_millis())
-                .await
-                .unwrap();
-            (s.running && !s.connected && s.last_error.is_some()).then_some(s)
-        })
+        let down = eventually(
+            Duration::from_secs(10),
+            "the relay to report the broker down",
+            || async {
+                let s = app
+                    .store
+                    .relay_status(relay::LEASE, chrono::Utc::now().timestamp_millis())
+                    .await
+                    .unwrap();
+                (s.running && !s.connected && s.last_error.is_some()).then_some(s)
+            },
+        )
         .await;
         assert_eq!(down.backlog, 1);
+        let later = converge_server::verify::Window {
+            now_ms: chrono::Utc::now().timestamp_millis() + 3_600_000,
+            window_ms: 60_000,
+        };
+        let report = converge_server::verify::run(app.store.as_ref(), None, later)
+            .await
+            .unwrap();
+        assert!(
+            report
+                .render()
+                .contains("is not published to the event stream past the window"),
+            "{}",
+            report.render()
+        );
         nats.start().await;
-        eventually(Duration::from_secs(20), "the backlog to drain once the broker is up", || async {
-            let s = app
-                .store
-                .relay_status(relay::LEASE, chrono::Utc::now().timestamp_millis())
-                .await
-                .unwrap();
-            (s.connected && s.backlog == 0).then_some(())
-        })
+        eventually(
+            Duration::from_secs(20),
+            "the backlog to drain once the broker is up",
+            || async {
+                let s = app
+                    .store
+                    .relay_status(relay::LEASE, chrono::Utc::now().timestamp_millis())
+                    .await
+                    .unwrap();
+                (s.connected && s.backlog == 0).then_some(())
+            },
+        )
         .await;
         assert_eq!(stream_messages(&nats).await, 1);
+        let report = converge_server::verify::run(app.store.as_ref(), None, later)
+            .await
+            .unwrap();
+        assert!(report.ok(), "{}", report.render());
+        assert!(
+            report.render().contains("1 published to the stream"),
+            "{}",
+            report.render()
+        );
         stop_tx.send(true).unwrap();
         task.await.unwrap();
     }
@@ -361,9 +429,13 @@ on_both_backends!(
         // `converge serve` refuses to start on it, in one line.
         let mut settings = Settings::for_tests(&app.db_url);
         with_relay(&mut settings, &nats.url());
-        let refused = converge_server::startup::build(settings, "127.0.0.1:0".parse().unwrap()).await;
+        let refused =
+            converge_server::startup::build(settings, "127.0.0.1:0".parse().unwrap()).await;
         let line = refused.err().expect("start-up refused").to_string();
-        assert!(line.contains("duplicate window") && !line.contains('\n'), "{line}");
+        assert!(
+            line.contains("duplicate window") && !line.contains('\n'),
+            "{line}"
+        );
         // And a window below three leases is refused before any connection.
         let mut short = Settings::for_tests(":memory:");
         with_relay(&mut short, &nats.url());
