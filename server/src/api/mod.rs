@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -76,11 +76,12 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// `router` with one request span and one log line per request (method, path, route, status,
-/// latency; error level for a 5xx) and the request-duration histogram. Applied once, around the merged router
+/// latency; error level for a 5xx) and the request-duration histogram
+/// ([`crate::telemetry::HTTP_REQUEST_DURATION`]). Applied once, around the merged router
 /// (`startup`): a layer on the backend's router alone missed the console's routes merged
 /// after it, and one on each part would log a request twice.
 pub fn with_trace(router: Router) -> Router {
-    router.layer(
+    router.layer(axum::middleware::from_fn(record_latency)).layer(
         TraceLayer::new_for_http()
             .make_span_with(|req: &Request| {
                 let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned());
@@ -93,7 +94,6 @@ pub fn with_trace(router: Router) -> Router {
                 } else {
                     tracing::info!(status, latency_ms, "response");
                 }
-                metrics::histogram!("converge_http_request_seconds").record(latency.as_secs_f64());
             })
             // A 5xx is already the response line above, at error level; only a failure with
             // no status (a response body that broke off) gets a line of its own.
@@ -103,6 +103,39 @@ pub fn with_trace(router: Router) -> Router {
                 }
             }),
     )
+}
+
+/// Records [`crate::telemetry::HTTP_REQUEST_DURATION`] for one request. `Router::layer` wraps
+/// each route, so the matched route template is known here; a request no route matched is
+/// `route="unmatched"`. Methods outside the standard set are `method="other"`, so a client
+/// cannot grow the label set without bound.
+async fn record_latency(req: Request, next: axum::middleware::Next) -> axum::response::Response {
+    let start = std::time::Instant::now();
+    let method = match *req.method() {
+        Method::GET => "get",
+        Method::HEAD => "head",
+        Method::POST => "post",
+        Method::PUT => "put",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        Method::OPTIONS => "options",
+        Method::TRACE => "trace",
+        Method::CONNECT => "connect",
+        _ => "other",
+    };
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
+    let resp = next.run(req).await;
+    metrics::histogram!(
+        crate::telemetry::HTTP_REQUEST_DURATION,
+        "method" => method,
+        "route" => route,
+        "status" => resp.status().as_str().to_owned()
+    )
+    .record(start.elapsed().as_secs_f64());
+    resp
 }
 
 async fn not_found() -> ApiError {

@@ -13,6 +13,7 @@ mod concurrency;
 mod conformance;
 mod convergence;
 mod idempotency;
+mod metrics;
 mod ops_console;
 mod payments_api;
 mod refunds;
