@@ -4,11 +4,14 @@
 #
 #   promtool (Debian `prometheus`): `check rules` and `test rules` on deploy/prometheus/,
 #   and `check metrics` on a running server's /metrics after a small workload.
+#   schemathesis (PyPI, pinned, in .venv-schemathesis): every phase and its default checks
+#   against /openapi.json, first the merchant API with a merchant key, then the ops API with
+#   a console session; then `converge verify` on the database it left.
 #
 # Starts its own `converge channel-sim` and `converge serve` (target/debug/converge, which must
 # be built) on free ports with their databases in a temporary directory, and stops them on
 # exit. Any finding fails the script. CONVERGE_STRICT=1 turns a missing checker into a failure
-# instead of a skip.
+# instead of a skip. SCHEMATHESIS_MAX_EXAMPLES (default 10) bounds the cases per operation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 strict=${CONVERGE_STRICT:-0}
@@ -133,6 +136,54 @@ if [ "$have_promtool" = 1 ]; then
   # and fail on any output.
   findings=$(promtool check metrics <"$work/metrics.txt" 2>&1) || { echo "$findings" >&2; exit 1; }
   [ -z "$findings" ] || { echo "$findings" >&2; exit 1; }
+fi
+
+# --- schemathesis ---------------------------------------------------------------------------
+schemathesis_version=4.32.5
+venv=.venv-schemathesis
+if [ ! -x "$venv/bin/st" ] || ! "$venv/bin/st" --version 2>/dev/null | grep -q "$schemathesis_version"; then
+  echo "checkers: installing schemathesis $schemathesis_version into $venv" >&2
+  (python3 -m venv "$venv" && "$venv/bin/pip" install -q "schemathesis==$schemathesis_version") ||
+    echo "checkers: could not install schemathesis" >&2
+fi
+if [ -x "$venv/bin/st" ]; then
+  st_run() { # extra arguments; the operations and credentials differ between the two runs
+    # scripts/schemathesis_hooks.py: a fresh Idempotency-Key for each schema-valid request,
+    # as the contract asks of a client (it says why).
+    PYTHONPATH="$PWD/scripts" SCHEMATHESIS_HOOKS=schemathesis_hooks \
+      "$venv/bin/st" --config-file scripts/schemathesis.toml run "$base/openapi.json" --url "$base" \
+      --phases examples,coverage,fuzzing,stateful \
+      --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-10}" --seed 16 --workers 1 \
+      --generation-database none --request-timeout 10 --no-color "$@"
+  }
+  # A console session for the ops run, signed in as the console does (POST /ops/v1/login with
+  # the Origin header a browser sends). The user holds every role, so no operation is refused
+  # for a missing one.
+  ops_user=checker-ops
+  ops_password=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+  echo "$ops_password" | "$converge" user add "$ops_user" --role viewer,operator,approver,auditor,admin \
+    --password-stdin >/dev/null
+  cookie=$(curl -fsS -D - -o /dev/null "$base/ops/v1/login" -H "Origin: $base" \
+    -H 'Content-Type: application/json' -d "{\"username\":\"$ops_user\",\"password\":\"$ops_password\"}" |
+    tr -d '\r' | sed -n 's/^[Ss]et-[Cc]ookie: \(converge_session=[^;]*\).*/\1/p')
+  [ -n "$cookie" ] || { echo "checkers: console sign-in failed" >&2; exit 1; }
+  export CONVERGE_CHECKER_MERCHANT_KEY="$key" CONVERGE_CHECKER_SESSION="${cookie#converge_session=}"
+
+  echo "checkers: schemathesis, merchant API (/v1, /health) with a merchant key" >&2
+  st_run --include-path-regex '^/(v1/|health$)'
+  # The payments it created settle (slow and timed-out charges are queried), then the
+  # convergence invariants must hold on what it left.
+  sleep 3
+  echo "checkers: converge verify after schemathesis" >&2
+  "$converge" verify --database-url "$DATABASE_URL" --channel-url "$channel"
+
+  # The ops API with the session and the Origin header (the CSRF guard stays on). Logout is
+  # left out: it would end the session the rest of the run uses.
+  echo "checkers: schemathesis, ops API (/ops/v1) with a console session" >&2
+  st_run --include-path-regex '^/ops/v1/' --exclude-path /ops/v1/logout -H "Origin: $base"
+  "$converge" verify --database-url "$DATABASE_URL" --channel-url "$channel"
+else
+  fail_or_skip "schemathesis is not installed and could not be installed"
 fi
 
 stop_server

@@ -6,6 +6,7 @@ mod auth;
 mod callbacks;
 mod health;
 pub mod idempotency;
+pub mod openapi;
 mod payments;
 mod refunds;
 mod views;
@@ -14,12 +15,14 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::{Method, StatusCode};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::from_fn_with_state;
-use axum::routing::{get, post};
+use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::config::Settings;
 use crate::error::ApiError;
@@ -43,18 +46,32 @@ pub struct AppState {
     pub bulk_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
 }
 
-/// The backend's routes with their state applied: `/v1/*`, `/health`, `/metrics`.
-/// The `converge` binary merges the console's routes into this router; request tracing is
-/// added around the whole ([`with_trace`]).
+/// The backend's routes with their state applied: `/v1/*`, `/ops/v1/*`, `/health`,
+/// `/metrics`, and the OpenAPI document of the first three at `/openapi.json` with its
+/// reference page at `/openapi` ([`openapi`]). The `converge` binary merges the console's
+/// routes into this router; request tracing is added around the whole ([`with_trace`]).
 pub fn router(state: AppState) -> Router {
-    let merchant = Router::new()
-        .route("/payments", post(payments::create))
-        .route("/payments/{id}", get(payments::show))
-        .route("/payments/{id}/refunds", post(refunds::create))
+    // Each route is registered with its `#[utoipa::path]` documentation (utoipa-axum), so the
+    // document lists exactly the routes served.
+    let (v1, merchant_doc) = OpenApiRouter::new()
+        .routes(routes!(payments::create))
+        .routes(routes!(payments::show))
+        .routes(routes!(refunds::create))
         .route_layer(from_fn_with_state(state.clone(), idempotency::layer))
-        .route_layer(from_fn_with_state(state.clone(), auth::merchant));
-    let v1 = merchant
-        .route("/channel/callbacks", post(callbacks::receive))
+        .route_layer(from_fn_with_state(state.clone(), auth::merchant))
+        .routes(routes!(callbacks::receive))
+        .split_for_parts();
+    let (root, root_doc) = OpenApiRouter::new()
+        .routes(routes!(health::health))
+        .split_for_parts();
+    let (ops, ops_doc) = crate::ops::routes().split_for_parts();
+    let doc = openapi::document(merchant_doc, ops_doc, root_doc);
+    let doc = openapi::to_json(&doc);
+    let doc_json: Arc<str> = serde_json::to_string_pretty(&doc)
+        .expect("a JSON value serializes")
+        .into();
+    let reference: Arc<str> = openapi::reference_html(&doc).into();
+    let v1 = v1
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.settings.body_limit));
@@ -66,12 +83,24 @@ pub fn router(state: AppState) -> Router {
         .route("/v1", axum::routing::any(not_found))
         .nest(
             "/ops/v1",
-            crate::ops::routes()
-                .fallback(not_found)
+            ops.fallback(not_found)
                 .method_not_allowed_fallback(method_not_allowed),
         )
-        .route("/health", get(health::health))
+        .merge(root)
         .route("/metrics", get(health::metrics))
+        .route(
+            "/openapi.json",
+            get(move || async move {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    doc_json.to_string(),
+                )
+            }),
+        )
+        .route(
+            "/openapi",
+            get(move || async move { axum::response::Html(reference.to_string()) }),
+        )
         .with_state(state)
 }
 

@@ -14,6 +14,7 @@ mod conformance;
 mod convergence;
 mod idempotency;
 mod metrics;
+mod openapi;
 mod ops_console;
 mod payments_api;
 mod refunds;
