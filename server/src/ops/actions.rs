@@ -96,7 +96,14 @@ impl ToSchema for RequestBody {
     security(("console_session" = [])),
     request_body(content = RequestBody, content_type = "application/json"),
     responses(
-        (status = 201, description = "The action: executed (query, retry) or pending (reverse, force_transition)", body = ActionEnvelope),
+        (status = 201, description = "The action: executed (query, retry) or pending (reverse, force_transition)", body = ActionEnvelope,
+            links(
+                ("ShowAction" = (operation_id = "ops_show_action", parameters(("id" = "$response.body#/action/id")))),
+                ("ApproveAction" = (operation_id = "ops_approve_action", parameters(("id" = "$response.body#/action/id")))),
+                ("RejectAction" = (operation_id = "ops_reject_action", parameters(("id" = "$response.body#/action/id")))),
+                ("CancelAction" = (operation_id = "ops_cancel_action", parameters(("id" = "$response.body#/action/id")))),
+                ("ExecuteAction" = (operation_id = "ops_execute_action", parameters(("id" = "$response.body#/action/id"))))
+            )),
         (status = 400, description = "Unknown kind, no reason, or force_transition without a valid target_status or evidence", body = ErrorBody, example = json!({"error": {"code": "invalid_action", "message": "unknown action kind"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),

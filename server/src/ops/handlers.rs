@@ -485,7 +485,8 @@ pub struct PoolQuery {
     security(("console_session" = [])),
     params(PoolQuery),
     responses(
-        (status = 200, description = "The items", body = ErrorItemList),
+        (status = 200, description = "The items", body = ErrorItemList,
+            links(("ResolveFirstItem" = (operation_id = "ops_resolve_error", parameters(("id" = "$response.body#/items/0/id")))))),
         (status = 400, description = "status is not open or resolved", body = ErrorBody, example = json!({"error": {"code": "invalid_status", "message": "status must be open or resolved"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
@@ -672,7 +673,13 @@ pub struct NewUserBody {
     security(("console_session" = [])),
     request_body(content = NewUserBody, content_type = "application/json"),
     responses(
-        (status = 201, description = "Added", body = UserEnvelope),
+        (status = 201, description = "Added", body = UserEnvelope,
+            links(
+                ("DisableUser" = (operation_id = "ops_user_disable", parameters(("name" = "$response.body#/user/username")))),
+                ("EnableUser" = (operation_id = "ops_user_enable", parameters(("name" = "$response.body#/user/username")))),
+                ("ResetPassword" = (operation_id = "ops_user_password", parameters(("name" = "$response.body#/user/username")))),
+                ("SetRoles" = (operation_id = "ops_user_roles", parameters(("name" = "$response.body#/user/username"))))
+            )),
         (status = 400, description = "Bad name, role or password", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "password must be at least 12 characters"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
