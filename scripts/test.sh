@@ -73,6 +73,13 @@ echo "test: start-up bad input (converge binary)" >&2
 cargo build -p app --features ssr --bin converge
 cargo test -p app --features ssr --test cli
 
+# External checkers (scripts/checkers.sh): tools not written here check the contracts converge
+# publishes (Prometheus rules and /metrics with promtool; /openapi.json with schemathesis on the
+# merchant and ops APIs, then converge verify). A few minutes; it starts and stops its own
+# server. CONVERGE_STRICT=1 passes through: a missing checker fails there too.
+echo "test: external checkers (promtool, schemathesis)" >&2
+bash scripts/checkers.sh
+
 # Chaos convergence run (bench/src/bin/chaos.rs): real `converge` processes, seeded channel
 # faults, SIGKILLs and restarts, then `converge verify`; small sizes, about a minute in all.
 echo "test: chaos convergence run (SQLite; PostgreSQL with two servers)" >&2

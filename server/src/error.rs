@@ -3,7 +3,8 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::store::StoreError;
 
@@ -61,12 +62,34 @@ impl ApiError {
         self
     }
 
-    /// The JSON body bytes of this error (what the response carries).
+    /// The JSON body bytes of this error (what the response carries): an [`ErrorBody`].
     pub fn body(&self) -> Vec<u8> {
-        json!({"error": {"code": self.code, "message": self.message}})
-            .to_string()
-            .into_bytes()
+        serde_json::to_vec(&ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_owned(),
+                message: self.message.clone(),
+            },
+        })
+        .expect("two strings serialize")
     }
+}
+
+/// The body of every error answer: `{"error":{"code","message"}}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"error": {"code": "idempotency_key_missing", "message": "send an Idempotency-Key header with every POST"}}))]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// A stable code for programs and a message for people.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable machine-readable code (e.g. `invalid_amount`, `idempotency_key_reused`).
+    #[schema(pattern = "^[a-z_]+$")]
+    pub code: String,
+    /// Human-readable explanation; never internal details.
+    pub message: String,
 }
 
 impl From<StoreError> for ApiError {
@@ -162,10 +185,107 @@ where
         // Then decoded from the bytes, not from the `Value`: a `Value` keeps only the last of
         // two members with the same name (`{"amount":1,"amount":2}`), which would make the
         // amount charged depend on a parser's choice; the derived decoder refuses repeats.
+        // Numbers whose value is an integer are handed over in integer form first, exactly
+        // (see [`integral_numbers_as_integers`]).
+        let bytes = integral_numbers_as_integers(&bytes);
         serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
             ApiError::bad_request("invalid_request", format!("invalid request body: {e}"))
         })
     }
+}
+
+/// Rewrites every number of a (valid) JSON text whose value is an integer into plain integer
+/// form, exactly: `1000.0`, `1e3` and `10000e-1` become `1000`; `10.5`, `1e-3` and numbers of
+/// more than 30 digits stay as they are (and are then refused by an integer field).
+///
+/// The documents converge publishes are JSON Schema, where `1000.0` *is* the integer 1000
+/// (schemathesis sent `8796093022209.0` as a valid refund amount and got 400). serde's integer
+/// fields refuse any number written with a fraction or exponent, and reading the number as an
+/// `f64` instead would round (`999999999999999999.0`), so the text is converted digit by digit.
+/// Strings are copied untouched.
+fn integral_numbers_as_integers(json: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if !json.iter().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = Vec::with_capacity(json.len());
+    let mut i = 0;
+    while i < json.len() {
+        match json[i] {
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < json.len() && json[i] != b'"' {
+                    i += if json[i] == b'\\' { 2 } else { 1 };
+                }
+                i = (i + 1).min(json.len());
+                out.extend_from_slice(&json[start..i]);
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < json.len()
+                    && matches!(json[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    i += 1;
+                }
+                let token = &json[start..i];
+                match exact_integer(token) {
+                    Some(int) => out.extend_from_slice(int.as_bytes()),
+                    None => out.extend_from_slice(token),
+                }
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The integer a JSON number token denotes, in plain decimal form, when it has a fraction or an
+/// exponent and its value is an integer of at most 30 digits; `None` otherwise (plain integers
+/// are left alone).
+fn exact_integer(token: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(token).ok()?;
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(at) => (&rest[..at], rest[at + 1..].parse::<i64>().ok()?),
+        None => (rest, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if frac.is_empty() && exponent == 0 && !rest.contains(['e', 'E']) {
+        return None;
+    }
+    if int.is_empty()
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    // value = digits * 10^scale
+    let mut digits: String = format!("{int}{frac}");
+    let mut scale = exponent.checked_sub(frac.len() as i64)?;
+    while digits.len() > 1 && digits.ends_with('0') {
+        digits.pop();
+        scale = scale.checked_add(1)?;
+    }
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() {
+        return Some("0".to_owned());
+    }
+    if scale < 0 || digits.len() as i64 + scale > 30 {
+        return None;
+    }
+    let mut out = String::with_capacity(31);
+    if negative {
+        out.push('-');
+    }
+    out.push_str(digits);
+    out.extend(std::iter::repeat_n('0', scale as usize));
+    Some(out)
 }
 
 /// Whether any string (or object key) in `v` holds U+0000, which PostgreSQL text cannot store
@@ -187,7 +307,7 @@ fn has_encoded_nul(raw: &str) -> bool {
 }
 
 /// `application/json` or an `application/*+json` type, parameters allowed.
-fn is_json_content_type(headers: &axum::http::HeaderMap) -> bool {
+pub(crate) fn is_json_content_type(headers: &axum::http::HeaderMap) -> bool {
     let Some(ct) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -272,5 +392,54 @@ where
             .await
             .map(|axum::extract::Query(v)| ApiQuery(v))
             .map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{exact_integer, integral_numbers_as_integers};
+
+    fn int(s: &str) -> Option<String> {
+        exact_integer(s.as_bytes())
+    }
+
+    #[test]
+    fn integral_numbers_are_converted_exactly() {
+        assert_eq!(int("1000.0").as_deref(), Some("1000"));
+        assert_eq!(int("1e3").as_deref(), Some("1000"));
+        assert_eq!(int("1E+3").as_deref(), Some("1000"));
+        assert_eq!(int("10000e-1").as_deref(), Some("1000"));
+        assert_eq!(int("-2.50e1").as_deref(), Some("-25"));
+        assert_eq!(int("0.0").as_deref(), Some("0"));
+        assert_eq!(
+            int("999999999999999999.0").as_deref(),
+            Some("999999999999999999")
+        );
+        assert_eq!(int("8796093022209.0").as_deref(), Some("8796093022209"));
+    }
+
+    #[test]
+    fn fractions_huge_numbers_and_plain_integers_are_left_alone() {
+        assert_eq!(int("10.5"), None);
+        assert_eq!(int("1e-3"), None);
+        assert_eq!(int("1000.0000000000000001"), None);
+        assert_eq!(int("1e30"), None);
+        assert_eq!(int("1e99999999999999999999"), None);
+        assert_eq!(int("1000"), None);
+        assert_eq!(int("-7"), None);
+    }
+
+    #[test]
+    fn strings_are_copied_untouched() {
+        let body = br#"{"amount":1999.0,"reason":"1.0e3 \" 2.0","n":[1e2,-3.0]}"#;
+        assert_eq!(
+            &*integral_numbers_as_integers(body),
+            br#"{"amount":1999,"reason":"1.0e3 \" 2.0","n":[100,-3]}"#
+        );
+        let plain = br#"{"amount":1999}"#;
+        assert!(matches!(
+            integral_numbers_as_integers(plain),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Installs the log subscriber (`RUST_LOG`, default `info,sqlx=warn`) writing to stdout, with
 /// colours only when stdout is a terminal. Safe to call twice.
@@ -19,13 +19,38 @@ pub fn init_logs() {
         .try_init();
 }
 
+/// Request-latency histogram: seconds from the request's arrival to its response head, by
+/// `method` (lower-case), `route` (the matched route template, `unmatched` for none) and
+/// `status` (the numeric code).
+pub const HTTP_REQUEST_DURATION: &str = "converge_http_request_duration_seconds";
+
+/// Bucket bounds of [`HTTP_REQUEST_DURATION`], in seconds: from a cached replay (a few ms) to a
+/// request that waited out the channel timeout (2 s by default) and more.
+pub const HTTP_REQUEST_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
 /// The process's Prometheus recorder handle, installed on first use. Tests that start several
 /// servers in one process share it.
 pub fn metrics_handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full(HTTP_REQUEST_DURATION.to_owned()),
+                    &HTTP_REQUEST_BUCKETS,
+                )
+                .expect("the bucket list is not empty")
+                .set_buckets_for_metric(
+                    Matcher::Full("converge_webhook_attempt_duration_seconds".to_owned()),
+                    &HTTP_REQUEST_BUCKETS,
+                )
+                .expect("the bucket list is not empty")
+                .build_recorder();
+            // HELP text for every metric, given to this recorder directly so it holds them
+            // even when another recorder is already global.
+            metrics::with_local_recorder(&recorder, describe_metrics);
             let handle = recorder.handle();
             // Fails only if another recorder is already global; the handle still renders
             // whatever this recorder sees.
@@ -33,4 +58,104 @@ pub fn metrics_handle() -> PrometheusHandle {
             handle
         })
         .clone()
+}
+
+/// Describes every metric converge records (the `# HELP` lines of `/metrics`). A metric
+/// recorded anywhere in the code must be described here: `promtool check metrics` in
+/// `scripts/checkers.sh` fails on a metric without HELP text.
+fn describe_metrics() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_histogram!(
+        HTTP_REQUEST_DURATION,
+        Unit::Seconds,
+        "HTTP request latency from arrival to response head, by method, route template and status code."
+    );
+    describe_counter!(
+        "converge_idempotency_requests_total",
+        "Merchant POST requests by Idempotency-Key outcome (first, replay, in_use, reused, missing, invalid), method and route template."
+    );
+    describe_counter!(
+        "converge_channel_charges_total",
+        "Charge requests sent to the channel, by outcome (succeeded, declined, error)."
+    );
+    describe_counter!(
+        "converge_transitions_total",
+        "Payment state transitions applied, by the state entered (lower-case)."
+    );
+    describe_counter!(
+        "converge_events_ignored_total",
+        "Payment events not applied because the payment had already moved (stale or not allowed), by event."
+    );
+    describe_counter!(
+        "converge_callbacks_total",
+        "Channel callbacks received, by outcome (applied, ignored, duplicate, in_progress, conflicting, unknown_payment)."
+    );
+    describe_counter!(
+        "converge_jobs_claimed_total",
+        "Compensation-queue jobs claimed by this process's workers."
+    );
+    describe_counter!(
+        "converge_jobs_processed_total",
+        "Compensation-queue jobs run by this process's workers, by kind and result (completed, retried, dead, lease_lost)."
+    );
+    describe_gauge!(
+        "converge_stuck_payments",
+        "Non-terminal payments older than their state's stuck threshold, by state (lower-case) and age bucket."
+    );
+    describe_gauge!(
+        "converge_jobs",
+        "Compensation-queue jobs by kind and status (due, leased, dead; done over the last hour)."
+    );
+    describe_gauge!(
+        "converge_error_pool_open_items",
+        "Open (unresolved) error-pool items by kind."
+    );
+    describe_gauge!(
+        "converge_database_up",
+        "1 when the database answered the last health check of the monitor, 0 when it did not."
+    );
+    describe_counter!(
+        "converge_webhook_attempts_total",
+        "Webhook delivery attempts by outcome (delivered, failed, gone, dead)."
+    );
+    describe_histogram!(
+        "converge_webhook_attempt_duration_seconds",
+        Unit::Seconds,
+        "Duration of one webhook delivery attempt, from sending to the answer's last byte read (or the failure)."
+    );
+    describe_gauge!(
+        "converge_webhook_deliveries",
+        "Webhook deliveries waiting for an attempt (pending) and given up (dead)."
+    );
+    describe_gauge!(
+        "converge_webhook_oldest_pending_seconds",
+        Unit::Seconds,
+        "Age of the oldest undelivered (pending) webhook delivery (0 when none)."
+    );
+    describe_counter!(
+        "converge_relay_events_total",
+        "Outbox events handed to NATS JetStream by this process's relay, by outcome (published, duplicate, refused)."
+    );
+    describe_counter!(
+        "converge_relay_connect_failures_total",
+        "Failed attempts of this process's relay to reach NATS."
+    );
+    describe_gauge!(
+        "converge_relay_backlog_events",
+        "Outbox events not yet published to the event stream."
+    );
+    describe_gauge!(
+        "converge_relay_lag_seconds",
+        Unit::Seconds,
+        "Age of the oldest outbox event not yet published to the event stream (0 when none)."
+    );
+    describe_gauge!(
+        "converge_relay_connected",
+        "1 when the relay holding the publishing lease is connected to NATS, else 0."
+    );
+    describe_gauge!(
+        "converge_jobs_oldest_due_seconds",
+        Unit::Seconds,
+        "Age of the oldest due job of each kind: how long it has been waiting past its run time (0 when none is due)."
+    );
 }

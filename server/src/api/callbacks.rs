@@ -8,22 +8,69 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode};
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::AppState;
 use crate::channel::signature::{self, SignatureError};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::service::callbacks::{CallbackEvent, CallbackOutcome};
 
 /// Callbacks older than this are refused (seconds).
 pub const TOLERANCE_SECS: i64 = 300;
 
+/// The acknowledgement of a verified callback.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"received": true, "outcome": "applied", "detail": "CHANNEL_SUCCESS"}))]
+pub struct CallbackAck {
+    /// Always `true`: the channel may stop delivering this event.
+    pub received: bool,
+    /// `applied`, `ignored` (stale, late or not decisive), `duplicate` (handled before) or
+    /// `unknown_payment`.
+    #[schema(schema_with = outcome_schema)]
+    pub outcome: &'static str,
+    /// The status it moved the payment to, or why it was ignored; empty otherwise.
+    pub detail: String,
+}
+
+fn outcome_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(["applied", "ignored", "duplicate", "unknown_payment"]))
+        .build()
+}
+
 /// Verifies and applies one callback; always 2xx once verified, even when ignored.
+#[utoipa::path(
+    post,
+    path = "/channel/callbacks",
+    tag = "channel",
+    operation_id = "receive_channel_callback",
+    summary = "Receive a channel callback",
+    description = "Notifications from the payment channel, signed with HMAC-SHA256 over `t.body` in the `Converge-Signature` header. A verified event is acknowledged with 200 whatever it did; a repeat of a handled event id is `duplicate`.",
+    params(("Converge-Signature" = String, Header, description = "`t=<unix seconds>,v1=<64 lowercase hex digits>`: HMAC-SHA256 of `<t>.<body>` with the callback secret", example = "t=1796101200,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd")),
+    request_body(content = CallbackEvent, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Verified and handled (applied, ignored, duplicate or for an unknown payment)", body = CallbackAck),
+        (status = 400, description = "Timestamp outside the 5-minute window, or a body that is not a valid event", body = ErrorBody, examples(
+            ("callback_too_old" = (value = json!({"error": {"code": "callback_too_old", "message": "callback timestamp is outside the 5-minute window"}}))),
+            ("invalid_callback" = (value = json!({"error": {"code": "invalid_callback", "message": "currency must be a 3-letter ISO 4217 code"}})))
+        )),
+        (status = 401, description = "Missing or wrong signature", body = ErrorBody, example = json!({"error": {"code": "invalid_signature", "message": "callback signature does not verify"}})),
+        (status = 409, description = "The same event is being handled right now: deliver it again after `Retry-After` seconds", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before delivering again")),
+            example = json!({"error": {"code": "callback_in_progress", "message": "this event is being handled; deliver it again later"}})),
+        (status = 413, description = "Body larger than the limit", body = ErrorBody, example = json!({"error": {"code": "body_too_large", "message": "request body is too large"}})),
+        (status = 503, description = "Database unavailable; deliver again later", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before delivering again")),
+            example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 pub async fn receive(
     State(st): State<AppState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CallbackAck>, ApiError> {
     let body = body.map_err(crate::error::body_rejection)?;
     let header = headers
         .get(signature::SIGNATURE_HEADER)
@@ -66,7 +113,9 @@ pub async fn receive(
         }
         CallbackOutcome::UnknownPayment => ("unknown_payment", String::new()),
     };
-    Ok(Json(
-        json!({"received": true, "outcome": name, "detail": detail}),
-    ))
+    Ok(Json(CallbackAck {
+        received: true,
+        outcome: name,
+        detail,
+    }))
 }

@@ -245,8 +245,16 @@ async fn finish(st: &AppState, key: &KeyRef, resp: Response) -> Response {
 }
 
 async fn count(st: &AppState, route: &str, outcome: Outcome) {
-    metrics::counter!("converge_idempotency_requests_total", "route" => route.to_string(), "outcome" => outcome.as_str())
-        .increment(1);
+    // `route` is "POST /v1/..." (the scope the store counts by); the metric splits it into
+    // a lower-case method and the route template.
+    let (method, template) = route.split_once(' ').unwrap_or(("", route));
+    metrics::counter!(
+        "converge_idempotency_requests_total",
+        "method" => method.to_ascii_lowercase(),
+        "route" => template.to_owned(),
+        "outcome" => outcome.as_str()
+    )
+    .increment(1);
     let minute = st.core.clock.now_ms().div_euclid(60_000);
     if let Err(e) = st
         .core

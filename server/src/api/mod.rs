@@ -6,6 +6,7 @@ mod auth;
 mod callbacks;
 mod health;
 pub mod idempotency;
+pub mod openapi;
 mod payments;
 mod refunds;
 mod webhooks;
@@ -14,12 +15,14 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::config::Settings;
 use crate::error::ApiError;
@@ -46,14 +49,17 @@ pub struct AppState {
     pub recover_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
 }
 
-/// The backend's routes with their state applied: `/v1/*`, `/health`, `/metrics`.
-/// The `converge` binary merges the console's routes into this router; request tracing is
-/// added around the whole ([`with_trace`]).
+/// The backend's routes with their state applied: `/v1/*`, `/ops/v1/*`, `/health`,
+/// `/metrics`, and the OpenAPI document of the first three at `/openapi.json` with its
+/// reference page at `/openapi` ([`openapi`]). The `converge` binary merges the console's
+/// routes into this router; request tracing is added around the whole ([`with_trace`]).
 pub fn router(state: AppState) -> Router {
-    let merchant = Router::new()
-        .route("/payments", post(payments::create))
-        .route("/payments/{id}", get(payments::show))
-        .route("/payments/{id}/refunds", post(refunds::create))
+    // Each route is registered with its `#[utoipa::path]` documentation (utoipa-axum), so the
+    // document lists exactly the routes served.
+    let (v1, merchant_doc) = OpenApiRouter::new()
+        .routes(routes!(payments::create))
+        .routes(routes!(payments::show))
+        .routes(routes!(refunds::create))
         .route(
             "/webhook_endpoints",
             post(webhooks::create).get(webhooks::list),
@@ -67,9 +73,20 @@ pub fn router(state: AppState) -> Router {
             post(webhooks::rotate_secret),
         )
         .route_layer(from_fn_with_state(state.clone(), idempotency::layer))
-        .route_layer(from_fn_with_state(state.clone(), auth::merchant));
-    let v1 = merchant
-        .route("/channel/callbacks", post(callbacks::receive))
+        .route_layer(from_fn_with_state(state.clone(), auth::merchant))
+        .routes(routes!(callbacks::receive))
+        .split_for_parts();
+    let (root, root_doc) = OpenApiRouter::new()
+        .routes(routes!(health::health))
+        .split_for_parts();
+    let (ops, ops_doc) = crate::ops::routes().split_for_parts();
+    let doc = openapi::document(merchant_doc, ops_doc, root_doc);
+    let doc = openapi::to_json(&doc);
+    let doc_json: Arc<str> = serde_json::to_string_pretty(&doc)
+        .expect("a JSON value serializes")
+        .into();
+    let reference: Arc<str> = openapi::reference_html(&doc).into();
+    let v1 = v1
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.settings.body_limit));
@@ -81,21 +98,34 @@ pub fn router(state: AppState) -> Router {
         .route("/v1", axum::routing::any(not_found))
         .nest(
             "/ops/v1",
-            crate::ops::routes()
-                .fallback(not_found)
+            ops.fallback(not_found)
                 .method_not_allowed_fallback(method_not_allowed),
         )
-        .route("/health", get(health::health))
+        .merge(root)
         .route("/metrics", get(health::metrics))
+        .route(
+            "/openapi.json",
+            get(move || async move {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    doc_json.to_string(),
+                )
+            }),
+        )
+        .route(
+            "/openapi",
+            get(move || async move { axum::response::Html(reference.to_string()) }),
+        )
         .with_state(state)
 }
 
 /// `router` with one request span and one log line per request (method, path, route, status,
-/// latency; error level for a 5xx) and the request-duration histogram. Applied once, around the merged router
+/// latency; error level for a 5xx) and the request-duration histogram
+/// ([`crate::telemetry::HTTP_REQUEST_DURATION`]). Applied once, around the merged router
 /// (`startup`): a layer on the backend's router alone missed the console's routes merged
 /// after it, and one on each part would log a request twice.
 pub fn with_trace(router: Router) -> Router {
-    router.layer(
+    router.layer(axum::middleware::from_fn(record_latency)).layer(
         TraceLayer::new_for_http()
             .make_span_with(|req: &Request| {
                 let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned());
@@ -108,7 +138,6 @@ pub fn with_trace(router: Router) -> Router {
                 } else {
                     tracing::info!(status, latency_ms, "response");
                 }
-                metrics::histogram!("converge_http_request_seconds").record(latency.as_secs_f64());
             })
             // A 5xx is already the response line above, at error level; only a failure with
             // no status (a response body that broke off) gets a line of its own.
@@ -118,6 +147,39 @@ pub fn with_trace(router: Router) -> Router {
                 }
             }),
     )
+}
+
+/// Records [`crate::telemetry::HTTP_REQUEST_DURATION`] for one request. `Router::layer` wraps
+/// each route, so the matched route template is known here; a request no route matched is
+/// `route="unmatched"`. Methods outside the standard set are `method="other"`, so a client
+/// cannot grow the label set without bound.
+async fn record_latency(req: Request, next: axum::middleware::Next) -> axum::response::Response {
+    let start = std::time::Instant::now();
+    let method = match *req.method() {
+        Method::GET => "get",
+        Method::HEAD => "head",
+        Method::POST => "post",
+        Method::PUT => "put",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        Method::OPTIONS => "options",
+        Method::TRACE => "trace",
+        Method::CONNECT => "connect",
+        _ => "other",
+    };
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |m| m.as_str().to_owned());
+    let resp = next.run(req).await;
+    metrics::histogram!(
+        crate::telemetry::HTTP_REQUEST_DURATION,
+        "method" => method,
+        "route" => route,
+        "status" => resp.status().as_str().to_owned()
+    )
+    .record(start.elapsed().as_secs_f64());
+    resp
 }
 
 async fn not_found() -> ApiError {

@@ -77,13 +77,13 @@ pub fn force_allowed(from: PaymentStatus, to: PaymentStatus) -> bool {
     !from.is_terminal() && FORCE_WHITELIST.contains(&(from, to))
 }
 
-/// Checks a reason: 1..=[`MAX_REASON`] bytes after trimming.
+/// Checks a reason: not blank, at most [`MAX_REASON`] characters (as the OpenAPI document's
+/// `maxLength` counts them).
 pub fn check_reason(reason: &str) -> Result<(), String> {
-    let r = reason.trim();
-    if r.is_empty() {
+    if reason.trim().is_empty() {
         Err("a reason is required".into())
-    } else if r.len() > MAX_REASON {
-        Err(format!("reason is longer than {MAX_REASON} bytes"))
+    } else if reason.chars().count() > MAX_REASON {
+        Err(format!("reason is longer than {MAX_REASON} characters"))
     } else {
         Ok(())
     }

@@ -37,7 +37,7 @@ pub struct AuditEntry {
 }
 
 /// A stored record: the entry with its place in the chain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct AuditRecord {
     /// 1, 2, 3, ... without gaps.
     pub seq: i64,
@@ -96,7 +96,7 @@ pub fn chain(prev_seq: i64, prev_hash: &str, e: AuditEntry) -> AuditRecord {
 }
 
 /// Where and why a chain breaks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Break {
     /// The first record that does not verify.
     pub seq: i64,

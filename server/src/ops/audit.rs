@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::auth::Principal;
 use super::handlers::ClientAddr;
@@ -178,13 +178,44 @@ pub async fn verify(store: &dyn Store) -> Result<(i64, ChainVerifier, Option<Bre
 }
 
 /// Query of the export endpoint.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ExportQuery {
+    /// `csv` (default; spreadsheet-safe) or `ndjson` (exact, re-verifiable).
+    #[param(schema_with = crate::api::openapi::export_format_schema)]
     format: Option<String>,
+    /// Records at or after this UTC time (RFC 3339 or YYYY-MM-DD).
+    #[param(schema_with = crate::api::openapi::time_filter_schema)]
     from: Option<String>,
+    /// Records before this UTC time.
+    #[param(schema_with = crate::api::openapi::time_filter_schema)]
     to: Option<String>,
+    /// Only this actor.
     actor: Option<String>,
+    /// Only this action (e.g. `action_approved`).
     action: Option<String>,
+}
+
+/// The answer of `GET /ops/v1/audit/verify`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct VerifyView {
+    /// Whether the whole chain verifies.
+    pub ok: bool,
+    /// Records checked.
+    pub records: i64,
+    /// The last verified record.
+    pub head: ChainHead,
+    /// The first record that does not verify, if any.
+    pub first_broken: Option<crate::domain::audit::Break>,
+}
+
+/// Sequence number and hash of a chain position.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ChainHead {
+    /// Sequence number (0 for an empty log).
+    pub seq: i64,
+    /// Its SHA-256 hash (hex).
+    pub hash: String,
 }
 
 fn time(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
@@ -198,6 +229,23 @@ fn time(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
 /// `GET /ops/v1/audit/export`: auditors; the export is audited before it starts. The chain
 /// head at export time is in the `Converge-Audit-Head: <seq> <hash>` header, so a later
 /// verify can prove the export was complete.
+#[utoipa::path(
+    get,
+    path = "/audit/export",
+    tag = "ops",
+    operation_id = "ops_audit_export",
+    summary = "Export the audit log",
+    description = "Streams the records as CSV or NDJSON; the export is itself audited first. `Converge-Audit-Head: <seq> <hash>` names the chain head at export time.",
+    security(("console_session" = [])),
+    params(ExportQuery),
+    responses(
+        (status = 200, description = "The records", headers(("Converge-Audit-Head" = String, description = "`<seq> <hash>` of the chain head at export time")), content((String = "text/csv"), (String = "application/x-ndjson"))),
+        (status = 400, description = "Unknown format or a malformed time", body = crate::error::ErrorBody, example = json!({"error": {"code": "invalid_format", "message": "format must be csv or ndjson"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = crate::error::ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = crate::error::ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = crate::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 pub async fn export(
     State(st): State<AppState>,
     p: Principal,
@@ -255,13 +303,33 @@ pub async fn export(
 }
 
 /// `GET /ops/v1/audit/verify`: auditors.
+#[utoipa::path(
+    get,
+    path = "/audit/verify",
+    tag = "ops",
+    operation_id = "ops_audit_verify",
+    summary = "Verify the audit chain",
+    security(("console_session" = [])),
+    responses(
+        (status = 200, description = "The result; `ok` is false and `first_broken` names the record when the chain breaks", body = VerifyView),
+        (status = 401, description = "Not signed in (no or expired session)", body = crate::error::ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = crate::error::ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = crate::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 pub async fn verify_handler(
     State(st): State<AppState>,
     p: Principal,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<VerifyView>, ApiError> {
     p.require(Permission::Audit)?;
     let (records, v, broken) = verify(st.core.store.as_ref()).await?;
-    Ok(Json(
-        json!({"ok": broken.is_none(), "records": records, "head": {"seq": v.seq, "hash": v.hash}, "first_broken": broken}),
-    ))
+    Ok(Json(VerifyView {
+        ok: broken.is_none(),
+        records,
+        head: ChainHead {
+            seq: v.seq,
+            hash: v.hash,
+        },
+        first_broken: broken,
+    }))
 }

@@ -13,7 +13,7 @@ use crate::store::{
 };
 
 /// Everything the dashboard shows, computed at `generated_at` (epoch ms UTC).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Dashboard {
     /// Epoch ms UTC.
     pub generated_at: i64,
@@ -32,7 +32,7 @@ pub struct Dashboard {
 }
 
 /// Stuck payments by state and age bucket, with the thresholds and the oldest items.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StuckView {
     /// (state, threshold ms).
     pub thresholds: Vec<(String, i64)>,
@@ -45,7 +45,7 @@ pub struct StuckView {
 }
 
 /// Hit rate over one window.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct HitRate {
     /// `5m`, `1h` or `24h`.
     pub window: String,
@@ -58,7 +58,7 @@ pub struct HitRate {
 }
 
 /// Outcome counts of one route over 24 h.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RouteOutcomes {
     /// `POST /v1/payments`, ...
     pub route: String,
@@ -67,7 +67,7 @@ pub struct RouteOutcomes {
 }
 
 /// One minute of the last hour.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct MinutePoint {
     /// Epoch minute.
     pub minute: i64,
@@ -78,7 +78,7 @@ pub struct MinutePoint {
 }
 
 /// Idempotency-Key figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct IdempotencyView {
     /// 5 min, 1 h and 24 h.
     pub windows: Vec<HitRate>,
@@ -89,7 +89,7 @@ pub struct IdempotencyView {
 }
 
 /// One job kind.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct QueueRow {
     /// Kind.
     pub kind: String,
@@ -108,7 +108,7 @@ pub struct QueueRow {
 }
 
 /// The queue.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct QueueView {
     /// Per kind.
     pub kinds: Vec<QueueRow>,
@@ -117,7 +117,7 @@ pub struct QueueView {
 }
 
 /// The error pool.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ErrorPoolView {
     /// (kind, open count, oldest first_seen ms).
     pub open_by_kind: Vec<(String, i64, i64)>,
@@ -268,7 +268,7 @@ fn queue_rows(stats: Vec<QueueStat>, now: i64) -> Vec<QueueRow> {
 }
 
 /// A payment's whole story for its console page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PaymentDetail {
     /// The payment.
     pub payment: Payment,

@@ -4,13 +4,15 @@
 
 use std::net::SocketAddr;
 
+use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower_sessions::Session;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::auth::{LoginError, Principal};
 use super::dashboard::{dashboard, payment_detail};
@@ -18,54 +20,111 @@ use super::users::{self, UserError, UserView};
 use crate::api::AppState;
 use crate::domain::roles::{Permission, format_roles};
 use crate::domain::state::PaymentStatus;
-use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery};
-use crate::store::PaymentFilter;
+use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::store::{ErrorItem, Merchant, Payment, PaymentFilter};
 
-/// The `/ops/v1` routes (state applied by the caller).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/login", post(login))
-        .route("/logout", post(logout))
-        .route("/me", get(me))
-        .route("/dashboard", get(get_dashboard))
-        .route("/merchants", get(merchants))
-        .route("/payments", get(search))
-        .route("/payments/{id}", get(detail))
-        .route("/error-pool", get(error_pool))
-        .route("/error-pool/{id}/resolve", post(resolve))
-        .route("/users", get(list_users).post(add_user))
-        .route("/users/{name}/disable", post(disable_user))
-        .route("/users/{name}/enable", post(enable_user))
-        .route("/users/{name}/password", post(reset_password))
-        .route("/users/{name}/roles", post(set_roles))
-        .route(
-            "/actions",
-            get(super::actions::list).post(super::actions::request),
-        )
-        .route(
-            "/actions/bulk-retry/preview",
-            get(super::actions::bulk_preview),
-        )
-        .route("/actions/bulk-retry", post(super::actions::bulk_retry))
-        .route("/actions/{id}", get(super::actions::show))
-        .route("/actions/{id}/approve", post(super::actions::approve))
-        .route("/actions/{id}/reject", post(super::actions::reject))
-        .route("/actions/{id}/cancel", post(super::actions::cancel))
-        .route("/actions/{id}/execute", post(super::actions::execute))
-        .route("/audit/export", get(super::audit::export))
-        .route("/audit/verify", get(super::audit::verify_handler))
+/// The `/ops/v1` routes (state applied by the caller), each with its OpenAPI documentation.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(login))
+        .routes(routes!(logout))
+        .routes(routes!(me))
+        .routes(routes!(get_dashboard))
+        .routes(routes!(merchants))
+        .routes(routes!(search))
+        .routes(routes!(detail))
+        .routes(routes!(error_pool))
+        .routes(routes!(resolve))
+        .routes(routes!(list_users, add_user))
+        .routes(routes!(disable_user))
+        .routes(routes!(enable_user))
+        .routes(routes!(reset_password))
+        .routes(routes!(set_roles))
+        .routes(routes!(super::actions::list, super::actions::request))
+        .routes(routes!(super::actions::bulk_preview))
+        .routes(routes!(super::actions::bulk_retry))
+        .routes(routes!(super::actions::show))
+        .routes(routes!(super::actions::approve))
+        .routes(routes!(super::actions::reject))
+        .routes(routes!(super::actions::cancel))
+        .routes(routes!(super::actions::execute))
+        .routes(routes!(super::audit::export))
+        .routes(routes!(super::audit::verify_handler))
         .merge(super::webhooks::routes())
 }
 
-fn principal_json(p: &Principal) -> Value {
-    json!({"username": p.username, "roles": format_roles(&p.roles).split(',').collect::<Vec<_>>()})
+/// The signed-in user: name and roles.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"username": "alice", "roles": ["viewer", "operator"]}))]
+pub struct PrincipalView {
+    /// User name.
+    pub username: String,
+    /// Roles (`viewer`, `operator`, `approver`, `auditor`, `admin`).
+    pub roles: Vec<String>,
+}
+
+fn principal_view(p: &Principal) -> PrincipalView {
+    PrincipalView {
+        username: p.username.clone(),
+        roles: format_roles(&p.roles)
+            .split(',')
+            .map(str::to_owned)
+            .collect(),
+    }
+}
+
+/// `{"items": [...]}` of merchants.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MerchantList {
+    /// Every merchant.
+    pub items: Vec<Merchant>,
+}
+
+/// One page of a payment search.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PaymentPage {
+    /// The payments, newest first.
+    pub items: Vec<Payment>,
+    /// The cursor of the next page (`after=`), or null on the last page.
+    pub next: Option<String>,
+}
+
+/// `{"items": [...]}` of error-pool items.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorItemList {
+    /// The items, newest first.
+    pub items: Vec<ErrorItem>,
+}
+
+/// A resolved error-pool item.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResolvedItem {
+    /// The item as it is now.
+    pub item: Option<ErrorItem>,
+}
+
+/// `{"items": [...]}` of console users.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UserList {
+    /// Every user.
+    pub items: Vec<UserView>,
+}
+
+/// One console user.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UserEnvelope {
+    /// The user.
+    pub user: UserView,
 }
 
 /// Body of `POST /ops/v1/login`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct LoginBody {
+#[schema(example = json!({"username": "alice", "password": "a-long-password-here"}))]
+pub struct LoginBody {
+    /// User name.
     username: String,
+    /// Password.
     password: String,
 }
 
@@ -87,12 +146,30 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/login",
+    tag = "ops",
+    operation_id = "ops_login",
+    summary = "Sign in",
+    description = "Checks the password and starts a session: the answer sets the session cookie (HttpOnly, SameSite=Strict). Unknown user, wrong password and disabled user get the same 401. Attempts are rate-limited per user and per address.",
+    request_body(content = LoginBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Signed in; the session cookie is set", body = PrincipalView),
+        (status = 400, description = "The body is not a valid login", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: missing field `password`"}})),
+        (status = 401, description = "Unknown user, wrong password or disabled user", body = ErrorBody, example = json!({"error": {"code": "invalid_credentials", "message": "unknown user or wrong password"}})),
+        (status = 403, description = "Cross-site request", body = ErrorBody, example = json!({"error": {"code": "csrf_rejected", "message": "cross-origin request refused"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 429, description = "Too many attempts", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "too many login attempts; retry in 60 s"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn login(
     State(st): State<AppState>,
     ClientAddr(addr): ClientAddr,
     session: Session,
     ApiJson(body): ApiJson<LoginBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PrincipalView>, ApiError> {
     match st
         .auth
         .login(
@@ -107,7 +184,7 @@ async fn login(
     {
         Ok(p) => {
             tracing::info!(user = %p.username, %addr, "console login");
-            Ok(Json(principal_json(&p)))
+            Ok(Json(principal_view(&p)))
         }
         Err(LoginError::InvalidCredentials) => {
             tracing::warn!(user = %body.username, %addr, "console login refused");
@@ -128,11 +205,36 @@ async fn login(
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/logout",
+    tag = "ops",
+    operation_id = "ops_logout",
+    summary = "Sign out",
+    description = "Ends the session (destroyed on the server) and clears the cookie.",
+    security(("console_session" = [])),
+    responses(
+        (status = 204, description = "Signed out"),
+        (status = 403, description = "Cross-site request", body = ErrorBody, example = json!({"error": {"code": "csrf_rejected", "message": "cross-origin request refused"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn logout(
     State(st): State<AppState>,
     ClientAddr(addr): ClientAddr,
     session: Session,
+    headers: axum::http::HeaderMap,
 ) -> Result<StatusCode, ApiError> {
+    // No body, but a change all the same: JSON only, like every other `/ops/v1` POST (a
+    // cross-site form cannot send that without a CORS preflight).
+    if !crate::error::is_json_content_type(&headers) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send Content-Type: application/json",
+        ));
+    }
     let now = st.core.clock.now_ms();
     match st
         .auth
@@ -145,39 +247,94 @@ async fn logout(
     }
 }
 
-async fn me(p: Principal) -> Json<Value> {
-    Json(principal_json(&p))
+#[utoipa::path(
+    get,
+    path = "/me",
+    tag = "ops",
+    operation_id = "ops_me",
+    summary = "The signed-in user",
+    security(("console_session" = [])),
+    responses(
+        (status = 200, description = "The signed-in user", body = PrincipalView),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+async fn me(p: Principal) -> Json<PrincipalView> {
+    Json(principal_view(&p))
 }
 
-async fn get_dashboard(State(st): State<AppState>, p: Principal) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/dashboard",
+    tag = "ops",
+    operation_id = "ops_dashboard",
+    summary = "Dashboard: stuck payments, idempotency hit rate, queue, error pool",
+    security(("console_session" = [])),
+    responses(
+        (status = 200, description = "The dashboard", body = super::dashboard::Dashboard),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+async fn get_dashboard(
+    State(st): State<AppState>,
+    p: Principal,
+) -> Result<Json<super::dashboard::Dashboard>, ApiError> {
     p.require(Permission::View)?;
-    let d = dashboard(&st.core, &st.settings.stuck_thresholds()).await?;
-    Ok(Json(serde_json::to_value(d).map_err(ApiError::internal)?))
+    Ok(Json(
+        dashboard(&st.core, &st.settings.stuck_thresholds()).await?,
+    ))
 }
 
-async fn merchants(State(st): State<AppState>, p: Principal) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/merchants",
+    tag = "ops",
+    operation_id = "ops_merchants",
+    summary = "Merchants",
+    security(("console_session" = [])),
+    responses(
+        (status = 200, description = "Every merchant", body = MerchantList),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+async fn merchants(
+    State(st): State<AppState>,
+    p: Principal,
+) -> Result<Json<MerchantList>, ApiError> {
     p.require(Permission::View)?;
-    Ok(Json(json!({"items": st.core.store.merchants().await?})))
+    Ok(Json(MerchantList {
+        items: st.core.store.merchants().await?,
+    }))
 }
 
 /// Query of `GET /ops/v1/payments`.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SearchQuery {
     /// Payment id (exact): the one payment.
     pub id: Option<String>,
     /// Status name.
+    #[param(schema_with = crate::api::openapi::status_filter_schema)]
     pub status: Option<String>,
     /// Merchant name.
     pub merchant: Option<String>,
     /// merchant_order_id (exact).
     pub order: Option<String>,
     /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[param(schema_with = crate::api::openapi::time_filter_schema)]
     pub from: Option<String>,
     /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[param(schema_with = crate::api::openapi::time_filter_schema)]
     pub to: Option<String>,
     /// Paging cursor from the previous page's `next`.
+    #[param(schema_with = crate::api::openapi::cursor_schema)]
     pub after: Option<String>,
-    /// Page size (1..=200, default 50).
+    /// Page size (1..=200, default 50; others are clamped).
     pub limit: Option<i64>,
 }
 
@@ -196,12 +353,8 @@ fn blank(o: &Option<String>) -> Option<&str> {
 }
 
 /// Runs a payment search for the console; shared with the server functions.
-pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<Value, ApiError> {
+pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<PaymentPage, ApiError> {
     let store = &st.core.store;
-    if let Some(id) = blank(&q.id) {
-        let items: Vec<_> = store.payment(id).await?.into_iter().collect();
-        return Ok(json!({"items": items, "next": null}));
-    }
     let mut f = PaymentFilter {
         limit: q.limit.unwrap_or(50).clamp(1, 200),
         ..PaymentFilter::default()
@@ -211,17 +364,6 @@ pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<Value, ApiErro
             ApiError::bad_request("invalid_status", format!("unknown status {s:?}"))
         })?;
         f.status = Some(status.as_str().to_string());
-    }
-    if let Some(name) = blank(&q.merchant) {
-        match store
-            .merchants()
-            .await?
-            .into_iter()
-            .find(|m| m.name == name)
-        {
-            Some(m) => f.merchant_id = Some(m.id),
-            None => return Ok(json!({"items": [], "next": null})),
-        }
     }
     f.merchant_order_id = blank(&q.order).map(str::to_string);
     f.from = blank(&q.from).map(|v| parse_time("from", v)).transpose()?;
@@ -238,47 +380,125 @@ pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<Value, ApiErro
             })?;
         f.after = Some((at, id));
     }
+    // Every filter is checked before the id lookup, so a malformed one is refused even when
+    // an id makes the others moot (schemathesis found them accepted).
+    if let Some(id) = blank(&q.id) {
+        let items: Vec<_> = store.payment(id).await?.into_iter().collect();
+        return Ok(PaymentPage { items, next: None });
+    }
+    if let Some(name) = blank(&q.merchant) {
+        match store
+            .merchants()
+            .await?
+            .into_iter()
+            .find(|m| m.name == name)
+        {
+            Some(m) => f.merchant_id = Some(m.id),
+            None => {
+                return Ok(PaymentPage {
+                    items: Vec::new(),
+                    next: None,
+                });
+            }
+        }
+    }
     let items = store.search_payments(&f).await?;
     let next = (items.len() as i64 == f.limit)
         .then(|| items.last().map(|p| format!("{}_{}", p.created_at, p.id)))
         .flatten();
-    Ok(json!({"items": items, "next": next}))
+    Ok(PaymentPage { items, next })
 }
 
+#[utoipa::path(
+    get,
+    path = "/payments",
+    tag = "ops",
+    operation_id = "ops_search_payments",
+    summary = "Search payments",
+    description = "Filters combine; `after` pages on from the previous page's `next`.",
+    security(("console_session" = [])),
+    params(SearchQuery),
+    responses(
+        (status = 200, description = "One page of payments", body = PaymentPage),
+        (status = 400, description = "A filter is malformed (status, time, cursor)", body = ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn search(
     State(st): State<AppState>,
     p: Principal,
     ApiQuery(q): ApiQuery<SearchQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PaymentPage>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(run_search(&st, &q).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/payments/{id}",
+    tag = "ops",
+    operation_id = "ops_payment_detail",
+    summary = "A payment's whole story",
+    security(("console_session" = [])),
+    params(("id" = String, Path, description = "The payment's id")),
+    responses(
+        (status = 200, description = "The payment with its events, jobs, ledger, refunds, error-pool items, actions and audit records", body = super::dashboard::PaymentDetail),
+        (status = 400, description = "The id is not a valid path segment", body = ErrorBody, example = json!({"error": {"code": "invalid_path", "message": "the path may not contain %00"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such payment", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "payment not found"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn detail(
     State(st): State<AppState>,
     p: Principal,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<super::dashboard::PaymentDetail>, ApiError> {
     p.require(Permission::View)?;
     let d = payment_detail(&st.core, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("payment"))?;
-    Ok(Json(serde_json::to_value(d).map_err(ApiError::internal)?))
+    Ok(Json(d))
 }
 
 /// Query of `GET /ops/v1/error-pool`.
-#[derive(Debug, Deserialize)]
-struct PoolQuery {
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PoolQuery {
+    /// `open` or `resolved`; both when absent or empty.
+    #[param(schema_with = crate::api::openapi::pool_status_schema)]
     status: Option<String>,
+    /// Only items of this kind (e.g. `suspense`, `reconcile_amount_mismatch`).
     kind: Option<String>,
+    /// At most this many (1..=500, default 100; others are clamped).
     limit: Option<i64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/error-pool",
+    tag = "ops",
+    operation_id = "ops_error_pool",
+    summary = "Error-pool items",
+    security(("console_session" = [])),
+    params(PoolQuery),
+    responses(
+        (status = 200, description = "The items", body = ErrorItemList,
+            links(("ResolveFirstItem" = (operation_id = "ops_resolve_error", parameters(("id" = "$response.body#/items/0/id")))))),
+        (status = 400, description = "status is not open or resolved", body = ErrorBody, example = json!({"error": {"code": "invalid_status", "message": "status must be open or resolved"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn error_pool(
     State(st): State<AppState>,
     p: Principal,
     ApiQuery(q): ApiQuery<PoolQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ErrorItemList>, ApiError> {
     p.require(Permission::View)?;
     let status = blank(&q.status);
     if status.is_some_and(|s| s != "open" && s != "resolved") {
@@ -292,29 +512,52 @@ async fn error_pool(
         .store
         .error_items(status, blank(&q.kind), q.limit.unwrap_or(100).clamp(1, 500))
         .await?;
-    Ok(Json(json!({"items": items})))
+    Ok(Json(ErrorItemList { items }))
 }
 
 /// Body of a resolution.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ResolveBody {
+#[schema(example = json!({"note": "statement corrected by the channel"}))]
+pub struct ResolveBody {
+    /// What was done about it (1 to 2000 characters, not only spaces).
+    #[schema(schema_with = crate::api::openapi::note_schema)]
     note: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/error-pool/{id}/resolve",
+    tag = "ops",
+    operation_id = "ops_resolve_error",
+    summary = "Resolve an error-pool item",
+    security(("console_session" = [])),
+    params(("id" = i64, Path, description = "The item's id")),
+    request_body(content = ResolveBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Resolved", body = ResolvedItem),
+        (status = 400, description = "No note, or a malformed id", body = ErrorBody, example = json!({"error": {"code": "invalid_note", "message": "a resolution note of 1 to 2000 bytes is required"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such error-pool item", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "error-pool item not found"}})),
+        (status = 409, description = "Already resolved", body = ErrorBody, example = json!({"error": {"code": "already_resolved", "message": "this item is already resolved"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn resolve(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<i64>,
     ApiJson(body): ApiJson<ResolveBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ResolvedItem>, ApiError> {
     p.require(Permission::ResolveErrors)?;
     let note = body.note.trim();
-    if note.is_empty() || note.len() > 2000 {
+    if note.is_empty() || body.note.chars().count() > 2000 {
         return Err(ApiError::bad_request(
             "invalid_note",
-            "a resolution note of 1 to 2000 bytes is required",
+            "a resolution note of 1 to 2000 characters is required",
         ));
     }
     let now = st.core.clock.now_ms();
@@ -345,7 +588,7 @@ async fn resolve(
         json!({"payment_id": item.as_ref().and_then(|i| i.payment_id.clone())}),
     )
     .await?;
-    Ok(Json(json!({"item": item})))
+    Ok(Json(ResolvedItem { item }))
 }
 
 /// Appends an audit record for a console change by `p`.
@@ -379,7 +622,21 @@ fn user_error(e: UserError) -> ApiError {
     }
 }
 
-async fn list_users(State(st): State<AppState>, p: Principal) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/users",
+    tag = "ops",
+    operation_id = "ops_list_users",
+    summary = "Console users",
+    security(("console_session" = [])),
+    responses(
+        (status = 200, description = "Every user", body = UserList),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+async fn list_users(State(st): State<AppState>, p: Principal) -> Result<Json<UserList>, ApiError> {
     p.require(Permission::ManageUsers)?;
     let users: Vec<UserView> = st
         .core
@@ -389,24 +646,55 @@ async fn list_users(State(st): State<AppState>, p: Principal) -> Result<Json<Val
         .iter()
         .map(UserView::from)
         .collect();
-    Ok(Json(json!({"items": users})))
+    Ok(Json(UserList { items: users }))
 }
 
 /// Body of `POST /ops/v1/users`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct NewUserBody {
+#[schema(example = json!({"username": "bob", "roles": "viewer,approver", "password": "another-long-password"}))]
+pub struct NewUserBody {
+    /// User name.
+    #[schema(schema_with = crate::api::openapi::username_schema)]
     username: String,
+    /// Comma-separated roles.
+    #[schema(schema_with = crate::api::openapi::roles_schema)]
     roles: String,
+    /// 12 to 256 characters.
+    #[schema(schema_with = crate::api::openapi::new_password_schema)]
     password: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/users",
+    tag = "ops",
+    operation_id = "ops_add_user",
+    summary = "Add a console user",
+    security(("console_session" = [])),
+    request_body(content = NewUserBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Added", body = UserEnvelope,
+            links(
+                ("DisableUser" = (operation_id = "ops_user_disable", parameters(("name" = "$response.body#/user/username")))),
+                ("EnableUser" = (operation_id = "ops_user_enable", parameters(("name" = "$response.body#/user/username")))),
+                ("ResetPassword" = (operation_id = "ops_user_password", parameters(("name" = "$response.body#/user/username")))),
+                ("SetRoles" = (operation_id = "ops_user_roles", parameters(("name" = "$response.body#/user/username"))))
+            )),
+        (status = 400, description = "Bad name, role or password", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "password must be at least 12 characters"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 409, description = "A user with this name exists", body = ErrorBody, example = json!({"error": {"code": "user_exists", "message": "user bob exists"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn add_user(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiJson(b): ApiJson<NewUserBody>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<UserEnvelope>), ApiError> {
     p.require(Permission::ManageUsers)?;
     let now = st.core.clock.now_ms();
     let u = users::add_user(
@@ -429,14 +717,30 @@ async fn add_user(
         json!({"roles": u.roles}),
     )
     .await?;
-    Ok((StatusCode::CREATED, Json(json!({"user": u}))))
+    Ok((StatusCode::CREATED, Json(UserEnvelope { user: u })))
 }
 
-/// An empty JSON object body (`{}`), required so that state changes are JSON.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Empty {}
+use super::actions::Empty;
 
+#[utoipa::path(
+    post,
+    path = "/users/{name}/disable",
+    tag = "ops",
+    operation_id = "ops_user_disable",
+    summary = "Disable a user (ends their sessions)",
+    security(("console_session" = [])),
+    params(("name" = String, Path, description = "The user's name")),
+    request_body(content = Empty, content_type = "application/json"),
+    responses(
+        (status = 204, description = "Disabled"),
+        (status = 400, description = "Bad input (e.g. disabling yourself)", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "you cannot disable yourself"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such user", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "user bob not found"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn disable_user(
     State(st): State<AppState>,
     p: Principal,
@@ -467,6 +771,25 @@ async fn disable_user(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(
+    post,
+    path = "/users/{name}/enable",
+    tag = "ops",
+    operation_id = "ops_user_enable",
+    summary = "Enable a user",
+    security(("console_session" = [])),
+    params(("name" = String, Path, description = "The user's name")),
+    request_body(content = Empty, content_type = "application/json"),
+    responses(
+        (status = 204, description = "Enabled"),
+        (status = 400, description = "Bad input (e.g. disabling yourself)", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "you cannot disable yourself"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such user", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "user bob not found"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn enable_user(
     State(st): State<AppState>,
     p: Principal,
@@ -492,12 +815,33 @@ async fn enable_user(
 }
 
 /// Body of a password reset.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PasswordBody {
+pub struct PasswordBody {
+    /// The new password, 12 to 256 characters.
+    #[schema(schema_with = crate::api::openapi::new_password_schema)]
     password: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/users/{name}/password",
+    tag = "ops",
+    operation_id = "ops_user_password",
+    summary = "Reset a user's password (ends their sessions)",
+    security(("console_session" = [])),
+    params(("name" = String, Path, description = "The user's name")),
+    request_body(content = PasswordBody, content_type = "application/json"),
+    responses(
+        (status = 204, description = "Reset"),
+        (status = 400, description = "Bad input (e.g. disabling yourself)", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "you cannot disable yourself"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such user", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "user bob not found"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn reset_password(
     State(st): State<AppState>,
     p: Principal,
@@ -529,19 +873,40 @@ async fn reset_password(
 }
 
 /// Body of a role change.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct RolesBody {
+pub struct RolesBody {
+    /// Comma-separated roles.
+    #[schema(schema_with = crate::api::openapi::roles_schema)]
     roles: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/users/{name}/roles",
+    tag = "ops",
+    operation_id = "ops_user_roles",
+    summary = "Set a user's roles",
+    security(("console_session" = [])),
+    params(("name" = String, Path, description = "The user's name")),
+    request_body(content = RolesBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The user with its new roles", body = UserEnvelope),
+        (status = 400, description = "Bad input (e.g. disabling yourself)", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "you cannot disable yourself"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such user", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "user bob not found"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn set_roles(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,
     ApiJson(b): ApiJson<RolesBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<UserEnvelope>, ApiError> {
     p.require(Permission::ManageUsers)?;
     let u = users::set_roles(
         st.core.store.as_ref(),
@@ -561,5 +926,5 @@ async fn set_roles(
         json!({"roles": u.roles}),
     )
     .await?;
-    Ok(Json(json!({"user": u})))
+    Ok(Json(UserEnvelope { user: u }))
 }

@@ -11,8 +11,9 @@ use tokio::sync::Semaphore;
 
 /// Shortest password accepted, in characters (OWASP: at least 8, longer without MFA).
 pub const MIN_PASSWORD_CHARS: usize = 12;
-/// Longest password accepted, in bytes (argon2 takes any length; this bounds the work).
-pub const MAX_PASSWORD_BYTES: usize = 256;
+/// Longest password accepted, in characters (argon2 takes any length; this bounds the work;
+/// characters, as the OpenAPI document's `maxLength` counts them).
+pub const MAX_PASSWORD_CHARS: usize = 256;
 
 fn argon2() -> Argon2<'static> {
     let params = Params::new(19_456, 2, 1, None).expect("OWASP argon2id parameters are valid");
@@ -26,9 +27,9 @@ pub fn check_new_password(password: &str) -> Result<(), String> {
             "password must have at least {MIN_PASSWORD_CHARS} characters"
         ));
     }
-    if password.len() > MAX_PASSWORD_BYTES {
+    if password.chars().count() > MAX_PASSWORD_CHARS {
         return Err(format!(
-            "password must be at most {MAX_PASSWORD_BYTES} bytes"
+            "password must be at most {MAX_PASSWORD_CHARS} characters"
         ));
     }
     Ok(())

@@ -26,7 +26,7 @@ pub enum UserError {
 }
 
 /// A user as the console shows it (never the hash).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct UserView {
     /// Login name.
     pub username: String,

@@ -433,10 +433,10 @@ async fn enable(
     Ok(Json(run_enable(&st, &p, &addr, &id, &body.reason).await?))
 }
 
-/// The webhook routes, merged into `/ops/v1`.
-pub fn routes() -> axum::Router<AppState> {
+/// The webhook routes, merged into `/ops/v1` (not yet in the OpenAPI document).
+pub fn routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
     use axum::routing::{get, post};
-    axum::Router::new()
+    utoipa_axum::router::OpenApiRouter::new()
         .route("/webhooks", get(get_overview))
         .route("/webhooks/deliveries", get(deliveries))
         .route("/webhooks/deliveries/{id}", get(delivery))

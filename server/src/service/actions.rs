@@ -146,8 +146,10 @@ impl Core {
                             "target_status must be a payment status".into(),
                         )
                     })?;
+                // The payment's state decides, not the request's shape: 409 (schemathesis found
+                // a well-formed request answered 400 here).
                 if !force_allowed(p.status, t) {
-                    return Err(ActionError::Invalid(
+                    return Err(ActionError::Conflict(
                         "transition_not_allowed",
                         format!(
                             "forcing {} -> {t} is not a whitelisted transition",
@@ -156,10 +158,12 @@ impl Core {
                     ));
                 }
                 evidence = req.evidence.clone().unwrap_or_default().trim().to_string();
-                if evidence.is_empty() || evidence.len() > MAX_EVIDENCE {
+                if evidence.is_empty()
+                    || req.evidence.as_deref().unwrap_or_default().chars().count() > MAX_EVIDENCE
+                {
                     return Err(ActionError::Invalid(
                         "invalid_evidence",
-                        format!("evidence of 1 to {MAX_EVIDENCE} bytes is required"),
+                        format!("evidence of 1 to {MAX_EVIDENCE} characters is required"),
                     ));
                 }
                 target = Some(t.as_str().to_string());
@@ -167,7 +171,7 @@ impl Core {
             ActionKind::Reverse
                 if !matches!(p.status, PaymentStatus::Success | PaymentStatus::Suspense) =>
             {
-                return Err(ActionError::Invalid(
+                return Err(ActionError::Conflict(
                     "not_reversible",
                     format!("a {} payment cannot be reversed", p.status),
                 ));

@@ -26,13 +26,16 @@ use crate::domain::stuck::StuckThresholds;
 pub const MAX_BULK_ITEMS: usize = 100;
 
 /// What a bulk retry selects.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Selection {
     /// `stuck` (stuck payments, DESIGN.md thresholds) or `error_pool` (payments of open
     /// error-pool items).
+    #[schema(schema_with = crate::api::openapi::selection_source_schema)]
     pub source: String,
     /// For `stuck`: only this state (PENDING, PROCESSING, UNKNOWN, CHANNEL_SUCCESS, SUSPENSE).
     #[serde(default)]
+    #[schema(schema_with = crate::api::openapi::stuck_status_or_null_schema)]
     pub status: Option<String>,
     /// For `error_pool`: only items of this kind (e.g. `job_dead`, `suspense`).
     #[serde(default)]
@@ -40,7 +43,7 @@ pub struct Selection {
 }
 
 /// One payment of a preview.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BulkItem {
     /// Payment id.
     pub payment_id: String,
@@ -59,7 +62,8 @@ pub struct BulkItem {
 }
 
 /// One confirmed item: a payment and the version its preview showed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Confirmed {
     /// Payment id.
     pub payment_id: String,
@@ -68,7 +72,7 @@ pub struct Confirmed {
 }
 
 /// What a bulk retry did, item by item.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BulkOutcome {
     /// Retried: payment id, the retry action's id, and how many jobs it woke.
     pub retried: Vec<(String, String, u64)>,

@@ -10,18 +10,26 @@ use serde_json::json;
 use crate::store::{CallbackClaim, IgnoredEvent, JobKind, NewErrorItem};
 
 /// A verified callback from the channel.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
+#[schema(example = json!({
+    "event_id": "evt_1", "type": "charge.succeeded", "channel_key": "ck_7f3a9c2e4b1d8f6a0c5e2b9d",
+    "amount": 1999, "currency": "CNY", "created_at": 1796101200
+}))]
 pub struct CallbackEvent {
     /// The channel's unique event id; a repeat is acknowledged once.
+    #[schema(min_length = 1, max_length = 255)]
     pub event_id: String,
     /// `charge.succeeded` or `charge.failed`.
     #[serde(rename = "type")]
+    #[schema(min_length = 1, max_length = 64)]
     pub kind: String,
     /// The payment's channel key.
+    #[schema(min_length = 1, max_length = 255)]
     pub channel_key: String,
     /// Minor units.
     pub amount: i64,
     /// ISO 4217.
+    #[schema(pattern = "^[A-Z]{3}$")]
     pub currency: String,
     /// When the channel sent it, unix seconds UTC.
     pub created_at: i64,

@@ -339,7 +339,7 @@ impl Core {
         };
         match self.store.apply_transition(&t).await? {
             TransitionResult::Applied(next) => {
-                metrics::counter!("converge_transitions_total", "to" => next.status.as_str())
+                metrics::counter!("converge_transitions_total", "to" => next.status.as_str().to_ascii_lowercase())
                     .increment(1);
                 Ok((next, Applied::Yes))
             }

@@ -116,7 +116,7 @@ pub const JOBS_DONE_SINCE_SQL: &str =
     "SELECT COUNT(*) FROM jobs WHERE status = 'done' AND updated_at >= $1";
 
 /// One ledger line with its batch, for the payment page.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct LedgerEntryRow {
     /// Batch id.
     pub batch_id: i64,

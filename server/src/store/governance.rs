@@ -10,7 +10,7 @@ use super::StoreError;
 pub use crate::domain::audit::{AuditEntry, AuditRecord};
 
 /// An ops action request and its fate.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct ActionRecord {
     /// `act_` + 24 hex.
     pub id: String,

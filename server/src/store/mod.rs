@@ -39,7 +39,7 @@ pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 /// Which database a store talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// Embedded SQLite file (WAL).

@@ -73,7 +73,7 @@ pub struct LeasedJob {
 }
 
 /// An error-pool item as stored.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct ErrorItem {
     /// Id.
     pub id: i64,
@@ -127,7 +127,7 @@ pub struct NewErrorItem {
 }
 
 /// A stuck payment with what the console needs to act on it.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct StuckPayment {
     /// Payment id.
     pub id: String,

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 /// A merchant account (DESIGN.md "Merchant HTTP API"). The API key itself is never stored,
 /// only its SHA-256.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct Merchant {
     /// Database id.
     pub id: i64,
@@ -19,7 +19,7 @@ pub struct Merchant {
 }
 
 /// A payment as stored (DESIGN.md "Payment state machine").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Payment {
     /// `pay_` + 24 hex characters.
     pub id: String,
@@ -36,6 +36,7 @@ pub struct Payment {
     /// SHA-256 of the business parameters, to tell a same-order retry from a conflict.
     pub params_hash: String,
     /// Current state.
+    #[schema(value_type = String)]
     pub status: PaymentStatus,
     /// Bumped by every write; transitions are conditional on it.
     pub version: i64,
@@ -298,7 +299,7 @@ pub struct NewJob {
 }
 
 /// A job row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct Job {
     /// Id.
     pub id: i64,
@@ -380,7 +381,7 @@ pub enum TransitionResult {
 }
 
 /// One recorded event (applied or ignored).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct EventRecord {
     /// Unique per payment.
     pub event_id: String,
@@ -420,7 +421,7 @@ pub struct IgnoredEvent {
 }
 
 /// A refund row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct Refund {
     /// `re_` + 24 hex.
     pub id: String,

@@ -4,25 +4,53 @@
 //! units; times are RFC 3339 UTC.
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::{Payment, Refund};
 use crate::domain::clock::rfc3339;
 
 /// A payment as merchants see it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "id": "pay_7f3a9c2e4b1d8f6a0c5e2b9d", "status": "SUCCESS", "amount": 1999, "currency": "CNY",
+    "merchant_order_id": "order-1", "refunded_amount": 0,
+    "created_at": "2026-12-01T05:00:00.000Z", "updated_at": "2026-12-01T05:00:00.120Z"
+}))]
 pub struct PaymentView {
+    /// The payment's id (`pay_` and hex digits).
     id: String,
+    /// How far the payment got (DESIGN.md "Payment state machine").
+    #[schema(schema_with = payment_status_schema)]
     status: &'static str,
+    /// Minor units.
+    #[schema(minimum = 1)]
     amount: i64,
+    /// ISO 4217 code.
     currency: String,
+    /// The merchant's own order id, unique per merchant.
     merchant_order_id: String,
+    /// Minor units refunded so far (at most `amount`).
+    #[schema(minimum = 0)]
     refunded_amount: i64,
+    /// RFC 3339, UTC.
+    #[schema(format = DateTime)]
     created_at: String,
+    /// RFC 3339, UTC.
+    #[schema(format = DateTime)]
     updated_at: String,
     /// Only in events: the payment's version, so a receiver can drop a stale notification
     /// (deliveries are not ordered).
     #[serde(skip_serializing_if = "Option::is_none")]
     version: Option<i64>,
+}
+
+/// The status names a payment can have, as the API spells them.
+fn payment_status_schema() -> utoipa::openapi::Object {
+    use crate::domain::state::PaymentStatus;
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(PaymentStatus::ALL.map(PaymentStatus::as_str)))
+        .build()
 }
 
 impl From<&Payment> for PaymentView {
@@ -42,15 +70,33 @@ impl From<&Payment> for PaymentView {
 }
 
 /// A refund as merchants see it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({
+    "id": "re_4c1b7e9a2d5f8c3b6e0a9d2f", "payment_id": "pay_7f3a9c2e4b1d8f6a0c5e2b9d",
+    "amount": 500, "status": "succeeded"
+}))]
 pub struct RefundView {
+    /// The refund's id (`re_` and hex digits).
     id: String,
+    /// The refunded payment.
     payment_id: String,
+    /// Minor units.
+    #[schema(minimum = 1)]
     amount: i64,
+    /// `pending` until the channel answers, then `succeeded` or `failed`.
+    #[schema(schema_with = refund_status_schema)]
     status: String,
     /// Only in events: when the refund reached its status.
     #[serde(skip_serializing_if = "Option::is_none")]
     updated_at: Option<String>,
+}
+
+/// The status names a refund can have.
+fn refund_status_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(["pending", "succeeded", "failed"]))
+        .build()
 }
 
 impl From<&Refund> for RefundView {

@@ -259,7 +259,7 @@ pub struct EndpointHealth {
 }
 
 /// Queue figures for the dashboard and `/metrics`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct WebhookBacklog {
     /// Deliveries waiting (pending).
     pub pending: i64,
@@ -313,7 +313,7 @@ pub struct Publication {
 }
 
 /// The relay's state as the dashboard shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct RelayStatus {
     /// A relay holds (or held) the publishing lease.
     pub configured: bool,

@@ -52,6 +52,20 @@ pub enum JobResult {
     LeaseLost,
 }
 
+impl JobResult {
+    /// The lower-case name used as the `result` label of `converge_jobs_processed_total`:
+    /// `completed`, `retried`, `dead` (moved to the error pool, the job's status `dead`) or
+    /// `lease_lost`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            JobResult::Completed => "completed",
+            JobResult::Retried => "retried",
+            JobResult::Buried => "dead",
+            JobResult::LeaseLost => "lease_lost",
+        }
+    }
+}
+
 /// A compensation worker.
 pub struct Worker {
     core: Core,
@@ -137,7 +151,7 @@ impl Worker {
             Err(e) => Step::Retry(format!("handler panicked: {e}")),
         };
         let result = self.record(&job, step).await;
-        metrics::counter!("converge_jobs_total", "kind" => job.kind.clone(), "result" => format!("{result:?}")).increment(1);
+        metrics::counter!("converge_jobs_processed_total", "kind" => job.kind.clone(), "result" => result.as_str()).increment(1);
         result
     }
 

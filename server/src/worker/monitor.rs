@@ -1,5 +1,6 @@
-//! Refreshes the `/metrics` gauges for stuck payments (by state and age bucket) and the queue
-//! (by kind and status), so Prometheus sees what the console shows.
+//! Refreshes the `/metrics` gauges for stuck payments (by state and age bucket), the queue
+//! (by kind and status), open error-pool items (by kind) and whether the database answers, so
+//! Prometheus sees what the console shows (and `deploy/prometheus/alerts.yml` can alert on it).
 
 use std::time::Duration;
 
@@ -18,11 +19,16 @@ pub async fn run(core: Core, thresholds: StuckThresholds, every: Duration) {
     }
 }
 
-/// One refresh of every gauge.
+/// One refresh of every gauge. `converge_database_up` is set first: 1 when the database
+/// answers ([`Store::health`](crate::store::Store::health)), else 0, and the other gauges
+/// keep their last values (the error is returned).
 pub async fn refresh(
     core: &Core,
     thresholds: &StuckThresholds,
 ) -> Result<(), crate::store::StoreError> {
+    let health = core.store.health().await;
+    metrics::gauge!("converge_database_up").set(if health.is_ok() { 1.0 } else { 0.0 });
+    health?;
     let now = core.clock.now_ms();
     let counts = core
         .store
@@ -34,7 +40,7 @@ pub async fn refresh(
                 .iter()
                 .find(|(s, b, _)| s == state.as_str() && b == bucket)
                 .map_or(0, |c| c.2);
-            metrics::gauge!("converge_stuck_payments", "state" => state.as_str(), "bucket" => bucket).set(n as f64);
+            metrics::gauge!("converge_stuck_payments", "state" => state.as_str().to_ascii_lowercase(), "bucket" => bucket).set(n as f64);
         }
     }
     let stats = core.store.queue_stats(now - 3_600_000).await?;
@@ -53,6 +59,20 @@ pub async fn refresh(
                     .set(age as f64 / 1000.0);
             }
         }
+    }
+    // Items are never deleted, so every kind that ever had one is in the answer: a kind whose
+    // items are all resolved is set to 0, not left at its last count.
+    let pool = core.store.error_counts().await?;
+    let mut kinds: Vec<&str> = pool.iter().map(|(kind, ..)| kind.as_str()).collect();
+    kinds.dedup();
+    for kind in kinds {
+        let open: i64 = pool
+            .iter()
+            .filter(|(k, status, ..)| k == kind && status == "open")
+            .map(|(_, _, n, _)| *n)
+            .sum();
+        metrics::gauge!("converge_error_pool_open_items", "kind" => kind.to_owned())
+            .set(open as f64);
     }
     let backlog = core.store.webhook_backlog(now - 3_600_000).await?;
     metrics::gauge!("converge_webhook_deliveries", "status" => "pending")

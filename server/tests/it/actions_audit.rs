@@ -289,7 +289,7 @@ on_both_backends!(
         let cases = [
             (
                 json!({"kind": "force_transition", "payment_id": payment, "reason": "r", "target_status": "FAILED", "evidence": "e"}),
-                400,
+                409,
                 "transition_not_allowed",
             ),
             (

@@ -14,6 +14,8 @@ mod conformance;
 mod convergence;
 mod event_stream;
 mod idempotency;
+mod metrics;
+mod openapi;
 mod ops_console;
 mod payments_api;
 mod refunds;

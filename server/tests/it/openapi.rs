@@ -1,0 +1,58 @@
+//! `GET /openapi.json` and the reference page `GET /openapi`: the document covers the served
+//! routes with the idempotency contract (schemathesis in `scripts/checkers.sh` checks the
+//! answers against it).
+
+on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
+    let a = app.get("/openapi.json").await;
+    assert_eq!(a.status, 200);
+    let doc = a.json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    for (path, method) in [
+        ("/v1/payments", "post"),
+        ("/v1/payments/{id}", "get"),
+        ("/v1/payments/{id}/refunds", "post"),
+        ("/v1/channel/callbacks", "post"),
+        ("/health", "get"),
+        ("/ops/v1/login", "post"),
+        ("/ops/v1/payments", "get"),
+        ("/ops/v1/payments/{id}", "get"),
+        ("/ops/v1/actions", "post"),
+        ("/ops/v1/actions/{id}/approve", "post"),
+        ("/ops/v1/audit/export", "get"),
+    ] {
+        assert!(
+            doc["paths"][path][method].is_object(),
+            "{method} {path} is not documented"
+        );
+    }
+    let create = &doc["paths"]["/v1/payments"]["post"];
+    let key = create["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "Idempotency-Key")
+        .expect("Idempotency-Key is documented");
+    assert_eq!(key["in"], "header");
+    assert_eq!(key["required"], true);
+    for status in ["201", "400", "409", "422"] {
+        assert!(create["responses"][status].is_object(), "{status} missing");
+    }
+    assert!(create["responses"]["201"]["headers"]["Idempotent-Replayed"].is_object());
+    assert!(create["responses"]["409"]["headers"]["Retry-After"].is_object());
+    assert!(
+        create["responses"]["400"]["content"]["application/json"]["examples"]["idempotency_key_missing"]
+            .is_object()
+    );
+    let schemas = &doc["components"]["schemas"];
+    assert!(schemas["PaymentView"].is_object() && schemas["ErrorBody"].is_object());
+
+    let page = app.get("/openapi").await;
+    assert_eq!(page.status, 200);
+    let html = String::from_utf8(page.body).unwrap();
+    assert!(html.contains("<code>POST /v1/payments</code>"), "{html}");
+    assert!(html.contains("idempotency_key_reused"));
+    assert!(
+        !html.contains("<script"),
+        "the reference page runs no script"
+    );
+});
