@@ -82,13 +82,17 @@ bash scripts/checkers.sh
 
 # Chaos convergence run (bench/src/bin/chaos.rs): real `converge` processes, seeded channel
 # faults, SIGKILLs and restarts, then `converge verify`; small sizes, about a minute in all.
+# Both runs deliver webhooks to a seeded-failing receiver and relay the outbox to a real NATS
+# server that is restarted once mid-workload (--nats); the stream is read back at the end.
 echo "test: chaos convergence run (SQLite; PostgreSQL with two servers)" >&2
 cargo build -p converge-bench --bin chaos
+chaos_nats=()
+[ -n "${CONVERGE_NATS_SERVER:-}" ] && chaos_nats=(--nats --nats-server "$CONVERGE_NATS_SERVER")
 target/debug/chaos --converge target/debug/converge --db sqlite --payments 150 --kills 3 --seed 1 \
-  --converge-timeout-secs 60
+  --converge-timeout-secs 60 "${chaos_nats[@]}"
 if [ -n "${CONVERGE_TEST_PG_URL:-}" ]; then
   target/debug/chaos --converge target/debug/converge --db postgres --pg-url "$CONVERGE_TEST_PG_URL" \
-    --servers 2 --payments 150 --kills 3 --seed 2 --converge-timeout-secs 60
+    --servers 2 --payments 150 --kills 3 --seed 2 --converge-timeout-secs 60 "${chaos_nats[@]}"
 fi
 
 if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
