@@ -234,6 +234,23 @@ pub trait Store: Queue + Console + Governance + Verify + Presence + Send + Sync 
     ) -> Result<bool, StoreError>;
     /// Marks a pending refund failed and releases its reservation; false if it was not pending.
     async fn refund_failed(&self, id: &str, error: &str, now: i64) -> Result<bool, StoreError>;
+    /// Reserves a SUCCESS or SUSPENSE payment for an ops reversal before its channel refund,
+    /// as merchant refunds reserve their amount: one conditional update on (id, pinned
+    /// version, status, no reversal held, no merchant refund pending) sets `reversal_id` and
+    /// bumps the version, and the `reverse` job is written in the same transaction. While it
+    /// is held, [`create_refund`](Self::create_refund) answers [`CreateRefund::Reversing`].
+    async fn reserve_reversal(
+        &self,
+        r: &ReserveReversal,
+    ) -> Result<ReversalReservation, StoreError>;
+    /// Drops the reservation `action_id` holds (the channel refused the reversal's refund) and
+    /// closes its `reverse` job. False when that action held none.
+    async fn release_reversal(
+        &self,
+        payment_id: &str,
+        action_id: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
 
     // --- ledger and callbacks --------------------------------------------------------------
 

@@ -6,7 +6,7 @@
 
 /// Columns of `payments` in [`PaymentRow`](super::records::PaymentRow) order.
 pub(crate) const PAYMENT_COLUMNS: &str = "id, merchant_id, merchant_order_id, amount, currency, description, \
-     params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at";
+     params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at, reversal_id";
 
 macro_rules! impl_store {
     ($store:ty, $backend:expr) => {
@@ -473,7 +473,7 @@ macro_rules! impl_store {
                 let mut tx = self.begin_write().await?;
                 let reserved = sqlx::query(
                     "UPDATE payments SET refunded_amount = refunded_amount + $1, version = version + 1, updated_at = $2 \
-                     WHERE id = $3 AND status = 'SUCCESS' AND refunded_amount + $1 <= amount",
+                     WHERE id = $3 AND status = 'SUCCESS' AND refunded_amount + $1 <= amount AND reversal_id IS NULL",
                 )
                 .bind(n.amount)
                 .bind(n.now)
@@ -495,6 +495,7 @@ macro_rules! impl_store {
                         Some(p) if p.status != $crate::domain::state::PaymentStatus::Success => {
                             CreateRefund::NotRefundable(p.status)
                         }
+                        Some(p) if p.reversal_id.is_some() => CreateRefund::Reversing,
                         Some(p) => CreateRefund::ExceedsRemaining { remaining: p.amount - p.refunded_amount },
                     });
                 }
@@ -611,15 +612,109 @@ macro_rules! impl_store {
                 Ok(true)
             }
 
-            async fn ledger_totals(&self) -> Result<Vec<$crate::store::LedgerTotal>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::LedgerTotal>(
-                    "SELECT currency, \
-                     CAST(COALESCE(SUM(CASE WHEN direction = 'debit' THEN amount ELSE 0 END), 0) AS BIGINT) AS debits, \
-                     CAST(COALESCE(SUM(CASE WHEN direction = 'credit' THEN amount ELSE 0 END), 0) AS BIGINT) AS credits \
-                     FROM ledger_entries GROUP BY currency ORDER BY currency",
+            async fn reserve_reversal(
+                &self,
+                r: &$crate::store::ReserveReversal,
+            ) -> Result<$crate::store::ReversalReservation, $crate::store::StoreError> {
+                use $crate::store::{Payment, PaymentRow, ReversalReservation};
+                let mut tx = self.begin_write().await?;
+                let reserved = sqlx::query(
+                    "UPDATE payments SET reversal_id = $1, version = version + 1, updated_at = $2 \
+                     WHERE id = $3 AND version = $4 AND status IN ('SUCCESS', 'SUSPENSE') AND reversal_id IS NULL \
+                     AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = $3 AND r.status = 'pending')",
                 )
+                .bind(&r.action_id)
+                .bind(r.now)
+                .bind(&r.payment_id)
+                .bind(r.pinned_version)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if reserved == 1 {
+                    insert_job(&mut tx, &r.job, r.now).await?;
+                }
+                let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                    "SELECT {} FROM payments WHERE id = $1",
+                    $crate::store::shared::PAYMENT_COLUMNS
+                ))
+                .bind(&r.payment_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let pending_refunds: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM refunds WHERE payment_id = $1 AND status = 'pending'",
+                )
+                .bind(&r.payment_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                let Some(payment) = row.map(Payment::try_from).transpose()? else {
+                    return Ok(ReversalReservation::NoPayment);
+                };
+                Ok(if reserved == 1 {
+                    ReversalReservation::Reserved(payment)
+                } else if payment.reversal_id.as_deref() == Some(r.action_id.as_str()) {
+                    ReversalReservation::AlreadyHeld(payment)
+                } else {
+                    ReversalReservation::Refused { payment, pending_refunds }
+                })
+            }
+
+            async fn release_reversal(
+                &self,
+                payment_id: &str,
+                action_id: &str,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let released = sqlx::query(
+                    "UPDATE payments SET reversal_id = NULL, version = version + 1, updated_at = $1 \
+                     WHERE id = $2 AND reversal_id = $3 AND status IN ('SUCCESS', 'SUSPENSE')",
+                )
+                .bind(now)
+                .bind(payment_id)
+                .bind(action_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                sqlx::query(
+                    "UPDATE jobs SET status = 'done', updated_at = $1 \
+                     WHERE payment_id = $2 AND kind = 'reverse' AND status = 'due'",
+                )
+                .bind(now)
+                .bind(payment_id)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(released == 1)
+            }
+
+            async fn ledger_totals(&self) -> Result<Vec<$crate::store::LedgerTotal>, $crate::store::StoreError> {
+                // One statement (one snapshot). SQL sums would overflow 64 bits on a long
+                // enough history (SQLite raises "integer overflow", PostgreSQL's cast to
+                // BIGINT fails), so each group of LEDGER_SUM_GROUP entries is summed in two
+                // halves that cannot overflow and the halves are added here in 128 bits.
+                let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
+                    "SELECT currency, direction, \
+                     CAST(SUM(amount / 4294967296) AS BIGINT), CAST(SUM(amount % 4294967296) AS BIGINT) \
+                     FROM ledger_entries GROUP BY currency, direction, id / $1",
+                )
+                .bind($crate::store::LEDGER_SUM_GROUP)
                 .fetch_all(self.reader())
-                .await?)
+                .await?;
+                let mut sums: std::collections::BTreeMap<String, (i128, i128)> = Default::default();
+                for (currency, direction, high, low) in rows {
+                    let part = i128::from(high) * 4_294_967_296 + i128::from(low);
+                    let e = sums.entry(currency).or_default();
+                    if direction == "debit" {
+                        e.0 += part;
+                    } else {
+                        e.1 += part;
+                    }
+                }
+                Ok(sums
+                    .into_iter()
+                    .map(|(currency, (debits, credits))| $crate::store::LedgerTotal { currency, debits, credits })
+                    .collect())
             }
 
             async fn ledger_batch_count(&self, payment_id: &str, kind: &str) -> Result<i64, $crate::store::StoreError> {

@@ -16,6 +16,7 @@ mod idempotency;
 mod ops_console;
 mod payments_api;
 mod refunds;
+mod reversal_race;
 mod sandbox;
 mod sandbox_behaviours;
 mod transitions;
