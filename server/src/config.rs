@@ -142,6 +142,15 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_NO_DAILY_RECONCILE")]
     pub no_daily_reconcile: bool,
 
+    /// Ed25519 private key (PKCS#8 PEM, from `converge audit keygen`) that signs audit
+    /// checkpoints. Keep it outside the database. Without it no checkpoint is signed.
+    #[arg(long, env = "CONVERGE_AUDIT_SIGNING_KEY")]
+    pub audit_signing_key: Option<std::path::PathBuf>,
+
+    /// Seconds between periodic audit checkpoints (one is also signed on every export).
+    #[arg(long, env = "CONVERGE_AUDIT_CHECKPOINT_SECS", default_value_t = 300)]
+    pub audit_checkpoint_secs: u64,
+
     /// Seed of the backoff jitter (0: from the OS).
     #[arg(long, env = "CONVERGE_SEED", default_value_t = 0)]
     pub seed: u64,
@@ -257,6 +266,8 @@ impl Settings {
             retry_policy: RetryOverrides::default(),
             reconcile_after_secs: 3_600,
             no_daily_reconcile: true,
+            audit_signing_key: None,
+            audit_checkpoint_secs: 300,
             seed: 7,
             stuck_pending_ms: 60_000,
             stuck_processing_ms: 120_000,

@@ -144,6 +144,18 @@ pub async fn build_with_store(
     public_addr: SocketAddr,
     store: Arc<dyn Store>,
 ) -> Result<Running, StartError> {
+    // Checked before anything starts, so a bad key is one line and nothing half-runs.
+    let audit_key = match &settings.audit_signing_key {
+        Some(path) => Some(Arc::new(
+            load_signing_key(path).map_err(StartError::Config)?,
+        )),
+        None => {
+            tracing::warn!(
+                "no --audit-signing-key: audit checkpoints are not signed, so truncating the audit log would go unnoticed"
+            );
+            None
+        }
+    };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let (channel, secret, sandbox): (Arc<dyn Channel>, Vec<u8>, Option<SandboxHandle>) =
         match &settings.channel_url {
@@ -215,6 +227,7 @@ pub async fn build_with_store(
         settings.secure_cookies,
     );
     let state = AppState {
+        audit_key: audit_key.clone(),
         core,
         auth: Arc::new(Auth::new(&settings)),
         bulk_limiter: Arc::new(std::sync::Mutex::new(
@@ -244,6 +257,13 @@ pub async fn build_with_store(
         tasks.push(tokio::spawn(daily_reconcile(
             state.core.clone(),
             state.settings.reconcile_after_secs.saturating_mul(1000) as i64,
+        )));
+    }
+    if let Some(key) = audit_key {
+        tasks.push(tokio::spawn(periodic_checkpoints(
+            state.core.clone(),
+            key,
+            Duration::from_secs(state.settings.audit_checkpoint_secs.max(1)),
         )));
     }
     if store.backend() == Backend::Sqlite {
@@ -312,6 +332,33 @@ pub async fn daily_reconcile(core: Core, after_ms: i64) {
             Err(e) => {
                 tracing::warn!(error = %e, "daily reconciliation not queued; next tick retries")
             }
+        }
+    }
+}
+
+/// Reads the audit signing key (PKCS#8 PEM). Errors are one line naming the file.
+pub fn load_signing_key(path: &std::path::Path) -> Result<ed25519_dalek::SigningKey, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "cannot read the audit signing key {}: {e} (make one with `converge audit keygen --out FILE`)",
+            path.display()
+        )
+    })?;
+    crate::domain::checkpoint::signing_key_from_pem(&text)
+        .map_err(|e| format!("audit signing key {}: {e}", path.display()))
+}
+
+/// Signs an audit checkpoint every `every` when the log has grown since the last one (issue
+/// 13; RFC 6962's signed tree heads are issued on a schedule the same way).
+async fn periodic_checkpoints(core: Core, key: Arc<ed25519_dalek::SigningKey>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if let Err(e) =
+            crate::ops::audit::take_checkpoint(core.store.as_ref(), &key, core.clock.now_ms(), true)
+                .await
+        {
+            tracing::error!(error = %e, "audit checkpoint not signed");
         }
     }
 }

@@ -41,6 +41,8 @@ pub struct AppState {
     /// Bulk retries per user ([`crate::ops::actions::BULK_RETRIES_PER_MINUTE`] a minute):
     /// one operator cannot flood the channel by confirming selections in a loop.
     pub bulk_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
+    /// The audit checkpoint signing key (`--audit-signing-key`), when one was given.
+    pub audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
 }
 
 /// The backend's routes with their state applied: `/v1/*`, `/health`, `/metrics`.

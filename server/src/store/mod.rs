@@ -316,6 +316,14 @@ pub fn classify(url: &str) -> Result<Target<'_>, StoreError> {
                 "{url:?} names no SQLite file: use sqlite:PATH, or sqlite::memory: for a throw-away database"
             )));
         }
+        // sqlx's URL options (`?mode=rwc`, `?cache=shared`) are not honoured: refused rather
+        // than taken as part of the file name, which would create `c.db?mode=rwc`.
+        if let Some((file, query)) = path.split_once('?') {
+            return Err(StoreError::BadUrl(format!(
+                "SQLite URL options are not supported (?{query}): give the file alone (sqlite:{file}); converge opens it read-write and creates it",
+                query = redact(query),
+            )));
+        }
         return Ok(Target::Sqlite(path));
     }
     if let Some(scheme) = scheme_prefix(url) {
@@ -430,6 +438,24 @@ mod tests {
         ] {
             assert_eq!(classify(url).unwrap(), Target::Sqlite(path), "{url}");
         }
+    }
+
+    #[test]
+    fn a_sqlite_url_with_query_parameters_is_refused_not_taken_as_a_file_name() {
+        for url in [
+            "sqlite://data/c.db?mode=rwc",
+            "sqlite:data/c.db?cache=shared&mode=rwc",
+        ] {
+            let msg = refused(url);
+            assert!(msg.contains("not supported"), "{msg}");
+            assert!(msg.contains("sqlite:data/c.db)"), "{msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+        // A plain path stays literal (issue 2): no URL parsing without a scheme.
+        assert_eq!(
+            classify("./x.db?mode=memory").unwrap(),
+            Target::Sqlite("./x.db?mode=memory")
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod support;
 
 mod actions_audit;
+mod audit_checkpoints;
 mod bad_input;
 mod bulk_retry;
 mod callbacks;
