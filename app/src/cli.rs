@@ -9,7 +9,7 @@ use axum::Router;
 use clap::{Args, Parser, Subcommand};
 use converge_server::channel::sandbox::{self, SandboxConfig};
 use converge_server::config::Settings;
-use converge_server::domain::fingerprint::sha256_hex;
+use converge_server::service::merchants;
 use converge_server::startup;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
@@ -153,6 +153,38 @@ enum MerchantCommand {
     Unfreeze {
         /// Merchant name.
         name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// A merchant's API keys: several at once, each revocable (rotation: add, switch, revoke).
+    Key {
+        #[command(subcommand)]
+        action: KeyCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeyCommand {
+    /// Issue another key; prints `KEY_ID KEY` (the key is shown once).
+    Add {
+        /// Merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// One key per line: `KEY_ID PREFIX created=.. last_used=.. revoked=..`.
+    List {
+        /// Merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Revoke a key: every server answers 401 to it from now on.
+    Revoke {
+        /// Merchant name.
+        name: String,
+        /// The key's id (from `converge merchant key list`).
+        key_id: String,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -442,29 +474,19 @@ async fn shutdown_signal() {
 async fn merchant(action: MerchantCommand) -> Result<()> {
     match action {
         MerchantCommand::Add { name, db } => {
-            let name = name.trim().to_string();
-            if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
-                bail!("merchant name must be 1 to 64 characters without control characters");
-            }
             let store = startup::open_store(&db.database_url).await?;
-            let key = format!("sk_{}", converge_server::service::ids::new_token());
-            let now = chrono_now_ms();
-            let result = store
-                .create_merchant(&name, &sha256_hex(key.as_bytes()), now)
-                .await;
+            let result =
+                merchants::add_merchant(store.as_ref(), chrono_now_ms(), &name, &cli_actor()).await;
             store.close().await;
-            match result {
-                Ok(_) => {
-                    println!("{key}");
-                    eprintln!("merchant {name:?} created; the API key above is shown once");
-                    Ok(())
-                }
-                Err(converge_server::store::StoreError::Conflict(_)) => {
-                    bail!("a merchant named {name:?} already exists")
-                }
-                Err(e) => Err(e.into()),
-            }
+            let (m, key) = result?;
+            println!("{}", key.key);
+            eprintln!(
+                "merchant {:?} created with key {}; the API key above is shown once",
+                m.name, key.id
+            );
+            Ok(())
         }
+        MerchantCommand::Key { action } => merchant_key(action).await,
         MerchantCommand::Freeze { name, db } => set_frozen(&name, &db, true).await,
         MerchantCommand::Unfreeze { name, db } => set_frozen(&name, &db, false).await,
     }
@@ -709,6 +731,57 @@ fn write_new_private_file(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     })?;
     f.write_all(bytes)
         .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The actor of a CLI change in the audit log: `cli:` and the OS user.
+fn cli_actor() -> converge_server::service::actions::Actor {
+    let who = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    converge_server::service::actions::Actor {
+        username: format!("cli:{who}"),
+        roles: String::new(),
+        meta: serde_json::json!({"via": "cli"}).to_string(),
+    }
+}
+
+async fn merchant_key(action: KeyCommand) -> Result<()> {
+    use converge_server::domain::clock::rfc3339;
+    let (KeyCommand::Add { db, .. } | KeyCommand::List { db, .. } | KeyCommand::Revoke { db, .. }) =
+        &action;
+    let store = startup::open_store(&db.database_url).await?;
+    let now = chrono_now_ms();
+    let result = match &action {
+        KeyCommand::Add { name, .. } => {
+            merchants::issue_merchant_key(store.as_ref(), now, name, &cli_actor())
+                .await
+                .map(|(_, k)| format!("{} {}\n", k.id, k.key))
+        }
+        KeyCommand::List { name, .. } => merchants::list_merchant_keys(store.as_ref(), name)
+            .await
+            .map(|keys| {
+                keys.iter()
+                    .map(|k| {
+                        format!(
+                            "{} {} created={} last_used={} revoked={}\n",
+                            k.id,
+                            if k.prefix.is_empty() { "-" } else { &k.prefix },
+                            rfc3339(k.created_at),
+                            k.last_used_at.map_or("never".into(), rfc3339),
+                            k.revoked_at.map_or("no".into(), rfc3339),
+                        )
+                    })
+                    .collect()
+            }),
+        KeyCommand::Revoke { name, key_id, .. } => {
+            merchants::revoke_merchant_key(store.as_ref(), now, name, key_id, &cli_actor())
+                .await
+                .map(|()| format!("key {key_id} of merchant {name:?} revoked\n"))
+        }
+    };
+    store.close().await;
+    print!("{}", result?);
     Ok(())
 }
 

@@ -757,3 +757,105 @@ fn an_exported_checkpoint_verifies_with_openssl_and_the_chain_with_python() {
         None,
     );
 }
+
+#[test]
+fn merchant_keys_are_added_listed_and_revoked_from_the_command_line_and_audited() {
+    let dir = Scratch::new("keys");
+    let db = dir.path("keys.db");
+    let d = ["--database-url", db.as_str()];
+    let env = [("USER", "alice")];
+    let first = ok(&converge(
+        &dir.0,
+        &["merchant", "add", "shop", d[0], d[1]],
+        &env,
+    ));
+    let first = first.trim();
+    assert!(
+        first.starts_with("ck_live_") && !first.contains(' '),
+        "{first}"
+    );
+    let added = ok(&converge(
+        &dir.0,
+        &["merchant", "key", "add", "shop", d[0], d[1]],
+        &env,
+    ));
+    let (id, key) = added.trim().split_once(' ').expect("KEY_ID KEY");
+    assert!(
+        id.starts_with("mk_") && key.starts_with("ck_live_"),
+        "{added}"
+    );
+    let list = ok(&converge(
+        &dir.0,
+        &["merchant", "key", "list", "shop", d[0], d[1]],
+        &env,
+    ));
+    let ids: Vec<&str> = list.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(ids.len(), 2, "{list}");
+    assert_eq!(ids[1], id);
+    assert!(list.lines().all(|l| l.contains("revoked=no")), "{list}");
+    assert!(
+        list.lines().next().unwrap().contains(&first[..16]),
+        "prefix shown: {list}"
+    );
+    let out = ok(&converge(
+        &dir.0,
+        &["merchant", "key", "revoke", "shop", ids[0], d[0], d[1]],
+        &env,
+    ));
+    assert!(out.contains("revoked"), "{out}");
+    let list = ok(&converge(
+        &dir.0,
+        &["merchant", "key", "list", "shop", d[0], d[1]],
+        &env,
+    ));
+    assert!(
+        !list.lines().next().unwrap().contains("revoked=no"),
+        "{list}"
+    );
+    refused(
+        &converge(
+            &dir.0,
+            &["merchant", "key", "revoke", "shop", ids[0], d[0], d[1]],
+            &env,
+        ),
+        &["no unrevoked key"],
+        None,
+    );
+    refused(
+        &converge(
+            &dir.0,
+            &["merchant", "key", "add", "nobody", d[0], d[1]],
+            &env,
+        ),
+        &["no merchant named"],
+        None,
+    );
+    // Audited by `cli:` and the OS user.
+    let export = ok(&converge(
+        &dir.0,
+        &["audit", "export", "--format", "ndjson", d[0], d[1]],
+        &env,
+    ));
+    let actions: Vec<(String, String)> = export
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| {
+            (
+                v["action"].as_str().unwrap_or_default().to_string(),
+                v["actor"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    for action in [
+        "merchant_added",
+        "merchant_key_issued",
+        "merchant_key_revoked",
+    ] {
+        assert!(
+            actions
+                .iter()
+                .any(|(a, who)| a == action && who == "cli:alice"),
+            "{action}: {actions:?}"
+        );
+    }
+}

@@ -33,6 +33,8 @@ pub fn routes() -> Router<AppState> {
         .route("/payments/{id}", get(detail))
         .route("/error-pool", get(error_pool))
         .route("/error-pool/{id}/resolve", post(resolve))
+        .route("/merchants/{name}/keys", get(list_keys).post(issue_key))
+        .route("/merchants/{name}/keys/{id}/revoke", post(revoke_key))
         .route("/users", get(list_users).post(add_user))
         .route("/users/{name}/disable", post(disable_user))
         .route("/users/{name}/enable", post(enable_user))
@@ -429,6 +431,76 @@ async fn add_user(
     )
     .await?;
     Ok((StatusCode::CREATED, Json(json!({"user": u}))))
+}
+
+fn merchant_error(e: crate::service::merchants::MerchantError) -> ApiError {
+    use crate::service::merchants::MerchantError as E;
+    match e {
+        E::InvalidName => ApiError::bad_request("invalid_merchant", e.to_string()),
+        E::Exists(_) => ApiError::new(StatusCode::CONFLICT, "merchant_exists", e.to_string()),
+        E::NoMerchant(_) | E::NoKey(..) => {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+        }
+        E::Store(s) => s.into(),
+    }
+}
+
+/// `GET /ops/v1/merchants/{name}/keys` (admins): id, prefix, created, last used, revoked.
+async fn list_keys(
+    State(st): State<AppState>,
+    p: Principal,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::ManageUsers)?;
+    let keys = crate::service::merchants::list_merchant_keys(st.core.store.as_ref(), &name)
+        .await
+        .map_err(merchant_error)?;
+    Ok(Json(json!({"items": keys})))
+}
+
+/// `POST /ops/v1/merchants/{name}/keys` `{}` (admins): a new key, shown once in the answer;
+/// the merchant's other keys keep working.
+async fn issue_key(
+    State(st): State<AppState>,
+    p: Principal,
+    ClientAddr(addr): ClientAddr,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(_): ApiJson<Empty>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    p.require(Permission::ManageUsers)?;
+    let (k, issued) = crate::service::merchants::issue_merchant_key(
+        st.core.store.as_ref(),
+        st.core.clock.now_ms(),
+        &name,
+        &super::audit::actor(&p, &addr),
+    )
+    .await
+    .map_err(merchant_error)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"key": k, "api_key": issued.key})),
+    ))
+}
+
+/// `POST /ops/v1/merchants/{name}/keys/{id}/revoke` `{}` (admins): 401 for that key at once.
+async fn revoke_key(
+    State(st): State<AppState>,
+    p: Principal,
+    ClientAddr(addr): ClientAddr,
+    ApiPath((name, id)): ApiPath<(String, String)>,
+    ApiJson(_): ApiJson<Empty>,
+) -> Result<StatusCode, ApiError> {
+    p.require(Permission::ManageUsers)?;
+    crate::service::merchants::revoke_merchant_key(
+        st.core.store.as_ref(),
+        st.core.clock.now_ms(),
+        &name,
+        &id,
+        &super::audit::actor(&p, &addr),
+    )
+    .await
+    .map_err(merchant_error)?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// An empty JSON object body (`{}`), required so that state changes are JSON.

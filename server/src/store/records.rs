@@ -18,6 +18,38 @@ pub struct Merchant {
     pub created_at: i64,
 }
 
+/// One of a merchant's API keys (issue 13 "Merchant keys"). The key itself is never stored:
+/// only its SHA-256, and a visible prefix to recognise it by.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct MerchantKey {
+    /// `mk_...` id, named by `converge merchant key revoke`.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// The key's first characters (`ck_live_` and 8 more); empty for a key made before
+    /// prefixes were kept.
+    pub prefix: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Last successful authentication, epoch ms UTC, updated at most once a minute.
+    pub last_used_at: Option<i64>,
+    /// When it was revoked, epoch ms UTC; a revoked key authenticates nothing.
+    pub revoked_at: Option<i64>,
+}
+
+/// A new API key for [`Store::add_merchant_key`](super::Store::add_merchant_key).
+#[derive(Debug, Clone)]
+pub struct NewMerchantKey {
+    /// `mk_...` id.
+    pub id: String,
+    /// Visible prefix.
+    pub prefix: String,
+    /// SHA-256 of the key, lowercase hex.
+    pub key_hash: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+}
+
 /// A payment as stored (DESIGN.md "Payment state machine").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Payment {

@@ -14,6 +14,7 @@ mod concurrency;
 mod conformance;
 mod convergence;
 mod idempotency;
+mod merchant_keys;
 mod ops_console;
 mod payments_api;
 mod refunds;
