@@ -515,6 +515,7 @@ async fn user(action: UserCommand) -> Result<()> {
                 &roles,
                 password,
                 chrono_now_ms(),
+                &cli_actor(),
             )
             .await;
             store.close().await;
@@ -528,7 +529,9 @@ async fn user(action: UserCommand) -> Result<()> {
         }
         UserCommand::Disable { name, db } => {
             let store = startup::open_store(&db.database_url).await?;
-            let result = users::set_disabled(store.as_ref(), &name, true, chrono_now_ms()).await;
+            let result =
+                users::set_disabled(store.as_ref(), &name, true, chrono_now_ms(), &cli_actor())
+                    .await;
             store.close().await;
             result?;
             println!("user {name:?} disabled; its sessions have ended");
@@ -787,7 +790,21 @@ async fn merchant_key(action: KeyCommand) -> Result<()> {
 
 async fn set_frozen(name: &str, db: &DbArgs, frozen: bool) -> Result<()> {
     let store = startup::open_store(&db.database_url).await?;
-    let found = store.set_merchant_frozen(name, frozen).await;
+    let audit = cli_actor().entry(
+        chrono_now_ms(),
+        if frozen {
+            "merchant_frozen"
+        } else {
+            "merchant_unfrozen"
+        },
+        &format!("merchant:{name}"),
+        "",
+        String::new(),
+        serde_json::json!({"frozen": frozen}).to_string(),
+    );
+    let found = store
+        .set_merchant_frozen_audited(name, frozen, &audit)
+        .await;
     store.close().await;
     if !found? {
         bail!("no merchant named {name:?}");

@@ -830,6 +830,11 @@ fn merchant_keys_are_added_listed_and_revoked_from_the_command_line_and_audited(
         &["no merchant named"],
         None,
     );
+    ok(&converge(
+        &dir.0,
+        &["merchant", "freeze", "shop", d[0], d[1]],
+        &env,
+    ));
     // Audited by `cli:` and the OS user.
     let export = ok(&converge(
         &dir.0,
@@ -850,6 +855,7 @@ fn merchant_keys_are_added_listed_and_revoked_from_the_command_line_and_audited(
         "merchant_added",
         "merchant_key_issued",
         "merchant_key_revoked",
+        "merchant_frozen",
     ] {
         assert!(
             actions

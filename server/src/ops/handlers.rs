@@ -417,19 +417,10 @@ async fn add_user(
         &b.roles,
         &b.password,
         now,
+        &super::audit::actor(&p, &addr),
     )
     .await
     .map_err(user_error)?;
-    audit(
-        &st,
-        &p,
-        &addr,
-        "user_added",
-        &format!("user:{}", u.username),
-        "",
-        json!({"roles": u.roles}),
-    )
-    .await?;
     Ok((StatusCode::CREATED, Json(json!({"user": u}))))
 }
 
@@ -522,19 +513,15 @@ async fn disable_user(
             "you cannot disable yourself",
         ));
     }
-    users::set_disabled(st.core.store.as_ref(), &name, true, st.core.clock.now_ms())
-        .await
-        .map_err(user_error)?;
-    audit(
-        &st,
-        &p,
-        &addr,
-        "user_disabled",
-        &format!("user:{name}"),
-        "",
-        json!({}),
+    users::set_disabled(
+        st.core.store.as_ref(),
+        &name,
+        true,
+        st.core.clock.now_ms(),
+        &super::audit::actor(&p, &addr),
     )
-    .await?;
+    .await
+    .map_err(user_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -546,19 +533,15 @@ async fn enable_user(
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<StatusCode, ApiError> {
     p.require(Permission::ManageUsers)?;
-    users::set_disabled(st.core.store.as_ref(), &name, false, st.core.clock.now_ms())
-        .await
-        .map_err(user_error)?;
-    audit(
-        &st,
-        &p,
-        &addr,
-        "user_enabled",
-        &format!("user:{name}"),
-        "",
-        json!({}),
+    users::set_disabled(
+        st.core.store.as_ref(),
+        &name,
+        false,
+        st.core.clock.now_ms(),
+        &super::audit::actor(&p, &addr),
     )
-    .await?;
+    .await
+    .map_err(user_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -583,19 +566,10 @@ async fn reset_password(
         &name,
         &b.password,
         st.core.clock.now_ms(),
+        &super::audit::actor(&p, &addr),
     )
     .await
     .map_err(user_error)?;
-    audit(
-        &st,
-        &p,
-        &addr,
-        "user_password_reset",
-        &format!("user:{name}"),
-        "",
-        json!({}),
-    )
-    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -619,18 +593,9 @@ async fn set_roles(
         &name,
         &b.roles,
         st.core.clock.now_ms(),
+        &super::audit::actor(&p, &addr),
     )
     .await
     .map_err(user_error)?;
-    audit(
-        &st,
-        &p,
-        &addr,
-        "user_roles_changed",
-        &format!("user:{name}"),
-        "",
-        json!({"roles": u.roles}),
-    )
-    .await?;
     Ok(Json(json!({"user": u})))
 }

@@ -162,6 +162,14 @@ pub trait Store: Queue + Console + Governance + Verify + Presence + Send + Sync 
     async fn merchant(&self, id: i64) -> Result<Option<Merchant>, StoreError>;
     /// Sets the frozen flag; false when there is no such merchant.
     async fn set_merchant_frozen(&self, name: &str, frozen: bool) -> Result<bool, StoreError>;
+    /// [`set_merchant_frozen`](Self::set_merchant_frozen) with `audit` in the same transaction
+    /// (nothing written when there is no such merchant).
+    async fn set_merchant_frozen_audited(
+        &self,
+        name: &str,
+        frozen: bool,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
     /// Creates merchant `name` with its first API key and `audit` in one transaction.
     /// Errors: `Conflict` when the name (or key) exists.
     async fn create_merchant_with_key(

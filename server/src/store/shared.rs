@@ -79,6 +79,27 @@ macro_rules! impl_store {
                 Ok(m)
             }
 
+            async fn set_merchant_frozen_audited(
+                &self,
+                name: &str,
+                frozen: bool,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let r = sqlx::query("UPDATE merchants SET frozen = $1 WHERE name = $2")
+                    .bind(frozen)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+                if r.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
             async fn create_merchant_with_key(
                 &self,
                 name: &str,

@@ -223,3 +223,117 @@ on_both_backends!(a_revoked_key_answers_401_at_once_on_every_server, |app| {
     );
     other.shutdown().await;
 });
+
+store_conformance!(
+    governance_changes_are_audited_with_the_change_and_refusals_write_nothing,
+    |store| {
+        use converge_server::ops::password::PasswordHasherPool;
+        use converge_server::ops::users;
+        let h = PasswordHasherPool::new(1);
+        let a = admin();
+        users::add_user(
+            store.as_ref(),
+            &h,
+            "bob",
+            "viewer",
+            "a-long-password-1",
+            NOW,
+            &a,
+        )
+        .await
+        .unwrap();
+        users::set_roles(store.as_ref(), "bob", "viewer,operator", NOW, &a)
+            .await
+            .unwrap();
+        users::reset_password(store.as_ref(), &h, "bob", "another-password-2", NOW, &a)
+            .await
+            .unwrap();
+        users::set_disabled(store.as_ref(), "bob", true, NOW, &a)
+            .await
+            .unwrap();
+        // Refused changes leave no record.
+        assert!(
+            users::set_disabled(store.as_ref(), "nobody", true, NOW, &a)
+                .await
+                .is_err()
+        );
+        assert!(
+            users::add_user(
+                store.as_ref(),
+                &h,
+                "bob",
+                "viewer",
+                "a-long-password-1",
+                NOW,
+                &a
+            )
+            .await
+            .is_err()
+        );
+        let audit = store.audit_for_target("user:bob").await.unwrap();
+        assert_eq!(
+            audit
+                .iter()
+                .map(|r| (r.action.as_str(), r.actor.as_str()))
+                .collect::<Vec<_>>(),
+            vec![
+                ("user_added", "cli:tester"),
+                ("user_roles_changed", "cli:tester"),
+                ("user_password_reset", "cli:tester"),
+                ("user_disabled", "cli:tester"),
+            ]
+        );
+        assert!(
+            store
+                .audit_for_target("user:nobody")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        merchants::add_merchant(store.as_ref(), NOW, "shop", &a)
+            .await
+            .unwrap();
+        let e = a.entry(
+            NOW,
+            "merchant_frozen",
+            "merchant:shop",
+            "",
+            String::new(),
+            "{}".into(),
+        );
+        assert!(
+            store
+                .set_merchant_frozen_audited("shop", true, &e)
+                .await
+                .unwrap()
+        );
+        let e = a.entry(
+            NOW,
+            "merchant_frozen",
+            "merchant:nope",
+            "",
+            String::new(),
+            "{}".into(),
+        );
+        assert!(
+            !store
+                .set_merchant_frozen_audited("nope", true, &e)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .audit_for_target("merchant:nope")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let shop = store.audit_for_target("merchant:shop").await.unwrap();
+        assert_eq!(shop.last().unwrap().action, "merchant_frozen");
+        let (_, _, broken) = converge_server::ops::audit::verify(store.as_ref())
+            .await
+            .unwrap();
+        assert!(broken.is_none());
+    }
+);

@@ -59,9 +59,15 @@ on_both_backends!(
     |app| {
         user(&app, "alice", "viewer").await;
         user(&app, "dora", "viewer").await;
-        converge_server::ops::users::set_disabled(app.store.as_ref(), "dora", true, 1)
-            .await
-            .unwrap();
+        converge_server::ops::users::set_disabled(
+            app.store.as_ref(),
+            "dora",
+            true,
+            1,
+            &crate::support::setup_actor(),
+        )
+        .await
+        .unwrap();
         let (_, s1, b1) = login(&app, "nobody", PASSWORD).await;
         let (_, s2, b2) = login(&app, "alice", "wrong-password-123").await;
         let (_, s3, b3) = login(&app, "dora", PASSWORD).await;

@@ -93,6 +93,7 @@ on_both_backends!(
                 roles,
                 "correct-horse-battery",
                 0,
+                &crate::support::setup_actor(),
             )
             .await
             .unwrap();
@@ -181,6 +182,7 @@ on_both_backends!(
                 roles,
                 "correct-horse-battery",
                 0,
+                &crate::support::setup_actor(),
             )
             .await
             .unwrap();
