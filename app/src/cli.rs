@@ -398,7 +398,10 @@ async fn worker(mut settings: Settings) -> Result<()> {
     // A worker process receives no callbacks (it serves no HTTP), so it needs no shared
     // callback secret; the in-memory one only satisfies start-up.
     if settings.callback_secret.is_none() {
-        settings.callback_secret = Some(converge_server::service::ids::new_id("unused"));
+        settings.callback_secret = Some(format!(
+            "unused-{}",
+            converge_server::service::ids::new_token()
+        ));
     }
     let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
     println!("converge worker running; Ctrl-C stops it after the current batch");
@@ -828,6 +831,13 @@ async fn channel_sim(args: ChannelSimArgs) -> Result<()> {
     }
     if args.callback_url.is_some() && args.callback_secret.is_none() {
         bail!("--callback-url needs --callback-secret (CONVERGE_CALLBACK_SECRET)");
+    }
+    if let Some(secret) = &args.callback_secret {
+        converge_server::config::check_secret(
+            "--callback-secret (CONVERGE_CALLBACK_SECRET)",
+            secret,
+        )
+        .map_err(anyhow::Error::msg)?;
     }
     let cfg = SandboxConfig {
         database_url: args.database_url,

@@ -314,6 +314,47 @@ fn a_sqlite_path_is_a_file_name_not_a_url() {
 }
 
 #[test]
+fn a_callback_secret_shorter_than_32_bytes_is_refused_at_start_up() {
+    let dir = Scratch::new("short-secret");
+    let db = dir.path("s.db");
+    for args in [
+        vec![
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--database-url",
+            &db,
+            "--callback-secret",
+            "short",
+        ],
+        vec![
+            "channel-sim",
+            "--bind",
+            "127.0.0.1:0",
+            "--callback-secret",
+            "0123456789abcdef0123456789abcde",
+        ],
+    ] {
+        let out = converge(&dir.0, &args, &[]);
+        refused(
+            &out,
+            &["--callback-secret", "at least 32 bytes"],
+            Some("0123456789abcdef"),
+        );
+    }
+    let out = converge(
+        &dir.0,
+        &["serve", "--bind", "127.0.0.1:0", "--database-url", &db],
+        &[("CONVERGE_CALLBACK_SECRET", "too-short-secret")],
+    );
+    refused(
+        &out,
+        &["at least 32 bytes", "(it has 16)"],
+        Some("too-short"),
+    );
+}
+
+#[test]
 fn a_sqlite_url_with_query_parameters_is_refused_and_creates_no_file() {
     let dir = Scratch::new("sqlite-query");
     for url in ["sqlite://x.db?mode=rwc", "sqlite:x.db?mode=rwc"] {
@@ -463,7 +504,7 @@ fn a_worker_killed_between_claim_and_completion_is_rerun_once_with_one_charge() 
             "--channel-url",
             &chan_url,
             "--callback-secret",
-            "kill-test-secret",
+            "kill-test-secret-0123456789abcdef0123",
             "--no-workers",
             "--query-delay-ms",
             "100",

@@ -27,6 +27,21 @@ fn parse_retry_overrides(spec: &str) -> Result<RetryOverrides, String> {
     RetryOverrides::parse(spec, &JobKind::ALL.map(JobKind::as_str))
 }
 
+/// Shortest secret accepted at start-up, in bytes (`--callback-secret`): an HMAC-SHA256 key
+/// should be at least as long as the hash's output (RFC 2104 section 3), 32 bytes.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// Refuses a secret shorter than [`MIN_SECRET_BYTES`], naming the flag, in one line.
+pub fn check_secret(flag: &str, secret: &str) -> Result<(), String> {
+    if secret.len() < MIN_SECRET_BYTES {
+        return Err(format!(
+            "{flag} must be at least {MIN_SECRET_BYTES} bytes (it has {}); make one with `openssl rand -hex 32`",
+            secret.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Settings of the core (API, workers, in-process sandbox channel).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Settings {
@@ -58,8 +73,8 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_CHANNEL_DB", default_value = "data/channel.db")]
     pub channel_db: String,
 
-    /// HMAC secret shared with the channel for signed callbacks. Required with --channel-url;
-    /// a random one is made for the in-process sandbox.
+    /// HMAC secret shared with the channel for signed callbacks, at least 32 bytes. Required
+    /// with --channel-url; a random one is made for the in-process sandbox.
     #[arg(long, env = "CONVERGE_CALLBACK_SECRET", hide_env_values = true)]
     pub callback_secret: Option<String>,
 
@@ -244,7 +259,7 @@ impl Settings {
             channel_url: None,
             channel_bind: "127.0.0.1:0".parse().expect("literal address"),
             channel_db: ":memory:".into(),
-            callback_secret: Some("test-callback-secret".into()),
+            callback_secret: Some("test-callback-secret-0123456789abcdef".into()),
             channel_timeout_ms: 300,
             key_retention_secs: 86_400,
             key_lease_ms: 2_000,

@@ -144,6 +144,10 @@ pub async fn build_with_store(
     public_addr: SocketAddr,
     store: Arc<dyn Store>,
 ) -> Result<Running, StartError> {
+    if let Some(secret) = &settings.callback_secret {
+        crate::config::check_secret("--callback-secret (CONVERGE_CALLBACK_SECRET)", secret)
+            .map_err(StartError::Config)?;
+    }
     // Checked before anything starts, so a bad key is one line and nothing half-runs.
     let audit_key = match &settings.audit_signing_key {
         Some(path) => Some(Arc::new(
