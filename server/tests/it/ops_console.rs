@@ -525,3 +525,36 @@ on_both_backends!(
         }
     }
 );
+
+on_both_backends!(
+    refused_logins_past_the_rate_limit_are_counted_not_recorded_one_row_each,
+    |s| {
+        s.login_limit_per_addr = 3;
+    },
+    |app| {
+        user(&app, "alice", "viewer").await;
+        for _ in 0..40 {
+            let status = login(&app, "alice", "wrong-password-123").await.1;
+            assert!(status == 401 || status == 429, "{status}");
+        }
+        let failed = app
+            .store
+            .audit_page(
+                0,
+                1_000,
+                &converge_server::store::AuditFilter {
+                    action: Some("login_failed".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        // 3 checked attempts, then one record for the refused ones of this window.
+        assert_eq!(failed.len(), 4, "{failed:?}");
+        assert!(
+            failed[3].after_state.contains("rate_limited"),
+            "{:?}",
+            failed[3]
+        );
+    }
+);
