@@ -179,11 +179,11 @@ pub async fn login(username: String, password: String) -> Result<Principal, Serv
         .await
     {
         Ok(p) => {
-            tracing::info!(user = %p.username, %addr, "console login");
+            tracing::info!(user = %converge_server::telemetry::log_safe(&p.username, 64), addr = %converge_server::telemetry::log_safe(&addr, 64), "console login");
             Ok(ssr::principal_dto(&p))
         }
         Err(LoginError::InvalidCredentials) => {
-            tracing::warn!(user = %username, %addr, "console login refused");
+            tracing::warn!(user = %converge_server::telemetry::log_safe(&username, 64), addr = %converge_server::telemetry::log_safe(&addr, 64), "console login refused");
             Err(ServerFnError::new("Unknown user or wrong password."))
         }
         Err(LoginError::RateLimited(secs)) => Err(ServerFnError::new(format!(

@@ -107,11 +107,11 @@ async fn login(
         .await
     {
         Ok(p) => {
-            tracing::info!(user = %p.username, %addr, "console login");
+            tracing::info!(user = %crate::telemetry::log_safe(&p.username, 64), addr = %crate::telemetry::log_safe(&addr, 64), "console login");
             Ok(Json(principal_json(&p)))
         }
         Err(LoginError::InvalidCredentials) => {
-            tracing::warn!(user = %body.username, %addr, "console login refused");
+            tracing::warn!(user = %crate::telemetry::log_safe(&body.username, 64), addr = %crate::telemetry::log_safe(&addr, 64), "console login refused");
             Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "invalid_credentials",
