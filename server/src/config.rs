@@ -42,6 +42,45 @@ pub fn check_secret(flag: &str, secret: &str) -> Result<(), String> {
     Ok(())
 }
 
+impl Settings {
+    /// The Host names the console answers to: `--allowed-hosts`, or by default the bind
+    /// address, `localhost`, `127.0.0.1` and `::1`; lowercase, without port or brackets.
+    pub fn allowed_host_names(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = if self.allowed_hosts.is_empty() {
+            vec![
+                self.bind.ip().to_string(),
+                "localhost".into(),
+                "127.0.0.1".into(),
+                "::1".into(),
+            ]
+        } else {
+            self.allowed_hosts.clone()
+        };
+        for h in &mut hosts {
+            *h = h
+                .trim()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_ascii_lowercase();
+        }
+        hosts.retain(|h| !h.is_empty());
+        hosts
+    }
+}
+
+/// The host name of a `Host` header value (`name:port`, `[v6]:port`), lowercase.
+pub fn host_name(value: &str) -> String {
+    let v = value.trim();
+    let name = if let Some(rest) = v.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        v.rsplit_once(':')
+            .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
+            .map_or(v, |(name, _)| name)
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
 /// Settings of the core (API, workers, in-process sandbox channel).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Settings {
@@ -59,6 +98,13 @@ pub struct Settings {
     /// Address the HTTP server listens on (API, console, /health, /metrics).
     #[arg(long, env = "CONVERGE_BIND", default_value = "127.0.0.1:3000")]
     pub bind: SocketAddr,
+
+    /// Host names (comma-separated, no port) the console and the ops API answer to; requests
+    /// naming another Host get 403 `host_not_allowed`, so a DNS-rebinding page cannot read
+    /// them. Default: the bind address, `localhost`, `127.0.0.1` and `::1`. The merchant API,
+    /// `/health` and `/metrics` answer any Host.
+    #[arg(long, env = "CONVERGE_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
 
     /// Base URL of an external channel (e.g. a `converge channel-sim`); without it the sandbox
     /// channel starts in-process.
@@ -260,6 +306,7 @@ impl Settings {
             channel_bind: "127.0.0.1:0".parse().expect("literal address"),
             channel_db: ":memory:".into(),
             callback_secret: Some("test-callback-secret-0123456789abcdef".into()),
+            allowed_hosts: Vec::new(),
             channel_timeout_ms: 300,
             key_retention_secs: 86_400,
             key_lease_ms: 2_000,

@@ -100,6 +100,8 @@ pub struct Running {
     /// The same routes without the session and CSRF layers, for [`Running::router_with`].
     api: Router,
     session: tower_sessions::SessionManagerLayer<SessionBackend>,
+    /// Host names the console answers to (`--allowed-hosts`).
+    allowed_hosts: Arc<Vec<String>>,
     /// The in-process sandbox channel, when one was started.
     pub sandbox: Option<SandboxHandle>,
     tasks: Vec<JoinHandle<()>>,
@@ -111,7 +113,11 @@ impl Running {
     /// The backend's routes merged with `console` (the Leptos routes), under one session
     /// layer and the CSRF guard, so the console's server functions see the same sessions.
     pub fn router_with(&self, console: Router) -> Router {
-        with_layers(self.api.clone().merge(console), self.session.clone())
+        with_layers(
+            self.api.clone().merge(console),
+            self.session.clone(),
+            self.allowed_hosts.clone(),
+        )
     }
 
     /// Stops the workers (each finishes its current batch), background tasks and the
@@ -274,8 +280,10 @@ pub async fn build_with_store(
         tracing::info!("storage: SQLite");
     }
     let api = api::router(state.clone());
+    let allowed_hosts = Arc::new(state.settings.allowed_host_names());
     Ok(Running {
-        router: with_layers(api.clone(), session.clone()),
+        router: with_layers(api.clone(), session.clone(), allowed_hosts.clone()),
+        allowed_hosts,
         api,
         session,
         state,
@@ -292,11 +300,16 @@ pub async fn build_with_store(
 fn with_layers(
     router: Router,
     session: tower_sessions::SessionManagerLayer<SessionBackend>,
+    allowed_hosts: Arc<Vec<String>>,
 ) -> Router {
     api::with_trace(
         router
             .layer(session)
-            .layer(axum::middleware::from_fn(crate::ops::csrf::guard)),
+            .layer(axum::middleware::from_fn(crate::ops::csrf::guard))
+            .layer(axum::middleware::from_fn_with_state(
+                allowed_hosts,
+                crate::ops::csrf::host_guard,
+            )),
     )
 }
 

@@ -558,3 +558,72 @@ on_both_backends!(
         );
     }
 );
+
+async fn status_with_host(app: &TestApp, path: &str, host: &str) -> u16 {
+    reqwest::Client::new()
+        .get(format!("{}{path}", app.base))
+        .header("host", host)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+on_both_backends!(
+    the_console_refuses_other_host_names_and_the_merchant_api_does_not,
+    |app| {
+        let port = app.base.rsplit(':').next().unwrap().to_string();
+        // DNS rebinding: a page on evil.example resolving to this server.
+        let r = reqwest::Client::new()
+            .get(format!("{}/ops/v1/me", app.base))
+            .header("host", format!("evil.example:{port}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 403);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "host_not_allowed");
+        assert_eq!(status_with_host(&app, "/login", "evil.example").await, 403);
+        // The default names answer (401: not signed in).
+        for host in [
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("LOCALHOST.:{port}"),
+        ] {
+            assert_eq!(
+                status_with_host(&app, "/ops/v1/me", &host).await,
+                401,
+                "{host}"
+            );
+        }
+        // The merchant API and health answer any Host.
+        assert_eq!(status_with_host(&app, "/health", "evil.example").await, 200);
+        assert_eq!(
+            reqwest::Client::new()
+                .get(format!("{}/v1/payments/pay_none", app.base))
+                .header("host", "api.merchant.example")
+                .bearer_auth(&app.api_key)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+            404
+        );
+    }
+);
+
+on_both_backends!(
+    allowed_hosts_replace_the_default_names,
+    |s| {
+        s.allowed_hosts = vec!["Console.Example".into()];
+    },
+    |app| {
+        assert_eq!(
+            status_with_host(&app, "/ops/v1/me", "console.example:443").await,
+            401
+        );
+        assert_eq!(status_with_host(&app, "/ops/v1/me", "127.0.0.1").await, 403);
+    }
+);
