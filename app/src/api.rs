@@ -134,6 +134,11 @@ pub(crate) mod ssr {
             .map_err(api_error)
     }
 
+    /// The audit actor of the current console request.
+    pub async fn actor(p: &ServerPrincipal) -> converge_server::service::actions::Actor {
+        converge_server::ops::audit::actor(p, &client_addr().await)
+    }
+
     /// The browser's view of a principal: its name and role names.
     pub fn principal_dto(p: &ServerPrincipal) -> crate::dto::Principal {
         crate::dto::Principal {
@@ -174,11 +179,11 @@ pub async fn login(username: String, password: String) -> Result<Principal, Serv
         .await
     {
         Ok(p) => {
-            tracing::info!(user = %p.username, %addr, "console login");
+            tracing::info!(user = %converge_server::telemetry::log_safe(&p.username, 64), addr = %converge_server::telemetry::log_safe(&addr, 64), "console login");
             Ok(ssr::principal_dto(&p))
         }
         Err(LoginError::InvalidCredentials) => {
-            tracing::warn!(user = %username, %addr, "console login refused");
+            tracing::warn!(user = %converge_server::telemetry::log_safe(&username, 64), addr = %converge_server::telemetry::log_safe(&addr, 64), "console login refused");
             Err(ServerFnError::new("Unknown user or wrong password."))
         }
         Err(LoginError::RateLimited(secs)) => Err(ServerFnError::new(format!(
@@ -388,18 +393,10 @@ pub async fn add_user(
         &roles,
         &password,
         st.core.clock.now_ms(),
+        &ssr::actor(&p).await,
     )
     .await
     .map_err(ssr::user_error)?;
-    ssr::audit(
-        &st,
-        &p,
-        "user_added",
-        &format!("user:{}", u.username),
-        "",
-        serde_json::json!({"roles": u.roles}),
-    )
-    .await?;
     ssr::convert(&u)
 }
 
@@ -416,18 +413,10 @@ pub async fn disable_user(username: String) -> Result<(), ServerFnError> {
         &username,
         true,
         st.core.clock.now_ms(),
+        &ssr::actor(&p).await,
     )
     .await
     .map_err(ssr::user_error)?;
-    ssr::audit(
-        &st,
-        &p,
-        "user_disabled",
-        &format!("user:{username}"),
-        "",
-        serde_json::json!({}),
-    )
-    .await?;
     Ok(())
 }
 
@@ -441,18 +430,10 @@ pub async fn enable_user(username: String) -> Result<(), ServerFnError> {
         &username,
         false,
         st.core.clock.now_ms(),
+        &ssr::actor(&p).await,
     )
     .await
     .map_err(ssr::user_error)?;
-    ssr::audit(
-        &st,
-        &p,
-        "user_enabled",
-        &format!("user:{username}"),
-        "",
-        serde_json::json!({}),
-    )
-    .await?;
     Ok(())
 }
 
@@ -467,17 +448,9 @@ pub async fn reset_password(username: String, password: String) -> Result<(), Se
         &username,
         &password,
         st.core.clock.now_ms(),
+        &ssr::actor(&p).await,
     )
     .await
     .map_err(ssr::user_error)?;
-    ssr::audit(
-        &st,
-        &p,
-        "user_password_reset",
-        &format!("user:{username}"),
-        "",
-        serde_json::json!({}),
-    )
-    .await?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use axum::Router;
 use clap::{Args, Parser, Subcommand};
 use converge_server::channel::sandbox::{self, SandboxConfig};
 use converge_server::config::Settings;
-use converge_server::domain::fingerprint::sha256_hex;
+use converge_server::service::merchants;
 use converge_server::startup;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
@@ -167,12 +167,76 @@ enum MerchantCommand {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// A merchant's API keys: several at once, each revocable (rotation: add, switch, revoke).
+    Key {
+        #[command(subcommand)]
+        action: KeyCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeyCommand {
+    /// Issue another key; prints `KEY_ID KEY` (the key is shown once).
+    Add {
+        /// Merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// One key per line: `KEY_ID PREFIX created=.. last_used=.. revoked=..`.
+    List {
+        /// Merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Revoke a key: every server answers 401 to it from now on.
+    Revoke {
+        /// Merchant name.
+        name: String,
+        /// The key's id (from `converge merchant key list`).
+        key_id: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+/// Where the audit checkpoint signing key is.
+#[derive(Debug, Args)]
+struct SigningKeyArg {
+    /// Ed25519 private key, PKCS#8 PEM (`converge audit keygen`), kept outside the database.
+    #[arg(long, env = "CONVERGE_AUDIT_SIGNING_KEY")]
+    audit_signing_key: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
 enum AuditCommand {
-    /// Re-compute the hash chain; exits non-zero naming the first broken record.
+    /// Re-compute the hash chain and check it against the signed checkpoints (the first
+    /// missing or differing record is named); with --file, verify an NDJSON export offline.
     Verify {
+        /// An NDJSON export to verify offline (needs --public-key or --audit-signing-key).
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+        /// The checkpoint key's public half, PEM (printed by `converge audit keygen`).
+        #[arg(long)]
+        public_key: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        key: SigningKeyArg,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Make an Ed25519 checkpoint signing key: writes the private key (PKCS#8 PEM, mode 0600)
+    /// to --out and prints the public key (PEM) for auditors.
+    Keygen {
+        /// Where to write the private key; an existing file is never overwritten.
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Sign a checkpoint of the audit chain's head now (after verifying the records since the
+    /// last one) and print it.
+    Checkpoint {
+        #[command(flatten)]
+        key: SigningKeyArg,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -193,6 +257,9 @@ enum AuditCommand {
         /// Only this action (e.g. action_approved).
         #[arg(long)]
         action: Option<String>,
+        /// Sign a checkpoint covering the export (else the latest stored one is carried).
+        #[command(flatten)]
+        key: SigningKeyArg,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -345,7 +412,10 @@ async fn worker(mut settings: Settings) -> Result<()> {
     // A worker process receives no callbacks (it serves no HTTP), so it needs no shared
     // callback secret; the in-memory one only satisfies start-up.
     if settings.callback_secret.is_none() {
-        settings.callback_secret = Some(converge_server::service::ids::new_id("unused"));
+        settings.callback_secret = Some(format!(
+            "unused-{}",
+            converge_server::service::ids::new_token()
+        ));
     }
     let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
     println!("converge worker running; Ctrl-C stops it after the current batch");
@@ -445,29 +515,19 @@ async fn shutdown_signal() {
 async fn merchant(action: MerchantCommand) -> Result<()> {
     match action {
         MerchantCommand::Add { name, db } => {
-            let name = name.trim().to_string();
-            if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
-                bail!("merchant name must be 1 to 64 characters without control characters");
-            }
             let store = startup::open_store(&db.database_url).await?;
-            let key = format!("sk_{}", converge_server::service::ids::new_token());
-            let now = chrono_now_ms();
-            let result = store
-                .create_merchant(&name, &sha256_hex(key.as_bytes()), now)
-                .await;
+            let result =
+                merchants::add_merchant(store.as_ref(), chrono_now_ms(), &name, &cli_actor()).await;
             store.close().await;
-            match result {
-                Ok(_) => {
-                    println!("{key}");
-                    eprintln!("merchant {name:?} created; the API key above is shown once");
-                    Ok(())
-                }
-                Err(converge_server::store::StoreError::Conflict(_)) => {
-                    bail!("a merchant named {name:?} already exists")
-                }
-                Err(e) => Err(e.into()),
-            }
+            let (m, key) = result?;
+            println!("{}", key.key);
+            eprintln!(
+                "merchant {:?} created with key {}; the API key above is shown once",
+                m.name, key.id
+            );
+            Ok(())
         }
+        MerchantCommand::Key { action } => merchant_key(action).await,
         MerchantCommand::Freeze { name, db } => set_frozen(&name, &db, true).await,
         MerchantCommand::Unfreeze { name, db } => set_frozen(&name, &db, false).await,
     }
@@ -496,6 +556,7 @@ async fn user(action: UserCommand) -> Result<()> {
                 &roles,
                 password,
                 chrono_now_ms(),
+                &cli_actor(),
             )
             .await;
             store.close().await;
@@ -509,7 +570,9 @@ async fn user(action: UserCommand) -> Result<()> {
         }
         UserCommand::Disable { name, db } => {
             let store = startup::open_store(&db.database_url).await?;
-            let result = users::set_disabled(store.as_ref(), &name, true, chrono_now_ms()).await;
+            let result =
+                users::set_disabled(store.as_ref(), &name, true, chrono_now_ms(), &cli_actor())
+                    .await;
             store.close().await;
             result?;
             println!("user {name:?} disabled; its sessions have ended");
@@ -528,26 +591,109 @@ fn cli_time(field: &str, v: &Option<String>) -> Result<Option<i64>> {
 }
 
 async fn audit(action: AuditCommand) -> Result<()> {
+    use converge_server::domain::checkpoint;
     use converge_server::ops::audit::{self as audit_log, Format};
     use converge_server::store::{AuditEntry, AuditFilter};
     use futures_util::StreamExt;
     use std::io::Write;
     match action {
-        AuditCommand::Verify { db } => {
-            let store = startup::open_store(&db.database_url).await?;
-            let result = audit_log::verify(store.as_ref()).await;
-            store.close().await;
-            let (records, head, broken) = result?;
-            match broken {
-                None => {
-                    println!(
-                        "audit chain intact: {records} records, head {} {}",
-                        head.seq, head.hash
-                    );
-                    Ok(())
-                }
-                Some(b) => bail!("audit chain broken at record {}: {}", b.seq, b.reason),
+        AuditCommand::Verify {
+            file,
+            public_key,
+            key,
+            db,
+        } => {
+            let public = match (&public_key, &key.audit_signing_key) {
+                (Some(p), _) => Some(
+                    checkpoint::verifying_key_from_pem(
+                        &std::fs::read_to_string(p)
+                            .with_context(|| format!("reading {}", p.display()))?,
+                    )
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
+                ),
+                (None, Some(k)) => Some(
+                    startup::load_signing_key(k)
+                        .map_err(anyhow::Error::msg)?
+                        .verifying_key(),
+                ),
+                (None, None) => None,
+            };
+            if let Some(file) = file {
+                let Some(public) = public else {
+                    bail!("--file needs --public-key (the checkpoint key's public half)");
+                };
+                let f = std::fs::File::open(&file)
+                    .with_context(|| format!("opening {}", file.display()))?;
+                let (records, c) = audit_log::verify_export(std::io::BufReader::new(f), &public)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                println!(
+                    "export intact: {records} records; signed checkpoint seq {} head {} at {} (key {})",
+                    c.seq,
+                    c.head_hash,
+                    converge_server::domain::clock::rfc3339(c.at),
+                    c.key_id
+                );
+                return Ok(());
             }
+            let store = startup::open_store(&db.database_url).await?;
+            let result = audit_log::verify_signed(store.as_ref(), public.as_ref()).await;
+            store.close().await;
+            let v = result?;
+            if let Some(b) = v.broken {
+                bail!("audit chain broken at record {}: {}", b.seq, b.reason);
+            }
+            let cp = match &v.latest {
+                Some(c) => format!(
+                    "latest signed checkpoint seq {} at {} (key {}), {} checkpoints, signatures {}",
+                    c.seq,
+                    converge_server::domain::clock::rfc3339(c.at),
+                    c.key_id,
+                    v.checkpoints,
+                    if v.signatures_checked {
+                        "verified"
+                    } else {
+                        "not checked (give --public-key)"
+                    }
+                ),
+                None => "no signed checkpoint yet (serve with --audit-signing-key)".into(),
+            };
+            println!(
+                "audit chain intact: {} records, head {} {}; {cp}",
+                v.records, v.head.seq, v.head.hash
+            );
+            Ok(())
+        }
+        AuditCommand::Keygen { out } => {
+            let key = audit_log::generate_signing_key();
+            let pem = checkpoint::signing_key_to_pem(&key).map_err(anyhow::Error::msg)?;
+            write_new_private_file(&out, pem.as_bytes())?;
+            print!(
+                "{}",
+                checkpoint::verifying_key_to_pem(&key.verifying_key())
+                    .map_err(anyhow::Error::msg)?
+            );
+            eprintln!(
+                "private key written to {} (key id {}); the public key above verifies its checkpoints",
+                out.display(),
+                checkpoint::key_id(&key.verifying_key())
+            );
+            Ok(())
+        }
+        AuditCommand::Checkpoint { key, db } => {
+            let Some(path) = key.audit_signing_key else {
+                bail!("audit checkpoint needs --audit-signing-key (CONVERGE_AUDIT_SIGNING_KEY)");
+            };
+            let key = startup::load_signing_key(&path).map_err(anyhow::Error::msg)?;
+            let store = startup::open_store(&db.database_url).await?;
+            let result =
+                audit_log::take_checkpoint(store.as_ref(), &key, chrono_now_ms(), false).await;
+            store.close().await;
+            let c = result?.context("no checkpoint signed")?;
+            println!(
+                "checkpoint seq {} head {} at {} key {} signature {}",
+                c.seq, c.head_hash, c.at, c.key_id, c.signature
+            );
+            Ok(())
         }
         AuditCommand::Export {
             format,
@@ -555,8 +701,14 @@ async fn audit(action: AuditCommand) -> Result<()> {
             to,
             actor,
             action,
+            key,
             db,
         } => {
+            let key = key
+                .audit_signing_key
+                .map(|p| startup::load_signing_key(&p))
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
             let format: Format = format.parse().map_err(|m: String| anyhow::anyhow!(m))?;
             let filter = AuditFilter {
                 from: cli_time("from", &from)?,
@@ -579,7 +731,20 @@ async fn audit(action: AuditCommand) -> Result<()> {
             };
             let head = store.append_audit(&entry).await?;
             eprintln!("audit chain head at export: {} {}", head.seq, head.hash);
-            let mut rows = Box::pin(audit_log::stream(store.clone(), filter, format));
+            let cp = audit_log::export_checkpoint(store.as_ref(), key.as_ref(), entry.at).await?;
+            match &cp {
+                Some(c) => eprintln!(
+                    "signed checkpoint: seq {} head {} at {} key {}",
+                    c.seq, c.head_hash, c.at, c.key_id
+                ),
+                None => eprintln!("no signed checkpoint: the export cannot prove it is whole"),
+            }
+            let mut rows = Box::pin(audit_log::stream_with_checkpoint(
+                store.clone(),
+                filter,
+                format,
+                cp,
+            ));
             let mut out = std::io::stdout().lock();
             while let Some(chunk) = rows.next().await {
                 out.write_all(&chunk?).context("writing the export")?;
@@ -592,9 +757,95 @@ async fn audit(action: AuditCommand) -> Result<()> {
     }
 }
 
+/// Writes `bytes` to a new file readable by its owner only; an existing file is an error.
+fn write_new_private_file(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path).with_context(|| {
+        format!(
+            "cannot create {} (an existing key is never overwritten)",
+            path.display()
+        )
+    })?;
+    f.write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// The actor of a CLI change in the audit log: `cli:` and the OS user.
+fn cli_actor() -> converge_server::service::actions::Actor {
+    let who = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    converge_server::service::actions::Actor {
+        username: format!("cli:{who}"),
+        roles: String::new(),
+        meta: serde_json::json!({"via": "cli"}).to_string(),
+    }
+}
+
+async fn merchant_key(action: KeyCommand) -> Result<()> {
+    use converge_server::domain::clock::rfc3339;
+    let (KeyCommand::Add { db, .. } | KeyCommand::List { db, .. } | KeyCommand::Revoke { db, .. }) =
+        &action;
+    let store = startup::open_store(&db.database_url).await?;
+    let now = chrono_now_ms();
+    let result = match &action {
+        KeyCommand::Add { name, .. } => {
+            merchants::issue_merchant_key(store.as_ref(), now, name, &cli_actor())
+                .await
+                .map(|(_, k)| format!("{} {}\n", k.id, k.key))
+        }
+        KeyCommand::List { name, .. } => merchants::list_merchant_keys(store.as_ref(), name)
+            .await
+            .map(|keys| {
+                keys.iter()
+                    .map(|k| {
+                        format!(
+                            "{} {} created={} last_used={} revoked={}\n",
+                            k.id,
+                            if k.prefix.is_empty() { "-" } else { &k.prefix },
+                            rfc3339(k.created_at),
+                            k.last_used_at.map_or("never".into(), rfc3339),
+                            k.revoked_at.map_or("no".into(), rfc3339),
+                        )
+                    })
+                    .collect()
+            }),
+        KeyCommand::Revoke { name, key_id, .. } => {
+            merchants::revoke_merchant_key(store.as_ref(), now, name, key_id, &cli_actor())
+                .await
+                .map(|()| format!("key {key_id} of merchant {name:?} revoked\n"))
+        }
+    };
+    store.close().await;
+    print!("{}", result?);
+    Ok(())
+}
+
 async fn set_frozen(name: &str, db: &DbArgs, frozen: bool) -> Result<()> {
     let store = startup::open_store(&db.database_url).await?;
-    let found = store.set_merchant_frozen(name, frozen).await;
+    let audit = cli_actor().entry(
+        chrono_now_ms(),
+        if frozen {
+            "merchant_frozen"
+        } else {
+            "merchant_unfrozen"
+        },
+        &format!("merchant:{name}"),
+        "",
+        String::new(),
+        serde_json::json!({"frozen": frozen}).to_string(),
+    );
+    let found = store
+        .set_merchant_frozen_audited(name, frozen, &audit)
+        .await;
     store.close().await;
     if !found? {
         bail!("no merchant named {name:?}");
@@ -618,6 +869,13 @@ async fn channel_sim(args: ChannelSimArgs) -> Result<()> {
     }
     if args.callback_url.is_some() && args.callback_secret.is_none() {
         bail!("--callback-url needs --callback-secret (CONVERGE_CALLBACK_SECRET)");
+    }
+    if let Some(secret) = &args.callback_secret {
+        converge_server::config::check_secret(
+            "--callback-secret (CONVERGE_CALLBACK_SECRET)",
+            secret,
+        )
+        .map_err(anyhow::Error::msg)?;
     }
     let cfg = SandboxConfig {
         database_url: args.database_url,

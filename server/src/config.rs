@@ -27,6 +27,60 @@ fn parse_retry_overrides(spec: &str) -> Result<RetryOverrides, String> {
     RetryOverrides::parse(spec, &JobKind::ALL.map(JobKind::as_str))
 }
 
+/// Shortest secret accepted at start-up, in bytes (`--callback-secret`): an HMAC-SHA256 key
+/// should be at least as long as the hash's output (RFC 2104 section 3), 32 bytes.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// Refuses a secret shorter than [`MIN_SECRET_BYTES`], naming the flag, in one line.
+pub fn check_secret(flag: &str, secret: &str) -> Result<(), String> {
+    if secret.len() < MIN_SECRET_BYTES {
+        return Err(format!(
+            "{flag} must be at least {MIN_SECRET_BYTES} bytes (it has {}); make one with `openssl rand -hex 32`",
+            secret.len()
+        ));
+    }
+    Ok(())
+}
+
+impl Settings {
+    /// The Host names the console answers to: `--allowed-hosts`, or by default the bind
+    /// address, `localhost`, `127.0.0.1` and `::1`; lowercase, without port or brackets.
+    pub fn allowed_host_names(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = if self.allowed_hosts.is_empty() {
+            vec![
+                self.bind.ip().to_string(),
+                "localhost".into(),
+                "127.0.0.1".into(),
+                "::1".into(),
+            ]
+        } else {
+            self.allowed_hosts.clone()
+        };
+        for h in &mut hosts {
+            *h = h
+                .trim()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_ascii_lowercase();
+        }
+        hosts.retain(|h| !h.is_empty());
+        hosts
+    }
+}
+
+/// The host name of a `Host` header value (`name:port`, `[v6]:port`), lowercase.
+pub fn host_name(value: &str) -> String {
+    let v = value.trim();
+    let name = if let Some(rest) = v.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        v.rsplit_once(':')
+            .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
+            .map_or(v, |(name, _)| name)
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
 /// Settings of the core (API, workers, in-process sandbox channel).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Settings {
@@ -45,6 +99,13 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_BIND", default_value = "127.0.0.1:3000")]
     pub bind: SocketAddr,
 
+    /// Host names (comma-separated, no port) the console and the ops API answer to; requests
+    /// naming another Host get 403 `host_not_allowed`, so a DNS-rebinding page cannot read
+    /// them. Default: the bind address, `localhost`, `127.0.0.1` and `::1`. The merchant API,
+    /// `/health` and `/metrics` answer any Host.
+    #[arg(long, env = "CONVERGE_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+
     /// Base URL of an external channel (e.g. a `converge channel-sim`); without it the sandbox
     /// channel starts in-process.
     #[arg(long, env = "CONVERGE_CHANNEL_URL", hide_env_values = true)]
@@ -58,8 +119,8 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_CHANNEL_DB", default_value = "data/channel.db")]
     pub channel_db: String,
 
-    /// HMAC secret shared with the channel for signed callbacks. Required with --channel-url;
-    /// a random one is made for the in-process sandbox.
+    /// HMAC secret shared with the channel for signed callbacks, at least 32 bytes. Required
+    /// with --channel-url; a random one is made for the in-process sandbox.
     #[arg(long, env = "CONVERGE_CALLBACK_SECRET", hide_env_values = true)]
     pub callback_secret: Option<String>,
 
@@ -141,6 +202,15 @@ pub struct Settings {
     /// Do not queue the daily reconciliation from this process.
     #[arg(long, env = "CONVERGE_NO_DAILY_RECONCILE")]
     pub no_daily_reconcile: bool,
+
+    /// Ed25519 private key (PKCS#8 PEM, from `converge audit keygen`) that signs audit
+    /// checkpoints. Keep it outside the database. Without it no checkpoint is signed.
+    #[arg(long, env = "CONVERGE_AUDIT_SIGNING_KEY")]
+    pub audit_signing_key: Option<std::path::PathBuf>,
+
+    /// Seconds between periodic audit checkpoints (one is also signed on every export).
+    #[arg(long, env = "CONVERGE_AUDIT_CHECKPOINT_SECS", default_value_t = 300)]
+    pub audit_checkpoint_secs: u64,
 
     /// Seed of the backoff jitter (0: from the OS).
     #[arg(long, env = "CONVERGE_SEED", default_value_t = 0)]
@@ -341,7 +411,8 @@ impl Settings {
             channel_url: None,
             channel_bind: "127.0.0.1:0".parse().expect("literal address"),
             channel_db: ":memory:".into(),
-            callback_secret: Some("test-callback-secret".into()),
+            callback_secret: Some("test-callback-secret-0123456789abcdef".into()),
+            allowed_hosts: Vec::new(),
             channel_timeout_ms: 300,
             key_retention_secs: 86_400,
             key_lease_ms: 2_000,
@@ -363,6 +434,8 @@ impl Settings {
             retry_policy: RetryOverrides::default(),
             reconcile_after_secs: 3_600,
             no_daily_reconcile: true,
+            audit_signing_key: None,
+            audit_checkpoint_secs: 300,
             seed: 7,
             stuck_pending_ms: 60_000,
             stuck_processing_ms: 120_000,

@@ -100,6 +100,8 @@ pub struct Running {
     /// The same routes without the session and CSRF layers, for [`Running::router_with`].
     api: Router,
     session: tower_sessions::SessionManagerLayer<SessionBackend>,
+    /// Host names the console answers to (`--allowed-hosts`).
+    allowed_hosts: Arc<Vec<String>>,
     /// The in-process sandbox channel, when one was started.
     pub sandbox: Option<SandboxHandle>,
     tasks: Vec<JoinHandle<()>>,
@@ -111,7 +113,11 @@ impl Running {
     /// The backend's routes merged with `console` (the Leptos routes), under one session
     /// layer and the CSRF guard, so the console's server functions see the same sessions.
     pub fn router_with(&self, console: Router) -> Router {
-        with_layers(self.api.clone().merge(console), self.session.clone())
+        with_layers(
+            self.api.clone().merge(console),
+            self.session.clone(),
+            self.allowed_hosts.clone(),
+        )
     }
 
     /// Stops the workers (each finishes its current batch), background tasks and the
@@ -144,6 +150,22 @@ pub async fn build_with_store(
     public_addr: SocketAddr,
     store: Arc<dyn Store>,
 ) -> Result<Running, StartError> {
+    if let Some(secret) = &settings.callback_secret {
+        crate::config::check_secret("--callback-secret (CONVERGE_CALLBACK_SECRET)", secret)
+            .map_err(StartError::Config)?;
+    }
+    // Checked before anything starts, so a bad key is one line and nothing half-runs.
+    let audit_key = match &settings.audit_signing_key {
+        Some(path) => Some(Arc::new(
+            load_signing_key(path).map_err(StartError::Config)?,
+        )),
+        None => {
+            tracing::warn!(
+                "no --audit-signing-key: audit checkpoints are not signed, so truncating the audit log would go unnoticed"
+            );
+            None
+        }
+    };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let (channel, secret, sandbox): (Arc<dyn Channel>, Vec<u8>, Option<SandboxHandle>) =
         match &settings.channel_url {
@@ -241,6 +263,7 @@ pub async fn build_with_store(
         settings.secure_cookies,
     );
     let state = AppState {
+        audit_key: audit_key.clone(),
         core,
         auth: Arc::new(Auth::new(&settings)),
         bulk_limiter: Arc::new(std::sync::Mutex::new(
@@ -278,12 +301,21 @@ pub async fn build_with_store(
             state.settings.reconcile_after_secs.saturating_mul(1000) as i64,
         )));
     }
+    if let Some(key) = audit_key {
+        tasks.push(tokio::spawn(periodic_checkpoints(
+            state.core.clone(),
+            key,
+            Duration::from_secs(state.settings.audit_checkpoint_secs.max(1)),
+        )));
+    }
     if store.backend() == Backend::Sqlite {
         tracing::info!("storage: SQLite");
     }
     let api = api::router(state.clone());
+    let allowed_hosts = Arc::new(state.settings.allowed_host_names());
     Ok(Running {
-        router: with_layers(api.clone(), session.clone()),
+        router: with_layers(api.clone(), session.clone(), allowed_hosts.clone()),
+        allowed_hosts,
         api,
         session,
         state,
@@ -300,11 +332,16 @@ pub async fn build_with_store(
 fn with_layers(
     router: Router,
     session: tower_sessions::SessionManagerLayer<SessionBackend>,
+    allowed_hosts: Arc<Vec<String>>,
 ) -> Router {
     api::with_trace(
         router
             .layer(session)
-            .layer(axum::middleware::from_fn(crate::ops::csrf::guard)),
+            .layer(axum::middleware::from_fn(crate::ops::csrf::guard))
+            .layer(axum::middleware::from_fn_with_state(
+                allowed_hosts,
+                crate::ops::csrf::host_guard,
+            )),
     )
 }
 
@@ -344,6 +381,33 @@ pub async fn daily_reconcile(core: Core, after_ms: i64) {
             Err(e) => {
                 tracing::warn!(error = %e, "daily reconciliation not queued; next tick retries")
             }
+        }
+    }
+}
+
+/// Reads the audit signing key (PKCS#8 PEM). Errors are one line naming the file.
+pub fn load_signing_key(path: &std::path::Path) -> Result<ed25519_dalek::SigningKey, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "cannot read the audit signing key {}: {e} (make one with `converge audit keygen --out FILE`)",
+            path.display()
+        )
+    })?;
+    crate::domain::checkpoint::signing_key_from_pem(&text)
+        .map_err(|e| format!("audit signing key {}: {e}", path.display()))
+}
+
+/// Signs an audit checkpoint every `every` when the log has grown since the last one (issue
+/// 13; RFC 6962's signed tree heads are issued on a schedule the same way).
+async fn periodic_checkpoints(core: Core, key: Arc<ed25519_dalek::SigningKey>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if let Err(e) =
+            crate::ops::audit::take_checkpoint(core.store.as_ref(), &key, core.clock.now_ms(), true)
+                .await
+        {
+            tracing::error!(error = %e, "audit checkpoint not signed");
         }
     }
 }

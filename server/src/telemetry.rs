@@ -159,3 +159,39 @@ fn describe_metrics() {
         "Age of the oldest due job of each kind: how long it has been waiting past its run time (0 when none is due)."
     );
 }
+
+/// A user-controlled value made safe for one log line: control characters, quotes and
+/// backslashes escaped (`\n`, `\u{1b}`, ...), so the value can never split or forge a line,
+/// and cut to `max` characters (then `…`), so a failed login logs at most a bounded form of
+/// whatever was typed as the username.
+pub fn log_safe(value: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in value.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || matches!(c, '"' | '\\' | '\u{2028}' | '\u{2029}') {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_safe;
+
+    #[test]
+    fn log_values_never_split_a_line_and_are_bounded() {
+        let forged = "alice\n2026-12-01T00:00:00Z INFO console login user=admin\r\u{1b}[2J";
+        let safe = log_safe(forged, 200);
+        assert!(!safe.contains('\n') && !safe.contains('\r') && !safe.contains('\u{1b}'));
+        assert!(safe.starts_with("alice\\n2026"), "{safe}");
+        assert_eq!(log_safe(&"x".repeat(1000), 64).chars().count(), 65);
+        assert_eq!(log_safe("bob.smith@example", 64), "bob.smith@example");
+        assert_eq!(log_safe("a\"b\\c", 64), "a\\\"b\\\\c");
+    }
+}

@@ -268,10 +268,10 @@ pub enum Breach {
     UnbalancedCurrency {
         /// ISO 4217.
         currency: String,
-        /// Minor units.
-        debits: i64,
-        /// Minor units.
-        credits: i64,
+        /// Minor units (summed in 128 bits: any history fits).
+        debits: i128,
+        /// Minor units (summed in 128 bits: any history fits).
+        credits: i128,
     },
     /// Completed Idempotency-Keys without a stored response.
     KeysWithoutResponse {

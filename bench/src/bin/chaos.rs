@@ -988,7 +988,8 @@ async fn kill_and_restart(
 }
 
 async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &str) -> Result<bool> {
-    let secret = format!("chaos-secret-{}", args.seed);
+    // At least 32 bytes: converge refuses shorter callback secrets at start-up.
+    let secret = format!("chaos-callback-secret-{:020}", args.seed);
     conv.run(&["migrate", "--database-url", db_url]).await?;
     let api_key = conv
         .run(&["merchant", "add", "chaos", "--database-url", db_url])

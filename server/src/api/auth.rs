@@ -21,18 +21,47 @@ pub async fn merchant(State(st): State<AppState>, mut req: Request, next: Next) 
     let Some(token) = token else {
         return unauthorized().into_response();
     };
-    match st
-        .core
-        .store
-        .merchant_by_key_hash(&sha256_hex(token.as_bytes()))
-        .await
-    {
+    // Looked up in the database on every request (no cache): a revoked key is refused at once
+    // by every server sharing it.
+    let hash = sha256_hex(token.as_bytes());
+    match st.core.store.merchant_by_key_hash(&hash).await {
         Ok(Some(m)) => {
+            // Last use, at most one write a minute per key and process; a failure here refuses
+            // nothing.
+            let now = st.core.clock.now_ms();
+            if touch_due(&hash, now)
+                && let Err(e) = st.core.store.touch_merchant_key(&hash, now).await
+            {
+                tracing::warn!(error = %e, "key last-use not recorded");
+            }
             req.extensions_mut().insert(m);
             next.run(req).await
         }
         Ok(None) => unauthorized().into_response(),
         Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// Whether this process should record a use of the key with this hash now: once a minute per
+/// key, so authentication does not write on every request. Only timestamps live here; the
+/// key's validity is always read from the database.
+fn touch_due(hash: &str, now: i64) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LAST: OnceLock<Mutex<HashMap<String, i64>>> = OnceLock::new();
+    let mut last = LAST
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if last.len() > 100_000 {
+        last.clear();
+    }
+    match last.get(hash) {
+        Some(&t) if now - t < 60_000 => false,
+        _ => {
+            last.insert(hash.to_string(), now);
+            true
+        }
     }
 }
 

@@ -235,7 +235,7 @@ async fn finish(st: &AppState, key: &KeyRef, resp: Response) -> Response {
     match st.core.store.complete_key(key, &stored).await {
         Ok(true) => {}
         Ok(false) => {
-            tracing::warn!(key = %key.idem_key, "lease lost before the response was stored")
+            tracing::warn!(key = %crate::telemetry::log_safe(&key.idem_key, 255), "lease lost before the response was stored")
         }
         Err(e) => {
             tracing::error!(error = %e, key = %key.idem_key, "could not store the response; a retry resumes")

@@ -47,6 +47,8 @@ pub struct AppState {
     /// Webhook endpoint recoveries per user
     /// ([`crate::ops::webhooks::RECOVERIES_PER_MINUTE`] a minute).
     pub recover_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
+    /// The audit checkpoint signing key (`--audit-signing-key`), when one was given.
+    pub audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
 }
 
 /// The backend's routes with their state applied: `/v1/*`, `/ops/v1/*`, `/health`,

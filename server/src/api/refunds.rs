@@ -134,5 +134,10 @@ pub async fn create(
             format!("at most {remaining} minor units can still be refunded"),
         )),
         CreateRefund::NoPayment => Err(ApiError::not_found("payment")),
+        CreateRefund::Reversing => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "payment_reversing",
+            "an ops reversal holds this payment; it refunds the remaining amount".to_string(),
+        )),
     }
 }

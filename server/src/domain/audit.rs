@@ -37,7 +37,9 @@ pub struct AuditEntry {
 }
 
 /// A stored record: the entry with its place in the chain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::FromRow, utoipa::ToSchema,
+)]
 pub struct AuditRecord {
     /// 1, 2, 3, ... without gaps.
     pub seq: i64,

@@ -19,11 +19,13 @@ use super::auth::Principal;
 use super::handlers::ClientAddr;
 use crate::api::AppState;
 use crate::domain::audit::{AuditRecord, Break, ChainVerifier};
+use crate::domain::checkpoint::{self, Checkpoint, CheckpointMatcher};
 use crate::domain::clock::rfc3339;
 use crate::domain::roles::{Permission, format_roles};
 use crate::error::{ApiError, ApiQuery};
 use crate::service::actions::Actor;
 use crate::store::{AuditFilter, Store, StoreError};
+use ed25519_dalek::{SigningKey, VerifyingKey};
 
 /// Rows read per page.
 const PAGE: i64 = 1000;
@@ -53,11 +55,29 @@ pub fn actor(p: &Principal, addr: &str) -> Actor {
     }
 }
 
-/// A cell a spreadsheet would evaluate (`=`, `+`, `-`, `@`, tab, CR first) gets a leading `'`;
-/// plain numbers (`-100`, `12.5`) stay numeric.
+/// A cell a spreadsheet would evaluate gets a leading `'` (OWASP "CSV Injection"): one that
+/// starts with `=`, `+`, `-`, `@`, tab or CR, also after leading spaces, and also when the
+/// first character is only a Unicode compatibility form of one (fullwidth `＝ ＋ － ＠`, small
+/// `﹦ ﹢ ﹣ ﹫`, super- and subscript `⁺ ⁼ ₊ ₌`, ...), which spreadsheets normalise: the
+/// start of the cell is NFKC-normalised before the check. Plain numbers (`-100`, `12.5`, and
+/// their fullwidth forms) stay as they are.
 pub fn neutralise(cell: &str) -> std::borrow::Cow<'_, str> {
-    let risky = cell.starts_with(['=', '+', '-', '@', '\t', '\r']);
-    if risky && cell.parse::<f64>().is_err() {
+    use unicode_normalization::UnicodeNormalization;
+    let lead = cell.trim_start_matches([' ', '\u{3000}', '\u{a0}']);
+    let Some(first) = lead.chars().next() else {
+        return cell.into();
+    };
+    let first: String = std::iter::once(first).nfkc().collect();
+    let trigger = |c: char| matches!(c, '=' | '+' | '-' | '@' | '\t' | '\r');
+    let risky = lead.starts_with(trigger) || first.starts_with(trigger);
+    let numeric = || {
+        cell.nfkc()
+            .collect::<String>()
+            .trim()
+            .parse::<f64>()
+            .is_ok()
+    };
+    if risky && !numeric() {
         format!("'{cell}").into()
     } else {
         cell.into()
@@ -155,26 +175,259 @@ pub fn stream(
     })
 }
 
-/// Re-computes the whole chain; returns (records checked, head, first break).
+/// Re-computes the whole chain and checks it against every stored checkpoint's head hash
+/// (signatures are not checked here: see [`verify_signed`]); returns (records checked, head,
+/// first break). A chain cut short of a checkpoint breaks at the first missing record; a chain
+/// rebuilt under a checkpoint breaks at the checkpointed record that differs.
 pub async fn verify(store: &dyn Store) -> Result<(i64, ChainVerifier, Option<Break>), StoreError> {
-    let mut v = ChainVerifier::default();
+    let v = verify_signed(store, None).await?;
+    Ok((v.records, v.head, v.broken))
+}
+
+/// What [`verify_signed`] found.
+#[derive(Debug, Clone)]
+pub struct AuditVerdict {
+    /// Records read.
+    pub records: i64,
+    /// The last record that verified.
+    pub head: ChainVerifier,
+    /// The first break: a record that does not chain, a checkpoint it contradicts or falls
+    /// short of, or a checkpoint whose signature does not verify.
+    pub broken: Option<Break>,
+    /// Checkpoints checked against the chain.
+    pub checkpoints: usize,
+    /// The checkpoint covering the most records.
+    pub latest: Option<Checkpoint>,
+    /// Whether every checkpoint's signature was checked (a public key was given).
+    pub signatures_checked: bool,
+}
+
+/// [`verify`] with the checkpoints' signatures checked against `key` when one is given.
+pub async fn verify_signed(
+    store: &dyn Store,
+    key: Option<&VerifyingKey>,
+) -> Result<AuditVerdict, StoreError> {
+    let cps = store.checkpoints().await?;
+    let latest = store.latest_checkpoint().await?;
+    let mut verdict = AuditVerdict {
+        records: 0,
+        head: ChainVerifier::default(),
+        broken: None,
+        checkpoints: cps.len(),
+        latest,
+        signatures_checked: key.is_some(),
+    };
+    if let Some(key) = key {
+        for c in &cps {
+            if let Err(reason) = checkpoint::verify_signature(key, c) {
+                verdict.broken = Some(Break { seq: c.seq, reason });
+                return Ok(verdict);
+            }
+        }
+    }
+    let mut m = CheckpointMatcher::new(cps);
     let mut after = 0;
-    let mut n = 0;
     loop {
         let rows = store
             .audit_page(after, PAGE, &AuditFilter::default())
             .await?;
         for r in &rows {
-            n += 1;
-            if let Err(b) = v.push(r) {
-                return Ok((n, v, Some(b)));
+            verdict.records += 1;
+            if let Err(b) = verdict.head.push(r).and_then(|()| m.push(r)) {
+                verdict.broken = Some(b);
+                return Ok(verdict);
             }
         }
         match rows.last() {
             Some(r) if rows.len() as i64 == PAGE => after = r.seq,
-            _ => return Ok((n, v, None)),
+            _ => break,
         }
     }
+    verdict.broken = m.finish().err();
+    Ok(verdict)
+}
+
+/// A new checkpoint signing key from the operating system's randomness.
+pub fn generate_signing_key() -> SigningKey {
+    use rand::Rng;
+    checkpoint::signing_key_from_seed(rand::rng().random::<[u8; 32]>())
+}
+
+/// Why a checkpoint was not signed.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The chain does not verify from the last checkpoint on: signing its head would vouch
+    /// for a tampered log.
+    #[error("not signing: audit chain broken at record {}: {}", .0.seq, .0.reason)]
+    Broken(Break),
+}
+
+/// Signs a checkpoint of the chain's head with `key` and stores it. The records since the
+/// latest checkpoint this key signed are verified first (from genesis when there is none), so
+/// a checkpoint never vouches for a chain that was cut or rebuilt under the previous one. With
+/// `only_if_moved`, nothing is signed when the latest checkpoint already covers the head (the
+/// periodic checkpoint of an idle log).
+pub async fn take_checkpoint(
+    store: &dyn Store,
+    key: &SigningKey,
+    now: i64,
+    only_if_moved: bool,
+) -> Result<Option<Checkpoint>, CheckpointError> {
+    let public = key.verifying_key();
+    let latest = store
+        .latest_checkpoint()
+        .await?
+        .filter(|c| checkpoint::verify_signature(&public, c).is_ok());
+    let mut v = ChainVerifier::default();
+    if let Some(c) = &latest {
+        if c.seq > 0 {
+            let at = store
+                .audit_page(c.seq - 1, 1, &AuditFilter::default())
+                .await?;
+            let broken = match at.first() {
+                Some(r) if r.seq == c.seq && r.hash == c.head_hash => None,
+                Some(r) if r.seq == c.seq => Some(Break {
+                    seq: c.seq,
+                    reason: "differs from the last signed checkpoint (rebuilt)".into(),
+                }),
+                Some(_) => Some(Break {
+                    seq: c.seq,
+                    reason: "is missing under the last signed checkpoint".into(),
+                }),
+                None => Some(Break {
+                    seq: store.audit_head().await?.0 + 1,
+                    reason: format!(
+                        "is missing: the last signed checkpoint covers {} records (truncated)",
+                        c.seq
+                    ),
+                }),
+            };
+            if let Some(b) = broken {
+                return Err(CheckpointError::Broken(b));
+            }
+        }
+        v.seq = c.seq;
+        v.hash = c.head_hash.clone();
+    }
+    let mut after = v.seq;
+    loop {
+        let rows = store
+            .audit_page(after, PAGE, &AuditFilter::default())
+            .await?;
+        for r in &rows {
+            v.push(r).map_err(CheckpointError::Broken)?;
+        }
+        match rows.last() {
+            Some(r) if rows.len() as i64 == PAGE => after = r.seq,
+            _ => break,
+        }
+    }
+    if only_if_moved && latest.as_ref().is_some_and(|c| c.seq == v.seq) {
+        return Ok(None);
+    }
+    let c = checkpoint::sign(key, v.seq, &v.hash, now);
+    store.add_checkpoint(&c).await?;
+    tracing::info!(
+        seq = c.seq,
+        head = %c.head_hash,
+        at = c.at,
+        key_id = %c.key_id,
+        signature = %c.signature,
+        "audit checkpoint signed"
+    );
+    Ok(Some(c))
+}
+
+/// The NDJSON line that carries a checkpoint at the end of an export:
+/// `{"checkpoint":{"seq":..,"head_hash":"..","at":..,"key_id":"..","signature":".."}}`.
+pub fn checkpoint_line(c: &Checkpoint) -> Vec<u8> {
+    let mut out = serde_json::to_vec(&json!({ "checkpoint": c })).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// Verifies an NDJSON export offline: every record line chains from seq 1, every
+/// `{"checkpoint":..}` line's signature verifies with `key`, and the chain reaches each
+/// checkpoint with its signed hash. Returns (records, the latest checkpoint). An export with
+/// no checkpoint, a filtered export (not contiguous) or a cut one fails, naming the record.
+pub fn verify_export(
+    text: impl std::io::BufRead,
+    key: &VerifyingKey,
+) -> Result<(i64, Checkpoint), String> {
+    let mut records = Vec::new();
+    let mut cps: Vec<Checkpoint> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.map_err(|e| format!("reading the export: {e}"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&line).map_err(|e| format!("line {}: not JSON: {e}", i + 1))?;
+        if let Some(c) = v.get("checkpoint") {
+            let c: Checkpoint = serde_json::from_value(c.clone())
+                .map_err(|e| format!("line {}: not a checkpoint: {e}", i + 1))?;
+            checkpoint::verify_signature(key, &c)?;
+            cps.push(c);
+        } else {
+            let r: AuditRecord = serde_json::from_value(v)
+                .map_err(|e| format!("line {}: not an audit record: {e}", i + 1))?;
+            records.push(r);
+        }
+    }
+    let latest = cps
+        .iter()
+        .max_by_key(|c| (c.seq, c.at))
+        .cloned()
+        .ok_or("the export carries no signed checkpoint: nothing proves it is whole")?;
+    let mut chain = ChainVerifier::default();
+    let mut m = CheckpointMatcher::new(cps);
+    for r in &records {
+        chain
+            .push(r)
+            .and_then(|()| m.push(r))
+            .map_err(|b| format!("audit chain broken at record {}: {}", b.seq, b.reason))?;
+    }
+    m.finish()
+        .map_err(|b| format!("audit chain broken at record {}: {}", b.seq, b.reason))?;
+    Ok((records.len() as i64, latest))
+}
+
+/// The checkpoint an export carries: a new one signed now when a key is configured (after the
+/// export's own audit record, so it covers it), else the latest stored one. A chain that no
+/// longer verifies is not signed: the export then carries the latest stored checkpoint, and
+/// its offline verification names the break.
+pub async fn export_checkpoint(
+    store: &dyn Store,
+    key: Option<&SigningKey>,
+    now: i64,
+) -> Result<Option<Checkpoint>, StoreError> {
+    if let Some(key) = key {
+        match take_checkpoint(store, key, now, false).await {
+            Ok(c) => return Ok(c),
+            Err(CheckpointError::Store(e)) => return Err(e),
+            Err(e @ CheckpointError::Broken(_)) => {
+                tracing::error!(error = %e, "export without a new checkpoint");
+            }
+        }
+    }
+    store.latest_checkpoint().await
+}
+
+/// [`stream`], then (NDJSON only) the [`checkpoint_line`] of `checkpoint`.
+pub fn stream_with_checkpoint(
+    store: std::sync::Arc<dyn Store>,
+    filter: AuditFilter,
+    format: Format,
+    checkpoint: Option<Checkpoint>,
+) -> impl futures_util::Stream<Item = Result<Bytes, StoreError>> + Send {
+    use futures_util::StreamExt;
+    let tail = checkpoint
+        .filter(|_| format == Format::Ndjson)
+        .map(|c| Ok(Bytes::from(checkpoint_line(&c))));
+    stream(store, filter, format).chain(futures_util::stream::iter(tail))
 }
 
 /// Query of the export endpoint.
@@ -207,6 +460,13 @@ pub struct VerifyView {
     pub head: ChainHead,
     /// The first record that does not verify, if any.
     pub first_broken: Option<crate::domain::audit::Break>,
+    /// Signed checkpoints stored.
+    pub checkpoints: i64,
+    /// The latest signed checkpoint (sequence, head hash, time, signature), if any.
+    #[schema(value_type = Option<Object>)]
+    pub latest_checkpoint: Option<serde_json::Value>,
+    /// Whether checkpoint signatures were checked (the server holds the signing key).
+    pub signatures_checked: bool,
 }
 
 /// Sequence number and hash of a chain position.
@@ -282,7 +542,14 @@ pub async fn export(
         what.to_string(),
     );
     let head = st.core.store.append_audit(&record).await?;
-    let body = Body::from_stream(stream(st.core.store.clone(), filter, format));
+    let checkpoint =
+        export_checkpoint(st.core.store.as_ref(), st.audit_key.as_deref(), now).await?;
+    let body = Body::from_stream(stream_with_checkpoint(
+        st.core.store.clone(),
+        filter,
+        format,
+        checkpoint.clone(),
+    ));
     let mut resp = body.into_response();
     let (ctype, ext) = match format {
         Format::Csv => ("text/csv; charset=utf-8", "csv"),
@@ -298,6 +565,14 @@ pub async fn export(
     }
     if let Ok(v) = HeaderValue::from_str(&format!("{} {}", head.seq, head.hash)) {
         h.insert("converge-audit-head", v);
+    }
+    if let Some(c) = &checkpoint
+        && let Ok(v) = HeaderValue::from_str(&format!(
+            "{} {} {} {} {}",
+            c.seq, c.head_hash, c.at, c.key_id, c.signature
+        ))
+    {
+        h.insert("converge-audit-checkpoint", v);
     }
     Ok(resp)
 }
@@ -322,14 +597,59 @@ pub async fn verify_handler(
     p: Principal,
 ) -> Result<Json<VerifyView>, ApiError> {
     p.require(Permission::Audit)?;
-    let (records, v, broken) = verify(st.core.store.as_ref()).await?;
+    let public = st.audit_key.as_ref().map(|k| k.verifying_key());
+    let v = verify_signed(st.core.store.as_ref(), public.as_ref()).await?;
     Ok(Json(VerifyView {
-        ok: broken.is_none(),
-        records,
+        ok: v.broken.is_none(),
+        records: v.records,
         head: ChainHead {
-            seq: v.seq,
-            hash: v.hash,
+            seq: v.head.seq,
+            hash: v.head.hash,
         },
-        first_broken: broken,
+        first_broken: v.broken,
+        checkpoints: v.checkpoints as i64,
+        latest_checkpoint: v.latest.as_ref().and_then(|c| serde_json::to_value(c).ok()),
+        signatures_checked: v.signatures_checked,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::neutralise;
+
+    #[test]
+    fn ascii_formula_triggers_are_neutralised_and_numbers_are_not() {
+        for cell in ["=1+1", "+cmd", "-2+3", "@SUM(A1)", "\tx", "\rx", "  =1+1"] {
+            assert!(neutralise(cell).starts_with('\''), "{cell:?}");
+        }
+        for cell in ["-100", "12.5", "+7", "plain", "", "a=b"] {
+            assert_eq!(neutralise(cell), cell, "{cell:?}");
+        }
+    }
+
+    #[test]
+    fn unicode_compatibility_forms_of_the_triggers_are_neutralised() {
+        // Fullwidth, small and super/subscript forms normalise (NFKC) to = + - @.
+        for cell in [
+            "\u{FF1D}HYPERLINK(\"http://evil\")",
+            "\u{FF0B}1+1",
+            "\u{FF0D}1+cmd",
+            "\u{FF20}SUM(A1)",
+            "\u{FE66}1+1",
+            "\u{FE62}1+1",
+            "\u{FE63}x",
+            "\u{FE6B}x",
+            "\u{207C}1+1",
+            "\u{208A}x",
+            "\u{3000}\u{FF1D}1+1",
+        ] {
+            let out = neutralise(cell);
+            assert_eq!(out, format!("'{cell}"), "{cell:?}");
+        }
+        // A fullwidth number is still a number.
+        assert_eq!(
+            neutralise("\u{FF0D}\u{FF11}\u{FF10}"),
+            "\u{FF0D}\u{FF11}\u{FF10}"
+        );
+    }
 }

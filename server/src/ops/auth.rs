@@ -57,6 +57,10 @@ pub struct Auth {
     pub hasher: PasswordHasherPool,
     per_user: Mutex<RateLimiter>,
     per_addr: Mutex<RateLimiter>,
+    /// Refused (rate-limited) sign-ins per client address: the start of the address's
+    /// current window and how many refusals in it went unrecorded.
+    refused: Mutex<std::collections::HashMap<String, (i64, u64)>>,
+    window_ms: i64,
     /// Absolute session lifetime, ms.
     pub absolute_ms: i64,
 }
@@ -75,7 +79,37 @@ impl Auth {
                 settings.login_limit_per_addr.max(1),
                 window,
             )),
+            refused: Mutex::new(std::collections::HashMap::new()),
+            window_ms: window.max(1),
             absolute_ms: (settings.absolute_timeout_secs as i64) * 1000,
+        }
+    }
+
+    /// Whether a rate-limited sign-in from `addr` at `now` gets its own audit record: the first
+    /// of each window per address does, carrying how many were refused unrecorded in the
+    /// address's previous window; the rest are only counted. So a client hammering the
+    /// login cannot grow the audit log by one row per attempt.
+    fn record_refusal(&self, addr: &str, now: i64) -> Option<u64> {
+        let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        if refused.len() > 10_000 {
+            let cutoff = now - self.window_ms;
+            refused.retain(|_, (start, _)| *start > cutoff);
+        }
+        match refused.get_mut(addr) {
+            Some((start, count)) if now - *start < self.window_ms => {
+                *count += 1;
+                None
+            }
+            Some((start, count)) => {
+                let before = *count;
+                *start = now;
+                *count = 0;
+                Some(before)
+            }
+            None => {
+                refused.insert(addr.to_string(), (now, 0));
+                Some(0)
+            }
         }
     }
 
@@ -121,6 +155,20 @@ impl Auth {
             Err(e) => ("login_failed", String::new(), e.to_string()),
         };
         let actor = username.chars().take(64).collect::<String>();
+        let mut after = String::new();
+        if matches!(result, Err(LoginError::RateLimited(_))) {
+            match self.record_refusal(addr, clock.now_ms()) {
+                None => return result,
+                Some(unrecorded) => {
+                    after = serde_json::json!({
+                        "rate_limited": true,
+                        "unrecorded_refusals_in_previous_window": unrecorded,
+                        "window_secs": self.window_ms / 1000,
+                    })
+                    .to_string();
+                }
+            }
+        }
         let entry = crate::store::AuditEntry {
             at: clock.now_ms(),
             actor: actor.clone(),
@@ -129,7 +177,7 @@ impl Auth {
             target: format!("user:{actor}"),
             reason,
             before: String::new(),
-            after: String::new(),
+            after,
             meta: serde_json::json!({"addr": addr}).to_string(),
         };
         if let Err(e) = store.append_audit(&entry).await {

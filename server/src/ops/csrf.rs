@@ -51,3 +51,32 @@ pub async fn guard(req: Request, next: Next) -> Response {
 fn forbidden(message: &str) -> Response {
     ApiError::new(StatusCode::FORBIDDEN, "csrf_rejected", message).into_response()
 }
+
+/// Refuses console and ops requests whose `Host` is not one of `allowed` (DNS rebinding: a
+/// page on an attacker's name that resolves to this server must not read the console). The
+/// merchant API (`/v1`), `/health` and `/metrics` answer any Host.
+pub async fn host_guard(
+    axum::extract::State(allowed): axum::extract::State<std::sync::Arc<Vec<String>>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let path = req.uri().path();
+    if path == "/v1" || path.starts_with("/v1/") || path == "/health" || path == "/metrics" {
+        return next.run(req).await;
+    }
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(crate::config::host_name)
+        .or_else(|| req.uri().host().map(crate::config::host_name));
+    match host {
+        Some(h) if allowed.iter().any(|a| *a == h) => next.run(req).await,
+        _ => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            "this Host is not one the console answers to (see --allowed-hosts)",
+        )
+        .into_response(),
+    }
+}

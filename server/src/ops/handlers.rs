@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
+use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower_sessions::Session;
@@ -50,6 +51,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(super::actions::execute))
         .routes(routes!(super::audit::export))
         .routes(routes!(super::audit::verify_handler))
+        .route("/merchants/{name}/keys", get(list_keys).post(issue_key))
+        .route("/merchants/{name}/keys/{id}/revoke", post(revoke_key))
         .merge(super::webhooks::routes())
 }
 
@@ -183,11 +186,11 @@ async fn login(
         .await
     {
         Ok(p) => {
-            tracing::info!(user = %p.username, %addr, "console login");
+            tracing::info!(user = %crate::telemetry::log_safe(&p.username, 64), addr = %crate::telemetry::log_safe(&addr, 64), "console login");
             Ok(Json(principal_view(&p)))
         }
         Err(LoginError::InvalidCredentials) => {
-            tracing::warn!(user = %body.username, %addr, "console login refused");
+            tracing::warn!(user = %crate::telemetry::log_safe(&body.username, 64), addr = %crate::telemetry::log_safe(&addr, 64), "console login refused");
             Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "invalid_credentials",
@@ -704,23 +707,84 @@ async fn add_user(
         &b.roles,
         &b.password,
         now,
+        &super::audit::actor(&p, &addr),
     )
     .await
     .map_err(user_error)?;
-    audit(
-        &st,
-        &p,
-        &addr,
-        "user_added",
-        &format!("user:{}", u.username),
-        "",
-        json!({"roles": u.roles}),
-    )
-    .await?;
     Ok((StatusCode::CREATED, Json(UserEnvelope { user: u })))
 }
 
 use super::actions::Empty;
+
+fn merchant_error(e: crate::service::merchants::MerchantError) -> ApiError {
+    use crate::service::merchants::MerchantError as E;
+    match e {
+        E::InvalidName => ApiError::bad_request("invalid_merchant", e.to_string()),
+        E::Exists(_) => ApiError::new(StatusCode::CONFLICT, "merchant_exists", e.to_string()),
+        E::NoMerchant(_) | E::NoKey(..) => {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+        }
+        E::Store(s) => s.into(),
+    }
+}
+
+/// `GET /ops/v1/merchants/{name}/keys` (admins): id, prefix, created, last used, revoked.
+async fn list_keys(
+    State(st): State<AppState>,
+    p: Principal,
+    ApiPath(name): ApiPath<String>,
+) -> Result<Json<Value>, ApiError> {
+    p.require(Permission::ManageUsers)?;
+    let keys = crate::service::merchants::list_merchant_keys(st.core.store.as_ref(), &name)
+        .await
+        .map_err(merchant_error)?;
+    Ok(Json(json!({"items": keys})))
+}
+
+/// `POST /ops/v1/merchants/{name}/keys` `{}` (admins): a new key, shown once in the answer;
+/// the merchant's other keys keep working.
+async fn issue_key(
+    State(st): State<AppState>,
+    p: Principal,
+    ClientAddr(addr): ClientAddr,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(_): ApiJson<Empty>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    p.require(Permission::ManageUsers)?;
+    let (k, issued) = crate::service::merchants::issue_merchant_key(
+        st.core.store.as_ref(),
+        st.core.clock.now_ms(),
+        &name,
+        &super::audit::actor(&p, &addr),
+    )
+    .await
+    .map_err(merchant_error)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"key": k, "api_key": issued.key})),
+    ))
+}
+
+/// `POST /ops/v1/merchants/{name}/keys/{id}/revoke` `{}` (admins): 401 for that key at once.
+async fn revoke_key(
+    State(st): State<AppState>,
+    p: Principal,
+    ClientAddr(addr): ClientAddr,
+    ApiPath((name, id)): ApiPath<(String, String)>,
+    ApiJson(_): ApiJson<Empty>,
+) -> Result<StatusCode, ApiError> {
+    p.require(Permission::ManageUsers)?;
+    crate::service::merchants::revoke_merchant_key(
+        st.core.store.as_ref(),
+        st.core.clock.now_ms(),
+        &name,
+        &id,
+        &super::audit::actor(&p, &addr),
+    )
+    .await
+    .map_err(merchant_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
 
 #[utoipa::path(
     post,
@@ -755,19 +819,15 @@ async fn disable_user(
             "you cannot disable yourself",
         ));
     }
-    users::set_disabled(st.core.store.as_ref(), &name, true, st.core.clock.now_ms())
-        .await
-        .map_err(user_error)?;
-    audit(
-        &st,
-        &p,
-        &addr,
-        "user_disabled",
-        &format!("user:{name}"),
-        "",
-        json!({}),
+    users::set_disabled(
+        st.core.store.as_ref(),
+        &name,
+        true,
+        st.core.clock.now_ms(),
+        &super::audit::actor(&p, &addr),
     )
-    .await?;
+    .await
+    .map_err(user_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -798,19 +858,15 @@ async fn enable_user(
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<StatusCode, ApiError> {
     p.require(Permission::ManageUsers)?;
-    users::set_disabled(st.core.store.as_ref(), &name, false, st.core.clock.now_ms())
-        .await
-        .map_err(user_error)?;
-    audit(
-        &st,
-        &p,
-        &addr,
-        "user_enabled",
-        &format!("user:{name}"),
-        "",
-        json!({}),
+    users::set_disabled(
+        st.core.store.as_ref(),
+        &name,
+        false,
+        st.core.clock.now_ms(),
+        &super::audit::actor(&p, &addr),
     )
-    .await?;
+    .await
+    .map_err(user_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -856,19 +912,10 @@ async fn reset_password(
         &name,
         &b.password,
         st.core.clock.now_ms(),
+        &super::audit::actor(&p, &addr),
     )
     .await
     .map_err(user_error)?;
-    audit(
-        &st,
-        &p,
-        &addr,
-        "user_password_reset",
-        &format!("user:{name}"),
-        "",
-        json!({}),
-    )
-    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -913,18 +960,9 @@ async fn set_roles(
         &name,
         &b.roles,
         st.core.clock.now_ms(),
+        &super::audit::actor(&p, &addr),
     )
     .await
     .map_err(user_error)?;
-    audit(
-        &st,
-        &p,
-        &addr,
-        "user_roles_changed",
-        &format!("user:{name}"),
-        "",
-        json!({"roles": u.roles}),
-    )
-    .await?;
     Ok(Json(UserEnvelope { user: u }))
 }

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::password::{PasswordHasherPool, check_new_password};
 use crate::domain::roles::{format_roles, parse_roles};
+use crate::service::actions::Actor;
 use crate::store::{Store, StoreError};
 
 /// Why a user change was refused.
@@ -69,7 +70,8 @@ fn check_username(name: &str) -> Result<(), UserError> {
     }
 }
 
-/// Adds a user with `roles` (`viewer,operator`) and `password`.
+/// Adds a user with `roles` (`viewer,operator`) and `password`; audited `user_added` by
+/// `actor` in the same transaction.
 pub async fn add_user(
     store: &dyn Store,
     hasher: &PasswordHasherPool,
@@ -77,6 +79,7 @@ pub async fn add_user(
     roles: &str,
     password: &str,
     now: i64,
+    actor: &Actor,
 ) -> Result<UserView, UserError> {
     check_username(username)?;
     let roles = parse_roles(roles).map_err(UserError::Invalid)?;
@@ -85,8 +88,17 @@ pub async fn add_user(
         .hash(password)
         .await
         .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
+    let roles = format_roles(&roles);
+    let audit = actor.entry(
+        now,
+        "user_added",
+        &format!("user:{username}"),
+        "",
+        String::new(),
+        serde_json::json!({"roles": roles}).to_string(),
+    );
     match store
-        .create_user(username, &hash, &format_roles(&roles), now)
+        .create_user(username, &hash, &roles, now, &audit)
         .await
     {
         Ok(u) => Ok(UserView::from(&u)),
@@ -95,52 +107,85 @@ pub async fn add_user(
     }
 }
 
-/// Disables (or re-enables) a user; disabling ends its sessions.
+/// Disables (or re-enables) a user; disabling ends its sessions. Audited `user_disabled` /
+/// `user_enabled` by `actor` in the same transaction.
 pub async fn set_disabled(
     store: &dyn Store,
     username: &str,
     disabled: bool,
     now: i64,
+    actor: &Actor,
 ) -> Result<(), UserError> {
-    match store.set_user_disabled(username, disabled, now).await {
+    let audit = actor.entry(
+        now,
+        if disabled {
+            "user_disabled"
+        } else {
+            "user_enabled"
+        },
+        &format!("user:{username}"),
+        "",
+        String::new(),
+        "{}".into(),
+    );
+    match store
+        .set_user_disabled(username, disabled, now, &audit)
+        .await
+    {
         Ok(true) => Ok(()),
         Ok(false) => Err(UserError::NotFound(username.into())),
         Err(e) => Err(UserError::Store(e)),
     }
 }
 
-/// Resets a user's password; its sessions end.
+/// Resets a user's password; its sessions end. Audited `user_password_reset` by `actor` in
+/// the same transaction.
 pub async fn reset_password(
     store: &dyn Store,
     hasher: &PasswordHasherPool,
     username: &str,
     password: &str,
     now: i64,
+    actor: &Actor,
 ) -> Result<(), UserError> {
     check_new_password(password).map_err(UserError::Invalid)?;
     let hash = hasher
         .hash(password)
         .await
         .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
-    match store.set_user_password(username, &hash, now).await {
+    let audit = actor.entry(
+        now,
+        "user_password_reset",
+        &format!("user:{username}"),
+        "",
+        String::new(),
+        "{}".into(),
+    );
+    match store.set_user_password(username, &hash, now, &audit).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(UserError::NotFound(username.into())),
         Err(e) => Err(UserError::Store(e)),
     }
 }
 
-/// Replaces a user's roles.
+/// Replaces a user's roles. Audited `user_roles_changed` by `actor` in the same transaction.
 pub async fn set_roles(
     store: &dyn Store,
     username: &str,
     roles: &str,
     now: i64,
+    actor: &Actor,
 ) -> Result<UserView, UserError> {
-    let roles = parse_roles(roles).map_err(UserError::Invalid)?;
-    match store
-        .set_user_roles(username, &format_roles(&roles), now)
-        .await
-    {
+    let roles = format_roles(&parse_roles(roles).map_err(UserError::Invalid)?);
+    let audit = actor.entry(
+        now,
+        "user_roles_changed",
+        &format!("user:{username}"),
+        "",
+        String::new(),
+        serde_json::json!({"roles": roles}).to_string(),
+    );
+    match store.set_user_roles(username, &roles, now, &audit).await {
         Ok(true) => {}
         Ok(false) => return Err(UserError::NotFound(username.into())),
         Err(e) => return Err(UserError::Store(e)),

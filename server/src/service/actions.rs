@@ -18,7 +18,7 @@ use crate::domain::ledger;
 use crate::domain::state::{PaymentEvent, PaymentStatus};
 use crate::store::{
     ActionMove, ActionRecord, AuditEntry, CreateAction, JobKind, NewAction, NewJob, Payment,
-    StoreError, Transition, TransitionResult,
+    ReserveReversal, ReversalReservation, StoreError, Transition, TransitionResult,
 };
 
 /// Who acts, for the audit log.
@@ -102,6 +102,10 @@ impl From<super::ServiceError> for ActionError {
         }
     }
 }
+
+/// How long after a reservation its `reverse` job is due, ms: the executing request normally
+/// records the reversal well before.
+pub const REVERSE_JOB_DELAY_MS: i64 = 30_000;
 
 fn payment_json(p: &Payment) -> String {
     json!({"status": p.status.as_str(), "version": p.version, "amount": p.amount, "refunded_amount": p.refunded_amount})
@@ -506,40 +510,147 @@ impl Core {
         Ok(json!({"answer": format!("{answer:?}"), "status": now}))
     }
 
+    /// Reverses at the channel what the payment still holds. The reversal first reserves the
+    /// payment at the pinned version (while no merchant refund is pending), so a merchant
+    /// refund racing it is refused rather than issued beside it; only then does it refund at
+    /// the channel (keyed by the action id) and record REVERSED.
     async fn run_reverse(&self, a: &ActionRecord, p: Payment) -> Result<serde_json::Value, String> {
         if p.status == PaymentStatus::Reversed {
             return Ok(json!({"status": "REVERSED", "note": "already reversed"}));
         }
-        if p.version != a.payment_version {
+        let now = self.clock.now_ms();
+        let reservation = ReserveReversal {
+            payment_id: p.id.clone(),
+            action_id: a.id.clone(),
+            pinned_version: a.payment_version,
+            now,
+            job: NewJob {
+                kind: JobKind::Reverse,
+                payment_id: Some(p.id.clone()),
+                refund_id: None,
+                // Later than this request's own channel call takes: the job finishes a
+                // reversal whose request died (running beside it would be harmless anyway).
+                run_at: now + REVERSE_JOB_DELAY_MS,
+                max_attempts: self.timings.max_attempts,
+            },
+        };
+        let held = match self
+            .store
+            .reserve_reversal(&reservation)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            ReversalReservation::Reserved(p) | ReversalReservation::AlreadyHeld(p) => p,
+            ReversalReservation::NoPayment => return Err("payment vanished".into()),
+            ReversalReservation::Refused {
+                payment,
+                pending_refunds,
+            } => {
+                return Err(if payment.version != a.payment_version {
+                    format!(
+                        "payment moved from version {} to {}",
+                        a.payment_version, payment.version
+                    )
+                } else if pending_refunds > 0 {
+                    format!("{pending_refunds} merchant refund(s) still pending")
+                } else {
+                    format!("a {} payment cannot be reversed", payment.status)
+                });
+            }
+        };
+        let remaining = held.amount - held.refunded_amount;
+        self.finish_reversal(&a.id, held, &format!("action:{}", a.id))
+            .await?;
+        Ok(json!({"status": "REVERSED", "refunded_at_channel": remaining}))
+    }
+
+    /// Finishes a reserved reversal (by its action's execution or by its `reverse` job):
+    /// refunds the remaining amount at the channel under the action id (idempotent there), then
+    /// records REVERSED with the reversing ledger batch. A refusal by the channel releases the
+    /// reservation; an undecidable answer keeps it for the job. Safe to run twice.
+    pub async fn finish_reversal(
+        &self,
+        action_id: &str,
+        held: Payment,
+        source: &str,
+    ) -> Result<Payment, String> {
+        if held.reversal_id.as_deref() != Some(action_id) {
             return Err(format!(
-                "payment moved from version {} to {}",
-                a.payment_version, p.version
+                "action {action_id} holds no reservation on {}",
+                held.id
             ));
         }
-        let remaining = p.amount - p.refunded_amount;
-        match self.channel.refund(&p.channel_key, &a.id, remaining).await {
+        let remaining = held.amount - held.refunded_amount;
+        match self
+            .channel
+            .refund(&held.channel_key, action_id, remaining)
+            .await
+        {
             RefundOutcome::Succeeded => {}
             RefundOutcome::Rejected { reason } => {
+                self.store
+                    .release_reversal(&held.id, action_id, self.clock.now_ms())
+                    .await
+                    .map_err(|e| e.to_string())?;
                 return Err(format!("channel refused the refund: {reason}"));
             }
             RefundOutcome::Error { detail } => {
                 return Err(format!("refund outcome unknown (execute again): {detail}"));
             }
         }
-        // A SUSPENSE payment was never posted, so there is nothing to reverse in the ledger.
-        let posting = (p.status == PaymentStatus::Success)
-            .then(|| ledger::reversal(p.merchant_id, remaining, &p.currency));
-        self.forced(
-            a,
-            &p,
-            PaymentEvent::Reversed,
-            PaymentStatus::Reversed,
-            posting,
-            vec![],
-            "reversed the remaining amount",
-        )
-        .await?;
-        Ok(json!({"status": "REVERSED", "refunded_at_channel": remaining}))
+        // The channel has refunded: record it. Nothing can reserve the payment meanwhile, but
+        // a SUSPENSE payment may still be posted (SUSPENSE -> SUCCESS), so follow its moves.
+        let mut p = held;
+        for _ in 0..8 {
+            if p.status == PaymentStatus::Reversed {
+                return Ok(p);
+            }
+            // A SUSPENSE payment was never posted, so there is nothing to reverse in the ledger.
+            let posting = (p.status == PaymentStatus::Success)
+                .then(|| ledger::reversal(p.merchant_id, remaining, &p.currency));
+            let t = Transition {
+                payment_id: p.id.clone(),
+                from: p.status,
+                version: p.version,
+                to: PaymentStatus::Reversed,
+                event: PaymentEvent::Reversed,
+                event_id: format!("{}@{action_id}", PaymentEvent::Reversed),
+                source: source.into(),
+                detail: format!("reversed the remaining {remaining} at the channel"),
+                now: self.clock.now_ms(),
+                count_submit: false,
+                last_error: None,
+                posting,
+                enqueue: vec![],
+                close_jobs: vec![
+                    JobKind::Submit,
+                    JobKind::Query,
+                    JobKind::PostLedger,
+                    JobKind::Reverse,
+                ],
+            };
+            match self
+                .store
+                .apply_transition(&t)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                TransitionResult::Applied(after) => return Ok(after),
+                TransitionResult::DuplicateEvent => {
+                    return self
+                        .store
+                        .payment(&p.id)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .ok_or_else(|| "payment vanished".into());
+                }
+                TransitionResult::Stale(now) => p = now,
+                TransitionResult::Refused(e) => {
+                    return Err(format!("refused by the state machine: {e}"));
+                }
+            }
+        }
+        Err("the payment kept moving; the reverse job records it".into())
     }
 
     async fn run_force(&self, a: &ActionRecord, p: Payment) -> Result<serde_json::Value, String> {

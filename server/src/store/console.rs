@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use serde::Serialize;
 
-use super::{Merchant, Payment, Refund, StoreError};
+use super::{AuditEntry, Merchant, Payment, Refund, StoreError};
 
 /// A console user. `password_hash` is an argon2id PHC string; never sent to a browser.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -148,38 +148,46 @@ pub enum DbPool {
 pub trait Console: Send + Sync + 'static {
     /// The pool, for tower-sessions' store.
     fn db_pool(&self) -> DbPool;
-    /// Inserts a user. Errors: `Conflict` when the name is taken.
+    /// Inserts a user with `audit` in the same transaction. Errors: `Conflict` when the name
+    /// is taken.
     async fn create_user(
         &self,
         username: &str,
         password_hash: &str,
         roles: &str,
         now: i64,
+        audit: &AuditEntry,
     ) -> Result<User, StoreError>;
     /// The user with this name.
     async fn user_by_name(&self, username: &str) -> Result<Option<User>, StoreError>;
     /// Every user, by name.
     async fn users(&self) -> Result<Vec<User>, StoreError>;
-    /// Disables or enables a user, ending its sessions; false when there is no such user.
+    /// Disables or enables a user, ending its sessions, with `audit` in the same transaction;
+    /// false (nothing written) when there is no such user.
     async fn set_user_disabled(
         &self,
         username: &str,
         disabled: bool,
         now: i64,
+        audit: &AuditEntry,
     ) -> Result<bool, StoreError>;
-    /// Replaces a user's password hash, ending its sessions; false when there is no such user.
+    /// Replaces a user's password hash, ending its sessions, with `audit` in the same
+    /// transaction; false (nothing written) when there is no such user.
     async fn set_user_password(
         &self,
         username: &str,
         password_hash: &str,
         now: i64,
+        audit: &AuditEntry,
     ) -> Result<bool, StoreError>;
-    /// Replaces a user's roles; false when there is no such user.
+    /// Replaces a user's roles with `audit` in the same transaction; false (nothing written)
+    /// when there is no such user.
     async fn set_user_roles(
         &self,
         username: &str,
         roles: &str,
         now: i64,
+        audit: &AuditEntry,
     ) -> Result<bool, StoreError>;
     /// Every merchant, by name.
     async fn merchants(&self) -> Result<Vec<Merchant>, StoreError>;

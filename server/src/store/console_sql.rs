@@ -2,6 +2,21 @@
 
 macro_rules! impl_console {
     ($store:ty) => {
+        /// Appends `audit` and commits when the change `applied`; rolls back otherwise.
+        async fn audited(
+            mut tx: sqlx::Transaction<'static, Db>,
+            applied: bool,
+            audit: &$crate::store::AuditEntry,
+        ) -> Result<bool, $crate::store::StoreError> {
+            if !applied {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            append_audit_in(&mut tx, audit).await?;
+            tx.commit().await?;
+            Ok(true)
+        }
+
         #[async_trait::async_trait]
         impl $crate::store::Console for $store {
             fn db_pool(&self) -> $crate::store::DbPool {
@@ -14,8 +29,10 @@ macro_rules! impl_console {
                 password_hash: &str,
                 roles: &str,
                 now: i64,
+                audit: &$crate::store::AuditEntry,
             ) -> Result<$crate::store::User, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::User>(
+                let mut tx = self.begin_write().await?;
+                let u = sqlx::query_as::<_, $crate::store::User>(
                     "INSERT INTO users (username, password_hash, roles, disabled, session_epoch, created_at, updated_at) \
                      VALUES ($1, $2, $3, FALSE, 0, $4, $4) RETURNING *",
                 )
@@ -23,8 +40,11 @@ macro_rules! impl_console {
                 .bind(password_hash)
                 .bind(roles)
                 .bind(now)
-                .fetch_one(self.writer())
-                .await?)
+                .fetch_one(&mut *tx)
+                .await?;
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(u)
             }
 
             async fn user_by_name(&self, username: &str) -> Result<Option<$crate::store::User>, $crate::store::StoreError> {
@@ -40,16 +60,23 @@ macro_rules! impl_console {
                     .await?)
             }
 
-            async fn set_user_disabled(&self, username: &str, disabled: bool, now: i64) -> Result<bool, $crate::store::StoreError> {
+            async fn set_user_disabled(
+                &self,
+                username: &str,
+                disabled: bool,
+                now: i64,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
                 let r = sqlx::query(
                     "UPDATE users SET disabled = $1, session_epoch = session_epoch + 1, updated_at = $2 WHERE username = $3",
                 )
                 .bind(disabled)
                 .bind(now)
                 .bind(username)
-                .execute(self.writer())
+                .execute(&mut *tx)
                 .await?;
-                Ok(r.rows_affected() == 1)
+                audited(tx, r.rows_affected() == 1, audit).await
             }
 
             async fn set_user_password(
@@ -57,26 +84,35 @@ macro_rules! impl_console {
                 username: &str,
                 password_hash: &str,
                 now: i64,
+                audit: &$crate::store::AuditEntry,
             ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
                 let r = sqlx::query(
                     "UPDATE users SET password_hash = $1, session_epoch = session_epoch + 1, updated_at = $2 WHERE username = $3",
                 )
                 .bind(password_hash)
                 .bind(now)
                 .bind(username)
-                .execute(self.writer())
+                .execute(&mut *tx)
                 .await?;
-                Ok(r.rows_affected() == 1)
+                audited(tx, r.rows_affected() == 1, audit).await
             }
 
-            async fn set_user_roles(&self, username: &str, roles: &str, now: i64) -> Result<bool, $crate::store::StoreError> {
+            async fn set_user_roles(
+                &self,
+                username: &str,
+                roles: &str,
+                now: i64,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
                 let r = sqlx::query("UPDATE users SET roles = $1, updated_at = $2 WHERE username = $3")
                     .bind(roles)
                     .bind(now)
                     .bind(username)
-                    .execute(self.writer())
+                    .execute(&mut *tx)
                     .await?;
-                Ok(r.rows_affected() == 1)
+                audited(tx, r.rows_affected() == 1, audit).await
             }
 
             async fn merchants(&self) -> Result<Vec<$crate::store::Merchant>, $crate::store::StoreError> {

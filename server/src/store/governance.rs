@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::StoreError;
 pub use crate::domain::audit::{AuditEntry, AuditRecord};
+pub use crate::domain::checkpoint::Checkpoint;
 
 /// An ops action request and its fate.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
@@ -132,6 +133,13 @@ pub trait Governance: Send + Sync + 'static {
     ) -> Result<Vec<AuditRecord>, StoreError>;
     /// Records about one target (e.g. `payment:pay_x`), in seq order.
     async fn audit_for_target(&self, target: &str) -> Result<Vec<AuditRecord>, StoreError>;
+    /// Stores a signed checkpoint (append-only table `audit_checkpoints`).
+    async fn add_checkpoint(&self, c: &Checkpoint) -> Result<(), StoreError>;
+    /// The checkpoint covering the most records (the latest signed when several cover as
+    /// many); None when none was taken.
+    async fn latest_checkpoint(&self) -> Result<Option<Checkpoint>, StoreError>;
+    /// Every stored checkpoint, by seq then signing time.
+    async fn checkpoints(&self) -> Result<Vec<Checkpoint>, StoreError>;
     /// Inserts an action with its audit record, in one transaction.
     async fn create_action(
         &self,

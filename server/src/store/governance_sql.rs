@@ -103,6 +103,37 @@ macro_rules! impl_governance {
                     .await?)
             }
 
+            async fn add_checkpoint(&self, c: &$crate::store::Checkpoint) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "INSERT INTO audit_checkpoints (seq, head_hash, at, key_id, signature) VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(c.seq)
+                .bind(&c.head_hash)
+                .bind(c.at)
+                .bind(&c.key_id)
+                .bind(&c.signature)
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn latest_checkpoint(&self) -> Result<Option<$crate::store::Checkpoint>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::Checkpoint>(
+                    "SELECT seq, head_hash, at, key_id, signature FROM audit_checkpoints \
+                     ORDER BY seq DESC, at DESC, id DESC LIMIT 1",
+                )
+                .fetch_optional(self.reader())
+                .await?)
+            }
+
+            async fn checkpoints(&self) -> Result<Vec<$crate::store::Checkpoint>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::Checkpoint>(
+                    "SELECT seq, head_hash, at, key_id, signature FROM audit_checkpoints ORDER BY seq, at, id",
+                )
+                .fetch_all(self.reader())
+                .await?)
+            }
+
             async fn create_action(
                 &self,
                 a: &$crate::store::NewAction,

@@ -169,6 +169,44 @@ pub trait Store:
     async fn merchant(&self, id: i64) -> Result<Option<Merchant>, StoreError>;
     /// Sets the frozen flag; false when there is no such merchant.
     async fn set_merchant_frozen(&self, name: &str, frozen: bool) -> Result<bool, StoreError>;
+    /// [`set_merchant_frozen`](Self::set_merchant_frozen) with `audit` in the same transaction
+    /// (nothing written when there is no such merchant).
+    async fn set_merchant_frozen_audited(
+        &self,
+        name: &str,
+        frozen: bool,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
+    /// Creates merchant `name` with its first API key and `audit` in one transaction.
+    /// Errors: `Conflict` when the name (or key) exists.
+    async fn create_merchant_with_key(
+        &self,
+        name: &str,
+        key: &NewMerchantKey,
+        audit: &AuditEntry,
+    ) -> Result<Merchant, StoreError>;
+    /// Adds an API key to merchant `name`, with `audit` in the same transaction; None when
+    /// there is no such merchant. The merchant's other keys keep working (rotation).
+    async fn add_merchant_key(
+        &self,
+        name: &str,
+        key: &NewMerchantKey,
+        audit: &AuditEntry,
+    ) -> Result<Option<MerchantKey>, StoreError>;
+    /// Merchant `name`'s keys, oldest first; None when there is no such merchant.
+    async fn merchant_keys(&self, name: &str) -> Result<Option<Vec<MerchantKey>>, StoreError>;
+    /// Revokes key `key_id` of merchant `name` at `now`, with `audit` in the same
+    /// transaction; false when it is not that merchant's key or was already revoked.
+    async fn revoke_merchant_key(
+        &self,
+        name: &str,
+        key_id: &str,
+        now: i64,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
+    /// Records that the key with this hash authenticated at `now` (at most one write a
+    /// minute per key).
+    async fn touch_merchant_key(&self, api_key_hash: &str, now: i64) -> Result<(), StoreError>;
 
     // --- idempotency keys ------------------------------------------------------------------
 
@@ -241,6 +279,23 @@ pub trait Store:
     ) -> Result<bool, StoreError>;
     /// Marks a pending refund failed and releases its reservation; false if it was not pending.
     async fn refund_failed(&self, id: &str, error: &str, now: i64) -> Result<bool, StoreError>;
+    /// Reserves a SUCCESS or SUSPENSE payment for an ops reversal before its channel refund,
+    /// as merchant refunds reserve their amount: one conditional update on (id, pinned
+    /// version, status, no reversal held, no merchant refund pending) sets `reversal_id` and
+    /// bumps the version, and the `reverse` job is written in the same transaction. While it
+    /// is held, [`create_refund`](Self::create_refund) answers [`CreateRefund::Reversing`].
+    async fn reserve_reversal(
+        &self,
+        r: &ReserveReversal,
+    ) -> Result<ReversalReservation, StoreError>;
+    /// Drops the reservation `action_id` holds (the channel refused the reversal's refund) and
+    /// closes its `reverse` job. False when that action held none.
+    async fn release_reversal(
+        &self,
+        payment_id: &str,
+        action_id: &str,
+        now: i64,
+    ) -> Result<bool, StoreError>;
 
     // --- ledger and callbacks --------------------------------------------------------------
 
@@ -304,6 +359,14 @@ pub fn classify(url: &str) -> Result<Target<'_>, StoreError> {
         if path.trim().is_empty() {
             return Err(StoreError::BadUrl(format!(
                 "{url:?} names no SQLite file: use sqlite:PATH, or sqlite::memory: for a throw-away database"
+            )));
+        }
+        // sqlx's URL options (`?mode=rwc`, `?cache=shared`) are not honoured: refused rather
+        // than taken as part of the file name, which would create `c.db?mode=rwc`.
+        if let Some((file, query)) = path.split_once('?') {
+            return Err(StoreError::BadUrl(format!(
+                "SQLite URL options are not supported (?{query}): give the file alone (sqlite:{file}); converge opens it read-write and creates it",
+                query = redact(query),
             )));
         }
         return Ok(Target::Sqlite(path));
@@ -420,6 +483,24 @@ mod tests {
         ] {
             assert_eq!(classify(url).unwrap(), Target::Sqlite(path), "{url}");
         }
+    }
+
+    #[test]
+    fn a_sqlite_url_with_query_parameters_is_refused_not_taken_as_a_file_name() {
+        for url in [
+            "sqlite://data/c.db?mode=rwc",
+            "sqlite:data/c.db?cache=shared&mode=rwc",
+        ] {
+            let msg = refused(url);
+            assert!(msg.contains("not supported"), "{msg}");
+            assert!(msg.contains("sqlite:data/c.db)"), "{msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+        // A plain path stays literal (issue 2): no URL parsing without a scheme.
+        assert_eq!(
+            classify("./x.db?mode=memory").unwrap(),
+            Target::Sqlite("./x.db?mode=memory")
+        );
     }
 
     #[test]

@@ -18,6 +18,38 @@ pub struct Merchant {
     pub created_at: i64,
 }
 
+/// One of a merchant's API keys (issue 13 "Merchant keys"). The key itself is never stored:
+/// only its SHA-256, and a visible prefix to recognise it by.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct MerchantKey {
+    /// `mk_...` id, named by `converge merchant key revoke`.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// The key's first characters (`ck_live_` and 8 more); empty for a key made before
+    /// prefixes were kept.
+    pub prefix: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Last successful authentication, epoch ms UTC, updated at most once a minute.
+    pub last_used_at: Option<i64>,
+    /// When it was revoked, epoch ms UTC; a revoked key authenticates nothing.
+    pub revoked_at: Option<i64>,
+}
+
+/// A new API key for [`Store::add_merchant_key`](super::Store::add_merchant_key).
+#[derive(Debug, Clone)]
+pub struct NewMerchantKey {
+    /// `mk_...` id.
+    pub id: String,
+    /// Visible prefix.
+    pub prefix: String,
+    /// SHA-256 of the key, lowercase hex.
+    pub key_hash: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+}
+
 /// A payment as stored (DESIGN.md "Payment state machine").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Payment {
@@ -52,6 +84,10 @@ pub struct Payment {
     pub created_at: i64,
     /// Epoch ms UTC.
     pub updated_at: i64,
+    /// The ops action (`act_...`) whose reversal holds this payment: set before the reversal's
+    /// channel refund, so no merchant refund can be reserved beside it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reversal_id: Option<String>,
 }
 
 /// The raw row behind [`Payment`]; the status is text in both databases.
@@ -72,6 +108,7 @@ pub(crate) struct PaymentRow {
     pub last_error: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    pub reversal_id: Option<String>,
 }
 
 impl TryFrom<PaymentRow> for Payment {
@@ -96,6 +133,7 @@ impl TryFrom<PaymentRow> for Payment {
             last_error: r.last_error,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            reversal_id: r.reversal_id,
         })
     }
 }
@@ -252,11 +290,14 @@ pub enum JobKind {
     Reconcile,
     /// Purge expired keys.
     Purge,
+    /// Finish an ops reversal whose payment is reserved (`payments.reversal_id`): refund at the
+    /// channel under the action id and record REVERSED, if the executing request died first.
+    Reverse,
 }
 
 impl JobKind {
     /// Every kind, for gauges that must report zero for an empty kind.
-    pub const ALL: [JobKind; 7] = [
+    pub const ALL: [JobKind; 8] = [
         JobKind::Submit,
         JobKind::Query,
         JobKind::PostLedger,
@@ -264,6 +305,7 @@ impl JobKind {
         JobKind::Webhook,
         JobKind::Reconcile,
         JobKind::Purge,
+        JobKind::Reverse,
     ];
 
     /// Stored name.
@@ -276,8 +318,44 @@ impl JobKind {
             JobKind::Webhook => "webhook",
             JobKind::Reconcile => "reconcile",
             JobKind::Purge => "purge",
+            JobKind::Reverse => "reverse",
         }
     }
+}
+
+/// A reversal's reservation: see [`Store::reserve_reversal`](super::Store::reserve_reversal).
+#[derive(Debug, Clone)]
+pub struct ReserveReversal {
+    /// Payment.
+    pub payment_id: String,
+    /// The ops action (`act_...`); also the channel's refund key.
+    pub action_id: String,
+    /// The payment version the action pinned; the reservation holds only at this version.
+    pub pinned_version: i64,
+    /// Epoch ms UTC.
+    pub now: i64,
+    /// The `reverse` job that finishes the reversal if the executing request dies.
+    pub job: NewJob,
+}
+
+/// Result of [`Store::reserve_reversal`](super::Store::reserve_reversal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReversalReservation {
+    /// Reserved now; the payment after the reservation.
+    Reserved(Payment),
+    /// This action already holds the reservation (a re-execution); the payment as it is.
+    AlreadyHeld(Payment),
+    /// Not reserved: the payment moved past the pinned version, is not SUCCESS/SUSPENSE, is
+    /// held by another reversal, or has a merchant refund pending. The payment as it is, and
+    /// how many of its refunds are pending.
+    Refused {
+        /// The payment now.
+        payment: Payment,
+        /// Its pending merchant refunds.
+        pending_refunds: i64,
+    },
+    /// No such payment.
+    NoPayment,
 }
 
 /// Every stored job status.
@@ -323,16 +401,22 @@ pub struct Job {
 
 pub use crate::domain::ledger::{LedgerLine, LedgerPosting};
 
-/// Debits and credits of one currency over the whole ledger.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+/// Debits and credits of one currency over the whole ledger. The sums are 128-bit: each
+/// entry is at most `i64::MAX`, and no number of entries can overflow them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LedgerTotal {
     /// ISO 4217.
     pub currency: String,
     /// Sum of debits, minor units.
-    pub debits: i64,
+    pub debits: i128,
     /// Sum of credits, minor units.
-    pub credits: i64,
+    pub credits: i128,
 }
+
+/// Entries per group in [`Store::ledger_totals`](super::Store::ledger_totals)' partial sums:
+/// a group sums at most this many `amount / 2^32` (< 2^31) and `amount % 2^32` (< 2^32)
+/// values, so its 64-bit SQL sums cannot overflow; Rust adds the groups in 128 bits.
+pub const LEDGER_SUM_GROUP: i64 = 1 << 20;
 
 /// A state-machine transition to apply conditionally on (id, from, version).
 #[derive(Debug, Clone)]
@@ -474,4 +558,6 @@ pub enum CreateRefund {
     },
     /// No such payment.
     NoPayment,
+    /// An ops reversal holds the payment (its channel refund may be under way).
+    Reversing,
 }

@@ -6,10 +6,46 @@
 
 /// Columns of `payments` in [`PaymentRow`](super::records::PaymentRow) order.
 pub(crate) const PAYMENT_COLUMNS: &str = "id, merchant_id, merchant_order_id, amount, currency, description, \
-     params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at";
+     params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at, reversal_id";
 
 macro_rules! impl_store {
     ($store:ty, $backend:expr) => {
+        async fn insert_merchant(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            name: &str,
+            key: &$crate::store::NewMerchantKey,
+        ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
+            let m = sqlx::query_as::<_, $crate::store::Merchant>(
+                "INSERT INTO merchants (name, api_key_hash, frozen, created_at) VALUES ($1, $2, FALSE, $3) \
+                 RETURNING id, name, frozen, created_at",
+            )
+            .bind(name)
+            .bind(&key.key_hash)
+            .bind(key.now)
+            .fetch_one(&mut **tx)
+            .await?;
+            insert_merchant_key(tx, m.id, key).await?;
+            Ok(m)
+        }
+
+        async fn insert_merchant_key(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            merchant_id: i64,
+            key: &$crate::store::NewMerchantKey,
+        ) -> Result<$crate::store::MerchantKey, $crate::store::StoreError> {
+            Ok(sqlx::query_as::<_, $crate::store::MerchantKey>(
+                "INSERT INTO merchant_keys (id, merchant_id, prefix, key_hash, created_at) VALUES ($1, $2, $3, $4, $5) \
+                 RETURNING id, merchant_id, prefix, created_at, last_used_at, revoked_at",
+            )
+            .bind(&key.id)
+            .bind(merchant_id)
+            .bind(&key.prefix)
+            .bind(&key.key_hash)
+            .bind(key.now)
+            .fetch_one(&mut **tx)
+            .await?)
+        }
+
         #[async_trait::async_trait]
         impl $crate::store::Store for $store {
             fn backend(&self) -> $crate::store::Backend {
@@ -31,15 +67,133 @@ macro_rules! impl_store {
                 api_key_hash: &str,
                 now: i64,
             ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
-                    "INSERT INTO merchants (name, api_key_hash, frozen, created_at) VALUES ($1, $2, FALSE, $3) \
-                     RETURNING id, name, frozen, created_at",
+                let mut tx = self.begin_write().await?;
+                let key = $crate::store::NewMerchantKey {
+                    id: format!("mk_{}", &api_key_hash[..api_key_hash.len().min(24)]),
+                    prefix: String::new(),
+                    key_hash: api_key_hash.to_string(),
+                    now,
+                };
+                let m = insert_merchant(&mut tx, name, &key).await?;
+                tx.commit().await?;
+                Ok(m)
+            }
+
+            async fn set_merchant_frozen_audited(
+                &self,
+                name: &str,
+                frozen: bool,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let r = sqlx::query("UPDATE merchants SET frozen = $1 WHERE name = $2")
+                    .bind(frozen)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+                if r.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn create_merchant_with_key(
+                &self,
+                name: &str,
+                key: &$crate::store::NewMerchantKey,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let m = insert_merchant(&mut tx, name, key).await?;
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(m)
+            }
+
+            async fn add_merchant_key(
+                &self,
+                name: &str,
+                key: &$crate::store::NewMerchantKey,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<Option<$crate::store::MerchantKey>, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let id: Option<i64> = sqlx::query_scalar("SELECT id FROM merchants WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(merchant_id) = id else {
+                    tx.rollback().await?;
+                    return Ok(None);
+                };
+                let k = insert_merchant_key(&mut tx, merchant_id, key).await?;
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(Some(k))
+            }
+
+            async fn merchant_keys(
+                &self,
+                name: &str,
+            ) -> Result<Option<Vec<$crate::store::MerchantKey>>, $crate::store::StoreError> {
+                let id: Option<i64> = sqlx::query_scalar("SELECT id FROM merchants WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(self.reader())
+                    .await?;
+                let Some(merchant_id) = id else {
+                    return Ok(None);
+                };
+                Ok(Some(
+                    sqlx::query_as::<_, $crate::store::MerchantKey>(
+                        "SELECT id, merchant_id, prefix, created_at, last_used_at, revoked_at FROM merchant_keys \
+                         WHERE merchant_id = $1 ORDER BY created_at, id",
+                    )
+                    .bind(merchant_id)
+                    .fetch_all(self.reader())
+                    .await?,
+                ))
+            }
+
+            async fn revoke_merchant_key(
+                &self,
+                name: &str,
+                key_id: &str,
+                now: i64,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let revoked = sqlx::query(
+                    "UPDATE merchant_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL \
+                     AND merchant_id = (SELECT id FROM merchants WHERE name = $3)",
                 )
-                .bind(name)
-                .bind(api_key_hash)
                 .bind(now)
-                .fetch_one(self.writer())
-                .await?)
+                .bind(key_id)
+                .bind(name)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if revoked == 0 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn touch_merchant_key(&self, api_key_hash: &str, now: i64) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "UPDATE merchant_keys SET last_used_at = $1 WHERE key_hash = $2 \
+                     AND (last_used_at IS NULL OR last_used_at < $3)",
+                )
+                .bind(now)
+                .bind(api_key_hash)
+                .bind(now - 60_000)
+                .execute(self.writer())
+                .await?;
+                Ok(())
             }
 
             async fn merchant_by_key_hash(
@@ -47,7 +201,9 @@ macro_rules! impl_store {
                 api_key_hash: &str,
             ) -> Result<Option<$crate::store::Merchant>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::Merchant>(
-                    "SELECT id, name, frozen, created_at FROM merchants WHERE api_key_hash = $1",
+                    "SELECT m.id, m.name, m.frozen, m.created_at FROM merchant_keys k \
+                     JOIN merchants m ON m.id = k.merchant_id \
+                     WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
                 )
                 .bind(api_key_hash)
                 .fetch_optional(self.reader())
@@ -487,7 +643,7 @@ macro_rules! impl_store {
                 let mut tx = self.begin_write().await?;
                 let reserved = sqlx::query(
                     "UPDATE payments SET refunded_amount = refunded_amount + $1, version = version + 1, updated_at = $2 \
-                     WHERE id = $3 AND status = 'SUCCESS' AND refunded_amount + $1 <= amount",
+                     WHERE id = $3 AND status = 'SUCCESS' AND refunded_amount + $1 <= amount AND reversal_id IS NULL",
                 )
                 .bind(n.amount)
                 .bind(n.now)
@@ -509,6 +665,7 @@ macro_rules! impl_store {
                         Some(p) if p.status != $crate::domain::state::PaymentStatus::Success => {
                             CreateRefund::NotRefundable(p.status)
                         }
+                        Some(p) if p.reversal_id.is_some() => CreateRefund::Reversing,
                         Some(p) => CreateRefund::ExceedsRemaining { remaining: p.amount - p.refunded_amount },
                     });
                 }
@@ -627,15 +784,109 @@ macro_rules! impl_store {
                 Ok(true)
             }
 
-            async fn ledger_totals(&self) -> Result<Vec<$crate::store::LedgerTotal>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::LedgerTotal>(
-                    "SELECT currency, \
-                     CAST(COALESCE(SUM(CASE WHEN direction = 'debit' THEN amount ELSE 0 END), 0) AS BIGINT) AS debits, \
-                     CAST(COALESCE(SUM(CASE WHEN direction = 'credit' THEN amount ELSE 0 END), 0) AS BIGINT) AS credits \
-                     FROM ledger_entries GROUP BY currency ORDER BY currency",
+            async fn reserve_reversal(
+                &self,
+                r: &$crate::store::ReserveReversal,
+            ) -> Result<$crate::store::ReversalReservation, $crate::store::StoreError> {
+                use $crate::store::{Payment, PaymentRow, ReversalReservation};
+                let mut tx = self.begin_write().await?;
+                let reserved = sqlx::query(
+                    "UPDATE payments SET reversal_id = $1, version = version + 1, updated_at = $2 \
+                     WHERE id = $3 AND version = $4 AND status IN ('SUCCESS', 'SUSPENSE') AND reversal_id IS NULL \
+                     AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = $3 AND r.status = 'pending')",
                 )
+                .bind(&r.action_id)
+                .bind(r.now)
+                .bind(&r.payment_id)
+                .bind(r.pinned_version)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if reserved == 1 {
+                    insert_job(&mut tx, &r.job, r.now).await?;
+                }
+                let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                    "SELECT {} FROM payments WHERE id = $1",
+                    $crate::store::shared::PAYMENT_COLUMNS
+                ))
+                .bind(&r.payment_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let pending_refunds: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM refunds WHERE payment_id = $1 AND status = 'pending'",
+                )
+                .bind(&r.payment_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                let Some(payment) = row.map(Payment::try_from).transpose()? else {
+                    return Ok(ReversalReservation::NoPayment);
+                };
+                Ok(if reserved == 1 {
+                    ReversalReservation::Reserved(payment)
+                } else if payment.reversal_id.as_deref() == Some(r.action_id.as_str()) {
+                    ReversalReservation::AlreadyHeld(payment)
+                } else {
+                    ReversalReservation::Refused { payment, pending_refunds }
+                })
+            }
+
+            async fn release_reversal(
+                &self,
+                payment_id: &str,
+                action_id: &str,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let released = sqlx::query(
+                    "UPDATE payments SET reversal_id = NULL, version = version + 1, updated_at = $1 \
+                     WHERE id = $2 AND reversal_id = $3 AND status IN ('SUCCESS', 'SUSPENSE')",
+                )
+                .bind(now)
+                .bind(payment_id)
+                .bind(action_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                sqlx::query(
+                    "UPDATE jobs SET status = 'done', updated_at = $1 \
+                     WHERE payment_id = $2 AND kind = 'reverse' AND status = 'due'",
+                )
+                .bind(now)
+                .bind(payment_id)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(released == 1)
+            }
+
+            async fn ledger_totals(&self) -> Result<Vec<$crate::store::LedgerTotal>, $crate::store::StoreError> {
+                // One statement (one snapshot). SQL sums would overflow 64 bits on a long
+                // enough history (SQLite raises "integer overflow", PostgreSQL's cast to
+                // BIGINT fails), so each group of LEDGER_SUM_GROUP entries is summed in two
+                // halves that cannot overflow and the halves are added here in 128 bits.
+                let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
+                    "SELECT currency, direction, \
+                     CAST(SUM(amount / 4294967296) AS BIGINT), CAST(SUM(amount % 4294967296) AS BIGINT) \
+                     FROM ledger_entries GROUP BY currency, direction, id / $1",
+                )
+                .bind($crate::store::LEDGER_SUM_GROUP)
                 .fetch_all(self.reader())
-                .await?)
+                .await?;
+                let mut sums: std::collections::BTreeMap<String, (i128, i128)> = Default::default();
+                for (currency, direction, high, low) in rows {
+                    let part = i128::from(high) * 4_294_967_296 + i128::from(low);
+                    let e = sums.entry(currency).or_default();
+                    if direction == "debit" {
+                        e.0 += part;
+                    } else {
+                        e.1 += part;
+                    }
+                }
+                Ok(sums
+                    .into_iter()
+                    .map(|(currency, (debits, credits))| $crate::store::LedgerTotal { currency, debits, credits })
+                    .collect())
             }
 
             async fn ledger_batch_count(&self, payment_id: &str, kind: &str) -> Result<i64, $crate::store::StoreError> {

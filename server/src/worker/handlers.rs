@@ -29,6 +29,7 @@ pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
             None => Ok(Step::Done),
         },
         "refund" => refund(core, job).await,
+        "reverse" => reverse(core, job).await,
         "reconcile" => Ok(match core.reconcile(&job.payload, "channel", None).await {
             Ok(_) => Step::Done,
             // `reconcile` has already put the bad file in the error pool, naming the line; a
@@ -89,5 +90,31 @@ async fn refund(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
         Step::Retry("refund outcome unknown".into())
     } else {
         Step::Done
+    })
+}
+
+/// Finishes an ops reversal whose executing request died after reserving the payment: the
+/// channel refund is keyed by the action id, so it is never issued twice.
+async fn reverse(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
+    use crate::domain::state::PaymentStatus::{Success, Suspense};
+    let Some(p) = payment(core, job).await? else {
+        return Ok(Step::Done);
+    };
+    let Some(action_id) = p.reversal_id.clone() else {
+        return Ok(Step::Done);
+    };
+    if !matches!(p.status, Success | Suspense) {
+        return Ok(Step::Done);
+    }
+    Ok(match core.finish_reversal(&action_id, p, "worker").await {
+        Ok(_) => Step::Done,
+        // Still held (the channel's answer was undecidable): try again later. Released (the
+        // channel refused) or recorded meanwhile: nothing left to do.
+        Err(why) => match payment(core, job).await? {
+            Some(now) if now.reversal_id.is_some() && matches!(now.status, Success | Suspense) => {
+                Step::Retry(why)
+            }
+            _ => Step::Done,
+        },
     })
 }

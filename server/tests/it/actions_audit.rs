@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use converge_server::domain::audit::{AuditEntry, GENESIS, chain};
+use converge_server::domain::audit::{AuditEntry, chain};
 use converge_server::ops::password::PasswordHasherPool;
 use converge_server::ops::users::add_user;
 use converge_server::store::DbPool;
@@ -24,9 +24,17 @@ async fn users(app: &TestApp) {
         ("view", "viewer"),
         ("adm", "admin"),
     ] {
-        add_user(app.store.as_ref(), &h, name, roles, PASSWORD, 0)
-            .await
-            .expect("user");
+        add_user(
+            app.store.as_ref(),
+            &h,
+            name,
+            roles,
+            PASSWORD,
+            0,
+            &crate::support::setup_actor(),
+        )
+        .await
+        .expect("user");
     }
 }
 
@@ -154,6 +162,7 @@ on_both_backends!(self_approval_is_refused, |app| {
         "operator,approver",
         PASSWORD,
         0,
+        &crate::support::setup_actor(),
     )
     .await
     .unwrap();
@@ -573,9 +582,9 @@ on_both_backends!(an_edited_audit_row_is_detected_at_that_row, |app| {
     assert_eq!(broken.unwrap().seq, 3);
 });
 
-/// Inserts `n` chained records with one multi-row INSERT per 500.
+/// Inserts `n` chained records after the current head with one multi-row INSERT per 500.
 async fn bulk_audit(app: &TestApp, n: i64, reason: impl Fn(i64) -> String) {
-    let (mut seq, mut hash) = (0, GENESIS.to_string());
+    let (mut seq, mut hash) = app.store.audit_head().await.unwrap();
     let mut batch = Vec::new();
     for i in 1..=n {
         let r = chain(
@@ -658,7 +667,8 @@ on_both_backends!(
             .to_str()
             .unwrap()
             .to_string();
-        assert!(head.starts_with("100002 "), "{head}"); // 100k + the login + the export itself
+        // 7 users added (audited) + 100k + the login + the export itself.
+        assert!(head.starts_with("100009 "), "{head}");
         let body = r.bytes().await.unwrap();
         let mut reader = csv::Reader::from_reader(body.as_ref());
         assert_eq!(
@@ -669,7 +679,7 @@ on_both_backends!(
         for row in reader.records() {
             let row = row.unwrap();
             n += 1;
-            if &row[0] == "7" {
+            if &row[0] == "14" {
                 assert_eq!(
                     &row[6], "'=HYPERLINK(\"http://evil\")",
                     "formula neutralised"

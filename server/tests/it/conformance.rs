@@ -676,3 +676,132 @@ store_conformance!(
         }
     }
 );
+
+// --- reversal reservations -----------------------------------------------------------------
+
+fn reservation(p: &Payment, action: &str, version: i64) -> converge_server::store::ReserveReversal {
+    converge_server::store::ReserveReversal {
+        payment_id: p.id.clone(),
+        action_id: action.into(),
+        pinned_version: version,
+        now: NOW,
+        job: converge_server::store::NewJob {
+            kind: converge_server::store::JobKind::Reverse,
+            payment_id: Some(p.id.clone()),
+            refund_id: None,
+            run_at: NOW + 30_000,
+            max_attempts: 5,
+        },
+    }
+}
+
+store_conformance!(
+    a_reversal_reservation_holds_only_at_the_pinned_version_and_blocks_refunds,
+    |store| {
+        use converge_server::store::ReversalReservation;
+        let m = merchant(&store, "acme").await;
+        let CreatePayment::Created(p) = store
+            .create_payment(&new_payment(m, "o-1", 1000))
+            .await
+            .unwrap()
+        else {
+            panic!()
+        };
+        // Not SUCCESS yet: refused.
+        assert!(matches!(
+            store
+                .reserve_reversal(&reservation(&p, "act_1", p.version))
+                .await
+                .unwrap(),
+            ReversalReservation::Refused { .. }
+        ));
+        let p = succeed(&store, p).await;
+        // A pending merchant refund: refused even at the current version.
+        assert!(matches!(
+            store
+                .create_refund(&new_refund(&p.id, "re_1", 100))
+                .await
+                .unwrap(),
+            CreateRefund::Created(_)
+        ));
+        let v = store.payment(&p.id).await.unwrap().unwrap().version;
+        assert_eq!(
+            store
+                .reserve_reversal(&reservation(&p, "act_1", v))
+                .await
+                .unwrap(),
+            ReversalReservation::Refused {
+                payment: store.payment(&p.id).await.unwrap().unwrap(),
+                pending_refunds: 1
+            }
+        );
+        assert!(store.refund_failed("re_1", "rejected", NOW).await.unwrap());
+        let v = store.payment(&p.id).await.unwrap().unwrap().version;
+        // A stale pin: refused.
+        assert!(matches!(
+            store
+                .reserve_reversal(&reservation(&p, "act_1", v - 1))
+                .await
+                .unwrap(),
+            ReversalReservation::Refused { .. }
+        ));
+        let ReversalReservation::Reserved(held) = store
+            .reserve_reversal(&reservation(&p, "act_1", v))
+            .await
+            .unwrap()
+        else {
+            panic!("reserved at the pinned version")
+        };
+        assert_eq!(
+            (held.reversal_id.as_deref(), held.version),
+            (Some("act_1"), v + 1)
+        );
+        // The same action again: held; another action: refused; a merchant refund: refused.
+        assert_eq!(
+            store
+                .reserve_reversal(&reservation(&p, "act_1", v))
+                .await
+                .unwrap(),
+            ReversalReservation::AlreadyHeld(held.clone())
+        );
+        assert!(matches!(
+            store
+                .reserve_reversal(&reservation(&p, "act_2", v + 1))
+                .await
+                .unwrap(),
+            ReversalReservation::Refused { .. }
+        ));
+        assert_eq!(
+            store
+                .create_refund(&new_refund(&p.id, "re_2", 100))
+                .await
+                .unwrap(),
+            CreateRefund::Reversing
+        );
+        let jobs = store.payment_jobs(&p.id).await.unwrap();
+        assert_eq!(
+            jobs.iter()
+                .filter(|j| j.kind == "reverse" && j.status == "due")
+                .count(),
+            1,
+            "{jobs:?}"
+        );
+        // Released (the channel refused): refunds are possible again, the job is closed.
+        assert!(!store.release_reversal(&p.id, "act_2", NOW).await.unwrap());
+        assert!(store.release_reversal(&p.id, "act_1", NOW).await.unwrap());
+        assert!(matches!(
+            store
+                .create_refund(&new_refund(&p.id, "re_3", 100))
+                .await
+                .unwrap(),
+            CreateRefund::Created(_)
+        ));
+        let jobs = store.payment_jobs(&p.id).await.unwrap();
+        assert!(
+            jobs.iter()
+                .filter(|j| j.kind == "reverse")
+                .all(|j| j.status == "done"),
+            "{jobs:?}"
+        );
+    }
+);

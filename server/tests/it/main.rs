@@ -6,6 +6,7 @@
 mod support;
 
 mod actions_audit;
+mod audit_checkpoints;
 mod bad_input;
 mod bulk_retry;
 mod callbacks;
@@ -14,11 +15,13 @@ mod conformance;
 mod convergence;
 mod event_stream;
 mod idempotency;
+mod merchant_keys;
 mod metrics;
 mod openapi;
 mod ops_console;
 mod payments_api;
 mod refunds;
+mod reversal_race;
 mod sandbox;
 mod sandbox_behaviours;
 mod transitions;

@@ -59,9 +59,15 @@ on_both_backends!(
     |app| {
         user(&app, "alice", "viewer").await;
         user(&app, "dora", "viewer").await;
-        converge_server::ops::users::set_disabled(app.store.as_ref(), "dora", true, 1)
-            .await
-            .unwrap();
+        converge_server::ops::users::set_disabled(
+            app.store.as_ref(),
+            "dora",
+            true,
+            1,
+            &crate::support::setup_actor(),
+        )
+        .await
+        .unwrap();
         let (_, s1, b1) = login(&app, "nobody", PASSWORD).await;
         let (_, s2, b2) = login(&app, "alice", "wrong-password-123").await;
         let (_, s3, b3) = login(&app, "dora", PASSWORD).await;
@@ -517,5 +523,107 @@ on_both_backends!(
                 "{path}: {v}"
             );
         }
+    }
+);
+
+on_both_backends!(
+    refused_logins_past_the_rate_limit_are_counted_not_recorded_one_row_each,
+    |s| {
+        s.login_limit_per_addr = 3;
+    },
+    |app| {
+        user(&app, "alice", "viewer").await;
+        for _ in 0..40 {
+            let status = login(&app, "alice", "wrong-password-123").await.1;
+            assert!(status == 401 || status == 429, "{status}");
+        }
+        let failed = app
+            .store
+            .audit_page(
+                0,
+                1_000,
+                &converge_server::store::AuditFilter {
+                    action: Some("login_failed".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        // 3 checked attempts, then one record for the refused ones of this window.
+        assert_eq!(failed.len(), 4, "{failed:?}");
+        assert!(
+            failed[3].after_state.contains("rate_limited"),
+            "{:?}",
+            failed[3]
+        );
+    }
+);
+
+async fn status_with_host(app: &TestApp, path: &str, host: &str) -> u16 {
+    reqwest::Client::new()
+        .get(format!("{}{path}", app.base))
+        .header("host", host)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+on_both_backends!(
+    the_console_refuses_other_host_names_and_the_merchant_api_does_not,
+    |app| {
+        let port = app.base.rsplit(':').next().unwrap().to_string();
+        // DNS rebinding: a page on evil.example resolving to this server.
+        let r = reqwest::Client::new()
+            .get(format!("{}/ops/v1/me", app.base))
+            .header("host", format!("evil.example:{port}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 403);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "host_not_allowed");
+        assert_eq!(status_with_host(&app, "/login", "evil.example").await, 403);
+        // The default names answer (401: not signed in).
+        for host in [
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("LOCALHOST.:{port}"),
+        ] {
+            assert_eq!(
+                status_with_host(&app, "/ops/v1/me", &host).await,
+                401,
+                "{host}"
+            );
+        }
+        // The merchant API and health answer any Host.
+        assert_eq!(status_with_host(&app, "/health", "evil.example").await, 200);
+        assert_eq!(
+            reqwest::Client::new()
+                .get(format!("{}/v1/payments/pay_none", app.base))
+                .header("host", "api.merchant.example")
+                .bearer_auth(&app.api_key)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+            404
+        );
+    }
+);
+
+on_both_backends!(
+    allowed_hosts_replace_the_default_names,
+    |s| {
+        s.allowed_hosts = vec!["Console.Example".into()];
+    },
+    |app| {
+        assert_eq!(
+            status_with_host(&app, "/ops/v1/me", "console.example:443").await,
+            401
+        );
+        assert_eq!(status_with_host(&app, "/ops/v1/me", "127.0.0.1").await, 403);
     }
 );

@@ -593,6 +593,15 @@ macro_rules! store_conformance {
 pub const OPS_PASSWORD: &str = "correct-horse-battery";
 
 /// Adds console user `name` with `roles` (comma-separated) and [`OPS_PASSWORD`].
+/// The actor of test set-up changes (users added before a test runs) in the audit log.
+pub fn setup_actor() -> converge_server::service::actions::Actor {
+    converge_server::service::actions::Actor {
+        username: "cli:test-setup".into(),
+        roles: String::new(),
+        meta: "{}".into(),
+    }
+}
+
 pub async fn add_ops_user(app: &TestApp, name: &str, roles: &str) {
     converge_server::ops::users::add_user(
         app.store.as_ref(),
@@ -601,6 +610,7 @@ pub async fn add_ops_user(app: &TestApp, name: &str, roles: &str) {
         roles,
         OPS_PASSWORD,
         0,
+        &setup_actor(),
     )
     .await
     .expect("user");

@@ -622,3 +622,26 @@ async fn edit_audit_reason(store: &Arc<dyn Store>, seq: i64) {
         }
     }
 }
+
+store_conformance!(
+    ledger_totals_past_i64_max_are_summed_not_an_error,
+    |store| {
+        // Three charges of 4e18 minor units: 1.2e19 in debits and in credits, more than a
+        // 64-bit sum holds. Verify must check them (balanced), not fail to add them up.
+        let m = merchant(&store).await;
+        let big: i64 = 4_000_000_000_000_000_000;
+        for order in ["x", "y", "z"] {
+            let p = create(&store, m, order, big).await;
+            advance(&store, p, &TO_SUCCESS, Some(ledger::charge(m, big, "CNY"))).await;
+        }
+        let totals = store
+            .ledger_totals()
+            .await
+            .expect("summed without overflow");
+        assert_eq!(totals.len(), 1, "{totals:?}");
+        assert_eq!(totals[0].debits, 3 * i128::from(big));
+        assert_eq!(totals[0].credits, 3 * i128::from(big));
+        let unbalanced = store.unbalanced_batches().await.unwrap();
+        assert_eq!(verify::check_ledger(&totals, &unbalanced), vec![]);
+    }
+);

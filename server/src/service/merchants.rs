@@ -1,0 +1,176 @@
+//! Merchants and their API keys (issue 13 "Merchant keys"; DESIGN.md "Merchant keys"):
+//! several keys per merchant, each with an id and a visible prefix, revocable at once. Every
+//! change is audited in the same transaction, by the console user or `cli:<OS user>`.
+//!
+//! Keys are `ck_live_` + 64 hex digits (256 random bits). The prefix makes a leaked key
+//! recognisable to secret scanners; only the key's SHA-256 is stored. A request is
+//! authenticated by looking the hash up in the database every time (no cache), so a revoked
+//! key answers 401 at once on every server sharing the database.
+
+use rand::Rng;
+use serde_json::json;
+
+use super::actions::Actor;
+use crate::domain::fingerprint::sha256_hex;
+use crate::store::{Merchant, MerchantKey, NewMerchantKey, Store, StoreError};
+
+/// Every API key starts with this.
+pub const KEY_PREFIX: &str = "ck_live_";
+
+/// Characters of a key shown as its prefix (`ck_live_` and 8 hex digits).
+pub const SHOWN_PREFIX_LEN: usize = KEY_PREFIX.len() + 8;
+
+/// A key just issued: the only time the key itself exists outside the client.
+#[derive(Debug, Clone)]
+pub struct IssuedKey {
+    /// `mk_...` id.
+    pub id: String,
+    /// The key, shown once.
+    pub key: String,
+    /// Its visible prefix.
+    pub prefix: String,
+}
+
+/// A new random key.
+pub fn new_api_key() -> IssuedKey {
+    let bytes: [u8; 32] = rand::rng().random();
+    let key = format!("{KEY_PREFIX}{}", hex::encode(bytes));
+    IssuedKey {
+        id: super::ids::new_id("mk"),
+        prefix: key[..SHOWN_PREFIX_LEN].to_string(),
+        key,
+    }
+}
+
+/// Why a merchant change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MerchantError {
+    /// Bad name (400).
+    #[error("merchant name must be 1 to 64 characters without control characters")]
+    InvalidName,
+    /// The name is taken (409).
+    #[error("a merchant named {0:?} already exists")]
+    Exists(String),
+    /// No such merchant (404).
+    #[error("no merchant named {0:?}")]
+    NoMerchant(String),
+    /// No such live key of that merchant (404).
+    #[error("merchant {0:?} has no unrevoked key {1:?}")]
+    NoKey(String, String),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for MerchantError {
+    fn from(e: StoreError) -> Self {
+        MerchantError::Store(e)
+    }
+}
+
+fn check_name(name: &str) -> Result<String, MerchantError> {
+    let name = name.trim();
+    if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+        return Err(MerchantError::InvalidName);
+    }
+    Ok(name.to_string())
+}
+
+fn new_key(k: &IssuedKey, now: i64) -> NewMerchantKey {
+    NewMerchantKey {
+        id: k.id.clone(),
+        prefix: k.prefix.clone(),
+        key_hash: sha256_hex(k.key.as_bytes()),
+        now,
+    }
+}
+
+/// Creates a merchant with its first key (audited `merchant_added`).
+pub async fn add_merchant(
+    store: &dyn Store,
+    now: i64,
+    name: &str,
+    actor: &Actor,
+) -> Result<(Merchant, IssuedKey), MerchantError> {
+    let name = check_name(name)?;
+    let key = new_api_key();
+    let audit = actor.entry(
+        now,
+        "merchant_added",
+        &format!("merchant:{name}"),
+        "",
+        String::new(),
+        json!({"key_id": key.id, "prefix": key.prefix}).to_string(),
+    );
+    match store
+        .create_merchant_with_key(&name, &new_key(&key, now), &audit)
+        .await
+    {
+        Ok(m) => Ok((m, key)),
+        Err(StoreError::Conflict(_)) => Err(MerchantError::Exists(name)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Issues another key to merchant `name` (audited `merchant_key_issued`); the others keep
+/// working until revoked, so a rotation has no gap.
+pub async fn issue_merchant_key(
+    store: &dyn Store,
+    now: i64,
+    name: &str,
+    actor: &Actor,
+) -> Result<(MerchantKey, IssuedKey), MerchantError> {
+    let key = new_api_key();
+    let audit = actor.entry(
+        now,
+        "merchant_key_issued",
+        &format!("merchant:{name}"),
+        "",
+        String::new(),
+        json!({"key_id": key.id, "prefix": key.prefix}).to_string(),
+    );
+    match store
+        .add_merchant_key(name, &new_key(&key, now), &audit)
+        .await?
+    {
+        Some(k) => Ok((k, key)),
+        None => Err(MerchantError::NoMerchant(name.to_string())),
+    }
+}
+
+/// Merchant `name`'s keys, oldest first.
+pub async fn list_merchant_keys(
+    store: &dyn Store,
+    name: &str,
+) -> Result<Vec<MerchantKey>, MerchantError> {
+    store
+        .merchant_keys(name)
+        .await?
+        .ok_or_else(|| MerchantError::NoMerchant(name.to_string()))
+}
+
+/// Revokes key `key_id` of merchant `name` (audited `merchant_key_revoked`): from the
+/// commit on, every server answers 401 to it.
+pub async fn revoke_merchant_key(
+    store: &dyn Store,
+    now: i64,
+    name: &str,
+    key_id: &str,
+    actor: &Actor,
+) -> Result<(), MerchantError> {
+    let audit = actor.entry(
+        now,
+        "merchant_key_revoked",
+        &format!("merchant:{name}"),
+        "",
+        json!({"key_id": key_id}).to_string(),
+        json!({"key_id": key_id, "revoked_at": now}).to_string(),
+    );
+    if store.revoke_merchant_key(name, key_id, now, &audit).await? {
+        Ok(())
+    } else if store.merchant_keys(name).await?.is_none() {
+        Err(MerchantError::NoMerchant(name.to_string()))
+    } else {
+        Err(MerchantError::NoKey(name.to_string(), key_id.to_string()))
+    }
+}
