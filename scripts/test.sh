@@ -122,7 +122,7 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   e2e_cli merchant freeze e2e-frozen >/dev/null
   export E2E_MERCHANT_KEY E2E_FROZEN_KEY
   # The webhook test's receiver listens on loopback, which converge refuses by default.
-  CONVERGE_WEBHOOK_ALLOW_PRIVATE=1 \
+  CONVERGE_WEBHOOK_ALLOW_PRIVATE=true \
   CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
     DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
     cargo leptos end-to-end

@@ -3,7 +3,7 @@
 // (npm `standardwebhooks`, pinned) verifies each one with the secret converge printed once.
 // Then ops staff see the endpoint and its deliveries on the Webhooks page, read a delivery's
 // attempts and redeliver it, and the payment's story lists the event.
-// scripts/test.sh starts the server with CONVERGE_WEBHOOK_ALLOW_PRIVATE=1, since the
+// scripts/test.sh starts the server with CONVERGE_WEBHOOK_ALLOW_PRIVATE=true, since the
 // receiver listens on loopback.
 import * as http from "node:http";
 import { AddressInfo } from "node:net";

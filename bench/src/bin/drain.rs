@@ -10,6 +10,8 @@
 //! - `webhook`: `--jobs` pending webhook deliveries (an event, a delivery and its job each)
 //!   to a `webhook-sink` in this process that answers 200 at once: deliveries/s of the real
 //!   handler (sign, POST over HTTP, record the attempt and the delivery's state);
+//! - `relay`: `--jobs` outbox events published to a `nats-server -js` started for the run
+//!   by the event-stream relay (PubAcks awaited, sequences recorded): events/s;
 //! - claim latency: `--workers` claimers repeatedly claiming `--batch` due no-op jobs and
 //!   completing them; p50/p99 of the claim statement alone.
 //!
@@ -52,7 +54,11 @@ struct Args {
     /// Jobs claimed at once by a worker.
     #[arg(long, default_value_t = 16)]
     batch: i64,
-    /// Which measurements: noop, query, webhook or all.
+    /// The nats-server binary for the relay measurement (default: CONVERGE_NATS_SERVER).
+    #[arg(long, env = "CONVERGE_NATS_SERVER", default_value = "nats-server")]
+    nats_server: String,
+    /// Which measurements: noop, query, webhook, relay or all (all runs relay only when
+    /// --nats-server names a working binary).
     #[arg(long, default_value = "all")]
     kind: String,
     /// Prefix of the printed keys.
@@ -407,6 +413,80 @@ async fn webhook(args: &Args) -> Result<()> {
     Ok(())
 }
 
+async fn relay(args: &Args) -> Result<()> {
+    use converge_server::worker::relay::{self, RelayConfig};
+    let (url, admin, dir) = fresh(args, "relay").await?;
+    let store = converge_server::store::connect(&url).await?;
+    let merchant = store
+        .create_merchant("drain", "drain-key-hash", SystemClock.now_ms())
+        .await?;
+    let m = merchant.id;
+    let event = format!(
+        "INSERT INTO events (id, merchant_id, aggregatetype, aggregateid, type, payload, created_at) \
+         VALUES ('ev-' || $2, {m}, 'payment', 'pay_' || $2, 'payment.succeeded', \
+         '{{\"id\":\"pay_x\",\"status\":\"SUCCESS\",\"amount\":1000,\"currency\":\"CNY\",\"version\":4}}', $1)"
+    );
+    bulk(&url, args.jobs, &[&event]).await?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let nats_dir = dir.join("nats");
+    let mut nats = tokio::process::Command::new(&args.nats_server)
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(&nats_dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {} (--nats-server)", args.nats_server))?;
+    let t0 = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        if t0.elapsed() > Duration::from_secs(15) {
+            bail!("nats-server did not listen");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cfg = RelayConfig {
+        url: format!("nats://127.0.0.1:{port}"),
+        prefix: "converge".into(),
+        stream: "CONVERGE".into(),
+        duplicate_window: Duration::from_secs(120),
+        lease_ms: 10_000,
+        batch: 256,
+        poll: Duration::from_millis(10),
+        retention_ms: i64::MAX / 2,
+        owner: "bench".into(),
+    };
+    let core = core(store.clone(), "http://127.0.0.1:9");
+    let connected = relay::connect(&cfg).await?;
+    let now = SystemClock.now_ms();
+    if !store
+        .acquire_relay_lease(relay::LEASE, "bench", "bench-token", now, now + 600_000)
+        .await?
+    {
+        bail!("relay lease taken");
+    }
+    let started = Instant::now();
+    let mut published = 0usize;
+    while published < args.jobs {
+        let n = relay::round(&core, &cfg, &connected, "bench-token").await?;
+        if n == 0 {
+            bail!("the relay stopped at {published} of {} events", args.jobs);
+        }
+        published += n;
+    }
+    let rate = published as f64 / started.elapsed().as_secs_f64();
+    let status = store.relay_status(relay::LEASE, SystemClock.now_ms()).await?;
+    store.close().await;
+    let _ = nats.kill().await;
+    cleanup(&url, admin, &dir).await?;
+    if status.backlog != 0 {
+        bail!("relay left {} events unpublished", status.backlog);
+    }
+    let l = &args.label;
+    println!("{l}.relay.events={published}");
+    println!("{l}.relay.events_per_s={rate:.0}");
+    Ok(())
+}
+
 async fn run(args: Args) -> Result<()> {
     if args.jobs == 0 || args.workers == 0 || args.batch < 1 {
         bail!("--jobs, --workers and --batch must be at least 1");
@@ -419,12 +499,20 @@ async fn run(args: Args) -> Result<()> {
         "noop" => noop(&args).await,
         "query" => query(&args).await,
         "webhook" => webhook(&args).await,
+        "relay" => relay(&args).await,
         "all" => {
             noop(&args).await?;
             query(&args).await?;
             webhook(&args).await?;
+            if std::process::Command::new(&args.nats_server)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+            {
+                relay(&args).await?;
+            }
             claims(&args).await
         }
-        other => bail!("--kind must be noop, query, webhook or all, not {other:?}"),
+        other => bail!("--kind must be noop, query, webhook, relay or all, not {other:?}"),
     }
 }
