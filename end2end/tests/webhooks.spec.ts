@@ -104,7 +104,7 @@ test("ops staff see the endpoint's deliveries, read the attempts and redeliver o
   await expect(endpointRow).toContainText("enabled");
 
   // The payment's deliveries, found by filtering on its id, as a person would.
-  await page.getByLabel("Payment").fill(paymentId as string);
+  await page.getByRole("searchbox", { name: "Payment" }).fill(paymentId as string);
   await page.getByRole("button", { name: "Filter" }).click();
   const rows = page.getByTestId("delivery-row");
   await expect(rows).toHaveCount(2);

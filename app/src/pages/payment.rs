@@ -31,6 +31,12 @@ pub fn PaymentPage() -> impl IntoView {
     );
     // Outlive a reload of the detail, so the outcome of an action stays in view.
     let flash = RwSignal::new(None::<String>);
+    // A resource of the page, not of the story: one created inside the story's Suspend was
+    // never fetched again after an action reloaded the story, which held the whole panel back.
+    let notifications = Resource::new(
+        move || (id.get(), version.get()),
+        |(id, _)| crate::api_webhooks::load_payment_webhooks(id),
+    );
     view! {
         <p class="crumbs">
             <A href="/payments">"← Payments"</A>
@@ -43,6 +49,7 @@ pub fn PaymentPage() -> impl IntoView {
                 }
             })}
         </Transition>
+        <Notifications data=notifications/>
     }
 }
 
@@ -55,7 +62,6 @@ fn Story(
     let p = d.payment;
     let currency = p.currency.clone();
     let payment_id = p.id.clone();
-    let events_of = p.id.clone();
     let status = p.status.clone();
     view! {
         <div class="page-head">
@@ -104,7 +110,6 @@ fn Story(
                 <Jobs jobs=d.jobs/>
                 <Ledger lines=d.ledger/>
                 <Refunds refunds=d.refunds currency/>
-                <Notifications payment_id=events_of/>
                 <RelatedErrors items=d.errors/>
             </div>
         </div>
@@ -620,11 +625,9 @@ fn Refunds(refunds: Vec<Refund>, currency: String) -> impl IntoView {
 /// The payment's outbox events (and its refunds') with each delivery's state: what the
 /// merchant was told, and whether it got it.
 #[component]
-fn Notifications(payment_id: String) -> impl IntoView {
-    let data = Resource::new(
-        move || payment_id.clone(),
-        crate::api_webhooks::load_payment_webhooks,
-    );
+fn Notifications(
+    data: Resource<Result<crate::dto::PaymentWebhooks, ServerFnError>>,
+) -> impl IntoView {
     view! {
         <section class="panel" aria-labelledby="events-h" data-testid="payment-events">
             <h2 id="events-h">"Events and webhooks"</h2>

@@ -427,7 +427,9 @@ async fn relay(args: &Args) -> Result<()> {
          '{{\"id\":\"pay_x\",\"status\":\"SUCCESS\",\"amount\":1000,\"currency\":\"CNY\",\"version\":4}}', $1)"
     );
     bulk(&url, args.jobs, &[&event]).await?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let nats_dir = dir.join("nats");
     let mut nats = tokio::process::Command::new(&args.nats_server)
         .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
@@ -438,7 +440,10 @@ async fn relay(args: &Args) -> Result<()> {
         .spawn()
         .with_context(|| format!("starting {} (--nats-server)", args.nats_server))?;
     let t0 = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
         if t0.elapsed() > Duration::from_secs(15) {
             bail!("nats-server did not listen");
         }
@@ -474,7 +479,9 @@ async fn relay(args: &Args) -> Result<()> {
         published += n;
     }
     let rate = published as f64 / started.elapsed().as_secs_f64();
-    let status = store.relay_status(relay::LEASE, SystemClock.now_ms()).await?;
+    let status = store
+        .relay_status(relay::LEASE, SystemClock.now_ms())
+        .await?;
     store.close().await;
     let _ = nats.kill().await;
     cleanup(&url, admin, &dir).await?;
