@@ -112,11 +112,15 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   export E2E_VIEWER_USER=e2e-viewer E2E_VIEWER_PASSWORD=e2e-viewer-password-1
   export E2E_APPROVER_USER=e2e-approver E2E_APPROVER_PASSWORD=e2e-approver-password-1
   export E2E_AUDITOR_USER=e2e-auditor E2E_AUDITOR_PASSWORD=e2e-auditor-password-1
+  # A second operator for the webhooks test: the login limit (5 per user in 5 minutes) is
+  # spent by the first operator's sign-ins in the earlier tests.
+  export E2E_HOOKS_USER=e2e-hooks E2E_HOOKS_PASSWORD=e2e-hooks-password-1
   echo "$E2E_ADMIN_PASSWORD" | e2e_cli user add "$E2E_ADMIN_USER" --role viewer,admin --password-stdin >/dev/null
   echo "$E2E_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
   echo "$E2E_VIEWER_PASSWORD" | e2e_cli user add "$E2E_VIEWER_USER" --role viewer --password-stdin >/dev/null
   echo "$E2E_APPROVER_PASSWORD" | e2e_cli user add "$E2E_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
   echo "$E2E_AUDITOR_PASSWORD" | e2e_cli user add "$E2E_AUDITOR_USER" --role viewer,auditor --password-stdin >/dev/null
+  echo "$E2E_HOOKS_PASSWORD" | e2e_cli user add "$E2E_HOOKS_USER" --role viewer,operator --password-stdin >/dev/null
   E2E_MERCHANT_KEY=$(e2e_cli merchant add e2e-shop)
   E2E_FROZEN_KEY=$(e2e_cli merchant add e2e-frozen)
   e2e_cli merchant freeze e2e-frozen >/dev/null
