@@ -55,6 +55,11 @@ struct Args {
     /// Prefix of the printed keys.
     #[arg(long, default_value = "load")]
     label: String,
+    /// Relay the outbox to this NATS server during the run (`serve --nats-url`) and report
+    /// the relay's lag over the created payments' events: time from the event's commit to its
+    /// publication being recorded (after the broker's acknowledgement), p50/p99/max.
+    #[arg(long)]
+    nats_url: Option<String>,
 }
 
 struct Phase {
@@ -200,6 +205,10 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
         "--channel-db".into(),
         work.join("channel.db").to_string_lossy().into_owned(),
     ];
+    let mut serve = serve;
+    if let Some(url) = &args.nats_url {
+        serve.extend(["--nats-url".into(), url.clone()]);
+    }
     let mut server = Proc::start(
         conv,
         "serve",
@@ -245,9 +254,19 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
         true,
     )
     .await?;
+    let lag = match &args.nats_url {
+        Some(_) => Some(relay_lag(db_url).await?),
+        None => None,
+    };
     server.stop(Duration::from_secs(10)).await;
 
     let l = &args.label;
+    if let Some((events, p50, p99, max)) = lag {
+        println!("{l}.relay.events={events}");
+        println!("{l}.relay.lag_p50_ms={p50}");
+        println!("{l}.relay.lag_p99_ms={p99}");
+        println!("{l}.relay.lag_max_ms={max}");
+    }
     println!("{l}.backend={:?}", args.db);
     println!("{l}.concurrency={c}");
     println!("{l}.create.requests={}", args.requests);
@@ -268,4 +287,43 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
         );
     }
     Ok(())
+}
+
+/// The relay's lag per event once every event is published (waits up to 30 s): (events, p50,
+/// p99, max) of `published_at - created_at` in ms. A plain read of the run's own database.
+async fn relay_lag(db_url: &str) -> Result<(usize, i64, i64, i64)> {
+    const PENDING: &str = "SELECT COUNT(*) FROM events e WHERE NOT EXISTS \
+        (SELECT 1 FROM event_publications p WHERE p.event_id = e.id)";
+    const LAGS: &str = "SELECT p.published_at - e.created_at FROM event_publications p \
+        JOIN events e ON e.id = p.event_id ORDER BY 1";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut lags: Vec<i64>;
+    loop {
+        let (pending, l) = if db_url.starts_with("postgres") {
+            let pool = sqlx::PgPool::connect(db_url).await?;
+            let n: i64 = sqlx::query_scalar(PENDING).fetch_one(&pool).await?;
+            let l: Vec<i64> = sqlx::query_scalar(LAGS).fetch_all(&pool).await?;
+            pool.close().await;
+            (n, l)
+        } else {
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{db_url}")).await?;
+            let n: i64 = sqlx::query_scalar(PENDING).fetch_one(&pool).await?;
+            let l: Vec<i64> = sqlx::query_scalar(LAGS).fetch_all(&pool).await?;
+            pool.close().await;
+            (n, l)
+        };
+        lags = l;
+        if pending == 0 {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("{pending} events still unpublished 30 s after the create phase");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if lags.is_empty() {
+        bail!("no event was published: is the relay connected (--nats-url)?");
+    }
+    let at = |q: f64| lags[((lags.len() - 1) as f64 * q).round() as usize];
+    Ok((lags.len(), at(0.5), at(0.99), *lags.last().unwrap_or(&0)))
 }
