@@ -224,11 +224,16 @@ on_both_backends!(
         // The test schedule has three attempts: 0s, 100ms, 200ms.
         received(&sink, "/hooks/always-fail", 3).await;
         delivery_with_status(&app, "dead").await;
-        let items = app
-            .store
-            .error_items(Some("open"), Some("webhook_exhausted"), 10)
-            .await
-            .unwrap();
+        // The item is written when the worker records the job's end, just after the delivery.
+        let items = eventually(Duration::from_secs(10), "the error-pool item", || async {
+            let items = app
+                .store
+                .error_items(Some("open"), Some("webhook_exhausted"), 10)
+                .await
+                .unwrap();
+            (!items.is_empty()).then_some(items)
+        })
+        .await;
         assert_eq!(items.len(), 1, "{items:?}");
         let evidence: Value = serde_json::from_str(&items[0].evidence).unwrap();
         assert_eq!(evidence["endpoint_id"], ep["id"]);
@@ -254,12 +259,17 @@ on_both_backends!(
         assert_eq!(put_back, vec![id]);
         let got = received(&sink, "/hooks/always-fail", 6).await;
         assert!(got.iter().all(|d| d["webhook_id"] == got[0]["webhook_id"]));
-        delivery_with_status(&app, "dead").await;
-        let items = app
-            .store
-            .error_items(None, Some("webhook_exhausted"), 10)
-            .await
-            .unwrap();
+        // The delivery turns dead when its last attempt is recorded; the job reaches the
+        // error pool right after, when the worker writes its result.
+        let items = eventually(Duration::from_secs(10), "the second report", || async {
+            let items = app
+                .store
+                .error_items(None, Some("webhook_exhausted"), 10)
+                .await
+                .unwrap();
+            items.iter().any(|i| i.occurrences == 2).then_some(items)
+        })
+        .await;
         assert_eq!(items.len(), 1, "one item per delivery: {items:?}");
         assert_eq!(items[0].occurrences, 2);
         assert_eq!(
@@ -375,14 +385,16 @@ on_both_backends!(
             kept <= 1024,
             "only the first KiB of an answer is kept: {kept}"
         );
-        assert_eq!(
-            app.store
+        eventually(Duration::from_secs(10), "four error-pool items", || async {
+            let n = app
+                .store
                 .error_items(Some("open"), Some("webhook_exhausted"), 10)
                 .await
                 .unwrap()
-                .len(),
-            4
-        );
+                .len();
+            (n == 4).then_some(())
+        })
+        .await;
         // The server is still serving.
         assert_eq!(app.get("/health").await.status, 200);
     }
