@@ -716,7 +716,9 @@ async fn add_user(
 
 use super::actions::Empty;
 
-fn merchant_error(e: crate::service::merchants::MerchantError) -> ApiError {
+/// A merchant change's refusal as its HTTP error: 400 `invalid_merchant`, 409 `merchant_exists`,
+/// 404 `not_found` (no merchant, or no such unrevoked key).
+pub fn merchant_error(e: crate::service::merchants::MerchantError) -> ApiError {
     use crate::service::merchants::MerchantError as E;
     match e {
         E::InvalidName => ApiError::bad_request("invalid_merchant", e.to_string()),

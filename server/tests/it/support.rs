@@ -320,6 +320,34 @@ impl TestApp {
         Self::spawn_with(db, |_| {}).await
     }
 
+    /// A payment of "acme" that was in flight when the merchant was frozen, so its charge
+    /// lands and its ledger posting fails: SUSPENSE with an open error-pool item. Freezes
+    /// "acme" (and leaves it frozen). A frozen merchant's API refuses new payments (403
+    /// `merchant_frozen`), so the payment is made below the API, through the core, as one
+    /// created just before the freeze would be; then driven as the request would drive it.
+    /// Returns the payment id.
+    pub async fn suspended_payment(&self, order: &str, amount: i64) -> String {
+        use converge_server::service::payments::{InsertOutcome, PaymentInput};
+        let core = &self.running.state.core;
+        let input = PaymentInput {
+            amount,
+            currency: "CNY".into(),
+            merchant_order_id: order.into(),
+            description: String::new(),
+        };
+        let InsertOutcome::Created(p) = core
+            .insert_payment(self.merchant_id, &input, None)
+            .await
+            .expect("insert")
+        else {
+            panic!("order {order} exists already");
+        };
+        assert!(self.store.set_merchant_frozen("acme", true).await.unwrap());
+        let p = core.drive(p, "test").await.expect("drive");
+        assert_eq!(p.status.as_str(), "SUSPENSE", "{p:?}");
+        p.id
+    }
+
     /// Adds another merchant; returns its API key.
     pub async fn add_merchant(&self, name: &str) -> String {
         let key = format!("sk_test_{}", hex::encode(rand::rng().random::<[u8; 16]>()));
