@@ -442,11 +442,21 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    // The refunds start when the approver sends the approval, so the two reservations race
+    // (a refund before the request would only make the request stale).
+    let (approving_tx, approving) = tokio::sync::oneshot::channel::<()>();
     let reversal = reverse.then(|| {
         let (sh, id, order) = (sh.clone(), id.clone(), order.clone());
         let mut r2 = StdRng::seed_from_u64(rng.random());
-        tokio::spawn(async move { reverse_payment(&sh, &mut r2, &id, &order).await })
+        tokio::spawn(
+            async move { reverse_payment(&sh, &mut r2, &id, &order, approving_tx).await },
+        )
     });
+    if reverse {
+        // Dropped unsent (the request was refused) ends the wait too.
+        let _ = approving.await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..30))).await;
+    }
     // While a reversal holds the payment, or after it took the payment, the merchant's
     // refund is refused with one of these; anything else is a breach as before.
     let tolerated: &[&str] = if reverse {
@@ -518,7 +528,13 @@ async fn ops_post(sh: &Shared, rng: &mut StdRng, cookie: &str, path: &str, body:
 /// approver approves it with the password, retrying through kills like a person would. The
 /// payment's own refunds run at the same time; converge verify afterwards proves that the
 /// channel refunded exactly what the core recorded.
-async fn reverse_payment(sh: &Shared, rng: &mut StdRng, id: &str, order: &str) {
+async fn reverse_payment(
+    sh: &Shared,
+    rng: &mut StdRng,
+    id: &str,
+    order: &str,
+    approving: tokio::sync::oneshot::Sender<()>,
+) {
     sh.counters
         .reversals_requested
         .fetch_add(1, Ordering::Relaxed);
@@ -564,6 +580,7 @@ async fn reverse_payment(sh: &Shared, rng: &mut StdRng, id: &str, order: &str) {
     let approval = json!({"password": sh.ops.approver_password, "reason": "chaos: approved"});
     let path = format!("/ops/v1/actions/{action_id}/approve");
     let mut tries = 0;
+    let _ = approving.send(());
     loop {
         tries += 1;
         match ops_post(sh, rng, &sh.ops.approver, &path, &approval).await {
