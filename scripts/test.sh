@@ -115,6 +115,7 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   # spent by the first operator's sign-ins in the earlier tests.
   export E2E_HOOKS_USER=e2e-hooks E2E_HOOKS_PASSWORD=e2e-hooks-password-1
   export E2E_MERCHANTS_USER=e2e-merchants E2E_MERCHANTS_PASSWORD=e2e-merchants-password-1
+  export E2E_NAV_USER=e2e-nav E2E_NAV_PASSWORD=e2e-nav-password-1
   echo "$E2E_ADMIN_PASSWORD" | e2e_cli user add "$E2E_ADMIN_USER" --role viewer,admin --password-stdin >/dev/null
   echo "$E2E_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
   echo "$E2E_VIEWER_PASSWORD" | e2e_cli user add "$E2E_VIEWER_USER" --role viewer --password-stdin >/dev/null
@@ -122,6 +123,7 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "$E2E_AUDITOR_PASSWORD" | e2e_cli user add "$E2E_AUDITOR_USER" --role viewer,auditor --password-stdin >/dev/null
   echo "$E2E_HOOKS_PASSWORD" | e2e_cli user add "$E2E_HOOKS_USER" --role viewer,operator --password-stdin >/dev/null
   echo "$E2E_MERCHANTS_PASSWORD" | e2e_cli user add "$E2E_MERCHANTS_USER" --role viewer,admin --password-stdin >/dev/null
+  echo "$E2E_NAV_PASSWORD" | e2e_cli user add "$E2E_NAV_USER" --role viewer,operator,approver,auditor,admin --password-stdin >/dev/null
   E2E_MERCHANT_KEY=$(e2e_cli merchant add e2e-shop)
   export E2E_MERCHANT_KEY
   # The tests that need a payment frozen in flight (SUSPENSE) make their own merchant and

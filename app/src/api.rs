@@ -259,7 +259,12 @@ pub async fn merchants() -> Result<Vec<Merchant>, ServerFnError> {
 
 /// One page of payments matching `query`, newest first, 50 a page (viewer).
 #[server(endpoint = "payments")]
-pub async fn search_payments(query: PaymentQuery) -> Result<PaymentPage, ServerFnError> {
+pub async fn search_payments(
+    // Default when absent: a query with no filter has no fields to encode, so the browser's
+    // call (URL-encoded arguments) carries no `query` at all, which would otherwise fail to
+    // deserialize on every client-side visit of /payments.
+    #[server(default)] query: PaymentQuery,
+) -> Result<PaymentPage, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
     let q = converge_server::ops::SearchQuery {
