@@ -11,6 +11,7 @@ mod bad_input;
 mod bulk_retry;
 mod callbacks;
 mod concurrency;
+mod console_auth;
 mod conformance;
 mod convergence;
 mod event_stream;
