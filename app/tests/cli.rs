@@ -253,6 +253,19 @@ fn bad_setting_in_the_environment_reads_like_the_flag() {
 }
 
 #[test]
+fn a_bad_trusted_proxy_is_refused_at_start_up() {
+    let dir = Scratch::new("proxy");
+    let out = converge(&dir.0, &["serve", "--trusted-proxy", "10.0.0.0/33"], &[]);
+    refused(&out, &["--trusted-proxy", "prefix length"], None);
+    let out = converge(
+        &dir.0,
+        &["serve"],
+        &[("CONVERGE_TRUSTED_PROXY", "10.0.0.1,proxy.example")],
+    );
+    refused(&out, &["--trusted-proxy", "proxy.example"], None);
+}
+
+#[test]
 fn unknown_subcommand_is_refused() {
     let dir = Scratch::new("subcommand");
     let out = converge(&dir.0, &["bogus"], &[]);

@@ -133,10 +133,17 @@ impl AttemptKind {
 }
 
 /// The account key an attempt is counted under: the name as typed, trimmed, lowercased and
-/// cut to 64 characters (names longer than that never exist), so case variants and padding
-/// share one count and a huge name cannot grow the table.
+/// cut to 64 characters (names longer than that never exist), without NUL (which
+/// PostgreSQL text cannot hold), so case variants and padding share one count and a huge
+/// name cannot grow the table.
 pub fn account_key(username: &str) -> String {
-    username.trim().to_lowercase().chars().take(64).collect()
+    username
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| *c != '\0')
+        .take(64)
+        .collect()
 }
 
 #[cfg(test)]

@@ -249,6 +249,7 @@ pub struct ApproveBody {
         (status = 400, description = "The body is not a valid request", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: missing field `reason`"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "Not allowed by the role (`forbidden`), cross-site (`csrf_rejected`), or not approved (`approval_refused`): one answer, after the same work, for a wrong password, no such action, the user's own request, and an action already decided, expired or stale", body = ErrorBody, example = json!({"error": {"code": "approval_refused", "message": "not approved: re-enter your own password, for a pending request someone else made that is still current"}})),
+        (status = 409, description = "Approved, but the payment was busy: run it again with execute", body = ErrorBody, example = json!({"error": {"code": "payment_busy", "message": "payment pay_... is busy; retry"}})),
         (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
         (status = 429, description = "Too many failed password checks from this address, or for this user from this address", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "too many password attempts; retry in 4 s"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
@@ -319,10 +320,14 @@ pub async fn approve_with_step_up(
     if ok {
         match st.core.approve_action(&who, id, reason).await {
             Ok(a) => return Ok(a),
-            Err(ActionError::Store(e)) => return Err(e.into()),
-            Err(ActionError::Invalid(code, m)) => return Err(ApiError::bad_request(code, m)),
-            // Decided, or moved, by someone else in between: refused like the rest.
-            Err(_) => {}
+            // Decided, expired or moved in between: refused like the rest.
+            Err(
+                ActionError::NotFound(_)
+                | ActionError::Forbidden(..)
+                | ActionError::Conflict("not_pending" | "expired" | "stale", _),
+            ) => {}
+            // Approved, but its execution met something (e.g. a busy payment): said as is.
+            Err(e) => return Err(action_error(e)),
         }
     }
     let target: String = id.chars().take(64).collect();
