@@ -98,11 +98,6 @@ pub(crate) mod ssr {
         }
     }
 
-    /// [`principal_as`] for a person's request.
-    pub async fn principal(st: &AppState) -> Result<ServerPrincipal, ServerFnError> {
-        principal_as(st, Activity::Person).await
-    }
-
     /// The state and the signed-in user, once the user is known to hold `permission`.
     pub async fn authorize(
         permission: Permission,
