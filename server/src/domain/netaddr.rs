@@ -52,7 +52,9 @@ impl Cidr {
     pub fn contains(&self, ip: IpAddr) -> bool {
         match (self.addr, canonical(ip)) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
                 u32::from(net) & mask == u32::from(ip) & mask
             }
             (IpAddr::V6(net), IpAddr::V6(ip)) => {
@@ -145,7 +147,14 @@ mod tests {
         let v6: Cidr = "2001:db8::/32".parse().unwrap();
         assert!(v6.contains(ip("2001:db8:1::5")) && !v6.contains(ip("2001:db9::1")));
         assert!("0.0.0.0/0".parse::<Cidr>().unwrap().contains(ip("8.8.8.8")));
-        for bad in ["", "10.0.0.0/33", "::/129", "example.com", "10.0.0.0/x", "1.2.3"] {
+        for bad in [
+            "",
+            "10.0.0.0/33",
+            "::/129",
+            "example.com",
+            "10.0.0.0/x",
+            "1.2.3",
+        ] {
             assert!(bad.parse::<Cidr>().is_err(), "{bad}");
         }
     }
@@ -181,7 +190,10 @@ mod tests {
             client_ip(Some(ip("10.0.0.2")), &["1.1.1.1, nonsense"], &trusted),
             Some(ip("10.0.0.2"))
         );
-        assert_eq!(client_ip(Some(ip("10.0.0.2")), &[], &trusted), Some(ip("10.0.0.2")));
+        assert_eq!(
+            client_ip(Some(ip("10.0.0.2")), &[], &trusted),
+            Some(ip("10.0.0.2"))
+        );
         assert_eq!(client_ip(None, &["1.1.1.1"], &trusted), None);
     }
 }

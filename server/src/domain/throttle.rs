@@ -61,7 +61,9 @@ impl Admission {
     pub fn retry_after_secs(&self) -> u64 {
         match self {
             Admission::Allowed => 0,
-            Admission::Refused { retry_after_ms } => ((*retry_after_ms).max(1) as u64).div_ceil(1000),
+            Admission::Refused { retry_after_ms } => {
+                ((*retry_after_ms).max(1) as u64).div_ceil(1000)
+            }
         }
     }
 }

@@ -249,13 +249,8 @@ impl Auth {
             .begin_attempt(store, username, addr, AttemptKind::Login, clock.now_ms())
             .await?;
         let user = self.verify_user(store, username, password).await;
-        self.finish_attempt(
-            store,
-            attempt,
-            matches!(user, Ok(Some(_))),
-            clock.now_ms(),
-        )
-        .await?;
+        self.finish_attempt(store, attempt, matches!(user, Ok(Some(_))), clock.now_ms())
+            .await?;
         let Some(user) = user? else {
             return Err(LoginError::InvalidCredentials);
         };

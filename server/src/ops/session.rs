@@ -120,8 +120,8 @@ impl SessionStore for SessionBackend {
     /// Updates the stored session if it still exists and has not expired; never inserts
     /// (tower-sessions' own save is an upsert, which would bring a logged-out session back).
     async fn save(&self, record: &Record) -> session_store::Result<()> {
-        let data = rmp_serde::to_vec(record)
-            .map_err(|e| session_store::Error::Encode(e.to_string()))?;
+        let data =
+            rmp_serde::to_vec(record).map_err(|e| session_store::Error::Encode(e.to_string()))?;
         let now = time::OffsetDateTime::now_utc();
         let done = match self {
             SessionBackend::Sqlite(_, pool) => sqlx::query(

@@ -243,7 +243,10 @@ on_both_backends!(a_request_whose_payment_moved_is_stale, |app| {
         app.get(&format!("/v1/payments/{payment}")).await.json()["status"],
         "SUCCESS"
     );
-    assert_eq!(app.store.action(&id).await.unwrap().unwrap().status, "stale");
+    assert_eq!(
+        app.store.action(&id).await.unwrap().unwrap().status,
+        "stale"
+    );
 });
 
 on_both_backends!(
@@ -362,14 +365,26 @@ on_both_backends!(
         assert_eq!(wrong.1["error"]["code"], "approval_refused");
         // With the right password or a wrong one, every impossible approval answers exactly
         // as a wrong password does: a stolen session learns nothing about the password.
-        for id in ["act_000000000000000000000000", "nonsense", &own, &decided, &stale] {
+        for id in [
+            "act_000000000000000000000000",
+            "nonsense",
+            &own,
+            &decided,
+            &stale,
+        ] {
             for password in [PASSWORD, "not-my-password"] {
                 let answer = approve_as(&both, &app, id, password).await;
                 assert_eq!(answer, wrong, "{id} with {password}");
             }
         }
-        assert_eq!(app.store.action(&own).await.unwrap().unwrap().status, "pending");
-        assert_eq!(app.store.action(&decided).await.unwrap().unwrap().status, "rejected");
+        assert_eq!(
+            app.store.action(&own).await.unwrap().unwrap().status,
+            "pending"
+        );
+        assert_eq!(
+            app.store.action(&decided).await.unwrap().unwrap().status,
+            "rejected"
+        );
         // Each refusal was a password check (argon2 ran), counted as a failure, and audited
         // alike, with nothing that tells the reasons apart.
         assert_eq!(
@@ -416,7 +431,11 @@ on_both_backends!(
         }
         // Even the right password now waits, at approval and at sign-in alike.
         let (s, v) = approve_as(&ap, &app, &id, PASSWORD).await;
-        assert_eq!((s, v["error"]["code"].as_str()), (429, Some("rate_limited")), "{v}");
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (429, Some("rate_limited")),
+            "{v}"
+        );
         let r = reqwest::Client::new()
             .post(format!("{}/ops/v1/login", app.base))
             .json(&json!({"username": "ap", "password": PASSWORD}))
@@ -425,7 +444,10 @@ on_both_backends!(
             .unwrap();
         assert_eq!(r.status().as_u16(), 429);
         assert!(r.headers().get("retry-after").is_some());
-        assert_eq!(app.store.action(&id).await.unwrap().unwrap().status, "pending");
+        assert_eq!(
+            app.store.action(&id).await.unwrap().unwrap().status,
+            "pending"
+        );
     }
 );
 

@@ -70,7 +70,10 @@ on_both_backends!(
         }
         for base in &servers {
             let (s, retry, _) = login_at(base, x, "alice", OPS_PASSWORD).await;
-            assert_eq!(s, 429, "{base}: the second server knows the first one's failures");
+            assert_eq!(
+                s, 429,
+                "{base}: the second server knows the first one's failures"
+            );
             assert!(!retry.is_empty());
         }
         // One address, many accounts: 4 failures over two servers reach the address limit.
@@ -80,7 +83,11 @@ on_both_backends!(
             assert_eq!(login_at(&servers[i % 2], y, &name, WRONG).await.0, 401);
         }
         for base in &servers {
-            assert_eq!(login_at(base, y, "alice", OPS_PASSWORD).await.0, 429, "{base}");
+            assert_eq!(
+                login_at(base, y, "alice", OPS_PASSWORD).await.0,
+                429,
+                "{base}"
+            );
         }
         // Counted in the database, not in either process.
         assert_eq!(
@@ -195,7 +202,10 @@ on_both_backends!(
 on_both_backends!(
     forwarded_addresses_are_used_from_a_trusted_proxy,
     |s| {
-        s.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap(), "10.0.0.0/8".parse().unwrap()];
+        s.trusted_proxies = vec![
+            "127.0.0.0/8".parse().unwrap(),
+            "10.0.0.0/8".parse().unwrap(),
+        ];
         s.login_limit_per_addr = 2;
     },
     |app| {
@@ -212,14 +222,23 @@ on_both_backends!(
         assert_eq!(recorded_addr(&app, "alice").await, "198.51.100.30");
         // Behind the proxy each client has its own address limit: no single global bucket.
         for _ in 0..2 {
-            assert_eq!(login_at(&app.base, Some("198.51.100.31"), "x", WRONG).await.0, 401);
+            assert_eq!(
+                login_at(&app.base, Some("198.51.100.31"), "x", WRONG)
+                    .await
+                    .0,
+                401
+            );
         }
         assert_eq!(
-            login_at(&app.base, Some("198.51.100.31"), "alice", OPS_PASSWORD).await.0,
+            login_at(&app.base, Some("198.51.100.31"), "alice", OPS_PASSWORD)
+                .await
+                .0,
             429
         );
         assert_eq!(
-            login_at(&app.base, Some("198.51.100.32"), "alice", OPS_PASSWORD).await.0,
+            login_at(&app.base, Some("198.51.100.32"), "alice", OPS_PASSWORD)
+                .await
+                .0,
             200
         );
     }
@@ -293,7 +312,11 @@ on_both_backends!(a_request_in_flight_cannot_undo_a_logout, |app| {
         .unwrap();
     assert_eq!(out.status().as_u16(), 204);
     release.notify_one();
-    assert_eq!(in_flight.await.unwrap(), 200, "the slow request finished after the logout");
+    assert_eq!(
+        in_flight.await.unwrap(),
+        200,
+        "the slow request finished after the logout"
+    );
     let me = plain
         .get(format!("{base}/ops/v1/me"))
         .header("cookie", &cookie)
@@ -341,7 +364,11 @@ on_both_backends!(
             let url = format!("{}/ops/v1/me", app.base);
             async move { c.get(url).send().await.unwrap().status().as_u16() }
         };
-        assert_eq!(me(poller).await, 401, "polling alone let the session expire");
+        assert_eq!(
+            me(poller).await,
+            401,
+            "polling alone let the session expire"
+        );
         assert_eq!(me(person).await, 200);
     }
 );
