@@ -314,6 +314,7 @@ async fn me(p: Principal) -> Json<PrincipalView> {
     tag = "ops",
     operation_id = "ops_dashboard",
     summary = "Dashboard: stuck payments, idempotency hit rate, queue, error pool",
+    description = "Scripts that poll it should send `X-Converge-Background: 1`: a background request is served as usual but does not restart the session's idle timeout (any `/ops/v1` endpoint honours the header).",
     security(("console_session" = [])),
     responses(
         (status = 200, description = "The dashboard", body = super::dashboard::Dashboard),
