@@ -311,24 +311,30 @@ pub async fn approve_with_step_up(
         .map_err(login_error)?;
     let approvable = st.core.approvable(&who, id).await;
     let user = st.auth.verify_user(store, &p.username, password).await;
-    let ok = matches!(approvable, Ok(true)) && matches!(user, Ok(Some(_)));
-    st.auth
-        .finish_attempt(store, attempt, ok, st.core.clock.now_ms())
-        .await?;
-    approvable.map_err(action_error)?;
-    user?;
-    if ok {
+    let approved = if matches!(approvable, Ok(true)) && matches!(user, Ok(Some(_))) {
         match st.core.approve_action(&who, id, reason).await {
-            Ok(a) => return Ok(a),
             // Decided, expired or moved in between: refused like the rest.
             Err(
                 ActionError::NotFound(_)
                 | ActionError::Forbidden(..)
                 | ActionError::Conflict("not_pending" | "expired" | "stale", _),
-            ) => {}
-            // Approved, but its execution met something (e.g. a busy payment): said as is.
-            Err(e) => return Err(action_error(e)),
+            ) => None,
+            // Approved (its execution may still have met something, e.g. a busy payment,
+            // which is said as is), or storage failed.
+            other => Some(other),
         }
+    } else {
+        None
+    };
+    // A refusal is a failed check whatever its reason, so it counts the same.
+    let succeeded = matches!(approved, Some(Ok(_)) | Some(Err(ActionError::Conflict(..))));
+    st.auth
+        .finish_attempt(store, attempt, succeeded, st.core.clock.now_ms())
+        .await?;
+    approvable.map_err(action_error)?;
+    user?;
+    if let Some(result) = approved {
+        return result.map_err(action_error);
     }
     let target: String = id.chars().take(64).collect();
     let e = who.entry(
