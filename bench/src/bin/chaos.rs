@@ -590,9 +590,15 @@ async fn reverse_payment(
                     .fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            // Stale (a refund moved the payment after the request) or, after a lost answer,
-            // already decided by our own earlier try.
-            Sent::Http(r) if r.status == 409 || (tries > 1 && r.status < 500) => {
+            // Refused with the right password: the request is no longer approvable (a refund
+            // moved the payment after the request: stale), or, after a lost answer, our own
+            // earlier try decided it. converge answers every refusal alike (403
+            // `approval_refused`), so a stolen session learns nothing about the password.
+            Sent::Http(r)
+                if r.status == 409
+                    || (r.status == 403 && r.code() == "approval_refused")
+                    || (tries > 1 && r.status < 500) =>
+            {
                 sh.counters.reversals_stale.fetch_add(1, Ordering::Relaxed);
                 return;
             }
