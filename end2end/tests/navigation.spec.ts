@@ -38,6 +38,8 @@ test("every page works by navigation, reload, deep link, Back and Forward", asyn
   await page.getByLabel("Password").fill(env("E2E_NAV_PASSWORD"));
   await page.getByTestId("sign-in").click();
   await hydrated(page);
+  // Signed in, the foot of each page says which database runs and that it answers.
+  await expect(page.getByTestId("db-status")).toContainText(/database: (sqlite|postgres) ✓/);
   await page.evaluate(() => ((window as unknown as { navMark: boolean }).navMark = true));
 
   const nav = page.getByRole("navigation", { name: "Main" });

@@ -33,6 +33,9 @@ pub fn ConsoleLayout() -> impl IntoView {
                             <main class="page" id="main" tabindex="-1">
                                 <Outlet/>
                             </main>
+                            <footer class="page-foot">
+                                <crate::pages::status::StatusBadge/>
+                            </footer>
                         }
                             .into_any()
                     }

@@ -175,7 +175,7 @@ fn DashboardBody(d: Dashboard) -> impl IntoView {
             />
             <Kpi
                 label="Key hit rate, 5 min"
-                value=five.as_ref().map_or("–".into(), |w| format::percent(w.rate))
+                value=five.as_ref().map_or("–".into(), |w| hit_rate(w.keyed, w.rate))
                 testid="kpi-hit-rate"
                 tone="neutral"
                 note=five
@@ -347,6 +347,16 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
     }
 }
 
+/// The share of keyed requests that were replays, or "no keyed requests" when there were
+/// none: a rate of nothing is not 0 %, and a "0.0%" reads as "nothing was ever replayed".
+fn hit_rate(keyed: i64, rate: f64) -> String {
+    if keyed == 0 {
+        "no keyed requests".into()
+    } else {
+        format::percent(rate)
+    }
+}
+
 #[component]
 fn IdempotencyPanel(idem: IdempotencyView, now: i64) -> impl IntoView {
     let outcome_names = ["first", "replay", "in_use", "reused", "missing", "invalid"];
@@ -362,7 +372,7 @@ fn IdempotencyPanel(idem: IdempotencyView, now: i64) -> impl IntoView {
                             <div class="window">
                                 <div class="kpi-label">{format!("last {}", w.window)}</div>
                                 <div class="window-rate" data-testid=format!("hit-rate-{}", w.window)>
-                                    {format::percent(w.rate)}
+                                    {hit_rate(w.keyed, w.rate)}
                                 </div>
                                 <div class="muted small">
                                     <span data-testid=format!("replays-{}", w.window)>{w.replays}</span>
@@ -605,4 +615,17 @@ fn relay_alert(r: &crate::dto::RelayStatus, now: i64) -> impl IntoView + use<> {
         "status"
     };
     Some(view! { <p class=class role=role data-testid="relay-status">{text}</p> })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hit_rate;
+
+    #[test]
+    fn a_window_without_keyed_requests_has_no_rate_rather_than_zero() {
+        assert_eq!(hit_rate(0, 0.0), "no keyed requests");
+        assert_eq!(hit_rate(0, f64::NAN), "no keyed requests");
+        assert_eq!(hit_rate(4, 0.25), "25.0%");
+        assert_eq!(hit_rate(3, 0.0), "0.0%");
+    }
 }

@@ -8,7 +8,6 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos_router::hooks::use_navigate;
 
-use super::status::StatusBadge;
 use crate::api;
 
 /// Username and password form.
@@ -84,9 +83,6 @@ pub fn LoginPage() -> impl IntoView {
                     {move || message.get()}
                 </p>
             </form>
-            <footer>
-                <StatusBadge/>
-            </footer>
         </main>
     }
 }

@@ -1,5 +1,6 @@
-//! Backend status shown on every page: which database converge runs on and whether it
-//! answers. A server function, so it is the same data `/health` reports.
+//! Backend status shown at the foot of every signed-in page: which database converge runs on
+//! and whether it answers. Only for signed-in users: the sign-in page tells nobody what runs
+//! behind it (OWASP: do not disclose technology details to unauthenticated users).
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,8 @@ pub struct BackendHealth {
 /// Reads the backend status through the `server` crate's store.
 #[server(endpoint = "backend_status")]
 pub async fn backend_status() -> Result<BackendHealth, ServerFnError> {
-    let state = expect_context::<converge_server::api::AppState>();
+    use converge_server::domain::roles::Permission;
+    let (state, _) = crate::api::ssr::authorize(Permission::View).await?;
     let store = &state.core.store;
     let backend = match store.backend() {
         converge_server::store::Backend::Sqlite => "sqlite",
