@@ -94,9 +94,9 @@ test("payment story, with its actions, events and the request form open", async 
   await expect(page.getByTestId("actions")).toContainText("pending");
   await expect(page.getByTestId("payment-events")).toContainText("payment.succeeded");
   await axeScan(page, "payment-story");
-  await page.getByTestId("action-force").click();
+  await page.getByTestId("action-reverse").click();
   await expect(page.getByTestId("action-form")).toBeVisible();
-  await axeScan(page, "payment-story-force-form");
+  await axeScan(page, "payment-story-request-form");
 });
 
 test("payment story of a SUSPENSE payment, with jobs and error-pool items", async () => {

@@ -28,7 +28,11 @@ pub fn ApprovalsPage() -> impl IntoView {
         if flash.get().is_some()
             && let Some(el) = flash_ref.get_untracked()
         {
-            let _ = el.focus();
+            // After the frame that writes the text: an empty flash is not displayed, and
+            // what is not displayed cannot take the focus.
+            request_animation_frame(move || {
+                let _ = el.focus();
+            });
         }
     });
     let list = Resource::new(
@@ -253,7 +257,7 @@ fn PendingRow(
                         data-testid="approve"
                         node_ref=approve_ref
                         aria-expanded=move || (open.get() == Some(Decision::Approve)).to_string()
-                        aria-controls=form_id.get_value()
+                        aria-controls=move || (open.get() == Some(Decision::Approve)).then(|| form_id.get_value())
                         on:click=move |_| open.set(Some(Decision::Approve))
                     >
                         "Approve…"
@@ -265,7 +269,7 @@ fn PendingRow(
                         data-testid="reject"
                         node_ref=reject_ref
                         aria-expanded=move || (open.get() == Some(Decision::Reject)).to_string()
-                        aria-controls=form_id.get_value()
+                        aria-controls=move || (open.get() == Some(Decision::Reject)).then(|| form_id.get_value())
                         on:click=move |_| open.set(Some(Decision::Reject))
                     >
                         "Reject…"

@@ -33,7 +33,11 @@ pub fn ErrorPoolPage() -> impl IntoView {
         if flash.get().is_some()
             && let Some(el) = flash_ref.get_untracked()
         {
-            let _ = el.focus();
+            // After the frame that writes the text: an empty flash is not displayed, and
+            // what is not displayed cannot take the focus.
+            request_animation_frame(move || {
+                let _ = el.focus();
+            });
         }
     });
     let items = Resource::new(
@@ -219,7 +223,7 @@ fn PoolRow(
                         data-testid=format!("resolve-{id}")
                         node_ref=trigger
                         aria-expanded=move || editing.get().to_string()
-                        aria-controls=format!("resolve-form-{id}")
+                        aria-controls=move || editing.get().then(|| format!("resolve-form-{id}"))
                         on:click=move |_| editing.set(true)
                     >
                         "Resolve…"

@@ -292,7 +292,7 @@ fn ActionsPanel(
                         data-testid="action-reverse"
                         node_ref=reverse_ref
                         aria-expanded=move || (form.get() == Some("reverse")).to_string()
-                        aria-controls="action-form"
+                        aria-controls=move || (form.get() == Some("reverse")).then_some("action-form")
                         disabled=move || busy.get()
                         on:click=move |_| form.set(Some("reverse"))
                     >
@@ -307,7 +307,7 @@ fn ActionsPanel(
                                     data-testid="action-force"
                                     node_ref=force_ref
                                     aria-expanded=move || (form.get() == Some("force_transition")).to_string()
-                                    aria-controls="action-form"
+                                    aria-controls=move || (form.get() == Some("force_transition")).then_some("action-form")
                                     disabled=move || busy.get()
                                     on:click=move |_| form.set(Some("force_transition"))
                                 >

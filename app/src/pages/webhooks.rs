@@ -460,7 +460,7 @@ fn DeliveryLine(d: DeliveryRow, selected: RwSignal<Option<i64>>) -> impl IntoVie
                     class="small"
                     data-attempts=id
                     aria-expanded=move || (selected.get() == Some(id)).to_string()
-                    aria-controls="delivery-detail"
+                    aria-controls=move || (selected.get() == Some(id)).then_some("delivery-detail")
                     on:click=move |_| selected.set(Some(id))
                 >
                     "Attempts"
@@ -539,7 +539,12 @@ fn DeliveryPanel(
                                     )}
                                     {d.delivery.next_attempt_at.map(|t| view! { ", next at " <Time ms=t/> })}
                                 </p>
-                                <div class="table-wrap">
+                                <div
+                                    class="table-wrap"
+                                    role="region"
+                                    tabindex="0"
+                                    aria-label=format!("Attempts of delivery #{id}")
+                                >
                                     <table class="data">
                                         <thead>
                                             <tr>
