@@ -17,7 +17,7 @@ let context: BrowserContext;
 let page: Page;
 let errors: string[];
 let receiver: http.Server;
-const data = { success: "", suspense: "", order: "" };
+const data = { success: "", suspense: "", order: "", endpoint: "" };
 
 test.beforeAll(async ({ browser }) => {
   context = await browser.newContext();
@@ -35,6 +35,13 @@ test.beforeAll(async ({ browser }) => {
 });
 
 test.afterAll(async () => {
+  // The endpoint is the shop's: deleted, so the later tests' payments are not delivered to it.
+  if (data.endpoint) {
+    const gone = await page.request.delete(`/v1/webhook_endpoints/${data.endpoint}`, {
+      headers: { Authorization: `Bearer ${env("E2E_MERCHANT_KEY")}` },
+    });
+    expect(gone.status(), await gone.text()).toBe(200);
+  }
   receiver?.close();
   await context?.close();
 });
@@ -55,6 +62,7 @@ test("dashboard, with payments of every kind", async ({ request }) => {
     data: { url: `http://127.0.0.1:${port}/a11y`, enabled_events: ["*"], description: "a11y receiver" },
   });
   expect(hook.status(), await hook.text()).toBe(201);
+  data.endpoint = (await hook.json()).id;
   data.order = unique("a11y");
   data.success = (await createPayment(request, shop, { amount: 2500, currency: "CNY", merchant_order_id: data.order }, unique("idem"))).id;
   await createPayment(request, shop, { amount: 1051, currency: "CNY", merchant_order_id: unique("a11y-declined") }, unique("idem"));
