@@ -4,6 +4,8 @@
 // reversal; an approver, in its own browser context, opens the approval form, re-enters its
 // password and approves. The page is only read (where the focus is, what it shows), never
 // clicked or filled. The operator and the approver are users of their own (scripts/test.sh).
+// A second test does every other console action the same way: query, retry, resolve, bulk
+// retry, reject, verify the audit chain and export it.
 import { expect, Page, test } from "@playwright/test";
 import { axeScan, createPayment, env, hydrated, pageErrors, tabTo, unique } from "./support";
 
@@ -114,5 +116,104 @@ test("a reversal is requested and approved with the keyboard alone", async ({ pa
   await page.keyboard.press("Enter");
   await expect(page.getByTestId("payment-status")).toHaveText("REVERSED");
   await expect(page.getByTestId("actions")).toContainText(approverAccount.user);
+  expect(errors).toEqual([]);
+});
+
+test("query, retry, resolve, bulk retry, reject, verify and export with the keyboard alone", async ({ page, request, browser }) => {
+  const shop = env("E2E_MERCHANT_KEY");
+  const frozen = env("E2E_FROZEN_KEY");
+  // Data: two SUSPENSE payments (error-pool items) and a pending reversal requested by the
+  // keyboard operator through the ops API (so another user, an approver, can reject it).
+  const stuckOrder = unique("kbd-stuck");
+  const stuck = await createPayment(request, frozen, { amount: 4100, currency: "CNY", merchant_order_id: stuckOrder }, unique("idem"));
+  const other = await createPayment(request, frozen, { amount: 4200, currency: "CNY", merchant_order_id: unique("kbd-stuck") }, unique("idem"));
+  const paid = await createPayment(request, shop, { amount: 4300, currency: "CNY", merchant_order_id: unique("kbd-paid") }, unique("idem"));
+  expect(paid.status).toBe("SUCCESS");
+  const base = new URL(process.env.CONVERGE_E2E_URL ?? "http://127.0.0.1:3000").origin;
+  const makerContext = await browser.newContext();
+  const maker = makerContext.request;
+  const login = await maker.post("/ops/v1/login", {
+    headers: { Origin: base },
+    data: { username: env("E2E_KBD_OPERATOR_USER"), password: env("E2E_KBD_OPERATOR_PASSWORD") },
+  });
+  expect(login.status(), await login.text()).toBe(200);
+  const asked = await maker.post("/ops/v1/actions", {
+    headers: { Origin: base },
+    data: { kind: "reverse", payment_id: paid.id, reason: "to be rejected by keyboard" },
+  });
+  expect(asked.status(), await asked.text()).toBe(201);
+  await makerContext.close();
+  const errors = pageErrors(page);
+
+  // A user with every role (the accessibility scans' user).
+  await signInByKeyboard(page, env("E2E_A11Y_USER"), env("E2E_A11Y_PASSWORD"));
+
+  // Query and retry, on the stuck payment's page.
+  await navigate(page, "Payments");
+  await tabTo(page, "the merchant order id field", (el) => el.getAttribute("name") === "order");
+  await page.keyboard.type(stuckOrder);
+  await page.keyboard.press("Enter");
+  await expect(page.getByTestId("payments-table").getByRole("row")).toHaveCount(2);
+  await tabTo(page, "the payment's link", new Function("el", `return el.tagName === 'A' && el.textContent.trim() === ${JSON.stringify(stuck.id)}`) as (el: Element) => boolean);
+  await page.keyboard.press("Enter");
+  await expect(page.getByTestId("payment-status")).toHaveText("SUSPENSE");
+  await tabTo(page, "Query channel", (el) => el.getAttribute("data-testid") === "action-query");
+  await page.keyboard.press("Enter");
+  await expect(page.getByTestId("action-flash")).toContainText("query executed");
+  await expect(page.getByTestId("action-flash")).toBeFocused();
+  await tabTo(page, "Retry jobs", (el) => el.getAttribute("data-testid") === "action-retry");
+  await page.keyboard.press("Space");
+  await expect(page.getByTestId("action-flash")).toContainText("retry executed");
+
+  // Resolve one error-pool item, then bulk-retry the rest of the selection.
+  await navigate(page, "Error pool");
+  await expect(page.getByRole("row").filter({ hasText: stuck.id })).toHaveCount(1);
+  await tabTo(
+    page,
+    "the item's Resolve… button",
+    new Function("el", `return el.tagName === 'BUTTON' && el.textContent.trim() === 'Resolve…' && el.closest('tr').textContent.includes(${JSON.stringify(stuck.id)})`) as (el: Element) => boolean,
+  );
+  await page.keyboard.press("Enter");
+  await expect(page.getByTestId("resolve-note")).toBeFocused();
+  await page.keyboard.type("merchant unfrozen; posting retried (keyboard)");
+  await page.keyboard.press("Tab");
+  await expect(page.getByTestId("resolve-submit")).toBeFocused();
+  await page.keyboard.press("Enter");
+  await expect(page.getByTestId("flash")).toContainText("resolved");
+  await expect(page.getByTestId("flash")).toBeFocused();
+  await expect(page.getByRole("row").filter({ hasText: stuck.id })).toHaveCount(0);
+  await tabTo(page, "Preview", (el) => el.getAttribute("data-testid") === "bulk-error_pool-preview", { back: true });
+  await page.keyboard.press("Enter");
+  await expect(page.getByTestId("bulk-preview").getByRole("link", { name: other.id })).toBeVisible();
+  await expect(page.getByTestId("bulk-reason")).toBeFocused();
+  await page.keyboard.type("ledger back (keyboard)");
+  await page.keyboard.press("Enter");
+  await expect(page.getByTestId("bulk-result")).toContainText(/Retried [1-9]\d* payments?/);
+  await expect(page.getByTestId("bulk-result")).toBeFocused();
+
+  // Reject the operator's request.
+  await navigate(page, "Approvals");
+  await tabTo(
+    page,
+    "the request's Reject… button",
+    new Function("el", `return el.getAttribute('data-testid') === 'reject' && el.closest('tr').textContent.includes(${JSON.stringify(paid.id)})`) as (el: Element) => boolean,
+  );
+  await page.keyboard.press("Enter");
+  const form = page.getByTestId("decision-form");
+  await expect(form.getByLabel("Reason")).toBeFocused();
+  await page.keyboard.type("no ticket for this reversal");
+  await page.keyboard.press("Tab");
+  await expect(form.getByTestId("decision-submit")).toBeFocused();
+  await page.keyboard.press("Enter");
+  await expect(page.getByTestId("flash")).toContainText("rejected");
+
+  // Verify the audit chain and export it.
+  await navigate(page, "Audit");
+  await tabTo(page, "Verify chain", (el) => el.getAttribute("data-testid") === "verify");
+  await page.keyboard.press("Enter");
+  await expect(page.getByTestId("verify-result")).toContainText("records verified");
+  await tabTo(page, "Download CSV", (el) => el.getAttribute("data-testid") === "export-csv");
+  const [download] = await Promise.all([page.waitForEvent("download"), page.keyboard.press("Enter")]);
+  expect(download.suggestedFilename()).toMatch(/^converge-audit-\d+\.csv$/);
   expect(errors).toEqual([]);
 });
