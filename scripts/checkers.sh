@@ -94,6 +94,7 @@ stop_server() {
 cleanup() {
   stop_server
   rm -rf "$work"
+  if [ -n "${hosts:-}" ]; then rm -f "$hosts"; fi
 }
 trap cleanup EXIT
 
