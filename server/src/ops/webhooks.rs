@@ -380,8 +380,6 @@ fn reason(r: &str) -> Result<&str, ApiError> {
     Ok(r.trim())
 }
 
-
-
 /// The console user as the actor of an audited change.
 pub fn actor(p: &Principal, addr: &str) -> Actor {
     Actor {

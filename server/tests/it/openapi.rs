@@ -57,7 +57,10 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
     );
     // Webhook endpoints: the key on both POSTs, and the refusal of internal URLs.
     let hook = &doc["paths"]["/v1/webhook_endpoints"]["post"];
-    for op in [hook, &doc["paths"]["/v1/webhook_endpoints/{id}/rotate_secret"]["post"]] {
+    for op in [
+        hook,
+        &doc["paths"]["/v1/webhook_endpoints/{id}/rotate_secret"]["post"],
+    ] {
         assert!(
             op["parameters"]
                 .as_array()
@@ -70,8 +73,11 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
         }
     }
     let refusals = &hook["responses"]["400"]["content"]["application/json"]["examples"];
-    assert!(refusals["url_internal_address"].is_object() && refusals["url_unresolvable"].is_object());
-    let since = &doc["paths"]["/ops/v1/webhooks/endpoints/{id}/recover/preview"]["get"]["parameters"];
+    assert!(
+        refusals["url_internal_address"].is_object() && refusals["url_unresolvable"].is_object()
+    );
+    let since =
+        &doc["paths"]["/ops/v1/webhooks/endpoints/{id}/recover/preview"]["get"]["parameters"];
     assert!(
         since
             .as_array()
