@@ -101,8 +101,7 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   trap 'rm -rf "$e2e_dir"' EXIT
   port=${CONVERGE_E2E_PORT:-3300}
   # Test data before the server starts, made with the CLI as an operator would: console users
-  # of each role (an approver and an auditor for the actions test) and two merchants, one
-  # frozen (its payments go to SUSPENSE and the error pool). `cargo leptos build` builds the same debug binary `end-to-end` then runs, so the
+  # of each role (an approver and an auditor for the actions test) and a merchant. `cargo leptos build` builds the same debug binary `end-to-end` then runs, so the
   # binary is not rebuilt in between. Passwords and API keys reach Playwright through the
   # environment (end2end/tests/support.ts).
   cargo leptos build
@@ -115,6 +114,8 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   # A second operator for the webhooks test: the login limit (5 per user in 5 minutes) is
   # spent by the first operator's sign-ins in the earlier tests.
   export E2E_HOOKS_USER=e2e-hooks E2E_HOOKS_PASSWORD=e2e-hooks-password-1
+  export E2E_MERCHANTS_USER=e2e-merchants E2E_MERCHANTS_PASSWORD=e2e-merchants-password-1
+  export E2E_NAV_USER=e2e-nav E2E_NAV_PASSWORD=e2e-nav-password-1
   echo "$E2E_ADMIN_PASSWORD" | e2e_cli user add "$E2E_ADMIN_USER" --role viewer,admin --password-stdin >/dev/null
   echo "$E2E_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
   echo "$E2E_VIEWER_PASSWORD" | e2e_cli user add "$E2E_VIEWER_USER" --role viewer --password-stdin >/dev/null
@@ -130,10 +131,13 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "$E2E_A11Y_PASSWORD" | e2e_cli user add "$E2E_A11Y_USER" --role viewer,operator,approver,auditor,admin --password-stdin >/dev/null
   echo "$E2E_KBD_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_KBD_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
   echo "$E2E_KBD_APPROVER_PASSWORD" | e2e_cli user add "$E2E_KBD_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
+  echo "$E2E_MERCHANTS_PASSWORD" | e2e_cli user add "$E2E_MERCHANTS_USER" --role viewer,admin --password-stdin >/dev/null
+  echo "$E2E_NAV_PASSWORD" | e2e_cli user add "$E2E_NAV_USER" --role viewer,operator,approver,auditor,admin --password-stdin >/dev/null
   E2E_MERCHANT_KEY=$(e2e_cli merchant add e2e-shop)
-  E2E_FROZEN_KEY=$(e2e_cli merchant add e2e-frozen)
-  e2e_cli merchant freeze e2e-frozen >/dev/null
-  export E2E_MERCHANT_KEY E2E_FROZEN_KEY
+  export E2E_MERCHANT_KEY
+  # The tests that need a payment frozen in flight (SUSPENSE) make their own merchant and
+  # freeze it with the CLI on the server's database (end2end/tests/support.ts).
+  export E2E_CONVERGE_BIN="$PWD/target/debug/converge" E2E_DATABASE_URL="$e2e_dir/converge.db"
   # The webhook test's receiver listens on loopback, which converge refuses by default.
   CONVERGE_WEBHOOK_ALLOW_PRIVATE=true \
   CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \

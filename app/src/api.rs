@@ -35,6 +35,7 @@ pub(crate) mod ssr {
     use converge_server::domain::roles::Permission;
     use converge_server::error::ApiError;
     use converge_server::ops::principal::Principal as ServerPrincipal;
+    pub use converge_server::ops::session::Activity;
     use leptos::prelude::*;
     use serde::Serialize;
     use serde::de::DeserializeOwned;
@@ -56,23 +57,36 @@ pub(crate) mod ssr {
         })
     }
 
-    /// The client's IP address (for login rate limiting and the audit log), or `unknown`
-    /// when the server runs without connect info.
+    /// The client's IP address (for login rate limiting and the audit log), exactly as the
+    /// `/ops/v1` handlers see it: derived once per request by the backend's client-address
+    /// layer (`X-Forwarded-For` only from `--trusted-proxy` peers); `unknown` when the server
+    /// runs without connect info.
     pub async fn client_addr() -> String {
-        leptos_axum::extract::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        leptos_axum::extract::<converge_server::ops::handlers::ClientAddr>()
             .await
-            .map(|c| c.0.ip().to_string())
+            .map(|c| c.0)
             .unwrap_or_else(|_| "unknown".into())
     }
 
     /// The signed-in user, or the "not signed in" error plus a redirect to `/login` (which
-    /// the browser's router follows when a hydrated page called us).
-    pub async fn principal(st: &AppState) -> Result<ServerPrincipal, ServerFnError> {
+    /// the browser's router follows when a hydrated page called us). The call counts as the
+    /// person's activity unless `activity` (or the request's background header) says it is
+    /// a background refresh.
+    pub async fn principal_as(
+        st: &AppState,
+        activity: Activity,
+    ) -> Result<ServerPrincipal, ServerFnError> {
         let session = session().await?;
         let now = st.core.clock.now_ms();
+        let activity = match activity {
+            Activity::Background => Activity::Background,
+            Activity::Person => leptos_axum::extract::<axum::http::HeaderMap>()
+                .await
+                .map_or(Activity::Person, |h| Activity::of(&h)),
+        };
         match st
             .auth
-            .current(st.core.store.as_ref(), &session, now)
+            .current(st.core.store.as_ref(), &session, now, activity)
             .await
             .map_err(|e| api_error(e.into()))?
         {
@@ -88,8 +102,16 @@ pub(crate) mod ssr {
     pub async fn authorize(
         permission: Permission,
     ) -> Result<(AppState, ServerPrincipal), ServerFnError> {
+        authorize_as(permission, Activity::Person).await
+    }
+
+    /// [`authorize`] for a request that is a person's action or a background refresh.
+    pub async fn authorize_as(
+        permission: Permission,
+        activity: Activity,
+    ) -> Result<(AppState, ServerPrincipal), ServerFnError> {
         let st = state()?;
-        let p = principal(&st).await?;
+        let p = principal_as(&st, activity).await?;
         p.require(permission).map_err(api_error)?;
         Ok((st, p))
     }
@@ -157,8 +179,9 @@ pub(crate) mod ssr {
     }
 }
 
-/// Signs in: checks the credentials (rate-limited per user and per address), renews the
-/// session id and stores the user in the session.
+/// Signs in: checks the credentials (throttled per client address and per (account, client
+/// address), counted in the database), renews the session id and stores the user in the
+/// session.
 #[server(endpoint = "login")]
 pub async fn login(username: String, password: String) -> Result<Principal, ServerFnError> {
     use converge_server::ops::auth::LoginError;
@@ -224,19 +247,40 @@ pub async fn me() -> Result<Option<Principal>, ServerFnError> {
     let st = ssr::state()?;
     let session = ssr::session().await?;
     let now = st.core.clock.now_ms();
+    let activity = leptos_axum::extract::<axum::http::HeaderMap>()
+        .await
+        .map_or(ssr::Activity::Person, |h| ssr::Activity::of(&h));
     let p = st
         .auth
-        .current(st.core.store.as_ref(), &session, now)
+        .current(st.core.store.as_ref(), &session, now, activity)
         .await
         .map_err(|e| ssr::api_error(e.into()))?;
     Ok(p.as_ref().map(ssr::principal_dto))
 }
 
-/// The dashboard now (viewer).
+/// The dashboard now (viewer), opened or refreshed by the person.
 #[server(endpoint = "dashboard")]
 pub async fn load_dashboard() -> Result<Dashboard, ServerFnError> {
+    dashboard_as(false).await
+}
+
+/// The dashboard now (viewer), for the page's automatic refresh: a background request,
+/// which does not keep the session alive (ASVS 5.0 V7.3.1), so a console left open on the
+/// dashboard still signs out at the idle timeout.
+#[server(endpoint = "dashboard_refresh")]
+pub async fn refresh_dashboard() -> Result<Dashboard, ServerFnError> {
+    dashboard_as(true).await
+}
+
+#[cfg(feature = "ssr")]
+async fn dashboard_as(background: bool) -> Result<Dashboard, ServerFnError> {
     use converge_server::domain::roles::Permission;
-    let (st, _) = ssr::authorize(Permission::View).await?;
+    let activity = if background {
+        ssr::Activity::Background
+    } else {
+        ssr::Activity::Person
+    };
+    let (st, _) = ssr::authorize_as(Permission::View, activity).await?;
     let d = converge_server::ops::dashboard::dashboard(&st.core, &st.settings.stuck_thresholds())
         .await
         .map_err(|e| ssr::api_error(e.into()))?;
@@ -259,7 +303,12 @@ pub async fn merchants() -> Result<Vec<Merchant>, ServerFnError> {
 
 /// One page of payments matching `query`, newest first, 50 a page (viewer).
 #[server(endpoint = "payments")]
-pub async fn search_payments(query: PaymentQuery) -> Result<PaymentPage, ServerFnError> {
+pub async fn search_payments(
+    // Default when absent: a query with no filter has no fields to encode, so the browser's
+    // call (URL-encoded arguments) carries no `query` at all, which would otherwise fail to
+    // deserialize on every client-side visit of /payments.
+    #[server(default)] query: PaymentQuery,
+) -> Result<PaymentPage, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
     let q = converge_server::ops::SearchQuery {

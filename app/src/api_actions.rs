@@ -105,14 +105,16 @@ pub async fn approve_action(
     use converge_server::domain::roles::Permission;
     let (st, p) = crate::api::ssr::authorize(Permission::ApproveActions).await?;
     let addr = crate::api::ssr::client_addr().await;
-    converge_server::ops::actions::step_up(&st, &p, &addr, &password)
-        .await
-        .map_err(crate::api::ssr::api_error)?;
-    let a = st
-        .core
-        .approve_action(&ssr::actor(&p).await, id.trim(), &reason)
-        .await
-        .map_err(ssr::action_error)?;
+    let a = converge_server::ops::actions::approve_with_step_up(
+        &st,
+        &p,
+        &addr,
+        id.trim(),
+        &password,
+        &reason,
+    )
+    .await
+    .map_err(crate::api::ssr::api_error)?;
     ssr::action_dto(&a)
 }
 

@@ -11,6 +11,7 @@ use crate::pages::audit::AuditPage;
 use crate::pages::dashboard::DashboardPage;
 use crate::pages::error_pool::ErrorPoolPage;
 use crate::pages::login::LoginPage;
+use crate::pages::merchants::MerchantsPage;
 use crate::pages::payment::PaymentPage;
 use crate::pages::payments::PaymentsPage;
 use crate::pages::users::UsersPage;
@@ -56,6 +57,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("audit") view=AuditPage/>
                     <Route path=path!("webhooks") view=WebhooksPage/>
                     <Route path=path!("admin/users") view=UsersPage/>
+                    <Route path=path!("admin/merchants") view=MerchantsPage/>
                 </ParentRoute>
             </Routes>
         </Router>

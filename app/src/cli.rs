@@ -153,7 +153,9 @@ enum MerchantCommand {
         #[command(flatten)]
         db: DbArgs,
     },
-    /// Freeze a merchant: its ledger postings fail, so its payments wait in SUSPENSE.
+    /// Freeze a merchant: its API refuses new payments, refunds and webhook endpoint changes
+    /// (403 merchant_frozen; reads still work), and the ledger postings of what was in flight
+    /// fail, so those payments wait in SUSPENSE until it is unfrozen.
     Freeze {
         /// Merchant name.
         name: String,
@@ -830,25 +832,15 @@ async fn merchant_key(action: KeyCommand) -> Result<()> {
 }
 
 async fn set_frozen(name: &str, db: &DbArgs, frozen: bool) -> Result<()> {
+    use converge_server::service::merchants::{MerchantError, set_merchant_frozen};
     let store = startup::open_store(&db.database_url).await?;
-    let audit = cli_actor().entry(
-        chrono_now_ms(),
-        if frozen {
-            "merchant_frozen"
-        } else {
-            "merchant_unfrozen"
-        },
-        &format!("merchant:{name}"),
-        "",
-        String::new(),
-        serde_json::json!({"frozen": frozen}).to_string(),
-    );
-    let found = store
-        .set_merchant_frozen_audited(name, frozen, &audit)
-        .await;
+    let result =
+        set_merchant_frozen(store.as_ref(), chrono_now_ms(), name, frozen, &cli_actor()).await;
     store.close().await;
-    if !found? {
-        bail!("no merchant named {name:?}");
+    match result {
+        Ok(()) => {}
+        Err(MerchantError::NoMerchant(_)) => bail!("no merchant named {name:?}"),
+        Err(e) => return Err(e.into()),
     }
     println!(
         "merchant {name:?} {}",

@@ -251,7 +251,7 @@ pub struct Merchant {
     pub id: i64,
     /// Unique name.
     pub name: String,
-    /// Frozen merchants' payments wait in SUSPENSE.
+    /// A frozen merchant cannot create payments or refunds; what was in flight waits in SUSPENSE.
     pub frozen: bool,
     /// Epoch ms UTC.
     pub created_at: i64,
@@ -725,4 +725,39 @@ pub struct PaymentWebhooks {
     pub events: Vec<OutboxEvent>,
     /// Their deliveries.
     pub deliveries: Vec<DeliveryRow>,
+}
+
+/// One API key of a merchant, as `GET /ops/v1/merchants/{name}/keys` lists it (never the key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MerchantKey {
+    /// `mk_...` id.
+    pub id: String,
+    /// The merchant's database id.
+    pub merchant_id: i64,
+    /// The key's visible prefix (`ck_live_` and 8 hex digits).
+    pub prefix: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC of the last authenticated request (recorded at most once a minute).
+    pub last_used_at: Option<i64>,
+    /// Epoch ms UTC; revoked keys answer 401.
+    pub revoked_at: Option<i64>,
+}
+
+/// A merchant with its keys (the Merchants page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MerchantAccount {
+    /// The merchant.
+    pub merchant: Merchant,
+    /// Its keys, oldest first.
+    pub keys: Vec<MerchantKey>,
+}
+
+/// A key just issued: the key itself is shown this once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedKey {
+    /// `mk_...` id.
+    pub id: String,
+    /// The API key (`ck_live_` + 64 hex digits).
+    pub key: String,
 }

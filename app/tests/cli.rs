@@ -253,6 +253,19 @@ fn bad_setting_in_the_environment_reads_like_the_flag() {
 }
 
 #[test]
+fn a_bad_trusted_proxy_is_refused_at_start_up() {
+    let dir = Scratch::new("proxy");
+    let out = converge(&dir.0, &["serve", "--trusted-proxy", "10.0.0.0/33"], &[]);
+    refused(&out, &["--trusted-proxy", "prefix length"], None);
+    let out = converge(
+        &dir.0,
+        &["serve"],
+        &[("CONVERGE_TRUSTED_PROXY", "10.0.0.1,proxy.example")],
+    );
+    refused(&out, &["--trusted-proxy", "proxy.example"], None);
+}
+
+#[test]
 fn unknown_subcommand_is_refused() {
     let dir = Scratch::new("subcommand");
     let out = converge(&dir.0, &["bogus"], &[]);
@@ -1114,4 +1127,137 @@ fn merchant_keys_are_added_listed_and_revoked_from_the_command_line_and_audited(
             "{action}: {actions:?}"
         );
     }
+}
+
+/// One HTTP/1.1 request over a fresh connection: status, the `converge_session` cookie the
+/// answer set (`name=value`, when it set one) and the body.
+fn http_with_cookie(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Option<(u16, Option<String>, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).ok()?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).ok()?;
+    let status = answer.get(9..12)?.parse().ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    let cookie = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, v)| v.trim().split(';').next().unwrap_or_default().to_string())
+        .find(|c| c.starts_with("converge_session="));
+    Some((status, cookie, body.to_string()))
+}
+
+// The console's dashboard refreshes itself through the `dashboard_refresh` server function:
+// a background request, which must not keep the session alive (ASVS 5.0 V7.3.1); opening the
+// dashboard (`dashboard`) is a person's action and does.
+#[test]
+fn the_dashboards_automatic_refresh_does_not_keep_the_session_alive() {
+    use std::io::Write;
+    let dir = Scratch::new("poll");
+    let api = free_port();
+    let mut add = converge_cmd(&dir)
+        .args([
+            "user",
+            "add",
+            "alice",
+            "--role",
+            "viewer",
+            "--password-stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("user add");
+    add.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"a-long-password-here\n")
+        .expect("password");
+    let out = add.wait_with_output().expect("user add");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _serve = Proc::spawn(
+        &dir,
+        &[
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{api}"),
+            "--idle-timeout-secs",
+            "2",
+            "--no-workers",
+        ],
+    );
+    wait_for(20, "converge serve", || {
+        http(api, "GET", "/health", &[], "")
+    });
+    let sign_in = || {
+        let (status, cookie, body) = http_with_cookie(
+            api,
+            "POST",
+            "/ops/v1/login",
+            &[("Content-Type", "application/json")],
+            r#"{"username":"alice","password":"a-long-password-here"}"#,
+        )
+        .expect("login");
+        assert_eq!(status, 200, "{body}");
+        cookie.expect("session cookie")
+    };
+    let (poller, person) = (sign_in(), sign_in());
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(2_800) {
+        let (s, _, body) = http_with_cookie(
+            api,
+            "POST",
+            "/api/dashboard_refresh",
+            &[("Cookie", poller.as_str()), form],
+            "",
+        )
+        .expect("refresh");
+        if start.elapsed() < Duration::from_millis(1_500) {
+            assert_eq!(s, 200, "{body}");
+        }
+        let (s, _, body) = http_with_cookie(
+            api,
+            "POST",
+            "/api/dashboard",
+            &[("Cookie", person.as_str()), form],
+            "",
+        )
+        .expect("dashboard");
+        assert_eq!(s, 200, "{body}");
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let me = |cookie: &str| {
+        http(api, "GET", "/ops/v1/me", &[("Cookie", cookie)], "")
+            .expect("me")
+            .0
+    };
+    assert_eq!(
+        me(&poller),
+        401,
+        "the automatic refresh alone let the session expire"
+    );
+    assert_eq!(me(&person), 200, "a person's use kept theirs");
 }

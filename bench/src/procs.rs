@@ -72,6 +72,37 @@ impl Converge {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// [`run`](Self::run) with `input` on standard input (e.g. `user add --password-stdin`).
+    /// Errors: as `run`.
+    pub async fn run_with_stdin(&self, args: &[&str], input: &str) -> Result<String> {
+        use tokio::io::AsyncWriteExt;
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let mut child = self
+            .command(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("running converge")?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(input.as_bytes())
+                .await
+                .context("writing to converge's standard input")?;
+        }
+        let out = child.wait_with_output().await.context("running converge")?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            bail!(
+                "converge {} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                err.trim().lines().last().unwrap_or("")
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// Runs a subcommand to the end and returns (exit success, stdout, stderr).
     pub async fn run_status(&self, args: &[&str]) -> Result<(bool, String, String)> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();

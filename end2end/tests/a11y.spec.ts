@@ -9,7 +9,7 @@
 import * as http from "node:http";
 import { AddressInfo } from "node:net";
 import { BrowserContext, expect, Page, test } from "@playwright/test";
-import { axeScan, createPayment, env, hydrated, open, pageErrors, unique } from "./support";
+import { axeScan, createPayment, env, hydrated, open, pageErrors, suspendedPayment, unique } from "./support";
 
 test.describe.configure({ mode: "serial" });
 
@@ -55,7 +55,6 @@ test("sign-in page", async () => {
 
 test("dashboard, with payments of every kind", async ({ request }) => {
   const shop = env("E2E_MERCHANT_KEY");
-  const frozen = env("E2E_FROZEN_KEY");
   const { port } = receiver.address() as AddressInfo;
   const hook = await request.post("/v1/webhook_endpoints", {
     headers: { Authorization: `Bearer ${shop}`, "Idempotency-Key": unique("a11y-we") },
@@ -67,7 +66,7 @@ test("dashboard, with payments of every kind", async ({ request }) => {
   data.success = (await createPayment(request, shop, { amount: 2500, currency: "CNY", merchant_order_id: data.order }, unique("idem"))).id;
   await createPayment(request, shop, { amount: 1051, currency: "CNY", merchant_order_id: unique("a11y-declined") }, unique("idem"));
   await createPayment(request, shop, { amount: 1052, currency: "USD", merchant_order_id: unique("a11y-slow") }, unique("idem"));
-  data.suspense = (await createPayment(request, frozen, { amount: 990, currency: "CNY", merchant_order_id: unique("a11y-frozen") }, unique("idem"))).id;
+  data.suspense = (await suspendedPayment(request, { amount: 954, currency: "CNY", merchant_order_id: unique("a11y-frozen") })).id;
 
   await page.getByLabel("Username").fill(env("E2E_A11Y_USER"));
   await page.getByLabel("Password").fill(env("E2E_A11Y_PASSWORD"));
@@ -144,6 +143,12 @@ test("users, with the list and the add form", async () => {
   await open(page, "/admin/users");
   await expect(page.getByTestId(`user-${env("E2E_A11Y_USER")}`)).toBeVisible();
   await axeScan(page, "users");
+});
+
+test("merchants, with their keys", async () => {
+  await open(page, "/admin/merchants");
+  await expect(page.getByTestId("merchant-e2e-shop")).toBeVisible();
+  await axeScan(page, "merchants");
 });
 
 test("webhooks, with an endpoint, deliveries and a delivery's attempts", async () => {

@@ -3,7 +3,7 @@
 // resolve an error-pool item. Users and merchants come from scripts/test.sh (see support.ts).
 import * as path from "node:path";
 import { expect, test } from "@playwright/test";
-import { account, createPayment, env, numberOf, open, pageErrors, signIn, unique } from "./support";
+import { account, createPayment, env, numberOf, open, pageErrors, signIn, suspendedPayment, unique } from "./support";
 
 test.describe.configure({ mode: "serial" });
 
@@ -53,7 +53,6 @@ test("a viewer signs in, sees no admin or resolve controls, and signs out", asyn
 
 test("the dashboard moves as payments are made, without a reload", async ({ page, request }) => {
   const shop = env("E2E_MERCHANT_KEY");
-  const frozen = env("E2E_FROZEN_KEY");
   const errors = pageErrors(page);
   await signIn(page, "operator");
   await expect(page.getByRole("heading", { name: "Dashboard" })).toBeVisible();
@@ -74,13 +73,13 @@ test("the dashboard moves as payments are made, without a reload", async ({ page
   expect(replay.id).toBe(first.id);
   // Digits 52: the sandbox answers slowly, so the payment passes through UNKNOWN.
   await createPayment(request, shop, { amount: 1052, currency: "CNY", merchant_order_id: unique("slow") }, unique("idem"));
-  // A frozen merchant: charged but not posted, so SUSPENSE (stuck at once) and an error-pool item.
-  const suspended = await createPayment(
-    request,
-    frozen,
-    { amount: 2500, currency: "USD", merchant_order_id: unique("frozen") },
-    unique("idem"),
-  );
+  // Frozen while in flight: charged but not posted, so SUSPENSE (stuck at once) and an
+  // error-pool item.
+  const suspended = await suspendedPayment(request, {
+    amount: 2554,
+    currency: "USD",
+    merchant_order_id: unique("frozen"),
+  });
 
   const refresh = { timeout: 25_000, intervals: [1_000] };
   await expect.poll(() => numberOf(page, "keyed-5m"), refresh).toBeGreaterThanOrEqual(keyed + 4);
@@ -97,14 +96,8 @@ test("the dashboard moves as payments are made, without a reload", async ({ page
 });
 
 test("a payment's page tells its whole story", async ({ page, request }) => {
-  const frozen = env("E2E_FROZEN_KEY");
   const order = unique("story");
-  const payment = await createPayment(
-    request,
-    frozen,
-    { amount: 4200, currency: "CNY", merchant_order_id: order },
-    unique("idem"),
-  );
+  const payment = await suspendedPayment(request, { amount: 4254, currency: "CNY", merchant_order_id: order });
   const errors = pageErrors(page);
   await signIn(page, "viewer");
 
@@ -115,14 +108,14 @@ test("a payment's page tells its whole story", async ({ page, request }) => {
   await expect(page).toHaveURL(new RegExp(`order=${order}`));
   const table = page.getByTestId("payments-table");
   await expect(table.getByRole("row")).toHaveCount(2);
-  await expect(table).toContainText("42.00 CNY");
+  await expect(table).toContainText("42.54 CNY");
   await table.getByRole("link", { name: payment.id }).click();
 
   await expect(page).toHaveURL(new RegExp(`/payments/${payment.id}$`));
   await expect(page.getByTestId("payment-id")).toHaveText(payment.id);
-  await expect(page.getByTestId("payment-status")).toHaveText("SUSPENSE");
+  await expect(page.getByTestId("payment-status")).toHaveText("SUSPENSE", { timeout: 15_000 });
   const timeline = page.getByTestId("timeline");
-  for (const event of ["created", "submit", "channel_succeeded", "ledger_failed"]) {
+  for (const event of ["created", "submit", "query_succeeded", "ledger_failed"]) {
     await expect(timeline.getByText(event, { exact: true }).first()).toBeVisible();
   }
   await expect(timeline).toContainText("merchant account frozen");
@@ -132,13 +125,11 @@ test("a payment's page tells its whole story", async ({ page, request }) => {
 });
 
 test("an operator resolves an error-pool item with a note", async ({ page, request }) => {
-  const frozen = env("E2E_FROZEN_KEY");
-  const payment = await createPayment(
-    request,
-    frozen,
-    { amount: 777, currency: "CNY", merchant_order_id: unique("resolve") },
-    unique("idem"),
-  );
+  const payment = await suspendedPayment(request, {
+    amount: 754,
+    currency: "CNY",
+    merchant_order_id: unique("resolve"),
+  });
   const errors = pageErrors(page);
   await signIn(page, "operator");
   await open(page, "/error-pool?status=open&kind=suspense");
@@ -162,13 +153,11 @@ test("an operator resolves an error-pool item with a note", async ({ page, reque
 });
 
 test("an operator retries from the error pool, one row and then a previewed selection", async ({ page, request }) => {
-  const frozen = env("E2E_FROZEN_KEY");
-  const payment = await createPayment(
-    request,
-    frozen,
-    { amount: 888, currency: "CNY", merchant_order_id: unique("bulk") },
-    unique("idem"),
-  );
+  const payment = await suspendedPayment(request, {
+    amount: 854,
+    currency: "CNY",
+    merchant_order_id: unique("bulk"),
+  });
   const errors = pageErrors(page);
   await signIn(page, "operator");
   await open(page, "/error-pool?status=open&kind=suspense");

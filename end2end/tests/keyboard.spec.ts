@@ -7,7 +7,7 @@
 // A second test does every other console action the same way: query, retry, resolve, bulk
 // retry, reject, verify the audit chain and export it.
 import { expect, Page, test } from "@playwright/test";
-import { axeScan, createPayment, env, hydrated, pageErrors, tabTo, unique } from "./support";
+import { axeScan, createPayment, env, hydrated, pageErrors, suspendedPayment, tabTo, unique } from "./support";
 
 /** Types the credentials into the sign-in page with the keyboard and submits with Enter. */
 async function signInByKeyboard(page: Page, user: string, password: string): Promise<void> {
@@ -121,12 +121,11 @@ test("a reversal is requested and approved with the keyboard alone", async ({ pa
 
 test("query, retry, resolve, bulk retry, reject, verify and export with the keyboard alone", async ({ page, request, browser }) => {
   const shop = env("E2E_MERCHANT_KEY");
-  const frozen = env("E2E_FROZEN_KEY");
   // Data: two SUSPENSE payments (error-pool items) and a pending reversal requested by the
   // keyboard operator through the ops API (so another user, an approver, can reject it).
   const stuckOrder = unique("kbd-stuck");
-  const stuck = await createPayment(request, frozen, { amount: 4100, currency: "CNY", merchant_order_id: stuckOrder }, unique("idem"));
-  const other = await createPayment(request, frozen, { amount: 4200, currency: "CNY", merchant_order_id: unique("kbd-stuck") }, unique("idem"));
+  const stuck = await suspendedPayment(request, { amount: 4154, currency: "CNY", merchant_order_id: stuckOrder });
+  const other = await suspendedPayment(request, { amount: 4254, currency: "CNY", merchant_order_id: unique("kbd-stuck") });
   const paid = await createPayment(request, shop, { amount: 4300, currency: "CNY", merchant_order_id: unique("kbd-paid") }, unique("idem"));
   expect(paid.status).toBe("SUCCESS");
   const base = new URL(process.env.CONVERGE_E2E_URL ?? "http://127.0.0.1:3000").origin;

@@ -4,6 +4,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import AxeBuilder from "@axe-core/playwright";
+import { execFileSync } from "node:child_process";
 import { APIRequestContext, expect, Page, test } from "@playwright/test";
 
 /** A value scripts/test.sh exports; without it the test is skipped (failed under CONVERGE_STRICT=1). */
@@ -125,4 +126,39 @@ export async function tabTo(
     await page.keyboard.press(back ? "Shift+Tab" : "Tab");
   }
   throw new Error(`Tab never reached ${what}`);
+/** Runs the `converge` CLI on the test server's database (as an operator at a shell would). */
+export function cli(...args: string[]): string {
+  return execFileSync(env("E2E_CONVERGE_BIN"), args, {
+    env: { ...process.env, DATABASE_URL: env("E2E_DATABASE_URL") },
+    encoding: "utf8",
+  });
+}
+
+/**
+ * A payment that was in flight when its merchant was frozen, so it waits in SUSPENSE with an
+ * open error-pool item: a merchant of its own (made with the CLI), a charge whose answer
+ * breaks off (amount digits 54: the channel charged, the payment is UNKNOWN), the merchant
+ * frozen before the core's query finds the charge, whose ledger posting then fails. A frozen
+ * merchant's API refuses new payments (403 merchant_frozen), hence the order.
+ */
+export async function suspendedPayment(
+  request: APIRequestContext,
+  body: { amount: number; currency: string; merchant_order_id: string },
+): Promise<{ id: string; status: string }> {
+  expect(body.amount % 100, "amount digits 54: charged, answer broken off").toBe(54);
+  const merchant = unique("frozen");
+  const key = cli("merchant", "add", merchant).trim();
+  const payment = await createPayment(request, key, body, unique("idem"));
+  expect(payment.status).toBe("UNKNOWN");
+  cli("merchant", "freeze", merchant);
+  await expect
+    .poll(
+      async () => {
+        const r = await request.get(`/v1/payments/${payment.id}`, { headers: { Authorization: `Bearer ${key}` } });
+        return (await r.json()).status;
+      },
+      { timeout: 20_000, intervals: [250] },
+    )
+    .toBe("SUSPENSE");
+  return { ...payment, status: "SUSPENSE" };
 }

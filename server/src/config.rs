@@ -257,17 +257,36 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_SECURE_COOKIES")]
     pub secure_cookies: bool,
 
-    /// Login attempts allowed per username in the login window.
+    /// Failed password checks (sign-ins and approvals) one account may have from one client
+    /// address before each further attempt from there waits a delay that doubles
+    /// (--login-delay-base-ms, 2x, 4x, ... up to --login-delay-max-secs). Counted in the
+    /// database, so every server sharing it agrees; other addresses are not slowed.
     #[arg(long, env = "CONVERGE_LOGIN_LIMIT_PER_USER", default_value_t = 5)]
     pub login_limit_per_user: usize,
 
-    /// Login attempts allowed per client address in the login window.
+    /// Failed password checks allowed per client address in the login window, whatever the
+    /// account (counted in the database).
     #[arg(long, env = "CONVERGE_LOGIN_LIMIT_PER_ADDR", default_value_t = 30)]
     pub login_limit_per_addr: usize,
 
-    /// The login rate-limit window (seconds).
+    /// The per-address login window (seconds).
     #[arg(long, env = "CONVERGE_LOGIN_WINDOW_SECS", default_value_t = 300, value_parser = secs_range_u64())]
     pub login_window_secs: u64,
+
+    /// The first delay of an (account, address) past --login-limit-per-user (ms).
+    #[arg(long, env = "CONVERGE_LOGIN_DELAY_BASE_MS", default_value_t = 1_000, value_parser = ms_range_u64())]
+    pub login_delay_base_ms: u64,
+
+    /// The longest delay of an (account, address) (seconds).
+    #[arg(long, env = "CONVERGE_LOGIN_DELAY_MAX_SECS", default_value_t = 900, value_parser = secs_range_u64())]
+    pub login_delay_max_secs: u64,
+
+    /// Proxies (IP addresses or CIDRs; repeat the flag or separate with commas) whose
+    /// `X-Forwarded-For` is believed: from one of them the client address is the rightmost
+    /// hop that is not itself a trusted proxy. From any other peer the header is ignored and
+    /// the peer's address is the client's. Default: none.
+    #[arg(long = "trusted-proxy", env = "CONVERGE_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_cidr)]
+    pub trusted_proxies: Vec<crate::domain::netaddr::Cidr>,
 
     /// Password hashes computed at once (each argon2id hash takes ~19 MiB and one core).
     #[arg(long, env = "CONVERGE_HASH_PERMITS", default_value_t = 2)]
@@ -398,6 +417,10 @@ impl Settings {
     }
 }
 
+fn parse_cidr(s: &str) -> Result<crate::domain::netaddr::Cidr, String> {
+    s.parse()
+}
+
 fn parse_schedule(s: &str) -> Result<crate::domain::webhooks::RetrySchedule, String> {
     crate::domain::webhooks::RetrySchedule::parse(s)
 }
@@ -449,6 +472,9 @@ impl Settings {
             login_limit_per_user: 5,
             login_limit_per_addr: 30,
             login_window_secs: 300,
+            login_delay_base_ms: 1_000,
+            login_delay_max_secs: 900,
+            trusted_proxies: Vec::new(),
             hash_permits: 2,
             action_ttl_secs: 86_400,
             webhook_retry_schedule: crate::domain::webhooks::RetrySchedule::parse("0s,100ms,200ms")
@@ -501,6 +527,18 @@ impl Settings {
         RetryPolicy {
             default: self.backoff(),
             overrides: self.retry_policy.clone(),
+        }
+    }
+
+    /// The sign-in throttling rules (`--login-*`).
+    pub fn throttle(&self) -> crate::domain::throttle::ThrottlePolicy {
+        crate::domain::throttle::ThrottlePolicy {
+            per_addr: self.login_limit_per_addr.clamp(1, i64::MAX as usize) as i64,
+            window_ms: (self.login_window_secs.max(1) as i64).saturating_mul(1000),
+            free: self.login_limit_per_user.clamp(1, i64::MAX as usize) as i64,
+            base_delay_ms: self.login_delay_base_ms as i64,
+            max_delay_ms: (self.login_delay_max_secs as i64).saturating_mul(1000),
+            pair_lookback_ms: crate::domain::throttle::PAIR_LOOKBACK_MS,
         }
     }
 

@@ -102,6 +102,8 @@ pub struct Running {
     session: tower_sessions::SessionManagerLayer<SessionBackend>,
     /// Host names the console answers to (`--allowed-hosts`).
     allowed_hosts: Arc<Vec<String>>,
+    /// Proxies whose `X-Forwarded-For` is believed (`--trusted-proxy`).
+    trusted_proxies: Arc<Vec<crate::domain::netaddr::Cidr>>,
     /// The in-process sandbox channel, when one was started.
     pub sandbox: Option<SandboxHandle>,
     tasks: Vec<JoinHandle<()>>,
@@ -117,6 +119,7 @@ impl Running {
             self.api.clone().merge(console),
             self.session.clone(),
             self.allowed_hosts.clone(),
+            self.trusted_proxies.clone(),
         )
     }
 
@@ -313,9 +316,16 @@ pub async fn build_with_store(
     }
     let api = api::router(state.clone());
     let allowed_hosts = Arc::new(state.settings.allowed_host_names());
+    let trusted_proxies = Arc::new(state.settings.trusted_proxies.clone());
     Ok(Running {
-        router: with_layers(api.clone(), session.clone(), allowed_hosts.clone()),
+        router: with_layers(
+            api.clone(),
+            session.clone(),
+            allowed_hosts.clone(),
+            trusted_proxies.clone(),
+        ),
         allowed_hosts,
+        trusted_proxies,
         api,
         session,
         state,
@@ -326,16 +336,22 @@ pub async fn build_with_store(
     })
 }
 
-/// The layers every route shares, the console's included: sessions, the CSRF guard, and
-/// (outermost, so a refused or failed request is logged too) the one request span and log
-/// line per request ([`api::with_trace`]).
+/// The layers every route shares, the console's included: the client address
+/// ([`crate::ops::handlers::ClientAddr`], from `--trusted-proxy` peers' `X-Forwarded-For`),
+/// sessions, the CSRF guard, and (outermost, so a refused or failed request is logged too)
+/// the one request span and log line per request ([`api::with_trace`]).
 fn with_layers(
     router: Router,
     session: tower_sessions::SessionManagerLayer<SessionBackend>,
     allowed_hosts: Arc<Vec<String>>,
+    trusted_proxies: Arc<Vec<crate::domain::netaddr::Cidr>>,
 ) -> Router {
     api::with_trace(
         router
+            .layer(axum::middleware::from_fn_with_state(
+                trusted_proxies,
+                crate::ops::handlers::resolve_client_addr,
+            ))
             .layer(session)
             .layer(axum::middleware::from_fn(crate::ops::csrf::guard))
             .layer(axum::middleware::from_fn_with_state(
@@ -422,6 +438,11 @@ async fn purge_keys(store: Arc<dyn Store>, clock: Arc<dyn Clock>, every: Duratio
             Ok(0) => {}
             Ok(n) => tracing::info!(purged = n, "expired idempotency keys purged"),
             Err(e) => tracing::warn!(error = %e, "idempotency key purge failed; next tick retries"),
+        }
+        // Password-check attempts older than any limit looks back.
+        let before = clock.now_ms() - 2 * crate::domain::throttle::PAIR_LOOKBACK_MS;
+        if let Err(e) = store.purge_auth_attempts(before).await {
+            tracing::warn!(error = %e, "sign-in attempt purge failed; next tick retries");
         }
     }
 }

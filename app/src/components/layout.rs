@@ -104,6 +104,7 @@ fn TopBar(principal: Principal) -> impl IntoView {
                 {sees_approvals.then(|| view! { <A href="/approvals">"Approvals"</A> })}
                 {is_auditor.then(|| view! { <A href="/audit">"Audit"</A> })}
                 {is_admin.then(|| view! { <A href="/admin/users">"Users"</A> })}
+                {is_admin.then(|| view! { <A href="/admin/merchants">"Merchants"</A> })}
             </nav>
             <div class="who">
                 <span class="user" data-testid="current-user">{principal.username.clone()}</span>

@@ -21,16 +21,19 @@ pub const REFRESH_SECS: u64 = 5;
 /// The dashboard page.
 #[component]
 pub fn DashboardPage() -> impl IntoView {
-    let tick = RwSignal::new(0u64);
+    // (refresh count, whether the refresh is automatic): automatic refreshes are background
+    // requests, which do not keep the session alive; opening the page and "Refresh now" do.
+    let tick = RwSignal::new((0u64, false));
     let paused = RwSignal::new(false);
     // Effects run only in the browser: the server renders once, the browser keeps it fresh.
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
             move || {
-                // A hidden tab does not poll: it spares the server, and a console left open
-                // in the background still reaches the session's idle timeout.
+                // A hidden tab does not poll: it spares the server. Polls are background
+                // requests (`refresh_dashboard`): a console left open on the dashboard still
+                // reaches the session's idle timeout (ASVS 5.0 V7.3.1).
                 if !paused.get_untracked() && !document().hidden() {
-                    tick.update(|t| *t = t.wrapping_add(1));
+                    tick.update(|t| *t = (t.0.wrapping_add(1), true));
                 }
             },
             Duration::from_secs(REFRESH_SECS),
@@ -38,7 +41,16 @@ pub fn DashboardPage() -> impl IntoView {
             on_cleanup(move || handle.clear());
         }
     });
-    let data = Resource::new(move || tick.get(), |_| api::load_dashboard());
+    let data = Resource::new(
+        move || tick.get(),
+        |(_, automatic)| async move {
+            if automatic {
+                api::refresh_dashboard().await
+            } else {
+                api::load_dashboard().await
+            }
+        },
+    );
     // Outside the refreshing part, so a message or a half-done bulk retry survives a refresh.
     let flash = RwSignal::new(None::<String>);
     provide_context(Flash(flash));
@@ -78,7 +90,7 @@ pub fn DashboardPage() -> impl IntoView {
                 <button
                     type="button"
                     class="secondary small"
-                    on:click=move |_| tick.update(|t| *t = t.wrapping_add(1))
+                    on:click=move |_| tick.update(|t| *t = (t.0.wrapping_add(1), false))
                 >
                     "Refresh now"
                 </button>

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod dashboard;
 pub mod error_pool;
 pub mod login;
+pub mod merchants;
 pub mod payment;
 pub mod payments;
 pub mod status;

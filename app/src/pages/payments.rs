@@ -43,6 +43,23 @@ pub fn PaymentsPage() -> impl IntoView {
             after: get("after"),
         }
     });
+    // A GET form sends every field, blank or not (`?id=&merchant=&...`): such a URL is
+    // replaced by the one with only the filters given, so what is bookmarked or shared says
+    // exactly what was searched.
+    let navigate = leptos_router::hooks::use_navigate();
+    Effect::new(move |_| {
+        let blanks = params.with(|m| m.into_iter().any(|(_, v)| v.trim().is_empty()));
+        if blanks {
+            let clean = query_url(&query.get_untracked(), query.get_untracked().after.as_deref());
+            navigate(
+                &clean,
+                leptos_router::NavigateOptions {
+                    replace: true,
+                    ..Default::default()
+                },
+            );
+        }
+    });
     let results = Resource::new(move || query.get(), api::search_payments);
     let merchants = Resource::new(|| (), |_| api::merchants());
 

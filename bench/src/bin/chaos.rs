@@ -5,7 +5,9 @@
 //! fails deliveries at a seeded rate, and one or two `converge serve`
 //! processes (fast timings, `--channel-url`, a shared `--callback-secret`), drives payments and
 //! refunds the way real clients behave (timeouts, retries with the same key, concurrent
-//! duplicates, retries with a new key for the same merchant_order_id), sends malformed
+//! duplicates, retries with a new key for the same merchant_order_id), has ops staff reverse
+//! some payments through the ops API (an operator requests, an approver approves) while the
+//! merchant refunds the same payments, sends malformed
 //! requests, oversized bodies and forged callbacks at a low rate (each must get its 4xx),
 //! SIGKILLs a server at random moments and restarts it, then waits for convergence, replays
 //! every key (byte-identical answers), runs `converge verify` and prints the figures. Exits
@@ -60,6 +62,11 @@ struct Args {
     /// Share of acknowledged payments the client then refunds (0..=1).
     #[arg(long, default_value_t = 0.3)]
     refund_rate: f64,
+    /// Share of acknowledged payments that ops staff reverse through the ops API (an operator
+    /// requests, a different approver approves with a password) while the merchant refunds
+    /// the same payment at the same moment (0..=1): the two must never both reach the channel.
+    #[arg(long, default_value_t = 0.1)]
+    reversal_rate: f64,
     /// Concurrent client tasks.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
@@ -138,6 +145,24 @@ struct Counters {
     transport_errors: AtomicU64,
     new_key_retries: AtomicU64,
     duplicates: AtomicU64,
+    reversals_requested: AtomicU64,
+    reversals_approved: AtomicU64,
+    /// Requests refused because the merchant's refunds had taken the payment first (409).
+    reversals_refused: AtomicU64,
+    /// Approved requests whose approval found the payment moved (409 stale / not pending).
+    reversals_stale: AtomicU64,
+    /// Merchant refunds refused because a reversal held the payment (409).
+    refunds_refused_by_reversal: AtomicU64,
+}
+
+/// The console sessions of the ops pair that reverses payments during the workload.
+struct Ops {
+    /// Session cookie (`name=value`) of an operator.
+    operator: String,
+    /// Session cookie of an approver (a different person, as maker-checker requires).
+    approver: String,
+    /// The approver's password, entered again at each approval.
+    approver_password: String,
 }
 
 struct Shared {
@@ -155,6 +180,7 @@ struct Shared {
     breaches: Mutex<Vec<String>>,
     bad: Mutex<BTreeMap<&'static str, (u64, u64)>>,
     acked: Mutex<Vec<String>>,
+    ops: Ops,
 }
 
 enum Sent {
@@ -269,6 +295,7 @@ impl Shared {
         body: &str,
         order: &str,
         new_keys: bool,
+        tolerated: &[&str],
     ) -> Option<Resp> {
         let deadline = Instant::now() + CLIENT_DEADLINE;
         let mut n = 1;
@@ -286,6 +313,12 @@ impl Shared {
                 Sent::Transport(_) => {
                     self.backoff(rng, new_keys, &mut n, &mut key, key_prefix)
                         .await
+                }
+                Sent::Http(r) if r.status == 409 && tolerated.contains(&r.code().as_str()) => {
+                    self.counters
+                        .refunds_refused_by_reversal
+                        .fetch_add(1, Ordering::Relaxed);
+                    return None;
                 }
                 Sent::Http(r) => {
                     self.breach(format!(
@@ -361,7 +394,7 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
         }
     }
     let Some(resp) = sh
-        .until_answered(&mut rng, "/v1/payments", &order, &body, &order, true)
+        .until_answered(&mut rng, "/v1/payments", &order, &body, &order, true, &[])
         .await
     else {
         return;
@@ -379,7 +412,9 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
     if rng.random_bool(sh.args.bad_input_rate.clamp(0.0, 1.0)) {
         bad_input(&sh, &mut rng).await;
     }
-    if !rng.random_bool(sh.args.refund_rate.clamp(0.0, 1.0)) {
+    // Ops reverse some payments while the merchant refunds them: always both, to race.
+    let reverse = rng.random_bool(sh.args.reversal_rate.clamp(0.0, 1.0));
+    if !reverse && !rng.random_bool(sh.args.refund_rate.clamp(0.0, 1.0)) {
         return;
     }
     // Refunds need SUCCESS; the client polls like a merchant would.
@@ -407,6 +442,28 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    // The refunds start when the approver sends the approval, so the two reservations race
+    // (a refund before the request would only make the request stale).
+    let (approving_tx, approving) = tokio::sync::oneshot::channel::<()>();
+    let reversal = reverse.then(|| {
+        let (sh, id, order) = (sh.clone(), id.clone(), order.clone());
+        let mut r2 = StdRng::seed_from_u64(rng.random());
+        tokio::spawn(
+            async move { reverse_payment(&sh, &mut r2, &id, &order, approving_tx).await },
+        )
+    });
+    if reverse {
+        // Dropped unsent (the request was refused) ends the wait too.
+        let _ = approving.await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..30))).await;
+    }
+    // While a reversal holds the payment, or after it took the payment, the merchant's
+    // refund is refused with one of these; anything else is a breach as before.
+    let tolerated: &[&str] = if reverse {
+        &["payment_reversing", "payment_not_refundable", "refund_exceeds_remaining"]
+    } else {
+        &[]
+    };
     let parts: Vec<i64> = if rng.random_bool(0.5) {
         vec![amount]
     } else {
@@ -431,9 +488,182 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
             });
         }
         // A new key would be a second refund: refunds retry with their one key.
-        sh.until_answered(&mut rng, &path, &prefix, &rbody, &order, false)
+        sh.until_answered(&mut rng, &path, &prefix, &rbody, &order, false, tolerated)
             .await;
     }
+    if let Some(r) = reversal {
+        let _ = r.await;
+    }
+}
+
+/// A POST to the ops API as the session `cookie`, to a random server. Like a browser's
+/// request as far as the CSRF guard goes (JSON, no cross-site headers).
+async fn ops_post(sh: &Shared, rng: &mut StdRng, cookie: &str, path: &str, body: &Value) -> Sent {
+    let base = &sh.bases[rng.random_range(0..sh.bases.len())];
+    let sent = sh
+        .client
+        .post(format!("{base}{path}"))
+        .header("cookie", cookie)
+        .json(body)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await;
+    match sent {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            match r.bytes().await {
+                Ok(b) => Sent::Http(Resp {
+                    status,
+                    replayed: false,
+                    body: b.to_vec(),
+                }),
+                Err(e) => Sent::Transport(e.to_string()),
+            }
+        }
+        Err(e) => Sent::Transport(e.to_string()),
+    }
+}
+
+/// An ops reversal of payment `id` (issue 13 "Money"): the operator requests it, the
+/// approver approves it with the password, retrying through kills like a person would. The
+/// payment's own refunds run at the same time; converge verify afterwards proves that the
+/// channel refunded exactly what the core recorded.
+async fn reverse_payment(
+    sh: &Shared,
+    rng: &mut StdRng,
+    id: &str,
+    order: &str,
+    approving: tokio::sync::oneshot::Sender<()>,
+) {
+    sh.counters
+        .reversals_requested
+        .fetch_add(1, Ordering::Relaxed);
+    let deadline = Instant::now() + CLIENT_DEADLINE;
+    let request = json!({"kind": "reverse", "payment_id": id, "reason": format!("chaos: {order} reversed by ops")});
+    let mut tries = 0;
+    let action_id = loop {
+        tries += 1;
+        match ops_post(sh, rng, &sh.ops.operator, "/ops/v1/actions", &request).await {
+            Sent::Http(r) if r.status == 201 => match r.json()["action"]["id"].as_str() {
+                Some(a) => break a.to_string(),
+                None => {
+                    sh.breach(format!("{order}: reversal request answered 201 without an id"));
+                    return;
+                }
+            },
+            // A refund took the payment first (or, after a lost answer, our own request is
+            // already pending: then it is found below and approved).
+            Sent::Http(r) if r.status == 409 => {
+                match pending_reversal(sh, rng, id).await {
+                    Some(a) if tries > 1 => break a,
+                    _ => {
+                        sh.counters.reversals_refused.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            }
+            Sent::Http(r) if r.status < 500 => {
+                sh.breach(format!(
+                    "{order}: reversal request got {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+                return;
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    };
+    let approval = json!({"password": sh.ops.approver_password, "reason": "chaos: approved"});
+    let path = format!("/ops/v1/actions/{action_id}/approve");
+    let mut tries = 0;
+    let _ = approving.send(());
+    loop {
+        tries += 1;
+        match ops_post(sh, rng, &sh.ops.approver, &path, &approval).await {
+            Sent::Http(r) if r.status == 200 => {
+                sh.counters
+                    .reversals_approved
+                    .fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            // Stale (a refund moved the payment after the request) or, after a lost answer,
+            // already decided by our own earlier try.
+            Sent::Http(r) if r.status == 409 || (tries > 1 && r.status < 500) => {
+                sh.counters.reversals_stale.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Sent::Http(r) if r.status < 500 => {
+                sh.breach(format!(
+                    "{order}: approval of {action_id} got {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+                return;
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    }
+}
+
+/// The id of the pending reversal of payment `id`, if there is one.
+async fn pending_reversal(sh: &Shared, rng: &mut StdRng, id: &str) -> Option<String> {
+    let base = &sh.bases[rng.random_range(0..sh.bases.len())];
+    let v: Value = sh
+        .client
+        .get(format!("{base}/ops/v1/actions?status=pending&payment={id}"))
+        .header("cookie", &sh.ops.operator)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    v["items"]
+        .as_array()?
+        .iter()
+        .find(|a| a["kind"] == "reverse")
+        .and_then(|a| a["id"].as_str())
+        .map(str::to_string)
+}
+
+/// Signs `username` in on the ops API (retrying through a server not yet up) and returns the
+/// session cookie as `name=value`.
+async fn ops_login(client: &reqwest::Client, base: &str, username: &str, password: &str) -> Result<String> {
+    let mut last = String::new();
+    for _ in 0..3 {
+        let r = client
+            .post(format!("{base}/ops/v1/login"))
+            .json(&json!({"username": username, "password": password}))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        match r {
+            Ok(r) if r.status().is_success() => {
+                let cookie = r
+                    .headers()
+                    .get_all("set-cookie")
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .filter_map(|v| v.split(';').next())
+                    .last()
+                    .map(str::to_string);
+                return cookie.context("the sign-in set no session cookie");
+            }
+            Ok(r) => last = format!("{} {}", r.status(), r.text().await.unwrap_or_default()),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    bail!("signing {username} in on the ops API failed: {last}")
 }
 
 /// One malformed request, oversized body, forged callback or reused key; each must get its
@@ -659,6 +889,7 @@ async fn terminated() {
 async fn run(args: Args) -> Result<bool> {
     for (name, v) in [
         ("--refund-rate", args.refund_rate),
+        ("--reversal-rate", args.reversal_rate),
         ("--fault-rate", args.fault_rate),
         ("--bad-input-rate", args.bad_input_rate),
     ] {
@@ -996,6 +1227,21 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         .await?
         .trim()
         .to_string();
+    // The ops pair that reverses payments during the workload (maker-checker: two people).
+    let (operator_password, approver_password) = (
+        format!("chaos-operator-password-{}", args.seed),
+        format!("chaos-approver-password-{}", args.seed),
+    );
+    for (name, roles, password) in [
+        ("chaos-operator", "viewer,operator", &operator_password),
+        ("chaos-approver", "viewer,approver", &approver_password),
+    ] {
+        conv.run_with_stdin(
+            &["user", "add", name, "--role", roles, "--password-stdin", "--database-url", db_url],
+            &format!("{password}\n"),
+        )
+        .await?;
+    }
     // The merchant's receiver, failing at the seeded rate, and two endpoints: one for every
     // event type, one for payment outcomes that fails its first two tries of each event.
     let sink_port = free_port()?;
@@ -1146,6 +1392,12 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         ));
     }
     let servers = Arc::new(servers);
+    let login_client = reqwest::Client::new();
+    let ops = Ops {
+        operator: ops_login(&login_client, &bases[0], "chaos-operator", &operator_password).await?,
+        approver: ops_login(&login_client, &bases[0], "chaos-approver", &approver_password).await?,
+        approver_password: approver_password.clone(),
+    };
     let shared = Arc::new(Shared {
         args: args.clone(),
         client: reqwest::Client::builder()
@@ -1161,6 +1413,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         breaches: Mutex::new(Vec::new()),
         bad: Mutex::new(BTreeMap::new()),
         acked: Mutex::new(Vec::new()),
+        ops,
     });
     println!(
         "chaos: {:?}, {} server(s){}, {} orders, concurrency {}, {} kills, fault rate {}, seed {}",
@@ -1514,6 +1767,14 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         refunds.len(),
         refund_orders.len(),
         refund_ok
+    );
+    println!(
+        "reversals (ops, racing the merchant's refunds): {} requested, {} approved, {} refused at request (refunds first), {} stale at approval; {} merchant refunds refused while a reversal held the payment",
+        c.reversals_requested.load(Ordering::Relaxed),
+        c.reversals_approved.load(Ordering::Relaxed),
+        c.reversals_refused.load(Ordering::Relaxed),
+        c.reversals_stale.load(Ordering::Relaxed),
+        c.refunds_refused_by_reversal.load(Ordering::Relaxed),
     );
     println!(
         "requests: {} sent, {} 2xx, {} 409 in_use, {} 5xx, {} transport errors/timeouts; {} concurrent duplicates, {} retries with a new key",

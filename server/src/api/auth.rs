@@ -9,6 +9,23 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use crate::domain::fingerprint::sha256_hex;
 use crate::error::ApiError;
+use crate::store::Merchant;
+
+/// 403 `merchant_frozen` when `m` is frozen: a frozen merchant may read, but may not start
+/// anything new (a payment, a refund, a webhook endpoint change). What is already in flight
+/// keeps settling (callbacks and workers do not pass here); its ledger postings wait in
+/// SUSPENSE until the merchant is unfrozen (issue 13 "Merchant keys"; DESIGN.md "SUSPENSE").
+/// `what` completes "cannot ..." in the message.
+pub fn refuse_frozen(m: &Merchant, what: &str) -> Result<(), ApiError> {
+    if m.frozen {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "merchant_frozen",
+            format!("the merchant is frozen: it cannot {what}"),
+        ));
+    }
+    Ok(())
+}
 
 /// Puts the authenticated [`Merchant`](crate::store::Merchant) in the request extensions, or
 /// answers 401 `unauthorized`.

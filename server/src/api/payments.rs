@@ -110,6 +110,7 @@ fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
             ("invalid_request" = (value = json!({"error": {"code": "invalid_request", "message": "invalid request body: unknown field `amout`"}})))
         )),
         (status = 401, description = "No or unknown merchant key", body = ErrorBody, example = json!({"error": {"code": "unauthorized", "message": "send Authorization: Bearer <merchant API key>"}})),
+        (status = 403, description = "The merchant is frozen: it may read but not create payments (nothing is stored; the key stays free)", body = ErrorBody, example = json!({"error": {"code": "merchant_frozen", "message": "the merchant is frozen: it cannot create payments"}})),
         (status = 409, description = "A request with this Idempotency-Key is still running (retry after `Retry-After` seconds), or merchant_order_id belongs to a payment with other parameters", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying (for `idempotency_key_in_use` and `payment_busy`)")),
             examples(
@@ -137,6 +138,9 @@ pub async fn create(
         let driven = core.drive(payment, "api").await?;
         return Ok((StatusCode::CREATED, Json(PaymentView::from(&driven))));
     }
+    // Only a new payment is refused: one a crashed request already created (above) is in
+    // flight and converges whatever the merchant's state.
+    super::auth::refuse_frozen(&merchant, "create payments")?;
     // The key's recovery point is set in the insert's own transaction.
     match core
         .insert_payment(merchant.id, &input, Some(&ctx.key))

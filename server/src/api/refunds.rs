@@ -57,6 +57,7 @@ pub struct RefundBody {
             ("invalid_amount" = (value = json!({"error": {"code": "invalid_amount", "message": "amount must be a positive integer number of minor units"}})))
         )),
         (status = 401, description = "No or unknown merchant key", body = ErrorBody, example = json!({"error": {"code": "unauthorized", "message": "send Authorization: Bearer <merchant API key>"}})),
+        (status = 403, description = "The merchant is frozen: it may read but not create refunds (nothing is stored; the key stays free)", body = ErrorBody, example = json!({"error": {"code": "merchant_frozen", "message": "the merchant is frozen: it cannot create refunds"}})),
         (status = 404, description = "No such payment, or another merchant's", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "payment not found"}})),
         (status = 409, description = "The payment is not SUCCESS, the amount exceeds what remains, or a request with this Idempotency-Key is still running", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying (for `idempotency_key_in_use` and `payment_busy`)")),
@@ -115,6 +116,8 @@ pub async fn create(
         let driven = core.drive_refund(refund, "api").await?;
         return Ok((StatusCode::CREATED, Json(RefundView::from(&driven))));
     }
+    // Only a new refund is refused: one already created (above) is in flight and settles.
+    super::auth::refuse_frozen(&merchant, "create refunds")?;
     match core
         .insert_refund_with_id(&refund_id, &payment.id, amount, &body.reason)
         .await?

@@ -148,14 +148,7 @@ fn actor(m: &Merchant) -> Actor {
 }
 
 fn refuse_frozen(m: &Merchant) -> Result<(), ApiError> {
-    if m.frozen {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "merchant_frozen",
-            "the merchant is frozen: it cannot register or change webhook endpoints",
-        ));
-    }
-    Ok(())
+    super::auth::refuse_frozen(m, "register or change webhook endpoints")
 }
 
 /// Registers an endpoint: 201 with it and its `secret` (shown once). A retry after a crash

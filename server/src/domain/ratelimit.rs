@@ -1,6 +1,6 @@
-//! A sliding-window limiter for login attempts (DESIGN.md "Ops console": login attempts
-//! rate-limited; OWASP Authentication Cheat Sheet, "Login Throttling"). Counted per key
-//! (a username or a client address) in this process.
+//! A sliding-window limiter counted per key in this process: bulk retries and webhook
+//! recoveries per user. (Sign-in attempts are counted in the database, so that servers
+//! sharing it share the limits: see [`super::throttle`].)
 
 use std::collections::{HashMap, VecDeque};
 

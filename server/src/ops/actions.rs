@@ -8,10 +8,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::audit::actor;
-use super::auth::Principal;
+use super::auth::{LoginError, Principal};
 use super::handlers::ClientAddr;
 use crate::api::AppState;
 use crate::domain::roles::Permission;
+use crate::domain::throttle::AttemptKind;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::service::actions::{ActionError, ActionRequest};
 use crate::service::bulk::{BulkItem, BulkOutcome, Confirmed, Selection};
@@ -247,10 +248,10 @@ pub struct ApproveBody {
         (status = 200, description = "The action as it is now", body = ActionEnvelope),
         (status = 400, description = "The body is not a valid request", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: missing field `reason`"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
-        (status = 403, description = "Not allowed: role, own request, or wrong password", body = ErrorBody, example = json!({"error": {"code": "password_mismatch", "message": "re-enter your own password to approve"}})),
-        (status = 404, description = "No such action", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "action not found"}})),
-        (status = 409, description = "The action is not pending (or not executable), or it is stale: the payment moved", body = ErrorBody, example = json!({"error": {"code": "not_pending", "message": "the action is not pending"}})),
+        (status = 403, description = "Not allowed by the role (`forbidden`), cross-site (`csrf_rejected`), or not approved (`approval_refused`): one answer, after the same work, for a wrong password, no such action, the user's own request, and an action already decided, expired or stale", body = ErrorBody, example = json!({"error": {"code": "approval_refused", "message": "not approved: re-enter your own password, for a pending request someone else made that is still current"}})),
+        (status = 409, description = "Approved, but the payment was busy: run it again with execute", body = ErrorBody, example = json!({"error": {"code": "payment_busy", "message": "payment pay_... is busy; retry"}})),
         (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 429, description = "Too many failed password checks from this address, or for this user from this address", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "too many password attempts; retry in 4 s"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
 )]
@@ -262,46 +263,104 @@ pub async fn approve(
     ApiJson(b): ApiJson<ApproveBody>,
 ) -> Result<Json<ActionEnvelope>, ApiError> {
     p.require(Permission::ApproveActions)?;
-    step_up(&st, &p, &addr, &b.password).await?;
-    let a = st
-        .core
-        .approve_action(&actor(&p, &addr), &id, &b.reason)
-        .await
-        .map_err(action_error)?;
+    let a = approve_with_step_up(&st, &p, &addr, &id, &b.password, &b.reason).await?;
     Ok(Json(ActionEnvelope { action: a }))
 }
 
-/// Checks the signed-in user's password again; a mismatch is audited and refused (403).
-pub async fn step_up(
+/// The one answer to a refused approval: a wrong password, and a request that does not
+/// exist or that this user cannot approve (their own, already decided, expired, stale).
+pub fn approval_refused() -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "approval_refused",
+        "not approved: re-enter your own password, for a pending request someone else made that is still current",
+    )
+}
+
+/// Approves request `id` as `p` after re-checking `p`'s password (step-up), as both the
+/// JSON endpoint and the console's server function do. The caller has checked the role.
+///
+/// The password check counts toward the same limits as sign-ins (429 `rate_limited` once
+/// over them). Whatever makes an approval impossible — a wrong password, no such request,
+/// the user's own request, one already decided, expired or stale — gets one answer
+/// ([`approval_refused`]) after the same work: the argon2 verification always runs, each
+/// refusal counts as a failed attempt and is audited alike (`approval_refused`), so a stolen
+/// session cannot use approvals to test passwords.
+pub async fn approve_with_step_up(
     st: &AppState,
     p: &Principal,
     addr: &str,
+    id: &str,
     password: &str,
-) -> Result<(), ApiError> {
-    let user = st.core.store.user_by_name(&p.username).await?;
-    if st
+    reason: &str,
+) -> Result<ActionRecord, ApiError> {
+    crate::domain::actions::check_reason(reason)
+        .map_err(|m| ApiError::bad_request("invalid_reason", m))?;
+    let store = st.core.store.as_ref();
+    let who = actor(p, addr);
+    let attempt = st
         .auth
-        .hasher
-        .verify(password, user.as_ref().map(|u| u.password_hash.as_str()))
+        .begin_attempt(
+            store,
+            &p.username,
+            addr,
+            AttemptKind::StepUp,
+            st.core.clock.now_ms(),
+        )
         .await
-    {
-        return Ok(());
+        .map_err(login_error)?;
+    let approvable = st.core.approvable(&who, id).await;
+    let user = st.auth.verify_user(store, &p.username, password).await;
+    let approved = if matches!(approvable, Ok(true)) && matches!(user, Ok(Some(_))) {
+        match st.core.approve_action(&who, id, reason).await {
+            // Decided, expired or moved in between: refused like the rest.
+            Err(
+                ActionError::NotFound(_)
+                | ActionError::Forbidden(..)
+                | ActionError::Conflict("not_pending" | "expired" | "stale", _),
+            ) => None,
+            // Approved (its execution may still have met something, e.g. a busy payment,
+            // which is said as is), or storage failed.
+            other => Some(other),
+        }
+    } else {
+        None
+    };
+    // A refusal is a failed check whatever its reason, so it counts the same.
+    let succeeded = matches!(approved, Some(Ok(_)) | Some(Err(ActionError::Conflict(..))));
+    st.auth
+        .finish_attempt(store, attempt, succeeded, st.core.clock.now_ms())
+        .await?;
+    approvable.map_err(action_error)?;
+    user?;
+    if let Some(result) = approved {
+        return result.map_err(action_error);
     }
-    let now = st.core.clock.now_ms();
-    let e = actor(p, addr).entry(
-        now,
-        "step_up_failed",
-        &format!("user:{}", p.username),
-        "wrong password at approval",
+    let target: String = id.chars().take(64).collect();
+    let e = who.entry(
+        st.core.clock.now_ms(),
+        "approval_refused",
+        &format!("action:{target}"),
+        "wrong password, or a request this user cannot approve",
         String::new(),
         String::new(),
     );
-    st.core.store.append_audit(&e).await?;
-    Err(ApiError::new(
-        StatusCode::FORBIDDEN,
-        "password_mismatch",
-        "re-enter your own password to approve",
-    ))
+    store.append_audit(&e).await?;
+    Err(approval_refused())
+}
+
+/// The HTTP answer of a refused password check.
+fn login_error(e: LoginError) -> ApiError {
+    match e {
+        LoginError::RateLimited(secs) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!("too many password attempts; retry in {secs} s"),
+        )
+        .with_retry_after(secs),
+        LoginError::Store(e) => e.into(),
+        other => ApiError::internal(other),
+    }
 }
 
 /// Body with a reason.

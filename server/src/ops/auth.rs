@@ -1,7 +1,9 @@
 //! Console sign-in (DESIGN.md "Ops console": login; OWASP Authentication Cheat Sheet):
 //! one answer and similar time for an unknown user, a wrong password and a disabled user;
-//! attempts rate-limited per username and per client address; the session id renewed on
-//! login and the session destroyed on logout.
+//! attempts throttled per client address and, with a growing delay, per (account, client
+//! address), counted in the database so that servers sharing it share the limits
+//! ([`crate::domain::throttle`]); the session id renewed on login and the session destroyed
+//! on logout.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -9,10 +11,10 @@ use std::sync::Mutex;
 use tower_sessions::Session;
 
 use super::password::PasswordHasherPool;
-use super::session::{SessionUser, USER_KEY};
-use crate::domain::ratelimit::RateLimiter;
+use super::session::{Activity, SessionUser, USER_KEY};
 use crate::domain::roles::{Role, parse_roles};
-use crate::store::{Store, StoreError, User};
+use crate::domain::throttle::{Admission, AttemptKind, ThrottlePolicy, account_key};
+use crate::store::{AttemptAdmission, Store, StoreError, User};
 
 /// Why a login was refused.
 #[derive(Debug, thiserror::Error)]
@@ -20,7 +22,8 @@ pub enum LoginError {
     /// Unknown user, wrong password or disabled user: deliberately one answer.
     #[error("unknown user or wrong password")]
     InvalidCredentials,
-    /// Too many attempts for this user or address; retry after the given seconds.
+    /// Too many failed attempts from this address, or for this account from this address;
+    /// retry after the given seconds.
     #[error("too many login attempts; retry in {0} s")]
     RateLimited(u64),
     /// Storage failed.
@@ -55,33 +58,37 @@ impl Principal {
 pub struct Auth {
     /// Password hashing pool.
     pub hasher: PasswordHasherPool,
-    per_user: Mutex<RateLimiter>,
-    per_addr: Mutex<RateLimiter>,
+    /// Sign-in and step-up throttling, applied over the attempts stored in the database.
+    pub policy: ThrottlePolicy,
     /// Refused (rate-limited) sign-ins per client address: the start of the address's
     /// current window and how many refusals in it went unrecorded.
     refused: Mutex<std::collections::HashMap<String, (i64, u64)>>,
     window_ms: i64,
     /// Absolute session lifetime, ms.
     pub absolute_ms: i64,
+    /// Idle session lifetime, ms: a session no person used for this long is over
+    /// (background refreshes do not count as use).
+    pub idle_ms: i64,
+}
+
+/// A password check admitted by the throttle; [`Auth::finish_attempt`] records how it ended.
+#[derive(Debug)]
+#[must_use = "finish the attempt, or it stays counted as a failure"]
+pub struct Attempt {
+    id: i64,
 }
 
 impl Auth {
     /// From the settings' limits.
     pub fn new(settings: &crate::config::Settings) -> Self {
-        let window = (settings.login_window_secs as i64) * 1000;
+        let policy = settings.throttle();
         Auth {
             hasher: PasswordHasherPool::new(settings.hash_permits),
-            per_user: Mutex::new(RateLimiter::new(
-                settings.login_limit_per_user.max(1),
-                window,
-            )),
-            per_addr: Mutex::new(RateLimiter::new(
-                settings.login_limit_per_addr.max(1),
-                window,
-            )),
+            policy,
             refused: Mutex::new(std::collections::HashMap::new()),
-            window_ms: window.max(1),
-            absolute_ms: (settings.absolute_timeout_secs as i64) * 1000,
+            window_ms: policy.window_ms.max(1),
+            absolute_ms: (settings.absolute_timeout_secs as i64).saturating_mul(1000),
+            idle_ms: (settings.idle_timeout_secs as i64).saturating_mul(1000),
         }
     }
 
@@ -113,22 +120,60 @@ impl Auth {
         }
     }
 
-    fn admit(&self, username: &str, addr: &str, now: i64) -> Result<(), LoginError> {
-        let mut by_addr = self.per_addr.lock().unwrap_or_else(|p| p.into_inner());
-        if !by_addr.try_acquire(addr, now) {
-            return Err(LoginError::RateLimited(
-                by_addr.retry_after_secs(addr, now).max(1),
-            ));
+    /// Admits one password check of `username` from `addr` (a sign-in or an approval's
+    /// step-up: both count toward the same limits), recording it in the database first, so
+    /// that every server sharing the database sees it. Errors: `RateLimited` with the seconds
+    /// to wait; `Store`.
+    pub async fn begin_attempt(
+        &self,
+        store: &dyn Store,
+        username: &str,
+        addr: &str,
+        kind: AttemptKind,
+        now: i64,
+    ) -> Result<Attempt, LoginError> {
+        let addr: String = addr.chars().take(64).collect();
+        match store
+            .begin_auth_attempt(&account_key(username), &addr, kind, &self.policy, now)
+            .await?
+        {
+            AttemptAdmission::Admitted { id } => Ok(Attempt { id }),
+            AttemptAdmission::Refused { retry_after_ms } => Err(LoginError::RateLimited(
+                Admission::Refused { retry_after_ms }.retry_after_secs(),
+            )),
         }
-        drop(by_addr);
-        let mut by_user = self.per_user.lock().unwrap_or_else(|p| p.into_inner());
-        let key = username.to_lowercase();
-        if !by_user.try_acquire(&key, now) {
-            return Err(LoginError::RateLimited(
-                by_user.retry_after_secs(&key, now).max(1),
-            ));
-        }
-        Ok(())
+    }
+
+    /// Records how an admitted check ended: `ok` resets the (account, address) delay; a
+    /// failure adds to it and to the address's count.
+    pub async fn finish_attempt(
+        &self,
+        store: &dyn Store,
+        attempt: Attempt,
+        ok: bool,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        store.finish_auth_attempt(attempt.id, ok, now).await
+    }
+
+    /// Verifies `password` against the stored user `username`; an unknown name is checked
+    /// against a dummy hash (same work) and never matches; a disabled user never matches.
+    pub async fn verify_user(
+        &self,
+        store: &dyn Store,
+        username: &str,
+        password: &str,
+    ) -> Result<Option<User>, StoreError> {
+        let user = if username.is_empty() || username.len() > 64 {
+            None
+        } else {
+            store.user_by_name(username).await?
+        };
+        let ok = self
+            .hasher
+            .verify(password, user.as_ref().map(|u| u.password_hash.as_str()))
+            .await;
+        Ok(user.filter(|u| ok && !u.disabled))
     }
 
     /// Checks the credentials and, on success, renews the session id and stores the user in
@@ -200,19 +245,14 @@ impl Auth {
         addr: &str,
         clock: &dyn crate::domain::clock::Clock,
     ) -> Result<Principal, LoginError> {
-        self.admit(username, addr, clock.now_ms())?;
-        let user = if username.is_empty() || username.len() > 64 {
-            None
-        } else {
-            store.user_by_name(username).await?
-        };
-        let ok = self
-            .hasher
-            .verify(password, user.as_ref().map(|u| u.password_hash.as_str()))
-            .await;
-        let user = match user {
-            Some(u) if ok && !u.disabled => u,
-            _ => return Err(LoginError::InvalidCredentials),
+        let attempt = self
+            .begin_attempt(store, username, addr, AttemptKind::Login, clock.now_ms())
+            .await?;
+        let user = self.verify_user(store, username, password).await;
+        self.finish_attempt(store, attempt, matches!(user, Ok(Some(_))), clock.now_ms())
+            .await?;
+        let Some(user) = user? else {
+            return Err(LoginError::InvalidCredentials);
         };
         // A new id on login: a session id planted before login is worthless (session fixation).
         session
@@ -220,10 +260,12 @@ impl Auth {
             .await
             .map_err(|e| LoginError::Session(e.to_string()))?;
         // Read the clock after hashing: the absolute timeout counts from the moment of login.
+        let now = clock.now_ms();
         let record = SessionUser {
             username: user.username.clone(),
             epoch: user.session_epoch,
-            login_at: clock.now_ms(),
+            login_at: now,
+            last_active: now,
         };
         session
             .insert(USER_KEY, record)
@@ -240,7 +282,7 @@ impl Auth {
         addr: &str,
         now: i64,
     ) -> Result<(), LoginError> {
-        if let Some(p) = self.current(store, session, now).await? {
+        if let Some(p) = self.current(store, session, now, Activity::Person).await? {
             let entry = crate::store::AuditEntry {
                 at: now,
                 actor: p.username.clone(),
@@ -260,25 +302,41 @@ impl Auth {
             .map_err(|e| LoginError::Session(e.to_string()))
     }
 
-    /// The session's user if the session is valid now: within the absolute timeout, the user
-    /// exists, is enabled and its session epoch is unchanged. An invalid session is flushed.
+    /// The session's user if the session is valid now: within the absolute and the idle
+    /// timeout, the user exists, is enabled and its session epoch is unchanged. An invalid
+    /// session is flushed. A [`Activity::Person`] request marks the session as used now
+    /// (which also slides the stored session's expiry); a [`Activity::Background`] one
+    /// (the dashboard's polling) leaves it as it was, so polling alone lets the session end
+    /// at its idle timeout (ASVS 5.0 V7.3.1).
     pub async fn current(
         &self,
         store: &dyn Store,
         session: &Session,
         now: i64,
+        activity: Activity,
     ) -> Result<Option<Principal>, StoreError> {
         let Ok(Some(su)) = session.get::<SessionUser>(USER_KEY).await else {
             return Ok(None);
         };
+        let last_active = su.last_active.max(su.login_at);
         let user = store.user_by_name(&su.username).await?;
         let valid = now - su.login_at <= self.absolute_ms
+            && now - last_active <= self.idle_ms
             && user
                 .as_ref()
                 .is_some_and(|u| !u.disabled && u.session_epoch == su.epoch);
         if !valid {
             let _ = session.flush().await;
             return Ok(None);
+        }
+        if activity == Activity::Person && su.last_active != now {
+            let touched = SessionUser {
+                last_active: now,
+                ..su
+            };
+            if let Err(e) = session.insert(USER_KEY, touched).await {
+                tracing::warn!(error = %e, "session activity not recorded");
+            }
         }
         Ok(user.as_ref().map(Principal::of))
     }

@@ -131,8 +131,48 @@ pub struct LoginBody {
     password: String,
 }
 
-/// The client's IP address when the server was started with connect info, else `unknown`.
+/// The client's IP address as text (`unknown` when the server runs without connect info),
+/// for rate limiting and the audit log. Derived once per request by [`resolve_client_addr`]
+/// (the one place that reads `X-Forwarded-For`, and only from `--trusted-proxy` peers); the
+/// console's server functions read the same value.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientAddr(pub String);
+
+/// The client address of a request with `extensions` (its connect info) and `headers`:
+/// the TCP peer, or behind a trusted proxy the rightmost untrusted `X-Forwarded-For` hop
+/// ([`crate::domain::netaddr::client_ip`]).
+pub fn client_addr_of(
+    extensions: &axum::http::Extensions,
+    headers: &axum::http::HeaderMap,
+    trusted: &[crate::domain::netaddr::Cidr],
+) -> String {
+    let peer = extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let forwarded: Vec<&str> = if trusted.is_empty() {
+        Vec::new()
+    } else {
+        headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect()
+    };
+    crate::domain::netaddr::client_ip(peer, &forwarded, trusted)
+        .map_or_else(|| "unknown".into(), |ip| ip.to_string())
+}
+
+/// Middleware: puts the request's [`ClientAddr`] in its extensions (state: the trusted
+/// proxies).
+pub async fn resolve_client_addr(
+    State(trusted): State<std::sync::Arc<Vec<crate::domain::netaddr::Cidr>>>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let addr = client_addr_of(req.extensions(), req.headers(), &trusted);
+    req.extensions_mut().insert(ClientAddr(addr));
+    next.run(req).await
+}
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
     type Rejection = std::convert::Infallible;
@@ -141,11 +181,12 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
         parts: &mut axum::http::request::Parts,
         _: &S,
     ) -> Result<Self, Self::Rejection> {
-        let addr = parts
+        // Without the middleware (a router built by hand) no forwarded header is believed.
+        Ok(parts
             .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip().to_string());
-        Ok(ClientAddr(addr.unwrap_or_else(|| "unknown".into())))
+            .get::<ClientAddr>()
+            .cloned()
+            .unwrap_or_else(|| ClientAddr(client_addr_of(&parts.extensions, &parts.headers, &[]))))
     }
 }
 
@@ -155,7 +196,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
     tag = "ops",
     operation_id = "ops_login",
     summary = "Sign in",
-    description = "Checks the password and starts a session: the answer sets the session cookie (HttpOnly, SameSite=Strict). Unknown user, wrong password and disabled user get the same 401. Attempts are rate-limited per user and per address.",
+    description = "Checks the password and starts a session: the answer sets the session cookie (HttpOnly, SameSite=Strict). Unknown user, wrong password and disabled user get the same 401. Failed attempts are limited per client address, and each (account, client address) waits a delay that doubles with every failure past the free ones; the counts are shared by every server on the database.",
     request_body(content = LoginBody, content_type = "application/json"),
     responses(
         (status = 200, description = "Signed in; the session cookie is set", body = PrincipalView),
@@ -273,6 +314,7 @@ async fn me(p: Principal) -> Json<PrincipalView> {
     tag = "ops",
     operation_id = "ops_dashboard",
     summary = "Dashboard: stuck payments, idempotency hit rate, queue, error pool",
+    description = "Scripts that poll it should send `X-Converge-Background: 1`: a background request is served as usual but does not restart the session's idle timeout (any `/ops/v1` endpoint honours the header).",
     security(("console_session" = [])),
     responses(
         (status = 200, description = "The dashboard", body = super::dashboard::Dashboard),
@@ -716,7 +758,9 @@ async fn add_user(
 
 use super::actions::Empty;
 
-fn merchant_error(e: crate::service::merchants::MerchantError) -> ApiError {
+/// A merchant change's refusal as its HTTP error: 400 `invalid_merchant`, 409 `merchant_exists`,
+/// 404 `not_found` (no merchant, or no such unrevoked key).
+pub fn merchant_error(e: crate::service::merchants::MerchantError) -> ApiError {
     use crate::service::merchants::MerchantError as E;
     match e {
         E::InvalidName => ApiError::bad_request("invalid_merchant", e.to_string()),

@@ -1,4 +1,5 @@
-//! The signed-in user as an axum extractor, and the role check every endpoint makes.
+//! The signed-in user as an axum extractor, and the role check every endpoint makes. A
+//! request with [`super::session::BACKGROUND_HEADER`] does not count as the person's activity.
 
 use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
@@ -18,8 +19,9 @@ impl FromRequestParts<AppState> for Principal {
             .await
             .map_err(|_| ApiError::internal("session layer missing"))?;
         let now = st.core.clock.now_ms();
+        let activity = super::session::Activity::of(&parts.headers);
         st.auth
-            .current(st.core.store.as_ref(), &session, now)
+            .current(st.core.store.as_ref(), &session, now, activity)
             .await?
             .ok_or_else(|| {
                 ApiError::new(

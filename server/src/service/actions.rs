@@ -293,6 +293,48 @@ impl Core {
         self.execute_action(actor, &a.id).await
     }
 
+    /// Whether `actor` could approve request `id` now, read before the approver's password
+    /// is checked: it exists, someone else made it, it is pending and unexpired, and its
+    /// payment has not moved. An expired or stale request is closed as such on the way
+    /// (what the password turns out to be does not change that). The caller answers every
+    /// `false` exactly like a wrong password, so a session cannot tell them apart.
+    pub async fn approvable(&self, actor: &Actor, id: &str) -> Result<bool, ActionError> {
+        let Some(a) = self.store.action(id).await? else {
+            return Ok(false);
+        };
+        if a.requested_by == actor.username || a.status != "pending" {
+            return Ok(false);
+        }
+        if a.expires_at <= self.clock.now_ms() {
+            self.close(
+                actor,
+                &a,
+                "expired",
+                "action_expired",
+                "expired before a decision",
+                json!({}),
+            )
+            .await?;
+            return Ok(false);
+        }
+        let Some(p) = self.store.payment(&a.payment_id).await? else {
+            return Ok(false);
+        };
+        if p.version != a.payment_version {
+            self.close(
+                actor,
+                &a,
+                "stale",
+                "action_stale",
+                "the payment changed since the request",
+                json!({"pinned": a.payment_version, "now": p.version}),
+            )
+            .await?;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
     /// Rejects a pending request (by someone other than the requester).
     pub async fn reject_action(
         &self,

@@ -174,3 +174,33 @@ pub async fn revoke_merchant_key(
         Err(MerchantError::NoKey(name.to_string(), key_id.to_string()))
     }
 }
+
+/// Freezes or unfreezes merchant `name` (audited `merchant_frozen` / `merchant_unfrozen` in
+/// the same transaction). Frozen: its API refuses new payments, refunds and endpoint changes
+/// (403 `merchant_frozen`, see `api::auth::refuse_frozen`), and ledger postings of what was in
+/// flight wait in SUSPENSE. Errors: [`MerchantError::NoMerchant`].
+pub async fn set_merchant_frozen(
+    store: &dyn Store,
+    now: i64,
+    name: &str,
+    frozen: bool,
+    actor: &Actor,
+) -> Result<(), MerchantError> {
+    let audit = actor.entry(
+        now,
+        if frozen {
+            "merchant_frozen"
+        } else {
+            "merchant_unfrozen"
+        },
+        &format!("merchant:{name}"),
+        "",
+        json!({"frozen": !frozen}).to_string(),
+        json!({"frozen": frozen}).to_string(),
+    );
+    if store.set_merchant_frozen_audited(name, frozen, &audit).await? {
+        Ok(())
+    } else {
+        Err(MerchantError::NoMerchant(name.to_string()))
+    }
+}

@@ -143,6 +143,22 @@ pub enum DbPool {
     Postgres(sqlx::PgPool),
 }
 
+/// The answer of [`Console::begin_auth_attempt`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptAdmission {
+    /// The attempt is recorded (as unfinished, which counts as a failure until
+    /// [`Console::finish_auth_attempt`] says otherwise): verify the password.
+    Admitted {
+        /// The attempt's id.
+        id: i64,
+    },
+    /// Refused by the throttling rules; nothing recorded.
+    Refused {
+        /// Milliseconds until an attempt may be made.
+        retry_after_ms: i64,
+    },
+}
+
 /// Users and console read models.
 #[async_trait]
 pub trait Console: Send + Sync + 'static {
@@ -206,4 +222,21 @@ pub trait Console: Send + Sync + 'static {
     async fn jobs_done_since(&self, since: i64) -> Result<i64, StoreError>;
     /// Error-pool items per (kind, status) with the oldest `first_seen`.
     async fn error_counts(&self) -> Result<Vec<(String, String, i64, i64)>, StoreError>;
+    /// Decides, with `policy` over the stored history of `addr` and of (`account`, `addr`),
+    /// whether a password check may run at `now`, and records it as unfinished when it may.
+    /// Attempts from one address are serialised across connections and processes, so
+    /// servers sharing the database cannot together allow more than the policy does.
+    async fn begin_auth_attempt(
+        &self,
+        account: &str,
+        addr: &str,
+        kind: crate::domain::throttle::AttemptKind,
+        policy: &crate::domain::throttle::ThrottlePolicy,
+        now: i64,
+    ) -> Result<AttemptAdmission, StoreError>;
+    /// Records how attempt `id` ended (`ok`: the password matched and the step succeeded)
+    /// at `now`; a pair's delay counts from its last failure's end.
+    async fn finish_auth_attempt(&self, id: i64, ok: bool, now: i64) -> Result<(), StoreError>;
+    /// Deletes attempts older than `before` (epoch ms); returns how many.
+    async fn purge_auth_attempts(&self, before: i64) -> Result<u64, StoreError>;
 }

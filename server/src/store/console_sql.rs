@@ -179,6 +179,84 @@ macro_rules! impl_console {
                     .await?)
             }
 
+            async fn begin_auth_attempt(
+                &self,
+                account: &str,
+                addr: &str,
+                kind: $crate::domain::throttle::AttemptKind,
+                policy: &$crate::domain::throttle::ThrottlePolicy,
+                now: i64,
+            ) -> Result<$crate::store::AttemptAdmission, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                <$store>::lock_auth(&mut tx, addr).await?;
+                let (addr_failures, addr_oldest_at) = sqlx::query_as::<_, (i64, Option<i64>)>(
+                    "SELECT COUNT(*), MIN(at) FROM auth_attempts \
+                     WHERE addr = $1 AND at > $2 AND outcome <> 'ok'",
+                )
+                .bind(addr)
+                .bind(policy.window_start(now))
+                .fetch_one(&mut *tx)
+                .await?;
+                let (pair_failures, pair_last_at) = sqlx::query_as::<_, (i64, Option<i64>)>(
+                    "SELECT COUNT(*), MAX(at) FROM auth_attempts \
+                     WHERE addr = $1 AND account = $2 AND at > $3 AND outcome <> 'ok' \
+                     AND id > COALESCE((SELECT MAX(id) FROM auth_attempts \
+                         WHERE addr = $1 AND account = $2 AND outcome = 'ok'), 0)",
+                )
+                .bind(addr)
+                .bind(account)
+                .bind(policy.pair_since(now))
+                .fetch_one(&mut *tx)
+                .await?;
+                let history = $crate::domain::throttle::AttemptHistory {
+                    addr_failures,
+                    addr_oldest_at,
+                    pair_failures,
+                    pair_last_at,
+                };
+                if let $crate::domain::throttle::Admission::Refused { retry_after_ms } =
+                    policy.admit(&history, now)
+                {
+                    tx.rollback().await?;
+                    return Ok($crate::store::AttemptAdmission::Refused { retry_after_ms });
+                }
+                let id = sqlx::query_scalar::<_, i64>(
+                    "INSERT INTO auth_attempts (account, addr, kind, outcome, at) \
+                     VALUES ($1, $2, $3, 'pending', $4) RETURNING id",
+                )
+                .bind(account)
+                .bind(addr)
+                .bind(kind.as_str())
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok($crate::store::AttemptAdmission::Admitted { id })
+            }
+
+            async fn finish_auth_attempt(
+                &self,
+                id: i64,
+                ok: bool,
+                now: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query("UPDATE auth_attempts SET outcome = $1, at = $2 WHERE id = $3")
+                    .bind(if ok { "ok" } else { "failed" })
+                    .bind(now)
+                    .bind(id)
+                    .execute(self.writer())
+                    .await?;
+                Ok(())
+            }
+
+            async fn purge_auth_attempts(&self, before: i64) -> Result<u64, $crate::store::StoreError> {
+                Ok(sqlx::query("DELETE FROM auth_attempts WHERE at < $1")
+                    .bind(before)
+                    .execute(self.writer())
+                    .await?
+                    .rows_affected())
+            }
+
             async fn error_counts(&self) -> Result<Vec<(String, String, i64, i64)>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, (String, String, i64, i64)>(
                     "SELECT kind, status, COUNT(*), MIN(first_seen) FROM error_pool GROUP BY kind, status ORDER BY kind, status",

@@ -124,6 +124,17 @@ impl PgStore {
         Ok(())
     }
 
+    /// Serialises the password checks of one client address across connections and
+    /// processes for the rest of the transaction (two-key advisory lock: its own key space,
+    /// apart from the audit lock's single key).
+    async fn lock_auth(tx: &mut Transaction<'static, Db>, addr: &str) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_advisory_xact_lock(1668247159, hashtext($1))")
+            .bind(addr)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
     async fn close_pools(&self) {
         self.pool.close().await;
     }

@@ -12,7 +12,9 @@ pub struct Merchant {
     pub id: i64,
     /// Unique name given to `converge merchant add`.
     pub name: String,
-    /// A frozen merchant's ledger postings fail, which sends its payments to SUSPENSE.
+    /// A frozen merchant's API refuses new payments, refunds and endpoint changes (403
+    /// `merchant_frozen`), and the ledger postings of what was in flight fail, which sends
+    /// those payments to SUSPENSE until it is unfrozen.
     pub frozen: bool,
     /// Creation time, epoch ms UTC.
     pub created_at: i64,

@@ -195,6 +195,12 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Password checks need no extra lock: `BEGIN IMMEDIATE` already makes this transaction
+    /// the only writer.
+    async fn lock_auth(_tx: &mut Transaction<'static, Db>, _addr: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn close_pools(&self) {
         self.writer.close().await;
         self.reader.close().await;

@@ -117,7 +117,10 @@ on_both_backends!(
             approve_body(),
         )
         .await;
-        assert_eq!((s, v["error"]["code"].as_str()), (409, Some("not_pending")));
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (403, Some("approval_refused"))
+        );
         let (s, _) = post(
             &ap,
             &app,
@@ -178,7 +181,7 @@ on_both_backends!(self_approval_is_refused, |app| {
     .await;
     assert_eq!(
         (s, v["error"]["code"].as_str()),
-        (403, Some("self_approval"))
+        (403, Some("approval_refused"))
     );
     assert_eq!(
         app.store.action(&id).await.unwrap().unwrap().status,
@@ -200,7 +203,7 @@ on_both_backends!(two_approvers_at_once_execute_it_once, |app| {
     );
     let mut codes = [a.0, b.0];
     codes.sort();
-    assert_eq!(codes, [200, 409], "{a:?} {b:?}");
+    assert_eq!(codes, [200, 403], "{a:?} {b:?}");
     assert_eq!(
         app.store
             .ledger_batch_count(&payment, "reversal")
@@ -232,10 +235,17 @@ on_both_backends!(a_request_whose_payment_moved_is_stale, |app| {
         approve_body(),
     )
     .await;
-    assert_eq!((s, v["error"]["code"].as_str()), (409, Some("stale")));
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (403, Some("approval_refused"))
+    );
     assert_eq!(
         app.get(&format!("/v1/payments/{payment}")).await.json()["status"],
         "SUCCESS"
+    );
+    assert_eq!(
+        app.store.action(&id).await.unwrap().unwrap().status,
+        "stale"
     );
 });
 
@@ -258,7 +268,10 @@ on_both_backends!(
             approve_body(),
         )
         .await;
-        assert_eq!((s, v["error"]["code"].as_str()), (409, Some("expired")));
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (403, Some("approval_refused"))
+        );
         assert_eq!(
             app.store.action(&id).await.unwrap().unwrap().status,
             "expired"
@@ -281,13 +294,162 @@ on_both_backends!(approval_needs_the_approvers_own_password, |app| {
     .await;
     assert_eq!(
         (s, v["error"]["code"].as_str()),
-        (403, Some("password_mismatch"))
+        (403, Some("approval_refused"))
     );
     assert_eq!(
         app.store.action(&id).await.unwrap().unwrap().status,
         "pending"
     );
 });
+
+/// Posts an approval of `id` with `password`: status and the whole body.
+async fn approve_as(c: &reqwest::Client, app: &TestApp, id: &str, password: &str) -> (u16, Value) {
+    post(
+        c,
+        app,
+        &format!("/ops/v1/actions/{id}/approve"),
+        json!({"password": password, "reason": "checked"}),
+    )
+    .await
+}
+
+on_both_backends!(
+    approval_refusals_are_one_answer_whatever_the_reason,
+    |s| {
+        // Every refusal below is a failed password check; keep them under the limits.
+        s.login_limit_per_user = 20;
+    },
+    |app| {
+        users(&app).await;
+        add_user(
+            app.store.as_ref(),
+            &PasswordHasherPool::new(1),
+            "both",
+            "operator,approver",
+            PASSWORD,
+            0,
+            &crate::support::setup_actor(),
+        )
+        .await
+        .unwrap();
+        let op = session(&app, "op").await;
+        let both = session(&app, "both").await;
+        let ap2 = session(&app, "ap2").await;
+        // A pending request someone else made: the only approvable one.
+        let valid = request_reverse(&op, &app, &paid(&app, "o-valid", 1_000).await).await;
+        // Their own request.
+        let own = request_reverse(&both, &app, &paid(&app, "o-own", 1_000).await).await;
+        // One already decided.
+        let decided = request_reverse(&op, &app, &paid(&app, "o-decided", 1_000).await).await;
+        let (s, _) = post(
+            &ap2,
+            &app,
+            &format!("/ops/v1/actions/{decided}/reject"),
+            json!({"reason": "no"}),
+        )
+        .await;
+        assert_eq!(s, 200);
+        // A stale one: its payment moved after the request.
+        let moved = paid(&app, "o-stale", 1_000).await;
+        let stale = request_reverse(&op, &app, &moved).await;
+        let r = app
+            .post(
+                &format!("/v1/payments/{moved}/refunds"),
+                Some("r-stale"),
+                &json!({"amount": 100}),
+            )
+            .await;
+        assert_eq!(r.status, 201);
+        let wrong = approve_as(&both, &app, &valid, "not-my-password").await;
+        assert_eq!(wrong.0, 403, "{wrong:?}");
+        assert_eq!(wrong.1["error"]["code"], "approval_refused");
+        // With the right password or a wrong one, every impossible approval answers exactly
+        // as a wrong password does: a stolen session learns nothing about the password.
+        for id in [
+            "act_000000000000000000000000",
+            "nonsense",
+            &own,
+            &decided,
+            &stale,
+        ] {
+            for password in [PASSWORD, "not-my-password"] {
+                let answer = approve_as(&both, &app, id, password).await;
+                assert_eq!(answer, wrong, "{id} with {password}");
+            }
+        }
+        assert_eq!(
+            app.store.action(&own).await.unwrap().unwrap().status,
+            "pending"
+        );
+        assert_eq!(
+            app.store.action(&decided).await.unwrap().unwrap().status,
+            "rejected"
+        );
+        // Each refusal was a password check (argon2 ran), counted as a failure, and audited
+        // alike, with nothing that tells the reasons apart.
+        assert_eq!(
+            app.sql_i64(
+                "SELECT COUNT(*) FROM auth_attempts WHERE account = 'both' AND kind = 'step_up' AND outcome = 'failed'",
+                &[]
+            )
+            .await,
+            11
+        );
+        let refused = app
+            .store
+            .audit_page(
+                0,
+                1_000,
+                &converge_server::store::AuditFilter {
+                    action: Some("approval_refused".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(refused.len(), 11);
+        assert!(refused.iter().all(|r| r.reason == refused[0].reason));
+        // The right password on the approvable request still approves it.
+        let (s, v) = approve_as(&both, &app, &valid, PASSWORD).await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["action"]["status"], "executed");
+    }
+);
+
+on_both_backends!(
+    approval_password_checks_count_toward_the_sign_in_limits,
+    |s| {
+        s.login_limit_per_user = 3;
+    },
+    |app| {
+        users(&app).await;
+        let op = session(&app, "op").await;
+        let ap = session(&app, "ap").await;
+        let id = request_reverse(&op, &app, &paid(&app, "o-1", 1_000).await).await;
+        for _ in 0..3 {
+            assert_eq!(approve_as(&ap, &app, &id, "not-my-password").await.0, 403);
+        }
+        // Even the right password now waits, at approval and at sign-in alike.
+        let (s, v) = approve_as(&ap, &app, &id, PASSWORD).await;
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (429, Some("rate_limited")),
+            "{v}"
+        );
+        let r = reqwest::Client::new()
+            .post(format!("{}/ops/v1/login", app.base))
+            .json(&json!({"username": "ap", "password": PASSWORD}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 429);
+        assert!(r.headers().get("retry-after").is_some());
+        assert_eq!(
+            app.store.action(&id).await.unwrap().unwrap().status,
+            "pending"
+        );
+    }
+);
 
 on_both_backends!(
     force_follows_the_whitelist_and_bad_requests_get_stable_codes,

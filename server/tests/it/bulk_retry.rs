@@ -284,17 +284,7 @@ on_both_backends!(
         s.stuck_suspense_ms = 0;
     },
     |app| {
-        assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
-        let a = app
-            .post(
-                "/v1/payments",
-                Some("k-f"),
-                &json!({"amount": 100, "currency": "CNY", "merchant_order_id": "o-f"}),
-            )
-            .await;
-        let id = a.json()["id"].as_str().unwrap().to_string();
-        app.wait_for_status(&id, "SUSPENSE", std::time::Duration::from_secs(10))
-            .await;
+        let id = app.suspended_payment("o-f", 100).await;
         let op = session(&app, "op", "operator").await;
         let v = crate::support::eventually(
             std::time::Duration::from_secs(10),

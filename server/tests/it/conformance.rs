@@ -805,3 +805,134 @@ store_conformance!(
         );
     }
 );
+
+fn auth_policy() -> converge_server::domain::throttle::ThrottlePolicy {
+    converge_server::domain::throttle::ThrottlePolicy {
+        per_addr: 4,
+        window_ms: 60_000,
+        free: 2,
+        base_delay_ms: 1_000,
+        max_delay_ms: 60_000,
+        pair_lookback_ms: converge_server::domain::throttle::PAIR_LOOKBACK_MS,
+    }
+}
+
+store_conformance!(
+    auth_attempts_count_failures_and_a_success_clears_the_pair,
+    |store| {
+        use converge_server::domain::throttle::AttemptKind::{Login, StepUp};
+        use converge_server::store::AttemptAdmission;
+        let p = auth_policy();
+        let admitted = |a: AttemptAdmission| match a {
+            AttemptAdmission::Admitted { id } => id,
+            other => panic!("refused: {other:?}"),
+        };
+        // Two failures of alice from one address (a sign-in and a step-up count alike).
+        let a = admitted(
+            store
+                .begin_auth_attempt("alice", "10.0.0.1", Login, &p, 1_000)
+                .await
+                .unwrap(),
+        );
+        store.finish_auth_attempt(a, false, 1_100).await.unwrap();
+        let b = admitted(
+            store
+                .begin_auth_attempt("alice", "10.0.0.1", StepUp, &p, 1_200)
+                .await
+                .unwrap(),
+        );
+        store.finish_auth_attempt(b, false, 1_300).await.unwrap();
+        // The pair now waits 1 s from its last failure's end; other pairs do not.
+        assert_eq!(
+            store
+                .begin_auth_attempt("alice", "10.0.0.1", Login, &p, 1_400)
+                .await
+                .unwrap(),
+            AttemptAdmission::Refused {
+                retry_after_ms: 900
+            }
+        );
+        let c = admitted(
+            store
+                .begin_auth_attempt("alice", "10.0.0.2", Login, &p, 1_400)
+                .await
+                .unwrap(),
+        );
+        store.finish_auth_attempt(c, true, 1_450).await.unwrap();
+        // After the delay a success clears the pair.
+        let d = admitted(
+            store
+                .begin_auth_attempt("alice", "10.0.0.1", Login, &p, 2_300)
+                .await
+                .unwrap(),
+        );
+        store.finish_auth_attempt(d, true, 2_350).await.unwrap();
+        let e = admitted(
+            store
+                .begin_auth_attempt("alice", "10.0.0.1", Login, &p, 2_400)
+                .await
+                .unwrap(),
+        );
+        // An unfinished attempt counts as a failure: with it the address has 3, one more fills it.
+        let f = admitted(
+            store
+                .begin_auth_attempt("bob", "10.0.0.1", Login, &p, 2_500)
+                .await
+                .unwrap(),
+        );
+        store.finish_auth_attempt(f, false, 2_600).await.unwrap();
+        assert_eq!(
+            store
+                .begin_auth_attempt("carol", "10.0.0.1", Login, &p, 3_000)
+                .await
+                .unwrap(),
+            AttemptAdmission::Refused {
+                retry_after_ms: 58_100
+            },
+            "the address's oldest failure (1.1 s) leaves the window at 61.1 s"
+        );
+        store.finish_auth_attempt(e, true, 3_100).await.unwrap();
+        // Purging forgets old attempts.
+        assert_eq!(store.purge_auth_attempts(2_000).await.unwrap(), 3);
+        assert!(matches!(
+            store
+                .begin_auth_attempt("carol", "10.0.0.1", Login, &p, 3_200)
+                .await
+                .unwrap(),
+            AttemptAdmission::Admitted { .. }
+        ));
+    }
+);
+
+store_conformance!(
+    concurrent_attempts_from_one_address_cannot_pass_the_limit,
+    |store| {
+        use converge_server::store::AttemptAdmission;
+        let p = auth_policy();
+        let tries = (0..12).map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .begin_auth_attempt(
+                        &format!("user{i}"),
+                        "10.9.9.9",
+                        converge_server::domain::throttle::AttemptKind::Login,
+                        &p,
+                        5_000,
+                    )
+                    .await
+                    .unwrap()
+            })
+        });
+        let mut admitted = 0;
+        for t in tries {
+            if matches!(t.await.unwrap(), AttemptAdmission::Admitted { .. }) {
+                admitted += 1;
+            }
+        }
+        assert_eq!(
+            admitted, 4,
+            "exactly the address limit, however the attempts interleave"
+        );
+    }
+);

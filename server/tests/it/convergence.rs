@@ -111,21 +111,34 @@ on_both_backends!(
 );
 
 on_both_backends!(
-    frozen_merchant_waits_in_suspense_until_unfrozen,
+    a_payment_in_flight_when_its_merchant_is_frozen_waits_in_suspense_until_unfrozen,
     |s| {
         fast(s);
+        // Room for the test to freeze the merchant before the first query.
+        s.query_delay_ms = 1_500;
     },
     |app| {
-        assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
+        // In flight when the merchant is frozen: digits 54, the channel charges and the answer
+        // breaks off (UNKNOWN); the freeze comes before the worker's query finds the charge.
         let a = app
             .post(
                 "/v1/payments",
                 Some("k-s"),
-                &json!({"amount": 700, "currency": "CNY", "merchant_order_id": "o-s"}),
+                &json!({"amount": 754, "currency": "CNY", "merchant_order_id": "o-s"}),
             )
             .await;
-        assert_eq!(a.json()["status"], "SUSPENSE");
+        assert_eq!(a.json()["status"], "UNKNOWN", "{}", a.json());
         let id = a.json()["id"].as_str().unwrap().to_string();
+        assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
+        // The frozen merchant can still read; new payments and refunds are refused.
+        app.post(
+            "/v1/payments",
+            Some("k-s2"),
+            &json!({"amount": 700, "currency": "CNY", "merchant_order_id": "o-s2"}),
+        )
+        .await
+        .assert_error(403, "merchant_frozen");
+        wait_status(&app, &id, &["SUSPENSE"], 10).await;
         let items = app.store.payment_error_items(&id).await.unwrap();
         assert_eq!(items.len(), 1);
         assert_eq!(

@@ -12,6 +12,7 @@ mod bulk_retry;
 mod callbacks;
 mod concurrency;
 mod conformance;
+mod console_auth;
 mod convergence;
 mod event_stream;
 mod idempotency;

@@ -337,3 +337,51 @@ store_conformance!(
         assert!(broken.is_none());
     }
 );
+
+on_both_backends!(
+    a_frozen_merchant_reads_but_cannot_create_payments_or_refunds,
+    |app| {
+        let paid = app
+            .post(
+                "/v1/payments",
+                Some("k-paid"),
+                &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-paid"}),
+            )
+            .await;
+        assert_eq!(paid.json()["status"], "SUCCESS", "{}", paid.json());
+        let paid = paid.json()["id"].as_str().unwrap().to_string();
+        assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
+
+        let body = json!({"amount": 500, "currency": "CNY", "merchant_order_id": "o-new"});
+        app.post("/v1/payments", Some("k-new"), &body)
+            .await
+            .assert_error(403, "merchant_frozen");
+        app.post(
+            &format!("/v1/payments/{paid}/refunds"),
+            Some("k-refund"),
+            &json!({"amount": 100}),
+        )
+        .await
+        .assert_error(403, "merchant_frozen");
+        // Reads still work, and nothing was written: no payment, no refund.
+        let read = app.get(&format!("/v1/payments/{paid}")).await;
+        assert_eq!(read.status, 200);
+        assert_eq!(read.json()["refunded_amount"], 0, "{}", read.json());
+        assert_eq!(app.sql_i64("SELECT COUNT(*) FROM payments", &[]).await, 1);
+        assert_eq!(app.sql_i64("SELECT COUNT(*) FROM refunds", &[]).await, 0);
+
+        // The refusal left the key free: once unfrozen, the same key and body create.
+        assert!(app.store.set_merchant_frozen("acme", false).await.unwrap());
+        let created = app.post("/v1/payments", Some("k-new"), &body).await;
+        assert_eq!(created.status, 201, "{}", created.json());
+        assert_eq!(created.json()["status"], "SUCCESS");
+        let refund = app
+            .post(
+                &format!("/v1/payments/{paid}/refunds"),
+                Some("k-refund"),
+                &json!({"amount": 100}),
+            )
+            .await;
+        assert_eq!(refund.status, 201, "{}", refund.json());
+    }
+);

@@ -363,15 +363,7 @@ fn endpoints(
 
 on_both_backends!(every_endpoint_checks_every_role_on_the_server, |app| {
     // A payment and an open error-pool item to point at.
-    app.store.set_merchant_frozen("acme", true).await.unwrap();
-    let a = app
-        .post(
-            "/v1/payments",
-            Some("k-1"),
-            &json!({"amount": 100, "currency": "CNY", "merchant_order_id": "o-1"}),
-        )
-        .await;
-    let payment = a.json()["id"].as_str().unwrap().to_string();
+    let payment = app.suspended_payment("o-1", 100).await;
     let item = app.store.payment_error_items(&payment).await.unwrap()[0].id;
     let roles = ["viewer", "operator", "approver", "auditor", "admin"];
     for role in roles {

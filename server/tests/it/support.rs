@@ -315,9 +315,51 @@ impl TestApp {
         })
     }
 
+    /// A second server on this app's database (test settings tweaked by `tweak`), as a
+    /// second `converge serve` sharing it would be; returns its base URL and its core.
+    pub async fn spawn_peer(&self, tweak: impl FnOnce(&mut Settings)) -> (String, Running) {
+        let mut settings = Settings::for_tests(&self.db_url);
+        tweak(&mut settings);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let running = startup::build(settings, addr).await.expect("peer starts");
+        let base = serve_on(listener, running.router.clone());
+        (base, running)
+    }
+
     /// [`spawn_with`](Self::spawn_with) with the default test settings.
     pub async fn spawn(db: Db) -> Option<TestApp> {
         Self::spawn_with(db, |_| {}).await
+    }
+
+    /// A payment of "acme" that was in flight when the merchant was frozen, so its charge
+    /// lands and its ledger posting fails: SUSPENSE with an open error-pool item. Freezes
+    /// "acme" (and leaves it frozen). A frozen merchant's API refuses new payments (403
+    /// `merchant_frozen`), so the payment is made below the API, through the core, as one
+    /// created just before the freeze would be; then driven as the request would drive it.
+    /// Returns the payment id.
+    pub async fn suspended_payment(&self, order: &str, amount: i64) -> String {
+        use converge_server::service::payments::{InsertOutcome, PaymentInput};
+        let core = &self.running.state.core;
+        let input = PaymentInput {
+            amount,
+            currency: "CNY".into(),
+            merchant_order_id: order.into(),
+            description: String::new(),
+        };
+        let InsertOutcome::Created(p) = core
+            .insert_payment(self.merchant_id, &input, None)
+            .await
+            .expect("insert")
+        else {
+            panic!("order {order} exists already");
+        };
+        assert!(self.store.set_merchant_frozen("acme", true).await.unwrap());
+        let p = core.drive(p, "test").await.expect("drive");
+        assert_eq!(p.status.as_str(), "SUSPENSE", "{p:?}");
+        p.id
     }
 
     /// Adds another merchant; returns its API key.
@@ -449,6 +491,29 @@ impl TestApp {
         )
         .await
     }
+}
+
+/// Serves `router` on `listener` with connect info (as `converge serve` does); returns the
+/// base URL.
+pub fn serve_on(listener: tokio::net::TcpListener, router: axum::Router) -> String {
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+        .expect("serve");
+    });
+    format!("http://{addr}")
+}
+
+/// Serves `router` on a fresh port of 127.0.0.1; returns the base URL.
+pub async fn serve_router(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    serve_on(listener, router)
 }
 
 /// A response read in full.

@@ -1,0 +1,107 @@
+//! Server functions of the Merchants page (admins): merchants with their API keys, issuing
+//! and revoking keys, adding, freezing and unfreezing merchants. Thin adapters over
+//! `converge_server::service::merchants`, the same use cases the CLI (`converge merchant ...`)
+//! and the `/ops/v1/merchants/{name}/keys` endpoints call; each change is audited in its own
+//! transaction by the signed-in admin (issue 13 "Merchant keys").
+
+use leptos::prelude::*;
+
+use crate::dto::{IssuedKey, MerchantAccount};
+
+#[cfg(feature = "ssr")]
+fn merchant_error(e: converge_server::service::merchants::MerchantError) -> ServerFnError {
+    crate::api::ssr::api_error(converge_server::ops::handlers::merchant_error(e))
+}
+
+/// Every merchant with its keys, by name (admin).
+#[server(endpoint = "merchant_accounts")]
+pub async fn merchant_accounts() -> Result<Vec<MerchantAccount>, ServerFnError> {
+    use crate::api::ssr;
+    use converge_server::domain::roles::Permission;
+    use converge_server::service::merchants::list_merchant_keys;
+    let (st, _) = ssr::authorize(Permission::ManageUsers).await?;
+    let store = st.core.store.as_ref();
+    let merchants = store
+        .merchants()
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
+    let mut out = Vec::with_capacity(merchants.len());
+    for m in merchants {
+        let keys = list_merchant_keys(store, &m.name)
+            .await
+            .map_err(merchant_error)?;
+        out.push(MerchantAccount {
+            merchant: ssr::convert(&m)?,
+            keys: ssr::convert(&keys)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Adds merchant `name` with its first key, shown once (admin).
+#[server(endpoint = "add_merchant")]
+pub async fn add_merchant(name: String) -> Result<IssuedKey, ServerFnError> {
+    use crate::api::ssr;
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    let (_, k) = converge_server::service::merchants::add_merchant(
+        st.core.store.as_ref(),
+        st.core.clock.now_ms(),
+        &name,
+        &ssr::actor(&p).await,
+    )
+    .await
+    .map_err(merchant_error)?;
+    Ok(IssuedKey { id: k.id, key: k.key })
+}
+
+/// Issues another key to merchant `name`, shown once; its other keys keep working (admin).
+#[server(endpoint = "issue_merchant_key")]
+pub async fn issue_merchant_key(name: String) -> Result<IssuedKey, ServerFnError> {
+    use crate::api::ssr;
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    let (_, k) = converge_server::service::merchants::issue_merchant_key(
+        st.core.store.as_ref(),
+        st.core.clock.now_ms(),
+        &name,
+        &ssr::actor(&p).await,
+    )
+    .await
+    .map_err(merchant_error)?;
+    Ok(IssuedKey { id: k.id, key: k.key })
+}
+
+/// Revokes key `key_id` of merchant `name`: 401 for it at once on every server (admin).
+#[server(endpoint = "revoke_merchant_key")]
+pub async fn revoke_merchant_key(name: String, key_id: String) -> Result<(), ServerFnError> {
+    use crate::api::ssr;
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    converge_server::service::merchants::revoke_merchant_key(
+        st.core.store.as_ref(),
+        st.core.clock.now_ms(),
+        &name,
+        &key_id,
+        &ssr::actor(&p).await,
+    )
+    .await
+    .map_err(merchant_error)
+}
+
+/// Freezes (`frozen = true`) or unfreezes merchant `name` (admin).
+#[server(endpoint = "set_merchant_frozen")]
+pub async fn set_merchant_frozen(name: String, frozen: bool) -> Result<(), ServerFnError> {
+    use crate::api::ssr;
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    converge_server::service::merchants::set_merchant_frozen(
+        st.core.store.as_ref(),
+        st.core.clock.now_ms(),
+        &name,
+        frozen,
+        &ssr::actor(&p).await,
+    )
+    .await
+    .map_err(merchant_error)
+}

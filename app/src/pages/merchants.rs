@@ -1,0 +1,308 @@
+//! Merchants (admin): each merchant's state and API keys; add a merchant, issue a key (shown
+//! once), revoke a key (401 at once on every server), freeze or unfreeze a merchant (issue 13
+//! "Merchant keys"). A rotation is "issue a new key, move the client, revoke the old one": the
+//! old key keeps working until it is revoked, so there is no gap.
+
+use leptos::ev::SubmitEvent;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+use crate::api::error_message;
+use crate::api_merchants as api;
+use crate::components::widgets::{ErrorNote, Loading, Time};
+use crate::dto::{IssuedKey, MerchantAccount, MerchantKey};
+
+/// A key just issued, with whose it is; shown until dismissed.
+type Shown = Option<(String, IssuedKey)>;
+
+/// The merchants page.
+#[component]
+pub fn MerchantsPage() -> impl IntoView {
+    let version = RwSignal::new(0u32);
+    let flash = RwSignal::new(None::<String>);
+    let shown = RwSignal::new(None::<(String, IssuedKey)>);
+    let accounts = Resource::new(move || version.get(), |_| api::merchant_accounts());
+    view! {
+        <div class="page-head">
+            <h1>"Merchants"</h1>
+        </div>
+        <p class="flash" role="status" data-testid="flash">{move || flash.get()}</p>
+        <NewKey shown/>
+        <Transition fallback=Loading>
+            {move || Suspend::new(async move {
+                match accounts.await {
+                    Ok(list) => {
+                        view! {
+                            <div class="grid users-grid">
+                                <div>
+                                    {list
+                                        .into_iter()
+                                        .map(|a| view! { <MerchantPanel account=a version flash shown/> })
+                                        .collect_view()}
+                                </div>
+                                <AddMerchant version flash shown/>
+                            </div>
+                        }
+                            .into_any()
+                    }
+                    Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+/// The key just issued, shown once with a warning.
+#[component]
+fn NewKey(shown: RwSignal<Shown>) -> impl IntoView {
+    move || {
+        shown.get().map(|(merchant, k)| {
+            view! {
+                <section class="panel new-key" aria-labelledby="new-key-h" data-testid="new-key">
+                    <h2 id="new-key-h">{format!("New API key of {merchant}")}</h2>
+                    <p>
+                        "Copy it now: it is shown this once and stored only as a hash. Key id "
+                        <code>{k.id.clone()}</code> "."
+                    </p>
+                    <p>
+                        <code class="secret" data-testid="new-key-value">{k.key.clone()}</code>
+                    </p>
+                    <button type="button" class="secondary small" on:click=move |_| shown.set(None)>
+                        "I have copied it"
+                    </button>
+                </section>
+            }
+        })
+    }
+}
+
+/// One merchant: state, freeze switch, keys.
+#[component]
+fn MerchantPanel(
+    account: MerchantAccount,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+    shown: RwSignal<Shown>,
+) -> impl IntoView {
+    let name = account.merchant.name.clone();
+    let frozen = account.merchant.frozen;
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let heading = format!("merchant-{}-h", account.merchant.id);
+    let labelled_by = heading.clone();
+    let toggle = {
+        let name = name.clone();
+        move |_| {
+            let name = name.clone();
+            busy.set(true);
+            failure.set(None);
+            spawn_local(async move {
+                match api::set_merchant_frozen(name.clone(), !frozen).await {
+                    Ok(()) => {
+                        flash.set(Some(if frozen {
+                            format!("Merchant {name} unfrozen: it can create payments again, and postings waiting in SUSPENSE go through.")
+                        } else {
+                            format!("Merchant {name} frozen: new payments, refunds and endpoint changes are refused.")
+                        }));
+                        version.update(|v| *v = v.wrapping_add(1));
+                    }
+                    Err(e) => {
+                        failure.set(Some(error_message(&e)));
+                        busy.set(false);
+                    }
+                }
+            });
+        }
+    };
+    let issue = {
+        let name = name.clone();
+        move |_| {
+            let name = name.clone();
+            busy.set(true);
+            failure.set(None);
+            spawn_local(async move {
+                match api::issue_merchant_key(name.clone()).await {
+                    Ok(k) => {
+                        flash.set(Some(format!("Key {} issued to {name}; its other keys keep working until revoked.", k.id)));
+                        shown.set(Some((name, k)));
+                        version.update(|v| *v = v.wrapping_add(1));
+                    }
+                    Err(e) => {
+                        failure.set(Some(error_message(&e)));
+                        busy.set(false);
+                    }
+                }
+            });
+        }
+    };
+    let keys = account.keys;
+    let live = keys.iter().filter(|k| k.revoked_at.is_none()).count();
+    view! {
+        <section class="panel" aria-labelledby=labelled_by data-testid=format!("merchant-{name}")>
+            <h2 id=heading>
+                {name.clone()} " "
+                {if frozen {
+                    view! { <span class="pill st-bad">"frozen"</span> }
+                } else {
+                    view! { <span class="pill st-ok">"active"</span> }
+                }}
+            </h2>
+            <p class="hint">
+                "Created " <Time ms=account.merchant.created_at/> {format!(" · {live} live key(s)")}
+            </p>
+            <div class="actions">
+                <button type="button" class="secondary small" on:click=issue disabled=move || busy.get()>
+                    "Issue a new key"
+                </button>
+                <button type="button" class="secondary small" on:click=toggle disabled=move || busy.get()>
+                    {if frozen { "Unfreeze" } else { "Freeze" }}
+                </button>
+            </div>
+            <p class="form-message" role="alert">{move || failure.get()}</p>
+            <table class="data" data-testid=format!("keys-{name}")>
+                <caption class="visually-hidden">{format!("API keys of {name}")}</caption>
+                <thead>
+                    <tr>
+                        <th scope="col">"Key id"</th>
+                        <th scope="col">"Prefix"</th>
+                        <th scope="col">"Created"</th>
+                        <th scope="col">"Last used"</th>
+                        <th scope="col">"State"</th>
+                        <th scope="col">"Actions"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {keys
+                        .into_iter()
+                        .map(|k| view! { <KeyRow merchant=name.clone() key_row=k version flash/> })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </section>
+    }
+}
+
+/// One key with its revoke button (confirmed in a second step).
+#[component]
+fn KeyRow(
+    merchant: String,
+    key_row: MerchantKey,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let confirming = RwSignal::new(false);
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let id = key_row.id.clone();
+    let revoke = {
+        let (merchant, id) = (merchant.clone(), id.clone());
+        move |_| {
+            let (merchant, id) = (merchant.clone(), id.clone());
+            busy.set(true);
+            failure.set(None);
+            spawn_local(async move {
+                match api::revoke_merchant_key(merchant.clone(), id.clone()).await {
+                    Ok(()) => {
+                        flash.set(Some(format!("Key {id} of {merchant} revoked: it is refused (401) from now on.")));
+                        version.update(|v| *v = v.wrapping_add(1));
+                    }
+                    Err(e) => {
+                        failure.set(Some(error_message(&e)));
+                        busy.set(false);
+                    }
+                }
+            });
+        }
+    };
+    let revoked = key_row.revoked_at;
+    view! {
+        <tr data-testid=format!("key-{id}")>
+            <td><code>{id.clone()}</code></td>
+            <td><code>{key_row.prefix.clone()}"…"</code></td>
+            <td><Time ms=key_row.created_at/></td>
+            <td>
+                {match key_row.last_used_at {
+                    Some(ms) => view! { <Time ms/> }.into_any(),
+                    None => view! { <span class="muted">"never"</span> }.into_any(),
+                }}
+            </td>
+            <td>
+                {match revoked {
+                    Some(ms) => view! { <span class="pill st-bad">"revoked"</span> " " <Time ms/> }.into_any(),
+                    None => view! { <span class="pill st-ok">"live"</span> }.into_any(),
+                }}
+            </td>
+            <td>
+                {revoked.is_none().then(|| view! {
+                    <div class="actions">
+                        <Show
+                            when=move || confirming.get()
+                            fallback=move || view! {
+                                <button type="button" class="secondary small" on:click=move |_| confirming.set(true)>
+                                    "Revoke…"
+                                </button>
+                            }
+                        >
+                            <button type="button" class="danger small" on:click=revoke.clone() disabled=move || busy.get()>
+                                "Confirm revoke"
+                            </button>
+                            <button type="button" class="secondary small" on:click=move |_| confirming.set(false)>
+                                "Keep"
+                            </button>
+                        </Show>
+                    </div>
+                })}
+                <span class="form-message" role="alert">{move || failure.get()}</span>
+            </td>
+        </tr>
+    }
+}
+
+/// The add-merchant form.
+#[component]
+fn AddMerchant(
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+    shown: RwSignal<Shown>,
+) -> impl IntoView {
+    let name = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let on_submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let n = name.get_untracked().trim().to_string();
+        if n.is_empty() {
+            failure.set(Some("Give a merchant name.".into()));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        spawn_local(async move {
+            match api::add_merchant(n.clone()).await {
+                Ok(k) => {
+                    flash.set(Some(format!("Merchant {n} added with key {}.", k.id)));
+                    shown.set(Some((n, k)));
+                    name.set(String::new());
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => {
+                    failure.set(Some(error_message(&e)));
+                    busy.set(false);
+                }
+            }
+        });
+    };
+    view! {
+        <section class="panel" aria-labelledby="add-merchant-h">
+            <h2 id="add-merchant-h">"Add a merchant"</h2>
+            <form class="stacked-form" on:submit=on_submit data-testid="add-merchant">
+                <label>
+                    "Merchant name"
+                    <input type="text" autocomplete="off" required maxlength="64" bind:value=name/>
+                </label>
+                <button type="submit" disabled=move || busy.get()>"Add merchant"</button>
+                <p class="form-message" role="alert">{move || failure.get()}</p>
+            </form>
+        </section>
+    }
+}

@@ -1,0 +1,69 @@
+// The Merchants page (issue 13 "Merchant keys"): an admin adds a merchant, copies its key
+// (shown once), rotates it (a new key, then the old one revoked: 401 at once), and freezes
+// the merchant (its new payments get 403 merchant_frozen; reads still work).
+import { expect, test } from "@playwright/test";
+import { env, hydrated, pageErrors, unique } from "./support";
+
+test("an admin rotates a merchant's key and freezes the merchant", async ({ page, request }) => {
+  const errors = pageErrors(page);
+  // An admin of its own: the shared admin's sign-ins are spent by the other tests.
+  await page.goto("/login");
+  await expect(page.locator("main.login")).toHaveAttribute("data-hydrated", "true");
+  await page.getByLabel("Username").fill(env("E2E_MERCHANTS_USER"));
+  await page.getByLabel("Password").fill(env("E2E_MERCHANTS_PASSWORD"));
+  await page.getByTestId("sign-in").click();
+  await hydrated(page);
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Merchants" }).click();
+  await expect(page.getByRole("heading", { name: "Merchants", level: 1 })).toBeVisible();
+
+  const name = unique("shop");
+  const form = page.getByTestId("add-merchant");
+  await form.getByLabel("Merchant name").fill(name);
+  await form.getByRole("button", { name: "Add merchant" }).click();
+  await expect(page.getByTestId("flash")).toContainText(`Merchant ${name} added`);
+  const first = (await page.getByTestId("new-key-value").textContent()) ?? "";
+  expect(first).toMatch(/^ck_live_[0-9a-f]{64}$/);
+  await page.getByRole("button", { name: "I have copied it" }).click();
+  await expect(page.getByTestId("new-key")).toHaveCount(0);
+
+  const pay = (key: string, order: string) =>
+    request.post("/v1/payments", {
+      headers: { Authorization: `Bearer ${key}`, "Idempotency-Key": unique("idem") },
+      data: { amount: 1200, currency: "CNY", merchant_order_id: order },
+    });
+  const paid = await pay(first, unique("order"));
+  expect(paid.status(), await paid.text()).toBe(201);
+  const payment = await paid.json();
+
+  // Rotation: a second key; both work until the first is revoked.
+  const panel = page.getByTestId(`merchant-${name}`);
+  await panel.getByRole("button", { name: "Issue a new key" }).click();
+  await expect(page.getByTestId("flash")).toContainText(`issued to ${name}`);
+  const second = (await page.getByTestId("new-key-value").textContent()) ?? "";
+  expect(second).toMatch(/^ck_live_[0-9a-f]{64}$/);
+  expect(second).not.toBe(first);
+  await expect(panel.getByRole("row")).toHaveCount(3);
+  expect((await pay(second, unique("order"))).status()).toBe(201);
+
+  const firstRow = panel.getByRole("row").filter({ hasText: first.slice(0, 16) });
+  await firstRow.getByRole("button", { name: "Revoke…" }).click();
+  await firstRow.getByRole("button", { name: "Confirm revoke" }).click();
+  await expect(page.getByTestId("flash")).toContainText("revoked");
+  await expect(panel.getByRole("row").filter({ hasText: first.slice(0, 16) })).toContainText("revoked");
+  expect((await pay(first, unique("order"))).status()).toBe(401);
+  expect((await pay(second, unique("order"))).status()).toBe(201);
+
+  // Freeze: new payments refused, reads still answered.
+  await panel.getByRole("button", { name: "Freeze" }).click();
+  await expect(page.getByTestId("flash")).toContainText(`Merchant ${name} frozen`);
+  await expect(page.getByTestId(`merchant-${name}`)).toContainText("frozen");
+  const refused = await pay(second, unique("order"));
+  expect(refused.status()).toBe(403);
+  expect((await refused.json()).error.code).toBe("merchant_frozen");
+  const read = await request.get(`/v1/payments/${payment.id}`, { headers: { Authorization: `Bearer ${second}` } });
+  expect(read.status()).toBe(200);
+  await page.getByTestId(`merchant-${name}`).getByRole("button", { name: "Unfreeze" }).click();
+  await expect(page.getByTestId("flash")).toContainText(`Merchant ${name} unfrozen`);
+  expect((await pay(second, unique("order"))).status()).toBe(201);
+  expect(errors).toEqual([]);
+});
