@@ -126,6 +126,8 @@ export async function tabTo(
     await page.keyboard.press(back ? "Shift+Tab" : "Tab");
   }
   throw new Error(`Tab never reached ${what}`);
+}
+
 /** Runs the `converge` CLI on the test server's database (as an operator at a shell would). */
 export function cli(...args: string[]): string {
   return execFileSync(env("E2E_CONVERGE_BIN"), args, {
