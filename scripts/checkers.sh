@@ -28,24 +28,7 @@ fail_or_skip() {
 
 [ -x "$converge" ] || { echo "checkers: $converge is not built (cargo build -p app --features ssr --bin converge)" >&2; exit 1; }
 
-work=$(mktemp -d)
-server_pid=
-channel_pid=
-stop_server() {
-  for pid in $server_pid $channel_pid; do
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  server_pid=
-  channel_pid=
-}
-cleanup() {
-  stop_server
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# --- promtool -------------------------------------------------------------------------------
+# --- installs (before the network namespace below, which has no route to the registries) ----
 if ! command -v promtool >/dev/null; then
   echo "checkers: installing Debian's prometheus package (for promtool)" >&2
   # The package's post-install would start a Prometheus server on port 9090 (and a node
@@ -63,6 +46,59 @@ if ! command -v promtool >/dev/null; then
     systemctl stop prometheus || true
   fi
 fi
+schemathesis_version=4.32.5
+venv=.venv-schemathesis
+if [ ! -x "$venv/bin/st" ] || ! "$venv/bin/st" --version 2>/dev/null | grep -q "$schemathesis_version"; then
+  echo "checkers: installing schemathesis $schemathesis_version into $venv" >&2
+  (python3 -m venv "$venv" && "$venv/bin/pip" install -q "schemathesis==$schemathesis_version") ||
+    echo "checkers: could not install schemathesis" >&2
+fi
+
+# --- a network namespace with only loopback ---------------------------------------------------
+# schemathesis registers webhook endpoints with URLs it makes up, and converge then delivers
+# payment events to them: a made-up public address must never be reached from here, and a
+# made-up host name must not go to a DNS server. So the servers and the checkers run in a
+# network namespace of their own (unshare, as root), where only 127.0.0.1 exists: every other
+# address is unreachable and no name resolves (converge answers 400 url_unresolvable or
+# url_internal_address, both documented). One name does resolve there, through a private
+# /etc/hosts in a mount namespace of its own: the document's example host, to a public
+# address, so the example registration succeeds and schemathesis follows its links (read,
+# rotate, delete) with a real endpoint; its deliveries fail at once (no route) and go dead
+# after the short retry schedule below. Without a namespace, the webhook endpoint routes are
+# left out of the merchant run (a failure under CONVERGE_STRICT=1).
+netns_exclude=()
+if [ "${CONVERGE_CHECKERS_NETNS:-}" != 1 ]; then
+  if command -v ip >/dev/null && unshare --net --mount true 2>/dev/null; then
+    exec unshare --net --mount -- env CONVERGE_CHECKERS_NETNS=1 bash "$PWD/scripts/checkers.sh" "$@"
+  fi
+  fail_or_skip "no network namespace (unshare --net needs root; ip needs iproute2): the webhook endpoint routes"
+  netns_exclude=(--exclude-path-regex '^/v1/webhook_endpoints')
+else
+  ip link set lo up
+  hosts=$(mktemp)
+  printf '127.0.0.1 localhost\n::1 localhost\n93.184.215.14 shop.example.com\n' >"$hosts"
+  mount --bind "$hosts" /etc/hosts
+fi
+
+work=$(mktemp -d)
+server_pid=
+channel_pid=
+stop_server() {
+  for pid in $server_pid $channel_pid; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  server_pid=
+  channel_pid=
+}
+cleanup() {
+  stop_server
+  rm -rf "$work"
+  if [ -n "${hosts:-}" ]; then rm -f "$hosts"; fi
+}
+trap cleanup EXIT
+
+# --- promtool -------------------------------------------------------------------------------
 have_promtool=0
 if command -v promtool >/dev/null; then
   have_promtool=1
@@ -99,7 +135,8 @@ wait_for() { # url, pid, log
 channel_pid=$!
 wait_for "$channel/health" "$channel_pid" "$work/channel.log"
 "$converge" serve --bind "127.0.0.1:$port" --channel-url "$channel" --callback-secret "$secret" \
-  --channel-timeout-ms 300 --poll-ms 100 --monitor-ms 200 >"$work/serve.log" 2>&1 &
+  --channel-timeout-ms 300 --poll-ms 100 --monitor-ms 200 --webhook-retry-schedule 0s,100ms,200ms \
+  >"$work/serve.log" 2>&1 &
 server_pid=$!
 wait_for "$base/health" "$server_pid" "$work/serve.log"
 
@@ -139,13 +176,6 @@ if [ "$have_promtool" = 1 ]; then
 fi
 
 # --- schemathesis ---------------------------------------------------------------------------
-schemathesis_version=4.32.5
-venv=.venv-schemathesis
-if [ ! -x "$venv/bin/st" ] || ! "$venv/bin/st" --version 2>/dev/null | grep -q "$schemathesis_version"; then
-  echo "checkers: installing schemathesis $schemathesis_version into $venv" >&2
-  (python3 -m venv "$venv" && "$venv/bin/pip" install -q "schemathesis==$schemathesis_version") ||
-    echo "checkers: could not install schemathesis" >&2
-fi
 if [ -x "$venv/bin/st" ]; then
   st_run() { # extra arguments; the operations and credentials differ between the two runs
     # scripts/schemathesis_hooks.py: a fresh Idempotency-Key for each schema-valid request,
@@ -170,7 +200,7 @@ if [ -x "$venv/bin/st" ]; then
   export CONVERGE_CHECKER_MERCHANT_KEY="$key" CONVERGE_CHECKER_SESSION="${cookie#converge_session=}"
 
   echo "checkers: schemathesis, merchant API (/v1, /health) with a merchant key" >&2
-  st_run --include-path-regex '^/(v1/|health$)'
+  st_run --include-path-regex '^/(v1/|health$)' "${netns_exclude[@]}"
   # The payments it created settle (slow and timed-out charges are queried), then the
   # convergence invariants must hold on what it left.
   sleep 3

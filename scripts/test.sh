@@ -122,6 +122,15 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "$E2E_APPROVER_PASSWORD" | e2e_cli user add "$E2E_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
   echo "$E2E_AUDITOR_PASSWORD" | e2e_cli user add "$E2E_AUDITOR_USER" --role viewer,auditor --password-stdin >/dev/null
   echo "$E2E_HOOKS_PASSWORD" | e2e_cli user add "$E2E_HOOKS_USER" --role viewer,operator --password-stdin >/dev/null
+  # The accessibility scans (end2end/tests/a11y.spec.ts): one user with every role, so every
+  # page shows all its controls. The keyboard-only maker-checker test
+  # (end2end/tests/keyboard.spec.ts): an operator and an approver of its own.
+  export E2E_A11Y_USER=e2e-a11y E2E_A11Y_PASSWORD=e2e-a11y-password-1
+  export E2E_KBD_OPERATOR_USER=e2e-kbd-operator E2E_KBD_OPERATOR_PASSWORD=e2e-kbd-operator-password-1
+  export E2E_KBD_APPROVER_USER=e2e-kbd-approver E2E_KBD_APPROVER_PASSWORD=e2e-kbd-approver-password-1
+  echo "$E2E_A11Y_PASSWORD" | e2e_cli user add "$E2E_A11Y_USER" --role viewer,operator,approver,auditor,admin --password-stdin >/dev/null
+  echo "$E2E_KBD_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_KBD_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
+  echo "$E2E_KBD_APPROVER_PASSWORD" | e2e_cli user add "$E2E_KBD_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
   echo "$E2E_MERCHANTS_PASSWORD" | e2e_cli user add "$E2E_MERCHANTS_USER" --role viewer,admin --password-stdin >/dev/null
   echo "$E2E_NAV_PASSWORD" | e2e_cli user add "$E2E_NAV_USER" --role viewer,operator,approver,auditor,admin --password-stdin >/dev/null
   E2E_MERCHANT_KEY=$(e2e_cli merchant add e2e-shop)

@@ -1,6 +1,9 @@
 // Shared helpers of the console tests: who signs in, and how payments are made through the
 // merchant API. scripts/test.sh creates the users and merchants with the `converge` CLI
 // before the server starts and passes their passwords and API keys in the environment.
+import * as fs from "node:fs";
+import * as path from "node:path";
+import AxeBuilder from "@axe-core/playwright";
 import { execFileSync } from "node:child_process";
 import { APIRequestContext, expect, Page, test } from "@playwright/test";
 
@@ -78,6 +81,51 @@ export function pageErrors(page: Page): string[] {
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(String(e)));
   return errors;
+}
+
+/** Every axe-core finding of one scan, as written to test-results/axe/<name>.json. */
+export type AxeFinding = { id: string; impact: string; help: string; nodes: { target: string; summary: string }[] };
+
+/**
+ * Scans the page as it is now with axe-core (every rule axe runs by default, WCAG 2.x A/AA
+ * and best practices), writes all findings to test-results/axe/<name>.json and fails on any
+ * of impact serious or critical. Nothing is excluded and no rule is disabled.
+ */
+export async function axeScan(page: Page, name: string): Promise<AxeFinding[]> {
+  const results = await new AxeBuilder({ page }).analyze();
+  const findings: AxeFinding[] = results.violations.map((v) => ({
+    id: v.id,
+    impact: v.impact ?? "unknown",
+    help: v.help,
+    nodes: v.nodes.map((n) => ({ target: n.target.join(" "), summary: n.failureSummary ?? "" })),
+  }));
+  const dir = path.join(__dirname, "..", "test-results", "axe");
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, `${name}.json`), JSON.stringify({ url: page.url(), findings }, null, 2));
+  const serious = findings.filter((f) => f.impact === "serious" || f.impact === "critical");
+  expect(serious, `axe found serious or critical violations on ${name} (${page.url()})`).toEqual([]);
+  return findings;
+}
+
+/**
+ * Presses Tab (or Shift+Tab) until the focused element satisfies `test` (evaluated in the
+ * page on document.activeElement), at most `max` times; fails if it never does. Keyboard
+ * only: the page is read, never clicked.
+ */
+export async function tabTo(
+  page: Page,
+  what: string,
+  test: (el: Element) => boolean,
+  { max = 120, back = false }: { max?: number; back?: boolean } = {},
+): Promise<void> {
+  for (let i = 0; i < max; i++) {
+    if (await page.evaluate((src) => {
+      const el = document.activeElement;
+      return !!el && el !== document.body && (0, eval)(`(${src})`)(el);
+    }, test.toString())) return;
+    await page.keyboard.press(back ? "Shift+Tab" : "Tab");
+  }
+  throw new Error(`Tab never reached ${what}`);
 }
 
 /** Runs the `converge` CLI on the test server's database (as an operator at a shell would). */

@@ -26,6 +26,21 @@ pub fn BulkRetry(source: &'static str, #[prop(into)] filter: Signal<String>) -> 
     let reason = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
     let failure = RwSignal::new(None::<String>);
+    // Keyboard focus: to the reason when a preview with payments opens, back to "Preview"
+    // when it is cancelled, and to the outcome once the retry is done.
+    let preview_button = NodeRef::<leptos::html::Button>::new();
+    let reason_ref = NodeRef::<leptos::html::Input>::new();
+    let result_ref = NodeRef::<leptos::html::Div>::new();
+    Effect::new(move |_| {
+        if let Some(el) = reason_ref.get() {
+            let _ = el.focus();
+        }
+    });
+    Effect::new(move |_| {
+        if let Some(el) = result_ref.get() {
+            let _ = el.focus();
+        }
+    });
     let selection = move || {
         let f = filter.get_untracked();
         let f = (!f.trim().is_empty()).then(|| f.trim().to_string());
@@ -94,6 +109,7 @@ pub fn BulkRetry(source: &'static str, #[prop(into)] filter: Signal<String>) -> 
                     <button
                         type="button"
                         data-testid=format!("bulk-{source}-preview")
+                        node_ref=preview_button
                         disabled=move || busy.get()
                         on:click=load_preview
                     >
@@ -152,13 +168,23 @@ pub fn BulkRetry(source: &'static str, #[prop(into)] filter: Signal<String>) -> 
                                             maxlength="2000"
                                             required
                                             data-testid="bulk-reason"
+                                            node_ref=reason_ref
                                             bind:value=reason
                                         />
                                     </label>
                                     <button type="submit" data-testid="bulk-confirm" disabled=move || busy.get()>
                                         {format!("Retry {n} payment{}", if n == 1 { "" } else { "s" })}
                                     </button>
-                                    <button type="button" class="secondary" on:click=move |_| preview.set(None)>
+                                    <button
+                                        type="button"
+                                        class="secondary"
+                                        on:click=move |_| {
+                                            preview.set(None);
+                                            if let Some(b) = preview_button.get_untracked() {
+                                                let _ = b.focus();
+                                            }
+                                        }
+                                    >
                                         "Cancel"
                                     </button>
                                 </form>
@@ -171,7 +197,13 @@ pub fn BulkRetry(source: &'static str, #[prop(into)] filter: Signal<String>) -> 
                         .get()
                         .map(|out| {
                             view! {
-                                <div class="bulk-result" role="status" data-testid="bulk-result">
+                                <div
+                                    class="bulk-result"
+                                    role="status"
+                                    tabindex="-1"
+                                    data-testid="bulk-result"
+                                    node_ref=result_ref
+                                >
                                     <p>
                                         {format!(
                                             "Retried {} payment{}; skipped {}.",

@@ -21,6 +21,20 @@ const RECENT: usize = 30;
 pub fn ApprovalsPage() -> impl IntoView {
     let version = RwSignal::new(0u32);
     let flash = RwSignal::new(None::<String>);
+    // The outcome of a decision takes the focus: the decided row leaves the list with the
+    // button that had it, and a keyboard user would be left at the top of the page.
+    let flash_ref = NodeRef::<leptos::html::P>::new();
+    Effect::new(move |_| {
+        if flash.get().is_some()
+            && let Some(el) = flash_ref.get_untracked()
+        {
+            // After the frame that writes the text: an empty flash is not displayed, and
+            // what is not displayed cannot take the focus.
+            request_animation_frame(move || {
+                let _ = el.focus();
+            });
+        }
+    });
     let list = Resource::new(
         move || version.get(),
         |_| api_actions::list_actions(None, None),
@@ -38,7 +52,9 @@ pub fn ApprovalsPage() -> impl IntoView {
                 </button>
             </div>
         </div>
-        <p class="flash" data-testid="flash" role="status">{move || flash.get()}</p>
+        <p class="flash" data-testid="flash" role="status" tabindex="-1" node_ref=flash_ref>
+            {move || flash.get()}
+        </p>
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 match list.await {
@@ -125,6 +141,37 @@ fn PendingRow(
     let reason = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
     let failure = RwSignal::new(None::<String>);
+    // Keyboard focus follows the decision form: into its first field when it opens, back to
+    // the button that opened it when it is cancelled.
+    let approve_ref = NodeRef::<leptos::html::Button>::new();
+    let reject_ref = NodeRef::<leptos::html::Button>::new();
+    let password_ref = NodeRef::<leptos::html::Input>::new();
+    let reason_ref = NodeRef::<leptos::html::Textarea>::new();
+    Effect::new(move |_| match open.get() {
+        Some(Decision::Approve) => {
+            if let Some(el) = password_ref.get() {
+                let _ = el.focus();
+            }
+        }
+        Some(Decision::Reject) => {
+            if let Some(el) = reason_ref.get() {
+                let _ = el.focus();
+            }
+        }
+        None => {}
+    });
+    let close = move |_| {
+        let was = open.get_untracked();
+        open.set(None);
+        failure.set(None);
+        let trigger = if was == Some(Decision::Reject) {
+            reject_ref.get_untracked().map(|b| b.focus())
+        } else {
+            approve_ref.get_untracked().map(|b| b.focus())
+        };
+        drop(trigger);
+    };
+    let form_id = StoredValue::new(format!("decision-{}", a.id));
     let done = move |r: Result<ActionRecord, ServerFnError>, verb: &'static str| match r {
         Ok(a) => {
             flash.set(Some(format!("Request {} {verb}: now {}.", a.id, a.status)));
@@ -203,11 +250,14 @@ fn PendingRow(
             <td>{format::age(now - a.created_at)}</td>
             <td>{expiry}</td>
             <td class="decide">
-                <Show when=move || approver.get() && !mine.get() && open.get().is_none()>
+                <Show when=move || approver.get() && !mine.get()>
                     <button
                         type="button"
                         class="small"
                         data-testid="approve"
+                        node_ref=approve_ref
+                        aria-expanded=move || (open.get() == Some(Decision::Approve)).to_string()
+                        aria-controls=move || (open.get() == Some(Decision::Approve)).then(|| form_id.get_value())
                         on:click=move |_| open.set(Some(Decision::Approve))
                     >
                         "Approve…"
@@ -217,6 +267,9 @@ fn PendingRow(
                         type="button"
                         class="small secondary"
                         data-testid="reject"
+                        node_ref=reject_ref
+                        aria-expanded=move || (open.get() == Some(Decision::Reject)).to_string()
+                        aria-controls=move || (open.get() == Some(Decision::Reject)).then(|| form_id.get_value())
                         on:click=move |_| open.set(Some(Decision::Reject))
                     >
                         "Reject…"
@@ -241,7 +294,16 @@ fn PendingRow(
         <Show when=move || open.get().is_some()>
             <tr class="resolve-row">
                 <td colspan="7">
-                    <form class="inline-form" data-testid="decision-form" on:submit=on_submit>
+                    <form
+                        class="inline-form"
+                        data-testid="decision-form"
+                        id=form_id.get_value()
+                        aria-label=move || match open.get() {
+                            Some(Decision::Reject) => format!("Reject request {}", id.get_value()),
+                            _ => format!("Approve request {}", id.get_value()),
+                        }
+                        on:submit=on_submit
+                    >
                         <Show when=move || open.get() == Some(Decision::Approve)>
                             <label>
                                 "Your password"
@@ -250,6 +312,7 @@ fn PendingRow(
                                     name="password"
                                     autocomplete="current-password"
                                     data-testid="approve-password"
+                                    node_ref=password_ref
                                     bind:value=password
                                 />
                             </label>
@@ -262,6 +325,7 @@ fn PendingRow(
                                 maxlength="1000"
                                 required
                                 data-testid="decision-reason"
+                                node_ref=reason_ref
                                 bind:value=reason
                             ></textarea>
                         </label>
@@ -271,7 +335,7 @@ fn PendingRow(
                                 _ => "Approve and execute",
                             }}
                         </button>
-                        <button type="button" class="secondary" on:click=move |_| open.set(None)>
+                        <button type="button" class="secondary" on:click=close>
                             "Cancel"
                         </button>
                         <span class="form-message" role="alert" data-testid="decision-error">

@@ -27,6 +27,19 @@ pub fn ErrorPoolPage() -> impl IntoView {
     });
     let version = RwSignal::new(0u32);
     let flash = RwSignal::new(None::<String>);
+    // A resolved item leaves the list with the form that had the focus: the outcome takes it.
+    let flash_ref = NodeRef::<leptos::html::P>::new();
+    Effect::new(move |_| {
+        if flash.get().is_some()
+            && let Some(el) = flash_ref.get_untracked()
+        {
+            // After the frame that writes the text: an empty flash is not displayed, and
+            // what is not displayed cannot take the focus.
+            request_animation_frame(move || {
+                let _ = el.focus();
+            });
+        }
+    });
     let items = Resource::new(
         move || (filter.get(), version.get()),
         |((status, kind), _)| {
@@ -64,7 +77,9 @@ pub fn ErrorPoolPage() -> impl IntoView {
                 </Form>
             }
         }}
-        <p class="flash" role="status" data-testid="flash">{move || flash.get()}</p>
+        <p class="flash" role="status" data-testid="flash" tabindex="-1" node_ref=flash_ref>
+            {move || flash.get()}
+        </p>
         <BulkRetry source="error_pool" filter=Signal::derive(move || filter.get().1)/>
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
@@ -121,6 +136,24 @@ fn PoolRow(
     let note = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
     let failure = RwSignal::new(None::<String>);
+    // Keyboard focus follows the resolve form: into its note when it opens, back to
+    // "Resolve…" when it is cancelled.
+    let trigger = NodeRef::<leptos::html::Button>::new();
+    let note_ref = NodeRef::<leptos::html::Textarea>::new();
+    Effect::new(move |_| {
+        if editing.get()
+            && let Some(el) = note_ref.get()
+        {
+            let _ = el.focus();
+        }
+    });
+    let cancel = move |_| {
+        editing.set(false);
+        failure.set(None);
+        if let Some(b) = trigger.get_untracked() {
+            let _ = b.focus();
+        }
+    };
     let on_submit = move |ev: SubmitEvent| {
         ev.prevent_default();
         let text = note.get_untracked();
@@ -183,11 +216,14 @@ fn PoolRow(
                             <RetryButton payment_id=p reason=format!("retry from error-pool item #{id}") flash/>
                         }
                     })}
-                <Show when=move || open && can_resolve.get() && !editing.get()>
+                <Show when=move || open && can_resolve.get()>
                     <button
                         type="button"
                         class="small"
                         data-testid=format!("resolve-{id}")
+                        node_ref=trigger
+                        aria-expanded=move || editing.get().to_string()
+                        aria-controls=move || editing.get().then(|| format!("resolve-form-{id}"))
                         on:click=move |_| editing.set(true)
                     >
                         "Resolve…"
@@ -198,7 +234,12 @@ fn PoolRow(
         <Show when=move || editing.get()>
             <tr class="resolve-row">
                 <td colspan="9">
-                    <form class="inline-form" on:submit=on_submit>
+                    <form
+                        class="inline-form"
+                        id=format!("resolve-form-{id}")
+                        aria-label=format!("Resolve item #{id}")
+                        on:submit=on_submit
+                    >
                         <label class="grow">
                             {format!("Resolution note for #{id}")}
                             <textarea
@@ -207,13 +248,14 @@ fn PoolRow(
                                 maxlength="2000"
                                 required
                                 data-testid="resolve-note"
+                                node_ref=note_ref
                                 bind:value=note
                             ></textarea>
                         </label>
                         <button type="submit" data-testid="resolve-submit" disabled=move || busy.get()>
                             "Resolve"
                         </button>
-                        <button type="button" class="secondary" on:click=move |_| editing.set(false)>
+                        <button type="button" class="secondary" on:click=cancel>
                             "Cancel"
                         </button>
                         <span class="form-message" role="alert">{move || failure.get()}</span>

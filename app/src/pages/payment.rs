@@ -31,6 +31,9 @@ pub fn PaymentPage() -> impl IntoView {
     );
     // Outlive a reload of the detail, so the outcome of an action stays in view.
     let flash = RwSignal::new(None::<String>);
+    // Set when an action's outcome should take the keyboard focus once the reloaded story is
+    // shown (the story is rendered anew, so the focused button is gone).
+    let focus_flash = RwSignal::new(false);
     // A resource of the page, not of the story: one created inside the story's Suspend was
     // never fetched again after an action reloaded the story, which held the whole panel back.
     let notifications = Resource::new(
@@ -44,7 +47,7 @@ pub fn PaymentPage() -> impl IntoView {
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 match detail.await {
-                    Ok(d) => view! { <Story d version flash/> }.into_any(),
+                    Ok(d) => view! { <Story d version flash focus_flash/> }.into_any(),
                     Err(e) => view! { <ErrorNote error=e/> }.into_any(),
                 }
             })}
@@ -58,6 +61,7 @@ fn Story(
     d: PaymentDetail,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
+    focus_flash: RwSignal<bool>,
 ) -> impl IntoView {
     let p = d.payment;
     let currency = p.currency.clone();
@@ -103,7 +107,7 @@ fn Story(
                 <dd class="error-text">{p.last_error.unwrap_or_else(|| "—".into())}</dd>
             </dl>
         </section>
-        <ActionsPanel payment_id status actions=d.actions version flash/>
+        <ActionsPanel payment_id status actions=d.actions version flash focus_flash/>
         <div class="grid">
             <Timeline events=d.events/>
             <div class="stack">
@@ -131,8 +135,16 @@ fn ActionsPanel(
     actions: Vec<ActionRecord>,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
+    focus_flash: RwSignal<bool>,
 ) -> impl IntoView {
     let can_request = signed_in_has("operator");
+    // Keyboard focus: into the request form when it opens (its first field), back to the
+    // button that opened it when it is cancelled, and to the outcome once it is shown.
+    let reverse_ref = NodeRef::<leptos::html::Button>::new();
+    let force_ref = NodeRef::<leptos::html::Button>::new();
+    let target_ref = NodeRef::<leptos::html::Select>::new();
+    let reason_ref = NodeRef::<leptos::html::Textarea>::new();
+    let flash_ref = NodeRef::<leptos::html::P>::new();
     let failure = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
     // None, Some("reverse") or Some("force_transition").
@@ -144,6 +156,40 @@ fn ActionsPanel(
     let target = RwSignal::new(targets.first().map(|t| t.to_string()).unwrap_or_default());
     let can_force = !targets.is_empty();
     let pending = actions.iter().filter(|a| a.status == "pending").count();
+    Effect::new(move |_| match form.get() {
+        Some("force_transition") => {
+            if let Some(el) = target_ref.get() {
+                let _ = el.focus();
+            }
+        }
+        Some(_) => {
+            if let Some(el) = reason_ref.get() {
+                let _ = el.focus();
+            }
+        }
+        None => {}
+    });
+    Effect::new(move |_| {
+        if let Some(el) = flash_ref.get()
+            && focus_flash.get_untracked()
+        {
+            focus_flash.set(false);
+            let _ = el.focus();
+        }
+    });
+    let close = move |_| {
+        let was = form.get_untracked();
+        form.set(None);
+        failure.set(None);
+        let back = if was == Some("force_transition") {
+            force_ref.get_untracked()
+        } else {
+            reverse_ref.get_untracked()
+        };
+        if let Some(b) = back {
+            let _ = b.focus();
+        }
+    };
 
     // (kind, reason, target status, evidence): a Copy callback, so every handler can use it.
     type Ask = (&'static str, String, Option<String>, Option<String>);
@@ -163,6 +209,7 @@ fn ActionsPanel(
                         other => format!("{} {other}: {}", a.kind, a.result.unwrap_or_default()),
                     };
                     flash.set(Some(what));
+                    focus_flash.set(true);
                     form.set(None);
                     busy.set(false);
                     version.update(|v| *v = v.wrapping_add(1));
@@ -218,7 +265,9 @@ fn ActionsPanel(
                         }
                     })}
             </h2>
-            <p class="flash" data-testid="action-flash" role="status">{move || flash.get()}</p>
+            <p class="flash" data-testid="action-flash" role="status" tabindex="-1" node_ref=flash_ref>
+                {move || flash.get()}
+            </p>
             <Show when=move || can_request.get()>
                 <div class="inline-form">
                     <button
@@ -241,6 +290,9 @@ fn ActionsPanel(
                         type="button"
                         class="secondary"
                         data-testid="action-reverse"
+                        node_ref=reverse_ref
+                        aria-expanded=move || (form.get() == Some("reverse")).to_string()
+                        aria-controls=move || (form.get() == Some("reverse")).then_some("action-form")
                         disabled=move || busy.get()
                         on:click=move |_| form.set(Some("reverse"))
                     >
@@ -253,6 +305,9 @@ fn ActionsPanel(
                                     type="button"
                                     class="secondary"
                                     data-testid="action-force"
+                                    node_ref=force_ref
+                                    aria-expanded=move || (form.get() == Some("force_transition")).to_string()
+                                    aria-controls=move || (form.get() == Some("force_transition")).then_some("action-form")
                                     disabled=move || busy.get()
                                     on:click=move |_| form.set(Some("force_transition"))
                                 >
@@ -262,8 +317,14 @@ fn ActionsPanel(
                         })}
                 </div>
                 <Show when=move || form.get().is_some()>
-                    <form class="stacked-form action-form" data-testid="action-form" on:submit=on_submit>
-                        <h3>
+                    <form
+                        class="stacked-form action-form"
+                        id="action-form"
+                        aria-labelledby="action-form-h"
+                        data-testid="action-form"
+                        on:submit=on_submit
+                    >
+                        <h3 id="action-form-h">
                             {move || match form.get() {
                                 Some("force_transition") => "Request a forced transition (needs an approver)",
                                 _ => "Request a reversal: refund the rest and reverse the ledger (needs an approver)",
@@ -272,7 +333,7 @@ fn ActionsPanel(
                         <Show when=move || form.get() == Some("force_transition")>
                             <label>
                                 "Target status"
-                                <select name="target" data-testid="action-target" bind:value=target>
+                                <select name="target" data-testid="action-target" node_ref=target_ref bind:value=target>
                                     {options
                                         .get_value()
                                         .into_iter()
@@ -299,6 +360,7 @@ fn ActionsPanel(
                                 maxlength="1000"
                                 required
                                 data-testid="action-reason"
+                                node_ref=reason_ref
                                 bind:value=reason
                             ></textarea>
                         </label>
@@ -306,7 +368,7 @@ fn ActionsPanel(
                             <button type="submit" data-testid="action-submit" disabled=move || busy.get()>
                                 "Request"
                             </button>
-                            <button type="button" class="secondary" on:click=move |_| form.set(None)>
+                            <button type="button" class="secondary" on:click=close>
                                 "Cancel"
                             </button>
                         </div>

@@ -455,7 +455,14 @@ fn DeliveryLine(d: DeliveryRow, selected: RwSignal<Option<i64>>) -> impl IntoVie
             <td class="small">{answer}</td>
             <td><Time ms=d.created_at/></td>
             <td>
-                <button type="button" class="small" on:click=move |_| selected.set(Some(id))>
+                <button
+                    type="button"
+                    class="small"
+                    data-attempts=id
+                    aria-expanded=move || (selected.get() == Some(id)).to_string()
+                    aria-controls=move || (selected.get() == Some(id)).then_some("delivery-detail")
+                    on:click=move |_| selected.set(Some(id))
+                >
                     "Attempts"
                 </button>
             </td>
@@ -476,6 +483,22 @@ fn DeliveryPanel(
     let reason = RwSignal::new(String::new());
     let failure = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
+    // Keyboard focus: to the panel's heading when it opens (it is below the lists), back to
+    // the row's "Attempts" button when it is closed.
+    let heading = NodeRef::<leptos::html::H2>::new();
+    Effect::new(move |_| {
+        if let Some(h) = heading.get() {
+            let _ = h.focus();
+        }
+    });
+    let close = move |_| {
+        selected.set(None);
+        if let Ok(Some(b)) = document().query_selector(&format!("button[data-attempts=\"{id}\"]"))
+            && let Ok(b) = wasm_bindgen::JsCast::dyn_into::<leptos::web_sys::HtmlElement>(b)
+        {
+            let _ = b.focus();
+        }
+    };
     let on_redeliver = move |ev: SubmitEvent| {
         ev.prevent_default();
         let why = reason.get_untracked();
@@ -493,10 +516,10 @@ fn DeliveryPanel(
         });
     };
     view! {
-        <section class="card" aria-labelledby="delivery-title" data-testid="delivery-detail">
+        <section class="card" id="delivery-detail" aria-labelledby="delivery-title" data-testid="delivery-detail">
             <div class="page-head">
-                <h2 id="delivery-title">{format!("Delivery #{id}")}</h2>
-                <button type="button" class="secondary small" on:click=move |_| selected.set(None)>
+                <h2 id="delivery-title" tabindex="-1" node_ref=heading>{format!("Delivery #{id}")}</h2>
+                <button type="button" class="secondary small" on:click=close>
                     "Close"
                 </button>
             </div>
@@ -516,7 +539,12 @@ fn DeliveryPanel(
                                     )}
                                     {d.delivery.next_attempt_at.map(|t| view! { ", next at " <Time ms=t/> })}
                                 </p>
-                                <div class="table-wrap">
+                                <div
+                                    class="table-wrap"
+                                    role="region"
+                                    tabindex="0"
+                                    aria-label=format!("Attempts of delivery #{id}")
+                                >
                                     <table class="data">
                                         <thead>
                                             <tr>

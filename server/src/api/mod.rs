@@ -17,7 +17,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::from_fn_with_state;
-use axum::routing::{get, post};
+use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::trace::TraceLayer;
@@ -62,18 +62,9 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(payments::create))
         .routes(routes!(payments::show))
         .routes(routes!(refunds::create))
-        .route(
-            "/webhook_endpoints",
-            post(webhooks::create).get(webhooks::list),
-        )
-        .route(
-            "/webhook_endpoints/{id}",
-            get(webhooks::show).delete(webhooks::delete),
-        )
-        .route(
-            "/webhook_endpoints/{id}/rotate_secret",
-            post(webhooks::rotate_secret),
-        )
+        .routes(routes!(webhooks::create, webhooks::list))
+        .routes(routes!(webhooks::show, webhooks::delete))
+        .routes(routes!(webhooks::rotate_secret))
         .route_layer(from_fn_with_state(state.clone(), idempotency::layer))
         .route_layer(from_fn_with_state(state.clone(), auth::merchant))
         .routes(routes!(callbacks::receive))

@@ -74,6 +74,33 @@ fn non_blank(max: usize) -> utoipa::openapi::Object {
         .build()
 }
 
+/// A webhook endpoint's `enabled_events`: `["*"]` alone, or at least one event type
+/// (duplicates are ignored).
+pub fn enabled_events_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, OneOfBuilder};
+    let types: Vec<&str> = crate::domain::webhooks::EventType::ALL
+        .iter()
+        .map(|t| t.as_str())
+        .collect();
+    OneOfBuilder::new()
+        .item(
+            ArrayBuilder::new()
+                .items(strings(&types))
+                .min_items(Some(1))
+                .description(Some("The event types to deliver")),
+        )
+        .item(
+            ArrayBuilder::new()
+                .items(strings(&["*"]))
+                .min_items(Some(1))
+                .max_items(Some(1))
+                .description(Some("Every event type, including types added later")),
+        )
+        .examples([serde_json::json!(["payment.succeeded", "refund.succeeded"])])
+        .build()
+        .into()
+}
+
 /// An ops `reason`: not blank, at most [`MAX_REASON`](crate::domain::actions::MAX_REASON)
 /// characters.
 pub fn reason_schema() -> utoipa::openapi::Object {
@@ -260,6 +287,7 @@ pub fn new_password_schema() -> utoipa::openapi::Object {
     modifiers(&SecuritySchemes),
     tags(
         (name = "payments", description = "Merchant API: payments and refunds"),
+        (name = "webhooks", description = "Merchant API: where converge notifies the merchant of payment and refund outcomes"),
         (name = "channel", description = "Signed notifications from the payment channel"),
         (name = "health", description = "Liveness"),
         (name = "ops", description = "Ops console JSON API (session cookie)")

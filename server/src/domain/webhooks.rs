@@ -228,7 +228,7 @@ pub fn signature_header(keys: &[Vec<u8>], msg_id: &str, timestamp: i64, body: &[
         .join(" ")
 }
 
-/// Longest endpoint URL, in bytes.
+/// Longest endpoint URL, in characters (JSON Schema's `maxLength` counts characters).
 pub const MAX_URL_LEN: usize = 2048;
 
 /// Why an endpoint URL is refused; each maps to a stable 400 code.
@@ -244,7 +244,7 @@ pub enum UrlRefusal {
     #[error("url must not carry user info")]
     UserInfo,
     /// Longer than [`MAX_URL_LEN`].
-    #[error("url is longer than {MAX_URL_LEN} bytes")]
+    #[error("url is longer than {MAX_URL_LEN} characters")]
     TooLong,
     /// The host is or resolves to an internal address.
     #[error(
@@ -273,7 +273,7 @@ impl UrlRefusal {
 /// Checks the form of an endpoint URL (scheme, user info, length, host); resolution is the
 /// caller's, then [`check_addresses`].
 pub fn check_url_form(raw: &str) -> Result<url::Url, UrlRefusal> {
-    if raw.len() > MAX_URL_LEN {
+    if raw.chars().count() > MAX_URL_LEN {
         return Err(UrlRefusal::TooLong);
     }
     let u = url::Url::parse(raw).map_err(|e| UrlRefusal::Invalid(e.to_string()))?;

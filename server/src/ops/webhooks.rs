@@ -11,15 +11,19 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Principal;
 use super::handlers::{ClientAddr, parse_time};
 use crate::api::AppState;
 use crate::domain::roles::{Permission, format_roles};
 use crate::domain::webhooks::Subscription;
-use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::service::webhooks::{Actor, EndpointError};
-use crate::store::{DeliveryFilter, EndpointHealth, WebhookEndpoint, delivery_status};
+use crate::store::{
+    AttemptRow, DeliveryFilter, DeliveryRow, EndpointHealth, OutboxEvent, WebhookBacklog,
+    WebhookEndpoint, delivery_status,
+};
 
 /// Window of the endpoints' health figures: 24 h, ms.
 pub const HEALTH_WINDOW_MS: i64 = 86_400_000;
@@ -27,7 +31,7 @@ pub const HEALTH_WINDOW_MS: i64 = 86_400_000;
 pub const RECOVERIES_PER_MINUTE: usize = 5;
 
 /// An endpoint as ops staff see it: no secret, with its merchant and 24 h health.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 pub struct EndpointRow {
     /// Id.
     pub id: String,
@@ -105,33 +109,141 @@ pub async fn overview(st: &AppState) -> Result<Value, ApiError> {
         })
         .collect();
     let backlog = store.webhook_backlog(now - HEALTH_WINDOW_MS).await?;
-    Ok(json!({"endpoints": endpoints, "backlog": backlog, "now": now}))
+    Ok(to_value(Overview {
+        endpoints,
+        backlog,
+        now,
+    }))
 }
 
+/// Every webhook endpoint with its 24 h health, and the delivery backlog.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Overview {
+    /// Every endpoint of every merchant, newest first.
+    pub endpoints: Vec<EndpointRow>,
+    /// Deliveries waiting and dead, and failed attempts in 24 h.
+    pub backlog: WebhookBacklog,
+    /// The server's time, epoch ms UTC.
+    pub now: i64,
+}
+
+/// `{"items": [...]}`: deliveries, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryList {
+    /// The deliveries.
+    pub items: Vec<DeliveryRow>,
+}
+
+/// A delivery with its attempts and its event.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryDetail {
+    /// The delivery.
+    pub delivery: DeliveryRow,
+    /// Its attempts, oldest first.
+    pub attempts: Vec<AttemptRow>,
+    /// Its event (None once purged).
+    pub event: Option<OutboxEvent>,
+}
+
+/// The deliveries put back for a new round of attempts.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Redelivered {
+    /// Their ids.
+    pub redelivered: Vec<i64>,
+}
+
+/// What a recovery would put back: the endpoint's failed deliveries since a time.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecoveryPreview {
+    /// The endpoint's id.
+    pub endpoint: String,
+    /// The `since` asked for, epoch ms UTC.
+    pub since: i64,
+    /// The deliveries (dead or abandoned, not redelivered since).
+    pub items: Vec<DeliveryRow>,
+}
+
+/// A recovery's outcome.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Recovered {
+    /// The deliveries put back.
+    pub redelivered: Vec<i64>,
+    /// The selected ones that were no longer failed deliveries of this endpoint since
+    /// `since` (delivered or redelivered meanwhile, or never its).
+    pub skipped: Vec<i64>,
+}
+
+/// A re-enabled endpoint's new status.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EndpointStatus {
+    /// `enabled`.
+    pub status: String,
+}
+
+fn to_value<T: Serialize>(v: T) -> Value {
+    serde_json::to_value(v).expect("a plain struct serializes")
+}
+
+#[utoipa::path(
+    get,
+    path = "/webhooks",
+    tag = "ops",
+    operation_id = "ops_webhooks",
+    summary = "Webhook endpoints with their health, and the delivery backlog",
+    security(("console_session" = [])),
+    responses(
+        (status = 200, description = "Every endpoint and the backlog", body = Overview),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn get_overview(State(st): State<AppState>, p: Principal) -> Result<Json<Value>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(overview(&st).await?))
 }
 
 /// Query of `GET /ops/v1/webhooks/deliveries`.
-#[derive(Debug, Deserialize, Default, Clone, Serialize)]
+#[derive(Debug, Deserialize, Default, Clone, Serialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct DeliveryQuery {
-    /// `pending`, `succeeded`, `dead`, `abandoned`.
+    /// `pending`, `succeeded`, `dead`, `abandoned` (empty: all).
+    #[param(schema_with = delivery_status_filter_schema)]
     pub status: Option<String>,
     /// Endpoint id.
     pub endpoint: Option<String>,
-    /// Event type.
+    /// Event type (empty: all).
     #[serde(rename = "type")]
+    #[param(schema_with = event_type_filter_schema)]
     pub event_type: Option<String>,
-    /// Created at or after (RFC 3339 or YYYY-MM-DD, UTC).
+    /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[param(schema_with = crate::api::openapi::time_filter_schema)]
     pub from: Option<String>,
-    /// Created before.
+    /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[param(schema_with = crate::api::openapi::time_filter_schema)]
     pub to: Option<String>,
     /// A payment's deliveries (its events and its refunds' events).
     pub payment: Option<String>,
-    /// At most this many (1..=500, default 100).
+    /// At most this many (1..=500, default 100; others are clamped).
     pub limit: Option<i64>,
+}
+
+fn filter_of(values: &[&str]) -> utoipa::openapi::Object {
+    let mut v = vec![""];
+    v.extend_from_slice(values);
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(v))
+        .build()
+}
+
+fn delivery_status_filter_schema() -> utoipa::openapi::Object {
+    filter_of(&delivery_status::ALL)
+}
+
+fn event_type_filter_schema() -> utoipa::openapi::Object {
+    filter_of(&crate::domain::webhooks::EventType::ALL.map(|t| t.as_str()))
 }
 
 fn blank(o: &Option<String>) -> Option<String> {
@@ -172,9 +284,26 @@ pub async fn search_deliveries(st: &AppState, q: &DeliveryQuery) -> Result<Value
         .store
         .deliveries(&f, q.limit.unwrap_or(100).clamp(1, 500))
         .await?;
-    Ok(json!({ "items": items }))
+    Ok(to_value(DeliveryList { items }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/webhooks/deliveries",
+    tag = "ops",
+    operation_id = "ops_webhook_deliveries",
+    summary = "Search webhook deliveries",
+    description = "Filters combine; newest first.",
+    security(("console_session" = [])),
+    params(DeliveryQuery),
+    responses(
+        (status = 200, description = "The deliveries", body = DeliveryList),
+        (status = 400, description = "A filter is malformed (status, type, time, unknown parameter)", body = ErrorBody, example = json!({"error": {"code": "invalid_status", "message": "status must be one of pending, succeeded, dead, abandoned"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn deliveries(
     State(st): State<AppState>,
     p: Principal,
@@ -193,9 +322,30 @@ pub async fn delivery_detail(st: &AppState, id: i64) -> Result<Value, ApiError> 
         .ok_or_else(|| ApiError::not_found("delivery"))?;
     let attempts = store.delivery_attempts(id).await?;
     let event = store.outbox_event(&d.event_id).await?;
-    Ok(json!({"delivery": d, "attempts": attempts, "event": event}))
+    Ok(to_value(DeliveryDetail {
+        delivery: d,
+        attempts,
+        event,
+    }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/webhooks/deliveries/{id}",
+    tag = "ops",
+    operation_id = "ops_webhook_delivery",
+    summary = "A webhook delivery with its attempts and its event",
+    security(("console_session" = [])),
+    params(("id" = i64, Path, description = "The delivery's id")),
+    responses(
+        (status = 200, description = "The delivery", body = DeliveryDetail),
+        (status = 400, description = "The id is not an integer", body = ErrorBody, example = json!({"error": {"code": "invalid_path", "message": "Cannot parse `x` to a `i64`"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such delivery", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "delivery not found"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn delivery(
     State(st): State<AppState>,
     p: Principal,
@@ -206,22 +356,28 @@ async fn delivery(
 }
 
 /// Body of the state-changing webhook actions.
-#[derive(Debug, Deserialize, Default, Clone, Serialize)]
+#[derive(Debug, Deserialize, Default, Clone, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = WebhookReasonBody, example = json!({"reason": "merchant lost the first one"}))]
 pub struct ReasonBody {
-    /// Why (required, 1..=2000 bytes).
+    /// Why (audited): not blank, at most 2000 characters.
+    #[schema(schema_with = crate::api::openapi::note_schema)]
     pub reason: String,
 }
 
+/// The longest reason of a webhook action, in characters.
+const MAX_REASON: usize = 2000;
+
 fn reason(r: &str) -> Result<&str, ApiError> {
-    let r = r.trim();
-    if r.is_empty() || r.len() > 2000 {
+    // Characters of the reason as sent (the documented `maxLength`), not bytes of the trimmed
+    // text: a 2000-character reason in another script was refused.
+    if r.trim().is_empty() || r.chars().count() > MAX_REASON {
         return Err(ApiError::bad_request(
             "invalid_reason",
-            "a reason of 1 to 2000 bytes is required",
+            format!("a reason of 1 to {MAX_REASON} characters is required"),
         ));
     }
-    Ok(r)
+    Ok(r.trim())
 }
 
 /// The console user as the actor of an audited change.
@@ -266,9 +422,30 @@ pub async fn run_redeliver(
             &actor(p, addr),
         )
         .await?;
-    Ok(json!({"redelivered": done}))
+    Ok(to_value(Redelivered { redelivered: done }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/webhooks/deliveries/{id}/redeliver",
+    tag = "ops",
+    operation_id = "ops_redeliver",
+    summary = "Redeliver a webhook delivery",
+    description = "Puts a delivery that is not pending (succeeded, dead, abandoned) back for a new round of attempts now (operators; audited with the reason).",
+    security(("console_session" = [])),
+    params(("id" = i64, Path, description = "The delivery's id")),
+    request_body(content = ReasonBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Put back", body = Redelivered),
+        (status = 400, description = "No reason, the body is not valid, or the id is not an integer", body = ErrorBody, example = json!({"error": {"code": "invalid_reason", "message": "a reason of 1 to 2000 characters is required"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such delivery", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "delivery not found"}})),
+        (status = 409, description = "The delivery is still pending: its next attempt is scheduled", body = ErrorBody, example = json!({"error": {"code": "delivery_pending", "message": "the delivery is still pending; its next attempt is scheduled"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn redeliver(
     State(st): State<AppState>,
     p: Principal,
@@ -283,8 +460,50 @@ async fn redeliver(
 #[derive(Debug, Deserialize, Default, Clone, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SinceQuery {
-    /// Failed deliveries created at or after this time (RFC 3339 or YYYY-MM-DD, UTC).
+    /// Failed deliveries created at or after this time: RFC 3339 or `YYYY-MM-DD` (UTC).
     pub since: String,
+}
+
+// Written out: the derive drops `required` (and the description) of a field whose schema is
+// given with `schema_with`, and `since` is required (schemathesis found it documented as
+// optional).
+impl IntoParams for SinceQuery {
+    fn into_params(
+        _: impl Fn() -> Option<utoipa::openapi::path::ParameterIn>,
+    ) -> Vec<utoipa::openapi::path::Parameter> {
+        use utoipa::openapi::Required;
+        use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+        vec![
+            ParameterBuilder::new()
+                .name("since")
+                .parameter_in(ParameterIn::Query)
+                .required(Required::True)
+                .description(Some(
+                    "Failed deliveries created at or after this time: RFC 3339 or `YYYY-MM-DD` (UTC).",
+                ))
+                .schema(Some(since_schema()))
+                .build(),
+        ]
+    }
+}
+
+/// A required time: a day (`YYYY-MM-DD`) or an RFC 3339 time.
+fn since_schema() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{AnyOfBuilder, KnownFormat, ObjectBuilder, SchemaFormat, Type};
+    AnyOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date))),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
+        )
+        .examples([Value::from("2026-12-01")])
+        .build()
+        .into()
 }
 
 /// The failed deliveries of an endpoint since a time: what a recovery would put back.
@@ -300,9 +519,30 @@ pub async fn recovery_preview(
         .ok_or_else(|| ApiError::not_found("webhook endpoint"))?;
     let since = parse_time("since", since)?;
     let items = st.core.recovery_candidates(endpoint, since).await?;
-    Ok(json!({"endpoint": endpoint, "since": since, "items": items}))
+    Ok(to_value(RecoveryPreview {
+        endpoint: endpoint.to_string(),
+        since,
+        items,
+    }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/webhooks/endpoints/{id}/recover/preview",
+    tag = "ops",
+    operation_id = "ops_webhook_recovery_preview",
+    summary = "Preview a recovery: an endpoint's failed deliveries since a time",
+    security(("console_session" = [])),
+    params(("id" = String, Path, description = "The endpoint's id"), SinceQuery),
+    responses(
+        (status = 200, description = "What a recovery would put back", body = RecoveryPreview),
+        (status = 400, description = "`since` is missing or not a time", body = ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "since must be RFC 3339 or YYYY-MM-DD"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such endpoint", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "webhook endpoint not found"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn preview(
     State(st): State<AppState>,
     p: Principal,
@@ -314,14 +554,18 @@ async fn preview(
 }
 
 /// Body of `POST /ops/v1/webhooks/endpoints/{id}/recover`.
-#[derive(Debug, Deserialize, Default, Clone, Serialize)]
+#[derive(Debug, Deserialize, Default, Clone, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"since": "2026-12-01", "delivery_ids": [41, 42], "reason": "receiver was down for maintenance"}))]
 pub struct RecoverBody {
-    /// The preview's `since`.
+    /// The preview's `since`: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[schema(schema_with = since_schema)]
     pub since: String,
-    /// The deliveries the preview showed and the person kept selected.
+    /// The deliveries the preview showed and the person kept selected (1 to 500).
+    #[schema(min_items = 1, max_items = 500)]
     pub delivery_ids: Vec<i64>,
-    /// Why.
+    /// Why (audited): not blank, at most 2000 characters.
+    #[schema(schema_with = crate::api::openapi::note_schema)]
     pub reason: String,
 }
 
@@ -342,6 +586,9 @@ pub async fn run_recover(
             "select 1 to 500 deliveries from the preview",
         ));
     }
+    // Every check of the request before the rate limit: a malformed request is refused for
+    // what it is (400) and does not spend one of the user's recoveries.
+    let since = parse_time("since", &body.since)?;
     let now = st.core.clock.now_ms();
     {
         let mut limiter = st.recover_limiter.lock().unwrap_or_else(|e| e.into_inner());
@@ -355,7 +602,6 @@ pub async fn run_recover(
             .with_retry_after(secs));
         }
     }
-    let since = parse_time("since", &body.since)?;
     let still: BTreeSet<i64> = st
         .core
         .recovery_candidates(endpoint, since)
@@ -377,9 +623,32 @@ pub async fn run_recover(
             )
             .await?
     };
-    Ok(json!({"redelivered": done, "skipped": gone}))
+    Ok(to_value(Recovered {
+        redelivered: done,
+        skipped: gone,
+    }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/webhooks/endpoints/{id}/recover",
+    tag = "ops",
+    operation_id = "ops_webhook_recover",
+    summary = "Recover an endpoint: redeliver the previewed failed deliveries",
+    description = "Redelivers the selected deliveries that are still failed deliveries of this endpoint since `since` (the server checks again) and names the rest (operators; audited; at most 5 recoveries a minute per user).",
+    security(("console_session" = [])),
+    params(("id" = String, Path, description = "The endpoint's id")),
+    request_body(content = RecoverBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "What was put back and what was skipped", body = Recovered),
+        (status = 400, description = "No reason, no or too many deliveries selected, `since` not a time, or the body is not valid", body = ErrorBody, example = json!({"error": {"code": "invalid_selection", "message": "select 1 to 500 deliveries from the preview"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 429, description = "More than 5 recoveries in a minute by this user", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "at most 5 recoveries a minute; retry in 42 s"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn recover(
     State(st): State<AppState>,
     p: Principal,
@@ -406,7 +675,9 @@ pub async fn run_enable(
         .set_endpoint_enabled(endpoint, true, why, &actor(p, addr))
         .await
     {
-        Ok(true) => Ok(json!({"status": "enabled"})),
+        Ok(true) => Ok(to_value(EndpointStatus {
+            status: "enabled".into(),
+        })),
         Ok(false) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "already_enabled",
@@ -423,6 +694,30 @@ pub async fn run_enable(
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/webhooks/endpoints/{id}/enable",
+    tag = "ops",
+    operation_id = "ops_webhook_enable",
+    summary = "Re-enable a disabled webhook endpoint",
+    description = "Operators; audited with the reason. New events are delivered to it again; what it missed while disabled is recovered separately.",
+    security(("console_session" = [])),
+    params(("id" = String, Path, description = "The endpoint's id")),
+    request_body(content = ReasonBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Enabled", body = EndpointStatus, example = json!({"status": "enabled"})),
+        (status = 400, description = "No reason, or the body is not valid", body = ErrorBody, example = json!({"error": {"code": "invalid_reason", "message": "a reason of 1 to 2000 characters is required"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such endpoint", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "webhook endpoint not found"}})),
+        (status = 409, description = "The endpoint is already enabled, or was deleted by the merchant", body = ErrorBody, examples(
+            ("already_enabled" = (value = json!({"error": {"code": "already_enabled", "message": "the endpoint is already enabled"}}))),
+            ("webhook_endpoint_deleted" = (value = json!({"error": {"code": "webhook_endpoint_deleted", "message": "the merchant deleted this endpoint; it cannot be re-enabled"}})))
+        )),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn enable(
     State(st): State<AppState>,
     p: Principal,
@@ -433,15 +728,15 @@ async fn enable(
     Ok(Json(run_enable(&st, &p, &addr, &id, &body.reason).await?))
 }
 
-/// The webhook routes, merged into `/ops/v1` (not yet in the OpenAPI document).
+/// The webhook routes, merged into `/ops/v1`, each with its OpenAPI documentation.
 pub fn routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
-    use axum::routing::{get, post};
+    use utoipa_axum::routes;
     utoipa_axum::router::OpenApiRouter::new()
-        .route("/webhooks", get(get_overview))
-        .route("/webhooks/deliveries", get(deliveries))
-        .route("/webhooks/deliveries/{id}", get(delivery))
-        .route("/webhooks/deliveries/{id}/redeliver", post(redeliver))
-        .route("/webhooks/endpoints/{id}/recover/preview", get(preview))
-        .route("/webhooks/endpoints/{id}/recover", post(recover))
-        .route("/webhooks/endpoints/{id}/enable", post(enable))
+        .routes(routes!(get_overview))
+        .routes(routes!(deliveries))
+        .routes(routes!(delivery))
+        .routes(routes!(redeliver))
+        .routes(routes!(preview))
+        .routes(routes!(recover))
+        .routes(routes!(enable))
 }

@@ -33,7 +33,7 @@ use crate::store::{
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 /// Bytes of an endpoint's answer kept with the attempt (the first KiB).
 pub const STORED_RESPONSE_BYTES: usize = 1024;
-/// Longest endpoint description, bytes.
+/// Longest endpoint description, in characters.
 pub const MAX_DESCRIPTION: usize = 1024;
 
 /// What delivery needs from the process settings.
@@ -132,7 +132,7 @@ pub enum EndpointError {
     #[error("{0}")]
     Events(String),
     /// The description is too long or holds control characters.
-    #[error("description must be at most {MAX_DESCRIPTION} bytes without control characters")]
+    #[error("description must be at most {MAX_DESCRIPTION} characters without control characters")]
     Description,
     /// No such endpoint for this merchant.
     #[error("webhook endpoint not found")]
@@ -253,7 +253,10 @@ impl Core {
     ) -> Result<EndpointWithSecret, EndpointError> {
         let url = self.check_endpoint_url(url).await?;
         let subscription = Subscription::parse(enabled_events).map_err(EndpointError::Events)?;
-        if description.len() > MAX_DESCRIPTION || description.chars().any(char::is_control) {
+        // Characters, not bytes: the documented `maxLength` counts characters.
+        if description.chars().count() > MAX_DESCRIPTION
+            || description.chars().any(char::is_control)
+        {
             return Err(EndpointError::Description);
         }
         let now = self.clock.now_ms();

@@ -75,7 +75,7 @@ impl WebhookPlan {
 }
 
 /// An outbox row (Debezium Outbox Event Router column names).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct OutboxEvent {
     /// Insertion order.
     pub seq: i64,
@@ -149,7 +149,7 @@ pub struct NewEndpoint {
 }
 
 /// A delivery with what lists show beside it.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct DeliveryRow {
     /// Id.
     pub id: i64,
@@ -184,7 +184,7 @@ pub struct DeliveryRow {
 }
 
 /// One attempt of a delivery.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct AttemptRow {
     /// Id.
     pub id: i64,

@@ -19,6 +19,18 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
         ("/ops/v1/actions", "post"),
         ("/ops/v1/actions/{id}/approve", "post"),
         ("/ops/v1/audit/export", "get"),
+        ("/v1/webhook_endpoints", "post"),
+        ("/v1/webhook_endpoints", "get"),
+        ("/v1/webhook_endpoints/{id}", "get"),
+        ("/v1/webhook_endpoints/{id}", "delete"),
+        ("/v1/webhook_endpoints/{id}/rotate_secret", "post"),
+        ("/ops/v1/webhooks", "get"),
+        ("/ops/v1/webhooks/deliveries", "get"),
+        ("/ops/v1/webhooks/deliveries/{id}", "get"),
+        ("/ops/v1/webhooks/deliveries/{id}/redeliver", "post"),
+        ("/ops/v1/webhooks/endpoints/{id}/recover/preview", "get"),
+        ("/ops/v1/webhooks/endpoints/{id}/recover", "post"),
+        ("/ops/v1/webhooks/endpoints/{id}/enable", "post"),
     ] {
         assert!(
             doc["paths"][path][method].is_object(),
@@ -42,6 +54,36 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
     assert!(
         create["responses"]["400"]["content"]["application/json"]["examples"]["idempotency_key_missing"]
             .is_object()
+    );
+    // Webhook endpoints: the key on both POSTs, and the refusal of internal URLs.
+    let hook = &doc["paths"]["/v1/webhook_endpoints"]["post"];
+    for op in [
+        hook,
+        &doc["paths"]["/v1/webhook_endpoints/{id}/rotate_secret"]["post"],
+    ] {
+        assert!(
+            op["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "Idempotency-Key" && p["required"] == true)
+        );
+        for status in ["400", "409", "422"] {
+            assert!(op["responses"][status].is_object(), "{status} missing");
+        }
+    }
+    let refusals = &hook["responses"]["400"]["content"]["application/json"]["examples"];
+    assert!(
+        refusals["url_internal_address"].is_object() && refusals["url_unresolvable"].is_object()
+    );
+    let since =
+        &doc["paths"]["/ops/v1/webhooks/endpoints/{id}/recover/preview"]["get"]["parameters"];
+    assert!(
+        since
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "since" && p["required"] == true)
     );
     let schemas = &doc["components"]["schemas"];
     assert!(schemas["PaymentView"].is_object() && schemas["ErrorBody"].is_object());

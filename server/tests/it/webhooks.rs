@@ -503,6 +503,13 @@ on_both_backends!(
             .await;
         assert_eq!(deleted.status, 200);
         assert_eq!(deleted.json()["status"], "deleted");
+        // Gone from its URL (schemathesis: a deleted resource must not answer 200), kept in
+        // the list with its status.
+        app.get(&format!("/v1/webhook_endpoints/{id}"))
+            .await
+            .assert_error(404, "not_found");
+        let list = app.get("/v1/webhook_endpoints").await.json();
+        assert_eq!(list["data"][0]["status"], "deleted");
         app.post(
             &format!("/v1/webhook_endpoints/{id}/rotate_secret"),
             Some("rot-1"),
