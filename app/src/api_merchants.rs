@@ -52,7 +52,10 @@ pub async fn add_merchant(name: String) -> Result<IssuedKey, ServerFnError> {
     )
     .await
     .map_err(merchant_error)?;
-    Ok(IssuedKey { id: k.id, key: k.key })
+    Ok(IssuedKey {
+        id: k.id,
+        key: k.key,
+    })
 }
 
 /// Issues another key to merchant `name`, shown once; its other keys keep working (admin).
@@ -69,7 +72,10 @@ pub async fn issue_merchant_key(name: String) -> Result<IssuedKey, ServerFnError
     )
     .await
     .map_err(merchant_error)?;
-    Ok(IssuedKey { id: k.id, key: k.key })
+    Ok(IssuedKey {
+        id: k.id,
+        key: k.key,
+    })
 }
 
 /// Revokes key `key_id` of merchant `name`: 401 for it at once on every server (admin).

@@ -123,7 +123,10 @@ fn MerchantPanel(
             spawn_local(async move {
                 match api::issue_merchant_key(name.clone()).await {
                     Ok(k) => {
-                        flash.set(Some(format!("Key {} issued to {name}; its other keys keep working until revoked.", k.id)));
+                        flash.set(Some(format!(
+                            "Key {} issued to {name}; its other keys keep working until revoked.",
+                            k.id
+                        )));
                         shown.set(Some((name, k)));
                         version.update(|v| *v = v.wrapping_add(1));
                     }
@@ -203,7 +206,9 @@ fn KeyRow(
             spawn_local(async move {
                 match api::revoke_merchant_key(merchant.clone(), id.clone()).await {
                     Ok(()) => {
-                        flash.set(Some(format!("Key {id} of {merchant} revoked: it is refused (401) from now on.")));
+                        flash.set(Some(format!(
+                            "Key {id} of {merchant} revoked: it is refused (401) from now on."
+                        )));
                         version.update(|v| *v = v.wrapping_add(1));
                     }
                     Err(e) => {

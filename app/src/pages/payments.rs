@@ -50,7 +50,10 @@ pub fn PaymentsPage() -> impl IntoView {
     Effect::new(move |_| {
         let blanks = params.with(|m| m.into_iter().any(|(_, v)| v.trim().is_empty()));
         if blanks {
-            let clean = query_url(&query.get_untracked(), query.get_untracked().after.as_deref());
+            let clean = query_url(
+                &query.get_untracked(),
+                query.get_untracked().after.as_deref(),
+            );
             navigate(
                 &clean,
                 leptos_router::NavigateOptions {

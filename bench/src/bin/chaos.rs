@@ -448,9 +448,7 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
     let reversal = reverse.then(|| {
         let (sh, id, order) = (sh.clone(), id.clone(), order.clone());
         let mut r2 = StdRng::seed_from_u64(rng.random());
-        tokio::spawn(
-            async move { reverse_payment(&sh, &mut r2, &id, &order, approving_tx).await },
-        )
+        tokio::spawn(async move { reverse_payment(&sh, &mut r2, &id, &order, approving_tx).await })
     });
     if reverse {
         // Dropped unsent (the request was refused) ends the wait too.
@@ -460,7 +458,11 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
     // While a reversal holds the payment, or after it took the payment, the merchant's
     // refund is refused with one of these; anything else is a breach as before.
     let tolerated: &[&str] = if reverse {
-        &["payment_reversing", "payment_not_refundable", "refund_exceeds_remaining"]
+        &[
+            "payment_reversing",
+            "payment_not_refundable",
+            "refund_exceeds_remaining",
+        ]
     } else {
         &[]
     };
@@ -547,21 +549,23 @@ async fn reverse_payment(
             Sent::Http(r) if r.status == 201 => match r.json()["action"]["id"].as_str() {
                 Some(a) => break a.to_string(),
                 None => {
-                    sh.breach(format!("{order}: reversal request answered 201 without an id"));
+                    sh.breach(format!(
+                        "{order}: reversal request answered 201 without an id"
+                    ));
                     return;
                 }
             },
             // A refund took the payment first (or, after a lost answer, our own request is
             // already pending: then it is found below and approved).
-            Sent::Http(r) if r.status == 409 => {
-                match pending_reversal(sh, rng, id).await {
-                    Some(a) if tries > 1 => break a,
-                    _ => {
-                        sh.counters.reversals_refused.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    }
+            Sent::Http(r) if r.status == 409 => match pending_reversal(sh, rng, id).await {
+                Some(a) if tries > 1 => break a,
+                _ => {
+                    sh.counters
+                        .reversals_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                    return;
                 }
-            }
+            },
             Sent::Http(r) if r.status < 500 => {
                 sh.breach(format!(
                     "{order}: reversal request got {} {}",
@@ -643,7 +647,12 @@ async fn pending_reversal(sh: &Shared, rng: &mut StdRng, id: &str) -> Option<Str
 
 /// Signs `username` in on the ops API (retrying through a server not yet up) and returns the
 /// session cookie as `name=value`.
-async fn ops_login(client: &reqwest::Client, base: &str, username: &str, password: &str) -> Result<String> {
+async fn ops_login(
+    client: &reqwest::Client,
+    base: &str,
+    username: &str,
+    password: &str,
+) -> Result<String> {
     let mut last = String::new();
     for _ in 0..3 {
         let r = client
@@ -1243,7 +1252,16 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         ("chaos-approver", "viewer,approver", &approver_password),
     ] {
         conv.run_with_stdin(
-            &["user", "add", name, "--role", roles, "--password-stdin", "--database-url", db_url],
+            &[
+                "user",
+                "add",
+                name,
+                "--role",
+                roles,
+                "--password-stdin",
+                "--database-url",
+                db_url,
+            ],
             &format!("{password}\n"),
         )
         .await?;
@@ -1400,8 +1418,20 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     let servers = Arc::new(servers);
     let login_client = reqwest::Client::new();
     let ops = Ops {
-        operator: ops_login(&login_client, &bases[0], "chaos-operator", &operator_password).await?,
-        approver: ops_login(&login_client, &bases[0], "chaos-approver", &approver_password).await?,
+        operator: ops_login(
+            &login_client,
+            &bases[0],
+            "chaos-operator",
+            &operator_password,
+        )
+        .await?,
+        approver: ops_login(
+            &login_client,
+            &bases[0],
+            "chaos-approver",
+            &approver_password,
+        )
+        .await?,
         approver_password: approver_password.clone(),
     };
     let shared = Arc::new(Shared {

@@ -198,7 +198,10 @@ pub async fn set_merchant_frozen(
         json!({"frozen": !frozen}).to_string(),
         json!({"frozen": frozen}).to_string(),
     );
-    if store.set_merchant_frozen_audited(name, frozen, &audit).await? {
+    if store
+        .set_merchant_frozen_audited(name, frozen, &audit)
+        .await?
+    {
         Ok(())
     } else {
         Err(MerchantError::NoMerchant(name.to_string()))
