@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tower_sessions::Session;
@@ -51,8 +50,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(super::actions::execute))
         .routes(routes!(super::audit::export))
         .routes(routes!(super::audit::verify_handler))
-        .route("/merchants/{name}/keys", get(list_keys).post(issue_key))
-        .route("/merchants/{name}/keys/{id}/revoke", post(revoke_key))
+        .routes(routes!(list_keys, issue_key))
+        .routes(routes!(revoke_key))
         .merge(super::webhooks::routes())
 }
 
@@ -772,30 +771,86 @@ pub fn merchant_error(e: crate::service::merchants::MerchantError) -> ApiError {
     }
 }
 
+/// A merchant's API keys, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MerchantKeyList {
+    /// The keys (never the key itself: id, prefix, times).
+    pub items: Vec<crate::store::MerchantKey>,
+}
+
+/// A key just issued.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"key": {"id": "mk_3f9a1c2e7b4d", "merchant_id": 1, "prefix": "ck_live_1a2b3c4d", "created_at": 1764565200000_i64, "last_used_at": null, "revoked_at": null}, "api_key": "ck_live_1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f80"}))]
+pub struct IssuedKeyEnvelope {
+    /// The key's record.
+    pub key: crate::store::MerchantKey,
+    /// The API key itself (`ck_live_` + 64 hex digits): shown this once, stored only hashed.
+    pub api_key: String,
+}
+
 /// `GET /ops/v1/merchants/{name}/keys` (admins): id, prefix, created, last used, revoked.
+#[utoipa::path(
+    get,
+    path = "/merchants/{name}/keys",
+    tag = "ops",
+    operation_id = "ops_merchant_keys",
+    summary = "A merchant's API keys (admins)",
+    security(("console_session" = [])),
+    params(("name" = String, Path, description = "The merchant's name")),
+    responses(
+        (status = 200, description = "The keys, oldest first", body = MerchantKeyList),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such merchant", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "no merchant named \"shop\""}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn list_keys(
     State(st): State<AppState>,
     p: Principal,
     ApiPath(name): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MerchantKeyList>, ApiError> {
     p.require(Permission::ManageUsers)?;
-    let keys = crate::service::merchants::list_merchant_keys(st.core.store.as_ref(), &name)
+    let items = crate::service::merchants::list_merchant_keys(st.core.store.as_ref(), &name)
         .await
         .map_err(merchant_error)?;
-    Ok(Json(json!({"items": keys})))
+    Ok(Json(MerchantKeyList { items }))
 }
 
 /// `POST /ops/v1/merchants/{name}/keys` `{}` (admins): a new key, shown once in the answer;
 /// the merchant's other keys keep working.
+#[utoipa::path(
+    post,
+    path = "/merchants/{name}/keys",
+    tag = "ops",
+    operation_id = "ops_merchant_key_issue",
+    summary = "Issue another API key to a merchant (admins)",
+    description = "The new key is in the answer only; the merchant's other keys keep working until revoked, so a rotation has no gap. Audited (`merchant_key_issued`) in the same transaction.",
+    security(("console_session" = [])),
+    params(("name" = String, Path, description = "The merchant's name")),
+    request_body(content = Empty, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Issued", body = IssuedKeyEnvelope,
+            links(
+                ("RevokeKey" = (operation_id = "ops_merchant_key_revoke", parameters(("name" = "$request.path.name"), ("id" = "$response.body#/key/id"))))
+            )),
+        (status = 400, description = "The body is not `{}`", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: unknown field `x`"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such merchant", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "no merchant named \"shop\""}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn issue_key(
     State(st): State<AppState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,
     ApiJson(_): ApiJson<Empty>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<IssuedKeyEnvelope>), ApiError> {
     p.require(Permission::ManageUsers)?;
-    let (k, issued) = crate::service::merchants::issue_merchant_key(
+    let (key, issued) = crate::service::merchants::issue_merchant_key(
         st.core.store.as_ref(),
         st.core.clock.now_ms(),
         &name,
@@ -805,11 +860,37 @@ async fn issue_key(
     .map_err(merchant_error)?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({"key": k, "api_key": issued.key})),
+        Json(IssuedKeyEnvelope {
+            key,
+            api_key: issued.key,
+        }),
     ))
 }
 
 /// `POST /ops/v1/merchants/{name}/keys/{id}/revoke` `{}` (admins): 401 for that key at once.
+#[utoipa::path(
+    post,
+    path = "/merchants/{name}/keys/{id}/revoke",
+    tag = "ops",
+    operation_id = "ops_merchant_key_revoke",
+    summary = "Revoke a merchant's API key (admins)",
+    description = "From the commit on, every server answers 401 to the key. Audited (`merchant_key_revoked`) in the same transaction.",
+    security(("console_session" = [])),
+    params(
+        ("name" = String, Path, description = "The merchant's name"),
+        ("id" = String, Path, description = "The key's id (`mk_...`)")
+    ),
+    request_body(content = Empty, content_type = "application/json"),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 400, description = "The body is not `{}`", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: unknown field `x`"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such merchant, or no unrevoked key with this id", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "merchant \"shop\" has no unrevoked key \"mk_3f9a1c2e7b4d\""}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
 async fn revoke_key(
     State(st): State<AppState>,
     p: Principal,

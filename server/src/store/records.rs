@@ -22,7 +22,7 @@ pub struct Merchant {
 
 /// One of a merchant's API keys (issue 13 "Merchant keys"). The key itself is never stored:
 /// only its SHA-256, and a visible prefix to recognise it by.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct MerchantKey {
     /// `mk_...` id, named by `converge merchant key revoke`.
     pub id: String,

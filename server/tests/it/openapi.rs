@@ -31,6 +31,9 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
         ("/ops/v1/webhooks/endpoints/{id}/recover/preview", "get"),
         ("/ops/v1/webhooks/endpoints/{id}/recover", "post"),
         ("/ops/v1/webhooks/endpoints/{id}/enable", "post"),
+        ("/ops/v1/merchants/{name}/keys", "get"),
+        ("/ops/v1/merchants/{name}/keys", "post"),
+        ("/ops/v1/merchants/{name}/keys/{id}/revoke", "post"),
     ] {
         assert!(
             doc["paths"][path][method].is_object(),
@@ -51,6 +54,10 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
     }
     assert!(create["responses"]["201"]["headers"]["Idempotent-Replayed"].is_object());
     assert!(create["responses"]["409"]["headers"]["Retry-After"].is_object());
+    assert_eq!(
+        create["responses"]["403"]["content"]["application/json"]["example"]["error"]["code"],
+        "merchant_frozen"
+    );
     assert!(
         create["responses"]["400"]["content"]["application/json"]["examples"]["idempotency_key_missing"]
             .is_object()
