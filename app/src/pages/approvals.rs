@@ -329,7 +329,13 @@ fn PendingRow(
                                 bind:value=reason
                             ></textarea>
                         </label>
-                        <button type="submit" data-testid="decision-submit" disabled=move || busy.get()>
+                        // A rejection must not look like an approval at a glance.
+                        <button
+                            type="submit"
+                            data-testid="decision-submit"
+                            class=move || (open.get() == Some(Decision::Reject)).then_some("danger")
+                            disabled=move || busy.get()
+                        >
                             {move || match open.get() {
                                 Some(Decision::Reject) => "Reject",
                                 _ => "Approve and execute",
