@@ -119,6 +119,10 @@ test("a payment's page tells its whole story", async ({ page, request }) => {
     await expect(timeline.getByText(event, { exact: true }).first()).toBeVisible();
   }
   await expect(timeline).toContainText("merchant account frozen");
+  // Amounts a person reads are in major units with the currency, never minor units beside it.
+  await expect(timeline).toContainText("charged 42.54 CNY");
+  await expect(page.locator("main")).not.toContainText("4254 CNY");
+  await expect(page.getByTestId("related-errors")).toContainText("42.54 CNY charged but not posted");
   await expect(page.getByTestId("jobs")).toContainText("post_ledger");
   await expect(page.getByTestId("related-errors")).toContainText("suspense");
   expect(errors).toEqual([]);

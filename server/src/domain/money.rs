@@ -44,9 +44,45 @@ pub fn validate_currency(code: &str) -> Result<(String, u16), MoneyError> {
     Ok((code.to_string(), exponent))
 }
 
+/// An amount of integer minor units as a person reads it: in major units with the currency's
+/// ISO 4217 minor units and its code (`18857, "CNY"` → `188.57 CNY`; `500, "JPY"` → `500
+/// JPY`; `1234, "KWD"` → `1.234 KWD`). Every summary and detail a person reads uses it: a
+/// "18857 CNY" beside "188.57 CNY" is a 100x misread in a payments console (issue 17). A code
+/// without a defined exponent (only a channel could send one) stays in minor units, saying so.
+pub fn display(minor: i64, currency: &str) -> String {
+    let exponent = Currency::from_code(currency).and_then(|c| c.exponent());
+    let Some(exp) = exponent else {
+        return format!("{minor} minor units of {currency:?}");
+    };
+    if exp == 0 {
+        return format!("{minor} {currency}");
+    }
+    let unit = 10u64.pow(u32::from(exp));
+    let sign = if minor < 0 { "-" } else { "" };
+    let abs = minor.unsigned_abs();
+    format!(
+        "{sign}{}.{:0width$} {currency}",
+        abs / unit,
+        abs % unit,
+        width = usize::from(exp)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn amounts_are_displayed_in_major_units_with_the_currency_exponent() {
+        assert_eq!(display(18857, "CNY"), "188.57 CNY");
+        assert_eq!(display(5, "USD"), "0.05 USD");
+        assert_eq!(display(-250, "USD"), "-2.50 USD");
+        assert_eq!(display(500, "JPY"), "500 JPY");
+        assert_eq!(display(1234, "KWD"), "1.234 KWD");
+        assert_eq!(display(i64::MIN, "USD"), "-92233720368547758.08 USD");
+        assert_eq!(display(7, "XAU"), "7 minor units of \"XAU\"");
+        assert_eq!(display(7, "??"), "7 minor units of \"??\"");
+    }
 
     #[test]
     fn zero_negative_and_huge_amounts_are_refused() {

@@ -4,6 +4,7 @@
 
 use super::payments::{Applied, Extras};
 use super::{Core, ServiceError};
+use crate::domain::money;
 use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
 use serde_json::json;
 
@@ -209,8 +210,9 @@ impl Core {
         }
         if ev.amount != p.amount || ev.currency != p.currency {
             let why = format!(
-                "callback says {} {}, payment is {} {}",
-                ev.amount, ev.currency, p.amount, p.currency
+                "callback says {}, payment is {}",
+                money::display(ev.amount, &ev.currency),
+                money::display(p.amount, &p.currency)
             );
             return self.ignore(&p, ev, event, why, true).await;
         }

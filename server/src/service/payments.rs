@@ -12,6 +12,7 @@ use super::{Core, ServiceError, ids};
 use crate::channel::ChargeOutcome;
 use crate::domain::fingerprint::fingerprint;
 use crate::domain::ledger;
+use crate::domain::money;
 use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
 use crate::store::{
     CreatePayment, IgnoredEvent, JobKind, KeyRef, LedgerPosting, NewJob, NewPayment, Payment,
@@ -148,7 +149,7 @@ impl Core {
                 if amount == p.amount && currency == p.currency =>
             {
                 let extras = Extras {
-                    detail: format!("charged {amount} {currency}"),
+                    detail: format!("charged {}", money::display(amount, &currency)),
                     close_jobs: vec![JobKind::Submit, JobKind::Query],
                     ..Extras::default()
                 };
@@ -157,8 +158,9 @@ impl Core {
             }
             ChargeOutcome::Succeeded { amount, currency } => {
                 let detail = format!(
-                    "channel charged {amount} {currency}, payment is {} {}",
-                    p.amount, p.currency
+                    "channel charged {}, payment is {}",
+                    money::display(amount, &currency),
+                    money::display(p.amount, &p.currency)
                 );
                 self.to_unknown(p, source, detail).await
             }
@@ -234,7 +236,7 @@ impl Core {
             return Ok(parked);
         }
         let extras = Extras {
-            detail: format!("charge batch {} {}", p.amount, p.currency),
+            detail: format!("charge batch {}", money::display(p.amount, &p.currency)),
             posting: Some(ledger::charge(p.merchant_id, p.amount, &p.currency)),
             close_jobs: vec![JobKind::PostLedger],
             ..Extras::default()

@@ -9,6 +9,7 @@ use chrono::NaiveDate;
 use serde_json::json;
 
 use super::{Core, ServiceError};
+use crate::domain::money;
 use crate::store::NewErrorItem;
 
 /// The statement's header, in order.
@@ -322,8 +323,9 @@ impl Core {
                     &row.channel_key,
                     Some(p.id.clone()),
                     format!(
-                        "statement says {} {}, payment is {} {}",
-                        row.amount, row.currency, p.amount, p.currency
+                        "statement says {}, payment is {}",
+                        money::display(row.amount, &row.currency),
+                        money::display(p.amount, &p.currency)
                     ),
                     json!({"statement": statement, "local": local}),
                 ));

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::payments::Extras;
 use super::{Core, ServiceError};
 use crate::channel::{CancelOutcome, QueryOutcome};
+use crate::domain::money;
 use crate::domain::state::{PaymentEvent, PaymentStatus};
 use crate::store::{JobKind, NewErrorItem, Payment};
 
@@ -69,7 +70,7 @@ impl Core {
                 if amount == p.amount && currency == p.currency =>
             {
                 let extras = Extras {
-                    detail: format!("query: charged {amount} {currency}"),
+                    detail: format!("query: charged {}", money::display(amount, &currency)),
                     close_jobs: close(),
                     ..Extras::default()
                 };
@@ -82,8 +83,9 @@ impl Core {
             QueryOutcome::Succeeded { amount, currency } => Ok(Step::GiveUp {
                 kind: "amount_mismatch",
                 summary: format!(
-                    "channel charged {amount} {currency}, payment is {} {}",
-                    p.amount, p.currency
+                    "channel charged {}, payment is {}",
+                    money::display(amount, &currency),
+                    money::display(p.amount, &p.currency)
                 ),
                 evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
             }),
@@ -151,8 +153,9 @@ impl Core {
             CancelOutcome::AlreadyCharged { amount, currency } => Ok(Step::GiveUp {
                 kind: "amount_mismatch",
                 summary: format!(
-                    "channel charged {amount} {currency}, payment is {} {}",
-                    p.amount, p.currency
+                    "channel charged {}, payment is {}",
+                    money::display(amount, &currency),
+                    money::display(p.amount, &p.currency)
                 ),
                 evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
             }),
@@ -196,7 +199,10 @@ impl Core {
                 kind: "suspense".into(),
                 dedupe_key: suspense_key(&p.id),
                 payment_id: Some(p.id.clone()),
-                summary: format!("{} {} charged but not posted: merchant account frozen", p.amount, p.currency),
+                summary: format!(
+                    "{} charged but not posted: merchant account frozen",
+                    money::display(p.amount, &p.currency)
+                ),
                 evidence: json!({"status": p.status.as_str(), "merchant_id": p.merchant_id, "last_error": p.last_error}).to_string(),
                 reopen: true,
                 now: self.clock.now_ms(),

@@ -418,6 +418,16 @@ on_both_backends!(reconciling_a_day_twice_adds_no_duplicate_items, |app| {
         kinds,
         HashSet::from(["reconcile_amount_mismatch", "reconcile_missing_statement"])
     );
+    // What a person reads is in major units with the currency (never "1057 CNY" beside
+    // "10.57 CNY": a 100x misread).
+    let mismatch = items
+        .iter()
+        .find(|i| i.kind == "reconcile_amount_mismatch")
+        .unwrap();
+    assert_eq!(
+        mismatch.summary, "statement says 10.58 CNY, payment is 10.57 CNY",
+        "{mismatch:?}"
+    );
     core.reconcile(&day, "channel", None).await.unwrap();
     let again = app.store.error_items(None, None, 100).await.unwrap();
     assert_eq!(again.len(), items.len());
