@@ -221,15 +221,19 @@ fn ActionsPanel(
             }
         });
     });
-    let quick = move |kind: &'static str| {
-        let text = reason.get_untracked();
-        let why = if text.trim().is_empty() {
-            quick_reason(kind)
-        } else {
-            text
-        };
-        send.run((kind, why, None, None))
-    };
+    // Query and retry have no form: their reason is their own, never the text of a request
+    // form that happens to be open beside them (that once recorded and audited a Retry with
+    // the Reverse form's reason).
+    let quick = move |kind: &'static str| send.run((kind, quick_reason(kind), None, None));
+    // Each request form owns its fields: opening another one starts it empty.
+    Effect::new(move |previous: Option<Option<&'static str>>| {
+        let now = form.get();
+        if previous.is_some_and(|was| was != now) {
+            reason.set(String::new());
+            evidence.set(String::new());
+        }
+        now
+    });
     let on_submit = move |ev: SubmitEvent| {
         ev.prevent_default();
         let Some(kind) = form.get_untracked() else {
