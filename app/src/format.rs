@@ -157,6 +157,35 @@ pub fn query_escape(v: &str) -> String {
     out
 }
 
+/// The sign-in page that returns to `here` (a path with its query) once signed in:
+/// `/payments/pay_1` → `/login?next=%2Fpayments%2Fpay_1`; the dashboard needs no `next`.
+pub fn login_returning_to(here: &str) -> String {
+    if here.is_empty() || here == "/" || here.starts_with("/login") {
+        "/login".into()
+    } else {
+        format!("/login?next={}", query_escape(here))
+    }
+}
+
+/// Where to go after signing in: `next` when it is a path on this console, else the
+/// dashboard. Only a single leading `/` is accepted, so `//evil.example`, `/\evil.example`,
+/// `https://...` and control characters cannot turn the sign-in page into an open redirect
+/// (OWASP Unvalidated Redirects and Forwards Cheat Sheet).
+pub fn after_sign_in(next: Option<&str>) -> String {
+    match next {
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && !n.starts_with("/\\")
+                && !n.starts_with("/login")
+                && !n.chars().any(|c| c.is_control() || c == '\\') =>
+        {
+            n.to_string()
+        }
+        _ => "/".into(),
+    }
+}
+
 /// A query string (`?a=1&b=x%20y`) of the non-blank pairs; empty when all are blank.
 pub fn query_string(pairs: &[(&str, Option<&str>)]) -> String {
     let parts: Vec<String> = pairs
@@ -196,6 +225,32 @@ pub fn as_rfc3339(v: Option<String>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sign_in_returns_only_to_paths_on_this_console() {
+        assert_eq!(
+            login_returning_to("/payments/pay_1?x=a b"),
+            "/login?next=%2Fpayments%2Fpay_1%3Fx%3Da%20b"
+        );
+        assert_eq!(login_returning_to("/"), "/login");
+        assert_eq!(login_returning_to("/login?next=%2F"), "/login");
+        assert_eq!(
+            after_sign_in(Some("/payments/pay_1?x=1")),
+            "/payments/pay_1?x=1"
+        );
+        for bad in [
+            "//evil.example/x",
+            "/\\evil.example",
+            "https://evil.example",
+            "javascript:alert(1)",
+            "/a\nb",
+            "/login",
+            "",
+        ] {
+            assert_eq!(after_sign_in(Some(bad)), "/", "{bad:?}");
+        }
+        assert_eq!(after_sign_in(None), "/");
+    }
 
     #[test]
     fn utc_times_match_known_dates() {

@@ -10,7 +10,9 @@ test.describe.configure({ mode: "serial" });
 test("without a session every console page sends you to the sign-in page", async ({ page }) => {
   for (const target of ["/", "/payments", "/error-pool", "/admin/users"]) {
     await page.goto(target);
-    await expect(page).toHaveURL(/\/login$/);
+    // The sign-in page remembers where to return (the dashboard needs no reminder).
+    const back = target === "/" ? "" : `?next=${encodeURIComponent(target)}`;
+    await expect(page).toHaveURL(new RegExp(`/login${back.replace("?", "\\?")}$`));
     await expect(page.getByRole("heading", { name: "Sign in" })).toBeVisible();
   }
 });
@@ -213,6 +215,6 @@ test("an admin adds a user, who can then sign in", async ({ page, browser }) => 
   await page.getByTestId(`user-${name}`).getByRole("button", { name: "Disable" }).click();
   await expect(page.getByTestId(`user-${name}`)).toContainText("disabled");
   await newcomer.goto("/payments");
-  await expect(newcomer).toHaveURL(/\/login$/);
+  await expect(newcomer).toHaveURL(/\/login\?next=%2Fpayments$/);
   await other.close();
 });

@@ -31,12 +31,16 @@ test("every page works by navigation, reload, deep link, Back and Forward", asyn
     { amount: 1234, currency: "CNY", merchant_order_id: unique("nav") },
     unique("idem"),
   );
-  // A user who holds every role sees every link.
-  await page.goto("/login");
+  // A deep link opened while signed out: sign in, and land on the link, not the dashboard.
+  await page.goto(`/payments/${payment.id}?from=mail`);
+  await expect(page).toHaveURL(new RegExp(`/login\\?next=${encodeURIComponent(`/payments/${payment.id}?from=mail`)}$`));
   await expect(page.locator("main.login")).toHaveAttribute("data-hydrated", "true");
+  // A user who holds every role sees every link.
   await page.getByLabel("Username").fill(env("E2E_NAV_USER"));
   await page.getByLabel("Password").fill(env("E2E_NAV_PASSWORD"));
   await page.getByTestId("sign-in").click();
+  await expect(page).toHaveURL(new RegExp(`/payments/${payment.id}\\?from=mail$`));
+  await expect(page.getByTestId("payment-id")).toHaveText(payment.id);
   await hydrated(page);
   // Signed in, the foot of each page says which database runs and that it answers.
   await expect(page.getByTestId("db-status")).toContainText(/database: (sqlite|postgres) ✓/);

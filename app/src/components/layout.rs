@@ -18,6 +18,19 @@ use crate::dto::Principal;
 #[derive(Debug, Clone, Copy)]
 pub struct Me(pub Resource<Result<Option<Principal>, ServerFnError>>);
 
+/// The sign-in page that comes back to the page being shown.
+pub fn here_via_login() -> String {
+    let location = leptos_router::hooks::use_location();
+    // `search` comes without its `?`.
+    let search = location.search.get_untracked();
+    let here = if search.is_empty() {
+        location.pathname.get_untracked()
+    } else {
+        format!("{}?{search}", location.pathname.get_untracked())
+    };
+    crate::format::login_returning_to(&here)
+}
+
 /// Layout route of the console: checks the session, then renders the top bar and the page.
 #[component]
 pub fn ConsoleLayout() -> impl IntoView {
@@ -39,7 +52,8 @@ pub fn ConsoleLayout() -> impl IntoView {
                         }
                             .into_any()
                     }
-                    Ok(None) => view! { <Redirect path="/login"/> }.into_any(),
+                    // Signed out on a deep link: sign in, then back to it.
+                    Ok(None) => view! { <Redirect path=here_via_login()/> }.into_any(),
                     Err(e) => view! { <main class="page"><ErrorNote error=e/></main> }.into_any(),
                 }
             })}

@@ -46,7 +46,7 @@ pub fn ErrorNote(
     error: ServerFnError,
 ) -> impl IntoView {
     if is_not_signed_in(&error) {
-        return view! { <Redirect path="/login"/> }.into_any();
+        return view! { <Redirect path=super::layout::here_via_login()/> }.into_any();
     }
     view! { <p class="error-note" role="alert">{error_message(&error)}</p> }.into_any()
 }

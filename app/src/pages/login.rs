@@ -20,6 +20,12 @@ pub fn LoginPage() -> impl IntoView {
     let hydrated = RwSignal::new(false);
     Effect::new(move |_| hydrated.set(true));
     let navigate = use_navigate();
+    // Back to the page that sent the person here (a deep link opened while signed out, or a
+    // session that ended mid-page), if it is a page of this console.
+    let query = leptos_router::hooks::use_query_map();
+    let next_page = StoredValue::new(crate::format::after_sign_in(
+        query.get_untracked().get("next").as_deref(),
+    ));
 
     let on_submit = move |ev: SubmitEvent| {
         ev.prevent_default();
@@ -37,7 +43,7 @@ pub fn LoginPage() -> impl IntoView {
         let navigate = navigate.clone();
         spawn_local(async move {
             match api::login(user, pass).await {
-                Ok(_) => navigate("/", Default::default()),
+                Ok(_) => navigate(&next_page.get_value(), Default::default()),
                 Err(e) => {
                     password.set(String::new());
                     message.set(Some(api::error_message(&e)));
