@@ -116,15 +116,46 @@ pub(crate) mod ssr {
         Ok((st, p))
     }
 
-    /// An API error as a server-function error with its human message (internal causes were
-    /// logged by `ApiError::internal` and are not sent).
+    /// The header that carries a refusal's stable code beside the human sentence in the body
+    /// (the same codes as the `/ops/v1` endpoints' `error.code`).
+    pub const ERROR_CODE_HEADER: &str = "converge-error-code";
+
+    /// A refusal: the response gets `status` (a 4xx, not the framework's default 500) and
+    /// the stable `code` in [`ERROR_CODE_HEADER`]; the browser shows `message`. The browser's
+    /// server-function client treats every 4xx as the error it carries.
+    pub fn refuse(
+        status: axum::http::StatusCode,
+        code: &str,
+        message: impl Into<String>,
+        retry_after: Option<u64>,
+    ) -> ServerFnError {
+        if let Some(options) = use_context::<leptos_axum::ResponseOptions>() {
+            options.set_status(status);
+            if let Ok(v) = axum::http::HeaderValue::from_str(code) {
+                options.insert_header(axum::http::HeaderName::from_static(ERROR_CODE_HEADER), v);
+            }
+            if let Some(secs) = retry_after {
+                options.insert_header(
+                    axum::http::header::RETRY_AFTER,
+                    axum::http::HeaderValue::from(secs),
+                );
+            }
+        }
+        ServerFnError::new(message.into())
+    }
+
+    /// An API error as a server-function error with its status, code and human message
+    /// (internal causes were logged by `ApiError::internal` and are not sent).
     pub fn api_error(e: ApiError) -> ServerFnError {
         if e.code == "internal_error" {
-            return ServerFnError::new(
+            return refuse(
+                e.status,
+                e.code,
                 "internal error; retry, and tell the on-call if it persists",
+                None,
             );
         }
-        ServerFnError::new(e.message)
+        refuse(e.status, e.code, e.message, e.retry_after)
     }
 
     /// A server struct as its DTO mirror, through the same JSON the `/ops/v1` endpoints send.
@@ -171,11 +202,7 @@ pub(crate) mod ssr {
 
     /// A user change refused, in words.
     pub fn user_error(e: converge_server::ops::users::UserError) -> ServerFnError {
-        use converge_server::ops::users::UserError;
-        match e {
-            UserError::Store(s) => api_error(s.into()),
-            other => ServerFnError::new(other.to_string()),
-        }
+        api_error(converge_server::ops::handlers::user_error(e))
     }
 }
 
@@ -207,11 +234,19 @@ pub async fn login(username: String, password: String) -> Result<Principal, Serv
         }
         Err(LoginError::InvalidCredentials) => {
             tracing::warn!(user = %converge_server::telemetry::log_safe(&username, 64), addr = %converge_server::telemetry::log_safe(&addr, 64), "console login refused");
-            Err(ServerFnError::new("Unknown user or wrong password."))
+            Err(ssr::refuse(
+                axum::http::StatusCode::UNAUTHORIZED,
+                "invalid_credentials",
+                "Unknown user or wrong password.",
+                None,
+            ))
         }
-        Err(LoginError::RateLimited(secs)) => Err(ServerFnError::new(format!(
-            "Too many login attempts; retry in {secs} s."
-        ))),
+        Err(LoginError::RateLimited(secs)) => Err(ssr::refuse(
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!("Too many login attempts; retry in {secs} s."),
+            Some(secs),
+        )),
         Err(LoginError::Store(e)) => Err(ssr::api_error(e.into())),
         Err(LoginError::Session(e)) => {
             tracing::error!(error = %e, "console login: session write failed");
@@ -334,14 +369,23 @@ pub async fn load_payment(id: String) -> Result<PaymentDetail, ServerFnError> {
     let (st, _) = ssr::authorize(Permission::View).await?;
     let id = id.trim();
     if id.is_empty() || id.len() > 64 {
-        return Err(ServerFnError::new("give a payment id such as pay_…"));
+        return Err(ssr::api_error(
+            converge_server::error::ApiError::bad_request(
+                "invalid_payment_id",
+                "give a payment id such as pay_…",
+            ),
+        ));
     }
     match converge_server::ops::dashboard::payment_detail(&st.core, id)
         .await
         .map_err(|e| ssr::api_error(e.into()))?
     {
         Some(d) => ssr::convert(&d),
-        None => Err(ServerFnError::new(format!("no payment with id {id}"))),
+        None => Err(ssr::api_error(converge_server::error::ApiError::new(
+            axum::http::StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no payment with id {id}"),
+        ))),
     }
 }
 
@@ -356,7 +400,12 @@ pub async fn error_pool(
     let status = status.as_deref().map(str::trim).filter(|s| !s.is_empty());
     let kind = kind.as_deref().map(str::trim).filter(|s| !s.is_empty());
     if status.is_some_and(|s| s != "open" && s != "resolved") {
-        return Err(ServerFnError::new("status must be open or resolved"));
+        return Err(ssr::api_error(
+            converge_server::error::ApiError::bad_request(
+                "invalid_status",
+                "status must be open or resolved",
+            ),
+        ));
     }
     let items = st
         .core
@@ -374,8 +423,11 @@ pub async fn resolve_error(id: i64, note: String) -> Result<ErrorItem, ServerFnE
     let (st, p) = ssr::authorize(Permission::ResolveErrors).await?;
     let note = note.trim();
     if note.is_empty() || note.len() > 2000 {
-        return Err(ServerFnError::new(
-            "a resolution note of 1 to 2000 bytes is required",
+        return Err(ssr::api_error(
+            converge_server::error::ApiError::bad_request(
+                "invalid_note",
+                "a resolution note of 1 to 2000 bytes is required",
+            ),
         ));
     }
     let store = &st.core.store;
@@ -401,9 +453,15 @@ pub async fn resolve_error(id: i64, note: String) -> Result<ErrorItem, ServerFnE
             .await?;
             ssr::convert(&item)
         }
-        (_, None) => Err(ServerFnError::new(format!("no error-pool item {id}"))),
-        (false, Some(_)) => Err(ServerFnError::new(format!(
-            "error-pool item {id} is already resolved"
+        (_, None) => Err(ssr::api_error(converge_server::error::ApiError::new(
+            axum::http::StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no error-pool item {id}"),
+        ))),
+        (false, Some(_)) => Err(ssr::api_error(converge_server::error::ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            "already_resolved",
+            format!("error-pool item {id} is already resolved"),
         ))),
     }
 }
@@ -455,7 +513,12 @@ pub async fn disable_user(username: String) -> Result<(), ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     if username == p.username {
-        return Err(ServerFnError::new("you cannot disable yourself"));
+        return Err(ssr::api_error(
+            converge_server::error::ApiError::bad_request(
+                "invalid_user",
+                "you cannot disable yourself",
+            ),
+        ));
     }
     converge_server::ops::users::set_disabled(
         st.core.store.as_ref(),

@@ -110,7 +110,12 @@ pub async fn webhook_recover(
         .filter(|s| !s.trim().is_empty())
         .map(|s| s.trim().parse::<i64>())
         .collect();
-    let ids = ids.map_err(|_| ServerFnError::new("delivery ids must be numbers"))?;
+    let ids = ids.map_err(|_| {
+        ssr::api_error(converge_server::error::ApiError::bad_request(
+            "invalid_request",
+            "delivery ids must be numbers",
+        ))
+    })?;
     let body = RecoverBody {
         since: crate::format::as_rfc3339(Some(since)).unwrap_or_default(),
         delivery_ids: ids,

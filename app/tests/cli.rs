@@ -1261,3 +1261,130 @@ fn the_dashboards_automatic_refresh_does_not_keep_the_session_alive() {
     );
     assert_eq!(me(&person), 200, "a person's use kept theirs");
 }
+
+/// The whole answer (status line, headers, body) of one HTTP/1.1 request.
+fn http_answer(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).expect("write");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("read");
+    answer
+}
+
+// The console's server functions refuse as the `/ops/v1` endpoints do: the refusal's 4xx and
+// its stable code (in `converge-error-code`), never the framework's default 500 (issue 17).
+#[test]
+fn console_refusals_answer_their_4xx_and_stable_code_not_500() {
+    use std::io::Write;
+    let dir = Scratch::new("refusals");
+    let api = free_port();
+    let mut add = converge_cmd(&dir)
+        .args([
+            "user",
+            "add",
+            "alice",
+            "--role",
+            "viewer,admin",
+            "--password-stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("user add");
+    add.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"a-long-password-here\n")
+        .expect("password");
+    assert!(add.wait_with_output().expect("user add").status.success());
+    let _serve = Proc::spawn(
+        &dir,
+        &[
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{api}"),
+            "--no-workers",
+        ],
+    );
+    wait_for(20, "converge serve", || {
+        http(api, "GET", "/health", &[], "")
+    });
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    let expect = |answer: &str, status: u16, code: &str| {
+        assert_eq!(
+            answer.get(9..12),
+            Some(status.to_string().as_str()),
+            "{answer}"
+        );
+        let head = answer
+            .split("\r\n\r\n")
+            .next()
+            .unwrap_or_default()
+            .to_lowercase();
+        assert!(
+            head.contains(&format!("converge-error-code: {code}")),
+            "{code}: {answer}"
+        );
+    };
+    let wrong = http_answer(
+        api,
+        "/api/login",
+        &[form],
+        "username=alice&password=not-the-password-at-all",
+    );
+    expect(&wrong, 401, "invalid_credentials");
+    let (status, cookie, body) = http_with_cookie(
+        api,
+        "POST",
+        "/ops/v1/login",
+        &[("Content-Type", "application/json")],
+        r#"{"username":"alice","password":"a-long-password-here"}"#,
+    )
+    .expect("login");
+    assert_eq!(status, 200, "{body}");
+    let cookie = cookie.expect("session cookie");
+    let signed_in = [("Cookie", cookie.as_str()), form];
+    expect(
+        &http_answer(api, "/api/disable_user", &signed_in, "username=alice"),
+        400,
+        "invalid_user",
+    );
+    expect(
+        &http_answer(
+            api,
+            "/api/add_user",
+            &signed_in,
+            "username=alice&roles=viewer&password=another-long-password",
+        ),
+        409,
+        "user_exists",
+    );
+    expect(
+        &http_answer(
+            api,
+            "/api/add_user",
+            &signed_in,
+            "username=bob&roles=viewer&password=short",
+        ),
+        400,
+        "invalid_user",
+    );
+    expect(
+        &http_answer(api, "/api/payment", &signed_in, "id=pay_nothing_here"),
+        404,
+        "not_found",
+    );
+}

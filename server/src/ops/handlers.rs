@@ -657,7 +657,9 @@ pub async fn audit(
     Ok(())
 }
 
-fn user_error(e: UserError) -> ApiError {
+/// A user change's refusal as its HTTP error: 400 `invalid_user`, 409 `user_exists`, 404
+/// `not_found`.
+pub fn user_error(e: UserError) -> ApiError {
     match e {
         UserError::Invalid(m) => ApiError::bad_request("invalid_user", m),
         UserError::Exists(_) => ApiError::new(StatusCode::CONFLICT, "user_exists", e.to_string()),
