@@ -423,6 +423,19 @@ pub struct PaymentDetail {
     pub actions: Vec<ActionRecord>,
     /// Audit records about it (`payment:<id>`), in seq order.
     pub audit: Vec<AuditRecord>,
+    /// Which actions apply now, and why not the others (the server's rule).
+    pub offers: Vec<ActionOffer>,
+}
+
+/// Whether an action applies to the payment now (`server::domain::actions::offers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionOffer {
+    /// `query`, `retry`, `reverse` or `force_transition`.
+    pub kind: String,
+    /// It can be requested now.
+    pub available: bool,
+    /// Why not, when it is not available.
+    pub why: String,
 }
 
 /// A console user (never the hash).

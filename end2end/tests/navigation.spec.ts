@@ -42,6 +42,11 @@ test("every page works by navigation, reload, deep link, Back and Forward", asyn
   await expect(page).toHaveURL(new RegExp(`/payments/${payment.id}\\?from=mail$`));
   await expect(page.getByTestId("payment-id")).toHaveText(payment.id);
   await hydrated(page);
+  // Only the actions its state allows are offered, and the page says why not the others:
+  // a settled SUCCESS payment has no job a retry could wake.
+  await expect(page.getByTestId("action-reverse")).toBeVisible();
+  await expect(page.getByTestId("action-retry")).toHaveCount(0);
+  await expect(page.getByTestId("unavailable-actions")).toContainText("No retry: no job is waiting or dead");
   // Signed in, the foot of each page says which database runs and that it answers.
   await expect(page.getByTestId("db-status")).toContainText(/database: (sqlite|postgres) ✓/);
   await page.evaluate(() => ((window as unknown as { navMark: boolean }).navMark = true));

@@ -107,7 +107,7 @@ fn Story(
                 <dd class="error-text">{p.last_error.unwrap_or_else(|| "—".into())}</dd>
             </dl>
         </section>
-        <ActionsPanel payment_id status actions=d.actions version flash focus_flash/>
+        <ActionsPanel payment_id status actions=d.actions offers=d.offers version flash focus_flash/>
         <div class="grid">
             <Timeline events=d.events/>
             <div class="stack">
@@ -133,11 +133,21 @@ fn ActionsPanel(
     payment_id: String,
     status: String,
     actions: Vec<ActionRecord>,
+    offers: Vec<crate::dto::ActionOffer>,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
     focus_flash: RwSignal<bool>,
 ) -> impl IntoView {
     let can_request = signed_in_has("operator");
+    // Only what the payment's state allows is offered; the rest say why not.
+    let offered = |kind: &str| offers.iter().any(|o| o.kind == kind && o.available);
+    let (can_retry, can_reverse) = (offered("retry"), offered("reverse"));
+    let unavailable: Vec<(String, String)> = offers
+        .iter()
+        .filter(|o| !o.available)
+        .map(|o| (o.kind.replace('_', " "), o.why.clone()))
+        .collect();
+    let unavailable = StoredValue::new(unavailable);
     // Keyboard focus: into the request form when it opens (its first field), back to the
     // button that opened it when it is cancelled, and to the outcome once it is shown.
     let reverse_ref = NodeRef::<leptos::html::Button>::new();
@@ -154,7 +164,7 @@ fn ActionsPanel(
     let targets = force_targets(&status);
     let options = StoredValue::new(targets.clone());
     let target = RwSignal::new(targets.first().map(|t| t.to_string()).unwrap_or_default());
-    let can_force = !targets.is_empty();
+    let can_force = !targets.is_empty() && offered("force_transition");
     let pending = actions.iter().filter(|a| a.status == "pending").count();
     Effect::new(move |_| match form.get() {
         Some("force_transition") => {
@@ -282,26 +292,36 @@ fn ActionsPanel(
                     >
                         "Query channel"
                     </button>
-                    <button
-                        type="button"
-                        data-testid="action-retry"
-                        disabled=move || busy.get()
-                        on:click=move |_| quick("retry")
-                    >
-                        "Retry jobs"
-                    </button>
-                    <button
-                        type="button"
-                        class="secondary"
-                        data-testid="action-reverse"
-                        node_ref=reverse_ref
-                        aria-expanded=move || (form.get() == Some("reverse")).to_string()
-                        aria-controls=move || (form.get() == Some("reverse")).then_some("action-form")
-                        disabled=move || busy.get()
-                        on:click=move |_| form.set(Some("reverse"))
-                    >
-                        "Reverse…"
-                    </button>
+                    {can_retry
+                        .then(|| {
+                            view! {
+                                <button
+                                    type="button"
+                                    data-testid="action-retry"
+                                    disabled=move || busy.get()
+                                    on:click=move |_| quick("retry")
+                                >
+                                    "Retry jobs"
+                                </button>
+                            }
+                        })}
+                    {can_reverse
+                        .then(|| {
+                            view! {
+                                <button
+                                    type="button"
+                                    class="secondary"
+                                    data-testid="action-reverse"
+                                    node_ref=reverse_ref
+                                    aria-expanded=move || (form.get() == Some("reverse")).to_string()
+                                    aria-controls=move || (form.get() == Some("reverse")).then_some("action-form")
+                                    disabled=move || busy.get()
+                                    on:click=move |_| form.set(Some("reverse"))
+                                >
+                                    "Reverse…"
+                                </button>
+                            }
+                        })}
                     {can_force
                         .then(|| {
                             view! {
@@ -320,6 +340,19 @@ fn ActionsPanel(
                             }
                         })}
                 </div>
+                {unavailable
+                    .with_value(|u| !u.is_empty())
+                    .then(|| {
+                        view! {
+                            <ul class="muted small unavailable" data-testid="unavailable-actions">
+                                {unavailable
+                                    .get_value()
+                                    .into_iter()
+                                    .map(|(kind, why)| view! { <li>{format!("No {kind}: {why}.")}</li> })
+                                    .collect_view()}
+                            </ul>
+                        }
+                    })}
                 <Show when=move || form.get().is_some()>
                     <form
                         class="stacked-form action-form"

@@ -77,6 +77,55 @@ pub fn force_allowed(from: PaymentStatus, to: PaymentStatus) -> bool {
     !from.is_terminal() && FORCE_WHITELIST.contains(&(from, to))
 }
 
+/// Whether a payment in `status` can be reversed (its charge refunded and the ledger
+/// reversed): SUCCESS, or SUSPENSE (charged, never posted).
+pub fn reversible(status: PaymentStatus) -> bool {
+    matches!(status, PaymentStatus::Success | PaymentStatus::Suspense)
+}
+
+/// Whether an action applies to a payment now, and if not, why: what the console offers, so
+/// ops staff are never offered an action that cannot apply (issue 17). One rule for the
+/// console's buttons and the server's checks.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct ActionOffer {
+    /// `query`, `retry`, `reverse` or `force_transition`.
+    pub kind: &'static str,
+    /// It can be requested now.
+    pub available: bool,
+    /// Why not, in words, when it is not available (empty when it is).
+    pub why: String,
+}
+
+/// The offers for a payment in `status` with `wakeable_jobs` jobs a retry would wake (due or
+/// dead ones): query always (it only reads the channel); retry only with a job to wake;
+/// reverse only when [`reversible`]; a forced transition only where the whitelist has one.
+pub fn offers(status: PaymentStatus, wakeable_jobs: usize) -> Vec<ActionOffer> {
+    let offer = |kind: &'static str, why: Option<String>| ActionOffer {
+        kind,
+        available: why.is_none(),
+        why: why.unwrap_or_default(),
+    };
+    let forced = FORCE_WHITELIST.iter().any(|(from, _)| *from == status) && !status.is_terminal();
+    vec![
+        offer("query", None),
+        offer(
+            "retry",
+            (wakeable_jobs == 0)
+                .then(|| "no job is waiting or dead, so a retry would wake nothing".into()),
+        ),
+        offer(
+            "reverse",
+            (!reversible(status)).then(|| {
+                format!("a {status} payment cannot be reversed (only SUCCESS or SUSPENSE)")
+            }),
+        ),
+        offer(
+            "force_transition",
+            (!forced).then(|| format!("no whitelisted forced transition leaves {status}")),
+        ),
+    ]
+}
+
 /// Checks a reason: not blank, at most [`MAX_REASON`] characters (as the OpenAPI document's
 /// `maxLength` counts them).
 pub fn check_reason(reason: &str) -> Result<(), String> {
@@ -93,6 +142,34 @@ pub fn check_reason(reason: &str) -> Result<(), String> {
 mod tests {
     use super::*;
     use PaymentStatus as S;
+
+    #[test]
+    fn only_actions_that_can_apply_are_offered_each_with_why_not() {
+        let available = |status, jobs| -> Vec<&'static str> {
+            offers(status, jobs)
+                .into_iter()
+                .filter(|o| o.available)
+                .map(|o| o.kind)
+                .collect()
+        };
+        assert_eq!(available(S::Reversed, 0), vec!["query"]);
+        assert_eq!(available(S::Success, 0), vec!["query", "reverse"]);
+        assert_eq!(
+            available(S::Suspense, 1),
+            vec!["query", "retry", "reverse", "force_transition"]
+        );
+        assert_eq!(
+            available(S::Unknown, 1),
+            vec!["query", "retry", "force_transition"]
+        );
+        let reversed = offers(S::Reversed, 0);
+        assert!(reversed.iter().all(|o| o.available == o.why.is_empty()));
+        assert!(
+            reversed[2]
+                .why
+                .contains("REVERSED payment cannot be reversed")
+        );
+    }
 
     #[test]
     fn only_money_moving_actions_need_approval() {

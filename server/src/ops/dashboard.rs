@@ -288,6 +288,8 @@ pub struct PaymentDetail {
     pub actions: Vec<crate::store::ActionRecord>,
     /// Audit records about it, oldest first.
     pub audit: Vec<crate::store::AuditRecord>,
+    /// Which actions apply to it now, and why not the others.
+    pub offers: Vec<crate::domain::actions::ActionOffer>,
 }
 
 /// Audit records about a payment and about each action on it (approvals and rejections are
@@ -315,10 +317,17 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
         .await?
         .map(|m| m.name)
         .unwrap_or_default();
+    let jobs = store.payment_jobs(id).await?;
+    // The jobs an ops retry wakes (`Store::wake_jobs`).
+    let wakeable = jobs
+        .iter()
+        .filter(|j| j.status == "due" || j.status == "dead")
+        .count();
     Ok(Some(PaymentDetail {
         merchant,
+        offers: crate::domain::actions::offers(payment.status, wakeable),
         events: store.payment_events(id).await?,
-        jobs: store.payment_jobs(id).await?,
+        jobs,
         ledger: store.payment_ledger(id).await?,
         refunds: store.payment_refunds(id).await?,
         errors: store.payment_error_items(id).await?,

@@ -172,9 +172,7 @@ impl Core {
                 }
                 target = Some(t.as_str().to_string());
             }
-            ActionKind::Reverse
-                if !matches!(p.status, PaymentStatus::Success | PaymentStatus::Suspense) =>
-            {
+            ActionKind::Reverse if !crate::domain::actions::reversible(p.status) => {
                 return Err(ActionError::Conflict(
                     "not_reversible",
                     format!("a {} payment cannot be reversed", p.status),
