@@ -82,6 +82,12 @@ test("operator requests a reverse, approver approves, auditor exports", async ({
   const audit = page.getByTestId("payment-audit");
   await expect(audit).toContainText("action_requested");
   await expect(audit).toContainText("action_executed");
+  // The reversal's refund is on the page (not "Refunded 0.00" and "No refunds"), and a
+  // REVERSED payment is not offered another reversal.
+  await expect(page.getByTestId("reversed-amount")).toContainText("31.00 CNY");
+  await expect(page.getByTestId("reversal-refund")).toContainText("31.00 CNY refunded at the channel");
+  await expect(page.getByTestId("action-reverse")).toHaveCount(0);
+  await expect(page.getByTestId("unavailable-actions")).toContainText("No reverse: a REVERSED payment cannot be reversed");
   expect(errors).toEqual([]);
 
   // The auditor verifies the chain and downloads the CSV export.

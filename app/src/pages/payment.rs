@@ -67,6 +67,17 @@ fn Story(
     let currency = p.currency.clone();
     let payment_id = p.id.clone();
     let status = p.status.clone();
+    // A reversal refunds at the channel whatever the merchant's refunds left: on a REVERSED
+    // payment that is `amount - refunded_amount`, by the executed reverse action.
+    let reversal = (p.status == "REVERSED").then(|| {
+        let by = d
+            .actions
+            .iter()
+            .find(|a| a.kind == "reverse" && a.status == "executed")
+            .map(|a| a.id.clone())
+            .unwrap_or_default();
+        (by, p.amount - p.refunded_amount)
+    });
     view! {
         <div class="page-head">
             <h1 class="mono" data-testid="payment-id">{p.id.clone()}</h1>
@@ -86,7 +97,18 @@ fn Story(
                 <dt>"Amount"</dt>
                 <dd><Money amount=p.amount currency=p.currency.clone()/></dd>
                 <dt>"Refunded"</dt>
-                <dd><Money amount=p.refunded_amount currency=p.currency.clone()/></dd>
+                <dd><Money amount=p.refunded_amount currency=p.currency.clone()/>" by the merchant"</dd>
+                {reversal
+                    .clone()
+                    .map(|(_, amount)| {
+                        view! {
+                            <dt>"Reversed"</dt>
+                            <dd data-testid="reversed-amount">
+                                <Money amount currency=p.currency.clone()/>
+                                " refunded at the channel by the reversal"
+                            </dd>
+                        }
+                    })}
                 <dt>"Merchant"</dt>
                 <dd>{d.merchant}</dd>
                 <dt>"Merchant order id"</dt>
@@ -113,7 +135,7 @@ fn Story(
             <div class="stack">
                 <Jobs jobs=d.jobs/>
                 <Ledger lines=d.ledger/>
-                <Refunds refunds=d.refunds currency/>
+                <Refunds refunds=d.refunds currency reversal/>
                 <RelatedErrors items=d.errors/>
             </div>
         </div>
@@ -676,13 +698,30 @@ fn Ledger(lines: Vec<LedgerEntry>) -> impl IntoView {
     }
 }
 
+/// The merchant's refunds and, on a reversed payment, the reversal's refund at the channel.
 #[component]
-fn Refunds(refunds: Vec<Refund>, currency: String) -> impl IntoView {
+fn Refunds(
+    refunds: Vec<Refund>,
+    currency: String,
+    /// (reverse action id, amount refunded at the channel in minor units).
+    reversal: Option<(String, i64)>,
+) -> impl IntoView {
+    let reversal_row = reversal.map(|(by, amount)| {
+        let currency = currency.clone();
+        view! {
+            <p data-testid="reversal-refund">
+                {format!("Reversal{}: ", if by.is_empty() { String::new() } else { format!(" {by}") })}
+                <Money amount currency/>
+                " refunded at the channel; the ledger entries are under Ledger."
+            </p>
+        }
+    });
     view! {
         <section class="panel" aria-labelledby="refunds-h">
             <h2 id="refunds-h">"Refunds"</h2>
+            {reversal_row}
             {if refunds.is_empty() {
-                view! { <p class="empty">"No refunds."</p> }.into_any()
+                view! { <p class="empty">"No merchant refunds."</p> }.into_any()
             } else {
                 view! {
                     <table class="data compact">
