@@ -88,9 +88,15 @@ pub async fn list_actions(
         .actions(clean(&status).as_deref(), clean(&payment).as_deref(), 200)
         .await
         .map_err(|e| crate::api::ssr::api_error(e.into()))?;
+    let stale = st
+        .core
+        .stale_pending(&items)
+        .await
+        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
     Ok(ActionList {
         now: st.core.clock.now_ms(),
         items: crate::api::ssr::convert(&items)?,
+        stale: stale.into_iter().collect(),
     })
 }
 

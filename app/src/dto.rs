@@ -514,6 +514,10 @@ pub struct ActionList {
     pub now: i64,
     /// Newest first.
     pub items: Vec<ActionRecord>,
+    /// Ids of the pending ones whose payment moved since the request (stale: approving
+    /// would only close them).
+    #[serde(default)]
+    pub stale: Vec<String>,
 }
 
 /// One audit-log record.

@@ -2,7 +2,7 @@
 // Retry pressed while the Reverse form was open was recorded and audited with the reason
 // typed into the Reverse form.
 import { expect, test } from "@playwright/test";
-import { env, hydrated, pageErrors, suspendedPayment, unique } from "./support";
+import { createPayment, env, hydrated, open, pageErrors, signIn, suspendedPayment, unique } from "./support";
 
 test("a retry beside an open reversal form is recorded with its own reason", async ({ page, request }) => {
   const errors = pageErrors(page);
@@ -36,5 +36,51 @@ test("a retry beside an open reversal form is recorded with its own reason", asy
   await page.getByTestId("action-reason").fill(typed);
   await page.getByTestId("action-force").click();
   await expect(page.getByTestId("action-reason")).toHaveValue("");
+  expect(errors).toEqual([]);
+});
+
+test("a request whose payment moved shows as stale at once, without Approve", async ({ page, request, browser }) => {
+  const errors = pageErrors(page);
+  const key = env("E2E_MERCHANT_KEY");
+  const payment = await createPayment(
+    request,
+    key,
+    { amount: 1300, currency: "CNY", merchant_order_id: unique("stale") },
+    unique("idem"),
+  );
+  await expect
+    .poll(async () => (await (await request.get(`/v1/payments/${payment.id}`, { headers: { Authorization: `Bearer ${key}` } })).json()).status, {
+      timeout: 20_000,
+    })
+    .toBe("SUCCESS");
+  // An operator requests the reversal...
+  await page.goto("/login");
+  await expect(page.locator("main.login")).toHaveAttribute("data-hydrated", "true");
+  await page.getByLabel("Username").fill(env("E2E_NAV_USER"));
+  await page.getByLabel("Password").fill(env("E2E_NAV_PASSWORD"));
+  await page.getByTestId("sign-in").click();
+  await hydrated(page);
+  await page.goto(`/payments/${payment.id}`);
+  await hydrated(page);
+  await page.getByTestId("action-reverse").click();
+  await page.getByTestId("action-reason").fill("customer asked for the money back");
+  await page.getByTestId("action-submit").click();
+  await expect(page.getByTestId("action-flash")).toContainText("waiting for an approver");
+  // ...then the merchant refunds part of it: the request's pinned version is gone.
+  const refund = await request.post(`/v1/payments/${payment.id}/refunds`, {
+    headers: { Authorization: `Bearer ${key}`, "Idempotency-Key": unique("idem") },
+    data: { amount: 100 },
+  });
+  expect(refund.status(), await refund.text()).toBe(201);
+
+  const approverContext = await browser.newContext();
+  const approver = await approverContext.newPage();
+  await signIn(approver, "approver");
+  await open(approver, "/approvals");
+  const row = approver.getByTestId("pending").getByRole("row").filter({ hasText: payment.id });
+  await expect(row.getByTestId("stale")).toContainText("the payment moved since the request");
+  await expect(row.getByTestId("approve")).toBeHidden();
+  await expect(row.getByTestId("reject")).toBeVisible();
+  await approverContext.close();
   expect(errors).toEqual([]);
 });

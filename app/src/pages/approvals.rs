@@ -60,6 +60,7 @@ pub fn ApprovalsPage() -> impl IntoView {
                 match list.await {
                     Ok(l) => {
                         let now = l.now;
+                        let stale_ids = l.stale;
                         let (pending, decided): (Vec<_>, Vec<_>) = l
                             .items
                             .into_iter()
@@ -90,7 +91,10 @@ pub fn ApprovalsPage() -> impl IntoView {
                                             <tbody>
                                                 {pending
                                                     .into_iter()
-                                                    .map(|a| view! { <PendingRow a now version flash/> })
+                                                    .map(|a| {
+                                                        let stale = stale_ids.contains(&a.id);
+                                                        view! { <PendingRow a now stale version flash/> }
+                                                    })
                                                     .collect_view()}
                                             </tbody>
                                         </table>
@@ -124,6 +128,8 @@ enum Decision {
 fn PendingRow(
     a: ActionRecord,
     now: i64,
+    /// The payment moved since the request: approving would only close it as stale.
+    stale: bool,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
 ) -> impl IntoView {
@@ -250,11 +256,20 @@ fn PendingRow(
             <td>{format::age(now - a.created_at)}</td>
             <td>{expiry}</td>
             <td class="decide">
+                {stale
+                    .then(|| {
+                        view! {
+                            <p class="pill st-bad" data-testid="stale">
+                                "Stale: the payment moved since the request; reject it, or request again"
+                            </p>
+                        }
+                    })}
                 <Show when=move || approver.get() && !mine.get()>
                     <button
                         type="button"
                         class="small"
                         data-testid="approve"
+                        hidden=stale
                         node_ref=approve_ref
                         aria-expanded=move || (open.get() == Some(Decision::Approve)).to_string()
                         aria-controls=move || (open.get() == Some(Decision::Approve)).then(|| form_id.get_value())

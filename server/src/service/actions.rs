@@ -222,6 +222,27 @@ impl Core {
         }
     }
 
+    /// The ids of the pending requests among `items` that are already stale: their payment
+    /// moved since the request pinned its version, so approving would only close them as
+    /// stale. The approvals page shows them as such at once instead of offering Approve
+    /// (issue 17). The same rule [`approve_action`](Self::approve_action) applies.
+    pub async fn stale_pending(
+        &self,
+        items: &[ActionRecord],
+    ) -> Result<std::collections::HashSet<String>, StoreError> {
+        let mut stale = std::collections::HashSet::new();
+        for a in items.iter().filter(|a| a.status == "pending") {
+            let moved = match self.store.payment(&a.payment_id).await? {
+                Some(p) => p.version != a.payment_version,
+                None => true,
+            };
+            if moved {
+                stale.insert(a.id.clone());
+            }
+        }
+        Ok(stale)
+    }
+
     /// Approves a pending request and executes it. The approver must not be the requester; a
     /// request whose payment moved since it was made is stale; an expired one is refused.
     pub async fn approve_action(
