@@ -72,7 +72,10 @@ test("every page works by navigation, reload, deep link, Back and Forward", asyn
     await shows(page, p.heading);
   }
 
-  // Reload and deep link of each.
+  // Reload and deep link of each, from a fresh load of the dashboard.
+  await page.goto("/");
+  await hydrated(page);
+  await shows(page, "Dashboard");
   for (const p of PAGES) {
     await nav.getByRole("link", { name: p.link, exact: true }).click();
     await expect(page).toHaveURL(p.url);
