@@ -621,11 +621,20 @@ fn Jobs(jobs: Vec<Job>) -> impl IntoView {
                                 .into_iter()
                                 .map(|j| {
                                     let pending = j.status == "due" || j.status == "leased";
+                                    let open = pending || j.status == "dead";
                                     view! {
                                         <tr>
                                             <td class="mono">{j.kind}</td>
                                             <td><StatusPill status=j.status/></td>
-                                            <td class="num">{format!("{} / {}", j.attempts, j.max_attempts)}</td>
+                                            // "done 0 / 8" beside an error read as a contradiction: a finished
+                                            // job shows the attempts it used, and its last error as history.
+                                            <td class="num">
+                                                {if open {
+                                                    format!("{} / {}", j.attempts, j.max_attempts)
+                                                } else {
+                                                    j.attempts.to_string()
+                                                }}
+                                            </td>
                                             <td>
                                                 {if pending {
                                                     view! { <Time ms=j.run_at/> }.into_any()
@@ -633,7 +642,13 @@ fn Jobs(jobs: Vec<Job>) -> impl IntoView {
                                                     view! { <span class="muted">"—"</span> }.into_any()
                                                 }}
                                             </td>
-                                            <td class="error-text">{j.last_error.unwrap_or_default()}</td>
+                                            <td class="error-text">
+                                                {match (j.last_error, open) {
+                                                    (Some(e), false) => format!("before it finished: {e}"),
+                                                    (Some(e), true) => e,
+                                                    (None, _) => String::new(),
+                                                }}
+                                            </td>
                                         </tr>
                                     }
                                 })

@@ -1,0 +1,80 @@
+// The console at a phone's width (390 px: an approver on call approves from one) and at a
+// wide desktop (1440 px): no page is wider than the window, Sign out stays on screen, and a
+// screenshot of every page at both widths is written to end2end/screenshots/ (README:
+// "Console screenshots"), so anyone can look at the console without running it.
+import * as path from "node:path";
+import { expect, Page, test } from "@playwright/test";
+import { createPayment, env, hydrated, suspendedPayment, unique } from "./support";
+
+const WIDTHS = [390, 1440];
+const SHOTS = path.join(__dirname, "..", "screenshots");
+
+async function signInAs(page: Page): Promise<void> {
+  await page.goto("/login");
+  await expect(page.locator("main.login")).toHaveAttribute("data-hydrated", "true");
+  await page.getByLabel("Username").fill(env("E2E_NAV_USER"));
+  await page.getByLabel("Password").fill(env("E2E_NAV_PASSWORD"));
+  await page.getByTestId("sign-in").click();
+  await hydrated(page);
+}
+
+/** The page fits its window: nothing wider than the viewport, Sign out within it. */
+async function fits(page: Page, width: number, name: string): Promise<void> {
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  // What sticks out: elements whose right edge passes the window, and panels whose content is
+  // wider than the panel (a table spilling over its card).
+  const culprits = await page.evaluate(() => {
+    const out: string[] = [];
+    const name = (e: Element) =>
+      `${e.tagName.toLowerCase()}${e.id ? "#" + e.id : ""}${e.getAttribute("data-testid") ? "[" + e.getAttribute("data-testid") + "]" : ""}.${[...e.classList].join(".")}`;
+    for (const e of document.querySelectorAll("body *")) {
+      const r = e.getBoundingClientRect();
+      if (r.right > window.innerWidth + 1 && e.children.length === 0) out.push(`${name(e)} ends at ${Math.round(r.right)}`);
+    }
+    for (const p of document.querySelectorAll(".panel")) {
+      if (p.scrollWidth > p.clientWidth + 1) out.push(`${name(p)} content ${p.scrollWidth} > ${p.clientWidth}`);
+    }
+    return out.slice(0, 8);
+  });
+  expect.soft(overflow, `${name} at ${width} px is ${overflow} px wider than the window: ${culprits.join("; ")}`).toBeLessThanOrEqual(0);
+  expect.soft(culprits, `${name} at ${width} px: nothing sticks out of the window or its panel`).toEqual([]);
+  const signOut = await page.getByTestId("sign-out").boundingBox();
+  expect(signOut, "Sign out is shown").not.toBeNull();
+  expect.soft(signOut!.x + signOut!.width, `Sign out is on screen at ${width} px`).toBeLessThanOrEqual(width);
+}
+
+for (const width of WIDTHS) {
+  test(`every page fits a ${width} px window`, async ({ browser, request }) => {
+    const key = env("E2E_MERCHANT_KEY");
+    const paid = await createPayment(request, key, { amount: 18857, currency: "CNY", merchant_order_id: unique("layout") }, unique("idem"));
+    const refund = await request.post(`/v1/payments/${paid.id}/refunds`, {
+      headers: { Authorization: `Bearer ${key}`, "Idempotency-Key": unique("idem") },
+      data: { amount: 1000, reason: "a partial refund with a reason long enough to wrap in its table cell" },
+    });
+    expect(refund.status(), await refund.text()).toBe(201);
+    const suspended = await suspendedPayment(request, { amount: 2354, currency: "USD", merchant_order_id: unique("layout-s") });
+    const context = await browser.newContext({ viewport: { width, height: 900 } });
+    const page = await context.newPage();
+    await signInAs(page);
+    const pages: [string, string][] = [
+      ["dashboard", "/"],
+      ["payments", "/payments"],
+      ["payment", `/payments/${paid.id}`],
+      ["payment-suspense", `/payments/${suspended.id}`],
+      ["error-pool", "/error-pool"],
+      ["approvals", "/approvals"],
+      ["audit", "/audit"],
+      ["webhooks", "/webhooks"],
+      ["users", "/admin/users"],
+      ["merchants", "/admin/merchants"],
+    ];
+    for (const [name, url] of pages) {
+      await page.goto(url);
+      await hydrated(page);
+      await expect(page.locator("main h1")).toBeVisible();
+      await page.screenshot({ path: path.join(SHOTS, `${name}-${width}.png`), fullPage: true });
+      await fits(page, width, name);
+    }
+    await context.close();
+  });
+}
