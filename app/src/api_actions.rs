@@ -69,6 +69,20 @@ pub async fn request_action(
 }
 
 /// Actions, newest first (viewer), filtered by status and payment, with the server's clock.
+/// How many requests wait for an approver (the count beside "Approvals" in the navigation).
+#[server(endpoint = "pending_approvals")]
+pub async fn pending_approvals() -> Result<usize, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
+    let pending = st
+        .core
+        .store
+        .actions(Some("pending"), None, 200)
+        .await
+        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
+    Ok(pending.len())
+}
+
 #[server(endpoint = "actions")]
 pub async fn list_actions(
     status: Option<String>,

@@ -464,7 +464,9 @@ async fn reconcile(args: ReconcileArgs) -> Result<()> {
             (Some(text), path.display().to_string())
         }
         None if args.channel_url.is_some() => (None, "channel".to_string()),
-        None => bail!("give --file STATEMENT.csv or --channel-url URL to fetch the statement"),
+        None => bail!(
+            "give --file STATEMENT.csv, or --channel-url URL to fetch the statement (with the in-process sandbox: the url `serve` logs as `sandbox channel started`, or the one fixed by `serve --channel-bind`)"
+        ),
     };
     let store = startup::open_store(&args.db.database_url).await?;
     let channel = HttpChannel::new(

@@ -212,7 +212,9 @@ test("an admin adds a user, who can then sign in", async ({ page, browser }) => 
   await expect(newcomer.getByTestId("current-user")).toHaveText(name);
 
   // Disabling the user ends its session: its next request is sent back to sign in.
-  await page.getByTestId(`user-${name}`).getByRole("button", { name: "Disable" }).click();
+  // Disabling asks once more.
+  await page.getByTestId(`user-${name}`).getByRole("button", { name: "Disable…" }).click();
+  await page.getByTestId(`user-${name}`).getByRole("button", { name: `Confirm: disable ${name}` }).click();
   await expect(page.getByTestId(`user-${name}`)).toContainText("disabled");
   await newcomer.goto("/payments");
   await expect(newcomer).toHaveURL(/\/login\?next=%2Fpayments$/);

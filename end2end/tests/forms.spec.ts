@@ -77,6 +77,8 @@ test("a request whose payment moved shows as stale at once, without Approve", as
   const approver = await approverContext.newPage();
   await signIn(approver, "approver");
   await open(approver, "/approvals");
+  // The navigation counts what waits for an approver.
+  await expect(approver.getByTestId("approvals-count")).toHaveText(/^[1-9]\d* waiting$/);
   const row = approver.getByTestId("pending").getByRole("row").filter({ hasText: payment.id });
   await expect(row.getByTestId("stale")).toContainText("the payment moved since the request");
   await expect(row.getByTestId("approve")).toBeHidden();

@@ -105,6 +105,12 @@ fn TopBar(principal: Principal) -> impl IntoView {
     };
     let is_admin = principal.has("admin");
     let sees_approvals = principal.has("approver") || principal.has("operator");
+    // Requests waiting for an approver, counted again on every page change.
+    let location = leptos_router::hooks::use_location();
+    let pending = Resource::new(
+        move || location.pathname.get(),
+        |_| crate::api_actions::pending_approvals(),
+    );
     let is_auditor = principal.has("auditor");
     let roles = principal.roles.join(", ");
     // Sign-out is a form posting to the server function, so it works even before the page is
@@ -118,7 +124,30 @@ fn TopBar(principal: Principal) -> impl IntoView {
                 <A href="/payments">"Payments"</A>
                 <A href="/error-pool">"Error pool"</A>
                 <A href="/webhooks">"Webhooks"</A>
-                {sees_approvals.then(|| view! { <A href="/approvals">"Approvals"</A> })}
+                {sees_approvals
+                    .then(|| {
+                        view! {
+                            <A href="/approvals">
+                                "Approvals"
+                                <Suspense fallback=|| ()>
+                                    {move || {
+                                        pending
+                                            .get()
+                                            .and_then(Result::ok)
+                                            .filter(|n| *n > 0)
+                                            .map(|n| {
+                                                view! {
+                                                    <span class="nav-count" data-testid="approvals-count">
+                                                        {n.to_string()}
+                                                        <span class="visually-hidden">" waiting"</span>
+                                                    </span>
+                                                }
+                                            })
+                                    }}
+                                </Suspense>
+                            </A>
+                        }
+                    })}
                 {is_auditor.then(|| view! { <A href="/audit">"Audit"</A> })}
                 {is_admin.then(|| view! { <A href="/admin/users">"Users"</A> })}
                 {is_admin.then(|| view! { <A href="/admin/merchants">"Merchants"</A> })}

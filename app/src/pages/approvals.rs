@@ -216,6 +216,7 @@ fn PendingRow(
             }
         });
     };
+    let confirm_cancel = RwSignal::new(false);
     let cancel = move |_| {
         busy.set(true);
         failure.set(None);
@@ -291,15 +292,33 @@ fn PendingRow(
                     </button>
                 </Show>
                 <Show when=move || operator.get() && mine.get()>
-                    <button
-                        type="button"
-                        class="small secondary"
-                        data-testid="cancel-request"
-                        disabled=move || busy.get()
-                        on:click=cancel
+                    // Withdrawing a request asks once more.
+                    <Show
+                        when=move || confirm_cancel.get()
+                        fallback=move || view! {
+                            <button
+                                type="button"
+                                class="small secondary"
+                                data-testid="cancel-request"
+                                on:click=move |_| confirm_cancel.set(true)
+                            >
+                                "Cancel request…"
+                            </button>
+                        }
                     >
-                        "Cancel request"
-                    </button>
+                        <button
+                            type="button"
+                            class="small danger"
+                            data-testid="cancel-confirm"
+                            disabled=move || busy.get()
+                            on:click=cancel
+                        >
+                            "Confirm: cancel this request"
+                        </button>
+                        <button type="button" class="small secondary" on:click=move |_| confirm_cancel.set(false)>
+                            "Keep it"
+                        </button>
+                    </Show>
                 </Show>
                 <span class="form-message" role="alert">
                     {move || if open.get().is_none() { failure.get() } else { None }}

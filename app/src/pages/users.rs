@@ -73,6 +73,8 @@ fn UserRow(
     let name = user.username.clone();
     let disabled = user.disabled;
     let resetting = RwSignal::new(false);
+    let confirming = RwSignal::new(false);
+    let name_for_confirm = StoredValue::new(name.clone());
     let password = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
     let failure = RwSignal::new(None::<String>);
@@ -146,9 +148,35 @@ fn UserRow(
             <td><Time ms=user.created_at/></td>
             <td>
                 <div class="actions">
-                <button type="button" class="secondary small" on:click=toggle disabled=move || busy.get()>
-                    {if disabled { "Enable" } else { "Disable" }}
-                </button>
+                // Disabling ends the user's sessions at once: it asks once more; enabling does not.
+                {if disabled {
+                    view! {
+                        <button type="button" class="secondary small" on:click=toggle.clone() disabled=move || busy.get()>
+                            "Enable"
+                        </button>
+                    }
+                        .into_any()
+                } else {
+                    let toggle = toggle.clone();
+                    view! {
+                        <Show
+                            when=move || confirming.get()
+                            fallback=move || view! {
+                                <button type="button" class="secondary small" on:click=move |_| confirming.set(true)>
+                                    "Disable…"
+                                </button>
+                            }
+                        >
+                            <button type="button" class="danger small" on:click=toggle.clone() disabled=move || busy.get()>
+                                {move || format!("Confirm: disable {}", name_for_confirm.get_value())}
+                            </button>
+                            <button type="button" class="secondary small" on:click=move |_| confirming.set(false)>
+                                "Keep"
+                            </button>
+                        </Show>
+                    }
+                        .into_any()
+                }}
                 <button
                     type="button"
                     class="secondary small"
