@@ -23,9 +23,10 @@ async function signInByKeyboard(page: Page, user: string, password: string): Pro
   await hydrated(page);
 }
 
-/** Tabs to the main navigation's link named `name` and follows it with Enter. */
+/** Tabs to the main navigation's link named `name` and follows it with Enter (a link may
+ * carry a count after its name: "Approvals 2 waiting"). */
 async function navigate(page: Page, name: string): Promise<void> {
-  await tabTo(page, `the ${name} link`, new Function("el", `return !!el.closest('nav.mainnav') && el.textContent.trim() === ${JSON.stringify(name)}`) as (el: Element) => boolean);
+  await tabTo(page, `the ${name} link`, new Function("el", `return !!el.closest('nav.mainnav') && /^${name}(\\s*\\d+ waiting)?$/.test(el.textContent.trim())`) as (el: Element) => boolean);
   await page.keyboard.press("Enter");
   await hydrated(page);
 }
