@@ -549,6 +549,25 @@ pub async fn enable_user(username: String) -> Result<(), ServerFnError> {
     Ok(())
 }
 
+/// Replaces a user's roles (admin; comma-separated; audited `user_roles_changed`). The
+/// user's open sessions get the new roles at their next request; an admin cannot remove
+/// their own admin role (400 `invalid_user`).
+#[server(endpoint = "set_user_roles")]
+pub async fn set_user_roles(username: String, roles: String) -> Result<UserView, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    let u = converge_server::ops::users::set_roles(
+        st.core.store.as_ref(),
+        &username,
+        &roles,
+        st.core.clock.now_ms(),
+        &ssr::actor(&p).await,
+    )
+    .await
+    .map_err(ssr::user_error)?;
+    ssr::convert(&u)
+}
+
 /// Sets a new password for a user, which ends its sessions (admin).
 #[server(endpoint = "reset_password")]
 pub async fn reset_password(username: String, password: String) -> Result<(), ServerFnError> {

@@ -6,7 +6,7 @@
 
 use leptos::prelude::*;
 
-use crate::dto::{ActionList, ActionRecord, AuditVerify, BulkItem, BulkOutcome};
+use crate::dto::{ActionRecord, ApprovalInbox, AuditVerify, BulkItem, BulkOutcome};
 
 #[cfg(feature = "ssr")]
 mod ssr {
@@ -68,49 +68,50 @@ pub async fn request_action(
     ssr::action_dto(&a)
 }
 
-/// Actions, newest first (viewer), filtered by status and payment, with the server's clock.
 /// How many requests wait for an approver (the count beside "Approvals" in the navigation).
 #[server(endpoint = "pending_approvals")]
-pub async fn pending_approvals() -> Result<usize, ServerFnError> {
+pub async fn pending_approvals() -> Result<i64, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
-    let pending = st
-        .core
-        .store
-        .actions(Some("pending"), None, 200)
+    st.core
+        .pending_approval_count()
         .await
-        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
-    Ok(pending.len())
+        .map_err(|e| crate::api::ssr::api_error(e.into()))
 }
 
-#[server(endpoint = "actions")]
-pub async fn list_actions(
-    status: Option<String>,
-    payment: Option<String>,
-) -> Result<ActionList, ServerFnError> {
+/// The approvals inbox (viewer): pending requests and the `recent` latest decided ones, each
+/// with its payment's merchant, amount and status now, and the server's clock.
+#[server(endpoint = "approval_inbox")]
+pub async fn approvals_inbox(recent: i64) -> Result<ApprovalInbox, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
-    let clean = |v: &Option<String>| {
-        v.as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
+    let inbox = st
+        .core
+        .approval_inbox(recent.clamp(0, 200))
+        .await
+        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
+    let item = |r: converge_server::store::ApprovalRow| -> Result<crate::dto::ApprovalItem, ServerFnError> {
+        Ok(crate::dto::ApprovalItem {
+            stale: r.stale(),
+            action: crate::api::ssr::convert(&r.action)?,
+            merchant: r.merchant,
+            amount: r.amount,
+            currency: r.currency,
+            payment_status: r.payment_status,
+        })
     };
-    let items = st
-        .core
-        .store
-        .actions(clean(&status).as_deref(), clean(&payment).as_deref(), 200)
-        .await
-        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
-    let stale = st
-        .core
-        .stale_pending(&items)
-        .await
-        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
-    Ok(ActionList {
+    Ok(ApprovalInbox {
         now: st.core.clock.now_ms(),
-        items: crate::api::ssr::convert(&items)?,
-        stale: stale.into_iter().collect(),
+        pending: inbox
+            .pending
+            .into_iter()
+            .map(item)
+            .collect::<Result<_, _>>()?,
+        decided: inbox
+            .decided
+            .into_iter()
+            .map(item)
+            .collect::<Result<_, _>>()?,
     })
 }
 

@@ -449,6 +449,9 @@ pub struct UserView {
     pub disabled: bool,
     /// Epoch ms UTC.
     pub created_at: i64,
+    /// The last successful sign-in, epoch ms UTC; `None`: never.
+    #[serde(default)]
+    pub last_sign_in_at: Option<i64>,
 }
 
 /// Forced transitions an approver may sign off (mirrors `server::domain::actions::FORCE_WHITELIST`;
@@ -507,17 +510,34 @@ pub struct ActionRecord {
     pub executed_at: Option<i64>,
 }
 
-/// Actions as listed, with the server's clock for ages and expiry.
+/// A request in the approvals inbox with its payment as it stands now
+/// (`server::store::ApprovalRow`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ActionList {
+pub struct ApprovalItem {
+    /// The request.
+    pub action: ActionRecord,
+    /// The payment's merchant name (`None` when the payment is gone).
+    pub merchant: Option<String>,
+    /// The payment's amount, integer minor units.
+    pub amount: Option<i64>,
+    /// ISO 4217 code.
+    pub currency: Option<String>,
+    /// The payment's status now.
+    pub payment_status: Option<String>,
+    /// The payment moved since the request: approving would only close it as stale.
+    pub stale: bool,
+}
+
+/// The approvals inbox: requests that need an approver (never queries or retries), with the
+/// server's clock for ages and expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalInbox {
     /// Server time of the listing, epoch ms UTC.
     pub now: i64,
-    /// Newest first.
-    pub items: Vec<ActionRecord>,
-    /// Ids of the pending ones whose payment moved since the request (stale: approving
-    /// would only close them).
-    #[serde(default)]
-    pub stale: Vec<String>,
+    /// Pending, newest first.
+    pub pending: Vec<ApprovalItem>,
+    /// The latest decided ones, newest first.
+    pub decided: Vec<ApprovalItem>,
 }
 
 /// One audit-log record.

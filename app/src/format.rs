@@ -17,6 +17,45 @@ pub fn utc(ms: i64) -> String {
     )
 }
 
+/// `2026-11-28 13:48:43 +08:00`: the instant `ms` (epoch ms UTC) as a clock `offset_minutes`
+/// east of UTC shows it (the browser's zone when the console's switch says "local"). The offset
+/// is always written, so a local time is never mistaken for UTC.
+pub fn zoned(ms: i64, offset_minutes: i32) -> String {
+    if offset_minutes == 0 {
+        return utc(ms);
+    }
+    let shifted = ms + i64::from(offset_minutes) * 60_000;
+    let secs = shifted.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    let sign = if offset_minutes < 0 { '-' } else { '+' };
+    let off = offset_minutes.unsigned_abs();
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} {sign}{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        off / 60,
+        off % 60
+    )
+}
+
+/// `2026-11-28T05:48:43.120Z`: the machine-readable form for `<time datetime>`.
+pub fn iso(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
 /// `05:48:43 UTC`: the time of day only, for "updated at" lines.
 pub fn utc_time(ms: i64) -> String {
     let rem = ms.div_euclid(1000).rem_euclid(86_400);
@@ -225,6 +264,17 @@ pub fn as_rfc3339(v: Option<String>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_times_carry_their_offset_and_cross_midnight() {
+        // 2026-11-28 20:30:00 UTC.
+        let ms = 1_795_897_800_000;
+        assert_eq!(utc(ms), "2026-11-28 20:30:00 UTC");
+        assert_eq!(zoned(ms, 0), "2026-11-28 20:30:00 UTC");
+        assert_eq!(zoned(ms, 480), "2026-11-29 04:30:00 +08:00");
+        assert_eq!(zoned(ms, -210), "2026-11-28 17:00:00 -03:30");
+        assert_eq!(iso(ms + 7), "2026-11-28T20:30:00.007Z");
+    }
 
     #[test]
     fn sign_in_returns_only_to_paths_on_this_console() {

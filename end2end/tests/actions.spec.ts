@@ -60,6 +60,14 @@ test("operator requests a reverse, approver approves, auditor exports", async ({
   await expect(row).toHaveCount(1);
   await expect(row).toContainText(reason);
   await expect(row.getByTestId("requester")).toHaveText(account("operator").username);
+  // The inbox shows what is at stake without opening the payment: merchant, amount in major
+  // units, and the payment's status now.
+  await expect(row.getByTestId("merchant")).toHaveText("e2e-shop");
+  await expect(row.getByTestId("amount")).toHaveText("31.00 CNY");
+  await expect(row).toContainText("SUCCESS");
+  await expect(row.getByTestId("stale")).toHaveCount(0);
+  // Queries and retries run at once: they never appear in the inbox.
+  await expect(approver.getByTestId("pending")).not.toContainText("retry");
   await row.getByTestId("approve").click();
   const form = approver.getByTestId("decision-form");
   // A wrong password is refused and nothing executes.
@@ -70,7 +78,9 @@ test("operator requests a reverse, approver approves, auditor exports", async ({
   await form.getByLabel("Your password").fill(account("approver").password);
   await form.getByTestId("decision-submit").click();
   await expect(approver.getByTestId("flash")).toContainText("approved: now executed");
-  await expect(approver.getByTestId("decided")).toContainText(payment.id);
+  const decidedRow = approver.getByTestId("decided").getByRole("row").filter({ hasText: payment.id });
+  await expect(decidedRow.getByTestId("decided-by")).toContainText(`${account("approver").username}: checked the ticket`);
+  await expect(decidedRow.getByTestId("decided-by").locator("time")).toHaveText(/\d{4}-\d{2}-\d{2} \d{2}:\d{2}/);
   expect(approverErrors).toEqual([]);
   await approverContext.close();
 

@@ -3,7 +3,7 @@
 // resolve an error-pool item. Users and merchants come from scripts/test.sh (see support.ts).
 import * as path from "node:path";
 import { expect, test } from "@playwright/test";
-import { account, createPayment, env, numberOf, open, pageErrors, signIn, suspendedPayment, unique } from "./support";
+import { account, createPayment, env, hydrated, numberOf, open, pageErrors, signIn, suspendedPayment, unique } from "./support";
 
 test.describe.configure({ mode: "serial" });
 
@@ -200,6 +200,7 @@ test("an admin adds a user, who can then sign in", async ({ page, browser }) => 
   await form.getByRole("button", { name: "Add user" }).click();
   await expect(page.getByTestId("flash")).toContainText(`User ${name} added`);
   await expect(page.getByTestId(`user-${name}`)).toContainText("viewer, auditor");
+  await expect(page.getByTestId(`user-${name}`).getByTestId("last-sign-in")).toHaveText("never");
 
   // The new user signs in in a separate browser context.
   const other = await browser.newContext();
@@ -210,6 +211,21 @@ test("an admin adds a user, who can then sign in", async ({ page, browser }) => 
   await newcomer.getByLabel("Password").fill(password);
   await newcomer.getByTestId("sign-in").click();
   await expect(newcomer.getByTestId("current-user")).toHaveText(name);
+  await expect(newcomer.getByTestId("current-roles")).toHaveText("viewer, auditor");
+
+  // The admin sees the sign-in, and gives the user a role: the open session has it at its
+  // next page load, without signing in again; the change is audited.
+  await page.reload();
+  await hydrated(page);
+  const row = page.getByTestId(`user-${name}`);
+  await expect(row.getByTestId("last-sign-in")).toHaveText(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
+  await row.getByRole("button", { name: "Edit roles…" }).click();
+  await row.getByTestId("roles-form").getByLabel("operator").check();
+  await row.getByTestId("roles-save").click();
+  await expect(page.getByTestId("flash")).toContainText(`Roles of ${name} are now viewer, operator, auditor`);
+  await expect(row.getByTestId("roles")).toHaveText("viewer, operator, auditor");
+  await newcomer.reload();
+  await expect(newcomer.getByTestId("current-roles")).toHaveText("viewer, operator, auditor");
 
   // Disabling the user ends its session: its next request is sent back to sign in.
   // Disabling asks once more.

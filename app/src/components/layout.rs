@@ -9,7 +9,7 @@ use leptos::task::spawn_local;
 use leptos_router::components::{A, Outlet, Redirect};
 use leptos_router::hooks::use_navigate;
 
-use super::widgets::{ErrorNote, Loading};
+use super::widgets::{ErrorNote, Loading, LocalTimes};
 use crate::api;
 use crate::dto::Principal;
 
@@ -36,6 +36,10 @@ pub fn here_via_login() -> String {
 pub fn ConsoleLayout() -> impl IntoView {
     let me = Resource::new_blocking(|| (), |_| api::me());
     provide_context(Me(me));
+    let times = LocalTimes::new();
+    provide_context(times);
+    // After hydration: the server rendered UTC, the browser may remember "local".
+    Effect::new(move |_| times.restore());
     view! {
         <Suspense fallback=Loading>
             {move || Suspend::new(async move {
@@ -47,6 +51,7 @@ pub fn ConsoleLayout() -> impl IntoView {
                                 <Outlet/>
                             </main>
                             <footer class="page-foot">
+                                <TimesSwitch times/>
                                 <crate::pages::status::StatusBadge/>
                             </footer>
                         }
@@ -58,6 +63,36 @@ pub fn ConsoleLayout() -> impl IntoView {
                 }
             })}
         </Suspense>
+    }
+}
+
+/// The switch between UTC and the browser's zone for every time on the console's pages
+/// (issue 17), remembered in this browser.
+#[component]
+fn TimesSwitch(times: LocalTimes) -> impl IntoView {
+    let local = times.0;
+    view! {
+        <div class="times-switch" role="group" aria-label="Show times in">
+            <span class="muted small">"Times: "</span>
+            <button
+                type="button"
+                class="secondary small"
+                data-testid="times-utc"
+                aria-pressed=move || (!local.get()).to_string()
+                on:click=move |_| times.set(false)
+            >
+                "UTC"
+            </button>
+            <button
+                type="button"
+                class="secondary small"
+                data-testid="times-local"
+                aria-pressed=move || local.get().to_string()
+                on:click=move |_| times.set(true)
+            >
+                "Local"
+            </button>
+        </div>
     }
 }
 

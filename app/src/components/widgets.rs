@@ -29,13 +29,86 @@ pub fn Money(
     view! { <span class="num">{format::money(amount, &currency)}</span> }
 }
 
-/// A UTC time; the full time stays in the tooltip-free text so it can be copied.
+/// Whether times are shown in the browser's zone (true) or in UTC (false, the default and what
+/// the server renders). Provided by the console layout, switched from its top bar and
+/// remembered in the browser (`localStorage["converge.times"]`).
+#[derive(Debug, Clone, Copy)]
+pub struct LocalTimes(pub RwSignal<bool>);
+
+/// The key the choice is remembered under.
+const TIMES_KEY: &str = "converge.times";
+
+impl LocalTimes {
+    /// The choice, starting as UTC: the server cannot know the browser's zone, and the first
+    /// render must match what the server sent. [`restore`](Self::restore) then applies the
+    /// remembered choice once hydrated.
+    pub fn new() -> Self {
+        LocalTimes(RwSignal::new(false))
+    }
+
+    /// Applies the choice remembered in this browser, if any.
+    pub fn restore(self) {
+        #[cfg(feature = "hydrate")]
+        if let Some(v) = storage().and_then(|s| s.get_item(TIMES_KEY).ok().flatten()) {
+            self.0.set(v == "local");
+        }
+    }
+
+    /// Switches and remembers the choice.
+    pub fn set(self, local: bool) {
+        self.0.set(local);
+        #[cfg(feature = "hydrate")]
+        if let Some(s) = storage() {
+            let _ = s.set_item(TIMES_KEY, if local { "local" } else { "utc" });
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = TIMES_KEY;
+    }
+}
+
+impl Default for LocalTimes {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(feature = "hydrate")]
+fn storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.local_storage().ok().flatten()
+}
+
+/// Minutes east of UTC of the browser's zone at the instant `ms` (daylight saving included);
+/// 0 on the server.
+fn zone_offset_minutes(ms: i64) -> i32 {
+    #[cfg(feature = "hydrate")]
+    {
+        let d = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms as f64));
+        // JavaScript gives minutes *west* of UTC.
+        -(d.get_timezone_offset() as i32)
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = ms;
+        0
+    }
+}
+
+/// A time, in UTC or in the browser's zone as the top bar's switch says, always with its zone
+/// written out; the UTC instant is in `datetime` and the tooltip.
 #[component]
 pub fn Time(
     /// Epoch ms UTC.
     ms: i64,
 ) -> impl IntoView {
-    view! { <time class="time">{format::utc(ms)}</time> }
+    let local = use_context::<LocalTimes>().map(|l| l.0);
+    let text = move || {
+        if local.is_some_and(|l| l.get()) {
+            format::zoned(ms, zone_offset_minutes(ms))
+        } else {
+            format::utc(ms)
+        }
+    };
+    view! { <time class="time" datetime=format::iso(ms) title=format::utc(ms)>{text}</time> }
 }
 
 /// A server-function error for people: its sentence in an alert box, or, when the session is

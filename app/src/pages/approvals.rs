@@ -1,7 +1,9 @@
-//! Approvals (`/approvals`): pending requests with their payment, kind, reason, evidence,
-//! target, requester, age and expiry; an approver who is not the requester approves (after
+//! Approvals (`/approvals`): pending requests with their payment (merchant, amount and status
+//! now, and whether it moved since the request: stale), kind, reason, evidence, target,
+//! requester, age and expiry; an approver who is not the requester approves (after
 //! re-entering its password, with a reason) or rejects (with a reason); the requester may
-//! cancel. Recently decided requests follow. The server checks every step itself.
+//! cancel. Recently decided requests follow, with who decided and when. Queries and retries
+//! run at once and are not listed: they need no approver. The server checks every step itself.
 
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
@@ -10,11 +12,11 @@ use leptos_router::components::A;
 
 use crate::components::layout::{signed_in_has, signed_in_name};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
-use crate::dto::ActionRecord;
+use crate::dto::{ActionRecord, ApprovalItem};
 use crate::{api, api_actions, format};
 
 /// How many decided requests are listed under the pending ones.
-const RECENT: usize = 30;
+const RECENT: i64 = 30;
 
 /// The approvals page.
 #[component]
@@ -37,7 +39,7 @@ pub fn ApprovalsPage() -> impl IntoView {
     });
     let list = Resource::new(
         move || version.get(),
-        |_| api_actions::list_actions(None, None),
+        |_| api_actions::approvals_inbox(RECENT),
     );
     view! {
         <div class="page-head">
@@ -60,12 +62,7 @@ pub fn ApprovalsPage() -> impl IntoView {
                 match list.await {
                     Ok(l) => {
                         let now = l.now;
-                        let stale_ids = l.stale;
-                        let (pending, decided): (Vec<_>, Vec<_>) = l
-                            .items
-                            .into_iter()
-                            .partition(|a| a.status == "pending");
-                        let decided: Vec<_> = decided.into_iter().take(RECENT).collect();
+                        let (pending, decided) = (l.pending, l.decided);
                         view! {
                             <section class="panel" aria-labelledby="pending-h">
                                 <h2 id="pending-h">
@@ -80,6 +77,7 @@ pub fn ApprovalsPage() -> impl IntoView {
                                             <thead>
                                                 <tr>
                                                     <th scope="col">"Payment"</th>
+                                                    <th scope="col">"Amount and status"</th>
                                                     <th scope="col">"Kind"</th>
                                                     <th scope="col">"Reason and evidence"</th>
                                                     <th scope="col">"Requester"</th>
@@ -91,9 +89,8 @@ pub fn ApprovalsPage() -> impl IntoView {
                                             <tbody>
                                                 {pending
                                                     .into_iter()
-                                                    .map(|a| {
-                                                        let stale = stale_ids.contains(&a.id);
-                                                        view! { <PendingRow a now stale version flash/> }
+                                                    .map(|item| {
+                                                        view! { <PendingRow item now version flash/> }
                                                     })
                                                     .collect_view()}
                                             </tbody>
@@ -126,13 +123,13 @@ enum Decision {
 /// One pending request with its controls.
 #[component]
 fn PendingRow(
-    a: ActionRecord,
+    item: ApprovalItem,
     now: i64,
-    /// The payment moved since the request: approving would only close it as stale.
-    stale: bool,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
 ) -> impl IntoView {
+    let stale = item.stale;
+    let a = item.action.clone();
     let me = signed_in_name();
     let approver = signed_in_has("approver");
     let operator = signed_in_has("operator");
@@ -238,8 +235,11 @@ fn PendingRow(
         <tr data-testid=format!("pending-{}", a.id)>
             <td class="mono">
                 <A href=format!("/payments/{payment}")>{payment.clone()}</A>
-                <div class="muted small">{format!("version {}", a.payment_version)}</div>
+                <div class="muted small" data-testid="merchant">
+                    {item.merchant.clone().unwrap_or_else(|| "payment not found".into())}
+                </div>
             </td>
+            <PaymentNow item=item.clone()/>
             <td class="mono">{kind}</td>
             <td>
                 {a.reason.clone()}
@@ -327,7 +327,7 @@ fn PendingRow(
         </tr>
         <Show when=move || open.get().is_some()>
             <tr class="resolve-row">
-                <td colspan="7">
+                <td colspan="8">
                     <form
                         class="inline-form"
                         data-testid="decision-form"
@@ -388,9 +388,28 @@ fn PendingRow(
     }
 }
 
-/// Decided requests, newest first.
+/// The payment's amount (major units and currency) and its status now.
 #[component]
-fn Decided(items: Vec<ActionRecord>) -> impl IntoView {
+fn PaymentNow(item: ApprovalItem) -> impl IntoView {
+    let amount = match (item.amount, item.currency.as_deref()) {
+        (Some(minor), Some(currency)) => format::money(minor, currency),
+        _ => "—".into(),
+    };
+    view! {
+        <td class="amount-cell">
+            <span class="num" data-testid="amount">{amount}</span>
+            <div>
+                {item
+                    .payment_status
+                    .map(|s| view! { <StatusPill status=s/> })}
+            </div>
+        </td>
+    }
+}
+
+/// Decided requests, newest first, with who decided and when.
+#[component]
+fn Decided(items: Vec<ApprovalItem>) -> impl IntoView {
     if items.is_empty() {
         return view! { <p class="empty">"None yet."</p> }.into_any();
     }
@@ -400,17 +419,19 @@ fn Decided(items: Vec<ActionRecord>) -> impl IntoView {
                 <tr>
                     <th scope="col">"Requested"</th>
                     <th scope="col">"Payment"</th>
+                    <th scope="col">"Amount and status"</th>
                     <th scope="col">"Kind"</th>
-                    <th scope="col">"Status"</th>
+                    <th scope="col">"Outcome"</th>
                     <th scope="col">"Requester"</th>
-                    <th scope="col">"Decided by"</th>
+                    <th scope="col">"Decided"</th>
                     <th scope="col">"Result"</th>
                 </tr>
             </thead>
             <tbody>
                 {items
                     .into_iter()
-                    .map(|a| {
+                    .map(|item| {
+                        let a = item.action.clone();
                         let kind = match &a.target_status {
                             Some(t) => format!("{} → {t}", a.kind),
                             None => a.kind.clone(),
@@ -423,17 +444,25 @@ fn Decided(items: Vec<ActionRecord>) -> impl IntoView {
                                 None => d,
                             })
                             .unwrap_or_else(|| "—".into());
+                        // Expired and cancelled requests were never decided by an approver;
+                        // their time is when they ended.
+                        let decided_at = a.decided_at.or(a.executed_at);
                         let payment = a.payment_id.clone();
                         view! {
                             <tr data-testid=format!("decided-{}", a.id)>
                                 <td><Time ms=a.created_at/></td>
                                 <td class="mono">
                                     <A href=format!("/payments/{payment}")>{payment.clone()}</A>
+                                    <div class="muted small">{item.merchant.clone().unwrap_or_default()}</div>
                                 </td>
+                                <PaymentNow item=item.clone()/>
                                 <td class="mono">{kind}</td>
                                 <td><StatusPill status=a.status/></td>
                                 <td>{a.requested_by}</td>
-                                <td>{decided}</td>
+                                <td data-testid="decided-by">
+                                    {decided}
+                                    {decided_at.map(|ms| view! { <div class="muted small"><Time ms/></div> })}
+                                </td>
                                 <td class="mono small">{format::clip(&a.result.unwrap_or_default(), 160)}</td>
                             </tr>
                         }

@@ -1,5 +1,7 @@
-//! Console users (admin): add a user with roles and a password, disable or enable one (a
-//! disabled user's sessions end at once), reset a password (its sessions end too).
+//! Console users (admin): add a user with roles and a password, change a user's roles (each
+//! request reads the roles afresh, so a change applies to the user's open sessions at their
+//! next request), disable or enable one (a disabled user's sessions end at once), reset a
+//! password (its sessions end too). Each user's last sign-in is shown.
 
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
@@ -40,6 +42,7 @@ pub fn UsersPage() -> impl IntoView {
                                                 <th scope="col">"Roles"</th>
                                                 <th scope="col">"State"</th>
                                                 <th scope="col">"Created"</th>
+                                                <th scope="col">"Last sign-in"</th>
                                                 <th scope="col">"Actions"</th>
                                             </tr>
                                         </thead>
@@ -72,6 +75,8 @@ fn UserRow(
 ) -> impl IntoView {
     let name = user.username.clone();
     let disabled = user.disabled;
+    let editing = RwSignal::new(false);
+    let chosen = RwSignal::new(user.roles.clone());
     let resetting = RwSignal::new(false);
     let confirming = RwSignal::new(false);
     let name_for_confirm = StoredValue::new(name.clone());
@@ -134,10 +139,80 @@ fn UserRow(
             });
         }
     };
+    let on_roles = {
+        let name = name.clone();
+        move |ev: SubmitEvent| {
+            ev.prevent_default();
+            let name = name.clone();
+            let roles = chosen.get_untracked();
+            if roles.is_empty() {
+                failure.set(Some("Choose at least one role.".into()));
+                return;
+            }
+            busy.set(true);
+            failure.set(None);
+            spawn_local(async move {
+                match api::set_user_roles(name.clone(), roles.join(",")).await {
+                    Ok(u) => {
+                        flash.set(Some(format!(
+                            "Roles of {name} are now {}; they apply from the user's next request.",
+                            u.roles.join(", ")
+                        )));
+                        version.update(|v| *v = v.wrapping_add(1));
+                    }
+                    Err(e) => {
+                        failure.set(Some(api::error_message(&e)));
+                        busy.set(false);
+                    }
+                }
+            });
+        }
+    };
+    let roles_label = format!("Roles of {name}");
     view! {
         <tr data-testid=format!("user-{name}")>
             <td class="strong">{name.clone()}</td>
-            <td>{user.roles.join(", ")}</td>
+            <td>
+                <span data-testid="roles">{user.roles.join(", ")}</span>
+                <Show when=move || editing.get()>
+                    <form class="inline-form" data-testid="roles-form" on:submit=on_roles.clone()>
+                        <fieldset class="roles">
+                            <legend class="visually-hidden">{roles_label.clone()}</legend>
+                            {ROLES
+                                .iter()
+                                .map(|r| {
+                                    let r = r.to_string();
+                                    let checked = {
+                                        let r = r.clone();
+                                        move || chosen.read().contains(&r)
+                                    };
+                                    let toggle = {
+                                        let r = r.clone();
+                                        move |_| {
+                                            chosen.update(|list| {
+                                                if let Some(i) = list.iter().position(|x| *x == r) {
+                                                    list.remove(i);
+                                                } else {
+                                                    list.push(r.clone());
+                                                }
+                                            })
+                                        }
+                                    };
+                                    view! {
+                                        <label class="check">
+                                            <input type="checkbox" value=r.clone() prop:checked=checked on:change=toggle/>
+                                            {r.clone()}
+                                        </label>
+                                    }
+                                })
+                                .collect_view()}
+                        </fieldset>
+                        <button type="submit" class="small" data-testid="roles-save" disabled=move || busy.get()>
+                            "Save roles"
+                        </button>
+                    </form>
+                </Show>
+            </td>
             <td>
                 {if disabled {
                     view! { <span class="pill st-bad">"disabled"</span> }
@@ -146,8 +221,23 @@ fn UserRow(
                 }}
             </td>
             <td><Time ms=user.created_at/></td>
+            <td data-testid="last-sign-in">
+                {match user.last_sign_in_at {
+                    Some(ms) => view! { <Time ms/> }.into_any(),
+                    None => view! { <span class="muted">"never"</span> }.into_any(),
+                }}
+            </td>
             <td>
                 <div class="actions">
+                <button
+                    type="button"
+                    class="secondary small"
+                    data-testid="edit-roles"
+                    aria-expanded=move || editing.get().to_string()
+                    on:click=move |_| editing.update(|e| *e = !*e)
+                >
+                    "Edit roles…"
+                </button>
                 // Disabling ends the user's sessions at once: it asks once more; enabling does not.
                 {if disabled {
                     view! {

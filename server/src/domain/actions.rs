@@ -26,6 +26,25 @@ pub enum ActionKind {
 }
 
 impl ActionKind {
+    /// Every kind, in the order the console lists them. The exhaustive match in the test
+    /// `every_kind_is_listed` fails to compile when a variant is added and not listed here.
+    pub const ALL: [ActionKind; 4] = [
+        ActionKind::Query,
+        ActionKind::Retry,
+        ActionKind::Reverse,
+        ActionKind::ForceTransition,
+    ];
+
+    /// The stored names of the kinds a second person approves: what the approvals inbox
+    /// lists (issue 17: retries and queries run at once and would only flood it).
+    pub fn approval_kinds() -> Vec<&'static str> {
+        Self::ALL
+            .into_iter()
+            .filter(|k| k.needs_approval())
+            .map(ActionKind::as_str)
+            .collect()
+    }
+
     /// Stored name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -142,6 +161,24 @@ pub fn check_reason(reason: &str) -> Result<(), String> {
 mod tests {
     use super::*;
     use PaymentStatus as S;
+
+    #[test]
+    fn every_kind_is_listed() {
+        // A new variant breaks this match until it is added to `ALL` as well.
+        for k in ActionKind::ALL {
+            match k {
+                ActionKind::Query
+                | ActionKind::Retry
+                | ActionKind::Reverse
+                | ActionKind::ForceTransition => {}
+            }
+            assert_eq!(k.as_str().parse::<ActionKind>(), Ok(k));
+        }
+        assert_eq!(
+            ActionKind::approval_kinds(),
+            ["reverse", "force_transition"]
+        );
+    }
 
     #[test]
     fn only_actions_that_can_apply_are_offered_each_with_why_not() {

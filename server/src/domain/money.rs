@@ -50,22 +50,28 @@ pub fn validate_currency(code: &str) -> Result<(String, u16), MoneyError> {
 /// "18857 CNY" beside "188.57 CNY" is a 100x misread in a payments console (issue 17). A code
 /// without a defined exponent (only a channel could send one) stays in minor units, saying so.
 pub fn display(minor: i64, currency: &str) -> String {
-    let exponent = Currency::from_code(currency).and_then(|c| c.exponent());
-    let Some(exp) = exponent else {
-        return format!("{minor} minor units of {currency:?}");
-    };
+    match major(minor, currency) {
+        Some(m) => format!("{m} {currency}"),
+        None => format!("{minor} minor units of {currency:?}"),
+    }
+}
+
+/// The number part of [`display`]: `18857, "CNY"` → `188.57`; `None` for a code without a
+/// defined ISO 4217 exponent.
+pub fn major(minor: i64, currency: &str) -> Option<String> {
+    let exp = Currency::from_code(currency).and_then(|c| c.exponent())?;
     if exp == 0 {
-        return format!("{minor} {currency}");
+        return Some(minor.to_string());
     }
     let unit = 10u64.pow(u32::from(exp));
     let sign = if minor < 0 { "-" } else { "" };
     let abs = minor.unsigned_abs();
-    format!(
-        "{sign}{}.{:0width$} {currency}",
+    Some(format!(
+        "{sign}{}.{:0width$}",
         abs / unit,
         abs % unit,
         width = usize::from(exp)
-    )
+    ))
 }
 
 #[cfg(test)]

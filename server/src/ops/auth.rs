@@ -233,6 +233,12 @@ impl Auth {
                 return Err(LoginError::Store(e));
             }
         }
+        if let Ok(p) = &result
+            && let Err(e) = store.record_sign_in(&p.username, entry.at).await
+        {
+            // Only the admin page's summary is behind; the audit record above is the proof.
+            tracing::warn!(error = %e, "last sign-in time not recorded");
+        }
         result
     }
 

@@ -32,6 +32,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_dashboard))
         .routes(routes!(merchants))
         .routes(routes!(search))
+        .routes(routes!(super::payments_export::export))
         .routes(routes!(detail))
         .routes(routes!(error_pool))
         .routes(routes!(resolve))
@@ -396,8 +397,20 @@ fn blank(o: &Option<String>) -> Option<&str> {
     o.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
-/// Runs a payment search for the console; shared with the server functions.
-pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<PaymentPage, ApiError> {
+/// What a console payment search selects, its filters checked (400 with a stable code for a
+/// malformed one). Shared by the search page and the CSV export, so both select alike.
+#[derive(Debug, Clone)]
+pub enum Selection {
+    /// An exact id: that payment, or none.
+    One(Option<Payment>),
+    /// Rows matching the filter (`limit` is the page size).
+    Filter(PaymentFilter),
+    /// Nothing can match (an unknown merchant name).
+    Nothing,
+}
+
+/// Checks the search's filters and resolves them to a [`Selection`].
+pub async fn select_payments(st: &AppState, q: &SearchQuery) -> Result<Selection, ApiError> {
     let store = &st.core.store;
     let mut f = PaymentFilter {
         limit: q.limit.unwrap_or(50).clamp(1, 200),
@@ -427,8 +440,7 @@ pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<PaymentPage, A
     // Every filter is checked before the id lookup, so a malformed one is refused even when
     // an id makes the others moot (schemathesis found them accepted).
     if let Some(id) = blank(&q.id) {
-        let items: Vec<_> = store.payment(id).await?.into_iter().collect();
-        return Ok(PaymentPage { items, next: None });
+        return Ok(Selection::One(store.payment(id).await?));
     }
     if let Some(name) = blank(&q.merchant) {
         match store
@@ -438,15 +450,30 @@ pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<PaymentPage, A
             .find(|m| m.name == name)
         {
             Some(m) => f.merchant_id = Some(m.id),
-            None => {
-                return Ok(PaymentPage {
-                    items: Vec::new(),
-                    next: None,
-                });
-            }
+            None => return Ok(Selection::Nothing),
         }
     }
-    let items = store.search_payments(&f).await?;
+    Ok(Selection::Filter(f))
+}
+
+/// Runs a payment search for the console; shared with the server functions.
+pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<PaymentPage, ApiError> {
+    let f = match select_payments(st, q).await? {
+        Selection::One(p) => {
+            return Ok(PaymentPage {
+                items: p.into_iter().collect(),
+                next: None,
+            });
+        }
+        Selection::Nothing => {
+            return Ok(PaymentPage {
+                items: Vec::new(),
+                next: None,
+            });
+        }
+        Selection::Filter(f) => f,
+    };
+    let items = st.core.store.search_payments(&f).await?;
     let next = (items.len() as i64 == f.limit)
         .then(|| items.last().map(|p| format!("{}_{}", p.created_at, p.id)))
         .flatten();

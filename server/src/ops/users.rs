@@ -37,6 +37,8 @@ pub struct UserView {
     pub disabled: bool,
     /// Epoch ms UTC.
     pub created_at: i64,
+    /// The last successful sign-in, epoch ms UTC; absent: never.
+    pub last_sign_in_at: Option<i64>,
 }
 
 impl From<&crate::store::User> for UserView {
@@ -51,6 +53,7 @@ impl From<&crate::store::User> for UserView {
                 .collect(),
             disabled: u.disabled,
             created_at: u.created_at,
+            last_sign_in_at: u.last_sign_in_at,
         }
     }
 }
@@ -176,7 +179,14 @@ pub async fn set_roles(
     now: i64,
     actor: &Actor,
 ) -> Result<UserView, UserError> {
-    let roles = format_roles(&parse_roles(roles).map_err(UserError::Invalid)?);
+    let parsed = parse_roles(roles).map_err(UserError::Invalid)?;
+    // An admin who takes away their own admin role could leave nobody able to give it back.
+    if actor.username == username && !parsed.contains(&crate::domain::roles::Role::Admin) {
+        return Err(UserError::Invalid(
+            "you cannot remove your own admin role".into(),
+        ));
+    }
+    let roles = format_roles(&parsed);
     let audit = actor.entry(
         now,
         "user_roles_changed",

@@ -17,8 +17,8 @@ use crate::domain::actions::{ActionKind, MAX_EVIDENCE, check_reason, force_allow
 use crate::domain::ledger;
 use crate::domain::state::{PaymentEvent, PaymentStatus};
 use crate::store::{
-    ActionMove, ActionRecord, AuditEntry, CreateAction, JobKind, NewAction, NewJob, Payment,
-    ReserveReversal, ReversalReservation, StoreError, Transition, TransitionResult,
+    ActionMove, ActionRecord, ApprovalRow, AuditEntry, CreateAction, JobKind, NewAction, NewJob,
+    Payment, ReserveReversal, ReversalReservation, StoreError, Transition, TransitionResult,
 };
 
 /// Who acts, for the audit log.
@@ -55,6 +55,15 @@ impl Actor {
             meta: self.meta.clone(),
         }
     }
+}
+
+/// The approvals inbox: pending requests and recently decided ones, newest first.
+#[derive(Debug, Clone)]
+pub struct ApprovalInbox {
+    /// Waiting for an approver.
+    pub pending: Vec<ApprovalRow>,
+    /// Approved, executed, failed, rejected, cancelled or expired.
+    pub decided: Vec<ApprovalRow>,
 }
 
 /// A request for an action.
@@ -222,25 +231,27 @@ impl Core {
         }
     }
 
-    /// The ids of the pending requests among `items` that are already stale: their payment
-    /// moved since the request pinned its version, so approving would only close them as
-    /// stale. The approvals page shows them as such at once instead of offering Approve
-    /// (issue 17). The same rule [`approve_action`](Self::approve_action) applies.
-    pub async fn stale_pending(
-        &self,
-        items: &[ActionRecord],
-    ) -> Result<std::collections::HashSet<String>, StoreError> {
-        let mut stale = std::collections::HashSet::new();
-        for a in items.iter().filter(|a| a.status == "pending") {
-            let moved = match self.store.payment(&a.payment_id).await? {
-                Some(p) => p.version != a.payment_version,
-                None => true,
-            };
-            if moved {
-                stale.insert(a.id.clone());
-            }
-        }
-        Ok(stale)
+    /// The approvals inbox (issue 17): the requests that need an approver, pending ones and
+    /// the `recent` latest decided ones, newest first, each with its payment's merchant,
+    /// amount and status as they stand now. Queries and retries run at once and are left out,
+    /// so they never flood it. A pending row whose payment moved is stale
+    /// ([`ApprovalRow::stale`](crate::store::ApprovalRow::stale)): the page says so at once
+    /// instead of offering Approve, by the same rule [`approve_action`](Self::approve_action)
+    /// applies. At most 200 pending rows.
+    pub async fn approval_inbox(&self, recent: i64) -> Result<ApprovalInbox, StoreError> {
+        let kinds = ActionKind::approval_kinds();
+        Ok(ApprovalInbox {
+            pending: self.store.approval_requests(&kinds, true, 200).await?,
+            decided: self.store.approval_requests(&kinds, false, recent).await?,
+        })
+    }
+
+    /// How many requests wait for an approver (the count beside "Approvals" in the console's
+    /// navigation): one `COUNT(*)`, not a page of rows.
+    pub async fn pending_approval_count(&self) -> Result<i64, StoreError> {
+        self.store
+            .pending_approval_count(&ActionKind::approval_kinds())
+            .await
     }
 
     /// Approves a pending request and executes it. The approver must not be the requester; a

@@ -26,6 +26,8 @@ pub struct User {
     pub created_at: i64,
     /// Epoch ms UTC.
     pub updated_at: i64,
+    /// The last successful sign-in, epoch ms UTC; `None`: never.
+    pub last_sign_in_at: Option<i64>,
 }
 
 /// Filters of the payment search; all optional, combined with AND. Results are newest first,
@@ -205,6 +207,9 @@ pub trait Console: Send + Sync + 'static {
         now: i64,
         audit: &AuditEntry,
     ) -> Result<bool, StoreError>;
+    /// Records a successful sign-in of `username` at `at` (epoch ms UTC); nothing when there
+    /// is no such user.
+    async fn record_sign_in(&self, username: &str, at: i64) -> Result<(), StoreError>;
     /// Every merchant, by name.
     async fn merchants(&self) -> Result<Vec<Merchant>, StoreError>;
     /// Payments matching `filter`, newest first.

@@ -115,6 +115,15 @@ macro_rules! impl_console {
                 audited(tx, r.rows_affected() == 1, audit).await
             }
 
+            async fn record_sign_in(&self, username: &str, at: i64) -> Result<(), $crate::store::StoreError> {
+                sqlx::query("UPDATE users SET last_sign_in_at = $1 WHERE username = $2")
+                    .bind(at)
+                    .bind(username)
+                    .execute(self.writer())
+                    .await?;
+                Ok(())
+            }
+
             async fn merchants(&self) -> Result<Vec<$crate::store::Merchant>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::Merchant>(
                     "SELECT id, name, frozen, created_at FROM merchants ORDER BY name",

@@ -47,6 +47,35 @@ pub struct ActionRecord {
     pub executed_at: Option<i64>,
 }
 
+/// A request that needs an approver, with the payment it concerns as it stands now: what the
+/// approvals inbox shows (issue 17). Read in one query, so a page of requests costs one read,
+/// not one per payment.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ApprovalRow {
+    /// The request.
+    #[sqlx(flatten)]
+    pub action: ActionRecord,
+    /// The payment's merchant name; `None` when the payment is gone.
+    pub merchant: Option<String>,
+    /// The payment's amount, integer minor units.
+    pub amount: Option<i64>,
+    /// ISO 4217 code.
+    pub currency: Option<String>,
+    /// The payment's status now.
+    pub payment_status: Option<String>,
+    /// The payment's version now; differs from `action.payment_version` when the payment moved
+    /// since the request (a stale request).
+    pub payment_version_now: Option<i64>,
+}
+
+impl ApprovalRow {
+    /// Whether approving would only close the request as stale: its payment moved (or is gone)
+    /// since the request pinned its version. The same rule `Core::approve_action` applies.
+    pub fn stale(&self) -> bool {
+        self.payment_version_now != Some(self.action.payment_version)
+    }
+}
+
 /// A new action row.
 #[derive(Debug, Clone)]
 pub struct NewAction {
@@ -155,6 +184,17 @@ pub trait Governance: Send + Sync + 'static {
         payment_id: Option<&str>,
         limit: i64,
     ) -> Result<Vec<ActionRecord>, StoreError>;
+    /// Requests of the `kinds` given (those that need an approver), newest first, each with
+    /// its payment as it stands now; `pending` picks the pending ones, else the decided ones
+    /// (any other status). At most `limit`.
+    async fn approval_requests(
+        &self,
+        kinds: &[&str],
+        pending: bool,
+        limit: i64,
+    ) -> Result<Vec<ApprovalRow>, StoreError>;
+    /// How many requests of the `kinds` given wait for an approver.
+    async fn pending_approval_count(&self, kinds: &[&str]) -> Result<i64, StoreError>;
     /// Applies `m` if the action is in one of `m.from` (and the maker-checker and expiry
     /// conditions hold), appending `audit` in the same transaction; false when it did not
     /// apply (nothing written).

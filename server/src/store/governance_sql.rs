@@ -195,6 +195,51 @@ macro_rules! impl_governance {
                 .await?)
             }
 
+            async fn approval_requests(
+                &self,
+                kinds: &[&str],
+                pending: bool,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::ApprovalRow>, $crate::store::StoreError> {
+                let mut q = sqlx::QueryBuilder::<Db>::new(
+                    "SELECT a.*, m.name AS merchant, p.amount, p.currency, p.status AS payment_status, \
+                     p.version AS payment_version_now FROM actions a \
+                     LEFT JOIN payments p ON p.id = a.payment_id LEFT JOIN merchants m ON m.id = p.merchant_id \
+                     WHERE a.status ",
+                );
+                q.push(if pending { "= 'pending'" } else { "<> 'pending'" });
+                q.push(" AND a.kind IN (");
+                let mut kinds_list = q.separated(", ");
+                for k in kinds {
+                    kinds_list.push_bind(*k);
+                }
+                // An empty kind list selects nothing rather than being a syntax error.
+                if kinds.is_empty() {
+                    q.push("NULL");
+                }
+                q.push(") ORDER BY a.created_at DESC, a.id DESC LIMIT ");
+                q.push_bind(limit);
+                Ok(q.build_query_as::<$crate::store::ApprovalRow>()
+                    .fetch_all(self.reader())
+                    .await?)
+            }
+
+            async fn pending_approval_count(&self, kinds: &[&str]) -> Result<i64, $crate::store::StoreError> {
+                let mut q = sqlx::QueryBuilder::<Db>::new(
+                    "SELECT COUNT(*) FROM actions WHERE status = 'pending' AND kind IN (",
+                );
+                let mut kinds_list = q.separated(", ");
+                for k in kinds {
+                    kinds_list.push_bind(*k);
+                }
+                if kinds.is_empty() {
+                    q.push("NULL");
+                }
+                q.push(")");
+                let n: i64 = q.build_query_scalar().fetch_one(self.reader()).await?;
+                Ok(n)
+            }
+
             async fn move_action(
                 &self,
                 m: &$crate::store::ActionMove,

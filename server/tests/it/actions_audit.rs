@@ -898,3 +898,67 @@ on_both_backends!(
         assert_eq!(exports.len(), 2, "each export is audited");
     }
 );
+
+on_both_backends!(
+    the_approvals_inbox_lists_only_approvals_with_their_payment_now,
+    |app| {
+        users(&app).await;
+        let core = &app.running.state.core;
+        let op = session(&app, "op").await;
+        let fresh = paid(&app, "o-inbox", 18_857).await;
+        let pending = request_reverse(&op, &app, &fresh).await;
+        // A retry runs at once: it is not an approval and must not appear.
+        let (s, v) = post(
+            &op,
+            &app,
+            "/ops/v1/actions",
+            json!({"kind": "query", "payment_id": fresh, "reason": "checking"}),
+        )
+        .await;
+        assert_eq!(s, 201, "{v}");
+        // A request whose payment then moved: stale at once, before anyone types a password.
+        let moved = paid(&app, "o-moved", 1_000).await;
+        let stale = request_reverse(&op, &app, &moved).await;
+        let r = app
+            .post(
+                &format!("/v1/payments/{moved}/refunds"),
+                Some("r-moved"),
+                &json!({"amount": 100}),
+            )
+            .await;
+        assert_eq!(r.status, 201);
+        // A rejected one lands under decided, with who and when.
+        let rejected = request_reverse(&op, &app, &paid(&app, "o-rejected", 2_000).await).await;
+        let ap = session(&app, "ap").await;
+        let (s, _) = post(
+            &ap,
+            &app,
+            &format!("/ops/v1/actions/{rejected}/reject"),
+            json!({"reason": "not disputed"}),
+        )
+        .await;
+        assert_eq!(s, 200);
+
+        let inbox = core.approval_inbox(30).await.unwrap();
+        let ids = |rows: &[converge_server::store::ApprovalRow]| -> Vec<String> {
+            rows.iter().map(|r| r.action.id.clone()).collect()
+        };
+        assert_eq!(ids(&inbox.pending), [stale.clone(), pending.clone()]);
+        assert_eq!(ids(&inbox.decided), [rejected.clone()]);
+        let row = &inbox.pending[1];
+        assert_eq!(row.merchant.as_deref(), Some("acme"));
+        assert_eq!(
+            (row.amount, row.currency.as_deref()),
+            (Some(18_857), Some("CNY"))
+        );
+        assert_eq!(row.payment_status.as_deref(), Some("SUCCESS"));
+        assert!(!row.stale());
+        assert!(inbox.pending[0].stale(), "{:?}", inbox.pending[0]);
+        let decided = &inbox.decided[0].action;
+        assert_eq!(decided.decided_by.as_deref(), Some("ap"));
+        assert!(decided.decided_at.is_some());
+        assert_eq!(core.pending_approval_count().await.unwrap(), 2);
+        // `recent` bounds the decided list.
+        assert!(core.approval_inbox(0).await.unwrap().decided.is_empty());
+    }
+);

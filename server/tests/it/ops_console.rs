@@ -305,6 +305,12 @@ fn endpoints(
         ),
         (
             "GET",
+            "/ops/v1/payments/export?status=SUCCESS".into(),
+            Value::Null,
+            ANY,
+        ),
+        (
+            "GET",
             "/ops/v1/error-pool?status=open".into(),
             Value::Null,
             ANY,
@@ -617,5 +623,145 @@ on_both_backends!(
             401
         );
         assert_eq!(status_with_host(&app, "/ops/v1/me", "127.0.0.1").await, 403);
+    }
+);
+
+on_both_backends!(
+    the_payments_export_is_exactly_what_the_filters_select_every_page_formula_safe_and_audited,
+    |app| {
+        user(&app, "view", "viewer").await;
+        let (c, s, _) = login(&app, "view", PASSWORD).await;
+        assert_eq!(s, 200);
+        for (order, amount) in [("=cmd|calc", 18_857), ("o-2", 100), ("o-3", 250)] {
+            let r = app
+                .post(
+                    "/v1/payments",
+                    Some(&format!("k-{order}")),
+                    &json!({"amount": amount, "currency": "CNY", "merchant_order_id": order}),
+                )
+                .await;
+            assert_eq!(r.status, 201, "{:?}", r.json());
+        }
+        let csv = |path: String| {
+            let c = c.clone();
+            let base = app.base.clone();
+            async move {
+                let r = c.get(format!("{base}{path}")).send().await.unwrap();
+                let status = r.status().as_u16();
+                let ctype = r
+                    .headers()
+                    .get("content-type")
+                    .map(|v| v.to_str().unwrap().to_string())
+                    .unwrap_or_default();
+                (status, ctype, r.text().await.unwrap())
+            }
+        };
+        let (s, ctype, body) = csv("/ops/v1/payments/export".into()).await;
+        assert_eq!((s, ctype.as_str()), (200, "text/csv; charset=utf-8"));
+        let lines: Vec<&str> = body.lines().collect();
+        assert_eq!(lines.len(), 4, "{body}");
+        assert!(
+            lines[0]
+                .starts_with("id,merchant,merchant_order_id,status,amount_minor,amount,currency")
+        );
+        let risky = lines.iter().find(|l| l.contains("cmd")).unwrap();
+        assert!(risky.contains(",acme,'=cmd|calc,"), "{risky}");
+        assert!(risky.contains(",18857,188.57,CNY,"), "{risky}");
+        // A filter narrows it exactly as the search does.
+        let (_, _, one) = csv("/ops/v1/payments/export?order=o-2".into()).await;
+        assert_eq!(one.lines().count(), 2, "{one}");
+        assert!(one.contains(",o-2,"));
+        let (_, _, none) = csv("/ops/v1/payments/export?merchant=nobody".into()).await;
+        assert_eq!(none.lines().count(), 1, "{none}");
+        // A malformed filter is refused before anything is written.
+        let (s, _, bad) = csv("/ops/v1/payments/export?from=yesterday".into()).await;
+        assert_eq!(s, 400, "{bad}");
+        assert!(bad.contains("invalid_time"), "{bad}");
+        // Each export is audited with its filters.
+        let audited = app
+            .sql_strings(
+                "SELECT after_state FROM audit_log WHERE action = 'payments_export' ORDER BY seq",
+                &[],
+            )
+            .await;
+        assert_eq!(audited.len(), 3, "{audited:?}");
+        assert!(audited[1].contains("\"order\":\"o-2\""), "{audited:?}");
+        // Streamed a page at a time: a page of 2 over 3 rows still yields every row once.
+        let all = converge_server::store::PaymentFilter {
+            limit: 2,
+            ..Default::default()
+        };
+        let chunks: Vec<_> = futures_util::StreamExt::collect::<Vec<_>>(
+            converge_server::ops::payments_export::stream(
+                app.store.clone(),
+                all,
+                Default::default(),
+                2,
+            ),
+        )
+        .await;
+        assert_eq!(chunks.len(), 2);
+        let text: String = chunks
+            .into_iter()
+            .map(|c| String::from_utf8(c.unwrap().to_vec()).unwrap())
+            .collect();
+        assert_eq!(text.lines().count(), 4, "{text}");
+    }
+);
+
+on_both_backends!(
+    role_changes_apply_to_open_sessions_and_sign_ins_are_shown,
+    |app| {
+        user(&app, "adm", "admin").await;
+        user(&app, "ann", "viewer").await;
+        let (admin, s, _) = login(&app, "adm", PASSWORD).await;
+        assert_eq!(s, 200);
+        let (_, users) = get(&admin, &app, "/ops/v1/users").await;
+        let last = |v: &Value, name: &str| {
+            v.as_array()
+                .or_else(|| v["items"].as_array())
+                .unwrap()
+                .iter()
+                .find(|u| u["username"] == name)
+                .unwrap()["last_sign_in_at"]
+                .clone()
+        };
+        assert!(last(&users, "adm").as_i64().is_some(), "{users}");
+        assert!(last(&users, "ann").is_null(), "{users}");
+        // Ann's open session gets the new roles at its next request, without signing in again.
+        let (ann, s, _) = login(&app, "ann", PASSWORD).await;
+        assert_eq!(s, 200);
+        assert_eq!(get(&ann, &app, "/ops/v1/users").await.0, 403);
+        let (s, v) = post(
+            &admin,
+            &app,
+            "/ops/v1/users/ann/roles",
+            &json!({"roles": "viewer,admin"}),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(get(&ann, &app, "/ops/v1/users").await.0, 200);
+        let changed = app
+            .sql_strings(
+                "SELECT after_state FROM audit_log WHERE action = 'user_roles_changed' AND target = 'user:ann'",
+                &[],
+            )
+            .await;
+        assert_eq!(changed.len(), 1, "{changed:?}");
+        // An admin cannot take away their own admin role (nobody might be left to give it back).
+        let (s, v) = post(
+            &admin,
+            &app,
+            "/ops/v1/users/adm/roles",
+            &json!({"roles": "viewer"}),
+        )
+        .await;
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (400, Some("invalid_user")),
+            "{v}"
+        );
+        let (_, users) = get(&admin, &app, "/ops/v1/users").await;
+        assert!(last(&users, "ann").as_i64().is_some(), "{users}");
     }
 );

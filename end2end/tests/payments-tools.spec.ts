@@ -1,0 +1,68 @@
+// The payments list as ops staff use it in an incident (issue 17): a CSV export of exactly
+// what the filters select, and times in UTC or the browser's zone by a remembered switch.
+import * as fs from "node:fs";
+import { expect, test } from "@playwright/test";
+import { createPayment, env, hydrated, pageErrors, signIn, unique } from "./support";
+
+test("the CSV export holds exactly what the filters select, formula-safe", async ({ page, request }) => {
+  const shop = env("E2E_MERCHANT_KEY");
+  const errors = pageErrors(page);
+  const order = unique("=export");
+  await createPayment(request, shop, { amount: 18857, currency: "CNY", merchant_order_id: order }, unique("idem"));
+  await createPayment(request, shop, { amount: 100, currency: "CNY", merchant_order_id: unique("other") }, unique("idem"));
+
+  await signIn(page, "viewer");
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Payments" }).click();
+  await hydrated(page);
+  await page.getByLabel("Merchant order id").fill(order);
+  await page.getByTestId("search").click();
+  await expect(page).toHaveURL(/order=/);
+  await expect(page.getByTestId("payments-table").getByRole("row")).toHaveCount(2);
+
+  const [download] = await Promise.all([page.waitForEvent("download"), page.getByTestId("export-csv").click()]);
+  expect(download.suggestedFilename()).toMatch(/^converge-payments-.*\.csv$/);
+  const text = fs.readFileSync((await download.path()) as string, "utf8");
+  const lines = text.trim().split("\n");
+  expect(lines[0]).toBe(
+    "id,merchant,merchant_order_id,status,amount_minor,amount,currency,refunded_minor,description,channel_key,submit_attempts,last_error,created_at_utc,updated_at_utc",
+  );
+  // One payment: the one the filter selects, its order id defused for spreadsheets, its
+  // amount both exact (minor units) and as people read it.
+  expect(lines).toHaveLength(2);
+  expect(lines[1]).toContain(`,e2e-shop,'${order},`);
+  expect(lines[1]).toContain(",18857,188.57,CNY,");
+  expect(errors).toEqual([]);
+});
+
+test("times switch between UTC and the browser's zone, and the choice is remembered", async ({ browser }) => {
+  const context = await browser.newContext({ timezoneId: "Asia/Shanghai" });
+  const page = await context.newPage();
+  const errors = pageErrors(page);
+  await signIn(page, "viewer");
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Payments" }).click();
+  await hydrated(page);
+  const firstTime = page.getByTestId("payments-table").locator("time").first();
+  await expect(firstTime).toHaveText(/ UTC$/);
+  const utc = (await firstTime.getAttribute("datetime")) as string;
+
+  await page.getByTestId("times-local").click();
+  await expect(page.getByTestId("times-local")).toHaveAttribute("aria-pressed", "true");
+  await expect(firstTime).toHaveText(/ \+08:00$/);
+  // The same instant, eight hours on.
+  const shown = ((await firstTime.textContent()) as string).replace(" +08:00", "");
+  const expected = new Date(Date.parse(utc) + 8 * 3600_000).toISOString().slice(0, 19).replace("T", " ");
+  expect(shown).toBe(expected);
+
+  // Remembered across a reload and on other pages.
+  await page.reload();
+  await hydrated(page);
+  await expect(page.getByTestId("payments-table").locator("time").first()).toHaveText(/ \+08:00$/);
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Dashboard" }).click();
+  await hydrated(page);
+  await expect(page.getByTestId("times-local")).toHaveAttribute("aria-pressed", "true");
+
+  await page.getByTestId("times-utc").click();
+  await expect(page.getByTestId("times-utc")).toHaveAttribute("aria-pressed", "true");
+  expect(errors).toEqual([]);
+  await context.close();
+});
