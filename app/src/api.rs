@@ -14,13 +14,33 @@ use crate::dto::{
 /// (never signed in, signed out, expired, or the user was disabled).
 pub const NOT_SIGNED_IN: &str = "not signed in";
 
-/// The human sentence inside a server-function error, without the framework's prefix.
+/// The human sentence inside a server-function error, without the framework's prefix. A
+/// "not signed in" answer to something the user sent (a form, a button) also raises
+/// [`session_ended`], so the console offers to sign in again on the spot, keeping what was
+/// typed (issue 17), instead of a bare "not signed in" beside a bar that still shows the user.
 pub fn error_message(e: &ServerFnError) -> String {
+    if is_not_signed_in(e) {
+        #[cfg(feature = "hydrate")]
+        session_ended().set(true);
+        return SESSION_ENDED.into();
+    }
     match e {
         ServerFnError::ServerError(m) => m.clone(),
         ServerFnError::Request(_) => "cannot reach converge; check the connection and retry".into(),
         other => other.to_string(),
     }
+}
+
+/// What a form says when its request found the session gone.
+pub const SESSION_ENDED: &str =
+    "Your session has ended. What you typed is kept: sign in again above, then send it again.";
+
+/// Whether the session was found gone by a request the user made on this page (browser only;
+/// always false on the server, where one value would be shared by every request). The
+/// console layout shows a sign-in box while it is set.
+pub fn session_ended() -> ArcRwSignal<bool> {
+    static ENDED: std::sync::OnceLock<ArcRwSignal<bool>> = std::sync::OnceLock::new();
+    ENDED.get_or_init(|| ArcRwSignal::new(false)).clone()
 }
 
 /// Whether `e` means the session is gone, so the page should send the user to `/login`.

@@ -2,7 +2,7 @@
 // Retry pressed while the Reverse form was open was recorded and audited with the reason
 // typed into the Reverse form.
 import { expect, test } from "@playwright/test";
-import { createPayment, env, hydrated, open, pageErrors, signIn, suspendedPayment, unique } from "./support";
+import { account, createPayment, env, hydrated, open, pageErrors, signIn, suspendedPayment, unique } from "./support";
 
 test("a retry beside an open reversal form is recorded with its own reason", async ({ page, request }) => {
   const errors = pageErrors(page);
@@ -84,5 +84,61 @@ test("a request whose payment moved shows as stale at once, without Approve", as
   await expect(row.getByTestId("approve")).toBeHidden();
   await expect(row.getByTestId("reject")).toBeVisible();
   await approverContext.close();
+  expect(errors).toEqual([]);
+});
+
+test("a session that ends mid-form says so, keeps the text, and signs in again in place", async ({ page, request }) => {
+  const errors = pageErrors(page);
+  const payment = await createPayment(
+    request,
+    env("E2E_MERCHANT_KEY"),
+    { amount: 2600, currency: "CNY", merchant_order_id: unique("ended") },
+    unique("idem"),
+  );
+  await signIn(page, "operator");
+  await expect
+    .poll(
+      async () => {
+        await open(page, `/payments/${payment.id}`);
+        return (await page.getByTestId("payment-status").textContent()) ?? "";
+      },
+      { timeout: 25_000, intervals: [1_000] },
+    )
+    .toBe("SUCCESS");
+  const typed = `customer disputed by phone (${unique("ticket")})`;
+  await page.getByTestId("action-reverse").click();
+  await page.getByTestId("action-reason").fill(typed);
+
+  // The session ends elsewhere: signed out in another tab of the same browser.
+  const other = await page.context().newPage();
+  await open(other, "/");
+  await other.getByTestId("sign-out").click();
+  await expect(other).toHaveURL(/\/login/);
+  await other.close();
+
+  // Sending the form says the session ended, and nothing typed is lost.
+  await page.getByTestId("action-submit").click();
+  await expect(page.getByTestId("action-error")).toContainText("Your session has ended");
+  const box = page.getByTestId("session-ended");
+  await expect(box).toBeVisible();
+  await expect(box).toContainText(account("operator").username);
+  await expect(page.getByTestId("action-reason")).toHaveValue(typed);
+
+  // Signing in again on the spot keeps the page as it was; the form then goes through.
+  await page.getByTestId("session-ended-password").fill(account("operator").password);
+  await page.getByTestId("session-ended-sign-in").click();
+  await expect(page.getByTestId("session-restored")).toBeVisible();
+  await expect(box).toHaveCount(0);
+  await expect(page.getByTestId("action-reason")).toHaveValue(typed);
+  await page.getByTestId("action-submit").click();
+  await expect(page.getByTestId("action-flash")).toContainText("waiting for an approver");
+
+  // Leave nothing pending for the other tests: the requester withdraws it.
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: /^Approvals/ }).click();
+  await hydrated(page);
+  const row = page.getByTestId("pending").getByRole("row").filter({ hasText: payment.id });
+  await row.getByTestId("cancel-request").click();
+  await row.getByTestId("cancel-confirm").click();
+  await expect(page.getByTestId("flash")).toContainText("cancelled");
   expect(errors).toEqual([]);
 });

@@ -45,8 +45,10 @@ pub fn ConsoleLayout() -> impl IntoView {
             {move || Suspend::new(async move {
                 match me.await {
                     Ok(Some(p)) => {
+                        let username = p.username.clone();
                         view! {
                             <TopBar principal=p/>
+                            <SessionEndedBox username/>
                             <main class="page" id="main" tabindex="-1">
                                 <Outlet/>
                             </main>
@@ -63,6 +65,82 @@ pub fn ConsoleLayout() -> impl IntoView {
                 }
             })}
         </Suspense>
+    }
+}
+
+/// Shown when a request the user made found the session gone (idle timeout, signed out in
+/// another tab, disabled, password reset): says so, and signs the same user in again right
+/// here, so the page and every field typed on it stay as they were; the user then sends the
+/// form again (issue 17). Signing in as someone else goes through the sign-in page and back.
+#[component]
+fn SessionEndedBox(username: String) -> impl IntoView {
+    let ended = RwSignal::from(api::session_ended());
+    let password = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let done = RwSignal::new(false);
+    let password_ref = NodeRef::<leptos::html::Input>::new();
+    Effect::new(move |_| {
+        if ended.get() {
+            done.set(false);
+            if let Some(el) = password_ref.get() {
+                let _ = el.focus();
+            }
+        }
+    });
+    let user = StoredValue::new(username.clone());
+    let on_submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let pass = password.get_untracked();
+        busy.set(true);
+        failure.set(None);
+        spawn_local(async move {
+            match api::login(user.get_value(), pass).await {
+                Ok(_) => {
+                    password.set(String::new());
+                    ended.set(false);
+                    done.set(true);
+                }
+                Err(e) => failure.set(Some(api::error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <Show when=move || ended.get()>
+            <section class="session-ended" role="alert" aria-labelledby="session-ended-h" data-testid="session-ended">
+                <h2 id="session-ended-h">"Your session has ended"</h2>
+                <p>
+                    "Nothing you typed on this page is lost. Sign in again as "
+                    <strong>{user.get_value()}</strong>
+                    " to carry on, then send your form again."
+                </p>
+                <form class="inline-form" on:submit=on_submit>
+                    <input type="text" name="username" autocomplete="username" hidden value=user.get_value()/>
+                    <label>
+                        "Password"
+                        <input
+                            type="password"
+                            autocomplete="current-password"
+                            required
+                            data-testid="session-ended-password"
+                            node_ref=password_ref
+                            bind:value=password
+                        />
+                    </label>
+                    <button type="submit" data-testid="session-ended-sign-in" disabled=move || busy.get()>
+                        "Sign in again"
+                    </button>
+                    <a href=here_via_login()>"Sign in as someone else"</a>
+                    <span class="form-message" role="alert">{move || failure.get()}</span>
+                </form>
+            </section>
+        </Show>
+        <Show when=move || done.get()>
+            <p class="flash" role="status" data-testid="session-restored">
+                "Signed in again. Your page is as you left it: send your form again."
+            </p>
+        </Show>
     }
 }
 
