@@ -425,6 +425,18 @@ pub struct PaymentDetail {
     pub audit: Vec<AuditRecord>,
     /// Which actions apply now, and why not the others (the server's rule).
     pub offers: Vec<ActionOffer>,
+    /// On a REVERSED payment, the reversal's refund at the channel.
+    #[serde(default)]
+    pub reversal: Option<ReversalView>,
+}
+
+/// The refund a reversal made at the channel (`server::ops::dashboard::ReversalView`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReversalView {
+    /// The executed `reverse` action, when on record.
+    pub action_id: Option<String>,
+    /// Refunded at the channel, integer minor units.
+    pub amount: i64,
 }
 
 /// Whether an action applies to the payment now (`server::domain::actions::offers`).

@@ -67,17 +67,11 @@ fn Story(
     let currency = p.currency.clone();
     let payment_id = p.id.clone();
     let status = p.status.clone();
-    // A reversal refunds at the channel whatever the merchant's refunds left: on a REVERSED
-    // payment that is `amount - refunded_amount`, by the executed reverse action.
-    let reversal = (p.status == "REVERSED").then(|| {
-        let by = d
-            .actions
-            .iter()
-            .find(|a| a.kind == "reverse" && a.status == "executed")
-            .map(|a| a.id.clone())
-            .unwrap_or_default();
-        (by, p.amount - p.refunded_amount)
-    });
+    // The server says what the reversal refunded (`PaymentDetail::reversal`).
+    let reversal = d
+        .reversal
+        .clone()
+        .map(|r| (r.action_id.unwrap_or_default(), r.amount));
     view! {
         <div class="page-head">
             <h1 class="mono" data-testid="payment-id">{p.id.clone()}</h1>

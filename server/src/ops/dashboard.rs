@@ -290,6 +290,18 @@ pub struct PaymentDetail {
     pub audit: Vec<crate::store::AuditRecord>,
     /// Which actions apply to it now, and why not the others.
     pub offers: Vec<crate::domain::actions::ActionOffer>,
+    /// On a REVERSED payment, the reversal's refund at the channel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reversal: Option<ReversalView>,
+}
+
+/// The refund a reversal made at the channel.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ReversalView {
+    /// The executed `reverse` action (`act_...`), when it is on record.
+    pub action_id: Option<String>,
+    /// Refunded at the channel, integer minor units: what the merchant's refunds left.
+    pub amount: i64,
 }
 
 /// Audit records about a payment and about each action on it (approvals and rejections are
@@ -323,8 +335,18 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
         .iter()
         .filter(|j| j.status == "due" || j.status == "dead")
         .count();
+    let actions = store.actions(None, Some(id), 50).await?;
+    let reversal =
+        (payment.status == crate::domain::state::PaymentStatus::Reversed).then(|| ReversalView {
+            action_id: actions
+                .iter()
+                .find(|a| a.kind == "reverse" && a.status == "executed")
+                .map(|a| a.id.clone()),
+            amount: payment.unrefunded(),
+        });
     Ok(Some(PaymentDetail {
         merchant,
+        reversal,
         offers: crate::domain::actions::offers(payment.status, wakeable),
         events: store.payment_events(id).await?,
         jobs,
@@ -332,7 +354,7 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
         refunds: store.payment_refunds(id).await?,
         errors: store.payment_error_items(id).await?,
         audit: payment_audit(store.as_ref(), id).await?,
-        actions: store.actions(None, Some(id), 50).await?,
+        actions,
         payment,
     }))
 }

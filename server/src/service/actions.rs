@@ -630,7 +630,7 @@ impl Core {
                 });
             }
         };
-        let remaining = held.amount - held.refunded_amount;
+        let remaining = held.unrefunded();
         self.finish_reversal(&a.id, held, &format!("action:{}", a.id))
             .await?;
         Ok(json!({"status": "REVERSED", "refunded_at_channel": remaining}))
@@ -652,7 +652,7 @@ impl Core {
                 held.id
             ));
         }
-        let remaining = held.amount - held.refunded_amount;
+        let remaining = held.unrefunded();
         match self
             .channel
             .refund(&held.channel_key, action_id, remaining)

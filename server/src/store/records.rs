@@ -92,6 +92,15 @@ pub struct Payment {
     pub reversal_id: Option<String>,
 }
 
+impl Payment {
+    /// What the merchant's refunds left of the amount, integer minor units: what a reversal
+    /// refunds at the channel (DESIGN.md "Ops console": reverse refunds the remaining amount),
+    /// and so, on a REVERSED payment, what the reversal refunded.
+    pub fn unrefunded(&self) -> i64 {
+        self.amount - self.refunded_amount
+    }
+}
+
 /// The raw row behind [`Payment`]; the status is text in both databases.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct PaymentRow {

@@ -109,6 +109,16 @@ on_both_backends!(
                 .unwrap(),
             1
         );
+        // The payment's story says what the reversal refunded, and by which action.
+        let story = op
+            .get(format!("{}/ops/v1/payments/{payment}", app.base))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap();
+        assert_eq!(story["reversal"], json!({"action_id": id, "amount": 5_000}));
         // A second approval, and a re-execution, after execution: refused, nothing runs twice.
         let (s, v) = post(
             &ap,
