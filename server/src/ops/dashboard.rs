@@ -290,6 +290,8 @@ pub struct PaymentDetail {
     pub audit: Vec<crate::store::AuditRecord>,
     /// Which actions apply to it now, and why not the others.
     pub offers: Vec<crate::domain::actions::ActionOffer>,
+    /// The Idempotency-Keys whose requests made it or its refunds, oldest first.
+    pub idempotency_keys: Vec<crate::store::KeySummary>,
 }
 
 /// Audit records about a payment and about each action on it (approvals and rejections are
@@ -333,6 +335,7 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
         errors: store.payment_error_items(id).await?,
         audit: payment_audit(store.as_ref(), id).await?,
         actions: store.actions(None, Some(id), 50).await?,
+        idempotency_keys: store.payment_keys(id).await?,
         payment,
     }))
 }
