@@ -425,6 +425,9 @@ pub struct PaymentDetail {
     pub audit: Vec<AuditRecord>,
     /// Which actions apply now, and why not the others (the server's rule).
     pub offers: Vec<ActionOffer>,
+    /// The Idempotency-Keys whose requests made it or its refunds, oldest first.
+    #[serde(default)]
+    pub idempotency_keys: Vec<crate::api_lookup::KeySummary>,
 }
 
 /// Whether an action applies to the payment now (`server::domain::actions::offers`).
