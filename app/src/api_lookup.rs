@@ -195,7 +195,9 @@ pub async fn load_key(merchant_id: i64, key: String) -> Result<KeyDetail, Server
             converge_server::error::ApiError::new(
                 axum::http::StatusCode::NOT_FOUND,
                 "not_found",
-                format!("merchant {merchant_id} has no stored key {key:?} (never used, refused, or purged after its retention)"),
+                format!(
+                    "merchant {merchant_id} has no stored key {key:?} (never used, refused, or purged after its retention)"
+                ),
             ),
         )),
     }

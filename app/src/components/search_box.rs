@@ -38,9 +38,8 @@ pub fn SearchBox() -> impl IntoView {
 
     #[cfg(feature = "hydrate")]
     {
-        let handle = leptos::leptos_dom::helpers::window_event_listener(
-            leptos::ev::keydown,
-            move |ev| {
+        let handle =
+            leptos::leptos_dom::helpers::window_event_listener(leptos::ev::keydown, move |ev| {
                 if ev.key() != "/" || ev.ctrl_key() || ev.meta_key() || ev.alt_key() {
                     return;
                 }
@@ -52,8 +51,7 @@ pub fn SearchBox() -> impl IntoView {
                     let _ = el.focus();
                     el.select();
                 }
-            },
-        );
+            });
         on_cleanup(move || handle.remove());
     }
 

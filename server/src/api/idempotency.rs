@@ -158,7 +158,7 @@ async fn answer_existing(
         return replay(rec);
     }
     count(st, route, Outcome::InUse).await;
-        record(st, &rec, Outcome::InUse, now).await;
+    record(st, &rec, Outcome::InUse, now).await;
     let wait_ms = rec
         .lease_expires_at
         .unwrap_or(now)

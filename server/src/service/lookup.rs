@@ -48,7 +48,7 @@ impl From<LookupError> for crate::error::ApiError {
 /// One thing found, with where the console shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 #[schema(example = json!({
-    "kind": "idempotency_key", "id": "order-1-create", "label": "key of acme · done · made pay_7f3a9c2e4b1d8f6a0c5e2b9d",
+    "kind": "idempotency_key", "id": "order-1-create", "label": "key of acme · done · payment pay_7f3a9c2e4b1d8f6a0c5e2b9d",
     "link": "/keys/1/order-1-create", "payment_id": "pay_7f3a9c2e4b1d8f6a0c5e2b9d", "merchant": "acme"
 }))]
 pub struct SearchHit {
@@ -126,14 +126,17 @@ fn hit(m: IdMatch, merchant: Option<String>) -> Option<SearchHit> {
     let of = merchant.as_deref().unwrap_or("unknown merchant");
     let payment_link = format!("/payments/{}", path_segment(pay));
     let (label, link) = match kind {
-        IdKind::Payment => (format!("payment of {of} · {amount} · {}", m.status), payment_link),
+        IdKind::Payment => (
+            format!("payment of {of} · {amount} · {}", m.status),
+            payment_link,
+        ),
         IdKind::MerchantOrder => (
             format!("order of {of} · payment {pay} · {amount} · {}", m.status),
             payment_link,
         ),
         IdKind::IdempotencyKey => (
             match &pid {
-                Some(p) => format!("key of {of} · {} · made {p}", m.status),
+                Some(p) => format!("key of {of} · {} · payment {p}", m.status),
                 None => format!("key of {of} · {}", m.status),
             },
             key_link(m.merchant_id.unwrap_or_default(), &m.value),

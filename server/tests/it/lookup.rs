@@ -102,9 +102,17 @@ on_both_backends!(every_id_kind_is_found_by_a_prefix_in_any_case, |app| {
         .await;
     assert_eq!(a.status, 201, "{:?}", a.json());
     let act = a.json()["action"]["id"].as_str().unwrap().to_string();
-    let acts = app.store.find_ids(&act[..8].to_uppercase(), 21).await.unwrap();
+    let acts = app
+        .store
+        .find_ids(&act[..8].to_uppercase(), 21)
+        .await
+        .unwrap();
     assert_eq!(
-        (acts[0].kind.as_str(), acts[0].value.as_str(), acts[0].status.as_str()),
+        (
+            acts[0].kind.as_str(),
+            acts[0].value.as_str(),
+            acts[0].status.as_str()
+        ),
         ("action", act.as_str(), "pending")
     );
     assert_eq!(acts[0].payment_id.as_deref(), Some(id.as_str()));
@@ -130,40 +138,43 @@ on_both_backends!(every_id_kind_is_found_by_a_prefix_in_any_case, |app| {
     assert!(found(&app, "").await.is_empty());
 });
 
-on_both_backends!(percent_and_underscore_in_a_query_are_plain_characters, |app| {
-    for (key, order) in [
-        ("k-1", "ORD_A%1"),
-        ("k-2", "ORDxA1"),
-        ("k-3", "ord_ab"),
-        ("k-4", "ord\\x"),
-    ] {
-        pay(&app, key, order, 1000).await;
+on_both_backends!(
+    percent_and_underscore_in_a_query_are_plain_characters,
+    |app| {
+        for (key, order) in [
+            ("k-1", "ORD_A%1"),
+            ("k-2", "ORDxA1"),
+            ("k-3", "ord_ab"),
+            ("k-4", "ord\\x"),
+        ] {
+            pay(&app, key, order, 1000).await;
+        }
+        // `_` and `%` are not wildcards: ORDxA1 does not start with "ord_".
+        assert_eq!(
+            found(&app, "ord_a%").await,
+            vec![("merchant_order".into(), "ORD_A%1".into())]
+        );
+        let mut both = found(&app, "ORD_A").await;
+        both.sort();
+        assert_eq!(
+            both,
+            vec![
+                ("merchant_order".into(), "ORD_A%1".into()),
+                ("merchant_order".into(), "ord_ab".into())
+            ]
+        );
+        assert_eq!(
+            found(&app, "ord\\").await,
+            vec![("merchant_order".into(), "ord\\x".into())]
+        );
+        assert!(found(&app, "%").await.is_empty());
+        assert!(found(&app, "_").await.is_empty());
+        // Several kinds at once: "k-" starts all four keys.
+        let keys = found(&app, "K-").await;
+        assert_eq!(keys.len(), 4, "{keys:?}");
+        assert!(keys.iter().all(|(k, _)| k == "idempotency_key"));
     }
-    // `_` and `%` are not wildcards: ORDxA1 does not start with "ord_".
-    assert_eq!(
-        found(&app, "ord_a%").await,
-        vec![("merchant_order".into(), "ORD_A%1".into())]
-    );
-    let mut both = found(&app, "ORD_A").await;
-    both.sort();
-    assert_eq!(
-        both,
-        vec![
-            ("merchant_order".into(), "ORD_A%1".into()),
-            ("merchant_order".into(), "ord_ab".into())
-        ]
-    );
-    assert_eq!(
-        found(&app, "ord\\").await,
-        vec![("merchant_order".into(), "ord\\x".into())]
-    );
-    assert!(found(&app, "%").await.is_empty());
-    assert!(found(&app, "_").await.is_empty());
-    // Several kinds at once: "k-" starts all four keys.
-    let keys = found(&app, "K-").await;
-    assert_eq!(keys.len(), 4, "{keys:?}");
-    assert!(keys.iter().all(|(k, _)| k == "idempotency_key"));
-});
+);
 
 on_both_backends!(a_search_is_bounded_and_says_when_there_is_more, |app| {
     let core = &app.running.state.core;
@@ -204,86 +215,101 @@ on_both_backends!(a_search_is_bounded_and_says_when_there_is_more, |app| {
         format!("/payments/{}", a["hits"][0]["payment_id"].as_str().unwrap())
     );
     assert!(
-        a["hits"][0]["label"].as_str().unwrap().contains("10.00 CNY"),
+        a["hits"][0]["label"]
+            .as_str()
+            .unwrap()
+            .contains("10.00 CNY"),
         "amounts in major units: {a}"
     );
 });
 
-on_both_backends!(a_key_page_shows_the_stored_response_and_what_retries_got, |app| {
-    let key = "Pay/Key?1#x%";
-    let body = json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-key"});
-    let first = app.post("/v1/payments", Some(key), &body).await;
-    assert_eq!(first.status, 201);
-    let id = first.json()["id"].as_str().unwrap().to_string();
-    // A replay, and the key reused with another body.
-    let again = app.post("/v1/payments", Some(key), &body).await;
-    assert_eq!(again.header("idempotent-replayed"), "true");
-    let other = json!({"amount": 1001, "currency": "CNY", "merchant_order_id": "o-key"});
-    app.post("/v1/payments", Some(key), &other)
-        .await
-        .assert_error(422, "idempotency_key_reused");
-    app.post("/v1/payments", Some(key), &body).await;
+on_both_backends!(
+    a_key_page_shows_the_stored_response_and_what_retries_got,
+    |app| {
+        let key = "Pay/Key?1#x%";
+        let body = json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-key"});
+        let first = app.post("/v1/payments", Some(key), &body).await;
+        assert_eq!(first.status, 201);
+        let id = first.json()["id"].as_str().unwrap().to_string();
+        // A replay, and the key reused with another body.
+        let again = app.post("/v1/payments", Some(key), &body).await;
+        assert_eq!(again.header("idempotent-replayed"), "true");
+        let other = json!({"amount": 1001, "currency": "CNY", "merchant_order_id": "o-key"});
+        app.post("/v1/payments", Some(key), &other)
+            .await
+            .assert_error(422, "idempotency_key_reused");
+        app.post("/v1/payments", Some(key), &body).await;
 
-    let c = viewer(&app).await;
-    let path = format!(
-        "/ops/v1/idempotency-keys/{}/{}",
-        app.merchant_id,
-        converge_server::service::lookup::path_segment(key)
-    );
-    let a = get_json(&c, &app, &path).await;
-    assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
-    let k = a.json();
-    assert_eq!(k["idem_key"], key);
-    assert_eq!(k["merchant"], "acme");
-    assert_eq!(k["route"], "POST /v1/payments");
-    assert_eq!(k["scope"], "POST /v1/payments");
-    assert_eq!(k["state"], "done");
-    assert_eq!(k["payment_id"], id.as_str());
-    assert_eq!(k["resource_id"], id.as_str());
-    assert_eq!(k["fingerprint"].as_str().unwrap().len(), 64);
-    assert!(k["lease_expires_at"].is_null(), "a done key holds no lease");
-    // The stored response is what a retry gets, byte for byte.
-    assert_eq!(k["response"]["status"], 201);
-    assert_eq!(
-        k["response"]["body"].as_str().unwrap().as_bytes(),
-        again.body.as_slice()
-    );
-    let headers = k["response"]["headers"].as_array().unwrap();
-    for h in headers {
-        let name = h["name"].as_str().unwrap();
-        assert_eq!(again.header(name), h["value"].as_str().unwrap(), "{name}");
+        let c = viewer(&app).await;
+        let path = format!(
+            "/ops/v1/idempotency-keys/{}/{}",
+            app.merchant_id,
+            converge_server::service::lookup::path_segment(key)
+        );
+        let a = get_json(&c, &app, &path).await;
+        assert_eq!(a.status, 200, "{:?}", String::from_utf8_lossy(&a.body));
+        let k = a.json();
+        assert_eq!(k["idem_key"], key);
+        assert_eq!(k["merchant"], "acme");
+        assert_eq!(k["route"], "POST /v1/payments");
+        assert_eq!(k["scope"], "POST /v1/payments");
+        assert_eq!(k["state"], "done");
+        assert_eq!(k["payment_id"], id.as_str());
+        assert_eq!(k["resource_id"], id.as_str());
+        assert_eq!(k["fingerprint"].as_str().unwrap().len(), 64);
+        assert!(k["lease_expires_at"].is_null(), "a done key holds no lease");
+        // The stored response is what a retry gets, byte for byte.
+        assert_eq!(k["response"]["status"], 201);
+        assert_eq!(
+            k["response"]["body"].as_str().unwrap().as_bytes(),
+            again.body.as_slice()
+        );
+        let headers = k["response"]["headers"].as_array().unwrap();
+        for h in headers {
+            let name = h["name"].as_str().unwrap();
+            assert_eq!(again.header(name), h["value"].as_str().unwrap(), "{name}");
+        }
+        assert!(headers.iter().any(|h| h["name"] == "idempotent-replayed"));
+        assert!(headers.iter().any(|h| h["name"] == "content-type"));
+        let outcomes: Vec<(String, i64)> = k["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["outcome"].as_str().unwrap().into(),
+                    o["count"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(outcomes, vec![("replay".into(), 2), ("reused".into(), 1)]);
+
+        // The payment page lists the key; the search lands on it.
+        let d = get_json(&c, &app, &format!("/ops/v1/payments/{id}"))
+            .await
+            .json();
+        assert_eq!(d["idempotency_keys"][0]["idem_key"], key, "{d}");
+        let s = get_json(&c, &app, "/ops/v1/search?q=pay%2Fkey")
+            .await
+            .json();
+        assert_eq!(s["hits"][0]["kind"], "idempotency_key", "{s}");
+        assert_eq!(
+            s["hits"][0]["link"],
+            format!("/keys/{}/Pay%2FKey%3F1%23x%25", app.merchant_id)
+        );
+
+        // The purge takes the key's outcomes with it.
+        assert_eq!(app.store.purge_keys(i64::MAX).await.unwrap(), 1);
+        assert_eq!(
+            app.sql_i64("SELECT COUNT(*) FROM idempotency_key_outcomes", &[])
+                .await,
+            0
+        );
+        get_json(&c, &app, &path)
+            .await
+            .assert_error(404, "not_found");
     }
-    assert!(headers.iter().any(|h| h["name"] == "idempotent-replayed"));
-    assert!(headers.iter().any(|h| h["name"] == "content-type"));
-    let outcomes: Vec<(String, i64)> = k["outcomes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| (o["outcome"].as_str().unwrap().into(), o["count"].as_i64().unwrap()))
-        .collect();
-    assert_eq!(outcomes, vec![("replay".into(), 2), ("reused".into(), 1)]);
-
-    // The payment page lists the key; the search lands on it.
-    let d = get_json(&c, &app, &format!("/ops/v1/payments/{id}")).await.json();
-    assert_eq!(d["idempotency_keys"][0]["idem_key"], key, "{d}");
-    let s = get_json(&c, &app, "/ops/v1/search?q=pay%2Fkey").await.json();
-    assert_eq!(s["hits"][0]["kind"], "idempotency_key", "{s}");
-    assert_eq!(
-        s["hits"][0]["link"],
-        format!("/keys/{}/Pay%2FKey%3F1%23x%25", app.merchant_id)
-    );
-
-    // The purge takes the key's outcomes with it.
-    assert_eq!(app.store.purge_keys(i64::MAX).await.unwrap(), 1);
-    assert_eq!(
-        app.sql_i64("SELECT COUNT(*) FROM idempotency_key_outcomes", &[])
-            .await,
-        0
-    );
-    get_json(&c, &app, &path)
-        .await
-        .assert_error(404, "not_found");
-});
+);
 
 on_both_backends!(search_and_key_routes_refuse_bad_input_with_a_4xx, |app| {
     let c = viewer(&app).await;
@@ -316,7 +342,9 @@ on_both_backends!(search_and_key_routes_refuse_bad_input_with_a_4xx, |app| {
             .assert_error(400, "idempotency_key_invalid");
     }
     assert_eq!(
-        get_json(&c, &app, "/ops/v1/idempotency-keys/x/k").await.status,
+        get_json(&c, &app, "/ops/v1/idempotency-keys/x/k")
+            .await
+            .status,
         400
     );
     get_json(&c, &app, "/ops/v1/idempotency-keys/1/no-such-key")
