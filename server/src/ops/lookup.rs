@@ -21,20 +21,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(key))
 }
 
-/// What [`lookup::search`] accepts: at most 255 characters, no control character, not blank.
-fn query_schema() -> utoipa::openapi::Object {
-    use utoipa::openapi::{ObjectBuilder, schema::Type};
-    const NOT_CONTROL: &str = "[^\\u0000-\\u001f\\u007f-\\u009f]";
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .max_length(Some(lookup::MAX_QUERY_LEN))
-        .pattern(Some(format!(
-            "^{NOT_CONTROL}*[^\\s\\u0000-\\u001f\\u007f-\\u009f]{NOT_CONTROL}*$"
-        )))
-        .examples([serde_json::Value::from("pay_7f3a")])
-        .build()
-}
-
 /// Query of `GET /ops/v1/search`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -42,7 +28,13 @@ pub struct FindQuery {
     /// The start of any id, any case: payment id, merchant order id, Idempotency-Key,
     /// channel key, refund id, error-pool item number (whole) or action id. Surrounding
     /// spaces are ignored.
-    #[param(schema_with = query_schema)]
+    // What `lookup::search` accepts: at most 255 characters, none a control character, not
+    // blank.
+    #[param(
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$",
+        example = "pay_7f3a"
+    )]
     q: String,
 }
 
