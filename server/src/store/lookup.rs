@@ -146,6 +146,65 @@ pub trait Lookup: Send + Sync + 'static {
     async fn payment_keys(&self, payment_id: &str) -> Result<Vec<KeySummary>, StoreError>;
 }
 
+/// The error-pool item numbered `$1` (see [`IdKind::ErrorItem`]), as an [`IdMatch`].
+pub const FIND_ERROR_ITEM_SQL: &str = "SELECT 'error_item' AS kind, CAST(e.id AS TEXT) AS value, e.payment_id, \
+     p.merchant_id, e.status, p.amount, p.currency \
+     FROM error_pool e LEFT JOIN payments p ON p.id = e.payment_id WHERE e.id = $1";
+
+/// The query [`Lookup::find_ids`] runs on `backend` for the prefix kinds (None for
+/// [`IdKind::ErrorItem`], matched by number with [`FIND_ERROR_ITEM_SQL`]): `$1` and `$2` are
+/// [`prefix_bounds`], `$3` the most rows. Public so a test can `EXPLAIN` exactly what runs.
+pub fn find_sql(backend: Backend, kind: IdKind) -> Option<String> {
+    // (table and joins, prefix column, lower-case ids only, the other IdMatch columns)
+    let (from, col, lower_only, cols) = match kind {
+        IdKind::Payment => (
+            "payments p",
+            "p.id",
+            true,
+            "p.id AS payment_id, p.merchant_id, p.status, p.amount, p.currency",
+        ),
+        IdKind::MerchantOrder => (
+            "payments p",
+            "p.merchant_order_id",
+            false,
+            "p.id AS payment_id, p.merchant_id, p.status, p.amount, p.currency",
+        ),
+        IdKind::IdempotencyKey => (
+            "idempotency_keys k LEFT JOIN payments p ON p.id = k.resource_id \
+             LEFT JOIN refunds r ON r.id = k.resource_id",
+            "k.idem_key",
+            false,
+            "COALESCE(p.id, r.payment_id) AS payment_id, k.merchant_id, k.state AS status, \
+             CAST(NULL AS BIGINT) AS amount, CAST(NULL AS TEXT) AS currency",
+        ),
+        IdKind::ChannelKey => (
+            "payments p",
+            "p.channel_key",
+            true,
+            "p.id AS payment_id, p.merchant_id, p.status, p.amount, p.currency",
+        ),
+        IdKind::Refund => (
+            "refunds r JOIN payments p ON p.id = r.payment_id",
+            "r.id",
+            true,
+            "r.payment_id, p.merchant_id, r.status, r.amount, p.currency",
+        ),
+        IdKind::ErrorItem => return None,
+        IdKind::Action => (
+            "actions a JOIN payments p ON p.id = a.payment_id",
+            "a.id",
+            true,
+            "a.payment_id, p.merchant_id, a.status, p.amount, p.currency",
+        ),
+    };
+    let (cond, order) = prefix_match(backend, col, lower_only);
+    Some(format!(
+        "SELECT '{kind}' AS kind, {col} AS value, {cols} FROM {from} \
+         WHERE {cond} ORDER BY {order}, {col} LIMIT $3",
+        kind = kind.as_str(),
+    ))
+}
+
 /// The `WHERE` condition and `ORDER BY` expression of a prefix match on `col`, for `backend`:
 /// `$1` is the query with ASCII letters lower-cased, `$2` the same followed by U+10FFFF
 /// (above every character, so `$1 <= x < $2` holds exactly for the `x` that start with `$1`).

@@ -10,7 +10,7 @@ macro_rules! impl_lookup {
                 query: &str,
                 limit: i64,
             ) -> Result<Vec<$crate::store::IdMatch>, $crate::store::StoreError> {
-                use $crate::store::lookup::{item_number, prefix_bounds, prefix_match};
+                use $crate::store::lookup::{item_number, prefix_bounds};
                 use $crate::store::{IdKind, IdMatch};
                 let limit = limit.clamp(1, $crate::store::MAX_ID_MATCHES + 1);
                 if query.is_empty() {
@@ -23,67 +23,15 @@ macro_rules! impl_lookup {
                     if left <= 0 {
                         break;
                     }
-                    // Each kind: (table and joins, prefix column, lower-case ids only, the
-                    // selected columns in IdMatch order after kind and value).
-                    let (from, col, lower_only, cols) = match kind {
-                        IdKind::Payment => (
-                            "payments p",
-                            "p.id",
-                            true,
-                            "p.id AS payment_id, p.merchant_id, p.status, p.amount, p.currency",
-                        ),
-                        IdKind::MerchantOrder => (
-                            "payments p",
-                            "p.merchant_order_id",
-                            false,
-                            "p.id AS payment_id, p.merchant_id, p.status, p.amount, p.currency",
-                        ),
-                        IdKind::IdempotencyKey => (
-                            "idempotency_keys k LEFT JOIN payments p ON p.id = k.resource_id \
-                             LEFT JOIN refunds r ON r.id = k.resource_id",
-                            "k.idem_key",
-                            false,
-                            "COALESCE(p.id, r.payment_id) AS payment_id, k.merchant_id, k.state AS status, \
-                             CAST(NULL AS BIGINT) AS amount, CAST(NULL AS TEXT) AS currency",
-                        ),
-                        IdKind::ChannelKey => (
-                            "payments p",
-                            "p.channel_key",
-                            true,
-                            "p.id AS payment_id, p.merchant_id, p.status, p.amount, p.currency",
-                        ),
-                        IdKind::Refund => (
-                            "refunds r JOIN payments p ON p.id = r.payment_id",
-                            "r.id",
-                            true,
-                            "r.payment_id, p.merchant_id, r.status, r.amount, p.currency",
-                        ),
-                        IdKind::ErrorItem => {
-                            let Some(n) = item_number(query) else { continue };
-                            let rows = sqlx::query_as::<_, IdMatch>(
-                                "SELECT 'error_item' AS kind, CAST(e.id AS TEXT) AS value, e.payment_id, \
-                                 p.merchant_id, e.status, p.amount, p.currency \
-                                 FROM error_pool e LEFT JOIN payments p ON p.id = e.payment_id WHERE e.id = $1",
-                            )
+                    let Some(sql) = $crate::store::lookup::find_sql($backend, kind) else {
+                        let Some(n) = item_number(query) else { continue };
+                        let rows = sqlx::query_as::<_, IdMatch>($crate::store::lookup::FIND_ERROR_ITEM_SQL)
                             .bind(n)
                             .fetch_all(self.reader())
                             .await?;
-                            found.extend(rows);
-                            continue;
-                        }
-                        IdKind::Action => (
-                            "actions a JOIN payments p ON p.id = a.payment_id",
-                            "a.id",
-                            true,
-                            "a.payment_id, p.merchant_id, a.status, p.amount, p.currency",
-                        ),
+                        found.extend(rows);
+                        continue;
                     };
-                    let (cond, order) = prefix_match($backend, col, lower_only);
-                    let sql = format!(
-                        "SELECT '{kind}' AS kind, {col} AS value, {cols} FROM {from} \
-                         WHERE {cond} ORDER BY {order}, {col} LIMIT $3",
-                        kind = kind.as_str(),
-                    );
                     let rows = sqlx::query_as::<_, IdMatch>(&sql)
                         .bind(&lo)
                         .bind(&hi)

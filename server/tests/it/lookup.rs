@@ -351,3 +351,82 @@ on_both_backends!(search_and_key_routes_refuse_bad_input_with_a_4xx, |app| {
         .await
         .assert_error(404, "not_found");
 });
+
+/// The plan of `sql` (with the prefix bounds of "ab" bound), one line per row; on PostgreSQL
+/// with sequential scans switched off, so a scan in the plan means no index could serve.
+async fn plan(app: &TestApp, sql: &str) -> Vec<String> {
+    use sqlx::{Connection, Row};
+    let (lo, hi) = ("ab".to_string(), "ab\u{10FFFF}".to_string());
+    match app.db {
+        Db::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(&format!("sqlite:{}", app.db_url))
+                .await
+                .expect("connect");
+            sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .bind(lo)
+                .bind(hi)
+                .bind(21i64)
+                .fetch_all(&mut c)
+                .await
+                .expect("explain")
+                .iter()
+                .map(|r| r.get::<String, _>("detail"))
+                .collect()
+        }
+        Db::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&app.db_url)
+                .await
+                .expect("connect");
+            sqlx::query("SET enable_seqscan = off")
+                .execute(&mut c)
+                .await
+                .expect("set");
+            sqlx::query(&format!("EXPLAIN {sql}"))
+                .bind(lo)
+                .bind(hi)
+                .bind(21i64)
+                .fetch_all(&mut c)
+                .await
+                .expect("explain")
+                .iter()
+                .map(|r| r.get::<String, _>(0))
+                .collect()
+        }
+    }
+}
+
+on_both_backends!(
+    each_prefix_kind_is_a_range_over_an_index_never_a_table_scan,
+    |app| {
+        use converge_server::store::lookup::find_sql;
+        use converge_server::store::{Backend, IdKind};
+        let backend = match app.db {
+            Db::Sqlite => Backend::Sqlite,
+            Db::Postgres => Backend::Postgres,
+        };
+        let mut planned = 0;
+        for kind in IdKind::ALL {
+            let Some(sql) = find_sql(backend, kind) else {
+                continue;
+            };
+            let lines = plan(&app, &sql).await;
+            let text = lines.join("\n");
+            match app.db {
+                Db::Sqlite => assert!(
+                    lines.iter().all(|l| !l.starts_with("SCAN ")),
+                    "{kind:?} scans a table:\n{text}"
+                ),
+                Db::Postgres => assert!(
+                    !text.contains("Seq Scan"),
+                    "{kind:?} scans a table:\n{text}"
+                ),
+            }
+            assert!(
+                text.to_lowercase().contains("index"),
+                "{kind:?} uses no index:\n{text}"
+            );
+            planned += 1;
+        }
+        assert_eq!(planned, 6);
+    }
+);
