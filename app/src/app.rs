@@ -10,10 +10,12 @@ use crate::pages::approvals::ApprovalsPage;
 use crate::pages::audit::AuditPage;
 use crate::pages::dashboard::DashboardPage;
 use crate::pages::error_pool::ErrorPoolPage;
+use crate::pages::key::KeyPage;
 use crate::pages::login::LoginPage;
 use crate::pages::merchants::MerchantsPage;
 use crate::pages::payment::PaymentPage;
 use crate::pages::payments::PaymentsPage;
+use crate::pages::search::SearchPage;
 use crate::pages::users::UsersPage;
 use crate::pages::webhooks::WebhooksPage;
 
@@ -58,6 +60,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("webhooks") view=WebhooksPage/>
                     <Route path=path!("admin/users") view=UsersPage/>
                     <Route path=path!("admin/merchants") view=MerchantsPage/>
+                    <Route path=path!("search") view=SearchPage/>
+                    <Route path=path!("keys/:merchant/:key") view=KeyPage/>
                 </ParentRoute>
             </Routes>
         </Router>

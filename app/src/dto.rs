@@ -428,6 +428,9 @@ pub struct PaymentDetail {
     /// On a REVERSED payment, the reversal's refund at the channel.
     #[serde(default)]
     pub reversal: Option<ReversalView>,
+    /// The Idempotency-Keys whose requests made it or its refunds, oldest first.
+    #[serde(default)]
+    pub idempotency_keys: Vec<crate::api_lookup::KeySummary>,
 }
 
 /// The refund a reversal made at the channel (`server::ops::dashboard::ReversalView`).

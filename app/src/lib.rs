@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod api_actions;
+pub mod api_lookup;
 pub mod api_merchants;
 pub mod api_webhooks;
 pub mod app;

@@ -1387,4 +1387,40 @@ fn console_refusals_answer_their_4xx_and_stable_code_not_500() {
         404,
         "not_found",
     );
+    // The search box and the Idempotency-Key page.
+    expect(
+        &http_answer(api, "/api/find", &signed_in, "q=%20"),
+        400,
+        "invalid_query",
+    );
+    expect(
+        &http_answer(
+            api,
+            "/api/find",
+            &signed_in,
+            &format!("q={}", "k".repeat(256)),
+        ),
+        400,
+        "query_too_long",
+    );
+    expect(
+        &http_answer(
+            api,
+            "/api/idempotency_key",
+            &signed_in,
+            "merchant_id=1&key=%20",
+        ),
+        400,
+        "idempotency_key_invalid",
+    );
+    expect(
+        &http_answer(
+            api,
+            "/api/idempotency_key",
+            &signed_in,
+            "merchant_id=1&key=no-such-key",
+        ),
+        404,
+        "not_found",
+    );
 }

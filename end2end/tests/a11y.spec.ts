@@ -151,6 +151,27 @@ test("merchants, with their keys", async () => {
   await axeScan(page, "merchants");
 });
 
+test("search results, and an Idempotency-Key page with its stored response and outcomes", async ({ request }) => {
+  const shop = env("E2E_MERCHANT_KEY");
+  const key = unique("a11y-key");
+  const body = { amount: 2500, currency: "CNY", merchant_order_id: unique("a11y-k") };
+  await createPayment(request, shop, body, key);
+  await createPayment(request, shop, body, key);
+  await open(page, "/search?q=a11y");
+  await expect(page.getByTestId("search-hit").nth(1)).toBeVisible();
+  await axeScan(page, "search");
+  // The box says when nothing matches.
+  await page.getByTestId("find-input").fill("a11y-nothing-matches-this");
+  await page.getByTestId("find-input").press("Enter");
+  await expect(page.getByTestId("find-message")).toContainText("Nothing matches");
+  await axeScan(page, "search-nothing");
+  await page.getByTestId("find-input").fill(key.toUpperCase());
+  await page.getByTestId("find-input").press("Enter");
+  await expect(page.getByTestId("key-id")).toHaveText(key);
+  await expect(page.getByTestId("key-outcome-replay")).toBeVisible();
+  await axeScan(page, "idempotency-key");
+});
+
 test("webhooks, with an endpoint, deliveries and a delivery's attempts", async () => {
   await open(page, "/webhooks");
   await expect(page.getByTestId("endpoint-row").first()).toBeVisible();

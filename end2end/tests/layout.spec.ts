@@ -46,7 +46,8 @@ async function fits(page: Page, width: number, name: string): Promise<void> {
 for (const width of WIDTHS) {
   test(`every page fits a ${width} px window`, async ({ browser, request }) => {
     const key = env("E2E_MERCHANT_KEY");
-    const paid = await createPayment(request, key, { amount: 18857, currency: "CNY", merchant_order_id: unique("layout") }, unique("idem"));
+    const idem = unique("idem");
+    const paid = await createPayment(request, key, { amount: 18857, currency: "CNY", merchant_order_id: unique("layout") }, idem);
     const refund = await request.post(`/v1/payments/${paid.id}/refunds`, {
       headers: { Authorization: `Bearer ${key}`, "Idempotency-Key": unique("idem") },
       data: { amount: 1000, reason: "a partial refund with a reason long enough to wrap in its table cell" },
@@ -56,6 +57,10 @@ for (const width of WIDTHS) {
     const context = await browser.newContext({ viewport: { width, height: 900 } });
     const page = await context.newPage();
     await signInAs(page);
+    // The key page's address, as the search gives it (keys are per merchant).
+    const found = await page.request.get(`/ops/v1/search?q=${encodeURIComponent(idem)}`);
+    expect(found.status(), await found.text()).toBe(200);
+    const keyLink: string = (await found.json()).hits[0].link;
     const pages: [string, string][] = [
       ["dashboard", "/"],
       ["payments", "/payments"],
@@ -67,6 +72,8 @@ for (const width of WIDTHS) {
       ["webhooks", "/webhooks"],
       ["users", "/admin/users"],
       ["merchants", "/admin/merchants"],
+      ["search", "/search?q=idem-"],
+      ["idempotency-key", keyLink],
     ];
     for (const [name, url] of pages) {
       await page.goto(url);

@@ -25,11 +25,12 @@ async function shows(page: Page, heading: string): Promise<void> {
 
 test("every page works by navigation, reload, deep link, Back and Forward", async ({ page, request }) => {
   const errors = pageErrors(page);
+  const idem = unique("idem");
   const payment = await createPayment(
     request,
     env("E2E_MERCHANT_KEY"),
     { amount: 1234, currency: "CNY", merchant_order_id: unique("nav") },
-    unique("idem"),
+    idem,
   );
   // A deep link opened while signed out: sign in, and land on the link, not the dashboard.
   await page.goto(`/payments/${payment.id}?from=mail`);
@@ -102,5 +103,33 @@ test("every page works by navigation, reload, deep link, Back and Forward", asyn
   await page.goBack();
   await expect(page).toHaveURL(new RegExp(`id=${payment.id}`));
   await expect(page.getByTestId("payments-table").getByRole("link", { name: payment.id })).toBeVisible();
+
+  // The payment's Idempotency-Key page and the search results page (issue 17), reached by
+  // clicks, then by reload, Back and Forward.
+  await page.goto(`/payments/${payment.id}`);
+  await hydrated(page);
+  await page.getByTestId("payment-keys").getByRole("link", { name: idem }).click();
+  await expect(page).toHaveURL(/\/keys\/\d+\/idem-/);
+  await shows(page, `Idempotency-Key ${idem}`);
+  const keyUrl = page.url();
+  await page.reload();
+  await hydrated(page);
+  await shows(page, `Idempotency-Key ${idem}`);
+  await page.getByTestId("find-input").fill("idem-");
+  await page.getByTestId("find-input").press("Enter");
+  await expect(page).toHaveURL(/\/search\?q=idem-$/);
+  await shows(page, "Search");
+  await expect(page.getByTestId("search-hit").first()).toBeVisible();
+  await page.reload();
+  await hydrated(page);
+  await shows(page, "Search");
+  await expect(page.getByTestId("search-hit").first()).toBeVisible();
+  await page.goBack();
+  await expect(page).toHaveURL(keyUrl);
+  await shows(page, `Idempotency-Key ${idem}`);
+  await page.goForward();
+  await expect(page).toHaveURL(/\/search\?q=idem-$/);
+  await shows(page, "Search");
+  await expect(page.getByTestId("search-hit").first()).toBeVisible();
   expect(errors).toEqual([]);
 });

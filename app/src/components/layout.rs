@@ -265,6 +265,7 @@ fn TopBar(principal: Principal) -> impl IntoView {
                 {is_admin.then(|| view! { <A href="/admin/users">"Users"</A> })}
                 {is_admin.then(|| view! { <A href="/admin/merchants">"Merchants"</A> })}
             </nav>
+            <super::search_box::SearchBox/>
             <div class="who">
                 <span class="user" data-testid="current-user">{principal.username.clone()}</span>
                 <span class="roles" data-testid="current-roles">{roles}</span>

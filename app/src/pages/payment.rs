@@ -107,6 +107,34 @@ fn Story(
                 <dd>{d.merchant}</dd>
                 <dt>"Merchant order id"</dt>
                 <dd class="mono">{p.merchant_order_id}</dd>
+                <dt>"Idempotency-Keys"</dt>
+                <dd data-testid="payment-keys">
+                    {if d.idempotency_keys.is_empty() {
+                        view! { "—" }.into_any()
+                    } else {
+                        let pid = p.id.clone();
+                        d.idempotency_keys
+                            .clone()
+                            .into_iter()
+                            .map(|k| {
+                                let what = if k.resource_id.as_deref() == Some(pid.as_str()) {
+                                    String::new()
+                                } else {
+                                    format!(" (refund {})", k.resource_id.clone().unwrap_or_default())
+                                };
+                                view! {
+                                    <span class="key-link">
+                                        <A href=crate::api_lookup::key_path(k.merchant_id, &k.idem_key) attr:class="mono">
+                                            {k.idem_key.clone()}
+                                        </A>
+                                        {what}
+                                    </span>
+                                }
+                            })
+                            .collect_view()
+                            .into_any()
+                    }}
+                </dd>
                 <dt>"Created"</dt>
                 <dd><Time ms=p.created_at/></dd>
                 <dt>"Updated"</dt>

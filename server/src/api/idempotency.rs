@@ -144,6 +144,7 @@ async fn answer_existing(
 ) -> Response {
     if rec.fingerprint != fp || rec.scope != scope {
         count(st, route, Outcome::Reused).await;
+        record(st, &rec, Outcome::Reused, now).await;
         return ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "idempotency_key_reused",
@@ -153,9 +154,11 @@ async fn answer_existing(
     }
     if rec.state == "done" {
         count(st, route, Outcome::Replay).await;
+        record(st, &rec, Outcome::Replay, now).await;
         return replay(rec);
     }
     count(st, route, Outcome::InUse).await;
+    record(st, &rec, Outcome::InUse, now).await;
     let wait_ms = rec
         .lease_expires_at
         .unwrap_or(now)
@@ -242,6 +245,19 @@ async fn finish(st: &AppState, key: &KeyRef, resp: Response) -> Response {
         }
     }
     Response::from_parts(parts, Body::from(bytes))
+}
+
+/// Records, for the key's own page, what a later request with this stored key got (the
+/// route-level [`count`] cannot say which key). A failure only loses that line of history.
+async fn record(st: &AppState, rec: &KeyRecord, outcome: Outcome, now: i64) {
+    if let Err(e) = st
+        .core
+        .store
+        .record_key_outcome(rec.merchant_id, &rec.idem_key, outcome.as_str(), now)
+        .await
+    {
+        tracing::warn!(error = %e, "idempotency key outcome not recorded");
+    }
 }
 
 async fn count(st: &AppState, route: &str, outcome: Outcome) {

@@ -293,6 +293,8 @@ pub struct PaymentDetail {
     /// On a REVERSED payment, the reversal's refund at the channel.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reversal: Option<ReversalView>,
+    /// The Idempotency-Keys whose requests made it or its refunds, oldest first.
+    pub idempotency_keys: Vec<crate::store::KeySummary>,
 }
 
 /// The refund a reversal made at the channel.
@@ -355,6 +357,7 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
         errors: store.payment_error_items(id).await?,
         audit: payment_audit(store.as_ref(), id).await?,
         actions,
+        idempotency_keys: store.payment_keys(id).await?,
         payment,
     }))
 }

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod csrf;
 pub mod dashboard;
 pub mod handlers;
+pub mod lookup;
 pub mod password;
 pub mod payments_export;
 pub mod principal;

@@ -6,6 +6,7 @@ pub mod actions;
 pub mod bulk;
 pub mod callbacks;
 pub mod ids;
+pub mod lookup;
 pub mod merchants;
 pub mod payments;
 pub mod reconcile;

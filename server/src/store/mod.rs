@@ -11,6 +11,8 @@ mod console_sql;
 #[macro_use]
 mod governance_sql;
 #[macro_use]
+mod lookup_sql;
+#[macro_use]
 mod queue_sql;
 #[macro_use]
 pub mod verify;
@@ -18,6 +20,7 @@ pub mod verify;
 pub(crate) mod webhooks_sql;
 pub mod console;
 pub mod governance;
+pub mod lookup;
 mod postgres;
 pub mod queue;
 pub mod records;
@@ -30,6 +33,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 pub use console::*;
 pub use governance::*;
+pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MATCHES};
 pub use queue::*;
 pub use records::*;
 pub use verify::*;
@@ -132,7 +136,7 @@ pub trait Presence {
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
 pub trait Store:
-    Queue + Console + Governance + Verify + Webhooks + Presence + Send + Sync + 'static
+    Queue + Console + Governance + Lookup + Verify + Webhooks + Presence + Send + Sync + 'static
 {
     /// The backend behind this store.
     fn backend(&self) -> Backend;
@@ -224,7 +228,8 @@ pub trait Store:
     ) -> Result<bool, StoreError>;
     /// Deletes a claim whose request had no effect, so the key stays free.
     async fn release_key(&self, key: &KeyRef) -> Result<bool, StoreError>;
-    /// Deletes keys whose retention ended before `now`; returns how many.
+    /// Deletes keys whose retention ended before `now`, with the outcomes recorded for them
+    /// ([`Lookup::record_key_outcome`]); returns how many keys.
     async fn purge_keys(&self, now: i64) -> Result<u64, StoreError>;
     /// Adds one to the count of `outcome` on `route` in the minute `minute` (epoch minutes).
     async fn count_outcome(

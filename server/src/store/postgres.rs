@@ -152,4 +152,5 @@ impl_queue!(PgStore);
 impl_verify!(PgStore);
 impl_console!(PgStore);
 impl_governance!(PgStore);
+impl_lookup!(PgStore, Backend::Postgres);
 impl_webhooks!(PgStore);

@@ -360,10 +360,21 @@ macro_rules! impl_store {
             }
 
             async fn purge_keys(&self, now: i64) -> Result<u64, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
                 let r = sqlx::query("DELETE FROM idempotency_keys WHERE expires_at < $1")
                     .bind(now)
-                    .execute(self.writer())
+                    .execute(&mut *tx)
                     .await?;
+                // Outcomes outlive no key: also those of a key released (its request was
+                // refused) while later requests were told it was in use.
+                sqlx::query(
+                    "DELETE FROM idempotency_key_outcomes WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys k \
+                     WHERE k.merchant_id = idempotency_key_outcomes.merchant_id \
+                     AND k.idem_key = idempotency_key_outcomes.idem_key)",
+                )
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
                 Ok(r.rows_affected())
             }
 

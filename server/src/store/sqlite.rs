@@ -219,4 +219,5 @@ impl_queue!(SqliteStore);
 impl_verify!(SqliteStore);
 impl_console!(SqliteStore);
 impl_governance!(SqliteStore);
+impl_lookup!(SqliteStore, Backend::Sqlite);
 impl_webhooks!(SqliteStore);

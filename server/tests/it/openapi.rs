@@ -34,6 +34,8 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
         ("/ops/v1/merchants/{name}/keys", "get"),
         ("/ops/v1/merchants/{name}/keys", "post"),
         ("/ops/v1/merchants/{name}/keys/{id}/revoke", "post"),
+        ("/ops/v1/search", "get"),
+        ("/ops/v1/idempotency-keys/{merchant_id}/{key}", "get"),
     ] {
         assert!(
             doc["paths"][path][method].is_object(),

@@ -1,0 +1,275 @@
+//! Storage for "find anything by any id" and the Idempotency-Key page (issue 17): prefix
+//! search over every id a person may hold, a stored key with what later requests with it got,
+//! and the keys of a payment. Part of the storage abstraction; conformance-tested on both
+//! backends (tests/it/lookup.rs).
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::{Backend, KeyRecord, StoreError};
+
+/// The kinds of id the search looks in, in the order results are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IdKind {
+    /// A payment id (`pay_...`).
+    Payment,
+    /// A merchant's own order id.
+    MerchantOrder,
+    /// An Idempotency-Key (per merchant).
+    IdempotencyKey,
+    /// The key converge sends the channel for a payment (`ck_...`).
+    ChannelKey,
+    /// A refund id (`re_...`).
+    Refund,
+    /// An error-pool item number (matched exactly, not by prefix: `1` would otherwise list
+    /// 1, 10-19, 100-199 ...).
+    ErrorItem,
+    /// An ops action id (`act_...`).
+    Action,
+}
+
+impl IdKind {
+    /// Every kind, in listing order.
+    pub const ALL: [IdKind; 7] = [
+        IdKind::Payment,
+        IdKind::MerchantOrder,
+        IdKind::IdempotencyKey,
+        IdKind::ChannelKey,
+        IdKind::Refund,
+        IdKind::ErrorItem,
+        IdKind::Action,
+    ];
+
+    /// The stable snake_case name (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdKind::Payment => "payment",
+            IdKind::MerchantOrder => "merchant_order",
+            IdKind::IdempotencyKey => "idempotency_key",
+            IdKind::ChannelKey => "channel_key",
+            IdKind::Refund => "refund",
+            IdKind::ErrorItem => "error_item",
+            IdKind::Action => "action",
+        }
+    }
+}
+
+/// One thing whose id starts with the query, as the store finds it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct IdMatch {
+    /// [`IdKind::as_str`] of the id that matched.
+    pub kind: String,
+    /// The matching id itself, as stored (its case kept).
+    pub value: String,
+    /// The payment it is or belongs to (an Idempotency-Key's: the payment it made, or the
+    /// payment of the refund it made); None for a key that made neither, or an error-pool
+    /// item without a payment.
+    pub payment_id: Option<String>,
+    /// The owning merchant (payments, orders, keys, channel keys); None for the rest.
+    pub merchant_id: Option<i64>,
+    /// Its status (payment, refund, error item, action) or state (key: `running`, `done`).
+    pub status: String,
+    /// Minor units (payments and refunds).
+    pub amount: Option<i64>,
+    /// ISO 4217 (payments and refunds).
+    pub currency: Option<String>,
+}
+
+/// How often later requests with one stored key got one outcome.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+pub struct KeyOutcomeCount {
+    /// `replay` (the stored response was sent again), `in_use` (409: the first request was
+    /// still running) or `reused` (422: another body or route with this key).
+    pub outcome: String,
+    /// How many requests.
+    pub count: i64,
+    /// The first, epoch ms UTC.
+    pub first_at: i64,
+    /// The latest, epoch ms UTC.
+    pub last_at: i64,
+}
+
+/// A stored key in a list (the payment page): enough to name and link it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+pub struct KeySummary {
+    /// Owner.
+    pub merchant_id: i64,
+    /// The client's key.
+    pub idem_key: String,
+    /// Route template, e.g. `POST /v1/payments`.
+    pub route: String,
+    /// `running` or `done`.
+    pub state: String,
+    /// What its request created (the payment, or a refund of it).
+    pub resource_id: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// The most results one search shows.
+pub const MAX_ID_MATCHES: i64 = 20;
+
+/// Prefix search and Idempotency-Key records for the console.
+#[async_trait]
+pub trait Lookup: Send + Sync + 'static {
+    /// Things whose id starts with `query`, ignoring ASCII case (PostgreSQL: case as its
+    /// `lower()` folds), in [`IdKind::ALL`] order and by id within a kind, at most `limit`
+    /// (clamped to 1..=[`MAX_ID_MATCHES`] + 1, so a caller may ask for one more than it shows
+    /// to learn that there are more) in all. `%`, `_` and `\` in `query` are plain
+    /// characters. Error-pool items match when `query` is their number (an optional `#`
+    /// before it). Each kind is a range scan over an index (migration 0106), never a scan of
+    /// the table. An empty `query` matches nothing.
+    async fn find_ids(&self, query: &str, limit: i64) -> Result<Vec<IdMatch>, StoreError>;
+    /// The stored key `idem_key` of merchant `merchant_id` (exact, case-sensitive: keys are).
+    async fn idempotency_key(
+        &self,
+        merchant_id: i64,
+        idem_key: &str,
+    ) -> Result<Option<KeyRecord>, StoreError>;
+    /// What later requests with that key got, per outcome, in `replay`, `in_use`, `reused`
+    /// order.
+    async fn key_outcomes(
+        &self,
+        merchant_id: i64,
+        idem_key: &str,
+    ) -> Result<Vec<KeyOutcomeCount>, StoreError>;
+    /// Counts one request with a stored key that got `outcome` at `now` (epoch ms UTC).
+    async fn record_key_outcome(
+        &self,
+        merchant_id: i64,
+        idem_key: &str,
+        outcome: &str,
+        now: i64,
+    ) -> Result<(), StoreError>;
+    /// The keys whose request made payment `payment_id` or one of its refunds, oldest first.
+    async fn payment_keys(&self, payment_id: &str) -> Result<Vec<KeySummary>, StoreError>;
+}
+
+/// The error-pool item numbered `$1` (see [`IdKind::ErrorItem`]), as an [`IdMatch`].
+pub const FIND_ERROR_ITEM_SQL: &str = "SELECT 'error_item' AS kind, CAST(e.id AS TEXT) AS value, e.payment_id, \
+     p.merchant_id, e.status, p.amount, p.currency \
+     FROM error_pool e LEFT JOIN payments p ON p.id = e.payment_id WHERE e.id = $1";
+
+/// The query [`Lookup::find_ids`] runs on `backend` for the prefix kinds (None for
+/// [`IdKind::ErrorItem`], matched by number with [`FIND_ERROR_ITEM_SQL`]): `$1` and `$2` are
+/// [`prefix_bounds`], `$3` the most rows. Public so a test can `EXPLAIN` exactly what runs.
+pub fn find_sql(backend: Backend, kind: IdKind) -> Option<String> {
+    // (table and joins, prefix column, lower-case ids only, the other IdMatch columns)
+    let (from, col, lower_only, cols) = match kind {
+        IdKind::Payment => (
+            "payments p",
+            "p.id",
+            true,
+            "p.id AS payment_id, p.merchant_id, p.status, p.amount, p.currency",
+        ),
+        IdKind::MerchantOrder => (
+            "payments p",
+            "p.merchant_order_id",
+            false,
+            "p.id AS payment_id, p.merchant_id, p.status, p.amount, p.currency",
+        ),
+        IdKind::IdempotencyKey => (
+            "idempotency_keys k LEFT JOIN payments p ON p.id = k.resource_id \
+             LEFT JOIN refunds r ON r.id = k.resource_id",
+            "k.idem_key",
+            false,
+            "COALESCE(p.id, r.payment_id) AS payment_id, k.merchant_id, k.state AS status, \
+             CAST(NULL AS BIGINT) AS amount, CAST(NULL AS TEXT) AS currency",
+        ),
+        IdKind::ChannelKey => (
+            "payments p",
+            "p.channel_key",
+            true,
+            "p.id AS payment_id, p.merchant_id, p.status, p.amount, p.currency",
+        ),
+        IdKind::Refund => (
+            "refunds r JOIN payments p ON p.id = r.payment_id",
+            "r.id",
+            true,
+            "r.payment_id, p.merchant_id, r.status, r.amount, p.currency",
+        ),
+        IdKind::ErrorItem => return None,
+        IdKind::Action => (
+            "actions a JOIN payments p ON p.id = a.payment_id",
+            "a.id",
+            true,
+            "a.payment_id, p.merchant_id, a.status, p.amount, p.currency",
+        ),
+    };
+    let (cond, order) = prefix_match(backend, col, lower_only);
+    Some(format!(
+        "SELECT '{kind}' AS kind, {col} AS value, {cols} FROM {from} \
+         WHERE {cond} ORDER BY {order}, {col} LIMIT $3",
+        kind = kind.as_str(),
+    ))
+}
+
+/// The `WHERE` condition and `ORDER BY` expression of a prefix match on `col`, for `backend`:
+/// `$1` is the query with ASCII letters lower-cased, `$2` the same followed by U+10FFFF
+/// (above every character, so `$1 <= x < $2` holds exactly for the `x` that start with `$1`).
+/// A range rather than LIKE, so no character of the query is a wildcard and the index is used
+/// with the parameters bound (SQLite applies its LIKE optimisation only to literal patterns).
+/// `lower_only`: the column holds generated lower-case ids, so its plain index serves.
+pub(crate) fn prefix_match(backend: Backend, col: &str, lower_only: bool) -> (String, String) {
+    let expr = match (backend, lower_only) {
+        (Backend::Sqlite, true) => col.to_string(),
+        (Backend::Sqlite, false) => format!("{col} COLLATE NOCASE"),
+        (Backend::Postgres, true) => format!("({col} COLLATE \"C\")"),
+        (Backend::Postgres, false) => format!("(lower({col}) COLLATE \"C\")"),
+    };
+    let (lo, hi) = match (backend, lower_only) {
+        // lower() of the bound text too, so both sides fold alike beyond ASCII.
+        (Backend::Postgres, false) => ("lower($1)", "lower($2)"),
+        _ => ("$1", "$2"),
+    };
+    (format!("{expr} >= {lo} AND {expr} < {hi}"), expr)
+}
+
+/// The bounds [`prefix_match`] binds for `query`.
+pub(crate) fn prefix_bounds(query: &str) -> (String, String) {
+    let lo = query.to_ascii_lowercase();
+    let hi = format!("{lo}\u{10FFFF}");
+    (lo, hi)
+}
+
+/// The error-pool item number `query` names (`12` or `#12`), if it is one.
+pub(crate) fn item_number(query: &str) -> Option<i64> {
+    let digits = query.strip_prefix('#').unwrap_or(query);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn item_numbers_are_digits_with_an_optional_hash() {
+        assert_eq!(item_number("12"), Some(12));
+        assert_eq!(item_number("#7"), Some(7));
+        assert_eq!(item_number("#"), None);
+        assert_eq!(item_number("1a"), None);
+        assert_eq!(item_number("-1"), None);
+        assert_eq!(item_number("99999999999999999999999"), None);
+    }
+
+    #[test]
+    fn bounds_fold_ascii_only_and_close_above_every_character() {
+        let (lo, hi) = prefix_bounds("Pay_AB%");
+        assert_eq!(lo, "pay_ab%");
+        assert!(hi.starts_with("pay_ab%") && hi.ends_with('\u{10FFFF}'));
+        assert_eq!(prefix_bounds("É").0, "É");
+    }
+
+    #[test]
+    fn mixed_case_columns_match_through_a_folded_expression() {
+        let (cond, order) = prefix_match(Backend::Postgres, "idem_key", false);
+        assert_eq!(order, "(lower(idem_key) COLLATE \"C\")");
+        assert!(cond.contains(">= lower($1)") && cond.contains("< lower($2)"));
+        let (cond, _) = prefix_match(Backend::Sqlite, "id", true);
+        assert_eq!(cond, "id >= $1 AND id < $2");
+    }
+}

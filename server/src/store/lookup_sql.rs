@@ -1,0 +1,116 @@
+//! The SQL of [`Lookup`](super::Lookup), shared by both backends; the prefix conditions differ
+//! only in collation (see [`prefix_match`](super::lookup::prefix_match)).
+
+macro_rules! impl_lookup {
+    ($store:ty, $backend:expr) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Lookup for $store {
+            async fn find_ids(
+                &self,
+                query: &str,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::IdMatch>, $crate::store::StoreError> {
+                use $crate::store::lookup::{item_number, prefix_bounds};
+                use $crate::store::{IdKind, IdMatch};
+                let limit = limit.clamp(1, $crate::store::MAX_ID_MATCHES + 1);
+                if query.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let (lo, hi) = prefix_bounds(query);
+                let mut found: Vec<IdMatch> = Vec::new();
+                for kind in IdKind::ALL {
+                    let left = limit - found.len() as i64;
+                    if left <= 0 {
+                        break;
+                    }
+                    let Some(sql) = $crate::store::lookup::find_sql($backend, kind) else {
+                        let Some(n) = item_number(query) else { continue };
+                        let rows = sqlx::query_as::<_, IdMatch>($crate::store::lookup::FIND_ERROR_ITEM_SQL)
+                            .bind(n)
+                            .fetch_all(self.reader())
+                            .await?;
+                        found.extend(rows);
+                        continue;
+                    };
+                    let rows = sqlx::query_as::<_, IdMatch>(&sql)
+                        .bind(&lo)
+                        .bind(&hi)
+                        .bind(left)
+                        .fetch_all(self.reader())
+                        .await?;
+                    found.extend(rows);
+                }
+                found.truncate(limit as usize);
+                Ok(found)
+            }
+
+            async fn idempotency_key(
+                &self,
+                merchant_id: i64,
+                idem_key: &str,
+            ) -> Result<Option<$crate::store::KeyRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::KeyRecord>(
+                    "SELECT merchant_id, scope, idem_key, route, fingerprint, state, lease_token, lease_expires_at, \
+                     resource_id, response_status, response_headers, response_body, created_at, expires_at \
+                     FROM idempotency_keys WHERE merchant_id = $1 AND idem_key = $2",
+                )
+                .bind(merchant_id)
+                .bind(idem_key)
+                .fetch_optional(self.reader())
+                .await?)
+            }
+
+            async fn key_outcomes(
+                &self,
+                merchant_id: i64,
+                idem_key: &str,
+            ) -> Result<Vec<$crate::store::KeyOutcomeCount>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::KeyOutcomeCount>(
+                    "SELECT outcome, count, first_at, last_at FROM idempotency_key_outcomes \
+                     WHERE merchant_id = $1 AND idem_key = $2 \
+                     ORDER BY CASE outcome WHEN 'replay' THEN 0 WHEN 'in_use' THEN 1 WHEN 'reused' THEN 2 ELSE 3 END, outcome",
+                )
+                .bind(merchant_id)
+                .bind(idem_key)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn record_key_outcome(
+                &self,
+                merchant_id: i64,
+                idem_key: &str,
+                outcome: &str,
+                now: i64,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "INSERT INTO idempotency_key_outcomes (merchant_id, idem_key, outcome, count, first_at, last_at) \
+                     VALUES ($1, $2, $3, 1, $4, $4) \
+                     ON CONFLICT (merchant_id, idem_key, outcome) DO UPDATE SET \
+                     count = idempotency_key_outcomes.count + 1, last_at = $4",
+                )
+                .bind(merchant_id)
+                .bind(idem_key)
+                .bind(outcome)
+                .bind(now)
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn payment_keys(
+                &self,
+                payment_id: &str,
+            ) -> Result<Vec<$crate::store::KeySummary>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::KeySummary>(
+                    "SELECT merchant_id, idem_key, route, state, resource_id, created_at FROM idempotency_keys \
+                     WHERE resource_id = $1 OR resource_id IN (SELECT id FROM refunds WHERE payment_id = $1) \
+                     ORDER BY created_at, idem_key",
+                )
+                .bind(payment_id)
+                .fetch_all(self.reader())
+                .await?)
+            }
+        }
+    };
+}
