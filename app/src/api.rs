@@ -170,23 +170,6 @@ pub(crate) mod ssr {
             })
     }
 
-    /// Records a console change in the audit log exactly as the `/ops/v1` handlers do (same
-    /// action names and fields), so a change made in the console is as visible to auditors as
-    /// one made through the JSON API.
-    pub async fn audit(
-        st: &AppState,
-        p: &ServerPrincipal,
-        action: &str,
-        target: &str,
-        reason: &str,
-        after: serde_json::Value,
-    ) -> Result<(), ServerFnError> {
-        let addr = client_addr().await;
-        converge_server::ops::handlers::audit(st, p, &addr, action, target, reason, after)
-            .await
-            .map_err(api_error)
-    }
-
     /// The audit actor of the current console request.
     pub async fn actor(p: &ServerPrincipal) -> converge_server::service::actions::Actor {
         converge_server::ops::audit::actor(p, &client_addr().await)
@@ -421,49 +404,12 @@ pub async fn error_pool(
 pub async fn resolve_error(id: i64, note: String) -> Result<ErrorItem, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ResolveErrors).await?;
-    let note = note.trim();
-    if note.is_empty() || note.len() > 2000 {
-        return Err(ssr::api_error(
-            converge_server::error::ApiError::bad_request(
-                "invalid_note",
-                "a resolution note of 1 to 2000 bytes is required",
-            ),
-        ));
-    }
-    let store = &st.core.store;
-    let now = st.core.clock.now_ms();
-    let done = store
-        .resolve_error(id, note, &p.username, now)
+    let item = st
+        .core
+        .resolve_error_item(&ssr::actor(&p).await, id, &note)
         .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    let item = store
-        .error_item(id)
-        .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    match (done, item) {
-        (true, Some(item)) => {
-            ssr::audit(
-                &st,
-                &p,
-                "error_resolved",
-                &format!("error:{id}"),
-                note,
-                serde_json::json!({"payment_id": item.payment_id}),
-            )
-            .await?;
-            ssr::convert(&item)
-        }
-        (_, None) => Err(ssr::api_error(converge_server::error::ApiError::new(
-            axum::http::StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no error-pool item {id}"),
-        ))),
-        (false, Some(_)) => Err(ssr::api_error(converge_server::error::ApiError::new(
-            axum::http::StatusCode::CONFLICT,
-            "already_resolved",
-            format!("error-pool item {id} is already resolved"),
-        ))),
-    }
+        .map_err(|e| ssr::api_error(converge_server::ops::actions::action_error(e)))?;
+    ssr::convert(&item)
 }
 
 /// Every console user (admin).

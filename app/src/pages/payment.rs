@@ -66,6 +66,7 @@ fn Story(
     let p = d.payment;
     let currency = p.currency.clone();
     let payment_id = p.id.clone();
+    let audit_payment = p.id.clone();
     let status = p.status.clone();
     // A reversal refunds at the channel whatever the merchant's refunds left: on a REVERSED
     // payment that is `amount - refunded_amount`, by the executed reverse action.
@@ -139,7 +140,7 @@ fn Story(
                 <RelatedErrors items=d.errors/>
             </div>
         </div>
-        <PaymentAudit records=d.audit/>
+        <PaymentAudit records=d.audit payment_id=audit_payment/>
     }
 }
 
@@ -494,12 +495,22 @@ fn ActionsTable(actions: Vec<ActionRecord>) -> impl IntoView {
     .into_any()
 }
 
-/// The audit records about this payment, in order.
+/// The audit records about this payment, in order, and (for auditors) a link to them in the
+/// audit viewer, which adds those of its actions and error-pool items and the chain status.
 #[component]
-fn PaymentAudit(records: Vec<AuditRecord>) -> impl IntoView {
+fn PaymentAudit(records: Vec<AuditRecord>, payment_id: String) -> impl IntoView {
+    let auditor = crate::components::layout::signed_in_has("auditor");
+    let href = format!("/audit?payment={}", format::query_escape(&payment_id));
     view! {
         <section class="panel" aria-labelledby="audit-h">
             <h2 id="audit-h">"Audit records"</h2>
+            <Show when=move || auditor.get()>
+                <p class="small">
+                    <A href=href.clone() attr:data-testid="payment-audit-link">
+                        "All audit records of this payment, with the chain status →"
+                    </A>
+                </p>
+            </Show>
             {if records.is_empty() {
                 view! { <p class="empty">"None."</p> }.into_any()
             } else {
@@ -857,11 +868,7 @@ fn RelatedErrors(items: Vec<ErrorItem>) -> impl IntoView {
                         {items
                             .into_iter()
                             .map(|i| {
-                                let link = format!(
-                                    "/error-pool?status={}&kind={}",
-                                    format::query_escape(&i.status),
-                                    format::query_escape(&i.kind),
-                                );
+                                let link = format!("/error-pool?status=all&item={}", i.id);
                                 view! {
                                     <li>
                                         <StatusPill status=i.status.clone()/>

@@ -28,3 +28,4 @@ mod sandbox_behaviours;
 mod transitions;
 mod verify_store;
 mod webhooks;
+mod work_queues;
