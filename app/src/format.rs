@@ -134,15 +134,27 @@ pub fn pretty_json(text: &str) -> String {
 /// A JSON document (error-pool evidence, an action's result) as labelled fields people read:
 /// nested objects become `Channel · Amount`-style labels, an object with `amount` and
 /// `currency` becomes one amount in major units, integers under keys ending in `_at` (or
-/// `at`, `first_seen`, `last_seen`) become UTC times, and `null` is skipped. Text that is not
-/// a JSON object gives no fields (the caller shows it raw).
+/// `at`, `first_seen`, `last_seen`; epoch seconds or milliseconds) become UTC times, and
+/// `null` is skipped. Text that is not a JSON object gives no fields (the caller shows it
+/// raw).
 pub fn json_fields(text: &str) -> Vec<(String, String)> {
+    json_fields_in(text, None)
+}
+
+/// [`json_fields`] where amounts without a currency of their own (`refunded_amount`,
+/// `refunded_at_channel`) are in `currency` (the payment's); without one they stay integers
+/// labelled "(minor units)", never a bare number that reads as major units.
+pub fn json_fields_in(text: &str, currency: Option<&str>) -> Vec<(String, String)> {
     let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text) else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    fields_of(&map, "", &mut out);
+    fields_of(&map, "", currency, &mut out);
     out
+}
+
+fn is_amount_key(key: &str) -> bool {
+    key == "amount" || key.ends_with("_amount") || key == "refunded_at_channel"
 }
 
 fn label_of(key: &str) -> String {
@@ -161,6 +173,7 @@ fn is_time_key(key: &str) -> bool {
 fn fields_of(
     map: &serde_json::Map<String, serde_json::Value>,
     prefix: &str,
+    currency: Option<&str>,
     out: &mut Vec<(String, String)>,
 ) {
     use serde_json::Value;
@@ -196,9 +209,21 @@ fn fields_of(
         }
         match v {
             Value::Null => {}
-            Value::Object(inner) => fields_of(inner, &join(k), out),
+            Value::Object(inner) => fields_of(inner, &join(k), currency, out),
+            Value::Number(n) if is_amount_key(k) && n.as_i64().is_some() => {
+                let minor = n.as_i64().unwrap_or_default();
+                let own = map.get("currency").and_then(Value::as_str);
+                match own.or(currency) {
+                    Some(c) => out.push((join(k), money(minor, c))),
+                    None => out.push((format!("{} (minor units)", join(k)), minor.to_string())),
+                }
+            }
             Value::Number(n) if is_time_key(k) && n.as_i64().is_some_and(|t| t > 0) => {
-                out.push((join(k), utc(n.as_i64().unwrap_or_default())));
+                // Seconds (the channel's callbacks) or milliseconds (converge's own): 1e11
+                // seconds is the year 5138, 1e11 ms is 1973.
+                let t = n.as_i64().unwrap_or_default();
+                let ms = if t < 100_000_000_000 { t * 1000 } else { t };
+                out.push((join(k), utc(ms)));
             }
             Value::String(s) => out.push((join(k), s.clone())),
             other => out.push((join(k), other.to_string())),
@@ -397,6 +422,23 @@ mod tests {
                 ("Payment · Id".to_string(), "pay_1".to_string()),
                 ("Payment · Status".to_string(), "SUCCESS".to_string()),
             ]
+        );
+        assert_eq!(
+            json_fields(r#"{"status":"REVERSED","refunded_at_channel":3100}"#),
+            vec![
+                ("Refunded at channel (minor units)".to_string(), "3100".to_string()),
+                ("Status".to_string(), "REVERSED".to_string()),
+            ],
+            "an amount without a currency is never shown as if in major units"
+        );
+        assert_eq!(
+            json_fields_in(r#"{"refunded_at_channel":3100}"#, Some("CNY")),
+            vec![("Refunded at channel".to_string(), "31.00 CNY".to_string())]
+        );
+        assert_eq!(
+            json_fields(r#"{"created_at":1796017725}"#),
+            vec![("Created at".to_string(), "2026-11-30 05:48:45 UTC".to_string())],
+            "epoch seconds too"
         );
         assert!(json_fields("not json").is_empty());
         assert!(json_fields("[1,2]").is_empty());

@@ -109,9 +109,23 @@ pub fn ErrorPoolPage() -> impl IntoView {
         <div class="page-head">
             <h1>"Error pool"</h1>
         </div>
+        <Transition fallback=Loading>
+            {move || Suspend::new(async move {
+                let f = filter.get();
+                data.await.ok().map(|p| view! { <KindFilter f kinds=p.kinds/> })
+            })}
+        </Transition>
+        // Outside the list's Transition: a reload of the list after an action must not take
+        // the outcome, its focus or an open preview with it.
         <p class="flash" role="status" data-testid="flash" tabindex="-1" node_ref=flash_ref>
             {move || flash.get()}
         </p>
+        <Show when=acting>
+            <div class="bulk-pair">
+                <BulkResolve kind ids done=version/>
+                <BulkRetry source="error_pool" filter=kind ids/>
+            </div>
+        </Show>
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 let f = filter.get();
@@ -125,7 +139,6 @@ pub fn ErrorPoolPage() -> impl IntoView {
                         let (has_prev, has_next) = (p.page > 0, p.page + 1 < pages);
                         let total = p.total;
                         view! {
-                            <KindFilter f=f.clone() kinds=p.kinds/>
                             <Show when=acting>
                                 <div class="selection-bar" data-testid="selection-bar">
                                     <label>
@@ -152,10 +165,6 @@ pub fn ErrorPoolPage() -> impl IntoView {
                                             }
                                         }}
                                     </span>
-                                </div>
-                                <div class="bulk-pair">
-                                    <BulkResolve kind ids done=version/>
-                                    <BulkRetry source="error_pool" filter=kind ids/>
                                 </div>
                             </Show>
                             {if empty {

@@ -484,7 +484,7 @@ fn ActionsTable(actions: Vec<ActionRecord>) -> impl IntoView {
                                 <td>{a.requested_by}</td>
                                 <td>{a.reason}</td>
                                 <td>{decided}</td>
-                                <td class="mono small">{a.result.unwrap_or_default()}</td>
+                                <td class="small"><JsonFields text=a.result.unwrap_or_default()/></td>
                             </tr>
                         }
                     })
@@ -898,4 +898,25 @@ fn RelatedErrors(items: Vec<ErrorItem>) -> impl IntoView {
             }}
         </section>
     }
+}
+
+/// A JSON result as labelled fields (amounts with a currency in major units, those without
+/// labelled as minor units; times formatted), the raw JSON behind a toggle; text that is not a JSON object is shown as it is.
+#[component]
+fn JsonFields(text: String) -> impl IntoView {
+    let fields = format::json_fields(&text);
+    if fields.is_empty() {
+        return view! { <span class="mono">{text}</span> }.into_any();
+    }
+    let raw = format::pretty_json(&text);
+    view! {
+        <dl class="fields">
+            {fields.into_iter().map(|(k, v)| view! { <div><dt>{k}</dt><dd>{v}</dd></div> }).collect_view()}
+        </dl>
+        <details>
+            <summary>"JSON"</summary>
+            <pre class="evidence">{raw}</pre>
+        </details>
+    }
+    .into_any()
 }
