@@ -426,7 +426,10 @@ mod tests {
         assert_eq!(
             json_fields(r#"{"status":"REVERSED","refunded_at_channel":3100}"#),
             vec![
-                ("Refunded at channel (minor units)".to_string(), "3100".to_string()),
+                (
+                    "Refunded at channel (minor units)".to_string(),
+                    "3100".to_string()
+                ),
                 ("Status".to_string(), "REVERSED".to_string()),
             ],
             "an amount without a currency is never shown as if in major units"
@@ -437,7 +440,10 @@ mod tests {
         );
         assert_eq!(
             json_fields(r#"{"created_at":1796017725}"#),
-            vec![("Created at".to_string(), "2026-11-30 05:48:45 UTC".to_string())],
+            vec![(
+                "Created at".to_string(),
+                "2026-11-30 05:48:45 UTC".to_string()
+            )],
             "epoch seconds too"
         );
         assert!(json_fields("not json").is_empty());

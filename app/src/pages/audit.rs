@@ -209,7 +209,7 @@ pub fn AuditPage() -> impl IntoView {
                             let older = page.older.map(|o| href(&AuditQuery { before: Some(o), after: None, ..q.clone() }));
                             view! {
                                 <div class="table-wrap">
-                                    <table class="data compact" data-testid="audit-records">
+                                    <table class="data compact audit-records" data-testid="audit-records">
                                         <thead>
                                             <tr>
                                                 <th scope="col" class="num">"Seq"</th>
@@ -313,7 +313,7 @@ fn RecordRow(r: AuditRow) -> impl IntoView {
                 {rec.actor}
                 <div class="muted small">{rec.roles}</div>
             </td>
-            <td class="mono">{rec.action}</td>
+            <td class="mono nowrap">{rec.action}</td>
             <td class="mono">
                 {match to {
                     Some(h) => view! { <A href=h>{label}</A> }.into_any(),

@@ -141,7 +141,7 @@ pub fn ErrorPoolPage() -> impl IntoView {
                         view! {
                             <Show when=acting>
                                 <div class="selection-bar" data-testid="selection-bar">
-                                    <label>
+                                    <label class="check">
                                         <input
                                             type="checkbox"
                                             data-testid="select-all"
