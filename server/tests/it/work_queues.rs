@@ -660,3 +660,86 @@ on_both_backends!(bad_bulk_resolves_and_audit_filters_get_stable_4xx, |app| {
         "{v}"
     );
 });
+
+on_both_backends!(
+    a_bulk_retry_of_ticked_items_holds_only_their_payments,
+    |app| {
+        let pay = |order: &'static str| {
+            let app = &app;
+            async move {
+                app.post(
+                    "/v1/payments",
+                    Some(&format!("k-{order}")),
+                    &json!({"amount": 100, "currency": "CNY", "merchant_order_id": order}),
+                )
+                .await
+                .json()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            }
+        };
+        let (p1, p2) = (pay("o-1").await, pay("o-2").await);
+        let i1 = report(&app, "job_dead", "j1", Some(&p1)).await;
+        report(&app, "job_dead", "j2", Some(&p2)).await;
+        let op = session(&app, "op", "operator").await;
+        let (s, v) = get(
+            &op,
+            &app,
+            &format!("/actions/bulk-retry/preview?source=error_pool&ids={i1}"),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+        let previewed: Vec<&str> = v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["payment_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            previewed,
+            vec![p1.as_str()],
+            "only the ticked item's payment"
+        );
+        let (s, out) = post(
+            &op,
+            &app,
+            "/actions/bulk-retry",
+            json!({
+                "selection": {"source": "error_pool", "ids": [i1]},
+                "items": [
+                    {"payment_id": p1, "version": v["items"][0]["version"]},
+                    {"payment_id": p2, "version": 1},
+                ],
+                "reason": "channel back",
+            }),
+        )
+        .await;
+        assert_eq!(s, 200, "{out}");
+        let skipped: Vec<(String, String)> =
+            serde_json::from_value(out["skipped"].clone()).unwrap();
+        assert!(
+            skipped
+                .iter()
+                .any(|(p, why)| *p == p2 && why == "no longer in the selection"),
+            "{out}"
+        );
+        for q in ["ids=x", "ids="] {
+            let (s, v) = get(
+                &op,
+                &app,
+                &format!("/actions/bulk-retry/preview?source=error_pool&{q}"),
+            )
+            .await;
+            if q == "ids=" {
+                assert_eq!(s, 200, "blank ids mean no narrowing: {v}");
+            } else {
+                assert_eq!(
+                    (s, v["error"]["code"].as_str()),
+                    (400, Some("invalid_selection")),
+                    "{v}"
+                );
+            }
+        }
+    }
+);
