@@ -372,33 +372,6 @@ pub async fn load_payment(id: String) -> Result<PaymentDetail, ServerFnError> {
     }
 }
 
-/// Error-pool items, newest first, filtered by status (`open`/`resolved`) and kind (viewer).
-#[server(endpoint = "error_pool")]
-pub async fn error_pool(
-    status: Option<String>,
-    kind: Option<String>,
-) -> Result<Vec<ErrorItem>, ServerFnError> {
-    use converge_server::domain::roles::Permission;
-    let (st, _) = ssr::authorize(Permission::View).await?;
-    let status = status.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    let kind = kind.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    if status.is_some_and(|s| s != "open" && s != "resolved") {
-        return Err(ssr::api_error(
-            converge_server::error::ApiError::bad_request(
-                "invalid_status",
-                "status must be open or resolved",
-            ),
-        ));
-    }
-    let items = st
-        .core
-        .store
-        .error_items(status, kind, 200)
-        .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    ssr::convert(&items)
-}
-
 /// Resolves an open error-pool item with a note (operator).
 #[server(endpoint = "resolve_error")]
 pub async fn resolve_error(id: i64, note: String) -> Result<ErrorItem, ServerFnError> {
