@@ -190,23 +190,6 @@ pub(crate) mod ssr {
             })
     }
 
-    /// Records a console change in the audit log exactly as the `/ops/v1` handlers do (same
-    /// action names and fields), so a change made in the console is as visible to auditors as
-    /// one made through the JSON API.
-    pub async fn audit(
-        st: &AppState,
-        p: &ServerPrincipal,
-        action: &str,
-        target: &str,
-        reason: &str,
-        after: serde_json::Value,
-    ) -> Result<(), ServerFnError> {
-        let addr = client_addr().await;
-        converge_server::ops::handlers::audit(st, p, &addr, action, target, reason, after)
-            .await
-            .map_err(api_error)
-    }
-
     /// The audit actor of the current console request.
     pub async fn actor(p: &ServerPrincipal) -> converge_server::service::actions::Actor {
         converge_server::ops::audit::actor(p, &client_addr().await)
@@ -409,81 +392,17 @@ pub async fn load_payment(id: String) -> Result<PaymentDetail, ServerFnError> {
     }
 }
 
-/// Error-pool items, newest first, filtered by status (`open`/`resolved`) and kind (viewer).
-#[server(endpoint = "error_pool")]
-pub async fn error_pool(
-    status: Option<String>,
-    kind: Option<String>,
-) -> Result<Vec<ErrorItem>, ServerFnError> {
-    use converge_server::domain::roles::Permission;
-    let (st, _) = ssr::authorize(Permission::View).await?;
-    let status = status.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    let kind = kind.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    if status.is_some_and(|s| s != "open" && s != "resolved") {
-        return Err(ssr::api_error(
-            converge_server::error::ApiError::bad_request(
-                "invalid_status",
-                "status must be open or resolved",
-            ),
-        ));
-    }
-    let items = st
-        .core
-        .store
-        .error_items(status, kind, 200)
-        .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    ssr::convert(&items)
-}
-
 /// Resolves an open error-pool item with a note (operator).
 #[server(endpoint = "resolve_error")]
 pub async fn resolve_error(id: i64, note: String) -> Result<ErrorItem, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ResolveErrors).await?;
-    let note = note.trim();
-    if note.is_empty() || note.len() > 2000 {
-        return Err(ssr::api_error(
-            converge_server::error::ApiError::bad_request(
-                "invalid_note",
-                "a resolution note of 1 to 2000 bytes is required",
-            ),
-        ));
-    }
-    let store = &st.core.store;
-    let now = st.core.clock.now_ms();
-    let done = store
-        .resolve_error(id, note, &p.username, now)
+    let item = st
+        .core
+        .resolve_error_item(&ssr::actor(&p).await, id, &note)
         .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    let item = store
-        .error_item(id)
-        .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    match (done, item) {
-        (true, Some(item)) => {
-            ssr::audit(
-                &st,
-                &p,
-                "error_resolved",
-                &format!("error:{id}"),
-                note,
-                serde_json::json!({"payment_id": item.payment_id}),
-            )
-            .await?;
-            ssr::convert(&item)
-        }
-        (_, None) => Err(ssr::api_error(converge_server::error::ApiError::new(
-            axum::http::StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no error-pool item {id}"),
-        ))),
-        (false, Some(_)) => Err(ssr::api_error(converge_server::error::ApiError::new(
-            axum::http::StatusCode::CONFLICT,
-            "already_resolved",
-            format!("error-pool item {id} is already resolved"),
-        ))),
-    }
+        .map_err(|e| ssr::api_error(converge_server::ops::actions::action_error(e)))?;
+    ssr::convert(&item)
 }
 
 /// Every console user (admin).

@@ -179,12 +179,14 @@ pub async fn execute_action(id: String) -> Result<ActionRecord, ServerFnError> {
 }
 
 /// The exact payments a bulk retry of the selection would retry now (operator):
-/// `source` is `stuck` (optionally one `status`) or `error_pool` (optionally one `kind`).
+/// `source` is `stuck` (optionally one `status`) or `error_pool` (optionally one `kind`,
+/// optionally only the payments of the item `ids`).
 #[server(endpoint = "bulk_retry_preview")]
 pub async fn bulk_retry_preview(
     source: String,
     status: Option<String>,
     kind: Option<String>,
+    ids: Option<Vec<i64>>,
 ) -> Result<Vec<BulkItem>, ServerFnError> {
     use converge_server::domain::roles::Permission;
     use converge_server::service::bulk::Selection;
@@ -193,6 +195,7 @@ pub async fn bulk_retry_preview(
         source,
         status,
         kind,
+        ids,
     };
     let items = st
         .core
@@ -209,6 +212,7 @@ pub async fn bulk_retry(
     source: String,
     status: Option<String>,
     kind: Option<String>,
+    ids: Option<Vec<i64>>,
     items: Vec<(String, i64)>,
     reason: String,
 ) -> Result<BulkOutcome, ServerFnError> {
@@ -219,6 +223,7 @@ pub async fn bulk_retry(
         source,
         status,
         kind,
+        ids,
     };
     let items: Vec<Confirmed> = items
         .into_iter()

@@ -813,3 +813,78 @@ pub struct IssuedKey {
     /// The API key (`ck_live_` + 64 hex digits).
     pub key: String,
 }
+
+/// Error-pool items of one kind (mirrors `server::store::KindCount`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindCount {
+    /// Kind.
+    pub kind: String,
+    /// Items of that kind with the status asked for.
+    pub count: i64,
+}
+
+/// One page of the error pool (mirrors `server::service::error_pool::PoolPage`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolPage {
+    /// Kinds with their counts, by name.
+    pub kinds: Vec<KindCount>,
+    /// The page's items, grouped by kind.
+    pub items: Vec<ErrorItem>,
+    /// This page, from 0.
+    pub page: i64,
+    /// Items a page.
+    pub page_size: i64,
+    /// Items matching the filter in all.
+    pub total: i64,
+}
+
+/// What a bulk resolve did (mirrors `server::service::error_pool::ResolveOutcome`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolveOutcome {
+    /// Resolved item ids.
+    pub resolved: Vec<i64>,
+    /// Skipped: item id and why.
+    pub skipped: Vec<(i64, String)>,
+}
+
+/// An audit record with the payment it concerns (mirrors `server::store::AuditRow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRow {
+    /// The record.
+    #[serde(flatten)]
+    pub record: AuditRecord,
+    /// The payment it concerns, when there is one.
+    pub payment_id: Option<String>,
+}
+
+/// One page of the audit viewer (mirrors `server::ops::audit::AuditList`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditList {
+    /// Newest first.
+    pub items: Vec<AuditRow>,
+    /// `before=` of the older page.
+    pub older: Option<i64>,
+    /// `after=` of the newer page.
+    pub newer: Option<i64>,
+}
+
+/// Filters of the audit viewer (all optional; blank means "any").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditQuery {
+    /// Exact actor.
+    pub actor: Option<String>,
+    /// Exact action.
+    pub action: Option<String>,
+    /// Payment id.
+    pub payment: Option<String>,
+    /// Exact target (`error:12`, `user:alice`).
+    pub target: Option<String>,
+    /// At or after (UTC): RFC 3339, `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM`.
+    pub from: Option<String>,
+    /// Before (UTC), same forms.
+    pub to: Option<String>,
+    /// Older page cursor.
+    pub before: Option<i64>,
+    /// Newer page cursor.
+    pub after: Option<i64>,
+}

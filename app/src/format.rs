@@ -170,6 +170,106 @@ pub fn pretty_json(text: &str) -> String {
         .unwrap_or_else(|| text.to_string())
 }
 
+/// A JSON document (error-pool evidence, an action's result) as labelled fields people read:
+/// nested objects become `Channel · Amount`-style labels, an object with `amount` and
+/// `currency` becomes one amount in major units, integers under keys ending in `_at` (or
+/// `at`, `first_seen`, `last_seen`; epoch seconds or milliseconds) become UTC times, and
+/// `null` is skipped. Text that is not a JSON object gives no fields (the caller shows it
+/// raw).
+pub fn json_fields(text: &str) -> Vec<(String, String)> {
+    json_fields_in(text, None)
+}
+
+/// [`json_fields`] where amounts without a currency of their own (`refunded_amount`,
+/// `refunded_at_channel`) are in `currency` (the payment's); without one they stay integers
+/// labelled "(minor units)", never a bare number that reads as major units.
+pub fn json_fields_in(text: &str, currency: Option<&str>) -> Vec<(String, String)> {
+    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    fields_of(&map, "", currency, &mut out);
+    out
+}
+
+fn is_amount_key(key: &str) -> bool {
+    key == "amount" || key.ends_with("_amount") || key == "refunded_at_channel"
+}
+
+fn label_of(key: &str) -> String {
+    let words = key.replace('_', " ");
+    let mut c = words.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+fn is_time_key(key: &str) -> bool {
+    key == "at" || key.ends_with("_at") || key == "first_seen" || key == "last_seen"
+}
+
+fn fields_of(
+    map: &serde_json::Map<String, serde_json::Value>,
+    prefix: &str,
+    currency: Option<&str>,
+    out: &mut Vec<(String, String)>,
+) {
+    use serde_json::Value;
+    let join = |k: &str| {
+        if prefix.is_empty() {
+            label_of(k)
+        } else {
+            format!("{prefix} · {}", label_of(k))
+        }
+    };
+    // An amount with its currency is one figure, in major units.
+    let money_pair = match (map.get("amount"), map.get("currency")) {
+        (Some(Value::Number(a)), Some(Value::String(c))) => a.as_i64().map(|a| money(a, c)),
+        _ => None,
+    };
+    if let Some(m) = &money_pair {
+        let label = if prefix.is_empty() {
+            "Amount".to_string()
+        } else {
+            prefix.to_string()
+        };
+        out.push((label, m.clone()));
+    }
+    // Sorted here, not by the map: whether serde_json keeps insertion order is a feature
+    // another crate may switch on for the server only, and the server and the browser must
+    // render the same list.
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    for k in keys {
+        let v = &map[k];
+        if money_pair.is_some() && (k == "amount" || k == "currency") {
+            continue;
+        }
+        match v {
+            Value::Null => {}
+            Value::Object(inner) => fields_of(inner, &join(k), currency, out),
+            Value::Number(n) if is_amount_key(k) && n.as_i64().is_some() => {
+                let minor = n.as_i64().unwrap_or_default();
+                let own = map.get("currency").and_then(Value::as_str);
+                match own.or(currency) {
+                    Some(c) => out.push((join(k), money(minor, c))),
+                    None => out.push((format!("{} (minor units)", join(k)), minor.to_string())),
+                }
+            }
+            Value::Number(n) if is_time_key(k) && n.as_i64().is_some_and(|t| t > 0) => {
+                // Seconds (the channel's callbacks) or milliseconds (converge's own): 1e11
+                // seconds is the year 5138, 1e11 ms is 1973.
+                let t = n.as_i64().unwrap_or_default();
+                let ms = if t < 100_000_000_000 { t * 1000 } else { t };
+                out.push((join(k), utc(ms)));
+            }
+            Value::String(s) => out.push((join(k), s.clone())),
+            other => out.push((join(k), other.to_string())),
+        }
+    }
+}
+
 /// The CSS class of a status pill: one colour per family of states, shared by payments,
 /// jobs, refunds and error-pool items.
 pub fn status_class(status: &str) -> &'static str {
@@ -342,6 +442,62 @@ mod tests {
         assert_eq!(pretty_json("not json"), "not json");
         assert!(pretty_json(r#"{"a":1}"#).contains("\"a\": 1"));
         assert_eq!(status_class("SUSPENSE"), "st-warn");
+    }
+
+    #[test]
+    fn evidence_reads_as_fields_with_amounts_and_times_formatted() {
+        let f = json_fields(
+            r#"{"channel":{"amount":18857,"currency":"CNY"},"local":{"amount":18800,"currency":"CNY"},"channel_key":"ck_1","last_error":null,"created_at":1796017725947,"attempts":3}"#,
+        );
+        assert_eq!(
+            f,
+            vec![
+                ("Attempts".to_string(), "3".to_string()),
+                ("Channel".to_string(), "188.57 CNY".to_string()),
+                ("Channel key".to_string(), "ck_1".to_string()),
+                (
+                    "Created at".to_string(),
+                    "2026-11-30 05:48:45 UTC".to_string()
+                ),
+                ("Local".to_string(), "188.00 CNY".to_string()),
+            ]
+        );
+        let f = json_fields(
+            r#"{"payment":{"id":"pay_1","status":"SUCCESS","amount":500,"currency":"JPY"}}"#,
+        );
+        assert_eq!(
+            f,
+            vec![
+                ("Payment".to_string(), "500 JPY".to_string()),
+                ("Payment · Id".to_string(), "pay_1".to_string()),
+                ("Payment · Status".to_string(), "SUCCESS".to_string()),
+            ]
+        );
+        assert_eq!(
+            json_fields(r#"{"status":"REVERSED","refunded_at_channel":3100}"#),
+            vec![
+                (
+                    "Refunded at channel (minor units)".to_string(),
+                    "3100".to_string()
+                ),
+                ("Status".to_string(), "REVERSED".to_string()),
+            ],
+            "an amount without a currency is never shown as if in major units"
+        );
+        assert_eq!(
+            json_fields_in(r#"{"refunded_at_channel":3100}"#, Some("CNY")),
+            vec![("Refunded at channel".to_string(), "31.00 CNY".to_string())]
+        );
+        assert_eq!(
+            json_fields(r#"{"created_at":1796017725}"#),
+            vec![(
+                "Created at".to_string(),
+                "2026-11-30 05:48:45 UTC".to_string()
+            )],
+            "epoch seconds too"
+        );
+        assert!(json_fields("not json").is_empty());
+        assert!(json_fields("[1,2]").is_empty());
     }
 
     #[test]

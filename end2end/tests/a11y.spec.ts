@@ -122,6 +122,10 @@ test("error pool, with items, a resolve form and a bulk-retry preview", async ()
   await expect(page.getByTestId("resolve-note")).toBeVisible();
   await page.getByTestId("bulk-error_pool-preview").click();
   await expect(page.getByTestId("bulk-preview")).toBeVisible();
+  await row.getByRole("checkbox").check();
+  await page.getByTestId("bulk-resolve-preview").click();
+  await expect(page.getByTestId("resolve-preview")).toBeVisible();
+  await row.getByTestId(/^evidence-json-/).locator("summary").click();
   await axeScan(page, "error-pool-forms");
 });
 
@@ -137,6 +141,13 @@ test("audit, with a verified chain", async () => {
   await page.getByTestId("verify").click();
   await expect(page.getByTestId("verify-result")).toContainText("records verified");
   await axeScan(page, "audit");
+});
+
+test("audit viewer, filtered by a payment", async () => {
+  await open(page, `/audit?payment=${data.success}`);
+  await expect(page.getByTestId("chain-status")).toContainText("records verified");
+  await expect(page.getByTestId("audit-records")).toContainText("action_requested");
+  await axeScan(page, "audit-payment");
 });
 
 test("users, with the list and the add form", async () => {

@@ -17,9 +17,16 @@ use crate::dto::{BulkItem, BulkOutcome};
 use crate::format;
 
 /// The bulk-retry panel. `source` is `stuck` or `error_pool`; `filter` is the stuck state or
-/// the error-pool kind (empty: all), read when the operator asks for a preview.
+/// the error-pool kind (empty: all), read when the operator asks for a preview; `ids`, for
+/// the error pool, narrows the selection to the items a person ticked (None: every open item
+/// the filter selects).
 #[component]
-pub fn BulkRetry(source: &'static str, #[prop(into)] filter: Signal<String>) -> impl IntoView {
+pub fn BulkRetry(
+    source: &'static str,
+    #[prop(into)] filter: Signal<String>,
+    #[prop(optional, into)] ids: Option<Signal<Option<Vec<i64>>>>,
+) -> impl IntoView {
+    let ids = move || ids.and_then(|s| s.get_untracked());
     let can = signed_in_has("operator");
     let preview = RwSignal::new(None::<Vec<BulkItem>>);
     let outcome = RwSignal::new(None::<BulkOutcome>);
@@ -55,8 +62,9 @@ pub fn BulkRetry(source: &'static str, #[prop(into)] filter: Signal<String>) -> 
         failure.set(None);
         outcome.set(None);
         let (status, kind) = selection();
+        let ids = ids();
         spawn_local(async move {
-            match api_actions::bulk_retry_preview(source.to_string(), status, kind).await {
+            match api_actions::bulk_retry_preview(source.to_string(), status, kind, ids).await {
                 Ok(items) => preview.set(Some(items)),
                 Err(e) => failure.set(Some(api::error_message(&e))),
             }
@@ -76,12 +84,14 @@ pub fn BulkRetry(source: &'static str, #[prop(into)] filter: Signal<String>) -> 
         busy.set(true);
         failure.set(None);
         let (status, kind) = selection();
+        let ids = ids();
         let pairs: Vec<(String, i64)> = items
             .into_iter()
             .map(|i| (i.payment_id, i.version))
             .collect();
         spawn_local(async move {
-            match api_actions::bulk_retry(source.to_string(), status, kind, pairs, text).await {
+            match api_actions::bulk_retry(source.to_string(), status, kind, ids, pairs, text).await
+            {
                 Ok(out) => {
                     outcome.set(Some(out));
                     preview.set(None);
@@ -102,7 +112,7 @@ pub fn BulkRetry(source: &'static str, #[prop(into)] filter: Signal<String>) -> 
             <section class="panel bulk" aria-labelledby=format!("bulk-{source}-h") data-testid=format!("bulk-{source}")>
                 <h2 id=format!("bulk-{source}-h")>"Bulk retry"</h2>
                 <p class="muted small">
-                    {format!("Preview the {what} this filter selects now, then retry them in one step. ")}
+                    {format!("Preview the {what} this filter (or the ticked rows) selects now, then retry them in one step. ")}
                     "Only items still selected at the previewed version are retried."
                 </p>
                 <div class="inline-form">
@@ -266,6 +276,212 @@ pub fn RetryButton(
             <button type="button" class="small" data-testid=testid.clone() disabled=move || busy.get() on:click=on_click.clone()>
                 "Retry"
             </button>
+        </Show>
+    }
+}
+
+/// Bulk resolve of error-pool items with one note, in two steps like the bulk retry:
+/// "Preview resolve" asks the server for the open items the selection holds now (the ticked
+/// rows in `ids`, or every open item of `kind` when None); "Resolve N items" sends them with
+/// how often each had been reported, and the server resolves only those still open and not
+/// reported again, each with its own audit record, naming the rest. `done` is bumped after a
+/// resolve so the list reloads. Operators only; the server checks the role.
+#[component]
+pub fn BulkResolve(
+    #[prop(into)] kind: Signal<String>,
+    #[prop(into)] ids: Signal<Option<Vec<i64>>>,
+    done: RwSignal<u32>,
+) -> impl IntoView {
+    let can = signed_in_has("operator");
+    let preview = RwSignal::new(None::<Vec<crate::dto::ErrorItem>>);
+    let outcome = RwSignal::new(None::<crate::dto::ResolveOutcome>);
+    let note = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let preview_button = NodeRef::<leptos::html::Button>::new();
+    let note_ref = NodeRef::<leptos::html::Textarea>::new();
+    let result_ref = NodeRef::<leptos::html::Div>::new();
+    Effect::new(move |_| {
+        if let Some(el) = note_ref.get() {
+            let _ = el.focus();
+        }
+    });
+    Effect::new(move |_| {
+        if let Some(el) = result_ref.get() {
+            let _ = el.focus();
+        }
+    });
+    let selection = move || {
+        let k = kind.get_untracked();
+        let k = (!k.trim().is_empty()).then(|| k.trim().to_string());
+        (k, ids.get_untracked())
+    };
+    let load_preview = move |_| {
+        busy.set(true);
+        failure.set(None);
+        outcome.set(None);
+        let (k, i) = selection();
+        spawn_local(async move {
+            match crate::api_queues::bulk_resolve_preview(k, i).await {
+                Ok(items) => preview.set(Some(items)),
+                Err(e) => failure.set(Some(api::error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    let confirm = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let Some(items) = preview.get_untracked() else {
+            return;
+        };
+        let text = note.get_untracked();
+        if text.trim().is_empty() {
+            failure.set(Some(
+                "Write what was done or decided: every item gets this note.".into(),
+            ));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        let (k, i) = selection();
+        let pairs: Vec<(i64, i64)> = items.into_iter().map(|i| (i.id, i.occurrences)).collect();
+        spawn_local(async move {
+            match crate::api_queues::bulk_resolve(k, i, pairs, text).await {
+                Ok(out) => {
+                    outcome.set(Some(out));
+                    preview.set(None);
+                    note.set(String::new());
+                    done.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => failure.set(Some(api::error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <Show when=move || can.get()>
+            <section class="panel bulk" aria-labelledby="bulk-resolve-h" data-testid="bulk-resolve">
+                <h2 id="bulk-resolve-h">"Bulk resolve"</h2>
+                <p class="muted small">
+                    "Preview the open items the ticked rows (or, with none ticked, this filter) select now, then resolve them with one note. "
+                    "Items resolved or reported again in between are skipped; each resolution is audited."
+                </p>
+                <div class="inline-form">
+                    <button
+                        type="button"
+                        data-testid="bulk-resolve-preview"
+                        node_ref=preview_button
+                        disabled=move || busy.get()
+                        on:click=load_preview
+                    >
+                        "Preview resolve"
+                    </button>
+                    <span class="form-message" role="alert">{move || failure.get()}</span>
+                </div>
+                {move || {
+                    preview
+                        .get()
+                        .map(|items| {
+                            if items.is_empty() {
+                                return view! { <p class="empty">"Nothing open to resolve in this selection."</p> }
+                                    .into_any();
+                            }
+                            let n = items.len();
+                            view! {
+                                <div class="table-wrap">
+                                    <table class="data compact" data-testid="resolve-preview">
+                                        <thead>
+                                            <tr>
+                                                <th scope="col" class="num">"#"</th>
+                                                <th scope="col">"Kind"</th>
+                                                <th scope="col">"Summary"</th>
+                                                <th scope="col" class="num">"Seen"</th>
+                                                <th scope="col">"Last seen"</th>
+                                            </tr>
+                                        </thead>
+                                        <tbody>
+                                            {items
+                                                .into_iter()
+                                                .map(|i| {
+                                                    view! {
+                                                        <tr>
+                                                            <td class="num">{i.id}</td>
+                                                            <td class="mono">{i.kind}</td>
+                                                            <td>{format::clip(&i.summary, 100)}</td>
+                                                            <td class="num">{i.occurrences}</td>
+                                                            <td><Time ms=i.last_seen/></td>
+                                                        </tr>
+                                                    }
+                                                })
+                                                .collect_view()}
+                                        </tbody>
+                                    </table>
+                                </div>
+                                <form class="inline-form" aria-label="Resolve the previewed items" on:submit=confirm>
+                                    <label class="grow">
+                                        "Resolution note (audited, given to every item)"
+                                        <textarea
+                                            name="note"
+                                            rows="2"
+                                            maxlength="2000"
+                                            required
+                                            data-testid="bulk-note"
+                                            node_ref=note_ref
+                                            bind:value=note
+                                        ></textarea>
+                                    </label>
+                                    <button type="submit" data-testid="bulk-resolve-confirm" disabled=move || busy.get()>
+                                        {format!("Resolve {n} item{}", if n == 1 { "" } else { "s" })}
+                                    </button>
+                                    <button
+                                        type="button"
+                                        class="secondary"
+                                        on:click=move |_| {
+                                            preview.set(None);
+                                            if let Some(b) = preview_button.get_untracked() {
+                                                let _ = b.focus();
+                                            }
+                                        }
+                                    >
+                                        "Cancel"
+                                    </button>
+                                </form>
+                            }
+                                .into_any()
+                        })
+                }}
+                {move || {
+                    outcome
+                        .get()
+                        .map(|out| {
+                            view! {
+                                <div
+                                    class="bulk-result"
+                                    role="status"
+                                    tabindex="-1"
+                                    data-testid="resolve-result"
+                                    node_ref=result_ref
+                                >
+                                    <p>
+                                        {format!(
+                                            "Resolved {} item{}; skipped {}.",
+                                            out.resolved.len(),
+                                            if out.resolved.len() == 1 { "" } else { "s" },
+                                            out.skipped.len(),
+                                        )}
+                                    </p>
+                                    <ul class="small">
+                                        {out
+                                            .skipped
+                                            .into_iter()
+                                            .map(|(id, why)| view! { <li>{format!("#{id}: {why}")}</li> })
+                                            .collect_view()}
+                                    </ul>
+                                </div>
+                            }
+                        })
+                }}
+            </section>
         </Show>
     }
 }

@@ -1,38 +1,127 @@
-//! The audit page (`/audit`, auditors): re-compute the hash chain and show the first broken
-//! record, and export the log as CSV or NDJSON, filtered by time, actor and action. Exports
-//! are plain links to `GET /ops/v1/audit/export` (same origin, the session cookie goes
-//! along), so the browser streams the file to disk; the server audits every export.
+//! The audit viewer (`/audit`, auditors; issue 17): the chain status (re-computed on load and
+//! on request, with the first broken record), the records filtered by actor, action, payment,
+//! object and time (filters in the URL, so a view can be bookmarked and the payment page and
+//! error-pool items link straight to theirs), newest first and paged, each linked to its
+//! object; and the export as CSV or NDJSON. Exports are plain links to
+//! `GET /ops/v1/audit/export` (same origin, the session cookie goes along), so the browser
+//! streams the file to disk; the server audits every export.
 
+use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
-use leptos::task::spawn_local;
+use leptos_router::components::A;
+use leptos_router::hooks::{use_navigate, use_query_map};
 
 use crate::components::layout::signed_in_has;
-use crate::dto::AuditVerify;
-use crate::{api, api_actions, format};
+use crate::components::widgets::{ErrorNote, Loading, Time};
+use crate::dto::{AuditQuery, AuditRow, AuditVerify};
+use crate::{api_actions, api_queues, format};
+
+/// The viewer's URL for `q` (blank filters left out).
+fn href(q: &AuditQuery) -> String {
+    let before = q.before.map(|b| b.to_string());
+    let after = q.after.map(|a| a.to_string());
+    format!(
+        "/audit{}",
+        format::query_string(&[
+            ("actor", q.actor.as_deref()),
+            ("action", q.action.as_deref()),
+            ("payment", q.payment.as_deref()),
+            ("target", q.target.as_deref()),
+            ("from", q.from.as_deref()),
+            ("to", q.to.as_deref()),
+            ("before", before.as_deref()),
+            ("after", after.as_deref()),
+        ])
+    )
+}
+
+/// What a record's target names, as words and (when the console has a page for it) a link.
+fn object_link(target: &str, payment_id: Option<&str>) -> (String, Option<String>) {
+    let (kind, id) = target.split_once(':').unwrap_or((target, ""));
+    let q = format::query_escape;
+    match kind {
+        "payment" => (
+            format!("payment {id}"),
+            Some(format!("/payments/{}", q(id))),
+        ),
+        "action" => (
+            format!("action {id}"),
+            Some(match payment_id {
+                Some(p) => format!("/payments/{}", q(p)),
+                None => "/approvals".into(),
+            }),
+        ),
+        "error" => (
+            format!("error-pool item #{id}"),
+            Some(format!("/error-pool?status=all&item={}", q(id))),
+        ),
+        "user" => (format!("user {id}"), Some("/admin/users".into())),
+        "merchant" => (format!("merchant {id}"), Some("/admin/merchants".into())),
+        "webhook_endpoint" => (format!("webhook endpoint {id}"), Some("/webhooks".into())),
+        "webhook_delivery" => (format!("webhook delivery {id}"), Some("/webhooks".into())),
+        _ => (target.to_string(), None),
+    }
+}
 
 /// The audit page.
 #[component]
 pub fn AuditPage() -> impl IntoView {
     let auditor = signed_in_has("auditor");
-    let result = RwSignal::new(None::<AuditVerify>);
-    let failure = RwSignal::new(None::<String>);
-    let busy = RwSignal::new(false);
-    let verify = move |_| {
-        busy.set(true);
-        failure.set(None);
-        result.set(None);
-        spawn_local(async move {
-            match api_actions::verify_audit().await {
-                Ok(v) => result.set(Some(v)),
-                Err(e) => failure.set(Some(api::error_message(&e))),
-            }
-            busy.set(false);
-        });
-    };
-    let from = RwSignal::new(String::new());
-    let to = RwSignal::new(String::new());
+    let params = use_query_map();
+    let query = Memo::new(move |_| {
+        let m = params.read();
+        let text = |k: &str| {
+            m.get(k)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        AuditQuery {
+            actor: text("actor"),
+            action: text("action"),
+            payment: text("payment"),
+            target: text("target"),
+            from: text("from"),
+            to: text("to"),
+            before: text("before").and_then(|v| v.parse().ok()),
+            after: text("after").and_then(|v| v.parse().ok()),
+        }
+    });
+    let list = Resource::new(move || query.get(), api_queues::load_audit_list);
+    let checked = RwSignal::new(0u32);
+    let chain = Resource::new(move || checked.get(), |_| api_actions::verify_audit());
+
+    // The form's fields follow the URL (a link, Back, Forward) and feed the export links.
     let actor = RwSignal::new(String::new());
     let action = RwSignal::new(String::new());
+    let payment = RwSignal::new(String::new());
+    let target = RwSignal::new(String::new());
+    let from = RwSignal::new(String::new());
+    let to = RwSignal::new(String::new());
+    Effect::new(move |_| {
+        let q = query.get();
+        actor.set(q.actor.unwrap_or_default());
+        action.set(q.action.unwrap_or_default());
+        payment.set(q.payment.unwrap_or_default());
+        target.set(q.target.unwrap_or_default());
+        from.set(q.from.unwrap_or_default());
+        to.set(q.to.unwrap_or_default());
+    });
+    let navigate = use_navigate();
+    let on_filter = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let opt = |s: RwSignal<String>| Some(s.get_untracked()).filter(|v| !v.trim().is_empty());
+        let q = AuditQuery {
+            actor: opt(actor),
+            action: opt(action),
+            payment: opt(payment),
+            target: opt(target),
+            from: opt(from),
+            to: opt(to),
+            before: None,
+            after: None,
+        };
+        navigate(&href(&q), Default::default());
+    };
     let link = move |fmt: &'static str| {
         let from = format::as_rfc3339(Some(from.get()));
         let to = format::as_rfc3339(Some(to.get()));
@@ -53,52 +142,48 @@ pub fn AuditPage() -> impl IntoView {
             <h1>"Audit log"</h1>
         </div>
         <Show when=move || !auditor.get()>
-            <p class="muted">"Only auditors may verify or export the audit log; the server refuses others."</p>
+            <p class="muted">"Only auditors may read, verify or export the audit log; the server refuses others."</p>
         </Show>
         <section class="panel" aria-labelledby="verify-h">
-            <h2 id="verify-h">"Verify the chain"</h2>
+            <h2 id="verify-h">"Chain status"</h2>
             <p class="muted small">
                 "Re-computes every record's hash from the first one and reports the first record that does not match."
             </p>
-            <button type="button" data-testid="verify" disabled=move || busy.get() on:click=verify>
-                "Verify chain"
-            </button>
-            <div data-testid="verify-result" role="status">
-                {move || {
-                    result
-                        .get()
-                        .map(|v| match v.first_broken {
-                            None => {
-                                view! {
-                                    <p class="verify-ok">
-                                        <span class="pill st-ok">"ok"</span>
-                                        {format!(
-                                            " {} records verified; head #{} {}",
-                                            v.records,
-                                            v.head_seq,
-                                            v.head_hash,
-                                        )}
-                                    </p>
-                                }
-                                    .into_any()
+            <div class="chain-status">
+                <button type="button" data-testid="verify" on:click=move |_| checked.update(|v| *v = v.wrapping_add(1))>
+                    "Verify chain"
+                </button>
+                <div data-testid="verify-result" role="status">
+                    <Transition fallback=Loading>
+                        {move || Suspend::new(async move {
+                            match chain.await {
+                                Ok(v) => view! { <ChainStatus v/> }.into_any(),
+                                Err(e) => view! { <ErrorNote error=e/> }.into_any(),
                             }
-                            Some((seq, why)) => {
-                                view! {
-                                    <p class="verify-broken">
-                                        <span class="pill st-bad">"broken"</span>
-                                        {format!(" first broken record: #{seq}: {why}")}
-                                    </p>
-                                }
-                                    .into_any()
-                            }
-                        })
-                }}
+                        })}
+                    </Transition>
+                </div>
             </div>
-            <p class="form-message" role="alert">{move || failure.get()}</p>
         </section>
-        <section class="panel" aria-labelledby="export-h">
-            <h2 id="export-h">"Export"</h2>
-            <div class="filters inline-form">
+        <section class="panel" aria-labelledby="records-h">
+            <h2 id="records-h">"Records"</h2>
+            <form class="filters" role="search" aria-label="Filter the records" on:submit=on_filter>
+                <label>
+                    "Actor"
+                    <input type="text" name="actor" data-testid="filter-actor" bind:value=actor/>
+                </label>
+                <label>
+                    "Action"
+                    <input type="text" name="action" placeholder="e.g. action_approved" data-testid="filter-action" bind:value=action/>
+                </label>
+                <label>
+                    "Payment"
+                    <input type="text" name="payment" placeholder="pay_…" data-testid="filter-payment" bind:value=payment/>
+                </label>
+                <label>
+                    "Object"
+                    <input type="text" name="target" placeholder="e.g. error:12, user:alice" data-testid="filter-target" bind:value=target/>
+                </label>
                 <label>
                     "From (UTC)"
                     <input type="datetime-local" name="from" bind:value=from/>
@@ -107,15 +192,55 @@ pub fn AuditPage() -> impl IntoView {
                     "To (UTC)"
                     <input type="datetime-local" name="to" bind:value=to/>
                 </label>
-                <label>
-                    "Actor"
-                    <input type="text" name="actor" bind:value=actor/>
-                </label>
-                <label>
-                    "Action"
-                    <input type="text" name="action" placeholder="e.g. action_approved" bind:value=action/>
-                </label>
-            </div>
+                <div class="filter-actions">
+                    <button type="submit" data-testid="filter-submit">"Filter"</button>
+                    <A href="/audit" attr:class="button-link secondary">"Clear"</A>
+                </div>
+            </form>
+            <Transition fallback=Loading>
+                {move || Suspend::new(async move {
+                    let q = query.get();
+                    match list.await {
+                        Ok(page) if page.items.is_empty() => {
+                            view! { <p class="empty" data-testid="audit-empty">"No records match."</p> }.into_any()
+                        }
+                        Ok(page) => {
+                            let newer = page.newer.map(|n| href(&AuditQuery { after: Some(n), before: None, ..q.clone() }));
+                            let older = page.older.map(|o| href(&AuditQuery { before: Some(o), after: None, ..q.clone() }));
+                            view! {
+                                <div class="table-wrap">
+                                    <table class="data compact audit-records" data-testid="audit-records">
+                                        <thead>
+                                            <tr>
+                                                <th scope="col" class="num">"Seq"</th>
+                                                <th scope="col">"At"</th>
+                                                <th scope="col">"Actor"</th>
+                                                <th scope="col">"Action"</th>
+                                                <th scope="col">"Object"</th>
+                                                <th scope="col">"Reason"</th>
+                                                <th scope="col">"Details"</th>
+                                            </tr>
+                                        </thead>
+                                        <tbody>
+                                            {page.items.into_iter().map(|r| view! { <RecordRow r/> }).collect_view()}
+                                        </tbody>
+                                    </table>
+                                </div>
+                                <nav class="pager" aria-label="Pages">
+                                    {newer.map(|h| view! { <A href=h attr:data-testid="audit-newer">"← Newer"</A> })}
+                                    {older.map(|h| view! { <A href=h attr:data-testid="audit-older">"Older →"</A> })}
+                                </nav>
+                            }
+                                .into_any()
+                        }
+                        Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
+        <section class="panel" aria-labelledby="export-h">
+            <h2 id="export-h">"Export"</h2>
+            <p class="muted small">"Exports the records the actor, action and time filters above select (the payment and object filters are the viewer's only)."</p>
             <p class="page-tools">
                 <a class="button-link" rel="external" download="" data-testid="export-csv" href=move || link("csv")>
                     "Download CSV"
@@ -134,5 +259,91 @@ pub fn AuditPage() -> impl IntoView {
                 "The response names the chain head (Converge-Audit-Head) so a later verify can prove the export was complete. Every export is itself audited."
             </p>
         </section>
+    }
+}
+
+/// The chain's verdict: ok with the head, or broken at the first record that does not verify
+/// (linked to it in the viewer).
+#[component]
+fn ChainStatus(v: AuditVerify) -> impl IntoView {
+    match v.first_broken {
+        None => view! {
+            <p class="verify-ok" data-testid="chain-status">
+                <span class="pill st-ok">"ok"</span>
+                {format!(" {} records verified; head #{} {}", v.records, v.head_seq, v.head_hash)}
+            </p>
+        }
+        .into_any(),
+        Some((seq, why)) => view! {
+            <p class="verify-broken" data-testid="chain-status">
+                <span class="pill st-bad">"broken"</span>
+                " first broken record: "
+                <A href=format!("/audit?before={}", seq + 1)>{format!("#{seq}")}</A>
+                {format!(": {why}")}
+            </p>
+        }
+        .into_any(),
+    }
+}
+
+/// One record, linked to its object (and to its payment, for an action's or an item's).
+#[component]
+fn RecordRow(r: AuditRow) -> impl IntoView {
+    let rec = r.record;
+    let (label, to) = object_link(&rec.target, r.payment_id.as_deref());
+    let payment = r
+        .payment_id
+        .filter(|_| !rec.target.starts_with("payment:"))
+        .map(|p| {
+            view! {
+                <div class="small">
+                    "payment "
+                    <A href=format!("/payments/{}", format::query_escape(&p))>{p.clone()}</A>
+                </div>
+            }
+        });
+    let fields = format::json_fields(&rec.after_state);
+    let raw = format::pretty_json(&rec.after_state);
+    let has_raw = !rec.after_state.trim().is_empty();
+    view! {
+        <tr data-testid=format!("audit-{}", rec.seq)>
+            <td class="num">{rec.seq}</td>
+            <td><Time ms=rec.at/></td>
+            <td>
+                {rec.actor}
+                <div class="muted small">{rec.roles}</div>
+            </td>
+            <td class="mono nowrap">{rec.action}</td>
+            <td class="mono">
+                {match to {
+                    Some(h) => view! { <A href=h>{label}</A> }.into_any(),
+                    None => view! { <span>{label}</span> }.into_any(),
+                }}
+                {payment}
+            </td>
+            <td class="wrap">{rec.reason}</td>
+            <td>
+                {(!fields.is_empty())
+                    .then(|| {
+                        view! {
+                            <dl class="fields small">
+                                {fields
+                                    .into_iter()
+                                    .map(|(k, v)| view! { <div><dt>{k}</dt><dd>{format::clip(&v, 120)}</dd></div> })
+                                    .collect_view()}
+                            </dl>
+                        }
+                    })}
+                {has_raw
+                    .then(|| {
+                        view! {
+                            <details>
+                                <summary>"JSON"</summary>
+                                <pre class="evidence">{raw}</pre>
+                            </details>
+                        }
+                    })}
+            </td>
+        </tr>
     }
 }

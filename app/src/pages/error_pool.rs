@@ -1,6 +1,10 @@
-//! The error pool: what the system could not settle by itself, filtered by status and kind,
-//! each item with its evidence; operators resolve an item with a note. The resolve control
-//! is hidden from other roles, and the server refuses them anyway.
+//! The error pool as a work queue (issue 17): what the system could not settle by itself,
+//! filtered by status and by kind (a list of the kinds there are, with their counts),
+//! grouped by kind and paged (`?page=`, from 0), each item's evidence as labelled fields with
+//! the raw JSON behind a toggle. Operators tick rows (or take everything the filter selects)
+//! and resolve them with one note or retry them, both previewed first and re-checked by the
+//! server; one item is resolved on its own with its note. The controls are hidden from other
+//! roles, and the server refuses them anyway.
 
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
@@ -9,21 +13,57 @@ use leptos_router::components::{A, Form};
 use leptos_router::hooks::use_query_map;
 
 use crate::api;
-use crate::components::bulk_retry::{BulkRetry, RetryButton};
+use crate::api_queues;
+use crate::components::bulk_retry::{BulkResolve, BulkRetry, RetryButton};
 use crate::components::layout::signed_in_has;
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
-use crate::dto::ErrorItem;
+use crate::dto::{ErrorItem, KindCount};
 use crate::format;
 
-/// The error-pool page. `?status=` defaults to `open`; `all` shows both.
+/// What the URL asks for: `?status=` (default `open`; `all` shows both), `?kind=`,
+/// `?item=` (one item) and `?page=` (from 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PoolFilter {
+    status: String,
+    kind: String,
+    item: Option<i64>,
+    page: i64,
+}
+
+impl PoolFilter {
+    fn href(&self, page: i64) -> String {
+        let page = page.to_string();
+        let item = self.item.map(|i| i.to_string());
+        format!(
+            "/error-pool{}",
+            format::query_string(&[
+                ("status", Some(self.status.as_str())),
+                ("kind", Some(self.kind.as_str())),
+                ("item", item.as_deref()),
+                ("page", (page != "0").then_some(page.as_str())),
+            ])
+        )
+    }
+}
+
+/// Columns of the item table.
+const COLUMNS: &str = "9";
+
+/// The error-pool page.
 #[component]
 pub fn ErrorPoolPage() -> impl IntoView {
     let params = use_query_map();
     let filter = Memo::new(move |_| {
         let m = params.read();
-        let status = m.get("status").unwrap_or_else(|| "open".into());
-        let kind = m.get("kind").unwrap_or_default();
-        (status, kind)
+        PoolFilter {
+            status: m.get("status").unwrap_or_else(|| "open".into()),
+            kind: m.get("kind").unwrap_or_default(),
+            item: m.get("item").and_then(|v| v.trim().parse().ok()),
+            page: m
+                .get("page")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0),
+        }
     });
     let version = RwSignal::new(0u32);
     let flash = RwSignal::new(None::<String>);
@@ -40,78 +80,147 @@ pub fn ErrorPoolPage() -> impl IntoView {
             });
         }
     });
-    let items = Resource::new(
+    let data = Resource::new(
         move || (filter.get(), version.get()),
-        |((status, kind), _)| {
-            let status = (status != "all").then_some(status);
-            api::error_pool(status, Some(kind))
+        |(f, _)| {
+            let status = (f.status != "all").then_some(f.status);
+            api_queues::error_pool_page(status, Some(f.kind), f.item, Some(f.page))
         },
     );
     let can_resolve = signed_in_has("operator");
+    let auditor = signed_in_has("auditor");
+    // The ticked rows; `all` takes every open item the filter selects instead.
+    let selected = RwSignal::new(Vec::<i64>::new());
+    let all = RwSignal::new(false);
+    Effect::new(move |_| {
+        filter.track();
+        version.track();
+        selected.set(Vec::new());
+        all.set(false);
+    });
+    let ids = Signal::derive(move || {
+        let s = selected.get();
+        (!all.get() && !s.is_empty()).then_some(s)
+    });
+    let kind = Signal::derive(move || filter.get().kind);
+    let acting = move || can_resolve.get() && filter.get().status == "open";
 
     view! {
         <div class="page-head">
             <h1>"Error pool"</h1>
         </div>
-        {move || {
-            let (status, kind) = filter.get();
-            view! {
-                <Form method="GET" action="/error-pool" attr:class="filters" attr:role="search">
-                    <label>
-                        "Status"
-                        <select name="status">
-                            {["open", "resolved", "all"]
-                                .into_iter()
-                                .map(|s| view! { <option value=s selected=status == s>{s}</option> })
-                                .collect_view()}
-                        </select>
-                    </label>
-                    <label>
-                        "Kind"
-                        <input type="search" name="kind" value=kind placeholder="suspense, job_dead, …"/>
-                    </label>
-                    <div class="filter-actions">
-                        <button type="submit">"Filter"</button>
-                        <A href="/error-pool" attr:class="button-link secondary">"Clear"</A>
-                    </div>
-                </Form>
-            }
-        }}
+        <Transition fallback=Loading>
+            {move || Suspend::new(async move {
+                let f = filter.get();
+                data.await.ok().map(|p| view! { <KindFilter f kinds=p.kinds/> })
+            })}
+        </Transition>
+        // Outside the list's Transition: a reload of the list after an action must not take
+        // the outcome, its focus or an open preview with it.
         <p class="flash" role="status" data-testid="flash" tabindex="-1" node_ref=flash_ref>
             {move || flash.get()}
         </p>
-        <BulkRetry source="error_pool" filter=Signal::derive(move || filter.get().1)/>
+        <Show when=acting>
+            <div class="bulk-pair">
+                <BulkResolve kind ids done=version/>
+                <BulkRetry source="error_pool" filter=kind ids/>
+            </div>
+        </Show>
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
-                match items.await {
-                    Ok(list) if list.is_empty() => {
-                        view! { <p class="empty" data-testid="pool-empty">"No items match."</p> }.into_any()
-                    }
-                    Ok(list) => {
+                let f = filter.get();
+                match data.await {
+                    Ok(p) => {
+                        let pages = ((p.total + p.page_size - 1) / p.page_size).max(1);
+                        let counts = p.kinds.clone();
+                        let groups = group_by_kind(p.items);
+                        let empty = groups.is_empty();
+                        let (prev, next) = (f.href(p.page - 1), f.href(p.page + 1));
+                        let (has_prev, has_next) = (p.page > 0, p.page + 1 < pages);
+                        let total = p.total;
                         view! {
-                            <div class="table-wrap">
-                                <table class="data" data-testid="pool-table">
-                                    <thead>
-                                        <tr>
-                                            <th scope="col" class="num">"#"</th>
-                                            <th scope="col">"Kind"</th>
-                                            <th scope="col">"Summary"</th>
-                                            <th scope="col">"Payment"</th>
-                                            <th scope="col" class="num">"Seen"</th>
-                                            <th scope="col">"First seen"</th>
-                                            <th scope="col">"Last seen"</th>
-                                            <th scope="col">"Status"</th>
-                                            <th scope="col">"Action"</th>
-                                        </tr>
-                                    </thead>
-                                    <tbody>
-                                        {list
-                                            .into_iter()
-                                            .map(|item| view! { <PoolRow item can_resolve version flash/> })
-                                            .collect_view()}
-                                    </tbody>
-                                </table>
-                            </div>
+                            <Show when=acting>
+                                <div class="selection-bar" data-testid="selection-bar">
+                                    <label class="check">
+                                        <input
+                                            type="checkbox"
+                                            data-testid="select-all"
+                                            prop:checked=move || all.get()
+                                            on:change=move |ev| {
+                                                all.set(event_target_checked(&ev));
+                                                selected.set(Vec::new());
+                                            }
+                                        />
+                                        {format!(" Select all {total} item{} this filter selects", if total == 1 { "" } else { "s" })}
+                                    </label>
+                                    <span class="muted small" data-testid="selection-summary">
+                                        {move || {
+                                            let n = selected.get().len();
+                                            if all.get() {
+                                                format!("Selected: every open item this filter selects ({total}, at most 100 at a time).")
+                                            } else if n > 0 {
+                                                format!("Selected: {n} item{}.", if n == 1 { "" } else { "s" })
+                                            } else {
+                                                "Nothing ticked: the bulk actions take every open item this filter selects.".to_string()
+                                            }
+                                        }}
+                                    </span>
+                                </div>
+                            </Show>
+                            {if empty {
+                                view! { <p class="empty" data-testid="pool-empty">"No items match."</p> }.into_any()
+                            } else {
+                                view! {
+                                    <div class="table-wrap">
+                                        <table class="data" data-testid="pool-table">
+                                            <thead>
+                                                <tr>
+                                                    <th scope="col"><span class="visually-hidden">"Select"</span></th>
+                                                    <th scope="col" class="num">"#"</th>
+                                                    <th scope="col">"Summary and evidence"</th>
+                                                    <th scope="col">"Payment"</th>
+                                                    <th scope="col" class="num">"Seen"</th>
+                                                    <th scope="col">"First seen"</th>
+                                                    <th scope="col">"Last seen"</th>
+                                                    <th scope="col">"Status"</th>
+                                                    <th scope="col">"Action"</th>
+                                                </tr>
+                                            </thead>
+                                            {groups
+                                                .into_iter()
+                                                .map(|(kind, items)| {
+                                                    let count = counts
+                                                        .iter()
+                                                        .find(|c| c.kind == kind)
+                                                        .map_or(items.len() as i64, |c| c.count);
+                                                    view! {
+                                                        <tbody data-testid=format!("group-{kind}")>
+                                                            <tr class="group-head">
+                                                                <th scope="rowgroup" colspan=COLUMNS>
+                                                                    <span class="mono">{kind.clone()}</span>
+                                                                    {format!(" · {count} item{}", if count == 1 { "" } else { "s" })}
+                                                                </th>
+                                                            </tr>
+                                                            {items
+                                                                .into_iter()
+                                                                .map(|item| {
+                                                                    view! { <PoolRow item can_resolve auditor version flash selected all/> }
+                                                                })
+                                                                .collect_view()}
+                                                        </tbody>
+                                                    }
+                                                })
+                                                .collect_view()}
+                                        </table>
+                                    </div>
+                                }
+                                    .into_any()
+                            }}
+                            <nav class="pager" aria-label="Pages">
+                                {has_prev.then(|| view! { <A href=prev attr:data-testid="page-prev">"← Previous"</A> })}
+                                <span data-testid="page-of">{format!("Page {} of {pages}", p.page + 1)}</span>
+                                {has_next.then(|| view! { <A href=next attr:data-testid="page-next">"Next →"</A> })}
+                            </nav>
                         }
                             .into_any()
                     }
@@ -122,16 +231,81 @@ pub fn ErrorPoolPage() -> impl IntoView {
     }
 }
 
+/// Items grouped by kind, in the order the server listed them (by kind).
+fn group_by_kind(items: Vec<ErrorItem>) -> Vec<(String, Vec<ErrorItem>)> {
+    let mut groups: Vec<(String, Vec<ErrorItem>)> = Vec::new();
+    for item in items {
+        match groups.last_mut() {
+            Some((k, v)) if *k == item.kind => v.push(item),
+            _ => groups.push((item.kind.clone(), vec![item])),
+        }
+    }
+    groups
+}
+
+/// The status and kind filter; the kinds are those with items of the status shown, with
+/// their counts.
+#[component]
+fn KindFilter(f: PoolFilter, kinds: Vec<KindCount>) -> impl IntoView {
+    let total: i64 = kinds.iter().map(|k| k.count).sum();
+    let listed = kinds.iter().any(|k| k.kind == f.kind);
+    let status = f.status.clone();
+    let kind = f.kind.clone();
+    view! {
+        <Form method="GET" action="/error-pool" attr:class="filters" attr:role="search">
+            <label>
+                "Status"
+                <select name="status">
+                    {["open", "resolved", "all"]
+                        .into_iter()
+                        .map(|s| view! { <option value=s selected=status == s>{s}</option> })
+                        .collect_view()}
+                </select>
+            </label>
+            <label>
+                "Kind"
+                <select name="kind" data-testid="kind-filter">
+                    <option value="" selected=kind.is_empty()>{format!("All kinds ({total})")}</option>
+                    {kinds
+                        .into_iter()
+                        .map(|k| {
+                            let sel = k.kind == kind;
+                            view! { <option value=k.kind.clone() selected=sel>{format!("{} ({})", k.kind, k.count)}</option> }
+                        })
+                        .collect_view()}
+                    {(!listed && !kind.is_empty())
+                        .then(|| view! { <option value=kind.clone() selected=true>{format!("{kind} (0)")}</option> })}
+                </select>
+            </label>
+            <div class="filter-actions">
+                <button type="submit">"Filter"</button>
+                <A href="/error-pool" attr:class="button-link secondary">"Clear"</A>
+            </div>
+        </Form>
+    }
+}
+
 /// One item: its row, its evidence, and (for operators, while open) the resolve form.
 #[component]
 fn PoolRow(
     item: ErrorItem,
     can_resolve: Signal<bool>,
+    auditor: Signal<bool>,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
+    selected: RwSignal<Vec<i64>>,
+    all: RwSignal<bool>,
 ) -> impl IntoView {
     let id = item.id;
     let open = item.status == "open";
+    let fields = format::json_fields(&item.evidence);
+    let audit_href = match &item.payment_id {
+        Some(p) => format!("/audit?payment={}", format::query_escape(p)),
+        None => format!(
+            "/audit?target={}",
+            format::query_escape(&format!("error:{id}"))
+        ),
+    };
     let editing = RwSignal::new(false);
     let note = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
@@ -186,15 +360,50 @@ fn PoolRow(
     });
     view! {
         <tr data-testid=format!("pool-item-{id}")>
+            <td>
+                <Show when=move || open && can_resolve.get()>
+                    <input
+                        type="checkbox"
+                        aria-label=format!("Select item #{id}")
+                        data-testid=format!("select-{id}")
+                        prop:checked=move || all.get() || selected.get().contains(&id)
+                        prop:disabled=move || all.get()
+                        on:change=move |ev| {
+                            let on = event_target_checked(&ev);
+                            selected.update(|s| {
+                                s.retain(|x| *x != id);
+                                if on {
+                                    s.push(id);
+                                }
+                            });
+                        }
+                    />
+                </Show>
+            </td>
             <td class="num">{id}</td>
-            <td class="mono">{item.kind.clone()}</td>
             <td>
                 {item.summary.clone()}
-                <details>
-                    <summary>"Evidence"</summary>
+                {(!fields.is_empty())
+                    .then(|| {
+                        view! {
+                            <dl class="fields small" data-testid=format!("evidence-{id}")>
+                                {fields
+                                    .into_iter()
+                                    .map(|(k, v)| view! { <div><dt>{k}</dt><dd>{v}</dd></div> })
+                                    .collect_view()}
+                            </dl>
+                        }
+                    })}
+                <details data-testid=format!("evidence-json-{id}")>
+                    <summary>"Evidence as JSON"</summary>
                     <pre class="evidence">{evidence}</pre>
                 </details>
                 {resolution.map(|r| view! { <div class="muted small">{r}</div> })}
+                <Show when=move || auditor.get()>
+                    <div class="small">
+                        <A href=audit_href.clone() attr:data-testid=format!("audit-link-{id}")>"Audit records"</A>
+                    </div>
+                </Show>
             </td>
             <td class="mono">
                 {item
@@ -233,7 +442,7 @@ fn PoolRow(
         </tr>
         <Show when=move || editing.get()>
             <tr class="resolve-row">
-                <td colspan="9">
+                <td colspan=COLUMNS>
                     <form
                         class="inline-form"
                         id=format!("resolve-form-{id}")

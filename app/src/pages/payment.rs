@@ -66,6 +66,7 @@ fn Story(
     let p = d.payment;
     let currency = p.currency.clone();
     let payment_id = p.id.clone();
+    let audit_payment = p.id.clone();
     let status = p.status.clone();
     // The server says what the reversal refunded (`PaymentDetail::reversal`).
     let reversal = d
@@ -161,7 +162,7 @@ fn Story(
                 <RelatedErrors items=d.errors/>
             </div>
         </div>
-        <PaymentAudit records=d.audit/>
+        <PaymentAudit records=d.audit payment_id=audit_payment/>
     }
 }
 
@@ -505,7 +506,7 @@ fn ActionsTable(actions: Vec<ActionRecord>) -> impl IntoView {
                                 <td>{a.requested_by}</td>
                                 <td>{a.reason}</td>
                                 <td>{decided}</td>
-                                <td class="mono small">{a.result.unwrap_or_default()}</td>
+                                <td class="small"><JsonFields text=a.result.unwrap_or_default()/></td>
                             </tr>
                         }
                     })
@@ -516,12 +517,22 @@ fn ActionsTable(actions: Vec<ActionRecord>) -> impl IntoView {
     .into_any()
 }
 
-/// The audit records about this payment, in order.
+/// The audit records about this payment, in order, and (for auditors) a link to them in the
+/// audit viewer, which adds those of its actions and error-pool items and the chain status.
 #[component]
-fn PaymentAudit(records: Vec<AuditRecord>) -> impl IntoView {
+fn PaymentAudit(records: Vec<AuditRecord>, payment_id: String) -> impl IntoView {
+    let auditor = crate::components::layout::signed_in_has("auditor");
+    let href = format!("/audit?payment={}", format::query_escape(&payment_id));
     view! {
         <section class="panel" aria-labelledby="audit-h">
             <h2 id="audit-h">"Audit records"</h2>
+            <Show when=move || auditor.get()>
+                <p class="small">
+                    <A href=href.clone() attr:data-testid="payment-audit-link">
+                        "All audit records of this payment, with the chain status →"
+                    </A>
+                </p>
+            </Show>
             {if records.is_empty() {
                 view! { <p class="empty">"None."</p> }.into_any()
             } else {
@@ -879,11 +890,7 @@ fn RelatedErrors(items: Vec<ErrorItem>) -> impl IntoView {
                         {items
                             .into_iter()
                             .map(|i| {
-                                let link = format!(
-                                    "/error-pool?status={}&kind={}",
-                                    format::query_escape(&i.status),
-                                    format::query_escape(&i.kind),
-                                );
+                                let link = format!("/error-pool?status=all&item={}", i.id);
                                 view! {
                                     <li>
                                         <StatusPill status=i.status.clone()/>
@@ -913,4 +920,25 @@ fn RelatedErrors(items: Vec<ErrorItem>) -> impl IntoView {
             }}
         </section>
     }
+}
+
+/// A JSON result as labelled fields (amounts with a currency in major units, those without
+/// labelled as minor units; times formatted), the raw JSON behind a toggle; text that is not a JSON object is shown as it is.
+#[component]
+fn JsonFields(text: String) -> impl IntoView {
+    let fields = format::json_fields(&text);
+    if fields.is_empty() {
+        return view! { <span class="mono">{text}</span> }.into_any();
+    }
+    let raw = format::pretty_json(&text);
+    view! {
+        <dl class="fields">
+            {fields.into_iter().map(|(k, v)| view! { <div><dt>{k}</dt><dd>{v}</dd></div> }).collect_view()}
+        </dl>
+        <details>
+            <summary>"JSON"</summary>
+            <pre class="evidence">{raw}</pre>
+        </details>
+    }
+    .into_any()
 }

@@ -515,6 +515,27 @@ pub struct PreviewQuery {
     status: Option<String>,
     /// For `error_pool`: the item kind.
     kind: Option<String>,
+    /// For `error_pool`: only the payments of these items, comma-separated ids (`4,7,9`).
+    #[param(pattern = r"^[0-9]{1,18}(,[0-9]{1,18}){0,99}$")]
+    ids: Option<String>,
+}
+
+/// Parses a comma-separated list of item ids (`4,7,9`); blank means none. Errors:
+/// `invalid_selection` (400) for anything else.
+pub fn parse_ids(v: Option<&str>) -> Result<Option<Vec<i64>>, ApiError> {
+    let Some(v) = v.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    v.split(',')
+        .map(|p| p.trim().parse::<i64>())
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+        .map_err(|_| {
+            ApiError::bad_request(
+                "invalid_selection",
+                "ids must be comma-separated item numbers",
+            )
+        })
 }
 
 /// `GET /ops/v1/actions/bulk-retry/preview?source=stuck|error_pool&status=&kind=`
@@ -546,6 +567,7 @@ pub async fn bulk_preview(
         source: q.source.unwrap_or_default(),
         status: q.status,
         kind: q.kind,
+        ids: parse_ids(q.ids.as_deref())?,
     };
     let items = st
         .core

@@ -613,6 +613,132 @@ pub async fn verify_handler(
     }))
 }
 
+/// Query of `GET /ops/v1/audit`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Only this actor (exact).
+    pub actor: Option<String>,
+    /// Only this action (exact, e.g. `error_resolved`).
+    pub action: Option<String>,
+    /// Only records about this payment: its own, its actions' and its error-pool items'.
+    pub payment: Option<String>,
+    /// Only records about this object (exact target: `error:12`, `user:alice`, ...).
+    pub target: Option<String>,
+    /// Records at or after this UTC time (RFC 3339 or YYYY-MM-DD).
+    #[param(schema_with = crate::api::openapi::time_filter_schema)]
+    pub from: Option<String>,
+    /// Records before this UTC time.
+    #[param(schema_with = crate::api::openapi::time_filter_schema)]
+    pub to: Option<String>,
+    /// The next (older) page: records with seq below this (a previous answer's `older`).
+    #[param(minimum = 1)]
+    pub before: Option<i64>,
+    /// The previous (newer) page: records with seq above this (a previous answer's `newer`).
+    #[param(minimum = 0)]
+    pub after: Option<i64>,
+    /// Records a page (1..=200, default 50).
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<i64>,
+}
+
+/// One page of the audit log, newest first.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct AuditList {
+    /// The records, each with the payment it concerns when there is one.
+    pub items: Vec<crate::store::AuditRow>,
+    /// `before=` of the next, older page; null on the last.
+    pub older: Option<i64>,
+    /// `after=` of the previous, newer page; null on the first.
+    pub newer: Option<i64>,
+}
+
+/// The audit viewer's list as both `GET /ops/v1/audit` and the console run it. Errors:
+/// `invalid_time` (400) for a malformed time, `invalid_cursor` (400) for `before` and `after`
+/// together or a negative one, `invalid_range` (400) when `from` is not before `to`.
+pub async fn run_list(store: &dyn Store, q: &ListQuery) -> Result<AuditList, ApiError> {
+    let clean = |v: Option<&str>| {
+        v.map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let (before, after) = (q.before, q.after);
+    let from = time("from", &q.from)?;
+    let to = time("to", &q.to)?;
+    if let (Some(f), Some(t)) = (from, to)
+        && f >= t
+    {
+        return Err(ApiError::bad_request(
+            "invalid_range",
+            "from must be before to",
+        ));
+    }
+    if before.is_some() && after.is_some()
+        || before.is_some_and(|b| b < 1)
+        || after.is_some_and(|a| a < 0)
+    {
+        return Err(ApiError::bad_request(
+            "invalid_cursor",
+            "give before (a positive record number) or after, not both",
+        ));
+    }
+    let limit = q.limit.unwrap_or(50).clamp(1, 200);
+    let filter = crate::store::AuditListFilter {
+        actor: clean(q.actor.as_deref()),
+        action: clean(q.action.as_deref()),
+        payment_id: clean(q.payment.as_deref()),
+        target: clean(q.target.as_deref()),
+        from,
+        to,
+        before_seq: before,
+        after_seq: after,
+        limit,
+    };
+    let items = store.audit_list(&filter).await?;
+    let full = items.len() as i64 == limit;
+    let (first, last) = (
+        items.first().map(|r| r.record.seq),
+        items.last().map(|r| r.record.seq),
+    );
+    let (older, newer) = if after.is_some() {
+        (last, if full { first } else { None })
+    } else {
+        (if full { last } else { None }, before.and(first))
+    };
+    Ok(AuditList {
+        items,
+        older,
+        newer,
+    })
+}
+
+/// `GET /ops/v1/audit` (auditors): the audit viewer's page of records, newest first.
+#[utoipa::path(
+    get,
+    path = "/audit",
+    tag = "ops",
+    operation_id = "ops_audit_list",
+    summary = "Audit records, filtered by actor, action, payment and time",
+    security(("console_session" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "One page of records, newest first, with the cursors of the pages beside it", body = AuditList),
+        (status = 400, description = "A malformed time, an empty range, or both cursors", body = crate::error::ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = crate::error::ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this", body = crate::error::ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = crate::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+pub async fn list(
+    State(st): State<AppState>,
+    p: Principal,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<AuditList>, ApiError> {
+    p.require(Permission::Audit)?;
+    let page = run_list(st.core.store.as_ref(), &q).await?;
+    Ok(Json(page))
+}
+
 #[cfg(test)]
 mod tests {
     use super::neutralise;

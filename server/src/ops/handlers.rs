@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tower_sessions::Session;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -36,6 +36,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(detail))
         .routes(routes!(error_pool))
         .routes(routes!(resolve))
+        .routes(routes!(super::error_pool::by_kind))
+        .routes(routes!(super::error_pool::bulk_resolve_preview))
+        .routes(routes!(super::error_pool::bulk_resolve))
         .routes(routes!(list_users, add_user))
         .routes(routes!(disable_user))
         .routes(routes!(enable_user))
@@ -51,6 +54,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(super::actions::execute))
         .routes(routes!(super::audit::export))
         .routes(routes!(super::audit::verify_handler))
+        .routes(routes!(super::audit::list))
         .routes(routes!(list_keys, issue_key))
         .routes(routes!(revoke_key))
         .merge(super::webhooks::routes())
@@ -625,42 +629,12 @@ async fn resolve(
     ApiJson(body): ApiJson<ResolveBody>,
 ) -> Result<Json<ResolvedItem>, ApiError> {
     p.require(Permission::ResolveErrors)?;
-    let note = body.note.trim();
-    if note.is_empty() || body.note.chars().count() > 2000 {
-        return Err(ApiError::bad_request(
-            "invalid_note",
-            "a resolution note of 1 to 2000 characters is required",
-        ));
-    }
-    let now = st.core.clock.now_ms();
-    if !st
+    let item = st
         .core
-        .store
-        .resolve_error(id, note, &p.username, now)
-        .await?
-    {
-        return match st.core.store.error_item(id).await? {
-            None => Err(ApiError::not_found("error-pool item")),
-            Some(_) => Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "already_resolved",
-                "this item is already resolved",
-            )),
-        };
-    }
-    let item = st.core.store.error_item(id).await?;
-    let target = format!("error:{id}");
-    audit(
-        &st,
-        &p,
-        &addr,
-        "error_resolved",
-        &target,
-        note,
-        json!({"payment_id": item.as_ref().and_then(|i| i.payment_id.clone())}),
-    )
-    .await?;
-    Ok(Json(ResolvedItem { item }))
+        .resolve_error_item(&super::audit::actor(&p, &addr), id, &body.note)
+        .await
+        .map_err(super::actions::action_error)?;
+    Ok(Json(ResolvedItem { item: Some(item) }))
 }
 
 /// Appends an audit record for a console change by `p`.

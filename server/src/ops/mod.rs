@@ -7,6 +7,7 @@ pub mod audit;
 pub mod auth;
 pub mod csrf;
 pub mod dashboard;
+pub mod error_pool;
 pub mod handlers;
 pub mod lookup;
 pub mod password;

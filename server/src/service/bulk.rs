@@ -40,6 +40,11 @@ pub struct Selection {
     /// For `error_pool`: only items of this kind (e.g. `job_dead`, `suspense`).
     #[serde(default)]
     pub kind: Option<String>,
+    /// For `error_pool`: only the payments of these open items (the rows a person ticked);
+    /// 1 to 100 ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_items = 1, max_items = 100)]
+    pub ids: Option<Vec<i64>>,
 }
 
 /// One payment of a preview.
@@ -101,7 +106,15 @@ impl Selection {
                 }
                 Ok(())
             }
-            "error_pool" => Ok(()),
+            "error_pool" => match &self.ids {
+                Some(ids) if ids.is_empty() || ids.len() > MAX_BULK_ITEMS => {
+                    Err(ActionError::Invalid(
+                        "invalid_selection",
+                        format!("ids must list 1 to {MAX_BULK_ITEMS} items"),
+                    ))
+                }
+                _ => Ok(()),
+            },
             other => Err(ActionError::Invalid(
                 "invalid_selection",
                 format!("source must be stuck or error_pool, not {other:?}"),
@@ -167,12 +180,28 @@ impl Core {
             }
             _ => {
                 let kind = sel.kind.as_deref().filter(|k| !k.is_empty());
-                // Several items can name one payment; more are read than kept for that reason.
-                for item in self
-                    .store
-                    .error_items(Some("open"), kind, 4 * MAX_BULK_ITEMS as i64)
-                    .await?
-                {
+                let items = match &sel.ids {
+                    Some(ids) => {
+                        let mut v = Vec::with_capacity(ids.len());
+                        for id in ids {
+                            if let Some(i) = self.store.error_item(*id).await?
+                                && i.status == "open"
+                                && kind.is_none_or(|k| k == i.kind)
+                            {
+                                v.push(i);
+                            }
+                        }
+                        v
+                    }
+                    // Several items can name one payment; more are read than kept for that
+                    // reason.
+                    None => {
+                        self.store
+                            .error_items(Some("open"), kind, 4 * MAX_BULK_ITEMS as i64)
+                            .await?
+                    }
+                };
+                for item in items {
                     let Some(pid) = item.payment_id else { continue };
                     if picked.iter().any(|(p, _)| *p == pid) {
                         continue;

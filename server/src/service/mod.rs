@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod bulk;
 pub mod callbacks;
+pub mod error_pool;
 pub mod ids;
 pub mod lookup;
 pub mod merchants;

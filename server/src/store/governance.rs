@@ -146,6 +146,90 @@ pub struct AuditFilter {
     pub action: Option<String>,
 }
 
+/// Filters of the audit viewer's list; all optional, combined with AND. Records come newest
+/// first, paged by sequence number.
+#[derive(Debug, Clone, Default)]
+pub struct AuditListFilter {
+    /// Exact actor.
+    pub actor: Option<String>,
+    /// Exact action name.
+    pub action: Option<String>,
+    /// Records about this payment: its own (`payment:<id>`), its actions' (`action:<id>`)
+    /// and its error-pool items' (`error:<id>`).
+    pub payment_id: Option<String>,
+    /// Exact target (`error:12`, `user:alice`, ...).
+    pub target: Option<String>,
+    /// At or after, epoch ms UTC.
+    pub from: Option<i64>,
+    /// Before, epoch ms UTC.
+    pub to: Option<i64>,
+    /// Only records with seq below this (the next, older page).
+    pub before_seq: Option<i64>,
+    /// Only records with seq above this (the previous, newer page); the page is still
+    /// returned newest first.
+    pub after_seq: Option<i64>,
+    /// Page size (clamped to 1..=500).
+    pub limit: i64,
+}
+
+/// An audit record with the payment it concerns, for the audit viewer's links.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct AuditRow {
+    /// The record as stored.
+    #[serde(flatten)]
+    pub record: AuditRecord,
+    /// The payment the record is about, when its target is the payment, one of its actions
+    /// or one of its error-pool items.
+    pub payment_id: Option<String>,
+}
+
+/// The SQL (with `$n` placeholders, valid on both backends) and text arguments of the audit
+/// list `f`: integer arguments are `$1` (seq bound; `i64::MAX` when absent), `$2`
+/// (from; `i64::MIN` when absent), `$3` (to; `i64::MAX` when absent) and `$4` (limit), then the text arguments in the order returned.
+/// Newest first unless `after_seq` is given (oldest first, for the caller to reverse).
+pub fn audit_list_sql(f: &AuditListFilter) -> (String, Vec<&str>) {
+    let mut conds: Vec<String> = vec![if f.after_seq.is_some() {
+        "l.seq > $1".into()
+    } else {
+        "l.seq < $1".into()
+    }];
+    // Always referenced, so every bound argument has a place on both backends.
+    conds.push("l.at >= $2 AND l.at < $3".into());
+    let mut texts: Vec<&str> = Vec::new();
+    if let Some(a) = &f.actor {
+        texts.push(a);
+        conds.push(format!("l.actor = ${}", 4 + texts.len()));
+    }
+    if let Some(a) = &f.action {
+        texts.push(a);
+        conds.push(format!("l.action = ${}", 4 + texts.len()));
+    }
+    if let Some(t) = &f.target {
+        texts.push(t);
+        conds.push(format!("l.target = ${}", 4 + texts.len()));
+    }
+    if let Some(p) = &f.payment_id {
+        texts.push(p);
+        let n = 4 + texts.len();
+        conds.push(format!(
+            "(l.target = 'payment:' || ${n} \
+             OR l.target IN (SELECT 'action:' || a.id FROM actions a WHERE a.payment_id = ${n}) \
+             OR l.target IN (SELECT 'error:' || CAST(e.id AS TEXT) FROM error_pool e WHERE e.payment_id = ${n}))"
+        ));
+    }
+    let order = if f.after_seq.is_some() { "ASC" } else { "DESC" };
+    let sql = format!(
+        "SELECT l.*, CASE \
+         WHEN l.target LIKE 'payment:%' THEN SUBSTR(l.target, 9) \
+         WHEN l.target LIKE 'action:%' THEN (SELECT a.payment_id FROM actions a WHERE a.id = SUBSTR(l.target, 8)) \
+         WHEN l.target LIKE 'error:%' THEN (SELECT e.payment_id FROM error_pool e WHERE 'error:' || CAST(e.id AS TEXT) = l.target) \
+         END AS payment_id \
+         FROM audit_log l WHERE {} ORDER BY l.seq {order} LIMIT $4",
+        conds.join(" AND ")
+    );
+    (sql, texts)
+}
+
 /// Actions and the audit log.
 #[async_trait]
 pub trait Governance: Send + Sync + 'static {
@@ -160,6 +244,8 @@ pub trait Governance: Send + Sync + 'static {
         limit: i64,
         filter: &AuditFilter,
     ) -> Result<Vec<AuditRecord>, StoreError>;
+    /// One page of the audit viewer's list ([`AuditListFilter`]), newest first.
+    async fn audit_list(&self, filter: &AuditListFilter) -> Result<Vec<AuditRow>, StoreError>;
     /// Records about one target (e.g. `payment:pay_x`), in seq order.
     async fn audit_for_target(&self, target: &str) -> Result<Vec<AuditRecord>, StoreError>;
     /// Stores a signed checkpoint (append-only table `audit_checkpoints`).

@@ -96,6 +96,42 @@ macro_rules! impl_governance {
                 Ok(q.bind(limit).fetch_all(self.reader()).await?)
             }
 
+            async fn audit_list(
+                &self,
+                f: &$crate::store::AuditListFilter,
+            ) -> Result<Vec<$crate::store::AuditRow>, $crate::store::StoreError> {
+                #[derive(sqlx::FromRow)]
+                struct Row {
+                    #[sqlx(flatten)]
+                    record: $crate::store::AuditRecord,
+                    payment_id: Option<String>,
+                }
+                let (sql, texts) = $crate::store::audit_list_sql(f);
+                let bound = match (f.after_seq, f.before_seq) {
+                    (Some(after), _) => after,
+                    (None, Some(before)) => before,
+                    (None, None) => i64::MAX,
+                };
+                let mut q = sqlx::query_as::<_, Row>(&sql)
+                    .bind(bound)
+                    .bind(f.from.unwrap_or(i64::MIN))
+                    .bind(f.to.unwrap_or(i64::MAX))
+                    .bind(f.limit.clamp(1, 500));
+                for t in texts {
+                    q = q.bind(t);
+                }
+                let mut rows: Vec<$crate::store::AuditRow> = q
+                    .fetch_all(self.reader())
+                    .await?
+                    .into_iter()
+                    .map(|r| $crate::store::AuditRow { record: r.record, payment_id: r.payment_id })
+                    .collect();
+                if f.after_seq.is_some() {
+                    rows.reverse();
+                }
+                Ok(rows)
+            }
+
             async fn audit_for_target(&self, target: &str) -> Result<Vec<$crate::store::AuditRecord>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::AuditRecord>("SELECT * FROM audit_log WHERE target = $1 ORDER BY seq")
                     .bind(target)

@@ -126,6 +126,32 @@ pub struct NewErrorItem {
     pub now: i64,
 }
 
+/// How many error-pool items of one kind there are (for the console's kind filter).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+pub struct KindCount {
+    /// Kind (`job_dead`, `suspense`, ...).
+    pub kind: String,
+    /// Items of that kind with the status asked for.
+    pub count: i64,
+}
+
+/// Filters of a page of error-pool items; all optional, combined with AND. Items come
+/// grouped by kind (kinds in name order), newest `last_seen` first within a kind, paged by
+/// offset.
+#[derive(Debug, Clone, Default)]
+pub struct ErrorFilter {
+    /// `open` or `resolved`; both when None.
+    pub status: Option<String>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// Only this item.
+    pub id: Option<i64>,
+    /// Rows to skip (page × page size).
+    pub offset: i64,
+    /// Page size (clamped to 1..=500).
+    pub limit: i64,
+}
+
 /// A stuck payment with what the console needs to act on it.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct StuckPayment {
@@ -260,6 +286,24 @@ pub trait Queue: Send + Sync + 'static {
         kind: Option<&str>,
         limit: i64,
     ) -> Result<Vec<ErrorItem>, StoreError>;
+    /// The kinds of items with `status` (any status when None), with how many each, by
+    /// kind name.
+    async fn error_kinds(&self, status: Option<&str>) -> Result<Vec<KindCount>, StoreError>;
+    /// One page of items matching `filter`, grouped by kind ([`ErrorFilter`]).
+    async fn error_items_page(&self, filter: &ErrorFilter) -> Result<Vec<ErrorItem>, StoreError>;
+    /// Resolves item `id` with a note, only while it is open and was reported exactly
+    /// `occurrences` times (what the person saw when they chose it), appending `audit` in the
+    /// same transaction. False (nothing written) when the item is gone, resolved, or was
+    /// reported again since.
+    async fn resolve_error_audited(
+        &self,
+        id: i64,
+        occurrences: i64,
+        note: &str,
+        by: &str,
+        now: i64,
+        audit: &super::AuditEntry,
+    ) -> Result<bool, StoreError>;
     /// The item with this id.
     async fn error_item(&self, id: i64) -> Result<Option<ErrorItem>, StoreError>;
     /// Items of a payment.

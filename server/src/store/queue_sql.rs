@@ -233,6 +233,67 @@ macro_rules! impl_queue {
                 .await?)
             }
 
+            async fn error_kinds(
+                &self,
+                status: Option<&str>,
+            ) -> Result<Vec<$crate::store::KindCount>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::KindCount>(
+                    "SELECT kind, COUNT(*) AS count FROM error_pool WHERE ($1 IS NULL OR status = $1) \
+                     GROUP BY kind ORDER BY kind",
+                )
+                .bind(status)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn error_items_page(
+                &self,
+                f: &$crate::store::ErrorFilter,
+            ) -> Result<Vec<$crate::store::ErrorItem>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::ErrorItem>(
+                    "SELECT * FROM error_pool WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR kind = $2) \
+                     AND ($3 IS NULL OR id = $3) \
+                     ORDER BY kind, last_seen DESC, id DESC LIMIT $4 OFFSET $5",
+                )
+                .bind(f.status.as_deref())
+                .bind(f.kind.as_deref())
+                .bind(f.id)
+                .bind(f.limit.clamp(1, 500))
+                .bind(f.offset.max(0))
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn resolve_error_audited(
+                &self,
+                id: i64,
+                occurrences: i64,
+                note: &str,
+                by: &str,
+                now: i64,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let r = sqlx::query(
+                    "UPDATE error_pool SET status = 'resolved', resolution_note = $1, resolved_by = $2, resolved_at = $3 \
+                     WHERE id = $4 AND status = 'open' AND occurrences = $5",
+                )
+                .bind(note)
+                .bind(by)
+                .bind(now)
+                .bind(id)
+                .bind(occurrences)
+                .execute(&mut *tx)
+                .await?;
+                if r.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
             async fn error_item(&self, id: i64) -> Result<Option<$crate::store::ErrorItem>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::ErrorItem>("SELECT * FROM error_pool WHERE id = $1")
                     .bind(id)

@@ -29,3 +29,4 @@ mod sandbox_behaviours;
 mod transitions;
 mod verify_store;
 mod webhooks;
+mod work_queues;
