@@ -135,6 +135,12 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "$E2E_NAV_PASSWORD" | e2e_cli user add "$E2E_NAV_USER" --role viewer,operator,approver,auditor,admin --password-stdin >/dev/null
   export E2E_SEARCH_USER=e2e-search E2E_SEARCH_PASSWORD=e2e-search-password-1
   echo "$E2E_SEARCH_PASSWORD" | e2e_cli user add "$E2E_SEARCH_USER" --role viewer --password-stdin >/dev/null
+  export E2E_INCIDENT_OPERATOR_USER=e2e-incident-operator E2E_INCIDENT_OPERATOR_PASSWORD=e2e-incident-operator-password-1
+  export E2E_INCIDENT_APPROVER_USER=e2e-incident-approver E2E_INCIDENT_APPROVER_PASSWORD=e2e-incident-approver-password-1
+  export E2E_INCIDENT_AUDITOR_USER=e2e-incident-auditor E2E_INCIDENT_AUDITOR_PASSWORD=e2e-incident-auditor-password-1
+  echo "$E2E_INCIDENT_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_INCIDENT_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
+  echo "$E2E_INCIDENT_APPROVER_PASSWORD" | e2e_cli user add "$E2E_INCIDENT_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
+  echo "$E2E_INCIDENT_AUDITOR_PASSWORD" | e2e_cli user add "$E2E_INCIDENT_AUDITOR_USER" --role viewer,auditor --password-stdin >/dev/null
   E2E_MERCHANT_KEY=$(e2e_cli merchant add e2e-shop)
   export E2E_MERCHANT_KEY
   # The tests that need a payment frozen in flight (SUSPENSE) make their own merchant and

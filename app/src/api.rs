@@ -112,8 +112,28 @@ pub(crate) mod ssr {
         {
             Some(p) => Ok(p),
             None => {
-                leptos_axum::redirect("/login");
-                Err(ServerFnError::new(NOT_SIGNED_IN))
+                // A plain HTML form post (no WebAssembly yet) is sent to the sign-in page; a
+                // call from the console's code gets 401 `not_authenticated` like `/ops/v1`,
+                // and the page offers to sign in again in place (issue 17).
+                let wants_page = leptos_axum::extract::<axum::http::HeaderMap>()
+                    .await
+                    .ok()
+                    .and_then(|h| {
+                        h.get(axum::http::header::ACCEPT)
+                            .and_then(|v| v.to_str().ok())
+                            .map(|v| v.contains("text/html"))
+                    })
+                    .unwrap_or(false);
+                if wants_page {
+                    leptos_axum::redirect("/login");
+                    return Err(ServerFnError::new(NOT_SIGNED_IN));
+                }
+                Err(refuse(
+                    axum::http::StatusCode::UNAUTHORIZED,
+                    "not_authenticated",
+                    NOT_SIGNED_IN,
+                    None,
+                ))
             }
         }
     }

@@ -1339,6 +1339,21 @@ fn console_refusals_answer_their_4xx_and_stable_code_not_500() {
             "{code}: {answer}"
         );
     };
+    // Not signed in: a script's call gets 401 with its code, not a 500 or a redirect.
+    expect(
+        &http_answer(api, "/api/disable_user", &[form], "username=alice"),
+        401,
+        "not_authenticated",
+    );
+    // A plain HTML form (before the WebAssembly runs) is sent to the sign-in page instead.
+    let plain = http_answer(
+        api,
+        "/api/disable_user",
+        &[form, ("Accept", "text/html,application/xhtml+xml")],
+        "username=alice",
+    );
+    assert_eq!(plain.get(9..12), Some("302"), "{plain}");
+    assert!(plain.to_lowercase().contains("location: /login"), "{plain}");
     let wrong = http_answer(
         api,
         "/api/login",
