@@ -73,7 +73,11 @@ pub async fn request_action(
 #[server(endpoint = "pending_approvals")]
 pub async fn pending_approvals() -> Result<usize, ServerFnError> {
     use converge_server::domain::roles::Permission;
-    let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
+    // Background: the count comes with every page and with live changes; it is never what
+    // the person is doing.
+    let (st, _) =
+        crate::api::ssr::authorize_as(Permission::View, crate::api::ssr::Activity::Background)
+            .await?;
     let pending = st
         .core
         .store
@@ -88,8 +92,27 @@ pub async fn list_actions(
     status: Option<String>,
     payment: Option<String>,
 ) -> Result<ActionList, ServerFnError> {
+    actions_as(status, payment, crate::api::ssr::Activity::Person).await
+}
+
+/// [`list_actions`], fetched again because the live stream (or its polling fallback) said
+/// the requests changed: a background request, which does not keep the session alive.
+#[server(endpoint = "actions_refresh")]
+pub async fn refresh_actions(
+    status: Option<String>,
+    payment: Option<String>,
+) -> Result<ActionList, ServerFnError> {
+    actions_as(status, payment, crate::api::ssr::Activity::Background).await
+}
+
+#[cfg(feature = "ssr")]
+async fn actions_as(
+    status: Option<String>,
+    payment: Option<String>,
+    activity: crate::api::ssr::Activity,
+) -> Result<ActionList, ServerFnError> {
     use converge_server::domain::roles::Permission;
-    let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
+    let (st, _) = crate::api::ssr::authorize_as(Permission::View, activity).await?;
     let clean = |v: &Option<String>| {
         v.as_deref()
             .map(str::trim)

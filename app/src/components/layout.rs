@@ -36,6 +36,8 @@ pub fn here_via_login() -> String {
 pub fn ConsoleLayout() -> impl IntoView {
     let me = Resource::new_blocking(|| (), |_| api::me());
     provide_context(Me(me));
+    // One live stream for every page of the frame (issue 17 "Live pages").
+    super::live::provide_live();
     view! {
         <Suspense fallback=Loading>
             {move || Suspend::new(async move {
@@ -48,6 +50,7 @@ pub fn ConsoleLayout() -> impl IntoView {
                             </main>
                             <footer class="page-foot">
                                 <crate::pages::status::StatusBadge/>
+                                <super::live::LiveBadge/>
                             </footer>
                         }
                             .into_any()
@@ -105,10 +108,12 @@ fn TopBar(principal: Principal) -> impl IntoView {
     };
     let is_admin = principal.has("admin");
     let sees_approvals = principal.has("approver") || principal.has("operator");
-    // Requests waiting for an approver, counted again on every page change.
+    // Requests waiting for an approver, counted again on every page change and whenever the
+    // live stream says the requests changed.
     let location = leptos_router::hooks::use_location();
+    let live = super::live::use_live(|t| t == "approvals");
     let pending = Resource::new(
-        move || location.pathname.get(),
+        move || (location.pathname.get(), live.get()),
         |_| crate::api_actions::pending_approvals(),
     );
     let is_auditor = principal.has("auditor");

@@ -3,4 +3,5 @@
 pub mod bulk_retry;
 pub mod chart;
 pub mod layout;
+pub mod live;
 pub mod widgets;

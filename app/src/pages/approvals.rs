@@ -35,9 +35,22 @@ pub fn ApprovalsPage() -> impl IntoView {
             });
         }
     });
+    // Fetched again on the person's Refresh, after a decision, and (as a background request)
+    // when the live stream says the requests changed.
+    let live = crate::components::live::use_live(|t| t == "approvals");
+    let seen = StoredValue::new(0u64);
     let list = Resource::new(
-        move || version.get(),
-        |_| api_actions::list_actions(None, None),
+        move || (version.get(), live.get()),
+        move |(_, l)| {
+            let background = crate::components::live::moved(l, seen);
+            async move {
+                if background {
+                    api_actions::refresh_actions(None, None).await
+                } else {
+                    api_actions::list_actions(None, None).await
+                }
+            }
+        },
     );
     view! {
         <div class="page-head">
@@ -235,7 +248,11 @@ fn PendingRow(
     };
     let payment = a.payment_id.clone();
     view! {
-        <tr data-testid=format!("pending-{}", a.id)>
+        // A live update waits while this row is being decided.
+        <tr
+            data-testid=format!("pending-{}", a.id)
+            data-live-hold=move || (open.get().is_some() || busy.get() || confirm_cancel.get()).then_some("")
+        >
             <td class="mono">
                 <A href=format!("/payments/{payment}")>{payment.clone()}</A>
                 <div class="muted small">{format!("version {}", a.payment_version)}</div>

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod csrf;
 pub mod dashboard;
 pub mod handlers;
+pub mod live;
 pub mod password;
 pub mod principal;
 pub mod session;

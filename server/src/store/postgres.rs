@@ -152,4 +152,5 @@ impl_queue!(PgStore);
 impl_verify!(PgStore);
 impl_console!(PgStore);
 impl_governance!(PgStore);
+impl_live!(PgStore);
 impl_webhooks!(PgStore);

@@ -219,4 +219,5 @@ impl_queue!(SqliteStore);
 impl_verify!(SqliteStore);
 impl_console!(SqliteStore);
 impl_governance!(SqliteStore);
+impl_live!(SqliteStore);
 impl_webhooks!(SqliteStore);

@@ -16,6 +16,7 @@ mod console_auth;
 mod convergence;
 mod event_stream;
 mod idempotency;
+mod live;
 mod merchant_keys;
 mod metrics;
 mod openapi;
