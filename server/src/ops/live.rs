@@ -176,10 +176,11 @@ impl LiveHub {
                     continue;
                 }
             };
-            let change = change
-                .or_else(|| (last_sent.elapsed() >= CLOCK_EVERY).then(|| Change {
+            let change = change.or_else(|| {
+                (last_sent.elapsed() >= CLOCK_EVERY).then(|| Change {
                     topics: vec![DASHBOARD.into()],
-                }));
+                })
+            });
             if let Some(c) = change {
                 last_sent = Instant::now();
                 let _ = self.tx.send(Arc::new(c));

@@ -57,6 +57,9 @@ pub trait Live {
     /// (clamped to 1..=1000). Payments updated in the very millisecond of
     /// `since.payments_at` (and jobs in that of `since.jobs_at`) are included again, since a
     /// row of that millisecond may have committed after `since` was read.
-    async fn changes_since(&self, since: &ChangeMarker, limit: i64)
-    -> Result<ChangeSet, StoreError>;
+    async fn changes_since(
+        &self,
+        since: &ChangeMarker,
+        limit: i64,
+    ) -> Result<ChangeSet, StoreError>;
 }
