@@ -312,3 +312,27 @@ on_both_backends!(
         other.close().await;
     }
 );
+
+on_both_backends!(signing_out_ends_the_live_stream, |app| {
+    crate::support::add_ops_user(&app, "vera", "viewer").await;
+    let client = crate::support::ops_session(&app, "vera").await;
+    let mut events = open_stream(&client, &app.base).await;
+    wait_for(&mut events, Duration::from_secs(5), "ready", |e| {
+        e.0 == "ready"
+    })
+    .await;
+    let out = client
+        .post(format!("{}/ops/v1/logout", app.base))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status().as_u16(), 204);
+    // Within one session check (2 s).
+    let (ev, _) = wait_for(&mut events, Duration::from_secs(4), "the end", |e| {
+        e.0 == "end"
+    })
+    .await;
+    assert_eq!(ev.1, "session_ended");
+});
