@@ -56,8 +56,9 @@ test("a request and its approval land live on the approver's inbox and the opera
   await expect(page.getByTestId("live-state")).toHaveAttribute("data-mode", "live");
   await expect(page.getByTestId("payment-status")).toHaveText("SUCCESS", { timeout: 25_000 });
 
-  // The approver has the inbox open, in its own browser context, before anything is asked.
-  const approverContext = await browser.newContext();
+  // The approver has the inbox open, in its own browser context on a phone-sized window (an
+  // approver on call), before anything is asked.
+  const approverContext = await browser.newContext({ viewport: { width: 390, height: 844 } });
   const approver = await approverContext.newPage();
   const approverErrors = pageErrors(approver);
   await signInAs(approver, approverAccount.user, approverAccount.password);
