@@ -131,6 +131,11 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "$E2E_A11Y_PASSWORD" | e2e_cli user add "$E2E_A11Y_USER" --role viewer,operator,approver,auditor,admin --password-stdin >/dev/null
   echo "$E2E_KBD_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_KBD_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
   echo "$E2E_KBD_APPROVER_PASSWORD" | e2e_cli user add "$E2E_KBD_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
+  # live.spec.ts: an operator and an approver of its own (issue 17, live pages).
+  export E2E_LIVE_OPERATOR_USER=e2e-live-operator E2E_LIVE_OPERATOR_PASSWORD=e2e-live-operator-password-1
+  export E2E_LIVE_APPROVER_USER=e2e-live-approver E2E_LIVE_APPROVER_PASSWORD=e2e-live-approver-password-1
+  echo "$E2E_LIVE_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_LIVE_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
+  echo "$E2E_LIVE_APPROVER_PASSWORD" | e2e_cli user add "$E2E_LIVE_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
   echo "$E2E_MERCHANTS_PASSWORD" | e2e_cli user add "$E2E_MERCHANTS_USER" --role viewer,admin --password-stdin >/dev/null
   echo "$E2E_NAV_PASSWORD" | e2e_cli user add "$E2E_NAV_USER" --role viewer,operator,approver,auditor,admin --password-stdin >/dev/null
   export E2E_SEARCH_USER=e2e-search E2E_SEARCH_PASSWORD=e2e-search-password-1

@@ -388,8 +388,20 @@ pub async fn search_payments(
 /// A payment's whole story (viewer).
 #[server(endpoint = "payment")]
 pub async fn load_payment(id: String) -> Result<PaymentDetail, ServerFnError> {
+    payment_as(id, ssr::Activity::Person).await
+}
+
+/// A payment's whole story (viewer), fetched again because the live stream (or its polling
+/// fallback) said it changed: a background request, which does not keep the session alive.
+#[server(endpoint = "payment_refresh")]
+pub async fn refresh_payment(id: String) -> Result<PaymentDetail, ServerFnError> {
+    payment_as(id, ssr::Activity::Background).await
+}
+
+#[cfg(feature = "ssr")]
+async fn payment_as(id: String, activity: ssr::Activity) -> Result<PaymentDetail, ServerFnError> {
     use converge_server::domain::roles::Permission;
-    let (st, _) = ssr::authorize(Permission::View).await?;
+    let (st, _) = ssr::authorize_as(Permission::View, activity).await?;
     let id = id.trim();
     if id.is_empty() || id.len() > 64 {
         return Err(ssr::api_error(

@@ -69,10 +69,14 @@ pub async fn request_action(
 }
 
 /// How many requests wait for an approver (the count beside "Approvals" in the navigation).
+/// Background: the count comes with every page and with live changes; it is never what the
+/// person is doing, so it does not keep the session alive.
 #[server(endpoint = "pending_approvals")]
 pub async fn pending_approvals() -> Result<i64, ServerFnError> {
     use converge_server::domain::roles::Permission;
-    let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
+    let (st, _) =
+        crate::api::ssr::authorize_as(Permission::View, crate::api::ssr::Activity::Background)
+            .await?;
     st.core
         .pending_approval_count()
         .await
@@ -83,8 +87,23 @@ pub async fn pending_approvals() -> Result<i64, ServerFnError> {
 /// with its payment's merchant, amount and status now, and the server's clock.
 #[server(endpoint = "approval_inbox")]
 pub async fn approvals_inbox(recent: i64) -> Result<ApprovalInbox, ServerFnError> {
+    inbox_as(recent, crate::api::ssr::Activity::Person).await
+}
+
+/// [`approvals_inbox`], fetched again because the live stream (or its polling fallback) said
+/// the requests changed: a background request, which does not keep the session alive.
+#[server(endpoint = "approval_inbox_refresh")]
+pub async fn refresh_approvals_inbox(recent: i64) -> Result<ApprovalInbox, ServerFnError> {
+    inbox_as(recent, crate::api::ssr::Activity::Background).await
+}
+
+#[cfg(feature = "ssr")]
+async fn inbox_as(
+    recent: i64,
+    activity: crate::api::ssr::Activity,
+) -> Result<ApprovalInbox, ServerFnError> {
     use converge_server::domain::roles::Permission;
-    let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
+    let (st, _) = crate::api::ssr::authorize_as(Permission::View, activity).await?;
     let inbox = st
         .core
         .approval_inbox(recent.clamp(0, 200))
@@ -102,16 +121,8 @@ pub async fn approvals_inbox(recent: i64) -> Result<ApprovalInbox, ServerFnError
     };
     Ok(ApprovalInbox {
         now: st.core.clock.now_ms(),
-        pending: inbox
-            .pending
-            .into_iter()
-            .map(item)
-            .collect::<Result<_, _>>()?,
-        decided: inbox
-            .decided
-            .into_iter()
-            .map(item)
-            .collect::<Result<_, _>>()?,
+        pending: inbox.pending.into_iter().map(item).collect::<Result<_, _>>()?,
+        decided: inbox.decided.into_iter().map(item).collect::<Result<_, _>>()?,
     })
 }
 

@@ -152,10 +152,27 @@ pub async fn webhook_enable(endpoint: String, reason: String) -> Result<String, 
 /// A payment's events (and its refunds') with their deliveries (viewer).
 #[server(endpoint = "payment_webhooks")]
 pub async fn load_payment_webhooks(payment_id: String) -> Result<PaymentWebhooks, ServerFnError> {
+    payment_webhooks_as(payment_id, crate::api::ssr::Activity::Person).await
+}
+
+/// [`load_payment_webhooks`], fetched again because the live stream (or its polling
+/// fallback) said the payment changed: a background request.
+#[server(endpoint = "payment_webhooks_refresh")]
+pub async fn refresh_payment_webhooks(
+    payment_id: String,
+) -> Result<PaymentWebhooks, ServerFnError> {
+    payment_webhooks_as(payment_id, crate::api::ssr::Activity::Background).await
+}
+
+#[cfg(feature = "ssr")]
+async fn payment_webhooks_as(
+    payment_id: String,
+    activity: crate::api::ssr::Activity,
+) -> Result<PaymentWebhooks, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     use converge_server::store::DeliveryFilter;
-    let (st, _) = ssr::authorize(Permission::View).await?;
+    let (st, _) = ssr::authorize_as(Permission::View, activity).await?;
     let store = &st.core.store;
     let events = store
         .payment_outbox_events(&payment_id)

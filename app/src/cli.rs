@@ -395,7 +395,15 @@ async fn serve(settings: Settings) -> Result<()> {
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown_signal())
+    .with_graceful_shutdown({
+        // Open live streams never finish by themselves: end them, or the graceful
+        // shutdown would wait for every console to close its tab.
+        let live = running.state.live.clone();
+        async move {
+            shutdown_signal().await;
+            live.close();
+        }
+    })
     .await
     .context("serving HTTP")?;
     tracing::info!("in-flight requests finished; shutting down");

@@ -126,6 +126,7 @@ impl Running {
     /// Stops the workers (each finishes its current batch), background tasks and the
     /// sandbox, and closes the database pools.
     pub async fn shutdown(mut self) {
+        self.state.live.close();
         let _ = self.stop_workers.send(true);
         for w in self.workers.drain(..) {
             let _ = w.await;
@@ -266,6 +267,7 @@ pub async fn build_with_store(
         settings.secure_cookies,
     );
     let state = AppState {
+        live: crate::ops::live::LiveHub::new(store.clone(), sessions.clone()),
         audit_key: audit_key.clone(),
         core,
         auth: Arc::new(Auth::new(&settings)),

@@ -40,6 +40,8 @@ pub fn ConsoleLayout() -> impl IntoView {
     provide_context(times);
     // After hydration: the server rendered UTC, the browser may remember "local".
     Effect::new(move |_| times.restore());
+    // One live stream for every page of the frame (issue 17 "Live pages").
+    super::live::provide_live();
     view! {
         <Suspense fallback=Loading>
             {move || Suspend::new(async move {
@@ -55,6 +57,7 @@ pub fn ConsoleLayout() -> impl IntoView {
                             <footer class="page-foot">
                                 <TimesSwitch times/>
                                 <crate::pages::status::StatusBadge/>
+                                <super::live::LiveBadge/>
                             </footer>
                         }
                             .into_any()
@@ -218,10 +221,12 @@ fn TopBar(principal: Principal) -> impl IntoView {
     };
     let is_admin = principal.has("admin");
     let sees_approvals = principal.has("approver") || principal.has("operator");
-    // Requests waiting for an approver, counted again on every page change.
+    // Requests waiting for an approver, counted again on every page change and whenever the
+    // live stream says the requests changed.
     let location = leptos_router::hooks::use_location();
+    let live = super::live::use_live(|t| t == "approvals");
     let pending = Resource::new(
-        move || location.pathname.get(),
+        move || (location.pathname.get(), live.get()),
         |_| crate::api_actions::pending_approvals(),
     );
     let is_auditor = principal.has("auditor");

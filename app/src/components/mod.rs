@@ -4,4 +4,5 @@ pub mod bulk_retry;
 pub mod chart;
 pub mod layout;
 pub mod search_box;
+pub mod live;
 pub mod widgets;

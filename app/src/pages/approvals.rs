@@ -37,9 +37,22 @@ pub fn ApprovalsPage() -> impl IntoView {
             });
         }
     });
+    // Fetched again on the person's Refresh, after a decision, and (as a background request)
+    // when the live stream says the requests changed.
+    let live = crate::components::live::use_live(|t| t == "approvals");
+    let seen = StoredValue::new(0u64);
     let list = Resource::new(
-        move || version.get(),
-        |_| api_actions::approvals_inbox(RECENT),
+        move || (version.get(), live.get()),
+        move |(_, l)| {
+            let background = crate::components::live::moved(l, seen);
+            async move {
+                if background {
+                    api_actions::refresh_approvals_inbox(RECENT).await
+                } else {
+                    api_actions::approvals_inbox(RECENT).await
+                }
+            }
+        },
     );
     view! {
         <div class="page-head">
@@ -232,7 +245,11 @@ fn PendingRow(
     };
     let payment = a.payment_id.clone();
     view! {
-        <tr data-testid=format!("pending-{}", a.id)>
+        // A live update waits while this row is being decided.
+        <tr
+            data-testid=format!("pending-{}", a.id)
+            data-live-hold=move || (open.get().is_some() || busy.get() || confirm_cancel.get()).then_some("")
+        >
             <td class="mono">
                 <A href=format!("/payments/{payment}")>{payment.clone()}</A>
                 <div class="muted small" data-testid="merchant">

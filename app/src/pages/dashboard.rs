@@ -1,9 +1,8 @@
 //! The dashboard (issue 5): what is stuck, how often clients retry, what the queue is doing
-//! and what is in the error pool, at a glance. It refreshes itself every few seconds without
-//! reloading the page; ages are measured from the server's `generated_at`, never the
-//! browser's clock, so the server-rendered and hydrated pages agree.
-
-use std::time::Duration;
+//! and what is in the error pool, at a glance. It refreshes itself without reloading the page
+//! when the live stream says something changed (or polls while the stream is down); ages are
+//! measured from the server's `generated_at`, never the browser's clock, so the
+//! server-rendered and hydrated pages agree.
 
 use leptos::prelude::*;
 use leptos_router::components::A;
@@ -15,9 +14,6 @@ use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill};
 use crate::dto::{AGE_BUCKETS, Dashboard, ErrorPoolView, IdempotencyView, QueueView, StuckView};
 use crate::format;
 
-/// Seconds between automatic refreshes.
-pub const REFRESH_SECS: u64 = 5;
-
 /// The dashboard page.
 #[component]
 pub fn DashboardPage() -> impl IntoView {
@@ -25,21 +21,17 @@ pub fn DashboardPage() -> impl IntoView {
     // requests, which do not keep the session alive; opening the page and "Refresh now" do.
     let tick = RwSignal::new((0u64, false));
     let paused = RwSignal::new(false);
-    // Effects run only in the browser: the server renders once, the browser keeps it fresh.
-    Effect::new(move |_| {
-        if let Ok(handle) = set_interval_with_handle(
-            move || {
-                // A hidden tab does not poll: it spares the server. Polls are background
-                // requests (`refresh_dashboard`): a console left open on the dashboard still
-                // reaches the session's idle timeout (ASVS 5.0 V7.3.1).
-                if !paused.get_untracked() && !document().hidden() {
-                    tick.update(|t| *t = (t.0.wrapping_add(1), true));
-                }
-            },
-            Duration::from_secs(REFRESH_SECS),
-        ) {
-            on_cleanup(move || handle.clear());
+    // Automatic refreshes come from the live stream (or its polling fallback while it is
+    // down): a change anywhere, or the clock moving the ages. They use `refresh_dashboard`,
+    // a background request: a console left open on the dashboard still reaches the
+    // session's idle timeout (ASVS 5.0 V7.3.1).
+    let live = crate::components::live::use_live(|t| t == "dashboard");
+    Effect::new(move |previous: Option<u64>| {
+        let now = live.get();
+        if previous.is_some_and(|p| p != now) && !paused.get_untracked() {
+            tick.update(|t| *t = (t.0.wrapping_add(1), true));
         }
+        now
     });
     let data = Resource::new(
         move || tick.get(),
@@ -79,13 +71,7 @@ pub fn DashboardPage() -> impl IntoView {
                     aria-pressed=move || paused.get().to_string()
                     on:click=move |_| paused.update(|p| *p = !*p)
                 >
-                    {move || {
-                        if paused.get() {
-                            "Resume auto-refresh".to_string()
-                        } else {
-                            format!("Pause auto-refresh ({REFRESH_SECS} s)")
-                        }
-                    }}
+                    {move || if paused.get() { "Resume auto-refresh" } else { "Pause auto-refresh" }}
                 </button>
                 <button
                     type="button"

@@ -25,20 +25,52 @@ pub fn PaymentPage() -> impl IntoView {
     let params = use_params_map();
     let id = Memo::new(move |_| params.read().get("id").unwrap_or_default());
     let version = RwSignal::new(0u32);
+    // Fetched again on the person's Refresh, after an action, and (as a background request)
+    // when the live stream says this payment changed: an approver's decision lands here
+    // without a reload.
+    let live = crate::components::live::use_live(move |t| {
+        t == "payment:*"
+            || id
+                .try_get_untracked()
+                .is_some_and(|id| t.strip_prefix("payment:") == Some(id.as_str()))
+    });
+    let seen = StoredValue::new(0u64);
     let detail = Resource::new(
-        move || (id.get(), version.get()),
-        |(id, _)| api::load_payment(id),
+        move || (id.get(), version.get(), live.get()),
+        move |(id, _, l)| {
+            let background = crate::components::live::moved(l, seen);
+            async move {
+                if background {
+                    api::refresh_payment(id).await
+                } else {
+                    api::load_payment(id).await
+                }
+            }
+        },
     );
     // Outlive a reload of the detail, so the outcome of an action stays in view.
     let flash = RwSignal::new(None::<String>);
     // Set when an action's outcome should take the keyboard focus once the reloaded story is
     // shown (the story is rendered anew, so the focused button is gone).
     let focus_flash = RwSignal::new(false);
+    // The request form's state belongs to the page, not to the story: a story redrawn by a
+    // live update keeps an open form and what was typed in it.
+    let request = RequestState::new();
     // A resource of the page, not of the story: one created inside the story's Suspend was
     // never fetched again after an action reloaded the story, which held the whole panel back.
+    let seen_notifications = StoredValue::new(0u64);
     let notifications = Resource::new(
-        move || (id.get(), version.get()),
-        |(id, _)| crate::api_webhooks::load_payment_webhooks(id),
+        move || (id.get(), version.get(), live.get()),
+        move |(id, _, l)| {
+            let background = crate::components::live::moved(l, seen_notifications);
+            async move {
+                if background {
+                    crate::api_webhooks::refresh_payment_webhooks(id).await
+                } else {
+                    crate::api_webhooks::load_payment_webhooks(id).await
+                }
+            }
+        },
     );
     view! {
         <p class="crumbs">
@@ -47,12 +79,39 @@ pub fn PaymentPage() -> impl IntoView {
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 match detail.await {
-                    Ok(d) => view! { <Story d version flash focus_flash/> }.into_any(),
+                    Ok(d) => view! { <Story d version flash focus_flash request/> }.into_any(),
                     Err(e) => view! { <ErrorNote error=e/> }.into_any(),
                 }
             })}
         </Transition>
         <Notifications data=notifications/>
+    }
+}
+
+/// What the operator's request form holds: which form is open, its fields, whether it is
+/// being sent and why it was refused.
+#[derive(Debug, Clone, Copy)]
+struct RequestState {
+    /// None, Some("reverse") or Some("force_transition").
+    form: RwSignal<Option<&'static str>>,
+    reason: RwSignal<String>,
+    evidence: RwSignal<String>,
+    /// The forced transition's target status (empty: the first allowed).
+    target: RwSignal<String>,
+    busy: RwSignal<bool>,
+    failure: RwSignal<Option<String>>,
+}
+
+impl RequestState {
+    fn new() -> Self {
+        RequestState {
+            form: RwSignal::new(None),
+            reason: RwSignal::new(String::new()),
+            evidence: RwSignal::new(String::new()),
+            target: RwSignal::new(String::new()),
+            busy: RwSignal::new(false),
+            failure: RwSignal::new(None),
+        }
     }
 }
 
@@ -62,6 +121,7 @@ fn Story(
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
     focus_flash: RwSignal<bool>,
+    request: RequestState,
 ) -> impl IntoView {
     let p = d.payment;
     let currency = p.currency.clone();
@@ -152,7 +212,7 @@ fn Story(
                 <dd class="error-text">{p.last_error.unwrap_or_else(|| "—".into())}</dd>
             </dl>
         </section>
-        <ActionsPanel payment_id status actions=d.actions offers=d.offers version flash focus_flash/>
+        <ActionsPanel payment_id status actions=d.actions offers=d.offers version flash focus_flash request/>
         <div class="grid">
             <Timeline events=d.events/>
             <div class="stack">
@@ -182,6 +242,7 @@ fn ActionsPanel(
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
     focus_flash: RwSignal<bool>,
+    request: RequestState,
 ) -> impl IntoView {
     let can_request = signed_in_has("operator");
     // Only what the payment's state allows is offered; the rest say why not.
@@ -200,15 +261,20 @@ fn ActionsPanel(
     let target_ref = NodeRef::<leptos::html::Select>::new();
     let reason_ref = NodeRef::<leptos::html::Textarea>::new();
     let flash_ref = NodeRef::<leptos::html::P>::new();
-    let failure = RwSignal::new(None::<String>);
-    let busy = RwSignal::new(false);
-    // None, Some("reverse") or Some("force_transition").
-    let form = RwSignal::new(None::<&'static str>);
-    let reason = RwSignal::new(String::new());
-    let evidence = RwSignal::new(String::new());
+    let RequestState {
+        form,
+        reason,
+        evidence,
+        target,
+        busy,
+        failure,
+    } = request;
     let targets = force_targets(&status);
     let options = StoredValue::new(targets.clone());
-    let target = RwSignal::new(targets.first().map(|t| t.to_string()).unwrap_or_default());
+    // A target the payment's state no longer allows falls back to the first it does.
+    if !targets.iter().any(|t| *t == target.get_untracked()) {
+        target.set(targets.first().map(|t| t.to_string()).unwrap_or_default());
+    }
     let can_force = !targets.is_empty() && offered("force_transition");
     let pending = actions.iter().filter(|a| a.status == "pending").count();
     Effect::new(move |_| match form.get() {
@@ -311,7 +377,12 @@ fn ActionsPanel(
         }
     };
     view! {
-        <section class="panel actions-panel" aria-labelledby="actions-h">
+        // A live update waits while a request is being written or sent.
+        <section
+            class="panel actions-panel"
+            aria-labelledby="actions-h"
+            data-live-hold=move || (form.get().is_some() || busy.get()).then_some("")
+        >
             <h2 id="actions-h">
                 "Actions "
                 {(pending > 0)

@@ -49,6 +49,8 @@ pub struct AppState {
     pub recover_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
     /// The audit checkpoint signing key (`--audit-signing-key`), when one was given.
     pub audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
+    /// The live console's change watcher and its subscribers (`GET /ops/v1/live`).
+    pub live: Arc<crate::ops::live::LiveHub>,
 }
 
 /// The backend's routes with their state applied: `/v1/*`, `/ops/v1/*`, `/health`,

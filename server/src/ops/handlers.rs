@@ -30,6 +30,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(logout))
         .routes(routes!(me))
         .routes(routes!(get_dashboard))
+        .routes(routes!(super::live::live))
         .routes(routes!(merchants))
         .routes(routes!(search))
         .routes(routes!(super::payments_export::export))

@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod error_pool;
 pub mod handlers;
 pub mod lookup;
+pub mod live;
 pub mod password;
 pub mod payments_export;
 pub mod principal;

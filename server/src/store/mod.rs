@@ -12,6 +12,7 @@ mod console_sql;
 mod governance_sql;
 #[macro_use]
 mod lookup_sql;
+mod live_sql;
 #[macro_use]
 mod queue_sql;
 #[macro_use]
@@ -21,6 +22,7 @@ pub(crate) mod webhooks_sql;
 pub mod console;
 pub mod governance;
 pub mod lookup;
+pub mod live;
 mod postgres;
 pub mod queue;
 pub mod records;
@@ -34,6 +36,7 @@ use async_trait::async_trait;
 pub use console::*;
 pub use governance::*;
 pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MATCHES};
+pub use live::*;
 pub use queue::*;
 pub use records::*;
 pub use verify::*;
@@ -136,7 +139,7 @@ pub trait Presence {
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
 pub trait Store:
-    Queue + Console + Governance + Lookup + Verify + Webhooks + Presence + Send + Sync + 'static
+    Queue + Console + Governance + Live + Lookup + Verify + Webhooks + Presence + Send + Sync + 'static
 {
     /// The backend behind this store.
     fn backend(&self) -> Backend;

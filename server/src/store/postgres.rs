@@ -153,4 +153,5 @@ impl_verify!(PgStore);
 impl_console!(PgStore);
 impl_governance!(PgStore);
 impl_lookup!(PgStore, Backend::Postgres);
+impl_live!(PgStore);
 impl_webhooks!(PgStore);

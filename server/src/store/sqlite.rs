@@ -220,4 +220,5 @@ impl_verify!(SqliteStore);
 impl_console!(SqliteStore);
 impl_governance!(SqliteStore);
 impl_lookup!(SqliteStore, Backend::Sqlite);
+impl_live!(SqliteStore);
 impl_webhooks!(SqliteStore);

@@ -17,6 +17,7 @@ mod convergence;
 mod event_stream;
 mod idempotency;
 mod lookup;
+mod live;
 mod merchant_keys;
 mod metrics;
 mod openapi;
