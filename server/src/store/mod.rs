@@ -12,6 +12,7 @@ mod console_sql;
 mod governance_sql;
 #[macro_use]
 mod lookup_sql;
+#[macro_use]
 mod live_sql;
 #[macro_use]
 mod queue_sql;
