@@ -8,6 +8,7 @@
 pub mod api;
 pub mod api_actions;
 pub mod api_merchants;
+pub mod api_pauses;
 pub mod api_webhooks;
 pub mod app;
 pub mod components;

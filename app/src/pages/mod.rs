@@ -6,6 +6,7 @@ pub mod dashboard;
 pub mod error_pool;
 pub mod login;
 pub mod merchants;
+pub mod pauses;
 pub mod payment;
 pub mod payments;
 pub mod status;

@@ -53,6 +53,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_keys, issue_key))
         .routes(routes!(revoke_key))
         .merge(super::webhooks::routes())
+        .merge(super::pauses::routes())
 }
 
 /// The signed-in user: name and roles.

@@ -9,6 +9,7 @@ pub mod csrf;
 pub mod dashboard;
 pub mod handlers;
 pub mod password;
+pub mod pauses;
 pub mod principal;
 pub mod session;
 pub mod users;

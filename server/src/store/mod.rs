@@ -11,6 +11,8 @@ mod console_sql;
 #[macro_use]
 mod governance_sql;
 #[macro_use]
+mod pauses_sql;
+#[macro_use]
 mod queue_sql;
 #[macro_use]
 pub mod verify;
@@ -18,6 +20,7 @@ pub mod verify;
 pub(crate) mod webhooks_sql;
 pub mod console;
 pub mod governance;
+pub mod pauses;
 mod postgres;
 pub mod queue;
 pub mod records;
@@ -30,6 +33,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 pub use console::*;
 pub use governance::*;
+pub use pauses::*;
 pub use queue::*;
 pub use records::*;
 pub use verify::*;
@@ -132,7 +136,7 @@ pub trait Presence {
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
 pub trait Store:
-    Queue + Console + Governance + Verify + Webhooks + Presence + Send + Sync + 'static
+    Queue + Console + Governance + Pauses + Verify + Webhooks + Presence + Send + Sync + 'static
 {
     /// The backend behind this store.
     fn backend(&self) -> Backend;
