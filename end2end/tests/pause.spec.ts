@@ -97,7 +97,7 @@ test("a pause is requested, approved by someone else, shown on every page, and r
     await page.reload();
     await hydrated(page);
     await expect(page.getByTestId("pause-banner")).toContainText(WHAT);
-    await expect.poll(() => gauge(page), { timeout: 10_000 }).toBe(`converge_pause_active{target="${TARGET}"} 1`);
+    await expect.poll(() => gauge(page), { timeout: 20_000 }).toBe(`converge_pause_active{target="${TARGET}"} 1`);
 
     // --- the operator resumes in one step ----------------------------------------------
     await page.getByTestId("pause-banner").getByRole("link", { name: "Manage pauses" }).click();
@@ -112,7 +112,7 @@ test("a pause is requested, approved by someone else, shown on every page, and r
     await expect(page.getByTestId("pause-banner")).toHaveCount(0);
     // The approver's open page drops the banner on its next look (every few seconds).
     await expect(ap.getByTestId("pause-banner")).toHaveCount(0, { timeout: 10_000 });
-    await expect.poll(() => gauge(page), { timeout: 10_000 }).toBe(`converge_pause_active{target="${TARGET}"} 0`);
+    await expect.poll(() => gauge(page), { timeout: 20_000 }).toBe(`converge_pause_active{target="${TARGET}"} 0`);
     expect(errors).toEqual([]);
   } finally {
     await resumeOpen(page);

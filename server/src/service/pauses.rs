@@ -17,7 +17,7 @@ use serde_json::json;
 use super::actions::{ActionError, Actor};
 use super::{Core, ids};
 use crate::domain::actions::check_reason;
-use crate::domain::pause::{ActivePauses, PauseTarget, status};
+use crate::domain::pause::{ActivePauses, PAUSABLE_JOB_KINDS, PauseTarget, status};
 use crate::store::{CreatePause, NewPause, PauseMove, PauseRecord, StoreError};
 
 /// How stale a process's view of the active pauses may be.
@@ -61,6 +61,7 @@ impl Core {
         match self.store.active_pause_targets().await {
             Ok(targets) => {
                 let view = ActivePauses::from_targets(targets.iter().map(String::as_str));
+                pause_gauges(&view);
                 *cached = Some((Instant::now(), view.clone()));
                 view
             }
@@ -326,5 +327,36 @@ impl Core {
             json!({"target": p.target, "status": to}).to_string(),
         );
         self.store.move_pause(&m, &audit).await
+    }
+}
+
+/// Endpoints this process has reported paused, so a resumed one is set back to 0.
+static PAUSED_ENDPOINTS: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// `converge_pause_active{target}`: 1 while the emergency switch pauses the target, else 0,
+/// set at each refresh of this process's view (at least every `--monitor-ms`, and every
+/// second in a process whose workers poll). Submissions and every pausable job kind are
+/// always reported; an endpoint from its first pause on.
+fn pause_gauges(active: &ActivePauses) {
+    let set = |target: String, on: bool| {
+        metrics::gauge!("converge_pause_active", "target" => target).set(if on {
+            1.0
+        } else {
+            0.0
+        });
+    };
+    set("submissions".into(), active.submissions());
+    for kind in PAUSABLE_JOB_KINDS {
+        set(format!("job:{kind}"), active.job_kind(kind));
+    }
+    let mut seen = PAUSED_ENDPOINTS.lock().unwrap_or_else(|p| p.into_inner());
+    for t in active.targets() {
+        if let PauseTarget::Endpoint(id) = t {
+            seen.insert(id.clone());
+        }
+    }
+    for id in seen.iter() {
+        set(format!("endpoint:{id}"), active.endpoint(id));
     }
 }

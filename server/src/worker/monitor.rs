@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use crate::domain::pause::{ActivePauses, PAUSABLE_JOB_KINDS, PauseTarget};
 use crate::domain::stuck::{AGE_BUCKETS, StuckThresholds};
 use crate::service::Core;
 use crate::store::{JOB_STATUSES, JobKind};
@@ -30,6 +29,9 @@ pub async fn refresh(
     let health = core.store.health().await;
     metrics::gauge!("converge_database_up").set(if health.is_ok() { 1.0 } else { 0.0 });
     health?;
+    // First, so a failing query below cannot leave the switch's state unreported: a read
+    // that refreshes the process's view also sets `converge_pause_active`.
+    core.active_pauses().await;
     let now = core.clock.now_ms();
     let counts = core
         .store
@@ -89,36 +91,5 @@ pub async fn refresh(
     metrics::gauge!("converge_relay_lag_seconds")
         .set(relay.oldest_unpublished_at.map_or(0, |t| (now - t).max(0)) as f64 / 1000.0);
     metrics::gauge!("converge_relay_connected").set(if relay.connected { 1.0 } else { 0.0 });
-    pause_gauges(&core.active_pauses().await);
     Ok(())
-}
-
-/// Endpoints this process has reported paused, so a resumed one is set back to 0.
-static PAUSED_ENDPOINTS: std::sync::Mutex<std::collections::BTreeSet<String>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
-
-/// `converge_pause_active{target}`: 1 while the emergency switch pauses the target, else 0.
-/// Submissions and every pausable job kind are always reported; an endpoint from its first
-/// pause on.
-fn pause_gauges(active: &ActivePauses) {
-    let set = |target: String, on: bool| {
-        metrics::gauge!("converge_pause_active", "target" => target).set(if on {
-            1.0
-        } else {
-            0.0
-        });
-    };
-    set("submissions".into(), active.submissions());
-    for kind in PAUSABLE_JOB_KINDS {
-        set(format!("job:{kind}"), active.job_kind(kind));
-    }
-    let mut seen = PAUSED_ENDPOINTS.lock().unwrap_or_else(|p| p.into_inner());
-    for t in active.targets() {
-        if let PauseTarget::Endpoint(id) = t {
-            seen.insert(id.clone());
-        }
-    }
-    for id in seen.iter() {
-        set(format!("endpoint:{id}"), active.endpoint(id));
-    }
 }
