@@ -132,7 +132,7 @@ test("approvals, with a pending and a decided request", async () => {
   await axeScan(page, "approvals");
 });
 
-test("pauses, with the request form and an open step form", async () => {
+test("pauses, with the request form for an endpoint", async () => {
   await open(page, "/pauses");
   await expect(page.getByTestId("pause-form")).toBeVisible();
   await page.getByTestId("pause-target").selectOption("endpoint");

@@ -5,7 +5,7 @@
 // holding them changes nothing other specs see), and it is resumed in `finally` whatever
 // happens, so the shared server is left as it was found.
 import { expect, Page, test } from "@playwright/test";
-import { env, hydrated, pageErrors } from "./support";
+import { axeScan, env, hydrated, pageErrors } from "./support";
 
 const TARGET = "job:purge";
 const WHAT = "purge jobs";
@@ -92,6 +92,7 @@ test("a pause is requested, approved by someone else, shown on every page, and r
       await expect(banner).toContainText("purge storm in the drill");
       await expect(banner).toContainText(approver.user);
     }
+    await axeScan(ap, "pause-banner");
     await go(page, "Payments", "Payments");
     await expect(page.getByTestId("pause-banner")).toContainText(WHAT);
     await page.reload();

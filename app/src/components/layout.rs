@@ -108,13 +108,9 @@ fn TopBar(principal: Principal) -> impl IntoView {
     let sees_approvals = principal.has("approver") || principal.has("operator");
     // Requests waiting for an approver, counted again on every page change.
     let location = leptos_router::hooks::use_location();
-    // Pause requests wait for an approver too.
     let pending = Resource::new(
         move || location.pathname.get(),
-        |_| async {
-            let actions = crate::api_actions::pending_approvals().await?;
-            Ok::<_, ServerFnError>(actions + crate::api_pauses::pending_pauses().await?)
-        },
+        |_| crate::api_actions::pending_approvals(),
     );
     let is_auditor = principal.has("auditor");
     let roles = principal.roles.join(", ");
