@@ -146,6 +146,11 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "$E2E_INCIDENT_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_INCIDENT_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
   echo "$E2E_INCIDENT_APPROVER_PASSWORD" | e2e_cli user add "$E2E_INCIDENT_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
   echo "$E2E_INCIDENT_AUDITOR_PASSWORD" | e2e_cli user add "$E2E_INCIDENT_AUDITOR_USER" --role viewer,auditor --password-stdin >/dev/null
+  # The emergency switch (end2end/tests/pause.spec.ts): an operator and an approver of its own.
+  export E2E_PAUSE_OPERATOR_USER=e2e-pause-operator E2E_PAUSE_OPERATOR_PASSWORD=e2e-pause-operator-password-1
+  export E2E_PAUSE_APPROVER_USER=e2e-pause-approver E2E_PAUSE_APPROVER_PASSWORD=e2e-pause-approver-password-1
+  echo "$E2E_PAUSE_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_PAUSE_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
+  echo "$E2E_PAUSE_APPROVER_PASSWORD" | e2e_cli user add "$E2E_PAUSE_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
   E2E_MERCHANT_KEY=$(e2e_cli merchant add e2e-shop)
   export E2E_MERCHANT_KEY
   # The tests that need a payment frozen in flight (SUSPENSE) make their own merchant and

@@ -13,6 +13,7 @@ use crate::pages::error_pool::ErrorPoolPage;
 use crate::pages::key::KeyPage;
 use crate::pages::login::LoginPage;
 use crate::pages::merchants::MerchantsPage;
+use crate::pages::pauses::PausesPage;
 use crate::pages::payment::PaymentPage;
 use crate::pages::payments::PaymentsPage;
 use crate::pages::search::SearchPage;
@@ -56,6 +57,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("payments/:id") view=PaymentPage/>
                     <Route path=path!("error-pool") view=ErrorPoolPage/>
                     <Route path=path!("approvals") view=ApprovalsPage/>
+                    <Route path=path!("pauses") view=PausesPage/>
                     <Route path=path!("audit") view=AuditPage/>
                     <Route path=path!("webhooks") view=WebhooksPage/>
                     <Route path=path!("admin/users") view=UsersPage/>

@@ -492,6 +492,7 @@ async fn reconcile(args: ReconcileArgs) -> Result<()> {
             resubmit_budget: 0,
         },
         notifier: Default::default(),
+        pauses: Default::default(),
     };
     let result = core.reconcile(&args.date, &source, text).await;
     store.close().await;

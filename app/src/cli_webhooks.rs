@@ -143,6 +143,7 @@ fn one_off_core(store: Arc<dyn Store>, settings: WebhookSettings) -> Core {
             resubmit_budget: 0,
         },
         notifier: Notifier::new(settings),
+        pauses: Default::default(),
     }
 }
 

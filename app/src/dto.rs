@@ -888,3 +888,46 @@ pub struct AuditQuery {
     /// Newer page cursor.
     pub after: Option<i64>,
 }
+
+/// An emergency-switch pause (issue 17 "Emergency switch"), as `store::PauseRecord` with
+/// what it stops in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseItem {
+    /// `pause_` id.
+    pub id: String,
+    /// `submissions`, `job:<kind>` or `endpoint:<id>`.
+    pub target: String,
+    /// What it stops, for people ("submissions to the channel").
+    pub what: String,
+    /// Why it was requested.
+    pub reason: String,
+    /// `pending`, `active`, `resumed`, `rejected` or `cancelled`.
+    pub status: String,
+    /// The operator who asked.
+    pub requested_by: String,
+    /// Epoch ms UTC.
+    pub requested_at: i64,
+    /// A pending request can be approved until then, epoch ms UTC.
+    pub expires_at: i64,
+    /// The approver (or rejecter).
+    pub approved_by: Option<String>,
+    /// In force since (or rejected at), epoch ms UTC.
+    pub approved_at: Option<i64>,
+    /// The approver's reason.
+    pub decision_reason: Option<String>,
+    /// Who resumed or cancelled it.
+    pub resumed_by: Option<String>,
+    /// Epoch ms UTC.
+    pub resumed_at: Option<i64>,
+    /// Why it was resumed or cancelled.
+    pub resume_reason: Option<String>,
+}
+
+/// The pauses with the server's clock: pending and active first, then recently ended ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseList {
+    /// The pauses.
+    pub items: Vec<PauseItem>,
+    /// The server's clock, epoch ms UTC.
+    pub now: i64,
+}

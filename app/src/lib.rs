@@ -10,6 +10,7 @@ pub mod api_actions;
 pub mod api_lookup;
 pub mod api_merchants;
 pub mod api_queues;
+pub mod api_pauses;
 pub mod api_webhooks;
 pub mod app;
 pub mod components;

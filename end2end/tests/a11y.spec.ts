@@ -136,6 +136,14 @@ test("approvals, with a pending and a decided request", async () => {
   await axeScan(page, "approvals");
 });
 
+test("pauses, with the request form for an endpoint", async () => {
+  await open(page, "/pauses");
+  await expect(page.getByTestId("pause-form")).toBeVisible();
+  await page.getByTestId("pause-target").selectOption("endpoint");
+  await expect(page.getByTestId("pause-endpoint")).toBeVisible();
+  await axeScan(page, "pauses");
+});
+
 test("audit, with a verified chain", async () => {
   await open(page, "/audit");
   await page.getByTestId("verify").click();

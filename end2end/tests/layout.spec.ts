@@ -68,6 +68,7 @@ for (const width of WIDTHS) {
       ["payment-suspense", `/payments/${suspended.id}`],
       ["error-pool", "/error-pool"],
       ["approvals", "/approvals"],
+      ["pauses", "/pauses"],
       ["audit", "/audit"],
       ["webhooks", "/webhooks"],
       ["users", "/admin/users"],

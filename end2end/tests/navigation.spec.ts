@@ -10,6 +10,7 @@ const PAGES: { link: string; url: RegExp; heading: string }[] = [
   { link: "Error pool", url: /\/error-pool$/, heading: "Error pool" },
   { link: "Webhooks", url: /\/webhooks$/, heading: "Webhooks" },
   { link: "Approvals", url: /\/approvals$/, heading: "Approvals" },
+  { link: "Pauses", url: /\/pauses$/, heading: "Emergency switch" },
   { link: "Audit", url: /\/audit$/, heading: "Audit log" },
   { link: "Users", url: /\/admin\/users$/, heading: "Users" },
   { link: "Merchants", url: /\/admin\/merchants$/, heading: "Merchants" },

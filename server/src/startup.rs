@@ -220,6 +220,7 @@ pub async fn build_with_store(
             resubmit_budget: settings.resubmit_budget,
         },
         notifier: crate::service::webhooks::Notifier::new(settings.webhooks()),
+        pauses: Default::default(),
     };
     let schedule = &settings.webhook_retry_schedule;
     store.webhook_plan().set(

@@ -111,6 +111,10 @@ fn describe_metrics() {
         "Open (unresolved) error-pool items by kind."
     );
     describe_gauge!(
+        "converge_pause_active",
+        "1 while the emergency switch pauses the target (submissions, job:<kind>, endpoint:<id>), else 0."
+    );
+    describe_gauge!(
         "converge_database_up",
         "1 when the database answered the last health check of the monitor, 0 when it did not."
     );

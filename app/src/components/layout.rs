@@ -50,6 +50,7 @@ pub fn ConsoleLayout() -> impl IntoView {
                         let username = p.username.clone();
                         view! {
                             <TopBar principal=p/>
+                            <PauseBanner/>
                             <SessionEndedBox username/>
                             <main class="page" id="main" tabindex="-1">
                                 <Outlet/>
@@ -266,6 +267,7 @@ fn TopBar(principal: Principal) -> impl IntoView {
                             </A>
                         }
                     })}
+                {sees_approvals.then(|| view! { <A href="/pauses">"Pauses"</A> })}
                 {is_auditor.then(|| view! { <A href="/audit">"Audit"</A> })}
                 {is_admin.then(|| view! { <A href="/admin/users">"Users"</A> })}
                 {is_admin.then(|| view! { <A href="/admin/merchants">"Merchants"</A> })}
@@ -287,5 +289,73 @@ fn TopBar(principal: Principal) -> impl IntoView {
                 <span class="form-message" role="alert">{move || failure.get()}</span>
             </div>
         </header>
+    }
+}
+
+/// How often an open page looks again for pauses, seconds (besides every page change).
+const PAUSE_POLL_SECS: u64 = 5;
+
+/// The emergency switch's banner: while any pause is in force, every page names what is
+/// paused, since when, by whose approval and why, with a link to the pauses page. Read on
+/// every page change and every [`PAUSE_POLL_SECS`] while the tab is visible (background
+/// requests, which do not keep the session alive).
+#[component]
+fn PauseBanner() -> impl IntoView {
+    let location = leptos_router::hooks::use_location();
+    let tick = RwSignal::new(0u64);
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(
+            move || {
+                if !document().hidden() {
+                    tick.update(|t| *t = t.wrapping_add(1));
+                }
+            },
+            std::time::Duration::from_secs(PAUSE_POLL_SECS),
+        ) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    let active = Resource::new(
+        move || (location.pathname.get(), tick.get()),
+        |_| crate::api_pauses::active_pauses(),
+    );
+    view! {
+        <Transition fallback=|| ()>
+            {move || {
+                active
+                    .get()
+                    .and_then(Result::ok)
+                    .filter(|items| !items.is_empty())
+                    .map(|items| {
+                        view! {
+                            <div class="pause-banner" role="status" data-testid="pause-banner">
+                                <strong>"Emergency switch: paused"</strong>
+                                <ul>
+                                    {items
+                                        .into_iter()
+                                        .map(|p| {
+                                            let since = p.approved_at.unwrap_or(p.requested_at);
+                                            view! {
+                                                <li data-target=p.target.clone()>
+                                                    <span class="what">{p.what}</span>
+                                                    " since "
+                                                    <time>{crate::format::utc(since)}</time>
+                                                    {format!(
+                                                        " (requested by {}, approved by {}): {}",
+                                                        p.requested_by,
+                                                        p.approved_by.unwrap_or_default(),
+                                                        p.reason,
+                                                    )}
+                                                </li>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </ul>
+                                <A href="/pauses">"Manage pauses"</A>
+                            </div>
+                        }
+                    })
+            }}
+        </Transition>
     }
 }

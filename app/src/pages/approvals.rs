@@ -13,7 +13,7 @@ use leptos_router::components::A;
 use crate::components::layout::{signed_in_has, signed_in_name};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
 use crate::dto::{ActionRecord, ApprovalItem};
-use crate::{api, api_actions, format};
+use crate::{api, api_actions, api_pauses, format};
 
 /// How many decided requests are listed under the pending ones.
 const RECENT: i64 = 30;
@@ -54,6 +54,8 @@ pub fn ApprovalsPage() -> impl IntoView {
             }
         },
     );
+    // Emergency-switch pauses are approved on their own page (issue 17); say they wait.
+    let pauses = Resource::new(move || version.get(), |_| api_pauses::pending_pauses());
     view! {
         <div class="page-head">
             <h1>"Approvals"</h1>
@@ -70,6 +72,27 @@ pub fn ApprovalsPage() -> impl IntoView {
         <p class="flash" data-testid="flash" role="status" tabindex="-1" node_ref=flash_ref>
             {move || flash.get()}
         </p>
+        <Transition fallback=|| ()>
+            {move || {
+                pauses
+                    .get()
+                    .and_then(Result::ok)
+                    .filter(|n| *n > 0)
+                    .map(|n| {
+                        view! {
+                            <p class="panel" data-testid="pending-pauses">
+                                {if n == 1 {
+                                    "1 emergency-switch pause waits for approval on the ".to_string()
+                                } else {
+                                    format!("{n} emergency-switch pauses wait for approval on the ")
+                                }}
+                                <A href="/pauses">"Pauses page"</A>
+                                "."
+                            </p>
+                        }
+                    })
+            }}
+        </Transition>
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 match list.await {

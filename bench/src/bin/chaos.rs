@@ -7,7 +7,10 @@
 //! refunds the way real clients behave (timeouts, retries with the same key, concurrent
 //! duplicates, retries with a new key for the same merchant_order_id), has ops staff reverse
 //! some payments through the ops API (an operator requests, an approver approves) while the
-//! merchant refunds the same payments, sends malformed
+//! merchant refunds the same payments, pauses submissions once with the emergency switch
+//! (an operator requests, an approver approves, a few seconds later an operator resumes:
+//! payments created meanwhile are answered PENDING and must stay so until the resume), sends
+//! malformed
 //! requests, oversized bodies and forged callbacks at a low rate (each must get its 4xx),
 //! SIGKILLs a server at random moments and restarts it, then waits for convergence, replays
 //! every key (byte-identical answers), runs `converge verify` and prints the figures. Exits
@@ -92,6 +95,10 @@ struct Args {
     /// with a seeded fault: 500, 503, a hang past the delivery time-out, a slow 200.
     #[arg(long, default_value_t = 0.2)]
     webhook_fault_rate: f64,
+    /// Seconds the emergency switch pauses submissions, once, after a fifth of the orders
+    /// have started (0: no pause).
+    #[arg(long, default_value_t = 3.0)]
+    pause_secs: f64,
     /// Share of orders that also send one malformed request or forged callback (0..=1).
     #[arg(long, default_value_t = 0.05)]
     bad_input_rate: f64,
@@ -155,6 +162,17 @@ struct Counters {
     refunds_refused_by_reversal: AtomicU64,
 }
 
+/// The emergency-switch pause of submissions during the workload.
+#[derive(Default)]
+struct PauseRun {
+    /// Set while the pause is approved and has had time to reach every server.
+    in_force: AtomicBool,
+    /// Payments answered PENDING while it was in force.
+    held: Mutex<Vec<String>>,
+    /// What happened, for the report.
+    log: Mutex<Vec<String>>,
+}
+
 /// The console sessions of the ops pair that reverses payments during the workload.
 struct Ops {
     /// Session cookie (`name=value`) of an operator.
@@ -181,6 +199,7 @@ struct Shared {
     bad: Mutex<BTreeMap<&'static str, (u64, u64)>>,
     acked: Mutex<Vec<String>>,
     ops: Ops,
+    pause: PauseRun,
 }
 
 enum Sent {
@@ -408,6 +427,9 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
         return;
     };
     sh.acked.lock().unwrap().push(id.clone());
+    if v["status"] == "PENDING" && sh.pause.in_force.load(Ordering::Relaxed) {
+        sh.pause.held.lock().unwrap().push(id.clone());
+    }
 
     if rng.random_bool(sh.args.bad_input_rate.clamp(0.0, 1.0)) {
         bad_input(&sh, &mut rng).await;
@@ -621,6 +643,160 @@ async fn reverse_payment(
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
     }
+}
+
+/// How long after its approval a pause is taken to be in force on every server: each reads
+/// the active pauses at most once a second.
+const PAUSE_SPREAD: Duration = Duration::from_millis(1_500);
+
+/// The emergency switch once during the workload: the operator requests a pause of
+/// submissions, the approver approves it (password again), it holds `--pause-secs`, and the
+/// operator resumes it, each step retried through kills. Payments answered PENDING while it
+/// was in force must still be PENDING at the resume (nothing sent); `converge verify` at the
+/// end proves they all proceeded.
+async fn pause_submissions(sh: &Shared) {
+    let mut rng = StdRng::seed_from_u64(sh.args.seed ^ 0x9a05e);
+    let log = |line: String| sh.pause.log.lock().unwrap().push(line);
+    let deadline = Instant::now() + CLIENT_DEADLINE;
+    let request = json!({"target": "submissions", "reason": "chaos: emergency switch drill"});
+    let id = loop {
+        match ops_post(sh, &mut rng, &sh.ops.operator, "/ops/v1/pauses", &request).await {
+            Sent::Http(r) if r.status == 201 => {
+                break r.json()["pause"]["id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+            }
+            // An earlier try landed but its answer was lost to a kill: take that one.
+            Sent::Http(r) if r.status == 409 => match open_pause(sh, &mut rng).await {
+                Some((id, _)) => break id,
+                None => {}
+            },
+            Sent::Http(r) if r.status < 500 => {
+                sh.breach(format!(
+                    "pause request got {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+                return;
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            sh.breach("the pause could not be requested".into());
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    };
+    let approval = json!({"password": sh.ops.approver_password, "reason": "chaos: approved"});
+    let path = format!("/ops/v1/pauses/{id}/approve");
+    loop {
+        match ops_post(sh, &mut rng, &sh.ops.approver, &path, &approval).await {
+            Sent::Http(r) if r.status == 200 => break,
+            // Refused: after a lost answer our earlier try may have approved it.
+            Sent::Http(r) if r.status < 500 => {
+                if matches!(open_pause(sh, &mut rng).await, Some((p, s)) if p == id && s == "active")
+                {
+                    break;
+                }
+                sh.breach(format!(
+                    "pause approval got {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+                return;
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            sh.breach("the pause could not be approved".into());
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    }
+    let approved = Instant::now();
+    tokio::time::sleep(PAUSE_SPREAD).await;
+    sh.pause.in_force.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_secs_f64(sh.args.pause_secs)).await;
+    sh.pause.in_force.store(false, Ordering::Relaxed);
+    // Checked before the resume: a held payment must not have been sent.
+    let held = sh.pause.held.lock().unwrap().clone();
+    let mut moved = 0;
+    for p in &held {
+        let base = &sh.bases[rng.random_range(0..sh.bases.len())];
+        let status = match sh
+            .client
+            .get(format!("{base}/v1/payments/{p}"))
+            .bearer_auth(&sh.api_key)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+        {
+            Ok(r) => r.json::<Value>().await.ok().map(|v| v["status"].clone()),
+            Err(_) => None,
+        };
+        if status.as_ref().is_some_and(|s| s != "PENDING") {
+            moved += 1;
+            sh.breach(format!("payment {p} answered PENDING while submissions were paused moved to {} before the resume", status.unwrap_or_default()));
+        }
+    }
+    let resume = json!({"reason": "chaos: drill over"});
+    let path = format!("/ops/v1/pauses/{id}/resume");
+    loop {
+        match ops_post(sh, &mut rng, &sh.ops.operator, &path, &resume).await {
+            Sent::Http(r) if r.status == 200 => break,
+            // 409 not_open: an earlier try resumed it and its answer was lost.
+            Sent::Http(r) if r.status == 409 => break,
+            Sent::Http(r) if r.status < 500 => {
+                sh.breach(format!(
+                    "resume got {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+                return;
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline {
+            sh.breach("the pause could not be resumed".into());
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    }
+    log(format!(
+        "submissions paused {:.1} s (approved to resumed); {} payments answered PENDING while it was in force, {} of them sent before the resume",
+        approved.elapsed().as_secs_f64(),
+        held.len(),
+        moved
+    ));
+}
+
+/// The open (pending or active) pause of submissions: its id and status.
+async fn open_pause(sh: &Shared, rng: &mut StdRng) -> Option<(String, String)> {
+    let base = &sh.bases[rng.random_range(0..sh.bases.len())];
+    let v: Value = sh
+        .client
+        .get(format!("{base}/ops/v1/pauses"))
+        .header("cookie", &sh.ops.operator)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    v["items"]
+        .as_array()?
+        .iter()
+        .find(|p| {
+            p["target"] == "submissions" && (p["status"] == "pending" || p["status"] == "active")
+        })
+        .map(|p| {
+            (
+                p["id"].as_str().unwrap_or_default().to_string(),
+                p["status"].as_str().unwrap_or_default().to_string(),
+            )
+        })
 }
 
 /// The id of the pending reversal of payment `id`, if there is one.
@@ -1450,6 +1626,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         bad: Mutex::new(BTreeMap::new()),
         acked: Mutex::new(Vec::new()),
         ops,
+        pause: PauseRun::default(),
     });
     println!(
         "chaos: {:?}, {} server(s){}, {} orders, concurrency {}, {} kills, fault rate {}, seed {}",
@@ -1504,6 +1681,16 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             }
         });
     }
+    let pause_task = (args.pause_secs > 0.0).then(|| {
+        let (sh, next) = (shared.clone(), next.clone());
+        let start_at = (args.payments as u64 / 5).max(1);
+        tokio::spawn(async move {
+            while next.load(Ordering::Relaxed) < start_at && !sh.abort.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            pause_submissions(&sh).await
+        })
+    });
     let watchdog = {
         let (sh, secs) = (shared.clone(), args.workload_timeout_secs);
         tokio::spawn(async move {
@@ -1516,6 +1703,9 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     };
     while let Some(r) = clients.join_next().await {
         r.context("a client task panicked")?;
+    }
+    if let Some(t) = pause_task {
+        t.await.context("the pause task panicked")?;
     }
     watchdog.abort();
     workload_done.store(true, Ordering::Relaxed);
@@ -1837,6 +2027,9 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         stats["attempts"]
     );
     println!("kills: {} (SIGKILL + restart)", kill_log.len());
+    for line in shared.pause.log.lock().unwrap().iter() {
+        println!("emergency switch: {line}");
+    }
     if let Some(line) = &stream_check {
         println!("event stream: {line}");
     }

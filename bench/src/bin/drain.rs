@@ -164,6 +164,7 @@ fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
                 ..Default::default()
             },
         ),
+        pauses: Default::default(),
     }
 }
 

@@ -219,6 +219,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
             resubmit_budget: 3,
         },
         notifier: Default::default(),
+        pauses: Default::default(),
     };
     let mut times = Vec::with_capacity(args.iterations);
     converge_server::ops::dashboard::dashboard(&core, &thresholds).await?;

@@ -101,6 +101,19 @@ pub fn enabled_events_schema() -> utoipa::openapi::schema::Schema {
         .into()
 }
 
+/// An emergency-switch pause target: `submissions`, `job:<kind>` (a pausable kind) or
+/// `endpoint:<id>`, exactly as [`PauseTarget`](crate::domain::pause::PauseTarget) parses it.
+pub fn pause_target_schema() -> utoipa::openapi::Object {
+    let kinds = crate::domain::pause::PAUSABLE_JOB_KINDS.join("|");
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(format!(
+            "^(submissions|job:({kinds})|endpoint:[A-Za-z0-9_-]{{1,64}})$"
+        )))
+        .examples([serde_json::json!("submissions")])
+        .build()
+}
+
 /// An ops `reason`: not blank, at most [`MAX_REASON`](crate::domain::actions::MAX_REASON)
 /// characters.
 pub fn reason_schema() -> utoipa::openapi::Object {

@@ -12,6 +12,7 @@ pub mod idempotency;
 pub mod ledger;
 pub mod money;
 pub mod netaddr;
+pub mod pause;
 pub mod ratelimit;
 pub mod roles;
 pub mod state;

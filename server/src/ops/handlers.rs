@@ -60,6 +60,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(revoke_key))
         .merge(super::webhooks::routes())
         .merge(super::lookup::routes())
+        .merge(super::pauses::routes())
 }
 
 /// The signed-in user: name and roles.

@@ -13,6 +13,7 @@ pub mod lookup;
 pub mod live;
 pub mod password;
 pub mod payments_export;
+pub mod pauses;
 pub mod principal;
 pub mod session;
 pub mod users;

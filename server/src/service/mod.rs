@@ -9,6 +9,7 @@ pub mod error_pool;
 pub mod ids;
 pub mod lookup;
 pub mod merchants;
+pub mod pauses;
 pub mod payments;
 pub mod reconcile;
 pub mod refunds;
@@ -34,6 +35,8 @@ pub struct Core {
     pub timings: Timings,
     /// Webhook delivery: settings and the HTTP client.
     pub notifier: webhooks::Notifier,
+    /// This process's view of the emergency switch's active pauses.
+    pub pauses: pauses::PauseCache,
 }
 
 /// The timings the services use, in milliseconds.

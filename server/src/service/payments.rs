@@ -108,10 +108,15 @@ impl Core {
     /// Moves a payment as far as it goes without waiting: submit, charge with its channel key,
     /// record the answer, post the ledger. Returns where it got (UNKNOWN, SUSPENSE and
     /// PROCESSING are left to the compensation queue). `source` is recorded with each event.
+    ///
+    /// While submissions are paused (the emergency switch) a PENDING or PROCESSING payment
+    /// is left where it is and nothing is sent; its submit job sends it after the resume.
     pub async fn drive(&self, mut p: Payment, source: &str) -> Result<Payment, ServiceError> {
+        let held = self.active_pauses().await.submissions();
         for _ in 0..MAX_STEPS {
             let before = (p.status, p.version);
             p = match p.status {
+                PaymentStatus::Pending | PaymentStatus::Processing if held => return Ok(p),
                 PaymentStatus::Pending => {
                     self.apply(
                         &p,

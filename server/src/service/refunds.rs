@@ -52,6 +52,11 @@ impl Core {
         if refund.status != "pending" {
             return Ok(refund);
         }
+        // Refund jobs paused (the emergency switch): nothing goes to the channel; the refund
+        // stays pending and its job sends it after the resume.
+        if self.active_pauses().await.job_kind("refund") {
+            return Ok(refund);
+        }
         let Some(payment) = self.store.payment(&refund.payment_id).await? else {
             return Ok(refund);
         };

@@ -22,6 +22,9 @@ pub enum Step {
     /// Not an error: waiting for something outside (e.g. a frozen merchant); retry at the
     /// backoff cap without spending an attempt.
     Wait(String),
+    /// Held by the emergency switch (a pause): look again in
+    /// [`HOLD_RECHECK_MS`](super::pauses::HOLD_RECHECK_MS) without spending an attempt.
+    Held(String),
     /// Try again at `at` (epoch ms UTC), a time the handler chose (a webhook's schedule or
     /// the receiver's `Retry-After`); spends the attempt.
     RetryAt {

@@ -444,6 +444,13 @@ impl Core {
         if d.status != delivery_status::PENDING {
             return Ok(Step::Done);
         }
+        // The emergency switch: the delivery stays pending, no attempt is made or spent.
+        if self.active_pauses().await.endpoint(&d.endpoint_id) {
+            return Ok(Step::Held(format!(
+                "deliveries to endpoint {} are paused",
+                d.endpoint_id
+            )));
+        }
         let now = self.clock.now_ms();
         let (Some(endpoint), Some(event)) = (
             store.endpoint(&d.endpoint_id).await?,

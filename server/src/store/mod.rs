@@ -15,6 +15,8 @@ mod lookup_sql;
 #[macro_use]
 mod live_sql;
 #[macro_use]
+mod pauses_sql;
+#[macro_use]
 mod queue_sql;
 #[macro_use]
 pub mod verify;
@@ -24,6 +26,7 @@ pub mod console;
 pub mod governance;
 pub mod lookup;
 pub mod live;
+pub mod pauses;
 mod postgres;
 pub mod queue;
 pub mod records;
@@ -38,6 +41,7 @@ pub use console::*;
 pub use governance::*;
 pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MATCHES};
 pub use live::*;
+pub use pauses::*;
 pub use queue::*;
 pub use records::*;
 pub use verify::*;
@@ -140,7 +144,7 @@ pub trait Presence {
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
 pub trait Store:
-    Queue + Console + Governance + Live + Lookup + Verify + Webhooks + Presence + Send + Sync + 'static
+    Queue + Console + Governance + Live + Lookup + Pauses + Verify + Webhooks + Presence + Send + Sync + 'static
 {
     /// The backend behind this store.
     fn backend(&self) -> Backend;

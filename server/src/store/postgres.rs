@@ -92,22 +92,27 @@ impl PgStore {
         batch: i64,
         lease_ms: i64,
         now: i64,
+        skip_kinds: &[String],
     ) -> Result<Vec<super::LeasedJob>, StoreError> {
-        Ok(sqlx::query_as::<_, super::LeasedJob>(
-            "WITH picked AS (SELECT id FROM jobs WHERE status IN ('due', 'leased') AND run_at <= $4 \
+        let sql = format!(
+            "WITH picked AS (SELECT id FROM jobs WHERE status IN ('due', 'leased') AND run_at <= $4{} \
              ORDER BY run_at, id LIMIT $5 FOR UPDATE SKIP LOCKED) \
              UPDATE jobs j SET status = 'leased', lease_owner = $1, lease_token = $2 || '-' || j.id, \
              lease_expires_at = $3, run_at = $3, attempts = j.attempts + 1, updated_at = $4 \
              FROM picked WHERE j.id = picked.id \
              RETURNING j.id, j.kind, j.payment_id, j.refund_id, j.payload, j.attempts, j.max_attempts, j.lease_token",
-        )
-        .bind(owner)
-        .bind(crate::service::ids::new_token())
-        .bind(now + lease_ms)
-        .bind(now)
-        .bind(batch)
-        .fetch_all(&self.pool)
-        .await?)
+            super::queue_sql::skip_kinds_clause(skip_kinds)
+        );
+        let mut q = sqlx::query_as::<_, super::LeasedJob>(&sql)
+            .bind(owner)
+            .bind(crate::service::ids::new_token())
+            .bind(now + lease_ms)
+            .bind(now)
+            .bind(batch);
+        for k in skip_kinds {
+            q = q.bind(k);
+        }
+        Ok(q.fetch_all(&self.pool).await?)
     }
 
     fn db_pool_impl(&self) -> super::DbPool {
@@ -154,4 +159,5 @@ impl_console!(PgStore);
 impl_governance!(PgStore);
 impl_lookup!(PgStore, Backend::Postgres);
 impl_live!(PgStore);
+impl_pauses!(PgStore);
 impl_webhooks!(PgStore);

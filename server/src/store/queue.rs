@@ -217,6 +217,20 @@ pub trait Queue: Send + Sync + 'static {
         batch: i64,
         lease_ms: i64,
         now: i64,
+    ) -> Result<Vec<LeasedJob>, StoreError> {
+        self.claim_jobs_except(owner, batch, lease_ms, now, &[])
+            .await
+    }
+    /// [`claim_jobs`](Self::claim_jobs) leaving jobs of the kinds in `skip_kinds` (stored
+    /// names) untouched: due, unleased, their attempts not counted. The emergency switch's
+    /// paused kinds (issue 17).
+    async fn claim_jobs_except(
+        &self,
+        owner: &str,
+        batch: i64,
+        lease_ms: i64,
+        now: i64,
+        skip_kinds: &[String],
     ) -> Result<Vec<LeasedJob>, StoreError>;
     /// Marks a leased job done; false when the lease was lost.
     async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, StoreError>;

@@ -5,18 +5,29 @@
 pub(crate) const LEASED_COLUMNS: &str =
     "id, kind, payment_id, refund_id, payload, attempts, max_attempts, lease_token";
 
+/// The claim's extra condition leaving `skip` kinds unleased: ` AND kind NOT IN ($6, ...)`
+/// (the claims bind five parameters before it), empty when nothing is skipped.
+pub(crate) fn skip_kinds_clause(skip: &[String]) -> String {
+    if skip.is_empty() {
+        return String::new();
+    }
+    let marks: Vec<String> = (0..skip.len()).map(|i| format!("${}", i + 6)).collect();
+    format!(" AND kind NOT IN ({})", marks.join(", "))
+}
+
 macro_rules! impl_queue {
     ($store:ty) => {
         #[async_trait::async_trait]
         impl $crate::store::Queue for $store {
-            async fn claim_jobs(
+            async fn claim_jobs_except(
                 &self,
                 owner: &str,
                 batch: i64,
                 lease_ms: i64,
                 now: i64,
+                skip_kinds: &[String],
             ) -> Result<Vec<$crate::store::LeasedJob>, $crate::store::StoreError> {
-                self.claim_jobs_impl(owner, batch, lease_ms, now).await
+                self.claim_jobs_impl(owner, batch, lease_ms, now, skip_kinds).await
             }
 
             async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, $crate::store::StoreError> {

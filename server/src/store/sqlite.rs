@@ -165,22 +165,27 @@ impl SqliteStore {
         batch: i64,
         lease_ms: i64,
         now: i64,
+        skip_kinds: &[String],
     ) -> Result<Vec<super::LeasedJob>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let jobs = sqlx::query_as::<_, super::LeasedJob>(&format!(
+        let sql = format!(
             "UPDATE jobs SET status = 'leased', lease_owner = $1, lease_token = $2 || '-' || id, \
              lease_expires_at = $3, run_at = $3, attempts = attempts + 1, updated_at = $4 \
-             WHERE id IN (SELECT id FROM jobs WHERE status IN ('due', 'leased') AND run_at <= $4 \
+             WHERE id IN (SELECT id FROM jobs WHERE status IN ('due', 'leased') AND run_at <= $4{} \
              ORDER BY run_at, id LIMIT $5) RETURNING {}",
+            super::queue_sql::skip_kinds_clause(skip_kinds),
             super::queue_sql::LEASED_COLUMNS
-        ))
-        .bind(owner)
-        .bind(crate::service::ids::new_token())
-        .bind(now + lease_ms)
-        .bind(now)
-        .bind(batch)
-        .fetch_all(&mut *tx)
-        .await?;
+        );
+        let mut q = sqlx::query_as::<_, super::LeasedJob>(&sql)
+            .bind(owner)
+            .bind(crate::service::ids::new_token())
+            .bind(now + lease_ms)
+            .bind(now)
+            .bind(batch);
+        for k in skip_kinds {
+            q = q.bind(k);
+        }
+        let jobs = q.fetch_all(&mut *tx).await?;
         tx.commit().await?;
         Ok(jobs)
     }
@@ -221,4 +226,5 @@ impl_console!(SqliteStore);
 impl_governance!(SqliteStore);
 impl_lookup!(SqliteStore, Backend::Sqlite);
 impl_live!(SqliteStore);
+impl_pauses!(SqliteStore);
 impl_webhooks!(SqliteStore);

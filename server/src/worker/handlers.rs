@@ -64,6 +64,11 @@ async fn submit(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
     let Some(p) = payment(core, job).await? else {
         return Ok(Step::Done);
     };
+    // Claimed just before a pause reached this process, or a query job resubmitting: hold,
+    // spending no attempt, rather than count the pause as a failure.
+    if matches!(p.status, Pending | Processing) && core.active_pauses().await.submissions() {
+        return Ok(Step::Held("submissions are paused".into()));
+    }
     if !matches!(
         p.status,
         Pending | Processing | crate::domain::state::PaymentStatus::ChannelSuccess

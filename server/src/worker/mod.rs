@@ -111,15 +111,22 @@ impl Worker {
     }
 
     /// Claims one batch and runs it to the end; returns each job's result. Used by the loop,
-    /// tests and the benchmark.
+    /// tests and the benchmark. Jobs of paused kinds (the emergency switch) are not claimed.
     pub async fn drain_once(
         self: &Arc<Self>,
     ) -> Result<Vec<(i64, JobResult)>, crate::store::StoreError> {
+        let skip = self.core.active_pauses().await.unleased_kinds();
         let now = self.core.clock.now_ms();
         let jobs = self
             .core
             .store
-            .claim_jobs(&self.cfg.owner, self.cfg.batch, self.cfg.lease_ms, now)
+            .claim_jobs_except(
+                &self.cfg.owner,
+                self.cfg.batch,
+                self.cfg.lease_ms,
+                now,
+                &skip,
+            )
             .await?;
         metrics::counter!("converge_jobs_claimed_total").increment(jobs.len() as u64);
         let mut set = tokio::task::JoinSet::new();
@@ -172,6 +179,17 @@ impl Worker {
                     .await
                     .map(|ok| (ok, JobResult::Retried))
             }
+            Step::Held(why) => store
+                .retry_job(
+                    job.id,
+                    &job.lease_token,
+                    now.saturating_add(crate::service::pauses::HOLD_RECHECK_MS),
+                    &why,
+                    true,
+                    now,
+                )
+                .await
+                .map(|ok| (ok, JobResult::Retried)),
             Step::Retry(error) if job.attempts < max_attempts => {
                 let delay = {
                     let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());

@@ -29,6 +29,9 @@ pub async fn refresh(
     let health = core.store.health().await;
     metrics::gauge!("converge_database_up").set(if health.is_ok() { 1.0 } else { 0.0 });
     health?;
+    // First, so a failing query below cannot leave the switch's state unreported: a read
+    // that refreshes the process's view also sets `converge_pause_active`.
+    core.active_pauses().await;
     let now = core.clock.now_ms();
     let counts = core
         .store

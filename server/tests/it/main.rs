@@ -22,6 +22,7 @@ mod merchant_keys;
 mod metrics;
 mod openapi;
 mod ops_console;
+mod pauses;
 mod payments_api;
 mod refunds;
 mod reversal_race;

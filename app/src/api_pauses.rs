@@ -1,0 +1,155 @@
+//! Server functions of the emergency switch (issue 17 "Emergency switch"): the pauses page
+//! and the banner every console page shows while a pause is in force. Thin adapters over
+//! `converge_server::service::pauses`, the use cases the `/ops/v1/pauses` endpoints call;
+//! roles are checked exactly as there (operators request and resume, a different approver
+//! approves after re-entering its password).
+
+use leptos::prelude::*;
+
+use crate::dto::{PauseItem, PauseList};
+
+#[cfg(feature = "ssr")]
+mod ssr {
+    pub use crate::api::ssr::*;
+    use converge_server::domain::pause::PauseTarget;
+    use converge_server::store::PauseRecord;
+
+    /// The console's view of a stored pause.
+    pub fn pause_dto(
+        p: &PauseRecord,
+    ) -> Result<crate::dto::PauseItem, leptos::prelude::ServerFnError> {
+        let mut v = serde_json::to_value(p).unwrap_or_default();
+        let what = p
+            .target
+            .parse::<PauseTarget>()
+            .map(|t| t.describe())
+            .unwrap_or_else(|_| p.target.clone());
+        v["what"] = serde_json::Value::String(what);
+        convert(&v)
+    }
+
+    pub fn action_error(
+        e: converge_server::service::actions::ActionError,
+    ) -> leptos::prelude::ServerFnError {
+        api_error(converge_server::ops::actions::action_error(e))
+    }
+}
+
+/// The pauses (viewer): pending and active ones, then the last 30 that ended.
+#[server(endpoint = "pauses")]
+pub async fn list_pauses() -> Result<PauseList, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = ssr::authorize(Permission::View).await?;
+    let items = st
+        .core
+        .store
+        .pauses(30)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
+    Ok(PauseList {
+        items: items.iter().map(ssr::pause_dto).collect::<Result<_, _>>()?,
+        now: st.core.clock.now_ms(),
+    })
+}
+
+/// The pauses in force now (viewer), for the banner on every page. A background request:
+/// it does not keep the session alive.
+#[server(endpoint = "active_pauses")]
+pub async fn active_pauses() -> Result<Vec<PauseItem>, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = ssr::authorize_as(Permission::View, ssr::Activity::Background).await?;
+    let items = st
+        .core
+        .store
+        .pauses(0)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
+    items
+        .iter()
+        .filter(|p| p.status == "active")
+        .map(ssr::pause_dto)
+        .collect()
+}
+
+/// How many pause requests wait for an approver (added to the count beside "Approvals").
+#[server(endpoint = "pending_pauses")]
+pub async fn pending_pauses() -> Result<usize, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = ssr::authorize_as(Permission::View, ssr::Activity::Background).await?;
+    let items = st
+        .core
+        .store
+        .pauses(0)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
+    Ok(items.iter().filter(|p| p.status == "pending").count())
+}
+
+/// Requests a pause of `target` (`submissions`, `job:<kind>`, `endpoint:<id>`) with a
+/// reason (operator). It takes effect when a different approver approves it.
+#[server(endpoint = "request_pause")]
+pub async fn request_pause(target: String, reason: String) -> Result<PauseItem, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::RequestActions).await?;
+    let pause = st
+        .core
+        .request_pause(
+            &ssr::actor(&p).await,
+            &target,
+            &reason,
+            converge_server::ops::pauses::PAUSE_TTL_MS,
+        )
+        .await
+        .map_err(ssr::action_error)?;
+    ssr::pause_dto(&pause)
+}
+
+/// Approves a pending pause (an approver other than the requester, after re-entering its
+/// password).
+#[server(endpoint = "approve_pause")]
+pub async fn approve_pause(
+    id: String,
+    password: String,
+    reason: String,
+) -> Result<PauseItem, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ApproveActions).await?;
+    let addr = ssr::client_addr().await;
+    let pause = converge_server::ops::pauses::approve_pause_with_step_up(
+        &st,
+        &p,
+        &addr,
+        id.trim(),
+        &password,
+        &reason,
+    )
+    .await
+    .map_err(ssr::api_error)?;
+    ssr::pause_dto(&pause)
+}
+
+/// Rejects a pending pause (an approver other than the requester).
+#[server(endpoint = "reject_pause")]
+pub async fn reject_pause(id: String, reason: String) -> Result<PauseItem, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ApproveActions).await?;
+    let pause = st
+        .core
+        .reject_pause(&ssr::actor(&p).await, id.trim(), &reason)
+        .await
+        .map_err(ssr::action_error)?;
+    ssr::pause_dto(&pause)
+}
+
+/// Resumes an active pause, or cancels a pending one, in one step (operator).
+#[server(endpoint = "resume_pause")]
+pub async fn resume_pause(id: String, reason: String) -> Result<PauseItem, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::RequestActions).await?;
+    let pause = st
+        .core
+        .resume_pause(&ssr::actor(&p).await, id.trim(), &reason)
+        .await
+        .map_err(ssr::action_error)?;
+    ssr::pause_dto(&pause)
+}

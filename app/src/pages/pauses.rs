@@ -1,0 +1,471 @@
+//! The emergency switch (`/pauses`, issue 17; seed 004 §8.4): an operator requests a pause of
+//! submissions to the channel, of one job kind, or of webhook deliveries to one endpoint,
+//! with a reason; a different approver approves it (re-entering its password); an operator
+//! resumes it in one step. Open pauses come first, then those that ended. While one is in
+//! force every console page shows the banner (`components::layout::PauseBanner`).
+
+use leptos::ev::SubmitEvent;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+use crate::components::layout::{signed_in_has, signed_in_name};
+use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
+use crate::dto::PauseItem;
+use crate::{api, api_pauses, format};
+
+/// Job kinds that may be paused on their own (the server's
+/// `domain::pause::PAUSABLE_JOB_KINDS`; the server checks what is sent).
+const JOB_KINDS: [&str; 7] = [
+    "query",
+    "post_ledger",
+    "refund",
+    "webhook",
+    "reconcile",
+    "purge",
+    "reverse",
+];
+
+/// The pauses page.
+#[component]
+pub fn PausesPage() -> impl IntoView {
+    let version = RwSignal::new(0u32);
+    let flash = RwSignal::new(None::<String>);
+    let flash_ref = NodeRef::<leptos::html::P>::new();
+    Effect::new(move |_| {
+        if flash.get().is_some()
+            && let Some(el) = flash_ref.get_untracked()
+        {
+            request_animation_frame(move || {
+                let _ = el.focus();
+            });
+        }
+    });
+    let list = Resource::new(move || version.get(), |_| api_pauses::list_pauses());
+    let operator = signed_in_has("operator");
+    view! {
+        <div class="page-head">
+            <h1>"Emergency switch"</h1>
+            <div class="page-tools">
+                <button
+                    type="button"
+                    class="secondary small"
+                    on:click=move |_| version.update(|v| *v = v.wrapping_add(1))
+                >
+                    "Refresh"
+                </button>
+            </div>
+        </div>
+        <p class="muted">
+            "A pause holds work without losing it: paused submissions keep new payments PENDING "
+            "with nothing sent to the channel; a paused job kind stays queued, its attempts "
+            "unspent; a paused endpoint's webhook deliveries wait. On resume everything held "
+            "proceeds. An operator requests, a different approver approves, an operator resumes."
+        </p>
+        <p class="flash" data-testid="flash" role="status" tabindex="-1" node_ref=flash_ref>
+            {move || flash.get()}
+        </p>
+        <Show when=move || operator.get()>
+            <RequestForm version flash/>
+        </Show>
+        <Transition fallback=Loading>
+            {move || Suspend::new(async move {
+                match list.await {
+                    Ok(l) => {
+                        let now = l.now;
+                        let (open, ended): (Vec<_>, Vec<_>) = l
+                            .items
+                            .into_iter()
+                            .partition(|p| p.status == "pending" || p.status == "active");
+                        view! {
+                            <section class="panel" aria-labelledby="open-h">
+                                <h2 id="open-h">"Pending and active"</h2>
+                                {if open.is_empty() {
+                                    view! { <p class="empty">"Nothing is paused or waiting for approval."</p> }.into_any()
+                                } else {
+                                    view! {
+                                        <table class="data" data-testid="open-pauses">
+                                            <thead>
+                                                <tr>
+                                                    <th scope="col">"Paused"</th>
+                                                    <th scope="col">"Status"</th>
+                                                    <th scope="col">"Reason"</th>
+                                                    <th scope="col">"Requested"</th>
+                                                    <th scope="col">"Approved"</th>
+                                                    <th scope="col">"Act"</th>
+                                                </tr>
+                                            </thead>
+                                            <tbody>
+                                                {open
+                                                    .into_iter()
+                                                    .map(|p| view! { <OpenRow p now version flash/> })
+                                                    .collect_view()}
+                                            </tbody>
+                                        </table>
+                                    }
+                                        .into_any()
+                                }}
+                            </section>
+                            <section class="panel" aria-labelledby="ended-h">
+                                <h2 id="ended-h">"Ended"</h2>
+                                <Ended items=ended/>
+                            </section>
+                        }
+                            .into_any()
+                    }
+                    Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+/// The request form (operators).
+#[component]
+fn RequestForm(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl IntoView {
+    let choice = RwSignal::new("submissions".to_string());
+    let endpoint = RwSignal::new(String::new());
+    let reason = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let on_submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let why = reason.get_untracked();
+        if why.trim().is_empty() {
+            failure.set(Some("Give a reason for the pause.".into()));
+            return;
+        }
+        let target = match choice.get_untracked().as_str() {
+            "endpoint" => format!("endpoint:{}", endpoint.get_untracked().trim()),
+            other => other.to_string(),
+        };
+        busy.set(true);
+        failure.set(None);
+        spawn_local(async move {
+            match api_pauses::request_pause(target, why).await {
+                Ok(p) => {
+                    flash.set(Some(format!(
+                        "Pause {} of {} requested: it takes effect when another person approves it.",
+                        p.id, p.what
+                    )));
+                    reason.set(String::new());
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => failure.set(Some(api::error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <section class="panel" aria-labelledby="request-h">
+            <h2 id="request-h">"Request a pause"</h2>
+            <form class="inline-form" data-testid="pause-form" on:submit=on_submit>
+                <label>
+                    "What to pause"
+                    <select
+                        name="target"
+                        data-testid="pause-target"
+                        on:change=move |ev| choice.set(event_target_value(&ev))
+                        prop:value=move || choice.get()
+                    >
+                        <option value="submissions">"Submissions to the channel"</option>
+                        {JOB_KINDS
+                            .into_iter()
+                            .map(|k| view! { <option value=format!("job:{k}")>{format!("Job kind: {k}")}</option> })
+                            .collect_view()}
+                        <option value="endpoint">"Webhook deliveries to one endpoint"</option>
+                    </select>
+                </label>
+                <Show when=move || choice.get() == "endpoint">
+                    <label>
+                        "Endpoint id"
+                        <input
+                            type="text"
+                            name="endpoint"
+                            maxlength="64"
+                            data-testid="pause-endpoint"
+                            bind:value=endpoint
+                        />
+                    </label>
+                </Show>
+                <label class="grow">
+                    "Reason"
+                    <textarea
+                        name="reason"
+                        rows="2"
+                        maxlength="1000"
+                        required
+                        data-testid="pause-reason"
+                        bind:value=reason
+                    ></textarea>
+                </label>
+                <button type="submit" class="danger" data-testid="pause-submit" disabled=move || busy.get()>
+                    "Request pause"
+                </button>
+                <span class="form-message" role="alert" data-testid="pause-error">
+                    {move || failure.get()}
+                </span>
+            </form>
+        </section>
+    }
+}
+
+/// What the open form of a row does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Approve,
+    Reject,
+    Resume,
+}
+
+/// One pending or active pause with its controls.
+#[component]
+fn OpenRow(
+    p: PauseItem,
+    now: i64,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let me = signed_in_name();
+    let approver = signed_in_has("approver");
+    let operator = signed_in_has("operator");
+    let pending = p.status == "pending";
+    let mine = {
+        let requester = p.requested_by.clone();
+        Signal::derive(move || me.get().as_deref() == Some(requester.as_str()))
+    };
+    let id = StoredValue::new(p.id.clone());
+    let open = RwSignal::new(None::<Step>);
+    let password = RwSignal::new(String::new());
+    let reason = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let first_ref = NodeRef::<leptos::html::Textarea>::new();
+    let password_ref = NodeRef::<leptos::html::Input>::new();
+    Effect::new(move |_| match open.get() {
+        Some(Step::Approve) => {
+            if let Some(el) = password_ref.get() {
+                let _ = el.focus();
+            }
+        }
+        Some(_) => {
+            if let Some(el) = first_ref.get() {
+                let _ = el.focus();
+            }
+        }
+        None => {}
+    });
+    let form_id = StoredValue::new(format!("pause-step-{}", p.id));
+    let on_submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let Some(step) = open.get_untracked() else {
+            return;
+        };
+        let why = reason.get_untracked();
+        if why.trim().is_empty() {
+            failure.set(Some("Give a reason.".into()));
+            return;
+        }
+        let pw = password.get_untracked();
+        if step == Step::Approve && pw.is_empty() {
+            failure.set(Some("Re-enter your password to approve.".into()));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        let id = id.get_value();
+        spawn_local(async move {
+            let r = match step {
+                Step::Approve => api_pauses::approve_pause(id, pw, why).await,
+                Step::Reject => api_pauses::reject_pause(id, why).await,
+                Step::Resume => api_pauses::resume_pause(id, why).await,
+            };
+            match r {
+                Ok(p) => {
+                    flash.set(Some(format!("Pause of {}: now {}.", p.what, p.status)));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => {
+                    failure.set(Some(api::error_message(&e)));
+                    password.set(String::new());
+                    busy.set(false);
+                }
+            }
+        });
+    };
+    let expires_in = p.expires_at - now;
+    let requested = format!(
+        "{} · {} ago",
+        p.requested_by,
+        format::age(now - p.requested_at)
+    );
+    let approved = p.approved_by.clone().map(|by| {
+        let since = p.approved_at.unwrap_or_default();
+        view! { {by} " · since " <Time ms=since/> }
+    });
+    let button =
+        move |step: Step, label: &'static str, testid: &'static str, class: &'static str| {
+            view! {
+                <button
+                    type="button"
+                    class=class
+                    data-testid=testid
+                    aria-expanded=move || (open.get() == Some(step)).to_string()
+                    aria-controls=move || (open.get() == Some(step)).then(|| form_id.get_value())
+                    on:click=move |_| {
+                        failure.set(None);
+                        open.set(Some(step));
+                    }
+                >
+                    {label}
+                </button>
+            }
+        };
+    view! {
+        <tr data-testid=format!("pause-{}", p.id) data-target=p.target.clone() data-status=p.status.clone()>
+            <td>
+                <strong>{p.what.clone()}</strong>
+                <div class="muted small mono">{p.target.clone()}</div>
+            </td>
+            <td><StatusPill status=p.status.clone()/></td>
+            <td>{p.reason.clone()}</td>
+            <td>
+                {requested}
+                {(pending && expires_in > 0)
+                    .then(|| view! { <div class="muted small">{format!("approvable for {}", format::age(expires_in))}</div> })}
+            </td>
+            <td>{approved}</td>
+            <td class="decide">
+                <Show when=move || pending && approver.get() && !mine.get()>
+                    {button(Step::Approve, "Approve…", "pause-approve", "small")}
+                    " "
+                    {button(Step::Reject, "Reject…", "pause-reject", "small secondary")}
+                </Show>
+                " "
+                <Show when=move || operator.get()>
+                    {button(
+                        Step::Resume,
+                        if pending { "Cancel request…" } else { "Resume…" },
+                        "pause-resume",
+                        "small secondary",
+                    )}
+                </Show>
+            </td>
+        </tr>
+        <Show when=move || open.get().is_some()>
+            <tr class="resolve-row">
+                <td colspan="6">
+                    <form
+                        class="inline-form"
+                        data-testid="pause-step-form"
+                        id=form_id.get_value()
+                        aria-label=move || match open.get() {
+                            Some(Step::Approve) => "Approve the pause",
+                            Some(Step::Reject) => "Reject the pause",
+                            _ => "Resume the pause",
+                        }
+                        on:submit=on_submit
+                    >
+                        <Show when=move || open.get() == Some(Step::Approve)>
+                            <label>
+                                "Your password"
+                                <input
+                                    type="password"
+                                    name="password"
+                                    autocomplete="current-password"
+                                    data-testid="pause-password"
+                                    node_ref=password_ref
+                                    bind:value=password
+                                />
+                            </label>
+                        </Show>
+                        <label class="grow">
+                            "Reason"
+                            <textarea
+                                name="reason"
+                                rows="2"
+                                maxlength="1000"
+                                required
+                                data-testid="pause-step-reason"
+                                node_ref=first_ref
+                                bind:value=reason
+                            ></textarea>
+                        </label>
+                        <button
+                            type="submit"
+                            data-testid="pause-step-submit"
+                            class=move || (open.get() == Some(Step::Reject)).then_some("danger")
+                            disabled=move || busy.get()
+                        >
+                            {move || match open.get() {
+                                Some(Step::Approve) => "Approve: pause now",
+                                Some(Step::Reject) => "Reject",
+                                _ if pending => "Cancel the request",
+                                _ => "Resume now",
+                            }}
+                        </button>
+                        <button
+                            type="button"
+                            class="secondary"
+                            on:click=move |_| {
+                                open.set(None);
+                                failure.set(None);
+                            }
+                        >
+                            "Cancel"
+                        </button>
+                        <span class="form-message" role="alert" data-testid="pause-step-error">
+                            {move || failure.get()}
+                        </span>
+                    </form>
+                </td>
+            </tr>
+        </Show>
+    }
+}
+
+/// Pauses that ended, newest first.
+#[component]
+fn Ended(items: Vec<PauseItem>) -> impl IntoView {
+    if items.is_empty() {
+        return view! { <p class="empty">"None yet."</p> }.into_any();
+    }
+    view! {
+        <table class="data compact" data-testid="ended-pauses">
+            <thead>
+                <tr>
+                    <th scope="col">"Requested"</th>
+                    <th scope="col">"Paused"</th>
+                    <th scope="col">"Status"</th>
+                    <th scope="col">"Reason"</th>
+                    <th scope="col">"Approved by"</th>
+                    <th scope="col">"Ended"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {items
+                    .into_iter()
+                    .map(|p| {
+                        let ended = match (p.resumed_by.clone(), p.resumed_at) {
+                            (Some(by), Some(at)) => {
+                                let why = p.resume_reason.clone().unwrap_or_default();
+                                view! { {by} ": " {why} " · " <Time ms=at/> }.into_any()
+                            }
+                            _ => view! { {p.decision_reason.clone().unwrap_or_else(|| "—".into())} }.into_any(),
+                        };
+                        view! {
+                            <tr data-testid=format!("ended-{}", p.id)>
+                                <td><Time ms=p.requested_at/></td>
+                                <td>{p.what}</td>
+                                <td><StatusPill status=p.status/></td>
+                                <td>{p.reason}</td>
+                                <td>{p.approved_by.unwrap_or_else(|| "—".into())}</td>
+                                <td>{ended}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+        .into_any()
+}

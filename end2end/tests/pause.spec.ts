@@ -1,0 +1,122 @@
+// The emergency switch (issue 17 "Emergency switch"): an operator requests a pause on the
+// Pauses page, a different person (an approver) approves it with the password, every page
+// shows the banner and /metrics reports it, the operator resumes it in one step, and the
+// banner goes. The pause is of `purge` jobs (a timer in each process does the purging, so
+// holding them changes nothing other specs see), and it is resumed in `finally` whatever
+// happens, so the shared server is left as it was found.
+import { expect, Page, test } from "@playwright/test";
+import { axeScan, env, hydrated, pageErrors } from "./support";
+
+const TARGET = "job:purge";
+const WHAT = "purge jobs";
+
+async function signInAs(page: Page, username: string, password: string): Promise<void> {
+  await page.goto("/login");
+  await expect(page.locator("main.login")).toHaveAttribute("data-hydrated", "true");
+  await page.getByLabel("Username").fill(username);
+  await page.getByLabel("Password").fill(password);
+  await page.getByTestId("sign-in").click();
+  await expect(page.getByTestId("current-user")).toHaveText(username);
+  await hydrated(page);
+}
+
+async function go(page: Page, link: string, heading: string): Promise<void> {
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: link }).click();
+  await expect(page.getByRole("heading", { name: heading, level: 1 })).toBeVisible();
+}
+
+/** Resumes (or cancels) every open pause of TARGET through the ops API as `page`'s user. */
+async function resumeOpen(page: Page): Promise<void> {
+  const base = new URL(process.env.CONVERGE_E2E_URL ?? "http://127.0.0.1:3000").origin;
+  const list = await page.request.get("/ops/v1/pauses");
+  if (!list.ok()) return;
+  for (const p of (await list.json()).items) {
+    if (p.target === TARGET && (p.status === "pending" || p.status === "active")) {
+      await page.request.post(`/ops/v1/pauses/${p.id}/resume`, {
+        headers: { Origin: base },
+        data: { reason: "pause.spec.ts cleanup" },
+      });
+    }
+  }
+}
+
+async function gauge(page: Page): Promise<string | undefined> {
+  const text = await (await page.request.get("/metrics")).text();
+  return text.split("\n").find((l) => l.startsWith(`converge_pause_active{target="${TARGET}"}`));
+}
+
+test("a pause is requested, approved by someone else, shown on every page, and resumed", async ({ page, browser }) => {
+  const operator = { user: env("E2E_PAUSE_OPERATOR_USER"), password: env("E2E_PAUSE_OPERATOR_PASSWORD") };
+  const approver = { user: env("E2E_PAUSE_APPROVER_USER"), password: env("E2E_PAUSE_APPROVER_PASSWORD") };
+  const errors = pageErrors(page);
+  const approverContext = await browser.newContext();
+  const ap = await approverContext.newPage();
+  await signInAs(page, operator.user, operator.password);
+  try {
+    // --- the operator requests ----------------------------------------------------------
+    await go(page, "Pauses", "Emergency switch");
+    await expect(page.getByTestId("pause-banner")).toHaveCount(0);
+    await page.getByTestId("pause-target").selectOption(TARGET);
+    await page.getByTestId("pause-reason").fill("purge storm in the drill");
+    await page.getByTestId("pause-submit").click();
+    await expect(page.getByTestId("flash")).toContainText("requested");
+    const row = page.locator(`tr[data-target="${TARGET}"]`);
+    await expect(row).toHaveAttribute("data-status", "pending");
+    // The requester is offered no approval of its own request, and nothing is paused yet.
+    await expect(row.getByTestId("pause-approve")).toHaveCount(0);
+    await expect(page.getByTestId("pause-banner")).toHaveCount(0);
+
+    // --- a different approver approves -------------------------------------------------
+    await signInAs(ap, approver.user, approver.password);
+    await go(ap, "Approvals", "Approvals");
+    await expect(ap.getByTestId("pending-pauses")).toBeVisible();
+    await ap.getByTestId("pending-pauses").getByRole("link", { name: "Pauses page" }).click();
+    await expect(ap.getByRole("heading", { name: "Emergency switch", level: 1 })).toBeVisible();
+    const apRow = ap.locator(`tr[data-target="${TARGET}"]`);
+    await apRow.getByTestId("pause-approve").click();
+    await ap.getByTestId("pause-password").fill(approver.password);
+    await ap.getByTestId("pause-step-reason").fill("agreed on the bridge call");
+    await ap.getByTestId("pause-step-submit").click();
+    await expect(ap.getByTestId("flash")).toContainText("now active");
+
+    // --- the banner on every page, for both, and the gauge -------------------------------
+    for (const [link, heading] of [
+      ["Dashboard", "Dashboard"],
+      ["Payments", "Payments"],
+      ["Error pool", "Error pool"],
+      ["Webhooks", "Webhooks"],
+    ]) {
+      await go(ap, link, heading);
+      const banner = ap.getByTestId("pause-banner");
+      await expect(banner).toContainText(WHAT);
+      await expect(banner).toContainText("purge storm in the drill");
+      await expect(banner).toContainText(approver.user);
+    }
+    await axeScan(ap, "pause-banner");
+    await go(page, "Payments", "Payments");
+    await expect(page.getByTestId("pause-banner")).toContainText(WHAT);
+    await page.reload();
+    await hydrated(page);
+    await expect(page.getByTestId("pause-banner")).toContainText(WHAT);
+    await expect.poll(() => gauge(page), { timeout: 20_000 }).toBe(`converge_pause_active{target="${TARGET}"} 1`);
+
+    // --- the operator resumes in one step ----------------------------------------------
+    await page.getByTestId("pause-banner").getByRole("link", { name: "Manage pauses" }).click();
+    await expect(page.getByRole("heading", { name: "Emergency switch", level: 1 })).toBeVisible();
+    await expect(row).toHaveAttribute("data-status", "active");
+    await row.getByTestId("pause-resume").click();
+    await page.getByTestId("pause-step-reason").fill("storm over");
+    await page.getByTestId("pause-step-submit").click();
+    await expect(page.getByTestId("flash")).toContainText("now resumed");
+    await expect(page.getByTestId("ended-pauses")).toContainText("storm over");
+    await go(page, "Dashboard", "Dashboard");
+    await expect(page.getByTestId("pause-banner")).toHaveCount(0);
+    // The approver's open page drops the banner on its next look (every few seconds).
+    await expect(ap.getByTestId("pause-banner")).toHaveCount(0, { timeout: 10_000 });
+    await expect.poll(() => gauge(page), { timeout: 20_000 }).toBe(`converge_pause_active{target="${TARGET}"} 0`);
+    expect(errors).toEqual([]);
+  } finally {
+    await resumeOpen(page);
+    await approverContext.close();
+  }
+});

@@ -1,0 +1,322 @@
+//! `/ops/v1/pauses`: the emergency switch (issue 17 "Emergency switch"). Operators request a
+//! pause and resume it; a different approver approves it, re-entering their password
+//! (step-up, as for actions).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::actions::{action_error, approval_refused};
+use super::audit::actor;
+use super::auth::{LoginError, Principal};
+use super::handlers::ClientAddr;
+use crate::api::AppState;
+use crate::domain::roles::Permission;
+use crate::domain::throttle::AttemptKind;
+use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::service::actions::ActionError;
+use crate::store::PauseRecord;
+
+/// The `/ops/v1/pauses` routes.
+pub fn routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
+    use utoipa_axum::routes;
+    utoipa_axum::router::OpenApiRouter::new()
+        .routes(routes!(list, request))
+        .routes(routes!(approve))
+        .routes(routes!(reject))
+        .routes(routes!(resume))
+}
+
+/// One pause.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PauseEnvelope {
+    /// The pause as it is now.
+    pub pause: PauseRecord,
+}
+
+/// The pauses: pending and active ones first (oldest first), then the last 50 that ended.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PauseList {
+    /// The pauses.
+    pub items: Vec<PauseRecord>,
+}
+
+/// Body of `POST /ops/v1/pauses`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRequestBody {
+    /// `submissions`, `job:<kind>` or `endpoint:<id>`.
+    #[schema(schema_with = crate::api::openapi::pause_target_schema)]
+    target: String,
+    /// Why (audited, shown in the console's banner).
+    #[schema(schema_with = crate::api::openapi::reason_schema)]
+    reason: String,
+}
+
+/// Body of an approval: the approver's password again, and a reason.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseApproveBody {
+    /// The approver's own password (step-up).
+    password: String,
+    /// Why.
+    #[schema(schema_with = crate::api::openapi::reason_schema)]
+    reason: String,
+}
+
+/// Body with a reason.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseReasonBody {
+    /// Why.
+    #[schema(schema_with = crate::api::openapi::reason_schema)]
+    reason: String,
+}
+
+/// How long a pending pause stays approvable: one hour (an emergency is decided quickly,
+/// and a forgotten request should not be approvable days later).
+pub const PAUSE_TTL_MS: i64 = 3_600_000;
+
+/// Lists the pauses (anyone who may view).
+#[utoipa::path(
+    get,
+    path = "/pauses",
+    tag = "ops",
+    operation_id = "ops_list_pauses",
+    summary = "Emergency-switch pauses",
+    security(("console_session" = [])),
+    responses(
+        (status = 200, description = "Pending and active pauses, then the last that ended", body = PauseList),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+pub async fn list(State(st): State<AppState>, p: Principal) -> Result<Json<PauseList>, ApiError> {
+    p.require(Permission::View)?;
+    Ok(Json(PauseList {
+        items: st.core.store.pauses(50).await?,
+    }))
+}
+
+/// Requests a pause (operators); it takes effect when a different approver approves it.
+#[utoipa::path(
+    post,
+    path = "/pauses",
+    tag = "ops",
+    operation_id = "ops_request_pause",
+    summary = "Request a pause (emergency switch)",
+    description = "Pauses submissions to the channel (payments are accepted and held PENDING), one job kind, or webhook deliveries to one endpoint, once a different approver approves it.",
+    security(("console_session" = [])),
+    request_body(content = PauseRequestBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The pause, pending approval", body = PauseEnvelope),
+        (status = 400, description = "Bad target or reason", body = ErrorBody, example = json!({"error": {"code": "invalid_target", "message": "target must be `submissions`, `job:<kind>` or `endpoint:<id>`"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such webhook endpoint", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "webhook endpoint not found"}})),
+        (status = 409, description = "The target already has a pending or active pause", body = ErrorBody, example = json!({"error": {"code": "pause_open", "message": "submissions already has a pending or active pause"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+pub async fn request(
+    State(st): State<AppState>,
+    p: Principal,
+    ClientAddr(addr): ClientAddr,
+    ApiJson(b): ApiJson<PauseRequestBody>,
+) -> Result<(StatusCode, Json<PauseEnvelope>), ApiError> {
+    p.require(Permission::RequestActions)?;
+    let pause = st
+        .core
+        .request_pause(&actor(&p, &addr), &b.target, &b.reason, PAUSE_TTL_MS)
+        .await
+        .map_err(action_error)?;
+    Ok((StatusCode::CREATED, Json(PauseEnvelope { pause })))
+}
+
+/// Approves a pending pause (approvers other than the requester, after step-up).
+#[utoipa::path(
+    post,
+    path = "/pauses/{id}/approve",
+    tag = "ops",
+    operation_id = "ops_approve_pause",
+    summary = "Approve a pending pause: it is in force within a second everywhere",
+    security(("console_session" = [])),
+    params(("id" = String, Path, description = "The pause's id")),
+    request_body(content = PauseApproveBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The pause, active", body = PauseEnvelope),
+        (status = 400, description = "The body is not a valid request", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: missing field `reason`"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "Not allowed by the role (`forbidden`), cross-site (`csrf_rejected`), or not approved (`approval_refused`): one answer for a wrong password, no such pause, the user's own request, and one already decided or expired", body = ErrorBody, example = json!({"error": {"code": "approval_refused", "message": "not approved: re-enter your own password, for a pending request someone else made that is still current"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 429, description = "Too many failed password checks", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "too many password attempts; retry in 4 s"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+pub async fn approve(
+    State(st): State<AppState>,
+    p: Principal,
+    ClientAddr(addr): ClientAddr,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(b): ApiJson<PauseApproveBody>,
+) -> Result<Json<PauseEnvelope>, ApiError> {
+    p.require(Permission::ApproveActions)?;
+    let pause = approve_pause_with_step_up(&st, &p, &addr, &id, &b.password, &b.reason).await?;
+    Ok(Json(PauseEnvelope { pause }))
+}
+
+/// Approves pause `id` as `p` after re-checking `p`'s password, as the JSON endpoint and the
+/// console's server function do (the caller has checked the role). Like an action's
+/// approval, every refusal (wrong password, no such pause, one's own, decided, expired) gets
+/// one answer after the same work, counts as a failed password check and is audited.
+pub async fn approve_pause_with_step_up(
+    st: &AppState,
+    p: &Principal,
+    addr: &str,
+    id: &str,
+    password: &str,
+    reason: &str,
+) -> Result<PauseRecord, ApiError> {
+    crate::domain::actions::check_reason(reason)
+        .map_err(|m| ApiError::bad_request("invalid_reason", m))?;
+    let store = st.core.store.as_ref();
+    let who = actor(p, addr);
+    let attempt = st
+        .auth
+        .begin_attempt(
+            store,
+            &p.username,
+            addr,
+            AttemptKind::StepUp,
+            st.core.clock.now_ms(),
+        )
+        .await
+        .map_err(login_error)?;
+    let approvable = st.core.pause_approvable(&who, id).await;
+    let user = st.auth.verify_user(store, &p.username, password).await;
+    let approved = if matches!(approvable, Ok(true)) && matches!(user, Ok(Some(_))) {
+        match st.core.approve_pause(&who, id, reason).await {
+            Err(
+                ActionError::NotFound(_) | ActionError::Forbidden(..) | ActionError::Conflict(..),
+            ) => None,
+            other => Some(other),
+        }
+    } else {
+        None
+    };
+    st.auth
+        .finish_attempt(
+            store,
+            attempt,
+            matches!(approved, Some(Ok(_))),
+            st.core.clock.now_ms(),
+        )
+        .await?;
+    approvable?;
+    user?;
+    if let Some(result) = approved {
+        return result.map_err(action_error);
+    }
+    let target: String = id.chars().take(64).collect();
+    let e = who.entry(
+        st.core.clock.now_ms(),
+        "approval_refused",
+        &format!("pause:{target}"),
+        "wrong password, or a pause this user cannot approve",
+        String::new(),
+        String::new(),
+    );
+    store.append_audit(&e).await?;
+    Err(approval_refused())
+}
+
+fn login_error(e: LoginError) -> ApiError {
+    match e {
+        LoginError::RateLimited(secs) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!("too many password attempts; retry in {secs} s"),
+        )
+        .with_retry_after(secs),
+        LoginError::Store(e) => e.into(),
+        other => ApiError::internal(other),
+    }
+}
+
+/// Rejects a pending pause (approvers other than the requester).
+#[utoipa::path(
+    post,
+    path = "/pauses/{id}/reject",
+    tag = "ops",
+    operation_id = "ops_reject_pause",
+    summary = "Reject a pending pause",
+    security(("console_session" = [])),
+    params(("id" = String, Path, description = "The pause's id")),
+    request_body(content = PauseReasonBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The pause, rejected", body = PauseEnvelope),
+        (status = 400, description = "The body is not a valid request", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: missing field `reason`"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "Not allowed: role, cross-site, or the user's own request", body = ErrorBody, example = json!({"error": {"code": "self_approval", "message": "a pause must be approved or rejected by someone other than its requester"}})),
+        (status = 404, description = "No such pause", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "pause not found"}})),
+        (status = 409, description = "The pause is not pending, or expired", body = ErrorBody, example = json!({"error": {"code": "not_pending", "message": "this pause is active"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+pub async fn reject(
+    State(st): State<AppState>,
+    p: Principal,
+    ClientAddr(addr): ClientAddr,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(b): ApiJson<PauseReasonBody>,
+) -> Result<Json<PauseEnvelope>, ApiError> {
+    p.require(Permission::ApproveActions)?;
+    let pause = st
+        .core
+        .reject_pause(&actor(&p, &addr), &id, &b.reason)
+        .await
+        .map_err(action_error)?;
+    Ok(Json(PauseEnvelope { pause }))
+}
+
+/// Resumes an active pause, or cancels a pending one (operators, in one step).
+#[utoipa::path(
+    post,
+    path = "/pauses/{id}/resume",
+    tag = "ops",
+    operation_id = "ops_resume_pause",
+    summary = "Resume (end) a pause: everything it held proceeds",
+    security(("console_session" = [])),
+    params(("id" = String, Path, description = "The pause's id")),
+    request_body(content = PauseReasonBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The pause, resumed (or cancelled if it was pending)", body = PauseEnvelope),
+        (status = 400, description = "The body is not a valid request", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: missing field `reason`"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such pause", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "pause not found"}})),
+        (status = 409, description = "The pause already ended", body = ErrorBody, example = json!({"error": {"code": "not_open", "message": "this pause is resumed"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+pub async fn resume(
+    State(st): State<AppState>,
+    p: Principal,
+    ClientAddr(addr): ClientAddr,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(b): ApiJson<PauseReasonBody>,
+) -> Result<Json<PauseEnvelope>, ApiError> {
+    p.require(Permission::RequestActions)?;
+    let pause = st
+        .core
+        .resume_pause(&actor(&p, &addr), &id, &b.reason)
+        .await
+        .map_err(action_error)?;
+    Ok(Json(PauseEnvelope { pause }))
+}

@@ -1,0 +1,362 @@
+//! The emergency switch (issue 17 "Emergency switch"; seed 004 §8.4): request, approve,
+//! reject and resume pauses, and the view of what is paused that every effect reads.
+//!
+//! Every process (each `serve`, each `worker`) reads the active pauses from the database at
+//! most once per [`PAUSE_REFRESH`] and caches them, so a pause approved anywhere holds
+//! everywhere within about a second, and the hot paths (each claim, each drive) cost no
+//! query. The effects, one place each: submissions in [`Core::drive`] (and the submit job,
+//! which holds rather than fails), job kinds in the worker's claim
+//! ([`ActivePauses::unleased_kinds`]), endpoints in [`Core::deliver_webhook`]. Held work is
+//! never failed and spends no attempt, so on resume it all proceeds.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::actions::{ActionError, Actor};
+use super::{Core, ids};
+use crate::domain::actions::check_reason;
+use crate::domain::pause::{ActivePauses, PAUSABLE_JOB_KINDS, PauseTarget, status};
+use crate::store::{CreatePause, NewPause, PauseMove, PauseRecord, StoreError};
+
+/// How stale a process's view of the active pauses may be.
+pub const PAUSE_REFRESH: Duration = Duration::from_secs(1);
+
+/// How long after a held job is put back it is looked at again, ms: about as long as a
+/// resume takes to reach every process.
+pub const HOLD_RECHECK_MS: i64 = 1_000;
+
+/// This process's cached view of the active pauses (shared by the clones of a [`Core`]).
+#[derive(Clone, Default)]
+pub struct PauseCache {
+    inner: Arc<tokio::sync::Mutex<Option<(Instant, ActivePauses)>>>,
+}
+
+impl std::fmt::Debug for PauseCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PauseCache")
+    }
+}
+
+impl PauseCache {
+    /// Forgets the cached view, so the next read goes to the database (after this process
+    /// changed a pause).
+    pub async fn invalidate(&self) {
+        *self.inner.lock().await = None;
+    }
+}
+
+impl Core {
+    /// What is paused now, as of at most [`PAUSE_REFRESH`] ago. When the database cannot be
+    /// read the last view stands (nothing is resumed by an outage); with no view yet,
+    /// nothing is paused (and nothing proceeds anyway without the database).
+    pub async fn active_pauses(&self) -> ActivePauses {
+        let mut cached = self.pauses.inner.lock().await;
+        if let Some((at, view)) = cached.as_ref()
+            && at.elapsed() < PAUSE_REFRESH
+        {
+            return view.clone();
+        }
+        match self.store.active_pause_targets().await {
+            Ok(targets) => {
+                let view = ActivePauses::from_targets(targets.iter().map(String::as_str));
+                pause_gauges(&view);
+                *cached = Some((Instant::now(), view.clone()));
+                view
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the active pauses failed; keeping the last view");
+                cached.as_ref().map(|(_, v)| v.clone()).unwrap_or_default()
+            }
+        }
+    }
+
+    /// Records a pause request (operators); it takes effect once a different approver
+    /// approves it. `ttl_ms`: how long it stays approvable.
+    ///
+    /// Errors: `invalid_target` / `invalid_reason` (400); `not_found` for an endpoint target
+    /// that does not exist (404); `pause_open` when the target already has a pending or active
+    /// pause (409).
+    pub async fn request_pause(
+        &self,
+        actor: &Actor,
+        target: &str,
+        reason: &str,
+        ttl_ms: i64,
+    ) -> Result<PauseRecord, ActionError> {
+        let target: PauseTarget = target
+            .parse()
+            .map_err(|m| ActionError::Invalid("invalid_target", m))?;
+        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+        if let PauseTarget::Endpoint(id) = &target
+            && self.store.endpoint(id).await?.is_none()
+        {
+            return Err(ActionError::NotFound("webhook endpoint"));
+        }
+        let now = self.clock.now_ms();
+        let new = NewPause {
+            id: ids::new_id("pause"),
+            target: target.as_string(),
+            reason: reason.trim().into(),
+            requested_by: actor.username.clone(),
+            now,
+            expires_at: now + ttl_ms,
+        };
+        let audit = actor.entry(
+            now,
+            "pause_requested",
+            &format!("pause:{}", new.id),
+            &new.reason,
+            String::new(),
+            json!({"target": new.target, "status": status::PENDING}).to_string(),
+        );
+        for _ in 0..2 {
+            match self.store.create_pause(&new, &audit).await? {
+                CreatePause::Created(p) => return Ok(p),
+                // A request nobody decided in time only holds the target until someone
+                // asks again: close it as expired and insert once more.
+                CreatePause::OpenExists if self.close_expired(actor, &new.target).await? => {}
+                CreatePause::OpenExists => break,
+            }
+        }
+        Err(ActionError::Conflict(
+            "pause_open",
+            format!("{} already has a pending or active pause", new.target),
+        ))
+    }
+
+    /// Closes `target`'s pending pause if it expired; true when one was closed.
+    async fn close_expired(&self, actor: &Actor, target: &str) -> Result<bool, StoreError> {
+        let now = self.clock.now_ms();
+        let expired = self
+            .store
+            .pauses(0)
+            .await?
+            .into_iter()
+            .find(|p| p.target == target && p.status == status::PENDING && p.expires_at <= now);
+        match expired {
+            Some(p) => {
+                self.move_pause(
+                    actor,
+                    &p,
+                    status::CANCELLED,
+                    "expired before a decision",
+                    "pause_expired",
+                    false,
+                )
+                .await
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Whether `actor` could approve pause `id` now (it exists, someone else asked, it is
+    /// pending and unexpired), read before the approver's password is checked; the caller
+    /// answers every `false` like a wrong password.
+    pub async fn pause_approvable(&self, actor: &Actor, id: &str) -> Result<bool, StoreError> {
+        Ok(self.store.pause(id).await?.is_some_and(|p| {
+            p.status == status::PENDING
+                && p.requested_by != actor.username
+                && p.expires_at > self.clock.now_ms()
+        }))
+    }
+
+    /// Approves a pending pause: it is in force from now, in this process at once and in
+    /// every other within [`PAUSE_REFRESH`]. The approver must not be the requester.
+    ///
+    /// Errors: `self_approval` (403), `not_pending` or `expired` (409), `not_found` (404).
+    pub async fn approve_pause(
+        &self,
+        actor: &Actor,
+        id: &str,
+        reason: &str,
+    ) -> Result<PauseRecord, ActionError> {
+        self.decide_pause(actor, id, reason, status::ACTIVE, "pause_approved")
+            .await
+    }
+
+    /// Rejects a pending pause (by someone other than the requester).
+    pub async fn reject_pause(
+        &self,
+        actor: &Actor,
+        id: &str,
+        reason: &str,
+    ) -> Result<PauseRecord, ActionError> {
+        self.decide_pause(actor, id, reason, status::REJECTED, "pause_rejected")
+            .await
+    }
+
+    async fn decide_pause(
+        &self,
+        actor: &Actor,
+        id: &str,
+        reason: &str,
+        to: &str,
+        audit_action: &str,
+    ) -> Result<PauseRecord, ActionError> {
+        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+        let p = self
+            .store
+            .pause(id)
+            .await?
+            .ok_or(ActionError::NotFound("pause"))?;
+        if p.requested_by == actor.username {
+            return Err(ActionError::Forbidden(
+                "self_approval",
+                "a pause must be approved or rejected by someone other than its requester".into(),
+            ));
+        }
+        if p.status != status::PENDING {
+            return Err(ActionError::Conflict(
+                "not_pending",
+                format!("this pause is {}", p.status),
+            ));
+        }
+        let now = self.clock.now_ms();
+        if p.expires_at <= now {
+            // Closed, so the target is free for a new request.
+            self.move_pause(
+                actor,
+                &p,
+                status::CANCELLED,
+                "expired before a decision",
+                "pause_expired",
+                false,
+            )
+            .await?;
+            return Err(ActionError::Conflict(
+                "expired",
+                "this pause request expired; request again".into(),
+            ));
+        }
+        let m = PauseMove {
+            id: p.id.clone(),
+            from: status::PENDING.into(),
+            to: to.into(),
+            by: actor.username.clone(),
+            reason: reason.trim().into(),
+            not_by_requester: true,
+            unexpired_at: Some(now),
+            now,
+        };
+        let audit = actor.entry(
+            now,
+            audit_action,
+            &format!("pause:{}", p.id),
+            reason.trim(),
+            json!({"target": p.target, "status": p.status, "requested_by": p.requested_by, "reason": p.reason}).to_string(),
+            json!({"target": p.target, "status": to}).to_string(),
+        );
+        if !self.store.move_pause(&m, &audit).await? {
+            return Err(ActionError::Conflict(
+                "not_pending",
+                "this pause was already decided".into(),
+            ));
+        }
+        self.pauses.invalidate().await;
+        Ok(self.store.pause(id).await?.unwrap_or(p))
+    }
+
+    /// Ends a pause in one step (operators, the requester included): an active pause is
+    /// resumed, and everything it held proceeds; a pending one is cancelled.
+    ///
+    /// Errors: `invalid_reason` (400), `not_found` (404), `not_open` (409) when it already
+    /// ended.
+    pub async fn resume_pause(
+        &self,
+        actor: &Actor,
+        id: &str,
+        reason: &str,
+    ) -> Result<PauseRecord, ActionError> {
+        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+        let p = self
+            .store
+            .pause(id)
+            .await?
+            .ok_or(ActionError::NotFound("pause"))?;
+        let (to, audit_action) = match p.status.as_str() {
+            status::ACTIVE => (status::RESUMED, "pause_resumed"),
+            status::PENDING => (status::CANCELLED, "pause_cancelled"),
+            other => {
+                return Err(ActionError::Conflict(
+                    "not_open",
+                    format!("this pause is {other}"),
+                ));
+            }
+        };
+        if !self
+            .move_pause(actor, &p, to, reason.trim(), audit_action, false)
+            .await?
+        {
+            return Err(ActionError::Conflict(
+                "not_open",
+                "this pause changed meanwhile; look again".into(),
+            ));
+        }
+        self.pauses.invalidate().await;
+        Ok(self.store.pause(id).await?.unwrap_or(p))
+    }
+
+    async fn move_pause(
+        &self,
+        actor: &Actor,
+        p: &PauseRecord,
+        to: &str,
+        reason: &str,
+        audit_action: &str,
+        not_by_requester: bool,
+    ) -> Result<bool, StoreError> {
+        let now = self.clock.now_ms();
+        let m = PauseMove {
+            id: p.id.clone(),
+            from: p.status.clone(),
+            to: to.into(),
+            by: actor.username.clone(),
+            reason: reason.into(),
+            not_by_requester,
+            unexpired_at: None,
+            now,
+        };
+        let audit = actor.entry(
+            now,
+            audit_action,
+            &format!("pause:{}", p.id),
+            reason,
+            json!({"target": p.target, "status": p.status}).to_string(),
+            json!({"target": p.target, "status": to}).to_string(),
+        );
+        self.store.move_pause(&m, &audit).await
+    }
+}
+
+/// Endpoints this process has reported paused, so a resumed one is set back to 0.
+static PAUSED_ENDPOINTS: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// `converge_pause_active{target}`: 1 while the emergency switch pauses the target, else 0,
+/// set at each refresh of this process's view (at least every `--monitor-ms`, and every
+/// second in a process whose workers poll). Submissions and every pausable job kind are
+/// always reported; an endpoint from its first pause on.
+fn pause_gauges(active: &ActivePauses) {
+    let set = |target: String, on: bool| {
+        metrics::gauge!("converge_pause_active", "target" => target).set(if on {
+            1.0
+        } else {
+            0.0
+        });
+    };
+    set("submissions".into(), active.submissions());
+    for kind in PAUSABLE_JOB_KINDS {
+        set(format!("job:{kind}"), active.job_kind(kind));
+    }
+    let mut seen = PAUSED_ENDPOINTS.lock().unwrap_or_else(|p| p.into_inner());
+    for t in active.targets() {
+        if let PauseTarget::Endpoint(id) = t {
+            seen.insert(id.clone());
+        }
+    }
+    for id in seen.iter() {
+        set(format!("endpoint:{id}"), active.endpoint(id));
+    }
+}

@@ -1,0 +1,113 @@
+//! Storage of the emergency switch's pauses (issue 17 "Emergency switch"): each request, its
+//! approval and its resumption, every step written in one transaction with its audit record.
+//! Every `serve` and `worker` process reads the active ones
+//! ([`Pauses::active_pause_targets`]), so a pause holds across all processes sharing the
+//! database.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::StoreError;
+use super::governance::AuditEntry;
+
+/// A pause request and its fate.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+pub struct PauseRecord {
+    /// `pause_` + 24 hex.
+    pub id: String,
+    /// `submissions`, `job:<kind>` or `endpoint:<id>`.
+    pub target: String,
+    /// Why it was requested.
+    pub reason: String,
+    /// `pending`, `active`, `resumed`, `rejected` or `cancelled`.
+    pub status: String,
+    /// The operator who asked.
+    pub requested_by: String,
+    /// Epoch ms UTC.
+    pub requested_at: i64,
+    /// A pending request can be approved until then, epoch ms UTC.
+    pub expires_at: i64,
+    /// The approver (or rejecter).
+    pub approved_by: Option<String>,
+    /// When it was approved (in force since) or rejected, epoch ms UTC.
+    pub approved_at: Option<i64>,
+    /// The approver's reason.
+    pub decision_reason: Option<String>,
+    /// Who resumed (or cancelled) it.
+    pub resumed_by: Option<String>,
+    /// Epoch ms UTC.
+    pub resumed_at: Option<i64>,
+    /// Why it was resumed or cancelled.
+    pub resume_reason: Option<String>,
+}
+
+/// A new pause request (status `pending`).
+#[derive(Debug, Clone)]
+pub struct NewPause {
+    /// Id.
+    pub id: String,
+    /// Target, as [`PauseTarget::as_string`](crate::domain::pause::PauseTarget::as_string).
+    pub target: String,
+    /// Reason.
+    pub reason: String,
+    /// Requester.
+    pub requested_by: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+    /// Epoch ms UTC.
+    pub expires_at: i64,
+}
+
+/// Result of [`Pauses::create_pause`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreatePause {
+    /// Inserted.
+    Created(PauseRecord),
+    /// The target already has a pending or active pause.
+    OpenExists,
+}
+
+/// A conditional move of a pause between statuses.
+#[derive(Debug, Clone, Default)]
+pub struct PauseMove {
+    /// Pause id.
+    pub id: String,
+    /// The status it must be in.
+    pub from: String,
+    /// The status it moves to: `active` or `rejected` record the decision
+    /// (approved_by/at, decision_reason); `resumed` or `cancelled` record the resumption.
+    pub to: String,
+    /// Who.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// Refuse when `by` is the requester (maker-checker).
+    pub not_by_requester: bool,
+    /// Refuse when the request expired before this time (epoch ms).
+    pub unexpired_at: Option<i64>,
+    /// Epoch ms UTC.
+    pub now: i64,
+}
+
+/// Pauses.
+#[async_trait]
+pub trait Pauses: Send + Sync + 'static {
+    /// Inserts a pending pause with its audit record, in one transaction; `OpenExists` (and
+    /// nothing written) when its target already has a pending or active one.
+    async fn create_pause(
+        &self,
+        p: &NewPause,
+        audit: &AuditEntry,
+    ) -> Result<CreatePause, StoreError>;
+    /// The pause with this id.
+    async fn pause(&self, id: &str) -> Result<Option<PauseRecord>, StoreError>;
+    /// Pending and active pauses (oldest first), then up to `limit` ended ones (newest
+    /// first).
+    async fn pauses(&self, limit: i64) -> Result<Vec<PauseRecord>, StoreError>;
+    /// The targets of the active pauses.
+    async fn active_pause_targets(&self) -> Result<Vec<String>, StoreError>;
+    /// Applies `m` if the pause is in `m.from` (and the maker-checker and expiry conditions
+    /// hold), appending `audit` in the same transaction; false when it did not apply
+    /// (nothing written).
+    async fn move_pause(&self, m: &PauseMove, audit: &AuditEntry) -> Result<bool, StoreError>;
+}
