@@ -121,8 +121,16 @@ async fn inbox_as(
     };
     Ok(ApprovalInbox {
         now: st.core.clock.now_ms(),
-        pending: inbox.pending.into_iter().map(item).collect::<Result<_, _>>()?,
-        decided: inbox.decided.into_iter().map(item).collect::<Result<_, _>>()?,
+        pending: inbox
+            .pending
+            .into_iter()
+            .map(item)
+            .collect::<Result<_, _>>()?,
+        decided: inbox
+            .decided
+            .into_iter()
+            .map(item)
+            .collect::<Result<_, _>>()?,
     })
 }
 

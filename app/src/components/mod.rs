@@ -3,6 +3,6 @@
 pub mod bulk_retry;
 pub mod chart;
 pub mod layout;
-pub mod search_box;
 pub mod live;
+pub mod search_box;
 pub mod widgets;

@@ -24,8 +24,8 @@ pub mod verify;
 pub(crate) mod webhooks_sql;
 pub mod console;
 pub mod governance;
-pub mod lookup;
 pub mod live;
+pub mod lookup;
 pub mod pauses;
 mod postgres;
 pub mod queue;
@@ -39,8 +39,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 pub use console::*;
 pub use governance::*;
-pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MATCHES};
 pub use live::*;
+pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MATCHES};
 pub use pauses::*;
 pub use queue::*;
 pub use records::*;
@@ -144,7 +144,18 @@ pub trait Presence {
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
 pub trait Store:
-    Queue + Console + Governance + Live + Lookup + Pauses + Verify + Webhooks + Presence + Send + Sync + 'static
+    Queue
+    + Console
+    + Governance
+    + Live
+    + Lookup
+    + Pauses
+    + Verify
+    + Webhooks
+    + Presence
+    + Send
+    + Sync
+    + 'static
 {
     /// The backend behind this store.
     fn backend(&self) -> Backend;
