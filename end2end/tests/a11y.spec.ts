@@ -129,10 +129,27 @@ test("error pool, with items, a resolve form and a bulk-retry preview", async ()
   await axeScan(page, "error-pool-forms");
 });
 
-test("approvals, with a pending and a decided request", async () => {
+test("approvals, with a pending and a decided request", async ({ request }) => {
+  // A decided request: queries run at once and are not in the inbox, so a reversal request
+  // on another payment, withdrawn by its requester.
+  const origin = new URL(page.url()).origin;
+  const other = (await createPayment(request, env("E2E_MERCHANT_KEY"), { amount: 2501, currency: "CNY", merchant_order_id: unique("a11y-withdrawn") }, unique("idem"))).id;
+  await expect
+    .poll(async () => (await (await page.request.get(`/ops/v1/payments/${other}`)).json()).payment?.status, { timeout: 20_000 })
+    .toBe("SUCCESS");
+  const asked = await page.request.post("/ops/v1/actions", {
+    headers: { Origin: origin },
+    data: { kind: "reverse", payment_id: other, reason: "a11y scan: withdrawn" },
+  });
+  expect(asked.status(), await asked.text()).toBe(201);
+  const withdrawn = await page.request.post(`/ops/v1/actions/${(await asked.json()).action.id}/cancel`, {
+    headers: { Origin: origin },
+    data: {},
+  });
+  expect(withdrawn.status(), await withdrawn.text()).toBe(200);
   await open(page, "/approvals");
   await expect(page.getByTestId("pending").getByRole("row").filter({ hasText: data.success })).toHaveCount(1);
-  await expect(page.getByTestId("decided")).toContainText(data.success);
+  await expect(page.getByTestId("decided")).toContainText(other);
   await axeScan(page, "approvals");
 });
 
