@@ -129,3 +129,32 @@ pub fn ErrorNote(
 pub fn Loading() -> impl IntoView {
     view! { <p class="loading" aria-live="polite">"Loading…"</p> }
 }
+
+/// A JSON result as labelled fields (amounts with a currency in major units; amounts without
+/// one in `currency` when given, else labelled as minor units; times formatted:
+/// [`format::json_fields_in`]), the raw JSON behind a toggle; text that is not a JSON object
+/// is shown as it is.
+#[component]
+pub fn JsonFields(
+    /// The JSON text.
+    text: String,
+    /// The payment's ISO 4217 code, for amounts that carry none of their own.
+    #[prop(optional)]
+    currency: Option<String>,
+) -> impl IntoView {
+    let fields = format::json_fields_in(&text, currency.as_deref());
+    if fields.is_empty() {
+        return view! { <span class="mono">{text}</span> }.into_any();
+    }
+    let raw = format::pretty_json(&text);
+    view! {
+        <dl class="fields">
+            {fields.into_iter().map(|(k, v)| view! { <div><dt>{k}</dt><dd>{v}</dd></div> }).collect_view()}
+        </dl>
+        <details>
+            <summary>"JSON"</summary>
+            <pre class="evidence">{raw}</pre>
+        </details>
+    }
+    .into_any()
+}

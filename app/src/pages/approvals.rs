@@ -11,7 +11,7 @@ use leptos::task::spawn_local;
 use leptos_router::components::A;
 
 use crate::components::layout::{signed_in_has, signed_in_name};
-use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
+use crate::components::widgets::{ErrorNote, JsonFields, Loading, StatusPill, Time};
 use crate::dto::{ActionRecord, ApprovalItem};
 use crate::{api, api_actions, api_pauses, format};
 
@@ -109,7 +109,7 @@ pub fn ApprovalsPage() -> impl IntoView {
                                     view! { <p class="empty">"Nothing waits for approval."</p> }.into_any()
                                 } else {
                                     view! {
-                                        <table class="data" data-testid="pending">
+                                        <table class="data inbox" data-testid="pending">
                                             <thead>
                                                 <tr>
                                                     <th scope="col">"Payment"</th>
@@ -273,15 +273,15 @@ fn PendingRow(
             data-testid=format!("pending-{}", a.id)
             data-live-hold=move || (open.get().is_some() || busy.get() || confirm_cancel.get()).then_some("")
         >
-            <td class="mono">
+            <td class="mono" data-label="Payment">
                 <A href=format!("/payments/{payment}")>{payment.clone()}</A>
                 <div class="muted small" data-testid="merchant">
                     {item.merchant.clone().unwrap_or_else(|| "payment not found".into())}
                 </div>
             </td>
             <PaymentNow item=item.clone()/>
-            <td class="mono">{kind}</td>
-            <td>
+            <td class="mono" data-label="Kind">{kind}</td>
+            <td data-label="Reason">
                 {a.reason.clone()}
                 {(!a.evidence.is_empty())
                     .then(|| {
@@ -293,9 +293,9 @@ fn PendingRow(
                         }
                     })}
             </td>
-            <td data-testid="requester">{requester}</td>
-            <td>{format::age(now - a.created_at)}</td>
-            <td>{expiry}</td>
+            <td data-testid="requester" data-label="Requested by">{requester}</td>
+            <td data-label="Age">{format::age(now - a.created_at)}</td>
+            <td data-label="Expires">{expiry}</td>
             <td class="decide">
                 {stale
                     .then(|| {
@@ -436,7 +436,7 @@ fn PaymentNow(item: ApprovalItem) -> impl IntoView {
         _ => "—".into(),
     };
     view! {
-        <td class="amount-cell">
+        <td class="amount-cell" data-label="Amount">
             <span class="num" data-testid="amount">{amount}</span>
             <div>
                 {item
@@ -454,7 +454,7 @@ fn Decided(items: Vec<ApprovalItem>) -> impl IntoView {
         return view! { <p class="empty">"None yet."</p> }.into_any();
     }
     view! {
-        <table class="data compact" data-testid="decided">
+        <table class="data compact inbox" data-testid="decided">
             <thead>
                 <tr>
                     <th scope="col">"Requested"</th>
@@ -490,20 +490,22 @@ fn Decided(items: Vec<ApprovalItem>) -> impl IntoView {
                         let payment = a.payment_id.clone();
                         view! {
                             <tr data-testid=format!("decided-{}", a.id)>
-                                <td><Time ms=a.created_at/></td>
-                                <td class="mono">
+                                <td data-label="Requested"><Time ms=a.created_at/></td>
+                                <td class="mono" data-label="Payment">
                                     <A href=format!("/payments/{payment}")>{payment.clone()}</A>
                                     <div class="muted small">{item.merchant.clone().unwrap_or_default()}</div>
                                 </td>
                                 <PaymentNow item=item.clone()/>
-                                <td class="mono">{kind}</td>
-                                <td><StatusPill status=a.status/></td>
-                                <td>{a.requested_by}</td>
-                                <td data-testid="decided-by">
+                                <td class="mono" data-label="Kind">{kind}</td>
+                                <td data-label="Outcome"><StatusPill status=a.status/></td>
+                                <td data-label="Requested by">{a.requested_by}</td>
+                                <td data-testid="decided-by" data-label="Decided">
                                     {decided}
                                     {decided_at.map(|ms| view! { <div class="muted small"><Time ms/></div> })}
                                 </td>
-                                <td class="mono small">{format::clip(&a.result.unwrap_or_default(), 160)}</td>
+                                <td class="small" data-label="Result">
+                                    <JsonFields text=a.result.clone().unwrap_or_default() currency=item.currency.clone().unwrap_or_default()/>
+                                </td>
                             </tr>
                         }
                     })

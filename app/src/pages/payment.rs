@@ -11,7 +11,7 @@ use leptos_router::components::A;
 use leptos_router::hooks::use_params_map;
 
 use crate::components::layout::signed_in_has;
-use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
+use crate::components::widgets::{ErrorNote, JsonFields, Loading, Money, StatusPill, Time};
 use crate::dto::{
     ActionRecord, AuditRecord, ErrorItem, EventRecord, Job, LedgerEntry, PaymentDetail, Refund,
     force_targets,
@@ -991,25 +991,4 @@ fn RelatedErrors(items: Vec<ErrorItem>) -> impl IntoView {
             }}
         </section>
     }
-}
-
-/// A JSON result as labelled fields (amounts with a currency in major units, those without
-/// labelled as minor units; times formatted), the raw JSON behind a toggle; text that is not a JSON object is shown as it is.
-#[component]
-fn JsonFields(text: String) -> impl IntoView {
-    let fields = format::json_fields(&text);
-    if fields.is_empty() {
-        return view! { <span class="mono">{text}</span> }.into_any();
-    }
-    let raw = format::pretty_json(&text);
-    view! {
-        <dl class="fields">
-            {fields.into_iter().map(|(k, v)| view! { <div><dt>{k}</dt><dd>{v}</dd></div> }).collect_view()}
-        </dl>
-        <details>
-            <summary>"JSON"</summary>
-            <pre class="evidence">{raw}</pre>
-        </details>
-    }
-    .into_any()
 }
