@@ -278,14 +278,8 @@ pub fn approval_refused() -> ApiError {
 }
 
 /// Approves request `id` as `p` after re-checking `p`'s password (step-up), as both the
-/// JSON endpoint and the console's server function do. The caller has checked the role.
-///
-/// The password check counts toward the same limits as sign-ins (429 `rate_limited` once
-/// over them). Whatever makes an approval impossible — a wrong password, no such request,
-/// the user's own request, one already decided, expired or stale — gets one answer
-/// ([`approval_refused`]) after the same work: the argon2 verification always runs, each
-/// refusal counts as a failed attempt and is audited alike (`approval_refused`), so a stolen
-/// session cannot use approvals to test passwords.
+/// JSON endpoint and the console's server function do. The caller has checked the role. The
+/// rules of the step-up are [`with_step_up`]'s.
 pub async fn approve_with_step_up(
     st: &AppState,
     p: &Principal,
@@ -294,6 +288,73 @@ pub async fn approve_with_step_up(
     password: &str,
     reason: &str,
 ) -> Result<ActionRecord, ApiError> {
+    with_step_up(
+        st,
+        p,
+        addr,
+        password,
+        reason,
+        StepUpTarget {
+            target: format!("action:{}", id.chars().take(64).collect::<String>()),
+            refusal: "wrong password, or a request this user cannot approve",
+        },
+        |who| async move { st.core.approvable(&who, id).await },
+        |who| async move {
+            match st.core.approve_action(&who, id, reason).await {
+                // Decided, expired or moved in between: refused like the rest.
+                Err(
+                    ActionError::NotFound(_)
+                    | ActionError::Forbidden(..)
+                    | ActionError::Conflict("not_pending" | "expired" | "stale", _),
+                ) => None,
+                // Approved (its execution may still have met something, e.g. a busy
+                // payment, which is said as is), or storage failed.
+                other => Some(other),
+            }
+        },
+        |r| matches!(r, Ok(_) | Err(ActionError::Conflict(..))),
+    )
+    .await
+}
+
+/// What a step-up approval is about: the audit target of a refusal (`action:<id>`,
+/// `pause:<id>`) and the reason recorded with it.
+pub struct StepUpTarget {
+    /// Audit target, at most 64 characters of the id.
+    pub target: String,
+    /// Why, in the `approval_refused` record.
+    pub refusal: &'static str,
+}
+
+/// The one rule of every approval that needs the approver's password again (a reversal, a
+/// forced transition, a pause). The password check counts toward the same limits as
+/// sign-ins (429 `rate_limited` once over them). Whatever makes an approval impossible — a
+/// wrong password, nothing to approve, one's own request, one already decided, expired or
+/// stale — gets one answer ([`approval_refused`]) after the same work: the argon2
+/// verification always runs, each refusal counts as a failed attempt and is audited alike
+/// (`approval_refused`), so a stolen session cannot use approvals to test passwords
+/// (OWASP Authentication Cheat Sheet, "Reauthentication"; issue 13).
+///
+/// `approvable` says whether `p` could approve it at all; `approve` approves it and gives
+/// `None` for a refusal that must look like the others; `counts_as_success` says which
+/// outcomes of `approve` are a good password check.
+#[allow(clippy::too_many_arguments)]
+pub async fn with_step_up<T, E, Fa, Fd>(
+    st: &AppState,
+    p: &Principal,
+    addr: &str,
+    password: &str,
+    reason: &str,
+    what: StepUpTarget,
+    approvable: impl FnOnce(crate::service::actions::Actor) -> Fa,
+    approve: impl FnOnce(crate::service::actions::Actor) -> Fd,
+    counts_as_success: impl Fn(&Result<T, ActionError>) -> bool,
+) -> Result<T, ApiError>
+where
+    E: Into<ActionError>,
+    Fa: std::future::Future<Output = Result<bool, E>>,
+    Fd: std::future::Future<Output = Option<Result<T, ActionError>>>,
+{
     crate::domain::actions::check_reason(reason)
         .map_err(|m| ApiError::bad_request("invalid_reason", m))?;
     let store = st.core.store.as_ref();
@@ -309,39 +370,28 @@ pub async fn approve_with_step_up(
         )
         .await
         .map_err(login_error)?;
-    let approvable = st.core.approvable(&who, id).await;
+    let can = approvable(who.clone()).await.map_err(Into::into);
     let user = st.auth.verify_user(store, &p.username, password).await;
-    let approved = if matches!(approvable, Ok(true)) && matches!(user, Ok(Some(_))) {
-        match st.core.approve_action(&who, id, reason).await {
-            // Decided, expired or moved in between: refused like the rest.
-            Err(
-                ActionError::NotFound(_)
-                | ActionError::Forbidden(..)
-                | ActionError::Conflict("not_pending" | "expired" | "stale", _),
-            ) => None,
-            // Approved (its execution may still have met something, e.g. a busy payment,
-            // which is said as is), or storage failed.
-            other => Some(other),
-        }
+    let approved = if matches!(can, Ok(true)) && matches!(user, Ok(Some(_))) {
+        approve(who.clone()).await
     } else {
         None
     };
     // A refusal is a failed check whatever its reason, so it counts the same.
-    let succeeded = matches!(approved, Some(Ok(_)) | Some(Err(ActionError::Conflict(..))));
+    let succeeded = approved.as_ref().is_some_and(&counts_as_success);
     st.auth
         .finish_attempt(store, attempt, succeeded, st.core.clock.now_ms())
         .await?;
-    approvable.map_err(action_error)?;
+    can.map_err(action_error)?;
     user?;
     if let Some(result) = approved {
         return result.map_err(action_error);
     }
-    let target: String = id.chars().take(64).collect();
     let e = who.entry(
         st.core.clock.now_ms(),
         "approval_refused",
-        &format!("action:{target}"),
-        "wrong password, or a request this user cannot approve",
+        &what.target,
+        what.refusal,
         String::new(),
         String::new(),
     );

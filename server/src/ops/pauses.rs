@@ -8,13 +8,12 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::actions::{action_error, approval_refused};
+use super::actions::{StepUpTarget, action_error, with_step_up};
 use super::audit::actor;
-use super::auth::{LoginError, Principal};
+use super::auth::Principal;
 use super::handlers::ClientAddr;
 use crate::api::AppState;
 use crate::domain::roles::Permission;
-use crate::domain::throttle::AttemptKind;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::service::actions::ActionError;
 use crate::store::PauseRecord;
@@ -170,9 +169,8 @@ pub async fn approve(
 }
 
 /// Approves pause `id` as `p` after re-checking `p`'s password, as the JSON endpoint and the
-/// console's server function do (the caller has checked the role). Like an action's
-/// approval, every refusal (wrong password, no such pause, one's own, decided, expired) gets
-/// one answer after the same work, counts as a failed password check and is audited.
+/// console's server function do (the caller has checked the role), by the same step-up rule
+/// as an action's approval ([`with_step_up`]).
 pub async fn approve_pause_with_step_up(
     st: &AppState,
     p: &Principal,
@@ -181,70 +179,30 @@ pub async fn approve_pause_with_step_up(
     password: &str,
     reason: &str,
 ) -> Result<PauseRecord, ApiError> {
-    crate::domain::actions::check_reason(reason)
-        .map_err(|m| ApiError::bad_request("invalid_reason", m))?;
-    let store = st.core.store.as_ref();
-    let who = actor(p, addr);
-    let attempt = st
-        .auth
-        .begin_attempt(
-            store,
-            &p.username,
-            addr,
-            AttemptKind::StepUp,
-            st.core.clock.now_ms(),
-        )
-        .await
-        .map_err(login_error)?;
-    let approvable = st.core.pause_approvable(&who, id).await;
-    let user = st.auth.verify_user(store, &p.username, password).await;
-    let approved = if matches!(approvable, Ok(true)) && matches!(user, Ok(Some(_))) {
-        match st.core.approve_pause(&who, id, reason).await {
-            Err(
-                ActionError::NotFound(_) | ActionError::Forbidden(..) | ActionError::Conflict(..),
-            ) => None,
-            other => Some(other),
-        }
-    } else {
-        None
-    };
-    st.auth
-        .finish_attempt(
-            store,
-            attempt,
-            matches!(approved, Some(Ok(_))),
-            st.core.clock.now_ms(),
-        )
-        .await?;
-    approvable?;
-    user?;
-    if let Some(result) = approved {
-        return result.map_err(action_error);
-    }
-    let target: String = id.chars().take(64).collect();
-    let e = who.entry(
-        st.core.clock.now_ms(),
-        "approval_refused",
-        &format!("pause:{target}"),
-        "wrong password, or a pause this user cannot approve",
-        String::new(),
-        String::new(),
-    );
-    store.append_audit(&e).await?;
-    Err(approval_refused())
-}
-
-fn login_error(e: LoginError) -> ApiError {
-    match e {
-        LoginError::RateLimited(secs) => ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!("too many password attempts; retry in {secs} s"),
-        )
-        .with_retry_after(secs),
-        LoginError::Store(e) => e.into(),
-        other => ApiError::internal(other),
-    }
+    with_step_up(
+        st,
+        p,
+        addr,
+        password,
+        reason,
+        StepUpTarget {
+            target: format!("pause:{}", id.chars().take(64).collect::<String>()),
+            refusal: "wrong password, or a pause this user cannot approve",
+        },
+        |who| async move { st.core.pause_approvable(&who, id).await },
+        |who| async move {
+            match st.core.approve_pause(&who, id, reason).await {
+                Err(
+                    ActionError::NotFound(_)
+                    | ActionError::Forbidden(..)
+                    | ActionError::Conflict(..),
+                ) => None,
+                other => Some(other),
+            }
+        },
+        |r| r.is_ok(),
+    )
+    .await
 }
 
 /// Rejects a pending pause (approvers other than the requester).
