@@ -194,6 +194,23 @@ where
     }
 }
 
+/// Decodes a nested member that must be a JSON object. serde's derived structs also accept an
+/// array of their fields in order (`[null, null]`), which [`ApiJson`] refuses only at the top
+/// level; a member whose fields are all optional would otherwise take an array as "no
+/// filter" (schemathesis found it). Use with `#[serde(deserialize_with = ...)]`.
+pub fn json_object<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::Deserialize;
+    let v = serde_json::Value::deserialize(d)?;
+    if !v.is_object() {
+        return Err(serde::de::Error::custom("expected a JSON object"));
+    }
+    serde_json::from_value(v).map_err(serde::de::Error::custom)
+}
+
 /// Rewrites every number of a (valid) JSON text whose value is an integer into plain integer
 /// form, exactly: `1000.0`, `1e3` and `10000e-1` become `1000`; `10.5`, `1e-3` and numbers of
 /// more than 30 digits stay as they are (and are then refused by an integer field).

@@ -634,11 +634,11 @@ pub struct ListQuery {
     /// The next (older) page: records with seq below this (a previous answer's `older`).
     #[param(minimum = 1)]
     pub before: Option<i64>,
-    /// The previous (newer) page: records with seq above this (a previous answer's `newer`).
+    /// The previous (newer) page: records with seq above this (a previous answer's `newer`);
+    /// ignored when `before` is given.
     #[param(minimum = 0)]
     pub after: Option<i64>,
-    /// Records a page (1..=200, default 50).
-    #[param(minimum = 1, maximum = 200)]
+    /// Records a page (1..=200, default 50; others are clamped, as in the payment search).
     pub limit: Option<i64>,
 }
 
@@ -654,33 +654,37 @@ pub struct AuditList {
 }
 
 /// The audit viewer's list as both `GET /ops/v1/audit` and the console run it. Errors:
-/// `invalid_time` (400) for a malformed time, `invalid_cursor` (400) for `before` and `after`
-/// together or a negative one, `invalid_range` (400) when `from` is not before `to`.
+/// `invalid_time` (400) for a malformed time, `invalid_cursor` (400) for a negative cursor.
+/// With both cursors, `before` is used; a time range with `from` not before `to` is empty.
 pub async fn run_list(store: &dyn Store, q: &ListQuery) -> Result<AuditList, ApiError> {
     let clean = |v: Option<&str>| {
         v.map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     };
-    let (before, after) = (q.before, q.after);
+    // Both cursors: `before` (the next older page) wins. Query parameters cannot say in
+    // OpenAPI that they exclude each other, and a request the schema allows is answered.
+    let (before, after) = match (q.before, q.after) {
+        (Some(b), _) => (Some(b), None),
+        (None, a) => (None, a),
+    };
     let from = time("from", &q.from)?;
     let to = time("to", &q.to)?;
+    if before.is_some_and(|b| b < 1) || after.is_some_and(|a| a < 0) {
+        return Err(ApiError::bad_request(
+            "invalid_cursor",
+            "before must be a positive record number and after not negative",
+        ));
+    }
+    // An empty time range selects nothing; it is not an error, as in the payment search.
     if let (Some(f), Some(t)) = (from, to)
         && f >= t
     {
-        return Err(ApiError::bad_request(
-            "invalid_range",
-            "from must be before to",
-        ));
-    }
-    if before.is_some() && after.is_some()
-        || before.is_some_and(|b| b < 1)
-        || after.is_some_and(|a| a < 0)
-    {
-        return Err(ApiError::bad_request(
-            "invalid_cursor",
-            "give before (a positive record number) or after, not both",
-        ));
+        return Ok(AuditList {
+            items: Vec::new(),
+            older: None,
+            newer: None,
+        });
     }
     let limit = q.limit.unwrap_or(50).clamp(1, 200);
     let filter = crate::store::AuditListFilter {
@@ -723,7 +727,7 @@ pub async fn run_list(store: &dyn Store, q: &ListQuery) -> Result<AuditList, Api
     params(ListQuery),
     responses(
         (status = 200, description = "One page of records, newest first, with the cursors of the pages beside it", body = AuditList),
-        (status = 400, description = "A malformed time, an empty range, or both cursors", body = crate::error::ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
+        (status = 400, description = "A malformed time or a negative cursor", body = crate::error::ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = crate::error::ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this", body = crate::error::ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
         (status = 503, description = "Database unavailable", body = crate::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))

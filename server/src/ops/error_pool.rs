@@ -76,8 +76,8 @@ pub struct ResolvePreviewQuery {
     /// Only open items of this kind (all kinds when absent).
     kind: Option<String>,
     /// Only these items, comma-separated ids (`4,7,9`); every open item of the kind when
-    /// absent.
-    #[param(pattern = r"^[0-9]{1,18}(,[0-9]{1,18}){0,99}$")]
+    /// absent or blank.
+    #[param(pattern = r"^([0-9]{1,18}(,[0-9]{1,18}){0,99})?$")]
     ids: Option<String>,
 }
 
@@ -130,6 +130,7 @@ pub async fn bulk_resolve_preview(
 #[schema(example = json!({"selection": {"kind": "suspense"}, "items": [{"id": 4, "occurrences": 1}], "note": "merchant unfrozen; ledger posted"}))]
 pub struct BulkResolveBody {
     /// The selection the preview showed.
+    #[serde(deserialize_with = "crate::error::json_object")]
     selection: ResolveSelection,
     /// The previewed items to resolve, each with its previewed `occurrences` (at most 100).
     #[schema(min_items = 1, max_items = 100)]

@@ -87,6 +87,16 @@ pub struct BulkOutcome {
 
 impl Selection {
     fn check(&self) -> Result<(), ActionError> {
+        // Whatever the source: an empty list is not "no list" (schemathesis found `[]`
+        // accepted against the documented minimum of one).
+        if let Some(ids) = &self.ids
+            && (ids.is_empty() || ids.len() > MAX_BULK_ITEMS)
+        {
+            return Err(ActionError::Invalid(
+                "invalid_selection",
+                format!("ids must list 1 to {MAX_BULK_ITEMS} items"),
+            ));
+        }
         match self.source.as_str() {
             "stuck" => {
                 if let Some(s) = self.status.as_deref().filter(|s| !s.is_empty()) {
@@ -106,15 +116,7 @@ impl Selection {
                 }
                 Ok(())
             }
-            "error_pool" => match &self.ids {
-                Some(ids) if ids.is_empty() || ids.len() > MAX_BULK_ITEMS => {
-                    Err(ActionError::Invalid(
-                        "invalid_selection",
-                        format!("ids must list 1 to {MAX_BULK_ITEMS} items"),
-                    ))
-                }
-                _ => Ok(()),
-            },
+            "error_pool" => Ok(()),
             other => Err(ActionError::Invalid(
                 "invalid_selection",
                 format!("source must be stuck or error_pool, not {other:?}"),

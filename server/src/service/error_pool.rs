@@ -33,9 +33,9 @@ pub struct ResolveSelection {
     /// Only items of this kind (all kinds when absent or empty).
     #[serde(default)]
     pub kind: Option<String>,
-    /// Only these item ids (every open item of the kind when absent); at most 100.
+    /// Only these item ids (every open item of the kind when absent); 1 to 100.
     #[serde(default)]
-    #[schema(max_items = 100)]
+    #[schema(min_items = 1, max_items = 100)]
     pub ids: Option<Vec<i64>>,
 }
 

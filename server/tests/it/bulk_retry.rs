@@ -257,6 +257,11 @@ on_both_backends!(
                 "invalid_selection",
             ),
             (
+                // An empty id list is not "no list", whatever the source (schemathesis).
+                json!({"selection": {"source": "stuck", "ids": []}, "items": [item], "reason": "go"}),
+                "invalid_selection",
+            ),
+            (
                 json!({"selection": {"source": "stuck"}, "reason": "go"}),
                 "invalid_request",
             ),
