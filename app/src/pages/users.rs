@@ -35,7 +35,7 @@ pub fn UsersPage() -> impl IntoView {
                                             n => format!("{n} users"),
                                         }}
                                     </h2>
-                                    <table class="data" data-testid="users-table">
+                                    <table class="data inbox" data-testid="users-table">
                                         <thead>
                                             <tr>
                                                 <th scope="col">"User"</th>
@@ -171,8 +171,8 @@ fn UserRow(
     let roles_label = format!("Roles of {name}");
     view! {
         <tr data-testid=format!("user-{name}")>
-            <td class="strong">{name.clone()}</td>
-            <td>
+            <td class="strong" data-label="User">{name.clone()}</td>
+            <td data-label="Roles">
                 <span data-testid="roles">{user.roles.join(", ")}</span>
                 <Show when=move || editing.get()>
                     <form class="inline-form" data-testid="roles-form" on:submit=on_roles.clone()>
@@ -213,15 +213,15 @@ fn UserRow(
                     </form>
                 </Show>
             </td>
-            <td>
+            <td data-label="State">
                 {if disabled {
                     view! { <span class="pill st-bad">"disabled"</span> }
                 } else {
                     view! { <span class="pill st-ok">"active"</span> }
                 }}
             </td>
-            <td><Time ms=user.created_at/></td>
-            <td data-testid="last-sign-in">
+            <td data-label="Created"><Time ms=user.created_at/></td>
+            <td data-testid="last-sign-in" data-label="Last sign-in">
                 {match user.last_sign_in_at {
                     Some(ms) => view! { <Time ms/> }.into_any(),
                     None => view! { <span class="muted">"never"</span> }.into_any(),
