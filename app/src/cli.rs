@@ -493,6 +493,7 @@ async fn reconcile(args: ReconcileArgs) -> Result<()> {
         },
         notifier: Default::default(),
         pauses: Default::default(),
+        outcomes: Default::default(),
     };
     let result = core.reconcile(&args.date, &source, text).await;
     store.close().await;

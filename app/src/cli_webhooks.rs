@@ -144,6 +144,7 @@ fn one_off_core(store: Arc<dyn Store>, settings: WebhookSettings) -> Core {
         },
         notifier: Notifier::new(settings),
         pauses: Default::default(),
+        outcomes: Default::default(),
     }
 }
 

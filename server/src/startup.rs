@@ -134,6 +134,9 @@ impl Running {
         for t in self.tasks.drain(..) {
             t.abort();
         }
+        if let Err(e) = self.state.core.flush_outcomes().await {
+            tracing::warn!(error = %e, "idempotency outcome counts lost at shutdown");
+        }
         if let Some(s) = self.sandbox.take() {
             s.shutdown().await;
         }
@@ -221,6 +224,7 @@ pub async fn build_with_store(
         },
         notifier: crate::service::webhooks::Notifier::new(settings.webhooks()),
         pauses: Default::default(),
+        outcomes: Default::default(),
     };
     let schedule = &settings.webhook_retry_schedule;
     store.webhook_plan().set(
@@ -298,6 +302,7 @@ pub async fn build_with_store(
     });
     let mut tasks = vec![
         tokio::spawn(purge_keys(store.clone(), clock, purge_every)),
+        tokio::spawn(flush_outcomes(state.core.clone())),
         monitor,
         expired_sessions,
     ];
@@ -427,6 +432,17 @@ async fn periodic_checkpoints(core: Core, key: Arc<ed25519_dalek::SigningKey>, e
                 .await
         {
             tracing::error!(error = %e, "audit checkpoint not signed");
+        }
+    }
+}
+
+/// Writes the Idempotency-Key outcome counts once a second (`service::outcomes`).
+async fn flush_outcomes(core: Core) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if let Err(e) = core.flush_outcomes().await {
+            tracing::warn!(error = %e, "idempotency outcome counts not flushed; next tick retries");
         }
     }
 }

@@ -165,6 +165,7 @@ fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
             },
         ),
         pauses: Default::default(),
+        outcomes: Default::default(),
     }
 }
 

@@ -223,6 +223,7 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
         .build()?;
 
     let c = args.concurrency;
+    let pid = server.pid();
     phase(
         &client,
         &base,
@@ -233,6 +234,7 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
         false,
     )
     .await?;
+    let (cpu0, db0) = (cpu_ms(pid), db_counts(args.db, db_url).await);
     let create = phase(
         &client,
         &base,
@@ -243,6 +245,7 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
         false,
     )
     .await?;
+    let (cpu1, db1) = (cpu_ms(pid), db_counts(args.db, db_url).await);
     let n = args.requests;
     let replay = phase(
         &client,
@@ -254,6 +257,7 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
         true,
     )
     .await?;
+    let cpu2 = cpu_ms(pid);
     let lag = match &args.nats_url {
         Some(_) => Some(relay_lag(db_url).await?),
         None => None,
@@ -279,6 +283,31 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
     println!("{l}.replay.p50_ms={}", ms(replay.p50));
     println!("{l}.replay.p99_ms={}", ms(replay.p99));
     println!("{l}.replay.errors={}", replay.errors);
+    let per = |a: Option<f64>, b: Option<f64>, n: usize| match (a, b) {
+        (Some(a), Some(b)) if n > 0 => format!("{:.2}", (b - a) / n as f64),
+        _ => "-".into(),
+    };
+    println!(
+        "{l}.create.cpu_ms_per_req={}",
+        per(cpu0, cpu1, args.requests)
+    );
+    println!(
+        "{l}.replay.cpu_ms_per_req={}",
+        per(cpu1, cpu2, args.replays)
+    );
+    if let (Some((s0, x0)), Some((s1, x1))) = (db0, db1) {
+        let n = args.requests as f64;
+        match (s0, s1) {
+            (Some(s0), Some(s1)) => {
+                println!("{l}.create.statements_per_req={:.1}", (s1 - s0) as f64 / n)
+            }
+            _ => println!("{l}.create.statements_per_req=-"),
+        }
+        println!(
+            "{l}.create.transactions_per_req={:.2}",
+            (x1 - x0) as f64 / n
+        );
+    }
     if create.errors + replay.errors > 0 {
         bail!(
             "{} create and {} replay requests failed; see the figures above",
@@ -291,6 +320,49 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
 
 /// The relay's lag per event once every event is published (waits up to 30 s): (events, p50,
 /// p99, max) of `published_at - created_at` in ms. A plain read of the run's own database.
+/// CPU time (user + system) the process `pid` has used, in ms (Linux `/proc/PID/stat`,
+/// clock ticks of 10 ms).
+fn cpu_ms(pid: Option<u32>) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks * 1000.0 / hz.max(1.0))
+}
+
+/// PostgreSQL only: the statements run in the database so far (pg_stat_statements' calls,
+/// None when the extension is not loaded) and the transactions committed or rolled back
+/// (pg_stat_database). Both count everything the server does meanwhile (its workers too).
+async fn db_counts(backend: Backend, db_url: &str) -> Option<(Option<i64>, i64)> {
+    if backend != Backend::Postgres {
+        return None;
+    }
+    let pool = sqlx::PgPool::connect(db_url).await.ok()?;
+    // pg_stat_database is written when a backend goes idle (at most once a second).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let _ = sqlx::query("SELECT pg_stat_clear_snapshot()")
+        .execute(&pool)
+        .await;
+    let statements: Option<i64> = sqlx::query_scalar(
+        "SELECT CAST(COALESCE(SUM(calls), 0) AS BIGINT) FROM pg_stat_statements s \
+         JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = current_database()",
+    )
+    .fetch_one(&pool)
+    .await
+    .ok();
+    let xacts: i64 = sqlx::query_scalar(
+        "SELECT CAST(xact_commit + xact_rollback AS BIGINT) FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&pool)
+    .await
+    .ok()?;
+    pool.close().await;
+    Some((statements, xacts))
+}
+
 async fn relay_lag(db_url: &str) -> Result<(usize, i64, i64, i64)> {
     const PENDING: &str = "SELECT COUNT(*) FROM events e WHERE NOT EXISTS \
         (SELECT 1 FROM event_publications p WHERE p.event_id = e.id)";

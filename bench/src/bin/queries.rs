@@ -220,6 +220,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         },
         notifier: Default::default(),
         pauses: Default::default(),
+        outcomes: Default::default(),
     };
     let mut times = Vec::with_capacity(args.iterations);
     converge_server::ops::dashboard::dashboard(&core, &thresholds).await?;

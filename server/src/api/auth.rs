@@ -18,13 +18,18 @@ use crate::store::Merchant;
 /// `what` completes "cannot ..." in the message.
 pub fn refuse_frozen(m: &Merchant, what: &str) -> Result<(), ApiError> {
     if m.frozen {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "merchant_frozen",
-            format!("the merchant is frozen: it cannot {what}"),
-        ));
+        return Err(frozen(what));
     }
     Ok(())
+}
+
+/// 403 `merchant_frozen`: a frozen merchant may not `what`.
+pub fn frozen(what: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "merchant_frozen",
+        format!("the merchant is frozen: it cannot {what}"),
+    )
 }
 
 /// Puts the authenticated [`Merchant`](crate::store::Merchant) in the request extensions, or

@@ -33,6 +33,66 @@ pub struct IdemContext {
     pub resource_id: Option<String>,
 }
 
+/// Routes whose handler claims the key in its own first transaction (issue 15: a create's
+/// phase 1 claims the key, inserts the payment and records the recovery point at once). The
+/// layer hands such a handler a [`DeferredClaim`] instead of claiming first, and the handler
+/// says in a [`ClaimState`] response extension how the claim went.
+const DEFERRED_ROUTES: [&str; 1] = ["POST /v1/payments"];
+
+/// The claim a deferred route's handler makes itself (see [`DEFERRED_ROUTES`]).
+#[derive(Debug, Clone)]
+pub struct DeferredClaim(pub KeyClaim);
+
+/// What a deferred route's handler did with its [`DeferredClaim`], as a response extension.
+/// A response without one claimed nothing (the request was refused before its first
+/// transaction, or that transaction failed).
+#[derive(Debug, Clone)]
+pub enum ClaimState {
+    /// The claim is held: the layer stores a 2xx answer and releases the key on a 4xx, as
+    /// for an eagerly claimed route.
+    Held,
+    /// The answer was stored with the key in the handler's last transaction: sent as it is.
+    Completed,
+    /// The key was claimed before: the layer answers from this record (replay, in use,
+    /// reused) and the handler's response is dropped.
+    Existing(Box<KeyRecord>),
+}
+
+/// The claim `claim` made, as a reference to complete or release it by.
+pub fn key_ref(claim: &KeyClaim) -> KeyRef {
+    KeyRef {
+        merchant_id: claim.merchant_id,
+        scope: claim.scope.clone(),
+        idem_key: claim.idem_key.clone(),
+        lease_token: claim.lease_token.clone(),
+    }
+}
+
+/// A JSON answer as it is stored with a key and sent: the same bytes both ways.
+pub fn json_answer(status: StatusCode, body: &impl serde::Serialize) -> StoredResponse {
+    StoredResponse {
+        status: status.as_u16(),
+        headers: vec![(
+            header::CONTENT_TYPE.to_string(),
+            "application/json".to_string(),
+        )],
+        body: serde_json::to_vec(body).unwrap_or_default(),
+    }
+}
+
+/// The HTTP response of a stored answer (without the replay marker).
+pub fn stored_response(stored: StoredResponse) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    let mut resp = Response::new(Body::from(stored.body));
+    *resp.status_mut() = status;
+    for (name, value) in stored.headers {
+        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            resp.headers_mut().insert(n, v);
+        }
+    }
+    resp
+}
+
 /// Headers kept with a stored answer (the rest are recomputed).
 const STORED_HEADERS: [HeaderName; 2] = [header::CONTENT_TYPE, header::LOCATION];
 
@@ -61,7 +121,7 @@ pub async fn layer(
     }) {
         Ok(k) => k,
         Err(KeyError::Missing) => {
-            count(&st, &route, Outcome::Missing).await;
+            count(&st, &route, Outcome::Missing);
             return ApiError::bad_request(
                 "idempotency_key_missing",
                 "POST requests need an Idempotency-Key header",
@@ -69,7 +129,7 @@ pub async fn layer(
             .into_response();
         }
         Err(KeyError::Invalid) => {
-            count(&st, &route, Outcome::Invalid).await;
+            count(&st, &route, Outcome::Invalid);
             return ApiError::bad_request(
                 "idempotency_key_invalid",
                 "Idempotency-Key must be 1 to 255 visible ASCII characters",
@@ -111,6 +171,12 @@ pub async fn layer(
         now,
         expires_at: now + (st.settings.key_retention_secs as i64) * 1000,
     };
+    if DEFERRED_ROUTES.contains(&route.as_str()) {
+        let mut req = Request::from_parts(parts, Body::from(bytes));
+        req.extensions_mut().insert(DeferredClaim(claim.clone()));
+        let resp = next.run(req).await;
+        return finish_deferred(&st, &route, &scope, &fp, &claim, resp).await;
+    }
     let resource_id = match st.core.store.claim_key(&claim).await {
         Err(e) => return ApiError::from(e).into_response(),
         Ok(ClaimResult::Existing(rec)) => {
@@ -118,7 +184,7 @@ pub async fn layer(
         }
         Ok(ClaimResult::Claimed { resource_id }) => resource_id,
     };
-    count(&st, &route, Outcome::First).await;
+    count(&st, &route, Outcome::First);
     let key_ref = KeyRef {
         merchant_id: merchant.id,
         scope,
@@ -134,6 +200,53 @@ pub async fn layer(
     finish(&st, &key_ref, resp).await
 }
 
+/// The end of a deferred route's request, by its handler's [`ClaimState`].
+async fn finish_deferred(
+    st: &AppState,
+    route: &str,
+    scope: &str,
+    fp: &str,
+    claim: &KeyClaim,
+    mut resp: Response,
+) -> Response {
+    match resp.extensions_mut().remove::<ClaimState>() {
+        Some(ClaimState::Completed) => {
+            count(st, route, Outcome::First);
+            resp
+        }
+        Some(ClaimState::Held) => {
+            count(st, route, Outcome::First);
+            finish(st, &key_ref(claim), resp).await
+        }
+        Some(ClaimState::Existing(rec)) => {
+            answer_existing(st, route, scope, fp, *rec, claim.now).await
+        }
+        None => {
+            // Refused before the key was claimed (a bad body, say). An eager claim would have
+            // met a stored key first, so one is looked for to answer as it would have: a
+            // replay, in use, or reused with another body.
+            if resp.status().is_client_error() {
+                match st
+                    .core
+                    .store
+                    .idempotency_key(claim.merchant_id, &claim.idem_key)
+                    .await
+                {
+                    Ok(Some(rec)) => {
+                        return answer_existing(st, route, scope, fp, rec, claim.now).await;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not look up the key of a refused request");
+                    }
+                }
+                count(st, route, Outcome::First);
+            }
+            resp
+        }
+    }
+}
+
 async fn answer_existing(
     st: &AppState,
     route: &str,
@@ -143,8 +256,8 @@ async fn answer_existing(
     now: i64,
 ) -> Response {
     if rec.fingerprint != fp || rec.scope != scope {
-        count(st, route, Outcome::Reused).await;
-        record(st, &rec, Outcome::Reused, now).await;
+        count(st, route, Outcome::Reused);
+        record(st, &rec, Outcome::Reused, now);
         return ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "idempotency_key_reused",
@@ -153,12 +266,12 @@ async fn answer_existing(
         .into_response();
     }
     if rec.state == "done" {
-        count(st, route, Outcome::Replay).await;
-        record(st, &rec, Outcome::Replay, now).await;
+        count(st, route, Outcome::Replay);
+        record(st, &rec, Outcome::Replay, now);
         return replay(rec);
     }
-    count(st, route, Outcome::InUse).await;
-    record(st, &rec, Outcome::InUse, now).await;
+    count(st, route, Outcome::InUse);
+    record(st, &rec, Outcome::InUse, now);
     let wait_ms = rec
         .lease_expires_at
         .unwrap_or(now)
@@ -177,7 +290,7 @@ fn replay(rec: KeyRecord) -> Response {
     let status = rec
         .response_status
         .and_then(|s| u16::try_from(s).ok())
-        .and_then(|s| StatusCode::from_u16(s).ok());
+        .filter(|s| StatusCode::from_u16(*s).is_ok());
     let Some(status) = status else {
         return ApiError::internal(format!(
             "stored response of key {} has no status",
@@ -185,18 +298,16 @@ fn replay(rec: KeyRecord) -> Response {
         ))
         .into_response();
     };
-    let mut resp = Response::new(Body::from(rec.response_body.unwrap_or_default()));
-    *resp.status_mut() = status;
     let headers: Vec<(String, String)> = rec
         .response_headers
         .as_deref()
         .and_then(|h| serde_json::from_str(h).ok())
         .unwrap_or_default();
-    for (name, value) in headers {
-        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
-            resp.headers_mut().insert(n, v);
-        }
-    }
+    let mut resp = stored_response(StoredResponse {
+        status,
+        headers,
+        body: rec.response_body.unwrap_or_default(),
+    });
     resp.headers_mut()
         .insert(REPLAYED, HeaderValue::from_static("true"));
     resp
@@ -248,19 +359,15 @@ async fn finish(st: &AppState, key: &KeyRef, resp: Response) -> Response {
 }
 
 /// Records, for the key's own page, what a later request with this stored key got (the
-/// route-level [`count`] cannot say which key). A failure only loses that line of history.
-async fn record(st: &AppState, rec: &KeyRecord, outcome: Outcome, now: i64) {
-    if let Err(e) = st
-        .core
-        .store
-        .record_key_outcome(rec.merchant_id, &rec.idem_key, outcome.as_str(), now)
-        .await
-    {
-        tracing::warn!(error = %e, "idempotency key outcome not recorded");
-    }
+/// route-level [`count`] cannot say which key). Counted in memory and written in batches
+/// (`service::outcomes`).
+fn record(st: &AppState, rec: &KeyRecord, outcome: Outcome, now: i64) {
+    st.core
+        .outcomes
+        .count_key(rec.merchant_id, &rec.idem_key, outcome.as_str(), now);
 }
 
-async fn count(st: &AppState, route: &str, outcome: Outcome) {
+fn count(st: &AppState, route: &str, outcome: Outcome) {
     // `route` is "POST /v1/..." (the scope the store counts by); the metric splits it into
     // a lower-case method and the route template.
     let (method, template) = route.split_once(' ').unwrap_or(("", route));
@@ -272,12 +379,7 @@ async fn count(st: &AppState, route: &str, outcome: Outcome) {
     )
     .increment(1);
     let minute = st.core.clock.now_ms().div_euclid(60_000);
-    if let Err(e) = st
-        .core
-        .store
-        .count_outcome(route, outcome.as_str(), minute)
-        .await
-    {
-        tracing::warn!(error = %e, "idempotency outcome not counted");
-    }
+    st.core
+        .outcomes
+        .count_route(route, outcome.as_str(), minute);
 }

@@ -1,19 +1,20 @@
 //! `POST /v1/payments` and `GET /v1/payments/{id}` (DESIGN.md "Merchant HTTP API").
 
+use axum::Extension;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::{Extension, response::IntoResponse};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::idempotency::IdemContext;
+use super::idempotency::{ClaimState, DeferredClaim, json_answer, key_ref, stored_response};
 use crate::domain::money::{validate_amount, validate_currency};
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::service::payments::{InsertOutcome, PaymentInput};
+use crate::service::payments::{CreateOutcome, InsertOutcome, PaymentInput};
 use crate::store::views::PaymentView;
-use crate::store::{Merchant, Payment};
+use crate::store::{ClaimResult, KeyClaim, Merchant, Payment};
 
 /// Longest merchant_order_id, in characters (JSON Schema's `maxLength` counts characters;
 /// schemathesis found a byte limit refusing documented-valid ids).
@@ -128,38 +129,128 @@ fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
 pub async fn create(
     State(st): State<AppState>,
     Extension(merchant): Extension<Merchant>,
-    Extension(ctx): Extension<IdemContext>,
+    Extension(DeferredClaim(claim)): Extension<DeferredClaim>,
     ApiJson(body): ApiJson<CreateBody>,
-) -> Result<impl IntoResponse, ApiError> {
-    let input = validate(body)?;
+) -> Response {
+    let input = match validate(body) {
+        Ok(input) => input,
+        Err(e) => return e.into_response(),
+    };
+    let mut state = None;
+    let mut resp = create_claimed(&st, &merchant, &claim, &input, &mut state)
+        .await
+        .unwrap_or_else(IntoResponse::into_response);
+    if let Some(state) = state {
+        resp.extensions_mut().insert(state);
+    }
+    resp
+}
+
+/// The create once its body is valid: claims the key in the payment's first transaction
+/// ([`Core::create_payment`](crate::service::Core::create_payment)) and sets `state` to how
+/// the claim went as soon as it is known, so the layer stores or releases it whatever this
+/// returns.
+async fn create_claimed(
+    st: &AppState,
+    merchant: &Merchant,
+    claim: &KeyClaim,
+    input: &PaymentInput,
+    state: &mut Option<ClaimState>,
+) -> Result<Response, ApiError> {
     let core = &st.core;
-    if let Some(id) = ctx.resource_id.as_deref() {
-        let payment = owned(&st, &merchant, id).await?;
-        let driven = core.drive(payment, "api").await?;
-        return Ok((StatusCode::CREATED, Json(PaymentView::from(&driven))));
+    if merchant.frozen {
+        // Claimed first, as before phase 1 existed: a payment a crashed request already
+        // created is in flight and converges whatever the merchant's state; only a new one is
+        // refused.
+        return match core.store.claim_key(claim).await? {
+            ClaimResult::Existing(rec) => {
+                *state = Some(ClaimState::Existing(Box::new(rec)));
+                Ok(StatusCode::CONFLICT.into_response())
+            }
+            ClaimResult::Claimed { resource_id } => {
+                *state = Some(ClaimState::Held);
+                match resource_id {
+                    Some(id) => resume(st, merchant, &id).await,
+                    None => Err(super::auth::frozen("create payments")),
+                }
+            }
+        };
     }
-    // Only a new payment is refused: one a crashed request already created (above) is in
-    // flight and converges whatever the merchant's state.
-    super::auth::refuse_frozen(&merchant, "create payments")?;
-    // The key's recovery point is set in the insert's own transaction.
-    match core
-        .insert_payment(merchant.id, &input, Some(&ctx.key))
-        .await?
-    {
-        InsertOutcome::Created(p) => {
-            let driven = core.drive(p, "api").await?;
-            Ok((StatusCode::CREATED, Json(PaymentView::from(&driven))))
+    let render = |p: &Payment| json_answer(StatusCode::CREATED, &PaymentView::from(p));
+    let outcome = core
+        .create_payment(merchant.id, input, claim, &render)
+        .await?;
+    match outcome {
+        CreateOutcome::Created {
+            stored: Some(stored),
+            ..
+        } => {
+            *state = Some(ClaimState::Completed);
+            Ok(stored_response(stored))
         }
-        InsertOutcome::Existing(p) => Ok((StatusCode::OK, Json(PaymentView::from(&p)))),
-        InsertOutcome::OrderConflict(p) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "merchant_order_id_conflict",
-            format!(
-                "merchant_order_id {:?} belongs to payment {} with other parameters",
-                p.merchant_order_id, p.id
-            ),
-        )),
+        CreateOutcome::Created {
+            payment,
+            stored: None,
+        } => {
+            *state = Some(ClaimState::Held);
+            Ok((StatusCode::CREATED, Json(PaymentView::from(&payment))).into_response())
+        }
+        CreateOutcome::Existing(p) => {
+            *state = Some(ClaimState::Held);
+            Ok((StatusCode::OK, Json(PaymentView::from(&p))).into_response())
+        }
+        CreateOutcome::OrderConflict(p) => {
+            *state = Some(ClaimState::Held);
+            Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "merchant_order_id_conflict",
+                format!(
+                    "merchant_order_id {:?} belongs to payment {} with other parameters",
+                    p.merchant_order_id, p.id
+                ),
+            ))
+        }
+        CreateOutcome::Key(ClaimResult::Existing(rec)) => {
+            *state = Some(ClaimState::Existing(Box::new(rec)));
+            Ok(StatusCode::CONFLICT.into_response())
+        }
+        CreateOutcome::Key(ClaimResult::Claimed { resource_id }) => {
+            // A crashed request's lapsed claim, taken over.
+            *state = Some(ClaimState::Held);
+            match resource_id {
+                Some(id) => resume(st, merchant, &id).await,
+                None => {
+                    let key = key_ref(claim);
+                    match core.insert_payment(merchant.id, input, Some(&key)).await? {
+                        InsertOutcome::Created(p) => {
+                            let driven = core.drive(p, "api").await?;
+                            Ok((StatusCode::CREATED, Json(PaymentView::from(&driven)))
+                                .into_response())
+                        }
+                        InsertOutcome::Existing(p) => {
+                            Ok((StatusCode::OK, Json(PaymentView::from(&p))).into_response())
+                        }
+                        InsertOutcome::OrderConflict(p) => Err(ApiError::new(
+                            StatusCode::CONFLICT,
+                            "merchant_order_id_conflict",
+                            format!(
+                                "merchant_order_id {:?} belongs to payment {} with other parameters",
+                                p.merchant_order_id, p.id
+                            ),
+                        )),
+                    }
+                }
+            }
+        }
     }
+}
+
+/// Resumes the payment a crashed request with this key created: drives it on (never a
+/// second payment, never a second charge: the channel key is the payment's).
+async fn resume(st: &AppState, merchant: &Merchant, id: &str) -> Result<Response, ApiError> {
+    let payment = owned(st, merchant, id).await?;
+    let driven = st.core.drive(payment, "api").await?;
+    Ok((StatusCode::CREATED, Json(PaymentView::from(&driven))).into_response())
 }
 
 /// The payment, if it belongs to the merchant (another merchant's payment is 404, not 403).

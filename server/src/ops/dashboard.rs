@@ -134,6 +134,10 @@ fn keyed(outcome: &str) -> bool {
 /// Computes the dashboard now.
 pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboard, StoreError> {
     let store = &core.store;
+    // This process's own outcome counts are written before they are read.
+    if let Err(e) = core.flush_outcomes().await {
+        tracing::warn!(error = %e, "idempotency outcome counts not flushed; the hit rates lag");
+    }
     let now = core.clock.now_ms();
     let minute = now.div_euclid(60_000);
 

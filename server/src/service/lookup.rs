@@ -311,6 +311,10 @@ pub async fn key_detail(
             body_bytes: bytes.len() as i64,
         }
     });
+    // This process's own outcome counts are written before they are read.
+    if let Err(e) = core.flush_outcomes().await {
+        tracing::warn!(error = %e, "idempotency outcome counts not flushed; the key's counts lag");
+    }
     let outcomes = store.key_outcomes(merchant_id, &key).await?;
     Ok(Some(KeyDetail {
         merchant_id,

@@ -9,6 +9,7 @@ pub mod error_pool;
 pub mod ids;
 pub mod lookup;
 pub mod merchants;
+pub mod outcomes;
 pub mod pauses;
 pub mod payments;
 pub mod reconcile;
@@ -37,6 +38,8 @@ pub struct Core {
     pub notifier: webhooks::Notifier,
     /// This process's view of the emergency switch's active pauses.
     pub pauses: pauses::PauseCache,
+    /// Idempotency-Key outcome counts not yet written ([`Core::flush_outcomes`]).
+    pub outcomes: Arc<outcomes::OutcomeBuffer>,
 }
 
 /// The timings the services use, in milliseconds.

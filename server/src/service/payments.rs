@@ -15,7 +15,8 @@ use crate::domain::ledger;
 use crate::domain::money;
 use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
 use crate::store::{
-    CreatePayment, IgnoredEvent, JobKind, KeyRef, LedgerPosting, NewJob, NewPayment, Payment,
+    ClaimResult, CreatePayment, IgnoredEvent, JobKind, KeyClaim, KeyCompletion, KeyRef,
+    LedgerPosting, NewJob, NewPayment, OpenPayment, OpenedPayment, Payment, StoredResponse,
     Transition, TransitionResult,
 };
 
@@ -56,6 +57,28 @@ pub enum InsertOutcome {
     OrderConflict(Payment),
 }
 
+/// Result of [`Core::create_payment`].
+#[derive(Debug, Clone)]
+pub enum CreateOutcome {
+    /// A new payment, driven as far as it goes. `stored` is the answer stored with the key
+    /// in the transaction of the payment's last step; None when the caller is to store it.
+    Created {
+        /// The payment as the request leaves it.
+        payment: Payment,
+        /// The answer already stored with the key (to be sent as it is).
+        stored: Option<StoredResponse>,
+    },
+    /// Same merchant_order_id, same parameters: the existing payment (answer 200; the key is
+    /// claimed and the caller stores the answer).
+    Existing(Payment),
+    /// Same merchant_order_id, other parameters: 409 `merchant_order_id_conflict` (the key is
+    /// claimed and the caller releases it).
+    OrderConflict(Payment),
+    /// The key was claimed before: another request's record, or a lapsed claim this request
+    /// took over (resume its recovery point). Nothing else was written.
+    Key(ClaimResult),
+}
+
 /// Extra writes that ride along with a transition.
 #[derive(Debug, Default)]
 pub(crate) struct Extras {
@@ -80,28 +103,173 @@ impl Core {
         input: &PaymentInput,
         recovery_key: Option<&KeyRef>,
     ) -> Result<InsertOutcome, ServiceError> {
-        let now = self.clock.now_ms();
-        let params_hash = input.params_hash();
-        let new = NewPayment {
-            id: ids::new_id("pay"),
-            merchant_id,
-            merchant_order_id: input.merchant_order_id.clone(),
-            amount: input.amount,
-            currency: input.currency.clone(),
-            description: input.description.clone(),
-            params_hash: params_hash.clone(),
-            channel_key: ids::new_id("ck"),
-            now,
-            submit_due_at: now + self.timings.submit_delay_ms,
-            max_attempts: self.timings.max_attempts,
-            recovery_key: recovery_key.cloned(),
-        };
+        let mut new = self.new_payment(merchant_id, input);
+        new.recovery_key = recovery_key.cloned();
+        let params_hash = new.params_hash.clone();
         Ok(match self.store.create_payment(&new).await? {
             CreatePayment::Created(p) => InsertOutcome::Created(p),
             CreatePayment::Existing(p) if p.params_hash == params_hash => {
                 InsertOutcome::Existing(p)
             }
             CreatePayment::Existing(p) => InsertOutcome::OrderConflict(p),
+        })
+    }
+
+    /// The row of a new PENDING payment with fresh ids (no recovery key).
+    fn new_payment(&self, merchant_id: i64, input: &PaymentInput) -> NewPayment {
+        let now = self.clock.now_ms();
+        NewPayment {
+            id: ids::new_id("pay"),
+            merchant_id,
+            merchant_order_id: input.merchant_order_id.clone(),
+            amount: input.amount,
+            currency: input.currency.clone(),
+            description: input.description.clone(),
+            params_hash: input.params_hash(),
+            channel_key: ids::new_id("ck"),
+            now,
+            submit_due_at: now + self.timings.submit_delay_ms,
+            max_attempts: self.timings.max_attempts,
+            recovery_key: None,
+        }
+    }
+
+    /// Creates a payment under an Idempotency-Key in two atomic phases (Brandur Leach,
+    /// "Implementing Stripe-like Idempotency Keys in Postgres"; issue 15):
+    ///
+    /// 1. one transaction claims the key, inserts the payment with its submit job and the
+    ///    key's recovery point, and submits it (PENDING -> PROCESSING);
+    /// 2. the charge is sent with the payment's channel key, outside any transaction;
+    /// 3. one transaction applies the channel's answer as its transition(s), the ledger batch
+    ///    when it is a charge, and completes the key with `render`'s answer.
+    ///
+    /// A crash between any two steps leaves what a retry resumes from (the key's recovery
+    /// point, the submit job), as [`drive`](Self::drive) does from any state. When something
+    /// else moved the payment between the phases, or the merchant is frozen, or submissions
+    /// are paused, the payment is driven step by step instead and `stored` is None.
+    pub async fn create_payment(
+        &self,
+        merchant_id: i64,
+        input: &PaymentInput,
+        claim: &KeyClaim,
+        render: &(dyn Fn(&Payment) -> StoredResponse + Send + Sync),
+    ) -> Result<CreateOutcome, ServiceError> {
+        let source = "api";
+        let held = self.active_pauses().await.submissions();
+        let new = self.new_payment(merchant_id, input);
+        let params_hash = new.params_hash.clone();
+        let submit = (!held).then(|| Transition {
+            payment_id: new.id.clone(),
+            from: PaymentStatus::Pending,
+            version: 1,
+            to: PaymentStatus::Processing,
+            event: PaymentEvent::Submit,
+            event_id: format!("{}@v1", PaymentEvent::Submit),
+            source: source.into(),
+            detail: String::new(),
+            now: new.now,
+            count_submit: true,
+            last_error: None,
+            posting: None,
+            enqueue: vec![],
+            close_jobs: vec![],
+        });
+        let opened = self
+            .store
+            .open_payment(&OpenPayment {
+                claim: claim.clone(),
+                payment: new,
+                submit,
+            })
+            .await?;
+        let p = match opened {
+            OpenedPayment::Created(p) => p,
+            OpenedPayment::Existing(p) if p.params_hash == params_hash => {
+                return Ok(CreateOutcome::Existing(p));
+            }
+            OpenedPayment::Existing(p) => return Ok(CreateOutcome::OrderConflict(p)),
+            OpenedPayment::Key(k) => return Ok(CreateOutcome::Key(k)),
+        };
+        if p.status != PaymentStatus::Processing {
+            // Held by the emergency switch: PENDING until its submit job runs after the resume.
+            return Ok(CreateOutcome::Created {
+                payment: p,
+                stored: None,
+            });
+        }
+        let outcome = self.send_charge(&p).await;
+        let (event, extras) = self.charge_answer(&p, outcome);
+        let now = self.clock.now_ms();
+        let first = self.transition(&p, event, source, extras, now)?;
+        let mut steps = vec![first];
+        if steps[0].to == PaymentStatus::ChannelSuccess {
+            let frozen = self
+                .store
+                .merchant(p.merchant_id)
+                .await?
+                .is_none_or(|m| m.frozen);
+            if !frozen {
+                let at = &steps[0];
+                let posted = Transition {
+                    payment_id: p.id.clone(),
+                    from: at.to,
+                    version: at.version + 1,
+                    to: transition(at.to, PaymentEvent::LedgerPosted).map_err(refused)?,
+                    event: PaymentEvent::LedgerPosted,
+                    event_id: format!("{}@v{}", PaymentEvent::LedgerPosted, at.version + 1),
+                    source: source.into(),
+                    detail: format!("charge batch {}", money::display(p.amount, &p.currency)),
+                    now,
+                    count_submit: false,
+                    last_error: None,
+                    posting: Some(ledger::charge(p.merchant_id, p.amount, &p.currency)),
+                    enqueue: vec![],
+                    close_jobs: vec![JobKind::PostLedger],
+                };
+                steps.push(posted);
+            }
+        }
+        // Only an answer drive() would stop at is stored with the key; otherwise the payment
+        // goes on step by step (a frozen merchant's SUSPENSE) and the caller stores it.
+        let last = steps.last().map_or(p.status, |t| t.to);
+        let settled = !matches!(
+            last,
+            PaymentStatus::Pending | PaymentStatus::Processing | PaymentStatus::ChannelSuccess
+        );
+        let key = KeyRef {
+            merchant_id: claim.merchant_id,
+            scope: claim.scope.clone(),
+            idem_key: claim.idem_key.clone(),
+            lease_token: claim.lease_token.clone(),
+        };
+        let completion = KeyCompletion { key: &key, render };
+        let done = self
+            .store
+            .apply_transitions(&steps, settled.then_some(&completion))
+            .await?;
+        count_transition_metrics(&done.result, &steps);
+        let current = match done.result {
+            TransitionResult::Applied(after) if settled => {
+                return Ok(CreateOutcome::Created {
+                    payment: after,
+                    stored: done.stored,
+                });
+            }
+            TransitionResult::Applied(after) => after,
+            TransitionResult::Stale(current) => {
+                self.record_lost(&p, event, source, &current).await?;
+                current
+            }
+            TransitionResult::DuplicateEvent => self.record_lost_unread(&p, event, source).await?,
+            TransitionResult::Refused(refused) => {
+                return Err(ServiceError::Store(crate::store::StoreError::Corrupt(
+                    format!("store refused {refused}"),
+                )));
+            }
+        };
+        Ok(CreateOutcome::Created {
+            payment: self.drive(current, source).await?,
+            stored: None,
         })
     }
 
@@ -143,12 +311,26 @@ impl Core {
 
     /// Sends the charge with the payment's channel key and records the answer.
     async fn charge(&self, p: &Payment, source: &str) -> Result<Payment, ServiceError> {
+        let outcome = self.send_charge(p).await;
+        let (event, extras) = self.charge_answer(p, outcome);
+        self.apply(p, event, source, extras).await
+    }
+
+    /// The charge at the channel with the payment's channel key (never inside a
+    /// transaction), counted by outcome.
+    async fn send_charge(&self, p: &Payment) -> ChargeOutcome {
         let outcome = self
             .channel
             .charge(&p.channel_key, p.amount, &p.currency)
             .await;
         metrics::counter!("converge_channel_charges_total", "outcome" => outcome_name(&outcome))
             .increment(1);
+        outcome
+    }
+
+    /// The event a charge's answer is and what it writes: a charge for another amount or an
+    /// error is UNKNOWN with a query job (an undecidable answer is never a failure).
+    fn charge_answer(&self, p: &Payment, outcome: ChargeOutcome) -> (PaymentEvent, Extras) {
         match outcome {
             ChargeOutcome::Succeeded { amount, currency }
                 if amount == p.amount && currency == p.currency =>
@@ -158,8 +340,7 @@ impl Core {
                     close_jobs: vec![JobKind::Submit, JobKind::Query],
                     ..Extras::default()
                 };
-                self.apply(p, PaymentEvent::ChannelSucceeded, source, extras)
-                    .await
+                (PaymentEvent::ChannelSucceeded, extras)
             }
             ChargeOutcome::Succeeded { amount, currency } => {
                 let detail = format!(
@@ -167,7 +348,7 @@ impl Core {
                     money::display(amount, &currency),
                     money::display(p.amount, &p.currency)
                 );
-                self.to_unknown(p, source, detail).await
+                self.unknown_answer(p, detail)
             }
             ChargeOutcome::Declined { reason } => {
                 let extras = Extras {
@@ -176,20 +357,14 @@ impl Core {
                     close_jobs: vec![JobKind::Submit, JobKind::Query],
                     ..Extras::default()
                 };
-                self.apply(p, PaymentEvent::ChannelDeclined, source, extras)
-                    .await
+                (PaymentEvent::ChannelDeclined, extras)
             }
-            ChargeOutcome::Error { detail } => self.to_unknown(p, source, detail).await,
+            ChargeOutcome::Error { detail } => self.unknown_answer(p, detail),
         }
     }
 
-    /// PROCESSING -> UNKNOWN with a query job: an undecidable answer is never a failure.
-    async fn to_unknown(
-        &self,
-        p: &Payment,
-        source: &str,
-        detail: String,
-    ) -> Result<Payment, ServiceError> {
+    /// PROCESSING -> UNKNOWN with a query job.
+    fn unknown_answer(&self, p: &Payment, detail: String) -> (PaymentEvent, Extras) {
         let now = self.clock.now_ms();
         let extras = Extras {
             last_error: Some(detail.clone()),
@@ -204,8 +379,7 @@ impl Core {
             close_jobs: vec![JobKind::Submit],
             ..Extras::default()
         };
-        self.apply(p, PaymentEvent::ChannelError, source, extras)
-            .await
+        (PaymentEvent::ChannelError, extras)
     }
 
     /// Posts the charge batch (CHANNEL_SUCCESS or SUSPENSE -> SUCCESS), or parks the payment
@@ -262,26 +436,110 @@ impl Core {
     ) -> Result<Payment, ServiceError> {
         let (current, applied) = self.apply_outcome(p, event, source, extras).await?;
         if applied == Applied::Lost {
-            // Someone moved the payment first; the losing event is still recorded, as every
-            // ignored event is (DESIGN.md "Payment state machine"). Each loser is its own
-            // record: several workers or callbacks may lose the same race.
-            self.store
-                .record_ignored_event(&IgnoredEvent {
-                    payment_id: p.id.clone(),
-                    event_id: format!("{event}@v{}:lost:{}", p.version, super::ids::new_id("race")),
-                    event,
-                    from: p.status,
-                    source: source.into(),
-                    detail: format!(
-                        "lost the race: the payment is {} at version {}",
-                        current.status.as_str(),
-                        current.version
-                    ),
-                    now: self.clock.now_ms(),
-                })
-                .await?;
+            self.record_lost(p, event, source, &current).await?;
         }
         Ok(current)
+    }
+
+    /// Records `event`, which lost the race for `p` to another writer, as ignored: every
+    /// ignored event is recorded (DESIGN.md "Payment state machine"), each loser as its own
+    /// record, since several workers or callbacks may lose the same race.
+    async fn record_lost(
+        &self,
+        p: &Payment,
+        event: PaymentEvent,
+        source: &str,
+        current: &Payment,
+    ) -> Result<(), ServiceError> {
+        self.store
+            .record_ignored_event(&IgnoredEvent {
+                payment_id: p.id.clone(),
+                event_id: format!("{event}@v{}:lost:{}", p.version, super::ids::new_id("race")),
+                event,
+                from: p.status,
+                source: source.into(),
+                detail: format!(
+                    "lost the race: the payment is {} at version {}",
+                    current.status.as_str(),
+                    current.version
+                ),
+                now: self.clock.now_ms(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// [`record_lost`](Self::record_lost) after another writer applied the same event id
+    /// first: the payment is read again. Returns it.
+    async fn record_lost_unread(
+        &self,
+        p: &Payment,
+        event: PaymentEvent,
+        source: &str,
+    ) -> Result<Payment, ServiceError> {
+        let current = self
+            .store
+            .payment(&p.id)
+            .await?
+            .ok_or_else(|| ServiceError::Contended(p.id.clone()))?;
+        self.record_lost(p, event, source, &current).await?;
+        Ok(current)
+    }
+
+    /// The transition `event` makes from `p`, with the follow-up job the state it enters
+    /// needs. Errors: the state machine refuses it (`Transition`).
+    fn transition(
+        &self,
+        p: &Payment,
+        event: PaymentEvent,
+        source: &str,
+        extras: Extras,
+        now: i64,
+    ) -> Result<Transition, ServiceError> {
+        let to = transition(p.status, event).map_err(refused)?;
+        Ok(self.transition_to(p, event, to, source, extras, now))
+    }
+
+    /// [`transition`](Self::transition) once the state machine has allowed `to`.
+    fn transition_to(
+        &self,
+        p: &Payment,
+        event: PaymentEvent,
+        to: PaymentStatus,
+        source: &str,
+        extras: Extras,
+        now: i64,
+    ) -> Transition {
+        let mut enqueue = extras.enqueue;
+        if let Some(kind) = follow_up(event, to) {
+            // The state this transition enters is left by a later step; if the process dies
+            // before that step, only a job written in this same transaction moves it on.
+            if !enqueue.iter().any(|j| j.kind == kind) {
+                enqueue.push(NewJob {
+                    kind,
+                    payment_id: Some(p.id.clone()),
+                    refund_id: None,
+                    run_at: now + self.timings.submit_delay_ms,
+                    max_attempts: self.timings.max_attempts,
+                });
+            }
+        }
+        Transition {
+            payment_id: p.id.clone(),
+            from: p.status,
+            version: p.version,
+            to,
+            event,
+            event_id: format!("{event}@v{}", p.version),
+            source: source.into(),
+            detail: extras.detail,
+            now,
+            count_submit: extras.count_submit,
+            last_error: extras.last_error,
+            posting: extras.posting,
+            enqueue,
+            close_jobs: extras.close_jobs,
+        }
     }
 
     /// [`apply`](Self::apply) without recording a lost race, for callers that record the
@@ -314,36 +572,7 @@ impl Core {
                 return Ok((p.clone(), Applied::Refused));
             }
         };
-        let mut enqueue = extras.enqueue;
-        if let Some(kind) = follow_up(event, to) {
-            // The state this transition enters is left by a later step; if the process dies
-            // before that step, only a job written in this same transaction moves it on.
-            if !enqueue.iter().any(|j| j.kind == kind) {
-                enqueue.push(NewJob {
-                    kind,
-                    payment_id: Some(p.id.clone()),
-                    refund_id: None,
-                    run_at: now + self.timings.submit_delay_ms,
-                    max_attempts: self.timings.max_attempts,
-                });
-            }
-        }
-        let t = Transition {
-            payment_id: p.id.clone(),
-            from: p.status,
-            version: p.version,
-            to,
-            event,
-            event_id: format!("{event}@v{}", p.version),
-            source: source.into(),
-            detail: extras.detail,
-            now,
-            count_submit: extras.count_submit,
-            last_error: extras.last_error,
-            posting: extras.posting,
-            enqueue,
-            close_jobs: extras.close_jobs,
-        };
+        let t = self.transition_to(p, event, to, source, extras, now);
         match self.store.apply_transition(&t).await? {
             TransitionResult::Applied(next) => {
                 metrics::counter!("converge_transitions_total", "to" => next.status.as_str().to_ascii_lowercase())
@@ -394,6 +623,34 @@ pub(crate) fn follow_up(event: PaymentEvent, to: PaymentStatus) -> Option<JobKin
         (PaymentEvent::QueryNotFound, PaymentStatus::Processing) => Some(JobKind::Submit),
         _ => None,
     }
+}
+
+/// The counters of a batch of transitions: each applied step, or the first step's event
+/// ignored when the batch lost its race.
+fn count_transition_metrics(result: &TransitionResult, steps: &[Transition]) {
+    match result {
+        TransitionResult::Applied(_) => {
+            for t in steps {
+                metrics::counter!("converge_transitions_total", "to" => t.to.as_str().to_ascii_lowercase())
+                    .increment(1);
+            }
+        }
+        TransitionResult::Stale(_) | TransitionResult::DuplicateEvent => {
+            if let Some(t) = steps.first() {
+                metrics::counter!("converge_events_ignored_total", "event" => t.event.as_str())
+                    .increment(1);
+            }
+        }
+        TransitionResult::Refused(_) => {}
+    }
+}
+
+/// A transition the state machine refuses where the caller's own state says it cannot be:
+/// a bug, reported as corrupt state rather than written.
+fn refused(e: crate::domain::state::TransitionError) -> ServiceError {
+    ServiceError::Store(crate::store::StoreError::Corrupt(format!(
+        "state machine refused {e}"
+    )))
 }
 
 fn outcome_name(o: &ChargeOutcome) -> &'static str {

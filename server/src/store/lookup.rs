@@ -134,14 +134,6 @@ pub trait Lookup: Send + Sync + 'static {
         merchant_id: i64,
         idem_key: &str,
     ) -> Result<Vec<KeyOutcomeCount>, StoreError>;
-    /// Counts one request with a stored key that got `outcome` at `now` (epoch ms UTC).
-    async fn record_key_outcome(
-        &self,
-        merchant_id: i64,
-        idem_key: &str,
-        outcome: &str,
-        now: i64,
-    ) -> Result<(), StoreError>;
     /// The keys whose request made payment `payment_id` or one of its refunds, oldest first.
     async fn payment_keys(&self, payment_id: &str) -> Result<Vec<KeySummary>, StoreError>;
 }

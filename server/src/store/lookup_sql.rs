@@ -76,28 +76,6 @@ macro_rules! impl_lookup {
                 .await?)
             }
 
-            async fn record_key_outcome(
-                &self,
-                merchant_id: i64,
-                idem_key: &str,
-                outcome: &str,
-                now: i64,
-            ) -> Result<(), $crate::store::StoreError> {
-                sqlx::query(
-                    "INSERT INTO idempotency_key_outcomes (merchant_id, idem_key, outcome, count, first_at, last_at) \
-                     VALUES ($1, $2, $3, 1, $4, $4) \
-                     ON CONFLICT (merchant_id, idem_key, outcome) DO UPDATE SET \
-                     count = idempotency_key_outcomes.count + 1, last_at = $4",
-                )
-                .bind(merchant_id)
-                .bind(idem_key)
-                .bind(outcome)
-                .bind(now)
-                .execute(self.writer())
-                .await?;
-                Ok(())
-            }
-
             async fn payment_keys(
                 &self,
                 payment_id: &str,

@@ -256,6 +256,39 @@ pub trait Store:
         route: &str,
         outcome: &str,
         minute: i64,
+    ) -> Result<(), StoreError> {
+        let delta = RouteOutcomeDelta {
+            route: route.into(),
+            outcome: outcome.into(),
+            minute,
+            count: 1,
+        };
+        self.add_outcome_counts(&[delta], &[]).await
+    }
+    /// Counts one request with a stored key that got `outcome` at `now` (epoch ms UTC).
+    async fn record_key_outcome(
+        &self,
+        merchant_id: i64,
+        idem_key: &str,
+        outcome: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let delta = KeyOutcomeDelta {
+            merchant_id,
+            idem_key: idem_key.into(),
+            outcome: outcome.into(),
+            count: 1,
+            first_at: now,
+            last_at: now,
+        };
+        self.add_outcome_counts(&[], &[delta]).await
+    }
+    /// Adds the per-route-and-minute and per-key outcome counts in one transaction (the
+    /// in-memory counts of `service::outcomes`, flushed).
+    async fn add_outcome_counts(
+        &self,
+        routes: &[RouteOutcomeDelta],
+        keys: &[KeyOutcomeDelta],
     ) -> Result<(), StoreError>;
     /// Counts per (route, outcome) since `since_minute` (epoch minutes).
     async fn outcome_counts(
@@ -268,6 +301,23 @@ pub trait Store:
     /// Inserts a PENDING payment and its submit job in one transaction, or returns the
     /// merchant's existing payment with the same merchant_order_id.
     async fn create_payment(&self, new: &NewPayment) -> Result<CreatePayment, StoreError>;
+    /// Phase 1 of a create under an Idempotency-Key, in one transaction: claims the key as
+    /// [`claim_key`](Self::claim_key) does; when the claim is new, inserts the payment with
+    /// its `created` event and submit job, sets the key's recovery point to it and applies
+    /// `open.submit`. A taken merchant_order_id keeps the claim without a recovery point and
+    /// answers [`OpenedPayment::Existing`]. Errors as for the writes it makes.
+    async fn open_payment(&self, open: &OpenPayment) -> Result<OpenedPayment, StoreError>;
+    /// Applies `steps` in order in one transaction, each as
+    /// [`apply_transition`](Self::apply_transition) would (step N's `from` and `version` are
+    /// what step N-1 leaves), and completes `completion`'s key with the answer rendered from
+    /// the payment after the last step (phase 2 of a create). Any step that is stale or a
+    /// duplicate rolls back the whole batch; a refused step writes nothing. A key whose lease
+    /// was lost is left as it is while the transitions still commit (`stored` is then None).
+    async fn apply_transitions(
+        &self,
+        steps: &[Transition],
+        completion: Option<&KeyCompletion<'_>>,
+    ) -> Result<TransitionsResult, StoreError>;
     /// The payment with this id.
     async fn payment(&self, id: &str) -> Result<Option<Payment>, StoreError>;
     /// The payment whose channel key is `channel_key`.

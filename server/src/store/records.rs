@@ -190,6 +190,62 @@ pub enum CreatePayment {
     Existing(Payment),
 }
 
+/// Phase 1 of a create under an Idempotency-Key, for
+/// [`Store::open_payment`](super::Store::open_payment): the key's claim, the payment with its
+/// submit job, the recovery point and (unless submissions are paused) the submit transition,
+/// written in one transaction (Brandur Leach, "Implementing Stripe-like Idempotency Keys in
+/// Postgres": atomic phases with a recovery point; issue 15).
+#[derive(Debug, Clone)]
+pub struct OpenPayment {
+    /// The claim: inserted running, with `resource_id` = the new payment.
+    pub claim: KeyClaim,
+    /// The payment (its `recovery_key` is ignored: the claim is the key).
+    pub payment: NewPayment,
+    /// PENDING -> PROCESSING at version 1, applied in the same transaction when given.
+    pub submit: Option<Transition>,
+}
+
+/// Result of [`Store::open_payment`](super::Store::open_payment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenedPayment {
+    /// Key claimed and payment inserted (PROCESSING when a submit transition was given).
+    Created(Payment),
+    /// Key claimed (no recovery point); the merchant already has a payment with this
+    /// merchant_order_id, which is returned.
+    Existing(Payment),
+    /// The key was claimed before and nothing was written but what
+    /// [`Store::claim_key`](super::Store::claim_key) writes: a lapsed claim taken over
+    /// (`Claimed` with the crashed request's recovery point) or another request's record.
+    Key(ClaimResult),
+}
+
+/// Completing an Idempotency-Key in the same transaction as the transitions that decide its
+/// answer (phase 2 of a create).
+pub struct KeyCompletion<'a> {
+    /// The claim to complete (only while its lease token still holds).
+    pub key: &'a KeyRef,
+    /// The answer to store, made from the payment as the last transition left it.
+    pub render: &'a (dyn Fn(&Payment) -> StoredResponse + Send + Sync),
+}
+
+impl std::fmt::Debug for KeyCompletion<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyCompletion")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Result of [`Store::apply_transitions`](super::Store::apply_transitions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransitionsResult {
+    /// As for one transition: `Applied` with the payment after the last one; otherwise
+    /// nothing was written (not even the key's completion).
+    pub result: TransitionResult,
+    /// The answer stored with the key, when a completion was asked and its lease held.
+    pub stored: Option<StoredResponse>,
+}
+
 /// One stored Idempotency-Key (DESIGN.md "Idempotency contract").
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct KeyRecord {
@@ -272,8 +328,39 @@ pub struct KeyRef {
     pub lease_token: String,
 }
 
+/// Requests on one route that got one Idempotency-Key outcome in one minute, to add to the
+/// stored count ([`Store::add_outcome_counts`](super::Store::add_outcome_counts)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteOutcomeDelta {
+    /// `POST /v1/...` route template.
+    pub route: String,
+    /// `domain::idempotency::Outcome::as_str`.
+    pub outcome: String,
+    /// Epoch minutes UTC.
+    pub minute: i64,
+    /// How many requests, > 0.
+    pub count: i64,
+}
+
+/// Later requests with one stored key that got one outcome, to add to the key's counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyOutcomeDelta {
+    /// Owner of the key.
+    pub merchant_id: i64,
+    /// The client's key.
+    pub idem_key: String,
+    /// `replay`, `in_use` or `reused`.
+    pub outcome: String,
+    /// How many requests, > 0.
+    pub count: i64,
+    /// The first and last of them, epoch ms UTC.
+    pub first_at: i64,
+    /// See `first_at`.
+    pub last_at: i64,
+}
+
 /// A stored response.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredResponse {
     /// HTTP status.
     pub status: u16,

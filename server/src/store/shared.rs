@@ -8,6 +8,26 @@
 pub(crate) const PAYMENT_COLUMNS: &str = "id, merchant_id, merchant_order_id, amount, currency, description, \
      params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at, reversal_id";
 
+/// How a claim inside a transaction went (`claim_in_tx`).
+pub(crate) enum ClaimStep {
+    /// A new claim was inserted.
+    Inserted,
+    /// A lapsed claim with the same request was taken over; its recovery point.
+    TakenOver(Option<String>),
+    /// Another request holds or completed the key.
+    Existing(super::KeyRecord),
+}
+
+/// How one transition inside a transaction went (`apply_step`).
+pub(crate) enum Step {
+    /// Applied: the payment after it.
+    Applied(super::Payment),
+    /// The (payment, event id) was recorded before.
+    Duplicate,
+    /// The payment is no longer at (from, version).
+    Stale,
+}
+
 macro_rules! impl_store {
     ($store:ty, $backend:expr) => {
         async fn insert_merchant(
@@ -232,78 +252,15 @@ macro_rules! impl_store {
                 &self,
                 c: &$crate::store::KeyClaim,
             ) -> Result<$crate::store::ClaimResult, $crate::store::StoreError> {
-                use $crate::store::{ClaimResult, KeyRecord};
+                use $crate::store::ClaimResult;
                 let mut tx = self.begin_write().await?;
-                // On PostgreSQL (READ COMMITTED) the holder may release the key (its request was
-                // refused) between our insert finding it and our read: the read then finds
-                // nothing and the key is free again, so try the insert once more. Each retry
-                // means another request claimed and released the key, so this ends quickly.
-                let mut attempts = 0;
-                let rec = loop {
-                    attempts += 1;
-                    let inserted = sqlx::query(
-                        "INSERT INTO idempotency_keys (merchant_id, scope, idem_key, route, fingerprint, state, \
-                         lease_token, lease_expires_at, created_at, expires_at) \
-                         VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9) \
-                         ON CONFLICT (merchant_id, idem_key) DO NOTHING",
-                    )
-                    .bind(c.merchant_id)
-                    .bind(&c.scope)
-                    .bind(&c.idem_key)
-                    .bind(&c.route)
-                    .bind(&c.fingerprint)
-                    .bind(&c.lease_token)
-                    .bind(c.lease_expires_at)
-                    .bind(c.now)
-                    .bind(c.expires_at)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                    if inserted == 1 {
-                        tx.commit().await?;
-                        return Ok(ClaimResult::Claimed { resource_id: None });
-                    }
-                    let rec = sqlx::query_as::<_, KeyRecord>(
-                        "SELECT merchant_id, scope, idem_key, route, fingerprint, state, lease_token, lease_expires_at, \
-                         resource_id, response_status, response_headers, response_body, created_at, expires_at \
-                         FROM idempotency_keys WHERE merchant_id = $1 AND idem_key = $2",
-                    )
-                    .bind(c.merchant_id)
-                    .bind(&c.idem_key)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    match rec {
-                        Some(rec) => break rec,
-                        None if attempts < 10 => continue,
-                        None => {
-                            return Err($crate::store::StoreError::Conflict(format!(
-                                "idempotency key {:?} kept being claimed and released",
-                                c.idem_key
-                            )));
-                        }
-                    }
-                };
-                let lapsed = rec.state == "running" && rec.lease_expires_at.unwrap_or(i64::MIN) <= c.now;
-                if lapsed && rec.fingerprint == c.fingerprint && rec.scope == c.scope {
-                    let taken = sqlx::query(
-                        "UPDATE idempotency_keys SET lease_token = $1, lease_expires_at = $2 \
-                         WHERE merchant_id = $3 AND idem_key = $4 AND state = 'running' AND lease_token = $5",
-                    )
-                    .bind(&c.lease_token)
-                    .bind(c.lease_expires_at)
-                    .bind(c.merchant_id)
-                    .bind(&c.idem_key)
-                    .bind(rec.lease_token.as_deref().unwrap_or(""))
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                    if taken == 1 {
-                        tx.commit().await?;
-                        return Ok(ClaimResult::Claimed { resource_id: rec.resource_id });
-                    }
-                }
+                let step = claim_in_tx(&mut tx, c, None).await?;
                 tx.commit().await?;
-                Ok(ClaimResult::Existing(rec))
+                Ok(match step {
+                    $crate::store::shared::ClaimStep::Inserted => ClaimResult::Claimed { resource_id: None },
+                    $crate::store::shared::ClaimStep::TakenOver(resource_id) => ClaimResult::Claimed { resource_id },
+                    $crate::store::shared::ClaimStep::Existing(rec) => ClaimResult::Existing(rec),
+                })
             }
 
             async fn set_key_resource(
@@ -329,21 +286,7 @@ macro_rules! impl_store {
                 k: &$crate::store::KeyRef,
                 resp: &$crate::store::StoredResponse,
             ) -> Result<bool, $crate::store::StoreError> {
-                let headers = serde_json::to_string(&resp.headers).unwrap_or_else(|_| "[]".into());
-                let r = sqlx::query(
-                    "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_headers = $2, \
-                     response_body = $3, lease_token = NULL, lease_expires_at = NULL \
-                     WHERE merchant_id = $4 AND idem_key = $5 AND state = 'running' AND lease_token = $6",
-                )
-                .bind(i64::from(resp.status))
-                .bind(headers)
-                .bind(&resp.body)
-                .bind(k.merchant_id)
-                .bind(&k.idem_key)
-                .bind(&k.lease_token)
-                .execute(self.writer())
-                .await?;
-                Ok(r.rows_affected() == 1)
+                complete_key_in(self.writer(), k, resp).await
             }
 
             async fn release_key(&self, k: &$crate::store::KeyRef) -> Result<bool, $crate::store::StoreError> {
@@ -378,16 +321,43 @@ macro_rules! impl_store {
                 Ok(r.rows_affected())
             }
 
-            async fn count_outcome(&self, route: &str, outcome: &str, minute: i64) -> Result<(), $crate::store::StoreError> {
-                sqlx::query(
-                    "INSERT INTO idempotency_outcomes (route, outcome, minute, count) VALUES ($1, $2, $3, 1) \
-                     ON CONFLICT (route, outcome, minute) DO UPDATE SET count = idempotency_outcomes.count + 1",
-                )
-                .bind(route)
-                .bind(outcome)
-                .bind(minute)
-                .execute(self.writer())
-                .await?;
+            async fn add_outcome_counts(
+                &self,
+                routes: &[$crate::store::RouteOutcomeDelta],
+                keys: &[$crate::store::KeyOutcomeDelta],
+            ) -> Result<(), $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                for r in routes {
+                    sqlx::query(
+                        "INSERT INTO idempotency_outcomes (route, outcome, minute, count) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (route, outcome, minute) DO UPDATE SET count = idempotency_outcomes.count + $4",
+                    )
+                    .bind(&r.route)
+                    .bind(&r.outcome)
+                    .bind(r.minute)
+                    .bind(r.count)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                for k in keys {
+                    sqlx::query(
+                        "INSERT INTO idempotency_key_outcomes (merchant_id, idem_key, outcome, count, first_at, last_at) \
+                         VALUES ($1, $2, $3, $4, $5, $6) \
+                         ON CONFLICT (merchant_id, idem_key, outcome) DO UPDATE SET \
+                         count = idempotency_key_outcomes.count + $4, \
+                         first_at = CASE WHEN $5 < idempotency_key_outcomes.first_at THEN $5 ELSE idempotency_key_outcomes.first_at END, \
+                         last_at = CASE WHEN $6 > idempotency_key_outcomes.last_at THEN $6 ELSE idempotency_key_outcomes.last_at END",
+                    )
+                    .bind(k.merchant_id)
+                    .bind(&k.idem_key)
+                    .bind(&k.outcome)
+                    .bind(k.count)
+                    .bind(k.first_at)
+                    .bind(k.last_at)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
                 Ok(())
             }
 
@@ -483,6 +453,106 @@ macro_rules! impl_store {
                 Ok(CreatePayment::Created(Payment::try_from(row)?))
             }
 
+            async fn open_payment(
+                &self,
+                o: &$crate::store::OpenPayment,
+            ) -> Result<$crate::store::OpenedPayment, $crate::store::StoreError> {
+                use $crate::store::{ClaimResult, OpenedPayment, Payment, PaymentRow};
+                use $crate::store::shared::{ClaimStep, Step};
+                let n = &o.payment;
+                if let Some(t) = &o.submit {
+                    if let Err(refused) = $crate::domain::state::check(t.from, t.event, t.to) {
+                        return Err($crate::store::StoreError::Corrupt(format!("store refused {refused}")));
+                    }
+                }
+                let mut tx = self.begin_write().await?;
+                // The recovery point goes in with the claim: the payment below is inserted in
+                // the same transaction, and unset again when its merchant_order_id is taken.
+                match claim_in_tx(&mut tx, &o.claim, Some(&n.id)).await? {
+                    ClaimStep::Inserted => {}
+                    ClaimStep::TakenOver(resource_id) => {
+                        tx.commit().await?;
+                        return Ok(OpenedPayment::Key(ClaimResult::Claimed { resource_id }));
+                    }
+                    ClaimStep::Existing(rec) => {
+                        tx.commit().await?;
+                        return Ok(OpenedPayment::Key(ClaimResult::Existing(rec)));
+                    }
+                }
+                let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                    "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
+                     params_hash, status, version, channel_key, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9) \
+                     ON CONFLICT (merchant_id, merchant_order_id) DO NOTHING RETURNING {}",
+                    $crate::store::shared::PAYMENT_COLUMNS
+                ))
+                .bind(&n.id)
+                .bind(n.merchant_id)
+                .bind(&n.merchant_order_id)
+                .bind(n.amount)
+                .bind(&n.currency)
+                .bind(&n.description)
+                .bind(&n.params_hash)
+                .bind(&n.channel_key)
+                .bind(n.now)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(row) = row else {
+                    sqlx::query(
+                        "UPDATE idempotency_keys SET resource_id = NULL WHERE merchant_id = $1 AND idem_key = $2",
+                    )
+                    .bind(o.claim.merchant_id)
+                    .bind(&o.claim.idem_key)
+                    .execute(&mut *tx)
+                    .await?;
+                    let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                        "SELECT {} FROM payments WHERE merchant_id = $1 AND merchant_order_id = $2",
+                        $crate::store::shared::PAYMENT_COLUMNS
+                    ))
+                    .bind(n.merchant_id)
+                    .bind(&n.merchant_order_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    return Ok(OpenedPayment::Existing(Payment::try_from(row)?));
+                };
+                let mut created = Payment::try_from(row)?;
+                sqlx::query(
+                    "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
+                     source, detail, created_at) VALUES ($1, 'created', 'created', 'PENDING', 'PENDING', TRUE, 'api', '', $2)",
+                )
+                .bind(&n.id)
+                .bind(n.now)
+                .execute(&mut *tx)
+                .await?;
+                insert_job(
+                    &mut tx,
+                    &$crate::store::NewJob {
+                        kind: $crate::store::JobKind::Submit,
+                        payment_id: Some(n.id.clone()),
+                        refund_id: None,
+                        run_at: n.submit_due_at,
+                        max_attempts: n.max_attempts,
+                    },
+                    n.now,
+                )
+                .await?;
+                if let Some(t) = &o.submit {
+                    match apply_step(&mut tx, &self.webhook_plan, t).await? {
+                        Step::Applied(p) => created = p,
+                        Step::Duplicate | Step::Stale => {
+                            tx.rollback().await?;
+                            return Err($crate::store::StoreError::Corrupt(format!(
+                                "the submit transition of new payment {} did not follow its insert",
+                                n.id
+                            )));
+                        }
+                    }
+                }
+                tx.commit().await?;
+                Ok(OpenedPayment::Created(created))
+            }
+
             async fn payment(&self, id: &str) -> Result<Option<$crate::store::Payment>, $crate::store::StoreError> {
                 let row = sqlx::query_as::<_, $crate::store::PaymentRow>(&format!(
                     "SELECT {} FROM payments WHERE id = $1",
@@ -512,97 +582,68 @@ macro_rules! impl_store {
                 &self,
                 t: &$crate::store::Transition,
             ) -> Result<$crate::store::TransitionResult, $crate::store::StoreError> {
-                use $crate::store::{Payment, PaymentRow, TransitionResult};
+                Ok(self.apply_transitions(std::slice::from_ref(t), None).await?.result)
+            }
+
+            async fn apply_transitions(
+                &self,
+                steps: &[$crate::store::Transition],
+                completion: Option<&$crate::store::KeyCompletion<'_>>,
+            ) -> Result<$crate::store::TransitionsResult, $crate::store::StoreError> {
+                use $crate::store::{TransitionResult, TransitionsResult};
+                use $crate::store::shared::Step;
+                let written = |result| TransitionsResult { result, stored: None };
+                let Some(first) = steps.first() else {
+                    return Err($crate::store::StoreError::Corrupt("no transition to apply".into()));
+                };
                 // Whoever the caller is (request, worker, ops action), only a whitelisted
                 // (from, event) -> to is ever written (DESIGN.md "Payment state machine"); the
                 // store is the last place a caller's slip can be stopped before it is history.
-                if let Err(refused) = $crate::domain::state::check(t.from, t.event, t.to) {
-                    return Ok(TransitionResult::Refused(refused));
+                for (i, t) in steps.iter().enumerate() {
+                    if let Err(refused) = $crate::domain::state::check(t.from, t.event, t.to) {
+                        return Ok(written(TransitionResult::Refused(refused)));
+                    }
+                    // A batch is one payment's chain: each step starts where the last ended.
+                    if i > 0 {
+                        let prev = &steps[i - 1];
+                        if t.payment_id != prev.payment_id || t.from != prev.to || t.version != prev.version + 1 {
+                            return Err($crate::store::StoreError::Corrupt(format!(
+                                "transition {} of payment {} does not follow the one before it",
+                                t.event, t.payment_id
+                            )));
+                        }
+                    }
                 }
                 let mut tx = self.begin_write().await?;
-                let recorded = sqlx::query(
-                    "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
-                     source, detail, created_at) VALUES ($1, $2, $3, $4, $5, TRUE, $6, $7, $8) \
-                     ON CONFLICT (payment_id, event_id) DO NOTHING",
-                )
-                .bind(&t.payment_id)
-                .bind(&t.event_id)
-                .bind(t.event.as_str())
-                .bind(t.from.as_str())
-                .bind(t.to.as_str())
-                .bind(&t.source)
-                .bind(&t.detail)
-                .bind(t.now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if recorded == 0 {
-                    tx.rollback().await?;
-                    return Ok(TransitionResult::DuplicateEvent);
+                let mut after = None;
+                for t in steps {
+                    match apply_step(&mut tx, &self.webhook_plan, t).await? {
+                        Step::Applied(p) => after = Some(p),
+                        Step::Duplicate => {
+                            tx.rollback().await?;
+                            return Ok(written(TransitionResult::DuplicateEvent));
+                        }
+                        Step::Stale => {
+                            tx.rollback().await?;
+                            let current = self.payment(&first.payment_id).await?.ok_or_else(|| {
+                                $crate::store::StoreError::Corrupt(format!("payment {} vanished", first.payment_id))
+                            })?;
+                            return Ok(written(TransitionResult::Stale(current)));
+                        }
+                    }
                 }
-                let moved = sqlx::query(
-                    "UPDATE payments SET status = $1, version = version + 1, updated_at = $2, \
-                     submit_attempts = submit_attempts + $3, \
-                     last_error = CASE WHEN $1 = 'SUCCESS' THEN NULL ELSE COALESCE($4, last_error) END \
-                     WHERE id = $5 AND status = $6 AND version = $7",
-                )
-                .bind(t.to.as_str())
-                .bind(t.now)
-                .bind(i64::from(t.count_submit))
-                .bind(t.last_error.as_deref())
-                .bind(&t.payment_id)
-                .bind(t.from.as_str())
-                .bind(t.version)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if moved == 0 {
-                    tx.rollback().await?;
-                    let current = self.payment(&t.payment_id).await?.ok_or_else(|| {
-                        $crate::store::StoreError::Corrupt(format!("payment {} vanished", t.payment_id))
-                    })?;
-                    return Ok(TransitionResult::Stale(current));
-                }
-                if let Some(posting) = &t.posting {
-                    insert_posting(&mut tx, &t.payment_id, posting, t.now).await?;
-                }
-                for job in &t.enqueue {
-                    insert_job(&mut tx, job, t.now).await?;
-                }
-                for kind in &t.close_jobs {
-                    sqlx::query(
-                        "UPDATE jobs SET status = 'done', updated_at = $1 \
-                         WHERE payment_id = $2 AND kind = $3 AND status = 'due'",
-                    )
-                    .bind(t.now)
-                    .bind(&t.payment_id)
-                    .bind(kind.as_str())
-                    .execute(&mut *tx)
-                    .await?;
-                }
-                let row = sqlx::query_as::<_, PaymentRow>(&format!(
-                    "SELECT {} FROM payments WHERE id = $1",
-                    $crate::store::shared::PAYMENT_COLUMNS
-                ))
-                .bind(&t.payment_id)
-                .fetch_one(&mut *tx)
-                .await?;
-                let after = Payment::try_from(row)?;
-                // The outcome's outbox row commits with the transition or not at all.
-                if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to) {
-                    insert_outbox_event(
-                        &mut tx,
-                        &self.webhook_plan,
-                        after.merchant_id,
-                        event_type,
-                        &after.id,
-                        &$crate::store::views::payment_payload(&after),
-                        t.now,
-                    )
-                    .await?;
+                let Some(after) = after else {
+                    return Err($crate::store::StoreError::Corrupt("no transition applied".into()));
+                };
+                let mut stored = None;
+                if let Some(c) = completion {
+                    let resp = (c.render)(&after);
+                    if complete_key_in(&mut *tx, c.key, &resp).await? {
+                        stored = Some(resp);
+                    }
                 }
                 tx.commit().await?;
-                Ok(TransitionResult::Applied(after))
+                Ok(TransitionsResult { result: TransitionResult::Applied(after), stored })
             }
 
             async fn record_ignored_event(&self, e: &$crate::store::IgnoredEvent) -> Result<bool, $crate::store::StoreError> {
@@ -971,6 +1012,194 @@ macro_rules! impl_store {
             }
         }
 
+        /// The claim of [`Store::claim_key`] inside the caller's transaction; a new claim is
+        /// inserted with `resource_id` as its recovery point.
+        async fn claim_in_tx(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            c: &$crate::store::KeyClaim,
+            resource_id: Option<&str>,
+        ) -> Result<$crate::store::shared::ClaimStep, $crate::store::StoreError> {
+            use $crate::store::KeyRecord;
+            use $crate::store::shared::ClaimStep;
+            // On PostgreSQL (READ COMMITTED) the holder may release the key (its request was
+            // refused) between our insert finding it and our read: the read then finds
+            // nothing and the key is free again, so try the insert once more. Each retry
+            // means another request claimed and released the key, so this ends quickly.
+            let mut attempts = 0;
+            let rec = loop {
+                attempts += 1;
+                let inserted = sqlx::query(
+                    "INSERT INTO idempotency_keys (merchant_id, scope, idem_key, route, fingerprint, state, \
+                     lease_token, lease_expires_at, created_at, expires_at, resource_id) \
+                     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $10) \
+                     ON CONFLICT (merchant_id, idem_key) DO NOTHING",
+                )
+                .bind(c.merchant_id)
+                .bind(&c.scope)
+                .bind(&c.idem_key)
+                .bind(&c.route)
+                .bind(&c.fingerprint)
+                .bind(&c.lease_token)
+                .bind(c.lease_expires_at)
+                .bind(c.now)
+                .bind(c.expires_at)
+                .bind(resource_id)
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
+                if inserted == 1 {
+                    return Ok(ClaimStep::Inserted);
+                }
+                let rec = sqlx::query_as::<_, KeyRecord>(
+                    "SELECT merchant_id, scope, idem_key, route, fingerprint, state, lease_token, lease_expires_at, \
+                     resource_id, response_status, response_headers, response_body, created_at, expires_at \
+                     FROM idempotency_keys WHERE merchant_id = $1 AND idem_key = $2",
+                )
+                .bind(c.merchant_id)
+                .bind(&c.idem_key)
+                .fetch_optional(&mut **tx)
+                .await?;
+                match rec {
+                    Some(rec) => break rec,
+                    None if attempts < 10 => continue,
+                    None => {
+                        return Err($crate::store::StoreError::Conflict(format!(
+                            "idempotency key {:?} kept being claimed and released",
+                            c.idem_key
+                        )));
+                    }
+                }
+            };
+            let lapsed = rec.state == "running" && rec.lease_expires_at.unwrap_or(i64::MIN) <= c.now;
+            if lapsed && rec.fingerprint == c.fingerprint && rec.scope == c.scope {
+                let taken = sqlx::query(
+                    "UPDATE idempotency_keys SET lease_token = $1, lease_expires_at = $2 \
+                     WHERE merchant_id = $3 AND idem_key = $4 AND state = 'running' AND lease_token = $5",
+                )
+                .bind(&c.lease_token)
+                .bind(c.lease_expires_at)
+                .bind(c.merchant_id)
+                .bind(&c.idem_key)
+                .bind(rec.lease_token.as_deref().unwrap_or(""))
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
+                if taken == 1 {
+                    return Ok(ClaimStep::TakenOver(rec.resource_id));
+                }
+            }
+            Ok(ClaimStep::Existing(rec))
+        }
+
+        /// One transition inside the caller's transaction (the body of
+        /// [`Store::apply_transition`], after the whitelist check): the event, the conditional
+        /// update on (id, status, version), the posting, the jobs and the outbox row.
+        async fn apply_step(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            plan: &$crate::store::WebhookPlan,
+            t: &$crate::store::Transition,
+        ) -> Result<$crate::store::shared::Step, $crate::store::StoreError> {
+            use $crate::store::{Payment, PaymentRow};
+            use $crate::store::shared::Step;
+            let recorded = sqlx::query(
+                "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
+                 source, detail, created_at) VALUES ($1, $2, $3, $4, $5, TRUE, $6, $7, $8) \
+                 ON CONFLICT (payment_id, event_id) DO NOTHING",
+            )
+            .bind(&t.payment_id)
+            .bind(&t.event_id)
+            .bind(t.event.as_str())
+            .bind(t.from.as_str())
+            .bind(t.to.as_str())
+            .bind(&t.source)
+            .bind(&t.detail)
+            .bind(t.now)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if recorded == 0 {
+                return Ok(Step::Duplicate);
+            }
+            let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                "UPDATE payments SET status = $1, version = version + 1, updated_at = $2, \
+                 submit_attempts = submit_attempts + $3, \
+                 last_error = CASE WHEN $1 = 'SUCCESS' THEN NULL ELSE COALESCE($4, last_error) END \
+                 WHERE id = $5 AND status = $6 AND version = $7 RETURNING {}",
+                $crate::store::shared::PAYMENT_COLUMNS
+            ))
+            .bind(t.to.as_str())
+            .bind(t.now)
+            .bind(i64::from(t.count_submit))
+            .bind(t.last_error.as_deref())
+            .bind(&t.payment_id)
+            .bind(t.from.as_str())
+            .bind(t.version)
+            .fetch_optional(&mut **tx)
+            .await?;
+            let Some(row) = row else {
+                return Ok(Step::Stale);
+            };
+            let after = Payment::try_from(row)?;
+            if let Some(posting) = &t.posting {
+                insert_posting(tx, &t.payment_id, posting, t.now).await?;
+            }
+            for job in &t.enqueue {
+                insert_job(tx, job, t.now).await?;
+            }
+            if !t.close_jobs.is_empty() {
+                // One statement for every kind the step closes.
+                let kinds: Vec<String> = (0..t.close_jobs.len()).map(|i| format!("${}", i + 3)).collect();
+                let sql = format!(
+                    "UPDATE jobs SET status = 'done', updated_at = $1 \
+                     WHERE payment_id = $2 AND status = 'due' AND kind IN ({})",
+                    kinds.join(", ")
+                );
+                let mut q = sqlx::query(&sql).bind(t.now).bind(&t.payment_id);
+                for kind in &t.close_jobs {
+                    q = q.bind(kind.as_str());
+                }
+                q.execute(&mut **tx).await?;
+            }
+            // The outcome's outbox row commits with the transition or not at all.
+            if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to) {
+                insert_outbox_event(
+                    tx,
+                    plan,
+                    after.merchant_id,
+                    event_type,
+                    &after.id,
+                    &$crate::store::views::payment_payload(&after),
+                    t.now,
+                )
+                .await?;
+            }
+            Ok(Step::Applied(after))
+        }
+
+        /// Stores the answer and marks the key done, inside the caller's transaction; false
+        /// when the claim's lease was lost.
+        async fn complete_key_in<'e, E: sqlx::Executor<'e, Database = Db>>(
+            e: E,
+            k: &$crate::store::KeyRef,
+            resp: &$crate::store::StoredResponse,
+        ) -> Result<bool, $crate::store::StoreError> {
+            let headers = serde_json::to_string(&resp.headers).unwrap_or_else(|_| "[]".into());
+            let r = sqlx::query(
+                "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_headers = $2, \
+                 response_body = $3, lease_token = NULL, lease_expires_at = NULL \
+                 WHERE merchant_id = $4 AND idem_key = $5 AND state = 'running' AND lease_token = $6",
+            )
+            .bind(i64::from(resp.status))
+            .bind(headers)
+            .bind(&resp.body)
+            .bind(k.merchant_id)
+            .bind(&k.idem_key)
+            .bind(&k.lease_token)
+            .execute(e)
+            .await?;
+            Ok(r.rows_affected() == 1)
+        }
+
         /// The outbox row of a refund's outcome, in the caller's transaction.
         async fn refund_event(
             tx: &mut sqlx::Transaction<'static, Db>,
@@ -1039,19 +1268,22 @@ macro_rules! impl_store {
             .bind(now)
             .fetch_one(&mut **tx)
             .await?;
+            // Every line of the batch in one statement.
+            let rows: Vec<String> = (0..posting.lines.len())
+                .map(|i| format!("($1, ${}, ${}, ${}, $2)", 3 * i + 3, 3 * i + 4, 3 * i + 5))
+                .collect();
+            let sql = format!(
+                "INSERT INTO ledger_entries (batch_id, account, direction, amount, currency) VALUES {}",
+                rows.join(", ")
+            );
+            let mut q = sqlx::query(&sql).bind(batch_id).bind(&posting.currency);
             for line in &posting.lines {
-                sqlx::query(
-                    "INSERT INTO ledger_entries (batch_id, account, direction, amount, currency) \
-                     VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(batch_id)
-                .bind(&line.account)
-                .bind(if line.debit { "debit" } else { "credit" })
-                .bind(line.amount)
-                .bind(&posting.currency)
-                .execute(&mut **tx)
-                .await?;
+                q = q
+                    .bind(&line.account)
+                    .bind(if line.debit { "debit" } else { "credit" })
+                    .bind(line.amount);
             }
+            q.execute(&mut **tx).await?;
             Ok(())
         }
     };

@@ -29,6 +29,7 @@ mod reversal_race;
 mod sandbox;
 mod sandbox_behaviours;
 mod transitions;
+mod two_phase;
 mod verify_store;
 mod webhooks;
 mod work_queues;
