@@ -98,7 +98,6 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
 
-
 # The first-load block, between its own markers so that CONVERGE_BENCH_ONLY=firstload can
 # rewrite it alone.
 ms() { v=$(get "$1"); [ "$v" = "-" ] && echo "-" || echo "$v"; }
