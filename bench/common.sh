@@ -11,8 +11,8 @@ command -v psql >/dev/null || { echo "bench: psql is needed (Debian: postgresql-
 psql -X -q "$pg" -c 'select 1' >/dev/null || { echo "bench: cannot reach PostgreSQL at CONVERGE_BENCH_PG_URL" >&2; exit 1; }
 
 if [ -z "${CONVERGE_BIN:-}" ]; then
-  echo "bench: building the release binary (cargo leptos build --release)" >&2
-  cargo leptos build --release
+  echo "bench: building the release binary (cargo leptos build --release --precompress)" >&2
+  cargo leptos build --release --precompress
   bin=target/release/converge
 else
   bin=$CONVERGE_BIN

@@ -7,14 +7,23 @@
 #      through the same Store calls the console makes (bench queries), with their plans;
 #   6. `converge audit export` rows/s and peak memory at 1 M audit records (bench export);
 #   7. the console's first load, bytes transferred compressed (bench firstload against a
-#      release `converge serve`).
+#      release `converge serve`), and its time to interactive in Chromium (end2end/perf/tti.mjs:
+#      the sign-in page and the dashboard, cold cache, medians of the performance timeline).
 #
 # Settings (environment): CONVERGE_BENCH_PG_URL (as bench/bench.sh), CONVERGE_BENCH_SIZES
 # (payments per query run, default "1000000 10000000"), CONVERGE_BENCH_AUDIT (audit records,
 # 1000000), CONVERGE_BENCH_ITERATIONS (timed runs per query, 100), CONVERGE_BIN (a release
 # converge binary built by `cargo leptos build --release`; its site must be at target/site),
-# CONVERGE_BENCH_TOOLS (a directory with release builds of queries, export and firstload).
+# CONVERGE_BENCH_TOOLS (a directory with release builds of queries, export and firstload),
+# CONVERGE_BENCH_ONLY=firstload (run part 7 alone and rewrite only its block of the section,
+# between the firstload markers; the query and export tables stay as they are),
+# CONVERGE_BENCH_TTI_RUNS (cold loads per page and network profile for time to interactive,
+# default 7; 0 skips it: it needs end2end/node_modules and Chromium, CONVERGE_CHROMIUM or
+# /usr/bin/chromium).
 set -euo pipefail
+only=${CONVERGE_BENCH_ONLY:-}
+case "$only" in "" | firstload) ;; *) echo "bench: CONVERGE_BENCH_ONLY is empty or firstload" >&2; exit 2 ;; esac
+tti_runs=${CONVERGE_BENCH_TTI_RUNS:-7}
 sizes=${CONVERGE_BENCH_SIZES:-1000000 10000000}
 audit=${CONVERGE_BENCH_AUDIT:-1000000}
 iters=${CONVERGE_BENCH_ITERATIONS:-100}
@@ -32,6 +41,7 @@ trap cleanup EXIT
 mkdir -p bench/plans
 
 # ---- 5: queries ------------------------------------------------------------------------------
+[ "$only" = firstload ] && sizes=""
 for n in $sizes; do
   for db in sqlite postgres; do
     echo "bench: console queries on $n payments ($db)" >&2
@@ -51,14 +61,20 @@ for n in $sizes; do
 done
 
 # ---- 6: audit export -------------------------------------------------------------------------
-for db in sqlite postgres; do
+export_dbs="sqlite postgres"
+[ "$only" = firstload ] && export_dbs=""
+for db in $export_dbs; do
   echo "bench: audit export of $audit records ($db)" >&2
   $t/export --converge "$bin" --db "$db" --pg-url "$pg" --records "$audit" --label "export.$db" | tee -a "$out"
 done
 
 # ---- 7: first load ---------------------------------------------------------------------------
 echo "bench: console first load" >&2
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# The time-to-interactive runs sign in as a viewer to reach the dashboard.
+tti_password=bench-tti-password-1
+echo "$tti_password" | DATABASE_URL="$work/converge.db" "$bin" user add bench-tti --role viewer --password-stdin >/dev/null
 LEPTOS_SITE_ROOT=target/site LEPTOS_SITE_ADDR="127.0.0.1:$port" RUST_LOG=warn \
   "$bin" serve --bind "127.0.0.1:$port" --database-url "$work/converge.db" --channel-db "$work/channel.db" >"$work/serve.log" 2>&1 &
 server=$!
@@ -67,6 +83,12 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 $t/firstload --url "http://127.0.0.1:$port/" --label firstload | tee -a "$out"
+if [ "$tti_runs" -gt 0 ]; then
+  echo "bench: console time to interactive ($tti_runs cold loads per page and profile)" >&2
+  BENCH_TTI_PASSWORD=$tti_password node end2end/perf/tti.mjs --url "http://127.0.0.1:$port" \
+    --user bench-tti --password-env BENCH_TTI_PASSWORD --runs "$tti_runs" --label tti | tee -a "$out"
+fi
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 kill "$server"; wait "$server" 2>/dev/null || true; server=""
 
 # ---- BENCHMARKS.md ---------------------------------------------------------------------------
@@ -75,6 +97,52 @@ kb() { awk -v b="$1" 'BEGIN { if (b == "-") print "-"; else printf "%.1f", b/102
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+
+# The first-load block, between its own markers so that CONVERGE_BENCH_ONLY=firstload can
+# rewrite it alone.
+ms() { v=$(get "$1"); [ "$v" = "-" ] && echo "-" || echo "$v"; }
+{
+  echo "<!-- firstload:begin -->"
+  echo "**First load** (\`bench firstload\`): the sign-in page a browser lands on and the stylesheet, script"
+  echo "and WebAssembly it loads, from a release \`converge serve\`, with \`Accept-Encoding: br, gzip\` (as sent)"
+  echo "and without. KiB."
+  echo
+  echo "| file | encoding | compressed | uncompressed |"
+  echo "|---|---|---|---|"
+  grep '^firstload\..*\.encoding=' "$out" | sed -E 's/^firstload\.(.*)\.encoding=.*/\1/' | while read -r f; do
+    echo "| $f | $(get "firstload.$f.encoding") | $(kb "$(get "firstload.$f.compressed_bytes")") | $(kb "$(get "firstload.$f.identity_bytes")") |"
+  done
+  total=$(get firstload.total.compressed_bytes)
+  echo "| **total** | | **$(kb "$total")** | $(kb "$(get firstload.total.identity_bytes)") |"
+  echo
+  echo "Goal: <= 300 KB compressed: $(awk -v b="$total" 'BEGIN { print (b+0 <= 300000 ? "met" : "NOT met") }')."
+  echo
+  echo "Measured $(date -u +%Y-%m-%dT%H:%MZ), commit $commit$dirty. Load average (1, 5, 15 min):"
+  echo "$load_before before, $load_after after (anything else running shares the 2 CPUs and skews the times)."
+  if [ "$tti_runs" -gt 0 ]; then
+    echo
+    echo "**Time to interactive** (\`end2end/perf/tti.mjs\`, Chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}'),"
+    echo "headless): each load in a new browser context with the cache disabled, after one discarded warm-up;"
+    echo "medians of $tti_runs loads, ms from navigation start, read from the page's \`performance\` timeline:"
+    echo "the document's responseEnd, domContentLoadedEventEnd, loadEventEnd, the \`.wasm\` resource's"
+    echo "responseEnd, and the \`converge:hydrated\` mark that \`hydrate()\` sets once \`hydrate_body\` returns"
+    echo "(the page's handlers are attached: it is interactive). \"local\" is the loopback without throttling (the"
+    echo "CPU part: compiling the WebAssembly and hydrating); \"10 Mbit/s\" is Chromium's network emulation at"
+    echo "10 Mbit/s down, 40 ms round trip. The dashboard is \`/\` opened with the session of an earlier sign-in."
+    echo "The \`load\` event does not wait for the WebAssembly: the module script fetches it with \`fetch\`."
+    echo
+    echo "| page | network | document | DOMContentLoaded | load | wasm downloaded | hydrated |"
+    echo "|---|---|---|---|---|---|---|"
+    for pg_ in login dashboard; do
+      for prof in local net; do
+        name=$([ "$prof" = local ] && echo local || echo "10 Mbit/s")
+        k="tti.$pg_.$prof"
+        echo "| $pg_ | $name | $(ms "$k.response_end_ms") | $(ms "$k.dcl_ms") | $(ms "$k.load_ms") | $(ms "$k.wasm_ms") | **$(ms "$k.hydrated_ms")** |"
+      done
+    done
+  fi
+  echo "<!-- firstload:end -->"
+} >"$work/firstload.md"
 
 section="$work/section.md"
 {
@@ -127,23 +195,18 @@ section="$work/section.md"
   echo
   echo "Goal: >= 200,000 rows/s with peak memory < 64 MiB."
   echo
-  echo "**First load** (\`bench firstload\`): the sign-in page a browser lands on and the stylesheet, script"
-  echo "and WebAssembly it loads, from a release \`converge serve\`, with \`Accept-Encoding: br, gzip\` (as sent)"
-  echo "and without. KiB."
-  echo
-  echo "| file | encoding | compressed | uncompressed |"
-  echo "|---|---|---|---|"
-  grep '^firstload\..*\.encoding=' "$out" | sed -E 's/^firstload\.(.*)\.encoding=.*/\1/' | while read -r f; do
-    echo "| $f | $(get "firstload.$f.encoding") | $(kb "$(get "firstload.$f.compressed_bytes")") | $(kb "$(get "firstload.$f.identity_bytes")") |"
-  done
-  total=$(get firstload.total.compressed_bytes)
-  echo "| **total** | | **$(kb "$total")** | $(kb "$(get firstload.total.identity_bytes)") |"
-  echo
-  echo "Goal: <= 300 KB compressed: $(awk -v b="$total" 'BEGIN { print (b+0 <= 300000 ? "met" : "NOT met") }')."
+  cat "$work/firstload.md"
   echo "<!-- console:end -->"
 } >"$section"
 
-if [ -f BENCHMARKS.md ] && grep -q '^<!-- console:begin -->' BENCHMARKS.md; then
+if [ "$only" = firstload ]; then
+  grep -q '^<!-- firstload:begin -->' BENCHMARKS.md ||
+    { echo "bench: BENCHMARKS.md has no firstload block; run bench/console.sh in full once" >&2; exit 1; }
+  awk -v f="$work/firstload.md" '
+    /^<!-- firstload:begin -->/ { while ((getline l < f) > 0) print l; skip = 1; next }
+    /^<!-- firstload:end -->/ { skip = 0; next }
+    !skip { print }' BENCHMARKS.md >"$work/b.md"
+elif [ -f BENCHMARKS.md ] && grep -q '^<!-- console:begin -->' BENCHMARKS.md; then
   awk -v f="$section" '
     /^<!-- console:begin -->/ { while ((getline l < f) > 0) print l; skip = 1; next }
     /^<!-- console:end -->/ { skip = 0; next }
