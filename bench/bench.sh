@@ -7,8 +7,16 @@
 #   2. create-payment with a new Idempotency-Key, req/s and p50/p99 (bench load, release
 #      `converge serve` with its in-process sandbox channel);
 #   3. replay of a completed key, req/s and p50/p99 (bench load);
+#   1b. the database work a create cannot avoid (issue 15): the two atomic phases' SQL alone
+#      (bench/two_phase.sql) on converge's schema, creates/s at the same concurrency: pgbench
+#      on PostgreSQL, `rawinsert --two-phase` (one writer) on SQLite;
 #   4. queue drain jobs/s, no-op and the real query handler against the sandbox, and claim
 #      latency (bench drain); graphile-worker 0.16 no-op drain on the same PostgreSQL.
+#
+# Statements per create come from pg_stat_statements when the server loads it
+# (shared_preload_libraries = 'pg_stat_statements' and the extension in template1, so every
+# database the benchmark creates has it); without it the figure is "-". Transactions per
+# create come from pg_stat_database. Both count everything the server does meanwhile.
 #
 # Settings (environment): CONVERGE_BENCH_PG_URL (an account that may create databases;
 # default CONVERGE_TEST_PG_URL, then postgres://postgres:postgres@127.0.0.1:5432/postgres),
@@ -79,6 +87,21 @@ sync_commit=$(psql -X -qtA "$rawurl" -c 'SHOW synchronous_commit')
 psql -X -q "$pg" -c "DROP DATABASE $rawdb WITH (FORCE)"
 printf 'raw.pg.tps=%s\nraw.pg.latency_avg_ms=%s\n' "$tps" "$lat" | tee -a "$out"
 
+echo "bench: the two phases of a create alone (SQLite through one writer, PostgreSQL via pgbench)" >&2
+note_load two.sqlite
+$t/rawinsert --two-phase --concurrency "$conc" --seconds "$secs" --label two.sqlite | tee -a "$out"
+twodb="converge_bench_two_$$"
+psql -X -q "$pg" -c "CREATE DATABASE $twodb"
+twourl=$(printf '%s' "$pg" | sed -E "s#/[^/?]*(\?|$)#/$twodb\1#")
+"$bin" migrate --database-url "$twourl" >/dev/null
+"$bin" merchant add bench --database-url "$twourl" >/dev/null
+note_load two.pg
+pgbench -n -c "$conc" -j "$(nproc)" -T "$secs" -f bench/two_phase.sql "$twourl" >"$work/pgbench2.txt" 2>&1 ||
+  { cat "$work/pgbench2.txt" >&2; exit 1; }
+two_tps=$(awk '/^tps = /{print int($3); exit}' "$work/pgbench2.txt")
+psql -X -q "$pg" -c "DROP DATABASE $twodb WITH (FORCE)"
+printf 'two.pg.tps=%s\n' "$two_tps" | tee -a "$out"
+
 echo "bench: queue drain (SQLite, PostgreSQL)" >&2
 note_load drain.sqlite
 $t/drain --db sqlite --jobs "$jobs" --label drain.sqlite | tee -a "$out"
@@ -116,6 +139,8 @@ c_sq=$(get load.sqlite.create.rps); c_pg=$(get load.pg.create.rps)
 r_sq=$(get load.sqlite.replay.rps); r_pg=$(get load.pg.replay.rps)
 raw_sq=$(get raw.sqlite.tps); raw_pg=$(get raw.pg.tps)
 cr_sq=$(ratio "$c_sq" "$raw_sq"); cr_pg=$(ratio "$c_pg" "$raw_pg")
+two_sq=$(get two.sqlite.tps); two_pg=$(get two.pg.tps)
+ct_sq=$(ratio "$c_sq" "$two_sq"); ct_pg=$(ratio "$c_pg" "$two_pg")
 rr_sq=$(ratio "$r_sq" "$c_sq"); rr_pg=$(ratio "$r_pg" "$c_pg")
 g16=$(get graphile.c16.jobs_per_s); g64=$(get graphile.c64.jobs_per_s); gbest=$(max "$g16" "$g64")
 n_pg=$(get drain.pg.noop.jobs_per_s)
@@ -157,11 +182,26 @@ merchant_order_id each time (claim key, insert payment + job, charge at the sand
 ledger batch, store the response); "replay" sends completed keys again. The raw baseline is one
 single-row \`INSERT\` per transaction at the same concurrency: \`pgbench -f insert.sql\` on
 PostgreSQL, \`bench rawinsert\` (sqlx, one writer connection, \`BEGIN IMMEDIATE\`) on SQLite.
+The two-phase baseline (4) is the database work a create cannot avoid, alone: the SQL of
+[bench/two_phase.sql](bench/two_phase.sql) on converge's schema (phase 1: claim the key, insert
+the payment and its job; phase 2: the status update, the ledger batch and its two entries, the
+key's answer), creates/s at the same concurrency: pgbench on PostgreSQL, \`rawinsert
+--two-phase\` through one writer on SQLite.
 
-| backend | raw insert tx/s (1) | create req/s (2) | create p50 / p99 ms | replay req/s (3) | replay p50 / p99 ms | (2)/(1) | (3)/(2) | 1-min load avg at start: raw / load |
-|---|---|---|---|---|---|---|---|---|
-| SQLite | $raw_sq | $c_sq | $(get load.sqlite.create.p50_ms) / $(get load.sqlite.create.p99_ms) | $r_sq | $(get load.sqlite.replay.p50_ms) / $(get load.sqlite.replay.p99_ms) | $cr_sq | $rr_sq | $(get loadavg.raw.sqlite) / $(get loadavg.load.sqlite) |
-| PostgreSQL | $raw_pg | $c_pg | $(get load.pg.create.p50_ms) / $(get load.pg.create.p99_ms) | $r_pg | $(get load.pg.replay.p50_ms) / $(get load.pg.replay.p99_ms) | $cr_pg | $rr_pg | $(get loadavg.raw.pg) / $(get loadavg.load.pg) |
+| backend | raw insert tx/s (1) | two-phase baseline creates/s (4) | create req/s (2) | create p50 / p99 ms | replay req/s (3) | replay p50 / p99 ms | (2)/(4) | (2)/(1) | (3)/(2) | 1-min load avg at start: raw / two-phase / load |
+|---|---|---|---|---|---|---|---|---|---|---|
+| SQLite | $raw_sq | $two_sq | $c_sq | $(get load.sqlite.create.p50_ms) / $(get load.sqlite.create.p99_ms) | $r_sq | $(get load.sqlite.replay.p50_ms) / $(get load.sqlite.replay.p99_ms) | $ct_sq | $cr_sq | $rr_sq | $(get loadavg.raw.sqlite) / $(get loadavg.two.sqlite) / $(get loadavg.load.sqlite) |
+| PostgreSQL | $raw_pg | $two_pg | $c_pg | $(get load.pg.create.p50_ms) / $(get load.pg.create.p99_ms) | $r_pg | $(get load.pg.replay.p50_ms) / $(get load.pg.replay.p99_ms) | $ct_pg | $cr_pg | $rr_pg | $(get loadavg.raw.pg) / $(get loadavg.two.pg) / $(get loadavg.load.pg) |
+
+What one request costs (\`load\`): CPU of the \`converge serve\` process (user + system, from
+/proc) per request; on PostgreSQL, statements (pg_stat_statements' calls, BEGIN and COMMIT
+included) and transactions (pg_stat_database) per create in the measured database over the
+create phase, background workers included.
+
+| backend | create CPU ms/req | replay CPU ms/req | statements / create | transactions / create |
+|---|---|---|---|---|
+| SQLite | $(get load.sqlite.create.cpu_ms_per_req) | $(get load.sqlite.replay.cpu_ms_per_req) | - | - |
+| PostgreSQL | $(get load.pg.create.cpu_ms_per_req) | $(get load.pg.replay.cpu_ms_per_req) | $(get load.pg.create.statements_per_req) | $(get load.pg.create.transactions_per_req) |
 
 Errors (non-2xx or, for replays, a missing \`Idempotent-Replayed: true\`): SQLite create $(get load.sqlite.create.errors), replay $(get load.sqlite.replay.errors); PostgreSQL create $(get load.pg.create.errors), replay $(get load.pg.replay.errors).
 
@@ -193,7 +233,8 @@ and the delivery's state.
 
 | goal | figure | result |
 |---|---|---|
-| (2)/(1) >= 0.5 on PostgreSQL, synchronous_commit $sync_commit | $cr_pg | $(goal "$cr_pg" 0.5) |
+| create (2) >= 0.5x the two-phase baseline (4), PostgreSQL, synchronous_commit $sync_commit | $ct_pg | $(goal "$ct_pg" 0.5) |
+| create (2) >= 0.5x the two-phase baseline (4), SQLite (one writer) | $ct_sq | $(goal "$ct_sq" 0.5) |
 | (3) >= 5x (2), PostgreSQL | $rr_pg | $(goal "$rr_pg" 5) |
 | (3) >= 5x (2), SQLite | $rr_sq | $(goal "$rr_sq" 5) |
 | no-op drain >= 2x graphile-worker (best of its two runs) | $dr | $(goal "$dr" 2) |

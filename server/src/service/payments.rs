@@ -190,7 +190,9 @@ impl Core {
             OpenedPayment::Existing(p) => return Ok(CreateOutcome::OrderConflict(p)),
             OpenedPayment::Key(k) => return Ok(CreateOutcome::Key(k)),
         };
-        if p.status != PaymentStatus::Processing {
+        if p.status == PaymentStatus::Processing {
+            metrics::counter!("converge_transitions_total", "to" => "processing").increment(1);
+        } else {
             // Held by the emergency switch: PENDING until its submit job runs after the resume.
             return Ok(CreateOutcome::Created {
                 payment: p,

@@ -36,7 +36,7 @@ macro_rules! impl_webhooks {
                 return Ok(());
             }
             let due = now + plan.first_delay_ms();
-            sqlx::query(
+            let deliveries = sqlx::query(
                 "INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, next_attempt_at, \
                  created_at, updated_at) \
                  SELECT $1, id, 'pending', 0, $2, $3, $3 FROM webhook_endpoints \
@@ -49,7 +49,12 @@ macro_rules! impl_webhooks {
             .bind(merchant_id)
             .bind(format!("%,{},%", event_type.as_str()))
             .execute(&mut **tx)
-            .await?;
+            .await?
+            .rows_affected();
+            if deliveries == 0 {
+                // No endpoint wants it: the event stays for the stream, with nothing to deliver.
+                return Ok(());
+            }
             let payment_id = if event_type.aggregate_type() == "payment" {
                 Some(aggregateid.to_string())
             } else {
