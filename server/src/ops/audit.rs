@@ -187,13 +187,16 @@ pub fn stream(
         }
     });
     let reads = AbortOnDrop(reads);
-    futures_util::stream::unfold((rx, true, reads), move |(mut rx, first, reads)| async move {
-        let chunk = match rx.recv().await? {
-            Ok(rows) => Ok(Bytes::from(encode(format, &rows, first))),
-            Err(e) => Err(e),
-        };
-        Some((chunk, (rx, false, reads)))
-    })
+    futures_util::stream::unfold(
+        (rx, true, reads),
+        move |(mut rx, first, reads)| async move {
+            let chunk = match rx.recv().await? {
+                Ok(rows) => Ok(Bytes::from(encode(format, &rows, first))),
+                Err(e) => Err(e),
+            };
+            Some((chunk, (rx, false, reads)))
+        },
+    )
 }
 
 /// Aborts the export's read-ahead task when the stream is dropped (a client gone mid-export).
