@@ -67,6 +67,12 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     println!("{l}.records={}", args.records);
     println!("{l}.seed_s={:.1}", t0.elapsed().as_secs_f64());
     for (i, format) in ["csv", "ndjson"].into_iter().enumerate() {
+        // The figure is only as good as the machine was idle: say how busy it was.
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        println!(
+            "{l}.{format}.loadavg={}",
+            load.split_whitespace().next().unwrap_or("-")
+        );
         let (secs, bytes, lines, maxrss_kib) = export(&args.converge, url, format)?;
         // Each export appends its own record first, so it holds one more than the last.
         let rows = args.records + 1 + i as i64;

@@ -67,9 +67,14 @@ pub fn neutralise(cell: &str) -> std::borrow::Cow<'_, str> {
     let Some(first) = lead.chars().next() else {
         return cell.into();
     };
-    let first: String = std::iter::once(first).nfkc().collect();
     let trigger = |c: char| matches!(c, '=' | '+' | '-' | '@' | '\t' | '\r');
-    let risky = lead.starts_with(trigger) || first.starts_with(trigger);
+    // An ASCII character is its own NFKC form: most cells need no normalisation.
+    let risky = if first.is_ascii() {
+        trigger(first)
+    } else {
+        let first: String = std::iter::once(first).nfkc().collect();
+        lead.starts_with(trigger) || first.starts_with(trigger)
+    };
     let numeric = || {
         cell.nfkc()
             .collect::<String>()
@@ -153,26 +158,54 @@ pub fn encode(format: Format, rows: &[AuditRecord], header: bool) -> Vec<u8> {
     }
 }
 
-/// Streams the matching records as chunks of at most one page each.
+/// Streams the matching records as chunks of at most one page each (the first with the CSV
+/// header); a read that fails ends the stream with its error.
+///
+/// The next page is read while this one is encoded and written (a task ahead of the stream,
+/// at most one page ahead), so reading and encoding use both CPUs; at most three pages are
+/// held at once. Dropping the stream stops the reads.
 pub fn stream(
     store: std::sync::Arc<dyn Store>,
     filter: AuditFilter,
     format: Format,
 ) -> impl futures_util::Stream<Item = Result<Bytes, StoreError>> + Send {
-    futures_util::stream::try_unfold((0_i64, true, false), move |(after, first, done)| {
-        let store = store.clone();
-        let filter = filter.clone();
-        async move {
-            if done {
-                return Ok(None);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<AuditRecord>, StoreError>>(1);
+    let reads = tokio::spawn(async move {
+        let mut after = 0_i64;
+        loop {
+            let page = store.audit_page(after, PAGE, &filter).await;
+            let finished = match &page {
+                Ok(rows) => {
+                    after = rows.last().map_or(after, |r| r.seq);
+                    (rows.len() as i64) < PAGE
+                }
+                Err(_) => true,
+            };
+            if tx.send(page).await.is_err() || finished {
+                break;
             }
-            let rows = store.audit_page(after, PAGE, &filter).await?;
-            let last = rows.last().map_or(after, |r| r.seq);
-            let finished = (rows.len() as i64) < PAGE;
-            let chunk = Bytes::from(encode(format, &rows, first));
-            Ok(Some((chunk, (last, false, finished))))
         }
-    })
+    });
+    let reads = AbortOnDrop(reads);
+    futures_util::stream::unfold(
+        (rx, true, reads),
+        move |(mut rx, first, reads)| async move {
+            let chunk = match rx.recv().await? {
+                Ok(rows) => Ok(Bytes::from(encode(format, &rows, first))),
+                Err(e) => Err(e),
+            };
+            Some((chunk, (rx, false, reads)))
+        },
+    )
+}
+
+/// Aborts the export's read-ahead task when the stream is dropped (a client gone mid-export).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Re-computes the whole chain and checks it against every stored checkpoint's head hash

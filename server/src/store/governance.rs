@@ -146,6 +146,63 @@ pub struct AuditFilter {
     pub action: Option<String>,
 }
 
+/// One page of the audit export as SQL: the one text both backends run (`$1` the sequence
+/// number to read after, then `ints`, then `texts`, then the limit, numbered in that order,
+/// which is also their order in the text, so SQLite's positional binding matches).
+#[derive(Debug, Clone)]
+pub struct AuditPageQuery {
+    /// The statement.
+    pub sql: String,
+    /// Read records with a greater sequence number.
+    pub after_seq: i64,
+    /// The time bounds (epoch ms UTC) the filter sets, bound after `after_seq`.
+    pub ints: Vec<i64>,
+    /// The actor and action the filter sets, bound after `ints`.
+    pub texts: Vec<String>,
+    /// At most this many records.
+    pub limit: i64,
+}
+
+impl AuditPageQuery {
+    /// The query of up to `limit` records with seq > `after_seq` matching `f`, in seq order.
+    pub fn new(after_seq: i64, limit: i64, f: &AuditFilter) -> Self {
+        let mut sql = String::from("SELECT * FROM audit_log WHERE seq > $1");
+        let mut n = 1;
+        let mut ints = Vec::new();
+        let mut texts = Vec::new();
+        // Ints are bound first ($2..), then texts, so the placeholders are numbered in that
+        // order.
+        if let Some(from) = f.from {
+            n += 1;
+            sql.push_str(&format!(" AND at >= ${n}"));
+            ints.push(from);
+        }
+        if let Some(to) = f.to {
+            n += 1;
+            sql.push_str(&format!(" AND at < ${n}"));
+            ints.push(to);
+        }
+        if let Some(a) = &f.actor {
+            n += 1;
+            sql.push_str(&format!(" AND actor = ${n}"));
+            texts.push(a.clone());
+        }
+        if let Some(a) = &f.action {
+            n += 1;
+            sql.push_str(&format!(" AND action = ${n}"));
+            texts.push(a.clone());
+        }
+        sql.push_str(&format!(" ORDER BY seq LIMIT ${}", n + 1));
+        Self {
+            sql,
+            after_seq,
+            ints,
+            texts,
+            limit,
+        }
+    }
+}
+
 /// Filters of the audit viewer's list; all optional, combined with AND. Records come newest
 /// first, paged by sequence number.
 #[derive(Debug, Clone, Default)]

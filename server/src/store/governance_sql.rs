@@ -59,39 +59,16 @@ macro_rules! impl_governance {
                 limit: i64,
                 f: &$crate::store::AuditFilter,
             ) -> Result<Vec<$crate::store::AuditRecord>, $crate::store::StoreError> {
-                let mut sql = String::from("SELECT * FROM audit_log WHERE seq > $1");
-                let mut n = 1;
-                let mut texts: Vec<&str> = Vec::new();
-                let mut ints: Vec<i64> = Vec::new();
-                // Ints are bound first ($2..), then texts, so the placeholders are numbered
-                // in that order.
-                if let Some(from) = f.from {
-                    n += 1;
-                    sql.push_str(&format!(" AND at >= ${n}"));
-                    ints.push(from);
+                let page = $crate::store::AuditPageQuery::new(after_seq, limit, f);
+                if let Some(rows) = self.audit_page_blocking(&page).await? {
+                    return Ok(rows);
                 }
-                if let Some(to) = f.to {
-                    n += 1;
-                    sql.push_str(&format!(" AND at < ${n}"));
-                    ints.push(to);
+                let mut q = sqlx::query_as::<_, $crate::store::AuditRecord>(&page.sql).bind(after_seq);
+                for i in &page.ints {
+                    q = q.bind(*i);
                 }
-                if let Some(a) = &f.actor {
-                    n += 1;
-                    sql.push_str(&format!(" AND actor = ${n}"));
-                    texts.push(a);
-                }
-                if let Some(a) = &f.action {
-                    n += 1;
-                    sql.push_str(&format!(" AND action = ${n}"));
-                    texts.push(a);
-                }
-                sql.push_str(&format!(" ORDER BY seq LIMIT ${}", n + 1));
-                let mut q = sqlx::query_as::<_, $crate::store::AuditRecord>(&sql).bind(after_seq);
-                for i in ints {
-                    q = q.bind(i);
-                }
-                for t in texts {
-                    q = q.bind(t);
+                for t in &page.texts {
+                    q = q.bind(t.as_str());
                 }
                 Ok(q.bind(limit).fetch_all(self.reader()).await?)
             }

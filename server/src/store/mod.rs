@@ -31,6 +31,7 @@ mod postgres;
 pub mod queue;
 pub mod records;
 mod sqlite;
+mod sqlite_export;
 pub mod views;
 pub mod webhooks;
 

@@ -143,6 +143,15 @@ impl PgStore {
     async fn close_pools(&self) {
         self.pool.close().await;
     }
+
+    /// sqlx's PostgreSQL driver decodes rows on the calling task already: the shared sqlx
+    /// read is the export's read here.
+    async fn audit_page_blocking(
+        &self,
+        _page: &super::AuditPageQuery,
+    ) -> Result<Option<Vec<super::AuditRecord>>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// A server has no file to lose: a round trip ([`Store::ping`](super::Store::ping)) says it all.
