@@ -7,14 +7,26 @@
 #      through the same Store calls the console makes (bench queries), with their plans;
 #   6. `converge audit export` rows/s and peak memory at 1 M audit records (bench export);
 #   7. the console's first load, bytes transferred compressed (bench firstload against a
-#      release `converge serve`).
+#      release `converge serve`);
+#   8. under load (issue 15): the dashboard and search queries on PostgreSQL at
+#      CONVERGE_BENCH_UNDER_LOAD payments while the create benchmark (bench load, a release
+#      `converge serve` on the same database) runs at its full rate (bench queries
+#      --during-load), p50/p95 beside the creates/s reached meanwhile.
 #
 # Settings (environment): CONVERGE_BENCH_PG_URL (as bench/bench.sh), CONVERGE_BENCH_SIZES
 # (payments per query run, default "1000000 10000000"), CONVERGE_BENCH_AUDIT (audit records,
 # 1000000), CONVERGE_BENCH_ITERATIONS (timed runs per query, 100), CONVERGE_BIN (a release
 # converge binary built by `cargo leptos build --release`; its site must be at target/site),
-# CONVERGE_BENCH_TOOLS (a directory with release builds of queries, export and firstload).
+# CONVERGE_BENCH_TOOLS (a directory with release builds of queries, export, firstload and load),
+# CONVERGE_BENCH_UNDER_LOAD (payments for 8, default 10000000; 0 skips it and keeps the figures
+# already in BENCHMARKS.md), CONVERGE_BENCH_LOAD_REQUESTS (creates sent during 8, 40000: enough
+# to outlast the timed queries), CONVERGE_BENCH_ONLY=under-load (run only 8 and rewrite only its
+# part of the console section).
 set -euo pipefail
+only=${CONVERGE_BENCH_ONLY:-}
+case "$only" in "" | under-load) ;; *) echo "bench: CONVERGE_BENCH_ONLY must be empty or under-load" >&2; exit 1 ;; esac
+under=${CONVERGE_BENCH_UNDER_LOAD:-10000000}
+load_reqs=${CONVERGE_BENCH_LOAD_REQUESTS:-40000}
 sizes=${CONVERGE_BENCH_SIZES:-1000000 10000000}
 audit=${CONVERGE_BENCH_AUDIT:-1000000}
 iters=${CONVERGE_BENCH_ITERATIONS:-100}
@@ -31,6 +43,40 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p bench/plans
 
+# ---- 8: queries under load -------------------------------------------------------------------
+# The figures go in their own block inside the console section, kept when this part is skipped.
+underload_block() {
+  local n=$under
+  echo "<!-- underload:begin -->"
+  echo "**Under load** (\`bench queries --during-load\`, issue 15): PostgreSQL seeded with $n payments as above,"
+  echo "then \`bench load\` drives a release \`converge serve\` on the same database (creates with new keys at"
+  echo "concurrency 16, its workers running) while the same queries are timed ($iters runs each, after the same"
+  echo "timings with no load); written $(date -u +%Y-%m-%dT%H:%MZ), converge commit $commit$dirty. Times in ms, p50 / p95."
+  echo
+  echo "| query | idle (same seeding, just before the load) | under load |"
+  echo "|---|---|---|"
+  for q in dashboard search_latest search_status search_merchant search_order_id search_time_range search_page_deep; do
+    echo "| $q | $(get "ql.postgres.$n.idle.$q.p50_ms") / $(get "ql.postgres.$n.idle.$q.p95_ms") | $(get "ql.postgres.$n.$q.p50_ms") / $(get "ql.postgres.$n.$q.p95_ms") |"
+  done
+  echo
+  echo "Creates while the queries ran: $(get "ql.postgres.$n.load_window.create_rps") req/s ($(get "ql.postgres.$n.load_window.created") payments in"
+  echo "$(get "ql.postgres.$n.load_window.secs") s); the load run as a whole: $(get "ql.postgres.$n.load.create.rps") req/s, p50 / p99"
+  echo "$(get "ql.postgres.$n.load.create.p50_ms") / $(get "ql.postgres.$n.load.create.p99_ms") ms, $(get "ql.postgres.$n.load.create.errors") errors. Seeding took $(get "ql.postgres.$n.seed_s") s."
+  echo "Load average (1, 5, 15 min): $(get loadavg.underload.before) when the timing started, $(get loadavg.underload.after) after."
+  p95=$(awk -F= -v p="ql.postgres.$n." 'index($1, p) == 1 && ($1 ~ /dashboard\.p95_ms$/ || $1 ~ /search_[a-z_]*\.p95_ms$/) { if ($2+0 > m) m = $2+0 } END { print m+0 }' "$out")
+  echo
+  echo "Slowest dashboard or search p95 under load: $p95 ms (goal: < 50 ms): $(awk -v v="$p95" -v r="$(get "ql.postgres.$n.load_window.create_rps")" 'BEGIN { print (r == "-" ? "not measured" : (v < 50 ? "met" : "NOT met")) }')."
+  echo "<!-- underload:end -->"
+}
+if [ "$under" != 0 ]; then
+  echo "bench: console queries on $under payments (postgres) during the create benchmark" >&2
+  printf 'loadavg.underload.before=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out"
+  $t/queries --db postgres --pg-url "$pg" --payments "$under" --iterations "$iters" --label "ql.postgres.$under" \
+    --during-load --converge "$bin" --load-bin "$t/load" --load-requests "$load_reqs" | tee -a "$out"
+  printf 'loadavg.underload.after=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out"
+fi
+
+if [ "$only" != under-load ]; then
 # ---- 5: queries ------------------------------------------------------------------------------
 for n in $sizes; do
   for db in sqlite postgres; do
@@ -68,6 +114,7 @@ for _ in $(seq 1 100); do
 done
 $t/firstload --url "http://127.0.0.1:$port/" --label firstload | tee -a "$out"
 kill "$server"; wait "$server" 2>/dev/null || true; server=""
+fi
 
 # ---- BENCHMARKS.md ---------------------------------------------------------------------------
 get() { awk -F= -v k="$1" '$1==k {v=$2} END {print (v=="" ? "-" : v)}' "$out"; }
@@ -75,6 +122,29 @@ kb() { awk -v b="$1" 'BEGIN { if (b == "-") print "-"; else printf "%.1f", b/102
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+
+# The under-load block: this run's, or the one already in BENCHMARKS.md.
+block="$work/underload.md"
+if [ "$under" != 0 ]; then
+  underload_block >"$block"
+elif [ -f BENCHMARKS.md ]; then
+  sed -n '/^<!-- underload:begin -->/,/^<!-- underload:end -->/p' BENCHMARKS.md >"$block"
+else
+  : >"$block"
+fi
+if [ "$only" = under-load ]; then
+  grep -q '^<!-- console:end -->' BENCHMARKS.md 2>/dev/null ||
+    { echo "bench: CONVERGE_BENCH_ONLY=under-load updates the console section of an existing BENCHMARKS.md" >&2; exit 1; }
+  awk -v f="$block" '
+    /^<!-- underload:begin -->/ { skip = 1; next }
+    /^<!-- underload:end -->/ { skip = 0; next }
+    skip { next }
+    /^<!-- console:end -->/ { while ((getline l < f) > 0) print l }
+    { print }' BENCHMARKS.md >"$work/b.md"
+  cp "$work/b.md" BENCHMARKS.md
+  echo "bench: BENCHMARKS.md updated (under-load figures)" >&2
+  exit 0
+fi
 
 section="$work/section.md"
 {
@@ -140,6 +210,10 @@ section="$work/section.md"
   echo "| **total** | | **$(kb "$total")** | $(kb "$(get firstload.total.identity_bytes)") |"
   echo
   echo "Goal: <= 300 KB compressed: $(awk -v b="$total" 'BEGIN { print (b+0 <= 300000 ? "met" : "NOT met") }')."
+  if [ -s "$block" ]; then
+    echo
+    cat "$block"
+  fi
   echo "<!-- console:end -->"
 } >"$section"
 
