@@ -59,6 +59,10 @@ struct Args {
     /// Keep the seeded database (prints its URL) instead of dropping it.
     #[arg(long)]
     keep: bool,
+    /// Time the queries on this database, seeded before by a `--keep` run with the same
+    /// `--payments`, instead of seeding a new one (it is kept).
+    #[arg(long)]
+    database_url: Option<String>,
     /// Time the queries while `bench load` sends creates to a `converge serve` on the same
     /// database (needs `--converge`; `--load-bin` defaults to `load` beside this binary).
     #[arg(long)]
@@ -84,6 +88,9 @@ const DAY_MS: i64 = 86_400_000;
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(url) = &args.database_url {
+        return run(&args, url).await;
+    }
     let dir = tempfile::tempdir()?;
     let (url, admin) = db::scratch(
         args.db,
@@ -107,16 +114,18 @@ async fn main() -> Result<()> {
 async fn run(args: &Args, url: &str) -> Result<()> {
     let store = store::connect(url).await?;
     let now = SystemClock.now_ms();
-    let t0 = Instant::now();
-    seed(&store.db_pool(), args.payments, now).await?;
-    let seed_secs = t0.elapsed().as_secs_f64();
     let l = &args.label;
     println!("{l}.payments={}", args.payments);
-    println!("{l}.seed_s={seed_secs:.1}");
-    eprintln!(
-        "queries: seeded {} payments in {seed_secs:.1} s",
-        args.payments
-    );
+    if args.database_url.is_none() {
+        let t0 = Instant::now();
+        seed(&store.db_pool(), args.payments, now).await?;
+        let seed_secs = t0.elapsed().as_secs_f64();
+        println!("{l}.seed_s={seed_secs:.1}");
+        eprintln!(
+            "queries: seeded {} payments in {seed_secs:.1} s",
+            args.payments
+        );
+    }
 
     let thresholds = StuckThresholds::default();
     // The whole dashboard read model, as the console's refresh computes it.
