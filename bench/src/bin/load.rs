@@ -7,7 +7,11 @@
 //!    amounts: the sandbox charges at once), at `--concurrency`, for `--requests`;
 //! 2. replays of completed keys (each key of phase 1 sent again), for `--replays`.
 //!
-//! Prints `key=value` lines (req/s, p50/p99 in ms, errors) for the benchmark script.
+//! Prints `key=value` lines (req/s, p50/p99 in ms, errors) for the benchmark script. With
+//! `--database-url` it runs against an existing database instead (kept afterwards): `bench
+//! queries --during-load` uses that to time the console's queries on a large seeded history
+//! while creates run against it, and waits for the `load: create phase started` line on
+//! standard error.
 //!
 //! ```text
 //! cargo run --release -p converge-bench --bin load -- --converge target/release/converge --db sqlite
@@ -55,6 +59,10 @@ struct Args {
     /// Prefix of the printed keys.
     #[arg(long, default_value = "load")]
     label: String,
+    /// Use this existing database (migrated and kept; a PostgreSQL URL or a SQLite path
+    /// matching `--db`) instead of a fresh one.
+    #[arg(long)]
+    database_url: Option<String>,
     /// Relay the outbox to this NATS server during the run (`serve --nats-url`) and report
     /// the relay's lag over the created payments' events: time from the event's commit to its
     /// publication being recorded (after the broker's acknowledgement), p50/p99/max.
@@ -169,6 +177,11 @@ async fn run(args: Args) -> Result<()> {
     let conv = Converge::new(&args.converge, &args.root)?;
     let work = std::env::temp_dir().join(format!("converge-load-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
+    if let Some(url) = &args.database_url {
+        let result = measure(&args, &conv, &work, url).await;
+        let _ = std::fs::remove_dir_all(&work);
+        return result;
+    }
     let admin = match args.db {
         Backend::Postgres => {
             Some(db::pg_admin_url(args.pg_url.as_deref()).context("--db postgres needs --pg-url")?)
@@ -234,6 +247,7 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
         false,
     )
     .await?;
+    eprintln!("load: create phase started");
     let (cpu0, db0) = (cpu_ms(pid), db_counts(args.db, db_url).await);
     let create = phase(
         &client,

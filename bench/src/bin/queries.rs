@@ -10,6 +10,14 @@
 //! `label.query.p50_ms` / `p95_ms` lines; with `--explain FILE` it writes each query's plan
 //! (PostgreSQL `EXPLAIN ANALYZE`, SQLite `EXPLAIN QUERY PLAN`) for exactly the SQL the store
 //! runs.
+//!
+//! With `--during-load` (issue 15, "Under load") the timings are taken while the create
+//! benchmark runs against the same database: after seeding, `bench load --database-url` starts
+//! a release `converge serve` on it and sends creates at `--load-concurrency`; the queries are
+//! timed once its create phase has started, and must finish before it ends (an error
+//! otherwise: the figures would not be under load). Also prints the creates/s reached while
+//! the queries ran (`label.load_window.create_rps`, payments created in that window) and the
+//! load tool's own lines (`label.load.create.rps`, ...).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -51,6 +59,26 @@ struct Args {
     /// Keep the seeded database (prints its URL) instead of dropping it.
     #[arg(long)]
     keep: bool,
+    /// Time the queries on this database, seeded before by a `--keep` run with the same
+    /// `--payments`, instead of seeding a new one (it is kept).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Time the queries while `bench load` sends creates to a `converge serve` on the same
+    /// database (needs `--converge`; `--load-bin` defaults to `load` beside this binary).
+    #[arg(long)]
+    during_load: bool,
+    /// The converge binary `load` runs (a release build, for figures).
+    #[arg(long, default_value = "target/release/converge")]
+    converge: std::path::PathBuf,
+    /// The `load` benchmark binary (default: beside this one).
+    #[arg(long)]
+    load_bin: Option<std::path::PathBuf>,
+    /// Creates in flight at once during `--during-load`.
+    #[arg(long, default_value_t = 16)]
+    load_concurrency: usize,
+    /// Creates `load` sends; enough to outlast the timed queries.
+    #[arg(long, default_value_t = 40_000)]
+    load_requests: usize,
 }
 
 const MERCHANTS: i64 = 100;
@@ -60,6 +88,9 @@ const DAY_MS: i64 = 86_400_000;
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(url) = &args.database_url {
+        return run(&args, url).await;
+    }
     let dir = tempfile::tempdir()?;
     let (url, admin) = db::scratch(
         args.db,
@@ -83,18 +114,37 @@ async fn main() -> Result<()> {
 async fn run(args: &Args, url: &str) -> Result<()> {
     let store = store::connect(url).await?;
     let now = SystemClock.now_ms();
-    let t0 = Instant::now();
-    seed(&store.db_pool(), args.payments, now).await?;
-    let seed_secs = t0.elapsed().as_secs_f64();
     let l = &args.label;
     println!("{l}.payments={}", args.payments);
-    println!("{l}.seed_s={seed_secs:.1}");
-    eprintln!(
-        "queries: seeded {} payments in {seed_secs:.1} s",
-        args.payments
-    );
+    if args.database_url.is_none() {
+        let t0 = Instant::now();
+        seed(&store.db_pool(), args.payments, now).await?;
+        let seed_secs = t0.elapsed().as_secs_f64();
+        println!("{l}.seed_s={seed_secs:.1}");
+        eprintln!(
+            "queries: seeded {} payments in {seed_secs:.1} s",
+            args.payments
+        );
+    }
 
     let thresholds = StuckThresholds::default();
+    // The whole dashboard read model, as the console's refresh computes it.
+    let core = converge_server::service::Core {
+        store: store.clone(),
+        channel: Arc::new(converge_server::channel::http::HttpChannel::new(
+            "http://127.0.0.1:9",
+            Duration::from_secs(1),
+        )),
+        clock: Arc::new(SystemClock),
+        timings: converge_server::service::Timings {
+            submit_delay_ms: 10_000,
+            query_delay_ms: 2_000,
+            max_attempts: 5,
+            resubmit_budget: 3,
+        },
+        notifier: Default::default(),
+        pauses: Default::default(),
+    };
     let cutoffs = thresholds.cutoffs(now);
     let mid = now - 15 * DAY_MS;
     let some_order = format!("ord-{}", args.payments / 2);
@@ -150,7 +200,6 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         ),
     ];
 
-    type Query<'a> = Box<dyn Fn() -> Pin<Box<dyn Future<Output = Result<usize>> + Send + 'a>> + 'a>;
     let mut queries: Vec<(&str, Query)> = Vec::new();
     let s = &store;
     queries.push((
@@ -190,54 +239,146 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         ));
     }
 
-    for (name, q) in &queries {
-        let rows = q().await.with_context(|| format!("query {name}"))?; // warm-up
-        let mut times = Vec::with_capacity(args.iterations);
-        for _ in 0..args.iterations {
-            let t = Instant::now();
-            q().await?;
-            times.push(t.elapsed());
-        }
-        times.sort();
-        println!("{l}.{name}.rows={rows}");
-        println!("{l}.{name}.p50_ms={}", ms(percentile(&times, 0.5)));
-        println!("{l}.{name}.p95_ms={}", ms(percentile(&times, 0.95)));
-    }
+    let (c, th) = (&core, &thresholds);
+    let dashboard: Query = Box::new(move || {
+        Box::pin(async move {
+            converge_server::ops::dashboard::dashboard(c, th).await?;
+            Ok(1)
+        })
+    });
+    queries.push(("dashboard", dashboard));
 
-    // The whole dashboard read model, as the console's refresh computes it.
-    let core = converge_server::service::Core {
-        store: store.clone(),
-        channel: Arc::new(converge_server::channel::http::HttpChannel::new(
-            "http://127.0.0.1:9",
-            Duration::from_secs(1),
-        )),
-        clock: Arc::new(SystemClock),
-        timings: converge_server::service::Timings {
-            submit_delay_ms: 10_000,
-            query_delay_ms: 2_000,
-            max_attempts: 5,
-            resubmit_budget: 3,
-        },
-        notifier: Default::default(),
-        pauses: Default::default(),
-        outcomes: Default::default(),
-    };
-    let mut times = Vec::with_capacity(args.iterations);
-    converge_server::ops::dashboard::dashboard(&core, &thresholds).await?;
-    for _ in 0..args.iterations {
-        let t = Instant::now();
-        converge_server::ops::dashboard::dashboard(&core, &thresholds).await?;
-        times.push(t.elapsed());
+    if args.during_load {
+        // The same timings idle first, then under load: side by side from one seeding.
+        time_all(&format!("{l}.idle"), &queries, args.iterations).await?;
+        let child = start_load(args, url).await?;
+        let window_start = SystemClock.now_ms();
+        let window = Instant::now();
+        time_all(l, &queries, args.iterations).await?;
+        finish_load(args, child, &store.db_pool(), window_start, window.elapsed()).await?;
+    } else {
+        time_all(l, &queries, args.iterations).await?;
     }
-    times.sort();
-    println!("{l}.dashboard.p50_ms={}", ms(percentile(&times, 0.5)));
-    println!("{l}.dashboard.p95_ms={}", ms(percentile(&times, 0.95)));
 
     if let Some(path) = &args.explain {
         let plans = explain(&store.db_pool(), &cutoffs, now, &filters).await?;
         std::fs::write(path, plans).with_context(|| format!("writing {}", path.display()))?;
     }
     store.close().await;
+    Ok(())
+}
+
+type Query<'a> = Box<dyn Fn() -> Pin<Box<dyn Future<Output = Result<usize>> + Send + 'a>> + 'a>;
+
+/// Times each query `iterations` times after a warm-up; prints `label.query.rows`, `p50_ms`
+/// and `p95_ms` lines.
+async fn time_all(label: &str, queries: &[(&str, Query<'_>)], iterations: usize) -> Result<()> {
+    for (name, q) in queries {
+        let rows = q().await.with_context(|| format!("query {name}"))?; // warm-up
+        let mut times = Vec::with_capacity(iterations);
+        for _ in 0..iterations {
+            let t = Instant::now();
+            q().await?;
+            times.push(t.elapsed());
+        }
+        times.sort();
+        if *name != "dashboard" {
+            println!("{label}.{name}.rows={rows}");
+        }
+        println!("{label}.{name}.p50_ms={}", ms(percentile(&times, 0.5)));
+        println!("{label}.{name}.p95_ms={}", ms(percentile(&times, 0.95)));
+    }
+    Ok(())
+}
+
+/// Starts `load` on `url` and returns once its create phase has started (its warm-up done).
+async fn start_load(args: &Args, url: &str) -> Result<tokio::process::Child> {
+    use tokio::io::AsyncBufReadExt;
+    let bin = match &args.load_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()?.with_file_name("load"),
+    };
+    let mut child = tokio::process::Command::new(&bin)
+        .arg("--converge")
+        .arg(&args.converge)
+        .args(["--db", if url.starts_with("postgres") { "postgres" } else { "sqlite" }])
+        .args(["--database-url", url])
+        .args(["--concurrency", &args.load_concurrency.to_string()])
+        .args(["--requests", &args.load_requests.to_string()])
+        .args(["--replays", "0", "--label", &format!("{}.load", args.label)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let stderr = child.stderr.take().context("load's stderr")?;
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    let started = tokio::time::timeout(Duration::from_secs(300), async {
+        while let Some(line) = lines.next_line().await? {
+            eprintln!("{line}");
+            if line.starts_with("load: create phase started") {
+                return Ok(true);
+            }
+        }
+        anyhow::Ok(false)
+    })
+    .await
+    .context("load did not start its create phase within 300 s")??;
+    if !started {
+        anyhow::bail!("load stopped before its create phase: {:?}", child.wait().await?);
+    }
+    // Keep draining its standard error so it never blocks on a full pipe.
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+        }
+    });
+    Ok(child)
+}
+
+/// Checks that `load` outlasted the timed queries, prints the creates/s reached meanwhile
+/// (payments created since `window_start`, epoch ms, over `elapsed`), then waits for `load`
+/// and prints its own lines.
+async fn finish_load(
+    args: &Args,
+    mut child: tokio::process::Child,
+    pool: &DbPool,
+    window_start: i64,
+    elapsed: Duration,
+) -> Result<()> {
+    use tokio::io::AsyncReadExt;
+    let window_end = SystemClock.now_ms();
+    if let Some(status) = child.try_wait()? {
+        anyhow::bail!(
+            "load ended ({status}) before the queries did: raise --load-requests so every timing is under load"
+        );
+    }
+    let sql = format!(
+        "SELECT COUNT(*) FROM payments WHERE created_at >= {window_start} AND created_at <= {window_end}"
+    );
+    let created: i64 = match pool {
+        DbPool::Sqlite(p) => sqlx::query_scalar(&sql).fetch_one(p).await?,
+        DbPool::Postgres(p) => sqlx::query_scalar(&sql).fetch_one(p).await?,
+    };
+    let l = &args.label;
+    println!("{l}.load_window.secs={:.1}", elapsed.as_secs_f64());
+    println!("{l}.load_window.created={created}");
+    println!(
+        "{l}.load_window.create_rps={:.0}",
+        created as f64 / elapsed.as_secs_f64()
+    );
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .context("load's stdout")?
+        .read_to_string(&mut out)
+        .await?;
+    let status = child.wait().await?;
+    print!("{out}");
+    if !status.success() {
+        anyhow::bail!("load failed ({status})");
+    }
     Ok(())
 }
 

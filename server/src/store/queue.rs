@@ -45,11 +45,32 @@ pub fn stuck_payments_sql() -> String {
 /// dashboard's queue panel and the `converge_jobs` gauges. Done jobs are counted over a
 /// window, not all time: every payment leaves done jobs behind, and counting them all was a
 /// full scan of the table on every refresh (245 ms at 1 M payments, BENCHMARKS.md). Each
-/// branch is a range of `jobs_due` or `jobs_status_updated`.
+/// branch is a range of `jobs_due` (`jobs_due_order` on PostgreSQL) or `jobs_status_updated`.
 pub const QUEUE_STATS_SQL: &str = "SELECT kind, status, COUNT(*) AS count, MIN(run_at) AS oldest_run_at, \
      CAST(SUM(CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS BIGINT) AS retrying \
      FROM jobs WHERE status IN ('due', 'leased', 'dead') OR (status = 'done' AND updated_at >= $1) \
      GROUP BY kind, status ORDER BY kind, status";
+
+/// Most jobs [`Queue::complete_jobs`] completes in one statement (two bound parameters a job,
+/// well under SQLite's and PostgreSQL's limits on parameters).
+pub const COMPLETE_JOBS_CHUNK: usize = 500;
+
+/// The statement completing `n` leased jobs (`n` >= 1): `$1` is now, then a (job id, lease
+/// token) pair a job in `$2, $3`, `$4, $5`, ... . A row is written only while its job is
+/// leased under that exact token; the ids written come back. The same text on both
+/// backends (`UPDATE ... FROM` a `VALUES` list; SQLite >= 3.33).
+pub fn complete_jobs_sql(n: usize) -> String {
+    let pairs: Vec<String> = (0..n)
+        .map(|i| format!("(${}, ${})", 2 * i + 2, 2 * i + 3))
+        .collect();
+    format!(
+        "WITH c (job_id, token) AS (VALUES {}) \
+         UPDATE jobs SET status = 'done', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, \
+         updated_at = $1 FROM c WHERE jobs.id = c.job_id AND jobs.status = 'leased' \
+         AND jobs.lease_token = c.token RETURNING id",
+        pairs.join(", ")
+    )
+}
 
 /// A job claimed with a lease. Results are written only while `lease_token` still holds.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -234,6 +255,17 @@ pub trait Queue: Send + Sync + 'static {
     ) -> Result<Vec<LeasedJob>, StoreError>;
     /// Marks a leased job done; false when the lease was lost.
     async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, StoreError>;
+    /// Marks each leased job of `leases` (job id, lease token) done in one statement per
+    /// [`COMPLETE_JOBS_CHUNK`] jobs, each only while its own token still holds: a job whose
+    /// lease was lost (retaken, or already written) is left as it is and does not stop the
+    /// others. Returns the ids that were completed, in no particular order; an id missing
+    /// from the answer lost its lease. The worker's batched form of
+    /// [`complete_job`](Self::complete_job) (one commit per batch instead of one per job).
+    async fn complete_jobs(
+        &self,
+        leases: &[(i64, &str)],
+        now: i64,
+    ) -> Result<Vec<i64>, StoreError>;
     /// Puts a leased job back, due at `run_at`; `refund_attempt` gives back the attempt the
     /// claim counted (a wait, not a failure). False when the lease was lost.
     async fn retry_job(

@@ -43,6 +43,23 @@ macro_rules! impl_queue {
                 Ok(r.rows_affected() == 1)
             }
 
+            async fn complete_jobs(
+                &self,
+                leases: &[(i64, &str)],
+                now: i64,
+            ) -> Result<Vec<i64>, $crate::store::StoreError> {
+                let mut done = Vec::with_capacity(leases.len());
+                for chunk in leases.chunks($crate::store::COMPLETE_JOBS_CHUNK) {
+                    let sql = $crate::store::complete_jobs_sql(chunk.len());
+                    let mut q = sqlx::query_scalar::<_, i64>(&sql).bind(now);
+                    for (id, token) in chunk {
+                        q = q.bind(*id).bind(*token);
+                    }
+                    done.extend(q.fetch_all(self.writer()).await?);
+                }
+                Ok(done)
+            }
+
             async fn retry_job(
                 &self,
                 id: i64,

@@ -1,9 +1,12 @@
 //! Compensation workers (DESIGN.md "Compensation queue and error pool"; seed article 004,
 //! scheduled compensation with leases). A worker claims a batch of due jobs with a lease,
 //! runs each in its own task (one failing or panicking job never blocks the others), and
-//! writes each result only while its lease token still holds. Failures retry with
-//! exponential backoff and full jitter up to the job's maximum attempts, then go to the
-//! error pool with their evidence.
+//! writes each result only while its lease token still holds. Completions are written
+//! together: the jobs of a batch that finished by the time one is collected are completed in
+//! one statement that still checks each job's own token (a commit per batch, not per job:
+//! BENCHMARKS.md "Compensation queue drain"). Failures retry with exponential backoff and
+//! full jitter up to the job's maximum attempts, then go to the error pool with their
+//! evidence, one job at a time as before.
 
 mod handlers;
 pub mod monitor;
@@ -64,6 +67,18 @@ impl JobResult {
             JobResult::LeaseLost => "lease_lost",
         }
     }
+}
+
+/// What a job's task hands back to the batch: a result already written (retried, buried,
+/// lease lost), or a job whose handler is done and waits to be completed with the others.
+enum Outcome {
+    Written(i64, JobResult),
+    Done(LeasedJob),
+}
+
+/// Counts one job's result in `converge_jobs_processed_total`.
+fn processed(job: &LeasedJob, result: &JobResult) {
+    metrics::counter!("converge_jobs_processed_total", "kind" => job.kind.clone(), "result" => result.as_str()).increment(1);
 }
 
 /// A compensation worker.
@@ -132,22 +147,31 @@ impl Worker {
         let mut set = tokio::task::JoinSet::new();
         for job in jobs {
             let me = self.clone();
-            set.spawn(async move {
-                let id = job.id;
-                (id, me.process(job).await)
-            });
+            set.spawn(async move { me.process(job).await });
         }
         let mut results = Vec::new();
+        let mut finished = Vec::new();
         while let Some(joined) = set.join_next().await {
-            match joined {
-                Ok(r) => results.push(r),
+            let mut collect = |joined: Result<Outcome, tokio::task::JoinError>| match joined {
+                Ok(Outcome::Written(id, r)) => results.push((id, r)),
+                Ok(Outcome::Done(job)) => finished.push(job),
                 Err(e) => tracing::error!(error = %e, "job task failed outside its handler"),
+            };
+            collect(joined);
+            // Whatever else has finished meanwhile joins this write; jobs still running are
+            // completed by a later one, so a slow job never holds back the others' results.
+            while let Some(joined) = set.try_join_next() {
+                collect(joined);
+            }
+            if !finished.is_empty() {
+                self.complete(std::mem::take(&mut finished), &mut results)
+                    .await;
             }
         }
         Ok(results)
     }
 
-    async fn process(self: Arc<Self>, job: LeasedJob) -> JobResult {
+    async fn process(self: Arc<Self>, job: LeasedJob) -> Outcome {
         // The handler runs in its own task so a panic becomes this job's failure, not the
         // batch's.
         let core = self.core.clone();
@@ -157,9 +181,47 @@ impl Worker {
             Ok(Err(e)) => Step::Retry(format!("{e}")),
             Err(e) => Step::Retry(format!("handler panicked: {e}")),
         };
+        if step == Step::Done {
+            return Outcome::Done(job);
+        }
         let result = self.record(&job, step).await;
-        metrics::counter!("converge_jobs_processed_total", "kind" => job.kind.clone(), "result" => result.as_str()).increment(1);
-        result
+        processed(&job, &result);
+        Outcome::Written(job.id, result)
+    }
+
+    /// Completes `jobs` (their handlers said done) in one store call, each under its own
+    /// lease token, and adds each job's result to `results`: completed, or lease lost when
+    /// its token no longer held or the write failed (the lease then lapses and the job runs
+    /// again, as for a single completion).
+    async fn complete(&self, jobs: Vec<LeasedJob>, results: &mut Vec<(i64, JobResult)>) {
+        let now = self.core.clock.now_ms();
+        let leases: Vec<(i64, &str)> = jobs
+            .iter()
+            .map(|j| (j.id, j.lease_token.as_str()))
+            .collect();
+        let completed: Option<std::collections::HashSet<i64>> =
+            match self.core.store.complete_jobs(&leases, now).await {
+                Ok(ids) => Some(ids.into_iter().collect()),
+                Err(e) => {
+                    tracing::error!(jobs = jobs.len(), error = %e, "job results not written; the leases lapse and they run again");
+                    None
+                }
+            };
+        for job in &jobs {
+            let result = match &completed {
+                Some(ids) if ids.contains(&job.id) => JobResult::Completed,
+                Some(_) => {
+                    tracing::warn!(
+                        job = job.id,
+                        "lease lost before the result was written; the newer holder decides"
+                    );
+                    JobResult::LeaseLost
+                }
+                None => JobResult::LeaseLost,
+            };
+            processed(job, &result);
+            results.push((job.id, result));
+        }
     }
 
     async fn record(&self, job: &LeasedJob, step: Step) -> JobResult {
@@ -168,6 +230,8 @@ impl Worker {
         let backoff = self.cfg.retry.backoff(&job.kind);
         let max_attempts = self.cfg.retry.max_attempts(&job.kind, job.max_attempts);
         let written = match step {
+            // Not reached from `process` (done jobs are completed in batches); kept so a
+            // single result is still written whole.
             Step::Done => store
                 .complete_job(job.id, &job.lease_token, now)
                 .await

@@ -218,6 +218,94 @@ store_conformance!(
 );
 
 store_conformance!(
+    a_batch_completion_refuses_a_stale_token_and_completes_the_rest,
+    |store| {
+        let (job, payload) = reconcile_job("2026-11-30");
+        let lost = store.enqueue_job(&job, &payload, 1_000).await.unwrap();
+        let a = store.claim_jobs("A", 10, 100, 1_000).await.unwrap();
+        assert_eq!(a.len(), 1);
+        // A's lease lapses and B retakes the job: A's token is stale from here on.
+        let b = store.claim_jobs("B", 1, 10_000, 1_200).await.unwrap();
+        assert_eq!(b.len(), 1);
+        let first = store.enqueue_job(&job, &payload, 1_200).await.unwrap();
+        let second = store.enqueue_job(&job, &payload, 1_200).await.unwrap();
+        let c = store.claim_jobs("C", 10, 10_000, 1_250).await.unwrap();
+        let token = |id: i64| c.iter().find(|j| j.id == id).unwrap().lease_token.clone();
+        let (t1, t2) = (token(first), token(second));
+
+        let mut done = store
+            .complete_jobs(
+                &[(first, &t1), (lost, &a[0].lease_token), (second, &t2)],
+                1_300,
+            )
+            .await
+            .unwrap();
+        done.sort_unstable();
+        assert_eq!(done, vec![first, second], "the stale token's job is left out");
+        let held = store.job(lost).await.unwrap().unwrap();
+        assert_eq!(held.status, "leased", "still B's");
+        for id in [first, second] {
+            assert_eq!(store.job(id).await.unwrap().unwrap().status, "done");
+        }
+        assert!(
+            store
+                .complete_jobs(&[(first, &t1)], 1_310)
+                .await
+                .unwrap()
+                .is_empty(),
+            "a completed job is not completed twice"
+        );
+        assert!(
+            store
+                .complete_jobs(&[(lost, &t2)], 1_310)
+                .await
+                .unwrap()
+                .is_empty(),
+            "another job's token does not fit"
+        );
+        assert!(store.complete_jobs(&[], 1_310).await.unwrap().is_empty());
+        assert_eq!(
+            store
+                .complete_jobs(&[(lost, &b[0].lease_token)], 1_320)
+                .await
+                .unwrap(),
+            vec![lost],
+            "the holder's result is written"
+        );
+    }
+);
+
+store_conformance!(
+    a_batch_completion_larger_than_one_statement_completes_every_job,
+    |store| {
+        let n = converge_server::store::COMPLETE_JOBS_CHUNK + 7;
+        let (job, payload) = reconcile_job("2026-11-30");
+        for _ in 0..n {
+            store.enqueue_job(&job, &payload, 0).await.unwrap();
+        }
+        let claimed = store.claim_jobs("A", n as i64, 600_000, 10).await.unwrap();
+        assert_eq!(claimed.len(), n);
+        let leases: Vec<(i64, &str)> = claimed
+            .iter()
+            .map(|j| (j.id, j.lease_token.as_str()))
+            .collect();
+        let mut done = store.complete_jobs(&leases, 20).await.unwrap();
+        done.sort_unstable();
+        let mut want: Vec<i64> = claimed.iter().map(|j| j.id).collect();
+        want.sort_unstable();
+        assert_eq!(done, want);
+        let stats = store.queue_stats(0).await.unwrap();
+        assert_eq!(
+            stats
+                .iter()
+                .map(|s| (s.status.as_str(), s.count))
+                .collect::<Vec<_>>(),
+            vec![("done", n as i64)]
+        );
+    }
+);
+
+store_conformance!(
     concurrent_claimers_never_share_a_job_or_exceed_their_batch,
     |store| {
         const JOBS: usize = 10_000;
