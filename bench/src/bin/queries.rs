@@ -144,6 +144,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         },
         notifier: Default::default(),
         pauses: Default::default(),
+        outcomes: Default::default(),
     };
     let cutoffs = thresholds.cutoffs(now);
     let mid = now - 15 * DAY_MS;
