@@ -23,7 +23,8 @@
 # CONVERGE_BENCH_CONCURRENCY (16), CONVERGE_BENCH_REQUESTS (5000), CONVERGE_BENCH_JOBS (10000),
 # CONVERGE_BENCH_SECONDS (raw baselines, 10), CONVERGE_BIN (a converge binary to use instead
 # of building one with `cargo leptos build --release`), CONVERGE_BENCH_TOOLS (a directory with
-# release builds of load, drain and rawinsert), CONVERGE_BENCH_GRAPHILE=0 to skip
+# release builds of load, drain and rawinsert), CONVERGE_BENCH_SETTLE_SECS (how long each
+# measurement waits at most for the 1-minute load average to fall below 1, 90), CONVERGE_BENCH_GRAPHILE=0 to skip
 # graphile-worker. Text below a `<!-- notes -->` line in BENCHMARKS.md is kept.
 # CONVERGE_BENCH_ONLY=drain runs only benchmark 4 (converge's drains on SQLite and PostgreSQL,
 # then graphile-worker) and rewrites only the "Compensation queue drain" section and the no-op
@@ -51,7 +52,7 @@ trap 'rm -rf "$work" "$out"' EXIT
 # skews figures, and the table says how busy it was.
 note_load() {
   local waited=0
-  while awk -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN { exit !(l >= 1.0) }' && [ "$waited" -lt 90 ]; do
+  while awk -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN { exit !(l >= 1.0) }' && [ "$waited" -lt "${CONVERGE_BENCH_SETTLE_SECS:-90}" ]; do
     sleep 5
     waited=$((waited + 5))
   done
