@@ -616,6 +616,18 @@ async fn reverse_payment(
                     .fetch_add(1, Ordering::Relaxed);
                 return;
             }
+            // Too many password checks for this approver at once (the throttle on password
+            // attempts, OWASP ASVS V2.2.1): refused before the password was checked, so
+            // nothing was decided. Wait the second it asks for and try again, as a person
+            // approving in the console would; this try does not count as a lost answer.
+            Sent::Http(r) if r.status == 429 && r.code() == "rate_limited" => {
+                tries -= 1;
+                if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(rng.random_range(1_000..1_500))).await;
+                continue;
+            }
             // Refused with the right password: the request is no longer approvable (a refund
             // moved the payment after the request: stale), or, after a lost answer, our own
             // earlier try decided it. converge answers every refusal alike (403
@@ -693,6 +705,11 @@ async fn pause_submissions(sh: &Shared) {
     loop {
         match ops_post(sh, &mut rng, &sh.ops.approver, &path, &approval).await {
             Sent::Http(r) if r.status == 200 => break,
+            // The approver's password checks are throttled (see the reversal's approval):
+            // nothing was decided; the loop below waits and tries again.
+            Sent::Http(r) if r.status == 429 && r.code() == "rate_limited" => {
+                tokio::time::sleep(Duration::from_millis(1_000)).await;
+            }
             // Refused: after a lost answer our earlier try may have approved it.
             Sent::Http(r) if r.status < 500 => {
                 if matches!(open_pause(sh, &mut rng).await, Some((p, s)) if p == id && s == "active")
