@@ -256,7 +256,14 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         let window_start = SystemClock.now_ms();
         let window = Instant::now();
         time_all(l, &queries, args.iterations).await?;
-        finish_load(args, child, &store.db_pool(), window_start, window.elapsed()).await?;
+        finish_load(
+            args,
+            child,
+            &store.db_pool(),
+            window_start,
+            window.elapsed(),
+        )
+        .await?;
     } else {
         time_all(l, &queries, args.iterations).await?;
     }
@@ -302,7 +309,14 @@ async fn start_load(args: &Args, url: &str) -> Result<tokio::process::Child> {
     let mut child = tokio::process::Command::new(&bin)
         .arg("--converge")
         .arg(&args.converge)
-        .args(["--db", if url.starts_with("postgres") { "postgres" } else { "sqlite" }])
+        .args([
+            "--db",
+            if url.starts_with("postgres") {
+                "postgres"
+            } else {
+                "sqlite"
+            },
+        ])
         .args(["--database-url", url])
         .args(["--concurrency", &args.load_concurrency.to_string()])
         .args(["--requests", &args.load_requests.to_string()])
@@ -326,7 +340,10 @@ async fn start_load(args: &Args, url: &str) -> Result<tokio::process::Child> {
     .await
     .context("load did not start its create phase within 300 s")??;
     if !started {
-        anyhow::bail!("load stopped before its create phase: {:?}", child.wait().await?);
+        anyhow::bail!(
+            "load stopped before its create phase: {:?}",
+            child.wait().await?
+        );
     }
     // Keep draining its standard error so it never blocks on a full pipe.
     tokio::spawn(async move {

@@ -261,11 +261,8 @@ pub trait Queue: Send + Sync + 'static {
     /// others. Returns the ids that were completed, in no particular order; an id missing
     /// from the answer lost its lease. The worker's batched form of
     /// [`complete_job`](Self::complete_job) (one commit per batch instead of one per job).
-    async fn complete_jobs(
-        &self,
-        leases: &[(i64, &str)],
-        now: i64,
-    ) -> Result<Vec<i64>, StoreError>;
+    async fn complete_jobs(&self, leases: &[(i64, &str)], now: i64)
+    -> Result<Vec<i64>, StoreError>;
     /// Puts a leased job back, due at `run_at`; `refund_attempt` gives back the attempt the
     /// claim counted (a wait, not a failure). False when the lease was lost.
     async fn retry_job(

@@ -199,14 +199,18 @@ impl Worker {
             .iter()
             .map(|j| (j.id, j.lease_token.as_str()))
             .collect();
-        let completed: Option<std::collections::HashSet<i64>> =
-            match self.core.store.complete_jobs(&leases, now).await {
-                Ok(ids) => Some(ids.into_iter().collect()),
-                Err(e) => {
-                    tracing::error!(jobs = jobs.len(), error = %e, "job results not written; the leases lapse and they run again");
-                    None
-                }
-            };
+        let completed: Option<std::collections::HashSet<i64>> = match self
+            .core
+            .store
+            .complete_jobs(&leases, now)
+            .await
+        {
+            Ok(ids) => Some(ids.into_iter().collect()),
+            Err(e) => {
+                tracing::error!(jobs = jobs.len(), error = %e, "job results not written; the leases lapse and they run again");
+                None
+            }
+        };
         for job in &jobs {
             let result = match &completed {
                 Some(ids) if ids.contains(&job.id) => JobResult::Completed,

@@ -241,7 +241,11 @@ store_conformance!(
             .await
             .unwrap();
         done.sort_unstable();
-        assert_eq!(done, vec![first, second], "the stale token's job is left out");
+        assert_eq!(
+            done,
+            vec![first, second],
+            "the stale token's job is left out"
+        );
         let held = store.job(lost).await.unwrap().unwrap();
         assert_eq!(held.status, "leased", "still B's");
         for id in [first, second] {
