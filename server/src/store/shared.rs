@@ -378,59 +378,10 @@ macro_rules! impl_store {
                 &self,
                 n: &$crate::store::NewPayment,
             ) -> Result<$crate::store::CreatePayment, $crate::store::StoreError> {
-                use $crate::store::{CreatePayment, Payment, PaymentRow};
+                use $crate::store::CreatePayment;
                 let mut tx = self.begin_write().await?;
-                let inserted = sqlx::query(
-                    "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
-                     params_hash, status, version, channel_key, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9) \
-                     ON CONFLICT (merchant_id, merchant_order_id) DO NOTHING",
-                )
-                .bind(&n.id)
-                .bind(n.merchant_id)
-                .bind(&n.merchant_order_id)
-                .bind(n.amount)
-                .bind(&n.currency)
-                .bind(&n.description)
-                .bind(&n.params_hash)
-                .bind(&n.channel_key)
-                .bind(n.now)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if inserted == 0 {
-                    let row = sqlx::query_as::<_, PaymentRow>(&format!(
-                        "SELECT {} FROM payments WHERE merchant_id = $1 AND merchant_order_id = $2",
-                        $crate::store::shared::PAYMENT_COLUMNS
-                    ))
-                    .bind(n.merchant_id)
-                    .bind(&n.merchant_order_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    tx.commit().await?;
-                    return Ok(CreatePayment::Existing(Payment::try_from(row)?));
-                }
-                sqlx::query(
-                    "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
-                     source, detail, created_at) VALUES ($1, 'created', 'created', 'PENDING', 'PENDING', TRUE, 'api', '', $2)",
-                )
-                .bind(&n.id)
-                .bind(n.now)
-                .execute(&mut *tx)
-                .await?;
-                insert_job(
-                    &mut tx,
-                    &$crate::store::NewJob {
-                        kind: $crate::store::JobKind::Submit,
-                        payment_id: Some(n.id.clone()),
-                        refund_id: None,
-                        run_at: n.submit_due_at,
-                        max_attempts: n.max_attempts,
-                    },
-                    n.now,
-                )
-                .await?;
-                if let Some(k) = &n.recovery_key {
+                let created = insert_payment(&mut tx, n).await?;
+                if let (CreatePayment::Created(_), Some(k)) = (&created, &n.recovery_key) {
                     sqlx::query(
                         "UPDATE idempotency_keys SET resource_id = $1 \
                          WHERE merchant_id = $2 AND idem_key = $3 AND state = 'running' AND lease_token = $4",
@@ -442,22 +393,15 @@ macro_rules! impl_store {
                     .execute(&mut *tx)
                     .await?;
                 }
-                let row = sqlx::query_as::<_, PaymentRow>(&format!(
-                    "SELECT {} FROM payments WHERE id = $1",
-                    $crate::store::shared::PAYMENT_COLUMNS
-                ))
-                .bind(&n.id)
-                .fetch_one(&mut *tx)
-                .await?;
                 tx.commit().await?;
-                Ok(CreatePayment::Created(Payment::try_from(row)?))
+                Ok(created)
             }
 
             async fn open_payment(
                 &self,
                 o: &$crate::store::OpenPayment,
             ) -> Result<$crate::store::OpenedPayment, $crate::store::StoreError> {
-                use $crate::store::{ClaimResult, OpenedPayment, Payment, PaymentRow};
+                use $crate::store::{ClaimResult, CreatePayment, OpenedPayment};
                 use $crate::store::shared::{ClaimStep, Step};
                 let n = &o.payment;
                 if let Some(t) = &o.submit {
@@ -479,64 +423,20 @@ macro_rules! impl_store {
                         return Ok(OpenedPayment::Key(ClaimResult::Existing(rec)));
                     }
                 }
-                let row = sqlx::query_as::<_, PaymentRow>(&format!(
-                    "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
-                     params_hash, status, version, channel_key, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9) \
-                     ON CONFLICT (merchant_id, merchant_order_id) DO NOTHING RETURNING {}",
-                    $crate::store::shared::PAYMENT_COLUMNS
-                ))
-                .bind(&n.id)
-                .bind(n.merchant_id)
-                .bind(&n.merchant_order_id)
-                .bind(n.amount)
-                .bind(&n.currency)
-                .bind(&n.description)
-                .bind(&n.params_hash)
-                .bind(&n.channel_key)
-                .bind(n.now)
-                .fetch_optional(&mut *tx)
-                .await?;
-                let Some(row) = row else {
-                    sqlx::query(
-                        "UPDATE idempotency_keys SET resource_id = NULL WHERE merchant_id = $1 AND idem_key = $2",
-                    )
-                    .bind(o.claim.merchant_id)
-                    .bind(&o.claim.idem_key)
-                    .execute(&mut *tx)
-                    .await?;
-                    let row = sqlx::query_as::<_, PaymentRow>(&format!(
-                        "SELECT {} FROM payments WHERE merchant_id = $1 AND merchant_order_id = $2",
-                        $crate::store::shared::PAYMENT_COLUMNS
-                    ))
-                    .bind(n.merchant_id)
-                    .bind(&n.merchant_order_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    tx.commit().await?;
-                    return Ok(OpenedPayment::Existing(Payment::try_from(row)?));
+                let mut created = match insert_payment(&mut tx, n).await? {
+                    CreatePayment::Created(p) => p,
+                    CreatePayment::Existing(p) => {
+                        sqlx::query(
+                            "UPDATE idempotency_keys SET resource_id = NULL WHERE merchant_id = $1 AND idem_key = $2",
+                        )
+                        .bind(o.claim.merchant_id)
+                        .bind(&o.claim.idem_key)
+                        .execute(&mut *tx)
+                        .await?;
+                        tx.commit().await?;
+                        return Ok(OpenedPayment::Existing(p));
+                    }
                 };
-                let mut created = Payment::try_from(row)?;
-                sqlx::query(
-                    "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
-                     source, detail, created_at) VALUES ($1, 'created', 'created', 'PENDING', 'PENDING', TRUE, 'api', '', $2)",
-                )
-                .bind(&n.id)
-                .bind(n.now)
-                .execute(&mut *tx)
-                .await?;
-                insert_job(
-                    &mut tx,
-                    &$crate::store::NewJob {
-                        kind: $crate::store::JobKind::Submit,
-                        payment_id: Some(n.id.clone()),
-                        refund_id: None,
-                        run_at: n.submit_due_at,
-                        max_attempts: n.max_attempts,
-                    },
-                    n.now,
-                )
-                .await?;
                 if let Some(t) = &o.submit {
                     match apply_step(&mut tx, &self.webhook_plan, t).await? {
                         Step::Applied(p) => created = p,
@@ -1010,6 +910,65 @@ macro_rules! impl_store {
                 q.execute(self.writer()).await?;
                 Ok(())
             }
+        }
+
+        /// A PENDING payment with its `created` event and submit job, in the caller's
+        /// transaction; or, when the merchant_order_id is taken, the payment that has it.
+        async fn insert_payment(
+            tx: &mut sqlx::Transaction<'static, Db>,
+            n: &$crate::store::NewPayment,
+        ) -> Result<$crate::store::CreatePayment, $crate::store::StoreError> {
+            use $crate::store::{CreatePayment, Payment, PaymentRow};
+            let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
+                 params_hash, status, version, channel_key, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9) \
+                 ON CONFLICT (merchant_id, merchant_order_id) DO NOTHING RETURNING {}",
+                $crate::store::shared::PAYMENT_COLUMNS
+            ))
+            .bind(&n.id)
+            .bind(n.merchant_id)
+            .bind(&n.merchant_order_id)
+            .bind(n.amount)
+            .bind(&n.currency)
+            .bind(&n.description)
+            .bind(&n.params_hash)
+            .bind(&n.channel_key)
+            .bind(n.now)
+            .fetch_optional(&mut **tx)
+            .await?;
+            let Some(row) = row else {
+                let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                    "SELECT {} FROM payments WHERE merchant_id = $1 AND merchant_order_id = $2",
+                    $crate::store::shared::PAYMENT_COLUMNS
+                ))
+                .bind(n.merchant_id)
+                .bind(&n.merchant_order_id)
+                .fetch_one(&mut **tx)
+                .await?;
+                return Ok(CreatePayment::Existing(Payment::try_from(row)?));
+            };
+            sqlx::query(
+                "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
+                 source, detail, created_at) VALUES ($1, 'created', 'created', 'PENDING', 'PENDING', TRUE, 'api', '', $2)",
+            )
+            .bind(&n.id)
+            .bind(n.now)
+            .execute(&mut **tx)
+            .await?;
+            insert_job(
+                tx,
+                &$crate::store::NewJob {
+                    kind: $crate::store::JobKind::Submit,
+                    payment_id: Some(n.id.clone()),
+                    refund_id: None,
+                    run_at: n.submit_due_at,
+                    max_attempts: n.max_attempts,
+                },
+                n.now,
+            )
+            .await?;
+            Ok(CreatePayment::Created(Payment::try_from(row)?))
         }
 
         /// The claim of [`Store::claim_key`] inside the caller's transaction; a new claim is
