@@ -286,7 +286,7 @@ mod tests {
     fn the_force_whitelist_mirrors_the_server() {
         let server: Vec<(String, String)> = converge_server::domain::actions::FORCE_WHITELIST
             .iter()
-            .map(|(a, b)| (a.as_str().to_string(), b.as_str().to_string()))
+            .map(|r| (r.from.as_str().to_string(), r.to.as_str().to_string()))
             .collect();
         let ours: Vec<(String, String)> = crate::dto::FORCE_WHITELIST
             .iter()

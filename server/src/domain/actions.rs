@@ -77,24 +77,7 @@ impl FromStr for ActionKind {
     }
 }
 
-/// Forced transitions an approver may sign off, each with why it is safe:
-/// - UNKNOWN -> FAILED: the key is cancelled at the channel first (refused if it charged).
-/// - UNKNOWN -> CHANNEL_SUCCESS: the channel's own record shows the charge (evidence).
-/// - PROCESSING -> UNKNOWN: a request died mid-call; the query path then resolves it.
-/// - SUSPENSE -> SUCCESS and CHANNEL_SUCCESS -> SUCCESS: the charge batch is posted now on
-///   the approver's authority (e.g. after the merchant's account issue was settled).
-pub const FORCE_WHITELIST: &[(PaymentStatus, PaymentStatus)] = &[
-    (PaymentStatus::Unknown, PaymentStatus::Failed),
-    (PaymentStatus::Unknown, PaymentStatus::ChannelSuccess),
-    (PaymentStatus::Processing, PaymentStatus::Unknown),
-    (PaymentStatus::Suspense, PaymentStatus::Success),
-    (PaymentStatus::ChannelSuccess, PaymentStatus::Success),
-];
-
-/// Whether forcing `from -> to` is allowed.
-pub fn force_allowed(from: PaymentStatus, to: PaymentStatus) -> bool {
-    !from.is_terminal() && FORCE_WHITELIST.contains(&(from, to))
-}
+pub use crate::domain::state::{FORCE_WHITELIST, force_allowed};
 
 /// Whether a payment in `status` can be reversed (its charge refunded and the ledger
 /// reversed): SUCCESS, or SUSPENSE (charged, never posted).
@@ -124,7 +107,7 @@ pub fn offers(status: PaymentStatus, wakeable_jobs: usize) -> Vec<ActionOffer> {
         available: why.is_none(),
         why: why.unwrap_or_default(),
     };
-    let forced = FORCE_WHITELIST.iter().any(|(from, _)| *from == status) && !status.is_terminal();
+    let forced = FORCE_WHITELIST.iter().any(|r| r.from == status) && !status.is_terminal();
     vec![
         offer("query", None),
         offer(
@@ -220,7 +203,7 @@ mod tests {
     fn force_never_leaves_a_terminal_state_and_only_follows_the_whitelist() {
         for from in S::ALL {
             for to in S::ALL {
-                let listed = FORCE_WHITELIST.contains(&(from, to));
+                let listed = FORCE_WHITELIST.iter().any(|r| (r.from, r.to) == (from, to));
                 assert_eq!(force_allowed(from, to), listed && !from.is_terminal());
             }
         }

@@ -9,6 +9,7 @@ pub mod checkpoint;
 pub mod clock;
 pub mod fingerprint;
 pub mod idempotency;
+pub mod jobs;
 pub mod ledger;
 pub mod money;
 pub mod netaddr;

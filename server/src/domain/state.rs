@@ -137,8 +137,7 @@ pub enum PaymentEvent {
     Reversed,
     /// Merchant refunds reached the payment amount.
     RefundedInFull,
-    /// An approved ops force-transition (outside the table; see
-    /// [`FORCE_WHITELIST`](crate::domain::actions::FORCE_WHITELIST)).
+    /// An approved ops force-transition (outside the table; see [`FORCE_WHITELIST`]).
     Forced,
 }
 
@@ -199,23 +198,325 @@ impl FromStr for PaymentEvent {
 use PaymentEvent as E;
 use PaymentStatus as S;
 
-/// The whitelist: (from, event) -> to, exactly the table in DESIGN.md.
-pub const TRANSITIONS: &[(PaymentStatus, PaymentEvent, PaymentStatus)] = &[
-    (S::Pending, E::Submit, S::Processing),
-    (S::Processing, E::ChannelSucceeded, S::ChannelSuccess),
-    (S::Processing, E::ChannelDeclined, S::Failed),
-    (S::Processing, E::ChannelError, S::Unknown),
-    (S::Unknown, E::QuerySucceeded, S::ChannelSuccess),
-    (S::Unknown, E::QueryDeclined, S::Failed),
-    (S::Unknown, E::QueryNotFound, S::Processing),
-    (S::Unknown, E::QueryNotFoundFenced, S::Failed),
-    (S::ChannelSuccess, E::LedgerPosted, S::Success),
-    (S::ChannelSuccess, E::LedgerFailed, S::Suspense),
-    (S::Suspense, E::LedgerPosted, S::Success),
-    (S::Suspense, E::Reversed, S::Reversed),
-    (S::Success, E::Reversed, S::Reversed),
-    (S::Success, E::RefundedInFull, S::Refunded),
+use crate::domain::jobs::JobKind;
+
+/// One row of the state machine: `from --event--> to` and what the step does besides
+/// changing the status. The service and the store both read the effects from here, so no
+/// caller restates them (issue 14; TigerBeetle's TIGER_STYLE: state changed in one place).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    /// Status the payment must be in.
+    pub from: PaymentStatus,
+    /// The event.
+    pub event: PaymentEvent,
+    /// Status it moves to.
+    pub to: PaymentStatus,
+    /// What the step writes besides the status, in the same transaction.
+    pub effects: Effects,
+}
+
+/// What a transition writes besides the status and its event record (DESIGN.md "Payment
+/// state machine" and "Compensation queue"). The store applies these in the transition's
+/// transaction, in this order: the status (counting a submission, clearing the error), the
+/// ledger batch, the jobs closed, then the follow-up job (so a step never closes the job it
+/// has just queued), then the outbox row for the new status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Effects {
+    /// The payment's open (`due`) jobs of these kinds become pointless in the new status and
+    /// are closed (`done`).
+    pub closes: &'static [JobKind],
+    /// The job that moves the payment on from `to` if the process dies before the step that
+    /// normally follows in the same request (CHANNEL_SUCCESS waits for its posting, UNKNOWN
+    /// for its query, a resubmission for its charge).
+    pub follow_up: Option<FollowUp>,
+    /// The step sends the charge (again): it counts against the resubmit budget
+    /// (`payments.submit_attempts`).
+    pub counts_submit: bool,
+    /// The step settles the charge: `last_error` is cleared rather than kept.
+    pub clears_error: bool,
+    /// The ledger batch the step posts; the caller supplies its lines (amounts are the
+    /// payment's), the store refuses a step whose lines and this disagree.
+    pub ledger: Option<Batch>,
+}
+
+/// A follow-up job: its kind and when it first runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowUp {
+    /// The job.
+    pub kind: JobKind,
+    /// When it first runs, relative to the step.
+    pub after: Delay,
+}
+
+/// The delays a follow-up job waits, named for the setting that gives each its length
+/// (`converge serve --submit-delay-ms / --query-delay-ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delay {
+    /// At once.
+    Now,
+    /// The submit delay: long enough for the request that made the step to take the next one
+    /// itself.
+    Submit,
+    /// The query delay: the channel is given time to settle before it is asked.
+    Query,
+}
+
+/// The ledger batch a step posts (DESIGN.md "Ledger").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batch {
+    /// The charge: customer funds to the merchant's account, the payment's amount.
+    Charge,
+    /// A reversal of what the payment still holds (amount less refunds).
+    Reversal,
+}
+
+const NONE: Effects = Effects {
+    closes: &[],
+    follow_up: None,
+    counts_submit: false,
+    clears_error: false,
+    ledger: None,
+};
+
+/// The charge was answered (or the charge found by a query): the jobs that send or ask about
+/// it are done.
+const ANSWERED: &[JobKind] = &[JobKind::Submit, JobKind::Query];
+
+/// CHANNEL_SUCCESS is left by the ledger posting that follows in the same request.
+const POST_LEDGER: Option<FollowUp> = Some(FollowUp {
+    kind: JobKind::PostLedger,
+    after: Delay::Submit,
+});
+
+/// A step that moves a payment out of every in-flight state by a person's or a reversal's
+/// authority closes every job that drives a charge.
+const ALL_PAYMENT_JOBS: &[JobKind] = &[JobKind::Submit, JobKind::Query, JobKind::PostLedger];
+
+const fn row(
+    from: PaymentStatus,
+    event: PaymentEvent,
+    to: PaymentStatus,
+    effects: Effects,
+) -> Rule {
+    Rule {
+        from,
+        event,
+        to,
+        effects,
+    }
+}
+
+/// The whitelist: (from, event) -> to, exactly the table in DESIGN.md, each row with its
+/// effects.
+pub const TRANSITIONS: &[Rule] = &[
+    row(
+        S::Pending,
+        E::Submit,
+        S::Processing,
+        Effects {
+            counts_submit: true,
+            ..NONE
+        },
+    ),
+    row(
+        S::Processing,
+        E::ChannelSucceeded,
+        S::ChannelSuccess,
+        Effects {
+            closes: ANSWERED,
+            follow_up: POST_LEDGER,
+            ..NONE
+        },
+    ),
+    row(
+        S::Processing,
+        E::ChannelDeclined,
+        S::Failed,
+        Effects {
+            closes: ANSWERED,
+            ..NONE
+        },
+    ),
+    row(
+        S::Processing,
+        E::ChannelError,
+        S::Unknown,
+        Effects {
+            closes: &[JobKind::Submit],
+            follow_up: Some(FollowUp {
+                kind: JobKind::Query,
+                after: Delay::Query,
+            }),
+            ..NONE
+        },
+    ),
+    row(
+        S::Unknown,
+        E::QuerySucceeded,
+        S::ChannelSuccess,
+        Effects {
+            closes: ANSWERED,
+            follow_up: POST_LEDGER,
+            ..NONE
+        },
+    ),
+    row(
+        S::Unknown,
+        E::QueryDeclined,
+        S::Failed,
+        Effects {
+            closes: ANSWERED,
+            ..NONE
+        },
+    ),
+    // Resubmitted with the same channel key: its charge follows in the same request.
+    row(
+        S::Unknown,
+        E::QueryNotFound,
+        S::Processing,
+        Effects {
+            closes: &[JobKind::Query],
+            follow_up: Some(FollowUp {
+                kind: JobKind::Submit,
+                after: Delay::Submit,
+            }),
+            counts_submit: true,
+            ..NONE
+        },
+    ),
+    row(
+        S::Unknown,
+        E::QueryNotFoundFenced,
+        S::Failed,
+        Effects {
+            closes: ANSWERED,
+            ..NONE
+        },
+    ),
+    row(
+        S::ChannelSuccess,
+        E::LedgerPosted,
+        S::Success,
+        Effects {
+            closes: &[JobKind::PostLedger],
+            clears_error: true,
+            ledger: Some(Batch::Charge),
+            ..NONE
+        },
+    ),
+    // The post_ledger job written on entering CHANNEL_SUCCESS stays live and keeps retrying
+    // while the merchant is frozen; a second one would post nothing more.
+    row(S::ChannelSuccess, E::LedgerFailed, S::Suspense, NONE),
+    row(
+        S::Suspense,
+        E::LedgerPosted,
+        S::Success,
+        Effects {
+            closes: &[JobKind::PostLedger],
+            clears_error: true,
+            ledger: Some(Batch::Charge),
+            ..NONE
+        },
+    ),
+    // SUSPENSE was never posted: nothing to reverse in the ledger.
+    row(
+        S::Suspense,
+        E::Reversed,
+        S::Reversed,
+        Effects {
+            closes: REVERSED,
+            ..NONE
+        },
+    ),
+    row(
+        S::Success,
+        E::Reversed,
+        S::Reversed,
+        Effects {
+            closes: REVERSED,
+            ledger: Some(Batch::Reversal),
+            ..NONE
+        },
+    ),
+    row(S::Success, E::RefundedInFull, S::Refunded, NONE),
 ];
+
+/// A reversal ends every job of the payment, its own `reverse` job included.
+const REVERSED: &[JobKind] = &[
+    JobKind::Submit,
+    JobKind::Query,
+    JobKind::PostLedger,
+    JobKind::Reverse,
+];
+
+/// Forced transitions an approver may sign off (event [`PaymentEvent::Forced`], outside
+/// [`TRANSITIONS`]), each with why it is safe:
+/// - UNKNOWN -> FAILED: the key is cancelled at the channel first (refused if it charged).
+/// - UNKNOWN -> CHANNEL_SUCCESS: the channel's own record shows the charge (evidence).
+/// - PROCESSING -> UNKNOWN: a request died mid-call; the query path then resolves it.
+/// - SUSPENSE -> SUCCESS and CHANNEL_SUCCESS -> SUCCESS: the charge batch is posted now on
+///   the approver's authority (e.g. after the merchant's account issue was settled).
+pub const FORCE_WHITELIST: &[Rule] = &[
+    row(
+        S::Unknown,
+        E::Forced,
+        S::Failed,
+        Effects {
+            closes: ALL_PAYMENT_JOBS,
+            ..NONE
+        },
+    ),
+    row(
+        S::Unknown,
+        E::Forced,
+        S::ChannelSuccess,
+        Effects {
+            closes: ALL_PAYMENT_JOBS,
+            follow_up: POST_LEDGER,
+            ..NONE
+        },
+    ),
+    row(
+        S::Processing,
+        E::Forced,
+        S::Unknown,
+        Effects {
+            closes: ALL_PAYMENT_JOBS,
+            follow_up: Some(FollowUp {
+                kind: JobKind::Query,
+                after: Delay::Now,
+            }),
+            ..NONE
+        },
+    ),
+    row(
+        S::Suspense,
+        E::Forced,
+        S::Success,
+        Effects {
+            closes: ALL_PAYMENT_JOBS,
+            clears_error: true,
+            ledger: Some(Batch::Charge),
+            ..NONE
+        },
+    ),
+    row(
+        S::ChannelSuccess,
+        E::Forced,
+        S::Success,
+        Effects {
+            closes: ALL_PAYMENT_JOBS,
+            clears_error: true,
+            ledger: Some(Batch::Charge),
+            ..NONE
+        },
+    ),
+];
+
+/// Whether an approver may force `from -> to` ([`FORCE_WHITELIST`]).
+pub fn force_allowed(from: PaymentStatus, to: PaymentStatus) -> bool {
+    !from.is_terminal() && FORCE_WHITELIST.iter().any(|r| r.from == from && r.to == to)
+}
 
 /// Why an event cannot move a payment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -255,11 +556,17 @@ pub fn transition(
     from: PaymentStatus,
     event: PaymentEvent,
 ) -> Result<PaymentStatus, TransitionError> {
-    if let Some((_, _, to)) = TRANSITIONS
+    rule(from, event).map(|r| r.to)
+}
+
+/// The row for `event` in status `from` (never a forced one), or why the event must be
+/// ignored.
+pub fn rule(from: PaymentStatus, event: PaymentEvent) -> Result<&'static Rule, TransitionError> {
+    if let Some(r) = TRANSITIONS
         .iter()
-        .find(|(f, e, _)| *f == from && *e == event)
+        .find(|r| r.from == from && r.event == event)
     {
-        return Ok(*to);
+        return Ok(r);
     }
     if from.is_terminal() {
         Err(TransitionError::Terminal { from, event })
@@ -269,29 +576,31 @@ pub fn transition(
 }
 
 /// Checks a whole `(from, event) -> to` triple against the whitelist, for writers that are
-/// handed a precomputed target (the store checks every transition it applies).
+/// handed a precomputed target (the store checks every transition it applies), and gives
+/// the row whose effects the step writes.
 pub fn check(
     from: PaymentStatus,
     event: PaymentEvent,
     to: PaymentStatus,
-) -> Result<(), TransitionError> {
+) -> Result<&'static Rule, TransitionError> {
     // An approved force-transition follows its own whitelist instead of the table.
     if event == PaymentEvent::Forced {
-        return if crate::domain::actions::force_allowed(from, to) {
-            Ok(())
-        } else if from.is_terminal() {
-            Err(TransitionError::Terminal { from, event })
-        } else {
-            Err(TransitionError::Forbidden { from, event })
+        return match FORCE_WHITELIST
+            .iter()
+            .find(|r| r.from == from && r.to == to)
+        {
+            Some(r) if !from.is_terminal() => Ok(r),
+            _ if from.is_terminal() => Err(TransitionError::Terminal { from, event }),
+            _ => Err(TransitionError::Forbidden { from, event }),
         };
     }
-    match transition(from, event)? {
-        expected if expected == to => Ok(()),
-        expected => Err(TransitionError::WrongTarget {
+    match rule(from, event)? {
+        r if r.to == to => Ok(r),
+        r => Err(TransitionError::WrongTarget {
             from,
             event,
             to,
-            expected,
+            expected: r.to,
         }),
     }
 }
@@ -305,8 +614,10 @@ mod tests {
         for from in PaymentStatus::ALL {
             for event in PaymentEvent::ALL {
                 for to in PaymentStatus::ALL {
-                    let listed = TRANSITIONS.contains(&(from, event, to))
-                        || (event == E::Forced && crate::domain::actions::force_allowed(from, to));
+                    let listed = TRANSITIONS
+                        .iter()
+                        .any(|r| (r.from, r.event, r.to) == (from, event, to))
+                        || (event == E::Forced && force_allowed(from, to));
                     assert_eq!(
                         check(from, event, to).is_ok(),
                         listed,
@@ -323,8 +634,14 @@ mod tests {
 
     #[test]
     fn every_whitelisted_row_is_applied() {
-        for (from, event, to) in TRANSITIONS {
-            assert_eq!(transition(*from, *event), Ok(*to), "{from} --{event}-->");
+        for r in TRANSITIONS {
+            assert_eq!(
+                transition(r.from, r.event),
+                Ok(r.to),
+                "{} --{}-->",
+                r.from,
+                r.event
+            );
         }
     }
 
@@ -334,7 +651,7 @@ mod tests {
             for event in PaymentEvent::ALL {
                 let listed = TRANSITIONS
                     .iter()
-                    .any(|(f, e, _)| *f == from && *e == event);
+                    .any(|r| r.from == from && r.event == event);
                 assert_eq!(
                     transition(from, event).is_ok(),
                     listed,
@@ -371,6 +688,81 @@ mod tests {
     #[test]
     fn channel_error_never_fails_a_payment() {
         assert_eq!(transition(S::Processing, E::ChannelError), Ok(S::Unknown));
+    }
+
+    #[test]
+    fn only_a_settled_charge_clears_the_error_and_posts_the_charge_batch() {
+        for r in TRANSITIONS.iter().chain(FORCE_WHITELIST) {
+            let settles = r.to == S::Success;
+            assert_eq!(
+                r.effects.clears_error, settles,
+                "{} --{}--> {}",
+                r.from, r.event, r.to
+            );
+            assert_eq!(
+                r.effects.ledger == Some(Batch::Charge),
+                settles,
+                "{} --{}--> {}",
+                r.from,
+                r.event,
+                r.to
+            );
+        }
+    }
+
+    #[test]
+    fn every_state_left_by_a_later_step_gets_the_job_that_takes_it() {
+        for r in TRANSITIONS.iter().chain(FORCE_WHITELIST) {
+            let needs = match (r.from, r.to) {
+                (_, S::ChannelSuccess) => Some(JobKind::PostLedger),
+                (_, S::Unknown) => Some(JobKind::Query),
+                // A new payment's submit job is written with it.
+                (S::Pending, S::Processing) => None,
+                (_, S::Processing) => Some(JobKind::Submit),
+                _ => None,
+            };
+            assert_eq!(
+                r.effects.follow_up.map(|f| f.kind),
+                needs,
+                "{} --{}--> {}",
+                r.from,
+                r.event,
+                r.to
+            );
+            if r.to.is_terminal() {
+                assert!(r.effects.follow_up.is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_step_that_sends_the_charge_counts_a_submission() {
+        for r in TRANSITIONS.iter().chain(FORCE_WHITELIST) {
+            assert_eq!(
+                r.effects.counts_submit,
+                r.to == S::Processing,
+                "{} --{}-->",
+                r.from,
+                r.event
+            );
+        }
+    }
+
+    #[test]
+    fn a_settled_charge_closes_the_jobs_that_would_send_it_again() {
+        for r in TRANSITIONS.iter().chain(FORCE_WHITELIST) {
+            if r.from.is_charged() || !r.to.is_charged() && !r.to.is_terminal() {
+                continue;
+            }
+            // Leaving PROCESSING or UNKNOWN for a charged or terminal state: no submit may run.
+            assert!(
+                r.effects.closes.contains(&JobKind::Submit),
+                "{} --{}--> {} leaves its submit job open",
+                r.from,
+                r.event,
+                r.to
+            );
+        }
     }
 
     #[test]

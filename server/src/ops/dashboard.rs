@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use crate::domain::idempotency::Outcome;
+use crate::domain::jobs::JobStatus;
 use crate::domain::stuck::StuckThresholds;
 use crate::service::Core;
 use crate::store::{
@@ -256,16 +257,16 @@ fn queue_rows(stats: Vec<QueueStat>, now: i64) -> Vec<QueueRow> {
             }
         };
         let row = &mut rows[i];
-        match s.status.as_str() {
-            "due" => {
+        match JobStatus::parse(&s.status) {
+            Some(JobStatus::Due) => {
                 row.due += s.count - s.retrying;
                 row.retrying += s.retrying;
                 row.oldest_due_ms = s.oldest_run_at.map_or(0, |t| (now - t).max(0));
             }
-            "leased" => row.leased += s.count,
-            "dead" => row.dead += s.count,
-            "done" => row.done += s.count,
-            _ => {}
+            Some(JobStatus::Leased) => row.leased += s.count,
+            Some(JobStatus::Dead) => row.dead += s.count,
+            Some(JobStatus::Done) => row.done += s.count,
+            None => {}
         }
     }
     rows
@@ -339,7 +340,12 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
     // The jobs an ops retry wakes (`Store::wake_jobs`).
     let wakeable = jobs
         .iter()
-        .filter(|j| j.status == "due" || j.status == "dead")
+        .filter(|j| {
+            matches!(
+                JobStatus::parse(&j.status),
+                Some(JobStatus::Due | JobStatus::Dead)
+            )
+        })
         .count();
     let actions = store.actions(None, Some(id), 50).await?;
     let reversal =

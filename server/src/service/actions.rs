@@ -14,11 +14,10 @@ use super::resolve::suspense_key;
 use super::{Core, ids};
 use crate::channel::{CancelOutcome, QueryOutcome, RefundOutcome};
 use crate::domain::actions::{ActionKind, MAX_EVIDENCE, check_reason, force_allowed};
-use crate::domain::ledger;
-use crate::domain::state::{PaymentEvent, PaymentStatus};
+use crate::domain::state::{PaymentEvent, PaymentStatus, check, rule};
 use crate::store::{
     ActionMove, ActionRecord, ApprovalRow, AuditEntry, CreateAction, JobKind, NewAction, NewJob,
-    Payment, ReserveReversal, ReversalReservation, StoreError, Transition, TransitionResult,
+    Payment, ReserveReversal, ReversalReservation, StoreError, TransitionResult,
 };
 
 /// Who acts, for the audit log.
@@ -562,7 +561,6 @@ impl Core {
         if let Some(event) = event {
             let extras = Extras {
                 detail: format!("ops query: {answer:?}"),
-                close_jobs: vec![JobKind::Query],
                 ..Extras::default()
             };
             let after = self
@@ -677,30 +675,15 @@ impl Core {
             if p.status == PaymentStatus::Reversed {
                 return Ok(p);
             }
-            // A SUSPENSE payment was never posted, so there is nothing to reverse in the ledger.
-            let posting = (p.status == PaymentStatus::Success)
-                .then(|| ledger::reversal(p.merchant_id, remaining, &p.currency));
-            let t = Transition {
-                payment_id: p.id.clone(),
-                from: p.status,
-                version: p.version,
-                to: PaymentStatus::Reversed,
-                event: PaymentEvent::Reversed,
-                event_id: format!("{}@{action_id}", PaymentEvent::Reversed),
-                source: source.into(),
+            // The row says what the reversal posts: the reversing batch from SUCCESS, nothing
+            // from SUSPENSE (never posted).
+            let r = rule(p.status, PaymentEvent::Reversed).map_err(|e| e.to_string())?;
+            let extras = Extras {
                 detail: format!("reversed the remaining {remaining} at the channel"),
-                now: self.clock.now_ms(),
-                count_submit: false,
-                last_error: None,
-                posting,
-                enqueue: vec![],
-                close_jobs: vec![
-                    JobKind::Submit,
-                    JobKind::Query,
-                    JobKind::PostLedger,
-                    JobKind::Reverse,
-                ],
+                event_id: Some(format!("{}@{action_id}", PaymentEvent::Reversed)),
+                ..Extras::default()
             };
+            let t = self.step(&p, r, source, extras, self.clock.now_ms());
             match self
                 .store
                 .apply_transition(&t)
@@ -742,58 +725,20 @@ impl Core {
             ));
         }
         let now = self.clock.now_ms();
-        let (posting, enqueue) = match (p.status, target) {
-            (PaymentStatus::Unknown, PaymentStatus::Failed) => {
-                match self.channel.cancel(&p.channel_key).await {
-                    CancelOutcome::Cancelled => (None, vec![]),
-                    CancelOutcome::AlreadyCharged { amount, currency } => {
-                        return Err(format!(
-                            "the channel holds a charge of {amount} {currency}; not failing it"
-                        ));
-                    }
-                    CancelOutcome::Error { detail } => {
-                        return Err(format!("could not fence the key: {detail}"));
-                    }
+        if (p.status, target) == (PaymentStatus::Unknown, PaymentStatus::Failed) {
+            match self.channel.cancel(&p.channel_key).await {
+                CancelOutcome::Cancelled => {}
+                CancelOutcome::AlreadyCharged { amount, currency } => {
+                    return Err(format!(
+                        "the channel holds a charge of {amount} {currency}; not failing it"
+                    ));
+                }
+                CancelOutcome::Error { detail } => {
+                    return Err(format!("could not fence the key: {detail}"));
                 }
             }
-            (PaymentStatus::Processing, PaymentStatus::Unknown) => (
-                None,
-                vec![NewJob {
-                    kind: JobKind::Query,
-                    payment_id: Some(p.id.clone()),
-                    refund_id: None,
-                    run_at: now,
-                    max_attempts: self.timings.max_attempts,
-                }],
-            ),
-            (_, PaymentStatus::Success) => (
-                Some(ledger::charge(p.merchant_id, p.amount, &p.currency)),
-                vec![],
-            ),
-            // The posting follows in this request; the job posts it if the process dies first.
-            (_, PaymentStatus::ChannelSuccess) => (
-                None,
-                vec![NewJob {
-                    kind: JobKind::PostLedger,
-                    payment_id: Some(p.id.clone()),
-                    refund_id: None,
-                    run_at: now + self.timings.submit_delay_ms,
-                    max_attempts: self.timings.max_attempts,
-                }],
-            ),
-            _ => (None, vec![]),
-        };
-        let after = self
-            .forced(
-                a,
-                &p,
-                PaymentEvent::Forced,
-                target,
-                posting,
-                enqueue,
-                &a.evidence,
-            )
-            .await?;
+        }
+        let after = self.forced(a, &p, target).await?;
         if after.status == PaymentStatus::Success {
             let _ = self
                 .store
@@ -813,34 +758,32 @@ impl Core {
         Ok(json!({"status": target.as_str()}))
     }
 
-    /// Applies an approved transition conditional on the pinned version.
-    #[allow(clippy::too_many_arguments)]
+    /// Applies an approved force-transition to `target`, conditional on the pinned version,
+    /// with what its row in [`FORCE_WHITELIST`](crate::domain::state::FORCE_WHITELIST) writes.
     async fn forced(
         &self,
         a: &ActionRecord,
         p: &Payment,
-        event: PaymentEvent,
-        to: PaymentStatus,
-        posting: Option<crate::store::LedgerPosting>,
-        enqueue: Vec<NewJob>,
-        detail: &str,
+        target: PaymentStatus,
     ) -> Result<Payment, String> {
-        let t = Transition {
-            payment_id: p.id.clone(),
-            from: p.status,
+        let r = check(p.status, PaymentEvent::Forced, target)
+            .map_err(|e| format!("refused by the state machine: {e}"))?;
+        let pinned = Payment {
             version: a.payment_version,
-            to,
-            event,
-            event_id: format!("{event}@{}", a.id),
-            source: format!("action:{}", a.id),
-            detail: detail.into(),
-            now: self.clock.now_ms(),
-            count_submit: false,
-            last_error: None,
-            posting,
-            enqueue,
-            close_jobs: vec![JobKind::Submit, JobKind::Query, JobKind::PostLedger],
+            ..p.clone()
         };
+        let extras = Extras {
+            detail: a.evidence.clone(),
+            event_id: Some(format!("{}@{}", PaymentEvent::Forced, a.id)),
+            ..Extras::default()
+        };
+        let t = self.step(
+            &pinned,
+            r,
+            &format!("action:{}", a.id),
+            extras,
+            self.clock.now_ms(),
+        );
         match self
             .store
             .apply_transition(&t)

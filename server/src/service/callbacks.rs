@@ -8,7 +8,7 @@ use crate::domain::money;
 use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
 use serde_json::json;
 
-use crate::store::{CallbackClaim, IgnoredEvent, JobKind, NewErrorItem};
+use crate::store::{CallbackClaim, IgnoredEvent, NewErrorItem};
 
 /// A verified callback from the channel.
 #[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
@@ -232,7 +232,6 @@ impl Core {
         }
         let extras = Extras {
             detail: format!("callback {}", ev.event_id),
-            close_jobs: vec![JobKind::Submit, JobKind::Query],
             ..Extras::default()
         };
         let (mut after, applied) = self.apply_outcome(&p, event, "callback", extras).await?;

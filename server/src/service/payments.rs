@@ -13,11 +13,10 @@ use crate::channel::ChargeOutcome;
 use crate::domain::fingerprint::fingerprint;
 use crate::domain::ledger;
 use crate::domain::money;
-use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
+use crate::domain::state::{Batch, Delay, PaymentEvent, PaymentStatus, Rule, rule};
 use crate::store::{
-    ClaimResult, CreatePayment, IgnoredEvent, JobKind, KeyClaim, KeyCompletion, KeyRef,
-    LedgerPosting, NewJob, NewPayment, OpenPayment, OpenedPayment, Payment, StoredResponse,
-    Transition, TransitionResult,
+    ClaimResult, CreatePayment, IgnoredEvent, KeyClaim, KeyCompletion, KeyRef, NewJob, NewPayment,
+    OpenPayment, OpenedPayment, Payment, StoredResponse, Transition, TransitionResult,
 };
 
 /// A validated create-payment request. Amount in minor units; currency ISO 4217.
@@ -79,15 +78,17 @@ pub enum CreateOutcome {
     Key(ClaimResult),
 }
 
-/// Extra writes that ride along with a transition.
+/// What the caller of a transition knows that the state machine's row does not: everything
+/// else a step writes is the row's (`Core::step`).
 #[derive(Debug, Default)]
 pub(crate) struct Extras {
+    /// Evidence recorded with the event (the channel's answer, a reason).
     pub detail: String,
-    pub count_submit: bool,
+    /// The payment's new `last_error`; None keeps it (a settling step clears it).
     pub last_error: Option<String>,
-    pub posting: Option<LedgerPosting>,
-    pub enqueue: Vec<NewJob>,
-    pub close_jobs: Vec<JobKind>,
+    /// The event id when the step is keyed by something other than the payment's version
+    /// (an ops action: `reversed@act_...`), so a re-execution is recorded once.
+    pub event_id: Option<String>,
 }
 
 /// Upper bound on steps in one drive, so a payment that keeps being moved by others cannot
@@ -168,11 +169,9 @@ impl Core {
             source: source.into(),
             detail: String::new(),
             now: new.now,
-            count_submit: true,
             last_error: None,
             posting: None,
             enqueue: vec![],
-            close_jobs: vec![],
         });
         let opened = self
             .store
@@ -211,23 +210,22 @@ impl Core {
                 .await?
                 .is_none_or(|m| m.frozen);
             if !frozen {
-                let at = &steps[0];
-                let posted = Transition {
-                    payment_id: p.id.clone(),
-                    from: at.to,
-                    version: at.version + 1,
-                    to: transition(at.to, PaymentEvent::LedgerPosted).map_err(refused)?,
-                    event: PaymentEvent::LedgerPosted,
-                    event_id: format!("{}@v{}", PaymentEvent::LedgerPosted, at.version + 1),
-                    source: source.into(),
-                    detail: format!("charge batch {}", money::display(p.amount, &p.currency)),
-                    now,
-                    count_submit: false,
-                    last_error: None,
-                    posting: Some(ledger::charge(p.merchant_id, p.amount, &p.currency)),
-                    enqueue: vec![],
-                    close_jobs: vec![JobKind::PostLedger],
+                // The payment as the first step leaves it, for the row that follows.
+                let charged = Payment {
+                    status: steps[0].to,
+                    version: steps[0].version + 1,
+                    ..p.clone()
                 };
+                let posted = self.transition(
+                    &charged,
+                    PaymentEvent::LedgerPosted,
+                    source,
+                    Extras {
+                        detail: format!("charge batch {}", money::display(p.amount, &p.currency)),
+                        ..Extras::default()
+                    },
+                    now,
+                )?;
                 steps.push(posted);
             }
         }
@@ -288,16 +286,8 @@ impl Core {
             p = match p.status {
                 PaymentStatus::Pending | PaymentStatus::Processing if held => return Ok(p),
                 PaymentStatus::Pending => {
-                    self.apply(
-                        &p,
-                        PaymentEvent::Submit,
-                        source,
-                        Extras {
-                            count_submit: true,
-                            ..Extras::default()
-                        },
-                    )
-                    .await?
+                    self.apply(&p, PaymentEvent::Submit, source, Extras::default())
+                        .await?
                 }
                 PaymentStatus::Processing => self.charge(&p, source).await?,
                 PaymentStatus::ChannelSuccess => self.post_ledger(&p, source).await?,
@@ -339,7 +329,6 @@ impl Core {
             {
                 let extras = Extras {
                     detail: format!("charged {}", money::display(amount, &currency)),
-                    close_jobs: vec![JobKind::Submit, JobKind::Query],
                     ..Extras::default()
                 };
                 (PaymentEvent::ChannelSucceeded, extras)
@@ -350,35 +339,25 @@ impl Core {
                     money::display(amount, &currency),
                     money::display(p.amount, &p.currency)
                 );
-                self.unknown_answer(p, detail)
+                self.unknown_answer(detail)
             }
             ChargeOutcome::Declined { reason } => {
                 let extras = Extras {
                     detail: reason.clone(),
                     last_error: Some(format!("declined: {reason}")),
-                    close_jobs: vec![JobKind::Submit, JobKind::Query],
                     ..Extras::default()
                 };
                 (PaymentEvent::ChannelDeclined, extras)
             }
-            ChargeOutcome::Error { detail } => self.unknown_answer(p, detail),
+            ChargeOutcome::Error { detail } => self.unknown_answer(detail),
         }
     }
 
-    /// PROCESSING -> UNKNOWN with a query job.
-    fn unknown_answer(&self, p: &Payment, detail: String) -> (PaymentEvent, Extras) {
-        let now = self.clock.now_ms();
+    /// PROCESSING -> UNKNOWN (its row queues the query job).
+    fn unknown_answer(&self, detail: String) -> (PaymentEvent, Extras) {
         let extras = Extras {
             last_error: Some(detail.clone()),
             detail,
-            enqueue: vec![NewJob {
-                kind: JobKind::Query,
-                payment_id: Some(p.id.clone()),
-                refund_id: None,
-                run_at: now + self.timings.query_delay_ms,
-                max_attempts: self.timings.max_attempts,
-            }],
-            close_jobs: vec![JobKind::Submit],
             ..Extras::default()
         };
         (PaymentEvent::ChannelError, extras)
@@ -400,9 +379,8 @@ impl Core {
             if p.status == PaymentStatus::Suspense {
                 return Ok(p.clone());
             }
-            // No new job: the post_ledger job written when the payment entered
-            // CHANNEL_SUCCESS (`follow_up`) stays live and keeps retrying while the merchant
-            // is frozen; a second one would post nothing more, only run twice as often.
+            // No new job (the row's effects): the post_ledger job written when the payment
+            // entered CHANNEL_SUCCESS keeps retrying while the merchant is frozen.
             let extras = Extras {
                 detail: "merchant account frozen".into(),
                 last_error: Some("ledger posting failed: merchant account frozen".into()),
@@ -418,8 +396,6 @@ impl Core {
         }
         let extras = Extras {
             detail: format!("charge batch {}", money::display(p.amount, &p.currency)),
-            posting: Some(ledger::charge(p.merchant_id, p.amount, &p.currency)),
-            close_jobs: vec![JobKind::PostLedger],
             ..Extras::default()
         };
         self.apply(p, PaymentEvent::LedgerPosted, source, extras)
@@ -488,8 +464,7 @@ impl Core {
         Ok(current)
     }
 
-    /// The transition `event` makes from `p`, with the follow-up job the state it enters
-    /// needs. Errors: the state machine refuses it (`Transition`).
+    /// The transition `event` makes from `p`. Errors: the state machine refuses it.
     fn transition(
         &self,
         p: &Payment,
@@ -498,49 +473,62 @@ impl Core {
         extras: Extras,
         now: i64,
     ) -> Result<Transition, ServiceError> {
-        let to = transition(p.status, event).map_err(refused)?;
-        Ok(self.transition_to(p, event, to, source, extras, now))
+        let r = rule(p.status, event).map_err(refused)?;
+        Ok(self.step(p, r, source, extras, now))
     }
 
-    /// [`transition`](Self::transition) once the state machine has allowed `to`.
-    fn transition_to(
+    /// The one builder of a [`Transition`]: `r`'s row applied to `p`, with the ledger lines
+    /// and follow-up job the row's [`Effects`](crate::domain::state::Effects) call for (the
+    /// store checks them against the same row and applies the rest: jobs closed, submission
+    /// counted, error cleared). `extras` is what the caller knows: the evidence, the error and,
+    /// for a step keyed by an ops action, its event id.
+    pub(crate) fn step(
         &self,
         p: &Payment,
-        event: PaymentEvent,
-        to: PaymentStatus,
+        r: &'static Rule,
         source: &str,
         extras: Extras,
         now: i64,
     ) -> Transition {
-        let mut enqueue = extras.enqueue;
-        if let Some(kind) = follow_up(event, to) {
-            // The state this transition enters is left by a later step; if the process dies
-            // before that step, only a job written in this same transaction moves it on.
-            if !enqueue.iter().any(|j| j.kind == kind) {
-                enqueue.push(NewJob {
-                    kind,
-                    payment_id: Some(p.id.clone()),
-                    refund_id: None,
-                    run_at: now + self.timings.submit_delay_ms,
-                    max_attempts: self.timings.max_attempts,
-                });
-            }
-        }
+        debug_assert_eq!(p.status, r.from);
+        let posting = r.effects.ledger.map(|batch| match batch {
+            Batch::Charge => ledger::charge(p.merchant_id, p.amount, &p.currency),
+            Batch::Reversal => ledger::reversal(p.merchant_id, p.unrefunded(), &p.currency),
+        });
+        // The state this transition enters is left by a later step; if the process dies
+        // before that step, only a job written in this same transaction moves it on.
+        let enqueue = r
+            .effects
+            .follow_up
+            .map(|f| NewJob {
+                kind: f.kind,
+                payment_id: Some(p.id.clone()),
+                refund_id: None,
+                run_at: now
+                    + match f.after {
+                        Delay::Now => 0,
+                        Delay::Submit => self.timings.submit_delay_ms,
+                        Delay::Query => self.timings.query_delay_ms,
+                    },
+                max_attempts: self.timings.max_attempts,
+            })
+            .into_iter()
+            .collect();
         Transition {
             payment_id: p.id.clone(),
-            from: p.status,
+            from: r.from,
             version: p.version,
-            to,
-            event,
-            event_id: format!("{event}@v{}", p.version),
+            to: r.to,
+            event: r.event,
+            event_id: extras
+                .event_id
+                .unwrap_or_else(|| format!("{}@v{}", r.event, p.version)),
             source: source.into(),
             detail: extras.detail,
             now,
-            count_submit: extras.count_submit,
             last_error: extras.last_error,
-            posting: extras.posting,
+            posting,
             enqueue,
-            close_jobs: extras.close_jobs,
         }
     }
 
@@ -555,8 +543,8 @@ impl Core {
         extras: Extras,
     ) -> Result<(Payment, Applied), ServiceError> {
         let now = self.clock.now_ms();
-        let to = match transition(p.status, event) {
-            Ok(to) => to,
+        let r = match rule(p.status, event) {
+            Ok(r) => r,
             Err(refused) => {
                 self.store
                     .record_ignored_event(&IgnoredEvent {
@@ -574,7 +562,7 @@ impl Core {
                 return Ok((p.clone(), Applied::Refused));
             }
         };
-        let t = self.transition_to(p, event, to, source, extras, now);
+        let t = self.step(p, r, source, extras, now);
         match self.store.apply_transition(&t).await? {
             TransitionResult::Applied(next) => {
                 metrics::counter!("converge_transitions_total", "to" => next.status.as_str().to_ascii_lowercase())
@@ -613,18 +601,6 @@ pub(crate) enum Applied {
     Refused,
     /// Another writer moved the payment first (a version race); not yet recorded.
     Lost,
-}
-
-/// The job that moves a payment on from the state `event` puts it in, when the step that
-/// normally does so runs later in the same request (and may never run if the process dies):
-/// CHANNEL_SUCCESS waits for its ledger posting; a resubmission (UNKNOWN -> PROCESSING) waits
-/// for its charge. The creation of a payment already writes its submit job.
-pub(crate) fn follow_up(event: PaymentEvent, to: PaymentStatus) -> Option<JobKind> {
-    match (event, to) {
-        (_, PaymentStatus::ChannelSuccess) => Some(JobKind::PostLedger),
-        (PaymentEvent::QueryNotFound, PaymentStatus::Processing) => Some(JobKind::Submit),
-        _ => None,
-    }
 }
 
 /// The counters of a batch of transitions: each applied step, or the first step's event

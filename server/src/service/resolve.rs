@@ -10,7 +10,7 @@ use super::{Core, ServiceError};
 use crate::channel::{CancelOutcome, QueryOutcome};
 use crate::domain::money;
 use crate::domain::state::{PaymentEvent, PaymentStatus};
-use crate::store::{JobKind, NewErrorItem, Payment};
+use crate::store::{NewErrorItem, Payment};
 
 /// What a compensation step achieved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,14 +67,12 @@ impl Core {
         if p.status != PaymentStatus::Unknown {
             return Ok(Step::Done);
         }
-        let close = || vec![JobKind::Query];
         match self.channel.query(&p.channel_key).await {
             QueryOutcome::Succeeded { amount, currency }
                 if amount == p.amount && currency == p.currency =>
             {
                 let extras = Extras {
                     detail: format!("query: charged {}", money::display(amount, &currency)),
-                    close_jobs: close(),
                     ..Extras::default()
                 };
                 let after = self
@@ -96,7 +94,6 @@ impl Core {
                 let extras = Extras {
                     detail: format!("query: declined: {reason}"),
                     last_error: Some(format!("declined: {reason}")),
-                    close_jobs: close(),
                     ..Extras::default()
                 };
                 self.apply(&p, PaymentEvent::QueryDeclined, source, extras)
@@ -106,8 +103,6 @@ impl Core {
             QueryOutcome::NotFound if p.submit_attempts <= self.timings.resubmit_budget => {
                 let extras = Extras {
                     detail: "query: not found; resubmitting with the same key".into(),
-                    count_submit: true,
-                    close_jobs: close(),
                     ..Extras::default()
                 };
                 let after = self
@@ -132,7 +127,6 @@ impl Core {
                         p.submit_attempts
                     ),
                     last_error: Some("not found at the channel; key fenced".into()),
-                    close_jobs: vec![JobKind::Query, JobKind::Submit],
                     ..Extras::default()
                 };
                 self.apply(&p, PaymentEvent::QueryNotFoundFenced, source, extras)
@@ -144,7 +138,6 @@ impl Core {
             {
                 let extras = Extras {
                     detail: "cancel refused: the channel holds a charge".into(),
-                    close_jobs: vec![JobKind::Query],
                     ..Extras::default()
                 };
                 let after = self

@@ -370,56 +370,7 @@ pub struct StoredResponse {
     pub body: Vec<u8>,
 }
 
-/// Kinds of compensation jobs (DESIGN.md "Compensation queue").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobKind {
-    /// Send the charge.
-    Submit,
-    /// Ask the channel what happened.
-    Query,
-    /// Post the charge's ledger batch.
-    PostLedger,
-    /// Send a refund.
-    Refund,
-    /// Deliver one webhook (payload: the delivery id).
-    Webhook,
-    /// Import a statement.
-    Reconcile,
-    /// Purge expired keys.
-    Purge,
-    /// Finish an ops reversal whose payment is reserved (`payments.reversal_id`): refund at the
-    /// channel under the action id and record REVERSED, if the executing request died first.
-    Reverse,
-}
-
-impl JobKind {
-    /// Every kind, for gauges that must report zero for an empty kind.
-    pub const ALL: [JobKind; 8] = [
-        JobKind::Submit,
-        JobKind::Query,
-        JobKind::PostLedger,
-        JobKind::Refund,
-        JobKind::Webhook,
-        JobKind::Reconcile,
-        JobKind::Purge,
-        JobKind::Reverse,
-    ];
-
-    /// Stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobKind::Submit => "submit",
-            JobKind::Query => "query",
-            JobKind::PostLedger => "post_ledger",
-            JobKind::Refund => "refund",
-            JobKind::Webhook => "webhook",
-            JobKind::Reconcile => "reconcile",
-            JobKind::Purge => "purge",
-            JobKind::Reverse => "reverse",
-        }
-    }
-}
+pub use crate::domain::jobs::{JobKind, JobStatus};
 
 /// A reversal's reservation: see [`Store::reserve_reversal`](super::Store::reserve_reversal).
 #[derive(Debug, Clone)]
@@ -456,9 +407,6 @@ pub enum ReversalReservation {
     NoPayment,
 }
 
-/// Every stored job status.
-pub const JOB_STATUSES: [&str; 4] = ["due", "leased", "done", "dead"];
-
 /// A job to write in the same transaction as the state change that needs it.
 #[derive(Debug, Clone)]
 pub struct NewJob {
@@ -485,7 +433,7 @@ pub struct Job {
     pub payment_id: Option<String>,
     /// Refund, if any.
     pub refund_id: Option<String>,
-    /// `due`, `leased`, `done` or `dead` ([`JOB_STATUSES`]).
+    /// `due`, `leased`, `done` or `dead` ([`JobStatus`]).
     pub status: String,
     /// Attempts made.
     pub attempts: i64,
@@ -537,16 +485,16 @@ pub struct Transition {
     pub detail: String,
     /// Epoch ms UTC.
     pub now: i64,
-    /// Count a channel submission.
-    pub count_submit: bool,
-    /// New `last_error` (None keeps it).
+    /// New `last_error` (None keeps it; a step that settles the charge clears it: the
+    /// row's [`Effects`](crate::domain::state::Effects)).
     pub last_error: Option<String>,
-    /// Ledger batch to post in the same transaction.
+    /// The lines of the row's ledger batch (`Effects::ledger`), posted in the same
+    /// transaction; present exactly when the row has one.
     pub posting: Option<LedgerPosting>,
-    /// Jobs to enqueue in the same transaction.
+    /// The row's follow-up job (`Effects::follow_up`), written in the same transaction after
+    /// the row's jobs are closed; present exactly when the row has one. The jobs the row
+    /// closes and whether it counts a submission come from the row itself.
     pub enqueue: Vec<NewJob>,
-    /// Due jobs of these kinds for the payment are closed (their work is done).
-    pub close_jobs: Vec<JobKind>,
 }
 
 /// Result of [`Store::apply_transition`](super::Store::apply_transition).

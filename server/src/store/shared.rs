@@ -28,6 +28,42 @@ pub(crate) enum Step {
     Stale,
 }
 
+/// The state-machine row a transition applies ([`check`](crate::domain::state::check)):
+/// refused when the triple is not whitelisted. Before any write, the caller's ledger lines and
+/// follow-up job are checked against the row's effects (paired with the service, which builds
+/// them from the same row): a mismatch is a caller's bug, reported as corrupt, never written.
+pub(crate) fn rule_for(
+    t: &super::Transition,
+) -> Result<
+    Result<&'static crate::domain::state::Rule, crate::domain::state::TransitionError>,
+    super::StoreError,
+> {
+    let rule = match crate::domain::state::check(t.from, t.event, t.to) {
+        Ok(rule) => rule,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let follow_up: Vec<_> = t.enqueue.iter().map(|j| j.kind).collect();
+    let expected: Vec<_> = rule.effects.follow_up.iter().map(|f| f.kind).collect();
+    if t.posting.is_some() != rule.effects.ledger.is_some() || follow_up != expected {
+        return Err(super::StoreError::Corrupt(format!(
+            "{} --{}--> {} of payment {} does not carry its row's effects (ledger {:?}, follow-up {:?}; given {}, {:?})",
+            t.from,
+            t.event,
+            t.to,
+            t.payment_id,
+            rule.effects.ledger,
+            expected,
+            if t.posting.is_some() {
+                "lines"
+            } else {
+                "no lines"
+            },
+            follow_up
+        )));
+    }
+    Ok(Ok(rule))
+}
+
 macro_rules! impl_store {
     ($store:ty, $backend:expr) => {
         async fn insert_merchant(
@@ -404,11 +440,15 @@ macro_rules! impl_store {
                 use $crate::store::{ClaimResult, CreatePayment, OpenedPayment};
                 use $crate::store::shared::{ClaimStep, Step};
                 let n = &o.payment;
-                if let Some(t) = &o.submit {
-                    if let Err(refused) = $crate::domain::state::check(t.from, t.event, t.to) {
-                        return Err($crate::store::StoreError::Corrupt(format!("store refused {refused}")));
-                    }
-                }
+                let submit = match &o.submit {
+                    Some(t) => match $crate::store::shared::rule_for(t)? {
+                        Ok(rule) => Some((t, rule)),
+                        Err(refused) => {
+                            return Err($crate::store::StoreError::Corrupt(format!("store refused {refused}")));
+                        }
+                    },
+                    None => None,
+                };
                 let mut tx = self.begin_write().await?;
                 // The recovery point goes in with the claim: the payment below is inserted in
                 // the same transaction, and unset again when its merchant_order_id is taken.
@@ -437,8 +477,8 @@ macro_rules! impl_store {
                         return Ok(OpenedPayment::Existing(p));
                     }
                 };
-                if let Some(t) = &o.submit {
-                    match apply_step(&mut tx, &self.webhook_plan, t).await? {
+                if let Some((t, rule)) = submit {
+                    match apply_step(&mut tx, &self.webhook_plan, t, rule).await? {
                         Step::Applied(p) => created = p,
                         Step::Duplicate | Step::Stale => {
                             tx.rollback().await?;
@@ -499,9 +539,11 @@ macro_rules! impl_store {
                 // Whoever the caller is (request, worker, ops action), only a whitelisted
                 // (from, event) -> to is ever written (DESIGN.md "Payment state machine"); the
                 // store is the last place a caller's slip can be stopped before it is history.
+                let mut rules = Vec::with_capacity(steps.len());
                 for (i, t) in steps.iter().enumerate() {
-                    if let Err(refused) = $crate::domain::state::check(t.from, t.event, t.to) {
-                        return Ok(written(TransitionResult::Refused(refused)));
+                    match $crate::store::shared::rule_for(t)? {
+                        Ok(rule) => rules.push(rule),
+                        Err(refused) => return Ok(written(TransitionResult::Refused(refused))),
                     }
                     // A batch is one payment's chain: each step starts where the last ended.
                     if i > 0 {
@@ -516,8 +558,8 @@ macro_rules! impl_store {
                 }
                 let mut tx = self.begin_write().await?;
                 let mut after = None;
-                for t in steps {
-                    match apply_step(&mut tx, &self.webhook_plan, t).await? {
+                for (t, rule) in steps.iter().zip(rules) {
+                    match apply_step(&mut tx, &self.webhook_plan, t, rule).await? {
                         Step::Applied(p) => after = Some(p),
                         Step::Duplicate => {
                             tx.rollback().await?;
@@ -1051,12 +1093,14 @@ macro_rules! impl_store {
         }
 
         /// One transition inside the caller's transaction (the body of
-        /// [`Store::apply_transition`], after the whitelist check): the event, the conditional
-        /// update on (id, status, version), the posting, the jobs and the outbox row.
+        /// [`Store::apply_transition`], after `rule_for`): the event, the conditional update on
+        /// (id, status, version), then the row's effects in the order
+        /// [`Effects`]($crate::domain::state::Effects) gives, and the outbox row.
         async fn apply_step(
             tx: &mut sqlx::Transaction<'static, Db>,
             plan: &$crate::store::WebhookPlan,
             t: &$crate::store::Transition,
+            rule: &'static $crate::domain::state::Rule,
         ) -> Result<$crate::store::shared::Step, $crate::store::StoreError> {
             use $crate::store::{Payment, PaymentRow};
             use $crate::store::shared::Step;
@@ -1082,17 +1126,18 @@ macro_rules! impl_store {
             let row = sqlx::query_as::<_, PaymentRow>(&format!(
                 "UPDATE payments SET status = $1, version = version + 1, updated_at = $2, \
                  submit_attempts = submit_attempts + $3, \
-                 last_error = CASE WHEN $1 = 'SUCCESS' THEN NULL ELSE COALESCE($4, last_error) END \
+                 last_error = CASE WHEN $8 THEN NULL ELSE COALESCE($4, last_error) END \
                  WHERE id = $5 AND status = $6 AND version = $7 RETURNING {}",
                 $crate::store::shared::PAYMENT_COLUMNS
             ))
             .bind(t.to.as_str())
             .bind(t.now)
-            .bind(i64::from(t.count_submit))
+            .bind(i64::from(rule.effects.counts_submit))
             .bind(t.last_error.as_deref())
             .bind(&t.payment_id)
             .bind(t.from.as_str())
             .bind(t.version)
+            .bind(rule.effects.clears_error)
             .fetch_optional(&mut **tx)
             .await?;
             let Some(row) = row else {
@@ -1102,22 +1147,24 @@ macro_rules! impl_store {
             if let Some(posting) = &t.posting {
                 insert_posting(tx, &t.payment_id, posting, t.now).await?;
             }
-            for job in &t.enqueue {
-                insert_job(tx, job, t.now).await?;
-            }
-            if !t.close_jobs.is_empty() {
-                // One statement for every kind the step closes.
-                let kinds: Vec<String> = (0..t.close_jobs.len()).map(|i| format!("${}", i + 3)).collect();
+            let closes = rule.effects.closes;
+            if !closes.is_empty() {
+                // One statement for every kind the step closes, before its follow-up job is
+                // written: a row may close the kind it queues anew (a forced UNKNOWN).
+                let kinds: Vec<String> = (0..closes.len()).map(|i| format!("${}", i + 3)).collect();
                 let sql = format!(
                     "UPDATE jobs SET status = 'done', updated_at = $1 \
                      WHERE payment_id = $2 AND status = 'due' AND kind IN ({})",
                     kinds.join(", ")
                 );
                 let mut q = sqlx::query(&sql).bind(t.now).bind(&t.payment_id);
-                for kind in &t.close_jobs {
+                for kind in closes {
                     q = q.bind(kind.as_str());
                 }
                 q.execute(&mut **tx).await?;
+            }
+            for job in &t.enqueue {
+                insert_job(tx, job, t.now).await?;
             }
             // The outcome's outbox row commits with the transition or not at all.
             if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to) {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::domain::stuck::{AGE_BUCKETS, StuckThresholds};
 use crate::service::Core;
-use crate::store::{JOB_STATUSES, JobKind};
+use crate::store::{JobKind, JobStatus};
 
 /// Recomputes the gauges every `every` until the task is aborted.
 pub async fn run(core: Core, thresholds: StuckThresholds, every: Duration) {
@@ -50,11 +50,11 @@ pub async fn refresh(
     // Every (kind, status) pair is set, zero when the query has no row for it: a gauge only
     // set when non-zero would keep its last value after its group empties.
     for kind in JobKind::ALL.map(JobKind::as_str) {
-        for status in JOB_STATUSES {
+        for status in JobStatus::ALL.map(JobStatus::as_str) {
             let stat = stats.iter().find(|s| s.kind == kind && s.status == status);
             metrics::gauge!("converge_jobs", "kind" => kind, "status" => status)
                 .set(stat.map_or(0, |s| s.count) as f64);
-            if status == "due" {
+            if status == JobStatus::Due.as_str() {
                 let age = stat
                     .and_then(|s| s.oldest_run_at)
                     .map_or(0, |t| (now - t).max(0));

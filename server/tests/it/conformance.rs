@@ -341,7 +341,7 @@ async fn succeed(store: &Arc<dyn Store>, p: Payment) -> Payment {
         PaymentEvent::ChannelSucceeded,
         PaymentEvent::LedgerPosted,
     ] {
-        let t = Transition {
+        let t = crate::support::with_follow_up(Transition {
             payment_id: p.id.clone(),
             from: p.status,
             version: p.version,
@@ -351,14 +351,12 @@ async fn succeed(store: &Arc<dyn Store>, p: Payment) -> Payment {
             source: "test".into(),
             detail: String::new(),
             now: NOW,
-            count_submit: event == PaymentEvent::Submit,
             last_error: None,
             posting: (event == PaymentEvent::LedgerPosted).then(|| {
                 converge_server::domain::ledger::charge(p.merchant_id, p.amount, &p.currency)
             }),
             enqueue: vec![],
-            close_jobs: vec![],
-        };
+        });
         let TransitionResult::Applied(next) = store.apply_transition(&t).await.unwrap() else {
             panic!("{event}")
         };

@@ -497,11 +497,9 @@ on_both_backends!(
             source: "api".into(),
             detail: String::new(),
             now: SystemClock.now_ms(),
-            count_submit: true,
             last_error: None,
             posting: None,
             enqueue: vec![],
-            close_jobs: vec![],
         };
         assert!(matches!(
             app.store.apply_transition(&t).await.unwrap(),

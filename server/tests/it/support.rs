@@ -696,3 +696,27 @@ pub async fn ops_session(app: &TestApp, name: &str) -> reqwest::Client {
     assert_eq!(r.status().as_u16(), 200, "login {name}");
     c
 }
+
+/// `t` with the follow-up job its state-machine row calls for (`Effects::follow_up`), due at
+/// `t.now`, unless the test set its own: the store refuses a step without it.
+pub fn with_follow_up(
+    mut t: converge_server::store::Transition,
+) -> converge_server::store::Transition {
+    if t.enqueue.is_empty() {
+        if let Ok(rule) = converge_server::domain::state::check(t.from, t.event, t.to) {
+            t.enqueue = rule
+                .effects
+                .follow_up
+                .map(|f| converge_server::store::NewJob {
+                    kind: f.kind,
+                    payment_id: Some(t.payment_id.clone()),
+                    refund_id: None,
+                    run_at: t.now,
+                    max_attempts: 5,
+                })
+                .into_iter()
+                .collect();
+        }
+    }
+    t
+}

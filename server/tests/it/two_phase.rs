@@ -14,9 +14,8 @@ use converge_server::domain::state::{PaymentEvent, PaymentStatus};
 use converge_server::service::ids::{new_id, new_token};
 use converge_server::service::payments::PaymentInput;
 use converge_server::store::{
-    ClaimResult, JobKind, KeyClaim, KeyCompletion, KeyOutcomeDelta, KeyRef, NewPayment,
-    OpenPayment, OpenedPayment, Payment, RouteOutcomeDelta, Store, StoredResponse, Transition,
-    TransitionResult,
+    ClaimResult, KeyClaim, KeyCompletion, KeyOutcomeDelta, KeyRef, NewPayment, OpenPayment,
+    OpenedPayment, Payment, RouteOutcomeDelta, Store, StoredResponse, Transition, TransitionResult,
 };
 use serde_json::{Value, json};
 
@@ -77,7 +76,7 @@ fn step(
     event: PaymentEvent,
     to: PaymentStatus,
 ) -> Transition {
-    Transition {
+    with_follow_up(Transition {
         payment_id: p.into(),
         from,
         version,
@@ -87,12 +86,10 @@ fn step(
         source: "test".into(),
         detail: String::new(),
         now: NOW,
-        count_submit: event == PaymentEvent::Submit,
         last_error: None,
         posting: None,
         enqueue: vec![],
-        close_jobs: vec![],
-    }
+    })
 }
 
 fn open(m: i64, key: &str, token: &str, order: &str, now: i64) -> OpenPayment {
@@ -120,15 +117,13 @@ fn charge_chain(p: &Payment) -> Vec<Transition> {
         PaymentStatus::Success,
     );
     posted.posting = Some(ledger::charge(p.merchant_id, p.amount, &p.currency));
-    posted.close_jobs = vec![JobKind::PostLedger];
-    let mut charged = step(
+    let charged = step(
         &p.id,
         PaymentStatus::Processing,
         p.version,
         PaymentEvent::ChannelSucceeded,
         PaymentStatus::ChannelSuccess,
     );
-    charged.close_jobs = vec![JobKind::Submit, JobKind::Query];
     vec![charged, posted]
 }
 
@@ -490,11 +485,9 @@ on_both_backends!(
                     source: "api".into(),
                     detail: String::new(),
                     now,
-                    count_submit: true,
                     last_error: None,
                     posting: None,
                     enqueue: vec![],
-                    close_jobs: vec![],
                 }),
             })
             .await

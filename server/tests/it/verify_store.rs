@@ -52,7 +52,7 @@ async fn advance(
     posting: Option<LedgerPosting>,
 ) -> Payment {
     for &event in events {
-        let t = Transition {
+        let t = crate::support::with_follow_up(Transition {
             payment_id: p.id.clone(),
             from: p.status,
             version: p.version,
@@ -62,14 +62,12 @@ async fn advance(
             source: "test".into(),
             detail: String::new(),
             now: NOW,
-            count_submit: event == PaymentEvent::Submit,
             last_error: None,
             posting: (event == PaymentEvent::LedgerPosted)
                 .then(|| posting.clone())
                 .flatten(),
             enqueue: vec![],
-            close_jobs: vec![],
-        };
+        });
         let TransitionResult::Applied(next) = store.apply_transition(&t).await.unwrap() else {
             panic!("{event}")
         };

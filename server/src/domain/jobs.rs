@@ -1,0 +1,125 @@
+//! The compensation queue's vocabulary (DESIGN.md "Compensation queue"): what a job does and
+//! where it is in its life. Plain data; the queue itself is in `store::queue` and `worker`.
+
+use serde::Serialize;
+
+/// Kinds of compensation jobs (DESIGN.md "Compensation queue").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    /// Send the charge.
+    Submit,
+    /// Ask the channel what happened.
+    Query,
+    /// Post the charge's ledger batch.
+    PostLedger,
+    /// Send a refund.
+    Refund,
+    /// Deliver one webhook (payload: the delivery id).
+    Webhook,
+    /// Import a statement.
+    Reconcile,
+    /// Purge expired keys.
+    Purge,
+    /// Finish an ops reversal whose payment is reserved (`payments.reversal_id`): refund at the
+    /// channel under the action id and record REVERSED, if the executing request died first.
+    Reverse,
+}
+
+impl JobKind {
+    /// Every kind, for gauges that must report zero for an empty kind.
+    pub const ALL: [JobKind; 8] = [
+        JobKind::Submit,
+        JobKind::Query,
+        JobKind::PostLedger,
+        JobKind::Refund,
+        JobKind::Webhook,
+        JobKind::Reconcile,
+        JobKind::Purge,
+        JobKind::Reverse,
+    ];
+
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Submit => "submit",
+            JobKind::Query => "query",
+            JobKind::PostLedger => "post_ledger",
+            JobKind::Refund => "refund",
+            JobKind::Webhook => "webhook",
+            JobKind::Reconcile => "reconcile",
+            JobKind::Purge => "purge",
+            JobKind::Reverse => "reverse",
+        }
+    }
+}
+
+/// Where a job is in its life (DESIGN.md "Compensation queue"): `due` waits for its
+/// `run_at`; `leased` runs under a lease token until it completes, fails or the lease lapses
+/// (then it is due again); `done` and `dead` are final (dead: attempts spent, waiting in the
+/// error pool for a person).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobStatus {
+    /// Waiting for its `run_at`.
+    Due,
+    /// Held by a worker under a lease token.
+    Leased,
+    /// Completed (or closed by the transition that made it pointless).
+    Done,
+    /// Attempts spent.
+    Dead,
+}
+
+impl JobStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [JobStatus; 4] = [
+        JobStatus::Due,
+        JobStatus::Leased,
+        JobStatus::Done,
+        JobStatus::Dead,
+    ];
+
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Due => "due",
+            JobStatus::Leased => "leased",
+            JobStatus::Done => "done",
+            JobStatus::Dead => "dead",
+        }
+    }
+
+    /// The status stored as `name`, if any.
+    pub fn parse(name: &str) -> Option<JobStatus> {
+        JobStatus::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// Final: nothing runs the job again unless a person wakes it (retry of a dead job).
+    pub fn is_final(self) -> bool {
+        matches!(self, JobStatus::Done | JobStatus::Dead)
+    }
+}
+
+impl JobKind {
+    /// The kind stored as `name`, if any.
+    pub fn parse(name: &str) -> Option<JobKind> {
+        JobKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_names_round_trip() {
+        for k in JobKind::ALL {
+            assert_eq!(JobKind::parse(k.as_str()), Some(k));
+        }
+        for s in JobStatus::ALL {
+            assert_eq!(JobStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(JobKind::parse("nope"), None);
+        assert_eq!(JobStatus::parse("running"), None);
+    }
+}
