@@ -79,6 +79,125 @@ impl FromStr for ActionKind {
 
 pub use crate::domain::state::{FORCE_WHITELIST, force_allowed};
 
+/// Where a maker-checker request is in its life (DESIGN.md "Ops console").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ActionStatus {
+    /// Waiting for a second person's decision.
+    Pending,
+    /// Approved (or needing no approval) and not yet run to the end.
+    Approved,
+    /// Refused by an approver. Final.
+    Rejected,
+    /// Not decided within its time to live. Final.
+    Expired,
+    /// Withdrawn by its requester. Final.
+    Cancelled,
+    /// Its payment moved since the request pinned its version. Final.
+    Stale,
+    /// Run to the end. Final.
+    Executed,
+    /// Run and stopped short; executing it again resumes (each step is idempotent).
+    Failed,
+}
+
+impl ActionStatus {
+    /// Every status.
+    pub const ALL: [ActionStatus; 8] = [
+        ActionStatus::Pending,
+        ActionStatus::Approved,
+        ActionStatus::Rejected,
+        ActionStatus::Expired,
+        ActionStatus::Cancelled,
+        ActionStatus::Stale,
+        ActionStatus::Executed,
+        ActionStatus::Failed,
+    ];
+
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionStatus::Pending => "pending",
+            ActionStatus::Approved => "approved",
+            ActionStatus::Rejected => "rejected",
+            ActionStatus::Expired => "expired",
+            ActionStatus::Cancelled => "cancelled",
+            ActionStatus::Stale => "stale",
+            ActionStatus::Executed => "executed",
+            ActionStatus::Failed => "failed",
+        }
+    }
+
+    /// The status stored as `name`, if any.
+    pub fn parse(name: &str) -> Option<ActionStatus> {
+        ActionStatus::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// The status a new request of `kind` starts in: pending when a second person must
+    /// approve it, approved otherwise.
+    pub fn initial(kind: ActionKind) -> ActionStatus {
+        if kind.needs_approval() {
+            ActionStatus::Pending
+        } else {
+            ActionStatus::Approved
+        }
+    }
+}
+
+/// A move in a request's life: the only ways its status changes, each with the statuses it
+/// may start from and the audit action it is recorded as (one table; the store applies a move
+/// conditionally on the status being one of `from`, so two deciders cannot both win).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionMoveKind {
+    /// A second person approves.
+    Approve,
+    /// A second person refuses.
+    Reject,
+    /// Its time to live ran out before a decision.
+    Expire,
+    /// Its requester withdraws it.
+    Cancel,
+    /// Its payment moved since the request: deciding it would act on what nobody saw.
+    Stale,
+    /// It ran to the end.
+    Execute,
+    /// It ran and stopped short.
+    Fail,
+}
+
+impl ActionMoveKind {
+    /// Every move.
+    pub const ALL: [ActionMoveKind; 7] = [
+        ActionMoveKind::Approve,
+        ActionMoveKind::Reject,
+        ActionMoveKind::Expire,
+        ActionMoveKind::Cancel,
+        ActionMoveKind::Stale,
+        ActionMoveKind::Execute,
+        ActionMoveKind::Fail,
+    ];
+
+    /// (statuses it may start from, status it ends in, audit action).
+    pub fn rule(self) -> (&'static [ActionStatus], ActionStatus, &'static str) {
+        use ActionStatus as A;
+        const UNDECIDED: &[ActionStatus] = &[A::Pending];
+        const RUNNABLE: &[ActionStatus] = &[A::Approved, A::Failed];
+        match self {
+            ActionMoveKind::Approve => (UNDECIDED, A::Approved, "action_approved"),
+            ActionMoveKind::Reject => (UNDECIDED, A::Rejected, "action_rejected"),
+            ActionMoveKind::Expire => (UNDECIDED, A::Expired, "action_expired"),
+            ActionMoveKind::Cancel => (UNDECIDED, A::Cancelled, "action_cancelled"),
+            ActionMoveKind::Stale => (UNDECIDED, A::Stale, "action_stale"),
+            ActionMoveKind::Execute => (RUNNABLE, A::Executed, "action_executed"),
+            ActionMoveKind::Fail => (RUNNABLE, A::Failed, "action_failed"),
+        }
+    }
+
+    /// Whether a request in `status` may make this move.
+    pub fn allowed_from(self, status: &str) -> bool {
+        self.rule().0.iter().any(|s| s.as_str() == status)
+    }
+}
+
 /// Whether a payment in `status` can be reversed (its charge refunded and the ledger
 /// reversed): SUCCESS, or SUSPENSE (charged, never posted).
 pub fn reversible(status: PaymentStatus) -> bool {
@@ -209,6 +328,24 @@ mod tests {
         }
         assert!(!force_allowed(S::Failed, S::Success));
         assert!(!force_allowed(S::Success, S::Failed));
+    }
+
+    #[test]
+    fn a_final_request_never_moves_again_and_only_an_undecided_one_is_decided() {
+        use ActionStatus as A;
+        for m in ActionMoveKind::ALL {
+            let (from, to, audit) = m.rule();
+            for s in [A::Rejected, A::Expired, A::Cancelled, A::Stale, A::Executed] {
+                assert!(!from.contains(&s), "{m:?} leaves final {s:?}");
+            }
+            assert!(!from.contains(&to) || to == A::Failed, "{m:?}");
+            assert!(audit.starts_with("action_"));
+        }
+        for s in A::ALL {
+            assert_eq!(A::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(A::initial(ActionKind::Reverse), A::Pending);
+        assert_eq!(A::initial(ActionKind::Query), A::Approved);
     }
 
     #[test]

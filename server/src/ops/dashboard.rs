@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::domain::actions::{ActionKind, ActionStatus};
 use crate::domain::idempotency::Outcome;
 use crate::domain::jobs::JobStatus;
 use crate::domain::stuck::StuckThresholds;
@@ -352,7 +353,10 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
         (payment.status == crate::domain::state::PaymentStatus::Reversed).then(|| ReversalView {
             action_id: actions
                 .iter()
-                .find(|a| a.kind == "reverse" && a.status == "executed")
+                .find(|a| {
+                    a.kind == ActionKind::Reverse.as_str()
+                        && a.status == ActionStatus::Executed.as_str()
+                })
                 .map(|a| a.id.clone()),
             amount: payment.unrefunded(),
         });

@@ -10,10 +10,12 @@
 use serde_json::json;
 
 use super::payments::Extras;
-use super::resolve::suspense_key;
+use super::resolve::{QueryVerdict, query_verdict, suspense_key};
 use super::{Core, ids};
-use crate::channel::{CancelOutcome, QueryOutcome, RefundOutcome};
-use crate::domain::actions::{ActionKind, MAX_EVIDENCE, check_reason, force_allowed};
+use crate::channel::{CancelOutcome, RefundOutcome};
+use crate::domain::actions::{
+    ActionKind, ActionMoveKind, ActionStatus, MAX_EVIDENCE, check_reason, force_allowed,
+};
 use crate::domain::state::{PaymentEvent, PaymentStatus, check, rule};
 use crate::store::{
     ActionMove, ActionRecord, ApprovalRow, AuditEntry, CreateAction, JobKind, NewAction, NewJob,
@@ -198,11 +200,7 @@ impl Core {
             evidence,
             target_status: target,
             payment_version: p.version,
-            status: if kind.needs_approval() {
-                "pending".into()
-            } else {
-                "approved".into()
-            },
+            status: ActionStatus::initial(kind).as_str().into(),
             now,
             expires_at: now + ttl_ms,
         };
@@ -284,8 +282,7 @@ impl Core {
             self.close(
                 actor,
                 &a,
-                "stale",
-                "action_stale",
+                ActionMoveKind::Stale,
                 reason,
                 json!({"pinned": a.payment_version, "now": p.version}),
             )
@@ -295,10 +292,11 @@ impl Core {
                 "the payment changed since the request; request again".into(),
             ));
         }
+        let (from, to, audit_action) = ActionMoveKind::Approve.rule();
         let m = ActionMove {
             id: a.id.clone(),
-            from: vec!["pending".into()],
-            to: "approved".into(),
+            from: names(from),
+            to: to.as_str().into(),
             decision: Some((actor.username.clone(), reason.trim().into())),
             not_by_requester: Some(actor.username.clone()),
             unexpired_at: Some(now),
@@ -307,7 +305,7 @@ impl Core {
         };
         let audit = actor.entry(
             now,
-            "action_approved",
+            audit_action,
             &format!("action:{}", a.id),
             reason.trim(),
             action_json(&a),
@@ -331,15 +329,14 @@ impl Core {
         let Some(a) = self.store.action(id).await? else {
             return Ok(false);
         };
-        if a.requested_by == actor.username || a.status != "pending" {
+        if a.requested_by == actor.username || !ActionMoveKind::Approve.allowed_from(&a.status) {
             return Ok(false);
         }
         if a.expires_at <= self.clock.now_ms() {
             self.close(
                 actor,
                 &a,
-                "expired",
-                "action_expired",
+                ActionMoveKind::Expire,
                 "expired before a decision",
                 json!({}),
             )
@@ -353,8 +350,7 @@ impl Core {
             self.close(
                 actor,
                 &a,
-                "stale",
-                "action_stale",
+                ActionMoveKind::Stale,
                 "the payment changed since the request",
                 json!({"pinned": a.payment_version, "now": p.version}),
             )
@@ -384,7 +380,7 @@ impl Core {
             ));
         }
         self.check_pending(actor, &a).await?;
-        self.close(actor, &a, "rejected", "action_rejected", reason, json!({}))
+        self.close(actor, &a, ActionMoveKind::Reject, reason, json!({}))
             .await?;
         Ok(self.store.action(id).await?.unwrap_or(a))
     }
@@ -410,8 +406,7 @@ impl Core {
         self.close(
             actor,
             &a,
-            "cancelled",
-            "action_cancelled",
+            ActionMoveKind::Cancel,
             "cancelled by the requester",
             json!({}),
         )
@@ -420,7 +415,7 @@ impl Core {
     }
 
     async fn check_pending(&self, actor: &Actor, a: &ActionRecord) -> Result<(), ActionError> {
-        if a.status != "pending" {
+        if a.status != ActionStatus::Pending.as_str() {
             return Err(ActionError::Conflict(
                 "not_pending",
                 format!("this request is {}", a.status),
@@ -430,8 +425,7 @@ impl Core {
             self.close(
                 actor,
                 a,
-                "expired",
-                "action_expired",
+                ActionMoveKind::Expire,
                 "expired before a decision",
                 json!({}),
             )
@@ -444,21 +438,21 @@ impl Core {
         Ok(())
     }
 
-    /// Moves a pending request to a final status with its audit record.
+    /// Moves a pending request to the final status of `step` with its audit record.
     async fn close(
         &self,
         actor: &Actor,
         a: &ActionRecord,
-        to: &str,
-        audit_action: &str,
+        step: ActionMoveKind,
         reason: &str,
         detail: serde_json::Value,
     ) -> Result<bool, ActionError> {
         let now = self.clock.now_ms();
+        let (from, to, audit_action) = step.rule();
         let m = ActionMove {
             id: a.id.clone(),
-            from: vec!["pending".into()],
-            to: to.into(),
+            from: names(from),
+            to: to.as_str().into(),
             decision: Some((actor.username.clone(), reason.trim().into())),
             result: Some(detail.to_string()),
             now,
@@ -487,7 +481,7 @@ impl Core {
             .action(id)
             .await?
             .ok_or(ActionError::NotFound("action"))?;
-        if a.status != "approved" && a.status != "failed" {
+        if !ActionMoveKind::Execute.allowed_from(&a.status) {
             return Err(ActionError::Conflict(
                 "not_executable",
                 format!("this request is {}", a.status),
@@ -509,14 +503,15 @@ impl Core {
             Err(m) => Err(m),
         };
         let now = self.clock.now_ms();
-        let (to, audit_action, result) = match outcome {
-            Ok(r) => ("executed", "action_executed", r),
-            Err(why) => ("failed", "action_failed", json!({"error": why})),
+        let (step, result) = match outcome {
+            Ok(r) => (ActionMoveKind::Execute, r),
+            Err(why) => (ActionMoveKind::Fail, json!({"error": why})),
         };
+        let (from, to, audit_action) = step.rule();
         let m = ActionMove {
             id: a.id.clone(),
-            from: vec!["approved".into(), "failed".into()],
-            to: to.into(),
+            from: names(from),
+            to: to.as_str().into(),
             result: Some(result.to_string()),
             now,
             ..ActionMove::default()
@@ -547,29 +542,18 @@ impl Core {
     async fn run_query(&self, a: &ActionRecord, p: Payment) -> Result<serde_json::Value, String> {
         let answer = self.channel.query(&p.channel_key).await;
         let source = format!("action:{}", a.id);
-        let event = match (&answer, p.status) {
-            (QueryOutcome::Succeeded { amount, currency }, PaymentStatus::Unknown)
-                if *amount == p.amount && *currency == p.currency =>
-            {
-                Some(PaymentEvent::QuerySucceeded)
+        let shown = format!("{answer:?}");
+        // An ops query settles what the worker's query would, and only an UNKNOWN payment.
+        if p.status == PaymentStatus::Unknown {
+            if let QueryVerdict::Settles(event, extras) = query_verdict(&p, answer) {
+                let after = self
+                    .apply(&p, event, &source, extras)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                self.drive(after, &source)
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
-            (QueryOutcome::Declined { .. }, PaymentStatus::Unknown) => {
-                Some(PaymentEvent::QueryDeclined)
-            }
-            _ => None,
-        };
-        if let Some(event) = event {
-            let extras = Extras {
-                detail: format!("ops query: {answer:?}"),
-                ..Extras::default()
-            };
-            let after = self
-                .apply(&p, event, &source, extras)
-                .await
-                .map_err(|e| e.to_string())?;
-            self.drive(after, &source)
-                .await
-                .map_err(|e| e.to_string())?;
         }
         let now = self
             .store
@@ -577,7 +561,7 @@ impl Core {
             .await
             .map_err(|e| e.to_string())?
             .map(|p| p.status.as_str());
-        Ok(json!({"answer": format!("{answer:?}"), "status": now}))
+        Ok(json!({"answer": shown, "status": now}))
     }
 
     /// Reverses at the channel what the payment still holds. The reversal first reserves the
@@ -804,4 +788,9 @@ impl Core {
             TransitionResult::Refused(e) => Err(format!("refused by the state machine: {e}")),
         }
     }
+}
+
+/// Stored names of `statuses`, for a conditional move.
+fn names(statuses: &[ActionStatus]) -> Vec<String> {
+    statuses.iter().map(|s| s.as_str().to_string()).collect()
 }

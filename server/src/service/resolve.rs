@@ -61,27 +61,73 @@ pub fn suspense_key(payment_id: &str) -> String {
     format!("suspense:{payment_id}")
 }
 
+/// What a channel's answer to a query of UNKNOWN payment `p` means (seed article 004: only
+/// a decidable answer settles). One reading for the worker's query job and an ops query
+/// action, so the two never disagree.
+pub(crate) enum QueryVerdict {
+    /// A charge of the payment's amount and currency (QUERY_SUCCEEDED), or a decline
+    /// (QUERY_DECLINED): the transition and its evidence.
+    Settles(PaymentEvent, Extras),
+    /// A charge of another amount or currency: a person must look.
+    OtherAmount {
+        /// Minor units the channel charged.
+        amount: i64,
+        /// Its currency.
+        currency: String,
+    },
+    /// The channel has no request under the key.
+    NotFound,
+    /// The key was cancelled at the channel (fenced).
+    Cancelled,
+    /// No decidable answer: ask again later.
+    Error(String),
+}
+
+/// [`QueryVerdict`] of `answer` for `p`.
+pub(crate) fn query_verdict(p: &Payment, answer: QueryOutcome) -> QueryVerdict {
+    match answer {
+        QueryOutcome::Succeeded { amount, currency }
+            if amount == p.amount && currency == p.currency =>
+        {
+            let extras = Extras {
+                detail: format!("query: charged {}", money::display(amount, &currency)),
+                ..Extras::default()
+            };
+            QueryVerdict::Settles(PaymentEvent::QuerySucceeded, extras)
+        }
+        QueryOutcome::Succeeded { amount, currency } => {
+            QueryVerdict::OtherAmount { amount, currency }
+        }
+        QueryOutcome::Declined { reason } => {
+            let extras = Extras {
+                detail: format!("query: declined: {reason}"),
+                last_error: Some(format!("declined: {reason}")),
+                ..Extras::default()
+            };
+            QueryVerdict::Settles(PaymentEvent::QueryDeclined, extras)
+        }
+        QueryOutcome::NotFound => QueryVerdict::NotFound,
+        QueryOutcome::Cancelled => QueryVerdict::Cancelled,
+        QueryOutcome::Error { detail } => QueryVerdict::Error(detail),
+    }
+}
+
 impl Core {
     /// One query of an UNKNOWN payment by its channel key, and the transition it justifies.
     pub async fn resolve_unknown(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
         if p.status != PaymentStatus::Unknown {
             return Ok(Step::Done);
         }
-        match self.channel.query(&p.channel_key).await {
-            QueryOutcome::Succeeded { amount, currency }
-                if amount == p.amount && currency == p.currency =>
-            {
-                let extras = Extras {
-                    detail: format!("query: charged {}", money::display(amount, &currency)),
-                    ..Extras::default()
-                };
-                let after = self
-                    .apply(&p, PaymentEvent::QuerySucceeded, source, extras)
-                    .await?;
-                self.drive(after, source).await?;
+        let answer = self.channel.query(&p.channel_key).await;
+        match query_verdict(&p, answer) {
+            QueryVerdict::Settles(event, extras) => {
+                let after = self.apply(&p, event, source, extras).await?;
+                if event == PaymentEvent::QuerySucceeded {
+                    self.drive(after, source).await?;
+                }
                 Ok(Step::Done)
             }
-            QueryOutcome::Succeeded { amount, currency } => Ok(Step::GiveUp {
+            QueryVerdict::OtherAmount { amount, currency } => Ok(Step::GiveUp {
                 kind: "amount_mismatch",
                 summary: format!(
                     "channel charged {}, payment is {}",
@@ -90,17 +136,7 @@ impl Core {
                 ),
                 evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
             }),
-            QueryOutcome::Declined { reason } => {
-                let extras = Extras {
-                    detail: format!("query: declined: {reason}"),
-                    last_error: Some(format!("declined: {reason}")),
-                    ..Extras::default()
-                };
-                self.apply(&p, PaymentEvent::QueryDeclined, source, extras)
-                    .await?;
-                Ok(Step::Done)
-            }
-            QueryOutcome::NotFound if p.submit_attempts <= self.timings.resubmit_budget => {
+            QueryVerdict::NotFound if p.submit_attempts <= self.timings.resubmit_budget => {
                 let extras = Extras {
                     detail: "query: not found; resubmitting with the same key".into(),
                     ..Extras::default()
@@ -111,8 +147,8 @@ impl Core {
                 self.drive(after, source).await?;
                 Ok(Step::Done)
             }
-            QueryOutcome::NotFound | QueryOutcome::Cancelled => self.fence(p, source).await,
-            QueryOutcome::Error { detail } => Ok(Step::Retry(format!("query failed: {detail}"))),
+            QueryVerdict::NotFound | QueryVerdict::Cancelled => self.fence(p, source).await,
+            QueryVerdict::Error(detail) => Ok(Step::Retry(format!("query failed: {detail}"))),
         }
     }
 
