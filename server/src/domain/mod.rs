@@ -15,6 +15,7 @@ pub mod money;
 pub mod netaddr;
 pub mod pause;
 pub mod ratelimit;
+pub mod refunds;
 pub mod roles;
 pub mod state;
 pub mod stuck;

@@ -6,6 +6,7 @@ use super::payments::Extras;
 use super::{Core, ServiceError, ids};
 use crate::channel::RefundOutcome;
 use crate::domain::ledger;
+use crate::domain::refunds::RefundStatus;
 use crate::domain::state::{PaymentEvent, PaymentStatus};
 use crate::store::{CreateRefund, NewRefund, Refund};
 
@@ -49,7 +50,7 @@ impl Core {
     /// payment amount the payment becomes REFUNDED. An undecidable answer leaves the refund
     /// pending for its job.
     pub async fn drive_refund(&self, refund: Refund, source: &str) -> Result<Refund, ServiceError> {
-        if refund.status != "pending" {
+        if refund.status != RefundStatus::Pending.as_str() {
             return Ok(refund);
         }
         // Refund jobs paused (the emergency switch): nothing goes to the channel; the refund

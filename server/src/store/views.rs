@@ -95,7 +95,9 @@ pub struct RefundView {
 fn refund_status_schema() -> utoipa::openapi::Object {
     utoipa::openapi::ObjectBuilder::new()
         .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(["pending", "succeeded", "failed"]))
+        .enum_values(Some(
+            crate::domain::refunds::RefundStatus::ALL.map(|s| s.as_str()),
+        ))
         .build()
 }
 

@@ -91,11 +91,13 @@ async fn refund(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
         return Ok(Step::Done);
     };
     let after = core.drive_refund(r, "worker").await?;
-    Ok(if after.status == "pending" {
-        Step::Retry("refund outcome unknown".into())
-    } else {
-        Step::Done
-    })
+    Ok(
+        if after.status == crate::domain::refunds::RefundStatus::Pending.as_str() {
+            Step::Retry("refund outcome unknown".into())
+        } else {
+            Step::Done
+        },
+    )
 }
 
 /// Finishes an ops reversal whose executing request died after reserving the payment: the
