@@ -19,6 +19,78 @@ pub fn init_logs() {
         .try_init();
 }
 
+/// The W3C Trace Context trace id (<https://www.w3.org/TR/trace-context/>, `traceparent`
+/// header): 32 lower-case hex digits, not all zero. One id follows a payment from the
+/// merchant's request through the jobs that drive it to the console (seed article 004 §8.4
+/// asks for a global trace id on every step): it is kept on the payment's events, on the jobs
+/// written in its scope, and in the `request_meta` of the audit records written in its scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceId(String);
+
+impl TraceId {
+    /// The trace id of a `traceparent` header value (`00-<trace id>-<parent id>-<flags>`),
+    /// or None when the value is not a valid version-00 header (the spec says to start a new
+    /// trace then). Later versions are read by their first four fields, as the spec asks.
+    pub fn from_traceparent(value: &str) -> Option<TraceId> {
+        let mut parts = value.trim().split('-');
+        let (version, trace, parent, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let hex = |s: &str, n: usize| {
+            s.len() == n
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        let valid = hex(version, 2)
+            && version != "ff"
+            && (version != "00" || parts.next().is_none())
+            && hex(trace, 32)
+            && trace.bytes().any(|b| b != b'0')
+            && hex(parent, 16)
+            && parent.bytes().any(|b| b != b'0')
+            && hex(flags, 2);
+        valid.then(|| TraceId(trace.to_string()))
+    }
+
+    /// A new random trace id, for a request that brought none (or a job written before trace
+    /// ids were kept).
+    pub fn random() -> TraceId {
+        use rand::Rng;
+        let bytes: [u8; 16] = rand::rng().random();
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        // All-zero is invalid; 2^-128 of the time, flip one digit.
+        if bytes == [0; 16] {
+            return TraceId(format!("{}1", &id[..31]));
+        }
+        TraceId(id)
+    }
+
+    /// A stored trace id, trusted as written (it was validated when it came in).
+    pub fn stored(id: String) -> TraceId {
+        TraceId(id)
+    }
+
+    /// The 32 hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+tokio::task_local! {
+    static TRACE: TraceId;
+}
+
+/// Runs `fut` with `trace` as the current trace ([`current_trace`]): a request (the
+/// `traceparent` middleware) or a job run.
+pub async fn in_trace<F: std::future::Future>(trace: TraceId, fut: F) -> F::Output {
+    TRACE.scope(trace, fut).await
+}
+
+/// The current trace id, if the code runs inside [`in_trace`]; None in start-up tasks and
+/// one-off commands.
+pub fn current_trace() -> Option<String> {
+    TRACE.try_with(|t| t.0.clone()).ok()
+}
+
 /// Request-latency histogram: seconds from the request's arrival to its response head, by
 /// `method` (lower-case), `route` (the matched route template, `unmatched` for none) and
 /// `status` (the numeric code).
@@ -186,7 +258,37 @@ pub fn log_safe(value: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::log_safe;
+    use super::{TraceId, log_safe};
+
+    #[test]
+    fn a_traceparent_gives_its_trace_id_and_a_malformed_one_none() {
+        let ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(
+            TraceId::from_traceparent(ok).unwrap().as_str(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(TraceId::from_traceparent(bad), None, "{bad:?}");
+        }
+        // A later version may carry more fields after the four it shares with 00.
+        assert!(
+            TraceId::from_traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x")
+                .is_some()
+        );
+        let r = TraceId::random();
+        assert!(
+            TraceId::from_traceparent(&format!("00-{}-00f067aa0ba902b7-01", r.as_str())).is_some()
+        );
+    }
 
     #[test]
     fn log_values_never_split_a_line_and_are_bounded() {

@@ -21,6 +21,8 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::trace::TraceLayer;
+
+use crate::telemetry::TraceId;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -120,11 +122,14 @@ pub fn router(state: AppState) -> Router {
 /// (`startup`): a layer on the backend's router alone missed the console's routes merged
 /// after it, and one on each part would log a request twice.
 pub fn with_trace(router: Router) -> Router {
-    router.layer(axum::middleware::from_fn(record_latency)).layer(
+    router
+        .layer(axum::middleware::from_fn(record_latency))
+        .layer(
         TraceLayer::new_for_http()
             .make_span_with(|req: &Request| {
                 let route = req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_owned());
-                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), route = route.as_deref().unwrap_or("-"))
+                let trace = req.extensions().get::<TraceId>().map_or("-", TraceId::as_str);
+                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), route = route.as_deref().unwrap_or("-"), trace_id = %trace)
             })
             .on_response(|resp: &axum::response::Response, latency: std::time::Duration, _span: &tracing::Span| {
                 let (status, latency_ms) = (resp.status().as_u16(), latency.as_millis() as u64);
@@ -142,6 +147,22 @@ pub fn with_trace(router: Router) -> Router {
                 }
             }),
     )
+        .layer(axum::middleware::from_fn(trace_context))
+}
+
+/// The request's trace ([`TraceId`]): the incoming W3C `traceparent` header's trace id, or a
+/// new one when it has none or a malformed one (W3C Trace Context §3.2.2: start a new trace).
+/// The handler and everything it calls run in it, so the events, jobs and audit records the
+/// request writes carry the id, and the request's span and log lines show it.
+async fn trace_context(mut req: Request, next: axum::middleware::Next) -> axum::response::Response {
+    let trace = req
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(TraceId::from_traceparent)
+        .unwrap_or_else(TraceId::random);
+    req.extensions_mut().insert(trace.clone());
+    crate::telemetry::in_trace(trace, next.run(req)).await
 }
 
 /// Records [`crate::telemetry::HTTP_REQUEST_DURATION`] for one request. `Router::layer` wraps

@@ -51,7 +51,13 @@ pub fn actor(p: &Principal, addr: &str) -> Actor {
     Actor {
         username: p.username.clone(),
         roles: format_roles(&p.roles),
-        meta: json!({"addr": addr}).to_string(),
+        // The request's trace id rides in the hashed metadata, so an audit record leads to the
+        // payment events and log lines of the same request.
+        meta: match crate::telemetry::current_trace() {
+            Some(trace_id) => json!({"addr": addr, "trace_id": trace_id}),
+            None => json!({"addr": addr}),
+        }
+        .to_string(),
     }
 }
 

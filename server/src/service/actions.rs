@@ -471,6 +471,7 @@ impl Core {
 
     /// Runs an approved (or earlier failed) action. Safe to call again: each step is
     /// idempotent. Returns the action as it ends (`executed` or `failed`).
+    #[tracing::instrument(name = "execute_action", skip_all, fields(action_id = %id, actor = %actor.username))]
     pub async fn execute_action(
         &self,
         actor: &Actor,

@@ -148,6 +148,7 @@ impl Core {
     /// point, the submit job), as [`drive`](Self::drive) does from any state. When something
     /// else moved the payment between the phases, or the merchant is frozen, or submissions
     /// are paused, the payment is driven step by step instead and `stored` is None.
+    #[tracing::instrument(name = "create_payment", skip_all, fields(merchant_id = merchant_id, idempotency_key = %claim.idem_key))]
     pub async fn create_payment(
         &self,
         merchant_id: i64,
@@ -279,6 +280,7 @@ impl Core {
     ///
     /// While submissions are paused (the emergency switch) a PENDING or PROCESSING payment
     /// is left where it is and nothing is sent; its submit job sends it after the resume.
+    #[tracing::instrument(name = "drive", skip_all, fields(payment_id = %p.id, merchant_id = p.merchant_id))]
     pub async fn drive(&self, mut p: Payment, source: &str) -> Result<Payment, ServiceError> {
         let held = self.active_pauses().await.submissions();
         for _ in 0..MAX_STEPS {

@@ -49,6 +49,7 @@ impl Core {
     /// Sends a pending refund to the channel and records the answer; when refunds reach the
     /// payment amount the payment becomes REFUNDED. An undecidable answer leaves the refund
     /// pending for its job.
+    #[tracing::instrument(name = "drive_refund", skip_all, fields(refund_id = %refund.id, payment_id = %refund.payment_id))]
     pub async fn drive_refund(&self, refund: Refund, source: &str) -> Result<Refund, ServiceError> {
         if refund.status != RefundStatus::Pending.as_str() {
             return Ok(refund);

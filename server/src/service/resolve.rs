@@ -114,6 +114,7 @@ pub(crate) fn query_verdict(p: &Payment, answer: QueryOutcome) -> QueryVerdict {
 
 impl Core {
     /// One query of an UNKNOWN payment by its channel key, and the transition it justifies.
+    #[tracing::instrument(name = "resolve_unknown", skip_all, fields(payment_id = %p.id))]
     pub async fn resolve_unknown(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
         if p.status != PaymentStatus::Unknown {
             return Ok(Step::Done);

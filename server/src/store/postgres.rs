@@ -109,7 +109,7 @@ impl PgStore {
              UPDATE jobs j SET status = 'leased', lease_owner = $1, lease_token = $2 || '-' || j.id, \
              lease_expires_at = $3, run_at = $3, attempts = j.attempts + 1, updated_at = $4 \
              FROM picked WHERE j.id = picked.id \
-             RETURNING j.id, j.kind, j.payment_id, j.refund_id, j.payload, j.attempts, j.max_attempts, j.lease_token"
+             RETURNING j.id, j.kind, j.payment_id, j.refund_id, j.payload, j.attempts, j.max_attempts, j.lease_token, j.trace_id"
         );
         let mut q = sqlx::query_as::<_, super::LeasedJob>(&sql)
             .bind(owner)

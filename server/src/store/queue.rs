@@ -91,6 +91,9 @@ pub struct LeasedJob {
     pub max_attempts: i64,
     /// This claim's token.
     pub lease_token: String,
+    /// The trace of the request or job that wrote it ([`crate::telemetry::TraceId`]); the
+    /// worker runs it in that trace.
+    pub trace_id: Option<String>,
 }
 
 /// An error-pool item as stored.

@@ -3,7 +3,7 @@
 
 /// Columns of a leased job.
 pub(crate) const LEASED_COLUMNS: &str =
-    "id, kind, payment_id, refund_id, payload, attempts, max_attempts, lease_token";
+    "id, kind, payment_id, refund_id, payload, attempts, max_attempts, lease_token, trace_id";
 
 /// The claim's extra condition leaving `skip` kinds unleased: ` AND kind NOT IN ($6, ...)`
 /// (the claims bind five parameters before it), empty when nothing is skipped.

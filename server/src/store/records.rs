@@ -529,6 +529,9 @@ pub struct EventRecord {
     pub detail: String,
     /// Epoch ms UTC.
     pub created_at: i64,
+    /// W3C trace id of the request or job that wrote it (32 hex digits; None outside any
+    /// trace): one id from the merchant's request through the workers.
+    pub trace_id: Option<String>,
 }
 
 /// An event that was not applied (stale/late callback, forbidden pair).

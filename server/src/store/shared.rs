@@ -591,7 +591,7 @@ macro_rules! impl_store {
             async fn record_ignored_event(&self, e: &$crate::store::IgnoredEvent) -> Result<bool, $crate::store::StoreError> {
                 let r = sqlx::query(
                     "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
-                     source, detail, created_at) VALUES ($1, $2, $3, $4, NULL, FALSE, $5, $6, $7) \
+                     source, detail, created_at, trace_id) VALUES ($1, $2, $3, $4, NULL, FALSE, $5, $6, $7, $8) \
                      ON CONFLICT (payment_id, event_id) DO NOTHING",
                 )
                 .bind(&e.payment_id)
@@ -601,6 +601,7 @@ macro_rules! impl_store {
                 .bind(&e.source)
                 .bind(&e.detail)
                 .bind(e.now)
+                .bind($crate::telemetry::current_trace())
                 .execute(self.writer())
                 .await?;
                 Ok(r.rows_affected() == 1)
@@ -611,7 +612,7 @@ macro_rules! impl_store {
                 payment_id: &str,
             ) -> Result<Vec<$crate::store::EventRecord>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::EventRecord>(
-                    "SELECT event_id, event, from_status, to_status, applied, source, detail, created_at \
+                    "SELECT event_id, event, from_status, to_status, applied, source, detail, created_at, trace_id \
                      FROM payment_events WHERE payment_id = $1 ORDER BY id",
                 )
                 .bind(payment_id)
@@ -992,10 +993,11 @@ macro_rules! impl_store {
             };
             sqlx::query(
                 "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
-                 source, detail, created_at) VALUES ($1, 'created', 'created', 'PENDING', 'PENDING', TRUE, 'api', '', $2)",
+                 source, detail, created_at, trace_id) VALUES ($1, 'created', 'created', 'PENDING', 'PENDING', TRUE, 'api', '', $2, $3)",
             )
             .bind(&n.id)
             .bind(n.now)
+            .bind($crate::telemetry::current_trace())
             .execute(&mut **tx)
             .await?;
             insert_job(
@@ -1106,7 +1108,7 @@ macro_rules! impl_store {
             use $crate::store::shared::Step;
             let recorded = sqlx::query(
                 "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
-                 source, detail, created_at) VALUES ($1, $2, $3, $4, $5, TRUE, $6, $7, $8) \
+                 source, detail, created_at, trace_id) VALUES ($1, $2, $3, $4, $5, TRUE, $6, $7, $8, $9) \
                  ON CONFLICT (payment_id, event_id) DO NOTHING",
             )
             .bind(&t.payment_id)
@@ -1117,6 +1119,7 @@ macro_rules! impl_store {
             .bind(&t.source)
             .bind(&t.detail)
             .bind(t.now)
+            .bind($crate::telemetry::current_trace())
             .execute(&mut **tx)
             .await?
             .rows_affected();
@@ -1244,7 +1247,7 @@ macro_rules! impl_store {
         ) -> Result<(), $crate::store::StoreError> {
             sqlx::query(
                 "INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
-                 created_at, updated_at) VALUES ($1, $2, $3, 'due', 0, $4, $5, $6, $6)",
+                 created_at, updated_at, trace_id) VALUES ($1, $2, $3, 'due', 0, $4, $5, $6, $6, $7)",
             )
             .bind(job.kind.as_str())
             .bind(job.payment_id.as_deref())
@@ -1252,6 +1255,8 @@ macro_rules! impl_store {
             .bind(job.max_attempts)
             .bind(job.run_at)
             .bind(now)
+            // The job runs in the trace of the request or job that wrote it (worker).
+            .bind($crate::telemetry::current_trace())
             .execute(&mut **tx)
             .await?;
             Ok(())

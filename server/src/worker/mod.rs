@@ -176,7 +176,25 @@ impl Worker {
         // batch's.
         let core = self.core.clone();
         let j = job.clone();
-        let step = match tokio::spawn(async move { handlers::run(&core, &j).await }).await {
+        // The job runs in the trace of what wrote it, inside a span naming it, so its events,
+        // follow-up jobs and log lines carry the payment's one trace id.
+        let trace = j.trace_id.clone().map_or_else(
+            crate::telemetry::TraceId::random,
+            crate::telemetry::TraceId::stored,
+        );
+        let span = tracing::info_span!(
+            "job",
+            job_id = j.id,
+            kind = %j.kind,
+            payment_id = j.payment_id.as_deref().unwrap_or("-"),
+            trace_id = %trace.as_str()
+        );
+        let step = match tokio::spawn(tracing::Instrument::instrument(
+            crate::telemetry::in_trace(trace, async move { handlers::run(&core, &j).await }),
+            span,
+        ))
+        .await
+        {
             Ok(Ok(step)) => step,
             Ok(Err(e)) => Step::Retry(format!("{e}")),
             Err(e) => Step::Retry(format!("handler panicked: {e}")),
