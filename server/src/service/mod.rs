@@ -6,6 +6,7 @@ pub mod actions;
 pub mod bulk;
 pub mod callbacks;
 pub mod error_pool;
+pub mod executors;
 pub mod ids;
 pub mod lookup;
 pub mod merchants;

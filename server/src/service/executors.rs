@@ -1,0 +1,283 @@
+//! The executors of approved ops actions (DESIGN.md "Ops console"): what `query`,
+//! `reverse` and `force_transition` do to a payment once the maker-checker lifecycle in
+//! [`super::actions`] has let them run (`retry` only wakes jobs and stays there). Each step is
+//! idempotent, so re-running an approved or failed execution cannot refund or move a payment
+//! twice: the channel refund is keyed by the action id, every transition is conditional on the
+//! pinned version and keyed by the action id.
+
+use serde_json::json;
+
+use super::Core;
+use super::actions::REVERSE_JOB_DELAY_MS;
+use super::payments::Extras;
+use super::resolve::{QueryVerdict, query_verdict, suspense_key};
+use crate::channel::{CancelOutcome, RefundOutcome};
+use crate::domain::actions::force_allowed;
+use crate::domain::state::{PaymentEvent, PaymentStatus, check, rule};
+use crate::store::{
+    ActionRecord, JobKind, NewJob, Payment, ReserveReversal, ReversalReservation, TransitionResult,
+};
+
+impl Core {
+    pub(super) async fn run_query(
+        &self,
+        a: &ActionRecord,
+        p: Payment,
+    ) -> Result<serde_json::Value, String> {
+        let answer = self.channel.query(&p.channel_key).await;
+        let source = format!("action:{}", a.id);
+        let shown = format!("{answer:?}");
+        // An ops query settles what the worker's query would, and only an UNKNOWN payment.
+        if p.status == PaymentStatus::Unknown {
+            if let QueryVerdict::Settles(event, extras) = query_verdict(&p, answer) {
+                let after = self
+                    .apply(&p, event, &source, extras)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                self.drive(after, &source)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        let now = self
+            .store
+            .payment(&p.id)
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|p| p.status.as_str());
+        Ok(json!({"answer": shown, "status": now}))
+    }
+
+    /// Reverses at the channel what the payment still holds. The reversal first reserves the
+    /// payment at the pinned version (while no merchant refund is pending), so a merchant
+    /// refund racing it is refused rather than issued beside it; only then does it refund at
+    /// the channel (keyed by the action id) and record REVERSED.
+    pub(super) async fn run_reverse(
+        &self,
+        a: &ActionRecord,
+        p: Payment,
+    ) -> Result<serde_json::Value, String> {
+        if p.status == PaymentStatus::Reversed {
+            return Ok(json!({"status": "REVERSED", "note": "already reversed"}));
+        }
+        let now = self.clock.now_ms();
+        let reservation = ReserveReversal {
+            payment_id: p.id.clone(),
+            action_id: a.id.clone(),
+            pinned_version: a.payment_version,
+            now,
+            job: NewJob {
+                kind: JobKind::Reverse,
+                payment_id: Some(p.id.clone()),
+                refund_id: None,
+                // Later than this request's own channel call takes: the job finishes a
+                // reversal whose request died (running beside it would be harmless anyway).
+                run_at: now + REVERSE_JOB_DELAY_MS,
+                max_attempts: self.timings.max_attempts,
+            },
+        };
+        let held = match self
+            .store
+            .reserve_reversal(&reservation)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            ReversalReservation::Reserved(p) | ReversalReservation::AlreadyHeld(p) => p,
+            ReversalReservation::NoPayment => return Err("payment vanished".into()),
+            ReversalReservation::Refused {
+                payment,
+                pending_refunds,
+            } => {
+                return Err(if payment.version != a.payment_version {
+                    format!(
+                        "payment moved from version {} to {}",
+                        a.payment_version, payment.version
+                    )
+                } else if pending_refunds > 0 {
+                    format!("{pending_refunds} merchant refund(s) still pending")
+                } else {
+                    format!("a {} payment cannot be reversed", payment.status)
+                });
+            }
+        };
+        let remaining = held.unrefunded();
+        self.finish_reversal(&a.id, held, &format!("action:{}", a.id))
+            .await?;
+        Ok(json!({"status": "REVERSED", "refunded_at_channel": remaining}))
+    }
+
+    /// Finishes a reserved reversal (by its action's execution or by its `reverse` job):
+    /// refunds the remaining amount at the channel under the action id (idempotent there), then
+    /// records REVERSED with the reversing ledger batch. A refusal by the channel releases the
+    /// reservation; an undecidable answer keeps it for the job. Safe to run twice.
+    pub async fn finish_reversal(
+        &self,
+        action_id: &str,
+        held: Payment,
+        source: &str,
+    ) -> Result<Payment, String> {
+        if held.reversal_id.as_deref() != Some(action_id) {
+            return Err(format!(
+                "action {action_id} holds no reservation on {}",
+                held.id
+            ));
+        }
+        let remaining = held.unrefunded();
+        match self
+            .channel
+            .refund(&held.channel_key, action_id, remaining)
+            .await
+        {
+            RefundOutcome::Succeeded => {}
+            RefundOutcome::Rejected { reason } => {
+                self.store
+                    .release_reversal(&held.id, action_id, self.clock.now_ms())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                return Err(format!("channel refused the refund: {reason}"));
+            }
+            RefundOutcome::Error { detail } => {
+                return Err(format!("refund outcome unknown (execute again): {detail}"));
+            }
+        }
+        // The channel has refunded: record it. Nothing can reserve the payment meanwhile, but
+        // a SUSPENSE payment may still be posted (SUSPENSE -> SUCCESS), so follow its moves.
+        let mut p = held;
+        for _ in 0..8 {
+            if p.status == PaymentStatus::Reversed {
+                return Ok(p);
+            }
+            // The row says what the reversal posts: the reversing batch from SUCCESS, nothing
+            // from SUSPENSE (never posted).
+            let r = rule(p.status, PaymentEvent::Reversed).map_err(|e| e.to_string())?;
+            let extras = Extras {
+                detail: format!("reversed the remaining {remaining} at the channel"),
+                event_id: Some(format!("{}@{action_id}", PaymentEvent::Reversed)),
+                ..Extras::default()
+            };
+            let t = self.step(&p, r, source, extras, self.clock.now_ms());
+            match self
+                .store
+                .apply_transition(&t)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                TransitionResult::Applied(after) => return Ok(after),
+                TransitionResult::DuplicateEvent => {
+                    return self
+                        .store
+                        .payment(&p.id)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .ok_or_else(|| "payment vanished".into());
+                }
+                TransitionResult::Stale(now) => p = now,
+                TransitionResult::Refused(e) => {
+                    return Err(format!("refused by the state machine: {e}"));
+                }
+            }
+        }
+        Err("the payment kept moving; the reverse job records it".into())
+    }
+
+    pub(super) async fn run_force(
+        &self,
+        a: &ActionRecord,
+        p: Payment,
+    ) -> Result<serde_json::Value, String> {
+        let target: PaymentStatus = a
+            .target_status
+            .as_deref()
+            .unwrap_or_default()
+            .parse()
+            .map_err(|_| "bad target".to_string())?;
+        if p.status == target {
+            return Ok(json!({"status": target.as_str(), "note": "already there"}));
+        }
+        if p.version != a.payment_version || !force_allowed(p.status, target) {
+            return Err(format!(
+                "payment is {} at version {}; the request pinned version {}",
+                p.status, p.version, a.payment_version
+            ));
+        }
+        let now = self.clock.now_ms();
+        if (p.status, target) == (PaymentStatus::Unknown, PaymentStatus::Failed) {
+            match self.channel.cancel(&p.channel_key).await {
+                CancelOutcome::Cancelled => {}
+                CancelOutcome::AlreadyCharged { amount, currency } => {
+                    return Err(format!(
+                        "the channel holds a charge of {amount} {currency}; not failing it"
+                    ));
+                }
+                CancelOutcome::Error { detail } => {
+                    return Err(format!("could not fence the key: {detail}"));
+                }
+            }
+        }
+        let after = self.forced(a, &p, target).await?;
+        if after.status == PaymentStatus::Success {
+            let _ = self
+                .store
+                .resolve_error_by_key(
+                    &suspense_key(&p.id),
+                    &format!("forced to SUCCESS by {}", a.id),
+                    "system",
+                    now,
+                )
+                .await;
+        }
+        if after.status == PaymentStatus::ChannelSuccess {
+            self.drive(after, &format!("action:{}", a.id))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(json!({"status": target.as_str()}))
+    }
+
+    /// Applies an approved force-transition to `target`, conditional on the pinned version,
+    /// with what its row in [`FORCE_WHITELIST`](crate::domain::state::FORCE_WHITELIST) writes.
+    pub(super) async fn forced(
+        &self,
+        a: &ActionRecord,
+        p: &Payment,
+        target: PaymentStatus,
+    ) -> Result<Payment, String> {
+        let r = check(p.status, PaymentEvent::Forced, target)
+            .map_err(|e| format!("refused by the state machine: {e}"))?;
+        let pinned = Payment {
+            version: a.payment_version,
+            ..p.clone()
+        };
+        let extras = Extras {
+            detail: a.evidence.clone(),
+            event_id: Some(format!("{}@{}", PaymentEvent::Forced, a.id)),
+            ..Extras::default()
+        };
+        let t = self.step(
+            &pinned,
+            r,
+            &format!("action:{}", a.id),
+            extras,
+            self.clock.now_ms(),
+        );
+        match self
+            .store
+            .apply_transition(&t)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            TransitionResult::Applied(after) => Ok(after),
+            TransitionResult::DuplicateEvent => self
+                .store
+                .payment(&p.id)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| "payment vanished".into()),
+            TransitionResult::Stale(now) => Err(format!(
+                "payment moved to {} (version {}) before the change applied",
+                now.status, now.version
+            )),
+            TransitionResult::Refused(e) => Err(format!("refused by the state machine: {e}")),
+        }
+    }
+}
