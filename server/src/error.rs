@@ -1,11 +1,18 @@
-//! The merchant API's error type: every failure is `{"error":{"code","message"}}` with a
-//! stable code (DESIGN.md "Merchant HTTP API"). A 5xx logs its cause and never sends it.
+//! The HTTP error type: every failure is `{"error":{"code","message"}}` with a stable code
+//! (DESIGN.md "Merchant HTTP API"). A 5xx logs its cause and never sends it. Every conversion
+//! of a lower layer's error into an [`ApiError`] (storage, the services) is a `From` here, so
+//! the layers below know no HTTP status.
+
+use std::sync::Arc;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::service::ServiceError;
+use crate::service::lookup::LookupError;
+use crate::service::webhooks::EndpointError;
 use crate::store::StoreError;
 
 /// An HTTP error answer.
@@ -116,6 +123,52 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Store(s) => s.into(),
+            ServiceError::Contended(id) => ApiError::new(
+                StatusCode::CONFLICT,
+                "payment_busy",
+                format!("payment {id} is being updated; retry"),
+            )
+            .with_retry_after(1),
+        }
+    }
+}
+
+impl From<LookupError> for ApiError {
+    fn from(e: LookupError) -> Self {
+        match e {
+            LookupError::Invalid => ApiError::bad_request("invalid_query", e.to_string()),
+            LookupError::TooLong => ApiError::bad_request("query_too_long", e.to_string()),
+            LookupError::InvalidKey => {
+                ApiError::bad_request("idempotency_key_invalid", e.to_string())
+            }
+            LookupError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<EndpointError> for ApiError {
+    fn from(e: EndpointError) -> Self {
+        match e {
+            EndpointError::Url(u) => ApiError::bad_request(u.code(), u.to_string()),
+            EndpointError::Events(m) => ApiError::bad_request("invalid_enabled_events", m),
+            EndpointError::Description => {
+                ApiError::bad_request("invalid_description", e.to_string())
+            }
+            EndpointError::NotFound => ApiError::not_found("webhook endpoint"),
+            EndpointError::Deleted => ApiError::new(
+                StatusCode::CONFLICT,
+                "webhook_endpoint_deleted",
+                "the webhook endpoint was deleted",
+            ),
+            EndpointError::Store(s) => s.into(),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut resp = (
@@ -129,6 +182,31 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
+    }
+}
+
+/// A request body a layer already read and parsed as JSON before the handler: the
+/// Idempotency-Key layer fingerprints the body, and [`ApiJson`] takes that parse instead of
+/// parsing the same bytes again. Inserted as a request extension.
+#[derive(Debug, Clone)]
+pub struct ParsedBody {
+    bytes: axum::body::Bytes,
+    json: Arc<Result<serde_json::Value, String>>,
+}
+
+impl ParsedBody {
+    /// `bytes` and what `serde_json::from_slice::<Value>` made of them (its error's text when
+    /// they are not JSON).
+    pub fn new(bytes: axum::body::Bytes, json: Result<serde_json::Value, String>) -> Self {
+        ParsedBody {
+            bytes,
+            json: Arc::new(json),
+        }
+    }
+
+    /// The parse of `bytes`, when this is the parse of exactly those bytes.
+    fn of(&self, bytes: &[u8]) -> Option<&Result<serde_json::Value, String>> {
+        (self.bytes.as_ref() == bytes).then_some(self.json.as_ref())
     }
 }
 
@@ -155,14 +233,25 @@ where
                 "send Content-Type: application/json",
             ));
         }
+        let parsed = req.extensions().get::<ParsedBody>().cloned();
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(body_rejection)?;
         // Checked as a `Value` first: serde's derived structs also accept a JSON array of the
         // fields in declaration order (`[1000,"CNY","o-1"]`), which is not the documented
-        // object and must not create a payment.
-        match serde_json::from_slice::<serde_json::Value>(&bytes) {
-            Ok(v) if v.is_object() && has_nul(&v) => {
+        // object and must not create a payment. A layer's parse of these bytes is taken as it
+        // is ([`ParsedBody`]).
+        let own;
+        let json = match parsed.as_ref().and_then(|p| p.of(&bytes)) {
+            Some(json) => json,
+            None => {
+                own =
+                    serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| e.to_string());
+                &own
+            }
+        };
+        match json {
+            Ok(v) if v.is_object() && has_nul(v) => {
                 return Err(ApiError::bad_request(
                     "invalid_request",
                     "strings may not contain the NUL character",

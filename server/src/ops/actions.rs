@@ -561,7 +561,7 @@ pub struct PreviewQuery {
     #[param(value_type = SelectionSource, required = true, inline)]
     source: Option<String>,
     /// For `stuck`: the state.
-    #[param(schema_with = crate::api::openapi::stuck_status_schema)]
+    #[param(schema_with = crate::service::bulk::stuck_status_schema)]
     status: Option<String>,
     /// For `error_pool`: the item kind.
     kind: Option<String>,

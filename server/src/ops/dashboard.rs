@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
-use crate::domain::idempotency::Outcome;
 use crate::domain::stuck::StuckThresholds;
+use crate::idempotency::key::Outcome;
 use crate::service::Core;
 use crate::store::{
     ErrorItem, EventRecord, Job, LedgerEntryRow, Payment, QueueStat, Refund, StoreError,
