@@ -10,8 +10,12 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::ops::auth::LoginError;
+use crate::ops::users::UserError;
 use crate::service::ServiceError;
+use crate::service::actions::ActionError;
 use crate::service::lookup::LookupError;
+use crate::service::merchants::MerchantError;
 use crate::service::webhooks::EndpointError;
 use crate::store::StoreError;
 
@@ -165,6 +169,68 @@ impl From<EndpointError> for ApiError {
                 "the webhook endpoint was deleted",
             ),
             EndpointError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<ActionError> for ApiError {
+    fn from(e: ActionError) -> Self {
+        match e {
+            ActionError::Invalid(code, m) => ApiError::bad_request(code, m),
+            ActionError::NotFound(what) => ApiError::not_found(what),
+            ActionError::Forbidden(code, m) => ApiError::new(StatusCode::FORBIDDEN, code, m),
+            ActionError::Conflict(code, m) => ApiError::new(StatusCode::CONFLICT, code, m),
+            ActionError::Store(s) => s.into(),
+        }
+    }
+}
+
+/// A refused password check: 429 `rate_limited` with `Retry-After`; a failed store as
+/// [`StoreError`]; anything else 500.
+impl From<LoginError> for ApiError {
+    fn from(e: LoginError) -> Self {
+        match e {
+            LoginError::RateLimited(secs) => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!("too many password attempts; retry in {secs} s"),
+            )
+            .with_retry_after(secs),
+            LoginError::Store(e) => e.into(),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+/// A user change's refusal: 400 `invalid_user`, 409 `user_exists`, 404 `not_found`.
+impl From<UserError> for ApiError {
+    fn from(e: UserError) -> Self {
+        match e {
+            UserError::Invalid(m) => ApiError::bad_request("invalid_user", m),
+            UserError::Exists(_) => {
+                ApiError::new(StatusCode::CONFLICT, "user_exists", e.to_string())
+            }
+            UserError::NotFound(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+            }
+            UserError::Store(s) => s.into(),
+        }
+    }
+}
+
+/// A merchant change's refusal: 400 `invalid_merchant`, 409 `merchant_exists`, 404
+/// `not_found` (no merchant, or no such unrevoked key).
+impl From<MerchantError> for ApiError {
+    fn from(e: MerchantError) -> Self {
+        match e {
+            MerchantError::InvalidName => ApiError::bad_request("invalid_merchant", e.to_string()),
+            MerchantError::Exists(_) => {
+                ApiError::new(StatusCode::CONFLICT, "merchant_exists", e.to_string())
+            }
+            MerchantError::NoMerchant(_) | MerchantError::NoKey(..) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+            }
+            MerchantError::Store(s) => s.into(),
         }
     }
 }
