@@ -569,7 +569,18 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::{exact_integer, integral_numbers_as_integers};
+    use super::{ParsedBody, exact_integer, integral_numbers_as_integers};
+
+    #[test]
+    fn a_layer_parse_is_taken_only_for_the_same_bytes() {
+        let body = br#"{"amount":1}"#;
+        let parsed = ParsedBody::new(
+            axum::body::Bytes::from_static(body),
+            Ok(serde_json::json!({"amount": 1})),
+        );
+        assert!(parsed.of(body).is_some_and(|j| j.is_ok()));
+        assert!(parsed.of(br#"{"amount":2}"#).is_none());
+    }
 
     fn int(s: &str) -> Option<String> {
         exact_integer(s.as_bytes())
