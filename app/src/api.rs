@@ -225,7 +225,7 @@ pub(crate) mod ssr {
 
     /// A user change refused, in words.
     pub fn user_error(e: converge_server::ops::users::UserError) -> ServerFnError {
-        api_error(converge_server::ops::handlers::user_error(e))
+        api_error(converge_server::error::ApiError::from(e))
     }
 }
 
@@ -433,7 +433,7 @@ pub async fn resolve_error(id: i64, note: String) -> Result<ErrorItem, ServerFnE
         .core
         .resolve_error_item(&ssr::actor(&p).await, id, &note)
         .await
-        .map_err(|e| ssr::api_error(converge_server::ops::actions::action_error(e)))?;
+        .map_err(|e| ssr::api_error(converge_server::error::ApiError::from(e)))?;
     ssr::convert(&item)
 }
 

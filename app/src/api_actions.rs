@@ -24,7 +24,7 @@ mod ssr {
 
     /// An action refused, in words (the same code and message as the JSON API).
     pub fn action_error(e: ActionError) -> ServerFnError {
-        api_error(converge_server::ops::actions::action_error(e))
+        api_error(converge_server::error::ApiError::from(e))
     }
 
     /// A stored action as its DTO.

@@ -10,7 +10,7 @@ use crate::dto::{IssuedKey, MerchantAccount};
 
 #[cfg(feature = "ssr")]
 fn merchant_error(e: converge_server::service::merchants::MerchantError) -> ServerFnError {
-    crate::api::ssr::api_error(converge_server::ops::handlers::merchant_error(e))
+    crate::api::ssr::api_error(converge_server::error::ApiError::from(e))
 }
 
 /// Every merchant with its keys, by name (admin).

@@ -31,7 +31,7 @@ mod ssr {
     pub fn action_error(
         e: converge_server::service::actions::ActionError,
     ) -> leptos::prelude::ServerFnError {
-        api_error(converge_server::ops::actions::action_error(e))
+        api_error(converge_server::error::ApiError::from(e))
     }
 }
 

@@ -9,7 +9,7 @@ use crate::dto::{AuditList, AuditQuery, ErrorItem, PoolPage, ResolveOutcome};
 
 #[cfg(feature = "ssr")]
 fn action_error(e: converge_server::service::actions::ActionError) -> ServerFnError {
-    crate::api::ssr::api_error(converge_server::ops::actions::action_error(e))
+    crate::api::ssr::api_error(converge_server::error::ApiError::from(e))
 }
 
 /// Page `page` (from 0) of the error pool with `status` (`open`, `resolved`; both when

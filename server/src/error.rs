@@ -1,11 +1,22 @@
-//! The merchant API's error type: every failure is `{"error":{"code","message"}}` with a
-//! stable code (DESIGN.md "Merchant HTTP API"). A 5xx logs its cause and never sends it.
+//! The HTTP error type: every failure is `{"error":{"code","message"}}` with a stable code
+//! (DESIGN.md "Merchant HTTP API"). A 5xx logs its cause and never sends it. Every conversion
+//! of a lower layer's error into an [`ApiError`] (storage, the services) is a `From` here, so
+//! the layers below know no HTTP status.
+
+use std::sync::Arc;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::ops::auth::LoginError;
+use crate::ops::users::UserError;
+use crate::service::ServiceError;
+use crate::service::actions::ActionError;
+use crate::service::lookup::LookupError;
+use crate::service::merchants::MerchantError;
+use crate::service::webhooks::EndpointError;
 use crate::store::StoreError;
 
 /// An HTTP error answer.
@@ -116,6 +127,114 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        match e {
+            ServiceError::Store(s) => s.into(),
+            ServiceError::Contended(id) => ApiError::new(
+                StatusCode::CONFLICT,
+                "payment_busy",
+                format!("payment {id} is being updated; retry"),
+            )
+            .with_retry_after(1),
+        }
+    }
+}
+
+impl From<LookupError> for ApiError {
+    fn from(e: LookupError) -> Self {
+        match e {
+            LookupError::Invalid => ApiError::bad_request("invalid_query", e.to_string()),
+            LookupError::TooLong => ApiError::bad_request("query_too_long", e.to_string()),
+            LookupError::InvalidKey => {
+                ApiError::bad_request("idempotency_key_invalid", e.to_string())
+            }
+            LookupError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<EndpointError> for ApiError {
+    fn from(e: EndpointError) -> Self {
+        match e {
+            EndpointError::Url(u) => ApiError::bad_request(u.code(), u.to_string()),
+            EndpointError::Events(m) => ApiError::bad_request("invalid_enabled_events", m),
+            EndpointError::Description => {
+                ApiError::bad_request("invalid_description", e.to_string())
+            }
+            EndpointError::NotFound => ApiError::not_found("webhook endpoint"),
+            EndpointError::Deleted => ApiError::new(
+                StatusCode::CONFLICT,
+                "webhook_endpoint_deleted",
+                "the webhook endpoint was deleted",
+            ),
+            EndpointError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<ActionError> for ApiError {
+    fn from(e: ActionError) -> Self {
+        match e {
+            ActionError::Invalid(code, m) => ApiError::bad_request(code, m),
+            ActionError::NotFound(what) => ApiError::not_found(what),
+            ActionError::Forbidden(code, m) => ApiError::new(StatusCode::FORBIDDEN, code, m),
+            ActionError::Conflict(code, m) => ApiError::new(StatusCode::CONFLICT, code, m),
+            ActionError::Store(s) => s.into(),
+        }
+    }
+}
+
+/// A refused password check: 429 `rate_limited` with `Retry-After`; a failed store as
+/// [`StoreError`]; anything else 500.
+impl From<LoginError> for ApiError {
+    fn from(e: LoginError) -> Self {
+        match e {
+            LoginError::RateLimited(secs) => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!("too many password attempts; retry in {secs} s"),
+            )
+            .with_retry_after(secs),
+            LoginError::Store(e) => e.into(),
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+/// A user change's refusal: 400 `invalid_user`, 409 `user_exists`, 404 `not_found`.
+impl From<UserError> for ApiError {
+    fn from(e: UserError) -> Self {
+        match e {
+            UserError::Invalid(m) => ApiError::bad_request("invalid_user", m),
+            UserError::Exists(_) => {
+                ApiError::new(StatusCode::CONFLICT, "user_exists", e.to_string())
+            }
+            UserError::NotFound(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+            }
+            UserError::Store(s) => s.into(),
+        }
+    }
+}
+
+/// A merchant change's refusal: 400 `invalid_merchant`, 409 `merchant_exists`, 404
+/// `not_found` (no merchant, or no such unrevoked key).
+impl From<MerchantError> for ApiError {
+    fn from(e: MerchantError) -> Self {
+        match e {
+            MerchantError::InvalidName => ApiError::bad_request("invalid_merchant", e.to_string()),
+            MerchantError::Exists(_) => {
+                ApiError::new(StatusCode::CONFLICT, "merchant_exists", e.to_string())
+            }
+            MerchantError::NoMerchant(_) | MerchantError::NoKey(..) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+            }
+            MerchantError::Store(s) => s.into(),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut resp = (
@@ -129,6 +248,31 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
+    }
+}
+
+/// A request body a layer already read and parsed as JSON before the handler: the
+/// Idempotency-Key layer fingerprints the body, and [`ApiJson`] takes that parse instead of
+/// parsing the same bytes again. Inserted as a request extension.
+#[derive(Debug, Clone)]
+pub struct ParsedBody {
+    bytes: axum::body::Bytes,
+    json: Arc<Result<serde_json::Value, String>>,
+}
+
+impl ParsedBody {
+    /// `bytes` and what `serde_json::from_slice::<Value>` made of them (its error's text when
+    /// they are not JSON).
+    pub fn new(bytes: axum::body::Bytes, json: Result<serde_json::Value, String>) -> Self {
+        ParsedBody {
+            bytes,
+            json: Arc::new(json),
+        }
+    }
+
+    /// The parse of `bytes`, when this is the parse of exactly those bytes.
+    fn of(&self, bytes: &[u8]) -> Option<&Result<serde_json::Value, String>> {
+        (self.bytes.as_ref() == bytes).then_some(self.json.as_ref())
     }
 }
 
@@ -155,14 +299,25 @@ where
                 "send Content-Type: application/json",
             ));
         }
+        let parsed = req.extensions().get::<ParsedBody>().cloned();
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(body_rejection)?;
         // Checked as a `Value` first: serde's derived structs also accept a JSON array of the
         // fields in declaration order (`[1000,"CNY","o-1"]`), which is not the documented
-        // object and must not create a payment.
-        match serde_json::from_slice::<serde_json::Value>(&bytes) {
-            Ok(v) if v.is_object() && has_nul(&v) => {
+        // object and must not create a payment. A layer's parse of these bytes is taken as it
+        // is ([`ParsedBody`]).
+        let own;
+        let json = match parsed.as_ref().and_then(|p| p.of(&bytes)) {
+            Some(json) => json,
+            None => {
+                own =
+                    serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| e.to_string());
+                &own
+            }
+        };
+        match json {
+            Ok(v) if v.is_object() && has_nul(v) => {
                 return Err(ApiError::bad_request(
                     "invalid_request",
                     "strings may not contain the NUL character",
@@ -414,7 +569,18 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::{exact_integer, integral_numbers_as_integers};
+    use super::{ParsedBody, exact_integer, integral_numbers_as_integers};
+
+    #[test]
+    fn a_layer_parse_is_taken_only_for_the_same_bytes() {
+        let body = br#"{"amount":1}"#;
+        let parsed = ParsedBody::new(
+            axum::body::Bytes::from_static(body),
+            Ok(serde_json::json!({"amount": 1})),
+        );
+        assert!(parsed.of(body).is_some_and(|j| j.is_ok()));
+        assert!(parsed.of(br#"{"amount":2}"#).is_none());
+    }
 
     fn int(s: &str) -> Option<String> {
         exact_integer(s.as_bytes())

@@ -301,8 +301,17 @@ pub async fn build_with_store(
         }
     });
     let mut tasks = vec![
-        tokio::spawn(purge_keys(store.clone(), clock, purge_every)),
-        tokio::spawn(flush_outcomes(state.core.clone())),
+        tokio::spawn(crate::idempotency::purge::run(
+            store.clone(),
+            clock.clone(),
+            purge_every,
+        )),
+        tokio::spawn(purge_auth_attempts(store.clone(), clock, purge_every)),
+        tokio::spawn(crate::idempotency::outcomes::flush_every(
+            state.core.outcomes.clone(),
+            store.clone(),
+            Duration::from_secs(1),
+        )),
         monitor,
         expired_sessions,
     ];
@@ -436,29 +445,12 @@ async fn periodic_checkpoints(core: Core, key: Arc<ed25519_dalek::SigningKey>, e
     }
 }
 
-/// Writes the Idempotency-Key outcome counts once a second (`service::outcomes`).
-async fn flush_outcomes(core: Core) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        tick.tick().await;
-        if let Err(e) = core.flush_outcomes().await {
-            tracing::warn!(error = %e, "idempotency outcome counts not flushed; next tick retries");
-        }
-    }
-}
-
-/// Deletes expired Idempotency-Keys periodically (DESIGN.md: kept at least 24 h, then purged;
-/// the business key still prevents a second payment).
-async fn purge_keys(store: Arc<dyn Store>, clock: Arc<dyn Clock>, every: Duration) {
+/// Deletes sign-in attempts older than any limit looks back, periodically (the
+/// Idempotency-Key purge is [`crate::idempotency::purge`]).
+async fn purge_auth_attempts(store: Arc<dyn Store>, clock: Arc<dyn Clock>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
-        match store.purge_keys(clock.now_ms()).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(purged = n, "expired idempotency keys purged"),
-            Err(e) => tracing::warn!(error = %e, "idempotency key purge failed; next tick retries"),
-        }
-        // Password-check attempts older than any limit looks back.
         let before = clock.now_ms() - 2 * crate::domain::throttle::PAIR_LOOKBACK_MS;
         if let Err(e) = store.purge_auth_attempts(before).await {
             tracing::warn!(error = %e, "sign-in attempt purge failed; next tick retries");

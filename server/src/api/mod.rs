@@ -5,7 +5,6 @@
 mod auth;
 mod callbacks;
 mod health;
-pub mod idempotency;
 pub mod openapi;
 mod payments;
 mod refunds;
@@ -28,6 +27,7 @@ use utoipa_axum::routes;
 
 use crate::config::Settings;
 use crate::error::ApiError;
+use crate::idempotency::layer::KeyLayer;
 use crate::service::Core;
 
 /// Shared state of the HTTP layer.
@@ -69,7 +69,10 @@ pub fn router(state: AppState) -> Router {
         .routes(routes!(webhooks::create, webhooks::list))
         .routes(routes!(webhooks::show, webhooks::delete))
         .routes(routes!(webhooks::rotate_secret))
-        .route_layer(from_fn_with_state(state.clone(), idempotency::layer))
+        .route_layer(from_fn_with_state(
+            KeyLayer::new(state.core.clone(), &state.settings),
+            crate::idempotency::layer::layer,
+        ))
         .route_layer(from_fn_with_state(state.clone(), auth::merchant))
         .routes(routes!(callbacks::receive))
         .split_for_parts();

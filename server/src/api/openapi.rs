@@ -130,39 +130,6 @@ pub fn action_kind_schema() -> utoipa::openapi::Object {
     strings(&["query", "retry", "reverse", "force_transition"])
 }
 
-/// A bulk retry's source.
-pub fn selection_source_schema() -> utoipa::openapi::Object {
-    strings(&["stuck", "error_pool"])
-}
-
-/// A bulk-retry selection's state: one a payment can be stuck in, or empty for all.
-pub fn stuck_status_schema() -> utoipa::openapi::Object {
-    let mut v = vec![""];
-    v.extend(
-        crate::domain::stuck::StuckThresholds::default()
-            .per_state()
-            .iter()
-            .map(|(s, _)| s.as_str()),
-    );
-    strings(&v)
-}
-
-/// [`stuck_status_schema`] or null (a selection's `status` in a JSON body or answer).
-pub fn stuck_status_or_null_schema() -> utoipa::openapi::Object {
-    use utoipa::openapi::schema::SchemaType;
-    let mut v = vec![Value::Null];
-    v.extend(
-        serde_json::to_value(stuck_status_schema()).expect("a schema serializes")["enum"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default(),
-    );
-    ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
-        .enum_values(Some(v))
-        .build()
-}
-
 /// A payment status name.
 fn status_schema() -> utoipa::openapi::Object {
     use crate::domain::state::PaymentStatus;

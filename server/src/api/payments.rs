@@ -9,12 +9,13 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::idempotency::{ClaimState, DeferredClaim, json_answer, key_ref, stored_response};
 use crate::domain::money::{validate_amount, validate_currency};
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::idempotency::layer::{ClaimState, DeferredClaim, json_answer, stored_response};
+use crate::idempotency::store::{ClaimResult, KeyClaim};
 use crate::service::payments::{CreateOutcome, InsertOutcome, PaymentInput};
 use crate::store::views::PaymentView;
-use crate::store::{ClaimResult, KeyClaim, Merchant, Payment};
+use crate::store::{Merchant, Payment};
 
 /// Longest merchant_order_id, in characters (JSON Schema's `maxLength` counts characters;
 /// schemathesis found a byte limit refusing documented-valid ids).
@@ -201,14 +202,7 @@ async fn create_claimed(
         }
         CreateOutcome::OrderConflict(p) => {
             *state = Some(ClaimState::Held);
-            Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "merchant_order_id_conflict",
-                format!(
-                    "merchant_order_id {:?} belongs to payment {} with other parameters",
-                    p.merchant_order_id, p.id
-                ),
-            ))
+            Err(order_conflict(&p))
         }
         CreateOutcome::Key(ClaimResult::Existing(rec)) => {
             *state = Some(ClaimState::Existing(Box::new(rec)));
@@ -220,7 +214,7 @@ async fn create_claimed(
             match resource_id {
                 Some(id) => resume(st, merchant, &id).await,
                 None => {
-                    let key = key_ref(claim);
+                    let key = claim.key_ref();
                     match core.insert_payment(merchant.id, input, Some(&key)).await? {
                         InsertOutcome::Created(p) => {
                             let driven = core.drive(p, "api").await?;
@@ -230,19 +224,25 @@ async fn create_claimed(
                         InsertOutcome::Existing(p) => {
                             Ok((StatusCode::OK, Json(PaymentView::from(&p))).into_response())
                         }
-                        InsertOutcome::OrderConflict(p) => Err(ApiError::new(
-                            StatusCode::CONFLICT,
-                            "merchant_order_id_conflict",
-                            format!(
-                                "merchant_order_id {:?} belongs to payment {} with other parameters",
-                                p.merchant_order_id, p.id
-                            ),
-                        )),
+                        InsertOutcome::OrderConflict(p) => Err(order_conflict(&p)),
                     }
                 }
             }
         }
     }
+}
+
+/// 409 `merchant_order_id_conflict`: the merchant's payment `p` has this merchant_order_id
+/// with other parameters.
+fn order_conflict(p: &Payment) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "merchant_order_id_conflict",
+        format!(
+            "merchant_order_id {:?} belongs to payment {} with other parameters",
+            p.merchant_order_id, p.id
+        ),
+    )
 }
 
 /// Resumes the payment a crashed request with this key created: drives it on (never a

@@ -9,10 +9,10 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::idempotency::IdemContext;
 use super::payments::owned;
 use crate::domain::money::validate_amount;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::idempotency::layer::IdemContext;
 use crate::service::ids::new_id;
 use crate::store::views::RefundView;
 use crate::store::{CreateRefund, Merchant};

@@ -10,11 +10,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::idempotency::IdemContext;
 use crate::domain::clock::rfc3339;
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::service::webhooks::{Actor, EndpointError, EndpointWithSecret, new_endpoint_id};
+use crate::idempotency::layer::IdemContext;
+use crate::service::webhooks::{Actor, EndpointWithSecret, new_endpoint_id};
 use crate::store::{Merchant, WebhookEndpoint};
 
 /// Body of `POST /v1/webhook_endpoints`.
@@ -117,25 +117,6 @@ impl EndpointView {
 impl From<EndpointWithSecret> for EndpointView {
     fn from(e: EndpointWithSecret) -> Self {
         EndpointView::of(&e.endpoint, Some(e.secret))
-    }
-}
-
-impl From<EndpointError> for ApiError {
-    fn from(e: EndpointError) -> Self {
-        match e {
-            EndpointError::Url(u) => ApiError::bad_request(u.code(), u.to_string()),
-            EndpointError::Events(m) => ApiError::bad_request("invalid_enabled_events", m),
-            EndpointError::Description => {
-                ApiError::bad_request("invalid_description", e.to_string())
-            }
-            EndpointError::NotFound => ApiError::not_found("webhook endpoint"),
-            EndpointError::Deleted => ApiError::new(
-                StatusCode::CONFLICT,
-                "webhook_endpoint_deleted",
-                "the webhook endpoint was deleted",
-            ),
-            EndpointError::Store(s) => s.into(),
-        }
     }
 }
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::audit::actor;
-use super::auth::{LoginError, Principal};
+use super::auth::Principal;
 use super::handlers::ClientAddr;
 use crate::api::AppState;
 use crate::domain::roles::Permission;
@@ -43,17 +43,6 @@ pub struct BulkPreview {
 
 /// How long a pending request stays approvable (24 h, DESIGN.md "Requests expire").
 pub const DEFAULT_TTL_MS: i64 = 24 * 3_600_000;
-
-/// The HTTP answer of an action error.
-pub fn action_error(e: ActionError) -> ApiError {
-    match e {
-        ActionError::Invalid(code, m) => ApiError::bad_request(code, m),
-        ActionError::NotFound(what) => ApiError::not_found(what),
-        ActionError::Forbidden(code, m) => ApiError::new(StatusCode::FORBIDDEN, code, m),
-        ActionError::Conflict(code, m) => ApiError::new(StatusCode::CONFLICT, code, m),
-        ActionError::Store(s) => s.into(),
-    }
-}
 
 /// Body of `POST /ops/v1/actions`.
 #[derive(Debug, Deserialize)]
@@ -135,8 +124,7 @@ pub async fn request(
             &req,
             st.settings.action_ttl_secs as i64 * 1000,
         )
-        .await
-        .map_err(action_error)?;
+        .await?;
     Ok((StatusCode::CREATED, Json(ActionEnvelope { action: a })))
 }
 
@@ -368,8 +356,7 @@ where
             AttemptKind::StepUp,
             st.core.clock.now_ms(),
         )
-        .await
-        .map_err(login_error)?;
+        .await?;
     let can = approvable(who.clone()).await.map_err(Into::into);
     let user = st.auth.verify_user(store, &p.username, password).await;
     let approved = if matches!(can, Ok(true)) && matches!(user, Ok(Some(_))) {
@@ -382,10 +369,10 @@ where
     st.auth
         .finish_attempt(store, attempt, succeeded, st.core.clock.now_ms())
         .await?;
-    can.map_err(action_error)?;
+    can?;
     user?;
     if let Some(result) = approved {
-        return result.map_err(action_error);
+        return result.map_err(ApiError::from);
     }
     let e = who.entry(
         st.core.clock.now_ms(),
@@ -397,20 +384,6 @@ where
     );
     store.append_audit(&e).await?;
     Err(approval_refused())
-}
-
-/// The HTTP answer of a refused password check.
-fn login_error(e: LoginError) -> ApiError {
-    match e {
-        LoginError::RateLimited(secs) => ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!("too many password attempts; retry in {secs} s"),
-        )
-        .with_retry_after(secs),
-        LoginError::Store(e) => e.into(),
-        other => ApiError::internal(other),
-    }
 }
 
 /// Body with a reason.
@@ -454,8 +427,7 @@ pub async fn reject(
     let a = st
         .core
         .reject_action(&actor(&p, &addr), &id, &b.reason)
-        .await
-        .map_err(action_error)?;
+        .await?;
     Ok(Json(ActionEnvelope { action: a }))
 }
 
@@ -493,11 +465,7 @@ pub async fn cancel(
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<Json<ActionEnvelope>, ApiError> {
     p.require(Permission::RequestActions)?;
-    let a = st
-        .core
-        .cancel_action(&actor(&p, &addr), &id)
-        .await
-        .map_err(action_error)?;
+    let a = st.core.cancel_action(&actor(&p, &addr), &id).await?;
     Ok(Json(ActionEnvelope { action: a }))
 }
 
@@ -530,11 +498,7 @@ pub async fn execute(
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<Json<ActionEnvelope>, ApiError> {
     p.require(Permission::ApproveActions)?;
-    let a = st
-        .core
-        .execute_action(&actor(&p, &addr), &id)
-        .await
-        .map_err(action_error)?;
+    let a = st.core.execute_action(&actor(&p, &addr), &id).await?;
     Ok(Json(ActionEnvelope { action: a }))
 }
 
@@ -561,7 +525,7 @@ pub struct PreviewQuery {
     #[param(value_type = SelectionSource, required = true, inline)]
     source: Option<String>,
     /// For `stuck`: the state.
-    #[param(schema_with = crate::api::openapi::stuck_status_schema)]
+    #[param(schema_with = crate::service::bulk::stuck_status_schema)]
     status: Option<String>,
     /// For `error_pool`: the item kind.
     kind: Option<String>,
@@ -622,8 +586,7 @@ pub async fn bulk_preview(
     let items = st
         .core
         .bulk_retry_preview(&sel, &st.settings.stuck_thresholds())
-        .await
-        .map_err(action_error)?;
+        .await?;
     Ok(Json(BulkPreview {
         selection: sel,
         items,
@@ -687,7 +650,7 @@ pub async fn run_bulk_retry(
     items: &[Confirmed],
     reason: &str,
 ) -> Result<BulkOutcome, ApiError> {
-    crate::service::bulk::validate(sel, items, reason).map_err(action_error)?;
+    crate::service::bulk::validate(sel, items, reason)?;
     bulk_permit(st, &who.username)?;
     st.core
         .bulk_retry(
@@ -699,7 +662,7 @@ pub async fn run_bulk_retry(
             st.settings.action_ttl_secs as i64 * 1000,
         )
         .await
-        .map_err(action_error)
+        .map_err(ApiError::from)
 }
 
 /// Takes one bulk retry from `user`'s allowance, or answers 429.

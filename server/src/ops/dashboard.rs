@@ -5,9 +5,9 @@
 use serde::Serialize;
 
 use crate::domain::actions::{ActionKind, ActionStatus};
-use crate::domain::idempotency::Outcome;
 use crate::domain::jobs::JobStatus;
 use crate::domain::stuck::StuckThresholds;
+use crate::idempotency::key::Outcome;
 use crate::service::Core;
 use crate::store::{
     ErrorItem, EventRecord, Job, LedgerEntryRow, Payment, QueueStat, Refund, StoreError,

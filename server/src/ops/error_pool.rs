@@ -8,7 +8,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::actions::{action_error, parse_ids};
+use super::actions::parse_ids;
 use super::audit::actor;
 use super::auth::Principal;
 use super::handlers::ClientAddr;
@@ -64,8 +64,7 @@ pub async fn by_kind(
             q.id,
             q.page.unwrap_or(0),
         )
-        .await
-        .map_err(action_error)?;
+        .await?;
     Ok(Json(page))
 }
 
@@ -116,11 +115,7 @@ pub async fn bulk_resolve_preview(
         kind: q.kind,
         ids: parse_ids(q.ids.as_deref())?,
     };
-    let items = st
-        .core
-        .bulk_resolve_preview(&selection)
-        .await
-        .map_err(action_error)?;
+    let items = st.core.bulk_resolve_preview(&selection).await?;
     Ok(Json(ResolvePreview { selection, items }))
 }
 
@@ -167,7 +162,6 @@ pub async fn bulk_resolve(
     let out = st
         .core
         .bulk_resolve(&actor(&p, &addr), &b.selection, &b.items, &b.note)
-        .await
-        .map_err(action_error)?;
+        .await?;
     Ok(Json(out))
 }

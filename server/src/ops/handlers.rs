@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 
 use super::auth::{LoginError, Principal};
 use super::dashboard::{dashboard, payment_detail};
-use super::users::{self, UserError, UserView};
+use super::users::{self, UserView};
 use crate::api::AppState;
 use crate::domain::roles::{Permission, format_roles};
 use crate::domain::state::PaymentStatus;
@@ -634,8 +634,7 @@ async fn resolve(
     let item = st
         .core
         .resolve_error_item(&super::audit::actor(&p, &addr), id, &body.note)
-        .await
-        .map_err(super::actions::action_error)?;
+        .await?;
     Ok(Json(ResolvedItem { item: Some(item) }))
 }
 
@@ -659,17 +658,6 @@ pub async fn audit(
     );
     st.core.store.append_audit(&e).await?;
     Ok(())
-}
-
-/// A user change's refusal as its HTTP error: 400 `invalid_user`, 409 `user_exists`, 404
-/// `not_found`.
-pub fn user_error(e: UserError) -> ApiError {
-    match e {
-        UserError::Invalid(m) => ApiError::bad_request("invalid_user", m),
-        UserError::Exists(_) => ApiError::new(StatusCode::CONFLICT, "user_exists", e.to_string()),
-        UserError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
-        UserError::Store(s) => s.into(),
-    }
 }
 
 #[utoipa::path(
@@ -756,26 +744,11 @@ async fn add_user(
         now,
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(user_error)?;
+    .await?;
     Ok((StatusCode::CREATED, Json(UserEnvelope { user: u })))
 }
 
 use super::actions::Empty;
-
-/// A merchant change's refusal as its HTTP error: 400 `invalid_merchant`, 409 `merchant_exists`,
-/// 404 `not_found` (no merchant, or no such unrevoked key).
-pub fn merchant_error(e: crate::service::merchants::MerchantError) -> ApiError {
-    use crate::service::merchants::MerchantError as E;
-    match e {
-        E::InvalidName => ApiError::bad_request("invalid_merchant", e.to_string()),
-        E::Exists(_) => ApiError::new(StatusCode::CONFLICT, "merchant_exists", e.to_string()),
-        E::NoMerchant(_) | E::NoKey(..) => {
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
-        }
-        E::Store(s) => s.into(),
-    }
-}
 
 /// A merchant's API keys, oldest first.
 #[derive(Debug, Serialize, ToSchema)]
@@ -817,9 +790,8 @@ async fn list_keys(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<MerchantKeyList>, ApiError> {
     p.require(Permission::ManageUsers)?;
-    let items = crate::service::merchants::list_merchant_keys(st.core.store.as_ref(), &name)
-        .await
-        .map_err(merchant_error)?;
+    let items =
+        crate::service::merchants::list_merchant_keys(st.core.store.as_ref(), &name).await?;
     Ok(Json(MerchantKeyList { items }))
 }
 
@@ -862,8 +834,7 @@ async fn issue_key(
         &name,
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(merchant_error)?;
+    .await?;
     Ok((
         StatusCode::CREATED,
         Json(IssuedKeyEnvelope {
@@ -912,8 +883,7 @@ async fn revoke_key(
         &id,
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(merchant_error)?;
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -957,8 +927,7 @@ async fn disable_user(
         st.core.clock.now_ms(),
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(user_error)?;
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -996,8 +965,7 @@ async fn enable_user(
         st.core.clock.now_ms(),
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(user_error)?;
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -1045,8 +1013,7 @@ async fn reset_password(
         st.core.clock.now_ms(),
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(user_error)?;
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -1093,7 +1060,6 @@ async fn set_roles(
         st.core.clock.now_ms(),
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(user_error)?;
+    .await?;
     Ok(Json(UserEnvelope { user: u }))
 }

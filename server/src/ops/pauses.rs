@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::actions::{StepUpTarget, action_error, with_step_up};
+use super::actions::{StepUpTarget, with_step_up};
 use super::audit::actor;
 use super::auth::Principal;
 use super::handlers::ClientAddr;
@@ -131,8 +131,7 @@ pub async fn request(
     let pause = st
         .core
         .request_pause(&actor(&p, &addr), &b.target, &b.reason, PAUSE_TTL_MS)
-        .await
-        .map_err(action_error)?;
+        .await?;
     Ok((StatusCode::CREATED, Json(PauseEnvelope { pause })))
 }
 
@@ -237,8 +236,7 @@ pub async fn reject(
     let pause = st
         .core
         .reject_pause(&actor(&p, &addr), &id, &b.reason)
-        .await
-        .map_err(action_error)?;
+        .await?;
     Ok(Json(PauseEnvelope { pause }))
 }
 
@@ -274,7 +272,6 @@ pub async fn resume(
     let pause = st
         .core
         .resume_pause(&actor(&p, &addr), &id, &b.reason)
-        .await
-        .map_err(action_error)?;
+        .await?;
     Ok(Json(PauseEnvelope { pause }))
 }

@@ -7,8 +7,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::Core;
-use crate::domain::idempotency::{MAX_KEY_LEN, validate_key};
 use crate::domain::money;
+use crate::idempotency::key::{MAX_KEY_LEN, validate_key};
 use crate::store::{IdKind, IdMatch, KeyOutcomeCount, MAX_ID_MATCHES, StoreError};
 
 /// The longest query, in characters: the longest Idempotency-Key (longer than any id).
@@ -29,20 +29,6 @@ pub enum LookupError {
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-impl From<LookupError> for crate::error::ApiError {
-    fn from(e: LookupError) -> Self {
-        use crate::error::ApiError;
-        match e {
-            LookupError::Invalid => ApiError::bad_request("invalid_query", e.to_string()),
-            LookupError::TooLong => ApiError::bad_request("query_too_long", e.to_string()),
-            LookupError::InvalidKey => {
-                ApiError::bad_request("idempotency_key_invalid", e.to_string())
-            }
-            LookupError::Store(s) => s.into(),
-        }
-    }
 }
 
 /// One thing found, with where the console shows it.
@@ -292,7 +278,7 @@ pub async fn key_detail(
             .map(|(name, value)| HeaderLine { name, value })
             .collect();
         headers.push(HeaderLine {
-            name: crate::api::idempotency::REPLAYED.to_string(),
+            name: crate::idempotency::key::REPLAYED.to_string(),
             value: "true".into(),
         });
         let bytes = rec.response_body.clone().unwrap_or_default();

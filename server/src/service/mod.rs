@@ -10,7 +10,6 @@ pub mod executors;
 pub mod ids;
 pub mod lookup;
 pub mod merchants;
-pub mod outcomes;
 pub mod pauses;
 pub mod payments;
 pub mod reconcile;
@@ -22,6 +21,7 @@ use std::sync::Arc;
 
 use crate::channel::Channel;
 use crate::domain::clock::Clock;
+use crate::idempotency::outcomes::OutcomeBuffer;
 use crate::store::{Store, StoreError};
 
 /// What the services share.
@@ -40,7 +40,16 @@ pub struct Core {
     /// This process's view of the emergency switch's active pauses.
     pub pauses: pauses::PauseCache,
     /// Idempotency-Key outcome counts not yet written ([`Core::flush_outcomes`]).
-    pub outcomes: Arc<outcomes::OutcomeBuffer>,
+    pub outcomes: Arc<OutcomeBuffer>,
+}
+
+impl Core {
+    /// Writes the pending Idempotency-Key outcome counts ([`OutcomeBuffer::flush`]), so that
+    /// a read of the counts in this process sees its own. Errors: the store's; the counts stay
+    /// pending for the next flush.
+    pub async fn flush_outcomes(&self) -> Result<(), StoreError> {
+        self.outcomes.flush(self.store.as_ref()).await
+    }
 }
 
 /// The timings the services use, in milliseconds.
@@ -66,18 +75,4 @@ pub enum ServiceError {
     /// Another writer kept moving the payment; the caller may retry.
     #[error("payment {0} kept changing under us")]
     Contended(String),
-}
-
-impl From<ServiceError> for crate::error::ApiError {
-    fn from(e: ServiceError) -> Self {
-        match e {
-            ServiceError::Store(s) => s.into(),
-            ServiceError::Contended(id) => crate::error::ApiError::new(
-                axum::http::StatusCode::CONFLICT,
-                "payment_busy",
-                format!("payment {id} is being updated; retry"),
-            )
-            .with_retry_after(1),
-        }
-    }
 }

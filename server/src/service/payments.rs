@@ -14,9 +14,10 @@ use crate::domain::fingerprint::fingerprint;
 use crate::domain::ledger;
 use crate::domain::money;
 use crate::domain::state::{Batch, Delay, PaymentEvent, PaymentStatus, Rule, rule};
+use crate::idempotency::store::{ClaimResult, KeyClaim, KeyCompletion, KeyRef, StoredResponse};
 use crate::store::{
-    ClaimResult, CreatePayment, IgnoredEvent, KeyClaim, KeyCompletion, KeyRef, NewJob, NewPayment,
-    OpenPayment, OpenedPayment, Payment, StoredResponse, Transition, TransitionResult,
+    CreatePayment, IgnoredEvent, NewJob, NewPayment, OpenPayment, OpenedPayment, Payment,
+    Transition, TransitionResult,
 };
 
 /// A validated create-payment request. Amount in minor units; currency ISO 4217.
@@ -237,12 +238,7 @@ impl Core {
             last,
             PaymentStatus::Pending | PaymentStatus::Processing | PaymentStatus::ChannelSuccess
         );
-        let key = KeyRef {
-            merchant_id: claim.merchant_id,
-            scope: claim.scope.clone(),
-            idem_key: claim.idem_key.clone(),
-            lease_token: claim.lease_token.clone(),
-        };
+        let key = claim.key_ref();
         let completion = KeyCompletion { key: &key, render };
         let done = self
             .store

@@ -6,7 +6,8 @@
 use async_trait::async_trait;
 use serde::Serialize;
 
-use super::{Backend, KeyRecord, StoreError};
+use super::{Backend, StoreError};
+use crate::idempotency::store::KeyRecord;
 
 /// The kinds of id the search looks in, in the order results are listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]

@@ -7,6 +7,8 @@
 #[macro_use]
 mod shared;
 #[macro_use]
+mod keys_sql;
+#[macro_use]
 mod console_sql;
 #[macro_use]
 mod governance_sql;
@@ -38,6 +40,8 @@ pub mod webhooks;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+
+use crate::idempotency::store::{KeyCompletion, KeyStore};
 pub use console::*;
 pub use governance::*;
 pub use live::*;
@@ -145,7 +149,8 @@ pub trait Presence {
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
 pub trait Store:
-    Queue
+    KeyStore
+    + Queue
     + Console
     + Governance
     + Live
@@ -232,78 +237,13 @@ pub trait Store:
     /// minute per key).
     async fn touch_merchant_key(&self, api_key_hash: &str, now: i64) -> Result<(), StoreError>;
 
-    // --- idempotency keys ------------------------------------------------------------------
-
-    /// Claims a key: inserts it running, or takes over a claim with the same fingerprint whose
-    /// lease lapsed (the crashed request's recovery point comes back), or returns the record
-    /// another request holds or completed. Never writes when the fingerprint differs.
-    async fn claim_key(&self, claim: &KeyClaim) -> Result<ClaimResult, StoreError>;
-    /// Records what the request created (recovery point); false when the lease was lost.
-    async fn set_key_resource(&self, key: &KeyRef, resource_id: &str) -> Result<bool, StoreError>;
-    /// Stores the response and marks the key done; false when the lease was lost.
-    async fn complete_key(
-        &self,
-        key: &KeyRef,
-        response: &StoredResponse,
-    ) -> Result<bool, StoreError>;
-    /// Deletes a claim whose request had no effect, so the key stays free.
-    async fn release_key(&self, key: &KeyRef) -> Result<bool, StoreError>;
-    /// Deletes keys whose retention ended before `now`, with the outcomes recorded for them
-    /// ([`Lookup::record_key_outcome`]); returns how many keys.
-    async fn purge_keys(&self, now: i64) -> Result<u64, StoreError>;
-    /// Adds one to the count of `outcome` on `route` in the minute `minute` (epoch minutes).
-    async fn count_outcome(
-        &self,
-        route: &str,
-        outcome: &str,
-        minute: i64,
-    ) -> Result<(), StoreError> {
-        let delta = RouteOutcomeDelta {
-            route: route.into(),
-            outcome: outcome.into(),
-            minute,
-            count: 1,
-        };
-        self.add_outcome_counts(&[delta], &[]).await
-    }
-    /// Counts one request with a stored key that got `outcome` at `now` (epoch ms UTC).
-    async fn record_key_outcome(
-        &self,
-        merchant_id: i64,
-        idem_key: &str,
-        outcome: &str,
-        now: i64,
-    ) -> Result<(), StoreError> {
-        let delta = KeyOutcomeDelta {
-            merchant_id,
-            idem_key: idem_key.into(),
-            outcome: outcome.into(),
-            count: 1,
-            first_at: now,
-            last_at: now,
-        };
-        self.add_outcome_counts(&[], &[delta]).await
-    }
-    /// Adds the per-route-and-minute and per-key outcome counts in one transaction (the
-    /// in-memory counts of `service::outcomes`, flushed).
-    async fn add_outcome_counts(
-        &self,
-        routes: &[RouteOutcomeDelta],
-        keys: &[KeyOutcomeDelta],
-    ) -> Result<(), StoreError>;
-    /// Counts per (route, outcome) since `since_minute` (epoch minutes).
-    async fn outcome_counts(
-        &self,
-        since_minute: i64,
-    ) -> Result<Vec<(String, String, i64)>, StoreError>;
-
     // --- payments --------------------------------------------------------------------------
 
     /// Inserts a PENDING payment and its submit job in one transaction, or returns the
     /// merchant's existing payment with the same merchant_order_id.
     async fn create_payment(&self, new: &NewPayment) -> Result<CreatePayment, StoreError>;
     /// Phase 1 of a create under an Idempotency-Key, in one transaction: claims the key as
-    /// [`claim_key`](Self::claim_key) does; when the claim is new, inserts the payment with
+    /// [`claim_key`](KeyStore::claim_key) does; when the claim is new, inserts the payment with
     /// its `created` event and submit job, sets the key's recovery point to it and applies
     /// `open.submit`. A taken merchant_order_id keeps the claim without a recovery point and
     /// answers [`OpenedPayment::Existing`]. Errors as for the writes it makes.

@@ -170,6 +170,7 @@ impl super::Presence for PgStore {
 }
 
 impl_store!(PgStore, Backend::Postgres);
+impl_keys!(PgStore);
 impl_queue!(PgStore);
 impl_verify!(PgStore);
 impl_console!(PgStore);

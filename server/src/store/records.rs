@@ -2,6 +2,7 @@
 //! milliseconds UTC; amounts are integer minor units.
 
 use crate::domain::state::{PaymentEvent, PaymentStatus};
+use crate::idempotency::store::{ClaimResult, KeyClaim, KeyRef, StoredResponse};
 use serde::Serialize;
 
 /// A merchant account (DESIGN.md "Merchant HTTP API"). The API key itself is never stored,
@@ -214,26 +215,9 @@ pub enum OpenedPayment {
     /// merchant_order_id, which is returned.
     Existing(Payment),
     /// The key was claimed before and nothing was written but what
-    /// [`Store::claim_key`](super::Store::claim_key) writes: a lapsed claim taken over
+    /// [`KeyStore::claim_key`](crate::idempotency::store::KeyStore::claim_key) writes: a lapsed claim taken over
     /// (`Claimed` with the crashed request's recovery point) or another request's record.
     Key(ClaimResult),
-}
-
-/// Completing an Idempotency-Key in the same transaction as the transitions that decide its
-/// answer (phase 2 of a create).
-pub struct KeyCompletion<'a> {
-    /// The claim to complete (only while its lease token still holds).
-    pub key: &'a KeyRef,
-    /// The answer to store, made from the payment as the last transition left it.
-    pub render: &'a (dyn Fn(&Payment) -> StoredResponse + Send + Sync),
-}
-
-impl std::fmt::Debug for KeyCompletion<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeyCompletion")
-            .field("key", &self.key)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Result of [`Store::apply_transitions`](super::Store::apply_transitions).
@@ -244,130 +228,6 @@ pub struct TransitionsResult {
     pub result: TransitionResult,
     /// The answer stored with the key, when a completion was asked and its lease held.
     pub stored: Option<StoredResponse>,
-}
-
-/// One stored Idempotency-Key (DESIGN.md "Idempotency contract").
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct KeyRecord {
-    /// Owner.
-    pub merchant_id: i64,
-    /// Route template with its path ids, e.g. `POST /v1/payments/pay_x/refunds`.
-    pub scope: String,
-    /// The client's key.
-    pub idem_key: String,
-    /// Route template without ids, for counting.
-    pub route: String,
-    /// SHA-256 of the canonical body.
-    pub fingerprint: String,
-    /// `running` or `done`.
-    pub state: String,
-    /// Token of the request holding the claim.
-    pub lease_token: Option<String>,
-    /// When the claim lapses, epoch ms UTC.
-    pub lease_expires_at: Option<i64>,
-    /// The payment or refund this request created, once it did (recovery point).
-    pub resource_id: Option<String>,
-    /// Stored HTTP status.
-    pub response_status: Option<i64>,
-    /// Stored headers as a JSON array of [name, value].
-    pub response_headers: Option<String>,
-    /// Stored body bytes.
-    pub response_body: Option<Vec<u8>>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// Purge time, epoch ms UTC.
-    pub expires_at: i64,
-}
-
-/// A request to claim a key.
-#[derive(Debug, Clone)]
-pub struct KeyClaim {
-    /// Owner.
-    pub merchant_id: i64,
-    /// Route template with path ids.
-    pub scope: String,
-    /// Client key.
-    pub idem_key: String,
-    /// Route template without ids.
-    pub route: String,
-    /// SHA-256 of the canonical body.
-    pub fingerprint: String,
-    /// Fresh token for this request.
-    pub lease_token: String,
-    /// Claim lapses at, epoch ms UTC.
-    pub lease_expires_at: i64,
-    /// Epoch ms UTC.
-    pub now: i64,
-    /// Purge after, epoch ms UTC.
-    pub expires_at: i64,
-}
-
-/// Result of [`Store::claim_key`](super::Store::claim_key).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaimResult {
-    /// This request holds the key: a new claim (`resource_id` None) or a lapsed claim taken
-    /// over (`resource_id` says what the crashed request had created, to resume it).
-    Claimed {
-        /// Recovery point.
-        resource_id: Option<String>,
-    },
-    /// Another request holds or completed the key.
-    Existing(KeyRecord),
-}
-
-/// Which key a call is about, and the token that must still hold it.
-#[derive(Debug, Clone)]
-pub struct KeyRef {
-    /// Owner.
-    pub merchant_id: i64,
-    /// Route template with path ids.
-    pub scope: String,
-    /// Client key.
-    pub idem_key: String,
-    /// The claim's token.
-    pub lease_token: String,
-}
-
-/// Requests on one route that got one Idempotency-Key outcome in one minute, to add to the
-/// stored count ([`Store::add_outcome_counts`](super::Store::add_outcome_counts)).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteOutcomeDelta {
-    /// `POST /v1/...` route template.
-    pub route: String,
-    /// `domain::idempotency::Outcome::as_str`.
-    pub outcome: String,
-    /// Epoch minutes UTC.
-    pub minute: i64,
-    /// How many requests, > 0.
-    pub count: i64,
-}
-
-/// Later requests with one stored key that got one outcome, to add to the key's counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyOutcomeDelta {
-    /// Owner of the key.
-    pub merchant_id: i64,
-    /// The client's key.
-    pub idem_key: String,
-    /// `replay`, `in_use` or `reused`.
-    pub outcome: String,
-    /// How many requests, > 0.
-    pub count: i64,
-    /// The first and last of them, epoch ms UTC.
-    pub first_at: i64,
-    /// See `first_at`.
-    pub last_at: i64,
-}
-
-/// A stored response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredResponse {
-    /// HTTP status.
-    pub status: u16,
-    /// Chosen headers, as [name, value] pairs.
-    pub headers: Vec<(String, String)>,
-    /// Body bytes, replayed byte for byte.
-    pub body: Vec<u8>,
 }
 
 pub use crate::domain::jobs::{JobKind, JobStatus};

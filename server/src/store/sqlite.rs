@@ -242,6 +242,7 @@ impl super::Presence for SqliteStore {
 }
 
 impl_store!(SqliteStore, Backend::Sqlite);
+impl_keys!(SqliteStore);
 impl_queue!(SqliteStore);
 impl_verify!(SqliteStore);
 impl_console!(SqliteStore);

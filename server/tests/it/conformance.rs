@@ -43,10 +43,10 @@ store_conformance!(merchant_round_trips_and_names_are_unique, |store| {
 
 use std::sync::Arc;
 
-use converge_server::store::{
-    ClaimResult, CreatePayment, CreateRefund, KeyClaim, KeyRecord, KeyRef, NewPayment, NewRefund,
-    Payment, Store, StoredResponse,
+use converge_server::idempotency::store::{
+    ClaimResult, KeyClaim, KeyRecord, KeyRef, StoredResponse,
 };
+use converge_server::store::{CreatePayment, CreateRefund, NewPayment, NewRefund, Payment, Store};
 
 const NOW: i64 = 1_800_000_000_000;
 

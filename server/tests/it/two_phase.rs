@@ -11,11 +11,14 @@ use converge_server::domain::clock::{Clock, SystemClock};
 use converge_server::domain::fingerprint::fingerprint;
 use converge_server::domain::ledger;
 use converge_server::domain::state::{PaymentEvent, PaymentStatus};
+use converge_server::idempotency::store::{
+    ClaimResult, KeyClaim, KeyCompletion, KeyOutcomeDelta, KeyRef, RouteOutcomeDelta,
+    StoredResponse,
+};
 use converge_server::service::ids::{new_id, new_token};
 use converge_server::service::payments::PaymentInput;
 use converge_server::store::{
-    ClaimResult, KeyClaim, KeyCompletion, KeyOutcomeDelta, KeyRef, NewPayment, OpenPayment,
-    OpenedPayment, Payment, RouteOutcomeDelta, Store, StoredResponse, Transition, TransitionResult,
+    NewPayment, OpenPayment, OpenedPayment, Payment, Store, Transition, TransitionResult,
 };
 use serde_json::{Value, json};
 

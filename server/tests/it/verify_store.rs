@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use converge_server::domain::ledger::{self, LedgerLine, LedgerPosting};
 use converge_server::domain::state::{PaymentEvent, transition};
+use converge_server::idempotency::store::{ClaimResult, KeyClaim, KeyRef, StoredResponse};
 use converge_server::store::{
-    ClaimResult, CreatePayment, CreateRefund, KeyClaim, KeyRef, NewErrorItem, NewPayment,
-    NewRefund, Payment, Store, StoredResponse, Transition, TransitionResult,
+    CreatePayment, CreateRefund, NewErrorItem, NewPayment, NewRefund, Payment, Store, Transition,
+    TransitionResult,
 };
 use converge_server::verify::{self, Breach, ChargeSource, HttpChargeSource, Window};
 

@@ -1,5 +1,7 @@
 //! The Idempotency-Key layer over the merchant POST routes (DESIGN.md "Idempotency
-//! contract"; IETF draft-ietf-httpapi-idempotency-key-header; Stripe's documented behaviour).
+//! contract"; IETF draft-ietf-httpapi-idempotency-key-header; Stripe's documented behaviour):
+//! the HTTP side of [`crate::idempotency`]. The rules it applies are in [`super::key`], the
+//! writes in [`super::store`], the counting in [`super::outcomes`].
 //!
 //! Claim, run, store: the claim is its own short transaction and never spans the channel
 //! call. A 2xx answer is stored and later replayed byte for byte; a 4xx had no effect, so the
@@ -12,17 +14,41 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
-use crate::domain::fingerprint::{fingerprint, sha256_hex};
-use crate::domain::idempotency::{KeyError, Outcome, validate_key};
-use crate::error::ApiError;
+use super::key::{
+    HEADER, KeyError, Outcome, REPLAYED, existing_outcome, in_use_retry_after_secs,
+    key_from_headers, request_fingerprint,
+};
+use super::store::{ClaimResult, KeyClaim, KeyRecord, KeyRef, StoredResponse};
+use crate::config::Settings;
+use crate::error::{ApiError, ParsedBody};
+use crate::service::Core;
 use crate::service::ids::new_token;
-use crate::store::{ClaimResult, KeyClaim, KeyRecord, KeyRef, Merchant, StoredResponse};
+use crate::store::Merchant;
 
-/// The request header carrying the key.
-pub const HEADER: &str = "idempotency-key";
-/// The header marking a replayed answer.
-pub const REPLAYED: &str = "idempotent-replayed";
+/// What the layer needs: the core (store, clock, outcome counts) and its settings.
+#[derive(Clone)]
+pub struct KeyLayer {
+    /// The use cases' shared parts.
+    pub core: Core,
+    /// Largest request body read, in bytes (`--body-limit`).
+    pub body_limit: usize,
+    /// How long a claim holds before a retry may take it over, in ms (`--key-lease-ms`).
+    pub lease_ms: i64,
+    /// How long a key is kept, in ms (`--key-retention-secs` × 1000).
+    pub retention_ms: i64,
+}
+
+impl KeyLayer {
+    /// The layer's state from the process's settings.
+    pub fn new(core: Core, settings: &Settings) -> Self {
+        KeyLayer {
+            core,
+            body_limit: settings.body_limit,
+            lease_ms: settings.key_lease_ms as i64,
+            retention_ms: (settings.key_retention_secs as i64) * 1000,
+        }
+    }
+}
 
 /// What the handler of a claimed request learns from the layer.
 #[derive(Debug, Clone)]
@@ -58,16 +84,6 @@ pub enum ClaimState {
     Existing(Box<KeyRecord>),
 }
 
-/// The claim `claim` made, as a reference to complete or release it by.
-pub fn key_ref(claim: &KeyClaim) -> KeyRef {
-    KeyRef {
-        merchant_id: claim.merchant_id,
-        scope: claim.scope.clone(),
-        idem_key: claim.idem_key.clone(),
-        lease_token: claim.lease_token.clone(),
-    }
-}
-
 /// A JSON answer as it is stored with a key and sent: the same bytes both ways.
 pub fn json_answer(status: StatusCode, body: &impl serde::Serialize) -> StoredResponse {
     StoredResponse {
@@ -98,7 +114,7 @@ const STORED_HEADERS: [HeaderName; 2] = [header::CONTENT_TYPE, header::LOCATION]
 
 /// The middleware; GET and other methods pass through.
 pub async fn layer(
-    State(st): State<AppState>,
+    State(st): State<KeyLayer>,
     matched: MatchedPath,
     req: Request,
     next: Next,
@@ -111,14 +127,12 @@ pub async fn layer(
             .into_response();
     };
     let route = format!("POST {}", matched.as_str());
-    // Two Idempotency-Key headers name no single key: refused like a malformed one rather
-    // than silently taking the first.
-    let mut values = req.headers().get_all(HEADER).iter();
-    let first = values.next().map(HeaderValue::as_bytes);
-    let key = match validate_key(first).and_then(|k| match values.next() {
-        Some(_) => Err(KeyError::Invalid),
-        None => Ok(k),
-    }) {
+    let key = match key_from_headers(
+        req.headers()
+            .get_all(HEADER)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    ) {
         Ok(k) => k,
         Err(KeyError::Missing) => {
             count(&st, &route, Outcome::Missing);
@@ -146,7 +160,7 @@ pub async fn layer(
         .map_or_else(|| req.uri().path(), |u| u.path());
     let scope = format!("POST {path}");
     let (parts, body) = req.into_parts();
-    let Ok(bytes) = to_bytes(body, st.settings.body_limit).await else {
+    let Ok(bytes) = to_bytes(body, st.body_limit).await else {
         return ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
@@ -154,25 +168,25 @@ pub async fn layer(
         )
         .into_response();
     };
-    // A body that is not JSON still gets a fingerprint; the handler then refuses it and the
-    // claim is released.
-    let fp = serde_json::from_slice::<serde_json::Value>(&bytes)
-        .map(|v| fingerprint(&v))
-        .unwrap_or_else(|_| sha256_hex(&bytes));
+    // Parsed once here: the handler's `ApiJson` takes this parse rather than repeating it.
+    let json = serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| e.to_string());
+    let fp = request_fingerprint(&bytes, json.as_ref().ok());
+    let parsed = ParsedBody::new(bytes.clone(), json);
     let now = st.core.clock.now_ms();
     let claim = KeyClaim {
         merchant_id: merchant.id,
         scope: scope.clone(),
-        idem_key: key.clone(),
+        idem_key: key,
         route: route.clone(),
         fingerprint: fp.clone(),
         lease_token: new_token(),
-        lease_expires_at: now + st.settings.key_lease_ms as i64,
+        lease_expires_at: now + st.lease_ms,
         now,
-        expires_at: now + (st.settings.key_retention_secs as i64) * 1000,
+        expires_at: now + st.retention_ms,
     };
     if DEFERRED_ROUTES.contains(&route.as_str()) {
         let mut req = Request::from_parts(parts, Body::from(bytes));
+        req.extensions_mut().insert(parsed);
         req.extensions_mut().insert(DeferredClaim(claim.clone()));
         let resp = next.run(req).await;
         return finish_deferred(&st, &route, &scope, &fp, &claim, resp).await;
@@ -185,13 +199,9 @@ pub async fn layer(
         Ok(ClaimResult::Claimed { resource_id }) => resource_id,
     };
     count(&st, &route, Outcome::First);
-    let key_ref = KeyRef {
-        merchant_id: merchant.id,
-        scope,
-        idem_key: key,
-        lease_token: claim.lease_token,
-    };
+    let key_ref = claim.key_ref();
     let mut req = Request::from_parts(parts, Body::from(bytes));
+    req.extensions_mut().insert(parsed);
     req.extensions_mut().insert(IdemContext {
         key: key_ref.clone(),
         resource_id,
@@ -202,7 +212,7 @@ pub async fn layer(
 
 /// The end of a deferred route's request, by its handler's [`ClaimState`].
 async fn finish_deferred(
-    st: &AppState,
+    st: &KeyLayer,
     route: &str,
     scope: &str,
     fp: &str,
@@ -216,7 +226,7 @@ async fn finish_deferred(
         }
         Some(ClaimState::Held) => {
             count(st, route, Outcome::First);
-            finish(st, &key_ref(claim), resp).await
+            finish(st, &claim.key_ref(), resp).await
         }
         Some(ClaimState::Existing(rec)) => {
             answer_existing(st, route, scope, fp, *rec, claim.now).await
@@ -248,42 +258,32 @@ async fn finish_deferred(
 }
 
 async fn answer_existing(
-    st: &AppState,
+    st: &KeyLayer,
     route: &str,
     scope: &str,
     fp: &str,
     rec: KeyRecord,
     now: i64,
 ) -> Response {
-    if rec.fingerprint != fp || rec.scope != scope {
-        count(st, route, Outcome::Reused);
-        record(st, &rec, Outcome::Reused, now);
-        return ApiError::new(
+    let outcome = existing_outcome((&rec.fingerprint, &rec.scope, &rec.state), fp, scope);
+    count(st, route, outcome);
+    record(st, &rec, outcome, now);
+    match outcome {
+        Outcome::Reused => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "idempotency_key_reused",
             "this Idempotency-Key was used with a different request; use a new key",
         )
-        .into_response();
+        .into_response(),
+        Outcome::Replay => replay(rec),
+        _ => ApiError::new(
+            StatusCode::CONFLICT,
+            "idempotency_key_in_use",
+            "a request with this Idempotency-Key is still running",
+        )
+        .with_retry_after(in_use_retry_after_secs(rec.lease_expires_at, now))
+        .into_response(),
     }
-    if rec.state == "done" {
-        count(st, route, Outcome::Replay);
-        record(st, &rec, Outcome::Replay, now);
-        return replay(rec);
-    }
-    count(st, route, Outcome::InUse);
-    record(st, &rec, Outcome::InUse, now);
-    let wait_ms = rec
-        .lease_expires_at
-        .unwrap_or(now)
-        .saturating_sub(now)
-        .max(0);
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "idempotency_key_in_use",
-        "a request with this Idempotency-Key is still running",
-    )
-    .with_retry_after(((wait_ms + 999) / 1000).clamp(1, 60) as u64)
-    .into_response()
 }
 
 fn replay(rec: KeyRecord) -> Response {
@@ -313,7 +313,7 @@ fn replay(rec: KeyRecord) -> Response {
     resp
 }
 
-async fn finish(st: &AppState, key: &KeyRef, resp: Response) -> Response {
+async fn finish(st: &KeyLayer, key: &KeyRef, resp: Response) -> Response {
     let status = resp.status();
     if status.is_client_error() {
         if let Err(e) = st.core.store.release_key(key).await {
@@ -360,26 +360,15 @@ async fn finish(st: &AppState, key: &KeyRef, resp: Response) -> Response {
 
 /// Records, for the key's own page, what a later request with this stored key got (the
 /// route-level [`count`] cannot say which key). Counted in memory and written in batches
-/// (`service::outcomes`).
-fn record(st: &AppState, rec: &KeyRecord, outcome: Outcome, now: i64) {
+/// ([`super::outcomes`]).
+fn record(st: &KeyLayer, rec: &KeyRecord, outcome: Outcome, now: i64) {
     st.core
         .outcomes
         .count_key(rec.merchant_id, &rec.idem_key, outcome.as_str(), now);
 }
 
-fn count(st: &AppState, route: &str, outcome: Outcome) {
-    // `route` is "POST /v1/..." (the scope the store counts by); the metric splits it into
-    // a lower-case method and the route template.
-    let (method, template) = route.split_once(' ').unwrap_or(("", route));
-    metrics::counter!(
-        "converge_idempotency_requests_total",
-        "method" => method.to_ascii_lowercase(),
-        "route" => template.to_owned(),
-        "outcome" => outcome.as_str()
-    )
-    .increment(1);
-    let minute = st.core.clock.now_ms().div_euclid(60_000);
+fn count(st: &KeyLayer, route: &str, outcome: Outcome) {
     st.core
         .outcomes
-        .count_route(route, outcome.as_str(), minute);
+        .count_request(route, outcome, st.core.clock.now_ms());
 }

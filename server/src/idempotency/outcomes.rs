@@ -2,15 +2,18 @@
 //! counter is not a write per request). Two kinds are counted: per route and minute (the
 //! dashboard's hit rates, DESIGN.md "Idempotency contract") and per stored key (what later
 //! requests with a key got, on the key's page). A flush writes everything pending in one
-//! transaction; [`Core::flush_outcomes`] runs once a second from `serve` and before every
-//! read of the counts in this process, so a process's own counts are never stale to it and
+//! transaction; [`OutcomeBuffer::flush`] runs once a second from `serve` ([`flush_every`])
+//! and before every read of the counts in this process
+//! ([`Core::flush_outcomes`](crate::service::Core::flush_outcomes)), so a process's own counts are never stale to it and
 //! another process's lag by at most the flush interval.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use super::Core;
-use crate::store::{KeyOutcomeDelta, RouteOutcomeDelta, StoreError};
+use super::key::Outcome;
+use super::store::{KeyOutcomeDelta, KeyStore, RouteOutcomeDelta};
+use crate::store::StoreError;
 
 /// Counts not yet written.
 #[derive(Debug, Default)]
@@ -30,6 +33,23 @@ impl OutcomeBuffer {
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         // A panic while holding the lock leaves counts, not broken invariants: keep going.
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one request on `route` (`POST /v1/...`, the scope the store counts by) that
+    /// got `outcome` at `now_ms` (epoch ms UTC): in the Prometheus counter
+    /// `converge_idempotency_requests_total` (labels `method`, `route` template, `outcome`)
+    /// and in the route's count for that minute.
+    pub fn count_request(&self, route: &str, outcome: Outcome, now_ms: i64) {
+        // The metric splits the route into a lower-case method and the route template.
+        let (method, template) = route.split_once(' ').unwrap_or(("", route));
+        metrics::counter!(
+            "converge_idempotency_requests_total",
+            "method" => method.to_ascii_lowercase(),
+            "route" => template.to_owned(),
+            "outcome" => outcome.as_str()
+        )
+        .increment(1);
+        self.count_route(route, outcome.as_str(), now_ms.div_euclid(60_000));
     }
 
     /// Counts one request on `route` (`POST /v1/...`) that got `outcome` in epoch minute
@@ -105,29 +125,45 @@ impl OutcomeBuffer {
 }
 
 /// The static name of an outcome the buffer counted (every name comes from
-/// `domain::idempotency::Outcome::as_str`).
+/// [`Outcome::as_str`]).
 fn known_outcome(name: &str) -> &'static str {
-    crate::domain::idempotency::Outcome::ALL
+    Outcome::ALL
         .iter()
         .map(|o| o.as_str())
         .find(|o| *o == name)
         .unwrap_or("unknown")
 }
 
-impl Core {
-    /// Writes the pending outcome counts in one transaction. Errors: the store's; the counts
-    /// stay pending for the next flush.
-    pub async fn flush_outcomes(&self) -> Result<(), StoreError> {
-        let (routes, keys) = self.outcomes.take();
+impl OutcomeBuffer {
+    /// Writes the pending counts to `store` in one transaction. Errors: the store's; the
+    /// counts stay pending for the next flush.
+    pub async fn flush<S: KeyStore + ?Sized>(&self, store: &S) -> Result<(), StoreError> {
+        let (routes, keys) = self.take();
         if routes.is_empty() && keys.is_empty() {
             return Ok(());
         }
-        match self.store.add_outcome_counts(&routes, &keys).await {
+        match store.add_outcome_counts(&routes, &keys).await {
             Ok(()) => Ok(()),
             Err(e) => {
-                self.outcomes.put_back(routes, keys);
+                self.put_back(routes, keys);
                 Err(e)
             }
+        }
+    }
+}
+
+/// Flushes `buffer` to `store` every `every`, for as long as the task runs (`serve` starts it
+/// with one second and flushes once more at shutdown).
+pub async fn flush_every<S: KeyStore + ?Sized>(
+    buffer: Arc<OutcomeBuffer>,
+    store: Arc<S>,
+    every: Duration,
+) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if let Err(e) = buffer.flush(store.as_ref()).await {
+            tracing::warn!(error = %e, "idempotency outcome counts not flushed; next tick retries");
         }
     }
 }
