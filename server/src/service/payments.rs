@@ -375,6 +375,10 @@ impl Core {
             .is_none_or(|m| m.frozen);
         if frozen {
             if p.status == PaymentStatus::Suspense {
+                // Reported again (one item per payment, by key): a process that died between
+                // parking the payment and reporting it leaves the error pool without it, and
+                // this job's retries are what put it back.
+                self.report_suspense(p).await?;
                 return Ok(p.clone());
             }
             // No new job (the row's effects): the post_ledger job written when the payment

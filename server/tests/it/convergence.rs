@@ -139,7 +139,13 @@ on_both_backends!(
         .await
         .assert_error(403, "merchant_frozen");
         wait_status(&app, &id, &["SUSPENSE"], 10).await;
-        let items = app.store.payment_error_items(&id).await.unwrap();
+        // The item is written just after the status commits (by whichever of the query and
+        // the post_ledger job parked it).
+        let items = eventually(Duration::from_secs(10), "the suspense item", || async {
+            let items = app.store.payment_error_items(&id).await.unwrap();
+            (!items.is_empty()).then_some(items)
+        })
+        .await;
         assert_eq!(items.len(), 1);
         assert_eq!(
             (items[0].kind.as_str(), items[0].status.as_str()),
