@@ -8,7 +8,6 @@ use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tower_sessions::Session;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -16,11 +15,11 @@ use utoipa_axum::routes;
 
 use super::auth::{LoginError, Principal};
 use super::dashboard::{dashboard, payment_detail};
-use super::users::{self, UserError, UserView};
 use crate::api::AppState;
 use crate::domain::roles::{Permission, format_roles};
 use crate::domain::state::PaymentStatus;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::service::users::{self, UserError, UserView};
 use crate::store::{ErrorItem, Merchant, Payment, PaymentFilter};
 
 /// The `/ops/v1` routes (state applied by the caller), each with its OpenAPI documentation.
@@ -63,15 +62,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(super::pauses::routes())
 }
 
-/// The signed-in user: name and roles.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"username": "alice", "roles": ["viewer", "operator"]}))]
-pub struct PrincipalView {
-    /// User name.
-    pub username: String,
-    /// Roles (`viewer`, `operator`, `approver`, `auditor`, `admin`).
-    pub roles: Vec<String>,
-}
+pub use converge_wire::PrincipalView;
 
 fn principal_view(p: &Principal) -> PrincipalView {
     PrincipalView {
@@ -639,36 +630,24 @@ async fn resolve(
     Ok(Json(ResolvedItem { item: Some(item) }))
 }
 
-/// Appends an audit record for a console change by `p`.
-pub async fn audit(
-    st: &AppState,
-    p: &Principal,
-    addr: &str,
-    action: &str,
-    target: &str,
-    reason: &str,
-    after: Value,
-) -> Result<(), ApiError> {
-    let e = super::audit::actor(p, addr).entry(
-        st.core.clock.now_ms(),
-        action,
-        target,
-        reason,
-        String::new(),
-        after.to_string(),
-    );
-    st.core.store.append_audit(&e).await?;
-    Ok(())
-}
-
-/// A user change's refusal as its HTTP error: 400 `invalid_user`, 409 `user_exists`, 404
-/// `not_found`.
-pub fn user_error(e: UserError) -> ApiError {
-    match e {
-        UserError::Invalid(m) => ApiError::bad_request("invalid_user", m),
-        UserError::Exists(_) => ApiError::new(StatusCode::CONFLICT, "user_exists", e.to_string()),
-        UserError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()),
-        UserError::Store(s) => s.into(),
+/// A user change's refusal as its HTTP error, for both console adapters: 400 `invalid_user`
+/// (bad input, or a change an admin may not make to their own account), 409 `user_exists`,
+/// 404 `not_found`.
+impl From<UserError> for ApiError {
+    fn from(e: UserError) -> Self {
+        match e {
+            UserError::Invalid(m) => ApiError::bad_request("invalid_user", m),
+            UserError::DisableSelf | UserError::DropOwnAdmin => {
+                ApiError::bad_request("invalid_user", e.to_string())
+            }
+            UserError::Exists(_) => {
+                ApiError::new(StatusCode::CONFLICT, "user_exists", e.to_string())
+            }
+            UserError::NotFound(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+            }
+            UserError::Store(s) => s.into(),
+        }
     }
 }
 
@@ -688,15 +667,8 @@ pub fn user_error(e: UserError) -> ApiError {
 )]
 async fn list_users(State(st): State<AppState>, p: Principal) -> Result<Json<UserList>, ApiError> {
     p.require(Permission::ManageUsers)?;
-    let users: Vec<UserView> = st
-        .core
-        .store
-        .users()
-        .await?
-        .iter()
-        .map(UserView::from)
-        .collect();
-    Ok(Json(UserList { items: users }))
+    let items = users::list_users(st.core.store.as_ref()).await?;
+    Ok(Json(UserList { items }))
 }
 
 /// Body of `POST /ops/v1/users`.
@@ -750,14 +722,13 @@ async fn add_user(
     let u = users::add_user(
         st.core.store.as_ref(),
         &st.auth.hasher,
-        b.username.trim(),
+        &b.username,
         &b.roles,
         &b.password,
         now,
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(user_error)?;
+    .await?;
     Ok((StatusCode::CREATED, Json(UserEnvelope { user: u })))
 }
 
@@ -944,12 +915,6 @@ async fn disable_user(
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<StatusCode, ApiError> {
     p.require(Permission::ManageUsers)?;
-    if name == p.username {
-        return Err(ApiError::bad_request(
-            "invalid_user",
-            "you cannot disable yourself",
-        ));
-    }
     users::set_disabled(
         st.core.store.as_ref(),
         &name,
@@ -957,8 +922,7 @@ async fn disable_user(
         st.core.clock.now_ms(),
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(user_error)?;
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -996,8 +960,7 @@ async fn enable_user(
         st.core.clock.now_ms(),
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(user_error)?;
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -1045,8 +1008,7 @@ async fn reset_password(
         st.core.clock.now_ms(),
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(user_error)?;
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -1093,7 +1055,6 @@ async fn set_roles(
         st.core.clock.now_ms(),
         &super::audit::actor(&p, &addr),
     )
-    .await
-    .map_err(user_error)?;
+    .await?;
     Ok(Json(UserEnvelope { user: u }))
 }

@@ -34,6 +34,7 @@ mod sqlite;
 mod sqlite_export;
 pub mod views;
 pub mod webhooks;
+mod wire_rows;
 
 use std::sync::Arc;
 
@@ -47,6 +48,7 @@ pub use queue::*;
 pub use records::*;
 pub use verify::*;
 pub use webhooks::*;
+pub(crate) use wire_rows::*;
 
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
