@@ -223,9 +223,9 @@ pub(crate) mod ssr {
         }
     }
 
-    /// A user change refused, in words.
-    pub fn user_error(e: converge_server::ops::users::UserError) -> ServerFnError {
-        api_error(converge_server::error::ApiError::from(e))
+    /// A user change refused, with the same status and code as `/ops/v1`.
+    pub fn user_error(e: converge_server::service::users::UserError) -> ServerFnError {
+        api_error(e.into())
     }
 }
 
@@ -339,10 +339,9 @@ async fn dashboard_as(background: bool) -> Result<Dashboard, ServerFnError> {
         ssr::Activity::Person
     };
     let (st, _) = ssr::authorize_as(Permission::View, activity).await?;
-    let d = converge_server::ops::dashboard::dashboard(&st.core, &st.settings.stuck_thresholds())
+    converge_server::ops::dashboard::dashboard(&st.core, &st.settings.stuck_thresholds())
         .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    ssr::convert(&d)
+        .map_err(|e| ssr::api_error(e.into()))
 }
 
 /// Every merchant (viewer): names for filters and lists.
@@ -350,13 +349,11 @@ async fn dashboard_as(background: bool) -> Result<Dashboard, ServerFnError> {
 pub async fn merchants() -> Result<Vec<Merchant>, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
-    let list = st
-        .core
+    st.core
         .store
         .merchants()
         .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    ssr::convert(&list)
+        .map_err(|e| ssr::api_error(e.into()))
 }
 
 /// One page of payments matching `query`, newest first, 50 a page (viewer).
@@ -434,25 +431,17 @@ pub async fn resolve_error(id: i64, note: String) -> Result<ErrorItem, ServerFnE
         .resolve_error_item(&ssr::actor(&p).await, id, &note)
         .await
         .map_err(|e| ssr::api_error(converge_server::error::ApiError::from(e)))?;
-    ssr::convert(&item)
+    Ok(item)
 }
 
 /// Every console user (admin).
 #[server(endpoint = "users")]
 pub async fn list_users() -> Result<Vec<UserView>, ServerFnError> {
     use converge_server::domain::roles::Permission;
-    use converge_server::ops::users::UserView as ServerUser;
     let (st, _) = ssr::authorize(Permission::ManageUsers).await?;
-    let users: Vec<ServerUser> = st
-        .core
-        .store
-        .users()
+    converge_server::service::users::list_users(st.core.store.as_ref())
         .await
-        .map_err(|e| ssr::api_error(e.into()))?
-        .iter()
-        .map(ServerUser::from)
-        .collect();
-    ssr::convert(&users)
+        .map_err(ssr::user_error)
 }
 
 /// Adds a user with `roles` (comma-separated) and `password` (admin).
@@ -464,18 +453,17 @@ pub async fn add_user(
 ) -> Result<UserView, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    let u = converge_server::ops::users::add_user(
+    converge_server::service::users::add_user(
         st.core.store.as_ref(),
         &st.auth.hasher,
-        username.trim(),
+        &username,
         &roles,
         &password,
         st.core.clock.now_ms(),
         &ssr::actor(&p).await,
     )
     .await
-    .map_err(ssr::user_error)?;
-    ssr::convert(&u)
+    .map_err(ssr::user_error)
 }
 
 /// Disables a user, which ends its sessions (admin; not yourself).
@@ -483,15 +471,7 @@ pub async fn add_user(
 pub async fn disable_user(username: String) -> Result<(), ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    if username == p.username {
-        return Err(ssr::api_error(
-            converge_server::error::ApiError::bad_request(
-                "invalid_user",
-                "you cannot disable yourself",
-            ),
-        ));
-    }
-    converge_server::ops::users::set_disabled(
+    converge_server::service::users::set_disabled(
         st.core.store.as_ref(),
         &username,
         true,
@@ -508,7 +488,7 @@ pub async fn disable_user(username: String) -> Result<(), ServerFnError> {
 pub async fn enable_user(username: String) -> Result<(), ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::ops::users::set_disabled(
+    converge_server::service::users::set_disabled(
         st.core.store.as_ref(),
         &username,
         false,
@@ -527,7 +507,7 @@ pub async fn enable_user(username: String) -> Result<(), ServerFnError> {
 pub async fn set_user_roles(username: String, roles: String) -> Result<UserView, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    let u = converge_server::ops::users::set_roles(
+    converge_server::service::users::set_roles(
         st.core.store.as_ref(),
         &username,
         &roles,
@@ -535,8 +515,7 @@ pub async fn set_user_roles(username: String, roles: String) -> Result<UserView,
         &ssr::actor(&p).await,
     )
     .await
-    .map_err(ssr::user_error)?;
-    ssr::convert(&u)
+    .map_err(ssr::user_error)
 }
 
 /// Sets a new password for a user, which ends its sessions (admin).
@@ -544,7 +523,7 @@ pub async fn set_user_roles(username: String, roles: String) -> Result<UserView,
 pub async fn reset_password(username: String, password: String) -> Result<(), ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::ops::users::reset_password(
+    converge_server::service::users::reset_password(
         st.core.store.as_ref(),
         &st.auth.hasher,
         &username,

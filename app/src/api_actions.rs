@@ -14,8 +14,7 @@ mod ssr {
     use converge_server::service::actions::{ActionError, Actor};
     use leptos::prelude::*;
 
-    use crate::api::ssr::{api_error, client_addr, convert};
-    use crate::dto::ActionRecord;
+    use crate::api::ssr::{api_error, client_addr};
 
     /// The audit actor of this request.
     pub async fn actor(p: &Principal) -> Actor {
@@ -25,13 +24,6 @@ mod ssr {
     /// An action refused, in words (the same code and message as the JSON API).
     pub fn action_error(e: ActionError) -> ServerFnError {
         api_error(converge_server::error::ApiError::from(e))
-    }
-
-    /// A stored action as its DTO.
-    pub fn action_dto(
-        a: &converge_server::store::ActionRecord,
-    ) -> Result<ActionRecord, ServerFnError> {
-        convert(a)
     }
 }
 
@@ -65,7 +57,7 @@ pub async fn request_action(
         )
         .await
         .map_err(ssr::action_error)?;
-    ssr::action_dto(&a)
+    Ok(a)
 }
 
 /// How many requests wait for an approver (the count beside "Approvals" in the navigation).
@@ -112,7 +104,7 @@ async fn inbox_as(
     let item = |r: converge_server::store::ApprovalRow| -> Result<crate::dto::ApprovalItem, ServerFnError> {
         Ok(crate::dto::ApprovalItem {
             stale: r.stale(),
-            action: crate::api::ssr::convert(&r.action)?,
+            action: r.action,
             merchant: r.merchant,
             amount: r.amount,
             currency: r.currency,
@@ -155,7 +147,7 @@ pub async fn approve_action(
     )
     .await
     .map_err(crate::api::ssr::api_error)?;
-    ssr::action_dto(&a)
+    Ok(a)
 }
 
 /// Rejects a pending request (an approver other than the requester).
@@ -168,7 +160,7 @@ pub async fn reject_action(id: String, reason: String) -> Result<ActionRecord, S
         .reject_action(&ssr::actor(&p).await, id.trim(), &reason)
         .await
         .map_err(ssr::action_error)?;
-    ssr::action_dto(&a)
+    Ok(a)
 }
 
 /// Cancels one's own pending request (operator).
@@ -181,7 +173,7 @@ pub async fn cancel_action(id: String) -> Result<ActionRecord, ServerFnError> {
         .cancel_action(&ssr::actor(&p).await, id.trim())
         .await
         .map_err(ssr::action_error)?;
-    ssr::action_dto(&a)
+    Ok(a)
 }
 
 /// Runs an approved or failed action again (approver; every step is idempotent).
@@ -194,7 +186,7 @@ pub async fn execute_action(id: String) -> Result<ActionRecord, ServerFnError> {
         .execute_action(&ssr::actor(&p).await, id.trim())
         .await
         .map_err(ssr::action_error)?;
-    ssr::action_dto(&a)
+    Ok(a)
 }
 
 /// The exact payments a bulk retry of the selection would retry now (operator):
@@ -221,7 +213,7 @@ pub async fn bulk_retry_preview(
         .bulk_retry_preview(&sel, &st.settings.stuck_thresholds())
         .await
         .map_err(ssr::action_error)?;
-    crate::api::ssr::convert(&items)
+    Ok(items)
 }
 
 /// Retries the previewed `(payment_id, version)` items the selection still holds at that
@@ -260,7 +252,7 @@ pub async fn bulk_retry(
     )
     .await
     .map_err(crate::api::ssr::api_error)?;
-    crate::api::ssr::convert(&out)
+    Ok(out)
 }
 
 /// Re-computes the whole audit chain (auditor) and reports the first broken record.

@@ -30,10 +30,7 @@ pub async fn merchant_accounts() -> Result<Vec<MerchantAccount>, ServerFnError> 
         let keys = list_merchant_keys(store, &m.name)
             .await
             .map_err(merchant_error)?;
-        out.push(MerchantAccount {
-            merchant: ssr::convert(&m)?,
-            keys: ssr::convert(&keys)?,
-        });
+        out.push(MerchantAccount { merchant: m, keys });
     }
     Ok(out)
 }

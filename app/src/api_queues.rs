@@ -29,7 +29,7 @@ pub async fn error_pool_page(
         .error_pool_page(status.as_deref(), kind.as_deref(), id, page.unwrap_or(0))
         .await
         .map_err(action_error)?;
-    crate::api::ssr::convert(&p)
+    Ok(p)
 }
 
 /// The open items a bulk resolve would resolve now (operator): those of `kind` (all kinds
@@ -47,7 +47,7 @@ pub async fn bulk_resolve_preview(
         .bulk_resolve_preview(&ResolveSelection { kind, ids })
         .await
         .map_err(action_error)?;
-    crate::api::ssr::convert(&items)
+    Ok(items)
 }
 
 /// Resolves the previewed `(id, occurrences)` items still open, in the selection and not
@@ -76,7 +76,7 @@ pub async fn bulk_resolve(
         )
         .await
         .map_err(action_error)?;
-    crate::api::ssr::convert(&out)
+    Ok(out)
 }
 
 /// One page of the audit log matching `query`, newest first, 50 a page (auditor).
@@ -101,5 +101,5 @@ pub async fn load_audit_list(
     let page = converge_server::ops::audit::run_list(st.core.store.as_ref(), &q)
         .await
         .map_err(crate::api::ssr::api_error)?;
-    crate::api::ssr::convert(&page)
+    Ok(page)
 }

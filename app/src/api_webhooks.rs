@@ -188,8 +188,5 @@ async fn payment_webhooks_as(
         )
         .await
         .map_err(|e| ssr::api_error(e.into()))?;
-    Ok(PaymentWebhooks {
-        events: ssr::convert(&events)?,
-        deliveries: ssr::convert(&deliveries)?,
-    })
+    Ok(PaymentWebhooks { events, deliveries })
 }

@@ -11,11 +11,11 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::ops::auth::LoginError;
-use crate::ops::users::UserError;
 use crate::service::ServiceError;
 use crate::service::actions::ActionError;
 use crate::service::lookup::LookupError;
 use crate::service::merchants::MerchantError;
+use crate::service::users::UserError;
 use crate::service::webhooks::EndpointError;
 use crate::store::StoreError;
 
@@ -207,6 +207,9 @@ impl From<UserError> for ApiError {
     fn from(e: UserError) -> Self {
         match e {
             UserError::Invalid(m) => ApiError::bad_request("invalid_user", m),
+            UserError::DisableSelf | UserError::DropOwnAdmin => {
+                ApiError::bad_request("invalid_user", e.to_string())
+            }
             UserError::Exists(_) => {
                 ApiError::new(StatusCode::CONFLICT, "user_exists", e.to_string())
             }

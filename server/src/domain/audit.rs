@@ -36,36 +36,8 @@ pub struct AuditEntry {
     pub meta: String,
 }
 
-/// A stored record: the entry with its place in the chain.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, sqlx::FromRow, utoipa::ToSchema,
-)]
-pub struct AuditRecord {
-    /// 1, 2, 3, ... without gaps.
-    pub seq: i64,
-    /// Epoch ms UTC.
-    pub at: i64,
-    /// Actor.
-    pub actor: String,
-    /// Roles.
-    pub roles: String,
-    /// Action.
-    pub action: String,
-    /// Target.
-    pub target: String,
-    /// Reason.
-    pub reason: String,
-    /// Before, JSON text.
-    pub before_state: String,
-    /// After, JSON text.
-    pub after_state: String,
-    /// Request metadata, JSON text.
-    pub request_meta: String,
-    /// The previous record's hash ([`GENESIS`] for seq 1).
-    pub prev_hash: String,
-    /// This record's hash.
-    pub hash: String,
-}
+/// A stored record: the entry with its place in the chain (a shape the console reads too).
+pub use converge_wire::AuditRecord;
 
 /// The hash of record `seq` holding `e`, chained to `prev_hash` (64 lowercase hex).
 pub fn record_hash(seq: i64, prev_hash: &str, e: &AuditEntry) -> String {

@@ -681,16 +681,7 @@ pub struct ListQuery {
     pub limit: Option<i64>,
 }
 
-/// One page of the audit log, newest first.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct AuditList {
-    /// The records, each with the payment it concerns when there is one.
-    pub items: Vec<crate::store::AuditRow>,
-    /// `before=` of the next, older page; null on the last.
-    pub older: Option<i64>,
-    /// `after=` of the previous, newer page; null on the first.
-    pub newer: Option<i64>,
-}
+pub use converge_wire::AuditList;
 
 /// The audit viewer's list as both `GET /ops/v1/audit` and the console run it. Errors:
 /// `invalid_time` (400) for a malformed time, `invalid_cursor` (400) for a negative cursor.

@@ -10,10 +10,10 @@ use std::sync::Mutex;
 
 use tower_sessions::Session;
 
-use super::password::PasswordHasherPool;
 use super::session::{Activity, SessionUser, USER_KEY};
 use crate::domain::roles::{Role, parse_roles};
 use crate::domain::throttle::{Admission, AttemptKind, ThrottlePolicy, account_key};
+use crate::service::password::PasswordHasherPool;
 use crate::store::{AttemptAdmission, Store, StoreError, User};
 
 /// Why a login was refused.

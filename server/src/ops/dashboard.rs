@@ -11,123 +11,12 @@ use crate::idempotency::key::Outcome;
 use crate::service::Core;
 use crate::store::{
     ErrorItem, EventRecord, Job, LedgerEntryRow, Payment, QueueStat, Refund, StoreError,
-    StuckPayment,
 };
 
-/// Everything the dashboard shows, computed at `generated_at` (epoch ms UTC).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Dashboard {
-    /// Epoch ms UTC.
-    pub generated_at: i64,
-    /// Stuck payments.
-    pub stuck: StuckView,
-    /// Idempotency-Key outcomes.
-    pub idempotency: IdempotencyView,
-    /// The compensation queue.
-    pub queue: QueueView,
-    /// The error pool.
-    pub error_pool: ErrorPoolView,
-    /// Merchant notifications: deliveries waiting and dead, failed attempts in the last hour.
-    pub webhooks: crate::store::WebhookBacklog,
-    /// The event-stream relay: running, connected, backlog and lag.
-    pub relay: crate::store::RelayStatus,
-}
-
-/// Stuck payments by state and age bucket, with the thresholds and the oldest items.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct StuckView {
-    /// (state, threshold ms).
-    pub thresholds: Vec<(String, i64)>,
-    /// (state, bucket, count).
-    pub counts: Vec<(String, String, i64)>,
-    /// Total stuck.
-    pub total: i64,
-    /// The oldest stuck payments.
-    pub oldest: Vec<StuckPayment>,
-}
-
-/// Hit rate over one window.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct HitRate {
-    /// `5m`, `1h` or `24h`.
-    pub window: String,
-    /// Requests that carried a usable key (first, replay, in_use, reused).
-    pub keyed: i64,
-    /// Replays among them.
-    pub replays: i64,
-    /// replays / keyed, 0..=1 (0 when there were none).
-    pub rate: f64,
-}
-
-/// Outcome counts of one route over 24 h.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct RouteOutcomes {
-    /// `POST /v1/payments`, ...
-    pub route: String,
-    /// (outcome, count) in [`Outcome::ALL`] order.
-    pub counts: Vec<(String, i64)>,
-}
-
-/// One minute of the last hour.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct MinutePoint {
-    /// Epoch minute.
-    pub minute: i64,
-    /// Keyed requests.
-    pub keyed: i64,
-    /// Replays.
-    pub replays: i64,
-}
-
-/// Idempotency-Key figures.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct IdempotencyView {
-    /// 5 min, 1 h and 24 h.
-    pub windows: Vec<HitRate>,
-    /// Per route, 24 h.
-    pub routes: Vec<RouteOutcomes>,
-    /// Per minute, last 60 minutes (minutes without requests omitted).
-    pub series: Vec<MinutePoint>,
-}
-
-/// One job kind.
-#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
-pub struct QueueRow {
-    /// Kind.
-    pub kind: String,
-    /// Due now or later, never tried.
-    pub due: i64,
-    /// Leased to a worker.
-    pub leased: i64,
-    /// Due again after a failure.
-    pub retrying: i64,
-    /// In the error pool.
-    pub dead: i64,
-    /// Finished in the last hour.
-    pub done: i64,
-    /// Age of the oldest due job, ms (0 when none is due yet).
-    pub oldest_due_ms: i64,
-}
-
-/// The queue.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct QueueView {
-    /// Per kind.
-    pub kinds: Vec<QueueRow>,
-    /// Jobs finished in the last 5 minutes.
-    pub done_last_5m: i64,
-}
-
-/// The error pool.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct ErrorPoolView {
-    /// (kind, open count, oldest first_seen ms).
-    pub open_by_kind: Vec<(String, i64, i64)>,
-    /// Open items in all.
-    pub open_total: i64,
-    /// The newest open items.
-    pub recent: Vec<ErrorItem>,
-}
+pub use converge_wire::dashboard::{
+    Dashboard, ErrorPoolView, HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView,
+    RouteOutcomes, StuckView,
+};
 
 fn keyed(outcome: &str) -> bool {
     matches!(outcome, "first" | "replay" | "in_use" | "reused")

@@ -8,7 +8,6 @@ use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tower_sessions::Session;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -16,11 +15,11 @@ use utoipa_axum::routes;
 
 use super::auth::{LoginError, Principal};
 use super::dashboard::{dashboard, payment_detail};
-use super::users::{self, UserView};
 use crate::api::AppState;
 use crate::domain::roles::{Permission, format_roles};
 use crate::domain::state::PaymentStatus;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::service::users::{self, UserView};
 use crate::store::{ErrorItem, Merchant, Payment, PaymentFilter};
 
 /// The `/ops/v1` routes (state applied by the caller), each with its OpenAPI documentation.
@@ -63,15 +62,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(super::pauses::routes())
 }
 
-/// The signed-in user: name and roles.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"username": "alice", "roles": ["viewer", "operator"]}))]
-pub struct PrincipalView {
-    /// User name.
-    pub username: String,
-    /// Roles (`viewer`, `operator`, `approver`, `auditor`, `admin`).
-    pub roles: Vec<String>,
-}
+pub use converge_wire::PrincipalView;
 
 fn principal_view(p: &Principal) -> PrincipalView {
     PrincipalView {
@@ -638,28 +629,6 @@ async fn resolve(
     Ok(Json(ResolvedItem { item: Some(item) }))
 }
 
-/// Appends an audit record for a console change by `p`.
-pub async fn audit(
-    st: &AppState,
-    p: &Principal,
-    addr: &str,
-    action: &str,
-    target: &str,
-    reason: &str,
-    after: Value,
-) -> Result<(), ApiError> {
-    let e = super::audit::actor(p, addr).entry(
-        st.core.clock.now_ms(),
-        action,
-        target,
-        reason,
-        String::new(),
-        after.to_string(),
-    );
-    st.core.store.append_audit(&e).await?;
-    Ok(())
-}
-
 #[utoipa::path(
     get,
     path = "/users",
@@ -676,15 +645,8 @@ pub async fn audit(
 )]
 async fn list_users(State(st): State<AppState>, p: Principal) -> Result<Json<UserList>, ApiError> {
     p.require(Permission::ManageUsers)?;
-    let users: Vec<UserView> = st
-        .core
-        .store
-        .users()
-        .await?
-        .iter()
-        .map(UserView::from)
-        .collect();
-    Ok(Json(UserList { items: users }))
+    let items = users::list_users(st.core.store.as_ref()).await?;
+    Ok(Json(UserList { items }))
 }
 
 /// Body of `POST /ops/v1/users`.
@@ -738,7 +700,7 @@ async fn add_user(
     let u = users::add_user(
         st.core.store.as_ref(),
         &st.auth.hasher,
-        b.username.trim(),
+        &b.username,
         &b.roles,
         &b.password,
         now,
@@ -914,12 +876,6 @@ async fn disable_user(
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<StatusCode, ApiError> {
     p.require(Permission::ManageUsers)?;
-    if name == p.username {
-        return Err(ApiError::bad_request(
-            "invalid_user",
-            "you cannot disable yourself",
-        ));
-    }
     users::set_disabled(
         st.core.store.as_ref(),
         &name,

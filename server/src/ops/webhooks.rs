@@ -20,46 +20,14 @@ use crate::domain::roles::{Permission, format_roles};
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::service::webhooks::{Actor, EndpointError};
-use crate::store::{
-    AttemptRow, DeliveryFilter, DeliveryRow, EndpointHealth, OutboxEvent, WebhookBacklog,
-    WebhookEndpoint, delivery_status,
-};
+use crate::store::{DeliveryFilter, DeliveryRow, EndpointHealth, WebhookEndpoint, delivery_status};
 
 /// Window of the endpoints' health figures: 24 h, ms.
 pub const HEALTH_WINDOW_MS: i64 = 86_400_000;
 /// Endpoint recoveries one user may run a minute.
 pub const RECOVERIES_PER_MINUTE: usize = 5;
 
-/// An endpoint as ops staff see it: no secret, with its merchant and 24 h health.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
-pub struct EndpointRow {
-    /// Id.
-    pub id: String,
-    /// Merchant name.
-    pub merchant: String,
-    /// URL.
-    pub url: String,
-    /// Event types (or `*`).
-    pub enabled_events: Vec<String>,
-    /// Free text.
-    pub description: String,
-    /// `enabled`, `disabled`, `deleted`.
-    pub status: String,
-    /// Why disabled.
-    pub disabled_reason: Option<String>,
-    /// Start of the current failure run, epoch ms UTC.
-    pub failing_since: Option<i64>,
-    /// Attempts in 24 h.
-    pub attempts_24h: i64,
-    /// Of which 2xx.
-    pub succeeded_24h: i64,
-    /// Last failed attempt, epoch ms UTC.
-    pub last_failure_at: Option<i64>,
-    /// Its error.
-    pub last_failure: Option<String>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-}
+pub use converge_wire::EndpointRow;
 
 fn row(e: &WebhookEndpoint, merchant: &str, h: Option<&EndpointHealth>) -> EndpointRow {
     EndpointRow {
@@ -116,16 +84,7 @@ pub async fn overview(st: &AppState) -> Result<Value, ApiError> {
     }))
 }
 
-/// Every webhook endpoint with its 24 h health, and the delivery backlog.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Overview {
-    /// Every endpoint of every merchant, newest first.
-    pub endpoints: Vec<EndpointRow>,
-    /// Deliveries waiting and dead, and failed attempts in 24 h.
-    pub backlog: WebhookBacklog,
-    /// The server's time, epoch ms UTC.
-    pub now: i64,
-}
+pub use converge_wire::WebhooksOverview as Overview;
 
 /// `{"items": [...]}`: deliveries, newest first.
 #[derive(Debug, Serialize, ToSchema)]
@@ -134,16 +93,7 @@ pub struct DeliveryList {
     pub items: Vec<DeliveryRow>,
 }
 
-/// A delivery with its attempts and its event.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DeliveryDetail {
-    /// The delivery.
-    pub delivery: DeliveryRow,
-    /// Its attempts, oldest first.
-    pub attempts: Vec<AttemptRow>,
-    /// Its event (None once purged).
-    pub event: Option<OutboxEvent>,
-}
+pub use converge_wire::DeliveryDetail;
 
 /// The deliveries put back for a new round of attempts.
 #[derive(Debug, Serialize, ToSchema)]

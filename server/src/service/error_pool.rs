@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::Core;
 use super::actions::{ActionError, Actor};
-use crate::store::{ErrorFilter, ErrorItem, KindCount};
+use crate::store::{ErrorFilter, ErrorItem};
 
 /// Most items one bulk resolve may hold (and a preview lists).
 pub const MAX_BULK_RESOLVE: usize = 100;
@@ -49,14 +49,7 @@ pub struct ConfirmedItem {
     pub occurrences: i64,
 }
 
-/// What a bulk resolve did, item by item.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ResolveOutcome {
-    /// Resolved item ids.
-    pub resolved: Vec<i64>,
-    /// Not resolved: item id and why (resolved by someone else, reported again, ...).
-    pub skipped: Vec<(i64, String)>,
-}
+pub use converge_wire::ResolveOutcome;
 
 /// The trimmed note, or `invalid_note` (400) when it is blank or longer than
 /// [`MAX_NOTE_CHARS`] characters.
@@ -127,20 +120,7 @@ pub fn validate(
     Ok(())
 }
 
-/// One page of the error pool with the kinds to filter by.
-#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct PoolPage {
-    /// Kinds with items of the status asked for, with their counts, by name.
-    pub kinds: Vec<KindCount>,
-    /// The page's items, grouped by kind, newest first within a kind.
-    pub items: Vec<ErrorItem>,
-    /// This page (0-based).
-    pub page: i64,
-    /// Items per page.
-    pub page_size: i64,
-    /// Items matching the filter in all.
-    pub total: i64,
-}
+pub use converge_wire::PoolPage;
 
 fn blank(v: Option<&str>) -> Option<&str> {
     v.map(str::trim).filter(|s| !s.is_empty())

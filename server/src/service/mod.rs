@@ -10,11 +10,13 @@ pub mod executors;
 pub mod ids;
 pub mod lookup;
 pub mod merchants;
+pub mod password;
 pub mod pauses;
 pub mod payments;
 pub mod reconcile;
 pub mod refunds;
 pub mod resolve;
+pub mod users;
 pub mod webhooks;
 
 use std::sync::Arc;

@@ -125,11 +125,14 @@ macro_rules! impl_console {
             }
 
             async fn merchants(&self) -> Result<Vec<$crate::store::Merchant>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
+                Ok(sqlx::query_as::<_, $crate::store::DbMerchant>(
                     "SELECT id, name, frozen, created_at FROM merchants ORDER BY name",
                 )
                 .fetch_all(self.reader())
-                .await?)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect())
             }
 
             async fn search_payments(

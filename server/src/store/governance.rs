@@ -4,56 +4,19 @@
 //! as its audit record.
 
 use async_trait::async_trait;
-use serde::Serialize;
 
 use super::StoreError;
 pub use crate::domain::audit::{AuditEntry, AuditRecord};
 pub use crate::domain::checkpoint::Checkpoint;
 
-/// An ops action request and its fate.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct ActionRecord {
-    /// `act_` + 24 hex.
-    pub id: String,
-    /// `query`, `retry`, `reverse`, `force_transition`.
-    pub kind: String,
-    /// Payment.
-    pub payment_id: String,
-    /// The operator who asked.
-    pub requested_by: String,
-    /// Why.
-    pub reason: String,
-    /// Evidence text (force).
-    pub evidence: String,
-    /// Target status (force).
-    pub target_status: Option<String>,
-    /// The payment version the request pinned.
-    pub payment_version: i64,
-    /// `pending`, `approved`, `executed`, `failed`, `rejected`, `cancelled`, `expired`.
-    pub status: String,
-    /// The approver (or rejecter).
-    pub decided_by: Option<String>,
-    /// The decision's reason.
-    pub decision_reason: Option<String>,
-    /// Execution result, JSON text.
-    pub result: Option<String>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// Pending requests expire at, epoch ms UTC.
-    pub expires_at: i64,
-    /// Epoch ms UTC.
-    pub decided_at: Option<i64>,
-    /// Epoch ms UTC.
-    pub executed_at: Option<i64>,
-}
+pub use converge_wire::ActionRecord;
 
 /// A request that needs an approver, with the payment it concerns as it stands now: what the
 /// approvals inbox shows (issue 17). Read in one query, so a page of requests costs one read,
 /// not one per payment.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalRow {
     /// The request.
-    #[sqlx(flatten)]
     pub action: ActionRecord,
     /// The payment's merchant name; `None` when the payment is gone.
     pub merchant: Option<String>,
@@ -229,16 +192,7 @@ pub struct AuditListFilter {
     pub limit: i64,
 }
 
-/// An audit record with the payment it concerns, for the audit viewer's links.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct AuditRow {
-    /// The record as stored.
-    #[serde(flatten)]
-    pub record: AuditRecord,
-    /// The payment the record is about, when its target is the payment, one of its actions
-    /// or one of its error-pool items.
-    pub payment_id: Option<String>,
-}
+pub use converge_wire::AuditRow;
 
 /// The SQL (with `$n` placeholders, valid on both backends) and text arguments of the audit
 /// list `f`: integer arguments are `$1` (seq bound; `i64::MAX` when absent), `$2`

@@ -63,14 +63,14 @@ macro_rules! impl_governance {
                 if let Some(rows) = self.audit_page_blocking(&page).await? {
                     return Ok(rows);
                 }
-                let mut q = sqlx::query_as::<_, $crate::store::AuditRecord>(&page.sql).bind(after_seq);
+                let mut q = sqlx::query_as::<_, $crate::store::DbAuditRecord>(&page.sql).bind(after_seq);
                 for i in &page.ints {
                     q = q.bind(*i);
                 }
                 for t in &page.texts {
                     q = q.bind(t.as_str());
                 }
-                Ok(q.bind(limit).fetch_all(self.reader()).await?)
+                Ok(q.bind(limit).fetch_all(self.reader()).await?.into_iter().map(Into::into).collect())
             }
 
             async fn audit_list(
@@ -80,7 +80,7 @@ macro_rules! impl_governance {
                 #[derive(sqlx::FromRow)]
                 struct Row {
                     #[sqlx(flatten)]
-                    record: $crate::store::AuditRecord,
+                    record: $crate::store::DbAuditRecord,
                     payment_id: Option<String>,
                 }
                 let (sql, texts) = $crate::store::audit_list_sql(f);
@@ -101,7 +101,7 @@ macro_rules! impl_governance {
                     .fetch_all(self.reader())
                     .await?
                     .into_iter()
-                    .map(|r| $crate::store::AuditRow { record: r.record, payment_id: r.payment_id })
+                    .map(|r| $crate::store::AuditRow { record: r.record.into(), payment_id: r.payment_id })
                     .collect();
                 if f.after_seq.is_some() {
                     rows.reverse();
@@ -110,10 +110,13 @@ macro_rules! impl_governance {
             }
 
             async fn audit_for_target(&self, target: &str) -> Result<Vec<$crate::store::AuditRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::AuditRecord>("SELECT * FROM audit_log WHERE target = $1 ORDER BY seq")
+                Ok(sqlx::query_as::<_, $crate::store::DbAuditRecord>("SELECT * FROM audit_log WHERE target = $1 ORDER BY seq")
                     .bind(target)
                     .fetch_all(self.reader())
-                    .await?)
+                    .await?
+                    .into_iter()
+                    .map(Into::into)
+                    .collect())
             }
 
             async fn add_checkpoint(&self, c: &$crate::store::Checkpoint) -> Result<(), $crate::store::StoreError> {
@@ -153,7 +156,7 @@ macro_rules! impl_governance {
                 audit: &$crate::store::AuditEntry,
             ) -> Result<$crate::store::CreateAction, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let inserted = sqlx::query_as::<_, $crate::store::ActionRecord>(
+                let inserted = sqlx::query_as::<_, $crate::store::DbActionRecord>(
                     "INSERT INTO actions (id, kind, payment_id, requested_by, reason, evidence, target_status, \
                      payment_version, status, created_at, expires_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *",
@@ -172,7 +175,7 @@ macro_rules! impl_governance {
                 .fetch_one(&mut *tx)
                 .await;
                 let record = match inserted.map_err($crate::store::StoreError::from) {
-                    Ok(r) => r,
+                    Ok(r) => r.into(),
                     Err($crate::store::StoreError::Conflict(_)) => {
                         tx.rollback().await?;
                         return Ok($crate::store::CreateAction::PendingExists);
@@ -185,10 +188,11 @@ macro_rules! impl_governance {
             }
 
             async fn action(&self, id: &str) -> Result<Option<$crate::store::ActionRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::ActionRecord>("SELECT * FROM actions WHERE id = $1")
+                Ok(sqlx::query_as::<_, $crate::store::DbActionRecord>("SELECT * FROM actions WHERE id = $1")
                     .bind(id)
                     .fetch_optional(self.reader())
-                    .await?)
+                    .await?
+                    .map(Into::into))
             }
 
             async fn actions(
@@ -197,7 +201,7 @@ macro_rules! impl_governance {
                 payment_id: Option<&str>,
                 limit: i64,
             ) -> Result<Vec<$crate::store::ActionRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::ActionRecord>(
+                Ok(sqlx::query_as::<_, $crate::store::DbActionRecord>(
                     "SELECT * FROM actions WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR payment_id = $2) \
                      ORDER BY created_at DESC, id DESC LIMIT $3",
                 )
@@ -205,7 +209,10 @@ macro_rules! impl_governance {
                 .bind(payment_id)
                 .bind(limit)
                 .fetch_all(self.reader())
-                .await?)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect())
             }
 
             async fn approval_requests(
@@ -232,9 +239,29 @@ macro_rules! impl_governance {
                 }
                 q.push(") ORDER BY a.created_at DESC, a.id DESC LIMIT ");
                 q.push_bind(limit);
-                Ok(q.build_query_as::<$crate::store::ApprovalRow>()
+                #[derive(sqlx::FromRow)]
+                struct Row {
+                    #[sqlx(flatten)]
+                    action: $crate::store::DbActionRecord,
+                    merchant: Option<String>,
+                    amount: Option<i64>,
+                    currency: Option<String>,
+                    payment_status: Option<String>,
+                    payment_version_now: Option<i64>,
+                }
+                Ok(q.build_query_as::<Row>()
                     .fetch_all(self.reader())
-                    .await?)
+                    .await?
+                    .into_iter()
+                    .map(|r| $crate::store::ApprovalRow {
+                        action: r.action.into(),
+                        merchant: r.merchant,
+                        amount: r.amount,
+                        currency: r.currency,
+                        payment_status: r.payment_status,
+                        payment_version_now: r.payment_version_now,
+                    })
+                    .collect())
             }
 
             async fn pending_approval_count(&self, kinds: &[&str]) -> Result<i64, $crate::store::StoreError> {
@@ -259,10 +286,11 @@ macro_rules! impl_governance {
                 audit: &$crate::store::AuditEntry,
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let current = sqlx::query_as::<_, $crate::store::ActionRecord>("SELECT * FROM actions WHERE id = $1")
+                let current: Option<$crate::store::ActionRecord> = sqlx::query_as::<_, $crate::store::DbActionRecord>("SELECT * FROM actions WHERE id = $1")
                     .bind(&m.id)
                     .fetch_optional(&mut *tx)
-                    .await?;
+                    .await?
+                    .map(Into::into);
                 let Some(current) = current else {
                     tx.rollback().await?;
                     return Ok(false);

@@ -36,6 +36,7 @@ mod sqlite;
 mod sqlite_export;
 pub mod views;
 pub mod webhooks;
+mod wire_rows;
 
 use std::sync::Arc;
 
@@ -51,6 +52,7 @@ pub use queue::*;
 pub use records::*;
 pub use verify::*;
 pub use webhooks::*;
+pub(crate) use wire_rows::*;
 
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;

@@ -96,36 +96,7 @@ pub struct LeasedJob {
     pub trace_id: Option<String>,
 }
 
-/// An error-pool item as stored.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct ErrorItem {
-    /// Id.
-    pub id: i64,
-    /// `job_dead`, `suspense`, `reconcile_*`, `stale_callback`, ...
-    pub kind: String,
-    /// What makes two reports the same item (re-running reconciliation adds nothing twice).
-    pub dedupe_key: String,
-    /// Payment, if any.
-    pub payment_id: Option<String>,
-    /// One line for lists.
-    pub summary: String,
-    /// JSON evidence (both sides of a difference, last error, attempts, state).
-    pub evidence: String,
-    /// `open` or `resolved`.
-    pub status: String,
-    /// How often it was reported.
-    pub occurrences: i64,
-    /// Epoch ms UTC.
-    pub first_seen: i64,
-    /// Epoch ms UTC.
-    pub last_seen: i64,
-    /// What the person who resolved it wrote.
-    pub resolution_note: Option<String>,
-    /// Who resolved it (`system` for automatic resolution).
-    pub resolved_by: Option<String>,
-    /// Epoch ms UTC.
-    pub resolved_at: Option<i64>,
-}
+pub use converge_wire::ErrorItem;
 
 /// An error-pool report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,14 +121,7 @@ pub struct NewErrorItem {
     pub now: i64,
 }
 
-/// How many error-pool items of one kind there are (for the console's kind filter).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct KindCount {
-    /// Kind (`job_dead`, `suspense`, ...).
-    pub kind: String,
-    /// Items of that kind with the status asked for.
-    pub count: i64,
-}
+pub use converge_wire::KindCount;
 
 /// Filters of a page of error-pool items; all optional, combined with AND. Items come
 /// grouped by kind (kinds in name order), newest `last_seen` first within a kind, paged by
@@ -176,28 +140,7 @@ pub struct ErrorFilter {
     pub limit: i64,
 }
 
-/// A stuck payment with what the console needs to act on it.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct StuckPayment {
-    /// Payment id.
-    pub id: String,
-    /// Owner.
-    pub merchant_id: i64,
-    /// Status name.
-    pub status: String,
-    /// Minor units.
-    pub amount: i64,
-    /// ISO 4217.
-    pub currency: String,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// Entered the current state, epoch ms UTC.
-    pub updated_at: i64,
-    /// Last error.
-    pub last_error: Option<String>,
-    /// Earliest due or leased job, epoch ms UTC.
-    pub next_attempt_at: Option<i64>,
-}
+pub use converge_wire::StuckPayment;
 
 /// Jobs per (kind, status) with the oldest `run_at`.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]

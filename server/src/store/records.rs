@@ -5,40 +5,7 @@ use crate::domain::state::{PaymentEvent, PaymentStatus};
 use crate::idempotency::store::{ClaimResult, KeyClaim, KeyRef, StoredResponse};
 use serde::Serialize;
 
-/// A merchant account (DESIGN.md "Merchant HTTP API"). The API key itself is never stored,
-/// only its SHA-256.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct Merchant {
-    /// Database id.
-    pub id: i64,
-    /// Unique name given to `converge merchant add`.
-    pub name: String,
-    /// A frozen merchant's API refuses new payments, refunds and endpoint changes (403
-    /// `merchant_frozen`), and the ledger postings of what was in flight fail, which sends
-    /// those payments to SUSPENSE until it is unfrozen.
-    pub frozen: bool,
-    /// Creation time, epoch ms UTC.
-    pub created_at: i64,
-}
-
-/// One of a merchant's API keys (issue 13 "Merchant keys"). The key itself is never stored:
-/// only its SHA-256, and a visible prefix to recognise it by.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct MerchantKey {
-    /// `mk_...` id, named by `converge merchant key revoke`.
-    pub id: String,
-    /// Owner.
-    pub merchant_id: i64,
-    /// The key's first characters (`ck_live_` and 8 more); empty for a key made before
-    /// prefixes were kept.
-    pub prefix: String,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// Last successful authentication, epoch ms UTC, updated at most once a minute.
-    pub last_used_at: Option<i64>,
-    /// When it was revoked, epoch ms UTC; a revoked key authenticates nothing.
-    pub revoked_at: Option<i64>,
-}
+pub use converge_wire::{Merchant, MerchantKey};
 
 /// A new API key for [`Store::add_merchant_key`](super::Store::add_merchant_key).
 #[derive(Debug, Clone)]

@@ -62,7 +62,7 @@ macro_rules! impl_store {
             name: &str,
             key: &$crate::store::NewMerchantKey,
         ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
-            let m = sqlx::query_as::<_, $crate::store::Merchant>(
+            let m: $crate::store::Merchant = sqlx::query_as::<_, $crate::store::DbMerchant>(
                 "INSERT INTO merchants (name, api_key_hash, frozen, created_at) VALUES ($1, $2, FALSE, $3) \
                  RETURNING id, name, frozen, created_at",
             )
@@ -70,7 +70,8 @@ macro_rules! impl_store {
             .bind(&key.key_hash)
             .bind(key.now)
             .fetch_one(&mut **tx)
-            .await?;
+            .await?
+            .into();
             insert_merchant_key(tx, m.id, key).await?;
             Ok(m)
         }
@@ -80,7 +81,7 @@ macro_rules! impl_store {
             merchant_id: i64,
             key: &$crate::store::NewMerchantKey,
         ) -> Result<$crate::store::MerchantKey, $crate::store::StoreError> {
-            Ok(sqlx::query_as::<_, $crate::store::MerchantKey>(
+            Ok(sqlx::query_as::<_, $crate::store::DbMerchantKey>(
                 "INSERT INTO merchant_keys (id, merchant_id, prefix, key_hash, created_at) VALUES ($1, $2, $3, $4, $5) \
                  RETURNING id, merchant_id, prefix, created_at, last_used_at, revoked_at",
             )
@@ -90,7 +91,8 @@ macro_rules! impl_store {
             .bind(&key.key_hash)
             .bind(key.now)
             .fetch_one(&mut **tx)
-            .await?)
+            .await?
+            .into())
         }
 
         #[async_trait::async_trait]
@@ -193,13 +195,16 @@ macro_rules! impl_store {
                     return Ok(None);
                 };
                 Ok(Some(
-                    sqlx::query_as::<_, $crate::store::MerchantKey>(
+                    sqlx::query_as::<_, $crate::store::DbMerchantKey>(
                         "SELECT id, merchant_id, prefix, created_at, last_used_at, revoked_at FROM merchant_keys \
                          WHERE merchant_id = $1 ORDER BY created_at, id",
                     )
                     .bind(merchant_id)
                     .fetch_all(self.reader())
-                    .await?,
+                    .await?
+                    .into_iter()
+                    .map(Into::into)
+                    .collect(),
                 ))
             }
 
@@ -247,23 +252,25 @@ macro_rules! impl_store {
                 &self,
                 api_key_hash: &str,
             ) -> Result<Option<$crate::store::Merchant>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
+                Ok(sqlx::query_as::<_, $crate::store::DbMerchant>(
                     "SELECT m.id, m.name, m.frozen, m.created_at FROM merchant_keys k \
                      JOIN merchants m ON m.id = k.merchant_id \
                      WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
                 )
                 .bind(api_key_hash)
                 .fetch_optional(self.reader())
-                .await?)
+                .await?
+                .map(Into::into))
             }
 
             async fn merchant(&self, id: i64) -> Result<Option<$crate::store::Merchant>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
+                Ok(sqlx::query_as::<_, $crate::store::DbMerchant>(
                     "SELECT id, name, frozen, created_at FROM merchants WHERE id = $1",
                 )
                 .bind(id)
                 .fetch_optional(self.reader())
-                .await?)
+                .await?
+                .map(Into::into))
             }
 
             async fn set_merchant_frozen(&self, name: &str, frozen: bool) -> Result<bool, $crate::store::StoreError> {

@@ -74,28 +74,7 @@ impl WebhookPlan {
     }
 }
 
-/// An outbox row (Debezium Outbox Event Router column names).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct OutboxEvent {
-    /// Insertion order.
-    pub seq: i64,
-    /// UUIDv7: sortable, the `webhook-id` of every delivery of this event.
-    pub id: String,
-    /// Owner.
-    pub merchant_id: i64,
-    /// `payment` or `refund`.
-    pub aggregatetype: String,
-    /// The payment or refund id.
-    pub aggregateid: String,
-    /// `payment.succeeded`, ... ([`EventType`](crate::domain::webhooks::EventType)).
-    #[sqlx(rename = "type")]
-    #[serde(rename = "type")]
-    pub event_type: String,
-    /// JSON text: the payment or refund as the merchant API shows it, with `version`.
-    pub payload: String,
-    /// Commit time, epoch ms UTC.
-    pub created_at: i64,
-}
+pub use converge_wire::OutboxEvent;
 
 /// A webhook endpoint as stored. The secrets are only ever shown to the merchant once
 /// (creation, rotation); everything else reads [`WebhookEndpoint::public`].
@@ -148,59 +127,9 @@ pub struct NewEndpoint {
     pub now: i64,
 }
 
-/// A delivery with what lists show beside it.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct DeliveryRow {
-    /// Id.
-    pub id: i64,
-    /// The event (`webhook-id`).
-    pub event_id: String,
-    /// The event's type.
-    pub event_type: String,
-    /// The event's aggregate (payment or refund id).
-    pub aggregateid: String,
-    /// Endpoint.
-    pub endpoint_id: String,
-    /// Endpoint URL.
-    pub url: String,
-    /// Merchant.
-    pub merchant_id: i64,
-    /// `pending`, `succeeded`, `dead`, `abandoned`.
-    pub status: String,
-    /// Attempts made.
-    pub attempts: i64,
-    /// Next attempt, epoch ms UTC.
-    pub next_attempt_at: Option<i64>,
-    /// Last HTTP status received.
-    pub last_status: Option<i64>,
-    /// Last error.
-    pub last_error: Option<String>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// Epoch ms UTC.
-    pub updated_at: i64,
-    /// Epoch ms UTC.
-    pub delivered_at: Option<i64>,
-}
+pub use converge_wire::DeliveryRow;
 
-/// One attempt of a delivery.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct AttemptRow {
-    /// Id.
-    pub id: i64,
-    /// Delivery.
-    pub delivery_id: i64,
-    /// Epoch ms UTC.
-    pub attempted_at: i64,
-    /// Wall time of the request, ms.
-    pub duration_ms: i64,
-    /// HTTP status, None when no answer came.
-    pub status_code: Option<i64>,
-    /// The first KiB of the answer's body (lossy UTF-8).
-    pub response: String,
-    /// Why it failed, if it did.
-    pub error: Option<String>,
-}
+pub use converge_wire::AttemptRow;
 
 /// The result of one attempt, written in one transaction with the delivery's new state and
 /// the endpoint's failure run.
@@ -258,18 +187,7 @@ pub struct EndpointHealth {
     pub last_failure: Option<String>,
 }
 
-/// Queue figures for the dashboard and `/metrics`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct WebhookBacklog {
-    /// Deliveries waiting (pending).
-    pub pending: i64,
-    /// Dead deliveries.
-    pub dead: i64,
-    /// Creation time of the oldest pending delivery, epoch ms UTC.
-    pub oldest_pending_at: Option<i64>,
-    /// Failed attempts since the window start.
-    pub failed_attempts: i64,
-}
+pub use converge_wire::WebhookBacklog;
 
 /// What `converge verify` checks of the outbox (DESIGN.md invariant 6), each list at most
 /// 1,000 rows.
@@ -312,26 +230,7 @@ pub struct Publication {
     pub refused: Option<String>,
 }
 
-/// The relay's state as the dashboard shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct RelayStatus {
-    /// A relay holds (or held) the publishing lease.
-    pub configured: bool,
-    /// The lease holder is live (its lease has not lapsed).
-    pub running: bool,
-    /// It is connected to the broker.
-    pub connected: bool,
-    /// Its last error.
-    pub last_error: Option<String>,
-    /// Its last heartbeat, epoch ms UTC.
-    pub heartbeat_at: Option<i64>,
-    /// Events not yet published.
-    pub backlog: i64,
-    /// Creation of the oldest unpublished event, epoch ms UTC.
-    pub oldest_unpublished_at: Option<i64>,
-    /// Events the broker refused.
-    pub refused: i64,
-}
+pub use converge_wire::RelayStatus;
 
 /// Outbox and webhook storage.
 #[async_trait]

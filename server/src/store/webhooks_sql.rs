@@ -204,26 +204,30 @@ macro_rules! impl_webhooks {
                 &self,
                 id: &str,
             ) -> Result<Option<$crate::store::OutboxEvent>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(&format!(
+                Ok(sqlx::query_as::<_, $crate::store::DbOutboxEvent>(&format!(
                     "SELECT {EVENT_COLUMNS} FROM events WHERE id = $1"
                 ))
                 .bind(id)
                 .fetch_optional(self.reader())
-                .await?)
+                .await?
+                .map(Into::into))
             }
 
             async fn payment_outbox_events(
                 &self,
                 payment_id: &str,
             ) -> Result<Vec<$crate::store::OutboxEvent>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(&format!(
+                Ok(sqlx::query_as::<_, $crate::store::DbOutboxEvent>(&format!(
                     "SELECT {EVENT_COLUMNS} FROM events WHERE (aggregatetype = 'payment' AND aggregateid = $1) \
                      OR (aggregatetype = 'refund' AND aggregateid IN (SELECT id FROM refunds WHERE payment_id = $1)) \
                      ORDER BY seq"
                 ))
                 .bind(payment_id)
                 .fetch_all(self.reader())
-                .await?)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect())
             }
 
             async fn aggregate_events(
@@ -231,25 +235,29 @@ macro_rules! impl_webhooks {
                 aggregatetype: &str,
                 aggregateid: &str,
             ) -> Result<Vec<$crate::store::OutboxEvent>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(&format!(
+                Ok(sqlx::query_as::<_, $crate::store::DbOutboxEvent>(&format!(
                     "SELECT {EVENT_COLUMNS} FROM events WHERE aggregatetype = $1 AND aggregateid = $2 ORDER BY seq"
                 ))
                 .bind(aggregatetype)
                 .bind(aggregateid)
                 .fetch_all(self.reader())
-                .await?)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect())
             }
 
             async fn delivery(
                 &self,
                 id: i64,
             ) -> Result<Option<$crate::store::DeliveryRow>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DeliveryRow>(&format!(
+                Ok(sqlx::query_as::<_, $crate::store::DbDelivery>(&format!(
                     "{DELIVERY_SELECT} WHERE d.id = $1"
                 ))
                 .bind(id)
                 .fetch_optional(self.reader())
-                .await?)
+                .await?
+                .map(Into::into))
             }
 
             async fn deliveries(
@@ -257,7 +265,7 @@ macro_rules! impl_webhooks {
                 f: &$crate::store::DeliveryFilter,
                 limit: i64,
             ) -> Result<Vec<$crate::store::DeliveryRow>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DeliveryRow>(&format!(
+                Ok(sqlx::query_as::<_, $crate::store::DbDelivery>(&format!(
                     "{DELIVERY_SELECT} WHERE ($1 IS NULL OR w.merchant_id = $1) AND ($2 IS NULL OR d.status = $2) \
                      AND ($3 IS NULL OR d.endpoint_id = $3) AND ($4 IS NULL OR e.type = $4) \
                      AND ($5 IS NULL OR d.created_at >= $5) AND ($6 IS NULL OR d.created_at < $6) \
@@ -274,20 +282,26 @@ macro_rules! impl_webhooks {
                 .bind(f.payment_id.as_deref())
                 .bind(limit)
                 .fetch_all(self.reader())
-                .await?)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect())
             }
 
             async fn delivery_attempts(
                 &self,
                 delivery_id: i64,
             ) -> Result<Vec<$crate::store::AttemptRow>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::AttemptRow>(
+                Ok(sqlx::query_as::<_, $crate::store::DbAttempt>(
                     "SELECT id, delivery_id, attempted_at, duration_ms, status_code, response, error \
                      FROM webhook_attempts WHERE delivery_id = $1 ORDER BY id",
                 )
                 .bind(delivery_id)
                 .fetch_all(self.reader())
-                .await?)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect())
             }
 
             async fn record_attempt(
@@ -594,14 +608,17 @@ macro_rules! impl_webhooks {
                 &self,
                 limit: i64,
             ) -> Result<Vec<$crate::store::OutboxEvent>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(
+                Ok(sqlx::query_as::<_, $crate::store::DbOutboxEvent>(
                     "SELECT e.seq, e.id, e.merchant_id, e.aggregatetype, e.aggregateid, e.type, e.payload, e.created_at \
                      FROM events e WHERE NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id) \
                      ORDER BY e.seq LIMIT $1",
                 )
                 .bind(limit)
                 .fetch_all(self.reader())
-                .await?)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect())
             }
 
             async fn record_publications(

@@ -765,3 +765,54 @@ on_both_backends!(
         assert!(last(&users, "ann").as_i64().is_some(), "{users}");
     }
 );
+
+on_both_backends!(
+    an_admin_cannot_disable_themselves_over_http_or_through_the_service,
+    |app| {
+        user(&app, "adm", "admin").await;
+        let (admin, s, _) = login(&app, "adm", PASSWORD).await;
+        assert_eq!(s, 200);
+        let (s, v) = post(&admin, &app, "/ops/v1/users/adm/disable", &json!({})).await;
+        assert_eq!(
+            (
+                s,
+                v["error"]["code"].as_str(),
+                v["error"]["message"].as_str()
+            ),
+            (
+                400,
+                Some("invalid_user"),
+                Some("you cannot disable yourself")
+            ),
+            "{v}"
+        );
+        // The rule is the use case's, not the adapter's: a direct call is refused the same.
+        let me = converge_server::service::actions::Actor {
+            username: "adm".into(),
+            roles: "admin".into(),
+            meta: "{}".into(),
+        };
+        let direct =
+            converge_server::service::users::set_disabled(app.store.as_ref(), "adm", true, 1, &me)
+                .await;
+        assert!(
+            matches!(
+                direct,
+                Err(converge_server::service::users::UserError::DisableSelf)
+            ),
+            "{direct:?}"
+        );
+        // Nothing was written: the session still works and no user_disabled record exists.
+        assert_eq!(get(&admin, &app, "/ops/v1/users").await.0, 200);
+        let disabled = app
+            .sql_strings(
+                "SELECT target FROM audit_log WHERE action = 'user_disabled'",
+                &[],
+            )
+            .await;
+        assert!(disabled.is_empty(), "{disabled:?}");
+        // Enabling yourself is no risk and stays allowed.
+        let (s, v) = post(&admin, &app, "/ops/v1/users/adm/enable", &json!({})).await;
+        assert_eq!(s, 204, "{v}");
+    }
+);

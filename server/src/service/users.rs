@@ -1,12 +1,15 @@
 //! Managing console users (DESIGN.md "Ops console": no default account;
 //! `converge user add NAME --role R[,R] --password-stdin`; an admin page to add, disable and
 //! reset). Disabling a user or resetting its password ends its sessions.
+//!
+//! These are the use cases behind both console adapters (the `/ops/v1/users` handlers and
+//! the console's server functions) and the `converge user` command: every rule about users,
+//! including what an admin may not do to their own account, is here and only here. The
+//! adapters check the permission, call, and map [`UserError`] to their answer.
 
-use serde::Serialize;
-
+use super::actions::Actor;
 use super::password::{PasswordHasherPool, check_new_password};
-use crate::domain::roles::{format_roles, parse_roles};
-use crate::service::actions::Actor;
+use crate::domain::roles::{Role, format_roles, parse_roles};
 use crate::store::{Store, StoreError};
 
 /// Why a user change was refused.
@@ -21,25 +24,20 @@ pub enum UserError {
     /// No such user.
     #[error("no user named {0:?}")]
     NotFound(String),
+    /// The actor asked to disable their own account, which would end their own session and
+    /// could leave nobody able to enable it again.
+    #[error("you cannot disable yourself")]
+    DisableSelf,
+    /// The actor asked to take away their own admin role, which could leave nobody able to
+    /// give it back.
+    #[error("you cannot remove your own admin role")]
+    DropOwnAdmin,
     /// Storage failed.
     #[error(transparent)]
     Store(StoreError),
 }
 
-/// A user as the console shows it (never the hash).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct UserView {
-    /// Login name.
-    pub username: String,
-    /// Roles, sorted.
-    pub roles: Vec<String>,
-    /// Disabled users cannot sign in.
-    pub disabled: bool,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// The last successful sign-in, epoch ms UTC; absent: never.
-    pub last_sign_in_at: Option<i64>,
-}
+pub use converge_wire::UserView;
 
 impl From<&crate::store::User> for UserView {
     fn from(u: &crate::store::User) -> Self {
@@ -58,6 +56,17 @@ impl From<&crate::store::User> for UserView {
     }
 }
 
+/// Every user, as the console lists them.
+pub async fn list_users(store: &dyn Store) -> Result<Vec<UserView>, UserError> {
+    Ok(store
+        .users()
+        .await
+        .map_err(UserError::Store)?
+        .iter()
+        .map(UserView::from)
+        .collect())
+}
+
 fn check_username(name: &str) -> Result<(), UserError> {
     let ok = !name.is_empty()
         && name.len() <= 64
@@ -74,7 +83,7 @@ fn check_username(name: &str) -> Result<(), UserError> {
 }
 
 /// Adds a user with `roles` (`viewer,operator`) and `password`; audited `user_added` by
-/// `actor` in the same transaction.
+/// `actor` in the same transaction. Spaces around `username` are dropped.
 pub async fn add_user(
     store: &dyn Store,
     hasher: &PasswordHasherPool,
@@ -84,6 +93,7 @@ pub async fn add_user(
     now: i64,
     actor: &Actor,
 ) -> Result<UserView, UserError> {
+    let username = username.trim();
     check_username(username)?;
     let roles = parse_roles(roles).map_err(UserError::Invalid)?;
     check_new_password(password).map_err(UserError::Invalid)?;
@@ -111,7 +121,8 @@ pub async fn add_user(
 }
 
 /// Disables (or re-enables) a user; disabling ends its sessions. Audited `user_disabled` /
-/// `user_enabled` by `actor` in the same transaction.
+/// `user_enabled` by `actor` in the same transaction. Nobody disables themselves
+/// ([`UserError::DisableSelf`]).
 pub async fn set_disabled(
     store: &dyn Store,
     username: &str,
@@ -119,6 +130,9 @@ pub async fn set_disabled(
     now: i64,
     actor: &Actor,
 ) -> Result<(), UserError> {
+    if disabled && actor.username == username {
+        return Err(UserError::DisableSelf);
+    }
     let audit = actor.entry(
         now,
         if disabled {
@@ -171,7 +185,9 @@ pub async fn reset_password(
     }
 }
 
-/// Replaces a user's roles. Audited `user_roles_changed` by `actor` in the same transaction.
+/// Replaces a user's roles; the user's open sessions get them at their next request. Audited
+/// `user_roles_changed` by `actor` in the same transaction. An admin keeps their own admin
+/// role ([`UserError::DropOwnAdmin`]).
 pub async fn set_roles(
     store: &dyn Store,
     username: &str,
@@ -180,11 +196,8 @@ pub async fn set_roles(
     actor: &Actor,
 ) -> Result<UserView, UserError> {
     let parsed = parse_roles(roles).map_err(UserError::Invalid)?;
-    // An admin who takes away their own admin role could leave nobody able to give it back.
-    if actor.username == username && !parsed.contains(&crate::domain::roles::Role::Admin) {
-        return Err(UserError::Invalid(
-            "you cannot remove your own admin role".into(),
-        ));
+    if actor.username == username && !parsed.contains(&Role::Admin) {
+        return Err(UserError::DropOwnAdmin);
     }
     let roles = format_roles(&parsed);
     let audit = actor.entry(

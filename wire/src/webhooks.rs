@@ -1,0 +1,154 @@
+//! Merchant notifications: the outbox's events, their deliveries and attempts, the
+//! endpoints as ops staff see them, and the backlog.
+
+use serde::{Deserialize, Serialize};
+
+/// An outbox row (Debezium Outbox Event Router column names).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct OutboxEvent {
+    /// Insertion order.
+    pub seq: i64,
+    /// UUIDv7: sortable, the `webhook-id` of every delivery of this event.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// `payment` or `refund`.
+    pub aggregatetype: String,
+    /// The payment or refund id.
+    pub aggregateid: String,
+    /// `payment.succeeded`, ... ([`EventType`](crate::domain::webhooks::EventType)).
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// JSON text: the payment or refund as the merchant API shows it, with `version`.
+    pub payload: String,
+    /// Commit time, epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// A delivery with what lists show beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct DeliveryRow {
+    /// Id.
+    pub id: i64,
+    /// The event (`webhook-id`).
+    pub event_id: String,
+    /// The event's type.
+    pub event_type: String,
+    /// The event's aggregate (payment or refund id).
+    pub aggregateid: String,
+    /// Endpoint.
+    pub endpoint_id: String,
+    /// Endpoint URL.
+    pub url: String,
+    /// Merchant.
+    pub merchant_id: i64,
+    /// `pending`, `succeeded`, `dead`, `abandoned`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// Next attempt, epoch ms UTC.
+    pub next_attempt_at: Option<i64>,
+    /// Last HTTP status received.
+    pub last_status: Option<i64>,
+    /// Last error.
+    pub last_error: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+    /// Epoch ms UTC.
+    pub delivered_at: Option<i64>,
+}
+
+/// One attempt of a delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct AttemptRow {
+    /// Id.
+    pub id: i64,
+    /// Delivery.
+    pub delivery_id: i64,
+    /// Epoch ms UTC.
+    pub attempted_at: i64,
+    /// Wall time of the request, ms.
+    pub duration_ms: i64,
+    /// HTTP status, None when no answer came.
+    pub status_code: Option<i64>,
+    /// The first KiB of the answer's body (lossy UTF-8).
+    pub response: String,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+}
+
+/// Queue figures for the dashboard and `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct WebhookBacklog {
+    /// Deliveries waiting (pending).
+    pub pending: i64,
+    /// Dead deliveries.
+    pub dead: i64,
+    /// Creation time of the oldest pending delivery, epoch ms UTC.
+    pub oldest_pending_at: Option<i64>,
+    /// Failed attempts since the window start.
+    pub failed_attempts: i64,
+}
+
+/// An endpoint as ops staff see it: no secret, with its merchant and 24 h health.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct EndpointRow {
+    /// Id.
+    pub id: String,
+    /// Merchant name.
+    pub merchant: String,
+    /// URL.
+    pub url: String,
+    /// Event types (or `*`).
+    pub enabled_events: Vec<String>,
+    /// Free text.
+    pub description: String,
+    /// `enabled`, `disabled`, `deleted`.
+    pub status: String,
+    /// Why disabled.
+    pub disabled_reason: Option<String>,
+    /// Start of the current failure run, epoch ms UTC.
+    pub failing_since: Option<i64>,
+    /// Attempts in 24 h.
+    pub attempts_24h: i64,
+    /// Of which 2xx.
+    pub succeeded_24h: i64,
+    /// Last failed attempt, epoch ms UTC.
+    pub last_failure_at: Option<i64>,
+    /// Its error.
+    pub last_failure: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// Every webhook endpoint with its 24 h health, and the delivery backlog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "utoipa", schema(as = Overview))]
+pub struct WebhooksOverview {
+    /// Every endpoint of every merchant, newest first.
+    pub endpoints: Vec<EndpointRow>,
+    /// Deliveries waiting and dead, and failed attempts in 24 h.
+    pub backlog: WebhookBacklog,
+    /// The server's time, epoch ms UTC.
+    pub now: i64,
+}
+
+/// A delivery with its attempts and its event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct DeliveryDetail {
+    /// The delivery.
+    pub delivery: DeliveryRow,
+    /// Its attempts, oldest first.
+    pub attempts: Vec<AttemptRow>,
+    /// Its event (None once purged).
+    pub event: Option<OutboxEvent>,
+}
