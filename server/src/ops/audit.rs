@@ -379,6 +379,30 @@ pub async fn export_checkpoint(
     store.latest_checkpoint().await
 }
 
+/// Starts an export, the same way from the console and from `converge audit export`: the
+/// export's own audit record first (`audit_export` on target `audit` by `actor`, `what` the
+/// filter as JSON), then the checkpoint it carries ([`export_checkpoint`], after the record
+/// so it covers it). Returns the record (the chain head at export time) and the checkpoint.
+pub async fn begin_export(
+    store: &dyn Store,
+    actor: &Actor,
+    now: i64,
+    key: Option<&SigningKey>,
+    what: &serde_json::Value,
+) -> Result<(AuditRecord, Option<Checkpoint>), StoreError> {
+    let record = actor.entry(
+        now,
+        "audit_export",
+        "audit",
+        "",
+        String::new(),
+        what.to_string(),
+    );
+    let head = store.append_audit(&record).await?;
+    let checkpoint = export_checkpoint(store, key, now).await?;
+    Ok((head, checkpoint))
+}
+
 /// [`stream`], then (NDJSON only) the [`checkpoint_line`] of `checkpoint`.
 pub fn stream_with_checkpoint(
     store: std::sync::Arc<dyn Store>,
@@ -494,19 +518,15 @@ pub async fn export(
         actor: clean(&q.actor),
         action: clean(&q.action),
     };
-    let now = st.core.clock.now_ms();
     let what = json!({"format": q.format, "from": q.from, "to": q.to, "actor": filter.actor, "action": filter.action});
-    let record = actor(&p, &addr).entry(
-        now,
-        "audit_export",
-        "audit",
-        "",
-        String::new(),
-        what.to_string(),
-    );
-    let head = st.core.store.append_audit(&record).await?;
-    let checkpoint =
-        export_checkpoint(st.core.store.as_ref(), st.audit_key.as_deref(), now).await?;
+    let (head, checkpoint) = begin_export(
+        st.core.store.as_ref(),
+        &actor(&p, &addr),
+        st.core.clock.now_ms(),
+        st.audit_key.as_deref(),
+        &what,
+    )
+    .await?;
     let body = Body::from_stream(stream_with_checkpoint(
         st.core.store.clone(),
         filter,
