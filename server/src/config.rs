@@ -404,7 +404,7 @@ impl Settings {
             owner: format!(
                 "{}-{}",
                 std::process::id(),
-                crate::service::ids::new_id("relay")
+                crate::ids::new_id("relay")
             ),
         };
         if cfg.duplicate_window < cfg.min_window() {

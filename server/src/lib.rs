@@ -7,6 +7,7 @@ pub mod channel;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod ids;
 pub mod ops;
 pub mod service;
 pub mod startup;

@@ -421,7 +421,7 @@ pub fn worker_config(settings: &Settings) -> WorkerConfig {
         owner: format!(
             "{}-{}",
             std::process::id(),
-            crate::service::ids::new_id("w")
+            crate::ids::new_id("w")
         ),
         batch: settings.worker_batch.max(1),
         lease_ms: settings.lease_ms as i64,

@@ -122,7 +122,7 @@ pub(super) async fn worker(mut settings: Settings) -> Result<()> {
     if settings.callback_secret.is_none() {
         settings.callback_secret = Some(format!(
             "unused-{}",
-            converge_server::service::ids::new_token()
+            converge_server::ids::new_token()
         ));
     }
     let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
@@ -147,7 +147,7 @@ pub(super) async fn relay(mut settings: Settings) -> Result<()> {
         settings.channel_url = Some("http://127.0.0.1:9".into());
     }
     if settings.callback_secret.is_none() {
-        settings.callback_secret = Some(converge_server::service::ids::new_id("unused"));
+        settings.callback_secret = Some(converge_server::ids::new_id("unused"));
     }
     let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
     println!("converge relay running; Ctrl-C stops it");

@@ -7,7 +7,6 @@ pub mod audit_chain;
 pub mod bulk;
 pub mod callbacks;
 pub mod error_pool;
-pub mod ids;
 pub mod lookup;
 pub mod merchants;
 pub mod outcomes;
@@ -17,6 +16,10 @@ pub mod reconcile;
 pub mod refunds;
 pub mod resolve;
 pub mod webhooks;
+
+/// Identifiers live below the store ([`crate::ids`], which the store uses too); this path
+/// stays for callers.
+pub use crate::ids;
 
 use std::sync::Arc;
 
