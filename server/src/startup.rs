@@ -418,11 +418,7 @@ fn with_layers(
 /// The worker settings of a process.
 pub fn worker_config(settings: &Settings) -> WorkerConfig {
     WorkerConfig {
-        owner: format!(
-            "{}-{}",
-            std::process::id(),
-            crate::ids::new_id("w")
-        ),
+        owner: format!("{}-{}", std::process::id(), crate::ids::new_id("w")),
         batch: settings.worker_batch.max(1),
         lease_ms: settings.lease_ms as i64,
         poll: Duration::from_millis(settings.poll_ms.max(1)),

@@ -120,10 +120,7 @@ pub(super) async fn worker(mut settings: Settings) -> Result<()> {
     // A worker process receives no callbacks (it serves no HTTP), so it needs no shared
     // callback secret; the in-memory one only satisfies start-up.
     if settings.callback_secret.is_none() {
-        settings.callback_secret = Some(format!(
-            "unused-{}",
-            converge_server::ids::new_token()
-        ));
+        settings.callback_secret = Some(format!("unused-{}", converge_server::ids::new_token()));
     }
     let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
     println!("converge worker running; Ctrl-C stops it after the current batch");

@@ -69,10 +69,7 @@ pub(super) async fn run(action: UserCommand) -> Result<()> {
         UserCommand::Disable { name, db } => {
             let who = name.as_str();
             start::with_store(&db, |store| async move {
-                Ok(
-                    users::set_disabled(store.as_ref(), who, true, now_ms(), &cli_actor())
-                        .await?,
-                )
+                Ok(users::set_disabled(store.as_ref(), who, true, now_ms(), &cli_actor()).await?)
             })
             .await?;
             println!("user {name:?} disabled; its sessions have ended");

@@ -269,7 +269,6 @@ mod tests {
     use super::*;
     use crate::verify::Invariant;
 
-
     const NOW: i64 = 1_800_000_000_000;
     const W: Window = Window {
         now_ms: NOW,
@@ -312,7 +311,6 @@ mod tests {
 
     #[test]
     fn a_success_with_one_charge_and_one_batch_passes() {
-
         assert_eq!(
             check_payment(&payment("SUCCESS"), Some(&[charge("succeeded", 1000)]), W),
             vec![]
@@ -607,7 +605,6 @@ mod tests {
             vec![Breach::KeysWithoutResponse { count: 2 }]
         );
     }
-
 
     #[test]
     fn outcomes_without_events_and_undelivered_events_are_named() {

@@ -37,8 +37,6 @@ pub mod run;
 
 pub use breach::{Breach, Invariant};
 pub use channel::{ChannelCharge, ChargeSource, HttpChargeSource};
-pub use checks::{
-    Window, check_keys, check_ledger, check_outbox, check_payment, orphan_charges,
-};
+pub use checks::{Window, check_keys, check_ledger, check_outbox, check_payment, orphan_charges};
 pub use report::{AuditChain, ChannelCheck, Report};
 pub use run::{PAGE_SIZE, VerifyError, check_audit_chain, run};
