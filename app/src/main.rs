@@ -6,7 +6,6 @@
 #![recursion_limit = "256"]
 
 mod cli;
-mod cli_webhooks;
 
 use std::process::ExitCode;
 

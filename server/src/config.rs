@@ -401,11 +401,7 @@ impl Settings {
             batch: 256,
             poll: Duration::from_millis(self.poll_ms.clamp(10, 1_000)),
             retention_ms: self.event_retention_secs.saturating_mul(1000) as i64,
-            owner: format!(
-                "{}-{}",
-                std::process::id(),
-                crate::service::ids::new_id("relay")
-            ),
+            owner: format!("{}-{}", std::process::id(), crate::ids::new_id("relay")),
         };
         if cfg.duplicate_window < cfg.min_window() {
             return Err(format!(

@@ -8,6 +8,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod idempotency;
+pub mod ids;
 pub mod ops;
 pub mod service;
 pub mod startup;

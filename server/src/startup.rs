@@ -144,6 +144,54 @@ impl Running {
     }
 }
 
+/// The core over its parts, with an empty pause cache and outcome buffer: the one place a
+/// [`Core`] is assembled, for serving processes ([`build_with_store`]) and one-off commands
+/// ([`one_off_core`]) alike.
+fn new_core(
+    store: Arc<dyn Store>,
+    channel: Arc<dyn Channel>,
+    clock: Arc<dyn Clock>,
+    timings: Timings,
+    webhooks: crate::service::webhooks::WebhookSettings,
+) -> Core {
+    Core {
+        store,
+        channel,
+        clock,
+        timings,
+        notifier: crate::service::webhooks::Notifier::new(webhooks),
+        pauses: Default::default(),
+        outcomes: Default::default(),
+    }
+}
+
+/// A core for a one-off command (`converge reconcile`, `converge webhook ...`): no workers run,
+/// so no payment is driven (timings of a single attempt, no delays); the channel at
+/// `channel_url` (requests bounded by `channel_timeout`) is called only by what the command
+/// itself does, and without a URL points at a closed local port, so a call fails at once.
+pub fn one_off_core(
+    store: Arc<dyn Store>,
+    channel_url: Option<&str>,
+    channel_timeout: Duration,
+    webhooks: crate::service::webhooks::WebhookSettings,
+) -> Core {
+    new_core(
+        store,
+        Arc::new(HttpChannel::new(
+            channel_url.unwrap_or("http://127.0.0.1:1"),
+            channel_timeout,
+        )),
+        Arc::new(SystemClock),
+        Timings {
+            submit_delay_ms: 0,
+            query_delay_ms: 0,
+            max_attempts: 1,
+            resubmit_budget: 0,
+        },
+        webhooks,
+    )
+}
+
 /// Builds the core. `public_addr` is where this process's HTTP server listens (already
 /// bound), so the in-process sandbox can send its callbacks there.
 pub async fn build(settings: Settings, public_addr: SocketAddr) -> Result<Running, StartError> {
@@ -212,20 +260,18 @@ pub async fn build_with_store(
                 )
             }
         };
-    let core = Core {
-        store: store.clone(),
+    let core = new_core(
+        store.clone(),
         channel,
-        clock: clock.clone(),
-        timings: Timings {
+        clock.clone(),
+        Timings {
             submit_delay_ms: settings.submit_delay_ms as i64,
             query_delay_ms: settings.query_delay_ms as i64,
             max_attempts: settings.max_attempts,
             resubmit_budget: settings.resubmit_budget,
         },
-        notifier: crate::service::webhooks::Notifier::new(settings.webhooks()),
-        pauses: Default::default(),
-        outcomes: Default::default(),
-    };
+        settings.webhooks(),
+    );
     let schedule = &settings.webhook_retry_schedule;
     store.webhook_plan().set(
         schedule.attempts() as i64,
@@ -381,11 +427,7 @@ fn with_layers(
 /// The worker settings of a process.
 pub fn worker_config(settings: &Settings) -> WorkerConfig {
     WorkerConfig {
-        owner: format!(
-            "{}-{}",
-            std::process::id(),
-            crate::service::ids::new_id("w")
-        ),
+        owner: format!("{}-{}", std::process::id(), crate::ids::new_id("w")),
         batch: settings.worker_batch.max(1),
         lease_ms: settings.lease_ms as i64,
         poll: Duration::from_millis(settings.poll_ms.max(1)),

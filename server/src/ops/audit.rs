@@ -214,77 +214,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Re-computes the whole chain and checks it against every stored checkpoint's head hash
-/// (signatures are not checked here: see [`verify_signed`]); returns (records checked, head,
-/// first break). A chain cut short of a checkpoint breaks at the first missing record; a chain
-/// rebuilt under a checkpoint breaks at the checkpointed record that differs.
-pub async fn verify(store: &dyn Store) -> Result<(i64, ChainVerifier, Option<Break>), StoreError> {
-    let v = verify_signed(store, None).await?;
-    Ok((v.records, v.head, v.broken))
-}
-
-/// What [`verify_signed`] found.
-#[derive(Debug, Clone)]
-pub struct AuditVerdict {
-    /// Records read.
-    pub records: i64,
-    /// The last record that verified.
-    pub head: ChainVerifier,
-    /// The first break: a record that does not chain, a checkpoint it contradicts or falls
-    /// short of, or a checkpoint whose signature does not verify.
-    pub broken: Option<Break>,
-    /// Checkpoints checked against the chain.
-    pub checkpoints: usize,
-    /// The checkpoint covering the most records.
-    pub latest: Option<Checkpoint>,
-    /// Whether every checkpoint's signature was checked (a public key was given).
-    pub signatures_checked: bool,
-}
-
-/// [`verify`] with the checkpoints' signatures checked against `key` when one is given.
-pub async fn verify_signed(
-    store: &dyn Store,
-    key: Option<&VerifyingKey>,
-) -> Result<AuditVerdict, StoreError> {
-    let cps = store.checkpoints().await?;
-    let latest = store.latest_checkpoint().await?;
-    let mut verdict = AuditVerdict {
-        records: 0,
-        head: ChainVerifier::default(),
-        broken: None,
-        checkpoints: cps.len(),
-        latest,
-        signatures_checked: key.is_some(),
-    };
-    if let Some(key) = key {
-        for c in &cps {
-            if let Err(reason) = checkpoint::verify_signature(key, c) {
-                verdict.broken = Some(Break { seq: c.seq, reason });
-                return Ok(verdict);
-            }
-        }
-    }
-    let mut m = CheckpointMatcher::new(cps);
-    let mut after = 0;
-    loop {
-        let rows = store
-            .audit_page(after, PAGE, &AuditFilter::default())
-            .await?;
-        for r in &rows {
-            verdict.records += 1;
-            if let Err(b) = verdict.head.push(r).and_then(|()| m.push(r)) {
-                verdict.broken = Some(b);
-                return Ok(verdict);
-            }
-        }
-        match rows.last() {
-            Some(r) if rows.len() as i64 == PAGE => after = r.seq,
-            _ => break,
-        }
-    }
-    verdict.broken = m.finish().err();
-    Ok(verdict)
-}
+pub use crate::service::audit_chain::{AuditVerdict, verify, verify_signed};
 
 /// A new checkpoint signing key from the operating system's randomness.
 pub fn generate_signing_key() -> SigningKey {
@@ -455,6 +385,30 @@ pub async fn export_checkpoint(
     store.latest_checkpoint().await
 }
 
+/// Starts an export, the same way from the console and from `converge audit export`: the
+/// export's own audit record first (`audit_export` on target `audit` by `actor`, `what` the
+/// filter as JSON), then the checkpoint it carries ([`export_checkpoint`], after the record
+/// so it covers it). Returns the record (the chain head at export time) and the checkpoint.
+pub async fn begin_export(
+    store: &dyn Store,
+    actor: &Actor,
+    now: i64,
+    key: Option<&SigningKey>,
+    what: &serde_json::Value,
+) -> Result<(AuditRecord, Option<Checkpoint>), StoreError> {
+    let record = actor.entry(
+        now,
+        "audit_export",
+        "audit",
+        "",
+        String::new(),
+        what.to_string(),
+    );
+    let head = store.append_audit(&record).await?;
+    let checkpoint = export_checkpoint(store, key, now).await?;
+    Ok((head, checkpoint))
+}
+
 /// [`stream`], then (NDJSON only) the [`checkpoint_line`] of `checkpoint`.
 pub fn stream_with_checkpoint(
     store: std::sync::Arc<dyn Store>,
@@ -570,19 +524,15 @@ pub async fn export(
         actor: clean(&q.actor),
         action: clean(&q.action),
     };
-    let now = st.core.clock.now_ms();
     let what = json!({"format": q.format, "from": q.from, "to": q.to, "actor": filter.actor, "action": filter.action});
-    let record = actor(&p, &addr).entry(
-        now,
-        "audit_export",
-        "audit",
-        "",
-        String::new(),
-        what.to_string(),
-    );
-    let head = st.core.store.append_audit(&record).await?;
-    let checkpoint =
-        export_checkpoint(st.core.store.as_ref(), st.audit_key.as_deref(), now).await?;
+    let (head, checkpoint) = begin_export(
+        st.core.store.as_ref(),
+        &actor(&p, &addr),
+        st.core.clock.now_ms(),
+        st.audit_key.as_deref(),
+        &what,
+    )
+    .await?;
     let body = Body::from_stream(stream_with_checkpoint(
         st.core.store.clone(),
         filter,

@@ -3,11 +3,11 @@
 //! HTTP themselves.
 
 pub mod actions;
+pub mod audit_chain;
 pub mod bulk;
 pub mod callbacks;
 pub mod error_pool;
 pub mod executors;
-pub mod ids;
 pub mod lookup;
 pub mod merchants;
 pub mod password;
@@ -18,6 +18,10 @@ pub mod refunds;
 pub mod resolve;
 pub mod users;
 pub mod webhooks;
+
+/// Identifiers live below the store ([`crate::ids`], which the store uses too); this path
+/// stays for callers.
+pub use crate::ids;
 
 use std::sync::Arc;
 

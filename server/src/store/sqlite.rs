@@ -185,7 +185,7 @@ impl SqliteStore {
         );
         let mut q = sqlx::query_as::<_, super::LeasedJob>(&sql)
             .bind(owner)
-            .bind(crate::service::ids::new_token())
+            .bind(crate::ids::new_token())
             .bind(now + lease_ms)
             .bind(now)
             .bind(batch);

@@ -697,6 +697,7 @@ on_both_backends!(concurrent_appends_keep_one_valid_chain, |app| {
 });
 
 on_both_backends!(an_edited_audit_row_is_detected_at_that_row, |app| {
+    app.skip_invariant_check("edits audit record 3 on purpose: the chain is broken at it");
     for i in 0..5 {
         let e = AuditEntry {
             at: i,

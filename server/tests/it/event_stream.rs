@@ -188,7 +188,9 @@ macro_rules! with_nats {
                     return;
                 };
                 let db_url = $app.db_url.clone();
+                let teardown = $app.teardown();
                 $body
+                teardown.check().await;
                 drop_database(&db_url).await;
             }
 

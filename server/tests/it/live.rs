@@ -209,6 +209,9 @@ on_both_backends!(the_live_stream_needs_a_session, |app| {
 on_both_backends!(
     the_live_stream_reports_a_change_made_through_another_store_within_a_second,
     |app| {
+        app.skip_invariant_check(
+            "writes payments straight into the store, dated the fixed NOW of a year ago and never submitted: PENDING past any window by construction",
+        );
         crate::support::add_ops_user(&app, "vera", "viewer").await;
         let client = crate::support::ops_session(&app, "vera").await;
         let mut events = open_stream(&client, &app.base).await;
@@ -267,6 +270,9 @@ on_both_backends!(
         s.idle_timeout_secs = 2;
     },
     |app| {
+        app.skip_invariant_check(
+            "writes payments straight into the store, dated the fixed NOW of a year ago and never submitted: PENDING past any window by construction",
+        );
         crate::support::add_ops_user(&app, "vera", "viewer").await;
         let client = crate::support::ops_session(&app, "vera").await;
         let opened = Instant::now();

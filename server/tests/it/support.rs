@@ -251,6 +251,64 @@ where
     }
 }
 
+/// Whether an app's teardown check ran, or why it was skipped.
+#[derive(Debug, Default)]
+pub struct TeardownState {
+    done: std::sync::atomic::AtomicBool,
+    opt_out: std::sync::Mutex<Option<String>>,
+}
+
+/// DESIGN.md "Convergence invariants" checked on what a test left, with the checks of
+/// `converge verify` (`converge_server::verify::run`, the in-process sandbox's charge list
+/// for invariant 1, a 300 s window as `converge verify`'s default): as crates.io's test app
+/// asserts on drop, every test that spawns an app ends by proving that it neither lost nor
+/// doubled money, nor broke the ledger, the stored responses, the audit chain or the outbox.
+/// [`on_both_backends!`] runs it after the body; a test that leaves a breach on purpose opts
+/// out with [`TestApp::skip_invariant_check`].
+#[derive(Clone)]
+pub struct Teardown {
+    store: Arc<dyn Store>,
+    channel: Option<String>,
+    state: Arc<TeardownState>,
+}
+
+impl Teardown {
+    /// Runs the checks unless the test opted out; panics with the report on any breach.
+    pub async fn check(&self) {
+        use converge_server::verify::{self, ChargeSource, HttpChargeSource, Window};
+        self.state
+            .done
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(reason) = self.state.opt_out.lock().expect("opt-out lock").clone() {
+            eprintln!("teardown invariant check skipped: {reason}");
+            return;
+        }
+        let source = self
+            .channel
+            .as_deref()
+            .map(|u| HttpChargeSource::new(u, Duration::from_secs(30)).expect("sandbox URL"));
+        let window = Window {
+            now_ms: converge_server::domain::clock::Clock::now_ms(
+                &converge_server::domain::clock::SystemClock,
+            ),
+            window_ms: 300_000,
+        };
+        let report = verify::run(
+            self.store.as_ref(),
+            source.as_ref().map(|s| s as &dyn ChargeSource),
+            window,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("teardown invariant check could not run: {e}"));
+        assert!(
+            report.ok(),
+            "teardown invariant check: {}\n{}",
+            report.summary(),
+            report.render()
+        );
+    }
+}
+
 /// A served core with one merchant.
 pub struct TestApp {
     pub base: String,
@@ -266,6 +324,8 @@ pub struct TestApp {
     /// The HMAC secret channel callbacks are signed with.
     pub callback_secret: Vec<u8>,
     raw: tokio::sync::OnceCell<RawDb>,
+    /// Whether the teardown check ran or was opted out of ([`TestApp::teardown`]).
+    teardown: Arc<TeardownState>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -311,14 +371,40 @@ impl TestApp {
             db_url: url,
             callback_secret,
             raw: tokio::sync::OnceCell::new(),
+            teardown: Arc::default(),
             _dir: dir,
         })
     }
 
+    /// The teardown check of this app, taken before the test body runs (which may move or
+    /// drop the app): [`Teardown::check`] runs `converge verify`'s invariant checks on what
+    /// the test left.
+    pub fn teardown(&self) -> Teardown {
+        Teardown {
+            store: self.store.clone(),
+            channel: self.running.sandbox.as_ref().map(|s| s.url.clone()),
+            state: self.teardown.clone(),
+        }
+    }
+
+    /// Opts this test out of the teardown check because it leaves a breach on purpose
+    /// (`reason` says which and why; printed when the check is skipped).
+    pub fn skip_invariant_check(&self, reason: &str) {
+        *self.teardown.opt_out.lock().expect("opt-out lock") = Some(reason.to_string());
+    }
+
     /// A second server on this app's database (test settings tweaked by `tweak`), as a
     /// second `converge serve` sharing it would be; returns its base URL and its core.
+    /// The peer calls this app's channel (the in-process sandbox, when there is one), as
+    /// processes sharing a database share their channel: so every charge is in the one list
+    /// the teardown check reconciles against.
     pub async fn spawn_peer(&self, tweak: impl FnOnce(&mut Settings)) -> (String, Running) {
         let mut settings = Settings::for_tests(&self.db_url);
+        if let Some(sandbox) = &self.running.sandbox {
+            settings.channel_url = Some(sandbox.url.clone());
+            settings.callback_secret =
+                Some(String::from_utf8(self.callback_secret.clone()).expect("test secret is text"));
+        }
         tweak(&mut settings);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -493,6 +579,23 @@ impl TestApp {
     }
 }
 
+impl Drop for TestApp {
+    /// An app must not end without its teardown check (or an explicit opt-out): a test that
+    /// spawns one outside [`on_both_backends!`] calls `app.teardown().check().await` itself.
+    fn drop(&mut self) {
+        let state = &self.teardown;
+        if std::thread::panicking()
+            || state.done.load(std::sync::atomic::Ordering::SeqCst)
+            || state.opt_out.lock().map(|o| o.is_some()).unwrap_or(true)
+        {
+            return;
+        }
+        panic!(
+            "TestApp dropped without its teardown invariant check: run `app.teardown().check().await` (or opt out with `skip_invariant_check`)"
+        );
+    }
+}
+
 /// Serves `router` on `listener` with connect info (as `converge serve` does); returns the
 /// base URL.
 pub fn serve_on(listener: tokio::net::TcpListener, router: axum::Router) -> String {
@@ -606,7 +709,9 @@ macro_rules! on_both_backends {
                     return;
                 };
                 let url = $app.db_url.clone();
+                let teardown = $app.teardown();
                 $body
+                teardown.check().await;
                 drop_database(&url).await;
             }
 

@@ -355,6 +355,9 @@ store_conformance!(
 on_both_backends!(
     verify_passes_on_a_converged_core_and_names_orphan_charges_and_stuck_payments,
     |app| {
+        app.skip_invariant_check(
+            "leaves an orphan channel charge and a stuck payment on purpose: the breaches it proves verify names",
+        );
         let sandbox = app
             .running
             .sandbox

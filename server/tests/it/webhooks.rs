@@ -681,6 +681,9 @@ async fn exec(url: &str, sql: &str, arg: &str) {
 on_both_backends!(
     verify_names_an_undelivered_event_and_an_outcome_without_its_event,
     |app| {
+        app.skip_invariant_check(
+            "makes an outcome without its event and an undelivered event on purpose: the breaches it proves verify names",
+        );
         // No workers: the delivery stays pending.
         let sink = sink().await;
         register(&app, &format!("{}/hooks/ok", sink.url), &["*"]).await;

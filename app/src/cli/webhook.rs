@@ -10,10 +10,11 @@ use clap::{Args, Subcommand};
 use converge_server::channel::webhook_sink::{self, SinkConfig};
 use converge_server::domain::clock::{Clock, SystemClock, rfc3339};
 use converge_server::domain::webhooks::Subscription;
-use converge_server::service::webhooks::{Actor, Notifier, WebhookSettings, new_endpoint_id};
-use converge_server::service::{Core, Timings};
-use converge_server::startup;
+use converge_server::service::Core;
+use converge_server::service::webhooks::{WebhookSettings, new_endpoint_id};
 use converge_server::store::{Merchant, Store};
+
+use super::start::{self, webhook_actor};
 
 /// `converge webhook` subcommands.
 #[derive(Debug, Subcommand)]
@@ -36,14 +37,14 @@ pub enum WebhookCommand {
         #[arg(long, env = "CONVERGE_WEBHOOK_ALLOW_PRIVATE")]
         allow_private: bool,
         #[command(flatten)]
-        db: crate::cli::DbArgs,
+        db: super::DbArgs,
     },
     /// List MERCHANT's endpoints: one line each, the endpoint id first.
     List {
         /// Merchant name.
         merchant: String,
         #[command(flatten)]
-        db: crate::cli::DbArgs,
+        db: super::DbArgs,
     },
     /// Disable one of MERCHANT's endpoints (its undelivered events are abandoned).
     Disable {
@@ -55,7 +56,7 @@ pub enum WebhookCommand {
         #[arg(long, default_value = "disabled from the command line")]
         reason: String,
         #[command(flatten)]
-        db: crate::cli::DbArgs,
+        db: super::DbArgs,
     },
     /// Give one of MERCHANT's endpoints a new secret (printed once); the old one keeps
     /// signing beside it for --overlap-secs.
@@ -68,7 +69,7 @@ pub enum WebhookCommand {
         #[arg(long, default_value_t = 86_400)]
         overlap_secs: u64,
         #[command(flatten)]
-        db: crate::cli::DbArgs,
+        db: super::DbArgs,
     },
 }
 
@@ -106,18 +107,6 @@ pub async fn sink(args: SinkArgs) -> Result<()> {
     Ok(())
 }
 
-/// The OS user running the command, for the audit log (`cli:<user>`).
-pub fn cli_actor() -> Actor {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
-    Actor {
-        name: format!("cli:{user}"),
-        roles: String::new(),
-        meta: "{}".into(),
-    }
-}
-
 async fn merchant_named(store: &dyn Store, name: &str) -> Result<Merchant> {
     store
         .merchants()
@@ -127,25 +116,9 @@ async fn merchant_named(store: &dyn Store, name: &str) -> Result<Merchant> {
         .ok_or_else(|| anyhow!("no merchant named {name:?}"))
 }
 
-/// A core for one-off commands: no channel is called.
+/// A core for the endpoint use cases: no channel is called.
 fn one_off_core(store: Arc<dyn Store>, settings: WebhookSettings) -> Core {
-    Core {
-        store,
-        channel: Arc::new(converge_server::channel::http::HttpChannel::new(
-            "http://127.0.0.1:1",
-            std::time::Duration::from_secs(1),
-        )),
-        clock: Arc::new(SystemClock),
-        timings: Timings {
-            submit_delay_ms: 0,
-            query_delay_ms: 0,
-            max_attempts: 1,
-            resubmit_budget: 0,
-        },
-        notifier: Notifier::new(settings),
-        pauses: Default::default(),
-        outcomes: Default::default(),
-    }
+    start::one_off_core(store, None, std::time::Duration::from_secs(1), settings)
 }
 
 /// Runs one `converge webhook` subcommand.
@@ -154,12 +127,9 @@ pub async fn run(action: WebhookCommand) -> Result<()> {
         WebhookCommand::Add { db, .. }
         | WebhookCommand::List { db, .. }
         | WebhookCommand::Disable { db, .. }
-        | WebhookCommand::Rotate { db, .. } => db.database_url.clone(),
+        | WebhookCommand::Rotate { db, .. } => db.clone(),
     };
-    let store = startup::open_store(&db).await?;
-    let result = run_on(store.clone(), action).await;
-    store.close().await;
-    result
+    start::with_store(&db, |store| run_on(store, action)).await
 }
 
 async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
@@ -191,7 +161,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
                     &url,
                     &events,
                     &description,
-                    &cli_actor(),
+                    &webhook_actor(),
                 )
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
@@ -230,7 +200,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             let changed = core
-                .set_endpoint_enabled(&endpoint, false, &reason, &cli_actor())
+                .set_endpoint_enabled(&endpoint, false, &reason, &webhook_actor())
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             println!(
@@ -262,7 +232,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             let rotated = core
-                .rotate_endpoint_secret(&endpoint, &cli_actor())
+                .rotate_endpoint_secret(&endpoint, &webhook_actor())
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             println!("{} {}", rotated.endpoint.id, rotated.secret);

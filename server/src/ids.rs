@@ -1,5 +1,8 @@
 //! Identifiers: `pay_`/`re_`/`ck_` + 24 lowercase hex characters (96 random bits), and
 //! opaque tokens for leases.
+//!
+//! Below the store (which makes lease tokens) and the services alike; not in the domain,
+//! which takes no randomness from the process.
 
 use rand::Rng;
 

@@ -1,0 +1,266 @@
+//! `converge audit ...`: verify the audit chain (in the database, or an NDJSON export
+//! offline), make a checkpoint signing key, sign a checkpoint, export the log.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use converge_server::startup;
+
+use super::DbArgs;
+use super::start::{self, cli_actor, now_ms};
+
+/// Where the audit checkpoint signing key is.
+#[derive(Debug, Args)]
+pub(super) struct SigningKeyArg {
+    /// Ed25519 private key, PKCS#8 PEM (`converge audit keygen`), kept outside the database.
+    #[arg(long, env = "CONVERGE_AUDIT_SIGNING_KEY")]
+    audit_signing_key: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum AuditCommand {
+    /// Re-compute the hash chain and check it against the signed checkpoints (the first
+    /// missing or differing record is named); with --file, verify an NDJSON export offline.
+    Verify {
+        /// An NDJSON export to verify offline (needs --public-key or --audit-signing-key).
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+        /// The checkpoint key's public half, PEM (printed by `converge audit keygen`).
+        #[arg(long)]
+        public_key: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        key: SigningKeyArg,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Make an Ed25519 checkpoint signing key: writes the private key (PKCS#8 PEM, mode 0600)
+    /// to --out and prints the public key (PEM) for auditors.
+    Keygen {
+        /// Where to write the private key; an existing file is never overwritten.
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Sign a checkpoint of the audit chain's head now (after verifying the records since the
+    /// last one) and print it.
+    Checkpoint {
+        #[command(flatten)]
+        key: SigningKeyArg,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Write the audit log to standard output (the export is itself audited).
+    Export {
+        /// csv (spreadsheet-safe) or ndjson (exact, for re-verification).
+        #[arg(long, default_value = "csv")]
+        format: String,
+        /// Only records at or after this UTC time (RFC 3339 or YYYY-MM-DD).
+        #[arg(long)]
+        from: Option<String>,
+        /// Only records before this UTC time.
+        #[arg(long)]
+        to: Option<String>,
+        /// Only this actor.
+        #[arg(long)]
+        actor: Option<String>,
+        /// Only this action (e.g. action_approved).
+        #[arg(long)]
+        action: Option<String>,
+        /// Sign a checkpoint covering the export (else the latest stored one is carried).
+        #[command(flatten)]
+        key: SigningKeyArg,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+fn cli_time(field: &str, v: &Option<String>) -> Result<Option<i64>> {
+    v.as_deref()
+        .map(|v| {
+            converge_server::domain::clock::parse_utc(v)
+                .map_err(|e| anyhow::anyhow!("--{field}: {e}"))
+        })
+        .transpose()
+}
+
+/// Runs one `converge audit` subcommand.
+pub(super) async fn run(action: AuditCommand) -> Result<()> {
+    use converge_server::domain::checkpoint;
+    use converge_server::ops::audit::{self as audit_log, Format};
+    use converge_server::store::AuditFilter;
+    use futures_util::StreamExt;
+    use std::io::Write;
+    match action {
+        AuditCommand::Verify {
+            file,
+            public_key,
+            key,
+            db,
+        } => {
+            let public = match (&public_key, &key.audit_signing_key) {
+                (Some(p), _) => Some(
+                    checkpoint::verifying_key_from_pem(
+                        &std::fs::read_to_string(p)
+                            .with_context(|| format!("reading {}", p.display()))?,
+                    )
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
+                ),
+                (None, Some(k)) => Some(
+                    startup::load_signing_key(k)
+                        .map_err(anyhow::Error::msg)?
+                        .verifying_key(),
+                ),
+                (None, None) => None,
+            };
+            if let Some(file) = file {
+                let Some(public) = public else {
+                    bail!("--file needs --public-key (the checkpoint key's public half)");
+                };
+                let f = std::fs::File::open(&file)
+                    .with_context(|| format!("opening {}", file.display()))?;
+                let (records, c) = audit_log::verify_export(std::io::BufReader::new(f), &public)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                println!(
+                    "export intact: {records} records; signed checkpoint seq {} head {} at {} (key {})",
+                    c.seq,
+                    c.head_hash,
+                    converge_server::domain::clock::rfc3339(c.at),
+                    c.key_id
+                );
+                return Ok(());
+            }
+            let v = start::with_store(&db, |store| async move {
+                Ok(audit_log::verify_signed(store.as_ref(), public.as_ref()).await?)
+            })
+            .await?;
+            if let Some(b) = v.broken {
+                bail!("audit chain broken at record {}: {}", b.seq, b.reason);
+            }
+            let cp = match &v.latest {
+                Some(c) => format!(
+                    "latest signed checkpoint seq {} at {} (key {}), {} checkpoints, signatures {}",
+                    c.seq,
+                    converge_server::domain::clock::rfc3339(c.at),
+                    c.key_id,
+                    v.checkpoints,
+                    if v.signatures_checked {
+                        "verified"
+                    } else {
+                        "not checked (give --public-key)"
+                    }
+                ),
+                None => "no signed checkpoint yet (serve with --audit-signing-key)".into(),
+            };
+            println!(
+                "audit chain intact: {} records, head {} {}; {cp}",
+                v.records, v.head.seq, v.head.hash
+            );
+            Ok(())
+        }
+        AuditCommand::Keygen { out } => {
+            let key = audit_log::generate_signing_key();
+            let pem = checkpoint::signing_key_to_pem(&key).map_err(anyhow::Error::msg)?;
+            write_new_private_file(&out, pem.as_bytes())?;
+            print!(
+                "{}",
+                checkpoint::verifying_key_to_pem(&key.verifying_key())
+                    .map_err(anyhow::Error::msg)?
+            );
+            eprintln!(
+                "private key written to {} (key id {}); the public key above verifies its checkpoints",
+                out.display(),
+                checkpoint::key_id(&key.verifying_key())
+            );
+            Ok(())
+        }
+        AuditCommand::Checkpoint { key, db } => {
+            let Some(path) = key.audit_signing_key else {
+                bail!("audit checkpoint needs --audit-signing-key (CONVERGE_AUDIT_SIGNING_KEY)");
+            };
+            let key = startup::load_signing_key(&path).map_err(anyhow::Error::msg)?;
+            let c = start::with_store(&db, |store| async move {
+                Ok(audit_log::take_checkpoint(store.as_ref(), &key, now_ms(), false).await?)
+            })
+            .await?
+            .context("no checkpoint signed")?;
+            println!(
+                "checkpoint seq {} head {} at {} key {} signature {}",
+                c.seq, c.head_hash, c.at, c.key_id, c.signature
+            );
+            Ok(())
+        }
+        AuditCommand::Export {
+            format,
+            from,
+            to,
+            actor,
+            action,
+            key,
+            db,
+        } => {
+            let key = key
+                .audit_signing_key
+                .map(|p| startup::load_signing_key(&p))
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            let format: Format = format.parse().map_err(|m: String| anyhow::anyhow!(m))?;
+            let filter = AuditFilter {
+                from: cli_time("from", &from)?,
+                to: cli_time("to", &to)?,
+                actor,
+                action,
+            };
+            let what = serde_json::json!({"format": format!("{format:?}"), "from": from, "to": to, "actor": filter.actor, "action": filter.action});
+            start::with_store(&db, |store| async move {
+                let (head, cp) = audit_log::begin_export(
+                    store.as_ref(),
+                    &cli_actor(),
+                    now_ms(),
+                    key.as_ref(),
+                    &what,
+                )
+                .await?;
+                eprintln!("audit chain head at export: {} {}", head.seq, head.hash);
+                match &cp {
+                    Some(c) => eprintln!(
+                        "signed checkpoint: seq {} head {} at {} key {}",
+                        c.seq, c.head_hash, c.at, c.key_id
+                    ),
+                    None => eprintln!("no signed checkpoint: the export cannot prove it is whole"),
+                }
+                let mut rows = Box::pin(audit_log::stream_with_checkpoint(
+                    store.clone(),
+                    filter,
+                    format,
+                    cp,
+                ));
+                let mut out = std::io::stdout().lock();
+                while let Some(chunk) = rows.next().await {
+                    out.write_all(&chunk?).context("writing the export")?;
+                }
+                out.flush()?;
+                Ok(())
+            })
+            .await
+        }
+    }
+}
+
+/// Writes `bytes` to a new file readable by its owner only; an existing file is an error.
+fn write_new_private_file(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path).with_context(|| {
+        format!(
+            "cannot create {} (an existing key is never overwritten)",
+            path.display()
+        )
+    })?;
+    f.write_all(bytes)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}

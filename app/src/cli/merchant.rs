@@ -1,0 +1,147 @@
+//! `converge merchant ...`: merchants and their API keys, over the service's merchant use
+//! cases (each audited as the CLI's actor).
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use converge_server::service::merchants;
+
+use super::DbArgs;
+use super::start::{self, cli_actor, now_ms};
+
+#[derive(Debug, Subcommand)]
+pub(super) enum MerchantCommand {
+    /// Create a merchant and print its API key (shown once; only its hash is stored).
+    Add {
+        /// Unique merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Freeze a merchant: its API refuses new payments, refunds and webhook endpoint changes
+    /// (403 merchant_frozen; reads still work), and the ledger postings of what was in flight
+    /// fail, so those payments wait in SUSPENSE until it is unfrozen.
+    Freeze {
+        /// Merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Unfreeze a merchant.
+    Unfreeze {
+        /// Merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// A merchant's API keys: several at once, each revocable (rotation: add, switch, revoke).
+    Key {
+        #[command(subcommand)]
+        action: KeyCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum KeyCommand {
+    /// Issue another key; prints `KEY_ID KEY` (the key is shown once).
+    Add {
+        /// Merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// One key per line: `KEY_ID PREFIX created=.. last_used=.. revoked=..`.
+    List {
+        /// Merchant name.
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Revoke a key: every server answers 401 to it from now on.
+    Revoke {
+        /// Merchant name.
+        name: String,
+        /// The key's id (from `converge merchant key list`).
+        key_id: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+/// Runs one `converge merchant` subcommand.
+pub(super) async fn run(action: MerchantCommand) -> Result<()> {
+    match action {
+        MerchantCommand::Add { name, db } => {
+            let (m, key) = start::with_store(&db, |store| async move {
+                Ok(merchants::add_merchant(store.as_ref(), now_ms(), &name, &cli_actor()).await?)
+            })
+            .await?;
+            println!("{}", key.key);
+            eprintln!(
+                "merchant {:?} created with key {}; the API key above is shown once",
+                m.name, key.id
+            );
+            Ok(())
+        }
+        MerchantCommand::Key { action } => merchant_key(action).await,
+        MerchantCommand::Freeze { name, db } => set_frozen(&name, &db, true).await,
+        MerchantCommand::Unfreeze { name, db } => set_frozen(&name, &db, false).await,
+    }
+}
+
+async fn merchant_key(action: KeyCommand) -> Result<()> {
+    use converge_server::domain::clock::rfc3339;
+    let (KeyCommand::Add { db, .. } | KeyCommand::List { db, .. } | KeyCommand::Revoke { db, .. }) =
+        &action;
+    let db = db.clone();
+    let now = now_ms();
+    let out = start::with_store(&db, |store| async move {
+        Ok(match &action {
+            KeyCommand::Add { name, .. } => {
+                merchants::issue_merchant_key(store.as_ref(), now, name, &cli_actor())
+                    .await
+                    .map(|(_, k)| format!("{} {}\n", k.id, k.key))?
+            }
+            KeyCommand::List { name, .. } => merchants::list_merchant_keys(store.as_ref(), name)
+                .await
+                .map(|keys| {
+                    keys.iter()
+                        .map(|k| {
+                            format!(
+                                "{} {} created={} last_used={} revoked={}\n",
+                                k.id,
+                                if k.prefix.is_empty() { "-" } else { &k.prefix },
+                                rfc3339(k.created_at),
+                                k.last_used_at.map_or("never".into(), rfc3339),
+                                k.revoked_at.map_or("no".into(), rfc3339),
+                            )
+                        })
+                        .collect::<String>()
+                })?,
+            KeyCommand::Revoke { name, key_id, .. } => {
+                merchants::revoke_merchant_key(store.as_ref(), now, name, key_id, &cli_actor())
+                    .await
+                    .map(|()| format!("key {key_id} of merchant {name:?} revoked\n"))?
+            }
+        })
+    })
+    .await?;
+    print!("{out}");
+    Ok(())
+}
+
+async fn set_frozen(name: &str, db: &DbArgs, frozen: bool) -> Result<()> {
+    use converge_server::service::merchants::{MerchantError, set_merchant_frozen};
+    start::with_store(db, |store| async move {
+        match set_merchant_frozen(store.as_ref(), now_ms(), name, frozen, &cli_actor()).await {
+            Ok(()) => Ok(()),
+            Err(MerchantError::NoMerchant(_)) => bail!("no merchant named {name:?}"),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
+    println!(
+        "merchant {name:?} {}",
+        if frozen { "frozen" } else { "unfrozen" }
+    );
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! What every one-off command starts from: the store of `--database-url` (opened, migrated,
+//! closed when the command is done, whatever its outcome), a [`Core`] built by the server's
+//! own start-up ([`startup::one_off_core`]), the CLI's actor in the audit log, and the time.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use anyhow::Result;
+use converge_server::service::Core;
+use converge_server::service::webhooks::WebhookSettings;
+use converge_server::startup;
+use converge_server::store::Store;
+
+use super::DbArgs;
+
+/// Runs `f` over the store of `db`, then closes the store (also when `f` failed, so a
+/// PostgreSQL pool ends its connections and a SQLite database checkpoints its WAL), then
+/// answers `f`'s result. Errors: the store's start-up error (one line), or `f`'s.
+pub(super) async fn with_store<T, F, Fut>(db: &DbArgs, f: F) -> Result<T>
+where
+    F: FnOnce(Arc<dyn Store>) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let store = startup::open_store(&db.database_url).await?;
+    let result = f(store.clone()).await;
+    store.close().await;
+    result
+}
+
+/// `converge migrate`: opening the store applies the migrations.
+pub(super) async fn migrate(db: &DbArgs) -> Result<()> {
+    with_store(db, |_| async { Ok(()) }).await?;
+    println!(
+        "migrations applied to {}",
+        converge_server::store::redact(&db.database_url)
+    );
+    Ok(())
+}
+
+/// A core over `store` for a command that drives no payment itself: the server's
+/// [`startup::one_off_core`], calling the channel at `channel_url` (none: every channel call
+/// fails at once), requests bounded by `channel_timeout`.
+pub(super) fn one_off_core(
+    store: Arc<dyn Store>,
+    channel_url: Option<&str>,
+    channel_timeout: std::time::Duration,
+    webhooks: WebhookSettings,
+) -> Core {
+    startup::one_off_core(store, channel_url, channel_timeout, webhooks)
+}
+
+/// The OS user running the command (`USER`, else `LOGNAME`, else `unknown`).
+fn os_user() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The actor of a CLI change in the audit log: `cli:` and the OS user, meta
+/// `{"via":"cli"}`.
+pub(super) fn cli_actor() -> converge_server::service::actions::Actor {
+    converge_server::service::actions::Actor {
+        username: format!("cli:{}", os_user()),
+        roles: String::new(),
+        meta: serde_json::json!({"via": "cli"}).to_string(),
+    }
+}
+
+/// [`cli_actor`] in the form the webhook endpoint use cases take.
+pub(super) fn webhook_actor() -> converge_server::service::webhooks::Actor {
+    converge_server::service::webhooks::Actor {
+        name: format!("cli:{}", os_user()),
+        roles: String::new(),
+        meta: serde_json::json!({"via": "cli"}).to_string(),
+    }
+}
+
+/// Now, epoch milliseconds UTC.
+pub(super) fn now_ms() -> i64 {
+    use converge_server::domain::clock::{Clock, SystemClock};
+    SystemClock.now_ms()
+}

@@ -1,0 +1,75 @@
+//! `converge verify` (DESIGN.md "Convergence invariants"): runs
+//! [`converge_server::verify::run`] over the database (and the channel's charge list when
+//! given), prints its report, and exits non-zero on any breach.
+
+use anyhow::{Result, bail};
+use clap::Args;
+
+use super::DbArgs;
+use super::start::{self, now_ms};
+
+#[derive(Debug, Args)]
+pub(super) struct VerifyArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    /// The channel whose charges are checked (its `GET /charges` list); without it invariant 1
+    /// is reported as not checked.
+    #[arg(long, env = "CONVERGE_CHANNEL_URL", hide_env_values = true)]
+    channel_url: Option<String>,
+    /// Convergence window in seconds: a payment older than this must be terminal, SUCCESS, or
+    /// named by an open error-pool item.
+    #[arg(long, env = "CONVERGE_VERIFY_WINDOW_SECS", default_value_t = 300)]
+    window_secs: u64,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `converge verify`: the report on stdout (text or `--json`); any breach is an error
+/// naming the offending payments.
+pub(super) async fn run(args: VerifyArgs) -> Result<()> {
+    use converge_server::verify::{self, ChargeSource, HttpChargeSource, Window};
+    let url = &args.db.database_url;
+    if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+        let path = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .unwrap_or(url);
+        let path = path.split('?').next().unwrap_or(path);
+        if path != ":memory:" && !url.contains("://") && !std::path::Path::new(path).exists() {
+            bail!(
+                "no database at {path:?}: give the --database-url (DATABASE_URL) of the database to verify"
+            );
+        }
+    }
+    let source = match &args.channel_url {
+        Some(u) => Some(
+            HttpChargeSource::new(u, std::time::Duration::from_secs(30))
+                .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
+    let window_ms = i64::try_from(args.window_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let window = Window {
+        now_ms: now_ms(),
+        window_ms,
+    };
+    let report = start::with_store(&args.db, |store| async move {
+        Ok(verify::run(
+            &*store,
+            source.as_ref().map(|s| s as &dyn ChargeSource),
+            window,
+        )
+        .await?)
+    })
+    .await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    if !report.ok() {
+        bail!("{}", report.summary());
+    }
+    Ok(())
+}

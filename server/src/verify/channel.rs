@@ -1,0 +1,115 @@
+//! The channel's side of invariant 1: the charges it holds, read as one list so every
+//! payment's charges can be reconciled against it (sandbox `GET /charges`, paged).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// A charge as the channel reports it (sandbox `GET /charges`). Amounts in minor units.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelCharge {
+    /// The channel key it was made under (the payment's `channel_key`).
+    pub key: String,
+    /// `succeeded` or `declined`; only `succeeded` holds money.
+    pub status: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// Charge requests the channel saw for the key.
+    #[serde(default)]
+    pub attempts: i64,
+    /// Total refunded against the charge, minor units.
+    #[serde(default)]
+    pub refunded: i64,
+}
+
+impl ChannelCharge {
+    /// The charge holds (or held) money.
+    pub fn succeeded(&self) -> bool {
+        self.status == "succeeded"
+    }
+}
+
+/// Where the channel's charges come from.
+#[async_trait]
+pub trait ChargeSource: Send + Sync {
+    /// Every charge the channel stores (all pages), or why it could not be read.
+    async fn all_charges(&self) -> Result<Vec<ChannelCharge>, String>;
+    /// Where the charges come from, for the report (e.g. the channel URL).
+    fn describe(&self) -> String;
+}
+
+/// Reads the sandbox channel's `GET /charges?after=&limit=` pages over HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpChargeSource {
+    base: String,
+    client: reqwest::Client,
+}
+
+#[derive(Deserialize)]
+struct ChargePage {
+    charges: Vec<ChannelCharge>,
+    next: Option<String>,
+}
+
+impl HttpChargeSource {
+    /// A source for the channel at `base_url` (e.g. `http://127.0.0.1:3100`), each page
+    /// bounded by `timeout`. Errors: a one-line reason when the URL is not an http(s) URL.
+    pub fn new(base_url: &str, timeout: Duration) -> Result<Self, String> {
+        match url::Url::parse(base_url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && !u.cannot_be_a_base() => {}
+            _ => {
+                return Err(format!(
+                    "--channel-url {base_url:?} is not an http(s) URL such as http://127.0.0.1:3100"
+                ));
+            }
+        }
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| format!("building the HTTP client: {e}"))?;
+        Ok(Self {
+            base: base_url.trim_end_matches('/').to_string(),
+            client,
+        })
+    }
+}
+
+#[async_trait]
+impl ChargeSource for HttpChargeSource {
+    async fn all_charges(&self) -> Result<Vec<ChannelCharge>, String> {
+        let mut all = Vec::new();
+        let mut after = String::new();
+        loop {
+            let url = format!("{}/charges", self.base);
+            let resp = self
+                .client
+                .get(&url)
+                .query(&[("after", after.as_str()), ("limit", "5000")])
+                .send()
+                .await
+                .map_err(|e| format!("cannot reach the channel at {}: {e}", self.base))?;
+            let status = resp.status();
+            if !status.is_success() {
+                return Err(format!(
+                    "the channel at {} answered {status} to GET /charges (a channel without the bulk charge list cannot be verified)",
+                    self.base
+                ));
+            }
+            let page: ChargePage = resp.json().await.map_err(|e| {
+                format!("the channel's GET /charges answer is not a charge page: {e}")
+            })?;
+            all.extend(page.charges);
+            match page.next {
+                Some(n) if n > after => after = n,
+                _ => return Ok(all),
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.base.clone()
+    }
+}
