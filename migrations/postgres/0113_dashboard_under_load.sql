@@ -9,10 +9,12 @@
 
 -- Only the payments that can be stuck (the states of StuckThresholds::per_state, whose
 -- predicate is STUCK_WHERE in server/src/store/queue.rs): a small index that stuck_counts
--- reads whole with an index-only scan instead of a bitmap over the table. An access path,
--- not the rule: the planner uses it only when a query's WHERE implies this one, so a state
--- added to the stuck rule and not here changes the plan, never the answer.
-CREATE INDEX payments_stuckable ON payments (status, updated_at)
+-- reads whole with an index-only scan instead of a bitmap over the table, and that
+-- stuck_payments walks oldest first (the stuck payments are its first entries) instead of
+-- walking payments_updated past every payment that is not stuck. An access path, not the
+-- rule: the planner uses it only when a query's WHERE implies this one, so a state added to
+-- the stuck rule and not here changes the plan, never the answer.
+CREATE INDEX payments_stuckable ON payments (updated_at, status)
     WHERE status IN ('PENDING', 'PROCESSING', 'UNKNOWN', 'CHANNEL_SUCCESS', 'SUSPENSE');
 
 -- The live jobs (due, leased, dead) with what queue_stats reads of them, so its live half is an
