@@ -74,7 +74,10 @@ underload_block() {
   echo
   echo "| query | idle (same seeding, just before the load) | under load |"
   echo "|---|---|---|"
-  for q in dashboard search_latest search_status search_merchant search_order_id search_time_range search_page_deep; do
+  # The dashboard's refresh, then each of its reads, then the searches.
+  for q in dashboard stuck_counts stuck_oldest queue_stats jobs_done_5m error_pool_open error_counts \
+    outcome_counts_24h outcome_series_1h webhook_backlog relay_status \
+    search_latest search_status search_merchant search_order_id search_time_range search_page_deep; do
     echo "| $q | $(get "ql.postgres.$n.idle.$q.p50_ms") / $(get "ql.postgres.$n.idle.$q.p95_ms") | $(get "ql.postgres.$n.$q.p50_ms") / $(get "ql.postgres.$n.$q.p95_ms") |"
   done
   echo

@@ -112,11 +112,6 @@ pub fn search_sql(f: &PaymentFilter) -> (String, Vec<SearchArg<'_>>) {
     (sql, args)
 }
 
-/// Jobs finished since `$1` (epoch ms UTC): the dashboard's throughput figure. Served by the
-/// `jobs_status_updated` index, so it does not scan every job ever done.
-pub const JOBS_DONE_SINCE_SQL: &str =
-    "SELECT COUNT(*) FROM jobs WHERE status = 'done' AND updated_at >= $1";
-
 /// One ledger line with its batch, for the payment page.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct LedgerEntryRow {
@@ -223,7 +218,8 @@ pub trait Console: Send + Sync + 'static {
         &self,
         since_minute: i64,
     ) -> Result<Vec<(i64, String, i64)>, StoreError>;
-    /// Jobs finished (done) since `since` (epoch ms).
+    /// Jobs finished (done) since `since` (epoch ms), the same count as `status = 'done' AND
+    /// updated_at >= since` ([`jobs_done_since_sql`](super::jobs_done_since_sql)).
     async fn jobs_done_since(&self, since: i64) -> Result<i64, StoreError>;
     /// Error-pool items per (kind, status) with the oldest `first_seen`.
     async fn error_counts(&self) -> Result<Vec<(String, String, i64, i64)>, StoreError>;

@@ -185,8 +185,11 @@ macro_rules! impl_console {
             }
 
             async fn jobs_done_since(&self, since: i64) -> Result<i64, $crate::store::StoreError> {
-                Ok(sqlx::query_scalar::<_, i64>($crate::store::JOBS_DONE_SINCE_SQL)
+                let [since, minute, minute_end] = $crate::store::done_window(since);
+                Ok(sqlx::query_scalar::<_, i64>(&$crate::store::jobs_done_since_sql())
                     .bind(since)
+                    .bind(minute)
+                    .bind(minute_end)
                     .fetch_one(self.reader())
                     .await?)
             }

@@ -197,10 +197,13 @@ macro_rules! impl_queue {
             }
 
             async fn queue_stats(&self, done_since: i64) -> Result<Vec<$crate::store::QueueStat>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::QueueStat>($crate::store::QUEUE_STATS_SQL)
-                    .bind(done_since)
-                .fetch_all(self.reader())
-                .await?)
+                let [since, minute, minute_end] = $crate::store::done_window(done_since);
+                Ok(sqlx::query_as::<_, $crate::store::QueueStat>(&$crate::store::queue_stats_sql())
+                    .bind(since)
+                    .bind(minute)
+                    .bind(minute_end)
+                    .fetch_all(self.reader())
+                    .await?)
             }
 
             async fn report_error(&self, item: &$crate::store::NewErrorItem) -> Result<i64, $crate::store::StoreError> {

@@ -934,3 +934,233 @@ store_conformance!(
         );
     }
 );
+
+// --- the dashboard's queue and stuck counts (issue 15, "Under load") ------------------------
+
+/// Runs `sql` (no parameters) on the store's database.
+async fn exec_sql(store: &Arc<dyn Store>, sql: &str) {
+    match store.db_pool() {
+        converge_server::store::DbPool::Sqlite(p) => {
+            sqlx::query(sql).execute(&p).await.unwrap();
+        }
+        converge_server::store::DbPool::Postgres(p) => {
+            sqlx::query(sql).execute(&p).await.unwrap();
+        }
+    }
+}
+
+/// Done jobs since `since` per kind, counted straight from `jobs`: the definition that
+/// `queue_stats` and `jobs_done_since` answer from per-minute counts.
+async fn done_by_kind(store: &Arc<dyn Store>, since: i64) -> Vec<(String, i64)> {
+    let sql = "SELECT kind, COUNT(*) FROM jobs WHERE status = 'done' AND updated_at >= $1 \
+               GROUP BY kind ORDER BY kind";
+    match store.db_pool() {
+        converge_server::store::DbPool::Sqlite(p) => {
+            sqlx::query_as(sql).bind(since).fetch_all(&p).await.unwrap()
+        }
+        converge_server::store::DbPool::Postgres(p) => {
+            sqlx::query_as(sql).bind(since).fetch_all(&p).await.unwrap()
+        }
+    }
+}
+
+/// Asserts that the store's done counts equal the direct count for windows starting on,
+/// just before and just after each minute boundary and each completion time.
+async fn assert_done_counts_exact(store: &Arc<dyn Store>, base: i64) {
+    let mut starts = vec![0, -3_600_000, base - 3_600_000];
+    for t in [
+        base,
+        base + 30_000,
+        base + 60_000,
+        base + 125_000,
+        base + 180_000,
+        base + 3_700_000,
+    ] {
+        starts.extend([t - 1, t, t + 1]);
+    }
+    for since in starts {
+        let want = done_by_kind(store, since).await;
+        let stats = store.queue_stats(since).await.unwrap();
+        let got: Vec<(String, i64)> = stats
+            .iter()
+            .filter(|s| s.status == "done")
+            .map(|s| (s.kind.clone(), s.count))
+            .collect();
+        assert_eq!(got, want, "queue_stats({since}) done rows");
+        assert_eq!(
+            store.jobs_done_since(since).await.unwrap(),
+            want.iter().map(|w| w.1).sum::<i64>(),
+            "jobs_done_since({since})"
+        );
+    }
+}
+
+store_conformance!(
+    done_jobs_are_counted_exactly_over_any_window_whatever_wrote_them,
+    |store| {
+        use converge_server::store::{JobKind, NewJob};
+        // A whole minute (epoch ms divisible by 60 000).
+        let base: i64 = 1_800_000_000_000;
+        let job = |kind| NewJob {
+            kind,
+            payment_id: None,
+            refund_id: None,
+            run_at: 0,
+            max_attempts: 5,
+        };
+        for _ in 0..7 {
+            store
+                .enqueue_job(&job(JobKind::Reconcile), "d", 0)
+                .await
+                .unwrap();
+        }
+        for _ in 0..5 {
+            store
+                .enqueue_job(&job(JobKind::Purge), "", 0)
+                .await
+                .unwrap();
+        }
+        let claimed = store.claim_jobs("A", 100, 600_000, 10).await.unwrap();
+        assert_eq!(claimed.len(), 12);
+        let leases: Vec<(i64, &str)> = claimed
+            .iter()
+            .map(|j| (j.id, j.lease_token.as_str()))
+            .collect();
+        // A batch in the middle of a minute, single completions two minutes on, a batch an
+        // hour later; one job stays leased.
+        assert_eq!(
+            store
+                .complete_jobs(&leases[0..6], base + 30_000)
+                .await
+                .unwrap()
+                .len(),
+            6
+        );
+        for (id, token) in &leases[6..8] {
+            assert!(
+                store
+                    .complete_job(*id, token, base + 125_000)
+                    .await
+                    .unwrap()
+            );
+        }
+        assert_eq!(
+            store
+                .complete_jobs(&leases[8..11], base + 3_700_000)
+                .await
+                .unwrap()
+                .len(),
+            3
+        );
+        assert_done_counts_exact(&store, base).await;
+        let stats = store.queue_stats(0).await.unwrap();
+        let leased: i64 = stats
+            .iter()
+            .filter(|s| s.status == "leased")
+            .map(|s| s.count)
+            .sum();
+        assert_eq!(leased, 1, "{stats:?}");
+        assert!(
+            stats
+                .iter()
+                .filter(|s| s.status == "done")
+                .all(|s| s.oldest_run_at.is_none() && s.retrying == 0),
+            "done rows carry their count only: {stats:?}"
+        );
+
+        // Whatever else writes done jobs: one inserted done, one moved to another minute, one
+        // put back to due, one deleted, one completed through SQL by a multi-row statement.
+        let (a, b, c) = (leases[0].0, leases[1].0, leases[6].0);
+        for sql in [
+            format!(
+                "INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, \
+                 run_at, created_at, updated_at) VALUES ('reconcile', NULL, NULL, 'x', 'done', 1, 5, 0, 0, {})",
+                base + 61_000
+            ),
+            format!(
+                "UPDATE jobs SET updated_at = {} WHERE id = {a}",
+                base + 180_000
+            ),
+            format!("UPDATE jobs SET status = 'due' WHERE id = {b}"),
+            format!("DELETE FROM jobs WHERE id = {c}"),
+            format!(
+                "UPDATE jobs SET status = 'done', updated_at = {} WHERE status IN ('due', 'leased')",
+                base + 59_999
+            ),
+        ] {
+            exec_sql(&store, &sql).await;
+            assert_done_counts_exact(&store, base).await;
+        }
+        assert!(
+            store
+                .queue_stats(0)
+                .await
+                .unwrap()
+                .iter()
+                .all(|s| s.status == "done"),
+            "every job is done now"
+        );
+    }
+);
+
+store_conformance!(
+    stuck_counts_and_oldest_follow_each_states_threshold,
+    |store| {
+        use converge_server::domain::stuck::StuckThresholds;
+        let m = merchant(&store, "stuck").await;
+        let now: i64 = NOW;
+        // (status, age ms): stuck when the age reaches the state's threshold (PENDING 60 s,
+        // PROCESSING 120 s, UNKNOWN 300 s, CHANNEL_SUCCESS 60 s, SUSPENSE at once).
+        let rows: [(&str, i64); 12] = [
+            ("PENDING", 59_999),
+            ("PENDING", 60_000),
+            ("PENDING", 7_200_000),
+            ("PROCESSING", 119_999),
+            ("PROCESSING", 400_000),
+            ("UNKNOWN", 299_999),
+            ("UNKNOWN", 90_000_000),
+            ("CHANNEL_SUCCESS", 60_000),
+            ("SUSPENSE", 0),
+            ("SUCCESS", 90_000_000),
+            ("FAILED", 90_000_000),
+            ("REFUNDED", 90_000_000),
+        ];
+        for (i, (status, age)) in rows.iter().enumerate() {
+            exec_sql(
+            &store,
+            &format!(
+                "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
+                 params_hash, status, version, channel_key, created_at, updated_at) \
+                 VALUES ('pay_s{i}', {m}, 'o-s{i}', 100, 'CNY', '', 'h', '{status}', 3, 'ck_s{i}', {t}, {t})",
+                t = now - age
+            ),
+        )
+        .await;
+        }
+        let cutoffs = StuckThresholds::default().cutoffs(now);
+        let mut counts = store.stuck_counts(&cutoffs, now).await.unwrap();
+        // The database's collation orders the bucket names; compare as sets.
+        counts.sort();
+        let mut want: Vec<(String, String, i64)> = [
+            ("CHANNEL_SUCCESS", "<5m", 1),
+            ("PENDING", "1h-24h", 1),
+            ("PENDING", "<5m", 1),
+            ("PROCESSING", "5m-1h", 1),
+            ("SUSPENSE", "<5m", 1),
+            ("UNKNOWN", ">24h", 1),
+        ]
+        .iter()
+        .map(|(s, b, n)| (s.to_string(), b.to_string(), *n))
+        .collect();
+        want.sort();
+        assert_eq!(counts, want);
+        let oldest: Vec<String> = store
+            .stuck_payments(&cutoffs, 3)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|p| p.id)
+            .collect();
+        assert_eq!(oldest, ["pay_s6", "pay_s2", "pay_s4"]);
+    }
+);
