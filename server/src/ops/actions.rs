@@ -9,7 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::audit::actor;
 use super::auth::Principal;
-use super::handlers::ClientAddr;
+use super::extract::ClientAddr;
 use crate::api::AppState;
 use crate::domain::roles::Permission;
 use crate::domain::throttle::AttemptKind;

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::auth::Principal;
-use super::handlers::ClientAddr;
+use super::extract::ClientAddr;
 use crate::api::AppState;
 use crate::domain::audit::{AuditRecord, Break, ChainVerifier};
 use crate::domain::checkpoint::{self, Checkpoint, CheckpointMatcher};
@@ -475,7 +475,7 @@ fn time(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
     v.as_deref()
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|v| super::handlers::parse_time(field, v))
+        .map(|v| super::extract::parse_time(field, v))
         .transpose()
 }
 

@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::actions::parse_ids;
 use super::audit::actor;
 use super::auth::Principal;
-use super::handlers::ClientAddr;
+use super::extract::ClientAddr;
 use crate::api::AppState;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorBody};

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod csrf;
 pub mod dashboard;
 pub mod error_pool;
+pub mod extract;
 pub mod handlers;
 pub mod live;
 pub mod lookup;

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use super::actions::{StepUpTarget, with_step_up};
 use super::audit::actor;
 use super::auth::Principal;
-use super::handlers::ClientAddr;
+use super::extract::ClientAddr;
 use crate::api::AppState;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};

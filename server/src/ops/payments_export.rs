@@ -16,7 +16,8 @@ use serde_json::json;
 
 use super::audit::{actor, neutralise};
 use super::auth::Principal;
-use super::handlers::{ClientAddr, SearchQuery, Selection, select_payments};
+use super::extract::ClientAddr;
+use super::handlers::{SearchQuery, Selection, select_payments};
 use crate::api::AppState;
 use crate::domain::clock::rfc3339;
 use crate::domain::money;

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Principal;
-use super::handlers::{ClientAddr, parse_time};
+use super::extract::{ClientAddr, parse_time};
 use crate::api::AppState;
 use crate::domain::roles::{Permission, format_roles};
 use crate::domain::webhooks::Subscription;
