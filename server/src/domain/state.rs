@@ -69,6 +69,13 @@ impl PaymentStatus {
         )
     }
 
+    /// Converged: nothing drives the payment further without a person (a terminal state, or
+    /// SUCCESS, which only a reversal or refunds leave). Every other state is one the
+    /// compensation queue still owns and that can be stuck ([`crate::domain::stuck`]).
+    pub fn is_settled(self) -> bool {
+        self.is_terminal() || self == PaymentStatus::Success
+    }
+
     /// The channel holds (or held) this payment's money: exactly one charge exists.
     pub fn is_charged(self) -> bool {
         matches!(

@@ -73,6 +73,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_states_that_can_be_stuck_are_exactly_the_unsettled_ones() {
+        let stuckable: Vec<_> = StuckThresholds::default()
+            .per_state()
+            .map(|(s, _)| s)
+            .to_vec();
+        for s in PaymentStatus::ALL {
+            assert_eq!(stuckable.contains(&s), !s.is_settled(), "{s}");
+        }
+    }
+
+    #[test]
     fn defaults_match_the_design() {
         let t = StuckThresholds::default();
         assert_eq!(t.pending_ms, 60_000);

@@ -133,13 +133,7 @@ pub fn check_payment(
 
     // 4. Window.
     if p.open_error_items == 0 {
-        let settled = matches!(
-            status,
-            PaymentStatus::Failed
-                | PaymentStatus::Reversed
-                | PaymentStatus::Refunded
-                | PaymentStatus::Success
-        );
+        let settled = status.is_settled();
         let cutoff = window.now_ms - window.window_ms;
         if !settled && p.created_at <= cutoff {
             out.push(Breach::NotConverged {

@@ -74,10 +74,12 @@ pub async fn run(
         let page = store.verify_payments_page(&after, PAGE_SIZE).await?;
         for p in &page {
             *by_status.entry(p.status.clone()).or_insert(0) += 1;
-            let settled = matches!(
-                p.status.as_str(),
-                "FAILED" | "REVERSED" | "REFUNDED" | "SUCCESS"
-            );
+            // A status outside the table is reported by the payment's own checks; here it
+            // counts as unresolved.
+            let settled = p
+                .status
+                .parse::<crate::domain::state::PaymentStatus>()
+                .is_ok_and(|s| s.is_settled());
             if !settled {
                 unresolved += 1;
                 if p.open_error_items > 0 {
