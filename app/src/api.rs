@@ -51,9 +51,9 @@ pub fn is_not_signed_in(e: &ServerFnError) -> bool {
 /// Server-side helpers shared by the server functions.
 #[cfg(feature = "ssr")]
 pub(crate) mod ssr {
-    use converge_server::api::AppState;
     use converge_server::domain::roles::Permission;
     use converge_server::error::ApiError;
+    use converge_server::ops::OpsState;
     use converge_server::ops::principal::Principal as ServerPrincipal;
     pub use converge_server::ops::session::Activity;
     use leptos::prelude::*;
@@ -64,8 +64,8 @@ pub(crate) mod ssr {
     use super::NOT_SIGNED_IN;
 
     /// The backend state the `converge` binary provides to every Leptos request.
-    pub fn state() -> Result<AppState, ServerFnError> {
-        use_context::<AppState>()
+    pub fn state() -> Result<OpsState, ServerFnError> {
+        use_context::<OpsState>()
             .ok_or_else(|| ServerFnError::new("the console is not connected to the backend"))
     }
 
@@ -93,7 +93,7 @@ pub(crate) mod ssr {
     /// person's activity unless `activity` (or the request's background header) says it is
     /// a background refresh.
     pub async fn principal_as(
-        st: &AppState,
+        st: &OpsState,
         activity: Activity,
     ) -> Result<ServerPrincipal, ServerFnError> {
         let session = session().await?;
@@ -141,7 +141,7 @@ pub(crate) mod ssr {
     /// The state and the signed-in user, once the user is known to hold `permission`.
     pub async fn authorize(
         permission: Permission,
-    ) -> Result<(AppState, ServerPrincipal), ServerFnError> {
+    ) -> Result<(OpsState, ServerPrincipal), ServerFnError> {
         authorize_as(permission, Activity::Person).await
     }
 
@@ -149,7 +149,7 @@ pub(crate) mod ssr {
     pub async fn authorize_as(
         permission: Permission,
         activity: Activity,
-    ) -> Result<(AppState, ServerPrincipal), ServerFnError> {
+    ) -> Result<(OpsState, ServerPrincipal), ServerFnError> {
         let st = state()?;
         let p = principal_as(&st, activity).await?;
         p.require(permission).map_err(api_error)?;

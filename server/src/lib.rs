@@ -7,6 +7,7 @@ pub mod channel;
 pub mod config;
 pub mod domain;
 pub mod error;
+pub mod http;
 pub mod idempotency;
 pub mod ids;
 pub mod ops;

@@ -10,12 +10,13 @@ use axum::Router;
 use rand::Rng;
 use tokio::task::JoinHandle;
 
-use crate::api::{self, AppState};
+use crate::api::{self, ApiState};
 use crate::channel::Channel;
 use crate::channel::http::HttpChannel;
 use crate::channel::sandbox::{self, SandboxConfig, SandboxHandle};
 use crate::config::Settings;
 use crate::domain::clock::{Clock, SystemClock};
+use crate::ops::OpsState;
 use crate::ops::auth::Auth;
 use crate::ops::session::SessionBackend;
 use crate::service::{Core, Timings};
@@ -94,7 +95,7 @@ fn sandbox_error(e: &anyhow::Error) -> StartError {
 /// A core ready to serve.
 pub struct Running {
     /// Shared state (also what the console's server functions reach).
-    pub state: AppState,
+    pub state: OpsState,
     /// `/v1/*`, `/ops/v1/*`, `/health`, `/metrics`, with sessions and the CSRF guard.
     pub router: Router,
     /// The same routes without the session and CSRF layers, for [`Running::router_with`].
@@ -317,10 +318,11 @@ pub async fn build_with_store(
         time::Duration::seconds(settings.idle_timeout_secs.min(i64::MAX as u64) as i64),
         settings.secure_cookies,
     );
-    let state = AppState {
+    let settings = Arc::new(settings);
+    let state = OpsState {
         live: crate::ops::live::LiveHub::new(store.clone(), sessions.clone()),
         audit_key: audit_key.clone(),
-        core,
+        core: core.clone(),
         auth: Arc::new(Auth::new(&settings)),
         bulk_limiter: Arc::new(std::sync::Mutex::new(
             crate::domain::ratelimit::RateLimiter::new(
@@ -334,7 +336,11 @@ pub async fn build_with_store(
                 60_000,
             ),
         )),
-        settings: Arc::new(settings),
+        settings: settings.clone(),
+    };
+    let api_state = ApiState {
+        core,
+        settings,
         metrics: crate::telemetry::metrics_handle(),
         callback_secret: Arc::new(secret),
     };
@@ -377,7 +383,7 @@ pub async fn build_with_store(
     if store.backend() == Backend::Sqlite {
         tracing::info!("storage: SQLite");
     }
-    let api = api::router(state.clone());
+    let api = crate::http::router(api_state, state.clone());
     let allowed_hosts = Arc::new(state.settings.allowed_host_names());
     let trusted_proxies = Arc::new(state.settings.trusted_proxies.clone());
     Ok(Running {

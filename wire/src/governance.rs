@@ -22,7 +22,8 @@ pub struct ActionRecord {
     pub target_status: Option<String>,
     /// The payment version the request pinned.
     pub payment_version: i64,
-    /// `pending`, `approved`, `executed`, `failed`, `rejected`, `cancelled`, `expired`.
+    /// `pending`, `approved`, `executed`, `failed`, `rejected`, `cancelled`, `expired`, `stale`
+    /// (the server's `ActionStatus`).
     pub status: String,
     /// The approver (or rejecter).
     pub decided_by: Option<String>,

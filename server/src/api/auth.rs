@@ -6,7 +6,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
+use super::ApiState;
 use crate::domain::fingerprint::sha256_hex;
 use crate::error::ApiError;
 use crate::store::Merchant;
@@ -34,7 +34,7 @@ pub fn frozen(what: &str) -> ApiError {
 
 /// Puts the authenticated [`Merchant`](crate::store::Merchant) in the request extensions, or
 /// answers 401 `unauthorized`.
-pub async fn merchant(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+pub async fn merchant(State(st): State<ApiState>, mut req: Request, next: Next) -> Response {
     let token = req
         .headers()
         .get(header::AUTHORIZATION)

@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::AppState;
+use super::ApiState;
 use crate::channel::signature::{self, SignatureError};
 use crate::error::{ApiError, ErrorBody};
 use crate::service::callbacks::{CallbackEvent, CallbackOutcome};
@@ -67,7 +67,7 @@ fn outcome_schema() -> utoipa::openapi::Object {
     )
 )]
 pub async fn receive(
-    State(st): State<AppState>,
+    State(st): State<ApiState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CallbackAck>, ApiError> {

@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::AppState;
+use super::ApiState;
 
 /// The answer of `GET /health`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -51,7 +51,7 @@ fn health_status_schema() -> utoipa::openapi::Object {
             example = json!({"status": "unavailable", "database": {"backend": "postgres", "reachable": false}}))
     )
 )]
-pub async fn health(State(st): State<AppState>) -> (StatusCode, Json<HealthView>) {
+pub async fn health(State(st): State<ApiState>) -> (StatusCode, Json<HealthView>) {
     let backend = st.core.store.backend();
     let (status, reachable) = match st.core.store.health().await {
         Ok(()) => (StatusCode::OK, true),
@@ -68,7 +68,7 @@ pub async fn health(State(st): State<AppState>) -> (StatusCode, Json<HealthView>
 }
 
 /// Prometheus text exposition of every converge metric.
-pub async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
+pub async fn metrics(State(st): State<ApiState>) -> impl IntoResponse {
     st.metrics.run_upkeep();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{Method, StatusCode};
 use axum::middleware::from_fn_with_state;
 use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -30,9 +30,12 @@ use crate::error::ApiError;
 use crate::idempotency::layer::KeyLayer;
 use crate::service::Core;
 
-/// Shared state of the HTTP layer.
+/// What the merchant API's handlers share: the use cases and the process's settings, the
+/// `/metrics` renderer and the callback secret. The console's state is
+/// [`crate::ops::OpsState`]; [`crate::http::router`] serves both side by side, so neither
+/// adapter names the other's state.
 #[derive(Clone)]
-pub struct AppState {
+pub struct ApiState {
     /// The use cases.
     pub core: Core,
     /// Settings the process started with.
@@ -41,28 +44,14 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// HMAC secret of channel callbacks.
     pub callback_secret: Arc<Vec<u8>>,
-    /// Console sign-in machinery.
-    pub auth: Arc<crate::ops::auth::Auth>,
-    /// Bulk retries per user ([`crate::ops::actions::BULK_RETRIES_PER_MINUTE`] a minute):
-    /// one operator cannot flood the channel by confirming selections in a loop.
-    pub bulk_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
-    /// Webhook endpoint recoveries per user
-    /// ([`crate::ops::webhooks::RECOVERIES_PER_MINUTE`] a minute).
-    pub recover_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
-    /// The audit checkpoint signing key (`--audit-signing-key`), when one was given.
-    pub audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
-    /// The live console's change watcher and its subscribers (`GET /ops/v1/live`).
-    pub live: Arc<crate::ops::live::LiveHub>,
 }
 
-/// The backend's routes with their state applied: `/v1/*`, `/ops/v1/*`, `/health`,
-/// `/metrics`, and the OpenAPI document of the first three at `/openapi.json` with its
-/// reference page at `/openapi` ([`openapi`]). The `converge` binary merges the console's
-/// routes into this router; request tracing is added around the whole ([`with_trace`]).
-pub fn router(state: AppState) -> Router {
-    // Each route is registered with its `#[utoipa::path]` documentation (utoipa-axum), so the
-    // document lists exactly the routes served.
-    let (v1, merchant_doc) = OpenApiRouter::new()
+/// The merchant API's routes (`/v1/*`, channel callbacks included), with merchant
+/// authentication and the Idempotency-Key layer, and their OpenAPI document. Each route is
+/// registered with its `#[utoipa::path]` documentation (utoipa-axum), so the document lists
+/// exactly the routes served.
+pub fn merchant_routes(state: &ApiState) -> (Router<ApiState>, utoipa::openapi::OpenApi) {
+    let (v1, doc) = OpenApiRouter::new()
         .routes(routes!(payments::create))
         .routes(routes!(payments::show))
         .routes(routes!(refunds::create))
@@ -76,47 +65,19 @@ pub fn router(state: AppState) -> Router {
         .route_layer(from_fn_with_state(state.clone(), auth::merchant))
         .routes(routes!(callbacks::receive))
         .split_for_parts();
-    let (root, root_doc) = OpenApiRouter::new()
-        .routes(routes!(health::health))
-        .split_for_parts();
-    let (ops, ops_doc) = crate::ops::routes().split_for_parts();
-    let doc = openapi::document(merchant_doc, ops_doc, root_doc);
-    let doc = openapi::to_json(&doc);
-    let doc_json: Arc<str> = serde_json::to_string_pretty(&doc)
-        .expect("a JSON value serializes")
-        .into();
-    let reference: Arc<str> = openapi::reference_html(&doc).into();
     let v1 = v1
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.settings.body_limit));
-    Router::new()
-        .nest("/v1", v1)
-        // `/v1/` itself is not inside the nest; without these it would reach the console's
-        // HTML 404 instead of the API's JSON one.
-        .route("/v1/", axum::routing::any(not_found))
-        .route("/v1", axum::routing::any(not_found))
-        .nest(
-            "/ops/v1",
-            ops.fallback(not_found)
-                .method_not_allowed_fallback(method_not_allowed),
-        )
-        .merge(root)
-        .route("/metrics", get(health::metrics))
-        .route(
-            "/openapi.json",
-            get(move || async move {
-                (
-                    [(header::CONTENT_TYPE, "application/json")],
-                    doc_json.to_string(),
-                )
-            }),
-        )
-        .route(
-            "/openapi",
-            get(move || async move { axum::response::Html(reference.to_string()) }),
-        )
-        .with_state(state)
+    (v1, doc)
+}
+
+/// `/health` and its document, and `/metrics` (not documented: Prometheus text).
+pub fn root_routes() -> (Router<ApiState>, utoipa::openapi::OpenApi) {
+    let (root, doc) = OpenApiRouter::new()
+        .routes(routes!(health::health))
+        .split_for_parts();
+    (root.route("/metrics", get(health::metrics)), doc)
 }
 
 /// `router` with one request span and one log line per request (method, path, route, status,
@@ -201,11 +162,13 @@ async fn record_latency(req: Request, next: axum::middleware::Next) -> axum::res
     resp
 }
 
-async fn not_found() -> ApiError {
+/// 404 `not_found` for a path no route serves (JSON, as every API answer).
+pub async fn not_found() -> ApiError {
     ApiError::not_found("route")
 }
 
-async fn method_not_allowed() -> ApiError {
+/// 405 `method_not_allowed` for a route served with other methods.
+pub async fn method_not_allowed() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",

@@ -289,23 +289,32 @@ impl Modify for SecuritySchemes {
                     .build(),
             ),
         );
-        components.add_security_scheme(
-            "console_session",
-            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
-                crate::ops::session::COOKIE,
-                "The session cookie `POST /ops/v1/login` sets",
-            ))),
-        );
     }
 }
 
 /// The whole document: [`Base`] with the merchant routes nested at `/v1`, the ops routes at
-/// `/ops/v1` and the root routes (`/health`) as they are.
-pub fn document(merchant: Document, ops: Document, root: Document) -> Document {
-    Base::openapi()
+/// `/ops/v1` and the root routes (`/health`) as they are; `console_cookie` names the console
+/// session's cookie for its security scheme (the console's own: `crate::ops::session::COOKIE`).
+pub fn document(
+    merchant: Document,
+    ops: Document,
+    root: Document,
+    console_cookie: &str,
+) -> Document {
+    let mut doc = Base::openapi()
         .nest("/v1", merchant)
         .nest("/ops/v1", ops)
-        .merge_from(root)
+        .merge_from(root);
+    doc.components
+        .get_or_insert_with(Default::default)
+        .add_security_scheme(
+            "console_session",
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
+                console_cookie,
+                "The session cookie `POST /ops/v1/login` sets",
+            ))),
+        );
+    doc
 }
 
 /// The document as served: `doc` as JSON, with the rule that applies to every string the API

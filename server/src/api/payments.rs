@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::AppState;
+use super::ApiState;
 use crate::domain::money::{validate_amount, validate_currency};
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::idempotency::layer::{ClaimState, DeferredClaim, json_answer, stored_response};
@@ -128,7 +128,7 @@ fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
     )
 )]
 pub async fn create(
-    State(st): State<AppState>,
+    State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
     Extension(DeferredClaim(claim)): Extension<DeferredClaim>,
     ApiJson(body): ApiJson<CreateBody>,
@@ -152,7 +152,7 @@ pub async fn create(
 /// the claim went as soon as it is known, so the layer stores or releases it whatever this
 /// returns.
 async fn create_claimed(
-    st: &AppState,
+    st: &ApiState,
     merchant: &Merchant,
     claim: &KeyClaim,
     input: &PaymentInput,
@@ -247,7 +247,7 @@ fn order_conflict(p: &Payment) -> ApiError {
 
 /// Resumes the payment a crashed request with this key created: drives it on (never a
 /// second payment, never a second charge: the channel key is the payment's).
-async fn resume(st: &AppState, merchant: &Merchant, id: &str) -> Result<Response, ApiError> {
+async fn resume(st: &ApiState, merchant: &Merchant, id: &str) -> Result<Response, ApiError> {
     let payment = owned(st, merchant, id).await?;
     let driven = st.core.drive(payment, "api").await?;
     Ok((StatusCode::CREATED, Json(PaymentView::from(&driven))).into_response())
@@ -273,7 +273,7 @@ async fn resume(st: &AppState, merchant: &Merchant, id: &str) -> Result<Response
     )
 )]
 pub async fn show(
-    State(st): State<AppState>,
+    State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<PaymentView>, ApiError> {
@@ -281,7 +281,7 @@ pub async fn show(
 }
 
 pub(super) async fn owned(
-    st: &AppState,
+    st: &ApiState,
     merchant: &Merchant,
     id: &str,
 ) -> Result<Payment, ApiError> {

@@ -8,7 +8,7 @@ use axum::{Extension, response::IntoResponse};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::AppState;
+use super::ApiState;
 use super::payments::owned;
 use crate::domain::money::validate_amount;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
@@ -75,7 +75,7 @@ pub struct RefundBody {
     )
 )]
 pub async fn create(
-    State(st): State<AppState>,
+    State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
     Extension(ctx): Extension<IdemContext>,
     ApiPath(payment_id): ApiPath<String>,

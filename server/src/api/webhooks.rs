@@ -9,7 +9,7 @@ use axum::{Extension, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::AppState;
+use super::ApiState;
 use crate::domain::clock::rfc3339;
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
@@ -174,7 +174,7 @@ fn refuse_frozen(m: &Merchant) -> Result<(), ApiError> {
     )
 )]
 pub async fn create(
-    State(st): State<AppState>,
+    State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
     Extension(ctx): Extension<IdemContext>,
     ApiJson(body): ApiJson<CreateBody>,
@@ -236,7 +236,7 @@ pub async fn create(
     )
 )]
 pub async fn list(
-    State(st): State<AppState>,
+    State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
 ) -> Result<Json<EndpointList>, ApiError> {
     let all = st.core.store.endpoints(Some(merchant.id)).await?;
@@ -266,7 +266,7 @@ pub async fn list(
     )
 )]
 pub async fn show(
-    State(st): State<AppState>,
+    State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<EndpointView>, ApiError> {
@@ -300,7 +300,7 @@ pub async fn show(
     )
 )]
 pub async fn delete(
-    State(st): State<AppState>,
+    State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<EndpointView>, ApiError> {
@@ -352,7 +352,7 @@ pub async fn delete(
     )
 )]
 pub async fn rotate_secret(
-    State(st): State<AppState>,
+    State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
     Extension(ctx): Extension<IdemContext>,
     ApiPath(id): ApiPath<String>,

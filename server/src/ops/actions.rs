@@ -7,10 +7,10 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::OpsState;
 use super::audit::actor;
 use super::auth::Principal;
 use super::extract::ClientAddr;
-use crate::api::AppState;
 use crate::domain::roles::Permission;
 use crate::domain::throttle::AttemptKind;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
@@ -104,7 +104,7 @@ impl ToSchema for RequestBody {
     )
 )]
 pub async fn request(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiJson(b): ApiJson<RequestBody>,
@@ -156,7 +156,7 @@ pub struct ListQuery {
     )
 )]
 pub async fn list(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<ActionList>, ApiError> {
@@ -197,7 +197,7 @@ pub async fn list(
     )
 )]
 pub async fn show(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ActionEnvelope>, ApiError> {
@@ -244,7 +244,7 @@ pub struct ApproveBody {
     )
 )]
 pub async fn approve(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
@@ -269,7 +269,7 @@ pub fn approval_refused() -> ApiError {
 /// JSON endpoint and the console's server function do. The caller has checked the role. The
 /// rules of the step-up are [`with_step_up`]'s.
 pub async fn approve_with_step_up(
-    st: &AppState,
+    st: &OpsState,
     p: &Principal,
     addr: &str,
     id: &str,
@@ -328,7 +328,7 @@ pub struct StepUpTarget {
 /// outcomes of `approve` are a good password check.
 #[allow(clippy::too_many_arguments)]
 pub async fn with_step_up<T, E, Fa, Fd>(
-    st: &AppState,
+    st: &OpsState,
     p: &Principal,
     addr: &str,
     password: &str,
@@ -417,7 +417,7 @@ pub struct ReasonBody {
     )
 )]
 pub async fn reject(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
@@ -458,7 +458,7 @@ pub struct Empty {}
     )
 )]
 pub async fn cancel(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
@@ -491,7 +491,7 @@ pub async fn cancel(
     )
 )]
 pub async fn execute(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
@@ -572,7 +572,7 @@ pub fn parse_ids(v: Option<&str>) -> Result<Option<Vec<i64>>, ApiError> {
     )
 )]
 pub async fn bulk_preview(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiQuery(q): ApiQuery<PreviewQuery>,
 ) -> Result<Json<BulkPreview>, ApiError> {
@@ -629,7 +629,7 @@ pub struct BulkBody {
     )
 )]
 pub async fn bulk_retry(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiJson(b): ApiJson<BulkBody>,
@@ -644,7 +644,7 @@ pub async fn bulk_retry(
 /// the user's allowance, then [`Core::bulk_retry`](crate::service::Core::bulk_retry) runs.
 /// The caller has checked the role.
 pub async fn run_bulk_retry(
-    st: &AppState,
+    st: &OpsState,
     who: &crate::service::actions::Actor,
     sel: &Selection,
     items: &[Confirmed],
@@ -666,7 +666,7 @@ pub async fn run_bulk_retry(
 }
 
 /// Takes one bulk retry from `user`'s allowance, or answers 429.
-fn bulk_permit(st: &AppState, user: &str) -> Result<(), ApiError> {
+fn bulk_permit(st: &OpsState, user: &str) -> Result<(), ApiError> {
     let now = st.core.clock.now_ms();
     let mut limiter = st
         .bulk_limiter

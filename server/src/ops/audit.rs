@@ -15,9 +15,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::OpsState;
 use super::auth::Principal;
 use super::extract::ClientAddr;
-use crate::api::AppState;
 use crate::domain::audit::{AuditRecord, Break, ChainVerifier};
 use crate::domain::checkpoint::{self, Checkpoint, CheckpointMatcher};
 use crate::domain::clock::rfc3339;
@@ -500,7 +500,7 @@ fn time(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
     )
 )]
 pub async fn export(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiQuery(q): ApiQuery<ExportQuery>,
@@ -582,7 +582,7 @@ pub async fn export(
     )
 )]
 pub async fn verify_handler(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
 ) -> Result<Json<VerifyView>, ApiError> {
     p.require(Permission::Audit)?;
@@ -714,7 +714,7 @@ pub async fn run_list(store: &dyn Store, q: &ListQuery) -> Result<AuditList, Api
     )
 )]
 pub async fn list(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Json<AuditList>, ApiError> {

@@ -8,11 +8,11 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::OpsState;
 use super::actions::parse_ids;
 use super::audit::actor;
 use super::auth::Principal;
 use super::extract::ClientAddr;
-use crate::api::AppState;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorBody};
 use crate::service::error_pool::{ConfirmedItem, PoolPage, ResolveOutcome, ResolveSelection};
@@ -51,7 +51,7 @@ pub struct ByKindQuery {
     )
 )]
 pub async fn by_kind(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiQuery(q): ApiQuery<ByKindQuery>,
 ) -> Result<Json<PoolPage>, ApiError> {
@@ -106,7 +106,7 @@ pub struct ResolvePreview {
     )
 )]
 pub async fn bulk_resolve_preview(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiQuery(q): ApiQuery<ResolvePreviewQuery>,
 ) -> Result<Json<ResolvePreview>, ApiError> {
@@ -153,7 +153,7 @@ pub struct BulkResolveBody {
     )
 )]
 pub async fn bulk_resolve(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiJson(b): ApiJson<BulkResolveBody>,

@@ -11,10 +11,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::OpsState;
 use super::auth::{LoginError, Principal};
 use super::dashboard::{dashboard, payment_detail};
 pub use super::extract::{ClientAddr, client_addr_of, parse_time, resolve_client_addr};
-use crate::api::AppState;
 use crate::domain::roles::{Permission, format_roles};
 use crate::domain::state::PaymentStatus;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
@@ -22,7 +22,7 @@ use crate::service::users::{self, UserView};
 use crate::store::{ErrorItem, Merchant, Payment, PaymentFilter};
 
 /// The `/ops/v1` routes (state applied by the caller), each with its OpenAPI documentation.
-pub fn routes() -> OpenApiRouter<AppState> {
+pub fn routes() -> OpenApiRouter<OpsState> {
     OpenApiRouter::new()
         .routes(routes!(login))
         .routes(routes!(logout))
@@ -147,7 +147,7 @@ pub struct LoginBody {
     )
 )]
 async fn login(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     ClientAddr(addr): ClientAddr,
     session: Session,
     ApiJson(body): ApiJson<LoginBody>,
@@ -203,7 +203,7 @@ async fn login(
     )
 )]
 async fn logout(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     ClientAddr(addr): ClientAddr,
     session: Session,
     headers: axum::http::HeaderMap,
@@ -262,7 +262,7 @@ async fn me(p: Principal) -> Json<PrincipalView> {
     )
 )]
 async fn get_dashboard(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
 ) -> Result<Json<super::dashboard::Dashboard>, ApiError> {
     p.require(Permission::View)?;
@@ -286,7 +286,7 @@ async fn get_dashboard(
     )
 )]
 async fn merchants(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
 ) -> Result<Json<MerchantList>, ApiError> {
     p.require(Permission::View)?;
@@ -338,7 +338,7 @@ pub enum Selection {
 }
 
 /// Checks the search's filters and resolves them to a [`Selection`].
-pub async fn select_payments(st: &AppState, q: &SearchQuery) -> Result<Selection, ApiError> {
+pub async fn select_payments(st: &OpsState, q: &SearchQuery) -> Result<Selection, ApiError> {
     let store = &st.core.store;
     let mut f = PaymentFilter {
         limit: q.limit.unwrap_or(50).clamp(1, 200),
@@ -385,7 +385,7 @@ pub async fn select_payments(st: &AppState, q: &SearchQuery) -> Result<Selection
 }
 
 /// Runs a payment search for the console; shared with the server functions.
-pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<PaymentPage, ApiError> {
+pub async fn run_search(st: &OpsState, q: &SearchQuery) -> Result<PaymentPage, ApiError> {
     let f = match select_payments(st, q).await? {
         Selection::One(p) => {
             return Ok(PaymentPage {
@@ -426,7 +426,7 @@ pub async fn run_search(st: &AppState, q: &SearchQuery) -> Result<PaymentPage, A
     )
 )]
 async fn search(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiQuery(q): ApiQuery<SearchQuery>,
 ) -> Result<Json<PaymentPage>, ApiError> {
@@ -452,7 +452,7 @@ async fn search(
     )
 )]
 async fn detail(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<super::dashboard::PaymentDetail>, ApiError> {
@@ -494,7 +494,7 @@ pub struct PoolQuery {
     )
 )]
 async fn error_pool(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiQuery(q): ApiQuery<PoolQuery>,
 ) -> Result<Json<ErrorItemList>, ApiError> {
@@ -545,7 +545,7 @@ pub struct ResolveBody {
     )
 )]
 async fn resolve(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<i64>,
@@ -573,7 +573,7 @@ async fn resolve(
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
 )]
-async fn list_users(State(st): State<AppState>, p: Principal) -> Result<Json<UserList>, ApiError> {
+async fn list_users(State(st): State<OpsState>, p: Principal) -> Result<Json<UserList>, ApiError> {
     p.require(Permission::ManageUsers)?;
     let items = users::list_users(st.core.store.as_ref()).await?;
     Ok(Json(UserList { items }))
@@ -620,7 +620,7 @@ pub struct NewUserBody {
     )
 )]
 async fn add_user(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiJson(b): ApiJson<NewUserBody>,
@@ -677,7 +677,7 @@ pub struct IssuedKeyEnvelope {
     )
 )]
 async fn list_keys(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<MerchantKeyList>, ApiError> {
@@ -713,7 +713,7 @@ async fn list_keys(
     )
 )]
 async fn issue_key(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,
@@ -761,7 +761,7 @@ async fn issue_key(
     )
 )]
 async fn revoke_key(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath((name, id)): ApiPath<(String, String)>,
@@ -799,7 +799,7 @@ async fn revoke_key(
     )
 )]
 async fn disable_user(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,
@@ -837,7 +837,7 @@ async fn disable_user(
     )
 )]
 async fn enable_user(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,
@@ -884,7 +884,7 @@ pub struct PasswordBody {
     )
 )]
 async fn reset_password(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,
@@ -932,7 +932,7 @@ pub struct RolesBody {
     )
 )]
 async fn set_roles(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,

@@ -26,8 +26,8 @@ use tokio::sync::{broadcast, watch};
 use tower_sessions::Session;
 use tower_sessions::session::Id;
 
+use super::OpsState;
 use super::session::{Activity, SessionBackend};
-use crate::api::AppState;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ErrorBody};
 use crate::store::{ChangeMarker, ChangeSet, Store};
@@ -236,7 +236,7 @@ struct Subscription {
     rx: broadcast::Receiver<Arc<Change>>,
     stop: watch::Receiver<bool>,
     check: tokio::time::Interval,
-    st: AppState,
+    st: OpsState,
     session: Id,
 }
 
@@ -347,7 +347,7 @@ enum Next {
     )
 )]
 pub async fn live(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     session: Session,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let now = st.core.clock.now_ms();

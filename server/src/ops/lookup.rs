@@ -8,14 +8,14 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::OpsState;
 use super::auth::Principal;
-use crate::api::AppState;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiPath, ApiQuery, ErrorBody};
 use crate::service::lookup::{self, KeyDetail, SearchResult};
 
 /// The routes of this module.
-pub fn routes() -> OpenApiRouter<AppState> {
+pub fn routes() -> OpenApiRouter<OpsState> {
     OpenApiRouter::new()
         .routes(routes!(search))
         .routes(routes!(key))
@@ -56,7 +56,7 @@ pub struct FindQuery {
     )
 )]
 async fn search(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiQuery(q): ApiQuery<FindQuery>,
 ) -> Result<Json<SearchResult>, ApiError> {
@@ -86,7 +86,7 @@ async fn search(
     )
 )]
 async fn key(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiPath((merchant_id, key)): ApiPath<(i64, String)>,
 ) -> Result<Json<KeyDetail>, ApiError> {

@@ -22,3 +22,30 @@ pub use handlers::{SearchQuery, routes, run_search};
 // The user use cases and password hashing live in the service layer; these paths stay for
 // the callers that still name them here.
 pub use crate::service::{password, users};
+
+use std::sync::Arc;
+
+use crate::config::Settings;
+use crate::service::Core;
+
+/// What the console's handlers and server functions share: the use cases, the settings, and
+/// the console's own machinery (sign-in, rate limits of bulk work, the audit signing key, the
+/// live hub). The merchant API's state is [`crate::api::ApiState`].
+#[derive(Clone)]
+pub struct OpsState {
+    /// The use cases.
+    pub core: Core,
+    /// Settings the process started with.
+    pub settings: Arc<Settings>,
+    /// Console sign-in machinery.
+    pub auth: Arc<auth::Auth>,
+    /// Bulk retries per user ([`actions::BULK_RETRIES_PER_MINUTE`] a minute): one operator
+    /// cannot flood the channel by confirming selections in a loop.
+    pub bulk_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
+    /// Webhook endpoint recoveries per user ([`webhooks::RECOVERIES_PER_MINUTE`] a minute).
+    pub recover_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
+    /// The audit checkpoint signing key (`--audit-signing-key`), when one was given.
+    pub audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
+    /// The live console's change watcher and its subscribers (`GET /ops/v1/live`).
+    pub live: Arc<live::LiveHub>,
+}

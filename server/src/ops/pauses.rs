@@ -8,18 +8,18 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::OpsState;
 use super::actions::{StepUpTarget, with_step_up};
 use super::audit::actor;
 use super::auth::Principal;
 use super::extract::ClientAddr;
-use crate::api::AppState;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::service::actions::ActionError;
 use crate::store::PauseRecord;
 
 /// The `/ops/v1/pauses` routes.
-pub fn routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
+pub fn routes() -> utoipa_axum::router::OpenApiRouter<OpsState> {
     use utoipa_axum::routes;
     utoipa_axum::router::OpenApiRouter::new()
         .routes(routes!(list, request))
@@ -93,7 +93,7 @@ pub const PAUSE_TTL_MS: i64 = 3_600_000;
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
 )]
-pub async fn list(State(st): State<AppState>, p: Principal) -> Result<Json<PauseList>, ApiError> {
+pub async fn list(State(st): State<OpsState>, p: Principal) -> Result<Json<PauseList>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(PauseList {
         items: st.core.store.pauses(50).await?,
@@ -122,7 +122,7 @@ pub async fn list(State(st): State<AppState>, p: Principal) -> Result<Json<Pause
     )
 )]
 pub async fn request(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiJson(b): ApiJson<PauseRequestBody>,
@@ -156,7 +156,7 @@ pub async fn request(
     )
 )]
 pub async fn approve(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
@@ -171,7 +171,7 @@ pub async fn approve(
 /// console's server function do (the caller has checked the role), by the same step-up rule
 /// as an action's approval ([`with_step_up`]).
 pub async fn approve_pause_with_step_up(
-    st: &AppState,
+    st: &OpsState,
     p: &Principal,
     addr: &str,
     id: &str,
@@ -226,7 +226,7 @@ pub async fn approve_pause_with_step_up(
     )
 )]
 pub async fn reject(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
@@ -262,7 +262,7 @@ pub async fn reject(
     )
 )]
 pub async fn resume(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,

@@ -14,11 +14,11 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use super::OpsState;
 use super::audit::{actor, neutralise};
 use super::auth::Principal;
 use super::extract::ClientAddr;
 use super::handlers::{SearchQuery, Selection, select_payments};
-use crate::api::AppState;
 use crate::domain::clock::rfc3339;
 use crate::domain::money;
 use crate::domain::roles::Permission;
@@ -120,7 +120,7 @@ pub fn stream(
     )
 )]
 pub async fn export(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiQuery(q): ApiQuery<SearchQuery>,

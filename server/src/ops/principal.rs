@@ -6,15 +6,15 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use tower_sessions::Session;
 
+use super::OpsState;
 pub use super::auth::Principal;
-use crate::api::AppState;
 use crate::domain::roles::{Permission, allows};
 use crate::error::ApiError;
 
-impl FromRequestParts<AppState> for Principal {
+impl FromRequestParts<OpsState> for Principal {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, st: &OpsState) -> Result<Self, Self::Rejection> {
         let session = Session::from_request_parts(parts, st)
             .await
             .map_err(|_| ApiError::internal("session layer missing"))?;

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use utoipa::{IntoParams, ToSchema};
 
+use super::OpsState;
 use super::auth::Principal;
 use super::extract::{ClientAddr, parse_time};
-use crate::api::AppState;
 use crate::domain::roles::{Permission, format_roles};
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
@@ -49,7 +49,7 @@ fn row(e: &WebhookEndpoint, merchant: &str, h: Option<&EndpointHealth>) -> Endpo
 
 /// Every endpoint with its health and the delivery backlog. Shared with the console's
 /// server functions.
-pub async fn overview(st: &AppState) -> Result<Value, ApiError> {
+pub async fn overview(st: &OpsState) -> Result<Value, ApiError> {
     let store = &st.core.store;
     let now = st.core.clock.now_ms();
     let names: HashMap<i64, String> = store
@@ -148,7 +148,7 @@ fn to_value<T: Serialize>(v: T) -> Value {
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
 )]
-async fn get_overview(State(st): State<AppState>, p: Principal) -> Result<Json<Value>, ApiError> {
+async fn get_overview(State(st): State<OpsState>, p: Principal) -> Result<Json<Value>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(overview(&st).await?))
 }
@@ -205,7 +205,7 @@ fn blank(o: &Option<String>) -> Option<String> {
 
 /// Runs a delivery search (shared with the server functions). Errors: 400 for an unknown
 /// status or type or a bad time.
-pub async fn search_deliveries(st: &AppState, q: &DeliveryQuery) -> Result<Value, ApiError> {
+pub async fn search_deliveries(st: &OpsState, q: &DeliveryQuery) -> Result<Value, ApiError> {
     let status = blank(&q.status);
     if let Some(s) = &status
         && !delivery_status::ALL.contains(&s.as_str())
@@ -255,7 +255,7 @@ pub async fn search_deliveries(st: &AppState, q: &DeliveryQuery) -> Result<Value
     )
 )]
 async fn deliveries(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiQuery(q): ApiQuery<DeliveryQuery>,
 ) -> Result<Json<Value>, ApiError> {
@@ -264,7 +264,7 @@ async fn deliveries(
 }
 
 /// A delivery with its attempts and its event. Shared with the server functions.
-pub async fn delivery_detail(st: &AppState, id: i64) -> Result<Value, ApiError> {
+pub async fn delivery_detail(st: &OpsState, id: i64) -> Result<Value, ApiError> {
     let store = &st.core.store;
     let d = store
         .delivery(id)
@@ -297,7 +297,7 @@ pub async fn delivery_detail(st: &AppState, id: i64) -> Result<Value, ApiError> 
     )
 )]
 async fn delivery(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Value>, ApiError> {
@@ -342,7 +342,7 @@ pub fn actor(p: &Principal, addr: &str) -> Actor {
 /// Puts one delivery back for a new round of attempts now. Errors: 404, 409 when it is
 /// still pending (its job will attempt it), 400 without a reason.
 pub async fn run_redeliver(
-    st: &AppState,
+    st: &OpsState,
     p: &Principal,
     addr: &str,
     id: i64,
@@ -397,7 +397,7 @@ pub async fn run_redeliver(
     )
 )]
 async fn redeliver(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<i64>,
@@ -458,7 +458,7 @@ fn since_schema() -> utoipa::openapi::schema::Schema {
 
 /// The failed deliveries of an endpoint since a time: what a recovery would put back.
 pub async fn recovery_preview(
-    st: &AppState,
+    st: &OpsState,
     endpoint: &str,
     since: &str,
 ) -> Result<Value, ApiError> {
@@ -494,7 +494,7 @@ pub async fn recovery_preview(
     )
 )]
 async fn preview(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<SinceQuery>,
@@ -522,7 +522,7 @@ pub struct RecoverBody {
 /// Redelivers the previewed deliveries that are still failed deliveries of this endpoint
 /// since `since` (a server re-check); names the rest. Rate-limited per user.
 pub async fn run_recover(
-    st: &AppState,
+    st: &OpsState,
     p: &Principal,
     addr: &str,
     endpoint: &str,
@@ -600,7 +600,7 @@ pub async fn run_recover(
     )
 )]
 async fn recover(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
@@ -612,7 +612,7 @@ async fn recover(
 /// Re-enables a disabled endpoint (audited). Errors: 404, 409 for a deleted endpoint or one
 /// already enabled.
 pub async fn run_enable(
-    st: &AppState,
+    st: &OpsState,
     p: &Principal,
     addr: &str,
     endpoint: &str,
@@ -669,7 +669,7 @@ pub async fn run_enable(
     )
 )]
 async fn enable(
-    State(st): State<AppState>,
+    State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
@@ -679,7 +679,7 @@ async fn enable(
 }
 
 /// The webhook routes, merged into `/ops/v1`, each with its OpenAPI documentation.
-pub fn routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
+pub fn routes() -> utoipa_axum::router::OpenApiRouter<OpsState> {
     use utoipa_axum::routes;
     utoipa_axum::router::OpenApiRouter::new()
         .routes(routes!(get_overview))
