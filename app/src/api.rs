@@ -187,6 +187,15 @@ pub(crate) mod ssr {
     /// An API error as a server-function error with its status, code and human message
     /// (internal causes were logged by `ApiError::internal` and are not sent).
     pub fn api_error(e: ApiError) -> ServerFnError {
+        // A server function's answer carries no response extension: its cause is logged here,
+        // once, in the request's span.
+        if let Some(cause) = &e.cause {
+            if e.status.is_server_error() {
+                tracing::error!(code = e.code, cause = %cause, "server function error");
+            } else {
+                tracing::warn!(code = e.code, cause = %cause, "server function error");
+            }
+        }
         if e.code == "internal_error" {
             return refuse(
                 e.status,

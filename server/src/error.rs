@@ -30,7 +30,15 @@ pub struct ApiError {
     pub message: String,
     /// `Retry-After` seconds, for 409 in_use and 503.
     pub retry_after: Option<u64>,
+    /// The internal cause (never sent): it rides on the response as an [`ErrorCause`]
+    /// extension and the request's span logs it once, with the response line
+    /// ([`crate::api::with_trace`]); axum's examples/error-handling model.
+    pub cause: Option<String>,
 }
+
+/// The internal cause of an error answer, as a response extension for the request's log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorCause(pub String);
 
 impl ApiError {
     /// An error with a status, a stable code and a message.
@@ -40,7 +48,14 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            cause: None,
         }
+    }
+
+    /// The same answer with its internal cause attached (logged once by the request span).
+    pub fn with_cause(mut self, cause: impl std::fmt::Display) -> Self {
+        self.cause = Some(cause.to_string());
+        self
     }
 
     /// 400 with `code`.
@@ -57,14 +72,14 @@ impl ApiError {
         )
     }
 
-    /// 500 `internal_error`; `cause` is logged, not sent.
+    /// 500 `internal_error`; `cause` is logged with the response, not sent.
     pub fn internal(cause: impl std::fmt::Display) -> Self {
-        tracing::error!(%cause, "internal error");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal_error",
             "internal error; retry with the same Idempotency-Key",
         )
+        .with_cause(cause)
     }
 
     /// Adds a `Retry-After` header.
@@ -106,22 +121,18 @@ pub struct ErrorDetail {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Unavailable(cause) => {
-                tracing::error!(%cause, "database unavailable");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "database_unavailable",
-                    "database unavailable; retry later",
-                )
-                .with_retry_after(1)
-            }
-            StoreError::Rejected(cause) => {
-                tracing::warn!(%cause, "input refused by the database");
-                ApiError::bad_request(
-                    "invalid_request",
-                    "the request holds a value that cannot be stored (e.g. a NUL character)",
-                )
-            }
+            StoreError::Unavailable(cause) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database_unavailable",
+                "database unavailable; retry later",
+            )
+            .with_retry_after(1)
+            .with_cause(format!("database unavailable: {cause}")),
+            StoreError::Rejected(cause) => ApiError::bad_request(
+                "invalid_request",
+                "the request holds a value that cannot be stored (e.g. a NUL character)",
+            )
+            .with_cause(format!("input refused by the database: {cause}")),
             other => ApiError::internal(other),
         }
     }
@@ -249,6 +260,9 @@ impl IntoResponse for ApiError {
         if let Some(secs) = self.retry_after {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Some(cause) = self.cause {
+            resp.extensions_mut().insert(ErrorCause(cause));
         }
         resp
     }
@@ -573,6 +587,25 @@ where
 #[cfg(test)]
 mod tests {
     use super::{ParsedBody, exact_integer, integral_numbers_as_integers};
+
+    #[test]
+    fn an_internal_cause_rides_on_the_response_and_never_in_its_body() {
+        use axum::response::IntoResponse;
+        let resp = super::ApiError::internal("pool timed out at db:5432").into_response();
+        assert_eq!(resp.status().as_u16(), 500);
+        assert_eq!(
+            resp.extensions().get::<super::ErrorCause>(),
+            Some(&super::ErrorCause("pool timed out at db:5432".into()))
+        );
+        let plain = super::ApiError::not_found("payment").into_response();
+        assert!(plain.extensions().get::<super::ErrorCause>().is_none());
+    }
+
+    #[test]
+    fn the_cause_is_not_in_the_answer_body() {
+        let e = super::ApiError::internal("secret detail");
+        assert!(!String::from_utf8_lossy(&e.body()).contains("secret detail"));
+    }
 
     #[test]
     fn a_layer_parse_is_taken_only_for_the_same_bytes() {

@@ -97,10 +97,13 @@ pub fn with_trace(router: Router) -> Router {
             })
             .on_response(|resp: &axum::response::Response, latency: std::time::Duration, _span: &tracing::Span| {
                 let (status, latency_ms) = (resp.status().as_u16(), latency.as_millis() as u64);
-                if resp.status().is_server_error() {
-                    tracing::error!(status, latency_ms, "response");
-                } else {
-                    tracing::info!(status, latency_ms, "response");
+                // An error's internal cause is logged here, once, in the request's span.
+                let cause = resp.extensions().get::<crate::error::ErrorCause>().map(|c| c.0.as_str());
+                match (resp.status().is_server_error(), cause) {
+                    (true, Some(cause)) => tracing::error!(status, latency_ms, cause, "response"),
+                    (true, None) => tracing::error!(status, latency_ms, "response"),
+                    (false, Some(cause)) => tracing::warn!(status, latency_ms, cause, "response"),
+                    (false, None) => tracing::info!(status, latency_ms, "response"),
                 }
             })
             // A 5xx is already the response line above, at error level; only a failure with
