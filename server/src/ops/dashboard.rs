@@ -32,7 +32,41 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
     let now = core.clock.now_ms();
     let minute = now.div_euclid(60_000);
 
-    let counts = store.stuck_counts(&thresholds.cutoffs(now), now).await?;
+    let cutoffs = thresholds.cutoffs(now);
+    // The reads are independent, so they run at once: a refresh waits for the slowest one
+    // instead of for the sum of a dozen round trips, each queued for a connection and a CPU
+    // when the incident that brought ops staff here is loading the database (issue 15,
+    // "Under load"). Each is its own statement, so the figures may come from instants a few
+    // milliseconds apart, as they did one after the other.
+    let (
+        counts,
+        oldest,
+        (five, hour, day),
+        series_rows,
+        queue_stats,
+        done_last_5m,
+        error_counts,
+        recent_errors,
+        webhooks,
+        relay,
+    ) = tokio::try_join!(
+        store.stuck_counts(&cutoffs, now),
+        store.stuck_payments(&cutoffs, 10),
+        async {
+            tokio::try_join!(
+                store.outcome_counts(minute - 5 + 1),
+                store.outcome_counts(minute - 60 + 1),
+                store.outcome_counts(minute - 1440 + 1),
+            )
+        },
+        store.outcome_series(minute - 59),
+        store.queue_stats(now - 3_600_000),
+        store.jobs_done_since(now - 300_000),
+        store.error_counts(),
+        store.error_items(Some("open"), None, 10),
+        store.webhook_backlog(now - 3_600_000),
+        store.relay_status(crate::worker::relay::LEASE, now),
+    )?;
     let stuck = StuckView {
         thresholds: thresholds
             .per_state()
@@ -41,13 +75,11 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
             .collect(),
         total: counts.iter().map(|c| c.2).sum(),
         counts,
-        oldest: store.stuck_payments(&thresholds.cutoffs(now), 10).await?,
+        oldest,
     };
 
     let mut windows = Vec::new();
-    let mut day = Vec::new();
-    for (name, minutes) in [("5m", 5), ("1h", 60), ("24h", 1440)] {
-        let rows = store.outcome_counts(minute - minutes + 1).await?;
+    for (name, rows) in [("5m", &five), ("1h", &hour), ("24h", &day)] {
         let keyed_n: i64 = rows.iter().filter(|r| keyed(&r.1)).map(|r| r.2).sum();
         let replays: i64 = rows.iter().filter(|r| r.1 == "replay").map(|r| r.2).sum();
         let rate = if keyed_n == 0 {
@@ -61,7 +93,6 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
             replays,
             rate,
         });
-        day = rows;
     }
     let mut routes: Vec<RouteOutcomes> = Vec::new();
     for (route, _, _) in &day {
@@ -85,7 +116,7 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         });
     }
     let mut series: Vec<MinutePoint> = Vec::new();
-    for (m, outcome, n) in store.outcome_series(minute - 59).await? {
+    for (m, outcome, n) in series_rows {
         if series.last().is_none_or(|p| p.minute != m) {
             series.push(MinutePoint {
                 minute: m,
@@ -103,12 +134,12 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
     }
 
     let queue = QueueView {
-        kinds: queue_rows(store.queue_stats(now - 3_600_000).await?, now),
-        done_last_5m: store.jobs_done_since(now - 300_000).await?,
+        kinds: queue_rows(queue_stats, now),
+        done_last_5m,
     };
 
     let mut open_by_kind = Vec::new();
-    for (kind, status, n, oldest) in store.error_counts().await? {
+    for (kind, status, n, oldest) in error_counts {
         if status == "open" {
             open_by_kind.push((kind, n, oldest));
         }
@@ -116,7 +147,7 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
     let error_pool = ErrorPoolView {
         open_total: open_by_kind.iter().map(|k| k.1).sum(),
         open_by_kind,
-        recent: store.error_items(Some("open"), None, 10).await?,
+        recent: recent_errors,
     };
     Ok(Dashboard {
         generated_at: now,
@@ -128,8 +159,8 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         },
         queue,
         error_pool,
-        webhooks: store.webhook_backlog(now - 3_600_000).await?,
-        relay: store.relay_status(crate::worker::relay::LEASE, now).await?,
+        webhooks,
+        relay,
     })
 }
 

@@ -215,6 +215,11 @@ pub struct OutboxFacts {
     /// (event, aggregate): older than the window and neither published nor refused (a refusal
     /// has its error-pool item).
     pub unpublished: Vec<(String, String)>,
+    /// (event, aggregate, what disagrees): `outbox_pending` (migration 0115), which the relay
+    /// and the relay status read as the backlog, differs from the events without a
+    /// publication, whatever their age (at most 1,000 rows each way; aggregate empty when the
+    /// event is gone).
+    pub pending_drift: Vec<(String, String, &'static str)>,
 }
 
 /// What the relay learned of one event from the broker.

@@ -544,7 +544,37 @@ macro_rules! impl_webhooks {
                 } else {
                     Vec::new()
                 };
+                // Checked against the anti-join itself, so a trigger that missed a write shows
+                // as a breach instead of as an event the relay never sees.
+                let mut pending_drift: Vec<(String, String, &'static str)> =
+                    sqlx::query_as::<_, (String, String)>(
+                        "SELECT e.id, e.aggregateid FROM events e \
+                         WHERE NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id) \
+                         AND NOT EXISTS (SELECT 1 FROM outbox_pending o WHERE o.event_id = e.id) \
+                         ORDER BY e.seq LIMIT 1000",
+                    )
+                    .fetch_all(r)
+                    .await?
+                    .into_iter()
+                    .map(|(id, agg)| (id, agg, "is unpublished but missing from the outbox backlog"))
+                    .collect();
+                pending_drift.extend(
+                    sqlx::query_as::<_, (String, Option<String>)>(
+                        "SELECT o.event_id, e.aggregateid FROM outbox_pending o \
+                         LEFT JOIN events e ON e.id = o.event_id AND e.seq = o.seq \
+                         WHERE e.id IS NULL \
+                         OR EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = o.event_id) \
+                         ORDER BY o.seq LIMIT 1000",
+                    )
+                    .fetch_all(r)
+                    .await?
+                    .into_iter()
+                    .map(|(id, agg)| {
+                        (id, agg.unwrap_or_default(), "is in the outbox backlog but published or gone")
+                    }),
+                );
                 Ok($crate::store::OutboxFacts {
+                    pending_drift,
                     stream_configured,
                     published,
                     unpublished,
@@ -609,9 +639,11 @@ macro_rules! impl_webhooks {
                 limit: i64,
             ) -> Result<Vec<$crate::store::OutboxEvent>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::DbOutboxEvent>(
+                    // outbox_pending holds exactly the events without a publication (migration
+                    // 0115), so the batch reads the backlog, not every retained event.
                     "SELECT e.seq, e.id, e.merchant_id, e.aggregatetype, e.aggregateid, e.type, e.payload, e.created_at \
-                     FROM events e WHERE NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id) \
-                     ORDER BY e.seq LIMIT $1",
+                     FROM outbox_pending o JOIN events e ON e.id = o.event_id \
+                     ORDER BY o.seq LIMIT $1",
                 )
                 .bind(limit)
                 .fetch_all(self.reader())
@@ -674,8 +706,7 @@ macro_rules! impl_webhooks {
                 .fetch_optional(r)
                 .await?;
                 let (backlog, oldest): (i64, Option<i64>) = sqlx::query_as(
-                    "SELECT COUNT(*), MIN(e.created_at) FROM events e \
-                     WHERE NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id)",
+                    "SELECT COUNT(*), MIN(created_at) FROM outbox_pending",
                 )
                 .fetch_one(r)
                 .await?;

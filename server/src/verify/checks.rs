@@ -255,6 +255,13 @@ pub fn check_outbox(f: &OutboxFacts) -> Vec<Breach> {
             detail: format!("has no delivery to subscribed endpoint {endpoint}"),
         });
     }
+    for (event, aggregate, detail) in &f.pending_drift {
+        out.push(Breach::Undelivered {
+            aggregate: aggregate.clone(),
+            event: event.clone(),
+            detail: (*detail).into(),
+        });
+    }
     out
 }
 
@@ -607,10 +614,15 @@ mod tests {
             refunds_without_event: vec![("re_1".into(), "pay_2".into(), "failed".into())],
             undelivered: vec![(7, "ev1".into(), "pay_3".into(), "pending".into())],
             missing_deliveries: vec![("ev2".into(), "we_1".into(), "pay_4".into())],
+            pending_drift: vec![(
+                "ev3".into(),
+                "pay_5".into(),
+                "is unpublished but missing from the outbox backlog",
+            )],
             ..OutboxFacts::default()
         };
         let b = check_outbox(&facts);
-        assert_eq!(b.len(), 4);
+        assert_eq!(b.len(), 5);
         assert!(b.iter().all(|b| b.invariant() == Invariant::Events));
         assert_eq!(b[0].payment(), Some("pay_1"));
         assert_eq!(b[1].payment(), Some("pay_2"));
@@ -620,6 +632,7 @@ mod tests {
             b[2]
         );
         assert!(b[3].to_string().contains("we_1"), "{}", b[3]);
+        assert!(b[4].to_string().contains("outbox backlog"), "{}", b[4]);
         assert!(check_outbox(&OutboxFacts::default()).is_empty());
     }
 }

@@ -1164,3 +1164,135 @@ store_conformance!(
         assert_eq!(oldest, ["pay_s6", "pay_s2", "pay_s4"]);
     }
 );
+
+/// The events without a publication, counted straight from the tables: the definition that
+/// the relay's batch and the relay status answer from `outbox_pending`.
+async fn unpublished_by_anti_join(store: &Arc<dyn Store>) -> Vec<String> {
+    let sql = "SELECT e.id FROM events e \
+               WHERE NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id) \
+               ORDER BY e.seq";
+    match store.db_pool() {
+        converge_server::store::DbPool::Sqlite(p) => {
+            sqlx::query_scalar(sql).fetch_all(&p).await.unwrap()
+        }
+        converge_server::store::DbPool::Postgres(p) => {
+            sqlx::query_scalar(sql).fetch_all(&p).await.unwrap()
+        }
+    }
+}
+
+/// Asserts that the relay's batch, the relay status and `converge verify`'s drift check all
+/// agree with the anti-join.
+async fn assert_backlog_exact(store: &Arc<dyn Store>, when: &str) {
+    let want = unpublished_by_anti_join(store).await;
+    let batch: Vec<String> = store
+        .unpublished_events(1_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(batch, want, "relay batch {when}");
+    let status = store.relay_status("events", 0).await.unwrap();
+    assert_eq!(status.backlog, want.len() as i64, "backlog {when}");
+    let facts = store.verify_outbox(0).await.unwrap();
+    assert!(
+        facts.pending_drift.is_empty(),
+        "{when}: {:?}",
+        facts.pending_drift
+    );
+}
+
+store_conformance!(
+    the_outbox_backlog_equals_the_unpublished_events_whatever_wrote_them,
+    |store| {
+        use converge_server::store::Publication;
+        let event = |i: i64| {
+            format!(
+                "INSERT INTO events (id, merchant_id, aggregatetype, aggregateid, type, payload, created_at) \
+                 VALUES ('ev-{i}', 1, 'payment', 'pay_{i}', 'payment.succeeded', '{{}}', {})",
+                1_000 + i
+            )
+        };
+        for i in 1..=5 {
+            exec_sql(&store, &event(i)).await;
+        }
+        assert_backlog_exact(&store, "after five events").await;
+        let status = store.relay_status("events", 0).await.unwrap();
+        assert_eq!(status.oldest_unpublished_at, Some(1_001));
+
+        assert!(
+            store
+                .acquire_relay_lease("events", "relay", "tok", 0, i64::MAX)
+                .await
+                .unwrap()
+        );
+        let publish = |id: &str, refused: Option<&str>| Publication {
+            event_id: id.into(),
+            stream_seq: refused.is_none().then_some(1),
+            duplicate: false,
+            refused: refused.map(Into::into),
+        };
+        assert!(
+            store
+                .record_publications(
+                    "events",
+                    "tok",
+                    &[publish("ev-1", None), publish("ev-3", Some("too big"))],
+                    2_000,
+                )
+                .await
+                .unwrap()
+        );
+        assert_backlog_exact(&store, "after one published and one refused").await;
+        let status = store.relay_status("events", 0).await.unwrap();
+        assert_eq!((status.backlog, status.refused), (3, 1));
+        assert_eq!(status.oldest_unpublished_at, Some(1_002));
+
+        // A relay whose lease was taken over marks nothing.
+        assert!(
+            !store
+                .record_publications("events", "stale", &[publish("ev-2", None)], 2_000)
+                .await
+                .unwrap()
+        );
+        assert_backlog_exact(&store, "after a stale relay").await;
+
+        // Whatever else writes: a publication deleted by hand puts its event back in the
+        // backlog; an unpublished event deleted by hand leaves it.
+        exec_sql(
+            &store,
+            "DELETE FROM event_publications WHERE event_id = 'ev-1'",
+        )
+        .await;
+        assert_backlog_exact(&store, "after a publication was deleted").await;
+        exec_sql(&store, "DELETE FROM events WHERE id = 'ev-5'").await;
+        assert_backlog_exact(&store, "after an unpublished event was deleted").await;
+
+        // The purge removes published events and their publications together.
+        assert!(
+            store
+                .record_publications(
+                    "events",
+                    "tok",
+                    &[publish("ev-1", None), publish("ev-2", None)],
+                    3_000,
+                )
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.purge_published_events(1_003).await.unwrap(), 2);
+        assert_backlog_exact(&store, "after the purge").await;
+        assert_eq!(
+            unpublished_by_anti_join(&store).await,
+            vec!["ev-4".to_string()]
+        );
+
+        // A marker lost (a trigger dropped, say) is a breach `converge verify` names.
+        exec_sql(&store, "DELETE FROM outbox_pending").await;
+        let facts = store.verify_outbox(0).await.unwrap();
+        assert_eq!(facts.pending_drift.len(), 1, "{:?}", facts.pending_drift);
+        assert_eq!(facts.pending_drift[0].0, "ev-4");
+        assert_eq!(facts.pending_drift[0].1, "pay_4");
+    }
+);
