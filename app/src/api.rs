@@ -220,7 +220,7 @@ pub(crate) mod ssr {
     }
 
     /// The audit actor of the current console request.
-    pub async fn actor(p: &ServerPrincipal) -> converge_server::service::actions::Actor {
+    pub async fn actor(p: &ServerPrincipal) -> converge_server::service::actor::Actor {
         converge_server::ops::audit::actor(p, &client_addr().await)
     }
 

@@ -11,7 +11,8 @@ use crate::dto::{ActionRecord, ApprovalInbox, AuditVerify, BulkItem, BulkOutcome
 #[cfg(feature = "ssr")]
 mod ssr {
     use converge_server::ops::principal::Principal;
-    use converge_server::service::actions::{ActionError, Actor};
+    use converge_server::service::actions::ActionError;
+    use converge_server::service::actor::Actor;
     use leptos::prelude::*;
 
     use crate::api::ssr::{api_error, client_addr};

@@ -56,23 +56,9 @@ fn os_user() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// The actor of a CLI change in the audit log: `cli:` and the OS user, meta
-/// `{"via":"cli"}`.
-pub(super) fn cli_actor() -> converge_server::service::actions::Actor {
-    converge_server::service::actions::Actor {
-        username: format!("cli:{}", os_user()),
-        roles: String::new(),
-        meta: serde_json::json!({"via": "cli"}).to_string(),
-    }
-}
-
-/// [`cli_actor`] in the form the webhook endpoint use cases take.
-pub(super) fn webhook_actor() -> converge_server::service::webhooks::Actor {
-    converge_server::service::webhooks::Actor {
-        name: format!("cli:{}", os_user()),
-        roles: String::new(),
-        meta: serde_json::json!({"via": "cli"}).to_string(),
-    }
+/// The actor of a CLI change in the audit log: `cli:` and the OS user.
+pub(super) fn cli_actor() -> converge_server::service::actor::Actor {
+    converge_server::service::actor::Actor::cli(&os_user())
 }
 
 /// Now, epoch milliseconds UTC.

@@ -14,7 +14,7 @@ use converge_server::service::Core;
 use converge_server::service::webhooks::{WebhookSettings, new_endpoint_id};
 use converge_server::store::{Merchant, Store};
 
-use super::start::{self, webhook_actor};
+use super::start::{self, cli_actor};
 
 /// `converge webhook` subcommands.
 #[derive(Debug, Subcommand)]
@@ -161,7 +161,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
                     &url,
                     &events,
                     &description,
-                    &webhook_actor(),
+                    &cli_actor(),
                 )
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
@@ -200,7 +200,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             let changed = core
-                .set_endpoint_enabled(&endpoint, false, &reason, &webhook_actor())
+                .set_endpoint_enabled(&endpoint, false, &reason, &cli_actor())
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             println!(
@@ -232,7 +232,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             let rotated = core
-                .rotate_endpoint_secret(&endpoint, &webhook_actor())
+                .rotate_endpoint_secret(&endpoint, &cli_actor())
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
             println!("{} {}", rotated.endpoint.id, rotated.secret);

@@ -361,7 +361,8 @@ async fn claims(args: &Args) -> Result<()> {
 
 async fn webhook(args: &Args) -> Result<()> {
     use converge_server::channel::webhook_sink::{self, SinkConfig};
-    use converge_server::service::webhooks::{Actor, new_endpoint_id};
+    use converge_server::service::actor::Actor;
+    use converge_server::service::webhooks::new_endpoint_id;
     let (url, admin, dir) = fresh(args, "webhook").await?;
     let store = converge_server::store::connect(&url).await?;
     let sink = webhook_sink::spawn(

@@ -14,7 +14,8 @@ use crate::domain::clock::rfc3339;
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::idempotency::layer::IdemContext;
-use crate::service::webhooks::{Actor, EndpointWithSecret, new_endpoint_id};
+use crate::service::actor::Actor;
+use crate::service::webhooks::{EndpointWithSecret, new_endpoint_id};
 use crate::store::{Merchant, WebhookEndpoint};
 
 /// Body of `POST /v1/webhook_endpoints`.
@@ -121,11 +122,7 @@ impl From<EndpointWithSecret> for EndpointView {
 }
 
 fn actor(m: &Merchant) -> Actor {
-    Actor {
-        name: format!("merchant:{}", m.name),
-        roles: String::new(),
-        meta: "{}".into(),
-    }
+    Actor::merchant(&m.name)
 }
 
 fn refuse_frozen(m: &Merchant) -> Result<(), ApiError> {

@@ -334,8 +334,8 @@ pub async fn with_step_up<T, E, Fa, Fd>(
     password: &str,
     reason: &str,
     what: StepUpTarget,
-    approvable: impl FnOnce(crate::service::actions::Actor) -> Fa,
-    approve: impl FnOnce(crate::service::actions::Actor) -> Fd,
+    approvable: impl FnOnce(crate::service::actor::Actor) -> Fa,
+    approve: impl FnOnce(crate::service::actor::Actor) -> Fd,
     counts_as_success: impl Fn(&Result<T, ActionError>) -> bool,
 ) -> Result<T, ApiError>
 where
@@ -645,7 +645,7 @@ pub async fn bulk_retry(
 /// The caller has checked the role.
 pub async fn run_bulk_retry(
     st: &OpsState,
-    who: &crate::service::actions::Actor,
+    who: &crate::service::actor::Actor,
     sel: &Selection,
     items: &[Confirmed],
     reason: &str,

@@ -23,7 +23,7 @@ use crate::domain::checkpoint::{self, Checkpoint, CheckpointMatcher};
 use crate::domain::clock::rfc3339;
 use crate::domain::roles::{Permission, format_roles};
 use crate::error::{ApiError, ApiQuery};
-use crate::service::actions::Actor;
+use crate::service::actor::Actor;
 use crate::store::{AuditFilter, Store, StoreError};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 

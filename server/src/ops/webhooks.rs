@@ -10,16 +10,17 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::OpsState;
+use super::audit::actor;
 use super::auth::Principal;
 use super::extract::{ClientAddr, parse_time};
-use crate::domain::roles::{Permission, format_roles};
+use crate::domain::roles::Permission;
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
-use crate::service::webhooks::{Actor, EndpointError};
+use crate::service::webhooks::EndpointError;
 use crate::store::{DeliveryFilter, DeliveryRow, EndpointHealth, WebhookEndpoint, delivery_status};
 
 /// Window of the endpoints' health figures: 24 h, ms.
@@ -328,15 +329,6 @@ fn reason(r: &str) -> Result<&str, ApiError> {
         ));
     }
     Ok(r.trim())
-}
-
-/// The console user as the actor of an audited change.
-pub fn actor(p: &Principal, addr: &str) -> Actor {
-    Actor {
-        name: p.username.clone(),
-        roles: format_roles(&p.roles),
-        meta: json!({"client": addr}).to_string(),
-    }
 }
 
 /// Puts one delivery back for a new round of attempts now. Errors: 404, 409 when it is

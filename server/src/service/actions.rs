@@ -9,50 +9,15 @@
 
 use serde_json::json;
 
+use super::actor::Actor;
 use super::{Core, ids};
 use crate::domain::actions::{
     ActionKind, ActionMoveKind, ActionStatus, MAX_EVIDENCE, check_reason, force_allowed,
 };
 use crate::domain::state::PaymentStatus;
 use crate::store::{
-    ActionMove, ActionRecord, ApprovalRow, AuditEntry, CreateAction, NewAction, Payment, StoreError,
+    ActionMove, ActionRecord, ApprovalRow, CreateAction, NewAction, Payment, StoreError,
 };
-
-/// Who acts, for the audit log.
-#[derive(Debug, Clone)]
-pub struct Actor {
-    /// Username.
-    pub username: String,
-    /// Roles, comma-separated.
-    pub roles: String,
-    /// Request metadata, JSON text (client address).
-    pub meta: String,
-}
-
-impl Actor {
-    /// An audit entry by this actor now.
-    pub fn entry(
-        &self,
-        at: i64,
-        action: &str,
-        target: &str,
-        reason: &str,
-        before: String,
-        after: String,
-    ) -> AuditEntry {
-        AuditEntry {
-            at,
-            actor: self.username.clone(),
-            roles: self.roles.clone(),
-            action: action.into(),
-            target: target.into(),
-            reason: reason.into(),
-            before,
-            after,
-            meta: self.meta.clone(),
-        }
-    }
-}
 
 /// The approvals inbox: pending requests and recently decided ones, newest first.
 #[derive(Debug, Clone)]

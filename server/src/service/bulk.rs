@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::Core;
-use super::actions::{ActionError, ActionRequest, Actor};
+use super::actions::{ActionError, ActionRequest};
+use super::actor::Actor;
 use crate::domain::actions::check_reason;
 use crate::domain::state::PaymentStatus;
 use crate::domain::stuck::StuckThresholds;

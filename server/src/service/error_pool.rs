@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::Core;
-use super::actions::{ActionError, Actor};
+use super::actions::ActionError;
+use super::actor::Actor;
 use crate::store::{ErrorFilter, ErrorItem};
 
 /// Most items one bulk resolve may hold (and a preview lists).

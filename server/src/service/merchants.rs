@@ -10,7 +10,7 @@
 use rand::Rng;
 use serde_json::json;
 
-use super::actions::Actor;
+use super::actor::Actor;
 use crate::domain::fingerprint::sha256_hex;
 use crate::store::{Merchant, MerchantKey, NewMerchantKey, Store, StoreError};
 

@@ -3,6 +3,7 @@
 //! HTTP themselves.
 
 pub mod actions;
+pub mod actor;
 pub mod audit_chain;
 pub mod bulk;
 pub mod callbacks;

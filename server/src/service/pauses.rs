@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::actions::{ActionError, Actor};
+use super::actions::ActionError;
+use super::actor::Actor;
 use super::{Core, ids};
 use crate::domain::actions::check_reason;
 use crate::domain::pause::{ActivePauses, PAUSABLE_JOB_KINDS, PauseTarget, status};

@@ -7,7 +7,7 @@
 //! including what an admin may not do to their own account, is here and only here. The
 //! adapters check the permission, call, and map [`UserError`] to their answer.
 
-use super::actions::Actor;
+use super::actor::Actor;
 use super::password::{PasswordHasherPool, check_new_password};
 use crate::domain::roles::{Role, format_roles, parse_roles};
 use crate::store::{Store, StoreError};

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use serde_json::json;
 
+use super::actor::Actor;
 use super::resolve::Step;
 use super::{Core, ServiceError, ids};
-use crate::domain::audit::AuditEntry;
 use crate::domain::clock::rfc3339;
 use crate::domain::webhooks::{
     self as wh, AttemptVerdict, RetrySchedule, Subscription, UrlRefusal,
@@ -154,50 +154,6 @@ pub struct EndpointWithSecret {
     pub secret: String,
 }
 
-/// Who changes an endpoint, for the audit record.
-#[derive(Debug, Clone)]
-pub struct Actor {
-    /// `merchant:<name>`, `cli:<os user>`, a console username, or `system`.
-    pub name: String,
-    /// Roles (console) or empty.
-    pub roles: String,
-    /// Request metadata, JSON text.
-    pub meta: String,
-}
-
-impl Actor {
-    /// converge itself (410, failure runs).
-    pub fn system() -> Self {
-        Actor {
-            name: "system".into(),
-            roles: String::new(),
-            meta: "{}".into(),
-        }
-    }
-
-    fn audit(
-        &self,
-        at: i64,
-        action: &str,
-        target: &str,
-        reason: &str,
-        before: String,
-        after: String,
-    ) -> AuditEntry {
-        AuditEntry {
-            at,
-            actor: self.name.clone(),
-            roles: self.roles.clone(),
-            action: action.into(),
-            target: target.into(),
-            reason: reason.into(),
-            before,
-            after,
-            meta: self.meta.clone(),
-        }
-    }
-}
-
 /// The state of an endpoint an audit record shows (never the secret).
 pub fn endpoint_state(e: &WebhookEndpoint) -> String {
     json!({
@@ -271,7 +227,7 @@ impl Core {
             now,
         };
         let after = json!({"url": new.url, "enabled_events": subscription.names(), "merchant_id": merchant_id});
-        let audit = actor.audit(
+        let audit = actor.entry(
             now,
             "webhook_endpoint_created",
             &format!("webhook_endpoint:{}", new.id),
@@ -307,7 +263,7 @@ impl Core {
         let now = self.clock.now_ms();
         let mut after = before.clone();
         after.status = endpoint_status::DELETED.into();
-        let audit = actor.audit(
+        let audit = actor.entry(
             now,
             "webhook_endpoint_deleted",
             &format!("webhook_endpoint:{id}"),
@@ -354,7 +310,7 @@ impl Core {
         let mut after = before.clone();
         after.status = status.into();
         after.disabled_reason = (!enabled).then(|| reason.to_string());
-        let audit = actor.audit(
+        let audit = actor.entry(
             now,
             if enabled {
                 "webhook_endpoint_enabled"
@@ -382,7 +338,7 @@ impl Core {
         let now = self.clock.now_ms();
         let secret = new_secret();
         let expires = now + self.notifier.settings.secret_overlap_ms;
-        let audit = actor.audit(
+        let audit = actor.entry(
             now,
             "webhook_secret_rotated",
             &format!("webhook_endpoint:{id}"),
@@ -414,7 +370,7 @@ impl Core {
         actor: &Actor,
     ) -> Result<Vec<i64>, ServiceError> {
         let now = self.clock.now_ms();
-        let audit = actor.audit(
+        let audit = actor.entry(
             now,
             "webhook_redelivered",
             target,

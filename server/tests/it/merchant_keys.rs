@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use converge_server::config::Settings;
-use converge_server::service::actions::Actor;
+use converge_server::service::actor::Actor;
 use converge_server::service::merchants::{
     self, KEY_PREFIX, MerchantError, issue_merchant_key, list_merchant_keys, revoke_merchant_key,
 };

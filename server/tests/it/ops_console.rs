@@ -787,7 +787,7 @@ on_both_backends!(
             "{v}"
         );
         // The rule is the use case's, not the adapter's: a direct call is refused the same.
-        let me = converge_server::service::actions::Actor {
+        let me = converge_server::service::actor::Actor {
             username: "adm".into(),
             roles: "admin".into(),
             meta: "{}".into(),

@@ -11,7 +11,7 @@ use converge_server::channel::{
 };
 use converge_server::ops::password::PasswordHasherPool;
 use converge_server::ops::users::add_user;
-use converge_server::service::actions::Actor;
+use converge_server::service::actor::Actor;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 

@@ -764,8 +764,8 @@ pub const OPS_PASSWORD: &str = "correct-horse-battery";
 
 /// Adds console user `name` with `roles` (comma-separated) and [`OPS_PASSWORD`].
 /// The actor of test set-up changes (users added before a test runs) in the audit log.
-pub fn setup_actor() -> converge_server::service::actions::Actor {
-    converge_server::service::actions::Actor {
+pub fn setup_actor() -> converge_server::service::actor::Actor {
+    converge_server::service::actor::Actor {
         username: "cli:test-setup".into(),
         roles: String::new(),
         meta: "{}".into(),

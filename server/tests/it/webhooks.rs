@@ -252,7 +252,7 @@ on_both_backends!(
                 &[id],
                 "receiver fixed",
                 "webhook_delivery",
-                &converge_server::service::webhooks::Actor::system(),
+                &converge_server::service::actor::Actor::system(),
             )
             .await
             .unwrap();
