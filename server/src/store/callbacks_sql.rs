@@ -1,5 +1,6 @@
 //! The channel callbacks' SQL both backends share ([`Callbacks`](super::Callbacks);
 //! conventions in `backend.rs`).
+
 macro_rules! impl_callbacks {
     ($store:ty) => {
         const _: () = $crate::store::backend::is_backend::<$store>();

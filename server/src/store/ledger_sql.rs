@@ -1,5 +1,6 @@
 //! The ledger's SQL both backends share ([`Ledger`](super::Ledger); conventions in
 //! `backend.rs`): the batch a payment or refund posts, and the ledger's reads.
+
 macro_rules! impl_ledger {
     ($store:ty) => {
         const _: () = $crate::store::backend::is_backend::<$store>();

@@ -1,5 +1,6 @@
 //! The merchants' SQL both backends share ([`Merchants`](super::Merchants); conventions in
 //! `backend.rs`).
+
 macro_rules! impl_merchants {
     ($store:ty) => {
         const _: () = $crate::store::backend::is_backend::<$store>();

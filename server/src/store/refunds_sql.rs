@@ -1,6 +1,7 @@
 //! The refunds' SQL both backends share ([`Refunds`](super::Refunds); conventions in
 //! `backend.rs`): merchant refunds with their reservation on the payment, and the reservation
 //! of an ops reversal.
+
 macro_rules! impl_refunds {
     ($store:ty) => {
         const _: () = $crate::store::backend::is_backend::<$store>();
