@@ -36,8 +36,8 @@
 //! `POST /v1/payments` claims in two atomic phases (issue 15; Brandur Leach, "Implementing
 //! Stripe-like Idempotency Keys in Postgres"): phase 1 claims the key, inserts the payment
 //! with its submit job and sets the recovery point in one transaction
-//! ([`Store::open_payment`](crate::store::Store::open_payment)); phase 2 applies the channel's
-//! answer and stores the key's answer in one transaction
+//! ([`Payments::open_payment`](crate::store::Payments::open_payment)); phase 2 applies the
+//! channel's answer and stores the key's answer in one transaction
 //! ([`KeyCompletion`](store::KeyCompletion)). The layer hands that route a
 //! [`DeferredClaim`](layer::DeferredClaim) instead of claiming first. Other routes are claimed
 //! by the layer before their handler runs ([`IdemContext`](layer::IdemContext)).

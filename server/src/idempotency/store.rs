@@ -9,7 +9,7 @@
 //! `done`, or [`release_key`](KeyStore::release_key) deletes a claim whose request had no
 //! effect. Every write after the claim holds only while the lease token does. A create's two
 //! phases write the claim and the recovery point with the payment
-//! ([`Store::open_payment`](crate::store::Store::open_payment)) and the answer with its last
+//! ([`Payments::open_payment`](crate::store::Payments::open_payment)) and the answer with its last
 //! transitions ([`KeyCompletion`]). [`purge_keys`](KeyStore::purge_keys) deletes keys past
 //! their retention.
 
@@ -221,7 +221,7 @@ pub struct StoredResponse {
 }
 
 /// Completing an Idempotency-Key in the same transaction as the transitions that decide its
-/// answer (phase 2 of a create, [`Store::apply_transitions`](crate::store::Store::apply_transitions)).
+/// answer (phase 2 of a create, [`Payments::apply_transitions`](crate::store::Payments::apply_transitions)).
 pub struct KeyCompletion<'a> {
     /// The claim to complete (only while its lease token still holds).
     pub key: &'a KeyRef,

@@ -101,7 +101,7 @@ pub fn search_sql(f: &PaymentFilter) -> (String, Vec<SearchArg<'_>>) {
     args.push(SearchArg::Int(f.limit.clamp(1, 500)));
     let sql = format!(
         "SELECT {} FROM payments {} ORDER BY created_at DESC, id DESC LIMIT ${}",
-        super::shared::PAYMENT_COLUMNS,
+        super::payments_sql::PAYMENT_COLUMNS,
         if conds.is_empty() {
             String::new()
         } else {

@@ -2,9 +2,11 @@
 
 macro_rules! impl_console {
     ($store:ty) => {
+        const _: () = $crate::store::backend::is_backend::<$store>();
+
         /// Appends `audit` and commits when the change `applied`; rolls back otherwise.
         async fn audited(
-            mut tx: sqlx::Transaction<'static, Db>,
+            mut tx: $crate::store::backend::Tx<$store>,
             applied: bool,
             audit: &$crate::store::AuditEntry,
         ) -> Result<bool, $crate::store::StoreError> {
@@ -20,7 +22,7 @@ macro_rules! impl_console {
         #[async_trait::async_trait]
         impl $crate::store::Console for $store {
             fn db_pool(&self) -> $crate::store::DbPool {
-                self.db_pool_impl()
+                self.pool_handle()
             }
 
             async fn create_user(
@@ -203,7 +205,7 @@ macro_rules! impl_console {
                 now: i64,
             ) -> Result<$crate::store::AttemptAdmission, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                <$store>::lock_auth(&mut tx, addr).await?;
+                <$store as $crate::store::backend::SqlBackend>::lock_auth(&mut tx, addr).await?;
                 let (addr_failures, addr_oldest_at) = sqlx::query_as::<_, (i64, Option<i64>)>(
                     "SELECT COUNT(*), MIN(at) FROM auth_attempts \
                      WHERE addr = $1 AND at > $2 AND outcome <> 'ok'",

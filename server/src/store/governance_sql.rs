@@ -1,13 +1,16 @@
-//! The governance SQL both backends share; each backend serialises audit appends with its
-//! `lock_audit`.
+//! The governance SQL both backends share, and `append_audit_in`, the one writer of the audit
+//! chain (every audited write calls it in its own transaction); each backend serialises
+//! audit appends with its [`SqlBackend::lock_audit`](super::SqlBackend::lock_audit).
 
 macro_rules! impl_governance {
     ($store:ty) => {
+        const _: () = $crate::store::backend::is_backend::<$store>();
+
         async fn append_audit_in(
-            tx: &mut sqlx::Transaction<'static, Db>,
+            tx: &mut $crate::store::backend::Tx<$store>,
             e: &$crate::store::AuditEntry,
         ) -> Result<$crate::store::AuditRecord, $crate::store::StoreError> {
-            <$store>::lock_audit(tx).await?;
+            <$store as $crate::store::backend::SqlBackend>::lock_audit(tx).await?;
             let head: Option<(i64, String)> = sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
                 .fetch_optional(&mut **tx)
                 .await?;
@@ -60,7 +63,7 @@ macro_rules! impl_governance {
                 f: &$crate::store::AuditFilter,
             ) -> Result<Vec<$crate::store::AuditRecord>, $crate::store::StoreError> {
                 let page = $crate::store::AuditPageQuery::new(after_seq, limit, f);
-                if let Some(rows) = self.audit_page_blocking(&page).await? {
+                if let Some(rows) = self.audit_page_direct(&page).await? {
                     return Ok(rows);
                 }
                 let mut q = sqlx::query_as::<_, $crate::store::DbAuditRecord>(&page.sql).bind(after_seq);
@@ -221,7 +224,7 @@ macro_rules! impl_governance {
                 pending: bool,
                 limit: i64,
             ) -> Result<Vec<$crate::store::ApprovalRow>, $crate::store::StoreError> {
-                let mut q = sqlx::QueryBuilder::<Db>::new(
+                let mut q = sqlx::QueryBuilder::<$crate::store::backend::DbOf<$store>>::new(
                     "SELECT a.*, m.name AS merchant, p.amount, p.currency, p.status AS payment_status, \
                      p.version AS payment_version_now FROM actions a \
                      LEFT JOIN payments p ON p.id = a.payment_id LEFT JOIN merchants m ON m.id = p.merchant_id \
@@ -265,7 +268,7 @@ macro_rules! impl_governance {
             }
 
             async fn pending_approval_count(&self, kinds: &[&str]) -> Result<i64, $crate::store::StoreError> {
-                let mut q = sqlx::QueryBuilder::<Db>::new(
+                let mut q = sqlx::QueryBuilder::<$crate::store::backend::DbOf<$store>>::new(
                     "SELECT COUNT(*) FROM actions WHERE status = 'pending' AND kind IN (",
                 );
                 let mut kinds_list = q.separated(", ");

@@ -1,8 +1,8 @@
 //! The Idempotency-Key SQL both backends share: the
 //! [`KeyStore`](crate::idempotency::store::KeyStore) impl and the in-transaction helpers the
 //! payment writes use (`claim_in_tx` and `set_key_resource_in` in a create's phase 1,
-//! `complete_key_in` in its phase 2, `store/shared.rs`). Expanded in each backend's module,
-//! which supplies `Db`, `reader()`, `writer()` and `begin_write()`.
+//! `complete_key_in` in its phase 2, `store/payments_sql.rs`). Expanded in each backend's
+//! module over its [`SqlBackend`](super::SqlBackend) (`backend.rs`).
 
 /// How a claim inside a transaction went (`claim_in_tx`).
 pub(crate) enum ClaimStep {
@@ -16,10 +16,12 @@ pub(crate) enum ClaimStep {
 
 macro_rules! impl_keys {
     ($store:ty) => {
+        const _: () = $crate::store::backend::is_backend::<$store>();
+
         /// The claim of [`KeyStore::claim_key`](crate::idempotency::store::KeyStore::claim_key) inside the caller's transaction; a new claim is
         /// inserted with `resource_id` as its recovery point.
         async fn claim_in_tx(
-            tx: &mut sqlx::Transaction<'static, Db>,
+            tx: &mut $crate::store::backend::Tx<$store>,
             c: &$crate::idempotency::store::KeyClaim,
             resource_id: Option<&str>,
         ) -> Result<$crate::store::keys_sql::ClaimStep, $crate::store::StoreError> {
@@ -102,7 +104,7 @@ macro_rules! impl_keys {
 
         /// Stores the answer and marks the key done, inside the caller's transaction; false
         /// when the claim's lease was lost.
-        async fn complete_key_in<'e, E: sqlx::Executor<'e, Database = Db>>(
+        async fn complete_key_in<'e, E: sqlx::Executor<'e, Database = $crate::store::backend::DbOf<$store>>>(
             e: E,
             k: &$crate::idempotency::store::KeyRef,
             resp: &$crate::idempotency::store::StoredResponse,
@@ -126,7 +128,7 @@ macro_rules! impl_keys {
 
         /// Records the recovery point of a claim still held by `k`'s lease token, with `e`
         /// (the pool or the caller's transaction); false when the lease was lost.
-        async fn set_key_resource_in<'e, E: sqlx::Executor<'e, Database = Db>>(
+        async fn set_key_resource_in<'e, E: sqlx::Executor<'e, Database = $crate::store::backend::DbOf<$store>>>(
             e: E,
             k: &$crate::idempotency::store::KeyRef,
             resource_id: &str,
@@ -147,7 +149,7 @@ macro_rules! impl_keys {
         /// Unsets the recovery point a claim was inserted with, in the caller's transaction
         /// (phase 1 found the merchant_order_id taken: the claim leads to no new payment).
         async fn clear_key_resource_in(
-            tx: &mut sqlx::Transaction<'static, Db>,
+            tx: &mut $crate::store::backend::Tx<$store>,
             merchant_id: i64,
             idem_key: &str,
         ) -> Result<(), $crate::store::StoreError> {

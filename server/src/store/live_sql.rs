@@ -2,6 +2,8 @@
 
 macro_rules! impl_live {
     ($store:ty) => {
+        const _: () = $crate::store::backend::is_backend::<$store>();
+
         #[async_trait::async_trait]
         impl $crate::store::Live for $store {
             async fn change_marker(

@@ -2,7 +2,9 @@
 //! only in collation (see [`prefix_match`](super::lookup::prefix_match)).
 
 macro_rules! impl_lookup {
-    ($store:ty, $backend:expr) => {
+    ($store:ty) => {
+        const _: () = $crate::store::backend::is_backend::<$store>();
+
         #[async_trait::async_trait]
         impl $crate::store::Lookup for $store {
             async fn find_ids(
@@ -23,7 +25,7 @@ macro_rules! impl_lookup {
                     if left <= 0 {
                         break;
                     }
-                    let Some(sql) = $crate::store::lookup::find_sql($backend, kind) else {
+                    let Some(sql) = $crate::store::lookup::find_sql(<$store as $crate::store::backend::SqlBackend>::BACKEND, kind) else {
                         let Some(n) = item_number(query) else { continue };
                         let rows = sqlx::query_as::<_, IdMatch>($crate::store::lookup::FIND_ERROR_ITEM_SQL)
                             .bind(n)

@@ -1,11 +1,22 @@
-//! Storage: one [`Store`] trait with a SQLite and a PostgreSQL implementation, chosen at
-//! start-up from the URL scheme (DESIGN.md "Storage"). Both run the same SQL where the
-//! dialects agree (see `shared.rs`); what differs (write-transaction start, job claiming)
-//! lives in each backend's module. One conformance suite (tests/it/conformance.rs) runs
-//! every test against both.
+//! Storage: one [`Store`] trait, made of one trait per aggregate, with a SQLite and a
+//! PostgreSQL implementation chosen at start-up from the URL scheme (DESIGN.md "Storage").
+//! Both run the same SQL where the dialects agree (one `*_sql.rs` per aggregate); what
+//! differs (write-transaction start, locks, job claiming) is the [`SqlBackend`] trait
+//! (`backend.rs`), implemented in each backend's module. One conformance suite
+//! (tests/it/conformance.rs) runs every test against both.
 
 #[macro_use]
-mod shared;
+mod backend;
+#[macro_use]
+mod merchants_sql;
+#[macro_use]
+mod payments_sql;
+#[macro_use]
+mod refunds_sql;
+#[macro_use]
+mod ledger_sql;
+#[macro_use]
+mod callbacks_sql;
 #[macro_use]
 mod keys_sql;
 #[macro_use]
@@ -24,14 +35,19 @@ mod queue_sql;
 pub mod verify;
 #[macro_use]
 pub(crate) mod webhooks_sql;
+pub mod callbacks;
 pub mod console;
 pub mod governance;
+pub mod ledger;
 pub mod live;
 pub mod lookup;
+pub mod merchants;
 pub mod pauses;
+pub mod payments;
 mod postgres;
 pub mod queue;
 pub mod records;
+pub mod refunds;
 mod sqlite;
 mod sqlite_export;
 pub mod views;
@@ -42,14 +58,20 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::idempotency::store::{KeyCompletion, KeyStore};
+use crate::idempotency::store::KeyStore;
+pub(crate) use backend::SqlBackend;
+pub use callbacks::*;
 pub use console::*;
 pub use governance::*;
+pub use ledger::Ledger;
 pub use live::*;
 pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MATCHES};
+pub use merchants::Merchants;
 pub use pauses::*;
+pub use payments::Payments;
 pub use queue::*;
 pub use records::*;
+pub use refunds::Refunds;
 pub use verify::*;
 pub use webhooks::*;
 pub(crate) use wire_rows::*;
@@ -96,18 +118,6 @@ pub enum StoreError {
     Db(#[source] sqlx::Error),
 }
 
-/// The answer of [`Store::claim_callback`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallbackClaim {
-    /// This caller handles the event now.
-    Claimed,
-    /// The event was handled before: acknowledge it as a duplicate.
-    Settled,
-    /// Another handler holds the event's claim: the sender should deliver it again later,
-    /// since that handler may still fail.
-    InProgress,
-}
-
 /// PostgreSQL SQLSTATEs that mean "this input cannot be stored", not "the database failed":
 /// 22021 character_not_in_repertoire (NUL in text), 22P05 untranslatable_character, 22001
 /// string_data_right_truncation, 54000 program_limit_exceeded (index row too large).
@@ -151,7 +161,12 @@ pub trait Presence {
 /// processes on one PostgreSQL (nothing may rely on being the only process).
 #[async_trait]
 pub trait Store:
-    KeyStore
+    Merchants
+    + Payments
+    + Refunds
+    + Ledger
+    + Callbacks
+    + KeyStore
     + Queue
     + Console
     + Governance
@@ -181,167 +196,6 @@ pub trait Store:
 
     /// Closes the pools; later calls fail with `Unavailable`.
     async fn close(&self);
-
-    // --- merchants -------------------------------------------------------------------------
-
-    /// Inserts a merchant. Errors: `Conflict` when the name is taken.
-    async fn create_merchant(
-        &self,
-        name: &str,
-        api_key_hash: &str,
-        now: i64,
-    ) -> Result<Merchant, StoreError>;
-    /// The merchant whose API key hashes to `api_key_hash`.
-    async fn merchant_by_key_hash(
-        &self,
-        api_key_hash: &str,
-    ) -> Result<Option<Merchant>, StoreError>;
-    /// The merchant with this id.
-    async fn merchant(&self, id: i64) -> Result<Option<Merchant>, StoreError>;
-    /// Sets the frozen flag; false when there is no such merchant.
-    async fn set_merchant_frozen(&self, name: &str, frozen: bool) -> Result<bool, StoreError>;
-    /// [`set_merchant_frozen`](Self::set_merchant_frozen) with `audit` in the same transaction
-    /// (nothing written when there is no such merchant).
-    async fn set_merchant_frozen_audited(
-        &self,
-        name: &str,
-        frozen: bool,
-        audit: &AuditEntry,
-    ) -> Result<bool, StoreError>;
-    /// Creates merchant `name` with its first API key and `audit` in one transaction.
-    /// Errors: `Conflict` when the name (or key) exists.
-    async fn create_merchant_with_key(
-        &self,
-        name: &str,
-        key: &NewMerchantKey,
-        audit: &AuditEntry,
-    ) -> Result<Merchant, StoreError>;
-    /// Adds an API key to merchant `name`, with `audit` in the same transaction; None when
-    /// there is no such merchant. The merchant's other keys keep working (rotation).
-    async fn add_merchant_key(
-        &self,
-        name: &str,
-        key: &NewMerchantKey,
-        audit: &AuditEntry,
-    ) -> Result<Option<MerchantKey>, StoreError>;
-    /// Merchant `name`'s keys, oldest first; None when there is no such merchant.
-    async fn merchant_keys(&self, name: &str) -> Result<Option<Vec<MerchantKey>>, StoreError>;
-    /// Revokes key `key_id` of merchant `name` at `now`, with `audit` in the same
-    /// transaction; false when it is not that merchant's key or was already revoked.
-    async fn revoke_merchant_key(
-        &self,
-        name: &str,
-        key_id: &str,
-        now: i64,
-        audit: &AuditEntry,
-    ) -> Result<bool, StoreError>;
-    /// Records that the key with this hash authenticated at `now` (at most one write a
-    /// minute per key).
-    async fn touch_merchant_key(&self, api_key_hash: &str, now: i64) -> Result<(), StoreError>;
-
-    // --- payments --------------------------------------------------------------------------
-
-    /// Inserts a PENDING payment and its submit job in one transaction, or returns the
-    /// merchant's existing payment with the same merchant_order_id.
-    async fn create_payment(&self, new: &NewPayment) -> Result<CreatePayment, StoreError>;
-    /// Phase 1 of a create under an Idempotency-Key, in one transaction: claims the key as
-    /// [`claim_key`](KeyStore::claim_key) does; when the claim is new, inserts the payment with
-    /// its `created` event and submit job, sets the key's recovery point to it and applies
-    /// `open.submit`. A taken merchant_order_id keeps the claim without a recovery point and
-    /// answers [`OpenedPayment::Existing`]. Errors as for the writes it makes.
-    async fn open_payment(&self, open: &OpenPayment) -> Result<OpenedPayment, StoreError>;
-    /// Applies `steps` in order in one transaction, each as
-    /// [`apply_transition`](Self::apply_transition) would (step N's `from` and `version` are
-    /// what step N-1 leaves), and completes `completion`'s key with the answer rendered from
-    /// the payment after the last step (phase 2 of a create). Any step that is stale or a
-    /// duplicate rolls back the whole batch; a refused step writes nothing. A key whose lease
-    /// was lost is left as it is while the transitions still commit (`stored` is then None).
-    async fn apply_transitions(
-        &self,
-        steps: &[Transition],
-        completion: Option<&KeyCompletion<'_>>,
-    ) -> Result<TransitionsResult, StoreError>;
-    /// The payment with this id.
-    async fn payment(&self, id: &str) -> Result<Option<Payment>, StoreError>;
-    /// The payment whose channel key is `channel_key`.
-    async fn payment_by_channel_key(
-        &self,
-        channel_key: &str,
-    ) -> Result<Option<Payment>, StoreError>;
-    /// Applies a transition with a conditional update on (id, status, version), recording the
-    /// event and writing the posting and jobs in the same transaction.
-    async fn apply_transition(&self, t: &Transition) -> Result<TransitionResult, StoreError>;
-    /// Records an event that was not applied; false if (payment, event_id) was recorded before.
-    async fn record_ignored_event(&self, e: &IgnoredEvent) -> Result<bool, StoreError>;
-    /// Every event of a payment, oldest first.
-    async fn payment_events(&self, payment_id: &str) -> Result<Vec<EventRecord>, StoreError>;
-    /// Every job of a payment, oldest first.
-    async fn payment_jobs(&self, payment_id: &str) -> Result<Vec<Job>, StoreError>;
-
-    // --- refunds ---------------------------------------------------------------------------
-
-    /// Reserves `amount` on a SUCCESS payment (never past its amount), inserts the refund and
-    /// its job, in one transaction.
-    async fn create_refund(&self, new: &NewRefund) -> Result<CreateRefund, StoreError>;
-    /// The refund with this id.
-    async fn refund(&self, id: &str) -> Result<Option<Refund>, StoreError>;
-    /// How many refunds of a payment are still pending.
-    async fn pending_refund_count(&self, payment_id: &str) -> Result<i64, StoreError>;
-    /// Marks a pending refund succeeded and posts its batch; false if it was not pending.
-    async fn refund_succeeded(
-        &self,
-        id: &str,
-        posting: &LedgerPosting,
-        now: i64,
-    ) -> Result<bool, StoreError>;
-    /// Marks a pending refund failed and releases its reservation; false if it was not pending.
-    async fn refund_failed(&self, id: &str, error: &str, now: i64) -> Result<bool, StoreError>;
-    /// Reserves a SUCCESS or SUSPENSE payment for an ops reversal before its channel refund,
-    /// as merchant refunds reserve their amount: one conditional update on (id, pinned
-    /// version, status, no reversal held, no merchant refund pending) sets `reversal_id` and
-    /// bumps the version, and the `reverse` job is written in the same transaction. While it
-    /// is held, [`create_refund`](Self::create_refund) answers [`CreateRefund::Reversing`].
-    async fn reserve_reversal(
-        &self,
-        r: &ReserveReversal,
-    ) -> Result<ReversalReservation, StoreError>;
-    /// Drops the reservation `action_id` holds (the channel refused the reversal's refund) and
-    /// closes its `reverse` job. False when that action held none.
-    async fn release_reversal(
-        &self,
-        payment_id: &str,
-        action_id: &str,
-        now: i64,
-    ) -> Result<bool, StoreError>;
-
-    // --- ledger and callbacks --------------------------------------------------------------
-
-    /// Debits and credits per currency over the whole ledger.
-    async fn ledger_totals(&self) -> Result<Vec<LedgerTotal>, StoreError>;
-    /// How many ledger batches of `kind` a payment has.
-    async fn ledger_batch_count(&self, payment_id: &str, kind: &str) -> Result<i64, StoreError>;
-    /// Claims the handling of a channel callback event id (DESIGN.md "Merchant HTTP API":
-    /// a duplicate event id is acknowledged once). `Claimed` when this caller is to handle
-    /// it: the id is new, or an earlier handler's claim is still unsettled and was taken at or
-    /// before `stale_before` (that handler died; its lapsed claim is taken over). `Settled`
-    /// for an event already handled, `InProgress` for one being handled now (or by a handler
-    /// that died less than a lease ago). Times are epoch ms UTC.
-    async fn claim_callback(
-        &self,
-        event_id: &str,
-        channel_key: &str,
-        kind: &str,
-        now: i64,
-        stale_before: i64,
-    ) -> Result<CallbackClaim, StoreError>;
-    /// Settles a claimed callback: `Some(outcome)` records how it ended (`applied`,
-    /// `ignored`, `unknown_payment`); `None` drops the claim so the channel's redelivery is
-    /// handled afresh (the handler failed before any effect was committed).
-    async fn settle_callback(
-        &self,
-        event_id: &str,
-        outcome: Option<&str>,
-    ) -> Result<(), StoreError>;
 }
 
 /// Where a database URL points, decided from its form alone (no I/O).

@@ -3,6 +3,8 @@
 
 macro_rules! impl_pauses {
     ($store:ty) => {
+        const _: () = $crate::store::backend::is_backend::<$store>();
+
         #[async_trait::async_trait]
         impl $crate::store::Pauses for $store {
             async fn create_pause(

@@ -9,8 +9,6 @@ use sqlx::{PgPool, Postgres, Transaction};
 
 use super::{Backend, StoreError};
 
-type Db = Postgres;
-
 /// The PostgreSQL implementation of [`Store`](super::Store).
 #[derive(Debug, Clone)]
 pub struct PgStore {
@@ -68,25 +66,56 @@ impl PgStore {
             ))),
         }
     }
+}
+
+/// One shared pool at READ COMMITTED; advisory locks where a conditional update cannot fence.
+impl super::SqlBackend for PgStore {
+    type Db = Postgres;
+
+    const BACKEND: Backend = Backend::Postgres;
 
     /// The pool (reads and writes share it).
-    pub fn reader(&self) -> &PgPool {
+    fn reader(&self) -> &PgPool {
         &self.pool
     }
 
     /// The pool (reads and writes share it).
-    pub fn writer(&self) -> &PgPool {
+    fn writer(&self) -> &PgPool {
         &self.pool
     }
 
-    /// Starts a transaction (READ COMMITTED; conditional updates do the fencing).
-    pub async fn begin_write(&self) -> Result<Transaction<'static, Db>, StoreError> {
+    /// A transaction at READ COMMITTED: conditional updates do the fencing.
+    async fn begin_write(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
         Ok(self.pool.begin().await?)
+    }
+
+    /// Serialises audit appends across connections and processes for the rest of the
+    /// transaction, so two appends cannot both chain to the same head.
+    async fn lock_audit(tx: &mut Transaction<'static, Postgres>) -> Result<(), StoreError> {
+        // 0x636f6e76 = "conv": the one advisory lock converge uses.
+        sqlx::query("SELECT pg_advisory_xact_lock(1668247158)")
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// Serialises the password checks of one client address across connections and
+    /// processes for the rest of the transaction (two-key advisory lock: its own key space,
+    /// apart from the audit lock's single key).
+    async fn lock_auth(
+        tx: &mut Transaction<'static, Postgres>,
+        addr: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_advisory_xact_lock(1668247159, hashtext($1))")
+            .bind(addr)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 
     /// Leases due jobs with `FOR UPDATE SKIP LOCKED` in a CTE, so concurrent claimers skip
     /// each other's rows and a claim never returns more than `batch` rows.
-    async fn claim_jobs_impl(
+    async fn claim_due_jobs(
         &self,
         owner: &str,
         batch: i64,
@@ -123,29 +152,12 @@ impl PgStore {
         Ok(q.fetch_all(&self.pool).await?)
     }
 
-    fn db_pool_impl(&self) -> super::DbPool {
+    fn pool_handle(&self) -> super::DbPool {
         super::DbPool::Postgres(self.pool.clone())
     }
 
-    /// Serialises audit appends across connections and processes for the rest of the
-    /// transaction, so two appends cannot both chain to the same head.
-    async fn lock_audit(tx: &mut Transaction<'static, Db>) -> Result<(), StoreError> {
-        // 0x636f6e76 = "conv": the one advisory lock converge uses.
-        sqlx::query("SELECT pg_advisory_xact_lock(1668247158)")
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
-    /// Serialises the password checks of one client address across connections and
-    /// processes for the rest of the transaction (two-key advisory lock: its own key space,
-    /// apart from the audit lock's single key).
-    async fn lock_auth(tx: &mut Transaction<'static, Db>, addr: &str) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_advisory_xact_lock(1668247159, hashtext($1))")
-            .bind(addr)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
+    fn outbox_plan(&self) -> &super::WebhookPlan {
+        &self.webhook_plan
     }
 
     async fn close_pools(&self) {
@@ -154,7 +166,7 @@ impl PgStore {
 
     /// sqlx's PostgreSQL driver decodes rows on the calling task already: the shared sqlx
     /// read is the export's read here.
-    async fn audit_page_blocking(
+    async fn audit_page_direct(
         &self,
         _page: &super::AuditPageQuery,
     ) -> Result<Option<Vec<super::AuditRecord>>, StoreError> {
@@ -169,13 +181,4 @@ impl super::Presence for PgStore {
     }
 }
 
-impl_store!(PgStore, Backend::Postgres);
-impl_keys!(PgStore);
-impl_queue!(PgStore);
-impl_verify!(PgStore);
-impl_console!(PgStore);
-impl_governance!(PgStore);
-impl_lookup!(PgStore, Backend::Postgres);
-impl_live!(PgStore);
-impl_pauses!(PgStore);
-impl_webhooks!(PgStore);
+impl_sql_store!(PgStore);

@@ -1,5 +1,6 @@
-//! The queue's SQL both backends share; claiming differs and lives in each backend
-//! (`claim_jobs_impl`).
+//! The queue's SQL both backends share, and `insert_job`, the one writer of a new job row
+//! (payments and refunds queue theirs with it); claiming differs and lives in each backend
+//! ([`SqlBackend::claim_due_jobs`](super::SqlBackend::claim_due_jobs)).
 
 /// Columns of a leased job.
 pub(crate) const LEASED_COLUMNS: &str =
@@ -17,6 +18,8 @@ pub(crate) fn skip_kinds_clause(skip: &[String]) -> String {
 
 macro_rules! impl_queue {
     ($store:ty) => {
+        const _: () = $crate::store::backend::is_backend::<$store>();
+
         #[async_trait::async_trait]
         impl $crate::store::Queue for $store {
             async fn claim_jobs_except(
@@ -27,7 +30,7 @@ macro_rules! impl_queue {
                 now: i64,
                 skip_kinds: &[String],
             ) -> Result<Vec<$crate::store::LeasedJob>, $crate::store::StoreError> {
-                self.claim_jobs_impl(owner, batch, lease_ms, now, skip_kinds).await
+                self.claim_due_jobs(owner, batch, lease_ms, now, skip_kinds).await
             }
 
             async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, $crate::store::StoreError> {
@@ -429,7 +432,7 @@ macro_rules! impl_queue {
         }
 
         async fn upsert_error(
-            tx: &mut sqlx::Transaction<'static, Db>,
+            tx: &mut $crate::store::backend::Tx<$store>,
             item: &$crate::store::NewErrorItem,
         ) -> Result<i64, $crate::store::StoreError> {
             Ok(sqlx::query_scalar::<_, i64>(
@@ -452,6 +455,28 @@ macro_rules! impl_queue {
             .bind(item.reopen)
             .fetch_one(&mut **tx)
             .await?)
+        }
+
+        async fn insert_job(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            job: &$crate::store::NewJob,
+            now: i64,
+        ) -> Result<(), $crate::store::StoreError> {
+            sqlx::query(
+                "INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
+                 created_at, updated_at, trace_id) VALUES ($1, $2, $3, 'due', 0, $4, $5, $6, $6, $7)",
+            )
+            .bind(job.kind.as_str())
+            .bind(job.payment_id.as_deref())
+            .bind(job.refund_id.as_deref())
+            .bind(job.max_attempts)
+            .bind(job.run_at)
+            .bind(now)
+            // The job runs in the trace of the request or job that wrote it (worker).
+            .bind($crate::telemetry::current_trace())
+            .execute(&mut **tx)
+            .await?;
+            Ok(())
         }
     };
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 pub use converge_wire::{Merchant, MerchantKey};
 
-/// A new API key for [`Store::add_merchant_key`](super::Store::add_merchant_key).
+/// A new API key for [`Merchants::add_merchant_key`](super::Merchants::add_merchant_key).
 #[derive(Debug, Clone)]
 pub struct NewMerchantKey {
     /// `mk_...` id.
@@ -149,7 +149,7 @@ pub struct NewPayment {
     pub recovery_key: Option<KeyRef>,
 }
 
-/// Result of [`Store::create_payment`](super::Store::create_payment).
+/// Result of [`Payments::create_payment`](super::Payments::create_payment).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CreatePayment {
     /// Inserted now.
@@ -159,7 +159,7 @@ pub enum CreatePayment {
 }
 
 /// Phase 1 of a create under an Idempotency-Key, for
-/// [`Store::open_payment`](super::Store::open_payment): the key's claim, the payment with its
+/// [`Payments::open_payment`](super::Payments::open_payment): the key's claim, the payment with its
 /// submit job, the recovery point and (unless submissions are paused) the submit transition,
 /// written in one transaction (Brandur Leach, "Implementing Stripe-like Idempotency Keys in
 /// Postgres": atomic phases with a recovery point; issue 15).
@@ -173,7 +173,7 @@ pub struct OpenPayment {
     pub submit: Option<Transition>,
 }
 
-/// Result of [`Store::open_payment`](super::Store::open_payment).
+/// Result of [`Payments::open_payment`](super::Payments::open_payment).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpenedPayment {
     /// Key claimed and payment inserted (PROCESSING when a submit transition was given).
@@ -187,7 +187,7 @@ pub enum OpenedPayment {
     Key(ClaimResult),
 }
 
-/// Result of [`Store::apply_transitions`](super::Store::apply_transitions).
+/// Result of [`Payments::apply_transitions`](super::Payments::apply_transitions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransitionsResult {
     /// As for one transition: `Applied` with the payment after the last one; otherwise
@@ -199,7 +199,7 @@ pub struct TransitionsResult {
 
 pub use crate::domain::jobs::{JobKind, JobStatus};
 
-/// A reversal's reservation: see [`Store::reserve_reversal`](super::Store::reserve_reversal).
+/// A reversal's reservation: see [`Refunds::reserve_reversal`](super::Refunds::reserve_reversal).
 #[derive(Debug, Clone)]
 pub struct ReserveReversal {
     /// Payment.
@@ -214,7 +214,7 @@ pub struct ReserveReversal {
     pub job: NewJob,
 }
 
-/// Result of [`Store::reserve_reversal`](super::Store::reserve_reversal).
+/// Result of [`Refunds::reserve_reversal`](super::Refunds::reserve_reversal).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReversalReservation {
     /// Reserved now; the payment after the reservation.
@@ -286,7 +286,7 @@ pub struct LedgerTotal {
     pub credits: i128,
 }
 
-/// Entries per group in [`Store::ledger_totals`](super::Store::ledger_totals)' partial sums:
+/// Entries per group in [`Ledger::ledger_totals`](super::Ledger::ledger_totals)' partial sums:
 /// a group sums at most this many `amount / 2^32` (< 2^31) and `amount % 2^32` (< 2^32)
 /// values, so its 64-bit SQL sums cannot overflow; Rust adds the groups in 128 bits.
 pub const LEDGER_SUM_GROUP: i64 = 1 << 20;
@@ -324,7 +324,7 @@ pub struct Transition {
     pub enqueue: Vec<NewJob>,
 }
 
-/// Result of [`Store::apply_transition`](super::Store::apply_transition).
+/// Result of [`Payments::apply_transition`](super::Payments::apply_transition).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TransitionResult {
     /// Applied; the payment after it.
@@ -420,7 +420,7 @@ pub struct NewRefund {
     pub max_attempts: i64,
 }
 
-/// Result of [`Store::create_refund`](super::Store::create_refund).
+/// Result of [`Refunds::create_refund`](super::Refunds::create_refund).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CreateRefund {
     /// Reserved and inserted.

@@ -14,8 +14,6 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::{Backend, StoreError};
 
-type Db = Sqlite;
-
 /// The SQLite implementation of [`Store`](super::Store).
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -148,25 +146,47 @@ impl SqliteStore {
             export,
         })
     }
+}
 
-    /// The pool for reads (several connections; WAL readers never block the writer).
-    pub fn reader(&self) -> &SqlitePool {
+/// One writer connection, `BEGIN IMMEDIATE`, and the export's own blocking reader.
+impl super::SqlBackend for SqliteStore {
+    type Db = Sqlite;
+
+    const BACKEND: Backend = Backend::Sqlite;
+
+    /// Several connections; WAL readers never block the writer.
+    fn reader(&self) -> &SqlitePool {
         &self.reader
     }
 
-    /// The pool for single-statement writes (one connection).
-    pub fn writer(&self) -> &SqlitePool {
+    /// The one writer connection: writers of this process queue on it in order.
+    fn writer(&self) -> &SqlitePool {
         &self.writer
     }
 
-    /// Starts a write transaction holding SQLite's write lock from its first statement.
-    pub async fn begin_write(&self) -> Result<Transaction<'static, Db>, StoreError> {
+    /// On the one writer connection, holding SQLite's write lock from its first statement.
+    async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
-    /// Leases due jobs. The one writer connection and `BEGIN IMMEDIATE` serialise claimers, so
-    /// the `IN (... LIMIT n)` subquery cannot hand one job to two of them.
-    async fn claim_jobs_impl(
+    /// Audit appends need no extra lock: `BEGIN IMMEDIATE` already makes this transaction the
+    /// only writer.
+    async fn lock_audit(_tx: &mut Transaction<'static, Sqlite>) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Password checks need no extra lock: `BEGIN IMMEDIATE` already makes this transaction
+    /// the only writer.
+    async fn lock_auth(
+        _tx: &mut Transaction<'static, Sqlite>,
+        _addr: &str,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// The one writer connection and `BEGIN IMMEDIATE` serialise claimers, so the `IN (...
+    /// LIMIT n)` subquery cannot hand one job to two of them.
+    async fn claim_due_jobs(
         &self,
         owner: &str,
         batch: i64,
@@ -197,20 +217,13 @@ impl SqliteStore {
         Ok(jobs)
     }
 
-    fn db_pool_impl(&self) -> super::DbPool {
+    /// The writer pool: session writes are writes.
+    fn pool_handle(&self) -> super::DbPool {
         super::DbPool::Sqlite(self.writer.clone())
     }
 
-    /// Audit appends need no extra lock: `BEGIN IMMEDIATE` already makes this transaction the
-    /// only writer.
-    async fn lock_audit(_tx: &mut Transaction<'static, Db>) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    /// Password checks need no extra lock: `BEGIN IMMEDIATE` already makes this transaction
-    /// the only writer.
-    async fn lock_auth(_tx: &mut Transaction<'static, Db>, _addr: &str) -> Result<(), StoreError> {
-        Ok(())
+    fn outbox_plan(&self) -> &super::WebhookPlan {
+        &self.webhook_plan
     }
 
     async fn close_pools(&self) {
@@ -223,7 +236,7 @@ impl SqliteStore {
 
     /// A page of the audit export read on a blocking thread ([`super::sqlite_export`]: sqlx's
     /// per-row hand-off from its worker thread halved the export's speed); None in memory.
-    async fn audit_page_blocking(
+    async fn audit_page_direct(
         &self,
         page: &super::AuditPageQuery,
     ) -> Result<Option<Vec<super::AuditRecord>>, StoreError> {
@@ -241,13 +254,4 @@ impl super::Presence for SqliteStore {
     }
 }
 
-impl_store!(SqliteStore, Backend::Sqlite);
-impl_keys!(SqliteStore);
-impl_queue!(SqliteStore);
-impl_verify!(SqliteStore);
-impl_console!(SqliteStore);
-impl_governance!(SqliteStore);
-impl_lookup!(SqliteStore, Backend::Sqlite);
-impl_live!(SqliteStore);
-impl_pauses!(SqliteStore);
-impl_webhooks!(SqliteStore);
+impl_sql_store!(SqliteStore);

@@ -99,6 +99,8 @@ pub trait Verify: Send + Sync + 'static {
 
 macro_rules! impl_verify {
     ($store:ty) => {
+        const _: () = $crate::store::backend::is_backend::<$store>();
+
         #[async_trait::async_trait]
         impl $crate::store::Verify for $store {
             async fn verify_payments_page(

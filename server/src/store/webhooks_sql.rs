@@ -1,7 +1,9 @@
-//! The outbox and webhook SQL both backends share (see `shared.rs` for the conventions).
+//! The outbox and webhook SQL both backends share (see `backend.rs` for the conventions).
 
 macro_rules! impl_webhooks {
     ($store:ty) => {
+        const _: () = $crate::store::backend::is_backend::<$store>();
+
         use $crate::store::webhooks_sql::{DELIVERY_SELECT, ENDPOINT_COLUMNS, EVENT_COLUMNS};
 
         /// Inserts the outbox row of an outcome, then one delivery and one `webhook` job per
@@ -9,7 +11,7 @@ macro_rules! impl_webhooks {
         /// transaction (seed 004 §6.1: the event commits with the state change or not at all).
         /// An outcome already recorded (a replayed or raced transition) writes nothing.
         async fn insert_outbox_event(
-            tx: &mut sqlx::Transaction<'static, Db>,
+            tx: &mut $crate::store::backend::Tx<$store>,
             plan: &$crate::store::WebhookPlan,
             merchant_id: i64,
             event_type: $crate::domain::webhooks::EventType,
@@ -82,7 +84,7 @@ macro_rules! impl_webhooks {
         #[async_trait::async_trait]
         impl $crate::store::Webhooks for $store {
             fn webhook_plan(&self) -> &$crate::store::WebhookPlan {
-                &self.webhook_plan
+                self.outbox_plan()
             }
 
             async fn create_endpoint(
@@ -404,7 +406,7 @@ macro_rules! impl_webhooks {
                          created_at, updated_at, payload) VALUES ('webhook', $1, NULL, 'due', 0, $2, $3, $3, $3, $4)",
                     )
                     .bind(payment_id)
-                    .bind(self.webhook_plan.attempts())
+                    .bind(self.outbox_plan().attempts())
                     .bind(now)
                     .bind(id.to_string())
                     .execute(&mut *tx)

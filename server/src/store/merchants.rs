@@ -1,0 +1,66 @@
+//! Storage of merchants and their API keys. Part of the storage abstraction:
+//! [`Store`](super::Store) requires it, the SQL is `merchants_sql.rs`, and the conformance
+//! suite runs it on both backends.
+
+use async_trait::async_trait;
+
+use super::{AuditEntry, Merchant, MerchantKey, NewMerchantKey, StoreError};
+
+/// Merchants and their API keys.
+#[async_trait]
+pub trait Merchants: Send + Sync + 'static {
+    /// Inserts a merchant. Errors: `Conflict` when the name is taken.
+    async fn create_merchant(
+        &self,
+        name: &str,
+        api_key_hash: &str,
+        now: i64,
+    ) -> Result<Merchant, StoreError>;
+    /// The merchant whose API key hashes to `api_key_hash`.
+    async fn merchant_by_key_hash(
+        &self,
+        api_key_hash: &str,
+    ) -> Result<Option<Merchant>, StoreError>;
+    /// The merchant with this id.
+    async fn merchant(&self, id: i64) -> Result<Option<Merchant>, StoreError>;
+    /// Sets the frozen flag; false when there is no such merchant.
+    async fn set_merchant_frozen(&self, name: &str, frozen: bool) -> Result<bool, StoreError>;
+    /// [`set_merchant_frozen`](Self::set_merchant_frozen) with `audit` in the same transaction
+    /// (nothing written when there is no such merchant).
+    async fn set_merchant_frozen_audited(
+        &self,
+        name: &str,
+        frozen: bool,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
+    /// Creates merchant `name` with its first API key and `audit` in one transaction.
+    /// Errors: `Conflict` when the name (or key) exists.
+    async fn create_merchant_with_key(
+        &self,
+        name: &str,
+        key: &NewMerchantKey,
+        audit: &AuditEntry,
+    ) -> Result<Merchant, StoreError>;
+    /// Adds an API key to merchant `name`, with `audit` in the same transaction; None when
+    /// there is no such merchant. The merchant's other keys keep working (rotation).
+    async fn add_merchant_key(
+        &self,
+        name: &str,
+        key: &NewMerchantKey,
+        audit: &AuditEntry,
+    ) -> Result<Option<MerchantKey>, StoreError>;
+    /// Merchant `name`'s keys, oldest first; None when there is no such merchant.
+    async fn merchant_keys(&self, name: &str) -> Result<Option<Vec<MerchantKey>>, StoreError>;
+    /// Revokes key `key_id` of merchant `name` at `now`, with `audit` in the same
+    /// transaction; false when it is not that merchant's key or was already revoked.
+    async fn revoke_merchant_key(
+        &self,
+        name: &str,
+        key_id: &str,
+        now: i64,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
+    /// Records that the key with this hash authenticated at `now` (at most one write a
+    /// minute per key).
+    async fn touch_merchant_key(&self, api_key_hash: &str, now: i64) -> Result<(), StoreError>;
+}

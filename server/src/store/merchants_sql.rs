@@ -1,0 +1,221 @@
+//! The merchants' SQL both backends share ([`Merchants`](super::Merchants); conventions in
+//! `backend.rs`).
+
+macro_rules! impl_merchants {
+    ($store:ty) => {
+        const _: () = $crate::store::backend::is_backend::<$store>();
+
+        async fn insert_merchant(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            name: &str,
+            key: &$crate::store::NewMerchantKey,
+        ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
+            let m: $crate::store::Merchant = sqlx::query_as::<_, $crate::store::DbMerchant>(
+                "INSERT INTO merchants (name, api_key_hash, frozen, created_at) VALUES ($1, $2, FALSE, $3) \
+                 RETURNING id, name, frozen, created_at",
+            )
+            .bind(name)
+            .bind(&key.key_hash)
+            .bind(key.now)
+            .fetch_one(&mut **tx)
+            .await?
+            .into();
+            insert_merchant_key(tx, m.id, key).await?;
+            Ok(m)
+        }
+
+        async fn insert_merchant_key(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            merchant_id: i64,
+            key: &$crate::store::NewMerchantKey,
+        ) -> Result<$crate::store::MerchantKey, $crate::store::StoreError> {
+            Ok(sqlx::query_as::<_, $crate::store::DbMerchantKey>(
+                "INSERT INTO merchant_keys (id, merchant_id, prefix, key_hash, created_at) VALUES ($1, $2, $3, $4, $5) \
+                 RETURNING id, merchant_id, prefix, created_at, last_used_at, revoked_at",
+            )
+            .bind(&key.id)
+            .bind(merchant_id)
+            .bind(&key.prefix)
+            .bind(&key.key_hash)
+            .bind(key.now)
+            .fetch_one(&mut **tx)
+            .await?
+            .into())
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::store::Merchants for $store {
+            async fn create_merchant(
+                &self,
+                name: &str,
+                api_key_hash: &str,
+                now: i64,
+            ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let key = $crate::store::NewMerchantKey {
+                    id: format!("mk_{}", &api_key_hash[..api_key_hash.len().min(24)]),
+                    prefix: String::new(),
+                    key_hash: api_key_hash.to_string(),
+                    now,
+                };
+                let m = insert_merchant(&mut tx, name, &key).await?;
+                tx.commit().await?;
+                Ok(m)
+            }
+
+            async fn set_merchant_frozen_audited(
+                &self,
+                name: &str,
+                frozen: bool,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let r = sqlx::query("UPDATE merchants SET frozen = $1 WHERE name = $2")
+                    .bind(frozen)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+                if r.rows_affected() != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn create_merchant_with_key(
+                &self,
+                name: &str,
+                key: &$crate::store::NewMerchantKey,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let m = insert_merchant(&mut tx, name, key).await?;
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(m)
+            }
+
+            async fn add_merchant_key(
+                &self,
+                name: &str,
+                key: &$crate::store::NewMerchantKey,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<Option<$crate::store::MerchantKey>, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let id: Option<i64> = sqlx::query_scalar("SELECT id FROM merchants WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(merchant_id) = id else {
+                    tx.rollback().await?;
+                    return Ok(None);
+                };
+                let k = insert_merchant_key(&mut tx, merchant_id, key).await?;
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(Some(k))
+            }
+
+            async fn merchant_keys(
+                &self,
+                name: &str,
+            ) -> Result<Option<Vec<$crate::store::MerchantKey>>, $crate::store::StoreError> {
+                let id: Option<i64> = sqlx::query_scalar("SELECT id FROM merchants WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(self.reader())
+                    .await?;
+                let Some(merchant_id) = id else {
+                    return Ok(None);
+                };
+                Ok(Some(
+                    sqlx::query_as::<_, $crate::store::DbMerchantKey>(
+                        "SELECT id, merchant_id, prefix, created_at, last_used_at, revoked_at FROM merchant_keys \
+                         WHERE merchant_id = $1 ORDER BY created_at, id",
+                    )
+                    .bind(merchant_id)
+                    .fetch_all(self.reader())
+                    .await?
+                    .into_iter()
+                    .map(Into::into)
+                    .collect(),
+                ))
+            }
+
+            async fn revoke_merchant_key(
+                &self,
+                name: &str,
+                key_id: &str,
+                now: i64,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let revoked = sqlx::query(
+                    "UPDATE merchant_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL \
+                     AND merchant_id = (SELECT id FROM merchants WHERE name = $3)",
+                )
+                .bind(now)
+                .bind(key_id)
+                .bind(name)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if revoked == 0 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn touch_merchant_key(&self, api_key_hash: &str, now: i64) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "UPDATE merchant_keys SET last_used_at = $1 WHERE key_hash = $2 \
+                     AND (last_used_at IS NULL OR last_used_at < $3)",
+                )
+                .bind(now)
+                .bind(api_key_hash)
+                .bind(now - 60_000)
+                .execute(self.writer())
+                .await?;
+                Ok(())
+            }
+
+            async fn merchant_by_key_hash(
+                &self,
+                api_key_hash: &str,
+            ) -> Result<Option<$crate::store::Merchant>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::DbMerchant>(
+                    "SELECT m.id, m.name, m.frozen, m.created_at FROM merchant_keys k \
+                     JOIN merchants m ON m.id = k.merchant_id \
+                     WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
+                )
+                .bind(api_key_hash)
+                .fetch_optional(self.reader())
+                .await?
+                .map(Into::into))
+            }
+
+            async fn merchant(&self, id: i64) -> Result<Option<$crate::store::Merchant>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::DbMerchant>(
+                    "SELECT id, name, frozen, created_at FROM merchants WHERE id = $1",
+                )
+                .bind(id)
+                .fetch_optional(self.reader())
+                .await?
+                .map(Into::into))
+            }
+
+            async fn set_merchant_frozen(&self, name: &str, frozen: bool) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query("UPDATE merchants SET frozen = $1 WHERE name = $2")
+                    .bind(frozen)
+                    .bind(name)
+                    .execute(self.writer())
+                    .await?;
+                Ok(r.rows_affected() == 1)
+            }
+        }
+    };
+}
