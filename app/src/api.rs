@@ -348,7 +348,7 @@ async fn dashboard_as(background: bool) -> Result<Dashboard, ServerFnError> {
         ssr::Activity::Person
     };
     let (st, _) = ssr::authorize_as(Permission::View, activity).await?;
-    converge_server::ops::dashboard::dashboard(&st.core, &st.settings.stuck_thresholds())
+    converge_server::ops::dashboard::dashboard(&st.core, &st.stuck)
         .await
         .map_err(|e| ssr::api_error(e.into()))
 }

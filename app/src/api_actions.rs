@@ -51,11 +51,7 @@ pub async fn request_action(
     };
     let a = st
         .core
-        .request_action(
-            &ssr::actor(&p).await,
-            &req,
-            st.settings.action_ttl_secs as i64 * 1000,
-        )
+        .request_action(&ssr::actor(&p).await, &req, st.actions.ttl_ms())
         .await
         .map_err(ssr::action_error)?;
     Ok(a)
@@ -211,7 +207,7 @@ pub async fn bulk_retry_preview(
     };
     let items = st
         .core
-        .bulk_retry_preview(&sel, &st.settings.stuck_thresholds())
+        .bulk_retry_preview(&sel, &st.stuck)
         .await
         .map_err(ssr::action_error)?;
     Ok(items)

@@ -1,5 +1,19 @@
-//! Settings for `converge serve` and `converge worker`: flags with environment equivalents
-//! (DESIGN.md "Command line"). Every timing is configurable so tests and demos run fast.
+//! Settings for `converge serve`, `converge worker` and `converge relay`: flags with
+//! environment equivalents (DESIGN.md "Command line"). Every timing is configurable so tests
+//! and demos run fast.
+//!
+//! [`Settings`] is one group per component, each a clap `flatten`ed struct listed under its
+//! own heading in `converge serve --help`. Start-up ([`crate::startup`]) hands each component
+//! only its group, or what the group builds: the workers get [`WorkerSettings::config`], the
+//! relay [`RelaySettings::config`], console sign-in [`SessionSettings`], the merchant API
+//! [`HttpSettings::body_limit`] and [`IdempotencySettings`], and so on. A group's checks are
+//! its own methods ([`ChannelSettings::target`], [`AuditSettings::signing_key`],
+//! [`RelaySettings::config`]); start-up runs them before anything starts, so a bad setting is
+//! one line and a non-zero exit.
+//!
+//! A field is named as its flag (`--worker-batch` is `worker.worker_batch`), and each flag's
+//! environment variable is `CONVERGE_` and the flag in capitals (`DATABASE_URL` excepted), as
+//! a unit test below checks: scripts, benchmarks and the browser tests pass them by name.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -27,6 +41,19 @@ fn parse_retry_overrides(spec: &str) -> Result<RetryOverrides, String> {
     RetryOverrides::parse(spec, &JobKind::ALL.map(JobKind::as_str))
 }
 
+fn parse_cidr(s: &str) -> Result<crate::domain::netaddr::Cidr, String> {
+    s.parse()
+}
+
+fn parse_schedule(s: &str) -> Result<crate::domain::webhooks::RetrySchedule, String> {
+    crate::domain::webhooks::RetrySchedule::parse(s)
+}
+
+/// Seconds to milliseconds, saturating at `i64::MAX`.
+fn secs_to_ms(secs: u64) -> i64 {
+    (secs.min(i64::MAX as u64) as i64).saturating_mul(1000)
+}
+
 /// Shortest secret accepted at start-up, in bytes (`--callback-secret`): an HMAC-SHA256 key
 /// should be at least as long as the hash's output (RFC 2104 section 3), 32 bytes.
 pub const MIN_SECRET_BYTES: usize = 32;
@@ -42,7 +69,212 @@ pub fn check_secret(flag: &str, secret: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The host name of a `Host` header value (`name:port`, `[v6]:port`), lowercase.
+pub fn host_name(value: &str) -> String {
+    let v = value.trim();
+    let name = if let Some(rest) = v.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        v.rsplit_once(':')
+            .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
+            .map_or(v, |(name, _)| name)
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Settings of the core (API, workers, in-process sandbox channel): the database and one
+/// group per component.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Settings {
+    /// Database: a SQLite path (`data/converge.db`, `sqlite:PATH`) or `postgres://USER:PASS@HOST/DB`.
+    // Secret-bearing values (a password in a URL, the HMAC key) are hidden from `--help`, which
+    // would otherwise print them from the environment.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "data/converge.db",
+        hide_env_values = true,
+        help_heading = "Database"
+    )]
+    pub database_url: String,
+
+    /// The HTTP server: address, Host names, client addresses, body limit.
+    #[command(flatten)]
+    pub http: HttpSettings,
+
+    /// The channel the core calls.
+    #[command(flatten)]
+    pub channel: ChannelSettings,
+
+    /// The in-process sandbox channel (without --channel-url).
+    #[command(flatten)]
+    pub sandbox: SandboxSettings,
+
+    /// Idempotency-Keys: lease, retention, purge.
+    #[command(flatten)]
+    pub idempotency: IdempotencySettings,
+
+    /// The jobs a payment's steps queue: delays, attempts, resubmissions.
+    #[command(flatten)]
+    pub jobs: JobSettings,
+
+    /// The compensation workers.
+    #[command(flatten)]
+    pub worker: WorkerSettings,
+
+    /// Stuck thresholds and the gauges' refresh.
+    #[command(flatten)]
+    pub stuck: StuckSettings,
+
+    /// Console sessions and sign-in throttling.
+    #[command(flatten)]
+    pub session: SessionSettings,
+
+    /// Maker-checker actions.
+    #[command(flatten)]
+    pub actions: ActionSettings,
+
+    /// Audit checkpoints.
+    #[command(flatten)]
+    pub audit: AuditSettings,
+
+    /// Webhook delivery.
+    #[command(flatten)]
+    pub webhooks: WebhookSettings,
+
+    /// The event-stream relay (NATS JetStream).
+    #[command(flatten)]
+    pub relay: RelaySettings,
+
+    /// The daily reconciliation.
+    #[command(flatten)]
+    pub reconcile: ReconcileSettings,
+}
+
 impl Settings {
+    /// Defaults for tests: in-memory SQLite, port 0 everywhere, fast timings.
+    pub fn for_tests(database_url: &str) -> Self {
+        Settings {
+            database_url: database_url.to_string(),
+            http: HttpSettings {
+                bind: "127.0.0.1:0".parse().expect("literal address"),
+                allowed_hosts: Vec::new(),
+                trusted_proxies: Vec::new(),
+                body_limit: 16 * 1024,
+            },
+            channel: ChannelSettings {
+                channel_url: None,
+                callback_secret: Some("test-callback-secret-0123456789abcdef".into()),
+                channel_timeout_ms: 300,
+            },
+            sandbox: SandboxSettings {
+                channel_bind: "127.0.0.1:0".parse().expect("literal address"),
+                channel_db: ":memory:".into(),
+                sandbox_slow_ms: 800,
+                sandbox_hang_ms: 800,
+                sandbox_callback_delay_ms: 200,
+            },
+            idempotency: IdempotencySettings {
+                key_retention_secs: 86_400,
+                key_lease_ms: 2_000,
+                purge_interval_secs: 600,
+            },
+            jobs: JobSettings {
+                submit_delay_ms: 60_000,
+                query_delay_ms: 60_000,
+                max_attempts: 5,
+                resubmit_budget: 2,
+            },
+            worker: WorkerSettings {
+                no_workers: true,
+                worker_batch: 16,
+                poll_ms: 50,
+                lease_ms: 5_000,
+                backoff_base_ms: 50,
+                backoff_cap_ms: 400,
+                retry_policy: RetryOverrides::default(),
+                seed: 7,
+            },
+            stuck: StuckSettings {
+                stuck_pending_ms: 60_000,
+                stuck_processing_ms: 120_000,
+                stuck_unknown_ms: 300_000,
+                stuck_channel_success_ms: 60_000,
+                stuck_suspense_ms: 0,
+                monitor_ms: 1_000,
+            },
+            session: SessionSettings {
+                idle_timeout_secs: 900,
+                absolute_timeout_secs: 28_800,
+                secure_cookies: false,
+                login_limit_per_user: 5,
+                login_limit_per_addr: 30,
+                login_window_secs: 300,
+                login_delay_base_ms: 1_000,
+                login_delay_max_secs: 900,
+                hash_permits: 2,
+            },
+            actions: ActionSettings {
+                action_ttl_secs: 86_400,
+            },
+            audit: AuditSettings {
+                audit_signing_key: None,
+                audit_checkpoint_secs: 300,
+            },
+            webhooks: WebhookSettings {
+                webhook_retry_schedule: crate::domain::webhooks::RetrySchedule::parse(
+                    "0s,100ms,200ms",
+                )
+                .expect("literal schedule"),
+                webhook_timeout_ms: 2_000,
+                webhook_allow_private: true,
+                webhook_secret_overlap_secs: 86_400,
+                webhook_disable_after_secs: 432_000,
+            },
+            relay: RelaySettings {
+                nats_url: None,
+                nats_prefix: "converge".into(),
+                nats_stream: "CONVERGE".into(),
+                nats_duplicate_window_secs: 120,
+                relay_lease_ms: 10_000,
+                event_retention_secs: 604_800,
+            },
+            reconcile: ReconcileSettings {
+                reconcile_after_secs: 3_600,
+                no_daily_reconcile: true,
+            },
+        }
+    }
+}
+
+/// The HTTP server (`crate::startup`'s layers and the merchant API's body limit).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "HTTP server")]
+pub struct HttpSettings {
+    /// Address the HTTP server listens on (API, console, /health, /metrics).
+    #[arg(long, env = "CONVERGE_BIND", default_value = "127.0.0.1:3000")]
+    pub bind: SocketAddr,
+
+    /// Host names (comma-separated, no port) the console and the ops API answer to; requests
+    /// naming another Host get 403 `host_not_allowed`, so a DNS-rebinding page cannot read
+    /// them. Default: the bind address, `localhost`, `127.0.0.1` and `::1`. The merchant API,
+    /// `/health` and `/metrics` answer any Host.
+    #[arg(long, env = "CONVERGE_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+
+    /// Proxies (IP addresses or CIDRs; repeat the flag or separate with commas) whose
+    /// `X-Forwarded-For` is believed: from one of them the client address is the rightmost
+    /// hop that is not itself a trusted proxy. From any other peer the header is ignored and
+    /// the peer's address is the client's. Default: none.
+    #[arg(long = "trusted-proxy", env = "CONVERGE_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_cidr)]
+    pub trusted_proxies: Vec<crate::domain::netaddr::Cidr>,
+
+    /// Largest request body accepted on the merchant API (bytes).
+    #[arg(long, env = "CONVERGE_BODY_LIMIT", default_value_t = 64 * 1024)]
+    pub body_limit: usize,
+}
+
+impl HttpSettings {
     /// The Host names the console answers to: `--allowed-hosts`, or by default the bind
     /// address, `localhost`, `127.0.0.1` and `::1`; lowercase, without port or brackets.
     pub fn allowed_host_names(&self) -> Vec<String> {
@@ -68,56 +300,15 @@ impl Settings {
     }
 }
 
-/// The host name of a `Host` header value (`name:port`, `[v6]:port`), lowercase.
-pub fn host_name(value: &str) -> String {
-    let v = value.trim();
-    let name = if let Some(rest) = v.strip_prefix('[') {
-        rest.split(']').next().unwrap_or_default()
-    } else {
-        v.rsplit_once(':')
-            .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
-            .map_or(v, |(name, _)| name)
-    };
-    name.trim_end_matches('.').to_ascii_lowercase()
-}
-
-/// Settings of the core (API, workers, in-process sandbox channel).
+/// The channel the core calls: an external one, or the in-process sandbox
+/// ([`SandboxSettings`]).
 #[derive(Debug, Clone, clap::Args)]
-pub struct Settings {
-    /// Database: a SQLite path (`data/converge.db`, `sqlite:PATH`) or `postgres://USER:PASS@HOST/DB`.
-    // Secret-bearing values (a password in a URL, the HMAC key) are hidden from `--help`, which
-    // would otherwise print them from the environment.
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        default_value = "data/converge.db",
-        hide_env_values = true
-    )]
-    pub database_url: String,
-
-    /// Address the HTTP server listens on (API, console, /health, /metrics).
-    #[arg(long, env = "CONVERGE_BIND", default_value = "127.0.0.1:3000")]
-    pub bind: SocketAddr,
-
-    /// Host names (comma-separated, no port) the console and the ops API answer to; requests
-    /// naming another Host get 403 `host_not_allowed`, so a DNS-rebinding page cannot read
-    /// them. Default: the bind address, `localhost`, `127.0.0.1` and `::1`. The merchant API,
-    /// `/health` and `/metrics` answer any Host.
-    #[arg(long, env = "CONVERGE_ALLOWED_HOSTS", value_delimiter = ',')]
-    pub allowed_hosts: Vec<String>,
-
+#[command(next_help_heading = "Channel")]
+pub struct ChannelSettings {
     /// Base URL of an external channel (e.g. a `converge channel-sim`); without it the sandbox
     /// channel starts in-process.
     #[arg(long, env = "CONVERGE_CHANNEL_URL", hide_env_values = true)]
     pub channel_url: Option<String>,
-
-    /// Address of the in-process sandbox channel (port 0: any free port).
-    #[arg(long, env = "CONVERGE_CHANNEL_BIND", default_value = "127.0.0.1:0")]
-    pub channel_bind: SocketAddr,
-
-    /// SQLite file of the in-process sandbox channel's own store.
-    #[arg(long, env = "CONVERGE_CHANNEL_DB", default_value = "data/channel.db")]
-    pub channel_db: String,
 
     /// HMAC secret shared with the channel for signed callbacks, at least 32 bytes. Required
     /// with --channel-url; a random one is made for the in-process sandbox.
@@ -127,7 +318,110 @@ pub struct Settings {
     /// How long the core waits for a channel answer before the payment becomes UNKNOWN (ms).
     #[arg(long, env = "CONVERGE_CHANNEL_TIMEOUT_MS", default_value_t = 2_000, value_parser = ms_range_u64())]
     pub channel_timeout_ms: u64,
+}
 
+/// The channel a process calls, from checked [`ChannelSettings`] ([`ChannelSettings::target`]).
+pub enum ChannelTarget {
+    /// An external channel (`--channel-url`) and the HMAC key of its callbacks.
+    External {
+        /// The channel's base URL.
+        url: String,
+        /// The callbacks' HMAC-SHA256 key (at least [`MIN_SECRET_BYTES`]).
+        callback_secret: Vec<u8>,
+    },
+    /// The in-process sandbox, with `--callback-secret` when one was given (start-up makes a
+    /// random one otherwise).
+    Sandbox {
+        /// The callbacks' HMAC-SHA256 key, when given (at least [`MIN_SECRET_BYTES`]).
+        callback_secret: Option<Vec<u8>>,
+    },
+}
+
+/// How the callback secret is named in messages.
+const CALLBACK_SECRET_FLAG: &str = "--callback-secret (CONVERGE_CALLBACK_SECRET)";
+
+impl ChannelSettings {
+    /// Which channel to call, checked. Errors (one line): a callback secret shorter than
+    /// [`MIN_SECRET_BYTES`]; `--channel-url` without `--callback-secret`.
+    pub fn target(&self) -> Result<ChannelTarget, String> {
+        if let Some(secret) = &self.callback_secret {
+            check_secret(CALLBACK_SECRET_FLAG, secret)?;
+        }
+        let callback_secret = self.callback_secret.clone().map(String::into_bytes);
+        match (&self.channel_url, callback_secret) {
+            (Some(url), Some(callback_secret)) => Ok(ChannelTarget::External {
+                url: url.clone(),
+                callback_secret,
+            }),
+            (Some(_), None) => Err(format!(
+                "--channel-url needs {CALLBACK_SECRET_FLAG}, the channel's HMAC key"
+            )),
+            (None, callback_secret) => Ok(ChannelTarget::Sandbox { callback_secret }),
+        }
+    }
+
+    /// The channel timeout as a [`Duration`].
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.channel_timeout_ms)
+    }
+}
+
+/// The in-process sandbox channel, started when there is no `--channel-url`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "In-process sandbox channel")]
+pub struct SandboxSettings {
+    /// Address of the in-process sandbox channel (port 0: any free port).
+    #[arg(long, env = "CONVERGE_CHANNEL_BIND", default_value = "127.0.0.1:0")]
+    pub channel_bind: SocketAddr,
+
+    /// SQLite file of the in-process sandbox channel's own store.
+    #[arg(long, env = "CONVERGE_CHANNEL_DB", default_value = "data/channel.db")]
+    pub channel_db: String,
+
+    /// In-process sandbox: delay of digits-52 answers (ms).
+    #[arg(long, env = "CONVERGE_SANDBOX_SLOW_MS", default_value_t = 5_000, value_parser = ms_range_u64())]
+    pub sandbox_slow_ms: u64,
+
+    /// In-process sandbox: hang of digits-53 requests (ms).
+    #[arg(long, env = "CONVERGE_SANDBOX_HANG_MS", default_value_t = 5_000, value_parser = ms_range_u64())]
+    pub sandbox_hang_ms: u64,
+
+    /// In-process sandbox: delay between a commit and its callbacks (ms). Tests that need the
+    /// core's timeout to come first (digits 52 ending UNKNOWN, then settled by the callback)
+    /// widen the gap with it.
+    #[arg(
+        long,
+        env = "CONVERGE_SANDBOX_CALLBACK_DELAY_MS",
+        default_value_t = 200, value_parser = ms_range_u64()
+    )]
+    pub sandbox_callback_delay_ms: u64,
+}
+
+impl SandboxSettings {
+    /// The sandbox's configuration, sending signed callbacks (`callback_secret`) to
+    /// `callback_url`; it listens on `channel_bind`.
+    pub fn config(
+        &self,
+        callback_url: String,
+        callback_secret: Vec<u8>,
+    ) -> crate::channel::sandbox::SandboxConfig {
+        crate::channel::sandbox::SandboxConfig {
+            database_url: self.channel_db.clone(),
+            callback_url: Some(callback_url),
+            callback_secret,
+            slow_ms: self.sandbox_slow_ms,
+            hang_ms: self.sandbox_hang_ms,
+            callback_delay_ms: self.sandbox_callback_delay_ms,
+            ..crate::channel::sandbox::SandboxConfig::default()
+        }
+    }
+}
+
+/// Idempotency-Keys ([`crate::idempotency`]): how long a claim holds, how long a key is kept,
+/// how often expired ones are purged.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Idempotency keys")]
+pub struct IdempotencySettings {
     /// How long an Idempotency-Key and its response are kept (seconds; at least 24 h in
     /// production per DESIGN.md).
     #[arg(long, env = "CONVERGE_KEY_RETENTION_SECS", default_value_t = 86_400, value_parser = secs_range_u64())]
@@ -137,6 +431,33 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_KEY_LEASE_MS", default_value_t = 30_000, value_parser = ms_range_u64())]
     pub key_lease_ms: u64,
 
+    /// How often expired Idempotency-Keys are purged (seconds).
+    #[arg(long, env = "CONVERGE_PURGE_INTERVAL_SECS", default_value_t = 600, value_parser = secs_range_u64())]
+    pub purge_interval_secs: u64,
+}
+
+impl IdempotencySettings {
+    /// How long a key is kept, ms.
+    pub fn retention_ms(&self) -> i64 {
+        secs_to_ms(self.key_retention_secs)
+    }
+
+    /// How long a claim holds before a retry may take it over, ms.
+    pub fn lease_ms(&self) -> i64 {
+        self.key_lease_ms as i64
+    }
+
+    /// The purge period (at least a second).
+    pub fn purge_every(&self) -> Duration {
+        Duration::from_secs(self.purge_interval_secs.max(1))
+    }
+}
+
+/// The jobs a payment's steps queue: when they are due, how many attempts they get, how often
+/// a lost payment is resubmitted ([`crate::service::Timings`]).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Payment jobs")]
+pub struct JobSettings {
     /// Delay before a payment's submit job becomes due, so the request finishes it first (ms).
     #[arg(long, env = "CONVERGE_SUBMIT_DELAY_MS", default_value_t = 10_000, value_parser = ms_range_u64())]
     pub submit_delay_ms: u64,
@@ -149,19 +470,29 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_MAX_ATTEMPTS", default_value_t = 8)]
     pub max_attempts: i64,
 
-    /// Largest request body accepted on the merchant API (bytes).
-    #[arg(long, env = "CONVERGE_BODY_LIMIT", default_value_t = 64 * 1024)]
-    pub body_limit: usize,
-
-    /// How often expired Idempotency-Keys are purged (seconds).
-    #[arg(long, env = "CONVERGE_PURGE_INTERVAL_SECS", default_value_t = 600, value_parser = secs_range_u64())]
-    pub purge_interval_secs: u64,
-
     /// Times a not-found payment is resubmitted with its channel key (after the first
     /// submission) before the key is cancelled at the channel and the payment fails.
     #[arg(long, env = "CONVERGE_RESUBMIT_BUDGET", default_value_t = 3)]
     pub resubmit_budget: i64,
+}
 
+impl JobSettings {
+    /// The services' timings.
+    pub fn timings(&self) -> crate::service::Timings {
+        crate::service::Timings {
+            submit_delay_ms: self.submit_delay_ms as i64,
+            query_delay_ms: self.query_delay_ms as i64,
+            max_attempts: self.max_attempts,
+            resubmit_budget: self.resubmit_budget,
+        }
+    }
+}
+
+/// The compensation workers ([`crate::worker`]): whether they run, how they claim and how
+/// they retry.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Workers")]
+pub struct WorkerSettings {
     /// Do not run the compensation workers in this process (`serve` only).
     #[arg(long, env = "CONVERGE_NO_WORKERS")]
     pub no_workers: bool,
@@ -193,29 +524,51 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_RETRY_POLICY", default_value = "", value_parser = parse_retry_overrides)]
     pub retry_policy: RetryOverrides,
 
-    /// When the previous UTC day's channel statement is reconciled: this long after midnight
-    /// UTC (seconds). The reconcile job is queued once a day by whichever process gets there
-    /// first; `converge reconcile --date D` runs one by hand.
-    #[arg(long, env = "CONVERGE_RECONCILE_AFTER_SECS", default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(0..86_400))]
-    pub reconcile_after_secs: u64,
-
-    /// Do not queue the daily reconciliation from this process.
-    #[arg(long, env = "CONVERGE_NO_DAILY_RECONCILE")]
-    pub no_daily_reconcile: bool,
-
-    /// Ed25519 private key (PKCS#8 PEM, from `converge audit keygen`) that signs audit
-    /// checkpoints. Keep it outside the database. Without it no checkpoint is signed.
-    #[arg(long, env = "CONVERGE_AUDIT_SIGNING_KEY")]
-    pub audit_signing_key: Option<std::path::PathBuf>,
-
-    /// Seconds between periodic audit checkpoints (one is also signed on every export).
-    #[arg(long, env = "CONVERGE_AUDIT_CHECKPOINT_SECS", default_value_t = 300)]
-    pub audit_checkpoint_secs: u64,
-
     /// Seed of the backoff jitter (0: from the OS).
     #[arg(long, env = "CONVERGE_SEED", default_value_t = 0)]
     pub seed: u64,
+}
 
+impl WorkerSettings {
+    /// The retry backoff every kind uses unless it has its own cap.
+    pub fn backoff(&self) -> crate::domain::backoff::Backoff {
+        crate::domain::backoff::Backoff {
+            base_ms: self.backoff_base_ms,
+            cap_ms: self.backoff_cap_ms,
+        }
+    }
+
+    /// The retry rules of the workers: [`Self::backoff`] with the per-kind overrides.
+    pub fn retry(&self) -> RetryPolicy {
+        RetryPolicy {
+            default: self.backoff(),
+            overrides: self.retry_policy.clone(),
+        }
+    }
+
+    /// How long an idle worker sleeps (at least 1 ms).
+    pub fn poll(&self) -> Duration {
+        Duration::from_millis(self.poll_ms.max(1))
+    }
+
+    /// A worker's configuration, under a lease owner name of its own.
+    pub fn config(&self) -> crate::worker::WorkerConfig {
+        crate::worker::WorkerConfig {
+            owner: format!("{}-{}", std::process::id(), crate::ids::new_id("w")),
+            batch: self.worker_batch.max(1),
+            lease_ms: self.lease_ms as i64,
+            poll: self.poll(),
+            retry: self.retry(),
+            seed: self.seed,
+        }
+    }
+}
+
+/// When a payment counts as stuck, and how often the stuck and queue gauges are refreshed
+/// ([`crate::worker::monitor`], the dashboard, bulk retries).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Stuck payments")]
+pub struct StuckSettings {
     /// PENDING longer than this is stuck (ms).
     #[arg(long, env = "CONVERGE_STUCK_PENDING_MS", default_value_t = 60_000, value_parser = ms_range_i64())]
     pub stuck_pending_ms: i64,
@@ -243,7 +596,31 @@ pub struct Settings {
     /// How often the stuck and queue gauges of /metrics are refreshed (ms).
     #[arg(long, env = "CONVERGE_MONITOR_MS", default_value_t = 15_000, value_parser = ms_range_u64())]
     pub monitor_ms: u64,
+}
 
+impl StuckSettings {
+    /// The stuck thresholds.
+    pub fn thresholds(&self) -> crate::domain::stuck::StuckThresholds {
+        crate::domain::stuck::StuckThresholds {
+            pending_ms: self.stuck_pending_ms,
+            processing_ms: self.stuck_processing_ms,
+            unknown_ms: self.stuck_unknown_ms,
+            channel_success_ms: self.stuck_channel_success_ms,
+            suspense_ms: self.stuck_suspense_ms,
+        }
+    }
+
+    /// The gauges' refresh period (at least 100 ms).
+    pub fn monitor_every(&self) -> Duration {
+        Duration::from_millis(self.monitor_ms.max(100))
+    }
+}
+
+/// Console sessions and sign-in ([`crate::ops::auth::Auth`], the session layer): lifetimes,
+/// the Secure cookie, throttling of password checks, concurrent hashes.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Console sessions and sign-in")]
+pub struct SessionSettings {
     /// Console sessions end after this long without a request (seconds).
     #[arg(long, env = "CONVERGE_IDLE_TIMEOUT_SECS", default_value_t = 900, value_parser = secs_range_u64())]
     pub idle_timeout_secs: u64,
@@ -281,39 +658,99 @@ pub struct Settings {
     #[arg(long, env = "CONVERGE_LOGIN_DELAY_MAX_SECS", default_value_t = 900, value_parser = secs_range_u64())]
     pub login_delay_max_secs: u64,
 
-    /// Proxies (IP addresses or CIDRs; repeat the flag or separate with commas) whose
-    /// `X-Forwarded-For` is believed: from one of them the client address is the rightmost
-    /// hop that is not itself a trusted proxy. From any other peer the header is ignored and
-    /// the peer's address is the client's. Default: none.
-    #[arg(long = "trusted-proxy", env = "CONVERGE_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_cidr)]
-    pub trusted_proxies: Vec<crate::domain::netaddr::Cidr>,
-
     /// Password hashes computed at once (each argon2id hash takes ~19 MiB and one core).
     #[arg(long, env = "CONVERGE_HASH_PERMITS", default_value_t = 2)]
     pub hash_permits: usize,
+}
 
+impl SessionSettings {
+    /// The sign-in throttling rules (`--login-*`).
+    pub fn throttle(&self) -> crate::domain::throttle::ThrottlePolicy {
+        crate::domain::throttle::ThrottlePolicy {
+            per_addr: self.login_limit_per_addr.clamp(1, i64::MAX as usize) as i64,
+            window_ms: secs_to_ms(self.login_window_secs.max(1)),
+            free: self.login_limit_per_user.clamp(1, i64::MAX as usize) as i64,
+            base_delay_ms: self.login_delay_base_ms as i64,
+            max_delay_ms: secs_to_ms(self.login_delay_max_secs),
+            pair_lookback_ms: crate::domain::throttle::PAIR_LOOKBACK_MS,
+        }
+    }
+
+    /// Idle session lifetime, ms.
+    pub fn idle_ms(&self) -> i64 {
+        secs_to_ms(self.idle_timeout_secs)
+    }
+
+    /// Absolute session lifetime, ms.
+    pub fn absolute_ms(&self) -> i64 {
+        secs_to_ms(self.absolute_timeout_secs)
+    }
+}
+
+/// Maker-checker action requests ([`crate::service::actions`]).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Maker-checker actions")]
+pub struct ActionSettings {
     /// How long a pending action request stays approvable (seconds).
     #[arg(long, env = "CONVERGE_ACTION_TTL_SECS", default_value_t = 86_400, value_parser = secs_range_u64())]
     pub action_ttl_secs: u64,
+}
 
-    /// In-process sandbox: delay of digits-52 answers (ms).
-    #[arg(long, env = "CONVERGE_SANDBOX_SLOW_MS", default_value_t = 5_000, value_parser = ms_range_u64())]
-    pub sandbox_slow_ms: u64,
+impl ActionSettings {
+    /// How long a pending request stays approvable, ms.
+    pub fn ttl_ms(&self) -> i64 {
+        secs_to_ms(self.action_ttl_secs)
+    }
+}
 
-    /// In-process sandbox: hang of digits-53 requests (ms).
-    #[arg(long, env = "CONVERGE_SANDBOX_HANG_MS", default_value_t = 5_000, value_parser = ms_range_u64())]
-    pub sandbox_hang_ms: u64,
+/// Audit checkpoints: the signing key and how often one is signed.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Audit log")]
+pub struct AuditSettings {
+    /// Ed25519 private key (PKCS#8 PEM, from `converge audit keygen`) that signs audit
+    /// checkpoints. Keep it outside the database. Without it no checkpoint is signed.
+    #[arg(long, env = "CONVERGE_AUDIT_SIGNING_KEY")]
+    pub audit_signing_key: Option<std::path::PathBuf>,
 
-    /// In-process sandbox: delay between a commit and its callbacks (ms). Tests that need the
-    /// core's timeout to come first (digits 52 ending UNKNOWN, then settled by the callback)
-    /// widen the gap with it.
-    #[arg(
-        long,
-        env = "CONVERGE_SANDBOX_CALLBACK_DELAY_MS",
-        default_value_t = 200, value_parser = ms_range_u64()
-    )]
-    pub sandbox_callback_delay_ms: u64,
+    /// Seconds between periodic audit checkpoints (one is also signed on every export).
+    #[arg(long, env = "CONVERGE_AUDIT_CHECKPOINT_SECS", default_value_t = 300)]
+    pub audit_checkpoint_secs: u64,
+}
 
+impl AuditSettings {
+    /// The checkpoint signing key read from `--audit-signing-key`, if one is given. Errors
+    /// (one line, naming the file): unreadable, or not an Ed25519 PKCS#8 PEM key.
+    pub fn signing_key(&self) -> Result<Option<ed25519_dalek::SigningKey>, String> {
+        self.audit_signing_key
+            .as_deref()
+            .map(load_signing_key)
+            .transpose()
+    }
+
+    /// The period of checkpoints (at least a second).
+    pub fn checkpoint_every(&self) -> Duration {
+        Duration::from_secs(self.audit_checkpoint_secs.max(1))
+    }
+}
+
+/// Reads an audit signing key (PKCS#8 PEM, from `converge audit keygen`). Errors are one line
+/// naming the file.
+pub fn load_signing_key(path: &std::path::Path) -> Result<ed25519_dalek::SigningKey, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "cannot read the audit signing key {}: {e} (make one with `converge audit keygen --out FILE`)",
+            path.display()
+        )
+    })?;
+    crate::domain::checkpoint::signing_key_from_pem(&text)
+        .map_err(|e| format!("audit signing key {}: {e}", path.display()))
+}
+
+/// Webhook delivery ([`crate::service::webhooks`]): retry schedule, timeout, allowed
+/// addresses, secret rotation, disabling.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Webhooks")]
+pub struct WebhookSettings {
     /// Waits before each webhook attempt, comma-separated, each a whole number with `ms`,
     /// `s`, `m`, `h` or `d`: the first is the delay of the first attempt, each later one the
     /// wait after a failed attempt (±10 % jitter). After the last attempt the delivery is dead
@@ -337,7 +774,26 @@ pub struct Settings {
     /// An endpoint whose every attempt failed for this long is disabled (seconds).
     #[arg(long, env = "CONVERGE_WEBHOOK_DISABLE_AFTER_SECS", default_value_t = 432_000, value_parser = secs_range_u64())]
     pub webhook_disable_after_secs: u64,
+}
 
+impl WebhookSettings {
+    /// What webhook delivery needs, in its units.
+    pub fn delivery(&self) -> crate::service::webhooks::WebhookSettings {
+        crate::service::webhooks::WebhookSettings {
+            schedule: self.webhook_retry_schedule.clone(),
+            timeout: Duration::from_millis(self.webhook_timeout_ms),
+            allow_private: self.webhook_allow_private,
+            secret_overlap_ms: secs_to_ms(self.webhook_secret_overlap_secs),
+            disable_after_ms: secs_to_ms(self.webhook_disable_after_secs),
+        }
+    }
+}
+
+/// The event-stream relay ([`crate::worker::relay`]): the outbox to NATS JetStream, and how
+/// long published events are kept.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Event-stream relay (NATS JetStream)")]
+pub struct RelaySettings {
     /// NATS server to relay the outbox to (JetStream), `nats://HOST:PORT`; without it no
     /// relay runs.
     #[arg(long, env = "CONVERGE_NATS_URL", hide_env_values = true)]
@@ -367,10 +823,14 @@ pub struct Settings {
     pub event_retention_secs: u64,
 }
 
-impl Settings {
-    /// The relay's configuration when `--nats-url` is given. Errors (one line): a duplicate
+impl RelaySettings {
+    /// The relay's configuration when `--nats-url` is given; it sleeps `poll` (the workers'
+    /// `--poll-ms`, kept within 10 ms..1 s) when nothing waits. Errors (one line): a duplicate
     /// window too short for the relay lease, a prefix or stream name NATS would refuse.
-    pub fn relay(&self) -> Result<Option<crate::worker::relay::RelayConfig>, String> {
+    pub fn config(
+        &self,
+        poll: Duration,
+    ) -> Result<Option<crate::worker::relay::RelayConfig>, String> {
         let Some(url) = self.nats_url.clone() else {
             return Ok(None);
         };
@@ -399,8 +859,8 @@ impl Settings {
             duplicate_window: Duration::from_secs(self.nats_duplicate_window_secs),
             lease_ms: self.relay_lease_ms as i64,
             batch: 256,
-            poll: Duration::from_millis(self.poll_ms.clamp(10, 1_000)),
-            retention_ms: self.event_retention_secs.saturating_mul(1000) as i64,
+            poll: poll.clamp(Duration::from_millis(10), Duration::from_secs(1)),
+            retention_ms: secs_to_ms(self.event_retention_secs),
             owner: format!("{}-{}", std::process::id(), crate::ids::new_id("relay")),
         };
         if cfg.duplicate_window < cfg.min_window() {
@@ -413,133 +873,146 @@ impl Settings {
     }
 }
 
-fn parse_cidr(s: &str) -> Result<crate::domain::netaddr::Cidr, String> {
-    s.parse()
+/// The daily reconciliation of the channel's statement ([`crate::service::reconcile`]).
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Reconciliation")]
+pub struct ReconcileSettings {
+    /// When the previous UTC day's channel statement is reconciled: this long after midnight
+    /// UTC (seconds). The reconcile job is queued once a day by whichever process gets there
+    /// first; `converge reconcile --date D` runs one by hand.
+    #[arg(long, env = "CONVERGE_RECONCILE_AFTER_SECS", default_value_t = 3_600, value_parser = clap::value_parser!(u64).range(0..86_400))]
+    pub reconcile_after_secs: u64,
+
+    /// Do not queue the daily reconciliation from this process.
+    #[arg(long, env = "CONVERGE_NO_DAILY_RECONCILE")]
+    pub no_daily_reconcile: bool,
 }
 
-fn parse_schedule(s: &str) -> Result<crate::domain::webhooks::RetrySchedule, String> {
-    crate::domain::webhooks::RetrySchedule::parse(s)
+impl ReconcileSettings {
+    /// How long after midnight UTC the previous day is reconciled, ms.
+    pub fn after_ms(&self) -> i64 {
+        secs_to_ms(self.reconcile_after_secs)
+    }
 }
 
-impl Settings {
-    /// Defaults for tests: in-memory SQLite, port 0 everywhere, fast timings.
-    pub fn for_tests(database_url: &str) -> Self {
-        Settings {
-            database_url: database_url.to_string(),
-            bind: "127.0.0.1:0".parse().expect("literal address"),
-            channel_url: None,
-            channel_bind: "127.0.0.1:0".parse().expect("literal address"),
-            channel_db: ":memory:".into(),
-            callback_secret: Some("test-callback-secret-0123456789abcdef".into()),
-            allowed_hosts: Vec::new(),
-            channel_timeout_ms: 300,
-            key_retention_secs: 86_400,
-            key_lease_ms: 2_000,
-            submit_delay_ms: 60_000,
-            query_delay_ms: 60_000,
-            max_attempts: 5,
-            body_limit: 16 * 1024,
-            purge_interval_secs: 600,
-            sandbox_slow_ms: 800,
-            sandbox_hang_ms: 800,
-            sandbox_callback_delay_ms: 200,
-            resubmit_budget: 2,
-            no_workers: true,
-            worker_batch: 16,
-            poll_ms: 50,
-            lease_ms: 5_000,
-            backoff_base_ms: 50,
-            backoff_cap_ms: 400,
-            retry_policy: RetryOverrides::default(),
-            reconcile_after_secs: 3_600,
-            no_daily_reconcile: true,
-            audit_signing_key: None,
-            audit_checkpoint_secs: 300,
-            seed: 7,
-            stuck_pending_ms: 60_000,
-            stuck_processing_ms: 120_000,
-            stuck_unknown_ms: 300_000,
-            stuck_channel_success_ms: 60_000,
-            stuck_suspense_ms: 0,
-            monitor_ms: 1_000,
-            idle_timeout_secs: 900,
-            absolute_timeout_secs: 28_800,
-            secure_cookies: false,
-            login_limit_per_user: 5,
-            login_limit_per_addr: 30,
-            login_window_secs: 300,
-            login_delay_base_ms: 1_000,
-            login_delay_max_secs: 900,
-            trusted_proxies: Vec::new(),
-            hash_permits: 2,
-            action_ttl_secs: 86_400,
-            webhook_retry_schedule: crate::domain::webhooks::RetrySchedule::parse("0s,100ms,200ms")
-                .expect("literal schedule"),
-            webhook_timeout_ms: 2_000,
-            webhook_allow_private: true,
-            webhook_secret_overlap_secs: 86_400,
-            webhook_disable_after_secs: 432_000,
-            nats_url: None,
-            nats_prefix: "converge".into(),
-            nats_stream: "CONVERGE".into(),
-            nats_duplicate_window_secs: 120,
-            relay_lease_ms: 10_000,
-            event_retention_secs: 604_800,
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        settings: Settings,
     }
 
-    /// What webhook delivery needs from the settings.
-    pub fn webhooks(&self) -> crate::service::webhooks::WebhookSettings {
-        crate::service::webhooks::WebhookSettings {
-            schedule: self.webhook_retry_schedule.clone(),
-            timeout: Duration::from_millis(self.webhook_timeout_ms),
-            allow_private: self.webhook_allow_private,
-            secret_overlap_ms: self.webhook_secret_overlap_secs.saturating_mul(1000) as i64,
-            disable_after_ms: self.webhook_disable_after_secs.saturating_mul(1000) as i64,
-        }
+    #[test]
+    fn the_settings_command_passes_clap_s_own_checks() {
+        Cli::command().debug_assert();
     }
 
-    /// The stuck thresholds.
-    pub fn stuck_thresholds(&self) -> crate::domain::stuck::StuckThresholds {
-        crate::domain::stuck::StuckThresholds {
-            pending_ms: self.stuck_pending_ms,
-            processing_ms: self.stuck_processing_ms,
-            unknown_ms: self.stuck_unknown_ms,
-            channel_success_ms: self.stuck_channel_success_ms,
-            suspense_ms: self.stuck_suspense_ms,
+    #[test]
+    fn every_flag_has_the_environment_variable_named_after_it() {
+        let cmd = Cli::command();
+        let mut seen = 0;
+        for arg in cmd.get_arguments() {
+            let Some(long) = arg.get_long() else {
+                continue;
+            };
+            let env = arg
+                .get_env()
+                .unwrap_or_else(|| panic!("--{long} has no environment variable"))
+                .to_string_lossy()
+                .into_owned();
+            let expected = if long == "database-url" {
+                "DATABASE_URL".to_string()
+            } else {
+                format!("CONVERGE_{}", long.to_ascii_uppercase().replace('-', "_"))
+            };
+            assert_eq!(env, expected, "--{long}");
+            seen += 1;
         }
+        assert_eq!(seen, 59, "every setting is a flag");
     }
 
-    /// The retry backoff every kind uses unless it has its own cap.
-    pub fn backoff(&self) -> crate::domain::backoff::Backoff {
-        crate::domain::backoff::Backoff {
-            base_ms: self.backoff_base_ms,
-            cap_ms: self.backoff_cap_ms,
-        }
+    #[test]
+    fn a_flag_lands_in_its_group() {
+        let s = Cli::try_parse_from([
+            "converge",
+            "--worker-batch",
+            "3",
+            "--trusted-proxy",
+            "10.0.0.0/8,127.0.0.1",
+            "--login-limit-per-user",
+            "9",
+            "--nats-url",
+            "nats://127.0.0.1:4222",
+        ])
+        .expect("flags parse")
+        .settings;
+        assert_eq!(s.worker.worker_batch, 3);
+        assert_eq!(s.http.trusted_proxies.len(), 2);
+        assert_eq!(s.session.login_limit_per_user, 9);
+        assert_eq!(s.relay.nats_url.as_deref(), Some("nats://127.0.0.1:4222"));
     }
 
-    /// The retry rules of the workers: [`Self::backoff`] with the per-kind overrides.
-    pub fn retry(&self) -> RetryPolicy {
-        RetryPolicy {
-            default: self.backoff(),
-            overrides: self.retry_policy.clone(),
-        }
+    #[test]
+    fn a_channel_url_without_a_callback_secret_is_refused_in_one_line() {
+        let mut s = Settings::for_tests(":memory:");
+        s.channel.channel_url = Some("http://127.0.0.1:9".into());
+        s.channel.callback_secret = None;
+        let e = s.channel.target().err().expect("refused");
+        assert!(e.contains("--channel-url needs --callback-secret"), "{e}");
+        assert!(!e.contains('\n'));
     }
 
-    /// The sign-in throttling rules (`--login-*`).
-    pub fn throttle(&self) -> crate::domain::throttle::ThrottlePolicy {
-        crate::domain::throttle::ThrottlePolicy {
-            per_addr: self.login_limit_per_addr.clamp(1, i64::MAX as usize) as i64,
-            window_ms: (self.login_window_secs.max(1) as i64).saturating_mul(1000),
-            free: self.login_limit_per_user.clamp(1, i64::MAX as usize) as i64,
-            base_delay_ms: self.login_delay_base_ms as i64,
-            max_delay_ms: (self.login_delay_max_secs as i64).saturating_mul(1000),
-            pair_lookback_ms: crate::domain::throttle::PAIR_LOOKBACK_MS,
-        }
+    #[test]
+    fn a_short_callback_secret_is_refused_for_the_sandbox_too() {
+        let mut s = Settings::for_tests(":memory:");
+        s.channel.callback_secret = Some("short".into());
+        let e = s.channel.target().err().expect("refused");
+        assert!(e.contains("at least 32 bytes"), "{e}");
     }
 
-    /// The channel timeout as a [`Duration`].
-    pub fn channel_timeout(&self) -> Duration {
-        Duration::from_millis(self.channel_timeout_ms)
+    #[test]
+    fn without_a_channel_url_the_sandbox_is_the_target() {
+        let mut s = Settings::for_tests(":memory:");
+        s.channel.callback_secret = None;
+        assert!(matches!(
+            s.channel.target(),
+            Ok(ChannelTarget::Sandbox {
+                callback_secret: None
+            })
+        ));
+    }
+
+    #[test]
+    fn bad_relay_names_are_refused_before_any_connection() {
+        let mut s = Settings::for_tests(":memory:");
+        s.relay.nats_url = Some("nats://127.0.0.1:4222".into());
+        assert!(s.relay.config(s.worker.poll()).unwrap().is_some());
+        s.relay.nats_prefix = "a..b".into();
+        let e = s.relay.config(s.worker.poll()).unwrap_err();
+        assert!(e.contains("--nats-prefix"), "{e}");
+        s.relay.nats_prefix = "converge".into();
+        s.relay.nats_stream = "A.B".into();
+        let e = s.relay.config(s.worker.poll()).unwrap_err();
+        assert!(e.contains("--nats-stream"), "{e}");
+    }
+
+    #[test]
+    fn without_a_nats_url_no_relay_runs() {
+        let s = Settings::for_tests(":memory:");
+        assert!(s.relay.config(s.worker.poll()).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_missing_audit_signing_key_file_is_one_line_naming_it() {
+        let mut s = Settings::for_tests(":memory:");
+        assert!(s.audit.signing_key().unwrap().is_none());
+        s.audit.audit_signing_key = Some("/nonexistent/converge-audit.pem".into());
+        let e = s.audit.signing_key().err().expect("refused");
+        assert!(e.contains("/nonexistent/converge-audit.pem"), "{e}");
+        assert!(!e.contains('\n'));
     }
 }

@@ -13,15 +13,15 @@ use tokio::task::JoinHandle;
 use crate::api::{self, ApiState};
 use crate::channel::Channel;
 use crate::channel::http::HttpChannel;
-use crate::channel::sandbox::{self, SandboxConfig, SandboxHandle};
-use crate::config::Settings;
+use crate::channel::sandbox::{self, SandboxHandle};
+use crate::config::{ChannelTarget, Settings};
 use crate::domain::clock::{Clock, SystemClock};
 use crate::ops::OpsState;
 use crate::ops::auth::Auth;
 use crate::ops::session::SessionBackend;
 use crate::service::{Core, Timings};
 use crate::store::{self, Backend, Store, StoreError};
-use crate::worker::{Worker, WorkerConfig, monitor};
+use crate::worker::{Worker, monitor};
 use tower_sessions::session_store::ExpiredDeletion;
 
 /// Why the core could not start; each message is one line saying what and how to fix it.
@@ -96,6 +96,9 @@ fn sandbox_error(e: &anyhow::Error) -> StartError {
 pub struct Running {
     /// Shared state (also what the console's server functions reach).
     pub state: OpsState,
+    /// The settings the process started with, for the binary and tests: each component was
+    /// given only its own group of them.
+    pub settings: Arc<Settings>,
     /// `/v1/*`, `/ops/v1/*`, `/health`, `/metrics`, with sessions and the CSRF guard.
     pub router: Router,
     /// The same routes without the session and CSRF layers, for [`Running::router_with`].
@@ -200,21 +203,17 @@ pub async fn build(settings: Settings, public_addr: SocketAddr) -> Result<Runnin
     build_with_store(settings, public_addr, store).await
 }
 
-/// [`build`] over an already opened store.
+/// [`build`] over an already opened store. Each group's checks run first (the channel and its
+/// callback secret, the audit signing key, the relay's names and windows), so a bad setting
+/// is one line and nothing half-runs; then each component is given its own group.
 pub async fn build_with_store(
     settings: Settings,
     public_addr: SocketAddr,
     store: Arc<dyn Store>,
 ) -> Result<Running, StartError> {
-    if let Some(secret) = &settings.callback_secret {
-        crate::config::check_secret("--callback-secret (CONVERGE_CALLBACK_SECRET)", secret)
-            .map_err(StartError::Config)?;
-    }
-    // Checked before anything starts, so a bad key is one line and nothing half-runs.
-    let audit_key = match &settings.audit_signing_key {
-        Some(path) => Some(Arc::new(
-            load_signing_key(path).map_err(StartError::Config)?,
-        )),
+    let target = settings.channel.target().map_err(StartError::Config)?;
+    let audit_key = match settings.audit.signing_key().map_err(StartError::Config)? {
+        Some(key) => Some(Arc::new(key)),
         None => {
             tracing::warn!(
                 "no --audit-signing-key: audit checkpoints are not signed, so truncating the audit log would go unnoticed"
@@ -222,40 +221,34 @@ pub async fn build_with_store(
             None
         }
     };
+    let relay = settings
+        .relay
+        .config(settings.worker.poll())
+        .map_err(StartError::Config)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let (channel, secret, sandbox): (Arc<dyn Channel>, Vec<u8>, Option<SandboxHandle>) =
-        match &settings.channel_url {
-            Some(url) => {
-                let secret = settings.callback_secret.clone().ok_or_else(|| {
-                StartError::Config("--channel-url needs --callback-secret (CONVERGE_CALLBACK_SECRET), the channel's HMAC key".into())
-            })?;
-                (
-                    Arc::new(HttpChannel::new(url, settings.channel_timeout())),
-                    secret.into_bytes(),
-                    None,
-                )
-            }
-            None => {
-                let secret = settings
-                    .callback_secret
-                    .clone()
-                    .map(String::into_bytes)
-                    .unwrap_or_else(|| rand::rng().random::<[u8; 32]>().to_vec());
-                let cfg = SandboxConfig {
-                    database_url: settings.channel_db.clone(),
-                    callback_url: Some(format!("http://{public_addr}/v1/channel/callbacks")),
-                    callback_secret: secret.clone(),
-                    slow_ms: settings.sandbox_slow_ms,
-                    hang_ms: settings.sandbox_hang_ms,
-                    callback_delay_ms: settings.sandbox_callback_delay_ms,
-                    ..SandboxConfig::default()
-                };
-                let handle = sandbox::spawn(cfg, settings.channel_bind)
+        match target {
+            ChannelTarget::External {
+                url,
+                callback_secret,
+            } => (
+                Arc::new(HttpChannel::new(&url, settings.channel.timeout())),
+                callback_secret,
+                None,
+            ),
+            ChannelTarget::Sandbox { callback_secret } => {
+                let secret =
+                    callback_secret.unwrap_or_else(|| rand::rng().random::<[u8; 32]>().to_vec());
+                let cfg = settings.sandbox.config(
+                    format!("http://{public_addr}/v1/channel/callbacks"),
+                    secret.clone(),
+                );
+                let handle = sandbox::spawn(cfg, settings.sandbox.channel_bind)
                     .await
                     .map_err(|e| sandbox_error(&e))?;
                 tracing::info!(url = %handle.url, "sandbox channel started in-process");
                 (
-                    Arc::new(HttpChannel::new(&handle.url, settings.channel_timeout())),
+                    Arc::new(HttpChannel::new(&handle.url, settings.channel.timeout())),
                     secret,
                     Some(handle),
                 )
@@ -265,28 +258,22 @@ pub async fn build_with_store(
         store.clone(),
         channel,
         clock.clone(),
-        Timings {
-            submit_delay_ms: settings.submit_delay_ms as i64,
-            query_delay_ms: settings.query_delay_ms as i64,
-            max_attempts: settings.max_attempts,
-            resubmit_budget: settings.resubmit_budget,
-        },
-        settings.webhooks(),
+        settings.jobs.timings(),
+        settings.webhooks.delivery(),
     );
-    let schedule = &settings.webhook_retry_schedule;
+    let schedule = &settings.webhooks.webhook_retry_schedule;
     store.webhook_plan().set(
         schedule.attempts() as i64,
         schedule.delay_ms(1, 0.5).unwrap_or(0) as i64,
     );
-    let purge_every = Duration::from_secs(settings.purge_interval_secs.max(1));
+    let purge_every = settings.idempotency.purge_every();
     let (stop_workers, stop) = tokio::sync::watch::channel(false);
     let mut workers = Vec::new();
-    if !settings.no_workers {
+    if !settings.worker.no_workers {
         workers.push(tokio::spawn(
-            Worker::new(core.clone(), worker_config(&settings)).run(stop.clone()),
+            Worker::new(core.clone(), settings.worker.config()).run(stop.clone()),
         ));
     }
-    let relay = settings.relay().map_err(StartError::Config)?;
     if let Some(cfg) = &relay {
         // Checked once before serving: a stream that cannot deduplicate is a configuration
         // error, refused in one line. A broker that is down is not: the relay waits for it
@@ -308,22 +295,21 @@ pub async fn build_with_store(
     }
     let monitor = tokio::spawn(monitor::run(
         core.clone(),
-        settings.stuck_thresholds(),
-        Duration::from_millis(settings.monitor_ms.max(100)),
+        settings.stuck.thresholds(),
+        settings.stuck.monitor_every(),
     ));
     let sessions = SessionBackend::new(store.db_pool()).await.map_err(|e| {
         StartError::DatabaseUnavailable(format!("cannot prepare the session table: {e}"))
     })?;
     let session = sessions.layer(
-        time::Duration::seconds(settings.idle_timeout_secs.min(i64::MAX as u64) as i64),
-        settings.secure_cookies,
+        time::Duration::seconds(settings.session.idle_timeout_secs.min(i64::MAX as u64) as i64),
+        settings.session.secure_cookies,
     );
-    let settings = Arc::new(settings);
     let state = OpsState {
         live: crate::ops::live::LiveHub::new(store.clone(), sessions.clone()),
         audit_key: audit_key.clone(),
         core: core.clone(),
-        auth: Arc::new(Auth::new(&settings)),
+        auth: Arc::new(Auth::new(&settings.session)),
         bulk_limiter: Arc::new(std::sync::Mutex::new(
             crate::domain::ratelimit::RateLimiter::new(
                 crate::ops::actions::BULK_RETRIES_PER_MINUTE,
@@ -336,11 +322,13 @@ pub async fn build_with_store(
                 60_000,
             ),
         )),
-        settings: settings.clone(),
+        stuck: settings.stuck.thresholds(),
+        actions: settings.actions.clone(),
     };
     let api_state = ApiState {
         core,
-        settings,
+        body_limit: settings.http.body_limit,
+        keys: settings.idempotency.clone(),
         metrics: crate::telemetry::metrics_handle(),
         callback_secret: Arc::new(secret),
     };
@@ -367,25 +355,25 @@ pub async fn build_with_store(
         monitor,
         expired_sessions,
     ];
-    if !state.settings.no_daily_reconcile {
+    if !settings.reconcile.no_daily_reconcile {
         tasks.push(tokio::spawn(daily_reconcile(
             state.core.clone(),
-            state.settings.reconcile_after_secs.saturating_mul(1000) as i64,
+            settings.reconcile.after_ms(),
         )));
     }
     if let Some(key) = audit_key {
         tasks.push(tokio::spawn(periodic_checkpoints(
             state.core.clone(),
             key,
-            Duration::from_secs(state.settings.audit_checkpoint_secs.max(1)),
+            settings.audit.checkpoint_every(),
         )));
     }
     if store.backend() == Backend::Sqlite {
         tracing::info!("storage: SQLite");
     }
     let api = crate::http::router(api_state, state.clone());
-    let allowed_hosts = Arc::new(state.settings.allowed_host_names());
-    let trusted_proxies = Arc::new(state.settings.trusted_proxies.clone());
+    let allowed_hosts = Arc::new(settings.http.allowed_host_names());
+    let trusted_proxies = Arc::new(settings.http.trusted_proxies.clone());
     Ok(Running {
         router: with_layers(
             api.clone(),
@@ -398,6 +386,7 @@ pub async fn build_with_store(
         api,
         session,
         state,
+        settings: Arc::new(settings),
         sandbox,
         tasks,
         workers,
@@ -430,18 +419,6 @@ fn with_layers(
     )
 }
 
-/// The worker settings of a process.
-pub fn worker_config(settings: &Settings) -> WorkerConfig {
-    WorkerConfig {
-        owner: format!("{}-{}", std::process::id(), crate::ids::new_id("w")),
-        batch: settings.worker_batch.max(1),
-        lease_ms: settings.lease_ms as i64,
-        poll: Duration::from_millis(settings.poll_ms.max(1)),
-        retry: settings.retry(),
-        seed: settings.seed,
-    }
-}
-
 /// Queues each day's reconciliation of the channel statement (DESIGN.md "Compensation queue
 /// and error pool"), checking once a minute; the store makes sure one process queues it.
 pub async fn daily_reconcile(core: Core, after_ms: i64) {
@@ -464,18 +441,6 @@ pub async fn daily_reconcile(core: Core, after_ms: i64) {
             }
         }
     }
-}
-
-/// Reads the audit signing key (PKCS#8 PEM). Errors are one line naming the file.
-pub fn load_signing_key(path: &std::path::Path) -> Result<ed25519_dalek::SigningKey, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "cannot read the audit signing key {}: {e} (make one with `converge audit keygen --out FILE`)",
-            path.display()
-        )
-    })?;
-    crate::domain::checkpoint::signing_key_from_pem(&text)
-        .map_err(|e| format!("audit signing key {}: {e}", path.display()))
 }
 
 /// Signs an audit checkpoint every `every` when the log has grown since the last one (issue

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use converge_server::startup;
+use converge_server::config;
 
 use super::DbArgs;
 use super::start::{self, cli_actor, now_ms};
@@ -104,7 +104,7 @@ pub(super) async fn run(action: AuditCommand) -> Result<()> {
                     .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
                 ),
                 (None, Some(k)) => Some(
-                    startup::load_signing_key(k)
+                    config::load_signing_key(k)
                         .map_err(anyhow::Error::msg)?
                         .verifying_key(),
                 ),
@@ -175,7 +175,7 @@ pub(super) async fn run(action: AuditCommand) -> Result<()> {
             let Some(path) = key.audit_signing_key else {
                 bail!("audit checkpoint needs --audit-signing-key (CONVERGE_AUDIT_SIGNING_KEY)");
             };
-            let key = startup::load_signing_key(&path).map_err(anyhow::Error::msg)?;
+            let key = config::load_signing_key(&path).map_err(anyhow::Error::msg)?;
             let c = start::with_store(&db, |store| async move {
                 Ok(audit_log::take_checkpoint(store.as_ref(), &key, now_ms(), false).await?)
             })
@@ -198,7 +198,7 @@ pub(super) async fn run(action: AuditCommand) -> Result<()> {
         } => {
             let key = key
                 .audit_signing_key
-                .map(|p| startup::load_signing_key(&p))
+                .map(|p| config::load_signing_key(&p))
                 .transpose()
                 .map_err(anyhow::Error::msg)?;
             let format: Format = format.parse().map_err(|m: String| anyhow::anyhow!(m))?;

@@ -46,12 +46,12 @@ pub(super) struct ChannelSimArgs {
 /// without --channel-url, the in-process sandbox, on one address until a signal.
 pub(super) async fn serve(settings: Settings) -> Result<()> {
     converge_server::telemetry::init_logs();
-    let listener = tokio::net::TcpListener::bind(settings.bind)
+    let listener = tokio::net::TcpListener::bind(settings.http.bind)
         .await
         .map_err(|e| {
             anyhow::anyhow!(
                 "cannot listen on {}: {e} (choose another address with --bind or CONVERGE_BIND)",
-                settings.bind
+                settings.http.bind
             )
         })?;
     let addr = listener.local_addr()?;
@@ -111,16 +111,17 @@ pub(super) async fn serve(settings: Settings) -> Result<()> {
 /// processes use.
 pub(super) async fn worker(mut settings: Settings) -> Result<()> {
     converge_server::telemetry::init_logs();
-    if settings.channel_url.is_none() {
+    if settings.channel.channel_url.is_none() {
         bail!(
             "`converge worker` needs --channel-url (CONVERGE_CHANNEL_URL): the channel the serving processes use"
         );
     }
-    settings.no_workers = false;
+    settings.worker.no_workers = false;
     // A worker process receives no callbacks (it serves no HTTP), so it needs no shared
     // callback secret; the in-memory one only satisfies start-up.
-    if settings.callback_secret.is_none() {
-        settings.callback_secret = Some(format!("unused-{}", converge_server::ids::new_token()));
+    if settings.channel.callback_secret.is_none() {
+        settings.channel.callback_secret =
+            Some(format!("unused-{}", converge_server::ids::new_token()));
     }
     let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
     println!("converge worker running; Ctrl-C stops it after the current batch");
@@ -132,19 +133,19 @@ pub(super) async fn worker(mut settings: Settings) -> Result<()> {
 /// `converge relay`: the event-stream relay alone (no workers, no daily reconciliation).
 pub(super) async fn relay(mut settings: Settings) -> Result<()> {
     converge_server::telemetry::init_logs();
-    if settings.nats_url.is_none() {
+    if settings.relay.nats_url.is_none() {
         bail!(
             "`converge relay` needs --nats-url (CONVERGE_NATS_URL): the NATS server to publish to"
         );
     }
-    settings.no_workers = true;
-    settings.no_daily_reconcile = true;
+    settings.worker.no_workers = true;
+    settings.reconcile.no_daily_reconcile = true;
     // The relay calls no channel and receives no callbacks; these only satisfy start-up.
-    if settings.channel_url.is_none() {
-        settings.channel_url = Some("http://127.0.0.1:9".into());
+    if settings.channel.channel_url.is_none() {
+        settings.channel.channel_url = Some("http://127.0.0.1:9".into());
     }
-    if settings.callback_secret.is_none() {
-        settings.callback_secret = Some(converge_server::ids::new_id("unused"));
+    if settings.channel.callback_secret.is_none() {
+        settings.channel.callback_secret = Some(converge_server::ids::new_id("unused"));
     }
     let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
     println!("converge relay running; Ctrl-C stops it");

@@ -25,21 +25,23 @@ use crate::telemetry::TraceId;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::config::Settings;
+use crate::config::IdempotencySettings;
 use crate::error::ApiError;
 use crate::idempotency::layer::KeyLayer;
 use crate::service::Core;
 
-/// What the merchant API's handlers share: the use cases and the process's settings, the
-/// `/metrics` renderer and the callback secret. The console's state is
+/// What the merchant API's handlers share: the use cases, its own settings (body limit,
+/// Idempotency-Keys), the `/metrics` renderer and the callback secret. The console's state is
 /// [`crate::ops::OpsState`]; [`crate::http::router`] serves both side by side, so neither
 /// adapter names the other's state.
 #[derive(Clone)]
 pub struct ApiState {
     /// The use cases.
     pub core: Core,
-    /// Settings the process started with.
-    pub settings: Arc<Settings>,
+    /// Largest request body accepted, bytes (`--body-limit`).
+    pub body_limit: usize,
+    /// Idempotency-Keys: claim lease and retention.
+    pub keys: IdempotencySettings,
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
     /// HMAC secret of channel callbacks.
@@ -59,7 +61,7 @@ pub fn merchant_routes(state: &ApiState) -> (Router<ApiState>, utoipa::openapi::
         .routes(routes!(webhooks::show, webhooks::delete))
         .routes(routes!(webhooks::rotate_secret))
         .route_layer(from_fn_with_state(
-            KeyLayer::new(state.core.clone(), &state.settings),
+            KeyLayer::new(state.core.clone(), &state.keys, state.body_limit),
             crate::idempotency::layer::layer,
         ))
         .route_layer(from_fn_with_state(state.clone(), auth::merchant))
@@ -68,7 +70,7 @@ pub fn merchant_routes(state: &ApiState) -> (Router<ApiState>, utoipa::openapi::
     let v1 = v1
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(state.settings.body_limit));
+        .layer(DefaultBodyLimit::max(state.body_limit));
     (v1, doc)
 }
 

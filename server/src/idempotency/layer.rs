@@ -19,7 +19,7 @@ use super::key::{
     key_from_headers, request_fingerprint,
 };
 use super::store::{ClaimResult, KeyClaim, KeyRecord, KeyRef, StoredResponse};
-use crate::config::Settings;
+use crate::config::IdempotencySettings;
 use crate::error::{ApiError, ParsedBody};
 use crate::service::Core;
 use crate::service::ids::new_token;
@@ -39,13 +39,13 @@ pub struct KeyLayer {
 }
 
 impl KeyLayer {
-    /// The layer's state from the process's settings.
-    pub fn new(core: Core, settings: &Settings) -> Self {
+    /// The layer's state from the Idempotency-Key settings and the API's body limit (bytes).
+    pub fn new(core: Core, keys: &IdempotencySettings, body_limit: usize) -> Self {
         KeyLayer {
             core,
-            body_limit: settings.body_limit,
-            lease_ms: settings.key_lease_ms as i64,
-            retention_ms: (settings.key_retention_secs as i64) * 1000,
+            body_limit,
+            lease_ms: keys.lease_ms(),
+            retention_ms: keys.retention_ms(),
         }
     }
 }

@@ -119,11 +119,7 @@ pub async fn request(
     };
     let a = st
         .core
-        .request_action(
-            &actor(&p, &addr),
-            &req,
-            st.settings.action_ttl_secs as i64 * 1000,
-        )
+        .request_action(&actor(&p, &addr), &req, st.actions.ttl_ms())
         .await?;
     Ok((StatusCode::CREATED, Json(ActionEnvelope { action: a })))
 }
@@ -583,10 +579,7 @@ pub async fn bulk_preview(
         kind: q.kind,
         ids: parse_ids(q.ids.as_deref())?,
     };
-    let items = st
-        .core
-        .bulk_retry_preview(&sel, &st.settings.stuck_thresholds())
-        .await?;
+    let items = st.core.bulk_retry_preview(&sel, &st.stuck).await?;
     Ok(Json(BulkPreview {
         selection: sel,
         items,
@@ -653,14 +646,7 @@ pub async fn run_bulk_retry(
     crate::service::bulk::validate(sel, items, reason)?;
     bulk_permit(st, &who.username)?;
     st.core
-        .bulk_retry(
-            who,
-            sel,
-            items,
-            reason,
-            &st.settings.stuck_thresholds(),
-            st.settings.action_ttl_secs as i64 * 1000,
-        )
+        .bulk_retry(who, sel, items, reason, &st.stuck, st.actions.ttl_ms())
         .await
         .map_err(ApiError::from)
 }

@@ -79,16 +79,16 @@ pub struct Attempt {
 }
 
 impl Auth {
-    /// From the settings' limits.
-    pub fn new(settings: &crate::config::Settings) -> Self {
+    /// From the session and sign-in settings.
+    pub fn new(settings: &crate::config::SessionSettings) -> Self {
         let policy = settings.throttle();
         Auth {
             hasher: PasswordHasherPool::new(settings.hash_permits),
             policy,
             refused: Mutex::new(std::collections::HashMap::new()),
             window_ms: policy.window_ms.max(1),
-            absolute_ms: (settings.absolute_timeout_secs as i64).saturating_mul(1000),
-            idle_ms: (settings.idle_timeout_secs as i64).saturating_mul(1000),
+            absolute_ms: settings.absolute_ms(),
+            idle_ms: settings.idle_ms(),
         }
     }
 

@@ -266,9 +266,7 @@ async fn get_dashboard(
     p: Principal,
 ) -> Result<Json<super::dashboard::Dashboard>, ApiError> {
     p.require(Permission::View)?;
-    Ok(Json(
-        dashboard(&st.core, &st.settings.stuck_thresholds()).await?,
-    ))
+    Ok(Json(dashboard(&st.core, &st.stuck).await?))
 }
 
 #[utoipa::path(

@@ -25,18 +25,20 @@ pub use crate::service::{password, users};
 
 use std::sync::Arc;
 
-use crate::config::Settings;
+use crate::config::ActionSettings;
 use crate::service::Core;
 
-/// What the console's handlers and server functions share: the use cases, the settings, and
+/// What the console's handlers and server functions share: the use cases, their settings, and
 /// the console's own machinery (sign-in, rate limits of bulk work, the audit signing key, the
 /// live hub). The merchant API's state is [`crate::api::ApiState`].
 #[derive(Clone)]
 pub struct OpsState {
     /// The use cases.
     pub core: Core,
-    /// Settings the process started with.
-    pub settings: Arc<Settings>,
+    /// When a payment counts as stuck (`--stuck-*-ms`): the dashboard and bulk retries.
+    pub stuck: crate::domain::stuck::StuckThresholds,
+    /// Maker-checker requests (`--action-ttl-secs`).
+    pub actions: ActionSettings,
     /// Console sign-in machinery.
     pub auth: Arc<auth::Auth>,
     /// Bulk retries per user ([`actions::BULK_RETRIES_PER_MINUTE`] a minute): one operator

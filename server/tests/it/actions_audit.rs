@@ -262,7 +262,7 @@ on_both_backends!(a_request_whose_payment_moved_is_stale, |app| {
 on_both_backends!(
     an_expired_request_is_refused,
     |s| {
-        s.action_ttl_secs = 1;
+        s.actions.action_ttl_secs = 1;
     },
     |app| {
         users(&app).await;
@@ -327,7 +327,7 @@ on_both_backends!(
     approval_refusals_are_one_answer_whatever_the_reason,
     |s| {
         // Every refusal below is a failed password check; keep them under the limits.
-        s.login_limit_per_user = 20;
+        s.session.login_limit_per_user = 20;
     },
     |app| {
         users(&app).await;
@@ -429,7 +429,7 @@ on_both_backends!(
 on_both_backends!(
     approval_password_checks_count_toward_the_sign_in_limits,
     |s| {
-        s.login_limit_per_user = 3;
+        s.session.login_limit_per_user = 3;
     },
     |app| {
         users(&app).await;

@@ -211,7 +211,7 @@ on_both_backends!(bad_merchant_order_id_or_description_is_400, |app| {
 on_both_backends!(body_over_the_limit_is_413_body_too_large, |app| {
     let description = "d".repeat(17 * 1024);
     let body = json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-1", "description": description}).to_string();
-    assert!(body.len() > app.running.state.settings.body_limit);
+    assert!(body.len() > app.running.settings.http.body_limit);
     let a = app
         .post_raw(&app.api_key, PAYMENTS, Some("k-big"), &body)
         .await;
@@ -438,7 +438,7 @@ on_both_backends!(a_path_id_that_is_not_utf8_is_400_json, |app| {
 });
 
 on_both_backends!(an_oversized_callback_is_413_json, |app| {
-    let body = vec![b'x'; app.running.state.settings.body_limit + 1];
+    let body = vec![b'x'; app.running.settings.http.body_limit + 1];
     app.post_callback(&body, Some("t=1,v1=00"))
         .await
         .assert_error(413, "body_too_large");

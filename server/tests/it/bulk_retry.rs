@@ -60,8 +60,8 @@ fn ids(items: &Value) -> Vec<String> {
 on_both_backends!(
     a_bulk_retry_retries_only_what_is_still_as_previewed,
     |s| {
-        s.stuck_unknown_ms = 0;
-        s.query_delay_ms = 600_000;
+        s.stuck.stuck_unknown_ms = 0;
+        s.jobs.query_delay_ms = 600_000;
     },
     |app| {
         let mut stuck = vec![
@@ -172,7 +172,7 @@ on_both_backends!(
 on_both_backends!(
     bulk_retries_are_rate_limited_per_user,
     |s| {
-        s.stuck_unknown_ms = 0;
+        s.stuck.stuck_unknown_ms = 0;
     },
     |app| {
         let id = unknown(&app, "o-1").await;
@@ -286,7 +286,7 @@ on_both_backends!(
 on_both_backends!(
     the_error_pool_selection_holds_the_payments_of_open_items,
     |s| {
-        s.stuck_suspense_ms = 0;
+        s.stuck.stuck_suspense_ms = 0;
     },
     |app| {
         let id = app.suspended_payment("o-f", 100).await;

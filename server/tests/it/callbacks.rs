@@ -216,12 +216,12 @@ on_both_backends!(
 on_both_backends!(
     a_failure_callback_never_fails_an_unknown_payment_the_query_decides,
     |s| {
-        s.no_workers = false;
-        s.submit_delay_ms = 200;
-        s.query_delay_ms = 1_000;
-        s.poll_ms = 20;
-        s.backoff_base_ms = 20;
-        s.backoff_cap_ms = 200;
+        s.worker.no_workers = false;
+        s.jobs.submit_delay_ms = 200;
+        s.jobs.query_delay_ms = 1_000;
+        s.worker.poll_ms = 20;
+        s.worker.backoff_base_ms = 20;
+        s.worker.backoff_cap_ms = 200;
     },
     |app| {
         // Digits 54: the channel charged but the answer was lost. A failure callback (stale,

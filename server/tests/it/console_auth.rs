@@ -42,22 +42,22 @@ async fn login_at(
 const WRONG: &str = "wrong-password-123";
 
 fn trust_loopback(s: &mut converge_server::config::Settings) {
-    s.trusted_proxies = vec!["127.0.0.1".parse().expect("cidr")];
+    s.http.trusted_proxies = vec!["127.0.0.1".parse().expect("cidr")];
 }
 
 on_both_backends!(
     limits_hold_across_servers_sharing_the_database,
     |s| {
-        s.login_limit_per_user = 3;
-        s.login_limit_per_addr = 4;
+        s.session.login_limit_per_user = 3;
+        s.session.login_limit_per_addr = 4;
         trust_loopback(s);
     },
     |app| {
         crate::support::add_ops_user(&app, "alice", "viewer").await;
         let (peer, _running) = app
             .spawn_peer(|s| {
-                s.login_limit_per_user = 3;
-                s.login_limit_per_addr = 4;
+                s.session.login_limit_per_user = 3;
+                s.session.login_limit_per_addr = 4;
                 trust_loopback(s);
             })
             .await;
@@ -104,7 +104,7 @@ on_both_backends!(
 on_both_backends!(
     a_hammered_account_still_signs_in_from_its_own_address,
     |s| {
-        s.login_limit_per_user = 3;
+        s.session.login_limit_per_user = 3;
         trust_loopback(s);
     },
     |app| {
@@ -133,8 +133,8 @@ on_both_backends!(
 on_both_backends!(
     the_delay_of_an_account_and_address_doubles_with_each_failure,
     |s| {
-        s.login_limit_per_user = 2;
-        s.login_delay_base_ms = 1_500;
+        s.session.login_limit_per_user = 2;
+        s.session.login_delay_base_ms = 1_500;
         trust_loopback(s);
     },
     |app| {
@@ -181,8 +181,8 @@ on_both_backends!(
     forwarded_addresses_are_ignored_from_an_untrusted_peer,
     |s| {
         // A proxy is configured, but the test client (127.0.0.1) is not it.
-        s.trusted_proxies = vec!["10.0.0.0/8".parse().unwrap()];
-        s.login_limit_per_addr = 2;
+        s.http.trusted_proxies = vec!["10.0.0.0/8".parse().unwrap()];
+        s.session.login_limit_per_addr = 2;
     },
     |app| {
         crate::support::add_ops_user(&app, "alice", "viewer").await;
@@ -202,11 +202,11 @@ on_both_backends!(
 on_both_backends!(
     forwarded_addresses_are_used_from_a_trusted_proxy,
     |s| {
-        s.trusted_proxies = vec![
+        s.http.trusted_proxies = vec![
             "127.0.0.0/8".parse().unwrap(),
             "10.0.0.0/8".parse().unwrap(),
         ];
-        s.login_limit_per_addr = 2;
+        s.session.login_limit_per_addr = 2;
     },
     |app| {
         crate::support::add_ops_user(&app, "alice", "viewer").await;
@@ -329,7 +329,7 @@ on_both_backends!(a_request_in_flight_cannot_undo_a_logout, |app| {
 on_both_backends!(
     background_polling_does_not_keep_a_session_alive,
     |s| {
-        s.idle_timeout_secs = 2;
+        s.session.idle_timeout_secs = 2;
     },
     |app| {
         crate::support::add_ops_user(&app, "alice", "viewer").await;

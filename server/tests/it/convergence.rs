@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use converge_server::service::Core;
-use converge_server::startup::worker_config;
 use converge_server::store::{JobKind, NewJob, Store};
 use converge_server::worker::{JobResult, Worker};
 use serde_json::json;
@@ -35,14 +34,14 @@ async fn wait_status(
 }
 
 fn fast(s: &mut converge_server::config::Settings) {
-    s.no_workers = false;
-    s.submit_delay_ms = 200;
-    s.query_delay_ms = 100;
-    s.poll_ms = 20;
-    s.backoff_base_ms = 20;
-    s.backoff_cap_ms = 200;
-    s.resubmit_budget = 2;
-    s.max_attempts = 30;
+    s.worker.no_workers = false;
+    s.jobs.submit_delay_ms = 200;
+    s.jobs.query_delay_ms = 100;
+    s.worker.poll_ms = 20;
+    s.worker.backoff_base_ms = 20;
+    s.worker.backoff_cap_ms = 200;
+    s.jobs.resubmit_budget = 2;
+    s.jobs.max_attempts = 30;
 }
 
 fn reconcile_job(day: &str) -> (NewJob, String) {
@@ -115,7 +114,7 @@ on_both_backends!(
     |s| {
         fast(s);
         // Room for the test to freeze the merchant before the first query.
-        s.query_delay_ms = 1_500;
+        s.jobs.query_delay_ms = 1_500;
     },
     |app| {
         // In flight when the merchant is frozen: digits 54, the channel charges and the answer
@@ -366,9 +365,9 @@ on_both_backends!(
         }
         let (job, _) = reconcile_job("");
         let good = store.enqueue_job(&job, "2026-11-30", 0).await.unwrap();
-        let mut settings = (*app.running.state.settings).clone();
+        let mut settings = app.running.settings.worker.clone();
         settings.worker_batch = 10;
-        let worker = Worker::new(app.running.state.core.clone(), worker_config(&settings));
+        let worker = Worker::new(app.running.state.core.clone(), settings.config());
         let results = worker.drain_once().await.unwrap();
         assert_eq!(results.len(), 4);
         for (id, r) in results {
@@ -386,8 +385,8 @@ on_both_backends!(
 on_both_backends!(
     jobs_failing_together_get_spread_retry_times,
     |s| {
-        s.backoff_base_ms = 10_000;
-        s.backoff_cap_ms = 60_000;
+        s.worker.backoff_base_ms = 10_000;
+        s.worker.backoff_cap_ms = 60_000;
     },
     |app| {
         let store = &app.store;
@@ -396,9 +395,9 @@ on_both_backends!(
             let (job, _) = reconcile_job("");
             ids.push(store.enqueue_job(&job, "not-a-day", 0).await.unwrap());
         }
-        let mut settings = (*app.running.state.settings).clone();
+        let mut settings = app.running.settings.worker.clone();
         settings.worker_batch = 100;
-        let worker = Worker::new(app.running.state.core.clone(), worker_config(&settings));
+        let worker = Worker::new(app.running.state.core.clone(), settings.config());
         let before = app.running.state.core.clock.now_ms();
         assert_eq!(worker.drain_once().await.unwrap().len(), 100);
         let mut times = HashSet::new();
@@ -423,7 +422,7 @@ on_both_backends!(
 on_both_backends!(
     a_job_abandoned_mid_run_is_rerun_once_without_a_second_charge,
     |s| {
-        s.lease_ms = 300;
+        s.worker.lease_ms = 300;
     },
     |app| {
         // The request stops after inserting the payment (as if the process died before the
@@ -636,8 +635,8 @@ on_both_backends!(
         fast(s);
         // No callback arrives within the test: only the query can settle it. The submit job
         // (a backstop for a request that dies) waits longer than the request's own timeout.
-        s.sandbox_callback_delay_ms = 600_000;
-        s.submit_delay_ms = 5_000;
+        s.sandbox.sandbox_callback_delay_ms = 600_000;
+        s.jobs.submit_delay_ms = 5_000;
     },
     |app| {
         // Digits 52: the channel commits the charge but answers after the core's timeout.
@@ -668,7 +667,7 @@ on_both_backends!(
 
 on_both_backends!(the_queue_gauges_report_zero_for_emptied_groups, |app| {
     let core = &app.running.state.core;
-    converge_server::worker::monitor::refresh(core, &app.running.state.settings.stuck_thresholds())
+    converge_server::worker::monitor::refresh(core, &app.running.settings.stuck.thresholds())
         .await
         .unwrap();
     let text = app.get("/metrics").await.body;

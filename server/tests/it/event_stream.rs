@@ -109,10 +109,10 @@ impl Drop for Nats {
 }
 
 fn with_relay(s: &mut Settings, url: &str) {
-    s.nats_url = Some(url.to_string());
-    s.relay_lease_ms = 2_000;
-    s.nats_duplicate_window_secs = 10;
-    s.poll_ms = 20;
+    s.relay.nats_url = Some(url.to_string());
+    s.relay.relay_lease_ms = 2_000;
+    s.relay.nats_duplicate_window_secs = 10;
+    s.worker.poll_ms = 20;
 }
 
 async fn pay(app: &TestApp, order: &str, amount: i64) -> Value {
@@ -270,7 +270,7 @@ with_nats!(
 fn cfg(nats: &Nats) -> RelayConfig {
     let mut s = Settings::for_tests(":memory:");
     with_relay(&mut s, &nats.url());
-    s.relay().unwrap().unwrap()
+    s.relay.config(s.worker.poll()).unwrap().unwrap()
 }
 
 on_both_backends!(
@@ -441,8 +441,14 @@ on_both_backends!(
         // And a window below three leases is refused before any connection.
         let mut short = Settings::for_tests(":memory:");
         with_relay(&mut short, &nats.url());
-        short.nats_duplicate_window_secs = 1;
-        short.relay_lease_ms = 1_000;
-        assert!(short.relay().unwrap_err().contains("3 x --relay-lease-ms"));
+        short.relay.nats_duplicate_window_secs = 1;
+        short.relay.relay_lease_ms = 1_000;
+        assert!(
+            short
+                .relay
+                .config(short.worker.poll())
+                .unwrap_err()
+                .contains("3 x --relay-lease-ms")
+        );
     }
 );

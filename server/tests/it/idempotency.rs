@@ -258,7 +258,7 @@ on_both_backends!(
     |s| {
         // Long enough to outlast the sandbox's 800 ms digits-52 answer: the first request holds
         // its claim for the whole 800 ms.
-        s.channel_timeout_ms = 3_000;
+        s.channel.channel_timeout_ms = 3_000;
     },
     |app| {
         let body = pay("o-slow", 1052);
@@ -646,7 +646,7 @@ on_both_backends!(
     |app| {
         let first = app.post(PAYMENTS, Some("k-old"), &pay("o-1", 1000)).await;
         assert_eq!(first.status, 201);
-        let retention_ms = app.running.state.settings.key_retention_secs as i64 * 1000;
+        let retention_ms = app.running.settings.idempotency.retention_ms();
         let purged = app
             .store
             .purge_keys(SystemClock.now_ms() + retention_ms + 1)

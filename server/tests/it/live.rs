@@ -267,7 +267,7 @@ on_both_backends!(
 on_both_backends!(
     the_live_stream_does_not_keep_the_session_alive_and_ends_with_it,
     |s| {
-        s.idle_timeout_secs = 2;
+        s.session.idle_timeout_secs = 2;
     },
     |app| {
         app.skip_invariant_check(

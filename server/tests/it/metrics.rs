@@ -19,7 +19,7 @@ on_both_backends!(
         assert_eq!(app.get(&format!("/v1/payments/{id}")).await.status, 200);
         converge_server::worker::monitor::refresh(
             &app.running.state.core,
-            &app.running.state.settings.stuck_thresholds(),
+            &app.running.settings.stuck.thresholds(),
         )
         .await
         .unwrap();

@@ -94,7 +94,7 @@ on_both_backends!(stored_passwords_are_argon2id_with_owasp_parameters, |app| {
 on_both_backends!(
     login_attempts_are_rate_limited_per_user,
     |s| {
-        s.login_limit_per_user = 3;
+        s.session.login_limit_per_user = 3;
     },
     |app| {
         user(&app, "alice", "viewer").await;
@@ -198,7 +198,7 @@ on_both_backends!(login_renews_the_session_id_and_logout_destroys_it, |app| {
 on_both_backends!(
     an_idle_session_expires,
     |s| {
-        s.idle_timeout_secs = 1;
+        s.session.idle_timeout_secs = 1;
     },
     |app| {
         user(&app, "alice", "viewer").await;
@@ -213,7 +213,7 @@ on_both_backends!(
 on_both_backends!(
     an_active_session_still_ends_at_the_absolute_timeout,
     |s| {
-        s.absolute_timeout_secs = 2;
+        s.session.absolute_timeout_secs = 2;
     },
     |app| {
         user(&app, "alice", "viewer").await;
@@ -527,7 +527,7 @@ on_both_backends!(
 on_both_backends!(
     refused_logins_past_the_rate_limit_are_counted_not_recorded_one_row_each,
     |s| {
-        s.login_limit_per_addr = 3;
+        s.session.login_limit_per_addr = 3;
     },
     |app| {
         user(&app, "alice", "viewer").await;
@@ -615,7 +615,7 @@ on_both_backends!(
 on_both_backends!(
     allowed_hosts_replace_the_default_names,
     |s| {
-        s.allowed_hosts = vec!["Console.Example".into()];
+        s.http.allowed_hosts = vec!["Console.Example".into()];
     },
     |app| {
         assert_eq!(

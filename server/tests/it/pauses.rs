@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use converge_server::channel::webhook_sink::{self, SinkConfig};
-use converge_server::startup::worker_config;
 use converge_server::store::{CreatePause, NewPause, PauseMove};
 use converge_server::worker::Worker;
 use serde_json::{Value, json};
@@ -238,8 +237,8 @@ on_both_backends!(
 on_both_backends!(
     while_submissions_are_paused_a_payment_stays_pending_with_nothing_sent_and_settles_after_resume,
     |s| {
-        s.no_workers = false;
-        s.submit_delay_ms = 200;
+        s.worker.no_workers = false;
+        s.jobs.submit_delay_ms = 200;
     },
     |app| {
         users(&app).await;
@@ -282,7 +281,7 @@ on_both_backends!(
         let now = core.clock.now_ms();
         assert!(app.store.wake_jobs(&pid, now).await.unwrap() >= 1);
         let settings = converge_server::config::Settings::for_tests(&app.db_url);
-        let worker = Worker::new(core.clone(), worker_config(&settings));
+        let worker = Worker::new(core.clone(), settings.worker.config());
         for _ in 0..3 {
             worker.drain_once().await.unwrap();
         }
@@ -323,7 +322,7 @@ on_both_backends!(
 on_both_backends!(
     a_paused_endpoints_deliveries_wait_unspent_and_go_out_after_resume,
     |s| {
-        s.no_workers = false;
+        s.worker.no_workers = false;
     },
     |app| {
         users(&app).await;
@@ -403,8 +402,8 @@ on_both_backends!(
         users(&app).await;
         let (peer_base, peer) = app
             .spawn_peer(|s| {
-                s.no_workers = false;
-                s.submit_delay_ms = 200;
+                s.worker.no_workers = false;
+                s.jobs.submit_delay_ms = 200;
             })
             .await;
         // The peer has read the (empty) set before the pause, so it must refresh to see it.

@@ -107,7 +107,7 @@ on_both_backends!(
     |s| {
         // The request times out (300 ms) well before the sandbox's callback (1 s after the
         // commit) and its late answer (800 ms): the callback is what settles the payment.
-        s.sandbox_callback_delay_ms = 1_000;
+        s.sandbox.sandbox_callback_delay_ms = 1_000;
     },
     |app| {
         let (body, p) = create(&app, 1052).await;

@@ -336,6 +336,7 @@ impl TestApp {
         let mut settings = Settings::for_tests(&url);
         tweak(&mut settings);
         let callback_secret = settings
+            .channel
             .callback_secret
             .clone()
             .unwrap_or_default()
@@ -401,8 +402,8 @@ impl TestApp {
     pub async fn spawn_peer(&self, tweak: impl FnOnce(&mut Settings)) -> (String, Running) {
         let mut settings = Settings::for_tests(&self.db_url);
         if let Some(sandbox) = &self.running.sandbox {
-            settings.channel_url = Some(sandbox.url.clone());
-            settings.callback_secret =
+            settings.channel.channel_url = Some(sandbox.url.clone());
+            settings.channel.callback_secret =
                 Some(String::from_utf8(self.callback_secret.clone()).expect("test secret is text"));
         }
         tweak(&mut settings);

@@ -82,14 +82,14 @@ on_both_backends!(
 on_both_backends!(
     the_workers_query_of_an_unknown_payment_writes_in_the_requests_trace,
     |s| {
-        s.no_workers = false;
-        s.query_delay_ms = 100;
-        s.poll_ms = 20;
-        s.backoff_base_ms = 20;
-        s.backoff_cap_ms = 200;
+        s.worker.no_workers = false;
+        s.jobs.query_delay_ms = 100;
+        s.worker.poll_ms = 20;
+        s.worker.backoff_base_ms = 20;
+        s.worker.backoff_cap_ms = 200;
         // No callback within the test: only the worker's query settles it.
-        s.sandbox_callback_delay_ms = 600_000;
-        s.submit_delay_ms = 5_000;
+        s.sandbox.sandbox_callback_delay_ms = 600_000;
+        s.jobs.submit_delay_ms = 5_000;
     },
     |app| {
         // Digits 52: the channel charges but answers after the core's timeout.

@@ -115,7 +115,7 @@ fn signed_by(d: &Value, secret: &str) -> bool {
 on_both_backends!(
     a_success_is_delivered_once_signed_with_the_endpoint_secret,
     |s| {
-        s.no_workers = false;
+        s.worker.no_workers = false;
     },
     |app| {
         let sink = sink().await;
@@ -181,7 +181,7 @@ on_both_backends!(
 on_both_backends!(
     failed_attempts_retry_with_the_same_webhook_id_until_a_2xx,
     |s| {
-        s.no_workers = false;
+        s.worker.no_workers = false;
     },
     |app| {
         let sink = sink().await;
@@ -215,7 +215,7 @@ on_both_backends!(
 on_both_backends!(
     an_exhausted_delivery_goes_to_the_error_pool_and_can_be_redelivered,
     |s| {
-        s.no_workers = false;
+        s.worker.no_workers = false;
     },
     |app| {
         let sink = sink().await;
@@ -286,7 +286,7 @@ on_both_backends!(
 on_both_backends!(
     a_410_disables_the_endpoint_and_later_events_skip_it,
     |s| {
-        s.no_workers = false;
+        s.worker.no_workers = false;
     },
     |app| {
         let sink = sink().await;
@@ -326,9 +326,9 @@ on_both_backends!(
 on_both_backends!(
     bad_receivers_are_failed_attempts_with_their_reason,
     |s| {
-        s.no_workers = false;
-        s.webhook_timeout_ms = 700;
-        s.webhook_retry_schedule =
+        s.worker.no_workers = false;
+        s.webhooks.webhook_timeout_ms = 700;
+        s.webhooks.webhook_retry_schedule =
             converge_server::domain::webhooks::RetrySchedule::parse("0s").unwrap();
     },
     |app| {
@@ -403,7 +403,7 @@ on_both_backends!(
 on_both_backends!(
     endpoint_urls_and_event_lists_are_checked_with_stable_codes,
     |s| {
-        s.webhook_allow_private = false;
+        s.webhooks.webhook_allow_private = false;
     },
     |app| {
         let cases: Vec<(Value, &str)> = vec![
@@ -547,7 +547,7 @@ on_both_backends!(a_frozen_merchant_cannot_register_endpoints, |app| {
 on_both_backends!(
     a_rotated_secret_signs_beside_the_old_one_during_the_overlap,
     |s| {
-        s.no_workers = false;
+        s.worker.no_workers = false;
     },
     |app| {
         let sink = sink().await;
@@ -580,7 +580,7 @@ on_both_backends!(
 on_both_backends!(
     refunds_emit_their_events_and_the_payment_refunded_event,
     |s| {
-        s.no_workers = false;
+        s.worker.no_workers = false;
     },
     |app| {
         let sink = sink().await;
@@ -633,7 +633,7 @@ async fn verify_later(app: &TestApp) -> converge_server::verify::Report {
 on_both_backends!(
     verify_passes_when_every_event_is_delivered,
     |s| {
-        s.no_workers = false;
+        s.worker.no_workers = false;
     },
     |app| {
         let sink = sink().await;
