@@ -197,7 +197,9 @@ cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
 # The first-load block, between its own markers so that CONVERGE_BENCH_ONLY=firstload can
 # rewrite it alone.
 ms() { v=$(get "$1"); [ "$v" = "-" ] && echo "-" || echo "$v"; }
-{
+# Not written when this run measured the under-load block alone: it has no first-load figures,
+# and its greps finding nothing would end the script (pipefail) before that block is written.
+[ "$only" = under-load ] || {
   echo "<!-- firstload:begin -->"
   echo "**First load** (\`bench firstload\`): the sign-in page a browser lands on and the stylesheet, script"
   echo "and WebAssembly it loads, from a release \`converge serve\`, with \`Accept-Encoding: br, gzip\` (as sent)"
