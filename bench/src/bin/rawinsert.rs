@@ -64,7 +64,7 @@ async fn run(args: Args) -> Result<()> {
     if args.two_phase {
         // converge's own schema and merchant 1.
         let store = converge_server::store::SqliteStore::open(&path.to_string_lossy()).await?;
-        use converge_server::store::Store;
+        use converge_server::store::{Merchants, Store};
         store.create_merchant("bench", "bench-key-hash", 0).await?;
         store.close().await;
     }
