@@ -385,10 +385,9 @@ pub async fn search_payments(
         after: query.after,
         limit: Some(50),
     };
-    let page = converge_server::ops::run_search(&st, &q)
+    converge_server::ops::run_search(&st, &q)
         .await
-        .map_err(ssr::api_error)?;
-    ssr::convert(&page)
+        .map_err(ssr::api_error)
 }
 
 /// A payment's whole story (viewer).
@@ -421,7 +420,7 @@ async fn payment_as(id: String, activity: ssr::Activity) -> Result<PaymentDetail
         .await
         .map_err(|e| ssr::api_error(e.into()))?
     {
-        Some(d) => ssr::convert(&d),
+        Some(d) => Ok(d),
         None => Err(ssr::api_error(converge_server::error::ApiError::new(
             axum::http::StatusCode::NOT_FOUND,
             "not_found",

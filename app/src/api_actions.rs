@@ -268,19 +268,3 @@ pub async fn verify_audit() -> Result<AuditVerify, ServerFnError> {
         first_broken: broken.map(|b| (b.seq, b.reason)),
     })
 }
-
-#[cfg(all(test, feature = "ssr"))]
-mod tests {
-    #[test]
-    fn the_force_whitelist_mirrors_the_server() {
-        let server: Vec<(String, String)> = converge_server::domain::actions::FORCE_WHITELIST
-            .iter()
-            .map(|r| (r.from.as_str().to_string(), r.to.as_str().to_string()))
-            .collect();
-        let ours: Vec<(String, String)> = crate::dto::FORCE_WHITELIST
-            .iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-        assert_eq!(server, ours);
-    }
-}

@@ -105,23 +105,6 @@ pub struct KeyDetail {
     pub outcomes: Vec<KeyOutcome>,
 }
 
-/// A key in the payment page's list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeySummary {
-    /// Owner's id.
-    pub merchant_id: i64,
-    /// The key.
-    pub idem_key: String,
-    /// Route template.
-    pub route: String,
-    /// `running` or `done`.
-    pub state: String,
-    /// What its request created.
-    pub resource_id: Option<String>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-}
-
 /// The console path of a key's page (the server builds the same in search hits): the key
 /// percent-encoded as one path segment.
 pub fn key_path(merchant_id: i64, idem_key: &str) -> String {

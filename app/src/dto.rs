@@ -3,74 +3,25 @@
 //!
 //! The shapes the server produces for `/ops/v1` live in the `converge-wire` crate, which the
 //! server serialises and the browser deserialises: they are re-exported here, not mirrored.
-//! What is defined below is either the console's own (query forms, the approvals inbox, the
-//! pauses with their wording, the merchants page) or, for the payment page (`Payment`,
-//! `PaymentDetail` and its parts), still a mirror that the server functions fill with
-//! `serde_json` (to_value, then from_value), so a field renamed on one side fails loudly in
-//! the tests instead of silently showing nothing. Times are epoch ms UTC; amounts are
+//! So is the vocabulary both sides name: the payment statuses, the roles and the stuck-age
+//! buckets (`PaymentStatus::ALL`, `Role::ALL`, `AGE_BUCKETS`), and what the payment page may
+//! offer (`ActionOffer`, forced-transition targets included, computed by the server's
+//! domain). What is defined below is the console's own: query forms, the approvals inbox,
+//! the pauses with their wording, the merchants page. Times are epoch ms UTC; amounts are
 //! integer minor units.
 
 use serde::{Deserialize, Serialize};
 
+pub use converge_wire::dashboard::AGE_BUCKETS;
 pub use converge_wire::{
-    ActionRecord, AttemptRow, AuditList, AuditRecord, AuditRow, BulkItem, BulkOutcome, Dashboard,
-    DeliveryDetail, DeliveryRow, EndpointRow, ErrorItem, ErrorPoolView, HitRate, IdempotencyView,
-    KindCount, Merchant, MerchantKey, MinutePoint, OutboxEvent, PoolPage,
-    PrincipalView as Principal, QueueRow, QueueView, RelayStatus, ResolveOutcome, RouteOutcomes,
-    StuckPayment, StuckView, UserView, WebhookBacklog, WebhooksOverview,
+    ActionOffer, ActionRecord, AttemptRow, AuditList, AuditRecord, AuditRow, BulkItem, BulkOutcome,
+    Dashboard, DeliveryDetail, DeliveryRow, EndpointRow, ErrorItem, ErrorPoolView, EventRecord,
+    HitRate, IdempotencyView, Job, KeySummary, KindCount, LedgerEntry, Merchant, MerchantKey,
+    MinutePoint, OutboxEvent, Payment, PaymentDetail, PaymentPage, PaymentStatus, PoolPage,
+    PrincipalView as Principal, QueueRow, QueueView, Refund, RelayStatus, ResolveOutcome,
+    ReversalView, Role, RouteOutcomes, StuckPayment, StuckView, UserView, WebhookBacklog,
+    WebhooksOverview,
 };
-
-/// Payment states in the order the console lists them (DESIGN.md "Payment state machine").
-pub const PAYMENT_STATUSES: [&str; 9] = [
-    "PENDING",
-    "PROCESSING",
-    "UNKNOWN",
-    "CHANNEL_SUCCESS",
-    "SUSPENSE",
-    "SUCCESS",
-    "FAILED",
-    "REVERSED",
-    "REFUNDED",
-];
-
-/// Stuck-age buckets, youngest first (mirrors `server::domain::stuck::AGE_BUCKETS`).
-pub const AGE_BUCKETS: [&str; 4] = ["<5m", "5m-1h", "1h-24h", ">24h"];
-
-/// Console roles (mirrors `server::domain::roles::Role`).
-pub const ROLES: [&str; 5] = ["viewer", "operator", "approver", "auditor", "admin"];
-
-/// A payment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Payment {
-    /// `pay_` id.
-    pub id: String,
-    /// Owner.
-    pub merchant_id: i64,
-    /// The merchant's business key.
-    pub merchant_order_id: String,
-    /// Minor units.
-    pub amount: i64,
-    /// ISO 4217.
-    pub currency: String,
-    /// Free text from the merchant.
-    pub description: String,
-    /// Current state.
-    pub status: String,
-    /// Bumped by every write.
-    pub version: i64,
-    /// Key sent to the channel.
-    pub channel_key: String,
-    /// Times the charge was sent to the channel.
-    pub submit_attempts: i64,
-    /// Refunded or reserved, minor units.
-    pub refunded_amount: i64,
-    /// Last channel or posting error.
-    pub last_error: Option<String>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// Epoch ms UTC.
-    pub updated_at: i64,
-}
 
 /// Filters of a payment search (all optional; blank means "any").
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,169 +40,6 @@ pub struct PaymentQuery {
     pub to: Option<String>,
     /// Cursor of the previous page's `next`.
     pub after: Option<String>,
-}
-
-/// One page of search results.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PaymentPage {
-    /// Newest first.
-    pub items: Vec<Payment>,
-    /// Cursor of the next page, None on the last.
-    pub next: Option<String>,
-}
-
-/// One recorded event (applied or ignored).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventRecord {
-    /// Unique per payment.
-    pub event_id: String,
-    /// Event name.
-    pub event: String,
-    /// Status before.
-    pub from_status: String,
-    /// Status after, None when ignored.
-    pub to_status: Option<String>,
-    /// Applied or ignored.
-    pub applied: bool,
-    /// `api`, `worker`, `callback`, ...
-    pub source: String,
-    /// Evidence or reason.
-    pub detail: String,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-}
-
-/// A compensation job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Job {
-    /// Id.
-    pub id: i64,
-    /// Kind.
-    pub kind: String,
-    /// Payment.
-    pub payment_id: Option<String>,
-    /// Refund.
-    pub refund_id: Option<String>,
-    /// `due`, `leased`, `done` or `dead`.
-    pub status: String,
-    /// Attempts made.
-    pub attempts: i64,
-    /// Attempts allowed.
-    pub max_attempts: i64,
-    /// Next run, epoch ms UTC.
-    pub run_at: i64,
-    /// Last error.
-    pub last_error: Option<String>,
-}
-
-/// A ledger line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LedgerEntry {
-    /// Batch id.
-    pub batch_id: i64,
-    /// `charge`, `refund` or `reversal`.
-    pub kind: String,
-    /// Account.
-    pub account: String,
-    /// `debit` or `credit`.
-    pub direction: String,
-    /// Minor units.
-    pub amount: i64,
-    /// ISO 4217.
-    pub currency: String,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-}
-
-/// A refund.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Refund {
-    /// `re_` id.
-    pub id: String,
-    /// Payment.
-    pub payment_id: String,
-    /// Minor units.
-    pub amount: i64,
-    /// Merchant's reason.
-    pub reason: String,
-    /// `pending`, `succeeded` or `failed`.
-    pub status: String,
-    /// Last error.
-    pub last_error: Option<String>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// Epoch ms UTC.
-    pub updated_at: i64,
-}
-
-/// A payment's whole story.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PaymentDetail {
-    /// The payment.
-    pub payment: Payment,
-    /// Its merchant's name.
-    pub merchant: String,
-    /// Every event, applied and ignored, oldest first.
-    pub events: Vec<EventRecord>,
-    /// Its jobs.
-    pub jobs: Vec<Job>,
-    /// Ledger lines.
-    pub ledger: Vec<LedgerEntry>,
-    /// Refunds.
-    pub refunds: Vec<Refund>,
-    /// Related error-pool items.
-    pub errors: Vec<ErrorItem>,
-    /// Ops actions on it, newest first.
-    pub actions: Vec<ActionRecord>,
-    /// Audit records about it (`payment:<id>`), in seq order.
-    pub audit: Vec<AuditRecord>,
-    /// Which actions apply now, and why not the others (the server's rule).
-    pub offers: Vec<ActionOffer>,
-    /// On a REVERSED payment, the reversal's refund at the channel.
-    #[serde(default)]
-    pub reversal: Option<ReversalView>,
-    /// The Idempotency-Keys whose requests made it or its refunds, oldest first.
-    #[serde(default)]
-    pub idempotency_keys: Vec<crate::api_lookup::KeySummary>,
-}
-
-/// The refund a reversal made at the channel (`server::ops::dashboard::ReversalView`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReversalView {
-    /// The executed `reverse` action, when on record.
-    pub action_id: Option<String>,
-    /// Refunded at the channel, integer minor units.
-    pub amount: i64,
-}
-
-/// Whether an action applies to the payment now (`server::domain::actions::offers`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ActionOffer {
-    /// `query`, `retry`, `reverse` or `force_transition`.
-    pub kind: String,
-    /// It can be requested now.
-    pub available: bool,
-    /// Why not, when it is not available.
-    pub why: String,
-}
-
-/// Forced transitions an approver may sign off (mirrors `server::domain::actions::FORCE_WHITELIST`;
-/// the server checks again): (from, to).
-pub const FORCE_WHITELIST: [(&str, &str); 5] = [
-    ("UNKNOWN", "FAILED"),
-    ("UNKNOWN", "CHANNEL_SUCCESS"),
-    ("PROCESSING", "UNKNOWN"),
-    ("SUSPENSE", "SUCCESS"),
-    ("CHANNEL_SUCCESS", "SUCCESS"),
-];
-
-/// The whitelisted force targets out of `status` (none out of a terminal state).
-pub fn force_targets(status: &str) -> Vec<&'static str> {
-    FORCE_WHITELIST
-        .iter()
-        .filter(|(from, _)| *from == status)
-        .map(|(_, to)| *to)
-        .collect()
 }
 
 /// A request in the approvals inbox with its payment as it stands now

@@ -271,14 +271,23 @@ fn fields_of(
 }
 
 /// The CSS class of a status pill: one colour per family of states, shared by payments,
-/// jobs, refunds and error-pool items.
+/// jobs, refunds and error-pool items. A payment status is matched as the enum, so a new
+/// one fails to compile here until it has a colour.
 pub fn status_class(status: &str) -> &'static str {
+    use crate::dto::PaymentStatus as P;
+    if let Ok(p) = status.parse::<P>() {
+        return match p {
+            P::Success | P::Refunded => "st-ok",
+            P::Failed | P::Reversed => "st-bad",
+            P::Unknown | P::Suspense => "st-warn",
+            P::Pending | P::Processing | P::ChannelSuccess => "st-busy",
+        };
+    }
     match status {
-        "SUCCESS" | "REFUNDED" | "succeeded" | "done" | "resolved" | "executed" => "st-ok",
-        "FAILED" | "REVERSED" | "failed" | "dead" => "st-bad",
-        "UNKNOWN" | "SUSPENSE" | "open" => "st-warn",
-        "PENDING" | "PROCESSING" | "CHANNEL_SUCCESS" | "pending" | "approved" | "due"
-        | "leased" => "st-busy",
+        "succeeded" | "done" | "resolved" | "executed" => "st-ok",
+        "failed" | "dead" => "st-bad",
+        "open" => "st-warn",
+        "pending" | "approved" | "due" | "leased" => "st-busy",
         _ => "st-other",
     }
 }
@@ -442,6 +451,17 @@ mod tests {
         assert_eq!(pretty_json("not json"), "not json");
         assert!(pretty_json(r#"{"a":1}"#).contains("\"a\": 1"));
         assert_eq!(status_class("SUSPENSE"), "st-warn");
+    }
+
+    #[test]
+    fn payment_statuses_and_the_other_lifecycles_get_their_family_colour() {
+        assert_eq!(status_class("CHANNEL_SUCCESS"), "st-busy");
+        assert_eq!(status_class("REFUNDED"), "st-ok");
+        assert_eq!(status_class("REVERSED"), "st-bad");
+        assert_eq!(status_class("due"), "st-busy");
+        assert_eq!(status_class("dead"), "st-bad");
+        // Payment statuses are upper case: the lower-case spelling is not one of them.
+        assert_eq!(status_class("success"), "st-other");
     }
 
     #[test]

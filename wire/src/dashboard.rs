@@ -26,6 +26,17 @@ pub struct Dashboard {
     pub relay: RelayStatus,
 }
 
+/// Age buckets stuck payments are grouped by (the console's stuck table, `/metrics`), youngest
+/// first, each with its upper bound in ms (the last is open). Defined here, once, because the
+/// console names the buckets as columns; the server's `domain::stuck` re-exports it and
+/// buckets ages by it, and [`StuckView::counts`] carries these names.
+pub const AGE_BUCKETS: [(&str, i64); 4] = [
+    ("<5m", 300_000),
+    ("5m-1h", 3_600_000),
+    ("1h-24h", 86_400_000),
+    (">24h", i64::MAX),
+];
+
 /// Stuck payments by state and age bucket, with the thresholds and the oldest items.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]

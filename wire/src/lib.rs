@@ -3,6 +3,11 @@
 //! and the browser (WebAssembly, which must not depend on the server crate) deserialises
 //! them. A field renamed here is renamed on both sides at once.
 //!
+//! Besides the shapes, the vocabulary both sides name: the payment statuses
+//! ([`PaymentStatus`]), the console roles ([`Role`]) and the stuck-age buckets
+//! ([`dashboard::AGE_BUCKETS`]) are defined here once and re-exported by the server's
+//! domain, so the console lists them without a copy to keep in step.
+//!
 //! Plain data with serde only, so it builds for `wasm32-unknown-unknown`. The `utoipa`
 //! feature (the server's) derives `utoipa::ToSchema` for the OpenAPI document. Times are
 //! epoch ms UTC; amounts are integer minor units.
@@ -13,6 +18,8 @@ pub mod dashboard;
 pub mod error_pool;
 pub mod governance;
 pub mod merchants;
+pub mod payments;
+pub mod status;
 pub mod users;
 pub mod webhooks;
 
@@ -25,7 +32,12 @@ pub use dashboard::{
 pub use error_pool::{ErrorItem, KindCount, PoolPage, ResolveOutcome};
 pub use governance::ActionRecord;
 pub use merchants::{Merchant, MerchantKey};
-pub use users::{PrincipalView, UserView};
+pub use payments::{
+    ActionOffer, EventRecord, Job, KeySummary, LedgerEntry, Payment, PaymentDetail, PaymentPage,
+    Refund, ReversalView,
+};
+pub use status::{PaymentStatus, UnknownName};
+pub use users::{PrincipalView, Role, UserView};
 pub use webhooks::{
     AttemptRow, DeliveryDetail, DeliveryRow, EndpointRow, OutboxEvent, WebhookBacklog,
     WebhooksOverview,

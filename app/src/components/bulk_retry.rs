@@ -13,7 +13,7 @@ use crate::api;
 use crate::api_actions;
 use crate::components::layout::signed_in_has;
 use crate::components::widgets::{Money, StatusPill, Time};
-use crate::dto::{BulkItem, BulkOutcome};
+use crate::dto::{BulkItem, BulkOutcome, Role};
 use crate::format;
 
 /// The bulk-retry panel. `source` is `stuck` or `error_pool`; `filter` is the stuck state or
@@ -27,7 +27,7 @@ pub fn BulkRetry(
     #[prop(optional, into)] ids: Option<Signal<Option<Vec<i64>>>>,
 ) -> impl IntoView {
     let ids = move || ids.and_then(|s| s.get_untracked());
-    let can = signed_in_has("operator");
+    let can = signed_in_has(Role::Operator);
     let preview = RwSignal::new(None::<Vec<BulkItem>>);
     let outcome = RwSignal::new(None::<BulkOutcome>);
     let reason = RwSignal::new(String::new());
@@ -254,7 +254,7 @@ pub fn RetryButton(
     reason: String,
     flash: RwSignal<Option<String>>,
 ) -> impl IntoView {
-    let can = signed_in_has("operator");
+    let can = signed_in_has(Role::Operator);
     let busy = RwSignal::new(false);
     let testid = format!("retry-{payment_id}");
     let on_click = move |_| {
@@ -292,7 +292,7 @@ pub fn BulkResolve(
     #[prop(into)] ids: Signal<Option<Vec<i64>>>,
     done: RwSignal<u32>,
 ) -> impl IntoView {
-    let can = signed_in_has("operator");
+    let can = signed_in_has(Role::Operator);
     let preview = RwSignal::new(None::<Vec<crate::dto::ErrorItem>>);
     let outcome = RwSignal::new(None::<crate::dto::ResolveOutcome>);
     let note = RwSignal::new(String::new());

@@ -11,7 +11,7 @@ use leptos_router::hooks::use_navigate;
 
 use super::widgets::{ErrorNote, Loading, LocalTimes};
 use crate::api;
-use crate::dto::Principal;
+use crate::dto::{Principal, Role};
 
 /// The signed-in user as loaded by the frame; pages read it to show or hide controls (the
 /// server checks every call regardless).
@@ -179,7 +179,7 @@ fn TimesSwitch(times: LocalTimes) -> impl IntoView {
 }
 
 /// Whether the signed-in user holds `role`, for showing controls (false while unknown).
-pub fn signed_in_has(role: &'static str) -> Signal<bool> {
+pub fn signed_in_has(role: Role) -> Signal<bool> {
     let me = use_context::<Me>();
     Signal::derive(move || {
         me.and_then(|m| m.0.get())
@@ -220,8 +220,8 @@ fn TopBar(principal: Principal) -> impl IntoView {
             }
         });
     };
-    let is_admin = principal.has("admin");
-    let sees_approvals = principal.has("approver") || principal.has("operator");
+    let is_admin = principal.has(Role::Admin);
+    let sees_approvals = principal.has(Role::Approver) || principal.has(Role::Operator);
     // Requests waiting for an approver, counted again on every page change and whenever the
     // live stream says the requests changed.
     let location = leptos_router::hooks::use_location();
@@ -230,7 +230,7 @@ fn TopBar(principal: Principal) -> impl IntoView {
         move || (location.pathname.get(), live.get()),
         |_| crate::api_actions::pending_approvals(),
     );
-    let is_auditor = principal.has("auditor");
+    let is_auditor = principal.has(Role::Auditor);
     let roles = principal.roles.join(", ");
     // Sign-out is a form posting to the server function, so it works even before the page is
     // hydrated (the server then redirects to /login); once hydrated it is a fetch.

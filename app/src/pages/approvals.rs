@@ -12,7 +12,7 @@ use leptos_router::components::A;
 
 use crate::components::layout::{signed_in_has, signed_in_name};
 use crate::components::widgets::{ErrorNote, JsonFields, Loading, StatusPill, Time};
-use crate::dto::{ActionRecord, ApprovalItem};
+use crate::dto::{ActionRecord, ApprovalItem, Role};
 use crate::{api, api_actions, api_pauses, format};
 
 /// How many decided requests are listed under the pending ones.
@@ -167,8 +167,8 @@ fn PendingRow(
     let stale = item.stale;
     let a = item.action.clone();
     let me = signed_in_name();
-    let approver = signed_in_has("approver");
-    let operator = signed_in_has("operator");
+    let approver = signed_in_has(Role::Approver);
+    let operator = signed_in_has(Role::Operator);
     let requester = a.requested_by.clone();
     let mine = {
         let requester = requester.clone();

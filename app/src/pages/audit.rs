@@ -13,7 +13,7 @@ use leptos_router::hooks::{use_navigate, use_query_map};
 
 use crate::components::layout::signed_in_has;
 use crate::components::widgets::{ErrorNote, Loading, Time};
-use crate::dto::{AuditQuery, AuditRow, AuditVerify};
+use crate::dto::{AuditQuery, AuditRow, AuditVerify, Role};
 use crate::{api_actions, api_queues, format};
 
 /// The viewer's URL for `q` (blank filters left out).
@@ -66,7 +66,7 @@ fn object_link(target: &str, payment_id: Option<&str>) -> (String, Option<String
 /// The audit page.
 #[component]
 pub fn AuditPage() -> impl IntoView {
-    let auditor = signed_in_has("auditor");
+    let auditor = signed_in_has(Role::Auditor);
     let params = use_query_map();
     let query = Memo::new(move |_| {
         let m = params.read();

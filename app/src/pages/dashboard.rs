@@ -11,7 +11,9 @@ use crate::api;
 use crate::components::bulk_retry::{BulkRetry, RetryButton};
 use crate::components::chart::HitChart;
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill};
-use crate::dto::{AGE_BUCKETS, Dashboard, ErrorPoolView, IdempotencyView, QueueView, StuckView};
+use crate::dto::{
+    AGE_BUCKETS, Dashboard, ErrorPoolView, IdempotencyView, PaymentStatus, QueueView, StuckView,
+};
 use crate::format;
 
 /// The dashboard page.
@@ -96,8 +98,12 @@ pub fn DashboardPage() -> impl IntoView {
                 "Bulk retry: stuck state"
                 <select data-testid="bulk-stuck-state" on:change=move |ev| bulk_state.set(event_target_value(&ev))>
                     <option value="">"all stuck states"</option>
-                    {["PENDING", "PROCESSING", "UNKNOWN", "CHANNEL_SUCCESS", "SUSPENSE"]
+                    // The states that can be stuck are exactly the unsettled ones (the server's
+                    // `domain::stuck` is tested to agree).
+                    {PaymentStatus::ALL
                         .into_iter()
+                        .filter(|s| !s.is_settled())
+                        .map(PaymentStatus::as_str)
                         .map(|s| view! { <option value=s>{s}</option> })
                         .collect_view()}
                 </select>
@@ -219,7 +225,7 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
             let cells = AGE_BUCKETS
                 .iter()
                 .enumerate()
-                .map(|(i, bucket)| {
+                .map(|(i, (bucket, _))| {
                     let n = stuck.count(&state, bucket);
                     let class = match (n, i) {
                         (0, _) => "num zero",
@@ -231,7 +237,10 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
                     }
                 })
                 .collect_view();
-            let total: i64 = AGE_BUCKETS.iter().map(|b| stuck.count(&state, b)).sum();
+            let total: i64 = AGE_BUCKETS
+                .iter()
+                .map(|(b, _)| stuck.count(&state, b))
+                .sum();
             let link = format!("/payments?status={state}");
             view! {
                 <tr>
@@ -262,7 +271,7 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
                         <th scope="col">"Stuck after"</th>
                         {AGE_BUCKETS
                             .iter()
-                            .map(|b| view! { <th scope="col" class="num">{*b}</th> })
+                            .map(|(b, _)| view! { <th scope="col" class="num">{*b}</th> })
                             .collect_view()}
                         <th scope="col" class="num">"Total"</th>
                     </tr>

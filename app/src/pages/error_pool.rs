@@ -17,7 +17,7 @@ use crate::api_queues;
 use crate::components::bulk_retry::{BulkResolve, BulkRetry, RetryButton};
 use crate::components::layout::signed_in_has;
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
-use crate::dto::{ErrorItem, KindCount};
+use crate::dto::{ErrorItem, KindCount, Role};
 use crate::format;
 
 /// What the URL asks for: `?status=` (default `open`; `all` shows both), `?kind=`,
@@ -87,8 +87,8 @@ pub fn ErrorPoolPage() -> impl IntoView {
             api_queues::error_pool_page(status, Some(f.kind), f.item, Some(f.page))
         },
     );
-    let can_resolve = signed_in_has("operator");
-    let auditor = signed_in_has("auditor");
+    let can_resolve = signed_in_has(Role::Operator);
+    let auditor = signed_in_has(Role::Auditor);
     // The ticked rows; `all` takes every open item the filter selects instead.
     let selected = RwSignal::new(Vec::<i64>::new());
     let all = RwSignal::new(false);

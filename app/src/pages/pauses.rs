@@ -10,7 +10,7 @@ use leptos::task::spawn_local;
 
 use crate::components::layout::{signed_in_has, signed_in_name};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
-use crate::dto::PauseItem;
+use crate::dto::{PauseItem, Role};
 use crate::{api, api_pauses, format};
 
 /// Job kinds that may be paused on their own (the server's
@@ -41,7 +41,7 @@ pub fn PausesPage() -> impl IntoView {
         }
     });
     let list = Resource::new(move || version.get(), |_| api_pauses::list_pauses());
-    let operator = signed_in_has("operator");
+    let operator = signed_in_has(Role::Operator);
     view! {
         <div class="page-head">
             <h1>"Emergency switch"</h1>
@@ -226,8 +226,8 @@ fn OpenRow(
     flash: RwSignal<Option<String>>,
 ) -> impl IntoView {
     let me = signed_in_name();
-    let approver = signed_in_has("approver");
-    let operator = signed_in_has("operator");
+    let approver = signed_in_has(Role::Approver);
+    let operator = signed_in_has(Role::Operator);
     let pending = p.status == "pending";
     let mine = {
         let requester = p.requested_by.clone();

@@ -13,8 +13,8 @@ use leptos_router::hooks::use_params_map;
 use crate::components::layout::signed_in_has;
 use crate::components::widgets::{ErrorNote, JsonFields, Loading, Money, StatusPill, Time};
 use crate::dto::{
-    ActionRecord, AuditRecord, ErrorItem, EventRecord, Job, LedgerEntry, PaymentDetail, Refund,
-    force_targets,
+    ActionOffer, ActionRecord, AuditRecord, ErrorItem, EventRecord, Job, LedgerEntry,
+    PaymentDetail, Refund, Role,
 };
 use crate::format;
 use crate::{api, api_actions};
@@ -127,7 +127,6 @@ fn Story(
     let currency = p.currency.clone();
     let payment_id = p.id.clone();
     let audit_payment = p.id.clone();
-    let status = p.status.clone();
     // The server says what the reversal refunded (`PaymentDetail::reversal`).
     let reversal = d
         .reversal
@@ -137,7 +136,7 @@ fn Story(
         <div class="page-head">
             <h1 class="mono" data-testid="payment-id">{p.id.clone()}</h1>
             <div class="page-tools">
-                <span data-testid="payment-status"><StatusPill status=p.status.clone()/></span>
+                <span data-testid="payment-status"><StatusPill status=p.status.to_string()/></span>
                 <button
                     type="button"
                     class="secondary small"
@@ -212,7 +211,7 @@ fn Story(
                 <dd class="error-text">{p.last_error.unwrap_or_else(|| "—".into())}</dd>
             </dl>
         </section>
-        <ActionsPanel payment_id status actions=d.actions offers=d.offers version flash focus_flash request/>
+        <ActionsPanel payment_id actions=d.actions offers=d.offers version flash focus_flash request/>
         <div class="grid">
             <Timeline events=d.events/>
             <div class="stack">
@@ -236,15 +235,15 @@ fn quick_reason(kind: &str) -> String {
 #[component]
 fn ActionsPanel(
     payment_id: String,
-    status: String,
     actions: Vec<ActionRecord>,
-    offers: Vec<crate::dto::ActionOffer>,
+    /// The server's offers, each with why not; the forced transition's with its targets.
+    offers: Vec<ActionOffer>,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
     focus_flash: RwSignal<bool>,
     request: RequestState,
 ) -> impl IntoView {
-    let can_request = signed_in_has("operator");
+    let can_request = signed_in_has(Role::Operator);
     // Only what the payment's state allows is offered; the rest say why not.
     let offered = |kind: &str| offers.iter().any(|o| o.kind == kind && o.available);
     let (can_retry, can_reverse) = (offered("retry"), offered("reverse"));
@@ -269,11 +268,16 @@ fn ActionsPanel(
         busy,
         failure,
     } = request;
-    let targets = force_targets(&status);
+    // The server lists the targets the whitelist allows from the payment's status now.
+    let targets: Vec<String> = offers
+        .iter()
+        .find(|o| o.kind == "force_transition")
+        .map(|o| o.targets.iter().map(|t| t.to_string()).collect())
+        .unwrap_or_default();
     let options = StoredValue::new(targets.clone());
     // A target the payment's state no longer allows falls back to the first it does.
     if !targets.iter().any(|t| *t == target.get_untracked()) {
-        target.set(targets.first().map(|t| t.to_string()).unwrap_or_default());
+        target.set(targets.first().cloned().unwrap_or_default());
     }
     let can_force = !targets.is_empty() && offered("force_transition");
     let pending = actions.iter().filter(|a| a.status == "pending").count();
@@ -490,7 +494,10 @@ fn ActionsPanel(
                                     {options
                                         .get_value()
                                         .into_iter()
-                                        .map(|t| view! { <option value=t>{t}</option> })
+                                        .map(|t| {
+                                            let label = t.clone();
+                                            view! { <option value=t>{label}</option> }
+                                        })
                                         .collect_view()}
                                 </select>
                             </label>
@@ -592,7 +599,7 @@ fn ActionsTable(actions: Vec<ActionRecord>) -> impl IntoView {
 /// audit viewer, which adds those of its actions and error-pool items and the chain status.
 #[component]
 fn PaymentAudit(records: Vec<AuditRecord>, payment_id: String) -> impl IntoView {
-    let auditor = crate::components::layout::signed_in_has("auditor");
+    let auditor = crate::components::layout::signed_in_has(Role::Auditor);
     let href = format!("/audit?payment={}", format::query_escape(&payment_id));
     view! {
         <section class="panel" aria-labelledby="audit-h">

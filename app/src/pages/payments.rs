@@ -9,7 +9,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api;
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
-use crate::dto::{Merchant, PAYMENT_STATUSES, PaymentQuery};
+use crate::dto::{Merchant, PaymentQuery, PaymentStatus};
 use crate::format;
 
 fn query_url(q: &PaymentQuery, after: Option<&str>) -> String {
@@ -167,9 +167,10 @@ fn SearchForm(q: PaymentQuery, merchants: Vec<Merchant>) -> impl IntoView {
                 "Status"
                 <select name="status">
                     <option value="" selected=status.is_empty()>"any"</option>
-                    {PAYMENT_STATUSES
-                        .iter()
-                        .map(|s| view! { <option value=*s selected=status == *s>{*s}</option> })
+                    {PaymentStatus::ALL
+                        .map(PaymentStatus::as_str)
+                        .into_iter()
+                        .map(|s| view! { <option value=s selected=status == s>{s}</option> })
                         .collect_view()}
                 </select>
             </label>
@@ -226,7 +227,7 @@ fn PaymentTable(items: Vec<crate::dto::Payment>, merchants: Vec<Merchant>) -> im
                                     <td>{name(p.merchant_id)}</td>
                                     <td class="mono">{p.merchant_order_id}</td>
                                     <td class="num"><Money amount=p.amount currency=p.currency/></td>
-                                    <td><StatusPill status=p.status/></td>
+                                    <td><StatusPill status=p.status.to_string()/></td>
                                     <td class="num">{p.submit_attempts}</td>
                                     <td class="error-text">
                                         {format::clip(p.last_error.as_deref().unwrap_or(""), 60)}

@@ -9,7 +9,7 @@ use leptos::task::spawn_local;
 
 use crate::api;
 use crate::components::widgets::{ErrorNote, Loading, Time};
-use crate::dto::{ROLES, UserView};
+use crate::dto::{Role, UserView};
 
 /// The users page.
 #[component]
@@ -178,7 +178,7 @@ fn UserRow(
                     <form class="inline-form" data-testid="roles-form" on:submit=on_roles.clone()>
                         <fieldset class="roles">
                             <legend class="visually-hidden">{roles_label.clone()}</legend>
-                            {ROLES
+                            {Role::ALL
                                 .iter()
                                 .map(|r| {
                                     let r = r.to_string();
@@ -303,7 +303,7 @@ fn UserRow(
 fn AddUser(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl IntoView {
     let username = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
-    let roles = RwSignal::new(vec!["viewer".to_string()]);
+    let roles = RwSignal::new(vec![Role::Viewer.to_string()]);
     let busy = RwSignal::new(false);
     let failure = RwSignal::new(None::<String>);
     let on_submit = move |ev: SubmitEvent| {
@@ -348,7 +348,7 @@ fn AddUser(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl Into
                 </label>
                 <fieldset>
                     <legend>"Roles"</legend>
-                    {ROLES
+                    {Role::ALL
                         .iter()
                         .map(|r| {
                             let r = r.to_string();

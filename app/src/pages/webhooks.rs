@@ -14,7 +14,7 @@ use crate::api::error_message;
 use crate::api_webhooks as api;
 use crate::components::layout::signed_in_has;
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
-use crate::dto::{DeliveryRow, EndpointRow};
+use crate::dto::{DeliveryRow, EndpointRow, Role};
 use crate::format;
 
 /// Delivery statuses offered by the filter.
@@ -55,7 +55,7 @@ pub fn WebhooksPage() -> impl IntoView {
         },
     );
     let selected = RwSignal::new(None::<i64>);
-    let can_act = signed_in_has("operator");
+    let can_act = signed_in_has(Role::Operator);
     let on_filter = move |ev: SubmitEvent| {
         ev.prevent_default();
         applied.set(typed.get_untracked());

@@ -204,45 +204,54 @@ pub fn reversible(status: PaymentStatus) -> bool {
     matches!(status, PaymentStatus::Success | PaymentStatus::Suspense)
 }
 
-/// Whether an action applies to a payment now, and if not, why: what the console offers, so
-/// ops staff are never offered an action that cannot apply (issue 17). One rule for the
-/// console's buttons and the server's checks.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
-pub struct ActionOffer {
-    /// `query`, `retry`, `reverse` or `force_transition`.
-    pub kind: &'static str,
-    /// It can be requested now.
-    pub available: bool,
-    /// Why not, in words, when it is not available (empty when it is).
-    pub why: String,
+/// Whether an action applies to a payment now, and if not, why (with, for a forced
+/// transition, the statuses it may go to): what the console offers, so ops staff are never
+/// offered an action that cannot apply (issue 17). A wire type: the console shows it as sent.
+pub use converge_wire::ActionOffer;
+
+/// The statuses an approver may force a payment in `status` into ([`force_allowed`]), in
+/// [`FORCE_WHITELIST`] order: what the console's target list offers.
+pub fn force_targets(status: PaymentStatus) -> Vec<PaymentStatus> {
+    FORCE_WHITELIST
+        .iter()
+        .filter(|r| r.from == status && force_allowed(r.from, r.to))
+        .map(|r| r.to)
+        .collect()
 }
 
 /// The offers for a payment in `status` with `wakeable_jobs` jobs a retry would wake (due or
 /// dead ones): query always (it only reads the channel); retry only with a job to wake;
-/// reverse only when [`reversible`]; a forced transition only where the whitelist has one.
+/// reverse only when [`reversible`]; a forced transition only where the whitelist has one,
+/// listing its [`force_targets`]. One rule for the console's buttons and the server's checks.
 pub fn offers(status: PaymentStatus, wakeable_jobs: usize) -> Vec<ActionOffer> {
-    let offer = |kind: &'static str, why: Option<String>| ActionOffer {
-        kind,
+    let offer = |kind: ActionKind, why: Option<String>, targets: Vec<PaymentStatus>| ActionOffer {
+        kind: kind.as_str().to_string(),
         available: why.is_none(),
         why: why.unwrap_or_default(),
+        targets,
     };
-    let forced = FORCE_WHITELIST.iter().any(|r| r.from == status) && !status.is_terminal();
+    let targets = force_targets(status);
     vec![
-        offer("query", None),
+        offer(ActionKind::Query, None, Vec::new()),
         offer(
-            "retry",
+            ActionKind::Retry,
             (wakeable_jobs == 0)
                 .then(|| "no job is waiting or dead, so a retry would wake nothing".into()),
+            Vec::new(),
         ),
         offer(
-            "reverse",
+            ActionKind::Reverse,
             (!reversible(status)).then(|| {
                 format!("a {status} payment cannot be reversed (only SUCCESS or SUSPENSE)")
             }),
+            Vec::new(),
         ),
         offer(
-            "force_transition",
-            (!forced).then(|| format!("no whitelisted forced transition leaves {status}")),
+            ActionKind::ForceTransition,
+            targets
+                .is_empty()
+                .then(|| format!("no whitelisted forced transition leaves {status}")),
+            targets,
         ),
     ]
 }
@@ -284,7 +293,7 @@ mod tests {
 
     #[test]
     fn only_actions_that_can_apply_are_offered_each_with_why_not() {
-        let available = |status, jobs| -> Vec<&'static str> {
+        let available = |status, jobs| -> Vec<String> {
             offers(status, jobs)
                 .into_iter()
                 .filter(|o| o.available)
@@ -308,6 +317,28 @@ mod tests {
                 .why
                 .contains("REVERSED payment cannot be reversed")
         );
+    }
+
+    #[test]
+    fn the_force_offer_lists_exactly_the_allowed_targets_in_whitelist_order() {
+        assert_eq!(
+            force_targets(S::Unknown),
+            vec![S::Failed, S::ChannelSuccess]
+        );
+        for from in S::ALL {
+            let force = offers(from, 0).pop().expect("force is the last offer");
+            assert_eq!(force.kind, "force_transition");
+            let allowed: Vec<_> = S::ALL
+                .into_iter()
+                .filter(|to| force_allowed(from, *to))
+                .collect();
+            let mut offered = force.targets.clone();
+            offered.sort();
+            assert_eq!(offered, allowed, "{from}");
+            assert_eq!(force.available, !force.targets.is_empty(), "{from}");
+            // Only the force offer carries targets.
+            assert!(offers(from, 1).iter().take(3).all(|o| o.targets.is_empty()));
+        }
     }
 
     #[test]

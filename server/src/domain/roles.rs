@@ -3,63 +3,10 @@
 //! server function; a hidden button is not a check.
 
 use std::collections::BTreeSet;
-use std::fmt;
-use std::str::FromStr;
 
-/// A console role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// Reads dashboards, payments and the error pool.
-    Viewer,
-    /// Viewer + resolves error-pool items and requests actions.
-    Operator,
-    /// Viewer + approves or rejects others' action requests.
-    Approver,
-    /// Viewer + exports and verifies the audit log.
-    Auditor,
-    /// Manages users.
-    Admin,
-}
-
-impl Role {
-    /// Every role.
-    pub const ALL: [Role; 5] = [
-        Role::Viewer,
-        Role::Operator,
-        Role::Approver,
-        Role::Auditor,
-        Role::Admin,
-    ];
-
-    /// Stored and displayed name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Operator => "operator",
-            Role::Approver => "approver",
-            Role::Auditor => "auditor",
-            Role::Admin => "admin",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Role::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s.trim())
-            .ok_or_else(|| {
-                format!("unknown role {s:?}: use viewer, operator, approver, auditor or admin")
-            })
-    }
-}
+// The roles and their names are defined once in `converge-wire`, which the console shares
+// (it lists them and shows controls by them); what each may do is this module's.
+pub use converge_wire::Role;
 
 /// Parses `viewer,operator` into a non-empty role set. Errors name the bad role.
 pub fn parse_roles(list: &str) -> Result<BTreeSet<Role>, String> {

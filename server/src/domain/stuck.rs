@@ -52,20 +52,15 @@ impl StuckThresholds {
 }
 
 /// Age buckets the console and `/metrics` group stuck payments by, with their upper bounds
-/// in ms (the last is open).
-pub const AGE_BUCKETS: [(&str, i64); 4] = [
-    ("<5m", 300_000),
-    ("5m-1h", 3_600_000),
-    ("1h-24h", 86_400_000),
-    (">24h", i64::MAX),
-];
+/// in ms (the last is open). Defined in `converge-wire`, where the console reads the names.
+pub use converge_wire::dashboard::AGE_BUCKETS;
 
 /// The bucket of an age in ms.
 pub fn bucket(age_ms: i64) -> &'static str {
     AGE_BUCKETS
         .iter()
         .find(|(_, upper)| age_ms < *upper)
-        .map_or(">24h", |(name, _)| name)
+        .map_or(AGE_BUCKETS[AGE_BUCKETS.len() - 1].0, |(name, _)| name)
 }
 
 #[cfg(test)]

@@ -1,17 +1,13 @@
 //! The read models of the console: the dashboard (stuck states, idempotency hit rate, queue,
 //! error pool) and a payment's whole story (DESIGN.md "Ops console"). Plain data, serialised
-//! as the `/ops/v1` JSON and mirrored by the console's DTOs.
-
-use serde::Serialize;
+//! as the `/ops/v1` JSON; the shapes are `converge-wire` types, which the console shares.
 
 use crate::domain::actions::{ActionKind, ActionStatus};
 use crate::domain::jobs::JobStatus;
 use crate::domain::stuck::StuckThresholds;
 use crate::idempotency::key::Outcome;
 use crate::service::Core;
-use crate::store::{
-    ErrorItem, EventRecord, Job, LedgerEntryRow, Payment, QueueStat, Refund, StoreError,
-};
+use crate::store::{QueueStat, StoreError};
 
 pub use converge_wire::dashboard::{
     Dashboard, ErrorPoolView, HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView,
@@ -193,44 +189,10 @@ fn queue_rows(stats: Vec<QueueStat>, now: i64) -> Vec<QueueRow> {
     rows
 }
 
-/// A payment's whole story for its console page.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct PaymentDetail {
-    /// The payment.
-    pub payment: Payment,
-    /// Its merchant's name.
-    pub merchant: String,
-    /// Every event, applied and ignored, oldest first.
-    pub events: Vec<EventRecord>,
-    /// Its jobs with attempts, next run and last error.
-    pub jobs: Vec<Job>,
-    /// Ledger lines.
-    pub ledger: Vec<LedgerEntryRow>,
-    /// Refunds.
-    pub refunds: Vec<Refund>,
-    /// Related error-pool items.
-    pub errors: Vec<ErrorItem>,
-    /// Ops actions on it, newest first.
-    pub actions: Vec<crate::store::ActionRecord>,
-    /// Audit records about it, oldest first.
-    pub audit: Vec<crate::store::AuditRecord>,
-    /// Which actions apply to it now, and why not the others.
-    pub offers: Vec<crate::domain::actions::ActionOffer>,
-    /// On a REVERSED payment, the reversal's refund at the channel.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reversal: Option<ReversalView>,
-    /// The Idempotency-Keys whose requests made it or its refunds, oldest first.
-    pub idempotency_keys: Vec<crate::store::KeySummary>,
-}
-
-/// The refund a reversal made at the channel.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct ReversalView {
-    /// The executed `reverse` action (`act_...`), when it is on record.
-    pub action_id: Option<String>,
-    /// Refunded at the channel, integer minor units: what the merchant's refunds left.
-    pub amount: i64,
-}
+/// A payment's whole story for its console page, and the refund a reversal made at the
+/// channel: wire types, sent by `GET /ops/v1/payments/{id}` and the console's server function
+/// alike.
+pub use converge_wire::{PaymentDetail, ReversalView};
 
 /// Audit records about a payment and about each action on it (approvals and rejections are
 /// filed under the action), oldest first.
@@ -280,18 +242,21 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
                 .map(|a| a.id.clone()),
             amount: payment.unrefunded(),
         });
+    fn wire<T: Into<W>, W>(rows: Vec<T>) -> Vec<W> {
+        rows.into_iter().map(Into::into).collect()
+    }
     Ok(Some(PaymentDetail {
         merchant,
         reversal,
         offers: crate::domain::actions::offers(payment.status, wakeable),
-        events: store.payment_events(id).await?,
-        jobs,
-        ledger: store.payment_ledger(id).await?,
-        refunds: store.payment_refunds(id).await?,
+        events: wire(store.payment_events(id).await?),
+        jobs: wire(jobs),
+        ledger: wire(store.payment_ledger(id).await?),
+        refunds: wire(store.payment_refunds(id).await?),
         errors: store.payment_error_items(id).await?,
         audit: payment_audit(store.as_ref(), id).await?,
         actions,
-        idempotency_keys: store.payment_keys(id).await?,
+        idempotency_keys: wire(store.payment_keys(id).await?),
         payment,
     }))
 }

@@ -80,14 +80,9 @@ pub struct MerchantList {
     pub items: Vec<Merchant>,
 }
 
-/// One page of a payment search.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PaymentPage {
-    /// The payments, newest first.
-    pub items: Vec<Payment>,
-    /// The cursor of the next page (`after=`), or null on the last page.
-    pub next: Option<String>,
-}
+/// One page of a payment search: a wire type, sent by `GET /ops/v1/payments` and the
+/// console's server function alike.
+pub use converge_wire::PaymentPage;
 
 /// `{"items": [...]}` of error-pool items.
 #[derive(Debug, Serialize, ToSchema)]

@@ -3,7 +3,6 @@
 //! backends.
 
 use async_trait::async_trait;
-use serde::Serialize;
 
 use super::{AuditEntry, Merchant, Payment, Refund, StoreError};
 
@@ -113,7 +112,7 @@ pub fn search_sql(f: &PaymentFilter) -> (String, Vec<SearchArg<'_>>) {
 }
 
 /// One ledger line with its batch, for the payment page.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LedgerEntryRow {
     /// Batch id.
     pub batch_id: i64,
@@ -129,6 +128,30 @@ pub struct LedgerEntryRow {
     pub currency: String,
     /// Epoch ms UTC.
     pub created_at: i64,
+}
+
+impl From<LedgerEntryRow> for converge_wire::LedgerEntry {
+    fn from(r: LedgerEntryRow) -> Self {
+        // Every field named on both sides: one added to either fails to compile here.
+        let LedgerEntryRow {
+            batch_id,
+            kind,
+            account,
+            direction,
+            amount,
+            currency,
+            created_at,
+        } = r;
+        converge_wire::LedgerEntry {
+            batch_id,
+            kind,
+            account,
+            direction,
+            amount,
+            currency,
+            created_at,
+        }
+    }
 }
 
 /// Which database pool a store runs on (for the session store, which needs the pool itself).

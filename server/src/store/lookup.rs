@@ -92,7 +92,7 @@ pub struct KeyOutcomeCount {
 }
 
 /// A stored key in a list (the payment page): enough to name and link it.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct KeySummary {
     /// Owner.
     pub merchant_id: i64,
@@ -106,6 +106,28 @@ pub struct KeySummary {
     pub resource_id: Option<String>,
     /// Epoch ms UTC.
     pub created_at: i64,
+}
+
+impl From<KeySummary> for converge_wire::KeySummary {
+    fn from(k: KeySummary) -> Self {
+        // Every field named on both sides: one added to either fails to compile here.
+        let KeySummary {
+            merchant_id,
+            idem_key,
+            route,
+            state,
+            resource_id,
+            created_at,
+        } = k;
+        converge_wire::KeySummary {
+            merchant_id,
+            idem_key,
+            route,
+            state,
+            resource_id,
+            created_at,
+        }
+    }
 }
 
 /// The most results one search shows.

@@ -7,6 +7,8 @@ use serde::Serialize;
 
 pub use converge_wire::{Merchant, MerchantKey};
 
+use converge_wire::payments as wire;
+
 /// A new API key for [`Merchants::add_merchant_key`](super::Merchants::add_merchant_key).
 #[derive(Debug, Clone)]
 pub struct NewMerchantKey {
@@ -20,54 +22,9 @@ pub struct NewMerchantKey {
     pub now: i64,
 }
 
-/// A payment as stored (DESIGN.md "Payment state machine").
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct Payment {
-    /// `pay_` + 24 hex characters.
-    pub id: String,
-    /// Owner.
-    pub merchant_id: i64,
-    /// The merchant's business key; unique per merchant.
-    pub merchant_order_id: String,
-    /// Minor units, > 0.
-    pub amount: i64,
-    /// ISO 4217 code.
-    pub currency: String,
-    /// Free text from the merchant.
-    pub description: String,
-    /// SHA-256 of the business parameters, to tell a same-order retry from a conflict.
-    pub params_hash: String,
-    /// Current state.
-    #[schema(value_type = String)]
-    pub status: PaymentStatus,
-    /// Bumped by every write; transitions are conditional on it.
-    pub version: i64,
-    /// The key sent to the channel on every attempt, including after a restart.
-    pub channel_key: String,
-    /// How many times the charge was sent to the channel.
-    pub submit_attempts: i64,
-    /// Sum of refunds reserved or done, minor units.
-    pub refunded_amount: i64,
-    /// Last channel or posting error, if any.
-    pub last_error: Option<String>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// Epoch ms UTC.
-    pub updated_at: i64,
-    /// The ops action (`act_...`) whose reversal holds this payment: set before the reversal's
-    /// channel refund, so no merchant refund can be reserved beside it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reversal_id: Option<String>,
-}
-
-impl Payment {
-    /// What the merchant's refunds left of the amount, integer minor units: what a reversal
-    /// refunds at the channel (DESIGN.md "Ops console": reverse refunds the remaining amount),
-    /// and so, on a REVERSED payment, what the reversal refunded.
-    pub fn unrefunded(&self) -> i64 {
-        self.amount - self.refunded_amount
-    }
-}
+/// A payment as stored (DESIGN.md "Payment state machine"): the console's wire type itself,
+/// so the payment search and the payment page send it as the store returns it.
+pub use converge_wire::Payment;
 
 /// The raw row behind [`Payment`]; the status is text in both databases.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -250,7 +207,7 @@ pub struct NewJob {
 }
 
 /// A job row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Job {
     /// Id.
     pub id: i64,
@@ -270,6 +227,34 @@ pub struct Job {
     pub run_at: i64,
     /// Last error.
     pub last_error: Option<String>,
+}
+
+impl From<Job> for wire::Job {
+    fn from(j: Job) -> Self {
+        // Every field named on both sides: one added to either fails to compile here.
+        let Job {
+            id,
+            kind,
+            payment_id,
+            refund_id,
+            status,
+            attempts,
+            max_attempts,
+            run_at,
+            last_error,
+        } = j;
+        wire::Job {
+            id,
+            kind,
+            payment_id,
+            refund_id,
+            status,
+            attempts,
+            max_attempts,
+            run_at,
+            last_error,
+        }
+    }
 }
 
 pub use crate::domain::ledger::{LedgerLine, LedgerPosting};
@@ -338,7 +323,7 @@ pub enum TransitionResult {
 }
 
 /// One recorded event (applied or ignored).
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct EventRecord {
     /// Unique per payment.
     pub event_id: String,
@@ -361,6 +346,34 @@ pub struct EventRecord {
     pub trace_id: Option<String>,
 }
 
+impl From<EventRecord> for wire::EventRecord {
+    fn from(r: EventRecord) -> Self {
+        // Every field named on both sides: one added to either fails to compile here.
+        let EventRecord {
+            event_id,
+            event,
+            from_status,
+            to_status,
+            applied,
+            source,
+            detail,
+            created_at,
+            trace_id,
+        } = r;
+        wire::EventRecord {
+            event_id,
+            event,
+            from_status,
+            to_status,
+            applied,
+            source,
+            detail,
+            created_at,
+            trace_id,
+        }
+    }
+}
+
 /// An event that was not applied (stale/late callback, forbidden pair).
 #[derive(Debug, Clone)]
 pub struct IgnoredEvent {
@@ -381,7 +394,7 @@ pub struct IgnoredEvent {
 }
 
 /// A refund row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Refund {
     /// `re_` + 24 hex.
     pub id: String,
@@ -399,6 +412,32 @@ pub struct Refund {
     pub created_at: i64,
     /// Epoch ms UTC.
     pub updated_at: i64,
+}
+
+impl From<Refund> for wire::Refund {
+    fn from(r: Refund) -> Self {
+        // Every field named on both sides: one added to either fails to compile here.
+        let Refund {
+            id,
+            payment_id,
+            amount,
+            reason,
+            status,
+            last_error,
+            created_at,
+            updated_at,
+        } = r;
+        wire::Refund {
+            id,
+            payment_id,
+            amount,
+            reason,
+            status,
+            last_error,
+            created_at,
+            updated_at,
+        }
+    }
 }
 
 /// A new refund: reserves the amount on the payment, inserts the refund and its job.

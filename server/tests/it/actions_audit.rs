@@ -567,6 +567,29 @@ on_both_backends!(a_forced_unknown_to_failed_fences_the_key_first, |app| {
     assert_eq!(a.json()["status"], "UNKNOWN");
     let payment = a.json()["id"].as_str().unwrap().to_string();
     let op = session(&app, "op").await;
+    // The payment's story offers the forced transitions the whitelist allows out of UNKNOWN,
+    // in its order (the console's target list is exactly this), and no others.
+    let story = op
+        .get(format!("{}/ops/v1/payments/{payment}", app.base))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    let offers = story["offers"].as_array().unwrap();
+    let force = offers
+        .iter()
+        .find(|o| o["kind"] == "force_transition")
+        .unwrap();
+    assert_eq!(force["available"], true);
+    assert_eq!(force["targets"], json!(["FAILED", "CHANNEL_SUCCESS"]));
+    assert!(
+        offers
+            .iter()
+            .filter(|o| o["kind"] != "force_transition")
+            .all(|o| o["targets"] == json!([]))
+    );
     let (s, v) = post(&op, &app, "/ops/v1/actions", json!({"kind": "force_transition", "payment_id": payment, "reason": "channel says never charged", "target_status": "FAILED", "evidence": "channel ticket 123: no charge"})).await;
     assert_eq!(s, 201, "{v}");
     let id = v["action"]["id"].as_str().unwrap().to_string();

@@ -1,0 +1,255 @@
+//! A payment and its whole story, as the console's payment search and payment page show them
+//! and `GET /ops/v1/payments` and `GET /ops/v1/payments/{id}` send them.
+//!
+//! [`Payment`] is the stored payment itself (the server's store returns this very type). The
+//! other records are the server's database rows as the console sees them; the server converts
+//! each row into them with a `From` that names every field on both sides, so a field added to
+//! either fails to compile until it is placed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::audit::AuditRecord;
+use crate::error_pool::ErrorItem;
+use crate::governance::ActionRecord;
+use crate::status::PaymentStatus;
+
+/// A payment as stored (DESIGN.md "Payment state machine").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Payment {
+    /// `pay_` + 24 hex characters.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// The merchant's business key; unique per merchant.
+    pub merchant_order_id: String,
+    /// Minor units, > 0.
+    pub amount: i64,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// Free text from the merchant.
+    pub description: String,
+    /// SHA-256 of the business parameters, to tell a same-order retry from a conflict.
+    pub params_hash: String,
+    /// Current state.
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub status: PaymentStatus,
+    /// Bumped by every write; transitions are conditional on it.
+    pub version: i64,
+    /// The key sent to the channel on every attempt, including after a restart.
+    pub channel_key: String,
+    /// How many times the charge was sent to the channel.
+    pub submit_attempts: i64,
+    /// Sum of refunds reserved or done, minor units.
+    pub refunded_amount: i64,
+    /// Last channel or posting error, if any.
+    pub last_error: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+    /// The ops action (`act_...`) whose reversal holds this payment: set before the reversal's
+    /// channel refund, so no merchant refund can be reserved beside it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reversal_id: Option<String>,
+}
+
+impl Payment {
+    /// What the merchant's refunds left of the amount, integer minor units: what a reversal
+    /// refunds at the channel (DESIGN.md "Ops console": reverse refunds the remaining amount),
+    /// and so, on a REVERSED payment, what the reversal refunded.
+    pub fn unrefunded(&self) -> i64 {
+        self.amount - self.refunded_amount
+    }
+}
+
+/// One page of a payment search.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PaymentPage {
+    /// The payments, newest first.
+    pub items: Vec<Payment>,
+    /// The cursor of the next page (`after=`), or null on the last page.
+    pub next: Option<String>,
+}
+
+/// One recorded event (applied or ignored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct EventRecord {
+    /// Unique per payment.
+    pub event_id: String,
+    /// Event name.
+    pub event: String,
+    /// Status before.
+    pub from_status: String,
+    /// Status after, None when ignored.
+    pub to_status: Option<String>,
+    /// Applied or ignored.
+    pub applied: bool,
+    /// Who sent it.
+    pub source: String,
+    /// Evidence.
+    pub detail: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// W3C trace id of the request or job that wrote it (32 hex digits; None outside any
+    /// trace): one id from the merchant's request through the workers.
+    pub trace_id: Option<String>,
+}
+
+/// A job row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Job {
+    /// Id.
+    pub id: i64,
+    /// Kind name.
+    pub kind: String,
+    /// Payment, if any.
+    pub payment_id: Option<String>,
+    /// Refund, if any.
+    pub refund_id: Option<String>,
+    /// `due`, `leased`, `done` or `dead` (the server's `JobStatus`).
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// Attempts allowed.
+    pub max_attempts: i64,
+    /// Next run, epoch ms UTC.
+    pub run_at: i64,
+    /// Last error.
+    pub last_error: Option<String>,
+}
+
+/// One ledger line with its batch, for the payment page.
+// Named `LedgerEntryRow` in the OpenAPI document, as it was before it moved here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "utoipa", schema(as = LedgerEntryRow))]
+pub struct LedgerEntry {
+    /// Batch id.
+    pub batch_id: i64,
+    /// `charge`, `refund` or `reversal`.
+    pub kind: String,
+    /// Account.
+    pub account: String,
+    /// `debit` or `credit`.
+    pub direction: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// A refund row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Refund {
+    /// `re_` + 24 hex.
+    pub id: String,
+    /// Payment.
+    pub payment_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// Merchant's reason.
+    pub reason: String,
+    /// `pending`, `succeeded` or `failed`.
+    pub status: String,
+    /// Last error.
+    pub last_error: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// Epoch ms UTC.
+    pub updated_at: i64,
+}
+
+/// A stored key in a list (the payment page): enough to name and link it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct KeySummary {
+    /// Owner.
+    pub merchant_id: i64,
+    /// The client's key.
+    pub idem_key: String,
+    /// Route template, e.g. `POST /v1/payments`.
+    pub route: String,
+    /// `running` or `done`.
+    pub state: String,
+    /// What its request created (the payment, or a refund of it).
+    pub resource_id: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+}
+
+/// Whether an action applies to a payment now, and if not, why: what the console offers, so
+/// ops staff are never offered an action that cannot apply (issue 17). The server's domain
+/// computes it (`domain::actions::offers`), one rule for the console's buttons and the
+/// server's checks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ActionOffer {
+    /// `query`, `retry`, `reverse` or `force_transition`.
+    pub kind: String,
+    /// It can be requested now.
+    pub available: bool,
+    /// Why not, in words, when it is not available (empty when it is).
+    pub why: String,
+    /// For `force_transition`: the statuses an approver may force the payment into from its
+    /// status now, in the whitelist's order (the first is the console's default); empty for
+    /// the other kinds and when none is allowed. The console offers exactly these, so it
+    /// keeps no copy of the whitelist; the server checks again when the request arrives.
+    #[cfg_attr(feature = "utoipa", schema(value_type = Vec<String>))]
+    pub targets: Vec<PaymentStatus>,
+}
+
+/// The refund a reversal made at the channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ReversalView {
+    /// The executed `reverse` action (`act_...`), when it is on record.
+    pub action_id: Option<String>,
+    /// Refunded at the channel, integer minor units: what the merchant's refunds left.
+    pub amount: i64,
+}
+
+/// A payment's whole story for its console page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PaymentDetail {
+    /// The payment.
+    pub payment: Payment,
+    /// Its merchant's name.
+    pub merchant: String,
+    /// Every event, applied and ignored, oldest first.
+    pub events: Vec<EventRecord>,
+    /// Its jobs with attempts, next run and last error.
+    pub jobs: Vec<Job>,
+    /// Ledger lines.
+    pub ledger: Vec<LedgerEntry>,
+    /// Refunds.
+    pub refunds: Vec<Refund>,
+    /// Related error-pool items.
+    pub errors: Vec<ErrorItem>,
+    /// Ops actions on it, newest first.
+    pub actions: Vec<ActionRecord>,
+    /// Audit records about it, oldest first.
+    pub audit: Vec<AuditRecord>,
+    /// Which actions apply to it now, and why not the others.
+    pub offers: Vec<ActionOffer>,
+    /// On a REVERSED payment, the reversal's refund at the channel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reversal: Option<ReversalView>,
+    /// The Idempotency-Keys whose requests made it or its refunds, oldest first.
+    pub idempotency_keys: Vec<KeySummary>,
+}
+
+impl PaymentDetail {
+    /// The offer of action `kind` (`query`, `retry`, `reverse`, `force_transition`), if the
+    /// server sent one.
+    pub fn offer(&self, kind: &str) -> Option<&ActionOffer> {
+        self.offers.iter().find(|o| o.kind == kind)
+    }
+}
