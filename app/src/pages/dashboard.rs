@@ -10,6 +10,7 @@ use leptos_router::components::A;
 use crate::api;
 use crate::components::bulk_retry::{BulkRetry, RetryButton};
 use crate::components::chart::HitChart;
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill};
 use crate::dto::{
     AGE_BUCKETS, Dashboard, ErrorPoolView, IdempotencyView, PaymentStatus, QueueView, StuckView,
@@ -435,8 +436,7 @@ fn IdempotencyPanel(idem: IdempotencyView, now: i64) -> impl IntoView {
 #[component]
 fn QueuePanel(queue: QueueView) -> impl IntoView {
     view! {
-        <section class="panel" aria-labelledby="queue-h">
-            <h2 id="queue-h">"Compensation queue"</h2>
+        <Panel id="queue" title="Compensation queue">
             <p class="muted">
                 <span class="strong" data-testid="queue-done-5m">{queue.done_last_5m}</span>
                 " jobs done in the last 5 minutes"
@@ -484,7 +484,7 @@ fn QueuePanel(queue: QueueView) -> impl IntoView {
                 }
                     .into_any()
             }}
-        </section>
+        </Panel>
     }
 }
 
@@ -501,15 +501,7 @@ fn PoolPanel(pool: ErrorPoolView, now: i64) -> impl IntoView {
                 view! { <p class="empty">"The error pool is empty."</p> }.into_any()
             } else {
                 view! {
-                    <table class="data compact">
-                        <thead>
-                            <tr>
-                                <th scope="col">"Kind"</th>
-                                <th scope="col" class="num">"Open"</th>
-                                <th scope="col" class="num">"Oldest"</th>
-                            </tr>
-                        </thead>
-                        <tbody>
+                    <DataTable columns=&["Kind", "Open", "Oldest"] numeric=&["Open", "Oldest"]>
                             {pool
                                 .open_by_kind
                                 .into_iter()
@@ -525,8 +517,7 @@ fn PoolPanel(pool: ErrorPoolView, now: i64) -> impl IntoView {
                                     }
                                 })
                                 .collect_view()}
-                        </tbody>
-                    </table>
+                    </DataTable>
                     <h3>"Newest open"</h3>
                     <ul class="itemlist">
                         {pool
