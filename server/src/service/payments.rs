@@ -377,8 +377,9 @@ impl Core {
             if p.status == PaymentStatus::Suspense {
                 // Reported again (one item per payment, by key): a process that died between
                 // parking the payment and reporting it leaves the error pool without it, and
-                // this job's retries are what put it back.
-                self.report_suspense(p).await?;
+                // this job's retries are what put it back. A restatement, so it never reopens
+                // an item a person resolved (they may be handling it outside converge).
+                self.report_suspense(p, false).await?;
                 return Ok(p.clone());
             }
             // No new job (the row's effects): the post_ledger job written when the payment
@@ -392,7 +393,7 @@ impl Core {
                 .apply(p, PaymentEvent::LedgerFailed, source, extras)
                 .await?;
             if parked.status == PaymentStatus::Suspense {
-                self.report_suspense(&parked).await?;
+                self.report_suspense(&parked, true).await?;
             }
             return Ok(parked);
         }

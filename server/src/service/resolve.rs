@@ -225,8 +225,15 @@ impl Core {
         }
     }
 
-    /// Reports a payment parked in SUSPENSE to the error pool.
-    pub(crate) async fn report_suspense(&self, p: &Payment) -> Result<(), ServiceError> {
+    /// Reports a payment parked in SUSPENSE to the error pool (one item per payment, by key).
+    /// `reopen`: true when it has just been parked (a new fact: an item resolved earlier opens
+    /// again); false for the `post_ledger` retries' restatement of the same fact, which must
+    /// not undo a person's resolution (`NewErrorItem::reopen`).
+    pub(crate) async fn report_suspense(
+        &self,
+        p: &Payment,
+        reopen: bool,
+    ) -> Result<(), ServiceError> {
         self.store
             .report_error(&NewErrorItem {
                 kind: "suspense".into(),
@@ -237,7 +244,7 @@ impl Core {
                     money::display(p.amount, &p.currency)
                 ),
                 evidence: json!({"status": p.status.as_str(), "merchant_id": p.merchant_id, "last_error": p.last_error}).to_string(),
-                reopen: true,
+                reopen,
                 now: self.clock.now_ms(),
             })
             .await?;

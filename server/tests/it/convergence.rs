@@ -180,6 +180,63 @@ on_both_backends!(
     }
 );
 
+on_both_backends!(
+    a_suspense_item_a_person_resolved_stays_resolved_while_posting_retries,
+    |s| {
+        fast(s);
+        s.jobs.query_delay_ms = 1_500;
+    },
+    |app| {
+        let a = app
+            .post(
+                "/v1/payments",
+                Some("k-r"),
+                &json!({"amount": 854, "currency": "CNY", "merchant_order_id": "o-r"}),
+            )
+            .await;
+        assert_eq!(a.json()["status"], "UNKNOWN", "{}", a.json());
+        let id = a.json()["id"].as_str().unwrap().to_string();
+        assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
+        wait_status(&app, &id, &["SUSPENSE"], 10).await;
+        eventually(Duration::from_secs(10), "the suspense item", || async {
+            let items = app.store.payment_error_items(&id).await.unwrap();
+            (!items.is_empty()).then_some(())
+        })
+        .await;
+        let key = converge_server::service::resolve::suspense_key(&id);
+        assert!(
+            app.store
+                .resolve_error_by_key(&key, "handled with the merchant by phone", "alice", 1)
+                .await
+                .unwrap()
+        );
+        let seen = app.store.payment_error_items(&id).await.unwrap()[0].occurrences;
+        // The post_ledger job retries at the backoff cap (200 ms here) and restates the item
+        // each time: counted, but the person's resolution stands.
+        let items = eventually(Duration::from_secs(10), "a post_ledger retry", || async {
+            let items = app.store.payment_error_items(&id).await.unwrap();
+            (items[0].occurrences > seen).then_some(items)
+        })
+        .await;
+        assert_eq!(
+            (
+                items[0].status.as_str(),
+                items[0].resolved_by.as_deref(),
+                items[0].resolution_note.as_deref()
+            ),
+            (
+                "resolved",
+                Some("alice"),
+                Some("handled with the merchant by phone")
+            )
+        );
+        assert_eq!(
+            app.get(&format!("/v1/payments/{id}")).await.json()["status"],
+            "SUSPENSE"
+        );
+    }
+);
+
 store_conformance!(
     a_lapsed_lease_is_retaken_and_the_late_result_rejected,
     |store| {
