@@ -109,6 +109,29 @@ on_both_backends!(
     }
 );
 
+/// A payment of merchant `acme` in flight when the merchant is frozen; its id. `amount` must
+/// end in 54: the channel charges and the answer breaks off (UNKNOWN), and the freeze comes
+/// before the worker's query (held back by the test's `query_delay_ms`) finds the charge, so
+/// the payment goes on to SUSPENSE.
+async fn in_flight_when_frozen(
+    app: &crate::support::TestApp,
+    key: &str,
+    order: &str,
+    amount: i64,
+) -> String {
+    let a = app
+        .post(
+            "/v1/payments",
+            Some(key),
+            &json!({"amount": amount, "currency": "CNY", "merchant_order_id": order}),
+        )
+        .await;
+    assert_eq!(a.json()["status"], "UNKNOWN", "{}", a.json());
+    let id = a.json()["id"].as_str().unwrap().to_string();
+    assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
+    id
+}
+
 on_both_backends!(
     a_payment_in_flight_when_its_merchant_is_frozen_waits_in_suspense_until_unfrozen,
     |s| {
@@ -117,18 +140,7 @@ on_both_backends!(
         s.jobs.query_delay_ms = 1_500;
     },
     |app| {
-        // In flight when the merchant is frozen: digits 54, the channel charges and the answer
-        // breaks off (UNKNOWN); the freeze comes before the worker's query finds the charge.
-        let a = app
-            .post(
-                "/v1/payments",
-                Some("k-s"),
-                &json!({"amount": 754, "currency": "CNY", "merchant_order_id": "o-s"}),
-            )
-            .await;
-        assert_eq!(a.json()["status"], "UNKNOWN", "{}", a.json());
-        let id = a.json()["id"].as_str().unwrap().to_string();
-        assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
+        let id = in_flight_when_frozen(&app, "k-s", "o-s", 754).await;
         // The frozen merchant can still read; new payments and refunds are refused.
         app.post(
             "/v1/payments",
@@ -187,16 +199,7 @@ on_both_backends!(
         s.jobs.query_delay_ms = 1_500;
     },
     |app| {
-        let a = app
-            .post(
-                "/v1/payments",
-                Some("k-r"),
-                &json!({"amount": 854, "currency": "CNY", "merchant_order_id": "o-r"}),
-            )
-            .await;
-        assert_eq!(a.json()["status"], "UNKNOWN", "{}", a.json());
-        let id = a.json()["id"].as_str().unwrap().to_string();
-        assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
+        let id = in_flight_when_frozen(&app, "k-r", "o-r", 854).await;
         wait_status(&app, &id, &["SUSPENSE"], 10).await;
         eventually(Duration::from_secs(10), "the suspense item", || async {
             let items = app.store.payment_error_items(&id).await.unwrap();
