@@ -165,7 +165,7 @@ impl Settings {
             channel: ChannelSettings {
                 channel_url: None,
                 callback_secret: Some("test-callback-secret-0123456789abcdef".into()),
-                channel_timeout_ms: 300,
+                channel_timeout_ms: 600,
             },
             sandbox: SandboxSettings {
                 channel_bind: "127.0.0.1:0".parse().expect("literal address"),

@@ -199,15 +199,19 @@ impl Core {
     /// Retries the charge's ledger posting of a CHANNEL_SUCCESS or SUSPENSE payment. While
     /// the merchant is frozen the payment waits in SUSPENSE (and in the error pool); once
     /// posted, the SUSPENSE item is resolved by the system.
+    ///
+    /// The posting and the item's resolution commit one after the other, so a rerun of this
+    /// job for a payment already SUCCESS (its process died between the two) still resolves
+    /// the item; the resolution only touches an open item, so it is a no-op otherwise.
     pub async fn retry_posting(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
-        if !matches!(
-            p.status,
-            PaymentStatus::ChannelSuccess | PaymentStatus::Suspense
-        ) {
-            return Ok(Step::Done);
-        }
-        let after = self.post_ledger(&p, source).await?;
-        match after.status {
+        let status = match p.status {
+            PaymentStatus::ChannelSuccess | PaymentStatus::Suspense => {
+                self.post_ledger(&p, source).await?.status
+            }
+            PaymentStatus::Success => PaymentStatus::Success,
+            _ => return Ok(Step::Done),
+        };
+        match status {
             PaymentStatus::Suspense => Ok(Step::Wait("merchant account frozen".into())),
             PaymentStatus::Success => {
                 let now = self.clock.now_ms();

@@ -184,10 +184,67 @@ on_both_backends!(
             app.store.ledger_batch_count(&id, "charge").await.unwrap(),
             1
         );
+        // The resolution commits just after the posting.
+        let resolved_by = eventually(Duration::from_secs(10), "the item resolved", || async {
+            let items = app.store.payment_error_items(&id).await.unwrap();
+            (items[0].status == "resolved").then(|| items[0].resolved_by.clone())
+        })
+        .await;
+        assert_eq!(resolved_by.as_deref(), Some("system"));
+    }
+);
+
+on_both_backends!(
+    a_post_ledger_rerun_after_the_posting_resolves_the_suspense_item_left_open,
+    |s| {
+        fast(s);
+        s.jobs.query_delay_ms = 1_500;
+    },
+    |app| {
+        let id = in_flight_when_frozen(&app, "k-l", "o-l", 954).await;
+        wait_status(&app, &id, &["SUSPENSE"], 10).await;
+        let open = eventually(Duration::from_secs(10), "the suspense item", || async {
+            let items = app.store.payment_error_items(&id).await.unwrap();
+            (!items.is_empty()).then(|| items[0].clone())
+        })
+        .await;
+        assert!(app.store.set_merchant_frozen("acme", false).await.unwrap());
+        wait_status(&app, &id, &["SUCCESS"], 10).await;
+        eventually(Duration::from_secs(10), "the item resolved", || async {
+            let items = app.store.payment_error_items(&id).await.unwrap();
+            (items[0].status == "resolved").then_some(())
+        })
+        .await;
+        // The state a process leaves when it dies between the posting's commit and the
+        // resolution's: the payment SUCCESS, its item open, the post_ledger job to be rerun.
+        let core: &Core = &app.running.state.core;
+        app.store
+            .report_error(&converge_server::store::NewErrorItem {
+                kind: open.kind.clone(),
+                dedupe_key: open.dedupe_key.clone(),
+                payment_id: Some(id.clone()),
+                summary: open.summary.clone(),
+                evidence: open.evidence.clone(),
+                reopen: true,
+                now: core.clock.now_ms(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            app.store.payment_error_items(&id).await.unwrap()[0].status,
+            "open"
+        );
+        let p = app.store.payment(&id).await.unwrap().unwrap();
+        core.retry_posting(p, "worker").await.unwrap();
         let items = app.store.payment_error_items(&id).await.unwrap();
         assert_eq!(
             (items[0].status.as_str(), items[0].resolved_by.as_deref()),
             ("resolved", Some("system"))
+        );
+        assert_eq!(
+            app.store.ledger_batch_count(&id, "charge").await.unwrap(),
+            1,
+            "the rerun posts nothing twice"
         );
     }
 );
