@@ -176,7 +176,7 @@ fn describe_metrics() {
     );
     describe_gauge!(
         "converge_jobs",
-        "Compensation-queue jobs by kind and status (due, leased, dead; done over the last hour)."
+        "Compensation-queue jobs by kind and status (due, leased, dead; done in the current minute and the 59 before it)."
     );
     describe_gauge!(
         "converge_error_pool_open_items",

@@ -160,7 +160,8 @@ pub struct QueueRow {
 pub struct QueueView {
     /// Per kind.
     pub kinds: Vec<QueueRow>,
-    /// Jobs finished in the last 5 minutes.
+    /// Jobs finished in the last 5 minutes: the current minute (UTC) and the four before it,
+    /// as the Idempotency-Key outcome windows.
     pub done_last_5m: i64,
 }
 

@@ -212,12 +212,12 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     ));
     queries.push((
         "queue_stats",
-        Box::new(move || Box::pin(async move { Ok(s.queue_stats(now - 3_600_000).await?.len()) })),
+        Box::new(move || Box::pin(async move { Ok(s.queue_stats(now / 60_000 - 59).await?.len()) })),
     ));
     queries.push((
         "jobs_done_5m",
         Box::new(move || {
-            Box::pin(async move { Ok(s.jobs_done_since(now - 300_000).await? as usize) })
+            Box::pin(async move { Ok(s.jobs_done_since(now / 60_000 - 4).await? as usize) })
         }),
     ));
     queries.push((
@@ -563,16 +563,12 @@ async fn explain(
         (
             "queue_stats".into(),
             store::queue_stats_sql(),
-            store::done_window(now - 3_600_000)
-                .map(SearchArg::Int)
-                .to_vec(),
+            vec![SearchArg::Int(now / 60_000 - 59)],
         ),
         (
             "jobs_done_5m".into(),
             store::jobs_done_since_sql(),
-            store::done_window(now - 300_000)
-                .map(SearchArg::Int)
-                .to_vec(),
+            vec![SearchArg::Int(now / 60_000 - 4)],
         ),
     ];
     for (name, f) in filters {

@@ -56,8 +56,9 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
             )
         },
         store.outcome_series(minute - 59),
-        store.queue_stats(now - 3_600_000),
-        store.jobs_done_since(now - 300_000),
+        // Whole minutes, the current one included, as the outcome windows above.
+        store.queue_stats(minute - 60 + 1),
+        store.jobs_done_since(minute - 5 + 1),
         store.error_counts(),
         store.error_items(Some("open"), None, 10),
         store.webhook_backlog(now - 3_600_000),

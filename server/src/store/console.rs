@@ -241,9 +241,10 @@ pub trait Console: Send + Sync + 'static {
         &self,
         since_minute: i64,
     ) -> Result<Vec<(i64, String, i64)>, StoreError>;
-    /// Jobs finished (done) since `since` (epoch ms), the same count as `status = 'done' AND
-    /// updated_at >= since` ([`jobs_done_since_sql`](super::jobs_done_since_sql)).
-    async fn jobs_done_since(&self, since: i64) -> Result<i64, StoreError>;
+    /// Jobs finished (done) since the start of minute `since_minute` (epoch minutes UTC; the
+    /// current minute included), the same count as `status = 'done' AND updated_at >=
+    /// since_minute * 60000` ([`jobs_done_since_sql`](super::jobs_done_since_sql)).
+    async fn jobs_done_since(&self, since_minute: i64) -> Result<i64, StoreError>;
     /// Error-pool items per (kind, status) with the oldest `first_seen`.
     async fn error_counts(&self) -> Result<Vec<(String, String, i64, i64)>, StoreError>;
     /// Decides, with `policy` over the stored history of `addr` and of (`account`, `addr`),

@@ -186,12 +186,9 @@ macro_rules! impl_console {
                 .await?)
             }
 
-            async fn jobs_done_since(&self, since: i64) -> Result<i64, $crate::store::StoreError> {
-                let [since, minute, minute_end] = $crate::store::done_window(since);
+            async fn jobs_done_since(&self, since_minute: i64) -> Result<i64, $crate::store::StoreError> {
                 Ok(sqlx::query_scalar::<_, i64>(&$crate::store::jobs_done_since_sql())
-                    .bind(since)
-                    .bind(minute)
-                    .bind(minute_end)
+                    .bind(since_minute)
                     .fetch_one(self.reader())
                     .await?)
             }

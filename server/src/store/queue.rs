@@ -40,28 +40,20 @@ pub fn stuck_payments_sql() -> String {
     )
 }
 
-/// The done jobs of a window starting at `$1` (epoch ms UTC), as `(kind, n)` rows to sum: `$2`
-/// is `$1`'s minute and `$3` that minute's end ([`done_window`]). Every whole minute after the
-/// first comes from `jobs_done_minutes`, the per-minute counts that migration 0113's triggers
-/// keep in the same transaction as each write to `jobs`; only the first, partial minute is
-/// counted from `jobs` itself (a `jobs_status_updated` range of at most one minute). Counting
-/// the whole window from `jobs` visited every job done in it, and under load each of those
-/// is on a page not yet all-visible (38 / 102 ms p50 / p95 at 10 M payments while creates
-/// ran, BENCHMARKS.md "Under load"). Exact: the same rows `status = 'done' AND updated_at >=
-/// $1` count, for `updated_at` >= 0 (epoch ms).
-const DONE_IN_WINDOW: &str = "SELECT kind, n FROM jobs_done_minutes WHERE minute > $2 \
-     UNION ALL SELECT kind, 1 AS n FROM jobs WHERE status = 'done' AND updated_at >= $1 AND updated_at < $3";
-
-/// The bound parameters of [`DONE_IN_WINDOW`] for a window starting at `since` (epoch ms UTC):
-/// `since`, its minute (floor of `since` / 60 000) and the end of that minute.
-pub fn done_window(since: i64) -> [i64; 3] {
-    let minute = since.div_euclid(60_000);
-    [since, minute, (minute + 1) * 60_000]
-}
+/// The done jobs of the whole minutes from minute `$1` (epoch minutes, UTC) to now, the
+/// current minute included, as `(kind, n)` rows to sum, read from `jobs_done_minutes`: the
+/// per-minute counts that migration 0113's triggers keep in the same transaction as each
+/// write to `jobs`. Exact for that window: the same rows `status = 'done' AND updated_at >=
+/// $1 * 60000` count. Whole minutes, as the dashboard's Idempotency-Key outcome windows
+/// are: a window starting mid-minute counted its first, partial minute from `jobs` itself,
+/// which under load is up to a minute of completions on pages not yet all-visible (17 / 95
+/// ms p50 / p95 for `queue_stats` at 10 M payments while creates ran, BENCHMARKS.md "Under
+/// load"); before that, counting the whole window from `jobs` took 38 / 102 ms.
+const DONE_IN_WINDOW: &str = "SELECT kind, n FROM jobs_done_minutes WHERE minute >= $1";
 
 /// Live jobs (due, leased, dead) counted by kind and status with the oldest `run_at` and how
-/// many are retrying (attempts > 0), and jobs done since `$1` (epoch ms UTC) by kind, with
-/// `$2, $3` as in [`done_window`]: the dashboard's queue panel and the `converge_jobs` gauges.
+/// many are retrying (attempts > 0), and jobs done since minute `$1` (epoch minutes UTC,
+/// [`DONE_IN_WINDOW`]) by kind: the dashboard's queue panel and the `converge_jobs` gauges.
 /// Done rows carry their count only (`oldest_run_at` None, `retrying` 0). Done jobs are
 /// counted over a window, not all time, and from per-minute counts ([`DONE_IN_WINDOW`]);
 /// the live half reads `jobs_live` on PostgreSQL (an index of the live jobs only, whose
@@ -77,8 +69,8 @@ pub fn queue_stats_sql() -> String {
     )
 }
 
-/// Jobs finished since `$1` (epoch ms UTC), `$2, $3` as in [`done_window`]: the dashboard's
-/// throughput figure, summed from per-minute counts ([`DONE_IN_WINDOW`]).
+/// Jobs finished since minute `$1` (epoch minutes UTC), the current minute included: the
+/// dashboard's throughput figure, summed from per-minute counts ([`DONE_IN_WINDOW`]).
 pub fn jobs_done_since_sql() -> String {
     format!("SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM ({DONE_IN_WINDOW}) d")
 }
@@ -277,9 +269,10 @@ pub trait Queue: Send + Sync + 'static {
         job: &NewJob,
         now: i64,
     ) -> Result<Option<i64>, StoreError>;
-    /// Live jobs (due, leased, dead) per kind and status, and jobs done since `done_since`
-    /// (epoch ms UTC) per kind ([`queue_stats_sql`]; done rows carry the count only).
-    async fn queue_stats(&self, done_since: i64) -> Result<Vec<QueueStat>, StoreError>;
+    /// Live jobs (due, leased, dead) per kind and status, and jobs done per kind since the
+    /// start of minute `done_since_minute` (epoch minutes UTC; the current minute included)
+    /// ([`queue_stats_sql`]; done rows carry the count only).
+    async fn queue_stats(&self, done_since_minute: i64) -> Result<Vec<QueueStat>, StoreError>;
 
     /// Reports an item; a report with a known dedupe key updates `last_seen` and counts an
     /// occurrence instead of adding a row. Returns the item id.

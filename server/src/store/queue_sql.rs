@@ -199,12 +199,9 @@ macro_rules! impl_queue {
                 Ok(Some(id))
             }
 
-            async fn queue_stats(&self, done_since: i64) -> Result<Vec<$crate::store::QueueStat>, $crate::store::StoreError> {
-                let [since, minute, minute_end] = $crate::store::done_window(done_since);
+            async fn queue_stats(&self, done_since_minute: i64) -> Result<Vec<$crate::store::QueueStat>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::QueueStat>(&$crate::store::queue_stats_sql())
-                    .bind(since)
-                    .bind(minute)
-                    .bind(minute_end)
+                    .bind(done_since_minute)
                     .fetch_all(self.reader())
                     .await?)
             }

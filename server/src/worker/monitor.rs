@@ -46,7 +46,10 @@ pub async fn refresh(
             metrics::gauge!("converge_stuck_payments", "state" => state.as_str().to_ascii_lowercase(), "bucket" => bucket).set(n as f64);
         }
     }
-    let stats = core.store.queue_stats(now - 3_600_000).await?;
+    let stats = core
+        .store
+        .queue_stats(now.div_euclid(60_000) - 60 + 1)
+        .await?;
     // Every (kind, status) pair is set, zero when the query has no row for it: a gauge only
     // set when non-zero would keep its last value after its group empties.
     for kind in JobKind::ALL.map(JobKind::as_str) {
