@@ -3,8 +3,9 @@
 //!
 //! The shapes the server produces for `/ops/v1` live in the `converge-wire` crate, which the
 //! server serialises and the browser deserialises: they are re-exported here, not mirrored.
-//! So is the vocabulary both sides name: the payment statuses, the roles and the stuck-age
-//! buckets (`PaymentStatus::ALL`, `Role::ALL`, `AGE_BUCKETS`), and what the payment page may
+//! So is the vocabulary both sides name: the payment statuses, the statuses of jobs, refunds
+//! and maker-checker requests, the roles and the stuck-age buckets (`PaymentStatus::ALL`,
+//! `JobStatus`, `RefundStatus`, `ActionStatus`, `Role::ALL`, `AGE_BUCKETS`), and what the payment page may
 //! offer (`ActionOffer`, forced-transition targets included, computed by the server's
 //! domain). What is defined below is the console's own: query forms, the approvals inbox,
 //! the pauses with their wording, the merchants page. Times are epoch ms UTC; amounts are
@@ -13,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use converge_wire::dashboard::AGE_BUCKETS;
+pub use converge_wire::lifecycle::{ActionStatus, JobStatus, RefundStatus};
 pub use converge_wire::{
     ActionOffer, ActionRecord, AttemptRow, AuditList, AuditRecord, AuditRow, BulkItem, BulkOutcome,
     Dashboard, DeliveryDetail, DeliveryRow, EndpointRow, ErrorItem, ErrorPoolView, EventRecord,

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::lifecycle::ActionStatus;
+
 /// An ops action request and its fate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
@@ -22,9 +24,9 @@ pub struct ActionRecord {
     pub target_status: Option<String>,
     /// The payment version the request pinned.
     pub payment_version: i64,
-    /// `pending`, `approved`, `executed`, `failed`, `rejected`, `cancelled`, `expired`, `stale`
-    /// (the server's `ActionStatus`).
-    pub status: String,
+    /// `pending`, `approved`, `executed`, `failed`, `rejected`, `cancelled`, `expired`, `stale`.
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub status: ActionStatus,
     /// The approver (or rejecter).
     pub decided_by: Option<String>,
     /// The decision's reason.

@@ -4,7 +4,8 @@
 //! them. A field renamed here is renamed on both sides at once.
 //!
 //! Besides the shapes, the vocabulary both sides name: the payment statuses
-//! ([`PaymentStatus`]), the console roles ([`Role`]) and the stuck-age buckets
+//! ([`PaymentStatus`]), the statuses of jobs, refunds and maker-checker requests
+//! ([`lifecycle`]), the console roles ([`Role`]) and the stuck-age buckets
 //! ([`dashboard::AGE_BUCKETS`]) are defined here once and re-exported by the server's
 //! domain, so the console lists them without a copy to keep in step.
 //!
@@ -17,6 +18,7 @@ pub mod bulk;
 pub mod dashboard;
 pub mod error_pool;
 pub mod governance;
+pub mod lifecycle;
 pub mod merchants;
 pub mod payments;
 pub mod status;
@@ -31,6 +33,7 @@ pub use dashboard::{
 };
 pub use error_pool::{ErrorItem, KindCount, PoolPage, ResolveOutcome};
 pub use governance::ActionRecord;
+pub use lifecycle::{ActionStatus, JobStatus, RefundStatus};
 pub use merchants::{Merchant, MerchantKey};
 pub use payments::{
     ActionOffer, EventRecord, Job, KeySummary, LedgerEntry, Payment, PaymentDetail, PaymentPage,

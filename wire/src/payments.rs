@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::audit::AuditRecord;
 use crate::error_pool::ErrorItem;
 use crate::governance::ActionRecord;
+use crate::lifecycle::{JobStatus, RefundStatus};
 use crate::status::PaymentStatus;
 
 /// A payment as stored (DESIGN.md "Payment state machine").
@@ -110,8 +111,9 @@ pub struct Job {
     pub payment_id: Option<String>,
     /// Refund, if any.
     pub refund_id: Option<String>,
-    /// `due`, `leased`, `done` or `dead` (the server's `JobStatus`).
-    pub status: String,
+    /// `due`, `leased`, `done` or `dead`.
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub status: JobStatus,
     /// Attempts made.
     pub attempts: i64,
     /// Attempts allowed.
@@ -157,7 +159,8 @@ pub struct Refund {
     /// Merchant's reason.
     pub reason: String,
     /// `pending`, `succeeded` or `failed`.
-    pub status: String,
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub status: RefundStatus,
     /// Last error.
     pub last_error: Option<String>,
     /// Epoch ms UTC.

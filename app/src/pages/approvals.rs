@@ -497,7 +497,7 @@ fn Decided(items: Vec<ApprovalItem>) -> impl IntoView {
                                 </td>
                                 <PaymentNow item=item.clone()/>
                                 <td class="mono" data-label="Kind">{kind}</td>
-                                <td data-label="Outcome"><StatusPill status=a.status/></td>
+                                <td data-label="Outcome"><StatusPill status=a.status.as_str()/></td>
                                 <td data-label="Requested by">{a.requested_by}</td>
                                 <td data-testid="decided-by" data-label="Decided">
                                     {decided}

@@ -212,7 +212,9 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     ));
     queries.push((
         "queue_stats",
-        Box::new(move || Box::pin(async move { Ok(s.queue_stats(now / 60_000 - 59).await?.len()) })),
+        Box::new(move || {
+            Box::pin(async move { Ok(s.queue_stats(now / 60_000 - 59).await?.len()) })
+        }),
     ));
     queries.push((
         "jobs_done_5m",

@@ -60,6 +60,16 @@ impl ActionKind {
     pub fn needs_approval(self) -> bool {
         matches!(self, ActionKind::Reverse | ActionKind::ForceTransition)
     }
+
+    /// The status a new request of this kind starts in: pending when a second person must
+    /// approve it, approved otherwise.
+    pub fn initial_status(self) -> ActionStatus {
+        if self.needs_approval() {
+            ActionStatus::Pending
+        } else {
+            ActionStatus::Approved
+        }
+    }
 }
 
 impl FromStr for ActionKind {
@@ -79,69 +89,10 @@ impl FromStr for ActionKind {
 
 pub use crate::domain::state::{FORCE_WHITELIST, force_allowed};
 
-/// Where a maker-checker request is in its life (DESIGN.md "Ops console").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ActionStatus {
-    /// Waiting for a second person's decision.
-    Pending,
-    /// Approved (or needing no approval) and not yet run to the end.
-    Approved,
-    /// Refused by an approver. Final.
-    Rejected,
-    /// Not decided within its time to live. Final.
-    Expired,
-    /// Withdrawn by its requester. Final.
-    Cancelled,
-    /// Its payment moved since the request pinned its version. Final.
-    Stale,
-    /// Run to the end. Final.
-    Executed,
-    /// Run and stopped short; executing it again resumes (each step is idempotent).
-    Failed,
-}
-
-impl ActionStatus {
-    /// Every status.
-    pub const ALL: [ActionStatus; 8] = [
-        ActionStatus::Pending,
-        ActionStatus::Approved,
-        ActionStatus::Rejected,
-        ActionStatus::Expired,
-        ActionStatus::Cancelled,
-        ActionStatus::Stale,
-        ActionStatus::Executed,
-        ActionStatus::Failed,
-    ];
-
-    /// Stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionStatus::Pending => "pending",
-            ActionStatus::Approved => "approved",
-            ActionStatus::Rejected => "rejected",
-            ActionStatus::Expired => "expired",
-            ActionStatus::Cancelled => "cancelled",
-            ActionStatus::Stale => "stale",
-            ActionStatus::Executed => "executed",
-            ActionStatus::Failed => "failed",
-        }
-    }
-
-    /// The status stored as `name`, if any.
-    pub fn parse(name: &str) -> Option<ActionStatus> {
-        ActionStatus::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    /// The status a new request of `kind` starts in: pending when a second person must
-    /// approve it, approved otherwise.
-    pub fn initial(kind: ActionKind) -> ActionStatus {
-        if kind.needs_approval() {
-            ActionStatus::Pending
-        } else {
-            ActionStatus::Approved
-        }
-    }
-}
+/// Where a maker-checker request is in its life: defined with its names in the wire crate,
+/// which the console shares (`converge_wire::lifecycle`); the moves between them are
+/// [`ActionMoveKind`]'s table below.
+pub use converge_wire::ActionStatus;
 
 /// A move in a request's life: the only ways its status changes, each with the statuses it
 /// may start from and the audit action it is recorded as (one table; the store applies a move
@@ -193,8 +144,8 @@ impl ActionMoveKind {
     }
 
     /// Whether a request in `status` may make this move.
-    pub fn allowed_from(self, status: &str) -> bool {
-        self.rule().0.iter().any(|s| s.as_str() == status)
+    pub fn allowed_from(self, status: ActionStatus) -> bool {
+        self.rule().0.contains(&status)
     }
 }
 
@@ -375,8 +326,8 @@ mod tests {
         for s in A::ALL {
             assert_eq!(A::parse(s.as_str()), Some(s));
         }
-        assert_eq!(A::initial(ActionKind::Reverse), A::Pending);
-        assert_eq!(A::initial(ActionKind::Query), A::Approved);
+        assert_eq!(ActionKind::Reverse.initial_status(), A::Pending);
+        assert_eq!(ActionKind::Query.initial_status(), A::Approved);
     }
 
     #[test]

@@ -54,51 +54,9 @@ impl JobKind {
     }
 }
 
-/// Where a job is in its life (DESIGN.md "Compensation queue"): `due` waits for its
-/// `run_at`; `leased` runs under a lease token until it completes, fails or the lease lapses
-/// (then it is due again); `done` and `dead` are final (dead: attempts spent, waiting in the
-/// error pool for a person).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum JobStatus {
-    /// Waiting for its `run_at`.
-    Due,
-    /// Held by a worker under a lease token.
-    Leased,
-    /// Completed (or closed by the transition that made it pointless).
-    Done,
-    /// Attempts spent.
-    Dead,
-}
-
-impl JobStatus {
-    /// Every status, in lifecycle order.
-    pub const ALL: [JobStatus; 4] = [
-        JobStatus::Due,
-        JobStatus::Leased,
-        JobStatus::Done,
-        JobStatus::Dead,
-    ];
-
-    /// Stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobStatus::Due => "due",
-            JobStatus::Leased => "leased",
-            JobStatus::Done => "done",
-            JobStatus::Dead => "dead",
-        }
-    }
-
-    /// The status stored as `name`, if any.
-    pub fn parse(name: &str) -> Option<JobStatus> {
-        JobStatus::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    /// Final: nothing runs the job again unless a person wakes it (retry of a dead job).
-    pub fn is_final(self) -> bool {
-        matches!(self, JobStatus::Done | JobStatus::Dead)
-    }
-}
+/// Where a job is in its life: defined with its names in the wire crate, which the console
+/// shares (`converge_wire::lifecycle`).
+pub use converge_wire::JobStatus;
 
 impl JobKind {
     /// The kind stored as `name`, if any.
@@ -116,10 +74,6 @@ mod tests {
         for k in JobKind::ALL {
             assert_eq!(JobKind::parse(k.as_str()), Some(k));
         }
-        for s in JobStatus::ALL {
-            assert_eq!(JobStatus::parse(s.as_str()), Some(s));
-        }
         assert_eq!(JobKind::parse("nope"), None);
-        assert_eq!(JobStatus::parse("running"), None);
     }
 }

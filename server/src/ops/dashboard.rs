@@ -224,12 +224,7 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
     // The jobs an ops retry wakes (`Store::wake_jobs`).
     let wakeable = jobs
         .iter()
-        .filter(|j| {
-            matches!(
-                JobStatus::parse(&j.status),
-                Some(JobStatus::Due | JobStatus::Dead)
-            )
-        })
+        .filter(|j| matches!(j.status, JobStatus::Due | JobStatus::Dead))
         .count();
     let actions = store.actions(None, Some(id), 50).await?;
     let reversal =
@@ -237,8 +232,7 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
             action_id: actions
                 .iter()
                 .find(|a| {
-                    a.kind == ActionKind::Reverse.as_str()
-                        && a.status == ActionStatus::Executed.as_str()
+                    a.kind == ActionKind::Reverse.as_str() && a.status == ActionStatus::Executed
                 })
                 .map(|a| a.id.clone()),
             amount: payment.unrefunded(),

@@ -161,7 +161,7 @@ impl Core {
             evidence,
             target_status: target,
             payment_version: p.version,
-            status: ActionStatus::initial(kind).as_str().into(),
+            status: kind.initial_status().as_str().into(),
             now,
             expires_at: now + ttl_ms,
         };
@@ -253,16 +253,12 @@ impl Core {
                 "the payment changed since the request; request again".into(),
             ));
         }
-        let (from, to, audit_action) = ActionMoveKind::Approve.rule();
+        let (_, _, audit_action) = ActionMoveKind::Approve.rule();
         let m = ActionMove {
-            id: a.id.clone(),
-            from: names(from),
-            to: to.as_str().into(),
             decision: Some((actor.username.clone(), reason.trim().into())),
             not_by_requester: Some(actor.username.clone()),
             unexpired_at: Some(now),
-            result: None,
-            now,
+            ..ActionMove::of(ActionMoveKind::Approve, &a.id, now)
         };
         let audit = actor.entry(
             now,
@@ -290,7 +286,7 @@ impl Core {
         let Some(a) = self.store.action(id).await? else {
             return Ok(false);
         };
-        if a.requested_by == actor.username || !ActionMoveKind::Approve.allowed_from(&a.status) {
+        if a.requested_by == actor.username || !ActionMoveKind::Approve.allowed_from(a.status) {
             return Ok(false);
         }
         if a.expires_at <= self.clock.now_ms() {
@@ -376,7 +372,7 @@ impl Core {
     }
 
     async fn check_pending(&self, actor: &Actor, a: &ActionRecord) -> Result<(), ActionError> {
-        if a.status != ActionStatus::Pending.as_str() {
+        if a.status != ActionStatus::Pending {
             return Err(ActionError::Conflict(
                 "not_pending",
                 format!("this request is {}", a.status),
@@ -409,15 +405,11 @@ impl Core {
         detail: serde_json::Value,
     ) -> Result<bool, ActionError> {
         let now = self.clock.now_ms();
-        let (from, to, audit_action) = step.rule();
+        let (_, _, audit_action) = step.rule();
         let m = ActionMove {
-            id: a.id.clone(),
-            from: names(from),
-            to: to.as_str().into(),
             decision: Some((actor.username.clone(), reason.trim().into())),
             result: Some(detail.to_string()),
-            now,
-            ..ActionMove::default()
+            ..ActionMove::of(step, &a.id, now)
         };
         let audit = actor.entry(
             now,
@@ -443,7 +435,7 @@ impl Core {
             .action(id)
             .await?
             .ok_or(ActionError::NotFound("action"))?;
-        if !ActionMoveKind::Execute.allowed_from(&a.status) {
+        if !ActionMoveKind::Execute.allowed_from(a.status) {
             return Err(ActionError::Conflict(
                 "not_executable",
                 format!("this request is {}", a.status),
@@ -469,14 +461,10 @@ impl Core {
             Ok(r) => (ActionMoveKind::Execute, r),
             Err(why) => (ActionMoveKind::Fail, json!({"error": why})),
         };
-        let (from, to, audit_action) = step.rule();
+        let (_, _, audit_action) = step.rule();
         let m = ActionMove {
-            id: a.id.clone(),
-            from: names(from),
-            to: to.as_str().into(),
             result: Some(result.to_string()),
-            now,
-            ..ActionMove::default()
+            ..ActionMove::of(step, &a.id, now)
         };
         let after = self
             .store
@@ -500,9 +488,4 @@ impl Core {
         }
         Ok(self.store.action(id).await?.unwrap_or(a))
     }
-}
-
-/// Stored names of `statuses`, for a conditional move.
-fn names(statuses: &[ActionStatus]) -> Vec<String> {
-    statuses.iter().map(|s| s.as_str().to_string()).collect()
 }

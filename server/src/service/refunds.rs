@@ -51,7 +51,7 @@ impl Core {
     /// pending for its job.
     #[tracing::instrument(name = "drive_refund", skip_all, fields(refund_id = %refund.id, payment_id = %refund.payment_id))]
     pub async fn drive_refund(&self, refund: Refund, source: &str) -> Result<Refund, ServiceError> {
-        if refund.status != RefundStatus::Pending.as_str() {
+        if refund.status != RefundStatus::Pending {
             return Ok(refund);
         }
         // Refund jobs paused (the emergency switch): nothing goes to the channel; the refund

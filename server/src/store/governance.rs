@@ -76,14 +76,14 @@ pub enum CreateAction {
 }
 
 /// A conditional move of an action between statuses.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ActionMove {
     /// Action id.
     pub id: String,
     /// Statuses it may move from.
-    pub from: Vec<String>,
+    pub from: Vec<crate::domain::actions::ActionStatus>,
     /// Status it moves to.
-    pub to: String,
+    pub to: crate::domain::actions::ActionStatus,
     /// Set decided_by/decision_reason/decided_at.
     pub decision: Option<(String, String)>,
     /// Refuse when the decider is the requester (maker-checker).
@@ -94,6 +94,25 @@ pub struct ActionMove {
     pub result: Option<String>,
     /// Epoch ms UTC.
     pub now: i64,
+}
+
+impl ActionMove {
+    /// The move `kind` of action `id` at `now` (epoch ms UTC), its statuses from the domain's
+    /// table ([`ActionMoveKind::rule`](crate::domain::actions::ActionMoveKind::rule)); no
+    /// decision, result or guard until the caller sets them.
+    pub fn of(kind: crate::domain::actions::ActionMoveKind, id: &str, now: i64) -> Self {
+        let (from, to, _) = kind.rule();
+        ActionMove {
+            id: id.to_string(),
+            from: from.to_vec(),
+            to,
+            decision: None,
+            not_by_requester: None,
+            unexpired_at: None,
+            result: None,
+            now,
+        }
+    }
 }
 
 /// Filters of an audit read; all optional.

@@ -298,7 +298,7 @@ macro_rules! impl_governance {
                     tx.rollback().await?;
                     return Ok(false);
                 };
-                let allowed = m.from.iter().any(|s| s == &current.status)
+                let allowed = m.from.contains(&current.status)
                     && m.not_by_requester.as_ref().is_none_or(|by| by != &current.requested_by)
                     && m.unexpired_at.is_none_or(|now| current.expires_at > now);
                 if !allowed {
@@ -314,13 +314,13 @@ macro_rules! impl_governance {
                      result = COALESCE($5, result), executed_at = CASE WHEN $5 IS NULL THEN executed_at ELSE $4 END \
                      WHERE id = $6 AND status = $7",
                 )
-                .bind(&m.to)
+                .bind(m.to.as_str())
                 .bind(decided_by.as_deref())
                 .bind(decision_reason.as_deref())
                 .bind(m.now)
                 .bind(m.result.as_deref())
                 .bind(&m.id)
-                .bind(&current.status)
+                .bind(current.status.as_str())
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();

@@ -218,7 +218,8 @@ pub struct Job {
     /// Refund, if any.
     pub refund_id: Option<String>,
     /// `due`, `leased`, `done` or `dead` ([`JobStatus`]).
-    pub status: String,
+    #[sqlx(try_from = "String")]
+    pub status: crate::domain::jobs::JobStatus,
     /// Attempts made.
     pub attempts: i64,
     /// Attempts allowed.
@@ -405,7 +406,8 @@ pub struct Refund {
     /// Merchant's reason.
     pub reason: String,
     /// `pending`, `succeeded` or `failed`.
-    pub status: String,
+    #[sqlx(try_from = "String")]
+    pub status: crate::domain::refunds::RefundStatus,
     /// Last error.
     pub last_error: Option<String>,
     /// Epoch ms UTC.

@@ -107,7 +107,7 @@ impl From<&Refund> for RefundView {
             id: r.id.clone(),
             payment_id: r.payment_id.clone(),
             amount: r.amount,
-            status: r.status.clone(),
+            status: r.status.as_str().into(),
             updated_at: None,
         }
     }

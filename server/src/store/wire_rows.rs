@@ -117,7 +117,8 @@ wire_row!(DbActionRecord => converge_wire::ActionRecord {
     evidence: String,
     target_status: Option<String>,
     payment_version: i64,
-    status: String,
+    #[sqlx(try_from = "String")]
+    status: converge_wire::ActionStatus,
     decided_by: Option<String>,
     decision_reason: Option<String>,
     result: Option<String>,

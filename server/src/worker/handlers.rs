@@ -92,7 +92,7 @@ async fn refund(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
     };
     let after = core.drive_refund(r, "worker").await?;
     Ok(
-        if after.status == crate::domain::refunds::RefundStatus::Pending.as_str() {
+        if after.status == crate::domain::refunds::RefundStatus::Pending {
             Step::Retry("refund outcome unknown".into())
         } else {
             Step::Done

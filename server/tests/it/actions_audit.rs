@@ -194,7 +194,13 @@ on_both_backends!(self_approval_is_refused, |app| {
         (403, Some("approval_refused"))
     );
     assert_eq!(
-        app.store.action(&id).await.unwrap().unwrap().status,
+        app.store
+            .action(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+            .as_str(),
         "pending"
     );
 });
@@ -254,7 +260,13 @@ on_both_backends!(a_request_whose_payment_moved_is_stale, |app| {
         "SUCCESS"
     );
     assert_eq!(
-        app.store.action(&id).await.unwrap().unwrap().status,
+        app.store
+            .action(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+            .as_str(),
         "stale"
     );
 });
@@ -283,7 +295,13 @@ on_both_backends!(
             (403, Some("approval_refused"))
         );
         assert_eq!(
-            app.store.action(&id).await.unwrap().unwrap().status,
+            app.store
+                .action(&id)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .as_str(),
             "expired"
         );
     }
@@ -307,7 +325,13 @@ on_both_backends!(approval_needs_the_approvers_own_password, |app| {
         (403, Some("approval_refused"))
     );
     assert_eq!(
-        app.store.action(&id).await.unwrap().unwrap().status,
+        app.store
+            .action(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status
+            .as_str(),
         "pending"
     );
 });
@@ -388,11 +412,23 @@ on_both_backends!(
             }
         }
         assert_eq!(
-            app.store.action(&own).await.unwrap().unwrap().status,
+            app.store
+                .action(&own)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .as_str(),
             "pending"
         );
         assert_eq!(
-            app.store.action(&decided).await.unwrap().unwrap().status,
+            app.store
+                .action(&decided)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .as_str(),
             "rejected"
         );
         // Each refusal was a password check (argon2 ran), counted as a failure, and audited
@@ -455,7 +491,13 @@ on_both_backends!(
         assert_eq!(r.status().as_u16(), 429);
         assert!(r.headers().get("retry-after").is_some());
         assert_eq!(
-            app.store.action(&id).await.unwrap().unwrap().status,
+            app.store
+                .action(&id)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .as_str(),
             "pending"
         );
     }

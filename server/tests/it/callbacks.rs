@@ -192,7 +192,7 @@ on_both_backends!(
             .await
             .unwrap()
             .into_iter()
-            .map(|j| (j.kind, j.status))
+            .map(|j| (j.kind, j.status.as_str().to_string()))
             .collect();
         assert!(
             jobs.iter().all(|(_, status)| status == "done"),

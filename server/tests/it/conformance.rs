@@ -494,7 +494,7 @@ store_conformance!(
         assert!(store.refund_succeeded("re_3", &posting, NOW).await.unwrap());
         assert!(!store.refund_succeeded("re_3", &posting, NOW).await.unwrap());
         assert_eq!(
-            store.refund("re_3").await.unwrap().unwrap().status,
+            store.refund("re_3").await.unwrap().unwrap().status.as_str(),
             "succeeded"
         );
         assert_eq!(store.ledger_batch_count(&p.id, "refund").await.unwrap(), 1);
@@ -779,7 +779,7 @@ store_conformance!(
         let jobs = store.payment_jobs(&p.id).await.unwrap();
         assert_eq!(
             jobs.iter()
-                .filter(|j| j.kind == "reverse" && j.status == "due")
+                .filter(|j| j.kind == "reverse" && j.status.as_str() == "due")
                 .count(),
             1,
             "{jobs:?}"
@@ -798,7 +798,7 @@ store_conformance!(
         assert!(
             jobs.iter()
                 .filter(|j| j.kind == "reverse")
-                .all(|j| j.status == "done"),
+                .all(|j| j.status.as_str() == "done"),
             "{jobs:?}"
         );
     }
@@ -977,7 +977,7 @@ async fn assert_done_counts_exact(store: &Arc<dyn Store>, base: i64) {
         let stats = store.queue_stats(since_minute).await.unwrap();
         let got: Vec<(String, i64)> = stats
             .iter()
-            .filter(|s| s.status == "done")
+            .filter(|s| s.status.as_str() == "done")
             .map(|s| (s.kind.clone(), s.count))
             .collect();
         assert_eq!(got, want, "queue_stats({since_minute}) done rows");
@@ -1050,14 +1050,14 @@ store_conformance!(
         let stats = store.queue_stats(0).await.unwrap();
         let leased: i64 = stats
             .iter()
-            .filter(|s| s.status == "leased")
+            .filter(|s| s.status.as_str() == "leased")
             .map(|s| s.count)
             .sum();
         assert_eq!(leased, 1, "{stats:?}");
         assert!(
             stats
                 .iter()
-                .filter(|s| s.status == "done")
+                .filter(|s| s.status.as_str() == "done")
                 .all(|s| s.oldest_run_at.is_none() && s.retrying == 0),
             "done rows carry their count only: {stats:?}"
         );
@@ -1091,7 +1091,7 @@ store_conformance!(
                 .await
                 .unwrap()
                 .iter()
-                .all(|s| s.status == "done"),
+                .all(|s| s.status.as_str() == "done"),
             "every job is done now"
         );
     }

@@ -168,7 +168,10 @@ on_both_backends!(
             .await
             .unwrap()
             .into_iter()
-            .filter(|j| j.kind == "post_ledger" && (j.status == "due" || j.status == "leased"))
+            .filter(|j| {
+                j.kind == "post_ledger"
+                    && (j.status.as_str() == "due" || j.status.as_str() == "leased")
+            })
             .count();
         assert_eq!(live_postings, 1, "one post_ledger job keeps retrying");
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -187,7 +190,7 @@ on_both_backends!(
         // The resolution commits just after the posting.
         let resolved_by = eventually(Duration::from_secs(10), "the item resolved", || async {
             let items = app.store.payment_error_items(&id).await.unwrap();
-            (items[0].status == "resolved").then(|| items[0].resolved_by.clone())
+            (items[0].status.as_str() == "resolved").then(|| items[0].resolved_by.clone())
         })
         .await;
         assert_eq!(resolved_by.as_deref(), Some("system"));
@@ -212,7 +215,7 @@ on_both_backends!(
         wait_status(&app, &id, &["SUCCESS"], 10).await;
         eventually(Duration::from_secs(10), "the item resolved", || async {
             let items = app.store.payment_error_items(&id).await.unwrap();
-            (items[0].status == "resolved").then_some(())
+            (items[0].status.as_str() == "resolved").then_some(())
         })
         .await;
         // The state a process leaves when it dies between the posting's commit and the
@@ -369,9 +372,12 @@ store_conformance!(
             "the stale token's job is left out"
         );
         let held = store.job(lost).await.unwrap().unwrap();
-        assert_eq!(held.status, "leased", "still B's");
+        assert_eq!(held.status.as_str(), "leased", "still B's");
         for id in [first, second] {
-            assert_eq!(store.job(id).await.unwrap().unwrap().status, "done");
+            assert_eq!(
+                store.job(id).await.unwrap().unwrap().status.as_str(),
+                "done"
+            );
         }
         assert!(
             store
@@ -495,7 +501,10 @@ on_both_backends!(
             };
             assert_eq!(r, want, "job {id}");
         }
-        assert_eq!(store.job(good).await.unwrap().unwrap().status, "done");
+        assert_eq!(
+            store.job(good).await.unwrap().unwrap().status.as_str(),
+            "done"
+        );
     }
 );
 
@@ -520,7 +529,7 @@ on_both_backends!(
         let mut times = HashSet::new();
         for id in ids {
             let j = store.job(id).await.unwrap().unwrap();
-            assert_eq!(j.status, "due");
+            assert_eq!(j.status.as_str(), "due");
             assert!(
                 j.run_at >= before && j.run_at <= before + 10_000 + 5_000,
                 "run_at {} outside the first ceiling",

@@ -143,7 +143,7 @@ on_both_backends!(
 
         held.release.notify_one();
         let done = approving.await.unwrap().expect("approved and executed");
-        assert_eq!(done.status, "executed", "{done:?}");
+        assert_eq!(done.status.as_str(), "executed", "{done:?}");
 
         let p = app.store.payment(&payment).await.unwrap().unwrap();
         assert_eq!(p.status.as_str(), "REVERSED");
@@ -164,7 +164,7 @@ on_both_backends!(
         assert!(
             jobs.iter()
                 .filter(|j| j.kind == "reverse")
-                .all(|j| j.status == "done"),
+                .all(|j| j.status.as_str() == "done"),
             "{jobs:?}"
         );
     }
@@ -240,7 +240,7 @@ on_both_backends!(
             .execute_action(&approver(), "act_pinned")
             .await
             .unwrap();
-        assert_eq!(out.status, "failed", "{out:?}");
+        assert_eq!(out.status.as_str(), "failed", "{out:?}");
         assert!(
             out.result
                 .as_deref()
@@ -250,7 +250,7 @@ on_both_backends!(
         );
         held.release.notify_one();
         let r = refunding.await.unwrap().unwrap();
-        assert_eq!(r.status, "succeeded");
+        assert_eq!(r.status.as_str(), "succeeded");
         let after = app.store.payment(&payment).await.unwrap().unwrap();
         assert_eq!(after.status.as_str(), "SUCCESS");
         assert_eq!(after.reversal_id, None);

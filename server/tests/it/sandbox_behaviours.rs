@@ -38,7 +38,7 @@ async fn jobs(app: &TestApp, id: &str) -> Vec<(String, String)> {
         .await
         .unwrap()
         .into_iter()
-        .map(|j: Job| (j.kind, j.status))
+        .map(|j: Job| (j.kind, j.status.as_str().to_string()))
         .collect()
 }
 

@@ -481,7 +481,7 @@ store_conformance!(
             .await
             .unwrap()
             .into_iter()
-            .map(|j| (j.kind, j.status, j.run_at))
+            .map(|j| (j.kind, j.status.as_str().to_string(), j.run_at))
             .collect();
         assert_eq!(
             jobs,
@@ -579,7 +579,7 @@ store_conformance!(
             .await
             .unwrap()
             .into_iter()
-            .map(|j| (j.kind.as_str().to_string(), j.status))
+            .map(|j| (j.kind.as_str().to_string(), j.status.as_str().to_string()))
             .collect();
         jobs.sort();
         assert_eq!(

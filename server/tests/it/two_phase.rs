@@ -277,7 +277,7 @@ store_conformance!(
         let totals = store.ledger_totals().await.unwrap();
         assert!(totals.iter().all(|t| t.debits == t.credits), "{totals:?}");
         let jobs = store.payment_jobs(&p.id).await.unwrap();
-        assert!(jobs.iter().all(|j| j.status == "done"), "{jobs:?}");
+        assert!(jobs.iter().all(|j| j.status.as_str() == "done"), "{jobs:?}");
     }
 );
 

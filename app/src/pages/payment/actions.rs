@@ -10,7 +10,7 @@ use super::RequestState;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::DataTable;
 use crate::components::widgets::{JsonFields, StatusPill, Time};
-use crate::dto::{ActionOffer, ActionRecord, Role};
+use crate::dto::{ActionOffer, ActionRecord, ActionStatus, Role};
 use crate::{api, api_actions};
 
 /// Default reasons of the actions that run at once (the operator can give its own).
@@ -68,7 +68,10 @@ pub(super) fn ActionsPanel(
         target.set(targets.first().cloned().unwrap_or_default());
     }
     let can_force = !targets.is_empty() && offered("force_transition");
-    let pending = actions.iter().filter(|a| a.status == "pending").count();
+    let pending = actions
+        .iter()
+        .filter(|a| a.status == ActionStatus::Pending)
+        .count();
     Effect::new(move |_| match form.get() {
         Some("force_transition") => {
             if let Some(el) = target_ref.get() {
@@ -115,8 +118,8 @@ pub(super) fn ActionsPanel(
             match api_actions::request_action(kind.into(), payment_id, why, target, evidence).await
             {
                 Ok(a) => {
-                    let what = match a.status.as_str() {
-                        "pending" => {
+                    let what = match a.status {
+                        ActionStatus::Pending => {
                             format!("{} requested ({}); waiting for an approver.", a.kind, a.id)
                         }
                         other => format!("{} {other}: {}", a.kind, a.result.unwrap_or_default()),
@@ -358,7 +361,7 @@ fn ActionsTable(actions: Vec<ActionRecord>) -> impl IntoView {
                         <tr data-testid=format!("action-{}", a.id)>
                             <td><Time ms=a.created_at/></td>
                             <td class="mono">{kind}</td>
-                            <td><StatusPill status=a.status/></td>
+                            <td><StatusPill status=a.status.as_str()/></td>
                             <td>{a.requested_by}</td>
                             <td>{a.reason}</td>
                             <td>{decided}</td>

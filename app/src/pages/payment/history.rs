@@ -7,7 +7,7 @@ use leptos_router::components::A;
 
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
-use crate::dto::{AuditRecord, ErrorItem, EventRecord, Job, LedgerEntry, Refund, Role};
+use crate::dto::{AuditRecord, ErrorItem, EventRecord, Job, JobStatus, LedgerEntry, Refund, Role};
 use crate::format;
 
 /// The audit records about this payment, in order, and (for auditors) a link to them in the
@@ -119,12 +119,12 @@ pub(super) fn Jobs(jobs: Vec<Job>) -> impl IntoView {
                 {jobs
                     .into_iter()
                     .map(|j| {
-                        let pending = j.status == "due" || j.status == "leased";
-                        let open = pending || j.status == "dead";
+                        let pending = !j.status.is_final();
+                        let open = j.status != JobStatus::Done;
                         view! {
                             <tr>
                                 <td class="mono">{j.kind}</td>
-                                <td><StatusPill status=j.status/></td>
+                                <td><StatusPill status=j.status.as_str()/></td>
                                 // "done 0 / 8" beside an error read as a contradiction: a finished
                                 // job shows the attempts it used, and its last error as history.
                                 <td class="num">
@@ -229,7 +229,7 @@ pub(super) fn Refunds(
                             <tr>
                                 <td class="mono">{r.id}</td>
                                 <td class="num"><Money amount=r.amount currency=currency.clone()/></td>
-                                <td><StatusPill status=r.status/></td>
+                                <td><StatusPill status=r.status.as_str()/></td>
                                 <td>{r.reason}</td>
                                 <td><Time ms=r.created_at/></td>
                                 <td class="error-text">{r.last_error.unwrap_or_default()}</td>

@@ -1,0 +1,188 @@
+//! The statuses of the other lifecycles the console shows beside a payment's: a job of the
+//! compensation queue, a merchant refund, a maker-checker request. Each is one enum whose
+//! names are stored in the database and sent over every API as the lower-case words below.
+//!
+//! Why here: the console (WebAssembly) compares and colours them and cannot depend on the
+//! server crate, and the server's domain re-exports them (`domain::jobs`, `domain::refunds`,
+//! `domain::actions`), so there is one list of names. What moves a status to another (the
+//! queue's leases, the refund job, the maker-checker moves) stays in the server's domain.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::status::UnknownName;
+
+/// Defines a status enum whose variants travel as fixed names: `ALL` in lifecycle order,
+/// `as_str`, `parse`, `Display`, `FromStr` and serde as the name (so a renamed variant keeps
+/// its stored name, and an unknown name is an error rather than a default).
+macro_rules! named_status {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident { $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+ }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $( $(#[$vmeta])* $variant, )+ }
+
+        impl $name {
+            /// Every status, in lifecycle order.
+            pub const ALL: [$name; [$($text),+].len()] = [$($name::$variant),+];
+
+            /// The stored and sent name.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text,)+ }
+            }
+
+            /// The status named `name`, if any.
+            pub fn parse(name: &str) -> Option<$name> {
+                $name::ALL.iter().copied().find(|s| s.as_str() == name)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownName;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $name::parse(s).ok_or_else(|| UnknownName(s.to_string()))
+            }
+        }
+
+        // What the server's row types decode the stored text with (`sqlx(try_from)`).
+        impl TryFrom<String> for $name {
+            type Error = UnknownName;
+            fn try_from(s: String) -> Result<Self, Self::Error> {
+                s.parse()
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+named_status! {
+    /// Where a job is in its life (DESIGN.md "Compensation queue"): `due` waits for its
+    /// `run_at`; `leased` runs under a lease token until it completes, fails or the lease
+    /// lapses (then it is due again); `done` and `dead` are final (dead: attempts spent,
+    /// waiting in the error pool for a person).
+    pub enum JobStatus {
+        /// Waiting for its `run_at`.
+        Due = "due",
+        /// Held by a worker under a lease token.
+        Leased = "leased",
+        /// Completed (or closed by the transition that made it pointless).
+        Done = "done",
+        /// Attempts spent.
+        Dead = "dead",
+    }
+}
+
+impl JobStatus {
+    /// Final: nothing runs the job again unless a person wakes it (retry of a dead job).
+    pub fn is_final(self) -> bool {
+        matches!(self, JobStatus::Done | JobStatus::Dead)
+    }
+}
+
+named_status! {
+    /// A merchant refund's status (DESIGN.md "Refunds"): created `pending` with its job, then
+    /// `succeeded` when the channel refunded it or `failed` when the channel refused it.
+    pub enum RefundStatus {
+        /// Not yet decided at the channel; its job sends (or asks) again.
+        Pending = "pending",
+        /// Refunded at the channel; counted in the payment's `refunded_amount`.
+        Succeeded = "succeeded",
+        /// Refused by the channel; nothing moved.
+        Failed = "failed",
+    }
+}
+
+impl RefundStatus {
+    /// Decided: nothing sends it again.
+    pub fn is_final(self) -> bool {
+        !matches!(self, RefundStatus::Pending)
+    }
+}
+
+named_status! {
+    /// Where a maker-checker request is in its life (DESIGN.md "Ops console").
+    pub enum ActionStatus {
+        /// Waiting for a second person's decision.
+        Pending = "pending",
+        /// Approved (or needing no approval) and not yet run to the end.
+        Approved = "approved",
+        /// Refused by an approver. Final.
+        Rejected = "rejected",
+        /// Not decided within its time to live. Final.
+        Expired = "expired",
+        /// Withdrawn by its requester. Final.
+        Cancelled = "cancelled",
+        /// Its payment moved since the request pinned its version. Final.
+        Stale = "stale",
+        /// Run to the end. Final.
+        Executed = "executed",
+        /// Run and stopped short; executing it again resumes (each step is idempotent).
+        Failed = "failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_parses_back_and_travels_as_itself() {
+        fn check<T>(all: &[T])
+        where
+            T: Copy + PartialEq + fmt::Debug + fmt::Display + FromStr + serde::Serialize,
+            T: for<'de> serde::Deserialize<'de>,
+        {
+            let mut names: Vec<String> = all.iter().map(|s| s.to_string()).collect();
+            for (s, name) in all.iter().zip(&names) {
+                assert_eq!(name.parse::<T>().ok(), Some(*s));
+                assert_eq!(serde_json::to_string(s).unwrap(), format!("\"{name}\""));
+                assert_eq!(
+                    serde_json::from_str::<T>(&format!("\"{name}\"")).unwrap(),
+                    *s
+                );
+            }
+            names.sort();
+            names.dedup();
+            assert_eq!(names.len(), all.len(), "names are unique");
+        }
+        check(&JobStatus::ALL);
+        check(&RefundStatus::ALL);
+        check(&ActionStatus::ALL);
+        assert!(serde_json::from_str::<JobStatus>("\"DUE\"").is_err());
+        assert_eq!(RefundStatus::parse("done"), None);
+    }
+
+    #[test]
+    fn only_the_open_statuses_are_not_final() {
+        let open: Vec<JobStatus> = JobStatus::ALL
+            .into_iter()
+            .filter(|s| !s.is_final())
+            .collect();
+        assert_eq!(open, [JobStatus::Due, JobStatus::Leased]);
+        let open: Vec<RefundStatus> = RefundStatus::ALL
+            .into_iter()
+            .filter(|s| !s.is_final())
+            .collect();
+        assert_eq!(open, [RefundStatus::Pending]);
+    }
+}
