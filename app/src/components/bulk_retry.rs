@@ -12,6 +12,7 @@ use leptos_router::components::A;
 use crate::api;
 use crate::api_actions;
 use crate::components::layout::signed_in_has;
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{Money, StatusPill, Time};
 use crate::dto::{BulkItem, BulkOutcome, Role};
 use crate::format;
@@ -109,8 +110,7 @@ pub fn BulkRetry(
     };
     view! {
         <Show when=move || can.get()>
-            <section class="panel bulk" aria-labelledby=format!("bulk-{source}-h") data-testid=format!("bulk-{source}")>
-                <h2 id=format!("bulk-{source}-h")>"Bulk retry"</h2>
+            <Panel id=format!("bulk-{source}") title="Bulk retry" class="bulk" testid=format!("bulk-{source}")>
                 <p class="muted small">
                     {format!("Preview the {what} this filter (or the ticked rows) selects now, then retry them in one step. ")}
                     "Only items still selected at the previewed version are retried."
@@ -137,39 +137,31 @@ pub fn BulkRetry(
                             }
                             let n = items.len();
                             view! {
-                                <div class="table-wrap">
-                                    <table class="data compact" data-testid="bulk-preview">
-                                        <thead>
-                                            <tr>
-                                                <th scope="col">"Payment"</th>
-                                                <th scope="col">"State"</th>
-                                                <th scope="col" class="num">"Version"</th>
-                                                <th scope="col" class="num">"Amount"</th>
-                                                <th scope="col">"Last change"</th>
-                                                <th scope="col">"Why"</th>
-                                            </tr>
-                                        </thead>
-                                        <tbody>
-                                            {items
-                                                .into_iter()
-                                                .map(|i| {
-                                                    view! {
-                                                        <tr>
-                                                            <td class="mono">
-                                                                <A href=format!("/payments/{}", i.payment_id)>{i.payment_id.clone()}</A>
-                                                            </td>
-                                                            <td><StatusPill status=i.status/></td>
-                                                            <td class="num">{i.version}</td>
-                                                            <td class="num"><Money amount=i.amount currency=i.currency/></td>
-                                                            <td><Time ms=i.updated_at/></td>
-                                                            <td class="error-text">{format::clip(&i.why, 80)}</td>
-                                                        </tr>
-                                                    }
-                                                })
-                                                .collect_view()}
-                                        </tbody>
-                                    </table>
-                                </div>
+                                <DataTable
+                                    columns=&["Payment", "State", "Version", "Amount", "Last change", "Why"]
+                                    numeric=&["Version", "Amount"]
+                                    label="Payments to retry"
+                                    framed=true
+                                    testid="bulk-preview"
+                                >
+                                    {items
+                                        .into_iter()
+                                        .map(|i| {
+                                            view! {
+                                                <tr>
+                                                    <td class="mono">
+                                                        <A href=format!("/payments/{}", i.payment_id)>{i.payment_id.clone()}</A>
+                                                    </td>
+                                                    <td><StatusPill status=i.status/></td>
+                                                    <td class="num">{i.version}</td>
+                                                    <td class="num"><Money amount=i.amount currency=i.currency/></td>
+                                                    <td><Time ms=i.updated_at/></td>
+                                                    <td class="error-text">{format::clip(&i.why, 80)}</td>
+                                                </tr>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </DataTable>
                                 <form class="inline-form" on:submit=confirm>
                                     <label class="grow">
                                         "Reason (audited)"
@@ -241,7 +233,7 @@ pub fn BulkRetry(
                             }
                         })
                 }}
-            </section>
+            </Panel>
         </Show>
     }
 }
@@ -360,8 +352,7 @@ pub fn BulkResolve(
     };
     view! {
         <Show when=move || can.get()>
-            <section class="panel bulk" aria-labelledby="bulk-resolve-h" data-testid="bulk-resolve">
-                <h2 id="bulk-resolve-h">"Bulk resolve"</h2>
+            <Panel id="bulk-resolve" title="Bulk resolve" class="bulk" testid="bulk-resolve">
                 <p class="muted small">
                     "Preview the open items the ticked rows (or, with none ticked, this filter) select now, then resolve them with one note. "
                     "Items resolved or reported again in between are skipped; each resolution is audited."
@@ -388,35 +379,28 @@ pub fn BulkResolve(
                             }
                             let n = items.len();
                             view! {
-                                <div class="table-wrap">
-                                    <table class="data compact" data-testid="resolve-preview">
-                                        <thead>
-                                            <tr>
-                                                <th scope="col" class="num">"#"</th>
-                                                <th scope="col">"Kind"</th>
-                                                <th scope="col">"Summary"</th>
-                                                <th scope="col" class="num">"Seen"</th>
-                                                <th scope="col">"Last seen"</th>
-                                            </tr>
-                                        </thead>
-                                        <tbody>
-                                            {items
-                                                .into_iter()
-                                                .map(|i| {
-                                                    view! {
-                                                        <tr>
-                                                            <td class="num">{i.id}</td>
-                                                            <td class="mono">{i.kind}</td>
-                                                            <td>{format::clip(&i.summary, 100)}</td>
-                                                            <td class="num">{i.occurrences}</td>
-                                                            <td><Time ms=i.last_seen/></td>
-                                                        </tr>
-                                                    }
-                                                })
-                                                .collect_view()}
-                                        </tbody>
-                                    </table>
-                                </div>
+                                <DataTable
+                                    columns=&["#", "Kind", "Summary", "Seen", "Last seen"]
+                                    numeric=&["#", "Seen"]
+                                    label="Items to resolve"
+                                    framed=true
+                                    testid="resolve-preview"
+                                >
+                                    {items
+                                        .into_iter()
+                                        .map(|i| {
+                                            view! {
+                                                <tr>
+                                                    <td class="num">{i.id}</td>
+                                                    <td class="mono">{i.kind}</td>
+                                                    <td>{format::clip(&i.summary, 100)}</td>
+                                                    <td class="num">{i.occurrences}</td>
+                                                    <td><Time ms=i.last_seen/></td>
+                                                </tr>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </DataTable>
                                 <form class="inline-form" aria-label="Resolve the previewed items" on:submit=confirm>
                                     <label class="grow">
                                         "Resolution note (audited, given to every item)"
@@ -481,7 +465,7 @@ pub fn BulkResolve(
                             }
                         })
                 }}
-            </section>
+            </Panel>
         </Show>
     }
 }

@@ -11,6 +11,7 @@ use leptos::task::spawn_local;
 use leptos_router::components::A;
 
 use crate::components::layout::{signed_in_has, signed_in_name};
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, JsonFields, Loading, StatusPill, Time};
 use crate::dto::{ActionRecord, ApprovalItem, Role};
 use crate::{api, api_actions, api_pauses, format};
@@ -99,46 +100,41 @@ pub fn ApprovalsPage() -> impl IntoView {
                     Ok(l) => {
                         let now = l.now;
                         let (pending, decided) = (l.pending, l.decided);
+                        let (pending_total, nothing_pending) = (pending.len(), pending.is_empty());
                         view! {
-                            <section class="panel" aria-labelledby="pending-h">
-                                <h2 id="pending-h">
-                                    "Pending "
-                                    <span class="count" data-testid="pending-total">{pending.len()}</span>
-                                </h2>
-                                {if pending.is_empty() {
-                                    view! { <p class="empty">"Nothing waits for approval."</p> }.into_any()
-                                } else {
-                                    view! {
-                                        <table class="data inbox" data-testid="pending">
-                                            <thead>
-                                                <tr>
-                                                    <th scope="col">"Payment"</th>
-                                                    <th scope="col">"Amount and status"</th>
-                                                    <th scope="col">"Kind"</th>
-                                                    <th scope="col">"Reason and evidence"</th>
-                                                    <th scope="col">"Requester"</th>
-                                                    <th scope="col">"Age"</th>
-                                                    <th scope="col">"Expires"</th>
-                                                    <th scope="col">"Decide"</th>
-                                                </tr>
-                                            </thead>
-                                            <tbody>
-                                                {pending
-                                                    .into_iter()
-                                                    .map(|item| {
-                                                        view! { <PendingRow item now version flash/> }
-                                                    })
-                                                    .collect_view()}
-                                            </tbody>
-                                        </table>
-                                    }
-                                        .into_any()
-                                }}
-                            </section>
-                            <section class="panel" aria-labelledby="decided-h">
-                                <h2 id="decided-h">"Recently decided"</h2>
+                            <Panel
+                                id="pending"
+                                title="Pending"
+                                heading_extra=move || {
+                                    view! { <span class="count" data-testid="pending-total">{pending_total}</span> }
+                                }
+                            >
+                                <DataTable
+                                    columns=&[
+                                        "Payment",
+                                        "Amount and status",
+                                        "Kind",
+                                        "Reason and evidence",
+                                        "Requester",
+                                        "Age",
+                                        "Expires",
+                                        "Decide",
+                                    ]
+                                    class="data inbox"
+                                    testid="pending"
+                                    empty=nothing_pending.then_some("Nothing waits for approval.")
+                                >
+                                    {pending
+                                        .into_iter()
+                                        .map(|item| {
+                                            view! { <PendingRow item now version flash/> }
+                                        })
+                                        .collect_view()}
+                                </DataTable>
+                            </Panel>
+                            <Panel id="decided" title="Recently decided">
                                 <Decided items=decided/>
-                            </section>
+                            </Panel>
                         }
                             .into_any()
                     }
@@ -450,68 +446,56 @@ fn PaymentNow(item: ApprovalItem) -> impl IntoView {
 /// Decided requests, newest first, with who decided and when.
 #[component]
 fn Decided(items: Vec<ApprovalItem>) -> impl IntoView {
-    if items.is_empty() {
-        return view! { <p class="empty">"None yet."</p> }.into_any();
-    }
+    let empty = items.is_empty().then_some("None yet.");
     view! {
-        <table class="data compact inbox" data-testid="decided">
-            <thead>
-                <tr>
-                    <th scope="col">"Requested"</th>
-                    <th scope="col">"Payment"</th>
-                    <th scope="col">"Amount and status"</th>
-                    <th scope="col">"Kind"</th>
-                    <th scope="col">"Outcome"</th>
-                    <th scope="col">"Requester"</th>
-                    <th scope="col">"Decided"</th>
-                    <th scope="col">"Result"</th>
-                </tr>
-            </thead>
-            <tbody>
-                {items
-                    .into_iter()
-                    .map(|item| {
-                        let a = item.action.clone();
-                        let kind = match &a.target_status {
-                            Some(t) => format!("{} → {t}", a.kind),
-                            None => a.kind.clone(),
-                        };
-                        let decided = a
-                            .decided_by
-                            .clone()
-                            .map(|d| match a.decision_reason.clone().filter(|r| !r.is_empty()) {
-                                Some(r) => format!("{d}: {r}"),
-                                None => d,
-                            })
-                            .unwrap_or_else(|| "—".into());
-                        // Expired and cancelled requests were never decided by an approver;
-                        // their time is when they ended.
-                        let decided_at = a.decided_at.or(a.executed_at);
-                        let payment = a.payment_id.clone();
-                        view! {
-                            <tr data-testid=format!("decided-{}", a.id)>
-                                <td data-label="Requested"><Time ms=a.created_at/></td>
-                                <td class="mono" data-label="Payment">
-                                    <A href=format!("/payments/{payment}")>{payment.clone()}</A>
-                                    <div class="muted small">{item.merchant.clone().unwrap_or_default()}</div>
-                                </td>
-                                <PaymentNow item=item.clone()/>
-                                <td class="mono" data-label="Kind">{kind}</td>
-                                <td data-label="Outcome"><StatusPill status=a.status.as_str()/></td>
-                                <td data-label="Requested by">{a.requested_by}</td>
-                                <td data-testid="decided-by" data-label="Decided">
-                                    {decided}
-                                    {decided_at.map(|ms| view! { <div class="muted small"><Time ms/></div> })}
-                                </td>
-                                <td class="small" data-label="Result">
-                                    <JsonFields text=a.result.clone().unwrap_or_default() currency=item.currency.clone().unwrap_or_default()/>
-                                </td>
-                            </tr>
-                        }
-                    })
-                    .collect_view()}
-            </tbody>
-        </table>
+        <DataTable
+            columns=&["Requested", "Payment", "Amount and status", "Kind", "Outcome", "Requester", "Decided", "Result"]
+            class="data compact inbox"
+            testid="decided"
+            empty
+        >
+            {items
+                .into_iter()
+                .map(|item| {
+                    let a = item.action.clone();
+                    let kind = match &a.target_status {
+                        Some(t) => format!("{} → {t}", a.kind),
+                        None => a.kind.clone(),
+                    };
+                    let decided = a
+                        .decided_by
+                        .clone()
+                        .map(|d| match a.decision_reason.clone().filter(|r| !r.is_empty()) {
+                            Some(r) => format!("{d}: {r}"),
+                            None => d,
+                        })
+                        .unwrap_or_else(|| "—".into());
+                    // Expired and cancelled requests were never decided by an approver;
+                    // their time is when they ended.
+                    let decided_at = a.decided_at.or(a.executed_at);
+                    let payment = a.payment_id.clone();
+                    view! {
+                        <tr data-testid=format!("decided-{}", a.id)>
+                            <td data-label="Requested"><Time ms=a.created_at/></td>
+                            <td class="mono" data-label="Payment">
+                                <A href=format!("/payments/{payment}")>{payment.clone()}</A>
+                                <div class="muted small">{item.merchant.clone().unwrap_or_default()}</div>
+                            </td>
+                            <PaymentNow item=item.clone()/>
+                            <td class="mono" data-label="Kind">{kind}</td>
+                            <td data-label="Outcome"><StatusPill status=a.status.as_str()/></td>
+                            <td data-label="Requested by">{a.requested_by}</td>
+                            <td data-testid="decided-by" data-label="Decided">
+                                {decided}
+                                {decided_at.map(|ms| view! { <div class="muted small"><Time ms/></div> })}
+                            </td>
+                            <td class="small" data-label="Result">
+                                <JsonFields text=a.result.clone().unwrap_or_default() currency=item.currency.clone().unwrap_or_default()/>
+                            </td>
+                        </tr>
+                    }
+                })
+                .collect_view()}
+        </DataTable>
     }
-        .into_any()
 }

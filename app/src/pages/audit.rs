@@ -12,6 +12,7 @@ use leptos_router::components::A;
 use leptos_router::hooks::{use_navigate, use_query_map};
 
 use crate::components::layout::signed_in_has;
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, Time};
 use crate::dto::{AuditQuery, AuditRow, AuditVerify, Role};
 use crate::{api_actions, api_queues, format};
@@ -144,8 +145,7 @@ pub fn AuditPage() -> impl IntoView {
         <Show when=move || !auditor.get()>
             <p class="muted">"Only auditors may read, verify or export the audit log; the server refuses others."</p>
         </Show>
-        <section class="panel" aria-labelledby="verify-h">
-            <h2 id="verify-h">"Chain status"</h2>
+        <Panel id="verify" title="Chain status">
             <p class="muted small">
                 "Re-computes every record's hash from the first one and reports the first record that does not match."
             </p>
@@ -164,9 +164,8 @@ pub fn AuditPage() -> impl IntoView {
                     </Transition>
                 </div>
             </div>
-        </section>
-        <section class="panel" aria-labelledby="records-h">
-            <h2 id="records-h">"Records"</h2>
+        </Panel>
+        <Panel id="records" title="Records">
             <form class="filters" role="search" aria-label="Filter the records" on:submit=on_filter>
                 <label>
                     "Actor"
@@ -208,24 +207,15 @@ pub fn AuditPage() -> impl IntoView {
                             let newer = page.newer.map(|n| href(&AuditQuery { after: Some(n), before: None, ..q.clone() }));
                             let older = page.older.map(|o| href(&AuditQuery { before: Some(o), after: None, ..q.clone() }));
                             view! {
-                                <div class="table-wrap">
-                                    <table class="data compact audit-records" data-testid="audit-records">
-                                        <thead>
-                                            <tr>
-                                                <th scope="col" class="num">"Seq"</th>
-                                                <th scope="col">"At"</th>
-                                                <th scope="col">"Actor"</th>
-                                                <th scope="col">"Action"</th>
-                                                <th scope="col">"Object"</th>
-                                                <th scope="col">"Reason"</th>
-                                                <th scope="col">"Details"</th>
-                                            </tr>
-                                        </thead>
-                                        <tbody>
-                                            {page.items.into_iter().map(|r| view! { <RecordRow r/> }).collect_view()}
-                                        </tbody>
-                                    </table>
-                                </div>
+                                <DataTable
+                                    columns=&["Seq", "At", "Actor", "Action", "Object", "Reason", "Details"]
+                                    numeric=&["Seq"]
+                                    class="data compact audit-records"
+                                    framed=true
+                                    testid="audit-records"
+                                >
+                                    {page.items.into_iter().map(|r| view! { <RecordRow r/> }).collect_view()}
+                                </DataTable>
                                 <nav class="pager" aria-label="Pages">
                                     {newer.map(|h| view! { <A href=h attr:data-testid="audit-newer">"← Newer"</A> })}
                                     {older.map(|h| view! { <A href=h attr:data-testid="audit-older">"Older →"</A> })}
@@ -237,9 +227,8 @@ pub fn AuditPage() -> impl IntoView {
                     }
                 })}
             </Transition>
-        </section>
-        <section class="panel" aria-labelledby="export-h">
-            <h2 id="export-h">"Export"</h2>
+        </Panel>
+        <Panel id="export" title="Export">
             <p class="muted small">"Exports the records the actor, action and time filters above select (the payment and object filters are the viewer's only)."</p>
             <p class="page-tools">
                 <a class="button-link" rel="external" download="" data-testid="export-csv" href=move || link("csv")>
@@ -258,7 +247,7 @@ pub fn AuditPage() -> impl IntoView {
             <p class="muted small">
                 "The response names the chain head (Converge-Audit-Head) so a later verify can prove the export was complete. Every export is itself audited."
             </p>
-        </section>
+        </Panel>
     }
 }
 

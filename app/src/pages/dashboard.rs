@@ -258,88 +258,73 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
         })
         .collect_view();
     let oldest = stuck.oldest;
+    let total = stuck.total;
+    let buckets = || AGE_BUCKETS.iter().map(|(b, _)| *b);
+    let columns: Vec<&'static str> = ["State", "Stuck after"]
+        .into_iter()
+        .chain(buckets())
+        .chain(["Total"])
+        .collect();
+    let numeric: Vec<&'static str> = buckets().chain(["Total"]).collect();
+    let nothing_stuck = oldest.is_empty().then_some("Nothing is stuck.");
     view! {
-        <section class="panel" aria-labelledby="stuck-h">
-            <h2 id="stuck-h">
-                "Stuck payments "
-                <span class="count" data-testid="stuck-total">{stuck.total}</span>
-            </h2>
+        <Panel
+            id="stuck"
+            title="Stuck payments"
+            heading_extra=move || view! { <span class="count" data-testid="stuck-total">{total}</span> }
+        >
             <p class="muted small">"Payments past their state's threshold, by time in the state."</p>
-            <table class="data compact">
-                <thead>
-                    <tr>
-                        <th scope="col">"State"</th>
-                        <th scope="col">"Stuck after"</th>
-                        {AGE_BUCKETS
-                            .iter()
-                            .map(|(b, _)| view! { <th scope="col" class="num">{*b}</th> })
-                            .collect_view()}
-                        <th scope="col" class="num">"Total"</th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
+            <DataTable columns numeric label="Stuck payments by time in state">
+                {rows}
+            </DataTable>
             <h3>"Oldest stuck"</h3>
-            {if oldest.is_empty() {
-                view! { <p class="empty">"Nothing is stuck."</p> }.into_any()
-            } else {
-                view! {
-                    <table class="data compact" data-testid="stuck-oldest">
-                        <thead>
+            <DataTable
+                columns=&["Payment / last error", "State", "In state", "Amount", "Next attempt", "Action"]
+                numeric=&["In state", "Amount"]
+                label="Oldest stuck payments"
+                testid="stuck-oldest"
+                empty=nothing_stuck
+            >
+                {oldest
+                    .into_iter()
+                    .map(|p| {
+                        let next = p
+                            .next_attempt_at
+                            .map_or("—".to_string(), |t| {
+                                if t <= now {
+                                    "due now".to_string()
+                                } else {
+                                    format!("in {}", format::age(t - now))
+                                }
+                            });
+                        let retry_id = p.id.clone();
+                        view! {
                             <tr>
-                                <th scope="col">"Payment / last error"</th>
-                                <th scope="col">"State"</th>
-                                <th scope="col" class="num">"In state"</th>
-                                <th scope="col" class="num">"Amount"</th>
-                                <th scope="col">"Next attempt"</th>
-                                <th scope="col">"Action"</th>
+                                <td>
+                                    <A href=format!("/payments/{}", p.id) attr:class="mono">
+                                        {p.id.clone()}
+                                    </A>
+                                    <div class="error-text">
+                                        {format::clip(p.last_error.as_deref().unwrap_or(""), 90)}
+                                    </div>
+                                </td>
+                                <td><StatusPill status=p.status/></td>
+                                <td class="num">{format::age(now - p.updated_at)}</td>
+                                <td class="num"><Money amount=p.amount currency=p.currency/></td>
+                                <td class="nowrap">{next}</td>
+                                <td>
+                                    <RetryButton
+                                        payment_id=retry_id
+                                        reason="retry from the dashboard's stuck list".to_string()
+                                        flash=flash
+                                    />
+                                </td>
                             </tr>
-                        </thead>
-                        <tbody>
-                            {oldest
-                                .into_iter()
-                                .map(|p| {
-                                    let next = p
-                                        .next_attempt_at
-                                        .map_or("—".to_string(), |t| {
-                                            if t <= now {
-                                                "due now".to_string()
-                                            } else {
-                                                format!("in {}", format::age(t - now))
-                                            }
-                                        });
-                                    let retry_id = p.id.clone();
-                                    view! {
-                                        <tr>
-                                            <td>
-                                                <A href=format!("/payments/{}", p.id) attr:class="mono">
-                                                    {p.id.clone()}
-                                                </A>
-                                                <div class="error-text">
-                                                    {format::clip(p.last_error.as_deref().unwrap_or(""), 90)}
-                                                </div>
-                                            </td>
-                                            <td><StatusPill status=p.status/></td>
-                                            <td class="num">{format::age(now - p.updated_at)}</td>
-                                            <td class="num"><Money amount=p.amount currency=p.currency/></td>
-                                            <td class="nowrap">{next}</td>
-                                            <td>
-                                                <RetryButton
-                                                    payment_id=retry_id
-                                                    reason="retry from the dashboard's stuck list".to_string()
-                                                    flash=flash
-                                                />
-                                            </td>
-                                        </tr>
-                                    }
-                                })
-                                .collect_view()}
-                        </tbody>
-                    </table>
-                }
-                    .into_any()
-            }}
-        </section>
+                        }
+                    })
+                    .collect_view()}
+            </DataTable>
+        </Panel>
     }
 }
 
@@ -355,10 +340,12 @@ fn hit_rate(keyed: i64, rate: f64) -> String {
 
 #[component]
 fn IdempotencyPanel(idem: IdempotencyView, now: i64) -> impl IntoView {
-    let outcome_names = ["first", "replay", "in_use", "reused", "missing", "invalid"];
+    let outcome_names = vec!["first", "replay", "in_use", "reused", "missing", "invalid"];
+    let columns: Vec<&'static str> = std::iter::once("Route")
+        .chain(outcome_names.iter().copied())
+        .collect();
     view! {
-        <section class="panel" aria-labelledby="idem-h">
-            <h2 id="idem-h">"Idempotency-Key hit rate"</h2>
+        <Panel id="idem" title="Idempotency-Key hit rate">
             <div class="windows">
                 {idem
                     .windows
@@ -383,53 +370,40 @@ fn IdempotencyPanel(idem: IdempotencyView, now: i64) -> impl IntoView {
             </div>
             <HitChart series=idem.series now_ms=now/>
             <h3>"Outcomes per route, 24 h"</h3>
-            {if idem.routes.is_empty() {
-                view! { <p class="empty">"No requests in the last 24 hours."</p> }.into_any()
-            } else {
-                view! {
-                    <table class="data compact">
-                        <thead>
-                            <tr>
-                                <th scope="col">"Route"</th>
-                                {outcome_names
+            <DataTable
+                columns
+                numeric=outcome_names.clone()
+                label="Outcomes per route"
+                empty=idem.routes.is_empty().then_some("No requests in the last 24 hours.")
+            >
+                {idem
+                    .routes
+                    .into_iter()
+                    .map(|r| {
+                        let cells = outcome_names
+                            .iter()
+                            .map(|o| {
+                                let n: i64 = r
+                                    .counts
                                     .iter()
-                                    .map(|o| view! { <th scope="col" class="num">{*o}</th> })
-                                    .collect_view()}
+                                    .filter(|c| c.0 == *o)
+                                    .map(|c| c.1)
+                                    .sum();
+                                view! {
+                                    <td class=if n == 0 { "num zero" } else { "num" }>{n}</td>
+                                }
+                            })
+                            .collect_view();
+                        view! {
+                            <tr>
+                                <th scope="row" class="mono">{r.route}</th>
+                                {cells}
                             </tr>
-                        </thead>
-                        <tbody>
-                            {idem
-                                .routes
-                                .into_iter()
-                                .map(|r| {
-                                    let cells = outcome_names
-                                        .iter()
-                                        .map(|o| {
-                                            let n: i64 = r
-                                                .counts
-                                                .iter()
-                                                .filter(|c| c.0 == *o)
-                                                .map(|c| c.1)
-                                                .sum();
-                                            view! {
-                                                <td class=if n == 0 { "num zero" } else { "num" }>{n}</td>
-                                            }
-                                        })
-                                        .collect_view();
-                                    view! {
-                                        <tr>
-                                            <th scope="row" class="mono">{r.route}</th>
-                                            {cells}
-                                        </tr>
-                                    }
-                                })
-                                .collect_view()}
-                        </tbody>
-                    </table>
-                }
-                    .into_any()
-            }}
-        </section>
+                        }
+                    })
+                    .collect_view()}
+            </DataTable>
+        </Panel>
     }
 }
 
@@ -441,62 +415,53 @@ fn QueuePanel(queue: QueueView) -> impl IntoView {
                 <span class="strong" data-testid="queue-done-5m">{queue.done_last_5m}</span>
                 " jobs done in the last 5 minutes"
             </p>
-            {if queue.kinds.is_empty() {
-                view! { <p class="empty">"No jobs yet."</p> }.into_any()
-            } else {
-                view! {
-                    <table class="data compact" data-testid="queue-table">
-                        <thead>
+            <DataTable
+                columns=&["Kind", "Due", "Leased", "Retrying", "Dead", "Done (1 h)", "Oldest due"]
+                numeric=&["Due", "Leased", "Retrying", "Dead", "Done (1 h)", "Oldest due"]
+                titles=&[("Done (1 h)", "Jobs finished in the last hour")]
+                testid="queue-table"
+                empty=queue.kinds.is_empty().then_some("No jobs yet.")
+            >
+                {queue
+                    .kinds
+                    .into_iter()
+                    .map(|k| {
+                        view! {
                             <tr>
-                                <th scope="col">"Kind"</th>
-                                <th scope="col" class="num">"Due"</th>
-                                <th scope="col" class="num">"Leased"</th>
-                                <th scope="col" class="num">"Retrying"</th>
-                                <th scope="col" class="num">"Dead"</th>
-                                <th scope="col" class="num" title="Jobs finished in the last hour">"Done (1 h)"</th>
-                                <th scope="col" class="num">"Oldest due"</th>
+                                <th scope="row" class="mono">{k.kind}</th>
+                                <td class=if k.due == 0 { "num zero" } else { "num" }>{k.due}</td>
+                                <td class=if k.leased == 0 { "num zero" } else { "num" }>{k.leased}</td>
+                                <td class=if k.retrying == 0 { "num zero" } else { "num warn-cell" }>
+                                    {k.retrying}
+                                </td>
+                                <td class=if k.dead == 0 { "num zero" } else { "num bad-cell" }>{k.dead}</td>
+                                <td class="num muted">{k.done}</td>
+                                <td class="num">
+                                    {if k.oldest_due_ms > 0 { format::age(k.oldest_due_ms) } else { "—".into() }}
+                                </td>
                             </tr>
-                        </thead>
-                        <tbody>
-                            {queue
-                                .kinds
-                                .into_iter()
-                                .map(|k| {
-                                    view! {
-                                        <tr>
-                                            <th scope="row" class="mono">{k.kind}</th>
-                                            <td class=if k.due == 0 { "num zero" } else { "num" }>{k.due}</td>
-                                            <td class=if k.leased == 0 { "num zero" } else { "num" }>{k.leased}</td>
-                                            <td class=if k.retrying == 0 { "num zero" } else { "num warn-cell" }>
-                                                {k.retrying}
-                                            </td>
-                                            <td class=if k.dead == 0 { "num zero" } else { "num bad-cell" }>{k.dead}</td>
-                                            <td class="num muted">{k.done}</td>
-                                            <td class="num">
-                                                {if k.oldest_due_ms > 0 { format::age(k.oldest_due_ms) } else { "—".into() }}
-                                            </td>
-                                        </tr>
-                                    }
-                                })
-                                .collect_view()}
-                        </tbody>
-                    </table>
-                }
-                    .into_any()
-            }}
+                        }
+                    })
+                    .collect_view()}
+            </DataTable>
         </Panel>
     }
 }
 
 #[component]
 fn PoolPanel(pool: ErrorPoolView, now: i64) -> impl IntoView {
+    let open_total = pool.open_total;
     view! {
-        <section class="panel" aria-labelledby="pool-h">
-            <h2 id="pool-h">
-                "Error pool "
-                <span class="count" data-testid="pool-open-total">{pool.open_total}</span>
-                " open"
-            </h2>
+        <Panel
+            id="pool"
+            title="Error pool"
+            heading_extra=move || {
+                view! {
+                    <span class="count" data-testid="pool-open-total">{open_total}</span>
+                    " open"
+                }
+            }
+        >
             {if pool.open_by_kind.is_empty() {
                 view! { <p class="empty">"The error pool is empty."</p> }.into_any()
             } else {
@@ -549,7 +514,7 @@ fn PoolPanel(pool: ErrorPoolView, now: i64) -> impl IntoView {
             <p>
                 <A href="/error-pool">"Open the error pool →"</A>
             </p>
-        </section>
+        </Panel>
     }
 }
 

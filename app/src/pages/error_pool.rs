@@ -16,6 +16,7 @@ use crate::api;
 use crate::api_queues;
 use crate::components::bulk_retry::{BulkResolve, BulkRetry, RetryButton};
 use crate::components::layout::signed_in_has;
+use crate::components::panel::DataTable;
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
 use crate::dto::{ErrorItem, KindCount, Role};
 use crate::format;
@@ -47,7 +48,17 @@ impl PoolFilter {
 }
 
 /// Columns of the item table.
-const COLUMNS: &str = "9";
+const HEADINGS: [&str; 9] = [
+    "Select",
+    "#",
+    "Summary and evidence",
+    "Payment",
+    "Seen",
+    "First seen",
+    "Last seen",
+    "Status",
+    "Action",
+];
 
 /// The error-pool page.
 #[component]
@@ -167,55 +178,44 @@ pub fn ErrorPoolPage() -> impl IntoView {
                                     </span>
                                 </div>
                             </Show>
-                            {if empty {
-                                view! { <p class="empty" data-testid="pool-empty">"No items match."</p> }.into_any()
-                            } else {
-                                view! {
-                                    <div class="table-wrap">
-                                        <table class="data" data-testid="pool-table">
-                                            <thead>
-                                                <tr>
-                                                    <th scope="col"><span class="visually-hidden">"Select"</span></th>
-                                                    <th scope="col" class="num">"#"</th>
-                                                    <th scope="col">"Summary and evidence"</th>
-                                                    <th scope="col">"Payment"</th>
-                                                    <th scope="col" class="num">"Seen"</th>
-                                                    <th scope="col">"First seen"</th>
-                                                    <th scope="col">"Last seen"</th>
-                                                    <th scope="col">"Status"</th>
-                                                    <th scope="col">"Action"</th>
+                            <DataTable
+                                columns=&HEADINGS
+                                numeric=&["#", "Seen"]
+                                hidden=&["Select"]
+                                grouped=true
+                                class="data"
+                                label="Items"
+                                framed=true
+                                testid="pool-table"
+                                empty=empty.then_some("No items match.")
+                                empty_testid="pool-empty"
+                            >
+                                {groups
+                                    .into_iter()
+                                    .map(|(kind, items)| {
+                                        let count = counts
+                                            .iter()
+                                            .find(|c| c.kind == kind)
+                                            .map_or(items.len() as i64, |c| c.count);
+                                        view! {
+                                            <tbody data-testid=format!("group-{kind}")>
+                                                <tr class="group-head">
+                                                    <th scope="rowgroup" colspan=HEADINGS.len().to_string()>
+                                                        <span class="mono">{kind.clone()}</span>
+                                                        {format!(" · {count} item{}", if count == 1 { "" } else { "s" })}
+                                                    </th>
                                                 </tr>
-                                            </thead>
-                                            {groups
-                                                .into_iter()
-                                                .map(|(kind, items)| {
-                                                    let count = counts
-                                                        .iter()
-                                                        .find(|c| c.kind == kind)
-                                                        .map_or(items.len() as i64, |c| c.count);
-                                                    view! {
-                                                        <tbody data-testid=format!("group-{kind}")>
-                                                            <tr class="group-head">
-                                                                <th scope="rowgroup" colspan=COLUMNS>
-                                                                    <span class="mono">{kind.clone()}</span>
-                                                                    {format!(" · {count} item{}", if count == 1 { "" } else { "s" })}
-                                                                </th>
-                                                            </tr>
-                                                            {items
-                                                                .into_iter()
-                                                                .map(|item| {
-                                                                    view! { <PoolRow item can_resolve auditor version flash selected all/> }
-                                                                })
-                                                                .collect_view()}
-                                                        </tbody>
-                                                    }
-                                                })
-                                                .collect_view()}
-                                        </table>
-                                    </div>
-                                }
-                                    .into_any()
-                            }}
+                                                {items
+                                                    .into_iter()
+                                                    .map(|item| {
+                                                        view! { <PoolRow item can_resolve auditor version flash selected all/> }
+                                                    })
+                                                    .collect_view()}
+                                            </tbody>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </DataTable>
                             <nav class="pager" aria-label="Pages">
                                 {has_prev.then(|| view! { <A href=prev attr:data-testid="page-prev">"← Previous"</A> })}
                                 <span data-testid="page-of">{format!("Page {} of {pages}", p.page + 1)}</span>
@@ -442,7 +442,7 @@ fn PoolRow(
         </tr>
         <Show when=move || editing.get()>
             <tr class="resolve-row">
-                <td colspan=COLUMNS>
+                <td colspan=HEADINGS.len().to_string()>
                     <form
                         class="inline-form"
                         id=format!("resolve-form-{id}")

@@ -8,6 +8,7 @@ use leptos_router::components::A;
 use leptos_router::hooks::use_location;
 
 use crate::api_lookup::{KeyDetail, KeyOutcome, StoredResponse, load_key, percent_decode};
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
 
 /// (merchant id, key) of a `/keys/{merchant_id}/{key}` path, the key decoded once (the raw
@@ -135,8 +136,7 @@ fn KeyStory(d: KeyDetail) -> impl IntoView {
 #[component]
 fn Response(response: Option<StoredResponse>) -> impl IntoView {
     view! {
-        <section class="panel key-response" aria-labelledby="response-h">
-            <h2 id="response-h">"Stored response"</h2>
+        <Panel id="response" title="Stored response" class="key-response">
             {match response {
                 None => {
                     view! {
@@ -171,7 +171,7 @@ fn Response(response: Option<StoredResponse>) -> impl IntoView {
                         .into_any()
                 }
             }}
-        </section>
+        </Panel>
     }
 }
 
@@ -188,42 +188,30 @@ fn outcome_meaning(outcome: &str) -> &'static str {
 #[component]
 fn Outcomes(outcomes: Vec<KeyOutcome>) -> impl IntoView {
     view! {
-        <section class="panel" aria-labelledby="outcomes-h">
-            <h2 id="outcomes-h">"Later requests with this key"</h2>
-            {if outcomes.is_empty() {
-                view! { <p class="empty" data-testid="key-no-outcomes">"None: no retry has used this key."</p> }
-                    .into_any()
-            } else {
-                view! {
-                    <table class="data" data-testid="key-outcomes">
-                        <thead>
-                            <tr>
-                                <th scope="col">"Outcome"</th>
-                                <th scope="col" class="num">"Requests"</th>
-                                <th scope="col">"First"</th>
-                                <th scope="col">"Latest"</th>
+        <Panel id="outcomes" title="Later requests with this key">
+            <DataTable
+                columns=&["Outcome", "Requests", "First", "Latest"]
+                numeric=&["Requests"]
+                class="data"
+                testid="key-outcomes"
+                empty=outcomes.is_empty().then_some("None: no retry has used this key.")
+                empty_testid="key-no-outcomes"
+            >
+                {outcomes
+                    .into_iter()
+                    .map(|o| {
+                        view! {
+                            <tr data-testid=format!("key-outcome-{}", o.outcome)>
+                                <td>{outcome_meaning(&o.outcome)}</td>
+                                <td class="num">{o.count}</td>
+                                <td><Time ms=o.first_at/></td>
+                                <td><Time ms=o.last_at/></td>
                             </tr>
-                        </thead>
-                        <tbody>
-                            {outcomes
-                                .into_iter()
-                                .map(|o| {
-                                    view! {
-                                        <tr data-testid=format!("key-outcome-{}", o.outcome)>
-                                            <td>{outcome_meaning(&o.outcome)}</td>
-                                            <td class="num">{o.count}</td>
-                                            <td><Time ms=o.first_at/></td>
-                                            <td><Time ms=o.last_at/></td>
-                                        </tr>
-                                    }
-                                })
-                                .collect_view()}
-                        </tbody>
-                    </table>
-                }
-                    .into_any()
-            }}
-        </section>
+                        }
+                    })
+                    .collect_view()}
+            </DataTable>
+        </Panel>
     }
 }
 

@@ -9,6 +9,7 @@ use leptos::task::spawn_local;
 
 use crate::api::error_message;
 use crate::api_merchants as api;
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, Time};
 use crate::dto::{IssuedKey, MerchantAccount, MerchantKey};
 
@@ -58,8 +59,7 @@ fn NewKey(shown: RwSignal<Shown>) -> impl IntoView {
     move || {
         shown.get().map(|(merchant, k)| {
             view! {
-                <section class="panel new-key" aria-labelledby="new-key-h" data-testid="new-key">
-                    <h2 id="new-key-h">{format!("New API key of {merchant}")}</h2>
+                <Panel id="new-key" title=format!("New API key of {merchant}") class="new-key" testid="new-key">
                     <p>
                         "Copy it now: it is shown this once and stored only as a hash. Key id "
                         <code>{k.id.clone()}</code> "."
@@ -70,7 +70,7 @@ fn NewKey(shown: RwSignal<Shown>) -> impl IntoView {
                     <button type="button" class="secondary small" on:click=move |_| shown.set(None)>
                         "I have copied it"
                     </button>
-                </section>
+                </Panel>
             }
         })
     }
@@ -88,8 +88,7 @@ fn MerchantPanel(
     let frozen = account.merchant.frozen;
     let busy = RwSignal::new(false);
     let failure = RwSignal::new(None::<String>);
-    let heading = format!("merchant-{}-h", account.merchant.id);
-    let labelled_by = heading.clone();
+    let panel_id = format!("merchant-{}", account.merchant.id);
     let toggle = {
         let name = name.clone();
         move |_| {
@@ -141,15 +140,18 @@ fn MerchantPanel(
     let keys = account.keys;
     let live = keys.iter().filter(|k| k.revoked_at.is_none()).count();
     view! {
-        <section class="panel" aria-labelledby=labelled_by data-testid=format!("merchant-{name}")>
-            <h2 id=heading>
-                {name.clone()} " "
-                {if frozen {
+        <Panel
+            id=panel_id
+            title=name.clone()
+            heading_extra=move || {
+                if frozen {
                     view! { <span class="pill st-bad">"frozen"</span> }
                 } else {
                     view! { <span class="pill st-ok">"active"</span> }
-                }}
-            </h2>
+                }
+            }
+            testid=format!("merchant-{name}")
+        >
             <p class="hint">
                 "Created " <Time ms=account.merchant.created_at/> {format!(" · {live} live key(s)")}
             </p>
@@ -162,26 +164,18 @@ fn MerchantPanel(
                 </button>
             </div>
             <p class="form-message" role="alert">{move || failure.get()}</p>
-            <table class="data" data-testid=format!("keys-{name}")>
-                <caption class="visually-hidden">{format!("API keys of {name}")}</caption>
-                <thead>
-                    <tr>
-                        <th scope="col">"Key id"</th>
-                        <th scope="col">"Prefix"</th>
-                        <th scope="col">"Created"</th>
-                        <th scope="col">"Last used"</th>
-                        <th scope="col">"State"</th>
-                        <th scope="col">"Actions"</th>
-                    </tr>
-                </thead>
-                <tbody>
-                    {keys
-                        .into_iter()
-                        .map(|k| view! { <KeyRow merchant=name.clone() key_row=k version flash/> })
-                        .collect_view()}
-                </tbody>
-            </table>
-        </section>
+            <DataTable
+                columns=&["Key id", "Prefix", "Created", "Last used", "State", "Actions"]
+                class="data"
+                caption=format!("API keys of {name}")
+                testid=format!("keys-{name}")
+            >
+                {keys
+                    .into_iter()
+                    .map(|k| view! { <KeyRow merchant=name.clone() key_row=k version flash/> })
+                    .collect_view()}
+            </DataTable>
+        </Panel>
     }
 }
 
@@ -298,8 +292,7 @@ fn AddMerchant(
         });
     };
     view! {
-        <section class="panel" aria-labelledby="add-merchant-h">
-            <h2 id="add-merchant-h">"Add a merchant"</h2>
+        <Panel id="add-merchant" title="Add a merchant">
             <form class="stacked-form" on:submit=on_submit data-testid="add-merchant">
                 <label>
                     "Merchant name"
@@ -308,6 +301,6 @@ fn AddMerchant(
                 <button type="submit" disabled=move || busy.get()>"Add merchant"</button>
                 <p class="form-message" role="alert">{move || failure.get()}</p>
             </form>
-        </section>
+        </Panel>
     }
 }

@@ -9,6 +9,7 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use crate::components::layout::{signed_in_has, signed_in_name};
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
 use crate::dto::{PauseItem, Role};
 use crate::{api, api_pauses, format};
@@ -77,38 +78,22 @@ pub fn PausesPage() -> impl IntoView {
                             .into_iter()
                             .partition(|p| p.status == "pending" || p.status == "active");
                         view! {
-                            <section class="panel" aria-labelledby="open-h">
-                                <h2 id="open-h">"Pending and active"</h2>
-                                {if open.is_empty() {
-                                    view! { <p class="empty">"Nothing is paused or waiting for approval."</p> }.into_any()
-                                } else {
-                                    view! {
-                                        <table class="data" data-testid="open-pauses">
-                                            <thead>
-                                                <tr>
-                                                    <th scope="col">"Paused"</th>
-                                                    <th scope="col">"Status"</th>
-                                                    <th scope="col">"Reason"</th>
-                                                    <th scope="col">"Requested"</th>
-                                                    <th scope="col">"Approved"</th>
-                                                    <th scope="col">"Act"</th>
-                                                </tr>
-                                            </thead>
-                                            <tbody>
-                                                {open
-                                                    .into_iter()
-                                                    .map(|p| view! { <OpenRow p now version flash/> })
-                                                    .collect_view()}
-                                            </tbody>
-                                        </table>
-                                    }
-                                        .into_any()
-                                }}
-                            </section>
-                            <section class="panel" aria-labelledby="ended-h">
-                                <h2 id="ended-h">"Ended"</h2>
+                            <Panel id="open" title="Pending and active">
+                                <DataTable
+                                    columns=&["Paused", "Status", "Reason", "Requested", "Approved", "Act"]
+                                    class="data"
+                                    testid="open-pauses"
+                                    empty=open.is_empty().then_some("Nothing is paused or waiting for approval.")
+                                >
+                                    {open
+                                        .into_iter()
+                                        .map(|p| view! { <OpenRow p now version flash/> })
+                                        .collect_view()}
+                                </DataTable>
+                            </Panel>
+                            <Panel id="ended" title="Ended">
                                 <Ended items=ended/>
-                            </section>
+                            </Panel>
                         }
                             .into_any()
                     }
@@ -156,8 +141,7 @@ fn RequestForm(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl 
         });
     };
     view! {
-        <section class="panel" aria-labelledby="request-h">
-            <h2 id="request-h">"Request a pause"</h2>
+        <Panel id="request" title="Request a pause">
             <form class="inline-form" data-testid="pause-form" on:submit=on_submit>
                 <label>
                     "What to pause"
@@ -205,7 +189,7 @@ fn RequestForm(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl 
                     {move || failure.get()}
                 </span>
             </form>
-        </section>
+        </Panel>
     }
 }
 
@@ -426,46 +410,35 @@ fn OpenRow(
 /// Pauses that ended, newest first.
 #[component]
 fn Ended(items: Vec<PauseItem>) -> impl IntoView {
-    if items.is_empty() {
-        return view! { <p class="empty">"None yet."</p> }.into_any();
-    }
+    let empty = items.is_empty().then_some("None yet.");
     view! {
-        <table class="data compact" data-testid="ended-pauses">
-            <thead>
-                <tr>
-                    <th scope="col">"Requested"</th>
-                    <th scope="col">"Paused"</th>
-                    <th scope="col">"Status"</th>
-                    <th scope="col">"Reason"</th>
-                    <th scope="col">"Approved by"</th>
-                    <th scope="col">"Ended"</th>
-                </tr>
-            </thead>
-            <tbody>
-                {items
-                    .into_iter()
-                    .map(|p| {
-                        let ended = match (p.resumed_by.clone(), p.resumed_at) {
-                            (Some(by), Some(at)) => {
-                                let why = p.resume_reason.clone().unwrap_or_default();
-                                view! { {by} ": " {why} " · " <Time ms=at/> }.into_any()
-                            }
-                            _ => view! { {p.decision_reason.clone().unwrap_or_else(|| "—".into())} }.into_any(),
-                        };
-                        view! {
-                            <tr data-testid=format!("ended-{}", p.id)>
-                                <td><Time ms=p.requested_at/></td>
-                                <td>{p.what}</td>
-                                <td><StatusPill status=p.status/></td>
-                                <td>{p.reason}</td>
-                                <td>{p.approved_by.unwrap_or_else(|| "—".into())}</td>
-                                <td>{ended}</td>
-                            </tr>
+        <DataTable
+            columns=&["Requested", "Paused", "Status", "Reason", "Approved by", "Ended"]
+            testid="ended-pauses"
+            empty
+        >
+            {items
+                .into_iter()
+                .map(|p| {
+                    let ended = match (p.resumed_by.clone(), p.resumed_at) {
+                        (Some(by), Some(at)) => {
+                            let why = p.resume_reason.clone().unwrap_or_default();
+                            view! { {by} ": " {why} " · " <Time ms=at/> }.into_any()
                         }
-                    })
-                    .collect_view()}
-            </tbody>
-        </table>
+                        _ => view! { {p.decision_reason.clone().unwrap_or_else(|| "—".into())} }.into_any(),
+                    };
+                    view! {
+                        <tr data-testid=format!("ended-{}", p.id)>
+                            <td><Time ms=p.requested_at/></td>
+                            <td>{p.what}</td>
+                            <td><StatusPill status=p.status/></td>
+                            <td>{p.reason}</td>
+                            <td>{p.approved_by.unwrap_or_else(|| "—".into())}</td>
+                            <td>{ended}</td>
+                        </tr>
+                    }
+                })
+                .collect_view()}
+        </DataTable>
     }
-        .into_any()
 }

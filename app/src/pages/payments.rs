@@ -8,6 +8,7 @@ use leptos_router::components::{A, Form};
 use leptos_router::hooks::use_query_map;
 
 use crate::api;
+use crate::components::panel::DataTable;
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
 use crate::dto::{Merchant, PaymentQuery, PaymentStatus};
 use crate::format;
@@ -200,44 +201,35 @@ fn PaymentTable(items: Vec<crate::dto::Payment>, merchants: Vec<Merchant>) -> im
             .map_or_else(|| format!("#{id}"), |m| m.name.clone())
     };
     view! {
-        <div class="table-wrap">
-            <table class="data" data-testid="payments-table">
-                <thead>
-                    <tr>
-                        <th scope="col">"Created"</th>
-                        <th scope="col">"Payment"</th>
-                        <th scope="col">"Merchant"</th>
-                        <th scope="col">"Order id"</th>
-                        <th scope="col" class="num">"Amount"</th>
-                        <th scope="col">"Status"</th>
-                        <th scope="col" class="num">"Submits"</th>
-                        <th scope="col">"Last error"</th>
-                    </tr>
-                </thead>
-                <tbody>
-                    {items
-                        .into_iter()
-                        .map(|p| {
-                            view! {
-                                <tr>
-                                    <td><Time ms=p.created_at/></td>
-                                    <td class="mono">
-                                        <A href=format!("/payments/{}", p.id)>{p.id.clone()}</A>
-                                    </td>
-                                    <td>{name(p.merchant_id)}</td>
-                                    <td class="mono">{p.merchant_order_id}</td>
-                                    <td class="num"><Money amount=p.amount currency=p.currency/></td>
-                                    <td><StatusPill status=p.status.to_string()/></td>
-                                    <td class="num">{p.submit_attempts}</td>
-                                    <td class="error-text">
-                                        {format::clip(p.last_error.as_deref().unwrap_or(""), 60)}
-                                    </td>
-                                </tr>
-                            }
-                        })
-                        .collect_view()}
-                </tbody>
-            </table>
-        </div>
+        <DataTable
+            columns=&["Created", "Payment", "Merchant", "Order id", "Amount", "Status", "Submits", "Last error"]
+            numeric=&["Amount", "Submits"]
+            class="data"
+            label="Payments"
+            framed=true
+            testid="payments-table"
+        >
+            {items
+                .into_iter()
+                .map(|p| {
+                    view! {
+                        <tr>
+                            <td><Time ms=p.created_at/></td>
+                            <td class="mono">
+                                <A href=format!("/payments/{}", p.id)>{p.id.clone()}</A>
+                            </td>
+                            <td>{name(p.merchant_id)}</td>
+                            <td class="mono">{p.merchant_order_id}</td>
+                            <td class="num"><Money amount=p.amount currency=p.currency/></td>
+                            <td><StatusPill status=p.status.to_string()/></td>
+                            <td class="num">{p.submit_attempts}</td>
+                            <td class="error-text">
+                                {format::clip(p.last_error.as_deref().unwrap_or(""), 60)}
+                            </td>
+                        </tr>
+                    }
+                })
+                .collect_view()}
+        </DataTable>
     }
 }

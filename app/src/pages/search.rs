@@ -7,6 +7,7 @@ use leptos_router::components::A;
 use leptos_router::hooks::use_location;
 
 use crate::api_lookup::{SearchHit, find_ids, query_value};
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading};
 
 /// What a kind of id is called on the page.
@@ -65,10 +66,10 @@ pub fn SearchPage() -> impl IntoView {
                     Ok(Some(r)) => {
                         let n = r.hits.len();
                         view! {
-                            <section class="panel" aria-labelledby="results-h">
-                                <h2 id="results-h">
-                                    {format!("{n} {} starting with “{}”", if n == 1 { "id" } else { "ids" }, r.query)}
-                                </h2>
+                            <Panel
+                                id="results"
+                                title=format!("{n} {} starting with “{}”", if n == 1 { "id" } else { "ids" }, r.query)
+                            >
                                 {r
                                     .truncated
                                     .then(|| {
@@ -78,19 +79,10 @@ pub fn SearchPage() -> impl IntoView {
                                             </p>
                                         }
                                     })}
-                                <table class="data" data-testid="search-results">
-                                    <thead>
-                                        <tr>
-                                            <th scope="col">"Kind"</th>
-                                            <th scope="col">"Id"</th>
-                                            <th scope="col">"What"</th>
-                                        </tr>
-                                    </thead>
-                                    <tbody>
-                                        {r.hits.into_iter().map(|h| view! { <HitRow h/> }).collect_view()}
-                                    </tbody>
-                                </table>
-                            </section>
+                                <DataTable columns=&["Kind", "Id", "What"] class="data" testid="search-results">
+                                    {r.hits.into_iter().map(|h| view! { <HitRow h/> }).collect_view()}
+                                </DataTable>
+                            </Panel>
                         }
                             .into_any()
                     }

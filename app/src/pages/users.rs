@@ -8,6 +8,7 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use crate::api;
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, Time};
 use crate::dto::{Role, UserView};
 
@@ -28,32 +29,24 @@ pub fn UsersPage() -> impl IntoView {
                     Ok(list) => {
                         view! {
                             <div class="grid users-grid">
-                                <section class="panel" aria-labelledby="users-h">
-                                    <h2 id="users-h">
-                                        {match list.len() {
-                                            1 => "1 user".to_string(),
-                                            n => format!("{n} users"),
-                                        }}
-                                    </h2>
-                                    <table class="data inbox" data-testid="users-table">
-                                        <thead>
-                                            <tr>
-                                                <th scope="col">"User"</th>
-                                                <th scope="col">"Roles"</th>
-                                                <th scope="col">"State"</th>
-                                                <th scope="col">"Created"</th>
-                                                <th scope="col">"Last sign-in"</th>
-                                                <th scope="col">"Actions"</th>
-                                            </tr>
-                                        </thead>
-                                        <tbody>
-                                            {list
-                                                .into_iter()
-                                                .map(|u| view! { <UserRow user=u version flash/> })
-                                                .collect_view()}
-                                        </tbody>
-                                    </table>
-                                </section>
+                                <Panel
+                                    id="users"
+                                    title=match list.len() {
+                                        1 => "1 user".to_string(),
+                                        n => format!("{n} users"),
+                                    }
+                                >
+                                    <DataTable
+                                        columns=&["User", "Roles", "State", "Created", "Last sign-in", "Actions"]
+                                        class="data inbox"
+                                        testid="users-table"
+                                    >
+                                        {list
+                                            .into_iter()
+                                            .map(|u| view! { <UserRow user=u version flash/> })
+                                            .collect_view()}
+                                    </DataTable>
+                                </Panel>
                                 <AddUser version flash/>
                             </div>
                         }
@@ -339,8 +332,7 @@ fn AddUser(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl Into
         });
     };
     view! {
-        <section class="panel" aria-labelledby="add-user-h">
-            <h2 id="add-user-h">"Add a user"</h2>
+        <Panel id="add-user" title="Add a user">
             <form class="stacked-form" on:submit=on_submit data-testid="add-user">
                 <label>
                     "Username"
@@ -385,6 +377,6 @@ fn AddUser(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl Into
                 <button type="submit" disabled=move || busy.get()>"Add user"</button>
                 <p class="form-message" role="alert">{move || failure.get()}</p>
             </form>
-        </section>
+        </Panel>
     }
 }

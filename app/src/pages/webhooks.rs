@@ -13,6 +13,7 @@ use leptos_router::components::A;
 use crate::api::error_message;
 use crate::api_webhooks as api;
 use crate::components::layout::signed_in_has;
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
 use crate::dto::{DeliveryRow, EndpointRow, Role};
 use crate::format;
@@ -66,8 +67,7 @@ pub fn WebhooksPage() -> impl IntoView {
             <h1>"Webhooks"</h1>
         </div>
         <p class="flash" role="status" data-testid="webhook-message">{move || message.get()}</p>
-        <section class="card" aria-labelledby="endpoints-title">
-            <h2 id="endpoints-title">"Endpoints"</h2>
+        <Panel id="endpoints" title="Endpoints">
             <Transition fallback=Loading>
                 {move || Suspend::new(async move {
                     match overview.await {
@@ -87,38 +87,19 @@ pub fn WebhooksPage() -> impl IntoView {
                                             .unwrap_or_default(),
                                     )}
                                 </p>
-                                {if o.endpoints.is_empty() {
-                                    view! { <p class="empty">"No merchant has registered an endpoint."</p> }.into_any()
-                                } else {
-                                    view! {
-                                        // Long URLs can make it scroll sideways: a region the
-                                        // keyboard reaches (axe scrollable-region-focusable).
-                                        <div class="table-wrap" role="region" tabindex="0" aria-label="Endpoints">
-                                            <table class="data">
-                                                <thead>
-                                                    <tr>
-                                                        <th scope="col">"Endpoint"</th>
-                                                        <th scope="col">"Merchant"</th>
-                                                        <th scope="col">"URL"</th>
-                                                        <th scope="col">"Events"</th>
-                                                        <th scope="col">"Status"</th>
-                                                        <th scope="col" class="num">"24 h"</th>
-                                                        <th scope="col">"Last failure"</th>
-                                                        <th scope="col">"Action"</th>
-                                                    </tr>
-                                                </thead>
-                                                <tbody>
-                                                    {o
-                                                        .endpoints
-                                                        .into_iter()
-                                                        .map(|e| view! { <EndpointLine e can_act version message/> })
-                                                        .collect_view()}
-                                                </tbody>
-                                            </table>
-                                        </div>
-                                    }
-                                        .into_any()
-                                }}
+                                <DataTable
+                                    columns=&["Endpoint", "Merchant", "URL", "Events", "Status", "24 h", "Last failure", "Action"]
+                                    numeric=&["24 h"]
+                                    class="data"
+                                    framed=true
+                                    empty=o.endpoints.is_empty().then_some("No merchant has registered an endpoint.")
+                                >
+                                    {o
+                                        .endpoints
+                                        .into_iter()
+                                        .map(|e| view! { <EndpointLine e can_act version message/> })
+                                        .collect_view()}
+                                </DataTable>
                             }
                                 .into_any()
                         }
@@ -126,9 +107,8 @@ pub fn WebhooksPage() -> impl IntoView {
                     }
                 })}
             </Transition>
-        </section>
-        <section class="card" aria-labelledby="deliveries-title">
-            <h2 id="deliveries-title">"Deliveries"</h2>
+        </Panel>
+        <Panel id="deliveries" title="Deliveries">
             <form class="filters" role="search" on:submit=on_filter>
                 <label>
                     "Status"
@@ -191,29 +171,17 @@ pub fn WebhooksPage() -> impl IntoView {
                         }
                         Ok(list) => {
                             view! {
-                                <div class="table-wrap" role="region" tabindex="0" aria-label="Deliveries">
-                                    <table class="data">
-                                        <thead>
-                                            <tr>
-                                                <th scope="col" class="num">"#"</th>
-                                                <th scope="col">"Event"</th>
-                                                <th scope="col">"Of"</th>
-                                                <th scope="col">"Endpoint"</th>
-                                                <th scope="col">"Status"</th>
-                                                <th scope="col" class="num">"Attempts"</th>
-                                                <th scope="col">"Last answer"</th>
-                                                <th scope="col">"Created"</th>
-                                                <th scope="col">"Action"</th>
-                                            </tr>
-                                        </thead>
-                                        <tbody>
-                                            {list
-                                                .into_iter()
-                                                .map(|d| view! { <DeliveryLine d selected/> })
-                                                .collect_view()}
-                                        </tbody>
-                                    </table>
-                                </div>
+                                <DataTable
+                                    columns=&["#", "Event", "Of", "Endpoint", "Status", "Attempts", "Last answer", "Created", "Action"]
+                                    numeric=&["#", "Attempts"]
+                                    class="data"
+                                    framed=true
+                                >
+                                    {list
+                                        .into_iter()
+                                        .map(|d| view! { <DeliveryLine d selected/> })
+                                        .collect_view()}
+                                </DataTable>
                             }
                                 .into_any()
                         }
@@ -221,7 +189,7 @@ pub fn WebhooksPage() -> impl IntoView {
                     }
                 })}
             </Transition>
-        </section>
+        </Panel>
         {move || selected.get().map(|id| view! { <DeliveryPanel id can_act version message selected/> })}
     }
 }
@@ -518,13 +486,20 @@ fn DeliveryPanel(
         });
     };
     view! {
-        <section class="card" id="delivery-detail" aria-labelledby="delivery-title" data-testid="delivery-detail">
-            <div class="page-head">
-                <h2 id="delivery-title" tabindex="-1" node_ref=heading>{format!("Delivery #{id}")}</h2>
-                <button type="button" class="secondary small" on:click=close>
-                    "Close"
-                </button>
-            </div>
+        <Panel
+            id="delivery"
+            title=format!("Delivery #{id}")
+            heading_ref=heading
+            actions=move || {
+                view! {
+                    <button type="button" class="secondary small" on:click=close>
+                        "Close"
+                    </button>
+                }
+            }
+            testid="delivery-detail"
+            attr:id="delivery-detail"
+        >
             <Transition fallback=Loading>
                 {move || Suspend::new(async move {
                     match detail.await {
@@ -541,43 +516,31 @@ fn DeliveryPanel(
                                     )}
                                     {d.delivery.next_attempt_at.map(|t| view! { ", next at " <Time ms=t/> })}
                                 </p>
-                                <div
-                                    class="table-wrap"
-                                    role="region"
-                                    tabindex="0"
-                                    aria-label=format!("Attempts of delivery #{id}")
+                                <DataTable
+                                    columns=&["Attempted", "Status", "Duration", "Answer (first KiB)", "Error"]
+                                    numeric=&["Status", "Duration"]
+                                    class="data"
+                                    label=format!("Attempts of delivery #{id}")
+                                    framed=true
                                 >
-                                    <table class="data">
-                                        <thead>
-                                            <tr>
-                                                <th scope="col">"Attempted"</th>
-                                                <th scope="col" class="num">"Status"</th>
-                                                <th scope="col" class="num">"Duration"</th>
-                                                <th scope="col">"Answer (first KiB)"</th>
-                                                <th scope="col">"Error"</th>
-                                            </tr>
-                                        </thead>
-                                        <tbody>
-                                            {d
-                                                .attempts
-                                                .into_iter()
-                                                .map(|a| {
-                                                    view! {
-                                                        <tr>
-                                                            <td><Time ms=a.attempted_at/></td>
-                                                            <td class="num">
-                                                                {a.status_code.map(|s| s.to_string()).unwrap_or_else(|| "—".into())}
-                                                            </td>
-                                                            <td class="num">{format!("{} ms", a.duration_ms)}</td>
-                                                            <td class="mono small wrap">{format::clip(&a.response, 1024)}</td>
-                                                            <td class="small">{a.error.unwrap_or_default()}</td>
-                                                        </tr>
-                                                    }
-                                                })
-                                                .collect_view()}
-                                        </tbody>
-                                    </table>
-                                </div>
+                                    {d
+                                        .attempts
+                                        .into_iter()
+                                        .map(|a| {
+                                            view! {
+                                                <tr>
+                                                    <td><Time ms=a.attempted_at/></td>
+                                                    <td class="num">
+                                                        {a.status_code.map(|s| s.to_string()).unwrap_or_else(|| "—".into())}
+                                                    </td>
+                                                    <td class="num">{format!("{} ms", a.duration_ms)}</td>
+                                                    <td class="mono small wrap">{format::clip(&a.response, 1024)}</td>
+                                                    <td class="small">{a.error.unwrap_or_default()}</td>
+                                                </tr>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </DataTable>
                                 {event
                                     .map(|e| {
                                         view! {
@@ -606,6 +569,6 @@ fn DeliveryPanel(
                     <span class="form-message" role="alert">{move || failure.get()}</span>
                 </form>
             </Show>
-        </section>
+        </Panel>
     }
 }

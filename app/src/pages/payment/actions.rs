@@ -8,7 +8,7 @@ use leptos_router::components::A;
 
 use super::RequestState;
 use crate::components::layout::signed_in_has;
-use crate::components::panel::DataTable;
+use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{JsonFields, StatusPill, Time};
 use crate::dto::{ActionOffer, ActionRecord, ActionStatus, Role};
 use crate::{api, api_actions};
@@ -173,14 +173,11 @@ pub(super) fn ActionsPanel(
     };
     view! {
         // A live update waits while a request is being written or sent.
-        <section
-            class="panel actions-panel"
-            aria-labelledby="actions-h"
-            data-live-hold=move || (form.get().is_some() || busy.get()).then_some("")
-        >
-            <h2 id="actions-h">
-                "Actions "
-                {(pending > 0)
+        <Panel
+            id="actions"
+            title="Actions"
+            heading_extra=move || {
+                (pending > 0)
                     .then(|| {
                         view! {
                             <span class="pill st-busy" data-testid="pending-count">
@@ -188,8 +185,11 @@ pub(super) fn ActionsPanel(
                             </span>
                             <A href="/approvals">"Approvals"</A>
                         }
-                    })}
-            </h2>
+                    })
+            }
+            class="actions-panel"
+            attr:data-live-hold=move || (form.get().is_some() || busy.get()).then_some("")
+        >
             <p class="flash" data-testid="action-flash" role="status" tabindex="-1" node_ref=flash_ref>
                 {move || flash.get()}
             </p>
@@ -328,7 +328,7 @@ pub(super) fn ActionsPanel(
             </Show>
             <p class="form-message" role="alert" data-testid="action-error">{move || failure.get()}</p>
             <ActionsTable actions/>
-        </section>
+        </Panel>
     }
 }
 
