@@ -270,6 +270,28 @@ fn fields_of(
     }
 }
 
+/// A maker-checker request's kind as the console names it: `force_transition → SUCCESS`
+/// for a forced move, the bare kind otherwise.
+pub fn action_kind(a: &crate::dto::ActionRecord) -> String {
+    match &a.target_status {
+        Some(t) => format!("{} → {t}", a.kind),
+        None => a.kind.clone(),
+    }
+}
+
+/// Who decided a request and why (`bob: checked with the bank`), `—` when nobody has.
+pub fn action_decision(a: &crate::dto::ActionRecord) -> String {
+    a.decided_by
+        .clone()
+        .map(
+            |d| match a.decision_reason.clone().filter(|r| !r.is_empty()) {
+                Some(r) => format!("{d}: {r}"),
+                None => d,
+            },
+        )
+        .unwrap_or_else(|| "—".into())
+}
+
 /// The CSS class of a status pill: one colour per family of states, shared by payments,
 /// jobs, refunds and error-pool items. A payment status is matched as the enum, so a new
 /// one fails to compile here until it has a colour.
@@ -373,6 +395,38 @@ pub fn as_rfc3339(v: Option<String>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_names_its_forced_target_and_who_decided_why() {
+        let mut a = crate::dto::ActionRecord {
+            id: "act_1".into(),
+            kind: "force_transition".into(),
+            payment_id: "pay_1".into(),
+            requested_by: "alice".into(),
+            reason: "bank confirmed".into(),
+            evidence: String::new(),
+            target_status: Some("SUCCESS".into()),
+            payment_version: 3,
+            status: crate::dto::ActionStatus::Pending,
+            decided_by: None,
+            decision_reason: None,
+            result: None,
+            created_at: 0,
+            expires_at: 1,
+            decided_at: None,
+            executed_at: None,
+        };
+        assert_eq!(action_kind(&a), "force_transition → SUCCESS");
+        assert_eq!(action_decision(&a), "—");
+        a.decided_by = Some("bob".into());
+        a.decision_reason = Some(String::new());
+        assert_eq!(action_decision(&a), "bob", "an empty reason is not shown");
+        a.decision_reason = Some("checked".into());
+        assert_eq!(action_decision(&a), "bob: checked");
+        a.target_status = None;
+        a.kind = "reverse".into();
+        assert_eq!(action_kind(&a), "reverse");
+    }
 
     #[test]
     fn local_times_carry_their_offset_and_cross_midnight() {

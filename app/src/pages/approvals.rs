@@ -258,10 +258,7 @@ fn PendingRow(
     } else {
         format!("in {}", format::age(expires_in))
     };
-    let kind = match &a.target_status {
-        Some(t) => format!("{} → {t}", a.kind),
-        None => a.kind.clone(),
-    };
+    let kind = format::action_kind(&a);
     let payment = a.payment_id.clone();
     view! {
         // A live update waits while this row is being decided.
@@ -458,18 +455,8 @@ fn Decided(items: Vec<ApprovalItem>) -> impl IntoView {
                 .into_iter()
                 .map(|item| {
                     let a = item.action.clone();
-                    let kind = match &a.target_status {
-                        Some(t) => format!("{} → {t}", a.kind),
-                        None => a.kind.clone(),
-                    };
-                    let decided = a
-                        .decided_by
-                        .clone()
-                        .map(|d| match a.decision_reason.clone().filter(|r| !r.is_empty()) {
-                            Some(r) => format!("{d}: {r}"),
-                            None => d,
-                        })
-                        .unwrap_or_else(|| "—".into());
+                    let kind = format::action_kind(&a);
+                    let decided = format::action_decision(&a);
                     // Expired and cancelled requests were never decided by an approver;
                     // their time is when they ended.
                     let decided_at = a.decided_at.or(a.executed_at);

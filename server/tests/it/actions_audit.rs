@@ -11,6 +11,11 @@ use serde_json::{Value, json};
 
 use crate::support::TestApp;
 
+/// The stored status of request `id`, by name.
+async fn action_status(app: &TestApp, id: &str) -> &'static str {
+    app.store.action(id).await.unwrap().unwrap().status.as_str()
+}
+
 const PASSWORD: &str = "correct-horse-battery";
 
 async fn users(app: &TestApp) {
@@ -193,16 +198,7 @@ on_both_backends!(self_approval_is_refused, |app| {
         (s, v["error"]["code"].as_str()),
         (403, Some("approval_refused"))
     );
-    assert_eq!(
-        app.store
-            .action(&id)
-            .await
-            .unwrap()
-            .unwrap()
-            .status
-            .as_str(),
-        "pending"
-    );
+    assert_eq!(action_status(&app, &id).await, "pending");
 });
 
 on_both_backends!(two_approvers_at_once_execute_it_once, |app| {
@@ -259,16 +255,7 @@ on_both_backends!(a_request_whose_payment_moved_is_stale, |app| {
         app.get(&format!("/v1/payments/{payment}")).await.json()["status"],
         "SUCCESS"
     );
-    assert_eq!(
-        app.store
-            .action(&id)
-            .await
-            .unwrap()
-            .unwrap()
-            .status
-            .as_str(),
-        "stale"
-    );
+    assert_eq!(action_status(&app, &id).await, "stale");
 });
 
 on_both_backends!(
@@ -294,16 +281,7 @@ on_both_backends!(
             (s, v["error"]["code"].as_str()),
             (403, Some("approval_refused"))
         );
-        assert_eq!(
-            app.store
-                .action(&id)
-                .await
-                .unwrap()
-                .unwrap()
-                .status
-                .as_str(),
-            "expired"
-        );
+        assert_eq!(action_status(&app, &id).await, "expired");
     }
 );
 
@@ -324,16 +302,7 @@ on_both_backends!(approval_needs_the_approvers_own_password, |app| {
         (s, v["error"]["code"].as_str()),
         (403, Some("approval_refused"))
     );
-    assert_eq!(
-        app.store
-            .action(&id)
-            .await
-            .unwrap()
-            .unwrap()
-            .status
-            .as_str(),
-        "pending"
-    );
+    assert_eq!(action_status(&app, &id).await, "pending");
 });
 
 /// Posts an approval of `id` with `password`: status and the whole body.
@@ -411,26 +380,8 @@ on_both_backends!(
                 assert_eq!(answer, wrong, "{id} with {password}");
             }
         }
-        assert_eq!(
-            app.store
-                .action(&own)
-                .await
-                .unwrap()
-                .unwrap()
-                .status
-                .as_str(),
-            "pending"
-        );
-        assert_eq!(
-            app.store
-                .action(&decided)
-                .await
-                .unwrap()
-                .unwrap()
-                .status
-                .as_str(),
-            "rejected"
-        );
+        assert_eq!(action_status(&app, &own).await, "pending");
+        assert_eq!(action_status(&app, &decided).await, "rejected");
         // Each refusal was a password check (argon2 ran), counted as a failure, and audited
         // alike, with nothing that tells the reasons apart.
         assert_eq!(
@@ -490,16 +441,7 @@ on_both_backends!(
             .unwrap();
         assert_eq!(r.status().as_u16(), 429);
         assert!(r.headers().get("retry-after").is_some());
-        assert_eq!(
-            app.store
-                .action(&id)
-                .await
-                .unwrap()
-                .unwrap()
-                .status
-                .as_str(),
-            "pending"
-        );
+        assert_eq!(action_status(&app, &id).await, "pending");
     }
 );
 

@@ -11,7 +11,7 @@ use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{JsonFields, StatusPill, Time};
 use crate::dto::{ActionOffer, ActionRecord, ActionStatus, Role};
-use crate::{api, api_actions};
+use crate::{api, api_actions, format};
 
 /// Default reasons of the actions that run at once (the operator can give its own).
 fn quick_reason(kind: &str) -> String {
@@ -345,18 +345,8 @@ fn ActionsTable(actions: Vec<ActionRecord>) -> impl IntoView {
             {actions
                 .into_iter()
                 .map(|a| {
-                    let kind = match &a.target_status {
-                        Some(t) => format!("{} → {t}", a.kind),
-                        None => a.kind.clone(),
-                    };
-                    let decided = a
-                        .decided_by
-                        .clone()
-                        .map(|d| match a.decision_reason.clone().filter(|r| !r.is_empty()) {
-                            Some(r) => format!("{d}: {r}"),
-                            None => d,
-                        })
-                        .unwrap_or_else(|| "—".into());
+                    let kind = format::action_kind(&a);
+                    let decided = format::action_decision(&a);
                     view! {
                         <tr data-testid=format!("action-{}", a.id)>
                             <td><Time ms=a.created_at/></td>
