@@ -34,12 +34,13 @@ pub fn percent_decode(s: &str, plus: bool) -> String {
     while i < bytes.len() {
         let b = bytes[i];
         let hex = |c: u8| char::from(c).to_digit(16);
-        if b == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
+        if b == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
         }
         out.push(if plus && b == b'+' { b' ' } else { b });
         i += 1;
