@@ -57,8 +57,6 @@ pub(crate) mod ssr {
     use converge_server::ops::principal::Principal as ServerPrincipal;
     pub use converge_server::ops::session::Activity;
     use leptos::prelude::*;
-    use serde::Serialize;
-    use serde::de::DeserializeOwned;
     use tower_sessions::Session;
 
     use super::NOT_SIGNED_IN;
@@ -205,18 +203,6 @@ pub(crate) mod ssr {
             );
         }
         refuse(e.status, e.code, e.message, e.retry_after)
-    }
-
-    /// A server struct as its DTO mirror, through the same JSON the `/ops/v1` endpoints send.
-    pub fn convert<T: Serialize, U: DeserializeOwned>(v: &T) -> Result<U, ServerFnError> {
-        serde_json::to_value(v)
-            .and_then(serde_json::from_value)
-            .map_err(|e| {
-                tracing::error!(error = %e, "console DTO does not match the server's JSON");
-                ServerFnError::new(
-                    "internal error: the console and the server disagree on a data shape",
-                )
-            })
     }
 
     /// The audit actor of the current console request.

@@ -93,34 +93,10 @@ async fn inbox_as(
 ) -> Result<ApprovalInbox, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = crate::api::ssr::authorize_as(Permission::View, activity).await?;
-    let inbox = st
-        .core
+    st.core
         .approval_inbox(recent.clamp(0, 200))
         .await
-        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
-    let item = |r: converge_server::store::ApprovalRow| -> Result<crate::dto::ApprovalItem, ServerFnError> {
-        Ok(crate::dto::ApprovalItem {
-            stale: r.stale(),
-            action: r.action,
-            merchant: r.merchant,
-            amount: r.amount,
-            currency: r.currency,
-            payment_status: r.payment_status,
-        })
-    };
-    Ok(ApprovalInbox {
-        now: st.core.clock.now_ms(),
-        pending: inbox
-            .pending
-            .into_iter()
-            .map(item)
-            .collect::<Result<_, _>>()?,
-        decided: inbox
-            .decided
-            .into_iter()
-            .map(item)
-            .collect::<Result<_, _>>()?,
-    })
+        .map_err(|e| crate::api::ssr::api_error(e.into()))
 }
 
 /// Approves and executes a pending request (an approver other than the requester, after
@@ -252,19 +228,13 @@ pub async fn bulk_retry(
     Ok(out)
 }
 
-/// Re-computes the whole audit chain (auditor) and reports the first broken record.
+/// Re-computes the whole audit chain against the signed checkpoints (auditor), as
+/// `GET /ops/v1/audit/verify` does, and reports the first broken record.
 #[server(endpoint = "verify_audit")]
 pub async fn verify_audit() -> Result<AuditVerify, ServerFnError> {
     use converge_server::domain::roles::Permission;
-    let (st, _) = crate::api::ssr::authorize(Permission::Audit).await?;
-    let (records, head, broken) = converge_server::ops::audit::verify(st.core.store.as_ref())
+    let (st, p) = crate::api::ssr::authorize(Permission::Audit).await?;
+    converge_server::ops::audit::run_verify(&st, &p)
         .await
-        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
-    Ok(AuditVerify {
-        ok: broken.is_none(),
-        records,
-        head_seq: head.seq,
-        head_hash: head.hash,
-        first_broken: broken.map(|b| (b.seq, b.reason)),
-    })
+        .map_err(crate::api::ssr::api_error)
 }

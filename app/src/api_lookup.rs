@@ -1,109 +1,14 @@
 //! Server functions and data of "find anything, by any id" and the Idempotency-Key page
 //! (issue 17): thin over `converge_server::service::lookup`, viewer role, refusals with the
-//! `/ops/v1` endpoints' statuses and codes. The data types mirror the server's JSON
-//! (`service::lookup`, `store::lookup`); times are epoch ms UTC, amounts minor units.
+//! `/ops/v1` endpoints' statuses and codes. The data types are `converge_wire::lookup`'s,
+//! which the server builds; times are epoch ms UTC, amounts minor units.
 
 use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
 
-/// One thing found, with the console page that shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SearchHit {
-    /// `payment`, `merchant_order`, `idempotency_key`, `channel_key`, `refund`,
-    /// `error_item` or `action`.
-    pub kind: String,
-    /// The id that matched, as stored.
-    pub id: String,
-    /// One line saying what it is.
-    pub label: String,
-    /// The console path that shows it.
-    pub link: String,
-    /// The payment it is or belongs to.
-    pub payment_id: Option<String>,
-    /// Its merchant's name.
-    pub merchant: Option<String>,
-}
-
-/// The answer of a search.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SearchResult {
-    /// The query as searched (trimmed).
-    pub query: String,
-    /// At most 20.
-    pub hits: Vec<SearchHit>,
-    /// More match than were returned.
-    pub truncated: bool,
-}
-
-/// A stored response header.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeaderLine {
-    /// Lower-case name.
-    pub name: String,
-    /// Value.
-    pub value: String,
-}
-
-/// The response a key replays, as a retry receives it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoredResponse {
-    /// HTTP status.
-    pub status: i64,
-    /// Headers in order, `idempotent-replayed: true` last.
-    pub headers: Vec<HeaderLine>,
-    /// The body as text, when UTF-8.
-    pub body: Option<String>,
-    /// The body in base64 otherwise.
-    pub body_base64: Option<String>,
-    /// Length in bytes.
-    pub body_bytes: i64,
-}
-
-/// How often later requests with a key got one outcome.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyOutcome {
-    /// `replay`, `in_use` or `reused`.
-    pub outcome: String,
-    /// Requests.
-    pub count: i64,
-    /// The first, epoch ms UTC.
-    pub first_at: i64,
-    /// The latest, epoch ms UTC.
-    pub last_at: i64,
-}
-
-/// Everything about one stored Idempotency-Key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyDetail {
-    /// Owner's id.
-    pub merchant_id: i64,
-    /// Owner's name.
-    pub merchant: String,
-    /// The key.
-    pub idem_key: String,
-    /// Route template.
-    pub route: String,
-    /// Route with its ids.
-    pub scope: String,
-    /// SHA-256 of the canonical body.
-    pub fingerprint: String,
-    /// `running` or `done`.
-    pub state: String,
-    /// While running: when the claim lapses.
-    pub lease_expires_at: Option<i64>,
-    /// What its request created.
-    pub resource_id: Option<String>,
-    /// The payment it made (or whose refund it made).
-    pub payment_id: Option<String>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// Purge time, epoch ms UTC.
-    pub expires_at: i64,
-    /// The stored response (done keys).
-    pub response: Option<StoredResponse>,
-    /// What later requests with it got.
-    pub outcomes: Vec<KeyOutcome>,
-}
+pub use converge_wire::lookup::{
+    HeaderLine, IdKind, KeyDetail, KeyOutcomeCount as KeyOutcome, SearchHit, SearchResult,
+    StoredResponseView as StoredResponse,
+};
 
 /// The console path of a key's page (the server builds the same in search hits): the key
 /// percent-encoded as one path segment.
@@ -129,12 +34,13 @@ pub fn percent_decode(s: &str, plus: bool) -> String {
     while i < bytes.len() {
         let b = bytes[i];
         let hex = |c: u8| char::from(c).to_digit(16);
-        if b == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
+        if b == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
         }
         out.push(if plus && b == b'+' { b' ' } else { b });
         i += 1;
@@ -157,10 +63,9 @@ pub fn query_value(search: &str, name: &str) -> Option<String> {
 pub async fn find_ids(q: String) -> Result<SearchResult, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
-    let found = converge_server::service::lookup::search(&st.core, &q)
+    converge_server::service::lookup::search(&st.core, &q)
         .await
-        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
-    crate::api::ssr::convert(&found)
+        .map_err(|e| crate::api::ssr::api_error(e.into()))
 }
 
 /// Key `key` of merchant `merchant_id` (viewer). Refusals: 400 `idempotency_key_invalid`,
@@ -173,7 +78,7 @@ pub async fn load_key(merchant_id: i64, key: String) -> Result<KeyDetail, Server
         .await
         .map_err(|e| crate::api::ssr::api_error(e.into()))?
     {
-        Some(d) => crate::api::ssr::convert(&d),
+        Some(d) => Ok(d),
         None => Err(crate::api::ssr::api_error(
             converge_server::error::ApiError::new(
                 axum::http::StatusCode::NOT_FOUND,

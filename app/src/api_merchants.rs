@@ -18,21 +18,10 @@ fn merchant_error(e: converge_server::service::merchants::MerchantError) -> Serv
 pub async fn merchant_accounts() -> Result<Vec<MerchantAccount>, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
-    use converge_server::service::merchants::list_merchant_keys;
     let (st, _) = ssr::authorize(Permission::ManageUsers).await?;
-    let store = st.core.store.as_ref();
-    let merchants = store
-        .merchants()
+    converge_server::service::merchants::merchant_accounts(st.core.store.as_ref())
         .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    let mut out = Vec::with_capacity(merchants.len());
-    for m in merchants {
-        let keys = list_merchant_keys(store, &m.name)
-            .await
-            .map_err(merchant_error)?;
-        out.push(MerchantAccount { merchant: m, keys });
-    }
-    Ok(out)
+        .map_err(merchant_error)
 }
 
 /// Adds merchant `name` with its first key, shown once (admin).
@@ -49,10 +38,7 @@ pub async fn add_merchant(name: String) -> Result<IssuedKey, ServerFnError> {
     )
     .await
     .map_err(merchant_error)?;
-    Ok(IssuedKey {
-        id: k.id,
-        key: k.key,
-    })
+    Ok(k.into())
 }
 
 /// Issues another key to merchant `name`, shown once; its other keys keep working (admin).
@@ -69,10 +55,7 @@ pub async fn issue_merchant_key(name: String) -> Result<IssuedKey, ServerFnError
     )
     .await
     .map_err(merchant_error)?;
-    Ok(IssuedKey {
-        id: k.id,
-        key: k.key,
-    })
+    Ok(k.into())
 }
 
 /// Revokes key `key_id` of merchant `name`: 401 for it at once on every server (admin).

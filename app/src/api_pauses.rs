@@ -6,27 +6,11 @@
 
 use leptos::prelude::*;
 
-use crate::dto::{PauseItem, PauseList};
+use crate::dto::{PauseItem, PauseOverview};
 
 #[cfg(feature = "ssr")]
 mod ssr {
     pub use crate::api::ssr::*;
-    use converge_server::domain::pause::PauseTarget;
-    use converge_server::store::PauseRecord;
-
-    /// The console's view of a stored pause.
-    pub fn pause_dto(
-        p: &PauseRecord,
-    ) -> Result<crate::dto::PauseItem, leptos::prelude::ServerFnError> {
-        let mut v = serde_json::to_value(p).unwrap_or_default();
-        let what = p
-            .target
-            .parse::<PauseTarget>()
-            .map(|t| t.describe())
-            .unwrap_or_else(|_| p.target.clone());
-        v["what"] = serde_json::Value::String(what);
-        convert(&v)
-    }
 
     pub fn action_error(
         e: converge_server::service::actions::ActionError,
@@ -37,7 +21,7 @@ mod ssr {
 
 /// The pauses (viewer): pending and active ones, then the last 30 that ended.
 #[server(endpoint = "pauses")]
-pub async fn list_pauses() -> Result<PauseList, ServerFnError> {
+pub async fn list_pauses() -> Result<PauseOverview, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
     let items = st
@@ -46,8 +30,8 @@ pub async fn list_pauses() -> Result<PauseList, ServerFnError> {
         .pauses(30)
         .await
         .map_err(|e| ssr::api_error(e.into()))?;
-    Ok(PauseList {
-        items: items.iter().map(ssr::pause_dto).collect::<Result<_, _>>()?,
+    Ok(PauseOverview {
+        items,
         now: st.core.clock.now_ms(),
     })
 }
@@ -64,11 +48,7 @@ pub async fn active_pauses() -> Result<Vec<PauseItem>, ServerFnError> {
         .pauses(0)
         .await
         .map_err(|e| ssr::api_error(e.into()))?;
-    items
-        .iter()
-        .filter(|p| p.status == "active")
-        .map(ssr::pause_dto)
-        .collect()
+    Ok(items.into_iter().filter(|p| p.status == "active").collect())
 }
 
 /// How many pause requests wait for an approver (added to the count beside "Approvals").
@@ -101,7 +81,7 @@ pub async fn request_pause(target: String, reason: String) -> Result<PauseItem, 
         )
         .await
         .map_err(ssr::action_error)?;
-    ssr::pause_dto(&pause)
+    Ok(pause)
 }
 
 /// Approves a pending pause (an approver other than the requester, after re-entering its
@@ -125,7 +105,7 @@ pub async fn approve_pause(
     )
     .await
     .map_err(ssr::api_error)?;
-    ssr::pause_dto(&pause)
+    Ok(pause)
 }
 
 /// Rejects a pending pause (an approver other than the requester).
@@ -138,7 +118,7 @@ pub async fn reject_pause(id: String, reason: String) -> Result<PauseItem, Serve
         .reject_pause(&ssr::actor(&p).await, id.trim(), &reason)
         .await
         .map_err(ssr::action_error)?;
-    ssr::pause_dto(&pause)
+    Ok(pause)
 }
 
 /// Resumes an active pause, or cancels a pending one, in one step (operator).
@@ -151,5 +131,5 @@ pub async fn resume_pause(id: String, reason: String) -> Result<PauseItem, Serve
         .resume_pause(&ssr::actor(&p).await, id.trim(), &reason)
         .await
         .map_err(ssr::action_error)?;
-    ssr::pause_dto(&pause)
+    Ok(pause)
 }

@@ -1,6 +1,6 @@
 //! Server functions of the Webhooks page and the payment story's events: thin adapters over
 //! `converge_server::ops::webhooks`, with the same permission checks and audit records as
-//! the `/ops/v1/webhooks...` endpoints.
+//! the `/ops/v1/webhooks...` endpoints, returning the `converge_wire` values those build.
 
 use leptos::prelude::*;
 
@@ -12,10 +12,9 @@ pub async fn load_webhooks_overview() -> Result<WebhooksOverview, ServerFnError>
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
-    let v = converge_server::ops::webhooks::overview(&st)
+    converge_server::ops::webhooks::overview(&st)
         .await
-        .map_err(ssr::api_error)?;
-    ssr::convert(&v)
+        .map_err(ssr::api_error)
 }
 
 /// Deliveries filtered by status, endpoint, event type, payment and creation time (viewer);
@@ -43,8 +42,8 @@ pub async fn webhook_deliveries(
         payment: some(payment),
         limit: Some(200),
     };
-    let v = search_deliveries(&st, &q).await.map_err(ssr::api_error)?;
-    ssr::convert(&v["items"])
+    let list = search_deliveries(&st, &q).await.map_err(ssr::api_error)?;
+    Ok(list.items)
 }
 
 /// One delivery with its attempts and event (viewer).
@@ -53,10 +52,9 @@ pub async fn webhook_delivery(id: i64) -> Result<DeliveryDetail, ServerFnError> 
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
-    let v = converge_server::ops::webhooks::delivery_detail(&st, id)
+    converge_server::ops::webhooks::delivery_detail(&st, id)
         .await
-        .map_err(ssr::api_error)?;
-    ssr::convert(&v)
+        .map_err(ssr::api_error)
 }
 
 /// Redelivers one delivery now, for a new round of attempts (operator; audited with the
@@ -85,10 +83,10 @@ pub async fn webhook_recover_preview(
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
     let since = crate::format::as_rfc3339(Some(since)).unwrap_or_default();
-    let v = converge_server::ops::webhooks::recovery_preview(&st, &endpoint, &since)
+    let preview = converge_server::ops::webhooks::recovery_preview(&st, &endpoint, &since)
         .await
         .map_err(ssr::api_error)?;
-    ssr::convert(&v["items"])
+    Ok(preview.items)
 }
 
 /// Redelivers the previewed deliveries (comma-separated ids) that are still failed
@@ -121,11 +119,11 @@ pub async fn webhook_recover(
         delivery_ids: ids,
         reason,
     };
-    let v = run_recover(&st, &p, &addr, &endpoint, &body)
+    let done = run_recover(&st, &p, &addr, &endpoint, &body)
         .await
         .map_err(ssr::api_error)?;
-    let n = v["redelivered"].as_array().map_or(0, Vec::len);
-    let skipped = v["skipped"].as_array().map_or(0, Vec::len);
+    let n = done.redelivered.len();
+    let skipped = done.skipped.len();
     Ok(format!(
         "{n} deliveries redelivered{}.",
         if skipped > 0 {
@@ -171,22 +169,8 @@ async fn payment_webhooks_as(
 ) -> Result<PaymentWebhooks, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
-    use converge_server::store::DeliveryFilter;
     let (st, _) = ssr::authorize_as(Permission::View, activity).await?;
-    let store = &st.core.store;
-    let events = store
-        .payment_outbox_events(&payment_id)
+    converge_server::ops::webhooks::payment_webhooks(&st, &payment_id)
         .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    let deliveries = store
-        .deliveries(
-            &DeliveryFilter {
-                payment_id: Some(payment_id),
-                ..Default::default()
-            },
-            200,
-        )
-        .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    Ok(PaymentWebhooks { events, deliveries })
+        .map_err(ssr::api_error)
 }

@@ -1,4 +1,6 @@
-//! The hash-chained audit log as the console reads it.
+//! The hash-chained audit log as the console reads it, and the chain's verdict
+//! ([`AuditVerify`]: the chain re-computed from its first record against the signed
+//! checkpoints, for `GET /ops/v1/audit/verify` and the console's audit page alike).
 
 use serde::{Deserialize, Serialize};
 
@@ -54,4 +56,62 @@ pub struct AuditList {
     pub older: Option<i64>,
     /// `after=` of the previous, newer page; null on the first.
     pub newer: Option<i64>,
+}
+
+/// Where and why a chain breaks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Break {
+    /// The first record that does not verify.
+    pub seq: i64,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// Sequence number and hash of a chain position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ChainHead {
+    /// Sequence number (0 for an empty log).
+    pub seq: i64,
+    /// Its SHA-256 hash (hex).
+    pub hash: String,
+}
+
+/// A signed statement that the chain had `seq` records whose last hash was `head_hash` at
+/// time `at` (the server's `domain::checkpoint::Checkpoint`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointView {
+    /// Number of records covered (the seq of the last one); 0 for an empty log.
+    pub seq: i64,
+    /// Hash of record `seq` (64 lowercase hex).
+    pub head_hash: String,
+    /// When it was signed, epoch ms UTC.
+    pub at: i64,
+    /// Which key signed: the first 16 hex digits of SHA-256 over the public key.
+    pub key_id: String,
+    /// Ed25519 signature, standard base64.
+    pub signature: String,
+}
+
+/// The answer of `GET /ops/v1/audit/verify`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "utoipa", schema(as = VerifyView))]
+pub struct AuditVerify {
+    /// Whether the whole chain verifies.
+    pub ok: bool,
+    /// Records checked.
+    pub records: i64,
+    /// The last verified record.
+    pub head: ChainHead,
+    /// The first record that does not verify, if any.
+    pub first_broken: Option<Break>,
+    /// Signed checkpoints stored.
+    pub checkpoints: i64,
+    /// The latest signed checkpoint (sequence, head hash, time, signature), if any.
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<Object>))]
+    pub latest_checkpoint: Option<CheckpointView>,
+    /// Whether checkpoint signatures were checked (the server holds the signing key).
+    pub signatures_checked: bool,
 }

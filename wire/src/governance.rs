@@ -42,3 +42,34 @@ pub struct ActionRecord {
     /// Epoch ms UTC.
     pub executed_at: Option<i64>,
 }
+
+/// A request in the approvals inbox with its payment as it stands now (the server builds it
+/// from `store::ApprovalRow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalItem {
+    /// The request.
+    pub action: ActionRecord,
+    /// The payment's merchant name (`None` when the payment is gone).
+    pub merchant: Option<String>,
+    /// The payment's amount, integer minor units.
+    pub amount: Option<i64>,
+    /// ISO 4217 code.
+    pub currency: Option<String>,
+    /// The payment's status now.
+    pub payment_status: Option<String>,
+    /// The payment moved (or is gone) since the request pinned its version: approving would
+    /// only close it as stale.
+    pub stale: bool,
+}
+
+/// The approvals inbox: requests that need an approver (never queries or retries), with the
+/// server's clock for ages and expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalInbox {
+    /// Server time of the listing, epoch ms UTC.
+    pub now: i64,
+    /// Pending, newest first.
+    pub pending: Vec<ApprovalItem>,
+    /// The latest decided ones, newest first.
+    pub decided: Vec<ApprovalItem>,
+}

@@ -19,22 +19,28 @@ pub mod dashboard;
 pub mod error_pool;
 pub mod governance;
 pub mod lifecycle;
+pub mod lookup;
 pub mod merchants;
+pub mod pauses;
 pub mod payments;
 pub mod status;
 pub mod users;
 pub mod webhooks;
 
-pub use audit::{AuditList, AuditRecord, AuditRow};
+pub use audit::{AuditList, AuditRecord, AuditRow, AuditVerify, Break, ChainHead, CheckpointView};
 pub use bulk::{BulkItem, BulkOutcome};
 pub use dashboard::{
     Dashboard, ErrorPoolView, HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView,
     RelayStatus, RouteOutcomes, StuckPayment, StuckView,
 };
 pub use error_pool::{ErrorItem, KindCount, PoolPage, ResolveOutcome};
-pub use governance::ActionRecord;
+pub use governance::{ActionRecord, ApprovalInbox, ApprovalItem};
 pub use lifecycle::{ActionStatus, JobStatus, RefundStatus};
-pub use merchants::{Merchant, MerchantKey};
+pub use lookup::{
+    HeaderLine, IdKind, KeyDetail, KeyOutcomeCount, SearchHit, SearchResult, StoredResponseView,
+};
+pub use merchants::{IssuedKey, Merchant, MerchantAccount, MerchantKey};
+pub use pauses::{PauseOverview, PauseRecord};
 pub use payments::{
     ActionOffer, EventRecord, Job, KeySummary, LedgerEntry, Payment, PaymentDetail, PaymentPage,
     Refund, ReversalView,
@@ -42,6 +48,6 @@ pub use payments::{
 pub use status::{PaymentStatus, UnknownName};
 pub use users::{PrincipalView, Role, UserView};
 pub use webhooks::{
-    AttemptRow, DeliveryDetail, DeliveryRow, EndpointRow, OutboxEvent, WebhookBacklog,
-    WebhooksOverview,
+    AttemptRow, DeliveryDetail, DeliveryRow, EndpointRow, OutboxEvent, PaymentWebhooks,
+    WebhookBacklog, WebhooksOverview,
 };

@@ -38,3 +38,21 @@ pub struct MerchantKey {
     /// When it was revoked, epoch ms UTC; a revoked key authenticates nothing.
     pub revoked_at: Option<i64>,
 }
+
+/// A merchant with its keys (the console's Merchants page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MerchantAccount {
+    /// The merchant.
+    pub merchant: Merchant,
+    /// Its keys, oldest first.
+    pub keys: Vec<MerchantKey>,
+}
+
+/// A key just issued, as the console shows it: the key itself is shown this once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IssuedKey {
+    /// `mk_...` id.
+    pub id: String,
+    /// The API key (`ck_live_` + 64 hex digits).
+    pub key: String,
+}

@@ -152,3 +152,13 @@ pub struct DeliveryDetail {
     /// Its event (None once purged).
     pub event: Option<OutboxEvent>,
 }
+
+/// A payment's events (and its refunds') with their deliveries: the payment page's
+/// notifications.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaymentWebhooks {
+    /// Events of the payment and its refunds.
+    pub events: Vec<OutboxEvent>,
+    /// Their deliveries, newest first (at most 200).
+    pub deliveries: Vec<DeliveryRow>,
+}

@@ -11,7 +11,7 @@ use leptos_router::hooks::use_navigate;
 
 use super::widgets::{ErrorNote, Loading, LocalTimes};
 use crate::api;
-use crate::dto::{Principal, Role};
+use crate::dto::{PauseWords, Principal, Role};
 
 /// The signed-in user as loaded by the frame; pages read it to show or hide controls (the
 /// server checks every call regardless).
@@ -337,7 +337,7 @@ fn PauseBanner() -> impl IntoView {
                                             let since = p.approved_at.unwrap_or(p.requested_at);
                                             view! {
                                                 <li data-target=p.target.clone()>
-                                                    <span class="what">{p.what}</span>
+                                                    <span class="what">{p.what()}</span>
                                                     " since "
                                                     <time>{crate::format::utc(since)}</time>
                                                     {format!(

@@ -6,6 +6,7 @@
 //! `GET /ops/v1/audit/export` (same origin, the session cookie goes along), so the browser
 //! streams the file to disk; the server audits every export.
 
+use converge_wire::audit::Break;
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
 use leptos_router::components::A;
@@ -259,11 +260,11 @@ fn ChainStatus(v: AuditVerify) -> impl IntoView {
         None => view! {
             <p class="verify-ok" data-testid="chain-status">
                 <span class="pill st-ok">"ok"</span>
-                {format!(" {} records verified; head #{} {}", v.records, v.head_seq, v.head_hash)}
+                {format!(" {} records verified; head #{} {}", v.records, v.head.seq, v.head.hash)}
             </p>
         }
         .into_any(),
-        Some((seq, why)) => view! {
+        Some(Break { seq, reason: why }) => view! {
             <p class="verify-broken" data-testid="chain-status">
                 <span class="pill st-bad">"broken"</span>
                 " first broken record: "

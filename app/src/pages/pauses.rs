@@ -11,7 +11,7 @@ use leptos::task::spawn_local;
 use crate::components::layout::{signed_in_has, signed_in_name};
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
-use crate::dto::{PauseItem, Role};
+use crate::dto::{PauseItem, PauseWords, Role};
 use crate::{api, api_pauses, format};
 
 /// Job kinds that may be paused on their own (the server's
@@ -130,7 +130,7 @@ fn RequestForm(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl 
                 Ok(p) => {
                     flash.set(Some(format!(
                         "Pause {} of {} requested: it takes effect when another person approves it.",
-                        p.id, p.what
+                        p.id, p.what()
                     )));
                     reason.set(String::new());
                     version.update(|v| *v = v.wrapping_add(1));
@@ -265,7 +265,7 @@ fn OpenRow(
             };
             match r {
                 Ok(p) => {
-                    flash.set(Some(format!("Pause of {}: now {}.", p.what, p.status)));
+                    flash.set(Some(format!("Pause of {}: now {}.", p.what(), p.status)));
                     version.update(|v| *v = v.wrapping_add(1));
                 }
                 Err(e) => {
@@ -307,7 +307,7 @@ fn OpenRow(
     view! {
         <tr data-testid=format!("pause-{}", p.id) data-target=p.target.clone() data-status=p.status.clone()>
             <td>
-                <strong>{p.what.clone()}</strong>
+                <strong>{p.what()}</strong>
                 <div class="muted small mono">{p.target.clone()}</div>
             </td>
             <td><StatusPill status=p.status.clone()/></td>
@@ -430,7 +430,7 @@ fn Ended(items: Vec<PauseItem>) -> impl IntoView {
                     view! {
                         <tr data-testid=format!("ended-{}", p.id)>
                             <td><Time ms=p.requested_at/></td>
-                            <td>{p.what}</td>
+                            <td>{p.what()}</td>
                             <td><StatusPill status=p.status/></td>
                             <td>{p.reason}</td>
                             <td>{p.approved_by.unwrap_or_else(|| "—".into())}</td>

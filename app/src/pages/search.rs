@@ -6,21 +6,20 @@ use leptos::prelude::*;
 use leptos_router::components::A;
 use leptos_router::hooks::use_location;
 
-use crate::api_lookup::{SearchHit, find_ids, query_value};
+use crate::api_lookup::{IdKind, SearchHit, find_ids, query_value};
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading};
 
 /// What a kind of id is called on the page.
-pub fn kind_name(kind: &str) -> &'static str {
+pub fn kind_name(kind: IdKind) -> &'static str {
     match kind {
-        "payment" => "Payment",
-        "merchant_order" => "Merchant order id",
-        "idempotency_key" => "Idempotency-Key",
-        "channel_key" => "Channel key",
-        "refund" => "Refund",
-        "error_item" => "Error-pool item",
-        "action" => "Action",
-        _ => "Other",
+        IdKind::Payment => "Payment",
+        IdKind::MerchantOrder => "Merchant order id",
+        IdKind::IdempotencyKey => "Idempotency-Key",
+        IdKind::ChannelKey => "Channel key",
+        IdKind::Refund => "Refund",
+        IdKind::ErrorItem => "Error-pool item",
+        IdKind::Action => "Action",
     }
 }
 
@@ -96,8 +95,8 @@ pub fn SearchPage() -> impl IntoView {
 #[component]
 fn HitRow(h: SearchHit) -> impl IntoView {
     view! {
-        <tr data-testid="search-hit" data-kind=h.kind.clone()>
-            <td>{kind_name(&h.kind)}</td>
+        <tr data-testid="search-hit" data-kind=h.kind.as_str()>
+            <td>{kind_name(h.kind)}</td>
             <td class="mono">
                 <A href=h.link.clone()>{h.id.clone()}</A>
             </td>

@@ -69,14 +69,8 @@ pub fn chain(prev_seq: i64, prev_hash: &str, e: AuditEntry) -> AuditRecord {
     }
 }
 
-/// Where and why a chain breaks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct Break {
-    /// The first record that does not verify.
-    pub seq: i64,
-    /// What is wrong with it.
-    pub reason: String,
-}
+/// Where and why a chain breaks (a wire type: the console shows it as it is).
+pub use converge_wire::audit::Break;
 
 /// Checks records in order, carrying `(last seq, last hash)` across pages; the first
 /// failure is returned.

@@ -46,6 +46,18 @@ pub struct Checkpoint {
     pub signature: String,
 }
 
+impl From<Checkpoint> for converge_wire::audit::CheckpointView {
+    fn from(c: Checkpoint) -> Self {
+        Self {
+            seq: c.seq,
+            head_hash: c.head_hash,
+            at: c.at,
+            key_id: c.key_id,
+            signature: c.signature,
+        }
+    }
+}
+
 /// The exact bytes a checkpoint signs.
 pub fn message(seq: i64, head_hash: &str, at: i64) -> String {
     format!("{MESSAGE_TAG}\nseq {seq}\nhead {head_hash}\nat {at}\n")

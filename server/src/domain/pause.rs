@@ -44,15 +44,6 @@ impl PauseTarget {
             PauseTarget::Endpoint(id) => format!("endpoint:{id}"),
         }
     }
-
-    /// What it stops, in words for people (the console's banner).
-    pub fn describe(&self) -> String {
-        match self {
-            PauseTarget::Submissions => "submissions to the channel".into(),
-            PauseTarget::JobKind(k) => format!("{k} jobs"),
-            PauseTarget::Endpoint(id) => format!("webhook deliveries to endpoint {id}"),
-        }
-    }
 }
 
 impl fmt::Display for PauseTarget {

@@ -442,33 +442,27 @@ pub struct ExportQuery {
     action: Option<String>,
 }
 
-/// The answer of `GET /ops/v1/audit/verify`.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct VerifyView {
-    /// Whether the whole chain verifies.
-    pub ok: bool,
-    /// Records checked.
-    pub records: i64,
-    /// The last verified record.
-    pub head: ChainHead,
-    /// The first record that does not verify, if any.
-    pub first_broken: Option<crate::domain::audit::Break>,
-    /// Signed checkpoints stored.
-    pub checkpoints: i64,
-    /// The latest signed checkpoint (sequence, head hash, time, signature), if any.
-    #[schema(value_type = Option<Object>)]
-    pub latest_checkpoint: Option<serde_json::Value>,
-    /// Whether checkpoint signatures were checked (the server holds the signing key).
-    pub signatures_checked: bool,
-}
+pub use converge_wire::audit::{AuditVerify as VerifyView, ChainHead};
 
-/// Sequence number and hash of a chain position.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub struct ChainHead {
-    /// Sequence number (0 for an empty log).
-    pub seq: i64,
-    /// Its SHA-256 hash (hex).
-    pub hash: String,
+/// The audit chain re-computed from its first record against the signed checkpoints (their
+/// signatures checked when the server holds the signing key), as both
+/// `GET /ops/v1/audit/verify` and the console's audit page run it. Auditors only.
+pub async fn run_verify(st: &OpsState, p: &Principal) -> Result<VerifyView, ApiError> {
+    p.require(Permission::Audit)?;
+    let public = st.audit_key.as_ref().map(|k| k.verifying_key());
+    let v = verify_signed(st.core.store.as_ref(), public.as_ref()).await?;
+    Ok(VerifyView {
+        ok: v.broken.is_none(),
+        records: v.records,
+        head: ChainHead {
+            seq: v.head.seq,
+            hash: v.head.hash,
+        },
+        first_broken: v.broken,
+        checkpoints: v.checkpoints as i64,
+        latest_checkpoint: v.latest.map(Into::into),
+        signatures_checked: v.signatures_checked,
+    })
 }
 
 fn time(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
@@ -585,21 +579,7 @@ pub async fn verify_handler(
     State(st): State<OpsState>,
     p: Principal,
 ) -> Result<Json<VerifyView>, ApiError> {
-    p.require(Permission::Audit)?;
-    let public = st.audit_key.as_ref().map(|k| k.verifying_key());
-    let v = verify_signed(st.core.store.as_ref(), public.as_ref()).await?;
-    Ok(Json(VerifyView {
-        ok: v.broken.is_none(),
-        records: v.records,
-        head: ChainHead {
-            seq: v.head.seq,
-            hash: v.head.hash,
-        },
-        first_broken: v.broken,
-        checkpoints: v.checkpoints as i64,
-        latest_checkpoint: v.latest.as_ref().and_then(|c| serde_json::to_value(c).ok()),
-        signatures_checked: v.signatures_checked,
-    }))
+    Ok(Json(run_verify(&st, &p).await?))
 }
 
 /// Query of `GET /ops/v1/audit`.

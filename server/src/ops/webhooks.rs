@@ -50,7 +50,7 @@ fn row(e: &WebhookEndpoint, merchant: &str, h: Option<&EndpointHealth>) -> Endpo
 
 /// Every endpoint with its health and the delivery backlog. Shared with the console's
 /// server functions.
-pub async fn overview(st: &OpsState) -> Result<Value, ApiError> {
+pub async fn overview(st: &OpsState) -> Result<Overview, ApiError> {
     let store = &st.core.store;
     let now = st.core.clock.now_ms();
     let names: HashMap<i64, String> = store
@@ -78,11 +78,11 @@ pub async fn overview(st: &OpsState) -> Result<Value, ApiError> {
         })
         .collect();
     let backlog = store.webhook_backlog(now - HEALTH_WINDOW_MS).await?;
-    Ok(to_value(Overview {
+    Ok(Overview {
         endpoints,
         backlog,
         now,
-    }))
+    })
 }
 
 pub use converge_wire::WebhooksOverview as Overview;
@@ -95,6 +95,7 @@ pub struct DeliveryList {
 }
 
 pub use converge_wire::DeliveryDetail;
+pub use converge_wire::webhooks::PaymentWebhooks;
 
 /// The deliveries put back for a new round of attempts.
 #[derive(Debug, Serialize, ToSchema)]
@@ -131,10 +132,6 @@ pub struct EndpointStatus {
     pub status: String,
 }
 
-fn to_value<T: Serialize>(v: T) -> Value {
-    serde_json::to_value(v).expect("a plain struct serializes")
-}
-
 #[utoipa::path(
     get,
     path = "/webhooks",
@@ -149,7 +146,10 @@ fn to_value<T: Serialize>(v: T) -> Value {
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
 )]
-async fn get_overview(State(st): State<OpsState>, p: Principal) -> Result<Json<Value>, ApiError> {
+async fn get_overview(
+    State(st): State<OpsState>,
+    p: Principal,
+) -> Result<Json<Overview>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(overview(&st).await?))
 }
@@ -206,7 +206,7 @@ fn blank(o: &Option<String>) -> Option<String> {
 
 /// Runs a delivery search (shared with the server functions). Errors: 400 for an unknown
 /// status or type or a bad time.
-pub async fn search_deliveries(st: &OpsState, q: &DeliveryQuery) -> Result<Value, ApiError> {
+pub async fn search_deliveries(st: &OpsState, q: &DeliveryQuery) -> Result<DeliveryList, ApiError> {
     let status = blank(&q.status);
     if let Some(s) = &status
         && !delivery_status::ALL.contains(&s.as_str())
@@ -235,7 +235,7 @@ pub async fn search_deliveries(st: &OpsState, q: &DeliveryQuery) -> Result<Value
         .store
         .deliveries(&f, q.limit.unwrap_or(100).clamp(1, 500))
         .await?;
-    Ok(to_value(DeliveryList { items }))
+    Ok(DeliveryList { items })
 }
 
 #[utoipa::path(
@@ -259,13 +259,33 @@ async fn deliveries(
     State(st): State<OpsState>,
     p: Principal,
     ApiQuery(q): ApiQuery<DeliveryQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DeliveryList>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(search_deliveries(&st, &q).await?))
 }
 
+/// A payment's events (and its refunds') with their deliveries, newest first, at most 200:
+/// the console's payment page.
+pub async fn payment_webhooks(
+    st: &OpsState,
+    payment_id: &str,
+) -> Result<PaymentWebhooks, ApiError> {
+    let store = &st.core.store;
+    let events = store.payment_outbox_events(payment_id).await?;
+    let deliveries = store
+        .deliveries(
+            &DeliveryFilter {
+                payment_id: Some(payment_id.to_string()),
+                ..Default::default()
+            },
+            200,
+        )
+        .await?;
+    Ok(PaymentWebhooks { events, deliveries })
+}
+
 /// A delivery with its attempts and its event. Shared with the server functions.
-pub async fn delivery_detail(st: &OpsState, id: i64) -> Result<Value, ApiError> {
+pub async fn delivery_detail(st: &OpsState, id: i64) -> Result<DeliveryDetail, ApiError> {
     let store = &st.core.store;
     let d = store
         .delivery(id)
@@ -273,11 +293,11 @@ pub async fn delivery_detail(st: &OpsState, id: i64) -> Result<Value, ApiError> 
         .ok_or_else(|| ApiError::not_found("delivery"))?;
     let attempts = store.delivery_attempts(id).await?;
     let event = store.outbox_event(&d.event_id).await?;
-    Ok(to_value(DeliveryDetail {
+    Ok(DeliveryDetail {
         delivery: d,
         attempts,
         event,
-    }))
+    })
 }
 
 #[utoipa::path(
@@ -301,7 +321,7 @@ async fn delivery(
     State(st): State<OpsState>,
     p: Principal,
     ApiPath(id): ApiPath<i64>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DeliveryDetail>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(delivery_detail(&st, id).await?))
 }
@@ -339,7 +359,7 @@ pub async fn run_redeliver(
     addr: &str,
     id: i64,
     why: &str,
-) -> Result<Value, ApiError> {
+) -> Result<Redelivered, ApiError> {
     p.require(Permission::RequestActions)?;
     let why = reason(why)?;
     let d = st
@@ -364,7 +384,7 @@ pub async fn run_redeliver(
             &actor(p, addr),
         )
         .await?;
-    Ok(to_value(Redelivered { redelivered: done }))
+    Ok(Redelivered { redelivered: done })
 }
 
 #[utoipa::path(
@@ -394,7 +414,7 @@ async fn redeliver(
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<i64>,
     ApiJson(body): ApiJson<ReasonBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Redelivered>, ApiError> {
     Ok(Json(run_redeliver(&st, &p, &addr, id, &body.reason).await?))
 }
 
@@ -453,7 +473,7 @@ pub async fn recovery_preview(
     st: &OpsState,
     endpoint: &str,
     since: &str,
-) -> Result<Value, ApiError> {
+) -> Result<RecoveryPreview, ApiError> {
     st.core
         .store
         .endpoint(endpoint)
@@ -461,11 +481,11 @@ pub async fn recovery_preview(
         .ok_or_else(|| ApiError::not_found("webhook endpoint"))?;
     let since = parse_time("since", since)?;
     let items = st.core.recovery_candidates(endpoint, since).await?;
-    Ok(to_value(RecoveryPreview {
+    Ok(RecoveryPreview {
         endpoint: endpoint.to_string(),
         since,
         items,
-    }))
+    })
 }
 
 #[utoipa::path(
@@ -490,7 +510,7 @@ async fn preview(
     p: Principal,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<SinceQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RecoveryPreview>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(recovery_preview(&st, &id, &q.since).await?))
 }
@@ -519,7 +539,7 @@ pub async fn run_recover(
     addr: &str,
     endpoint: &str,
     body: &RecoverBody,
-) -> Result<Value, ApiError> {
+) -> Result<Recovered, ApiError> {
     p.require(Permission::RequestActions)?;
     let why = reason(&body.reason)?;
     if body.delivery_ids.is_empty() || body.delivery_ids.len() > 500 {
@@ -565,10 +585,10 @@ pub async fn run_recover(
             )
             .await?
     };
-    Ok(to_value(Recovered {
+    Ok(Recovered {
         redelivered: done,
         skipped: gone,
-    }))
+    })
 }
 
 #[utoipa::path(
@@ -597,7 +617,7 @@ async fn recover(
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<RecoverBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Recovered>, ApiError> {
     Ok(Json(run_recover(&st, &p, &addr, &id, &body).await?))
 }
 
@@ -609,7 +629,7 @@ pub async fn run_enable(
     addr: &str,
     endpoint: &str,
     why: &str,
-) -> Result<Value, ApiError> {
+) -> Result<EndpointStatus, ApiError> {
     p.require(Permission::RequestActions)?;
     let why = reason(why)?;
     match st
@@ -617,9 +637,9 @@ pub async fn run_enable(
         .set_endpoint_enabled(endpoint, true, why, &actor(p, addr))
         .await
     {
-        Ok(true) => Ok(to_value(EndpointStatus {
+        Ok(true) => Ok(EndpointStatus {
             status: "enabled".into(),
-        })),
+        }),
         Ok(false) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "already_enabled",
@@ -666,7 +686,7 @@ async fn enable(
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ReasonBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<EndpointStatus>, ApiError> {
     Ok(Json(run_enable(&st, &p, &addr, &id, &body.reason).await?))
 }
 

@@ -19,14 +19,7 @@ use crate::store::{
     ActionMove, ActionRecord, ApprovalRow, CreateAction, NewAction, Payment, StoreError,
 };
 
-/// The approvals inbox: pending requests and recently decided ones, newest first.
-#[derive(Debug, Clone)]
-pub struct ApprovalInbox {
-    /// Waiting for an approver.
-    pub pending: Vec<ApprovalRow>,
-    /// Approved, executed, failed, rejected, cancelled or expired.
-    pub decided: Vec<ApprovalRow>,
-}
+pub use converge_wire::governance::ApprovalInbox;
 
 /// A request for an action.
 #[derive(Debug, Clone)]
@@ -195,12 +188,16 @@ impl Core {
     /// so they never flood it. A pending row whose payment moved is stale
     /// ([`ApprovalRow::stale`](crate::store::ApprovalRow::stale)): the page says so at once
     /// instead of offering Approve, by the same rule [`approve_action`](Self::approve_action)
-    /// applies. At most 200 pending rows.
+    /// applies. At most 200 pending rows; `now` is the server's clock, for ages and expiry.
     pub async fn approval_inbox(&self, recent: i64) -> Result<ApprovalInbox, StoreError> {
         let kinds = ActionKind::approval_kinds();
+        let items = |rows: Vec<ApprovalRow>| -> Vec<converge_wire::governance::ApprovalItem> {
+            rows.into_iter().map(Into::into).collect()
+        };
         Ok(ApprovalInbox {
-            pending: self.store.approval_requests(&kinds, true, 200).await?,
-            decided: self.store.approval_requests(&kinds, false, recent).await?,
+            now: self.clock.now_ms(),
+            pending: items(self.store.approval_requests(&kinds, true, 200).await?),
+            decided: items(self.store.approval_requests(&kinds, false, recent).await?),
         })
     }
 

@@ -3,13 +3,11 @@
 //! functions alike.
 
 use base64::Engine;
-use serde::Serialize;
-use utoipa::ToSchema;
 
 use super::Core;
 use crate::domain::money;
 use crate::idempotency::key::{MAX_KEY_LEN, validate_key};
-use crate::store::{IdKind, IdMatch, KeyOutcomeCount, MAX_ID_MATCHES, StoreError};
+use crate::store::{IdKind, IdMatch, MAX_ID_MATCHES, StoreError};
 
 /// The longest query, in characters: the longest Idempotency-Key (longer than any id).
 pub const MAX_QUERY_LEN: usize = MAX_KEY_LEN;
@@ -31,40 +29,7 @@ pub enum LookupError {
     Store(#[from] StoreError),
 }
 
-/// One thing found, with where the console shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-#[schema(example = json!({
-    "kind": "idempotency_key", "id": "order-1-create", "label": "key of acme · done · payment pay_7f3a9c2e4b1d8f6a0c5e2b9d",
-    "link": "/keys/1/order-1-create", "payment_id": "pay_7f3a9c2e4b1d8f6a0c5e2b9d", "merchant": "acme"
-}))]
-pub struct SearchHit {
-    /// Which kind of id matched.
-    pub kind: IdKind,
-    /// The id that matched, as stored.
-    pub id: String,
-    /// One line saying what it is (merchant, amount in major units, status).
-    pub label: String,
-    /// The console page that shows it: the payment page for a payment, order, channel key,
-    /// refund, action or an error-pool item of a payment; the key page for a key; the
-    /// approvals inbox for a pending action; the error pool for an item without a payment.
-    pub link: String,
-    /// The payment it is or belongs to.
-    pub payment_id: Option<String>,
-    /// The owning merchant's name, when known.
-    pub merchant: Option<String>,
-}
-
-/// The answer of a search.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct SearchResult {
-    /// The query as searched (trimmed).
-    pub query: String,
-    /// At most 20, by kind (payment, merchant order, key, channel key, refund, error item,
-    /// action) and id.
-    pub hits: Vec<SearchHit>,
-    /// More things match than were returned: type more of the id.
-    pub truncated: bool,
-}
+pub use converge_wire::lookup::{SearchHit, SearchResult};
 
 /// Searches every kind of id for `raw` (trimmed) by prefix, ignoring case.
 ///
@@ -184,63 +149,7 @@ pub fn path_segment(s: &str) -> String {
     out
 }
 
-/// A stored response header.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct HeaderLine {
-    /// Lower-case name.
-    pub name: String,
-    /// Value.
-    pub value: String,
-}
-
-/// The response a key replays, exactly as a retry receives it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct StoredResponseView {
-    /// HTTP status.
-    pub status: i64,
-    /// The headers sent with it, in order: the stored ones, then `idempotent-replayed: true`,
-    /// which every replay adds.
-    pub headers: Vec<HeaderLine>,
-    /// The body as text, byte for byte, when it is UTF-8 (JSON always is).
-    pub body: Option<String>,
-    /// The body in base64 when it is not UTF-8.
-    pub body_base64: Option<String>,
-    /// Body length in bytes.
-    pub body_bytes: i64,
-}
-
-/// Everything about one stored Idempotency-Key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct KeyDetail {
-    /// Owner's id.
-    pub merchant_id: i64,
-    /// Owner's name.
-    pub merchant: String,
-    /// The client's key.
-    pub idem_key: String,
-    /// Route template, e.g. `POST /v1/payments/{id}/refunds`.
-    pub route: String,
-    /// The route with its ids, e.g. `POST /v1/payments/pay_x/refunds`: a retry must match it.
-    pub scope: String,
-    /// SHA-256 of the canonical request body: a retry must match it.
-    pub fingerprint: String,
-    /// `running` (its request has not finished; others get 409) or `done` (replayed).
-    pub state: String,
-    /// While running: when its claim lapses and a retry may take it over, epoch ms UTC.
-    pub lease_expires_at: Option<i64>,
-    /// What its request created (payment, refund or webhook endpoint id).
-    pub resource_id: Option<String>,
-    /// The payment it made, or whose refund it made.
-    pub payment_id: Option<String>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-    /// When it is purged and the key may be used again, epoch ms UTC.
-    pub expires_at: i64,
-    /// The stored response (done keys only).
-    pub response: Option<StoredResponseView>,
-    /// What later requests with it got: `replay`, `in_use`, `reused`.
-    pub outcomes: Vec<KeyOutcomeCount>,
-}
+pub use converge_wire::lookup::{HeaderLine, KeyDetail, StoredResponseView};
 
 /// Key `idem_key` of merchant `merchant_id`; None when there is none (never stored, refused,
 /// or purged).

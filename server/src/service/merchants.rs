@@ -31,6 +31,17 @@ pub struct IssuedKey {
     pub prefix: String,
 }
 
+impl From<IssuedKey> for converge_wire::merchants::IssuedKey {
+    /// The console's view of it: the id and the key, shown once (the prefix is on the key's
+    /// record).
+    fn from(k: IssuedKey) -> Self {
+        Self {
+            id: k.id,
+            key: k.key,
+        }
+    }
+}
+
 /// A new random key.
 pub fn new_api_key() -> IssuedKey {
     let bytes: [u8; 32] = rand::rng().random();
@@ -147,6 +158,19 @@ pub async fn list_merchant_keys(
         .merchant_keys(name)
         .await?
         .ok_or_else(|| MerchantError::NoMerchant(name.to_string()))
+}
+
+/// Every merchant with its keys (oldest first), merchants by name: the console's Merchants
+/// page.
+pub async fn merchant_accounts(
+    store: &dyn Store,
+) -> Result<Vec<converge_wire::merchants::MerchantAccount>, MerchantError> {
+    let mut out = Vec::new();
+    for merchant in store.merchants().await? {
+        let keys = list_merchant_keys(store, &merchant.name).await?;
+        out.push(converge_wire::merchants::MerchantAccount { merchant, keys });
+    }
+    Ok(out)
 }
 
 /// Revokes key `key_id` of merchant `name` (audited `merchant_key_revoked`): from the

@@ -39,6 +39,19 @@ impl ApprovalRow {
     }
 }
 
+impl From<ApprovalRow> for converge_wire::governance::ApprovalItem {
+    fn from(r: ApprovalRow) -> Self {
+        Self {
+            stale: r.stale(),
+            action: r.action,
+            merchant: r.merchant,
+            amount: r.amount,
+            currency: r.currency,
+            payment_status: r.payment_status,
+        }
+    }
+}
+
 /// A new action row.
 #[derive(Debug, Clone)]
 pub struct NewAction {

@@ -4,57 +4,11 @@
 //! backends (tests/it/lookup.rs).
 
 use async_trait::async_trait;
-use serde::Serialize;
 
 use super::{Backend, StoreError};
 use crate::idempotency::store::KeyRecord;
 
-/// The kinds of id the search looks in, in the order results are listed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum IdKind {
-    /// A payment id (`pay_...`).
-    Payment,
-    /// A merchant's own order id.
-    MerchantOrder,
-    /// An Idempotency-Key (per merchant).
-    IdempotencyKey,
-    /// The key converge sends the channel for a payment (`ck_...`).
-    ChannelKey,
-    /// A refund id (`re_...`).
-    Refund,
-    /// An error-pool item number (matched exactly, not by prefix: `1` would otherwise list
-    /// 1, 10-19, 100-199 ...).
-    ErrorItem,
-    /// An ops action id (`act_...`).
-    Action,
-}
-
-impl IdKind {
-    /// Every kind, in listing order.
-    pub const ALL: [IdKind; 7] = [
-        IdKind::Payment,
-        IdKind::MerchantOrder,
-        IdKind::IdempotencyKey,
-        IdKind::ChannelKey,
-        IdKind::Refund,
-        IdKind::ErrorItem,
-        IdKind::Action,
-    ];
-
-    /// The stable snake_case name (as serialized).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IdKind::Payment => "payment",
-            IdKind::MerchantOrder => "merchant_order",
-            IdKind::IdempotencyKey => "idempotency_key",
-            IdKind::ChannelKey => "channel_key",
-            IdKind::Refund => "refund",
-            IdKind::ErrorItem => "error_item",
-            IdKind::Action => "action",
-        }
-    }
-}
+pub use converge_wire::lookup::IdKind;
 
 /// One thing whose id starts with the query, as the store finds it.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -77,19 +31,7 @@ pub struct IdMatch {
     pub currency: Option<String>,
 }
 
-/// How often later requests with one stored key got one outcome.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct KeyOutcomeCount {
-    /// `replay` (the stored response was sent again), `in_use` (409: the first request was
-    /// still running) or `reused` (422: another body or route with this key).
-    pub outcome: String,
-    /// How many requests.
-    pub count: i64,
-    /// The first, epoch ms UTC.
-    pub first_at: i64,
-    /// The latest, epoch ms UTC.
-    pub last_at: i64,
-}
+pub use converge_wire::lookup::KeyOutcomeCount;
 
 /// A stored key in a list (the payment page): enough to name and link it.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

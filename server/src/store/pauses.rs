@@ -5,41 +5,11 @@
 //! database.
 
 use async_trait::async_trait;
-use serde::Serialize;
 
 use super::StoreError;
 use super::governance::AuditEntry;
 
-/// A pause request and its fate.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize, utoipa::ToSchema)]
-pub struct PauseRecord {
-    /// `pause_` + 24 hex.
-    pub id: String,
-    /// `submissions`, `job:<kind>` or `endpoint:<id>`.
-    pub target: String,
-    /// Why it was requested.
-    pub reason: String,
-    /// `pending`, `active`, `resumed`, `rejected` or `cancelled`.
-    pub status: String,
-    /// The operator who asked.
-    pub requested_by: String,
-    /// Epoch ms UTC.
-    pub requested_at: i64,
-    /// A pending request can be approved until then, epoch ms UTC.
-    pub expires_at: i64,
-    /// The approver (or rejecter).
-    pub approved_by: Option<String>,
-    /// When it was approved (in force since) or rejected, epoch ms UTC.
-    pub approved_at: Option<i64>,
-    /// The approver's reason.
-    pub decision_reason: Option<String>,
-    /// Who resumed (or cancelled) it.
-    pub resumed_by: Option<String>,
-    /// Epoch ms UTC.
-    pub resumed_at: Option<i64>,
-    /// Why it was resumed or cancelled.
-    pub resume_reason: Option<String>,
-}
+pub use converge_wire::pauses::PauseRecord;
 
 /// A new pause request (status `pending`).
 #[derive(Debug, Clone)]

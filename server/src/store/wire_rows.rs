@@ -143,3 +143,26 @@ wire_row!(DbMerchantKey => converge_wire::MerchantKey {
     last_used_at: Option<i64>,
     revoked_at: Option<i64>,
 });
+
+wire_row!(DbKeyOutcomeCount => converge_wire::lookup::KeyOutcomeCount {
+    outcome: String,
+    count: i64,
+    first_at: i64,
+    last_at: i64,
+});
+
+wire_row!(DbPauseRecord => converge_wire::pauses::PauseRecord {
+    id: String,
+    target: String,
+    reason: String,
+    status: String,
+    requested_by: String,
+    requested_at: i64,
+    expires_at: i64,
+    approved_by: Option<String>,
+    approved_at: Option<i64>,
+    decision_reason: Option<String>,
+    resumed_by: Option<String>,
+    resumed_at: Option<i64>,
+    resume_reason: Option<String>,
+});

@@ -958,7 +958,7 @@ on_both_backends!(
         assert_eq!(s, 200);
 
         let inbox = core.approval_inbox(30).await.unwrap();
-        let ids = |rows: &[converge_server::store::ApprovalRow]| -> Vec<String> {
+        let ids = |rows: &[converge_wire::governance::ApprovalItem]| -> Vec<String> {
             rows.iter().map(|r| r.action.id.clone()).collect()
         };
         assert_eq!(ids(&inbox.pending), [stale.clone(), pending.clone()]);
@@ -970,8 +970,8 @@ on_both_backends!(
             (Some(18_857), Some("CNY"))
         );
         assert_eq!(row.payment_status.as_deref(), Some("SUCCESS"));
-        assert!(!row.stale());
-        assert!(inbox.pending[0].stale(), "{:?}", inbox.pending[0]);
+        assert!(!row.stale);
+        assert!(inbox.pending[0].stale, "{:?}", inbox.pending[0]);
         let decided = &inbox.decided[0].action;
         assert_eq!(decided.decided_by.as_deref(), Some("ap"));
         assert!(decided.decided_at.is_some());

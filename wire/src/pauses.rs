@@ -1,0 +1,46 @@
+//! The emergency switch's pauses (issue 17 "Emergency switch") as `/ops/v1/pauses` and the
+//! console's pauses page and banner receive them.
+
+use serde::{Deserialize, Serialize};
+
+/// A pause request and its fate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PauseRecord {
+    /// `pause_` + 24 hex.
+    pub id: String,
+    /// `submissions`, `job:<kind>` or `endpoint:<id>`.
+    pub target: String,
+    /// Why it was requested.
+    pub reason: String,
+    /// `pending`, `active`, `resumed`, `rejected` or `cancelled`.
+    pub status: String,
+    /// The operator who asked.
+    pub requested_by: String,
+    /// Epoch ms UTC.
+    pub requested_at: i64,
+    /// A pending request can be approved until then, epoch ms UTC.
+    pub expires_at: i64,
+    /// The approver (or rejecter).
+    pub approved_by: Option<String>,
+    /// When it was approved (in force since) or rejected, epoch ms UTC.
+    pub approved_at: Option<i64>,
+    /// The approver's reason.
+    pub decision_reason: Option<String>,
+    /// Who resumed (or cancelled) it.
+    pub resumed_by: Option<String>,
+    /// Epoch ms UTC.
+    pub resumed_at: Option<i64>,
+    /// Why it was resumed or cancelled.
+    pub resume_reason: Option<String>,
+}
+
+/// The console's pauses page: pending and active pauses first (oldest first), then the
+/// latest that ended, with the server's clock for ages and expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseOverview {
+    /// The pauses.
+    pub items: Vec<PauseRecord>,
+    /// The server's clock, epoch ms UTC.
+    pub now: i64,
+}
