@@ -202,8 +202,16 @@ async fn run(args: Args) -> Result<()> {
 
 async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &str) -> Result<()> {
     conv.run(&["migrate", "--database-url", db_url]).await?;
+    // A merchant of its own each run, so a database kept for reuse (`--database-url`) takes
+    // a second run: merchant names are unique.
+    let merchant = format!(
+        "load-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    );
     let api_key = conv
-        .run(&["merchant", "add", "load", "--database-url", db_url])
+        .run(&["merchant", "add", &merchant, "--database-url", db_url])
         .await?
         .trim()
         .to_string();
