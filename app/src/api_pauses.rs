@@ -26,8 +26,7 @@ pub async fn list_pauses() -> Result<PauseOverview, ServerFnError> {
     let (st, _) = ssr::authorize(Permission::View).await?;
     let items = st
         .core
-        .store
-        .pauses(30)
+        .pause_list(30)
         .await
         .map_err(|e| ssr::api_error(e.into()))?;
     Ok(PauseOverview {
@@ -42,13 +41,10 @@ pub async fn list_pauses() -> Result<PauseOverview, ServerFnError> {
 pub async fn active_pauses() -> Result<Vec<PauseItem>, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize_as(Permission::View, ssr::Activity::Background).await?;
-    let items = st
-        .core
-        .store
-        .pauses(0)
+    st.core
+        .pauses_in_force()
         .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    Ok(items.into_iter().filter(|p| p.status == "active").collect())
+        .map_err(|e| ssr::api_error(e.into()))
 }
 
 /// How many pause requests wait for an approver (added to the count beside "Approvals").
@@ -56,13 +52,10 @@ pub async fn active_pauses() -> Result<Vec<PauseItem>, ServerFnError> {
 pub async fn pending_pauses() -> Result<usize, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize_as(Permission::View, ssr::Activity::Background).await?;
-    let items = st
-        .core
-        .store
-        .pauses(0)
+    st.core
+        .pauses_awaiting_approval()
         .await
-        .map_err(|e| ssr::api_error(e.into()))?;
-    Ok(items.iter().filter(|p| p.status == "pending").count())
+        .map_err(|e| ssr::api_error(e.into()))
 }
 
 /// Requests a pause of `target` (`submissions`, `job:<kind>`, `endpoint:<id>`) with a

@@ -5,9 +5,11 @@
 //! the server serialises and the browser deserialises: it is re-exported here, never
 //! mirrored (the approvals inbox, the audit chain's verdict, the pauses, the merchants and
 //! their keys, a payment's webhooks, the search and the key page included). So is the
-//! vocabulary both sides name: the payment statuses, the statuses of jobs, refunds and
-//! maker-checker requests, the roles and the stuck-age buckets (`PaymentStatus::ALL`,
-//! `JobStatus`, `RefundStatus`, `ActionStatus`, `Role::ALL`, `AGE_BUCKETS`), and what the
+//! vocabulary both sides name: the payment statuses, the statuses of jobs, refunds,
+//! maker-checker requests, webhook deliveries and endpoints, error-pool items and pauses, the
+//! roles and the stuck-age buckets (`PaymentStatus::ALL`, `JobStatus`, `RefundStatus`,
+//! `ActionStatus`, `DeliveryStatus`, `EndpointStatus`, `ErrorItemStatus`, `PauseStatus`,
+//! `Role::ALL`, `AGE_BUCKETS`), and what the
 //! payment page may offer (`ActionOffer`, forced-transition targets included, computed by
 //! the server's domain).
 //! What is defined below is the console's own: the query forms and the pauses' wording.
@@ -16,7 +18,10 @@
 use serde::{Deserialize, Serialize};
 
 pub use converge_wire::dashboard::AGE_BUCKETS;
-pub use converge_wire::lifecycle::{ActionStatus, JobStatus, RefundStatus};
+pub use converge_wire::lifecycle::{
+    ActionStatus, DeliveryStatus, EndpointStatus, ErrorItemStatus, JobStatus, PauseStatus,
+    RefundStatus,
+};
 pub use converge_wire::{
     ActionOffer, ActionRecord, ApprovalInbox, ApprovalItem, AttemptRow, AuditList, AuditRecord,
     AuditRow, AuditVerify, BulkItem, BulkOutcome, Dashboard, DeliveryDetail, DeliveryRow,

@@ -11,6 +11,7 @@ pub mod http;
 pub mod idempotency;
 pub mod ids;
 pub mod ops;
+pub mod schema;
 pub mod service;
 pub mod startup;
 pub mod store;

@@ -71,7 +71,8 @@ pub struct StuckPayment {
     /// Owner.
     pub merchant_id: i64,
     /// Status name.
-    pub status: String,
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub status: crate::PaymentStatus,
     /// Minor units.
     pub amount: i64,
     /// ISO 4217.

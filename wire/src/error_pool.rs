@@ -19,7 +19,8 @@ pub struct ErrorItem {
     /// JSON evidence (both sides of a difference, last error, attempts, state).
     pub evidence: String,
     /// `open` or `resolved`.
-    pub status: String,
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub status: crate::ErrorItemStatus,
     /// How often it was reported.
     pub occurrences: i64,
     /// Epoch ms UTC.

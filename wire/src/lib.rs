@@ -35,7 +35,10 @@ pub use dashboard::{
 };
 pub use error_pool::{ErrorItem, KindCount, PoolPage, ResolveOutcome};
 pub use governance::{ActionRecord, ApprovalInbox, ApprovalItem};
-pub use lifecycle::{ActionStatus, JobStatus, RefundStatus};
+pub use lifecycle::{
+    ActionStatus, DeliveryStatus, EndpointStatus, ErrorItemStatus, JobStatus, PauseStatus,
+    RefundStatus,
+};
 pub use lookup::{
     HeaderLine, IdKind, KeyDetail, KeyOutcomeCount, SearchHit, SearchResult, StoredResponseView,
 };

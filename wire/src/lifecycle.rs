@@ -1,10 +1,11 @@
 //! The statuses of the other lifecycles the console shows beside a payment's: a job of the
-//! compensation queue, a merchant refund, a maker-checker request. Each is one enum whose
+//! compensation queue, a merchant refund, a maker-checker request, a webhook delivery and its
+//! endpoint, an error-pool item, an emergency-switch pause. Each is one enum whose
 //! names are stored in the database and sent over every API as the lower-case words below.
 //!
 //! Why here: the console (WebAssembly) compares and colours them and cannot depend on the
 //! server crate, and the server's domain re-exports them (`domain::jobs`, `domain::refunds`,
-//! `domain::actions`), so there is one list of names. What moves a status to another (the
+//! `domain::actions`, `domain::webhooks`, `domain::pause`), so there is one list of names. What moves a status to another (the
 //! queue's leases, the refund job, the maker-checker moves) stays in the server's domain.
 
 use std::fmt;
@@ -141,6 +142,64 @@ named_status! {
     }
 }
 
+named_status! {
+    /// A webhook delivery's status (DESIGN.md "Webhooks"): `pending` until a 2xx
+    /// (`succeeded`), the schedule runs out (`dead`, with an error-pool item) or its endpoint
+    /// is disabled or deleted first (`abandoned`). Ops may send a dead or abandoned one again.
+    pub enum DeliveryStatus {
+        /// Waiting for an attempt (first or retry).
+        Pending = "pending",
+        /// A 2xx was received.
+        Succeeded = "succeeded",
+        /// Every attempt of the schedule failed; an error-pool item names it.
+        Dead = "dead",
+        /// The endpoint was disabled or deleted before the delivery succeeded.
+        Abandoned = "abandoned",
+    }
+}
+
+named_status! {
+    /// A merchant's webhook endpoint's status (DESIGN.md "Webhooks").
+    pub enum EndpointStatus {
+        /// Receives deliveries.
+        Enabled = "enabled",
+        /// Disabled by converge (410 Gone, failing for days) or by ops; ops may re-enable it.
+        Disabled = "disabled",
+        /// Deleted by the merchant; kept for its history, never re-enabled.
+        Deleted = "deleted",
+    }
+}
+
+named_status! {
+    /// An error-pool item's status (DESIGN.md "Error pool"): `open` until a person (or the
+    /// system, when the fault heals) resolves it with a note; a new occurrence of the same
+    /// fault may open it again.
+    pub enum ErrorItemStatus {
+        /// Waiting for a person.
+        Open = "open",
+        /// Resolved, with who, when and a note.
+        Resolved = "resolved",
+    }
+}
+
+named_status! {
+    /// An emergency-switch pause request's status (DESIGN.md "Emergency switches"): `pending`
+    /// until a second person approves (`active`) or refuses it (`rejected`), or it is
+    /// withdrawn or expires undecided (`cancelled`); an active pause ends `resumed`.
+    pub enum PauseStatus {
+        /// Waiting for an approver.
+        Pending = "pending",
+        /// In force.
+        Active = "active",
+        /// Ended by an operator (was active).
+        Resumed = "resumed",
+        /// Refused by an approver (was pending).
+        Rejected = "rejected",
+        /// Withdrawn by an operator, or expired, before a decision (was pending).
+        Cancelled = "cancelled",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +227,10 @@ mod tests {
         check(&JobStatus::ALL);
         check(&RefundStatus::ALL);
         check(&ActionStatus::ALL);
+        check(&DeliveryStatus::ALL);
+        check(&EndpointStatus::ALL);
+        check(&ErrorItemStatus::ALL);
+        check(&PauseStatus::ALL);
         assert!(serde_json::from_str::<JobStatus>("\"DUE\"").is_err());
         assert_eq!(RefundStatus::parse("done"), None);
     }

@@ -14,7 +14,8 @@ pub struct PauseRecord {
     /// Why it was requested.
     pub reason: String,
     /// `pending`, `active`, `resumed`, `rejected` or `cancelled`.
-    pub status: String,
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub status: crate::PauseStatus,
     /// The operator who asked.
     pub requested_by: String,
     /// Epoch ms UTC.

@@ -112,6 +112,14 @@ impl FromStr for PaymentStatus {
     }
 }
 
+// What the server's row types decode the stored text with (`sqlx(try_from)`).
+impl TryFrom<String> for PaymentStatus {
+    type Error = UnknownName;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
 // By hand rather than derived, so the names come from `as_str` alone.
 impl serde::Serialize for PaymentStatus {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -45,7 +45,8 @@ pub struct DeliveryRow {
     /// Merchant.
     pub merchant_id: i64,
     /// `pending`, `succeeded`, `dead`, `abandoned`.
-    pub status: String,
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub status: crate::DeliveryStatus,
     /// Attempts made.
     pub attempts: i64,
     /// Next attempt, epoch ms UTC.
@@ -111,7 +112,8 @@ pub struct EndpointRow {
     /// Free text.
     pub description: String,
     /// `enabled`, `disabled`, `deleted`.
-    pub status: String,
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub status: crate::EndpointStatus,
     /// Why disabled.
     pub disabled_reason: Option<String>,
     /// Start of the current failure run, epoch ms UTC.

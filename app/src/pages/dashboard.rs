@@ -308,7 +308,7 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
                                         {format::clip(p.last_error.as_deref().unwrap_or(""), 90)}
                                     </div>
                                 </td>
-                                <td><StatusPill status=p.status/></td>
+                                <td><StatusPill status=p.status.as_str()/></td>
                                 <td class="num">{format::age(now - p.updated_at)}</td>
                                 <td class="num"><Money amount=p.amount currency=p.currency/></td>
                                 <td class="nowrap">{next}</td>

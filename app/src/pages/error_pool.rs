@@ -18,7 +18,7 @@ use crate::components::bulk_retry::{BulkResolve, BulkRetry, RetryButton};
 use crate::components::layout::signed_in_has;
 use crate::components::panel::DataTable;
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
-use crate::dto::{ErrorItem, KindCount, Role};
+use crate::dto::{ErrorItem, ErrorItemStatus, KindCount, Role};
 use crate::format;
 
 /// What the URL asks for: `?status=` (default `open`; `all` shows both), `?kind=`,
@@ -67,7 +67,9 @@ pub fn ErrorPoolPage() -> impl IntoView {
     let filter = Memo::new(move |_| {
         let m = params.read();
         PoolFilter {
-            status: m.get("status").unwrap_or_else(|| "open".into()),
+            status: m
+                .get("status")
+                .unwrap_or_else(|| ErrorItemStatus::Open.as_str().into()),
             kind: m.get("kind").unwrap_or_default(),
             item: m.get("item").and_then(|v| v.trim().parse().ok()),
             page: m
@@ -114,7 +116,7 @@ pub fn ErrorPoolPage() -> impl IntoView {
         (!all.get() && !s.is_empty()).then_some(s)
     });
     let kind = Signal::derive(move || filter.get().kind);
-    let acting = move || can_resolve.get() && filter.get().status == "open";
+    let acting = move || can_resolve.get() && filter.get().status == ErrorItemStatus::Open.as_str();
 
     view! {
         <div class="page-head">
@@ -256,8 +258,10 @@ fn KindFilter(f: PoolFilter, kinds: Vec<KindCount>) -> impl IntoView {
             <label>
                 "Status"
                 <select name="status">
-                    {["open", "resolved", "all"]
+                    {ErrorItemStatus::ALL
+                        .map(ErrorItemStatus::as_str)
                         .into_iter()
+                        .chain(["all"])
                         .map(|s| view! { <option value=s selected=status == s>{s}</option> })
                         .collect_view()}
                 </select>
@@ -297,7 +301,7 @@ fn PoolRow(
     all: RwSignal<bool>,
 ) -> impl IntoView {
     let id = item.id;
-    let open = item.status == "open";
+    let open = item.status == ErrorItemStatus::Open;
     let fields = format::json_fields(&item.evidence);
     let audit_href = match &item.payment_id {
         Some(p) => format!("/audit?payment={}", format::query_escape(p)),
@@ -414,7 +418,7 @@ fn PoolRow(
             <td class="num">{item.occurrences}</td>
             <td><Time ms=item.first_seen/></td>
             <td><Time ms=item.last_seen/></td>
-            <td><StatusPill status=item.status.clone()/></td>
+            <td><StatusPill status=item.status.as_str()/></td>
             <td class="nowrap">
                 {item
                     .payment_id

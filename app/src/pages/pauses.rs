@@ -11,7 +11,7 @@ use leptos::task::spawn_local;
 use crate::components::layout::{signed_in_has, signed_in_name};
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
-use crate::dto::{PauseItem, PauseWords, Role};
+use crate::dto::{PauseItem, PauseStatus, PauseWords, Role};
 use crate::{api, api_pauses, format};
 
 /// Job kinds that may be paused on their own (the server's
@@ -76,7 +76,7 @@ pub fn PausesPage() -> impl IntoView {
                         let (open, ended): (Vec<_>, Vec<_>) = l
                             .items
                             .into_iter()
-                            .partition(|p| p.status == "pending" || p.status == "active");
+                            .partition(|p| matches!(p.status, PauseStatus::Pending | PauseStatus::Active));
                         view! {
                             <Panel id="open" title="Pending and active">
                                 <DataTable
@@ -212,7 +212,7 @@ fn OpenRow(
     let me = signed_in_name();
     let approver = signed_in_has(Role::Approver);
     let operator = signed_in_has(Role::Operator);
-    let pending = p.status == "pending";
+    let pending = p.status == PauseStatus::Pending;
     let mine = {
         let requester = p.requested_by.clone();
         Signal::derive(move || me.get().as_deref() == Some(requester.as_str()))
@@ -305,12 +305,12 @@ fn OpenRow(
             }
         };
     view! {
-        <tr data-testid=format!("pause-{}", p.id) data-target=p.target.clone() data-status=p.status.clone()>
+        <tr data-testid=format!("pause-{}", p.id) data-target=p.target.clone() data-status=p.status.as_str()>
             <td>
                 <strong>{p.what()}</strong>
                 <div class="muted small mono">{p.target.clone()}</div>
             </td>
-            <td><StatusPill status=p.status.clone()/></td>
+            <td><StatusPill status=p.status.as_str()/></td>
             <td>{p.reason.clone()}</td>
             <td>
                 {requested}
@@ -431,7 +431,7 @@ fn Ended(items: Vec<PauseItem>) -> impl IntoView {
                         <tr data-testid=format!("ended-{}", p.id)>
                             <td><Time ms=p.requested_at/></td>
                             <td>{p.what()}</td>
-                            <td><StatusPill status=p.status/></td>
+                            <td><StatusPill status=p.status.as_str()/></td>
                             <td>{p.reason}</td>
                             <td>{p.approved_by.unwrap_or_else(|| "—".into())}</td>
                             <td>{ended}</td>

@@ -15,11 +15,9 @@ use crate::api_webhooks as api;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
-use crate::dto::{DeliveryRow, EndpointRow, Role};
+use crate::dto::{DeliveryRow, DeliveryStatus, EndpointRow, EndpointStatus, Role};
 use crate::format;
 
-/// Delivery statuses offered by the filter.
-const STATUSES: [&str; 4] = ["pending", "succeeded", "dead", "abandoned"];
 /// Event types offered by the filter.
 const TYPES: [&str; 6] = [
     "payment.succeeded",
@@ -114,7 +112,7 @@ pub fn WebhooksPage() -> impl IntoView {
                     "Status"
                     <select on:change=move |ev| typed.update(|f| f.status = event_target_value(&ev))>
                         <option value="">"any"</option>
-                        {STATUSES.into_iter().map(|s| view! { <option value=s>{s}</option> }).collect_view()}
+                        {DeliveryStatus::ALL.map(|s| s.as_str()).into_iter().map(|s| view! { <option value=s>{s}</option> }).collect_view()}
                     </select>
                 </label>
                 <label>
@@ -211,8 +209,8 @@ fn EndpointLine(
             format::percent(e.succeeded_24h as f64 / e.attempts_24h as f64)
         )
     };
-    let disabled = e.status == "disabled";
-    let deleted = e.status == "deleted";
+    let disabled = e.status == EndpointStatus::Disabled;
+    let deleted = e.status == EndpointStatus::Deleted;
     let open = RwSignal::new(false);
     let id = e.id.clone();
     view! {
@@ -222,7 +220,7 @@ fn EndpointLine(
             <td class="mono wrap">{e.url.clone()}</td>
             <td class="small">{e.enabled_events.join(", ")}</td>
             <td>
-                <StatusPill status=e.status.clone()/>
+                <StatusPill status=e.status.as_str()/>
                 {e.disabled_reason.clone().map(|r| view! { <div class="muted small">{r}</div> })}
             </td>
             <td class="num">{rate}</td>
@@ -420,7 +418,7 @@ fn DeliveryLine(d: DeliveryRow, selected: RwSignal<Option<i64>>) -> impl IntoVie
             <td class="mono">{d.event_type.clone()}</td>
             <td class="mono">{of}</td>
             <td class="mono">{d.endpoint_id.clone()}</td>
-            <td><StatusPill status=d.status.clone()/></td>
+            <td><StatusPill status=d.status.as_str()/></td>
             <td class="num">{d.attempts}</td>
             <td class="small">{answer}</td>
             <td><Time ms=d.created_at/></td>

@@ -225,7 +225,15 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     queries.push((
         "error_pool_open",
         Box::new(move || {
-            Box::pin(async move { Ok(s.error_items(Some("open"), None, 10).await?.len()) })
+            Box::pin(async move {
+                Ok(s.error_items(
+                    Some(converge_server::store::ErrorItemStatus::Open),
+                    None,
+                    10,
+                )
+                .await?
+                .len())
+            })
         }),
     ));
     // The dashboard's other reads, so that its refresh time is accounted for query by query.

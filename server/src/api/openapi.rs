@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 
 use serde::Deserialize;
 use serde_json::Value;
+use utoipa::openapi::OpenApi as Document;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{ObjectBuilder, OpenApi as Document, schema::Type};
 use utoipa::{IntoParams, Modify, OpenApi};
 
 /// The `Idempotency-Key` header every merchant POST requires (DESIGN.md "Idempotency
@@ -34,226 +34,6 @@ pub struct IdempotencyKey {
         example = "order-1-try"
     )]
     pub idempotency_key: String,
-}
-
-/// The `currency` schema: every ISO 4217 alphabetic code with minor units, the set
-/// [`validate_currency`](crate::domain::money::validate_currency) accepts.
-pub fn currency_schema() -> utoipa::openapi::Object {
-    let mut codes = Vec::new();
-    for a in b'A'..=b'Z' {
-        for b in b'A'..=b'Z' {
-            for c in b'A'..=b'Z' {
-                let code = String::from_utf8(vec![a, b, c]).expect("ASCII");
-                if crate::domain::money::validate_currency(&code).is_ok() {
-                    codes.push(code);
-                }
-            }
-        }
-    }
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(codes))
-        .examples([Value::from("CNY")])
-        .build()
-}
-
-fn strings(values: &[&str]) -> utoipa::openapi::Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(values.iter().copied()))
-        .build()
-}
-
-/// A string that is not blank (has a character other than white space), without U+0000, of at
-/// most `max` characters: what `check_reason` and the note check accept.
-fn non_blank(max: usize) -> utoipa::openapi::Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .max_length(Some(max))
-        .pattern(Some("^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"))
-        .build()
-}
-
-/// A webhook endpoint's `enabled_events`: `["*"]` alone, or at least one event type
-/// (duplicates are ignored).
-pub fn enabled_events_schema() -> utoipa::openapi::schema::Schema {
-    use utoipa::openapi::schema::{ArrayBuilder, OneOfBuilder};
-    let types: Vec<&str> = crate::domain::webhooks::EventType::ALL
-        .iter()
-        .map(|t| t.as_str())
-        .collect();
-    OneOfBuilder::new()
-        .item(
-            ArrayBuilder::new()
-                .items(strings(&types))
-                .min_items(Some(1))
-                .description(Some("The event types to deliver")),
-        )
-        .item(
-            ArrayBuilder::new()
-                .items(strings(&["*"]))
-                .min_items(Some(1))
-                .max_items(Some(1))
-                .description(Some("Every event type, including types added later")),
-        )
-        .examples([serde_json::json!(["payment.succeeded", "refund.succeeded"])])
-        .build()
-        .into()
-}
-
-/// An emergency-switch pause target: `submissions`, `job:<kind>` (a pausable kind) or
-/// `endpoint:<id>`, exactly as [`PauseTarget`](crate::domain::pause::PauseTarget) parses it.
-pub fn pause_target_schema() -> utoipa::openapi::Object {
-    let kinds = crate::domain::pause::PAUSABLE_JOB_KINDS.join("|");
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some(format!(
-            "^(submissions|job:({kinds})|endpoint:[A-Za-z0-9_-]{{1,64}})$"
-        )))
-        .examples([serde_json::json!("submissions")])
-        .build()
-}
-
-/// An ops `reason`: not blank, at most [`MAX_REASON`](crate::domain::actions::MAX_REASON)
-/// characters.
-pub fn reason_schema() -> utoipa::openapi::Object {
-    non_blank(crate::domain::actions::MAX_REASON)
-}
-
-/// An error-pool resolution note: not blank, at most 2000 characters.
-pub fn note_schema() -> utoipa::openapi::Object {
-    non_blank(2000)
-}
-
-/// The kinds of ops action.
-pub fn action_kind_schema() -> utoipa::openapi::Object {
-    strings(&["query", "retry", "reverse", "force_transition"])
-}
-
-/// A payment status name.
-fn status_schema() -> utoipa::openapi::Object {
-    use crate::domain::state::PaymentStatus;
-    strings(&PaymentStatus::ALL.map(PaymentStatus::as_str))
-}
-
-/// The body of `POST /ops/v1/actions`: `force_transition` needs `target_status` and
-/// `evidence`; the other kinds take neither (and ignore them when sent).
-pub fn action_request_schema() -> utoipa::openapi::schema::Schema {
-    use utoipa::openapi::schema::{AdditionalProperties, OneOfBuilder};
-    let common = |kinds: utoipa::openapi::Object| {
-        ObjectBuilder::new()
-            .property("kind", kinds)
-            .required("kind")
-            .property(
-                "payment_id",
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .pattern(Some(NO_NUL)),
-            )
-            .required("payment_id")
-            .property("reason", reason_schema())
-            .required("reason")
-            .additional_properties(Some(AdditionalProperties::FreeForm(false)))
-    };
-    let optional = |s: utoipa::openapi::Object| {
-        let mut v = serde_json::to_value(s).expect("a schema serializes");
-        v["type"] = serde_json::json!(["string", "null"]);
-        serde_json::from_value::<utoipa::openapi::Object>(v).expect("still a schema")
-    };
-    OneOfBuilder::new()
-        .item(
-            common(strings(&["query", "retry", "reverse"]))
-                .property("target_status", optional(ObjectBuilder::new().schema_type(Type::String).pattern(Some(NO_NUL)).build()))
-                .property("evidence", optional(ObjectBuilder::new().schema_type(Type::String).pattern(Some(NO_NUL)).build()))
-                .description(Some("query, retry (run at once) or reverse (waits for an approver)")),
-        )
-        .item(
-            common(strings(&["force_transition"]))
-                .property("target_status", status_schema())
-                .required("target_status")
-                .property("evidence", non_blank(crate::domain::actions::MAX_EVIDENCE))
-                .required("evidence")
-                .description(Some("force_transition (waits for an approver; only whitelisted transitions)")),
-        )
-        .examples([serde_json::json!({"kind": "reverse", "payment_id": "pay_7f3a9c2e4b1d8f6a0c5e2b9d", "reason": "customer charged twice"})])
-        .build()
-        .into()
-}
-
-/// A payment-status filter: a status name, or empty for all.
-pub fn status_filter_schema() -> utoipa::openapi::Object {
-    use crate::domain::state::PaymentStatus;
-    let mut v = vec![""];
-    v.extend(PaymentStatus::ALL.map(PaymentStatus::as_str));
-    strings(&v)
-}
-
-/// An error-pool status filter: `open`, `resolved`, or empty for both.
-pub fn pool_status_schema() -> utoipa::openapi::Object {
-    strings(&["", "open", "resolved"])
-}
-
-/// An audit export format.
-pub fn export_format_schema() -> utoipa::openapi::Object {
-    strings(&["csv", "ndjson"])
-}
-
-/// A console time filter: a day (`YYYY-MM-DD`), an RFC 3339 time, or empty for none.
-pub fn time_filter_schema() -> utoipa::openapi::schema::Schema {
-    use utoipa::openapi::schema::{AnyOfBuilder, KnownFormat, SchemaFormat};
-    AnyOfBuilder::new()
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date))),
-        )
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
-        )
-        .item(strings(&[""]))
-        .build()
-        .into()
-}
-
-/// A paging cursor: empty, or `<created_at ms>_<id>` from a previous page's `next`.
-pub fn cursor_schema() -> utoipa::openapi::Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some("^\\s*$|^\\s*[+-]?[0-9]{1,18}_[^\\u0000]*$"))
-        .build()
-}
-
-/// A comma-separated list of at least one role (blank items are skipped).
-pub fn roles_schema() -> utoipa::openapi::Object {
-    const ROLE: &str = "(viewer|operator|approver|auditor|admin)";
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some(format!(
-            "^(\\s*,)*\\s*{ROLE}\\s*(,\\s*({ROLE}\\s*)?)*$"
-        )))
-        .examples([Value::from("viewer,operator")])
-        .build()
-}
-
-/// A console user name: 1 to 64 of `a-z A-Z 0-9 . _ - @` (surrounding white space is trimmed).
-pub fn username_schema() -> utoipa::openapi::Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some("^\\s*[A-Za-z0-9._@-]{1,64}\\s*$"))
-        .examples([Value::from("bob")])
-        .build()
-}
-
-/// A new password: 12 to 256 characters.
-pub fn new_password_schema() -> utoipa::openapi::Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .min_length(Some(crate::service::password::MIN_PASSWORD_CHARS))
-        .max_length(Some(crate::service::password::MAX_PASSWORD_CHARS))
-        .pattern(Some("^[^\\u0000]*$"))
-        .build()
 }
 
 /// The parts of the document that are not a route: title, servers, security schemes, tags.
@@ -362,9 +142,6 @@ fn tuples_as_arrays(v: &mut Value) {
     }
 }
 
-/// The pattern of a string without U+0000.
-const NO_NUL: &str = "^[^\\u0000]*$";
-
 fn no_nul_in_strings(v: &mut Value) {
     match v {
         Value::Object(o) => {
@@ -378,7 +155,7 @@ fn no_nul_in_strings(v: &mut Value) {
                     .iter()
                     .any(|k| o.contains_key(*k))
             {
-                o.insert("pattern".into(), Value::from(NO_NUL));
+                o.insert("pattern".into(), Value::from(crate::schema::NO_NUL));
             }
             for (k, child) in o.iter_mut() {
                 // Example values are data, not schemas.
@@ -611,27 +388,6 @@ fn esc(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_currency_schema_lists_accepted_codes_only() {
-        let v = serde_json::to_value(currency_schema()).unwrap();
-        let codes: Vec<&str> = v["enum"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
-        assert!(codes.contains(&"CNY") && codes.contains(&"JPY") && codes.contains(&"USD"));
-        assert!(
-            !codes.contains(&"XAU"),
-            "funds codes without minor units are refused"
-        );
-        assert!(
-            codes
-                .iter()
-                .all(|c| crate::domain::money::validate_currency(c).is_ok())
-        );
-    }
 
     #[test]
     fn the_reference_page_escapes_what_it_shows() {

@@ -32,7 +32,7 @@ pub struct CreateBody {
     #[schema(minimum = 1, maximum = 1_000_000_000_000_000_i64)]
     amount: i64,
     /// ISO 4217 alphabetic code of a currency with minor units.
-    #[schema(schema_with = super::openapi::currency_schema)]
+    #[schema(schema_with = crate::schema::currency_schema)]
     currency: String,
     /// The merchant's own order id: a second payment with the same one and the same
     /// parameters answers the first (200); with other parameters, 409.

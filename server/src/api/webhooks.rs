@@ -34,7 +34,7 @@ pub struct CreateBody {
     /// The event types to deliver (`payment.succeeded`, `payment.failed`,
     /// `payment.reversed`, `payment.refunded`, `refund.succeeded`, `refund.failed`), or
     /// `["*"]` alone for every type, including types added later.
-    #[schema(schema_with = super::openapi::enabled_events_schema)]
+    #[schema(schema_with = crate::schema::enabled_events_schema)]
     enabled_events: Vec<String>,
     /// Free text for the merchant's records: at most 1024 characters, no control characters.
     #[serde(default)]
@@ -61,8 +61,8 @@ pub struct EndpointView {
     description: String,
     /// `enabled`; `disabled` (by converge after `410 Gone` or days of failures, or by ops);
     /// `deleted` (kept for its history).
-    #[schema(schema_with = endpoint_status_schema)]
-    status: String,
+    #[schema(schema_with = crate::schema::endpoint_status_schema)]
+    status: crate::store::EndpointStatus,
     /// Why it is disabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     disabled_reason: Option<String>,
@@ -90,14 +90,6 @@ pub struct EndpointList {
     data: Vec<EndpointView>,
 }
 
-fn endpoint_status_schema() -> utoipa::openapi::Object {
-    use crate::store::endpoint_status::{DELETED, DISABLED, ENABLED};
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some([ENABLED, DISABLED, DELETED]))
-        .build()
-}
-
 impl EndpointView {
     fn of(e: &WebhookEndpoint, secret: Option<String>) -> Self {
         EndpointView {
@@ -105,7 +97,7 @@ impl EndpointView {
             url: e.url.clone(),
             enabled_events: Subscription::from_stored(&e.enabled_events).names(),
             description: e.description.clone(),
-            status: e.status.clone(),
+            status: e.status,
             disabled_reason: e.disabled_reason.clone(),
             created_at: rfc3339(e.created_at),
             updated_at: rfc3339(e.updated_at),
@@ -268,7 +260,7 @@ pub async fn show(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let e = st.core.merchant_endpoint(merchant.id, &id).await?;
-    if e.status == crate::store::endpoint_status::DELETED {
+    if e.status == crate::store::EndpointStatus::Deleted {
         return Err(ApiError::not_found("webhook endpoint"));
     }
     Ok(Json(EndpointView::of(&e, None)))

@@ -93,19 +93,8 @@ impl FromStr for PauseTarget {
     }
 }
 
-/// A pause request's status, as stored.
-pub mod status {
-    /// Waiting for an approver.
-    pub const PENDING: &str = "pending";
-    /// In force.
-    pub const ACTIVE: &str = "active";
-    /// Ended by an operator (was active).
-    pub const RESUMED: &str = "resumed";
-    /// Refused by an approver (was pending).
-    pub const REJECTED: &str = "rejected";
-    /// Withdrawn by an operator before a decision (was pending).
-    pub const CANCELLED: &str = "cancelled";
-}
+/// A pause request's status, as stored (`converge_wire::PauseStatus`).
+pub use converge_wire::PauseStatus;
 
 /// What is in force now: the set of active targets, as every process reads it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -13,6 +13,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::state::PaymentStatus;
+pub use converge_wire::{DeliveryStatus, EndpointStatus};
 
 /// The outcomes merchants are told about. Each is written once per aggregate (payment or
 /// refund), in the transaction of the transition that causes it.

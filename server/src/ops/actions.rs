@@ -61,10 +61,10 @@ pub struct RequestBody {
 }
 
 // Its schema is a `oneOf` (what `force_transition` requires differs), written by hand in
-// `api::openapi::action_request_schema`.
+// `crate::schema::action_request_schema`.
 impl utoipa::PartialSchema for RequestBody {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        crate::api::openapi::action_request_schema().into()
+        crate::schema::action_request_schema().into()
     }
 }
 
@@ -214,7 +214,7 @@ pub struct ApproveBody {
     /// The approver's own password (step-up).
     password: String,
     /// Why.
-    #[schema(schema_with = crate::api::openapi::reason_schema)]
+    #[schema(schema_with = crate::schema::reason_schema)]
     reason: String,
 }
 
@@ -387,7 +387,7 @@ where
 #[serde(deny_unknown_fields)]
 pub struct ReasonBody {
     /// Why.
-    #[schema(schema_with = crate::api::openapi::reason_schema)]
+    #[schema(schema_with = crate::schema::reason_schema)]
     reason: String,
 }
 
@@ -521,7 +521,7 @@ pub struct PreviewQuery {
     #[param(value_type = SelectionSource, required = true, inline)]
     source: Option<String>,
     /// For `stuck`: the state.
-    #[param(schema_with = crate::service::bulk::stuck_status_schema)]
+    #[param(schema_with = crate::schema::stuck_status_schema)]
     status: Option<String>,
     /// For `error_pool`: the item kind.
     kind: Option<String>,
@@ -596,7 +596,7 @@ pub struct BulkBody {
     #[schema(min_items = 1, max_items = 100)]
     items: Vec<Confirmed>,
     /// Why.
-    #[schema(schema_with = crate::api::openapi::reason_schema)]
+    #[schema(schema_with = crate::schema::reason_schema)]
     reason: String,
 }
 

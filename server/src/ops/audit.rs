@@ -428,13 +428,13 @@ pub fn stream_with_checkpoint(
 #[into_params(parameter_in = Query)]
 pub struct ExportQuery {
     /// `csv` (default; spreadsheet-safe) or `ndjson` (exact, re-verifiable).
-    #[param(schema_with = crate::api::openapi::export_format_schema)]
+    #[param(schema_with = crate::schema::export_format_schema)]
     format: Option<String>,
     /// Records at or after this UTC time (RFC 3339 or YYYY-MM-DD).
-    #[param(schema_with = crate::api::openapi::time_filter_schema)]
+    #[param(schema_with = crate::schema::time_filter_schema)]
     from: Option<String>,
     /// Records before this UTC time.
-    #[param(schema_with = crate::api::openapi::time_filter_schema)]
+    #[param(schema_with = crate::schema::time_filter_schema)]
     to: Option<String>,
     /// Only this actor.
     actor: Option<String>,
@@ -595,10 +595,10 @@ pub struct ListQuery {
     /// Only records about this object (exact target: `error:12`, `user:alice`, ...).
     pub target: Option<String>,
     /// Records at or after this UTC time (RFC 3339 or YYYY-MM-DD).
-    #[param(schema_with = crate::api::openapi::time_filter_schema)]
+    #[param(schema_with = crate::schema::time_filter_schema)]
     pub from: Option<String>,
     /// Records before this UTC time.
-    #[param(schema_with = crate::api::openapi::time_filter_schema)]
+    #[param(schema_with = crate::schema::time_filter_schema)]
     pub to: Option<String>,
     /// The next (older) page: records with seq below this (a previous answer's `older`).
     #[param(minimum = 1)]

@@ -7,7 +7,7 @@ use crate::domain::jobs::JobStatus;
 use crate::domain::stuck::StuckThresholds;
 use crate::idempotency::key::Outcome;
 use crate::service::Core;
-use crate::store::{QueueStat, StoreError};
+use crate::store::{ErrorItemStatus, QueueStat, StoreError};
 
 pub use converge_wire::dashboard::{
     Dashboard, ErrorPoolView, HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView,
@@ -60,7 +60,7 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         store.queue_stats(minute - 60 + 1),
         store.jobs_done_since(minute - 5 + 1),
         store.error_counts(),
-        store.error_items(Some("open"), None, 10),
+        store.error_items(Some(ErrorItemStatus::Open), None, 10),
         store.webhook_backlog(now - 3_600_000),
         store.relay_status(crate::worker::relay::LEASE, now),
     )?;
@@ -135,12 +135,10 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         done_last_5m,
     };
 
-    let mut open_by_kind = Vec::new();
-    for (kind, status, n, oldest) in error_counts {
-        if status == "open" {
-            open_by_kind.push((kind, n, oldest));
-        }
-    }
+    let open_by_kind: Vec<(String, i64, i64)> = error_counts
+        .into_iter()
+        .filter_map(|k| Some((k.kind, k.open, k.oldest_open?)))
+        .collect();
     let error_pool = ErrorPoolView {
         open_total: open_by_kind.iter().map(|k| k.1).sum(),
         open_by_kind,

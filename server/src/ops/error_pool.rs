@@ -23,7 +23,7 @@ use crate::store::ErrorItem;
 #[into_params(parameter_in = Query)]
 pub struct ByKindQuery {
     /// `open` or `resolved`; both when absent or empty.
-    #[param(schema_with = crate::api::openapi::pool_status_schema)]
+    #[param(schema_with = crate::schema::pool_status_schema)]
     status: Option<String>,
     /// Only items of this kind.
     kind: Option<String>,
@@ -131,7 +131,7 @@ pub struct BulkResolveBody {
     #[schema(min_items = 1, max_items = 100)]
     items: Vec<ConfirmedItem>,
     /// What was done about them (1 to 2000 characters, not only spaces): every item gets it.
-    #[schema(schema_with = crate::api::openapi::note_schema)]
+    #[schema(schema_with = crate::schema::note_schema)]
     note: String,
 }
 

@@ -295,20 +295,20 @@ pub struct SearchQuery {
     /// Payment id (exact): the one payment.
     pub id: Option<String>,
     /// Status name.
-    #[param(schema_with = crate::api::openapi::status_filter_schema)]
+    #[param(schema_with = crate::schema::status_filter_schema)]
     pub status: Option<String>,
     /// Merchant name.
     pub merchant: Option<String>,
     /// merchant_order_id (exact).
     pub order: Option<String>,
     /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[param(schema_with = crate::api::openapi::time_filter_schema)]
+    #[param(schema_with = crate::schema::time_filter_schema)]
     pub from: Option<String>,
     /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[param(schema_with = crate::api::openapi::time_filter_schema)]
+    #[param(schema_with = crate::schema::time_filter_schema)]
     pub to: Option<String>,
     /// Paging cursor from the previous page's `next`.
-    #[param(schema_with = crate::api::openapi::cursor_schema)]
+    #[param(schema_with = crate::schema::cursor_schema)]
     pub after: Option<String>,
     /// Page size (1..=200, default 50; others are clamped).
     pub limit: Option<i64>,
@@ -461,7 +461,7 @@ async fn detail(
 #[into_params(parameter_in = Query)]
 pub struct PoolQuery {
     /// `open` or `resolved`; both when absent or empty.
-    #[param(schema_with = crate::api::openapi::pool_status_schema)]
+    #[param(schema_with = crate::schema::pool_status_schema)]
     status: Option<String>,
     /// Only items of this kind (e.g. `suspense`, `reconcile_amount_mismatch`).
     kind: Option<String>,
@@ -492,13 +492,7 @@ async fn error_pool(
     ApiQuery(q): ApiQuery<PoolQuery>,
 ) -> Result<Json<ErrorItemList>, ApiError> {
     p.require(Permission::View)?;
-    let status = blank(&q.status);
-    if status.is_some_and(|s| s != "open" && s != "resolved") {
-        return Err(ApiError::bad_request(
-            "invalid_status",
-            "status must be open or resolved",
-        ));
-    }
+    let status = crate::service::error_pool::check_status(q.status.as_deref())?;
     let items = st
         .core
         .store
@@ -513,7 +507,7 @@ async fn error_pool(
 #[schema(example = json!({"note": "statement corrected by the channel"}))]
 pub struct ResolveBody {
     /// What was done about it (1 to 2000 characters, not only spaces).
-    #[schema(schema_with = crate::api::openapi::note_schema)]
+    #[schema(schema_with = crate::schema::note_schema)]
     note: String,
 }
 
@@ -578,13 +572,13 @@ async fn list_users(State(st): State<OpsState>, p: Principal) -> Result<Json<Use
 #[schema(example = json!({"username": "bob", "roles": "viewer,approver", "password": "another-long-password"}))]
 pub struct NewUserBody {
     /// User name.
-    #[schema(schema_with = crate::api::openapi::username_schema)]
+    #[schema(schema_with = crate::schema::username_schema)]
     username: String,
     /// Comma-separated roles.
-    #[schema(schema_with = crate::api::openapi::roles_schema)]
+    #[schema(schema_with = crate::schema::roles_schema)]
     roles: String,
     /// 12 to 256 characters.
-    #[schema(schema_with = crate::api::openapi::new_password_schema)]
+    #[schema(schema_with = crate::schema::new_password_schema)]
     password: String,
 }
 
@@ -853,7 +847,7 @@ async fn enable_user(
 #[serde(deny_unknown_fields)]
 pub struct PasswordBody {
     /// The new password, 12 to 256 characters.
-    #[schema(schema_with = crate::api::openapi::new_password_schema)]
+    #[schema(schema_with = crate::schema::new_password_schema)]
     password: String,
 }
 
@@ -901,7 +895,7 @@ async fn reset_password(
 #[serde(deny_unknown_fields)]
 pub struct RolesBody {
     /// Comma-separated roles.
-    #[schema(schema_with = crate::api::openapi::roles_schema)]
+    #[schema(schema_with = crate::schema::roles_schema)]
     roles: String,
 }
 

@@ -47,10 +47,10 @@ pub struct PauseList {
 #[serde(deny_unknown_fields)]
 pub struct PauseRequestBody {
     /// `submissions`, `job:<kind>` or `endpoint:<id>`.
-    #[schema(schema_with = crate::api::openapi::pause_target_schema)]
+    #[schema(schema_with = crate::schema::pause_target_schema)]
     target: String,
     /// Why (audited, shown in the console's banner).
-    #[schema(schema_with = crate::api::openapi::reason_schema)]
+    #[schema(schema_with = crate::schema::reason_schema)]
     reason: String,
 }
 
@@ -61,7 +61,7 @@ pub struct PauseApproveBody {
     /// The approver's own password (step-up).
     password: String,
     /// Why.
-    #[schema(schema_with = crate::api::openapi::reason_schema)]
+    #[schema(schema_with = crate::schema::reason_schema)]
     reason: String,
 }
 
@@ -70,7 +70,7 @@ pub struct PauseApproveBody {
 #[serde(deny_unknown_fields)]
 pub struct PauseReasonBody {
     /// Why.
-    #[schema(schema_with = crate::api::openapi::reason_schema)]
+    #[schema(schema_with = crate::schema::reason_schema)]
     reason: String,
 }
 
@@ -96,7 +96,7 @@ pub const PAUSE_TTL_MS: i64 = 3_600_000;
 pub async fn list(State(st): State<OpsState>, p: Principal) -> Result<Json<PauseList>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(PauseList {
-        items: st.core.store.pauses(50).await?,
+        items: st.core.pause_list(50).await?,
     }))
 }
 

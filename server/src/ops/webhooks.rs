@@ -21,7 +21,7 @@ use crate::domain::roles::Permission;
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::service::webhooks::EndpointError;
-use crate::store::{DeliveryFilter, DeliveryRow, EndpointHealth, WebhookEndpoint, delivery_status};
+use crate::store::{DeliveryFilter, DeliveryRow, DeliveryStatus, EndpointHealth, WebhookEndpoint};
 
 /// Window of the endpoints' health figures: 24 h, ms.
 pub const HEALTH_WINDOW_MS: i64 = 86_400_000;
@@ -37,7 +37,7 @@ fn row(e: &WebhookEndpoint, merchant: &str, h: Option<&EndpointHealth>) -> Endpo
         url: e.url.clone(),
         enabled_events: Subscription::from_stored(&e.enabled_events).names(),
         description: e.description.clone(),
-        status: e.status.clone(),
+        status: e.status,
         disabled_reason: e.disabled_reason.clone(),
         failing_since: e.failing_since,
         attempts_24h: h.map_or(0, |h| h.attempts),
@@ -160,41 +160,24 @@ async fn get_overview(
 #[into_params(parameter_in = Query)]
 pub struct DeliveryQuery {
     /// `pending`, `succeeded`, `dead`, `abandoned` (empty: all).
-    #[param(schema_with = delivery_status_filter_schema)]
+    #[param(schema_with = crate::schema::delivery_status_filter_schema)]
     pub status: Option<String>,
     /// Endpoint id.
     pub endpoint: Option<String>,
     /// Event type (empty: all).
     #[serde(rename = "type")]
-    #[param(schema_with = event_type_filter_schema)]
+    #[param(schema_with = crate::schema::event_type_filter_schema)]
     pub event_type: Option<String>,
     /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[param(schema_with = crate::api::openapi::time_filter_schema)]
+    #[param(schema_with = crate::schema::time_filter_schema)]
     pub from: Option<String>,
     /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[param(schema_with = crate::api::openapi::time_filter_schema)]
+    #[param(schema_with = crate::schema::time_filter_schema)]
     pub to: Option<String>,
     /// A payment's deliveries (its events and its refunds' events).
     pub payment: Option<String>,
     /// At most this many (1..=500, default 100; others are clamped).
     pub limit: Option<i64>,
-}
-
-fn filter_of(values: &[&str]) -> utoipa::openapi::Object {
-    let mut v = vec![""];
-    v.extend_from_slice(values);
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(v))
-        .build()
-}
-
-fn delivery_status_filter_schema() -> utoipa::openapi::Object {
-    filter_of(&delivery_status::ALL)
-}
-
-fn event_type_filter_schema() -> utoipa::openapi::Object {
-    filter_of(&crate::domain::webhooks::EventType::ALL.map(|t| t.as_str()))
 }
 
 fn blank(o: &Option<String>) -> Option<String> {
@@ -207,15 +190,17 @@ fn blank(o: &Option<String>) -> Option<String> {
 /// Runs a delivery search (shared with the server functions). Errors: 400 for an unknown
 /// status or type or a bad time.
 pub async fn search_deliveries(st: &OpsState, q: &DeliveryQuery) -> Result<DeliveryList, ApiError> {
-    let status = blank(&q.status);
-    if let Some(s) = &status
-        && !delivery_status::ALL.contains(&s.as_str())
-    {
-        return Err(ApiError::bad_request(
-            "invalid_status",
-            format!("status must be one of {}", delivery_status::ALL.join(", ")),
-        ));
-    }
+    let status = blank(&q.status)
+        .map(|s| {
+            s.parse::<DeliveryStatus>().map_err(|_| {
+                let names: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.as_str()).collect();
+                ApiError::bad_request(
+                    "invalid_status",
+                    format!("status must be one of {}", names.join(", ")),
+                )
+            })
+        })
+        .transpose()?;
     let event_type = blank(&q.event_type);
     if let Some(t) = &event_type {
         t.parse::<crate::domain::webhooks::EventType>()
@@ -332,7 +317,7 @@ async fn delivery(
 #[schema(as = WebhookReasonBody, example = json!({"reason": "merchant lost the first one"}))]
 pub struct ReasonBody {
     /// Why (audited): not blank, at most 2000 characters.
-    #[schema(schema_with = crate::api::openapi::note_schema)]
+    #[schema(schema_with = crate::schema::note_schema)]
     pub reason: String,
 }
 
@@ -368,7 +353,7 @@ pub async fn run_redeliver(
         .delivery(id)
         .await?
         .ok_or_else(|| ApiError::not_found("delivery"))?;
-    if d.status == delivery_status::PENDING {
+    if d.status == DeliveryStatus::Pending {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "delivery_pending",
@@ -527,7 +512,7 @@ pub struct RecoverBody {
     #[schema(min_items = 1, max_items = 500)]
     pub delivery_ids: Vec<i64>,
     /// Why (audited): not blank, at most 2000 characters.
-    #[schema(schema_with = crate::api::openapi::note_schema)]
+    #[schema(schema_with = crate::schema::note_schema)]
     pub reason: String,
 }
 

@@ -22,49 +22,10 @@ use super::actor::Actor;
 use crate::domain::actions::check_reason;
 use crate::domain::state::PaymentStatus;
 use crate::domain::stuck::StuckThresholds;
+use crate::store::ErrorItemStatus;
 
 /// Most items one bulk retry may hold (and a preview lists).
 pub const MAX_BULK_ITEMS: usize = 100;
-
-/// The OpenAPI schema of a selection's `source`: `stuck` or `error_pool`.
-pub fn selection_source_schema() -> utoipa::openapi::Object {
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(["stuck", "error_pool"]))
-        .build()
-}
-
-/// The OpenAPI schema of a selection's state: one a payment can be stuck in, or empty for
-/// all.
-pub fn stuck_status_schema() -> utoipa::openapi::Object {
-    let mut v = vec![""];
-    v.extend(
-        StuckThresholds::default()
-            .per_state()
-            .iter()
-            .map(|(s, _)| s.as_str()),
-    );
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(v))
-        .build()
-}
-
-/// [`stuck_status_schema`] or null (a selection's `status` in a JSON body or answer).
-pub fn stuck_status_or_null_schema() -> utoipa::openapi::Object {
-    use utoipa::openapi::schema::{SchemaType, Type};
-    let mut v = vec![serde_json::Value::Null];
-    v.extend(
-        serde_json::to_value(stuck_status_schema()).expect("a schema serializes")["enum"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default(),
-    );
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
-        .enum_values(Some(v))
-        .build()
-}
 
 /// What a bulk retry selects.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -72,11 +33,11 @@ pub fn stuck_status_or_null_schema() -> utoipa::openapi::Object {
 pub struct Selection {
     /// `stuck` (stuck payments, DESIGN.md thresholds) or `error_pool` (payments of open
     /// error-pool items).
-    #[schema(schema_with = selection_source_schema)]
+    #[schema(schema_with = crate::schema::selection_source_schema)]
     pub source: String,
     /// For `stuck`: only this state (PENDING, PROCESSING, UNKNOWN, CHANNEL_SUCCESS, SUSPENSE).
     #[serde(default)]
-    #[schema(schema_with = stuck_status_or_null_schema)]
+    #[schema(schema_with = crate::schema::stuck_status_or_null_schema)]
     pub status: Option<String>,
     /// For `error_pool`: only items of this kind (e.g. `job_dead`, `suspense`).
     #[serde(default)]
@@ -204,7 +165,7 @@ impl Core {
                         let mut v = Vec::with_capacity(ids.len());
                         for id in ids {
                             if let Some(i) = self.store.error_item(*id).await?
-                                && i.status == "open"
+                                && i.status == ErrorItemStatus::Open
                                 && kind.is_none_or(|k| k == i.kind)
                             {
                                 v.push(i);
@@ -216,7 +177,11 @@ impl Core {
                     // reason.
                     None => {
                         self.store
-                            .error_items(Some("open"), kind, 4 * MAX_BULK_ITEMS as i64)
+                            .error_items(
+                                Some(ErrorItemStatus::Open),
+                                kind,
+                                4 * MAX_BULK_ITEMS as i64,
+                            )
                             .await?
                     }
                 };

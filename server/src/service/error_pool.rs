@@ -15,7 +15,7 @@ use serde_json::json;
 use super::Core;
 use super::actions::ActionError;
 use super::actor::Actor;
-use crate::store::{ErrorFilter, ErrorItem};
+use crate::store::{ErrorFilter, ErrorItem, ErrorItemStatus};
 
 /// Most items one bulk resolve may hold (and a preview lists).
 pub const MAX_BULK_RESOLVE: usize = 100;
@@ -65,16 +65,18 @@ pub fn check_note(note: &str) -> Result<&str, ActionError> {
     Ok(t)
 }
 
-/// `open`, `resolved`, or None for both; anything else is `invalid_status` (400).
-pub fn check_status(status: Option<&str>) -> Result<Option<&str>, ActionError> {
-    match status.map(str::trim).filter(|s| !s.is_empty()) {
-        None => Ok(None),
-        Some(s @ ("open" | "resolved")) => Ok(Some(s)),
-        Some(_) => Err(ActionError::Invalid(
-            "invalid_status",
-            "status must be open or resolved".into(),
-        )),
-    }
+/// `open`, `resolved`, or None for both (blank counts as none); anything else is
+/// `invalid_status` (400).
+pub fn check_status(status: Option<&str>) -> Result<Option<ErrorItemStatus>, ActionError> {
+    status
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse().map_err(|_| {
+                ActionError::Invalid("invalid_status", "status must be open or resolved".into())
+            })
+        })
+        .transpose()
 }
 
 fn check_selection(sel: &ResolveSelection) -> Result<(), ActionError> {
@@ -155,7 +157,7 @@ impl Core {
         let items = self
             .store
             .error_items_page(&ErrorFilter {
-                status: status.map(Into::into),
+                status,
                 kind: kind.map(Into::into),
                 id,
                 offset: page * PAGE_SIZE,
@@ -192,7 +194,7 @@ impl Core {
             let Some(item) = self.store.error_item(id).await? else {
                 return Err(ActionError::NotFound("error-pool item"));
             };
-            if item.status != "open" {
+            if item.status != ErrorItemStatus::Open {
                 return Err(ActionError::Conflict(
                     "already_resolved",
                     format!("error-pool item {id} is already resolved"),
@@ -256,7 +258,7 @@ impl Core {
                         continue;
                     }
                     if let Some(item) = self.store.error_item(*id).await?
-                        && item.status == "open"
+                        && item.status == ErrorItemStatus::Open
                         && kind.is_none_or(|k| k == item.kind)
                     {
                         out.push(item);
@@ -267,7 +269,7 @@ impl Core {
             None => Ok(self
                 .store
                 .error_items_page(&ErrorFilter {
-                    status: Some("open".into()),
+                    status: Some(ErrorItemStatus::Open),
                     kind: kind.map(Into::into),
                     id: None,
                     offset: 0,
@@ -306,7 +308,7 @@ impl Core {
                 Some(i) if kind.is_some_and(|k| k != i.kind) => {
                     Some(format!("not in the selection (kind {})", i.kind))
                 }
-                Some(i) if i.status != "open" => Some(format!(
+                Some(i) if i.status != ErrorItemStatus::Open => Some(format!(
                     "already resolved by {}",
                     i.resolved_by.as_deref().unwrap_or("someone")
                 )),

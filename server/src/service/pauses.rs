@@ -18,7 +18,7 @@ use super::actions::ActionError;
 use super::actor::Actor;
 use super::{Core, ids};
 use crate::domain::actions::check_reason;
-use crate::domain::pause::{ActivePauses, PAUSABLE_JOB_KINDS, PauseTarget, status};
+use crate::domain::pause::{ActivePauses, PAUSABLE_JOB_KINDS, PauseStatus, PauseTarget};
 use crate::store::{CreatePause, NewPause, PauseMove, PauseRecord, StoreError};
 
 /// How stale a process's view of the active pauses may be.
@@ -73,6 +73,29 @@ impl Core {
         }
     }
 
+    /// The pause requests as ops staff list them: pending and active ones (oldest first),
+    /// then up to `ended` that ended (newest first).
+    pub async fn pause_list(&self, ended: i64) -> Result<Vec<PauseRecord>, StoreError> {
+        self.store.pauses(ended).await
+    }
+
+    /// The pauses in force now, read from the database (not the cached view), for the
+    /// console's banner.
+    pub async fn pauses_in_force(&self) -> Result<Vec<PauseRecord>, StoreError> {
+        let mut all = self.store.pauses(0).await?;
+        all.retain(|p| p.status == PauseStatus::Active);
+        Ok(all)
+    }
+
+    /// How many pause requests wait for an approver.
+    pub async fn pauses_awaiting_approval(&self) -> Result<usize, StoreError> {
+        let all = self.store.pauses(0).await?;
+        Ok(all
+            .iter()
+            .filter(|p| p.status == PauseStatus::Pending)
+            .count())
+    }
+
     /// Records a pause request (operators); it takes effect once a different approver
     /// approves it. `ttl_ms`: how long it stays approvable.
     ///
@@ -110,7 +133,7 @@ impl Core {
             &format!("pause:{}", new.id),
             &new.reason,
             String::new(),
-            json!({"target": new.target, "status": status::PENDING}).to_string(),
+            json!({"target": new.target, "status": PauseStatus::Pending}).to_string(),
         );
         for _ in 0..2 {
             match self.store.create_pause(&new, &audit).await? {
@@ -130,18 +153,15 @@ impl Core {
     /// Closes `target`'s pending pause if it expired; true when one was closed.
     async fn close_expired(&self, actor: &Actor, target: &str) -> Result<bool, StoreError> {
         let now = self.clock.now_ms();
-        let expired = self
-            .store
-            .pauses(0)
-            .await?
-            .into_iter()
-            .find(|p| p.target == target && p.status == status::PENDING && p.expires_at <= now);
+        let expired = self.store.pauses(0).await?.into_iter().find(|p| {
+            p.target == target && p.status == PauseStatus::Pending && p.expires_at <= now
+        });
         match expired {
             Some(p) => {
                 self.move_pause(
                     actor,
                     &p,
-                    status::CANCELLED,
+                    PauseStatus::Cancelled,
                     "expired before a decision",
                     "pause_expired",
                     false,
@@ -157,7 +177,7 @@ impl Core {
     /// answers every `false` like a wrong password.
     pub async fn pause_approvable(&self, actor: &Actor, id: &str) -> Result<bool, StoreError> {
         Ok(self.store.pause(id).await?.is_some_and(|p| {
-            p.status == status::PENDING
+            p.status == PauseStatus::Pending
                 && p.requested_by != actor.username
                 && p.expires_at > self.clock.now_ms()
         }))
@@ -173,7 +193,7 @@ impl Core {
         id: &str,
         reason: &str,
     ) -> Result<PauseRecord, ActionError> {
-        self.decide_pause(actor, id, reason, status::ACTIVE, "pause_approved")
+        self.decide_pause(actor, id, reason, PauseStatus::Active, "pause_approved")
             .await
     }
 
@@ -184,7 +204,7 @@ impl Core {
         id: &str,
         reason: &str,
     ) -> Result<PauseRecord, ActionError> {
-        self.decide_pause(actor, id, reason, status::REJECTED, "pause_rejected")
+        self.decide_pause(actor, id, reason, PauseStatus::Rejected, "pause_rejected")
             .await
     }
 
@@ -193,7 +213,7 @@ impl Core {
         actor: &Actor,
         id: &str,
         reason: &str,
-        to: &str,
+        to: PauseStatus,
         audit_action: &str,
     ) -> Result<PauseRecord, ActionError> {
         check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
@@ -208,7 +228,7 @@ impl Core {
                 "a pause must be approved or rejected by someone other than its requester".into(),
             ));
         }
-        if p.status != status::PENDING {
+        if p.status != PauseStatus::Pending {
             return Err(ActionError::Conflict(
                 "not_pending",
                 format!("this pause is {}", p.status),
@@ -220,7 +240,7 @@ impl Core {
             self.move_pause(
                 actor,
                 &p,
-                status::CANCELLED,
+                PauseStatus::Cancelled,
                 "expired before a decision",
                 "pause_expired",
                 false,
@@ -233,8 +253,8 @@ impl Core {
         }
         let m = PauseMove {
             id: p.id.clone(),
-            from: status::PENDING.into(),
-            to: to.into(),
+            from: PauseStatus::Pending,
+            to,
             by: actor.username.clone(),
             reason: reason.trim().into(),
             not_by_requester: true,
@@ -276,10 +296,10 @@ impl Core {
             .pause(id)
             .await?
             .ok_or(ActionError::NotFound("pause"))?;
-        let (to, audit_action) = match p.status.as_str() {
-            status::ACTIVE => (status::RESUMED, "pause_resumed"),
-            status::PENDING => (status::CANCELLED, "pause_cancelled"),
-            other => {
+        let (to, audit_action) = match p.status {
+            PauseStatus::Active => (PauseStatus::Resumed, "pause_resumed"),
+            PauseStatus::Pending => (PauseStatus::Cancelled, "pause_cancelled"),
+            other @ (PauseStatus::Resumed | PauseStatus::Rejected | PauseStatus::Cancelled) => {
                 return Err(ActionError::Conflict(
                     "not_open",
                     format!("this pause is {other}"),
@@ -303,7 +323,7 @@ impl Core {
         &self,
         actor: &Actor,
         p: &PauseRecord,
-        to: &str,
+        to: PauseStatus,
         reason: &str,
         audit_action: &str,
         not_by_requester: bool,
@@ -311,8 +331,8 @@ impl Core {
         let now = self.clock.now_ms();
         let m = PauseMove {
             id: p.id.clone(),
-            from: p.status.clone(),
-            to: to.into(),
+            from: p.status,
+            to,
             by: actor.username.clone(),
             reason: reason.into(),
             not_by_requester,

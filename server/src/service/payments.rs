@@ -389,11 +389,16 @@ impl Core {
                 last_error: Some("ledger posting failed: merchant account frozen".into()),
                 ..Extras::default()
             };
-            let parked = self
-                .apply(p, PaymentEvent::LedgerFailed, source, extras)
+            let (parked, applied) = self
+                .apply_recorded(p, PaymentEvent::LedgerFailed, source, extras)
                 .await?;
             if parked.status == PaymentStatus::Suspense {
-                self.report_suspense(&parked, true).await?;
+                // Only the writer that parked it states a new fact. The query job and the
+                // post_ledger job both post a CHANNEL_SUCCESS payment, so one of them loses
+                // the race; its report, however late, is a restatement and must not reopen
+                // an item a person has resolved since.
+                self.report_suspense(&parked, applied == Applied::Yes)
+                    .await?;
             }
             return Ok(parked);
         }
@@ -415,11 +420,23 @@ impl Core {
         source: &str,
         extras: Extras,
     ) -> Result<Payment, ServiceError> {
+        Ok(self.apply_recorded(p, event, source, extras).await?.0)
+    }
+
+    /// [`apply`](Self::apply) that also says whether this call's event is the one applied,
+    /// for a caller whose follow-up differs for the writer that moved the payment.
+    pub(crate) async fn apply_recorded(
+        &self,
+        p: &Payment,
+        event: PaymentEvent,
+        source: &str,
+        extras: Extras,
+    ) -> Result<(Payment, Applied), ServiceError> {
         let (current, applied) = self.apply_outcome(p, event, source, extras).await?;
         if applied == Applied::Lost {
             self.record_lost(p, event, source, &current).await?;
         }
-        Ok(current)
+        Ok((current, applied))
     }
 
     /// Records `event`, which lost the race for `p` to another writer, as ignored: every

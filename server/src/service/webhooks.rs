@@ -24,8 +24,8 @@ use crate::domain::webhooks::{
     self as wh, AttemptVerdict, RetrySchedule, Subscription, UrlRefusal,
 };
 use crate::store::{
-    AttemptResult, DeliveryRow, LeasedJob, NewEndpoint, WebhookEndpoint, delivery_status,
-    endpoint_status,
+    AttemptResult, DeliveryRow, DeliveryStatus, EndpointStatus, LeasedJob, NewEndpoint,
+    WebhookEndpoint,
 };
 
 /// Bytes of an endpoint's answer that are read before the connection is dropped; the first
@@ -262,7 +262,7 @@ impl Core {
         let before = self.merchant_endpoint(merchant_id, id).await?;
         let now = self.clock.now_ms();
         let mut after = before.clone();
-        after.status = endpoint_status::DELETED.into();
+        after.status = EndpointStatus::Deleted;
         let audit = actor.entry(
             now,
             "webhook_endpoint_deleted",
@@ -274,7 +274,7 @@ impl Core {
         self.store
             .set_endpoint_status(
                 id,
-                endpoint_status::DELETED,
+                EndpointStatus::Deleted,
                 Some("deleted by the merchant"),
                 now,
                 Some(&audit),
@@ -298,17 +298,17 @@ impl Core {
             .endpoint(id)
             .await?
             .ok_or(EndpointError::NotFound)?;
-        if before.status == endpoint_status::DELETED {
+        if before.status == EndpointStatus::Deleted {
             return Err(EndpointError::Deleted);
         }
         let now = self.clock.now_ms();
         let status = if enabled {
-            endpoint_status::ENABLED
+            EndpointStatus::Enabled
         } else {
-            endpoint_status::DISABLED
+            EndpointStatus::Disabled
         };
         let mut after = before.clone();
-        after.status = status.into();
+        after.status = status;
         after.disabled_reason = (!enabled).then(|| reason.to_string());
         let audit = actor.entry(
             now,
@@ -397,7 +397,7 @@ impl Core {
         let Some(d) = store.delivery(delivery_id).await? else {
             return Ok(Step::Done);
         };
-        if d.status != delivery_status::PENDING {
+        if d.status != DeliveryStatus::Pending {
             return Ok(Step::Done);
         }
         // The emergency switch: the delivery stays pending, no attempt is made or spent.
@@ -417,7 +417,7 @@ impl Core {
                 .await?;
             return Ok(Step::Done);
         };
-        if endpoint.status != endpoint_status::ENABLED {
+        if endpoint.status != EndpointStatus::Enabled {
             let why = format!(
                 "endpoint {}: {}",
                 endpoint.status,
@@ -455,17 +455,17 @@ impl Core {
             status_code: attempt.status.map(i64::from),
             response: attempt.excerpt,
             error: None,
-            new_status: delivery_status::PENDING,
+            new_status: DeliveryStatus::Pending,
             next_attempt_at: None,
         };
         let outcome = match verdict {
             AttemptVerdict::Delivered => {
-                result.new_status = delivery_status::SUCCEEDED;
+                result.new_status = DeliveryStatus::Succeeded;
                 store.record_attempt(&result).await?;
                 "delivered"
             }
             AttemptVerdict::Gone => {
-                result.new_status = delivery_status::ABANDONED;
+                result.new_status = DeliveryStatus::Abandoned;
                 result.error = Some("410 Gone: the endpoint asked not to be called again".into());
                 store.record_attempt(&result).await?;
                 self.set_endpoint_enabled(
@@ -508,7 +508,7 @@ impl Core {
                         return Ok(Step::RetryAt { at, error: reason });
                     }
                     None => {
-                        result.new_status = delivery_status::DEAD;
+                        result.new_status = DeliveryStatus::Dead;
                         store.record_attempt(&result).await?;
                         count_attempt("dead");
                         return Ok(Step::GiveUpWith {
@@ -626,13 +626,13 @@ impl Core {
         since: i64,
     ) -> Result<Vec<DeliveryRow>, ServiceError> {
         let mut out = Vec::new();
-        for status in [delivery_status::DEAD, delivery_status::ABANDONED] {
+        for status in [DeliveryStatus::Dead, DeliveryStatus::Abandoned] {
             out.extend(
                 self.store
                     .deliveries(
                         &crate::store::DeliveryFilter {
                             endpoint_id: Some(endpoint_id.into()),
-                            status: Some(status.into()),
+                            status: Some(status),
                             from: Some(since),
                             ..Default::default()
                         },

@@ -180,6 +180,17 @@ pub enum AttemptAdmission {
 }
 
 /// Users and console read models.
+/// One kind of error-pool item ([`Console::error_counts`]).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ErrorKindCount {
+    /// Kind name (`suspense`, `job_dead`, `amount_mismatch`, ...).
+    pub kind: String,
+    /// Open items of the kind (0 when all are resolved).
+    pub open: i64,
+    /// The oldest open item's `first_seen`, epoch ms UTC; None when none is open.
+    pub oldest_open: Option<i64>,
+}
+
 #[async_trait]
 pub trait Console: Send + Sync + 'static {
     /// The pool, for tower-sessions' store.
@@ -245,8 +256,9 @@ pub trait Console: Send + Sync + 'static {
     /// current minute included), the same count as `status = 'done' AND updated_at >=
     /// since_minute * 60000` ([`jobs_done_since_sql`](super::jobs_done_since_sql)).
     async fn jobs_done_since(&self, since_minute: i64) -> Result<i64, StoreError>;
-    /// Error-pool items per (kind, status) with the oldest `first_seen`.
-    async fn error_counts(&self) -> Result<Vec<(String, String, i64, i64)>, StoreError>;
+    /// Every kind that ever had an error-pool item (items are never deleted), by kind name,
+    /// with its open items: how many and the oldest one's `first_seen`.
+    async fn error_counts(&self) -> Result<Vec<ErrorKindCount>, StoreError>;
     /// Decides, with `policy` over the stored history of `addr` and of (`account`, `addr`),
     /// whether a password check may run at `now`, and records it as unfinished when it may.
     /// Attempts from one address are serialised across connections and processes, so

@@ -271,9 +271,11 @@ macro_rules! impl_console {
                     .rows_affected())
             }
 
-            async fn error_counts(&self) -> Result<Vec<(String, String, i64, i64)>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, (String, String, i64, i64)>(
-                    "SELECT kind, status, COUNT(*), MIN(first_seen) FROM error_pool GROUP BY kind, status ORDER BY kind, status",
+            async fn error_counts(&self) -> Result<Vec<$crate::store::ErrorKindCount>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::ErrorKindCount>(
+                    "SELECT kind, CAST(SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END) AS BIGINT) AS open, \
+                     MIN(CASE WHEN status = 'open' THEN first_seen END) AS oldest_open \
+                     FROM error_pool GROUP BY kind ORDER BY kind",
                 )
                 .fetch_all(self.reader())
                 .await?)

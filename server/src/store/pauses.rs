@@ -11,6 +11,8 @@ use super::governance::AuditEntry;
 
 pub use converge_wire::pauses::PauseRecord;
 
+use crate::domain::pause::PauseStatus;
+
 /// A new pause request (status `pending`).
 #[derive(Debug, Clone)]
 pub struct NewPause {
@@ -38,15 +40,15 @@ pub enum CreatePause {
 }
 
 /// A conditional move of a pause between statuses.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PauseMove {
     /// Pause id.
     pub id: String,
     /// The status it must be in.
-    pub from: String,
+    pub from: PauseStatus,
     /// The status it moves to: `active` or `rejected` record the decision
     /// (approved_by/at, decision_reason); `resumed` or `cancelled` record the resumption.
-    pub to: String,
+    pub to: PauseStatus,
     /// Who.
     pub by: String,
     /// Why.

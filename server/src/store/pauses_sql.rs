@@ -91,8 +91,9 @@ macro_rules! impl_pauses {
                     return Ok(false);
                 }
                 let decision = matches!(
-                    m.to.as_str(),
-                    $crate::domain::pause::status::ACTIVE | $crate::domain::pause::status::REJECTED
+                    m.to,
+                    $crate::domain::pause::PauseStatus::Active
+                        | $crate::domain::pause::PauseStatus::Rejected
                 );
                 // Conditional on the status just read: two deciders racing cannot both pass.
                 let sql = if decision {
@@ -103,12 +104,12 @@ macro_rules! impl_pauses {
                      WHERE id = $5 AND status = $6"
                 };
                 let moved = sqlx::query(sql)
-                    .bind(&m.to)
+                    .bind(m.to.as_str())
                     .bind(&m.by)
                     .bind(&m.reason)
                     .bind(m.now)
                     .bind(&m.id)
-                    .bind(&m.from)
+                    .bind(m.from.as_str())
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();

@@ -120,7 +120,7 @@ pub struct LeasedJob {
     pub trace_id: Option<String>,
 }
 
-pub use converge_wire::ErrorItem;
+pub use converge_wire::{ErrorItem, ErrorItemStatus};
 
 /// An error-pool report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +153,7 @@ pub use converge_wire::KindCount;
 #[derive(Debug, Clone, Default)]
 pub struct ErrorFilter {
     /// `open` or `resolved`; both when None.
-    pub status: Option<String>,
+    pub status: Option<ErrorItemStatus>,
     /// Only this kind.
     pub kind: Option<String>,
     /// Only this item.
@@ -296,13 +296,16 @@ pub trait Queue: Send + Sync + 'static {
     /// Items, newest first, filtered by status and kind, at most `limit`.
     async fn error_items(
         &self,
-        status: Option<&str>,
+        status: Option<ErrorItemStatus>,
         kind: Option<&str>,
         limit: i64,
     ) -> Result<Vec<ErrorItem>, StoreError>;
     /// The kinds of items with `status` (any status when None), with how many each, by
     /// kind name.
-    async fn error_kinds(&self, status: Option<&str>) -> Result<Vec<KindCount>, StoreError>;
+    async fn error_kinds(
+        &self,
+        status: Option<ErrorItemStatus>,
+    ) -> Result<Vec<KindCount>, StoreError>;
     /// One page of items matching `filter`, grouped by kind ([`ErrorFilter`]).
     async fn error_items_page(&self, filter: &ErrorFilter) -> Result<Vec<ErrorItem>, StoreError>;
     /// Resolves item `id` with a note, only while it is open and was reported exactly

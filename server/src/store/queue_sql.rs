@@ -249,7 +249,7 @@ macro_rules! impl_queue {
 
             async fn error_items(
                 &self,
-                status: Option<&str>,
+                status: Option<$crate::store::ErrorItemStatus>,
                 kind: Option<&str>,
                 limit: i64,
             ) -> Result<Vec<$crate::store::ErrorItem>, $crate::store::StoreError> {
@@ -257,7 +257,7 @@ macro_rules! impl_queue {
                     "SELECT * FROM error_pool WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR kind = $2) \
                      ORDER BY last_seen DESC, id DESC LIMIT $3",
                 )
-                .bind(status)
+                .bind(status.map(|s| s.as_str()))
                 .bind(kind)
                 .bind(limit)
                 .fetch_all(self.reader())
@@ -269,13 +269,13 @@ macro_rules! impl_queue {
 
             async fn error_kinds(
                 &self,
-                status: Option<&str>,
+                status: Option<$crate::store::ErrorItemStatus>,
             ) -> Result<Vec<$crate::store::KindCount>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::DbKindCount>(
                     "SELECT kind, COUNT(*) AS count FROM error_pool WHERE ($1 IS NULL OR status = $1) \
                      GROUP BY kind ORDER BY kind",
                 )
-                .bind(status)
+                .bind(status.map(|s| s.as_str()))
                 .fetch_all(self.reader())
                 .await?
                 .into_iter()
@@ -292,7 +292,7 @@ macro_rules! impl_queue {
                      AND ($3 IS NULL OR id = $3) \
                      ORDER BY kind, last_seen DESC, id DESC LIMIT $4 OFFSET $5",
                 )
-                .bind(f.status.as_deref())
+                .bind(f.status.map(|s| s.as_str()))
                 .bind(f.kind.as_deref())
                 .bind(f.id)
                 .bind(f.limit.clamp(1, 500))

@@ -20,7 +20,7 @@ pub struct PaymentView {
     /// The payment's id (`pay_` and hex digits).
     id: String,
     /// How far the payment got (DESIGN.md "Payment state machine").
-    #[schema(schema_with = payment_status_schema)]
+    #[schema(schema_with = crate::schema::payment_status_schema)]
     status: &'static str,
     /// Minor units.
     #[schema(minimum = 1)]
@@ -42,15 +42,6 @@ pub struct PaymentView {
     /// (deliveries are not ordered).
     #[serde(skip_serializing_if = "Option::is_none")]
     version: Option<i64>,
-}
-
-/// The status names a payment can have, as the API spells them.
-fn payment_status_schema() -> utoipa::openapi::Object {
-    use crate::domain::state::PaymentStatus;
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(PaymentStatus::ALL.map(PaymentStatus::as_str)))
-        .build()
 }
 
 impl From<&Payment> for PaymentView {
@@ -84,21 +75,11 @@ pub struct RefundView {
     #[schema(minimum = 1)]
     amount: i64,
     /// `pending` until the channel answers, then `succeeded` or `failed`.
-    #[schema(schema_with = refund_status_schema)]
+    #[schema(schema_with = crate::schema::refund_status_schema)]
     status: String,
     /// Only in events: when the refund reached its status.
     #[serde(skip_serializing_if = "Option::is_none")]
     updated_at: Option<String>,
-}
-
-/// The status names a refund can have.
-fn refund_status_schema() -> utoipa::openapi::Object {
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(
-            crate::domain::refunds::RefundStatus::ALL.map(|s| s.as_str()),
-        ))
-        .build()
 }
 
 impl From<&Refund> for RefundView {

@@ -13,30 +13,7 @@ use serde::Serialize;
 
 use super::StoreError;
 use crate::domain::audit::AuditEntry;
-
-/// Delivery statuses.
-pub mod delivery_status {
-    /// Waiting for an attempt (first or retry).
-    pub const PENDING: &str = "pending";
-    /// A 2xx was received.
-    pub const SUCCEEDED: &str = "succeeded";
-    /// Every attempt of the schedule failed; an error-pool item names it.
-    pub const DEAD: &str = "dead";
-    /// The endpoint was disabled or deleted before the delivery succeeded.
-    pub const ABANDONED: &str = "abandoned";
-    /// Every status.
-    pub const ALL: [&str; 4] = [PENDING, SUCCEEDED, DEAD, ABANDONED];
-}
-
-/// Endpoint statuses.
-pub mod endpoint_status {
-    /// Receives deliveries.
-    pub const ENABLED: &str = "enabled";
-    /// Disabled by converge (410 Gone, failing for days) or by ops; ops may re-enable it.
-    pub const DISABLED: &str = "disabled";
-    /// Deleted by the merchant; kept for its history, never re-enabled.
-    pub const DELETED: &str = "deleted";
-}
+pub use crate::domain::webhooks::{DeliveryStatus, EndpointStatus};
 
 /// How new deliveries are scheduled, set once at start-up from the retry schedule: the
 /// store writes each delivery's job in the event's transaction and needs its first delay
@@ -97,7 +74,8 @@ pub struct WebhookEndpoint {
     /// Epoch ms UTC.
     pub previous_expires_at: Option<i64>,
     /// `enabled`, `disabled` or `deleted`.
-    pub status: String,
+    #[sqlx(try_from = "String")]
+    pub status: EndpointStatus,
     /// Why it is disabled.
     pub disabled_reason: Option<String>,
     /// Start of the current run of failed attempts, epoch ms UTC (None after a success).
@@ -148,7 +126,7 @@ pub struct AttemptResult {
     /// Why it failed.
     pub error: Option<String>,
     /// The delivery's status after it.
-    pub new_status: &'static str,
+    pub new_status: DeliveryStatus,
     /// The next attempt, when pending.
     pub next_attempt_at: Option<i64>,
 }
@@ -159,7 +137,7 @@ pub struct DeliveryFilter {
     /// Merchant.
     pub merchant_id: Option<i64>,
     /// Status.
-    pub status: Option<String>,
+    pub status: Option<DeliveryStatus>,
     /// Endpoint.
     pub endpoint_id: Option<String>,
     /// Event type.
@@ -261,7 +239,7 @@ pub trait Webhooks: Send + Sync + 'static {
     async fn set_endpoint_status(
         &self,
         id: &str,
-        status: &str,
+        status: EndpointStatus,
         reason: Option<&str>,
         now: i64,
         audit: Option<&AuditEntry>,

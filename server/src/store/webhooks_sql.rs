@@ -142,7 +142,7 @@ macro_rules! impl_webhooks {
             async fn set_endpoint_status(
                 &self,
                 id: &str,
-                status: &str,
+                status: $crate::store::EndpointStatus,
                 reason: Option<&str>,
                 now: i64,
                 audit: Option<&$crate::store::AuditEntry>,
@@ -153,7 +153,7 @@ macro_rules! impl_webhooks {
                      failing_since = CASE WHEN $1 = 'enabled' THEN NULL ELSE failing_since END \
                      WHERE id = $4 AND status <> 'deleted' AND status <> $1",
                 )
-                .bind(status)
+                .bind(status.as_str())
                 .bind(reason)
                 .bind(now)
                 .bind(id)
@@ -276,7 +276,7 @@ macro_rules! impl_webhooks {
                      ORDER BY d.id DESC LIMIT $8"
                 ))
                 .bind(f.merchant_id)
-                .bind(f.status.as_deref())
+                .bind(f.status.map(|s| s.as_str()))
                 .bind(f.endpoint_id.as_deref())
                 .bind(f.event_type.as_deref())
                 .bind(f.from)
@@ -323,14 +323,14 @@ macro_rules! impl_webhooks {
                 .bind(a.error.as_deref())
                 .execute(&mut *tx)
                 .await?;
-                let succeeded = a.new_status == $crate::store::delivery_status::SUCCEEDED;
+                let succeeded = a.new_status == $crate::store::DeliveryStatus::Succeeded;
                 let endpoint: Option<String> = sqlx::query_scalar(
                     "UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, next_attempt_at = $2, \
                      last_status = $3, last_error = $4, updated_at = $5, \
                      delivered_at = CASE WHEN $1 = 'succeeded' THEN $5 ELSE delivered_at END \
                      WHERE id = $6 RETURNING endpoint_id",
                 )
-                .bind(a.new_status)
+                .bind(a.new_status.as_str())
                 .bind(a.next_attempt_at)
                 .bind(a.status_code)
                 .bind(a.error.as_deref())

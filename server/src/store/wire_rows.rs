@@ -27,7 +27,8 @@ wire_row!(DbErrorItem => converge_wire::ErrorItem {
     payment_id: Option<String>,
     summary: String,
     evidence: String,
-    status: String,
+    #[sqlx(try_from = "String")]
+    status: converge_wire::ErrorItemStatus,
     occurrences: i64,
     first_seen: i64,
     last_seen: i64,
@@ -61,7 +62,8 @@ wire_row!(DbDelivery => converge_wire::DeliveryRow {
     endpoint_id: String,
     url: String,
     merchant_id: i64,
-    status: String,
+    #[sqlx(try_from = "String")]
+    status: converge_wire::DeliveryStatus,
     attempts: i64,
     next_attempt_at: Option<i64>,
     last_status: Option<i64>,
@@ -84,7 +86,8 @@ wire_row!(DbAttempt => converge_wire::AttemptRow {
 wire_row!(DbStuckPayment => converge_wire::StuckPayment {
     id: String,
     merchant_id: i64,
-    status: String,
+    #[sqlx(try_from = "String")]
+    status: converge_wire::PaymentStatus,
     amount: i64,
     currency: String,
     created_at: i64,
@@ -155,7 +158,8 @@ wire_row!(DbPauseRecord => converge_wire::pauses::PauseRecord {
     id: String,
     target: String,
     reason: String,
-    status: String,
+    #[sqlx(try_from = "String")]
+    status: converge_wire::PauseStatus,
     requested_by: String,
     requested_at: i64,
     expires_at: i64,

@@ -68,17 +68,8 @@ pub async fn refresh(
     }
     // Items are never deleted, so every kind that ever had one is in the answer: a kind whose
     // items are all resolved is set to 0, not left at its last count.
-    let pool = core.store.error_counts().await?;
-    let mut kinds: Vec<&str> = pool.iter().map(|(kind, ..)| kind.as_str()).collect();
-    kinds.dedup();
-    for kind in kinds {
-        let open: i64 = pool
-            .iter()
-            .filter(|(k, status, ..)| k == kind && status == "open")
-            .map(|(_, _, n, _)| *n)
-            .sum();
-        metrics::gauge!("converge_error_pool_open_items", "kind" => kind.to_owned())
-            .set(open as f64);
+    for k in core.store.error_counts().await? {
+        metrics::gauge!("converge_error_pool_open_items", "kind" => k.kind).set(k.open as f64);
     }
     let backlog = core.store.webhook_backlog(now - 3_600_000).await?;
     metrics::gauge!("converge_webhook_deliveries", "status" => "pending")

@@ -234,7 +234,9 @@ on_both_backends!(
             .await
             .unwrap();
         assert_eq!(
-            app.store.payment_error_items(&id).await.unwrap()[0].status,
+            app.store.payment_error_items(&id).await.unwrap()[0]
+                .status
+                .as_str(),
             "open"
         );
         let p = app.store.payment(&id).await.unwrap().unwrap();
@@ -248,6 +250,49 @@ on_both_backends!(
             app.store.ledger_batch_count(&id, "charge").await.unwrap(),
             1,
             "the rerun posts nothing twice"
+        );
+    }
+);
+
+on_both_backends!(
+    a_late_loser_of_the_parking_race_does_not_reopen_a_resolved_suspense_item,
+    |s| {
+        fast(s);
+        s.jobs.query_delay_ms = 1_500;
+    },
+    |app| {
+        let id = in_flight_when_frozen(&app, "k-z", "o-z", 954).await;
+        wait_status(&app, &id, &["SUSPENSE"], 10).await;
+        eventually(Duration::from_secs(10), "the suspense item", || async {
+            let items = app.store.payment_error_items(&id).await.unwrap();
+            (!items.is_empty()).then_some(())
+        })
+        .await;
+        let key = converge_server::service::resolve::suspense_key(&id);
+        assert!(
+            app.store
+                .resolve_error_by_key(&key, "merchant called, handled by phone", "alice", 1)
+                .await
+                .unwrap()
+        );
+        // The query job and the post_ledger job both post a CHANNEL_SUCCESS payment; the one
+        // that loses the race still holds that snapshot when it runs, however late.
+        let parked = app.store.payment(&id).await.unwrap().unwrap();
+        let mut stale = parked.clone();
+        stale.status = converge_server::domain::state::PaymentStatus::ChannelSuccess;
+        stale.version = parked.version - 1;
+        let core: &Core = &app.running.state.core;
+        core.retry_posting(stale, "worker").await.unwrap();
+        let items = app.store.payment_error_items(&id).await.unwrap();
+        assert_eq!(
+            (items[0].status.as_str(), items[0].resolved_by.as_deref()),
+            ("resolved", Some("alice")),
+            "the loser's report is a restatement"
+        );
+        assert_eq!(
+            app.store.payment(&id).await.unwrap().unwrap().version,
+            parked.version,
+            "the loser moved nothing"
         );
     }
 );

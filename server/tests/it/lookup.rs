@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use converge_server::service::payments::{InsertOutcome, PaymentInput};
+use converge_server::store::ErrorItemStatus;
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -120,7 +121,7 @@ on_both_backends!(every_id_kind_is_found_by_a_prefix_in_any_case, |app| {
     let suspended = app.suspended_payment("o-suspense", 2000).await;
     let item = app
         .store
-        .error_items(Some("open"), None, 10)
+        .error_items(Some(ErrorItemStatus::Open), None, 10)
         .await
         .unwrap()
         .into_iter()

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use converge_server::channel::webhook_sink::{self, SinkConfig};
+use converge_server::domain::pause::PauseStatus;
 use converge_server::store::{CreatePause, NewPause, PauseMove};
 use converge_server::worker::Worker;
 use serde_json::{Value, json};
@@ -474,8 +475,8 @@ store_conformance!(pauses_are_stored_moved_once_and_read_as_active, |store| {
     assert!(store.active_pause_targets().await.unwrap().is_empty());
     let approve = |by: &str, at: i64| PauseMove {
         id: "pause_a".into(),
-        from: "pending".into(),
-        to: "active".into(),
+        from: PauseStatus::Pending,
+        to: PauseStatus::Active,
         by: by.into(),
         reason: "ok".into(),
         not_by_requester: true,
@@ -519,12 +520,13 @@ store_conformance!(pauses_are_stored_moved_once_and_read_as_active, |store| {
     );
     let resume = PauseMove {
         id: "pause_a".into(),
-        from: "active".into(),
-        to: "resumed".into(),
+        from: PauseStatus::Active,
+        to: PauseStatus::Resumed,
         by: "op".into(),
         reason: "over".into(),
+        not_by_requester: false,
+        unexpired_at: None,
         now: 3_000,
-        ..PauseMove::default()
     };
     assert!(store.move_pause(&resume, &audit("r")).await.unwrap());
     let p = store.pause("pause_a").await.unwrap().unwrap();

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use converge_server::channel::webhook_sink::{self, SinkConfig, SinkHandle};
 use converge_server::domain::webhooks::{secret_key, sign};
+use converge_server::store::ErrorItemStatus;
 use serde_json::{Value, json};
 
 /// A sink on a free port.
@@ -228,7 +229,7 @@ on_both_backends!(
         let items = eventually(Duration::from_secs(10), "the error-pool item", || async {
             let items = app
                 .store
-                .error_items(Some("open"), Some("webhook_exhausted"), 10)
+                .error_items(Some(ErrorItemStatus::Open), Some("webhook_exhausted"), 10)
                 .await
                 .unwrap();
             (!items.is_empty()).then_some(items)
@@ -388,7 +389,7 @@ on_both_backends!(
         eventually(Duration::from_secs(10), "four error-pool items", || async {
             let n = app
                 .store
-                .error_items(Some("open"), Some("webhook_exhausted"), 10)
+                .error_items(Some(ErrorItemStatus::Open), Some("webhook_exhausted"), 10)
                 .await
                 .unwrap()
                 .len();

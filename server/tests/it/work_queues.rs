@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use converge_server::domain::audit::AuditEntry;
 use converge_server::store::{
-    AuditListFilter, ErrorFilter, NewAction, NewErrorItem, NewPayment, Store,
+    AuditListFilter, ErrorFilter, ErrorItemStatus, NewAction, NewErrorItem, NewPayment, Store,
 };
 use serde_json::{Value, json};
 
@@ -80,7 +80,7 @@ store_conformance!(
                 .unwrap();
         }
         let open = store
-            .error_items(Some("open"), Some("amount_mismatch"), 10)
+            .error_items(Some(ErrorItemStatus::Open), Some("amount_mismatch"), 10)
             .await
             .unwrap();
         assert!(
@@ -93,12 +93,22 @@ store_conformance!(
             v.into_iter().map(|k| (k.kind, k.count)).collect::<Vec<_>>()
         };
         assert_eq!(
-            counts(store.error_kinds(Some("open")).await.unwrap()),
+            counts(
+                store
+                    .error_kinds(Some(ErrorItemStatus::Open))
+                    .await
+                    .unwrap()
+            ),
             vec![("job_dead".to_string(), 2), ("suspense".to_string(), 3)],
             "open kinds by name; a kind with only resolved items is not listed"
         );
         assert_eq!(
-            counts(store.error_kinds(Some("resolved")).await.unwrap()),
+            counts(
+                store
+                    .error_kinds(Some(ErrorItemStatus::Resolved))
+                    .await
+                    .unwrap()
+            ),
             vec![("amount_mismatch".to_string(), 1)]
         );
         assert_eq!(store.error_kinds(None).await.unwrap().len(), 3);
@@ -125,7 +135,7 @@ store_conformance!(
             async move {
                 store
                     .error_items_page(&ErrorFilter {
-                        status: Some("open".into()),
+                        status: Some(ErrorItemStatus::Open),
                         offset,
                         limit,
                         ..ErrorFilter::default()
@@ -189,7 +199,10 @@ store_conformance!(
             0,
             "no audit record without a change"
         );
-        assert_eq!(store.error_item(id).await.unwrap().unwrap().status, "open");
+        assert_eq!(
+            store.error_item(id).await.unwrap().unwrap().status.as_str(),
+            "open"
+        );
         assert!(
             store
                 .resolve_error_audited(id, 2, "fixed", "op", NOW, &audit)

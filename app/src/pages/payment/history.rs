@@ -317,7 +317,7 @@ pub(super) fn RelatedErrors(items: Vec<ErrorItem>) -> impl IntoView {
                                 let link = format!("/error-pool?status=all&item={}", i.id);
                                 view! {
                                     <li>
-                                        <StatusPill status=i.status.clone()/>
+                                        <StatusPill status=i.status.as_str()/>
                                         " "
                                         <A href=link>{format!("#{} {}", i.id, i.kind)}</A>
                                         " "
