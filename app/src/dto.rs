@@ -25,12 +25,12 @@ pub use converge_wire::lifecycle::{
 pub use converge_wire::{
     ActionOffer, ActionRecord, ApprovalInbox, ApprovalItem, AttemptRow, AuditList, AuditRecord,
     AuditRow, AuditVerify, BulkItem, BulkOutcome, Dashboard, DeliveryDetail, DeliveryRow,
-    EndpointRow, ErrorItem, ErrorPoolView, EventRecord, HitRate, IdempotencyView, IssuedKey, Job,
-    KeySummary, KindCount, LedgerEntry, Merchant, MerchantAccount, MerchantKey, MinutePoint,
-    OutboxEvent, PauseOverview, PauseRecord as PauseItem, Payment, PaymentDetail, PaymentPage,
-    PaymentStatus, PaymentWebhooks, PoolPage, PrincipalView as Principal, QueueRow, QueueView,
-    Refund, RelayStatus, ResolveOutcome, ReversalView, Role, RouteOutcomes, StuckPayment,
-    StuckView, UserView, WebhookBacklog, WebhooksOverview,
+    EndpointRow, ErrorItem, ErrorPoolView, EventRecord, EventType, HitRate, IdempotencyView,
+    IssuedKey, Job, KeySummary, KindCount, LedgerEntry, Merchant, MerchantAccount, MerchantKey,
+    MinutePoint, OutboxEvent, PauseOverview, PauseRecord as PauseItem, Payment, PaymentDetail,
+    PaymentPage, PaymentStatus, PaymentWebhooks, PoolPage, PrincipalView as Principal, QueueRow,
+    QueueView, Refund, RelayStatus, ResolveOutcome, ReversalView, Role, RouteOutcomes,
+    StuckPayment, StuckView, UserView, WebhookBacklog, WebhooksOverview,
 };
 
 /// Filters of a payment search (all optional; blank means "any").

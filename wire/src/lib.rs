@@ -51,6 +51,6 @@ pub use payments::{
 pub use status::{PaymentStatus, UnknownName};
 pub use users::{PrincipalView, Role, UserView};
 pub use webhooks::{
-    AttemptRow, DeliveryDetail, DeliveryRow, EndpointRow, OutboxEvent, PaymentWebhooks,
+    AttemptRow, DeliveryDetail, DeliveryRow, EndpointRow, EventType, OutboxEvent, PaymentWebhooks,
     WebhookBacklog, WebhooksOverview,
 };

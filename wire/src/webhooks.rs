@@ -1,7 +1,13 @@
 //! Merchant notifications: the outbox's events, their deliveries and attempts, the
-//! endpoints as ops staff see them, and the backlog.
+//! endpoints as ops staff see them, and the backlog; and the event types themselves, which
+//! the console's filters offer and the server's domain re-exports (`domain::webhooks`).
+
+use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::PaymentStatus;
 
 /// An outbox row (Debezium Outbox Event Router column names).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,4 +169,94 @@ pub struct PaymentWebhooks {
     pub events: Vec<OutboxEvent>,
     /// Their deliveries, newest first (at most 200).
     pub deliveries: Vec<DeliveryRow>,
+}
+
+/// The outcomes merchants are told about. Each is written once per aggregate (payment or
+/// refund), in the transaction of the transition that causes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// The payment was charged and posted (SUCCESS).
+    PaymentSucceeded,
+    /// The payment failed (FAILED): declined, or proven never charged.
+    PaymentFailed,
+    /// An ops reversal refunded what remained (REVERSED).
+    PaymentReversed,
+    /// Merchant refunds reached the amount (REFUNDED).
+    PaymentRefunded,
+    /// A refund was confirmed by the channel.
+    RefundSucceeded,
+    /// A refund was declined by the channel; its amount is refundable again.
+    RefundFailed,
+}
+
+impl EventType {
+    /// Every type.
+    pub const ALL: [EventType; 6] = [
+        EventType::PaymentSucceeded,
+        EventType::PaymentFailed,
+        EventType::PaymentReversed,
+        EventType::PaymentRefunded,
+        EventType::RefundSucceeded,
+        EventType::RefundFailed,
+    ];
+
+    /// The stable name (`payment.succeeded`, ...), the `type` column and the webhook body's
+    /// `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::PaymentSucceeded => "payment.succeeded",
+            EventType::PaymentFailed => "payment.failed",
+            EventType::PaymentReversed => "payment.reversed",
+            EventType::PaymentRefunded => "payment.refunded",
+            EventType::RefundSucceeded => "refund.succeeded",
+            EventType::RefundFailed => "refund.failed",
+        }
+    }
+
+    /// The Debezium `aggregatetype`: `payment` or `refund`.
+    pub fn aggregate_type(self) -> &'static str {
+        match self {
+            EventType::PaymentSucceeded
+            | EventType::PaymentFailed
+            | EventType::PaymentReversed
+            | EventType::PaymentRefunded => "payment",
+            EventType::RefundSucceeded | EventType::RefundFailed => "refund",
+        }
+    }
+
+    /// The event a payment's arrival in `status` emits, if that status is an outcome.
+    pub fn for_payment_status(status: PaymentStatus) -> Option<EventType> {
+        match status {
+            PaymentStatus::Success => Some(EventType::PaymentSucceeded),
+            PaymentStatus::Failed => Some(EventType::PaymentFailed),
+            PaymentStatus::Reversed => Some(EventType::PaymentReversed),
+            PaymentStatus::Refunded => Some(EventType::PaymentRefunded),
+            PaymentStatus::Pending
+            | PaymentStatus::Processing
+            | PaymentStatus::Unknown
+            | PaymentStatus::ChannelSuccess
+            | PaymentStatus::Suspense => None,
+        }
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EventType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EventType::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown event type {s:?}; known: {}",
+                    EventType::ALL.map(EventType::as_str).join(", ")
+                )
+            })
+    }
 }

@@ -15,18 +15,8 @@ use crate::api_webhooks as api;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
-use crate::dto::{DeliveryRow, DeliveryStatus, EndpointRow, EndpointStatus, Role};
+use crate::dto::{DeliveryRow, DeliveryStatus, EndpointRow, EndpointStatus, EventType, Role};
 use crate::format;
-
-/// Event types offered by the filter.
-const TYPES: [&str; 6] = [
-    "payment.succeeded",
-    "payment.failed",
-    "payment.reversed",
-    "payment.refunded",
-    "refund.succeeded",
-    "refund.failed",
-];
 
 /// The delivery filter as typed.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -119,7 +109,7 @@ pub fn WebhooksPage() -> impl IntoView {
                     "Event type"
                     <select on:change=move |ev| typed.update(|f| f.event_type = event_target_value(&ev))>
                         <option value="">"any"</option>
-                        {TYPES.into_iter().map(|t| view! { <option value=t>{t}</option> }).collect_view()}
+                        {EventType::ALL.map(EventType::as_str).into_iter().map(|t| view! { <option value=t>{t}</option> }).collect_view()}
                     </select>
                 </label>
                 <label>

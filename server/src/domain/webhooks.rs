@@ -1,109 +1,17 @@
-//! Merchant notifications as plain Rust: the outbox's event types, Standard Webhooks signing,
+//! Merchant notifications as plain Rust: the outbox's event types (defined in converge-wire,
+//! which the console shares), Standard Webhooks signing,
 //! endpoint URL rules, the retry schedule and how an endpoint's answer is judged
 //! (DESIGN.md "Outbox, merchant notifications, event stream"; seed 004 §6.1, §6.3, §11.1;
 //! seed 000 §1.3 item 3, §6; the Standard Webhooks specification, `standard-webhooks.md`).
 
-use std::fmt;
 use std::net::IpAddr;
-use std::str::FromStr;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::state::PaymentStatus;
-pub use converge_wire::{DeliveryStatus, EndpointStatus};
-
-/// The outcomes merchants are told about. Each is written once per aggregate (payment or
-/// refund), in the transaction of the transition that causes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EventType {
-    /// The payment was charged and posted (SUCCESS).
-    PaymentSucceeded,
-    /// The payment failed (FAILED): declined, or proven never charged.
-    PaymentFailed,
-    /// An ops reversal refunded what remained (REVERSED).
-    PaymentReversed,
-    /// Merchant refunds reached the amount (REFUNDED).
-    PaymentRefunded,
-    /// A refund was confirmed by the channel.
-    RefundSucceeded,
-    /// A refund was declined by the channel; its amount is refundable again.
-    RefundFailed,
-}
-
-impl EventType {
-    /// Every type.
-    pub const ALL: [EventType; 6] = [
-        EventType::PaymentSucceeded,
-        EventType::PaymentFailed,
-        EventType::PaymentReversed,
-        EventType::PaymentRefunded,
-        EventType::RefundSucceeded,
-        EventType::RefundFailed,
-    ];
-
-    /// The stable name (`payment.succeeded`, ...), the `type` column and the webhook body's
-    /// `type`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::PaymentSucceeded => "payment.succeeded",
-            EventType::PaymentFailed => "payment.failed",
-            EventType::PaymentReversed => "payment.reversed",
-            EventType::PaymentRefunded => "payment.refunded",
-            EventType::RefundSucceeded => "refund.succeeded",
-            EventType::RefundFailed => "refund.failed",
-        }
-    }
-
-    /// The Debezium `aggregatetype`: `payment` or `refund`.
-    pub fn aggregate_type(self) -> &'static str {
-        match self {
-            EventType::PaymentSucceeded
-            | EventType::PaymentFailed
-            | EventType::PaymentReversed
-            | EventType::PaymentRefunded => "payment",
-            EventType::RefundSucceeded | EventType::RefundFailed => "refund",
-        }
-    }
-
-    /// The event a payment's arrival in `status` emits, if that status is an outcome.
-    pub fn for_payment_status(status: PaymentStatus) -> Option<EventType> {
-        match status {
-            PaymentStatus::Success => Some(EventType::PaymentSucceeded),
-            PaymentStatus::Failed => Some(EventType::PaymentFailed),
-            PaymentStatus::Reversed => Some(EventType::PaymentReversed),
-            PaymentStatus::Refunded => Some(EventType::PaymentRefunded),
-            PaymentStatus::Pending
-            | PaymentStatus::Processing
-            | PaymentStatus::Unknown
-            | PaymentStatus::ChannelSuccess
-            | PaymentStatus::Suspense => None,
-        }
-    }
-}
-
-impl fmt::Display for EventType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for EventType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        EventType::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown event type {s:?}; known: {}",
-                    EventType::ALL.map(EventType::as_str).join(", ")
-                )
-            })
-    }
-}
+pub use converge_wire::{DeliveryStatus, EndpointStatus, EventType};
 
 /// An endpoint's subscription: every type (`*`) or a set of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -453,6 +361,7 @@ fn parse_retry_after_secs(v: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::state::PaymentStatus;
 
     #[test]
     fn signature_matches_the_standard_webhooks_reference_example() {
