@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// A stored record: the entry with its place in the chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct AuditRecord {
     /// 1, 2, 3, ... without gaps.
     pub seq: i64,

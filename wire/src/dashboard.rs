@@ -65,6 +65,7 @@ impl StuckView {
 /// A stuck payment with what the console needs to act on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct StuckPayment {
     /// Payment id.
     pub id: String,
@@ -72,6 +73,7 @@ pub struct StuckPayment {
     pub merchant_id: i64,
     /// Status name.
     #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    #[cfg_attr(feature = "sqlx", sqlx(try_from = "String"))]
     pub status: crate::PaymentStatus,
     /// Minor units.
     pub amount: i64,

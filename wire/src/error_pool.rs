@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// An error-pool item as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct ErrorItem {
     /// Id.
     pub id: i64,
@@ -20,6 +21,7 @@ pub struct ErrorItem {
     pub evidence: String,
     /// `open` or `resolved`.
     #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    #[cfg_attr(feature = "sqlx", sqlx(try_from = "String"))]
     pub status: crate::ErrorItemStatus,
     /// How often it was reported.
     pub occurrences: i64,
@@ -38,6 +40,7 @@ pub struct ErrorItem {
 /// How many error-pool items of one kind there are (for the console's kind filter).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct KindCount {
     /// Kind (`job_dead`, `suspense`, ...).
     pub kind: String,

@@ -7,6 +7,7 @@ use crate::lifecycle::ActionStatus;
 /// An ops action request and its fate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct ActionRecord {
     /// `act_` + 24 hex.
     pub id: String,
@@ -26,6 +27,7 @@ pub struct ActionRecord {
     pub payment_version: i64,
     /// `pending`, `approved`, `executed`, `failed`, `rejected`, `cancelled`, `expired`, `stale`.
     #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    #[cfg_attr(feature = "sqlx", sqlx(try_from = "String"))]
     pub status: ActionStatus,
     /// The approver (or rejecter).
     pub decided_by: Option<String>,

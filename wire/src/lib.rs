@@ -4,13 +4,16 @@
 //! them. A field renamed here is renamed on both sides at once.
 //!
 //! Besides the shapes, the vocabulary both sides name: the payment statuses
-//! ([`PaymentStatus`]), the statuses of jobs, refunds and maker-checker requests
-//! ([`lifecycle`]), the console roles ([`Role`]) and the stuck-age buckets
+//! ([`PaymentStatus`]), the statuses of the other lifecycles (jobs, refunds, maker-checker
+//! requests, webhook deliveries and endpoints, error-pool items, pauses: [`lifecycle`]), the
+//! webhook event types ([`EventType`]), the console roles ([`Role`]) and the stuck-age buckets
 //! ([`dashboard::AGE_BUCKETS`]) are defined here once and re-exported by the server's
 //! domain, so the console lists them without a copy to keep in step.
 //!
 //! Plain data with serde only, so it builds for `wasm32-unknown-unknown`. The `utoipa`
-//! feature (the server's) derives `utoipa::ToSchema` for the OpenAPI document. Times are
+//! feature (the server's) derives `utoipa::ToSchema` for the OpenAPI document; the `sqlx`
+//! feature (the server's) derives `sqlx::FromRow` on the records the store reads as rows, so
+//! no row type repeats their fields. Times are
 //! epoch ms UTC; amounts are integer minor units.
 
 pub mod audit;

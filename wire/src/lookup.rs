@@ -119,6 +119,7 @@ pub struct StoredResponseView {
 /// How often later requests with one stored key got one outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct KeyOutcomeCount {
     /// `replay` (the stored response was sent again), `in_use` (409: the first request was
     /// still running) or `reused` (422: another body or route with this key).

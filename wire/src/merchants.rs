@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// only its SHA-256.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct Merchant {
     /// Database id.
     pub id: i64,
@@ -23,6 +24,7 @@ pub struct Merchant {
 /// only its SHA-256, and a visible prefix to recognise it by.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct MerchantKey {
     /// `mk_...` id, named by `converge merchant key revoke`.
     pub id: String,

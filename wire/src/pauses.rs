@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// A pause request and its fate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct PauseRecord {
     /// `pause_` + 24 hex.
     pub id: String,
@@ -15,6 +16,7 @@ pub struct PauseRecord {
     pub reason: String,
     /// `pending`, `active`, `resumed`, `rejected` or `cancelled`.
     #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    #[cfg_attr(feature = "sqlx", sqlx(try_from = "String"))]
     pub status: crate::PauseStatus,
     /// The operator who asked.
     pub requested_by: String,

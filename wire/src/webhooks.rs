@@ -12,6 +12,7 @@ use crate::PaymentStatus;
 /// An outbox row (Debezium Outbox Event Router column names).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct OutboxEvent {
     /// Insertion order.
     pub seq: i64,
@@ -25,6 +26,7 @@ pub struct OutboxEvent {
     pub aggregateid: String,
     /// `payment.succeeded`, ... ([`EventType`](crate::domain::webhooks::EventType)).
     #[serde(rename = "type")]
+    #[cfg_attr(feature = "sqlx", sqlx(rename = "type"))]
     pub event_type: String,
     /// JSON text: the payment or refund as the merchant API shows it, with `version`.
     pub payload: String,
@@ -35,6 +37,7 @@ pub struct OutboxEvent {
 /// A delivery with what lists show beside it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct DeliveryRow {
     /// Id.
     pub id: i64,
@@ -52,6 +55,7 @@ pub struct DeliveryRow {
     pub merchant_id: i64,
     /// `pending`, `succeeded`, `dead`, `abandoned`.
     #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    #[cfg_attr(feature = "sqlx", sqlx(try_from = "String"))]
     pub status: crate::DeliveryStatus,
     /// Attempts made.
     pub attempts: i64,
@@ -72,6 +76,7 @@ pub struct DeliveryRow {
 /// One attempt of a delivery.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct AttemptRow {
     /// Id.
     pub id: i64,

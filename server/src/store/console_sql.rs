@@ -127,14 +127,11 @@ macro_rules! impl_console {
             }
 
             async fn merchants(&self) -> Result<Vec<$crate::store::Merchant>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbMerchant>(
+                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
                     "SELECT id, name, frozen, created_at FROM merchants ORDER BY name",
                 )
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn search_payments(

@@ -66,14 +66,14 @@ macro_rules! impl_governance {
                 if let Some(rows) = self.audit_page_direct(&page).await? {
                     return Ok(rows);
                 }
-                let mut q = sqlx::query_as::<_, $crate::store::DbAuditRecord>(&page.sql).bind(after_seq);
+                let mut q = sqlx::query_as::<_, $crate::store::AuditRecord>(&page.sql).bind(after_seq);
                 for i in &page.ints {
                     q = q.bind(*i);
                 }
                 for t in &page.texts {
                     q = q.bind(t.as_str());
                 }
-                Ok(q.bind(limit).fetch_all(self.reader()).await?.into_iter().map(Into::into).collect())
+                Ok(q.bind(limit).fetch_all(self.reader()).await?)
             }
 
             async fn audit_list(
@@ -83,7 +83,7 @@ macro_rules! impl_governance {
                 #[derive(sqlx::FromRow)]
                 struct Row {
                     #[sqlx(flatten)]
-                    record: $crate::store::DbAuditRecord,
+                    record: $crate::store::AuditRecord,
                     payment_id: Option<String>,
                 }
                 let (sql, texts) = $crate::store::audit_list_sql(f);
@@ -104,7 +104,7 @@ macro_rules! impl_governance {
                     .fetch_all(self.reader())
                     .await?
                     .into_iter()
-                    .map(|r| $crate::store::AuditRow { record: r.record.into(), payment_id: r.payment_id })
+                    .map(|r| $crate::store::AuditRow { record: r.record, payment_id: r.payment_id })
                     .collect();
                 if f.after_seq.is_some() {
                     rows.reverse();
@@ -113,13 +113,10 @@ macro_rules! impl_governance {
             }
 
             async fn audit_for_target(&self, target: &str) -> Result<Vec<$crate::store::AuditRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbAuditRecord>("SELECT * FROM audit_log WHERE target = $1 ORDER BY seq")
+                Ok(sqlx::query_as::<_, $crate::store::AuditRecord>("SELECT * FROM audit_log WHERE target = $1 ORDER BY seq")
                     .bind(target)
                     .fetch_all(self.reader())
-                    .await?
-                    .into_iter()
-                    .map(Into::into)
-                    .collect())
+                    .await?)
             }
 
             async fn add_checkpoint(&self, c: &$crate::store::Checkpoint) -> Result<(), $crate::store::StoreError> {
@@ -159,7 +156,7 @@ macro_rules! impl_governance {
                 audit: &$crate::store::AuditEntry,
             ) -> Result<$crate::store::CreateAction, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let inserted = sqlx::query_as::<_, $crate::store::DbActionRecord>(
+                let inserted = sqlx::query_as::<_, $crate::store::ActionRecord>(
                     "INSERT INTO actions (id, kind, payment_id, requested_by, reason, evidence, target_status, \
                      payment_version, status, created_at, expires_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *",
@@ -191,11 +188,10 @@ macro_rules! impl_governance {
             }
 
             async fn action(&self, id: &str) -> Result<Option<$crate::store::ActionRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbActionRecord>("SELECT * FROM actions WHERE id = $1")
+                Ok(sqlx::query_as::<_, $crate::store::ActionRecord>("SELECT * FROM actions WHERE id = $1")
                     .bind(id)
                     .fetch_optional(self.reader())
-                    .await?
-                    .map(Into::into))
+                    .await?)
             }
 
             async fn actions(
@@ -204,7 +200,7 @@ macro_rules! impl_governance {
                 payment_id: Option<&str>,
                 limit: i64,
             ) -> Result<Vec<$crate::store::ActionRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbActionRecord>(
+                Ok(sqlx::query_as::<_, $crate::store::ActionRecord>(
                     "SELECT * FROM actions WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR payment_id = $2) \
                      ORDER BY created_at DESC, id DESC LIMIT $3",
                 )
@@ -212,10 +208,7 @@ macro_rules! impl_governance {
                 .bind(payment_id)
                 .bind(limit)
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn approval_requests(
@@ -245,7 +238,7 @@ macro_rules! impl_governance {
                 #[derive(sqlx::FromRow)]
                 struct Row {
                     #[sqlx(flatten)]
-                    action: $crate::store::DbActionRecord,
+                    action: $crate::store::ActionRecord,
                     merchant: Option<String>,
                     amount: Option<i64>,
                     currency: Option<String>,
@@ -257,7 +250,7 @@ macro_rules! impl_governance {
                     .await?
                     .into_iter()
                     .map(|r| $crate::store::ApprovalRow {
-                        action: r.action.into(),
+                        action: r.action,
                         merchant: r.merchant,
                         amount: r.amount,
                         currency: r.currency,
@@ -289,11 +282,10 @@ macro_rules! impl_governance {
                 audit: &$crate::store::AuditEntry,
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let current: Option<$crate::store::ActionRecord> = sqlx::query_as::<_, $crate::store::DbActionRecord>("SELECT * FROM actions WHERE id = $1")
+                let current: Option<$crate::store::ActionRecord> = sqlx::query_as::<_, $crate::store::ActionRecord>("SELECT * FROM actions WHERE id = $1")
                     .bind(&m.id)
                     .fetch_optional(&mut *tx)
-                    .await?
-                    .map(Into::into);
+                    .await?;
                 let Some(current) = current else {
                     tx.rollback().await?;
                     return Ok(false);

@@ -67,7 +67,7 @@ macro_rules! impl_lookup {
                 merchant_id: i64,
                 idem_key: &str,
             ) -> Result<Vec<$crate::store::KeyOutcomeCount>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbKeyOutcomeCount>(
+                Ok(sqlx::query_as::<_, $crate::store::KeyOutcomeCount>(
                     "SELECT outcome, count, first_at, last_at FROM idempotency_key_outcomes \
                      WHERE merchant_id = $1 AND idem_key = $2 \
                      ORDER BY CASE outcome WHEN 'replay' THEN 0 WHEN 'in_use' THEN 1 WHEN 'reused' THEN 2 ELSE 3 END, outcome",
@@ -75,10 +75,7 @@ macro_rules! impl_lookup {
                 .bind(merchant_id)
                 .bind(idem_key)
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn payment_keys(

@@ -10,7 +10,7 @@ macro_rules! impl_merchants {
             name: &str,
             key: &$crate::store::NewMerchantKey,
         ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
-            let m: $crate::store::Merchant = sqlx::query_as::<_, $crate::store::DbMerchant>(
+            let m: $crate::store::Merchant = sqlx::query_as::<_, $crate::store::Merchant>(
                 "INSERT INTO merchants (name, api_key_hash, frozen, created_at) VALUES ($1, $2, FALSE, $3) \
                  RETURNING id, name, frozen, created_at",
             )
@@ -29,7 +29,7 @@ macro_rules! impl_merchants {
             merchant_id: i64,
             key: &$crate::store::NewMerchantKey,
         ) -> Result<$crate::store::MerchantKey, $crate::store::StoreError> {
-            Ok(sqlx::query_as::<_, $crate::store::DbMerchantKey>(
+            Ok(sqlx::query_as::<_, $crate::store::MerchantKey>(
                 "INSERT INTO merchant_keys (id, merchant_id, prefix, key_hash, created_at) VALUES ($1, $2, $3, $4, $5) \
                  RETURNING id, merchant_id, prefix, created_at, last_used_at, revoked_at",
             )
@@ -39,8 +39,7 @@ macro_rules! impl_merchants {
             .bind(&key.key_hash)
             .bind(key.now)
             .fetch_one(&mut **tx)
-            .await?
-            .into())
+            .await?)
         }
 
         #[async_trait::async_trait]
@@ -130,16 +129,13 @@ macro_rules! impl_merchants {
                     return Ok(None);
                 };
                 Ok(Some(
-                    sqlx::query_as::<_, $crate::store::DbMerchantKey>(
+                    sqlx::query_as::<_, $crate::store::MerchantKey>(
                         "SELECT id, merchant_id, prefix, created_at, last_used_at, revoked_at FROM merchant_keys \
                          WHERE merchant_id = $1 ORDER BY created_at, id",
                     )
                     .bind(merchant_id)
                     .fetch_all(self.reader())
-                    .await?
-                    .into_iter()
-                    .map(Into::into)
-                    .collect(),
+                    .await?,
                 ))
             }
 
@@ -187,25 +183,23 @@ macro_rules! impl_merchants {
                 &self,
                 api_key_hash: &str,
             ) -> Result<Option<$crate::store::Merchant>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbMerchant>(
+                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
                     "SELECT m.id, m.name, m.frozen, m.created_at FROM merchant_keys k \
                      JOIN merchants m ON m.id = k.merchant_id \
                      WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
                 )
                 .bind(api_key_hash)
                 .fetch_optional(self.reader())
-                .await?
-                .map(Into::into))
+                .await?)
             }
 
             async fn merchant(&self, id: i64) -> Result<Option<$crate::store::Merchant>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbMerchant>(
+                Ok(sqlx::query_as::<_, $crate::store::Merchant>(
                     "SELECT id, name, frozen, created_at FROM merchants WHERE id = $1",
                 )
                 .bind(id)
                 .fetch_optional(self.reader())
-                .await?
-                .map(Into::into))
+                .await?)
             }
 
             async fn set_merchant_frozen(&self, name: &str, frozen: bool) -> Result<bool, $crate::store::StoreError> {

@@ -52,7 +52,6 @@ mod sqlite;
 mod sqlite_export;
 pub mod views;
 pub mod webhooks;
-mod wire_rows;
 
 use std::sync::Arc;
 
@@ -74,7 +73,6 @@ pub use records::*;
 pub use refunds::Refunds;
 pub use verify::*;
 pub use webhooks::*;
-pub(crate) use wire_rows::*;
 
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;

@@ -13,7 +13,7 @@ macro_rules! impl_pauses {
                 audit: &$crate::store::AuditEntry,
             ) -> Result<$crate::store::CreatePause, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let inserted = sqlx::query_as::<_, $crate::store::DbPauseRecord>(
+                let inserted = sqlx::query_as::<_, $crate::store::PauseRecord>(
                     "INSERT INTO pauses (id, target, reason, status, requested_by, requested_at, expires_at) \
                      VALUES ($1, $2, $3, 'pending', $4, $5, $6) RETURNING *",
                 )
@@ -39,20 +39,19 @@ macro_rules! impl_pauses {
             }
 
             async fn pause(&self, id: &str) -> Result<Option<$crate::store::PauseRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbPauseRecord>("SELECT * FROM pauses WHERE id = $1")
+                Ok(sqlx::query_as::<_, $crate::store::PauseRecord>("SELECT * FROM pauses WHERE id = $1")
                     .bind(id)
                     .fetch_optional(self.reader())
-                    .await?
-                    .map(Into::into))
+                    .await?)
             }
 
             async fn pauses(&self, limit: i64) -> Result<Vec<$crate::store::PauseRecord>, $crate::store::StoreError> {
-                let mut open = sqlx::query_as::<_, $crate::store::DbPauseRecord>(
+                let mut open = sqlx::query_as::<_, $crate::store::PauseRecord>(
                     "SELECT * FROM pauses WHERE status IN ('pending', 'active') ORDER BY requested_at, id",
                 )
                 .fetch_all(self.reader())
                 .await?;
-                let ended = sqlx::query_as::<_, $crate::store::DbPauseRecord>(
+                let ended = sqlx::query_as::<_, $crate::store::PauseRecord>(
                     "SELECT * FROM pauses WHERE status NOT IN ('pending', 'active') \
                      ORDER BY requested_at DESC, id DESC LIMIT $1",
                 )
@@ -60,7 +59,7 @@ macro_rules! impl_pauses {
                 .fetch_all(self.reader())
                 .await?;
                 open.extend(ended);
-                Ok(open.into_iter().map(Into::into).collect())
+                Ok(open)
             }
 
             async fn active_pause_targets(&self) -> Result<Vec<String>, $crate::store::StoreError> {
@@ -77,7 +76,7 @@ macro_rules! impl_pauses {
                 audit: &$crate::store::AuditEntry,
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let current = sqlx::query_as::<_, $crate::store::DbPauseRecord>("SELECT * FROM pauses WHERE id = $1")
+                let current = sqlx::query_as::<_, $crate::store::PauseRecord>("SELECT * FROM pauses WHERE id = $1")
                     .bind(&m.id)
                     .fetch_optional(&mut *tx)
                     .await?;

@@ -253,7 +253,7 @@ macro_rules! impl_queue {
                 kind: Option<&str>,
                 limit: i64,
             ) -> Result<Vec<$crate::store::ErrorItem>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbErrorItem>(
+                Ok(sqlx::query_as::<_, $crate::store::ErrorItem>(
                     "SELECT * FROM error_pool WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR kind = $2) \
                      ORDER BY last_seen DESC, id DESC LIMIT $3",
                 )
@@ -261,33 +261,27 @@ macro_rules! impl_queue {
                 .bind(kind)
                 .bind(limit)
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn error_kinds(
                 &self,
                 status: Option<$crate::store::ErrorItemStatus>,
             ) -> Result<Vec<$crate::store::KindCount>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbKindCount>(
+                Ok(sqlx::query_as::<_, $crate::store::KindCount>(
                     "SELECT kind, COUNT(*) AS count FROM error_pool WHERE ($1 IS NULL OR status = $1) \
                      GROUP BY kind ORDER BY kind",
                 )
                 .bind(status.map(|s| s.as_str()))
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn error_items_page(
                 &self,
                 f: &$crate::store::ErrorFilter,
             ) -> Result<Vec<$crate::store::ErrorItem>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbErrorItem>(
+                Ok(sqlx::query_as::<_, $crate::store::ErrorItem>(
                     "SELECT * FROM error_pool WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR kind = $2) \
                      AND ($3 IS NULL OR id = $3) \
                      ORDER BY kind, last_seen DESC, id DESC LIMIT $4 OFFSET $5",
@@ -298,10 +292,7 @@ macro_rules! impl_queue {
                 .bind(f.limit.clamp(1, 500))
                 .bind(f.offset.max(0))
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn resolve_error_audited(
@@ -335,26 +326,22 @@ macro_rules! impl_queue {
             }
 
             async fn error_item(&self, id: i64) -> Result<Option<$crate::store::ErrorItem>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbErrorItem>("SELECT * FROM error_pool WHERE id = $1")
+                Ok(sqlx::query_as::<_, $crate::store::ErrorItem>("SELECT * FROM error_pool WHERE id = $1")
                     .bind(id)
                     .fetch_optional(self.reader())
-                    .await?
-                    .map(Into::into))
+                    .await?)
             }
 
             async fn payment_error_items(
                 &self,
                 payment_id: &str,
             ) -> Result<Vec<$crate::store::ErrorItem>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbErrorItem>(
+                Ok(sqlx::query_as::<_, $crate::store::ErrorItem>(
                     "SELECT * FROM error_pool WHERE payment_id = $1 ORDER BY id",
                 )
                 .bind(payment_id)
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn stuck_counts(
@@ -376,11 +363,11 @@ macro_rules! impl_queue {
                 limit: i64,
             ) -> Result<Vec<$crate::store::StuckPayment>, $crate::store::StoreError> {
                 let sql = $crate::store::stuck_payments_sql();
-                let mut q = sqlx::query_as::<_, $crate::store::DbStuckPayment>(&sql).bind(limit);
+                let mut q = sqlx::query_as::<_, $crate::store::StuckPayment>(&sql).bind(limit);
                 for (_, cutoff) in cutoffs {
                     q = q.bind(*cutoff);
                 }
-                Ok(q.fetch_all(self.reader()).await?.into_iter().map(Into::into).collect())
+                Ok(q.fetch_all(self.reader()).await?)
             }
 
             async fn charged_payments_created(

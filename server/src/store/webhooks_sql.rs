@@ -206,30 +206,26 @@ macro_rules! impl_webhooks {
                 &self,
                 id: &str,
             ) -> Result<Option<$crate::store::OutboxEvent>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbOutboxEvent>(&format!(
+                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(&format!(
                     "SELECT {EVENT_COLUMNS} FROM events WHERE id = $1"
                 ))
                 .bind(id)
                 .fetch_optional(self.reader())
-                .await?
-                .map(Into::into))
+                .await?)
             }
 
             async fn payment_outbox_events(
                 &self,
                 payment_id: &str,
             ) -> Result<Vec<$crate::store::OutboxEvent>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbOutboxEvent>(&format!(
+                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(&format!(
                     "SELECT {EVENT_COLUMNS} FROM events WHERE (aggregatetype = 'payment' AND aggregateid = $1) \
                      OR (aggregatetype = 'refund' AND aggregateid IN (SELECT id FROM refunds WHERE payment_id = $1)) \
                      ORDER BY seq"
                 ))
                 .bind(payment_id)
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn aggregate_events(
@@ -237,29 +233,25 @@ macro_rules! impl_webhooks {
                 aggregatetype: &str,
                 aggregateid: &str,
             ) -> Result<Vec<$crate::store::OutboxEvent>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbOutboxEvent>(&format!(
+                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(&format!(
                     "SELECT {EVENT_COLUMNS} FROM events WHERE aggregatetype = $1 AND aggregateid = $2 ORDER BY seq"
                 ))
                 .bind(aggregatetype)
                 .bind(aggregateid)
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn delivery(
                 &self,
                 id: i64,
             ) -> Result<Option<$crate::store::DeliveryRow>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbDelivery>(&format!(
+                Ok(sqlx::query_as::<_, $crate::store::DeliveryRow>(&format!(
                     "{DELIVERY_SELECT} WHERE d.id = $1"
                 ))
                 .bind(id)
                 .fetch_optional(self.reader())
-                .await?
-                .map(Into::into))
+                .await?)
             }
 
             async fn deliveries(
@@ -267,7 +259,7 @@ macro_rules! impl_webhooks {
                 f: &$crate::store::DeliveryFilter,
                 limit: i64,
             ) -> Result<Vec<$crate::store::DeliveryRow>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbDelivery>(&format!(
+                Ok(sqlx::query_as::<_, $crate::store::DeliveryRow>(&format!(
                     "{DELIVERY_SELECT} WHERE ($1 IS NULL OR w.merchant_id = $1) AND ($2 IS NULL OR d.status = $2) \
                      AND ($3 IS NULL OR d.endpoint_id = $3) AND ($4 IS NULL OR e.type = $4) \
                      AND ($5 IS NULL OR d.created_at >= $5) AND ($6 IS NULL OR d.created_at < $6) \
@@ -284,26 +276,20 @@ macro_rules! impl_webhooks {
                 .bind(f.payment_id.as_deref())
                 .bind(limit)
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn delivery_attempts(
                 &self,
                 delivery_id: i64,
             ) -> Result<Vec<$crate::store::AttemptRow>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbAttempt>(
+                Ok(sqlx::query_as::<_, $crate::store::AttemptRow>(
                     "SELECT id, delivery_id, attempted_at, duration_ms, status_code, response, error \
                      FROM webhook_attempts WHERE delivery_id = $1 ORDER BY id",
                 )
                 .bind(delivery_id)
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn record_attempt(
@@ -640,7 +626,7 @@ macro_rules! impl_webhooks {
                 &self,
                 limit: i64,
             ) -> Result<Vec<$crate::store::OutboxEvent>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::DbOutboxEvent>(
+                Ok(sqlx::query_as::<_, $crate::store::OutboxEvent>(
                     // outbox_pending holds exactly the events without a publication (migration
                     // 0115), so the batch reads the backlog, not every retained event.
                     "SELECT e.seq, e.id, e.merchant_id, e.aggregatetype, e.aggregateid, e.type, e.payload, e.created_at \
@@ -649,10 +635,7 @@ macro_rules! impl_webhooks {
                 )
                 .bind(limit)
                 .fetch_all(self.reader())
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
+                .await?)
             }
 
             async fn record_publications(
