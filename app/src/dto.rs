@@ -105,7 +105,7 @@ mod tests {
             id: "pause_1".into(),
             target: target.into(),
             reason: "r".into(),
-            status: "active".into(),
+            status: PauseStatus::Active,
             requested_by: "op".into(),
             requested_at: 0,
             expires_at: 0,

@@ -233,10 +233,11 @@ pub fn export_format_schema() -> utoipa::openapi::Object {
     strings(&["csv", "ndjson"])
 }
 
-/// A console time filter: a day (`YYYY-MM-DD`), an RFC 3339 time, or empty for none.
-pub fn time_filter_schema() -> utoipa::openapi::schema::Schema {
+/// A day (`YYYY-MM-DD`) or an RFC 3339 time, what `extract::parse_time` accepts; `empty`
+/// also allows the empty string (a filter left blank).
+fn day_or_time(empty: bool) -> utoipa::openapi::schema::AnyOfBuilder {
     use utoipa::openapi::schema::{AnyOfBuilder, KnownFormat, SchemaFormat};
-    AnyOfBuilder::new()
+    let b = AnyOfBuilder::new()
         .item(
             ObjectBuilder::new()
                 .schema_type(Type::String)
@@ -246,8 +247,19 @@ pub fn time_filter_schema() -> utoipa::openapi::schema::Schema {
             ObjectBuilder::new()
                 .schema_type(Type::String)
                 .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
-        )
-        .item(strings(&[""]))
+        );
+    if empty { b.item(strings(&[""])) } else { b }
+}
+
+/// A console time filter: a day (`YYYY-MM-DD`), an RFC 3339 time, or empty for none.
+pub fn time_filter_schema() -> utoipa::openapi::schema::Schema {
+    day_or_time(true).build().into()
+}
+
+/// A required time: a day (`YYYY-MM-DD`) or an RFC 3339 time.
+pub fn time_schema() -> utoipa::openapi::schema::Schema {
+    day_or_time(false)
+        .examples([Value::from("2026-12-01")])
         .build()
         .into()
 }

@@ -10,7 +10,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::OpsState;
@@ -428,29 +427,10 @@ impl IntoParams for SinceQuery {
                 .description(Some(
                     "Failed deliveries created at or after this time: RFC 3339 or `YYYY-MM-DD` (UTC).",
                 ))
-                .schema(Some(since_schema()))
+                .schema(Some(crate::schema::time_schema()))
                 .build(),
         ]
     }
-}
-
-/// A required time: a day (`YYYY-MM-DD`) or an RFC 3339 time.
-fn since_schema() -> utoipa::openapi::schema::Schema {
-    use utoipa::openapi::schema::{AnyOfBuilder, KnownFormat, ObjectBuilder, SchemaFormat, Type};
-    AnyOfBuilder::new()
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date))),
-        )
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
-        )
-        .examples([Value::from("2026-12-01")])
-        .build()
-        .into()
 }
 
 /// The failed deliveries of an endpoint since a time: what a recovery would put back.
@@ -506,7 +486,7 @@ async fn preview(
 #[schema(example = json!({"since": "2026-12-01", "delivery_ids": [41, 42], "reason": "receiver was down for maintenance"}))]
 pub struct RecoverBody {
     /// The preview's `since`: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[schema(schema_with = since_schema)]
+    #[schema(schema_with = crate::schema::time_schema)]
     pub since: String,
     /// The deliveries the preview showed and the person kept selected (1 to 500).
     #[schema(min_items = 1, max_items = 500)]

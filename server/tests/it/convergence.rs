@@ -132,6 +132,31 @@ async fn in_flight_when_frozen(
     id
 }
 
+/// A payment in SUSPENSE (its merchant frozen while it was in flight) whose error-pool item
+/// alice resolved with the note "handled with the merchant by phone"; its id.
+async fn parked_and_resolved_by_alice(
+    app: &crate::support::TestApp,
+    key: &str,
+    order: &str,
+    amount: i64,
+) -> String {
+    let id = in_flight_when_frozen(app, key, order, amount).await;
+    wait_status(app, &id, &["SUSPENSE"], 10).await;
+    crate::support::eventually(Duration::from_secs(10), "the suspense item", || async {
+        let items = app.store.payment_error_items(&id).await.unwrap();
+        (!items.is_empty()).then_some(())
+    })
+    .await;
+    let item = converge_server::service::resolve::suspense_key(&id);
+    assert!(
+        app.store
+            .resolve_error_by_key(&item, "handled with the merchant by phone", "alice", 1)
+            .await
+            .unwrap()
+    );
+    id
+}
+
 on_both_backends!(
     a_payment_in_flight_when_its_merchant_is_frozen_waits_in_suspense_until_unfrozen,
     |s| {
@@ -261,20 +286,7 @@ on_both_backends!(
         s.jobs.query_delay_ms = 1_500;
     },
     |app| {
-        let id = in_flight_when_frozen(&app, "k-z", "o-z", 954).await;
-        wait_status(&app, &id, &["SUSPENSE"], 10).await;
-        eventually(Duration::from_secs(10), "the suspense item", || async {
-            let items = app.store.payment_error_items(&id).await.unwrap();
-            (!items.is_empty()).then_some(())
-        })
-        .await;
-        let key = converge_server::service::resolve::suspense_key(&id);
-        assert!(
-            app.store
-                .resolve_error_by_key(&key, "merchant called, handled by phone", "alice", 1)
-                .await
-                .unwrap()
-        );
+        let id = parked_and_resolved_by_alice(&app, "k-z", "o-z", 954).await;
         // The query job and the post_ledger job both post a CHANNEL_SUCCESS payment; the one
         // that loses the race still holds that snapshot when it runs, however late.
         let parked = app.store.payment(&id).await.unwrap().unwrap();
@@ -304,20 +316,7 @@ on_both_backends!(
         s.jobs.query_delay_ms = 1_500;
     },
     |app| {
-        let id = in_flight_when_frozen(&app, "k-r", "o-r", 854).await;
-        wait_status(&app, &id, &["SUSPENSE"], 10).await;
-        eventually(Duration::from_secs(10), "the suspense item", || async {
-            let items = app.store.payment_error_items(&id).await.unwrap();
-            (!items.is_empty()).then_some(())
-        })
-        .await;
-        let key = converge_server::service::resolve::suspense_key(&id);
-        assert!(
-            app.store
-                .resolve_error_by_key(&key, "handled with the merchant by phone", "alice", 1)
-                .await
-                .unwrap()
-        );
+        let id = parked_and_resolved_by_alice(&app, "k-r", "o-r", 854).await;
         let seen = app.store.payment_error_items(&id).await.unwrap()[0].occurrences;
         // The post_ledger job retries at the backoff cap (200 ms here) and restates the item
         // each time: counted, but the person's resolution stands.
