@@ -147,6 +147,11 @@ impl ActionMoveKind {
     pub fn allowed_from(self, status: ActionStatus) -> bool {
         self.rule().0.contains(&status)
     }
+
+    /// The audit action the move is recorded under (`action_approved`, ...).
+    pub fn audit_action(self) -> &'static str {
+        self.rule().2
+    }
 }
 
 /// Whether a payment in `status` can be reversed (its charge refunded and the ledger

@@ -250,7 +250,7 @@ impl Core {
                 "the payment changed since the request; request again".into(),
             ));
         }
-        let (_, _, audit_action) = ActionMoveKind::Approve.rule();
+        let audit_action = ActionMoveKind::Approve.audit_action();
         let m = ActionMove {
             decision: Some((actor.username.clone(), reason.trim().into())),
             not_by_requester: Some(actor.username.clone()),
@@ -402,7 +402,7 @@ impl Core {
         detail: serde_json::Value,
     ) -> Result<bool, ActionError> {
         let now = self.clock.now_ms();
-        let (_, _, audit_action) = step.rule();
+        let audit_action = step.audit_action();
         let m = ActionMove {
             decision: Some((actor.username.clone(), reason.trim().into())),
             result: Some(detail.to_string()),
@@ -458,7 +458,7 @@ impl Core {
             Ok(r) => (ActionMoveKind::Execute, r),
             Err(why) => (ActionMoveKind::Fail, json!({"error": why})),
         };
-        let (_, _, audit_action) = step.rule();
+        let audit_action = step.audit_action();
         let m = ActionMove {
             result: Some(result.to_string()),
             ..ActionMove::of(step, &a.id, now)

@@ -115,18 +115,6 @@ fn with_relay(s: &mut Settings, url: &str) {
     s.worker.poll_ms = 20;
 }
 
-async fn pay(app: &TestApp, order: &str, amount: i64) -> Value {
-    let a = app
-        .post(
-            "/v1/payments",
-            Some(&format!("k-{order}")),
-            &json!({"amount": amount, "currency": "CNY", "merchant_order_id": order}),
-        )
-        .await;
-    assert_eq!(a.status, 201, "{:?}", a.json());
-    a.json()
-}
-
 /// Every message of the stream, read with a durable pull consumer: (subject, Nats-Msg-Id,
 /// body).
 async fn read_stream(n: &Nats) -> Vec<(String, String, Value)> {
@@ -210,7 +198,7 @@ macro_rules! with_nats {
 with_nats!(
     events_reach_the_stream_once_each_in_commit_order_per_payment,
     |app, nats| {
-        let p = pay(&app, "o-1", 1000).await;
+        let p = app.pay("k-o-1", "o-1", 1000).await;
         let id = p["id"].as_str().unwrap();
         for (key, amount) in [("r-1", 400), ("r-2", 600)] {
             let r = app
@@ -222,7 +210,7 @@ with_nats!(
                 .await;
             assert_eq!(r.status, 201, "{:?}", r.json());
         }
-        pay(&app, "o-2", 1051).await;
+        app.pay("k-o-2", "o-2", 1051).await;
         let events = app.store.payment_outbox_events(id).await.unwrap();
         assert_eq!(events.len(), 4, "{events:?}");
         let total = app.sql_i64("SELECT COUNT(*) FROM events", &[]).await;
@@ -281,8 +269,8 @@ on_both_backends!(
             return;
         };
         // The app runs no relay; this test plays one.
-        pay(&app, "o-1", 1000).await;
-        pay(&app, "o-2", 1000).await;
+        app.pay("k-o-1", "o-1", 1000).await;
+        app.pay("k-o-2", "o-2", 1000).await;
         let cfg = cfg(&nats);
         let core = &app.running.state.core;
         let first = relay::connect(&cfg).await.unwrap();
@@ -315,7 +303,7 @@ on_both_backends!(
             "the stream holds each event once"
         );
         // A relay whose lease was taken over writes nothing.
-        pay(&app, "o-3", 1000).await;
+        app.pay("k-o-3", "o-3", 1000).await;
         assert_eq!(
             relay::round(core, &cfg, &next, "stale-token")
                 .await
@@ -336,7 +324,7 @@ on_both_backends!(
         let cfg = cfg(&nats);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(relay::run(app.running.state.core.clone(), cfg, stop_rx));
-        let p = pay(&app, "o-1", 1000).await;
+        let p = app.pay("k-o-1", "o-1", 1000).await;
         assert_eq!(p["status"], "SUCCESS", "payments go on without the broker");
         let down = eventually(
             Duration::from_secs(10),

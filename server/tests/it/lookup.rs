@@ -7,23 +7,11 @@ use std::time::Duration;
 
 use converge_server::service::payments::{InsertOutcome, PaymentInput};
 use converge_server::store::ErrorItemStatus;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::*;
 
 /// Creates a payment through the merchant API with Idempotency-Key `key`; returns its JSON.
-async fn pay(app: &TestApp, key: &str, order: &str, amount: i64) -> Value {
-    let a = app
-        .post(
-            "/v1/payments",
-            Some(key),
-            &json!({"amount": amount, "currency": "CNY", "merchant_order_id": order}),
-        )
-        .await;
-    assert_eq!(a.status, 201, "{:?}", a.json());
-    a.json()
-}
-
 /// (kind, value) of every match of `q`.
 async fn found(app: &TestApp, q: &str) -> Vec<(String, String)> {
     app.store
@@ -45,7 +33,7 @@ async fn get_json(c: &reqwest::Client, app: &TestApp, path: &str) -> Answer {
 }
 
 on_both_backends!(every_id_kind_is_found_by_a_prefix_in_any_case, |app| {
-    let p = pay(&app, "Order-Key-Alpha", "ORD_A%1", 1000).await;
+    let p = app.pay("Order-Key-Alpha", "ORD_A%1", 1000).await;
     let id = p["id"].as_str().unwrap().to_string();
     app.wait_for_status(&id, "SUCCESS", Duration::from_secs(10))
         .await;
@@ -148,7 +136,7 @@ on_both_backends!(
             ("k-3", "ord_ab"),
             ("k-4", "ord\\x"),
         ] {
-            pay(&app, key, order, 1000).await;
+            app.pay(key, order, 1000).await;
         }
         // `_` and `%` are not wildcards: ORDxA1 does not start with "ord_".
         assert_eq!(

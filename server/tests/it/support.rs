@@ -16,7 +16,7 @@ use converge_server::startup::{self, Running};
 use converge_server::store::{self, Store};
 use rand::Rng;
 use reqwest::header::HeaderMap;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Which backend a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -447,6 +447,20 @@ impl TestApp {
         let p = core.drive(p, "test").await.expect("drive");
         assert_eq!(p.status.as_str(), "SUSPENSE", "{p:?}");
         p.id
+    }
+
+    /// Creates a payment of `amount` CNY minor units for order `order` with Idempotency-Key
+    /// `key`, as the merchant does; asserts the 201 and returns the answer's body.
+    pub async fn pay(&self, key: &str, order: &str, amount: i64) -> Value {
+        let a = self
+            .post(
+                "/v1/payments",
+                Some(key),
+                &json!({"amount": amount, "currency": "CNY", "merchant_order_id": order}),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{:?}", a.json());
+        a.json()
     }
 
     /// Adds another merchant; returns its API key.
