@@ -18,6 +18,11 @@ fail_or_skip() {
   echo "test: WARNING: $1; those tests are skipped" >&2
 }
 
+# Disk: a clean run writes ~N GB under target/ (BENCHMARKS.md, "Build time"); a linker that runs
+# out of disk dies of SIGBUS, which says nothing about why. Each phase prints what is left.
+disk() { echo "test: disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free, target/ $(du -sh target 2>/dev/null | cut -f1)" >&2; }
+disk
+
 bash scripts/setup.sh
 export PATH="$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 
@@ -69,6 +74,7 @@ cargo test --workspace --no-fail-fast
 # Start-up bad input (app/tests/cli.rs): the real binary, each mistake one line on stderr
 # and a non-zero exit. Only the `cli` test target, run over the binary just built (also the
 # chaos run's): app has no dev-dependencies, so nothing but the test itself is compiled.
+disk
 echo "test: start-up bad input (converge binary)" >&2
 cargo build -p app --features ssr --bin converge
 cargo test -p app --features ssr --test cli
@@ -77,6 +83,7 @@ cargo test -p app --features ssr --test cli
 # publishes (Prometheus rules and /metrics with promtool; /openapi.json with schemathesis on the
 # merchant and ops APIs, then converge verify). A few minutes; it starts and stops its own
 # server. CONVERGE_STRICT=1 passes through: a missing checker fails there too.
+disk
 echo "test: external checkers (promtool, schemathesis)" >&2
 bash scripts/checkers.sh
 
@@ -84,6 +91,7 @@ bash scripts/checkers.sh
 # faults, SIGKILLs and restarts, then `converge verify`; small sizes, about a minute in all.
 # Both runs deliver webhooks to a seeded-failing receiver and relay the outbox to a real NATS
 # server that is restarted once mid-workload (--nats); the stream is read back at the end.
+disk
 echo "test: chaos convergence run (SQLite; PostgreSQL with two servers)" >&2
 cargo build -p converge-bench --bin chaos
 chaos_nats=()
@@ -96,6 +104,7 @@ if [ -n "${CONVERGE_TEST_PG_URL:-}" ]; then
 fi
 
 if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
+  disk
   echo "test: browser tests (cargo leptos end-to-end, Chromium)" >&2
   e2e_dir=$(mktemp -d)
   trap 'rm -rf "$e2e_dir"' EXIT
@@ -162,4 +171,5 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
     DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
     cargo leptos end-to-end
 fi
+disk
 echo "test: all suites passed" >&2
