@@ -449,9 +449,13 @@ async fn periodic_checkpoints(core: Core, key: Arc<ed25519_dalek::SigningKey>, e
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
-        if let Err(e) =
-            crate::ops::audit::take_checkpoint(core.store.as_ref(), &key, core.clock.now_ms(), true)
-                .await
+        if let Err(e) = crate::service::audit_export::take_checkpoint(
+            core.store.as_ref(),
+            &key,
+            core.clock.now_ms(),
+            true,
+        )
+        .await
         {
             tracing::error!(error = %e, "audit checkpoint not signed");
         }

@@ -84,7 +84,8 @@ fn cli_time(field: &str, v: &Option<String>) -> Result<Option<i64>> {
 /// Runs one `converge audit` subcommand.
 pub(super) async fn run(action: AuditCommand) -> Result<()> {
     use converge_server::domain::checkpoint;
-    use converge_server::ops::audit::{self as audit_log, Format};
+    use converge_server::service::audit_chain::verify_signed;
+    use converge_server::service::audit_export::{self as audit_log, Format};
     use converge_server::store::AuditFilter;
     use futures_util::StreamExt;
     use std::io::Write;
@@ -128,7 +129,7 @@ pub(super) async fn run(action: AuditCommand) -> Result<()> {
                 return Ok(());
             }
             let v = start::with_store(&db, |store| async move {
-                Ok(audit_log::verify_signed(store.as_ref(), public.as_ref()).await?)
+                Ok(verify_signed(store.as_ref(), public.as_ref()).await?)
             })
             .await?;
             if let Some(b) = v.broken {

@@ -6,7 +6,7 @@
 //! `converge audit export --format csv|ndjson` as a child process, reads its standard output,
 //! and reports rows/s, bytes and the child's peak resident memory (`ru_maxrss` from
 //! `wait4`). The export path is the one `GET /ops/v1/audit/export` streams from
-//! (`ops::audit::stream`). Finally `converge audit verify` must pass on the seeded chain.
+//! (`service::audit_export::stream`). Finally `converge audit verify` must pass on the seeded chain.
 
 use std::io::Read;
 use std::os::unix::process::ExitStatusExt;

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::OpsState;
-use super::audit::{actor, neutralise};
+use super::audit::actor;
 use super::auth::Principal;
 use super::extract::ClientAddr;
 use super::handlers::{SearchQuery, Selection, select_payments};
@@ -23,6 +23,7 @@ use crate::domain::clock::rfc3339;
 use crate::domain::money;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiQuery};
+use crate::service::audit_export::neutralise;
 use crate::store::{Payment, PaymentFilter, Store, StoreError};
 
 /// Rows read per page while streaming.

@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod actor;
 pub mod audit_chain;
+pub mod audit_export;
 pub mod bulk;
 pub mod callbacks;
 pub mod error_pool;

@@ -696,7 +696,7 @@ on_both_backends!(concurrent_appends_keep_one_valid_chain, |app| {
     for t in tasks {
         t.await.unwrap();
     }
-    let (records, head, broken) = converge_server::ops::audit::verify(app.store.as_ref())
+    let (records, head, broken) = converge_server::service::audit_chain::verify(app.store.as_ref())
         .await
         .unwrap();
     assert_eq!((records, head.seq), (20, 20));
@@ -756,7 +756,7 @@ on_both_backends!(an_edited_audit_row_is_detected_at_that_row, |app| {
                 .unwrap();
         }
     }
-    let (_, _, broken) = converge_server::ops::audit::verify(app.store.as_ref())
+    let (_, _, broken) = converge_server::service::audit_chain::verify(app.store.as_ref())
         .await
         .unwrap();
     assert_eq!(broken.unwrap().seq, 3);
@@ -853,7 +853,7 @@ on_both_backends!(
         let mut reader = csv::Reader::from_reader(body.as_ref());
         assert_eq!(
             reader.headers().unwrap().iter().collect::<Vec<_>>(),
-            converge_server::ops::audit::CSV_HEADER
+            converge_server::service::audit_export::CSV_HEADER
         );
         let mut n = 0;
         for row in reader.records() {

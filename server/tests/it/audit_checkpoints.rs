@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use converge_server::domain::audit::{AuditEntry, GENESIS, chain};
 use converge_server::domain::checkpoint::{self, signing_key_from_seed};
-use converge_server::ops::audit::{
-    CheckpointError, take_checkpoint, verify, verify_export, verify_signed,
-};
+use converge_server::service::audit_chain::{verify, verify_signed};
+use converge_server::service::audit_export::{CheckpointError, take_checkpoint, verify_export};
 use converge_server::store::{DbPool, Store};
 
 fn entry(i: i64) -> AuditEntry {
@@ -244,18 +243,24 @@ store_conformance!(
         use futures_util::StreamExt;
         let key = signing_key_from_seed([5; 32]);
         append(&store, 1, 5).await;
-        let cp = converge_server::ops::audit::export_checkpoint(store.as_ref(), Some(&key), 9)
-            .await
-            .unwrap()
-            .expect("signed at export");
+        let cp = converge_server::service::audit_export::export_checkpoint(
+            store.as_ref(),
+            Some(&key),
+            9,
+        )
+        .await
+        .unwrap()
+        .expect("signed at export");
         assert_eq!(cp.seq, 5);
         let mut body = Vec::new();
-        let mut s = Box::pin(converge_server::ops::audit::stream_with_checkpoint(
-            store.clone(),
-            Default::default(),
-            converge_server::ops::audit::Format::Ndjson,
-            Some(cp),
-        ));
+        let mut s = Box::pin(
+            converge_server::service::audit_export::stream_with_checkpoint(
+                store.clone(),
+                Default::default(),
+                converge_server::service::audit_export::Format::Ndjson,
+                Some(cp),
+            ),
+        );
         while let Some(chunk) = s.next().await {
             body.extend_from_slice(&chunk.unwrap());
         }

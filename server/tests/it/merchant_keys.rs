@@ -331,7 +331,7 @@ store_conformance!(
         );
         let shop = store.audit_for_target("merchant:shop").await.unwrap();
         assert_eq!(shop.last().unwrap().action, "merchant_frozen");
-        let (_, _, broken) = converge_server::ops::audit::verify(store.as_ref())
+        let (_, _, broken) = converge_server::service::audit_chain::verify(store.as_ref())
             .await
             .unwrap();
         assert!(broken.is_none());
