@@ -225,7 +225,10 @@ pub fn status_filter_schema() -> utoipa::openapi::Object {
 
 /// An error-pool status filter: `open`, `resolved`, or empty for both.
 pub fn pool_status_schema() -> utoipa::openapi::Object {
-    strings(&["", "open", "resolved"])
+    use converge_wire::lifecycle::ErrorItemStatus;
+    let mut v = vec![""];
+    v.extend(ErrorItemStatus::ALL.map(ErrorItemStatus::as_str));
+    strings(&v)
 }
 
 /// An audit export format.

@@ -112,7 +112,7 @@ fn hit(m: IdMatch, merchant: Option<String>) -> Option<SearchHit> {
         },
         IdKind::Action => (
             format!("action on {pay} · {}", m.status),
-            if m.status == "pending" {
+            if m.status == converge_wire::lifecycle::ActionStatus::Pending.as_str() {
                 "/approvals".to_string()
             } else {
                 payment_link

@@ -8,25 +8,51 @@ use serde::Serialize;
 
 use super::{NewJob, StoreError};
 use crate::domain::state::PaymentStatus;
+use crate::domain::stuck::{AGE_BUCKETS, StuckThresholds};
 
-/// The stuck-payment predicate over `payments` with cut-offs in `$2..=$6`, in
-/// [`StuckThresholds::per_state`](crate::domain::stuck::StuckThresholds::per_state) order.
-const STUCK_WHERE: &str = "(status = 'PENDING' AND updated_at <= $2) \
-     OR (status = 'PROCESSING' AND updated_at <= $3) \
-     OR (status = 'UNKNOWN' AND updated_at <= $4) \
-     OR (status = 'CHANNEL_SUCCESS' AND updated_at <= $5) \
-     OR (status = 'SUSPENSE' AND updated_at <= $6)";
+/// The stuck-payment predicate over `payments`: one `(status = 'X' AND updated_at <= $n)` per
+/// state of [`StuckThresholds::per_state`], in that order, its cut-offs bound from `$first`
+/// on. Built from the domain's list so the states that can be stuck are named once.
+fn stuck_where(first: usize) -> String {
+    StuckThresholds::default()
+        .per_state()
+        .iter()
+        .enumerate()
+        .map(|(i, (status, _))| format!("(status = '{status}' AND updated_at <= ${})", first + i))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
 
-/// Stuck payments counted by status and age bucket (`<5m`, `5m-1h`, `1h-24h`, `>24h` since
-/// their last change): `$1` is now, `$2..=$6` the per-state cut-offs (epoch ms UTC). Served
-/// by `payments_status_updated`: each branch of the predicate is one index range. Public so
-/// the query benchmark can `EXPLAIN` exactly what the dashboard runs.
+/// `CASE ... END`: the [`AGE_BUCKETS`] name of a payment's age (`$1` minus `updated_at`).
+fn age_bucket_case() -> String {
+    let (last, bounded) = AGE_BUCKETS.split_last().expect("age buckets");
+    let whens: String = bounded
+        .iter()
+        .map(|(name, upper)| format!("WHEN $1 - updated_at < {upper} THEN '{name}' "))
+        .collect();
+    format!("CASE {whens}ELSE '{}' END", last.0)
+}
+
+/// `'A', 'B', ...`: the payment statuses `keep` selects, for an SQL `IN (...)`, so a query
+/// names the states of a domain predicate (`is_charged`, ...) without repeating them.
+pub(crate) fn status_list(keep: impl Fn(PaymentStatus) -> bool) -> String {
+    PaymentStatus::ALL
+        .into_iter()
+        .filter(|s| keep(*s))
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Stuck payments counted by status and age bucket ([`AGE_BUCKETS`] of the time since their
+/// last change): `$1` is now, `$2..=$6` the per-state cut-offs (epoch ms UTC). Served by
+/// `payments_status_updated`: each branch of the predicate is one index range. Public so the
+/// query benchmark can `EXPLAIN` exactly what the dashboard runs.
 pub fn stuck_counts_sql() -> String {
     format!(
-        "SELECT status, CASE WHEN $1 - updated_at < 300000 THEN '<5m' \
-         WHEN $1 - updated_at < 3600000 THEN '5m-1h' \
-         WHEN $1 - updated_at < 86400000 THEN '1h-24h' ELSE '>24h' END AS bucket, \
-         COUNT(*) FROM payments WHERE {STUCK_WHERE} GROUP BY 1, 2 ORDER BY 1, 2"
+        "SELECT status, {} AS bucket, COUNT(*) FROM payments WHERE {} GROUP BY 1, 2 ORDER BY 1, 2",
+        age_bucket_case(),
+        stuck_where(2)
     )
 }
 
@@ -36,7 +62,8 @@ pub fn stuck_payments_sql() -> String {
     format!(
         "SELECT p.id, p.merchant_id, p.status, p.amount, p.currency, p.created_at, p.updated_at, p.last_error, \
          (SELECT MIN(j.run_at) FROM jobs j WHERE j.payment_id = p.id AND j.status IN ('due', 'leased')) \
-         AS next_attempt_at FROM payments p WHERE {STUCK_WHERE} ORDER BY p.updated_at LIMIT $1"
+         AS next_attempt_at FROM payments p WHERE {} ORDER BY p.updated_at LIMIT $1",
+        stuck_where(2)
     )
 }
 
@@ -355,4 +382,39 @@ pub trait Queue: Send + Sync + 'static {
         items: &[NewErrorItem],
         now: i64,
     ) -> Result<(), StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stuck_predicate_binds_one_cutoff_per_unsettled_state_in_threshold_order() {
+        assert_eq!(
+            stuck_where(2),
+            "(status = 'PENDING' AND updated_at <= $2) \
+             OR (status = 'PROCESSING' AND updated_at <= $3) \
+             OR (status = 'UNKNOWN' AND updated_at <= $4) \
+             OR (status = 'CHANNEL_SUCCESS' AND updated_at <= $5) \
+             OR (status = 'SUSPENSE' AND updated_at <= $6)"
+        );
+    }
+
+    #[test]
+    fn the_age_case_names_every_bucket_and_leaves_the_last_open() {
+        assert_eq!(
+            age_bucket_case(),
+            "CASE WHEN $1 - updated_at < 300000 THEN '<5m' \
+             WHEN $1 - updated_at < 3600000 THEN '5m-1h' \
+             WHEN $1 - updated_at < 86400000 THEN '1h-24h' ELSE '>24h' END"
+        );
+    }
+
+    #[test]
+    fn the_charged_status_list_is_the_domain_predicate() {
+        assert_eq!(
+            status_list(PaymentStatus::is_charged),
+            "'CHANNEL_SUCCESS', 'SUSPENSE', 'SUCCESS', 'REVERSED', 'REFUNDED'"
+        );
+    }
 }

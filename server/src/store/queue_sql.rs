@@ -375,11 +375,12 @@ macro_rules! impl_queue {
                 from: i64,
                 to: i64,
             ) -> Result<Vec<$crate::store::ChargedPayment>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::ChargedPayment>(
+                let sql = format!(
                     "SELECT id, channel_key, amount, currency, status FROM payments \
-                     WHERE created_at >= $1 AND created_at < $2 \
-                     AND status IN ('CHANNEL_SUCCESS', 'SUSPENSE', 'SUCCESS', 'REVERSED', 'REFUNDED') ORDER BY id",
-                )
+                     WHERE created_at >= $1 AND created_at < $2 AND status IN ({}) ORDER BY id",
+                    $crate::store::queue::status_list(|s| s.is_charged())
+                );
+                Ok(sqlx::query_as::<_, $crate::store::ChargedPayment>(&sql)
                 .bind(from)
                 .bind(to)
                 .fetch_all(self.reader())

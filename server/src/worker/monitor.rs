@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::domain::stuck::{AGE_BUCKETS, StuckThresholds};
+use crate::domain::webhooks::DeliveryStatus;
 use crate::service::Core;
 use crate::store::{JobKind, JobStatus};
 
@@ -72,9 +73,10 @@ pub async fn refresh(
         metrics::gauge!("converge_error_pool_open_items", "kind" => k.kind).set(k.open as f64);
     }
     let backlog = core.store.webhook_backlog(now - 3_600_000).await?;
-    metrics::gauge!("converge_webhook_deliveries", "status" => "pending")
+    metrics::gauge!("converge_webhook_deliveries", "status" => DeliveryStatus::Pending.as_str())
         .set(backlog.pending as f64);
-    metrics::gauge!("converge_webhook_deliveries", "status" => "dead").set(backlog.dead as f64);
+    metrics::gauge!("converge_webhook_deliveries", "status" => DeliveryStatus::Dead.as_str())
+        .set(backlog.dead as f64);
     metrics::gauge!("converge_webhook_oldest_pending_seconds")
         .set(backlog.oldest_pending_at.map_or(0, |t| (now - t).max(0)) as f64 / 1000.0);
     let relay = core
