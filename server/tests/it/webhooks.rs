@@ -39,18 +39,6 @@ async fn register(app: &TestApp, url: &str, events: &[&str]) -> Value {
     a.json()
 }
 
-async fn pay(app: &TestApp, order: &str, amount: i64) -> Value {
-    let a = app
-        .post(
-            "/v1/payments",
-            Some(&format!("k-{order}")),
-            &json!({"amount": amount, "currency": "CNY", "merchant_order_id": order}),
-        )
-        .await;
-    assert_eq!(a.status, 201, "{:?}", a.json());
-    a.json()
-}
-
 /// What the sink received on `path`, once it holds at least `n` deliveries there.
 async fn received(s: &SinkHandle, path: &str, n: usize) -> Vec<Value> {
     let client = reqwest::Client::new();
@@ -129,7 +117,7 @@ on_both_backends!(
         let secret = ep["secret"].as_str().unwrap().to_string();
         assert!(secret.starts_with("whsec_"), "{ep}");
         assert_eq!(ep["enabled_events"], json!(["payment.succeeded"]));
-        let p = pay(&app, "o-1", 1000).await;
+        let p = app.pay("k-o-1", "o-1", 1000).await;
         assert_eq!(p["status"], "SUCCESS");
         let got = received(&sink, "/hooks/ok", 1).await;
         let d = &got[0];
@@ -161,7 +149,7 @@ on_both_backends!(
             1
         );
         // The failed payment's event is not one this endpoint subscribes to.
-        let f = pay(&app, "o-2", 1051).await;
+        let f = app.pay("k-o-2", "o-2", 1051).await;
         assert_eq!(f["status"], "FAILED");
         assert_eq!(
             app.sql_i64(
@@ -187,7 +175,7 @@ on_both_backends!(
     |app| {
         let sink = sink().await;
         register(&app, &format!("{}/hooks/fail/2", sink.url), &["*"]).await;
-        pay(&app, "o-1", 1000).await;
+        app.pay("k-o-1", "o-1", 1000).await;
         let got = received(&sink, "/hooks/fail/2", 3).await;
         assert!(got.iter().all(|d| d["webhook_id"] == got[0]["webhook_id"]));
         assert_eq!(
@@ -221,7 +209,7 @@ on_both_backends!(
     |app| {
         let sink = sink().await;
         let ep = register(&app, &format!("{}/hooks/always-fail", sink.url), &["*"]).await;
-        pay(&app, "o-1", 1000).await;
+        app.pay("k-o-1", "o-1", 1000).await;
         // The test schedule has three attempts: 0s, 100ms, 200ms.
         received(&sink, "/hooks/always-fail", 3).await;
         delivery_with_status(&app, "dead").await;
@@ -292,7 +280,7 @@ on_both_backends!(
     |app| {
         let sink = sink().await;
         let ep = register(&app, &format!("{}/hooks/gone", sink.url), &["*"]).await;
-        pay(&app, "o-1", 1000).await;
+        app.pay("k-o-1", "o-1", 1000).await;
         received(&sink, "/hooks/gone", 1).await;
         delivery_with_status(&app, "abandoned").await;
         let path = format!("/v1/webhook_endpoints/{}", ep["id"].as_str().unwrap());
@@ -314,7 +302,7 @@ on_both_backends!(
             .await,
             1
         );
-        pay(&app, "o-2", 1000).await;
+        app.pay("k-o-2", "o-2", 1000).await;
         assert_eq!(
             app.sql_i64("SELECT COUNT(*) FROM webhook_deliveries", &[])
                 .await,
@@ -354,7 +342,7 @@ on_both_backends!(
         for (url, _) in &cases {
             register(&app, url, &["payment.succeeded"]).await;
         }
-        pay(&app, "o-1", 1000).await;
+        app.pay("k-o-1", "o-1", 1000).await;
         eventually(Duration::from_secs(20), "four dead deliveries", || async {
             let n = app
                 .sql_i64(
@@ -568,7 +556,7 @@ on_both_backends!(
         let new = rotated.json()["secret"].as_str().unwrap().to_string();
         assert_ne!(new, old);
         assert!(rotated.json()["previous_secret_expires_at"].is_string());
-        pay(&app, "o-1", 1000).await;
+        app.pay("k-o-1", "o-1", 1000).await;
         let d = &received(&sink, "/hooks/ok", 1).await[0];
         assert_eq!(
             d["webhook_signature"].as_str().unwrap().split(' ').count(),
@@ -586,7 +574,7 @@ on_both_backends!(
     |app| {
         let sink = sink().await;
         register(&app, &format!("{}/hooks/ok", sink.url), &["*"]).await;
-        let p = pay(&app, "o-1", 1000).await;
+        let p = app.pay("k-o-1", "o-1", 1000).await;
         let id = p["id"].as_str().unwrap();
         let r = app
             .post(
@@ -639,8 +627,8 @@ on_both_backends!(
     |app| {
         let sink = sink().await;
         register(&app, &format!("{}/hooks/ok", sink.url), &["*"]).await;
-        pay(&app, "o-1", 1000).await;
-        pay(&app, "o-2", 1051).await;
+        app.pay("k-o-1", "o-1", 1000).await;
+        app.pay("k-o-2", "o-2", 1051).await;
         received(&sink, "/hooks/ok", 2).await;
         eventually(Duration::from_secs(10), "both delivered", || async {
             let n = app
@@ -688,7 +676,7 @@ on_both_backends!(
         // No workers: the delivery stays pending.
         let sink = sink().await;
         register(&app, &format!("{}/hooks/ok", sink.url), &["*"]).await;
-        let p = pay(&app, "o-1", 1000).await;
+        let p = app.pay("k-o-1", "o-1", 1000).await;
         let id = p["id"].as_str().unwrap();
         let report = verify_later(&app).await;
         let text = report.render();
@@ -712,5 +700,55 @@ on_both_backends!(
             )),
             "{text}"
         );
+    }
+);
+
+on_both_backends!(
+    the_console_lists_deliveries_by_status_and_refuses_an_unknown_status_or_type,
+    |s| {
+        s.worker.no_workers = false;
+    },
+    |app| {
+        let sink = sink().await;
+        register(
+            &app,
+            &format!("{}/hooks/ok", sink.url),
+            &["payment.succeeded"],
+        )
+        .await;
+        let p = app.pay("k-o-1", "o-1", 1000).await;
+        delivery_with_status(&app, "succeeded").await;
+        add_ops_user(&app, "vera", "viewer").await;
+        let vera = ops_session(&app, "vera").await;
+        let get = |query: &'static str| {
+            let vera = vera.clone();
+            let url = format!("{}/ops/v1/webhooks/deliveries{query}", app.base);
+            async move {
+                let r = vera.get(url).send().await.expect("sent");
+                let status = r.status().as_u16();
+                (status, r.json::<Value>().await.expect("JSON"))
+            }
+        };
+        let (status, list) = get("?status=succeeded&type=payment.succeeded").await;
+        assert_eq!(status, 200, "{list}");
+        let items = list["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1, "{list}");
+        assert_eq!(items[0]["aggregateid"], p["id"]);
+        assert_eq!(items[0]["status"], "succeeded");
+        let (_, none) = get("?status=dead").await;
+        assert_eq!(none["items"], json!([]), "no delivery is dead");
+        let (status, e) = get("?status=sent").await;
+        assert_eq!(status, 400, "{e}");
+        assert_eq!(e["error"]["code"], "invalid_status", "{e}");
+        assert_eq!(
+            e["error"]["message"],
+            "status must be one of pending, succeeded, dead, abandoned"
+        );
+        let (status, e) = get("?type=payment.teleported").await;
+        assert_eq!(status, 400, "{e}");
+        assert_eq!(e["error"]["code"], "invalid_event_type", "{e}");
+        let (status, e) = get("?from=yesterday").await;
+        assert_eq!(status, 400, "{e}");
+        assert_eq!(e["error"]["code"], "invalid_time", "{e}");
     }
 );
