@@ -251,7 +251,7 @@ pub async fn login(username: String, password: String) -> Result<Principal, Serv
             Ok(ssr::principal_dto(&p))
         }
         Err(LoginError::InvalidCredentials) => {
-            tracing::warn!(user = %converge_server::telemetry::log_safe(&username, 64), addr = %converge_server::telemetry::log_safe(&addr, 64), "console login refused");
+            tracing::warn!(user = %converge_server::telemetry::log_safe(username, 64), addr = %converge_server::telemetry::log_safe(&addr, 64), "console login refused");
             Err(ssr::refuse(
                 axum::http::StatusCode::UNAUTHORIZED,
                 "invalid_credentials",

@@ -1011,7 +1011,7 @@ mod tests {
         let mut s = Settings::for_tests(":memory:");
         assert!(s.audit.signing_key().unwrap().is_none());
         s.audit.audit_signing_key = Some("/nonexistent/converge-audit.pem".into());
-        let e = s.audit.signing_key().err().expect("refused");
+        let e = s.audit.signing_key().expect_err("refused");
         assert!(e.contains("/nonexistent/converge-audit.pem"), "{e}");
         assert!(!e.contains('\n'));
     }

@@ -306,6 +306,7 @@ impl Shared {
 
     /// POSTs until a 2xx, retrying like a real client; `new_keys` lets it switch to a new
     /// Idempotency-Key for the same order after a failure. None when it gave up.
+    #[allow(clippy::too_many_arguments)] // one request's parts, each passed through to send
     async fn until_answered(
         &self,
         rng: &mut StdRng,
@@ -680,10 +681,11 @@ async fn pause_submissions(sh: &Shared) {
                     .to_string();
             }
             // An earlier try landed but its answer was lost to a kill: take that one.
-            Sent::Http(r) if r.status == 409 => match open_pause(sh, &mut rng).await {
-                Some((id, _)) => break id,
-                None => {}
-            },
+            Sent::Http(r) if r.status == 409 => {
+                if let Some((id, _)) = open_pause(sh, &mut rng).await {
+                    break id;
+                }
+            }
             Sent::Http(r) if r.status < 500 => {
                 sh.breach(format!(
                     "pause request got {} {}",
@@ -862,7 +864,7 @@ async fn ops_login(
                     .iter()
                     .filter_map(|v| v.to_str().ok())
                     .filter_map(|v| v.split(';').next())
-                    .last()
+                    .next_back()
                     .map(str::to_string);
                 return cookie.context("the sign-in set no session cookie");
             }
@@ -1426,6 +1428,9 @@ async fn kill_and_restart(
     Ok(log)
 }
 
+// clippy takes the give-up count of the replay pass for the loop's index; it counts only keys
+// that got no answer.
+#[allow(clippy::explicit_counter_loop)]
 async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &str) -> Result<bool> {
     // At least 32 bytes: converge refuses shorter callback secrets at start-up.
     let secret = format!("chaos-callback-secret-{:020}", args.seed);

@@ -142,6 +142,8 @@ pub struct KeyClaim {
 
 /// Result of [`KeyStore::claim_key`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Matched once where it is returned: boxing the large variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum ClaimResult {
     /// This request holds the key: a new claim (`resource_id` None) or a lapsed claim taken
     /// over (`resource_id` says what the crashed request had created, to resume it).

@@ -37,10 +37,11 @@ pub async fn guard(req: Request, next: Next) -> Response {
         if !same {
             return forbidden("cross-origin request refused");
         }
-    } else if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
-        if site != "same-origin" && site != "none" {
-            return forbidden("cross-site request refused");
-        }
+    } else if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+        && site != "same-origin"
+        && site != "none"
+    {
+        return forbidden("cross-site request refused");
     }
     // `/ops/v1` changes are JSON: their handlers take `ApiJson` (or, for logout, which has no
     // body, check the content type), so a method a route does not take reaches the router and
@@ -71,7 +72,7 @@ pub async fn host_guard(
         .map(crate::config::host_name)
         .or_else(|| req.uri().host().map(crate::config::host_name));
     match host {
-        Some(h) if allowed.iter().any(|a| *a == h) => next.run(req).await,
+        Some(h) if allowed.contains(&h) => next.run(req).await,
         _ => ApiError::new(
             StatusCode::FORBIDDEN,
             "host_not_allowed",

@@ -28,16 +28,16 @@ impl Core {
         let source = format!("action:{}", a.id);
         let shown = format!("{answer:?}");
         // An ops query settles what the worker's query would, and only an UNKNOWN payment.
-        if p.status == PaymentStatus::Unknown {
-            if let QueryVerdict::Settles(event, extras) = query_verdict(&p, answer) {
-                let after = self
-                    .apply(&p, event, &source, extras)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                self.drive(after, &source)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
+        if p.status == PaymentStatus::Unknown
+            && let QueryVerdict::Settles(event, extras) = query_verdict(&p, answer)
+        {
+            let after = self
+                .apply(&p, event, &source, extras)
+                .await
+                .map_err(|e| e.to_string())?;
+            self.drive(after, &source)
+                .await
+                .map_err(|e| e.to_string())?;
         }
         let now = self
             .store

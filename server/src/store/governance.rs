@@ -81,6 +81,8 @@ pub struct NewAction {
 
 /// Result of [`Governance::create_action`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Matched once where it is returned: boxing the large variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum CreateAction {
     /// Inserted.
     Created(ActionRecord),

@@ -5,6 +5,8 @@
 //! module over its [`SqlBackend`](super::SqlBackend) (`backend.rs`).
 
 /// How a claim inside a transaction went (`claim_in_tx`).
+// Matched once where it is returned: boxing the large variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum ClaimStep {
     /// A new claim was inserted.
     Inserted,

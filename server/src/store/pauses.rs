@@ -32,6 +32,8 @@ pub struct NewPause {
 
 /// Result of [`Pauses::create_pause`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Matched once where it is returned: boxing the large variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum CreatePause {
     /// Inserted.
     Created(PauseRecord),

@@ -85,14 +85,13 @@ impl SqliteStore {
             return Err(StoreError::BadUrl("the SQLite path is empty".into()));
         }
         let memory = path == ":memory:";
-        if !memory {
-            if let Some(dir) = Path::new(path)
+        if !memory
+            && let Some(dir) = Path::new(path)
                 .parent()
                 .filter(|d| !d.as_os_str().is_empty())
-            {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| StoreError::Unavailable(sqlx::Error::Io(e)))?;
-            }
+        {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Unavailable(sqlx::Error::Io(e)))?;
         }
         // The path is a file name, taken literally: read as a URL, `?mode=memory` or `%20`
         // in it would open another database than the file named.

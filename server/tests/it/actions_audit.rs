@@ -962,7 +962,7 @@ on_both_backends!(
             rows.iter().map(|r| r.action.id.clone()).collect()
         };
         assert_eq!(ids(&inbox.pending), [stale.clone(), pending.clone()]);
-        assert_eq!(ids(&inbox.decided), [rejected.clone()]);
+        assert_eq!(ids(&inbox.decided), [rejected.as_str()]);
         let row = &inbox.pending[1];
         assert_eq!(row.merchant.as_deref(), Some("acme"));
         assert_eq!(

@@ -822,21 +822,21 @@ pub async fn ops_session(app: &TestApp, name: &str) -> reqwest::Client {
 pub fn with_follow_up(
     mut t: converge_server::store::Transition,
 ) -> converge_server::store::Transition {
-    if t.enqueue.is_empty() {
-        if let Ok(rule) = converge_server::domain::state::check(t.from, t.event, t.to) {
-            t.enqueue = rule
-                .effects
-                .follow_up
-                .map(|f| converge_server::store::NewJob {
-                    kind: f.kind,
-                    payment_id: Some(t.payment_id.clone()),
-                    refund_id: None,
-                    run_at: t.now,
-                    max_attempts: 5,
-                })
-                .into_iter()
-                .collect();
-        }
+    if t.enqueue.is_empty()
+        && let Ok(rule) = converge_server::domain::state::check(t.from, t.event, t.to)
+    {
+        t.enqueue = rule
+            .effects
+            .follow_up
+            .map(|f| converge_server::store::NewJob {
+                kind: f.kind,
+                payment_id: Some(t.payment_id.clone()),
+                refund_id: None,
+                run_at: t.now,
+                max_attempts: 5,
+            })
+            .into_iter()
+            .collect();
     }
     t
 }
