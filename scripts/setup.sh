@@ -21,15 +21,24 @@ if ! rustup target list --installed | grep -q '^wasm32-unknown-unknown$'; then
   rustup target add wasm32-unknown-unknown
 fi
 
+# The build tools are compiled without their own release profile's whole-program optimisation:
+# cargo-leptos asks for fat LTO and one codegen unit, which made its install 22 of a fresh
+# machine's first test run's minutes; a tool that mostly starts other programs loses nothing
+# measurable by it (issue 15, build time). Only these installs see the overrides.
+fast_install() {
+  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false cargo install "$@"
+}
+
 if ! cargo leptos --version 2>/dev/null | grep -q "$LEPTOS_VERSION"; then
-  log "installing cargo-leptos $LEPTOS_VERSION (takes ~20 min once)"
-  cargo install cargo-leptos --locked --version "$LEPTOS_VERSION"
+  log "installing cargo-leptos $LEPTOS_VERSION (takes 10-20 min, once)"
+  fast_install cargo-leptos --locked --version "$LEPTOS_VERSION"
 fi
 
 if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then
   log "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION"
   # not --locked: one locked dependency of this version is missing from the registry
-  cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
+  fast_install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION" --force
 fi
 
 # wasm-opt for release builds: npm's binaryen (never Debian's binaryen 108, whose output

@@ -18,9 +18,9 @@ fail_or_skip() {
   echo "test: WARNING: $1; those tests are skipped" >&2
 }
 
-# Disk: a clean run writes ~N GB under target/ (BENCHMARKS.md, "Build time"); a linker that runs
+# Disk: a clean run writes about 7.5 GB under target/ (BENCHMARKS.md, "Build time"); a linker that runs
 # out of disk dies of SIGBUS, which says nothing about why. Each phase prints what is left.
-disk() { echo "test: disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free, target/ $(du -sh target 2>/dev/null | cut -f1)" >&2; }
+disk() { echo "test: at ${SECONDS}s, disk: $(df -h --output=avail . | tail -1 | tr -d ' ') free, target/ $(du -sh target 2>/dev/null | cut -f1)" >&2; }
 disk
 
 bash scripts/setup.sh
@@ -76,8 +76,10 @@ cargo test --workspace --no-fail-fast
 # chaos run's): app has no dev-dependencies, so nothing but the test itself is compiled.
 disk
 echo "test: start-up bad input (converge binary)" >&2
-cargo build -p app --features ssr --bin converge
-cargo test -p app --features ssr --test cli
+# `--no-default-features`: exactly the features `cargo leptos build` builds the server with
+# (Cargo.toml, bin-default-features), so that build finds this binary fresh.
+cargo build -p app --no-default-features --features ssr --bin converge
+cargo test -p app --no-default-features --features ssr --test cli
 
 # External checkers (scripts/checkers.sh): tools not written here check the contracts converge
 # publishes (Prometheus rules and /metrics with promtool; /openapi.json with schemathesis on the
@@ -110,9 +112,12 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   trap 'rm -rf "$e2e_dir"' EXIT
   port=${CONVERGE_E2E_PORT:-3300}
   # Test data before the server starts, made with the CLI as an operator would: console users
-  # of each role (an approver and an auditor for the actions test) and a merchant. `cargo leptos build` builds the same debug binary `end-to-end` then runs, so the
-  # binary is not rebuilt in between. Passwords and API keys reach Playwright through the
-  # environment (end2end/tests/support.ts).
+  # of each role (an approver and an auditor for the actions test) and a merchant.
+  # `cargo leptos build` adds the console's WebAssembly and site; its server binary is the one
+  # built above (same features, same flags: `--cfg erase_components` comes from
+  # .cargo/config.toml, not from cargo-leptos), so nothing is compiled twice, and
+  # `end-to-end` runs that binary without rebuilding it. Passwords and API keys reach
+  # Playwright through the environment (end2end/tests/support.ts).
   cargo leptos build
   e2e_cli() { DATABASE_URL="$e2e_dir/converge.db" target/debug/converge "$@"; }
   export E2E_ADMIN_USER=e2e-admin E2E_ADMIN_PASSWORD=e2e-admin-password-1

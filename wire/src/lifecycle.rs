@@ -1,6 +1,6 @@
 //! The statuses of the other lifecycles the console shows beside a payment's: a job of the
 //! compensation queue, a merchant refund, a maker-checker request, a webhook delivery and its
-//! endpoint, an error-pool item, an emergency-switch pause. Each is one enum whose
+//! endpoint, an error-pool item, an emergency-switch pause, an Idempotency-Key. Each is one enum whose
 //! names are stored in the database and sent over every API as the lower-case words below.
 //!
 //! Why here: the console (WebAssembly) compares and colours them and cannot depend on the
@@ -183,6 +183,19 @@ named_status! {
 }
 
 named_status! {
+    /// Where a stored Idempotency-Key is in its life (DESIGN.md "Idempotency contract";
+    /// `idempotency_keys.state`): `running` while a request holds its claim under a lease (or
+    /// held it until the lease lapsed: a retry of the same request takes it over), `done` once
+    /// its answer is stored and replayed.
+    pub enum KeyState {
+        /// Claimed: a request holds it under a lease, or held it until the lease lapsed.
+        Running = "running",
+        /// Its answer is stored and replayed.
+        Done = "done",
+    }
+}
+
+named_status! {
     /// An emergency-switch pause request's status (DESIGN.md "Emergency switches"): `pending`
     /// until a second person approves (`active`) or refuses it (`rejected`), or it is
     /// withdrawn or expires undecided (`cancelled`); an active pause ends `resumed`.
@@ -231,6 +244,7 @@ mod tests {
         check(&EndpointStatus::ALL);
         check(&ErrorItemStatus::ALL);
         check(&PauseStatus::ALL);
+        check(&KeyState::ALL);
         assert!(serde_json::from_str::<JobStatus>("\"DUE\"").is_err());
         assert_eq!(RefundStatus::parse("done"), None);
     }

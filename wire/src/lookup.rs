@@ -149,7 +149,8 @@ pub struct KeyDetail {
     /// SHA-256 of the canonical request body: a retry must match it.
     pub fingerprint: String,
     /// `running` (its request has not finished; others get 409) or `done` (replayed).
-    pub state: String,
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub state: crate::lifecycle::KeyState,
     /// While running: when its claim lapses and a retry may take it over, epoch ms UTC.
     pub lease_expires_at: Option<i64>,
     /// What its request created (payment, refund or webhook endpoint id).

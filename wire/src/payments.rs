@@ -172,6 +172,7 @@ pub struct Refund {
 /// A stored key in a list (the payment page): enough to name and link it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 pub struct KeySummary {
     /// Owner.
     pub merchant_id: i64,
@@ -180,7 +181,9 @@ pub struct KeySummary {
     /// Route template, e.g. `POST /v1/payments`.
     pub route: String,
     /// `running` or `done`.
-    pub state: String,
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    #[cfg_attr(feature = "sqlx", sqlx(try_from = "String"))]
+    pub state: crate::lifecycle::KeyState,
     /// What its request created (the payment, or a refund of it).
     pub resource_id: Option<String>,
     /// Epoch ms UTC.

@@ -78,7 +78,7 @@ fn KeyStory(d: KeyDetail) -> impl IntoView {
                 <span class="mono" data-testid="key-id">{d.idem_key.clone()}</span>
             </h1>
             <div class="page-tools">
-                <span data-testid="key-state"><StatusPill status=d.state.clone()/></span>
+                <span data-testid="key-state"><StatusPill status=d.state.as_str()/></span>
             </div>
         </div>
         <section class="panel facts" aria-label="Key">
@@ -93,7 +93,7 @@ fn KeyStory(d: KeyDetail) -> impl IntoView {
                 <dd class="mono wrap" data-testid="key-fingerprint">{d.fingerprint.clone()}</dd>
                 <dt>"State"</dt>
                 <dd>
-                    {if d.state == "done" {
+                    {if d.state == converge_wire::lifecycle::KeyState::Done {
                         "done: a retry with the same body gets the stored response"
                     } else {
                         "running: its request has not finished; a retry gets 409 until the lease lapses"

@@ -100,15 +100,7 @@ pub async fn create(
         Some(id) => id,
         None => {
             let id = new_id("re");
-            if !core.store.set_key_resource(&ctx.key, &id).await? {
-                // Our claim lapsed and another request with this key holds it now.
-                return Err(ApiError::new(
-                    StatusCode::CONFLICT,
-                    "idempotency_key_in_use",
-                    "a request with this Idempotency-Key is still running",
-                )
-                .with_retry_after(1));
-            }
+            ctx.record_recovery_point(core, &id).await?;
             id
         }
     };

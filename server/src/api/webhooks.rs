@@ -186,13 +186,8 @@ pub async fn create(
     Subscription::parse(&body.enabled_events)
         .map_err(|m| ApiError::bad_request("invalid_enabled_events", m))?;
     let id = ctx.resource_id.clone().unwrap_or_else(new_endpoint_id);
-    if ctx.resource_id.is_none() && !core.store.set_key_resource(&ctx.key, &id).await? {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "idempotency_key_in_use",
-            "a request with this Idempotency-Key is still running",
-        )
-        .with_retry_after(1));
+    if ctx.resource_id.is_none() {
+        ctx.record_recovery_point(core, &id).await?;
     }
     let created = core
         .create_endpoint(
@@ -352,14 +347,7 @@ pub async fn rotate_secret(
         let secret = current.secret.clone();
         return Ok(Json(EndpointView::of(&current, Some(secret))));
     }
-    if !st.core.store.set_key_resource(&ctx.key, &id).await? {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "idempotency_key_in_use",
-            "a request with this Idempotency-Key is still running",
-        )
-        .with_retry_after(1));
-    }
+    ctx.record_recovery_point(&st.core, &id).await?;
     let rotated = st
         .core
         .rotate_endpoint_secret(&id, &actor(&merchant))

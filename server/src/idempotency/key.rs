@@ -54,34 +54,19 @@ pub fn key_from_headers<'a>(
     }
 }
 
-/// Where a stored key is in its life (`idempotency_keys.state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyState {
-    /// Claimed: a request holds it under a lease, or held it until the lease lapsed.
-    Running,
-    /// Its answer is stored and replayed.
-    Done,
-}
-
-impl KeyState {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KeyState::Running => "running",
-            KeyState::Done => "done",
-        }
-    }
-}
+/// Where a stored key is in its life (`idempotency_keys.state`): defined in `converge-wire`,
+/// where the console reads it.
+pub use converge_wire::lifecycle::KeyState;
 
 /// What a request whose key was claimed before gets, from the stored key's request (its
 /// `fingerprint`, `scope` and `state`) and this request's: [`Outcome::Reused`] for another
 /// body or route (422, nothing written), [`Outcome::Replay`] when the stored request is
 /// `done` (its answer byte for byte), else [`Outcome::InUse`] (409, retry later).
-pub fn existing_outcome(stored: (&str, &str, &str), fingerprint: &str, scope: &str) -> Outcome {
+pub fn existing_outcome(stored: (&str, &str, KeyState), fingerprint: &str, scope: &str) -> Outcome {
     let (stored_fingerprint, stored_scope, stored_state) = stored;
     if stored_fingerprint != fingerprint || stored_scope != scope {
         Outcome::Reused
-    } else if stored_state == KeyState::Done.as_str() {
+    } else if stored_state == KeyState::Done {
         Outcome::Replay
     } else {
         Outcome::InUse
@@ -93,14 +78,14 @@ pub fn existing_outcome(stored: (&str, &str, &str), fingerprint: &str, scope: &s
 /// (fingerprint and scope). It then resumes from the claim's recovery point instead of
 /// creating a second payment.
 pub fn may_take_over(
-    stored: (&str, &str, &str),
+    stored: (&str, &str, KeyState),
     lease_expires_at: Option<i64>,
     fingerprint: &str,
     scope: &str,
     now: i64,
 ) -> bool {
     let (_, _, stored_state) = stored;
-    stored_state == KeyState::Running.as_str()
+    stored_state == KeyState::Running
         && lease_expires_at.unwrap_or(i64::MIN) <= now
         && existing_outcome(stored, fingerprint, scope) != Outcome::Reused
 }
@@ -211,7 +196,7 @@ mod tests {
     fn another_body_or_route_is_reused_before_done_or_running_is_asked() {
         assert_eq!(
             existing_outcome(
-                ("fp", "POST /v1/payments", "done"),
+                ("fp", "POST /v1/payments", KeyState::Done),
                 "fp",
                 "POST /v1/payments"
             ),
@@ -219,7 +204,7 @@ mod tests {
         );
         assert_eq!(
             existing_outcome(
-                ("fp", "POST /v1/payments", "running"),
+                ("fp", "POST /v1/payments", KeyState::Running),
                 "fp",
                 "POST /v1/payments"
             ),
@@ -227,7 +212,7 @@ mod tests {
         );
         assert_eq!(
             existing_outcome(
-                ("fp", "POST /v1/payments", "done"),
+                ("fp", "POST /v1/payments", KeyState::Done),
                 "other",
                 "POST /v1/payments"
             ),
@@ -235,7 +220,7 @@ mod tests {
         );
         assert_eq!(
             existing_outcome(
-                ("fp", "POST /v1/payments/p/refunds", "running"),
+                ("fp", "POST /v1/payments/p/refunds", KeyState::Running),
                 "fp",
                 "POST /v1/payments"
             ),
@@ -245,7 +230,7 @@ mod tests {
 
     #[test]
     fn only_the_same_request_takes_over_a_lapsed_claim() {
-        let running = ("fp", "POST /v1/payments", "running");
+        let running = ("fp", "POST /v1/payments", KeyState::Running);
         assert!(may_take_over(
             running,
             Some(1_000),
@@ -267,7 +252,7 @@ mod tests {
             "POST /v1/payments",
             1_000
         ));
-        let done = ("fp", "POST /v1/payments", "done");
+        let done = ("fp", "POST /v1/payments", KeyState::Done);
         assert!(!may_take_over(done, None, "fp", "POST /v1/payments", 1_000));
     }
 

@@ -59,6 +59,38 @@ pub struct IdemContext {
     pub resource_id: Option<String>,
 }
 
+impl IdemContext {
+    /// Records `resource_id` as the claim's recovery point before the handler creates it, so a
+    /// retry after a crash resumes this one resource rather than making a second (DESIGN.md
+    /// "Idempotency contract"; Brandur Leach's recovery points). Errors: 409
+    /// `idempotency_key_in_use` when this request's claim lapsed and another request holds the
+    /// key now ([`key_in_use`], its lease unknown here: retry after 1 s); 503 when the
+    /// database is unavailable.
+    pub async fn record_recovery_point(
+        &self,
+        core: &Core,
+        resource_id: &str,
+    ) -> Result<(), ApiError> {
+        if core.store.set_key_resource(&self.key, resource_id).await? {
+            Ok(())
+        } else {
+            Err(key_in_use(None, 0))
+        }
+    }
+}
+
+/// The answer to a request whose key another request holds: 409 `idempotency_key_in_use`
+/// with `Retry-After` the whole seconds until that claim's lease (epoch ms UTC) lapses,
+/// 1..=60 ([`in_use_retry_after_secs`]; 1 when the lease is not known).
+pub fn key_in_use(lease_expires_at: Option<i64>, now: i64) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "idempotency_key_in_use",
+        "a request with this Idempotency-Key is still running",
+    )
+    .with_retry_after(in_use_retry_after_secs(lease_expires_at, now))
+}
+
 /// Routes whose handler claims the key in its own first transaction (issue 15: a create's
 /// phase 1 claims the key, inserts the payment and records the recovery point at once). The
 /// layer hands such a handler a [`DeferredClaim`] instead of claiming first, and the handler
@@ -265,7 +297,7 @@ async fn answer_existing(
     rec: KeyRecord,
     now: i64,
 ) -> Response {
-    let outcome = existing_outcome((&rec.fingerprint, &rec.scope, &rec.state), fp, scope);
+    let outcome = existing_outcome((&rec.fingerprint, &rec.scope, rec.state), fp, scope);
     count(st, route, outcome);
     record(st, &rec, outcome, now);
     match outcome {
@@ -276,13 +308,7 @@ async fn answer_existing(
         )
         .into_response(),
         Outcome::Replay => replay(rec),
-        _ => ApiError::new(
-            StatusCode::CONFLICT,
-            "idempotency_key_in_use",
-            "a request with this Idempotency-Key is still running",
-        )
-        .with_retry_after(in_use_retry_after_secs(rec.lease_expires_at, now))
-        .into_response(),
+        _ => key_in_use(rec.lease_expires_at, now).into_response(),
     }
 }
 

@@ -15,6 +15,7 @@
 
 use async_trait::async_trait;
 
+use super::key::KeyState;
 use crate::store::{Payment, StoreError};
 
 /// The key operations of a store.
@@ -98,7 +99,8 @@ pub struct KeyRecord {
     /// SHA-256 of the canonical body.
     pub fingerprint: String,
     /// `running` or `done`.
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: KeyState,
     /// Token of the request holding the claim.
     pub lease_token: Option<String>,
     /// When the claim lapses, epoch ms UTC.

@@ -1,6 +1,6 @@
-//! The audit log's export and checkpoints (DESIGN.md "Ops console" and "Audit log": export as
+//! The audit log's export and checkpoints (DESIGN.md "Ops console": export as
 //! CSV and NDJSON with bounded memory, safe to open in a spreadsheet; signed checkpoints of the
-//! chain's head that an export carries and `converge audit verify-export` checks offline).
+//! chain's head that an export carries and `converge audit verify --file` checks offline).
 //! One use case for the console's `GET /ops/v1/audit/export`, the CLI's `converge audit
 //! export`, and the worker's periodic checkpoint; no HTTP here.
 //!

@@ -6,7 +6,7 @@ use base64::Engine;
 
 use super::Core;
 use crate::domain::money;
-use crate::idempotency::key::{MAX_KEY_LEN, validate_key};
+use crate::idempotency::key::{KeyState, MAX_KEY_LEN, validate_key};
 use crate::store::{IdKind, IdMatch, MAX_ID_MATCHES, StoreError};
 
 /// The longest query, in characters: the longest Idempotency-Key (longer than any id).
@@ -214,7 +214,9 @@ pub async fn key_detail(
     Ok(Some(KeyDetail {
         merchant_id,
         merchant,
-        lease_expires_at: rec.lease_expires_at.filter(|_| rec.state == "running"),
+        lease_expires_at: rec
+            .lease_expires_at
+            .filter(|_| rec.state == KeyState::Running),
         idem_key: rec.idem_key,
         route: rec.route,
         scope: rec.scope,

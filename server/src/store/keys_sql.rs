@@ -79,7 +79,7 @@ macro_rules! impl_keys {
                 }
             };
             if $crate::idempotency::key::may_take_over(
-                (&rec.fingerprint, &rec.scope, &rec.state),
+                (&rec.fingerprint, &rec.scope, rec.state),
                 rec.lease_expires_at,
                 &c.fingerprint,
                 &c.scope,

@@ -33,44 +33,8 @@ pub struct IdMatch {
 
 pub use converge_wire::lookup::KeyOutcomeCount;
 
-/// A stored key in a list (the payment page): enough to name and link it.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct KeySummary {
-    /// Owner.
-    pub merchant_id: i64,
-    /// The client's key.
-    pub idem_key: String,
-    /// Route template, e.g. `POST /v1/payments`.
-    pub route: String,
-    /// `running` or `done`.
-    pub state: String,
-    /// What its request created (the payment, or a refund of it).
-    pub resource_id: Option<String>,
-    /// Epoch ms UTC.
-    pub created_at: i64,
-}
-
-impl From<KeySummary> for converge_wire::KeySummary {
-    fn from(k: KeySummary) -> Self {
-        // Every field named on both sides: one added to either fails to compile here.
-        let KeySummary {
-            merchant_id,
-            idem_key,
-            route,
-            state,
-            resource_id,
-            created_at,
-        } = k;
-        converge_wire::KeySummary {
-            merchant_id,
-            idem_key,
-            route,
-            state,
-            resource_id,
-            created_at,
-        }
-    }
-}
+/// A stored key in a list (the payment page): the wire type, read as a row.
+pub use converge_wire::KeySummary;
 
 /// The most results one search shows.
 pub const MAX_ID_MATCHES: i64 = 20;

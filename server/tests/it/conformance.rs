@@ -111,7 +111,10 @@ store_conformance!(
                 .await
                 .unwrap(),
         );
-        assert_eq!(rec.state, "running");
+        assert_eq!(
+            rec.state,
+            converge_server::idempotency::key::KeyState::Running
+        );
         assert_eq!(
             rec.lease_token.as_deref(),
             Some("t1"),
@@ -138,7 +141,7 @@ store_conformance!(a_completed_key_keeps_its_response_byte_for_byte, |store| {
             .await
             .unwrap(),
     );
-    assert_eq!(rec.state, "done");
+    assert_eq!(rec.state, converge_server::idempotency::key::KeyState::Done);
     assert_eq!(rec.response_status, Some(201));
     assert_eq!(rec.response_body.as_deref(), Some(&body[..]));
     assert_eq!(rec.lease_token, None);
