@@ -1,14 +1,14 @@
 // The emergency switch (issue 17 "Emergency switch"): an operator requests a pause on the
 // Pauses page, a different person (an approver) approves it with the password, every page
 // shows the banner and /metrics reports it, the operator resumes it in one step, and the
-// banner goes. The pause is of `purge` jobs (a timer in each process does the purging, so
-// holding them changes nothing other specs see), and it is resumed in `finally` whatever
+// banner goes. The pause is of `reconcile` jobs (queued only by a statement import, which no
+// other spec makes, so holding them changes nothing other specs see), and it is resumed in `finally` whatever
 // happens, so the shared server is left as it was found.
 import { expect, Page, test } from "@playwright/test";
 import { axeScan, env, hydrated, pageErrors } from "./support";
 
-const TARGET = "job:purge";
-const WHAT = "purge jobs";
+const TARGET = "job:reconcile";
+const WHAT = "reconcile jobs";
 
 async function signInAs(page: Page, username: string, password: string): Promise<void> {
   await page.goto("/login");
@@ -57,7 +57,7 @@ test("a pause is requested, approved by someone else, shown on every page, and r
     await go(page, "Pauses", "Emergency switch");
     await expect(page.getByTestId("pause-banner")).toHaveCount(0);
     await page.getByTestId("pause-target").selectOption(TARGET);
-    await page.getByTestId("pause-reason").fill("purge storm in the drill");
+    await page.getByTestId("pause-reason").fill("statement storm in the drill");
     await page.getByTestId("pause-submit").click();
     await expect(page.getByTestId("flash")).toContainText("requested");
     const row = page.locator(`tr[data-target="${TARGET}"]`);
@@ -89,7 +89,7 @@ test("a pause is requested, approved by someone else, shown on every page, and r
       await go(ap, link, heading);
       const banner = ap.getByTestId("pause-banner");
       await expect(banner).toContainText(WHAT);
-      await expect(banner).toContainText("purge storm in the drill");
+      await expect(banner).toContainText("statement storm in the drill");
       await expect(banner).toContainText(approver.user);
     }
     await axeScan(ap, "pause-banner");

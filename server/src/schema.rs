@@ -101,7 +101,8 @@ pub fn note_schema() -> utoipa::openapi::Object {
 
 /// The kinds of ops action.
 pub fn action_kind_schema() -> utoipa::openapi::Object {
-    strings(&["query", "retry", "reverse", "force_transition"])
+    use crate::domain::actions::ActionKind;
+    strings(&ActionKind::ALL.map(ActionKind::as_str))
 }
 
 /// A payment status name, as the API spells it.

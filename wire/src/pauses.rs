@@ -3,6 +3,19 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Job kinds that may be paused on their own (`job:<kind>` targets), by stored name: every
+/// kind of the compensation queue but `submit`, whose pause is the `submissions` target (it
+/// also stops the request path). The server checks a requested target against this list and
+/// the console offers it.
+pub const PAUSABLE_JOB_KINDS: [&str; 6] = [
+    "query",
+    "post_ledger",
+    "refund",
+    "webhook",
+    "reconcile",
+    "reverse",
+];
+
 /// A pause request and its fate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]

@@ -14,17 +14,8 @@ use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
 use crate::dto::{PauseItem, PauseStatus, PauseWords, Role};
 use crate::{api, api_pauses, format};
 
-/// Job kinds that may be paused on their own (the server's
-/// `domain::pause::PAUSABLE_JOB_KINDS`; the server checks what is sent).
-const JOB_KINDS: [&str; 7] = [
-    "query",
-    "post_ledger",
-    "refund",
-    "webhook",
-    "reconcile",
-    "purge",
-    "reverse",
-];
+/// Job kinds that may be paused on their own (the server checks what is sent).
+use converge_wire::pauses::PAUSABLE_JOB_KINDS as JOB_KINDS;
 
 /// The pauses page.
 #[component]

@@ -155,9 +155,14 @@ impl ActionMoveKind {
 }
 
 /// Whether a payment in `status` can be reversed (its charge refunded and the ledger
-/// reversed): SUCCESS, or SUSPENSE (charged, never posted).
+/// reversed): the states the state machine has a `reversed` row from ([`TRANSITIONS`]):
+/// SUCCESS, and SUSPENSE (charged, never posted).
+///
+/// [`TRANSITIONS`]: super::state::TRANSITIONS
 pub fn reversible(status: PaymentStatus) -> bool {
-    matches!(status, PaymentStatus::Success | PaymentStatus::Suspense)
+    super::state::TRANSITIONS
+        .iter()
+        .any(|r| r.from == status && r.event == super::state::PaymentEvent::Reversed)
 }
 
 /// Whether an action applies to a payment now, and if not, why (with, for a forced
@@ -228,6 +233,18 @@ pub fn check_reason(reason: &str) -> Result<(), String> {
 mod tests {
     use super::*;
     use PaymentStatus as S;
+
+    #[test]
+    fn success_and_suspense_are_the_reversible_states() {
+        let reversible: Vec<_> = PaymentStatus::ALL
+            .into_iter()
+            .filter(|s| reversible(*s))
+            .collect();
+        assert_eq!(
+            reversible,
+            [PaymentStatus::Suspense, PaymentStatus::Success]
+        );
+    }
 
     #[test]
     fn every_kind_is_listed() {

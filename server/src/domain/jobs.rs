@@ -19,8 +19,6 @@ pub enum JobKind {
     Webhook,
     /// Import a statement.
     Reconcile,
-    /// Purge expired keys.
-    Purge,
     /// Finish an ops reversal whose payment is reserved (`payments.reversal_id`): refund at the
     /// channel under the action id and record REVERSED, if the executing request died first.
     Reverse,
@@ -28,14 +26,13 @@ pub enum JobKind {
 
 impl JobKind {
     /// Every kind, for gauges that must report zero for an empty kind.
-    pub const ALL: [JobKind; 8] = [
+    pub const ALL: [JobKind; 7] = [
         JobKind::Submit,
         JobKind::Query,
         JobKind::PostLedger,
         JobKind::Refund,
         JobKind::Webhook,
         JobKind::Reconcile,
-        JobKind::Purge,
         JobKind::Reverse,
     ];
 
@@ -48,7 +45,6 @@ impl JobKind {
             JobKind::Refund => "refund",
             JobKind::Webhook => "webhook",
             JobKind::Reconcile => "reconcile",
-            JobKind::Purge => "purge",
             JobKind::Reverse => "reverse",
         }
     }

@@ -7,18 +7,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// Job kinds that may be paused on their own, by stored name. `submit` is not among them:
-/// pausing submissions is the [`PauseTarget::Submissions`] target, which also stops the
-/// request path.
-pub const PAUSABLE_JOB_KINDS: &[&str] = &[
-    "query",
-    "post_ledger",
-    "refund",
-    "webhook",
-    "reconcile",
-    "purge",
-    "reverse",
-];
+/// Job kinds that may be paused on their own, by stored name: defined in `converge-wire`,
+/// where the console reads it. `submit` is not among them: pausing submissions is the
+/// [`PauseTarget::Submissions`] target, which also stops the request path.
+pub use converge_wire::pauses::PAUSABLE_JOB_KINDS;
 
 /// Longest webhook endpoint id accepted in a target, in characters.
 const MAX_ENDPOINT_ID: usize = 64;

@@ -5,3 +5,30 @@
 /// A refund's status: defined with its names in the wire crate, which the console shares
 /// (`converge_wire::lifecycle`).
 pub use converge_wire::RefundStatus;
+
+use super::state::PaymentStatus;
+
+/// Whether a merchant may refund a payment in `status`: the states the state machine has a
+/// `refunded_in_full` row from (DESIGN.md "Payment state machine": SUCCESS, refunds reach the
+/// amount, REFUNDED), which is SUCCESS only: a posted charge. SUSPENSE waits for a person; a
+/// REFUNDED or REVERSED payment has nothing left. The store's reservation of the amount checks
+/// the same rule in its UPDATE, so a refund racing a status change cannot slip through.
+pub fn refundable(status: PaymentStatus) -> bool {
+    super::state::TRANSITIONS
+        .iter()
+        .any(|r| r.from == status && r.event == super::state::PaymentEvent::RefundedInFull)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_success_payment_is_refundable() {
+        let refundable: Vec<_> = PaymentStatus::ALL
+            .into_iter()
+            .filter(|s| refundable(*s))
+            .collect();
+        assert_eq!(refundable, [PaymentStatus::Success]);
+    }
+}

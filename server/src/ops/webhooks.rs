@@ -603,7 +603,9 @@ pub async fn run_enable(
         .await
     {
         Ok(true) => Ok(EndpointStatus {
-            status: "enabled".into(),
+            status: crate::domain::webhooks::EndpointStatus::Enabled
+                .as_str()
+                .into(),
         }),
         Ok(false) => Err(ApiError::new(
             StatusCode::CONFLICT,

@@ -14,10 +14,12 @@ macro_rules! impl_refunds {
             ) -> Result<$crate::store::CreateRefund, $crate::store::StoreError> {
                 use $crate::store::{CreateRefund, Payment, PaymentRow, Refund};
                 let mut tx = self.begin_write().await?;
-                let reserved = sqlx::query(
+                let sql = format!(
                     "UPDATE payments SET refunded_amount = refunded_amount + $1, version = version + 1, updated_at = $2 \
-                     WHERE id = $3 AND status = 'SUCCESS' AND refunded_amount + $1 <= amount AND reversal_id IS NULL",
-                )
+                     WHERE id = $3 AND status IN ({}) AND refunded_amount + $1 <= amount AND reversal_id IS NULL",
+                    $crate::store::queue::status_list($crate::domain::refunds::refundable)
+                );
+                let reserved = sqlx::query(&sql)
                 .bind(n.amount)
                 .bind(n.now)
                 .bind(&n.payment_id)
@@ -35,7 +37,7 @@ macro_rules! impl_refunds {
                     tx.rollback().await?;
                     return Ok(match row.map(Payment::try_from).transpose()? {
                         None => CreateRefund::NoPayment,
-                        Some(p) if p.status != $crate::domain::state::PaymentStatus::Success => {
+                        Some(p) if !$crate::domain::refunds::refundable(p.status) => {
                             CreateRefund::NotRefundable(p.status)
                         }
                         Some(p) if p.reversal_id.is_some() => CreateRefund::Reversing,
@@ -163,11 +165,13 @@ macro_rules! impl_refunds {
             ) -> Result<$crate::store::ReversalReservation, $crate::store::StoreError> {
                 use $crate::store::{Payment, PaymentRow, ReversalReservation};
                 let mut tx = self.begin_write().await?;
-                let reserved = sqlx::query(
+                let sql = format!(
                     "UPDATE payments SET reversal_id = $1, version = version + 1, updated_at = $2 \
-                     WHERE id = $3 AND version = $4 AND status IN ('SUCCESS', 'SUSPENSE') AND reversal_id IS NULL \
+                     WHERE id = $3 AND version = $4 AND status IN ({}) AND reversal_id IS NULL \
                      AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = $3 AND r.status = 'pending')",
-                )
+                    $crate::store::queue::status_list($crate::domain::actions::reversible)
+                );
+                let reserved = sqlx::query(&sql)
                 .bind(&r.action_id)
                 .bind(r.now)
                 .bind(&r.payment_id)
@@ -211,10 +215,12 @@ macro_rules! impl_refunds {
                 now: i64,
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let released = sqlx::query(
+                let sql = format!(
                     "UPDATE payments SET reversal_id = NULL, version = version + 1, updated_at = $1 \
-                     WHERE id = $2 AND reversal_id = $3 AND status IN ('SUCCESS', 'SUSPENSE')",
-                )
+                     WHERE id = $2 AND reversal_id = $3 AND status IN ({})",
+                    $crate::store::queue::status_list($crate::domain::actions::reversible)
+                );
+                let released = sqlx::query(&sql)
                 .bind(now)
                 .bind(payment_id)
                 .bind(action_id)

@@ -341,3 +341,43 @@ pub trait Webhooks: Send + Sync + 'static {
     /// The stream sequence each published event got, by event id (for tests and verify).
     async fn publications(&self) -> Result<Vec<(String, Option<i64>, bool)>, StoreError>;
 }
+
+/// SQL for the outcome events of payments, from [`EventType::for_payment_status`] (the one
+/// table of which status emits which event): the statuses that emit one, for an `IN (...)`,
+/// and a `CASE <column> WHEN 'SUCCESS' THEN 'payment.succeeded' ... END` naming each one's
+/// event type. `converge verify` uses both to find an outcome without its event.
+///
+/// [`EventType::for_payment_status`]: crate::domain::webhooks::EventType::for_payment_status
+pub(crate) fn payment_outcome_sql(column: &str) -> (String, String) {
+    use crate::domain::state::PaymentStatus;
+    use crate::domain::webhooks::EventType;
+    let outcomes: Vec<(PaymentStatus, EventType)> = PaymentStatus::ALL
+        .into_iter()
+        .filter_map(|s| EventType::for_payment_status(s).map(|e| (s, e)))
+        .collect();
+    let statuses = outcomes
+        .iter()
+        .map(|(s, _)| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let whens: String = outcomes
+        .iter()
+        .map(|(s, e)| format!(" WHEN '{s}' THEN '{e}'"))
+        .collect();
+    (statuses, format!("CASE {column}{whens} END"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_outcome_sql_names_each_outcome_status_with_its_event() {
+        let (statuses, case) = super::payment_outcome_sql("p.status");
+        assert_eq!(statuses, "'SUCCESS', 'FAILED', 'REVERSED', 'REFUNDED'");
+        assert_eq!(
+            case,
+            "CASE p.status WHEN 'SUCCESS' THEN 'payment.succeeded' \
+             WHEN 'FAILED' THEN 'payment.failed' WHEN 'REVERSED' THEN 'payment.reversed' \
+             WHEN 'REFUNDED' THEN 'payment.refunded' END"
+        );
+    }
+}

@@ -466,14 +466,15 @@ macro_rules! impl_webhooks {
                 )
                 .fetch_one(r)
                 .await?;
-                let payments_without_event = sqlx::query_as::<_, (String, String)>(
+                let (outcomes, outcome_event) = $crate::store::webhooks::payment_outcome_sql("p.status");
+                let sql = format!(
                     "SELECT p.id, p.status FROM payments p \
-                     WHERE p.status IN ('SUCCESS', 'FAILED', 'REVERSED', 'REFUNDED') AND p.updated_at >= $1 \
+                     WHERE p.status IN ({outcomes}) AND p.updated_at >= $1 \
                      AND NOT EXISTS (SELECT 1 FROM events e WHERE e.aggregatetype = 'payment' AND e.aggregateid = p.id \
-                       AND e.type = CASE p.status WHEN 'SUCCESS' THEN 'payment.succeeded' WHEN 'FAILED' THEN 'payment.failed' \
-                       WHEN 'REVERSED' THEN 'payment.reversed' ELSE 'payment.refunded' END) \
-                     ORDER BY p.id LIMIT 1000",
-                )
+                       AND e.type = {outcome_event}) \
+                     ORDER BY p.id LIMIT 1000"
+                );
+                let payments_without_event = sqlx::query_as::<_, (String, String)>(&sql)
                 .bind(mark)
                 .fetch_all(r)
                 .await?;

@@ -7,9 +7,18 @@ use crate::store::LeasedJob;
 
 /// Runs one job and says what it achieved.
 pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
-    match job.kind.as_str() {
-        "submit" => submit(core, job).await,
-        "query" => match payment(core, job).await? {
+    use crate::domain::jobs::JobKind;
+    let Some(kind) = JobKind::parse(&job.kind) else {
+        return Ok(Step::GiveUp {
+            kind: "job_unknown_kind",
+            summary: format!("unknown job kind {:?}", job.kind),
+            evidence: serde_json::json!({"job_id": job.id, "kind": job.kind}),
+        });
+    };
+    // Exhaustive: a new kind does not compile until it has its handler here.
+    match kind {
+        JobKind::Submit => submit(core, job).await,
+        JobKind::Query => match payment(core, job).await? {
             // A resubmission that died before its answer was recorded: send it again (same
             // channel key, so the channel charges at most once).
             Some(p)
@@ -24,13 +33,13 @@ pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
             Some(p) => core.resolve_unknown(p, "worker").await,
             None => Ok(Step::Done),
         },
-        "post_ledger" => match payment(core, job).await? {
+        JobKind::PostLedger => match payment(core, job).await? {
             Some(p) => core.retry_posting(p, "worker").await,
             None => Ok(Step::Done),
         },
-        "refund" => refund(core, job).await,
-        "reverse" => reverse(core, job).await,
-        "reconcile" => Ok(match core.reconcile(&job.payload, "channel", None).await {
+        JobKind::Refund => refund(core, job).await,
+        JobKind::Reverse => reverse(core, job).await,
+        JobKind::Reconcile => Ok(match core.reconcile(&job.payload, "channel", None).await {
             Ok(_) => Step::Done,
             // `reconcile` has already put the bad file in the error pool, naming the line; a
             // second item for the job would report one fault twice. A person re-runs the day
@@ -38,14 +47,7 @@ pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
             Err(crate::service::reconcile::ReconcileError::BadFile(_)) => Step::Done,
             Err(e) => Step::Retry(e.to_string()),
         }),
-        "webhook" => core.deliver_webhook(job).await,
-        // Key purging runs as a timer in each process; a purge job has nothing left to do.
-        "purge" => Ok(Step::Done),
-        other => Ok(Step::GiveUp {
-            kind: "job_unknown_kind",
-            summary: format!("unknown job kind {other:?}"),
-            evidence: serde_json::json!({"job_id": job.id, "kind": other}),
-        }),
+        JobKind::Webhook => core.deliver_webhook(job).await,
     }
 }
 
@@ -103,14 +105,14 @@ async fn refund(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
 /// Finishes an ops reversal whose executing request died after reserving the payment: the
 /// channel refund is keyed by the action id, so it is never issued twice.
 async fn reverse(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
-    use crate::domain::state::PaymentStatus::{Success, Suspense};
+    use crate::domain::actions::reversible;
     let Some(p) = payment(core, job).await? else {
         return Ok(Step::Done);
     };
     let Some(action_id) = p.reversal_id.clone() else {
         return Ok(Step::Done);
     };
-    if !matches!(p.status, Success | Suspense) {
+    if !reversible(p.status) {
         return Ok(Step::Done);
     }
     Ok(match core.finish_reversal(&action_id, p, "worker").await {
@@ -118,9 +120,7 @@ async fn reverse(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
         // Still held (the channel's answer was undecidable): try again later. Released (the
         // channel refused) or recorded meanwhile: nothing left to do.
         Err(why) => match payment(core, job).await? {
-            Some(now) if now.reversal_id.is_some() && matches!(now.status, Success | Suspense) => {
-                Step::Retry(why)
-            }
+            Some(now) if now.reversal_id.is_some() && reversible(now.status) => Step::Retry(why),
             _ => Step::Done,
         },
     })

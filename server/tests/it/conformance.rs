@@ -1013,7 +1013,7 @@ store_conformance!(
         }
         for _ in 0..5 {
             store
-                .enqueue_job(&job(JobKind::Purge), "", 0)
+                .enqueue_job(&job(JobKind::Webhook), "", 0)
                 .await
                 .unwrap();
         }

@@ -842,15 +842,7 @@ on_both_backends!(the_queue_gauges_report_zero_for_emptied_groups, |app| {
         .unwrap();
     let text = app.get("/metrics").await.body;
     let text = String::from_utf8_lossy(&text);
-    for kind in [
-        "submit",
-        "query",
-        "post_ledger",
-        "refund",
-        "webhook",
-        "reconcile",
-        "purge",
-    ] {
+    for kind in converge_server::domain::jobs::JobKind::ALL.map(|k| k.as_str()) {
         for status in ["due", "leased", "done", "dead"] {
             let series = format!("converge_jobs{{kind=\"{kind}\",status=\"{status}\"}}");
             assert!(text.contains(&series), "{series} missing");
