@@ -160,9 +160,7 @@ impl ActionMoveKind {
 ///
 /// [`TRANSITIONS`]: super::state::TRANSITIONS
 pub fn reversible(status: PaymentStatus) -> bool {
-    super::state::TRANSITIONS
-        .iter()
-        .any(|r| r.from == status && r.event == super::state::PaymentEvent::Reversed)
+    super::state::rule(status, super::state::PaymentEvent::Reversed).is_ok()
 }
 
 /// Whether an action applies to a payment now, and if not, why (with, for a forced

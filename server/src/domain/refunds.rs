@@ -14,9 +14,7 @@ use super::state::PaymentStatus;
 /// REFUNDED or REVERSED payment has nothing left. The store's reservation of the amount checks
 /// the same rule in its UPDATE, so a refund racing a status change cannot slip through.
 pub fn refundable(status: PaymentStatus) -> bool {
-    super::state::TRANSITIONS
-        .iter()
-        .any(|r| r.from == status && r.event == super::state::PaymentEvent::RefundedInFull)
+    super::state::rule(status, super::state::PaymentEvent::RefundedInFull).is_ok()
 }
 
 #[cfg(test)]

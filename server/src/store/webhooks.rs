@@ -355,11 +355,7 @@ pub(crate) fn payment_outcome_sql(column: &str) -> (String, String) {
         .into_iter()
         .filter_map(|s| EventType::for_payment_status(s).map(|e| (s, e)))
         .collect();
-    let statuses = outcomes
-        .iter()
-        .map(|(s, _)| format!("'{s}'"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let statuses = super::queue::status_list(|s| EventType::for_payment_status(s).is_some());
     let whens: String = outcomes
         .iter()
         .map(|(s, e)| format!(" WHEN '{s}' THEN '{e}'"))
