@@ -454,6 +454,52 @@ pub enum TransitionError {
     },
 }
 
+/// What the core does next from a status on its own, with no outside answer (a callback, a
+/// query, a person): the moves `Core::drive` makes and the submit job retries (DESIGN.md
+/// "Payment state machine"; seed 004 on the charge path). Every other status waits for
+/// something else: UNKNOWN for a query, SUSPENSE for a person, the settled ones for nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoStep {
+    /// PENDING: submit (PENDING -> PROCESSING).
+    Submit,
+    /// PROCESSING: send the charge with the payment's channel key and apply the answer.
+    Charge,
+    /// CHANNEL_SUCCESS: post the ledger batch.
+    Post,
+}
+
+impl AutoStep {
+    /// The step from `status`, or `None` when the payment waits for something outside.
+    pub fn of(status: PaymentStatus) -> Option<AutoStep> {
+        // Exhaustive: a new status does not compile until it says whether it moves alone.
+        match status {
+            PaymentStatus::Pending => Some(AutoStep::Submit),
+            PaymentStatus::Processing => Some(AutoStep::Charge),
+            PaymentStatus::ChannelSuccess => Some(AutoStep::Post),
+            PaymentStatus::Unknown
+            | PaymentStatus::Suspense
+            | PaymentStatus::Success
+            | PaymentStatus::Failed
+            | PaymentStatus::Reversed
+            | PaymentStatus::Refunded => None,
+        }
+    }
+
+    /// The step sends (or is about to send) a charge to the channel, so a pause of
+    /// submissions (the emergency switch) holds it.
+    pub fn reaches_channel(self) -> bool {
+        match self {
+            AutoStep::Submit | AutoStep::Charge => true,
+            AutoStep::Post => false,
+        }
+    }
+
+    /// `status` still has its charge to send: PENDING or PROCESSING.
+    pub fn awaits_channel(status: PaymentStatus) -> bool {
+        AutoStep::of(status).is_some_and(AutoStep::reaches_channel)
+    }
+}
+
 /// The next status for `event` in status `from`, or why the event must be ignored.
 pub fn transition(
     from: PaymentStatus,
@@ -511,6 +557,38 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_auto_step_is_a_row_of_the_table_and_settled_payments_never_move_alone() {
+        for status in PaymentStatus::ALL {
+            let step = AutoStep::of(status);
+            let events: &[PaymentEvent] = match step {
+                Some(AutoStep::Submit) => &[PaymentEvent::Submit],
+                Some(AutoStep::Charge) => &[
+                    PaymentEvent::ChannelSucceeded,
+                    PaymentEvent::ChannelDeclined,
+                    PaymentEvent::ChannelError,
+                ],
+                Some(AutoStep::Post) => &[PaymentEvent::LedgerPosted, PaymentEvent::LedgerFailed],
+                None => &[],
+            };
+            for &event in events {
+                assert!(
+                    rule(status, event).is_ok(),
+                    "{status}: {event} not in the table"
+                );
+            }
+            if status.is_settled() {
+                assert_eq!(step, None, "{status} is settled but moves alone");
+            }
+            // A pause of submissions holds exactly the payments whose charge is not yet answered.
+            assert_eq!(
+                AutoStep::awaits_channel(status),
+                step.is_some() && !status.is_charged(),
+                "{status}"
+            );
+        }
+    }
 
     #[test]
     fn check_accepts_exactly_the_table_and_the_force_whitelist() {

@@ -13,7 +13,7 @@ use crate::channel::ChargeOutcome;
 use crate::domain::fingerprint::fingerprint;
 use crate::domain::ledger;
 use crate::domain::money;
-use crate::domain::state::{Batch, Delay, PaymentEvent, PaymentStatus, Rule, rule};
+use crate::domain::state::{AutoStep, Batch, Delay, PaymentEvent, PaymentStatus, Rule, rule};
 use crate::idempotency::store::{ClaimResult, KeyClaim, KeyCompletion, KeyRef, StoredResponse};
 use crate::store::{
     CreatePayment, IgnoredEvent, NewJob, NewPayment, OpenPayment, OpenedPayment, Payment,
@@ -234,10 +234,7 @@ impl Core {
         // Only an answer drive() would stop at is stored with the key; otherwise the payment
         // goes on step by step (a frozen merchant's SUSPENSE) and the caller stores it.
         let last = steps.last().map_or(p.status, |t| t.to);
-        let settled = !matches!(
-            last,
-            PaymentStatus::Pending | PaymentStatus::Processing | PaymentStatus::ChannelSuccess
-        );
+        let settled = AutoStep::of(last).is_none();
         let key = claim.key_ref();
         let completion = KeyCompletion { key: &key, render };
         let done = self
@@ -281,15 +278,15 @@ impl Core {
         let held = self.active_pauses().await.submissions();
         for _ in 0..MAX_STEPS {
             let before = (p.status, p.version);
-            p = match p.status {
-                PaymentStatus::Pending | PaymentStatus::Processing if held => return Ok(p),
-                PaymentStatus::Pending => {
+            p = match AutoStep::of(p.status) {
+                Some(step) if held && step.reaches_channel() => return Ok(p),
+                Some(AutoStep::Submit) => {
                     self.apply(&p, PaymentEvent::Submit, source, Extras::default())
                         .await?
                 }
-                PaymentStatus::Processing => self.charge(&p, source).await?,
-                PaymentStatus::ChannelSuccess => self.post_ledger(&p, source).await?,
-                _ => return Ok(p),
+                Some(AutoStep::Charge) => self.charge(&p, source).await?,
+                Some(AutoStep::Post) => self.post_ledger(&p, source).await?,
+                None => return Ok(p),
             };
             if (p.status, p.version) == before {
                 // Nothing moved (an ignored event): stop rather than spin.

@@ -1,6 +1,7 @@
 //! What each job kind does. Every handler re-reads the payment and decides from its current
 //! state, so a job that runs twice (lease lapsed, crash) does no harm.
 
+use crate::domain::state::AutoStep;
 use crate::service::resolve::Step;
 use crate::service::{Core, ServiceError};
 use crate::store::LeasedJob;
@@ -21,15 +22,7 @@ pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
         JobKind::Query => match payment(core, job).await? {
             // A resubmission that died before its answer was recorded: send it again (same
             // channel key, so the channel charges at most once).
-            Some(p)
-                if matches!(
-                    p.status,
-                    crate::domain::state::PaymentStatus::Pending
-                        | crate::domain::state::PaymentStatus::Processing
-                ) =>
-            {
-                submit(core, job).await
-            }
+            Some(p) if AutoStep::awaits_channel(p.status) => submit(core, job).await,
             Some(p) => core.resolve_unknown(p, "worker").await,
             None => Ok(Step::Done),
         },
@@ -62,23 +55,19 @@ async fn payment(
 }
 
 async fn submit(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
-    use crate::domain::state::PaymentStatus::{Pending, Processing};
     let Some(p) = payment(core, job).await? else {
+        return Ok(Step::Done);
+    };
+    let Some(step) = AutoStep::of(p.status) else {
         return Ok(Step::Done);
     };
     // Claimed just before a pause reached this process, or a query job resubmitting: hold,
     // spending no attempt, rather than count the pause as a failure.
-    if matches!(p.status, Pending | Processing) && core.active_pauses().await.submissions() {
+    if step.reaches_channel() && core.active_pauses().await.submissions() {
         return Ok(Step::Held("submissions are paused".into()));
     }
-    if !matches!(
-        p.status,
-        Pending | Processing | crate::domain::state::PaymentStatus::ChannelSuccess
-    ) {
-        return Ok(Step::Done);
-    }
     let after = core.drive(p, "worker").await?;
-    Ok(if matches!(after.status, Pending | Processing) {
+    Ok(if AutoStep::awaits_channel(after.status) {
         Step::Retry(format!("payment still {}", after.status))
     } else {
         Step::Done
