@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 pub use converge_wire::dashboard::AGE_BUCKETS;
 pub use converge_wire::lifecycle::{
-    ActionStatus, DeliveryStatus, EndpointStatus, ErrorItemStatus, JobStatus, PauseStatus,
-    RefundStatus,
+    ActionStatus, DeliveryStatus, EndpointStatus, ErrorItemStatus, JobStatus, KeyState,
+    PauseStatus, RefundStatus,
 };
 pub use converge_wire::{
     ActionOffer, ActionRecord, ApprovalInbox, ApprovalItem, AttemptRow, AuditList, AuditRecord,

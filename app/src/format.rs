@@ -292,25 +292,173 @@ pub fn action_decision(a: &crate::dto::ActionRecord) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
-/// The CSS class of a status pill: one colour per family of states, shared by payments,
-/// jobs, refunds and error-pool items. A payment status is matched as the enum, so a new
-/// one fails to compile here until it has a colour.
-pub fn status_class(status: &str) -> &'static str {
-    use crate::dto::PaymentStatus as P;
-    if let Ok(p) = status.parse::<P>() {
-        return match p {
-            P::Success | P::Refunded => "st-ok",
-            P::Failed | P::Reversed => "st-bad",
-            P::Unknown | P::Suspense => "st-warn",
-            P::Pending | P::Processing | P::ChannelSuccess => "st-busy",
-        };
+/// The colour family of a status pill: one per kind of state, whichever lifecycle it belongs
+/// to, so ops staff read every table the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// Reached what was wanted (SUCCESS, a succeeded refund, an executed request).
+    Ok,
+    /// Ended without it (FAILED, a dead job, a disabled endpoint).
+    Bad,
+    /// Needs a person's eyes (UNKNOWN, SUSPENSE, an open error-pool item, an active pause).
+    Warn,
+    /// Still moving on its own (PROCESSING, a due job, a pending delivery).
+    Busy,
+    /// Closed without an outcome of its own (a withdrawn request), or a name not known.
+    Other,
+}
+
+impl Tone {
+    /// The stylesheet's class for the family (`style/main.css`, `.st-*`).
+    pub fn class(self) -> &'static str {
+        match self {
+            Tone::Ok => "st-ok",
+            Tone::Bad => "st-bad",
+            Tone::Warn => "st-warn",
+            Tone::Busy => "st-busy",
+            Tone::Other => "st-other",
+        }
     }
-    match status {
-        "succeeded" | "done" | "resolved" | "executed" => "st-ok",
-        "failed" | "dead" => "st-bad",
-        "open" => "st-warn",
-        "pending" | "approved" | "due" | "leased" => "st-busy",
-        _ => "st-other",
+}
+
+/// What a status pill shows: the status's stored name and its colour family. Built from the
+/// status enums of every lifecycle (each match exhaustive, so a new status does not compile
+/// until it has a colour), or from a payment status name as an event record carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pill {
+    /// The name as stored and sent (`SUCCESS`, `due`, `open`, ...).
+    pub name: String,
+    /// Its colour family.
+    pub tone: Tone,
+}
+
+impl Pill {
+    fn new(name: &str, tone: Tone) -> Pill {
+        Pill {
+            name: name.to_string(),
+            tone,
+        }
+    }
+
+    /// A payment status given by name (an event's `from_status`); a name that is not one
+    /// is shown as it is, uncoloured.
+    pub fn payment(name: &str) -> Pill {
+        match name.parse::<crate::dto::PaymentStatus>() {
+            Ok(status) => status.into(),
+            Err(_) => Pill::new(name, Tone::Other),
+        }
+    }
+}
+
+impl From<crate::dto::PaymentStatus> for Pill {
+    fn from(s: crate::dto::PaymentStatus) -> Pill {
+        use crate::dto::PaymentStatus as P;
+        let tone = match s {
+            P::Success | P::Refunded => Tone::Ok,
+            P::Failed | P::Reversed => Tone::Bad,
+            P::Unknown | P::Suspense => Tone::Warn,
+            P::Pending | P::Processing | P::ChannelSuccess => Tone::Busy,
+        };
+        Pill::new(s.as_str(), tone)
+    }
+}
+
+impl From<crate::dto::JobStatus> for Pill {
+    fn from(s: crate::dto::JobStatus) -> Pill {
+        use crate::dto::JobStatus as J;
+        let tone = match s {
+            J::Done => Tone::Ok,
+            J::Dead => Tone::Bad,
+            J::Due | J::Leased => Tone::Busy,
+        };
+        Pill::new(s.as_str(), tone)
+    }
+}
+
+impl From<crate::dto::RefundStatus> for Pill {
+    fn from(s: crate::dto::RefundStatus) -> Pill {
+        use crate::dto::RefundStatus as R;
+        let tone = match s {
+            R::Succeeded => Tone::Ok,
+            R::Failed => Tone::Bad,
+            R::Pending => Tone::Busy,
+        };
+        Pill::new(s.as_str(), tone)
+    }
+}
+
+impl From<crate::dto::ActionStatus> for Pill {
+    fn from(s: crate::dto::ActionStatus) -> Pill {
+        use crate::dto::ActionStatus as A;
+        let tone = match s {
+            A::Executed => Tone::Ok,
+            // Run and stopped short: a person executes it again.
+            A::Failed | A::Rejected => Tone::Bad,
+            A::Pending | A::Approved => Tone::Busy,
+            A::Expired | A::Cancelled | A::Stale => Tone::Other,
+        };
+        Pill::new(s.as_str(), tone)
+    }
+}
+
+impl From<crate::dto::DeliveryStatus> for Pill {
+    fn from(s: crate::dto::DeliveryStatus) -> Pill {
+        use crate::dto::DeliveryStatus as D;
+        let tone = match s {
+            D::Succeeded => Tone::Ok,
+            D::Dead => Tone::Bad,
+            D::Pending => Tone::Busy,
+            D::Abandoned => Tone::Other,
+        };
+        Pill::new(s.as_str(), tone)
+    }
+}
+
+impl From<crate::dto::EndpointStatus> for Pill {
+    fn from(s: crate::dto::EndpointStatus) -> Pill {
+        use crate::dto::EndpointStatus as E;
+        let tone = match s {
+            E::Enabled => Tone::Ok,
+            E::Disabled => Tone::Bad,
+            E::Deleted => Tone::Other,
+        };
+        Pill::new(s.as_str(), tone)
+    }
+}
+
+impl From<crate::dto::ErrorItemStatus> for Pill {
+    fn from(s: crate::dto::ErrorItemStatus) -> Pill {
+        use crate::dto::ErrorItemStatus as I;
+        let tone = match s {
+            I::Resolved => Tone::Ok,
+            I::Open => Tone::Warn,
+        };
+        Pill::new(s.as_str(), tone)
+    }
+}
+
+impl From<crate::dto::KeyState> for Pill {
+    fn from(s: crate::dto::KeyState) -> Pill {
+        use crate::dto::KeyState as K;
+        let tone = match s {
+            K::Done => Tone::Ok,
+            K::Running => Tone::Busy,
+        };
+        Pill::new(s.as_str(), tone)
+    }
+}
+
+impl From<crate::dto::PauseStatus> for Pill {
+    fn from(s: crate::dto::PauseStatus) -> Pill {
+        use crate::dto::PauseStatus as S;
+        let tone = match s {
+            // In force: work is held until someone resumes it.
+            S::Active => Tone::Warn,
+            S::Pending => Tone::Busy,
+            S::Resumed => Tone::Ok,
+            S::Rejected | S::Cancelled => Tone::Other,
+        };
+        Pill::new(s.as_str(), tone)
     }
 }
 
@@ -504,18 +652,29 @@ mod tests {
         assert_eq!(clip("åäö", 3), "åäö");
         assert_eq!(pretty_json("not json"), "not json");
         assert!(pretty_json(r#"{"a":1}"#).contains("\"a\": 1"));
-        assert_eq!(status_class("SUSPENSE"), "st-warn");
     }
 
     #[test]
     fn payment_statuses_and_the_other_lifecycles_get_their_family_colour() {
-        assert_eq!(status_class("CHANNEL_SUCCESS"), "st-busy");
-        assert_eq!(status_class("REFUNDED"), "st-ok");
-        assert_eq!(status_class("REVERSED"), "st-bad");
-        assert_eq!(status_class("due"), "st-busy");
-        assert_eq!(status_class("dead"), "st-bad");
+        use crate::dto::{JobStatus, PauseStatus, PaymentStatus};
+        assert_eq!(
+            Pill::from(PaymentStatus::ChannelSuccess).tone.class(),
+            "st-busy"
+        );
+        assert_eq!(Pill::from(PaymentStatus::Refunded).tone, Tone::Ok);
+        assert_eq!(Pill::from(PaymentStatus::Reversed).tone, Tone::Bad);
+        assert_eq!(Pill::from(PaymentStatus::Suspense).tone, Tone::Warn);
+        assert_eq!(Pill::from(JobStatus::Due).tone, Tone::Busy);
+        assert_eq!(Pill::from(JobStatus::Dead).tone, Tone::Bad);
+        assert_eq!(Pill::from(PauseStatus::Active).tone, Tone::Warn);
+        assert_eq!(
+            Pill::payment("SUSPENSE"),
+            Pill::from(PaymentStatus::Suspense)
+        );
+        assert_eq!(Pill::payment("SUSPENSE").name, "SUSPENSE");
         // Payment statuses are upper case: the lower-case spelling is not one of them.
-        assert_eq!(status_class("success"), "st-other");
+        assert_eq!(Pill::payment("success").tone, Tone::Other);
+        assert_eq!(Pill::payment("success").name, "success");
     }
 
     #[test]

@@ -152,7 +152,7 @@ pub fn BulkRetry(
                                                     <td class="mono">
                                                         <A href=format!("/payments/{}", i.payment_id)>{i.payment_id.clone()}</A>
                                                     </td>
-                                                    <td><StatusPill status=i.status/></td>
+                                                    <td><StatusPill status=format::Pill::payment(&i.status)/></td>
                                                     <td class="num">{i.version}</td>
                                                     <td class="num"><Money amount=i.amount currency=i.currency/></td>
                                                     <td><Time ms=i.updated_at/></td>

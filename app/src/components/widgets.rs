@@ -6,15 +6,17 @@ use leptos_router::components::Redirect;
 use crate::api::{error_message, is_not_signed_in};
 use crate::format;
 
-/// A coloured pill with a status name (payments, jobs, refunds, error-pool items).
+/// A coloured pill with a status name: a status of any lifecycle (payments, jobs, refunds,
+/// requests, deliveries, endpoints, error-pool items, keys, pauses), coloured by its family
+/// ([`format::Pill`]).
 #[component]
 pub fn StatusPill(
-    /// The status as stored (`SUCCESS`, `due`, `open`, ...).
+    /// The status, or `format::Pill::payment(name)` for a payment status given by name.
     #[prop(into)]
-    status: String,
+    status: format::Pill,
 ) -> impl IntoView {
-    let class = format!("pill {}", format::status_class(&status));
-    view! { <span class=class>{status}</span> }
+    let class = format!("pill {}", status.tone.class());
+    view! { <span class=class>{status.name}</span> }
 }
 
 /// An amount in major units with its currency, right-aligned in tables by its class.

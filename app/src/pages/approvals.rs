@@ -434,7 +434,7 @@ fn PaymentNow(item: ApprovalItem) -> impl IntoView {
             <div>
                 {item
                     .payment_status
-                    .map(|s| view! { <StatusPill status=s/> })}
+                    .map(|s| view! { <StatusPill status=format::Pill::payment(&s)/> })}
             </div>
         </td>
     }
@@ -470,7 +470,7 @@ fn Decided(items: Vec<ApprovalItem>) -> impl IntoView {
                             </td>
                             <PaymentNow item=item.clone()/>
                             <td class="mono" data-label="Kind">{kind}</td>
-                            <td data-label="Outcome"><StatusPill status=a.status.as_str()/></td>
+                            <td data-label="Outcome"><StatusPill status=a.status/></td>
                             <td data-label="Requested by">{a.requested_by}</td>
                             <td data-testid="decided-by" data-label="Decided">
                                 {decided}

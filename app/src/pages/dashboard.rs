@@ -247,7 +247,7 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
                 <tr>
                     <th scope="row">
                         <A href=link>
-                            <StatusPill status=state.clone()/>
+                            <StatusPill status=format::Pill::payment(&state)/>
                         </A>
                     </th>
                     <td class="muted">{format::threshold(limit)}</td>
@@ -308,7 +308,7 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
                                         {format::clip(p.last_error.as_deref().unwrap_or(""), 90)}
                                     </div>
                                 </td>
-                                <td><StatusPill status=p.status.as_str()/></td>
+                                <td><StatusPill status=p.status/></td>
                                 <td class="num">{format::age(now - p.updated_at)}</td>
                                 <td class="num"><Money amount=p.amount currency=p.currency/></td>
                                 <td class="nowrap">{next}</td>

@@ -418,7 +418,7 @@ fn PoolRow(
             <td class="num">{item.occurrences}</td>
             <td><Time ms=item.first_seen/></td>
             <td><Time ms=item.last_seen/></td>
-            <td><StatusPill status=item.status.as_str()/></td>
+            <td><StatusPill status=item.status/></td>
             <td class="nowrap">
                 {item
                     .payment_id

@@ -78,7 +78,7 @@ fn KeyStory(d: KeyDetail) -> impl IntoView {
                 <span class="mono" data-testid="key-id">{d.idem_key.clone()}</span>
             </h1>
             <div class="page-tools">
-                <span data-testid="key-state"><StatusPill status=d.state.as_str()/></span>
+                <span data-testid="key-state"><StatusPill status=d.state/></span>
             </div>
         </div>
         <section class="panel facts" aria-label="Key">

@@ -301,7 +301,7 @@ fn OpenRow(
                 <strong>{p.what()}</strong>
                 <div class="muted small mono">{p.target.clone()}</div>
             </td>
-            <td><StatusPill status=p.status.as_str()/></td>
+            <td><StatusPill status=p.status/></td>
             <td>{p.reason.clone()}</td>
             <td>
                 {requested}
@@ -422,7 +422,7 @@ fn Ended(items: Vec<PauseItem>) -> impl IntoView {
                         <tr data-testid=format!("ended-{}", p.id)>
                             <td><Time ms=p.requested_at/></td>
                             <td>{p.what()}</td>
-                            <td><StatusPill status=p.status.as_str()/></td>
+                            <td><StatusPill status=p.status/></td>
                             <td>{p.reason}</td>
                             <td>{p.approved_by.unwrap_or_else(|| "—".into())}</td>
                             <td>{ended}</td>

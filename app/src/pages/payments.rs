@@ -221,7 +221,7 @@ fn PaymentTable(items: Vec<crate::dto::Payment>, merchants: Vec<Merchant>) -> im
                             <td>{name(p.merchant_id)}</td>
                             <td class="mono">{p.merchant_order_id}</td>
                             <td class="num"><Money amount=p.amount currency=p.currency/></td>
-                            <td><StatusPill status=p.status.to_string()/></td>
+                            <td><StatusPill status=p.status/></td>
                             <td class="num">{p.submit_attempts}</td>
                             <td class="error-text">
                                 {format::clip(p.last_error.as_deref().unwrap_or(""), 60)}

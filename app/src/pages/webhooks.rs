@@ -210,7 +210,7 @@ fn EndpointLine(
             <td class="mono wrap">{e.url.clone()}</td>
             <td class="small">{e.enabled_events.join(", ")}</td>
             <td>
-                <StatusPill status=e.status.as_str()/>
+                <StatusPill status=e.status/>
                 {e.disabled_reason.clone().map(|r| view! { <div class="muted small">{r}</div> })}
             </td>
             <td class="num">{rate}</td>
@@ -408,7 +408,7 @@ fn DeliveryLine(d: DeliveryRow, selected: RwSignal<Option<i64>>) -> impl IntoVie
             <td class="mono">{d.event_type.clone()}</td>
             <td class="mono">{of}</td>
             <td class="mono">{d.endpoint_id.clone()}</td>
-            <td><StatusPill status=d.status.as_str()/></td>
+            <td><StatusPill status=d.status/></td>
             <td class="num">{d.attempts}</td>
             <td class="small">{answer}</td>
             <td><Time ms=d.created_at/></td>

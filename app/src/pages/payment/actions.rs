@@ -351,7 +351,7 @@ fn ActionsTable(actions: Vec<ActionRecord>) -> impl IntoView {
                         <tr data-testid=format!("action-{}", a.id)>
                             <td><Time ms=a.created_at/></td>
                             <td class="mono">{kind}</td>
-                            <td><StatusPill status=a.status.as_str()/></td>
+                            <td><StatusPill status=a.status/></td>
                             <td>{a.requested_by}</td>
                             <td>{a.reason}</td>
                             <td>{decided}</td>

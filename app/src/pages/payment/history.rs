@@ -71,9 +71,9 @@ pub(super) fn Timeline(events: Vec<EventRecord>) -> impl IntoView {
                                         Some(to) if e.applied => {
                                             view! {
                                                 <span class="transition">
-                                                    <StatusPill status=e.from_status/>
+                                                    <StatusPill status=format::Pill::payment(&e.from_status)/>
                                                     " → "
-                                                    <StatusPill status=to/>
+                                                    <StatusPill status=format::Pill::payment(&to)/>
                                                 </span>
                                             }
                                                 .into_any()
@@ -83,7 +83,7 @@ pub(super) fn Timeline(events: Vec<EventRecord>) -> impl IntoView {
                                                 <span class="transition">
                                                     <span class="pill st-ignored">"ignored"</span>
                                                     " in "
-                                                    <StatusPill status=e.from_status/>
+                                                    <StatusPill status=format::Pill::payment(&e.from_status)/>
                                                 </span>
                                             }
                                                 .into_any()
@@ -124,7 +124,7 @@ pub(super) fn Jobs(jobs: Vec<Job>) -> impl IntoView {
                         view! {
                             <tr>
                                 <td class="mono">{j.kind}</td>
-                                <td><StatusPill status=j.status.as_str()/></td>
+                                <td><StatusPill status=j.status/></td>
                                 // "done 0 / 8" beside an error read as a contradiction: a finished
                                 // job shows the attempts it used, and its last error as history.
                                 <td class="num">
@@ -229,7 +229,7 @@ pub(super) fn Refunds(
                             <tr>
                                 <td class="mono">{r.id}</td>
                                 <td class="num"><Money amount=r.amount currency=currency.clone()/></td>
-                                <td><StatusPill status=r.status.as_str()/></td>
+                                <td><StatusPill status=r.status/></td>
                                 <td>{r.reason}</td>
                                 <td><Time ms=r.created_at/></td>
                                 <td class="error-text">{r.last_error.unwrap_or_default()}</td>
@@ -317,7 +317,7 @@ pub(super) fn RelatedErrors(items: Vec<ErrorItem>) -> impl IntoView {
                                 let link = format!("/error-pool?status=all&item={}", i.id);
                                 view! {
                                     <li>
-                                        <StatusPill status=i.status.as_str()/>
+                                        <StatusPill status=i.status/>
                                         " "
                                         <A href=link>{format!("#{} {}", i.id, i.kind)}</A>
                                         " "

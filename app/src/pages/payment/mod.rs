@@ -136,7 +136,7 @@ fn Story(
         <div class="page-head">
             <h1 class="mono" data-testid="payment-id">{p.id.clone()}</h1>
             <div class="page-tools">
-                <span data-testid="payment-status"><StatusPill status=p.status.to_string()/></span>
+                <span data-testid="payment-status"><StatusPill status=p.status/></span>
                 <button
                     type="button"
                     class="secondary small"
