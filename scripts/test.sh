@@ -113,14 +113,8 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   port=${CONVERGE_E2E_PORT:-3300}
   # Test data before the server starts, made with the CLI as an operator would: console users
   # of each role (an approver and an auditor for the actions test) and a merchant.
-  # The browser tests run against the release build, the one `scripts/run.sh` serves: the
-  # WebAssembly after LTO, opt-level z and wasm-opt, and the server at opt-level 3. A console
-  # that builds but never hydrates (what Debian's wasm-opt 108 does) only shows there, and the
-  # run command after this one finds both built (issue 15, BENCHMARKS.md "Build time"). The
-  # flags are exactly scripts/run.sh's, so neither command builds what the other has.
   # Passwords and API keys reach Playwright through the environment (end2end/tests/support.ts);
-  # the CLI below is the debug binary built above for the start-up tests.
-  cargo leptos build --release --precompress
+  # the CLI here is the debug binary built above for the start-up tests.
   e2e_cli() { DATABASE_URL="$e2e_dir/converge.db" target/debug/converge "$@"; }
   export E2E_ADMIN_USER=e2e-admin E2E_ADMIN_PASSWORD=e2e-admin-password-1
   export E2E_OPERATOR_USER=e2e-operator E2E_OPERATOR_PASSWORD=e2e-operator-password-1
@@ -173,6 +167,11 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   # freeze it with the CLI on the server's database (end2end/tests/support.ts).
   export E2E_CONVERGE_BIN="$PWD/target/debug/converge" E2E_DATABASE_URL="$e2e_dir/converge.db"
   # The webhook test's receiver listens on loopback, which converge refuses by default.
+  # The browser tests run against the release build, the one `scripts/run.sh` serves (cargo
+  # leptos builds it first): the WebAssembly after LTO, opt-level z and wasm-opt, and the
+  # server at opt-level 3. A console that builds but never hydrates (what Debian's wasm-opt
+  # 108 does) only shows there, and the run command after this one finds both built (issue 15,
+  # BENCHMARKS.md "Build time"): the flags are exactly scripts/run.sh's.
   CONVERGE_WEBHOOK_ALLOW_PRIVATE=true \
   CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
     DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
