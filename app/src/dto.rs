@@ -83,15 +83,12 @@ pub trait PauseWords {
 
 impl PauseWords for PauseItem {
     fn what(&self) -> String {
-        let t = self.target.as_str();
-        if t == "submissions" {
-            "submissions to the channel".into()
-        } else if let Some(kind) = t.strip_prefix("job:") {
-            format!("{kind} jobs")
-        } else if let Some(id) = t.strip_prefix("endpoint:") {
-            format!("webhook deliveries to endpoint {id}")
-        } else {
-            t.to_string()
+        use converge_wire::pauses::PauseTarget;
+        match self.target.parse::<PauseTarget>() {
+            Ok(PauseTarget::Submissions) => "submissions to the channel".into(),
+            Ok(PauseTarget::JobKind(kind)) => format!("{kind} jobs"),
+            Ok(PauseTarget::Endpoint(id)) => format!("webhook deliveries to endpoint {id}"),
+            Err(_) => self.target.clone(),
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::dto::{PauseItem, PauseStatus, PauseWords, Role};
 use crate::{api, api_pauses, format};
 
 /// Job kinds that may be paused on their own (the server checks what is sent).
-use converge_wire::pauses::PAUSABLE_JOB_KINDS as JOB_KINDS;
+use converge_wire::pauses::{PAUSABLE_JOB_KINDS as JOB_KINDS, PauseTarget};
 
 /// The pauses page.
 #[component]
@@ -98,7 +98,7 @@ pub fn PausesPage() -> impl IntoView {
 /// The request form (operators).
 #[component]
 fn RequestForm(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl IntoView {
-    let choice = RwSignal::new("submissions".to_string());
+    let choice = RwSignal::new(PauseTarget::Submissions.to_string());
     let endpoint = RwSignal::new(String::new());
     let reason = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
@@ -111,7 +111,9 @@ fn RequestForm(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl 
             return;
         }
         let target = match choice.get_untracked().as_str() {
-            "endpoint" => format!("endpoint:{}", endpoint.get_untracked().trim()),
+            "endpoint" => {
+                PauseTarget::Endpoint(endpoint.get_untracked().trim().to_string()).to_string()
+            }
             other => other.to_string(),
         };
         busy.set(true);
@@ -142,10 +144,10 @@ fn RequestForm(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl 
                         on:change=move |ev| choice.set(event_target_value(&ev))
                         prop:value=move || choice.get()
                     >
-                        <option value="submissions">"Submissions to the channel"</option>
+                        <option value=PauseTarget::Submissions.to_string()>"Submissions to the channel"</option>
                         {JOB_KINDS
                             .into_iter()
-                            .map(|k| view! { <option value=format!("job:{k}")>{format!("Job kind: {k}")}</option> })
+                            .map(|k| view! { <option value=PauseTarget::JobKind(k.to_string()).to_string()>{format!("Job kind: {k}")}</option> })
                             .collect_view()}
                         <option value="endpoint">"Webhook deliveries to one endpoint"</option>
                     </select>
