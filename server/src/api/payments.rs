@@ -12,8 +12,7 @@ use super::ApiState;
 use crate::domain::money::{validate_amount, validate_currency};
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::idempotency::layer::{ClaimState, DeferredClaim, json_answer, stored_response};
-use crate::idempotency::store::{ClaimResult, KeyClaim};
-use crate::service::payments::{CreateOutcome, InsertOutcome, PaymentInput};
+use crate::service::payments::{CreateAnswer, CreateFailed, PaymentInput};
 use crate::store::views::PaymentView;
 use crate::store::{Merchant, Payment};
 
@@ -137,99 +136,47 @@ pub async fn create(
         Ok(input) => input,
         Err(e) => return e.into_response(),
     };
-    let mut state = None;
-    let mut resp = create_claimed(&st, &merchant, &claim, &input, &mut state)
+    let render = |p: &Payment| json_answer(StatusCode::CREATED, &PaymentView::from(p));
+    // The claim's state rides on the response, so the idempotency layer stores, releases or
+    // answers from the key whatever the answer is.
+    let (claim_state, mut resp) = match st
+        .core
+        .create_or_resume(&merchant, &input, &claim, &render)
         .await
-        .unwrap_or_else(IntoResponse::into_response);
-    if let Some(state) = state {
+    {
+        Ok(CreateAnswer::Stored(stored)) => (Some(ClaimState::Completed), stored_response(stored)),
+        Ok(CreateAnswer::Created(p)) => (
+            Some(ClaimState::Held),
+            (StatusCode::CREATED, Json(PaymentView::from(&p))).into_response(),
+        ),
+        Ok(CreateAnswer::Existing(p)) => (
+            Some(ClaimState::Held),
+            (StatusCode::OK, Json(PaymentView::from(&p))).into_response(),
+        ),
+        Ok(CreateAnswer::OrderConflict(p)) => {
+            (Some(ClaimState::Held), order_conflict(&p).into_response())
+        }
+        Ok(CreateAnswer::KeyTaken(rec)) => (
+            Some(ClaimState::Existing(rec)),
+            StatusCode::CONFLICT.into_response(),
+        ),
+        Ok(CreateAnswer::Frozen) => (
+            Some(ClaimState::Held),
+            super::auth::frozen("create payments").into_response(),
+        ),
+        Ok(CreateAnswer::Missing) => (
+            Some(ClaimState::Held),
+            ApiError::not_found("payment").into_response(),
+        ),
+        Err(CreateFailed { key_held, cause }) => (
+            key_held.then_some(ClaimState::Held),
+            ApiError::from(cause).into_response(),
+        ),
+    };
+    if let Some(state) = claim_state {
         resp.extensions_mut().insert(state);
     }
     resp
-}
-
-/// The create once its body is valid: claims the key in the payment's first transaction
-/// ([`Core::create_payment`](crate::service::Core::create_payment)) and sets `state` to how
-/// the claim went as soon as it is known, so the layer stores or releases it whatever this
-/// returns.
-async fn create_claimed(
-    st: &ApiState,
-    merchant: &Merchant,
-    claim: &KeyClaim,
-    input: &PaymentInput,
-    state: &mut Option<ClaimState>,
-) -> Result<Response, ApiError> {
-    let core = &st.core;
-    if merchant.frozen {
-        // Claimed first, as before phase 1 existed: a payment a crashed request already
-        // created is in flight and converges whatever the merchant's state; only a new one is
-        // refused.
-        return match core.store.claim_key(claim).await? {
-            ClaimResult::Existing(rec) => {
-                *state = Some(ClaimState::Existing(Box::new(rec)));
-                Ok(StatusCode::CONFLICT.into_response())
-            }
-            ClaimResult::Claimed { resource_id } => {
-                *state = Some(ClaimState::Held);
-                match resource_id {
-                    Some(id) => resume(st, merchant, &id).await,
-                    None => Err(super::auth::frozen("create payments")),
-                }
-            }
-        };
-    }
-    let render = |p: &Payment| json_answer(StatusCode::CREATED, &PaymentView::from(p));
-    let outcome = core
-        .create_payment(merchant.id, input, claim, &render)
-        .await?;
-    match outcome {
-        CreateOutcome::Created {
-            stored: Some(stored),
-            ..
-        } => {
-            *state = Some(ClaimState::Completed);
-            Ok(stored_response(stored))
-        }
-        CreateOutcome::Created {
-            payment,
-            stored: None,
-        } => {
-            *state = Some(ClaimState::Held);
-            Ok((StatusCode::CREATED, Json(PaymentView::from(&payment))).into_response())
-        }
-        CreateOutcome::Existing(p) => {
-            *state = Some(ClaimState::Held);
-            Ok((StatusCode::OK, Json(PaymentView::from(&p))).into_response())
-        }
-        CreateOutcome::OrderConflict(p) => {
-            *state = Some(ClaimState::Held);
-            Err(order_conflict(&p))
-        }
-        CreateOutcome::Key(ClaimResult::Existing(rec)) => {
-            *state = Some(ClaimState::Existing(Box::new(rec)));
-            Ok(StatusCode::CONFLICT.into_response())
-        }
-        CreateOutcome::Key(ClaimResult::Claimed { resource_id }) => {
-            // A crashed request's lapsed claim, taken over.
-            *state = Some(ClaimState::Held);
-            match resource_id {
-                Some(id) => resume(st, merchant, &id).await,
-                None => {
-                    let key = claim.key_ref();
-                    match core.insert_payment(merchant.id, input, Some(&key)).await? {
-                        InsertOutcome::Created(p) => {
-                            let driven = core.drive(p, "api").await?;
-                            Ok((StatusCode::CREATED, Json(PaymentView::from(&driven)))
-                                .into_response())
-                        }
-                        InsertOutcome::Existing(p) => {
-                            Ok((StatusCode::OK, Json(PaymentView::from(&p))).into_response())
-                        }
-                        InsertOutcome::OrderConflict(p) => Err(order_conflict(&p)),
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// 409 `merchant_order_id_conflict`: the merchant's payment `p` has this merchant_order_id
@@ -243,14 +190,6 @@ fn order_conflict(p: &Payment) -> ApiError {
             p.merchant_order_id, p.id
         ),
     )
-}
-
-/// Resumes the payment a crashed request with this key created: drives it on (never a
-/// second payment, never a second charge: the channel key is the payment's).
-async fn resume(st: &ApiState, merchant: &Merchant, id: &str) -> Result<Response, ApiError> {
-    let payment = owned(st, merchant, id).await?;
-    let driven = st.core.drive(payment, "api").await?;
-    Ok((StatusCode::CREATED, Json(PaymentView::from(&driven))).into_response())
 }
 
 /// The payment, if it belongs to the merchant (another merchant's payment is 404, not 403).

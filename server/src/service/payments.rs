@@ -14,9 +14,11 @@ use crate::domain::fingerprint::fingerprint;
 use crate::domain::ledger;
 use crate::domain::money;
 use crate::domain::state::{AutoStep, Batch, Delay, PaymentEvent, PaymentStatus, Rule, rule};
-use crate::idempotency::store::{ClaimResult, KeyClaim, KeyCompletion, KeyRef, StoredResponse};
+use crate::idempotency::store::{
+    ClaimResult, KeyClaim, KeyCompletion, KeyRecord, KeyRef, StoredResponse,
+};
 use crate::store::{
-    CreatePayment, IgnoredEvent, NewJob, NewPayment, OpenPayment, OpenedPayment, Payment,
+    CreatePayment, IgnoredEvent, Merchant, NewJob, NewPayment, OpenPayment, OpenedPayment, Payment,
     Transition, TransitionResult,
 };
 
@@ -79,6 +81,42 @@ pub enum CreateOutcome {
     Key(ClaimResult),
 }
 
+/// Where a create request under an Idempotency-Key came out, whichever way it went: a new
+/// payment, a crashed request's payment resumed, the key another request's, a frozen merchant
+/// ([`Core::create_or_resume`]). Each says what the idempotency layer does with the key.
+#[derive(Debug)]
+pub enum CreateAnswer {
+    /// The answer was stored with the key in the payment's last transaction: send it as it is.
+    Stored(StoredResponse),
+    /// The payment this request created, or the one a crashed request with this key created
+    /// and this one resumed, driven as far as it goes (answer 201; the key is held and the
+    /// caller stores the answer).
+    Created(Payment),
+    /// Same merchant_order_id, same parameters: the existing payment (answer 200; key held).
+    Existing(Payment),
+    /// Same merchant_order_id, other parameters: 409 `merchant_order_id_conflict` (key held,
+    /// so the caller releases it).
+    OrderConflict(Payment),
+    /// The key is another request's (running, done or reused with another body): the caller
+    /// answers from its record. Nothing was written.
+    KeyTaken(Box<KeyRecord>),
+    /// The merchant is frozen and no earlier request with this key created a payment: 403
+    /// `merchant_frozen` (key held, so the caller releases it).
+    Frozen,
+    /// The key's recovery point names a payment that is not the merchant's: 404 (key held).
+    Missing,
+}
+
+/// Why [`Core::create_or_resume`] failed, and whether it holds the key by then (so the
+/// caller releases it rather than leave it claimed until its lease lapses).
+#[derive(Debug)]
+pub struct CreateFailed {
+    /// The key was claimed by this request before the failure.
+    pub key_held: bool,
+    /// What failed.
+    pub cause: ServiceError,
+}
+
 /// What the caller of a transition knows that the state machine's row does not: everything
 /// else a step writes is the row's (`Core::step`).
 #[derive(Debug, Default)]
@@ -134,6 +172,90 @@ impl Core {
             max_attempts: self.timings.max_attempts,
             recovery_key: None,
         }
+    }
+
+    /// A create request under an Idempotency-Key, from its claim to its answer (DESIGN.md
+    /// "Idempotency contract", "Merchant HTTP API"): [`create_payment`](Self::create_payment)'s
+    /// two phases for a new key; for a key a crashed request claimed, its recovery point
+    /// resumed (the payment it created driven on, never a second payment or charge: the
+    /// channel key is the payment's) or, when it created nothing, the payment inserted now. A
+    /// frozen merchant's request only resumes what an earlier request created.
+    pub async fn create_or_resume(
+        &self,
+        merchant: &Merchant,
+        input: &PaymentInput,
+        claim: &KeyClaim,
+        render: &(dyn Fn(&Payment) -> StoredResponse + Send + Sync),
+    ) -> Result<CreateAnswer, CreateFailed> {
+        let unclaimed = |cause| CreateFailed {
+            key_held: false,
+            cause,
+        };
+        let held = |cause| CreateFailed {
+            key_held: true,
+            cause,
+        };
+        let taken_over = if merchant.frozen {
+            // Claimed first, as before phase 1 existed: a payment a crashed request already
+            // created is in flight and converges whatever the merchant's state; only a new one
+            // is refused.
+            match self
+                .store
+                .claim_key(claim)
+                .await
+                .map_err(|e| unclaimed(e.into()))?
+            {
+                ClaimResult::Existing(rec) => return Ok(CreateAnswer::KeyTaken(Box::new(rec))),
+                ClaimResult::Claimed { resource_id: None } => return Ok(CreateAnswer::Frozen),
+                ClaimResult::Claimed { resource_id } => resource_id,
+            }
+        } else {
+            match self
+                .create_payment(merchant.id, input, claim, render)
+                .await
+                .map_err(unclaimed)?
+            {
+                CreateOutcome::Created {
+                    stored: Some(stored),
+                    ..
+                } => return Ok(CreateAnswer::Stored(stored)),
+                CreateOutcome::Created {
+                    payment,
+                    stored: None,
+                } => return Ok(CreateAnswer::Created(payment)),
+                CreateOutcome::Existing(p) => return Ok(CreateAnswer::Existing(p)),
+                CreateOutcome::OrderConflict(p) => return Ok(CreateAnswer::OrderConflict(p)),
+                CreateOutcome::Key(ClaimResult::Existing(rec)) => {
+                    return Ok(CreateAnswer::KeyTaken(Box::new(rec)));
+                }
+                // A crashed request's lapsed claim, taken over: resume its recovery point.
+                CreateOutcome::Key(ClaimResult::Claimed { resource_id }) => resource_id,
+            }
+        };
+        let answer = match taken_over {
+            Some(id) => match self.store.payment(&id).await.map_err(|e| held(e.into()))? {
+                Some(p) if p.merchant_id == merchant.id => {
+                    CreateAnswer::Created(self.drive(p, "api").await.map_err(held)?)
+                }
+                _ => CreateAnswer::Missing,
+            },
+            // The crashed request claimed the key but created nothing.
+            None => {
+                let key = claim.key_ref();
+                match self
+                    .insert_payment(merchant.id, input, Some(&key))
+                    .await
+                    .map_err(held)?
+                {
+                    InsertOutcome::Created(p) => {
+                        CreateAnswer::Created(self.drive(p, "api").await.map_err(held)?)
+                    }
+                    InsertOutcome::Existing(p) => CreateAnswer::Existing(p),
+                    InsertOutcome::OrderConflict(p) => CreateAnswer::OrderConflict(p),
+                }
+            }
+        };
+        Ok(answer)
     }
 
     /// Creates a payment under an Idempotency-Key in two atomic phases (Brandur Leach,
