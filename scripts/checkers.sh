@@ -8,7 +8,8 @@
 #   against /openapi.json, first the merchant API with a merchant key, then the ops API with
 #   a console session; then `converge verify` on the database it left.
 #
-# Starts its own `converge channel-sim` and `converge serve` (target/debug/converge, which must
+# Starts its own `converge channel-sim` and `converge serve` ($CONVERGE_BIN, default
+# target/debug/converge; scripts/test.sh passes the release binary; either must
 # be built) on free ports with their databases in a temporary directory, and stops them on
 # exit. Any finding fails the script. CONVERGE_STRICT=1 turns a missing checker into a failure
 # instead of a skip. SCHEMATHESIS_MAX_EXAMPLES (default 10) bounds the cases per operation.

@@ -71,15 +71,23 @@ fi
 echo "test: cargo test (unit, conformance on SQLite + PostgreSQL, API)" >&2
 cargo test --workspace --no-fail-fast
 
+# The release `converge`, the one `scripts/run.sh` serves: the start-up tests, the external
+# checkers, the chaos run and the browser tests below all run it, so what is tested is what
+# ships, and the run command after this one finds it built (issue 15, BENCHMARKS.md "Build
+# time"). Built with exactly cargo-leptos's flags (Cargo.toml: bin-default-features = false,
+# `--cfg erase_components` from .cargo/config.toml), so `cargo leptos end-to-end --release`
+# finds it fresh and builds only the WebAssembly.
+disk
+echo "test: release build of converge" >&2
+cargo build --release -p app --no-default-features --features ssr --bin converge
+converge_bin="$PWD/target/release/converge"
+
 # Start-up bad input (app/tests/cli.rs): the real binary, each mistake one line on stderr
-# and a non-zero exit. Only the `cli` test target, run over the binary just built (also the
-# chaos run's): app has no dev-dependencies, so nothing but the test itself is compiled.
+# and a non-zero exit. Only the `cli` test target is compiled (app has no dev-dependencies);
+# `--release` runs it over the binary just built.
 disk
 echo "test: start-up bad input (converge binary)" >&2
-# The debug binary, with the features `cargo leptos build` gives the server (Cargo.toml,
-# bin-default-features); the browser tests below run the release one.
-cargo build -p app --no-default-features --features ssr --bin converge
-cargo test -p app --no-default-features --features ssr --test cli
+cargo test --release -p app --no-default-features --features ssr --test cli
 
 # External checkers (scripts/checkers.sh): tools not written here check the contracts converge
 # publishes (Prometheus rules and /metrics with promtool; /openapi.json with schemathesis on the
@@ -87,7 +95,7 @@ cargo test -p app --no-default-features --features ssr --test cli
 # server. CONVERGE_STRICT=1 passes through: a missing checker fails there too.
 disk
 echo "test: external checkers (promtool, schemathesis)" >&2
-bash scripts/checkers.sh
+CONVERGE_BIN="$converge_bin" bash scripts/checkers.sh
 
 # Chaos convergence run (bench/src/bin/chaos.rs): real `converge` processes, seeded channel
 # faults, SIGKILLs and restarts, then `converge verify`; small sizes, about a minute in all.
@@ -98,10 +106,10 @@ echo "test: chaos convergence run (SQLite; PostgreSQL with two servers)" >&2
 cargo build -p converge-bench --bin chaos
 chaos_nats=()
 [ -n "${CONVERGE_NATS_SERVER:-}" ] && chaos_nats=(--nats --nats-server "$CONVERGE_NATS_SERVER")
-target/debug/chaos --converge target/debug/converge --db sqlite --payments 150 --kills 3 --seed 1 \
+target/debug/chaos --converge "$converge_bin" --db sqlite --payments 150 --kills 3 --seed 1 \
   --converge-timeout-secs 60 "${chaos_nats[@]}"
 if [ -n "${CONVERGE_TEST_PG_URL:-}" ]; then
-  target/debug/chaos --converge target/debug/converge --db postgres --pg-url "$CONVERGE_TEST_PG_URL" \
+  target/debug/chaos --converge "$converge_bin" --db postgres --pg-url "$CONVERGE_TEST_PG_URL" \
     --servers 2 --payments 150 --kills 3 --seed 2 --converge-timeout-secs 60 "${chaos_nats[@]}"
 fi
 
@@ -113,9 +121,8 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   port=${CONVERGE_E2E_PORT:-3300}
   # Test data before the server starts, made with the CLI as an operator would: console users
   # of each role (an approver and an auditor for the actions test) and a merchant.
-  # Passwords and API keys reach Playwright through the environment (end2end/tests/support.ts);
-  # the CLI here is the debug binary built above for the start-up tests.
-  e2e_cli() { DATABASE_URL="$e2e_dir/converge.db" target/debug/converge "$@"; }
+  # Passwords and API keys reach Playwright through the environment (end2end/tests/support.ts).
+  e2e_cli() { DATABASE_URL="$e2e_dir/converge.db" "$converge_bin" "$@"; }
   export E2E_ADMIN_USER=e2e-admin E2E_ADMIN_PASSWORD=e2e-admin-password-1
   export E2E_OPERATOR_USER=e2e-operator E2E_OPERATOR_PASSWORD=e2e-operator-password-1
   export E2E_VIEWER_USER=e2e-viewer E2E_VIEWER_PASSWORD=e2e-viewer-password-1
@@ -165,13 +172,12 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   export E2E_MERCHANT_KEY
   # The tests that need a payment frozen in flight (SUSPENSE) make their own merchant and
   # freeze it with the CLI on the server's database (end2end/tests/support.ts).
-  export E2E_CONVERGE_BIN="$PWD/target/debug/converge" E2E_DATABASE_URL="$e2e_dir/converge.db"
+  export E2E_CONVERGE_BIN="$converge_bin" E2E_DATABASE_URL="$e2e_dir/converge.db"
   # The webhook test's receiver listens on loopback, which converge refuses by default.
-  # The browser tests run against the release build, the one `scripts/run.sh` serves (cargo
-  # leptos builds it first): the WebAssembly after LTO, opt-level z and wasm-opt, and the
-  # server at opt-level 3. A console that builds but never hydrates (what Debian's wasm-opt
-  # 108 does) only shows there, and the run command after this one finds both built (issue 15,
-  # BENCHMARKS.md "Build time"): the flags are exactly scripts/run.sh's.
+  # The browser tests run against the release build, the one `scripts/run.sh` serves: the
+  # server built above and the WebAssembly after LTO, opt-level z and wasm-opt, which cargo
+  # leptos builds here. A console that builds but never hydrates (what Debian's wasm-opt 108
+  # does) only shows there. The flags are exactly scripts/run.sh's.
   CONVERGE_WEBHOOK_ALLOW_PRIVATE=true \
   CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
     DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
