@@ -321,9 +321,8 @@ impl Tone {
     }
 }
 
-/// What a status pill shows: the status's stored name and its colour family. Built from the
-/// status enums of every lifecycle (each match exhaustive, so a new status does not compile
-/// until it has a colour), or from a payment status name as an event record carries it.
+/// What a status pill shows: the status's stored name and its colour family. Built from any
+/// lifecycle's status ([`Toned`]), or from a payment status name as an event record carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pill {
     /// The name as stored and sent (`SUCCESS`, `due`, `open`, ...).
@@ -333,132 +332,137 @@ pub struct Pill {
 }
 
 impl Pill {
-    fn new(name: &str, tone: Tone) -> Pill {
-        Pill {
-            name: name.to_string(),
-            tone,
-        }
-    }
-
     /// A payment status given by name (an event's `from_status`); a name that is not one
     /// is shown as it is, uncoloured.
     pub fn payment(name: &str) -> Pill {
         match name.parse::<crate::dto::PaymentStatus>() {
             Ok(status) => status.into(),
-            Err(_) => Pill::new(name, Tone::Other),
+            Err(_) => Pill {
+                name: name.to_string(),
+                tone: Tone::Other,
+            },
         }
     }
 }
 
-impl From<crate::dto::PaymentStatus> for Pill {
-    fn from(s: crate::dto::PaymentStatus) -> Pill {
+/// A status of one of the console's lifecycles with its colour family: each lifecycle's match
+/// is exhaustive, so a new status does not compile until it has a colour. The pill shows its
+/// stored name (`Display`).
+pub trait Toned: Copy + std::fmt::Display {
+    /// The status's colour family.
+    fn tone(self) -> Tone;
+}
+
+impl<T: Toned> From<T> for Pill {
+    fn from(s: T) -> Pill {
+        Pill {
+            name: s.to_string(),
+            tone: s.tone(),
+        }
+    }
+}
+
+impl Toned for crate::dto::PaymentStatus {
+    fn tone(self) -> Tone {
         use crate::dto::PaymentStatus as P;
-        let tone = match s {
+        match self {
             P::Success | P::Refunded => Tone::Ok,
             P::Failed | P::Reversed => Tone::Bad,
             P::Unknown | P::Suspense => Tone::Warn,
             P::Pending | P::Processing | P::ChannelSuccess => Tone::Busy,
-        };
-        Pill::new(s.as_str(), tone)
+        }
     }
 }
 
-impl From<crate::dto::JobStatus> for Pill {
-    fn from(s: crate::dto::JobStatus) -> Pill {
+impl Toned for crate::dto::JobStatus {
+    fn tone(self) -> Tone {
         use crate::dto::JobStatus as J;
-        let tone = match s {
+        match self {
             J::Done => Tone::Ok,
             J::Dead => Tone::Bad,
             J::Due | J::Leased => Tone::Busy,
-        };
-        Pill::new(s.as_str(), tone)
+        }
     }
 }
 
-impl From<crate::dto::RefundStatus> for Pill {
-    fn from(s: crate::dto::RefundStatus) -> Pill {
+impl Toned for crate::dto::RefundStatus {
+    fn tone(self) -> Tone {
         use crate::dto::RefundStatus as R;
-        let tone = match s {
+        match self {
             R::Succeeded => Tone::Ok,
             R::Failed => Tone::Bad,
             R::Pending => Tone::Busy,
-        };
-        Pill::new(s.as_str(), tone)
+        }
     }
 }
 
-impl From<crate::dto::ActionStatus> for Pill {
-    fn from(s: crate::dto::ActionStatus) -> Pill {
+impl Toned for crate::dto::ActionStatus {
+    fn tone(self) -> Tone {
         use crate::dto::ActionStatus as A;
-        let tone = match s {
+        match self {
             A::Executed => Tone::Ok,
             // Run and stopped short: a person executes it again.
-            A::Failed | A::Rejected => Tone::Bad,
+            A::Failed => Tone::Bad,
             A::Pending | A::Approved => Tone::Busy,
-            A::Expired | A::Cancelled | A::Stale => Tone::Other,
-        };
-        Pill::new(s.as_str(), tone)
+            // Closed undone, as a rejected or cancelled pause is.
+            A::Rejected | A::Expired | A::Cancelled | A::Stale => Tone::Other,
+        }
     }
 }
 
-impl From<crate::dto::DeliveryStatus> for Pill {
-    fn from(s: crate::dto::DeliveryStatus) -> Pill {
+impl Toned for crate::dto::DeliveryStatus {
+    fn tone(self) -> Tone {
         use crate::dto::DeliveryStatus as D;
-        let tone = match s {
+        match self {
             D::Succeeded => Tone::Ok,
             D::Dead => Tone::Bad,
             D::Pending => Tone::Busy,
             D::Abandoned => Tone::Other,
-        };
-        Pill::new(s.as_str(), tone)
+        }
     }
 }
 
-impl From<crate::dto::EndpointStatus> for Pill {
-    fn from(s: crate::dto::EndpointStatus) -> Pill {
+impl Toned for crate::dto::EndpointStatus {
+    fn tone(self) -> Tone {
         use crate::dto::EndpointStatus as E;
-        let tone = match s {
+        match self {
             E::Enabled => Tone::Ok,
             E::Disabled => Tone::Bad,
             E::Deleted => Tone::Other,
-        };
-        Pill::new(s.as_str(), tone)
+        }
     }
 }
 
-impl From<crate::dto::ErrorItemStatus> for Pill {
-    fn from(s: crate::dto::ErrorItemStatus) -> Pill {
+impl Toned for crate::dto::ErrorItemStatus {
+    fn tone(self) -> Tone {
         use crate::dto::ErrorItemStatus as I;
-        let tone = match s {
+        match self {
             I::Resolved => Tone::Ok,
             I::Open => Tone::Warn,
-        };
-        Pill::new(s.as_str(), tone)
+        }
     }
 }
 
-impl From<crate::dto::KeyState> for Pill {
-    fn from(s: crate::dto::KeyState) -> Pill {
+impl Toned for crate::dto::KeyState {
+    fn tone(self) -> Tone {
         use crate::dto::KeyState as K;
-        let tone = match s {
+        match self {
             K::Done => Tone::Ok,
             K::Running => Tone::Busy,
-        };
-        Pill::new(s.as_str(), tone)
+        }
     }
 }
 
-impl From<crate::dto::PauseStatus> for Pill {
-    fn from(s: crate::dto::PauseStatus) -> Pill {
+impl Toned for crate::dto::PauseStatus {
+    fn tone(self) -> Tone {
         use crate::dto::PauseStatus as S;
-        let tone = match s {
+        match self {
             // In force: work is held until someone resumes it.
             S::Active => Tone::Warn,
             S::Pending => Tone::Busy,
             S::Resumed => Tone::Ok,
             S::Rejected | S::Cancelled => Tone::Other,
-        };
-        Pill::new(s.as_str(), tone)
+        }
     }
 }
 
