@@ -127,7 +127,11 @@ impl Core {
             }
         }
         match self.handle_claimed(ev).await {
-            Ok(outcome) => {
+            Ok(Handled {
+                outcome,
+                settled: true,
+            }) => Ok(outcome),
+            Ok(Handled { outcome, .. }) => {
                 let name = match &outcome {
                     CallbackOutcome::Applied(_) => "applied",
                     CallbackOutcome::Ignored(_) => "ignored",
@@ -151,11 +155,11 @@ impl Core {
         }
     }
 
-    async fn handle_claimed(&self, ev: &CallbackEvent) -> Result<CallbackOutcome, ServiceError> {
+    async fn handle_claimed(&self, ev: &CallbackEvent) -> Result<Handled, ServiceError> {
         let Some(p) = self.store.payment_by_channel_key(&ev.channel_key).await? else {
             metrics::counter!("converge_callbacks_total", "outcome" => "unknown_payment")
                 .increment(1);
-            return Ok(CallbackOutcome::UnknownPayment);
+            return Ok(Handled::unsettled(CallbackOutcome::UnknownPayment));
         };
         let succeeded = match ev.kind.as_str() {
             "charge.succeeded" => true,
@@ -256,12 +260,14 @@ impl Core {
             after = self.drive(after, "callback").await?;
         }
         metrics::counter!("converge_callbacks_total", "outcome" => "applied").increment(1);
-        Ok(CallbackOutcome::Applied(after.status))
+        Ok(Handled::unsettled(CallbackOutcome::Applied(after.status)))
     }
 
-    /// Records the callback as an ignored event of the payment; a `conflicting` one also
-    /// becomes an error-pool item with both sides (DESIGN.md "Compensation queue and error
-    /// pool": the pool receives stale/conflicting callbacks).
+    /// Records the callback as an ignored event of the payment and settles its claim with it;
+    /// a `conflicting` one also becomes an error-pool item with both sides (DESIGN.md
+    /// "Compensation queue and error pool": the pool receives stale/conflicting callbacks),
+    /// and its claim is settled only after that item is written, so a failure leaves the
+    /// redelivery to report it.
     async fn ignore(
         &self,
         p: &crate::store::Payment,
@@ -269,40 +275,64 @@ impl Core {
         event: PaymentEvent,
         why: String,
         conflicting: bool,
-    ) -> Result<CallbackOutcome, ServiceError> {
+    ) -> Result<Handled, ServiceError> {
         let now = self.clock.now_ms();
+        let ignored = IgnoredEvent {
+            payment_id: p.id.clone(),
+            event_id: format!("cb:{}", ev.event_id),
+            event,
+            from: p.status,
+            source: "callback".into(),
+            detail: why.clone(),
+            now,
+        };
+        if !conflicting {
+            self.store
+                .settle_ignored_callback(&ev.event_id, &ignored)
+                .await?;
+            metrics::counter!("converge_callbacks_total", "outcome" => "ignored").increment(1);
+            return Ok(Handled {
+                outcome: CallbackOutcome::Ignored(why),
+                settled: true,
+            });
+        }
+        self.store.record_ignored_event(&ignored).await?;
         self.store
-            .record_ignored_event(&IgnoredEvent {
-                payment_id: p.id.clone(),
-                event_id: format!("cb:{}", ev.event_id),
-                event,
-                from: p.status,
-                source: "callback".into(),
-                detail: why.clone(),
+            .report_error(&NewErrorItem {
+                kind: "conflicting_callback".into(),
+                dedupe_key: format!("callback:{}", ev.event_id),
+                payment_id: Some(p.id.clone()),
+                summary: format!("channel callback {} contradicts the payment: {why}", ev.event_id),
+                evidence: json!({
+                    "callback": {"event_id": ev.event_id, "type": ev.kind, "channel_key": ev.channel_key,
+                                 "amount": ev.amount, "currency": ev.currency, "created_at": ev.created_at},
+                    "payment": {"id": p.id, "status": p.status.as_str(), "amount": p.amount,
+                                "currency": p.currency, "version": p.version},
+                })
+                .to_string(),
+                reopen: false,
                 now,
             })
             .await?;
-        if conflicting {
-            self.store
-                .report_error(&NewErrorItem {
-                    kind: "conflicting_callback".into(),
-                    dedupe_key: format!("callback:{}", ev.event_id),
-                    payment_id: Some(p.id.clone()),
-                    summary: format!("channel callback {} contradicts the payment: {why}", ev.event_id),
-                    evidence: json!({
-                        "callback": {"event_id": ev.event_id, "type": ev.kind, "channel_key": ev.channel_key,
-                                     "amount": ev.amount, "currency": ev.currency, "created_at": ev.created_at},
-                        "payment": {"id": p.id, "status": p.status.as_str(), "amount": p.amount,
-                                    "currency": p.currency, "version": p.version},
-                    })
-                    .to_string(),
-                    reopen: false,
-                    now,
-                })
-                .await?;
-            metrics::counter!("converge_callbacks_total", "outcome" => "conflicting").increment(1);
-        }
+        metrics::counter!("converge_callbacks_total", "outcome" => "conflicting").increment(1);
         metrics::counter!("converge_callbacks_total", "outcome" => "ignored").increment(1);
-        Ok(CallbackOutcome::Ignored(why))
+        Ok(Handled::unsettled(CallbackOutcome::Ignored(why)))
+    }
+}
+
+/// What [`Core::handle_claimed`] did, and whether it settled the event's claim itself.
+struct Handled {
+    outcome: CallbackOutcome,
+    /// The claim was settled in the transaction that recorded the outcome.
+    settled: bool,
+}
+
+impl Handled {
+    /// The caller settles the claim.
+    fn unsettled(outcome: CallbackOutcome) -> Self {
+        Self {
+            outcome,
+            settled: false,
+        }
     }
 }

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::StoreError;
+use super::{IgnoredEvent, StoreError};
 
 /// The answer of [`Callbacks::claim_callback`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,5 +42,14 @@ pub trait Callbacks: Send + Sync + 'static {
         &self,
         event_id: &str,
         outcome: Option<&str>,
+    ) -> Result<(), StoreError>;
+    /// Records a callback's event as not applied on its payment
+    /// ([`Payments::record_ignored_event`](super::Payments::record_ignored_event)) and settles
+    /// the callback's claim as `ignored`, in one transaction (a late confirmation of a charge
+    /// the create already applied is the common callback: one commit rather than two).
+    async fn settle_ignored_callback(
+        &self,
+        event_id: &str,
+        ignored: &IgnoredEvent,
     ) -> Result<(), StoreError>;
 }

@@ -66,6 +66,23 @@ macro_rules! impl_callbacks {
                 q.execute(self.writer()).await?;
                 Ok(())
             }
+
+            async fn settle_ignored_callback(
+                &self,
+                event_id: &str,
+                ignored: &$crate::store::IgnoredEvent,
+            ) -> Result<(), $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                insert_ignored_event(&mut *tx, ignored).await?;
+                sqlx::query(
+                    "UPDATE channel_callbacks SET outcome = 'ignored' WHERE event_id = $1 AND outcome = 'received'",
+                )
+                .bind(event_id)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            }
         }
     };
 }

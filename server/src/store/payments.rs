@@ -26,7 +26,10 @@ pub trait Payments: Send + Sync + 'static {
     /// Applies `steps` in order in one transaction, each as
     /// [`apply_transition`](Self::apply_transition) would (step N's `from` and `version` are
     /// what step N-1 leaves), and completes `completion`'s key with the answer rendered from
-    /// the payment after the last step (phase 2 of a create). Any step that is stale or a
+    /// the payment after the last step (phase 2 of a create). The batch's jobs are closed and
+    /// written once for the whole batch: a follow-up job a later step closes is never written
+    /// (CHANNEL_SUCCESS's post_ledger job when its posting is the next step;
+    /// `payments_sql::BatchJobs`). Any step that is stale or a
     /// duplicate rolls back the whole batch; a refused step writes nothing. A key whose lease
     /// was lost is left as it is while the transitions still commit (`stored` is then None).
     async fn apply_transitions(

@@ -54,6 +54,49 @@ pub(crate) fn rule_for(
     Ok(Ok(rule))
 }
 
+/// The job writes of a batch of transitions applied in one transaction (issue 15, "a create in
+/// two atomic phases"): every kind a step closes is closed by one statement, before any
+/// follow-up is written, and a follow-up that a later step of the same batch closes is not
+/// written at all. A CHANNEL_SUCCESS step's post_ledger job guards against a crash before
+/// its posting; when the posting commits with it, that job could only be written and closed
+/// in the same commit.
+///
+/// Equivalent to each step closing and then writing in order, because the batch commits or
+/// rolls back as one: a job a step writes is either closed later in the batch (so never
+/// written here) or survives, and the closes then reach only the jobs that were there before.
+pub(crate) struct BatchJobs<'a> {
+    /// The kinds any step closes, each once, in the order first named.
+    pub closes: Vec<crate::domain::jobs::JobKind>,
+    /// The follow-ups that outlive the batch, with their step's time (epoch ms UTC).
+    pub writes: Vec<(&'a super::NewJob, i64)>,
+}
+
+/// [`BatchJobs`] for `steps`, whose rows are `rules` (same length, same order).
+pub(crate) fn batch_jobs<'a>(
+    steps: &'a [super::Transition],
+    rules: &[&'static crate::domain::state::Rule],
+) -> BatchJobs<'a> {
+    debug_assert_eq!(steps.len(), rules.len());
+    let mut closes = Vec::new();
+    for kind in rules.iter().flat_map(|r| r.effects.closes) {
+        if !closes.contains(kind) {
+            closes.push(*kind);
+        }
+    }
+    let writes = steps
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            let later = &rules[i + 1..];
+            t.enqueue
+                .iter()
+                .filter(move |job| !later.iter().any(|r| r.effects.closes.contains(&job.kind)))
+                .map(move |job| (job, t.now))
+        })
+        .collect();
+    BatchJobs { closes, writes }
+}
+
 macro_rules! impl_payments {
     ($store:ty) => {
         const _: () = $crate::store::backend::is_backend::<$store>();
@@ -117,7 +160,11 @@ macro_rules! impl_payments {
                 };
                 if let Some((t, rule)) = submit {
                     match apply_step(&mut tx, self.outbox_plan(), t, rule).await? {
-                        Step::Applied(p) => created = p,
+                        Step::Applied(p) => {
+                            let jobs = $crate::store::payments_sql::batch_jobs(std::slice::from_ref(t), &[rule]);
+                            write_jobs(&mut tx, &t.payment_id, t.now, &jobs).await?;
+                            created = p
+                        }
                         Step::Duplicate | Step::Stale => {
                             tx.rollback().await?;
                             return Err($crate::store::StoreError::Corrupt(format!(
@@ -194,9 +241,10 @@ macro_rules! impl_payments {
                         }
                     }
                 }
+                let jobs = $crate::store::payments_sql::batch_jobs(steps, &rules);
                 let mut tx = self.begin_write().await?;
                 let mut after = None;
-                for (t, rule) in steps.iter().zip(rules) {
+                for (t, rule) in steps.iter().zip(rules.iter().copied()) {
                     match apply_step(&mut tx, self.outbox_plan(), t, rule).await? {
                         Step::Applied(p) => after = Some(p),
                         Step::Duplicate => {
@@ -215,6 +263,7 @@ macro_rules! impl_payments {
                 let Some(after) = after else {
                     return Err($crate::store::StoreError::Corrupt("no transition applied".into()));
                 };
+                write_jobs(&mut tx, &first.payment_id, first.now, &jobs).await?;
                 let mut stored = None;
                 if let Some(c) = completion {
                     let resp = (c.render)(&after);
@@ -227,22 +276,7 @@ macro_rules! impl_payments {
             }
 
             async fn record_ignored_event(&self, e: &$crate::store::IgnoredEvent) -> Result<bool, $crate::store::StoreError> {
-                let r = sqlx::query(
-                    "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
-                     source, detail, created_at, trace_id) VALUES ($1, $2, $3, $4, NULL, FALSE, $5, $6, $7, $8) \
-                     ON CONFLICT (payment_id, event_id) DO NOTHING",
-                )
-                .bind(&e.payment_id)
-                .bind(&e.event_id)
-                .bind(e.event.as_str())
-                .bind(e.from.as_str())
-                .bind(&e.source)
-                .bind(&e.detail)
-                .bind(e.now)
-                .bind($crate::telemetry::current_trace())
-                .execute(self.writer())
-                .await?;
-                Ok(r.rows_affected() == 1)
+                insert_ignored_event(self.writer(), e).await
             }
 
             async fn payment_events(
@@ -267,6 +301,31 @@ macro_rules! impl_payments {
                 .fetch_all(self.reader())
                 .await?)
             }
+        }
+
+        /// An event recorded as not applied ([`IgnoredEvent`]($crate::store::IgnoredEvent)),
+        /// on `db` (the writer, or a transaction); false when (payment, event id) was recorded
+        /// before.
+        async fn insert_ignored_event<'e, E: sqlx::Executor<'e, Database = $crate::store::backend::DbOf<$store>>>(
+            db: E,
+            e: &$crate::store::IgnoredEvent,
+        ) -> Result<bool, $crate::store::StoreError> {
+            let r = sqlx::query(
+                "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \
+                 source, detail, created_at, trace_id) VALUES ($1, $2, $3, $4, NULL, FALSE, $5, $6, $7, $8) \
+                 ON CONFLICT (payment_id, event_id) DO NOTHING",
+            )
+            .bind(&e.payment_id)
+            .bind(&e.event_id)
+            .bind(e.event.as_str())
+            .bind(e.from.as_str())
+            .bind(&e.source)
+            .bind(&e.detail)
+            .bind(e.now)
+            .bind($crate::telemetry::current_trace())
+            .execute(db)
+            .await?;
+            Ok(r.rows_affected() == 1)
         }
 
         /// A PENDING payment with its `created` event and submit job, in the caller's
@@ -331,9 +390,9 @@ macro_rules! impl_payments {
 
         /// One transition inside the caller's transaction (the body of
         /// [`Payments::apply_transition`](crate::store::Payments::apply_transition), after
-        /// `rule_for`): the event, the conditional update on (id, status, version), then the
-        /// row's effects in the order
-        /// [`Effects`]($crate::domain::state::Effects) gives, and the outbox row.
+        /// `rule_for`): the event, the conditional update on (id, status, version), the
+        /// row's ledger batch and the outbox row. Its jobs are the batch's
+        /// ([`write_jobs`], after every step).
         async fn apply_step(
             tx: &mut $crate::store::backend::Tx<$store>,
             plan: &$crate::store::WebhookPlan,
@@ -386,25 +445,6 @@ macro_rules! impl_payments {
             if let Some(posting) = &t.posting {
                 insert_posting(tx, &t.payment_id, posting, t.now).await?;
             }
-            let closes = rule.effects.closes;
-            if !closes.is_empty() {
-                // One statement for every kind the step closes, before its follow-up job is
-                // written: a row may close the kind it queues anew (a forced UNKNOWN).
-                let kinds: Vec<String> = (0..closes.len()).map(|i| format!("${}", i + 3)).collect();
-                let sql = format!(
-                    "UPDATE jobs SET status = 'done', updated_at = $1 \
-                     WHERE payment_id = $2 AND status = 'due' AND kind IN ({})",
-                    kinds.join(", ")
-                );
-                let mut q = sqlx::query(&sql).bind(t.now).bind(&t.payment_id);
-                for kind in closes {
-                    q = q.bind(kind.as_str());
-                }
-                q.execute(&mut **tx).await?;
-            }
-            for job in &t.enqueue {
-                insert_job(tx, job, t.now).await?;
-            }
             // The outcome's outbox row commits with the transition or not at all.
             if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to) {
                 insert_outbox_event(
@@ -420,5 +460,135 @@ macro_rules! impl_payments {
             }
             Ok(Step::Applied(after))
         }
+
+        /// The jobs of a batch of one payment's transitions, in the caller's transaction,
+        /// after its steps ([`BatchJobs`]($crate::store::payments_sql::BatchJobs)).
+        async fn write_jobs(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            payment_id: &str,
+            now: i64,
+            jobs: &$crate::store::payments_sql::BatchJobs<'_>,
+        ) -> Result<(), $crate::store::StoreError> {
+            if !jobs.closes.is_empty() {
+                let kinds: Vec<String> = (0..jobs.closes.len()).map(|i| format!("${}", i + 3)).collect();
+                let sql = format!(
+                    "UPDATE jobs SET status = 'done', updated_at = $1 \
+                     WHERE payment_id = $2 AND status = 'due' AND kind IN ({})",
+                    kinds.join(", ")
+                );
+                let mut q = sqlx::query(&sql).bind(now).bind(payment_id);
+                for kind in &jobs.closes {
+                    q = q.bind(kind.as_str());
+                }
+                q.execute(&mut **tx).await?;
+            }
+            for (job, at) in &jobs.writes {
+                insert_job(tx, job, *at).await?;
+            }
+            Ok(())
+        }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch_jobs;
+    use crate::domain::jobs::JobKind;
+    use crate::domain::state::{PaymentEvent as E, PaymentStatus as S, check};
+    use crate::store::{NewJob, Transition};
+
+    fn step(from: S, event: E, to: S, version: i64, enqueue: &[JobKind]) -> Transition {
+        Transition {
+            payment_id: "pay_1".into(),
+            from,
+            version,
+            to,
+            event,
+            event_id: format!("{event}@v{version}"),
+            source: "api".into(),
+            detail: String::new(),
+            now: 1_000 * version,
+            last_error: None,
+            posting: None,
+            enqueue: enqueue
+                .iter()
+                .map(|&kind| NewJob {
+                    kind,
+                    payment_id: Some("pay_1".into()),
+                    refund_id: None,
+                    run_at: 5_000,
+                    max_attempts: 3,
+                })
+                .collect(),
+        }
+    }
+
+    fn rules(steps: &[Transition]) -> Vec<&'static crate::domain::state::Rule> {
+        steps
+            .iter()
+            .map(|t| check(t.from, t.event, t.to).expect("a whitelisted row"))
+            .collect()
+    }
+
+    #[test]
+    fn a_charge_posted_in_the_same_batch_writes_no_post_ledger_job_and_closes_once() {
+        let steps = [
+            step(
+                S::Processing,
+                E::ChannelSucceeded,
+                S::ChannelSuccess,
+                2,
+                &[JobKind::PostLedger],
+            ),
+            step(S::ChannelSuccess, E::LedgerPosted, S::Success, 3, &[]),
+        ];
+        let jobs = batch_jobs(&steps, &rules(&steps));
+        assert!(jobs.writes.is_empty(), "the posting closes its safety job");
+        assert_eq!(
+            jobs.closes,
+            vec![JobKind::Submit, JobKind::Query, JobKind::PostLedger]
+        );
+    }
+
+    #[test]
+    fn a_charge_alone_keeps_its_post_ledger_job_for_the_crash_before_the_posting() {
+        let steps = [step(
+            S::Processing,
+            E::ChannelSucceeded,
+            S::ChannelSuccess,
+            2,
+            &[JobKind::PostLedger],
+        )];
+        let jobs = batch_jobs(&steps, &rules(&steps));
+        assert_eq!(jobs.closes, vec![JobKind::Submit, JobKind::Query]);
+        assert_eq!(jobs.writes.len(), 1);
+        assert_eq!(jobs.writes[0].0.kind, JobKind::PostLedger);
+        assert_eq!(jobs.writes[0].1, 2_000, "written at its step's time");
+    }
+
+    #[test]
+    fn a_step_that_closes_the_kind_it_queues_keeps_the_new_job() {
+        // UNKNOWN's resubmission closes the query and queues a submit; a channel error then
+        // closes that submit and queues a query: only the last query outlives the batch.
+        let steps = [
+            step(
+                S::Unknown,
+                E::QueryNotFound,
+                S::Processing,
+                4,
+                &[JobKind::Submit],
+            ),
+            step(
+                S::Processing,
+                E::ChannelError,
+                S::Unknown,
+                5,
+                &[JobKind::Query],
+            ),
+        ];
+        let jobs = batch_jobs(&steps, &rules(&steps));
+        assert_eq!(jobs.closes, vec![JobKind::Query, JobKind::Submit]);
+        let kinds: Vec<_> = jobs.writes.iter().map(|(j, _)| j.kind).collect();
+        assert_eq!(kinds, vec![JobKind::Query]);
+    }
 }

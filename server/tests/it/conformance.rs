@@ -585,6 +585,60 @@ store_conformance!(a_callback_event_id_is_handled_once, |store| {
 });
 
 store_conformance!(
+    an_ignored_callback_is_recorded_and_settled_in_one_write,
+    |store| {
+        use converge_server::domain::state::{PaymentEvent, PaymentStatus};
+        use converge_server::store::CallbackClaim::{Claimed, Settled};
+        let m = merchant(&store, "acme").await;
+        let CreatePayment::Created(p) = store
+            .create_payment(&new_payment(m, "o-1", 1000))
+            .await
+            .unwrap()
+        else {
+            panic!("a new order is created")
+        };
+        let claim = |at: i64| {
+            let store = store.clone();
+            async move {
+                store
+                    .claim_callback("evt_1", "ck_1", "charge.succeeded", at, at - 30_000)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(claim(NOW).await, Claimed);
+        let ignored = converge_server::store::IgnoredEvent {
+            payment_id: p.id.clone(),
+            event_id: "cb:evt_1".into(),
+            event: PaymentEvent::ChannelSucceeded,
+            from: PaymentStatus::Pending,
+            source: "callback".into(),
+            detail: "stale callback".into(),
+            now: NOW,
+        };
+        store
+            .settle_ignored_callback("evt_1", &ignored)
+            .await
+            .unwrap();
+        assert_eq!(
+            claim(NOW + 40_000).await,
+            Settled,
+            "settled with the event: a redelivery after the lease is a duplicate, not handled again"
+        );
+        let events = store.payment_events(&p.id).await.unwrap();
+        let recorded: Vec<_> = events.iter().filter(|e| e.event_id == "cb:evt_1").collect();
+        assert_eq!(recorded.len(), 1);
+        assert!(!recorded[0].applied);
+        assert_eq!(recorded[0].detail, "stale callback");
+        assert_eq!(
+            store.payment(&p.id).await.unwrap().unwrap().status,
+            PaymentStatus::Pending,
+            "an ignored event moves nothing"
+        );
+    }
+);
+
+store_conformance!(
     a_callback_whose_handler_failed_or_died_is_handled_again,
     |store| {
         use converge_server::store::CallbackClaim::{Claimed, InProgress};

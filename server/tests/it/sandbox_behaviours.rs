@@ -302,8 +302,8 @@ on_both_backends!(digits_57_and_58_succeed_with_one_charge_batch, |app| {
         );
         assert_eq!(
             jobs(&app, &p.id).await,
-            vec![job("submit", "done"), job("post_ledger", "done")],
-            "the posting's safety job is written with CHANNEL_SUCCESS and closed by the posting"
+            vec![job("submit", "done")],
+            "the posting commits with CHANNEL_SUCCESS: its safety job is never written"
         );
     }
     assert_eq!(app.channel_charges().await, 2);
