@@ -168,7 +168,8 @@ drain_section() {
 \`drain\` runs converge's own workers in one process: $(get drain.pg.workers) workers, each claiming
 $(get drain.pg.batch) jobs at a time with a lease and writing each result under its lease token
 (the completions of jobs that finished together in one statement that checks each job's token).
-"no-op" jobs are \`purge\` jobs (a handler that does nothing); "query" jobs are UNKNOWN payments
+"no-op" jobs are \`post_ledger\` jobs without a payment (the real handler finds nothing to post
+and finishes without a read); "query" jobs are UNKNOWN payments
 whose charge the sandbox channel holds: the real handler queries by channel key over HTTP, moves
 the payment to CHANNEL_SUCCESS, posts the ledger batch and reaches SUCCESS. Claim latency is
 the claim statement alone (batch of $(get drain.pg.batch), $(get drain.pg.workers) concurrent claimers).

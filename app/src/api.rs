@@ -7,7 +7,7 @@
 use leptos::prelude::*;
 
 use crate::dto::{
-    Dashboard, ErrorItem, Merchant, PaymentDetail, PaymentPage, PaymentQuery, Principal, UserView,
+    Dashboard, ErrorItem, Merchant, PaymentDetail, PaymentPage, PaymentSearch, Principal, UserView,
 };
 
 /// The message of the error every server function returns when there is no valid session
@@ -357,23 +357,21 @@ pub async fn search_payments(
     // Default when absent: a query with no filter has no fields to encode, so the browser's
     // call (URL-encoded arguments) carries no `query` at all, which would otherwise fail to
     // deserialize on every client-side visit of /payments.
-    #[server(default)] query: PaymentQuery,
+    #[server(default)] query: PaymentSearch,
 ) -> Result<PaymentPage, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
-    let q = converge_server::ops::SearchQuery {
-        id: query.id,
-        status: query.status,
-        merchant: query.merchant,
-        order: query.order,
+    // The form's `YYYY-MM-DDTHH:MM` (a datetime-local field) is the console's; the server
+    // reads RFC 3339. The page size is the console's too.
+    let q = PaymentSearch {
         from: crate::format::as_rfc3339(query.from),
         to: crate::format::as_rfc3339(query.to),
-        after: query.after,
         limit: Some(50),
+        ..query
     };
-    converge_server::ops::run_search(&st, &q)
+    converge_server::service::queries::search_payments(st.core.store.as_ref(), &q)
         .await
-        .map_err(ssr::api_error)
+        .map_err(|e| ssr::api_error(e.into()))
 }
 
 /// A payment's whole story (viewer).

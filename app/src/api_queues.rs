@@ -1,11 +1,11 @@
 //! Server functions of the work queues (issue 17): the error pool by kind and paged, its
 //! bulk resolve (preview, then confirm with one note), and the audit viewer's list. Thin
-//! adapters over `converge_server::service::error_pool` and `ops::audit::run_list`, with the
+//! adapters over `converge_server::service::error_pool` and `service::queries::audit_list`, with the
 //! same roles and refusals (status and stable code) as the `/ops/v1` endpoints.
 
 use leptos::prelude::*;
 
-use crate::dto::{AuditList, AuditQuery, ErrorItem, PoolPage, ResolveOutcome};
+use crate::dto::{AuditList, AuditListQuery, ErrorItem, PoolPage, ResolveOutcome};
 
 #[cfg(feature = "ssr")]
 fn action_error(e: converge_server::service::actions::ActionError) -> ServerFnError {
@@ -83,23 +83,18 @@ pub async fn bulk_resolve(
 #[server(endpoint = "audit_list")]
 pub async fn load_audit_list(
     // Default when absent: a query without filters has no fields to encode.
-    #[server(default)] query: AuditQuery,
+    #[server(default)] query: AuditListQuery,
 ) -> Result<AuditList, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = crate::api::ssr::authorize(Permission::Audit).await?;
-    let q = converge_server::ops::audit::ListQuery {
-        actor: query.actor,
-        action: query.action,
-        payment: query.payment,
-        target: query.target,
+    let q = AuditListQuery {
         from: crate::format::as_rfc3339(query.from),
         to: crate::format::as_rfc3339(query.to),
-        before: query.before,
-        after: query.after,
         limit: Some(50),
+        ..query
     };
-    let page = converge_server::ops::audit::run_list(st.core.store.as_ref(), &q)
+    let page = converge_server::service::queries::audit_list(st.core.store.as_ref(), &q)
         .await
-        .map_err(crate::api::ssr::api_error)?;
+        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
     Ok(page)
 }

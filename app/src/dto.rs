@@ -12,10 +12,10 @@
 //! `Role::ALL`, `AGE_BUCKETS`), and what the
 //! payment page may offer (`ActionOffer`, forced-transition targets included, computed by
 //! the server's domain).
-//! What is defined below is the console's own: the query forms and the pauses' wording.
+//! So are the filters of the payment search and the audit viewer (`PaymentSearch`,
+//! `AuditListQuery`), which the server's endpoints read too.
+//! What is defined below is the console's own: the pauses' wording.
 //! Times are epoch ms UTC; amounts are integer minor units.
-
-use serde::{Deserialize, Serialize};
 
 pub use converge_wire::dashboard::AGE_BUCKETS;
 pub use converge_wire::lifecycle::{
@@ -23,55 +23,16 @@ pub use converge_wire::lifecycle::{
     PauseStatus, RefundStatus,
 };
 pub use converge_wire::{
-    ActionOffer, ActionRecord, ApprovalInbox, ApprovalItem, AttemptRow, AuditList, AuditRecord,
-    AuditRow, AuditVerify, BulkItem, BulkOutcome, Dashboard, DeliveryDetail, DeliveryRow,
-    EndpointRow, ErrorItem, ErrorPoolView, EventRecord, EventType, HitRate, IdempotencyView,
-    IssuedKey, Job, KeySummary, KindCount, LedgerEntry, Merchant, MerchantAccount, MerchantKey,
-    MinutePoint, OutboxEvent, PauseOverview, PauseRecord as PauseItem, Payment, PaymentDetail,
-    PaymentPage, PaymentStatus, PaymentWebhooks, PoolPage, PrincipalView as Principal, QueueRow,
-    QueueView, Refund, RelayStatus, ResolveOutcome, ReversalView, Role, RouteOutcomes,
-    StuckPayment, StuckView, UserView, WebhookBacklog, WebhooksOverview,
+    ActionOffer, ActionRecord, ApprovalInbox, ApprovalItem, AttemptRow, AuditList, AuditListQuery,
+    AuditRecord, AuditRow, AuditVerify, BulkItem, BulkOutcome, Dashboard, DeliveryDetail,
+    DeliveryRow, EndpointRow, ErrorItem, ErrorPoolView, EventRecord, EventType, HitRate,
+    IdempotencyView, IssuedKey, Job, KeySummary, KindCount, LedgerEntry, Merchant, MerchantAccount,
+    MerchantKey, MinutePoint, OutboxEvent, PauseOverview, PauseRecord as PauseItem, Payment,
+    PaymentDetail, PaymentPage, PaymentSearch, PaymentStatus, PaymentWebhooks, PoolPage,
+    PrincipalView as Principal, QueueRow, QueueView, Refund, RelayStatus, ResolveOutcome,
+    ReversalView, Role, RouteOutcomes, StuckPayment, StuckView, UserView, WebhookBacklog,
+    WebhooksOverview,
 };
-
-/// Filters of a payment search (all optional; blank means "any").
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PaymentQuery {
-    /// Exact payment id: the one payment.
-    pub id: Option<String>,
-    /// Merchant name.
-    pub merchant: Option<String>,
-    /// Exact merchant_order_id.
-    pub order: Option<String>,
-    /// Status name.
-    pub status: Option<String>,
-    /// Created at or after (UTC): RFC 3339, `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM`.
-    pub from: Option<String>,
-    /// Created before (UTC), same forms as `from`.
-    pub to: Option<String>,
-    /// Cursor of the previous page's `next`.
-    pub after: Option<String>,
-}
-
-/// Filters of the audit viewer (all optional; blank means "any").
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditQuery {
-    /// Exact actor.
-    pub actor: Option<String>,
-    /// Exact action.
-    pub action: Option<String>,
-    /// Payment id.
-    pub payment: Option<String>,
-    /// Exact target (`error:12`, `user:alice`).
-    pub target: Option<String>,
-    /// At or after (UTC): RFC 3339, `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM`.
-    pub from: Option<String>,
-    /// Before (UTC), same forms.
-    pub to: Option<String>,
-    /// Older page cursor.
-    pub before: Option<i64>,
-    /// Newer page cursor.
-    pub after: Option<i64>,
-}
 
 /// What a pause stops, in words for people (the pauses page and every page's banner).
 /// Console wording only: the server stores and checks the target, the console says it.

@@ -15,6 +15,7 @@ use crate::service::ServiceError;
 use crate::service::actions::ActionError;
 use crate::service::lookup::LookupError;
 use crate::service::merchants::MerchantError;
+use crate::service::queries::FilterError;
 use crate::service::users::UserError;
 use crate::service::webhooks::EndpointError;
 use crate::store::StoreError;
@@ -161,6 +162,17 @@ impl From<LookupError> for ApiError {
                 ApiError::bad_request("idempotency_key_invalid", e.to_string())
             }
             LookupError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<FilterError> for ApiError {
+    fn from(e: FilterError) -> Self {
+        match e {
+            FilterError::InvalidTime { .. } => ApiError::bad_request("invalid_time", e.to_string()),
+            FilterError::InvalidStatus(_) => ApiError::bad_request("invalid_status", e.to_string()),
+            FilterError::InvalidCursor(_) => ApiError::bad_request("invalid_cursor", e.to_string()),
+            FilterError::Store(s) => s.into(),
         }
     }
 }

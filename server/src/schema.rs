@@ -7,6 +7,12 @@
 use serde_json::Value;
 use utoipa::openapi::{ObjectBuilder, schema::Type};
 
+// Declared beside the query parameters they describe (the console's filters, in the wire
+// crate); used here too.
+pub use converge_wire::schema::{
+    cursor_schema, day_or_time, status_filter_schema, strings, time_filter_schema,
+};
+
 /// The pattern of a string without U+0000.
 pub(crate) const NO_NUL: &str = "^[^\\u0000]*$";
 
@@ -28,13 +34,6 @@ pub fn currency_schema() -> utoipa::openapi::Object {
         .schema_type(Type::String)
         .enum_values(Some(codes))
         .examples([Value::from("CNY")])
-        .build()
-}
-
-fn strings(values: &[&str]) -> utoipa::openapi::Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(values.iter().copied()))
         .build()
 }
 
@@ -216,14 +215,6 @@ pub fn action_request_schema() -> utoipa::openapi::schema::Schema {
         .into()
 }
 
-/// A payment-status filter: a status name, or empty for all.
-pub fn status_filter_schema() -> utoipa::openapi::Object {
-    use crate::domain::state::PaymentStatus;
-    let mut v = vec![""];
-    v.extend(PaymentStatus::ALL.map(PaymentStatus::as_str));
-    strings(&v)
-}
-
 /// An error-pool status filter: `open`, `resolved`, or empty for both.
 pub fn pool_status_schema() -> utoipa::openapi::Object {
     use converge_wire::lifecycle::ErrorItemStatus;
@@ -237,43 +228,12 @@ pub fn export_format_schema() -> utoipa::openapi::Object {
     strings(&["csv", "ndjson"])
 }
 
-/// A day (`YYYY-MM-DD`) or an RFC 3339 time, what `extract::parse_time` accepts; `empty`
-/// also allows the empty string (a filter left blank).
-fn day_or_time(empty: bool) -> utoipa::openapi::schema::AnyOfBuilder {
-    use utoipa::openapi::schema::{AnyOfBuilder, KnownFormat, SchemaFormat};
-    let b = AnyOfBuilder::new()
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date))),
-        )
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
-        );
-    if empty { b.item(strings(&[""])) } else { b }
-}
-
-/// A console time filter: a day (`YYYY-MM-DD`), an RFC 3339 time, or empty for none.
-pub fn time_filter_schema() -> utoipa::openapi::schema::Schema {
-    day_or_time(true).build().into()
-}
-
 /// A required time: a day (`YYYY-MM-DD`) or an RFC 3339 time.
 pub fn time_schema() -> utoipa::openapi::schema::Schema {
     day_or_time(false)
         .examples([Value::from("2026-12-01")])
         .build()
         .into()
-}
-
-/// A paging cursor: empty, or `<created_at ms>_<id>` from a previous page's `next`.
-pub fn cursor_schema() -> utoipa::openapi::Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some("^\\s*$|^\\s*[+-]?[0-9]{1,18}_[^\\u0000]*$"))
-        .build()
 }
 
 /// A comma-separated list of at least one role (blank items are skipped).

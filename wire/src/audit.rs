@@ -116,3 +116,34 @@ pub struct AuditVerify {
     /// Whether checkpoint signatures were checked (the server holds the signing key).
     pub signatures_checked: bool,
 }
+
+/// The filters and cursors of the audit viewer (`GET /ops/v1/audit` and the console's audit
+/// page; all optional, blank means "any"). A malformed time or a negative cursor is a 400.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "utoipa", into_params(parameter_in = Query))]
+pub struct AuditListQuery {
+    /// Only this actor (exact).
+    pub actor: Option<String>,
+    /// Only this action (exact, e.g. `error_resolved`).
+    pub action: Option<String>,
+    /// Only records about this payment: its own, its actions' and its error-pool items'.
+    pub payment: Option<String>,
+    /// Only records about this object (exact target: `error:12`, `user:alice`, ...).
+    pub target: Option<String>,
+    /// Records at or after this UTC time (RFC 3339 or YYYY-MM-DD).
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::time_filter_schema))]
+    pub from: Option<String>,
+    /// Records before this UTC time.
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::time_filter_schema))]
+    pub to: Option<String>,
+    /// The next (older) page: records with seq below this (a previous answer's `older`).
+    #[cfg_attr(feature = "utoipa", param(minimum = 1))]
+    pub before: Option<i64>,
+    /// The previous (newer) page: records with seq above this (a previous answer's `newer`);
+    /// ignored when `before` is given.
+    #[cfg_attr(feature = "utoipa", param(minimum = 0))]
+    pub after: Option<i64>,
+    /// Records a page (1..=200, default 50; others are clamped, as in the payment search).
+    pub limit: Option<i64>,
+}

@@ -26,11 +26,15 @@ pub mod lookup;
 pub mod merchants;
 pub mod pauses;
 pub mod payments;
+#[cfg(feature = "utoipa")]
+pub mod schema;
 pub mod status;
 pub mod users;
 pub mod webhooks;
 
-pub use audit::{AuditList, AuditRecord, AuditRow, AuditVerify, Break, ChainHead, CheckpointView};
+pub use audit::{
+    AuditList, AuditListQuery, AuditRecord, AuditRow, AuditVerify, Break, ChainHead, CheckpointView,
+};
 pub use bulk::{BulkItem, BulkOutcome};
 pub use dashboard::{
     Dashboard, ErrorPoolView, HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView,
@@ -49,7 +53,7 @@ pub use merchants::{IssuedKey, Merchant, MerchantAccount, MerchantKey};
 pub use pauses::{PauseOverview, PauseRecord};
 pub use payments::{
     ActionOffer, EventRecord, Job, KeySummary, LedgerEntry, Payment, PaymentDetail, PaymentPage,
-    Refund, ReversalView,
+    PaymentSearch, Refund, ReversalView,
 };
 pub use status::{PaymentStatus, UnknownName};
 pub use users::{PrincipalView, Role, UserView};

@@ -259,3 +259,32 @@ impl PaymentDetail {
         self.offers.iter().find(|o| o.kind == kind)
     }
 }
+
+/// The filters of a console payment search (`GET /ops/v1/payments`, the search page and the
+/// CSV export; all optional, blank means "any"). The server checks them: an unknown status,
+/// a malformed time or cursor is a 400 with a stable code.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "utoipa", into_params(parameter_in = Query))]
+pub struct PaymentSearch {
+    /// Payment id (exact): the one payment.
+    pub id: Option<String>,
+    /// Status name.
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::status_filter_schema))]
+    pub status: Option<String>,
+    /// Merchant name.
+    pub merchant: Option<String>,
+    /// merchant_order_id (exact).
+    pub order: Option<String>,
+    /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::time_filter_schema))]
+    pub from: Option<String>,
+    /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::time_filter_schema))]
+    pub to: Option<String>,
+    /// Paging cursor from the previous page's `next`.
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::cursor_schema))]
+    pub after: Option<String>,
+    /// Page size (1..=200, default 50; others are clamped).
+    pub limit: Option<i64>,
+}

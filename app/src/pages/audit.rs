@@ -15,11 +15,11 @@ use leptos_router::hooks::{use_navigate, use_query_map};
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, Time};
-use crate::dto::{AuditQuery, AuditRow, AuditVerify, Role};
+use crate::dto::{AuditListQuery, AuditRow, AuditVerify, Role};
 use crate::{api_actions, api_queues, format};
 
 /// The viewer's URL for `q` (blank filters left out).
-fn href(q: &AuditQuery) -> String {
+fn href(q: &AuditListQuery) -> String {
     let before = q.before.map(|b| b.to_string());
     let after = q.after.map(|a| a.to_string());
     format!(
@@ -77,7 +77,7 @@ pub fn AuditPage() -> impl IntoView {
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        AuditQuery {
+        AuditListQuery {
             actor: text("actor"),
             action: text("action"),
             payment: text("payment"),
@@ -86,6 +86,7 @@ pub fn AuditPage() -> impl IntoView {
             to: text("to"),
             before: text("before").and_then(|v| v.parse().ok()),
             after: text("after").and_then(|v| v.parse().ok()),
+            limit: None,
         }
     });
     let list = Resource::new(move || query.get(), api_queues::load_audit_list);
@@ -112,7 +113,7 @@ pub fn AuditPage() -> impl IntoView {
     let on_filter = move |ev: SubmitEvent| {
         ev.prevent_default();
         let opt = |s: RwSignal<String>| Some(s.get_untracked()).filter(|v| !v.trim().is_empty());
-        let q = AuditQuery {
+        let q = AuditListQuery {
             actor: opt(actor),
             action: opt(action),
             payment: opt(payment),
@@ -121,6 +122,7 @@ pub fn AuditPage() -> impl IntoView {
             to: opt(to),
             before: None,
             after: None,
+            limit: None,
         };
         navigate(&href(&q), Default::default());
     };
@@ -205,8 +207,8 @@ pub fn AuditPage() -> impl IntoView {
                             view! { <p class="empty" data-testid="audit-empty">"No records match."</p> }.into_any()
                         }
                         Ok(page) => {
-                            let newer = page.newer.map(|n| href(&AuditQuery { after: Some(n), before: None, ..q.clone() }));
-                            let older = page.older.map(|o| href(&AuditQuery { before: Some(o), after: None, ..q.clone() }));
+                            let newer = page.newer.map(|n| href(&AuditListQuery { after: Some(n), before: None, ..q.clone() }));
+                            let older = page.older.map(|o| href(&AuditListQuery { before: Some(o), after: None, ..q.clone() }));
                             view! {
                                 <DataTable
                                     columns=&["Seq", "At", "Actor", "Action", "Object", "Reason", "Details"]

@@ -10,10 +10,10 @@ use leptos_router::hooks::use_query_map;
 use crate::api;
 use crate::components::panel::DataTable;
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
-use crate::dto::{Merchant, PaymentQuery, PaymentStatus};
+use crate::dto::{Merchant, PaymentSearch, PaymentStatus};
 use crate::format;
 
-fn query_url(q: &PaymentQuery, after: Option<&str>) -> String {
+fn query_url(q: &PaymentSearch, after: Option<&str>) -> String {
     format!(
         "/payments{}",
         format::query_string(&[
@@ -35,7 +35,7 @@ pub fn PaymentsPage() -> impl IntoView {
     let query = Memo::new(move |_| {
         let m = params.read();
         let get = |k: &str| m.get(k).filter(|v| !v.trim().is_empty());
-        PaymentQuery {
+        PaymentSearch {
             id: get("id"),
             merchant: get("merchant"),
             order: get("order"),
@@ -43,6 +43,7 @@ pub fn PaymentsPage() -> impl IntoView {
             from: get("from"),
             to: get("to"),
             after: get("after"),
+            limit: None,
         }
     });
     // A GET form sends every field, blank or not (`?id=&merchant=&...`): such a URL is
@@ -137,7 +138,7 @@ pub fn PaymentsPage() -> impl IntoView {
 
 /// The filter form (GET /payments).
 #[component]
-fn SearchForm(q: PaymentQuery, merchants: Vec<Merchant>) -> impl IntoView {
+fn SearchForm(q: PaymentSearch, merchants: Vec<Merchant>) -> impl IntoView {
     let status = q.status.clone().unwrap_or_default();
     let merchant = q.merchant.clone().unwrap_or_default();
     view! {

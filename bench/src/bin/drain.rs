@@ -1,7 +1,8 @@
 //! `drain`: compensation queue throughput (issue "Convergence", Performance; issue "Proof",
 //! benchmark 4). Runs converge's own [`Worker`]s in this process against a fresh database:
 //!
-//! - `noop`: `--jobs` due `purge` jobs (a kind whose handler does nothing), drained by
+//! - `noop`: `--jobs` due `post_ledger` jobs without a payment (the real handler finds
+//!   nothing to post and finishes without a read), drained by
 //!   `--workers` workers claiming `--batch` at a time: jobs/s is the queue's own cost (claim
 //!   with a lease, run, write the result under the lease token);
 //! - `query`: `--jobs` UNKNOWN payments with a due query job each, against the sandbox channel
@@ -144,7 +145,7 @@ async fn bulk(url: &str, n: usize, sqls: &[&str]) -> Result<()> {
 }
 
 const NOOP_JOB: &str = "INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, run_at, \
-     created_at, updated_at) VALUES ('purge', NULL, NULL, $2, 'due', 0, 5, $1, $1, $1)";
+     created_at, updated_at) VALUES ('post_ledger', NULL, NULL, $2, 'due', 0, 5, $1, $1, $1)";
 
 fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
     Core {

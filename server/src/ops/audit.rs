@@ -18,7 +18,7 @@ use crate::error::{ApiError, ApiQuery};
 use crate::service::actor::Actor;
 use crate::service::audit_chain::verify_signed;
 use crate::service::audit_export::{Format, begin_export, stream_with_checkpoint};
-use crate::store::{AuditFilter, Store};
+use crate::store::AuditFilter;
 
 /// The actor of a console request.
 pub fn actor(p: &Principal, addr: &str) -> Actor {
@@ -77,14 +77,6 @@ pub async fn run_verify(st: &OpsState, p: &Principal) -> Result<VerifyView, ApiE
     })
 }
 
-fn time(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
-    v.as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|v| super::extract::parse_time(field, v))
-        .transpose()
-}
-
 /// `GET /ops/v1/audit/export`: auditors; the export is audited before it starts. The chain
 /// head at export time is in the `Converge-Audit-Head: <seq> <hash>` header, so a later
 /// verify can prove the export was complete.
@@ -125,8 +117,8 @@ pub async fn export(
             .map(str::to_string)
     };
     let filter = AuditFilter {
-        from: time("from", &q.from)?,
-        to: time("to", &q.to)?,
+        from: crate::service::queries::time_filter("from", &q.from)?,
+        to: crate::service::queries::time_filter("to", &q.to)?,
         actor: clean(&q.actor),
         action: clean(&q.action),
     };
@@ -194,99 +186,9 @@ pub async fn verify_handler(
     Ok(Json(run_verify(&st, &p).await?))
 }
 
-/// Query of `GET /ops/v1/audit`.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct ListQuery {
-    /// Only this actor (exact).
-    pub actor: Option<String>,
-    /// Only this action (exact, e.g. `error_resolved`).
-    pub action: Option<String>,
-    /// Only records about this payment: its own, its actions' and its error-pool items'.
-    pub payment: Option<String>,
-    /// Only records about this object (exact target: `error:12`, `user:alice`, ...).
-    pub target: Option<String>,
-    /// Records at or after this UTC time (RFC 3339 or YYYY-MM-DD).
-    #[param(schema_with = crate::schema::time_filter_schema)]
-    pub from: Option<String>,
-    /// Records before this UTC time.
-    #[param(schema_with = crate::schema::time_filter_schema)]
-    pub to: Option<String>,
-    /// The next (older) page: records with seq below this (a previous answer's `older`).
-    #[param(minimum = 1)]
-    pub before: Option<i64>,
-    /// The previous (newer) page: records with seq above this (a previous answer's `newer`);
-    /// ignored when `before` is given.
-    #[param(minimum = 0)]
-    pub after: Option<i64>,
-    /// Records a page (1..=200, default 50; others are clamped, as in the payment search).
-    pub limit: Option<i64>,
-}
-
 pub use converge_wire::AuditList;
-
-/// The audit viewer's list as both `GET /ops/v1/audit` and the console run it. Errors:
-/// `invalid_time` (400) for a malformed time, `invalid_cursor` (400) for a negative cursor.
-/// With both cursors, `before` is used; a time range with `from` not before `to` is empty.
-pub async fn run_list(store: &dyn Store, q: &ListQuery) -> Result<AuditList, ApiError> {
-    let clean = |v: Option<&str>| {
-        v.map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-    };
-    // Both cursors: `before` (the next older page) wins. Query parameters cannot say in
-    // OpenAPI that they exclude each other, and a request the schema allows is answered.
-    let (before, after) = match (q.before, q.after) {
-        (Some(b), _) => (Some(b), None),
-        (None, a) => (None, a),
-    };
-    let from = time("from", &q.from)?;
-    let to = time("to", &q.to)?;
-    if before.is_some_and(|b| b < 1) || after.is_some_and(|a| a < 0) {
-        return Err(ApiError::bad_request(
-            "invalid_cursor",
-            "before must be a positive record number and after not negative",
-        ));
-    }
-    // An empty time range selects nothing; it is not an error, as in the payment search.
-    if let (Some(f), Some(t)) = (from, to)
-        && f >= t
-    {
-        return Ok(AuditList {
-            items: Vec::new(),
-            older: None,
-            newer: None,
-        });
-    }
-    let limit = q.limit.unwrap_or(50).clamp(1, 200);
-    let filter = crate::store::AuditListFilter {
-        actor: clean(q.actor.as_deref()),
-        action: clean(q.action.as_deref()),
-        payment_id: clean(q.payment.as_deref()),
-        target: clean(q.target.as_deref()),
-        from,
-        to,
-        before_seq: before,
-        after_seq: after,
-        limit,
-    };
-    let items = store.audit_list(&filter).await?;
-    let full = items.len() as i64 == limit;
-    let (first, last) = (
-        items.first().map(|r| r.record.seq),
-        items.last().map(|r| r.record.seq),
-    );
-    let (older, newer) = if after.is_some() {
-        (last, if full { first } else { None })
-    } else {
-        (if full { last } else { None }, before.and(first))
-    };
-    Ok(AuditList {
-        items,
-        older,
-        newer,
-    })
-}
+/// Query of `GET /ops/v1/audit`.
+pub use converge_wire::AuditListQuery;
 
 /// `GET /ops/v1/audit` (auditors): the audit viewer's page of records, newest first.
 #[utoipa::path(
@@ -296,7 +198,7 @@ pub async fn run_list(store: &dyn Store, q: &ListQuery) -> Result<AuditList, Api
     operation_id = "ops_audit_list",
     summary = "Audit records, filtered by actor, action, payment and time",
     security(("console_session" = [])),
-    params(ListQuery),
+    params(AuditListQuery),
     responses(
         (status = 200, description = "One page of records, newest first, with the cursors of the pages beside it", body = AuditList),
         (status = 400, description = "A malformed time or a negative cursor", body = crate::error::ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
@@ -308,9 +210,9 @@ pub async fn run_list(store: &dyn Store, q: &ListQuery) -> Result<AuditList, Api
 pub async fn list(
     State(st): State<OpsState>,
     p: Principal,
-    ApiQuery(q): ApiQuery<ListQuery>,
+    ApiQuery(q): ApiQuery<AuditListQuery>,
 ) -> Result<Json<AuditList>, ApiError> {
     p.require(Permission::Audit)?;
-    let page = run_list(st.core.store.as_ref(), &q).await?;
+    let page = crate::service::queries::audit_list(st.core.store.as_ref(), &q).await?;
     Ok(Json(page))
 }

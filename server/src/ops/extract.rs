@@ -1,13 +1,11 @@
 //! What the console's handlers read from a request besides its body: the client address
-//! ([`ClientAddr`], for rate limits and the audit log) and the time filters of its queries
-//! ([`parse_time`]). Every console module takes them from here, so none imports another's
-//! handlers for them.
+//! ([`ClientAddr`], for rate limits and the audit log). Every console module takes it from
+//! here, so none imports another's handlers for it. The time filters are
+//! `service::queries::parse_time`'s.
 
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, State};
-
-use crate::error::ApiError;
 
 /// The client's IP address as text (`unknown` when the server runs without connect info),
 /// for rate limiting and the audit log. Derived once per request by [`resolve_client_addr`]
@@ -66,14 +64,4 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ClientAddr {
             .cloned()
             .unwrap_or_else(|| ClientAddr(client_addr_of(&parts.extensions, &parts.headers, &[]))))
     }
-}
-
-/// A console time filter: RFC 3339 or `YYYY-MM-DD` (UTC); 400 `invalid_time` otherwise.
-pub fn parse_time(field: &str, v: &str) -> Result<i64, ApiError> {
-    crate::domain::clock::parse_utc(v).map_err(|_| {
-        ApiError::bad_request(
-            "invalid_time",
-            format!("{field} must be RFC 3339 or YYYY-MM-DD"),
-        )
-    })
 }

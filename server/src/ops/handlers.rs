@@ -14,12 +14,12 @@ use utoipa_axum::routes;
 use super::OpsState;
 use super::auth::{LoginError, Principal};
 use super::dashboard::{dashboard, payment_detail};
-pub use super::extract::{ClientAddr, client_addr_of, parse_time, resolve_client_addr};
+pub use super::extract::{ClientAddr, client_addr_of, resolve_client_addr};
 use crate::domain::roles::{Permission, format_roles};
-use crate::domain::state::PaymentStatus;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::service::queries::blank;
 use crate::service::users::{self, UserView};
-use crate::store::{ErrorItem, Merchant, Payment, PaymentFilter};
+use crate::store::{ErrorItem, Merchant};
 
 /// The `/ops/v1` routes (state applied by the caller), each with its OpenAPI documentation.
 pub fn routes() -> OpenApiRouter<OpsState> {
@@ -289,117 +289,7 @@ async fn merchants(
 }
 
 /// Query of `GET /ops/v1/payments`.
-#[derive(Debug, Deserialize, Default, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct SearchQuery {
-    /// Payment id (exact): the one payment.
-    pub id: Option<String>,
-    /// Status name.
-    #[param(schema_with = crate::schema::status_filter_schema)]
-    pub status: Option<String>,
-    /// Merchant name.
-    pub merchant: Option<String>,
-    /// merchant_order_id (exact).
-    pub order: Option<String>,
-    /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[param(schema_with = crate::schema::time_filter_schema)]
-    pub from: Option<String>,
-    /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[param(schema_with = crate::schema::time_filter_schema)]
-    pub to: Option<String>,
-    /// Paging cursor from the previous page's `next`.
-    #[param(schema_with = crate::schema::cursor_schema)]
-    pub after: Option<String>,
-    /// Page size (1..=200, default 50; others are clamped).
-    pub limit: Option<i64>,
-}
-
-fn blank(o: &Option<String>) -> Option<&str> {
-    o.as_deref().map(str::trim).filter(|s| !s.is_empty())
-}
-
-/// What a console payment search selects, its filters checked (400 with a stable code for a
-/// malformed one). Shared by the search page and the CSV export, so both select alike.
-#[derive(Debug, Clone)]
-pub enum Selection {
-    /// An exact id: that payment, or none.
-    One(Option<Payment>),
-    /// Rows matching the filter (`limit` is the page size).
-    Filter(PaymentFilter),
-    /// Nothing can match (an unknown merchant name).
-    Nothing,
-}
-
-/// Checks the search's filters and resolves them to a [`Selection`].
-pub async fn select_payments(st: &OpsState, q: &SearchQuery) -> Result<Selection, ApiError> {
-    let store = &st.core.store;
-    let mut f = PaymentFilter {
-        limit: q.limit.unwrap_or(50).clamp(1, 200),
-        ..PaymentFilter::default()
-    };
-    if let Some(s) = blank(&q.status) {
-        let status: PaymentStatus = s.parse().map_err(|_| {
-            ApiError::bad_request("invalid_status", format!("unknown status {s:?}"))
-        })?;
-        f.status = Some(status.as_str().to_string());
-    }
-    f.merchant_order_id = blank(&q.order).map(str::to_string);
-    f.from = blank(&q.from).map(|v| parse_time("from", v)).transpose()?;
-    f.to = blank(&q.to).map(|v| parse_time("to", v)).transpose()?;
-    if let Some(cursor) = blank(&q.after) {
-        let (at, id) = cursor
-            .split_once('_')
-            .and_then(|(at, id)| at.parse::<i64>().ok().map(|at| (at, id.to_string())))
-            .ok_or_else(|| {
-                ApiError::bad_request(
-                    "invalid_cursor",
-                    "after must be a cursor from a previous page",
-                )
-            })?;
-        f.after = Some((at, id));
-    }
-    // Every filter is checked before the id lookup, so a malformed one is refused even when
-    // an id makes the others moot (schemathesis found them accepted).
-    if let Some(id) = blank(&q.id) {
-        return Ok(Selection::One(store.payment(id).await?));
-    }
-    if let Some(name) = blank(&q.merchant) {
-        match store
-            .merchants()
-            .await?
-            .into_iter()
-            .find(|m| m.name == name)
-        {
-            Some(m) => f.merchant_id = Some(m.id),
-            None => return Ok(Selection::Nothing),
-        }
-    }
-    Ok(Selection::Filter(f))
-}
-
-/// Runs a payment search for the console; shared with the server functions.
-pub async fn run_search(st: &OpsState, q: &SearchQuery) -> Result<PaymentPage, ApiError> {
-    let f = match select_payments(st, q).await? {
-        Selection::One(p) => {
-            return Ok(PaymentPage {
-                items: p.into_iter().collect(),
-                next: None,
-            });
-        }
-        Selection::Nothing => {
-            return Ok(PaymentPage {
-                items: Vec::new(),
-                next: None,
-            });
-        }
-        Selection::Filter(f) => f,
-    };
-    let items = st.core.store.search_payments(&f).await?;
-    let next = (items.len() as i64 == f.limit)
-        .then(|| items.last().map(|p| format!("{}_{}", p.created_at, p.id)))
-        .flatten();
-    Ok(PaymentPage { items, next })
-}
+pub use crate::service::queries::PaymentSearch;
 
 #[utoipa::path(
     get,
@@ -409,7 +299,7 @@ pub async fn run_search(st: &OpsState, q: &SearchQuery) -> Result<PaymentPage, A
     summary = "Search payments",
     description = "Filters combine; `after` pages on from the previous page's `next`.",
     security(("console_session" = [])),
-    params(SearchQuery),
+    params(PaymentSearch),
     responses(
         (status = 200, description = "One page of payments", body = PaymentPage),
         (status = 400, description = "A filter is malformed (status, time, cursor)", body = ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
@@ -421,10 +311,12 @@ pub async fn run_search(st: &OpsState, q: &SearchQuery) -> Result<PaymentPage, A
 async fn search(
     State(st): State<OpsState>,
     p: Principal,
-    ApiQuery(q): ApiQuery<SearchQuery>,
+    ApiQuery(q): ApiQuery<PaymentSearch>,
 ) -> Result<Json<PaymentPage>, ApiError> {
     p.require(Permission::View)?;
-    Ok(Json(run_search(&st, &q).await?))
+    Ok(Json(
+        crate::service::queries::search_payments(st.core.store.as_ref(), &q).await?,
+    ))
 }
 
 #[utoipa::path(

@@ -18,7 +18,7 @@ pub mod principal;
 pub mod session;
 pub mod webhooks;
 
-pub use handlers::{SearchQuery, routes, run_search};
+pub use handlers::routes;
 // The user use cases and password hashing live in the service layer; these paths stay for
 // the callers that still name them here.
 pub use crate::service::{password, users};

@@ -18,12 +18,12 @@ use super::OpsState;
 use super::audit::actor;
 use super::auth::Principal;
 use super::extract::ClientAddr;
-use super::handlers::{SearchQuery, Selection, select_payments};
 use crate::domain::clock::rfc3339;
 use crate::domain::money;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiQuery};
 use crate::service::audit_export::neutralise;
+use crate::service::queries::{PaymentSearch, Selection, select_payments};
 use crate::store::{Payment, PaymentFilter, Store, StoreError};
 
 /// Rows read per page while streaming.
@@ -111,7 +111,7 @@ pub fn stream(
     summary = "Export the payments a search selects, as CSV",
     description = "The search's filters (`after` and `limit` are ignored: every page is exported, newest first). Cells a spreadsheet would evaluate are prefixed with `'`. The export is audited (`payments_export`) before it starts.",
     security(("console_session" = [])),
-    params(SearchQuery),
+    params(PaymentSearch),
     responses(
         (status = 200, description = "The payments", content((String = "text/csv"))),
         (status = 400, description = "A filter is malformed (status, time, cursor)", body = crate::error::ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
@@ -124,10 +124,10 @@ pub async fn export(
     State(st): State<OpsState>,
     p: Principal,
     ClientAddr(addr): ClientAddr,
-    ApiQuery(q): ApiQuery<SearchQuery>,
+    ApiQuery(q): ApiQuery<PaymentSearch>,
 ) -> Result<Response, ApiError> {
     p.require(Permission::View)?;
-    let selection = select_payments(&st, &q).await?;
+    let selection = select_payments(st.core.store.as_ref(), &q).await?;
     let store = st.core.store.clone();
     let names: std::collections::HashMap<i64, String> = store
         .merchants()

@@ -15,10 +15,11 @@ use utoipa::{IntoParams, ToSchema};
 use super::OpsState;
 use super::audit::actor;
 use super::auth::Principal;
-use super::extract::{ClientAddr, parse_time};
+use super::extract::ClientAddr;
 use crate::domain::roles::Permission;
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::service::queries::{blank, parse_time, time_filter};
 use crate::service::webhooks::EndpointError;
 use crate::store::{DeliveryFilter, DeliveryRow, DeliveryStatus, EndpointHealth, WebhookEndpoint};
 
@@ -179,13 +180,6 @@ pub struct DeliveryQuery {
     pub limit: Option<i64>,
 }
 
-fn blank(o: &Option<String>) -> Option<String> {
-    o.as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-}
-
 /// Runs a delivery search (shared with the server functions). Errors: 400 for an unknown
 /// status or type or a bad time.
 pub async fn search_deliveries(st: &OpsState, q: &DeliveryQuery) -> Result<DeliveryList, ApiError> {
@@ -200,7 +194,7 @@ pub async fn search_deliveries(st: &OpsState, q: &DeliveryQuery) -> Result<Deliv
             })
         })
         .transpose()?;
-    let event_type = blank(&q.event_type);
+    let event_type = blank(&q.event_type).map(str::to_string);
     if let Some(t) = &event_type {
         t.parse::<crate::domain::webhooks::EventType>()
             .map_err(|m| ApiError::bad_request("invalid_event_type", m))?;
@@ -208,11 +202,11 @@ pub async fn search_deliveries(st: &OpsState, q: &DeliveryQuery) -> Result<Deliv
     let f = DeliveryFilter {
         merchant_id: None,
         status,
-        endpoint_id: blank(&q.endpoint),
+        endpoint_id: blank(&q.endpoint).map(str::to_string),
         event_type,
-        from: blank(&q.from).map(|v| parse_time("from", &v)).transpose()?,
-        to: blank(&q.to).map(|v| parse_time("to", &v)).transpose()?,
-        payment_id: blank(&q.payment),
+        from: time_filter("from", &q.from)?,
+        to: time_filter("to", &q.to)?,
+        payment_id: blank(&q.payment).map(str::to_string),
     };
     let items = st
         .core

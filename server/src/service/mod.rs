@@ -15,6 +15,7 @@ pub mod merchants;
 pub mod password;
 pub mod pauses;
 pub mod payments;
+pub mod queries;
 pub mod reconcile;
 pub mod refunds;
 pub mod resolve;

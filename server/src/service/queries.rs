@@ -1,0 +1,193 @@
+//! The console's read queries with filters a person types: the payment search (the search
+//! page, `GET /ops/v1/payments` and the CSV export select alike) and the audit viewer's list
+//! (DESIGN.md "Ops console"). The filters are checked here, once, for every adapter: an
+//! unknown status, a malformed time or cursor is a [`FilterError`], which the HTTP layer
+//! answers with 400 and a stable code. No HTTP here.
+
+use crate::domain::state::PaymentStatus;
+use crate::store::{AuditListFilter, Payment, PaymentFilter, Store, StoreError};
+
+pub use converge_wire::{AuditList, AuditListQuery, PaymentPage, PaymentSearch};
+
+/// A filter the query cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    /// A time filter that is neither RFC 3339 nor `YYYY-MM-DD` (UTC): `invalid_time`.
+    #[error("{field} must be RFC 3339 or YYYY-MM-DD")]
+    InvalidTime {
+        /// The filter's name (`from`, `to`, `since`).
+        field: &'static str,
+    },
+    /// A status name that is no payment status: `invalid_status`.
+    #[error("unknown status {0:?}")]
+    InvalidStatus(String),
+    /// A paging cursor that no page gave: `invalid_cursor`.
+    #[error("{0}")]
+    InvalidCursor(&'static str),
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A console time filter, RFC 3339 or `YYYY-MM-DD` (UTC), as epoch ms UTC. Errors:
+/// [`FilterError::InvalidTime`] naming `field`.
+pub fn parse_time(field: &'static str, v: &str) -> Result<i64, FilterError> {
+    crate::domain::clock::parse_utc(v).map_err(|_| FilterError::InvalidTime { field })
+}
+
+/// The value of a filter, trimmed, or None when it is absent or blank (every console filter
+/// reads a blank field as "any").
+pub fn blank(o: &Option<String>) -> Option<&str> {
+    o.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// An optional time filter as epoch ms UTC: None when absent or blank. Errors: as
+/// [`parse_time`].
+pub fn time_filter(field: &'static str, v: &Option<String>) -> Result<Option<i64>, FilterError> {
+    blank(v).map(|v| parse_time(field, v)).transpose()
+}
+
+/// What a console payment search selects, its filters checked. Shared by the search page and
+/// the CSV export, so both select alike.
+#[derive(Debug, Clone)]
+pub enum Selection {
+    /// An exact id: that payment, or none.
+    One(Option<Payment>),
+    /// Rows matching the filter (`limit` is the page size).
+    Filter(PaymentFilter),
+    /// Nothing can match (an unknown merchant name).
+    Nothing,
+}
+
+/// Checks a search's filters and resolves them to a [`Selection`]: the page size is `limit`
+/// clamped to 1..=200 (default 50), a merchant is named, a cursor is `<created_at ms>_<id>`.
+/// Every filter is checked before the id lookup, so a malformed one is refused even when an
+/// id makes the others moot (schemathesis found them accepted). Errors: [`FilterError`].
+pub async fn select_payments(
+    store: &dyn Store,
+    q: &PaymentSearch,
+) -> Result<Selection, FilterError> {
+    let mut f = PaymentFilter {
+        limit: q.limit.unwrap_or(50).clamp(1, 200),
+        ..PaymentFilter::default()
+    };
+    if let Some(s) = blank(&q.status) {
+        let status: PaymentStatus = s
+            .parse()
+            .map_err(|_| FilterError::InvalidStatus(s.to_string()))?;
+        f.status = Some(status.as_str().to_string());
+    }
+    f.merchant_order_id = blank(&q.order).map(str::to_string);
+    f.from = time_filter("from", &q.from)?;
+    f.to = time_filter("to", &q.to)?;
+    if let Some(cursor) = blank(&q.after) {
+        let (at, id) = cursor
+            .split_once('_')
+            .and_then(|(at, id)| at.parse::<i64>().ok().map(|at| (at, id.to_string())))
+            .ok_or(FilterError::InvalidCursor(
+                "after must be a cursor from a previous page",
+            ))?;
+        f.after = Some((at, id));
+    }
+    if let Some(id) = blank(&q.id) {
+        return Ok(Selection::One(store.payment(id).await?));
+    }
+    if let Some(name) = blank(&q.merchant) {
+        match store
+            .merchants()
+            .await?
+            .into_iter()
+            .find(|m| m.name == name)
+        {
+            Some(m) => f.merchant_id = Some(m.id),
+            None => return Ok(Selection::Nothing),
+        }
+    }
+    Ok(Selection::Filter(f))
+}
+
+/// One page of a payment search, newest first, with the cursor of the next page when the
+/// page is full. Errors: [`FilterError`].
+pub async fn search_payments(
+    store: &dyn Store,
+    q: &PaymentSearch,
+) -> Result<PaymentPage, FilterError> {
+    let f = match select_payments(store, q).await? {
+        Selection::One(p) => {
+            return Ok(PaymentPage {
+                items: p.into_iter().collect(),
+                next: None,
+            });
+        }
+        Selection::Nothing => {
+            return Ok(PaymentPage {
+                items: Vec::new(),
+                next: None,
+            });
+        }
+        Selection::Filter(f) => f,
+    };
+    let items = store.search_payments(&f).await?;
+    let next = (items.len() as i64 == f.limit)
+        .then(|| items.last().map(|p| format!("{}_{}", p.created_at, p.id)))
+        .flatten();
+    Ok(PaymentPage { items, next })
+}
+
+/// One page of the audit log, newest first: records a page `limit` clamped to 1..=200
+/// (default 50), the cursors of the older and newer pages beside it. With both cursors,
+/// `before` is used (query parameters cannot say in OpenAPI that they exclude each other,
+/// and a request the schema allows is answered); a time range with `from` not before `to` is
+/// empty, as in the payment search. Errors: [`FilterError::InvalidTime`], and
+/// [`FilterError::InvalidCursor`] for a `before` below 1 or a negative `after`.
+pub async fn audit_list(store: &dyn Store, q: &AuditListQuery) -> Result<AuditList, FilterError> {
+    let clean = |v: &Option<String>| blank(v).map(str::to_string);
+    let (before, after) = match (q.before, q.after) {
+        (Some(b), _) => (Some(b), None),
+        (None, a) => (None, a),
+    };
+    let from = time_filter("from", &q.from)?;
+    let to = time_filter("to", &q.to)?;
+    if before.is_some_and(|b| b < 1) || after.is_some_and(|a| a < 0) {
+        return Err(FilterError::InvalidCursor(
+            "before must be a positive record number and after not negative",
+        ));
+    }
+    if let (Some(f), Some(t)) = (from, to)
+        && f >= t
+    {
+        return Ok(AuditList {
+            items: Vec::new(),
+            older: None,
+            newer: None,
+        });
+    }
+    let limit = q.limit.unwrap_or(50).clamp(1, 200);
+    let filter = AuditListFilter {
+        actor: clean(&q.actor),
+        action: clean(&q.action),
+        payment_id: clean(&q.payment),
+        target: clean(&q.target),
+        from,
+        to,
+        before_seq: before,
+        after_seq: after,
+        limit,
+    };
+    let items = store.audit_list(&filter).await?;
+    let full = items.len() as i64 == limit;
+    let (first, last) = (
+        items.first().map(|r| r.record.seq),
+        items.last().map(|r| r.record.seq),
+    );
+    let (older, newer) = if after.is_some() {
+        (last, if full { first } else { None })
+    } else {
+        (if full { last } else { None }, before.and(first))
+    };
+    Ok(AuditList {
+        items,
+        older,
+        newer,
+    })
+}

@@ -1,0 +1,54 @@
+//! The OpenAPI schemas of the console's query parameters that are declared in this crate
+//! (the `utoipa` feature, the server's): the payment search's and the audit viewer's
+//! filters. The server's `schema` module re-exports them, so each schema is written once
+//! wherever its field is declared.
+
+use utoipa::openapi::{ObjectBuilder, schema::Type};
+
+use crate::status::PaymentStatus;
+
+/// A string schema that takes exactly `values`.
+pub fn strings(values: &[&str]) -> utoipa::openapi::Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(values.iter().copied()))
+        .build()
+}
+
+/// A payment-status filter: a status name, or empty for all.
+pub fn status_filter_schema() -> utoipa::openapi::Object {
+    let mut v = vec![""];
+    v.extend(PaymentStatus::ALL.map(PaymentStatus::as_str));
+    strings(&v)
+}
+
+/// A day (`YYYY-MM-DD`) or an RFC 3339 time, what the server's `parse_utc` accepts; `empty`
+/// also allows the empty string (a filter left blank).
+pub fn day_or_time(empty: bool) -> utoipa::openapi::schema::AnyOfBuilder {
+    use utoipa::openapi::schema::{AnyOfBuilder, KnownFormat, SchemaFormat};
+    let b = AnyOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date))),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
+        );
+    if empty { b.item(strings(&[""])) } else { b }
+}
+
+/// A console time filter: a day (`YYYY-MM-DD`), an RFC 3339 time, or empty for none.
+pub fn time_filter_schema() -> utoipa::openapi::schema::Schema {
+    day_or_time(true).build().into()
+}
+
+/// A paging cursor: empty, or `<created_at ms>_<id>` from a previous page's `next`.
+pub fn cursor_schema() -> utoipa::openapi::Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some("^\\s*$|^\\s*[+-]?[0-9]{1,18}_[^\\u0000]*$"))
+        .build()
+}
