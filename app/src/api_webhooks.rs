@@ -30,7 +30,7 @@ pub async fn webhook_deliveries(
 ) -> Result<Vec<DeliveryRow>, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
-    use converge_server::ops::webhooks::{DeliveryQuery, search_deliveries};
+    use converge_server::service::queries::{DeliveryQuery, search_deliveries};
     let (st, _) = ssr::authorize(Permission::View).await?;
     let some = |v: String| Some(v).filter(|v| !v.trim().is_empty());
     let q = DeliveryQuery {
@@ -42,8 +42,9 @@ pub async fn webhook_deliveries(
         payment: some(payment),
         limit: Some(200),
     };
-    let list = search_deliveries(&st, &q).await.map_err(ssr::api_error)?;
-    Ok(list.items)
+    search_deliveries(st.core.store.as_ref(), &q)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))
 }
 
 /// One delivery with its attempts and event (viewer).

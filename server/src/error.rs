@@ -171,6 +171,9 @@ impl From<FilterError> for ApiError {
         match e {
             FilterError::InvalidTime { .. } => ApiError::bad_request("invalid_time", e.to_string()),
             FilterError::InvalidStatus(_) => ApiError::bad_request("invalid_status", e.to_string()),
+            FilterError::InvalidEventType(_) => {
+                ApiError::bad_request("invalid_event_type", e.to_string())
+            }
             FilterError::InvalidCursor(_) => ApiError::bad_request("invalid_cursor", e.to_string()),
             FilterError::Store(s) => s.into(),
         }

@@ -19,7 +19,7 @@ use super::extract::ClientAddr;
 use crate::domain::roles::Permission;
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
-use crate::service::queries::{blank, parse_time, time_filter};
+use crate::service::queries::parse_time;
 use crate::service::webhooks::EndpointError;
 use crate::store::{DeliveryFilter, DeliveryRow, DeliveryStatus, EndpointHealth, WebhookEndpoint};
 
@@ -155,66 +155,7 @@ async fn get_overview(
 }
 
 /// Query of `GET /ops/v1/webhooks/deliveries`.
-#[derive(Debug, Deserialize, Default, Clone, Serialize, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct DeliveryQuery {
-    /// `pending`, `succeeded`, `dead`, `abandoned` (empty: all).
-    #[param(schema_with = crate::schema::delivery_status_filter_schema)]
-    pub status: Option<String>,
-    /// Endpoint id.
-    pub endpoint: Option<String>,
-    /// Event type (empty: all).
-    #[serde(rename = "type")]
-    #[param(schema_with = crate::schema::event_type_filter_schema)]
-    pub event_type: Option<String>,
-    /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[param(schema_with = crate::schema::time_filter_schema)]
-    pub from: Option<String>,
-    /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[param(schema_with = crate::schema::time_filter_schema)]
-    pub to: Option<String>,
-    /// A payment's deliveries (its events and its refunds' events).
-    pub payment: Option<String>,
-    /// At most this many (1..=500, default 100; others are clamped).
-    pub limit: Option<i64>,
-}
-
-/// Runs a delivery search (shared with the server functions). Errors: 400 for an unknown
-/// status or type or a bad time.
-pub async fn search_deliveries(st: &OpsState, q: &DeliveryQuery) -> Result<DeliveryList, ApiError> {
-    let status = blank(&q.status)
-        .map(|s| {
-            s.parse::<DeliveryStatus>().map_err(|_| {
-                let names: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.as_str()).collect();
-                ApiError::bad_request(
-                    "invalid_status",
-                    format!("status must be one of {}", names.join(", ")),
-                )
-            })
-        })
-        .transpose()?;
-    let event_type = blank(&q.event_type).map(str::to_string);
-    if let Some(t) = &event_type {
-        t.parse::<crate::domain::webhooks::EventType>()
-            .map_err(|m| ApiError::bad_request("invalid_event_type", m))?;
-    }
-    let f = DeliveryFilter {
-        merchant_id: None,
-        status,
-        endpoint_id: blank(&q.endpoint).map(str::to_string),
-        event_type,
-        from: time_filter("from", &q.from)?,
-        to: time_filter("to", &q.to)?,
-        payment_id: blank(&q.payment).map(str::to_string),
-    };
-    let items = st
-        .core
-        .store
-        .deliveries(&f, q.limit.unwrap_or(100).clamp(1, 500))
-        .await?;
-    Ok(DeliveryList { items })
-}
+pub use crate::service::queries::DeliveryQuery;
 
 #[utoipa::path(
     get,
@@ -239,7 +180,8 @@ async fn deliveries(
     ApiQuery(q): ApiQuery<DeliveryQuery>,
 ) -> Result<Json<DeliveryList>, ApiError> {
     p.require(Permission::View)?;
-    Ok(Json(search_deliveries(&st, &q).await?))
+    let items = crate::service::queries::search_deliveries(st.core.store.as_ref(), &q).await?;
+    Ok(Json(DeliveryList { items }))
 }
 
 /// A payment's events (and its refunds') with their deliveries, newest first, at most 200:

@@ -1,11 +1,16 @@
 //! The console's read queries with filters a person types: the payment search (the search
-//! page, `GET /ops/v1/payments` and the CSV export select alike) and the audit viewer's list
-//! (DESIGN.md "Ops console"). The filters are checked here, once, for every adapter: an
+//! page, `GET /ops/v1/payments` and the CSV export select alike), the audit viewer's list and
+//! the webhook delivery search (DESIGN.md "Ops console"). The filters are checked here, once, for every adapter: an
 //! unknown status, a malformed time or cursor is a [`FilterError`], which the HTTP layer
 //! answers with 400 and a stable code. No HTTP here.
 
+use serde::{Deserialize, Serialize};
+
 use crate::domain::state::PaymentStatus;
-use crate::store::{AuditListFilter, Payment, PaymentFilter, Store, StoreError};
+use crate::domain::webhooks::{DeliveryStatus, EventType};
+use crate::store::{
+    AuditListFilter, DeliveryFilter, DeliveryRow, Payment, PaymentFilter, Store, StoreError,
+};
 
 pub use converge_wire::{AuditList, AuditListQuery, PaymentPage, PaymentSearch};
 
@@ -18,9 +23,12 @@ pub enum FilterError {
         /// The filter's name (`from`, `to`, `since`).
         field: &'static str,
     },
-    /// A status name that is no payment status: `invalid_status`.
-    #[error("unknown status {0:?}")]
+    /// A status name that is not one of the lifecycle's: `invalid_status` (the message).
+    #[error("{0}")]
     InvalidStatus(String),
+    /// An event type that is not a webhook event type: `invalid_event_type` (the message).
+    #[error("{0}")]
+    InvalidEventType(String),
     /// A paging cursor that no page gave: `invalid_cursor`.
     #[error("{0}")]
     InvalidCursor(&'static str),
@@ -74,7 +82,7 @@ pub async fn select_payments(
     if let Some(s) = blank(&q.status) {
         let status: PaymentStatus = s
             .parse()
-            .map_err(|_| FilterError::InvalidStatus(s.to_string()))?;
+            .map_err(|_| FilterError::InvalidStatus(format!("unknown status {s:?}")))?;
         f.status = Some(status.as_str().to_string());
     }
     f.merchant_order_id = blank(&q.order).map(str::to_string);
@@ -190,4 +198,65 @@ pub async fn audit_list(store: &dyn Store, q: &AuditListQuery) -> Result<AuditLi
         older,
         newer,
     })
+}
+
+/// The filters of the console's webhook delivery search (`GET /ops/v1/webhooks/deliveries`
+/// and the webhooks page; all optional, blank means "any").
+#[derive(Debug, Deserialize, Default, Clone, Serialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeliveryQuery {
+    /// `pending`, `succeeded`, `dead`, `abandoned` (empty: all).
+    #[param(schema_with = crate::schema::delivery_status_filter_schema)]
+    pub status: Option<String>,
+    /// Endpoint id.
+    pub endpoint: Option<String>,
+    /// Event type (empty: all).
+    #[serde(rename = "type")]
+    #[param(schema_with = crate::schema::event_type_filter_schema)]
+    pub event_type: Option<String>,
+    /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[param(schema_with = crate::schema::time_filter_schema)]
+    pub from: Option<String>,
+    /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[param(schema_with = crate::schema::time_filter_schema)]
+    pub to: Option<String>,
+    /// A payment's deliveries (its events and its refunds' events).
+    pub payment: Option<String>,
+    /// At most this many (1..=500, default 100; others are clamped).
+    pub limit: Option<i64>,
+}
+
+/// The deliveries a delivery search selects, newest first, at most `limit` (1..=500, default
+/// 100). Errors: [`FilterError::InvalidStatus`] naming the delivery statuses,
+/// [`FilterError::InvalidEventType`], [`FilterError::InvalidTime`].
+pub async fn search_deliveries(
+    store: &dyn Store,
+    q: &DeliveryQuery,
+) -> Result<Vec<DeliveryRow>, FilterError> {
+    let status = blank(&q.status)
+        .map(|s| {
+            s.parse::<DeliveryStatus>().map_err(|_| {
+                let names: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.as_str()).collect();
+                FilterError::InvalidStatus(format!("status must be one of {}", names.join(", ")))
+            })
+        })
+        .transpose()?;
+    let event_type = blank(&q.event_type).map(str::to_string);
+    if let Some(t) = &event_type {
+        t.parse::<EventType>()
+            .map_err(FilterError::InvalidEventType)?;
+    }
+    let f = DeliveryFilter {
+        merchant_id: None,
+        status,
+        endpoint_id: blank(&q.endpoint).map(str::to_string),
+        event_type,
+        from: time_filter("from", &q.from)?,
+        to: time_filter("to", &q.to)?,
+        payment_id: blank(&q.payment).map(str::to_string),
+    };
+    Ok(store
+        .deliveries(&f, q.limit.unwrap_or(100).clamp(1, 500))
+        .await?)
 }
