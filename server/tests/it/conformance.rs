@@ -317,6 +317,32 @@ store_conformance!(outcomes_are_counted_per_route_and_minute, |store| {
 
 // --- payments, refunds, callbacks ----------------------------------------------------------
 
+/// Claims callback event `id` (channel key `ck_1`) at `at`, a lapsed claim being one taken
+/// 30 s or more before.
+async fn claim_callback_at(
+    store: &Arc<dyn Store>,
+    id: &str,
+    at: i64,
+) -> converge_server::store::CallbackClaim {
+    store
+        .claim_callback(id, "ck_1", "charge.succeeded", at, at - 30_000)
+        .await
+        .unwrap()
+}
+
+/// Merchant `acme` and its new payment `o-1` of 1000 (PENDING, version 1).
+async fn acme_payment(store: &Arc<dyn Store>) -> (i64, Payment) {
+    let m = merchant(store, "acme").await;
+    match store
+        .create_payment(&new_payment(m, "o-1", 1000))
+        .await
+        .unwrap()
+    {
+        CreatePayment::Created(p) => (m, p),
+        CreatePayment::Existing(_) => panic!("a new order is created"),
+    }
+}
+
 fn new_payment(merchant_id: i64, order: &str, amount: i64) -> NewPayment {
     NewPayment {
         id: format!("pay_{order}"),
@@ -383,14 +409,7 @@ fn new_refund(payment_id: &str, id: &str, amount: i64) -> NewRefund {
 store_conformance!(
     a_payment_is_created_once_per_merchant_order_id_with_its_submit_job,
     |store| {
-        let m = merchant(&store, "acme").await;
-        let CreatePayment::Created(p) = store
-            .create_payment(&new_payment(m, "o-1", 1000))
-            .await
-            .unwrap()
-        else {
-            panic!()
-        };
+        let (m, p) = acme_payment(&store).await;
         assert_eq!(
             (p.status.as_str(), p.version, p.refunded_amount),
             ("PENDING", 1, 0)
@@ -432,14 +451,7 @@ store_conformance!(
 store_conformance!(
     refunds_reserve_at_most_the_amount_of_a_success_payment,
     |store| {
-        let m = merchant(&store, "acme").await;
-        let CreatePayment::Created(p) = store
-            .create_payment(&new_payment(m, "o-1", 1000))
-            .await
-            .unwrap()
-        else {
-            panic!()
-        };
+        let (m, p) = acme_payment(&store).await;
         assert_eq!(
             store
                 .create_refund(&new_refund(&p.id, "re_0", 100))
@@ -518,14 +530,7 @@ store_conformance!(
 store_conformance!(
     concurrent_refund_reservations_never_exceed_the_amount,
     |store| {
-        let m = merchant(&store, "acme").await;
-        let CreatePayment::Created(p) = store
-            .create_payment(&new_payment(m, "o-1", 1000))
-            .await
-            .unwrap()
-        else {
-            panic!()
-        };
+        let (_, p) = acme_payment(&store).await;
         let p = succeed(&store, p).await;
         let tasks: Vec<_> = (0..10)
             .map(|i| {
@@ -549,15 +554,7 @@ store_conformance!(
 
 store_conformance!(a_callback_event_id_is_handled_once, |store| {
     use converge_server::store::CallbackClaim::{Claimed, InProgress, Settled};
-    let claim = |id: &'static str, at: i64| {
-        let store = store.clone();
-        async move {
-            store
-                .claim_callback(id, "ck_1", "charge.succeeded", at, at - 30_000)
-                .await
-                .unwrap()
-        }
-    };
+    let claim = |id: &'static str, at: i64| claim_callback_at(&store, id, at);
     assert_eq!(
         claim("evt_1", NOW).await,
         Claimed,
@@ -589,23 +586,8 @@ store_conformance!(
     |store| {
         use converge_server::domain::state::{PaymentEvent, PaymentStatus};
         use converge_server::store::CallbackClaim::{Claimed, Settled};
-        let m = merchant(&store, "acme").await;
-        let CreatePayment::Created(p) = store
-            .create_payment(&new_payment(m, "o-1", 1000))
-            .await
-            .unwrap()
-        else {
-            panic!("a new order is created")
-        };
-        let claim = |at: i64| {
-            let store = store.clone();
-            async move {
-                store
-                    .claim_callback("evt_1", "ck_1", "charge.succeeded", at, at - 30_000)
-                    .await
-                    .unwrap()
-            }
-        };
+        let (_, p) = acme_payment(&store).await;
+        let claim = |at: i64| claim_callback_at(&store, "evt_1", at);
         assert_eq!(claim(NOW).await, Claimed);
         let ignored = converge_server::store::IgnoredEvent {
             payment_id: p.id.clone(),
@@ -642,15 +624,7 @@ store_conformance!(
     a_callback_whose_handler_failed_or_died_is_handled_again,
     |store| {
         use converge_server::store::CallbackClaim::{Claimed, InProgress};
-        let claim = |at: i64| {
-            let store = store.clone();
-            async move {
-                store
-                    .claim_callback("evt_1", "ck_1", "charge.succeeded", at, at - 30_000)
-                    .await
-                    .unwrap()
-            }
-        };
+        let claim = |at: i64| claim_callback_at(&store, "evt_1", at);
         assert_eq!(claim(NOW).await, Claimed);
         // The handler failed before any effect: the claim is dropped, the redelivery handled.
         store.settle_callback("evt_1", None).await.unwrap();
@@ -754,14 +728,7 @@ store_conformance!(
     a_reversal_reservation_holds_only_at_the_pinned_version_and_blocks_refunds,
     |store| {
         use converge_server::store::ReversalReservation;
-        let m = merchant(&store, "acme").await;
-        let CreatePayment::Created(p) = store
-            .create_payment(&new_payment(m, "o-1", 1000))
-            .await
-            .unwrap()
-        else {
-            panic!()
-        };
+        let (_, p) = acme_payment(&store).await;
         // Not SUCCESS yet: refused.
         assert!(matches!(
             store
