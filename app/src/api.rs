@@ -229,7 +229,7 @@ pub(crate) mod ssr {
 /// session.
 #[server(endpoint = "login")]
 pub async fn login(username: String, password: String) -> Result<Principal, ServerFnError> {
-    use converge_server::ops::auth::LoginError;
+    use converge_server::service::sign_in::LoginError;
     let st = ssr::state()?;
     let session = ssr::session().await?;
     let addr = ssr::client_addr().await;
@@ -334,7 +334,7 @@ async fn dashboard_as(background: bool) -> Result<Dashboard, ServerFnError> {
         ssr::Activity::Person
     };
     let (st, _) = ssr::authorize_as(Permission::View, activity).await?;
-    converge_server::ops::dashboard::dashboard(&st.core, &st.stuck)
+    converge_server::service::dashboard::dashboard(&st.core, &st.stuck)
         .await
         .map_err(|e| ssr::api_error(e.into()))
 }
@@ -400,7 +400,7 @@ async fn payment_as(id: String, activity: ssr::Activity) -> Result<PaymentDetail
             ),
         ));
     }
-    match converge_server::ops::dashboard::payment_detail(&st.core, id)
+    match converge_server::service::dashboard::payment_detail(&st.core, id)
         .await
         .map_err(|e| ssr::api_error(e.into()))?
     {
@@ -447,7 +447,7 @@ pub async fn add_user(
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     converge_server::service::users::add_user(
         st.core.store.as_ref(),
-        &st.auth.hasher,
+        &st.auth.credentials.hasher,
         &username,
         &roles,
         &password,
@@ -517,7 +517,7 @@ pub async fn reset_password(username: String, password: String) -> Result<(), Se
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     converge_server::service::users::reset_password(
         st.core.store.as_ref(),
-        &st.auth.hasher,
+        &st.auth.credentials.hasher,
         &username,
         &password,
         st.core.clock.now_ms(),

@@ -110,16 +110,11 @@ pub async fn approve_action(
     use converge_server::domain::roles::Permission;
     let (st, p) = crate::api::ssr::authorize(Permission::ApproveActions).await?;
     let addr = crate::api::ssr::client_addr().await;
-    let a = converge_server::ops::actions::approve_with_step_up(
-        &st,
-        &p,
-        &addr,
-        id.trim(),
-        &password,
-        &reason,
-    )
-    .await
-    .map_err(crate::api::ssr::api_error)?;
+    let a = st
+        .core
+        .approve_action_with_step_up(st.step_up(&p, &addr, &password), id.trim(), &reason)
+        .await
+        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
     Ok(a)
 }
 
@@ -216,15 +211,17 @@ pub async fn bulk_retry(
             version,
         })
         .collect();
-    let out = converge_server::ops::actions::run_bulk_retry(
-        &st,
-        &ssr::actor(&p).await,
-        &sel,
-        &items,
-        &reason,
-    )
-    .await
-    .map_err(crate::api::ssr::api_error)?;
+    let out = st
+        .core
+        .bulk_retry(
+            &ssr::actor(&p).await,
+            &sel,
+            &items,
+            &reason,
+            st.bulk_limits(),
+        )
+        .await
+        .map_err(|e| crate::api::ssr::api_error(e.into()))?;
     Ok(out)
 }
 

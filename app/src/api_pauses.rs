@@ -88,16 +88,11 @@ pub async fn approve_pause(
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ApproveActions).await?;
     let addr = ssr::client_addr().await;
-    let pause = converge_server::ops::pauses::approve_pause_with_step_up(
-        &st,
-        &p,
-        &addr,
-        id.trim(),
-        &password,
-        &reason,
-    )
-    .await
-    .map_err(ssr::api_error)?;
+    let pause = st
+        .core
+        .approve_pause_with_step_up(st.step_up(&p, &addr, &password), id.trim(), &reason)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))?;
     Ok(pause)
 }
 

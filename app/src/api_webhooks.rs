@@ -1,5 +1,5 @@
 //! Server functions of the Webhooks page and the payment story's events: thin adapters over
-//! `converge_server::ops::webhooks`, with the same permission checks and audit records as
+//! `converge_server::service::deliveries`, with the same permission checks and audit records as
 //! the `/ops/v1/webhooks...` endpoints, returning the `converge_wire` values those build.
 
 use leptos::prelude::*;
@@ -12,9 +12,10 @@ pub async fn load_webhooks_overview() -> Result<WebhooksOverview, ServerFnError>
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
-    converge_server::ops::webhooks::overview(&st)
+    st.core
+        .webhooks_overview()
         .await
-        .map_err(ssr::api_error)
+        .map_err(|e| ssr::api_error(e.into()))
 }
 
 /// Deliveries filtered by status, endpoint, event type, payment and creation time (viewer);
@@ -30,10 +31,10 @@ pub async fn webhook_deliveries(
 ) -> Result<Vec<DeliveryRow>, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
-    use converge_server::service::queries::{DeliveryQuery, search_deliveries};
+    use converge_server::service::queries::{DeliverySearch, search_deliveries};
     let (st, _) = ssr::authorize(Permission::View).await?;
     let some = |v: String| Some(v).filter(|v| !v.trim().is_empty());
-    let q = DeliveryQuery {
+    let q = DeliverySearch {
         status: some(status),
         endpoint: some(endpoint),
         event_type: some(event_type),
@@ -53,9 +54,10 @@ pub async fn webhook_delivery(id: i64) -> Result<DeliveryDetail, ServerFnError> 
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
-    converge_server::ops::webhooks::delivery_detail(&st, id)
+    st.core
+        .delivery_detail(id)
         .await
-        .map_err(ssr::api_error)
+        .map_err(|e| ssr::api_error(e.into()))
 }
 
 /// Redelivers one delivery now, for a new round of attempts (operator; audited with the
@@ -64,11 +66,11 @@ pub async fn webhook_delivery(id: i64) -> Result<DeliveryDetail, ServerFnError> 
 pub async fn redeliver_webhook(id: i64, reason: String) -> Result<String, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
-    let (st, p) = ssr::authorize(Permission::View).await?;
-    let addr = ssr::client_addr().await;
-    converge_server::ops::webhooks::run_redeliver(&st, &p, &addr, id, &reason)
+    let (st, p) = ssr::authorize(Permission::RequestActions).await?;
+    st.core
+        .redeliver_one(&ssr::actor(&p).await, id, &reason)
         .await
-        .map_err(ssr::api_error)?;
+        .map_err(|e| ssr::api_error(e.into()))?;
     Ok(format!(
         "Delivery #{id} redelivered: its attempts start again now."
     ))
@@ -84,10 +86,12 @@ pub async fn webhook_recover_preview(
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::View).await?;
     let since = crate::format::as_rfc3339(Some(since)).unwrap_or_default();
-    let preview = converge_server::ops::webhooks::recovery_preview(&st, &endpoint, &since)
+    let (_, items) = st
+        .core
+        .recovery_preview(&endpoint, &since)
         .await
-        .map_err(ssr::api_error)?;
-    Ok(preview.items)
+        .map_err(|e| ssr::api_error(e.into()))?;
+    Ok(items)
 }
 
 /// Redelivers the previewed deliveries (comma-separated ids) that are still failed
@@ -101,9 +105,7 @@ pub async fn webhook_recover(
 ) -> Result<String, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
-    use converge_server::ops::webhooks::{RecoverBody, run_recover};
-    let (st, p) = ssr::authorize(Permission::View).await?;
-    let addr = ssr::client_addr().await;
+    let (st, p) = ssr::authorize(Permission::RequestActions).await?;
     let ids: Result<Vec<i64>, _> = delivery_ids
         .split(',')
         .filter(|s| !s.trim().is_empty())
@@ -115,14 +117,19 @@ pub async fn webhook_recover(
             "delivery ids must be numbers",
         ))
     })?;
-    let body = RecoverBody {
-        since: crate::format::as_rfc3339(Some(since)).unwrap_or_default(),
-        delivery_ids: ids,
-        reason,
-    };
-    let done = run_recover(&st, &p, &addr, &endpoint, &body)
+    let since = crate::format::as_rfc3339(Some(since)).unwrap_or_default();
+    let done = st
+        .core
+        .recover_endpoint(
+            &ssr::actor(&p).await,
+            &st.recover_limiter,
+            &endpoint,
+            &since,
+            &ids,
+            &reason,
+        )
         .await
-        .map_err(ssr::api_error)?;
+        .map_err(|e| ssr::api_error(e.into()))?;
     let n = done.redelivered.len();
     let skipped = done.skipped.len();
     Ok(format!(
@@ -140,11 +147,11 @@ pub async fn webhook_recover(
 pub async fn webhook_enable(endpoint: String, reason: String) -> Result<String, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
-    let (st, p) = ssr::authorize(Permission::View).await?;
-    let addr = ssr::client_addr().await;
-    converge_server::ops::webhooks::run_enable(&st, &p, &addr, &endpoint, &reason)
+    let (st, p) = ssr::authorize(Permission::RequestActions).await?;
+    st.core
+        .enable_endpoint(&ssr::actor(&p).await, &endpoint, &reason)
         .await
-        .map_err(ssr::api_error)?;
+        .map_err(|e| ssr::api_error(e.into()))?;
     Ok(format!("Endpoint {endpoint} enabled."))
 }
 
@@ -171,7 +178,8 @@ async fn payment_webhooks_as(
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize_as(Permission::View, activity).await?;
-    converge_server::ops::webhooks::payment_webhooks(&st, &payment_id)
+    st.core
+        .payment_webhooks(&payment_id)
         .await
-        .map_err(ssr::api_error)
+        .map_err(|e| ssr::api_error(e.into()))
 }

@@ -10,12 +10,14 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::ops::auth::LoginError;
 use crate::service::ServiceError;
 use crate::service::actions::ActionError;
+use crate::service::deliveries::DeliveryError;
 use crate::service::lookup::LookupError;
 use crate::service::merchants::MerchantError;
 use crate::service::queries::FilterError;
+use crate::service::sign_in::LoginError;
+use crate::service::step_up::StepUpError;
 use crate::service::users::UserError;
 use crate::service::webhooks::EndpointError;
 use crate::store::StoreError;
@@ -199,6 +201,38 @@ impl From<EndpointError> for ApiError {
     }
 }
 
+/// An operator's webhook request refused: 404 `not_found`; 400 `invalid_reason`,
+/// `invalid_selection`, `invalid_time`; 409 `delivery_pending`, `already_enabled`,
+/// `webhook_endpoint_deleted`; 429 `rate_limited` with `Retry-After`.
+impl From<DeliveryError> for ApiError {
+    fn from(e: DeliveryError) -> Self {
+        match e {
+            DeliveryError::NotFound(what) => ApiError::not_found(what),
+            DeliveryError::InvalidReason => ApiError::bad_request("invalid_reason", e.to_string()),
+            DeliveryError::InvalidSelection => {
+                ApiError::bad_request("invalid_selection", e.to_string())
+            }
+            DeliveryError::Filter(f) => f.into(),
+            DeliveryError::Pending => {
+                ApiError::new(StatusCode::CONFLICT, "delivery_pending", e.to_string())
+            }
+            DeliveryError::RateLimited(secs) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", e.to_string())
+                    .with_retry_after(secs)
+            }
+            DeliveryError::AlreadyEnabled => {
+                ApiError::new(StatusCode::CONFLICT, "already_enabled", e.to_string())
+            }
+            DeliveryError::EndpointDeleted => ApiError::new(
+                StatusCode::CONFLICT,
+                "webhook_endpoint_deleted",
+                e.to_string(),
+            ),
+            DeliveryError::Service(s) => s.into(),
+        }
+    }
+}
+
 impl From<ActionError> for ApiError {
     fn from(e: ActionError) -> Self {
         match e {
@@ -206,6 +240,10 @@ impl From<ActionError> for ApiError {
             ActionError::NotFound(what) => ApiError::not_found(what),
             ActionError::Forbidden(code, m) => ApiError::new(StatusCode::FORBIDDEN, code, m),
             ActionError::Conflict(code, m) => ApiError::new(StatusCode::CONFLICT, code, m),
+            ActionError::RateLimited(m, secs) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", m)
+                    .with_retry_after(secs)
+            }
             ActionError::Store(s) => s.into(),
         }
     }
@@ -224,6 +262,24 @@ impl From<LoginError> for ApiError {
             .with_retry_after(secs),
             LoginError::Store(e) => e.into(),
             other => ApiError::internal(other),
+        }
+    }
+}
+
+/// A step-up approval's refusal: 400 `invalid_reason`; 403 `approval_refused`, one answer for
+/// whatever made it impossible (OWASP Authentication Cheat Sheet, "Reauthentication"); a
+/// refused password check as [`LoginError`]; an approved action's execution as
+/// [`ActionError`].
+impl From<StepUpError> for ApiError {
+    fn from(e: StepUpError) -> Self {
+        match e {
+            StepUpError::InvalidReason(m) => ApiError::bad_request("invalid_reason", m),
+            StepUpError::Refused => {
+                ApiError::new(StatusCode::FORBIDDEN, "approval_refused", e.to_string())
+            }
+            StepUpError::Check(e) => e.into(),
+            StepUpError::Action(e) => e.into(),
+            StepUpError::Store(e) => e.into(),
         }
     }
 }

@@ -10,7 +10,8 @@ use utoipa::openapi::{ObjectBuilder, schema::Type};
 // Declared beside the query parameters they describe (the console's filters, in the wire
 // crate); used here too.
 pub use converge_wire::schema::{
-    cursor_schema, day_or_time, status_filter_schema, strings, time_filter_schema,
+    cursor_schema, day_or_time, delivery_status_filter_schema, event_type_filter_schema, filter_of,
+    status_filter_schema, strings, time_filter_schema,
 };
 
 /// The pattern of a string without U+0000.
@@ -120,24 +121,6 @@ pub fn refund_status_schema() -> utoipa::openapi::Object {
 pub fn endpoint_status_schema() -> utoipa::openapi::Object {
     use crate::domain::webhooks::EndpointStatus;
     strings(&EndpointStatus::ALL.map(EndpointStatus::as_str))
-}
-
-/// `values`, or empty for all (a list filter).
-fn filter_of(values: &[&str]) -> utoipa::openapi::Object {
-    let mut v = vec![""];
-    v.extend_from_slice(values);
-    strings(&v)
-}
-
-/// A delivery-status filter: a delivery status name, or empty for all.
-pub fn delivery_status_filter_schema() -> utoipa::openapi::Object {
-    use crate::domain::webhooks::DeliveryStatus;
-    filter_of(&DeliveryStatus::ALL.map(DeliveryStatus::as_str))
-}
-
-/// An event-type filter: an event type, or empty for all.
-pub fn event_type_filter_schema() -> utoipa::openapi::Object {
-    filter_of(&crate::domain::webhooks::EventType::ALL.map(|t| t.as_str()))
 }
 
 /// What a bulk retry selects from: `stuck` or `error_pool`.

@@ -1,6 +1,6 @@
 //! The OpenAPI schemas of the console's query parameters that are declared in this crate
 //! (the `utoipa` feature, the server's): the payment search's and the audit viewer's
-//! filters. The server's `schema` module re-exports them, so each schema is written once
+//! filters and the webhook delivery search's. The server's `schema` module re-exports them, so each schema is written once
 //! wherever its field is declared.
 
 use utoipa::openapi::{ObjectBuilder, schema::Type};
@@ -15,11 +15,27 @@ pub fn strings(values: &[&str]) -> utoipa::openapi::Object {
         .build()
 }
 
+/// `values`, or empty for all (a list filter).
+pub fn filter_of(values: &[&str]) -> utoipa::openapi::Object {
+    let mut v = vec![""];
+    v.extend_from_slice(values);
+    strings(&v)
+}
+
 /// A payment-status filter: a status name, or empty for all.
 pub fn status_filter_schema() -> utoipa::openapi::Object {
-    let mut v = vec![""];
-    v.extend(PaymentStatus::ALL.map(PaymentStatus::as_str));
-    strings(&v)
+    filter_of(&PaymentStatus::ALL.map(PaymentStatus::as_str))
+}
+
+/// A delivery-status filter: a delivery status name, or empty for all.
+pub fn delivery_status_filter_schema() -> utoipa::openapi::Object {
+    use crate::DeliveryStatus;
+    filter_of(&DeliveryStatus::ALL.map(DeliveryStatus::as_str))
+}
+
+/// An event-type filter: an event type, or empty for all.
+pub fn event_type_filter_schema() -> utoipa::openapi::Object {
+    filter_of(&crate::webhooks::EventType::ALL.map(|t| t.as_str()))
 }
 
 /// A day (`YYYY-MM-DD`) or an RFC 3339 time, what the server's `parse_utc` accepts; `empty`

@@ -154,6 +154,35 @@ pub struct WebhooksOverview {
     pub now: i64,
 }
 
+/// The filters of the console's webhook delivery search (`GET /ops/v1/webhooks/deliveries`
+/// and the webhooks page; all optional, blank means "any"). The server checks them: an
+/// unknown status or event type, a malformed time is a 400 with a stable code.
+#[derive(Debug, Deserialize, Default, Clone, PartialEq, Eq, Serialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "utoipa", into_params(parameter_in = Query))]
+pub struct DeliverySearch {
+    /// `pending`, `succeeded`, `dead`, `abandoned` (empty: all).
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::delivery_status_filter_schema))]
+    pub status: Option<String>,
+    /// Endpoint id.
+    pub endpoint: Option<String>,
+    /// Event type (empty: all).
+    #[serde(rename = "type")]
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::event_type_filter_schema))]
+    pub event_type: Option<String>,
+    /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::time_filter_schema))]
+    pub from: Option<String>,
+    /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::time_filter_schema))]
+    pub to: Option<String>,
+    /// A payment's deliveries (its events and its refunds' events).
+    pub payment: Option<String>,
+    /// At most this many (1..=500, default 100; others are clamped).
+    pub limit: Option<i64>,
+}
+
 /// A delivery with its attempts and its event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]

@@ -286,7 +286,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     let (c, th) = (&core, &thresholds);
     let dashboard: Query = Box::new(move || {
         Box::pin(async move {
-            converge_server::ops::dashboard::dashboard(c, th).await?;
+            converge_server::service::dashboard::dashboard(c, th).await?;
             Ok(1)
         })
     });

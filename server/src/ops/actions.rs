@@ -12,9 +12,8 @@ use super::audit::actor;
 use super::auth::Principal;
 use super::extract::ClientAddr;
 use crate::domain::roles::Permission;
-use crate::domain::throttle::AttemptKind;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
-use crate::service::actions::{ActionError, ActionRequest};
+use crate::service::actions::ActionRequest;
 use crate::service::bulk::{BulkItem, BulkOutcome, Confirmed, Selection};
 use crate::store::ActionRecord;
 
@@ -247,139 +246,11 @@ pub async fn approve(
     ApiJson(b): ApiJson<ApproveBody>,
 ) -> Result<Json<ActionEnvelope>, ApiError> {
     p.require(Permission::ApproveActions)?;
-    let a = approve_with_step_up(&st, &p, &addr, &id, &b.password, &b.reason).await?;
+    let a = st
+        .core
+        .approve_action_with_step_up(st.step_up(&p, &addr, &b.password), &id, &b.reason)
+        .await?;
     Ok(Json(ActionEnvelope { action: a }))
-}
-
-/// The one answer to a refused approval: a wrong password, and a request that does not
-/// exist or that this user cannot approve (their own, already decided, expired, stale).
-pub fn approval_refused() -> ApiError {
-    ApiError::new(
-        StatusCode::FORBIDDEN,
-        "approval_refused",
-        "not approved: re-enter your own password, for a pending request someone else made that is still current",
-    )
-}
-
-/// Approves request `id` as `p` after re-checking `p`'s password (step-up), as both the
-/// JSON endpoint and the console's server function do. The caller has checked the role. The
-/// rules of the step-up are [`with_step_up`]'s.
-pub async fn approve_with_step_up(
-    st: &OpsState,
-    p: &Principal,
-    addr: &str,
-    id: &str,
-    password: &str,
-    reason: &str,
-) -> Result<ActionRecord, ApiError> {
-    with_step_up(
-        st,
-        p,
-        addr,
-        password,
-        reason,
-        StepUpTarget {
-            target: format!("action:{}", id.chars().take(64).collect::<String>()),
-            refusal: "wrong password, or a request this user cannot approve",
-        },
-        |who| async move { st.core.approvable(&who, id).await },
-        |who| async move {
-            match st.core.approve_action(&who, id, reason).await {
-                // Decided, expired or moved in between: refused like the rest.
-                Err(
-                    ActionError::NotFound(_)
-                    | ActionError::Forbidden(..)
-                    | ActionError::Conflict("not_pending" | "expired" | "stale", _),
-                ) => None,
-                // Approved (its execution may still have met something, e.g. a busy
-                // payment, which is said as is), or storage failed.
-                other => Some(other),
-            }
-        },
-        |r| matches!(r, Ok(_) | Err(ActionError::Conflict(..))),
-    )
-    .await
-}
-
-/// What a step-up approval is about: the audit target of a refusal (`action:<id>`,
-/// `pause:<id>`) and the reason recorded with it.
-pub struct StepUpTarget {
-    /// Audit target, at most 64 characters of the id.
-    pub target: String,
-    /// Why, in the `approval_refused` record.
-    pub refusal: &'static str,
-}
-
-/// The one rule of every approval that needs the approver's password again (a reversal, a
-/// forced transition, a pause). The password check counts toward the same limits as
-/// sign-ins (429 `rate_limited` once over them). Whatever makes an approval impossible — a
-/// wrong password, nothing to approve, one's own request, one already decided, expired or
-/// stale — gets one answer ([`approval_refused`]) after the same work: the argon2
-/// verification always runs, each refusal counts as a failed attempt and is audited alike
-/// (`approval_refused`), so a stolen session cannot use approvals to test passwords
-/// (OWASP Authentication Cheat Sheet, "Reauthentication"; issue 13).
-///
-/// `approvable` says whether `p` could approve it at all; `approve` approves it and gives
-/// `None` for a refusal that must look like the others; `counts_as_success` says which
-/// outcomes of `approve` are a good password check.
-#[allow(clippy::too_many_arguments)]
-pub async fn with_step_up<T, E, Fa, Fd>(
-    st: &OpsState,
-    p: &Principal,
-    addr: &str,
-    password: &str,
-    reason: &str,
-    what: StepUpTarget,
-    approvable: impl FnOnce(crate::service::actor::Actor) -> Fa,
-    approve: impl FnOnce(crate::service::actor::Actor) -> Fd,
-    counts_as_success: impl Fn(&Result<T, ActionError>) -> bool,
-) -> Result<T, ApiError>
-where
-    E: Into<ActionError>,
-    Fa: std::future::Future<Output = Result<bool, E>>,
-    Fd: std::future::Future<Output = Option<Result<T, ActionError>>>,
-{
-    crate::domain::actions::check_reason(reason)
-        .map_err(|m| ApiError::bad_request("invalid_reason", m))?;
-    let store = st.core.store.as_ref();
-    let who = actor(p, addr);
-    let attempt = st
-        .auth
-        .begin_attempt(
-            store,
-            &p.username,
-            addr,
-            AttemptKind::StepUp,
-            st.core.clock.now_ms(),
-        )
-        .await?;
-    let can = approvable(who.clone()).await.map_err(Into::into);
-    let user = st.auth.verify_user(store, &p.username, password).await;
-    let approved = if matches!(can, Ok(true)) && matches!(user, Ok(Some(_))) {
-        approve(who.clone()).await
-    } else {
-        None
-    };
-    // A refusal is a failed check whatever its reason, so it counts the same.
-    let succeeded = approved.as_ref().is_some_and(&counts_as_success);
-    st.auth
-        .finish_attempt(store, attempt, succeeded, st.core.clock.now_ms())
-        .await?;
-    can?;
-    user?;
-    if let Some(result) = approved {
-        return result.map_err(ApiError::from);
-    }
-    let e = who.entry(
-        st.core.clock.now_ms(),
-        "approval_refused",
-        &what.target,
-        what.refusal,
-        String::new(),
-        String::new(),
-    );
-    store.append_audit(&e).await?;
-    Err(approval_refused())
 }
 
 /// Body with a reason.
@@ -498,8 +369,7 @@ pub async fn execute(
     Ok(Json(ActionEnvelope { action: a }))
 }
 
-/// Bulk retries one user may confirm per minute.
-pub const BULK_RETRIES_PER_MINUTE: usize = 5;
+pub use crate::service::bulk::BULK_RETRIES_PER_MINUTE;
 
 /// What a bulk retry selects from (the documented values of a selection's `source`).
 #[derive(Debug, Clone, Copy, ToSchema)]
@@ -628,44 +498,27 @@ pub async fn bulk_retry(
     ApiJson(b): ApiJson<BulkBody>,
 ) -> Result<Json<BulkOutcome>, ApiError> {
     p.require(Permission::RequestActions)?;
-    let out = run_bulk_retry(&st, &actor(&p, &addr), &b.selection, &b.items, &b.reason).await?;
+    let out = st
+        .core
+        .bulk_retry(
+            &actor(&p, &addr),
+            &b.selection,
+            &b.items,
+            &b.reason,
+            st.bulk_limits(),
+        )
+        .await?;
     Ok(Json(out))
 }
 
-/// A bulk retry by `who` as both the JSON endpoint and the console's server function run it:
-/// bad input is answered first (so it spends no allowance), then one bulk retry is taken from
-/// the user's allowance, then [`Core::bulk_retry`](crate::service::Core::bulk_retry) runs.
-/// The caller has checked the role.
-pub async fn run_bulk_retry(
-    st: &OpsState,
-    who: &crate::service::actor::Actor,
-    sel: &Selection,
-    items: &[Confirmed],
-    reason: &str,
-) -> Result<BulkOutcome, ApiError> {
-    crate::service::bulk::validate(sel, items, reason)?;
-    bulk_permit(st, &who.username)?;
-    st.core
-        .bulk_retry(who, sel, items, reason, &st.stuck, st.actions.ttl_ms())
-        .await
-        .map_err(ApiError::from)
-}
-
-/// Takes one bulk retry from `user`'s allowance, or answers 429.
-fn bulk_permit(st: &OpsState, user: &str) -> Result<(), ApiError> {
-    let now = st.core.clock.now_ms();
-    let mut limiter = st
-        .bulk_limiter
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if limiter.try_acquire(user, now) {
-        return Ok(());
+impl OpsState {
+    /// What bounds a bulk retry from the console: the stuck thresholds, the action lifetime
+    /// and the per-user allowance.
+    pub fn bulk_limits(&self) -> crate::service::bulk::BulkLimits<'_> {
+        crate::service::bulk::BulkLimits {
+            thresholds: &self.stuck,
+            ttl_ms: self.actions.ttl_ms(),
+            limiter: &self.bulk_limiter,
+        }
     }
-    let secs = limiter.retry_after_secs(user, now);
-    Err(ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "rate_limited",
-        format!("at most {BULK_RETRIES_PER_MINUTE} bulk retries a minute; retry in {secs} s"),
-    )
-    .with_retry_after(secs))
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::OpsState;
 use super::auth::Principal;
 use super::extract::ClientAddr;
-use crate::domain::roles::{Permission, format_roles};
+use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiQuery};
 use crate::service::actor::Actor;
 use crate::service::audit_chain::verify_signed;
@@ -22,17 +22,7 @@ use crate::store::AuditFilter;
 
 /// The actor of a console request.
 pub fn actor(p: &Principal, addr: &str) -> Actor {
-    Actor {
-        username: p.username.clone(),
-        roles: format_roles(&p.roles),
-        // The request's trace id rides in the hashed metadata, so an audit record leads to the
-        // payment events and log lines of the same request.
-        meta: match crate::telemetry::current_trace() {
-            Some(trace_id) => json!({"addr": addr, "trace_id": trace_id}),
-            None => json!({"addr": addr}),
-        }
-        .to_string(),
-    }
+    p.actor(addr)
 }
 
 /// Query of the export endpoint.

@@ -13,10 +13,10 @@ use utoipa_axum::routes;
 
 use super::OpsState;
 use super::auth::{LoginError, Principal};
-use super::dashboard::{dashboard, payment_detail};
 pub use super::extract::{ClientAddr, client_addr_of, resolve_client_addr};
 use crate::domain::roles::{Permission, format_roles};
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
+use crate::service::dashboard::{dashboard, payment_detail};
 use crate::service::queries::blank;
 use crate::service::users::{self, UserView};
 use crate::store::{ErrorItem, Merchant};
@@ -250,7 +250,7 @@ async fn me(p: Principal) -> Json<PrincipalView> {
     description = "Scripts that poll it should send `X-Converge-Background: 1`: a background request is served as usual but does not restart the session's idle timeout (any `/ops/v1` endpoint honours the header).",
     security(("console_session" = [])),
     responses(
-        (status = 200, description = "The dashboard", body = super::dashboard::Dashboard),
+        (status = 200, description = "The dashboard", body = crate::service::dashboard::Dashboard),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
@@ -259,7 +259,7 @@ async fn me(p: Principal) -> Json<PrincipalView> {
 async fn get_dashboard(
     State(st): State<OpsState>,
     p: Principal,
-) -> Result<Json<super::dashboard::Dashboard>, ApiError> {
+) -> Result<Json<crate::service::dashboard::Dashboard>, ApiError> {
     p.require(Permission::View)?;
     Ok(Json(dashboard(&st.core, &st.stuck).await?))
 }
@@ -328,7 +328,7 @@ async fn search(
     security(("console_session" = [])),
     params(("id" = String, Path, description = "The payment's id")),
     responses(
-        (status = 200, description = "The payment with its events, jobs, ledger, refunds, error-pool items, actions and audit records", body = super::dashboard::PaymentDetail),
+        (status = 200, description = "The payment with its events, jobs, ledger, refunds, error-pool items, actions and audit records", body = crate::service::dashboard::PaymentDetail),
         (status = 400, description = "The id is not a valid path segment", body = ErrorBody, example = json!({"error": {"code": "invalid_path", "message": "the path may not contain %00"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
@@ -340,7 +340,7 @@ async fn detail(
     State(st): State<OpsState>,
     p: Principal,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<super::dashboard::PaymentDetail>, ApiError> {
+) -> Result<Json<crate::service::dashboard::PaymentDetail>, ApiError> {
     p.require(Permission::View)?;
     let d = payment_detail(&st.core, &id)
         .await?
@@ -508,7 +508,7 @@ async fn add_user(
     let now = st.core.clock.now_ms();
     let u = users::add_user(
         st.core.store.as_ref(),
-        &st.auth.hasher,
+        &st.auth.credentials.hasher,
         &b.username,
         &b.roles,
         &b.password,
@@ -772,7 +772,7 @@ async fn reset_password(
     p.require(Permission::ManageUsers)?;
     users::reset_password(
         st.core.store.as_ref(),
-        &st.auth.hasher,
+        &st.auth.credentials.hasher,
         &name,
         &b.password,
         st.core.clock.now_ms(),

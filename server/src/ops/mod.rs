@@ -6,7 +6,6 @@ pub mod actions;
 pub mod audit;
 pub mod auth;
 pub mod csrf;
-pub mod dashboard;
 pub mod error_pool;
 pub mod extract;
 pub mod handlers;
@@ -50,4 +49,23 @@ pub struct OpsState {
     pub audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
     /// The live console's change watcher and its subscribers (`GET /ops/v1/live`).
     pub live: Arc<live::LiveHub>,
+}
+
+impl OpsState {
+    /// The step-up of console user `p` at client address `addr`, with the password as
+    /// entered: what an approval that asks for the password again takes
+    /// ([`crate::service::step_up`]).
+    pub fn step_up<'a>(
+        &'a self,
+        p: &'a auth::Principal,
+        addr: &'a str,
+        password: &'a str,
+    ) -> crate::service::step_up::StepUp<'a> {
+        crate::service::step_up::StepUp {
+            credentials: &self.auth.credentials,
+            who: p.actor(addr),
+            addr,
+            password,
+        }
+    }
 }

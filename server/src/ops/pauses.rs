@@ -9,13 +9,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::OpsState;
-use super::actions::{StepUpTarget, with_step_up};
 use super::audit::actor;
 use super::auth::Principal;
 use super::extract::ClientAddr;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::service::actions::ActionError;
 use crate::store::PauseRecord;
 
 /// The `/ops/v1/pauses` routes.
@@ -163,45 +161,11 @@ pub async fn approve(
     ApiJson(b): ApiJson<PauseApproveBody>,
 ) -> Result<Json<PauseEnvelope>, ApiError> {
     p.require(Permission::ApproveActions)?;
-    let pause = approve_pause_with_step_up(&st, &p, &addr, &id, &b.password, &b.reason).await?;
+    let pause = st
+        .core
+        .approve_pause_with_step_up(st.step_up(&p, &addr, &b.password), &id, &b.reason)
+        .await?;
     Ok(Json(PauseEnvelope { pause }))
-}
-
-/// Approves pause `id` as `p` after re-checking `p`'s password, as the JSON endpoint and the
-/// console's server function do (the caller has checked the role), by the same step-up rule
-/// as an action's approval ([`with_step_up`]).
-pub async fn approve_pause_with_step_up(
-    st: &OpsState,
-    p: &Principal,
-    addr: &str,
-    id: &str,
-    password: &str,
-    reason: &str,
-) -> Result<PauseRecord, ApiError> {
-    with_step_up(
-        st,
-        p,
-        addr,
-        password,
-        reason,
-        StepUpTarget {
-            target: format!("pause:{}", id.chars().take(64).collect::<String>()),
-            refusal: "wrong password, or a pause this user cannot approve",
-        },
-        |who| async move { st.core.pause_approvable(&who, id).await },
-        |who| async move {
-            match st.core.approve_pause(&who, id, reason).await {
-                Err(
-                    ActionError::NotFound(_)
-                    | ActionError::Forbidden(..)
-                    | ActionError::Conflict(..),
-                ) => None,
-                other => Some(other),
-            }
-        },
-        |r| r.is_ok(),
-    )
-    .await
 }
 
 /// Rejects a pending pause (approvers other than the requester).

@@ -2,13 +2,10 @@
 //! (DESIGN.md "Outbox, merchant notifications, event stream"; seed 004 §6.3 "a way to
 //! resend"). Reading needs `View`; redelivering, recovering and re-enabling need
 //! `RequestActions` (operator), each audited with a reason; recovery is previewed first and
-//! rate-limited like the bulk retry.
-
-use std::collections::{BTreeSet, HashMap};
+//! rate-limited like the bulk retry. Thin adapters over [`crate::service::deliveries`].
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -17,73 +14,11 @@ use super::audit::actor;
 use super::auth::Principal;
 use super::extract::ClientAddr;
 use crate::domain::roles::Permission;
-use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
-use crate::service::queries::parse_time;
-use crate::service::webhooks::EndpointError;
-use crate::store::{DeliveryFilter, DeliveryRow, DeliveryStatus, EndpointHealth, WebhookEndpoint};
+use crate::store::DeliveryRow;
 
-/// Window of the endpoints' health figures: 24 h, ms.
-pub const HEALTH_WINDOW_MS: i64 = 86_400_000;
-/// Endpoint recoveries one user may run a minute.
-pub const RECOVERIES_PER_MINUTE: usize = 5;
-
+pub use crate::service::deliveries::{HEALTH_WINDOW_MS, RECOVERIES_PER_MINUTE};
 pub use converge_wire::EndpointRow;
-
-fn row(e: &WebhookEndpoint, merchant: &str, h: Option<&EndpointHealth>) -> EndpointRow {
-    EndpointRow {
-        id: e.id.clone(),
-        merchant: merchant.to_string(),
-        url: e.url.clone(),
-        enabled_events: Subscription::from_stored(&e.enabled_events).names(),
-        description: e.description.clone(),
-        status: e.status,
-        disabled_reason: e.disabled_reason.clone(),
-        failing_since: e.failing_since,
-        attempts_24h: h.map_or(0, |h| h.attempts),
-        succeeded_24h: h.map_or(0, |h| h.succeeded),
-        last_failure_at: h.and_then(|h| h.last_failure_at),
-        last_failure: h.and_then(|h| h.last_failure.clone()),
-        created_at: e.created_at,
-    }
-}
-
-/// Every endpoint with its health and the delivery backlog. Shared with the console's
-/// server functions.
-pub async fn overview(st: &OpsState) -> Result<Overview, ApiError> {
-    let store = &st.core.store;
-    let now = st.core.clock.now_ms();
-    let names: HashMap<i64, String> = store
-        .merchants()
-        .await?
-        .into_iter()
-        .map(|m| (m.id, m.name))
-        .collect();
-    let health: HashMap<String, EndpointHealth> = store
-        .endpoint_health(now - HEALTH_WINDOW_MS)
-        .await?
-        .into_iter()
-        .map(|h| (h.endpoint_id.clone(), h))
-        .collect();
-    let endpoints: Vec<EndpointRow> = store
-        .endpoints(None)
-        .await?
-        .iter()
-        .map(|e| {
-            row(
-                e,
-                names.get(&e.merchant_id).map_or("?", String::as_str),
-                health.get(&e.id),
-            )
-        })
-        .collect();
-    let backlog = store.webhook_backlog(now - HEALTH_WINDOW_MS).await?;
-    Ok(Overview {
-        endpoints,
-        backlog,
-        now,
-    })
-}
 
 pub use converge_wire::WebhooksOverview as Overview;
 
@@ -151,11 +86,11 @@ async fn get_overview(
     p: Principal,
 ) -> Result<Json<Overview>, ApiError> {
     p.require(Permission::View)?;
-    Ok(Json(overview(&st).await?))
+    Ok(Json(st.core.webhooks_overview().await?))
 }
 
 /// Query of `GET /ops/v1/webhooks/deliveries`.
-pub use crate::service::queries::DeliveryQuery;
+pub use crate::service::queries::DeliverySearch;
 
 #[utoipa::path(
     get,
@@ -165,7 +100,7 @@ pub use crate::service::queries::DeliveryQuery;
     summary = "Search webhook deliveries",
     description = "Filters combine; newest first.",
     security(("console_session" = [])),
-    params(DeliveryQuery),
+    params(DeliverySearch),
     responses(
         (status = 200, description = "The deliveries", body = DeliveryList),
         (status = 400, description = "A filter is malformed (status, type, time, unknown parameter)", body = ErrorBody, example = json!({"error": {"code": "invalid_status", "message": "status must be one of pending, succeeded, dead, abandoned"}})),
@@ -177,47 +112,11 @@ pub use crate::service::queries::DeliveryQuery;
 async fn deliveries(
     State(st): State<OpsState>,
     p: Principal,
-    ApiQuery(q): ApiQuery<DeliveryQuery>,
+    ApiQuery(q): ApiQuery<DeliverySearch>,
 ) -> Result<Json<DeliveryList>, ApiError> {
     p.require(Permission::View)?;
     let items = crate::service::queries::search_deliveries(st.core.store.as_ref(), &q).await?;
     Ok(Json(DeliveryList { items }))
-}
-
-/// A payment's events (and its refunds') with their deliveries, newest first, at most 200:
-/// the console's payment page.
-pub async fn payment_webhooks(
-    st: &OpsState,
-    payment_id: &str,
-) -> Result<PaymentWebhooks, ApiError> {
-    let store = &st.core.store;
-    let events = store.payment_outbox_events(payment_id).await?;
-    let deliveries = store
-        .deliveries(
-            &DeliveryFilter {
-                payment_id: Some(payment_id.to_string()),
-                ..Default::default()
-            },
-            200,
-        )
-        .await?;
-    Ok(PaymentWebhooks { events, deliveries })
-}
-
-/// A delivery with its attempts and its event. Shared with the server functions.
-pub async fn delivery_detail(st: &OpsState, id: i64) -> Result<DeliveryDetail, ApiError> {
-    let store = &st.core.store;
-    let d = store
-        .delivery(id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("delivery"))?;
-    let attempts = store.delivery_attempts(id).await?;
-    let event = store.outbox_event(&d.event_id).await?;
-    Ok(DeliveryDetail {
-        delivery: d,
-        attempts,
-        event,
-    })
 }
 
 #[utoipa::path(
@@ -243,7 +142,7 @@ async fn delivery(
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<DeliveryDetail>, ApiError> {
     p.require(Permission::View)?;
-    Ok(Json(delivery_detail(&st, id).await?))
+    Ok(Json(st.core.delivery_detail(id).await?))
 }
 
 /// Body of the state-changing webhook actions.
@@ -254,57 +153,6 @@ pub struct ReasonBody {
     /// Why (audited): not blank, at most 2000 characters.
     #[schema(schema_with = crate::schema::note_schema)]
     pub reason: String,
-}
-
-/// The longest reason of a webhook action, in characters.
-const MAX_REASON: usize = 2000;
-
-fn reason(r: &str) -> Result<&str, ApiError> {
-    // Characters of the reason as sent (the documented `maxLength`), not bytes of the trimmed
-    // text: a 2000-character reason in another script was refused.
-    if r.trim().is_empty() || r.chars().count() > MAX_REASON {
-        return Err(ApiError::bad_request(
-            "invalid_reason",
-            format!("a reason of 1 to {MAX_REASON} characters is required"),
-        ));
-    }
-    Ok(r.trim())
-}
-
-/// Puts one delivery back for a new round of attempts now. Errors: 404, 409 when it is
-/// still pending (its job will attempt it), 400 without a reason.
-pub async fn run_redeliver(
-    st: &OpsState,
-    p: &Principal,
-    addr: &str,
-    id: i64,
-    why: &str,
-) -> Result<Redelivered, ApiError> {
-    p.require(Permission::RequestActions)?;
-    let why = reason(why)?;
-    let d = st
-        .core
-        .store
-        .delivery(id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("delivery"))?;
-    if d.status == DeliveryStatus::Pending {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "delivery_pending",
-            "the delivery is still pending; its next attempt is scheduled",
-        ));
-    }
-    let done = st
-        .core
-        .redeliver(
-            &[id],
-            why,
-            &format!("webhook_delivery:{id}"),
-            &actor(p, addr),
-        )
-        .await?;
-    Ok(Redelivered { redelivered: done })
 }
 
 #[utoipa::path(
@@ -335,7 +183,12 @@ async fn redeliver(
     ApiPath(id): ApiPath<i64>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<Redelivered>, ApiError> {
-    Ok(Json(run_redeliver(&st, &p, &addr, id, &body.reason).await?))
+    p.require(Permission::RequestActions)?;
+    let redelivered = st
+        .core
+        .redeliver_one(&actor(&p, &addr), id, &body.reason)
+        .await?;
+    Ok(Json(Redelivered { redelivered }))
 }
 
 /// Query of the recovery preview.
@@ -369,26 +222,6 @@ impl IntoParams for SinceQuery {
     }
 }
 
-/// The failed deliveries of an endpoint since a time: what a recovery would put back.
-pub async fn recovery_preview(
-    st: &OpsState,
-    endpoint: &str,
-    since: &str,
-) -> Result<RecoveryPreview, ApiError> {
-    st.core
-        .store
-        .endpoint(endpoint)
-        .await?
-        .ok_or_else(|| ApiError::not_found("webhook endpoint"))?;
-    let since = parse_time("since", since)?;
-    let items = st.core.recovery_candidates(endpoint, since).await?;
-    Ok(RecoveryPreview {
-        endpoint: endpoint.to_string(),
-        since,
-        items,
-    })
-}
-
 #[utoipa::path(
     get,
     path = "/webhooks/endpoints/{id}/recover/preview",
@@ -413,7 +246,12 @@ async fn preview(
     ApiQuery(q): ApiQuery<SinceQuery>,
 ) -> Result<Json<RecoveryPreview>, ApiError> {
     p.require(Permission::View)?;
-    Ok(Json(recovery_preview(&st, &id, &q.since).await?))
+    let (since, items) = st.core.recovery_preview(&id, &q.since).await?;
+    Ok(Json(RecoveryPreview {
+        endpoint: id,
+        since,
+        items,
+    }))
 }
 
 /// Body of `POST /ops/v1/webhooks/endpoints/{id}/recover`.
@@ -430,66 +268,6 @@ pub struct RecoverBody {
     /// Why (audited): not blank, at most 2000 characters.
     #[schema(schema_with = crate::schema::note_schema)]
     pub reason: String,
-}
-
-/// Redelivers the previewed deliveries that are still failed deliveries of this endpoint
-/// since `since` (a server re-check); names the rest. Rate-limited per user.
-pub async fn run_recover(
-    st: &OpsState,
-    p: &Principal,
-    addr: &str,
-    endpoint: &str,
-    body: &RecoverBody,
-) -> Result<Recovered, ApiError> {
-    p.require(Permission::RequestActions)?;
-    let why = reason(&body.reason)?;
-    if body.delivery_ids.is_empty() || body.delivery_ids.len() > 500 {
-        return Err(ApiError::bad_request(
-            "invalid_selection",
-            "select 1 to 500 deliveries from the preview",
-        ));
-    }
-    // Every check of the request before the rate limit: a malformed request is refused for
-    // what it is (400) and does not spend one of the user's recoveries.
-    let since = parse_time("since", &body.since)?;
-    let now = st.core.clock.now_ms();
-    {
-        let mut limiter = st.recover_limiter.lock().unwrap_or_else(|e| e.into_inner());
-        if !limiter.try_acquire(&p.username, now) {
-            let secs = limiter.retry_after_secs(&p.username, now);
-            return Err(ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                format!("at most {RECOVERIES_PER_MINUTE} recoveries a minute; retry in {secs} s"),
-            )
-            .with_retry_after(secs));
-        }
-    }
-    let still: BTreeSet<i64> = st
-        .core
-        .recovery_candidates(endpoint, since)
-        .await?
-        .into_iter()
-        .map(|d| d.id)
-        .collect();
-    let (keep, gone): (Vec<i64>, Vec<i64>) =
-        body.delivery_ids.iter().partition(|id| still.contains(id));
-    let done = if keep.is_empty() {
-        vec![]
-    } else {
-        st.core
-            .redeliver(
-                &keep,
-                why,
-                &format!("webhook_endpoint:{endpoint}"),
-                &actor(p, addr),
-            )
-            .await?
-    };
-    Ok(Recovered {
-        redelivered: done,
-        skipped: gone,
-    })
 }
 
 #[utoipa::path(
@@ -519,44 +297,22 @@ async fn recover(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<RecoverBody>,
 ) -> Result<Json<Recovered>, ApiError> {
-    Ok(Json(run_recover(&st, &p, &addr, &id, &body).await?))
-}
-
-/// Re-enables a disabled endpoint (audited). Errors: 404, 409 for a deleted endpoint or one
-/// already enabled.
-pub async fn run_enable(
-    st: &OpsState,
-    p: &Principal,
-    addr: &str,
-    endpoint: &str,
-    why: &str,
-) -> Result<EndpointStatus, ApiError> {
     p.require(Permission::RequestActions)?;
-    let why = reason(why)?;
-    match st
+    let done = st
         .core
-        .set_endpoint_enabled(endpoint, true, why, &actor(p, addr))
-        .await
-    {
-        Ok(true) => Ok(EndpointStatus {
-            status: crate::domain::webhooks::EndpointStatus::Enabled
-                .as_str()
-                .into(),
-        }),
-        Ok(false) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "already_enabled",
-            "the endpoint is already enabled",
-        )),
-        Err(EndpointError::NotFound) => Err(ApiError::not_found("webhook endpoint")),
-        Err(EndpointError::Deleted) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "webhook_endpoint_deleted",
-            "the merchant deleted this endpoint; it cannot be re-enabled",
-        )),
-        Err(EndpointError::Store(e)) => Err(e.into()),
-        Err(e) => Err(ApiError::internal(e)),
-    }
+        .recover_endpoint(
+            &actor(&p, &addr),
+            &st.recover_limiter,
+            &id,
+            &body.since,
+            &body.delivery_ids,
+            &body.reason,
+        )
+        .await?;
+    Ok(Json(Recovered {
+        redelivered: done.redelivered,
+        skipped: done.skipped,
+    }))
 }
 
 #[utoipa::path(
@@ -590,7 +346,14 @@ async fn enable(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ReasonBody>,
 ) -> Result<Json<EndpointStatus>, ApiError> {
-    Ok(Json(run_enable(&st, &p, &addr, &id, &body.reason).await?))
+    p.require(Permission::RequestActions)?;
+    let status = st
+        .core
+        .enable_endpoint(&actor(&p, &addr), &id, &body.reason)
+        .await?;
+    Ok(Json(EndpointStatus {
+        status: status.as_str().into(),
+    }))
 }
 
 /// The webhook routes, merged into `/ops/v1`, each with its OpenAPI documentation.

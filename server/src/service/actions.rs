@@ -51,6 +51,9 @@ pub enum ActionError {
     /// The request's state forbids it (409): pending exists, not pending, expired, stale.
     #[error("{1}")]
     Conflict(&'static str, String),
+    /// Over a per-user allowance (429): the message, and the seconds until one is free.
+    #[error("{0}")]
+    RateLimited(String, u64),
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),

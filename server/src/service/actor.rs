@@ -35,6 +35,22 @@ impl Actor {
         }
     }
 
+    /// A console user `username` with `roles` (comma-separated) acting from client address
+    /// `addr`. The current request's trace id rides in the hashed metadata
+    /// (`{"addr": .., "trace_id": ..}`), so an audit record leads to the payment events and
+    /// log lines of the same request (seed 004 §8.4).
+    pub fn console(username: &str, roles: &str, addr: &str) -> Self {
+        Actor {
+            username: username.into(),
+            roles: roles.into(),
+            meta: match crate::telemetry::current_trace() {
+                Some(trace_id) => serde_json::json!({"addr": addr, "trace_id": trace_id}),
+                None => serde_json::json!({"addr": addr}),
+            }
+            .to_string(),
+        }
+    }
+
     /// An operator at the command line (`cli:<os user>`, meta `{"via":"cli"}`).
     pub fn cli(os_user: &str) -> Self {
         Actor {

@@ -124,6 +124,21 @@ pub fn validate(sel: &Selection, items: &[Confirmed], reason: &str) -> Result<()
     Ok(())
 }
 
+/// Bulk retries one user may run a minute.
+pub const BULK_RETRIES_PER_MINUTE: usize = 5;
+
+/// What bounds a bulk retry: when a payment counts as stuck, how long each retry action
+/// lives, and the per-user allowance.
+#[derive(Clone, Copy)]
+pub struct BulkLimits<'a> {
+    /// When a payment counts as stuck (`--stuck-*-ms`).
+    pub thresholds: &'a StuckThresholds,
+    /// Each retry action's time to live, ms.
+    pub ttl_ms: i64,
+    /// Bulk retries per user, [`BULK_RETRIES_PER_MINUTE`] a minute.
+    pub limiter: &'a std::sync::Mutex<crate::domain::ratelimit::RateLimiter>,
+}
+
 impl Core {
     /// The payments `sel` holds now, oldest first for `stuck`, most recently seen first for
     /// `error_pool`; at most [`MAX_BULK_ITEMS`].
@@ -216,20 +231,41 @@ impl Core {
 
     /// Retries the confirmed items that `sel` still holds at the version the preview showed;
     /// the rest are skipped with the reason. Each retry is an ordinary `retry` action by
-    /// `actor` with `reason`; the bulk request is audited as `bulk_retry`.
+    /// `actor` with `reason`; the bulk request is audited as `bulk_retry`. Bad input is
+    /// answered first, so it spends none of the actor's allowance (at most
+    /// [`BULK_RETRIES_PER_MINUTE`] in `limits.limiter`): one operator cannot flood the
+    /// channel by confirming selections in a loop.
     ///
     /// Errors (nothing retried): `invalid_reason`, `invalid_selection`, `no_items`,
-    /// `too_many_items` (400).
+    /// `too_many_items` (400); `RateLimited` over the allowance.
     pub async fn bulk_retry(
         &self,
         actor: &Actor,
         sel: &Selection,
         items: &[Confirmed],
         reason: &str,
-        thresholds: &StuckThresholds,
-        ttl_ms: i64,
+        limits: BulkLimits<'_>,
     ) -> Result<BulkOutcome, ActionError> {
         validate(sel, items, reason)?;
+        {
+            let now = self.clock.now_ms();
+            let mut limiter = limits
+                .limiter
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !limiter.try_acquire(&actor.username, now) {
+                let secs = limiter.retry_after_secs(&actor.username, now);
+                return Err(ActionError::RateLimited(
+                    format!(
+                        "at most {BULK_RETRIES_PER_MINUTE} bulk retries a minute; retry in {secs} s"
+                    ),
+                    secs,
+                ));
+            }
+        }
+        let BulkLimits {
+            thresholds, ttl_ms, ..
+        } = limits;
         let current: HashMap<String, BulkItem> = self
             .bulk_retry_preview(sel, thresholds)
             .await?

@@ -314,8 +314,8 @@ impl Core {
                 now,
             })
             .await?;
+        // One outcome per callback received: a conflicting one is not also counted ignored.
         metrics::counter!("converge_callbacks_total", "outcome" => "conflicting").increment(1);
-        metrics::counter!("converge_callbacks_total", "outcome" => "ignored").increment(1);
         Ok(Handled::unsettled(CallbackOutcome::Ignored(why)))
     }
 }

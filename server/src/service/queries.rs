@@ -4,8 +4,6 @@
 //! unknown status, a malformed time or cursor is a [`FilterError`], which the HTTP layer
 //! answers with 400 and a stable code. No HTTP here.
 
-use serde::{Deserialize, Serialize};
-
 use crate::domain::state::PaymentStatus;
 use crate::domain::webhooks::{DeliveryStatus, EventType};
 use crate::store::{
@@ -200,39 +198,14 @@ pub async fn audit_list(store: &dyn Store, q: &AuditListQuery) -> Result<AuditLi
     })
 }
 
-/// The filters of the console's webhook delivery search (`GET /ops/v1/webhooks/deliveries`
-/// and the webhooks page; all optional, blank means "any").
-#[derive(Debug, Deserialize, Default, Clone, Serialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct DeliveryQuery {
-    /// `pending`, `succeeded`, `dead`, `abandoned` (empty: all).
-    #[param(schema_with = crate::schema::delivery_status_filter_schema)]
-    pub status: Option<String>,
-    /// Endpoint id.
-    pub endpoint: Option<String>,
-    /// Event type (empty: all).
-    #[serde(rename = "type")]
-    #[param(schema_with = crate::schema::event_type_filter_schema)]
-    pub event_type: Option<String>,
-    /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[param(schema_with = crate::schema::time_filter_schema)]
-    pub from: Option<String>,
-    /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
-    #[param(schema_with = crate::schema::time_filter_schema)]
-    pub to: Option<String>,
-    /// A payment's deliveries (its events and its refunds' events).
-    pub payment: Option<String>,
-    /// At most this many (1..=500, default 100; others are clamped).
-    pub limit: Option<i64>,
-}
+pub use converge_wire::DeliverySearch;
 
 /// The deliveries a delivery search selects, newest first, at most `limit` (1..=500, default
 /// 100). Errors: [`FilterError::InvalidStatus`] naming the delivery statuses,
 /// [`FilterError::InvalidEventType`], [`FilterError::InvalidTime`].
 pub async fn search_deliveries(
     store: &dyn Store,
-    q: &DeliveryQuery,
+    q: &DeliverySearch,
 ) -> Result<Vec<DeliveryRow>, FilterError> {
     let status = blank(&q.status)
         .map(|s| {

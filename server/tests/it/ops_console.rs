@@ -692,7 +692,7 @@ on_both_backends!(
             ..Default::default()
         };
         let chunks: Vec<_> = futures_util::StreamExt::collect::<Vec<_>>(
-            converge_server::ops::payments_export::stream(
+            converge_server::service::payments_export::stream(
                 app.store.clone(),
                 all,
                 Default::default(),

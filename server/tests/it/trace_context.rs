@@ -152,3 +152,45 @@ on_both_backends!(
         assert!(!traced.is_empty(), "{metas:?}");
     }
 );
+
+on_both_backends!(
+    a_sign_in_and_a_sign_out_record_the_trace_id_like_every_other_console_record,
+    |app| {
+        add_ops_user(&app, "tracer2", "viewer").await;
+        let c = reqwest::Client::builder()
+            .cookie_store(true)
+            .build()
+            .unwrap();
+        let r = c
+            .post(format!("{}/ops/v1/login", app.base))
+            .header("traceparent", traceparent())
+            .json(&json!({"username": "tracer2", "password": OPS_PASSWORD}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let r = c
+            .post(format!("{}/ops/v1/logout", app.base))
+            .header("traceparent", traceparent())
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 204);
+        let rows = app
+            .sql_strings(
+                "SELECT action || ' ' || request_meta FROM audit_log WHERE actor = 'tracer2' ORDER BY seq",
+                &[],
+            )
+            .await;
+        let actions: Vec<&str> = rows.iter().map(|r| r.split(' ').next().unwrap()).collect();
+        assert_eq!(actions, ["login", "logout"], "{rows:?}");
+        for row in &rows {
+            let meta: serde_json::Value =
+                serde_json::from_str(row.split_once(' ').unwrap().1).unwrap();
+            assert_eq!(meta["trace_id"], TRACE, "{row}");
+            assert_eq!(meta["addr"], "127.0.0.1", "{row}");
+        }
+    }
+);

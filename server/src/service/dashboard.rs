@@ -2,11 +2,11 @@
 //! error pool) and a payment's whole story (DESIGN.md "Ops console"). Plain data, serialised
 //! as the `/ops/v1` JSON; the shapes are `converge-wire` types, which the console shares.
 
+use super::Core;
 use crate::domain::actions::{ActionKind, ActionStatus};
 use crate::domain::jobs::JobStatus;
 use crate::domain::stuck::StuckThresholds;
 use crate::idempotency::key::Outcome;
-use crate::service::Core;
 use crate::store::{ErrorItemStatus, QueueStat, StoreError};
 
 pub use converge_wire::dashboard::{
