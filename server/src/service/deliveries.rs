@@ -109,13 +109,7 @@ impl Core {
     /// backlog. Errors: the store's.
     pub async fn webhooks_overview(&self) -> Result<WebhooksOverview, StoreError> {
         let now = self.clock.now_ms();
-        let names: HashMap<i64, String> = self
-            .store
-            .merchants()
-            .await?
-            .into_iter()
-            .map(|m| (m.id, m.name))
-            .collect();
+        let names = self.merchant_names().await?;
         let health: HashMap<String, EndpointHealth> = self
             .store
             .endpoint_health(now - HEALTH_WINDOW_MS)

@@ -231,3 +231,18 @@ pub async fn set_merchant_frozen(
         Err(MerchantError::NoMerchant(name.to_string()))
     }
 }
+impl super::Core {
+    /// Every merchant's name by its id: how the console and its exports name a payment's
+    /// merchant. Errors: the store's.
+    pub async fn merchant_names(
+        &self,
+    ) -> Result<std::collections::HashMap<i64, String>, StoreError> {
+        Ok(self
+            .store
+            .merchants()
+            .await?
+            .into_iter()
+            .map(|m| (m.id, m.name))
+            .collect())
+    }
+}

@@ -120,13 +120,7 @@ impl Core {
         q: &PaymentSearch,
     ) -> Result<PaymentsExport, FilterError> {
         let selection = select_payments(self.store.as_ref(), q).await?;
-        let names: HashMap<i64, String> = self
-            .store
-            .merchants()
-            .await?
-            .into_iter()
-            .map(|m| (m.id, m.name))
-            .collect();
+        let names = self.merchant_names().await?;
         let at = self.clock.now_ms();
         let what = json!({
             "id": q.id, "status": q.status, "merchant": q.merchant, "order": q.order,
