@@ -14,7 +14,7 @@ psql -X -q "$pg" -c 'select 1' >/dev/null || { echo "bench: cannot reach Postgre
 if [ "${need_bin:-1}" = 0 ]; then
   bin=""
 elif [ -z "${CONVERGE_BIN:-}" ]; then
-  echo "bench: building the release binary (cargo leptos build --release --precompress)" >&2
+  echo "bench: building the release binary (cargo leptos build --release --precompress --split)" >&2
   cargo leptos build --release --precompress
   bin=target/release/converge
 else

@@ -223,7 +223,7 @@ ms() { v=$(get "$1"); [ "$v" = "-" ] && echo "-" || echo "$v"; }
     echo "headless): each load in a new browser context with the cache disabled, after one discarded warm-up;"
     echo "medians of $tti_runs loads, ms from navigation start, read from the page's \`performance\` timeline:"
     echo "the document's responseEnd, domContentLoadedEventEnd, loadEventEnd, the \`.wasm\` resource's"
-    echo "responseEnd, and the \`converge:hydrated\` mark that \`hydrate()\` sets once \`hydrate_body\` returns"
+    echo "responseEnd, and the \`converge:hydrated\` mark that \`hydrate()\` sets once hydration has finished"
     echo "(the page's handlers are attached: it is interactive). \"local\" is the loopback without throttling (the"
     echo "CPU part: compiling the WebAssembly and hydrating); \"10 Mbit/s\" is Chromium's network emulation at"
     echo "10 Mbit/s down, 40 ms round trip. The dashboard is \`/\` opened with the session of an earlier sign-in."

@@ -181,7 +181,7 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   CONVERGE_WEBHOOK_ALLOW_PRIVATE=true \
   CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
     DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
-    cargo leptos end-to-end --release --precompress
+    cargo leptos end-to-end --release --precompress --split
 fi
 disk
 echo "test: all suites passed" >&2

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::components::{A, ParentRoute, Route, Router, Routes};
-use leptos_router::path;
+use leptos_router::{Lazy, LazyRoute, lazy_route, path};
 
 use crate::components::layout::ConsoleLayout;
 use crate::pages::approvals::ApprovalsPage;
@@ -52,23 +52,56 @@ pub fn App() -> impl IntoView {
             <Routes fallback=NotFound>
                 <Route path=path!("login") view=LoginPage/>
                 <ParentRoute path=path!("") view=ConsoleLayout>
-                    <Route path=path!("") view=DashboardPage/>
-                    <Route path=path!("payments") view=PaymentsPage/>
-                    <Route path=path!("payments/:id") view=PaymentPage/>
-                    <Route path=path!("error-pool") view=ErrorPoolPage/>
-                    <Route path=path!("approvals") view=ApprovalsPage/>
-                    <Route path=path!("pauses") view=PausesPage/>
-                    <Route path=path!("audit") view=AuditPage/>
-                    <Route path=path!("webhooks") view=WebhooksPage/>
-                    <Route path=path!("admin/users") view=UsersPage/>
-                    <Route path=path!("admin/merchants") view=MerchantsPage/>
-                    <Route path=path!("search") view=SearchPage/>
-                    <Route path=path!("keys/:merchant/:key") view=KeyPage/>
+                    <Route path=path!("") view={Lazy::<DashboardRoute>::new()}/>
+                    <Route path=path!("payments") view={Lazy::<PaymentsRoute>::new()}/>
+                    <Route path=path!("payments/:id") view={Lazy::<PaymentRoute>::new()}/>
+                    <Route path=path!("error-pool") view={Lazy::<ErrorPoolRoute>::new()}/>
+                    <Route path=path!("approvals") view={Lazy::<ApprovalsRoute>::new()}/>
+                    <Route path=path!("pauses") view={Lazy::<PausesRoute>::new()}/>
+                    <Route path=path!("audit") view={Lazy::<AuditRoute>::new()}/>
+                    <Route path=path!("webhooks") view={Lazy::<WebhooksRoute>::new()}/>
+                    <Route path=path!("admin/users") view={Lazy::<UsersRoute>::new()}/>
+                    <Route path=path!("admin/merchants") view={Lazy::<MerchantsRoute>::new()}/>
+                    <Route path=path!("search") view={Lazy::<SearchRoute>::new()}/>
+                    <Route path=path!("keys/:merchant/:key") view={Lazy::<KeyRoute>::new()}/>
                 </ParentRoute>
             </Routes>
         </Router>
     }
 }
+
+/// The pages inside the signed-in frame, each loaded from its own WebAssembly chunk
+/// (`cargo leptos build --split`; issue 15, first load): the route's `view` is split out by
+/// `#[lazy_route]`, and with it the code only that page reaches.
+macro_rules! lazy_page {
+    ($route:ident, $page:ident) => {
+        struct $route;
+
+        #[lazy_route]
+        impl LazyRoute for $route {
+            fn data() -> Self {
+                $route
+            }
+
+            fn view(_this: Self) -> AnyView {
+                view! { <$page/> }.into_any()
+            }
+        }
+    };
+}
+
+lazy_page!(DashboardRoute, DashboardPage);
+lazy_page!(PaymentsRoute, PaymentsPage);
+lazy_page!(PaymentRoute, PaymentPage);
+lazy_page!(ErrorPoolRoute, ErrorPoolPage);
+lazy_page!(ApprovalsRoute, ApprovalsPage);
+lazy_page!(PausesRoute, PausesPage);
+lazy_page!(AuditRoute, AuditPage);
+lazy_page!(WebhooksRoute, WebhooksPage);
+lazy_page!(UsersRoute, UsersPage);
+lazy_page!(MerchantsRoute, MerchantsPage);
+lazy_page!(SearchRoute, SearchPage);
+lazy_page!(KeyRoute, KeyPage);
 
 /// Any other path.
 #[component]

@@ -23,11 +23,17 @@ pub mod pages;
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(app::App);
-    // Time to interactive (issue 15): bench/tti.mjs reads this mark from the performance
-    // timeline. hydrate_body returns once the page's views are hydrated and their event
-    // handlers attached; a failed mark only loses the measurement, never the page.
-    if let Some(p) = web_sys::window().and_then(|w| w.performance()) {
-        let _ = p.mark("converge:hydrated");
-    }
+    // `leptos::mount::hydrate_lazy`, spelled out so that the mark below is set when hydration
+    // has finished: the console's pages are lazy routes (app.rs), whose chunks hydration may
+    // have to fetch first, so hydration is asynchronous.
+    leptos::__reexports::wasm_bindgen_futures::spawn_local(async {
+        let owner = leptos::mount::hydrate_from_async(leptos::tachys::dom::body(), app::App).await;
+        owner.forget();
+        // Time to interactive (issue 15): bench/tti.mjs reads this mark from the performance
+        // timeline. It is set once the page's views are hydrated and their event handlers
+        // attached; a failed mark only loses the measurement, never the page.
+        if let Some(p) = web_sys::window().and_then(|w| w.performance()) {
+            let _ = p.mark("converge:hydrated");
+        }
+    });
 }

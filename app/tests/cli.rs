@@ -204,6 +204,30 @@ fn port_in_use_is_refused() {
 }
 
 #[test]
+fn a_console_built_without_split_is_refused_at_start_up() {
+    let dir = Scratch::new("split");
+    std::fs::create_dir_all(dir.0.join("site/pkg")).expect("site dir");
+    std::fs::write(
+        dir.0.join("site/pkg/converge.js"),
+        b"import * as __wasm_split from '__wasm_split_placeholder__';\n",
+    )
+    .expect("write js");
+    let out = converge(
+        &dir.0,
+        &["serve", "--bind", "127.0.0.1:0"],
+        &[
+            ("DATABASE_URL", &dir.path("c.db")),
+            ("LEPTOS_SITE_ROOT", &dir.path("site")),
+        ],
+    );
+    refused(&out, &["--split", "never hydrate"], None);
+    assert!(
+        !dir.0.join("c.db").exists(),
+        "refused after opening the database"
+    );
+}
+
+#[test]
 fn unwritable_data_directory_is_refused() {
     let dir = Scratch::new("unwritable");
     let file = dir.file("file");

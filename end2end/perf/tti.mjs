@@ -10,7 +10,7 @@
 //   - dcl: domContentLoadedEventEnd; load: loadEventEnd;
 //   - wasm: responseEnd of the `.wasm` resource (its last byte arrived);
 //   - hydrated: the "converge:hydrated" mark, set by app/src/lib.rs `hydrate()` once
-//     `hydrate_body` returns (views hydrated, handlers attached): the page is interactive.
+//     hydration has finished (views hydrated, lazy pages loaded, handlers attached): the page is interactive.
 // All in ms from navigationStart. Pages: the sign-in page (`login`, signed out), and the
 // dashboard (`dashboard`, `/` with the session cookie of a sign-in done in another context,
 // so its cache is cold too). Profiles: `local` (no throttling: the CPU-bound part, WebAssembly

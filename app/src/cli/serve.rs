@@ -55,8 +55,6 @@ pub(super) async fn serve(settings: Settings) -> Result<()> {
             )
         })?;
     let addr = listener.local_addr()?;
-    let running = startup::build(settings, addr).await?;
-
     let conf = get_configuration(None).context("reading the Leptos configuration")?;
     let mut leptos_options = conf.leptos_options;
     leptos_options.site_addr = addr;
@@ -65,6 +63,9 @@ pub(super) async fn serve(settings: Settings) -> Result<()> {
         // site's files are named after the workspace's output-name.
         leptos_options.output_name = "converge".into();
     }
+    check_site(&leptos_options)?;
+    let running = startup::build(settings, addr).await?;
+
     let routes = generate_route_list(App);
     let state = running.state.clone();
     let console: Router = Router::new()
@@ -105,6 +106,24 @@ pub(super) async fn serve(settings: Settings) -> Result<()> {
     tracing::info!("in-flight requests finished; shutting down");
     running.shutdown().await;
     Ok(())
+}
+
+/// Refuses a console site built without `--split`. The console's pages are lazy routes
+/// (app.rs); a `cargo leptos build` without `--split` leaves their loaders pointing at the
+/// module `__wasm_split_placeholder__`, which no server has, so every page renders but never
+/// hydrates: nothing on it would work (issue 15, first load). A site that is not there (a
+/// server run for its API alone) is not checked.
+fn check_site(options: &leptos::config::LeptosOptions) -> anyhow::Result<()> {
+    let js = std::path::Path::new(options.site_root.as_ref())
+        .join(options.site_pkg_dir.as_ref())
+        .join(format!("{}.js", options.output_name));
+    match std::fs::read_to_string(&js) {
+        Ok(text) if text.contains("__wasm_split_placeholder__") => anyhow::bail!(
+            "the console in {} was built without --split and would never hydrate: build it with `cargo leptos build --release --split`",
+            js.display()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// `converge worker`: the compensation workers alone, against the channel the serving

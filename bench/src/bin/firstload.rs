@@ -4,7 +4,9 @@
 //! Fetches the page at `--url` (following redirects, as a browser does to the sign-in page),
 //! finds the stylesheet, script and WebAssembly it loads (`href`/`src` attributes ending in
 //! `.css`, `.js` or `.wasm`), and fetches each with `Accept-Encoding: br, gzip` and with
-//! `identity`. Bodies are counted as sent (no decompression on this side), so the figure is
+//! `identity`, then the modules each script imports statically (`from "./x.js"`: the lazy
+//! routes' loader, `__wasm_split.*.js`, which the browser fetches before it runs the console;
+//! the page chunks that loader fetches later, on a navigation, are not). Bodies are counted as sent (no decompression on this side), so the figure is
 //! what crosses the network, headers aside. Prints `label.<file>.{br,identity}_bytes` and
 //! the totals.
 
@@ -58,6 +60,23 @@ fn assets(html: &str) -> Vec<String> {
     out
 }
 
+/// The `.js` modules `js` imports statically (`import ... from "./x.js"`).
+fn imports(js: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for quote in ['"', '\''] {
+        for part in js.split(&format!("from {quote}")).skip(1) {
+            let Some(end) = part.find(quote) else {
+                continue;
+            };
+            let v = &part[..end];
+            if v.ends_with(".js") && !out.iter().any(|o| o == v) {
+                out.push(v.to_string());
+            }
+        }
+    }
+    out
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -79,9 +98,22 @@ async fn main() -> Result<()> {
     }
     let (mut total_c, mut total_i) = (0usize, 0usize);
     let l = &args.label;
-    for (name, url) in &files {
-        let (compressed, ce) = fetch(&c, url, "br, gzip").await?;
-        let (plain, _) = fetch(&c, url, "identity").await?;
+    let mut i = 0;
+    while i < files.len() {
+        let (name, url) = files[i].clone();
+        i += 1;
+        let (compressed, ce) = fetch(&c, &url, "br, gzip").await?;
+        let (plain, _) = fetch(&c, &url, "identity").await?;
+        if name.ends_with(".js") {
+            let from = url::Url::parse(&url)?;
+            for m in imports(&String::from_utf8_lossy(&plain)) {
+                let abs = from.join(&m)?.to_string();
+                if !files.iter().any(|(_, u)| *u == abs) {
+                    let n = m.rsplit('/').next().unwrap_or(&m).to_string();
+                    files.push((n, abs));
+                }
+            }
+        }
         total_c += compressed.len();
         total_i += plain.len();
         println!("{l}.{name}.encoding={ce}");
@@ -91,4 +123,15 @@ async fn main() -> Result<()> {
     println!("{l}.total.compressed_bytes={total_c}");
     println!("{l}.total.identity_bytes={total_i}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::imports;
+
+    #[test]
+    fn static_imports_are_found_once_and_dynamic_chunks_are_not() {
+        let js = "import * as a from \"./__wasm_split.x.js\"\nimport * as b from \"./__wasm_split.x.js\"\nimport c from './util.js';\nconst m = await import(\"./chunk_1.wasm\");";
+        assert_eq!(imports(js), ["./__wasm_split.x.js", "./util.js"]);
+    }
 }
