@@ -15,7 +15,7 @@ if [ "${need_bin:-1}" = 0 ]; then
   bin=""
 elif [ -z "${CONVERGE_BIN:-}" ]; then
   echo "bench: building the release binary (cargo leptos build --release --precompress --split)" >&2
-  cargo leptos build --release --precompress
+  cargo leptos build --release --precompress --split
   bin=target/release/converge
 else
   bin=$CONVERGE_BIN

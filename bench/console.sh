@@ -52,8 +52,17 @@ iters=${CONVERGE_BENCH_ITERATIONS:-100}
 out=$(mktemp)
 work=$(mktemp -d)
 server=""
+kept_db=""
+# Drops the database part 5 kept for part 8 (its URL's last path segment, without a query).
+drop_kept() {
+  [ -n "$kept_db" ] || return 0
+  local name=${kept_db##*/}
+  psql -X -q "$pg" -c "DROP DATABASE IF EXISTS \"${name%%\?*}\" WITH (FORCE)" >/dev/null
+  kept_db=""
+}
 cleanup() {
   [ -n "$server" ] && kill "$server" 2>/dev/null || true
+  drop_kept 2>/dev/null || true
   rm -rf "$work" "$out"
 }
 trap cleanup EXIT
@@ -90,17 +99,25 @@ underload_block() {
   echo "Slowest dashboard or search p95 under load: $p95 ms (goal: < 50 ms): $(awk -v v="$p95" -v r="$(get "ql.postgres.$n.load_window.create_rps")" 'BEGIN { print (r == "-" ? "not measured" : (v < 50 ? "met" : "NOT met")) }')."
   echo "<!-- underload:end -->"
 }
-if [ "$under" != 0 ]; then
+# Seeding 10 M payments on PostgreSQL takes about 15 minutes, so part 8 reuses the database
+# part 5 seeded at the same size (kept by `queries --keep`, dropped after part 8), or the one
+# CONVERGE_BENCH_UNDER_LOAD_DB names (never dropped); it seeds its own only when neither exists.
+under_db=${CONVERGE_BENCH_UNDER_LOAD_DB:-}
+run_under_load() {
+  [ "$under" != 0 ] || return 0
   echo "bench: console queries on $under payments (postgres) during the create benchmark" >&2
   printf 'loadavg.underload.before=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out"
   reuse=()
-  [ -n "${CONVERGE_BENCH_UNDER_LOAD_DB:-}" ] && reuse=(--database-url "$CONVERGE_BENCH_UNDER_LOAD_DB")
+  [ -n "$under_db" ] && reuse=(--database-url "$under_db")
   $t/queries --db postgres --pg-url "$pg" --payments "$under" --iterations "$iters" --label "ql.postgres.$under" \
     "${reuse[@]}" --during-load --converge "$bin" --load-bin "$t/load" --load-requests "$load_reqs" | tee -a "$out"
   printf 'loadavg.underload.after=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out"
-fi
+  drop_kept
+}
 
-if [ "$only" != under-load ]; then
+if [ "$only" = under-load ]; then
+  run_under_load
+else
 # ---- 5: queries ------------------------------------------------------------------------------
 [ -n "$only" ] && sizes=""
 for n in $sizes; do
@@ -115,11 +132,19 @@ for n in $sizes; do
       echo "SQLite: \`EXPLAIN QUERY PLAN\`."
       echo
     } >"$plan"
+    keep=()
+    [ "$db" = postgres ] && [ "$n" = "$under" ] && [ -z "$under_db" ] && keep=(--keep)
     $t/queries --db "$db" --pg-url "$pg" --payments "$n" --iterations "$iters" --label "q.$db.$n" \
-      --explain "$work/plan.md" | tee -a "$out"
+      --explain "$work/plan.md" "${keep[@]}" 2>"$work/queries.err" | tee -a "$out"
+    cat "$work/queries.err" >&2
     cat "$work/plan.md" >>"$plan"
+    if [ ${#keep[@]} -gt 0 ]; then
+      kept_db=$(sed -n 's/^queries: kept //p' "$work/queries.err" | tail -n1)
+      under_db=$kept_db
+    fi
   done
 done
+run_under_load
 
 # ---- 6: audit export -------------------------------------------------------------------------
 # `export` prints the 1-minute load average just before each timed export (after its seeding).
