@@ -30,9 +30,26 @@ fast_install() {
     CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=false cargo install "$@"
 }
 
+# cargo-leptos compiles about 550 crates, most of them swc's JavaScript tooling, which a build
+# here uses only to minify one 30 KB script. So everything is compiled at opt-level 0 but
+# cargo-leptos itself (brotli's generic encoder is instantiated in it) and the crates that do
+# the build's heavy work: brotli and gzip precompression of about 600 files, wasm-split's
+# parser and encoder of the 11 MB WebAssembly. Measured on a fresh machine (2 CPUs,
+# 2026-12-02): the install 17.6 min at opt-level 1, 8.4 min this way (BENCHMARKS.md "Build
+# time"). Crates named here that a cargo-leptos version does not use are ignored.
+leptos_hot="cargo-leptos brotli brotli-decompressor alloc-no-stdlib alloc-stdlib flate2 miniz_oxide
+  libflate libflate_lz77 zopfli crc32fast adler2 wasm_split_cli_support wasmparser wasm-encoder"
 if ! cargo leptos --version 2>/dev/null | grep -q "$LEPTOS_VERSION"; then
-  log "installing cargo-leptos $LEPTOS_VERSION (takes 10-20 min, once)"
-  fast_install cargo-leptos --locked --version "$LEPTOS_VERSION"
+  log "installing cargo-leptos $LEPTOS_VERSION (about 10 min, once)"
+  hot=()
+  for p in $leptos_hot; do
+    level=2
+    [ "$p" = cargo-leptos ] && level=1
+    hot+=(--config "profile.release.package.$p.opt-level=$level")
+  done
+  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_DEBUG=false \
+    cargo install "${hot[@]}" cargo-leptos --locked --version "$LEPTOS_VERSION"
 fi
 
 if ! wasm-bindgen --version 2>/dev/null | grep -q "$WASM_BINDGEN_VERSION"; then

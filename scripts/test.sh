@@ -78,8 +78,24 @@ cargo test --workspace --no-fail-fast
 # `--cfg erase_components` from .cargo/config.toml), so `cargo leptos end-to-end --release`
 # finds it fresh and builds only the WebAssembly.
 disk
-echo "test: release build of converge" >&2
+echo "test: release build of converge (the console's WebAssembly beside it)" >&2
+# The server's release build ends in about 3.5 minutes of work on one CPU (converge-server, the
+# app library, the link: BENCHMARKS.md "Build time"), so the console's WebAssembly, which the
+# browser tests below need, compiles beside it on the other one. This is the command and the
+# RUSTFLAGS cargo-leptos 0.3.10 runs for it with --split (`build_cargo_front_cmd`,
+# `Project::to_envs`: .cargo/config.toml's flags, then --emit-relocs for wasm-split), so
+# `cargo leptos end-to-end` finds it fresh. Were they ever to differ, cargo-leptos would build
+# it again: slower, never wrong.
+if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
+  RUSTFLAGS="--cfg erase_components -Clink-args=--emit-relocs" \
+    cargo build --package=app --lib --target-dir="$PWD/target/front" --target=wasm32-unknown-unknown \
+    --no-default-features --features=hydrate --profile=wasm-release &
+  front_pid=$!
+fi
 cargo build --release -p app --no-default-features --features ssr --bin converge
+if [ -n "${front_pid:-}" ]; then
+  wait "$front_pid" || { echo "test: the console's WebAssembly did not build" >&2; exit 1; }
+fi
 converge_bin="$PWD/target/release/converge"
 
 # Start-up bad input (app/tests/cli.rs): the real binary, each mistake one line on stderr
@@ -103,7 +119,11 @@ CONVERGE_BIN="$converge_bin" bash scripts/checkers.sh
 # server that is restarted once mid-workload (--nats); the stream is read back at the end.
 disk
 echo "test: chaos convergence run (SQLite; PostgreSQL with two servers)" >&2
-cargo build -p converge-bench --bin chaos
+# `--workspace --tests` gives the build the same feature set as `cargo test --workspace` above,
+# so every dependency and converge-server itself are already built and only the chaos binary
+# links (3.7 s). `-p converge-bench` alone resolves other features and recompiled about 60
+# crates, converge-server among them: 2 min on a clean clone (BENCHMARKS.md "Build time").
+cargo build --workspace --tests --bin chaos
 chaos_nats=()
 [ -n "${CONVERGE_NATS_SERVER:-}" ] && chaos_nats=(--nats --nats-server "$CONVERGE_NATS_SERVER")
 target/debug/chaos --converge "$converge_bin" --db sqlite --payments 150 --kills 3 --seed 1 \
