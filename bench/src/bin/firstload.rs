@@ -60,18 +60,22 @@ fn assets(html: &str) -> Vec<String> {
     out
 }
 
-/// The `.js` modules `js` imports statically (`import ... from "./x.js"`).
+/// The `.js` modules `js` imports statically (`import ... from "./x.js"`, and the minified
+/// `import*as n from"./x.js"` that cargo-leptos's release builds write).
 fn imports(js: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for quote in ['"', '\''] {
-        for part in js.split(&format!("from {quote}")).skip(1) {
-            let Some(end) = part.find(quote) else {
-                continue;
-            };
-            let v = &part[..end];
-            if v.ends_with(".js") && !out.iter().any(|o| o == v) {
-                out.push(v.to_string());
-            }
+    for part in js.split("from").skip(1) {
+        let rest = part.trim_start();
+        let Some(quote) = rest.chars().next().filter(|c| *c == '"' || *c == '\'') else {
+            continue;
+        };
+        let rest = &rest[1..];
+        let Some(end) = rest.find(quote) else {
+            continue;
+        };
+        let v = &rest[..end];
+        if v.ends_with(".js") && !out.iter().any(|o| o == v) {
+            out.push(v.to_string());
         }
     }
     out
@@ -133,5 +137,11 @@ mod tests {
     fn static_imports_are_found_once_and_dynamic_chunks_are_not() {
         let js = "import * as a from \"./__wasm_split.x.js\"\nimport * as b from \"./__wasm_split.x.js\"\nimport c from './util.js';\nconst m = await import(\"./chunk_1.wasm\");";
         assert_eq!(imports(js), ["./__wasm_split.x.js", "./util.js"]);
+    }
+
+    #[test]
+    fn minified_static_imports_without_spaces_are_found() {
+        let js = "import*as n from\"./__wasm_split.x.js\";import*as t from\"./__wasm_split.x.js\";const a=Array.from(\"ab\");";
+        assert_eq!(imports(js), ["./__wasm_split.x.js"]);
     }
 }
