@@ -24,7 +24,7 @@ disk() { echo "test: at ${SECONDS}s, disk: $(df -h --output=avail . | tail -1 | 
 disk
 
 bash scripts/setup.sh
-export PATH="$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+export PATH="$PWD/tools/bin:$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 
 # PostgreSQL: a real server for the both-backend suites: CONVERGE_TEST_PG_URL, else a
 # postgres:// DATABASE_URL when given (an account that may create databases; each test makes
@@ -198,10 +198,17 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   # server built above and the WebAssembly after LTO, opt-level z and wasm-opt, which cargo
   # leptos builds here. A console that builds but never hydrates (what Debian's wasm-opt 108
   # does) only shows there. The flags are exactly scripts/run.sh's.
-  CONVERGE_WEBHOOK_ALLOW_PRIVATE=true \
-  CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
+  # The JSON report (end2end/playwright.config.ts) names the failed tests again after
+  # cargo-leptos's backtrace of its server process, the end of the log CI keeps.
+  export CONVERGE_E2E_REPORT="$e2e_dir/report.json"
+  if ! CONVERGE_WEBHOOK_ALLOW_PRIVATE=true \
+    CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
     DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
-    cargo leptos end-to-end --release --precompress --split
+    cargo leptos end-to-end --release --precompress --split; then
+    [ -s "$CONVERGE_E2E_REPORT" ] && node end2end/failed.mjs "$CONVERGE_E2E_REPORT" >&2
+    echo "test: browser tests failed" >&2
+    exit 1
+  fi
 fi
 disk
 echo "test: all suites passed" >&2
