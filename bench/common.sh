@@ -5,7 +5,7 @@
 # t (CONVERGE_BENCH_TOOLS, or the release build of the converge-bench tools); exits when
 # PostgreSQL cannot be reached.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-export PATH="$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+export PATH="$PWD/tools/bin:$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 
 pg=${CONVERGE_BENCH_PG_URL:-${CONVERGE_TEST_PG_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}}
 command -v psql >/dev/null || { echo "bench: psql is needed (Debian: postgresql-client)" >&2; exit 1; }

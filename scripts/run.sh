@@ -6,6 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-export PATH="$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+export PATH="$PWD/tools/bin:$PWD/tools/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 cargo leptos build --release --precompress --split
 exec ./target/release/converge serve "$@"

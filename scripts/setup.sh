@@ -60,7 +60,7 @@ fi
 
 # wasm-opt for release builds: npm's binaryen (never Debian's binaryen 108, whose output
 # does not hydrate). Kept under tools/ and put first on PATH by the scripts that build.
-if ! tools/node_modules/.bin/wasm-opt --version 2>/dev/null | grep -q 'version 132'; then
+if ! tools/bin/wasm-opt --version 2>/dev/null | grep -q 'version 132'; then
   log "installing wasm-opt (npm binaryen 132, pinned in tools/package-lock.json)"
   (cd tools && npm ci --no-audit --no-fund --silent)
 fi
