@@ -232,7 +232,10 @@ impl Core {
     /// Reports a payment parked in SUSPENSE to the error pool (one item per payment, by key).
     /// `reopen`: true when it has just been parked (a new fact: an item resolved earlier opens
     /// again); false for the `post_ledger` retries' restatement of the same fact, which must
-    /// not undo a person's resolution (`NewErrorItem::reopen`).
+    /// not undo a person's resolution (`NewErrorItem::reopen`). A new fact is dated by the
+    /// parking's transition (`p.updated_at`), not by when its report reaches the store: a
+    /// `post_ledger` retry may restate it first, and a person's resolution of that item in
+    /// between is newer than the parking, so it stands.
     pub(crate) async fn report_suspense(
         &self,
         p: &Payment,
@@ -249,7 +252,11 @@ impl Core {
                 ),
                 evidence: json!({"status": p.status.as_str(), "merchant_id": p.merchant_id, "last_error": p.last_error}).to_string(),
                 reopen,
-                now: self.clock.now_ms(),
+                now: if reopen {
+                    p.updated_at
+                } else {
+                    self.clock.now_ms()
+                },
             })
             .await?;
         Ok(())

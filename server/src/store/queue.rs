@@ -166,9 +166,11 @@ pub struct NewErrorItem {
     /// failures that happen anew (a job dying again after a retry, a payment back in
     /// SUSPENSE): hiding them would leave a non-terminal payment outside the error pool
     /// (DESIGN.md invariant 4). False for a restatement of the same fact (re-running one
-    /// day's reconciliation), which must not undo a person's resolution.
+    /// day's reconciliation), which must not undo a person's resolution. It only reopens an
+    /// item resolved at or before `now`: a report that reaches the store after a person
+    /// resolved the item, of a fact older than that resolution, is no news to them.
     pub reopen: bool,
-    /// Epoch ms UTC.
+    /// When the reported fact happened (first/last seen), epoch ms UTC.
     pub now: i64,
 }
 

@@ -423,12 +423,14 @@ macro_rules! impl_queue {
             Ok(sqlx::query_scalar::<_, i64>(
                 "INSERT INTO error_pool (kind, dedupe_key, payment_id, summary, evidence, status, occurrences, \
                  first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, 'open', 1, $6, $6) \
-                 ON CONFLICT (dedupe_key) DO UPDATE SET last_seen = $6, evidence = $5, summary = $4, \
+                 ON CONFLICT (dedupe_key) DO UPDATE SET \
+                 first_seen = CASE WHEN $6 < error_pool.first_seen THEN $6 ELSE error_pool.first_seen END, \
+                 last_seen = CASE WHEN $6 > error_pool.last_seen THEN $6 ELSE error_pool.last_seen END, evidence = $5, summary = $4, \
                  occurrences = error_pool.occurrences + 1, \
-                 status = CASE WHEN $7 THEN 'open' ELSE error_pool.status END, \
-                 resolution_note = CASE WHEN $7 THEN NULL ELSE error_pool.resolution_note END, \
-                 resolved_by = CASE WHEN $7 THEN NULL ELSE error_pool.resolved_by END, \
-                 resolved_at = CASE WHEN $7 THEN NULL ELSE error_pool.resolved_at END \
+                 status = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN 'open' ELSE error_pool.status END, \
+                 resolution_note = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN NULL ELSE error_pool.resolution_note END, \
+                 resolved_by = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN NULL ELSE error_pool.resolved_by END, \
+                 resolved_at = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN NULL ELSE error_pool.resolved_at END \
                  RETURNING id",
             )
             .bind(&item.kind)

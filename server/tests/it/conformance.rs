@@ -706,6 +706,51 @@ store_conformance!(
     }
 );
 
+store_conformance!(
+    a_recurrence_dated_before_the_resolution_leaves_the_item_resolved,
+    |store| {
+        // A payment parked in SUSPENSE: the post_ledger retry's restatement reaches the store
+        // first, a person resolves that item, then the parking's own report (a new fact, but
+        // dated by the parking) arrives late.
+        let item = |reopen: bool, now: i64| converge_server::store::NewErrorItem {
+            kind: "suspense".into(),
+            dedupe_key: "suspense:pay_late".into(),
+            payment_id: None,
+            summary: "CNY 7.54 charged but not posted: merchant account frozen".into(),
+            evidence: "{}".into(),
+            reopen,
+            now,
+        };
+        let id = store.report_error(&item(false, NOW + 10)).await.unwrap();
+        assert!(
+            store
+                .resolve_error(id, "handled by phone", "ops", NOW + 20)
+                .await
+                .unwrap()
+        );
+        store.report_error(&item(true, NOW)).await.unwrap();
+        let got = store.error_item(id).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                got.status.as_str(),
+                got.resolved_by.as_deref(),
+                got.occurrences
+            ),
+            ("resolved", Some("ops"), 2),
+            "a fact older than the resolution is no news"
+        );
+        assert_eq!(
+            (got.first_seen, got.last_seen),
+            (NOW, NOW + 10),
+            "seen times keep their order"
+        );
+        // The same fact happening again after the resolution does reopen it.
+        store.report_error(&item(true, NOW + 30)).await.unwrap();
+        let got = store.error_item(id).await.unwrap().unwrap();
+        assert_eq!((got.status.as_str(), got.resolved_by), ("open", None));
+    }
+);
+
 // --- reversal reservations -----------------------------------------------------------------
 
 fn reservation(p: &Payment, action: &str, version: i64) -> converge_server::store::ReserveReversal {
