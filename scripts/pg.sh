@@ -28,8 +28,10 @@ DO $$ BEGIN
   END IF;
 END $$;
 SQL
-  # Leftovers of earlier runs.
-  su postgres -c "psql -p $port -qtA -c \"SELECT datname FROM pg_database WHERE datname LIKE 'converge_test_%'\"" |
+  # Leftovers of earlier runs: databases made over 3 hours ago (a CI run ends within 90
+  # minutes), so a second test run on the same cluster keeps the databases of one in progress.
+  # A database's PG_VERSION file is written when it is created.
+  su postgres -c "psql -p $port -qtA -c \"SELECT datname FROM pg_database WHERE datname LIKE 'converge_test_%' AND (pg_stat_file('base/' || oid || '/PG_VERSION')).modification < now() - interval '3 hours'\"" |
     while read -r db; do
       [ -n "$db" ] && su postgres -c "psql -p $port -qc 'DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)'" >/dev/null
     done

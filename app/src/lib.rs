@@ -26,7 +26,7 @@ pub fn hydrate() {
     // `leptos::mount::hydrate_lazy`, spelled out so that the mark below is set when hydration
     // has finished: the console's pages are lazy routes (app.rs), whose chunks hydration may
     // have to fetch first, so hydration is asynchronous.
-    leptos::__reexports::wasm_bindgen_futures::spawn_local(async {
+    wasm_bindgen_futures::spawn_local(async {
         let owner = leptos::mount::hydrate_from_async(leptos::tachys::dom::body(), app::App).await;
         owner.forget();
         // Time to interactive (issue 15): bench/tti.mjs reads this mark from the performance

@@ -510,15 +510,3 @@ pub async fn bulk_retry(
         .await?;
     Ok(Json(out))
 }
-
-impl OpsState {
-    /// What bounds a bulk retry from the console: the stuck thresholds, the action lifetime
-    /// and the per-user allowance.
-    pub fn bulk_limits(&self) -> crate::service::bulk::BulkLimits<'_> {
-        crate::service::bulk::BulkLimits {
-            thresholds: &self.stuck,
-            ttl_ms: self.actions.ttl_ms(),
-            limiter: &self.bulk_limiter,
-        }
-    }
-}

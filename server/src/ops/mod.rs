@@ -68,4 +68,14 @@ impl OpsState {
             password,
         }
     }
+
+    /// What bounds a bulk retry from the console: the stuck thresholds, the action lifetime
+    /// and the per-user allowance ([`crate::service::bulk`]).
+    pub fn bulk_limits(&self) -> crate::service::bulk::BulkLimits<'_> {
+        crate::service::bulk::BulkLimits {
+            thresholds: &self.stuck,
+            ttl_ms: self.actions.ttl_ms(),
+            limiter: &self.bulk_limiter,
+        }
+    }
 }
