@@ -304,7 +304,9 @@ pub trait Queue: Send + Sync + 'static {
     async fn queue_stats(&self, done_since_minute: i64) -> Result<Vec<QueueStat>, StoreError>;
 
     /// Reports an item; a report with a known dedupe key updates `last_seen` and counts an
-    /// occurrence instead of adding a row. Returns the item id.
+    /// occurrence instead of adding a row. The summary and evidence shown are the latest
+    /// fact's: a report dated before the item's `last_seen` (one that reached the store late)
+    /// is counted but does not replace them. Returns the item id.
     async fn report_error(&self, item: &NewErrorItem) -> Result<i64, StoreError>;
     /// Resolves an open item with a note; false when it is not open.
     async fn resolve_error(

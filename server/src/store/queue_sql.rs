@@ -425,7 +425,9 @@ macro_rules! impl_queue {
                  first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, 'open', 1, $6, $6) \
                  ON CONFLICT (dedupe_key) DO UPDATE SET \
                  first_seen = CASE WHEN $6 < error_pool.first_seen THEN $6 ELSE error_pool.first_seen END, \
-                 last_seen = CASE WHEN $6 > error_pool.last_seen THEN $6 ELSE error_pool.last_seen END, evidence = $5, summary = $4, \
+                 last_seen = CASE WHEN $6 > error_pool.last_seen THEN $6 ELSE error_pool.last_seen END, \
+                 summary = CASE WHEN $6 >= error_pool.last_seen THEN $4 ELSE error_pool.summary END, \
+                 evidence = CASE WHEN $6 >= error_pool.last_seen THEN $5 ELSE error_pool.evidence END, \
                  occurrences = error_pool.occurrences + 1, \
                  status = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN 'open' ELSE error_pool.status END, \
                  resolution_note = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN NULL ELSE error_pool.resolution_note END, \

@@ -751,6 +751,47 @@ store_conformance!(
     }
 );
 
+store_conformance!(
+    a_late_report_of_an_older_fact_is_counted_but_keeps_the_latest_evidence,
+    |store| {
+        // Two workers report the same dying job; the one with the older failure commits last.
+        let item = |summary: &str, evidence: &str, now: i64| converge_server::store::NewErrorItem {
+            kind: "job_dead".into(),
+            dedupe_key: "job:late".into(),
+            payment_id: None,
+            summary: summary.into(),
+            evidence: evidence.into(),
+            reopen: true,
+            now,
+        };
+        let id = store
+            .report_error(&item("attempt 5: 503", r#"{"attempt":5}"#, NOW + 20))
+            .await
+            .unwrap();
+        store
+            .report_error(&item("attempt 4: timeout", r#"{"attempt":4}"#, NOW + 10))
+            .await
+            .unwrap();
+        let got = store.error_item(id).await.unwrap().unwrap();
+        assert_eq!(
+            (got.summary.as_str(), got.evidence.as_str(), got.occurrences),
+            ("attempt 5: 503", r#"{"attempt":5}"#, 2),
+            "the late, older report is counted; the newest fact stays shown"
+        );
+        assert_eq!((got.first_seen, got.last_seen), (NOW + 10, NOW + 20));
+        // A newer fact (or one at the same instant) does replace them.
+        store
+            .report_error(&item("attempt 6: 500", r#"{"attempt":6}"#, NOW + 20))
+            .await
+            .unwrap();
+        let got = store.error_item(id).await.unwrap().unwrap();
+        assert_eq!(
+            (got.summary.as_str(), got.evidence.as_str(), got.occurrences),
+            ("attempt 6: 500", r#"{"attempt":6}"#, 3)
+        );
+    }
+);
+
 // --- reversal reservations -----------------------------------------------------------------
 
 fn reservation(p: &Payment, action: &str, version: i64) -> converge_server::store::ReserveReversal {
