@@ -229,50 +229,22 @@ pub(crate) mod ssr {
 /// session.
 #[server(endpoint = "login")]
 pub async fn login(username: String, password: String) -> Result<Principal, ServerFnError> {
-    use converge_server::service::sign_in::LoginError;
     let st = ssr::state()?;
     let session = ssr::session().await?;
     let addr = ssr::client_addr().await;
-    let username = username.trim();
-    match st
+    let p = st
         .auth
         .login(
             st.core.store.as_ref(),
             &session,
-            username,
+            username.trim(),
             &password,
             &addr,
             st.core.clock.as_ref(),
         )
         .await
-    {
-        Ok(p) => {
-            tracing::info!(user = %converge_server::telemetry::log_safe(&p.username, 64), addr = %converge_server::telemetry::log_safe(&addr, 64), "console login");
-            Ok(ssr::principal_dto(&p))
-        }
-        Err(LoginError::InvalidCredentials) => {
-            tracing::warn!(user = %converge_server::telemetry::log_safe(username, 64), addr = %converge_server::telemetry::log_safe(&addr, 64), "console login refused");
-            Err(ssr::refuse(
-                axum::http::StatusCode::UNAUTHORIZED,
-                "invalid_credentials",
-                "Unknown user or wrong password.",
-                None,
-            ))
-        }
-        Err(LoginError::RateLimited(secs)) => Err(ssr::refuse(
-            axum::http::StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!("Too many login attempts; retry in {secs} s."),
-            Some(secs),
-        )),
-        Err(LoginError::Store(e)) => Err(ssr::api_error(e.into())),
-        Err(LoginError::Session(e)) => {
-            tracing::error!(error = %e, "console login: session write failed");
-            Err(ServerFnError::new(
-                "sessions are unavailable; retry shortly",
-            ))
-        }
-    }
+        .map_err(|e| ssr::api_error(e.into()))?;
+    Ok(ssr::principal_dto(&p))
 }
 
 /// Signs out: the session is destroyed (its id deleted from the store), not just emptied.

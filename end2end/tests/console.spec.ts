@@ -24,7 +24,7 @@ test("a wrong password gets the one answer, and the form stays usable", async ({
   await page.getByLabel("Username").fill(username);
   await page.getByLabel("Password").fill("not-the-password-at-all");
   await page.getByTestId("sign-in").click();
-  await expect(page.getByTestId("form-message")).toHaveText("Unknown user or wrong password.");
+  await expect(page.getByTestId("form-message")).toHaveText("unknown user or wrong password");
   await expect(page).toHaveURL(/\/login$/);
   await expect(page.getByLabel("Password")).toHaveValue("");
 });

@@ -249,19 +249,25 @@ impl From<ActionError> for ApiError {
     }
 }
 
-/// A refused password check: 429 `rate_limited` with `Retry-After`; a failed store as
-/// [`StoreError`]; anything else 500.
+/// A refused sign-in or password check, the same answers for the JSON endpoints and the
+/// console's server functions: 401 `invalid_credentials`, one answer for an unknown user, a
+/// wrong password and a disabled user (OWASP Authentication Cheat Sheet, "Authentication and
+/// Error Messages"); 429 `rate_limited` with `Retry-After`; a failed store as [`StoreError`];
+/// a session that cannot be written 500.
 impl From<LoginError> for ApiError {
     fn from(e: LoginError) -> Self {
         match e {
-            LoginError::RateLimited(secs) => ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                format!("too many password attempts; retry in {secs} s"),
-            )
-            .with_retry_after(secs),
+            LoginError::InvalidCredentials => ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_credentials",
+                e.to_string(),
+            ),
+            LoginError::RateLimited(secs) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", e.to_string())
+                    .with_retry_after(secs)
+            }
             LoginError::Store(e) => e.into(),
-            other => ApiError::internal(other),
+            LoginError::Session(_) => ApiError::internal(e),
         }
     }
 }

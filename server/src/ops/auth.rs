@@ -35,7 +35,8 @@ impl Auth {
     /// Checks the credentials and, on success, renews the session id and stores the user in
     /// the session. `addr` is the client address (for rate limiting). Every sign-in, refused
     /// or not, is audited ([`Credentials::audit_sign_in`]); when a successful one cannot be,
-    /// the session is undone and the answer is the store's error.
+    /// the session is undone and the answer is the store's error. A sign-in and a refusal are
+    /// logged here (user and address, log-safe), once for the JSON endpoint and the console.
     pub async fn login(
         &self,
         store: &dyn Store,
@@ -59,6 +60,18 @@ impl Auth {
                 let _ = session.flush().await;
                 return Err(LoginError::Store(e));
             }
+        }
+        let (user, at) = (
+            crate::telemetry::log_safe(username, 64),
+            crate::telemetry::log_safe(addr, 64),
+        );
+        match &result {
+            Ok(_) => tracing::info!(%user, addr = %at, "console login"),
+            Err(LoginError::InvalidCredentials | LoginError::RateLimited(_)) => {
+                tracing::warn!(%user, addr = %at, "console login refused")
+            }
+            // A failure's cause is logged once, where it becomes an answer.
+            Err(LoginError::Store(_) | LoginError::Session(_)) => {}
         }
         result
     }

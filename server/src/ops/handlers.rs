@@ -12,7 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::OpsState;
-use super::auth::{LoginError, Principal};
+use super::auth::Principal;
 pub use super::extract::{ClientAddr, client_addr_of, resolve_client_addr};
 use crate::domain::roles::{Permission, format_roles};
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
@@ -137,7 +137,7 @@ pub struct LoginBody {
         (status = 401, description = "Unknown user, wrong password or disabled user", body = ErrorBody, example = json!({"error": {"code": "invalid_credentials", "message": "unknown user or wrong password"}})),
         (status = 403, description = "Cross-site request", body = ErrorBody, example = json!({"error": {"code": "csrf_rejected", "message": "cross-origin request refused"}})),
         (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
-        (status = 429, description = "Too many attempts", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "too many login attempts; retry in 60 s"}})),
+        (status = 429, description = "Too many attempts", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "too many password attempts; retry in 60 s"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
 )]
@@ -147,7 +147,7 @@ async fn login(
     session: Session,
     ApiJson(body): ApiJson<LoginBody>,
 ) -> Result<Json<PrincipalView>, ApiError> {
-    match st
+    let p = st
         .auth
         .login(
             st.core.store.as_ref(),
@@ -157,29 +157,8 @@ async fn login(
             &addr,
             st.core.clock.as_ref(),
         )
-        .await
-    {
-        Ok(p) => {
-            tracing::info!(user = %crate::telemetry::log_safe(&p.username, 64), addr = %crate::telemetry::log_safe(&addr, 64), "console login");
-            Ok(Json(principal_view(&p)))
-        }
-        Err(LoginError::InvalidCredentials) => {
-            tracing::warn!(user = %crate::telemetry::log_safe(&body.username, 64), addr = %crate::telemetry::log_safe(&addr, 64), "console login refused");
-            Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "invalid_credentials",
-                "unknown user or wrong password",
-            ))
-        }
-        Err(LoginError::RateLimited(secs)) => Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
-            format!("too many login attempts; retry in {secs} s"),
-        )
-        .with_retry_after(secs)),
-        Err(LoginError::Store(e)) => Err(e.into()),
-        Err(LoginError::Session(e)) => Err(ApiError::internal(e)),
-    }
+        .await?;
+    Ok(Json(principal_view(&p)))
 }
 
 #[utoipa::path(
@@ -213,15 +192,10 @@ async fn logout(
         ));
     }
     let now = st.core.clock.now_ms();
-    match st
-        .auth
+    st.auth
         .logout(st.core.store.as_ref(), &session, &addr, now)
-        .await
-    {
-        Ok(()) => Ok(StatusCode::NO_CONTENT),
-        Err(LoginError::Store(e)) => Err(e.into()),
-        Err(e) => Err(ApiError::internal(e)),
-    }
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[utoipa::path(

@@ -24,7 +24,7 @@ pub enum LoginError {
     InvalidCredentials,
     /// Too many failed attempts from this address, or for this account from this address;
     /// retry after the given seconds.
-    #[error("too many login attempts; retry in {0} s")]
+    #[error("too many password attempts; retry in {0} s")]
     RateLimited(u64),
     /// Storage failed.
     #[error(transparent)]
