@@ -96,17 +96,18 @@ impl std::str::FromStr for Format {
 pub fn encode(format: Format, rows: &[AuditRecord], header: bool) -> Vec<u8> {
     match format {
         Format::Ndjson => {
-            let mut out = Vec::new();
+            let mut out = Vec::with_capacity(rows.len() * 512);
             for r in rows {
-                if let Ok(line) = serde_json::to_vec(r) {
-                    out.extend(line);
+                // Writing into a Vec fails only if serialising does, which these strings
+                // and integers cannot.
+                if serde_json::to_writer(&mut out, r).is_ok() {
                     out.push(b'\n');
                 }
             }
             out
         }
         Format::Csv => {
-            let mut w = csv::Writer::from_writer(Vec::new());
+            let mut w = csv::Writer::from_writer(Vec::with_capacity(rows.len() * 400));
             if header {
                 let _ = w.write_record(CSV_HEADER);
             }
@@ -127,14 +128,11 @@ pub fn encode(format: Format, rows: &[AuditRecord], header: bool) -> Vec<u8> {
                     &r.prev_hash,
                     &r.hash,
                 ];
-                let _ = w.write_record(
-                    cells
-                        .iter()
-                        .map(|c| neutralise(c))
-                        .collect::<Vec<_>>()
-                        .iter()
-                        .map(|c| c.as_ref()),
-                );
+                // Field by field, then the record's end: no list of cells built per row.
+                for c in cells {
+                    let _ = w.write_field(neutralise(c).as_bytes());
+                }
+                let _ = w.write_record(None::<&[u8]>);
             }
             w.into_inner().unwrap_or_default()
         }

@@ -44,6 +44,7 @@ pub mod lookup;
 pub mod merchants;
 pub mod pauses;
 pub mod payments;
+mod pg_export;
 mod postgres;
 pub mod queue;
 pub mod records;

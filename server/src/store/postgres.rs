@@ -164,13 +164,12 @@ impl super::SqlBackend for PgStore {
         self.pool.close().await;
     }
 
-    /// sqlx's PostgreSQL driver decodes rows on the calling task already: the shared sqlx
-    /// read is the export's read here.
+    /// The shared SQL, its rows decoded by position (`pg_export.rs`).
     async fn audit_page_direct(
         &self,
-        _page: &super::AuditPageQuery,
+        page: &super::AuditPageQuery,
     ) -> Result<Option<Vec<super::AuditRecord>>, StoreError> {
-        Ok(None)
+        super::pg_export::page(&self.pool, page).await.map(Some)
     }
 }
 
