@@ -143,6 +143,24 @@ pub struct AuditFilter {
     pub action: Option<String>,
 }
 
+/// The columns of an audit record (`audit_log`), in the order of [`AuditRecord`]'s fields: the
+/// export's own readers (`sqlite_export.rs`, `pg_export.rs`) find them by these names once per
+/// page and read each row by position.
+pub const AUDIT_COLUMNS: [&str; 12] = [
+    "seq",
+    "at",
+    "actor",
+    "roles",
+    "action",
+    "target",
+    "reason",
+    "before_state",
+    "after_state",
+    "request_meta",
+    "prev_hash",
+    "hash",
+];
+
 /// One page of the audit export as SQL: the one text both backends run (`$1` the sequence
 /// number to read after, then `ints`, then `texts`, then the limit, numbered in that order,
 /// which is also their order in the text, so SQLite's positional binding matches).

@@ -16,23 +16,7 @@ use futures_util::TryStreamExt;
 use sqlx::postgres::PgRow;
 use sqlx::{Column, PgPool, Row};
 
-use super::{AuditPageQuery, AuditRecord, StoreError};
-
-/// The record's columns, in the order of [`AuditRecord`]'s fields.
-const COLUMNS: [&str; 12] = [
-    "seq",
-    "at",
-    "actor",
-    "roles",
-    "action",
-    "target",
-    "reason",
-    "before_state",
-    "after_state",
-    "request_meta",
-    "prev_hash",
-    "hash",
-];
+use super::{AUDIT_COLUMNS, AuditPageQuery, AuditRecord, StoreError};
 
 /// Reads one page. Errors: the pool's and the server's, as every read's; `Db` when a column is
 /// missing or not of the record's type (a schema that is not converge's).
@@ -72,10 +56,10 @@ pub(super) async fn page(
     Ok(out)
 }
 
-/// Each of [`COLUMNS`]' position in the statement's row.
+/// Each of [`AUDIT_COLUMNS`]' position in the statement's row.
 fn positions(row: &PgRow) -> Result<[usize; 12], StoreError> {
     let mut at = [0; 12];
-    for (slot, name) in at.iter_mut().zip(COLUMNS) {
+    for (slot, name) in at.iter_mut().zip(AUDIT_COLUMNS) {
         *slot = row
             .columns()
             .iter()

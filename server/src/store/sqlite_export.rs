@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::{AuditPageQuery, AuditRecord, StoreError};
+use super::{AUDIT_COLUMNS, AuditPageQuery, AuditRecord, StoreError};
 
 /// Idle connections kept between pages (an export uses one at a time; a few exports may run).
 const IDLE: usize = 4;
@@ -114,21 +114,10 @@ fn read(conn: &Connection, q: &AuditPageQuery) -> rusqlite::Result<Vec<AuditReco
     }
     stmt.raw_bind_parameter(i + 1, q.limit)?;
     // By name, as sqlx's FromRow reads them: `SELECT *` follows the table's column order.
-    let col = |name: &str| stmt.column_index(name);
-    let c = [
-        col("seq")?,
-        col("at")?,
-        col("actor")?,
-        col("roles")?,
-        col("action")?,
-        col("target")?,
-        col("reason")?,
-        col("before_state")?,
-        col("after_state")?,
-        col("request_meta")?,
-        col("prev_hash")?,
-        col("hash")?,
-    ];
+    let mut c = [0; 12];
+    for (slot, name) in c.iter_mut().zip(AUDIT_COLUMNS) {
+        *slot = stmt.column_index(name)?;
+    }
     let mut out = Vec::with_capacity(usize::try_from(q.limit.clamp(0, 10_000)).unwrap_or(0));
     let mut rows = stmt.raw_query();
     while let Some(r) = rows.next()? {
