@@ -133,7 +133,9 @@ fi
 
 # ---- BENCHMARKS.md ---------------------------------------------------------------------------
 get() { awk -F= -v k="$1" '$1==k {v=$2} END {print (v=="" ? "-" : v)}' "$out"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else print "-" }'; }
+# Ratios are cut to two decimals, never rounded: `goal` compares the figure the table shows, and
+# a rounded 0.495 would read "0.50, met" (the first run of 2026-12-03T14:36Z did: 298 / 602).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", int(a / b * 100 + 1e-9) / 100; else print "-" }'; }
 goal() { awk -v r="$1" -v g="$2" 'BEGIN { if (r == "-") print "not measured"; else if (r+0 >= g+0) print "met"; else print "NOT met" }'; }
 max() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-") print b; else if (b == "-") print a; else print (a+0 > b+0 ? a : b) }'; }
 
