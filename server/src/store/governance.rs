@@ -161,60 +161,65 @@ pub const AUDIT_COLUMNS: [&str; 12] = [
     "hash",
 ];
 
-/// One page of the audit export as SQL: the one text both backends run (`$1` the sequence
-/// number to read after, then `ints`, then `texts`, then the limit, numbered in that order,
-/// which is also their order in the text, so SQLite's positional binding matches).
-#[derive(Debug, Clone)]
+/// One page of the audit export as SQL: the one text both backends run, and the values of its
+/// placeholders. Each placeholder is numbered where its value is pushed, so `$n` is always
+/// `args[n - 1]` on both backends (SQLite binds by position).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditPageQuery {
     /// The statement.
     pub sql: String,
-    /// Read records with a greater sequence number.
-    pub after_seq: i64,
-    /// The time bounds (epoch ms UTC) the filter sets, bound after `after_seq`.
-    pub ints: Vec<i64>,
-    /// The actor and action the filter sets, bound after `ints`.
-    pub texts: Vec<String>,
-    /// At most this many records.
+    /// The values of `$1`, `$2`, ... in that order: the sequence number to read after, the
+    /// filter's time bounds (epoch ms UTC), actor and action where set, then the limit.
+    pub args: Vec<AuditArg>,
+    /// At most this many records (also the last of `args`).
     pub limit: i64,
+}
+
+/// One placeholder's value in an [`AuditPageQuery`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditArg {
+    /// A sequence number, a time (epoch ms UTC) or the limit.
+    Int(i64),
+    /// An actor or an action name.
+    Text(String),
 }
 
 impl AuditPageQuery {
     /// The query of up to `limit` records with seq > `after_seq` matching `f`, in seq order.
     pub fn new(after_seq: i64, limit: i64, f: &AuditFilter) -> Self {
-        let mut sql = String::from("SELECT * FROM audit_log WHERE seq > $1");
-        let mut n = 1;
-        let mut ints = Vec::new();
-        let mut texts = Vec::new();
-        // Ints are bound first ($2..), then texts, so the placeholders are numbered in that
-        // order.
+        let mut q = Self {
+            sql: String::from("SELECT * FROM audit_log WHERE"),
+            args: Vec::new(),
+            limit,
+        };
+        q.push(" seq > ", AuditArg::Int(after_seq));
         if let Some(from) = f.from {
-            n += 1;
-            sql.push_str(&format!(" AND at >= ${n}"));
-            ints.push(from);
+            q.push(" AND at >= ", AuditArg::Int(from));
         }
         if let Some(to) = f.to {
-            n += 1;
-            sql.push_str(&format!(" AND at < ${n}"));
-            ints.push(to);
+            q.push(" AND at < ", AuditArg::Int(to));
         }
         if let Some(a) = &f.actor {
-            n += 1;
-            sql.push_str(&format!(" AND actor = ${n}"));
-            texts.push(a.clone());
+            q.push(" AND actor = ", AuditArg::Text(a.clone()));
         }
         if let Some(a) = &f.action {
-            n += 1;
-            sql.push_str(&format!(" AND action = ${n}"));
-            texts.push(a.clone());
+            q.push(" AND action = ", AuditArg::Text(a.clone()));
         }
-        sql.push_str(&format!(" ORDER BY seq LIMIT ${}", n + 1));
-        Self {
-            sql,
-            after_seq,
-            ints,
-            texts,
-            limit,
-        }
+        q.push(" ORDER BY seq LIMIT ", AuditArg::Int(limit));
+        q
+    }
+
+    /// Appends `sql` and the next placeholder, bound to `value`.
+    fn push(&mut self, sql: &str, value: AuditArg) {
+        self.args.push(value);
+        self.sql.push_str(sql);
+        self.sql.push_str(&format!("${}", self.args.len()));
+    }
+
+    /// Rows to reserve room for: the limit, bounded so that a huge one allocates nothing
+    /// ahead of the rows.
+    pub fn capacity(&self) -> usize {
+        usize::try_from(self.limit.clamp(0, 10_000)).unwrap_or(0)
     }
 }
 
@@ -348,4 +353,51 @@ pub trait Governance: Send + Sync + 'static {
     /// conditions hold), appending `audit` in the same transaction; false when it did not
     /// apply (nothing written).
     async fn move_action(&self, m: &ActionMove, audit: &AuditEntry) -> Result<bool, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn audit_page_placeholders_are_numbered_in_the_order_of_their_values() {
+        let f = AuditFilter {
+            from: Some(10),
+            to: Some(20),
+            actor: Some("alice".into()),
+            action: Some("payment.retry".into()),
+        };
+        let q = AuditPageQuery::new(7, 1000, &f);
+        assert_eq!(
+            q.sql,
+            "SELECT * FROM audit_log WHERE seq > $1 AND at >= $2 AND at < $3 AND actor = $4 \
+             AND action = $5 ORDER BY seq LIMIT $6"
+        );
+        assert_eq!(
+            q.args,
+            vec![
+                AuditArg::Int(7),
+                AuditArg::Int(10),
+                AuditArg::Int(20),
+                AuditArg::Text("alice".into()),
+                AuditArg::Text("payment.retry".into()),
+                AuditArg::Int(1000),
+            ]
+        );
+    }
+
+    #[test]
+    fn audit_page_without_filters_binds_only_the_cursor_and_the_limit() {
+        let q = AuditPageQuery::new(0, 50, &AuditFilter::default());
+        assert_eq!(
+            q.sql,
+            "SELECT * FROM audit_log WHERE seq > $1 ORDER BY seq LIMIT $2"
+        );
+        assert_eq!(q.args, vec![AuditArg::Int(0), AuditArg::Int(50)]);
+        assert_eq!(q.capacity(), 50);
+        assert_eq!(
+            AuditPageQuery::new(0, i64::MAX, &AuditFilter::default()).capacity(),
+            10_000
+        );
+    }
 }

@@ -66,14 +66,14 @@ macro_rules! impl_governance {
                 if let Some(rows) = self.audit_page_direct(&page).await? {
                     return Ok(rows);
                 }
-                let mut q = sqlx::query_as::<_, $crate::store::AuditRecord>(&page.sql).bind(after_seq);
-                for i in &page.ints {
-                    q = q.bind(*i);
+                let mut q = sqlx::query_as::<_, $crate::store::AuditRecord>(&page.sql);
+                for a in &page.args {
+                    q = match a {
+                        $crate::store::AuditArg::Int(v) => q.bind(*v),
+                        $crate::store::AuditArg::Text(v) => q.bind(v.as_str()),
+                    };
                 }
-                for t in &page.texts {
-                    q = q.bind(t.as_str());
-                }
-                Ok(q.bind(limit).fetch_all(self.reader()).await?)
+                Ok(q.fetch_all(self.reader()).await?)
             }
 
             async fn audit_list(

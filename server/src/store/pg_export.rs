@@ -14,9 +14,9 @@
 
 use futures_util::TryStreamExt;
 use sqlx::postgres::PgRow;
-use sqlx::{Column, PgPool, Row};
+use sqlx::{Column, PgPool, Postgres, Row};
 
-use super::{AUDIT_COLUMNS, AuditPageQuery, AuditRecord, StoreError};
+use super::{AUDIT_COLUMNS, AuditArg, AuditPageQuery, AuditRecord, StoreError};
 
 /// Reads one page. Errors: the pool's and the server's, as every read's; `Db` when a column is
 /// missing or not of the record's type (a schema that is not converge's).
@@ -24,34 +24,24 @@ pub(super) async fn page(
     pool: &PgPool,
     q: &AuditPageQuery,
 ) -> Result<Vec<AuditRecord>, StoreError> {
-    let mut query = sqlx::query(&q.sql).bind(q.after_seq);
-    for v in &q.ints {
-        query = query.bind(*v);
+    let mut query = sqlx::query(&q.sql);
+    for a in &q.args {
+        query = match a {
+            AuditArg::Int(v) => query.bind(*v),
+            AuditArg::Text(v) => query.bind(v.as_str()),
+        };
     }
-    for v in &q.texts {
-        query = query.bind(v.as_str());
-    }
-    let mut rows = query.bind(q.limit).fetch(pool);
-    let mut out = Vec::with_capacity(usize::try_from(q.limit.clamp(0, 10_000)).unwrap_or(0));
+    let mut rows = query.fetch(pool);
+    let mut out = Vec::with_capacity(q.capacity());
     let Some(first) = rows.try_next().await? else {
         return Ok(out);
     };
     let at = positions(&first)?;
     // The first row through the checked reads: a column of another type is an error here, so
     // the unchecked reads below only ever decode the types these accepted.
-    out.push(record(
-        &first,
-        &at,
-        |r, i| r.try_get::<String, _>(i),
-        |r, i| r.try_get::<i64, _>(i),
-    )?);
+    out.push(record(&first, &at, Read::Checked)?);
     while let Some(row) = rows.try_next().await? {
-        out.push(record(
-            &row,
-            &at,
-            |r, i| r.try_get_unchecked::<String, _>(i),
-            |r, i| r.try_get_unchecked::<i64, _>(i),
-        )?);
+        out.push(record(&row, &at, Read::Unchecked)?);
     }
     Ok(out)
 }
@@ -69,24 +59,37 @@ fn positions(row: &PgRow) -> Result<[usize; 12], StoreError> {
     Ok(at)
 }
 
-fn record(
-    r: &PgRow,
-    at: &[usize; 12],
-    text: impl Fn(&PgRow, usize) -> Result<String, sqlx::Error>,
-    int: impl Fn(&PgRow, usize) -> Result<i64, sqlx::Error>,
-) -> Result<AuditRecord, StoreError> {
+/// How a row's values are decoded: the first row of a page with its types checked against
+/// the record's, the others without.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    Checked,
+    Unchecked,
+}
+
+fn get<'r, T>(r: &'r PgRow, i: usize, how: Read) -> Result<T, sqlx::Error>
+where
+    T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
+{
+    match how {
+        Read::Checked => r.try_get(i),
+        Read::Unchecked => r.try_get_unchecked(i),
+    }
+}
+
+fn record(r: &PgRow, at: &[usize; 12], how: Read) -> Result<AuditRecord, StoreError> {
     Ok(AuditRecord {
-        seq: int(r, at[0])?,
-        at: int(r, at[1])?,
-        actor: text(r, at[2])?,
-        roles: text(r, at[3])?,
-        action: text(r, at[4])?,
-        target: text(r, at[5])?,
-        reason: text(r, at[6])?,
-        before_state: text(r, at[7])?,
-        after_state: text(r, at[8])?,
-        request_meta: text(r, at[9])?,
-        prev_hash: text(r, at[10])?,
-        hash: text(r, at[11])?,
+        seq: get(r, at[0], how)?,
+        at: get(r, at[1], how)?,
+        actor: get(r, at[2], how)?,
+        roles: get(r, at[3], how)?,
+        action: get(r, at[4], how)?,
+        target: get(r, at[5], how)?,
+        reason: get(r, at[6], how)?,
+        before_state: get(r, at[7], how)?,
+        after_state: get(r, at[8], how)?,
+        request_meta: get(r, at[9], how)?,
+        prev_hash: get(r, at[10], how)?,
+        hash: get(r, at[11], how)?,
     })
 }

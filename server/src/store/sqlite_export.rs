@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::{AUDIT_COLUMNS, AuditPageQuery, AuditRecord, StoreError};
+use super::{AUDIT_COLUMNS, AuditArg, AuditPageQuery, AuditRecord, StoreError};
 
 /// Idle connections kept between pages (an export uses one at a time; a few exports may run).
 const IDLE: usize = 4;
@@ -101,24 +101,19 @@ impl ExportReader {
 /// Steps the page's statement, decoding each row where it is read.
 fn read(conn: &Connection, q: &AuditPageQuery) -> rusqlite::Result<Vec<AuditRecord>> {
     let mut stmt = conn.prepare(&q.sql)?;
-    // `$1`, `$2`, ... are numbered in the order they appear in the text (AuditPageQuery).
-    let mut i = 1;
-    stmt.raw_bind_parameter(i, q.after_seq)?;
-    for v in &q.ints {
-        i += 1;
-        stmt.raw_bind_parameter(i, v)?;
+    // `$n` is `args[n - 1]` (AuditPageQuery): bound by position.
+    for (i, a) in q.args.iter().enumerate() {
+        match a {
+            AuditArg::Int(v) => stmt.raw_bind_parameter(i + 1, v)?,
+            AuditArg::Text(v) => stmt.raw_bind_parameter(i + 1, v.as_str())?,
+        }
     }
-    for v in &q.texts {
-        i += 1;
-        stmt.raw_bind_parameter(i, v.as_str())?;
-    }
-    stmt.raw_bind_parameter(i + 1, q.limit)?;
     // By name, as sqlx's FromRow reads them: `SELECT *` follows the table's column order.
     let mut c = [0; 12];
     for (slot, name) in c.iter_mut().zip(AUDIT_COLUMNS) {
         *slot = stmt.column_index(name)?;
     }
-    let mut out = Vec::with_capacity(usize::try_from(q.limit.clamp(0, 10_000)).unwrap_or(0));
+    let mut out = Vec::with_capacity(q.capacity());
     let mut rows = stmt.raw_query();
     while let Some(r) = rows.next()? {
         out.push(AuditRecord {
