@@ -77,7 +77,7 @@ pub(super) async fn run(action: MerchantCommand) -> Result<()> {
             .await?;
             println!("{}", key.key);
             eprintln!(
-                "merchant {:?} created with key {}; the API key above is shown once",
+                "merchant {:?} created; the API key above is shown once (its id, for `merchant key revoke`: {})",
                 m.name, key.id
             );
             Ok(())
