@@ -1462,3 +1462,35 @@ fn console_refusals_answer_their_4xx_and_stable_code_not_500() {
         "not_found",
     );
 }
+
+/// Issue 36: secrets sealed at rest. The key is made on first use beside the SQLite database,
+/// readable by its owner only, and reused; the database holds the webhook secret sealed; a
+/// server started with another key is refused in one line instead of failing every delivery.
+#[test]
+fn the_secrets_key_is_made_once_owner_only_and_another_key_is_refused_at_start_up() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Scratch::new("secrets-key");
+    let run = |args: &[&str]| ok(&converge_cmd(&dir).args(args).output().expect("run converge"));
+    run(&["merchant", "add", "shop"]);
+    let added = run(&["webhook", "add", "shop", "https://93.184.216.34/hooks"]);
+    let (_, secret) = added.trim().split_once(' ').expect("ID SECRET");
+    let key_file = dir.0.join("secrets.key");
+    let meta = std::fs::metadata(&key_file).expect("the key file is made beside the database");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let key = std::fs::read(&key_file).unwrap();
+    let database = std::fs::read(dir.0.join("core.db")).unwrap();
+    assert!(
+        !database.windows(secret.len()).any(|w| w == secret.as_bytes()),
+        "the database file holds the secret in plain text"
+    );
+    run(&["webhook", "rotate", "shop", added.split(' ').next().unwrap()]);
+    assert_eq!(std::fs::read(&key_file).unwrap(), key, "the key is made once");
+
+    std::fs::write(dir.0.join("other.key"), "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n").unwrap();
+    let out = converge(
+        &dir.0,
+        &["serve", "--bind", "127.0.0.1:0", "--secrets-key-file", "other.key"],
+        &[("DATABASE_URL", &dir.path("core.db"))],
+    );
+    refused(&out, &["secrets key", "--secrets-key-file"], Some(secret));
+}

@@ -138,6 +138,10 @@ pub struct Settings {
     #[command(flatten)]
     pub audit: AuditSettings,
 
+    /// The key that seals secrets at rest.
+    #[command(flatten)]
+    pub secrets: SecretsSettings,
+
     /// Webhook delivery.
     #[command(flatten)]
     pub webhooks: WebhookSettings,
@@ -220,6 +224,11 @@ impl Settings {
             audit: AuditSettings {
                 audit_signing_key: None,
                 audit_checkpoint_secs: 300,
+            },
+            // One key file for every test process, outside the repository (a PostgreSQL test's
+            // default would be `data/` under the crate).
+            secrets: SecretsSettings {
+                secrets_key_file: Some(std::env::temp_dir().join("converge-test-secrets.key")),
             },
             webhooks: WebhookSettings {
                 webhook_retry_schedule: crate::domain::webhooks::RetrySchedule::parse(
@@ -744,6 +753,97 @@ pub fn load_signing_key(path: &std::path::Path) -> Result<ed25519_dalek::Signing
     })?;
     crate::domain::checkpoint::signing_key_from_pem(&text)
         .map_err(|e| format!("audit signing key {}: {e}", path.display()))
+}
+
+/// Secrets sealed at rest ([`crate::domain::secret_box`]): where the key is.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Secrets at rest")]
+pub struct SecretsSettings {
+    /// The key that seals webhook signing secrets (and stored answers that carry one) in the
+    /// database: a file holding 32 random bytes in base64. Default: `secrets.key` in the data
+    /// directory (beside a SQLite database; `data/` under the working directory for
+    /// PostgreSQL), made on first start, mode 0600. Every process of one database must use the
+    /// same key: copy the file to each host, or give its path here. Back it up apart from the
+    /// database: without it the sealed secrets are lost (merchants rotate theirs).
+    #[arg(long, env = "CONVERGE_SECRETS_KEY_FILE")]
+    pub secrets_key_file: Option<std::path::PathBuf>,
+}
+
+impl SecretsSettings {
+    /// The key file for the database at `database_url`: `--secrets-key-file`, else
+    /// `secrets.key` in the data directory; None for an in-memory SQLite database, whose
+    /// secrets die with it (a random key serves).
+    pub fn key_path(&self, database_url: &str) -> Option<std::path::PathBuf> {
+        if let Some(p) = &self.secrets_key_file {
+            return Some(p.clone());
+        }
+        let dir = match crate::store::classify(database_url) {
+            Ok(crate::store::Target::Sqlite(path)) if path.contains(":memory:") => return None,
+            Ok(crate::store::Target::Sqlite(path)) => std::path::Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .map_or_else(|| std::path::PathBuf::from("."), std::path::Path::to_path_buf),
+            _ => std::path::PathBuf::from("data"),
+        };
+        Some(dir.join("secrets.key"))
+    }
+
+    /// The sealing key for the database at `database_url` ([`SecretsSettings::key_path`]),
+    /// made when its file does not exist yet. The second value is the path of a key file made
+    /// by this call, for the caller to print once. Errors (one line naming the file): the file
+    /// or its directory cannot be read or written, or does not hold a key.
+    pub fn secret_box(
+        &self,
+        database_url: &str,
+    ) -> Result<(crate::domain::secret_box::SecretBox, Option<std::path::PathBuf>), String> {
+        use crate::domain::secret_box::{SecretBox, key_from_text};
+        let Some(path) = self.key_path(database_url) else {
+            return Ok((SecretBox::random(), None));
+        };
+        let made = create_key_file(&path)?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read the secrets key {}: {e}", path.display()))?;
+        let key = key_from_text(&text).map_err(|e| format!("secrets key {}: {e}", path.display()))?;
+        Ok((SecretBox::new(key), made.then_some(path)))
+    }
+}
+
+/// Makes the key file at `path` (and its directory) with a new random key, readable by its
+/// owner only (0600), unless it exists. True when this call made it. Two processes starting at
+/// once make one key between them: the file is created exclusively and written before it is
+/// renamed into place, so the loser reads the winner's whole key.
+fn create_key_file(path: &std::path::Path) -> Result<bool, String> {
+    use std::io::Write;
+    if path.exists() {
+        return Ok(false);
+    }
+    let fail = |e: std::io::Error| format!("cannot make the secrets key {}: {e}", path.display());
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&tmp).map_err(fail)?;
+    let key = crate::domain::secret_box::random_key();
+    let written = file
+        .write_all(crate::domain::secret_box::key_to_text(&key).as_bytes())
+        .and_then(|()| file.sync_all());
+    drop(file);
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(e));
+    }
+    // hard_link fails when the name exists: the first process to link wins.
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(fail(e)),
+    }
 }
 
 /// Webhook delivery ([`crate::service::webhooks`]): retry schedule, timeout, allowed

@@ -157,27 +157,68 @@ fn new_core(
     clock: Arc<dyn Clock>,
     timings: Timings,
     webhooks: crate::service::webhooks::WebhookSettings,
+    secrets: crate::domain::secret_box::SecretBox,
 ) -> Core {
     Core {
         store,
         channel,
         clock,
         timings,
+        secrets,
         notifier: crate::service::webhooks::Notifier::new(webhooks),
         pauses: Default::default(),
         outcomes: Default::default(),
     }
 }
 
+/// The key that seals secrets at rest (`--secrets-key-file`, else made in the data directory
+/// and its path printed once), checked against a secret the database already holds sealed, so
+/// a process started with another key is refused in one line instead of failing every
+/// delivery. Errors: `Config` naming the file, or the key that sealed the database's secrets.
+pub async fn open_secrets(
+    settings: &crate::config::SecretsSettings,
+    database_url: &str,
+    store: &dyn Store,
+) -> Result<crate::domain::secret_box::SecretBox, StartError> {
+    let (secrets, made) = settings
+        .secret_box(database_url)
+        .map_err(StartError::Config)?;
+    if let Some(path) = made {
+        // Logged, not printed to stderr: start-up refusals stay one line there.
+        tracing::warn!(
+            path = %path.display(),
+            "made the secrets key (mode 0600): it seals webhook secrets in the database; back it up apart from the database, and give every process of this database the same file (--secrets-key-file)"
+        );
+    }
+    let sample = store.sealed_secret_sample().await.map_err(|e| {
+        StartError::DatabaseUnavailable(format!("cannot read a sealed secret: {e}"))
+    })?;
+    if let Some(sealed) = sample {
+        secrets
+            .open_text(crate::domain::secret_box::Purpose::WebhookSecret, &sealed)
+            .map_err(|e| StartError::Config(format!("secrets key {}: {e}", secrets.key_id())))?;
+    }
+    // Secrets written before they were sealed (an upgraded install) are sealed now, so a dump
+    // taken after this start holds none.
+    match store.seal_plaintext_secrets(&secrets).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(sealed = n, "sealed the secrets stored as plain text"),
+        Err(e) => tracing::warn!(error = %e, "could not seal the secrets stored as plain text; the next start tries again"),
+    }
+    Ok(secrets)
+}
+
 /// A core for a one-off command (`converge reconcile`, `converge webhook ...`): no workers run,
 /// so no payment is driven (timings of a single attempt, no delays); the channel at
 /// `channel_url` (requests bounded by `channel_timeout`) is called only by what the command
 /// itself does, and without a URL points at a closed local port, so a call fails at once.
+/// `secrets` seals and opens what the command writes or reads of the secrets at rest.
 pub fn one_off_core(
     store: Arc<dyn Store>,
     channel_url: Option<&str>,
     channel_timeout: Duration,
     webhooks: crate::service::webhooks::WebhookSettings,
+    secrets: crate::domain::secret_box::SecretBox,
 ) -> Core {
     new_core(
         store,
@@ -193,6 +234,7 @@ pub fn one_off_core(
             resubmit_budget: 0,
         },
         webhooks,
+        secrets,
     )
 }
 
@@ -225,6 +267,8 @@ pub async fn build_with_store(
         .relay
         .config(settings.worker.poll())
         .map_err(StartError::Config)?;
+    let secrets =
+        open_secrets(&settings.secrets, &settings.database_url, store.as_ref()).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let (channel, secret, sandbox): (Arc<dyn Channel>, Vec<u8>, Option<SandboxHandle>) =
         match target {
@@ -260,6 +304,7 @@ pub async fn build_with_store(
         clock.clone(),
         settings.jobs.timings(),
         settings.webhooks.delivery(),
+        secrets,
     );
     let schedule = &settings.webhooks.webhook_retry_schedule;
     store.webhook_plan().set(

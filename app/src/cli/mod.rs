@@ -138,6 +138,10 @@ pub(crate) struct DbArgs {
         hide_env_values = true
     )]
     pub(crate) database_url: String,
+
+    /// The key that seals secrets at rest (`serve --help`, "Secrets at rest").
+    #[command(flatten)]
+    pub(crate) secrets: converge_server::config::SecretsSettings,
 }
 
 /// Runs one subcommand.

@@ -46,12 +46,15 @@ pub(super) async fn reconcile(args: ReconcileArgs) -> Result<()> {
             "give --file STATEMENT.csv, or --channel-url URL to fetch the statement (with the in-process sandbox: the url `serve` logs as `sandbox channel started`, or the one fixed by `serve --channel-bind`)"
         ),
     };
+    let keys = db.clone();
     let report = start::with_store(&db, |store| async move {
+        let secrets = start::secrets(&keys, store.as_ref()).await?;
         let core = start::one_off_core(
             store,
             channel_url.as_deref(),
             std::time::Duration::from_secs(10),
             Default::default(),
+            secrets,
         );
         Ok(core.reconcile(&date, &source, text).await?)
     })

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use anyhow::Result;
+use converge_server::domain::secret_box::SecretBox;
 use converge_server::service::Core;
 use converge_server::service::webhooks::WebhookSettings;
 use converge_server::startup;
@@ -45,8 +46,16 @@ pub(super) fn one_off_core(
     channel_url: Option<&str>,
     channel_timeout: std::time::Duration,
     webhooks: WebhookSettings,
+    secrets: SecretBox,
 ) -> Core {
-    startup::one_off_core(store, channel_url, channel_timeout, webhooks)
+    startup::one_off_core(store, channel_url, channel_timeout, webhooks, secrets)
+}
+
+/// The key that seals secrets at rest for the database of `db`, as `serve` opens it
+/// ([`startup::open_secrets`]): made on first use, checked against the database's sealed
+/// secrets. Errors: one line naming the key file.
+pub(super) async fn secrets(db: &DbArgs, store: &dyn Store) -> Result<SecretBox> {
+    Ok(startup::open_secrets(&db.secrets, &db.database_url, store).await?)
 }
 
 /// The OS user running the command (`USER`, else `LOGNAME`, else `unknown`).

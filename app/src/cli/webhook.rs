@@ -10,6 +10,7 @@ use clap::{Args, Subcommand};
 use converge_server::channel::webhook_sink::{self, SinkConfig};
 use converge_server::domain::clock::{Clock, SystemClock, rfc3339};
 use converge_server::domain::webhooks::Subscription;
+use converge_server::domain::secret_box::SecretBox;
 use converge_server::service::Core;
 use converge_server::service::webhooks::{WebhookSettings, new_endpoint_id};
 use converge_server::store::{Merchant, Store};
@@ -117,8 +118,8 @@ async fn merchant_named(store: &dyn Store, name: &str) -> Result<Merchant> {
 }
 
 /// A core for the endpoint use cases: no channel is called.
-fn one_off_core(store: Arc<dyn Store>, settings: WebhookSettings) -> Core {
-    start::one_off_core(store, None, std::time::Duration::from_secs(1), settings)
+fn one_off_core(store: Arc<dyn Store>, settings: WebhookSettings, secrets: SecretBox) -> Core {
+    start::one_off_core(store, None, std::time::Duration::from_secs(1), settings, secrets)
 }
 
 /// Runs one `converge webhook` subcommand.
@@ -129,10 +130,15 @@ pub async fn run(action: WebhookCommand) -> Result<()> {
         | WebhookCommand::Disable { db, .. }
         | WebhookCommand::Rotate { db, .. } => db.clone(),
     };
-    start::with_store(&db, |store| run_on(store, action)).await
+    let keys = db.clone();
+    start::with_store(&db, |store| async move {
+        let secrets = start::secrets(&keys, store.as_ref()).await?;
+        run_on(store, action, secrets).await
+    })
+    .await
 }
 
-async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
+async fn run_on(store: Arc<dyn Store>, action: WebhookCommand, secrets: SecretBox) -> Result<()> {
     match action {
         WebhookCommand::Add {
             merchant,
@@ -152,6 +158,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
                     allow_private,
                     ..WebhookSettings::default()
                 },
+                secrets,
             );
             let events: Vec<String> = events.split(',').map(|s| s.trim().to_string()).collect();
             let created = core
@@ -195,7 +202,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
             ..
         } => {
             let m = merchant_named(store.as_ref(), &merchant).await?;
-            let core = one_off_core(store, WebhookSettings::default());
+            let core = one_off_core(store, WebhookSettings::default(), secrets);
             core.merchant_endpoint(m.id, &endpoint)
                 .await
                 .map_err(|e| anyhow!("{e}"))?;
@@ -227,6 +234,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand) -> Result<()> {
                         as i64,
                     ..WebhookSettings::default()
                 },
+                secrets,
             );
             core.merchant_endpoint(m.id, &endpoint)
                 .await

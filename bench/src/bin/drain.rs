@@ -159,6 +159,7 @@ fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
             resubmit_budget: 3,
         },
         // The webhook measurement's receiver listens on loopback.
+        secrets: converge_server::domain::secret_box::SecretBox::random(),
         notifier: converge_server::service::webhooks::Notifier::new(
             converge_server::service::webhooks::WebhookSettings {
                 allow_private: true,

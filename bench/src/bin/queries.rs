@@ -141,6 +141,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
             max_attempts: 5,
             resubmit_budget: 3,
         },
+        secrets: converge_server::domain::secret_box::SecretBox::random(),
         notifier: Default::default(),
         pauses: Default::default(),
         outcomes: Default::default(),

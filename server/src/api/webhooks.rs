@@ -13,7 +13,7 @@ use super::ApiState;
 use crate::domain::clock::rfc3339;
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::idempotency::layer::IdemContext;
+use crate::idempotency::layer::{IdemContext, SealStoredAnswer};
 use crate::service::actor::Actor;
 use crate::service::webhooks::{EndpointWithSecret, new_endpoint_id};
 use crate::store::{Merchant, WebhookEndpoint};
@@ -173,9 +173,10 @@ pub async fn create(
     if let Some(id) = ctx.resource_id.as_deref()
         && let Some(e) = core.store.endpoint(id).await?
     {
-        let secret = e.secret.clone();
+        let secret = core.endpoint_secret(&e.secret).map_err(ApiError::internal)?;
         return Ok((
             StatusCode::CREATED,
+            Extension(SealStoredAnswer),
             Json(EndpointView::of(&e, Some(secret))),
         ));
     }
@@ -199,7 +200,11 @@ pub async fn create(
             &actor(&merchant),
         )
         .await?;
-    Ok((StatusCode::CREATED, Json(EndpointView::from(created))))
+    Ok((
+        StatusCode::CREATED,
+        Extension(SealStoredAnswer),
+        Json(EndpointView::from(created)),
+    ))
 }
 
 /// The merchant's endpoints, newest first (deleted ones included, with their status).
@@ -340,17 +345,23 @@ pub async fn rotate_secret(
     Extension(merchant): Extension<Merchant>,
     Extension(ctx): Extension<IdemContext>,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<EndpointView>, ApiError> {
+) -> Result<(Extension<SealStoredAnswer>, Json<EndpointView>), ApiError> {
     refuse_frozen(&merchant)?;
     let current = st.core.merchant_endpoint(merchant.id, &id).await?;
     if ctx.resource_id.is_some() {
-        let secret = current.secret.clone();
-        return Ok(Json(EndpointView::of(&current, Some(secret))));
+        let secret = st
+            .core
+            .endpoint_secret(&current.secret)
+            .map_err(ApiError::internal)?;
+        return Ok((
+            Extension(SealStoredAnswer),
+            Json(EndpointView::of(&current, Some(secret))),
+        ));
     }
     ctx.record_recovery_point(&st.core, &id).await?;
     let rotated = st
         .core
         .rotate_endpoint_secret(&id, &actor(&merchant))
         .await?;
-    Ok(Json(EndpointView::from(rotated)))
+    Ok((Extension(SealStoredAnswer), Json(EndpointView::from(rotated))))
 }

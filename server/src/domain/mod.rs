@@ -16,6 +16,7 @@ pub mod pause;
 pub mod ratelimit;
 pub mod refunds;
 pub mod roles;
+pub mod secret_box;
 pub mod state;
 pub mod stuck;
 pub mod throttle;

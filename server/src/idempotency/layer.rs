@@ -20,6 +20,7 @@ use super::key::{
 };
 use super::store::{ClaimResult, KeyClaim, KeyRecord, KeyRef, StoredResponse};
 use crate::config::IdempotencySettings;
+use crate::domain::secret_box::Purpose;
 use crate::error::{ApiError, ParsedBody};
 use crate::service::Core;
 use crate::service::ids::new_token;
@@ -115,6 +116,13 @@ pub enum ClaimState {
     /// reused) and the handler's response is dropped.
     Existing(Box<KeyRecord>),
 }
+
+/// A response extension by which a handler says its 2xx answer carries a secret (a webhook
+/// endpoint's signing secret): the layer stores it sealed ([`crate::domain::secret_box`]), so
+/// the merchant's replay is the same bytes while the database, and every console view of the
+/// key, hold none (issue 36).
+#[derive(Debug, Clone, Copy)]
+pub struct SealStoredAnswer;
 
 /// A JSON answer as it is stored with a key and sent: the same bytes both ways.
 pub fn json_answer(status: StatusCode, body: &impl serde::Serialize) -> StoredResponse {
@@ -307,12 +315,12 @@ async fn answer_existing(
             "this Idempotency-Key was used with a different request; use a new key",
         )
         .into_response(),
-        Outcome::Replay => replay(rec),
+        Outcome::Replay => replay(st, rec),
         _ => key_in_use(rec.lease_expires_at, now).into_response(),
     }
 }
 
-fn replay(rec: KeyRecord) -> Response {
+fn replay(st: &KeyLayer, rec: KeyRecord) -> Response {
     let status = rec
         .response_status
         .and_then(|s| u16::try_from(s).ok())
@@ -329,10 +337,21 @@ fn replay(rec: KeyRecord) -> Response {
         .as_deref()
         .and_then(|h| serde_json::from_str(h).ok())
         .unwrap_or_default();
+    let stored = rec.response_body.unwrap_or_default();
+    let body = match st.core.secrets.open_bytes(Purpose::StoredAnswer, &stored) {
+        Ok(b) => b.into_owned(),
+        Err(e) => {
+            return ApiError::internal(format!(
+                "stored response of key {} did not open: {e}",
+                rec.idem_key
+            ))
+            .into_response();
+        }
+    };
     let mut resp = stored_response(StoredResponse {
         status,
         headers,
-        body: rec.response_body.unwrap_or_default(),
+        body,
     });
     resp.headers_mut()
         .insert(REPLAYED, HeaderValue::from_static("true"));
@@ -367,10 +386,15 @@ async fn finish(st: &KeyLayer, key: &KeyRef, resp: Response) -> Response {
                 .map(|v| (n.to_string(), v.to_string()))
         })
         .collect();
+    let body = if parts.extensions.get::<SealStoredAnswer>().is_some() {
+        st.core.secrets.seal_bytes(Purpose::StoredAnswer, &bytes)
+    } else {
+        bytes.to_vec()
+    };
     let stored = StoredResponse {
         status: status.as_u16(),
         headers,
-        body: bytes.to_vec(),
+        body,
     };
     match st.core.store.complete_key(key, &stored).await {
         Ok(true) => {}

@@ -6,6 +6,8 @@ use base64::Engine;
 
 use super::Core;
 use crate::domain::money;
+use crate::domain::secret_box::{self, Purpose};
+use crate::domain::webhooks as wh;
 use crate::idempotency::key::{KeyState, MAX_KEY_LEN, validate_key};
 use crate::store::{IdKind, IdMatch, MAX_ID_MATCHES, StoreError};
 
@@ -190,9 +192,22 @@ pub async fn key_detail(
             name: crate::idempotency::key::REPLAYED.to_string(),
             value: "true".into(),
         });
-        let bytes = rec.response_body.clone().unwrap_or_default();
+        let stored = rec.response_body.clone().unwrap_or_default();
+        // No view shows a secret (issue 36): a sealed answer is opened only to be shown with
+        // its secrets replaced, and a plain one is redacted the same way. One that does not
+        // open is withheld whole.
+        let bytes = match core.secrets.open_bytes(Purpose::StoredAnswer, &stored) {
+            Ok(b) => b.into_owned(),
+            Err(_) => secret_box::REDACTED.as_bytes().to_vec(),
+        };
         let (body, body_base64) = match String::from_utf8(bytes.clone()) {
-            Ok(text) => (Some(text), None),
+            Ok(text) => (Some(secret_box::redact_secrets(&text)), None),
+            Err(_) if bytes
+                .windows(wh::SECRET_PREFIX.len())
+                .any(|w| w == wh::SECRET_PREFIX.as_bytes()) =>
+            {
+                (Some(secret_box::REDACTED.to_string()), None)
+            }
             Err(_) => (
                 None,
                 Some(base64::engine::general_purpose::STANDARD.encode(&bytes)),

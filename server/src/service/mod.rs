@@ -49,6 +49,9 @@ pub struct Core {
     pub clock: Arc<dyn Clock>,
     /// Timings and limits.
     pub timings: Timings,
+    /// The key that seals secrets at rest (webhook signing secrets, stored answers that carry
+    /// one): [`crate::domain::secret_box`].
+    pub secrets: crate::domain::secret_box::SecretBox,
     /// Webhook delivery: settings and the HTTP client.
     pub notifier: webhooks::Notifier,
     /// This process's view of the emergency switch's active pauses.

@@ -20,6 +20,7 @@ use super::actor::Actor;
 use super::resolve::Step;
 use super::{Core, ServiceError, ids};
 use crate::domain::clock::rfc3339;
+use crate::domain::secret_box::{OpenError, Purpose};
 use crate::domain::webhooks::{
     self as wh, AttemptVerdict, RetrySchedule, Subscription, UrlRefusal,
 };
@@ -223,7 +224,7 @@ impl Core {
             url: url.to_string(),
             description: description.into(),
             enabled_events: subscription.to_stored(),
-            secret: secret.clone(),
+            secret: self.secrets.seal_text(Purpose::WebhookSecret, &secret),
             now,
         };
         let after = json!({"url": new.url, "enabled_events": subscription.names(), "merchant_id": merchant_id});
@@ -328,6 +329,14 @@ impl Core {
             .await?)
     }
 
+    /// The plain `whsec_...` of an endpoint secret as stored (sealed at rest, or plain when
+    /// written before sealing). Errors: [`OpenError`] (another key, damaged).
+    pub fn endpoint_secret(&self, stored: &str) -> Result<String, OpenError> {
+        self.secrets
+            .open_text(Purpose::WebhookSecret, stored)
+            .map(std::borrow::Cow::into_owned)
+    }
+
     /// Gives an endpoint a new secret; the old one keeps signing beside it for the overlap.
     /// Errors: not found, deleted.
     pub async fn rotate_endpoint_secret(
@@ -348,7 +357,13 @@ impl Core {
         );
         match self
             .store
-            .rotate_endpoint_secret(id, &secret, expires, now, Some(&audit))
+            .rotate_endpoint_secret(
+                id,
+                &self.secrets.seal_text(Purpose::WebhookSecret, &secret),
+                expires,
+                now,
+                Some(&audit),
+            )
             .await?
         {
             Some(endpoint) => Ok(EndpointWithSecret { endpoint, secret }),
@@ -434,8 +449,12 @@ impl Core {
                 .as_ref()
                 .filter(|_| endpoint.previous_expires_at.is_some_and(|t| t > now)),
         )) {
-            if let Some(k) = s.and_then(|s| wh::secret_key(s).ok()) {
-                keys.push(k);
+            let Some(stored) = s else { continue };
+            match self.endpoint_secret(stored) {
+                Ok(plain) => keys.extend(wh::secret_key(&plain).ok()),
+                // A key that does not open the secret is a configuration error start-up
+                // refuses; a damaged value signs nothing rather than something wrong.
+                Err(e) => tracing::error!(endpoint = %endpoint.id, error = %e, "webhook secret did not open"),
             }
         }
         let attempt = self.attempt(&endpoint.url, &event.id, &keys, body).await;

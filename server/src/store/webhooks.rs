@@ -244,6 +244,18 @@ pub trait Webhooks: Send + Sync + 'static {
         now: i64,
         audit: Option<&AuditEntry>,
     ) -> Result<bool, StoreError>;
+    /// One endpoint secret as stored sealed (`sealed:v1:...`), if any is: what start-up opens
+    /// to check that it was given the key that sealed the database's secrets.
+    async fn sealed_secret_sample(&self) -> Result<Option<String>, StoreError>;
+    /// Seals, under `secrets`, every endpoint secret and every stored answer of a webhook
+    /// endpoint route still stored as plain text (written before secrets were sealed at rest,
+    /// issue 36), each with a conditional update so a concurrent rotation is never
+    /// overwritten. Answers how many values it sealed. A replayed answer is the same bytes once
+    /// opened, so the merchant sees no difference.
+    async fn seal_plaintext_secrets(
+        &self,
+        secrets: &crate::domain::secret_box::SecretBox,
+    ) -> Result<u64, StoreError>;
     /// Replaces the secret; the old one keeps signing until `previous_expires_at`. None when
     /// the endpoint does not exist or is deleted.
     async fn rotate_endpoint_secret(

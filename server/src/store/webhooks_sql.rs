@@ -114,6 +114,80 @@ macro_rules! impl_webhooks {
                 Ok(ep)
             }
 
+            async fn sealed_secret_sample(
+                &self,
+            ) -> Result<Option<String>, $crate::store::StoreError> {
+                Ok(sqlx::query_scalar::<_, String>(
+                    "SELECT secret FROM webhook_endpoints WHERE secret LIKE 'sealed:%' LIMIT 1",
+                )
+                .fetch_optional(self.reader())
+                .await?)
+            }
+
+            async fn seal_plaintext_secrets(
+                &self,
+                secrets: &$crate::domain::secret_box::SecretBox,
+            ) -> Result<u64, $crate::store::StoreError> {
+                use $crate::domain::secret_box::{Purpose, is_sealed_bytes};
+                let mut sealed = 0u64;
+                let plain: Vec<(String, String, Option<String>)> = sqlx::query_as(
+                    "SELECT id, secret, previous_secret FROM webhook_endpoints \
+                     WHERE secret NOT LIKE 'sealed:%' \
+                     OR (previous_secret IS NOT NULL AND previous_secret NOT LIKE 'sealed:%')",
+                )
+                .fetch_all(self.reader())
+                .await?;
+                let seal = |v: &str| {
+                    if $crate::domain::secret_box::is_sealed_text(v) {
+                        v.to_string()
+                    } else {
+                        secrets.seal_text(Purpose::WebhookSecret, v)
+                    }
+                };
+                for (id, secret, previous) in plain {
+                    let mut tx = self.begin_write().await?;
+                    sealed += sqlx::query(
+                        "UPDATE webhook_endpoints SET secret = $1, previous_secret = $2 \
+                         WHERE id = $3 AND secret = $4 \
+                         AND (previous_secret = $5 OR (previous_secret IS NULL AND $5 IS NULL))",
+                    )
+                    .bind(seal(&secret))
+                    .bind(previous.as_deref().map(seal))
+                    .bind(&id)
+                    .bind(&secret)
+                    .bind(previous.as_deref())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    tx.commit().await?;
+                }
+                let answers: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(
+                    "SELECT merchant_id, idem_key, response_body FROM idempotency_keys \
+                     WHERE route LIKE 'POST /v1/webhook_endpoints%' AND response_body IS NOT NULL",
+                )
+                .fetch_all(self.reader())
+                .await?;
+                for (merchant_id, idem_key, body) in answers {
+                    if is_sealed_bytes(&body) {
+                        continue;
+                    }
+                    let mut tx = self.begin_write().await?;
+                    sealed += sqlx::query(
+                        "UPDATE idempotency_keys SET response_body = $1 \
+                         WHERE merchant_id = $2 AND idem_key = $3 AND response_body = $4",
+                    )
+                    .bind(secrets.seal_bytes(Purpose::StoredAnswer, &body))
+                    .bind(merchant_id)
+                    .bind(&idem_key)
+                    .bind(&body)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    tx.commit().await?;
+                }
+                Ok(sealed)
+            }
+
             async fn endpoint(
                 &self,
                 id: &str,

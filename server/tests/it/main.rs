@@ -28,6 +28,7 @@ mod refunds;
 mod reversal_race;
 mod sandbox;
 mod sandbox_behaviours;
+mod secrets_at_rest;
 mod trace_context;
 mod transitions;
 mod two_phase;
