@@ -302,7 +302,10 @@ mod tests {
             pair_known: true,
             ..flooded
         };
-        assert_eq!(p.admit(&known, AttemptKind::Login, 2_000), Admission::Allowed);
+        assert_eq!(
+            p.admit(&known, AttemptKind::Login, 2_000),
+            Admission::Allowed
+        );
         // Unless their own free failures are spent.
         let spent = AttemptHistory {
             pair_failures: 3,
@@ -314,7 +317,10 @@ mod tests {
             Admission::Refused { .. }
         ));
         // A step-up never meets the network limit, only its own pair's delay.
-        assert_eq!(p.admit(&flooded, AttemptKind::StepUp, 2_000), Admission::Allowed);
+        assert_eq!(
+            p.admit(&flooded, AttemptKind::StepUp, 2_000),
+            Admission::Allowed
+        );
     }
 
     #[test]

@@ -14,9 +14,7 @@ use super::actor::Actor;
 use super::password::PasswordHasherPool;
 use crate::domain::clock::Clock;
 use crate::domain::roles::{Role, format_roles, parse_roles};
-use crate::domain::throttle::{
-    Admission, AttemptKind, ThrottlePolicy, account_key, throttle_addr,
-};
+use crate::domain::throttle::{Admission, AttemptKind, ThrottlePolicy, account_key, throttle_addr};
 use crate::store::{AttemptAdmission, AuditEntry, Store, StoreError, User};
 
 /// Why a sign-in was refused.

@@ -211,7 +211,10 @@ on_both_backends!(
         add_ops_user(&app, "op", "operator").await;
         add_ops_user(&app, "ap", "approver").await;
         // Alice and the approver work from the office.
-        assert_eq!(sign_in(&client_from(OFFICE), &app, "alice", OPS_PASSWORD).await, 200);
+        assert_eq!(
+            sign_in(&client_from(OFFICE), &app, "alice", OPS_PASSWORD).await,
+            200
+        );
         let ap = client_from(OFFICE);
         assert_eq!(sign_in(&ap, &app, "ap", OPS_PASSWORD).await, 200);
         let op = ops_session(&app, "op").await;
@@ -231,9 +234,15 @@ on_both_backends!(
         }
         assert!(limited, "the flood reached the address's limit");
         // The limit still holds a stranger to the office, even with a right password.
-        assert_eq!(sign_in(&client_from(OFFICE), &app, "bob", OPS_PASSWORD).await, 429);
+        assert_eq!(
+            sign_in(&client_from(OFFICE), &app, "bob", OPS_PASSWORD).await,
+            429
+        );
         // Alice, known there, signs in.
-        assert_eq!(sign_in(&client_from(OFFICE), &app, "alice", OPS_PASSWORD).await, 200);
+        assert_eq!(
+            sign_in(&client_from(OFFICE), &app, "alice", OPS_PASSWORD).await,
+            200
+        );
         // The approver's step-up passes.
         let (s, v) = post(
             &ap,
