@@ -49,9 +49,9 @@ pub async fn request_action(
         target_status: blank(target_status),
         evidence: blank(evidence),
     };
+    let addr = crate::api::ssr::client_addr().await;
     let a = st
-        .core
-        .request_action(&ssr::actor(&p).await, &req, st.actions.ttl_ms())
+        .request_action(&p, &addr, &req)
         .await
         .map_err(ssr::action_error)?;
     Ok(a)

@@ -220,6 +220,7 @@ impl Settings {
             },
             actions: ActionSettings {
                 action_ttl_secs: 86_400,
+                action_limit_per_minute: 60,
             },
             audit: AuditSettings {
                 audit_signing_key: None,
@@ -703,6 +704,12 @@ pub struct ActionSettings {
     /// How long a pending action request stays approvable (seconds).
     #[arg(long, env = "CONVERGE_ACTION_TTL_SECS", default_value_t = 86_400, value_parser = secs_range_u64())]
     pub action_ttl_secs: u64,
+
+    /// Single `query` and `retry` actions one console user may run a minute (each reaches
+    /// the channel or wakes jobs at once, with no approver in between); beyond it 429
+    /// `rate_limited` with `Retry-After`.
+    #[arg(long, env = "CONVERGE_ACTION_LIMIT_PER_MINUTE", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub action_limit_per_minute: u32,
 }
 
 impl ActionSettings {
@@ -1032,7 +1039,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 59, "every setting is a flag");
+        assert_eq!(seen, 60, "every setting is a flag");
     }
 
     #[test]

@@ -361,6 +361,12 @@ pub async fn build_with_store(
                 60_000,
             ),
         )),
+        action_limiter: Arc::new(std::sync::Mutex::new(
+            crate::domain::ratelimit::RateLimiter::new(
+                settings.actions.action_limit_per_minute as usize,
+                60_000,
+            ),
+        )),
         recover_limiter: Arc::new(std::sync::Mutex::new(
             crate::domain::ratelimit::RateLimiter::new(
                 crate::ops::webhooks::RECOVERIES_PER_MINUTE,

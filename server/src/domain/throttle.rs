@@ -2,14 +2,31 @@
 //! Authentication Cheat Sheet, "Login Throttling"; ASVS 5.0 V6.3.1). Plain rules over the
 //! attempt history the store keeps, so every server sharing the database decides alike.
 //!
+//! Attempts are counted per client *network*, not per raw address ([`throttle_addr`]): an
+//! IPv4 address stands alone, an IPv6 address counts as its /64, since one host is usually
+//! handed a whole /64 and could otherwise rotate through it to escape every limit (issue 36).
+//!
 //! Two limits, checked before any password is verified:
-//! - **per client address**: at most `per_addr` failed (or still running) attempts in any
-//!   `window_ms`, whatever the account;
-//! - **per (account, client address)**: up to `free` failures since the pair's last success
+//! - **per client network**: at most `per_addr` failed (or still running) sign-ins in any
+//!   `window_ms`, whatever the account. A flood from a shared address (an office, a NAT) must
+//!   not lock out the people behind it (issue 36), so two kinds of attempt are exempt:
+//!   - a sign-in of an account that signed in successfully from this network within the
+//!     lookback (a *known* pair) and has fewer than `free` failures since: a sprayer cycling
+//!     through names or an attacker guessing one name is still held (no success, or its
+//!     free failures spent), while the people who work there keep signing in. A newcomer who
+//!     never signed in from the flooded network waits like everyone else.
+//!   - an approval's step-up: it runs inside a signed-in session for that session's own
+//!     account only, so the address limit (which exists against spraying many accounts)
+//!     adds nothing there, while it would let anyone behind the approvers' address block
+//!     approvals.
+//! - **per (account, client network)**: up to `free` failures since the pair's last success
 //!   cost nothing; from then on each attempt must wait a delay that doubles with every
 //!   further failure (`base_delay_ms`, 2x, 4x, ... up to `max_delay_ms`). The delay belongs to
 //!   the pair, so someone hammering `alice` from one address slows only that address: alice
-//!   still signs in from hers (no lockout of the person, OWASP "Account Lockout").
+//!   still signs in from hers (no lockout of the person, OWASP "Account Lockout"). A sign-in
+//!   counts the failures of both kinds; a step-up counts only step-up failures, so failed
+//!   sign-ins typed as an approver's name from a shared address cannot delay the approver's
+//!   step-up either.
 
 /// The throttling rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +59,9 @@ pub struct AttemptHistory {
     pub pair_failures: i64,
     /// The newest of those, epoch ms.
     pub pair_last_at: Option<i64>,
+    /// Whether the pair has a successful attempt within the lookback (a known pair: the
+    /// account signed in from this network before).
+    pub pair_known: bool,
 }
 
 /// Whether an attempt may go ahead.
@@ -93,10 +113,19 @@ impl ThrottlePolicy {
             .min(self.max_delay_ms.max(0))
     }
 
-    /// Whether an attempt with history `h` may be checked at `now`.
-    pub fn admit(&self, h: &AttemptHistory, now: i64) -> Admission {
+    /// Whether the per-network limit applies to an attempt of `kind` with history `h`: not
+    /// to a step-up, nor to a known pair still within its free failures (module docs).
+    pub fn addr_limit_applies(&self, h: &AttemptHistory, kind: AttemptKind) -> bool {
+        match kind {
+            AttemptKind::StepUp => false,
+            AttemptKind::Login => !(h.pair_known && h.pair_failures < self.free.max(0)),
+        }
+    }
+
+    /// Whether an attempt of `kind` with history `h` may be checked at `now`.
+    pub fn admit(&self, h: &AttemptHistory, kind: AttemptKind, now: i64) -> Admission {
         let mut wait = 0i64;
-        if h.addr_failures >= self.per_addr.max(1) {
+        if h.addr_failures >= self.per_addr.max(1) && self.addr_limit_applies(h, kind) {
             let oldest = h.addr_oldest_at.unwrap_or(now);
             wait = wait.max(oldest.saturating_add(self.window_ms) - now);
         }
@@ -131,6 +160,24 @@ impl AttemptKind {
             AttemptKind::Login => "login",
             AttemptKind::StepUp => "step_up",
         }
+    }
+}
+
+/// The network key an attempt from client address `addr` is counted under: an IPv4 address
+/// as is, an IPv6 address as its /64 (`2001:db8:1:2::/64`; IPv4-mapped ones as IPv4), since
+/// a single host or customer line is commonly given a whole /64 (RFC 6177) and could rotate
+/// through it. Anything that is not an address (`unknown`) stays as it is, cut to 64
+/// characters.
+pub fn throttle_addr(addr: &str) -> String {
+    match addr.trim().parse::<std::net::IpAddr>() {
+        Ok(ip) => match crate::domain::netaddr::canonical(ip) {
+            std::net::IpAddr::V6(v6) => {
+                let net = u128::from(v6) & (u128::MAX << 64);
+                format!("{}/64", std::net::Ipv6Addr::from(net))
+            }
+            v4 => v4.to_string(),
+        },
+        Err(_) => addr.chars().take(64).collect(),
     }
 }
 
@@ -180,12 +227,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            p.admit(&h, 10_500),
+            p.admit(&h, AttemptKind::Login, 10_500),
             Admission::Refused {
                 retry_after_ms: 1_500
             }
         );
-        assert_eq!(p.admit(&h, 12_000), Admission::Allowed);
+        assert_eq!(p.admit(&h, AttemptKind::Login, 12_000), Admission::Allowed);
         assert_eq!(
             Admission::Refused {
                 retry_after_ms: 1_500
@@ -199,7 +246,7 @@ mod tests {
             pair_last_at: Some(10_000),
             ..Default::default()
         };
-        assert_eq!(p.admit(&h, 10_000), Admission::Allowed);
+        assert_eq!(p.admit(&h, AttemptKind::Login, 10_000), Admission::Allowed);
     }
 
     #[test]
@@ -211,7 +258,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            p.admit(&h, 31_000),
+            p.admit(&h, AttemptKind::Login, 31_000),
             Admission::Refused {
                 retry_after_ms: 30_000
             }
@@ -221,7 +268,59 @@ mod tests {
             addr_oldest_at: Some(1_000),
             ..Default::default()
         };
-        assert_eq!(p.admit(&h, 31_000), Admission::Allowed);
+        assert_eq!(p.admit(&h, AttemptKind::Login, 31_000), Admission::Allowed);
+    }
+
+    #[test]
+    fn ipv6_addresses_count_as_their_64_and_ipv4_addresses_alone() {
+        assert_eq!(throttle_addr("2001:db8:1:2::1"), "2001:db8:1:2::/64");
+        assert_eq!(
+            throttle_addr("2001:db8:1:2:ffff:eeee:dddd:cccc"),
+            "2001:db8:1:2::/64"
+        );
+        assert_ne!(throttle_addr("2001:db8:1:3::1"), "2001:db8:1:2::/64");
+        assert_eq!(throttle_addr("198.51.100.7"), "198.51.100.7");
+        assert_eq!(throttle_addr("::ffff:198.51.100.7"), "198.51.100.7");
+        assert_eq!(throttle_addr("unknown"), "unknown");
+    }
+
+    #[test]
+    fn a_flooded_network_still_admits_known_pairs_within_their_free_failures_and_step_ups() {
+        let p = policy();
+        let flooded = AttemptHistory {
+            addr_failures: 10,
+            addr_oldest_at: Some(1_000),
+            ..Default::default()
+        };
+        // A stranger to this network waits.
+        assert!(matches!(
+            p.admit(&flooded, AttemptKind::Login, 2_000),
+            Admission::Refused { .. }
+        ));
+        // Someone who signed in from here before does not.
+        let known = AttemptHistory {
+            pair_known: true,
+            ..flooded
+        };
+        assert_eq!(
+            p.admit(&known, AttemptKind::Login, 2_000),
+            Admission::Allowed
+        );
+        // Unless their own free failures are spent.
+        let spent = AttemptHistory {
+            pair_failures: 3,
+            pair_last_at: Some(1_500),
+            ..known
+        };
+        assert!(matches!(
+            p.admit(&spent, AttemptKind::Login, 2_000),
+            Admission::Refused { .. }
+        ));
+        // A step-up never meets the network limit, only its own pair's delay.
+        assert_eq!(
+            p.admit(&flooded, AttemptKind::StepUp, 2_000),
+            Admission::Allowed
+        );
     }
 
     #[test]

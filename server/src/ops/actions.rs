@@ -99,6 +99,7 @@ impl ToSchema for RequestBody {
         (status = 404, description = "No such payment", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "payment not found"}})),
         (status = 409, description = "The payment's state does not allow it (already has a pending request, not reversible, not a whitelisted transition from its state)", body = ErrorBody, example = json!({"error": {"code": "action_pending", "message": "this payment already has a pending request"}})),
         (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 429, description = "More `query` and `retry` actions than this user may run a minute (`--action-limit-per-minute`, 60 by default)", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "at most 60 query and retry actions a minute; retry in 12 s"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
 )]
@@ -116,10 +117,7 @@ pub async fn request(
         target_status: b.target_status,
         evidence: b.evidence,
     };
-    let a = st
-        .core
-        .request_action(&actor(&p, &addr), &req, st.actions.ttl_ms())
-        .await?;
+    let a = st.request_action(&p, &addr, &req).await?;
     Ok((StatusCode::CREATED, Json(ActionEnvelope { action: a })))
 }
 

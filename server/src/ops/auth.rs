@@ -36,7 +36,8 @@ impl Auth {
     /// the session. `addr` is the client address (for rate limiting). Every sign-in, refused
     /// or not, is audited ([`Credentials::audit_sign_in`]); when a successful one cannot be,
     /// the session is undone and the answer is the store's error. A sign-in and a refusal are
-    /// logged here (user and address, log-safe), once for the JSON endpoint and the console.
+    /// logged here (the user, or for a refusal the typed name's hash, and the address, both
+    /// quoted), once for the JSON endpoint and the console.
     pub async fn login(
         &self,
         store: &dyn Store,
@@ -61,14 +62,15 @@ impl Auth {
                 return Err(LoginError::Store(e));
             }
         }
-        let (user, at) = (
-            crate::telemetry::log_safe(username, 64),
-            crate::telemetry::log_safe(addr, 64),
-        );
+        // Values quoted (Debug) and escaped, so a typed name cannot pass for another field
+        // or line; a refused sign-in logs only the typed name's hash, as its audit record
+        // does, since what was typed may be a password (issue 36).
+        let at = crate::telemetry::log_safe(addr, 64);
         match &result {
-            Ok(_) => tracing::info!(%user, addr = %at, "console login"),
+            Ok(p) => tracing::info!(user = ?p.username, addr = ?at, "console login"),
             Err(LoginError::InvalidCredentials | LoginError::RateLimited(_)) => {
-                tracing::warn!(%user, addr = %at, "console login refused")
+                let name_hash = crate::service::sign_in::typed_name_hash(username);
+                tracing::warn!(name_hash = ?name_hash, addr = ?at, "console login refused")
             }
             // A failure's cause is logged once, where it becomes an answer.
             Err(LoginError::Store(_) | LoginError::Session(_)) => {}

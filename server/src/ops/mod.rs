@@ -43,6 +43,9 @@ pub struct OpsState {
     /// Bulk retries per user ([`actions::BULK_RETRIES_PER_MINUTE`] a minute): one operator
     /// cannot flood the channel by confirming selections in a loop.
     pub bulk_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
+    /// Single `query` and `retry` actions per user (`--action-limit-per-minute` a minute):
+    /// they run at once, so without it one operator could hammer the channel in a loop.
+    pub action_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
     /// Webhook endpoint recoveries per user ([`webhooks::RECOVERIES_PER_MINUTE`] a minute).
     pub recover_limiter: Arc<std::sync::Mutex<crate::domain::ratelimit::RateLimiter>>,
     /// The audit checkpoint signing key (`--audit-signing-key`), when one was given.
@@ -67,6 +70,44 @@ impl OpsState {
             addr,
             password,
         }
+    }
+
+    /// Requests action `req` as console user `p` from client address `addr`
+    /// ([`Core::request_action`]), a `query` or `retry` first spending one of `p`'s
+    /// allowance in [`Self::action_limiter`]; the JSON endpoint and the console's server
+    /// function both come here. Errors: `RateLimited` (429 `rate_limited` with
+    /// `Retry-After`) over the allowance, with nothing recorded; the rest as
+    /// [`Core::request_action`]'s.
+    pub async fn request_action(
+        &self,
+        p: &auth::Principal,
+        addr: &str,
+        req: &crate::service::actions::ActionRequest,
+    ) -> Result<crate::store::ActionRecord, crate::service::actions::ActionError> {
+        use crate::domain::actions::ActionKind;
+        if matches!(
+            req.kind.parse::<ActionKind>(),
+            Ok(ActionKind::Query | ActionKind::Retry)
+        ) {
+            let now = self.core.clock.now_ms();
+            let mut limiter = self
+                .action_limiter
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !limiter.try_acquire(&p.username, now) {
+                let secs = limiter.retry_after_secs(&p.username, now).max(1);
+                return Err(crate::service::actions::ActionError::RateLimited(
+                    format!(
+                        "at most {} query and retry actions a minute; retry in {secs} s",
+                        self.actions.action_limit_per_minute
+                    ),
+                    secs,
+                ));
+            }
+        }
+        self.core
+            .request_action(&p.actor(addr), req, self.actions.ttl_ms())
+            .await
     }
 
     /// What bounds a bulk retry from the console: the stuck thresholds, the action lifetime

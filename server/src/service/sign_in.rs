@@ -1,10 +1,11 @@
 //! Who may act: the console's password checks (sign-in and an approval's step-up) and their
 //! audit records, with no sessions and no HTTP (DESIGN.md "Ops console": login; OWASP
 //! Authentication Cheat Sheet). One answer and similar time for an unknown user, a wrong
-//! password and a disabled user; attempts throttled per client address and, with a growing
-//! delay, per (account, client address), counted in the database so that servers sharing it
-//! share the limits ([`crate::domain::throttle`]). The session that a sign-in starts is the
-//! console adapter's (`ops::auth`).
+//! password and a disabled user; attempts throttled per client address (IPv6 per /64) and,
+//! with a growing delay, per (account, client address), counted in the database so that
+//! servers sharing it share the limits ([`crate::domain::throttle`], which also says who a
+//! flooded address still admits). A failed sign-in is audited without the name typed. The
+//! session that a sign-in starts is the console adapter's (`ops::auth`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -13,7 +14,7 @@ use super::actor::Actor;
 use super::password::PasswordHasherPool;
 use crate::domain::clock::Clock;
 use crate::domain::roles::{Role, format_roles, parse_roles};
-use crate::domain::throttle::{Admission, AttemptKind, ThrottlePolicy, account_key};
+use crate::domain::throttle::{Admission, AttemptKind, ThrottlePolicy, account_key, throttle_addr};
 use crate::store::{AttemptAdmission, AuditEntry, Store, StoreError, User};
 
 /// Why a sign-in was refused.
@@ -32,6 +33,18 @@ pub enum LoginError {
     /// The session could not be written.
     #[error("session error: {0}")]
     Session(String),
+}
+
+/// The audit actor of a failed sign-in: the name typed is not a person yet (issue 36).
+pub const ANONYMOUS: &str = "anonymous";
+
+/// A bounded, one-way stand-in for a name typed at sign-in, for the audit log and the logs:
+/// the first 16 hex digits (64 bits) of the SHA-256 of its account key
+/// ([`account_key`]: trimmed, lowercased), so case variants of one name share it.
+pub fn typed_name_hash(username: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(account_key(username).as_bytes());
+    hex::encode(&digest[..8])
 }
 
 /// A signed-in console user with its roles.
@@ -120,7 +133,8 @@ impl Credentials {
     }
 
     /// Admits one password check of `username` from `addr` (a sign-in or an approval's
-    /// step-up: both count toward the same limits), recording it in the database first, so
+    /// step-up, by the rules of [`crate::domain::throttle`]; counted under the address's
+    /// network, [`throttle_addr`]), recording it in the database first, so
     /// that every server sharing the database sees it. Errors: `RateLimited` with the seconds
     /// to wait; `Store`.
     pub async fn begin_attempt(
@@ -131,7 +145,7 @@ impl Credentials {
         kind: AttemptKind,
         now: i64,
     ) -> Result<Attempt, LoginError> {
-        let addr: String = addr.chars().take(64).collect();
+        let addr = throttle_addr(addr);
         match store
             .begin_auth_attempt(&account_key(username), &addr, kind, &self.policy, now)
             .await?
@@ -197,11 +211,18 @@ impl Credentials {
     }
 
     /// Audits a sign-in of `username` from `addr` at `now` (epoch ms UTC), whatever its
-    /// outcome (DESIGN.md "Ops console": every sign-in, refused or not): `login` with the
-    /// roles, or `login_failed` with the reason. Of the rate-limited ones only the first of
-    /// each window per address is written ([`Self::record_refusal`]), carrying the count of
-    /// the previous window's unrecorded ones. Returns whether a record was written; errors:
-    /// the store's (the caller then undoes a successful sign-in: no unaudited sessions).
+    /// outcome (DESIGN.md "Ops console": every sign-in, refused or not): `login` by the user
+    /// with the roles, or `login_failed` with the reason. Of the rate-limited ones only the
+    /// first of each window per address is written ([`Self::record_refusal`]), carrying the
+    /// count of the previous window's unrecorded ones. Returns whether a record was written;
+    /// errors: the store's (the caller then undoes a successful sign-in: no unaudited
+    /// sessions).
+    ///
+    /// A failed sign-in never writes what was typed as the name into the append-only log
+    /// (issue 36): its actor is [`ANONYMOUS`] and its target `login:<16 hex>`
+    /// ([`typed_name_hash`]), so a name such as `system` or `cli:root` cannot pose as an
+    /// actor and a password typed into the name field is not kept. The hash still lets an
+    /// auditor group the attempts on one name, or check a name they suspect.
     pub async fn audit_sign_in(
         &self,
         store: &dyn Store,
@@ -210,10 +231,9 @@ impl Credentials {
         outcome: &Result<Principal, LoginError>,
         now: i64,
     ) -> Result<bool, StoreError> {
-        let name: String = username.chars().take(64).collect();
         let mut after = String::new();
         if matches!(outcome, Err(LoginError::RateLimited(_))) {
-            let Some(unrecorded) = self.record_refusal(addr, now) else {
+            let Some(unrecorded) = self.record_refusal(&throttle_addr(addr), now) else {
                 return Ok(false);
             };
             after = serde_json::json!({
@@ -223,21 +243,24 @@ impl Credentials {
             })
             .to_string();
         }
-        let (action, roles, reason) = match outcome {
-            Ok(p) => ("login", format_roles(&p.roles), String::new()),
-            Err(e) => ("login_failed", String::new(), e.to_string()),
+        let (actor, action, target, reason) = match outcome {
+            Ok(p) => (
+                Actor::console(&p.username, &format_roles(&p.roles), addr),
+                "login",
+                format!("user:{}", p.username),
+                String::new(),
+            ),
+            Err(e) => (
+                Actor::console(ANONYMOUS, "", addr),
+                "login_failed",
+                format!("login:{}", typed_name_hash(username)),
+                e.to_string(),
+            ),
         };
-        let entry: AuditEntry = Actor::console(&name, &roles, addr).entry(
-            now,
-            action,
-            &format!("user:{name}"),
-            &reason,
-            String::new(),
-            after,
-        );
+        let entry: AuditEntry = actor.entry(now, action, &target, &reason, String::new(), after);
         store.append_audit(&entry).await?;
-        if outcome.is_ok()
-            && let Err(e) = store.record_sign_in(&name, now).await
+        if let Ok(p) = outcome
+            && let Err(e) = store.record_sign_in(&p.username, now).await
         {
             // Only the admin page's summary is behind; the audit record is the proof.
             tracing::warn!(error = %e, "last sign-in time not recorded");

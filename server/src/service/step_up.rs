@@ -89,7 +89,6 @@ impl Core {
                     other => Some(other),
                 }
             },
-            |r| matches!(r, Ok(_) | Err(ActionError::Conflict(..))),
         )
         .await
     }
@@ -120,22 +119,31 @@ impl Core {
                     other => Some(other),
                 }
             },
-            |r| r.is_ok(),
         )
         .await
     }
 
     /// The one rule of every approval that needs the approver's password again. The password
-    /// check counts toward the same limits as sign-ins (`Check(RateLimited)` once over them).
+    /// check is throttled with the sign-ins (`Check(RateLimited)` once over the limits): its
+    /// failures count for sign-ins too, while it meets only its own (account, address)
+    /// delay, never an address's limit that others' failed sign-ins filled
+    /// ([`crate::domain::throttle`]).
     /// Whatever makes an approval impossible — a wrong password, nothing to approve, one's
     /// own request, one already decided, expired or stale — gets one answer
-    /// ([`StepUpError::Refused`]) after the same work: the argon2 verification always runs,
-    /// each refusal counts as a failed attempt and is audited alike (`approval_refused`), so
-    /// a stolen session cannot use approvals to test passwords.
+    /// ([`StepUpError::Refused`]) after the same work: the argon2 verification always runs
+    /// and each refusal is audited alike (`approval_refused`), so the answer never tells the
+    /// reasons apart.
+    ///
+    /// The throttle counts password checks, not refusals (issue 36, the approver locked out
+    /// in a busy incident): the attempt is a failure only when the password did not match.
+    /// A correct password on a request that turned stale (its payment moved), expired or was
+    /// decided meanwhile is a good check, so approving a run of such requests cannot lock the
+    /// approver out of the next approval (an emergency pause). What a stolen session could
+    /// learn from that is no more than sign-in gives: every wrong guess still counts toward
+    /// the (account, address) delay.
     ///
     /// `approvable` says whether `who` could approve it at all; `approve` approves it and
-    /// gives `None` for a refusal that must look like the others; `counts_as_success` says
-    /// which outcomes of `approve` are a good password check.
+    /// gives `None` for a refusal that must look like the others.
     async fn with_step_up<T, E, Fa, Fd>(
         &self,
         step_up: StepUp<'_>,
@@ -143,7 +151,6 @@ impl Core {
         what: StepUpTarget,
         approvable: impl FnOnce(Actor) -> Fa,
         approve: impl FnOnce(Actor) -> Fd,
-        counts_as_success: impl Fn(&Result<T, ActionError>) -> bool,
     ) -> Result<T, StepUpError>
     where
         E: Into<ActionError>,
@@ -176,10 +183,10 @@ impl Core {
         } else {
             None
         };
-        // A refusal is a failed check whatever its reason, so it counts the same.
-        let succeeded = approved.as_ref().is_some_and(&counts_as_success);
+        // The password alone decides the attempt's outcome (see above).
+        let password_ok = matches!(user, Ok(Some(_)));
         credentials
-            .finish_attempt(store, attempt, succeeded, self.clock.now_ms())
+            .finish_attempt(store, attempt, password_ok, self.clock.now_ms())
             .await?;
         can?;
         user?;

@@ -67,7 +67,14 @@ pub async fn list_users(store: &dyn Store) -> Result<Vec<UserView>, UserError> {
         .collect())
 }
 
+/// Names no console user may take: the audit log's actors for converge itself and for a
+/// failed sign-in ([`super::sign_in::ANONYMOUS`]), so no person can pose as either.
+const RESERVED_NAMES: [&str; 2] = ["system", super::sign_in::ANONYMOUS];
+
 fn check_username(name: &str) -> Result<(), UserError> {
+    if RESERVED_NAMES.iter().any(|r| name.eq_ignore_ascii_case(r)) {
+        return Err(UserError::Invalid(format!("username {name:?} is reserved")));
+    }
     let ok = !name.is_empty()
         && name.len() <= 64
         && name

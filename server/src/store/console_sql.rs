@@ -208,25 +208,40 @@ macro_rules! impl_console {
                 .bind(policy.window_start(now))
                 .fetch_one(&mut *tx)
                 .await?;
+                // A sign-in counts the pair's failures of both kinds, a step-up only its own
+                // kind's (domain::throttle); the last success of either kind resets both.
                 let (pair_failures, pair_last_at) = sqlx::query_as::<_, (i64, Option<i64>)>(
                     "SELECT COUNT(*), MAX(at) FROM auth_attempts \
                      WHERE addr = $1 AND account = $2 AND at > $3 AND outcome <> 'ok' \
+                     AND ($4 = 'login' OR kind = $4) \
                      AND id > COALESCE((SELECT MAX(id) FROM auth_attempts \
                          WHERE addr = $1 AND account = $2 AND outcome = 'ok'), 0)",
                 )
                 .bind(addr)
                 .bind(account)
                 .bind(policy.pair_since(now))
+                .bind(kind.as_str())
                 .fetch_one(&mut *tx)
                 .await?;
+                let pair_known = sqlx::query_scalar::<_, i64>(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM auth_attempts \
+                     WHERE addr = $1 AND account = $2 AND at > $3 AND outcome = 'ok' LIMIT 1) k",
+                )
+                .bind(addr)
+                .bind(account)
+                .bind(policy.pair_since(now))
+                .fetch_one(&mut *tx)
+                .await?
+                    > 0;
                 let history = $crate::domain::throttle::AttemptHistory {
                     addr_failures,
                     addr_oldest_at,
                     pair_failures,
                     pair_last_at,
+                    pair_known,
                 };
                 if let $crate::domain::throttle::Admission::Refused { retry_after_ms } =
-                    policy.admit(&history, now)
+                    policy.admit(&history, kind, now)
                 {
                     tx.rollback().await?;
                     return Ok($crate::store::AttemptAdmission::Refused { retry_after_ms });

@@ -1013,6 +1013,93 @@ store_conformance!(
 );
 
 store_conformance!(
+    a_flooded_address_admits_known_accounts_and_step_ups_not_strangers,
+    |store| {
+        use converge_server::domain::throttle::AttemptKind::{Login, StepUp};
+        use converge_server::store::AttemptAdmission;
+        let p = auth_policy();
+        let admitted = |a: AttemptAdmission| match a {
+            AttemptAdmission::Admitted { id } => id,
+            other => panic!("refused: {other:?}"),
+        };
+        // Alice signed in from the office before the flood.
+        let a = admitted(
+            store
+                .begin_auth_attempt("alice", "10.0.0.1", Login, &p, 1_000)
+                .await
+                .unwrap(),
+        );
+        store.finish_auth_attempt(a, true, 1_050).await.unwrap();
+        // Four failed sign-ins as alice and strangers fill the address.
+        for (i, name) in ["x1", "x2", "x3", "alice"].iter().enumerate() {
+            let id = admitted(
+                store
+                    .begin_auth_attempt(name, "10.0.0.1", Login, &p, 1_100 + i as i64)
+                    .await
+                    .unwrap(),
+            );
+            store
+                .finish_auth_attempt(id, false, 1_100 + i as i64)
+                .await
+                .unwrap();
+        }
+        assert!(matches!(
+            store
+                .begin_auth_attempt("bob", "10.0.0.1", Login, &p, 1_200)
+                .await
+                .unwrap(),
+            AttemptAdmission::Refused { .. }
+        ));
+        // Alice (known here, one failure of her two free ones) is still admitted.
+        admitted(
+            store
+                .begin_auth_attempt("alice", "10.0.0.1", Login, &p, 1_200)
+                .await
+                .unwrap(),
+        );
+        // That unfinished attempt makes two: now her own budget is spent, and the address's
+        // limit holds her too.
+        assert!(matches!(
+            store
+                .begin_auth_attempt("alice", "10.0.0.1", Login, &p, 5_000)
+                .await
+                .unwrap(),
+            AttemptAdmission::Refused { .. }
+        ));
+        // A step-up of bob's (his session) neither meets the address's limit nor the failed
+        // sign-ins typed as his name: two of those make a sign-in of his wait there.
+        for t in [1_300, 1_301] {
+            let id = admitted(
+                store
+                    .begin_auth_attempt("bob", "10.0.0.2", Login, &p, t)
+                    .await
+                    .unwrap(),
+            );
+            store.finish_auth_attempt(id, false, t).await.unwrap();
+        }
+        assert!(matches!(
+            store
+                .begin_auth_attempt("bob", "10.0.0.2", Login, &p, 1_400)
+                .await
+                .unwrap(),
+            AttemptAdmission::Refused { .. }
+        ));
+        admitted(
+            store
+                .begin_auth_attempt("bob", "10.0.0.1", StepUp, &p, 1_400)
+                .await
+                .unwrap(),
+        );
+        admitted(
+            store
+                .begin_auth_attempt("bob", "10.0.0.2", StepUp, &p, 1_400)
+                .await
+                .unwrap(),
+        );
+    }
+);
+
+store_conformance!(
     concurrent_attempts_from_one_address_cannot_pass_the_limit,
     |store| {
         use converge_server::store::AttemptAdmission;

@@ -7,6 +7,7 @@ mod support;
 
 mod actions_audit;
 mod audit_checkpoints;
+mod auth_hardening;
 mod bad_input;
 mod bulk_retry;
 mod callbacks;
