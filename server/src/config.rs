@@ -1039,7 +1039,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 60, "every setting is a flag");
+        assert_eq!(seen, 61, "every setting is a flag");
     }
 
     #[test]
