@@ -98,6 +98,14 @@ pub struct Settings {
     )]
     pub database_url: String,
 
+    /// Directory for the files converge generates itself (the audit checkpoint signing key,
+    /// `audit-signing-key.pem`, made on first start when --audit-signing-key is not given).
+    /// Default: the SQLite database file's directory (`data/`); with PostgreSQL none, so no
+    /// key is generated: give every server the same --audit-signing-key instead (or this, on
+    /// storage all of them share).
+    #[arg(long, env = "CONVERGE_DATA_DIR", help_heading = "Database")]
+    pub data_dir: Option<std::path::PathBuf>,
+
     /// The HTTP server: address, Host names, client addresses, body limit.
     #[command(flatten)]
     pub http: HttpSettings,
@@ -156,6 +164,7 @@ impl Settings {
     pub fn for_tests(database_url: &str) -> Self {
         Settings {
             database_url: database_url.to_string(),
+            data_dir: None,
             http: HttpSettings {
                 bind: "127.0.0.1:0".parse().expect("literal address"),
                 allowed_hosts: Vec::new(),
@@ -216,10 +225,13 @@ impl Settings {
             },
             actions: ActionSettings {
                 action_ttl_secs: 86_400,
+                // Tests end their pauses at once unless they test the minimum.
+                pause_min_duration_secs: 0,
             },
             audit: AuditSettings {
                 audit_signing_key: None,
                 audit_checkpoint_secs: 300,
+                audit_key_generated: false,
             },
             webhooks: WebhookSettings {
                 webhook_retry_schedule: crate::domain::webhooks::RetrySchedule::parse(
@@ -694,12 +706,23 @@ pub struct ActionSettings {
     /// How long a pending action request stays approvable (seconds).
     #[arg(long, env = "CONVERGE_ACTION_TTL_SECS", default_value_t = 86_400, value_parser = secs_range_u64())]
     pub action_ttl_secs: u64,
+
+    /// How long an emergency-switch pause holds before one operator may end it (seconds,
+    /// from its approval): ending it sooner is a request a different approver approves, as
+    /// starting it was. Ending or cancelling always takes the password again (step-up).
+    #[arg(long, env = "CONVERGE_PAUSE_MIN_DURATION_SECS", default_value_t = 900, value_parser = secs_range_u64())]
+    pub pause_min_duration_secs: u64,
 }
 
 impl ActionSettings {
     /// How long a pending request stays approvable, ms.
     pub fn ttl_ms(&self) -> i64 {
         secs_to_ms(self.action_ttl_secs)
+    }
+
+    /// How long a pause holds before one operator may end it, ms.
+    pub fn pause_min_ms(&self) -> i64 {
+        secs_to_ms(self.pause_min_duration_secs)
     }
 }
 
@@ -708,13 +731,22 @@ impl ActionSettings {
 #[command(next_help_heading = "Audit log")]
 pub struct AuditSettings {
     /// Ed25519 private key (PKCS#8 PEM, from `converge audit keygen`) that signs audit
-    /// checkpoints. Keep it outside the database. Without it no checkpoint is signed.
+    /// checkpoints. Keep it outside the database. Without it, `converge serve` generates one
+    /// in its data directory on first start (see --data-dir); with PostgreSQL and no
+    /// --data-dir no checkpoint is signed. Several servers sharing one PostgreSQL must all
+    /// be given the same key.
     #[arg(long, env = "CONVERGE_AUDIT_SIGNING_KEY")]
     pub audit_signing_key: Option<std::path::PathBuf>,
 
     /// Seconds between periodic audit checkpoints (one is also signed on every export).
-    #[arg(long, env = "CONVERGE_AUDIT_CHECKPOINT_SECS", default_value_t = 300)]
+    #[arg(long, env = "CONVERGE_AUDIT_CHECKPOINT_SECS", default_value_t = 60)]
     pub audit_checkpoint_secs: u64,
+
+    /// Whether `audit_signing_key` is the key converge generated in its data directory
+    /// (not a flag: set by the command line after [`default_signing_key`]), so start-up
+    /// refuses it when the log's checkpoints were signed by another key.
+    #[arg(skip)]
+    pub audit_key_generated: bool,
 }
 
 impl AuditSettings {
@@ -744,6 +776,104 @@ pub fn load_signing_key(path: &std::path::Path) -> Result<ed25519_dalek::Signing
     })?;
     crate::domain::checkpoint::signing_key_from_pem(&text)
         .map_err(|e| format!("audit signing key {}: {e}", path.display()))
+}
+
+/// The file name of the audit checkpoint signing key converge generates in its data
+/// directory when no `--audit-signing-key` is given.
+pub const GENERATED_AUDIT_KEY_FILE: &str = "audit-signing-key.pem";
+
+/// converge's data directory, for the files it generates: `data_dir` when given (`--data-dir`),
+/// else the directory of a SQLite database file (`data/` for `data/converge.db`, `.` for a
+/// bare file name). `None` for PostgreSQL without `--data-dir` (several servers may share the
+/// database but not a directory, so none is guessed), for an in-memory SQLite database and
+/// for a URL that is not a database's.
+pub fn data_dir(
+    database_url: &str,
+    data_dir: Option<&std::path::Path>,
+) -> Option<std::path::PathBuf> {
+    use crate::store::Target;
+    if let Some(d) = data_dir {
+        return Some(d.to_path_buf());
+    }
+    match crate::store::classify(database_url).ok()? {
+        Target::Sqlite(":memory:") | Target::Postgres(_) => None,
+        Target::Sqlite(file) => Some(
+            std::path::Path::new(file)
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."))
+                .to_path_buf(),
+        ),
+    }
+}
+
+/// Where the generated audit signing key is (or would be) for this database: the data
+/// directory's [`GENERATED_AUDIT_KEY_FILE`]; `None` when there is no data directory.
+pub fn generated_key_path(
+    database_url: &str,
+    dir: Option<&std::path::Path>,
+) -> Option<std::path::PathBuf> {
+    data_dir(database_url, dir).map(|d| d.join(GENERATED_AUDIT_KEY_FILE))
+}
+
+/// The audit signing key for a process that was given none (issue 36, "checkpoints by
+/// default"): the key in the data directory, generated there first when there is none.
+/// Returns the key's path and whether this call generated it; `None` when there is no data
+/// directory ([`data_dir`]).
+///
+/// A new key is written with mode 0600 under a temporary name and then hard-linked to its
+/// name, which fails if the name exists: two processes starting together on one directory
+/// end with one key, the loser reading the winner's. Errors are one line naming the file.
+pub fn default_signing_key(
+    database_url: &str,
+    dir: Option<&std::path::Path>,
+) -> Result<Option<(std::path::PathBuf, bool)>, String> {
+    let Some(path) = generated_key_path(database_url, dir) else {
+        return Ok(None);
+    };
+    if path.exists() {
+        load_signing_key(&path)?;
+        return Ok(Some((path, false)));
+    }
+    let key = crate::service::audit_export::generate_signing_key();
+    let pem = crate::domain::checkpoint::signing_key_to_pem(&key)?;
+    let parent = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(parent)
+        .map_err(|e| format!("cannot create the data directory {}: {e}", parent.display()))?;
+    let tmp = parent.join(format!(
+        ".{GENERATED_AUDIT_KEY_FILE}.{}.tmp",
+        crate::ids::new_token()
+    ));
+    let written = write_private(&tmp, pem.as_bytes());
+    let linked = written.and_then(|()| std::fs::hard_link(&tmp, &path));
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(Some((path, true))),
+        // Another process made it first: use that one.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            load_signing_key(&path)?;
+            Ok(Some((path, false)))
+        }
+        Err(e) => Err(format!(
+            "cannot write the audit signing key {}: {e} (is the data directory writable? else give --audit-signing-key or --data-dir)",
+            path.display()
+        )),
+    }
+}
+
+/// Writes `bytes` to a new file at `path` readable by its owner only (mode 0600).
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
 }
 
 /// Webhook delivery ([`crate::service::webhooks`]): retry schedule, timeout, allowed
@@ -932,7 +1062,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 59, "every setting is a flag");
+        assert_eq!(seen, 61, "every setting is a flag");
     }
 
     #[test]
