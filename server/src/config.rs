@@ -1066,6 +1066,38 @@ mod tests {
     }
 
     #[test]
+    fn the_data_directory_is_the_sqlite_files_unless_given_and_none_for_postgres() {
+        use std::path::{Path, PathBuf};
+        assert_eq!(data_dir("data/converge.db", None), Some(PathBuf::from("data")));
+        assert_eq!(data_dir("sqlite:///abs/c.db", None), Some(PathBuf::from("/abs")));
+        assert_eq!(data_dir("c.db", None), Some(PathBuf::from(".")));
+        assert_eq!(data_dir(":memory:", None), None);
+        assert_eq!(data_dir("postgres://u@h/db", None), None);
+        assert_eq!(
+            data_dir("postgres://u@h/db", Some(Path::new("/srv/converge"))),
+            Some(PathBuf::from("/srv/converge"))
+        );
+    }
+
+    #[test]
+    fn a_generated_key_is_private_and_reused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("sub/c.db");
+        let db = db.to_str().expect("utf-8 path");
+        let (path, new) = default_signing_key(db, None).unwrap().expect("a key");
+        assert!(new);
+        assert_eq!(path, dir.path().join("sub").join(GENERATED_AUDIT_KEY_FILE));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let first = load_signing_key(&path).unwrap();
+        let (again, new) = default_signing_key(db, None).unwrap().expect("the key");
+        assert_eq!((again, new), (path.clone(), false));
+        assert_eq!(load_signing_key(&path).unwrap().to_bytes(), first.to_bytes());
+        assert_eq!(default_signing_key("postgres://u@h/db", None).unwrap(), None);
+    }
+
+    #[test]
     fn a_flag_lands_in_its_group() {
         let s = Cli::try_parse_from([
             "converge",
