@@ -1483,7 +1483,9 @@ fn serve_default(dir: &Scratch, port: u16, log: &str) -> Proc {
         .spawn()
         .expect("spawn converge serve");
     let serve = Proc(child);
-    wait_for(30, "converge serve", || http(port, "GET", "/health", &[], ""));
+    wait_for(30, "converge serve", || {
+        http(port, "GET", "/health", &[], "")
+    });
     serve
 }
 
@@ -1493,7 +1495,13 @@ fn covered_by_a_checkpoint(dir: &Scratch, records: i64) -> String {
     wait_for(30, "a checkpoint covering the chain's head", || {
         let out = converge_cmd(dir).args(["audit", "verify"]).output().ok()?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let head: i64 = text.split(", head ").nth(1)?.split(' ').next()?.parse().ok()?;
+        let head: i64 = text
+            .split(", head ")
+            .nth(1)?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()?;
         let cp: i64 = text
             .split("latest signed checkpoint seq ")
             .nth(1)?
@@ -1529,18 +1537,26 @@ fn a_default_install_signs_checkpoints_with_a_generated_key_and_detects_truncati
     let serve = serve_default(&dir, port, "serve-1.log");
     let verified = covered_by_a_checkpoint(&dir, 3);
     assert!(verified.contains("signatures verified"), "{verified}");
-    let mode = std::fs::metadata(&key).expect("key file").permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&key)
+        .expect("key file")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600, "key file mode {mode:o}");
     let pem = std::fs::read_to_string(&key).unwrap();
     assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----"), "PKCS#8 PEM");
     serve.kill();
     let log = std::fs::read_to_string(dir.path("serve-1.log")).unwrap();
     assert_eq!(
-        log.matches("generated the audit checkpoint signing key").count(),
+        log.matches("generated the audit checkpoint signing key")
+            .count(),
         1,
         "{log}"
     );
-    assert!(log.contains(&key.display().to_string()), "path named: {log}");
+    assert!(
+        log.contains(&key.display().to_string()),
+        "path named: {log}"
+    );
 
     // A restart reuses the key (nothing generated, the file unchanged) and signs on.
     let serve = serve_default(&dir, port, "serve-2.log");
@@ -1598,8 +1614,16 @@ fn a_default_install_signs_checkpoints_with_a_generated_key_and_detects_truncati
         &dir.0,
         "openssl",
         &[
-            "pkeyutl", "-verify", "-pubin", "-inkey", "audit.pub", "-rawin", "-in", "msg",
-            "-sigfile", "sig.bin",
+            "pkeyutl",
+            "-verify",
+            "-pubin",
+            "-inkey",
+            "audit.pub",
+            "-rawin",
+            "-in",
+            "msg",
+            "-sigfile",
+            "sig.bin",
         ],
     );
     assert!(
@@ -1623,7 +1647,10 @@ fn a_default_install_signs_checkpoints_with_a_generated_key_and_detects_truncati
         .expect("sqlite3 is needed for this test");
     assert!(out.status.success(), "{out:?}");
     refused(
-        &converge_cmd(&dir).args(["audit", "verify"]).output().unwrap(),
+        &converge_cmd(&dir)
+            .args(["audit", "verify"])
+            .output()
+            .unwrap(),
         &[
             &format!("audit chain broken at record {}", head - 1),
             "truncated",

@@ -1068,8 +1068,14 @@ mod tests {
     #[test]
     fn the_data_directory_is_the_sqlite_files_unless_given_and_none_for_postgres() {
         use std::path::{Path, PathBuf};
-        assert_eq!(data_dir("data/converge.db", None), Some(PathBuf::from("data")));
-        assert_eq!(data_dir("sqlite:///abs/c.db", None), Some(PathBuf::from("/abs")));
+        assert_eq!(
+            data_dir("data/converge.db", None),
+            Some(PathBuf::from("data"))
+        );
+        assert_eq!(
+            data_dir("sqlite:///abs/c.db", None),
+            Some(PathBuf::from("/abs"))
+        );
         assert_eq!(data_dir("c.db", None), Some(PathBuf::from(".")));
         assert_eq!(data_dir(":memory:", None), None);
         assert_eq!(data_dir("postgres://u@h/db", None), None);
@@ -1093,8 +1099,14 @@ mod tests {
         let first = load_signing_key(&path).unwrap();
         let (again, new) = default_signing_key(db, None).unwrap().expect("the key");
         assert_eq!((again, new), (path.clone(), false));
-        assert_eq!(load_signing_key(&path).unwrap().to_bytes(), first.to_bytes());
-        assert_eq!(default_signing_key("postgres://u@h/db", None).unwrap(), None);
+        assert_eq!(
+            load_signing_key(&path).unwrap().to_bytes(),
+            first.to_bytes()
+        );
+        assert_eq!(
+            default_signing_key("postgres://u@h/db", None).unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -177,7 +177,9 @@ pub(super) async fn run(action: AuditCommand) -> Result<()> {
                         "not checked (give --public-key)"
                     }
                 ),
-                None => "no signed checkpoint yet (`converge serve` signs them with its key)".into(),
+                None => {
+                    "no signed checkpoint yet (`converge serve` signs them with its key)".into()
+                }
             };
             println!(
                 "audit chain intact: {} records, head {} {}; {cp}",

@@ -23,9 +23,7 @@ use super::{Core, ids};
 use crate::domain::actions::check_reason;
 use crate::domain::pause::{ActivePauses, PAUSABLE_JOB_KINDS, PauseStatus, PauseTarget};
 use crate::domain::throttle::AttemptKind;
-use crate::store::{
-    CreatePause, NewPause, PauseEndRequest, PauseMove, PauseRecord, StoreError,
-};
+use crate::store::{CreatePause, NewPause, PauseEndRequest, PauseMove, PauseRecord, StoreError};
 
 /// What ending a pause did ([`Core::end_pause`]).
 #[derive(Debug, Clone)]
@@ -338,7 +336,9 @@ impl Core {
             PauseStatus::Active
                 if now - p.approved_at.unwrap_or(p.requested_at) < min_active_ms =>
             {
-                return self.request_pause_end(actor, p, reason.trim(), ttl_ms).await;
+                return self
+                    .request_pause_end(actor, p, reason.trim(), ttl_ms)
+                    .await;
             }
             PauseStatus::Active => (PauseStatus::Resumed, "pause_resumed"),
             PauseStatus::Pending => (PauseStatus::Cancelled, "pause_cancelled"),

@@ -244,7 +244,13 @@ async fn active_pause(app: &TestApp, target: &str) -> String {
 }
 
 /// `POST /ops/v1/pauses/{id}/{step}` as `c` with `body`: (status, error code, the pause).
-async fn step(c: &reqwest::Client, app: &TestApp, id: &str, step: &str, body: Value) -> (u16, String, Value) {
+async fn step(
+    c: &reqwest::Client,
+    app: &TestApp,
+    id: &str,
+    step: &str,
+    body: Value,
+) -> (u16, String, Value) {
     let (s, v) = post(c, app, &format!("/ops/v1/pauses/{id}/{step}"), body).await;
     (
         s,
@@ -270,38 +276,95 @@ on_both_backends!(
         let op = ops_session(&app, "op").await;
         let opap = ops_session(&app, "opap").await;
         let ap = ops_session(&app, "ap").await;
-        let paused = || async { app.running.state.core.active_pauses().await.job_kind("refund") };
+        let paused = || async {
+            app.running
+                .state
+                .core
+                .active_pauses()
+                .await
+                .job_kind("refund")
+        };
         // No password (absent or empty): refused with a stable code, nothing changes.
-        for body in [json!({"reason": "over"}), json!({"password": "", "reason": "over"})] {
+        for body in [
+            json!({"reason": "over"}),
+            json!({"password": "", "reason": "over"}),
+        ] {
             let (s, code, _) = step(&op, &app, &id, "resume", body).await;
             assert_eq!((s, code.as_str()), (403, "step_up_required"));
         }
         // A wrong password: refused, audited, nothing changes.
-        let (s, code, _) = step(&op, &app, &id, "resume", json!({"password": "wrong-password-here", "reason": "over"})).await;
+        let (s, code, _) = step(
+            &op,
+            &app,
+            &id,
+            "resume",
+            json!({"password": "wrong-password-here", "reason": "over"}),
+        )
+        .await;
         assert_eq!((s, code.as_str()), (403, "step_up_refused"));
         assert!(paused().await);
         // The right password, before the minimum: not ended, an end request (202).
-        let (s, code, p) = step(&opap, &app, &id, "resume", json!({"password": OPS_PASSWORD, "reason": "looks fixed"})).await;
+        let (s, code, p) = step(
+            &opap,
+            &app,
+            &id,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "looks fixed"}),
+        )
+        .await;
         assert_eq!(s, 202, "{code} {p}");
         assert_eq!(p["status"], "active");
         assert_eq!(p["end_requested_by"], "opap");
         assert_eq!(p["end_reason"], "looks fixed");
         assert!(paused().await, "still in force");
         // A second end while one awaits an approver: 409.
-        let (s, code, _) = step(&op, &app, &id, "resume", json!({"password": OPS_PASSWORD, "reason": "again"})).await;
+        let (s, code, _) = step(
+            &op,
+            &app,
+            &id,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "again"}),
+        )
+        .await;
         assert_eq!((s, code.as_str()), (409, "end_requested"));
         // Who asked cannot approve the end, not even with the password; nor a wrong password.
-        let (s, code, _) = step(&opap, &app, &id, "approve", json!({"password": OPS_PASSWORD, "reason": "mine"})).await;
+        let (s, code, _) = step(
+            &opap,
+            &app,
+            &id,
+            "approve",
+            json!({"password": OPS_PASSWORD, "reason": "mine"}),
+        )
+        .await;
         assert_eq!((s, code.as_str()), (403, "approval_refused"));
-        let (s, code, _) = step(&ap, &app, &id, "approve", json!({"password": "wrong-password-here", "reason": "ok"})).await;
+        let (s, code, _) = step(
+            &ap,
+            &app,
+            &id,
+            "approve",
+            json!({"password": "wrong-password-here", "reason": "ok"}),
+        )
+        .await;
         assert_eq!((s, code.as_str()), (403, "approval_refused"));
         assert!(paused().await);
         // A different approver, with the password: ended.
-        let (s, code, p) = step(&ap, &app, &id, "approve", json!({"password": OPS_PASSWORD, "reason": "agreed, fixed"})).await;
+        let (s, code, p) = step(
+            &ap,
+            &app,
+            &id,
+            "approve",
+            json!({"password": OPS_PASSWORD, "reason": "agreed, fixed"}),
+        )
+        .await;
         assert_eq!(s, 200, "{code} {p}");
-        assert_eq!((p["status"].as_str(), p["resumed_by"].as_str()), (Some("resumed"), Some("ap")));
+        assert_eq!(
+            (p["status"].as_str(), p["resumed_by"].as_str()),
+            (Some("resumed"), Some("ap"))
+        );
         assert!(!paused().await);
-        let audited = app.sql_strings(pause_audit_sql(), &[&format!("pause:{id}")]).await;
+        let audited = app
+            .sql_strings(pause_audit_sql(), &[&format!("pause:{id}")])
+            .await;
         assert_eq!(
             audited,
             vec![
@@ -317,28 +380,79 @@ on_both_backends!(
 
         // An early end can be rejected: the pause stays in force, and can be asked again.
         let id = active_pause(&app, "job:query").await;
-        let (s, _, _) = step(&opap, &app, &id, "resume", json!({"password": OPS_PASSWORD, "reason": "early"})).await;
+        let (s, _, _) = step(
+            &opap,
+            &app,
+            &id,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "early"}),
+        )
+        .await;
         assert_eq!(s, 202);
         let (s, code, _) = step(&opap, &app, &id, "reject", json!({"reason": "mine"})).await;
         assert_eq!((s, code.as_str()), (403, "self_approval"));
         let (s, code, p) = step(&ap, &app, &id, "reject", json!({"reason": "not yet"})).await;
         assert_eq!(s, 200, "{code} {p}");
-        assert_eq!((p["status"].as_str(), p["end_requested_by"].is_null()), (Some("active"), true));
-        assert!(app.running.state.core.active_pauses().await.job_kind("query"));
-        let (s, _, _) = step(&op, &app, &id, "resume", json!({"password": OPS_PASSWORD, "reason": "now"})).await;
+        assert_eq!(
+            (p["status"].as_str(), p["end_requested_by"].is_null()),
+            (Some("active"), true)
+        );
+        assert!(
+            app.running
+                .state
+                .core
+                .active_pauses()
+                .await
+                .job_kind("query")
+        );
+        let (s, _, _) = step(
+            &op,
+            &app,
+            &id,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "now"}),
+        )
+        .await;
         assert_eq!(s, 202);
-        let (s, _, p) = step(&ap, &app, &id, "approve", json!({"password": OPS_PASSWORD, "reason": "ok"})).await;
+        let (s, _, p) = step(
+            &ap,
+            &app,
+            &id,
+            "approve",
+            json!({"password": OPS_PASSWORD, "reason": "ok"}),
+        )
+        .await;
         assert_eq!((s, p["status"].as_str()), (200, Some("resumed")));
 
         // Cancelling a pending pause takes the password too (no approver: it never held).
-        let (s, v) = post(&op, &app, "/ops/v1/pauses", json!({"target": "submissions", "reason": "maybe"})).await;
+        let (s, v) = post(
+            &op,
+            &app,
+            "/ops/v1/pauses",
+            json!({"target": "submissions", "reason": "maybe"}),
+        )
+        .await;
         assert_eq!(s, 201, "{v}");
         let pending = v["pause"]["id"].as_str().unwrap().to_string();
         let (s, code, _) = step(&op, &app, &pending, "resume", json!({"reason": "no"})).await;
         assert_eq!((s, code.as_str()), (403, "step_up_required"));
-        let (s, code, _) = step(&op, &app, &pending, "resume", json!({"password": "wrong-password-here", "reason": "no"})).await;
+        let (s, code, _) = step(
+            &op,
+            &app,
+            &pending,
+            "resume",
+            json!({"password": "wrong-password-here", "reason": "no"}),
+        )
+        .await;
         assert_eq!((s, code.as_str()), (403, "step_up_refused"));
-        let (s, _, p) = step(&op, &app, &pending, "resume", json!({"password": OPS_PASSWORD, "reason": "not needed"})).await;
+        let (s, _, p) = step(
+            &op,
+            &app,
+            &pending,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "not needed"}),
+        )
+        .await;
         assert_eq!((s, p["status"].as_str()), (200, Some("cancelled")));
     }
 );
@@ -355,11 +469,28 @@ on_both_backends!(
         let op = ops_session(&app, "op").await;
         let (s, code, _) = step(&op, &app, &id, "resume", json!({"reason": "over"})).await;
         assert_eq!((s, code.as_str()), (403, "step_up_required"));
-        let (s, code, _) = step(&op, &app, &id, "resume", json!({"password": "wrong-password-here", "reason": "over"})).await;
+        let (s, code, _) = step(
+            &op,
+            &app,
+            &id,
+            "resume",
+            json!({"password": "wrong-password-here", "reason": "over"}),
+        )
+        .await;
         assert_eq!((s, code.as_str()), (403, "step_up_refused"));
-        let (s, code, p) = step(&op, &app, &id, "resume", json!({"password": OPS_PASSWORD, "reason": "over"})).await;
+        let (s, code, p) = step(
+            &op,
+            &app,
+            &id,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "over"}),
+        )
+        .await;
         assert_eq!(s, 200, "{code} {p}");
-        assert_eq!((p["status"].as_str(), p["resumed_by"].as_str()), (Some("resumed"), Some("op")));
+        assert_eq!(
+            (p["status"].as_str(), p["resumed_by"].as_str()),
+            (Some("resumed"), Some("op"))
+        );
         assert!(p["end_requested_by"].is_null());
         assert!(app.running.state.core.active_pauses().await.is_empty());
     }
