@@ -1,8 +1,9 @@
 //! Server functions of the emergency switch (issue 17 "Emergency switch"): the pauses page
 //! and the banner every console page shows while a pause is in force. Thin adapters over
 //! `converge_server::service::pauses`, the use cases the `/ops/v1/pauses` endpoints call;
-//! roles are checked exactly as there (operators request and resume, a different approver
-//! approves after re-entering its password).
+//! roles are checked exactly as there (operators request and end, a different approver
+//! approves after re-entering its password; ending takes the password again, and before
+//! the minimum duration an approver too).
 
 use leptos::prelude::*;
 
@@ -78,7 +79,7 @@ pub async fn request_pause(target: String, reason: String) -> Result<PauseItem, 
 }
 
 /// Approves a pending pause (an approver other than the requester, after re-entering its
-/// password).
+/// password), or an active pause's early end request (an approver other than who asked).
 #[server(endpoint = "approve_pause")]
 pub async fn approve_pause(
     id: String,
@@ -96,7 +97,8 @@ pub async fn approve_pause(
     Ok(pause)
 }
 
-/// Rejects a pending pause (an approver other than the requester).
+/// Rejects a pending pause (an approver other than the requester), or an active pause's
+/// early end request (it stays in force).
 #[server(endpoint = "reject_pause")]
 pub async fn reject_pause(id: String, reason: String) -> Result<PauseItem, ServerFnError> {
     use converge_server::domain::roles::Permission;
@@ -109,15 +111,39 @@ pub async fn reject_pause(id: String, reason: String) -> Result<PauseItem, Serve
     Ok(pause)
 }
 
-/// Resumes an active pause, or cancels a pending one, in one step (operator).
+/// Ends a pause (operator, after re-entering its password): an active pause in force for
+/// the minimum duration is resumed, a pending one cancelled; a younger active pause comes
+/// back still active with an early end request (`end_requested_by`) that a different
+/// approver approves or rejects (issue 36).
 #[server(endpoint = "resume_pause")]
-pub async fn resume_pause(id: String, reason: String) -> Result<PauseItem, ServerFnError> {
+pub async fn resume_pause(
+    id: String,
+    password: String,
+    reason: String,
+) -> Result<PauseItem, ServerFnError> {
     use converge_server::domain::roles::Permission;
+    use converge_server::service::pauses::PauseEnd;
     let (st, p) = ssr::authorize(Permission::RequestActions).await?;
-    let pause = st
+    if password.is_empty() {
+        return Err(ssr::api_error(converge_server::error::ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            converge_server::ops::pauses::STEP_UP_REQUIRED,
+            "re-enter your password to end or cancel a pause",
+        )));
+    }
+    let addr = ssr::client_addr().await;
+    let end = st
         .core
-        .resume_pause(&ssr::actor(&p).await, id.trim(), &reason)
+        .end_pause_with_step_up(
+            st.step_up(&p, &addr, &password),
+            id.trim(),
+            &reason,
+            st.actions.pause_min_ms(),
+            converge_server::ops::pauses::PAUSE_TTL_MS,
+        )
         .await
-        .map_err(ssr::action_error)?;
-    Ok(pause)
+        .map_err(|e| ssr::api_error(e.into()))?;
+    Ok(match end {
+        PauseEnd::Ended(pause) | PauseEnd::Requested(pause) => pause,
+    })
 }

@@ -73,6 +73,10 @@ mod tests {
             resumed_by: None,
             resumed_at: None,
             resume_reason: None,
+            end_requested_by: None,
+            end_requested_at: None,
+            end_reason: None,
+            end_expires_at: None,
         }
     }
 

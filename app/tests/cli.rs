@@ -1494,3 +1494,213 @@ fn the_secrets_key_is_made_once_owner_only_and_another_key_is_refused_at_start_u
     );
     refused(&out, &["secrets key", "--secrets-key-file"], Some(secret));
 }
+
+// --- checkpoints by default (issue 36, "No one moves money alone") ---------------------------
+
+/// `converge serve` on the scratch database with no key flag, checkpoints every second, its
+/// stderr kept in the file `log`; waits until it answers.
+fn serve_default(dir: &Scratch, port: u16, log: &str) -> Proc {
+    let err = std::fs::File::create(dir.path(log)).expect("log file");
+    let child = converge_cmd(dir)
+        .args([
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{port}"),
+            "--no-workers",
+            "--audit-checkpoint-secs",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("spawn converge serve");
+    let serve = Proc(child);
+    wait_for(30, "converge serve", || {
+        http(port, "GET", "/health", &[], "")
+    });
+    serve
+}
+
+/// `converge audit verify` on the scratch database once the latest signed checkpoint covers
+/// the whole chain and it has at least `records` records: its output.
+fn covered_by_a_checkpoint(dir: &Scratch, records: i64) -> String {
+    wait_for(30, "a checkpoint covering the chain's head", || {
+        let out = converge_cmd(dir).args(["audit", "verify"]).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let head: i64 = text
+            .split(", head ")
+            .nth(1)?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()?;
+        let cp: i64 = text
+            .split("latest signed checkpoint seq ")
+            .nth(1)?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()?;
+        (out.status.success() && head >= records && cp == head).then_some(text)
+    })
+}
+
+fn merchant_add(dir: &Scratch, name: &str) {
+    ok(&converge_cmd(dir)
+        .args(["merchant", "add", name])
+        .output()
+        .expect("merchant add"));
+}
+
+#[test]
+fn a_default_install_signs_checkpoints_with_a_generated_key_and_detects_truncation() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Scratch::new("default-key");
+    let key = dir.0.join("audit-signing-key.pem");
+    // Audited actions before the first start.
+    for name in ["shop-1", "shop-2", "shop-3"] {
+        merchant_add(&dir, name);
+    }
+    assert!(!key.exists(), "no key before the first start");
+
+    // First start, no key flag: a key is generated beside the database, 0600, its path said
+    // once on stderr, and a checkpoint covers the chain.
+    let port = free_port();
+    let serve = serve_default(&dir, port, "serve-1.log");
+    let verified = covered_by_a_checkpoint(&dir, 3);
+    assert!(verified.contains("signatures verified"), "{verified}");
+    let mode = std::fs::metadata(&key)
+        .expect("key file")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600, "key file mode {mode:o}");
+    let pem = std::fs::read_to_string(&key).unwrap();
+    assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----"), "PKCS#8 PEM");
+    serve.kill();
+    let log = std::fs::read_to_string(dir.path("serve-1.log")).unwrap();
+    assert_eq!(
+        log.matches("generated the audit checkpoint signing key")
+            .count(),
+        1,
+        "{log}"
+    );
+    assert!(
+        log.contains(&key.display().to_string()),
+        "path named: {log}"
+    );
+
+    // A restart reuses the key (nothing generated, the file unchanged) and signs on.
+    let serve = serve_default(&dir, port, "serve-2.log");
+    merchant_add(&dir, "shop-4");
+    merchant_add(&dir, "shop-5");
+    let verified = covered_by_a_checkpoint(&dir, 5);
+    assert!(verified.contains("signatures verified"), "{verified}");
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), pem, "same key");
+    serve.kill();
+    let log = std::fs::read_to_string(dir.path("serve-2.log")).unwrap();
+    assert!(!log.contains("generated the audit"), "{log}");
+
+    // `audit public-key` prints the public half: every checkpoint verifies with it, through
+    // converge and through openssl (a checkpoint signed now, rebuilt as text).
+    let public = ok(&converge_cmd(&dir)
+        .args(["audit", "public-key"])
+        .output()
+        .unwrap());
+    assert!(public.starts_with("-----BEGIN PUBLIC KEY-----"), "{public}");
+    std::fs::write(dir.0.join("audit.pub"), &public).unwrap();
+    let out = ok(&converge_cmd(&dir)
+        .args(["audit", "verify", "--public-key", "audit.pub"])
+        .output()
+        .unwrap());
+    assert!(out.contains("signatures verified"), "{out}");
+    let line = ok(&converge_cmd(&dir)
+        .args(["audit", "checkpoint"])
+        .output()
+        .unwrap());
+    let field = |name: &str| {
+        line.split(&format!("{name} "))
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+            .to_string()
+    };
+    std::fs::write(
+        dir.0.join("msg"),
+        format!(
+            "converge audit checkpoint v1\nseq {}\nhead {}\nat {}\n",
+            field("seq"),
+            field("head"),
+            field("at")
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.0.join("sig.b64"), field("signature")).unwrap();
+    let out = tool(
+        &dir.0,
+        "openssl",
+        &["base64", "-d", "-A", "-in", "sig.b64", "-out", "sig.bin"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = tool(
+        &dir.0,
+        "openssl",
+        &[
+            "pkeyutl",
+            "-verify",
+            "-pubin",
+            "-inkey",
+            "audit.pub",
+            "-rawin",
+            "-in",
+            "msg",
+            "-sigfile",
+            "sig.bin",
+        ],
+    );
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("Verified"),
+        "{out:?}"
+    );
+
+    // Delete the newest records underneath the triggers, as someone with the database file
+    // would: `audit verify` (no flag, the default key) names the truncation.
+    let head: i64 = field("seq").parse().unwrap();
+    let out = Command::new("sqlite3")
+        .current_dir(&dir.0)
+        .args([
+            "core.db",
+            &format!(
+                "DROP TRIGGER audit_log_no_delete; DELETE FROM audit_log WHERE seq >= {};",
+                head - 1
+            ),
+        ])
+        .output()
+        .expect("sqlite3 is needed for this test");
+    assert!(out.status.success(), "{out:?}");
+    refused(
+        &converge_cmd(&dir)
+            .args(["audit", "verify"])
+            .output()
+            .unwrap(),
+        &[
+            &format!("audit chain broken at record {}", head - 1),
+            "truncated",
+        ],
+        None,
+    );
+}
+
+#[test]
+fn audit_public_key_without_any_key_says_how_to_get_one() {
+    let dir = Scratch::new("no-key");
+    merchant_add(&dir, "shop");
+    refused(
+        &converge_cmd(&dir)
+            .args(["audit", "public-key"])
+            .output()
+            .unwrap(),
+        &["no audit signing key", "converge serve"],
+        None,
+    );
+}

@@ -1,7 +1,8 @@
 // The emergency switch (issue 17 "Emergency switch"): an operator requests a pause on the
 // Pauses page, a different person (an approver) approves it with the password, every page
-// shows the banner and /metrics reports it, the operator resumes it in one step, and the
-// banner goes. The pause is of `reconcile` jobs (queued only by a statement import, which no
+// shows the banner and /metrics reports it, the operator ends it with the password again,
+// which (before the server's --pause-min-duration-secs, 15 minutes by default) is a request
+// the approver approves with the password (issue 36), and the banner goes. The pause is of `reconcile` jobs (queued only by a statement import, which no
 // other spec makes, so holding them changes nothing other specs see), and it is resumed in `finally` whatever
 // happens, so the shared server is left as it was found.
 import { expect, Page, test } from "@playwright/test";
@@ -25,8 +26,17 @@ async function go(page: Page, link: string, heading: string): Promise<void> {
   await expect(page.getByRole("heading", { name: heading, level: 1 })).toBeVisible();
 }
 
-/** Resumes (or cancels) every open pause of TARGET through the ops API as `page`'s user. */
-async function resumeOpen(page: Page): Promise<void> {
+/**
+ * Ends (or cancels) every open pause of TARGET through the ops API: `page`'s user (an
+ * operator) asks with its password, and an early end is approved by `ap`'s user (an approver)
+ * with its password, as the server requires before the pause's minimum duration.
+ */
+async function resumeOpen(
+  page: Page,
+  operatorPassword: string,
+  ap: Page,
+  approverPassword: string,
+): Promise<void> {
   const base = new URL(process.env.CONVERGE_E2E_URL ?? "http://127.0.0.1:3000").origin;
   const list = await page.request.get("/ops/v1/pauses");
   if (!list.ok()) return;
@@ -34,7 +44,11 @@ async function resumeOpen(page: Page): Promise<void> {
     if (p.target === TARGET && (p.status === "pending" || p.status === "active")) {
       await page.request.post(`/ops/v1/pauses/${p.id}/resume`, {
         headers: { Origin: base },
-        data: { reason: "pause.spec.ts cleanup" },
+        data: { password: operatorPassword, reason: "pause.spec.ts cleanup" },
+      });
+      await ap.request.post(`/ops/v1/pauses/${p.id}/approve`, {
+        headers: { Origin: base },
+        data: { password: approverPassword, reason: "pause.spec.ts cleanup" },
       });
     }
   }
@@ -100,23 +114,39 @@ test("a pause is requested, approved by someone else, shown on every page, and r
     await expect(page.getByTestId("pause-banner")).toContainText(WHAT);
     await expect.poll(() => gauge(page), { timeout: 20_000 }).toBe(`converge_pause_active{target="${TARGET}"} 1`);
 
-    // --- the operator resumes in one step ----------------------------------------------
+    // --- the operator ends it with the password: too early, so it is a request -----------
     await page.getByTestId("pause-banner").getByRole("link", { name: "Manage pauses" }).click();
     await expect(page.getByRole("heading", { name: "Emergency switch", level: 1 })).toBeVisible();
     await expect(row).toHaveAttribute("data-status", "active");
     await row.getByTestId("pause-resume").click();
+    // Without the password the form refuses before anything is sent.
     await page.getByTestId("pause-step-reason").fill("storm over");
     await page.getByTestId("pause-step-submit").click();
-    await expect(page.getByTestId("flash")).toContainText("now resumed");
-    await expect(page.getByTestId("ended-pauses")).toContainText("storm over");
+    await expect(page.getByTestId("pause-step-error")).toContainText("password");
+    await page.getByTestId("pause-password").fill(operator.password);
+    await page.getByTestId("pause-step-submit").click();
+    await expect(page.getByTestId("flash")).toContainText("needs another person's approval");
+    await expect(row).toHaveAttribute("data-status", "active");
+    await expect(row.getByTestId("pause-end-request")).toContainText("storm over");
+    await expect(page.getByTestId("pause-banner")).toContainText(WHAT);
+
+    // --- the approver approves the early end with the password ---------------------------
+    await go(ap, "Pauses", "Emergency switch");
+    const apEnd = ap.locator(`tr[data-target="${TARGET}"]`);
+    await expect(apEnd.getByTestId("pause-end-request")).toContainText(operator.user);
+    await apEnd.getByTestId("pause-approve").click();
+    await ap.getByTestId("pause-password").fill(approver.password);
+    await ap.getByTestId("pause-step-reason").fill("agreed: storm over");
+    await ap.getByTestId("pause-step-submit").click();
+    await expect(ap.getByTestId("flash")).toContainText("now resumed");
+    await expect(ap.getByTestId("ended-pauses")).toContainText("agreed: storm over");
     await go(page, "Dashboard", "Dashboard");
     await expect(page.getByTestId("pause-banner")).toHaveCount(0);
-    // The approver's open page drops the banner on its next look (every few seconds).
     await expect(ap.getByTestId("pause-banner")).toHaveCount(0, { timeout: 10_000 });
     await expect.poll(() => gauge(page), { timeout: 20_000 }).toBe(`converge_pause_active{target="${TARGET}"} 0`);
     expect(errors).toEqual([]);
   } finally {
-    await resumeOpen(page);
+    await resumeOpen(page, operator.password, ap, approver.password);
     await approverContext.close();
   }
 });

@@ -98,6 +98,15 @@ pub struct Settings {
     )]
     pub database_url: String,
 
+    /// Directory for the files converge generates itself: the audit checkpoint signing key
+    /// (`audit-signing-key.pem`, made on first start when --audit-signing-key is not given)
+    /// and the key that seals secrets at rest (`secrets.key`, unless --secrets-key-file).
+    /// Default: the SQLite database file's directory (`data/`); with PostgreSQL none, so no
+    /// audit key is generated (give every server the same --audit-signing-key, or this, on
+    /// storage all of them share) and the secrets key is `data/secrets.key`.
+    #[arg(long, env = "CONVERGE_DATA_DIR", help_heading = "Database")]
+    pub data_dir: Option<std::path::PathBuf>,
+
     /// The HTTP server: address, Host names, client addresses, body limit.
     #[command(flatten)]
     pub http: HttpSettings,
@@ -160,6 +169,7 @@ impl Settings {
     pub fn for_tests(database_url: &str) -> Self {
         Settings {
             database_url: database_url.to_string(),
+            data_dir: None,
             http: HttpSettings {
                 bind: "127.0.0.1:0".parse().expect("literal address"),
                 allowed_hosts: Vec::new(),
@@ -221,10 +231,13 @@ impl Settings {
             actions: ActionSettings {
                 action_ttl_secs: 86_400,
                 action_limit_per_minute: 60,
+                // Tests end their pauses at once unless they test the minimum.
+                pause_min_duration_secs: 0,
             },
             audit: AuditSettings {
                 audit_signing_key: None,
                 audit_checkpoint_secs: 300,
+                audit_key_generated: false,
             },
             // One key file for every test process, outside the repository (a PostgreSQL test's
             // default would be `data/` under the crate).
@@ -710,12 +723,22 @@ pub struct ActionSettings {
     /// `rate_limited` with `Retry-After`.
     #[arg(long, env = "CONVERGE_ACTION_LIMIT_PER_MINUTE", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub action_limit_per_minute: u32,
+    /// How long an emergency-switch pause holds before one operator may end it (seconds,
+    /// from its approval): ending it sooner is a request a different approver approves, as
+    /// starting it was. Ending or cancelling always takes the password again (step-up).
+    #[arg(long, env = "CONVERGE_PAUSE_MIN_DURATION_SECS", default_value_t = 900, value_parser = secs_range_u64())]
+    pub pause_min_duration_secs: u64,
 }
 
 impl ActionSettings {
     /// How long a pending request stays approvable, ms.
     pub fn ttl_ms(&self) -> i64 {
         secs_to_ms(self.action_ttl_secs)
+    }
+
+    /// How long a pause holds before one operator may end it, ms.
+    pub fn pause_min_ms(&self) -> i64 {
+        secs_to_ms(self.pause_min_duration_secs)
     }
 }
 
@@ -724,13 +747,22 @@ impl ActionSettings {
 #[command(next_help_heading = "Audit log")]
 pub struct AuditSettings {
     /// Ed25519 private key (PKCS#8 PEM, from `converge audit keygen`) that signs audit
-    /// checkpoints. Keep it outside the database. Without it no checkpoint is signed.
+    /// checkpoints. Keep it outside the database. Without it, `converge serve` generates one
+    /// in its data directory on first start (see --data-dir); with PostgreSQL and no
+    /// --data-dir no checkpoint is signed. Several servers sharing one PostgreSQL must all
+    /// be given the same key.
     #[arg(long, env = "CONVERGE_AUDIT_SIGNING_KEY")]
     pub audit_signing_key: Option<std::path::PathBuf>,
 
     /// Seconds between periodic audit checkpoints (one is also signed on every export).
-    #[arg(long, env = "CONVERGE_AUDIT_CHECKPOINT_SECS", default_value_t = 300)]
+    #[arg(long, env = "CONVERGE_AUDIT_CHECKPOINT_SECS", default_value_t = 60)]
     pub audit_checkpoint_secs: u64,
+
+    /// Whether `audit_signing_key` is the key converge generated in its data directory
+    /// (not a flag: set by the command line after [`default_signing_key`]), so start-up
+    /// refuses it when the log's checkpoints were signed by another key.
+    #[arg(skip)]
+    pub audit_key_generated: bool,
 }
 
 impl AuditSettings {
@@ -778,21 +810,29 @@ pub struct SecretsSettings {
 
 impl SecretsSettings {
     /// The key file for the database at `database_url`: `--secrets-key-file`, else
-    /// `secrets.key` in the data directory; None for an in-memory SQLite database, whose
-    /// secrets die with it (a random key serves).
-    pub fn key_path(&self, database_url: &str) -> Option<std::path::PathBuf> {
+    /// [`SECRETS_KEY_FILE`] in the data directory (`dir`, `--data-dir`, else [`data_dir`]'s,
+    /// else `data/` for PostgreSQL); None for an in-memory SQLite database, whose secrets die
+    /// with it (a random key serves).
+    pub fn key_path(
+        &self,
+        database_url: &str,
+        dir: Option<&std::path::Path>,
+    ) -> Option<std::path::PathBuf> {
         if let Some(p) = &self.secrets_key_file {
             return Some(p.clone());
         }
-        let dir = match crate::store::classify(database_url) {
-            Ok(crate::store::Target::Sqlite(path)) if path.contains(":memory:") => return None,
-            Ok(crate::store::Target::Sqlite(path)) => std::path::Path::new(path)
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .map_or_else(|| std::path::PathBuf::from("."), std::path::Path::to_path_buf),
-            _ => std::path::PathBuf::from("data"),
-        };
-        Some(dir.join("secrets.key"))
+        if let Some(d) = data_dir(database_url, dir) {
+            return Some(d.join(SECRETS_KEY_FILE));
+        }
+        // PostgreSQL without --data-dir: unlike the audit key, a secrets key is always needed
+        // (secrets are never stored in plain text), so `data/` under the working directory
+        // serves, and start-up refuses a process whose key does not open the database's.
+        match crate::store::classify(database_url) {
+            Ok(crate::store::Target::Postgres(_)) => {
+                Some(std::path::Path::new("data").join(SECRETS_KEY_FILE))
+            }
+            _ => None,
+        }
     }
 
     /// The sealing key for the database at `database_url` ([`SecretsSettings::key_path`]),
@@ -802,12 +842,15 @@ impl SecretsSettings {
     pub fn secret_box(
         &self,
         database_url: &str,
+        dir: Option<&std::path::Path>,
     ) -> Result<(crate::domain::secret_box::SecretBox, Option<std::path::PathBuf>), String> {
-        use crate::domain::secret_box::{SecretBox, key_from_text};
-        let Some(path) = self.key_path(database_url) else {
+        use crate::domain::secret_box::{SecretBox, key_from_text, key_to_text, random_key};
+        let Some(path) = self.key_path(database_url, dir) else {
             return Ok((SecretBox::random(), None));
         };
-        let made = create_key_file(&path)?;
+        let made = !path.exists()
+            && create_private_once(&path, key_to_text(&random_key()).as_bytes())
+                .map_err(|e| format!("cannot make the secrets key {}: {e}", path.display()))?;
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read the secrets key {}: {e}", path.display()))?;
         let key = key_from_text(&text).map_err(|e| format!("secrets key {}: {e}", path.display()))?;
@@ -815,42 +858,116 @@ impl SecretsSettings {
     }
 }
 
-/// Makes the key file at `path` (and its directory) with a new random key, readable by its
-/// owner only (0600), unless it exists. True when this call made it. Two processes starting at
-/// once make one key between them: the file is created exclusively and written before it is
-/// renamed into place, so the loser reads the winner's whole key.
-fn create_key_file(path: &std::path::Path) -> Result<bool, String> {
-    use std::io::Write;
-    if path.exists() {
-        return Ok(false);
-    }
-    let fail = |e: std::io::Error| format!("cannot make the secrets key {}: {e}", path.display());
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(fail)?;
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(&tmp).map_err(fail)?;
-    let key = crate::domain::secret_box::random_key();
-    let written = file
-        .write_all(crate::domain::secret_box::key_to_text(&key).as_bytes())
-        .and_then(|()| file.sync_all());
-    drop(file);
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail(e));
-    }
-    // hard_link fails when the name exists: the first process to link wins.
-    let linked = std::fs::hard_link(&tmp, path);
+/// The file name of the key that seals secrets at rest in the data directory.
+pub const SECRETS_KEY_FILE: &str = "secrets.key";
+
+/// Makes the file `path` (and its directory) holding `bytes`, readable by its owner only
+/// (0600), unless it exists. True when this call made it. Two processes starting at once make
+/// one file between them: it is written whole under a temporary name and then hard-linked to
+/// its name, which fails if the name exists, so the loser reads the winner's whole file.
+fn create_private_once(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<bool> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("key");
+    let tmp = parent.join(format!(".{name}.{}.tmp", crate::ids::new_token()));
+    let linked = write_private(&tmp, bytes).and_then(|()| std::fs::hard_link(&tmp, path));
     let _ = std::fs::remove_file(&tmp);
     match linked {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(fail(e)),
+        Err(e) => Err(e),
     }
+}
+
+/// The file name of the audit checkpoint signing key converge generates in its data
+/// directory when no `--audit-signing-key` is given.
+pub const GENERATED_AUDIT_KEY_FILE: &str = "audit-signing-key.pem";
+
+/// converge's data directory, for the files it generates: `data_dir` when given (`--data-dir`),
+/// else the directory of a SQLite database file (`data/` for `data/converge.db`, `.` for a
+/// bare file name). `None` for PostgreSQL without `--data-dir` (several servers may share the
+/// database but not a directory, so none is guessed), for an in-memory SQLite database and
+/// for a URL that is not a database's.
+pub fn data_dir(
+    database_url: &str,
+    data_dir: Option<&std::path::Path>,
+) -> Option<std::path::PathBuf> {
+    use crate::store::Target;
+    if let Some(d) = data_dir {
+        return Some(d.to_path_buf());
+    }
+    match crate::store::classify(database_url).ok()? {
+        Target::Sqlite(":memory:") | Target::Postgres(_) => None,
+        Target::Sqlite(file) => Some(
+            std::path::Path::new(file)
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."))
+                .to_path_buf(),
+        ),
+    }
+}
+
+/// Where the generated audit signing key is (or would be) for this database: the data
+/// directory's [`GENERATED_AUDIT_KEY_FILE`]; `None` when there is no data directory.
+pub fn generated_key_path(
+    database_url: &str,
+    dir: Option<&std::path::Path>,
+) -> Option<std::path::PathBuf> {
+    data_dir(database_url, dir).map(|d| d.join(GENERATED_AUDIT_KEY_FILE))
+}
+
+/// The audit signing key for a process that was given none (issue 36, "checkpoints by
+/// default"): the key in the data directory, generated there first when there is none.
+/// Returns the key's path and whether this call generated it; `None` when there is no data
+/// directory ([`data_dir`]).
+///
+/// A new key is written with mode 0600 under a temporary name and then hard-linked to its
+/// name, which fails if the name exists: two processes starting together on one directory
+/// end with one key, the loser reading the winner's. Errors are one line naming the file.
+pub fn default_signing_key(
+    database_url: &str,
+    dir: Option<&std::path::Path>,
+) -> Result<Option<(std::path::PathBuf, bool)>, String> {
+    let Some(path) = generated_key_path(database_url, dir) else {
+        return Ok(None);
+    };
+    if path.exists() {
+        load_signing_key(&path)?;
+        return Ok(Some((path, false)));
+    }
+    let key = crate::service::audit_export::generate_signing_key();
+    let pem = crate::domain::checkpoint::signing_key_to_pem(&key)?;
+    match create_private_once(&path, pem.as_bytes()) {
+        Ok(true) => Ok(Some((path, true))),
+        // Another process made it first: use that one.
+        Ok(false) => {
+            load_signing_key(&path)?;
+            Ok(Some((path, false)))
+        }
+        Err(e) => Err(format!(
+            "cannot write the audit signing key {}: {e} (is the data directory writable? else give --audit-signing-key or --data-dir)",
+            path.display()
+        )),
+    }
+}
+
+/// Writes `bytes` to a new file at `path` readable by its owner only (mode 0600).
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
 }
 
 /// Webhook delivery ([`crate::service::webhooks`]): retry schedule, timeout, allowed
@@ -1039,7 +1156,51 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 61, "every setting is a flag");
+        assert_eq!(seen, 63, "every setting is a flag");
+    }
+
+    #[test]
+    fn the_data_directory_is_the_sqlite_files_unless_given_and_none_for_postgres() {
+        use std::path::{Path, PathBuf};
+        assert_eq!(
+            data_dir("data/converge.db", None),
+            Some(PathBuf::from("data"))
+        );
+        assert_eq!(
+            data_dir("sqlite:///abs/c.db", None),
+            Some(PathBuf::from("/abs"))
+        );
+        assert_eq!(data_dir("c.db", None), Some(PathBuf::from(".")));
+        assert_eq!(data_dir(":memory:", None), None);
+        assert_eq!(data_dir("postgres://u@h/db", None), None);
+        assert_eq!(
+            data_dir("postgres://u@h/db", Some(Path::new("/srv/converge"))),
+            Some(PathBuf::from("/srv/converge"))
+        );
+    }
+
+    #[test]
+    fn a_generated_key_is_private_and_reused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("sub/c.db");
+        let db = db.to_str().expect("utf-8 path");
+        let (path, new) = default_signing_key(db, None).unwrap().expect("a key");
+        assert!(new);
+        assert_eq!(path, dir.path().join("sub").join(GENERATED_AUDIT_KEY_FILE));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let first = load_signing_key(&path).unwrap();
+        let (again, new) = default_signing_key(db, None).unwrap().expect("the key");
+        assert_eq!((again, new), (path.clone(), false));
+        assert_eq!(
+            load_signing_key(&path).unwrap().to_bytes(),
+            first.to_bytes()
+        );
+        assert_eq!(
+            default_signing_key("postgres://u@h/db", None).unwrap(),
+            None
+        );
     }
 
     #[test]

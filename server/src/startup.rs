@@ -178,10 +178,11 @@ fn new_core(
 pub async fn open_secrets(
     settings: &crate::config::SecretsSettings,
     database_url: &str,
+    data_dir: Option<&std::path::Path>,
     store: &dyn Store,
 ) -> Result<crate::domain::secret_box::SecretBox, StartError> {
     let (secrets, made) = settings
-        .secret_box(database_url)
+        .secret_box(database_url, data_dir)
         .map_err(StartError::Config)?;
     if let Some(path) = made {
         // Logged, not printed to stderr: start-up refusals stay one line there.
@@ -255,10 +256,15 @@ pub async fn build_with_store(
 ) -> Result<Running, StartError> {
     let target = settings.channel.target().map_err(StartError::Config)?;
     let audit_key = match settings.audit.signing_key().map_err(StartError::Config)? {
-        Some(key) => Some(Arc::new(key)),
+        Some(key) => {
+            if settings.audit.audit_key_generated {
+                refuse_a_second_generated_key(store.as_ref(), &key).await?;
+            }
+            Some(Arc::new(key))
+        }
         None => {
             tracing::warn!(
-                "no --audit-signing-key: audit checkpoints are not signed, so truncating the audit log would go unnoticed"
+                "no --audit-signing-key and no data directory (PostgreSQL without --data-dir): audit checkpoints are not signed, so truncating the audit log would go unnoticed"
             );
             None
         }
@@ -268,7 +274,13 @@ pub async fn build_with_store(
         .config(settings.worker.poll())
         .map_err(StartError::Config)?;
     let secrets =
-        open_secrets(&settings.secrets, &settings.database_url, store.as_ref()).await?;
+        open_secrets(
+        &settings.secrets,
+        &settings.database_url,
+        settings.data_dir.as_deref(),
+        store.as_ref(),
+    )
+    .await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let (channel, secret, sandbox): (Arc<dyn Channel>, Vec<u8>, Option<SandboxHandle>) =
         match target {
@@ -491,6 +503,28 @@ pub async fn daily_reconcile(core: Core, after_ms: i64) {
                 tracing::warn!(error = %e, "daily reconciliation not queued; next tick retries")
             }
         }
+    }
+}
+
+/// Refuses a generated audit key (issue 36) when the log's latest checkpoint was signed by
+/// another key: a server with a data directory of its own beside others on one PostgreSQL,
+/// or a data directory whose key was lost. Signing on would leave checkpoints no one public
+/// key verifies, so the operator is told to give every server the same key.
+async fn refuse_a_second_generated_key(
+    store: &dyn Store,
+    key: &ed25519_dalek::SigningKey,
+) -> Result<(), StartError> {
+    let ours = crate::domain::checkpoint::key_id(&key.verifying_key());
+    let latest = store
+        .latest_checkpoint()
+        .await
+        .map_err(|e| StartError::DatabaseUnavailable(e.to_string()))?;
+    match latest {
+        Some(c) if c.key_id != ours => Err(StartError::Config(format!(
+            "the audit log's checkpoints are signed by key {} but this server's generated key is {ours}: give every server sharing the database the same key (--audit-signing-key, or copy the key file into --data-dir)",
+            c.key_id
+        ))),
+        _ => Ok(()),
     }
 }
 

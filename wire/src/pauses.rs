@@ -125,6 +125,28 @@ pub struct PauseRecord {
     pub resumed_at: Option<i64>,
     /// Why it was resumed or cancelled.
     pub resume_reason: Option<String>,
+    /// Who asked to end it before its minimum duration (an active pause whose early end
+    /// awaits a different approver, issue 36); cleared when an approver rejects the end.
+    pub end_requested_by: Option<String>,
+    /// When the early end was asked for, epoch ms UTC.
+    pub end_requested_at: Option<i64>,
+    /// Why it should end early.
+    pub end_reason: Option<String>,
+    /// The early end can be approved until then, epoch ms UTC.
+    pub end_expires_at: Option<i64>,
+}
+
+impl PauseRecord {
+    /// The early end awaiting an approver at `now` (epoch ms): who asked, while the pause
+    /// is active and the request unexpired.
+    pub fn open_end_request(&self, now: i64) -> Option<&str> {
+        match (&self.end_requested_by, self.end_expires_at) {
+            (Some(by), Some(until)) if self.status == crate::PauseStatus::Active && until > now => {
+                Some(by)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The console's pauses page: pending and active pauses first (oldest first), then the

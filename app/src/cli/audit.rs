@@ -1,5 +1,6 @@
 //! `converge audit ...`: verify the audit chain (in the database, or an NDJSON export
-//! offline), make a checkpoint signing key, sign a checkpoint, export the log.
+//! offline), make a checkpoint signing key, print its public half, sign a checkpoint, export
+//! the log.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -14,6 +15,30 @@ pub(super) struct SigningKeyArg {
     /// Ed25519 private key, PKCS#8 PEM (`converge audit keygen`), kept outside the database.
     #[arg(long, env = "CONVERGE_AUDIT_SIGNING_KEY")]
     audit_signing_key: Option<std::path::PathBuf>,
+    /// The data directory whose generated key (`audit-signing-key.pem`) is used when
+    /// --audit-signing-key is not given (default: the SQLite database's directory).
+    #[arg(long, env = "CONVERGE_DATA_DIR")]
+    data_dir: Option<std::path::PathBuf>,
+}
+
+impl SigningKeyArg {
+    /// The key given with --audit-signing-key, else the one `converge serve` generated in the
+    /// data directory, if it exists (never generated here: a one-off command that made a key
+    /// would sign with one the servers do not have).
+    fn path(&self, db: &DbArgs) -> Option<std::path::PathBuf> {
+        self.audit_signing_key.clone().or_else(|| {
+            config::generated_key_path(&db.database_url, self.data_dir.as_deref())
+                .filter(|p| p.exists())
+        })
+    }
+
+    /// [`Self::path`]'s key, read. Errors: one line naming the file.
+    fn load(&self, db: &DbArgs) -> Result<Option<converge_server::domain::checkpoint::SigningKey>> {
+        self.path(db)
+            .map(|p| config::load_signing_key(&p))
+            .transpose()
+            .map_err(anyhow::Error::msg)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -38,6 +63,15 @@ pub(super) enum AuditCommand {
         /// Where to write the private key; an existing file is never overwritten.
         #[arg(long)]
         out: std::path::PathBuf,
+    },
+    /// Print the public half (PEM) of the checkpoint signing key: --audit-signing-key's, else
+    /// the one `converge serve` generated in its data directory. Auditors verify exports and
+    /// checkpoints with it (`audit verify --file EXPORT --public-key FILE`, or openssl).
+    PublicKey {
+        #[command(flatten)]
+        key: SigningKeyArg,
+        #[command(flatten)]
+        db: DbArgs,
     },
     /// Sign a checkpoint of the audit chain's head now (after verifying the records since the
     /// last one) and print it.
@@ -104,12 +138,7 @@ pub(super) async fn run(action: AuditCommand) -> Result<()> {
                     )
                     .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
                 ),
-                (None, Some(k)) => Some(
-                    config::load_signing_key(k)
-                        .map_err(anyhow::Error::msg)?
-                        .verifying_key(),
-                ),
-                (None, None) => None,
+                (None, _) => key.load(&db)?.map(|k| k.verifying_key()),
             };
             if let Some(file) = file {
                 let Some(public) = public else {
@@ -148,7 +177,9 @@ pub(super) async fn run(action: AuditCommand) -> Result<()> {
                         "not checked (give --public-key)"
                     }
                 ),
-                None => "no signed checkpoint yet (serve with --audit-signing-key)".into(),
+                None => {
+                    "no signed checkpoint yet (`converge serve` signs them with its key)".into()
+                }
             };
             println!(
                 "audit chain intact: {} records, head {} {}; {cp}",
@@ -172,11 +203,25 @@ pub(super) async fn run(action: AuditCommand) -> Result<()> {
             );
             Ok(())
         }
-        AuditCommand::Checkpoint { key, db } => {
-            let Some(path) = key.audit_signing_key else {
-                bail!("audit checkpoint needs --audit-signing-key (CONVERGE_AUDIT_SIGNING_KEY)");
+        AuditCommand::PublicKey { key, db } => {
+            let Some(k) = key.load(&db)? else {
+                bail!(
+                    "no audit signing key: give --audit-signing-key, or run `converge serve` once on this database to generate one in its data directory (--data-dir)"
+                );
             };
-            let key = config::load_signing_key(&path).map_err(anyhow::Error::msg)?;
+            print!(
+                "{}",
+                checkpoint::verifying_key_to_pem(&k.verifying_key()).map_err(anyhow::Error::msg)?
+            );
+            eprintln!("key id {}", checkpoint::key_id(&k.verifying_key()));
+            Ok(())
+        }
+        AuditCommand::Checkpoint { key, db } => {
+            let Some(key) = key.load(&db)? else {
+                bail!(
+                    "audit checkpoint needs --audit-signing-key (CONVERGE_AUDIT_SIGNING_KEY), or the key `converge serve` generates in its data directory"
+                );
+            };
             let c = start::with_store(&db, |store| async move {
                 Ok(audit_log::take_checkpoint(store.as_ref(), &key, now_ms(), false).await?)
             })
@@ -197,11 +242,7 @@ pub(super) async fn run(action: AuditCommand) -> Result<()> {
             key,
             db,
         } => {
-            let key = key
-                .audit_signing_key
-                .map(|p| config::load_signing_key(&p))
-                .transpose()
-                .map_err(anyhow::Error::msg)?;
+            let key = key.load(&db)?;
             let format: Format = format.parse().map_err(|m: String| anyhow::anyhow!(m))?;
             let filter = AuditFilter {
                 from: cli_time("from", &from)?,

@@ -64,7 +64,7 @@ pub(super) async fn serve(settings: Settings) -> Result<()> {
         leptos_options.output_name = "converge".into();
     }
     check_site(&leptos_options)?;
-    let running = startup::build(settings, addr).await?;
+    let running = build(settings, addr).await?;
 
     let routes = generate_route_list(App);
     let state = running.state.clone();
@@ -142,7 +142,7 @@ pub(super) async fn worker(mut settings: Settings) -> Result<()> {
         settings.channel.callback_secret =
             Some(format!("unused-{}", converge_server::ids::new_token()));
     }
-    let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
+    let running = build(settings, "127.0.0.1:0".parse()?).await?;
     println!("converge worker running; Ctrl-C stops it after the current batch");
     shutdown_signal().await;
     running.shutdown().await;
@@ -166,11 +166,37 @@ pub(super) async fn relay(mut settings: Settings) -> Result<()> {
     if settings.channel.callback_secret.is_none() {
         settings.channel.callback_secret = Some(converge_server::ids::new_id("unused"));
     }
-    let running = startup::build(settings, "127.0.0.1:0".parse()?).await?;
+    let running = build(settings, "127.0.0.1:0".parse()?).await?;
     println!("converge relay running; Ctrl-C stops it");
     shutdown_signal().await;
     running.shutdown().await;
     Ok(())
+}
+
+/// [`startup::build`] with the audit checkpoint key defaulted (issue 36, "checkpoints by
+/// default"): without --audit-signing-key the key in the data directory is used, generated
+/// there on first start (its path said once, on stderr), so checkpoints are signed on an
+/// out-of-the-box install. The database is opened first, so a bad database is reported as
+/// such before any key file is made.
+async fn build(mut settings: Settings, addr: SocketAddr) -> Result<startup::Running> {
+    let store = startup::open_store(&settings.database_url).await?;
+    if settings.audit.audit_signing_key.is_none()
+        && let Some((path, generated)) = converge_server::config::default_signing_key(
+            &settings.database_url,
+            settings.data_dir.as_deref(),
+        )
+        .map_err(anyhow::Error::msg)?
+    {
+        if generated {
+            eprintln!(
+                "generated the audit checkpoint signing key {} (mode 0600); keep a copy apart from the database's backups. `converge audit public-key` prints its public half for auditors",
+                path.display()
+            );
+        }
+        settings.audit.audit_signing_key = Some(path);
+        settings.audit.audit_key_generated = true;
+    }
+    Ok(startup::build_with_store(settings, addr, store).await?)
 }
 
 /// Ctrl-C, or SIGTERM on Unix.

@@ -55,7 +55,7 @@ pub(super) fn one_off_core(
 /// ([`startup::open_secrets`]): made on first use, checked against the database's sealed
 /// secrets. Errors: one line naming the key file.
 pub(super) async fn secrets(db: &DbArgs, store: &dyn Store) -> Result<SecretBox> {
-    Ok(startup::open_secrets(&db.secrets, &db.database_url, store).await?)
+    Ok(startup::open_secrets(&db.secrets, &db.database_url, None, store).await?)
 }
 
 /// The OS user running the command (`USER`, else `LOGNAME`, else `unknown`).

@@ -1,8 +1,9 @@
 //! The emergency switch (`/pauses`, issue 17; seed 004 §8.4): an operator requests a pause of
 //! submissions to the channel, of one job kind, or of webhook deliveries to one endpoint,
 //! with a reason; a different approver approves it (re-entering its password); an operator
-//! resumes it in one step. Open pauses come first, then those that ended. While one is in
-//! force every console page shows the banner (`components::layout::PauseBanner`).
+//! ends it, re-entering its password, and before the minimum duration a different approver
+//! approves the end too (issue 36). Open pauses come first, then those that ended. While one
+//! is in force every console page shows the banner (`components::layout::PauseBanner`).
 
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
@@ -51,7 +52,9 @@ pub fn PausesPage() -> impl IntoView {
             "A pause holds work without losing it: paused submissions keep new payments PENDING "
             "with nothing sent to the channel; a paused job kind stays queued, its attempts "
             "unspent; a paused endpoint's webhook deliveries wait. On resume everything held "
-            "proceeds. An operator requests, a different approver approves, an operator resumes."
+            "proceeds. An operator requests, a different approver approves, an operator resumes "
+            "with the password again; ending a pause before its minimum duration is a request "
+            "another approver approves."
         </p>
         <p class="flash" data-testid="flash" role="status" tabindex="-1" node_ref=flash_ref>
             {move || flash.get()}
@@ -206,9 +209,14 @@ fn OpenRow(
     let approver = signed_in_has(Role::Approver);
     let operator = signed_in_has(Role::Operator);
     let pending = p.status == PauseStatus::Pending;
+    // Who asked to end this active pause early, while that request is open.
+    let end_asked = p.open_end_request(now).map(str::to_owned);
+    let ending = end_asked.is_some();
+    // The person an approver must not be: the requester of a pending pause, or whoever
+    // asked for its early end.
     let mine = {
-        let requester = p.requested_by.clone();
-        Signal::derive(move || me.get().as_deref() == Some(requester.as_str()))
+        let maker = end_asked.clone().unwrap_or_else(|| p.requested_by.clone());
+        Signal::derive(move || me.get().as_deref() == Some(maker.as_str()))
     };
     let id = StoredValue::new(p.id.clone());
     let open = RwSignal::new(None::<Step>);
@@ -219,7 +227,7 @@ fn OpenRow(
     let first_ref = NodeRef::<leptos::html::Textarea>::new();
     let password_ref = NodeRef::<leptos::html::Input>::new();
     Effect::new(move |_| match open.get() {
-        Some(Step::Approve) => {
+        Some(Step::Approve | Step::Resume) => {
             if let Some(el) = password_ref.get() {
                 let _ = el.focus();
             }
@@ -243,8 +251,8 @@ fn OpenRow(
             return;
         }
         let pw = password.get_untracked();
-        if step == Step::Approve && pw.is_empty() {
-            failure.set(Some("Re-enter your password to approve.".into()));
+        if step != Step::Reject && pw.is_empty() {
+            failure.set(Some("Re-enter your password.".into()));
             return;
         }
         busy.set(true);
@@ -254,9 +262,20 @@ fn OpenRow(
             let r = match step {
                 Step::Approve => api_pauses::approve_pause(id, pw, why).await,
                 Step::Reject => api_pauses::reject_pause(id, why).await,
-                Step::Resume => api_pauses::resume_pause(id, why).await,
+                Step::Resume => api_pauses::resume_pause(id, pw, why).await,
             };
             match r {
+                Ok(p)
+                    if step == Step::Resume
+                        && p.status == PauseStatus::Active
+                        && p.end_requested_by.is_some() =>
+                {
+                    flash.set(Some(format!(
+                        "Pause of {}: still in force. Ending it before its minimum duration needs another person's approval: requested.",
+                        p.what()
+                    )));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
                 Ok(p) => {
                     flash.set(Some(format!("Pause of {}: now {}.", p.what(), p.status)));
                     version.update(|v| *v = v.wrapping_add(1));
@@ -278,6 +297,15 @@ fn OpenRow(
     let approved = p.approved_by.clone().map(|by| {
         let since = p.approved_at.unwrap_or_default();
         view! { {by} " · since " <Time ms=since/> }
+    });
+    let end_note = end_asked.clone().map(|by| {
+        let why = p.end_reason.clone().unwrap_or_default();
+        let left = p.end_expires_at.unwrap_or_default() - now;
+        view! {
+            <div class="small" data-testid="pause-end-request">
+                {format!("Early end asked by {by}: {why} (approvable for {})", format::age(left))}
+            </div>
+        }
     });
     let button =
         move |step: Step, label: &'static str, testid: &'static str, class: &'static str| {
@@ -303,7 +331,7 @@ fn OpenRow(
                 <strong>{p.what()}</strong>
                 <div class="muted small mono">{p.target.clone()}</div>
             </td>
-            <td><StatusPill status=p.status/></td>
+            <td><StatusPill status=p.status/>{end_note}</td>
             <td>{p.reason.clone()}</td>
             <td>
                 {requested}
@@ -312,7 +340,7 @@ fn OpenRow(
             </td>
             <td>{approved}</td>
             <td class="decide">
-                <Show when=move || pending && approver.get() && !mine.get()>
+                <Show when=move || (pending || ending) && approver.get() && !mine.get()>
                     {button(Step::Approve, "Approve…", "pause-approve", "small")}
                     " "
                     {button(Step::Reject, "Reject…", "pause-reject", "small secondary")}
@@ -336,13 +364,15 @@ fn OpenRow(
                         data-testid="pause-step-form"
                         id=form_id.get_value()
                         aria-label=move || match open.get() {
+                            Some(Step::Approve) if ending => "Approve the early end",
+                            Some(Step::Reject) if ending => "Reject the early end",
                             Some(Step::Approve) => "Approve the pause",
                             Some(Step::Reject) => "Reject the pause",
                             _ => "Resume the pause",
                         }
                         on:submit=on_submit
                     >
-                        <Show when=move || open.get() == Some(Step::Approve)>
+                        <Show when=move || matches!(open.get(), Some(Step::Approve | Step::Resume))>
                             <label>
                                 "Your password"
                                 <input
@@ -374,6 +404,7 @@ fn OpenRow(
                             disabled=move || busy.get()
                         >
                             {move || match open.get() {
+                                Some(Step::Approve) if ending => "Approve: end the pause now",
                                 Some(Step::Approve) => "Approve: pause now",
                                 Some(Step::Reject) => "Reject",
                                 _ if pending => "Cancel the request",

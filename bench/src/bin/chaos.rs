@@ -181,6 +181,8 @@ struct Ops {
     approver: String,
     /// The approver's password, entered again at each approval.
     approver_password: String,
+    /// The operator's password, entered again to end the pause (step-up, issue 36).
+    operator_password: String,
 }
 
 struct Shared {
@@ -759,7 +761,9 @@ async fn pause_submissions(sh: &Shared) {
             sh.breach(format!("payment {p} answered PENDING while submissions were paused moved to {} before the resume", status.unwrap_or_default()));
         }
     }
-    let resume = json!({"reason": "chaos: drill over"});
+    // Step-up: the operator's password again. The servers run with --pause-min-duration-secs
+    // 0, so the drill's short pause ends in one step (an earlier end needs an approver).
+    let resume = json!({"password": sh.ops.operator_password, "reason": "chaos: drill over"});
     let path = format!("/ops/v1/pauses/{id}/resume");
     loop {
         match ops_post(sh, &mut rng, &sh.ops.operator, &path, &resume).await {
@@ -1587,6 +1591,14 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             s("0s,200ms,500ms,1s,2s,3s"),
             s("--webhook-timeout-ms"),
             s("1500"),
+            // One data directory for every server: they share the audit checkpoint key
+            // generated on the first start (issue 36), as servers on one PostgreSQL must.
+            s("--data-dir"),
+            work.to_string_lossy().into_owned(),
+            s("--audit-checkpoint-secs"),
+            s("5"),
+            s("--pause-min-duration-secs"),
+            s("0"),
         ];
         if let Some(n) = &nats {
             a.extend([
@@ -1631,6 +1643,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         )
         .await?,
         approver_password: approver_password.clone(),
+        operator_password: operator_password.clone(),
     };
     let shared = Arc::new(Shared {
         args: args.clone(),

@@ -1,6 +1,7 @@
 //! `/ops/v1/pauses`: the emergency switch (issue 17 "Emergency switch"). Operators request a
-//! pause and resume it; a different approver approves it, re-entering their password
-//! (step-up, as for actions).
+//! pause and end it; a different approver approves it, re-entering their password (step-up,
+//! as for actions). Ending takes the operator's password again, and before the minimum
+//! duration a different approver too (issue 36).
 
 use axum::Json;
 use axum::extract::State;
@@ -14,6 +15,7 @@ use super::auth::Principal;
 use super::extract::ClientAddr;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
+use crate::service::pauses::PauseEnd;
 use crate::store::PauseRecord;
 
 /// The `/ops/v1/pauses` routes.
@@ -58,6 +60,18 @@ pub struct PauseRequestBody {
 pub struct PauseApproveBody {
     /// The approver's own password (step-up).
     password: String,
+    /// Why.
+    #[schema(schema_with = crate::schema::reason_schema)]
+    reason: String,
+}
+
+/// Body of ending (or cancelling) a pause: the operator's password again, and a reason.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseEndBody {
+    /// The operator's own password (step-up). Without it: 403 `step_up_required`.
+    #[serde(default)]
+    password: Option<String>,
     /// Why.
     #[schema(schema_with = crate::schema::reason_schema)]
     reason: String,
@@ -133,7 +147,8 @@ pub async fn request(
     Ok((StatusCode::CREATED, Json(PauseEnvelope { pause })))
 }
 
-/// Approves a pending pause (approvers other than the requester, after step-up).
+/// Approves a pending pause (approvers other than the requester, after step-up), or an
+/// active pause's early end request (approvers other than who asked; the pause is resumed).
 #[utoipa::path(
     post,
     path = "/pauses/{id}/approve",
@@ -204,24 +219,29 @@ pub async fn reject(
     Ok(Json(PauseEnvelope { pause }))
 }
 
-/// Resumes an active pause, or cancels a pending one (operators, in one step).
+/// Ends a pause (operators, after step-up): an active pause in force for at least
+/// `--pause-min-duration-secs` is resumed and a pending one cancelled (200); a younger active
+/// pause is not ended but gets an early end request that a different approver approves at
+/// `.../approve` or rejects at `.../reject` (202), as its start was (issue 36).
 #[utoipa::path(
     post,
     path = "/pauses/{id}/resume",
     tag = "ops",
     operation_id = "ops_resume_pause",
-    summary = "Resume (end) a pause: everything it held proceeds",
+    summary = "End a pause (password again): resumed, cancelled, or, before its minimum duration, an end request for an approver",
     security(("console_session" = [])),
     params(("id" = String, Path, description = "The pause's id")),
-    request_body(content = PauseReasonBody, content_type = "application/json"),
+    request_body(content = PauseEndBody, content_type = "application/json"),
     responses(
         (status = 200, description = "The pause, resumed (or cancelled if it was pending)", body = PauseEnvelope),
+        (status = 202, description = "Active for less than the minimum duration: the pause, still active, with its early end request awaiting a different approver", body = PauseEnvelope),
         (status = 400, description = "The body is not a valid request", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: missing field `reason`"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
-        (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 403, description = "Not allowed by the role (`forbidden`), cross-site (`csrf_rejected`), no password (`step_up_required`) or a wrong one (`step_up_refused`)", body = ErrorBody, example = json!({"error": {"code": "step_up_required", "message": "re-enter your password to end or cancel a pause"}})),
         (status = 404, description = "No such pause", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "pause not found"}})),
-        (status = 409, description = "The pause already ended", body = ErrorBody, example = json!({"error": {"code": "not_open", "message": "this pause is resumed"}})),
+        (status = 409, description = "The pause already ended (`not_open`), or its early end already awaits an approver (`end_requested`)", body = ErrorBody, example = json!({"error": {"code": "not_open", "message": "this pause is resumed"}})),
         (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 429, description = "Too many failed password checks", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "too many password attempts; retry in 4 s"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
 )]
@@ -230,12 +250,31 @@ pub async fn resume(
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiPath(id): ApiPath<String>,
-    ApiJson(b): ApiJson<PauseReasonBody>,
-) -> Result<Json<PauseEnvelope>, ApiError> {
+    ApiJson(b): ApiJson<PauseEndBody>,
+) -> Result<(StatusCode, Json<PauseEnvelope>), ApiError> {
     p.require(Permission::RequestActions)?;
-    let pause = st
+    let Some(password) = b.password.filter(|pw| !pw.is_empty()) else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            STEP_UP_REQUIRED,
+            "re-enter your password to end or cancel a pause",
+        ));
+    };
+    let end = st
         .core
-        .resume_pause(&actor(&p, &addr), &id, &b.reason)
+        .end_pause_with_step_up(
+            st.step_up(&p, &addr, &password),
+            &id,
+            &b.reason,
+            st.actions.pause_min_ms(),
+            PAUSE_TTL_MS,
+        )
         .await?;
-    Ok(Json(PauseEnvelope { pause }))
+    Ok(match end {
+        PauseEnd::Ended(pause) => (StatusCode::OK, Json(PauseEnvelope { pause })),
+        PauseEnd::Requested(pause) => (StatusCode::ACCEPTED, Json(PauseEnvelope { pause })),
+    })
 }
+
+/// The code of an end or cancel sent without the password.
+pub const STEP_UP_REQUIRED: &str = "step_up_required";

@@ -1,5 +1,7 @@
 //! The emergency switch (issue 17 "Emergency switch"; seed 004 §8.4): request, approve,
-//! reject and resume pauses, and the view of what is paused that every effect reads.
+//! reject and end pauses, and the view of what is paused that every effect reads. Ending
+//! one is guarded like starting it (issue 36): the password again, and before
+//! `--pause-min-duration-secs` a different approver.
 //!
 //! Every process (each `serve`, each `worker`) reads the active pauses from the database at
 //! most once per [`PAUSE_REFRESH`] and caches them, so a pause approved anywhere holds
@@ -16,10 +18,21 @@ use serde_json::json;
 
 use super::actions::ActionError;
 use super::actor::Actor;
+use super::step_up::{StepUp, StepUpError};
 use super::{Core, ids};
 use crate::domain::actions::check_reason;
 use crate::domain::pause::{ActivePauses, PAUSABLE_JOB_KINDS, PauseStatus, PauseTarget};
-use crate::store::{CreatePause, NewPause, PauseMove, PauseRecord, StoreError};
+use crate::domain::throttle::AttemptKind;
+use crate::store::{CreatePause, NewPause, PauseEndRequest, PauseMove, PauseRecord, StoreError};
+
+/// What ending a pause did ([`Core::end_pause`]).
+#[derive(Debug, Clone)]
+pub enum PauseEnd {
+    /// Over: an active pause resumed, or a pending one cancelled.
+    Ended(PauseRecord),
+    /// An active pause younger than the minimum: its end awaits a different approver.
+    Requested(PauseRecord),
+}
 
 /// How stale a process's view of the active pauses may be.
 pub const PAUSE_REFRESH: Duration = Duration::from_secs(1);
@@ -87,12 +100,14 @@ impl Core {
         Ok(all)
     }
 
-    /// How many pause requests wait for an approver.
+    /// How many pause requests wait for an approver: pending pauses, and active ones whose
+    /// early end was asked for.
     pub async fn pauses_awaiting_approval(&self) -> Result<usize, StoreError> {
         let all = self.store.pauses(0).await?;
+        let now = self.clock.now_ms();
         Ok(all
             .iter()
-            .filter(|p| p.status == PauseStatus::Pending)
+            .filter(|p| p.status == PauseStatus::Pending || p.open_end_request(now).is_some())
             .count())
     }
 
@@ -172,19 +187,25 @@ impl Core {
         }
     }
 
-    /// Whether `actor` could approve pause `id` now (it exists, someone else asked, it is
-    /// pending and unexpired), read before the approver's password is checked; the caller
-    /// answers every `false` like a wrong password.
+    /// Whether `actor` could approve pause `id` now, read before the approver's password is
+    /// checked; the caller answers every `false` like a wrong password. Approvable: a
+    /// pending, unexpired pause someone else requested (its start), or an active pause
+    /// with an unexpired early end request someone else made (its end, issue 36).
     pub async fn pause_approvable(&self, actor: &Actor, id: &str) -> Result<bool, StoreError> {
+        let now = self.clock.now_ms();
         Ok(self.store.pause(id).await?.is_some_and(|p| {
-            p.status == PauseStatus::Pending
+            (p.status == PauseStatus::Pending
                 && p.requested_by != actor.username
-                && p.expires_at > self.clock.now_ms()
+                && p.expires_at > now)
+                || p.open_end_request(now)
+                    .is_some_and(|by| by != actor.username)
         }))
     }
 
     /// Approves a pending pause: it is in force from now, in this process at once and in
-    /// every other within [`PAUSE_REFRESH`]. The approver must not be the requester.
+    /// every other within [`PAUSE_REFRESH`]. The approver must not be the requester. On an
+    /// active pause with an early end request it approves the end instead
+    /// ([`Self::end_pause`]): the pause is resumed; the approver must not be who asked to end it.
     ///
     /// Errors: `self_approval` (403), `not_pending` or `expired` (409), `not_found` (404).
     pub async fn approve_pause(
@@ -197,7 +218,8 @@ impl Core {
             .await
     }
 
-    /// Rejects a pending pause (by someone other than the requester).
+    /// Rejects a pending pause (by someone other than the requester), or an active pause's
+    /// early end request (by someone other than who asked; the pause stays in force).
     pub async fn reject_pause(
         &self,
         actor: &Actor,
@@ -222,6 +244,11 @@ impl Core {
             .pause(id)
             .await?
             .ok_or(ActionError::NotFound("pause"))?;
+        if p.status == PauseStatus::Active && p.end_requested_by.is_some() {
+            return self
+                .decide_pause_end(actor, p, reason, to == PauseStatus::Active)
+                .await;
+        }
         if p.requested_by == actor.username {
             return Err(ActionError::Forbidden(
                 "self_approval",
@@ -259,6 +286,7 @@ impl Core {
             reason: reason.trim().into(),
             not_by_requester: true,
             unexpired_at: Some(now),
+            end_approval: false,
             now,
         };
         let audit = actor.entry(
@@ -279,24 +307,39 @@ impl Core {
         Ok(self.store.pause(id).await?.unwrap_or(p))
     }
 
-    /// Ends a pause in one step (operators, the requester included): an active pause is
-    /// resumed, and everything it held proceeds; a pending one is cancelled.
+    /// Ends pause `id` as `actor` (operators, the requester included; the caller has
+    /// checked the password again, [`Self::end_pause_with_step_up`]). A pending pause is
+    /// cancelled. An active pause in force for at least `min_active_ms` (from its approval)
+    /// is resumed, and everything it held proceeds; a younger one is not: the end becomes a
+    /// request, approvable until `ttl_ms` from now, that a different approver approves
+    /// ([`Self::approve_pause`]) or rejects (issue 36: one person cannot undo what two
+    /// started).
     ///
     /// Errors: `invalid_reason` (400), `not_found` (404), `not_open` (409) when it already
-    /// ended.
-    pub async fn resume_pause(
+    /// ended, `end_requested` (409) when an early end already awaits an approver.
+    pub async fn end_pause(
         &self,
         actor: &Actor,
         id: &str,
         reason: &str,
-    ) -> Result<PauseRecord, ActionError> {
+        min_active_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<PauseEnd, ActionError> {
         check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
         let p = self
             .store
             .pause(id)
             .await?
             .ok_or(ActionError::NotFound("pause"))?;
+        let now = self.clock.now_ms();
         let (to, audit_action) = match p.status {
+            PauseStatus::Active
+                if now - p.approved_at.unwrap_or(p.requested_at) < min_active_ms =>
+            {
+                return self
+                    .request_pause_end(actor, p, reason.trim(), ttl_ms)
+                    .await;
+            }
             PauseStatus::Active => (PauseStatus::Resumed, "pause_resumed"),
             PauseStatus::Pending => (PauseStatus::Cancelled, "pause_cancelled"),
             other @ (PauseStatus::Resumed | PauseStatus::Rejected | PauseStatus::Cancelled) => {
@@ -316,7 +359,168 @@ impl Core {
             ));
         }
         self.pauses.invalidate().await;
-        Ok(self.store.pause(id).await?.unwrap_or(p))
+        Ok(PauseEnd::Ended(self.store.pause(id).await?.unwrap_or(p)))
+    }
+
+    /// [`Self::end_pause`] after re-checking `step_up.who`'s password (issue 36: ending or
+    /// cancelling a pause is a step-up, as approving one is). The check counts toward the
+    /// same limits as sign-ins (`Check(RateLimited)` once over them); a wrong password is
+    /// audited (`step_up_refused`) and answered `step_up_refused` (403). The caller has
+    /// checked the role.
+    pub async fn end_pause_with_step_up(
+        &self,
+        step_up: StepUp<'_>,
+        id: &str,
+        reason: &str,
+        min_active_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<PauseEnd, StepUpError> {
+        let StepUp {
+            credentials,
+            who,
+            addr,
+            password,
+        } = step_up;
+        check_reason(reason).map_err(StepUpError::InvalidReason)?;
+        let store = self.store.as_ref();
+        let attempt = credentials
+            .begin_attempt(
+                store,
+                &who.username,
+                addr,
+                AttemptKind::StepUp,
+                self.clock.now_ms(),
+            )
+            .await?;
+        let user = credentials
+            .verify_user(store, &who.username, password)
+            .await;
+        let ok = matches!(user, Ok(Some(_)));
+        credentials
+            .finish_attempt(store, attempt, ok, self.clock.now_ms())
+            .await?;
+        user?;
+        if !ok {
+            let e = who.entry(
+                self.clock.now_ms(),
+                "step_up_refused",
+                &format!("pause:{}", id.chars().take(64).collect::<String>()),
+                "wrong password to end or cancel a pause",
+                String::new(),
+                String::new(),
+            );
+            store.append_audit(&e).await?;
+            return Err(StepUpError::Action(ActionError::Forbidden(
+                "step_up_refused",
+                "not ended: re-enter your own password".into(),
+            )));
+        }
+        Ok(self
+            .end_pause(&who, id, reason, min_active_ms, ttl_ms)
+            .await?)
+    }
+
+    /// Records the early end of active pause `p` (audited `pause_end_requested`).
+    async fn request_pause_end(
+        &self,
+        actor: &Actor,
+        p: PauseRecord,
+        reason: &str,
+        ttl_ms: i64,
+    ) -> Result<PauseEnd, ActionError> {
+        let now = self.clock.now_ms();
+        let r = PauseEndRequest {
+            id: p.id.clone(),
+            by: actor.username.clone(),
+            reason: reason.into(),
+            now,
+            expires_at: now + ttl_ms,
+        };
+        let audit = actor.entry(
+            now,
+            "pause_end_requested",
+            &format!("pause:{}", p.id),
+            reason,
+            json!({"target": p.target, "status": p.status}).to_string(),
+            json!({"target": p.target, "status": p.status, "end_requested_by": r.by}).to_string(),
+        );
+        if !self.store.request_pause_end(&r, &audit).await? {
+            return Err(ActionError::Conflict(
+                "end_requested",
+                "an early end of this pause already awaits an approver (or it changed meanwhile; look again)".into(),
+            ));
+        }
+        Ok(PauseEnd::Requested(
+            self.store.pause(&p.id).await?.unwrap_or(p),
+        ))
+    }
+
+    /// Approves (the pause is resumed) or rejects (it stays in force) the early end
+    /// request of active pause `p`, by someone other than who asked for it.
+    async fn decide_pause_end(
+        &self,
+        actor: &Actor,
+        p: PauseRecord,
+        reason: &str,
+        approve: bool,
+    ) -> Result<PauseRecord, ActionError> {
+        let now = self.clock.now_ms();
+        let Some(asked_by) = p.open_end_request(now).map(str::to_owned) else {
+            return Err(ActionError::Conflict(
+                "expired",
+                "this early end request expired; ask again".into(),
+            ));
+        };
+        if asked_by == actor.username {
+            return Err(ActionError::Forbidden(
+                "self_approval",
+                "an early end must be approved or rejected by someone other than who asked for it"
+                    .into(),
+            ));
+        }
+        let before = json!({"target": p.target, "status": p.status, "end_requested_by": asked_by, "end_reason": p.end_reason}).to_string();
+        let done = if approve {
+            let m = PauseMove {
+                id: p.id.clone(),
+                from: PauseStatus::Active,
+                to: PauseStatus::Resumed,
+                by: actor.username.clone(),
+                reason: reason.trim().into(),
+                not_by_requester: false,
+                unexpired_at: None,
+                end_approval: true,
+                now,
+            };
+            let audit = actor.entry(
+                now,
+                "pause_end_approved",
+                &format!("pause:{}", p.id),
+                reason.trim(),
+                before,
+                json!({"target": p.target, "status": PauseStatus::Resumed}).to_string(),
+            );
+            self.store.move_pause(&m, &audit).await?
+        } else {
+            let audit = actor.entry(
+                now,
+                "pause_end_rejected",
+                &format!("pause:{}", p.id),
+                reason.trim(),
+                before,
+                json!({"target": p.target, "status": p.status}).to_string(),
+            );
+            self.store
+                .reject_pause_end(&p.id, &actor.username, now, &audit)
+                .await?
+        };
+        if !done {
+            return Err(ActionError::Conflict(
+                "not_pending",
+                "this early end was already decided".into(),
+            ));
+        }
+        self.pauses.invalidate().await;
+        Ok(self.store.pause(&p.id).await?.unwrap_or(p))
     }
 
     async fn move_pause(
@@ -337,6 +541,7 @@ impl Core {
             reason: reason.into(),
             not_by_requester,
             unexpired_at: None,
+            end_approval: false,
             now,
         };
         let audit = actor.entry(

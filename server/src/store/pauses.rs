@@ -59,8 +59,27 @@ pub struct PauseMove {
     pub not_by_requester: bool,
     /// Refuse when the request expired before this time (epoch ms).
     pub unexpired_at: Option<i64>,
+    /// The approval of an early end (issue 36): refuse unless the pause carries an end
+    /// request, unexpired at `now`, that someone other than `by` made.
+    pub end_approval: bool,
     /// Epoch ms UTC.
     pub now: i64,
+}
+
+/// An early end asked of an active pause (issue 36): it ends when a different approver
+/// approves it.
+#[derive(Debug, Clone)]
+pub struct PauseEndRequest {
+    /// Pause id.
+    pub id: String,
+    /// Who asks.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// Epoch ms UTC.
+    pub now: i64,
+    /// Approvable until then, epoch ms UTC.
+    pub expires_at: i64,
 }
 
 /// Pauses.
@@ -84,4 +103,22 @@ pub trait Pauses: Send + Sync + 'static {
     /// hold), appending `audit` in the same transaction; false when it did not apply
     /// (nothing written).
     async fn move_pause(&self, m: &PauseMove, audit: &AuditEntry) -> Result<bool, StoreError>;
+    /// Records an early end request on an active pause, appending `audit` in the same
+    /// transaction; false (nothing written) unless the pause is active with no end request
+    /// unexpired at `r.now`.
+    async fn request_pause_end(
+        &self,
+        r: &PauseEndRequest,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
+    /// Clears an active pause's unexpired end request (an approver rejected it; the pause
+    /// stays in force), appending `audit` in the same transaction; false (nothing written)
+    /// when there is none or `by` made it.
+    async fn reject_pause_end(
+        &self,
+        id: &str,
+        by: &str,
+        now: i64,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
 }

@@ -84,6 +84,8 @@ macro_rules! impl_pauses {
                     c.status == m.from
                         && (!m.not_by_requester || c.requested_by != m.by)
                         && m.unexpired_at.is_none_or(|now| c.expires_at > now)
+                        && (!m.end_approval
+                            || c.open_end_request(m.now).is_some_and(|by| by != m.by))
                 });
                 if !allowed {
                     tx.rollback().await?;
@@ -112,6 +114,62 @@ macro_rules! impl_pauses {
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
+                if moved != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn request_pause_end(
+                &self,
+                r: &$crate::store::PauseEndRequest,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let moved = sqlx::query(
+                    "UPDATE pauses SET end_requested_by = $1, end_reason = $2, end_requested_at = $3, \
+                     end_expires_at = $4 WHERE id = $5 AND status = 'active' \
+                     AND (end_requested_by IS NULL OR end_expires_at <= $3)",
+                )
+                .bind(&r.by)
+                .bind(&r.reason)
+                .bind(r.now)
+                .bind(r.expires_at)
+                .bind(&r.id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if moved != 1 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn reject_pause_end(
+                &self,
+                id: &str,
+                by: &str,
+                now: i64,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let moved = sqlx::query(
+                    "UPDATE pauses SET end_requested_by = NULL, end_reason = NULL, end_requested_at = NULL, \
+                     end_expires_at = NULL WHERE id = $1 AND status = 'active' \
+                     AND end_requested_by IS NOT NULL AND end_requested_by <> $2 AND end_expires_at > $3",
+                )
+                .bind(id)
+                .bind(by)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
                 if moved != 1 {
                     tx.rollback().await?;
                     return Ok(false);

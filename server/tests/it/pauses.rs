@@ -2,7 +2,9 @@
 //! different approver; paused submissions hold new payments PENDING with nothing sent and
 //! settle after the resume; a paused job kind is not leased and keeps its attempts; a paused
 //! endpoint's deliveries wait and go out after the resume; a second process sharing the
-//! database honours a pause; and the store's pause methods.
+//! database honours a pause; ending or cancelling one takes the password again, and ending
+//! one before its minimum duration a different approver (issue 36); and the store's pause
+//! methods.
 
 use std::time::Duration;
 
@@ -61,7 +63,7 @@ async fn resume(app: &TestApp, id: &str) {
         &op,
         app,
         &format!("/ops/v1/pauses/{id}/resume"),
-        json!({"reason": "incident over"}),
+        json!({"password": OPS_PASSWORD, "reason": "incident over"}),
     )
     .await;
     assert_eq!(s, 200, "{v}");
@@ -197,12 +199,13 @@ on_both_backends!(
             .unwrap();
         assert_eq!(list["items"][0]["id"], id.as_str());
         assert_eq!(list["items"][0]["status"], "active");
-        // Resuming is one step by an operator (the requester here); a second resume is 409.
+        // Past the minimum duration (0 in the test settings), one operator (the requester
+        // here) resumes it with the password again (issue 36); a second resume is 409.
         let (s, v) = post(
             &plain,
             &app,
             &format!("/ops/v1/pauses/{id}/resume"),
-            json!({"reason": "storm over"}),
+            json!({"password": OPS_PASSWORD, "reason": "storm over"}),
         )
         .await;
         assert_eq!((s, v["pause"]["status"].as_str()), (200, Some("resumed")));
@@ -212,7 +215,7 @@ on_both_backends!(
             &plain,
             &app,
             &format!("/ops/v1/pauses/{id}/resume"),
-            json!({"reason": "again"}),
+            json!({"password": OPS_PASSWORD, "reason": "again"}),
         )
         .await;
         assert_eq!((s, v["error"]["code"].as_str()), (409, Some("not_open")));
@@ -232,6 +235,264 @@ on_both_backends!(
                 "pause_resumed:storm over",
             ]
         );
+    }
+);
+
+/// Requests a pause of `target` as "op" and approves it as "ap"; returns its id.
+async fn active_pause(app: &TestApp, target: &str) -> String {
+    pause(app, target).await
+}
+
+/// `POST /ops/v1/pauses/{id}/{step}` as `c` with `body`: (status, error code, the pause).
+async fn step(
+    c: &reqwest::Client,
+    app: &TestApp,
+    id: &str,
+    step: &str,
+    body: Value,
+) -> (u16, String, Value) {
+    let (s, v) = post(c, app, &format!("/ops/v1/pauses/{id}/{step}"), body).await;
+    (
+        s,
+        v["error"]["code"].as_str().unwrap_or_default().to_string(),
+        v["pause"].clone(),
+    )
+}
+
+fn pause_audit_sql() -> &'static str {
+    "SELECT action || ':' || actor FROM audit_log WHERE target = $1 ORDER BY seq"
+}
+
+// Issue 36, "No one moves money alone": ending or cancelling a pause is a step-up, and one
+// person cannot end before the minimum duration what two people started.
+on_both_backends!(
+    ending_a_pause_takes_the_password_and_before_the_minimum_a_different_approver,
+    |s| {
+        s.actions.pause_min_duration_secs = 900;
+    },
+    |app| {
+        users(&app).await;
+        let id = active_pause(&app, "job:refund").await;
+        let op = ops_session(&app, "op").await;
+        let opap = ops_session(&app, "opap").await;
+        let ap = ops_session(&app, "ap").await;
+        let paused = || async {
+            app.running
+                .state
+                .core
+                .active_pauses()
+                .await
+                .job_kind("refund")
+        };
+        // No password (absent or empty): refused with a stable code, nothing changes.
+        for body in [
+            json!({"reason": "over"}),
+            json!({"password": "", "reason": "over"}),
+        ] {
+            let (s, code, _) = step(&op, &app, &id, "resume", body).await;
+            assert_eq!((s, code.as_str()), (403, "step_up_required"));
+        }
+        // A wrong password: refused, audited, nothing changes.
+        let (s, code, _) = step(
+            &op,
+            &app,
+            &id,
+            "resume",
+            json!({"password": "wrong-password-here", "reason": "over"}),
+        )
+        .await;
+        assert_eq!((s, code.as_str()), (403, "step_up_refused"));
+        assert!(paused().await);
+        // The right password, before the minimum: not ended, an end request (202).
+        let (s, code, p) = step(
+            &opap,
+            &app,
+            &id,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "looks fixed"}),
+        )
+        .await;
+        assert_eq!(s, 202, "{code} {p}");
+        assert_eq!(p["status"], "active");
+        assert_eq!(p["end_requested_by"], "opap");
+        assert_eq!(p["end_reason"], "looks fixed");
+        assert!(paused().await, "still in force");
+        // A second end while one awaits an approver: 409.
+        let (s, code, _) = step(
+            &op,
+            &app,
+            &id,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "again"}),
+        )
+        .await;
+        assert_eq!((s, code.as_str()), (409, "end_requested"));
+        // Who asked cannot approve the end, not even with the password; nor a wrong password.
+        let (s, code, _) = step(
+            &opap,
+            &app,
+            &id,
+            "approve",
+            json!({"password": OPS_PASSWORD, "reason": "mine"}),
+        )
+        .await;
+        assert_eq!((s, code.as_str()), (403, "approval_refused"));
+        let (s, code, _) = step(
+            &ap,
+            &app,
+            &id,
+            "approve",
+            json!({"password": "wrong-password-here", "reason": "ok"}),
+        )
+        .await;
+        assert_eq!((s, code.as_str()), (403, "approval_refused"));
+        assert!(paused().await);
+        // A different approver, with the password: ended.
+        let (s, code, p) = step(
+            &ap,
+            &app,
+            &id,
+            "approve",
+            json!({"password": OPS_PASSWORD, "reason": "agreed, fixed"}),
+        )
+        .await;
+        assert_eq!(s, 200, "{code} {p}");
+        assert_eq!(
+            (p["status"].as_str(), p["resumed_by"].as_str()),
+            (Some("resumed"), Some("ap"))
+        );
+        assert!(!paused().await);
+        let audited = app
+            .sql_strings(pause_audit_sql(), &[&format!("pause:{id}")])
+            .await;
+        assert_eq!(
+            audited,
+            vec![
+                "pause_requested:op",
+                "pause_approved:ap",
+                "step_up_refused:op",
+                "pause_end_requested:opap",
+                "approval_refused:opap",
+                "approval_refused:ap",
+                "pause_end_approved:ap",
+            ]
+        );
+
+        // An early end can be rejected: the pause stays in force, and can be asked again.
+        let id = active_pause(&app, "job:query").await;
+        let (s, _, _) = step(
+            &opap,
+            &app,
+            &id,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "early"}),
+        )
+        .await;
+        assert_eq!(s, 202);
+        let (s, code, _) = step(&opap, &app, &id, "reject", json!({"reason": "mine"})).await;
+        assert_eq!((s, code.as_str()), (403, "self_approval"));
+        let (s, code, p) = step(&ap, &app, &id, "reject", json!({"reason": "not yet"})).await;
+        assert_eq!(s, 200, "{code} {p}");
+        assert_eq!(
+            (p["status"].as_str(), p["end_requested_by"].is_null()),
+            (Some("active"), true)
+        );
+        assert!(
+            app.running
+                .state
+                .core
+                .active_pauses()
+                .await
+                .job_kind("query")
+        );
+        let (s, _, _) = step(
+            &op,
+            &app,
+            &id,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "now"}),
+        )
+        .await;
+        assert_eq!(s, 202);
+        let (s, _, p) = step(
+            &ap,
+            &app,
+            &id,
+            "approve",
+            json!({"password": OPS_PASSWORD, "reason": "ok"}),
+        )
+        .await;
+        assert_eq!((s, p["status"].as_str()), (200, Some("resumed")));
+
+        // Cancelling a pending pause takes the password too (no approver: it never held).
+        let (s, v) = post(
+            &op,
+            &app,
+            "/ops/v1/pauses",
+            json!({"target": "submissions", "reason": "maybe"}),
+        )
+        .await;
+        assert_eq!(s, 201, "{v}");
+        let pending = v["pause"]["id"].as_str().unwrap().to_string();
+        let (s, code, _) = step(&op, &app, &pending, "resume", json!({"reason": "no"})).await;
+        assert_eq!((s, code.as_str()), (403, "step_up_required"));
+        let (s, code, _) = step(
+            &op,
+            &app,
+            &pending,
+            "resume",
+            json!({"password": "wrong-password-here", "reason": "no"}),
+        )
+        .await;
+        assert_eq!((s, code.as_str()), (403, "step_up_refused"));
+        let (s, _, p) = step(
+            &op,
+            &app,
+            &pending,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "not needed"}),
+        )
+        .await;
+        assert_eq!((s, p["status"].as_str()), (200, Some("cancelled")));
+    }
+);
+
+on_both_backends!(
+    after_the_minimum_duration_one_operator_ends_a_pause_with_the_password,
+    |s| {
+        s.actions.pause_min_duration_secs = 2;
+    },
+    |app| {
+        users(&app).await;
+        let id = active_pause(&app, "job:refund").await;
+        tokio::time::sleep(Duration::from_millis(2_300)).await;
+        let op = ops_session(&app, "op").await;
+        let (s, code, _) = step(&op, &app, &id, "resume", json!({"reason": "over"})).await;
+        assert_eq!((s, code.as_str()), (403, "step_up_required"));
+        let (s, code, _) = step(
+            &op,
+            &app,
+            &id,
+            "resume",
+            json!({"password": "wrong-password-here", "reason": "over"}),
+        )
+        .await;
+        assert_eq!((s, code.as_str()), (403, "step_up_refused"));
+        let (s, code, p) = step(
+            &op,
+            &app,
+            &id,
+            "resume",
+            json!({"password": OPS_PASSWORD, "reason": "over"}),
+        )
+        .await;
+        assert_eq!(s, 200, "{code} {p}");
+        assert_eq!(
+            (p["status"].as_str(), p["resumed_by"].as_str()),
+            (Some("resumed"), Some("op"))
+        );
+        assert!(p["end_requested_by"].is_null());
+        assert!(app.running.state.core.active_pauses().await.is_empty());
     }
 );
 
@@ -481,6 +742,7 @@ store_conformance!(pauses_are_stored_moved_once_and_read_as_active, |store| {
         reason: "ok".into(),
         not_by_requester: true,
         unexpired_at: Some(at),
+        end_approval: false,
         now: at,
     };
     // Not by the requester, not once expired.
@@ -526,6 +788,7 @@ store_conformance!(pauses_are_stored_moved_once_and_read_as_active, |store| {
         reason: "over".into(),
         not_by_requester: false,
         unexpired_at: None,
+        end_approval: false,
         now: 3_000,
     };
     assert!(store.move_pause(&resume, &audit("r")).await.unwrap());
