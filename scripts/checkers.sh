@@ -60,8 +60,8 @@ fi
 # payment events to them: a made-up public address must never be reached from here, and a
 # made-up host name must not go to a DNS server. So the servers and the checkers run in a
 # network namespace of their own (unshare, as root), where only 127.0.0.1 exists: every other
-# address is unreachable and no name resolves (converge answers 400 url_unresolvable or
-# url_internal_address, both documented). One name does resolve there, through a private
+# address is unreachable and no name resolves (converge answers 400 url_address_refused,
+# documented: one code for an internal and an unresolvable host). One name does resolve there, through a private
 # /etc/hosts in a mount namespace of its own: the document's example host, to a public
 # address, so the example registration succeeds and schemathesis follows its links (read,
 # rotate, delete) with a real endpoint; its deliveries fail at once (no route) and go dead

@@ -731,7 +731,7 @@ fn webhook_commands_register_list_rotate_disable_and_refuse_bad_input() {
         ),
         (
             vec!["webhook", "add", "shop", "http://127.0.0.1:9/x"],
-            "internal address",
+            "only to public addresses",
         ),
         (
             vec![
@@ -1703,4 +1703,276 @@ fn audit_public_key_without_any_key_says_how_to_get_one() {
         &["no audit signing key", "converge serve"],
         None,
     );
+}
+
+// --- issue 36: no proxy for deliveries, no credentials in what is logged or shown ------------
+
+/// A stand-in for an HTTP proxy on 127.0.0.1: it records the request line of everything sent
+/// to it and answers 502. Returns its port and the lines seen.
+fn fake_proxy() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("proxy listener");
+    let port = listener.local_addr().expect("proxy port").port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut first = String::new();
+            if let Ok(reader) = conn.try_clone() {
+                let _ = std::io::BufReader::new(reader).read_line(&mut first);
+            }
+            record.lock().unwrap().push(first.trim().to_string());
+            let _ = conn.write_all(
+                b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    (port, seen)
+}
+
+// reqwest honours HTTP_PROXY/HTTPS_PROXY/ALL_PROXY: through a proxy, the webhook's host is
+// resolved and connected to by the proxy, past the address check. A delivery must go
+// straight to the endpoint whatever the environment says. The endpoint is on 127.0.0.2 (with
+// --webhook-allow-private, so nothing leaves the machine) and NO_PROXY names only 127.0.0.1,
+// where the in-process channel is: an operator's proxy settings still apply to the channel,
+// never to a merchant's URL.
+#[test]
+fn a_webhook_delivery_never_goes_through_a_proxy_from_the_environment() {
+    let dir = Scratch::new("webhook-proxy");
+    let (api, sink) = (free_port(), free_port());
+    let (proxy, seen) = fake_proxy();
+    let _sink = Proc::spawn(
+        &dir,
+        &["webhook-sink", "--bind", &format!("127.0.0.2:{sink}")],
+    );
+    let sink_received = || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.2", sink)).ok()?;
+        use std::io::{Read, Write};
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        s.write_all(b"GET /received HTTP/1.1\r\nHost: 127.0.0.2\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).ok()?;
+        let body = answer.split_once("\r\n\r\n")?.1;
+        let v: serde_json::Value = serde_json::from_str(body).ok()?;
+        Some(v["deliveries"].as_array()?.len())
+    };
+    wait_for(20, "the sink", sink_received);
+    let key = converge_cmd(&dir)
+        .args(["merchant", "add", "shop"])
+        .output()
+        .expect("merchant add");
+    let auth = format!("Bearer {}", String::from_utf8(key.stdout).unwrap().trim());
+    let added = converge_cmd(&dir)
+        .args([
+            "webhook",
+            "add",
+            "shop",
+            &format!("http://127.0.0.2:{sink}/hooks/ok"),
+            "--allow-private",
+        ])
+        .output()
+        .expect("webhook add");
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let proxy_url = format!("http://127.0.0.1:{proxy}");
+    let mut serve = converge_cmd(&dir);
+    serve
+        .args([
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{api}"),
+            "--webhook-allow-private",
+            "--poll-ms",
+            "50",
+            "--no-daily-reconcile",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for var in [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        serve.env(var, &proxy_url);
+    }
+    serve
+        .env("NO_PROXY", "127.0.0.1")
+        .env("no_proxy", "127.0.0.1");
+    let _serve = Proc(serve.spawn().expect("serve"));
+    wait_for(20, "converge serve", || {
+        http(api, "GET", "/health", &[], "")
+    });
+    let (status, body) = http(
+        api,
+        "POST",
+        "/v1/payments",
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Idempotency-Key", "k-proxy"),
+        ],
+        r#"{"amount":1000,"currency":"CNY","merchant_order_id":"o-proxy"}"#,
+    )
+    .expect("create");
+    assert_eq!(status, 201, "{body}");
+    wait_for(30, "a delivery, to the sink or to the proxy", || {
+        (sink_received().is_some_and(|n| n > 0) || !seen.lock().unwrap().is_empty()).then_some(())
+    });
+    // Any attempt after the first would come within the retry schedule's first step (0 s);
+    // give a wrongly proxied retry a moment to show.
+    std::thread::sleep(Duration::from_millis(500));
+    let proxied = seen.lock().unwrap().clone();
+    assert!(
+        proxied.is_empty(),
+        "a delivery went through the proxy: {proxied:?}"
+    );
+    assert_eq!(
+        sink_received(),
+        Some(1),
+        "delivered straight to the endpoint"
+    );
+}
+
+// A user and password in --nats-url (and in --channel-url) must not reach the log, the
+// dashboard every viewer reads, a payment's timeline or /health (issue 36). The broker and the
+// channel are closed ports, so both URLs end up in error messages.
+#[test]
+fn credentials_in_the_nats_and_channel_urls_are_never_logged_or_shown() {
+    use std::io::Write;
+    const NATS_PW: &str = "NatsPw-3f9c1a";
+    const CHANNEL_PW: &str = "ChanPw-8b2d7e";
+    let dir = Scratch::new("url-secrets");
+    let (api, broker, channel) = (free_port(), free_port(), free_port());
+    let mut add = converge_cmd(&dir)
+        .args(["user", "add", "vic", "--role", "viewer", "--password-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("user add");
+    add.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"a-long-password-here\n")
+        .expect("password");
+    assert!(add.wait_with_output().expect("user add").status.success());
+    let key = converge_cmd(&dir)
+        .args(["merchant", "add", "shop"])
+        .output()
+        .expect("merchant add");
+    let auth = format!("Bearer {}", String::from_utf8(key.stdout).unwrap().trim());
+    let log = dir.0.join("serve.log");
+    let out = std::fs::File::create(&log).expect("log file");
+    let err = out.try_clone().expect("log file");
+    let nats_url = format!("nats://natsuser:{NATS_PW}@127.0.0.1:{broker}");
+    let channel_url = format!("http://chanuser:{CHANNEL_PW}@127.0.0.1:{channel}");
+    let mut serve = converge_cmd(&dir);
+    serve
+        .args([
+            "serve",
+            "--bind",
+            &format!("127.0.0.1:{api}"),
+            "--nats-url",
+            &nats_url,
+            "--channel-url",
+            &channel_url,
+            "--callback-secret",
+            "an-hmac-key-of-at-least-thirty-two-bytes",
+            "--poll-ms",
+            "50",
+            "--no-daily-reconcile",
+        ])
+        .env("RUST_LOG", "info")
+        .stdout(out)
+        .stderr(err);
+    let _serve = Proc(serve.spawn().expect("serve"));
+    wait_for(20, "converge serve", || {
+        http(api, "GET", "/health", &[], "")
+    });
+    let (status, created) = http(
+        api,
+        "POST",
+        "/v1/payments",
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Idempotency-Key", "k-secret"),
+        ],
+        r#"{"amount":1000,"currency":"CNY","merchant_order_id":"o-secret"}"#,
+    )
+    .expect("create");
+    assert_eq!(status, 201, "{created}");
+    let id = serde_json::from_str::<serde_json::Value>(&created).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, cookie, body) = http_with_cookie(
+        api,
+        "POST",
+        "/ops/v1/login",
+        &[("Content-Type", "application/json")],
+        r#"{"username":"vic","password":"a-long-password-here"}"#,
+    )
+    .expect("login");
+    assert_eq!(status, 200, "{body}");
+    let cookie = cookie.expect("session cookie");
+    let signed_in = [("Cookie", cookie.as_str())];
+    // The relay's failure is on the dashboard, and the channel's on the payment's timeline.
+    let dashboard = wait_for(30, "the relay's error on the dashboard", || {
+        let (s, body) = http(api, "GET", "/ops/v1/dashboard", &signed_in, "")?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (s == 200 && v["relay"]["last_error"].is_string()).then_some(body)
+    });
+    assert!(
+        dashboard.contains(&format!("127.0.0.1:{broker}")),
+        "the error names the broker: {dashboard}"
+    );
+    let payment = wait_for(30, "the channel's error on the timeline", || {
+        let (s, body) = http(
+            api,
+            "GET",
+            &format!("/ops/v1/payments/{id}"),
+            &signed_in,
+            "",
+        )?;
+        (s == 200 && body.contains(&format!("127.0.0.1:{channel}"))).then_some(body)
+    });
+    let console = http(
+        api,
+        "POST",
+        "/api/dashboard",
+        &[
+            ("Cookie", cookie.as_str()),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        "",
+    )
+    .expect("console dashboard")
+    .1;
+    let health = http(api, "GET", "/health", &[], "").expect("health").1;
+    let logged = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        logged.contains(&format!("127.0.0.1:{broker}")),
+        "the log names the broker: {logged}"
+    );
+    for (what, text) in [
+        ("the dashboard", &dashboard),
+        ("the console's dashboard", &console),
+        ("the payment", &payment),
+        ("/health", &health),
+        ("the log", &logged),
+    ] {
+        for secret in [NATS_PW, CHANNEL_PW] {
+            assert!(!text.contains(secret), "{secret} in {what}: {text}");
+        }
+    }
 }

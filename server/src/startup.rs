@@ -342,7 +342,10 @@ pub async fn build_with_store(
             Err(e) => {
                 tracing::warn!(error = %e, "the event stream is not reachable yet; the relay keeps trying")
             }
-            Ok(_) => tracing::info!(url = %cfg.url, stream = %cfg.stream, "event stream ready"),
+            Ok(_) => {
+                let url = store::redact(&cfg.url);
+                tracing::info!(%url, stream = %cfg.stream, "event stream ready")
+            }
         }
         workers.push(tokio::spawn(crate::worker::relay::run(
             core.clone(),

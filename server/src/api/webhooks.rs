@@ -27,8 +27,8 @@ pub struct CreateBody {
     /// without user info, at most 2048 characters. Unless the server runs with
     /// `--webhook-allow-private`, its host must resolve, and only to public addresses:
     /// loopback, private, link-local, carrier-grade NAT, documentation and other internal
-    /// ranges are refused (400 `url_internal_address`), as is a host that does not resolve
-    /// (400 `url_unresolvable`).
+    /// ranges are refused, as is a host that does not resolve, with one answer for both
+    /// (400 `url_address_refused`, naming no address).
     #[schema(max_length = 2048)]
     url: String,
     /// The event types to deliver (`payment.succeeded`, `payment.failed`,
@@ -141,10 +141,9 @@ fn refuse_frozen(m: &Merchant) -> Result<(), ApiError> {
                 ("RotateWebhookSecret" = (operation_id = "rotate_webhook_secret", parameters(("id" = "$response.body#/id")))),
                 ("DeleteWebhookEndpoint" = (operation_id = "delete_webhook_endpoint", parameters(("id" = "$response.body#/id"))))
             )),
-        (status = 400, description = "Idempotency-Key missing or malformed, or the body is not a valid endpoint: the URL is malformed, not http(s), carries user info, is too long, does not resolve, or resolves to an internal address (loopback, private, link-local, ...); the event list is empty, names an unknown type or mixes `*` with types; the description is too long (nothing is stored; the key stays free)", body = ErrorBody, examples(
+        (status = 400, description = "Idempotency-Key missing or malformed, or the body is not a valid endpoint: the URL is malformed, not http(s), carries user info, is too long, or its host does not resolve or resolves to an internal address (loopback, private, link-local, ...: one answer, `url_address_refused`, for both, naming no address); the event list is empty, names an unknown type or mixes `*` with types; the description is too long (nothing is stored; the key stays free)", body = ErrorBody, examples(
             ("idempotency_key_missing" = (value = json!({"error": {"code": "idempotency_key_missing", "message": "POST requests need an Idempotency-Key header"}}))),
-            ("url_internal_address" = (value = json!({"error": {"code": "url_internal_address", "message": "url resolves to an internal address (127.0.0.1); internal addresses are refused unless the server runs with --webhook-allow-private"}}))),
-            ("url_unresolvable" = (value = json!({"error": {"code": "url_unresolvable", "message": "url host \"hooks.invalid\" does not resolve"}}))),
+            ("url_address_refused" = (value = json!({"error": {"code": "url_address_refused", "message": crate::domain::webhooks::ADDRESS_REFUSED}}))),
             ("invalid_url" = (value = json!({"error": {"code": "invalid_url", "message": "url is not an absolute http(s) URL: relative URL without a base"}}))),
             ("url_scheme_not_allowed" = (value = json!({"error": {"code": "url_scheme_not_allowed", "message": "url scheme must be https or http"}}))),
             ("invalid_enabled_events" = (value = json!({"error": {"code": "invalid_enabled_events", "message": "enabled_events must name at least one event type (or \"*\")"}})))

@@ -44,13 +44,14 @@ impl HttpChannel {
     /// A client for the sandbox at `base_url` (e.g. `http://127.0.0.1:7070`; a path prefix is
     /// kept). An unusable URL does not panic: every call then answers `Error`.
     pub fn new(base_url: &str, timeout: Duration) -> Self {
+        // Every message that names the URL goes to the payment's timeline, which every
+        // console viewer reads: never with its user info (issue 36).
+        let shown = crate::store::redact(base_url);
         let base = Url::parse(base_url)
-            .map_err(|e| format!("bad channel url {base_url:?}: {e}"))
+            .map_err(|e| format!("bad channel url {shown:?}: {e}"))
             .and_then(|u| {
                 if u.cannot_be_a_base() || !matches!(u.scheme(), "http" | "https") {
-                    Err(format!(
-                        "channel url {base_url:?} is not an http(s) base url"
-                    ))
+                    Err(format!("channel url {shown:?} is not an http(s) base url"))
                 } else {
                     Ok(u)
                 }
@@ -92,16 +93,20 @@ impl HttpChannel {
         let resp = req
             .send()
             .await
-            .map_err(|e| self.describe(&e, "sending request"))?;
+            .map_err(|e| self.describe(e, "sending request"))?;
         let status = resp.status().as_u16();
         let bytes = resp
             .bytes()
             .await
-            .map_err(|e| self.describe(&e, "reading body"))?;
+            .map_err(|e| self.describe(e, "reading body"))?;
         Ok((status, bytes))
     }
 
-    fn describe(&self, e: &reqwest::Error, stage: &str) -> String {
+    /// A one-line account of `e` with the cause chain, naming its URL without user info.
+    fn describe(&self, e: reqwest::Error, stage: &str) -> String {
+        // reqwest's Display shows the URL whole, password included.
+        let url = e.url().map(|u| crate::store::redact(u.as_str()));
+        let e = e.without_url();
         if e.is_timeout() {
             return format!(
                 "timeout after {} ms while {stage}",
@@ -116,7 +121,10 @@ impl HttpChannel {
         // reqwest's Display omits the cause ("connection reset", "refused"), which is the
         // useful part in an event log.
         let mut detail = format!("{kind} while {stage}: {e}");
-        let mut source = std::error::Error::source(e);
+        if let Some(url) = url {
+            detail.push_str(&format!(" for url ({url})"));
+        }
+        let mut source = std::error::Error::source(&e);
         while let Some(s) = source {
             detail.push_str(": ");
             detail.push_str(&s.to_string());

@@ -155,15 +155,19 @@ pub enum UrlRefusal {
     /// Longer than [`MAX_URL_LEN`].
     #[error("url is longer than {MAX_URL_LEN} characters")]
     TooLong,
-    /// The host is or resolves to an internal address.
-    #[error(
-        "url resolves to an internal address ({0}); internal addresses are refused unless the server runs with --webhook-allow-private"
-    )]
+    /// The host is or resolves to an internal address. The address stays on the server:
+    /// the answer is [`ADDRESS_REFUSED`], the same as for [`UrlRefusal::Unresolvable`].
+    #[error("{ADDRESS_REFUSED}")]
     Internal(IpAddr),
-    /// The host name does not resolve.
-    #[error("url host {0:?} does not resolve")]
+    /// The host name does not resolve. The answer is [`ADDRESS_REFUSED`].
+    #[error("{ADDRESS_REFUSED}")]
     Unresolvable(String),
 }
+
+/// The one answer to a URL refused for its host's address, internal or unresolvable alike:
+/// telling them apart, or echoing the address a name resolved to, would give every merchant
+/// a map of the internal DNS (issue 36; OWASP SSRF Prevention).
+pub const ADDRESS_REFUSED: &str = "url host must resolve, and only to public addresses; internal and unresolvable hosts are refused unless the server runs with --webhook-allow-private";
 
 impl UrlRefusal {
     /// The stable error code the API answers with.
@@ -173,8 +177,7 @@ impl UrlRefusal {
             UrlRefusal::Scheme => "url_scheme_not_allowed",
             UrlRefusal::UserInfo => "url_user_info_not_allowed",
             UrlRefusal::TooLong => "url_too_long",
-            UrlRefusal::Internal(_) => "url_internal_address",
-            UrlRefusal::Unresolvable(_) => "url_unresolvable",
+            UrlRefusal::Internal(_) | UrlRefusal::Unresolvable(_) => "url_address_refused",
         }
     }
 }
@@ -211,9 +214,11 @@ pub fn check_addresses(addrs: &[IpAddr], allow_private: bool) -> Result<(), UrlR
 }
 
 /// Loopback, private (RFC 1918, ULA), link-local, carrier-grade NAT, unspecified,
-/// multicast, broadcast, documentation and benchmarking ranges, and IPv4 mapped into IPv6:
-/// anything a webhook must never reach from inside the payment network (OWASP SSRF
-/// Prevention Cheat Sheet).
+/// multicast, broadcast, documentation and benchmarking ranges, the deprecated site-local
+/// range, and every IPv6 form that carries an IPv4 address a gateway or relay would reach
+/// (mapped, compatible, translated, NAT64, 6to4, Teredo): anything a webhook must never reach
+/// from inside the payment network (OWASP SSRF Prevention Cheat Sheet; IANA special-purpose
+/// address registries).
 pub fn is_internal(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
@@ -230,6 +235,7 @@ pub fn is_internal(ip: IpAddr) -> bool {
                 || (o[0] == 198 && (o[1] == 18 || o[1] == 19)) // 198.18/15 benchmarking
                 || (o[0] == 192 && o[1] == 0 && o[2] == 0) // 192.0.0/24 IETF
                 || o[0] >= 240 // reserved
+                || (o[0] == 192 && o[1] == 88 && o[2] == 99) // 192.88.99/24 6to4 relay anycast
         }
         IpAddr::V6(v6) => {
             if let Some(v4) = v6.to_ipv4_mapped() {
@@ -242,7 +248,12 @@ pub fn is_internal(ip: IpAddr) -> bool {
                 || (s[0] & 0xfe00) == 0xfc00 // fc00::/7 unique local
                 || (s[0] & 0xffc0) == 0xfe80 // fe80::/10 link-local
                 || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-                || (s[0] == 0x64 && s[1] == 0xff9b) // NAT64 reaches IPv4 inside
+                || (s[0] & 0xffc0) == 0xfec0 // fec0::/10 site-local (deprecated, still routed inside)
+                || (s[0] == 0x64 && s[1] == 0xff9b) // 64:ff9b::/96 and 64:ff9b:1::/48 NAT64 reach IPv4 inside
+                || s[0] == 0x2002 // 2002::/16 6to4: the relay reaches the embedded IPv4
+                || (s[0] == 0x2001 && s[1] == 0) // 2001::/32 Teredo: likewise
+                || (s[..4] == [0, 0, 0, 0] && s[4] == 0xffff && s[5] == 0) // ::ffff:0:0:0/96 IPv4-translated
+                || s[..4] == [0x100, 0, 0, 0] // 100::/64 discard-only
                 || s[..6] == [0, 0, 0, 0, 0, 0] // IPv4-compatible
         }
     }
@@ -458,7 +469,7 @@ mod tests {
             assert!(is_internal(ip), "{a}");
             assert_eq!(
                 check_addresses(&[ip], false).unwrap_err().code(),
-                "url_internal_address"
+                "url_address_refused"
             );
             assert!(check_addresses(&[ip], true).is_ok());
         }
@@ -467,6 +478,59 @@ mod tests {
         }
         let mixed: Vec<IpAddr> = vec!["8.8.8.8".parse().unwrap(), "10.0.0.1".parse().unwrap()];
         assert!(check_addresses(&mixed, false).is_err());
+    }
+
+    #[test]
+    fn ipv6_ranges_that_reach_ipv4_or_a_site_are_internal() {
+        for a in [
+            // 6to4 of 127.0.0.1, of 10.0.0.1, and of a public address: the relay decides
+            // where it goes, not converge.
+            "2002:7f00:1::1",
+            "2002:a00:1::",
+            "2002:5db8:d822::1",
+            // Site-local, the whole /10.
+            "fec0::1",
+            "feff:ffff::1",
+            // IPv4-translated (SIIT), ::ffff:0:a.b.c.d.
+            "::ffff:0:7f00:1",
+            "::ffff:0:0a00:1",
+            "::ffff:0:5db8:d822",
+            // Local-use NAT64, Teredo, discard-only.
+            "64:ff9b:1::a00:1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "100::1",
+        ] {
+            let ip: IpAddr = a.parse().unwrap();
+            assert!(is_internal(ip), "{a}");
+            assert_eq!(
+                check_addresses(&[ip], false).unwrap_err().code(),
+                "url_address_refused"
+            );
+        }
+        // Their neighbours stay public.
+        for a in [
+            "2003::1",
+            "2001:1::1",
+            "2001:4860:4860::8888",
+            "fe00::1",
+            "::fffe:0:0:1",
+            "101::1",
+        ] {
+            assert!(!is_internal(a.parse().unwrap()), "{a}");
+        }
+    }
+
+    #[test]
+    fn a_refused_address_gets_one_answer_that_names_no_address() {
+        let internal = check_addresses(&["10.20.30.40".parse().unwrap()], false).unwrap_err();
+        let unresolvable = UrlRefusal::Unresolvable("billing.corp.internal".into());
+        assert_eq!(internal.code(), unresolvable.code());
+        assert_eq!(internal.to_string(), unresolvable.to_string());
+        let text = internal.to_string();
+        assert!(
+            !text.contains("10.20.30.40") && !text.contains("billing"),
+            "{text}"
+        );
     }
 
     #[test]

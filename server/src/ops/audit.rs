@@ -83,7 +83,7 @@ pub async fn run_verify(st: &OpsState, p: &Principal) -> Result<VerifyView, ApiE
         (status = 200, description = "The records", headers(("Converge-Audit-Head" = String, description = "`<seq> <hash>` of the chain head at export time")), content((String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 400, description = "Unknown format or a malformed time", body = crate::error::ErrorBody, example = json!({"error": {"code": "invalid_format", "message": "format must be csv or ndjson"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = crate::error::ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
-        (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = crate::error::ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 403, description = "The user's roles do not allow this (`forbidden`), or the request is cross-site (`csrf_rejected`: an `Origin` other than the console's, or a `Sec-Fetch-Site` other than `same-origin`/`none`; the export writes an audit record, so it is guarded as a write)", body = crate::error::ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
         (status = 503, description = "Database unavailable", body = crate::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
 )]

@@ -1,8 +1,9 @@
 //! CSRF defence for the console (DESIGN.md "Ops console": state-changing ops requests accept
 //! JSON only and check Origin; OWASP CSRF Prevention Cheat Sheet, "Verifying Origin with
 //! Standard Headers" and "Fetch Metadata"). Applies to every non-GET request under `/ops/`
-//! and to the console's server functions under `/api/`; the merchant API (`/v1/`) uses bearer
-//! keys, not cookies, and is left alone.
+//! and to the console's server functions under `/api/`, and to the GETs that write: the two
+//! exports ([`AUDITED_READS`]), each of which appends an audit record; the merchant API
+//! (`/v1/`) uses bearer keys, not cookies, and is left alone.
 
 use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
@@ -11,13 +12,26 @@ use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
 
-/// Refuses cross-site state changes: an `Origin` must name this host; without one, a
-/// `Sec-Fetch-Site` other than `same-origin`/`none` is refused. `/ops/v1` writes must also be
-/// `application/json` (a cross-site form cannot send that without a CORS preflight).
+/// GETs with a side effect (each export is audited before it starts): a page on a sibling
+/// origin could otherwise start one with the user's cookie (`<img src>`, a link), and fill
+/// the audit log in their name (issue 36). They stay GETs, so the console's download links
+/// and scripts keep working: a same-origin link sends `Sec-Fetch-Site: same-origin`, a typed
+/// address or a bookmark `none`, and a script (curl, the CLI) neither header.
+pub const AUDITED_READS: [&str; 2] = ["/ops/v1/audit/export", "/ops/v1/payments/export"];
+
+/// Refuses cross-site state changes and [`AUDITED_READS`]: an `Origin` must name this host;
+/// without one, a `Sec-Fetch-Site` other than `same-origin`/`none` is refused. `/ops/v1`
+/// writes must also be `application/json` (a cross-site form cannot send that without a CORS
+/// preflight). A request with neither header (a script, an old browser) passes.
 pub async fn guard(req: Request, next: Next) -> Response {
     let path = req.uri().path();
     let guarded = path.starts_with("/ops/") || path.starts_with("/api/");
-    if !guarded || matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+    let safe = match *req.method() {
+        Method::GET | Method::HEAD => !AUDITED_READS.contains(&path),
+        Method::OPTIONS => true,
+        _ => false,
+    };
+    if !guarded || safe {
         return next.run(req).await;
     }
     let headers = req.headers();

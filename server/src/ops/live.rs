@@ -13,6 +13,7 @@
 //! session store, as another request or a logout may have changed it), ending with an `end`
 //! event when the session is over.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,6 +47,11 @@ pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub const RETRY: Duration = Duration::from_secs(2);
 /// Payments named one by one in a change; beyond this the change says `payment:*`.
 pub const MAX_PAYMENTS: i64 = 100;
+/// Streams one session may hold open at once in one process (one per console tab; a browser
+/// opens at most six connections to a host over HTTP/1.1 anyway). Beyond it a new stream is
+/// refused with 429 `too_many_live_streams`, so one session cannot tie up the server's
+/// connections and tasks (issue 36).
+pub const MAX_STREAMS_PER_SESSION: usize = 8;
 
 /// Topic: anything the dashboard shows.
 pub const DASHBOARD: &str = "dashboard";
@@ -102,6 +108,27 @@ pub struct LiveHub {
     /// Whether the watcher task runs; it stops when the last subscriber has gone.
     running: Mutex<bool>,
     stop: watch::Sender<bool>,
+    /// Open streams per session (only sessions with at least one).
+    open: Mutex<HashMap<Id, usize>>,
+}
+
+/// One open stream's place in its session's count, given back when the stream is dropped
+/// (the client went away, the session ended, the server stops).
+struct Slot {
+    hub: Arc<LiveHub>,
+    session: Id,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.hub.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.session) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.session);
+            }
+        }
+    }
 }
 
 impl LiveHub {
@@ -116,6 +143,22 @@ impl LiveHub {
             tx,
             running: Mutex::new(false),
             stop,
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A place for one more stream of `session`, or None when it holds
+    /// [`MAX_STREAMS_PER_SESSION`] already.
+    fn take_slot(self: &Arc<Self>, session: Id) -> Option<Slot> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(session).or_insert(0);
+        if *n >= MAX_STREAMS_PER_SESSION {
+            return None;
+        }
+        *n += 1;
+        Some(Slot {
+            hub: self.clone(),
+            session,
         })
     }
 
@@ -238,6 +281,7 @@ struct Subscription {
     check: tokio::time::Interval,
     st: OpsState,
     session: Id,
+    _slot: Slot,
 }
 
 impl Subscription {
@@ -343,6 +387,7 @@ enum Next {
         (status = 200, description = "The event stream (`ready`, `change` with a Change as data, `end`)", content_type = "text/event-stream", body = String, example = json!("event: ready\ndata: {\"now\":1764547200500,\"changed_at\":1764547200120}\nretry: 2000\n\nevent: change\ndata: {\"topics\":[\"dashboard\",\"approvals\",\"payments\",\"payment:pay_7f3a9c2e4b1d8f6a0c5e2b9d\"]}\n\n")),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 429, description = "This session already holds the most live streams one session may open (8); close one first", body = ErrorBody, example = json!({"error": {"code": "too_many_live_streams", "message": "this session already has 8 live streams open; close one first"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
 )]
@@ -359,6 +404,15 @@ pub async fn live(
         .ok_or_else(not_signed_in)?;
     p.require(Permission::View)?;
     let id = session.id().ok_or_else(not_signed_in)?;
+    let slot = st.live.take_slot(id).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_live_streams",
+            format!(
+                "this session already has {MAX_STREAMS_PER_SESSION} live streams open; close one first"
+            ),
+        )
+    })?;
     // When the data last changed, for the `ready` event: a page loaded just before the stream
     // opened may have missed a change in between, and only the browser knows when it loaded.
     let marker = st.core.store.change_marker().await?;
@@ -378,6 +432,7 @@ pub async fn live(
         check,
         session: id,
         st,
+        _slot: slot,
     };
     let stream = futures_util::stream::unfold(sub, next_event);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))

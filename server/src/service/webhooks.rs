@@ -64,8 +64,8 @@ impl Default for WebhookSettings {
     }
 }
 
-/// The HTTP client of deliveries, built once per process: no redirects followed, the
-/// attempt's time limit, and every resolved address checked.
+/// The HTTP client of deliveries, built once per process: no redirects followed, no proxy,
+/// the attempt's time limit, and every resolved address checked.
 #[derive(Clone)]
 pub struct Notifier {
     /// Settings.
@@ -86,6 +86,11 @@ impl Notifier {
     pub fn new(settings: WebhookSettings) -> Self {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            // Never a proxy, whatever HTTP_PROXY/HTTPS_PROXY/ALL_PROXY say: through a proxy the
+            // target's name is resolved (and connected to) by the proxy, so the resolver below
+            // would check only the proxy's address and the webhook could reach inside the
+            // network (issue 36; OWASP SSRF Prevention: validate the address actually used).
+            .no_proxy()
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
             .user_agent(concat!("converge-webhooks/", env!("CARGO_PKG_VERSION")))

@@ -283,6 +283,8 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
 /// `url` with its user-info (between `://` and the last `@` before the host) replaced by
 /// `***`, and the value of a `password=` query parameter too, for error messages and logs.
 /// Works on text that does not parse as a URL, so a malformed URL never shows its password.
+/// The one helper for every URL converge logs or shows (database, NATS, channel: issue 36),
+/// whatever its scheme.
 pub fn redact(url: &str) -> String {
     // After the scheme and its slashes (`postgres://`, or a mistyped `postgres:/`) ...
     let authority = match scheme_prefix(url) {
@@ -418,6 +420,15 @@ mod tests {
                 "postgres://h/db?sslmode=disable&PASSWORD=***&x=1",
             ),
             ("postgres://h:5432/db", "postgres://h:5432/db"),
+            (
+                "nats://natsuser:S3CRET@127.0.0.1:4222",
+                "nats://***@127.0.0.1:4222",
+            ),
+            ("nats://TOKEN@127.0.0.1:4222", "nats://***@127.0.0.1:4222"),
+            (
+                "http://chan:PW@127.0.0.1:3100/charges",
+                "http://***@127.0.0.1:3100/charges",
+            ),
             ("data/converge.db", "data/converge.db"),
             ("", ""),
         ] {

@@ -62,7 +62,8 @@ impl HttpChargeSource {
             Ok(u) if matches!(u.scheme(), "http" | "https") && !u.cannot_be_a_base() => {}
             _ => {
                 return Err(format!(
-                    "--channel-url {base_url:?} is not an http(s) URL such as http://127.0.0.1:3100"
+                    "--channel-url {:?} is not an http(s) URL such as http://127.0.0.1:3100",
+                    crate::store::redact(base_url)
                 ));
             }
         }
@@ -90,12 +91,18 @@ impl ChargeSource for HttpChargeSource {
                 .query(&[("after", after.as_str()), ("limit", "5000")])
                 .send()
                 .await
-                .map_err(|e| format!("cannot reach the channel at {}: {e}", self.base))?;
+                .map_err(|e| {
+                    format!(
+                        "cannot reach the channel at {}: {}",
+                        crate::store::redact(&self.base),
+                        e.without_url()
+                    )
+                })?;
             let status = resp.status();
             if !status.is_success() {
                 return Err(format!(
                     "the channel at {} answered {status} to GET /charges (a channel without the bulk charge list cannot be verified)",
-                    self.base
+                    crate::store::redact(&self.base)
                 ));
             }
             let page: ChargePage = resp.json().await.map_err(|e| {
@@ -110,6 +117,6 @@ impl ChargeSource for HttpChargeSource {
     }
 
     fn describe(&self) -> String {
-        self.base.clone()
+        crate::store::redact(&self.base)
     }
 }

@@ -105,10 +105,13 @@ pub async fn connect(cfg: &RelayConfig) -> Result<Connected, RelayError> {
     let client = async_nats::ConnectOptions::new()
         .connection_timeout(Duration::from_secs(3))
         .connect(&cfg.url);
+    // The URL may carry a user and password (or a token): this message reaches the log and
+    // every viewer's dashboard, so it names the broker without them (issue 36).
+    let shown = crate::store::redact(&cfg.url);
     let client = tokio::time::timeout(Duration::from_secs(5), client)
         .await
-        .map_err(|_| RelayError::Broker(format!("no connection to {} within 5 s", cfg.url)))?
-        .map_err(|e| RelayError::Broker(format!("cannot connect to {}: {e}", cfg.url)))?;
+        .map_err(|_| RelayError::Broker(format!("no connection to {shown} within 5 s")))?
+        .map_err(|e| RelayError::Broker(format!("cannot connect to {shown}: {e}")))?;
     let js = jetstream::new(client);
     let mut stream = match js.get_stream(&cfg.stream).await {
         Ok(s) => s,

@@ -342,3 +342,57 @@ on_both_backends!(signing_out_ends_the_live_stream, |app| {
     .await;
     assert_eq!(ev.1, "session_ended");
 });
+
+/// `GET /ops/v1/live` with `client`: the status and, when it opened, the response (held open).
+async fn try_stream(client: &reqwest::Client, base: &str) -> (u16, reqwest::Response) {
+    let r = client
+        .get(format!("{base}/ops/v1/live"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("sent");
+    (r.status().as_u16(), r)
+}
+
+// Issue 36: one session cannot hold the server's connections and tasks with unbounded
+// streams. A second session of the same user has its own allowance, and a stream that closes
+// gives its place back.
+on_both_backends!(a_session_holds_at_most_eight_live_streams, |app| {
+    use converge_server::ops::live::MAX_STREAMS_PER_SESSION;
+    assert_eq!(MAX_STREAMS_PER_SESSION, 8);
+    crate::support::add_ops_user(&app, "vera", "viewer").await;
+    let client = crate::support::ops_session(&app, "vera").await;
+    let mut open = Vec::new();
+    for i in 0..MAX_STREAMS_PER_SESSION {
+        let (status, r) = try_stream(&client, &app.base).await;
+        assert_eq!(status, 200, "stream {i}");
+        open.push(r);
+    }
+    let (status, r) = try_stream(&client, &app.base).await;
+    assert_eq!(status, 429);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_live_streams");
+    // Another session (another tab signed in afresh, or another person) is not affected.
+    let other = crate::support::ops_session(&app, "vera").await;
+    let (status, _kept) = try_stream(&other, &app.base).await;
+    assert_eq!(status, 200, "another session opens its own");
+    // Closing one stream frees its place: the server sees the closed connection at once
+    // (hyper watches for end of input while it streams), without waiting for a write.
+    drop(open.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (status, r) = try_stream(&client, &app.base).await;
+        if status == 200 {
+            open.push(r);
+            break;
+        }
+        assert_eq!(status, 429);
+        assert!(
+            Instant::now() < deadline,
+            "the closed stream's place never came back"
+        );
+    }
+    let (status, _) = try_stream(&client, &app.base).await;
+    assert_eq!(status, 429, "still eight at most");
+});

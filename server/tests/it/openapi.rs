@@ -82,8 +82,11 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
         }
     }
     let refusals = &hook["responses"]["400"]["content"]["application/json"]["examples"];
+    assert!(refusals["url_address_refused"].is_object());
     assert!(
-        refusals["url_internal_address"].is_object() && refusals["url_unresolvable"].is_object()
+        refusals.get("url_internal_address").is_none()
+            && refusals.get("url_unresolvable").is_none(),
+        "the two codes that told an internal host from an unresolvable one are gone"
     );
     let since =
         &doc["paths"]["/ops/v1/webhooks/endpoints/{id}/recover/preview"]["get"]["parameters"];

@@ -281,6 +281,76 @@ on_both_backends!(cross_origin_and_non_json_writes_are_refused, |app| {
     assert_eq!(r.status().as_u16(), 200, "same origin passes");
 });
 
+// Issue 36: the two exports are GETs that write (each is audited), so a page on a sibling
+// origin must not start one with the user's cookie; the console's same-origin download links,
+// a typed address and scripts (no fetch metadata at all) still export.
+on_both_backends!(
+    cross_site_exports_are_refused_and_same_origin_ones_pass,
+    |app| {
+        crate::support::add_ops_user(&app, "auda", "viewer,auditor").await;
+        let c = crate::support::ops_session(&app, "auda").await;
+        let host = app.base.trim_start_matches("http://").to_string();
+        let a = &app;
+        let exports_audited = move || async move {
+            a.sql_i64(
+            "SELECT COUNT(*) FROM audit_log WHERE action IN ('audit_export', 'payments_export')",
+            &[],
+        )
+        .await
+        };
+        for path in ["/ops/v1/audit/export?format=csv", "/ops/v1/payments/export"] {
+            for (name, value) in [
+                ("sec-fetch-site", "cross-site".to_string()),
+                ("sec-fetch-site", "same-site".to_string()),
+                ("origin", "http://evil.example".to_string()),
+                ("origin", format!("http://sibling.{host}")),
+            ] {
+                for head in [false, true] {
+                    let url = format!("{}{path}", app.base);
+                    let req = if head { c.head(&url) } else { c.get(&url) };
+                    let r = req.header(name, &value).send().await.unwrap();
+                    assert_eq!(r.status().as_u16(), 403, "{path} with {name}: {value}");
+                    if !head {
+                        let body: Value = r.json().await.unwrap();
+                        assert_eq!(body["error"]["code"], "csrf_rejected");
+                    }
+                }
+            }
+            assert_eq!(
+                exports_audited().await,
+                0,
+                "a refused export is not audited"
+            );
+        }
+        let mut done = 0;
+        for path in ["/ops/v1/audit/export?format=csv", "/ops/v1/payments/export"] {
+            for headers in [
+                // The console's link: same origin (a download link's GET carries no Origin).
+                vec![("sec-fetch-site", "same-origin".to_string())],
+                // A typed address, a bookmark.
+                vec![("sec-fetch-site", "none".to_string())],
+                // A same-origin fetch.
+                vec![
+                    ("sec-fetch-site", "same-origin".to_string()),
+                    ("origin", format!("http://{host}")),
+                ],
+                // curl, the scripts: neither header.
+                vec![],
+            ] {
+                let mut req = c.get(format!("{}{path}", app.base));
+                for (name, value) in &headers {
+                    req = req.header(*name, value);
+                }
+                let r = req.send().await.unwrap();
+                assert_eq!(r.status().as_u16(), 200, "{path} with {headers:?}");
+                r.bytes().await.unwrap();
+                done += 1;
+                assert_eq!(exports_audited().await, done, "each export audited once");
+            }
+        }
+    }
+);
+
 /// (method, path, body) of every /ops/v1 endpoint after login, with the roles allowed.
 fn endpoints(
     payment: &str,

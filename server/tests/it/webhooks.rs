@@ -398,23 +398,23 @@ on_both_backends!(
         let cases: Vec<(Value, &str)> = vec![
             (
                 json!({"url": "http://127.0.0.1:9/x", "enabled_events": ["*"]}),
-                "url_internal_address",
+                "url_address_refused",
             ),
             (
                 json!({"url": "http://10.0.0.7/x", "enabled_events": ["*"]}),
-                "url_internal_address",
+                "url_address_refused",
             ),
             (
                 json!({"url": "http://169.254.169.254/latest", "enabled_events": ["*"]}),
-                "url_internal_address",
+                "url_address_refused",
             ),
             (
                 json!({"url": "http://[::1]:8080/x", "enabled_events": ["*"]}),
-                "url_internal_address",
+                "url_address_refused",
             ),
             (
                 json!({"url": "http://localhost:8080/x", "enabled_events": ["*"]}),
-                "url_internal_address",
+                "url_address_refused",
             ),
             (
                 json!({"url": "ftp://example.com/x", "enabled_events": ["*"]}),
@@ -461,6 +461,67 @@ on_both_backends!(
             )
             .await;
         assert_eq!(ok.status, 201, "{:?}", ok.json());
+    }
+);
+
+// Issue 36: 6to4, site-local and IPv4-translated addresses reach inside the network too.
+on_both_backends!(
+    six_to_four_site_local_and_translated_ipv6_urls_are_refused,
+    |s| {
+        s.webhooks.webhook_allow_private = false;
+    },
+    |app| {
+        for (i, host) in [
+            "[2002:7f00:1::1]",
+            "[2002:a00:7::1]",
+            "[fec0::1]",
+            "[::ffff:0:7f00:1]",
+            "[::ffff:0:a9fe:a9fe]",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let body = json!({"url": format!("http://{host}:8080/x"), "enabled_events": ["*"]});
+            app.post("/v1/webhook_endpoints", Some(&format!("v6-{i}")), &body)
+                .await
+                .assert_error(400, "url_address_refused");
+        }
+        assert_eq!(
+            app.sql_i64("SELECT COUNT(*) FROM webhook_endpoints", &[])
+                .await,
+            0
+        );
+    }
+);
+
+// Issue 36: a refusal must not map the internal DNS for a merchant: an internal host and one
+// that does not resolve get the same answer, and it names no address.
+on_both_backends!(
+    internal_and_unresolvable_hosts_get_one_answer_naming_no_address,
+    |s| {
+        s.webhooks.webhook_allow_private = false;
+    },
+    |app| {
+        async fn refusal(app: &TestApp, url: &str, key: &str) -> String {
+            let a = app
+                .post(
+                    "/v1/webhook_endpoints",
+                    Some(key),
+                    &json!({"url": url, "enabled_events": ["*"]}),
+                )
+                .await;
+            a.assert_error(400, "url_address_refused");
+            String::from_utf8(a.body).unwrap()
+        }
+        let internal = refusal(&app, "http://localhost:8080/x", "one-1").await;
+        let literal = refusal(&app, "http://10.1.2.3/x", "one-2").await;
+        let unresolvable = refusal(&app, "https://hooks.invalid/x", "one-3").await;
+        assert_eq!(internal, unresolvable, "the same answer byte for byte");
+        assert_eq!(internal, literal);
+        for leak in ["127.0.0.1", "::1", "10.1.2.3", "localhost", "hooks.invalid"] {
+            assert!(!internal.contains(leak), "{leak} in {internal}");
+            assert!(!unresolvable.contains(leak), "{leak} in {unresolvable}");
+        }
     }
 );
 

@@ -113,7 +113,9 @@ impl CallbackSender {
                     tracing::warn!(event_id = %event.event_id, status = %r.status(), attempt, "sandbox: callback refused")
                 }
                 Err(e) => {
-                    tracing::warn!(event_id = %event.event_id, error = %e, attempt, "sandbox: callback failed")
+                    // Without the URL: it may carry user info (issue 36).
+                    let error = e.without_url();
+                    tracing::warn!(event_id = %event.event_id, %error, attempt, "sandbox: callback failed")
                 }
             }
             if attempt < DELIVERY_ATTEMPTS {
