@@ -216,6 +216,7 @@ impl Settings {
             },
             actions: ActionSettings {
                 action_ttl_secs: 86_400,
+                approval_conflict_window_secs: crate::domain::privilege::DEFAULT_CONFLICT_WINDOW_SECS,
             },
             audit: AuditSettings {
                 audit_signing_key: None,
@@ -484,6 +485,10 @@ impl JobSettings {
             query_delay_ms: self.query_delay_ms as i64,
             max_attempts: self.max_attempts,
             resubmit_budget: self.resubmit_budget,
+            // `ActionSettings` sets it where a serving core is built (startup).
+            approval_conflict_window_ms: secs_to_ms(
+                crate::domain::privilege::DEFAULT_CONFLICT_WINDOW_SECS,
+            ),
         }
     }
 }
@@ -694,12 +699,22 @@ pub struct ActionSettings {
     /// How long a pending action request stays approvable (seconds).
     #[arg(long, env = "CONVERGE_ACTION_TTL_SECS", default_value_t = 86_400, value_parser = secs_range_u64())]
     pub action_ttl_secs: u64,
+
+    /// How long an admin who created a user's account, or asked for or approved a grant of
+    /// power to them, may not approve that user's money actions (seconds; issue 36).
+    #[arg(long = "approval-conflict-window-secs", env = "CONVERGE_APPROVAL_CONFLICT_WINDOW_SECS", default_value_t = crate::domain::privilege::DEFAULT_CONFLICT_WINDOW_SECS, value_parser = secs_range_u64())]
+    pub approval_conflict_window_secs: u64,
 }
 
 impl ActionSettings {
     /// How long a pending request stays approvable, ms.
     pub fn ttl_ms(&self) -> i64 {
         secs_to_ms(self.action_ttl_secs)
+    }
+
+    /// The approval-conflict window, ms (`--approval-conflict-window-secs`).
+    pub fn conflict_window_ms(&self) -> i64 {
+        secs_to_ms(self.approval_conflict_window_secs)
     }
 }
 

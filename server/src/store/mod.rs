@@ -30,6 +30,8 @@ mod live_sql;
 #[macro_use]
 mod pauses_sql;
 #[macro_use]
+mod privilege_sql;
+#[macro_use]
 mod queue_sql;
 #[macro_use]
 pub mod verify;
@@ -43,6 +45,7 @@ pub mod live;
 pub mod lookup;
 pub mod merchants;
 pub mod pauses;
+pub mod privilege;
 pub mod payments;
 mod pg_export;
 mod postgres;
@@ -68,6 +71,7 @@ pub use live::*;
 pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MATCHES};
 pub use merchants::Merchants;
 pub use pauses::*;
+pub use privilege::*;
 pub use payments::Payments;
 pub use queue::*;
 pub use records::*;
@@ -172,6 +176,7 @@ pub trait Store:
     + Live
     + Lookup
     + Pauses
+    + Privileges
     + Verify
     + Webhooks
     + Presence
