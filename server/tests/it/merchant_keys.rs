@@ -234,8 +234,9 @@ on_both_backends!(a_revoked_key_answers_401_at_once_on_every_server, |app| {
             .iter()
             .map(|r| (r.action.as_str(), r.actor.as_str()))
             .collect::<Vec<_>>(),
+        // The key was made by the second admin's approval (issue 36).
         vec![
-            ("merchant_key_issued", "root"),
+            ("merchant_key_issued", "root2"),
             ("merchant_key_revoked", "root")
         ]
     );
