@@ -226,10 +226,11 @@ pub(crate) mod ssr {
 
     /// A privilege refusal as the console shows it (the user's, the merchant's or the
     /// request's answer).
-    pub fn privilege_error(e: converge_server::service::privilege::PrivilegeError) -> ServerFnError {
+    pub fn privilege_error(
+        e: converge_server::service::privilege::PrivilegeError,
+    ) -> ServerFnError {
         api_error(e.into())
     }
-
 }
 
 /// Signs in: checks the credentials (throttled per client address and per (account, client
@@ -480,7 +481,12 @@ pub async fn set_user_roles(
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     st.core
-        .console_set_roles(&ssr::actor(&p).await, &username, &roles, st.actions.ttl_ms())
+        .console_set_roles(
+            &ssr::actor(&p).await,
+            &username,
+            &roles,
+            st.actions.ttl_ms(),
+        )
         .await
         .map_err(ssr::privilege_error)
 }
@@ -515,7 +521,10 @@ pub async fn approve_privilege(
 
 /// Rejects a privilege request (another admin than its requester and its target).
 #[server(endpoint = "reject_privilege")]
-pub async fn reject_privilege(id: String, reason: String) -> Result<PrivilegeRequest, ServerFnError> {
+pub async fn reject_privilege(
+    id: String,
+    reason: String,
+) -> Result<PrivilegeRequest, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     st.core

@@ -22,7 +22,6 @@ pub use converge_wire::lifecycle::{
     ActionStatus, DeliveryStatus, EndpointStatus, ErrorItemStatus, JobStatus, KeyState,
     PauseStatus, RefundStatus,
 };
-pub use converge_wire::{ConsoleChange, PrivilegeApproved, PrivilegeInbox, PrivilegeRequest};
 pub use converge_wire::{
     ActionOffer, ActionRecord, ApprovalInbox, ApprovalItem, AttemptRow, AuditList, AuditListQuery,
     AuditRecord, AuditRow, AuditVerify, BulkItem, BulkOutcome, Dashboard, DeliveryDetail,
@@ -34,6 +33,7 @@ pub use converge_wire::{
     ReversalView, Role, RouteOutcomes, StuckPayment, StuckView, UserView, WebhookBacklog,
     WebhooksOverview,
 };
+pub use converge_wire::{ConsoleChange, PrivilegeApproved, PrivilegeInbox, PrivilegeRequest};
 
 /// What a pause stops, in words for people (the pauses page and every page's banner).
 /// Console wording only: the server stores and checks the target, the console says it.

@@ -216,7 +216,8 @@ impl Settings {
             },
             actions: ActionSettings {
                 action_ttl_secs: 86_400,
-                approval_conflict_window_secs: crate::domain::privilege::DEFAULT_CONFLICT_WINDOW_SECS,
+                approval_conflict_window_secs:
+                    crate::domain::privilege::DEFAULT_CONFLICT_WINDOW_SECS,
             },
             audit: AuditSettings {
                 audit_signing_key: None,

@@ -305,7 +305,9 @@ impl From<UserError> for ApiError {
             UserError::NotFound(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
             }
-            UserError::LastAdmin => ApiError::new(StatusCode::CONFLICT, "last_admin", e.to_string()),
+            UserError::LastAdmin => {
+                ApiError::new(StatusCode::CONFLICT, "last_admin", e.to_string())
+            }
             UserError::Store(s) => s.into(),
         }
     }

@@ -17,10 +17,7 @@ use crate::format;
 
 /// The pending privilege requests and the latest decided ones, refreshed with `version`.
 #[component]
-pub fn PrivilegeRequests(
-    version: RwSignal<u32>,
-    flash: RwSignal<Option<String>>,
-) -> impl IntoView {
+pub fn PrivilegeRequests(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl IntoView {
     let list = Resource::new(move || version.get(), |_| api::privilege_requests());
     // An issued key, shown once to the admin who approved it, until dismissed.
     let key = RwSignal::new(None::<(String, String)>);
@@ -163,7 +160,10 @@ fn PrivilegeRow(
             };
             match result {
                 Ok(r) => {
-                    flash.set(Some(format!("Privilege request {} is now {}.", r.id, r.status)));
+                    flash.set(Some(format!(
+                        "Privilege request {} is now {}.",
+                        r.id, r.status
+                    )));
                     version.update(|v| *v = v.wrapping_add(1));
                 }
                 Err(e) => {

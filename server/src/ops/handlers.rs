@@ -18,8 +18,8 @@ pub use super::extract::{ClientAddr, client_addr_of, resolve_client_addr};
 use crate::domain::roles::{Permission, format_roles};
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::service::dashboard::{dashboard, payment_detail};
-use crate::service::queries::blank;
 use crate::service::privilege::Change;
+use crate::service::queries::blank;
 use crate::service::users::{self, UserView};
 use crate::store::{ErrorItem, Merchant};
 
@@ -507,16 +507,6 @@ use super::actions::Empty;
 pub struct MerchantKeyList {
     /// The keys (never the key itself: id, prefix, times).
     pub items: Vec<crate::store::MerchantKey>,
-}
-
-/// A key just issued.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"key": {"id": "mk_3f9a1c2e7b4d", "merchant_id": 1, "prefix": "ck_live_1a2b3c4d", "created_at": 1764565200000_i64, "last_used_at": null, "revoked_at": null}, "api_key": "ck_live_1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f80"}))]
-pub struct IssuedKeyEnvelope {
-    /// The key's record.
-    pub key: crate::store::MerchantKey,
-    /// The API key itself (`ck_live_` + 64 hex digits): shown this once, stored only hashed.
-    pub api_key: String,
 }
 
 /// `GET /ops/v1/merchants/{name}/keys` (admins): id, prefix, created, last used, revoked.

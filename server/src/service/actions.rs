@@ -293,7 +293,10 @@ impl Core {
         if a.requested_by == actor.username || !ActionMoveKind::Approve.allowed_from(a.status) {
             return Ok(false);
         }
-        if self.approval_conflict(&actor.username, &a.requested_by).await? {
+        if self
+            .approval_conflict(&actor.username, &a.requested_by)
+            .await?
+        {
             return Ok(false);
         }
         if a.expires_at <= self.clock.now_ms() {

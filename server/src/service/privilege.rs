@@ -302,8 +302,7 @@ impl Core {
         let m = self.merchant_named(merchant).await?;
         if frozen {
             let now = self.clock.now_ms();
-            merchants::set_merchant_frozen(self.store.as_ref(), now, merchant, true, actor)
-                .await?;
+            merchants::set_merchant_frozen(self.store.as_ref(), now, merchant, true, actor).await?;
             return Ok(Change::Done(()));
         }
         if !m.frozen {
@@ -385,11 +384,7 @@ impl Core {
     /// Whether `actor` could approve privilege request `id` now, read before the password is
     /// checked: it exists, is pending and unexpired, someone else asked for it, and it does
     /// not give `actor` power. An expired one is closed as such on the way.
-    pub async fn privilege_approvable(
-        &self,
-        actor: &Actor,
-        id: &str,
-    ) -> Result<bool, ActionError> {
+    pub async fn privilege_approvable(&self, actor: &Actor, id: &str) -> Result<bool, ActionError> {
         let Some(r) = self.store.privilege_request(id).await? else {
             return Ok(false);
         };
@@ -397,8 +392,13 @@ impl Core {
             return Ok(false);
         }
         if r.expires_at <= self.clock.now_ms() {
-            self.close_privilege(actor, &r, ActionMoveKind::Expire, "expired before a decision")
-                .await?;
+            self.close_privilege(
+                actor,
+                &r,
+                ActionMoveKind::Expire,
+                "expired before a decision",
+            )
+            .await?;
             return Ok(false);
         }
         Ok(true)
@@ -434,8 +434,13 @@ impl Core {
             ));
         }
         if r.expires_at <= self.clock.now_ms() {
-            self.close_privilege(actor, &r, ActionMoveKind::Expire, "expired before a decision")
-                .await?;
+            self.close_privilege(
+                actor,
+                &r,
+                ActionMoveKind::Expire,
+                "expired before a decision",
+            )
+            .await?;
             return Err(ActionError::Conflict(
                 "expired",
                 "this request expired; request again".into(),
@@ -604,7 +609,12 @@ impl Core {
             ));
         }
         if !self
-            .close_privilege(actor, &r, ActionMoveKind::Cancel, "cancelled by the requester")
+            .close_privilege(
+                actor,
+                &r,
+                ActionMoveKind::Cancel,
+                "cancelled by the requester",
+            )
             .await?
         {
             return Err(ActionError::Conflict(

@@ -71,7 +71,11 @@ on_both_backends!(
         assert_eq!(roles_of(&app, "ann").await, "admin", "nothing granted yet");
         // Her own request, with her right password: refused like any other refusal.
         let (s, v) = approve(&ann, &app, &id, OPS_PASSWORD).await;
-        assert_eq!((s, v["error"]["code"].as_str()), (403, Some("approval_refused")), "{v}");
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (403, Some("approval_refused")),
+            "{v}"
+        );
         let (s, v) = post(
             &ann,
             &app,
@@ -79,12 +83,20 @@ on_both_backends!(
             json!({"reason": "never mind"}),
         )
         .await;
-        assert_eq!((s, v["error"]["code"].as_str()), (403, Some("self_approval")), "{v}");
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (403, Some("self_approval")),
+            "{v}"
+        );
         assert_eq!(roles_of(&app, "ann").await, "admin");
         // Another admin, with a wrong password, then with theirs.
         let bob = ops_session(&app, "bob").await;
         let (s, v) = approve(&bob, &app, &id, "not-bobs-password").await;
-        assert_eq!((s, v["error"]["code"].as_str()), (403, Some("approval_refused")), "{v}");
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (403, Some("approval_refused")),
+            "{v}"
+        );
         let (s, v) = approve(&bob, &app, &id, OPS_PASSWORD).await;
         assert_eq!(s, 200, "{v}");
         assert_eq!(v["request"]["status"], "executed", "{v}");
@@ -105,7 +117,11 @@ on_both_backends!(
             ]
         );
         let changed = audit_actions(&app, "user:ann").await;
-        assert_eq!(changed, ["user_added", "login", "user_roles_changed"], "{changed:?}");
+        assert_eq!(
+            changed,
+            ["user_added", "login", "user_roles_changed"],
+            "{changed:?}"
+        );
         // Taking over another admin's account by resetting their password is a request too.
         let (s, v) = post(
             &ann,
@@ -117,7 +133,13 @@ on_both_backends!(
         requested(s, &v);
         let bob_again = ops_session(&app, "bob").await;
         assert_eq!(
-            bob_again.get(format!("{}/ops/v1/me", app.base)).send().await.unwrap().status().as_u16(),
+            bob_again
+                .get(format!("{}/ops/v1/me", app.base))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
             200,
             "bob's password is unchanged"
         );
@@ -176,18 +198,42 @@ on_both_backends!(
             json!({"username": "eve", "roles": "viewer,auditor", "password": "a-viewer-password"}),
         )
         .await;
-        assert_eq!((s, v["user"]["username"].as_str()), (201, Some("eve")), "{v}");
+        assert_eq!(
+            (s, v["user"]["username"].as_str()),
+            (201, Some("eve")),
+            "{v}"
+        );
         // Re-enabling a disabled user is a request too; disabling stays one step.
         let (s, _) = post(&ann, &app, "/ops/v1/users/eve/disable", json!({})).await;
         assert_eq!(s, 204);
         let (s, v) = post(&ann, &app, "/ops/v1/users/eve/enable", json!({})).await;
         let id = requested(s, &v);
-        assert!(app.store.user_by_name("eve").await.unwrap().unwrap().disabled);
+        assert!(
+            app.store
+                .user_by_name("eve")
+                .await
+                .unwrap()
+                .unwrap()
+                .disabled
+        );
         let (s, v) = approve(&bob, &app, &id, OPS_PASSWORD).await;
         assert_eq!(s, 200, "{v}");
-        assert!(!app.store.user_by_name("eve").await.unwrap().unwrap().disabled);
+        assert!(
+            !app.store
+                .user_by_name("eve")
+                .await
+                .unwrap()
+                .unwrap()
+                .disabled
+        );
         // The request never shows the password's hash, pending or decided.
-        let (s, v) = post(&bob, &app, "/ops/v1/privilege-requests/nope/reject", json!({"reason": "x"})).await;
+        let (s, v) = post(
+            &bob,
+            &app,
+            "/ops/v1/privilege-requests/nope/reject",
+            json!({"reason": "x"}),
+        )
+        .await;
         assert_eq!(s, 404, "{v}");
         let r = bob
             .get(format!("{}/ops/v1/privilege-requests", app.base))
@@ -219,19 +265,29 @@ on_both_backends!(
         let bob = ops_session(&app, "bob").await;
         let (s, v) = approve(&bob, &app, &id, OPS_PASSWORD).await;
         assert_eq!(s, 200, "{v}");
-        let key = v["api_key"].as_str().expect("the key, shown once").to_string();
+        let key = v["api_key"]
+            .as_str()
+            .expect("the key, shown once")
+            .to_string();
         assert!(key.starts_with("ck_live_"), "{v}");
-        assert!(!v["request"].to_string().contains(&key), "the key is not recorded");
+        assert!(
+            !v["request"].to_string().contains(&key),
+            "the key is not recorded"
+        );
         // The key works on the merchant API (404: authenticated, no such payment).
         assert_eq!(app.get_as(&key, "/v1/payments/pay_none").await.status, 404);
         // Freezing is one step; unfreezing (through the console's use case) is a request.
         let core = &app.running.state.core;
-        let ann_actor = converge_server::service::actor::Actor::console("ann", "admin", "127.0.0.1");
+        let ann_actor =
+            converge_server::service::actor::Actor::console("ann", "admin", "127.0.0.1");
         let frozen = core
             .console_set_frozen(&ann_actor, "acme", true, 60_000)
             .await
             .unwrap();
-        assert!(matches!(frozen, converge_server::service::privilege::Change::Done(())));
+        assert!(matches!(
+            frozen,
+            converge_server::service::privilege::Change::Done(())
+        ));
         let asked = core
             .console_set_frozen(&ann_actor, "acme", false, 60_000)
             .await
@@ -242,7 +298,14 @@ on_both_backends!(
         let is_frozen = |app: &TestApp| {
             let store = app.store.clone();
             async move {
-                store.merchants().await.unwrap().into_iter().find(|m| m.name == "acme").unwrap().frozen
+                store
+                    .merchants()
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .find(|m| m.name == "acme")
+                    .unwrap()
+                    .frozen
             }
         };
         assert!(is_frozen(&app).await);
@@ -280,7 +343,10 @@ on_both_backends!(
             .await;
         assert_eq!(paid.json()["status"], "SUCCESS");
         let payment = paid.json()["id"].as_str().unwrap().to_string();
-        let mal = reqwest::Client::builder().cookie_store(true).build().unwrap();
+        let mal = reqwest::Client::builder()
+            .cookie_store(true)
+            .build()
+            .unwrap();
         let (s, _) = post(
             &mal,
             &app,
@@ -314,7 +380,13 @@ on_both_backends!(
             );
         }
         assert_eq!(
-            app.store.action(&action).await.unwrap().unwrap().status.as_str(),
+            app.store
+                .action(&action)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .as_str(),
             "pending"
         );
         // An approver with no hand in mal's power may.
@@ -366,7 +438,10 @@ on_both_backends!(
             )
             .await;
         let payment = paid.json()["id"].as_str().unwrap().to_string();
-        let mal = reqwest::Client::builder().cookie_store(true).build().unwrap();
+        let mal = reqwest::Client::builder()
+            .cookie_store(true)
+            .build()
+            .unwrap();
         let (s, _) = post(
             &mal,
             &app,
@@ -455,131 +530,243 @@ async fn demote_each_other(app: &TestApp, path: &str, body: Value) {
     )
     .await;
     assert!(
-        matches!(demoted, Err(converge_server::service::users::UserError::LastAdmin)),
+        matches!(
+            demoted,
+            Err(converge_server::service::users::UserError::LastAdmin)
+        ),
         "{demoted:?}"
     );
     // Demoting a non-admin, or an admin while another remains, still works.
     add_ops_user(app, "cat", "admin").await;
     let cat = ops_session(app, "cat").await;
-    let (s, v) = post(&cat, app, &format!("/ops/v1/users/{last}/disable"), json!({})).await;
+    let (s, v) = post(
+        &cat,
+        app,
+        &format!("/ops/v1/users/{last}/disable"),
+        json!({}),
+    )
+    .await;
     assert_eq!(s, 204, "{v}");
 }
 
-on_both_backends!(two_admins_disabling_each_other_at_once_leave_one_admin, |app| {
-    demote_each_other(&app, "disable", json!({})).await;
-});
+on_both_backends!(
+    two_admins_disabling_each_other_at_once_leave_one_admin,
+    |app| {
+        demote_each_other(&app, "disable", json!({})).await;
+    }
+);
 
-on_both_backends!(two_admins_revoking_each_others_admin_role_at_once_leave_one_admin, |app| {
-    demote_each_other(&app, "roles", json!({"roles": "viewer"})).await;
-});
+on_both_backends!(
+    two_admins_revoking_each_others_admin_role_at_once_leave_one_admin,
+    |app| {
+        demote_each_other(&app, "roles", json!({"roles": "viewer"})).await;
+    }
+);
 
-store_conformance!(privilege_requests_move_once_and_count_as_grants_when_executed, |store| {
-    use converge_server::domain::actions::ActionMoveKind;
-    use converge_server::store::{ActionMove, NewPrivilegeRequest};
-    let actor = crate::support::setup_actor();
-    let entry = |action: &str| actor.entry(10, action, "privilege:prv_1", "", String::new(), String::new());
-    let new = NewPrivilegeRequest {
-        id: "prv_1".into(),
-        kind: "set_roles".into(),
-        target: "mal".into(),
-        roles: "operator".into(),
-        password_hash: String::new(),
-        requested_by: "ann".into(),
-        reason: "set the roles of mal to operator".into(),
-        now: 10,
-        expires_at: 1_000,
-    };
-    let created = store
-        .create_privilege_request(&new, &entry("privilege_requested"))
-        .await
-        .unwrap()
-        .expect("created");
-    assert_eq!(created.status.as_str(), "pending");
-    // The same change for the same target cannot be asked twice while one is pending.
-    let again = NewPrivilegeRequest { id: "prv_2".into(), ..new.clone() };
-    assert!(store.create_privilege_request(&again, &entry("privilege_requested")).await.unwrap().is_none());
-    let approve = |by: &str, now: i64| ActionMove {
-        decision: Some((by.to_string(), "ok".into())),
-        not_by_requester: Some(by.to_string()),
-        unexpired_at: Some(now),
-        ..ActionMove::of(ActionMoveKind::Approve, "prv_1", now)
-    };
-    // Not by its requester, not once expired; then exactly one approval wins.
-    assert!(!store.move_privilege_request(&approve("ann", 20), &entry("privilege_approved")).await.unwrap());
-    assert!(!store.move_privilege_request(&approve("bob", 1_000), &entry("privilege_approved")).await.unwrap());
-    assert!(store.grants_to("mal", &["set_roles"], 0).await.unwrap().is_empty());
-    assert!(store.move_privilege_request(&approve("bob", 20), &entry("privilege_approved")).await.unwrap());
-    assert!(!store.move_privilege_request(&approve("cat", 20), &entry("privilege_approved")).await.unwrap());
-    let executed = ActionMove {
-        result: Some("{}".into()),
-        ..ActionMove::of(ActionMoveKind::Execute, "prv_1", 30)
-    };
-    assert!(store.move_privilege_request(&executed, &entry("privilege_executed")).await.unwrap());
-    assert!(!store.move_privilege_request(&executed, &entry("privilege_executed")).await.unwrap());
-    let grants = store.grants_to("mal", &["set_roles"], 0).await.unwrap();
-    assert_eq!(grants.len(), 1, "{grants:?}");
-    assert_eq!(
-        (grants[0].requested_by.as_str(), grants[0].decided_by.as_deref(), grants[0].at),
-        ("ann", Some("bob"), 30)
-    );
-    assert!(store.grants_to("mal", &["set_roles"], 31).await.unwrap().is_empty());
-    assert!(store.grants_to("mal", &["issue_key"], 0).await.unwrap().is_empty());
-    let decided = store.privilege_requests(false, 10).await.unwrap();
-    assert_eq!(decided.len(), 1);
-    assert_eq!(decided[0].decided_by.as_deref(), Some("bob"));
-});
-
-store_conformance!(the_store_never_demotes_the_last_two_admins_both_at_once, |store| {
-    use std::sync::Arc;
-    let actor = crate::support::setup_actor();
-    let entry = |action: &str, name: &str| {
-        actor.entry(1, action, &format!("user:{name}"), "", String::new(), String::new())
-    };
-    let add_admin = |name: String| {
-        let (store, e) = (Arc::clone(&store), entry("user_added", &name));
-        async move {
-            store.create_user(&name, "not-a-hash", "viewer,admin", 1, &e).await.unwrap();
-        }
-    };
-    add_admin("a0".into()).await;
-    add_admin("b0".into()).await;
-    for round in 0..6 {
-        let (a, b) = (format!("a{round}"), format!("b{round}"));
-        let (s1, s2) = (Arc::clone(&store), Arc::clone(&store));
-        let (ea, eb) = (entry("user_roles_changed", &a), entry("user_roles_changed", &b));
-        let (a2, b2) = (a.clone(), b.clone());
-        // Half the rounds demote, half disable: the same statement guards both.
-        let (ra, rb) = if round % 2 == 0 {
-            tokio::join!(
-                tokio::spawn(async move { s1.set_user_roles(&a2, "viewer", 2, &ea).await }),
-                tokio::spawn(async move { s2.set_user_roles(&b2, "viewer", 2, &eb).await }),
-            )
-        } else {
-            tokio::join!(
-                tokio::spawn(async move { s1.set_user_disabled(&a2, true, 2, &ea).await }),
-                tokio::spawn(async move { s2.set_user_disabled(&b2, true, 2, &eb).await }),
+store_conformance!(
+    privilege_requests_move_once_and_count_as_grants_when_executed,
+    |store| {
+        use converge_server::domain::actions::ActionMoveKind;
+        use converge_server::store::{ActionMove, NewPrivilegeRequest};
+        let actor = crate::support::setup_actor();
+        let entry = |action: &str| {
+            actor.entry(
+                10,
+                action,
+                "privilege:prv_1",
+                "",
+                String::new(),
+                String::new(),
             )
         };
-        let (ra, rb) = (ra.unwrap(), rb.unwrap());
-        let ok = [&ra, &rb].into_iter().filter(|r| matches!(r, Ok(true))).count();
-        let last = [&ra, &rb]
+        let new = NewPrivilegeRequest {
+            id: "prv_1".into(),
+            kind: "set_roles".into(),
+            target: "mal".into(),
+            roles: "operator".into(),
+            password_hash: String::new(),
+            requested_by: "ann".into(),
+            reason: "set the roles of mal to operator".into(),
+            now: 10,
+            expires_at: 1_000,
+        };
+        let created = store
+            .create_privilege_request(&new, &entry("privilege_requested"))
+            .await
+            .unwrap()
+            .expect("created");
+        assert_eq!(created.status.as_str(), "pending");
+        // The same change for the same target cannot be asked twice while one is pending.
+        let again = NewPrivilegeRequest {
+            id: "prv_2".into(),
+            ..new.clone()
+        };
+        assert!(
+            store
+                .create_privilege_request(&again, &entry("privilege_requested"))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let approve = |by: &str, now: i64| ActionMove {
+            decision: Some((by.to_string(), "ok".into())),
+            not_by_requester: Some(by.to_string()),
+            unexpired_at: Some(now),
+            ..ActionMove::of(ActionMoveKind::Approve, "prv_1", now)
+        };
+        // Not by its requester, not once expired; then exactly one approval wins.
+        assert!(
+            !store
+                .move_privilege_request(&approve("ann", 20), &entry("privilege_approved"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .move_privilege_request(&approve("bob", 1_000), &entry("privilege_approved"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .grants_to("mal", &["set_roles"], 0)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .move_privilege_request(&approve("bob", 20), &entry("privilege_approved"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .move_privilege_request(&approve("cat", 20), &entry("privilege_approved"))
+                .await
+                .unwrap()
+        );
+        let executed = ActionMove {
+            result: Some("{}".into()),
+            ..ActionMove::of(ActionMoveKind::Execute, "prv_1", 30)
+        };
+        assert!(
+            store
+                .move_privilege_request(&executed, &entry("privilege_executed"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .move_privilege_request(&executed, &entry("privilege_executed"))
+                .await
+                .unwrap()
+        );
+        let grants = store.grants_to("mal", &["set_roles"], 0).await.unwrap();
+        assert_eq!(grants.len(), 1, "{grants:?}");
+        assert_eq!(
+            (
+                grants[0].requested_by.as_str(),
+                grants[0].decided_by.as_deref(),
+                grants[0].at
+            ),
+            ("ann", Some("bob"), 30)
+        );
+        assert!(
+            store
+                .grants_to("mal", &["set_roles"], 31)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .grants_to("mal", &["issue_key"], 0)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let decided = store.privilege_requests(false, 10).await.unwrap();
+        assert_eq!(decided.len(), 1);
+        assert_eq!(decided[0].decided_by.as_deref(), Some("bob"));
+    }
+);
+
+store_conformance!(
+    the_store_never_demotes_the_last_two_admins_both_at_once,
+    |store| {
+        use std::sync::Arc;
+        let actor = crate::support::setup_actor();
+        let entry = |action: &str, name: &str| {
+            actor.entry(
+                1,
+                action,
+                &format!("user:{name}"),
+                "",
+                String::new(),
+                String::new(),
+            )
+        };
+        let add_admin = |name: String| {
+            let (store, e) = (Arc::clone(&store), entry("user_added", &name));
+            async move {
+                store
+                    .create_user(&name, "not-a-hash", "viewer,admin", 1, &e)
+                    .await
+                    .unwrap();
+            }
+        };
+        add_admin("a0".into()).await;
+        add_admin("b0".into()).await;
+        for round in 0..6 {
+            let (a, b) = (format!("a{round}"), format!("b{round}"));
+            let (s1, s2) = (Arc::clone(&store), Arc::clone(&store));
+            let (ea, eb) = (
+                entry("user_roles_changed", &a),
+                entry("user_roles_changed", &b),
+            );
+            let (a2, b2) = (a.clone(), b.clone());
+            // Half the rounds demote, half disable: the same statement guards both.
+            let (ra, rb) = if round % 2 == 0 {
+                tokio::join!(
+                    tokio::spawn(async move { s1.set_user_roles(&a2, "viewer", 2, &ea).await }),
+                    tokio::spawn(async move { s2.set_user_roles(&b2, "viewer", 2, &eb).await }),
+                )
+            } else {
+                tokio::join!(
+                    tokio::spawn(async move { s1.set_user_disabled(&a2, true, 2, &ea).await }),
+                    tokio::spawn(async move { s2.set_user_disabled(&b2, true, 2, &eb).await }),
+                )
+            };
+            let (ra, rb) = (ra.unwrap(), rb.unwrap());
+            let ok = [&ra, &rb]
+                .into_iter()
+                .filter(|r| matches!(r, Ok(true)))
+                .count();
+            let last = [&ra, &rb]
             .into_iter()
             .filter(|r| matches!(r, Err(converge_server::store::StoreError::Conflict(m)) if m == "last_admin"))
             .count();
-        assert_eq!((ok, last), (1, 1), "round {round}: {ra:?} {rb:?}");
-        let admins: Vec<String> = store
-            .users()
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|u| !u.disabled && u.roles.split(',').any(|r| r == "admin"))
-            .map(|u| u.username)
-            .collect();
-        assert_eq!(admins.len(), 1, "round {round}: {admins:?}");
-        // The next pair first; then the survivor may step down, leaving the pair alone.
-        add_admin(format!("a{}", round + 1)).await;
-        add_admin(format!("b{}", round + 1)).await;
-        let e = entry("user_roles_changed", &admins[0]);
-        assert!(store.set_user_roles(&admins[0], "viewer", 3, &e).await.unwrap());
+            assert_eq!((ok, last), (1, 1), "round {round}: {ra:?} {rb:?}");
+            let admins: Vec<String> = store
+                .users()
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|u| !u.disabled && u.roles.split(',').any(|r| r == "admin"))
+                .map(|u| u.username)
+                .collect();
+            assert_eq!(admins.len(), 1, "round {round}: {admins:?}");
+            // The next pair first; then the survivor may step down, leaving the pair alone.
+            add_admin(format!("a{}", round + 1)).await;
+            add_admin(format!("b{}", round + 1)).await;
+            let e = entry("user_roles_changed", &admins[0]);
+            assert!(
+                store
+                    .set_user_roles(&admins[0], "viewer", 3, &e)
+                    .await
+                    .unwrap()
+            );
+        }
     }
-});
+);
