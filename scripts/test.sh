@@ -175,6 +175,15 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "$E2E_LIVE_APPROVER_PASSWORD" | e2e_cli user add "$E2E_LIVE_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
   echo "$E2E_MERCHANTS_PASSWORD" | e2e_cli user add "$E2E_MERCHANTS_USER" --role viewer,admin --password-stdin >/dev/null
   echo "$E2E_NAV_PASSWORD" | e2e_cli user add "$E2E_NAV_USER" --role viewer,operator,approver,auditor,admin --password-stdin >/dev/null
+  # Second admins (issue 36): a privileged change made in the console waits for another admin.
+  export E2E_MERCHANTS2_USER=e2e-merchants2 E2E_MERCHANTS2_PASSWORD=e2e-merchants2-password-1
+  export E2E_SECOND_ADMIN_USER=e2e-second-admin E2E_SECOND_ADMIN_PASSWORD=e2e-second-admin-password-1
+  export E2E_PRIV_A_USER=e2e-priv-a E2E_PRIV_A_PASSWORD=e2e-priv-a-password-1
+  export E2E_PRIV_B_USER=e2e-priv-b E2E_PRIV_B_PASSWORD=e2e-priv-b-password-1
+  echo "$E2E_MERCHANTS2_PASSWORD" | e2e_cli user add "$E2E_MERCHANTS2_USER" --role viewer,admin --password-stdin >/dev/null
+  echo "$E2E_SECOND_ADMIN_PASSWORD" | e2e_cli user add "$E2E_SECOND_ADMIN_USER" --role viewer,admin --password-stdin >/dev/null
+  echo "$E2E_PRIV_A_PASSWORD" | e2e_cli user add "$E2E_PRIV_A_USER" --role viewer,admin --password-stdin >/dev/null
+  echo "$E2E_PRIV_B_PASSWORD" | e2e_cli user add "$E2E_PRIV_B_USER" --role viewer,admin --password-stdin >/dev/null
   export E2E_SEARCH_USER=e2e-search E2E_SEARCH_PASSWORD=e2e-search-password-1
   echo "$E2E_SEARCH_PASSWORD" | e2e_cli user add "$E2E_SEARCH_USER" --role viewer --password-stdin >/dev/null
   export E2E_INCIDENT_OPERATOR_USER=e2e-incident-operator E2E_INCIDENT_OPERATOR_PASSWORD=e2e-incident-operator-password-1

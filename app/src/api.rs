@@ -7,7 +7,8 @@
 use leptos::prelude::*;
 
 use crate::dto::{
-    Dashboard, ErrorItem, Merchant, PaymentDetail, PaymentPage, PaymentSearch, Principal, UserView,
+    ConsoleChange, Dashboard, ErrorItem, Merchant, PaymentDetail, PaymentPage, PaymentSearch,
+    Principal, PrivilegeApproved, PrivilegeInbox, PrivilegeRequest, UserView,
 };
 
 /// The message of the error every server function returns when there is no valid session
@@ -222,6 +223,14 @@ pub(crate) mod ssr {
     pub fn user_error(e: converge_server::service::users::UserError) -> ServerFnError {
         api_error(e.into())
     }
+
+    /// A privilege refusal as the console shows it (the user's, the merchant's or the
+    /// request's answer).
+    pub fn privilege_error(
+        e: converge_server::service::privilege::PrivilegeError,
+    ) -> ServerFnError {
+        api_error(e.into())
+    }
 }
 
 /// Signs in: checks the credentials (throttled per client address and per (account, client
@@ -408,26 +417,27 @@ pub async fn list_users() -> Result<Vec<UserView>, ServerFnError> {
         .map_err(ssr::user_error)
 }
 
-/// Adds a user with `roles` (comma-separated) and `password` (admin).
+/// Adds a user with `roles` (comma-separated) and `password` (admin). A user with
+/// operator, approver or admin becomes a request another admin approves (issue 36).
 #[server(endpoint = "add_user")]
 pub async fn add_user(
     username: String,
     roles: String,
     password: String,
-) -> Result<UserView, ServerFnError> {
+) -> Result<ConsoleChange<UserView>, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::service::users::add_user(
-        st.core.store.as_ref(),
-        &st.auth.credentials.hasher,
-        &username,
-        &roles,
-        &password,
-        st.core.clock.now_ms(),
-        &ssr::actor(&p).await,
-    )
-    .await
-    .map_err(ssr::user_error)
+    st.core
+        .console_add_user(
+            &ssr::actor(&p).await,
+            &st.auth.credentials.hasher,
+            &username,
+            &roles,
+            &password,
+            st.actions.ttl_ms(),
+        )
+        .await
+        .map_err(ssr::privilege_error)
 }
 
 /// Disables a user, which ends its sessions (admin; not yourself).
@@ -447,55 +457,99 @@ pub async fn disable_user(username: String) -> Result<(), ServerFnError> {
     Ok(())
 }
 
-/// Enables a disabled user (admin).
+/// Asks to enable a disabled user: a request another admin approves (admin; issue 36).
 #[server(endpoint = "enable_user")]
-pub async fn enable_user(username: String) -> Result<(), ServerFnError> {
+pub async fn enable_user(username: String) -> Result<ConsoleChange<()>, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::service::users::set_disabled(
-        st.core.store.as_ref(),
-        &username,
-        false,
-        st.core.clock.now_ms(),
-        &ssr::actor(&p).await,
-    )
-    .await
-    .map_err(ssr::user_error)?;
-    Ok(())
+    st.core
+        .console_enable_user(&ssr::actor(&p).await, &username, st.actions.ttl_ms())
+        .await
+        .map_err(ssr::privilege_error)
 }
 
 /// Replaces a user's roles (admin; comma-separated; audited `user_roles_changed`). The
 /// user's open sessions get the new roles at their next request; an admin cannot remove
-/// their own admin role (400 `invalid_user`).
+/// their own admin role (400 `invalid_user`), nor take it from the last admin (409
+/// `last_admin`). Granting operator, approver or admin becomes a request another admin
+/// approves (issue 36).
 #[server(endpoint = "set_user_roles")]
-pub async fn set_user_roles(username: String, roles: String) -> Result<UserView, ServerFnError> {
+pub async fn set_user_roles(
+    username: String,
+    roles: String,
+) -> Result<ConsoleChange<UserView>, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::service::users::set_roles(
-        st.core.store.as_ref(),
-        &username,
-        &roles,
-        st.core.clock.now_ms(),
-        &ssr::actor(&p).await,
-    )
-    .await
-    .map_err(ssr::user_error)
+    st.core
+        .console_set_roles(
+            &ssr::actor(&p).await,
+            &username,
+            &roles,
+            st.actions.ttl_ms(),
+        )
+        .await
+        .map_err(ssr::privilege_error)
 }
 
-/// Sets a new password for a user, which ends its sessions (admin).
-#[server(endpoint = "reset_password")]
-pub async fn reset_password(username: String, password: String) -> Result<(), ServerFnError> {
+/// The privilege requests waiting for an admin, and the latest decided ones (admin).
+#[server(endpoint = "privilege_requests")]
+pub async fn privilege_requests() -> Result<PrivilegeInbox, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = ssr::authorize(Permission::ManageUsers).await?;
+    st.core
+        .privilege_inbox(50)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))
+}
+
+/// Approves and runs a privilege request with the admin's password again (another admin
+/// than its requester and its target). An issued key comes back this once.
+#[server(endpoint = "approve_privilege")]
+pub async fn approve_privilege(
+    id: String,
+    reason: String,
+    password: String,
+) -> Result<PrivilegeApproved, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::service::users::reset_password(
-        st.core.store.as_ref(),
-        &st.auth.credentials.hasher,
-        &username,
-        &password,
-        st.core.clock.now_ms(),
-        &ssr::actor(&p).await,
-    )
-    .await
-    .map_err(ssr::user_error)?;
-    Ok(())
+    let addr = ssr::client_addr().await;
+    st.core
+        .approve_privilege_with_step_up(st.step_up(&p, &addr, &password), &id, &reason)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))
+}
+
+/// Rejects a privilege request (another admin than its requester and its target).
+#[server(endpoint = "reject_privilege")]
+pub async fn reject_privilege(
+    id: String,
+    reason: String,
+) -> Result<PrivilegeRequest, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    st.core
+        .reject_privilege(&ssr::actor(&p).await, &id, &reason)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))
+}
+
+/// Sets a new password for a user, which ends its sessions (admin). Someone else's who holds
+/// operator, approver or admin becomes a request another admin approves (issue 36).
+#[server(endpoint = "reset_password")]
+pub async fn reset_password(
+    username: String,
+    password: String,
+) -> Result<ConsoleChange<()>, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
+    st.core
+        .console_reset_password(
+            &ssr::actor(&p).await,
+            &st.auth.credentials.hasher,
+            &username,
+            &password,
+            st.actions.ttl_ms(),
+        )
+        .await
+        .map_err(ssr::privilege_error)
 }

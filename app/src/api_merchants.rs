@@ -6,7 +6,7 @@
 
 use leptos::prelude::*;
 
-use crate::dto::{IssuedKey, MerchantAccount};
+use crate::dto::{ConsoleChange, IssuedKey, MerchantAccount, PrivilegeRequest};
 
 #[cfg(feature = "ssr")]
 fn merchant_error(e: converge_server::service::merchants::MerchantError) -> ServerFnError {
@@ -41,21 +41,17 @@ pub async fn add_merchant(name: String) -> Result<IssuedKey, ServerFnError> {
     Ok(k.into())
 }
 
-/// Issues another key to merchant `name`, shown once; its other keys keep working (admin).
+/// Asks for another key to merchant `name`: a request another admin approves with step-up,
+/// who then sees the key once; the merchant's other keys keep working (admin; issue 36).
 #[server(endpoint = "issue_merchant_key")]
-pub async fn issue_merchant_key(name: String) -> Result<IssuedKey, ServerFnError> {
+pub async fn issue_merchant_key(name: String) -> Result<PrivilegeRequest, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    let (_, k) = converge_server::service::merchants::issue_merchant_key(
-        st.core.store.as_ref(),
-        st.core.clock.now_ms(),
-        &name,
-        &ssr::actor(&p).await,
-    )
-    .await
-    .map_err(merchant_error)?;
-    Ok(k.into())
+    st.core
+        .console_issue_key(&ssr::actor(&p).await, &name, st.actions.ttl_ms())
+        .await
+        .map_err(ssr::privilege_error)
 }
 
 /// Revokes key `key_id` of merchant `name`: 401 for it at once on every server (admin).
@@ -75,19 +71,18 @@ pub async fn revoke_merchant_key(name: String, key_id: String) -> Result<(), Ser
     .map_err(merchant_error)
 }
 
-/// Freezes (`frozen = true`) or unfreezes merchant `name` (admin).
+/// Freezes (`frozen = true`, at once) or asks to unfreeze merchant `name` (a request another
+/// admin approves; issue 36) (admin).
 #[server(endpoint = "set_merchant_frozen")]
-pub async fn set_merchant_frozen(name: String, frozen: bool) -> Result<(), ServerFnError> {
+pub async fn set_merchant_frozen(
+    name: String,
+    frozen: bool,
+) -> Result<ConsoleChange<()>, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::service::merchants::set_merchant_frozen(
-        st.core.store.as_ref(),
-        st.core.clock.now_ms(),
-        &name,
-        frozen,
-        &ssr::actor(&p).await,
-    )
-    .await
-    .map_err(merchant_error)
+    st.core
+        .console_set_frozen(&ssr::actor(&p).await, &name, frozen, st.actions.ttl_ms())
+        .await
+        .map_err(ssr::privilege_error)
 }

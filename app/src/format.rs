@@ -544,6 +544,15 @@ pub fn as_rfc3339(v: Option<String>) -> Option<String> {
     })
 }
 
+/// The flash of a console change that became a privilege request (issue 36): its id and
+/// what it asks, waiting for another admin on the Approvals page.
+pub fn awaiting(r: &converge_wire::PrivilegeRequest) -> String {
+    format!(
+        "Request {} ({}) awaits another admin's approval on the Approvals page.",
+        r.id, r.reason
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 // resolve an error-pool item. Users and merchants come from scripts/test.sh (see support.ts).
 import * as path from "node:path";
 import { expect, test } from "@playwright/test";
-import { account, createPayment, env, hydrated, numberOf, open, pageErrors, signIn, suspendedPayment, unique } from "./support";
+import { account, createPayment, env, hydrated, numberOf, open, pageErrors, signIn, suspendedPayment, unique, approvePrivilege, signInAs } from "./support";
 
 test.describe.configure({ mode: "serial" });
 
@@ -222,7 +222,16 @@ test("an admin adds a user, who can then sign in", async ({ page, browser }) => 
   await row.getByRole("button", { name: "Edit roles…" }).click();
   await row.getByTestId("roles-form").getByLabel("operator").check();
   await row.getByTestId("roles-save").click();
-  await expect(page.getByTestId("flash")).toContainText(`Roles of ${name} are now viewer, operator, auditor`);
+  // Operator gives power: a request a second admin approves with their password (issue 36).
+  await expect(page.getByTestId("flash")).toContainText("awaits another admin");
+  await expect(row.getByTestId("roles")).toHaveText("viewer, auditor");
+  const second = await browser.newContext();
+  const checker = await second.newPage();
+  await signInAs(checker, "E2E_SECOND_ADMIN");
+  await approvePrivilege(checker, `set the roles of ${name}`, env("E2E_SECOND_ADMIN_PASSWORD"));
+  await second.close();
+  await page.reload();
+  await hydrated(page);
   await expect(row.getByTestId("roles")).toHaveText("viewer, operator, auditor");
   await newcomer.reload();
   await expect(newcomer.getByTestId("current-roles")).toHaveText("viewer, operator, auditor");

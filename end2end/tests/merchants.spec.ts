@@ -2,9 +2,9 @@
 // (shown once), rotates it (a new key, then the old one revoked: 401 at once), and freezes
 // the merchant (its new payments get 403 merchant_frozen; reads still work).
 import { expect, test } from "@playwright/test";
-import { env, hydrated, pageErrors, unique } from "./support";
+import { approvePrivilege, env, hydrated, pageErrors, signInAs, unique } from "./support";
 
-test("an admin rotates a merchant's key and freezes the merchant", async ({ page, request }) => {
+test("an admin rotates a merchant's key and freezes the merchant", async ({ page, request, browser }) => {
   const errors = pageErrors(page);
   // An admin of its own: the shared admin's sign-ins are spent by the other tests.
   await page.goto("/login");
@@ -35,13 +35,21 @@ test("an admin rotates a merchant's key and freezes the merchant", async ({ page
   expect(paid.status(), await paid.text()).toBe(201);
   const payment = await paid.json();
 
-  // Rotation: a second key; both work until the first is revoked.
+  // Rotation: a second key; both work until the first is revoked. Issuing a key is a request
+  // a second admin approves with their password, who is shown the key once (issue 36).
   const panel = page.getByTestId(`merchant-${name}`);
-  await panel.getByRole("button", { name: "Issue a new key" }).click();
-  await expect(page.getByTestId("flash")).toContainText(`issued to ${name}`);
-  const second = (await page.getByTestId("new-key-value").textContent()) ?? "";
+  await panel.getByRole("button", { name: "Request a new key" }).click();
+  await expect(page.getByTestId("flash")).toContainText("awaits another admin");
+  await expect(panel.getByRole("row")).toHaveCount(2);
+  const checkerContext = await browser.newContext();
+  const checker = await checkerContext.newPage();
+  await signInAs(checker, "E2E_MERCHANTS2");
+  await approvePrivilege(checker, `merchant ${name}`, env("E2E_MERCHANTS2_PASSWORD"));
+  const second = (await checker.getByTestId("new-key-value").textContent()) ?? "";
   expect(second).toMatch(/^ck_live_[0-9a-f]{64}$/);
   expect(second).not.toBe(first);
+  await page.reload();
+  await hydrated(page);
   await expect(panel.getByRole("row")).toHaveCount(3);
   expect((await pay(second, unique("order"))).status()).toBe(201);
 
@@ -62,8 +70,12 @@ test("an admin rotates a merchant's key and freezes the merchant", async ({ page
   expect((await refused.json()).error.code).toBe("merchant_frozen");
   const read = await request.get(`/v1/payments/${payment.id}`, { headers: { Authorization: `Bearer ${second}` } });
   expect(read.status()).toBe(200);
+  // Unfreezing is a request too: still frozen until the second admin approves.
   await page.getByTestId(`merchant-${name}`).getByRole("button", { name: "Unfreeze" }).click();
-  await expect(page.getByTestId("flash")).toContainText(`Merchant ${name} unfrozen`);
+  await expect(page.getByTestId("flash")).toContainText("awaits another admin");
+  expect((await pay(second, unique("order"))).status()).toBe(403);
+  await approvePrivilege(checker, `unfreeze merchant ${name}`, env("E2E_MERCHANTS2_PASSWORD"));
+  await checkerContext.close();
   expect((await pay(second, unique("order"))).status()).toBe(201);
   expect(errors).toEqual([]);
 });

@@ -164,3 +164,30 @@ export async function suspendedPayment(
     .toBe("SUSPENSE");
   return { ...payment, status: "SUSPENSE" };
 }
+
+/** Signs `page` in as the user named by the environment variables `<prefix>_USER` and `<prefix>_PASSWORD`. */
+export async function signInAs(page: Page, prefix: string): Promise<void> {
+  const username = env(`${prefix}_USER`);
+  await page.goto("/login");
+  await expect(page.locator("main.login")).toHaveAttribute("data-hydrated", "true");
+  await page.getByLabel("Username").fill(username);
+  await page.getByLabel("Password").fill(env(`${prefix}_PASSWORD`));
+  await page.getByTestId("sign-in").click();
+  await expect(page.getByTestId("current-user")).toHaveText(username);
+  await hydrated(page);
+}
+
+/**
+ * Approves, as the admin signed in on `page` (whose password is `password`), the pending
+ * privilege request (issue 36) whose change mentions `text`, on the Approvals page.
+ */
+export async function approvePrivilege(page: Page, text: string, password: string): Promise<void> {
+  await open(page, "/approvals");
+  const row = page.getByTestId("privilege-pending").getByRole("row").filter({ hasText: text });
+  await expect(row).toHaveCount(1);
+  await row.getByTestId("privilege-approve").click();
+  await row.getByTestId("privilege-password").fill(password);
+  await row.getByTestId("privilege-reason").fill("second admin: checked with the requester");
+  await row.getByTestId("privilege-submit").click();
+  await expect(page.getByTestId("flash")).toContainText("is now executed");
+}

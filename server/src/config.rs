@@ -233,6 +233,8 @@ impl Settings {
                 action_limit_per_minute: 60,
                 // Tests end their pauses at once unless they test the minimum.
                 pause_min_duration_secs: 0,
+                approval_conflict_window_secs:
+                    crate::domain::privilege::DEFAULT_CONFLICT_WINDOW_SECS,
             },
             audit: AuditSettings {
                 audit_signing_key: None,
@@ -507,6 +509,10 @@ impl JobSettings {
             query_delay_ms: self.query_delay_ms as i64,
             max_attempts: self.max_attempts,
             resubmit_budget: self.resubmit_budget,
+            // `ActionSettings` sets it where a serving core is built (startup).
+            approval_conflict_window_ms: secs_to_ms(
+                crate::domain::privilege::DEFAULT_CONFLICT_WINDOW_SECS,
+            ),
         }
     }
 }
@@ -728,6 +734,10 @@ pub struct ActionSettings {
     /// starting it was. Ending or cancelling always takes the password again (step-up).
     #[arg(long, env = "CONVERGE_PAUSE_MIN_DURATION_SECS", default_value_t = 900, value_parser = secs_range_u64())]
     pub pause_min_duration_secs: u64,
+    /// How long an admin who created a user's account, or asked for or approved a grant of
+    /// power to them, may not approve that user's money actions (seconds; issue 36).
+    #[arg(long = "approval-conflict-window-secs", env = "CONVERGE_APPROVAL_CONFLICT_WINDOW_SECS", default_value_t = crate::domain::privilege::DEFAULT_CONFLICT_WINDOW_SECS, value_parser = secs_range_u64())]
+    pub approval_conflict_window_secs: u64,
 }
 
 impl ActionSettings {
@@ -739,6 +749,11 @@ impl ActionSettings {
     /// How long a pause holds before one operator may end it, ms.
     pub fn pause_min_ms(&self) -> i64 {
         secs_to_ms(self.pause_min_duration_secs)
+    }
+
+    /// The approval-conflict window, ms (`--approval-conflict-window-secs`).
+    pub fn conflict_window_ms(&self) -> i64 {
+        secs_to_ms(self.approval_conflict_window_secs)
     }
 }
 
@@ -1156,7 +1171,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 63, "every setting is a flag");
+        assert_eq!(seen, 64, "every setting is a flag");
     }
 
     #[test]

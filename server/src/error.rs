@@ -290,7 +290,8 @@ impl From<StepUpError> for ApiError {
     }
 }
 
-/// A user change's refusal: 400 `invalid_user`, 409 `user_exists`, 404 `not_found`.
+/// A user change's refusal: 400 `invalid_user`, 409 `user_exists`, 404 `not_found`, 409
+/// `last_admin`.
 impl From<UserError> for ApiError {
     fn from(e: UserError) -> Self {
         match e {
@@ -303,6 +304,9 @@ impl From<UserError> for ApiError {
             }
             UserError::NotFound(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+            }
+            UserError::LastAdmin => {
+                ApiError::new(StatusCode::CONFLICT, "last_admin", e.to_string())
             }
             UserError::Store(s) => s.into(),
         }

@@ -233,6 +233,7 @@ pub fn one_off_core(
             query_delay_ms: 0,
             max_attempts: 1,
             resubmit_budget: 0,
+            approval_conflict_window_ms: 0,
         },
         webhooks,
         secrets,
@@ -314,7 +315,10 @@ pub async fn build_with_store(
         store.clone(),
         channel,
         clock.clone(),
-        settings.jobs.timings(),
+        Timings {
+            approval_conflict_window_ms: settings.actions.conflict_window_ms(),
+            ..settings.jobs.timings()
+        },
         settings.webhooks.delivery(),
         secrets,
     );

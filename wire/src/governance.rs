@@ -75,3 +75,75 @@ pub struct ApprovalInbox {
     /// The latest decided ones, newest first.
     pub decided: Vec<ApprovalItem>,
 }
+
+/// A change that gives power, waiting for (or past) a second admin's decision: the two-person
+/// rule on privilege (issue 36). Never carries the new user's password or its hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+pub struct PrivilegeRequest {
+    /// `prv_` + 24 hex.
+    pub id: String,
+    /// `add_user`, `set_roles`, `enable_user`, `issue_key` or `unfreeze_merchant`.
+    pub kind: String,
+    /// The user's name (user kinds) or the merchant's (merchant kinds).
+    pub target: String,
+    /// The roles asked for, comma-separated (`add_user`, `set_roles`); empty otherwise.
+    pub roles: String,
+    /// The admin who asked.
+    pub requested_by: String,
+    /// Why (or what), as recorded with the request.
+    pub reason: String,
+    /// `pending`, `approved`, `executed`, `failed`, `rejected`, `cancelled`, `expired`.
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    #[cfg_attr(feature = "sqlx", sqlx(try_from = "String"))]
+    pub status: ActionStatus,
+    /// The approver (or rejecter).
+    pub decided_by: Option<String>,
+    /// The decision's reason.
+    pub decision_reason: Option<String>,
+    /// Execution result, JSON text (never a key or a password).
+    pub result: Option<String>,
+    /// Epoch ms UTC.
+    pub created_at: i64,
+    /// A pending request expires at, epoch ms UTC.
+    pub expires_at: i64,
+    /// Epoch ms UTC.
+    pub decided_at: Option<i64>,
+    /// Epoch ms UTC.
+    pub executed_at: Option<i64>,
+}
+
+/// The privilege requests an admin may decide, and the latest decided ones, with the
+/// server's clock for ages and expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PrivilegeInbox {
+    /// Server time of the listing, epoch ms UTC.
+    pub now: i64,
+    /// Pending, newest first.
+    pub pending: Vec<PrivilegeRequest>,
+    /// The latest decided ones, newest first.
+    pub decided: Vec<PrivilegeRequest>,
+}
+
+/// A privilege request approved and run: the request as it ends, and for an issued merchant
+/// key the key itself, shown this once to the approver who let it out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PrivilegeApproved {
+    /// The request, `executed` or `failed`.
+    pub request: PrivilegeRequest,
+    /// `issue_key`: the new API key (`ck_live_` + 64 hex digits), never stored in clear.
+    pub api_key: Option<String>,
+}
+
+/// What a console change came to (issue 36): applied at once (`Done`), or a request that
+/// waits for another admin (`Requested`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConsoleChange<T> {
+    /// Applied: it gives no power.
+    Done(T),
+    /// Recorded as a pending privilege request.
+    Requested(PrivilegeRequest),
+}

@@ -41,7 +41,10 @@ pub use dashboard::{
     RelayStatus, RouteOutcomes, StuckPayment, StuckView,
 };
 pub use error_pool::{ErrorItem, KindCount, PoolPage, ResolveOutcome};
-pub use governance::{ActionRecord, ApprovalInbox, ApprovalItem};
+pub use governance::{
+    ActionRecord, ApprovalInbox, ApprovalItem, ConsoleChange, PrivilegeApproved, PrivilegeInbox,
+    PrivilegeRequest,
+};
 pub use lifecycle::{
     ActionStatus, DeliveryStatus, EndpointStatus, ErrorItemStatus, JobStatus, PauseStatus,
     RefundStatus,

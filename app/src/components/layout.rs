@@ -221,7 +221,8 @@ fn TopBar(principal: Principal) -> impl IntoView {
         });
     };
     let is_admin = principal.has(Role::Admin);
-    let sees_approvals = principal.has(Role::Approver) || principal.has(Role::Operator);
+    // Admins decide privilege requests there (issue 36).
+    let sees_approvals = principal.has(Role::Approver) || principal.has(Role::Operator) || is_admin;
     // Requests waiting for an approver, counted again on every page change and whenever the
     // live stream says the requests changed.
     let location = leptos_router::hooks::use_location();

@@ -4,6 +4,8 @@
 //! re-entering its password, with a reason) or rejects (with a reason); the requester may
 //! cancel. Recently decided requests follow, with who decided and when. Queries and retries
 //! run at once and are not listed: they need no approver. The server checks every step itself.
+//! An admin also sees the privilege requests that wait for another admin (issue 36;
+//! [`super::privilege_requests`]).
 
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
@@ -55,6 +57,7 @@ pub fn ApprovalsPage() -> impl IntoView {
             }
         },
     );
+    let admin = signed_in_has(Role::Admin);
     // Emergency-switch pauses are approved on their own page (issue 17); say they wait.
     let pauses = Resource::new(move || version.get(), |_| api_pauses::pending_pauses());
     view! {
@@ -94,6 +97,10 @@ pub fn ApprovalsPage() -> impl IntoView {
                     })
             }}
         </Transition>
+        // Privilege requests (issue 36) wait for another admin, here too.
+        <Show when=move || admin.get()>
+            <crate::pages::privilege_requests::PrivilegeRequests version flash/>
+        </Show>
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 match list.await {

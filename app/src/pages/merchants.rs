@@ -2,6 +2,10 @@
 //! once), revoke a key (401 at once on every server), freeze or unfreeze a merchant (issue 13
 //! "Merchant keys"). A rotation is "issue a new key, move the client, revoke the old one": the
 //! old key keeps working until it is revoked, so there is no gap.
+//!
+//! Issuing a key and unfreezing a merchant give power, so each is a request another admin
+//! approves with their password on the Approvals page (issue 36), where the key is shown
+//! once to that admin; freezing and revoking stay one step.
 
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
@@ -11,7 +15,8 @@ use crate::api::error_message;
 use crate::api_merchants as api;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, Time};
-use crate::dto::{IssuedKey, MerchantAccount, MerchantKey};
+use crate::dto::{ConsoleChange, IssuedKey, MerchantAccount, MerchantKey};
+use crate::format::awaiting;
 
 /// A key just issued, with whose it is; shown until dismissed.
 type Shown = Option<(String, IssuedKey)>;
@@ -38,7 +43,7 @@ pub fn MerchantsPage() -> impl IntoView {
                                 <div>
                                     {list
                                         .into_iter()
-                                        .map(|a| view! { <MerchantPanel account=a version flash shown/> })
+                                        .map(|a| view! { <MerchantPanel account=a version flash/> })
                                         .collect_view()}
                                 </div>
                                 <AddMerchant version flash shown/>
@@ -82,7 +87,6 @@ fn MerchantPanel(
     account: MerchantAccount,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
-    shown: RwSignal<Shown>,
 ) -> impl IntoView {
     let name = account.merchant.name.clone();
     let frozen = account.merchant.frozen;
@@ -97,7 +101,11 @@ fn MerchantPanel(
             failure.set(None);
             spawn_local(async move {
                 match api::set_merchant_frozen(name.clone(), !frozen).await {
-                    Ok(()) => {
+                    Ok(ConsoleChange::Requested(r)) => {
+                        flash.set(Some(awaiting(&r)));
+                        version.update(|v| *v = v.wrapping_add(1));
+                    }
+                    Ok(ConsoleChange::Done(())) => {
                         flash.set(Some(if frozen {
                             format!("Merchant {name} unfrozen: it can create payments again, and postings waiting in SUSPENSE go through.")
                         } else {
@@ -121,12 +129,9 @@ fn MerchantPanel(
             failure.set(None);
             spawn_local(async move {
                 match api::issue_merchant_key(name.clone()).await {
-                    Ok(k) => {
-                        flash.set(Some(format!(
-                            "Key {} issued to {name}; its other keys keep working until revoked.",
-                            k.id
-                        )));
-                        shown.set(Some((name, k)));
+                    Ok(r) => {
+                        // The key is made when another admin approves, and shown to them.
+                        flash.set(Some(awaiting(&r)));
                         version.update(|v| *v = v.wrapping_add(1));
                     }
                     Err(e) => {
@@ -157,7 +162,7 @@ fn MerchantPanel(
             </p>
             <div class="actions">
                 <button type="button" class="secondary small" on:click=issue disabled=move || busy.get()>
-                    "Issue a new key"
+                    "Request a new key"
                 </button>
                 <button type="button" class="secondary small" on:click=toggle disabled=move || busy.get()>
                     {if frozen { "Unfreeze" } else { "Freeze" }}

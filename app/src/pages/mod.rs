@@ -10,6 +10,7 @@ pub mod merchants;
 pub mod pauses;
 pub mod payment;
 pub mod payments;
+pub mod privilege_requests;
 pub mod search;
 pub mod status;
 pub mod users;

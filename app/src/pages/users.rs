@@ -2,6 +2,11 @@
 //! request reads the roles afresh, so a change applies to the user's open sessions at their
 //! next request), disable or enable one (a disabled user's sessions end at once), reset a
 //! password (its sessions end too). Each user's last sign-in is shown.
+//!
+//! Adding a user with operator, approver or admin, granting one of those roles and enabling a
+//! disabled user give power: each becomes a request another admin approves with their
+//! password on the Approvals page (issue 36), and the page says so. The last enabled admin
+//! can be neither disabled nor demoted.
 
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
@@ -10,7 +15,8 @@ use leptos::task::spawn_local;
 use crate::api;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, Time};
-use crate::dto::{Role, UserView};
+use crate::dto::{ConsoleChange, Role, UserView};
+use crate::format::awaiting;
 
 /// The users page.
 #[component]
@@ -87,10 +93,16 @@ fn UserRow(
                 let result = if disabled {
                     api::enable_user(name.clone()).await
                 } else {
-                    api::disable_user(name.clone()).await
+                    api::disable_user(name.clone())
+                        .await
+                        .map(ConsoleChange::Done)
                 };
                 match result {
-                    Ok(()) => {
+                    Ok(ConsoleChange::Requested(r)) => {
+                        flash.set(Some(awaiting(&r)));
+                        version.update(|v| *v = v.wrapping_add(1));
+                    }
+                    Ok(ConsoleChange::Done(())) => {
                         let what = if disabled {
                             "enabled"
                         } else {
@@ -117,7 +129,12 @@ fn UserRow(
             failure.set(None);
             spawn_local(async move {
                 match api::reset_password(name.clone(), pass).await {
-                    Ok(()) => {
+                    Ok(ConsoleChange::Requested(r)) => {
+                        password.set(String::new());
+                        flash.set(Some(awaiting(&r)));
+                        version.update(|v| *v = v.wrapping_add(1));
+                    }
+                    Ok(ConsoleChange::Done(())) => {
                         password.set(String::new());
                         flash.set(Some(format!(
                             "Password of {name} reset; its sessions ended."
@@ -146,7 +163,11 @@ fn UserRow(
             failure.set(None);
             spawn_local(async move {
                 match api::set_user_roles(name.clone(), roles.join(",")).await {
-                    Ok(u) => {
+                    Ok(ConsoleChange::Requested(r)) => {
+                        flash.set(Some(awaiting(&r)));
+                        version.update(|v| *v = v.wrapping_add(1));
+                    }
+                    Ok(ConsoleChange::Done(u)) => {
                         flash.set(Some(format!(
                             "Roles of {name} are now {}; they apply from the user's next request.",
                             u.roles.join(", ")
@@ -316,7 +337,12 @@ fn AddUser(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl Into
         failure.set(None);
         spawn_local(async move {
             match api::add_user(name, chosen.join(","), pass).await {
-                Ok(u) => {
+                Ok(ConsoleChange::Requested(r)) => {
+                    password.set(String::new());
+                    flash.set(Some(awaiting(&r)));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Ok(ConsoleChange::Done(u)) => {
                     flash.set(Some(format!(
                         "User {} added with roles {}.",
                         u.username,

@@ -157,6 +157,7 @@ fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
             query_delay_ms: 2_000,
             max_attempts: 5,
             resubmit_budget: 3,
+            approval_conflict_window_ms: 0,
         },
         // The webhook measurement's receiver listens on loopback.
         secrets: converge_server::domain::secret_box::SecretBox::random(),

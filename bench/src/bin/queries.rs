@@ -140,6 +140,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
             query_delay_ms: 2_000,
             max_attempts: 5,
             resubmit_budget: 3,
+            approval_conflict_window_ms: 0,
         },
         secrets: converge_server::domain::secret_box::SecretBox::random(),
         notifier: Default::default(),

@@ -13,6 +13,7 @@ pub mod ledger;
 pub mod money;
 pub mod netaddr;
 pub mod pause;
+pub mod privilege;
 pub mod ratelimit;
 pub mod refunds;
 pub mod roles;

@@ -5,6 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 use utoipa::{IntoParams, ToSchema};
@@ -17,6 +18,7 @@ pub use super::extract::{ClientAddr, client_addr_of, resolve_client_addr};
 use crate::domain::roles::{Permission, format_roles};
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::service::dashboard::{dashboard, payment_detail};
+use crate::service::privilege::Change;
 use crate::service::queries::blank;
 use crate::service::users::{self, UserView};
 use crate::store::{ErrorItem, Merchant};
@@ -59,6 +61,7 @@ pub fn routes() -> OpenApiRouter<OpsState> {
         .merge(super::webhooks::routes())
         .merge(super::lookup::routes())
         .merge(super::pauses::routes())
+        .merge(super::privilege::routes())
 }
 
 pub use converge_wire::PrincipalView;
@@ -457,7 +460,8 @@ pub struct NewUserBody {
     security(("console_session" = [])),
     request_body(content = NewUserBody, content_type = "application/json"),
     responses(
-        (status = 201, description = "Added", body = UserEnvelope,
+        (status = 202, description = "A user with operator, approver or admin: a request another admin approves (issue 36)", body = super::privilege::PrivilegeEnvelope),
+        (status = 201, description = "Added (viewer or auditor only)", body = UserEnvelope,
             links(
                 ("DisableUser" = (operation_id = "ops_user_disable", parameters(("name" = "$response.body#/user/username")))),
                 ("EnableUser" = (operation_id = "ops_user_enable", parameters(("name" = "$response.body#/user/username")))),
@@ -477,20 +481,23 @@ async fn add_user(
     p: Principal,
     ClientAddr(addr): ClientAddr,
     ApiJson(b): ApiJson<NewUserBody>,
-) -> Result<(StatusCode, Json<UserEnvelope>), ApiError> {
+) -> Result<Response, ApiError> {
     p.require(Permission::ManageUsers)?;
-    let now = st.core.clock.now_ms();
-    let u = users::add_user(
-        st.core.store.as_ref(),
-        &st.auth.credentials.hasher,
-        &b.username,
-        &b.roles,
-        &b.password,
-        now,
-        &super::audit::actor(&p, &addr),
-    )
-    .await?;
-    Ok((StatusCode::CREATED, Json(UserEnvelope { user: u })))
+    let change = st
+        .core
+        .console_add_user(
+            &super::audit::actor(&p, &addr),
+            &st.auth.credentials.hasher,
+            &b.username,
+            &b.roles,
+            &b.password,
+            st.actions.ttl_ms(),
+        )
+        .await?;
+    Ok(match change {
+        Change::Done(user) => (StatusCode::CREATED, Json(UserEnvelope { user })).into_response(),
+        Change::Requested(r) => super::privilege::requested(r),
+    })
 }
 
 use super::actions::Empty;
@@ -500,16 +507,6 @@ use super::actions::Empty;
 pub struct MerchantKeyList {
     /// The keys (never the key itself: id, prefix, times).
     pub items: Vec<crate::store::MerchantKey>,
-}
-
-/// A key just issued.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"key": {"id": "mk_3f9a1c2e7b4d", "merchant_id": 1, "prefix": "ck_live_1a2b3c4d", "created_at": 1764565200000_i64, "last_used_at": null, "revoked_at": null}, "api_key": "ck_live_1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f80"}))]
-pub struct IssuedKeyEnvelope {
-    /// The key's record.
-    pub key: crate::store::MerchantKey,
-    /// The API key itself (`ck_live_` + 64 hex digits): shown this once, stored only hashed.
-    pub api_key: String,
 }
 
 /// `GET /ops/v1/merchants/{name}/keys` (admins): id, prefix, created, last used, revoked.
@@ -548,15 +545,12 @@ async fn list_keys(
     tag = "ops",
     operation_id = "ops_merchant_key_issue",
     summary = "Issue another API key to a merchant (admins)",
-    description = "The new key is in the answer only; the merchant's other keys keep working until revoked, so a rotation has no gap. Audited (`merchant_key_issued`) in the same transaction.",
+    description = "A request another admin approves with step-up (`POST /ops/v1/privilege-requests/{id}/approve`, issue 36): the new key is in that answer only; the merchant's other keys keep working until revoked, so a rotation has no gap. Audited (`privilege_requested`, then `merchant_key_issued`).",
     security(("console_session" = [])),
     params(("name" = String, Path, description = "The merchant's name")),
     request_body(content = Empty, content_type = "application/json"),
     responses(
-        (status = 201, description = "Issued", body = IssuedKeyEnvelope,
-            links(
-                ("RevokeKey" = (operation_id = "ops_merchant_key_revoke", parameters(("name" = "$request.path.name"), ("id" = "$response.body#/key/id"))))
-            )),
+        (status = 202, description = "A request another admin approves (issue 36); the key is shown to that admin once, in the approval's answer", body = super::privilege::PrivilegeEnvelope),
         (status = 400, description = "The body is not `{}`", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: unknown field `x`"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
@@ -571,22 +565,13 @@ async fn issue_key(
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,
     ApiJson(_): ApiJson<Empty>,
-) -> Result<(StatusCode, Json<IssuedKeyEnvelope>), ApiError> {
+) -> Result<Response, ApiError> {
     p.require(Permission::ManageUsers)?;
-    let (key, issued) = crate::service::merchants::issue_merchant_key(
-        st.core.store.as_ref(),
-        st.core.clock.now_ms(),
-        &name,
-        &super::audit::actor(&p, &addr),
-    )
-    .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(IssuedKeyEnvelope {
-            key,
-            api_key: issued.key,
-        }),
-    ))
+    let r = st
+        .core
+        .console_issue_key(&super::audit::actor(&p, &addr), &name, st.actions.ttl_ms())
+        .await?;
+    Ok(super::privilege::requested(r))
 }
 
 /// `POST /ops/v1/merchants/{name}/keys/{id}/revoke` `{}` (admins): 401 for that key at once.
@@ -647,6 +632,7 @@ async fn revoke_key(
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
         (status = 404, description = "No such user", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "user bob not found"}})),
+        (status = 409, description = "It would disable the last enabled admin", body = ErrorBody, example = json!({"error": {"code": "last_admin", "message": "this is the last enabled admin: add or enable another admin first"}})),
         (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
@@ -680,7 +666,8 @@ async fn disable_user(
     params(("name" = String, Path, description = "The user's name")),
     request_body(content = Empty, content_type = "application/json"),
     responses(
-        (status = 204, description = "Enabled"),
+        (status = 204, description = "Already enabled: nothing to do"),
+        (status = 202, description = "A disabled user: a request another admin approves (issue 36)", body = super::privilege::PrivilegeEnvelope),
         (status = 400, description = "Bad input (e.g. disabling yourself)", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "you cannot disable yourself"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
@@ -695,17 +682,16 @@ async fn enable_user(
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,
     ApiJson(_): ApiJson<Empty>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     p.require(Permission::ManageUsers)?;
-    users::set_disabled(
-        st.core.store.as_ref(),
-        &name,
-        false,
-        st.core.clock.now_ms(),
-        &super::audit::actor(&p, &addr),
-    )
-    .await?;
-    Ok(StatusCode::NO_CONTENT)
+    let change = st
+        .core
+        .console_enable_user(&super::audit::actor(&p, &addr), &name, st.actions.ttl_ms())
+        .await?;
+    Ok(match change {
+        Change::Done(()) => StatusCode::NO_CONTENT.into_response(),
+        Change::Requested(r) => super::privilege::requested(r),
+    })
 }
 
 /// Body of a password reset.
@@ -727,6 +713,7 @@ pub struct PasswordBody {
     params(("name" = String, Path, description = "The user's name")),
     request_body(content = PasswordBody, content_type = "application/json"),
     responses(
+        (status = 202, description = "Someone else holding operator, approver or admin: a request another admin approves (issue 36)", body = super::privilege::PrivilegeEnvelope),
         (status = 204, description = "Reset"),
         (status = 400, description = "Bad input (e.g. disabling yourself)", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "you cannot disable yourself"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
@@ -742,18 +729,22 @@ async fn reset_password(
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,
     ApiJson(b): ApiJson<PasswordBody>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     p.require(Permission::ManageUsers)?;
-    users::reset_password(
-        st.core.store.as_ref(),
-        &st.auth.credentials.hasher,
-        &name,
-        &b.password,
-        st.core.clock.now_ms(),
-        &super::audit::actor(&p, &addr),
-    )
-    .await?;
-    Ok(StatusCode::NO_CONTENT)
+    let change = st
+        .core
+        .console_reset_password(
+            &super::audit::actor(&p, &addr),
+            &st.auth.credentials.hasher,
+            &name,
+            &b.password,
+            st.actions.ttl_ms(),
+        )
+        .await?;
+    Ok(match change {
+        Change::Done(()) => StatusCode::NO_CONTENT.into_response(),
+        Change::Requested(r) => super::privilege::requested(r),
+    })
 }
 
 /// Body of a role change.
@@ -775,7 +766,9 @@ pub struct RolesBody {
     params(("name" = String, Path, description = "The user's name")),
     request_body(content = RolesBody, content_type = "application/json"),
     responses(
-        (status = 200, description = "The user with its new roles", body = UserEnvelope),
+        (status = 200, description = "The user with its new roles (no operator, approver or admin role added)", body = UserEnvelope),
+        (status = 202, description = "Grants operator, approver or admin: a request another admin approves (issue 36)", body = super::privilege::PrivilegeEnvelope),
+        (status = 409, description = "It would leave no enabled admin", body = ErrorBody, example = json!({"error": {"code": "last_admin", "message": "this is the last enabled admin: add or enable another admin first"}})),
         (status = 400, description = "Bad input (e.g. disabling yourself)", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "you cannot disable yourself"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
@@ -790,15 +783,19 @@ async fn set_roles(
     ClientAddr(addr): ClientAddr,
     ApiPath(name): ApiPath<String>,
     ApiJson(b): ApiJson<RolesBody>,
-) -> Result<Json<UserEnvelope>, ApiError> {
+) -> Result<Response, ApiError> {
     p.require(Permission::ManageUsers)?;
-    let u = users::set_roles(
-        st.core.store.as_ref(),
-        &name,
-        &b.roles,
-        st.core.clock.now_ms(),
-        &super::audit::actor(&p, &addr),
-    )
-    .await?;
-    Ok(Json(UserEnvelope { user: u }))
+    let change = st
+        .core
+        .console_set_roles(
+            &super::audit::actor(&p, &addr),
+            &name,
+            &b.roles,
+            st.actions.ttl_ms(),
+        )
+        .await?;
+    Ok(match change {
+        Change::Done(user) => Json(UserEnvelope { user }).into_response(),
+        Change::Requested(r) => super::privilege::requested(r),
+    })
 }

@@ -14,6 +14,7 @@ pub mod lookup;
 pub mod pauses;
 pub mod payments_export;
 pub mod principal;
+pub mod privilege;
 pub mod session;
 pub mod webhooks;
 

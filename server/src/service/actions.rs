@@ -212,8 +212,10 @@ impl Core {
             .await
     }
 
-    /// Approves a pending request and executes it. The approver must not be the requester; a
-    /// request whose payment moved since it was made is stale; an expired one is refused.
+    /// Approves a pending request and executes it. The approver must not be the requester,
+    /// nor have created the requester's account or given them power within the
+    /// approval-conflict window (403 `approval_conflict`, issue 36); a request whose payment
+    /// moved since it was made is stale; an expired one is refused.
     pub async fn approve_action(
         &self,
         actor: &Actor,
@@ -232,6 +234,8 @@ impl Core {
                 "a request must be approved by someone else".into(),
             ));
         }
+        self.refuse_approval_conflict(actor, &a.requested_by)
+            .await?;
         self.check_pending(actor, &a).await?;
         let p = self
             .store
@@ -287,6 +291,12 @@ impl Core {
             return Ok(false);
         };
         if a.requested_by == actor.username || !ActionMoveKind::Approve.allowed_from(a.status) {
+            return Ok(false);
+        }
+        if self
+            .approval_conflict(&actor.username, &a.requested_by)
+            .await?
+        {
             return Ok(false);
         }
         if a.expires_at <= self.clock.now_ms() {

@@ -18,6 +18,7 @@ pub mod password;
 pub mod pauses;
 pub mod payments;
 pub mod payments_export;
+pub mod privilege;
 pub mod queries;
 pub mod reconcile;
 pub mod refunds;
@@ -81,6 +82,10 @@ pub struct Timings {
     /// Resubmissions of a not-found payment (beyond the first submission) before its key is
     /// fenced.
     pub resubmit_budget: i64,
+    /// How long after creating a user's account, or asking for or approving a grant of power
+    /// to them, an admin may not approve that user's money actions (issue 36;
+    /// `--approval-conflict-window-secs`).
+    pub approval_conflict_window_ms: i64,
 }
 
 /// Why a use case could not finish.

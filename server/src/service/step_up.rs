@@ -49,12 +49,12 @@ pub struct StepUp<'a> {
 }
 
 /// What a step-up approval is about: the audit target of a refusal (`action:<id>`,
-/// `pause:<id>`) and the reason recorded with it.
-struct StepUpTarget {
+/// `pause:<id>`, `privilege:<id>`) and the reason recorded with it.
+pub(super) struct StepUpTarget {
     /// Audit target, at most 64 characters of the id.
-    target: String,
+    pub(super) target: String,
     /// Why, in the `approval_refused` record.
-    refusal: &'static str,
+    pub(super) refusal: &'static str,
 }
 
 impl Core {
@@ -68,6 +68,12 @@ impl Core {
         id: &str,
         reason: &str,
     ) -> Result<ActionRecord, StepUpError> {
+        // The approval-conflict rule (issue 36) does not depend on the password, so it is
+        // said as is, before the password is checked (no oracle, no failed attempt).
+        if let Some(a) = self.store.action(id).await? {
+            self.refuse_approval_conflict(&step_up.who, &a.requested_by)
+                .await?;
+        }
         self.with_step_up(
             step_up,
             reason,
@@ -144,7 +150,7 @@ impl Core {
     ///
     /// `approvable` says whether `who` could approve it at all; `approve` approves it and
     /// gives `None` for a refusal that must look like the others.
-    async fn with_step_up<T, E, Fa, Fd>(
+    pub(super) async fn with_step_up<T, E, Fa, Fd>(
         &self,
         step_up: StepUp<'_>,
         reason: &str,

@@ -6,6 +6,11 @@
 //! the console's server functions) and the `converge user` command: every rule about users,
 //! including what an admin may not do to their own account, is here and only here. The
 //! adapters check the permission, call, and map [`UserError`] to their answer.
+//!
+//! The functions here apply a change at once: the command line on the machine (the
+//! bootstrap) and the execution of an approved privilege request call them. The console's
+//! adapters go through [`crate::service::privilege`], which turns a change that gives power
+//! into a request another admin approves (issue 36).
 
 use super::actor::Actor;
 use super::password::{PasswordHasherPool, check_new_password};
@@ -32,9 +37,21 @@ pub enum UserError {
     /// give it back.
     #[error("you cannot remove your own admin role")]
     DropOwnAdmin,
+    /// The change would leave no enabled admin (the last admin disabled or demoted, even by
+    /// two concurrent requests; enforced in the store's statement).
+    #[error("this is the last enabled admin: add or enable another admin first")]
+    LastAdmin,
     /// Storage failed.
     #[error(transparent)]
     Store(StoreError),
+}
+
+/// A store error of a user update: the last-admin refusal becomes [`UserError::LastAdmin`].
+fn store_error(e: StoreError) -> UserError {
+    match e {
+        StoreError::Conflict(m) if m == crate::store::LAST_ADMIN => UserError::LastAdmin,
+        e => UserError::Store(e),
+    }
 }
 
 pub use converge_wire::UserView;
@@ -71,7 +88,8 @@ pub async fn list_users(store: &dyn Store) -> Result<Vec<UserView>, UserError> {
 /// failed sign-in ([`super::sign_in::ANONYMOUS`]), so no person can pose as either.
 const RESERVED_NAMES: [&str; 2] = ["system", super::sign_in::ANONYMOUS];
 
-fn check_username(name: &str) -> Result<(), UserError> {
+/// Checks a username: 1 to 64 of `a-z A-Z 0-9 . _ - @`, and none of the reserved names.
+pub fn check_username(name: &str) -> Result<(), UserError> {
     if RESERVED_NAMES.iter().any(|r| name.eq_ignore_ascii_case(r)) {
         return Err(UserError::Invalid(format!("username {name:?} is reserved")));
     }
@@ -108,7 +126,20 @@ pub async fn add_user(
         .hash(password)
         .await
         .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
-    let roles = format_roles(&roles);
+    add_user_hashed(store, username, &hash, &format_roles(&roles), now, actor).await
+}
+
+/// Adds a user whose password was already hashed (an approved privilege request carries only
+/// the hash), with `roles` as stored; audited `user_added` by `actor` in the same
+/// transaction. Errors: [`UserError::Exists`].
+pub async fn add_user_hashed(
+    store: &dyn Store,
+    username: &str,
+    hash: &str,
+    roles: &str,
+    now: i64,
+    actor: &Actor,
+) -> Result<UserView, UserError> {
     let audit = actor.entry(
         now,
         "user_added",
@@ -117,10 +148,7 @@ pub async fn add_user(
         String::new(),
         serde_json::json!({"roles": roles}).to_string(),
     );
-    match store
-        .create_user(username, &hash, &roles, now, &audit)
-        .await
-    {
+    match store.create_user(username, hash, roles, now, &audit).await {
         Ok(u) => Ok(UserView::from(&u)),
         Err(StoreError::Conflict(_)) => Err(UserError::Exists(username.into())),
         Err(e) => Err(UserError::Store(e)),
@@ -158,7 +186,7 @@ pub async fn set_disabled(
     {
         Ok(true) => Ok(()),
         Ok(false) => Err(UserError::NotFound(username.into())),
-        Err(e) => Err(UserError::Store(e)),
+        Err(e) => Err(store_error(e)),
     }
 }
 
@@ -177,6 +205,19 @@ pub async fn reset_password(
         .hash(password)
         .await
         .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
+    reset_password_hashed(store, username, &hash, now, actor).await
+}
+
+/// Sets a user's password to one already hashed (an approved privilege request carries only
+/// the hash); its sessions end. Audited `user_password_reset` by `actor` in the same
+/// transaction. Errors: [`UserError::NotFound`].
+pub async fn reset_password_hashed(
+    store: &dyn Store,
+    username: &str,
+    hash: &str,
+    now: i64,
+    actor: &Actor,
+) -> Result<(), UserError> {
     let audit = actor.entry(
         now,
         "user_password_reset",
@@ -185,7 +226,7 @@ pub async fn reset_password(
         String::new(),
         "{}".into(),
     );
-    match store.set_user_password(username, &hash, now, &audit).await {
+    match store.set_user_password(username, hash, now, &audit).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(UserError::NotFound(username.into())),
         Err(e) => Err(UserError::Store(e)),
@@ -218,7 +259,7 @@ pub async fn set_roles(
     match store.set_user_roles(username, &roles, now, &audit).await {
         Ok(true) => {}
         Ok(false) => return Err(UserError::NotFound(username.into())),
-        Err(e) => return Err(UserError::Store(e)),
+        Err(e) => return Err(store_error(e)),
     }
     let user = store
         .user_by_name(username)

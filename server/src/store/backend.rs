@@ -152,6 +152,7 @@ macro_rules! impl_sql_store {
         impl_lookup!($store);
         impl_live!($store);
         impl_pauses!($store);
+        impl_privileges!($store);
         impl_webhooks!($store);
     };
 }

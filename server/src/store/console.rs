@@ -191,6 +191,18 @@ pub struct ErrorKindCount {
     pub oldest_open: Option<i64>,
 }
 
+/// The message of the `Conflict` a user update answers when it would leave no enabled admin
+/// (issue 36): the last admin can be neither disabled nor demoted.
+pub const LAST_ADMIN: &str = "last_admin";
+
+/// The condition (SQL over the `users` row being updated) under which an update may take an
+/// admin away: the row is not an enabled admin now, or another enabled admin exists. Read in
+/// the same statement as the update, after the audit lock, so two concurrent demotions of
+/// the last two admins cannot both pass.
+pub const KEEPS_AN_ADMIN: &str = "(NOT (users.disabled = FALSE AND ',' || users.roles || ',' LIKE '%,admin,%') \
+     OR EXISTS (SELECT 1 FROM users o WHERE o.username <> users.username AND o.disabled = FALSE \
+     AND ',' || o.roles || ',' LIKE '%,admin,%'))";
+
 #[async_trait]
 pub trait Console: Send + Sync + 'static {
     /// The pool, for tower-sessions' store.
@@ -210,7 +222,8 @@ pub trait Console: Send + Sync + 'static {
     /// Every user, by name.
     async fn users(&self) -> Result<Vec<User>, StoreError>;
     /// Disables or enables a user, ending its sessions, with `audit` in the same transaction;
-    /// false (nothing written) when there is no such user.
+    /// false (nothing written) when there is no such user. Errors: `Conflict(LAST_ADMIN)`
+    /// (nothing written) when it would disable the last enabled admin ([`KEEPS_AN_ADMIN`]).
     async fn set_user_disabled(
         &self,
         username: &str,
@@ -228,7 +241,8 @@ pub trait Console: Send + Sync + 'static {
         audit: &AuditEntry,
     ) -> Result<bool, StoreError>;
     /// Replaces a user's roles with `audit` in the same transaction; false (nothing written)
-    /// when there is no such user.
+    /// when there is no such user. Errors: `Conflict(LAST_ADMIN)` (nothing written) when it
+    /// would take admin from the last enabled admin ([`KEEPS_AN_ADMIN`]).
     async fn set_user_roles(
         &self,
         username: &str,

@@ -5,6 +5,23 @@ macro_rules! impl_console {
         const _: () = $crate::store::backend::is_backend::<$store>();
 
         /// Appends `audit` and commits when the change `applied`; rolls back otherwise.
+        /// After a guarded user update changed nothing: `Conflict(LAST_ADMIN)` when the user
+        /// exists (so the guard refused it), else Ok (no such user); rolls back either way.
+        async fn last_admin_or_missing(
+            mut tx: $crate::store::backend::Tx<$store>,
+            username: &str,
+        ) -> Result<(), $crate::store::StoreError> {
+            let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE username = $1")
+                .bind(username)
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.rollback().await?;
+            if n > 0 {
+                return Err($crate::store::StoreError::Conflict($crate::store::LAST_ADMIN.into()));
+            }
+            Ok(())
+        }
+
         async fn audited(
             mut tx: $crate::store::backend::Tx<$store>,
             applied: bool,
@@ -70,15 +87,25 @@ macro_rules! impl_console {
                 audit: &$crate::store::AuditEntry,
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let r = sqlx::query(
-                    "UPDATE users SET disabled = $1, session_epoch = session_epoch + 1, updated_at = $2 WHERE username = $3",
-                )
+                // The audit lock first: two admins disabling or demoting each other at once
+                // take turns, and the second one's statement sees the first one's commit.
+                <$store as $crate::store::backend::SqlBackend>::lock_audit(&mut tx).await?;
+                let r = sqlx::query(&format!(
+                    "UPDATE users SET disabled = $1, session_epoch = session_epoch + 1, updated_at = $2 \
+                     WHERE username = $3 AND ($1 = FALSE OR {})",
+                    $crate::store::KEEPS_AN_ADMIN
+                ))
                 .bind(disabled)
                 .bind(now)
                 .bind(username)
                 .execute(&mut *tx)
                 .await?;
-                audited(tx, r.rows_affected() == 1, audit).await
+                let applied = r.rows_affected() == 1;
+                if !applied {
+                    last_admin_or_missing(tx, username).await?;
+                    return Ok(false);
+                }
+                audited(tx, applied, audit).await
             }
 
             async fn set_user_password(
@@ -108,13 +135,24 @@ macro_rules! impl_console {
                 audit: &$crate::store::AuditEntry,
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let r = sqlx::query("UPDATE users SET roles = $1, updated_at = $2 WHERE username = $3")
-                    .bind(roles)
-                    .bind(now)
-                    .bind(username)
-                    .execute(&mut *tx)
-                    .await?;
-                audited(tx, r.rows_affected() == 1, audit).await
+                <$store as $crate::store::backend::SqlBackend>::lock_audit(&mut tx).await?;
+                let keeps_admin = roles.split(',').any(|r| r.trim() == "admin");
+                let r = sqlx::query(&format!(
+                    "UPDATE users SET roles = $1, updated_at = $2 WHERE username = $3 AND ($4 OR {})",
+                    $crate::store::KEEPS_AN_ADMIN
+                ))
+                .bind(roles)
+                .bind(now)
+                .bind(username)
+                .bind(keeps_admin)
+                .execute(&mut *tx)
+                .await?;
+                let applied = r.rows_affected() == 1;
+                if !applied {
+                    last_admin_or_missing(tx, username).await?;
+                    return Ok(false);
+                }
+                audited(tx, applied, audit).await
             }
 
             async fn record_sign_in(&self, username: &str, at: i64) -> Result<(), $crate::store::StoreError> {

@@ -30,6 +30,8 @@ mod live_sql;
 #[macro_use]
 mod pauses_sql;
 #[macro_use]
+mod privilege_sql;
+#[macro_use]
 mod queue_sql;
 #[macro_use]
 pub mod verify;
@@ -46,6 +48,7 @@ pub mod pauses;
 pub mod payments;
 mod pg_export;
 mod postgres;
+pub mod privilege;
 pub mod queue;
 pub mod records;
 pub mod refunds;
@@ -69,6 +72,7 @@ pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MA
 pub use merchants::Merchants;
 pub use pauses::*;
 pub use payments::Payments;
+pub use privilege::*;
 pub use queue::*;
 pub use records::*;
 pub use refunds::Refunds;
@@ -172,6 +176,7 @@ pub trait Store:
     + Live
     + Lookup
     + Pauses
+    + Privileges
     + Verify
     + Webhooks
     + Presence

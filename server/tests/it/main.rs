@@ -25,6 +25,7 @@ mod openapi;
 mod ops_console;
 mod pauses;
 mod payments_api;
+mod privilege;
 mod refunds;
 mod reversal_race;
 mod sandbox;

@@ -135,6 +135,7 @@ on_both_backends!(a_revoked_key_answers_401_at_once_on_every_server, |app| {
     let other_base = format!("http://{addr}");
 
     add_ops_user(&app, "root", "admin").await;
+    add_ops_user(&app, "root2", "admin").await;
     add_ops_user(&app, "viewer", "viewer").await;
     let admin = ops_session(&app, "root").await;
     let r = admin
@@ -143,8 +144,25 @@ on_both_backends!(a_revoked_key_answers_401_at_once_on_every_server, |app| {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    let issued: Value = r.json().await.unwrap();
+    // Issuing a key is a request a second admin approves, who gets the key (issue 36).
+    assert_eq!(r.status().as_u16(), 202);
+    let requested: Value = r.json().await.unwrap();
+    let r = ops_session(&app, "root2")
+        .await
+        .post(format!(
+            "{}/ops/v1/privilege-requests/{}/approve",
+            app.base,
+            requested["request"]["id"].as_str().unwrap()
+        ))
+        .json(&json!({"password": crate::support::OPS_PASSWORD, "reason": "rotation"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let approved: Value = r.json().await.unwrap();
+    let result: Value =
+        serde_json::from_str(approved["request"]["result"].as_str().unwrap()).unwrap();
+    let issued = json!({"api_key": approved["api_key"], "key": {"id": result["key_id"]}});
     let new_key = issued["api_key"].as_str().unwrap().to_string();
     let new_id = issued["key"]["id"].as_str().unwrap().to_string();
     assert!(new_key.starts_with(KEY_PREFIX));
@@ -216,8 +234,9 @@ on_both_backends!(a_revoked_key_answers_401_at_once_on_every_server, |app| {
             .iter()
             .map(|r| (r.action.as_str(), r.actor.as_str()))
             .collect::<Vec<_>>(),
+        // The key was made by the second admin's approval (issue 36).
         vec![
-            ("merchant_key_issued", "root"),
+            ("merchant_key_issued", "root2"),
             ("merchant_key_revoked", "root")
         ]
     );

@@ -783,6 +783,7 @@ on_both_backends!(
     role_changes_apply_to_open_sessions_and_sign_ins_are_shown,
     |app| {
         user(&app, "adm", "admin").await;
+        user(&app, "adm2", "admin").await;
         user(&app, "ann", "viewer").await;
         let (admin, s, _) = login(&app, "adm", PASSWORD).await;
         assert_eq!(s, 200);
@@ -802,11 +803,25 @@ on_both_backends!(
         let (ann, s, _) = login(&app, "ann", PASSWORD).await;
         assert_eq!(s, 200);
         assert_eq!(get(&ann, &app, "/ops/v1/users").await.0, 403);
+        // Granting admin is a request a second admin approves (issue 36).
         let (s, v) = post(
             &admin,
             &app,
             "/ops/v1/users/ann/roles",
             &json!({"roles": "viewer,admin"}),
+        )
+        .await;
+        assert_eq!(s, 202, "{v}");
+        assert_eq!(get(&ann, &app, "/ops/v1/users").await.0, 403);
+        let (second, _, _) = login(&app, "adm2", PASSWORD).await;
+        let (s, v) = post(
+            &second,
+            &app,
+            &format!(
+                "/ops/v1/privilege-requests/{}/approve",
+                v["request"]["id"].as_str().unwrap()
+            ),
+            &json!({"password": PASSWORD, "reason": "ann joins the on-call rota"}),
         )
         .await;
         assert_eq!(s, 200, "{v}");
