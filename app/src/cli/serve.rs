@@ -175,11 +175,13 @@ pub(super) async fn relay(mut settings: Settings) -> Result<()> {
 
 /// [`startup::build`] with the audit checkpoint key defaulted (issue 36, "checkpoints by
 /// default"): without --audit-signing-key the key in the data directory is used, generated
-/// there on first start (its path said once, on stderr), so checkpoints are signed on an
+/// there on first start (its path said once, on stderr, after the other start-up checks
+/// passed), so checkpoints are signed on an
 /// out-of-the-box install. The database is opened first, so a bad database is reported as
 /// such before any key file is made.
 async fn build(mut settings: Settings, addr: SocketAddr) -> Result<startup::Running> {
     let store = startup::open_store(&settings.database_url).await?;
+    let mut generated_key = None;
     if settings.audit.audit_signing_key.is_none()
         && let Some((path, generated)) = converge_server::config::default_signing_key(
             &settings.database_url,
@@ -188,15 +190,20 @@ async fn build(mut settings: Settings, addr: SocketAddr) -> Result<startup::Runn
         .map_err(anyhow::Error::msg)?
     {
         if generated {
-            eprintln!(
-                "generated the audit checkpoint signing key {} (mode 0600); keep a copy apart from the database's backups. `converge audit public-key` prints its public half for auditors",
-                path.display()
-            );
+            generated_key = Some(path.clone());
         }
         settings.audit.audit_signing_key = Some(path);
         settings.audit.audit_key_generated = true;
     }
-    Ok(startup::build_with_store(settings, addr, store).await?)
+    let running = startup::build_with_store(settings, addr, store).await?;
+    // Said once the start-up checks passed: a refused start stays one line on stderr.
+    if let Some(path) = generated_key {
+        eprintln!(
+            "generated the audit checkpoint signing key {} (mode 0600); keep a copy apart from the database's backups. `converge audit public-key` prints its public half for auditors",
+            path.display()
+        );
+    }
+    Ok(running)
 }
 
 /// Ctrl-C, or SIGTERM on Unix.
