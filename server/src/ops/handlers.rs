@@ -471,7 +471,7 @@ pub struct NewUserBody {
         (status = 400, description = "Bad name, role or password", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "password must be at least 12 characters"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
-        (status = 409, description = "A user with this name exists", body = ErrorBody, example = json!({"error": {"code": "user_exists", "message": "user bob exists"}})),
+        (status = 409, description = "A user with this name exists, or the same privilege change already waits for an admin (`privilege_pending`)", body = ErrorBody, example = json!({"error": {"code": "user_exists", "message": "user bob exists"}})),
         (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
     )
@@ -551,6 +551,7 @@ async fn list_keys(
     request_body(content = Empty, content_type = "application/json"),
     responses(
         (status = 202, description = "A request another admin approves (issue 36); the key is shown to that admin once, in the approval's answer", body = super::privilege::PrivilegeEnvelope),
+        (status = 409, description = "The same privilege change already waits for an admin", body = ErrorBody, example = json!({"error": {"code": "privilege_pending", "message": "the same change for shop already waits for an admin"}})),
         (status = 400, description = "The body is not `{}`", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: unknown field `x`"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
@@ -668,6 +669,7 @@ async fn disable_user(
     responses(
         (status = 204, description = "Already enabled: nothing to do"),
         (status = 202, description = "A disabled user: a request another admin approves (issue 36)", body = super::privilege::PrivilegeEnvelope),
+        (status = 409, description = "The same privilege change already waits for an admin", body = ErrorBody, example = json!({"error": {"code": "privilege_pending", "message": "the same change for bob already waits for an admin"}})),
         (status = 400, description = "Bad input (e.g. disabling yourself)", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "you cannot disable yourself"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
@@ -714,6 +716,7 @@ pub struct PasswordBody {
     request_body(content = PasswordBody, content_type = "application/json"),
     responses(
         (status = 202, description = "Someone else holding operator, approver or admin: a request another admin approves (issue 36)", body = super::privilege::PrivilegeEnvelope),
+        (status = 409, description = "The same privilege change already waits for an admin", body = ErrorBody, example = json!({"error": {"code": "privilege_pending", "message": "the same change for bob already waits for an admin"}})),
         (status = 204, description = "Reset"),
         (status = 400, description = "Bad input (e.g. disabling yourself)", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "you cannot disable yourself"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
@@ -768,7 +771,7 @@ pub struct RolesBody {
     responses(
         (status = 200, description = "The user with its new roles (no operator, approver or admin role added)", body = UserEnvelope),
         (status = 202, description = "Grants operator, approver or admin: a request another admin approves (issue 36)", body = super::privilege::PrivilegeEnvelope),
-        (status = 409, description = "It would leave no enabled admin", body = ErrorBody, example = json!({"error": {"code": "last_admin", "message": "this is the last enabled admin: add or enable another admin first"}})),
+        (status = 409, description = "It would leave no enabled admin, or the same privilege change already waits for an admin (`privilege_pending`)", body = ErrorBody, example = json!({"error": {"code": "last_admin", "message": "this is the last enabled admin: add or enable another admin first"}})),
         (status = 400, description = "Bad input (e.g. disabling yourself)", body = ErrorBody, example = json!({"error": {"code": "invalid_user", "message": "you cannot disable yourself"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
