@@ -1470,7 +1470,12 @@ fn console_refusals_answer_their_4xx_and_stable_code_not_500() {
 fn the_secrets_key_is_made_once_owner_only_and_another_key_is_refused_at_start_up() {
     use std::os::unix::fs::PermissionsExt;
     let dir = Scratch::new("secrets-key");
-    let run = |args: &[&str]| ok(&converge_cmd(&dir).args(args).output().expect("run converge"));
+    let run = |args: &[&str]| {
+        ok(&converge_cmd(&dir)
+            .args(args)
+            .output()
+            .expect("run converge"))
+    };
     run(&["merchant", "add", "shop"]);
     let added = run(&["webhook", "add", "shop", "https://93.184.216.34/hooks"]);
     let (_, secret) = added.trim().split_once(' ').expect("ID SECRET");
@@ -1480,16 +1485,37 @@ fn the_secrets_key_is_made_once_owner_only_and_another_key_is_refused_at_start_u
     let key = std::fs::read(&key_file).unwrap();
     let database = std::fs::read(dir.0.join("core.db")).unwrap();
     assert!(
-        !database.windows(secret.len()).any(|w| w == secret.as_bytes()),
+        !database
+            .windows(secret.len())
+            .any(|w| w == secret.as_bytes()),
         "the database file holds the secret in plain text"
     );
-    run(&["webhook", "rotate", "shop", added.split(' ').next().unwrap()]);
-    assert_eq!(std::fs::read(&key_file).unwrap(), key, "the key is made once");
+    run(&[
+        "webhook",
+        "rotate",
+        "shop",
+        added.split(' ').next().unwrap(),
+    ]);
+    assert_eq!(
+        std::fs::read(&key_file).unwrap(),
+        key,
+        "the key is made once"
+    );
 
-    std::fs::write(dir.0.join("other.key"), "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n").unwrap();
+    std::fs::write(
+        dir.0.join("other.key"),
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n",
+    )
+    .unwrap();
     let out = converge(
         &dir.0,
-        &["serve", "--bind", "127.0.0.1:0", "--secrets-key-file", "other.key"],
+        &[
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--secrets-key-file",
+            "other.key",
+        ],
         &[("DATABASE_URL", &dir.path("core.db"))],
     );
     refused(&out, &["secrets key", "--secrets-key-file"], Some(secret));

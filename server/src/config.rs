@@ -858,7 +858,13 @@ impl SecretsSettings {
         &self,
         database_url: &str,
         dir: Option<&std::path::Path>,
-    ) -> Result<(crate::domain::secret_box::SecretBox, Option<std::path::PathBuf>), String> {
+    ) -> Result<
+        (
+            crate::domain::secret_box::SecretBox,
+            Option<std::path::PathBuf>,
+        ),
+        String,
+    > {
         use crate::domain::secret_box::{SecretBox, key_from_text, key_to_text, random_key};
         let Some(path) = self.key_path(database_url, dir) else {
             return Ok((SecretBox::random(), None));
@@ -868,7 +874,8 @@ impl SecretsSettings {
                 .map_err(|e| format!("cannot make the secrets key {}: {e}", path.display()))?;
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read the secrets key {}: {e}", path.display()))?;
-        let key = key_from_text(&text).map_err(|e| format!("secrets key {}: {e}", path.display()))?;
+        let key =
+            key_from_text(&text).map_err(|e| format!("secrets key {}: {e}", path.display()))?;
         Ok((SecretBox::new(key), made.then_some(path)))
     }
 }

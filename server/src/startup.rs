@@ -204,7 +204,9 @@ pub async fn open_secrets(
     match store.seal_plaintext_secrets(&secrets).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(sealed = n, "sealed the secrets stored as plain text"),
-        Err(e) => tracing::warn!(error = %e, "could not seal the secrets stored as plain text; the next start tries again"),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not seal the secrets stored as plain text; the next start tries again")
+        }
     }
     Ok(secrets)
 }
@@ -274,8 +276,7 @@ pub async fn build_with_store(
         .relay
         .config(settings.worker.poll())
         .map_err(StartError::Config)?;
-    let secrets =
-        open_secrets(
+    let secrets = open_secrets(
         &settings.secrets,
         &settings.database_url,
         settings.data_dir.as_deref(),

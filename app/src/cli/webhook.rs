@@ -9,8 +9,8 @@ use anyhow::{Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use converge_server::channel::webhook_sink::{self, SinkConfig};
 use converge_server::domain::clock::{Clock, SystemClock, rfc3339};
-use converge_server::domain::webhooks::Subscription;
 use converge_server::domain::secret_box::SecretBox;
+use converge_server::domain::webhooks::Subscription;
 use converge_server::service::Core;
 use converge_server::service::webhooks::{WebhookSettings, new_endpoint_id};
 use converge_server::store::{Merchant, Store};
@@ -119,7 +119,13 @@ async fn merchant_named(store: &dyn Store, name: &str) -> Result<Merchant> {
 
 /// A core for the endpoint use cases: no channel is called.
 fn one_off_core(store: Arc<dyn Store>, settings: WebhookSettings, secrets: SecretBox) -> Core {
-    start::one_off_core(store, None, std::time::Duration::from_secs(1), settings, secrets)
+    start::one_off_core(
+        store,
+        None,
+        std::time::Duration::from_secs(1),
+        settings,
+        secrets,
+    )
 }
 
 /// Runs one `converge webhook` subcommand.

@@ -1508,7 +1508,9 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             // The servers' key (`--data-dir`, below): the endpoint secrets this seals are the
             // ones they open to sign deliveries (issue 36, secrets sealed at rest).
             "--secrets-key-file",
-            &work.join(converge_server::config::SECRETS_KEY_FILE).to_string_lossy(),
+            &work
+                .join(converge_server::config::SECRETS_KEY_FILE)
+                .to_string_lossy(),
         ])
         .await?;
     }

@@ -172,7 +172,9 @@ pub async fn create(
     if let Some(id) = ctx.resource_id.as_deref()
         && let Some(e) = core.store.endpoint(id).await?
     {
-        let secret = core.endpoint_secret(&e.secret).map_err(ApiError::internal)?;
+        let secret = core
+            .endpoint_secret(&e.secret)
+            .map_err(ApiError::internal)?;
         return Ok((
             StatusCode::CREATED,
             Extension(SealStoredAnswer),
@@ -362,5 +364,8 @@ pub async fn rotate_secret(
         .core
         .rotate_endpoint_secret(&id, &actor(&merchant))
         .await?;
-    Ok((Extension(SealStoredAnswer), Json(EndpointView::from(rotated))))
+    Ok((
+        Extension(SealStoredAnswer),
+        Json(EndpointView::from(rotated)),
+    ))
 }

@@ -110,7 +110,11 @@ impl SecretBox {
     /// plain text written before secrets were sealed, and is answered as it is.
     ///
     /// Errors: [`OpenError`].
-    pub fn open_text<'a>(&self, purpose: Purpose, stored: &'a str) -> Result<Cow<'a, str>, OpenError> {
+    pub fn open_text<'a>(
+        &self,
+        purpose: Purpose,
+        stored: &'a str,
+    ) -> Result<Cow<'a, str>, OpenError> {
         let Some(b64) = stored.strip_prefix(TEXT_PREFIX) else {
             return Ok(Cow::Borrowed(stored));
         };
@@ -118,7 +122,9 @@ impl SecretBox {
             .decode(b64)
             .map_err(|_| OpenError::Damaged)?;
         let plain = self.open_raw(purpose, &raw)?;
-        String::from_utf8(plain).map(Cow::Owned).map_err(|_| OpenError::Damaged)
+        String::from_utf8(plain)
+            .map(Cow::Owned)
+            .map_err(|_| OpenError::Damaged)
     }
 
     /// `bytes` sealed behind a NUL-led prefix (see [`is_sealed_bytes`]).
@@ -132,7 +138,11 @@ impl SecretBox {
 
     /// The plain bytes of a value from [`SecretBox::seal_bytes`]; unsealed bytes are answered
     /// as they are. Errors: [`OpenError`].
-    pub fn open_bytes<'a>(&self, purpose: Purpose, stored: &'a [u8]) -> Result<Cow<'a, [u8]>, OpenError> {
+    pub fn open_bytes<'a>(
+        &self,
+        purpose: Purpose,
+        stored: &'a [u8],
+    ) -> Result<Cow<'a, [u8]>, OpenError> {
         match stored.strip_prefix(BYTES_PREFIX) {
             None => Ok(Cow::Borrowed(stored)),
             Some(raw) => self.open_raw(purpose, raw).map(Cow::Owned),
@@ -207,7 +217,10 @@ pub fn random_key() -> [u8; KEY_BYTES] {
 
 /// A key file's text: the key in standard base64 and a newline.
 pub fn key_to_text(key: &[u8; KEY_BYTES]) -> String {
-    format!("{}\n", base64::engine::general_purpose::STANDARD.encode(key))
+    format!(
+        "{}\n",
+        base64::engine::general_purpose::STANDARD.encode(key)
+    )
 }
 
 /// The key in a key file's text (standard base64 of 32 bytes, surrounding whitespace ignored).
@@ -216,8 +229,12 @@ pub fn key_from_text(text: &str) -> Result<[u8; KEY_BYTES], String> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text.trim())
         .map_err(|_| "a secrets key file holds the key in base64".to_string())?;
-    <[u8; KEY_BYTES]>::try_from(bytes.as_slice())
-        .map_err(|_| format!("a secrets key is {KEY_BYTES} bytes, this file holds {}", bytes.len()))
+    <[u8; KEY_BYTES]>::try_from(bytes.as_slice()).map_err(|_| {
+        format!(
+            "a secrets key is {KEY_BYTES} bytes, this file holds {}",
+            bytes.len()
+        )
+    })
 }
 
 /// The JSON text of a stored answer with every signing secret replaced by a placeholder, for
@@ -272,15 +289,28 @@ mod tests {
         let sealed = b.seal_text(Purpose::WebhookSecret, "whsec_abc");
         assert!(is_sealed_text(&sealed));
         assert!(!sealed.contains("whsec_abc"));
-        assert_eq!(b.open_text(Purpose::WebhookSecret, &sealed).unwrap(), "whsec_abc");
-        assert_ne!(sealed, b.seal_text(Purpose::WebhookSecret, "whsec_abc"), "fresh nonce");
+        assert_eq!(
+            b.open_text(Purpose::WebhookSecret, &sealed).unwrap(),
+            "whsec_abc"
+        );
+        assert_ne!(
+            sealed,
+            b.seal_text(Purpose::WebhookSecret, "whsec_abc"),
+            "fresh nonce"
+        );
     }
 
     #[test]
     fn plain_values_written_before_sealing_open_as_they_are() {
         let b = SecretBox::random();
-        assert_eq!(b.open_text(Purpose::WebhookSecret, "whsec_old").unwrap(), "whsec_old");
-        assert_eq!(&*b.open_bytes(Purpose::StoredAnswer, b"{\"a\":1}").unwrap(), b"{\"a\":1}");
+        assert_eq!(
+            b.open_text(Purpose::WebhookSecret, "whsec_old").unwrap(),
+            "whsec_old"
+        );
+        assert_eq!(
+            &*b.open_bytes(Purpose::StoredAnswer, b"{\"a\":1}").unwrap(),
+            b"{\"a\":1}"
+        );
     }
 
     #[test]
@@ -304,12 +334,21 @@ mod tests {
             b.open_text(Purpose::WebhookSecret, &sealed),
             Err(OpenError::OtherKey(a.key_id()))
         );
-        assert_eq!(a.open_text(Purpose::StoredAnswer, &sealed), Err(OpenError::Damaged));
+        assert_eq!(
+            a.open_text(Purpose::StoredAnswer, &sealed),
+            Err(OpenError::Damaged)
+        );
         let mut bytes = a.seal_bytes(Purpose::StoredAnswer, b"{}");
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        assert_eq!(a.open_bytes(Purpose::StoredAnswer, &bytes), Err(OpenError::Damaged));
-        assert_eq!(a.open_text(Purpose::WebhookSecret, "sealed:v1:!!"), Err(OpenError::Damaged));
+        assert_eq!(
+            a.open_bytes(Purpose::StoredAnswer, &bytes),
+            Err(OpenError::Damaged)
+        );
+        assert_eq!(
+            a.open_text(Purpose::WebhookSecret, "sealed:v1:!!"),
+            Err(OpenError::Damaged)
+        );
     }
 
     #[test]
@@ -325,12 +364,22 @@ mod tests {
     fn redaction_hides_every_secret_and_keeps_the_rest() {
         let body = r#"{"id":"we_1","url":"https://a.example/h","secret":"whsec_AAAA","nested":[{"other":"whsec_BBBB"}],"signing_secret":"x"}"#;
         let shown = redact_secrets(body);
-        assert!(!shown.contains("whsec_AAAA") && !shown.contains("whsec_BBBB"), "{shown}");
+        assert!(
+            !shown.contains("whsec_AAAA") && !shown.contains("whsec_BBBB"),
+            "{shown}"
+        );
         assert!(!shown.contains("\"x\""), "{shown}");
-        assert!(shown.contains("we_1") && shown.contains("https://a.example/h"), "{shown}");
+        assert!(
+            shown.contains("we_1") && shown.contains("https://a.example/h"),
+            "{shown}"
+        );
         assert_eq!(redact_secrets("not json whsec_C"), REDACTED);
         assert_eq!(redact_secrets("plain"), "plain");
         let untouched = r#"{"z":1,"a":"b"}"#;
-        assert_eq!(redact_secrets(untouched), untouched, "no secret: the same bytes");
+        assert_eq!(
+            redact_secrets(untouched),
+            untouched,
+            "no secret: the same bytes"
+        );
     }
 }

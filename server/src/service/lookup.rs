@@ -202,9 +202,10 @@ pub async fn key_detail(
         };
         let (body, body_base64) = match String::from_utf8(bytes.clone()) {
             Ok(text) => (Some(secret_box::redact_secrets(&text)), None),
-            Err(_) if bytes
-                .windows(wh::SECRET_PREFIX.len())
-                .any(|w| w == wh::SECRET_PREFIX.as_bytes()) =>
+            Err(_)
+                if bytes
+                    .windows(wh::SECRET_PREFIX.len())
+                    .any(|w| w == wh::SECRET_PREFIX.as_bytes()) =>
             {
                 (Some(secret_box::REDACTED.to_string()), None)
             }

@@ -459,7 +459,9 @@ impl Core {
                 Ok(plain) => keys.extend(wh::secret_key(&plain).ok()),
                 // A key that does not open the secret is a configuration error start-up
                 // refuses; a damaged value signs nothing rather than something wrong.
-                Err(e) => tracing::error!(endpoint = %endpoint.id, error = %e, "webhook secret did not open"),
+                Err(e) => {
+                    tracing::error!(endpoint = %endpoint.id, error = %e, "webhook secret did not open")
+                }
             }
         }
         let attempt = self.attempt(&endpoint.url, &event.id, &keys, body).await;

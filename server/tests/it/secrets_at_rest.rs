@@ -49,19 +49,34 @@ on_both_backends!(
         assert_eq!(rotated.status, 200, "{:?}", rotated.json());
         let new_secret = rotated.json()["secret"].as_str().unwrap().to_string();
 
-        for (name, roles) in [("vic", "viewer"), ("ada", "viewer,operator,approver,auditor,admin")] {
+        for (name, roles) in [
+            ("vic", "viewer"),
+            ("ada", "viewer,operator,approver,auditor,admin"),
+        ] {
             add_ops_user(&app, name, roles).await;
             let c = ops_session(&app, name).await;
             for (key, secret) in [("hook-key-1", &secret), ("rotate-key-1", &new_secret)] {
                 let page = key_page(&app, &c, key).await;
-                assert_eq!(page.status, 200, "{:?}", String::from_utf8_lossy(&page.body));
+                assert_eq!(
+                    page.status,
+                    200,
+                    "{:?}",
+                    String::from_utf8_lossy(&page.body)
+                );
                 let text = String::from_utf8_lossy(&page.body);
-                assert!(!text.contains(secret.as_str()), "{name} sees the secret: {text}");
+                assert!(
+                    !text.contains(secret.as_str()),
+                    "{name} sees the secret: {text}"
+                );
                 assert!(!text.contains("whsec_"), "{name} sees a secret: {text}");
                 let shown: Value =
-                    serde_json::from_str(page.json()["response"]["body"].as_str().unwrap()).unwrap();
+                    serde_json::from_str(page.json()["response"]["body"].as_str().unwrap())
+                        .unwrap();
                 assert_eq!(shown["id"], id.as_str(), "the rest of the answer is shown");
-                assert!(shown["secret"].as_str().unwrap().starts_with("[redacted"), "{shown}");
+                assert!(
+                    shown["secret"].as_str().unwrap().starts_with("[redacted"),
+                    "{shown}"
+                );
             }
         }
 
@@ -139,7 +154,11 @@ async fn plain_text_write(url: &str, sql: &str, text: &str, bytes: &[u8]) {
         let pool = sqlx::PgPool::connect(url).await.expect("connect");
         // The id column is text: bind the bytes as text where the statement compares an id.
         let q = sqlx::query(sql).bind(text);
-        let q = if sql.contains("response_body") { q.bind(bytes) } else { q.bind(std::str::from_utf8(bytes).unwrap()) };
+        let q = if sql.contains("response_body") {
+            q.bind(bytes)
+        } else {
+            q.bind(std::str::from_utf8(bytes).unwrap())
+        };
         q.execute(&pool).await.expect(sql);
         pool.close().await;
     } else {
@@ -148,45 +167,72 @@ async fn plain_text_write(url: &str, sql: &str, text: &str, bytes: &[u8]) {
             .busy_timeout(std::time::Duration::from_secs(10));
         let pool = sqlx::SqlitePool::connect_with(opts).await.expect("open");
         let q = sqlx::query(sql).bind(text);
-        let q = if sql.contains("response_body") { q.bind(bytes) } else { q.bind(std::str::from_utf8(bytes).unwrap()) };
+        let q = if sql.contains("response_body") {
+            q.bind(bytes)
+        } else {
+            q.bind(std::str::from_utf8(bytes).unwrap())
+        };
         q.execute(&pool).await.expect(sql);
         pool.close().await;
     }
 }
 
-on_both_backends!(secrets_stored_as_plain_text_before_sealing_are_sealed_and_still_open, |app| {
-    let created = register(&app, "legacy-key-1").await;
-    let secret = created.json()["secret"].as_str().unwrap().to_string();
-    let id = created.json()["id"].as_str().unwrap().to_string();
-    // As an install before sealing wrote them: the secret and the stored answer in plain text.
-    plain_text_write(&app.db_url, "UPDATE webhook_endpoints SET secret = $1 WHERE id = $2", &secret, id.as_bytes()).await;
-    plain_text_write(
-        &app.db_url,
-        "UPDATE idempotency_keys SET response_body = $2 WHERE idem_key = $1",
-        "legacy-key-1",
-        &created.body,
-    )
-    .await;
-    let core = &app.running.state.core;
-    assert_eq!(app.store.seal_plaintext_secrets(&core.secrets).await.unwrap(), 2);
-    assert_eq!(
-        app.store.seal_plaintext_secrets(&core.secrets).await.unwrap(),
-        0,
-        "sealing again changes nothing"
-    );
-    let ep = app.store.endpoint(&id).await.unwrap().unwrap();
-    assert!(is_sealed_text(&ep.secret));
-    assert_eq!(core.endpoint_secret(&ep.secret).unwrap(), secret);
-    let again = app
-        .post(
-            "/v1/webhook_endpoints",
-            Some("legacy-key-1"),
-            &json!({"url": "http://127.0.0.1:9/hook", "enabled_events": ["*"]}),
+on_both_backends!(
+    secrets_stored_as_plain_text_before_sealing_are_sealed_and_still_open,
+    |app| {
+        let created = register(&app, "legacy-key-1").await;
+        let secret = created.json()["secret"].as_str().unwrap().to_string();
+        let id = created.json()["id"].as_str().unwrap().to_string();
+        // As an install before sealing wrote them: the secret and the stored answer in plain text.
+        plain_text_write(
+            &app.db_url,
+            "UPDATE webhook_endpoints SET secret = $1 WHERE id = $2",
+            &secret,
+            id.as_bytes(),
         )
         .await;
-    assert_eq!(again.body, created.body, "the replay is the same bytes once opened");
-    // Another key does not open them, and says so without showing anything.
-    let other = SecretBox::random();
-    let e = other.open_text(Purpose::WebhookSecret, &ep.secret).unwrap_err();
-    assert!(e.to_string().contains(&core.secrets.key_id()), "{e}");
-});
+        plain_text_write(
+            &app.db_url,
+            "UPDATE idempotency_keys SET response_body = $2 WHERE idem_key = $1",
+            "legacy-key-1",
+            &created.body,
+        )
+        .await;
+        let core = &app.running.state.core;
+        assert_eq!(
+            app.store
+                .seal_plaintext_secrets(&core.secrets)
+                .await
+                .unwrap(),
+            2
+        );
+        assert_eq!(
+            app.store
+                .seal_plaintext_secrets(&core.secrets)
+                .await
+                .unwrap(),
+            0,
+            "sealing again changes nothing"
+        );
+        let ep = app.store.endpoint(&id).await.unwrap().unwrap();
+        assert!(is_sealed_text(&ep.secret));
+        assert_eq!(core.endpoint_secret(&ep.secret).unwrap(), secret);
+        let again = app
+            .post(
+                "/v1/webhook_endpoints",
+                Some("legacy-key-1"),
+                &json!({"url": "http://127.0.0.1:9/hook", "enabled_events": ["*"]}),
+            )
+            .await;
+        assert_eq!(
+            again.body, created.body,
+            "the replay is the same bytes once opened"
+        );
+        // Another key does not open them, and says so without showing anything.
+        let other = SecretBox::random();
+        let e = other
+            .open_text(Purpose::WebhookSecret, &ep.secret)
+            .unwrap_err();
+        assert!(e.to_string().contains(&core.secrets.key_id()), "{e}");
+    }
+);
