@@ -10,9 +10,10 @@ use utoipa::openapi::{ObjectBuilder, schema::Type};
 // Declared beside the query parameters they describe (the console's filters, in the wire
 // crate); used here too.
 pub use converge_wire::schema::{
-    cursor_schema, day_or_time, delivery_status_filter_schema, event_type_filter_schema, filter_of,
-    status_filter_schema, strings, time_filter_schema,
+    cursor_schema, day_or_time, delivery_status_filter_schema, filter_of, status_filter_schema,
+    strings, time_filter_schema,
 };
+pub use converge_wire::webhooks::event_type_filter_schema;
 
 /// The pattern of a string without U+0000.
 pub(crate) const NO_NUL: &str = "^[^\\u0000]*$";

@@ -33,11 +33,6 @@ pub fn delivery_status_filter_schema() -> utoipa::openapi::Object {
     filter_of(&DeliveryStatus::ALL.map(DeliveryStatus::as_str))
 }
 
-/// An event-type filter: an event type, or empty for all.
-pub fn event_type_filter_schema() -> utoipa::openapi::Object {
-    filter_of(&crate::webhooks::EventType::ALL.map(|t| t.as_str()))
-}
-
 /// A day (`YYYY-MM-DD`) or an RFC 3339 time, what the server's `parse_utc` accepts; `empty`
 /// also allows the empty string (a filter left blank).
 pub fn day_or_time(empty: bool) -> utoipa::openapi::schema::AnyOfBuilder {

@@ -154,6 +154,13 @@ pub struct WebhooksOverview {
     pub now: i64,
 }
 
+/// An event-type filter: an event type, or empty for all. Declared beside [`EventType`] so the
+/// schema module needs nothing of this one (the server's `schema` module re-exports it).
+#[cfg(feature = "utoipa")]
+pub fn event_type_filter_schema() -> utoipa::openapi::Object {
+    crate::schema::filter_of(&EventType::ALL.map(|t| t.as_str()))
+}
+
 /// The filters of the console's webhook delivery search (`GET /ops/v1/webhooks/deliveries`
 /// and the webhooks page; all optional, blank means "any"). The server checks them: an
 /// unknown status or event type, a malformed time is a 400 with a stable code.
@@ -169,7 +176,7 @@ pub struct DeliverySearch {
     pub endpoint: Option<String>,
     /// Event type (empty: all).
     #[serde(rename = "type")]
-    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::event_type_filter_schema))]
+    #[cfg_attr(feature = "utoipa", param(schema_with = event_type_filter_schema))]
     pub event_type: Option<String>,
     /// Created at or after: RFC 3339 or `YYYY-MM-DD` (UTC).
     #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::time_filter_schema))]

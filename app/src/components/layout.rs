@@ -9,7 +9,7 @@ use leptos::task::spawn_local;
 use leptos_router::components::{A, Outlet, Redirect};
 use leptos_router::hooks::use_navigate;
 
-use super::widgets::{ErrorNote, Loading, LocalTimes};
+use super::widgets::{ErrorNote, Loading, LocalTimes, here_via_login};
 use crate::api;
 use crate::dto::{PauseWords, Principal, Role};
 
@@ -17,19 +17,6 @@ use crate::dto::{PauseWords, Principal, Role};
 /// server checks every call regardless).
 #[derive(Debug, Clone, Copy)]
 pub struct Me(pub Resource<Result<Option<Principal>, ServerFnError>>);
-
-/// The sign-in page that comes back to the page being shown.
-pub fn here_via_login() -> String {
-    let location = leptos_router::hooks::use_location();
-    // `search` comes without its `?`.
-    let search = location.search.get_untracked();
-    let here = if search.is_empty() {
-        location.pathname.get_untracked()
-    } else {
-        format!("{}?{search}", location.pathname.get_untracked())
-    };
-    crate::format::login_returning_to(&here)
-}
 
 /// Layout route of the console: checks the session, then renders the top bar and the page.
 #[component]

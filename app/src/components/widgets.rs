@@ -113,6 +113,19 @@ pub fn Time(
     view! { <time class="time" datetime=format::iso(ms) title=format::utc(ms)>{text}</time> }
 }
 
+/// The sign-in page that comes back to the page being shown.
+pub fn here_via_login() -> String {
+    let location = leptos_router::hooks::use_location();
+    // `search` comes without its `?`.
+    let search = location.search.get_untracked();
+    let here = if search.is_empty() {
+        location.pathname.get_untracked()
+    } else {
+        format!("{}?{search}", location.pathname.get_untracked())
+    };
+    crate::format::login_returning_to(&here)
+}
+
 /// A server-function error for people: its sentence in an alert box, or, when the session is
 /// gone, a redirect to the sign-in page.
 #[component]
@@ -121,7 +134,7 @@ pub fn ErrorNote(
     error: ServerFnError,
 ) -> impl IntoView {
     if is_not_signed_in(&error) {
-        return view! { <Redirect path=super::layout::here_via_login()/> }.into_any();
+        return view! { <Redirect path=here_via_login()/> }.into_any();
     }
     view! { <p class="error-note" role="alert">{error_message(&error)}</p> }.into_any()
 }
