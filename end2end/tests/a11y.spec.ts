@@ -101,6 +101,10 @@ test("payment story, with its actions, events and the request form open", async 
   await expect(page.getByTestId("actions")).toContainText("pending");
   await expect(page.getByTestId("payment-events")).toContainText("payment.succeeded");
   await axeScan(page, "payment-story");
+  // Reverse is not offered while a reverse waits for its approver (issue 41), so the request
+  // form is scanned on a payment with none pending.
+  await expect(page.getByTestId("action-reverse")).toHaveCount(0);
+  await open(page, `/payments/${data.suspense}`);
   await page.getByTestId("action-reverse").click();
   await expect(page.getByTestId("action-form")).toBeVisible();
   await axeScan(page, "payment-story-request-form");

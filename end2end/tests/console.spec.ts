@@ -53,6 +53,38 @@ test("a viewer signs in, sees no admin or resolve controls, and signs out", asyn
   await expect(page).toHaveURL(/\/login$/);
 });
 
+test("a filter's URL names only the form's fields: no stray &= from the submit button", async ({ page }) => {
+  await signIn(page, "viewer");
+  await open(page, "/error-pool");
+  await page.locator("form.filters select[name=status]").selectOption("all");
+  await page.locator("form.filters").getByRole("button", { name: "Filter" }).click();
+  await expect(page).toHaveURL(/\/error-pool\?status=all/);
+  expect(new URL(page.url()).searchParams.has("")).toBe(false);
+
+  await open(page, "/payments");
+  await page.locator("form.filters select[name=status]").selectOption("succeeded");
+  await page.getByTestId("search").click();
+  await expect(page).toHaveURL(/\/payments\?.*status=succeeded/);
+  expect(new URL(page.url()).searchParams.has("")).toBe(false);
+});
+
+test("an operator on the audit page reads one sentence, not a form and two refusals", async ({ page }) => {
+  await signIn(page, "operator");
+  await open(page, "/audit");
+  await expect(page.getByTestId("audit-auditors-only")).toHaveText(/Only auditors may read, verify or export the audit log/);
+  await expect(page.getByRole("alert")).toHaveCount(0);
+  await expect(page.locator("form.filters")).toHaveCount(0);
+  await expect(page.getByTestId("verify")).toHaveCount(0);
+});
+
+test("a missing payment says so, with no events panel", async ({ page }) => {
+  await signIn(page, "viewer");
+  await open(page, "/payments/pay_no_such_payment_here");
+  await expect(page.getByRole("alert")).toContainText("no payment with id pay_no_such_payment_here");
+  await expect(page.getByTestId("payment-events")).toHaveCount(0);
+  await expect(page.getByRole("heading", { name: "Events and webhooks" })).toHaveCount(0);
+});
+
 test("the dashboard moves as payments are made, without a reload", async ({ page, request }) => {
   const shop = env("E2E_MERCHANT_KEY");
   const errors = pageErrors(page);

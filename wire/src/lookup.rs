@@ -153,6 +153,11 @@ pub struct KeyDetail {
     pub state: crate::lifecycle::KeyState,
     /// While running: when its claim lapses and a retry may take it over, epoch ms UTC.
     pub lease_expires_at: Option<i64>,
+    /// Running, but its lease has lapsed by the server's clock: the request that held it
+    /// stopped without finishing, and the next retry with the same body takes it over. The
+    /// console says so rather than "running" (issue 41).
+    #[serde(default)]
+    pub lease_lapsed: bool,
     /// What its request created (payment, refund or webhook endpoint id).
     pub resource_id: Option<String>,
     /// The payment it made, or whose refund it made.

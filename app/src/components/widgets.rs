@@ -126,6 +126,14 @@ pub fn here_via_login() -> String {
     crate::format::login_returning_to(&here)
 }
 
+/// The `on_form_data` of a console filter `Form` (method GET): drops the entry with an empty
+/// name. Leptos's `form_data_from_event` appends the submitting button's name and value even
+/// when the button has no name, which put a stray `&=` at the end of every filtered URL
+/// (issue 41). Runs only in the browser.
+pub fn without_nameless_field() -> std::sync::Arc<dyn Fn(&leptos::web_sys::FormData)> {
+    std::sync::Arc::new(|data: &leptos::web_sys::FormData| data.delete(""))
+}
+
 /// A server-function error for people: its sentence in an alert box, or, when the session is
 /// gone, a redirect to the sign-in page.
 #[component]

@@ -65,10 +65,31 @@ fn object_link(target: &str, payment_id: Option<&str>) -> (String, Option<String
     }
 }
 
-/// The audit page.
+/// The audit page: the viewer for auditors; for anyone else one sentence, with no form and
+/// no call the server would refuse (issue 41).
 #[component]
 pub fn AuditPage() -> impl IntoView {
     let auditor = signed_in_has(Role::Auditor);
+    view! {
+        <div class="page-head">
+            <h1>"Audit log"</h1>
+        </div>
+        <Show
+            when=move || auditor.get()
+            fallback=|| view! {
+                <p class="muted" data-testid="audit-auditors-only">
+                    "Only auditors may read, verify or export the audit log. Ask an admin for the auditor role if you need it."
+                </p>
+            }
+        >
+            <AuditViewer/>
+        </Show>
+    }
+}
+
+/// The chain status, the records and the export (auditors).
+#[component]
+fn AuditViewer() -> impl IntoView {
     let params = use_query_map();
     let query = Memo::new(move |_| {
         let m = params.read();
@@ -142,12 +163,6 @@ pub fn AuditPage() -> impl IntoView {
         )
     };
     view! {
-        <div class="page-head">
-            <h1>"Audit log"</h1>
-        </div>
-        <Show when=move || !auditor.get()>
-            <p class="muted">"Only auditors may read, verify or export the audit log; the server refuses others."</p>
-        </Show>
         <Panel id="verify" title="Chain status">
             <p class="muted small">
                 "Re-computes every record's hash from the first one and reports the first record that does not match."

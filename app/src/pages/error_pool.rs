@@ -17,7 +17,7 @@ use crate::api_queues;
 use crate::components::bulk_retry::{BulkResolve, BulkRetry, RetryButton};
 use crate::components::layout::signed_in_has;
 use crate::components::panel::DataTable;
-use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
+use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time, without_nameless_field};
 use crate::dto::{ErrorItem, ErrorItemStatus, KindCount, Role};
 use crate::format;
 
@@ -254,7 +254,7 @@ fn KindFilter(f: PoolFilter, kinds: Vec<KindCount>) -> impl IntoView {
     let status = f.status.clone();
     let kind = f.kind.clone();
     view! {
-        <Form method="GET" action="/error-pool" attr:class="filters" attr:role="search">
+        <Form method="GET" action="/error-pool" on_form_data=without_nameless_field() attr:class="filters" attr:role="search">
             <label>
                 "Status"
                 <select name="status">

@@ -10,6 +10,7 @@ use leptos_router::hooks::use_location;
 use crate::api_lookup::{KeyDetail, KeyOutcome, StoredResponse, load_key, percent_decode};
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
+use crate::format;
 
 /// (merchant id, key) of a `/keys/{merchant_id}/{key}` path, the key decoded once (the raw
 /// path is read: a key may hold `/`, `?`, `#` or `%`, which its link encodes).
@@ -78,7 +79,13 @@ fn KeyStory(d: KeyDetail) -> impl IntoView {
                 <span class="mono" data-testid="key-id">{d.idem_key.clone()}</span>
             </h1>
             <div class="page-tools">
-                <span data-testid="key-state"><StatusPill status=d.state/></span>
+                <span data-testid="key-state">
+                    {if d.lease_lapsed {
+                        view! { <StatusPill status=format::Pill { name: "lapsed".into(), tone: format::Tone::Warn }/> }.into_any()
+                    } else {
+                        view! { <StatusPill status=d.state/> }.into_any()
+                    }}
+                </span>
             </div>
         </div>
         <section class="panel facts" aria-label="Key">
@@ -95,6 +102,8 @@ fn KeyStory(d: KeyDetail) -> impl IntoView {
                 <dd>
                     {if d.state == converge_wire::lifecycle::KeyState::Done {
                         "done: a retry with the same body gets the stored response"
+                    } else if d.lease_lapsed {
+                        "lapsed: the request that held it stopped without finishing; the next retry with the same body takes it over and resumes"
                     } else {
                         "running: its request has not finished; a retry gets 409 until the lease lapses"
                     }}
@@ -102,6 +111,7 @@ fn KeyStory(d: KeyDetail) -> impl IntoView {
                 <dt>"Lease"</dt>
                 <dd>
                     {match d.lease_expires_at {
+                        Some(ms) if d.lease_lapsed => view! { "lapsed at " <Time ms/> }.into_any(),
                         Some(ms) => view! { "held until " <Time ms/> }.into_any(),
                         None => view! { "none" }.into_any(),
                     }}

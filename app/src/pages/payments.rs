@@ -9,7 +9,9 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api;
 use crate::components::panel::DataTable;
-use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
+use crate::components::widgets::{
+    ErrorNote, Loading, Money, StatusPill, Time, without_nameless_field,
+};
 use crate::dto::{Merchant, PaymentSearch, PaymentStatus};
 use crate::format;
 
@@ -142,7 +144,7 @@ fn SearchForm(q: PaymentSearch, merchants: Vec<Merchant>) -> impl IntoView {
     let status = q.status.clone().unwrap_or_default();
     let merchant = q.merchant.clone().unwrap_or_default();
     view! {
-        <Form method="GET" action="/payments" attr:class="filters" attr:role="search">
+        <Form method="GET" action="/payments" on_form_data=without_nameless_field() attr:class="filters" attr:role="search">
             <label>
                 "Payment id"
                 <input type="search" name="id" placeholder="pay_…" value=q.id.unwrap_or_default() size="28"/>

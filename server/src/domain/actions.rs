@@ -215,6 +215,32 @@ pub fn offers(status: PaymentStatus, wakeable_jobs: usize) -> Vec<ActionOffer> {
     ]
 }
 
+/// [`offers`] for a payment that may have a request waiting for an approver (`pending`: its
+/// id). A payment holds at most one pending request (the store refuses a second with 409
+/// `action_pending`: the `actions_one_pending_per_payment` index), so while one waits the kinds
+/// that need an approver are withheld, saying which request to decide first (issue 41: Reverse
+/// was offered and its submission refused).
+pub fn offers_with_pending(
+    status: PaymentStatus,
+    wakeable_jobs: usize,
+    pending: Option<&str>,
+) -> Vec<ActionOffer> {
+    let mut all = offers(status, wakeable_jobs);
+    let Some(id) = pending else { return all };
+    let needs_approver = |o: &ActionOffer| {
+        o.kind
+            .parse::<ActionKind>()
+            .is_ok_and(ActionKind::needs_approval)
+    };
+    for o in all.iter_mut().filter(|o| o.available && needs_approver(o)) {
+        o.available = false;
+        o.why = format!(
+            "request {id} is waiting for an approver: it must be approved, rejected or cancelled first"
+        );
+    }
+    all
+}
+
 /// Checks a reason: not blank, at most [`MAX_REASON`] characters (as the OpenAPI document's
 /// `maxLength` counts them).
 pub fn check_reason(reason: &str) -> Result<(), String> {
@@ -287,6 +313,29 @@ mod tests {
             reversed[2]
                 .why
                 .contains("REVERSED payment cannot be reversed")
+        );
+    }
+
+    #[test]
+    fn a_pending_request_withholds_the_kinds_that_need_an_approver() {
+        let waiting = offers_with_pending(S::Suspense, 1, Some("act_1"));
+        let available: Vec<_> = waiting
+            .iter()
+            .filter(|o| o.available)
+            .map(|o| o.kind.as_str())
+            .collect();
+        assert_eq!(available, ["query", "retry"]);
+        assert!(
+            waiting[2]
+                .why
+                .contains("request act_1 is waiting for an approver")
+        );
+        // A reason the state already gives stays the one shown.
+        let reversed = offers_with_pending(S::Reversed, 0, Some("act_1"));
+        assert!(reversed[2].why.contains("cannot be reversed"));
+        assert_eq!(
+            offers_with_pending(S::Success, 0, None),
+            offers(S::Success, 0)
         );
     }
 

@@ -241,7 +241,14 @@ pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetai
     Ok(Some(PaymentDetail {
         merchant,
         reversal,
-        offers: crate::domain::actions::offers(payment.status, wakeable),
+        offers: crate::domain::actions::offers_with_pending(
+            payment.status,
+            wakeable,
+            actions
+                .iter()
+                .find(|a| a.status == ActionStatus::Pending)
+                .map(|a| a.id.as_str()),
+        ),
         events: wire(store.payment_events(id).await?),
         jobs: wire(jobs),
         ledger: wire(store.payment_ledger(id).await?),

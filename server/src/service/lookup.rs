@@ -227,7 +227,12 @@ pub async fn key_detail(
         tracing::warn!(error = %e, "idempotency outcome counts not flushed; the key's counts lag");
     }
     let outcomes = store.key_outcomes(merchant_id, &key).await?;
+    let lease_lapsed = rec.state == KeyState::Running
+        && rec
+            .lease_expires_at
+            .is_some_and(|t| t <= core.clock.now_ms());
     Ok(Some(KeyDetail {
+        lease_lapsed,
         merchant_id,
         merchant,
         lease_expires_at: rec

@@ -419,3 +419,47 @@ on_both_backends!(
         assert_eq!(planned, 6);
     }
 );
+
+on_both_backends!(
+    a_key_whose_lease_lapsed_is_shown_as_lapsed_not_running,
+    |app| {
+        use converge_server::domain::clock::{Clock, SystemClock};
+        use converge_server::idempotency::store::{ClaimResult, KeyClaim};
+        // As a request that died holding its key leaves it: running, its lease `lease_ms`
+        // from now (negative: already lapsed).
+        let claim = |key: &str, lease_ms: i64| {
+            let now = SystemClock.now_ms();
+            KeyClaim {
+                merchant_id: app.merchant_id,
+                scope: "POST /v1/payments".into(),
+                idem_key: key.into(),
+                route: "POST /v1/payments".into(),
+                fingerprint: "0".repeat(64),
+                lease_token: converge_server::service::ids::new_token(),
+                lease_expires_at: now + lease_ms,
+                now,
+                expires_at: now + 86_400_000,
+            }
+        };
+        let c = viewer(&app).await;
+        let path = |key: &str| {
+            format!(
+                "/ops/v1/idempotency-keys/{}/{}",
+                app.merchant_id,
+                converge_server::service::lookup::path_segment(key)
+            )
+        };
+        for (key, lease_ms, lapsed) in [("lapsed-key", -1_000, true), ("held-key", 600_000, false)]
+        {
+            let c_ = claim(key, lease_ms);
+            assert_eq!(
+                app.store.claim_key(&c_).await.unwrap(),
+                ClaimResult::Claimed { resource_id: None }
+            );
+            let k = get_json(&c, &app, &path(key)).await.json();
+            assert_eq!(k["state"], "running", "{k}");
+            assert_eq!(k["lease_lapsed"], lapsed, "{key}: {k}");
+            assert_eq!(k["lease_expires_at"], c_.lease_expires_at, "{k}");
+        }
+    }
+);

@@ -243,61 +243,70 @@ pub(super) fn Refunds(
 }
 
 /// The payment's outbox events (and its refunds') with each delivery's state: what the
-/// merchant was told, and whether it got it.
+/// merchant was told, and whether it got it. Nothing at all when the payment itself did not
+/// load (a missing payment has no events to show: issue 41).
 #[component]
 pub(super) fn Notifications(
     data: Resource<Result<crate::dto::PaymentWebhooks, ServerFnError>>,
+    /// The payment's own load; the panel waits for it and stays away when it failed.
+    payment: Resource<Result<crate::dto::PaymentDetail, ServerFnError>>,
 ) -> impl IntoView {
     view! {
-        <Panel id="events" title="Events and webhooks" testid="payment-events">
-            <Transition fallback=Loading>
-                {move || Suspend::new(async move {
-                    match data.await {
-                        Ok(w) => {
-                            let empty = w
-                                .events
-                                .is_empty()
-                                .then_some("No events yet: the payment has reached no outcome.");
-                            let link = (!w.events.is_empty())
-                                .then(|| view! { <p class="small"><A href="/webhooks">"Webhooks page"</A></p> });
-                            let deliveries = w.deliveries;
-                            view! {
-                                <DataTable columns=&["Event", "Of", "Written", "Deliveries"] empty>
-                                    {w
-                                        .events
-                                        .into_iter()
-                                        .map(|e| {
-                                            let mine: Vec<String> = deliveries
-                                                .iter()
-                                                .filter(|d| d.event_id == e.id)
-                                                .map(|d| format!("#{} {} ({} attempts) to {}", d.id, d.status, d.attempts, d.url))
-                                                .collect();
-                                            view! {
-                                                <tr>
-                                                    <td class="mono">{e.event_type.clone()}</td>
-                                                    <td class="mono">{e.aggregateid.clone()}</td>
-                                                    <td><Time ms=e.created_at/></td>
-                                                    <td class="small">
-                                                        {if mine.is_empty() {
-                                                            "no subscribed endpoint".to_string()
-                                                        } else {
-                                                            mine.join("; ")
-                                                        }}
-                                                    </td>
-                                                </tr>
-                                            }
-                                        })
-                                        .collect_view()}
-                                </DataTable>
-                                {link}
-                            }
-                                .into_any()
-                        }
-                        Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+        <Transition fallback=Loading>
+            {move || Suspend::new(async move {
+                if payment.await.is_err() {
+                    return ().into_any();
+                }
+                let body = match data.await {
+                    Ok(w) => view! { <EventRows w/> }.into_any(),
+                    Err(e) => view! { <ErrorNote error=e/> }.into_any(),
+                };
+                view! { <Panel id="events" title="Events and webhooks" testid="payment-events">{body}</Panel> }
+                    .into_any()
+            })}
+        </Transition>
+    }
+}
+
+/// The events table of [`Notifications`], each event with its deliveries.
+#[component]
+fn EventRows(w: crate::dto::PaymentWebhooks) -> impl IntoView {
+    let empty = w
+        .events
+        .is_empty()
+        .then_some("No events yet: the payment has reached no outcome.");
+    let link = (!w.events.is_empty())
+        .then(|| view! { <p class="small"><A href="/webhooks">"Webhooks page"</A></p> });
+    let deliveries = w.deliveries;
+    view! {
+        <DataTable columns=&["Event", "Of", "Written", "Deliveries"] empty>
+            {w
+                .events
+                .into_iter()
+                .map(|e| {
+                    let mine: Vec<String> = deliveries
+                        .iter()
+                        .filter(|d| d.event_id == e.id)
+                        .map(|d| format!("#{} {} ({} attempts) to {}", d.id, d.status, d.attempts, d.url))
+                        .collect();
+                    view! {
+                        <tr>
+                            <td class="mono">{e.event_type.clone()}</td>
+                            <td class="mono">{e.aggregateid.clone()}</td>
+                            <td><Time ms=e.created_at/></td>
+                            <td class="small">
+                                {if mine.is_empty() {
+                                    "no subscribed endpoint".to_string()
+                                } else {
+                                    mine.join("; ")
+                                }}
+                            </td>
+                        </tr>
                     }
-                })}
-            </Transition>
-        </Panel>
+                })
+                .collect_view()}
+        </DataTable>
+        {link}
     }
 }
 

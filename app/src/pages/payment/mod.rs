@@ -84,7 +84,7 @@ pub fn PaymentPage() -> impl IntoView {
                 }
             })}
         </Transition>
-        <Notifications data=notifications/>
+        <Notifications data=notifications payment=detail/>
     }
 }
 
