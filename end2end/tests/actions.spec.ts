@@ -33,6 +33,8 @@ test("operator requests a reverse, approver approves, auditor exports", async ({
   // Request the reverse.
   const reason = `customer refund agreed by phone (${unique("ticket")})`;
   await page.getByTestId("action-reverse").click();
+  // The form says what approving it refunds, in major units (issue 41).
+  await expect(page.getByTestId("reversal-refunds")).toContainText("31.00 CNY");
   await page.getByTestId("action-reason").fill(reason);
   await page.getByTestId("action-submit").click();
   await expect(page.getByTestId("action-flash")).toContainText("waiting for an approver");
@@ -73,6 +75,7 @@ test("operator requests a reverse, approver approves, auditor exports", async ({
   // units, and the payment's status now.
   await expect(row.getByTestId("merchant")).toHaveText("e2e-shop");
   await expect(row.getByTestId("amount")).toHaveText("31.00 CNY");
+  await expect(row.getByTestId("reversal-refunds")).toHaveText("refunds 31.00 CNY");
   await expect(row).toContainText("SUCCESS");
   await expect(row.getByTestId("stale")).toHaveCount(0);
   // Queries and retries run at once: they never appear in the inbox.
@@ -90,6 +93,9 @@ test("operator requests a reverse, approver approves, auditor exports", async ({
   const decidedRow = approver.getByTestId("decided").getByRole("row").filter({ hasText: payment.id });
   await expect(decidedRow.getByTestId("decided-by")).toContainText(`${account("approver").username}: checked the ticket`);
   await expect(decidedRow.getByTestId("decided-by").locator("time")).toHaveText(/\d{4}-\d{2}-\d{2} \d{2}:\d{2}/);
+  // The result names the refund in major units, never bare minor units.
+  await expect(decidedRow).toContainText("31.00 CNY");
+  await expect(decidedRow).not.toContainText("minor units");
   expect(approverErrors).toEqual([]);
   await approverContext.close();
 
@@ -107,6 +113,9 @@ test("operator requests a reverse, approver approves, auditor exports", async ({
   await expect(page.getByTestId("reversal-refund")).toContainText("31.00 CNY refunded at the channel");
   await expect(page.getByTestId("action-reverse")).toHaveCount(0);
   await expect(page.getByTestId("unavailable-actions")).toContainText("No reverse: a REVERSED payment cannot be reversed");
+  // Every amount a person reads is in major units with its currency (issue 41).
+  await expect(page.getByTestId("timeline")).toContainText("reversed the remaining 31.00 CNY at the channel");
+  await expect(page.locator("main")).not.toContainText("minor units");
   expect(errors).toEqual([]);
 
   // The auditor verifies the chain and downloads the CSV export.
@@ -141,6 +150,11 @@ test("operator requests a reverse, approver approves, auditor exports", async ({
   const rows = (await filtered.text()).trim().split("\n").slice(1);
   expect(rows.length).toBeGreaterThan(0);
   for (const r of rows) expect(r).toContain("action_approved");
+  // The payment's records show their amounts in major units with the currency (issue 41).
+  await open(auditor, `/audit?payment=${payment.id}`);
+  await expect(auditor.getByTestId("audit-records")).toContainText("action_executed");
+  await expect(auditor.getByTestId("audit-records")).toContainText("31.00 CNY");
+  await expect(auditor.getByTestId("audit-records")).not.toContainText("minor units");
   expect(auditorErrors).toEqual([]);
   await auditorContext.close();
 });
@@ -153,4 +167,10 @@ test("the audit page and its export are for auditors only", async ({ page }) => 
   const verify = await page.request.post("/api/verify_audit", { form: {} });
   expect(verify.ok()).toBe(false);
   expect(await verify.text()).toContain("your roles do not allow this");
+  // The page itself says so in one sentence: no form, no refusal boxes (issue 41).
+  await open(page, "/audit");
+  await expect(page.getByTestId("audit-auditors-only")).toHaveText(/Only auditors may read, verify or export the audit log/);
+  await expect(page.getByRole("alert")).toHaveCount(0);
+  await expect(page.locator("form.filters")).toHaveCount(0);
+  await expect(page.getByTestId("verify")).toHaveCount(0);
 });

@@ -68,15 +68,6 @@ test("a filter's URL names only the form's fields: no stray &= from the submit b
   expect(new URL(page.url()).searchParams.has("")).toBe(false);
 });
 
-test("an operator on the audit page reads one sentence, not a form and two refusals", async ({ page }) => {
-  await signIn(page, "operator");
-  await open(page, "/audit");
-  await expect(page.getByTestId("audit-auditors-only")).toHaveText(/Only auditors may read, verify or export the audit log/);
-  await expect(page.getByRole("alert")).toHaveCount(0);
-  await expect(page.locator("form.filters")).toHaveCount(0);
-  await expect(page.getByTestId("verify")).toHaveCount(0);
-});
-
 test("a missing payment says so, with no events panel", async ({ page }) => {
   await signIn(page, "viewer");
   await open(page, "/payments/pay_no_such_payment_here");

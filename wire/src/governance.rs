@@ -62,6 +62,10 @@ pub struct ApprovalItem {
     /// The payment moved (or is gone) since the request pinned its version: approving would
     /// only close it as stale.
     pub stale: bool,
+    /// A reverse request: what approving it refunds at the channel now (the amount the
+    /// merchant's refunds left), integer minor units of `currency`; `None` for other kinds.
+    #[serde(default)]
+    pub reversal_refunds: Option<i64>,
 }
 
 /// The approvals inbox: requests that need an approver (never queries or retries), with the

@@ -435,9 +435,16 @@ fn PaymentNow(item: ApprovalItem) -> impl IntoView {
         (Some(minor), Some(currency)) => format::money(minor, currency),
         _ => "—".into(),
     };
+    // A reversal's card says what approving it refunds now (the rest after the merchant's
+    // refunds), which may be less than the amount.
+    let refunds = match (item.reversal_refunds, item.currency.as_deref()) {
+        (Some(minor), Some(currency)) => Some(format::money(minor, currency)),
+        _ => None,
+    };
     view! {
         <td class="amount-cell" data-label="Amount">
             <span class="num" data-testid="amount">{amount}</span>
+            {refunds.map(|r| view! { <div class="small" data-testid="reversal-refunds">"refunds " <span class="num">{r}</span></div> })}
             <div>
                 {item
                     .payment_status

@@ -75,7 +75,7 @@ impl From<super::ServiceError> for ActionError {
 pub const REVERSE_JOB_DELAY_MS: i64 = 30_000;
 
 fn payment_json(p: &Payment) -> String {
-    json!({"status": p.status.as_str(), "version": p.version, "amount": p.amount, "refunded_amount": p.refunded_amount})
+    json!({"status": p.status.as_str(), "version": p.version, "amount": p.amount, "currency": p.currency, "refunded_amount": p.refunded_amount})
         .to_string()
 }
 

@@ -101,9 +101,13 @@ impl Core {
             }
         };
         let remaining = held.unrefunded();
+        // The result names its currency, so every reader shows the amount in major units.
+        let held_currency = held.currency.clone();
         self.finish_reversal(&a.id, held, &format!("action:{}", a.id))
             .await?;
-        Ok(json!({"status": "REVERSED", "refunded_at_channel": remaining}))
+        Ok(
+            json!({"status": "REVERSED", "refunded_at_channel": remaining, "currency": held_currency}),
+        )
     }
 
     /// Finishes a reserved reversal (by its action's execution or by its `reverse` job):
@@ -151,7 +155,10 @@ impl Core {
             // from SUSPENSE (never posted).
             let r = rule(p.status, PaymentEvent::Reversed).map_err(|e| e.to_string())?;
             let extras = Extras {
-                detail: format!("reversed the remaining {remaining} at the channel"),
+                detail: format!(
+                    "reversed the remaining {} at the channel",
+                    crate::domain::money::display(remaining, &p.currency)
+                ),
                 event_id: Some(format!("{}@{action_id}", PaymentEvent::Reversed)),
                 ..Extras::default()
             };

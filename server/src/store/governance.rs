@@ -24,6 +24,8 @@ pub struct ApprovalRow {
     pub amount: Option<i64>,
     /// ISO 4217 code.
     pub currency: Option<String>,
+    /// What the merchant's refunds took of the amount, integer minor units.
+    pub refunded_amount: Option<i64>,
     /// The payment's status now.
     pub payment_status: Option<String>,
     /// The payment's version now; differs from `action.payment_version` when the payment moved
@@ -41,8 +43,19 @@ impl ApprovalRow {
 
 impl From<ApprovalRow> for converge_wire::governance::ApprovalItem {
     fn from(r: ApprovalRow) -> Self {
+        // What approving a reversal refunds now: the amount the merchant's refunds left
+        // (`Payment::unrefunded`'s rule, here from the joined columns).
+        let reversal_refunds = (r.action.kind
+            == crate::domain::actions::ActionKind::Reverse.as_str())
+        .then(|| {
+            r.amount
+                .zip(r.refunded_amount)
+                .map(|(a, refunded)| a - refunded)
+        })
+        .flatten();
         Self {
             stale: r.stale(),
+            reversal_refunds,
             action: r.action,
             merchant: r.merchant,
             amount: r.amount,

@@ -218,8 +218,8 @@ macro_rules! impl_governance {
                 limit: i64,
             ) -> Result<Vec<$crate::store::ApprovalRow>, $crate::store::StoreError> {
                 let mut q = sqlx::QueryBuilder::<$crate::store::backend::DbOf<$store>>::new(
-                    "SELECT a.*, m.name AS merchant, p.amount, p.currency, p.status AS payment_status, \
-                     p.version AS payment_version_now FROM actions a \
+                    "SELECT a.*, m.name AS merchant, p.amount, p.currency, p.refunded_amount, \
+                     p.status AS payment_status, p.version AS payment_version_now FROM actions a \
                      LEFT JOIN payments p ON p.id = a.payment_id LEFT JOIN merchants m ON m.id = p.merchant_id \
                      WHERE a.status ",
                 );
@@ -242,6 +242,7 @@ macro_rules! impl_governance {
                     merchant: Option<String>,
                     amount: Option<i64>,
                     currency: Option<String>,
+                    refunded_amount: Option<i64>,
                     payment_status: Option<String>,
                     payment_version_now: Option<i64>,
                 }
@@ -254,6 +255,7 @@ macro_rules! impl_governance {
                         merchant: r.merchant,
                         amount: r.amount,
                         currency: r.currency,
+                        refunded_amount: r.refunded_amount,
                         payment_status: r.payment_status,
                         payment_version_now: r.payment_version_now,
                     })

@@ -968,6 +968,10 @@ on_both_backends!(
         assert_eq!(row.payment_status.as_deref(), Some("SUCCESS"));
         assert!(!row.stale);
         assert!(inbox.pending[0].stale, "{:?}", inbox.pending[0]);
+        // What approving a reversal refunds now: the whole amount, or the rest after the
+        // merchant's refund of 100.
+        assert_eq!(row.reversal_refunds, Some(18_857));
+        assert_eq!(inbox.pending[0].reversal_refunds, Some(900));
         let decided = &inbox.decided[0].action;
         assert_eq!(decided.decided_by.as_deref(), Some("ap"));
         assert!(decided.decided_at.is_some());

@@ -30,8 +30,12 @@ pub(super) fn ActionsPanel(
     flash: RwSignal<Option<String>>,
     focus_flash: RwSignal<bool>,
     request: RequestState,
+    /// What a reversal would refund now (the amount the merchant's refunds left), in major
+    /// units with its currency: the request form says it before anyone signs off.
+    reversal_refunds: String,
 ) -> impl IntoView {
     let can_request = signed_in_has(Role::Operator);
+    let reversal_refunds = StoredValue::new(reversal_refunds);
     // Only what the payment's state allows is offered; the rest say why not.
     let offered = |kind: &str| offers.iter().any(|o| o.kind == kind && o.available);
     let (can_retry, can_reverse) = (offered("retry"), offered("reverse"));
@@ -278,6 +282,13 @@ pub(super) fn ActionsPanel(
                                 _ => "Request a reversal: refund the rest and reverse the ledger (needs an approver)",
                             }}
                         </h3>
+                        <Show when=move || form.get() == Some("reverse")>
+                            <p class="will-refund" data-testid="reversal-refunds">
+                                "Approving it refunds "
+                                <strong class="num">{reversal_refunds.get_value()}</strong>
+                                " at the channel and reverses the ledger."
+                            </p>
+                        </Show>
                         <Show when=move || form.get() == Some("force_transition")>
                             <label>
                                 "Target status"

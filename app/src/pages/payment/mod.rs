@@ -9,9 +9,9 @@ use leptos::prelude::*;
 use leptos_router::components::A;
 use leptos_router::hooks::use_params_map;
 
-use crate::api;
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
 use crate::dto::PaymentDetail;
+use crate::{api, format};
 
 mod actions;
 mod history;
@@ -125,6 +125,7 @@ fn Story(
 ) -> impl IntoView {
     let p = d.payment;
     let currency = p.currency.clone();
+    let reversal_refunds = format::money(p.unrefunded(), &p.currency);
     let payment_id = p.id.clone();
     let audit_payment = p.id.clone();
     // The server says what the reversal refunded (`PaymentDetail::reversal`).
@@ -211,7 +212,7 @@ fn Story(
                 <dd class="error-text">{p.last_error.unwrap_or_else(|| "—".into())}</dd>
             </dl>
         </section>
-        <ActionsPanel payment_id actions=d.actions offers=d.offers version flash focus_flash request/>
+        <ActionsPanel payment_id actions=d.actions offers=d.offers version flash focus_flash request reversal_refunds/>
         <div class="grid">
             <Timeline events=d.events/>
             <div class="stack">
