@@ -71,18 +71,26 @@ pub async fn revoke_merchant_key(name: String, key_id: String) -> Result<(), Ser
     .map_err(merchant_error)
 }
 
-/// Freezes (`frozen = true`, at once) or asks to unfreeze merchant `name` (a request another
-/// admin approves; issue 36) (admin).
+/// Freezes (`frozen = true`, at once, with the admin's `reason`: 400 `invalid_reason` without
+/// one) or asks to unfreeze merchant `name` (a request another admin approves; issue 36)
+/// (admin).
 #[server(endpoint = "set_merchant_frozen")]
 pub async fn set_merchant_frozen(
     name: String,
     frozen: bool,
+    #[server(default)] reason: String,
 ) -> Result<ConsoleChange<()>, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     st.core
-        .console_set_frozen(&ssr::actor(&p).await, &name, frozen, st.actions.ttl_ms())
+        .console_set_frozen(
+            &ssr::actor(&p).await,
+            &name,
+            frozen,
+            &reason,
+            st.actions.ttl_ms(),
+        )
         .await
         .map_err(ssr::privilege_error)
 }

@@ -61,8 +61,21 @@ test("an admin rotates a merchant's key and freezes the merchant", async ({ page
   expect((await pay(first, unique("order"))).status()).toBe(401);
   expect((await pay(second, unique("order"))).status()).toBe(201);
 
-  // Freeze: new payments refused, reads still answered.
-  await panel.getByRole("button", { name: "Freeze" }).click();
+  // Freeze asks for confirmation and a reason (issue 41): "Keep it active" and a blank reason
+  // change nothing.
+  await panel.getByRole("button", { name: "Freeze…" }).click();
+  const confirm = page.getByTestId(`freeze-confirm-${name}`);
+  await expect(confirm).toContainText("refuses this merchant's new payments");
+  await confirm.getByRole("button", { name: "Keep it active" }).click();
+  await expect(confirm).toHaveCount(0);
+  expect((await pay(second, unique("order"))).status()).toBe(201);
+  await panel.getByRole("button", { name: "Freeze…" }).click();
+  await confirm.getByRole("button", { name: "Confirm freeze" }).click();
+  await expect(panel.getByRole("alert").first()).toContainText("Say why the merchant is frozen");
+  expect((await pay(second, unique("order"))).status()).toBe(201);
+  // Then frozen: new payments refused, reads still answered.
+  await confirm.getByTestId("freeze-reason").fill("chargeback spike under review");
+  await confirm.getByRole("button", { name: "Confirm freeze" }).click();
   await expect(page.getByTestId("flash")).toContainText(`Merchant ${name} frozen`);
   await expect(page.getByTestId(`merchant-${name}`)).toContainText("frozen");
   const refused = await pay(second, unique("order"));

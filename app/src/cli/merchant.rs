@@ -23,6 +23,9 @@ pub(super) enum MerchantCommand {
     Freeze {
         /// Merchant name.
         name: String,
+        /// Why, for the audit record.
+        #[arg(long, default_value = "frozen from the command line on the server")]
+        reason: String,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -30,6 +33,9 @@ pub(super) enum MerchantCommand {
     Unfreeze {
         /// Merchant name.
         name: String,
+        /// Why, for the audit record.
+        #[arg(long, default_value = "unfrozen from the command line on the server")]
+        reason: String,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -83,8 +89,10 @@ pub(super) async fn run(action: MerchantCommand) -> Result<()> {
             Ok(())
         }
         MerchantCommand::Key { action } => merchant_key(action).await,
-        MerchantCommand::Freeze { name, db } => set_frozen(&name, &db, true).await,
-        MerchantCommand::Unfreeze { name, db } => set_frozen(&name, &db, false).await,
+        MerchantCommand::Freeze { name, reason, db } => set_frozen(&name, &db, true, &reason).await,
+        MerchantCommand::Unfreeze { name, reason, db } => {
+            set_frozen(&name, &db, false, &reason).await
+        }
     }
 }
 
@@ -129,10 +137,12 @@ async fn merchant_key(action: KeyCommand) -> Result<()> {
     Ok(())
 }
 
-async fn set_frozen(name: &str, db: &DbArgs, frozen: bool) -> Result<()> {
+async fn set_frozen(name: &str, db: &DbArgs, frozen: bool, reason: &str) -> Result<()> {
     use converge_server::service::merchants::{MerchantError, set_merchant_frozen};
     start::with_store(db, |store| async move {
-        match set_merchant_frozen(store.as_ref(), now_ms(), name, frozen, &cli_actor()).await {
+        match set_merchant_frozen(store.as_ref(), now_ms(), name, frozen, reason, &cli_actor())
+            .await
+        {
             Ok(()) => Ok(()),
             Err(MerchantError::NoMerchant(_)) => bail!("no merchant named {name:?}"),
             Err(e) => Err(e.into()),

@@ -93,14 +93,25 @@ fn MerchantPanel(
     let busy = RwSignal::new(false);
     let failure = RwSignal::new(None::<String>);
     let panel_id = format!("merchant-{}", account.merchant.id);
+    // Freezing stops the merchant's business at once, so it is confirmed with a reason
+    // (audited), as revoking a key is confirmed; unfreezing is a request another admin approves.
+    let confirming = RwSignal::new(false);
+    let reason = RwSignal::new(String::new());
     let toggle = {
         let name = name.clone();
         move |_| {
             let name = name.clone();
+            let why = reason.get_untracked().trim().to_string();
+            if !frozen && why.is_empty() {
+                failure.set(Some(
+                    "Say why the merchant is frozen: it goes into the audit log.".into(),
+                ));
+                return;
+            }
             busy.set(true);
             failure.set(None);
             spawn_local(async move {
-                match api::set_merchant_frozen(name.clone(), !frozen).await {
+                match api::set_merchant_frozen(name.clone(), !frozen, why).await {
                     Ok(ConsoleChange::Requested(r)) => {
                         flash.set(Some(awaiting(&r)));
                         version.update(|v| *v = v.wrapping_add(1));
@@ -144,6 +155,7 @@ fn MerchantPanel(
     };
     let keys = account.keys;
     let live = keys.iter().filter(|k| k.revoked_at.is_none()).count();
+    let name_for_confirm = name.clone();
     view! {
         <Panel
             id=panel_id
@@ -164,10 +176,48 @@ fn MerchantPanel(
                 <button type="button" class="secondary small" on:click=issue disabled=move || busy.get()>
                     "Request a new key"
                 </button>
-                <button type="button" class="secondary small" on:click=toggle disabled=move || busy.get()>
-                    {if frozen { "Unfreeze" } else { "Freeze" }}
-                </button>
+                {if frozen {
+                    view! {
+                        <button type="button" class="secondary small" on:click=toggle.clone() disabled=move || busy.get()>
+                            "Unfreeze"
+                        </button>
+                    }
+                        .into_any()
+                } else {
+                    view! {
+                        <button
+                            type="button"
+                            class="secondary small"
+                            aria-expanded=move || confirming.get().to_string()
+                            on:click=move |_| confirming.set(true)
+                        >
+                            "Freeze…"
+                        </button>
+                    }
+                        .into_any()
+                }}
             </div>
+            {(!frozen).then(move || view! {
+                <Show when=move || confirming.get()>
+                    <div class="stacked-form freeze-confirm" data-testid=format!("freeze-confirm-{}", name_for_confirm.clone())>
+                        <p>
+                            "Freezing refuses this merchant's new payments, refunds and endpoint changes at once; payments in flight wait in SUSPENSE until it is unfrozen (which another admin must approve)."
+                        </p>
+                        <label>
+                            "Reason (audited)"
+                            <input type="text" maxlength="2000" required data-testid="freeze-reason" bind:value=reason/>
+                        </label>
+                        <div class="actions">
+                            <button type="button" class="danger small" on:click=toggle.clone() disabled=move || busy.get()>
+                                "Confirm freeze"
+                            </button>
+                            <button type="button" class="secondary small" on:click=move |_| confirming.set(false)>
+                                "Keep it active"
+                            </button>
+                        </div>
+                    </div>
+                </Show>
+            })}
             <p class="form-message" role="alert">{move || failure.get()}</p>
             <DataTable
                 columns=&["Key id", "Prefix", "Created", "Last used", "State", "Actions"]

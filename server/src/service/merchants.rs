@@ -199,15 +199,17 @@ pub async fn revoke_merchant_key(
     }
 }
 
-/// Freezes or unfreezes merchant `name` (audited `merchant_frozen` / `merchant_unfrozen` in
-/// the same transaction). Frozen: its API refuses new payments, refunds and endpoint changes
-/// (403 `merchant_frozen`, see `api::auth::refuse_frozen`), and ledger postings of what was in
-/// flight wait in SUSPENSE. Errors: [`MerchantError::NoMerchant`].
+/// Freezes or unfreezes merchant `name` (audited `merchant_frozen` / `merchant_unfrozen`, with
+/// `reason` as the record's reason, in the same transaction). Frozen: its API refuses new
+/// payments, refunds and endpoint changes (403 `merchant_frozen`, see `api::auth::refuse_frozen`),
+/// and ledger postings of what was in flight wait in SUSPENSE. Errors:
+/// [`MerchantError::NoMerchant`].
 pub async fn set_merchant_frozen(
     store: &dyn Store,
     now: i64,
     name: &str,
     frozen: bool,
+    reason: &str,
     actor: &Actor,
 ) -> Result<(), MerchantError> {
     let audit = actor.entry(
@@ -218,7 +220,7 @@ pub async fn set_merchant_frozen(
             "merchant_unfrozen"
         },
         &format!("merchant:{name}"),
-        "",
+        reason.trim(),
         json!({"frozen": !frozen}).to_string(),
         json!({"frozen": frozen}).to_string(),
     );

@@ -297,12 +297,18 @@ impl Core {
         actor: &Actor,
         merchant: &str,
         frozen: bool,
+        reason: &str,
         ttl_ms: i64,
     ) -> Result<Change<()>, PrivilegeError> {
         let m = self.merchant_named(merchant).await?;
         if frozen {
+            // Freezing stops a merchant's business at once: the admin says why, for the record
+            // (issue 41), as a money action's requester does.
+            crate::domain::actions::check_reason(reason)
+                .map_err(|why| ActionError::Invalid("invalid_reason", why))?;
             let now = self.clock.now_ms();
-            merchants::set_merchant_frozen(self.store.as_ref(), now, merchant, true, actor).await?;
+            merchants::set_merchant_frozen(self.store.as_ref(), now, merchant, true, reason, actor)
+                .await?;
             return Ok(Change::Done(()));
         }
         if !m.frozen {
@@ -559,7 +565,7 @@ impl Core {
                 };
             }
             PrivilegeKind::UnfreezeMerchant => {
-                merchants::set_merchant_frozen(store, now, &r.target, false, actor)
+                merchants::set_merchant_frozen(store, now, &r.target, false, &r.reason, actor)
                     .await
                     .map(|()| json!({"merchant": r.target, "frozen": false}))
                     .map_err(|e| e.to_string())

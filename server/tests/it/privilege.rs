@@ -280,16 +280,42 @@ on_both_backends!(
         let core = &app.running.state.core;
         let ann_actor =
             converge_server::service::actor::Actor::console("ann", "admin", "127.0.0.1");
+        // Freezing says why (issue 41): refused without a reason, and nothing changes.
+        let refused = core
+            .console_set_frozen(&ann_actor, "acme", true, "  ", 60_000)
+            .await;
+        assert!(
+            matches!(
+                refused,
+                Err(
+                    converge_server::service::privilege::PrivilegeError::Request(
+                        converge_server::service::actions::ActionError::Invalid(
+                            "invalid_reason",
+                            _
+                        )
+                    )
+                )
+            ),
+            "{refused:?}"
+        );
         let frozen = core
-            .console_set_frozen(&ann_actor, "acme", true, 60_000)
+            .console_set_frozen(&ann_actor, "acme", true, "chargebacks under review", 60_000)
             .await
             .unwrap();
         assert!(matches!(
             frozen,
             converge_server::service::privilege::Change::Done(())
         ));
+        assert_eq!(
+            app.sql_strings(
+                "SELECT reason FROM audit_log WHERE action = 'merchant_frozen'",
+                &[]
+            )
+            .await,
+            ["chargebacks under review"]
+        );
         let asked = core
-            .console_set_frozen(&ann_actor, "acme", false, 60_000)
+            .console_set_frozen(&ann_actor, "acme", false, "", 60_000)
             .await
             .unwrap();
         let converge_server::service::privilege::Change::Requested(r) = asked else {
