@@ -90,5 +90,20 @@ test("an admin rotates a merchant's key and freezes the merchant", async ({ page
   await approvePrivilege(checker, `unfreeze merchant ${name}`, env("E2E_MERCHANTS2_PASSWORD"));
   await checkerContext.close();
   expect((await pay(second, unique("order"))).status()).toBe(201);
+
+  // At 1440 px every key table fits its panel: Revoke is never cut off (issue 41).
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.reload();
+  await hydrated(page);
+  const keyTables = page.locator("table.keys");
+  expect(await keyTables.count()).toBeGreaterThan(0);
+  const overflowing = await keyTables.evaluateAll(
+    (tables) =>
+      tables.filter((t) => {
+        const box = t.parentElement as HTMLElement;
+        return box.scrollWidth > box.clientWidth + 1;
+      }).length,
+  );
+  expect(overflowing).toBe(0);
   expect(errors).toEqual([]);
 });

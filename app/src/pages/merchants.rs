@@ -221,7 +221,7 @@ fn MerchantPanel(
             <p class="form-message" role="alert">{move || failure.get()}</p>
             <DataTable
                 columns=&["Key id", "Prefix", "Created", "Last used", "State", "Actions"]
-                class="data"
+                class="data keys"
                 caption=format!("API keys of {name}")
                 testid=format!("keys-{name}")
             >
