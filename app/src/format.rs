@@ -525,6 +525,37 @@ pub fn query_string(pairs: &[(&str, Option<&str>)]) -> String {
     }
 }
 
+/// A zone offset as the time filters write it: `+08:00`, `-05:30`; `+00:00` for UTC.
+pub fn offset_text(minutes_east: i32) -> String {
+    let sign = if minutes_east < 0 { '-' } else { '+' };
+    let off = minutes_east.unsigned_abs();
+    format!("{sign}{:02}:{:02}", off / 60, off % 60)
+}
+
+/// Whether `tz` is an offset as [`offset_text`] writes it (`+08:00`): what a filter URL's
+/// `tz=` may hold; anything else is ignored and the filter reads as UTC.
+pub fn is_offset(tz: &str) -> bool {
+    let b = tz.as_bytes();
+    b.len() == 6
+        && matches!(b[0], b'+' | b'-')
+        && b[1..3].iter().all(u8::is_ascii_digit)
+        && b[3] == b':'
+        && b[4..6].iter().all(u8::is_ascii_digit)
+}
+
+/// [`as_rfc3339`] in a zone: a `datetime-local` value (`YYYY-MM-DDTHH:MM[:SS]`) meant in `tz`
+/// (an [`is_offset`] offset such as `+08:00`; `None` or anything else: UTC) becomes RFC 3339
+/// with that offset, so the server reads the instant the person meant (issue 41: with local
+/// times switched on, the filters still read as UTC).
+pub fn as_rfc3339_in(v: Option<String>, tz: Option<&str>) -> Option<String> {
+    let utc = as_rfc3339(v.clone())?;
+    let naive = v.is_some_and(|v| utc != v.trim() && utc.ends_with('Z'));
+    match tz.filter(|t| is_offset(t)) {
+        Some(t) if naive => Some(format!("{}{t}", &utc[..utc.len() - 1])),
+        _ => Some(utc),
+    }
+}
+
 /// A time filter as the search expects it: `YYYY-MM-DDTHH:MM[:SS]` (what a browser's
 /// datetime-local input sends, meant as UTC here) becomes RFC 3339 with `Z`; anything else is
 /// passed on trimmed, for the search to accept (`YYYY-MM-DD`, RFC 3339) or refuse with its
@@ -555,6 +586,41 @@ pub fn awaiting(r: &converge_wire::PrivilegeRequest) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_filter_time_meant_in_a_zone_carries_its_offset() {
+        let v = |s: &str| Some(s.to_string());
+        assert_eq!(
+            as_rfc3339_in(v("2026-12-03T10:00"), Some("+08:00")).as_deref(),
+            Some("2026-12-03T10:00:00+08:00")
+        );
+        assert_eq!(
+            as_rfc3339_in(v("2026-12-03T10:00:30"), Some("-05:30")).as_deref(),
+            Some("2026-12-03T10:00:30-05:30")
+        );
+        // UTC without a zone, or with one that is not an offset.
+        assert_eq!(
+            as_rfc3339_in(v("2026-12-03T10:00"), None).as_deref(),
+            Some("2026-12-03T10:00:00Z")
+        );
+        assert_eq!(
+            as_rfc3339_in(v("2026-12-03T10:00"), Some("Asia/Shanghai")).as_deref(),
+            Some("2026-12-03T10:00:00Z")
+        );
+        // A day or a full RFC 3339 time says its own zone.
+        assert_eq!(
+            as_rfc3339_in(v("2026-12-03"), Some("+08:00")).as_deref(),
+            Some("2026-12-03")
+        );
+        assert_eq!(
+            as_rfc3339_in(v("2026-12-03T10:00:00Z"), Some("+08:00")).as_deref(),
+            Some("2026-12-03T10:00:00Z")
+        );
+        assert_eq!(offset_text(480), "+08:00");
+        assert_eq!(offset_text(-330), "-05:30");
+        assert_eq!(offset_text(0), "+00:00");
+        assert!(is_offset("+08:00") && !is_offset("08:00") && !is_offset("+8:00"));
+    }
+
     use super::*;
 
     #[test]

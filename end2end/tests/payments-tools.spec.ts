@@ -2,7 +2,7 @@
 // what the filters select, and times in UTC or the browser's zone by a remembered switch.
 import * as fs from "node:fs";
 import { expect, test } from "@playwright/test";
-import { createPayment, env, hydrated, pageErrors, signIn, unique } from "./support";
+import { createPayment, env, hydrated, open, pageErrors, signIn, unique } from "./support";
 
 test("the CSV export holds exactly what the filters select, formula-safe", async ({ page, request }) => {
   const shop = env("E2E_MERCHANT_KEY");
@@ -63,6 +63,43 @@ test("times switch between UTC and the browser's zone, and the choice is remembe
 
   await page.getByTestId("times-utc").click();
   await expect(page.getByTestId("times-utc")).toHaveAttribute("aria-pressed", "true");
+  expect(errors).toEqual([]);
+  await context.close();
+});
+
+test("with local times on, the time filters read in the browser's zone and say so", async ({ browser, request }) => {
+  const order = unique("zoned");
+  await createPayment(request, env("E2E_MERCHANT_KEY"), { amount: 4200, currency: "CNY", merchant_order_id: order }, unique("idem"));
+  const context = await browser.newContext({ timezoneId: "Asia/Shanghai" });
+  const page = await context.newPage();
+  const errors = pageErrors(page);
+  await signIn(page, "viewer");
+  await open(page, "/payments");
+  await page.getByTestId("times-utc").click();
+  await expect(page.getByTestId("from-label")).toHaveText("Created from (UTC)");
+  await page.getByTestId("times-local").click();
+  await expect(page.getByTestId("from-label")).toHaveText("Created from (UTC+08:00, local)");
+
+  // Ten minutes ago on a Shanghai clock finds the payment just made; read as UTC it would be
+  // nearly eight hours ahead and find nothing.
+  const shanghai = (ms: number) => new Date(ms + 8 * 3600_000).toISOString().slice(0, 16);
+  await page.getByLabel("Merchant order id").fill(order);
+  await page.getByLabel("Created from (UTC+08:00, local)").fill(shanghai(Date.now() - 10 * 60_000));
+  await page.getByTestId("search").click();
+  await expect(page.getByTestId("payments-table").getByRole("row")).toHaveCount(2);
+  expect(new URL(page.url()).searchParams.get("tz")).toBe("+08:00");
+  await page.getByLabel("Created from (UTC+08:00, local)").fill(shanghai(Date.now() + 10 * 60_000));
+  await page.getByTestId("search").click();
+  await expect(page.getByTestId("result-count")).toHaveText("No payments match.");
+
+  // Back to UTC: the label says so, and the filter is read as UTC again.
+  await page.getByTestId("times-utc").click();
+  await expect(page.getByTestId("from-label")).toHaveText("Created from (UTC)");
+  const utcNow = new Date(Date.now() - 10 * 60_000).toISOString().slice(0, 16);
+  await page.getByLabel("Created from (UTC)").fill(utcNow);
+  await page.getByTestId("search").click();
+  await expect(page.getByTestId("payments-table").getByRole("row")).toHaveCount(2);
+  expect(new URL(page.url()).searchParams.get("tz")).toBeNull();
   expect(errors).toEqual([]);
   await context.close();
 });

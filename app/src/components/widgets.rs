@@ -95,6 +95,39 @@ fn zone_offset_minutes(ms: i64) -> i32 {
     }
 }
 
+/// The zone the console's time filters read in, following the top bar's switch (issue 41):
+/// `None` for UTC, or the browser's offset now (`+08:00`) when times are shown local. Filter
+/// values are `datetime-local` text, sent on as RFC 3339 in this zone
+/// ([`format::as_rfc3339_in`]).
+pub fn filter_zone() -> Signal<Option<String>> {
+    let local = use_context::<LocalTimes>().map(|l| l.0);
+    Signal::derive(move || {
+        local
+            .is_some_and(|l| l.get())
+            .then(|| format::offset_text(zone_offset_minutes(now_ms())))
+    })
+}
+
+/// A time filter's label with the zone it reads in: `From (UTC)`, `From (UTC+08:00, local)`.
+pub fn zone_label(what: &str, zone: Option<&str>) -> String {
+    match zone {
+        Some(z) => format!("{what} (UTC{z}, local)"),
+        None => format!("{what} (UTC)"),
+    }
+}
+
+/// Now, epoch ms UTC, by the browser's clock (0 on the server, where filters are UTC).
+fn now_ms() -> i64 {
+    #[cfg(feature = "hydrate")]
+    {
+        js_sys::Date::now() as i64
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        0
+    }
+}
+
 /// A time, in UTC or in the browser's zone as the top bar's switch says, always with its zone
 /// written out; the UTC instant is in `datetime` and the tooltip.
 #[component]

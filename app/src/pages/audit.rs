@@ -14,14 +14,16 @@ use leptos_router::hooks::{use_navigate, use_query_map};
 
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
-use crate::components::widgets::{ErrorNote, Loading, Time};
+use crate::components::widgets::{ErrorNote, Loading, Time, filter_zone, zone_label};
 use crate::dto::{AuditListQuery, AuditRow, AuditVerify, Role};
 use crate::{api_actions, api_queues, format};
 
-/// The viewer's URL for `q` (blank filters left out).
-fn href(q: &AuditListQuery) -> String {
+/// The viewer's URL for `q` (blank filters left out), with `tz` (the zone its time filters
+/// were written in, `+08:00`) when they were written in local time.
+fn href(q: &AuditListQuery, tz: Option<&str>) -> String {
     let before = q.before.map(|b| b.to_string());
     let after = q.after.map(|a| a.to_string());
+    let tz = tz.filter(|_| q.from.is_some() || q.to.is_some());
     format!(
         "/audit{}",
         format::query_string(&[
@@ -31,10 +33,18 @@ fn href(q: &AuditListQuery) -> String {
             ("target", q.target.as_deref()),
             ("from", q.from.as_deref()),
             ("to", q.to.as_deref()),
+            ("tz", tz),
             ("before", before.as_deref()),
             ("after", after.as_deref()),
         ])
     )
+}
+
+/// `q` as the server reads it: its time filters as RFC 3339 in the zone they were written in.
+fn zoned(mut q: AuditListQuery, tz: Option<&str>) -> AuditListQuery {
+    q.from = format::as_rfc3339_in(q.from.take(), tz);
+    q.to = format::as_rfc3339_in(q.to.take(), tz);
+    q
 }
 
 /// What a record's target names, as words and (when the console has a page for it) a link.
@@ -110,7 +120,12 @@ fn AuditViewer() -> impl IntoView {
             limit: None,
         }
     });
-    let list = Resource::new(move || query.get(), api_queues::load_audit_list);
+    let tz = Memo::new(move |_| params.read().get("tz").filter(|t| format::is_offset(t)));
+    let zone = filter_zone();
+    let list = Resource::new(
+        move || zoned(query.get(), tz.get().as_deref()),
+        api_queues::load_audit_list,
+    );
     let checked = RwSignal::new(0u32);
     let chain = Resource::new(move || checked.get(), |_| api_actions::verify_audit());
 
@@ -145,11 +160,14 @@ fn AuditViewer() -> impl IntoView {
             after: None,
             limit: None,
         };
-        navigate(&href(&q), Default::default());
+        navigate(
+            &href(&q, zone.get_untracked().as_deref()),
+            Default::default(),
+        );
     };
     let link = move |fmt: &'static str| {
-        let from = format::as_rfc3339(Some(from.get()));
-        let to = format::as_rfc3339(Some(to.get()));
+        let from = format::as_rfc3339_in(Some(from.get()), zone.get().as_deref());
+        let to = format::as_rfc3339_in(Some(to.get()), zone.get().as_deref());
         let (actor, action) = (actor.get(), action.get());
         format!(
             "/ops/v1/audit/export{}",
@@ -202,11 +220,11 @@ fn AuditViewer() -> impl IntoView {
                     <input type="text" name="target" placeholder="e.g. error:12, user:alice" data-testid="filter-target" bind:value=target/>
                 </label>
                 <label>
-                    "From (UTC)"
+                    {move || zone_label("From", zone.get().as_deref())}
                     <input type="datetime-local" name="from" bind:value=from/>
                 </label>
                 <label>
-                    "To (UTC)"
+                    {move || zone_label("To", zone.get().as_deref())}
                     <input type="datetime-local" name="to" bind:value=to/>
                 </label>
                 <div class="filter-actions">
@@ -222,8 +240,9 @@ fn AuditViewer() -> impl IntoView {
                             view! { <p class="empty" data-testid="audit-empty">"No records match."</p> }.into_any()
                         }
                         Ok(page) => {
-                            let newer = page.newer.map(|n| href(&AuditListQuery { after: Some(n), before: None, ..q.clone() }));
-                            let older = page.older.map(|o| href(&AuditListQuery { before: Some(o), after: None, ..q.clone() }));
+                            let tz = tz.get_untracked();
+                            let newer = page.newer.map(|n| href(&AuditListQuery { after: Some(n), before: None, ..q.clone() }, tz.as_deref()));
+                            let older = page.older.map(|o| href(&AuditListQuery { before: Some(o), after: None, ..q.clone() }, tz.as_deref()));
                             view! {
                                 <DataTable
                                     columns=&["Seq", "At", "Actor", "Action", "Object", "Reason", "Details"]

@@ -10,12 +10,15 @@ use leptos_router::hooks::use_query_map;
 use crate::api;
 use crate::components::panel::DataTable;
 use crate::components::widgets::{
-    ErrorNote, Loading, Money, StatusPill, Time, without_nameless_field,
+    ErrorNote, Loading, Money, StatusPill, Time, filter_zone, without_nameless_field, zone_label,
 };
 use crate::dto::{Merchant, PaymentSearch, PaymentStatus};
 use crate::format;
 
-fn query_url(q: &PaymentSearch, after: Option<&str>) -> String {
+/// The page's URL for `q`, with `tz` (the zone its time filters were written in, `+08:00`)
+/// when they were written in local time.
+fn query_url(q: &PaymentSearch, tz: Option<&str>, after: Option<&str>) -> String {
+    let timed = q.from.is_some() || q.to.is_some();
     format!(
         "/payments{}",
         format::query_string(&[
@@ -25,9 +28,17 @@ fn query_url(q: &PaymentSearch, after: Option<&str>) -> String {
             ("status", q.status.as_deref()),
             ("from", q.from.as_deref()),
             ("to", q.to.as_deref()),
+            ("tz", tz.filter(|_| timed)),
             ("after", after),
         ])
     )
+}
+
+/// `q` as the server reads it: its time filters as RFC 3339 in the zone they were written in.
+fn zoned(mut q: PaymentSearch, tz: Option<&str>) -> PaymentSearch {
+    q.from = format::as_rfc3339_in(q.from.take(), tz);
+    q.to = format::as_rfc3339_in(q.to.take(), tz);
+    q
 }
 
 /// The search page.
@@ -48,6 +59,7 @@ pub fn PaymentsPage() -> impl IntoView {
             limit: None,
         }
     });
+    let tz = Memo::new(move |_| params.read().get("tz").filter(|t| format::is_offset(t)));
     // A GET form sends every field, blank or not (`?id=&merchant=&...`): such a URL is
     // replaced by the one with only the filters given, so what is bookmarked or shared says
     // exactly what was searched.
@@ -57,6 +69,7 @@ pub fn PaymentsPage() -> impl IntoView {
         if blanks {
             let clean = query_url(
                 &query.get_untracked(),
+                tz.get_untracked().as_deref(),
                 query.get_untracked().after.as_deref(),
             );
             navigate(
@@ -68,15 +81,17 @@ pub fn PaymentsPage() -> impl IntoView {
             );
         }
     });
-    let results = Resource::new(move || query.get(), api::search_payments);
+    let results = Resource::new(
+        move || zoned(query.get(), tz.get().as_deref()),
+        api::search_payments,
+    );
     let merchants = Resource::new(|| (), |_| api::merchants());
 
     // Exactly what the filters select, every page of it (the server streams it and audits the
     // export). A plain link: the browser streams the file to disk with the session cookie.
     let export_url = move || {
-        let q = query.get();
-        let from = format::as_rfc3339(q.from.clone());
-        let to = format::as_rfc3339(q.to.clone());
+        let q = zoned(query.get(), tz.get().as_deref());
+        let (from, to) = (q.from.clone(), q.to.clone());
         format!(
             "/ops/v1/payments/export{}",
             format::query_string(&[
@@ -112,8 +127,9 @@ pub fn PaymentsPage() -> impl IntoView {
                 match results.await {
                     Ok(page) => {
                         let first = q.after.is_some();
-                        let next = page.next.clone().map(|n| query_url(&q, Some(&n)));
-                        let top = query_url(&q, None);
+                        let tz = tz.get_untracked();
+                        let next = page.next.clone().map(|n| query_url(&q, tz.as_deref(), Some(&n)));
+                        let top = query_url(&q, tz.as_deref(), None);
                         let count = page.items.len();
                         view! {
                             <p class="muted" data-testid="result-count">
@@ -141,6 +157,7 @@ pub fn PaymentsPage() -> impl IntoView {
 /// The filter form (GET /payments).
 #[component]
 fn SearchForm(q: PaymentSearch, merchants: Vec<Merchant>) -> impl IntoView {
+    let zone = filter_zone();
     let status = q.status.clone().unwrap_or_default();
     let merchant = q.merchant.clone().unwrap_or_default();
     view! {
@@ -179,13 +196,15 @@ fn SearchForm(q: PaymentSearch, merchants: Vec<Merchant>) -> impl IntoView {
                 </select>
             </label>
             <label>
-                "Created from (UTC)"
+                <span data-testid="from-label">{move || zone_label("Created from", zone.get().as_deref())}</span>
                 <input type="datetime-local" name="from" value=q.from.unwrap_or_default()/>
             </label>
             <label>
-                "Created before (UTC)"
+                {move || zone_label("Created before", zone.get().as_deref())}
                 <input type="datetime-local" name="to" value=q.to.unwrap_or_default()/>
             </label>
+            // The zone the times were written in goes with them (none: UTC).
+            {move || zone.get().map(|z| view! { <input type="hidden" name="tz" value=z/> })}
             <div class="filter-actions">
                 <button type="submit" data-testid="search">"Search"</button>
                 <A href="/payments" attr:class="button-link secondary">"Clear"</A>

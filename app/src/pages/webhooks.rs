@@ -14,7 +14,7 @@ use crate::api::error_message;
 use crate::api_webhooks as api;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
-use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
+use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time, filter_zone, zone_label};
 use crate::dto::{DeliveryRow, DeliveryStatus, EndpointRow, EndpointStatus, EventType, Role};
 use crate::format;
 
@@ -45,9 +45,16 @@ pub fn WebhooksPage() -> impl IntoView {
     );
     let selected = RwSignal::new(None::<i64>);
     let can_act = signed_in_has(Role::Operator);
+    let zone = filter_zone();
     let on_filter = move |ev: SubmitEvent| {
         ev.prevent_default();
-        applied.set(typed.get_untracked());
+        // The times as typed are meant in the zone the labels name.
+        let mut f = typed.get_untracked();
+        let tz = zone.get_untracked();
+        let at = |v: String| format::as_rfc3339_in(Some(v), tz.as_deref()).unwrap_or_default();
+        f.from = at(f.from);
+        f.to = at(f.to);
+        applied.set(f);
     };
 
     view! {
@@ -131,7 +138,7 @@ pub fn WebhooksPage() -> impl IntoView {
                     />
                 </label>
                 <label>
-                    "From (UTC)"
+                    {move || zone_label("From", zone.get().as_deref())}
                     <input
                         type="datetime-local"
                         prop:value=move || typed.get().from
@@ -139,7 +146,7 @@ pub fn WebhooksPage() -> impl IntoView {
                     />
                 </label>
                 <label>
-                    "To (UTC)"
+                    {move || zone_label("To", zone.get().as_deref())}
                     <input
                         type="datetime-local"
                         prop:value=move || typed.get().to
