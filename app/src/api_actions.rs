@@ -67,7 +67,7 @@ pub async fn pending_approvals() -> Result<i64, ServerFnError> {
         crate::api::ssr::authorize_as(Permission::View, crate::api::ssr::Activity::Background)
             .await?;
     st.core
-        .pending_approval_count()
+        .approvals_waiting()
         .await
         .map_err(|e| crate::api::ssr::api_error(e.into()))
 }

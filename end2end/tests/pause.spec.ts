@@ -54,6 +54,12 @@ async function resumeOpen(
   }
 }
 
+/** The count beside "Approvals" in the navigation (0 when none is shown). */
+async function navCount(page: Page): Promise<number> {
+  const c = page.getByTestId("approvals-count");
+  return (await c.count()) ? parseInt(await c.innerText(), 10) : 0;
+}
+
 async function gauge(page: Page): Promise<string | undefined> {
   const text = await (await page.request.get("/metrics")).text();
   return text.split("\n").find((l) => l.startsWith(`converge_pause_active{target="${TARGET}"}`));
@@ -67,6 +73,15 @@ test("a pause is requested, approved by someone else, shown on every page, and r
   const ap = await approverContext.newPage();
   await signInAs(page, operator.user, operator.password);
   try {
+    // --- the approver has the inbox open before anything is asked -----------------------
+    await signInAs(ap, approver.user, approver.password);
+    await go(ap, "Approvals", "Approvals");
+    // What is waiting now, by the server; the page shows the same before anything moves.
+    const waiting = await ap.request.post("/api/pending_approvals", { form: {} });
+    expect(waiting.ok(), await waiting.text()).toBe(true);
+    const before = Number(await waiting.text());
+    await expect.poll(() => navCount(ap)).toBe(before);
+
     // --- the operator requests ----------------------------------------------------------
     await go(page, "Pauses", "Emergency switch");
     await expect(page.getByTestId("pause-banner")).toHaveCount(0);
@@ -81,9 +96,10 @@ test("a pause is requested, approved by someone else, shown on every page, and r
     await expect(page.getByTestId("pause-banner")).toHaveCount(0);
 
     // --- a different approver approves -------------------------------------------------
-    await signInAs(ap, approver.user, approver.password);
-    await go(ap, "Approvals", "Approvals");
-    await expect(ap.getByTestId("pending-pauses")).toBeVisible();
+    // The request reaches the open inbox first and the navigation's count, live, without a
+    // reload (issue 41: "Pending 0" until one).
+    await expect(ap.getByTestId("pending-pauses")).toBeVisible({ timeout: 2_000 });
+    await expect.poll(() => navCount(ap), { timeout: 2_000 }).toBe(before + 1);
     await ap.getByTestId("pending-pauses").getByRole("link", { name: "Pauses page" }).click();
     await expect(ap.getByRole("heading", { name: "Emergency switch", level: 1 })).toBeVisible();
     const apRow = ap.locator(`tr[data-target="${TARGET}"]`);
@@ -92,6 +108,8 @@ test("a pause is requested, approved by someone else, shown on every page, and r
     await ap.getByTestId("pause-step-reason").fill("agreed on the bridge call");
     await ap.getByTestId("pause-step-submit").click();
     await expect(ap.getByTestId("flash")).toContainText("now active");
+    // The operator's open page shows the banner within about a second, untouched (issue 41).
+    await expect(page.getByTestId("pause-banner")).toContainText(WHAT, { timeout: 1_500 });
 
     // --- the banner on every page, for both, and the gauge -------------------------------
     for (const [link, heading] of [
@@ -142,7 +160,7 @@ test("a pause is requested, approved by someone else, shown on every page, and r
     await expect(ap.getByTestId("ended-pauses")).toContainText("agreed: storm over");
     await go(page, "Dashboard", "Dashboard");
     await expect(page.getByTestId("pause-banner")).toHaveCount(0);
-    await expect(ap.getByTestId("pause-banner")).toHaveCount(0, { timeout: 10_000 });
+    await expect(ap.getByTestId("pause-banner")).toHaveCount(0, { timeout: 2_000 });
     await expect.poll(() => gauge(page), { timeout: 20_000 }).toBe(`converge_pause_active{target="${TARGET}"} 0`);
     expect(errors).toEqual([]);
   } finally {

@@ -303,8 +303,11 @@ fn PauseBanner() -> impl IntoView {
             on_cleanup(move || handle.clear());
         }
     });
+    // And at once when the live stream says a pause moved (issue 41: the banner took up to
+    // five seconds); the poll stays for when the stream is down.
+    let live = super::live::use_live(|t| t == "pauses");
     let active = Resource::new(
-        move || (location.pathname.get(), tick.get()),
+        move || (location.pathname.get(), tick.get(), live.get()),
         |_| crate::api_pauses::active_pauses(),
     );
     view! {

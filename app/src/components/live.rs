@@ -125,7 +125,7 @@ pub fn provide_live() -> LiveFeed {
 }
 
 /// A counter that moves whenever something a page shows changed: `wants` says which
-/// topics (`dashboard`, `approvals`, `payments`, `payment:<id>`, `payment:*`) it shows. Outside
+/// topics (`dashboard`, `approvals`, `pauses`, `payments`, `payment:<id>`, `payment:*`) it shows. Outside
 /// the signed-in frame it never moves.
 pub fn use_live(wants: impl Fn(&str) -> bool + Send + Sync + 'static) -> ReadSignal<u64> {
     let version = RwSignal::new(0u64);

@@ -59,7 +59,11 @@ pub fn ApprovalsPage() -> impl IntoView {
     );
     let admin = signed_in_has(Role::Admin);
     // Emergency-switch pauses are approved on their own page (issue 17); say they wait.
-    let pauses = Resource::new(move || version.get(), |_| api_pauses::pending_pauses());
+    // Live too: a pause requested anywhere shows here within a second (issue 41).
+    let pauses = Resource::new(
+        move || (version.get(), live.get()),
+        |_| api_pauses::pending_pauses(),
+    );
     view! {
         <div class="page-head">
             <h1>"Approvals"</h1>

@@ -33,7 +33,13 @@ pub fn PausesPage() -> impl IntoView {
             });
         }
     });
-    let list = Resource::new(move || version.get(), |_| api_pauses::list_pauses());
+    // Fetched again when the live stream says a pause moved: another approver's decision or
+    // a new request shows here without a reload.
+    let live = crate::components::live::use_live(|t| t == "pauses");
+    let list = Resource::new(
+        move || (version.get(), live.get()),
+        |_| api_pauses::list_pauses(),
+    );
     let operator = signed_in_has(Role::Operator);
     view! {
         <div class="page-head">

@@ -61,9 +61,12 @@ pub const APPROVALS: &str = "approvals";
 pub const PAYMENTS: &str = "payments";
 /// Topic: every payment page should look again (too many changed to name).
 pub const ALL_PAYMENTS: &str = "payment:*";
+/// Topic: the emergency switch's pauses (the banner on every page, the pauses page).
+pub const PAUSES: &str = "pauses";
 
 /// The data of a `change` event: what changed, as topics. `dashboard`, `approvals`,
-/// `payments`, `payment:<id>` (that payment's page) or `payment:*` (every payment page).
+/// `pauses`, `payments`, `payment:<id>` (that payment's page) or `payment:*` (every payment
+/// page).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[schema(example = json!({"topics": ["dashboard", "approvals", "payments", "payment:pay_7f3a9c2e4b1d8f6a0c5e2b9d"]}))]
 pub struct Change {
@@ -75,19 +78,23 @@ impl Change {
     /// Everything, for a subscriber that fell behind and lost changes.
     pub fn everything() -> Self {
         Change {
-            topics: [DASHBOARD, APPROVALS, PAYMENTS, ALL_PAYMENTS]
+            topics: [DASHBOARD, APPROVALS, PAUSES, PAYMENTS, ALL_PAYMENTS]
                 .map(String::from)
                 .to_vec(),
         }
     }
 
     /// The topics of `set`: the dashboard always (it summarises every table the marker
-    /// watches), the approvals inbox when a request moved or a payment with a pending
-    /// request did (it may be stale now), each changed payment.
+    /// watches), the approvals inbox when a request or a pause moved or a payment with a
+    /// pending request did (it may be stale now), the pauses when one moved, each changed
+    /// payment.
     pub fn of(set: &ChangeSet) -> Self {
         let mut topics = vec![DASHBOARD.to_string()];
-        if set.actions || set.pending {
+        if set.actions || set.pending || set.pauses {
             topics.push(APPROVALS.into());
+        }
+        if set.pauses {
+            topics.push(PAUSES.into());
         }
         if !set.payments.is_empty() || set.truncated {
             topics.push(PAYMENTS.into());
@@ -473,6 +480,18 @@ mod tests {
             !Change::of(&ChangeSet::default())
                 .topics
                 .contains(&APPROVALS.to_string())
+        );
+    }
+
+    #[test]
+    fn a_moved_pause_names_the_pauses_and_the_approvals() {
+        let set = ChangeSet {
+            pauses: true,
+            ..ChangeSet::default()
+        };
+        assert_eq!(
+            Change::of(&set).topics,
+            ["dashboard", "approvals", "pauses"]
         );
     }
 

@@ -212,6 +212,14 @@ impl Core {
             .await
     }
 
+    /// Everything waiting for an approver, as the console's navigation counts it beside
+    /// "Approvals": pending money requests and emergency-switch pauses (and pause ends) waiting
+    /// for approval (issue 41: a pending pause showed "0" there). Errors: the store's.
+    pub async fn approvals_waiting(&self) -> Result<i64, StoreError> {
+        let pauses = self.pauses_awaiting_approval().await?;
+        Ok(self.pending_approval_count().await? + i64::try_from(pauses).unwrap_or(i64::MAX))
+    }
+
     /// Approves a pending request and executes it. The approver must not be the requester,
     /// nor have created the requester's account or given them power within the
     /// approval-conflict window (403 `approval_conflict`, issue 36); a request whose payment

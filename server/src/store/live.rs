@@ -41,8 +41,12 @@ pub struct ChangeSet {
     /// More payments changed than the limit: every payment page should look again.
     pub truncated: bool,
     /// An ops action was requested, approved, rejected, cancelled, executed or closed as
-    /// stale or expired (an `action_*` audit record).
+    /// stale or expired (an `action_*` audit record), or a privilege request moved (a
+    /// `privilege_*` one): what the approvals page lists.
     pub actions: bool,
+    /// An emergency-switch pause was requested, decided, ended or expired (a `pause_*` audit
+    /// record): the pause banner, the pauses page and the approvals page look again (issue 41).
+    pub pauses: bool,
     /// One of the changed payments has a pending request, which may have made it stale.
     pub pending: bool,
 }

@@ -92,9 +92,10 @@ macro_rules! impl_live {
                 if audit.len() as i64 > limit {
                     truncated = true;
                 }
-                let mut actions = false;
+                let (mut actions, mut pauses) = (false, false);
                 for (action, target) in audit {
-                    actions |= action.starts_with("action_");
+                    actions |= action.starts_with("action_") || action.starts_with("privilege_");
+                    pauses |= action.starts_with("pause_");
                     if let Some(id) = target.strip_prefix("payment:") {
                         ids.insert(id.to_string());
                     }
@@ -113,6 +114,7 @@ macro_rules! impl_live {
                     payments: ids,
                     truncated,
                     actions,
+                    pauses,
                     pending,
                 })
             }

@@ -92,6 +92,15 @@ store_conformance!(
             .unwrap();
         assert!(!set.actions, "{set:?}");
 
+        // A pause's records name the pauses (issue 41), and no money request.
+        let mut pause = request_audit(&a);
+        pause.action = "pause_requested".into();
+        pause.target = "pause:pz_1".into();
+        let before = store.change_marker().await.unwrap();
+        store.append_audit(&pause).await.unwrap();
+        let set = store.changes_since(&before, 100).await.unwrap();
+        assert!(set.pauses && !set.actions, "{set:?}");
+
         // More payments than the limit: named up to the limit, and said to be more.
         let m3 = store.change_marker().await.unwrap();
         let later = converge_server::store::ChangeMarker {
