@@ -48,6 +48,19 @@ async function fits(page: Page, width: number, name: string): Promise<void> {
   });
   expect.soft(overflow, `${name} at ${width} px is ${overflow} px wider than the window: ${culprits.join("; ")}`).toBeLessThanOrEqual(0);
   expect.soft(culprits, `${name} at ${width} px: nothing sticks out of the window or its panel`).toEqual([]);
+  if (width < 760) {
+    // A phone's controls are finger-sized: 44 px tall at least (WCAG 2.5.5; issue 41).
+    const small = await page.evaluate(() =>
+      [...document.querySelectorAll("button, a.button-link, select")]
+        .filter((e) => {
+          const r = e.getBoundingClientRect();
+          return r.width > 1 && r.height > 1 && r.height < 44;
+        })
+        .map((e) => `${(e.textContent ?? "").trim().slice(0, 30)} (${Math.round(e.getBoundingClientRect().height)} px)`)
+        .slice(0, 8),
+    );
+    expect.soft(small, `${name} at ${width} px: every button is at least 44 px tall`).toEqual([]);
+  }
   const signOut = await page.getByTestId("sign-out").boundingBox();
   expect(signOut, "Sign out is shown").not.toBeNull();
   expect.soft(signOut!.x + signOut!.width, `Sign out is on screen at ${width} px`).toBeLessThanOrEqual(width);
