@@ -23,6 +23,11 @@ test("an admin rotates a merchant's key and freezes the merchant", async ({ page
   await expect(page.getByTestId("flash")).toContainText(`Merchant ${name} added`);
   const first = (await page.getByTestId("new-key-value").textContent()) ?? "";
   expect(first).toMatch(/^ck_live_[0-9a-f]{64}$/);
+  // A Copy button puts the key on the clipboard (issue 41).
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"]);
+  await page.getByTestId("copy-key").click();
+  await expect(page.getByTestId("copy-key")).toHaveText("Copied");
+  expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(first);
   await page.getByRole("button", { name: "I have copied it" }).click();
   await expect(page.getByTestId("new-key")).toHaveCount(0);
 

@@ -167,6 +167,48 @@ pub fn without_nameless_field() -> std::sync::Arc<dyn Fn(&leptos::web_sys::FormD
     std::sync::Arc::new(|data: &leptos::web_sys::FormData| data.delete(""))
 }
 
+/// A button that copies `text` to the clipboard and says "Copied" (issue 41: a new key had
+/// no Copy button). Where the browser refuses (no permission, not a secure context) it says
+/// to select the text and copy it by hand.
+#[component]
+pub fn CopyButton(
+    /// What to copy.
+    #[prop(into)]
+    text: String,
+    /// `data-testid` of the button.
+    #[prop(optional)]
+    testid: Option<&'static str>,
+) -> impl IntoView {
+    let copied = RwSignal::new(None::<bool>);
+    let copy = move |_| {
+        #[cfg(feature = "hydrate")]
+        {
+            let text = text.clone();
+            leptos::task::spawn_local(async move {
+                let done = match web_sys::window() {
+                    Some(w) => wasm_bindgen_futures::JsFuture::from(
+                        w.navigator().clipboard().write_text(&text),
+                    )
+                    .await
+                    .is_ok(),
+                    None => false,
+                };
+                copied.set(Some(done));
+            });
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = &text;
+    };
+    view! {
+        <button type="button" class="small" data-testid=testid on:click=copy>
+            {move || if copied.get() == Some(true) { "Copied" } else { "Copy" }}
+        </button>
+        <span class="muted small" role="status">
+            {move || (copied.get() == Some(false)).then_some(" The browser refused: select the key and copy it.")}
+        </span>
+    }
+}
+
 /// A server-function error for people: its sentence in an alert box, or, when the session is
 /// gone, a redirect to the sign-in page.
 #[component]

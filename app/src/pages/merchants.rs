@@ -14,7 +14,7 @@ use leptos::task::spawn_local;
 use crate::api::error_message;
 use crate::api_merchants as api;
 use crate::components::panel::{DataTable, Panel};
-use crate::components::widgets::{ErrorNote, Loading, Time};
+use crate::components::widgets::{CopyButton, ErrorNote, Loading, Time};
 use crate::dto::{ConsoleChange, IssuedKey, MerchantAccount, MerchantKey};
 use crate::format::awaiting;
 
@@ -71,6 +71,8 @@ fn NewKey(shown: RwSignal<Shown>) -> impl IntoView {
                     </p>
                     <p>
                         <code class="secret" data-testid="new-key-value">{k.key.clone()}</code>
+                        " "
+                        <CopyButton text=k.key.clone() testid="copy-key"/>
                     </p>
                     <button type="button" class="secondary small" on:click=move |_| shown.set(None)>
                         "I have copied it"

@@ -11,7 +11,7 @@ use leptos::task::spawn_local;
 use crate::api;
 use crate::components::layout::signed_in_name;
 use crate::components::panel::{DataTable, Panel};
-use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time};
+use crate::components::widgets::{CopyButton, ErrorNote, Loading, StatusPill, Time};
 use crate::dto::PrivilegeRequest;
 use crate::format;
 
@@ -28,7 +28,7 @@ pub fn PrivilegeRequests(version: RwSignal<u32>, flash: RwSignal<Option<String>>
                     view! {
                         <Panel id="approved-key" title=format!("New API key of {merchant}") class="new-key" testid="new-key">
                             <p>"Copy it now: it is shown this once and stored only as a hash."</p>
-                            <p><code class="secret" data-testid="new-key-value">{k}</code></p>
+                            <p><code class="secret" data-testid="new-key-value">{k.clone()}</code>" "<CopyButton text=k testid="copy-key"/></p>
                             <button type="button" class="secondary small" on:click=move |_| key.set(None)>
                                 "I have copied it"
                             </button>
