@@ -92,15 +92,35 @@ impl std::str::FromStr for Format {
     }
 }
 
+/// One NDJSON line: the record exactly as stored (its fields are what the chain hashes; `at`
+/// in epoch ms UTC), and `at_utc`, the same instant as RFC 3339 for people and tools that
+/// read the CSV's `at` (issue 41: the two exports wrote times two ways). A reader that
+/// checks hashes ignores `at_utc`.
+#[derive(serde::Serialize)]
+struct NdjsonLine<'a> {
+    #[serde(flatten)]
+    record: &'a AuditRecord,
+    at_utc: String,
+}
+
+impl<'a> NdjsonLine<'a> {
+    fn of(record: &'a AuditRecord) -> Self {
+        NdjsonLine {
+            record,
+            at_utc: rfc3339(record.at),
+        }
+    }
+}
+
 /// The bytes of one page of rows (and the header, first).
 pub fn encode(format: Format, rows: &[AuditRecord], header: bool) -> Vec<u8> {
     match format {
         Format::Ndjson => {
-            let mut out = Vec::with_capacity(rows.len() * 512);
+            let mut out = Vec::with_capacity(rows.len() * 560);
             for r in rows {
                 // Writing into a Vec fails only if serialising does, which these strings
                 // and integers cannot.
-                if serde_json::to_writer(&mut out, r).is_ok() {
+                if serde_json::to_writer(&mut out, &NdjsonLine::of(r)).is_ok() {
                     out.push(b'\n');
                 }
             }

@@ -877,6 +877,13 @@ on_both_backends!(
             text.lines()
                 .all(|l| serde_json::from_str::<Value>(l).unwrap()["actor"] == "u3")
         );
+        // Times both ways: `at` as hashed (epoch ms), `at_utc` as the CSV writes it.
+        let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(
+            first["at_utc"].as_str().unwrap(),
+            converge_server::domain::clock::rfc3339(first["at"].as_i64().unwrap()),
+            "{first}"
+        );
         let (s, v) = {
             let r = aud
                 .get(format!("{}/ops/v1/audit/verify", app.base))
