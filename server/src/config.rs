@@ -349,7 +349,7 @@ pub struct ChannelSettings {
     /// Another connector, `NAME=URL`, speaking the sandbox's protocol (e.g. a second
     /// `converge channel-sim`); repeatable, comma-separated in the environment. The default
     /// connector (the sandbox or --channel-url) is named `sandbox`.
-    #[arg(long = "connector", env = "CONVERGE_CONNECTOR", value_delimiter = ',', value_parser = parse_connector_spec)]
+    #[arg(long = "connector", env = "CONVERGE_CONNECTOR", hide_env_values = true, value_delimiter = ',', value_parser = parse_connector_spec)]
     pub connectors: Vec<ConnectorSpec>,
 
     /// A route, `MERCHANT_ID[/METHOD]=CONNECTOR`: that merchant's new payments (paid by that

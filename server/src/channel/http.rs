@@ -251,6 +251,12 @@ fn cancel_outcome(status: u16, body: &[u8]) -> CancelOutcome {
                 ..
             }),
         ) if s == "succeeded" => CancelOutcome::AlreadyCharged { amount, currency },
+        // Not a fence and not a charge: the key's funds are held, and only a void (or the
+        // hold's expiry) releases them. Undecidable for the cancel's caller.
+        (409, Some(a)) if a.status == "held" => CancelOutcome::Error {
+            detail: "funds are held under the key: a hold is released by a void, not a cancel"
+                .to_owned(),
+        },
         _ => CancelOutcome::Error {
             detail: unexpected(status, body),
         },

@@ -17,8 +17,9 @@
 //! - `POST /authorizations` `{"key","amount","currency","ttl_secs"?}` (default 7 days, at most
 //!   31) -> 200 `{"status":"authorized","key","amount","currency","expires_at_ms"}` | 402
 //!   `{"status":"declined","reason"}` | 409 `{"status":"cancelled"}` (key fenced) | 409
-//!   `{"status":"key_mismatch"}` (key used with other parameters, or by a charge) | 400. A hold
-//!   of funds, idempotent on `key`; the amount's digits act as for charges. No callbacks.
+//!   `{"status":"key_mismatch"}` (key used with other parameters, or by a charge) | 409
+//!   `{"status":"captured"|"voided"|"expired"}` (a repeat after the hold moved on) | 400. A
+//!   hold of funds, idempotent on `key`; the amount's digits act as for charges. No callbacks.
 //! - `GET /authorizations/{key}` -> 200 `{"status":"authorized"|"captured"|"voided"|"expired"|
 //!   "declined","key","amount","captured","currency","expires_at_ms","reason"?}` | 200
 //!   `{"status":"cancelled"}` (fenced, nothing held) | 404 `{"status":"not_found"}`. Expiry is

@@ -606,6 +606,18 @@ async fn a_hold_lapses_at_its_expiry_and_cannot_be_captured_after_it() {
         })
     );
     assert_eq!(c.void(&key).await, Ok(VoidOutcome::Expired));
+    assert!(
+        matches!(
+            c.authorize(&key, 5_000, "CNY", 1).await,
+            Ok(AuthorizeOutcome::Error { .. })
+        ),
+        "a repeat after the lapse is not a fresh hold: the query says where it stands"
+    );
+    assert_eq!(
+        c.cancel(&key).await,
+        CancelOutcome::Cancelled,
+        "a lapsed hold with nothing captured holds nothing: the key is fenced"
+    );
     sandbox.shutdown().await;
 }
 

@@ -117,6 +117,14 @@ pub async fn authorize(
             StatusCode::CONFLICT,
             json!({"status": "key_mismatch", "amount": h.amount, "currency": h.currency}),
         ),
+        // A repeat after the hold moved on (captured, voided, lapsed) is not answered as a
+        // fresh hold: 409 with where it stands, which the client leaves to a query.
+        AuthorizeStep::Existing(h)
+            if h.status != "declined" && h.state(s.now().timestamp_millis()) != "authorized" =>
+        {
+            let state = h.state(s.now().timestamp_millis());
+            reply(StatusCode::CONFLICT, json!({"status": state, "key": h.key}))
+        }
         AuthorizeStep::Existing(h) => authorize_answer(&h),
         AuthorizeStep::ChargedKey => reply(StatusCode::CONFLICT, json!({"status": "key_mismatch"})),
         AuthorizeStep::Cancelled => reply(StatusCode::CONFLICT, json!({"status": "cancelled"})),

@@ -111,7 +111,8 @@ pub enum ChargeStep {
 pub enum CancelStep {
     Cancelled,
     AlreadyCharged(StoredCharge),
-    /// The key holds an authorization: a hold is released by a void, not a cancel.
+    /// The key holds funds (an open or captured authorization): a hold is released by a
+    /// void, not a cancel.
     Held,
 }
 
@@ -304,16 +305,19 @@ impl Store {
         Ok(step)
     }
 
-    /// Tombstones `key` unless a successful charge exists. A stored decline is no charge, so
-    /// it is tombstoned too (the key stays declined for queries).
+    /// Tombstones `key` unless a successful charge exists or funds are held under it. A stored
+    /// decline is no charge, so it is tombstoned too (the key stays declined for queries).
     pub async fn cancel(&self, key: &str, now: DateTime<Utc>) -> sqlx::Result<CancelStep> {
         let mut tx = self.pool.begin().await?;
         let held = super::holds::hold_in(&mut tx, key).await?;
         let step = match charge_in(&mut tx, key).await? {
             Some(c) if c.succeeded() => CancelStep::AlreadyCharged(c),
-            _ if held
-                .as_ref()
-                .is_some_and(|h| h.status == "authorized" && !h.voided) =>
+            // Funds held or captured under the key: only a void releases a hold. A voided,
+            // declined or lapsed-and-uncaptured hold holds nothing, so the key is fenced.
+            _ if held.as_ref().is_some_and(|h| {
+                h.captured > 0
+                    || matches!(h.state(now.timestamp_millis()), "authorized" | "captured")
+            }) =>
             {
                 CancelStep::Held
             }
