@@ -180,6 +180,8 @@ impl Settings {
                 channel_url: None,
                 callback_secret: Some("test-callback-secret-0123456789abcdef".into()),
                 channel_timeout_ms: 600,
+                connectors: Vec::new(),
+                routes: Vec::new(),
             },
             sandbox: SandboxSettings {
                 channel_bind: "127.0.0.1:0".parse().expect("literal address"),
@@ -343,6 +345,82 @@ pub struct ChannelSettings {
     /// How long the core waits for a channel answer before the payment becomes UNKNOWN (ms).
     #[arg(long, env = "CONVERGE_CHANNEL_TIMEOUT_MS", default_value_t = 2_000, value_parser = ms_range_u64())]
     pub channel_timeout_ms: u64,
+
+    /// Another connector, `NAME=URL`, speaking the sandbox's protocol (e.g. a second
+    /// `converge channel-sim`); repeatable, comma-separated in the environment. The default
+    /// connector (the sandbox or --channel-url) is named `sandbox`.
+    #[arg(long = "connector", env = "CONVERGE_CONNECTOR", hide_env_values = true, value_delimiter = ',', value_parser = parse_connector_spec)]
+    pub connectors: Vec<ConnectorSpec>,
+
+    /// A route, `MERCHANT_ID[/METHOD]=CONNECTOR`: that merchant's new payments (paid by that
+    /// method, when given) go to that connector; everything else goes to `sandbox`.
+    /// Repeatable, comma-separated in the environment.
+    #[arg(long = "route", env = "CONVERGE_ROUTE", value_delimiter = ',', value_parser = parse_route_spec)]
+    pub routes: Vec<RouteSpec>,
+}
+
+/// A `--connector NAME=URL`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectorSpec {
+    /// Its name, as routes and payments name it.
+    pub name: String,
+    /// Its base URL.
+    pub url: String,
+}
+
+/// A `--route MERCHANT_ID[/METHOD]=CONNECTOR`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSpec {
+    /// The merchant's database id.
+    pub merchant_id: i64,
+    /// The payment method, or `None` for any.
+    pub method: Option<String>,
+    /// The connector's name.
+    pub connector: String,
+}
+
+fn parse_connector_spec(s: &str) -> Result<ConnectorSpec, String> {
+    let (name, url) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=URL"))?;
+    crate::service::connectors::check_name(name)?;
+    if name == crate::service::connectors::DEFAULT_CONNECTOR {
+        return Err(format!(
+            "{name:?} is the default connector's name (the sandbox or --channel-url)"
+        ));
+    }
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!(
+            "connector {name}: {:?} is not an http(s) URL",
+            crate::store::redact(url)
+        ));
+    }
+    Ok(ConnectorSpec {
+        name: name.to_owned(),
+        url: url.to_owned(),
+    })
+}
+
+fn parse_route_spec(s: &str) -> Result<RouteSpec, String> {
+    let (from, connector) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not MERCHANT_ID[/METHOD]=CONNECTOR"))?;
+    let (merchant, method) = match from.split_once('/') {
+        Some((m, method)) if !method.is_empty() => (m, Some(method.to_owned())),
+        Some(_) => return Err(format!("{s:?}: empty payment method")),
+        None => (from, None),
+    };
+    let merchant_id = merchant
+        .parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| format!("{s:?}: {merchant:?} is not a merchant id"))?;
+    crate::service::connectors::check_name(connector)?;
+    Ok(RouteSpec {
+        merchant_id,
+        method,
+        connector: connector.to_owned(),
+    })
 }
 
 /// The channel a process calls, from checked [`ChannelSettings`] ([`ChannelSettings::target`]).
@@ -1178,7 +1256,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 64, "every setting is a flag");
+        assert_eq!(seen, 66, "every setting is a flag");
     }
 
     #[test]
@@ -1244,6 +1322,42 @@ mod tests {
         assert_eq!(s.http.trusted_proxies.len(), 2);
         assert_eq!(s.session.login_limit_per_user, 9);
         assert_eq!(s.relay.nats_url.as_deref(), Some("nats://127.0.0.1:4222"));
+    }
+
+    #[test]
+    fn connectors_and_routes_parse_and_bad_ones_are_refused() {
+        let s = Cli::try_parse_from([
+            "converge",
+            "--connector",
+            "second=http://127.0.0.1:7071",
+            "--route",
+            "7=second,8/card=second",
+        ])
+        .expect("flags parse")
+        .settings;
+        assert_eq!(
+            s.channel.connectors,
+            vec![ConnectorSpec {
+                name: "second".into(),
+                url: "http://127.0.0.1:7071".into()
+            }]
+        );
+        assert_eq!(s.channel.routes.len(), 2);
+        assert_eq!(s.channel.routes[1].method.as_deref(), Some("card"));
+        for (flag, bad) in [
+            ("--connector", "sandbox=http://x"),
+            ("--connector", "second"),
+            ("--connector", "second=ftp://x"),
+            ("--route", "acme=second"),
+            ("--route", "0=second"),
+            ("--route", "7/=second"),
+            ("--route", "7=Second"),
+        ] {
+            assert!(
+                Cli::try_parse_from(["converge", flag, bad]).is_err(),
+                "{flag} {bad}"
+            );
+        }
     }
 
     #[test]

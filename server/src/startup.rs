@@ -11,14 +11,14 @@ use rand::Rng;
 use tokio::task::JoinHandle;
 
 use crate::api::{self, ApiState};
-use crate::channel::Channel;
-use crate::channel::http::HttpChannel;
+use crate::channel::http::HttpConnector;
 use crate::channel::sandbox::{self, SandboxHandle};
 use crate::config::{ChannelTarget, Settings};
 use crate::domain::clock::{Clock, SystemClock};
 use crate::ops::OpsState;
 use crate::ops::auth::Auth;
 use crate::ops::session::SessionBackend;
+use crate::service::connectors::{Connectors, DEFAULT_CONNECTOR};
 use crate::service::{Core, Timings};
 use crate::store::{self, Backend, Store, StoreError};
 use crate::worker::{Worker, monitor};
@@ -153,7 +153,7 @@ impl Running {
 /// ([`one_off_core`]) alike.
 fn new_core(
     store: Arc<dyn Store>,
-    channel: Arc<dyn Channel>,
+    connectors: Connectors,
     clock: Arc<dyn Clock>,
     timings: Timings,
     webhooks: crate::service::webhooks::WebhookSettings,
@@ -161,7 +161,7 @@ fn new_core(
 ) -> Core {
     Core {
         store,
-        channel,
+        connectors: Arc::new(connectors),
         clock,
         timings,
         secrets,
@@ -211,6 +211,29 @@ pub async fn open_secrets(
     Ok(secrets)
 }
 
+/// The named connectors and the route table of `settings` over the default connector
+/// (`sandbox`: the in-process sandbox or `--channel-url`). Errors (one line): a connector
+/// named twice, a route to a connector not configured.
+fn connectors(
+    settings: &crate::config::ChannelSettings,
+    default: HttpConnector,
+) -> Result<Connectors, String> {
+    let mut all = Connectors::single(DEFAULT_CONNECTOR, Arc::new(default));
+    for spec in &settings.connectors {
+        if all.names().any(|n| n == spec.name) {
+            return Err(format!("--connector {} is given twice", spec.name));
+        }
+        let c = HttpConnector::new(&spec.url, settings.timeout());
+        all = all.with_connector(&spec.name, Arc::new(c));
+    }
+    for r in &settings.routes {
+        all = all
+            .with_route(r.merchant_id, r.method.as_deref(), &r.connector)
+            .map_err(|e| format!("--route: {e}"))?;
+    }
+    Ok(all)
+}
+
 /// A core for a one-off command (`converge reconcile`, `converge webhook ...`): no workers run,
 /// so no payment is driven (timings of a single attempt, no delays); the channel at
 /// `channel_url` (requests bounded by `channel_timeout`) is called only by what the command
@@ -225,10 +248,13 @@ pub fn one_off_core(
 ) -> Core {
     new_core(
         store,
-        Arc::new(HttpChannel::new(
-            channel_url.unwrap_or("http://127.0.0.1:1"),
-            channel_timeout,
-        )),
+        Connectors::single(
+            DEFAULT_CONNECTOR,
+            Arc::new(HttpConnector::new(
+                channel_url.unwrap_or("http://127.0.0.1:1"),
+                channel_timeout,
+            )),
+        ),
         Arc::new(SystemClock),
         Timings {
             submit_delay_ms: 0,
@@ -284,37 +310,38 @@ pub async fn build_with_store(
     )
     .await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (channel, secret, sandbox): (Arc<dyn Channel>, Vec<u8>, Option<SandboxHandle>) =
-        match target {
-            ChannelTarget::External {
-                url,
-                callback_secret,
-            } => (
-                Arc::new(HttpChannel::new(&url, settings.channel.timeout())),
-                callback_secret,
-                None,
-            ),
-            ChannelTarget::Sandbox { callback_secret } => {
-                let secret =
-                    callback_secret.unwrap_or_else(|| rand::rng().random::<[u8; 32]>().to_vec());
-                let cfg = settings.sandbox.config(
-                    format!("http://{public_addr}/v1/channel/callbacks"),
-                    secret.clone(),
-                );
-                let handle = sandbox::spawn(cfg, settings.sandbox.channel_bind)
-                    .await
-                    .map_err(|e| sandbox_error(&e))?;
-                tracing::info!(url = %handle.url, "sandbox channel started in-process");
-                (
-                    Arc::new(HttpChannel::new(&handle.url, settings.channel.timeout())),
-                    secret,
-                    Some(handle),
-                )
-            }
-        };
+    let (channel, secret, sandbox): (HttpConnector, Vec<u8>, Option<SandboxHandle>) = match target {
+        ChannelTarget::External {
+            url,
+            callback_secret,
+        } => (
+            HttpConnector::new(&url, settings.channel.timeout()),
+            callback_secret,
+            None,
+        ),
+        ChannelTarget::Sandbox { callback_secret } => {
+            let secret =
+                callback_secret.unwrap_or_else(|| rand::rng().random::<[u8; 32]>().to_vec());
+            let cfg = settings.sandbox.config(
+                format!("http://{public_addr}/v1/channel/callbacks"),
+                secret.clone(),
+            );
+            let handle = sandbox::spawn(cfg, settings.sandbox.channel_bind)
+                .await
+                .map_err(|e| sandbox_error(&e))?;
+            tracing::info!(url = %handle.url, "sandbox channel started in-process");
+            (
+                HttpConnector::new(&handle.url, settings.channel.timeout()),
+                secret,
+                Some(handle),
+            )
+        }
+    };
+    let connectors = connectors(&settings.channel, channel.with_callback_secret(&secret))
+        .map_err(StartError::Config)?;
     let core = new_core(
         store.clone(),
-        channel,
+        connectors,
         clock.clone(),
         Timings {
             approval_conflict_window_ms: settings.actions.conflict_window_ms(),

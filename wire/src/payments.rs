@@ -53,6 +53,10 @@ pub struct Payment {
     /// channel refund, so no merchant refund can be reserved beside it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reversal_id: Option<String>,
+    /// The connector that took the payment (chosen at its create by the server's routing
+    /// rule; `sandbox` for payments older than connectors' names).
+    #[serde(default)]
+    pub connector: String,
 }
 
 impl Payment {

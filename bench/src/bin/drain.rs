@@ -32,6 +32,7 @@ use converge_server::channel::http::HttpChannel;
 use converge_server::channel::sandbox::{self, SandboxConfig};
 use converge_server::domain::backoff::{Backoff, RetryPolicy};
 use converge_server::domain::clock::{Clock, SystemClock};
+use converge_server::service::connectors::{Connectors, DEFAULT_CONNECTOR};
 use converge_server::service::{Core, Timings};
 use converge_server::store::Store;
 use converge_server::worker::{JobResult, Worker, WorkerConfig};
@@ -150,7 +151,10 @@ const NOOP_JOB: &str = "INSERT INTO jobs (kind, payment_id, refund_id, payload, 
 fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
     Core {
         store,
-        channel: Arc::new(HttpChannel::new(channel_url, Duration::from_secs(5))),
+        connectors: Arc::new(Connectors::single(
+            DEFAULT_CONNECTOR,
+            Arc::new(HttpChannel::new(channel_url, Duration::from_secs(5))),
+        )),
         clock: Arc::new(SystemClock),
         timings: Timings {
             submit_delay_ms: 10_000,

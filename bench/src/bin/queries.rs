@@ -130,9 +130,12 @@ async fn run(args: &Args, url: &str) -> Result<()> {
     // The whole dashboard read model, as the console's refresh computes it.
     let core = converge_server::service::Core {
         store: store.clone(),
-        channel: Arc::new(converge_server::channel::http::HttpChannel::new(
-            "http://127.0.0.1:9",
-            Duration::from_secs(1),
+        connectors: Arc::new(converge_server::service::connectors::Connectors::single(
+            converge_server::service::connectors::DEFAULT_CONNECTOR,
+            Arc::new(converge_server::channel::http::HttpChannel::new(
+                "http://127.0.0.1:9",
+                Duration::from_secs(1),
+            )),
         )),
         clock: Arc::new(SystemClock),
         timings: converge_server::service::Timings {

@@ -12,12 +12,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::ApiState;
-use crate::channel::signature::{self, SignatureError};
+use crate::channel::CallbackRejection;
 use crate::error::{ApiError, ErrorBody};
 use crate::service::callbacks::{CallbackEvent, CallbackOutcome};
-
-/// Callbacks older than this are refused (seconds).
-pub const TOLERANCE_SECS: i64 = 300;
 
 /// The acknowledgement of a verified callback.
 #[derive(Debug, Serialize, ToSchema)]
@@ -72,29 +69,26 @@ pub async fn receive(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CallbackAck>, ApiError> {
     let body = body.map_err(crate::error::body_rejection)?;
-    let header = headers
-        .get(signature::SIGNATURE_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
     let now_secs = st.core.clock.now_ms().div_euclid(1000);
-    match signature::verify(&st.callback_secret, header, &body, now_secs, TOLERANCE_SECS) {
-        Ok(_) => {}
-        Err(SignatureError::TooOld) => {
-            return Err(ApiError::bad_request(
+    // This route is the default connector's (the sandbox protocol): its connector checks the
+    // signature and reads the event (the contract's callbacks, channel/mod.rs).
+    let connectors = &st.core.connectors;
+    let fact = connectors
+        .named(connectors.default_name())
+        .verify_callback(&headers, &body, now_secs)
+        .map_err(|e| match e {
+            CallbackRejection::TooOld => ApiError::bad_request(
                 "callback_too_old",
                 "callback timestamp is outside the 5-minute window",
-            ));
-        }
-        Err(_) => {
-            return Err(ApiError::new(
+            ),
+            CallbackRejection::Invalid(why) => ApiError::bad_request("invalid_callback", why),
+            CallbackRejection::BadSignature | CallbackRejection::Unsupported(_) => ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "invalid_signature",
                 "callback signature does not verify",
-            ));
-        }
-    }
-    let event: CallbackEvent = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request("invalid_callback", e.to_string()))?;
+            ),
+        })?;
+    let event = CallbackEvent::from(fact);
     event
         .check()
         .map_err(|why| ApiError::bad_request("invalid_callback", why))?;

@@ -14,6 +14,25 @@
 //! - `POST /refunds` `{"refund_key","charge_key","amount"}` -> 200 `{"status":"succeeded"}`
 //!   (idempotent on `refund_key`) | 422 `{"status":"rejected","reason"}` (no successful charge,
 //!   total over the charge, refund key reused with other parameters, amount not positive).
+//! - `POST /authorizations` `{"key","amount","currency","ttl_secs"?}` (default 7 days, at most
+//!   31) -> 200 `{"status":"authorized","key","amount","currency","expires_at_ms"}` | 402
+//!   `{"status":"declined","reason"}` | 409 `{"status":"cancelled"}` (key fenced) | 409
+//!   `{"status":"key_mismatch"}` (key used with other parameters, or by a charge) | 409
+//!   `{"status":"captured"|"voided"|"expired"}` (a repeat after the hold moved on) | 400. A
+//!   hold of funds, idempotent on `key`; the amount's digits act as for charges. No callbacks.
+//! - `GET /authorizations/{key}` -> 200 `{"status":"authorized"|"captured"|"voided"|"expired"|
+//!   "declined","key","amount","captured","currency","expires_at_ms","reason"?}` | 200
+//!   `{"status":"cancelled"}` (fenced, nothing held) | 404 `{"status":"not_found"}`. Expiry is
+//!   read on the sandbox's clock.
+//! - `POST /authorizations/{key}/captures` `{"capture_key","amount","final"?}` -> 200
+//!   `{"status":"captured","key","capture_key","amount","captured","currency","closed"}`
+//!   (idempotent on `capture_key`; partial captures until one is final or the hold is used
+//!   up) | 422 `{"status":"rejected","reason"}` (`not_found`, `voided`, `expired`, `declined`,
+//!   `closed`, `exceeds_authorized`, `capture_key_reused`, `amount_not_positive`).
+//! - `POST /authorizations/{key}/void` -> 200 `{"status":"voided"}` (released, or no hold and
+//!   the key is now fenced: TCC empty rollback) | 200 `{"status":"expired"}` (lapsed before) |
+//!   422 `{"status":"rejected","reason":"already_captured"}`. `POST /charges/{key}/cancel` of a
+//!   key with a live hold answers 409 `{"status":"held"}`: holds are released by a void.
 //! - `GET /statements/{YYYY-MM-DD}` -> `text/csv`, header
 //!   `channel_key,amount,currency,status,charged_at`: the successful charges of that UTC day,
 //!   then an end line `#end,<number of charge lines>,,,` | 400 on a bad date.
@@ -40,6 +59,8 @@ mod behaviour;
 mod callbacks;
 mod dropped;
 mod handlers;
+mod hold_handlers;
+mod holds;
 mod store;
 
 use std::net::SocketAddr;
@@ -167,6 +188,13 @@ pub async fn router(cfg: SandboxConfig) -> anyhow::Result<(Router, SandboxState)
         .route("/charges/{key}", get(handlers::get_charge))
         .route("/charges/{key}/cancel", post(handlers::cancel_charge))
         .route("/refunds", post(handlers::create_refund))
+        .route("/authorizations", post(hold_handlers::authorize))
+        .route("/authorizations/{key}", get(hold_handlers::get_hold))
+        .route(
+            "/authorizations/{key}/captures",
+            post(hold_handlers::capture),
+        )
+        .route("/authorizations/{key}/void", post(hold_handlers::void))
         .route("/statements/{day}", get(handlers::statement))
         .route("/attempts/{key}", get(handlers::attempts))
         .route("/stats", get(handlers::stats))

@@ -36,6 +36,19 @@ pub struct CallbackEvent {
     pub created_at: i64,
 }
 
+impl From<crate::channel::CallbackFact> for CallbackEvent {
+    fn from(f: crate::channel::CallbackFact) -> Self {
+        Self {
+            event_id: f.event_id,
+            kind: f.kind,
+            channel_key: f.channel_key,
+            amount: f.amount,
+            currency: f.currency,
+            created_at: f.created_at,
+        }
+    }
+}
+
 /// Longest event id or channel key a callback may carry, in bytes.
 pub const MAX_CALLBACK_ID: usize = 255;
 

@@ -24,7 +24,7 @@ impl Core {
         a: &ActionRecord,
         p: Payment,
     ) -> Result<serde_json::Value, String> {
-        let answer = self.channel.query(&p.channel_key).await;
+        let answer = self.connectors.for_payment(&p).query(&p.channel_key).await;
         let source = format!("action:{}", a.id);
         let shown = format!("{answer:?}");
         // An ops query settles what the worker's query would, and only an UNKNOWN payment.
@@ -128,7 +128,8 @@ impl Core {
         }
         let remaining = held.unrefunded();
         match self
-            .channel
+            .connectors
+            .for_payment(&held)
             .refund(&held.channel_key, action_id, remaining)
             .await
         {
@@ -209,7 +210,7 @@ impl Core {
         }
         let now = self.clock.now_ms();
         if (p.status, target) == (PaymentStatus::Unknown, PaymentStatus::Failed) {
-            match self.channel.cancel(&p.channel_key).await {
+            match self.connectors.for_payment(&p).cancel(&p.channel_key).await {
                 CancelOutcome::Cancelled => {}
                 CancelOutcome::AlreadyCharged { amount, currency } => {
                     return Err(format!(

@@ -1,4 +1,4 @@
-//! Use cases over the domain, the store and the channel: creating and driving payments,
+//! Use cases over the domain, the store and the connectors: creating and driving payments,
 //! refunds, and channel callbacks. HTTP handlers and workers call these; they know nothing of
 //! HTTP themselves.
 
@@ -8,6 +8,7 @@ pub mod audit_chain;
 pub mod audit_export;
 pub mod bulk;
 pub mod callbacks;
+pub mod connectors;
 pub mod dashboard;
 pub mod deliveries;
 pub mod error_pool;
@@ -34,7 +35,6 @@ pub use crate::ids;
 
 use std::sync::Arc;
 
-use crate::channel::Channel;
 use crate::domain::clock::Clock;
 use crate::idempotency::outcomes::OutcomeBuffer;
 use crate::store::{Store, StoreError};
@@ -44,8 +44,9 @@ use crate::store::{Store, StoreError};
 pub struct Core {
     /// Storage.
     pub store: Arc<dyn Store>,
-    /// The payment channel.
-    pub channel: Arc<dyn Channel>,
+    /// The named connectors and the rule that routes a payment to one
+    /// ([`connectors::Connectors`]): every channel call goes to the payment's own connector.
+    pub connectors: Arc<connectors::Connectors>,
     /// Time source.
     pub clock: Arc<dyn Clock>,
     /// Timings and limits.

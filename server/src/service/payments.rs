@@ -167,6 +167,7 @@ impl Core {
             description: input.description.clone(),
             params_hash: input.params_hash(),
             channel_key: ids::new_id("ck"),
+            connector: self.connectors.route(merchant_id, None).to_owned(),
             now,
             submit_due_at: now + self.timings.submit_delay_ms,
             max_attempts: self.timings.max_attempts,
@@ -429,7 +430,8 @@ impl Core {
     /// transaction), counted by outcome.
     async fn send_charge(&self, p: &Payment) -> ChargeOutcome {
         let outcome = self
-            .channel
+            .connectors
+            .for_payment(p)
             .charge(&p.channel_key, p.amount, &p.currency)
             .await;
         metrics::counter!("converge_channel_charges_total", "outcome" => outcome_name(&outcome))

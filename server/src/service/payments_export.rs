@@ -184,6 +184,7 @@ mod tests {
             created_at: 0,
             updated_at: 1_000,
             reversal_id: None,
+            connector: "sandbox".into(),
         }
     }
 

@@ -235,7 +235,8 @@ impl Core {
     }
 
     /// Reconciles `day` against `file` (a statement file's bytes; `None` fetches the
-    /// statement from the channel). `source` names the file for error messages. A file that
+    /// statement of every configured connector and reconciles them together, channel keys
+    /// being unique across connectors). `source` names the file for error messages. A file that
     /// is not UTF-8 text, garbled or cut off imports nothing and becomes one error-pool item
     /// naming the file and line ([`ReconcileError::BadFile`]).
     pub async fn reconcile(
@@ -246,33 +247,31 @@ impl Core {
     ) -> Result<ReconcileReport, ReconcileError> {
         let date = NaiveDate::parse_from_str(day, "%Y-%m-%d")
             .map_err(|_| ReconcileError::BadDay(day.into()))?;
-        let bytes = match file {
-            Some(b) => b,
-            None => self
-                .channel
-                .statement(day)
-                .await
-                .map_err(ReconcileError::Unavailable)?
-                .into_bytes(),
+        let files = match file {
+            Some(b) => vec![(source.to_owned(), b)],
+            None => self.connector_statements(day, source).await?,
         };
         let now = self.clock.now_ms();
-        let rows = match statement_text(source, bytes).and_then(|t| parse_statement(source, &t)) {
-            Ok(rows) => rows,
-            Err(e) => {
-                self.store
-                    .report_error(&NewErrorItem {
-                        kind: "reconcile_bad_file".into(),
-                        dedupe_key: format!("recon:{day}:bad_file:{source}"),
-                        payment_id: None,
-                        summary: e.to_string(),
-                        evidence: json!({"file": e.file, "line": e.line, "message": e.message, "day": day}).to_string(),
-                        reopen: false,
-                        now,
-                    })
-                    .await?;
-                return Err(ReconcileError::BadFile(e));
+        let mut rows = Vec::new();
+        for (source, bytes) in files {
+            match statement_text(&source, bytes).and_then(|t| parse_statement(&source, &t)) {
+                Ok(r) => rows.extend(r),
+                Err(e) => {
+                    self.store
+                        .report_error(&NewErrorItem {
+                            kind: "reconcile_bad_file".into(),
+                            dedupe_key: format!("recon:{day}:bad_file:{source}"),
+                            payment_id: None,
+                            summary: e.to_string(),
+                            evidence: json!({"file": e.file, "line": e.line, "message": e.message, "day": day}).to_string(),
+                            reopen: false,
+                            now,
+                        })
+                        .await?;
+                    return Err(ReconcileError::BadFile(e));
+                }
             }
-        };
+        }
         let mut items = Vec::new();
         let mut seen = HashSet::new();
         let item = |kind: &str,
@@ -368,6 +367,37 @@ impl Core {
             rows: rows.len(),
             differences: items.len(),
         })
+    }
+}
+
+impl Core {
+    /// The statement of `day` from each configured connector, named `source` (with the
+    /// connector's name in brackets when there are several). Errors: a connector whose
+    /// statement cannot be had (failed or unsupported) makes the day unavailable: a day
+    /// reconciled without one connector's charges would report them all as missing.
+    async fn connector_statements(
+        &self,
+        day: &str,
+        source: &str,
+    ) -> Result<Vec<(String, Vec<u8>)>, ReconcileError> {
+        let several = self.connectors.names().count() > 1;
+        let mut files = Vec::new();
+        for (name, connector) in self.connectors.iter() {
+            let text = connector.statement(day).await.map_err(|e| {
+                ReconcileError::Unavailable(if several {
+                    format!("connector {name}: {e}")
+                } else {
+                    e.to_string()
+                })
+            })?;
+            let named = if several {
+                format!("{source} ({name})")
+            } else {
+                source.to_owned()
+            };
+            files.push((named, text.into_bytes()));
+        }
+        Ok(files)
     }
 }
 

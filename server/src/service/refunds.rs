@@ -64,7 +64,8 @@ impl Core {
         };
         let now = self.clock.now_ms();
         match self
-            .channel
+            .connectors
+            .for_payment(&payment)
             .refund(&payment.channel_key, &refund.id, refund.amount)
             .await
         {

@@ -119,7 +119,7 @@ impl Core {
         if p.status != PaymentStatus::Unknown {
             return Ok(Step::Done);
         }
-        let answer = self.channel.query(&p.channel_key).await;
+        let answer = self.connectors.for_payment(&p).query(&p.channel_key).await;
         match query_verdict(&p, answer) {
             QueryVerdict::Settles(event, extras) => {
                 let after = self.apply(&p, event, source, extras).await?;
@@ -156,7 +156,7 @@ impl Core {
     /// Cancels the channel key first, so no late request can charge with it, and only then
     /// fails the payment. A charge found at cancel time wins: the payment is charged.
     async fn fence(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
-        match self.channel.cancel(&p.channel_key).await {
+        match self.connectors.for_payment(&p).cancel(&p.channel_key).await {
             CancelOutcome::Cancelled => {
                 let extras = Extras {
                     detail: format!(

@@ -4,7 +4,7 @@
 
 /// Columns of `payments` in [`PaymentRow`](super::records::PaymentRow) order.
 pub(crate) const PAYMENT_COLUMNS: &str = "id, merchant_id, merchant_order_id, amount, currency, description, \
-     params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at, reversal_id";
+     params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at, reversal_id, connector";
 
 /// How one transition inside a transaction went (`apply_step`).
 // Matched once where it is returned: boxing the large variant would only add an allocation.
@@ -337,8 +337,8 @@ macro_rules! impl_payments {
             use $crate::store::{CreatePayment, Payment, PaymentRow};
             let row = sqlx::query_as::<_, PaymentRow>(&format!(
                 "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
-                 params_hash, status, version, channel_key, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9) \
+                 params_hash, status, version, channel_key, created_at, updated_at, connector) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9, $10) \
                  ON CONFLICT (merchant_id, merchant_order_id) DO NOTHING RETURNING {}",
                 $crate::store::payments_sql::PAYMENT_COLUMNS
             ))
@@ -351,6 +351,7 @@ macro_rules! impl_payments {
             .bind(&n.params_hash)
             .bind(&n.channel_key)
             .bind(n.now)
+            .bind(&n.connector)
             .fetch_optional(&mut **tx)
             .await?;
             let Some(row) = row else {

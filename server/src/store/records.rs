@@ -45,6 +45,7 @@ pub(crate) struct PaymentRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub reversal_id: Option<String>,
+    pub connector: String,
 }
 
 impl TryFrom<PaymentRow> for Payment {
@@ -70,6 +71,7 @@ impl TryFrom<PaymentRow> for Payment {
             created_at: r.created_at,
             updated_at: r.updated_at,
             reversal_id: r.reversal_id,
+            connector: r.connector,
         })
     }
 }
@@ -93,6 +95,9 @@ pub struct NewPayment {
     pub params_hash: String,
     /// Channel key.
     pub channel_key: String,
+    /// The connector the payment is routed to ([`crate::service::connectors`]), which every
+    /// later channel call on it uses.
+    pub connector: String,
     /// Epoch ms UTC.
     pub now: i64,
     /// When the submit job becomes due if the request never finishes it, epoch ms UTC.

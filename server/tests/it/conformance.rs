@@ -353,6 +353,7 @@ fn new_payment(merchant_id: i64, order: &str, amount: i64) -> NewPayment {
         description: String::new(),
         params_hash: format!("h-{amount}"),
         channel_key: format!("ck_{order}"),
+        connector: "sandbox".into(),
         now: NOW,
         submit_due_at: NOW + 1_000,
         max_attempts: 5,

@@ -72,6 +72,7 @@ async fn crashed_claim(app: &TestApp, key: &str, body: &Value, lease_ms: i64) ->
         description: input.description.clone(),
         params_hash: input.params_hash(),
         channel_key: new_id("ck"),
+        connector: "sandbox".into(),
         now,
         submit_due_at: now + 60_000,
         max_attempts: 5,

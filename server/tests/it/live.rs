@@ -20,6 +20,7 @@ fn new_payment(merchant_id: i64, order: &str) -> NewPayment {
         description: String::new(),
         params_hash: "h".into(),
         channel_key: format!("ck_live_{order}"),
+        connector: "sandbox".into(),
         now: NOW,
         submit_due_at: NOW + 60_000,
         max_attempts: 5,

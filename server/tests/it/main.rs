@@ -13,6 +13,7 @@ mod bulk_retry;
 mod callbacks;
 mod concurrency;
 mod conformance;
+mod connector_conformance;
 mod console_auth;
 mod convergence;
 mod event_stream;

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use converge_server::channel::{
-    CancelOutcome, Channel, ChargeOutcome, QueryOutcome, RefundOutcome,
+    CancelOutcome, Channel, ChargeOutcome, QueryOutcome, RefundOutcome, StatementError,
 };
 use converge_server::ops::password::PasswordHasherPool;
 use converge_server::ops::users::add_user;
 use converge_server::service::actor::Actor;
+use converge_server::service::connectors::DEFAULT_CONNECTOR;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -44,7 +45,7 @@ impl Channel for HeldRefunds {
         }
         self.inner.refund(key, refund_key, amount).await
     }
-    async fn statement(&self, day: &str) -> Result<String, String> {
+    async fn statement(&self, day: &str) -> Result<String, StatementError> {
         self.inner.statement(day).await
     }
 }
@@ -112,13 +113,18 @@ on_both_backends!(
 
         // The approver's execution reaches the channel and is held there.
         let held = Arc::new(HeldRefunds {
-            inner: app.running.state.core.channel.clone(),
+            inner: app.running.state.core.connectors.named(DEFAULT_CONNECTOR),
             hold: "act_",
             entered: Notify::new(),
             release: Notify::new(),
         });
         let mut core = app.running.state.core.clone();
-        core.channel = held.clone();
+        core.connectors = Arc::new(
+            core.connectors
+                .as_ref()
+                .clone()
+                .with_connector(DEFAULT_CONNECTOR, held.clone()),
+        );
         let approving = tokio::spawn({
             let id = action_id.clone();
             async move {
@@ -191,13 +197,18 @@ on_both_backends!(
         let p = app.store.payment(&payment).await.unwrap().unwrap();
         // The merchant's refund is reserved and held at the channel's door.
         let held = Arc::new(HeldRefunds {
-            inner: app.running.state.core.channel.clone(),
+            inner: app.running.state.core.connectors.named(DEFAULT_CONNECTOR),
             hold: "re_",
             entered: Notify::new(),
             release: Notify::new(),
         });
         let mut core = app.running.state.core.clone();
-        core.channel = held.clone();
+        core.connectors = Arc::new(
+            core.connectors
+                .as_ref()
+                .clone()
+                .with_connector(DEFAULT_CONNECTOR, held.clone()),
+        );
         let created = core.insert_refund(&payment, 1_000, "asked").await.unwrap();
         let converge_server::store::CreateRefund::Created(refund) = created else {
             panic!("{created:?}")

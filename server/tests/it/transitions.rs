@@ -30,6 +30,7 @@ async fn pending(store: &Arc<dyn Store>) -> Payment {
         description: String::new(),
         params_hash: "h".into(),
         channel_key: new_id("ck"),
+        connector: "sandbox".into(),
         now,
         submit_due_at: now + 60_000,
         max_attempts: 5,

@@ -51,6 +51,7 @@ async fn payment(store: &Arc<dyn Store>, merchant_id: i64, order: &str) -> Strin
         description: String::new(),
         params_hash: "h".into(),
         channel_key: format!("ck_{order}"),
+        connector: "sandbox".into(),
         now: NOW,
         submit_due_at: NOW + 1_000,
         max_attempts: 5,

@@ -34,18 +34,18 @@ pub struct RefundRequest {
     amount: i64,
 }
 
-fn reply(status: StatusCode, body: Value) -> Response {
+pub(super) fn reply(status: StatusCode, body: Value) -> Response {
     (status, Json(body)).into_response()
 }
 
-fn invalid(reason: impl Into<String>) -> Response {
+pub(super) fn invalid(reason: impl Into<String>) -> Response {
     reply(
         StatusCode::BAD_REQUEST,
         json!({"status": "invalid", "reason": reason.into()}),
     )
 }
 
-fn store_error(e: impl std::fmt::Display) -> Response {
+pub(super) fn store_error(e: impl std::fmt::Display) -> Response {
     tracing::error!(error = %e, "sandbox: store error");
     reply(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -53,11 +53,11 @@ fn store_error(e: impl std::fmt::Display) -> Response {
     )
 }
 
-fn key_ok(key: &str) -> bool {
+pub(super) fn key_ok(key: &str) -> bool {
     !key.is_empty() && key.len() <= MAX_KEY_LEN
 }
 
-fn bad_key() -> Response {
+pub(super) fn bad_key() -> Response {
     invalid(format!("keys must be 1..={MAX_KEY_LEN} bytes"))
 }
 
@@ -113,6 +113,7 @@ pub async fn create_charge(
         ),
         ChargeStep::Existing(c) => charge_answer(&c),
         ChargeStep::Cancelled => reply(StatusCode::CONFLICT, json!({"status": "cancelled"})),
+        ChargeStep::HeldKey => reply(StatusCode::CONFLICT, json!({"status": "key_mismatch"})),
         ChargeStep::Timeout => {
             tokio::time::sleep(Duration::from_millis(cfg.hang_ms)).await;
             reply(StatusCode::GATEWAY_TIMEOUT, json!({"status": "timeout"}))
@@ -212,6 +213,7 @@ pub async fn cancel_charge(State(s): State<SandboxState>, Path(key): Path<String
             StatusCode::CONFLICT,
             json!({"status": "succeeded", "amount": c.amount, "currency": c.currency}),
         ),
+        Ok(CancelStep::Held) => reply(StatusCode::CONFLICT, json!({"status": "held"})),
         Err(e) => store_error(e),
     }
 }

@@ -45,6 +45,26 @@ const SCHEMA: &[&str] = &[
         amount INTEGER NOT NULL,
         created_at TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS sandbox_refunds_charge ON sandbox_refunds (charge_key)",
+    // Authorization holds share the key space of charges (one key, one payment) and the
+    // tombstones (a fenced key can hold nothing). `closed` is set by a final or whole
+    // capture; `voided_at` by a void; expiry is read against `expires_ms` on the clock.
+    "CREATE TABLE IF NOT EXISTS sandbox_holds (
+        key TEXT PRIMARY KEY,
+        amount INTEGER NOT NULL,
+        currency TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('authorized', 'declined')),
+        reason TEXT,
+        captured INTEGER NOT NULL DEFAULT 0,
+        closed INTEGER NOT NULL DEFAULT 0,
+        voided_at TEXT,
+        authorized_at TEXT NOT NULL,
+        expires_ms INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS sandbox_captures (
+        capture_key TEXT PRIMARY KEY,
+        hold_key TEXT NOT NULL,
+        amount INTEGER NOT NULL,
+        final INTEGER NOT NULL,
+        created_at TEXT NOT NULL)",
 ];
 
 /// A charge row: a committed success or a stored decline. Amounts in minor units; times UTC.
@@ -75,6 +95,8 @@ pub enum ChargeStep {
     Existing(StoredCharge),
     /// The key is tombstoned.
     Cancelled,
+    /// The key holds an authorization: one key, one payment.
+    HeldKey,
     /// Digits 53: nothing committed.
     Timeout,
     /// Digits 56, attempt 1 or 2: nothing committed.
@@ -89,6 +111,9 @@ pub enum ChargeStep {
 pub enum CancelStep {
     Cancelled,
     AlreadyCharged(StoredCharge),
+    /// The key holds funds (an open or captured authorization): a hold is released by a
+    /// void, not a cancel.
+    Held,
 }
 
 pub enum RefundStep {
@@ -136,10 +161,10 @@ pub struct StoreStats {
 
 #[derive(Clone)]
 pub struct Store {
-    pool: SqlitePool,
+    pub(super) pool: SqlitePool,
 }
 
-fn rfc3339(t: DateTime<Utc>) -> String {
+pub(super) fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
@@ -159,7 +184,7 @@ fn to_charge(r: ChargeRow) -> StoredCharge {
     }
 }
 
-async fn charge_in(
+pub(super) async fn charge_in(
     tx: &mut Transaction<'_, Sqlite>,
     key: &str,
 ) -> sqlx::Result<Option<StoredCharge>> {
@@ -171,7 +196,10 @@ async fn charge_in(
     Ok(row.map(to_charge))
 }
 
-async fn tombstoned_in(tx: &mut Transaction<'_, Sqlite>, key: &str) -> sqlx::Result<bool> {
+pub(super) async fn tombstoned_in(
+    tx: &mut Transaction<'_, Sqlite>,
+    key: &str,
+) -> sqlx::Result<bool> {
     let row: Option<(i64,)> = sqlx::query_as("SELECT 1 FROM sandbox_tombstones WHERE key = ?")
         .bind(key)
         .fetch_optional(&mut **tx)
@@ -240,34 +268,11 @@ impl Store {
         decide: impl FnOnce() -> Behaviour,
     ) -> sqlx::Result<ChargeStep> {
         let mut tx = self.pool.begin().await?;
-        let prior: Option<(i64, String)> =
-            sqlx::query_as("SELECT attempts, behaviour FROM sandbox_attempts WHERE key = ?")
-                .bind(key)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let (attempt, behaviour) = match prior {
-            Some((n, b)) => {
-                sqlx::query("UPDATE sandbox_attempts SET attempts = attempts + 1 WHERE key = ?")
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await?;
-                (n + 1, Behaviour::parse(&b))
-            }
-            None => {
-                let b = decide();
-                sqlx::query(
-                    "INSERT INTO sandbox_attempts (key, attempts, behaviour, first_at) VALUES (?, 1, ?, ?)",
-                )
-                .bind(key)
-                .bind(b.as_str())
-                .bind(rfc3339(now))
-                .execute(&mut *tx)
-                .await?;
-                (1, b)
-            }
-        };
+        let (attempt, behaviour) = record_attempt(&mut tx, key, now, decide).await?;
         let step = if let Some(c) = charge_in(&mut tx, key).await? {
             ChargeStep::Existing(c)
+        } else if super::holds::hold_in(&mut tx, key).await?.is_some() {
+            ChargeStep::HeldKey
         } else if tombstoned_in(&mut tx, key).await? {
             ChargeStep::Cancelled
         } else {
@@ -300,12 +305,22 @@ impl Store {
         Ok(step)
     }
 
-    /// Tombstones `key` unless a successful charge exists. A stored decline is no charge, so
-    /// it is tombstoned too (the key stays declined for queries).
+    /// Tombstones `key` unless a successful charge exists or funds are held under it. A stored
+    /// decline is no charge, so it is tombstoned too (the key stays declined for queries).
     pub async fn cancel(&self, key: &str, now: DateTime<Utc>) -> sqlx::Result<CancelStep> {
         let mut tx = self.pool.begin().await?;
+        let held = super::holds::hold_in(&mut tx, key).await?;
         let step = match charge_in(&mut tx, key).await? {
             Some(c) if c.succeeded() => CancelStep::AlreadyCharged(c),
+            // Funds held or captured under the key: only a void releases a hold. A voided,
+            // declined or lapsed-and-uncaptured hold holds nothing, so the key is fenced.
+            _ if held.as_ref().is_some_and(|h| {
+                h.captured > 0
+                    || matches!(h.state(now.timestamp_millis()), "authorized" | "captured")
+            }) =>
+            {
+                CancelStep::Held
+            }
             _ => {
                 sqlx::query(
                     "INSERT OR IGNORE INTO sandbox_tombstones (key, cancelled_at) VALUES (?, ?)",
@@ -444,6 +459,43 @@ impl Store {
             attempts,
         })
     }
+}
+
+/// Counts a charge or authorization attempt for `key` and returns its number with the key's
+/// behaviour, decided by `decide` at the first attempt (inside the transaction, so the fault
+/// RNG is drawn in store order) and fixed afterwards.
+pub(super) async fn record_attempt(
+    tx: &mut Transaction<'_, Sqlite>,
+    key: &str,
+    now: DateTime<Utc>,
+    decide: impl FnOnce() -> Behaviour,
+) -> sqlx::Result<(i64, Behaviour)> {
+    let prior: Option<(i64, String)> =
+        sqlx::query_as("SELECT attempts, behaviour FROM sandbox_attempts WHERE key = ?")
+            .bind(key)
+            .fetch_optional(&mut **tx)
+            .await?;
+    Ok(match prior {
+        Some((n, b)) => {
+            sqlx::query("UPDATE sandbox_attempts SET attempts = attempts + 1 WHERE key = ?")
+                .bind(key)
+                .execute(&mut **tx)
+                .await?;
+            (n + 1, Behaviour::parse(&b))
+        }
+        None => {
+            let b = decide();
+            sqlx::query(
+                "INSERT INTO sandbox_attempts (key, attempts, behaviour, first_at) VALUES (?, 1, ?, ?)",
+            )
+            .bind(key)
+            .bind(b.as_str())
+            .bind(rfc3339(now))
+            .execute(&mut **tx)
+            .await?;
+            (1, b)
+        }
+    })
 }
 
 async fn insert_charge(
