@@ -10,10 +10,11 @@
 //! registration cannot be re-pointed inside the network (DNS rebinding).
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use super::actor::Actor;
@@ -50,6 +51,10 @@ pub struct WebhookSettings {
     pub secret_overlap_ms: i64,
     /// A run of failures this long disables the endpoint, ms.
     pub disable_after_ms: i64,
+    /// Seed of the retry schedule's jitter (0: from the OS), the workers' `--seed`: the
+    /// injected-RNG contract (DESIGN.md "Architecture": time and randomness are injected and
+    /// seeded, so a run with the same seed waits the same times).
+    pub jitter_seed: u64,
 }
 
 impl Default for WebhookSettings {
@@ -60,6 +65,7 @@ impl Default for WebhookSettings {
             allow_private: false,
             secret_overlap_ms: 86_400_000,
             disable_after_ms: 5 * 86_400_000,
+            jitter_seed: 0,
         }
     }
 }
@@ -71,6 +77,9 @@ pub struct Notifier {
     /// Settings.
     pub settings: WebhookSettings,
     client: reqwest::Client,
+    /// The retry schedule's jitter, seeded from `settings.jitter_seed` (a clone draws from
+    /// the same stream).
+    jitter: Arc<Mutex<StdRng>>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -99,7 +108,25 @@ impl Notifier {
             }))
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        Notifier { settings, client }
+        let jitter = Arc::new(Mutex::new(if settings.jitter_seed == 0 {
+            StdRng::from_os_rng()
+        } else {
+            StdRng::seed_from_u64(settings.jitter_seed)
+        }));
+        Notifier {
+            settings,
+            client,
+            jitter,
+        }
+    }
+
+    /// The next jitter draw for the retry schedule, uniform in [0, 1)
+    /// (`RetrySchedule::delay_ms`'s `unit`).
+    pub fn jitter_unit(&self) -> f64 {
+        self.jitter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .random()
     }
 }
 
@@ -510,7 +537,7 @@ impl Core {
             } => {
                 result.error = Some(reason.clone());
                 let next = u32::try_from(job.attempts).unwrap_or(u32::MAX) as usize + 1;
-                let unit: f64 = rand::rng().random();
+                let unit = self.notifier.jitter_unit();
                 match self.notifier.settings.schedule.delay_ms(next, unit) {
                     Some(delay) => {
                         let delay = delay.max(not_before_ms.unwrap_or(0));
@@ -713,4 +740,30 @@ pub fn webhook_body(event_type: &str, created_at: i64, payload: &str) -> String 
         serde_json::Value::String(rfc3339(created_at)),
         payload
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The retry waits a notifier seeded with `seed` draws for its next eight failed attempts.
+    fn waits(seed: u64) -> Vec<Option<u64>> {
+        let n = Notifier::new(WebhookSettings {
+            jitter_seed: seed,
+            ..WebhookSettings::default()
+        });
+        (1..=8)
+            .map(|attempt| n.settings.schedule.delay_ms(attempt, n.jitter_unit()))
+            .collect()
+    }
+
+    #[test]
+    fn the_same_jitter_seed_gives_the_same_retry_waits() {
+        assert_eq!(waits(42), waits(42));
+        assert_ne!(
+            waits(42),
+            waits(43),
+            "the seed, not a constant, drives the jitter"
+        );
+    }
 }
