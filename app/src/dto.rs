@@ -23,7 +23,7 @@ pub use converge_wire::lifecycle::{
     PauseStatus, RefundStatus,
 };
 pub use converge_wire::{
-    ActionOffer, ActionRecord, ApprovalInbox, ApprovalItem, AttemptRow, AuditList, AuditListQuery,
+    ActionKind, ActionOffer, ActionRecord, ApprovalInbox, ApprovalItem, AttemptRow, AuditList, AuditListQuery,
     AuditRecord, AuditRow, AuditVerify, BulkItem, BulkOutcome, Dashboard, DeliveryDetail,
     DeliveryRow, EndpointRow, ErrorItem, ErrorPoolView, EventRecord, EventType, HitRate,
     IdempotencyView, IssuedKey, Job, KeySummary, KindCount, LedgerEntry, Merchant, MerchantAccount,
