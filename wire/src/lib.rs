@@ -6,8 +6,8 @@
 //! Besides the shapes, the vocabulary both sides name: the payment statuses
 //! ([`PaymentStatus`]), the statuses of the other lifecycles (jobs, refunds, maker-checker
 //! requests, webhook deliveries and endpoints, error-pool items, pauses: [`lifecycle`]), the
-//! webhook event types ([`EventType`]), the ops action kinds ([`ActionKind`]), the console
-//! roles ([`Role`]) and the stuck-age buckets
+//! webhook event types ([`EventType`]), the ops action kinds ([`ActionKind`]), the
+//! currencies' minor units ([`money`]), the console roles ([`Role`]) and the stuck-age buckets
 //! ([`dashboard::AGE_BUCKETS`]) are defined here once and re-exported by the server's
 //! domain, so the console lists them without a copy to keep in step.
 //!
@@ -26,6 +26,7 @@ pub mod governance;
 pub mod lifecycle;
 pub mod lookup;
 pub mod merchants;
+pub mod money;
 pub mod pauses;
 pub mod payments;
 #[cfg(feature = "utoipa")]
