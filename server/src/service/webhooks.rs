@@ -30,6 +30,13 @@ use crate::store::{
     WebhookEndpoint,
 };
 
+/// A failed attempt's reason, the endpoint's `Retry-After` (ms) and its HTTP status, if any.
+struct Failure {
+    reason: String,
+    not_before_ms: Option<u64>,
+    status: Option<u16>,
+}
+
 /// Bytes of an endpoint's answer that are read before the connection is dropped; the first
 /// [`STORED_RESPONSE_BYTES`] are kept with the attempt.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
@@ -474,23 +481,7 @@ impl Core {
             return Ok(Step::Done);
         }
         let body = webhook_body(&event.event_type, event.created_at, &event.payload);
-        let mut keys = Vec::new();
-        for s in std::iter::once(Some(&endpoint.secret)).chain(std::iter::once(
-            endpoint
-                .previous_secret
-                .as_ref()
-                .filter(|_| endpoint.previous_expires_at.is_some_and(|t| t > now)),
-        )) {
-            let Some(stored) = s else { continue };
-            match self.endpoint_secret(stored) {
-                Ok(plain) => keys.extend(wh::secret_key(&plain).ok()),
-                // A key that does not open the secret is a configuration error start-up
-                // refuses; a damaged value signs nothing rather than something wrong.
-                Err(e) => {
-                    tracing::error!(endpoint = %endpoint.id, error = %e, "webhook secret did not open")
-                }
-            }
-        }
+        let keys = self.signing_keys(&endpoint, now);
         let attempt = self.attempt(&endpoint.url, &event.id, &keys, body).await;
         metrics::histogram!("converge_webhook_attempt_duration_seconds")
             .record(attempt.duration.as_secs_f64());
@@ -535,57 +526,109 @@ impl Core {
                 reason,
                 not_before_ms,
             } => {
-                result.error = Some(reason.clone());
-                let next = u32::try_from(job.attempts).unwrap_or(u32::MAX) as usize + 1;
-                let unit = self.notifier.jitter_unit();
-                match self.notifier.settings.schedule.delay_ms(next, unit) {
-                    Some(delay) => {
-                        let delay = delay.max(not_before_ms.unwrap_or(0));
-                        let at = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
-                        result.next_attempt_at = Some(at);
-                        store.record_attempt(&result).await?;
-                        let failing_for = endpoint
-                            .failing_since
-                            .map_or(0, |since| now.saturating_sub(since));
-                        if failing_for >= self.notifier.settings.disable_after_ms {
-                            let why =
-                                format!("every attempt failed for {} h", failing_for / 3_600_000);
-                            self.set_endpoint_enabled(&endpoint.id, false, &why, &Actor::system())
-                                .await
-                                .map_err(endpoint_to_service)?;
-                            store.abandon_delivery(d.id, &why, now).await?;
-                            count_attempt("failed");
-                            return Ok(Step::Done);
-                        }
-                        count_attempt("failed");
-                        return Ok(Step::RetryAt { at, error: reason });
-                    }
-                    None => {
-                        result.new_status = DeliveryStatus::Dead;
-                        store.record_attempt(&result).await?;
-                        count_attempt("dead");
-                        return Ok(Step::GiveUpWith {
-                            kind: "webhook_exhausted",
-                            dedupe_key: format!("webhook:{}", d.id),
-                            summary: format!(
-                                "{} to {} failed {} times: {reason}",
-                                event.event_type,
-                                endpoint.url,
-                                d.attempts + 1
-                            ),
-                            evidence: json!({
-                                "delivery_id": d.id, "event_id": event.id, "event_type": event.event_type,
-                                "endpoint_id": endpoint.id, "url": endpoint.url, "attempts": d.attempts + 1,
-                                "last_status": attempt.status, "last_error": reason,
-                                "last_response": result.response,
-                            }),
-                        });
-                    }
-                }
+                let failed = Failure {
+                    reason,
+                    not_before_ms,
+                    status: attempt.status,
+                };
+                return self
+                    .after_failure(job, &d, &endpoint, &event, result, failed, now)
+                    .await;
             }
         };
         count_attempt(outcome);
         Ok(Step::Done)
+    }
+
+    /// The signing keys of `endpoint` at `now`: its secret's, and its previous secret's while
+    /// the rotation's overlap lasts.
+    fn signing_keys(&self, endpoint: &WebhookEndpoint, now: i64) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        for s in std::iter::once(Some(&endpoint.secret)).chain(std::iter::once(
+            endpoint
+                .previous_secret
+                .as_ref()
+                .filter(|_| endpoint.previous_expires_at.is_some_and(|t| t > now)),
+        )) {
+            let Some(stored) = s else { continue };
+            match self.endpoint_secret(stored) {
+                Ok(plain) => keys.extend(wh::secret_key(&plain).ok()),
+                // A key that does not open the secret is a configuration error start-up
+                // refuses; a damaged value signs nothing rather than something wrong.
+                Err(e) => {
+                    tracing::error!(endpoint = %endpoint.id, error = %e, "webhook secret did not open")
+                }
+            }
+        }
+        keys
+    }
+
+    /// A failed attempt, recorded, and what the job does next: a retry at the schedule's next
+    /// time with its jitter (not before the endpoint's `Retry-After`), done after disabling
+    /// an endpoint failing for too long, or the error pool after the schedule's last attempt.
+    #[allow(clippy::too_many_arguments)]
+    async fn after_failure(
+        &self,
+        job: &LeasedJob,
+        d: &DeliveryRow,
+        endpoint: &WebhookEndpoint,
+        event: &crate::store::OutboxEvent,
+        mut result: AttemptResult,
+        failed: Failure,
+        now: i64,
+    ) -> Result<Step, ServiceError> {
+        let store = &self.store;
+        let Failure {
+            reason,
+            not_before_ms,
+            status,
+        } = failed;
+        result.error = Some(reason.clone());
+        let next = u32::try_from(job.attempts).unwrap_or(u32::MAX) as usize + 1;
+        let unit = self.notifier.jitter_unit();
+        match self.notifier.settings.schedule.delay_ms(next, unit) {
+            Some(delay) => {
+                let delay = delay.max(not_before_ms.unwrap_or(0));
+                let at = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
+                result.next_attempt_at = Some(at);
+                store.record_attempt(&result).await?;
+                let failing_for = endpoint
+                    .failing_since
+                    .map_or(0, |since| now.saturating_sub(since));
+                if failing_for >= self.notifier.settings.disable_after_ms {
+                    let why = format!("every attempt failed for {} h", failing_for / 3_600_000);
+                    self.set_endpoint_enabled(&endpoint.id, false, &why, &Actor::system())
+                        .await
+                        .map_err(endpoint_to_service)?;
+                    store.abandon_delivery(d.id, &why, now).await?;
+                    count_attempt("failed");
+                    return Ok(Step::Done);
+                }
+                count_attempt("failed");
+                Ok(Step::RetryAt { at, error: reason })
+            }
+            None => {
+                result.new_status = DeliveryStatus::Dead;
+                store.record_attempt(&result).await?;
+                count_attempt("dead");
+                Ok(Step::GiveUpWith {
+                    kind: "webhook_exhausted",
+                    dedupe_key: format!("webhook:{}", d.id),
+                    summary: format!(
+                        "{} to {} failed {} times: {reason}",
+                        event.event_type,
+                        endpoint.url,
+                        d.attempts + 1
+                    ),
+                    evidence: json!({
+                        "delivery_id": d.id, "event_id": event.id, "event_type": event.event_type,
+                        "endpoint_id": endpoint.id, "url": endpoint.url, "attempts": d.attempts + 1,
+                        "last_status": status, "last_error": reason,
+                        "last_response": result.response,
+                    }),
+                })
+            }
+        }
     }
 
     async fn attempt(&self, url: &str, msg_id: &str, keys: &[Vec<u8>], body: String) -> Attempt {

@@ -279,9 +279,10 @@ fn functions(s: &str) -> Vec<(String, usize, usize)> {
 
 /// The functions outside tests longer than 100 lines when this check was written (issue 33
 /// counted 41; this scanner, counting from `fn` to the closing brace, found 40, of which
-/// `ActionsPanel` (310 lines) was split with the check), as `path::name`. The console's
-/// Leptos components are counted like any function: their `view!` is code. Split one, and take it off the list: the check fails until
-/// the list says what is true. Nothing is added to it.
+/// `ActionsPanel` (310 lines) and `deliver_webhook` (155) were split with the check), as
+/// `path::name`. The console's Leptos components are counted like any function: their
+/// `view!` is code. Split one, and take it off the list: the check fails until the list says
+/// what is true. Nothing is added to it.
 const LONG_FUNCTIONS: &[&str] = &[
     "app/src/cli/audit.rs::run",
     "app/src/cli/webhook.rs::run_on",
@@ -314,7 +315,6 @@ const LONG_FUNCTIONS: &[&str] = &[
     "server/src/service/dashboard.rs::dashboard",
     "server/src/service/payments.rs::create_payment",
     "server/src/service/reconcile.rs::reconcile",
-    "server/src/service/webhooks.rs::deliver_webhook",
     "server/src/startup.rs::build_with_store",
     "server/src/store/webhooks_sql.rs::verify_outbox",
     "server/src/verify/breach.rs::fmt",
