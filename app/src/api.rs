@@ -195,7 +195,7 @@ pub(crate) mod ssr {
                 tracing::warn!(code = e.code, cause = %cause, "server function error");
             }
         }
-        if e.code == "internal_error" {
+        if e.is_internal() {
             return refuse(
                 e.status,
                 e.code,

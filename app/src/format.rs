@@ -103,42 +103,14 @@ pub fn threshold(ms: i64) -> String {
     }
 }
 
-/// Minor-unit exponent of an ISO 4217 code: 0 (JPY), 3 (KWD), 4 (CLF), else 2. The server
-/// only accepts codes with a defined exponent, and every code not listed here has 2.
-pub fn exponent(currency: &str) -> u32 {
-    const ZERO: [&str; 17] = [
-        "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND",
-        "VUV", "XAF", "XOF", "XPF",
-    ];
-    const THREE: [&str; 7] = ["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"];
-    const FOUR: [&str; 2] = ["CLF", "UYW"];
-    if ZERO.contains(&currency) {
-        0
-    } else if THREE.contains(&currency) {
-        3
-    } else if FOUR.contains(&currency) {
-        4
-    } else {
-        2
-    }
-}
-
 /// An amount in integer minor units shown in major units with its currency:
-/// `1999, "CNY"` → `19.99 CNY`, `500, "JPY"` → `500 JPY`, `-250, "USD"` → `-2.50 USD`.
+/// `1999, "CNY"` → `19.99 CNY`, `500, "JPY"` → `500 JPY`, `-250, "USD"` → `-2.50 USD`. The
+/// decimals come from the one currency table, `converge_wire::money`, which the server's
+/// summaries read too.
 pub fn money(minor: i64, currency: &str) -> String {
-    let exp = exponent(currency);
-    if exp == 0 {
-        return format!("{minor} {currency}");
-    }
-    let unit = 10i64.pow(exp);
-    let sign = if minor < 0 { "-" } else { "" };
-    let abs = minor.unsigned_abs();
-    let unit = unit as u64;
     format!(
-        "{sign}{}.{:0width$} {currency}",
-        abs / unit,
-        abs % unit,
-        width = exp as usize
+        "{} {currency}",
+        converge_wire::money::major(minor, currency)
     )
 }
 

@@ -224,6 +224,8 @@ impl Proc {
     }
 
     /// SIGTERM, then SIGKILL after `grace`.
+    // The workspace denies unsafe code; kill(2) has no safe wrapper in std.
+    #[allow(unsafe_code)]
     pub async fn stop(&mut self, grace: Duration) {
         if let Some(mut c) = self.child.take() {
             if let Some(pid) = c.id() {

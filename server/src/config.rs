@@ -1109,6 +1109,8 @@ impl WebhookSettings {
             allow_private: self.webhook_allow_private,
             secret_overlap_ms: secs_to_ms(self.webhook_secret_overlap_secs),
             disable_after_ms: secs_to_ms(self.webhook_disable_after_secs),
+            // The workers' `--seed` (WorkerSettings), set where both are known (startup).
+            jitter_seed: 0,
         }
     }
 }

@@ -39,6 +39,9 @@ pub struct ApiError {
     pub cause: Option<String>,
 }
 
+/// The code of [`ApiError::internal`]: a failure whose cause is logged, never sent.
+pub const INTERNAL_ERROR: &str = "internal_error";
+
 /// The internal cause of an error answer, as a response extension for the request's log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorCause(pub String);
@@ -79,10 +82,16 @@ impl ApiError {
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal_error",
+            INTERNAL_ERROR,
             "internal error; retry with the same Idempotency-Key",
         )
         .with_cause(cause)
+    }
+
+    /// Whether this is [`ApiError::internal`]'s answer (its cause is not for the client):
+    /// asked by its code's constant, never by comparing text.
+    pub fn is_internal(&self) -> bool {
+        self.code == INTERNAL_ERROR
     }
 
     /// Adds a `Retry-After` header.

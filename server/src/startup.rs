@@ -347,7 +347,10 @@ pub async fn build_with_store(
             approval_conflict_window_ms: settings.actions.conflict_window_ms(),
             ..settings.jobs.timings()
         },
-        settings.webhooks.delivery(),
+        crate::service::webhooks::WebhookSettings {
+            jitter_seed: settings.worker.seed,
+            ..settings.webhooks.delivery()
+        },
         secrets,
     );
     let schedule = &settings.webhooks.webhook_retry_schedule;

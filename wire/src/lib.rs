@@ -6,7 +6,8 @@
 //! Besides the shapes, the vocabulary both sides name: the payment statuses
 //! ([`PaymentStatus`]), the statuses of the other lifecycles (jobs, refunds, maker-checker
 //! requests, webhook deliveries and endpoints, error-pool items, pauses: [`lifecycle`]), the
-//! webhook event types ([`EventType`]), the console roles ([`Role`]) and the stuck-age buckets
+//! webhook event types ([`EventType`]), the ops action kinds ([`ActionKind`]), the
+//! currencies' minor units ([`money`]), the console roles ([`Role`]) and the stuck-age buckets
 //! ([`dashboard::AGE_BUCKETS`]) are defined here once and re-exported by the server's
 //! domain, so the console lists them without a copy to keep in step.
 //!
@@ -16,6 +17,7 @@
 //! no row type repeats their fields. Times are
 //! epoch ms UTC; amounts are integer minor units.
 
+pub mod actions;
 pub mod audit;
 pub mod bulk;
 pub mod dashboard;
@@ -24,6 +26,7 @@ pub mod governance;
 pub mod lifecycle;
 pub mod lookup;
 pub mod merchants;
+pub mod money;
 pub mod pauses;
 pub mod payments;
 #[cfg(feature = "utoipa")]
@@ -32,6 +35,7 @@ pub mod status;
 pub mod users;
 pub mod webhooks;
 
+pub use actions::ActionKind;
 pub use audit::{
     AuditList, AuditListQuery, AuditRecord, AuditRow, AuditVerify, Break, ChainHead, CheckpointView,
 };

@@ -16,7 +16,30 @@ use crate::status::UnknownName;
 /// Defines a status enum whose variants travel as fixed names: `ALL` in lifecycle order,
 /// `as_str`, `parse`, `Display`, `FromStr` and serde as the name (so a renamed variant keeps
 /// its stored name, and an unknown name is an error rather than a default).
+///
+/// With `sql $macro;` first, it also exports `$macro!(Variant)`: the status as an SQL string
+/// literal (`'due'`), for SQL text built at compile time (`concat!`, `format!`). The stored
+/// queries use it instead of writing a status by hand, so each status name is written once,
+/// here, and the SQL text stays a literal the planners match partial indexes against
+/// (`jobs_live ... WHERE status IN ('due', 'leased', 'dead')`), which a bound parameter would
+/// not (issue 33; `server/tests/it/source_rules.rs` keeps the names out of every other file).
 macro_rules! named_status {
+    (
+        sql $sql:ident;
+        $(#[$meta:meta])*
+        pub enum $name:ident { $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+ }
+    ) => {
+        named_status! {
+            $(#[$meta])*
+            pub enum $name { $( $(#[$vmeta])* $variant = $text, )+ }
+        }
+
+        #[doc = concat!("A [`", stringify!($name), "`] as an SQL string literal: `", stringify!($sql), "!(Variant)` is `'name'`.")]
+        #[macro_export]
+        macro_rules! $sql {
+            $( ($variant) => { concat!("'", $text, "'") }; )+
+        }
+    };
     (
         $(#[$meta:meta])*
         pub enum $name:ident { $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+ }
@@ -77,6 +100,7 @@ macro_rules! named_status {
 }
 
 named_status! {
+    sql job_sql;
     /// Where a job is in its life (DESIGN.md "Compensation queue"): `due` waits for its
     /// `run_at`; `leased` runs under a lease token until it completes, fails or the lease
     /// lapses (then it is due again); `done` and `dead` are final (dead: attempts spent,
@@ -101,6 +125,7 @@ impl JobStatus {
 }
 
 named_status! {
+    sql refund_sql;
     /// A merchant refund's status (DESIGN.md "Refunds"): created `pending` with its job, then
     /// `succeeded` when the channel refunded it or `failed` when the channel refused it.
     pub enum RefundStatus {
@@ -121,6 +146,7 @@ impl RefundStatus {
 }
 
 named_status! {
+    sql action_sql;
     /// Where a maker-checker request is in its life (DESIGN.md "Ops console").
     pub enum ActionStatus {
         /// Waiting for a second person's decision.
@@ -143,6 +169,7 @@ named_status! {
 }
 
 named_status! {
+    sql delivery_sql;
     /// A webhook delivery's status (DESIGN.md "Webhooks"): `pending` until a 2xx
     /// (`succeeded`), the schedule runs out (`dead`, with an error-pool item) or its endpoint
     /// is disabled or deleted first (`abandoned`). Ops may send a dead or abandoned one again.
@@ -159,6 +186,7 @@ named_status! {
 }
 
 named_status! {
+    sql endpoint_sql;
     /// A merchant's webhook endpoint's status (DESIGN.md "Webhooks").
     pub enum EndpointStatus {
         /// Receives deliveries.
@@ -171,6 +199,7 @@ named_status! {
 }
 
 named_status! {
+    sql error_item_sql;
     /// An error-pool item's status (DESIGN.md "Error pool"): `open` until a person (or the
     /// system, when the fault heals) resolves it with a note; a new occurrence of the same
     /// fault may open it again.
@@ -183,6 +212,7 @@ named_status! {
 }
 
 named_status! {
+    sql key_sql;
     /// Where a stored Idempotency-Key is in its life (DESIGN.md "Idempotency contract";
     /// `idempotency_keys.state`): `running` while a request holds its claim under a lease (or
     /// held it until the lease lapsed: a retry of the same request takes it over), `done` once
@@ -196,6 +226,7 @@ named_status! {
 }
 
 named_status! {
+    sql pause_sql;
     /// An emergency-switch pause request's status (DESIGN.md "Emergency switches"): `pending`
     /// until a second person approves (`active`) or refuses it (`rejected`), or it is
     /// withdrawn or expires undecided (`cancelled`); an active pause ends `resumed`.
@@ -247,6 +278,23 @@ mod tests {
         check(&KeyState::ALL);
         assert!(serde_json::from_str::<JobStatus>("\"DUE\"").is_err());
         assert_eq!(RefundStatus::parse("done"), None);
+    }
+
+    #[test]
+    fn sql_literals_are_the_stored_names_quoted() {
+        let quoted = |s: &dyn fmt::Display| format!("'{s}'");
+        assert_eq!(job_sql!(Due), quoted(&JobStatus::Due));
+        assert_eq!(job_sql!(Leased), quoted(&JobStatus::Leased));
+        assert_eq!(job_sql!(Done), quoted(&JobStatus::Done));
+        assert_eq!(job_sql!(Dead), quoted(&JobStatus::Dead));
+        assert_eq!(delivery_sql!(Pending), quoted(&DeliveryStatus::Pending));
+        assert_eq!(delivery_sql!(Abandoned), quoted(&DeliveryStatus::Abandoned));
+        assert_eq!(refund_sql!(Failed), quoted(&RefundStatus::Failed));
+        assert_eq!(key_sql!(Running), quoted(&KeyState::Running));
+        assert_eq!(action_sql!(Executed), quoted(&ActionStatus::Executed));
+        assert_eq!(pause_sql!(Active), quoted(&PauseStatus::Active));
+        assert_eq!(error_item_sql!(Open), quoted(&ErrorItemStatus::Open));
+        assert_eq!(endpoint_sql!(Deleted), quoted(&EndpointStatus::Deleted));
     }
 
     #[test]

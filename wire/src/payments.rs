@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::actions::ActionKind;
 use crate::audit::AuditRecord;
 use crate::error_pool::ErrorItem;
 use crate::governance::ActionRecord;
@@ -202,7 +203,8 @@ pub struct KeySummary {
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct ActionOffer {
     /// `query`, `retry`, `reverse` or `force_transition`.
-    pub kind: String,
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub kind: ActionKind,
     /// It can be requested now.
     pub available: bool,
     /// Why not, in words, when it is not available (empty when it is).
@@ -259,7 +261,7 @@ pub struct PaymentDetail {
 impl PaymentDetail {
     /// The offer of action `kind` (`query`, `retry`, `reverse`, `force_transition`), if the
     /// server sent one.
-    pub fn offer(&self, kind: &str) -> Option<&ActionOffer> {
+    pub fn offer(&self, kind: ActionKind) -> Option<&ActionOffer> {
         self.offers.iter().find(|o| o.kind == kind)
     }
 }

@@ -9,6 +9,7 @@ use anyhow::{Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use converge_server::channel::webhook_sink::{self, SinkConfig};
 use converge_server::domain::clock::{Clock, SystemClock, rfc3339};
+use converge_server::domain::freeze::{self, NewWork};
 use converge_server::domain::secret_box::SecretBox;
 use converge_server::domain::webhooks::Subscription;
 use converge_server::service::Core;
@@ -155,9 +156,8 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand, secrets: SecretBo
             ..
         } => {
             let m = merchant_named(store.as_ref(), &merchant).await?;
-            if m.frozen {
-                bail!("merchant {merchant:?} is frozen: it cannot register endpoints");
-            }
+            freeze::may_start(m.frozen, NewWork::Endpoints)
+                .map_err(|refused| anyhow!("merchant {merchant:?}: {refused}"))?;
             let core = one_off_core(
                 store,
                 WebhookSettings {

@@ -14,7 +14,7 @@ use crate::api_actions;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{Money, StatusPill, Time};
-use crate::dto::{BulkItem, BulkOutcome, Role};
+use crate::dto::{ActionKind, BulkItem, BulkOutcome, Role};
 use crate::format;
 
 /// The bulk-retry panel. `source` is `stuck` or `error_pool`; `filter` is the stuck state or
@@ -253,9 +253,8 @@ pub fn RetryButton(
         busy.set(true);
         let (id, why) = (payment_id.clone(), reason.clone());
         spawn_local(async move {
-            let msg = match api_actions::request_action("retry".into(), id.clone(), why, None, None)
-                .await
-            {
+            let retry = ActionKind::Retry.as_str().to_string();
+            let msg = match api_actions::request_action(retry, id.clone(), why, None, None).await {
                 Ok(_) => format!("Retry of {id} requested: its jobs run now."),
                 Err(e) => format!("Retry of {id} refused: {}", api::error_message(&e)),
             };

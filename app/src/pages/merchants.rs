@@ -99,41 +99,8 @@ fn MerchantPanel(
     // (audited), as revoking a key is confirmed; unfreezing is a request another admin approves.
     let confirming = RwSignal::new(false);
     let reason = RwSignal::new(String::new());
-    let toggle = {
-        let name = name.clone();
-        move |_| {
-            let name = name.clone();
-            let why = reason.get_untracked().trim().to_string();
-            if !frozen && why.is_empty() {
-                failure.set(Some(
-                    "Say why the merchant is frozen: it goes into the audit log.".into(),
-                ));
-                return;
-            }
-            busy.set(true);
-            failure.set(None);
-            spawn_local(async move {
-                match api::set_merchant_frozen(name.clone(), !frozen, why).await {
-                    Ok(ConsoleChange::Requested(r)) => {
-                        flash.set(Some(awaiting(&r)));
-                        version.update(|v| *v = v.wrapping_add(1));
-                    }
-                    Ok(ConsoleChange::Done(())) => {
-                        flash.set(Some(if frozen {
-                            format!("Merchant {name} unfrozen: it can create payments again, and postings waiting in SUSPENSE go through.")
-                        } else {
-                            format!("Merchant {name} frozen: new payments, refunds and endpoint changes are refused.")
-                        }));
-                        version.update(|v| *v = v.wrapping_add(1));
-                    }
-                    Err(e) => {
-                        failure.set(Some(error_message(&e)));
-                        busy.set(false);
-                    }
-                }
-            });
-        }
-    };
+    let toggle = freeze_toggle(name.clone(), frozen, reason, busy, failure, flash, version);
+    let unfreeze = toggle.clone();
     let issue = {
         let name = name.clone();
         move |_| {
@@ -180,7 +147,7 @@ fn MerchantPanel(
                 </button>
                 {if frozen {
                     view! {
-                        <button type="button" class="secondary small" on:click=toggle.clone() disabled=move || busy.get()>
+                        <button type="button" class="secondary small" on:click=move |_| unfreeze(()) disabled=move || busy.get()>
                             "Unfreeze"
                         </button>
                     }
@@ -199,26 +166,9 @@ fn MerchantPanel(
                         .into_any()
                 }}
             </div>
-            {(!frozen).then(move || view! {
-                <Show when=move || confirming.get()>
-                    <div class="stacked-form freeze-confirm" data-testid=format!("freeze-confirm-{}", name_for_confirm.clone())>
-                        <p>
-                            "Freezing refuses this merchant's new payments, refunds and endpoint changes at once; payments in flight wait in SUSPENSE until it is unfrozen (which another admin must approve)."
-                        </p>
-                        <label>
-                            "Reason (audited)"
-                            <input type="text" maxlength="2000" required data-testid="freeze-reason" bind:value=reason/>
-                        </label>
-                        <div class="actions">
-                            <button type="button" class="danger small" on:click=toggle.clone() disabled=move || busy.get()>
-                                "Confirm freeze"
-                            </button>
-                            <button type="button" class="secondary small" on:click=move |_| confirming.set(false)>
-                                "Keep it active"
-                            </button>
-                        </div>
-                    </div>
-                </Show>
+            {(!frozen).then(move || {
+                let confirm = Callback::new(move |()| toggle(()));
+                view! { <FreezeConfirm name=name_for_confirm.clone() reason confirming busy confirm/> }
             })}
             <p class="form-message" role="alert">{move || failure.get()}</p>
             <DataTable
@@ -233,6 +183,83 @@ fn MerchantPanel(
                     .collect_view()}
             </DataTable>
         </Panel>
+    }
+}
+
+/// What a Freeze (with the typed reason) or Unfreeze asks the server for, and what the page
+/// says after: a freeze without a reason is refused here before anything is sent.
+fn freeze_toggle(
+    name: String,
+    frozen: bool,
+    reason: RwSignal<String>,
+    busy: RwSignal<bool>,
+    failure: RwSignal<Option<String>>,
+    flash: RwSignal<Option<String>>,
+    version: RwSignal<u32>,
+) -> impl Fn(()) + Clone + Send + Sync + 'static {
+    move |()| {
+        let name = name.clone();
+        let why = reason.get_untracked().trim().to_string();
+        if !frozen && why.is_empty() {
+            failure.set(Some(
+                "Say why the merchant is frozen: it goes into the audit log.".into(),
+            ));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        spawn_local(async move {
+            match api::set_merchant_frozen(name.clone(), !frozen, why).await {
+                Ok(ConsoleChange::Requested(r)) => {
+                    flash.set(Some(awaiting(&r)));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Ok(ConsoleChange::Done(())) => {
+                    flash.set(Some(if frozen {
+                        format!("Merchant {name} unfrozen: it can create payments again, and postings waiting in SUSPENSE go through.")
+                    } else {
+                        format!("Merchant {name} frozen: new payments, refunds and endpoint changes are refused.")
+                    }));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => {
+                    failure.set(Some(error_message(&e)));
+                    busy.set(false);
+                }
+            }
+        });
+    }
+}
+
+/// The freeze's confirmation: what freezing does, the audited reason, Confirm and Keep.
+#[component]
+fn FreezeConfirm(
+    name: String,
+    reason: RwSignal<String>,
+    confirming: RwSignal<bool>,
+    busy: RwSignal<bool>,
+    confirm: Callback<()>,
+) -> impl IntoView {
+    view! {
+        <Show when=move || confirming.get()>
+            <div class="stacked-form freeze-confirm" data-testid=format!("freeze-confirm-{name}")>
+                <p>
+                    "Freezing refuses this merchant's new payments, refunds and endpoint changes at once; payments in flight wait in SUSPENSE until it is unfrozen (which another admin must approve)."
+                </p>
+                <label>
+                    "Reason (audited)"
+                    <input type="text" maxlength="2000" required data-testid="freeze-reason" bind:value=reason/>
+                </label>
+                <div class="actions">
+                    <button type="button" class="danger small" on:click=move |_| confirm.run(()) disabled=move || busy.get()>
+                        "Confirm freeze"
+                    </button>
+                    <button type="button" class="secondary small" on:click=move |_| confirming.set(false)>
+                        "Keep it active"
+                    </button>
+                </div>
+            </div>
+        </Show>
     }
 }
 

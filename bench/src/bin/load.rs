@@ -344,6 +344,8 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
 /// p99, max) of `published_at - created_at` in ms. A plain read of the run's own database.
 /// CPU time (user + system) the process `pid` has used, in ms (Linux `/proc/PID/stat`,
 /// clock ticks of 10 ms).
+// The workspace denies unsafe code; sysconf(3) has no safe wrapper in std.
+#[allow(unsafe_code)]
 fn cpu_ms(pid: Option<u32>) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
     // Fields after the command name (which may hold spaces) in parentheses.

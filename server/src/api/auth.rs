@@ -8,27 +8,22 @@ use axum::response::{IntoResponse, Response};
 
 use super::ApiState;
 use crate::domain::fingerprint::sha256_hex;
+use crate::domain::freeze::{self, Frozen, NewWork};
 use crate::error::ApiError;
 use crate::store::Merchant;
 
-/// 403 `merchant_frozen` when `m` is frozen: a frozen merchant may read, but may not start
-/// anything new (a payment, a refund, a webhook endpoint change). What is already in flight
-/// keeps settling (callbacks and workers do not pass here); its ledger postings wait in
-/// SUSPENSE until the merchant is unfrozen (issue 13 "Merchant keys"; DESIGN.md "SUSPENSE").
-/// `what` completes "cannot ..." in the message.
-pub fn refuse_frozen(m: &Merchant, what: &str) -> Result<(), ApiError> {
-    if m.frozen {
-        return Err(frozen(what));
-    }
-    Ok(())
+/// 403 `merchant_frozen` when `m` is frozen and so may not start `work`: the rule is
+/// `domain::freeze`'s.
+pub fn refuse_frozen(m: &Merchant, work: NewWork) -> Result<(), ApiError> {
+    freeze::may_start(m.frozen, work).map_err(frozen)
 }
 
-/// 403 `merchant_frozen`: a frozen merchant may not `what`.
-pub fn frozen(what: &str) -> ApiError {
+/// 403 `merchant_frozen`, with the refusal's message.
+pub fn frozen(refused: Frozen) -> ApiError {
     ApiError::new(
         StatusCode::FORBIDDEN,
         "merchant_frozen",
-        format!("the merchant is frozen: it cannot {what}"),
+        refused.to_string(),
     )
 }
 

@@ -162,7 +162,10 @@ pub async fn create(
         ),
         Ok(CreateAnswer::Frozen) => (
             Some(ClaimState::Held),
-            super::auth::frozen("create payments").into_response(),
+            super::auth::frozen(crate::domain::freeze::Frozen(
+                crate::domain::freeze::NewWork::Payments,
+            ))
+            .into_response(),
         ),
         Ok(CreateAnswer::Missing) => (
             Some(ClaimState::Held),

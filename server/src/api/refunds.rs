@@ -109,7 +109,7 @@ pub async fn create(
         return Ok((StatusCode::CREATED, Json(RefundView::from(&driven))));
     }
     // Only a new refund is refused: one already created (above) is in flight and settles.
-    super::auth::refuse_frozen(&merchant, "create refunds")?;
+    super::auth::refuse_frozen(&merchant, crate::domain::freeze::NewWork::Refunds)?;
     match core
         .insert_refund_with_id(&refund_id, &payment.id, amount, &body.reason)
         .await?

@@ -118,7 +118,7 @@ fn actor(m: &Merchant) -> Actor {
 }
 
 fn refuse_frozen(m: &Merchant) -> Result<(), ApiError> {
-    super::auth::refuse_frozen(m, "register or change webhook endpoints")
+    super::auth::refuse_frozen(m, crate::domain::freeze::NewWork::Endpoints)
 }
 
 /// Registers an endpoint: 201 with it and its `secret` (shown once). A retry after a crash

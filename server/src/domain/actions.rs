@@ -3,8 +3,6 @@
 //! and approved by a different approver; a reason is required; force needs evidence and only
 //! whitelisted transitions, never out of a terminal state).
 
-use std::str::FromStr;
-
 use super::state::PaymentStatus;
 
 /// Longest reason, in bytes.
@@ -12,80 +10,10 @@ pub const MAX_REASON: usize = 1000;
 /// Longest evidence text, in bytes.
 pub const MAX_EVIDENCE: usize = 4000;
 
-/// An action kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActionKind {
-    /// Ask the channel now and apply what the answer justifies.
-    Query,
-    /// Make the payment's waiting or dead jobs run now.
-    Retry,
-    /// Refund the remaining amount at the channel and post reversing entries -> REVERSED.
-    Reverse,
-    /// Move to a whitelisted target status on the operator's evidence.
-    ForceTransition,
-}
-
-impl ActionKind {
-    /// Every kind, in the order the console lists them. The exhaustive match in the test
-    /// `every_kind_is_listed` fails to compile when a variant is added and not listed here.
-    pub const ALL: [ActionKind; 4] = [
-        ActionKind::Query,
-        ActionKind::Retry,
-        ActionKind::Reverse,
-        ActionKind::ForceTransition,
-    ];
-
-    /// The stored names of the kinds a second person approves: what the approvals inbox
-    /// lists (issue 17: retries and queries run at once and would only flood it).
-    pub fn approval_kinds() -> Vec<&'static str> {
-        Self::ALL
-            .into_iter()
-            .filter(|k| k.needs_approval())
-            .map(ActionKind::as_str)
-            .collect()
-    }
-
-    /// Stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionKind::Query => "query",
-            ActionKind::Retry => "retry",
-            ActionKind::Reverse => "reverse",
-            ActionKind::ForceTransition => "force_transition",
-        }
-    }
-
-    /// Whether a second person must approve it (anything that moves money or overrides the
-    /// state machine).
-    pub fn needs_approval(self) -> bool {
-        matches!(self, ActionKind::Reverse | ActionKind::ForceTransition)
-    }
-
-    /// The status a new request of this kind starts in: pending when a second person must
-    /// approve it, approved otherwise.
-    pub fn initial_status(self) -> ActionStatus {
-        if self.needs_approval() {
-            ActionStatus::Pending
-        } else {
-            ActionStatus::Approved
-        }
-    }
-}
-
-impl FromStr for ActionKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "query" => Ok(ActionKind::Query),
-            "retry" => Ok(ActionKind::Retry),
-            "reverse" => Ok(ActionKind::Reverse),
-            "force_transition" => Ok(ActionKind::ForceTransition),
-            other => Err(format!(
-                "unknown action {other:?}: use query, retry, reverse or force_transition"
-            )),
-        }
-    }
-}
+/// An action kind: defined with its names in the wire crate, which the console shares
+/// (`converge_wire::ActionKind`), so the console's buttons and the server's checks name the
+/// same four kinds and the console compares no kind as text.
+pub use converge_wire::ActionKind;
 
 pub use crate::domain::state::{FORCE_WHITELIST, force_allowed};
 
@@ -184,7 +112,7 @@ pub fn force_targets(status: PaymentStatus) -> Vec<PaymentStatus> {
 /// listing its [`force_targets`]. One rule for the console's buttons and the server's checks.
 pub fn offers(status: PaymentStatus, wakeable_jobs: usize) -> Vec<ActionOffer> {
     let offer = |kind: ActionKind, why: Option<String>, targets: Vec<PaymentStatus>| ActionOffer {
-        kind: kind.as_str().to_string(),
+        kind,
         available: why.is_none(),
         why: why.unwrap_or_default(),
         targets,
@@ -227,12 +155,10 @@ pub fn offers_with_pending(
 ) -> Vec<ActionOffer> {
     let mut all = offers(status, wakeable_jobs);
     let Some(id) = pending else { return all };
-    let needs_approver = |o: &ActionOffer| {
-        o.kind
-            .parse::<ActionKind>()
-            .is_ok_and(ActionKind::needs_approval)
-    };
-    for o in all.iter_mut().filter(|o| o.available && needs_approver(o)) {
+    for o in all
+        .iter_mut()
+        .filter(|o| o.available && o.kind.needs_approval())
+    {
         o.available = false;
         o.why = format!(
             "request {id} is waiting for an approver: it must be approved, rejected or cancelled first"
@@ -294,7 +220,7 @@ mod tests {
             offers(status, jobs)
                 .into_iter()
                 .filter(|o| o.available)
-                .map(|o| o.kind)
+                .map(|o| o.kind.to_string())
                 .collect()
         };
         assert_eq!(available(S::Reversed, 0), vec!["query"]);
@@ -347,7 +273,7 @@ mod tests {
         );
         for from in S::ALL {
             let force = offers(from, 0).pop().expect("force is the last offer");
-            assert_eq!(force.kind, "force_transition");
+            assert_eq!(force.kind.as_str(), "force_transition");
             let allowed: Vec<_> = S::ALL
                 .into_iter()
                 .filter(|to| force_allowed(from, *to))

@@ -39,8 +39,10 @@ pub fn validate_currency(code: &str) -> Result<(String, u16), MoneyError> {
     if code.len() != 3 || !code.bytes().all(|b| b.is_ascii_uppercase()) {
         return Err(MoneyError::UnknownCurrency);
     }
-    let currency = Currency::from_code(code).ok_or(MoneyError::UnknownCurrency)?;
-    let exponent = currency.exponent().ok_or(MoneyError::UnknownCurrency)?;
+    if !has_minor_unit(code) {
+        return Err(MoneyError::UnknownCurrency);
+    }
+    let exponent = converge_wire::money::exponent(code) as u16;
     Ok((code.to_string(), exponent))
 }
 
@@ -59,24 +61,45 @@ pub fn display(minor: i64, currency: &str) -> String {
 /// The number part of [`display`]: `18857, "CNY"` → `188.57`; `None` for a code without a
 /// defined ISO 4217 exponent.
 pub fn major(minor: i64, currency: &str) -> Option<String> {
-    let exp = Currency::from_code(currency).and_then(|c| c.exponent())?;
-    if exp == 0 {
-        return Some(minor.to_string());
-    }
-    let unit = 10u64.pow(u32::from(exp));
-    let sign = if minor < 0 { "-" } else { "" };
-    let abs = minor.unsigned_abs();
-    Some(format!(
-        "{sign}{}.{:0width$}",
-        abs / unit,
-        abs % unit,
-        width = usize::from(exp)
-    ))
+    has_minor_unit(currency).then(|| converge_wire::money::major(minor, currency))
+}
+
+/// Whether `code` is an ISO 4217 currency with a defined minor unit (`iso_currency`'s list;
+/// funds codes such as XAU have none). How many decimals it has is the one table's,
+/// `converge_wire::money::exponent`.
+fn has_minor_unit(code: &str) -> bool {
+    Currency::from_code(code).is_some_and(|c| c.exponent().is_some())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wire_exponents_agree_with_iso_4217() {
+        let letters = b'A'..=b'Z';
+        let mut checked = 0;
+        for a in letters.clone() {
+            for b in letters.clone() {
+                for c in letters.clone() {
+                    let code = String::from_utf8(vec![a, b, c]).unwrap();
+                    let Some(iso) = Currency::from_code(&code).and_then(|c| c.exponent()) else {
+                        continue;
+                    };
+                    assert_eq!(
+                        converge_wire::money::exponent(&code),
+                        u32::from(iso),
+                        "{code}'s minor unit"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(
+            checked > 150,
+            "the ISO 4217 list was read ({checked} codes)"
+        );
+    }
 
     #[test]
     fn amounts_are_displayed_in_major_units_with_the_currency_exponent() {

@@ -11,6 +11,7 @@ use serde_json::json;
 use super::{Core, ServiceError, ids};
 use crate::channel::ChargeOutcome;
 use crate::domain::fingerprint::fingerprint;
+use crate::domain::freeze::{self, NewWork};
 use crate::domain::ledger;
 use crate::domain::money;
 use crate::domain::state::{AutoStep, Batch, Delay, PaymentEvent, PaymentStatus, Rule, rule};
@@ -196,7 +197,7 @@ impl Core {
             key_held: true,
             cause,
         };
-        let taken_over = if merchant.frozen {
+        let taken_over = if freeze::may_start(merchant.frozen, NewWork::Payments).is_err() {
             // Claimed first, as before phase 1 existed: a payment a crashed request already
             // created is in flight and converges whatever the merchant's state; only a new one
             // is refused.
@@ -329,12 +330,8 @@ impl Core {
         let first = self.transition(&p, event, source, extras, now)?;
         let mut steps = vec![first];
         if steps[0].to == PaymentStatus::ChannelSuccess {
-            let frozen = self
-                .store
-                .merchant(p.merchant_id)
-                .await?
-                .is_none_or(|m| m.frozen);
-            if !frozen {
+            let merchant = self.store.merchant(p.merchant_id).await?;
+            if !freeze::posting_waits(merchant.map(|m| m.frozen)) {
                 // The payment as the first step leaves it, for the row that follows.
                 let charged = Payment {
                     status: steps[0].to,
@@ -489,12 +486,8 @@ impl Core {
         p: &Payment,
         source: &str,
     ) -> Result<Payment, ServiceError> {
-        let frozen = self
-            .store
-            .merchant(p.merchant_id)
-            .await?
-            .is_none_or(|m| m.frozen);
-        if frozen {
+        let merchant = self.store.merchant(p.merchant_id).await?;
+        if freeze::posting_waits(merchant.map(|m| m.frozen)) {
             if p.status == PaymentStatus::Suspense {
                 // Reported again (one item per payment, by key): a process that died between
                 // parking the payment and reporting it leaves the error pool without it, and

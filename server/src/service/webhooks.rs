@@ -10,10 +10,11 @@
 //! registration cannot be re-pointed inside the network (DNS rebinding).
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use super::actor::Actor;
@@ -28,6 +29,13 @@ use crate::store::{
     AttemptResult, DeliveryRow, DeliveryStatus, EndpointStatus, LeasedJob, NewEndpoint,
     WebhookEndpoint,
 };
+
+/// A failed attempt's reason, the endpoint's `Retry-After` (ms) and its HTTP status, if any.
+struct Failure {
+    reason: String,
+    not_before_ms: Option<u64>,
+    status: Option<u16>,
+}
 
 /// Bytes of an endpoint's answer that are read before the connection is dropped; the first
 /// [`STORED_RESPONSE_BYTES`] are kept with the attempt.
@@ -50,6 +58,10 @@ pub struct WebhookSettings {
     pub secret_overlap_ms: i64,
     /// A run of failures this long disables the endpoint, ms.
     pub disable_after_ms: i64,
+    /// Seed of the retry schedule's jitter (0: from the OS), the workers' `--seed`: the
+    /// injected-RNG contract (DESIGN.md "Architecture": time and randomness are injected and
+    /// seeded, so a run with the same seed waits the same times).
+    pub jitter_seed: u64,
 }
 
 impl Default for WebhookSettings {
@@ -60,6 +72,7 @@ impl Default for WebhookSettings {
             allow_private: false,
             secret_overlap_ms: 86_400_000,
             disable_after_ms: 5 * 86_400_000,
+            jitter_seed: 0,
         }
     }
 }
@@ -71,6 +84,9 @@ pub struct Notifier {
     /// Settings.
     pub settings: WebhookSettings,
     client: reqwest::Client,
+    /// The retry schedule's jitter, seeded from `settings.jitter_seed` (a clone draws from
+    /// the same stream).
+    jitter: Arc<Mutex<StdRng>>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -99,7 +115,25 @@ impl Notifier {
             }))
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        Notifier { settings, client }
+        let jitter = Arc::new(Mutex::new(if settings.jitter_seed == 0 {
+            StdRng::from_os_rng()
+        } else {
+            StdRng::seed_from_u64(settings.jitter_seed)
+        }));
+        Notifier {
+            settings,
+            client,
+            jitter,
+        }
+    }
+
+    /// The next jitter draw for the retry schedule, uniform in [0, 1)
+    /// (`RetrySchedule::delay_ms`'s `unit`).
+    pub fn jitter_unit(&self) -> f64 {
+        self.jitter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .random()
     }
 }
 
@@ -447,23 +481,7 @@ impl Core {
             return Ok(Step::Done);
         }
         let body = webhook_body(&event.event_type, event.created_at, &event.payload);
-        let mut keys = Vec::new();
-        for s in std::iter::once(Some(&endpoint.secret)).chain(std::iter::once(
-            endpoint
-                .previous_secret
-                .as_ref()
-                .filter(|_| endpoint.previous_expires_at.is_some_and(|t| t > now)),
-        )) {
-            let Some(stored) = s else { continue };
-            match self.endpoint_secret(stored) {
-                Ok(plain) => keys.extend(wh::secret_key(&plain).ok()),
-                // A key that does not open the secret is a configuration error start-up
-                // refuses; a damaged value signs nothing rather than something wrong.
-                Err(e) => {
-                    tracing::error!(endpoint = %endpoint.id, error = %e, "webhook secret did not open")
-                }
-            }
-        }
+        let keys = self.signing_keys(&endpoint, now);
         let attempt = self.attempt(&endpoint.url, &event.id, &keys, body).await;
         metrics::histogram!("converge_webhook_attempt_duration_seconds")
             .record(attempt.duration.as_secs_f64());
@@ -508,57 +526,109 @@ impl Core {
                 reason,
                 not_before_ms,
             } => {
-                result.error = Some(reason.clone());
-                let next = u32::try_from(job.attempts).unwrap_or(u32::MAX) as usize + 1;
-                let unit: f64 = rand::rng().random();
-                match self.notifier.settings.schedule.delay_ms(next, unit) {
-                    Some(delay) => {
-                        let delay = delay.max(not_before_ms.unwrap_or(0));
-                        let at = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
-                        result.next_attempt_at = Some(at);
-                        store.record_attempt(&result).await?;
-                        let failing_for = endpoint
-                            .failing_since
-                            .map_or(0, |since| now.saturating_sub(since));
-                        if failing_for >= self.notifier.settings.disable_after_ms {
-                            let why =
-                                format!("every attempt failed for {} h", failing_for / 3_600_000);
-                            self.set_endpoint_enabled(&endpoint.id, false, &why, &Actor::system())
-                                .await
-                                .map_err(endpoint_to_service)?;
-                            store.abandon_delivery(d.id, &why, now).await?;
-                            count_attempt("failed");
-                            return Ok(Step::Done);
-                        }
-                        count_attempt("failed");
-                        return Ok(Step::RetryAt { at, error: reason });
-                    }
-                    None => {
-                        result.new_status = DeliveryStatus::Dead;
-                        store.record_attempt(&result).await?;
-                        count_attempt("dead");
-                        return Ok(Step::GiveUpWith {
-                            kind: "webhook_exhausted",
-                            dedupe_key: format!("webhook:{}", d.id),
-                            summary: format!(
-                                "{} to {} failed {} times: {reason}",
-                                event.event_type,
-                                endpoint.url,
-                                d.attempts + 1
-                            ),
-                            evidence: json!({
-                                "delivery_id": d.id, "event_id": event.id, "event_type": event.event_type,
-                                "endpoint_id": endpoint.id, "url": endpoint.url, "attempts": d.attempts + 1,
-                                "last_status": attempt.status, "last_error": reason,
-                                "last_response": result.response,
-                            }),
-                        });
-                    }
-                }
+                let failed = Failure {
+                    reason,
+                    not_before_ms,
+                    status: attempt.status,
+                };
+                return self
+                    .after_failure(job, &d, &endpoint, &event, result, failed, now)
+                    .await;
             }
         };
         count_attempt(outcome);
         Ok(Step::Done)
+    }
+
+    /// The signing keys of `endpoint` at `now`: its secret's, and its previous secret's while
+    /// the rotation's overlap lasts.
+    fn signing_keys(&self, endpoint: &WebhookEndpoint, now: i64) -> Vec<Vec<u8>> {
+        let mut keys = Vec::new();
+        for s in std::iter::once(Some(&endpoint.secret)).chain(std::iter::once(
+            endpoint
+                .previous_secret
+                .as_ref()
+                .filter(|_| endpoint.previous_expires_at.is_some_and(|t| t > now)),
+        )) {
+            let Some(stored) = s else { continue };
+            match self.endpoint_secret(stored) {
+                Ok(plain) => keys.extend(wh::secret_key(&plain).ok()),
+                // A key that does not open the secret is a configuration error start-up
+                // refuses; a damaged value signs nothing rather than something wrong.
+                Err(e) => {
+                    tracing::error!(endpoint = %endpoint.id, error = %e, "webhook secret did not open")
+                }
+            }
+        }
+        keys
+    }
+
+    /// A failed attempt, recorded, and what the job does next: a retry at the schedule's next
+    /// time with its jitter (not before the endpoint's `Retry-After`), done after disabling
+    /// an endpoint failing for too long, or the error pool after the schedule's last attempt.
+    #[allow(clippy::too_many_arguments)]
+    async fn after_failure(
+        &self,
+        job: &LeasedJob,
+        d: &DeliveryRow,
+        endpoint: &WebhookEndpoint,
+        event: &crate::store::OutboxEvent,
+        mut result: AttemptResult,
+        failed: Failure,
+        now: i64,
+    ) -> Result<Step, ServiceError> {
+        let store = &self.store;
+        let Failure {
+            reason,
+            not_before_ms,
+            status,
+        } = failed;
+        result.error = Some(reason.clone());
+        let next = u32::try_from(job.attempts).unwrap_or(u32::MAX) as usize + 1;
+        let unit = self.notifier.jitter_unit();
+        match self.notifier.settings.schedule.delay_ms(next, unit) {
+            Some(delay) => {
+                let delay = delay.max(not_before_ms.unwrap_or(0));
+                let at = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
+                result.next_attempt_at = Some(at);
+                store.record_attempt(&result).await?;
+                let failing_for = endpoint
+                    .failing_since
+                    .map_or(0, |since| now.saturating_sub(since));
+                if failing_for >= self.notifier.settings.disable_after_ms {
+                    let why = format!("every attempt failed for {} h", failing_for / 3_600_000);
+                    self.set_endpoint_enabled(&endpoint.id, false, &why, &Actor::system())
+                        .await
+                        .map_err(endpoint_to_service)?;
+                    store.abandon_delivery(d.id, &why, now).await?;
+                    count_attempt("failed");
+                    return Ok(Step::Done);
+                }
+                count_attempt("failed");
+                Ok(Step::RetryAt { at, error: reason })
+            }
+            None => {
+                result.new_status = DeliveryStatus::Dead;
+                store.record_attempt(&result).await?;
+                count_attempt("dead");
+                Ok(Step::GiveUpWith {
+                    kind: "webhook_exhausted",
+                    dedupe_key: format!("webhook:{}", d.id),
+                    summary: format!(
+                        "{} to {} failed {} times: {reason}",
+                        event.event_type,
+                        endpoint.url,
+                        d.attempts + 1
+                    ),
+                    evidence: json!({
+                        "delivery_id": d.id, "event_id": event.id, "event_type": event.event_type,
+                        "endpoint_id": endpoint.id, "url": endpoint.url, "attempts": d.attempts + 1,
+                        "last_status": status, "last_error": reason,
+                        "last_response": result.response,
+                    }),
+                })
+            }
+        }
     }
 
     async fn attempt(&self, url: &str, msg_id: &str, keys: &[Vec<u8>], body: String) -> Attempt {
@@ -713,4 +783,30 @@ pub fn webhook_body(event_type: &str, created_at: i64, payload: &str) -> String 
         serde_json::Value::String(rfc3339(created_at)),
         payload
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The retry waits a notifier seeded with `seed` draws for its next eight failed attempts.
+    fn waits(seed: u64) -> Vec<Option<u64>> {
+        let n = Notifier::new(WebhookSettings {
+            jitter_seed: seed,
+            ..WebhookSettings::default()
+        });
+        (1..=8)
+            .map(|attempt| n.settings.schedule.delay_ms(attempt, n.jitter_unit()))
+            .collect()
+    }
+
+    #[test]
+    fn the_same_jitter_seed_gives_the_same_retry_waits() {
+        assert_eq!(waits(42), waits(42));
+        assert_ne!(
+            waits(42),
+            waits(43),
+            "the seed, not a constant, drives the jitter"
+        );
+    }
 }

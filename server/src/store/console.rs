@@ -267,7 +267,7 @@ pub trait Console: Send + Sync + 'static {
         since_minute: i64,
     ) -> Result<Vec<(i64, String, i64)>, StoreError>;
     /// Jobs finished (done) since the start of minute `since_minute` (epoch minutes UTC; the
-    /// current minute included), the same count as `status = 'done' AND updated_at >=
+    /// current minute included), the same count as `status = done AND updated_at >=
     /// since_minute * 60000` ([`jobs_done_since_sql`](super::jobs_done_since_sql)).
     async fn jobs_done_since(&self, since_minute: i64) -> Result<i64, StoreError>;
     /// Every kind that ever had an error-pool item (items are never deleted), by kind name,

@@ -323,9 +323,9 @@ macro_rules! impl_console {
 
             async fn error_counts(&self) -> Result<Vec<$crate::store::ErrorKindCount>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::ErrorKindCount>(
-                    "SELECT kind, CAST(SUM(CASE WHEN status = 'open' THEN 1 ELSE 0 END) AS BIGINT) AS open, \
-                     MIN(CASE WHEN status = 'open' THEN first_seen END) AS oldest_open \
-                     FROM error_pool GROUP BY kind ORDER BY kind",
+                    concat!("SELECT kind, CAST(SUM(CASE WHEN status = ", converge_wire::error_item_sql!(Open), " THEN 1 ELSE 0 END) AS BIGINT) AS open, \
+                     MIN(CASE WHEN status = ", converge_wire::error_item_sql!(Open), " THEN first_seen END) AS oldest_open \
+                     FROM error_pool GROUP BY kind ORDER BY kind"),
                 )
                 .fetch_all(self.reader())
                 .await?)

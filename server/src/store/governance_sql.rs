@@ -223,7 +223,7 @@ macro_rules! impl_governance {
                      LEFT JOIN payments p ON p.id = a.payment_id LEFT JOIN merchants m ON m.id = p.merchant_id \
                      WHERE a.status ",
                 );
-                q.push(if pending { "= 'pending'" } else { "<> 'pending'" });
+                q.push(if pending { concat!("= ", converge_wire::action_sql!(Pending)) } else { concat!("<> ", converge_wire::action_sql!(Pending)) });
                 q.push(" AND a.kind IN (");
                 let mut kinds_list = q.separated(", ");
                 for k in kinds {
@@ -264,7 +264,7 @@ macro_rules! impl_governance {
 
             async fn pending_approval_count(&self, kinds: &[&str]) -> Result<i64, $crate::store::StoreError> {
                 let mut q = sqlx::QueryBuilder::<$crate::store::backend::DbOf<$store>>::new(
-                    "SELECT COUNT(*) FROM actions WHERE status = 'pending' AND kind IN (",
+                    concat!("SELECT COUNT(*) FROM actions WHERE status = ", converge_wire::action_sql!(Pending), " AND kind IN ("),
                 );
                 let mut kinds_list = q.separated(", ");
                 for k in kinds {

@@ -37,10 +37,10 @@ macro_rules! impl_keys {
             let rec = loop {
                 attempts += 1;
                 let inserted = sqlx::query(
-                    "INSERT INTO idempotency_keys (merchant_id, scope, idem_key, route, fingerprint, state, \
+                    concat!("INSERT INTO idempotency_keys (merchant_id, scope, idem_key, route, fingerprint, state, \
                      lease_token, lease_expires_at, created_at, expires_at, resource_id) \
-                     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9, $10) \
-                     ON CONFLICT (merchant_id, idem_key) DO NOTHING",
+                     VALUES ($1, $2, $3, $4, $5, ", converge_wire::key_sql!(Running), ", $6, $7, $8, $9, $10) \
+                     ON CONFLICT (merchant_id, idem_key) DO NOTHING"),
                 )
                 .bind(c.merchant_id)
                 .bind(&c.scope)
@@ -86,8 +86,8 @@ macro_rules! impl_keys {
                 c.now,
             ) {
                 let taken = sqlx::query(
-                    "UPDATE idempotency_keys SET lease_token = $1, lease_expires_at = $2 \
-                     WHERE merchant_id = $3 AND idem_key = $4 AND state = 'running' AND lease_token = $5",
+                    concat!("UPDATE idempotency_keys SET lease_token = $1, lease_expires_at = $2 \
+                     WHERE merchant_id = $3 AND idem_key = $4 AND state = ", converge_wire::key_sql!(Running), " AND lease_token = $5"),
                 )
                 .bind(&c.lease_token)
                 .bind(c.lease_expires_at)
@@ -113,9 +113,9 @@ macro_rules! impl_keys {
         ) -> Result<bool, $crate::store::StoreError> {
             let headers = serde_json::to_string(&resp.headers).unwrap_or_else(|_| "[]".into());
             let r = sqlx::query(
-                "UPDATE idempotency_keys SET state = 'done', response_status = $1, response_headers = $2, \
+                concat!("UPDATE idempotency_keys SET state = ", converge_wire::key_sql!(Done), ", response_status = $1, response_headers = $2, \
                  response_body = $3, lease_token = NULL, lease_expires_at = NULL \
-                 WHERE merchant_id = $4 AND idem_key = $5 AND state = 'running' AND lease_token = $6",
+                 WHERE merchant_id = $4 AND idem_key = $5 AND state = ", converge_wire::key_sql!(Running), " AND lease_token = $6"),
             )
             .bind(i64::from(resp.status))
             .bind(headers)
@@ -136,8 +136,8 @@ macro_rules! impl_keys {
             resource_id: &str,
         ) -> Result<bool, $crate::store::StoreError> {
             let r = sqlx::query(
-                "UPDATE idempotency_keys SET resource_id = $1 \
-                 WHERE merchant_id = $2 AND idem_key = $3 AND state = 'running' AND lease_token = $4",
+                concat!("UPDATE idempotency_keys SET resource_id = $1 \
+                 WHERE merchant_id = $2 AND idem_key = $3 AND state = ", converge_wire::key_sql!(Running), " AND lease_token = $4"),
             )
             .bind(resource_id)
             .bind(k.merchant_id)
@@ -198,8 +198,8 @@ macro_rules! impl_keys {
 
             async fn release_key(&self, k: &$crate::idempotency::store::KeyRef) -> Result<bool, $crate::store::StoreError> {
                 let r = sqlx::query(
-                    "DELETE FROM idempotency_keys \
-                     WHERE merchant_id = $1 AND idem_key = $2 AND state = 'running' AND lease_token = $3",
+                    concat!("DELETE FROM idempotency_keys \
+                     WHERE merchant_id = $1 AND idem_key = $2 AND state = ", converge_wire::key_sql!(Running), " AND lease_token = $3"),
                 )
                 .bind(k.merchant_id)
                 .bind(&k.idem_key)

@@ -101,7 +101,7 @@ macro_rules! impl_live {
                     }
                 }
                 let pending: Vec<(String,)> = sqlx::query_as(
-                    "SELECT payment_id FROM actions WHERE status = 'pending' LIMIT 1000",
+                    concat!("SELECT payment_id FROM actions WHERE status = ", converge_wire::action_sql!(Pending), " LIMIT 1000"),
                 )
                 .fetch_all(self.reader())
                 .await?;

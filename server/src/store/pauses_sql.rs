@@ -14,8 +14,8 @@ macro_rules! impl_pauses {
             ) -> Result<$crate::store::CreatePause, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let inserted = sqlx::query_as::<_, $crate::store::PauseRecord>(
-                    "INSERT INTO pauses (id, target, reason, status, requested_by, requested_at, expires_at) \
-                     VALUES ($1, $2, $3, 'pending', $4, $5, $6) RETURNING *",
+                    concat!("INSERT INTO pauses (id, target, reason, status, requested_by, requested_at, expires_at) \
+                     VALUES ($1, $2, $3, ", converge_wire::pause_sql!(Pending), ", $4, $5, $6) RETURNING *"),
                 )
                 .bind(&p.id)
                 .bind(&p.target)
@@ -47,13 +47,13 @@ macro_rules! impl_pauses {
 
             async fn pauses(&self, limit: i64) -> Result<Vec<$crate::store::PauseRecord>, $crate::store::StoreError> {
                 let mut open = sqlx::query_as::<_, $crate::store::PauseRecord>(
-                    "SELECT * FROM pauses WHERE status IN ('pending', 'active') ORDER BY requested_at, id",
+                    concat!("SELECT * FROM pauses WHERE status IN (", converge_wire::pause_sql!(Pending), ", ", converge_wire::pause_sql!(Active), ") ORDER BY requested_at, id"),
                 )
                 .fetch_all(self.reader())
                 .await?;
                 let ended = sqlx::query_as::<_, $crate::store::PauseRecord>(
-                    "SELECT * FROM pauses WHERE status NOT IN ('pending', 'active') \
-                     ORDER BY requested_at DESC, id DESC LIMIT $1",
+                    concat!("SELECT * FROM pauses WHERE status NOT IN (", converge_wire::pause_sql!(Pending), ", ", converge_wire::pause_sql!(Active), ") \
+                     ORDER BY requested_at DESC, id DESC LIMIT $1"),
                 )
                 .bind(limit)
                 .fetch_all(self.reader())
@@ -64,7 +64,7 @@ macro_rules! impl_pauses {
 
             async fn active_pause_targets(&self) -> Result<Vec<String>, $crate::store::StoreError> {
                 let rows: Vec<(String,)> =
-                    sqlx::query_as("SELECT target FROM pauses WHERE status = 'active' ORDER BY target")
+                    sqlx::query_as(concat!("SELECT target FROM pauses WHERE status = ", converge_wire::pause_sql!(Active), " ORDER BY target"))
                         .fetch_all(self.reader())
                         .await?;
                 Ok(rows.into_iter().map(|(t,)| t).collect())
@@ -130,9 +130,9 @@ macro_rules! impl_pauses {
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let moved = sqlx::query(
-                    "UPDATE pauses SET end_requested_by = $1, end_reason = $2, end_requested_at = $3, \
-                     end_expires_at = $4 WHERE id = $5 AND status = 'active' \
-                     AND (end_requested_by IS NULL OR end_expires_at <= $3)",
+                    concat!("UPDATE pauses SET end_requested_by = $1, end_reason = $2, end_requested_at = $3, \
+                     end_expires_at = $4 WHERE id = $5 AND status = ", converge_wire::pause_sql!(Active), " \
+                     AND (end_requested_by IS NULL OR end_expires_at <= $3)"),
                 )
                 .bind(&r.by)
                 .bind(&r.reason)
@@ -160,9 +160,9 @@ macro_rules! impl_pauses {
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let moved = sqlx::query(
-                    "UPDATE pauses SET end_requested_by = NULL, end_reason = NULL, end_requested_at = NULL, \
-                     end_expires_at = NULL WHERE id = $1 AND status = 'active' \
-                     AND end_requested_by IS NOT NULL AND end_requested_by <> $2 AND end_expires_at > $3",
+                    concat!("UPDATE pauses SET end_requested_by = NULL, end_reason = NULL, end_requested_at = NULL, \
+                     end_expires_at = NULL WHERE id = $1 AND status = ", converge_wire::pause_sql!(Active), " \
+                     AND end_requested_by IS NOT NULL AND end_requested_by <> $2 AND end_expires_at > $3"),
                 )
                 .bind(id)
                 .bind(by)

@@ -473,8 +473,8 @@ macro_rules! impl_payments {
             if !jobs.closes.is_empty() {
                 let kinds: Vec<String> = (0..jobs.closes.len()).map(|i| format!("${}", i + 3)).collect();
                 let sql = format!(
-                    "UPDATE jobs SET status = 'done', updated_at = $1 \
-                     WHERE payment_id = $2 AND status = 'due' AND kind IN ({})",
+                    concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Done), ", updated_at = $1 \
+                     WHERE payment_id = $2 AND status = ", converge_wire::job_sql!(Due), " AND kind IN ({})"),
                     kinds.join(", ")
                 );
                 let mut q = sqlx::query(&sql).bind(now).bind(payment_id);

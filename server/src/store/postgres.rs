@@ -124,21 +124,30 @@ impl super::SqlBackend for PgStore {
         skip_kinds: &[String],
     ) -> Result<Vec<super::LeasedJob>, StoreError> {
         // Due jobs and lapsed leases are locked by two index scans in (run_at, id) order, each
-        // stopping at the batch, then merged: one scan over `status IN ('due', 'leased')`
+        // stopping at the batch, then merged: one scan over `status IN (due, leased)`
         // cannot come out of the index in that order, so it read and sorted every due job on
         // each claim (BENCHMARKS.md "Profiles and fixes"). The same jobs are picked.
         let skip = super::queue_sql::skip_kinds_clause(skip_kinds);
         let sql = format!(
-            "WITH lapsed AS (SELECT id, run_at FROM jobs WHERE status = 'leased' AND run_at <= $4{skip} \
+            concat!(
+                "WITH lapsed AS (SELECT id, run_at FROM jobs WHERE status = ",
+                converge_wire::job_sql!(Leased),
+                " AND run_at <= $4{skip} \
              ORDER BY run_at, id LIMIT $5 FOR UPDATE SKIP LOCKED), \
-             due AS (SELECT id, run_at FROM jobs WHERE status = 'due' AND run_at <= $4{skip} \
+             due AS (SELECT id, run_at FROM jobs WHERE status = ",
+                converge_wire::job_sql!(Due),
+                " AND run_at <= $4{skip} \
              ORDER BY run_at, id LIMIT $5 FOR UPDATE SKIP LOCKED), \
              picked AS (SELECT id FROM (SELECT id, run_at FROM lapsed UNION ALL SELECT id, run_at FROM due) u \
              ORDER BY run_at, id LIMIT $5) \
-             UPDATE jobs j SET status = 'leased', lease_owner = $1, lease_token = $2 || '-' || j.id, \
+             UPDATE jobs j SET status = ",
+                converge_wire::job_sql!(Leased),
+                ", lease_owner = $1, lease_token = $2 || '-' || j.id, \
              lease_expires_at = $3, run_at = $3, attempts = j.attempts + 1, updated_at = $4 \
              FROM picked WHERE j.id = picked.id \
              RETURNING j.id, j.kind, j.payment_id, j.refund_id, j.payload, j.attempts, j.max_attempts, j.lease_token, j.trace_id"
+            ),
+            skip = skip,
         );
         let mut q = sqlx::query_as::<_, super::LeasedJob>(&sql)
             .bind(owner)

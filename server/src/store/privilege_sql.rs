@@ -14,9 +14,9 @@ macro_rules! impl_privileges {
             ) -> Result<Option<$crate::store::PrivilegeRequest>, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let inserted = sqlx::query_as::<_, $crate::store::PrivilegeRequest>(
-                    "INSERT INTO privilege_requests (id, kind, target, roles, password_hash, requested_by, \
+                    concat!("INSERT INTO privilege_requests (id, kind, target, roles, password_hash, requested_by, \
                      reason, status, created_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9) RETURNING *",
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, ", converge_wire::action_sql!(Pending), ", $8, $9) RETURNING *"),
                 )
                 .bind(&r.id)
                 .bind(&r.kind)
@@ -70,11 +70,11 @@ macro_rules! impl_privileges {
                 limit: i64,
             ) -> Result<Vec<$crate::store::PrivilegeRequest>, $crate::store::StoreError> {
                 let sql = if pending {
-                    "SELECT * FROM privilege_requests WHERE status = 'pending' \
-                     ORDER BY created_at DESC, id DESC LIMIT $1"
+                    concat!("SELECT * FROM privilege_requests WHERE status = ", converge_wire::action_sql!(Pending), " \
+                     ORDER BY created_at DESC, id DESC LIMIT $1")
                 } else {
-                    "SELECT * FROM privilege_requests WHERE status <> 'pending' \
-                     ORDER BY created_at DESC, id DESC LIMIT $1"
+                    concat!("SELECT * FROM privilege_requests WHERE status <> ", converge_wire::action_sql!(Pending), " \
+                     ORDER BY created_at DESC, id DESC LIMIT $1")
                 };
                 Ok(sqlx::query_as::<_, $crate::store::PrivilegeRequest>(sql)
                     .bind(limit)
@@ -108,12 +108,12 @@ macro_rules! impl_privileges {
                 // Conditional on the status just read: two deciders racing cannot both pass.
                 let (decided_by, decision_reason) = m.decision.clone().unzip();
                 let moved = sqlx::query(
-                    "UPDATE privilege_requests SET status = $1, \
+                    concat!("UPDATE privilege_requests SET status = $1, \
                      decided_by = COALESCE($2, decided_by), decision_reason = COALESCE($3, decision_reason), \
                      decided_at = CASE WHEN $2 IS NULL THEN decided_at ELSE $4 END, \
                      result = COALESCE($5, result), executed_at = CASE WHEN $5 IS NULL THEN executed_at ELSE $4 END, \
-                     password_hash = CASE WHEN $1 IN ('pending', 'approved') THEN password_hash ELSE '' END \
-                     WHERE id = $6 AND status = $7",
+                     password_hash = CASE WHEN $1 IN (", converge_wire::action_sql!(Pending), ", ", converge_wire::action_sql!(Approved), ") THEN password_hash ELSE '' END \
+                     WHERE id = $6 AND status = $7"),
                 )
                 .bind(m.to.as_str())
                 .bind(decided_by.as_deref())
@@ -141,8 +141,8 @@ macro_rules! impl_privileges {
                 since: i64,
             ) -> Result<Vec<$crate::store::Grant>, $crate::store::StoreError> {
                 let mut q = sqlx::QueryBuilder::<$crate::store::backend::DbOf<$store>>::new(
-                    "SELECT requested_by, decided_by, executed_at AS at FROM privilege_requests \
-                     WHERE status = 'executed' AND target = ",
+                    concat!("SELECT requested_by, decided_by, executed_at AS at FROM privilege_requests \
+                     WHERE status = ", converge_wire::action_sql!(Executed), " AND target = "),
                 );
                 q.push_bind(username);
                 q.push(" AND executed_at >= ");

@@ -60,9 +60,15 @@ pub fn stuck_counts_sql() -> String {
 /// `$2..=$6` as in [`stuck_counts_sql`].
 pub fn stuck_payments_sql() -> String {
     format!(
-        "SELECT p.id, p.merchant_id, p.status, p.amount, p.currency, p.created_at, p.updated_at, p.last_error, \
-         (SELECT MIN(j.run_at) FROM jobs j WHERE j.payment_id = p.id AND j.status IN ('due', 'leased')) \
-         AS next_attempt_at FROM payments p WHERE {} ORDER BY p.updated_at LIMIT $1",
+        concat!(
+            "SELECT p.id, p.merchant_id, p.status, p.amount, p.currency, p.created_at, p.updated_at, p.last_error, \
+         (SELECT MIN(j.run_at) FROM jobs j WHERE j.payment_id = p.id AND j.status IN (",
+            converge_wire::job_sql!(Due),
+            ", ",
+            converge_wire::job_sql!(Leased),
+            ")) \
+         AS next_attempt_at FROM payments p WHERE {} ORDER BY p.updated_at LIMIT $1"
+        ),
         stuck_where(2)
     )
 }
@@ -70,7 +76,7 @@ pub fn stuck_payments_sql() -> String {
 /// The done jobs of the whole minutes from minute `$1` (epoch minutes, UTC) to now, the
 /// current minute included, as `(kind, n)` rows to sum, read from `jobs_done_minutes`: the
 /// per-minute counts that migration 0113's triggers keep in the same transaction as each
-/// write to `jobs`. Exact for that window: the same rows `status = 'done' AND updated_at >=
+/// write to `jobs`. Exact for that window: the same rows `status = done AND updated_at >=
 /// $1 * 60000` count. Whole minutes, as the dashboard's Idempotency-Key outcome windows
 /// are: a window starting mid-minute counted its first, partial minute from `jobs` itself,
 /// which under load is up to a minute of completions on pages not yet all-visible (17 / 95
@@ -87,12 +93,23 @@ const DONE_IN_WINDOW: &str = "SELECT kind, n FROM jobs_done_minutes WHERE minute
 /// dead versions under load are not in the way), `jobs_due` on SQLite.
 pub fn queue_stats_sql() -> String {
     format!(
-        "SELECT kind, status, COUNT(*) AS count, MIN(run_at) AS oldest_run_at, \
+        concat!(
+            "SELECT kind, status, COUNT(*) AS count, MIN(run_at) AS oldest_run_at, \
          CAST(SUM(CASE WHEN attempts > 0 THEN 1 ELSE 0 END) AS BIGINT) AS retrying \
-         FROM jobs WHERE status IN ('due', 'leased', 'dead') GROUP BY kind, status \
-         UNION ALL SELECT kind, 'done' AS status, CAST(SUM(n) AS BIGINT) AS count, NULL AS oldest_run_at, \
+         FROM jobs WHERE status IN (",
+            converge_wire::job_sql!(Due),
+            ", ",
+            converge_wire::job_sql!(Leased),
+            ", ",
+            converge_wire::job_sql!(Dead),
+            ") GROUP BY kind, status \
+         UNION ALL SELECT kind, ",
+            converge_wire::job_sql!(Done),
+            " AS status, CAST(SUM(n) AS BIGINT) AS count, NULL AS oldest_run_at, \
          CAST(0 AS BIGINT) AS retrying FROM ({DONE_IN_WINDOW}) d GROUP BY kind HAVING SUM(n) > 0 \
          ORDER BY kind, status"
+        ),
+        DONE_IN_WINDOW = DONE_IN_WINDOW,
     )
 }
 
@@ -115,10 +132,16 @@ pub fn complete_jobs_sql(n: usize) -> String {
         .map(|i| format!("(${}, ${})", 2 * i + 2, 2 * i + 3))
         .collect();
     format!(
-        "WITH c (job_id, token) AS (VALUES {}) \
-         UPDATE jobs SET status = 'done', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, \
-         updated_at = $1 FROM c WHERE jobs.id = c.job_id AND jobs.status = 'leased' \
-         AND jobs.lease_token = c.token RETURNING id",
+        concat!(
+            "WITH c (job_id, token) AS (VALUES {}) \
+         UPDATE jobs SET status = ",
+            converge_wire::job_sql!(Done),
+            ", lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, \
+         updated_at = $1 FROM c WHERE jobs.id = c.job_id AND jobs.status = ",
+            converge_wire::job_sql!(Leased),
+            " \
+         AND jobs.lease_token = c.token RETURNING id"
+        ),
         pairs.join(", ")
     )
 }

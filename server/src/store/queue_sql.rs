@@ -35,8 +35,8 @@ macro_rules! impl_queue {
 
             async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, $crate::store::StoreError> {
                 let r = sqlx::query(
-                    "UPDATE jobs SET status = 'done', lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, \
-                     updated_at = $1 WHERE id = $2 AND status = 'leased' AND lease_token = $3",
+                    concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Done), ", lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, \
+                     updated_at = $1 WHERE id = $2 AND status = ", converge_wire::job_sql!(Leased), " AND lease_token = $3"),
                 )
                 .bind(now)
                 .bind(id)
@@ -73,9 +73,9 @@ macro_rules! impl_queue {
                 now: i64,
             ) -> Result<bool, $crate::store::StoreError> {
                 let r = sqlx::query(
-                    "UPDATE jobs SET status = 'due', run_at = $1, last_error = $2, attempts = attempts - $3, \
+                    concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Due), ", run_at = $1, last_error = $2, attempts = attempts - $3, \
                      lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = $4 \
-                     WHERE id = $5 AND status = 'leased' AND lease_token = $6",
+                     WHERE id = $5 AND status = ", converge_wire::job_sql!(Leased), " AND lease_token = $6"),
                 )
                 .bind(run_at)
                 .bind(error)
@@ -98,8 +98,8 @@ macro_rules! impl_queue {
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let r = sqlx::query(
-                    "UPDATE jobs SET status = 'dead', last_error = $1, lease_owner = NULL, lease_token = NULL, \
-                     lease_expires_at = NULL, updated_at = $2 WHERE id = $3 AND status = 'leased' AND lease_token = $4",
+                    concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Dead), ", last_error = $1, lease_owner = NULL, lease_token = NULL, \
+                     lease_expires_at = NULL, updated_at = $2 WHERE id = $3 AND status = ", converge_wire::job_sql!(Leased), " AND lease_token = $4"),
                 )
                 .bind(error)
                 .bind(now)
@@ -123,8 +123,8 @@ macro_rules! impl_queue {
                 now: i64,
             ) -> Result<i64, $crate::store::StoreError> {
                 Ok(sqlx::query_scalar::<_, i64>(
-                    "INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, run_at, \
-                     created_at, updated_at) VALUES ($1, $2, $3, $4, 'due', 0, $5, $6, $7, $7) RETURNING id",
+                    concat!("INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, run_at, \
+                     created_at, updated_at) VALUES ($1, $2, $3, $4, ", converge_wire::job_sql!(Due), ", 0, $5, $6, $7, $7) RETURNING id"),
                 )
                 .bind(job.kind.as_str())
                 .bind(job.payment_id.as_deref())
@@ -149,8 +149,8 @@ macro_rules! impl_queue {
 
             async fn wake_jobs(&self, payment_id: &str, now: i64) -> Result<u64, $crate::store::StoreError> {
                 let r = sqlx::query(
-                    "UPDATE jobs SET status = 'due', run_at = $1, attempts = CASE WHEN status = 'dead' THEN 0 ELSE attempts END, \
-                     updated_at = $1 WHERE payment_id = $2 AND status IN ('due', 'dead')",
+                    concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Due), ", run_at = $1, attempts = CASE WHEN status = ", converge_wire::job_sql!(Dead), " THEN 0 ELSE attempts END, \
+                     updated_at = $1 WHERE payment_id = $2 AND status IN (", converge_wire::job_sql!(Due), ", ", converge_wire::job_sql!(Dead), ")"),
                 )
                 .bind(now)
                 .bind(payment_id)
@@ -180,8 +180,8 @@ macro_rules! impl_queue {
                     return Ok(None);
                 }
                 let id = sqlx::query_scalar::<_, i64>(
-                    "INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, run_at, \
-                     created_at, updated_at) VALUES ($1, NULL, NULL, $2, 'due', 0, $3, $4, $5, $5) RETURNING id",
+                    concat!("INSERT INTO jobs (kind, payment_id, refund_id, payload, status, attempts, max_attempts, run_at, \
+                     created_at, updated_at) VALUES ($1, NULL, NULL, $2, ", converge_wire::job_sql!(Due), ", 0, $3, $4, $5, $5) RETURNING id"),
                 )
                 .bind(job.kind.as_str())
                 .bind(day)
@@ -215,8 +215,8 @@ macro_rules! impl_queue {
 
             async fn resolve_error(&self, id: i64, note: &str, by: &str, now: i64) -> Result<bool, $crate::store::StoreError> {
                 let r = sqlx::query(
-                    "UPDATE error_pool SET status = 'resolved', resolution_note = $1, resolved_by = $2, resolved_at = $3 \
-                     WHERE id = $4 AND status = 'open'",
+                    concat!("UPDATE error_pool SET status = ", converge_wire::error_item_sql!(Resolved), ", resolution_note = $1, resolved_by = $2, resolved_at = $3 \
+                     WHERE id = $4 AND status = ", converge_wire::error_item_sql!(Open)),
                 )
                 .bind(note)
                 .bind(by)
@@ -235,8 +235,8 @@ macro_rules! impl_queue {
                 now: i64,
             ) -> Result<bool, $crate::store::StoreError> {
                 let r = sqlx::query(
-                    "UPDATE error_pool SET status = 'resolved', resolution_note = $1, resolved_by = $2, resolved_at = $3 \
-                     WHERE dedupe_key = $4 AND status = 'open'",
+                    concat!("UPDATE error_pool SET status = ", converge_wire::error_item_sql!(Resolved), ", resolution_note = $1, resolved_by = $2, resolved_at = $3 \
+                     WHERE dedupe_key = $4 AND status = ", converge_wire::error_item_sql!(Open)),
                 )
                 .bind(note)
                 .bind(by)
@@ -306,8 +306,8 @@ macro_rules! impl_queue {
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let r = sqlx::query(
-                    "UPDATE error_pool SET status = 'resolved', resolution_note = $1, resolved_by = $2, resolved_at = $3 \
-                     WHERE id = $4 AND status = 'open' AND occurrences = $5",
+                    concat!("UPDATE error_pool SET status = ", converge_wire::error_item_sql!(Resolved), ", resolution_note = $1, resolved_by = $2, resolved_at = $3 \
+                     WHERE id = $4 AND status = ", converge_wire::error_item_sql!(Open), " AND occurrences = $5"),
                 )
                 .bind(note)
                 .bind(by)
@@ -421,19 +421,19 @@ macro_rules! impl_queue {
             item: &$crate::store::NewErrorItem,
         ) -> Result<i64, $crate::store::StoreError> {
             Ok(sqlx::query_scalar::<_, i64>(
-                "INSERT INTO error_pool (kind, dedupe_key, payment_id, summary, evidence, status, occurrences, \
-                 first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, 'open', 1, $6, $6) \
+                concat!("INSERT INTO error_pool (kind, dedupe_key, payment_id, summary, evidence, status, occurrences, \
+                 first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, ", converge_wire::error_item_sql!(Open), ", 1, $6, $6) \
                  ON CONFLICT (dedupe_key) DO UPDATE SET \
                  first_seen = CASE WHEN $6 < error_pool.first_seen THEN $6 ELSE error_pool.first_seen END, \
                  last_seen = CASE WHEN $6 > error_pool.last_seen THEN $6 ELSE error_pool.last_seen END, \
                  summary = CASE WHEN $6 >= error_pool.last_seen THEN $4 ELSE error_pool.summary END, \
                  evidence = CASE WHEN $6 >= error_pool.last_seen THEN $5 ELSE error_pool.evidence END, \
                  occurrences = error_pool.occurrences + 1, \
-                 status = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN 'open' ELSE error_pool.status END, \
+                 status = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN ", converge_wire::error_item_sql!(Open), " ELSE error_pool.status END, \
                  resolution_note = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN NULL ELSE error_pool.resolution_note END, \
                  resolved_by = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN NULL ELSE error_pool.resolved_by END, \
                  resolved_at = CASE WHEN $7 AND (error_pool.resolved_at IS NULL OR error_pool.resolved_at <= $6) THEN NULL ELSE error_pool.resolved_at END \
-                 RETURNING id",
+                 RETURNING id"),
             )
             .bind(&item.kind)
             .bind(&item.dedupe_key)
@@ -452,8 +452,8 @@ macro_rules! impl_queue {
             now: i64,
         ) -> Result<(), $crate::store::StoreError> {
             sqlx::query(
-                "INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
-                 created_at, updated_at, trace_id) VALUES ($1, $2, $3, 'due', 0, $4, $5, $6, $6, $7)",
+                concat!("INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
+                 created_at, updated_at, trace_id) VALUES ($1, $2, $3, ", converge_wire::job_sql!(Due), ", 0, $4, $5, $6, $6, $7)"),
             )
             .bind(job.kind.as_str())
             .bind(job.payment_id.as_deref())

@@ -45,9 +45,9 @@ macro_rules! impl_refunds {
                     });
                 }
                 let refund = sqlx::query_as::<_, Refund>(
-                    "INSERT INTO refunds (id, payment_id, amount, reason, status, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, 'pending', $5, $5) \
-                     RETURNING id, payment_id, amount, reason, status, last_error, created_at, updated_at",
+                    concat!("INSERT INTO refunds (id, payment_id, amount, reason, status, created_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, ", converge_wire::refund_sql!(Pending), ", $5, $5) \
+                     RETURNING id, payment_id, amount, reason, status, last_error, created_at, updated_at"),
                 )
                 .bind(&n.id)
                 .bind(&n.payment_id)
@@ -84,7 +84,7 @@ macro_rules! impl_refunds {
 
             async fn pending_refund_count(&self, payment_id: &str) -> Result<i64, $crate::store::StoreError> {
                 Ok(sqlx::query_scalar::<_, i64>(
-                    "SELECT COUNT(*) FROM refunds WHERE payment_id = $1 AND status = 'pending'",
+                    concat!("SELECT COUNT(*) FROM refunds WHERE payment_id = $1 AND status = ", converge_wire::refund_sql!(Pending)),
                 )
                 .bind(payment_id)
                 .fetch_one(self.reader())
@@ -99,8 +99,8 @@ macro_rules! impl_refunds {
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let payment_id: Option<String> = sqlx::query_scalar(
-                    "UPDATE refunds SET status = 'succeeded', updated_at = $1 WHERE id = $2 AND status = 'pending' \
-                     RETURNING payment_id",
+                    concat!("UPDATE refunds SET status = ", converge_wire::refund_sql!(Succeeded), ", updated_at = $1 WHERE id = $2 AND status = ", converge_wire::refund_sql!(Pending), " \
+                     RETURNING payment_id"),
                 )
                 .bind(now)
                 .bind(id)
@@ -112,7 +112,7 @@ macro_rules! impl_refunds {
                 };
                 insert_posting(&mut tx, &payment_id, posting, now).await?;
                 sqlx::query(
-                    "UPDATE jobs SET status = 'done', updated_at = $1 WHERE refund_id = $2 AND status = 'due'",
+                    concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Done), ", updated_at = $1 WHERE refund_id = $2 AND status = ", converge_wire::job_sql!(Due)),
                 )
                 .bind(now)
                 .bind(id)
@@ -126,8 +126,8 @@ macro_rules! impl_refunds {
             async fn refund_failed(&self, id: &str, error: &str, now: i64) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let row: Option<(String, i64)> = sqlx::query_as(
-                    "UPDATE refunds SET status = 'failed', last_error = $1, updated_at = $2 \
-                     WHERE id = $3 AND status = 'pending' RETURNING payment_id, amount",
+                    concat!("UPDATE refunds SET status = ", converge_wire::refund_sql!(Failed), ", last_error = $1, updated_at = $2 \
+                     WHERE id = $3 AND status = ", converge_wire::refund_sql!(Pending), " RETURNING payment_id, amount"),
                 )
                 .bind(error)
                 .bind(now)
@@ -148,7 +148,7 @@ macro_rules! impl_refunds {
                 .execute(&mut *tx)
                 .await?;
                 sqlx::query(
-                    "UPDATE jobs SET status = 'done', updated_at = $1 WHERE refund_id = $2 AND status = 'due'",
+                    concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Done), ", updated_at = $1 WHERE refund_id = $2 AND status = ", converge_wire::job_sql!(Due)),
                 )
                 .bind(now)
                 .bind(id)
@@ -166,9 +166,9 @@ macro_rules! impl_refunds {
                 use $crate::store::{Payment, PaymentRow, ReversalReservation};
                 let mut tx = self.begin_write().await?;
                 let sql = format!(
-                    "UPDATE payments SET reversal_id = $1, version = version + 1, updated_at = $2 \
+                    concat!("UPDATE payments SET reversal_id = $1, version = version + 1, updated_at = $2 \
                      WHERE id = $3 AND version = $4 AND status IN ({}) AND reversal_id IS NULL \
-                     AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = $3 AND r.status = 'pending')",
+                     AND NOT EXISTS (SELECT 1 FROM refunds r WHERE r.payment_id = $3 AND r.status = ", converge_wire::refund_sql!(Pending), ")"),
                     $crate::store::queue::status_list($crate::domain::actions::reversible)
                 );
                 let reserved = sqlx::query(&sql)
@@ -190,7 +190,7 @@ macro_rules! impl_refunds {
                 .fetch_optional(&mut *tx)
                 .await?;
                 let pending_refunds: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM refunds WHERE payment_id = $1 AND status = 'pending'",
+                    concat!("SELECT COUNT(*) FROM refunds WHERE payment_id = $1 AND status = ", converge_wire::refund_sql!(Pending)),
                 )
                 .bind(&r.payment_id)
                 .fetch_one(&mut *tx)
@@ -228,8 +228,8 @@ macro_rules! impl_refunds {
                 .await?
                 .rows_affected();
                 sqlx::query(
-                    "UPDATE jobs SET status = 'done', updated_at = $1 \
-                     WHERE payment_id = $2 AND kind = 'reverse' AND status = 'due'",
+                    concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Done), ", updated_at = $1 \
+                     WHERE payment_id = $2 AND kind = 'reverse' AND status = ", converge_wire::job_sql!(Due)),
                 )
                 .bind(now)
                 .bind(payment_id)

@@ -195,10 +195,18 @@ impl super::SqlBackend for SqliteStore {
     ) -> Result<Vec<super::LeasedJob>, StoreError> {
         let mut tx = self.begin_write().await?;
         let sql = format!(
-            "UPDATE jobs SET status = 'leased', lease_owner = $1, lease_token = $2 || '-' || id, \
+            concat!(
+                "UPDATE jobs SET status = ",
+                converge_wire::job_sql!(Leased),
+                ", lease_owner = $1, lease_token = $2 || '-' || id, \
              lease_expires_at = $3, run_at = $3, attempts = attempts + 1, updated_at = $4 \
-             WHERE id IN (SELECT id FROM jobs WHERE status IN ('due', 'leased') AND run_at <= $4{} \
-             ORDER BY run_at, id LIMIT $5) RETURNING {}",
+             WHERE id IN (SELECT id FROM jobs WHERE status IN (",
+                converge_wire::job_sql!(Due),
+                ", ",
+                converge_wire::job_sql!(Leased),
+                ") AND run_at <= $4{} \
+             ORDER BY run_at, id LIMIT $5) RETURNING {}"
+            ),
             super::queue_sql::skip_kinds_clause(skip_kinds),
             super::queue_sql::LEASED_COLUMNS
         );

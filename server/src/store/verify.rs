@@ -109,24 +109,24 @@ macro_rules! impl_verify {
                 limit: i64,
             ) -> Result<Vec<$crate::store::VerifyPaymentRow>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::VerifyPaymentRow>(
-                    "SELECT p.id, p.merchant_id, p.merchant_order_id, p.status, p.amount, p.currency, p.channel_key, \
+                    concat!("SELECT p.id, p.merchant_id, p.merchant_order_id, p.status, p.amount, p.currency, p.channel_key, \
                      p.refunded_amount, p.created_at, p.updated_at, \
                      (SELECT COUNT(*) FROM ledger_batches b WHERE b.payment_id = p.id AND b.kind = 'charge') \
                        AS charge_batches, \
                      (SELECT CAST(COALESCE(SUM(e.amount), 0) AS BIGINT) FROM ledger_batches b \
                        JOIN ledger_entries e ON e.batch_id = b.id \
                        WHERE b.payment_id = p.id AND b.kind = 'charge' AND e.direction = 'debit') AS charge_batch_debits, \
-                     (SELECT COUNT(*) FROM refunds r WHERE r.payment_id = p.id AND r.status = 'succeeded') \
+                     (SELECT COUNT(*) FROM refunds r WHERE r.payment_id = p.id AND r.status = ", converge_wire::refund_sql!(Succeeded), ") \
                        AS refunds_succeeded, \
                      (SELECT CAST(COALESCE(SUM(r.amount), 0) AS BIGINT) FROM refunds r \
-                       WHERE r.payment_id = p.id AND r.status = 'succeeded') AS refunds_succeeded_amount, \
-                     (SELECT COUNT(*) FROM refunds r WHERE r.payment_id = p.id AND r.status = 'pending') \
+                       WHERE r.payment_id = p.id AND r.status = ", converge_wire::refund_sql!(Succeeded), ") AS refunds_succeeded_amount, \
+                     (SELECT COUNT(*) FROM refunds r WHERE r.payment_id = p.id AND r.status = ", converge_wire::refund_sql!(Pending), concat!(") \
                        AS refunds_pending, \
                      (SELECT COUNT(*) FROM refunds r JOIN ledger_batches b ON b.refund_id = r.id \
                        WHERE r.payment_id = p.id) AS refund_batches, \
-                     (SELECT COUNT(*) FROM error_pool ep WHERE ep.payment_id = p.id AND ep.status = 'open') \
+                     (SELECT COUNT(*) FROM error_pool ep WHERE ep.payment_id = p.id AND ep.status = ", converge_wire::error_item_sql!(Open), ") \
                        AS open_error_items \
-                     FROM payments p WHERE p.id > $1 ORDER BY p.id LIMIT $2",
+                     FROM payments p WHERE p.id > $1 ORDER BY p.id LIMIT $2")),
                 )
                 .bind(after)
                 .bind(limit)
@@ -157,10 +157,10 @@ macro_rules! impl_verify {
 
             async fn key_totals(&self) -> Result<$crate::store::KeyTotals, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::KeyTotals>(
-                    "SELECT COUNT(*) AS done, \
+                    concat!("SELECT COUNT(*) AS done, \
                      CAST(COALESCE(SUM(CASE WHEN response_status IS NULL OR response_body IS NULL THEN 1 ELSE 0 END), 0) \
                      AS BIGINT) AS without_response \
-                     FROM idempotency_keys WHERE state = 'done'",
+                     FROM idempotency_keys WHERE state = ", converge_wire::key_sql!(Done)),
                 )
                 .fetch_one(self.reader())
                 .await?)

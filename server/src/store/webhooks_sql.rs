@@ -39,11 +39,11 @@ macro_rules! impl_webhooks {
             }
             let due = now + plan.first_delay_ms();
             let deliveries = sqlx::query(
-                "INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, next_attempt_at, \
+                concat!("INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, next_attempt_at, \
                  created_at, updated_at) \
-                 SELECT $1, id, 'pending', 0, $2, $3, $3 FROM webhook_endpoints \
-                 WHERE merchant_id = $4 AND status = 'enabled' \
-                 AND (enabled_events = ',*,' OR enabled_events LIKE $5)",
+                 SELECT $1, id, ", converge_wire::delivery_sql!(Pending), concat!(", 0, $2, $3, $3 FROM webhook_endpoints \
+                 WHERE merchant_id = $4 AND status = ", converge_wire::endpoint_sql!(Enabled), " \
+                 AND (enabled_events = ',*,' OR enabled_events LIKE $5)")),
             )
             .bind(&id)
             .bind(due)
@@ -66,10 +66,10 @@ macro_rules! impl_webhooks {
                     .await?
             };
             sqlx::query(
-                "INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
+                concat!("INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
                  created_at, updated_at, payload) \
-                 SELECT 'webhook', $1, NULL, 'due', 0, $2, $3, $4, $4, CAST(id AS TEXT) \
-                 FROM webhook_deliveries WHERE event_id = $5",
+                 SELECT 'webhook', $1, NULL, ", converge_wire::job_sql!(Due), ", 0, $2, $3, $4, $4, CAST(id AS TEXT) \
+                 FROM webhook_deliveries WHERE event_id = $5"),
             )
             .bind(payment_id)
             .bind(plan.attempts())
@@ -94,9 +94,10 @@ macro_rules! impl_webhooks {
             ) -> Result<$crate::store::WebhookEndpoint, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let ep = sqlx::query_as::<_, $crate::store::WebhookEndpoint>(&format!(
-                    "INSERT INTO webhook_endpoints (id, merchant_id, url, description, enabled_events, secret, \
-                     status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'enabled', $7, $7) \
-                     RETURNING {ENDPOINT_COLUMNS}"
+                    concat!("INSERT INTO webhook_endpoints (id, merchant_id, url, description, enabled_events, secret, \
+                     status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, ", converge_wire::endpoint_sql!(Enabled), ", $7, $7) \
+                     RETURNING {ENDPOINT_COLUMNS}"),
+                    ENDPOINT_COLUMNS = ENDPOINT_COLUMNS,
                 ))
                 .bind(&e.id)
                 .bind(e.merchant_id)
@@ -223,9 +224,9 @@ macro_rules! impl_webhooks {
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let moved = sqlx::query(
-                    "UPDATE webhook_endpoints SET status = $1, disabled_reason = $2, updated_at = $3, \
-                     failing_since = CASE WHEN $1 = 'enabled' THEN NULL ELSE failing_since END \
-                     WHERE id = $4 AND status <> 'deleted' AND status <> $1",
+                    concat!("UPDATE webhook_endpoints SET status = $1, disabled_reason = $2, updated_at = $3, \
+                     failing_since = CASE WHEN $1 = ", converge_wire::endpoint_sql!(Enabled), " THEN NULL ELSE failing_since END \
+                     WHERE id = $4 AND status <> ", converge_wire::endpoint_sql!(Deleted), " AND status <> $1"),
                 )
                 .bind(status.as_str())
                 .bind(reason)
@@ -255,9 +256,10 @@ macro_rules! impl_webhooks {
             ) -> Result<Option<$crate::store::WebhookEndpoint>, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let ep = sqlx::query_as::<_, $crate::store::WebhookEndpoint>(&format!(
-                    "UPDATE webhook_endpoints SET previous_secret = secret, previous_expires_at = $1, \
-                     secret = $2, updated_at = $3 WHERE id = $4 AND status <> 'deleted' \
-                     RETURNING {ENDPOINT_COLUMNS}"
+                    concat!("UPDATE webhook_endpoints SET previous_secret = secret, previous_expires_at = $1, \
+                     secret = $2, updated_at = $3 WHERE id = $4 AND status <> ", converge_wire::endpoint_sql!(Deleted), " \
+                     RETURNING {ENDPOINT_COLUMNS}"),
+                    ENDPOINT_COLUMNS = ENDPOINT_COLUMNS,
                 ))
                 .bind(previous_expires_at)
                 .bind(new_secret)
@@ -385,10 +387,10 @@ macro_rules! impl_webhooks {
                 .await?;
                 let succeeded = a.new_status == $crate::store::DeliveryStatus::Succeeded;
                 let endpoint: Option<String> = sqlx::query_scalar(
-                    "UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, next_attempt_at = $2, \
+                    concat!("UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, next_attempt_at = $2, \
                      last_status = $3, last_error = $4, updated_at = $5, \
-                     delivered_at = CASE WHEN $1 = 'succeeded' THEN $5 ELSE delivered_at END \
-                     WHERE id = $6 RETURNING endpoint_id",
+                     delivered_at = CASE WHEN $1 = ", converge_wire::delivery_sql!(Succeeded), " THEN $5 ELSE delivered_at END \
+                     WHERE id = $6 RETURNING endpoint_id"),
                 )
                 .bind(a.new_status.as_str())
                 .bind(a.next_attempt_at)
@@ -421,8 +423,8 @@ macro_rules! impl_webhooks {
                 now: i64,
             ) -> Result<bool, $crate::store::StoreError> {
                 let r = sqlx::query(
-                    "UPDATE webhook_deliveries SET status = 'abandoned', last_error = $1, next_attempt_at = NULL, \
-                     updated_at = $2 WHERE id = $3 AND status = 'pending'",
+                    concat!("UPDATE webhook_deliveries SET status = ", converge_wire::delivery_sql!(Abandoned), ", last_error = $1, next_attempt_at = NULL, \
+                     updated_at = $2 WHERE id = $3 AND status = ", converge_wire::delivery_sql!(Pending)),
                 )
                 .bind(reason)
                 .bind(now)
@@ -442,8 +444,8 @@ macro_rules! impl_webhooks {
                 let mut done = Vec::new();
                 for id in ids {
                     let moved = sqlx::query(
-                        "UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = $1, updated_at = $1 \
-                         WHERE id = $2 AND status <> 'pending'",
+                        concat!("UPDATE webhook_deliveries SET status = ", converge_wire::delivery_sql!(Pending), ", next_attempt_at = $1, updated_at = $1 \
+                         WHERE id = $2 AND status <> ", converge_wire::delivery_sql!(Pending)),
                     )
                     .bind(now)
                     .bind(id)
@@ -462,8 +464,8 @@ macro_rules! impl_webhooks {
                     .fetch_one(&mut *tx)
                     .await?;
                     sqlx::query(
-                        "INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
-                         created_at, updated_at, payload) VALUES ('webhook', $1, NULL, 'due', 0, $2, $3, $3, $3, $4)",
+                        concat!("INSERT INTO jobs (kind, payment_id, refund_id, status, attempts, max_attempts, run_at, \
+                         created_at, updated_at, payload) VALUES ('webhook', $1, NULL, ", converge_wire::job_sql!(Due), ", 0, $2, $3, $3, $3, $4)"),
                     )
                     .bind(payment_id)
                     .bind(self.outbox_plan().attempts())
@@ -503,10 +505,10 @@ macro_rules! impl_webhooks {
                 since: i64,
             ) -> Result<$crate::store::WebhookBacklog, $crate::store::StoreError> {
                 let (pending, dead, oldest): (i64, i64, Option<i64>) = sqlx::query_as(
-                    "SELECT CAST(COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 ELSE 0 END), 0) AS BIGINT), \
-                     CAST(COALESCE(SUM(CASE WHEN status = 'dead' THEN 1 ELSE 0 END), 0) AS BIGINT), \
-                     MIN(CASE WHEN status = 'pending' THEN created_at END) \
-                     FROM webhook_deliveries WHERE status IN ('pending', 'dead')",
+                    concat!("SELECT CAST(COALESCE(SUM(CASE WHEN status = ", converge_wire::delivery_sql!(Pending), " THEN 1 ELSE 0 END), 0) AS BIGINT), \
+                     CAST(COALESCE(SUM(CASE WHEN status = ", converge_wire::delivery_sql!(Dead), " THEN 1 ELSE 0 END), 0) AS BIGINT), \
+                     MIN(CASE WHEN status = ", converge_wire::delivery_sql!(Pending), " THEN created_at END) \
+                     FROM webhook_deliveries WHERE status IN (", converge_wire::delivery_sql!(Pending), ", ", converge_wire::delivery_sql!(Dead), ")"),
                 )
                 .fetch_one(self.reader())
                 .await?;
@@ -535,8 +537,8 @@ macro_rules! impl_webhooks {
                     .unwrap_or(0);
                 let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events").fetch_one(r).await?;
                 let deliveries: (i64, i64) = sqlx::query_as(
-                    "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN status = 'succeeded' THEN 1 ELSE 0 END), 0) AS BIGINT) \
-                     FROM webhook_deliveries",
+                    concat!("SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN status = ", converge_wire::delivery_sql!(Succeeded), " THEN 1 ELSE 0 END), 0) AS BIGINT) \
+                     FROM webhook_deliveries"),
                 )
                 .fetch_one(r)
                 .await?;
@@ -553,21 +555,21 @@ macro_rules! impl_webhooks {
                 .fetch_all(r)
                 .await?;
                 let refunds_without_event = sqlx::query_as::<_, (String, String, String)>(
-                    "SELECT rf.id, rf.payment_id, rf.status FROM refunds rf \
-                     WHERE rf.status IN ('succeeded', 'failed') AND rf.updated_at >= $1 \
+                    concat!("SELECT rf.id, rf.payment_id, rf.status FROM refunds rf \
+                     WHERE rf.status IN (", converge_wire::refund_sql!(Succeeded), ", ", converge_wire::refund_sql!(Failed), ") AND rf.updated_at >= $1 \
                      AND NOT EXISTS (SELECT 1 FROM events e WHERE e.aggregatetype = 'refund' AND e.aggregateid = rf.id \
                        AND e.type = 'refund.' || rf.status) \
-                     ORDER BY rf.id LIMIT 1000",
+                     ORDER BY rf.id LIMIT 1000"),
                 )
                 .bind(mark)
                 .fetch_all(r)
                 .await?;
                 let undelivered = sqlx::query_as::<_, (i64, String, String, String)>(
-                    "SELECT d.id, d.event_id, e.aggregateid, d.status FROM webhook_deliveries d \
+                    concat!("SELECT d.id, d.event_id, e.aggregateid, d.status FROM webhook_deliveries d \
                      JOIN events e ON e.id = d.event_id WHERE e.created_at <= $1 \
-                     AND (d.status = 'pending' OR (d.status = 'dead' AND NOT EXISTS \
+                     AND (d.status = ", converge_wire::delivery_sql!(Pending), " OR (d.status = ", converge_wire::delivery_sql!(Dead), " AND NOT EXISTS \
                        (SELECT 1 FROM error_pool x WHERE x.dedupe_key = 'webhook:' || CAST(d.id AS TEXT)))) \
-                     ORDER BY d.id LIMIT 1000",
+                     ORDER BY d.id LIMIT 1000"),
                 )
                 .bind(cutoff)
                 .fetch_all(r)
@@ -575,12 +577,12 @@ macro_rules! impl_webhooks {
                 // An endpoint changed since the event (disabled and re-enabled, say) is left
                 // out: whether it was subscribed and enabled then is not recorded.
                 let missing_deliveries = sqlx::query_as::<_, (String, String, String)>(
-                    "SELECT e.id, w.id, e.aggregateid FROM events e JOIN webhook_endpoints w \
-                     ON w.merchant_id = e.merchant_id AND w.status = 'enabled' AND w.updated_at <= e.created_at \
+                    concat!("SELECT e.id, w.id, e.aggregateid FROM events e JOIN webhook_endpoints w \
+                     ON w.merchant_id = e.merchant_id AND w.status = ", converge_wire::endpoint_sql!(Enabled), " AND w.updated_at <= e.created_at \
                      AND (w.enabled_events = ',*,' OR w.enabled_events LIKE '%,' || e.type || ',%') \
                      WHERE e.created_at <= $1 \
                      AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.endpoint_id = w.id) \
-                     ORDER BY e.seq LIMIT 1000",
+                     ORDER BY e.seq LIMIT 1000"),
                 )
                 .bind(cutoff)
                 .fetch_all(r)
@@ -797,9 +799,9 @@ macro_rules! impl_webhooks {
 
             async fn purge_published_events(&self, before: i64) -> Result<u64, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let gone = "SELECT e.id FROM events e JOIN event_publications p ON p.event_id = e.id \
+                let gone = concat!("SELECT e.id FROM events e JOIN event_publications p ON p.event_id = e.id \
                      WHERE e.created_at < $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d \
-                     WHERE d.event_id = e.id AND d.status IN ('pending', 'dead'))";
+                     WHERE d.event_id = e.id AND d.status IN (", converge_wire::delivery_sql!(Pending), ", ", converge_wire::delivery_sql!(Dead), "))");
                 sqlx::query(&format!(
                     "DELETE FROM webhook_attempts WHERE delivery_id IN \
                      (SELECT id FROM webhook_deliveries WHERE event_id IN ({gone}))"

@@ -32,6 +32,7 @@ mod reversal_race;
 mod sandbox;
 mod sandbox_behaviours;
 mod secrets_at_rest;
+mod source_rules;
 mod trace_context;
 mod transitions;
 mod two_phase;

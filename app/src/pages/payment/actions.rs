@@ -10,12 +10,22 @@ use super::RequestState;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{JsonFields, StatusPill, Time};
-use crate::dto::{ActionOffer, ActionRecord, ActionStatus, Role};
+use crate::dto::{ActionKind, ActionOffer, ActionRecord, ActionStatus, Role};
 use crate::{api, api_actions, format};
 
 /// Default reasons of the actions that run at once (the operator can give its own).
-fn quick_reason(kind: &str) -> String {
+fn quick_reason(kind: ActionKind) -> String {
     format!("{kind} now, from the console")
+}
+
+/// The request form's fields and their focus targets, and what its buttons do: one Copy
+/// bundle the panel hands to [`ActionButtons`] and [`RequestForm`].
+#[derive(Clone, Copy)]
+struct FormRefs {
+    reverse: NodeRef<leptos::html::Button>,
+    force: NodeRef<leptos::html::Button>,
+    target: NodeRef<leptos::html::Select>,
+    reason: NodeRef<leptos::html::Textarea>,
 }
 
 /// The operator's controls and the payment's actions (pending ones block a second request:
@@ -37,144 +47,51 @@ pub(super) fn ActionsPanel(
     let can_request = signed_in_has(Role::Operator);
     let reversal_refunds = StoredValue::new(reversal_refunds);
     // Only what the payment's state allows is offered; the rest say why not.
-    let offered = |kind: &str| offers.iter().any(|o| o.kind == kind && o.available);
-    let (can_retry, can_reverse) = (offered("retry"), offered("reverse"));
+    let offered = |kind: ActionKind| offers.iter().any(|o| o.kind == kind && o.available);
     let unavailable: Vec<(String, String)> = offers
         .iter()
         .filter(|o| !o.available)
-        .map(|o| (o.kind.replace('_', " "), o.why.clone()))
+        .map(|o| (o.kind.as_str().replace('_', " "), o.why.clone()))
         .collect();
-    let unavailable = StoredValue::new(unavailable);
     // Keyboard focus: into the request form when it opens (its first field), back to the
     // button that opened it when it is cancelled, and to the outcome once it is shown.
-    let reverse_ref = NodeRef::<leptos::html::Button>::new();
-    let force_ref = NodeRef::<leptos::html::Button>::new();
-    let target_ref = NodeRef::<leptos::html::Select>::new();
-    let reason_ref = NodeRef::<leptos::html::Textarea>::new();
+    let refs = FormRefs {
+        reverse: NodeRef::new(),
+        force: NodeRef::new(),
+        target: NodeRef::new(),
+        reason: NodeRef::new(),
+    };
     let flash_ref = NodeRef::<leptos::html::P>::new();
     let RequestState {
         form,
-        reason,
-        evidence,
-        target,
         busy,
         failure,
+        ..
     } = request;
     // The server lists the targets the whitelist allows from the payment's status now.
     let targets: Vec<String> = offers
         .iter()
-        .find(|o| o.kind == "force_transition")
+        .find(|o| o.kind == ActionKind::ForceTransition)
         .map(|o| o.targets.iter().map(|t| t.to_string()).collect())
         .unwrap_or_default();
-    let options = StoredValue::new(targets.clone());
     // A target the payment's state no longer allows falls back to the first it does.
-    if !targets.iter().any(|t| *t == target.get_untracked()) {
-        target.set(targets.first().cloned().unwrap_or_default());
+    if !targets.iter().any(|t| *t == request.target.get_untracked()) {
+        request
+            .target
+            .set(targets.first().cloned().unwrap_or_default());
     }
-    let can_force = !targets.is_empty() && offered("force_transition");
+    let offers = Offers {
+        retry: offered(ActionKind::Retry),
+        reverse: offered(ActionKind::Reverse),
+        force: !targets.is_empty() && offered(ActionKind::ForceTransition),
+    };
     let pending = actions
         .iter()
         .filter(|a| a.status == ActionStatus::Pending)
         .count();
-    Effect::new(move |_| match form.get() {
-        Some("force_transition") => {
-            if let Some(el) = target_ref.get() {
-                let _ = el.focus();
-            }
-        }
-        Some(_) => {
-            if let Some(el) = reason_ref.get() {
-                let _ = el.focus();
-            }
-        }
-        None => {}
-    });
-    Effect::new(move |_| {
-        if let Some(el) = flash_ref.get()
-            && focus_flash.get_untracked()
-        {
-            focus_flash.set(false);
-            let _ = el.focus();
-        }
-    });
-    let close = move |_| {
-        let was = form.get_untracked();
-        form.set(None);
-        failure.set(None);
-        let back = if was == Some("force_transition") {
-            force_ref.get_untracked()
-        } else {
-            reverse_ref.get_untracked()
-        };
-        if let Some(b) = back {
-            let _ = b.focus();
-        }
-    };
-
-    // (kind, reason, target status, evidence): a Copy callback, so every handler can use it.
-    type Ask = (&'static str, String, Option<String>, Option<String>);
-    let send = Callback::new(move |(kind, why, target, evidence): Ask| {
-        let payment_id = payment_id.clone();
-        busy.set(true);
-        failure.set(None);
-        flash.set(None);
-        spawn_local(async move {
-            match api_actions::request_action(kind.into(), payment_id, why, target, evidence).await
-            {
-                Ok(a) => {
-                    let what = match a.status {
-                        ActionStatus::Pending => {
-                            format!("{} requested ({}); waiting for an approver.", a.kind, a.id)
-                        }
-                        other => format!("{} {other}: {}", a.kind, a.result.unwrap_or_default()),
-                    };
-                    flash.set(Some(what));
-                    focus_flash.set(true);
-                    form.set(None);
-                    busy.set(false);
-                    version.update(|v| *v = v.wrapping_add(1));
-                }
-                Err(e) => {
-                    failure.set(Some(api::error_message(&e)));
-                    busy.set(false);
-                }
-            }
-        });
-    });
-    // Query and retry have no form: their reason is their own, never the text of a request
-    // form that happens to be open beside them (that once recorded and audited a Retry with
-    // the Reverse form's reason).
-    let quick = move |kind: &'static str| send.run((kind, quick_reason(kind), None, None));
-    // Each request form owns its fields: opening another one starts it empty.
-    Effect::new(move |previous: Option<Option<&'static str>>| {
-        let now = form.get();
-        if previous.is_some_and(|was| was != now) {
-            reason.set(String::new());
-            evidence.set(String::new());
-        }
-        now
-    });
-    let on_submit = move |ev: SubmitEvent| {
-        ev.prevent_default();
-        let Some(kind) = form.get_untracked() else {
-            return;
-        };
-        let why = reason.get_untracked();
-        if why.trim().is_empty() {
-            failure.set(Some("Give a reason.".into()));
-            return;
-        }
-        if kind == "force_transition" {
-            let ev_text = evidence.get_untracked();
-            if ev_text.trim().is_empty() {
-                failure.set(Some("Give the evidence for the forced transition.".into()));
-                return;
-            }
-            send.run((kind, why, Some(target.get_untracked()), Some(ev_text)));
-        } else {
-            send.run((kind, why, None, None));
-        }
-    };
+    let (targets, unavailable) = (StoredValue::new(targets), StoredValue::new(unavailable));
+    focus_on_open_and_outcome(request, refs, flash_ref, focus_flash);
+    let send = sender(payment_id, request, version, flash, focus_flash);
     view! {
         // A live update waits while a request is being written or sent.
         <Panel
@@ -198,148 +115,354 @@ pub(super) fn ActionsPanel(
                 {move || flash.get()}
             </p>
             <Show when=move || can_request.get()>
-                <div class="inline-form">
-                    <button
-                        type="button"
-                        data-testid="action-query"
-                        disabled=move || busy.get()
-                        on:click=move |_| quick("query")
-                    >
-                        "Query channel"
-                    </button>
-                    {can_retry
-                        .then(|| {
-                            view! {
-                                <button
-                                    type="button"
-                                    data-testid="action-retry"
-                                    disabled=move || busy.get()
-                                    on:click=move |_| quick("retry")
-                                >
-                                    "Retry jobs"
-                                </button>
-                            }
-                        })}
-                    {can_reverse
-                        .then(|| {
-                            view! {
-                                <button
-                                    type="button"
-                                    class="secondary"
-                                    data-testid="action-reverse"
-                                    node_ref=reverse_ref
-                                    aria-expanded=move || (form.get() == Some("reverse")).to_string()
-                                    aria-controls=move || (form.get() == Some("reverse")).then_some("action-form")
-                                    disabled=move || busy.get()
-                                    on:click=move |_| form.set(Some("reverse"))
-                                >
-                                    "Reverse…"
-                                </button>
-                            }
-                        })}
-                    {can_force
-                        .then(|| {
-                            view! {
-                                <button
-                                    type="button"
-                                    class="secondary"
-                                    data-testid="action-force"
-                                    node_ref=force_ref
-                                    aria-expanded=move || (form.get() == Some("force_transition")).to_string()
-                                    aria-controls=move || (form.get() == Some("force_transition")).then_some("action-form")
-                                    disabled=move || busy.get()
-                                    on:click=move |_| form.set(Some("force_transition"))
-                                >
-                                    "Force transition…"
-                                </button>
-                            }
-                        })}
-                </div>
-                {unavailable
-                    .with_value(|u| !u.is_empty())
-                    .then(|| {
-                        view! {
-                            <ul class="muted small unavailable" data-testid="unavailable-actions">
-                                {unavailable
-                                    .get_value()
-                                    .into_iter()
-                                    .map(|(kind, why)| view! { <li>{format!("No {kind}: {why}.")}</li> })
-                                    .collect_view()}
-                            </ul>
-                        }
-                    })}
+                <ActionButtons offers form busy refs send/>
+                <Unavailable unavailable=unavailable.get_value()/>
                 <Show when=move || form.get().is_some()>
-                    <form
-                        class="stacked-form action-form"
-                        id="action-form"
-                        aria-labelledby="action-form-h"
-                        data-testid="action-form"
-                        on:submit=on_submit
-                    >
-                        <h3 id="action-form-h">
-                            {move || match form.get() {
-                                Some("force_transition") => "Request a forced transition (needs an approver)",
-                                _ => "Request a reversal: refund the rest and reverse the ledger (needs an approver)",
-                            }}
-                        </h3>
-                        <Show when=move || form.get() == Some("reverse")>
-                            <p class="will-refund" data-testid="reversal-refunds">
-                                "Approving it refunds "
-                                <strong class="num">{reversal_refunds.get_value()}</strong>
-                                " at the channel and reverses the ledger."
-                            </p>
-                        </Show>
-                        <Show when=move || form.get() == Some("force_transition")>
-                            <label>
-                                "Target status"
-                                <select name="target" data-testid="action-target" node_ref=target_ref bind:value=target>
-                                    {options
-                                        .get_value()
-                                        .into_iter()
-                                        .map(|t| {
-                                            let label = t.clone();
-                                            view! { <option value=t>{label}</option> }
-                                        })
-                                        .collect_view()}
-                                </select>
-                            </label>
-                            <label>
-                                "Evidence"
-                                <textarea
-                                    name="evidence"
-                                    rows="3"
-                                    maxlength="4000"
-                                    data-testid="action-evidence"
-                                    bind:value=evidence
-                                ></textarea>
-                            </label>
-                        </Show>
-                        <label>
-                            "Reason"
-                            <textarea
-                                name="reason"
-                                rows="2"
-                                maxlength="1000"
-                                required
-                                data-testid="action-reason"
-                                node_ref=reason_ref
-                                bind:value=reason
-                            ></textarea>
-                        </label>
-                        <div class="inline-form">
-                            <button type="submit" data-testid="action-submit" disabled=move || busy.get()>
-                                "Request"
-                            </button>
-                            <button type="button" class="secondary" on:click=close>
-                                "Cancel"
-                            </button>
-                        </div>
-                    </form>
+                    <RequestForm request refs targets=targets.get_value() send reversal_refunds=reversal_refunds.get_value()/>
                 </Show>
             </Show>
             <p class="form-message" role="alert" data-testid="action-error">{move || failure.get()}</p>
             <ActionsTable actions/>
         </Panel>
+    }
+}
+
+/// Which of the buttons the payment's state allows (query always is).
+#[derive(Clone, Copy)]
+struct Offers {
+    retry: bool,
+    reverse: bool,
+    force: bool,
+}
+
+/// (kind, reason, target status, evidence): what [`sender`]'s callback sends.
+type Ask = (ActionKind, String, Option<String>, Option<String>);
+
+/// Moves the keyboard focus: into the request form when it opens (the target for a forced
+/// transition, else the reason), and to the outcome message once one is shown. Each request
+/// form owns its fields: opening another one starts it empty.
+fn focus_on_open_and_outcome(
+    request: RequestState,
+    refs: FormRefs,
+    flash_ref: NodeRef<leptos::html::P>,
+    focus_flash: RwSignal<bool>,
+) {
+    let form = request.form;
+    Effect::new(move |_| match form.get() {
+        Some(ActionKind::ForceTransition) => {
+            if let Some(el) = refs.target.get() {
+                let _ = el.focus();
+            }
+        }
+        Some(_) => {
+            if let Some(el) = refs.reason.get() {
+                let _ = el.focus();
+            }
+        }
+        None => {}
+    });
+    Effect::new(move |_| {
+        if let Some(el) = flash_ref.get()
+            && focus_flash.get_untracked()
+        {
+            focus_flash.set(false);
+            let _ = el.focus();
+        }
+    });
+    Effect::new(move |previous: Option<Option<ActionKind>>| {
+        let now = form.get();
+        if previous.is_some_and(|was| was != now) {
+            request.reason.set(String::new());
+            request.evidence.set(String::new());
+        }
+        now
+    });
+}
+
+/// The callback that sends a request and shows its outcome (a Copy callback, so every
+/// handler can use it).
+fn sender(
+    payment_id: String,
+    request: RequestState,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+    focus_flash: RwSignal<bool>,
+) -> Callback<Ask> {
+    let RequestState {
+        form,
+        busy,
+        failure,
+        ..
+    } = request;
+    Callback::new(move |(kind, why, target, evidence): Ask| {
+        let payment_id = payment_id.clone();
+        busy.set(true);
+        failure.set(None);
+        flash.set(None);
+        spawn_local(async move {
+            let kind = kind.as_str().to_string();
+            match api_actions::request_action(kind, payment_id, why, target, evidence).await {
+                Ok(a) => {
+                    let what = match a.status {
+                        ActionStatus::Pending => {
+                            format!("{} requested ({}); waiting for an approver.", a.kind, a.id)
+                        }
+                        other => format!("{} {other}: {}", a.kind, a.result.unwrap_or_default()),
+                    };
+                    flash.set(Some(what));
+                    focus_flash.set(true);
+                    form.set(None);
+                    busy.set(false);
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => {
+                    failure.set(Some(api::error_message(&e)));
+                    busy.set(false);
+                }
+            }
+        });
+    })
+}
+
+/// The action buttons: query and retry run at once, reverse and force open their form.
+#[component]
+fn ActionButtons(
+    offers: Offers,
+    form: RwSignal<Option<ActionKind>>,
+    busy: RwSignal<bool>,
+    refs: FormRefs,
+    send: Callback<Ask>,
+) -> impl IntoView {
+    // Query and retry have no form: their reason is their own, never the text of a request
+    // form that happens to be open beside them (that once recorded and audited a Retry with
+    // the Reverse form's reason).
+    let quick = move |kind: ActionKind| send.run((kind, quick_reason(kind), None, None));
+    let is_open = move |kind: ActionKind| form.get() == Some(kind);
+    view! {
+        <div class="inline-form">
+            <button
+                type="button"
+                data-testid="action-query"
+                disabled=move || busy.get()
+                on:click=move |_| quick(ActionKind::Query)
+            >
+                "Query channel"
+            </button>
+            {offers
+                .retry
+                .then(|| {
+                    view! {
+                        <button
+                            type="button"
+                            data-testid="action-retry"
+                            disabled=move || busy.get()
+                            on:click=move |_| quick(ActionKind::Retry)
+                        >
+                            "Retry jobs"
+                        </button>
+                    }
+                })}
+            {offers
+                .reverse
+                .then(|| {
+                    view! {
+                        <button
+                            type="button"
+                            class="secondary"
+                            data-testid="action-reverse"
+                            node_ref=refs.reverse
+                            aria-expanded=move || is_open(ActionKind::Reverse).to_string()
+                            aria-controls=move || is_open(ActionKind::Reverse).then_some("action-form")
+                            disabled=move || busy.get()
+                            on:click=move |_| form.set(Some(ActionKind::Reverse))
+                        >
+                            "Reverse…"
+                        </button>
+                    }
+                })}
+            {offers
+                .force
+                .then(|| {
+                    view! {
+                        <button
+                            type="button"
+                            class="secondary"
+                            data-testid="action-force"
+                            node_ref=refs.force
+                            aria-expanded=move || is_open(ActionKind::ForceTransition).to_string()
+                            aria-controls=move || is_open(ActionKind::ForceTransition).then_some("action-form")
+                            disabled=move || busy.get()
+                            on:click=move |_| form.set(Some(ActionKind::ForceTransition))
+                        >
+                            "Force transition…"
+                        </button>
+                    }
+                })}
+        </div>
+    }
+}
+
+/// Why the actions not offered are not, one line each (nothing when all are offered).
+#[component]
+fn Unavailable(unavailable: Vec<(String, String)>) -> impl IntoView {
+    (!unavailable.is_empty()).then(|| {
+        view! {
+            <ul class="muted small unavailable" data-testid="unavailable-actions">
+                {unavailable
+                    .into_iter()
+                    .map(|(kind, why)| view! { <li>{format!("No {kind}: {why}.")}</li> })
+                    .collect_view()}
+            </ul>
+        }
+    })
+}
+
+/// The open request form (a reversal's, or a forced transition's with its target and
+/// evidence): checks that a reason (and the evidence) is given, then sends it; Cancel closes
+/// it and gives the focus back to the button that opened it.
+#[component]
+fn RequestForm(
+    request: RequestState,
+    refs: FormRefs,
+    targets: Vec<String>,
+    send: Callback<Ask>,
+    /// What approving a reversal refunds now, in major units with its currency.
+    reversal_refunds: String,
+) -> impl IntoView {
+    let RequestState {
+        form,
+        reason,
+        evidence,
+        target,
+        busy,
+        failure,
+    } = request;
+    let forcing = move || form.get() == Some(ActionKind::ForceTransition);
+    let close = move |_| {
+        let was = form.get_untracked();
+        form.set(None);
+        failure.set(None);
+        let back = if was == Some(ActionKind::ForceTransition) {
+            refs.force.get_untracked()
+        } else {
+            refs.reverse.get_untracked()
+        };
+        if let Some(b) = back {
+            let _ = b.focus();
+        }
+    };
+    let on_submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let Some(kind) = form.get_untracked() else {
+            return;
+        };
+        let why = reason.get_untracked();
+        if why.trim().is_empty() {
+            failure.set(Some("Give a reason.".into()));
+            return;
+        }
+        if kind == ActionKind::ForceTransition {
+            let ev_text = evidence.get_untracked();
+            if ev_text.trim().is_empty() {
+                failure.set(Some("Give the evidence for the forced transition.".into()));
+                return;
+            }
+            send.run((kind, why, Some(target.get_untracked()), Some(ev_text)));
+        } else {
+            send.run((kind, why, None, None));
+        }
+    };
+    let options = StoredValue::new(targets);
+    view! {
+        <form
+            class="stacked-form action-form"
+            id="action-form"
+            aria-labelledby="action-form-h"
+            data-testid="action-form"
+            on:submit=on_submit
+        >
+            <h3 id="action-form-h">
+                {move || {
+                    if forcing() {
+                        "Request a forced transition (needs an approver)"
+                    } else {
+                        "Request a reversal: refund the rest and reverse the ledger (needs an approver)"
+                    }
+                }}
+            </h3>
+            <Show when=move || !forcing()>
+                <WillRefund amount=reversal_refunds.clone()/>
+            </Show>
+            <Show when=forcing>
+                <ForceFields targets=options.get_value() target evidence target_ref=refs.target/>
+            </Show>
+            <label>
+                "Reason"
+                <textarea
+                    name="reason"
+                    rows="2"
+                    maxlength="1000"
+                    required
+                    data-testid="action-reason"
+                    node_ref=refs.reason
+                    bind:value=reason
+                ></textarea>
+            </label>
+            <div class="inline-form">
+                <button type="submit" data-testid="action-submit" disabled=move || busy.get()>
+                    "Request"
+                </button>
+                <button type="button" class="secondary" on:click=close>
+                    "Cancel"
+                </button>
+            </div>
+        </form>
+    }
+}
+
+/// What approving a reversal refunds now (`amount`: major units with the currency), said
+/// before anyone signs off.
+#[component]
+fn WillRefund(amount: String) -> impl IntoView {
+    view! {
+        <p class="will-refund" data-testid="reversal-refunds">
+            "Approving it refunds " <strong class="num">{amount}</strong> " at the channel and reverses the ledger."
+        </p>
+    }
+}
+
+/// A forced transition's own fields: the target status (among the ones the server allows)
+/// and the evidence.
+#[component]
+fn ForceFields(
+    targets: Vec<String>,
+    target: RwSignal<String>,
+    evidence: RwSignal<String>,
+    target_ref: NodeRef<leptos::html::Select>,
+) -> impl IntoView {
+    view! {
+        <label>
+            "Target status"
+            <select name="target" data-testid="action-target" node_ref=target_ref bind:value=target>
+                {targets
+                    .into_iter()
+                    .map(|t| {
+                        let label = t.clone();
+                        view! { <option value=t>{label}</option> }
+                    })
+                    .collect_view()}
+            </select>
+        </label>
+        <label>
+            "Evidence"
+            <textarea
+                name="evidence"
+                rows="3"
+                maxlength="4000"
+                data-testid="action-evidence"
+                bind:value=evidence
+            ></textarea>
+        </label>
     }
 }
 

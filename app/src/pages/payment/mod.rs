@@ -10,7 +10,7 @@ use leptos_router::components::A;
 use leptos_router::hooks::use_params_map;
 
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
-use crate::dto::PaymentDetail;
+use crate::dto::{ActionKind, PaymentDetail};
 use crate::{api, format};
 
 mod actions;
@@ -92,8 +92,8 @@ pub fn PaymentPage() -> impl IntoView {
 /// being sent and why it was refused.
 #[derive(Debug, Clone, Copy)]
 struct RequestState {
-    /// None, Some("reverse") or Some("force_transition").
-    form: RwSignal<Option<&'static str>>,
+    /// The request form open: none, a reversal's or a forced transition's.
+    form: RwSignal<Option<ActionKind>>,
     reason: RwSignal<String>,
     evidence: RwSignal<String>,
     /// The forced transition's target status (empty: the first allowed).

@@ -1,0 +1,65 @@
+//! Currency minor units: how many decimals an ISO 4217 currency's amounts carry, and an
+//! amount of integer minor units written in major units. The one table of exponents in the
+//! workspace: the server's `domain::money` (which checks that a code is a currency at all,
+//! against `iso_currency`'s list) and the console's `format::money` both read it, so the two
+//! can no longer disagree (a second table in the console was the rule behind a 100x misread,
+//! issue 33). The server's test `the_wire_exponents_agree_with_iso_4217` checks it against
+//! every ISO 4217 code with a defined minor unit.
+
+/// ISO 4217 codes whose minor unit is 0 (no decimals), 3 and 4; every other currency with a
+/// defined minor unit has 2.
+const ZERO: [&str; 17] = [
+    "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND",
+    "VUV", "XAF", "XOF", "XPF",
+];
+const THREE: [&str; 7] = ["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"];
+const FOUR: [&str; 2] = ["CLF", "UYW"];
+
+/// Minor-unit exponent of an ISO 4217 code: 0 (JPY), 3 (KWD), 4 (CLF), else 2. The server
+/// accepts only codes with a defined exponent (`domain::money::validate_currency`); a code
+/// without one is 2 here, so callers that may meet one check it first.
+pub fn exponent(currency: &str) -> u32 {
+    if ZERO.contains(&currency) {
+        0
+    } else if THREE.contains(&currency) {
+        3
+    } else if FOUR.contains(&currency) {
+        4
+    } else {
+        2
+    }
+}
+
+/// The number part of an amount of integer minor units in major units, by the currency's
+/// [`exponent`]: `18857, "CNY"` → `188.57`, `500, "JPY"` → `500`, `-250, "USD"` → `-2.50`,
+/// `1234, "KWD"` → `1.234`.
+pub fn major(minor: i64, currency: &str) -> String {
+    let exp = exponent(currency);
+    if exp == 0 {
+        return minor.to_string();
+    }
+    let unit = 10u64.pow(exp);
+    let sign = if minor < 0 { "-" } else { "" };
+    let abs = minor.unsigned_abs();
+    format!(
+        "{sign}{}.{:0width$}",
+        abs / unit,
+        abs % unit,
+        width = exp as usize
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_are_written_with_their_currencys_decimals() {
+        assert_eq!(major(18857, "CNY"), "188.57");
+        assert_eq!(major(500, "JPY"), "500");
+        assert_eq!(major(-250, "USD"), "-2.50");
+        assert_eq!(major(1234, "KWD"), "1.234");
+        assert_eq!(major(5, "CLF"), "0.0005");
+        assert_eq!(major(i64::MIN, "USD"), "-92233720368547758.08");
+    }
+}
