@@ -24,6 +24,7 @@ pub mod governance;
 pub mod lifecycle;
 pub mod lookup;
 pub mod merchants;
+pub mod passkeys;
 pub mod pauses;
 pub mod payments;
 #[cfg(feature = "utoipa")]
