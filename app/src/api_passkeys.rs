@@ -15,11 +15,15 @@ use crate::dto::{
 mod ssr {
     pub use crate::api::ssr::*;
 
-    pub fn passkey_error(e: converge_server::service::passkeys::PasskeyError) -> leptos::prelude::ServerFnError {
+    pub fn passkey_error(
+        e: converge_server::service::passkeys::PasskeyError,
+    ) -> leptos::prelude::ServerFnError {
         api_error(converge_server::error::ApiError::from(e))
     }
 
-    pub fn step_up_error(e: converge_server::service::step_up::StepUpError) -> leptos::prelude::ServerFnError {
+    pub fn step_up_error(
+        e: converge_server::service::step_up::StepUpError,
+    ) -> leptos::prelude::ServerFnError {
         api_error(converge_server::error::ApiError::from(e))
     }
 }

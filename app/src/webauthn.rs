@@ -51,7 +51,11 @@ pub async fn ceremony(kind: &str, options: &str) -> Result<String, String> {
     };
     let f = js_sys::Function::new_with_args("kind, options", CEREMONY);
     let promise = f
-        .call2(&JsValue::NULL, &JsValue::from_str(kind), &JsValue::from_str(options))
+        .call2(
+            &JsValue::NULL,
+            &JsValue::from_str(kind),
+            &JsValue::from_str(options),
+        )
         .map_err(why)?
         .dyn_into::<js_sys::Promise>()
         .map_err(why)?;

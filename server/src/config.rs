@@ -713,7 +713,9 @@ pub struct SessionSettings {
 fn parse_webauthn_origin(s: &str) -> Result<url::Url, String> {
     let u = url::Url::parse(s.trim()).map_err(|e| format!("not a URL: {e}"))?;
     if !matches!(u.scheme(), "http" | "https") || u.domain().is_none() || u.path() != "/" {
-        return Err("give an origin such as https://console.example.com (a host name, no path)".into());
+        return Err(
+            "give an origin such as https://console.example.com (a host name, no path)".into(),
+        );
     }
     Ok(u)
 }

@@ -16,7 +16,10 @@ use crate::{api, api_passkeys, webauthn};
 pub fn PasskeysPanel() -> impl IntoView {
     let version = RwSignal::new(0u32);
     let list = Resource::new(move || version.get(), |_| api_passkeys::list_passkeys());
-    let policy = Resource::new(move || version.get(), |_| api_passkeys::get_passkey_policy());
+    let policy = Resource::new(
+        move || version.get(),
+        |_| api_passkeys::get_passkey_policy(),
+    );
     let name = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
@@ -185,7 +188,10 @@ pub fn PasskeysPanel() -> impl IntoView {
 #[component]
 pub fn PasskeyPolicyPanel() -> impl IntoView {
     let version = RwSignal::new(0u32);
-    let policy = Resource::new(move || version.get(), |_| api_passkeys::get_passkey_policy());
+    let policy = Resource::new(
+        move || version.get(),
+        |_| api_passkeys::get_passkey_policy(),
+    );
     let required = RwSignal::new(false);
     let reason = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
@@ -201,7 +207,9 @@ pub fn PasskeyPolicyPanel() -> impl IntoView {
         let why = reason.get_untracked();
         let pw = password.get_untracked();
         if why.trim().is_empty() || (!with_passkey && pw.is_empty()) {
-            failure.set(Some("Give a reason, and your password or your passkey.".into()));
+            failure.set(Some(
+                "Give a reason, and your password or your passkey.".into(),
+            ));
             return;
         }
         let want = required.get_untracked();

@@ -300,11 +300,11 @@ fn OpenRow(
         let id = id.get_value();
         spawn_local(async move {
             let r = match crate::webauthn::step_up().await {
-                Ok((challenge, credential)) => crate::api_passkeys::approve_pause_by_passkey(
-                    id, challenge, credential, why,
-                )
-                .await
-                .map_err(|e| api::error_message(&e)),
+                Ok((challenge, credential)) => {
+                    crate::api_passkeys::approve_pause_by_passkey(id, challenge, credential, why)
+                        .await
+                        .map_err(|e| api::error_message(&e))
+                }
                 Err(m) => Err(m),
             };
             match r {

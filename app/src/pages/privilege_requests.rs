@@ -186,17 +186,17 @@ fn PrivilegeRow(
         let id = id.get_value();
         spawn_local(async move {
             let result = match crate::webauthn::step_up().await {
-                Ok((challenge, credential)) => {
-                    crate::api_passkeys::approve_privilege_by_passkey(id, why, challenge, credential)
-                        .await
-                        .map(|done| {
-                            if let Some(k) = done.api_key {
-                                key.set(Some((target.get_value(), k)));
-                            }
-                            done.request
-                        })
-                        .map_err(|e| api::error_message(&e))
-                }
+                Ok((challenge, credential)) => crate::api_passkeys::approve_privilege_by_passkey(
+                    id, why, challenge, credential,
+                )
+                .await
+                .map(|done| {
+                    if let Some(k) = done.api_key {
+                        key.set(Some((target.get_value(), k)));
+                    }
+                    done.request
+                })
+                .map_err(|e| api::error_message(&e)),
                 Err(m) => Err(m),
             };
             match result {

@@ -325,7 +325,11 @@ async fn set_policy(
     let proof = proof(b.password.as_deref(), b.passkey.as_ref())?;
     Ok(Json(
         st.core
-            .set_passkey_policy_with_step_up(st.step_up_with(&p, &addr, proof), b.required, &b.reason)
+            .set_passkey_policy_with_step_up(
+                st.step_up_with(&p, &addr, proof),
+                b.required,
+                &b.reason,
+            )
             .await?,
     ))
 }

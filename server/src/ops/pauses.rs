@@ -185,7 +185,11 @@ pub async fn approve(
     let pause = st
         .core
         .approve_pause_with_step_up(
-            st.step_up_with(&p, &addr, super::passkeys::proof(b.password.as_deref(), b.passkey.as_ref())?),
+            st.step_up_with(
+                &p,
+                &addr,
+                super::passkeys::proof(b.password.as_deref(), b.passkey.as_ref())?,
+            ),
             &id,
             &b.reason,
         )

@@ -133,7 +133,11 @@ async fn approve(
     let done = st
         .core
         .approve_privilege_with_step_up(
-            st.step_up_with(&p, &addr, super::passkeys::proof(b.password.as_deref(), b.passkey.as_ref())?),
+            st.step_up_with(
+                &p,
+                &addr,
+                super::passkeys::proof(b.password.as_deref(), b.passkey.as_ref())?,
+            ),
             &id,
             &b.reason,
         )

@@ -16,8 +16,8 @@ use webauthn_rs::prelude::{
 };
 
 use super::Core;
-use super::actor::Actor;
 use super::actions::ActionError;
+use super::actor::Actor;
 use super::step_up::{StepUp, StepUpError, StepUpUse};
 use crate::store::{ConsoleSetting, PasskeyRecord, PasskeyUse, StoreError};
 
@@ -256,7 +256,11 @@ impl Core {
         name: &str,
         credential: &RegisterPublicKeyCredential,
     ) -> Result<PasskeyView, PasskeyError> {
-        let has_one = !self.store.passkeys_of(&step_up.who.username).await?.is_empty();
+        let has_one = !self
+            .store
+            .passkeys_of(&step_up.who.username)
+            .await?
+            .is_empty();
         let usage = if has_one {
             StepUpUse::Approval
         } else {
@@ -386,8 +390,7 @@ impl Core {
             "passkey_removed",
             &format!("user:{}", who.username),
             "",
-            serde_json::json!({ "passkey": id.chars().take(64).collect::<String>() })
-                .to_string(),
+            serde_json::json!({ "passkey": id.chars().take(64).collect::<String>() }).to_string(),
             String::new(),
         );
         if self.store.remove_passkey(&who.username, id, &e).await? {
@@ -467,7 +470,10 @@ impl Core {
         let Ok(state) = serde_json::from_str::<PasskeyAuthentication>(&state) else {
             return Ok(false);
         };
-        let result = match rp.webauthn.finish_passkey_authentication(credential, &state) {
+        let result = match rp
+            .webauthn
+            .finish_passkey_authentication(credential, &state)
+        {
             Ok(r) => r,
             Err(WebauthnError::CredentialPossibleCompromise) => {
                 let id = self.passkey_of_credential(who, &credential.raw_id).await?;

@@ -109,8 +109,12 @@ impl Core {
         // The approval-conflict rule (issue 36) does not depend on the password, so it is
         // said as is, before the password is checked (no oracle, no failed attempt).
         if let Some(a) = self.store.action(id).await? {
-            self.refuse_conflict_audited(&step_up.who, &a.requested_by, &format!("action:{}", id.chars().take(64).collect::<String>()))
-                .await?;
+            self.refuse_conflict_audited(
+                &step_up.who,
+                &a.requested_by,
+                &format!("action:{}", id.chars().take(64).collect::<String>()),
+            )
+            .await?;
         }
         self.with_step_up(
             step_up,
@@ -153,8 +157,12 @@ impl Core {
                 .open_end_request(self.clock.now_ms())
                 .unwrap_or(&p.requested_by)
                 .to_string();
-            self.refuse_conflict_audited(&step_up.who, &requester, &format!("pause:{}", id.chars().take(64).collect::<String>()))
-                .await?;
+            self.refuse_conflict_audited(
+                &step_up.who,
+                &requester,
+                &format!("pause:{}", id.chars().take(64).collect::<String>()),
+            )
+            .await?;
         }
         self.with_step_up(
             step_up,

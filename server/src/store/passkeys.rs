@@ -44,8 +44,7 @@ pub enum PasskeyUse {
 pub trait Passkeys: Send + Sync + 'static {
     /// Inserts a passkey with its audit record in one transaction; false (nothing written)
     /// when its credential id is already registered, to anyone.
-    async fn add_passkey(&self, p: &PasskeyRecord, audit: &AuditEntry)
-    -> Result<bool, StoreError>;
+    async fn add_passkey(&self, p: &PasskeyRecord, audit: &AuditEntry) -> Result<bool, StoreError>;
     /// `username`'s passkeys, oldest first.
     async fn passkeys_of(&self, username: &str) -> Result<Vec<PasskeyRecord>, StoreError>;
     /// Removes `username`'s passkey `id` with its audit record in one transaction; false

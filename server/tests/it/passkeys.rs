@@ -82,8 +82,12 @@ impl SoftKey {
     }
 
     fn pair(&self) -> EcdsaKeyPair {
-        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &self.pkcs8, &SystemRandom::new())
-            .unwrap()
+        EcdsaKeyPair::from_pkcs8(
+            &ECDSA_P256_SHA256_ASN1_SIGNING,
+            &self.pkcs8,
+            &SystemRandom::new(),
+        )
+        .unwrap()
     }
 
     /// The COSE_Key of the public key: {1: 2, 3: -7, -1: 1, -2: x, -3: y}.
@@ -278,7 +282,10 @@ on_both_backends!(
             .await
             .unwrap();
         assert_eq!(list["items"][0]["id"], pk.as_str(), "{list}");
-        assert!(list["items"][0].get("passkey").is_none(), "no key material shown");
+        assert!(
+            list["items"][0].get("passkey").is_none(),
+            "no key material shown"
+        );
         assert_eq!(audit_count(&app, "passkey_registered").await, 1);
 
         // Approved by passkey.
@@ -329,7 +336,11 @@ on_both_backends!(
         assert_eq!(s, 200, "{v}");
         assert_eq!(v["action"]["status"], "executed", "{v}");
         assert_eq!(
-            app.sql_i64("SELECT sign_count FROM passkeys WHERE id = $1", &[pk.as_str()]).await,
+            app.sql_i64(
+                "SELECT sign_count FROM passkeys WHERE id = $1",
+                &[pk.as_str()]
+            )
+            .await,
             i64::from(key.counter - 1)
         );
     }
@@ -353,19 +364,41 @@ on_both_backends!(
         // A credential never registered, and another user's: refused alike.
         let mut stranger = SoftKey::new();
         for k in [&mut stranger, &mut other] {
-            let (s, v) = approve(&ap, &app, &id, json!({"passkey": assertion(&ap, &app, k).await}))
-                .await;
+            let (s, v) = approve(
+                &ap,
+                &app,
+                &id,
+                json!({"passkey": assertion(&ap, &app, k).await}),
+            )
+            .await;
             assert_eq!((s, code(&v)), (403, Some("approval_refused")), "{v}");
         }
         // Both proofs, or none: a bad request, not an attempt.
-        let both = json!({"password": OPS_PASSWORD, "passkey": assertion(&ap, &app, &mut key).await});
+        let both =
+            json!({"password": OPS_PASSWORD, "passkey": assertion(&ap, &app, &mut key).await});
         let (s, v) = approve(&ap, &app, &id, both).await;
         assert_eq!((s, code(&v)), (400, Some("invalid_request")), "{v}");
         // Removed: a ceremony begun before is refused, and no new one begins.
         let pending = assertion(&ap, &app, &mut key).await;
-        let (s, v) = post(&ap2, &app, &format!("/ops/v1/passkeys/{pk}/remove"), json!({})).await;
-        assert_eq!((s, code(&v)), (404, Some("not_found")), "only its owner removes it: {v}");
-        let (s, _) = post(&ap, &app, &format!("/ops/v1/passkeys/{pk}/remove"), json!({})).await;
+        let (s, v) = post(
+            &ap2,
+            &app,
+            &format!("/ops/v1/passkeys/{pk}/remove"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(
+            (s, code(&v)),
+            (404, Some("not_found")),
+            "only its owner removes it: {v}"
+        );
+        let (s, _) = post(
+            &ap,
+            &app,
+            &format!("/ops/v1/passkeys/{pk}/remove"),
+            json!({}),
+        )
+        .await;
         assert_eq!(s, 204);
         let (s, v) = approve(&ap, &app, &id, json!({"passkey": pending})).await;
         assert_eq!((s, code(&v)), (403, Some("approval_refused")), "{v}");
@@ -379,12 +412,22 @@ on_both_backends!(
         register(&ap, &app, &k2).await;
         for _ in 0..5 {
             let mut wrong = SoftKey::new();
-            let (s, _) = approve(&ap, &app, &id, json!({"passkey": assertion(&ap, &app, &mut wrong).await}))
-                .await;
+            let (s, _) = approve(
+                &ap,
+                &app,
+                &id,
+                json!({"passkey": assertion(&ap, &app, &mut wrong).await}),
+            )
+            .await;
             assert_eq!(s, 403);
         }
-        let (s, v) = approve(&ap, &app, &id, json!({"passkey": assertion(&ap, &app, &mut k2).await}))
-            .await;
+        let (s, v) = approve(
+            &ap,
+            &app,
+            &id,
+            json!({"passkey": assertion(&ap, &app, &mut k2).await}),
+        )
+        .await;
         assert_eq!((s, code(&v)), (429, Some("rate_limited")), "{v}");
         let (s, v) = approve(&ap, &app, &id, json!({"password": OPS_PASSWORD})).await;
         assert_eq!((s, code(&v)), (429, Some("rate_limited")), "{v}");
@@ -402,32 +445,54 @@ on_both_backends!(
         let ap = ops_session(&app, "ap").await;
         let ad = ops_session(&app, "ad").await;
         let put = |c: &reqwest::Client, body: Value| {
-            let req = c.put(format!("{}/ops/v1/settings/passkeys", app.base)).json(&body);
+            let req = c
+                .put(format!("{}/ops/v1/settings/passkeys", app.base))
+                .json(&body);
             async move {
                 let r = req.send().await.unwrap();
-                (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+                (
+                    r.status().as_u16(),
+                    r.json::<Value>().await.unwrap_or(Value::Null),
+                )
             }
         };
         // Not an admin: refused.
-        let (s, v) = put(&ap, json!({"required": true, "reason": "policy", "password": OPS_PASSWORD})).await;
+        let (s, v) = put(
+            &ap,
+            json!({"required": true, "reason": "policy", "password": OPS_PASSWORD}),
+        )
+        .await;
         assert_eq!((s, code(&v)), (403, Some("forbidden")), "{v}");
-        let (s, v) = put(&ad, json!({"required": true, "reason": "policy", "password": OPS_PASSWORD})).await;
+        let (s, v) = put(
+            &ad,
+            json!({"required": true, "reason": "policy", "password": OPS_PASSWORD}),
+        )
+        .await;
         assert_eq!(s, 200, "{v}");
-        assert_eq!((v["required"].as_bool(), v["updated_by"].as_str()), (Some(true), Some("ad")));
+        assert_eq!(
+            (v["required"].as_bool(), v["updated_by"].as_str()),
+            (Some(true), Some("ad"))
+        );
         assert_eq!(audit_count(&app, "passkeys_required_changed").await, 1);
 
         let id = request_reverse(&op, &app, "o-1").await;
         let (s, v) = approve(&ap, &app, &id, json!({"password": OPS_PASSWORD})).await;
         assert_eq!((s, code(&v)), (403, Some("passkey_required")), "{v}");
         assert_eq!(
-            app.sql_strings("SELECT status FROM actions WHERE id = $1", &[id.as_str()]).await,
+            app.sql_strings("SELECT status FROM actions WHERE id = $1", &[id.as_str()])
+                .await,
             ["pending"]
         );
         // The first passkey is registered with the password; it then approves.
         let mut key = SoftKey::new();
         register(&ap, &app, &key).await;
-        let (s, v) = approve(&ap, &app, &id, json!({"passkey": assertion(&ap, &app, &mut key).await}))
-            .await;
+        let (s, v) = approve(
+            &ap,
+            &app,
+            &id,
+            json!({"passkey": assertion(&ap, &app, &mut key).await}),
+        )
+        .await;
         assert_eq!(s, 200, "{v}");
         assert_eq!(v["action"]["status"], "executed", "{v}");
         // A further passkey needs a passkey now, not the password.
@@ -443,12 +508,20 @@ on_both_backends!(
         .await;
         assert_eq!((s, code(&v)), (403, Some("passkey_required")), "{v}");
         // Turning the rule off with a password alone: refused; with the admin's passkey: done.
-        let (s, v) = put(&ad, json!({"required": false, "reason": "rollback", "password": OPS_PASSWORD})).await;
+        let (s, v) = put(
+            &ad,
+            json!({"required": false, "reason": "rollback", "password": OPS_PASSWORD}),
+        )
+        .await;
         assert_eq!((s, code(&v)), (403, Some("passkey_required")), "{v}");
         let mut admin_key = SoftKey::new();
         register(&ad, &app, &admin_key).await;
         let proof = assertion(&ad, &app, &mut admin_key).await;
-        let (s, v) = put(&ad, json!({"required": false, "reason": "rollback", "passkey": proof})).await;
+        let (s, v) = put(
+            &ad,
+            json!({"required": false, "reason": "rollback", "passkey": proof}),
+        )
+        .await;
         assert_eq!(s, 200, "{v}");
         assert_eq!(v["required"], false);
         assert_eq!(audit_count(&app, "passkeys_required_changed").await, 2);
