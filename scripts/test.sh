@@ -197,6 +197,12 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   export E2E_PAUSE_APPROVER_USER=e2e-pause-approver E2E_PAUSE_APPROVER_PASSWORD=e2e-pause-approver-password-1
   echo "$E2E_PAUSE_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_PAUSE_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
   echo "$E2E_PAUSE_APPROVER_PASSWORD" | e2e_cli user add "$E2E_PAUSE_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
+  # Passkeys for step-up (end2end/tests/passkeys.spec.ts): an operator and an approver of
+  # their own, so that no other test's approver carries a passkey.
+  export E2E_PASSKEY_OPERATOR_USER=e2e-passkey-operator E2E_PASSKEY_OPERATOR_PASSWORD=e2e-passkey-operator-password-1
+  export E2E_PASSKEY_APPROVER_USER=e2e-passkey-approver E2E_PASSKEY_APPROVER_PASSWORD=e2e-passkey-approver-password-1
+  echo "$E2E_PASSKEY_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_PASSKEY_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
+  echo "$E2E_PASSKEY_APPROVER_PASSWORD" | e2e_cli user add "$E2E_PASSKEY_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
   E2E_MERCHANT_KEY=$(e2e_cli merchant add e2e-shop)
   export E2E_MERCHANT_KEY
   # The tests that need a payment frozen in flight (SUSPENSE) make their own merchant and

@@ -92,3 +92,6 @@ mod tests {
         assert_eq!(pause("something:else").what(), "something:else");
     }
 }
+
+/// Passkeys for step-up (issue 36): the user's own, the admins' rule, a ceremony begun.
+pub use converge_wire::passkeys::{PasskeyChallenge, PasskeyPolicy, PasskeyView};

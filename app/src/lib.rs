@@ -9,6 +9,7 @@ pub mod api;
 pub mod api_actions;
 pub mod api_lookup;
 pub mod api_merchants;
+pub mod api_passkeys;
 pub mod api_pauses;
 pub mod api_queues;
 pub mod api_webhooks;
@@ -17,6 +18,7 @@ pub mod components;
 pub mod dto;
 pub mod format;
 pub mod pages;
+pub mod webauthn;
 
 /// Browser entry point: hydrates the server-rendered page.
 #[cfg(feature = "hydrate")]

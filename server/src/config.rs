@@ -229,6 +229,7 @@ impl Settings {
                 login_delay_base_ms: 1_000,
                 login_delay_max_secs: 900,
                 hash_permits: 2,
+                webauthn_origin: None,
             },
             actions: ActionSettings {
                 action_ttl_secs: 86_400,
@@ -271,6 +272,16 @@ impl Settings {
                 no_daily_reconcile: true,
             },
         }
+    }
+
+    /// The console's origin for passkeys: `--webauthn-origin`, else `http://localhost:` and
+    /// the port of `--bind` (a browser on the machine itself; an IP address cannot be a
+    /// WebAuthn relying party id).
+    pub fn webauthn_origin(&self) -> url::Url {
+        self.session.webauthn_origin.clone().unwrap_or_else(|| {
+            url::Url::parse(&format!("http://localhost:{}", self.http.bind.port()))
+                .expect("a literal origin")
+        })
     }
 }
 
@@ -768,6 +779,23 @@ pub struct SessionSettings {
     /// Password hashes computed at once (each argon2id hash takes ~19 MiB and one core).
     #[arg(long, env = "CONVERGE_HASH_PERMITS", default_value_t = 2)]
     pub hash_permits: usize,
+
+    /// The console's origin as browsers see it (scheme, host, port), for passkeys (WebAuthn):
+    /// its host is the relying party id, so a passkey works only there. An IP address cannot
+    /// be one. Default: http://localhost:<port of --bind>.
+    #[arg(long, env = "CONVERGE_WEBAUTHN_ORIGIN", value_parser = parse_webauthn_origin)]
+    pub webauthn_origin: Option<url::Url>,
+}
+
+/// `--webauthn-origin`: an http(s) origin naming a host, with no path.
+fn parse_webauthn_origin(s: &str) -> Result<url::Url, String> {
+    let u = url::Url::parse(s.trim()).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(u.scheme(), "http" | "https") || u.domain().is_none() || u.path() != "/" {
+        return Err(
+            "give an origin such as https://console.example.com (a host name, no path)".into(),
+        );
+    }
+    Ok(u)
 }
 
 impl SessionSettings {
@@ -1258,7 +1286,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 66, "every setting is a flag");
+        assert_eq!(seen, 67, "every setting is a flag");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::service::actions::ActionError;
 use crate::service::deliveries::DeliveryError;
 use crate::service::lookup::LookupError;
 use crate::service::merchants::MerchantError;
+use crate::service::passkeys::PasskeyError;
 use crate::service::queries::FilterError;
 use crate::service::sign_in::LoginError;
 use crate::service::step_up::StepUpError;
@@ -292,9 +293,34 @@ impl From<StepUpError> for ApiError {
             StepUpError::Refused => {
                 ApiError::new(StatusCode::FORBIDDEN, "approval_refused", e.to_string())
             }
+            StepUpError::PasskeyRequired => {
+                ApiError::new(StatusCode::FORBIDDEN, "passkey_required", e.to_string())
+            }
             StepUpError::Check(e) => e.into(),
             StepUpError::Action(e) => e.into(),
             StepUpError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// A passkey change's refusal (issue 36): 400 `invalid_passkey` or `passkey_refused`, 409
+/// `passkey_exists`, `too_many_passkeys` or `no_passkeys`, 404 `not_found`, 403
+/// `step_up_refused`, and a step-up's own answers.
+impl From<PasskeyError> for ApiError {
+    fn from(e: PasskeyError) -> Self {
+        let m = e.to_string();
+        match e {
+            PasskeyError::Invalid(m) => ApiError::bad_request("invalid_passkey", m),
+            PasskeyError::Refused => ApiError::bad_request("passkey_refused", m),
+            PasskeyError::Exists => ApiError::new(StatusCode::CONFLICT, "passkey_exists", m),
+            PasskeyError::TooMany => ApiError::new(StatusCode::CONFLICT, "too_many_passkeys", m),
+            PasskeyError::NoPasskeys => ApiError::new(StatusCode::CONFLICT, "no_passkeys", m),
+            PasskeyError::NotFound => ApiError::new(StatusCode::NOT_FOUND, "not_found", m),
+            PasskeyError::StepUpRefused => {
+                ApiError::new(StatusCode::FORBIDDEN, "step_up_refused", m)
+            }
+            PasskeyError::StepUp(e) => e.into(),
+            PasskeyError::Store(e) => e.into(),
         }
     }
 }

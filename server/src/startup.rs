@@ -400,11 +400,13 @@ pub async fn build_with_store(
         time::Duration::seconds(settings.session.idle_timeout_secs.min(i64::MAX as u64) as i64),
         settings.session.secure_cookies,
     );
+    let relying_party = crate::service::passkeys::RelyingParty::new(&settings.webauthn_origin())
+        .map_err(StartError::Config)?;
     let state = OpsState {
         live: crate::ops::live::LiveHub::new(store.clone(), sessions.clone()),
         audit_key: audit_key.clone(),
         core: core.clone(),
-        auth: Arc::new(Auth::new(&settings.session)),
+        auth: Arc::new(Auth::new(&settings.session, relying_party)),
         bulk_limiter: Arc::new(std::sync::Mutex::new(
             crate::domain::ratelimit::RateLimiter::new(
                 crate::ops::actions::BULK_RETRIES_PER_MINUTE,

@@ -27,6 +27,7 @@ pub mod lifecycle;
 pub mod lookup;
 pub mod merchants;
 pub mod money;
+pub mod passkeys;
 pub mod pauses;
 pub mod payments;
 #[cfg(feature = "utoipa")]

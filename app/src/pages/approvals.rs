@@ -58,6 +58,7 @@ pub fn ApprovalsPage() -> impl IntoView {
         },
     );
     let admin = signed_in_has(Role::Admin);
+    let approver = signed_in_has(Role::Approver);
     // Emergency-switch pauses are approved on their own page (issue 17); say they wait.
     // Live too: a pause requested anywhere shows here within a second (issue 41).
     let pauses = Resource::new(
@@ -153,6 +154,9 @@ pub fn ApprovalsPage() -> impl IntoView {
                 }
             })}
         </Transition>
+        <Show when=move || approver.get() || admin.get()>
+            <crate::pages::passkeys::PasskeysPanel/>
+        </Show>
     }
 }
 
@@ -253,6 +257,31 @@ fn PendingRow(
                     done(api_actions::approve_action(id, pw, why).await, "approved")
                 }
                 Decision::Reject => done(api_actions::reject_action(id, why).await, "rejected"),
+            }
+        });
+    };
+    // Approve with a passkey instead of the password (issue 36): the browser's passkey
+    // prompt answers a step-up the server began.
+    let by_passkey = move |_| {
+        let why = reason.get_untracked();
+        if why.trim().is_empty() {
+            failure.set(Some("Give a reason for the decision.".into()));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        let id = id.get_value();
+        spawn_local(async move {
+            match crate::webauthn::step_up().await {
+                Ok((challenge, credential)) => done(
+                    crate::api_passkeys::approve_action_by_passkey(id, challenge, credential, why)
+                        .await,
+                    "approved",
+                ),
+                Err(m) => {
+                    failure.set(Some(m));
+                    busy.set(false);
+                }
             }
         });
     };
@@ -419,6 +448,17 @@ fn PendingRow(
                                 _ => "Approve and execute",
                             }}
                         </button>
+                        <Show when=move || open.get() == Some(Decision::Approve)>
+                            <button
+                                type="button"
+                                class="secondary"
+                                data-testid="approve-passkey"
+                                disabled=move || busy.get()
+                                on:click=by_passkey
+                            >
+                                "Approve with passkey"
+                            </button>
+                        </Show>
                         <button type="button" class="secondary" on:click=close>
                             "Cancel"
                         </button>

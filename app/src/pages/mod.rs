@@ -7,6 +7,7 @@ pub mod error_pool;
 pub mod key;
 pub mod login;
 pub mod merchants;
+pub mod passkeys;
 pub mod pauses;
 pub mod payment;
 pub mod payments;

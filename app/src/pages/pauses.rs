@@ -294,6 +294,37 @@ fn OpenRow(
             }
         });
     };
+    // Approve with a passkey instead of the password (issue 36).
+    let by_passkey = move |_| {
+        let why = reason.get_untracked();
+        if why.trim().is_empty() {
+            failure.set(Some("Give a reason.".into()));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        let id = id.get_value();
+        spawn_local(async move {
+            let r = match crate::webauthn::step_up().await {
+                Ok((challenge, credential)) => {
+                    crate::api_passkeys::approve_pause_by_passkey(id, challenge, credential, why)
+                        .await
+                        .map_err(|e| api::error_message(&e))
+                }
+                Err(m) => Err(m),
+            };
+            match r {
+                Ok(p) => {
+                    flash.set(Some(format!("Pause of {}: now {}.", p.what(), p.status)));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(m) => {
+                    failure.set(Some(m));
+                    busy.set(false);
+                }
+            }
+        });
+    };
     let expires_in = p.expires_at - now;
     let requested = format!(
         "{} · {} ago",
@@ -417,6 +448,17 @@ fn OpenRow(
                                 _ => "Resume now",
                             }}
                         </button>
+                        <Show when=move || open.get() == Some(Step::Approve)>
+                            <button
+                                type="button"
+                                class="secondary"
+                                data-testid="pause-approve-passkey"
+                                disabled=move || busy.get()
+                                on:click=by_passkey
+                            >
+                                "Approve with passkey"
+                            </button>
+                        </Show>
                         <button
                             type="button"
                             class="secondary"

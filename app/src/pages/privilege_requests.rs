@@ -174,6 +174,46 @@ fn PrivilegeRow(
             }
         });
     };
+    // Approve with a passkey instead of the password (issue 36).
+    let by_passkey = move |_| {
+        let why = reason.get_untracked();
+        if why.trim().is_empty() {
+            failure.set(Some("Give a reason for the decision.".into()));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        let id = id.get_value();
+        spawn_local(async move {
+            let result = match crate::webauthn::step_up().await {
+                Ok((challenge, credential)) => crate::api_passkeys::approve_privilege_by_passkey(
+                    id, why, challenge, credential,
+                )
+                .await
+                .map(|done| {
+                    if let Some(k) = done.api_key {
+                        key.set(Some((target.get_value(), k)));
+                    }
+                    done.request
+                })
+                .map_err(|e| api::error_message(&e)),
+                Err(m) => Err(m),
+            };
+            match result {
+                Ok(r) => {
+                    flash.set(Some(format!(
+                        "Privilege request {} is now {}.",
+                        r.id, r.status
+                    )));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(m) => {
+                    failure.set(Some(m));
+                    busy.set(false);
+                }
+            }
+        });
+    };
     let expires_in = r.expires_at - now;
     let expiry = if expires_in <= 0 {
         "expired".to_string()
@@ -242,6 +282,17 @@ fn PrivilegeRow(
                         >
                             {move || if open.get() == Some(false) { "Reject" } else { "Approve and apply" }}
                         </button>
+                        <Show when=move || open.get() == Some(true)>
+                            <button
+                                type="button"
+                                class="secondary"
+                                data-testid="privilege-approve-passkey"
+                                disabled=move || busy.get()
+                                on:click=by_passkey
+                            >
+                                "Approve with passkey"
+                            </button>
+                        </Show>
                         <button type="button" class="secondary" on:click=move |_| { open.set(None); failure.set(None); }>
                             "Cancel"
                         </button>

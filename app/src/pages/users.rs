@@ -62,6 +62,7 @@ pub fn UsersPage() -> impl IntoView {
                 }
             })}
         </Transition>
+        <crate::pages::passkeys::PasskeyPolicyPanel/>
     }
 }
 

@@ -208,8 +208,14 @@ pub async fn show(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApproveBody {
-    /// The approver's own password (step-up).
-    password: String,
+    /// The approver's own password (step-up), or
+    #[serde(default)]
+    password: Option<String>,
+    /// a passkey's assertion (`POST /ops/v1/passkeys/step-up` first): exactly one of the
+    /// two. While an admin requires passkeys, the password is refused (403
+    /// `passkey_required`).
+    #[serde(default)]
+    passkey: Option<super::passkeys::PasskeyAssertion>,
     /// Why.
     #[schema(schema_with = crate::schema::reason_schema)]
     reason: String,
@@ -229,7 +235,7 @@ pub struct ApproveBody {
         (status = 200, description = "The action as it is now", body = ActionEnvelope),
         (status = 400, description = "The body is not a valid request", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "invalid request body: missing field `reason`"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
-        (status = 403, description = "Not allowed by the role (`forbidden`), cross-site (`csrf_rejected`), or not approved (`approval_refused`): one answer, after the same work, for a wrong password, no such action, the user's own request, and an action already decided, expired or stale", body = ErrorBody, example = json!({"error": {"code": "approval_refused", "message": "not approved: re-enter your own password, for a pending request someone else made that is still current"}})),
+        (status = 403, description = "Not allowed by the role (`forbidden`), cross-site (`csrf_rejected`), the password while an admin requires passkeys (`passkey_required`), or not approved (`approval_refused`): one answer, after the same work, for a wrong password or a passkey assertion that does not verify, no such action, the user's own request, and an action already decided, expired or stale", body = ErrorBody, example = json!({"error": {"code": "approval_refused", "message": "not approved: re-enter your own password, for a pending request someone else made that is still current"}})),
         (status = 409, description = "Approved, but the payment was busy: run it again with execute", body = ErrorBody, example = json!({"error": {"code": "payment_busy", "message": "payment pay_... is busy; retry"}})),
         (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
         (status = 429, description = "Too many failed password checks from this address, or for this user from this address", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "too many password attempts; retry in 4 s"}})),
@@ -246,7 +252,15 @@ pub async fn approve(
     p.require(Permission::ApproveActions)?;
     let a = st
         .core
-        .approve_action_with_step_up(st.step_up(&p, &addr, &b.password), &id, &b.reason)
+        .approve_action_with_step_up(
+            st.step_up_with(
+                &p,
+                &addr,
+                super::passkeys::proof(b.password.as_deref(), b.passkey.as_ref())?,
+            ),
+            &id,
+            &b.reason,
+        )
         .await?;
     Ok(Json(ActionEnvelope { action: a }))
 }

@@ -20,12 +20,19 @@ pub struct Auth {
     /// Idle session lifetime, ms: a session no person used for this long is over
     /// (background refreshes do not count as use).
     pub idle_ms: i64,
+    /// The relying party that registers and verifies passkeys (`--webauthn-origin`).
+    pub passkeys: std::sync::Arc<crate::service::passkeys::RelyingParty>,
 }
 
 impl Auth {
-    /// From the session and sign-in settings.
-    pub fn new(settings: &crate::config::SessionSettings) -> Self {
+    /// From the session and sign-in settings, with the relying party of the console's
+    /// origin for passkeys.
+    pub fn new(
+        settings: &crate::config::SessionSettings,
+        passkeys: crate::service::passkeys::RelyingParty,
+    ) -> Self {
         Auth {
+            passkeys: std::sync::Arc::new(passkeys),
             credentials: Credentials::new(settings.hash_permits, settings.throttle()),
             absolute_ms: settings.absolute_ms(),
             idle_ms: settings.idle_ms(),

@@ -62,6 +62,7 @@ pub fn routes() -> OpenApiRouter<OpsState> {
         .merge(super::lookup::routes())
         .merge(super::pauses::routes())
         .merge(super::privilege::routes())
+        .merge(super::passkeys::routes())
 }
 
 pub use converge_wire::PrincipalView;

@@ -11,6 +11,7 @@ pub mod extract;
 pub mod handlers;
 pub mod live;
 pub mod lookup;
+pub mod passkeys;
 pub mod pauses;
 pub mod payments_export;
 pub mod principal;
@@ -65,11 +66,23 @@ impl OpsState {
         addr: &'a str,
         password: &'a str,
     ) -> crate::service::step_up::StepUp<'a> {
+        self.step_up_with(p, addr, crate::service::step_up::Proof::Password(password))
+    }
+
+    /// The step-up of console user `p` at client address `addr` with `proof`: the password,
+    /// or a passkey assertion.
+    pub fn step_up_with<'a>(
+        &'a self,
+        p: &'a auth::Principal,
+        addr: &'a str,
+        proof: crate::service::step_up::Proof<'a>,
+    ) -> crate::service::step_up::StepUp<'a> {
         crate::service::step_up::StepUp {
             credentials: &self.auth.credentials,
+            passkeys: &self.auth.passkeys,
             who: p.actor(addr),
             addr,
-            password,
+            proof,
         }
     }
 

@@ -58,8 +58,14 @@ pub fn requested(request: PrivilegeRequest) -> Response {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovePrivilegeBody {
-    /// The approver's own password (step-up).
-    password: String,
+    /// The approver's own password (step-up), or
+    #[serde(default)]
+    password: Option<String>,
+    /// a passkey's assertion (`POST /ops/v1/passkeys/step-up` first): exactly one of the
+    /// two. While an admin requires passkeys, the password is refused (403
+    /// `passkey_required`).
+    #[serde(default)]
+    passkey: Option<super::passkeys::PasskeyAssertion>,
     /// Why.
     #[schema(schema_with = crate::schema::reason_schema)]
     reason: String,
@@ -110,7 +116,7 @@ async fn list(State(st): State<OpsState>, p: Principal) -> Result<Json<Privilege
         (status = 200, description = "Approved and run (`executed`, or `failed` with why in `result`)", body = PrivilegeApproved),
         (status = 400, description = "The body is not a valid approval", body = ErrorBody, example = json!({"error": {"code": "invalid_reason", "message": "a reason is required"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
-        (status = 403, description = "Not an admin, cross-site, or refused", body = ErrorBody, example = json!({"error": {"code": "approval_refused", "message": "not approved: re-enter your own password, for a pending request someone else made that is still current"}})),
+        (status = 403, description = "Not an admin (`forbidden`), cross-site (`csrf_rejected`), the password while an admin requires passkeys (`passkey_required`), or refused (`approval_refused`)", body = ErrorBody, example = json!({"error": {"code": "approval_refused", "message": "not approved: re-enter your own password, for a pending request someone else made that is still current"}})),
         (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
         (status = 429, description = "Too many failed password checks", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "too many password attempts; retry in 4 s"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
@@ -126,7 +132,15 @@ async fn approve(
     p.require(Permission::ManageUsers)?;
     let done = st
         .core
-        .approve_privilege_with_step_up(st.step_up(&p, &addr, &b.password), &id, &b.reason)
+        .approve_privilege_with_step_up(
+            st.step_up_with(
+                &p,
+                &addr,
+                super::passkeys::proof(b.password.as_deref(), b.passkey.as_ref())?,
+            ),
+            &id,
+            &b.reason,
+        )
         .await?;
     Ok(Json(done))
 }

@@ -15,6 +15,7 @@ pub mod error_pool;
 pub mod executors;
 pub mod lookup;
 pub mod merchants;
+pub mod passkeys;
 pub mod password;
 pub mod pauses;
 pub mod payments;

@@ -18,11 +18,10 @@ use serde_json::json;
 
 use super::actions::ActionError;
 use super::actor::Actor;
-use super::step_up::{StepUp, StepUpError};
+use super::step_up::{StepUp, StepUpError, StepUpUse};
 use super::{Core, ids};
 use crate::domain::actions::check_reason;
 use crate::domain::pause::{ActivePauses, PAUSABLE_JOB_KINDS, PauseStatus, PauseTarget};
-use crate::domain::throttle::AttemptKind;
 use crate::store::{CreatePause, NewPause, PauseEndRequest, PauseMove, PauseRecord, StoreError};
 
 /// What ending a pause did ([`Core::end_pause`]).
@@ -375,31 +374,12 @@ impl Core {
         min_active_ms: i64,
         ttl_ms: i64,
     ) -> Result<PauseEnd, StepUpError> {
-        let StepUp {
-            credentials,
-            who,
-            addr,
-            password,
-        } = step_up;
         check_reason(reason).map_err(StepUpError::InvalidReason)?;
         let store = self.store.as_ref();
-        let attempt = credentials
-            .begin_attempt(
-                store,
-                &who.username,
-                addr,
-                AttemptKind::StepUp,
-                self.clock.now_ms(),
-            )
+        let who = step_up.who.clone();
+        let ((), ok) = self
+            .prove_step_up(&step_up, StepUpUse::Other, async {})
             .await?;
-        let user = credentials
-            .verify_user(store, &who.username, password)
-            .await;
-        let ok = matches!(user, Ok(Some(_)));
-        credentials
-            .finish_attempt(store, attempt, ok, self.clock.now_ms())
-            .await?;
-        user?;
         if !ok {
             let e = who.entry(
                 self.clock.now_ms(),

@@ -1,12 +1,17 @@
-//! Approvals that need the approver's password again (step-up): a maker-checker action (a
-//! reversal, a forced transition) and a pause (DESIGN.md "Ops console": dual approval; OWASP
-//! Authentication Cheat Sheet, "Reauthentication"; issue 13).
+//! Approvals that need the approver's proof again (step-up): a maker-checker action (a
+//! reversal, a forced transition), a pause, a privilege request (DESIGN.md "Ops console": dual
+//! approval; OWASP Authentication Cheat Sheet, "Reauthentication"; issue 13). The proof is the
+//! password or, since issue 36, an assertion of one of the user's passkeys
+//! ([`super::passkeys`]); [`Core::prove_step_up`] is the one place that decides.
 
 use std::future::Future;
+
+use webauthn_rs::prelude::PublicKeyCredential;
 
 use super::Core;
 use super::actions::ActionError;
 use super::actor::Actor;
+use super::passkeys::RelyingParty;
 use super::sign_in::{Credentials, LoginError};
 use crate::domain::actions::check_reason;
 use crate::domain::throttle::AttemptKind;
@@ -18,12 +23,17 @@ pub enum StepUpError {
     /// The reason is blank or too long (checked before the password, and not counted).
     #[error("{0}")]
     InvalidReason(String),
-    /// Not approved: one answer for a wrong password, nothing to approve, one's own
-    /// request, and one already decided, expired or stale (audited as `approval_refused`).
+    /// Not approved: one answer for a wrong password (or a passkey assertion that does not
+    /// verify), nothing to approve, one's own request, and one already decided, expired or
+    /// stale (audited as `approval_refused`).
     #[error(
         "not approved: re-enter your own password, for a pending request someone else made that is still current"
     )]
     Refused,
+    /// An admin requires passkeys for approvals and the proof was the password (403
+    /// `passkey_required`); said before any check, since it depends on no secret.
+    #[error("approvals require a passkey: approve with your passkey")]
+    PasskeyRequired,
     /// The password check was not admitted (`RateLimited`) or its record failed.
     #[error(transparent)]
     Check(#[from] LoginError),
@@ -35,17 +45,45 @@ pub enum StepUpError {
     Store(#[from] StoreError),
 }
 
-/// Who approves, and the proof asked again: the approver's own password, checked as a
-/// sign-in from client address `addr` would be.
+/// What proves a step-up: the user's own password, or an assertion of one of its passkeys
+/// answering a step-up ceremony it began ([`Core::begin_passkey_step_up`]).
+#[derive(Clone, Copy)]
+pub enum Proof<'a> {
+    /// The password as entered.
+    Password(&'a str),
+    /// A WebAuthn assertion.
+    Passkey {
+        /// The ceremony's id, from its begin.
+        challenge_id: &'a str,
+        /// The browser's `PublicKeyCredential`.
+        credential: &'a PublicKeyCredential,
+    },
+}
+
+/// Who approves, and the proof asked again, checked as a sign-in from client address `addr`
+/// would be (the same throttle: a failed passkey counts like a failed password).
 pub struct StepUp<'a> {
     /// The password checks and their throttle.
     pub credentials: &'a Credentials,
+    /// The relying party that verifies passkey assertions.
+    pub passkeys: &'a RelyingParty,
     /// The approver (its username is the account checked).
     pub who: Actor,
     /// The approver's client address, for the throttle.
     pub addr: &'a str,
-    /// The password as entered.
-    pub password: &'a str,
+    /// The password, or a passkey assertion.
+    pub proof: Proof<'a>,
+}
+
+/// Whether the passkey policy applies to a step-up ([`Core::prove_step_up`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepUpUse {
+    /// An approval (of a money action, a pause, a privilege request), a change of the
+    /// policy itself, or the registration of a further passkey: refused with the password
+    /// while passkeys are required.
+    Approval,
+    /// Anything else (ending a pause, registering the first passkey): either proof.
+    Other,
 }
 
 /// What a step-up approval is about: the audit target of a refusal (`action:<id>`,
@@ -71,8 +109,12 @@ impl Core {
         // The approval-conflict rule (issue 36) does not depend on the password, so it is
         // said as is, before the password is checked (no oracle, no failed attempt).
         if let Some(a) = self.store.action(id).await? {
-            self.refuse_approval_conflict(&step_up.who, &a.requested_by)
-                .await?;
+            self.refuse_conflict_audited(
+                &step_up.who,
+                &a.requested_by,
+                &format!("action:{}", id.chars().take(64).collect::<String>()),
+            )
+            .await?;
         }
         self.with_step_up(
             step_up,
@@ -107,6 +149,21 @@ impl Core {
         id: &str,
         reason: &str,
     ) -> Result<PauseRecord, StepUpError> {
+        // The approval-conflict rule covers pauses too (issue 36): whoever asked for this
+        // step (the pause, or its early end) must not be a user this approver recently
+        // created or gave power to.
+        if let Some(p) = self.store.pause(id).await? {
+            let requester = p
+                .open_end_request(self.clock.now_ms())
+                .unwrap_or(&p.requested_by)
+                .to_string();
+            self.refuse_conflict_audited(
+                &step_up.who,
+                &requester,
+                &format!("pause:{}", id.chars().take(64).collect::<String>()),
+            )
+            .await?;
+        }
         self.with_step_up(
             step_up,
             reason,
@@ -163,39 +220,19 @@ impl Core {
         Fa: Future<Output = Result<bool, E>>,
         Fd: Future<Output = Option<Result<T, ActionError>>>,
     {
-        let StepUp {
-            credentials,
-            who,
-            addr,
-            password,
-        } = step_up;
         check_reason(reason).map_err(StepUpError::InvalidReason)?;
-        let store = self.store.as_ref();
-        let attempt = credentials
-            .begin_attempt(
-                store,
-                &who.username,
-                addr,
-                AttemptKind::StepUp,
-                self.clock.now_ms(),
-            )
+        let who = step_up.who.clone();
+        let (can, proven) = self
+            .prove_step_up(&step_up, StepUpUse::Approval, approvable(who.clone()))
             .await?;
-        let can = approvable(who.clone()).await.map_err(Into::into);
-        let user = credentials
-            .verify_user(store, &who.username, password)
-            .await;
-        let approved = if matches!(can, Ok(true)) && matches!(user, Ok(Some(_))) {
+        let can: Result<bool, ActionError> = can.map_err(Into::into);
+        let approved = if matches!(can, Ok(true)) && proven {
             approve(who.clone()).await
         } else {
             None
         };
-        // The password alone decides the attempt's outcome (see above).
-        let password_ok = matches!(user, Ok(Some(_)));
-        credentials
-            .finish_attempt(store, attempt, password_ok, self.clock.now_ms())
-            .await?;
+        let store = self.store.as_ref();
         can?;
-        user?;
         if let Some(result) = approved {
             return Ok(result?);
         }
@@ -209,5 +246,96 @@ impl Core {
         );
         store.append_audit(&e).await?;
         Err(StepUpError::Refused)
+    }
+
+    /// [`Self::refuse_approval_conflict`], with the refusal audited as `approval_refused` on
+    /// `target` (`action:<id>`, `pause:<id>`), so that a conflict leaves the same trace as
+    /// any other refused approval. Decided before, and without, the proof: no oracle.
+    async fn refuse_conflict_audited(
+        &self,
+        who: &Actor,
+        requester: &str,
+        target: &str,
+    ) -> Result<(), StepUpError> {
+        match self.refuse_approval_conflict(who, requester).await {
+            Ok(()) => Ok(()),
+            Err(e @ ActionError::Forbidden("approval_conflict", _)) => {
+                let entry = who.entry(
+                    self.clock.now_ms(),
+                    "approval_refused",
+                    target,
+                    "approval conflict: the approver created the requester's account or gave them power within the window",
+                    String::new(),
+                    String::new(),
+                );
+                self.store.append_audit(&entry).await?;
+                Err(e.into())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The one rule of every step-up's proof. When passkeys are required (an admin's
+    /// setting, [`Core::passkey_policy`]) a password proof of an [`StepUpUse::Approval`] is
+    /// refused at once (`PasskeyRequired`: it depends on no secret, so it is said before any
+    /// work and not counted). Otherwise the check is admitted by the sign-in throttle
+    /// (`Check(RateLimited)`), `during` runs (what the caller must do in the same time,
+    /// whatever the proof: an approval's "could this user approve it"), the proof is checked
+    /// (the argon2 verification of the password, or the passkey assertion against the
+    /// single-use ceremony), and the attempt is recorded as failed when the proof did not
+    /// hold, for either kind. Gives `during`'s output and whether the proof held.
+    pub(super) async fn prove_step_up<T>(
+        &self,
+        step_up: &StepUp<'_>,
+        usage: StepUpUse,
+        during: impl Future<Output = T>,
+    ) -> Result<(T, bool), StepUpError> {
+        let store = self.store.as_ref();
+        if usage == StepUpUse::Approval
+            && matches!(step_up.proof, Proof::Password(_))
+            && self.passkey_policy().await?.required
+        {
+            return Err(StepUpError::PasskeyRequired);
+        }
+        let attempt = step_up
+            .credentials
+            .begin_attempt(
+                store,
+                &step_up.who.username,
+                step_up.addr,
+                AttemptKind::StepUp,
+                self.clock.now_ms(),
+            )
+            .await?;
+        let out = during.await;
+        let proven = match step_up.proof {
+            Proof::Password(password) => step_up
+                .credentials
+                .verify_user(store, &step_up.who.username, password)
+                .await
+                .map(|u| u.is_some()),
+            Proof::Passkey {
+                challenge_id,
+                credential,
+            } => {
+                self.verify_passkey_assertion(
+                    step_up.passkeys,
+                    &step_up.who,
+                    challenge_id,
+                    credential,
+                )
+                .await
+            }
+        };
+        step_up
+            .credentials
+            .finish_attempt(
+                store,
+                attempt,
+                matches!(proven, Ok(true)),
+                self.clock.now_ms(),
+            )
+            .await?;
+        Ok((out, proven?))
     }
 }

@@ -153,6 +153,7 @@ macro_rules! impl_sql_store {
         impl_live!($store);
         impl_pauses!($store);
         impl_privileges!($store);
+        impl_passkeys!($store);
         impl_webhooks!($store);
     };
 }

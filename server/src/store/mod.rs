@@ -28,6 +28,8 @@ mod lookup_sql;
 #[macro_use]
 mod live_sql;
 #[macro_use]
+mod passkeys_sql;
+#[macro_use]
 mod pauses_sql;
 #[macro_use]
 mod privilege_sql;
@@ -44,6 +46,7 @@ pub mod ledger;
 pub mod live;
 pub mod lookup;
 pub mod merchants;
+pub mod passkeys;
 pub mod pauses;
 pub mod payments;
 mod pg_export;
@@ -70,6 +73,7 @@ pub use ledger::Ledger;
 pub use live::*;
 pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MATCHES};
 pub use merchants::Merchants;
+pub use passkeys::*;
 pub use pauses::*;
 pub use payments::Payments;
 pub use privilege::*;
@@ -176,6 +180,7 @@ pub trait Store:
     + Live
     + Lookup
     + Pauses
+    + Passkeys
     + Privileges
     + Verify
     + Webhooks

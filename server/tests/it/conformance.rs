@@ -1488,3 +1488,219 @@ store_conformance!(
         assert_eq!(facts.pending_drift[0].1, "pay_4");
     }
 );
+
+/// An audit entry by `actor` for the passkey conformance tests.
+fn passkey_audit(action: &str) -> converge_server::store::AuditEntry {
+    converge_server::store::AuditEntry {
+        at: 1_000,
+        actor: "ann".into(),
+        roles: "approver".into(),
+        action: action.into(),
+        target: "user:ann".into(),
+        reason: String::new(),
+        before: String::new(),
+        after: String::new(),
+        meta: "{}".into(),
+    }
+}
+
+fn passkey_record(id: &str, user: &str, cred: &str) -> converge_server::store::PasskeyRecord {
+    converge_server::store::PasskeyRecord {
+        id: id.into(),
+        username: user.into(),
+        credential_id: cred.into(),
+        name: format!("key {id}"),
+        passkey: "{}".into(),
+        sign_count: 0,
+        created_at: 1_000,
+        last_used_at: None,
+    }
+}
+
+store_conformance!(
+    passkeys_are_per_user_with_unique_credentials_and_a_counter_that_only_rises,
+    |store| {
+        use converge_server::store::PasskeyUse;
+        let a = passkey_record("pk_a", "ann", "cred-a");
+        assert!(
+            store
+                .add_passkey(&a, &passkey_audit("passkey_registered"))
+                .await
+                .unwrap()
+        );
+        // The same credential again, for anyone: refused, nothing written (nor audited).
+        assert!(
+            !store
+                .add_passkey(
+                    &passkey_record("pk_b", "bob", "cred-a"),
+                    &passkey_audit("x")
+                )
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .add_passkey(
+                    &passkey_record("pk_c", "bob", "cred-c"),
+                    &passkey_audit("passkey_registered")
+                )
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.passkeys_of("ann").await.unwrap(), vec![a.clone()]);
+        assert_eq!(store.passkeys_of("bob").await.unwrap().len(), 1);
+        assert_eq!(
+            store.audit_for_target("user:ann").await.unwrap().len(),
+            2,
+            "the refused duplicate left no record"
+        );
+        // The counter: up is recorded, the same or lower is not.
+        assert_eq!(
+            store
+                .record_passkey_use("pk_a", "{\"n\":3}", 3, 2_000)
+                .await
+                .unwrap(),
+            PasskeyUse::Recorded
+        );
+        for n in [3, 2] {
+            assert_eq!(
+                store
+                    .record_passkey_use("pk_a", "{\"n\":0}", n, 3_000)
+                    .await
+                    .unwrap(),
+                PasskeyUse::CounterNotRaised
+            );
+        }
+        let now = store.passkeys_of("ann").await.unwrap().remove(0);
+        assert_eq!(
+            (now.sign_count, now.passkey.as_str(), now.last_used_at),
+            (3, "{\"n\":3}", Some(2_000))
+        );
+        // An authenticator without a counter (0, 0) is recorded each time.
+        for _ in 0..2 {
+            assert_eq!(
+                store
+                    .record_passkey_use("pk_c", "{}", 0, 4_000)
+                    .await
+                    .unwrap(),
+                PasskeyUse::Recorded
+            );
+        }
+        // Only its owner removes it.
+        assert!(
+            !store
+                .remove_passkey("bob", "pk_a", &passkey_audit("passkey_removed"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .remove_passkey("ann", "pk_a", &passkey_audit("passkey_removed"))
+                .await
+                .unwrap()
+        );
+        assert!(store.passkeys_of("ann").await.unwrap().is_empty());
+        assert_eq!(
+            store
+                .record_passkey_use("pk_a", "{}", 9, 5_000)
+                .await
+                .unwrap(),
+            PasskeyUse::CounterNotRaised,
+            "a removed passkey is never used"
+        );
+    }
+);
+
+store_conformance!(
+    a_ceremony_is_taken_once_by_its_user_and_purpose_before_it_expires,
+    |store| {
+        store
+            .put_challenge("wac_1", "ann", "step_up", "state-1", 10_000, 1_000)
+            .await
+            .unwrap();
+        store
+            .put_challenge("wac_2", "ann", "register", "state-2", 10_000, 1_000)
+            .await
+            .unwrap();
+        store
+            .put_challenge("wac_3", "ann", "step_up", "state-3", 10_000, 1_000)
+            .await
+            .unwrap();
+        // Another user's, or for another purpose: nothing (and it is gone, single use).
+        assert_eq!(
+            store
+                .take_challenge("wac_1", "bob", "step_up", 2_000)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            store
+                .take_challenge("wac_2", "ann", "step_up", 2_000)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            store
+                .take_challenge("wac_1", "ann", "step_up", 2_000)
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("state-1")
+        );
+        assert_eq!(
+            store
+                .take_challenge("wac_1", "ann", "step_up", 2_000)
+                .await
+                .unwrap(),
+            None,
+            "single use"
+        );
+        // Expired: taken, but not given.
+        assert_eq!(
+            store
+                .take_challenge("wac_3", "ann", "step_up", 10_000)
+                .await
+                .unwrap(),
+            None
+        );
+        // A later begin drops the expired ones.
+        store
+            .put_challenge("wac_4", "ann", "register", "state-4", 30_000, 20_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .take_challenge("wac_2", "ann", "register", 5_000)
+                .await
+                .unwrap(),
+            None
+        );
+    }
+);
+
+store_conformance!(a_console_setting_is_set_with_its_audit_record, |store| {
+    use converge_server::store::ConsoleSetting;
+    assert_eq!(
+        store.console_setting("passkeys_required").await.unwrap(),
+        None
+    );
+    for (value, at) in [("true", 1_000), ("false", 2_000)] {
+        let s = ConsoleSetting {
+            name: "passkeys_required".into(),
+            value: value.into(),
+            updated_by: "ann".into(),
+            updated_at: at,
+        };
+        store
+            .set_console_setting(&s, &passkey_audit("passkeys_required_changed"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.console_setting("passkeys_required").await.unwrap(),
+            Some(s)
+        );
+    }
+    assert_eq!(store.audit_for_target("user:ann").await.unwrap().len(), 2);
+});

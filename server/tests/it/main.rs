@@ -24,6 +24,7 @@ mod merchant_keys;
 mod metrics;
 mod openapi;
 mod ops_console;
+mod passkeys;
 mod pauses;
 mod payments_api;
 mod privilege;

@@ -36,6 +36,13 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
         ("/ops/v1/merchants/{name}/keys/{id}/revoke", "post"),
         ("/ops/v1/search", "get"),
         ("/ops/v1/idempotency-keys/{merchant_id}/{key}", "get"),
+        ("/ops/v1/passkeys", "get"),
+        ("/ops/v1/passkeys", "post"),
+        ("/ops/v1/passkeys/registrations", "post"),
+        ("/ops/v1/passkeys/{id}/remove", "post"),
+        ("/ops/v1/passkeys/step-up", "post"),
+        ("/ops/v1/settings/passkeys", "get"),
+        ("/ops/v1/settings/passkeys", "put"),
     ] {
         assert!(
             doc["paths"][path][method].is_object(),

@@ -415,8 +415,51 @@ on_both_backends!(
                 .as_str(),
             "pending"
         );
+        // Each conflict leaves the trace of any refused approval (issue 36).
+        assert_eq!(
+            app.sql_strings(
+                "SELECT actor FROM audit_log WHERE action = 'approval_refused' AND target = $1 ORDER BY seq",
+                &[format!("action:{action}").as_str()],
+            )
+            .await,
+            ["ann", "bob"]
+        );
+        // The window covers pauses too: mal's pause waits for someone with no hand in it.
+        let (s, v) = post(
+            &mal,
+            &app,
+            "/ops/v1/pauses",
+            json!({"target": "submissions", "reason": "channel incident"}),
+        )
+        .await;
+        assert_eq!(s, 201, "{v}");
+        let pause = v["pause"]["id"].as_str().unwrap().to_string();
+        let (s, v) = post(
+            &bob,
+            &app,
+            &format!("/ops/v1/pauses/{pause}/approve"),
+            json!({"password": OPS_PASSWORD, "reason": "looks fine"}),
+        )
+        .await;
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (403, Some("approval_conflict")),
+            "{v}"
+        );
+        assert_eq!(
+            audit_actions(&app, &format!("pause:{pause}")).await,
+            ["pause_requested", "approval_refused"]
+        );
         // An approver with no hand in mal's power may.
         let cat = ops_session(&app, "cat").await;
+        let (s, v) = post(
+            &cat,
+            &app,
+            &format!("/ops/v1/pauses/{pause}/approve"),
+            json!({"password": OPS_PASSWORD, "reason": "storm confirmed"}),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
         let (s, v) = post(
             &cat,
             &app,
