@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use crate::domain::money::{validate_amount, validate_currency};
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::idempotency::layer::{ClaimState, DeferredClaim, json_answer, stored_response};
+use crate::api::idempotency::{ClaimState, DeferredClaim, json_answer, stored_response};
 use crate::service::payments::{CreateAnswer, CreateFailed, PaymentInput};
 use crate::store::views::PaymentView;
 use crate::store::{Merchant, Payment};

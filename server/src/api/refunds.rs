@@ -12,7 +12,7 @@ use super::ApiState;
 use super::payments::owned;
 use crate::domain::money::validate_amount;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::idempotency::layer::IdemContext;
+use crate::api::idempotency::IdemContext;
 use crate::service::ids::new_id;
 use crate::store::views::RefundView;
 use crate::store::{CreateRefund, Merchant};

@@ -13,7 +13,7 @@ use super::ApiState;
 use crate::domain::clock::rfc3339;
 use crate::domain::webhooks::Subscription;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::idempotency::layer::{IdemContext, SealStoredAnswer};
+use crate::api::idempotency::{IdemContext, SealStoredAnswer};
 use crate::service::actor::Actor;
 use crate::service::webhooks::{EndpointWithSecret, new_endpoint_id};
 use crate::store::{Merchant, WebhookEndpoint};

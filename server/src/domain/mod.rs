@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod checkpoint;
 pub mod clock;
 pub mod fingerprint;
+pub mod idempotency;
 pub mod jobs;
 pub mod ledger;
 pub mod money;

@@ -6,7 +6,7 @@ use super::Core;
 use crate::domain::actions::{ActionKind, ActionStatus};
 use crate::domain::jobs::JobStatus;
 use crate::domain::stuck::StuckThresholds;
-use crate::idempotency::key::Outcome;
+use crate::domain::idempotency::Outcome;
 use crate::store::{ErrorItemStatus, QueueStat, StoreError};
 
 pub use converge_wire::dashboard::{

@@ -14,6 +14,7 @@ pub mod error_pool;
 pub mod executors;
 pub mod lookup;
 pub mod merchants;
+pub mod outcomes;
 pub mod password;
 pub mod pauses;
 pub mod payments;
@@ -36,7 +37,7 @@ use std::sync::Arc;
 
 use crate::channel::Channel;
 use crate::domain::clock::Clock;
-use crate::idempotency::outcomes::OutcomeBuffer;
+use crate::service::outcomes::OutcomeBuffer;
 use crate::store::{Store, StoreError};
 
 /// What the services share.

@@ -14,7 +14,7 @@ use crate::domain::fingerprint::fingerprint;
 use crate::domain::ledger;
 use crate::domain::money;
 use crate::domain::state::{AutoStep, Batch, Delay, PaymentEvent, PaymentStatus, Rule, rule};
-use crate::idempotency::store::{
+use crate::store::keys::{
     ClaimResult, KeyClaim, KeyCompletion, KeyRecord, KeyRef, StoredResponse,
 };
 use crate::store::{

@@ -40,6 +40,7 @@ pub(crate) mod webhooks_sql;
 pub mod callbacks;
 pub mod console;
 pub mod governance;
+pub mod keys;
 pub mod ledger;
 pub mod live;
 pub mod lookup;
@@ -61,7 +62,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::idempotency::store::KeyStore;
+pub use keys::KeyStore;
 pub(crate) use backend::SqlBackend;
 pub use callbacks::*;
 pub use console::*;

@@ -2,7 +2,7 @@
 //! milliseconds UTC; amounts are integer minor units.
 
 use crate::domain::state::{PaymentEvent, PaymentStatus};
-use crate::idempotency::store::{ClaimResult, KeyClaim, KeyRef, StoredResponse};
+use crate::store::keys::{ClaimResult, KeyClaim, KeyRef, StoredResponse};
 use serde::Serialize;
 
 pub use converge_wire::{Merchant, MerchantKey};
@@ -139,7 +139,7 @@ pub enum OpenedPayment {
     /// merchant_order_id, which is returned.
     Existing(Payment),
     /// The key was claimed before and nothing was written but what
-    /// [`KeyStore::claim_key`](crate::idempotency::store::KeyStore::claim_key) writes: a lapsed claim taken over
+    /// [`KeyStore::claim_key`](crate::store::keys::KeyStore::claim_key) writes: a lapsed claim taken over
     /// (`Claimed` with the crashed request's recovery point) or another request's record.
     Key(ClaimResult),
 }

@@ -43,7 +43,7 @@ store_conformance!(merchant_round_trips_and_names_are_unique, |store| {
 
 use std::sync::Arc;
 
-use converge_server::idempotency::store::{
+use converge_server::store::keys::{
     ClaimResult, KeyClaim, KeyRecord, KeyRef, StoredResponse,
 };
 use converge_server::store::{CreatePayment, CreateRefund, NewPayment, NewRefund, Payment, Store};
@@ -113,7 +113,7 @@ store_conformance!(
         );
         assert_eq!(
             rec.state,
-            converge_server::idempotency::key::KeyState::Running
+            converge_server::domain::idempotency::KeyState::Running
         );
         assert_eq!(
             rec.lease_token.as_deref(),
@@ -141,7 +141,7 @@ store_conformance!(a_completed_key_keeps_its_response_byte_for_byte, |store| {
             .await
             .unwrap(),
     );
-    assert_eq!(rec.state, converge_server::idempotency::key::KeyState::Done);
+    assert_eq!(rec.state, converge_server::domain::idempotency::KeyState::Done);
     assert_eq!(rec.response_status, Some(201));
     assert_eq!(rec.response_body.as_deref(), Some(&body[..]));
     assert_eq!(rec.lease_token, None);

@@ -1,7 +1,8 @@
 //! The Idempotency-Key layer over the merchant POST routes (DESIGN.md "Idempotency
 //! contract"; IETF draft-ietf-httpapi-idempotency-key-header; Stripe's documented behaviour):
-//! the HTTP side of [`crate::idempotency`]. The rules it applies are in [`super::key`], the
-//! writes in [`super::store`], the counting in [`super::outcomes`].
+//! the HTTP side of the Idempotency-Key contract. The rules it applies are in
+//! [`crate::domain::idempotency`], the writes in [`crate::store::keys`], the counting in
+//! [`crate::service::outcomes`].
 //!
 //! Claim, run, store: the claim is its own short transaction and never spans the channel
 //! call. A 2xx answer is stored and later replayed byte for byte; a 4xx had no effect, so the
@@ -14,11 +15,11 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::key::{
+use crate::domain::idempotency::{
     HEADER, KeyError, Outcome, REPLAYED, existing_outcome, in_use_retry_after_secs,
     key_from_headers, request_fingerprint,
 };
-use super::store::{ClaimResult, KeyClaim, KeyRecord, KeyRef, StoredResponse};
+use crate::store::keys::{ClaimResult, KeyClaim, KeyRecord, KeyRef, StoredResponse};
 use crate::config::IdempotencySettings;
 use crate::domain::secret_box::Purpose;
 use crate::error::{ApiError, ParsedBody};
@@ -410,7 +411,7 @@ async fn finish(st: &KeyLayer, key: &KeyRef, resp: Response) -> Response {
 
 /// Records, for the key's own page, what a later request with this stored key got (the
 /// route-level [`count`] cannot say which key). Counted in memory and written in batches
-/// ([`super::outcomes`]).
+/// ([`crate::service::outcomes`]).
 fn record(st: &KeyLayer, rec: &KeyRecord, outcome: Outcome, now: i64) {
     st.core
         .outcomes

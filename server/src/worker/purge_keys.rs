@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::store::KeyStore;
+use crate::store::KeyStore;
 use crate::domain::clock::Clock;
 
 /// Purges the keys whose retention ended ([`KeyStore::purge_keys`]) every `every`, for as

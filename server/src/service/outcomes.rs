@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::key::Outcome;
-use super::store::{KeyOutcomeDelta, KeyStore, RouteOutcomeDelta};
+use crate::domain::idempotency::Outcome;
+use crate::store::keys::{KeyOutcomeDelta, KeyStore, RouteOutcomeDelta};
 use crate::store::StoreError;
 
 /// Counts not yet written.

@@ -15,7 +15,7 @@
 
 use async_trait::async_trait;
 
-use super::key::KeyState;
+use crate::domain::idempotency::KeyState;
 use crate::store::{Payment, StoreError};
 
 /// The key operations of a store.
@@ -72,7 +72,7 @@ pub trait KeyStore: Send + Sync {
         self.add_outcome_counts(&[], &[delta]).await
     }
     /// Adds the per-route-and-minute and per-key outcome counts in one transaction (the
-    /// in-memory counts of [`OutcomeBuffer`](super::outcomes::OutcomeBuffer), flushed).
+    /// in-memory counts of [`OutcomeBuffer`](crate::service::outcomes::OutcomeBuffer), flushed).
     async fn add_outcome_counts(
         &self,
         routes: &[RouteOutcomeDelta],
@@ -188,7 +188,7 @@ pub struct KeyRef {
 pub struct RouteOutcomeDelta {
     /// `POST /v1/...` route template.
     pub route: String,
-    /// [`Outcome::as_str`](super::key::Outcome::as_str).
+    /// [`Outcome::as_str`](crate::domain::idempotency::Outcome::as_str).
     pub outcome: String,
     /// Epoch minutes UTC.
     pub minute: i64,
