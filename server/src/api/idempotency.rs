@@ -1,31 +1,33 @@
 //! The Idempotency-Key layer over the merchant POST routes (DESIGN.md "Idempotency
 //! contract"; IETF draft-ietf-httpapi-idempotency-key-header; Stripe's documented behaviour):
-//! the HTTP side of the Idempotency-Key contract. The rules it applies are in
-//! [`crate::domain::idempotency`], the writes in [`crate::store::keys`], the counting in
-//! [`crate::service::outcomes`].
+//! the HTTP side of the contract. The rules it applies are in
+//! [`crate::domain::idempotency`], the counting in [`crate::service::outcomes`].
 //!
-//! Claim, run, store: the claim is its own short transaction and never spans the channel
-//! call. A 2xx answer is stored and later replayed byte for byte; a 4xx had no effect, so the
-//! claim is deleted and the key stays free; a 5xx keeps the claim until its lease lapses, after
-//! which a retry resumes from the recovery point the handler recorded (never a second payment).
+//! It reads the key, fingerprints the body and hands the handler the request's claim
+//! ([`KeyClaim`]); it claims nothing itself. Every merchant POST is a use case on the one
+//! write path (`service/write.rs`): it claims the key in its own first transaction, records
+//! where a retry resumes, stores its answer or releases the key. The layer answers from
+//! another request's record (the stored answer byte for byte, 409 in use, 422 reused), which
+//! the handler hands back through [`respond`], and counts every outcome.
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{MatchedPath, OriginalUri, Request, State};
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::config::IdempotencySettings;
 use crate::domain::idempotency::{
     HEADER, KeyError, Outcome, REPLAYED, existing_outcome, in_use_retry_after_secs,
     key_from_headers, request_fingerprint,
 };
-use crate::store::keys::{ClaimResult, KeyClaim, KeyRecord, KeyRef, StoredResponse};
-use crate::config::IdempotencySettings;
 use crate::domain::secret_box::Purpose;
 use crate::error::{ApiError, ParsedBody};
 use crate::service::Core;
 use crate::service::ids::new_token;
+use crate::service::write::Written;
 use crate::store::Merchant;
+use crate::store::keys::{KeyClaim, KeyRecord, StoredResponse};
 
 /// What the layer needs: the core (store, clock, outcome counts) and its settings.
 #[derive(Clone)]
@@ -52,35 +54,6 @@ impl KeyLayer {
     }
 }
 
-/// What the handler of a claimed request learns from the layer.
-#[derive(Debug, Clone)]
-pub struct IdemContext {
-    /// The claim, to record the recovery point.
-    pub key: KeyRef,
-    /// What a crashed earlier attempt with this key created, if anything: resume it.
-    pub resource_id: Option<String>,
-}
-
-impl IdemContext {
-    /// Records `resource_id` as the claim's recovery point before the handler creates it, so a
-    /// retry after a crash resumes this one resource rather than making a second (DESIGN.md
-    /// "Idempotency contract"; Brandur Leach's recovery points). Errors: 409
-    /// `idempotency_key_in_use` when this request's claim lapsed and another request holds the
-    /// key now ([`key_in_use`], its lease unknown here: retry after 1 s); 503 when the
-    /// database is unavailable.
-    pub async fn record_recovery_point(
-        &self,
-        core: &Core,
-        resource_id: &str,
-    ) -> Result<(), ApiError> {
-        if core.store.set_key_resource(&self.key, resource_id).await? {
-            Ok(())
-        } else {
-            Err(key_in_use(None, 0))
-        }
-    }
-}
-
 /// The answer to a request whose key another request holds: 409 `idempotency_key_in_use`
 /// with `Retry-After` the whole seconds until that claim's lease (epoch ms UTC) lapses,
 /// 1..=60 ([`in_use_retry_after_secs`]; 1 when the lease is not known).
@@ -93,47 +66,23 @@ pub fn key_in_use(lease_expires_at: Option<i64>, now: i64) -> ApiError {
     .with_retry_after(in_use_retry_after_secs(lease_expires_at, now))
 }
 
-/// Routes whose handler claims the key in its own first transaction (issue 15: a create's
-/// phase 1 claims the key, inserts the payment and records the recovery point at once). The
-/// layer hands such a handler a [`DeferredClaim`] instead of claiming first, and the handler
-/// says in a [`ClaimState`] response extension how the claim went.
-const DEFERRED_ROUTES: [&str; 1] = ["POST /v1/payments"];
-
-/// The claim a deferred route's handler makes itself (see [`DEFERRED_ROUTES`]).
+/// A response extension by which a handler hands back the record of a key another request
+/// holds or completed ([`Written::Taken`]): the layer answers from it (replay, in use,
+/// reused) and counts that outcome instead of `first`.
 #[derive(Debug, Clone)]
-pub struct DeferredClaim(pub KeyClaim);
+struct KeyTaken(Box<KeyRecord>);
 
-/// What a deferred route's handler did with its [`DeferredClaim`], as a response extension.
-/// A response without one claimed nothing (the request was refused before its first
-/// transaction, or that transaction failed).
-#[derive(Debug, Clone)]
-pub enum ClaimState {
-    /// The claim is held: the layer stores a 2xx answer and releases the key on a 4xx, as
-    /// for an eagerly claimed route.
-    Held,
-    /// The answer was stored with the key in the handler's last transaction: sent as it is.
-    Completed,
-    /// The key was claimed before: the layer answers from this record (replay, in use,
-    /// reused) and the handler's response is dropped.
-    Existing(Box<KeyRecord>),
-}
-
-/// A response extension by which a handler says its 2xx answer carries a secret (a webhook
-/// endpoint's signing secret): the layer stores it sealed ([`crate::domain::secret_box`]), so
-/// the merchant's replay is the same bytes while the database, and every console view of the
-/// key, hold none (issue 36).
-#[derive(Debug, Clone, Copy)]
-pub struct SealStoredAnswer;
-
-/// A JSON answer as it is stored with a key and sent: the same bytes both ways.
-pub fn json_answer(status: StatusCode, body: &impl serde::Serialize) -> StoredResponse {
-    StoredResponse {
-        status: status.as_u16(),
-        headers: vec![(
-            header::CONTENT_TYPE.to_string(),
-            "application/json".to_string(),
-        )],
-        body: serde_json::to_vec(body).unwrap_or_default(),
+/// The response of a merchant write's use case: its answer as stored with the key, or the
+/// other request's record for the layer to answer from, or the use case's error.
+pub fn respond(written: Result<Written, ApiError>) -> Response {
+    match written {
+        Ok(Written::Answered(stored)) => stored_response(stored),
+        Ok(Written::Taken(rec)) => {
+            let mut resp = StatusCode::CONFLICT.into_response();
+            resp.extensions_mut().insert(KeyTaken(rec));
+            resp
+        }
+        Err(e) => e.into_response(),
     }
 }
 
@@ -149,9 +98,6 @@ pub fn stored_response(stored: StoredResponse) -> Response {
     }
     resp
 }
-
-/// Headers kept with a stored answer (the rest are recomputed).
-const STORED_HEADERS: [HeaderName; 2] = [header::CONTENT_TYPE, header::LOCATION];
 
 /// The middleware; GET and other methods pass through.
 pub async fn layer(
@@ -225,34 +171,15 @@ pub async fn layer(
         now,
         expires_at: now + st.retention_ms,
     };
-    if DEFERRED_ROUTES.contains(&route.as_str()) {
-        let mut req = Request::from_parts(parts, Body::from(bytes));
-        req.extensions_mut().insert(parsed);
-        req.extensions_mut().insert(DeferredClaim(claim.clone()));
-        let resp = next.run(req).await;
-        return finish_deferred(&st, &route, &scope, &fp, &claim, resp).await;
-    }
-    let resource_id = match st.core.store.claim_key(&claim).await {
-        Err(e) => return ApiError::from(e).into_response(),
-        Ok(ClaimResult::Existing(rec)) => {
-            return answer_existing(&st, &route, &scope, &fp, rec, now).await;
-        }
-        Ok(ClaimResult::Claimed { resource_id }) => resource_id,
-    };
-    count(&st, &route, Outcome::First);
-    let key_ref = claim.key_ref();
     let mut req = Request::from_parts(parts, Body::from(bytes));
     req.extensions_mut().insert(parsed);
-    req.extensions_mut().insert(IdemContext {
-        key: key_ref.clone(),
-        resource_id,
-    });
+    req.extensions_mut().insert(claim.clone());
     let resp = next.run(req).await;
-    finish(&st, &key_ref, resp).await
+    finish(&st, &route, &scope, &fp, &claim, resp).await
 }
 
-/// The end of a deferred route's request, by its handler's [`ClaimState`].
-async fn finish_deferred(
+/// Counts and answers what the handler's use case did with the key.
+async fn finish(
     st: &KeyLayer,
     route: &str,
     scope: &str,
@@ -260,42 +187,30 @@ async fn finish_deferred(
     claim: &KeyClaim,
     mut resp: Response,
 ) -> Response {
-    match resp.extensions_mut().remove::<ClaimState>() {
-        Some(ClaimState::Completed) => {
-            count(st, route, Outcome::First);
-            resp
-        }
-        Some(ClaimState::Held) => {
-            count(st, route, Outcome::First);
-            finish(st, &claim.key_ref(), resp).await
-        }
-        Some(ClaimState::Existing(rec)) => {
-            answer_existing(st, route, scope, fp, *rec, claim.now).await
-        }
-        None => {
-            // Refused before the key was claimed (a bad body, say). An eager claim would have
-            // met a stored key first, so one is looked for to answer as it would have: a
-            // replay, in use, or reused with another body.
-            if resp.status().is_client_error() {
-                match st
-                    .core
-                    .store
-                    .idempotency_key(claim.merchant_id, &claim.idem_key)
-                    .await
-                {
-                    Ok(Some(rec)) => {
-                        return answer_existing(st, route, scope, fp, rec, claim.now).await;
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not look up the key of a refused request");
-                    }
-                }
-                count(st, route, Outcome::First);
+    if let Some(KeyTaken(rec)) = resp.extensions_mut().remove::<KeyTaken>() {
+        return answer_existing(st, route, scope, fp, *rec, claim.now).await;
+    }
+    // A refused request wrote nothing, its claim included. If it was refused before its use
+    // case claimed the key (a bad body, say), a stored key answers as a claim would have met
+    // it: a replay, in use, or reused with another body.
+    if resp.status().is_client_error() {
+        match st
+            .core
+            .store
+            .idempotency_key(claim.merchant_id, &claim.idem_key)
+            .await
+        {
+            Ok(Some(rec)) => {
+                return answer_existing(st, route, scope, fp, rec, claim.now).await;
             }
-            resp
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "could not look up the key of a refused request");
+            }
         }
     }
+    count(st, route, Outcome::First);
+    resp
 }
 
 async fn answer_existing(
@@ -357,56 +272,6 @@ fn replay(st: &KeyLayer, rec: KeyRecord) -> Response {
     resp.headers_mut()
         .insert(REPLAYED, HeaderValue::from_static("true"));
     resp
-}
-
-async fn finish(st: &KeyLayer, key: &KeyRef, resp: Response) -> Response {
-    let status = resp.status();
-    if status.is_client_error() {
-        if let Err(e) = st.core.store.release_key(key).await {
-            tracing::warn!(error = %e, "could not release the claim of a refused request; it lapses with its lease");
-        }
-        return resp;
-    }
-    if !status.is_success() {
-        return resp;
-    }
-    let (parts, body) = resp.into_parts();
-    let bytes = match to_bytes(body, usize::MAX).await {
-        Ok(b) => b,
-        Err(e) => {
-            return ApiError::internal(format!("response body unreadable: {e}")).into_response();
-        }
-    };
-    let headers = STORED_HEADERS
-        .iter()
-        .filter_map(|n| {
-            parts
-                .headers
-                .get(n)
-                .and_then(|v| v.to_str().ok())
-                .map(|v| (n.to_string(), v.to_string()))
-        })
-        .collect();
-    let body = if parts.extensions.get::<SealStoredAnswer>().is_some() {
-        st.core.secrets.seal_bytes(Purpose::StoredAnswer, &bytes)
-    } else {
-        bytes.to_vec()
-    };
-    let stored = StoredResponse {
-        status: status.as_u16(),
-        headers,
-        body,
-    };
-    match st.core.store.complete_key(key, &stored).await {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::warn!(key = %crate::telemetry::log_safe(&key.idem_key, 255), "lease lost before the response was stored")
-        }
-        Err(e) => {
-            tracing::error!(error = %e, key = %key.idem_key, "could not store the response; a retry resumes")
-        }
-    }
-    Response::from_parts(parts, Body::from(bytes))
 }
 
 /// Records, for the key's own page, what a later request with this stored key got (the

@@ -26,9 +26,9 @@ use crate::telemetry::TraceId;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::api::idempotency::KeyLayer;
 use crate::config::IdempotencySettings;
 use crate::error::ApiError;
-use crate::api::idempotency::KeyLayer;
 use crate::service::Core;
 
 /// What the merchant API's handlers share: the use cases, its own settings (body limit,

@@ -10,6 +10,7 @@ pub mod bulk;
 pub mod callbacks;
 pub mod dashboard;
 pub mod deliveries;
+pub mod endpoints;
 pub mod error_pool;
 pub mod executors;
 pub mod lookup;
@@ -28,6 +29,7 @@ pub mod sign_in;
 pub mod step_up;
 pub mod users;
 pub mod webhooks;
+pub mod write;
 
 /// Identifiers live below the store ([`crate::ids`], which the store uses too); this path
 /// stays for callers.

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::domain::idempotency::Outcome;
-use crate::store::keys::{KeyOutcomeDelta, KeyStore, RouteOutcomeDelta};
 use crate::store::StoreError;
+use crate::store::keys::{KeyOutcomeDelta, KeyStore, RouteOutcomeDelta};
 
 /// Counts not yet written.
 #[derive(Debug, Default)]

@@ -25,6 +25,16 @@ pub trait KeyStore: Send + Sync {
     /// lease lapsed (the crashed request's recovery point comes back), or returns the record
     /// another request holds or completed. Never writes when the fingerprint differs.
     async fn claim_key(&self, claim: &KeyClaim) -> Result<ClaimResult, StoreError>;
+    /// [`claim_key`](Self::claim_key) that inserts a new claim with `resource_id` as its
+    /// recovery point, in the same statement: a write whose first transaction is its own
+    /// claims its key and records where a retry resumes at once, before that write (the
+    /// merchant write path, `service/write.rs`). A lapsed claim taken over keeps the
+    /// recovery point it had ([`ClaimStep::TakenOver`]).
+    async fn claim_key_at(
+        &self,
+        claim: &KeyClaim,
+        resource_id: &str,
+    ) -> Result<ClaimStep, StoreError>;
     /// Records what the request created (recovery point); false when the lease was lost.
     async fn set_key_resource(&self, key: &KeyRef, resource_id: &str) -> Result<bool, StoreError>;
     /// Stores the response and marks the key done; false when the lease was lost.
@@ -165,6 +175,31 @@ impl KeyClaim {
             scope: self.scope.clone(),
             idem_key: self.idem_key.clone(),
             lease_token: self.lease_token.clone(),
+        }
+    }
+}
+
+/// How a claim made with its recovery point went ([`KeyStore::claim_key_at`], and inside a
+/// use case's first transaction).
+#[derive(Debug, Clone, PartialEq, Eq)]
+// Matched once where it is returned: boxing the large variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+pub enum ClaimStep {
+    /// A new claim was inserted with the recovery point asked for.
+    Inserted,
+    /// A lapsed claim with the same request was taken over; its recovery point, if its
+    /// request recorded one.
+    TakenOver(Option<String>),
+    /// Another request holds or completed the key.
+    Existing(KeyRecord),
+}
+
+impl From<ClaimStep> for ClaimResult {
+    fn from(step: ClaimStep) -> Self {
+        match step {
+            ClaimStep::Inserted => ClaimResult::Claimed { resource_id: None },
+            ClaimStep::TakenOver(resource_id) => ClaimResult::Claimed { resource_id },
+            ClaimStep::Existing(rec) => ClaimResult::Existing(rec),
         }
     }
 }

@@ -5,16 +5,7 @@
 //! module over its [`SqlBackend`](super::SqlBackend) (`backend.rs`).
 
 /// How a claim inside a transaction went (`claim_in_tx`).
-// Matched once where it is returned: boxing the large variant would only add an allocation.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum ClaimStep {
-    /// A new claim was inserted.
-    Inserted,
-    /// A lapsed claim with the same request was taken over; its recovery point.
-    TakenOver(Option<String>),
-    /// Another request holds or completed the key.
-    Existing(crate::store::keys::KeyRecord),
-}
+pub(crate) use super::keys::ClaimStep;
 
 macro_rules! impl_keys {
     ($store:ty) => {
@@ -178,6 +169,17 @@ macro_rules! impl_keys {
                     $crate::store::keys_sql::ClaimStep::TakenOver(resource_id) => ClaimResult::Claimed { resource_id },
                     $crate::store::keys_sql::ClaimStep::Existing(rec) => ClaimResult::Existing(rec),
                 })
+            }
+
+            async fn claim_key_at(
+                &self,
+                c: &$crate::store::keys::KeyClaim,
+                resource_id: &str,
+            ) -> Result<$crate::store::keys::ClaimStep, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let step = claim_in_tx(&mut tx, c, Some(resource_id)).await?;
+                tx.commit().await?;
+                Ok(step)
             }
 
             async fn set_key_resource(

@@ -62,11 +62,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use keys::KeyStore;
 pub(crate) use backend::SqlBackend;
 pub use callbacks::*;
 pub use console::*;
 pub use governance::*;
+pub use keys::KeyStore;
 pub use ledger::Ledger;
 pub use live::*;
 pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MATCHES};

@@ -461,6 +461,20 @@ pub struct NewRefund {
     pub max_attempts: i64,
 }
 
+/// Result of [`Refunds::open_refund`](super::Refunds::open_refund).
+#[derive(Debug, Clone, PartialEq, Eq)]
+// Matched once where it is returned: boxing the large variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+pub enum OpenedRefund {
+    /// The key was claimed with the refund's id and the refund reserved and inserted
+    /// ([`CreateRefund::Created`]), or the payment refused it (any other [`CreateRefund`]:
+    /// nothing was written, the claim included).
+    Opened(CreateRefund),
+    /// The key was claimed before: another request's record, or a lapsed claim this request
+    /// took over (resume its recovery point). No refund was written.
+    Key(ClaimResult),
+}
+
 /// Result of [`Refunds::create_refund`](super::Refunds::create_refund).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CreateRefund {
