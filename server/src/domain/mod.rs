@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod ledger;
 pub mod money;
 pub mod netaddr;
+pub mod password;
 pub mod pause;
 pub mod privilege;
 pub mod ratelimit;
