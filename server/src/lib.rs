@@ -8,7 +8,6 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod http;
-pub mod idempotency;
 pub mod ids;
 pub mod ops;
 pub mod schema;

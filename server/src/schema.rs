@@ -245,8 +245,8 @@ pub fn username_schema() -> utoipa::openapi::Object {
 pub fn new_password_schema() -> utoipa::openapi::Object {
     ObjectBuilder::new()
         .schema_type(Type::String)
-        .min_length(Some(crate::service::password::MIN_PASSWORD_CHARS))
-        .max_length(Some(crate::service::password::MAX_PASSWORD_CHARS))
+        .min_length(Some(crate::domain::password::MIN_PASSWORD_CHARS))
+        .max_length(Some(crate::domain::password::MAX_PASSWORD_CHARS))
         .pattern(Some("^[^\\u0000]*$"))
         .build()
 }

@@ -444,13 +444,13 @@ pub async fn build_with_store(
         }
     });
     let mut tasks = vec![
-        tokio::spawn(crate::idempotency::purge::run(
+        tokio::spawn(crate::worker::purge_keys::run(
             store.clone(),
             clock.clone(),
             purge_every,
         )),
         tokio::spawn(purge_auth_attempts(store.clone(), clock, purge_every)),
-        tokio::spawn(crate::idempotency::outcomes::flush_every(
+        tokio::spawn(crate::service::outcomes::flush_every(
             state.core.outcomes.clone(),
             store.clone(),
             Duration::from_secs(1),
@@ -588,7 +588,7 @@ async fn periodic_checkpoints(core: Core, key: Arc<ed25519_dalek::SigningKey>, e
 }
 
 /// Deletes sign-in attempts older than any limit looks back, periodically (the
-/// Idempotency-Key purge is [`crate::idempotency::purge`]).
+/// Idempotency-Key purge is [`crate::worker::purge_keys`]).
 async fn purge_auth_attempts(store: Arc<dyn Store>, clock: Arc<dyn Clock>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     loop {

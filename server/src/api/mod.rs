@@ -5,6 +5,7 @@
 mod auth;
 mod callbacks;
 mod health;
+pub mod idempotency;
 pub mod openapi;
 mod payments;
 mod refunds;
@@ -25,9 +26,9 @@ use crate::telemetry::TraceId;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::api::idempotency::KeyLayer;
 use crate::config::IdempotencySettings;
 use crate::error::ApiError;
-use crate::idempotency::layer::KeyLayer;
 use crate::service::Core;
 
 /// What the merchant API's handlers share: the use cases, its own settings (body limit,
@@ -62,7 +63,7 @@ pub fn merchant_routes(state: &ApiState) -> (Router<ApiState>, utoipa::openapi::
         .routes(routes!(webhooks::rotate_secret))
         .route_layer(from_fn_with_state(
             KeyLayer::new(state.core.clone(), &state.keys, state.body_limit),
-            crate::idempotency::layer::layer,
+            crate::api::idempotency::layer,
         ))
         .route_layer(from_fn_with_state(state.clone(), auth::merchant))
         .routes(routes!(callbacks::receive))

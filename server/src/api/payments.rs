@@ -9,10 +9,11 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::ApiState;
+use crate::api::idempotency::respond;
 use crate::domain::money::{validate_amount, validate_currency};
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::idempotency::layer::{ClaimState, DeferredClaim, json_answer, stored_response};
-use crate::service::payments::{CreateAnswer, CreateFailed, PaymentInput};
+use crate::service::payments::{CreateError, PaymentInput};
+use crate::service::write::KeyClaim;
 use crate::store::views::PaymentView;
 use crate::store::{Merchant, Payment};
 
@@ -129,57 +130,26 @@ fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
 pub async fn create(
     State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
-    Extension(DeferredClaim(claim)): Extension<DeferredClaim>,
+    Extension(claim): Extension<KeyClaim>,
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Response {
     let input = match validate(body) {
         Ok(input) => input,
         Err(e) => return e.into_response(),
     };
-    let render = |p: &Payment| json_answer(StatusCode::CREATED, &PaymentView::from(p));
-    // The claim's state rides on the response, so the idempotency layer stores, releases or
-    // answers from the key whatever the answer is.
-    let (claim_state, mut resp) = match st
+    let written = st
         .core
-        .create_or_resume(&merchant, &input, &claim, &render)
+        .create_payment_keyed(&merchant, &input, &claim)
         .await
-    {
-        Ok(CreateAnswer::Stored(stored)) => (Some(ClaimState::Completed), stored_response(stored)),
-        Ok(CreateAnswer::Created(p)) => (
-            Some(ClaimState::Held),
-            (StatusCode::CREATED, Json(PaymentView::from(&p))).into_response(),
-        ),
-        Ok(CreateAnswer::Existing(p)) => (
-            Some(ClaimState::Held),
-            (StatusCode::OK, Json(PaymentView::from(&p))).into_response(),
-        ),
-        Ok(CreateAnswer::OrderConflict(p)) => {
-            (Some(ClaimState::Held), order_conflict(&p).into_response())
-        }
-        Ok(CreateAnswer::KeyTaken(rec)) => (
-            Some(ClaimState::Existing(rec)),
-            StatusCode::CONFLICT.into_response(),
-        ),
-        Ok(CreateAnswer::Frozen) => (
-            Some(ClaimState::Held),
-            super::auth::frozen(crate::domain::freeze::Frozen(
+        .map_err(|e| match e {
+            CreateError::OrderConflict(p) => order_conflict(&p),
+            CreateError::Frozen => super::auth::frozen(crate::domain::freeze::Frozen(
                 crate::domain::freeze::NewWork::Payments,
-            ))
-            .into_response(),
-        ),
-        Ok(CreateAnswer::Missing) => (
-            Some(ClaimState::Held),
-            ApiError::not_found("payment").into_response(),
-        ),
-        Err(CreateFailed { key_held, cause }) => (
-            key_held.then_some(ClaimState::Held),
-            ApiError::from(cause).into_response(),
-        ),
-    };
-    if let Some(state) = claim_state {
-        resp.extensions_mut().insert(state);
-    }
-    resp
+            )),
+            CreateError::Missing => ApiError::not_found("payment"),
+            CreateError::Failed(cause) => ApiError::from(cause),
+        });
+    respond(written)
 }
 
 /// 409 `merchant_order_id_conflict`: the merchant's payment `p` has this merchant_order_id

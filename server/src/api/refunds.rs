@@ -1,21 +1,21 @@
 //! `POST /v1/payments/{id}/refunds` (DESIGN.md "Merchant HTTP API": total refunds never
 //! exceed the payment amount).
 
-use axum::Json;
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::{Extension, response::IntoResponse};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::ApiState;
-use super::payments::owned;
+use crate::api::idempotency::{key_in_use, respond};
 use crate::domain::money::validate_amount;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::idempotency::layer::IdemContext;
-use crate::service::ids::new_id;
+use crate::service::refunds::{RefundError, RefundInput};
+use crate::service::write::KeyClaim;
+use crate::store::Merchant;
 use crate::store::views::RefundView;
-use crate::store::{CreateRefund, Merchant};
 
 /// Body of a refund request: amount in minor units, optional reason.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -77,10 +77,23 @@ pub struct RefundBody {
 pub async fn create(
     State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
-    Extension(ctx): Extension<IdemContext>,
+    Extension(claim): Extension<KeyClaim>,
     ApiPath(payment_id): ApiPath<String>,
     ApiJson(body): ApiJson<RefundBody>,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Response {
+    let input = match validate(body) {
+        Ok(input) => input,
+        Err(e) => return e.into_response(),
+    };
+    let written = st
+        .core
+        .create_refund_keyed(&merchant, &payment_id, &input, &claim)
+        .await
+        .map_err(refund_error);
+    respond(written)
+}
+
+fn validate(body: RefundBody) -> Result<RefundInput, ApiError> {
     let amount = validate_amount(body.amount)
         .map_err(|e| ApiError::bad_request("invalid_amount", e.to_string()))?;
     if body.reason.chars().count() > 1024 {
@@ -89,50 +102,35 @@ pub async fn create(
             "reason is longer than 1024 characters",
         ));
     }
-    let payment = owned(&st, &merchant, &payment_id).await?;
-    let core = &st.core;
-    // The refund's id is recorded on the key *before* anything is reserved. Refunds have no
-    // business key (payments have merchant_order_id) to catch a duplicate, so if the id were
-    // recorded after the reservation, a crash in between would let the retry reserve and pay
-    // out a second refund. Recorded first, a retry always resumes this one id: it finds the
-    // refund and drives it, or finds nothing yet and creates it.
-    let refund_id = match ctx.resource_id.clone() {
-        Some(id) => id,
-        None => {
-            let id = new_id("re");
-            ctx.record_recovery_point(core, &id).await?;
-            id
-        }
-    };
-    if let Some(refund) = core.store.refund(&refund_id).await? {
-        let driven = core.drive_refund(refund, "api").await?;
-        return Ok((StatusCode::CREATED, Json(RefundView::from(&driven))));
-    }
-    // Only a new refund is refused: one already created (above) is in flight and settles.
-    super::auth::refuse_frozen(&merchant, crate::domain::freeze::NewWork::Refunds)?;
-    match core
-        .insert_refund_with_id(&refund_id, &payment.id, amount, &body.reason)
-        .await?
-    {
-        CreateRefund::Created(r) => {
-            let driven = core.drive_refund(r, "api").await?;
-            Ok((StatusCode::CREATED, Json(RefundView::from(&driven))))
-        }
-        CreateRefund::NotRefundable(status) => Err(ApiError::new(
+    Ok(RefundInput {
+        amount,
+        reason: body.reason,
+    })
+}
+
+/// A refund's refusal or failure as its HTTP answer.
+fn refund_error(e: RefundError) -> ApiError {
+    match e {
+        RefundError::NoPayment => ApiError::not_found("payment"),
+        RefundError::Frozen => super::auth::frozen(crate::domain::freeze::Frozen(
+            crate::domain::freeze::NewWork::Refunds,
+        )),
+        RefundError::NotRefundable(status) => ApiError::new(
             StatusCode::CONFLICT,
             "payment_not_refundable",
             format!("payment is {status}; only SUCCESS payments can be refunded"),
-        )),
-        CreateRefund::ExceedsRemaining { remaining } => Err(ApiError::new(
+        ),
+        RefundError::ExceedsRemaining { remaining } => ApiError::new(
             StatusCode::CONFLICT,
             "refund_exceeds_remaining",
             format!("at most {remaining} minor units can still be refunded"),
-        )),
-        CreateRefund::NoPayment => Err(ApiError::not_found("payment")),
-        CreateRefund::Reversing => Err(ApiError::new(
+        ),
+        RefundError::Reversing => ApiError::new(
             StatusCode::CONFLICT,
             "payment_reversing",
             "an ops reversal holds this payment; it refunds the remaining amount".to_string(),
-        )),
+        ),
+        RefundError::KeyLost => key_in_use(None, 0),
+        RefundError::Failed(cause) => cause.into(),
     }
 }

@@ -2,21 +2,20 @@
 //! "Outbox, merchant notifications, event stream"; Standard Webhooks for the secret form).
 //! The signing secret is shown once, in the answer that creates or rotates it.
 
+use axum::Extension;
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::{Extension, response::IntoResponse};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::ApiState;
-use crate::domain::clock::rfc3339;
-use crate::domain::webhooks::Subscription;
+use crate::api::idempotency::{key_in_use, respond};
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
-use crate::idempotency::layer::{IdemContext, SealStoredAnswer};
 use crate::service::actor::Actor;
-use crate::service::webhooks::{EndpointWithSecret, new_endpoint_id};
-use crate::store::{Merchant, WebhookEndpoint};
+use crate::service::endpoints::{EndpointInput, EndpointView, EndpointWriteError};
+use crate::service::write::KeyClaim;
+use crate::store::Merchant;
 
 /// Body of `POST /v1/webhook_endpoints`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -42,75 +41,11 @@ pub struct CreateBody {
     description: String,
 }
 
-/// An endpoint as merchants see it; `secret` only when just created or rotated.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({
-    "id": "we_5d1c9e0a7b3f2e8d4c6a1b0f", "url": "https://shop.example.com/converge/webhooks",
-    "enabled_events": ["payment.succeeded", "refund.succeeded"], "description": "order service",
-    "status": "enabled", "created_at": "2026-12-01T05:00:00.000Z", "updated_at": "2026-12-01T05:00:00.000Z",
-    "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-}))]
-pub struct EndpointView {
-    /// The endpoint's id (`we_` and hex digits).
-    id: String,
-    /// Where deliveries are POSTed.
-    url: String,
-    /// The subscribed event types, or `["*"]`.
-    enabled_events: Vec<String>,
-    /// Free text.
-    description: String,
-    /// `enabled`; `disabled` (by converge after `410 Gone` or days of failures, or by ops);
-    /// `deleted` (kept for its history).
-    #[schema(schema_with = crate::schema::endpoint_status_schema)]
-    status: crate::store::EndpointStatus,
-    /// Why it is disabled.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    disabled_reason: Option<String>,
-    /// RFC 3339, UTC.
-    #[schema(format = DateTime)]
-    created_at: String,
-    /// RFC 3339, UTC.
-    #[schema(format = DateTime)]
-    updated_at: String,
-    /// The signing secret (Standard Webhooks, `whsec_` and base64): only in the answer that
-    /// creates or rotates it, never again.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(pattern = "^whsec_[A-Za-z0-9+/=]+$")]
-    secret: Option<String>,
-    /// After a rotation: until when the previous secret keeps signing beside the new one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(format = DateTime)]
-    previous_secret_expires_at: Option<String>,
-}
-
 /// `{"data": [...]}`: the merchant's endpoints.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EndpointList {
     /// Newest first, deleted ones included.
     data: Vec<EndpointView>,
-}
-
-impl EndpointView {
-    fn of(e: &WebhookEndpoint, secret: Option<String>) -> Self {
-        EndpointView {
-            id: e.id.clone(),
-            url: e.url.clone(),
-            enabled_events: Subscription::from_stored(&e.enabled_events).names(),
-            description: e.description.clone(),
-            status: e.status,
-            disabled_reason: e.disabled_reason.clone(),
-            created_at: rfc3339(e.created_at),
-            updated_at: rfc3339(e.updated_at),
-            secret,
-            previous_secret_expires_at: e.previous_expires_at.map(rfc3339),
-        }
-    }
-}
-
-impl From<EndpointWithSecret> for EndpointView {
-    fn from(e: EndpointWithSecret) -> Self {
-        EndpointView::of(&e.endpoint, Some(e.secret))
-    }
 }
 
 fn actor(m: &Merchant) -> Actor {
@@ -164,47 +99,35 @@ fn refuse_frozen(m: &Merchant) -> Result<(), ApiError> {
 pub async fn create(
     State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
-    Extension(ctx): Extension<IdemContext>,
+    Extension(claim): Extension<KeyClaim>,
     ApiJson(body): ApiJson<CreateBody>,
-) -> Result<impl IntoResponse, ApiError> {
-    refuse_frozen(&merchant)?;
-    let core = &st.core;
-    if let Some(id) = ctx.resource_id.as_deref()
-        && let Some(e) = core.store.endpoint(id).await?
-    {
-        let secret = core
-            .endpoint_secret(&e.secret)
-            .map_err(ApiError::internal)?;
-        return Ok((
-            StatusCode::CREATED,
-            Extension(SealStoredAnswer),
-            Json(EndpointView::of(&e, Some(secret))),
-        ));
-    }
-    // Validate before recording the recovery point, so a refused request leaves the key free.
-    core.check_endpoint_url(&body.url)
+) -> Response {
+    let input = EndpointInput {
+        url: body.url,
+        enabled_events: body.enabled_events,
+        description: body.description,
+    };
+    let written = st
+        .core
+        .create_endpoint_keyed(&merchant, &input, &claim)
         .await
-        .map_err(|u| ApiError::bad_request(u.code(), u.to_string()))?;
-    Subscription::parse(&body.enabled_events)
-        .map_err(|m| ApiError::bad_request("invalid_enabled_events", m))?;
-    let id = ctx.resource_id.clone().unwrap_or_else(new_endpoint_id);
-    if ctx.resource_id.is_none() {
-        ctx.record_recovery_point(core, &id).await?;
+        .map_err(endpoint_error);
+    respond(written)
+}
+
+/// An endpoint write's refusal or failure as its HTTP answer.
+fn endpoint_error(e: EndpointWriteError) -> ApiError {
+    match e {
+        EndpointWriteError::Frozen => refuse_frozen_error(),
+        EndpointWriteError::KeyLost => key_in_use(None, 0),
+        EndpointWriteError::Secret(cause) => ApiError::internal(cause),
+        EndpointWriteError::Endpoint(e) => e.into(),
     }
-    let created = core
-        .create_endpoint(
-            &id,
-            merchant.id,
-            &body.url,
-            &body.enabled_events,
-            &body.description,
-            &actor(&merchant),
-        )
-        .await?;
-    Ok((
-        StatusCode::CREATED,
-        Extension(SealStoredAnswer),
-        Json(EndpointView::from(created)),
+}
+
+fn refuse_frozen_error() -> ApiError {
+    super::auth::frozen(crate::domain::freeze::Frozen(
+        crate::domain::freeze::NewWork::Endpoints,
     ))
 }
 
@@ -344,28 +267,13 @@ pub async fn delete(
 pub async fn rotate_secret(
     State(st): State<ApiState>,
     Extension(merchant): Extension<Merchant>,
-    Extension(ctx): Extension<IdemContext>,
+    Extension(claim): Extension<KeyClaim>,
     ApiPath(id): ApiPath<String>,
-) -> Result<(Extension<SealStoredAnswer>, Json<EndpointView>), ApiError> {
-    refuse_frozen(&merchant)?;
-    let current = st.core.merchant_endpoint(merchant.id, &id).await?;
-    if ctx.resource_id.is_some() {
-        let secret = st
-            .core
-            .endpoint_secret(&current.secret)
-            .map_err(ApiError::internal)?;
-        return Ok((
-            Extension(SealStoredAnswer),
-            Json(EndpointView::of(&current, Some(secret))),
-        ));
-    }
-    ctx.record_recovery_point(&st.core, &id).await?;
-    let rotated = st
+) -> Response {
+    let written = st
         .core
-        .rotate_endpoint_secret(&id, &actor(&merchant))
-        .await?;
-    Ok((
-        Extension(SealStoredAnswer),
-        Json(EndpointView::from(rotated)),
-    ))
+        .rotate_secret_keyed(&merchant, &id, &claim)
+        .await
+        .map_err(endpoint_error);
+    respond(written)
 }

@@ -4,9 +4,9 @@
 
 use super::Core;
 use crate::domain::actions::{ActionKind, ActionStatus};
+use crate::domain::idempotency::Outcome;
 use crate::domain::jobs::JobStatus;
 use crate::domain::stuck::StuckThresholds;
-use crate::idempotency::key::Outcome;
 use crate::store::{ErrorItemStatus, QueueStat, StoreError};
 
 pub use converge_wire::dashboard::{
@@ -62,7 +62,7 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         store.error_counts(),
         store.error_items(Some(ErrorItemStatus::Open), None, 10),
         store.webhook_backlog(now - 3_600_000),
-        store.relay_status(crate::worker::relay::LEASE, now),
+        store.relay_status(crate::store::RELAY_LEASE, now),
     )?;
     let stuck = StuckView {
         thresholds: thresholds

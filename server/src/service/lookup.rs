@@ -5,10 +5,10 @@
 use base64::Engine;
 
 use super::Core;
+use crate::domain::idempotency::{KeyState, MAX_KEY_LEN, validate_key};
 use crate::domain::money;
 use crate::domain::secret_box::{self, Purpose};
 use crate::domain::webhooks as wh;
-use crate::idempotency::key::{KeyState, MAX_KEY_LEN, validate_key};
 use crate::store::{IdKind, IdMatch, MAX_ID_MATCHES, StoreError};
 
 /// The longest query, in characters: the longest Idempotency-Key (longer than any id).
@@ -189,7 +189,7 @@ pub async fn key_detail(
             .map(|(name, value)| HeaderLine { name, value })
             .collect();
         headers.push(HeaderLine {
-            name: crate::idempotency::key::REPLAYED.to_string(),
+            name: crate::domain::idempotency::REPLAYED.to_string(),
             value: "true".into(),
         });
         let stored = rec.response_body.clone().unwrap_or_default();

@@ -11,10 +11,12 @@ pub mod callbacks;
 pub mod connectors;
 pub mod dashboard;
 pub mod deliveries;
+pub mod endpoints;
 pub mod error_pool;
 pub mod executors;
 pub mod lookup;
 pub mod merchants;
+pub mod outcomes;
 pub mod passkeys;
 pub mod password;
 pub mod pauses;
@@ -29,6 +31,7 @@ pub mod sign_in;
 pub mod step_up;
 pub mod users;
 pub mod webhooks;
+pub mod write;
 
 /// Identifiers live below the store ([`crate::ids`], which the store uses too); this path
 /// stays for callers.
@@ -37,7 +40,7 @@ pub use crate::ids;
 use std::sync::Arc;
 
 use crate::domain::clock::Clock;
-use crate::idempotency::outcomes::OutcomeBuffer;
+use crate::service::outcomes::OutcomeBuffer;
 use crate::store::{Store, StoreError};
 
 /// What the services share.

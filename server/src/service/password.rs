@@ -9,11 +9,8 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 use argon2::{Algorithm, Argon2, Params, Version};
 use tokio::sync::Semaphore;
 
-/// Shortest password accepted, in characters (OWASP: at least 8, longer without MFA).
-pub const MIN_PASSWORD_CHARS: usize = 12;
-/// Longest password accepted, in characters (argon2 takes any length; this bounds the work;
-/// characters, as the OpenAPI document's `maxLength` counts them).
-pub const MAX_PASSWORD_CHARS: usize = 256;
+/// The bounds, in characters: a domain rule the OpenAPI schema (`schema.rs`) states too.
+pub use crate::domain::password::{MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS};
 
 fn argon2() -> Argon2<'static> {
     let params = Params::new(19_456, 2, 1, None).expect("OWASP argon2id parameters are valid");

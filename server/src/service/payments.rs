@@ -8,6 +8,7 @@
 
 use serde_json::json;
 
+use super::write::{Answer, Refusal, Seal, Start, Written, json_answer};
 use super::{Core, ServiceError, ids};
 use crate::channel::ChargeOutcome;
 use crate::domain::fingerprint::fingerprint;
@@ -15,9 +16,8 @@ use crate::domain::freeze::{self, NewWork};
 use crate::domain::ledger;
 use crate::domain::money;
 use crate::domain::state::{AutoStep, Batch, Delay, PaymentEvent, PaymentStatus, Rule, rule};
-use crate::idempotency::store::{
-    ClaimResult, KeyClaim, KeyCompletion, KeyRecord, KeyRef, StoredResponse,
-};
+use crate::store::keys::{ClaimResult, KeyClaim, KeyCompletion, KeyRef, StoredResponse};
+use crate::store::views::PaymentView;
 use crate::store::{
     CreatePayment, IgnoredEvent, Merchant, NewJob, NewPayment, OpenPayment, OpenedPayment, Payment,
     Transition, TransitionResult,
@@ -82,40 +82,46 @@ pub enum CreateOutcome {
     Key(ClaimResult),
 }
 
-/// Where a create request under an Idempotency-Key came out, whichever way it went: a new
-/// payment, a crashed request's payment resumed, the key another request's, a frozen merchant
-/// ([`Core::create_or_resume`]). Each says what the idempotency layer does with the key.
+/// Why a create under an Idempotency-Key did not answer with a payment
+/// ([`Core::create_payment_keyed`]).
 #[derive(Debug)]
-pub enum CreateAnswer {
-    /// The answer was stored with the key in the payment's last transaction: send it as it is.
-    Stored(StoredResponse),
-    /// The payment this request created, or the one a crashed request with this key created
-    /// and this one resumed, driven as far as it goes (answer 201; the key is held and the
-    /// caller stores the answer).
-    Created(Payment),
-    /// Same merchant_order_id, same parameters: the existing payment (answer 200; key held).
-    Existing(Payment),
-    /// Same merchant_order_id, other parameters: 409 `merchant_order_id_conflict` (key held,
-    /// so the caller releases it).
-    OrderConflict(Payment),
-    /// The key is another request's (running, done or reused with another body): the caller
-    /// answers from its record. Nothing was written.
-    KeyTaken(Box<KeyRecord>),
+pub enum CreateError {
+    /// Same merchant_order_id, other parameters: 409 `merchant_order_id_conflict`.
+    OrderConflict(Box<Payment>),
     /// The merchant is frozen and no earlier request with this key created a payment: 403
-    /// `merchant_frozen` (key held, so the caller releases it).
+    /// `merchant_frozen`.
     Frozen,
-    /// The key's recovery point names a payment that is not the merchant's: 404 (key held).
+    /// The key's recovery point names a payment that is not the merchant's: 404.
     Missing,
+    /// The store failed, or the payment kept changing.
+    Failed(ServiceError),
 }
 
-/// Why [`Core::create_or_resume`] failed, and whether it holds the key by then (so the
-/// caller releases it rather than leave it claimed until its lease lapses).
-#[derive(Debug)]
-pub struct CreateFailed {
-    /// The key was claimed by this request before the failure.
-    pub key_held: bool,
-    /// What failed.
-    pub cause: ServiceError,
+impl From<ServiceError> for CreateError {
+    fn from(e: ServiceError) -> Self {
+        CreateError::Failed(e)
+    }
+}
+
+impl From<crate::store::StoreError> for CreateError {
+    fn from(e: crate::store::StoreError) -> Self {
+        CreateError::Failed(e.into())
+    }
+}
+
+impl Refusal for CreateError {
+    fn is_refusal(&self) -> bool {
+        match self {
+            CreateError::OrderConflict(_) | CreateError::Frozen | CreateError::Missing => true,
+            CreateError::Failed(e) => e.is_refusal(),
+        }
+    }
+}
+
+/// The answer of a create: the payment as the request leaves it, 201 when it is new (or
+/// resumed) and 200 when merchant_order_id found it.
+pub fn payment_answer(status: u16, p: &Payment) -> StoredResponse {
+    json_answer(status, &PaymentView::from(p))
 }
 
 /// What the caller of a transition knows that the state machine's row does not: everything
@@ -177,87 +183,75 @@ impl Core {
     }
 
     /// A create request under an Idempotency-Key, from its claim to its answer (DESIGN.md
-    /// "Idempotency contract", "Merchant HTTP API"): [`create_payment`](Self::create_payment)'s
-    /// two phases for a new key; for a key a crashed request claimed, its recovery point
+    /// "Idempotency contract", "Merchant HTTP API"), on the one write path
+    /// ([`Core::keyed_write`]): [`create_payment`](Self::create_payment)'s two phases for a
+    /// new key (the first claims the key, records the recovery point and inserts the
+    /// payment in one transaction); for a key a crashed request claimed, its recovery point
     /// resumed (the payment it created driven on, never a second payment or charge: the
     /// channel key is the payment's) or, when it created nothing, the payment inserted now. A
     /// frozen merchant's request only resumes what an earlier request created.
-    pub async fn create_or_resume(
+    pub async fn create_payment_keyed(
         &self,
         merchant: &Merchant,
         input: &PaymentInput,
         claim: &KeyClaim,
-        render: &(dyn Fn(&Payment) -> StoredResponse + Send + Sync),
-    ) -> Result<CreateAnswer, CreateFailed> {
-        let unclaimed = |cause| CreateFailed {
-            key_held: false,
-            cause,
-        };
-        let held = |cause| CreateFailed {
-            key_held: true,
-            cause,
-        };
-        let taken_over = if freeze::may_start(merchant.frozen, NewWork::Payments).is_err() {
+    ) -> Result<Written, CreateError> {
+        let start = if freeze::may_start(merchant.frozen, NewWork::Payments).is_err() {
             // Claimed first, as before phase 1 existed: a payment a crashed request already
             // created is in flight and converges whatever the merchant's state; only a new one
             // is refused.
-            match self
-                .store
-                .claim_key(claim)
-                .await
-                .map_err(|e| unclaimed(e.into()))?
-            {
-                ClaimResult::Existing(rec) => return Ok(CreateAnswer::KeyTaken(Box::new(rec))),
-                ClaimResult::Claimed { resource_id: None } => return Ok(CreateAnswer::Frozen),
-                ClaimResult::Claimed { resource_id } => resource_id,
-            }
+            // A new claim comes back as a recovery point of None, which refuses (below).
+            Start::of_claim_only(self.store.claim_key(claim).await?)
         } else {
-            match self
-                .create_payment(merchant.id, input, claim, render)
-                .await
-                .map_err(unclaimed)?
-            {
+            match self.create_payment(merchant.id, input, claim).await? {
+                CreateOutcome::Key(k) => Start::of_claim_only(k),
+                created => Start::Fresh(created),
+            }
+        };
+        let fresh = async |created: CreateOutcome| -> Result<Answer, CreateError> {
+            match created {
                 CreateOutcome::Created {
                     stored: Some(stored),
                     ..
-                } => return Ok(CreateAnswer::Stored(stored)),
-                CreateOutcome::Created {
-                    payment,
-                    stored: None,
-                } => return Ok(CreateAnswer::Created(payment)),
-                CreateOutcome::Existing(p) => return Ok(CreateAnswer::Existing(p)),
-                CreateOutcome::OrderConflict(p) => return Ok(CreateAnswer::OrderConflict(p)),
-                CreateOutcome::Key(ClaimResult::Existing(rec)) => {
-                    return Ok(CreateAnswer::KeyTaken(Box::new(rec)));
+                } => Ok(Answer::Stored(stored)),
+                CreateOutcome::Created { payment, .. } => {
+                    Ok(Answer::Ready(payment_answer(201, &payment)))
                 }
-                // A crashed request's lapsed claim, taken over: resume its recovery point.
-                CreateOutcome::Key(ClaimResult::Claimed { resource_id }) => resource_id,
+                CreateOutcome::Existing(p) => Ok(Answer::Ready(payment_answer(200, &p))),
+                CreateOutcome::OrderConflict(p) => Err(CreateError::OrderConflict(Box::new(p))),
+                CreateOutcome::Key(_) => Err(CreateError::Failed(ServiceError::Store(
+                    crate::store::StoreError::Corrupt("a key outcome as a fresh create".into()),
+                ))),
             }
         };
-        let answer = match taken_over {
-            Some(id) => match self.store.payment(&id).await.map_err(|e| held(e.into()))? {
-                Some(p) if p.merchant_id == merchant.id => {
-                    CreateAnswer::Created(self.drive(p, "api").await.map_err(held)?)
+        let resume = async |resource_id: Option<String>| -> Result<Answer, CreateError> {
+            match resource_id {
+                Some(id) => match self.store.payment(&id).await? {
+                    Some(p) if p.merchant_id == merchant.id => Ok(Answer::Ready(payment_answer(
+                        201,
+                        &self.drive(p, "api").await?,
+                    ))),
+                    _ => Err(CreateError::Missing),
+                },
+                // The crashed request claimed the key but created nothing.
+                None if freeze::may_start(merchant.frozen, NewWork::Payments).is_err() => {
+                    Err(CreateError::Frozen)
                 }
-                _ => CreateAnswer::Missing,
-            },
-            // The crashed request claimed the key but created nothing.
-            None => {
-                let key = claim.key_ref();
-                match self
-                    .insert_payment(merchant.id, input, Some(&key))
-                    .await
-                    .map_err(held)?
+                None => match self
+                    .insert_payment(merchant.id, input, Some(&claim.key_ref()))
+                    .await?
                 {
-                    InsertOutcome::Created(p) => {
-                        CreateAnswer::Created(self.drive(p, "api").await.map_err(held)?)
-                    }
-                    InsertOutcome::Existing(p) => CreateAnswer::Existing(p),
-                    InsertOutcome::OrderConflict(p) => CreateAnswer::OrderConflict(p),
-                }
+                    InsertOutcome::Created(p) => Ok(Answer::Ready(payment_answer(
+                        201,
+                        &self.drive(p, "api").await?,
+                    ))),
+                    InsertOutcome::Existing(p) => Ok(Answer::Ready(payment_answer(200, &p))),
+                    InsertOutcome::OrderConflict(p) => Err(CreateError::OrderConflict(Box::new(p))),
+                },
             }
         };
-        Ok(answer)
+        self.keyed_write(claim, Seal::Plain, start, fresh, resume)
+            .await
     }
 
     /// Creates a payment under an Idempotency-Key in two atomic phases (Brandur Leach,
@@ -267,7 +261,8 @@ impl Core {
     ///    key's recovery point, and submits it (PENDING -> PROCESSING);
     /// 2. the charge is sent with the payment's channel key, outside any transaction;
     /// 3. one transaction applies the channel's answer as its transition(s), the ledger batch
-    ///    when it is a charge, and completes the key with `render`'s answer.
+    ///    when it is a charge, and completes the key with the payment's answer
+    ///    ([`payment_answer`], 201).
     ///
     /// A crash between any two steps leaves what a retry resumes from (the key's recovery
     /// point, the submit job), as [`drive`](Self::drive) does from any state. When something
@@ -279,7 +274,6 @@ impl Core {
         merchant_id: i64,
         input: &PaymentInput,
         claim: &KeyClaim,
-        render: &(dyn Fn(&Payment) -> StoredResponse + Send + Sync),
     ) -> Result<CreateOutcome, ServiceError> {
         let source = "api";
         let held = self.active_pauses().await.submissions();
@@ -356,7 +350,11 @@ impl Core {
         let last = steps.last().map_or(p.status, |t| t.to);
         let settled = AutoStep::of(last).is_none();
         let key = claim.key_ref();
-        let completion = KeyCompletion { key: &key, render };
+        let render = |p: &Payment| payment_answer(201, p);
+        let completion = KeyCompletion {
+            key: &key,
+            render: &render,
+        };
         let done = self
             .store
             .apply_transitions(&steps, settled.then_some(&completion))

@@ -1,33 +1,24 @@
 //! The Idempotency-Key SQL both backends share: the
-//! [`KeyStore`](crate::idempotency::store::KeyStore) impl and the in-transaction helpers the
+//! [`KeyStore`](crate::store::keys::KeyStore) impl and the in-transaction helpers the
 //! payment writes use (`claim_in_tx` and `set_key_resource_in` in a create's phase 1,
 //! `complete_key_in` in its phase 2, `store/payments_sql.rs`). Expanded in each backend's
 //! module over its [`SqlBackend`](super::SqlBackend) (`backend.rs`).
 
 /// How a claim inside a transaction went (`claim_in_tx`).
-// Matched once where it is returned: boxing the large variant would only add an allocation.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum ClaimStep {
-    /// A new claim was inserted.
-    Inserted,
-    /// A lapsed claim with the same request was taken over; its recovery point.
-    TakenOver(Option<String>),
-    /// Another request holds or completed the key.
-    Existing(crate::idempotency::store::KeyRecord),
-}
+pub(crate) use super::keys::ClaimStep;
 
 macro_rules! impl_keys {
     ($store:ty) => {
         const _: () = $crate::store::backend::is_backend::<$store>();
 
-        /// The claim of [`KeyStore::claim_key`](crate::idempotency::store::KeyStore::claim_key) inside the caller's transaction; a new claim is
+        /// The claim of [`KeyStore::claim_key`](crate::store::keys::KeyStore::claim_key) inside the caller's transaction; a new claim is
         /// inserted with `resource_id` as its recovery point.
         async fn claim_in_tx(
             tx: &mut $crate::store::backend::Tx<$store>,
-            c: &$crate::idempotency::store::KeyClaim,
+            c: &$crate::store::keys::KeyClaim,
             resource_id: Option<&str>,
         ) -> Result<$crate::store::keys_sql::ClaimStep, $crate::store::StoreError> {
-            use $crate::idempotency::store::KeyRecord;
+            use $crate::store::keys::KeyRecord;
             use $crate::store::keys_sql::ClaimStep;
             // On PostgreSQL (READ COMMITTED) the holder may release the key (its request was
             // refused) between our insert finding it and our read: the read then finds
@@ -78,7 +69,7 @@ macro_rules! impl_keys {
                     }
                 }
             };
-            if $crate::idempotency::key::may_take_over(
+            if $crate::domain::idempotency::may_take_over(
                 (&rec.fingerprint, &rec.scope, rec.state),
                 rec.lease_expires_at,
                 &c.fingerprint,
@@ -108,8 +99,8 @@ macro_rules! impl_keys {
         /// when the claim's lease was lost.
         async fn complete_key_in<'e, E: sqlx::Executor<'e, Database = $crate::store::backend::DbOf<$store>>>(
             e: E,
-            k: &$crate::idempotency::store::KeyRef,
-            resp: &$crate::idempotency::store::StoredResponse,
+            k: &$crate::store::keys::KeyRef,
+            resp: &$crate::store::keys::StoredResponse,
         ) -> Result<bool, $crate::store::StoreError> {
             let headers = serde_json::to_string(&resp.headers).unwrap_or_else(|_| "[]".into());
             let r = sqlx::query(
@@ -132,7 +123,7 @@ macro_rules! impl_keys {
         /// (the pool or the caller's transaction); false when the lease was lost.
         async fn set_key_resource_in<'e, E: sqlx::Executor<'e, Database = $crate::store::backend::DbOf<$store>>>(
             e: E,
-            k: &$crate::idempotency::store::KeyRef,
+            k: &$crate::store::keys::KeyRef,
             resource_id: &str,
         ) -> Result<bool, $crate::store::StoreError> {
             let r = sqlx::query(
@@ -164,12 +155,12 @@ macro_rules! impl_keys {
         }
 
         #[async_trait::async_trait]
-        impl $crate::idempotency::store::KeyStore for $store {
+        impl $crate::store::keys::KeyStore for $store {
             async fn claim_key(
                 &self,
-                c: &$crate::idempotency::store::KeyClaim,
-            ) -> Result<$crate::idempotency::store::ClaimResult, $crate::store::StoreError> {
-                use $crate::idempotency::store::ClaimResult;
+                c: &$crate::store::keys::KeyClaim,
+            ) -> Result<$crate::store::keys::ClaimResult, $crate::store::StoreError> {
+                use $crate::store::keys::ClaimResult;
                 let mut tx = self.begin_write().await?;
                 let step = claim_in_tx(&mut tx, c, None).await?;
                 tx.commit().await?;
@@ -180,9 +171,20 @@ macro_rules! impl_keys {
                 })
             }
 
+            async fn claim_key_at(
+                &self,
+                c: &$crate::store::keys::KeyClaim,
+                resource_id: &str,
+            ) -> Result<$crate::store::keys::ClaimStep, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let step = claim_in_tx(&mut tx, c, Some(resource_id)).await?;
+                tx.commit().await?;
+                Ok(step)
+            }
+
             async fn set_key_resource(
                 &self,
-                k: &$crate::idempotency::store::KeyRef,
+                k: &$crate::store::keys::KeyRef,
                 resource_id: &str,
             ) -> Result<bool, $crate::store::StoreError> {
                 set_key_resource_in(self.writer(), k, resource_id).await
@@ -190,13 +192,13 @@ macro_rules! impl_keys {
 
             async fn complete_key(
                 &self,
-                k: &$crate::idempotency::store::KeyRef,
-                resp: &$crate::idempotency::store::StoredResponse,
+                k: &$crate::store::keys::KeyRef,
+                resp: &$crate::store::keys::StoredResponse,
             ) -> Result<bool, $crate::store::StoreError> {
                 complete_key_in(self.writer(), k, resp).await
             }
 
-            async fn release_key(&self, k: &$crate::idempotency::store::KeyRef) -> Result<bool, $crate::store::StoreError> {
+            async fn release_key(&self, k: &$crate::store::keys::KeyRef) -> Result<bool, $crate::store::StoreError> {
                 let r = sqlx::query(
                     concat!("DELETE FROM idempotency_keys \
                      WHERE merchant_id = $1 AND idem_key = $2 AND state = ", converge_wire::key_sql!(Running), " AND lease_token = $3"),
@@ -230,8 +232,8 @@ macro_rules! impl_keys {
 
             async fn add_outcome_counts(
                 &self,
-                routes: &[$crate::idempotency::store::RouteOutcomeDelta],
-                keys: &[$crate::idempotency::store::KeyOutcomeDelta],
+                routes: &[$crate::store::keys::RouteOutcomeDelta],
+                keys: &[$crate::store::keys::KeyOutcomeDelta],
             ) -> Result<(), $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 for r in routes {

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 
 use super::{Backend, StoreError};
-use crate::idempotency::store::KeyRecord;
+use crate::store::keys::KeyRecord;
 
 pub use converge_wire::lookup::IdKind;
 

@@ -50,8 +50,8 @@ macro_rules! impl_lookup {
                 &self,
                 merchant_id: i64,
                 idem_key: &str,
-            ) -> Result<Option<$crate::idempotency::store::KeyRecord>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::idempotency::store::KeyRecord>(
+            ) -> Result<Option<$crate::store::keys::KeyRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::keys::KeyRecord>(
                     "SELECT merchant_id, scope, idem_key, route, fingerprint, state, lease_token, lease_expires_at, \
                      resource_id, response_status, response_headers, response_body, created_at, expires_at \
                      FROM idempotency_keys WHERE merchant_id = $1 AND idem_key = $2",

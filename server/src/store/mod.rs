@@ -42,6 +42,7 @@ pub(crate) mod webhooks_sql;
 pub mod callbacks;
 pub mod console;
 pub mod governance;
+pub mod keys;
 pub mod ledger;
 pub mod live;
 pub mod lookup;
@@ -64,11 +65,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::idempotency::store::KeyStore;
 pub(crate) use backend::SqlBackend;
 pub use callbacks::*;
 pub use console::*;
 pub use governance::*;
+pub use keys::KeyStore;
 pub use ledger::Ledger;
 pub use live::*;
 pub use lookup::{IdKind, IdMatch, KeyOutcomeCount, KeySummary, Lookup, MAX_ID_MATCHES};

@@ -9,7 +9,7 @@ use super::{
     CreatePayment, EventRecord, IgnoredEvent, Job, NewPayment, OpenPayment, OpenedPayment, Payment,
     StoreError, Transition, TransitionResult, TransitionsResult,
 };
-use crate::idempotency::store::KeyCompletion;
+use crate::store::keys::KeyCompletion;
 
 /// Payments, their transitions and history.
 #[async_trait]
@@ -18,7 +18,7 @@ pub trait Payments: Send + Sync + 'static {
     /// merchant's existing payment with the same merchant_order_id.
     async fn create_payment(&self, new: &NewPayment) -> Result<CreatePayment, StoreError>;
     /// Phase 1 of a create under an Idempotency-Key, in one transaction: claims the key as
-    /// [`claim_key`](crate::idempotency::store::KeyStore::claim_key) does; when the claim is
+    /// [`claim_key`](crate::store::keys::KeyStore::claim_key) does; when the claim is
     /// new, inserts the payment with its `created` event and submit job, sets the key's
     /// recovery point to it and applies `open.submit`. A taken merchant_order_id keeps the claim without a recovery point and
     /// answers [`OpenedPayment::Existing`]. Errors as for the writes it makes.

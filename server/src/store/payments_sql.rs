@@ -122,7 +122,7 @@ macro_rules! impl_payments {
                 &self,
                 o: &$crate::store::OpenPayment,
             ) -> Result<$crate::store::OpenedPayment, $crate::store::StoreError> {
-                use $crate::idempotency::store::ClaimResult;
+                use $crate::store::keys::ClaimResult;
                 use $crate::store::{CreatePayment, OpenedPayment};
                 use $crate::store::keys_sql::ClaimStep;
                 use $crate::store::payments_sql::Step;
@@ -213,7 +213,7 @@ macro_rules! impl_payments {
             async fn apply_transitions(
                 &self,
                 steps: &[$crate::store::Transition],
-                completion: Option<&$crate::idempotency::store::KeyCompletion<'_>>,
+                completion: Option<&$crate::store::keys::KeyCompletion<'_>>,
             ) -> Result<$crate::store::TransitionsResult, $crate::store::StoreError> {
                 use $crate::store::{TransitionResult, TransitionsResult};
                 use $crate::store::payments_sql::Step;

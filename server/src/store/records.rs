@@ -2,7 +2,7 @@
 //! milliseconds UTC; amounts are integer minor units.
 
 use crate::domain::state::{PaymentEvent, PaymentStatus};
-use crate::idempotency::store::{ClaimResult, KeyClaim, KeyRef, StoredResponse};
+use crate::store::keys::{ClaimResult, KeyClaim, KeyRef, StoredResponse};
 use serde::Serialize;
 
 pub use converge_wire::{Merchant, MerchantKey};
@@ -144,7 +144,7 @@ pub enum OpenedPayment {
     /// merchant_order_id, which is returned.
     Existing(Payment),
     /// The key was claimed before and nothing was written but what
-    /// [`KeyStore::claim_key`](crate::idempotency::store::KeyStore::claim_key) writes: a lapsed claim taken over
+    /// [`KeyStore::claim_key`](crate::store::keys::KeyStore::claim_key) writes: a lapsed claim taken over
     /// (`Claimed` with the crashed request's recovery point) or another request's record.
     Key(ClaimResult),
 }
@@ -464,6 +464,20 @@ pub struct NewRefund {
     pub job_due_at: i64,
     /// Attempts before the error pool.
     pub max_attempts: i64,
+}
+
+/// Result of [`Refunds::open_refund`](super::Refunds::open_refund).
+#[derive(Debug, Clone, PartialEq, Eq)]
+// Matched once where it is returned: boxing the large variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+pub enum OpenedRefund {
+    /// The key was claimed with the refund's id and the refund reserved and inserted
+    /// ([`CreateRefund::Created`]), or the payment refused it (any other [`CreateRefund`]:
+    /// nothing was written, the claim included).
+    Opened(CreateRefund),
+    /// The key was claimed before: another request's record, or a lapsed claim this request
+    /// took over (resume its recovery point). No refund was written.
+    Key(ClaimResult),
 }
 
 /// Result of [`Refunds::create_refund`](super::Refunds::create_refund).

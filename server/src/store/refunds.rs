@@ -5,9 +5,10 @@
 use async_trait::async_trait;
 
 use super::{
-    CreateRefund, LedgerPosting, NewRefund, Refund, ReserveReversal, ReversalReservation,
-    StoreError,
+    CreateRefund, LedgerPosting, NewRefund, OpenedRefund, Refund, ReserveReversal,
+    ReversalReservation, StoreError,
 };
+use crate::store::keys::KeyClaim;
 
 /// Refunds and reversal reservations.
 #[async_trait]
@@ -15,6 +16,17 @@ pub trait Refunds: Send + Sync + 'static {
     /// Reserves `amount` on a SUCCESS payment (never past its amount), inserts the refund and
     /// its job, in one transaction.
     async fn create_refund(&self, new: &NewRefund) -> Result<CreateRefund, StoreError>;
+    /// A merchant refund's first transaction: claims `claim`'s key with the refund's id as
+    /// its recovery point ([`KeyStore::claim_key_at`](crate::store::KeyStore::claim_key_at))
+    /// and, when the claim is new, reserves and inserts the refund as
+    /// [`create_refund`](Self::create_refund) does, all in one transaction. A refund the
+    /// payment refuses rolls the claim back with it (the key stays free); a key another
+    /// request holds, or a lapsed claim taken over, comes back without a refund written.
+    async fn open_refund(
+        &self,
+        claim: &KeyClaim,
+        new: &NewRefund,
+    ) -> Result<OpenedRefund, StoreError>;
     /// The refund with this id.
     async fn refund(&self, id: &str) -> Result<Option<Refund>, StoreError>;
     /// How many refunds of a payment are still pending.

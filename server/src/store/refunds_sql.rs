@@ -6,70 +6,111 @@ macro_rules! impl_refunds {
     ($store:ty) => {
         const _: () = $crate::store::backend::is_backend::<$store>();
 
+        /// Reserves and inserts a refund with its job inside the caller's transaction
+        /// ([`Refunds::create_refund`](crate::store::Refunds::create_refund)); a refusal
+        /// writes nothing, and the caller rolls back.
+        async fn insert_refund_in(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            n: &$crate::store::NewRefund,
+        ) -> Result<$crate::store::CreateRefund, $crate::store::StoreError> {
+            use $crate::store::{CreateRefund, Payment, PaymentRow, Refund};
+            let sql = format!(
+                "UPDATE payments SET refunded_amount = refunded_amount + $1, version = version + 1, updated_at = $2 \
+                 WHERE id = $3 AND status IN ({}) AND refunded_amount + $1 <= amount AND reversal_id IS NULL",
+                $crate::store::queue::status_list($crate::domain::refunds::refundable)
+            );
+            let reserved = sqlx::query(&sql)
+            .bind(n.amount)
+            .bind(n.now)
+            .bind(&n.payment_id)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
+            if reserved == 0 {
+                let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                    "SELECT {} FROM payments WHERE id = $1",
+                    $crate::store::payments_sql::PAYMENT_COLUMNS
+                ))
+                .bind(&n.payment_id)
+                .fetch_optional(&mut **tx)
+                .await?;
+                return Ok(match row.map(Payment::try_from).transpose()? {
+                    None => CreateRefund::NoPayment,
+                    Some(p) if !$crate::domain::refunds::refundable(p.status) => {
+                        CreateRefund::NotRefundable(p.status)
+                    }
+                    Some(p) if p.reversal_id.is_some() => CreateRefund::Reversing,
+                    Some(p) => CreateRefund::ExceedsRemaining { remaining: p.amount - p.refunded_amount },
+                });
+            }
+            let refund = sqlx::query_as::<_, Refund>(
+                concat!("INSERT INTO refunds (id, payment_id, amount, reason, status, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, ", converge_wire::refund_sql!(Pending), ", $5, $5) \
+                 RETURNING id, payment_id, amount, reason, status, last_error, created_at, updated_at"),
+            )
+            .bind(&n.id)
+            .bind(&n.payment_id)
+            .bind(n.amount)
+            .bind(&n.reason)
+            .bind(n.now)
+            .fetch_one(&mut **tx)
+            .await?;
+            insert_job(
+                tx,
+                &$crate::store::NewJob {
+                    kind: $crate::store::JobKind::Refund,
+                    payment_id: Some(n.payment_id.clone()),
+                    refund_id: Some(n.id.clone()),
+                    run_at: n.job_due_at,
+                    max_attempts: n.max_attempts,
+                },
+                n.now,
+            )
+            .await?;
+            Ok(CreateRefund::Created(refund))
+        }
+
         #[async_trait::async_trait]
         impl $crate::store::Refunds for $store {
             async fn create_refund(
                 &self,
                 n: &$crate::store::NewRefund,
             ) -> Result<$crate::store::CreateRefund, $crate::store::StoreError> {
-                use $crate::store::{CreateRefund, Payment, PaymentRow, Refund};
                 let mut tx = self.begin_write().await?;
-                let sql = format!(
-                    "UPDATE payments SET refunded_amount = refunded_amount + $1, version = version + 1, updated_at = $2 \
-                     WHERE id = $3 AND status IN ({}) AND refunded_amount + $1 <= amount AND reversal_id IS NULL",
-                    $crate::store::queue::status_list($crate::domain::refunds::refundable)
-                );
-                let reserved = sqlx::query(&sql)
-                .bind(n.amount)
-                .bind(n.now)
-                .bind(&n.payment_id)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if reserved == 0 {
-                    let row = sqlx::query_as::<_, PaymentRow>(&format!(
-                        "SELECT {} FROM payments WHERE id = $1",
-                        $crate::store::payments_sql::PAYMENT_COLUMNS
-                    ))
-                    .bind(&n.payment_id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
+                let created = insert_refund_in(&mut tx, n).await?;
+                if matches!(created, $crate::store::CreateRefund::Created(_)) {
+                    tx.commit().await?;
+                } else {
                     tx.rollback().await?;
-                    return Ok(match row.map(Payment::try_from).transpose()? {
-                        None => CreateRefund::NoPayment,
-                        Some(p) if !$crate::domain::refunds::refundable(p.status) => {
-                            CreateRefund::NotRefundable(p.status)
-                        }
-                        Some(p) if p.reversal_id.is_some() => CreateRefund::Reversing,
-                        Some(p) => CreateRefund::ExceedsRemaining { remaining: p.amount - p.refunded_amount },
-                    });
                 }
-                let refund = sqlx::query_as::<_, Refund>(
-                    concat!("INSERT INTO refunds (id, payment_id, amount, reason, status, created_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, ", converge_wire::refund_sql!(Pending), ", $5, $5) \
-                     RETURNING id, payment_id, amount, reason, status, last_error, created_at, updated_at"),
-                )
-                .bind(&n.id)
-                .bind(&n.payment_id)
-                .bind(n.amount)
-                .bind(&n.reason)
-                .bind(n.now)
-                .fetch_one(&mut *tx)
-                .await?;
-                insert_job(
-                    &mut tx,
-                    &$crate::store::NewJob {
-                        kind: $crate::store::JobKind::Refund,
-                        payment_id: Some(n.payment_id.clone()),
-                        refund_id: Some(n.id.clone()),
-                        run_at: n.job_due_at,
-                        max_attempts: n.max_attempts,
-                    },
-                    n.now,
-                )
-                .await?;
-                tx.commit().await?;
-                Ok(CreateRefund::Created(refund))
+                Ok(created)
+            }
+
+            async fn open_refund(
+                &self,
+                c: &$crate::store::keys::KeyClaim,
+                n: &$crate::store::NewRefund,
+            ) -> Result<$crate::store::OpenedRefund, $crate::store::StoreError> {
+                use $crate::store::keys::ClaimStep;
+                use $crate::store::OpenedRefund;
+                let mut tx = self.begin_write().await?;
+                // The recovery point goes in with the claim, so a retry after a crash resumes
+                // this one refund id: refunds have no business key to catch a second one.
+                match claim_in_tx(&mut tx, c, Some(&n.id)).await? {
+                    ClaimStep::Inserted => {}
+                    other => {
+                        tx.commit().await?;
+                        return Ok(OpenedRefund::Key(other.into()));
+                    }
+                }
+                let created = insert_refund_in(&mut tx, n).await?;
+                if matches!(created, $crate::store::CreateRefund::Created(_)) {
+                    tx.commit().await?;
+                } else {
+                    // Refused: the claim goes with it, and the key stays free.
+                    tx.rollback().await?;
+                }
+                Ok(OpenedRefund::Opened(created))
             }
 
             async fn refund(&self, id: &str) -> Result<Option<$crate::store::Refund>, $crate::store::StoreError> {

@@ -345,6 +345,7 @@ pub trait Webhooks: Send + Sync + 'static {
         now: i64,
     ) -> Result<bool, StoreError>;
     /// The relay's state, backlog and lag at `now`.
+    /// (`name` is the relay's lease, [`RELAY_LEASE`].)
     async fn relay_status(&self, name: &str, now: i64) -> Result<RelayStatus, StoreError>;
     /// Deletes events published before `before` whose deliveries are all finished
     /// (succeeded or abandoned), with those deliveries and attempts, and moves the outbox mark
@@ -389,3 +390,7 @@ mod tests {
         );
     }
 }
+
+/// The lease name of the event-stream relay's publishing position: the relay holds it, the
+/// dashboard reads its state ([`Webhooks::relay_status`]).
+pub const RELAY_LEASE: &str = "event-stream";

@@ -10,6 +10,7 @@
 
 mod handlers;
 pub mod monitor;
+pub mod purge_keys;
 pub mod relay;
 
 use std::sync::{Arc, Mutex};

@@ -28,7 +28,7 @@ use crate::service::ids::new_token;
 use crate::store::{NewErrorItem, OutboxEvent, Publication};
 
 /// The lease name of the publishing position.
-pub const LEASE: &str = "event-stream";
+pub const LEASE: &str = crate::store::RELAY_LEASE;
 
 /// How the relay runs (`--nats-*` flags).
 #[derive(Debug, Clone)]

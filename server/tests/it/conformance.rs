@@ -43,9 +43,7 @@ store_conformance!(merchant_round_trips_and_names_are_unique, |store| {
 
 use std::sync::Arc;
 
-use converge_server::idempotency::store::{
-    ClaimResult, KeyClaim, KeyRecord, KeyRef, StoredResponse,
-};
+use converge_server::store::keys::{ClaimResult, KeyClaim, KeyRecord, KeyRef, StoredResponse};
 use converge_server::store::{CreatePayment, CreateRefund, NewPayment, NewRefund, Payment, Store};
 
 const NOW: i64 = 1_800_000_000_000;
@@ -113,7 +111,7 @@ store_conformance!(
         );
         assert_eq!(
             rec.state,
-            converge_server::idempotency::key::KeyState::Running
+            converge_server::domain::idempotency::KeyState::Running
         );
         assert_eq!(
             rec.lease_token.as_deref(),
@@ -141,7 +139,10 @@ store_conformance!(a_completed_key_keeps_its_response_byte_for_byte, |store| {
             .await
             .unwrap(),
     );
-    assert_eq!(rec.state, converge_server::idempotency::key::KeyState::Done);
+    assert_eq!(
+        rec.state,
+        converge_server::domain::idempotency::KeyState::Done
+    );
     assert_eq!(rec.response_status, Some(201));
     assert_eq!(rec.response_body.as_deref(), Some(&body[..]));
     assert_eq!(rec.lease_token, None);
@@ -446,6 +447,92 @@ store_conformance!(
             store.create_payment(&theirs).await.unwrap(),
             CreatePayment::Created(_)
         ));
+    }
+);
+
+store_conformance!(
+    a_refund_claims_its_key_with_its_id_and_a_refused_one_leaves_the_key_free,
+    |store| {
+        use converge_server::store::OpenedRefund;
+        let (m, p) = acme_payment(&store).await;
+        let c = claim(m, "rk", "fp", "t1", NOW);
+        // PENDING is not refundable: nothing is written, the claim included.
+        assert_eq!(
+            store
+                .open_refund(&c, &new_refund(&p.id, "re_a", 100))
+                .await
+                .unwrap(),
+            OpenedRefund::Opened(CreateRefund::NotRefundable(
+                converge_server::domain::state::PaymentStatus::Pending
+            ))
+        );
+        assert_eq!(store.idempotency_key(m, "rk").await.unwrap(), None);
+        let p = succeed(&store, p).await;
+        let OpenedRefund::Opened(CreateRefund::Created(r)) = store
+            .open_refund(&c, &new_refund(&p.id, "re_b", 100))
+            .await
+            .unwrap()
+        else {
+            panic!("a refund of a SUCCESS payment is created")
+        };
+        assert_eq!(r.id, "re_b");
+        let rec = store.idempotency_key(m, "rk").await.unwrap().unwrap();
+        assert_eq!(
+            rec.resource_id.as_deref(),
+            Some("re_b"),
+            "the recovery point"
+        );
+        // The same key again: the running claim, and no second refund.
+        let again = claim(m, "rk", "fp", "t2", NOW + 10);
+        assert!(matches!(
+            store
+                .open_refund(&again, &new_refund(&p.id, "re_c", 100))
+                .await
+                .unwrap(),
+            OpenedRefund::Key(ClaimResult::Existing(_))
+        ));
+        assert_eq!(store.refund("re_c").await.unwrap(), None);
+        // After the lease lapses, a retry takes the claim over with its recovery point.
+        let retry = claim(m, "rk", "fp", "t3", NOW + 5_000);
+        assert_eq!(
+            store
+                .open_refund(&retry, &new_refund(&p.id, "re_d", 100))
+                .await
+                .unwrap(),
+            OpenedRefund::Key(ClaimResult::Claimed {
+                resource_id: Some("re_b".into())
+            })
+        );
+        assert_eq!(store.refund("re_d").await.unwrap(), None);
+    }
+);
+
+store_conformance!(
+    a_claim_at_a_recovery_point_records_it_and_a_takeover_gets_it_back,
+    |store| {
+        use converge_server::store::keys::ClaimStep;
+        let m = merchant(&store, "acme").await;
+        let c = claim(m, "k", "fp", "t1", NOW);
+        assert_eq!(
+            store.claim_key_at(&c, "we_1").await.unwrap(),
+            ClaimStep::Inserted
+        );
+        let rec = store.idempotency_key(m, "k").await.unwrap().unwrap();
+        assert_eq!(rec.resource_id.as_deref(), Some("we_1"));
+        assert!(matches!(
+            store
+                .claim_key_at(&claim(m, "k", "fp", "t2", NOW + 10), "we_2")
+                .await
+                .unwrap(),
+            ClaimStep::Existing(_)
+        ));
+        assert_eq!(
+            store
+                .claim_key_at(&claim(m, "k", "fp", "t3", NOW + 5_000), "we_3")
+                .await
+                .unwrap(),
+            ClaimStep::TakenOver(Some("we_1".into()))
+        );
     }
 );
 

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use converge_server::domain::clock::{Clock, SystemClock};
 use converge_server::domain::fingerprint::fingerprint;
-use converge_server::idempotency::store::{ClaimResult, KeyClaim, KeyRef};
 use converge_server::service::ids::{new_id, new_token};
 use converge_server::service::payments::PaymentInput;
+use converge_server::store::keys::{ClaimResult, KeyClaim, KeyRef};
 use converge_server::store::{CreatePayment, NewPayment, Payment};
 use serde_json::{Value, json};
 

@@ -424,7 +424,7 @@ on_both_backends!(
     a_key_whose_lease_lapsed_is_shown_as_lapsed_not_running,
     |app| {
         use converge_server::domain::clock::{Clock, SystemClock};
-        use converge_server::idempotency::store::{ClaimResult, KeyClaim};
+        use converge_server::store::keys::{ClaimResult, KeyClaim};
         // As a request that died holding its key leaves it: running, its lease `lease_ms`
         // from now (negative: already lapsed).
         let claim = |key: &str, lease_ms: i64| {

@@ -6,6 +6,7 @@
 mod support;
 
 mod actions_audit;
+mod architecture;
 mod audit_checkpoints;
 mod auth_hardening;
 mod bad_input;

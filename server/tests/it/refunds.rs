@@ -255,7 +255,7 @@ async fn crashed_refund_claim(
 ) {
     use converge_server::domain::clock::{Clock, SystemClock};
     use converge_server::domain::fingerprint::fingerprint;
-    use converge_server::idempotency::store::{ClaimResult, KeyClaim, KeyRef};
+    use converge_server::store::keys::{ClaimResult, KeyClaim, KeyRef};
     let now = SystemClock.now_ms();
     let claim = KeyClaim {
         merchant_id: app.merchant_id,

@@ -11,12 +11,12 @@ use converge_server::domain::clock::{Clock, SystemClock};
 use converge_server::domain::fingerprint::fingerprint;
 use converge_server::domain::ledger;
 use converge_server::domain::state::{PaymentEvent, PaymentStatus};
-use converge_server::idempotency::store::{
+use converge_server::service::ids::{new_id, new_token};
+use converge_server::service::payments::PaymentInput;
+use converge_server::store::keys::{
     ClaimResult, KeyClaim, KeyCompletion, KeyOutcomeDelta, KeyRef, RouteOutcomeDelta,
     StoredResponse,
 };
-use converge_server::service::ids::{new_id, new_token};
-use converge_server::service::payments::PaymentInput;
 use converge_server::store::{
     NewPayment, OpenPayment, OpenedPayment, Payment, Store, Transition, TransitionResult,
 };
@@ -203,7 +203,7 @@ store_conformance!(
             .await
             .unwrap();
         assert!(
-            matches!(held, OpenedPayment::Key(ClaimResult::Existing(ref r)) if r.state == converge_server::idempotency::key::KeyState::Running),
+            matches!(held, OpenedPayment::Key(ClaimResult::Existing(ref r)) if r.state == converge_server::domain::idempotency::KeyState::Running),
             "{held:?}"
         );
         assert!(store.payment("pay_o-2").await.unwrap().is_none());
@@ -272,7 +272,10 @@ store_conformance!(
         assert_eq!((after.status, after.version), (PaymentStatus::Success, 4));
         assert_eq!(done.stored, Some(render(&after)));
         let rec = store.idempotency_key(m, "k").await.unwrap().unwrap();
-        assert_eq!(rec.state, converge_server::idempotency::key::KeyState::Done);
+        assert_eq!(
+            rec.state,
+            converge_server::domain::idempotency::KeyState::Done
+        );
         assert_eq!(rec.response_body, Some(render(&after).body));
         assert_eq!(store.ledger_batch_count(&p.id, "charge").await.unwrap(), 1);
         let totals = store.ledger_totals().await.unwrap();
@@ -320,7 +323,7 @@ store_conformance!(
         assert_eq!(done.stored, None);
         assert_eq!(
             store.idempotency_key(m, "k").await.unwrap().unwrap().state,
-            converge_server::idempotency::key::KeyState::Running
+            converge_server::domain::idempotency::KeyState::Running
         );
         assert_eq!(store.ledger_batch_count(&p.id, "charge").await.unwrap(), 0);
         let events = store.payment_events(&p.id).await.unwrap();
@@ -538,7 +541,10 @@ on_both_backends!(
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(rec.state, converge_server::idempotency::key::KeyState::Done);
+        assert_eq!(
+            rec.state,
+            converge_server::domain::idempotency::KeyState::Done
+        );
         assert_eq!(rec.resource_id.as_deref(), Some(id.as_str()));
         assert_eq!(rec.response_body.as_deref(), Some(first.body.as_slice()));
         let replay = app.post("/v1/payments", Some("k-1"), &body).await;

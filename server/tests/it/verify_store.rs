@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use converge_server::domain::ledger::{self, LedgerLine, LedgerPosting};
 use converge_server::domain::state::{PaymentEvent, transition};
-use converge_server::idempotency::store::{ClaimResult, KeyClaim, KeyRef, StoredResponse};
+use converge_server::store::keys::{ClaimResult, KeyClaim, KeyRef, StoredResponse};
 use converge_server::store::{
     CreatePayment, CreateRefund, NewErrorItem, NewPayment, NewRefund, Payment, Store, Transition,
     TransitionResult,

@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::key::Outcome;
-use super::store::{KeyOutcomeDelta, KeyStore, RouteOutcomeDelta};
+use crate::domain::idempotency::Outcome;
 use crate::store::StoreError;
+use crate::store::keys::{KeyOutcomeDelta, KeyStore, RouteOutcomeDelta};
 
 /// Counts not yet written.
 #[derive(Debug, Default)]

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::store::KeyStore;
 use crate::domain::clock::Clock;
+use crate::store::KeyStore;
 
 /// Purges the keys whose retention ended ([`KeyStore::purge_keys`]) every `every`, for as
 /// long as the task runs (`serve` starts it with `--purge-interval-secs`). A failed purge is

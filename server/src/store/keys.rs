@@ -15,7 +15,7 @@
 
 use async_trait::async_trait;
 
-use super::key::KeyState;
+use crate::domain::idempotency::KeyState;
 use crate::store::{Payment, StoreError};
 
 /// The key operations of a store.
@@ -25,6 +25,16 @@ pub trait KeyStore: Send + Sync {
     /// lease lapsed (the crashed request's recovery point comes back), or returns the record
     /// another request holds or completed. Never writes when the fingerprint differs.
     async fn claim_key(&self, claim: &KeyClaim) -> Result<ClaimResult, StoreError>;
+    /// [`claim_key`](Self::claim_key) that inserts a new claim with `resource_id` as its
+    /// recovery point, in the same statement: a write whose first transaction is its own
+    /// claims its key and records where a retry resumes at once, before that write (the
+    /// merchant write path, `service/write.rs`). A lapsed claim taken over keeps the
+    /// recovery point it had ([`ClaimStep::TakenOver`]).
+    async fn claim_key_at(
+        &self,
+        claim: &KeyClaim,
+        resource_id: &str,
+    ) -> Result<ClaimStep, StoreError>;
     /// Records what the request created (recovery point); false when the lease was lost.
     async fn set_key_resource(&self, key: &KeyRef, resource_id: &str) -> Result<bool, StoreError>;
     /// Stores the response and marks the key done; false when the lease was lost.
@@ -72,7 +82,7 @@ pub trait KeyStore: Send + Sync {
         self.add_outcome_counts(&[], &[delta]).await
     }
     /// Adds the per-route-and-minute and per-key outcome counts in one transaction (the
-    /// in-memory counts of [`OutcomeBuffer`](super::outcomes::OutcomeBuffer), flushed).
+    /// in-memory counts of [`OutcomeBuffer`](crate::service::outcomes::OutcomeBuffer), flushed).
     async fn add_outcome_counts(
         &self,
         routes: &[RouteOutcomeDelta],
@@ -169,6 +179,31 @@ impl KeyClaim {
     }
 }
 
+/// How a claim made with its recovery point went ([`KeyStore::claim_key_at`], and inside a
+/// use case's first transaction).
+#[derive(Debug, Clone, PartialEq, Eq)]
+// Matched once where it is returned: boxing the large variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+pub enum ClaimStep {
+    /// A new claim was inserted with the recovery point asked for.
+    Inserted,
+    /// A lapsed claim with the same request was taken over; its recovery point, if its
+    /// request recorded one.
+    TakenOver(Option<String>),
+    /// Another request holds or completed the key.
+    Existing(KeyRecord),
+}
+
+impl From<ClaimStep> for ClaimResult {
+    fn from(step: ClaimStep) -> Self {
+        match step {
+            ClaimStep::Inserted => ClaimResult::Claimed { resource_id: None },
+            ClaimStep::TakenOver(resource_id) => ClaimResult::Claimed { resource_id },
+            ClaimStep::Existing(rec) => ClaimResult::Existing(rec),
+        }
+    }
+}
+
 /// Which key a call is about, and the token that must still hold it.
 #[derive(Debug, Clone)]
 pub struct KeyRef {
@@ -188,7 +223,7 @@ pub struct KeyRef {
 pub struct RouteOutcomeDelta {
     /// `POST /v1/...` route template.
     pub route: String,
-    /// [`Outcome::as_str`](super::key::Outcome::as_str).
+    /// [`Outcome::as_str`](crate::domain::idempotency::Outcome::as_str).
     pub outcome: String,
     /// Epoch minutes UTC.
     pub minute: i64,

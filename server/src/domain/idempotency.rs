@@ -1,7 +1,31 @@
 //! The Idempotency-Key rules that need neither storage nor HTTP: which keys are valid, what
-//! makes two requests the same (the fingerprint), and the outcomes counted per route
-//! (DESIGN.md "Idempotency contract"; IETF draft-ietf-httpapi-idempotency-key-header;
-//! Stripe's documented behaviour for keys up to 255 characters).
+//! makes two requests the same (the fingerprint), what an existing key answers, and the
+//! outcomes counted per route (DESIGN.md "Idempotency contract"; IETF
+//! draft-ietf-httpapi-idempotency-key-header; Stripe's documented behaviour for keys up to 255
+//! characters).
+//!
+//! Keys are scoped by (merchant, method, route template with its path ids); the fingerprint
+//! of a request is the SHA-256 of its canonical JSON body. Keys are kept at least 24 hours
+//! (`--key-retention-secs`), then purged; after that the business key (merchant,
+//! merchant_order_id) still prevents a second payment.
+//!
+//! | case | answer |
+//! |---|---|
+//! | POST without `Idempotency-Key` | 400 `idempotency_key_missing` |
+//! | key empty, longer than 255, not visible ASCII, or sent twice | 400 `idempotency_key_invalid` |
+//! | first request | runs; a 2xx answer (status, body, `Content-Type`, `Location`) is stored |
+//! | same key and fingerprint, completed | the stored answer byte for byte, `Idempotent-Replayed: true` |
+//! | same key and fingerprint, still running | 409 `idempotency_key_in_use` + `Retry-After` |
+//! | same key, other fingerprint or route | 422 `idempotency_key_reused`, nothing written |
+//! | refused with a 4xx (no effect) | nothing kept; the key stays free |
+//! | 5xx or crash after the claim | the claim keeps its lease; once it lapses a retry takes it over and resumes from the recovery point |
+//!
+//! The contract lives in four layers, each importing only those below it: these rules here;
+//! the key's records and SQL in [`crate::store::keys`] (`store/keys_sql.rs`); the claim, the
+//! recovery point and the stored answer in each merchant write's use case
+//! ([`crate::service::write`]), with the outcome counts in [`crate::service::outcomes`] and
+//! the purge in [`crate::worker::purge_keys`]; the header, fingerprint, replay and counting in
+//! the HTTP layer ([`crate::api::idempotency`]).
 
 use std::fmt;
 
