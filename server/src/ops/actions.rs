@@ -10,7 +10,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::OpsState;
 use super::audit::actor;
 use super::auth::Principal;
-use super::extract::ClientAddr;
+use super::extract::{ClientAddr, Empty};
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::service::actions::ActionRequest;
@@ -309,11 +309,6 @@ pub async fn reject(
         .await?;
     Ok(Json(ActionEnvelope { action: a }))
 }
-
-/// An empty JSON object body (`{}`), required so that state changes are JSON.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Empty {}
 
 /// Cancels one's own pending request.
 #[utoipa::path(

@@ -1,11 +1,19 @@
 //! What the console's handlers read from a request besides its body: the client address
-//! ([`ClientAddr`], for rate limits and the audit log). Every console module takes it from
+//! ([`ClientAddr`], for rate limits and the audit log); and the empty body ([`Empty`]) that a
+//! state change without fields still sends as JSON. Every console module takes it from
 //! here, so none imports another's handlers for it. The time filters are
 //! `service::queries::parse_time`'s.
 
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, State};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+/// An empty JSON object body (`{}`), required so that state changes are JSON.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
 
 /// The client's IP address as text (`unknown` when the server runs without connect info),
 /// for rate limiting and the audit log. Derived once per request by [`resolve_client_addr`]

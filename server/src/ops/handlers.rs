@@ -501,7 +501,7 @@ async fn add_user(
     })
 }
 
-use super::actions::Empty;
+use super::extract::Empty;
 
 /// A merchant's API keys, oldest first.
 #[derive(Debug, Serialize, ToSchema)]

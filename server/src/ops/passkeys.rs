@@ -12,9 +12,9 @@ use utoipa::ToSchema;
 use webauthn_rs::prelude::{PublicKeyCredential, RegisterPublicKeyCredential};
 
 use super::OpsState;
-use super::actions::Empty;
 use super::auth::Principal;
 use super::extract::ClientAddr;
+use super::extract::Empty;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::service::passkeys::{PasskeyChallenge, PasskeyPolicy, PasskeyView};

@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::OpsState;
-use super::actions::Empty;
 use super::audit::actor;
 use super::auth::Principal;
 use super::extract::ClientAddr;
+use super::extract::Empty;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiJson, ApiPath, ErrorBody};
 use crate::service::privilege::{PrivilegeApproved, PrivilegeError, PrivilegeInbox};

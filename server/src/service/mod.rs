@@ -26,6 +26,7 @@ pub mod privilege;
 pub mod queries;
 pub mod reconcile;
 pub mod refunds;
+pub mod relying_party;
 pub mod resolve;
 pub mod sign_in;
 pub mod step_up;

@@ -11,8 +11,8 @@
 
 use webauthn_rs::prelude::{
     CreationChallengeResponse, Passkey, PasskeyAuthentication, PasskeyRegistration,
-    PublicKeyCredential, RegisterPublicKeyCredential, RequestChallengeResponse, Url, Uuid,
-    Webauthn, WebauthnBuilder, WebauthnError,
+    PublicKeyCredential, RegisterPublicKeyCredential, RequestChallengeResponse, Uuid,
+    WebauthnError,
 };
 
 use super::Core;
@@ -23,8 +23,7 @@ use crate::store::{ConsoleSetting, PasskeyRecord, PasskeyUse, StoreError};
 
 pub use converge_wire::passkeys::{PasskeyChallenge, PasskeyPolicy, PasskeyView};
 
-/// How long a begun ceremony may be finished (ms): the browser's own timeout is the same.
-pub const CHALLENGE_TTL_MS: i64 = 120_000;
+pub use super::relying_party::{CHALLENGE_TTL_MS, RelyingParty};
 
 /// The console setting that makes approvals require a passkey (`true`/`false`).
 pub const PASSKEYS_REQUIRED: &str = "passkeys_required";
@@ -34,46 +33,6 @@ pub const MAX_PASSKEYS_PER_USER: usize = 10;
 
 const REGISTER: &str = "register";
 const STEP_UP: &str = "step_up";
-
-/// The relying party: this console's WebAuthn verifier, for one origin (`--webauthn-origin`).
-pub struct RelyingParty {
-    webauthn: Webauthn,
-    origin: Url,
-}
-
-impl std::fmt::Debug for RelyingParty {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RelyingParty")
-            .field("origin", &self.origin.as_str())
-            .finish()
-    }
-}
-
-impl RelyingParty {
-    /// The relying party of `origin`: its host is the relying party id. Errors: a message
-    /// when the origin names no host (an IP address cannot be a relying party id).
-    pub fn new(origin: &Url) -> Result<Self, String> {
-        let rp_id = origin
-            .domain()
-            .ok_or_else(|| format!("the WebAuthn origin {origin} names no host"))?;
-        let webauthn = WebauthnBuilder::new(rp_id, origin)
-            .and_then(|b| {
-                b.rp_name("converge")
-                    .timeout(std::time::Duration::from_millis(CHALLENGE_TTL_MS as u64))
-                    .build()
-            })
-            .map_err(|e| format!("the WebAuthn origin {origin} is not usable: {e}"))?;
-        Ok(RelyingParty {
-            webauthn,
-            origin: origin.clone(),
-        })
-    }
-
-    /// The origin the browser's answers must come from.
-    pub fn origin(&self) -> &Url {
-        &self.origin
-    }
-}
 
 /// Why a passkey change or ceremony did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -548,6 +507,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use webauthn_rs::prelude::Url;
 
     #[test]
     fn an_origin_without_a_host_name_is_no_relying_party() {

@@ -11,7 +11,7 @@ use webauthn_rs::prelude::PublicKeyCredential;
 use super::Core;
 use super::actions::ActionError;
 use super::actor::Actor;
-use super::passkeys::RelyingParty;
+use super::relying_party::RelyingParty;
 use super::sign_in::{Credentials, LoginError};
 use crate::domain::actions::check_reason;
 use crate::domain::throttle::AttemptKind;

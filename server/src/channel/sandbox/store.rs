@@ -271,7 +271,7 @@ impl Store {
         let (attempt, behaviour) = record_attempt(&mut tx, key, now, decide).await?;
         let step = if let Some(c) = charge_in(&mut tx, key).await? {
             ChargeStep::Existing(c)
-        } else if super::holds::hold_in(&mut tx, key).await?.is_some() {
+        } else if hold_in(&mut tx, key).await?.is_some() {
             ChargeStep::HeldKey
         } else if tombstoned_in(&mut tx, key).await? {
             ChargeStep::Cancelled
@@ -309,7 +309,7 @@ impl Store {
     /// decline is no charge, so it is tombstoned too (the key stays declined for queries).
     pub async fn cancel(&self, key: &str, now: DateTime<Utc>) -> sqlx::Result<CancelStep> {
         let mut tx = self.pool.begin().await?;
-        let held = super::holds::hold_in(&mut tx, key).await?;
+        let held = hold_in(&mut tx, key).await?;
         let step = match charge_in(&mut tx, key).await? {
             Some(c) if c.succeeded() => CancelStep::AlreadyCharged(c),
             // Funds held or captured under the key: only a void releases a hold. A voided,
@@ -541,4 +541,80 @@ async fn insert_charge(
     .execute(&mut **tx)
     .await?;
     Ok(charge)
+}
+
+/// A hold row: an authorization (possibly captured, closed or voided) or a stored decline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredHold {
+    pub key: String,
+    /// Authorized amount, minor units.
+    pub amount: i64,
+    pub currency: String,
+    /// `"authorized"` or `"declined"` as stored; [`StoredHold::state`] is what is reported.
+    pub status: String,
+    pub reason: Option<String>,
+    /// Captured so far, minor units.
+    pub captured: i64,
+    /// A final or whole capture closed it.
+    pub closed: bool,
+    /// A void released it.
+    pub voided: bool,
+    /// Epoch ms UTC.
+    pub expires_ms: i64,
+}
+
+impl StoredHold {
+    /// Where the hold stands at `now_ms`: `declined`, `voided`, `captured` (closed),
+    /// `expired` (lapsed while open) or `authorized`.
+    pub fn state(&self, now_ms: i64) -> &'static str {
+        if self.status == "declined" {
+            "declined"
+        } else if self.voided {
+            "voided"
+        } else if self.closed {
+            "captured"
+        } else if now_ms >= self.expires_ms {
+            "expired"
+        } else {
+            "authorized"
+        }
+    }
+}
+
+const HOLD_COLS: &str =
+    "key, amount, currency, status, reason, captured, closed, voided_at IS NOT NULL, expires_ms";
+
+type HoldRow = (
+    String,
+    i64,
+    String,
+    String,
+    Option<String>,
+    i64,
+    bool,
+    bool,
+    i64,
+);
+
+/// The hold stored under `key`, if any.
+pub(super) async fn hold_in(
+    tx: &mut Transaction<'_, Sqlite>,
+    key: &str,
+) -> sqlx::Result<Option<StoredHold>> {
+    let sql = format!("SELECT {HOLD_COLS} FROM sandbox_holds WHERE key = ?");
+    let row: Option<HoldRow> = sqlx::query_as(&sql)
+        .bind(key)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(row.map(|r| StoredHold {
+        key: r.0,
+        amount: r.1,
+        currency: r.2,
+        status: r.3,
+        reason: r.4,
+        captured: r.5,
+        closed: r.6,
+        voided: r.7,
+        expires_ms: r.8,
+    }))
 }
