@@ -303,7 +303,7 @@ impl From<StepUpError> for ApiError {
     }
 }
 
-/// A passkey change's refusal (issue 36): 400 `invalid_passkey` or `passkey_refused`, 409
+/// A passkey change's refusal (issue 36): 400 `invalid_passkey`, 403 `passkey_refused`, 409
 /// `passkey_exists`, `too_many_passkeys` or `no_passkeys`, 404 `not_found`, 403
 /// `step_up_refused`, and a step-up's own answers.
 impl From<PasskeyError> for ApiError {
@@ -311,7 +311,8 @@ impl From<PasskeyError> for ApiError {
         let m = e.to_string();
         match e {
             PasskeyError::Invalid(m) => ApiError::bad_request("invalid_passkey", m),
-            PasskeyError::Refused => ApiError::bad_request("passkey_refused", m),
+            // A proof that does not hold, as a wrong password is (403).
+            PasskeyError::Refused => ApiError::new(StatusCode::FORBIDDEN, "passkey_refused", m),
             PasskeyError::Exists => ApiError::new(StatusCode::CONFLICT, "passkey_exists", m),
             PasskeyError::TooMany => ApiError::new(StatusCode::CONFLICT, "too_many_passkeys", m),
             PasskeyError::NoPasskeys => ApiError::new(StatusCode::CONFLICT, "no_passkeys", m),

@@ -49,6 +49,19 @@ fn non_blank(max: usize) -> utoipa::openapi::Object {
         .build()
 }
 
+/// A passkey's name: 1 to 64 characters, not blank, no control characters (what
+/// `service::passkeys` accepts).
+pub fn passkey_name_schema() -> utoipa::openapi::Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(64))
+        .pattern(Some(
+            "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$",
+        ))
+        .build()
+}
+
 /// A webhook endpoint's `enabled_events`: `["*"]` alone, or at least one event type
 /// (duplicates are ignored).
 pub fn enabled_events_schema() -> utoipa::openapi::schema::Schema {

@@ -250,13 +250,14 @@ pub async fn approve(
     ApiJson(b): ApiJson<ApproveBody>,
 ) -> Result<Json<ActionEnvelope>, ApiError> {
     p.require(Permission::ApproveActions)?;
+    let asserted = super::passkeys::assertion(b.passkey.as_ref())?;
     let a = st
         .core
         .approve_action_with_step_up(
             st.step_up_with(
                 &p,
                 &addr,
-                super::passkeys::proof(b.password.as_deref(), b.passkey.as_ref())?,
+                super::passkeys::proof(b.password.as_deref(), asserted.as_ref())?,
             ),
             &id,
             &b.reason,

@@ -40,26 +40,52 @@ pub struct PasskeyAssertion {
     /// The ceremony's id.
     pub challenge_id: String,
     /// The `PublicKeyCredential` (`id`, `rawId`, `type`, `response` with
-    /// `authenticatorData`, `clientDataJSON`, `signature`, `userHandle`).
+    /// `authenticatorData`, `clientDataJSON`, `signature`, `userHandle`). One that is not a
+    /// WebAuthn assertion is refused like one that does not verify (403 `passkey_refused`).
     #[schema(value_type = Object)]
-    pub credential: PublicKeyCredential,
+    pub credential: serde_json::Value,
 }
 
-/// The proof of an approval's body: its password or its passkey assertion, exactly one.
-/// Errors: 400 `invalid_request` for both or neither.
+/// The code of a change that needs step-up sent without a proof (a password or a passkey).
+pub const STEP_UP_REQUIRED: &str = "step_up_required";
+
+/// A [`PasskeyAssertion`] whose credential parsed as a WebAuthn assertion.
+pub struct Assertion {
+    challenge_id: String,
+    credential: PublicKeyCredential,
+}
+
+/// The body's assertion, parsed. Errors: 403 `passkey_refused` for a credential that is not
+/// a WebAuthn assertion: a proof that does not hold, answered as one that does not verify.
+pub fn assertion(a: Option<&PasskeyAssertion>) -> Result<Option<Assertion>, ApiError> {
+    a.map(|a| {
+        serde_json::from_value(a.credential.clone())
+            .map(|credential| Assertion {
+                challenge_id: a.challenge_id.clone(),
+                credential,
+            })
+            .map_err(|_| ApiError::from(crate::service::passkeys::PasskeyError::Refused))
+    })
+    .transpose()
+}
+
+/// The proof of an approval's body: its passkey assertion when it has one, else its
+/// password. Errors: 403 `step_up_required` with neither (a change that needs step-up and
+/// got none, as a pause's end without a password).
 pub fn proof<'a>(
     password: Option<&'a str>,
-    passkey: Option<&'a PasskeyAssertion>,
+    passkey: Option<&'a Assertion>,
 ) -> Result<Proof<'a>, ApiError> {
-    match (password, passkey) {
-        (Some(p), None) => Ok(Proof::Password(p)),
-        (None, Some(a)) => Ok(Proof::Passkey {
+    match (passkey, password) {
+        (Some(a), _) => Ok(Proof::Passkey {
             challenge_id: &a.challenge_id,
             credential: &a.credential,
         }),
-        _ => Err(ApiError::bad_request(
-            "invalid_request",
-            "give either `password` or `passkey`",
+        (None, Some(p)) => Ok(Proof::Password(p)),
+        (None, None) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            STEP_UP_REQUIRED,
+            "re-enter your password, or answer with a passkey",
         )),
     }
 }
@@ -84,11 +110,13 @@ pub struct PasskeyEnvelope {
 pub struct RegisterBody {
     /// The ceremony's id, from `POST /ops/v1/passkeys/registrations`.
     challenge_id: String,
-    /// A name for it (1 to 64 characters).
+    /// A name for it (1 to 64 characters, no control characters).
+    #[schema(schema_with = crate::schema::passkey_name_schema)]
     name: String,
-    /// What `navigator.credentials.create` gave, as JSON (base64url buffers).
+    /// What `navigator.credentials.create` gave, as JSON (base64url buffers). One that is
+    /// not a WebAuthn registration is refused (403 `passkey_refused`).
     #[schema(value_type = Object)]
-    credential: RegisterPublicKeyCredential,
+    credential: serde_json::Value,
     /// The user's own password (step-up), or
     #[serde(default)]
     password: Option<String>,
@@ -148,6 +176,7 @@ async fn list(State(st): State<OpsState>, p: Principal) -> Result<Json<PasskeyLi
     request_body(content = Empty, content_type = "application/json"),
     responses(
         (status = 200, description = "The ceremony", body = PasskeyChallenge),
+        (status = 400, description = "The body is not `{}`", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "the request body must be a JSON object"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "Cross-site", body = ErrorBody, example = json!({"error": {"code": "csrf_rejected", "message": "cross-origin request refused"}})),
         (status = 409, description = "As many passkeys as allowed already", body = ErrorBody, example = json!({"error": {"code": "too_many_passkeys", "message": "at most 10 passkeys per user; remove one first"}})),
@@ -181,9 +210,9 @@ async fn begin_registration(
     request_body(content = RegisterBody, content_type = "application/json"),
     responses(
         (status = 201, description = "Registered", body = PasskeyEnvelope),
-        (status = 400, description = "A bad name (`invalid_passkey`), a ceremony unknown, used or expired or an answer that does not verify (`passkey_refused`), or neither or both proofs (`invalid_request`)", body = ErrorBody, example = json!({"error": {"code": "passkey_refused", "message": "passkey not registered: start again"}})),
+        (status = 400, description = "A bad name (`invalid_passkey`) or a body that is not valid", body = ErrorBody, example = json!({"error": {"code": "invalid_passkey", "message": "name the passkey (1 to 64 characters)"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
-        (status = 403, description = "Cross-site (`csrf_rejected`), a proof that did not hold (`step_up_refused`), or the password while a passkey is required (`passkey_required`)", body = ErrorBody, example = json!({"error": {"code": "step_up_refused", "message": "not registered: re-enter your own password"}})),
+        (status = 403, description = "Cross-site (`csrf_rejected`), no proof (`step_up_required`), a proof that did not hold (`step_up_refused`), a ceremony unknown, used or expired or an answer that does not verify (`passkey_refused`), or the password while a passkey is required (`passkey_required`)", body = ErrorBody, example = json!({"error": {"code": "step_up_refused", "message": "not registered: re-enter your own password"}})),
         (status = 409, description = "Already registered (`passkey_exists`), or too many (`too_many_passkeys`)", body = ErrorBody, example = json!({"error": {"code": "passkey_exists", "message": "this passkey is already registered"}})),
         (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
         (status = 429, description = "Too many failed password checks", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "too many password attempts; retry in 4 s"}})),
@@ -197,7 +226,10 @@ async fn register(
     ApiJson(b): ApiJson<RegisterBody>,
 ) -> Result<(StatusCode, Json<PasskeyEnvelope>), ApiError> {
     p.require(Permission::View)?;
-    let proof = proof(b.password.as_deref(), b.passkey.as_ref())?;
+    let asserted = assertion(b.passkey.as_ref())?;
+    let proof = proof(b.password.as_deref(), asserted.as_ref())?;
+    let credential: RegisterPublicKeyCredential = serde_json::from_value(b.credential)
+        .map_err(|_| ApiError::from(crate::service::passkeys::PasskeyError::Refused))?;
     let passkey = st
         .core
         .register_passkey_with_step_up(
@@ -205,7 +237,7 @@ async fn register(
             st.step_up_with(&p, &addr, proof),
             &b.challenge_id,
             &b.name,
-            &b.credential,
+            &credential,
         )
         .await?;
     Ok((StatusCode::CREATED, Json(PasskeyEnvelope { passkey })))
@@ -224,6 +256,7 @@ async fn register(
     request_body(content = Empty, content_type = "application/json"),
     responses(
         (status = 204, description = "Removed"),
+        (status = 400, description = "The body is not `{}`", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "the request body must be a JSON object"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "Cross-site", body = ErrorBody, example = json!({"error": {"code": "csrf_rejected", "message": "cross-origin request refused"}})),
         (status = 404, description = "You have no such passkey", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "passkey not found"}})),
@@ -255,6 +288,7 @@ async fn remove(
     request_body(content = Empty, content_type = "application/json"),
     responses(
         (status = 200, description = "The ceremony", body = PasskeyChallenge),
+        (status = 400, description = "The body is not `{}`", body = ErrorBody, example = json!({"error": {"code": "invalid_request", "message": "the request body must be a JSON object"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "Cross-site", body = ErrorBody, example = json!({"error": {"code": "csrf_rejected", "message": "cross-origin request refused"}})),
         (status = 409, description = "You have no passkey", body = ErrorBody, example = json!({"error": {"code": "no_passkeys", "message": "you have no passkey: register one first"}})),
@@ -322,7 +356,8 @@ async fn set_policy(
     ApiJson(b): ApiJson<PolicyBody>,
 ) -> Result<Json<PasskeyPolicy>, ApiError> {
     p.require(Permission::ManageUsers)?;
-    let proof = proof(b.password.as_deref(), b.passkey.as_ref())?;
+    let asserted = assertion(b.passkey.as_ref())?;
+    let proof = proof(b.password.as_deref(), asserted.as_ref())?;
     Ok(Json(
         st.core
             .set_passkey_policy_with_step_up(

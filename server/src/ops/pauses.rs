@@ -182,13 +182,14 @@ pub async fn approve(
     ApiJson(b): ApiJson<PauseApproveBody>,
 ) -> Result<Json<PauseEnvelope>, ApiError> {
     p.require(Permission::ApproveActions)?;
+    let asserted = super::passkeys::assertion(b.passkey.as_ref())?;
     let pause = st
         .core
         .approve_pause_with_step_up(
             st.step_up_with(
                 &p,
                 &addr,
-                super::passkeys::proof(b.password.as_deref(), b.passkey.as_ref())?,
+                super::passkeys::proof(b.password.as_deref(), asserted.as_ref())?,
             ),
             &id,
             &b.reason,
@@ -290,5 +291,5 @@ pub async fn resume(
     })
 }
 
-/// The code of an end or cancel sent without the password.
-pub const STEP_UP_REQUIRED: &str = "step_up_required";
+// The code of a change that needs step-up sent without a proof (declared with the proofs).
+pub use super::passkeys::STEP_UP_REQUIRED;

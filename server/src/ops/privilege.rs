@@ -130,13 +130,14 @@ async fn approve(
     ApiJson(b): ApiJson<ApprovePrivilegeBody>,
 ) -> Result<Json<PrivilegeApproved>, ApiError> {
     p.require(Permission::ManageUsers)?;
+    let asserted = super::passkeys::assertion(b.passkey.as_ref())?;
     let done = st
         .core
         .approve_privilege_with_step_up(
             st.step_up_with(
                 &p,
                 &addr,
-                super::passkeys::proof(b.password.as_deref(), b.passkey.as_ref())?,
+                super::passkeys::proof(b.password.as_deref(), asserted.as_ref())?,
             ),
             &id,
             &b.reason,
