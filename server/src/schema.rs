@@ -62,6 +62,66 @@ pub fn passkey_name_schema() -> utoipa::openapi::Object {
         .build()
 }
 
+/// A WebAuthn credential as the browser's `PublicKeyCredential.toJSON()` gives it (W3C Web
+/// Authentication Level 3, §5.1): `id`, `rawId` (base64url), `type` and `response` with
+/// `fields` (each base64url text; `userHandle` may be null), and empty client extension
+/// results. Written out, rather than "any object", so that every body the schema admits can be
+/// answered as documented: a free-form object admits NUL strings the API refuses.
+fn credential_schema(fields: &[(&str, bool)]) -> utoipa::openapi::Object {
+    use utoipa::openapi::schema::AdditionalProperties;
+    let text = || ObjectBuilder::new().schema_type(Type::String).build();
+    let mut response = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)));
+    for (name, required) in fields {
+        if *required {
+            response = response.property(*name, text()).required(*name);
+        } else {
+            let mut v = serde_json::to_value(text()).expect("a schema serializes");
+            v["type"] = serde_json::json!(["string", "null"]);
+            let nullable: utoipa::openapi::Object =
+                serde_json::from_value(v).expect("still a schema");
+            response = response.property(*name, nullable);
+        }
+    }
+    let empty = || {
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+            .build()
+    };
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("id", text())
+        .required("id")
+        .property("rawId", text())
+        .required("rawId")
+        .property("type", strings(&["public-key"]))
+        .required("type")
+        .property("response", response)
+        .required("response")
+        .property("authenticatorAttachment", text())
+        .property("clientExtensionResults", empty())
+        .property("extensions", empty())
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        .build()
+}
+
+/// The answer of `navigator.credentials.get` (a passkey's assertion): [`credential_schema`].
+pub fn assertion_credential_schema() -> utoipa::openapi::Object {
+    credential_schema(&[
+        ("authenticatorData", true),
+        ("clientDataJSON", true),
+        ("signature", true),
+        ("userHandle", false),
+    ])
+}
+
+/// The answer of `navigator.credentials.create` (a registration): [`credential_schema`].
+pub fn registration_credential_schema() -> utoipa::openapi::Object {
+    credential_schema(&[("attestationObject", true), ("clientDataJSON", true)])
+}
+
 /// A webhook endpoint's `enabled_events`: `["*"]` alone, or at least one event type
 /// (duplicates are ignored).
 pub fn enabled_events_schema() -> utoipa::openapi::schema::Schema {

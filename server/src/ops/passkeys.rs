@@ -42,7 +42,7 @@ pub struct PasskeyAssertion {
     /// The `PublicKeyCredential` (`id`, `rawId`, `type`, `response` with
     /// `authenticatorData`, `clientDataJSON`, `signature`, `userHandle`). One that is not a
     /// WebAuthn assertion is refused like one that does not verify (403 `passkey_refused`).
-    #[schema(value_type = Object)]
+    #[schema(schema_with = crate::schema::assertion_credential_schema)]
     pub credential: serde_json::Value,
 }
 
@@ -115,7 +115,7 @@ pub struct RegisterBody {
     name: String,
     /// What `navigator.credentials.create` gave, as JSON (base64url buffers). One that is
     /// not a WebAuthn registration is refused (403 `passkey_refused`).
-    #[schema(value_type = Object)]
+    #[schema(schema_with = crate::schema::registration_credential_schema)]
     credential: serde_json::Value,
     /// The user's own password (step-up), or
     #[serde(default)]
