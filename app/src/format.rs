@@ -218,6 +218,14 @@ fn fields_of(
         if money_pair.is_some() && (k == "amount" || k == "currency") {
             continue;
         }
+        // A currency some amount of this object was shown in is said there, not again.
+        let priced = || {
+            map.iter()
+                .any(|(a, n)| is_amount_key(a) && n.as_i64().is_some())
+        };
+        if k == "currency" && v.is_string() && priced() {
+            continue;
+        }
         match v {
             Value::Null => {}
             Value::Object(inner) => fields_of(inner, &join(k), currency, out),
@@ -767,6 +775,14 @@ mod tests {
                 ("Status".to_string(), "REVERSED".to_string()),
             ],
             "an amount without a currency is never shown as if in major units"
+        );
+        assert_eq!(
+            json_fields(r#"{"status":"REVERSED","refunded_at_channel":3100,"currency":"CNY"}"#),
+            vec![
+                ("Refunded at channel".to_string(), "31.00 CNY".to_string()),
+                ("Status".to_string(), "REVERSED".to_string()),
+            ],
+            "the currency is said with the amount, not on a row of its own"
         );
         assert_eq!(
             json_fields_in(r#"{"refunded_at_channel":3100}"#, Some("CNY")),
