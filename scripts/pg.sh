@@ -27,6 +27,9 @@ DO $$ BEGIN
     CREATE ROLE converge_test LOGIN CREATEDB PASSWORD 'converge_test';
   END IF;
 END $$;
+-- DROP DATABASE ... WITH (FORCE) must end an autovacuum worker that is in the database;
+-- PostgreSQL 15 lets a plain role do that only through pg_signal_backend.
+GRANT pg_signal_backend TO converge_test;
 SQL
   # Leftovers of earlier runs: databases made over 3 hours ago (a CI run ends within 90
   # minutes), so a second test run on the same cluster keeps the databases of one in progress.
