@@ -117,6 +117,9 @@ CONVERGE_BIN="$converge_bin" bash scripts/checkers.sh
 # faults, SIGKILLs and restarts, then `converge verify`; small sizes, about a minute in all.
 # Both runs deliver webhooks to a seeded-failing receiver and relay the outbox to a real NATS
 # server that is restarted once mid-workload (--nats); the stream is read back at the end.
+# The PostgreSQL run reverses 30 % of the payments while merchants refund them (issue 36's
+# held-back run): the approver must still approve the pause, and every refused approval must
+# have decided its request (stale), never left it pending (a locked-out approver).
 disk
 echo "test: chaos convergence run (SQLite; PostgreSQL with two servers)" >&2
 # `--workspace --tests` gives the build the same feature set as `cargo test --workspace` above,
@@ -130,7 +133,8 @@ target/debug/chaos --converge "$converge_bin" --db sqlite --payments 150 --kills
   --converge-timeout-secs 60 "${chaos_nats[@]}"
 if [ -n "${CONVERGE_TEST_PG_URL:-}" ]; then
   target/debug/chaos --converge "$converge_bin" --db postgres --pg-url "$CONVERGE_TEST_PG_URL" \
-    --servers 2 --payments 150 --kills 3 --seed 2 --converge-timeout-secs 60 "${chaos_nats[@]}"
+    --servers 2 --payments 150 --kills 3 --seed 2 --reversal-rate 0.3 --converge-timeout-secs 60 \
+    "${chaos_nats[@]}"
 fi
 
 if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then

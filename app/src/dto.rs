@@ -26,12 +26,12 @@ pub use converge_wire::{
     ActionKind, ActionOffer, ActionRecord, ApprovalInbox, ApprovalItem, AttemptRow, AuditList,
     AuditListQuery, AuditRecord, AuditRow, AuditVerify, BulkItem, BulkOutcome, Dashboard,
     DeliveryDetail, DeliveryRow, EndpointRow, ErrorItem, ErrorPoolView, EventRecord, EventType,
-    HitRate, IdempotencyView, IssuedKey, Job, KeySummary, KindCount, LedgerEntry, Merchant,
-    MerchantAccount, MerchantKey, MinutePoint, OutboxEvent, PauseOverview,
-    PauseRecord as PauseItem, Payment, PaymentDetail, PaymentPage, PaymentSearch, PaymentStatus,
-    PaymentWebhooks, PoolPage, PrincipalView as Principal, QueueRow, QueueView, Refund,
-    RelayStatus, ResolveOutcome, ReversalView, Role, RouteOutcomes, StuckPayment, StuckView,
-    UserView, WebhookBacklog, WebhooksOverview,
+    HitRate, IdempotencyView, Job, KeySummary, KindCount, LedgerEntry, Merchant, MerchantAccount,
+    MerchantKey, MinutePoint, OutboxEvent, PauseOverview, PauseRecord as PauseItem, Payment,
+    PaymentDetail, PaymentPage, PaymentSearch, PaymentStatus, PaymentWebhooks, PoolPage,
+    PrincipalView as Principal, QueueRow, QueueView, Refund, RelayStatus, ResolveOutcome,
+    ReversalView, Role, RouteOutcomes, StuckPayment, StuckView, UserView, WebhookBacklog,
+    WebhooksOverview,
 };
 pub use converge_wire::{ConsoleChange, PrivilegeApproved, PrivilegeInbox, PrivilegeRequest};
 

@@ -49,12 +49,3 @@ pub struct MerchantAccount {
     /// Its keys, oldest first.
     pub keys: Vec<MerchantKey>,
 }
-
-/// A key just issued, as the console shows it: the key itself is shown this once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IssuedKey {
-    /// `mk_...` id.
-    pub id: String,
-    /// The API key (`ck_live_` + 64 hex digits).
-    pub key: String,
-}

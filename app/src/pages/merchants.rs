@@ -1,11 +1,12 @@
-//! Merchants (admin): each merchant's state and API keys; add a merchant, issue a key (shown
-//! once), revoke a key (401 at once on every server), freeze or unfreeze a merchant (issue 13
+//! Merchants (admin): each merchant's state and API keys; add a merchant, request a key,
+//! revoke a key (401 at once on every server), freeze or unfreeze a merchant (issue 13
 //! "Merchant keys"). A rotation is "issue a new key, move the client, revoke the old one": the
 //! old key keeps working until it is revoked, so there is no gap.
 //!
-//! Issuing a key and unfreezing a merchant give power, so each is a request another admin
-//! approves with their password on the Approvals page (issue 36), where the key is shown
-//! once to that admin; freezing and revoking stay one step.
+//! Issuing a key (a new merchant's first one too) and unfreezing a merchant give power, so
+//! each is a request another admin approves with their password on the Approvals page
+//! (issue 36), where the key is shown once to that admin; adding a merchant, freezing and
+//! revoking stay one step, as none of them lets money move.
 
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
@@ -14,26 +15,21 @@ use leptos::task::spawn_local;
 use crate::api::error_message;
 use crate::api_merchants as api;
 use crate::components::panel::{DataTable, Panel};
-use crate::components::widgets::{CopyButton, ErrorNote, Loading, Time};
-use crate::dto::{ConsoleChange, IssuedKey, MerchantAccount, MerchantKey};
+use crate::components::widgets::{ErrorNote, Loading, Time};
+use crate::dto::{ConsoleChange, MerchantAccount, MerchantKey};
 use crate::format::awaiting;
-
-/// A key just issued, with whose it is; shown until dismissed.
-type Shown = Option<(String, IssuedKey)>;
 
 /// The merchants page.
 #[component]
 pub fn MerchantsPage() -> impl IntoView {
     let version = RwSignal::new(0u32);
     let flash = RwSignal::new(None::<String>);
-    let shown = RwSignal::new(None::<(String, IssuedKey)>);
     let accounts = Resource::new(move || version.get(), |_| api::merchant_accounts());
     view! {
         <div class="page-head">
             <h1>"Merchants"</h1>
         </div>
         <p class="flash" role="status" data-testid="flash">{move || flash.get()}</p>
-        <NewKey shown/>
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 match accounts.await {
@@ -46,7 +42,7 @@ pub fn MerchantsPage() -> impl IntoView {
                                         .map(|a| view! { <MerchantPanel account=a version flash/> })
                                         .collect_view()}
                                 </div>
-                                <AddMerchant version flash shown/>
+                                <AddMerchant version flash/>
                             </div>
                         }
                             .into_any()
@@ -55,31 +51,6 @@ pub fn MerchantsPage() -> impl IntoView {
                 }
             })}
         </Transition>
-    }
-}
-
-/// The key just issued, shown once with a warning.
-#[component]
-fn NewKey(shown: RwSignal<Shown>) -> impl IntoView {
-    move || {
-        shown.get().map(|(merchant, k)| {
-            view! {
-                <Panel id="new-key" title=format!("New API key of {merchant}") class="new-key" testid="new-key">
-                    <p>
-                        "Copy it now: it is shown this once and stored only as a hash. Key id "
-                        <code>{k.id.clone()}</code> "."
-                    </p>
-                    <p>
-                        <code class="secret" data-testid="new-key-value">{k.key.clone()}</code>
-                        " "
-                        <CopyButton text=k.key.clone() testid="copy-key"/>
-                    </p>
-                    <button type="button" class="secondary small" on:click=move |_| shown.set(None)>
-                        "I have copied it"
-                    </button>
-                </Panel>
-            }
-        })
     }
 }
 
@@ -343,11 +314,7 @@ fn KeyRow(
 
 /// The add-merchant form.
 #[component]
-fn AddMerchant(
-    version: RwSignal<u32>,
-    flash: RwSignal<Option<String>>,
-    shown: RwSignal<Shown>,
-) -> impl IntoView {
+fn AddMerchant(version: RwSignal<u32>, flash: RwSignal<Option<String>>) -> impl IntoView {
     let name = RwSignal::new(String::new());
     let busy = RwSignal::new(false);
     let failure = RwSignal::new(None::<String>);
@@ -362,9 +329,12 @@ fn AddMerchant(
         failure.set(None);
         spawn_local(async move {
             match api::add_merchant(n.clone()).await {
-                Ok(k) => {
-                    flash.set(Some(format!("Merchant {n} added with key {}.", k.id)));
-                    shown.set(Some((n, k)));
+                Ok(r) => {
+                    // Its first key is made when another admin approves, and shown to them.
+                    flash.set(Some(format!(
+                        "Merchant {n} added; its first key: {}",
+                        awaiting(&r)
+                    )));
                     name.set(String::new());
                     version.update(|v| *v = v.wrapping_add(1));
                 }
@@ -377,6 +347,9 @@ fn AddMerchant(
     };
     view! {
         <Panel id="add-merchant" title="Add a merchant">
+            <p class="hint">
+                "The merchant is added at once; its first API key is a request another admin approves, and is shown to them once."
+            </p>
             <form class="stacked-form" on:submit=on_submit data-testid="add-merchant">
                 <label>
                     "Merchant name"

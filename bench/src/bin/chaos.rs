@@ -640,6 +640,17 @@ async fn reverse_payment(
                     || (r.status == 403 && r.code() == "approval_refused")
                     || (tries > 1 && r.status < 500) =>
             {
+                // A refusal of the approver (throttled, locked out) leaves the request
+                // pending; one of the request (stale) decides it. Issue 36's held-back run
+                // found the first: refusals of stale requests locked the approver out.
+                if action_status(sh, rng, &action_id).await.as_deref() == Some("pending") {
+                    sh.breach(format!(
+                        "{order}: approval of {action_id} refused ({} {}) while it is still pending: the approver was refused, not the request",
+                        r.status,
+                        r.code()
+                    ));
+                    return;
+                }
                 sh.counters.reversals_stale.fetch_add(1, Ordering::Relaxed);
                 return;
             }
@@ -820,6 +831,24 @@ async fn open_pause(sh: &Shared, rng: &mut StdRng) -> Option<(String, String)> {
                 p["status"].as_str().unwrap_or_default().to_string(),
             )
         })
+}
+
+/// Action `id`'s status as the approver reads it (`GET /ops/v1/actions/{id}`); None when
+/// no server answered within five seconds (a kill), which breaches nothing.
+async fn action_status(sh: &Shared, rng: &mut StdRng, id: &str) -> Option<String> {
+    let base = &sh.bases[rng.random_range(0..sh.bases.len())];
+    let v: Value = sh
+        .client
+        .get(format!("{base}/ops/v1/actions/{id}"))
+        .header("cookie", &sh.ops.approver)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    v["action"]["status"].as_str().map(str::to_string)
 }
 
 /// The id of the pending reversal of payment `id`, if there is one.

@@ -31,17 +31,6 @@ pub struct IssuedKey {
     pub prefix: String,
 }
 
-impl From<IssuedKey> for converge_wire::merchants::IssuedKey {
-    /// The console's view of it: the id and the key, shown once (the prefix is on the key's
-    /// record).
-    fn from(k: IssuedKey) -> Self {
-        Self {
-            id: k.id,
-            key: k.key,
-        }
-    }
-}
-
 /// A new random key.
 pub fn new_api_key() -> IssuedKey {
     let bytes: [u8; 32] = rand::rng().random();
@@ -96,7 +85,8 @@ fn new_key(k: &IssuedKey, now: i64) -> NewMerchantKey {
     }
 }
 
-/// Creates a merchant with its first key (audited `merchant_added`).
+/// Creates a merchant with its first key (audited `merchant_added`): the bootstrap on the
+/// machine (`converge merchant add`), one step as the first admin is (issue 36).
 pub async fn add_merchant(
     store: &dyn Store,
     now: i64,
@@ -118,6 +108,32 @@ pub async fn add_merchant(
         .await
     {
         Ok(m) => Ok((m, key)),
+        Err(StoreError::Conflict(_)) => Err(MerchantError::Exists(name)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Creates merchant `name` with no key yet (audited `merchant_added` with `"first_key":
+/// "requested"`): the console's add, whose first key is a request another admin approves
+/// (issue 36), so no admin alone holds a key that moves money. Errors: `Invalid` name,
+/// `Exists`.
+pub async fn add_merchant_keyless(
+    store: &dyn Store,
+    now: i64,
+    name: &str,
+    actor: &Actor,
+) -> Result<Merchant, MerchantError> {
+    let name = check_name(name)?;
+    let audit = actor.entry(
+        now,
+        "merchant_added",
+        &format!("merchant:{name}"),
+        "",
+        String::new(),
+        json!({"first_key": "requested"}).to_string(),
+    );
+    match store.create_merchant_keyless(&name, now, &audit).await {
+        Ok(m) => Ok(m),
         Err(StoreError::Conflict(_)) => Err(MerchantError::Exists(name)),
         Err(e) => Err(e.into()),
     }

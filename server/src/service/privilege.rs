@@ -25,7 +25,7 @@ use crate::domain::privilege::{
     reset_needs_approval,
 };
 use crate::domain::roles::{format_roles, parse_roles};
-use crate::store::{ActionMove, NewPrivilegeRequest, PrivilegeRequest, StoreError};
+use crate::store::{ActionMove, Merchant, NewPrivilegeRequest, PrivilegeRequest, StoreError};
 
 pub use converge_wire::governance::{PrivilegeApproved, PrivilegeInbox};
 
@@ -289,6 +289,34 @@ impl Core {
         .await
     }
 
+    /// The console's "add a merchant": the merchant at once, with no key
+    /// ([`merchants::add_merchant_keyless`]), and its first key as the request
+    /// [`Self::console_issue_key`] files, so a lone admin never holds a key that moves money
+    /// (issue 36). Should filing the request fail (the database went away in between), the
+    /// merchant stays keyless and "Request a new key" files it. Errors: [`MerchantError`]
+    /// (400 name, 409 exists); a store error.
+    pub async fn console_add_merchant(
+        &self,
+        actor: &Actor,
+        name: &str,
+        ttl_ms: i64,
+    ) -> Result<(Merchant, PrivilegeRequest), PrivilegeError> {
+        let m =
+            merchants::add_merchant_keyless(self.store.as_ref(), self.clock.now_ms(), name, actor)
+                .await?;
+        let r = self
+            .request_privilege(
+                actor,
+                PrivilegeKind::IssueKey,
+                &m.name,
+                "",
+                String::new(),
+                ttl_ms,
+            )
+            .await?;
+        Ok((m, r))
+    }
+
     /// The console's "freeze"/"unfreeze": freezing is one step
     /// ([`merchants::set_merchant_frozen`]); unfreezing a frozen merchant is a request (an
     /// unfrozen one is left as it is).
@@ -327,7 +355,7 @@ impl Core {
         Ok(Change::Requested(r))
     }
 
-    async fn merchant_named(&self, name: &str) -> Result<crate::store::Merchant, PrivilegeError> {
+    async fn merchant_named(&self, name: &str) -> Result<Merchant, PrivilegeError> {
         self.store
             .merchants()
             .await?

@@ -41,6 +41,14 @@ pub trait Merchants: Send + Sync + 'static {
         key: &NewMerchantKey,
         audit: &AuditEntry,
     ) -> Result<Merchant, StoreError>;
+    /// Creates merchant `name` with no API key yet (it can move no money until a key is
+    /// issued) and `audit`, in one transaction. Errors: `Conflict` when the name exists.
+    async fn create_merchant_keyless(
+        &self,
+        name: &str,
+        now: i64,
+        audit: &AuditEntry,
+    ) -> Result<Merchant, StoreError>;
     /// Adds an API key to merchant `name`, with `audit` in the same transaction; None when
     /// there is no such merchant. The merchant's other keys keep working (rotation).
     async fn add_merchant_key(

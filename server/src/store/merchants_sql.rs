@@ -24,6 +24,25 @@ macro_rules! impl_merchants {
             Ok(m)
         }
 
+        /// The merchant row alone. `merchants.api_key_hash` is the pre-0102 single key,
+        /// NOT NULL UNIQUE and no longer read for sign-in (keys are in `merchant_keys`), so a
+        /// keyless merchant gets a unique value no SHA-256 hex can equal.
+        async fn insert_keyless_merchant(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            name: &str,
+            now: i64,
+        ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
+            Ok(sqlx::query_as::<_, $crate::store::Merchant>(
+                "INSERT INTO merchants (name, api_key_hash, frozen, created_at) VALUES ($1, $2, FALSE, $3) \
+                 RETURNING id, name, frozen, created_at",
+            )
+            .bind(name)
+            .bind(format!("keyless:{name}"))
+            .bind(now)
+            .fetch_one(&mut **tx)
+            .await?)
+        }
+
         async fn insert_merchant_key(
             tx: &mut $crate::store::backend::Tx<$store>,
             merchant_id: i64,
@@ -91,6 +110,19 @@ macro_rules! impl_merchants {
             ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let m = insert_merchant(&mut tx, name, key).await?;
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(m)
+            }
+
+            async fn create_merchant_keyless(
+                &self,
+                name: &str,
+                now: i64,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<$crate::store::Merchant, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let m = insert_keyless_merchant(&mut tx, name, now).await?;
                 append_audit_in(&mut tx, audit).await?;
                 tx.commit().await?;
                 Ok(m)

@@ -342,6 +342,71 @@ on_both_backends!(
 );
 
 on_both_backends!(
+    a_merchant_added_in_the_console_has_no_key_until_a_second_admin_approves_its_first,
+    |app| {
+        add_ops_user(&app, "ann", "admin").await;
+        add_ops_user(&app, "bob", "admin").await;
+        let core = &app.running.state.core;
+        let ann_actor =
+            converge_server::service::actor::Actor::console("ann", "admin", "127.0.0.1");
+        let (m, r) = core
+            .console_add_merchant(&ann_actor, "globex", 60_000)
+            .await
+            .unwrap();
+        assert_eq!((m.name.as_str(), m.frozen), ("globex", false));
+        assert_eq!(
+            (r.kind.as_str(), r.target.as_str()),
+            ("issue_key", "globex")
+        );
+        let keys = || {
+            app.sql_i64(
+                "SELECT COUNT(*) FROM merchant_keys k JOIN merchants m ON m.id = k.merchant_id \
+                 WHERE m.name = 'globex'",
+                &[],
+            )
+        };
+        assert_eq!(
+            keys().await,
+            0,
+            "no key exists before a second admin approves"
+        );
+        assert_eq!(
+            app.sql_strings(
+                "SELECT after_state FROM audit_log WHERE action = 'merchant_added' AND target = 'merchant:globex'",
+                &[]
+            )
+            .await,
+            [r#"{"first_key":"requested"}"#]
+        );
+        // Adding it again is refused, and files no second request.
+        let again = core
+            .console_add_merchant(&ann_actor, "globex", 60_000)
+            .await;
+        assert!(
+            matches!(
+                again,
+                Err(
+                    converge_server::service::privilege::PrivilegeError::Merchant(
+                        converge_server::service::merchants::MerchantError::Exists(_)
+                    )
+                )
+            ),
+            "{again:?}"
+        );
+        let ann = ops_session(&app, "ann").await;
+        let (s, _) = approve(&ann, &app, &r.id, OPS_PASSWORD).await;
+        assert_eq!(s, 403, "the admin who added it cannot approve its key");
+        assert_eq!(keys().await, 0);
+        let bob = ops_session(&app, "bob").await;
+        let (s, v) = approve(&bob, &app, &r.id, OPS_PASSWORD).await;
+        assert_eq!(s, 200, "{v}");
+        let key = v["api_key"].as_str().expect("the key, shown once to bob");
+        assert_eq!(keys().await, 1);
+        assert_eq!(app.get_as(key, "/v1/payments/pay_none").await.status, 404);
+    }
+);
+
+on_both_backends!(
     an_admin_who_gave_a_user_power_cannot_approve_that_users_reversal,
     |app| {
         add_ops_user(&app, "ann", "admin,approver").await;
