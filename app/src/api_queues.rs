@@ -79,6 +79,16 @@ pub async fn bulk_resolve(
     Ok(out)
 }
 
+/// The actions the audit log holds, for the action filter's list (auditor; issue 41).
+#[server(endpoint = "audit_actions")]
+pub async fn audit_actions() -> Result<Vec<String>, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, _) = crate::api::ssr::authorize(Permission::Audit).await?;
+    converge_server::service::queries::audit_actions(st.core.store.as_ref())
+        .await
+        .map_err(|e| crate::api::ssr::api_error(e.into()))
+}
+
 /// One page of the audit log matching `query`, newest first, 50 a page (auditor).
 #[server(endpoint = "audit_list")]
 pub async fn load_audit_list(

@@ -140,7 +140,10 @@ test("operator requests a reverse, approver approves, auditor exports", async ({
   expect(csv).toContain("action_approved");
   expect(csv).toContain(`payment:${payment.id}`);
 
-  // The same export filtered by action, fetched with the auditor's session.
+  // The same export filtered by action, fetched with the auditor's session. The action field
+  // suggests the actions the log holds (issue 41), not free text to guess.
+  await expect(auditor.getByTestId("audit-actions").locator('option[value="action_approved"]')).toHaveCount(1);
+  await expect(auditor.getByTestId("filter-action")).toHaveAttribute("list", "audit-actions");
   await auditor.getByLabel("Action").fill("action_approved");
   const href = await auditor.getByTestId("export-csv").getAttribute("href");
   expect(href).toContain("action=action_approved");
@@ -150,6 +153,12 @@ test("operator requests a reverse, approver approves, auditor exports", async ({
   const rows = (await filtered.text()).trim().split("\n").slice(1);
   expect(rows.length).toBeGreaterThan(0);
   for (const r of rows) expect(r).toContain("action_approved");
+  // The chain status names the signed checkpoints as `converge audit verify` does (issue 41);
+  // every export signs one.
+  await auditor.getByTestId("verify").click();
+  const checkpoints = auditor.getByTestId("chain-checkpoints");
+  await expect(checkpoints).toContainText("signed checkpoint(s); the latest covers records up to #");
+  await expect(checkpoints).toContainText("signatures verified with the server's key");
   // The payment's records show their amounts in major units with the currency (issue 41).
   await open(auditor, `/audit?payment=${payment.id}`);
   await expect(auditor.getByTestId("audit-records")).toContainText("action_executed");

@@ -87,6 +87,11 @@ test("a reversal is requested and approved with the keyboard alone", async ({ pa
   const approverErrors = pageErrors(approver);
   await signInByKeyboard(approver, approverAccount.user, approverAccount.password);
   await navigate(approver, "Approvals");
+  // The followed link hands the focus to the page, not back to the top bar (issue 41): the
+  // next Tab lands inside the page's main region.
+  await expect(approver.locator("main#main")).toBeFocused();
+  await approver.keyboard.press("Tab");
+  expect(await approver.evaluate(() => !!document.activeElement?.closest("main#main"))).toBe(true);
   const row = approver.getByTestId("pending").getByRole("row").filter({ hasText: payment.id });
   await expect(row).toContainText(reason);
   await tabTo(

@@ -29,6 +29,7 @@ pub fn ConsoleLayout() -> impl IntoView {
     Effect::new(move |_| times.restore());
     // One live stream for every page of the frame (issue 17 "Live pages").
     super::live::provide_live();
+    focus_main_on_navigation();
     view! {
         <Suspense fallback=Loading>
             {move || Suspend::new(async move {
@@ -57,6 +58,30 @@ pub fn ConsoleLayout() -> impl IntoView {
             })}
         </Suspense>
     }
+}
+
+/// After a client-side navigation to another page, the focus goes to the page's `main`
+/// region, where a full page load would start a keyboard or screen-reader user, rather than
+/// staying on the link in the top bar (issue 41: 15 Tabs from the navigation to Approve).
+/// A change of query (a filter) keeps the focus where it is.
+fn focus_main_on_navigation() {
+    let location = leptos_router::hooks::use_location();
+    Effect::new(move |before: Option<String>| {
+        let path = location.pathname.get();
+        #[cfg(feature = "hydrate")]
+        if before.as_ref().is_some_and(|b| *b != path) {
+            use wasm_bindgen::JsCast;
+            if let Some(main) = document()
+                .get_element_by_id("main")
+                .and_then(|e| e.dyn_into::<leptos::web_sys::HtmlElement>().ok())
+            {
+                let _ = main.focus();
+            }
+        }
+        #[cfg(not(feature = "hydrate"))]
+        let _ = before;
+        path
+    });
 }
 
 /// Shown when a request the user made found the session gone (idle timeout, signed out in

@@ -128,6 +128,8 @@ fn AuditViewer() -> impl IntoView {
     );
     let checked = RwSignal::new(0u32);
     let chain = Resource::new(move || checked.get(), |_| api_actions::verify_audit());
+    // Suggestions only, so fetched after hydration: the field takes any text, as the URL may.
+    let known_actions = LocalResource::new(api_queues::audit_actions);
 
     // The form's fields follow the URL (a link, Back, Forward) and feed the export links.
     let actor = RwSignal::new(String::new());
@@ -209,8 +211,26 @@ fn AuditViewer() -> impl IntoView {
                 </label>
                 <label>
                     "Action"
-                    <input type="text" name="action" placeholder="e.g. action_approved" data-testid="filter-action" bind:value=action/>
+                    <input
+                        type="text"
+                        name="action"
+                        list="audit-actions"
+                        placeholder="e.g. action_approved"
+                        data-testid="filter-action"
+                        bind:value=action
+                    />
                 </label>
+                <datalist id="audit-actions" data-testid="audit-actions">
+                    {move || {
+                        known_actions
+                            .get()
+                            .and_then(Result::ok)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|a| view! { <option value=a></option> })
+                            .collect_view()
+                    }}
+                </datalist>
                 <label>
                     "Payment"
                     <input type="text" name="payment" placeholder="pay_…" data-testid="filter-payment" bind:value=payment/>
@@ -292,12 +312,13 @@ fn AuditViewer() -> impl IntoView {
 /// (linked to it in the viewer).
 #[component]
 fn ChainStatus(v: AuditVerify) -> impl IntoView {
-    match v.first_broken {
+    match v.first_broken.clone() {
         None => view! {
             <p class="verify-ok" data-testid="chain-status">
                 <span class="pill st-ok">"ok"</span>
                 {format!(" {} records verified; head #{} {}", v.records, v.head.seq, v.head.hash)}
             </p>
+            <Checkpoints v/>
         }
         .into_any(),
         Some(Break { seq, reason: why }) => view! {
@@ -310,6 +331,44 @@ fn ChainStatus(v: AuditVerify) -> impl IntoView {
         }
         .into_any(),
     }
+}
+
+/// The signed checkpoints behind a whole chain, as `converge audit verify` reports them:
+/// without one, deleting the newest records would go unnoticed (issue 36), so their absence
+/// is a warning, and so is a signature the server could not check.
+#[component]
+fn Checkpoints(v: AuditVerify) -> impl IntoView {
+    let Some(c) = v.latest_checkpoint else {
+        return view! {
+            <p class="verify-warn" data-testid="chain-checkpoints">
+                <span class="pill st-warn">"no checkpoint"</span>
+                " No signed checkpoint yet: deleting the newest records would not show here. `converge serve` signs one with its key."
+            </p>
+        }
+        .into_any();
+    };
+    let (pill, tone, said) = if v.signatures_checked {
+        (
+            "signed",
+            "pill st-ok",
+            "signatures verified with the server's key",
+        )
+    } else {
+        (
+            "unchecked",
+            "pill st-warn",
+            "signatures not checked: this server does not hold the signing key (check an export with `converge audit verify --file`)",
+        )
+    };
+    view! {
+        <p class="verify-ok" data-testid="chain-checkpoints">
+            <span class=tone>{pill}</span>
+            {format!(" {} signed checkpoint(s); the latest covers records up to #{}, signed ", v.checkpoints, c.seq)}
+            <Time ms=c.at/>
+            {format!(" by key {}; {said}.", c.key_id)}
+        </p>
+    }
+    .into_any()
 }
 
 /// One record, linked to its object (and to its payment, for an action's or an item's).

@@ -140,6 +140,12 @@ pub async fn search_payments(
     Ok(PaymentPage { items, next })
 }
 
+/// The actions the audit log holds, for the viewer's action filter (issue 41), in byte order.
+/// Errors: a store error.
+pub async fn audit_actions(store: &dyn Store) -> Result<Vec<String>, crate::store::StoreError> {
+    store.audit_actions().await
+}
+
 /// One page of the audit log, newest first: records a page `limit` clamped to 1..=200
 /// (default 50), the cursors of the older and newer pages beside it. With both cursors,
 /// `before` is used (query parameters cannot say in OpenAPI that they exclude each other,

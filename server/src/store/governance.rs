@@ -327,6 +327,10 @@ pub trait Governance: Send + Sync + 'static {
     ) -> Result<Vec<AuditRecord>, StoreError>;
     /// One page of the audit viewer's list ([`AuditListFilter`]), newest first.
     async fn audit_list(&self, filter: &AuditListFilter) -> Result<Vec<AuditRow>, StoreError>;
+    /// The distinct actions the log holds (`merchant_added`, `action_approved`, ...), in
+    /// byte order: one index seek per action (`audit_log_action`), so it stays cheap on a
+    /// long log.
+    async fn audit_actions(&self) -> Result<Vec<String>, StoreError>;
     /// Records about one target (e.g. `payment:pay_x`), in seq order.
     async fn audit_for_target(&self, target: &str) -> Result<Vec<AuditRecord>, StoreError>;
     /// Stores a signed checkpoint (append-only table `audit_checkpoints`).

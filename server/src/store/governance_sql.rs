@@ -76,6 +76,21 @@ macro_rules! impl_governance {
                 Ok(q.fetch_all(self.reader()).await?)
             }
 
+            async fn audit_actions(&self) -> Result<Vec<String>, $crate::store::StoreError> {
+                // Neither backend skips through an index for DISTINCT; the recursive form
+                // asks the index for the next larger action, once per action.
+                Ok(sqlx::query_scalar::<_, String>(
+                    "WITH RECURSIVE a(action) AS ( \
+                       SELECT MIN(action) FROM audit_log \
+                       UNION ALL \
+                       SELECT (SELECT MIN(l.action) FROM audit_log l WHERE l.action > a.action) \
+                       FROM a WHERE a.action IS NOT NULL) \
+                     SELECT action FROM a WHERE action IS NOT NULL ORDER BY action",
+                )
+                .fetch_all(self.reader())
+                .await?)
+            }
+
             async fn audit_list(
                 &self,
                 f: &$crate::store::AuditListFilter,

@@ -278,3 +278,37 @@ store_conformance!(
         assert!(verify_export(text.as_bytes(), &other).is_err());
     }
 );
+
+store_conformance!(
+    the_audit_viewer_lists_each_action_the_log_holds_once_in_byte_order,
+    |store| {
+        assert!(store.audit_actions().await.unwrap().is_empty());
+        for (i, action) in [
+            "payment_forced",
+            "action_approved",
+            "payment_forced",
+            "a",
+            "z_last",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let e = AuditEntry {
+                at: i as i64,
+                actor: "cli:tester".into(),
+                roles: String::new(),
+                action: action.into(),
+                target: "t".into(),
+                reason: String::new(),
+                before: String::new(),
+                after: String::new(),
+                meta: "{}".into(),
+            };
+            store.append_audit(&e).await.unwrap();
+        }
+        assert_eq!(
+            store.audit_actions().await.unwrap(),
+            ["a", "action_approved", "payment_forced", "z_last"]
+        );
+    }
+);
