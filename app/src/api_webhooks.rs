@@ -18,8 +18,13 @@ pub async fn load_webhooks_overview() -> Result<WebhooksOverview, ServerFnError>
         .map_err(|e| ssr::api_error(e.into()))
 }
 
+/// Deliveries a page of the Webhooks page shows (the list was one 6,300 px page; issue 41).
+pub const DELIVERIES_PAGE: i64 = 50;
+
 /// Deliveries filtered by status, endpoint, event type, payment and creation time (viewer);
-/// empty strings mean "any".
+/// empty strings mean "any". Newest first, [`DELIVERIES_PAGE`] + 1 of them with ids below
+/// `before` when given: the page shows [`DELIVERIES_PAGE`] and offers "Older" when there is
+/// one more.
 #[server(endpoint = "webhook_deliveries")]
 pub async fn webhook_deliveries(
     status: String,
@@ -28,6 +33,8 @@ pub async fn webhook_deliveries(
     payment: String,
     from: String,
     to: String,
+    // Absent on the first page.
+    #[server(default)] before: Option<i64>,
 ) -> Result<Vec<DeliveryRow>, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
@@ -41,7 +48,9 @@ pub async fn webhook_deliveries(
         from: some(from).map(|v| crate::format::as_rfc3339(Some(v)).unwrap_or_default()),
         to: some(to).map(|v| crate::format::as_rfc3339(Some(v)).unwrap_or_default()),
         payment: some(payment),
-        limit: Some(200),
+        // One more than a page shows, so the page knows whether an older one exists.
+        limit: Some(DELIVERIES_PAGE + 1),
+        before,
     };
     search_deliveries(st.core.store.as_ref(), &q)
         .await

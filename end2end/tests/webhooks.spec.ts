@@ -129,3 +129,56 @@ test("ops staff see the endpoint's deliveries, read the attempts and redeliver o
   await expect(page.getByTestId("payment-events")).toContainText("payment.succeeded");
   await expect(page.getByTestId("payment-events")).toContainText("refund.succeeded");
 });
+
+test("the deliveries list pages by 50, older and back to newer", async ({ page, request }) => {
+  // An endpoint of its own, so its filter selects the 51 deliveries made here (and any
+  // payment another test makes meanwhile); deleted at the end, which abandons nothing sent.
+  const key = env("E2E_MERCHANT_KEY");
+  const rx = await receiver();
+  let endpointId = "";
+  try {
+    const created = await request.post("/v1/webhook_endpoints", {
+      headers: { Authorization: `Bearer ${key}`, "Idempotency-Key": unique("we-pages") },
+      data: { url: rx.url, enabled_events: ["payment.succeeded"], description: "e2e paging" },
+    });
+    expect(created.status(), await created.text()).toBe(201);
+    endpointId = (await created.json()).id;
+    await Promise.all(
+      Array.from({ length: 51 }, (_, i) =>
+        createPayment(request, key, { amount: 100 + i, currency: "CNY", merchant_order_id: unique("pages") }, unique("pages-pay")),
+      ),
+    );
+    await expect.poll(() => rx.got.length, { timeout: 30_000 }).toBeGreaterThanOrEqual(51);
+
+    await page.goto("/login");
+    await expect(page.locator("main.login")).toHaveAttribute("data-hydrated", "true");
+    await page.getByLabel("Username").fill(env("E2E_HOOKS_USER"));
+    await page.getByLabel("Password").fill(env("E2E_HOOKS_PASSWORD"));
+    await page.getByTestId("sign-in").click();
+    await expect(page.getByTestId("current-user")).toHaveText(env("E2E_HOOKS_USER"));
+    await hydrated(page);
+    await page.goto("/webhooks");
+    await hydrated(page);
+    await page.getByRole("searchbox", { name: "Endpoint" }).fill(endpointId);
+    await page.getByRole("button", { name: "Filter" }).click();
+    const rows = page.getByTestId("delivery-row");
+    const pager = page.getByTestId("deliveries-pager");
+    await expect(rows).toHaveCount(50);
+    await expect(pager).toContainText("Page 1");
+    await expect(page.getByTestId("deliveries-newer")).toHaveCount(0);
+    const newest = await rows.first().locator("td").first().textContent();
+    await page.getByTestId("deliveries-older").click();
+    await expect(pager).toContainText("Page 2");
+    await expect(rows.first().locator("td").first()).not.toHaveText(newest as string);
+    expect(await rows.count()).toBeGreaterThanOrEqual(1);
+    await page.getByTestId("deliveries-newer").click();
+    await expect(pager).toContainText("Page 1");
+    await expect(rows).toHaveCount(50);
+    await expect(rows.first().locator("td").first()).toHaveText(newest as string);
+  } finally {
+    if (endpointId) {
+      await request.delete(`/v1/webhook_endpoints/${endpointId}`, { headers: { Authorization: `Bearer ${key}` } });
+    }
+    rx.close();
+  }
+});

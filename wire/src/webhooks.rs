@@ -188,6 +188,9 @@ pub struct DeliverySearch {
     pub payment: Option<String>,
     /// At most this many (1..=500, default 100; others are clamped).
     pub limit: Option<i64>,
+    /// The next (older) page: deliveries with an id below this (the last id of a page).
+    #[cfg_attr(feature = "utoipa", param(minimum = 1))]
+    pub before: Option<i64>,
 }
 
 /// A delivery with its attempts and its event.

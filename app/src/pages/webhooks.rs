@@ -37,10 +37,27 @@ pub fn WebhooksPage() -> impl IntoView {
     let overview = Resource::new(move || version.get(), |_| api::load_webhooks_overview());
     let typed = RwSignal::new(Filter::default());
     let applied = RwSignal::new(Filter::default());
+    // The pages walked so far: each entry is the `before` cursor of a page (None: the newest);
+    // the last one is shown, "← Newer" pops it.
+    let pages = RwSignal::new(vec![None::<i64>]);
     let deliveries = Resource::new(
-        move || (applied.get(), version.get()),
-        |(f, _)| {
-            api::webhook_deliveries(f.status, f.endpoint, f.event_type, f.payment, f.from, f.to)
+        move || {
+            (
+                applied.get(),
+                pages.with(|p| p.last().copied().flatten()),
+                version.get(),
+            )
+        },
+        |(f, before, _)| {
+            api::webhook_deliveries(
+                f.status,
+                f.endpoint,
+                f.event_type,
+                f.payment,
+                f.from,
+                f.to,
+                before,
+            )
         },
     );
     let selected = RwSignal::new(None::<i64>);
@@ -54,6 +71,7 @@ pub fn WebhooksPage() -> impl IntoView {
         let at = |v: String| format::as_rfc3339_in(Some(v), tz.as_deref()).unwrap_or_default();
         f.from = at(f.from);
         f.to = at(f.to);
+        pages.set(vec![None]);
         applied.set(f);
     };
 
@@ -164,19 +182,25 @@ pub fn WebhooksPage() -> impl IntoView {
                             view! { <p class="empty" data-testid="deliveries-empty">"No deliveries match."</p> }
                                 .into_any()
                         }
-                        Ok(list) => {
+                        Ok(mut list) => {
+                            let older = (list.len() as i64 > api::DELIVERIES_PAGE).then(|| {
+                                list.truncate(api::DELIVERIES_PAGE as usize);
+                                list.last().map(|d| d.id)
+                            }).flatten();
                             view! {
                                 <DataTable
                                     columns=&["#", "Event", "Of", "Endpoint", "Status", "Attempts", "Last answer", "Created", "Action"]
                                     numeric=&["#", "Attempts"]
                                     class="data"
                                     framed=true
+                                    testid="deliveries-table"
                                 >
                                     {list
                                         .into_iter()
                                         .map(|d| view! { <DeliveryLine d selected/> })
                                         .collect_view()}
                                 </DataTable>
+                                <DeliveryPager pages older/>
                             }
                                 .into_any()
                         }
@@ -186,6 +210,29 @@ pub fn WebhooksPage() -> impl IntoView {
             </Transition>
         </Panel>
         {move || selected.get().map(|id| view! { <DeliveryPanel id can_act version message selected/> })}
+    }
+}
+
+/// "← Newer" and "Older →" under the deliveries: each page is [`api::DELIVERIES_PAGE`]
+/// deliveries; `older` is the cursor of the next one, when there is one.
+#[component]
+fn DeliveryPager(pages: RwSignal<Vec<Option<i64>>>, older: Option<i64>) -> impl IntoView {
+    let newer = move || pages.with(|p| p.len() > 1);
+    let page_no = move || pages.with(Vec::len);
+    view! {
+        <nav class="pager" aria-label="Deliveries pages" data-testid="deliveries-pager">
+            <Show when=newer>
+                <button type="button" class="secondary small" data-testid="deliveries-newer" on:click=move |_| pages.update(|p| { p.pop(); })>
+                    "← Newer"
+                </button>
+            </Show>
+            <span class="muted small">{move || format!("Page {}", page_no())}</span>
+            {older.map(|o| view! {
+                <button type="button" class="secondary small" data-testid="deliveries-older" on:click=move |_| pages.update(|p| p.push(Some(o)))>
+                    "Older →"
+                </button>
+            })}
+        </nav>
     }
 }
 

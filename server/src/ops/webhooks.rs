@@ -98,12 +98,12 @@ pub use crate::service::queries::DeliverySearch;
     tag = "ops",
     operation_id = "ops_webhook_deliveries",
     summary = "Search webhook deliveries",
-    description = "Filters combine; newest first.",
+    description = "Filters combine; newest first. The next page: `before` = the last id of this one.",
     security(("console_session" = [])),
     params(DeliverySearch),
     responses(
         (status = 200, description = "The deliveries", body = DeliveryList),
-        (status = 400, description = "A filter is malformed (status, type, time, unknown parameter)", body = ErrorBody, example = json!({"error": {"code": "invalid_status", "message": "status must be one of pending, succeeded, dead, abandoned"}})),
+        (status = 400, description = "A filter is malformed (status, type, time, cursor, unknown parameter)", body = ErrorBody, example = json!({"error": {"code": "invalid_status", "message": "status must be one of pending, succeeded, dead, abandoned"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))

@@ -207,8 +207,9 @@ pub async fn audit_list(store: &dyn Store, q: &AuditListQuery) -> Result<AuditLi
 pub use converge_wire::DeliverySearch;
 
 /// The deliveries a delivery search selects, newest first, at most `limit` (1..=500, default
-/// 100). Errors: [`FilterError::InvalidStatus`] naming the delivery statuses,
-/// [`FilterError::InvalidEventType`], [`FilterError::InvalidTime`].
+/// 100), below id `before` when given (the next page). Errors: [`FilterError::InvalidStatus`]
+/// naming the delivery statuses, [`FilterError::InvalidEventType`],
+/// [`FilterError::InvalidTime`], [`FilterError::InvalidCursor`] for a `before` below 1.
 pub async fn search_deliveries(
     store: &dyn Store,
     q: &DeliverySearch,
@@ -234,7 +235,13 @@ pub async fn search_deliveries(
         from: time_filter("from", &q.from)?,
         to: time_filter("to", &q.to)?,
         payment_id: blank(&q.payment).map(str::to_string),
+        before_id: q.before,
     };
+    if q.before.is_some_and(|b| b < 1) {
+        return Err(FilterError::InvalidCursor(
+            "before must be a positive delivery id",
+        ));
+    }
     Ok(store
         .deliveries(&f, q.limit.unwrap_or(100).clamp(1, 500))
         .await?)

@@ -148,6 +148,8 @@ pub struct DeliveryFilter {
     pub to: Option<i64>,
     /// The payment (its events and its refunds' events).
     pub payment_id: Option<String>,
+    /// Only ids below this (keyset paging, newest first).
+    pub before_id: Option<i64>,
 }
 
 /// Health of one endpoint over a window.

@@ -341,6 +341,7 @@ macro_rules! impl_webhooks {
                      AND ($5 IS NULL OR d.created_at >= $5) AND ($6 IS NULL OR d.created_at < $6) \
                      AND ($7 IS NULL OR (e.aggregatetype = 'payment' AND e.aggregateid = $7) \
                           OR (e.aggregatetype = 'refund' AND e.aggregateid IN (SELECT id FROM refunds WHERE payment_id = $7))) \
+                     AND ($9 IS NULL OR d.id < $9) \
                      ORDER BY d.id DESC LIMIT $8"
                 ))
                 .bind(f.merchant_id)
@@ -351,6 +352,7 @@ macro_rules! impl_webhooks {
                 .bind(f.to)
                 .bind(f.payment_id.as_deref())
                 .bind(limit)
+                .bind(f.before_id)
                 .fetch_all(self.reader())
                 .await?)
             }

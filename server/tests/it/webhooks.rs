@@ -811,5 +811,62 @@ on_both_backends!(
         let (status, e) = get("?from=yesterday").await;
         assert_eq!(status, 400, "{e}");
         assert_eq!(e["error"]["code"], "invalid_time", "{e}");
+        let (status, e) = get("?before=0").await;
+        assert_eq!(status, 400, "{e}");
+        assert_eq!(e["error"]["code"], "invalid_cursor", "{e}");
+    }
+);
+
+on_both_backends!(
+    the_deliveries_list_pages_newest_first_below_the_last_id_of_a_page,
+    |s| {
+        s.worker.no_workers = false;
+    },
+    |app| {
+        let sink = sink().await;
+        register(
+            &app,
+            &format!("{}/hooks/ok", sink.url),
+            &["payment.succeeded"],
+        )
+        .await;
+        for i in 0..3 {
+            app.pay(&format!("k-page-{i}"), &format!("o-page-{i}"), 1000 + i)
+                .await;
+        }
+        eventually(Duration::from_secs(15), "three deliveries", || async {
+            let n = app
+                .sql_i64("SELECT COUNT(*) FROM webhook_deliveries", &[])
+                .await;
+            (n == 3).then_some(n)
+        })
+        .await;
+        add_ops_user(&app, "vera", "viewer").await;
+        let vera = ops_session(&app, "vera").await;
+        let ids = |query: String| {
+            let vera = vera.clone();
+            let url = format!("{}/ops/v1/webhooks/deliveries{query}", app.base);
+            async move {
+                let list: Value = vera.get(url).send().await.unwrap().json().await.unwrap();
+                list["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| d["id"].as_i64().unwrap())
+                    .collect::<Vec<_>>()
+            }
+        };
+        let all = ids(String::new()).await;
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert!(all.windows(2).all(|w| w[0] > w[1]), "newest first: {all:?}");
+        let first = ids("?limit=2".into()).await;
+        assert_eq!(first, all[..2]);
+        let next = ids(format!("?limit=2&before={}", first[1])).await;
+        assert_eq!(
+            next,
+            all[2..],
+            "the older page starts below the last id shown"
+        );
+        assert!(ids(format!("?before={}", all[2])).await.is_empty());
     }
 );
