@@ -12,6 +12,7 @@ use crate::pages::dashboard::DashboardPage;
 use crate::pages::error_pool::ErrorPoolPage;
 use crate::pages::key::KeyPage;
 use crate::pages::login::LoginPage;
+use crate::pages::merchant::MerchantPage;
 use crate::pages::merchants::MerchantsPage;
 use crate::pages::pauses::PausesPage;
 use crate::pages::payment::PaymentPage;
@@ -62,6 +63,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("webhooks") view={Lazy::<WebhooksRoute>::new()}/>
                     <Route path=path!("admin/users") view={Lazy::<UsersRoute>::new()}/>
                     <Route path=path!("admin/merchants") view={Lazy::<MerchantsRoute>::new()}/>
+                    <Route path=path!("merchants/:name") view={Lazy::<MerchantRoute>::new()}/>
                     <Route path=path!("search") view={Lazy::<SearchRoute>::new()}/>
                     <Route path=path!("keys/:merchant/:key") view={Lazy::<KeyRoute>::new()}/>
                 </ParentRoute>
@@ -100,6 +102,7 @@ lazy_page!(AuditRoute, AuditPage);
 lazy_page!(WebhooksRoute, WebhooksPage);
 lazy_page!(UsersRoute, UsersPage);
 lazy_page!(MerchantsRoute, MerchantsPage);
+lazy_page!(MerchantRoute, MerchantPage);
 lazy_page!(SearchRoute, SearchPage);
 lazy_page!(KeyRoute, KeyPage);
 

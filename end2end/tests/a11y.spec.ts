@@ -191,6 +191,15 @@ test("merchants, with their keys", async () => {
   await axeScan(page, "merchants");
 });
 
+test("a merchant's page, with every panel (all roles)", async () => {
+  await open(page, "/merchants/e2e-shop");
+  await expect(page.getByTestId("merchant-name")).toHaveText("e2e-shop");
+  await expect(page.getByTestId("merchant-payments").getByRole("row").nth(1)).toBeVisible();
+  await expect(page.getByTestId("merchant-keys").getByRole("row").nth(1)).toBeVisible();
+  await expect(page.getByTestId("merchant-history")).toBeVisible();
+  await axeScan(page, "merchant");
+});
+
 test("search results, and an Idempotency-Key page with its stored response and outcomes", async ({ request }) => {
   const shop = env("E2E_MERCHANT_KEY");
   const key = unique("a11y-key");

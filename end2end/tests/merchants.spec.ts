@@ -52,6 +52,18 @@ test("an admin rotates a merchant's key and freezes the merchant", async ({ page
   expect(paid.status(), await paid.text()).toBe(201);
   const payment = await paid.json();
 
+  // The merchant's own page (issue 41): its state, latest payments and keys in one place; the
+  // admin is no auditor, so no history panel.
+  await panel.getByRole("link", { name: /Its page/ }).click();
+  await expect(page.getByTestId("merchant-name")).toHaveText(name);
+  await expect(page.getByTestId("merchant-state")).toHaveText("active");
+  await expect(page.getByTestId("merchant-payments").getByRole("link", { name: payment.id })).toBeVisible();
+  await expect(page.getByTestId("merchant-keys")).toContainText(first.slice(0, 16));
+  await expect(page.getByTestId("merchant-endpoints")).toContainText("No endpoint registered.");
+  await expect(page.getByTestId("merchant-history")).toHaveCount(0);
+  await page.goBack();
+  await hydrated(page);
+
   // Rotation: a second key; both work until the first is revoked. Issuing a key is a request
   // a second admin approves with their password, who is shown the key once (issue 36).
   await panel.getByRole("button", { name: "Request a new key" }).click();

@@ -11,6 +11,7 @@
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
+use leptos_router::components::A;
 
 use crate::api::error_message;
 use crate::api_merchants as api;
@@ -110,7 +111,8 @@ fn MerchantPanel(
             testid=format!("merchant-{name}")
         >
             <p class="hint">
-                "Created " <Time ms=account.merchant.created_at/> {format!(" · {live} live key(s)")}
+                "Created " <Time ms=account.merchant.created_at/> {format!(" · {live} live key(s) · ")}
+                <A href=format!("/merchants/{}", crate::format::query_escape(&name))>"Its page: payments, endpoints, history →"</A>
             </p>
             <div class="actions">
                 <button type="button" class="secondary small" on:click=issue disabled=move || busy.get()>

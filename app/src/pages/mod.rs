@@ -6,6 +6,7 @@ pub mod dashboard;
 pub mod error_pool;
 pub mod key;
 pub mod login;
+pub mod merchant;
 pub mod merchants;
 pub mod passkeys;
 pub mod pauses;
