@@ -11,9 +11,11 @@
 //   - wasm: responseEnd of the `.wasm` resource (its last byte arrived);
 //   - hydrated: the "converge:hydrated" mark, set by app/src/lib.rs `hydrate()` once
 //     hydration has finished (views hydrated, lazy pages loaded, handlers attached): the page is interactive.
-// All in ms from navigationStart. Pages: the sign-in page (`login`, signed out), and the
-// dashboard (`dashboard`, `/` with the session cookie of a sign-in done in another context,
-// so its cache is cold too). Profiles: `local` (no throttling: the CPU-bound part, WebAssembly
+// All in ms from navigationStart, and first contentful paint (`fcp`). Pages: the sign-in page
+// (`login`, signed out), the dashboard (`dashboard`, `/` with the session cookie of a sign-in
+// done in another context, so its cache is cold too), and the approvals page on a phone
+// (`approvals`, 390 x 844, over the `4g` and `3g` profiles below; the user must hold the
+// approver role). Profiles: `local` (no throttling: the CPU-bound part, WebAssembly
 // compile and hydration) and `net` (Chromium's network emulation at 10 Mbit/s down, 40 ms
 // round trip: what the bytes cost on an ordinary connection).
 //
@@ -41,9 +43,19 @@ const profiles = {
   net: { offline: false, latency: 40, downloadThroughput: (10e6 / 8), uploadThroughput: (5e6 / 8) },
 };
 
+// The phone approver (issue 41): the approvals page at 390 x 844 over Chromium DevTools' own
+// presets (front_end/core/sdk/NetworkManager.ts): "Fast 4G" (9 Mbit/s down, 1.5 up, 60 ms x
+// 2.75 latency, each x 0.9) and "Slow 4G", formerly "Fast 3G" (1.6 Mbit/s down, 750 kbit/s
+// up, 150 ms x 3.75, each x 0.9).
+const phoneProfiles = {
+  "4g": { offline: false, latency: 165, downloadThroughput: (9e6 / 8) * 0.9, uploadThroughput: (1.5e6 / 8) * 0.9 },
+  "3g": { offline: false, latency: 562.5, downloadThroughput: (1.6e6 / 8) * 0.9, uploadThroughput: (750e3 / 8) * 0.9 },
+};
+const phone = { width: 390, height: 844 };
+
 /** One cold load of `path` in a new context; returns the timeline figures (ms). */
-async function measure(browser, path, storageState, conditions) {
-  const context = await browser.newContext({ storageState, viewport: { width: 1280, height: 800 } });
+async function measure(browser, path, storageState, conditions, viewport = { width: 1280, height: 800 }) {
+  const context = await browser.newContext({ storageState, viewport });
   try {
     const page = await context.newPage();
     const cdp = await context.newCDPSession(page);
@@ -61,7 +73,9 @@ async function measure(browser, path, storageState, conditions) {
       const nav = performance.getEntriesByType("navigation")[0];
       const wasm = performance.getEntriesByType("resource").find((r) => r.name.endsWith(".wasm"));
       const mark = performance.getEntriesByName("converge:hydrated")[0];
+      const fcp = performance.getEntriesByName("first-contentful-paint")[0];
       return {
+        fcp: fcp ? fcp.startTime : NaN,
         path: new URL(nav.name).pathname,
         response_end: nav.responseEnd,
         dcl: nav.domContentLoadedEventEnd,
@@ -107,18 +121,24 @@ const browser = await chromium.launch({
 });
 try {
   const signedIn = await session(browser);
-  const pages = { login: ["/login", undefined], dashboard: ["/", signedIn] };
-  for (const [name, [path, state]] of Object.entries(pages)) {
-    for (const [profile, conditions] of Object.entries(profiles)) {
-      await measure(browser, path, state, conditions); // warm-up: Chromium's own start-up costs
+  const pages = {
+    login: ["/login", undefined, profiles],
+    dashboard: ["/", signedIn, profiles],
+    // An approver on a phone: the page is visible at first contentful paint and its Approve
+    // works once hydrated (the user signs in with the approver role).
+    approvals: ["/approvals", signedIn, phoneProfiles, phone],
+  };
+  for (const [name, [path, state, set, viewport]] of Object.entries(pages)) {
+    for (const [profile, conditions] of Object.entries(set)) {
+      await measure(browser, path, state, conditions, viewport); // warm-up: Chromium's own start-up costs
       const all = [];
-      for (let i = 0; i < runs; i++) all.push(await measure(browser, path, state, conditions));
+      for (let i = 0; i < runs; i++) all.push(await measure(browser, path, state, conditions, viewport));
       if (all.some((r) => r.path !== path)) {
         throw new Error(`${name}: landed on ${all.map((r) => r.path).join(", ")}, not ${path}`);
       }
       const k = `${label}.${name}.${profile}`;
       console.log(`${k}.runs=${runs}`);
-      for (const metric of ["response_end", "dcl", "load", "wasm", "hydrated"]) {
+      for (const metric of ["response_end", "fcp", "dcl", "load", "wasm", "hydrated"]) {
         console.log(`${k}.${metric}_ms=${median(all.map((r) => r[metric])).toFixed(0)}`);
       }
       console.log(`${k}.wasm_transfer_bytes=${median(all.map((r) => r.wasm_bytes))}`);
