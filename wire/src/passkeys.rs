@@ -17,6 +17,9 @@ pub struct PasskeyView {
     pub created_at: i64,
     /// Epoch ms UTC of its last accepted use, if any.
     pub last_used_at: Option<i64>,
+    /// False while it waits for another admin's confirmation (a first passkey registered with
+    /// the password alone while approvals require passkeys): until then it proves nothing.
+    pub confirmed: bool,
 }
 
 /// Whether approvals (of money actions, pauses and privilege requests) require a passkey

@@ -110,10 +110,7 @@ fn MerchantPanel(
             }
             testid=format!("merchant-{name}")
         >
-            <p class="hint">
-                "Created " <Time ms=account.merchant.created_at/> {format!(" · {live} live key(s) · ")}
-                <A href=format!("/merchants/{}", crate::format::query_escape(&name))>"Its page: payments, endpoints, history →"</A>
-            </p>
+            <Facts created=account.merchant.created_at live name=name.clone()/>
             <div class="actions">
                 <button type="button" class="secondary small" on:click=issue disabled=move || busy.get()>
                     "Request a new key"
@@ -311,6 +308,17 @@ fn KeyRow(
                 <span class="form-message" role="alert">{move || failure.get()}</span>
             </td>
         </tr>
+    }
+}
+
+/// A merchant's creation, live keys and the link to its own page.
+#[component]
+fn Facts(created: i64, live: usize, name: String) -> impl IntoView {
+    view! {
+        <p class="hint">
+            "Created " <Time ms=created/> {format!(" · {live} live key(s) · ")}
+            <A href=format!("/merchants/{}", crate::format::query_escape(&name))>"Its page: payments, endpoints, history →"</A>
+        </p>
     }
 }
 

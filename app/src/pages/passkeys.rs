@@ -50,7 +50,14 @@ pub fn PasskeysPanel() -> impl IntoView {
             busy.set(false);
             match done {
                 Ok(p) => {
-                    outcome.set(Some(format!("Passkey “{}” registered.", p.name)));
+                    outcome.set(Some(if p.confirmed {
+                        format!("Passkey “{}” registered.", p.name)
+                    } else {
+                        format!(
+                            "Passkey “{}” registered; approvals require passkeys, so it approves once another admin confirms it on the Approvals page.",
+                            p.name
+                        )
+                    }));
                     name.set(String::new());
                     version.update(|v| *v = v.wrapping_add(1));
                 }
@@ -133,7 +140,12 @@ fn PasskeyList(
                                     let id = p.id.clone();
                                     view! {
                                         <tr data-testid="passkey-row" data-passkey-id=p.id.clone()>
-                                            <td data-testid="passkey-name-cell">{p.name.clone()}</td>
+                                            <td data-testid="passkey-name-cell">
+                                                {p.name.clone()}
+                                                {(!p.confirmed).then(|| view! {
+                                                    " "<span class="pill st-warn" title="It approves once another admin confirms it">"awaiting confirmation"</span>
+                                                })}
+                                            </td>
                                             <td><Time ms=p.created_at/></td>
                                             <td>
                                                 {p.last_used_at

@@ -36,17 +36,21 @@ pub enum PrivilegeKind {
     IssueKey,
     /// A frozen merchant unfrozen.
     UnfreezeMerchant,
+    /// A user's first passkey, registered with the password alone while approvals require
+    /// passkeys, confirmed: until then it proves nothing the password did not.
+    ConfirmPasskey,
 }
 
 impl PrivilegeKind {
     /// Every kind.
-    pub const ALL: [PrivilegeKind; 6] = [
+    pub const ALL: [PrivilegeKind; 7] = [
         PrivilegeKind::AddUser,
         PrivilegeKind::SetRoles,
         PrivilegeKind::EnableUser,
         PrivilegeKind::ResetPassword,
         PrivilegeKind::IssueKey,
         PrivilegeKind::UnfreezeMerchant,
+        PrivilegeKind::ConfirmPasskey,
     ];
 
     /// Stored name.
@@ -58,11 +62,13 @@ impl PrivilegeKind {
             PrivilegeKind::ResetPassword => "reset_password",
             PrivilegeKind::IssueKey => "issue_key",
             PrivilegeKind::UnfreezeMerchant => "unfreeze_merchant",
+            PrivilegeKind::ConfirmPasskey => "confirm_passkey",
         }
     }
 
-    /// Whether its target is a console user (else a merchant): the user kinds are the grants
-    /// the approval-conflict rule looks at.
+    /// Whether it hands a console user power (else it is about a merchant, or, for a
+    /// passkey's confirmation, about a proof the user already has the role for): these are
+    /// the grants the approval-conflict rule looks at.
     pub fn targets_user(self) -> bool {
         matches!(
             self,
@@ -90,8 +96,11 @@ impl PrivilegeKind {
             PrivilegeKind::SetRoles => format!("set the roles of {target} to {roles}"),
             PrivilegeKind::EnableUser => format!("enable user {target}"),
             PrivilegeKind::ResetPassword => format!("reset the password of {target}"),
-            PrivilegeKind::IssueKey => format!("issue another API key to merchant {target}"),
+            PrivilegeKind::IssueKey => format!("issue an API key to merchant {target}"),
             PrivilegeKind::UnfreezeMerchant => format!("unfreeze merchant {target}"),
+            PrivilegeKind::ConfirmPasskey => format!(
+                "confirm the first passkey of {target}, registered with the password alone while approvals require passkeys"
+            ),
         }
     }
 }

@@ -105,6 +105,7 @@ fn view(r: &PasskeyRecord) -> PasskeyView {
         sign_count: r.sign_count,
         created_at: r.created_at,
         last_used_at: r.last_used_at,
+        confirmed: r.confirmed_at.is_some(),
     }
 }
 
@@ -203,10 +204,13 @@ impl Core {
     }
 
     /// Finishes registration `challenge_id` of `step_up.who` after its step-up: the password
-    /// for a first passkey, and while passkeys are required an existing passkey for a
-    /// further one (so that a password alone cannot add the passkey that then approves).
-    /// A proof that does not hold is audited (`step_up_refused`). Errors: as
-    /// [`Self::finish_passkey_registration`], `StepUpRefused`, `StepUp`.
+    /// for a first passkey, and while passkeys are required an existing confirmed passkey
+    /// for a further one. A first passkey registered while passkeys are required proves only
+    /// the password, so a password alone must not make the passkey that then approves: it is
+    /// stored unconfirmed and a `confirm_passkey` privilege request (expiring after `ttl_ms`)
+    /// waits for another admin (issue 36). A proof that does not hold is audited
+    /// (`step_up_refused`). Errors: as [`Self::finish_passkey_registration`],
+    /// `StepUpRefused`, `StepUp`.
     pub async fn register_passkey_with_step_up(
         &self,
         rp: &RelyingParty,
@@ -214,12 +218,14 @@ impl Core {
         challenge_id: &str,
         name: &str,
         credential: &RegisterPublicKeyCredential,
+        ttl_ms: i64,
     ) -> Result<PasskeyView, PasskeyError> {
-        let has_one = !self
+        let has_one = self
             .store
             .passkeys_of(&step_up.who.username)
             .await?
-            .is_empty();
+            .iter()
+            .any(|r| r.confirmed_at.is_some());
         let usage = if has_one {
             StepUpUse::Approval
         } else {
@@ -231,8 +237,15 @@ impl Core {
                 .await?;
             return Err(PasskeyError::StepUpRefused);
         }
-        self.finish_passkey_registration(rp, &step_up.who, challenge_id, name, credential)
-            .await
+        let confirmed = has_one || !self.passkey_policy().await?.required;
+        let who = &step_up.who;
+        let view = self
+            .finish_passkey_registration(rp, who, challenge_id, name, credential, confirmed)
+            .await?;
+        if !confirmed {
+            self.ask_to_confirm_passkey(who, ttl_ms).await?;
+        }
+        Ok(view)
     }
 
     async fn audit_step_up_refused(&self, who: &Actor, target: &str) -> Result<(), StoreError> {
@@ -289,6 +302,7 @@ impl Core {
         challenge_id: &str,
         name: &str,
         credential: &RegisterPublicKeyCredential,
+        confirmed: bool,
     ) -> Result<PasskeyView, PasskeyError> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
@@ -326,6 +340,7 @@ impl Core {
             sign_count: 0,
             created_at: now,
             last_used_at: None,
+            confirmed_at: confirmed.then_some(now),
         };
         let e = who.entry(
             now,
@@ -333,7 +348,8 @@ impl Core {
             &format!("user:{}", who.username),
             "",
             String::new(),
-            serde_json::json!({ "passkey": record.id, "name": record.name }).to_string(),
+            serde_json::json!({ "passkey": record.id, "name": record.name, "confirmed": confirmed })
+                .to_string(),
         );
         if !self.store.add_passkey(&record, &e).await? {
             return Err(PasskeyError::Exists);
@@ -372,6 +388,7 @@ impl Core {
             .passkeys_of(&who.username)
             .await?
             .iter()
+            .filter(|r| r.confirmed_at.is_some())
             .filter_map(|r| serde_json::from_str::<Passkey>(&r.passkey).ok())
             .collect::<Vec<_>>();
         if keys.is_empty() {
@@ -445,10 +462,14 @@ impl Core {
             }
         };
         let mine = self.store.passkeys_of(&who.username).await?;
-        let found = mine.into_iter().find_map(|r| {
-            let p = serde_json::from_str::<Passkey>(&r.passkey).ok()?;
-            (p.cred_id() == result.cred_id()).then_some((r, p))
-        });
+        // An unconfirmed passkey proves nothing yet (it is not offered by the begin either).
+        let found = mine
+            .into_iter()
+            .filter(|r| r.confirmed_at.is_some())
+            .find_map(|r| {
+                let p = serde_json::from_str::<Passkey>(&r.passkey).ok()?;
+                (p.cred_id() == result.cred_id()).then_some((r, p))
+            });
         let Some((record, mut passkey)) = found else {
             // Removed between the begin and the finish.
             return Ok(false);

@@ -289,6 +289,33 @@ impl Core {
         .await
     }
 
+    /// Files the `confirm_passkey` request for `who`'s first passkey, registered with the
+    /// password alone while approvals require passkeys (issue 36). One already waiting covers
+    /// it too when it was filed after this passkey; otherwise the passkey stays unconfirmed
+    /// until the user removes it or registers again once that request is decided.
+    pub(super) async fn ask_to_confirm_passkey(
+        &self,
+        who: &Actor,
+        ttl_ms: i64,
+    ) -> Result<(), StoreError> {
+        match self
+            .request_privilege(
+                who,
+                PrivilegeKind::ConfirmPasskey,
+                &who.username,
+                "",
+                String::new(),
+                ttl_ms,
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(PrivilegeError::Request(ActionError::Conflict(..))) => Ok(()),
+            Err(PrivilegeError::Request(ActionError::Store(e))) => Err(e),
+            Err(e) => Err(StoreError::Corrupt(format!("confirm_passkey request: {e}"))),
+        }
+    }
+
     /// The console's "add a merchant": the merchant at once, with no key
     /// ([`merchants::add_merchant_keyless`]), and its first key as the request
     /// [`Self::console_issue_key`] files, so a lone admin never holds a key that moves money
@@ -596,6 +623,21 @@ impl Core {
                 merchants::set_merchant_frozen(store, now, &r.target, false, &r.reason, actor)
                     .await
                     .map(|()| json!({"merchant": r.target, "frozen": false}))
+                    .map_err(|e| e.to_string())
+            }
+            PrivilegeKind::ConfirmPasskey => {
+                let audit = actor.entry(
+                    now,
+                    "passkey_confirmed",
+                    &format!("user:{}", r.target),
+                    &r.reason,
+                    String::new(),
+                    json!({"request": r.id}).to_string(),
+                );
+                store
+                    .confirm_passkeys(&r.target, r.created_at, now, &audit)
+                    .await
+                    .map(|n| json!({"user": r.target, "passkeys_confirmed": n}))
                     .map_err(|e| e.to_string())
             }
         };

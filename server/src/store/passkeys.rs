@@ -27,6 +27,10 @@ pub struct PasskeyRecord {
     pub created_at: i64,
     /// Epoch ms UTC of the last accepted assertion.
     pub last_used_at: Option<i64>,
+    /// Epoch ms UTC from which it may prove a step-up: its registration, or, for a first
+    /// passkey registered while passkeys are required, another admin's confirmation; None
+    /// while it waits for that (issue 36).
+    pub confirmed_at: Option<i64>,
 }
 
 /// How a use of a passkey was recorded ([`Passkeys::record_passkey_use`]).
@@ -45,6 +49,17 @@ pub trait Passkeys: Send + Sync + 'static {
     /// Inserts a passkey with its audit record in one transaction; false (nothing written)
     /// when its credential id is already registered, to anyone.
     async fn add_passkey(&self, p: &PasskeyRecord, audit: &AuditEntry) -> Result<bool, StoreError>;
+    /// Confirms `username`'s unconfirmed passkeys registered at or before `registered_by`
+    /// (epoch ms UTC: the confirming request's creation, so a passkey added after the request
+    /// is not confirmed by it), at `now`, with `audit` in the same transaction. Returns how
+    /// many it confirmed.
+    async fn confirm_passkeys(
+        &self,
+        username: &str,
+        registered_by: i64,
+        now: i64,
+        audit: &AuditEntry,
+    ) -> Result<u64, StoreError>;
     /// `username`'s passkeys, oldest first.
     async fn passkeys_of(&self, username: &str) -> Result<Vec<PasskeyRecord>, StoreError>;
     /// Removes `username`'s passkey `id` with its audit record in one transaction; false

@@ -15,7 +15,7 @@ macro_rules! impl_passkeys {
                 let mut tx = self.begin_write().await?;
                 let inserted = sqlx::query(
                     "INSERT INTO passkeys (id, username, credential_id, name, passkey, sign_count, \
-                     created_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                     created_at, last_used_at, confirmed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 )
                 .bind(&p.id)
                 .bind(&p.username)
@@ -25,6 +25,7 @@ macro_rules! impl_passkeys {
                 .bind(p.sign_count)
                 .bind(p.created_at)
                 .bind(p.last_used_at)
+                .bind(p.confirmed_at)
                 .execute(&mut *tx)
                 .await;
                 match inserted.map_err($crate::store::StoreError::from) {
@@ -38,6 +39,29 @@ macro_rules! impl_passkeys {
                 append_audit_in(&mut tx, audit).await?;
                 tx.commit().await?;
                 Ok(true)
+            }
+
+            async fn confirm_passkeys(
+                &self,
+                username: &str,
+                registered_by: i64,
+                now: i64,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<u64, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let n = sqlx::query(
+                    "UPDATE passkeys SET confirmed_at = $1 \
+                     WHERE username = $2 AND confirmed_at IS NULL AND created_at <= $3",
+                )
+                .bind(now)
+                .bind(username)
+                .bind(registered_by)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(n)
             }
 
             async fn passkeys_of(

@@ -1601,8 +1601,51 @@ fn passkey_record(id: &str, user: &str, cred: &str) -> converge_server::store::P
         sign_count: 0,
         created_at: 1_000,
         last_used_at: None,
+        confirmed_at: Some(1_000),
     }
 }
+
+store_conformance!(
+    confirming_passkeys_confirms_only_those_registered_by_the_request,
+    |store| {
+        let waiting = |id: &str, cred: &str, at: i64| converge_server::store::PasskeyRecord {
+            created_at: at,
+            confirmed_at: None,
+            ..passkey_record(id, "ann", cred)
+        };
+        for (id, cred, at) in [("pk_1", "c1", 1_000), ("pk_2", "c2", 5_000)] {
+            let p = waiting(id, cred, at);
+            assert!(
+                store
+                    .add_passkey(&p, &passkey_audit("passkey_registered"))
+                    .await
+                    .unwrap()
+            );
+        }
+        let n = store
+            .confirm_passkeys("ann", 2_000, 9_000, &passkey_audit("passkey_confirmed"))
+            .await
+            .unwrap();
+        assert_eq!(
+            n, 1,
+            "the one registered after the request stays unconfirmed"
+        );
+        let states: Vec<_> = store
+            .passkeys_of("ann")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.id, p.confirmed_at))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("pk_1".to_string(), Some(9_000)),
+                ("pk_2".to_string(), None)
+            ]
+        );
+    }
+);
 
 store_conformance!(
     passkeys_are_per_user_with_unique_credentials_and_a_counter_that_only_rises,

@@ -438,7 +438,7 @@ on_both_backends!(
 );
 
 on_both_backends!(
-    once_an_admin_requires_passkeys_the_password_no_longer_approves_nor_turns_it_off,
+    once_an_admin_requires_passkeys_the_password_neither_approves_nor_makes_a_passkey_that_does,
     |s| { tweak(s) },
     |app| {
         add_ops_user(&app, "op", "operator").await;
@@ -459,6 +459,9 @@ on_both_backends!(
                 )
             }
         };
+        // The admin's own passkey, registered before the rule: confirmed at once.
+        let mut admin_key = SoftKey::new();
+        register(&ad, &app, &admin_key).await;
         // Not an admin: refused.
         let (s, v) = put(
             &ap,
@@ -486,9 +489,41 @@ on_both_backends!(
                 .await,
             ["pending"]
         );
-        // The first passkey is registered with the password; it then approves.
+        // A first passkey registered with the password alone proves only the password (a
+        // thief holding it could register one): it approves nothing until another admin
+        // confirms it.
         let mut key = SoftKey::new();
-        register(&ap, &app, &key).await;
+        let (cid, options) = begin(&ap, &app, "/ops/v1/passkeys/registrations").await;
+        let (s, v) = post(
+            &ap,
+            &app,
+            "/ops/v1/passkeys",
+            json!({"challenge_id": cid, "name": "laptop", "credential": key.attest(&options),
+                   "password": OPS_PASSWORD}),
+        )
+        .await;
+        assert_eq!(s, 201, "{v}");
+        assert_eq!(v["passkey"]["confirmed"], false, "{v}");
+        let (s, v) = post(&ap, &app, "/ops/v1/passkeys/step-up", json!({})).await;
+        assert_eq!((s, code(&v)), (409, Some("no_passkeys")), "{v}");
+        let confirm = app
+            .sql_strings(
+                "SELECT id FROM privilege_requests WHERE kind = 'confirm_passkey' AND target = 'ap' AND status = 'pending'",
+                &[],
+            )
+            .await;
+        assert_eq!(confirm.len(), 1, "one confirmation request waits");
+        let mut body = json!({"reason": "checked with ap by phone",
+                              "passkey": assertion(&ad, &app, &mut admin_key).await});
+        let (s, v) = post(
+            &ad,
+            &app,
+            &format!("/ops/v1/privilege-requests/{}/approve", confirm[0]),
+            body.take(),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(audit_count(&app, "passkey_confirmed").await, 1);
         let (s, v) = approve(
             &ap,
             &app,
@@ -517,8 +552,6 @@ on_both_backends!(
         )
         .await;
         assert_eq!((s, code(&v)), (403, Some("passkey_required")), "{v}");
-        let mut admin_key = SoftKey::new();
-        register(&ad, &app, &admin_key).await;
         let proof = assertion(&ad, &app, &mut admin_key).await;
         let (s, v) = put(
             &ad,
