@@ -128,8 +128,17 @@ fn AuditViewer() -> impl IntoView {
     );
     let checked = RwSignal::new(0u32);
     let chain = Resource::new(move || checked.get(), |_| api_actions::verify_audit());
-    // Suggestions only, so fetched after hydration: the field takes any text, as the URL may.
-    let known_actions = LocalResource::new(api_queues::audit_actions);
+    // Suggestions only, so fetched in the browser after hydration (an Effect never runs on the
+    // server): the field takes any text, as the URL may. A LocalResource read under the frame's
+    // Suspense would hold the server's stream open for a value it never loads there.
+    let known_actions = RwSignal::new(Vec::<String>::new());
+    Effect::new(move |_| {
+        leptos::task::spawn_local(async move {
+            if let Ok(names) = api_queues::audit_actions().await {
+                known_actions.set(names);
+            }
+        });
+    });
 
     // The form's fields follow the URL (a link, Back, Forward) and feed the export links.
     let actor = RwSignal::new(String::new());
@@ -224,8 +233,6 @@ fn AuditViewer() -> impl IntoView {
                     {move || {
                         known_actions
                             .get()
-                            .and_then(Result::ok)
-                            .unwrap_or_default()
                             .into_iter()
                             .map(|a| view! { <option value=a></option> })
                             .collect_view()
