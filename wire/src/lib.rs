@@ -45,7 +45,9 @@ pub use dashboard::{
     Dashboard, ErrorPoolView, HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView,
     RelayStatus, RouteOutcomes, StuckPayment, StuckView,
 };
-pub use error_pool::{ErrorItem, KindCount, PoolPage, ResolveOutcome};
+pub use error_pool::{
+    ErrorItem, ItemAction, ItemActionOffer, ItemActionOutcome, KindCount, PoolPage, ResolveOutcome,
+};
 pub use governance::{
     ActionRecord, ApprovalInbox, ApprovalItem, ConsoleChange, PrivilegeApproved, PrivilegeInbox,
     PrivilegeRequest,
