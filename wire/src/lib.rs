@@ -36,7 +36,7 @@ pub mod status;
 pub mod users;
 pub mod webhooks;
 
-pub use actions::ActionKind;
+pub use actions::{ActionKind, AnswerTone, QueryAnswer};
 pub use audit::{
     AuditList, AuditListQuery, AuditRecord, AuditRow, AuditVerify, Break, ChainHead, CheckpointView,
 };
