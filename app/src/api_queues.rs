@@ -6,7 +6,9 @@
 
 use leptos::prelude::*;
 
-use crate::dto::{AuditList, AuditListQuery, ErrorItem, ItemActionOutcome, PoolPage, ResolveOutcome};
+use crate::dto::{
+    AuditList, AuditListQuery, ErrorItem, ItemActionOutcome, PoolPage, ResolveOutcome,
+};
 
 #[cfg(feature = "ssr")]
 fn action_error(e: converge_server::service::actions::ActionError) -> ServerFnError {
@@ -37,11 +39,19 @@ pub async fn error_pool_page(
 /// replay, retry or query) with `reason` (operator), as `POST /ops/v1/error-pool/{id}/act`
 /// does; what it did, as the server counted it.
 #[server(endpoint = "act_on_error_item")]
-pub async fn act_on_error_item(id: i64, reason: String) -> Result<ItemActionOutcome, ServerFnError> {
+pub async fn act_on_error_item(
+    id: i64,
+    reason: String,
+) -> Result<ItemActionOutcome, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = crate::api::ssr::authorize(Permission::RequestActions).await?;
     st.core
-        .act_on_error_item(&crate::api::ssr::actor(&p).await, id, &reason, st.item_limits())
+        .act_on_error_item(
+            &crate::api::ssr::actor(&p).await,
+            id,
+            &reason,
+            st.item_limits(),
+        )
         .await
         .map_err(action_error)
 }

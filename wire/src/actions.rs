@@ -230,7 +230,9 @@ mod tests {
 
     #[test]
     fn a_query_answer_is_green_only_when_the_channel_holds_the_charge() {
-        let ok = answer(r#"{"outcome":"succeeded","amount":4254,"currency":"CNY","status":"SUCCESS","answer":"Succeeded { amount: 4254, currency: \"CNY\" }"}"#);
+        let ok = answer(
+            r#"{"outcome":"succeeded","amount":4254,"currency":"CNY","status":"SUCCESS","answer":"Succeeded { amount: 4254, currency: \"CNY\" }"}"#,
+        );
         assert_eq!(ok.tone(), AnswerTone::Good);
         assert_eq!(
             ok.sentence(),
@@ -238,9 +240,14 @@ mod tests {
         );
         let nf = answer(r#"{"outcome":"not_found","status":"UNKNOWN","answer":"NotFound"}"#);
         assert_eq!(nf.tone(), AnswerTone::Undecided);
-        assert!(nf.sentence().starts_with("Not found at the channel"), "{}", nf.sentence());
+        assert!(
+            nf.sentence().starts_with("Not found at the channel"),
+            "{}",
+            nf.sentence()
+        );
         assert!(nf.sentence().ends_with("The payment is now UNKNOWN."));
-        let declined = answer(r#"{"outcome":"declined","reason":"insufficient funds","status":"FAILED"}"#);
+        let declined =
+            answer(r#"{"outcome":"declined","reason":"insufficient funds","status":"FAILED"}"#);
         assert_eq!(declined.tone(), AnswerTone::Bad);
         assert!(declined.sentence().contains("insufficient funds"));
         let err = answer(r#"{"outcome":"error","detail":"timed out","status":"UNKNOWN"}"#);
@@ -250,12 +257,22 @@ mod tests {
 
     #[test]
     fn an_older_query_record_is_read_from_its_answer_text() {
-        assert_eq!(answer(r#"{"answer":"NotFound","status":"UNKNOWN"}"#).tone(), AnswerTone::Undecided);
-        assert_eq!(answer(r#"{"answer":"Cancelled","status":"FAILED"}"#).tone(), AnswerTone::Bad);
         assert_eq!(
-            answer(r#"{"answer":"Succeeded { amount: 1, currency: \"CNY\" }","status":"SUCCESS"}"#).tone(),
+            answer(r#"{"answer":"NotFound","status":"UNKNOWN"}"#).tone(),
+            AnswerTone::Undecided
+        );
+        assert_eq!(
+            answer(r#"{"answer":"Cancelled","status":"FAILED"}"#).tone(),
+            AnswerTone::Bad
+        );
+        assert_eq!(
+            answer(r#"{"answer":"Succeeded { amount: 1, currency: \"CNY\" }","status":"SUCCESS"}"#)
+                .tone(),
             AnswerTone::Good
         );
-        assert_eq!(answer(r#"{"answer":"Error { detail: \"x\" }"}"#).tone(), AnswerTone::Undecided);
+        assert_eq!(
+            answer(r#"{"answer":"Error { detail: \"x\" }"}"#).tone(),
+            AnswerTone::Undecided
+        );
     }
 }

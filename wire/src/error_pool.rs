@@ -277,8 +277,14 @@ mod tests {
 
     #[test]
     fn only_items_whose_jobs_can_wake_are_retried() {
-        assert_eq!(ItemAction::for_kind("job_dead", true), Ok(ItemAction::Retry));
-        assert_eq!(ItemAction::for_kind("suspense", true), Ok(ItemAction::Retry));
+        assert_eq!(
+            ItemAction::for_kind("job_dead", true),
+            Ok(ItemAction::Retry)
+        );
+        assert_eq!(
+            ItemAction::for_kind("suspense", true),
+            Ok(ItemAction::Retry)
+        );
         assert!(ItemAction::for_kind("job_dead", false).is_err());
         // A job whose kind or payload is broken would only die again.
         assert!(ItemAction::for_kind("job_unknown_kind", true).is_err());
@@ -293,14 +299,22 @@ mod tests {
             "reconcile_amount_mismatch",
             "reconcile_missing_statement",
         ] {
-            assert_eq!(ItemAction::for_kind(kind, true), Ok(ItemAction::Query), "{kind}");
+            assert_eq!(
+                ItemAction::for_kind(kind, true),
+                Ok(ItemAction::Query),
+                "{kind}"
+            );
             assert!(ItemAction::for_kind(kind, false).is_err(), "{kind}");
         }
     }
 
     #[test]
     fn kinds_no_action_helps_say_why() {
-        for kind in ["reconcile_missing_local", "reconcile_bad_file", "something_new"] {
+        for kind in [
+            "reconcile_missing_local",
+            "reconcile_bad_file",
+            "something_new",
+        ] {
             let why = ItemAction::for_kind(kind, true).unwrap_err();
             assert!(!why.is_empty(), "{kind}");
         }

@@ -492,7 +492,10 @@ fn ItemActionButton(
     flash: RwSignal<Option<String>>,
 ) -> impl IntoView {
     let busy = RwSignal::new(false);
-    move || can.get().then(|| item_action_view(offer.clone(), busy, version, flash))
+    move || {
+        can.get()
+            .then(|| item_action_view(offer.clone(), busy, version, flash))
+    }
 }
 
 fn item_action_view(

@@ -12,12 +12,12 @@ use super::actions::REVERSE_JOB_DELAY_MS;
 use super::payments::Extras;
 use super::resolve::{QueryVerdict, query_verdict, suspense_key};
 use crate::channel::{CancelOutcome, QueryOutcome, RefundOutcome};
-use converge_wire::QueryAnswer;
 use crate::domain::actions::force_allowed;
 use crate::domain::state::{PaymentEvent, PaymentStatus, check, rule};
 use crate::store::{
     ActionRecord, JobKind, NewJob, Payment, ReserveReversal, ReversalReservation, TransitionResult,
 };
+use converge_wire::QueryAnswer;
 
 /// A channel's answer to a query as the `query` action records it: the outcome in fields
 /// the console reads as a sentence with its tone (issue 41), and the answer's text as before.

@@ -188,7 +188,8 @@ impl Core {
                 out.deliveries_queued = queued.len() as u64;
                 if !queued.is_empty() {
                     let note = format!("redelivered delivery #{d}: {reason}");
-                    out.items_resolved = u64::from(self.resolve_audited(actor, &item, &note).await?);
+                    out.items_resolved =
+                        u64::from(self.resolve_audited(actor, &item, &note).await?);
                 }
             }
             ItemAction::Replay => {
@@ -204,7 +205,9 @@ impl Core {
                 if !self.store.replay_refused_event(&event, &audit).await? {
                     return Err(ActionError::Conflict(
                         "nothing_to_do",
-                        format!("event {event} has no refused publication: it was published or replayed already"),
+                        format!(
+                            "event {event} has no refused publication: it was published or replayed already"
+                        ),
                     ));
                 }
                 out.events_replayed = 1;

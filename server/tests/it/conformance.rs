@@ -1797,11 +1797,12 @@ store_conformance!(
     |store| {
         use converge_server::store::{JobKind, NewJob};
         let (_, p) = acme_payment(&store).await;
-        let (m, other) = (
-            merchant(&store, "other").await,
-            "o-2",
-        );
-        let CreatePayment::Created(q) = store.create_payment(&new_payment(m, other, 500)).await.unwrap() else {
+        let (m, other) = (merchant(&store, "other").await, "o-2");
+        let CreatePayment::Created(q) = store
+            .create_payment(&new_payment(m, other, 500))
+            .await
+            .unwrap()
+        else {
             panic!("a new order is created");
         };
         // Whatever creating the payments queued is done first, so only this test's jobs count.
@@ -1828,11 +1829,26 @@ store_conformance!(
         let claimed = store.claim_jobs("w", 100, 60_000, later).await.unwrap();
         assert_eq!(claimed.len(), 3);
         assert_eq!(store.wakeable_jobs(&p.id).await.unwrap(), 0);
-        let mine: Vec<_> = claimed.iter().filter(|j| j.payment_id.as_deref() == Some(p.id.as_str())).collect();
-        assert!(store.complete_job(mine[0].id, &mine[0].lease_token, later).await.unwrap());
+        let mine: Vec<_> = claimed
+            .iter()
+            .filter(|j| j.payment_id.as_deref() == Some(p.id.as_str()))
+            .collect();
         assert!(
             store
-                .retry_job(mine[1].id, &mine[1].lease_token, later + 60_000, "again", false, later)
+                .complete_job(mine[0].id, &mine[0].lease_token, later)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .retry_job(
+                    mine[1].id,
+                    &mine[1].lease_token,
+                    later + 60_000,
+                    "again",
+                    false,
+                    later
+                )
                 .await
                 .unwrap()
         );

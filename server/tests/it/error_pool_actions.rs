@@ -48,14 +48,18 @@ async fn offer(c: &reqwest::Client, app: &TestApp, id: i64) -> Value {
 
 /// The open item of `kind`, once there is one.
 async fn open_item(app: &TestApp, kind: &str) -> converge_server::store::ErrorItem {
-    eventually(Duration::from_secs(15), &format!("an open {kind} item"), || async {
-        app.store
-            .error_items(Some(ErrorItemStatus::Open), Some(kind), 10)
-            .await
-            .unwrap()
-            .into_iter()
-            .next()
-    })
+    eventually(
+        Duration::from_secs(15),
+        &format!("an open {kind} item"),
+        || async {
+            app.store
+                .error_items(Some(ErrorItemStatus::Open), Some(kind), 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .next()
+        },
+    )
     .await
 }
 
@@ -63,8 +67,18 @@ async fn open_item(app: &TestApp, kind: &str) -> converge_server::store::ErrorIt
 /// nothing of it is waiting or dead.
 async fn finish_jobs(app: &TestApp, payment: &str) {
     let far = app.running.state.core.clock.now_ms() + 30 * 86_400_000;
-    for j in app.store.claim_jobs("test", 100, 60_000, far).await.unwrap() {
-        assert!(app.store.complete_job(j.id, &j.lease_token, far).await.unwrap());
+    for j in app
+        .store
+        .claim_jobs("test", 100, 60_000, far)
+        .await
+        .unwrap()
+    {
+        assert!(
+            app.store
+                .complete_job(j.id, &j.lease_token, far)
+                .await
+                .unwrap()
+        );
     }
     assert_eq!(app.store.wakeable_jobs(payment).await.unwrap(), 0);
 }
@@ -161,11 +175,18 @@ on_both_backends!(
         // While its posting job waits, a retry wakes it and says so.
         assert!(app.store.wakeable_jobs(&pid).await.unwrap() >= 1);
         let o = offer(&op, &app, item.id).await;
-        assert_eq!((o["action"].as_str(), o["available"].as_bool()), (Some("retry"), Some(true)), "{o}");
+        assert_eq!(
+            (o["action"].as_str(), o["available"].as_bool()),
+            (Some("retry"), Some(true)),
+            "{o}"
+        );
         let (s, out) = act(&op, &app, item.id, "merchant unfrozen").await;
         assert_eq!(s, 200, "{out}");
         assert!(out["jobs_woken"].as_u64().unwrap() >= 1, "{out}");
-        assert_eq!(out["items_resolved"], 0, "a retry leaves the item open: {out}");
+        assert_eq!(
+            out["items_resolved"], 0,
+            "a retry leaves the item open: {out}"
+        );
         let actions = app.sql_i64("SELECT COUNT(*) FROM actions", &[]).await;
         assert_eq!(actions, 1);
 
@@ -179,8 +200,16 @@ on_both_backends!(
         let (s, out) = act(&op, &app, item.id, "again").await;
         assert_eq!(s, 409, "{out}");
         assert_eq!(out["error"]["code"], "nothing_to_do", "{out}");
-        assert!(out["error"]["message"].as_str().unwrap().contains("wake nothing"));
-        assert_eq!(app.sql_i64("SELECT COUNT(*) FROM actions", &[]).await, actions);
+        assert!(
+            out["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("wake nothing")
+        );
+        assert_eq!(
+            app.sql_i64("SELECT COUNT(*) FROM actions", &[]).await,
+            actions
+        );
 
         // The bulk retry skips it by the same rule instead of calling it retried.
         let v: Value = op
@@ -209,52 +238,65 @@ on_both_backends!(
             .await
             .unwrap();
         assert_eq!(out["retried"].as_array().unwrap().len(), 0, "{out}");
-        assert!(out["skipped"][0][1].as_str().unwrap().contains("nothing to wake"), "{out}");
-        assert_eq!(app.sql_i64("SELECT COUNT(*) FROM actions", &[]).await, actions);
+        assert!(
+            out["skipped"][0][1]
+                .as_str()
+                .unwrap()
+                .contains("nothing to wake"),
+            "{out}"
+        );
+        assert_eq!(
+            app.sql_i64("SELECT COUNT(*) FROM actions", &[]).await,
+            actions
+        );
     }
 );
 
-on_both_backends!(
-    an_item_no_action_fits_says_why_and_is_refused,
-    |app| {
-        let now = app.running.state.core.clock.now_ms();
-        let id = app
-            .store
-            .report_error(&NewErrorItem {
-                kind: "reconcile_missing_local".into(),
-                dedupe_key: "recon:2026-12-01:missing_local:k1".into(),
-                payment_id: None,
-                summary: "statement line with no payment".into(),
-                evidence: "{}".into(),
-                reopen: false,
-                now,
-            })
-            .await
-            .unwrap();
-        let op = operator(&app).await;
-        let o = offer(&op, &app, id).await;
-        assert_eq!(o["action"], Value::Null, "{o}");
-        assert_eq!(o["available"], false, "{o}");
-        assert!(!o["why"].as_str().unwrap().is_empty(), "{o}");
-        let (s, out) = act(&op, &app, id, "try").await;
-        assert_eq!((s, out["error"]["code"].as_str()), (409, Some("no_action")), "{out}");
-        // Bad input first, with stable codes; a viewer may not act.
-        assert_eq!(act(&op, &app, id, "  ").await.1["error"]["code"], "invalid_reason");
-        assert_eq!(act(&op, &app, 999_999, "x").await.0, 404);
-        add_ops_user(&app, "view", "viewer").await;
-        let viewer = ops_session(&app, "view").await;
-        assert_eq!(act(&viewer, &app, id, "x").await.0, 403);
-        // The item was left for a person.
-        let i = app.store.error_item(id).await.unwrap().unwrap();
-        assert_eq!(i.status, ErrorItemStatus::Open);
-        app.running
-            .state
-            .core
-            .resolve_error_item(&crate::support::setup_actor(), id, "looked at the channel")
-            .await
-            .unwrap();
-    }
-);
+on_both_backends!(an_item_no_action_fits_says_why_and_is_refused, |app| {
+    let now = app.running.state.core.clock.now_ms();
+    let id = app
+        .store
+        .report_error(&NewErrorItem {
+            kind: "reconcile_missing_local".into(),
+            dedupe_key: "recon:2026-12-01:missing_local:k1".into(),
+            payment_id: None,
+            summary: "statement line with no payment".into(),
+            evidence: "{}".into(),
+            reopen: false,
+            now,
+        })
+        .await
+        .unwrap();
+    let op = operator(&app).await;
+    let o = offer(&op, &app, id).await;
+    assert_eq!(o["action"], Value::Null, "{o}");
+    assert_eq!(o["available"], false, "{o}");
+    assert!(!o["why"].as_str().unwrap().is_empty(), "{o}");
+    let (s, out) = act(&op, &app, id, "try").await;
+    assert_eq!(
+        (s, out["error"]["code"].as_str()),
+        (409, Some("no_action")),
+        "{out}"
+    );
+    // Bad input first, with stable codes; a viewer may not act.
+    assert_eq!(
+        act(&op, &app, id, "  ").await.1["error"]["code"],
+        "invalid_reason"
+    );
+    assert_eq!(act(&op, &app, 999_999, "x").await.0, 404);
+    add_ops_user(&app, "view", "viewer").await;
+    let viewer = ops_session(&app, "view").await;
+    assert_eq!(act(&viewer, &app, id, "x").await.0, 403);
+    // The item was left for a person.
+    let i = app.store.error_item(id).await.unwrap().unwrap();
+    assert_eq!(i.status, ErrorItemStatus::Open);
+    app.running
+        .state
+        .core
+        .resolve_error_item(&crate::support::setup_actor(), id, "looked at the channel")
+        .await
+        .unwrap();
+});
 
 on_both_backends!(
     a_refused_publication_is_replayed_and_the_relay_gets_it_again,
@@ -296,7 +338,8 @@ on_both_backends!(
                 dedupe_key: format!("publish:{event}"),
                 payment_id: Some(pid.clone()),
                 summary: format!("the broker refused event {event}"),
-                evidence: json!({"event_id": event, "error": "maximum payload exceeded"}).to_string(),
+                evidence: json!({"event_id": event, "error": "maximum payload exceeded"})
+                    .to_string(),
                 reopen: true,
                 now,
             })
@@ -306,18 +349,43 @@ on_both_backends!(
         assert!(!backlog(store.unpublished_events(100).await.unwrap()));
         let op = operator(&app).await;
         let o = offer(&op, &app, id).await;
-        assert_eq!((o["action"].as_str(), o["available"].as_bool()), (Some("replay"), Some(true)), "{o}");
+        assert_eq!(
+            (o["action"].as_str(), o["available"].as_bool()),
+            (Some("replay"), Some(true)),
+            "{o}"
+        );
 
         let (s, out) = act(&op, &app, id, "broker limit raised").await;
         assert_eq!(s, 200, "{out}");
-        assert_eq!((out["events_replayed"].as_u64(), out["items_resolved"].as_u64()), (Some(1), Some(1)), "{out}");
-        assert!(backlog(store.unpublished_events(100).await.unwrap()), "the relay publishes it again");
         assert_eq!(
-            app.sql_i64("SELECT COUNT(*) FROM audit_log WHERE action = 'event_replayed'", &[]).await,
+            (
+                out["events_replayed"].as_u64(),
+                out["items_resolved"].as_u64()
+            ),
+            (Some(1), Some(1)),
+            "{out}"
+        );
+        assert!(
+            backlog(store.unpublished_events(100).await.unwrap()),
+            "the relay publishes it again"
+        );
+        assert_eq!(
+            app.sql_i64(
+                "SELECT COUNT(*) FROM audit_log WHERE action = 'event_replayed'",
+                &[]
+            )
+            .await,
             1
         );
         // The store forgets only a refused publication: a second replay finds none.
-        let audit = crate::support::setup_actor().entry(now, "event_replayed", "event:x", "r", String::new(), String::new());
+        let audit = crate::support::setup_actor().entry(
+            now,
+            "event_replayed",
+            "event:x",
+            "r",
+            String::new(),
+            String::new(),
+        );
         assert!(!store.replay_refused_event(&event, &audit).await.unwrap());
     }
 );

@@ -10,7 +10,9 @@ use super::RequestState;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{JsonFields, StatusPill, Time};
-use crate::dto::{ActionKind, ActionOffer, ActionRecord, ActionStatus, AnswerTone, QueryAnswer, Role};
+use crate::dto::{
+    ActionKind, ActionOffer, ActionRecord, ActionStatus, AnswerTone, QueryAnswer, Role,
+};
 use crate::{api, api_actions, format};
 
 /// Default reasons of the actions that run at once (the operator can give its own).
@@ -569,7 +571,10 @@ fn QueryFields(result: String) -> impl IntoView {
         .zip(a.currency.clone())
         .map(|(m, c)| format!("{} {c}", converge_wire::money::major(m, &c)));
     let rows: Vec<(&'static str, String)> = [
-        ("Channel answer", Some(a.answer.clone()).filter(|s| !s.is_empty())),
+        (
+            "Channel answer",
+            Some(a.answer.clone()).filter(|s| !s.is_empty()),
+        ),
         ("Charge", charge),
         ("Decline reason", a.reason.clone()),
         ("Error", a.detail.clone()),
