@@ -14,7 +14,7 @@ use crate::api_actions;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{Money, StatusPill, Time};
-use crate::dto::{ActionKind, BulkItem, BulkOutcome, Role};
+use crate::dto::{ActionKind, BulkItem, BulkOutcome, ItemAction, Role};
 use crate::format;
 
 /// The bulk-retry panel. `source` is `stuck` or `error_pool`; `filter` is the stuck state or
@@ -132,7 +132,8 @@ pub fn BulkRetry(
                         .get()
                         .map(|items| {
                             if items.is_empty() {
-                                return view! { <p class="empty">"Nothing to retry in this selection."</p> }
+                                let why = nothing_to_retry(source, &filter.get_untracked());
+                                return view! { <p class="empty" data-testid="bulk-empty">{why}</p> }
                                     .into_any();
                             }
                             let n = items.len();
@@ -229,6 +230,25 @@ pub fn BulkRetry(
             </Panel>
         </Show>
     }
+}
+
+/// Why a preview holds nothing: an error-pool kind a retry cannot help names the action that
+/// fits it instead ([`ItemAction::for_kind`], the server's rule).
+fn nothing_to_retry(source: &str, kind: &str) -> String {
+    let kind = kind.trim();
+    if source == "error_pool" && !kind.is_empty() {
+        match ItemAction::for_kind(kind, true) {
+            Ok(ItemAction::Retry) => {}
+            Ok(other) => {
+                return format!(
+                    "Nothing to retry: {kind} items are not retried; use {} on each row.",
+                    other.label()
+                );
+            }
+            Err(why) => return format!("Nothing to retry: for {kind} items, {why}."),
+        }
+    }
+    "Nothing to retry in this selection.".into()
 }
 
 /// What a bulk retry did, in the server's counts: payments retried and the jobs that woke,

@@ -511,7 +511,7 @@ fn item_action_view(
             Some(a) => format!("{} unavailable: {}.", a.label(), offer.why),
             None => format!("No action: {}.", offer.why),
         };
-        view! { <div class="muted small" id=why_id.clone() data-testid=why_id.clone()>{text}</div> }
+        view! { <div class="muted small action-why" id=why_id.clone() data-testid=why_id.clone()>{text}</div> }
     });
     let button = offer.action.map(|action| {
         let available = offer.available;
