@@ -1,11 +1,14 @@
 //! Server functions of the work queues (issue 17): the error pool by kind and paged, its
-//! bulk resolve (preview, then confirm with one note), and the audit viewer's list. Thin
+//! bulk resolve (preview, then confirm with one note), an item's own action (issue 41), and
+//! the audit viewer's list. Thin
 //! adapters over `converge_server::service::error_pool` and `service::queries::audit_list`, with the
 //! same roles and refusals (status and stable code) as the `/ops/v1` endpoints.
 
 use leptos::prelude::*;
 
-use crate::dto::{AuditList, AuditListQuery, ErrorItem, PoolPage, ResolveOutcome};
+use crate::dto::{
+    AuditList, AuditListQuery, ErrorItem, ItemActionOutcome, PoolPage, ResolveOutcome,
+};
 
 #[cfg(feature = "ssr")]
 fn action_error(e: converge_server::service::actions::ActionError) -> ServerFnError {
@@ -30,6 +33,27 @@ pub async fn error_pool_page(
         .await
         .map_err(action_error)?;
     Ok(p)
+}
+
+/// Runs the action open error-pool item `id` offers (the one its kind calls for: redeliver,
+/// replay, retry or query) with `reason` (operator), as `POST /ops/v1/error-pool/{id}/act`
+/// does; what it did, as the server counted it.
+#[server(endpoint = "act_on_error_item")]
+pub async fn act_on_error_item(
+    id: i64,
+    reason: String,
+) -> Result<ItemActionOutcome, ServerFnError> {
+    use converge_server::domain::roles::Permission;
+    let (st, p) = crate::api::ssr::authorize(Permission::RequestActions).await?;
+    st.core
+        .act_on_error_item(
+            &crate::api::ssr::actor(&p).await,
+            id,
+            &reason,
+            st.item_limits(),
+        )
+        .await
+        .map_err(action_error)
 }
 
 /// The open items a bulk resolve would resolve now (operator): those of `kind` (all kinds

@@ -33,6 +33,7 @@ pub use converge_wire::{
     ReversalView, Role, RouteOutcomes, StuckPayment, StuckView, UserView, WebhookBacklog,
     WebhooksOverview,
 };
+pub use converge_wire::{AnswerTone, ItemAction, ItemActionOffer, ItemActionOutcome, QueryAnswer};
 pub use converge_wire::{ConsoleChange, PrivilegeApproved, PrivilegeInbox, PrivilegeRequest};
 
 /// What a pause stops, in words for people (the pauses page and every page's banner).

@@ -181,7 +181,7 @@ test("an operator resolves an error-pool item with a note", async ({ page, reque
   expect(errors).toEqual([]);
 });
 
-test("an operator retries from the error pool, one row and then a previewed selection", async ({ page, request }) => {
+test("an operator acts on an error-pool item as its kind calls for, then retries a previewed selection", async ({ page, request }) => {
   const payment = await suspendedPayment(request, {
     amount: 854,
     currency: "CNY",
@@ -193,9 +193,13 @@ test("an operator retries from the error pool, one row and then a previewed sele
   const row = page.getByRole("row").filter({ hasText: payment.id });
   await expect(row).toHaveCount(1);
 
-  // One row: its jobs run now, recorded as a retry action.
-  await row.getByTestId(`retry-${payment.id}`).click();
-  await expect(page.getByTestId("flash")).toContainText(`Retry of ${payment.id} requested`);
+  // One row: a suspense item's action is Retry (its posting job waits), and the page says
+  // what the server counted, not what it hoped (issue 41).
+  const act = row.getByRole("button", { name: "Retry", exact: true });
+  await expect(act).toHaveAttribute("data-action", "retry");
+  await expect(act).toBeEnabled();
+  await act.click();
+  await expect(page.getByTestId("flash")).toContainText(/Retry for item #\d+: [1-9]\d* jobs? woken; item #\d+ stays open\./);
 
   // The selection: preview first, then confirm with a reason.
   await page.getByTestId("bulk-error_pool-preview").click();
@@ -203,8 +207,34 @@ test("an operator retries from the error pool, one row and then a previewed sele
   await expect(preview.getByRole("link", { name: payment.id })).toBeVisible();
   await page.getByTestId("bulk-reason").fill("ledger back after the merchant review");
   await page.getByTestId("bulk-confirm").click();
-  await expect(page.getByTestId("bulk-result")).toContainText(/Retried [1-9]\d* payments?/);
+  await expect(page.getByTestId("bulk-result")).toContainText(/Retried [1-9]\d* payments?, waking \d+ jobs?; skipped \d+\./);
   await expect(preview).toHaveCount(0);
+
+  // Query channel on the payment's page: the answer as a sentence in its tone, then its
+  // fields, the raw JSON behind a toggle. The channel holds this charge (digits 54): green.
+  await open(page, `/payments/${payment.id}`);
+  await page.getByTestId("action-query").click();
+  const flash = page.getByTestId("action-flash");
+  await expect(flash).toContainText("SUCCESS at the channel: it holds a charge of 8.54 CNY");
+  await expect(flash).toHaveAttribute("data-tone", "good");
+  const answer = page.getByTestId("query-answer");
+  await expect(answer).toContainText("Payment status now");
+  await expect(answer.getByTestId("query-raw").locator("pre")).toBeHidden();
+  await answer.getByTestId("query-raw").locator("summary").click();
+  await expect(answer.getByTestId("query-raw").locator("pre")).toContainText('"outcome": "succeeded"');
+
+  // A key the channel never committed (digits 53) is not a success, and does not read as one.
+  const lost = await createPayment(
+    request,
+    env("E2E_MERCHANT_KEY"),
+    { amount: 953, currency: "CNY", merchant_order_id: unique("lost") },
+    unique("idem"),
+  );
+  await open(page, `/payments/${lost.id}`);
+  await page.getByTestId("action-query").click();
+  await expect(flash).toContainText("query executed:");
+  await expect(flash).not.toContainText("SUCCESS at the channel");
+  await expect(flash).toHaveAttribute("data-tone", /^(undecided|bad)$/);
   expect(errors).toEqual([]);
 });
 

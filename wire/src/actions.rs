@@ -110,6 +110,101 @@ impl<'de> serde::Deserialize<'de> for ActionKind {
     }
 }
 
+/// How a channel's answer to a query reads for ops staff (issue 41: a NotFound showed in
+/// green): what the payment's outcome at the channel is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerTone {
+    /// The channel holds the charge: SUCCESS (green).
+    Good,
+    /// The channel declined it or fenced its key: FAILED (red).
+    Bad,
+    /// Nothing decides it yet: not found, or no answer (amber).
+    Undecided,
+}
+
+/// A channel query's answer as an ops `query` action records it (the action's result JSON):
+/// what the channel said, in fields, and the payment's status after it. Records written
+/// before these fields carry only `answer` (the server's text of the answer), from which
+/// the outcome is still read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct QueryAnswer {
+    /// `succeeded`, `declined`, `not_found`, `cancelled` or `error`.
+    #[serde(default)]
+    pub outcome: String,
+    /// The charged amount (succeeded), minor units.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<i64>,
+    /// The charge's ISO 4217 code (succeeded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+    /// The channel's decline reason (declined).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What went wrong (error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The payment's status after the query (it settles an UNKNOWN payment).
+    #[serde(default)]
+    pub status: Option<String>,
+    /// The server's text of the answer.
+    #[serde(default)]
+    pub answer: String,
+}
+
+impl QueryAnswer {
+    /// The outcome, read from `answer` when the record has no `outcome` field.
+    fn outcome(&self) -> &str {
+        if !self.outcome.is_empty() {
+            return &self.outcome;
+        }
+        [
+            ("Succeeded", "succeeded"),
+            ("Declined", "declined"),
+            ("NotFound", "not_found"),
+            ("Cancelled", "cancelled"),
+        ]
+        .into_iter()
+        .find(|(p, _)| self.answer.starts_with(p))
+        .map_or("error", |(_, o)| o)
+    }
+
+    /// The answer's tone: green only for a charge the channel holds.
+    pub fn tone(&self) -> AnswerTone {
+        match self.outcome() {
+            "succeeded" => AnswerTone::Good,
+            "declined" | "cancelled" => AnswerTone::Bad,
+            _ => AnswerTone::Undecided,
+        }
+    }
+
+    /// The answer as one sentence, then the payment's status after it.
+    pub fn sentence(&self) -> String {
+        let said = match self.outcome() {
+            "succeeded" => match (self.amount, self.currency.as_deref()) {
+                (Some(a), Some(c)) => format!(
+                    "SUCCESS at the channel: it holds a charge of {} {c} under this payment's key.",
+                    crate::money::major(a, c)
+                ),
+                _ => "SUCCESS at the channel: it holds a charge under this payment's key.".into(),
+            },
+            "declined" => match self.reason.as_deref() {
+                Some(r) => format!("FAILED at the channel: it declined this payment's key ({r})."),
+                None => "FAILED at the channel: it declined this payment's key.".into(),
+            },
+            "cancelled" => "FAILED at the channel: the key is cancelled (fenced), so no charge can be made with it.".into(),
+            "not_found" => "Not found at the channel: nothing is committed under this payment's key (yet); not a success.".into(),
+            _ => format!(
+                "No decidable answer: the query failed ({}); ask again later.",
+                self.detail.as_deref().unwrap_or(&self.answer)
+            ),
+        };
+        match &self.status {
+            Some(s) => format!("{said} The payment is now {s}."),
+            None => said,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +222,57 @@ mod tests {
         }
         assert!(serde_json::from_str::<ActionKind>("\"Retry\"").is_err());
         assert_eq!(ActionKind::parse("refund"), None);
+    }
+
+    fn answer(json: &str) -> QueryAnswer {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_query_answer_is_green_only_when_the_channel_holds_the_charge() {
+        let ok = answer(
+            r#"{"outcome":"succeeded","amount":4254,"currency":"CNY","status":"SUCCESS","answer":"Succeeded { amount: 4254, currency: \"CNY\" }"}"#,
+        );
+        assert_eq!(ok.tone(), AnswerTone::Good);
+        assert_eq!(
+            ok.sentence(),
+            "SUCCESS at the channel: it holds a charge of 42.54 CNY under this payment's key. The payment is now SUCCESS."
+        );
+        let nf = answer(r#"{"outcome":"not_found","status":"UNKNOWN","answer":"NotFound"}"#);
+        assert_eq!(nf.tone(), AnswerTone::Undecided);
+        assert!(
+            nf.sentence().starts_with("Not found at the channel"),
+            "{}",
+            nf.sentence()
+        );
+        assert!(nf.sentence().ends_with("The payment is now UNKNOWN."));
+        let declined =
+            answer(r#"{"outcome":"declined","reason":"insufficient funds","status":"FAILED"}"#);
+        assert_eq!(declined.tone(), AnswerTone::Bad);
+        assert!(declined.sentence().contains("insufficient funds"));
+        let err = answer(r#"{"outcome":"error","detail":"timed out","status":"UNKNOWN"}"#);
+        assert_eq!(err.tone(), AnswerTone::Undecided);
+        assert!(err.sentence().contains("timed out"));
+    }
+
+    #[test]
+    fn an_older_query_record_is_read_from_its_answer_text() {
+        assert_eq!(
+            answer(r#"{"answer":"NotFound","status":"UNKNOWN"}"#).tone(),
+            AnswerTone::Undecided
+        );
+        assert_eq!(
+            answer(r#"{"answer":"Cancelled","status":"FAILED"}"#).tone(),
+            AnswerTone::Bad
+        );
+        assert_eq!(
+            answer(r#"{"answer":"Succeeded { amount: 1, currency: \"CNY\" }","status":"SUCCESS"}"#)
+                .tone(),
+            AnswerTone::Good
+        );
+        assert_eq!(
+            answer(r#"{"answer":"Error { detail: \"x\" }"}"#).tone(),
+            AnswerTone::Undecided
+        );
     }
 }

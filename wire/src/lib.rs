@@ -36,7 +36,7 @@ pub mod status;
 pub mod users;
 pub mod webhooks;
 
-pub use actions::ActionKind;
+pub use actions::{ActionKind, AnswerTone, QueryAnswer};
 pub use audit::{
     AuditList, AuditListQuery, AuditRecord, AuditRow, AuditVerify, Break, ChainHead, CheckpointView,
 };
@@ -45,7 +45,9 @@ pub use dashboard::{
     Dashboard, ErrorPoolView, HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView,
     RelayStatus, RouteOutcomes, StuckPayment, StuckView,
 };
-pub use error_pool::{ErrorItem, KindCount, PoolPage, ResolveOutcome};
+pub use error_pool::{
+    ErrorItem, ItemAction, ItemActionOffer, ItemActionOutcome, KindCount, PoolPage, ResolveOutcome,
+};
 pub use governance::{
     ActionRecord, ApprovalInbox, ApprovalItem, ConsoleChange, PrivilegeApproved, PrivilegeInbox,
     PrivilegeRequest,

@@ -14,7 +14,7 @@ use crate::api_actions;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{Money, StatusPill, Time};
-use crate::dto::{ActionKind, BulkItem, BulkOutcome, Role};
+use crate::dto::{ActionKind, BulkItem, BulkOutcome, ItemAction, Role};
 use crate::format;
 
 /// The bulk-retry panel. `source` is `stuck` or `error_pool`; `filter` is the stuck state or
@@ -106,14 +106,14 @@ pub fn BulkRetry(
     let what = if source == "stuck" {
         "stuck payments"
     } else {
-        "payments of open error-pool items"
+        "payments of open error-pool items a retry can help (job_dead, suspense; other kinds have their own action on their row)"
     };
     view! {
         <Show when=move || can.get()>
             <Panel id=format!("bulk-{source}") title="Bulk retry" class="bulk" testid=format!("bulk-{source}")>
                 <p class="muted small">
                     {format!("Preview the {what} this filter (or the ticked rows) selects now, then retry them in one step. ")}
-                    "Only items still selected at the previewed version are retried."
+                    "Only items still selected at the previewed version, with a job waiting or dead, are retried."
                 </p>
                 <div class="inline-form">
                     <button
@@ -132,7 +132,8 @@ pub fn BulkRetry(
                         .get()
                         .map(|items| {
                             if items.is_empty() {
-                                return view! { <p class="empty">"Nothing to retry in this selection."</p> }
+                                let why = nothing_to_retry(source, &filter.get_untracked());
+                                return view! { <p class="empty" data-testid="bulk-empty">{why}</p> }
                                     .into_any();
                             }
                             let n = items.len();
@@ -206,14 +207,7 @@ pub fn BulkRetry(
                                     data-testid="bulk-result"
                                     node_ref=result_ref
                                 >
-                                    <p>
-                                        {format!(
-                                            "Retried {} payment{}; skipped {}.",
-                                            out.retried.len(),
-                                            if out.retried.len() == 1 { "" } else { "s" },
-                                            out.skipped.len(),
-                                        )}
-                                    </p>
+                                    <p>{bulk_sentence(&out)}</p>
                                     <ul class="small">
                                         {out
                                             .skipped
@@ -238,8 +232,49 @@ pub fn BulkRetry(
     }
 }
 
-/// A one-click retry of one payment's due or dead jobs (operator), for rows of the stuck and
-/// error-pool lists; `reason` is what the audit log records. Reports into `flash`.
+/// Why a preview holds nothing: an error-pool kind a retry cannot help names the action that
+/// fits it instead ([`ItemAction::for_kind`], the server's rule).
+fn nothing_to_retry(source: &str, kind: &str) -> String {
+    let kind = kind.trim();
+    if source == "error_pool" && !kind.is_empty() {
+        match ItemAction::for_kind(kind, true) {
+            Ok(ItemAction::Retry) => {}
+            Ok(other) => {
+                return format!(
+                    "Nothing to retry: {kind} items are not retried; use {} on each row.",
+                    other.label()
+                );
+            }
+            Err(why) => return format!("Nothing to retry: for {kind} items, {why}."),
+        }
+    }
+    "Nothing to retry in this selection.".into()
+}
+
+/// What a bulk retry did, in the server's counts: payments retried and the jobs that woke,
+/// and how many were skipped.
+fn bulk_sentence(out: &BulkOutcome) -> String {
+    let n = out.retried.len();
+    let woken: u64 = out.retried.iter().map(|(_, _, w)| w).sum();
+    format!(
+        "Retried {n} payment{}, waking {woken} job{}; skipped {}.",
+        if n == 1 { "" } else { "s" },
+        if woken == 1 { "" } else { "s" },
+        out.skipped.len(),
+    )
+}
+
+/// The `jobs_woken` a retry action's result records (0 when it records none).
+fn jobs_woken(result: Option<&str>) -> u64 {
+    result
+        .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
+        .and_then(|v| v["jobs_woken"].as_u64())
+        .unwrap_or(0)
+}
+
+/// A one-click retry of one payment's due or dead jobs (operator), for rows of the stuck
+/// list; `reason` is what the audit log records. Reports into `flash` how many jobs the
+/// server woke.
 #[component]
 pub fn RetryButton(
     payment_id: String,
@@ -255,7 +290,13 @@ pub fn RetryButton(
         spawn_local(async move {
             let retry = ActionKind::Retry.as_str().to_string();
             let msg = match api_actions::request_action(retry, id.clone(), why, None, None).await {
-                Ok(_) => format!("Retry of {id} requested: its jobs run now."),
+                // What the server counted, never a promise (issue 41: "its jobs run now"
+                // while none woke).
+                Ok(a) => match jobs_woken(a.result.as_deref()) {
+                    0 => format!("Retry of {id}: no job was waiting or dead, so nothing woke."),
+                    1 => format!("Retry of {id}: 1 job woken."),
+                    n => format!("Retry of {id}: {n} jobs woken."),
+                },
                 Err(e) => format!("Retry of {id} refused: {}", api::error_message(&e)),
             };
             flash.set(Some(msg));

@@ -3,7 +3,10 @@
 //! grouped by kind and paged (`?page=`, from 0), each item's evidence as labelled fields with
 //! the raw JSON behind a toggle. Operators tick rows (or take everything the filter selects)
 //! and resolve them with one note or retry them, both previewed first and re-checked by the
-//! server; one item is resolved on its own with its note. The controls are hidden from other
+//! server; one item is resolved on its own with its note, or acted on with the one action its
+//! kind calls for (issue 41: redeliver, replay, retry or query, as the server offers it,
+//! disabled with the reason where it would do nothing), and the page says what the server
+//! counted it did. The controls are hidden from other
 //! roles, and the server refuses them anyway.
 
 use leptos::ev::SubmitEvent;
@@ -14,11 +17,11 @@ use leptos_router::hooks::use_query_map;
 
 use crate::api;
 use crate::api_queues;
-use crate::components::bulk_retry::{BulkResolve, BulkRetry, RetryButton};
+use crate::components::bulk_retry::{BulkResolve, BulkRetry};
 use crate::components::layout::signed_in_has;
 use crate::components::panel::DataTable;
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time, without_nameless_field};
-use crate::dto::{ErrorItem, ErrorItemStatus, KindCount, Role};
+use crate::dto::{ErrorItem, ErrorItemStatus, ItemActionOffer, KindCount, Role};
 use crate::format;
 
 /// What the URL asks for: `?status=` (default `open`; `all` shows both), `?kind=`,
@@ -146,6 +149,7 @@ pub fn ErrorPoolPage() -> impl IntoView {
                     Ok(p) => {
                         let pages = ((p.total + p.page_size - 1) / p.page_size).max(1);
                         let counts = p.kinds.clone();
+                        let offers = p.offers.clone();
                         let groups = group_by_kind(p.items);
                         let empty = groups.is_empty();
                         let (prev, next) = (f.href(p.page - 1), f.href(p.page + 1));
@@ -210,7 +214,8 @@ pub fn ErrorPoolPage() -> impl IntoView {
                                                 {items
                                                     .into_iter()
                                                     .map(|item| {
-                                                        view! { <PoolRow item can_resolve auditor version flash selected all/> }
+                                                        let offer = offers.iter().find(|o| o.item_id == item.id).cloned();
+                                                        view! { <PoolRow item offer can_resolve auditor version flash selected all/> }
                                                     })
                                                     .collect_view()}
                                             </tbody>
@@ -293,6 +298,8 @@ fn KindFilter(f: PoolFilter, kinds: Vec<KindCount>) -> impl IntoView {
 #[component]
 fn PoolRow(
     item: ErrorItem,
+    /// The action the server offers for the item now (None for a resolved item).
+    offer: Option<ItemActionOffer>,
     can_resolve: Signal<bool>,
     auditor: Signal<bool>,
     version: RwSignal<u32>,
@@ -420,15 +427,9 @@ fn PoolRow(
             <td><Time ms=item.last_seen/></td>
             <td><StatusPill status=item.status/></td>
             <td class="nowrap">
-                {item
-                    .payment_id
-                    .clone()
+                {offer
                     .filter(|_| open)
-                    .map(|p| {
-                        view! {
-                            <RetryButton payment_id=p reason=format!("retry from error-pool item #{id}") flash/>
-                        }
-                    })}
+                    .map(|offer| view! { <ItemActionButton offer can=can_resolve version flash/> })}
                 <Show when=move || open && can_resolve.get()>
                     <button
                         type="button"
@@ -476,5 +477,78 @@ fn PoolRow(
                 </td>
             </tr>
         </Show>
+    }
+}
+
+/// An open item's own action, as the server offers it (issue 41): its kind's action
+/// (Redeliver, Replay, Retry, Query channel) for operators, disabled with the server's reason
+/// beside it where it would do nothing, or the reason no action fits. On click the server
+/// runs it and counts what it did; `flash` shows that sentence and the list reloads.
+#[component]
+fn ItemActionButton(
+    offer: ItemActionOffer,
+    can: Signal<bool>,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let busy = RwSignal::new(false);
+    move || {
+        can.get()
+            .then(|| item_action_view(offer.clone(), busy, version, flash))
+    }
+}
+
+fn item_action_view(
+    offer: ItemActionOffer,
+    busy: RwSignal<bool>,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let id = offer.item_id;
+    let why_id = format!("item-action-why-{id}");
+    let why = (!offer.why.is_empty()).then(|| {
+        let text = match offer.action {
+            Some(a) => format!("{} unavailable: {}.", a.label(), offer.why),
+            None => format!("No action: {}.", offer.why),
+        };
+        view! { <div class="muted small action-why" id=why_id.clone() data-testid=why_id.clone()>{text}</div> }
+    });
+    let button = offer.action.map(|action| {
+        let available = offer.available;
+        let on_click = move |_| {
+            busy.set(true);
+            spawn_local(async move {
+                let reason = format!("{} from error-pool item #{id}", action.label());
+                let msg = match api_queues::act_on_error_item(id, reason).await {
+                    Ok(out) => out.sentence(),
+                    Err(e) => format!(
+                        "{} for item #{id} refused: {}",
+                        action.label(),
+                        api::error_message(&e)
+                    ),
+                };
+                flash.set(Some(msg));
+                busy.set(false);
+                version.update(|v| *v = v.wrapping_add(1));
+            });
+        };
+        let described = (!available).then(|| why_id.clone());
+        view! {
+            <button
+                type="button"
+                class="small"
+                data-testid=format!("item-action-{id}")
+                data-action=action.as_str()
+                aria-describedby=described
+                disabled=move || busy.get() || !available
+                on:click=on_click
+            >
+                {action.label()}
+            </button>
+        }
+    });
+    view! {
+        {button}
+        {why}
     }
 }

@@ -1,6 +1,7 @@
 //! `/ops/v1/error-pool/...`: the error pool as a work queue (issue 17): a page of items
 //! grouped by kind with the kinds and their counts, and the two steps of a bulk resolve
-//! (preview, then confirm with one note). The rules live in
+//! (preview, then confirm with one note), and an item's own action (issue 41: the one its
+//! kind calls for, reporting what it did). The rules live in
 //! [`service::error_pool`](crate::service::error_pool); these handlers parse and answer.
 
 use axum::Json;
@@ -14,8 +15,9 @@ use super::audit::actor;
 use super::auth::Principal;
 use super::extract::ClientAddr;
 use crate::domain::roles::Permission;
-use crate::error::{ApiError, ApiJson, ApiQuery, ErrorBody};
+use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
 use crate::service::error_pool::{ConfirmedItem, PoolPage, ResolveOutcome, ResolveSelection};
+use crate::service::pool_actions::ItemActionOutcome;
 use crate::store::ErrorItem;
 
 /// Query of `GET /ops/v1/error-pool/by-kind`.
@@ -162,6 +164,53 @@ pub async fn bulk_resolve(
     let out = st
         .core
         .bulk_resolve(&actor(&p, &addr), &b.selection, &b.items, &b.note)
+        .await?;
+    Ok(Json(out))
+}
+
+/// Body of `POST /ops/v1/error-pool/{id}/act`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(example = json!({"reason": "receiver fixed by the merchant"}))]
+pub struct ActBody {
+    /// Why (audited).
+    #[schema(schema_with = crate::schema::reason_schema)]
+    reason: String,
+}
+
+#[utoipa::path(
+    post,
+    path = "/error-pool/{id}/act",
+    tag = "ops",
+    operation_id = "ops_error_item_act",
+    summary = "Run the action an open error-pool item offers",
+    description = "The action is the one the item's kind calls for (`offers` of the by-kind page): `redeliver` a dead webhook delivery, `replay` an event the broker refused, `retry` the payment's waiting or dead jobs, `query` the channel. The answer counts what it did; a redelivered or replayed item is resolved (it opens again if that fails again).",
+    security(("console_session" = [])),
+    params(("id" = i64, Path, description = "The item's id")),
+    request_body(content = ActBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "What the action did, as counted by the server", body = ItemActionOutcome),
+        (status = 400, description = "No reason, the body is not valid, or the id is not an integer", body = ErrorBody, example = json!({"error": {"code": "invalid_reason", "message": "a reason is required"}})),
+        (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
+        (status = 403, description = "The user's roles do not allow this, or the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
+        (status = 404, description = "No such item (or the delivery it names is gone)", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "error-pool item not found"}})),
+        (status = 409, description = "The item is resolved (`already_resolved`), no action fits its kind (`no_action`), or the action would do nothing now (`nothing_to_do`: no job to wake, the delivery already queued, the event no longer refused); the message says why. Also a retry's or query's own refusals (`action_pending`, `payment_busy`)", body = ErrorBody, example = json!({"error": {"code": "nothing_to_do", "message": "no job of this payment is waiting or dead: a retry would wake nothing"}})),
+        (status = 415, description = "State changes must be application/json", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
+        (status = 429, description = "A retry or query over this user's allowance (`--action-limit-per-minute`, 60 by default)", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "rate_limited", "message": "at most 60 query and retry actions a minute; retry in 12 s"}})),
+        (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+pub async fn act(
+    State(st): State<OpsState>,
+    p: Principal,
+    ClientAddr(addr): ClientAddr,
+    ApiPath(id): ApiPath<i64>,
+    ApiJson(b): ApiJson<ActBody>,
+) -> Result<Json<ItemActionOutcome>, ApiError> {
+    p.require(Permission::RequestActions)?;
+    let out = st
+        .core
+        .act_on_error_item(&actor(&p, &addr), id, &b.reason, st.item_limits())
         .await?;
     Ok(Json(out))
 }

@@ -40,6 +40,7 @@ pub fn routes() -> OpenApiRouter<OpsState> {
         .routes(routes!(super::error_pool::by_kind))
         .routes(routes!(super::error_pool::bulk_resolve_preview))
         .routes(routes!(super::error_pool::bulk_resolve))
+        .routes(routes!(super::error_pool::act))
         .routes(routes!(list_users, add_user))
         .routes(routes!(disable_user))
         .routes(routes!(enable_user))

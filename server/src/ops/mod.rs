@@ -124,6 +124,17 @@ impl OpsState {
             .await
     }
 
+    /// What bounds an error-pool item's retry or query (issue 41): the action lifetime and
+    /// the same per-user allowance as a single query or retry
+    /// ([`crate::service::pool_actions`]).
+    pub fn item_limits(&self) -> crate::service::pool_actions::ItemLimits<'_> {
+        crate::service::pool_actions::ItemLimits {
+            ttl_ms: self.actions.ttl_ms(),
+            limiter: &self.action_limiter,
+            per_minute: self.actions.action_limit_per_minute,
+        }
+    }
+
     /// What bounds a bulk retry from the console: the stuck thresholds, the action lifetime
     /// and the per-user allowance ([`crate::service::bulk`]).
     pub fn bulk_limits(&self) -> crate::service::bulk::BulkLimits<'_> {

@@ -3,8 +3,10 @@
 //!
 //! Two steps. The preview lists exactly which payments a selection holds now (stuck payments
 //! of one state, or the payments of open error-pool items of one kind), each with its
-//! version. The operator then submits those `(payment_id, version)` pairs with a reason; the
-//! server computes the selection again and retries only the items that are still in it at the
+//! version. From the error pool it takes only the items whose kind calls for a retry
+//! ([`ItemAction::for_kind`]), and a confirmed payment with no job waiting or dead is skipped
+//! and named, since a retry would wake nothing (issue 41). The operator then submits those
+//! `(payment_id, version)` pairs with a reason; the server computes the selection again and retries only the items that are still in it at the
 //! same version, so a payment that moved between preview and confirm (settled, retried by
 //! someone else, changed state) is skipped and named, never retried blind. Each retried item
 //! is an ordinary `retry` action (its own action record and audit entries, normal lease
@@ -23,6 +25,7 @@ use crate::domain::actions::check_reason;
 use crate::domain::state::PaymentStatus;
 use crate::domain::stuck::StuckThresholds;
 use crate::store::ErrorItemStatus;
+use converge_wire::ItemAction;
 
 /// Most items one bulk retry may hold (and a preview lists).
 pub const MAX_BULK_ITEMS: usize = 100;
@@ -201,6 +204,12 @@ impl Core {
                     }
                 };
                 for item in items {
+                    // Only items a retry can help (issue 41: a dead webhook delivery's item was
+                    // "retried" while the delivery stayed dead): the rest have their own action.
+                    let fits = ItemAction::for_kind(&item.kind, item.payment_id.is_some());
+                    if fits != Ok(ItemAction::Retry) {
+                        continue;
+                    }
                     let Some(pid) = item.payment_id else { continue };
                     if picked.iter().any(|(p, _)| *p == pid) {
                         continue;
@@ -294,6 +303,15 @@ impl Core {
                 ));
                 continue;
             }
+            // A retry that would wake nothing is not one: skipped and named, never recorded
+            // as "retried" (issue 41).
+            if self.store.wakeable_jobs(&c.payment_id).await? == 0 {
+                out.skipped.push((
+                    c.payment_id.clone(),
+                    "nothing to wake: no job of this payment is waiting or dead".into(),
+                ));
+                continue;
+            }
             let req = ActionRequest {
                 kind: "retry".into(),
                 payment_id: c.payment_id.clone(),
@@ -303,12 +321,7 @@ impl Core {
             };
             match self.request_action(actor, &req, ttl_ms).await {
                 Ok(a) => {
-                    let woken = a
-                        .result
-                        .as_deref()
-                        .and_then(|r| serde_json::from_str::<serde_json::Value>(r).ok())
-                        .and_then(|v| v["jobs_woken"].as_u64())
-                        .unwrap_or(0);
+                    let woken = super::pool_actions::jobs_woken(a.result.as_deref());
                     out.retried.push((c.payment_id.clone(), a.id, woken));
                 }
                 Err(ActionError::Store(e)) => return Err(ActionError::Store(e)),

@@ -132,7 +132,8 @@ fn blank(v: Option<&str>) -> Option<&str> {
 impl Core {
     /// Page `page` (0-based) of the items with `status` (None: both) and `kind` (None: all),
     /// [`PAGE_SIZE`] a page, or only item `id`; with the kinds of that status and their
-    /// counts. Errors: `invalid_status`, `invalid_page` (400).
+    /// counts, and the action each open item offers now
+    /// ([`Core::item_action_offers`](super::pool_actions)). Errors: `invalid_status`, `invalid_page` (400).
     pub async fn error_pool_page(
         &self,
         status: Option<&str>,
@@ -169,12 +170,14 @@ impl Core {
         } else {
             total
         };
+        let offers = self.item_action_offers(&items).await?;
         Ok(PoolPage {
             kinds,
             items,
             page,
             page_size: PAGE_SIZE,
             total,
+            offers,
         })
     }
 
@@ -214,7 +217,7 @@ impl Core {
         ))
     }
 
-    async fn resolve_audited(
+    pub(super) async fn resolve_audited(
         &self,
         actor: &Actor,
         item: &ErrorItem,

@@ -11,12 +11,41 @@ use super::Core;
 use super::actions::REVERSE_JOB_DELAY_MS;
 use super::payments::Extras;
 use super::resolve::{QueryVerdict, query_verdict, suspense_key};
-use crate::channel::{CancelOutcome, RefundOutcome};
+use crate::channel::{CancelOutcome, QueryOutcome, RefundOutcome};
 use crate::domain::actions::force_allowed;
 use crate::domain::state::{PaymentEvent, PaymentStatus, check, rule};
 use crate::store::{
     ActionRecord, JobKind, NewJob, Payment, ReserveReversal, ReversalReservation, TransitionResult,
 };
+use converge_wire::QueryAnswer;
+
+/// A channel's answer to a query as the `query` action records it: the outcome in fields
+/// the console reads as a sentence with its tone (issue 41), and the answer's text as before.
+fn answer_fields(answer: &QueryOutcome) -> QueryAnswer {
+    let mut out = QueryAnswer {
+        answer: format!("{answer:?}"),
+        ..QueryAnswer::default()
+    };
+    out.outcome = match answer {
+        QueryOutcome::Succeeded { amount, currency } => {
+            out.amount = Some(*amount);
+            out.currency = Some(currency.clone());
+            "succeeded"
+        }
+        QueryOutcome::Declined { reason } => {
+            out.reason = Some(reason.clone());
+            "declined"
+        }
+        QueryOutcome::NotFound => "not_found",
+        QueryOutcome::Cancelled => "cancelled",
+        QueryOutcome::Error { detail } => {
+            out.detail = Some(detail.clone());
+            "error"
+        }
+    }
+    .into();
+    out
+}
 
 impl Core {
     pub(super) async fn run_query(
@@ -26,7 +55,7 @@ impl Core {
     ) -> Result<serde_json::Value, String> {
         let answer = self.connectors.for_payment(&p).query(&p.channel_key).await;
         let source = format!("action:{}", a.id);
-        let shown = format!("{answer:?}");
+        let mut recorded = answer_fields(&answer);
         // An ops query settles what the worker's query would, and only an UNKNOWN payment.
         if p.status == PaymentStatus::Unknown
             && let QueryVerdict::Settles(event, extras) = query_verdict(&p, answer)
@@ -39,13 +68,13 @@ impl Core {
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        let now = self
+        recorded.status = self
             .store
             .payment(&p.id)
             .await
             .map_err(|e| e.to_string())?
-            .map(|p| p.status.as_str());
-        Ok(json!({"answer": shown, "status": now}))
+            .map(|p| p.status.as_str().to_string());
+        serde_json::to_value(recorded).map_err(|e| e.to_string())
     }
 
     /// Reverses at the channel what the payment still holds. The reversal first reserves the

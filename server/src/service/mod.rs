@@ -22,6 +22,7 @@ pub mod password;
 pub mod pauses;
 pub mod payments;
 pub mod payments_export;
+pub mod pool_actions;
 pub mod privilege;
 pub mod queries;
 pub mod reconcile;

@@ -312,6 +312,10 @@ pub trait Queue: Send + Sync + 'static {
     async fn job(&self, id: i64) -> Result<Option<super::Job>, StoreError>;
     /// Makes a payment's due, retrying or dead jobs run now (ops retry); returns how many.
     async fn wake_jobs(&self, payment_id: &str, now: i64) -> Result<u64, StoreError>;
+    /// How many of the payment's jobs [`wake_jobs`](Self::wake_jobs) would wake now (due or
+    /// dead): what decides whether a retry is offered (issue 41: a retry that woke nothing
+    /// said "its jobs run now").
+    async fn wakeable_jobs(&self, payment_id: &str) -> Result<u64, StoreError>;
     /// Queues `job` (a reconcile job whose payload is `day`, `YYYY-MM-DD`) unless `day` was
     /// scheduled before, atomically across processes. The new job's id, or `None` when
     /// another process (or an earlier run) already scheduled the day.

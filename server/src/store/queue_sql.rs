@@ -159,6 +159,16 @@ macro_rules! impl_queue {
                 Ok(r.rows_affected())
             }
 
+            async fn wakeable_jobs(&self, payment_id: &str) -> Result<u64, $crate::store::StoreError> {
+                let n: i64 = sqlx::query_scalar(
+                    concat!("SELECT COUNT(*) FROM jobs WHERE payment_id = $1 AND status IN (", converge_wire::job_sql!(Due), ", ", converge_wire::job_sql!(Dead), ")"),
+                )
+                .bind(payment_id)
+                .fetch_one(self.reader())
+                .await?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            }
+
             async fn schedule_reconcile(
                 &self,
                 day: &str,

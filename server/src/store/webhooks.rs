@@ -346,6 +346,14 @@ pub trait Webhooks: Send + Sync + 'static {
         pubs: &[Publication],
         now: i64,
     ) -> Result<bool, StoreError>;
+    /// Forgets the refused publication of event `event_id`, so the relay publishes it again
+    /// on its next round (the outbox backlog trigger puts it back), with `audit` in the same
+    /// transaction; false (nothing written) when the event has no refused publication.
+    async fn replay_refused_event(
+        &self,
+        event_id: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
     /// The relay's state, backlog and lag at `now`.
     /// (`name` is the relay's lease, [`RELAY_LEASE`].)
     async fn relay_status(&self, name: &str, now: i64) -> Result<RelayStatus, StoreError>;

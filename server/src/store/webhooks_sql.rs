@@ -757,6 +757,28 @@ macro_rules! impl_webhooks {
                 Ok(true)
             }
 
+            async fn replay_refused_event(
+                &self,
+                event_id: &str,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let gone = sqlx::query(
+                    "DELETE FROM event_publications WHERE event_id = $1 AND refused IS NOT NULL",
+                )
+                .bind(event_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if gone == 0 {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
             async fn relay_status(
                 &self,
                 name: &str,

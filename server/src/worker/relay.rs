@@ -376,7 +376,9 @@ pub async fn round(
                 evidence: json!({"event_id": p.event_id, "error": why,
                     "type": e.map(|e| e.event_type.clone()), "aggregateid": e.map(|e| e.aggregateid.clone())})
                 .to_string(),
-                reopen: false,
+                // A refusal after a person replayed the event (and so resolved its item) is
+                // a new failure: it opens the item again (issue 41).
+                reopen: true,
                 now,
             };
             core.store.report_error(&item).await?;

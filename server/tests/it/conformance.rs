@@ -1834,3 +1834,125 @@ store_conformance!(a_console_setting_is_set_with_its_audit_record, |store| {
     }
     assert_eq!(store.audit_for_target("user:ann").await.unwrap().len(), 2);
 });
+
+store_conformance!(
+    wakeable_jobs_counts_what_a_retry_would_wake_and_nothing_else,
+    |store| {
+        use converge_server::store::{JobKind, NewJob};
+        let (_, p) = acme_payment(&store).await;
+        let (m, other) = (merchant(&store, "other").await, "o-2");
+        let CreatePayment::Created(q) = store
+            .create_payment(&new_payment(m, other, 500))
+            .await
+            .unwrap()
+        else {
+            panic!("a new order is created");
+        };
+        // Whatever creating the payments queued is done first, so only this test's jobs count.
+        let far = NOW + 86_400_000;
+        for j in store.claim_jobs("setup", 100, 60_000, far).await.unwrap() {
+            assert!(store.complete_job(j.id, &j.lease_token, far).await.unwrap());
+        }
+        assert_eq!(store.wakeable_jobs(&p.id).await.unwrap(), 0);
+        let job = |pid: &str| NewJob {
+            kind: JobKind::Query,
+            payment_id: Some(pid.to_string()),
+            refund_id: None,
+            run_at: far + 600_000,
+            max_attempts: 5,
+        };
+        store.enqueue_job(&job(&p.id), "", far).await.unwrap();
+        store.enqueue_job(&job(&p.id), "", far).await.unwrap();
+        store.enqueue_job(&job(&q.id), "", far).await.unwrap();
+        // Due later still counts: a retry makes it due now.
+        assert_eq!(store.wakeable_jobs(&p.id).await.unwrap(), 2);
+        assert_eq!(store.wakeable_jobs(&q.id).await.unwrap(), 1);
+        // Leased (running) and done do not; what it counts is what wake_jobs wakes.
+        let later = far + 700_000;
+        let claimed = store.claim_jobs("w", 100, 60_000, later).await.unwrap();
+        assert_eq!(claimed.len(), 3);
+        assert_eq!(store.wakeable_jobs(&p.id).await.unwrap(), 0);
+        let mine: Vec<_> = claimed
+            .iter()
+            .filter(|j| j.payment_id.as_deref() == Some(p.id.as_str()))
+            .collect();
+        assert!(
+            store
+                .complete_job(mine[0].id, &mine[0].lease_token, later)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .retry_job(
+                    mine[1].id,
+                    &mine[1].lease_token,
+                    later + 60_000,
+                    "again",
+                    false,
+                    later
+                )
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.wakeable_jobs(&p.id).await.unwrap(), 1);
+        assert_eq!(store.wake_jobs(&p.id, later).await.unwrap(), 1);
+        assert_eq!(store.wakeable_jobs("pay_none").await.unwrap(), 0);
+    }
+);
+
+store_conformance!(
+    replaying_a_refused_event_puts_it_back_in_the_backlog_once,
+    |store| {
+        use converge_server::store::Publication;
+        for i in 1..=2 {
+            exec_sql(
+                &store,
+                &format!(
+                    "INSERT INTO events (id, merchant_id, aggregatetype, aggregateid, type, payload, created_at) \
+                     VALUES ('ev-{i}', 1, 'payment', 'pay_{i}', 'payment.succeeded', '{{}}', {})",
+                    1_000 + i
+                ),
+            )
+            .await;
+        }
+        assert!(
+            store
+                .acquire_relay_lease("events", "relay", "tok", 0, i64::MAX)
+                .await
+                .unwrap()
+        );
+        let publish = |id: &str, refused: Option<&str>| Publication {
+            event_id: id.into(),
+            stream_seq: refused.is_none().then_some(1),
+            duplicate: false,
+            refused: refused.map(Into::into),
+        };
+        assert!(
+            store
+                .record_publications(
+                    "events",
+                    "tok",
+                    &[publish("ev-1", Some("too big")), publish("ev-2", None)],
+                    2_000,
+                )
+                .await
+                .unwrap()
+        );
+        assert_backlog_exact(&store, "after one refused and one published").await;
+        let audit = passkey_audit("event_replayed");
+        // A published event is not replayed, and nothing is audited for it.
+        assert!(!store.replay_refused_event("ev-2", &audit).await.unwrap());
+        assert!(store.replay_refused_event("ev-1", &audit).await.unwrap());
+        assert_eq!(
+            unpublished_by_anti_join(&store).await,
+            vec!["ev-1".to_string()]
+        );
+        assert_backlog_exact(&store, "after the replay").await;
+        assert_eq!(store.relay_status("events", 0).await.unwrap().refused, 0);
+        // Once: the publication it forgot is gone.
+        assert!(!store.replay_refused_event("ev-1", &audit).await.unwrap());
+        // The replay's audit record was written with it, and only for the one replay.
+        assert_eq!(store.audit_for_target("user:ann").await.unwrap().len(), 1);
+    }
+);

@@ -17,6 +17,7 @@ mod conformance;
 mod connector_conformance;
 mod console_auth;
 mod convergence;
+mod error_pool_actions;
 mod event_stream;
 mod idempotency;
 mod live;

@@ -10,7 +10,9 @@ use super::RequestState;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{JsonFields, StatusPill, Time};
-use crate::dto::{ActionKind, ActionOffer, ActionRecord, ActionStatus, Role};
+use crate::dto::{
+    ActionKind, ActionOffer, ActionRecord, ActionStatus, AnswerTone, QueryAnswer, Role,
+};
 use crate::{api, api_actions, format};
 
 /// Default reasons of the actions that run at once (the operator can give its own).
@@ -111,9 +113,7 @@ pub(super) fn ActionsPanel(
             class="actions-panel"
             attr:data-live-hold=move || (form.get().is_some() || busy.get()).then_some("")
         >
-            <p class="flash" data-testid="action-flash" role="status" tabindex="-1" node_ref=flash_ref>
-                {move || flash.get()}
-            </p>
+            <ActionFlash flash answer=request.answer flash_ref/>
             <Show when=move || can_request.get()>
                 <ActionButtons offers form busy refs send/>
                 <Unavailable unavailable=unavailable.get_value()/>
@@ -194,18 +194,29 @@ fn sender(
         failure,
         ..
     } = request;
+    let answer = request.answer;
     Callback::new(move |(kind, why, target, evidence): Ask| {
         let payment_id = payment_id.clone();
         busy.set(true);
         failure.set(None);
         flash.set(None);
+        answer.set(None);
         spawn_local(async move {
+            let is_query = kind == ActionKind::Query;
             let kind = kind.as_str().to_string();
             match api_actions::request_action(kind, payment_id, why, target, evidence).await {
                 Ok(a) => {
                     let what = match a.status {
                         ActionStatus::Pending => {
                             format!("{} requested ({}); waiting for an approver.", a.kind, a.id)
+                        }
+                        // A query's answer as a sentence with its tone, then its fields
+                        // (issue 41: a NotFound read as a green "query executed").
+                        ActionStatus::Executed if is_query => {
+                            let result = a.result.unwrap_or_default();
+                            let said = query_answer(&result).sentence();
+                            answer.set(Some(result));
+                            format!("{} executed: {said}", a.kind)
                         }
                         other => format!("{} {other}: {}", a.kind, a.result.unwrap_or_default()),
                     };
@@ -336,6 +347,7 @@ fn RequestForm(
         target,
         busy,
         failure,
+        ..
     } = request;
     let forcing = move || form.get() == Some(ActionKind::ForceTransition);
     let close = move |_| {
@@ -495,5 +507,92 @@ fn ActionsTable(actions: Vec<ActionRecord>) -> impl IntoView {
                 })
                 .collect_view()}
         </DataTable>
+    }
+}
+
+/// A query action's recorded result read as the channel's answer (an unreadable one reads as
+/// no decidable answer).
+fn query_answer(result: &str) -> QueryAnswer {
+    serde_json::from_str(result).unwrap_or_else(|_| QueryAnswer {
+        answer: result.to_string(),
+        ..QueryAnswer::default()
+    })
+}
+
+/// The answer's tone as the `data-tone` the flash carries: `good`, `bad` or `undecided`.
+fn tone_name(result: &str) -> &'static str {
+    match query_answer(result).tone() {
+        AnswerTone::Good => "good",
+        AnswerTone::Bad => "bad",
+        AnswerTone::Undecided => "undecided",
+    }
+}
+
+/// The outcome's classes: green by default, red or amber for a query answer that is not a
+/// success at the channel.
+fn flash_class(answer: Option<&str>) -> &'static str {
+    match answer.map(|r| query_answer(r).tone()) {
+        Some(AnswerTone::Bad) => "flash tone-bad",
+        Some(AnswerTone::Undecided) => "flash tone-warn",
+        _ => "flash",
+    }
+}
+
+/// The outcome of the last action (focused once shown): a query's answer in its tone, then
+/// its fields.
+#[component]
+fn ActionFlash(
+    flash: RwSignal<Option<String>>,
+    answer: RwSignal<Option<String>>,
+    flash_ref: NodeRef<leptos::html::P>,
+) -> impl IntoView {
+    view! {
+        <p
+            class=move || flash_class(answer.get().as_deref())
+            data-testid="action-flash"
+            data-tone=move || answer.get().map(|r| tone_name(&r))
+            role="status"
+            tabindex="-1"
+            node_ref=flash_ref
+        >
+            {move || flash.get()}
+        </p>
+        {move || answer.get().map(|r| view! { <QueryFields result=r/> })}
+    }
+}
+
+/// A query's answer in fields (what the channel said, the charge, the reason, the payment's
+/// status after it), with the recorded JSON behind a toggle.
+#[component]
+fn QueryFields(result: String) -> impl IntoView {
+    let a = query_answer(&result);
+    let charge = a
+        .amount
+        .zip(a.currency.clone())
+        .map(|(m, c)| format!("{} {c}", converge_wire::money::major(m, &c)));
+    let rows: Vec<(&'static str, String)> = [
+        (
+            "Channel answer",
+            Some(a.answer.clone()).filter(|s| !s.is_empty()),
+        ),
+        ("Charge", charge),
+        ("Decline reason", a.reason.clone()),
+        ("Error", a.detail.clone()),
+        ("Payment status now", a.status.clone()),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k, v)))
+    .collect();
+    let raw = format::pretty_json(&result);
+    view! {
+        <div class="query-answer small" data-testid="query-answer">
+            <dl class="fields">
+                {rows.into_iter().map(|(k, v)| view! { <div><dt>{k}</dt><dd>{v}</dd></div> }).collect_view()}
+            </dl>
+            <details data-testid="query-raw">
+                <summary>"Raw JSON"</summary>
+                <pre class="evidence">{raw}</pre>
+            </details>
+        </div>
     }
 }

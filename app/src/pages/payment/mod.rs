@@ -100,6 +100,9 @@ struct RequestState {
     target: RwSignal<String>,
     busy: RwSignal<bool>,
     failure: RwSignal<Option<String>>,
+    /// The last query's answer (its result JSON), shown under the outcome as fields with
+    /// the raw JSON behind a toggle; None after any other action.
+    answer: RwSignal<Option<String>>,
 }
 
 impl RequestState {
@@ -111,6 +114,7 @@ impl RequestState {
             target: RwSignal::new(String::new()),
             busy: RwSignal::new(false),
             failure: RwSignal::new(None),
+            answer: RwSignal::new(None),
         }
     }
 }
