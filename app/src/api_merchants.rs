@@ -6,11 +6,28 @@
 
 use leptos::prelude::*;
 
-use crate::dto::{ConsoleChange, MerchantAccount, PrivilegeRequest};
+use crate::dto::{ConsoleChange, MerchantAccount, MerchantOverview, PrivilegeRequest};
 
 #[cfg(feature = "ssr")]
 fn merchant_error(e: converge_server::service::merchants::MerchantError) -> ServerFnError {
     crate::api::ssr::api_error(converge_server::error::ApiError::from(e))
+}
+
+/// Merchant `name`'s page in one answer (viewer): its keys for admins, its history for
+/// auditors; None when there is no such merchant (issue 41).
+#[server(endpoint = "merchant_overview")]
+pub async fn load_merchant_overview(
+    name: String,
+) -> Result<Option<MerchantOverview>, ServerFnError> {
+    use crate::api::ssr;
+    use converge_server::domain::roles::Permission;
+    let (st, p) = ssr::authorize(Permission::View).await?;
+    let with_keys = p.require(Permission::ManageUsers).is_ok();
+    let with_history = p.require(Permission::Audit).is_ok();
+    st.core
+        .merchant_overview(&name, with_keys, with_history)
+        .await
+        .map_err(|e| ssr::api_error(e.into()))
 }
 
 /// Every merchant with its keys, by name (admin).

@@ -27,11 +27,11 @@ pub use converge_wire::{
     AuditListQuery, AuditRecord, AuditRow, AuditVerify, BulkItem, BulkOutcome, Dashboard,
     DeliveryDetail, DeliveryRow, EndpointRow, ErrorItem, ErrorPoolView, EventRecord, EventType,
     HitRate, IdempotencyView, Job, KeySummary, KindCount, LedgerEntry, Merchant, MerchantAccount,
-    MerchantKey, MinutePoint, OutboxEvent, PauseOverview, PauseRecord as PauseItem, Payment,
-    PaymentDetail, PaymentPage, PaymentSearch, PaymentStatus, PaymentWebhooks, PoolPage,
-    PrincipalView as Principal, QueueRow, QueueView, Refund, RelayStatus, ResolveOutcome,
-    ReversalView, Role, RouteOutcomes, StuckPayment, StuckView, UserView, WebhookBacklog,
-    WebhooksOverview,
+    MerchantKey, MerchantOverview, MinutePoint, OutboxEvent, PauseOverview,
+    PauseRecord as PauseItem, Payment, PaymentDetail, PaymentPage, PaymentSearch, PaymentStatus,
+    PaymentWebhooks, PoolPage, PrincipalView as Principal, QueueRow, QueueView, Refund,
+    RelayStatus, ResolveOutcome, ReversalView, Role, RouteOutcomes, StuckPayment, StuckView,
+    UserView, WebhookBacklog, WebhooksOverview,
 };
 pub use converge_wire::{AnswerTone, ItemAction, ItemActionOffer, ItemActionOutcome, QueryAnswer};
 pub use converge_wire::{ConsoleChange, PrivilegeApproved, PrivilegeInbox, PrivilegeRequest};

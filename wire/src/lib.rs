@@ -59,7 +59,7 @@ pub use lifecycle::{
 pub use lookup::{
     HeaderLine, IdKind, KeyDetail, KeyOutcomeCount, SearchHit, SearchResult, StoredResponseView,
 };
-pub use merchants::{Merchant, MerchantAccount, MerchantKey};
+pub use merchants::{Merchant, MerchantAccount, MerchantKey, MerchantOverview};
 pub use pauses::{PauseOverview, PauseRecord};
 pub use payments::{
     ActionOffer, EventRecord, Job, KeySummary, LedgerEntry, Payment, PaymentDetail, PaymentPage,

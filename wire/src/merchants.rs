@@ -49,3 +49,20 @@ pub struct MerchantAccount {
     /// Its keys, oldest first.
     pub keys: Vec<MerchantKey>,
 }
+
+/// One merchant's page (`/merchants/NAME`, issue 41), in one answer: the panels a viewer
+/// reads, and those only some roles may (None for the others).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MerchantOverview {
+    /// The merchant.
+    pub merchant: Merchant,
+    /// Its latest payments, newest first (at most 20).
+    pub payments: Vec<crate::Payment>,
+    /// Its webhook endpoints with their 24 h health, newest first.
+    pub endpoints: Vec<crate::EndpointRow>,
+    /// Its API keys, oldest first (admins only).
+    pub keys: Option<Vec<MerchantKey>>,
+    /// The audit records naming it (`merchant:NAME`), newest first, at most 50 (auditors
+    /// only).
+    pub history: Option<Vec<crate::AuditRow>>,
+}

@@ -264,3 +264,62 @@ impl super::Core {
             .collect())
     }
 }
+
+/// Payments a merchant's page lists.
+const OVERVIEW_PAYMENTS: i64 = 20;
+
+impl super::Core {
+    /// Merchant `name`'s page (issue 41) in one read: the merchant, its latest payments, its
+    /// endpoints with their health, and, when `with_keys` (admins) and `with_history`
+    /// (auditors), its keys and the audit records naming it. None when there is no such
+    /// merchant. Errors: the store's.
+    pub async fn merchant_overview(
+        &self,
+        name: &str,
+        with_keys: bool,
+        with_history: bool,
+    ) -> Result<Option<converge_wire::MerchantOverview>, super::queries::FilterError> {
+        let store = self.store.as_ref();
+        let Some(merchant) = store
+            .merchants()
+            .await?
+            .into_iter()
+            .find(|m| m.name == name)
+        else {
+            return Ok(None);
+        };
+        let payments = super::queries::search_payments(
+            store,
+            &converge_wire::PaymentSearch {
+                merchant: Some(name.to_string()),
+                limit: Some(OVERVIEW_PAYMENTS),
+                ..Default::default()
+            },
+        )
+        .await?
+        .items;
+        let mut endpoints = self.webhooks_overview().await?.endpoints;
+        endpoints.retain(|e| e.merchant == name);
+        let keys = match with_keys {
+            true => store.merchant_keys(name).await?,
+            false => None,
+        };
+        let history = match with_history {
+            true => {
+                let q = converge_wire::AuditListQuery {
+                    target: Some(format!("merchant:{name}")),
+                    ..Default::default()
+                };
+                Some(super::queries::audit_list(store, &q).await?.items)
+            }
+            false => None,
+        };
+        Ok(Some(converge_wire::MerchantOverview {
+            merchant,
+            payments,
+            endpoints,
+            keys,
+            history,
+        }))
+    }
+}

@@ -404,3 +404,33 @@ on_both_backends!(
         assert_eq!(refund.status, 201, "{}", refund.json());
     }
 );
+
+on_both_backends!(
+    a_merchants_page_holds_its_keys_and_history_only_for_the_roles_that_may_read_them,
+    |app| {
+        app.pay("k-page-1", "o-page-1", 1200).await;
+        let core = &app.running.state.core;
+        let page = core
+            .merchant_overview("acme", false, false)
+            .await
+            .unwrap()
+            .expect("acme exists");
+        assert_eq!(page.merchant.name, "acme");
+        assert_eq!(page.payments.len(), 1);
+        assert_eq!(page.payments[0].merchant_order_id, "o-page-1");
+        assert_eq!((page.keys, page.history), (None, None));
+        let full = core
+            .merchant_overview("acme", true, true)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(full.keys.map(|k| k.len()), Some(1));
+        assert!(full.history.is_some());
+        assert!(
+            core.merchant_overview("nobody", true, true)
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+);
