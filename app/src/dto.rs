@@ -34,6 +34,9 @@ pub use converge_wire::{
     WebhooksOverview,
 };
 pub use converge_wire::{ConsoleChange, PrivilegeApproved, PrivilegeInbox, PrivilegeRequest};
+pub use converge_wire::{
+    ChannelHealthView, ConnectorHealth, FailureGroup, FailureReason, HealthBucket, HealthLevel,
+};
 
 /// What a pause stops, in words for people (the pauses page and every page's banner).
 /// Console wording only: the server stores and checks the target, the console says it.

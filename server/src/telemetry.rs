@@ -119,6 +119,11 @@ pub fn metrics_handle() -> PrometheusHandle {
                     &HTTP_REQUEST_BUCKETS,
                 )
                 .expect("the bucket list is not empty")
+                .set_buckets_for_metric(
+                    Matcher::Full("converge_channel_attempt_duration_seconds".to_owned()),
+                    &HTTP_REQUEST_BUCKETS,
+                )
+                .expect("the bucket list is not empty")
                 .build_recorder();
             // HELP text for every metric, given to this recorder directly so it holds them
             // even when another recorder is already global.
@@ -149,6 +154,23 @@ fn describe_metrics() {
     describe_counter!(
         "converge_channel_charges_total",
         "Charge requests sent to the channel, by outcome (succeeded, declined, error)."
+    );
+    describe_counter!(
+        "converge_channel_attempts_total",
+        "Charge attempts at each connector, by connector and outcome (success, decline, or the undecidable reason: timeout, 5xx, dropped, garbled)."
+    );
+    describe_histogram!(
+        "converge_channel_attempt_duration_seconds",
+        Unit::Seconds,
+        "Duration of one charge attempt at a connector, from sending the request to having its answer, by connector."
+    );
+    describe_gauge!(
+        "converge_channel_amber_threshold_ratio",
+        "The undecidable share of a connector's charge attempts at which its dashboard tile turns amber (--channel-amber-pct / 100)."
+    );
+    describe_gauge!(
+        "converge_channel_red_threshold_ratio",
+        "The undecidable share of a connector's charge attempts at which its dashboard tile turns red and ConvergeChannelUndecidable fires (--channel-red-pct / 100)."
     );
     describe_counter!(
         "converge_transitions_total",

@@ -29,6 +29,12 @@ pub async fn refresh(
 ) -> Result<(), crate::store::StoreError> {
     let health = core.store.health().await;
     metrics::gauge!("converge_database_up").set(if health.is_ok() { 1.0 } else { 0.0 });
+    // The configured thresholds, so the alert rule compares the undecidable share of
+    // `converge_channel_attempts_total` with the same red line as the dashboard's tile.
+    metrics::gauge!("converge_channel_amber_threshold_ratio")
+        .set(f64::from(thresholds.channel.amber_pct) / 100.0);
+    metrics::gauge!("converge_channel_red_threshold_ratio")
+        .set(f64::from(thresholds.channel.red_pct) / 100.0);
     health?;
     // First, so a failing query below cannot leave the switch's state unreported: a read
     // that refreshes the process's view also sets `converge_pause_active`.
