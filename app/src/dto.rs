@@ -33,10 +33,10 @@ pub use converge_wire::{
     ReversalView, Role, RouteOutcomes, StuckPayment, StuckView, UserView, WebhookBacklog,
     WebhooksOverview,
 };
-pub use converge_wire::{ConsoleChange, PrivilegeApproved, PrivilegeInbox, PrivilegeRequest};
 pub use converge_wire::{
     ChannelHealthView, ConnectorHealth, FailureGroup, FailureReason, HealthBucket, HealthLevel,
 };
+pub use converge_wire::{ConsoleChange, PrivilegeApproved, PrivilegeInbox, PrivilegeRequest};
 
 /// What a pause stops, in words for people (the pauses page and every page's banner).
 /// Console wording only: the server stores and checks the target, the console says it.

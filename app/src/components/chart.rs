@@ -244,7 +244,15 @@ mod tests {
             (24, 3_600_000),
             ("attempts", "undecidable"),
         );
-        assert_eq!(b.len(), 2, "hour 24 is outside the 24 hours ending with hour 48");
-        assert!(b[0].label.ends_with("3 attempts, 1 undecidable"), "{}", b[0].label);
+        assert_eq!(
+            b.len(),
+            2,
+            "hour 24 is outside the 24 hours ending with hour 48"
+        );
+        assert!(
+            b[0].label.ends_with("3 attempts, 1 undecidable"),
+            "{}",
+            b[0].label
+        );
     }
 }

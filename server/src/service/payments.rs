@@ -459,9 +459,10 @@ impl Core {
                 AttemptOutcome::Decline,
                 Some(FailureReason::declined(reason)),
             ),
-            ChargeOutcome::Error { detail } => {
-                (AttemptOutcome::Undecidable, Some(undecidable_reason(detail)))
-            }
+            ChargeOutcome::Error { detail } => (
+                AttemptOutcome::Undecidable,
+                Some(undecidable_reason(detail)),
+            ),
         };
         let label = match (&kind, &reason) {
             (AttemptOutcome::Undecidable, Some(r)) => r.key(),

@@ -49,7 +49,10 @@ pub trait ChannelHealth: Send + Sync + 'static {
     /// Every attempt answered at or after `since` (epoch ms), oldest first. One narrow row
     /// per attempt (read over `channel_attempts_created`): the dashboard's percentiles need
     /// the durations themselves.
-    async fn channel_attempts_since(&self, since: i64) -> Result<Vec<ChannelAttemptRow>, StoreError>;
+    async fn channel_attempts_since(
+        &self,
+        since: i64,
+    ) -> Result<Vec<ChannelAttemptRow>, StoreError>;
     /// Failures at or after `since` grouped by reason key: every attempt that was not a
     /// success (by its stored reason), and `fenced` for the applied `query_not_found_fenced`
     /// events (payments whose key was cancelled after no charge was found); most frequent
