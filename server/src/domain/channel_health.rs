@@ -25,6 +25,10 @@ impl Default for ChannelThresholds {
     }
 }
 
+/// How long a charge attempt's record is kept, ms (30 days): the dashboard reads one day,
+/// and the payments list's failure-reason filter finds a payment by an attempt this recent.
+pub const ATTEMPT_RETENTION_MS: i64 = 30 * 86_400_000;
+
 /// Minutes of attempts the tile's level is decided on: the last five, as the alert rule's
 /// rate window (`deploy/prometheus/alerts.yml`, ConvergeChannelUndecidable).
 pub const LEVEL_WINDOW_MINUTES: i64 = 5;

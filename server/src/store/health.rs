@@ -58,6 +58,8 @@ pub trait ChannelHealth: Send + Sync + 'static {
     /// events (payments whose key was cancelled after no charge was found); most frequent
     /// first, then by key. A reason without failures is absent.
     async fn failure_groups_since(&self, since: i64) -> Result<Vec<FailureGroup>, StoreError>;
+    /// Deletes the attempts answered before `before` (epoch ms); returns how many.
+    async fn purge_channel_attempts(&self, before: i64) -> Result<u64, StoreError>;
 }
 
 /// The condition of the payments list's failure-reason filter on `payments` (unaliased)

@@ -56,6 +56,14 @@ macro_rules! impl_channel_health {
                 .fetch_all(self.reader())
                 .await?)
             }
+
+            async fn purge_channel_attempts(&self, before: i64) -> Result<u64, $crate::store::StoreError> {
+                Ok(sqlx::query("DELETE FROM channel_attempts WHERE created_at < $1")
+                    .bind(before)
+                    .execute(self.writer())
+                    .await?
+                    .rows_affected())
+            }
         }
     };
 }

@@ -9,6 +9,21 @@ use crate::domain::webhooks::DeliveryStatus;
 use crate::service::Core;
 use crate::store::{JobKind, JobStatus};
 
+/// Deletes the channel attempts older than [`ATTEMPT_RETENTION_MS`] every `every` until the
+/// task is aborted (the sign-in attempts' purge runs beside it in `startup`).
+///
+/// [`ATTEMPT_RETENTION_MS`]: crate::domain::channel_health::ATTEMPT_RETENTION_MS
+pub async fn purge_channel_attempts(core: Core, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let before = core.clock.now_ms() - crate::domain::channel_health::ATTEMPT_RETENTION_MS;
+        if let Err(e) = core.store.purge_channel_attempts(before).await {
+            tracing::warn!(error = %e, "channel attempt purge failed; next tick retries");
+        }
+    }
+}
+
 /// Recomputes the gauges every `every` until the task is aborted.
 pub async fn run(core: Core, thresholds: StuckThresholds, every: Duration) {
     let mut tick = tokio::time::interval(every);

@@ -366,6 +366,19 @@ on_both_backends!(
         assert!(found(app.store.search_payments(&search("5xx")).await.unwrap()).is_empty());
         assert!(found(app.store.search_payments(&search("fenced")).await.unwrap()).is_empty());
         assert_ne!(p, q);
+
+        // The purge takes what was answered before its cut-off, and nothing after.
+        assert_eq!(app.store.purge_channel_attempts(old + 1).await.unwrap(), 2);
+        assert_eq!(app.store.purge_channel_attempts(old + 1).await.unwrap(), 0);
+        assert!(
+            app.store
+                .failure_groups_since(0)
+                .await
+                .unwrap()
+                .iter()
+                .all(|g| g.reason != "dropped")
+        );
+        assert_eq!(app.store.channel_attempts_since(0).await.unwrap().len(), 5);
     }
 );
 
