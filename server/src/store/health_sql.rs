@@ -42,7 +42,7 @@ macro_rules! impl_channel_health {
                 &self,
                 since: i64,
             ) -> Result<Vec<$crate::store::FailureGroup>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::FailureGroup>(concat!(
+                Ok(sqlx::query_as::<_, $crate::store::FailureGroup>(
                     "SELECT reason, count, last_at FROM (\
                      SELECT reason, CAST(COUNT(*) AS BIGINT) AS count, CAST(MAX(created_at) AS BIGINT) AS last_at \
                      FROM channel_attempts WHERE created_at >= $1 AND outcome <> 'success' GROUP BY reason \
@@ -50,8 +50,8 @@ macro_rules! impl_channel_health {
                      SELECT 'fenced' AS reason, CAST(COUNT(*) AS BIGINT) AS count, CAST(MAX(created_at) AS BIGINT) AS last_at \
                      FROM payment_events WHERE event = 'query_not_found_fenced' AND applied AND created_at >= $1 \
                      HAVING COUNT(*) > 0\
-                     ) g ORDER BY count DESC, reason"
-                ))
+                     ) g ORDER BY count DESC, reason",
+                )
                 .bind(since)
                 .fetch_all(self.reader())
                 .await?)
