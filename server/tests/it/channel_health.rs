@@ -455,3 +455,46 @@ fn buckets_count_per_minute_and_hour_with_nearest_rank_percentiles() {
         HealthLevel::Amber
     );
 }
+
+on_both_backends!(
+    a_fenced_payment_is_a_failure_of_its_own_reason,
+    |s| {
+        // Workers on and quick, no resubmission: the timed-out charge (53, nothing committed)
+        // is queried, not found, and its key fenced, so the payment fails.
+        s.worker.no_workers = false;
+        s.jobs.submit_delay_ms = 200;
+        s.jobs.query_delay_ms = 100;
+        s.worker.poll_ms = 20;
+        s.worker.backoff_base_ms = 20;
+        s.worker.backoff_cap_ms = 200;
+        s.jobs.resubmit_budget = 0;
+        s.jobs.max_attempts = 30;
+    },
+    |app| {
+        let id = app.pay("k-fence", "o-fence", 1053).await["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        app.wait_for_status(&id, "FAILED", std::time::Duration::from_secs(20))
+            .await;
+        let c = viewer(&app).await;
+        let (_, d) = get_json(&c, &app, "/ops/v1/dashboard").await;
+        let count = |reason: &str| {
+            d["channels"]["failures"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["reason"] == reason)
+                .and_then(|f| f["count"].as_i64())
+        };
+        assert_eq!(count("fenced"), Some(1), "{d}");
+        // The request's charge timed out; the submit job may have sent it again meanwhile
+        // (the same key, so the channel charges at most once): each is an attempt.
+        assert!(count("timeout").is_some_and(|n| n >= 1), "{d}");
+        for reason in ["fenced", "timeout"] {
+            let (s, page) = get_json(&c, &app, &format!("/ops/v1/payments?reason={reason}")).await;
+            assert_eq!(s, 200, "{page}");
+            assert_eq!(ids_of(&page), [id.clone()], "{reason}");
+        }
+    }
+);
