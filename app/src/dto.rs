@@ -34,6 +34,9 @@ pub use converge_wire::{
     UserView, WebhookBacklog, WebhooksOverview,
 };
 pub use converge_wire::{AnswerTone, ItemAction, ItemActionOffer, ItemActionOutcome, QueryAnswer};
+pub use converge_wire::{
+    ChannelHealthView, ConnectorHealth, FailureGroup, FailureReason, HealthBucket, HealthLevel,
+};
 pub use converge_wire::{ConsoleChange, PrivilegeApproved, PrivilegeInbox, PrivilegeRequest};
 
 /// What a pause stops, in words for people (the pauses page and every page's banner).

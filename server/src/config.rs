@@ -217,6 +217,8 @@ impl Settings {
                 stuck_unknown_ms: 300_000,
                 stuck_channel_success_ms: 60_000,
                 stuck_suspense_ms: 0,
+                channel_amber_pct: 10,
+                channel_red_pct: 30,
                 monitor_ms: 1_000,
             },
             session: SessionSettings {
@@ -711,6 +713,17 @@ pub struct StuckSettings {
     #[arg(long, env = "CONVERGE_STUCK_SUSPENSE_MS", default_value_t = 0, value_parser = ms_range_i64())]
     pub stuck_suspense_ms: i64,
 
+    /// A connector's channel-health tile turns amber when this percentage of its charge
+    /// attempts of the last 5 minutes were undecidable (timeout, 5xx, dropped, garbled).
+    #[arg(long, env = "CONVERGE_CHANNEL_AMBER_PCT", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub channel_amber_pct: u32,
+
+    /// A connector's channel-health tile turns red at this percentage of undecidable charge
+    /// attempts (above the amber one; also the ConvergeChannelUndecidable alert's threshold,
+    /// exported as converge_channel_red_threshold_ratio).
+    #[arg(long, env = "CONVERGE_CHANNEL_RED_PCT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub channel_red_pct: u32,
+
     /// How often the stuck and queue gauges of /metrics are refreshed (ms).
     #[arg(long, env = "CONVERGE_MONITOR_MS", default_value_t = 15_000, value_parser = ms_range_u64())]
     pub monitor_ms: u64,
@@ -725,6 +738,10 @@ impl StuckSettings {
             unknown_ms: self.stuck_unknown_ms,
             channel_success_ms: self.stuck_channel_success_ms,
             suspense_ms: self.stuck_suspense_ms,
+            channel: crate::domain::channel_health::ChannelThresholds {
+                amber_pct: self.channel_amber_pct,
+                red_pct: self.channel_red_pct,
+            },
         }
     }
 
@@ -1286,7 +1303,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 67, "every setting is a flag");
+        assert_eq!(seen, 69, "every setting is a flag");
     }
 
     #[test]

@@ -183,6 +183,7 @@ impl From<FilterError> for ApiError {
         match e {
             FilterError::InvalidTime { .. } => ApiError::bad_request("invalid_time", e.to_string()),
             FilterError::InvalidStatus(_) => ApiError::bad_request("invalid_status", e.to_string()),
+            FilterError::InvalidReason(_) => ApiError::bad_request("invalid_reason", e.to_string()),
             FilterError::InvalidEventType(_) => {
                 ApiError::bad_request("invalid_event_type", e.to_string())
             }

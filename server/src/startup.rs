@@ -450,6 +450,10 @@ pub async fn build_with_store(
             purge_every,
         )),
         tokio::spawn(purge_auth_attempts(store.clone(), clock, purge_every)),
+        tokio::spawn(crate::worker::monitor::purge_channel_attempts(
+            state.core.clone(),
+            purge_every,
+        )),
         tokio::spawn(crate::service::outcomes::flush_every(
             state.core.outcomes.clone(),
             store.clone(),

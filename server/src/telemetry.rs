@@ -119,10 +119,18 @@ pub fn metrics_handle() -> PrometheusHandle {
                     &HTTP_REQUEST_BUCKETS,
                 )
                 .expect("the bucket list is not empty")
+                .set_buckets_for_metric(
+                    Matcher::Full("converge_channel_attempt_duration_seconds".to_owned()),
+                    &HTTP_REQUEST_BUCKETS,
+                )
+                .expect("the bucket list is not empty")
                 .build_recorder();
             // HELP text for every metric, given to this recorder directly so it holds them
             // even when another recorder is already global.
-            metrics::with_local_recorder(&recorder, describe_metrics);
+            metrics::with_local_recorder(&recorder, || {
+                describe_metrics();
+                describe_channel_metrics();
+            });
             let handle = recorder.handle();
             // Fails only if another recorder is already global; the handle still renders
             // whatever this recorder sees.
@@ -133,7 +141,8 @@ pub fn metrics_handle() -> PrometheusHandle {
 }
 
 /// Describes every metric converge records (the `# HELP` lines of `/metrics`). A metric
-/// recorded anywhere in the code must be described here: `promtool check metrics` in
+/// recorded anywhere in the code must be described here (or in a `describe_*` function the
+/// recorder calls with it, as [`describe_channel_metrics`]): `promtool check metrics` in
 /// `scripts/checkers.sh` fails on a metric without HELP text.
 fn describe_metrics() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
@@ -233,6 +242,29 @@ fn describe_metrics() {
         "converge_jobs_oldest_due_seconds",
         Unit::Seconds,
         "Age of the oldest due job of each kind: how long it has been waiting past its run time (0 when none is due)."
+    );
+}
+
+/// Channel health's metrics (issue 41): attempts per connector by outcome, their durations,
+/// and the thresholds the dashboard's tile and ConvergeChannelUndecidable use.
+fn describe_channel_metrics() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "converge_channel_attempts_total",
+        "Charge attempts at each connector, by connector and outcome (success, decline, or the undecidable reason: timeout, 5xx, dropped, garbled)."
+    );
+    describe_histogram!(
+        "converge_channel_attempt_duration_seconds",
+        Unit::Seconds,
+        "Duration of one charge attempt at a connector, from sending the request to having its answer, by connector."
+    );
+    describe_gauge!(
+        "converge_channel_amber_threshold_ratio",
+        "The undecidable share of a connector's charge attempts at which its dashboard tile turns amber (--channel-amber-pct / 100)."
+    );
+    describe_gauge!(
+        "converge_channel_red_threshold_ratio",
+        "The undecidable share of a connector's charge attempts at which its dashboard tile turns red and ConvergeChannelUndecidable fires (--channel-red-pct / 100)."
     );
 }
 

@@ -24,6 +24,8 @@ pub struct Dashboard {
     pub webhooks: WebhookBacklog,
     /// The event-stream relay: running, connected, backlog and lag.
     pub relay: RelayStatus,
+    /// Channel health per connector, and the last day's failures by reason.
+    pub channels: ChannelHealthView,
 }
 
 /// Age buckets stuck payments are grouped by (the console's stuck table, `/metrics`), youngest
@@ -200,4 +202,207 @@ pub struct RelayStatus {
     pub oldest_unpublished_at: Option<i64>,
     /// Events the broker refused.
     pub refused: i64,
+}
+
+/// How a charge attempt at a connector was answered (`channel_attempts.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// Charged.
+    Success,
+    /// Explicitly and decidably declined.
+    Decline,
+    /// Timeout, 5xx, dropped connection or garbled answer: the outcome is unknown.
+    Undecidable,
+}
+
+impl AttemptOutcome {
+    /// The stable name stored and sent (`success`, `decline`, `undecidable`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Decline => "decline",
+            Self::Undecidable => "undecidable",
+        }
+    }
+
+    /// The outcome named `s`, if any.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Success, Self::Decline, Self::Undecidable]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+    }
+}
+
+/// Why a charge failed or went undecided, as the dashboard groups failures and the payments
+/// list filters by them. Its [`key`](Self::key) is what `channel_attempts.reason` stores and
+/// the payments list's `reason` filter takes: `decline:<the connector's reason>`, `timeout`,
+/// `5xx`, `dropped`, `garbled`, or `fenced` (the key was cancelled at the channel after the
+/// resubmit budget: the payment failed without a decline).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FailureReason {
+    /// Declined, with the connector's reason.
+    Declined(String),
+    /// No answer in time.
+    Timeout,
+    /// A 5xx answer.
+    ServerError,
+    /// The connection failed or dropped.
+    Dropped,
+    /// An answer the core cannot read or that does not match the payment.
+    Garbled,
+    /// The key was fenced after a query found nothing.
+    Fenced,
+}
+
+impl FailureReason {
+    /// Longest connector decline reason kept in a key, in bytes (longer ones are cut on a
+    /// character boundary), so a key stays a short filter value.
+    pub const MAX_DECLINE_REASON: usize = 64;
+
+    /// The stable key (see the type's docs).
+    pub fn key(&self) -> String {
+        match self {
+            Self::Declined(r) => format!("decline:{r}"),
+            Self::Timeout => "timeout".into(),
+            Self::ServerError => "5xx".into(),
+            Self::Dropped => "dropped".into(),
+            Self::Garbled => "garbled".into(),
+            Self::Fenced => "fenced".into(),
+        }
+    }
+
+    /// The reason a key names; None for anything else (an empty decline reason included).
+    pub fn parse(key: &str) -> Option<Self> {
+        Some(match key {
+            "timeout" => Self::Timeout,
+            "5xx" => Self::ServerError,
+            "dropped" => Self::Dropped,
+            "garbled" => Self::Garbled,
+            "fenced" => Self::Fenced,
+            _ => {
+                let r = key.strip_prefix("decline:")?;
+                if r.is_empty() || r.len() > Self::MAX_DECLINE_REASON {
+                    return None;
+                }
+                Self::Declined(r.to_owned())
+            }
+        })
+    }
+
+    /// A decline with the connector's `reason`, cut to [`Self::MAX_DECLINE_REASON`] bytes.
+    pub fn declined(reason: &str) -> Self {
+        let mut end = reason.len().min(Self::MAX_DECLINE_REASON);
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        let r = &reason[..end];
+        Self::Declined(if r.is_empty() { "declined" } else { r }.to_owned())
+    }
+
+    /// What a person reads for a key: "Declined: insufficient_funds", "Timeout", "5xx answer",
+    /// "Dropped connection", "Garbled answer", "Fenced (no charge found)"; the key itself
+    /// when it names no reason.
+    pub fn label_of(key: &str) -> String {
+        match Self::parse(key) {
+            Some(Self::Declined(r)) => format!("Declined: {r}"),
+            Some(Self::Timeout) => "Timeout".into(),
+            Some(Self::ServerError) => "5xx answer".into(),
+            Some(Self::Dropped) => "Dropped connection".into(),
+            Some(Self::Garbled) => "Garbled answer".into(),
+            Some(Self::Fenced) => "Fenced (no charge found)".into(),
+            None => key.to_owned(),
+        }
+    }
+}
+
+/// A connector's tile colour.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum HealthLevel {
+    /// Below the amber threshold (or no attempts).
+    #[default]
+    Ok,
+    /// At or above the amber threshold.
+    Amber,
+    /// At or above the red threshold.
+    Red,
+}
+
+impl HealthLevel {
+    /// `ok`, `amber`, `red`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Amber => "amber",
+            Self::Red => "red",
+        }
+    }
+}
+
+/// Charge attempts of one connector in one bucket of time.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct HealthBucket {
+    /// Start of the bucket, epoch ms UTC (a whole minute or hour).
+    pub start: i64,
+    /// Charge attempts sent.
+    pub attempts: i64,
+    /// Charged.
+    pub successes: i64,
+    /// Declined.
+    pub declines: i64,
+    /// Undecidable answers: timeouts, 5xx, dropped connections, garbled answers.
+    pub undecidable: i64,
+    /// Median duration of the attempts, ms (None without attempts).
+    pub p50_ms: Option<i64>,
+    /// 99th percentile duration, ms (None without attempts).
+    pub p99_ms: Option<i64>,
+}
+
+/// One connector's health.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ConnectorHealth {
+    /// The connector's name (`payments.connector`).
+    pub connector: String,
+    /// The tile's colour, from the undecidable share of the last five minutes.
+    pub level: HealthLevel,
+    /// The last five minutes, summed (what `level` is decided on; `start` is its first minute).
+    pub last_5m: HealthBucket,
+    /// The last hour, summed.
+    pub last_hour: HealthBucket,
+    /// The last 60 minutes, one bucket per minute, oldest first (every minute, zeros included).
+    pub minutes: Vec<HealthBucket>,
+    /// The last 24 hours, one bucket per hour, oldest first (every hour, zeros included).
+    pub hours: Vec<HealthBucket>,
+}
+
+/// Failures of one reason over the last 24 hours.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+pub struct FailureGroup {
+    /// The reason's key ([`FailureReason::key`]), the payments list's `reason` filter.
+    pub reason: String,
+    /// Attempts (or, for `fenced`, payments) with this reason.
+    pub count: i64,
+    /// The newest, epoch ms UTC.
+    pub last_at: i64,
+}
+
+/// Channel health on the dashboard.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ChannelHealthView {
+    /// Amber from this undecidable share, percent (`--channel-amber-pct`).
+    pub amber_pct: u32,
+    /// Red from this undecidable share, percent (`--channel-red-pct`).
+    pub red_pct: u32,
+    /// Per connector that had attempts in the last 24 hours, by name.
+    pub connectors: Vec<ConnectorHealth>,
+    /// Failures of the last 24 hours by reason, most frequent first.
+    pub failures: Vec<FailureGroup>,
 }

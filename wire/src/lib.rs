@@ -42,8 +42,9 @@ pub use audit::{
 };
 pub use bulk::{BulkItem, BulkOutcome};
 pub use dashboard::{
-    Dashboard, ErrorPoolView, HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView,
-    RelayStatus, RouteOutcomes, StuckPayment, StuckView,
+    AttemptOutcome, ChannelHealthView, ConnectorHealth, Dashboard, ErrorPoolView, FailureGroup,
+    FailureReason, HealthBucket, HealthLevel, HitRate, IdempotencyView, MinutePoint, QueueRow,
+    QueueView, RelayStatus, RouteOutcomes, StuckPayment, StuckView,
 };
 pub use error_pool::{
     ErrorItem, ItemAction, ItemActionOffer, ItemActionOutcome, KindCount, PoolPage, ResolveOutcome,

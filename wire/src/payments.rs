@@ -288,6 +288,10 @@ pub struct PaymentSearch {
     /// Created before: RFC 3339 or `YYYY-MM-DD` (UTC).
     #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::time_filter_schema))]
     pub to: Option<String>,
+    /// Failure reason: the payment had a charge attempt failing for it (`decline:<the
+    /// connector's reason>`, `timeout`, `5xx`, `dropped`, `garbled`), or `fenced` (its key was
+    /// cancelled after no charge was found); the keys the dashboard's failures link with.
+    pub reason: Option<String>,
     /// Paging cursor from the previous page's `next`.
     #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::cursor_schema))]
     pub after: Option<String>,

@@ -1,5 +1,6 @@
-//! The idempotency chart: keyed requests and replays per minute over the last hour, drawn as
-//! an SVG bar chart by the app (no chart library: it is sixty bars and two axes).
+//! The dashboard's charts, drawn as SVG bar charts by the app (no chart library: sixty bars
+//! and two axes): Idempotency-Key requests and replays per minute over the last hour, and a
+//! connector's charge attempts and undecidable answers per minute or per hour.
 
 use leptos::prelude::*;
 
@@ -27,7 +28,18 @@ fn nice_ceiling(max: i64) -> i64 {
     }
 }
 
-/// One bar of the chart, computed from a minute point.
+/// One slot of a [`BarChart`]: a total and the part of it drawn over it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChartPoint {
+    /// The slot's start, epoch ms UTC (a whole minute or hour).
+    pub start: i64,
+    /// The total (the blue bar).
+    pub total: i64,
+    /// The part of it (the orange bar, drawn over the total).
+    pub part: i64,
+}
+
+/// One bar of the chart, computed from a point.
 struct Bar {
     x: f64,
     keyed_y: f64,
@@ -37,29 +49,39 @@ struct Bar {
     label: String,
 }
 
-fn bars(series: &[MinutePoint], now_ms: i64, ceiling: i64) -> Vec<Bar> {
-    let end = now_ms.div_euclid(60_000);
-    let start = end - (MINUTES - 1);
+/// The bars of `series` in the `slots` slots of `slot_ms` ending with the one holding
+/// `now_ms`; points outside are dropped.
+fn bars(
+    series: &[ChartPoint],
+    now_ms: i64,
+    ceiling: i64,
+    (slots, slot_ms): (i64, i64),
+    names: (&str, &str),
+) -> Vec<Bar> {
+    let end = now_ms.div_euclid(slot_ms);
+    let start = end - (slots - 1);
     let plot_w = W - LEFT - RIGHT;
     let plot_h = H - TOP - BOTTOM;
-    let bw = plot_w / MINUTES as f64;
+    let bw = plot_w / slots as f64;
     series
         .iter()
-        .filter(|p| p.minute >= start && p.minute <= end)
+        .filter(|p| (start..=end).contains(&p.start.div_euclid(slot_ms)))
         .map(|p| {
-            let kh = plot_h * p.keyed as f64 / ceiling as f64;
-            let rh = plot_h * p.replays as f64 / ceiling as f64;
+            let kh = plot_h * p.total as f64 / ceiling as f64;
+            let rh = plot_h * p.part as f64 / ceiling as f64;
             Bar {
-                x: LEFT + (p.minute - start) as f64 * bw + 1.0,
+                x: LEFT + (p.start.div_euclid(slot_ms) - start) as f64 * bw + 1.0,
                 keyed_y: TOP + plot_h - kh,
                 keyed_h: kh,
                 replay_y: TOP + plot_h - rh,
                 replay_h: rh,
                 label: format!(
-                    "{}: {} keyed, {} replays",
-                    format::utc_time(p.minute * 60_000),
-                    p.keyed,
-                    p.replays
+                    "{}: {} {}, {} {}",
+                    format::utc_time(p.start),
+                    p.total,
+                    names.0,
+                    p.part,
+                    names.1
                 ),
             }
         })
@@ -74,16 +96,60 @@ pub fn HitChart(
     /// The end of the window (the dashboard's `generated_at`).
     now_ms: i64,
 ) -> impl IntoView {
-    let max = series.iter().map(|p| p.keyed).max().unwrap_or(0);
-    let ceiling = nice_ceiling(max);
     let keyed: i64 = series.iter().map(|p| p.keyed).sum();
     let replays: i64 = series.iter().map(|p| p.replays).sum();
-    let summary = format!(
-        "Keyed requests and replays per minute, last hour: {keyed} keyed, {replays} replays in all."
-    );
+    let points = series
+        .iter()
+        .map(|p| ChartPoint {
+            start: p.minute * 60_000,
+            total: p.keyed,
+            part: p.replays,
+        })
+        .collect();
+    view! {
+        <BarChart
+            points
+            now_ms
+            summary=format!(
+                "Keyed requests and replays per minute, last hour: {keyed} keyed, {replays} replays in all."
+            )
+            testid="hit-chart"
+            names=("keyed", "replays")
+            legend=("keyed requests ", "replays (per minute, UTC)")
+        />
+    }
+}
+
+/// A bar chart of a total (blue) and a part of it (orange) per slot, drawn as SVG in the page:
+/// per minute over the last hour (`hourly` false) or per hour over the last day.
+#[component]
+pub fn BarChart(
+    /// Slots with something in them (others are zero).
+    points: Vec<ChartPoint>,
+    /// The end of the window (the dashboard's `generated_at`).
+    now_ms: i64,
+    /// What the chart says, for a screen reader (its `aria-label`).
+    summary: String,
+    /// The SVG's `data-testid`.
+    testid: &'static str,
+    /// The names of the total and the part in a bar's tooltip.
+    names: (&'static str, &'static str),
+    /// The legend's words after the blue key and after the orange key.
+    legend: (&'static str, &'static str),
+    /// 24 hourly slots instead of 60 minutes.
+    #[prop(optional)]
+    hourly: bool,
+) -> impl IntoView {
+    let (slots, slot_ms, ticks) = if hourly {
+        (24, 3_600_000, ("−24 h", "−12 h"))
+    } else {
+        (MINUTES, 60_000, ("−60 min", "−30 min"))
+    };
+    let max = points.iter().map(|p| p.total).max().unwrap_or(0);
+    let ceiling = nice_ceiling(max);
     let plot_h = H - TOP - BOTTOM;
-    let bw = (W - LEFT - RIGHT) / MINUTES as f64 - 2.0;
-    let bars = bars(&series, now_ms, ceiling);
+    let bw = (W - LEFT - RIGHT) / slots as f64 - 2.0;
+    let bars = bars(&points, now_ms, ceiling, (slots, slot_ms), names);
     let base = TOP + plot_h;
     let mid = TOP + plot_h / 2.0;
     view! {
@@ -92,7 +158,7 @@ pub fn HitChart(
                 viewBox=format!("0 0 {W} {H}")
                 role="img"
                 aria-label=summary.clone()
-                data-testid="hit-chart"
+                data-testid=testid
                 preserveAspectRatio="none"
             >
                 <line class="gridline" x1=LEFT y1=TOP x2=W - RIGHT y2=TOP></line>
@@ -103,9 +169,9 @@ pub fn HitChart(
                     {if ceiling % 2 == 0 { (ceiling / 2).to_string() } else { String::new() }}
                 </text>
                 <text class="tick" x=LEFT - 4.0 y=base + 4.0 text-anchor="end">"0"</text>
-                <text class="tick" x=LEFT y=H - 4.0 text-anchor="start">"−60 min"</text>
+                <text class="tick" x=LEFT y=H - 4.0 text-anchor="start">{ticks.0}</text>
                 <text class="tick" x=LEFT + (W - LEFT - RIGHT) / 2.0 y=H - 4.0 text-anchor="middle">
-                    "−30 min"
+                    {ticks.1}
                 </text>
                 <text class="tick" x=W - RIGHT y=H - 4.0 text-anchor="end">"now"</text>
                 {bars
@@ -126,9 +192,9 @@ pub fn HitChart(
             </svg>
             <figcaption>
                 <span class="key key-keyed"></span>
-                "keyed requests "
+                {legend.0}
                 <span class="key key-replay"></span>
-                "replays (per minute, UTC)"
+                {legend.1}
             </figcaption>
         </figure>
     }
@@ -151,26 +217,42 @@ mod tests {
     #[test]
     fn bars_outside_the_hour_are_dropped() {
         let now = 100 * 60_000;
-        let series = vec![
-            MinutePoint {
-                minute: 30,
-                keyed: 4,
-                replays: 1,
-            },
-            MinutePoint {
-                minute: 41,
-                keyed: 4,
-                replays: 2,
-            },
-            MinutePoint {
-                minute: 100,
-                keyed: 2,
-                replays: 0,
-            },
-        ];
-        let b = bars(&series, now, 4);
+        let point = |minute: i64, total, part| ChartPoint {
+            start: minute * 60_000,
+            total,
+            part,
+        };
+        let series = vec![point(30, 4, 1), point(41, 4, 2), point(100, 2, 0)];
+        let b = bars(&series, now, 4, (MINUTES, 60_000), ("keyed", "replays"));
         assert_eq!(b.len(), 2);
         assert!(b[0].keyed_h > b[1].keyed_h);
         assert!(b[1].x < W);
+    }
+
+    #[test]
+    fn hourly_bars_cover_the_day() {
+        let now = 48 * 3_600_000 + 5;
+        let point = |hour: i64| ChartPoint {
+            start: hour * 3_600_000,
+            total: 3,
+            part: 1,
+        };
+        let b = bars(
+            &[point(24), point(25), point(48)],
+            now,
+            5,
+            (24, 3_600_000),
+            ("attempts", "undecidable"),
+        );
+        assert_eq!(
+            b.len(),
+            2,
+            "hour 24 is outside the 24 hours ending with hour 48"
+        );
+        assert!(
+            b[0].label.ends_with("3 attempts, 1 undecidable"),
+            "{}",
+            b[0].label
+        );
     }
 }

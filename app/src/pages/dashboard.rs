@@ -1,5 +1,5 @@
-//! The dashboard (issue 5): what is stuck, how often clients retry, what the queue is doing
-//! and what is in the error pool, at a glance. It refreshes itself without reloading the page
+//! The dashboard (issue 5): what is stuck, how often clients retry, what the queue is doing,
+//! what is in the error pool and how each connector's channel answers (issue 41), at a glance. It refreshes itself without reloading the page
 //! when the live stream says something changed (or polls while the stream is down); ages are
 //! measured from the server's `generated_at`, never the browser's clock, so the
 //! server-rendered and hydrated pages agree.
@@ -9,11 +9,12 @@ use leptos_router::components::A;
 
 use crate::api;
 use crate::components::bulk_retry::{BulkRetry, RetryButton};
-use crate::components::chart::HitChart;
+use crate::components::chart::{BarChart, ChartPoint, HitChart};
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill};
 use crate::dto::{
-    AGE_BUCKETS, Dashboard, ErrorPoolView, IdempotencyView, PaymentStatus, QueueView, StuckView,
+    AGE_BUCKETS, ChannelHealthView, ConnectorHealth, Dashboard, ErrorPoolView, FailureReason,
+    HealthBucket, HealthLevel, IdempotencyView, PaymentStatus, QueueView, StuckView,
 };
 use crate::format;
 
@@ -206,11 +207,168 @@ fn DashboardBody(d: Dashboard) -> impl IntoView {
                 note="need a person"
             />
         </section>
+        <ChannelPanel channels=d.channels now/>
         <div class="grid">
             <StuckPanel stuck=d.stuck now/>
             <IdempotencyPanel idem=d.idempotency now/>
             <QueuePanel queue=d.queue/>
             <PoolPanel pool=d.error_pool now/>
+        </div>
+    }
+}
+
+/// `part` of `total` as a percentage with one decimal, `–` without a total.
+fn share(part: i64, total: i64) -> String {
+    if total == 0 {
+        "–".into()
+    } else {
+        format::percent(part as f64 / total as f64)
+    }
+}
+
+/// The tile's words and colour class for a level.
+fn level_words(level: HealthLevel) -> (&'static str, &'static str) {
+    match level {
+        HealthLevel::Ok => ("OK", "ok"),
+        HealthLevel::Amber => ("Amber", "warn"),
+        HealthLevel::Red => ("Red", "bad"),
+    }
+}
+
+/// Channel health: a tile per connector (coloured by the undecidable share of the last five
+/// minutes against the configured thresholds) with its attempts per minute and per hour, and
+/// the last day's failures by reason, each linking to its payments.
+#[component]
+fn ChannelPanel(channels: ChannelHealthView, now: i64) -> impl IntoView {
+    let ChannelHealthView {
+        amber_pct,
+        red_pct,
+        connectors,
+        failures,
+    } = channels;
+    let none = connectors.is_empty();
+    view! {
+        <Panel
+            id="channels"
+            title="Channel health"
+            note=format!("undecidable share of the last 5 min: amber from {amber_pct}%, red from {red_pct}%")
+            testid="channel-health"
+        >
+            {none.then(|| view! { <p class="muted">"No charge attempts in the last 24 hours."</p> })}
+            <div class="channel-tiles">
+                {connectors.into_iter().map(|c| view! { <ConnectorTile c now/> }).collect_view()}
+            </div>
+            <h3>"Failures by reason, 24 h"</h3>
+            <DataTable
+                columns=&["Reason", "Count", "Last"]
+                numeric=&["Count"]
+                label="Failures by reason"
+                testid="channel-failures"
+                empty=failures.is_empty().then_some("No failed charge attempts in the last 24 hours.")
+            >
+                {failures
+                    .into_iter()
+                    .map(|f| {
+                        let href = format!("/payments{}", format::query_string(&[("reason", Some(f.reason.as_str()))]));
+                        let label = FailureReason::label_of(&f.reason);
+                        let (link_id, count_id) = (format!("failure-link-{}", f.reason), format!("failure-count-{}", f.reason));
+                        view! {
+                            <tr>
+                                <th scope="row">
+                                    <A href=href attr:data-testid=link_id>{label}</A>
+                                </th>
+                                <td class="num" data-testid=count_id>{f.count}</td>
+                                <td class="nowrap">{format!("{} ago", format::age(now - f.last_at))}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </DataTable>
+        </Panel>
+    }
+}
+
+/// One connector's tile.
+#[component]
+fn ConnectorTile(c: ConnectorHealth, now: i64) -> impl IntoView {
+    let (word, tone) = level_words(c.level);
+    let name = c.connector.clone();
+    let five: &HealthBucket = &c.last_5m;
+    let hour: &HealthBucket = &c.last_hour;
+    let latency = match (hour.p50_ms, hour.p99_ms) {
+        (Some(p50), Some(p99)) => format!("p50 {p50} ms, p99 {p99} ms"),
+        _ => "no attempts".into(),
+    };
+    let points = |buckets: &[HealthBucket]| -> Vec<ChartPoint> {
+        buckets
+            .iter()
+            .filter(|b| b.attempts > 0)
+            .map(|b| ChartPoint {
+                start: b.start,
+                total: b.attempts,
+                part: b.undecidable,
+            })
+            .collect()
+    };
+    let minutes = points(&c.minutes);
+    let hours = points(&c.hours);
+    let summary = |span: &str| {
+        format!(
+            "Charge attempts and undecidable answers at {name} per {span}: {} attempts, {} undecidable in the last hour.",
+            hour.attempts, hour.undecidable
+        )
+    };
+    let (per_minute, per_hour) = (summary("minute"), summary("hour"));
+    view! {
+        <div
+            class=format!("kpi channel-tile {tone}")
+            data-testid=format!("channel-tile-{name}")
+            data-level=c.level.as_str()
+        >
+            <div class="kpi-label">
+                {format!("Connector {name} ")}
+                <span class=format!("pill st-{tone}") data-testid=format!("channel-level-{name}")>{word}</span>
+            </div>
+            <div class="kpi-value" data-testid=format!("channel-share-{name}")>
+                {share(five.undecidable, five.attempts)}
+            </div>
+            <div class="kpi-note">
+                {format!(
+                    "undecidable in 5 min: {} of {} attempts ({} charged, {} declined)",
+                    five.undecidable, five.attempts, five.successes, five.declines
+                )}
+            </div>
+            <dl class="channel-figures" data-testid=format!("channel-hour-{name}")>
+                <dt>"Last hour"</dt>
+                <dd>
+                    {format!(
+                        "{} attempts: {} charged, {} declined, {} undecidable",
+                        hour.attempts, hour.successes, hour.declines, hour.undecidable
+                    )}
+                </dd>
+                <dt>"Latency, 1 h"</dt>
+                <dd>{latency}</dd>
+            </dl>
+            <BarChart
+                points=minutes
+                now_ms=now
+                summary=per_minute
+                testid="channel-chart-minutes"
+                names=("attempts", "undecidable")
+                legend=("attempts ", "undecidable (per minute, UTC)")
+            />
+            <details>
+                <summary>"Per hour, 24 h"</summary>
+                <BarChart
+                    points=hours
+                    now_ms=now
+                    summary=per_hour
+                    testid="channel-chart-hours"
+                    names=("attempts", "undecidable")
+                    legend=("attempts ", "undecidable (per hour, UTC)")
+                    hourly=true
+                />
+            </details>
         </div>
     }
 }

@@ -1,4 +1,5 @@
-//! Payment search: by id, merchant, merchant_order_id, status and creation time (UTC), newest
+//! Payment search: by id, merchant, merchant_order_id, status, failure reason (the dashboard's
+//! failures link here with it) and creation time (UTC), newest
 //! first, 50 a page with the server's `next` cursor. The filters live in the URL (a GET
 //! form), so a search can be bookmarked, shared and stepped back through. "Export CSV"
 //! downloads every payment the filters select (`GET /ops/v1/payments/export`).
@@ -26,6 +27,7 @@ fn query_url(q: &PaymentSearch, tz: Option<&str>, after: Option<&str>) -> String
             ("merchant", q.merchant.as_deref()),
             ("order", q.order.as_deref()),
             ("status", q.status.as_deref()),
+            ("reason", q.reason.as_deref()),
             ("from", q.from.as_deref()),
             ("to", q.to.as_deref()),
             ("tz", tz.filter(|_| timed)),
@@ -53,6 +55,7 @@ pub fn PaymentsPage() -> impl IntoView {
             merchant: get("merchant"),
             order: get("order"),
             status: get("status"),
+            reason: get("reason"),
             from: get("from"),
             to: get("to"),
             after: get("after"),
@@ -99,6 +102,7 @@ pub fn PaymentsPage() -> impl IntoView {
                 ("merchant", q.merchant.as_deref()),
                 ("order", q.order.as_deref()),
                 ("status", q.status.as_deref()),
+                ("reason", q.reason.as_deref()),
                 ("from", from.as_deref()),
                 ("to", to.as_deref()),
             ])
@@ -194,6 +198,25 @@ fn SearchForm(q: PaymentSearch, merchants: Vec<Merchant>) -> impl IntoView {
                         .map(|s| view! { <option value=s selected=status == s>{s}</option> })
                         .collect_view()}
                 </select>
+            </label>
+            // Free text with the fixed reasons offered: a decline's reason is the connector's
+            // (`decline:insufficient_funds`), so it cannot be a closed list.
+            <label>
+                "Failure reason"
+                <input
+                    type="search"
+                    name="reason"
+                    list="failure-reasons"
+                    placeholder="timeout, 5xx, decline:…"
+                    value=q.reason.unwrap_or_default()
+                    data-testid="reason-filter"
+                />
+                <datalist id="failure-reasons">
+                    {["timeout", "5xx", "dropped", "garbled", "fenced"]
+                        .into_iter()
+                        .map(|k| view! { <option value=k>{crate::dto::FailureReason::label_of(k)}</option> })
+                        .collect_view()}
+                </datalist>
             </label>
             <label>
                 <span data-testid="from-label">{move || zone_label("Created from", zone.get().as_deref())}</span>

@@ -18,6 +18,9 @@ pub struct StuckThresholds {
     pub channel_success_ms: i64,
     /// SUSPENSE longer than this is stuck (0: at once).
     pub suspense_ms: i64,
+    /// The dashboard's other thresholds travel with these (the dashboard and the monitor take
+    /// one set): when a connector's channel-health tile turns amber and red.
+    pub channel: crate::domain::channel_health::ChannelThresholds,
 }
 
 impl Default for StuckThresholds {
@@ -28,6 +31,7 @@ impl Default for StuckThresholds {
             unknown_ms: 300_000,
             channel_success_ms: 60_000,
             suspense_ms: 0,
+            channel: Default::default(),
         }
     }
 }

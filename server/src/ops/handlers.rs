@@ -281,7 +281,7 @@ pub use crate::service::queries::PaymentSearch;
     params(PaymentSearch),
     responses(
         (status = 200, description = "One page of payments", body = PaymentPage),
-        (status = 400, description = "A filter is malformed (status, time, cursor)", body = ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
+        (status = 400, description = "A filter is malformed (status, failure reason, time, cursor)", body = ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this, or (state changes) the request is cross-site", body = ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
         (status = 503, description = "Database unavailable", body = ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))

@@ -28,7 +28,7 @@ use crate::service::queries::PaymentSearch;
     params(PaymentSearch),
     responses(
         (status = 200, description = "The payments", content((String = "text/csv"))),
-        (status = 400, description = "A filter is malformed (status, time, cursor)", body = crate::error::ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
+        (status = 400, description = "A filter is malformed (status, failure reason, time, cursor)", body = crate::error::ErrorBody, example = json!({"error": {"code": "invalid_time", "message": "from must be RFC 3339 or YYYY-MM-DD"}})),
         (status = 401, description = "Not signed in (no or expired session)", body = crate::error::ErrorBody, example = json!({"error": {"code": "not_authenticated", "message": "sign in first"}})),
         (status = 403, description = "The user's roles do not allow this (`forbidden`), or the request is cross-site (`csrf_rejected`: an `Origin` other than the console's, or a `Sec-Fetch-Site` other than `same-origin`/`none`; the export writes an audit record, so it is guarded as a write)", body = crate::error::ErrorBody, example = json!({"error": {"code": "forbidden", "message": "your roles do not allow this"}})),
         (status = 503, description = "Database unavailable", body = crate::error::ErrorBody, headers(("Retry-After" = u64, description = "Seconds to wait before retrying")), example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))

@@ -10,8 +10,8 @@ use crate::domain::stuck::StuckThresholds;
 use crate::store::{ErrorItemStatus, QueueStat, StoreError};
 
 pub use converge_wire::dashboard::{
-    Dashboard, ErrorPoolView, HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView,
-    RouteOutcomes, StuckView,
+    ChannelHealthView, ConnectorHealth, Dashboard, ErrorPoolView, FailureGroup, HealthBucket,
+    HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView, RouteOutcomes, StuckView,
 };
 
 fn keyed(outcome: &str) -> bool {
@@ -45,6 +45,7 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         recent_errors,
         webhooks,
         relay,
+        (attempts, failures),
     ) = tokio::try_join!(
         store.stuck_counts(&cutoffs, now),
         store.stuck_payments(&cutoffs, 10),
@@ -63,6 +64,13 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         store.error_items(Some(ErrorItemStatus::Open), None, 10),
         store.webhook_backlog(now - 3_600_000),
         store.relay_status(crate::store::RELAY_LEASE, now),
+        async {
+            let day = health_day_start(now);
+            tokio::try_join!(
+                store.channel_attempts_since(day),
+                store.failure_groups_since(day)
+            )
+        },
     )?;
     let stuck = StuckView {
         thresholds: thresholds
@@ -156,7 +164,99 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         error_pool,
         webhooks,
         relay,
+        channels: channel_health(attempts, failures, &thresholds.channel, now),
     })
+}
+
+/// The first hour of the dashboard's 24-hour channel window at `now`: the current hour (UTC)
+/// and the 23 before it, as whole hours.
+fn health_day_start(now: i64) -> i64 {
+    (now.div_euclid(3_600_000) - 23) * 3_600_000
+}
+
+/// Channel health per connector from the attempts of the 24-hour window (oldest first): per
+/// minute for the last 60 minutes (the current one included), per hour for the 24 hours,
+/// the last hour and the last five minutes summed, and the tile's level decided on the five
+/// minutes ([`ChannelThresholds::level`]).
+///
+/// [`ChannelThresholds::level`]: crate::domain::channel_health::ChannelThresholds::level
+pub fn channel_health(
+    attempts: Vec<crate::store::ChannelAttemptRow>,
+    failures: Vec<FailureGroup>,
+    thresholds: &crate::domain::channel_health::ChannelThresholds,
+    now: i64,
+) -> ChannelHealthView {
+    use crate::domain::channel_health::LEVEL_WINDOW_MINUTES;
+    let minute = now.div_euclid(60_000);
+    let first_minute = minute - 59;
+    let first_hour = health_day_start(now) / 3_600_000;
+    let mut names: Vec<&str> = attempts.iter().map(|a| a.connector.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let connectors = names
+        .into_iter()
+        .map(|name| {
+            let mine: Vec<&crate::store::ChannelAttemptRow> =
+                attempts.iter().filter(|a| a.connector == name).collect();
+            let bucket = |start_ms: i64, end_ms: i64| {
+                summed(
+                    start_ms,
+                    mine.iter()
+                        .filter(|a| a.created_at >= start_ms && a.created_at < end_ms)
+                        .copied(),
+                )
+            };
+            let minutes: Vec<HealthBucket> = (first_minute..=minute)
+                .map(|m| bucket(m * 60_000, (m + 1) * 60_000))
+                .collect();
+            let hours: Vec<HealthBucket> = (first_hour..first_hour + 24)
+                .map(|h| bucket(h * 3_600_000, (h + 1) * 3_600_000))
+                .collect();
+            let last_5m = bucket((minute - LEVEL_WINDOW_MINUTES + 1) * 60_000, i64::MAX);
+            let last_hour = bucket(first_minute * 60_000, i64::MAX);
+            ConnectorHealth {
+                connector: name.to_owned(),
+                level: thresholds.level(last_5m.attempts, last_5m.undecidable),
+                last_5m,
+                last_hour,
+                minutes,
+                hours,
+            }
+        })
+        .collect();
+    ChannelHealthView {
+        amber_pct: thresholds.amber_pct,
+        red_pct: thresholds.red_pct,
+        connectors,
+        failures,
+    }
+}
+
+/// The counts and latency percentiles of `rows`, as the bucket starting at `start`.
+fn summed<'a>(
+    start: i64,
+    rows: impl Iterator<Item = &'a crate::store::ChannelAttemptRow>,
+) -> HealthBucket {
+    use crate::domain::channel_health::{AttemptOutcome, percentile};
+    let mut b = HealthBucket {
+        start,
+        ..HealthBucket::default()
+    };
+    let mut durations = Vec::new();
+    for a in rows {
+        b.attempts += 1;
+        match AttemptOutcome::parse(&a.outcome) {
+            Some(AttemptOutcome::Success) => b.successes += 1,
+            Some(AttemptOutcome::Decline) => b.declines += 1,
+            // An outcome this build does not know is not a success: counted as undecidable.
+            Some(AttemptOutcome::Undecidable) | None => b.undecidable += 1,
+        }
+        durations.push(a.duration_ms);
+    }
+    durations.sort_unstable();
+    b.p50_ms = percentile(&durations, 0.5);
+    b.p99_ms = percentile(&durations, 0.99);
+    b
 }
 
 fn queue_rows(stats: Vec<QueueStat>, now: i64) -> Vec<QueueRow> {

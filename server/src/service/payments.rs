@@ -422,16 +422,71 @@ impl Core {
     }
 
     /// The charge at the channel with the payment's channel key (never inside a
-    /// transaction), counted by outcome.
+    /// transaction), counted by outcome and recorded as a channel attempt
+    /// ([`Core::record_attempt`]).
     async fn send_charge(&self, p: &Payment) -> ChargeOutcome {
+        let started = std::time::Instant::now();
         let outcome = self
             .connectors
             .for_payment(p)
             .charge(&p.channel_key, p.amount, &p.currency)
             .await;
+        let duration_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         metrics::counter!("converge_channel_charges_total", "outcome" => outcome_name(&outcome))
             .increment(1);
+        self.record_attempt(p, &outcome, duration_ms).await;
         outcome
+    }
+
+    /// Records a charge's answer for channel health: a `channel_attempts` row (the dashboard)
+    /// and `converge_channel_attempts_total{connector, outcome}` (`/metrics`; `outcome` is
+    /// `success`, `decline`, or the undecidable reason `timeout`, `5xx`, `dropped`,
+    /// `garbled`). A charge for another amount than the payment's is undecidable (`garbled`),
+    /// as the payment treats it. The row is telemetry: a failed write is logged and the
+    /// charge's answer is still recorded on the payment.
+    async fn record_attempt(&self, p: &Payment, outcome: &ChargeOutcome, duration_ms: i64) {
+        use crate::domain::channel_health::{AttemptOutcome, FailureReason, undecidable_reason};
+        let (kind, reason) = match outcome {
+            ChargeOutcome::Succeeded { amount, currency }
+                if *amount == p.amount && *currency == p.currency =>
+            {
+                (AttemptOutcome::Success, None)
+            }
+            ChargeOutcome::Succeeded { .. } => {
+                (AttemptOutcome::Undecidable, Some(FailureReason::Garbled))
+            }
+            ChargeOutcome::Declined { reason } => (
+                AttemptOutcome::Decline,
+                Some(FailureReason::declined(reason)),
+            ),
+            ChargeOutcome::Error { detail } => (
+                AttemptOutcome::Undecidable,
+                Some(undecidable_reason(detail)),
+            ),
+        };
+        let label = match (&kind, &reason) {
+            (AttemptOutcome::Undecidable, Some(r)) => r.key(),
+            _ => kind.as_str().to_owned(),
+        };
+        metrics::counter!(
+            "converge_channel_attempts_total",
+            "connector" => p.connector.clone(),
+            "outcome" => label
+        )
+        .increment(1);
+        metrics::histogram!("converge_channel_attempt_duration_seconds", "connector" => p.connector.clone())
+            .record(duration_ms as f64 / 1000.0);
+        let attempt = crate::store::NewChannelAttempt {
+            payment_id: p.id.clone(),
+            connector: p.connector.clone(),
+            outcome: kind,
+            reason,
+            duration_ms,
+            at: self.clock.now_ms(),
+        };
+        if let Err(e) = self.store.record_channel_attempt(&attempt).await {
+            tracing::warn!(error = %e, payment_id = %p.id, "channel attempt not recorded for channel health");
+        }
     }
 
     /// The event a charge's answer is and what it writes: a charge for another amount or an

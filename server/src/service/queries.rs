@@ -24,6 +24,10 @@ pub enum FilterError {
     /// A status name that is not one of the lifecycle's: `invalid_status` (the message).
     #[error("{0}")]
     InvalidStatus(String),
+    /// A failure reason that is not a [`FailureReason`](converge_wire::FailureReason) key:
+    /// `invalid_reason` (the message).
+    #[error("{0}")]
+    InvalidReason(String),
     /// An event type that is not a webhook event type: `invalid_event_type` (the message).
     #[error("{0}")]
     InvalidEventType(String),
@@ -84,6 +88,14 @@ pub async fn select_payments(
         f.status = Some(status.as_str().to_string());
     }
     f.merchant_order_id = blank(&q.order).map(str::to_string);
+    if let Some(r) = blank(&q.reason) {
+        let reason = converge_wire::FailureReason::parse(r).ok_or_else(|| {
+            FilterError::InvalidReason(format!(
+                "unknown failure reason {r:?}: decline:<reason>, timeout, 5xx, dropped, garbled or fenced"
+            ))
+        })?;
+        f.reason = Some(reason.key());
+    }
     f.from = time_filter("from", &q.from)?;
     f.to = time_filter("to", &q.to)?;
     if let Some(cursor) = blank(&q.after) {

@@ -149,6 +149,7 @@ macro_rules! impl_sql_store {
         impl_verify!($store);
         impl_console!($store);
         impl_governance!($store);
+        impl_channel_health!($store);
         impl_lookup!($store);
         impl_live!($store);
         impl_pauses!($store);

@@ -43,6 +43,10 @@ pub struct PaymentFilter {
     pub from: Option<i64>,
     /// Created before, epoch ms UTC.
     pub to: Option<i64>,
+    /// A failure reason key ([`FailureReason::key`](converge_wire::FailureReason::key)): the
+    /// payment had a charge attempt with it, or (`fenced`) its key was fenced
+    /// ([`reason_condition`](super::health::reason_condition)).
+    pub reason: Option<String>,
     /// Page after this `(created_at, id)`.
     pub after: Option<(i64, String)>,
     /// Page size.
@@ -85,6 +89,10 @@ pub fn search_sql(f: &PaymentFilter) -> (String, Vec<SearchArg<'_>>) {
     if let Some(to) = f.to {
         args.push(SearchArg::Int(to));
         conds.push(format!("created_at < ${}", args.len()));
+    }
+    if let Some(r) = &f.reason {
+        args.push(SearchArg::Text(r));
+        conds.push(super::health::reason_condition(args.len()));
     }
     if let Some((at, id)) = &f.after {
         args.push(SearchArg::Int(*at));

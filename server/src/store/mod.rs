@@ -24,6 +24,8 @@ mod console_sql;
 #[macro_use]
 mod governance_sql;
 #[macro_use]
+mod health_sql;
+#[macro_use]
 mod lookup_sql;
 #[macro_use]
 mod live_sql;
@@ -42,6 +44,7 @@ pub(crate) mod webhooks_sql;
 pub mod callbacks;
 pub mod console;
 pub mod governance;
+pub mod health;
 pub mod keys;
 pub mod ledger;
 pub mod live;
@@ -69,6 +72,7 @@ pub(crate) use backend::SqlBackend;
 pub use callbacks::*;
 pub use console::*;
 pub use governance::*;
+pub use health::{ChannelAttemptRow, ChannelHealth, FailureGroup, NewChannelAttempt};
 pub use keys::KeyStore;
 pub use ledger::Ledger;
 pub use live::*;
@@ -177,6 +181,7 @@ pub trait Store:
     + KeyStore
     + Queue
     + Console
+    + ChannelHealth
     + Governance
     + Live
     + Lookup

@@ -9,6 +9,21 @@ use crate::domain::webhooks::DeliveryStatus;
 use crate::service::Core;
 use crate::store::{JobKind, JobStatus};
 
+/// Deletes the channel attempts older than [`ATTEMPT_RETENTION_MS`] every `every` until the
+/// task is aborted (the sign-in attempts' purge runs beside it in `startup`).
+///
+/// [`ATTEMPT_RETENTION_MS`]: crate::domain::channel_health::ATTEMPT_RETENTION_MS
+pub async fn purge_channel_attempts(core: Core, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let before = core.clock.now_ms() - crate::domain::channel_health::ATTEMPT_RETENTION_MS;
+        if let Err(e) = core.store.purge_channel_attempts(before).await {
+            tracing::warn!(error = %e, "channel attempt purge failed; next tick retries");
+        }
+    }
+}
+
 /// Recomputes the gauges every `every` until the task is aborted.
 pub async fn run(core: Core, thresholds: StuckThresholds, every: Duration) {
     let mut tick = tokio::time::interval(every);
@@ -29,6 +44,12 @@ pub async fn refresh(
 ) -> Result<(), crate::store::StoreError> {
     let health = core.store.health().await;
     metrics::gauge!("converge_database_up").set(if health.is_ok() { 1.0 } else { 0.0 });
+    // The configured thresholds, so the alert rule compares the undecidable share of
+    // `converge_channel_attempts_total` with the same red line as the dashboard's tile.
+    metrics::gauge!("converge_channel_amber_threshold_ratio")
+        .set(f64::from(thresholds.channel.amber_pct) / 100.0);
+    metrics::gauge!("converge_channel_red_threshold_ratio")
+        .set(f64::from(thresholds.channel.red_pct) / 100.0);
     health?;
     // First, so a failing query below cannot leave the switch's state unreported: a read
     // that refreshes the process's view also sets `converge_pause_active`.

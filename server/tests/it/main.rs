@@ -12,6 +12,7 @@ mod auth_hardening;
 mod bad_input;
 mod bulk_retry;
 mod callbacks;
+mod channel_health;
 mod concurrency;
 mod conformance;
 mod connector_conformance;
