@@ -283,7 +283,9 @@ impl FailureReason {
             "fenced" => Self::Fenced,
             _ => {
                 let r = key.strip_prefix("decline:")?;
-                if r.is_empty() || r.len() > Self::MAX_DECLINE_REASON {
+                // Characters, as the filter's schema counts them; no NUL (PostgreSQL text).
+                if r.is_empty() || r.chars().count() > Self::MAX_DECLINE_REASON || r.contains('\0')
+                {
                     return None;
                 }
                 Self::Declined(r.to_owned())

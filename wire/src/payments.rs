@@ -291,6 +291,8 @@ pub struct PaymentSearch {
     /// Failure reason: the payment had a charge attempt failing for it (`decline:<the
     /// connector's reason>`, `timeout`, `5xx`, `dropped`, `garbled`), or `fenced` (its key was
     /// cancelled after no charge was found); the keys the dashboard's failures link with.
+    /// Read exactly as sent (an empty one is none).
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::failure_reason_filter_schema))]
     pub reason: Option<String>,
     /// Paging cursor from the previous page's `next`.
     #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::cursor_schema))]

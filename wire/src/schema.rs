@@ -22,6 +22,21 @@ pub fn filter_of(values: &[&str]) -> utoipa::openapi::Object {
     strings(&v)
 }
 
+/// A failure-reason filter, exactly as the server reads it (no trimming, so that the schema
+/// and the check agree on every string): empty for none, `timeout`, `5xx`, `dropped`,
+/// `garbled`, `fenced`, or `decline:` and the connector's reason (1 to
+/// [`FailureReason::MAX_DECLINE_REASON`](crate::FailureReason::MAX_DECLINE_REASON)
+/// characters, no NUL, which PostgreSQL text cannot hold).
+pub fn failure_reason_filter_schema() -> utoipa::openapi::Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(format!(
+            "^$|^(timeout|5xx|dropped|garbled|fenced|decline:[^\\u0000]{{1,{}}})$",
+            crate::FailureReason::MAX_DECLINE_REASON
+        )))
+        .build()
+}
+
 /// A payment-status filter: a status name, or empty for all.
 pub fn status_filter_schema() -> utoipa::openapi::Object {
     filter_of(&PaymentStatus::ALL.map(PaymentStatus::as_str))

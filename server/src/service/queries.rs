@@ -88,7 +88,8 @@ pub async fn select_payments(
         f.status = Some(status.as_str().to_string());
     }
     f.merchant_order_id = blank(&q.order).map(str::to_string);
-    if let Some(r) = blank(&q.reason) {
+    // Exactly as sent, as its schema says (failure_reason_filter_schema): no trimming.
+    if let Some(r) = q.reason.as_deref().filter(|r| !r.is_empty()) {
         let reason = converge_wire::FailureReason::parse(r).ok_or_else(|| {
             FilterError::InvalidReason(format!(
                 "unknown failure reason {r:?}: decline:<reason>, timeout, 5xx, dropped, garbled or fenced"
