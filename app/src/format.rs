@@ -446,6 +446,19 @@ impl Toned for crate::dto::PauseStatus {
     }
 }
 
+/// An endpoint's delivery health over 24 h as the console says it: "no attempts", or
+/// "12 attempts, 91.7 % ok".
+pub fn endpoint_health(attempts: i64, succeeded: i64) -> String {
+    if attempts == 0 {
+        "no attempts".to_string()
+    } else {
+        format!(
+            "{attempts} attempts, {} ok",
+            percent(succeeded as f64 / attempts as f64)
+        )
+    }
+}
+
 /// Percent-encodes a query-string value (everything but unreserved characters).
 pub fn query_escape(v: &str) -> String {
     let mut out = String::with_capacity(v.len());

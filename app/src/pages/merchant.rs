@@ -126,15 +126,7 @@ fn Endpoints(endpoints: Vec<EndpointRow>) -> impl IntoView {
                 {endpoints
                     .into_iter()
                     .map(|e| {
-                        let health = if e.attempts_24h == 0 {
-                            "no attempts".to_string()
-                        } else {
-                            format!(
-                                "{} attempts, {} ok",
-                                e.attempts_24h,
-                                format::percent(e.succeeded_24h as f64 / e.attempts_24h as f64),
-                            )
-                        };
+                        let health = format::endpoint_health(e.attempts_24h, e.succeeded_24h);
                         view! {
                             <tr>
                                 <td class="mono">{e.id.clone()}</td>

@@ -244,15 +244,7 @@ fn EndpointLine(
     version: RwSignal<u32>,
     message: RwSignal<Option<String>>,
 ) -> impl IntoView {
-    let rate = if e.attempts_24h == 0 {
-        "no attempts".to_string()
-    } else {
-        format!(
-            "{} attempts, {} ok",
-            e.attempts_24h,
-            format::percent(e.succeeded_24h as f64 / e.attempts_24h as f64)
-        )
-    };
+    let rate = format::endpoint_health(e.attempts_24h, e.succeeded_24h);
     let disabled = e.status == EndpointStatus::Disabled;
     let deleted = e.status == EndpointStatus::Deleted;
     let open = RwSignal::new(false);

@@ -807,18 +807,7 @@ async fn pause_submissions(sh: &Shared) {
 
 /// The open (pending or active) pause of submissions: its id and status.
 async fn open_pause(sh: &Shared, rng: &mut StdRng) -> Option<(String, String)> {
-    let base = &sh.bases[rng.random_range(0..sh.bases.len())];
-    let v: Value = sh
-        .client
-        .get(format!("{base}/ops/v1/pauses"))
-        .header("cookie", &sh.ops.operator)
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let v = ops_get(sh, rng, &sh.ops.operator, "/ops/v1/pauses").await?;
     v["items"]
         .as_array()?
         .iter()
@@ -836,35 +825,31 @@ async fn open_pause(sh: &Shared, rng: &mut StdRng) -> Option<(String, String)> {
 /// Action `id`'s status as the approver reads it (`GET /ops/v1/actions/{id}`); None when
 /// no server answered within five seconds (a kill), which breaches nothing.
 async fn action_status(sh: &Shared, rng: &mut StdRng, id: &str) -> Option<String> {
+    let path = format!("/ops/v1/actions/{id}");
+    let v = ops_get(sh, rng, &sh.ops.approver, &path).await?;
+    v["action"]["status"].as_str().map(str::to_string)
+}
+
+/// `GET path` of the ops API on a random server with session `cookie`: its JSON, or None
+/// when no server answered within five seconds (a kill) or the body is not JSON.
+async fn ops_get(sh: &Shared, rng: &mut StdRng, cookie: &str, path: &str) -> Option<Value> {
     let base = &sh.bases[rng.random_range(0..sh.bases.len())];
-    let v: Value = sh
-        .client
-        .get(format!("{base}/ops/v1/actions/{id}"))
-        .header("cookie", &sh.ops.approver)
+    sh.client
+        .get(format!("{base}{path}"))
+        .header("cookie", cookie)
         .timeout(Duration::from_secs(5))
         .send()
         .await
         .ok()?
         .json()
         .await
-        .ok()?;
-    v["action"]["status"].as_str().map(str::to_string)
+        .ok()
 }
 
 /// The id of the pending reversal of payment `id`, if there is one.
 async fn pending_reversal(sh: &Shared, rng: &mut StdRng, id: &str) -> Option<String> {
-    let base = &sh.bases[rng.random_range(0..sh.bases.len())];
-    let v: Value = sh
-        .client
-        .get(format!("{base}/ops/v1/actions?status=pending&payment={id}"))
-        .header("cookie", &sh.ops.operator)
-        .timeout(Duration::from_secs(5))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let path = format!("/ops/v1/actions?status=pending&payment={id}");
+    let v = ops_get(sh, rng, &sh.ops.operator, &path).await?;
     v["items"]
         .as_array()?
         .iter()

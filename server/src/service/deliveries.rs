@@ -105,9 +105,12 @@ fn row(e: &WebhookEndpoint, merchant: &str, h: Option<&EndpointHealth>) -> Endpo
 }
 
 impl Core {
-    /// Every endpoint with its health over the last [`HEALTH_WINDOW_MS`], and the delivery
-    /// backlog. Errors: the store's.
-    pub async fn webhooks_overview(&self) -> Result<WebhooksOverview, StoreError> {
+    /// The endpoints of merchant `merchant_id` (every merchant's when None), newest first,
+    /// each with its health over the last [`HEALTH_WINDOW_MS`]. Errors: the store's.
+    pub async fn endpoint_rows(
+        &self,
+        merchant_id: Option<i64>,
+    ) -> Result<Vec<EndpointRow>, StoreError> {
         let now = self.clock.now_ms();
         let names = self.merchant_names().await?;
         let health: HashMap<String, EndpointHealth> = self
@@ -117,9 +120,9 @@ impl Core {
             .into_iter()
             .map(|h| (h.endpoint_id.clone(), h))
             .collect();
-        let endpoints: Vec<EndpointRow> = self
+        Ok(self
             .store
-            .endpoints(None)
+            .endpoints(merchant_id)
             .await?
             .iter()
             .map(|e| {
@@ -129,7 +132,14 @@ impl Core {
                     health.get(&e.id),
                 )
             })
-            .collect();
+            .collect())
+    }
+
+    /// Every endpoint with its health over the last [`HEALTH_WINDOW_MS`], and the delivery
+    /// backlog. Errors: the store's.
+    pub async fn webhooks_overview(&self) -> Result<WebhooksOverview, StoreError> {
+        let now = self.clock.now_ms();
+        let endpoints = self.endpoint_rows(None).await?;
         let backlog = self.store.webhook_backlog(now - HEALTH_WINDOW_MS).await?;
         Ok(WebhooksOverview {
             endpoints,

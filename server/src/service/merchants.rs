@@ -298,8 +298,7 @@ impl super::Core {
         )
         .await?
         .items;
-        let mut endpoints = self.webhooks_overview().await?.endpoints;
-        endpoints.retain(|e| e.merchant == name);
+        let endpoints = self.endpoint_rows(Some(merchant.id)).await?;
         let keys = match with_keys {
             true => store.merchant_keys(name).await?,
             false => None,
