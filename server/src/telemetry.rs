@@ -169,7 +169,7 @@ fn describe_metrics() {
     );
     describe_counter!(
         "converge_callbacks_total",
-        "Channel callbacks received, by outcome (applied, ignored, duplicate, in_progress, conflicting, unknown_payment)."
+        "Channel callbacks received, by outcome (applied, ignored, duplicate, conflicting, unknown_payment)."
     );
     describe_counter!(
         "converge_jobs_claimed_total",

@@ -1,7 +1,8 @@
 //! `POST /v1/channel/callbacks`: signed channel notifications (DESIGN.md "Merchant HTTP
-//! API": bad signature 401, older than 5 minutes 400, duplicate event id acknowledged once;
-//! one being handled right now is 409 `callback_in_progress` with Retry-After, so the channel
-//! delivers it again instead of taking a 2xx for an event that may still fail).
+//! API": bad signature 401, older than 5 minutes 400, duplicate event id acknowledged once).
+//! A 200 is sent only after the callback's body, claim and decision have committed together
+//! (issue 33), so a 2xx never acknowledges an event that may still fail; two deliveries of one
+//! event at once are serialised by the store, the second answered `duplicate`.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -54,9 +55,6 @@ fn outcome_schema() -> utoipa::openapi::Object {
             ("invalid_callback" = (value = json!({"error": {"code": "invalid_callback", "message": "currency must be a 3-letter ISO 4217 code"}})))
         )),
         (status = 401, description = "Missing or wrong signature", body = ErrorBody, example = json!({"error": {"code": "invalid_signature", "message": "callback signature does not verify"}})),
-        (status = 409, description = "The same event is being handled right now: deliver it again after `Retry-After` seconds", body = ErrorBody,
-            headers(("Retry-After" = u64, description = "Seconds to wait before delivering again")),
-            example = json!({"error": {"code": "callback_in_progress", "message": "this event is being handled; deliver it again later"}})),
         (status = 413, description = "Body larger than the limit", body = ErrorBody, example = json!({"error": {"code": "body_too_large", "message": "request body is too large"}})),
         (status = 503, description = "Database unavailable; deliver again later", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait before delivering again")),
@@ -92,19 +90,16 @@ pub async fn receive(
     event
         .check()
         .map_err(|why| ApiError::bad_request("invalid_callback", why))?;
-    let outcome = st.core.handle_callback(&event).await?;
+    // Verified above, so present; kept with the body as the callback's evidence.
+    let signature = headers
+        .get(crate::channel::signature::SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let outcome = st.core.handle_callback(&event, &body, signature).await?;
     let (name, detail) = match outcome {
         CallbackOutcome::Applied(s) => ("applied", s.as_str().to_string()),
         CallbackOutcome::Ignored(why) => ("ignored", why),
         CallbackOutcome::Duplicate => ("duplicate", String::new()),
-        CallbackOutcome::InProgress => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "callback_in_progress",
-                "this event is being handled; deliver it again later",
-            )
-            .with_retry_after(1));
-        }
         CallbackOutcome::UnknownPayment => ("unknown_payment", String::new()),
     };
     Ok(Json(CallbackAck {

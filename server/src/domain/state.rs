@@ -121,8 +121,8 @@ pub struct Rule {
 /// What a transition writes besides the status and its event record (DESIGN.md "Payment
 /// state machine" and "Compensation queue"). The store applies these in the transition's
 /// transaction, in this order: the status (counting a submission, clearing the error), the
-/// ledger batch, the jobs closed, then the follow-up job (so a step never closes the job it
-/// has just queued), then the outbox row for the new status.
+/// ledger batch, the outbox row for the new status, the SUSPENSE item, the jobs closed, then
+/// the follow-up job (so a step never closes the job it has just queued).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Effects {
     /// The payment's open (`due`) jobs of these kinds become pointless in the new status and
@@ -140,6 +140,39 @@ pub struct Effects {
     /// The ledger batch the step posts; the caller supplies its lines (amounts are the
     /// payment's), the store refuses a step whose lines and this disagree.
     pub ledger: Option<Batch>,
+    /// What the step does to the payment's SUSPENSE item in the error pool.
+    pub suspense_item: Option<SuspenseItem>,
+}
+
+/// What a step does to the payment's SUSPENSE item in the error pool (DESIGN.md "Compensation
+/// queue and error pool"; invariant 4: a payment left waiting is in the error pool). Written
+/// in the step's transaction, so the item and the status never disagree, and only by the
+/// writer whose step applied (a writer that lost the race states nothing new).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuspenseItem {
+    /// The payment is parked: its item (kind `suspense`, key [`suspense_key`]) opens, again
+    /// if a person resolved an earlier parking.
+    Open,
+    /// The charge batch is posted: the open item is resolved by `system` with
+    /// [`suspense_resolution`]'s note.
+    Resolve,
+}
+
+/// The error-pool dedupe key of payment `payment_id`'s SUSPENSE item: one item per payment.
+pub fn suspense_key(payment_id: &str) -> String {
+    format!("suspense:{payment_id}")
+}
+
+/// The note a step that posts a SUSPENSE payment's charge resolves its item with: a forced
+/// step names the action (`source` `action:<id>`), a posting names the unfreezing.
+pub fn suspense_resolution(event: PaymentEvent, source: &str) -> String {
+    match event {
+        PaymentEvent::Forced => format!(
+            "forced to SUCCESS by {}",
+            source.strip_prefix("action:").unwrap_or(source)
+        ),
+        _ => "ledger posted after the merchant was unfrozen".into(),
+    }
 }
 
 /// A follow-up job: its kind and when it first runs.
@@ -179,6 +212,7 @@ const NONE: Effects = Effects {
     counts_submit: false,
     clears_error: false,
     ledger: None,
+    suspense_item: None,
 };
 
 /// The charge was answered (or the charge found by a query): the jobs that send or ask about
@@ -309,7 +343,15 @@ pub const TRANSITIONS: &[Rule] = &[
     ),
     // The post_ledger job written on entering CHANNEL_SUCCESS stays live and keeps retrying
     // while the merchant is frozen; a second one would post nothing more.
-    row(S::ChannelSuccess, E::LedgerFailed, S::Suspense, NONE),
+    row(
+        S::ChannelSuccess,
+        E::LedgerFailed,
+        S::Suspense,
+        Effects {
+            suspense_item: Some(SuspenseItem::Open),
+            ..NONE
+        },
+    ),
     row(
         S::Suspense,
         E::LedgerPosted,
@@ -318,6 +360,7 @@ pub const TRANSITIONS: &[Rule] = &[
             closes: &[JobKind::PostLedger],
             clears_error: true,
             ledger: Some(Batch::Charge),
+            suspense_item: Some(SuspenseItem::Resolve),
             ..NONE
         },
     ),
@@ -400,6 +443,7 @@ pub const FORCE_WHITELIST: &[Rule] = &[
             closes: ALL_PAYMENT_JOBS,
             clears_error: true,
             ledger: Some(Batch::Charge),
+            suspense_item: Some(SuspenseItem::Resolve),
             ..NONE
         },
     ),

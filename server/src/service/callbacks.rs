@@ -2,13 +2,15 @@
 //! stale callbacks never move a payment backwards or out of a terminal state; they are
 //! acknowledged, recorded as ignored, and counted).
 
-use super::payments::{Applied, Extras};
+use super::payments::Extras;
 use super::{Core, ServiceError};
 use crate::domain::money;
 use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
 use serde_json::json;
 
-use crate::store::{CallbackClaim, IgnoredEvent, NewErrorItem};
+use crate::store::{
+    CallbackDecision, CallbackReceipt, CallbackRecorded, IgnoredEvent, NewErrorItem, Payment,
+};
 
 /// A verified callback from the channel.
 #[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
@@ -82,270 +84,271 @@ impl CallbackEvent {
 pub enum CallbackOutcome {
     /// It moved the payment to this status.
     Applied(PaymentStatus),
-    /// Recorded as ignored (stale, late, mismatched, not decisive, or unknown type).
+    /// Recorded as ignored (stale, late, mismatched, not decisive, lost a race, or unknown
+    /// type).
     Ignored(String),
     /// This event id was handled before.
     Duplicate,
-    /// Another handler holds this event id now; the channel should deliver it again later
-    /// (the API answers 409 with Retry-After, not a 2xx that would end the channel's retries).
-    InProgress,
     /// No payment has this channel key.
     UnknownPayment,
 }
 
-/// How long a callback's claim holds before a redelivery of the same event id may take it
-/// over (the first handler died between claiming and settling), in ms.
-pub const CALLBACK_CLAIM_MS: i64 = 30_000;
-
-impl Core {
-    /// Applies a verified channel callback, at most once per event id.
-    ///
-    /// A success moves the payment on (amount and currency must match). A failure is never
-    /// decisive on its own while the payment is open (PENDING, PROCESSING, UNKNOWN): a stale
-    /// or reordered failure would make a charged payment FAILED, so it is recorded as ignored
-    /// and the payment's queued submit or query by channel key decides (DESIGN.md: UNKNOWN
-    /// leaves only by a query or a fenced key; seed 004 "UNKNOWN vs FAILED"). A callback that
-    /// contradicts a settled payment (a failure for a charged one, a success for a FAILED
-    /// one, another amount) is recorded as ignored and reported to the error pool as
-    /// `conflicting_callback`.
-    ///
-    /// Errors: a store failure; the event's claim is then dropped so the channel's
-    /// redelivery is handled afresh.
-    pub async fn handle_callback(
-        &self,
-        ev: &CallbackEvent,
-    ) -> Result<CallbackOutcome, ServiceError> {
-        let now = self.clock.now_ms();
-        match self
-            .store
-            .claim_callback(
-                &ev.event_id,
-                &ev.channel_key,
-                &ev.kind,
-                now,
-                now - CALLBACK_CLAIM_MS,
-            )
-            .await?
-        {
-            CallbackClaim::Claimed => {}
-            CallbackClaim::Settled => {
-                metrics::counter!("converge_callbacks_total", "outcome" => "duplicate")
-                    .increment(1);
-                return Ok(CallbackOutcome::Duplicate);
-            }
-            CallbackClaim::InProgress => {
-                metrics::counter!("converge_callbacks_total", "outcome" => "in_progress")
-                    .increment(1);
-                return Ok(CallbackOutcome::InProgress);
-            }
-        }
-        match self.handle_claimed(ev).await {
-            Ok(Handled {
-                outcome,
-                settled: true,
-            }) => Ok(outcome),
-            Ok(Handled { outcome, .. }) => {
-                let name = match &outcome {
-                    CallbackOutcome::Applied(_) => "applied",
-                    CallbackOutcome::Ignored(_) => "ignored",
-                    CallbackOutcome::Duplicate => "duplicate",
-                    CallbackOutcome::InProgress => "in_progress",
-                    CallbackOutcome::UnknownPayment => "unknown_payment",
-                };
-                // If this write is lost the claim lapses and a redelivery is handled again,
-                // which changes nothing: every effect above is keyed by the event.
-                if let Err(e) = self.store.settle_callback(&ev.event_id, Some(name)).await {
-                    tracing::warn!(event_id = %ev.event_id, error = %e, "callback outcome not recorded");
-                }
-                Ok(outcome)
-            }
-            Err(err) => {
-                if let Err(e) = self.store.settle_callback(&ev.event_id, None).await {
-                    tracing::warn!(event_id = %ev.event_id, error = %e, "callback claim not dropped; it lapses");
-                }
-                Err(err)
-            }
-        }
-    }
-
-    async fn handle_claimed(&self, ev: &CallbackEvent) -> Result<Handled, ServiceError> {
-        let Some(p) = self.store.payment_by_channel_key(&ev.channel_key).await? else {
-            metrics::counter!("converge_callbacks_total", "outcome" => "unknown_payment")
-                .increment(1);
-            return Ok(Handled::unsettled(CallbackOutcome::UnknownPayment));
-        };
-        let succeeded = match ev.kind.as_str() {
-            "charge.succeeded" => true,
-            "charge.failed" => false,
-            other => {
-                return self
-                    .ignore(
-                        &p,
-                        ev,
-                        PaymentEvent::ChannelError,
-                        format!("unknown callback type {other:?}"),
-                        false,
-                    )
-                    .await;
-            }
-        };
-        // An UNKNOWN payment's answer stands in for the query it was waiting on.
-        let event = match (succeeded, p.status == PaymentStatus::Unknown) {
-            (true, true) => PaymentEvent::QuerySucceeded,
-            (true, false) => PaymentEvent::ChannelSucceeded,
-            (false, true) => PaymentEvent::QueryDeclined,
-            (false, false) => PaymentEvent::ChannelDeclined,
-        };
-        if !succeeded {
-            return match p.status {
-                PaymentStatus::Pending | PaymentStatus::Processing | PaymentStatus::Unknown => {
-                    self.ignore(
-                        &p,
-                        ev,
-                        event,
-                        "failure callback for an open payment: its submit or query by channel key decides"
-                            .into(),
-                        false,
-                    )
-                    .await
-                }
-                PaymentStatus::Failed => {
-                    self.ignore(&p, ev, event, "already FAILED".into(), false)
-                        .await
-                }
-                _ => {
-                    self.ignore(
-                        &p,
-                        ev,
-                        event,
-                        format!("failure callback for a charged payment ({})", p.status.as_str()),
-                        true,
-                    )
-                    .await
-                }
-            };
-        }
-        if ev.amount != p.amount || ev.currency != p.currency {
-            let why = format!(
-                "callback says {}, payment is {}",
-                money::display(ev.amount, &ev.currency),
-                money::display(p.amount, &p.currency)
-            );
-            return self.ignore(&p, ev, event, why, true).await;
-        }
-        if let Err(refused) = transition(p.status, event) {
-            // A success for a FAILED payment means the channel holds a charge the core gave
-            // up on: money a person must return.
-            let conflicting = p.status == PaymentStatus::Failed;
-            return self
-                .ignore(
-                    &p,
-                    ev,
-                    event,
-                    format!("stale callback: {refused}"),
-                    conflicting,
-                )
-                .await;
-        }
-        let extras = Extras {
-            detail: format!("callback {}", ev.event_id),
-            ..Extras::default()
-        };
-        let (mut after, applied) = self.apply_outcome(&p, event, "callback", extras).await?;
-        if applied != Applied::Yes {
-            // Another writer (a callback with another event id, the worker's query) settled it
-            // first: this callback is late, not applied.
-            return self
-                .ignore(
-                    &p,
-                    ev,
-                    event,
-                    format!(
-                        "lost the race: the payment is {} at version {}",
-                        after.status.as_str(),
-                        after.version
-                    ),
-                    false,
-                )
-                .await;
-        }
-        if after.status == PaymentStatus::ChannelSuccess {
-            after = self.drive(after, "callback").await?;
-        }
-        metrics::counter!("converge_callbacks_total", "outcome" => "applied").increment(1);
-        Ok(Handled::unsettled(CallbackOutcome::Applied(after.status)))
-    }
-
-    /// Records the callback as an ignored event of the payment and settles its claim with it;
-    /// a `conflicting` one also becomes an error-pool item with both sides (DESIGN.md
-    /// "Compensation queue and error pool": the pool receives stale/conflicting callbacks),
-    /// and its claim is settled only after that item is written, so a failure leaves the
-    /// redelivery to report it.
-    async fn ignore(
-        &self,
-        p: &crate::store::Payment,
-        ev: &CallbackEvent,
+/// What a callback means for its payment, decided from the payment as read (pure: the rules
+/// of DESIGN.md "Payment state machine" and seed 004 "UNKNOWN vs FAILED").
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// The event to apply.
+    Apply(PaymentEvent),
+    /// Recorded as not applied: the event it would have been, why, and whether it contradicts
+    /// what the payment settled (then the error pool hears of it too).
+    Ignore {
         event: PaymentEvent,
         why: String,
         conflicting: bool,
-    ) -> Result<Handled, ServiceError> {
-        let now = self.clock.now_ms();
-        let ignored = IgnoredEvent {
-            payment_id: p.id.clone(),
-            event_id: format!("cb:{}", ev.event_id),
-            event,
-            from: p.status,
-            source: "callback".into(),
-            detail: why.clone(),
-            now,
-        };
-        if !conflicting {
-            self.store
-                .settle_ignored_callback(&ev.event_id, &ignored)
-                .await?;
-            metrics::counter!("converge_callbacks_total", "outcome" => "ignored").increment(1);
-            return Ok(Handled {
-                outcome: CallbackOutcome::Ignored(why),
-                settled: true,
-            });
+    },
+}
+
+/// The [`Verdict`] on callback `ev` for payment `p`. A success moves the payment on when the
+/// amount and currency match; a failure is never decisive on its own while the payment is
+/// open (a stale or reordered failure would make a charged payment FAILED: its submit or
+/// query by channel key decides); a failure for a charged payment, a success for a FAILED
+/// one or another amount is a conflict.
+fn verdict(p: &Payment, ev: &CallbackEvent) -> Verdict {
+    let ignore = |event, why: String, conflicting| Verdict::Ignore {
+        event,
+        why,
+        conflicting,
+    };
+    let succeeded = match ev.kind.as_str() {
+        "charge.succeeded" => true,
+        "charge.failed" => false,
+        other => {
+            let why = format!("unknown callback type {other:?}");
+            return ignore(PaymentEvent::ChannelError, why, false);
         }
-        self.store.record_ignored_event(&ignored).await?;
-        self.store
-            .report_error(&NewErrorItem {
-                kind: "conflicting_callback".into(),
-                dedupe_key: format!("callback:{}", ev.event_id),
-                payment_id: Some(p.id.clone()),
-                summary: format!("channel callback {} contradicts the payment: {why}", ev.event_id),
-                evidence: json!({
-                    "callback": {"event_id": ev.event_id, "type": ev.kind, "channel_key": ev.channel_key,
-                                 "amount": ev.amount, "currency": ev.currency, "created_at": ev.created_at},
-                    "payment": {"id": p.id, "status": p.status.as_str(), "amount": p.amount,
-                                "currency": p.currency, "version": p.version},
-                })
-                .to_string(),
-                reopen: false,
-                now,
-            })
-            .await?;
-        // One outcome per callback received: a conflicting one is not also counted ignored.
-        metrics::counter!("converge_callbacks_total", "outcome" => "conflicting").increment(1);
-        Ok(Handled::unsettled(CallbackOutcome::Ignored(why)))
+    };
+    // An UNKNOWN payment's answer stands in for the query it was waiting on.
+    let event = match (succeeded, p.status == PaymentStatus::Unknown) {
+        (true, true) => PaymentEvent::QuerySucceeded,
+        (true, false) => PaymentEvent::ChannelSucceeded,
+        (false, true) => PaymentEvent::QueryDeclined,
+        (false, false) => PaymentEvent::ChannelDeclined,
+    };
+    if !succeeded {
+        return match p.status {
+            PaymentStatus::Pending | PaymentStatus::Processing | PaymentStatus::Unknown => ignore(
+                event,
+                "failure callback for an open payment: its submit or query by channel key decides"
+                    .into(),
+                false,
+            ),
+            PaymentStatus::Failed => ignore(event, "already FAILED".into(), false),
+            _ => {
+                let why = format!(
+                    "failure callback for a charged payment ({})",
+                    p.status.as_str()
+                );
+                ignore(event, why, true)
+            }
+        };
+    }
+    if ev.amount != p.amount || ev.currency != p.currency {
+        let why = format!(
+            "callback says {}, payment is {}",
+            money::display(ev.amount, &ev.currency),
+            money::display(p.amount, &p.currency)
+        );
+        return ignore(event, why, true);
+    }
+    match transition(p.status, event) {
+        Ok(_) => Verdict::Apply(event),
+        // A success for a FAILED payment means the channel holds a charge the core gave up
+        // on: money a person must return.
+        Err(refused) => ignore(
+            event,
+            format!("stale callback: {refused}"),
+            p.status == PaymentStatus::Failed,
+        ),
     }
 }
 
-/// What [`Core::handle_claimed`] did, and whether it settled the event's claim itself.
-struct Handled {
-    outcome: CallbackOutcome,
-    /// The claim was settled in the transaction that recorded the outcome.
-    settled: bool,
+/// Counts a callback by how it ended (`converge_callbacks_total`).
+fn count(outcome: &'static str) {
+    metrics::counter!("converge_callbacks_total", "outcome" => outcome).increment(1);
 }
 
-impl Handled {
-    /// The caller settles the claim.
-    fn unsettled(outcome: CallbackOutcome) -> Self {
-        Self {
-            outcome,
-            settled: false,
+impl Core {
+    /// Applies a verified channel callback, at most once per event id: its raw `body` and
+    /// `signature` header, its receive time, its claim and its decision (applied or ignored) commit in one
+    /// transaction ([`Callbacks::record_callback`](crate::store::Callbacks::record_callback);
+    /// seed 004 §8.4: the evidence is kept). The decision is [`verdict`]'s; a callback that
+    /// contradicts a settled payment is recorded as ignored and reported to the error pool as
+    /// `conflicting_callback` (DESIGN.md "Compensation queue and error pool"). A success that
+    /// reaches CHANNEL_SUCCESS goes on to its ledger posting afterwards, as any other step.
+    ///
+    /// Errors: a store failure, with nothing recorded, so the channel's redelivery is handled
+    /// afresh.
+    pub async fn handle_callback(
+        &self,
+        ev: &CallbackEvent,
+        body: &[u8],
+        signature: &str,
+    ) -> Result<CallbackOutcome, ServiceError> {
+        let receipt = CallbackReceipt {
+            event_id: &ev.event_id,
+            channel_key: &ev.channel_key,
+            kind: &ev.kind,
+            body,
+            signature,
+            received_at: self.clock.now_ms(),
+        };
+        let Some(p) = self.store.payment_by_channel_key(&ev.channel_key).await? else {
+            let recorded = self
+                .store
+                .record_callback(&receipt, CallbackDecision::UnknownPayment)
+                .await?;
+            return Ok(recorded_outcome(recorded, || {
+                (CallbackOutcome::UnknownPayment, "unknown_payment")
+            }));
+        };
+        match verdict(&p, ev) {
+            Verdict::Apply(event) => self.apply_callback(&receipt, &p, event).await,
+            Verdict::Ignore {
+                event,
+                why,
+                conflicting,
+            } => {
+                let ignored = ignored_event(&p, ev, event, why.clone(), receipt.received_at);
+                let item = conflicting.then(|| conflict_item(&p, ev, &why, receipt.received_at));
+                // One outcome per callback received: a conflicting one is not also counted
+                // ignored.
+                let (decision, name) = match &item {
+                    Some(item) => (CallbackDecision::Conflict(&ignored, item), "conflicting"),
+                    None => (CallbackDecision::Ignore(&ignored), "ignored"),
+                };
+                let recorded = self.store.record_callback(&receipt, decision).await?;
+                Ok(recorded_outcome(recorded, || {
+                    (CallbackOutcome::Ignored(why), name)
+                }))
+            }
         }
+    }
+
+    /// Applies a callback's event in the callback's transaction; a race lost to another
+    /// writer (a callback with another event id, the worker's query) is recorded as ignored
+    /// in that same transaction.
+    async fn apply_callback(
+        &self,
+        receipt: &CallbackReceipt<'_>,
+        p: &Payment,
+        event: PaymentEvent,
+    ) -> Result<CallbackOutcome, ServiceError> {
+        let extras = Extras {
+            detail: format!("callback {}", receipt.event_id),
+            ..Extras::default()
+        };
+        let now = receipt.received_at;
+        let t = self.transition(p, event, "callback", extras, now)?;
+        let lost = |current: &Payment| IgnoredEvent {
+            payment_id: p.id.clone(),
+            event_id: format!("cb:{}", receipt.event_id),
+            event,
+            from: p.status,
+            source: "callback".into(),
+            detail: lost_race(current),
+            now,
+        };
+        let decision = CallbackDecision::Apply {
+            transition: &t,
+            lost: &lost,
+        };
+        match self.store.record_callback(receipt, decision).await? {
+            CallbackRecorded::Applied(mut after) => {
+                metrics::counter!("converge_transitions_total", "to" => after.status.as_str().to_ascii_lowercase())
+                    .increment(1);
+                if after.status == PaymentStatus::ChannelSuccess {
+                    after = self.drive(after, "callback").await?;
+                }
+                count("applied");
+                Ok(CallbackOutcome::Applied(after.status))
+            }
+            CallbackRecorded::Lost(current) => {
+                metrics::counter!("converge_events_ignored_total", "event" => event.as_str())
+                    .increment(1);
+                count("ignored");
+                Ok(CallbackOutcome::Ignored(lost_race(&current)))
+            }
+            CallbackRecorded::Duplicate => {
+                count("duplicate");
+                Ok(CallbackOutcome::Duplicate)
+            }
+            CallbackRecorded::Recorded => Err(ServiceError::Store(
+                crate::store::StoreError::Corrupt("an applied callback recorded as ignored".into()),
+            )),
+        }
+    }
+}
+
+/// The outcome of a recorded callback that applied nothing: `Duplicate` when its event id
+/// was recorded before, else `decided`'s outcome; counted either way.
+fn recorded_outcome(
+    recorded: CallbackRecorded,
+    decided: impl FnOnce() -> (CallbackOutcome, &'static str),
+) -> CallbackOutcome {
+    let (outcome, name) = match recorded {
+        CallbackRecorded::Duplicate => (CallbackOutcome::Duplicate, "duplicate"),
+        _ => decided(),
+    };
+    count(name);
+    outcome
+}
+
+/// Why a callback that lost the race to another writer was not applied.
+fn lost_race(current: &Payment) -> String {
+    format!(
+        "lost the race: the payment is {} at version {}",
+        current.status.as_str(),
+        current.version
+    )
+}
+
+/// The payment event that records callback `ev` as not applied to `p`, and why.
+fn ignored_event(
+    p: &Payment,
+    ev: &CallbackEvent,
+    event: PaymentEvent,
+    why: String,
+    now: i64,
+) -> IgnoredEvent {
+    IgnoredEvent {
+        payment_id: p.id.clone(),
+        event_id: format!("cb:{}", ev.event_id),
+        event,
+        from: p.status,
+        source: "callback".into(),
+        detail: why,
+        now,
+    }
+}
+
+/// The error-pool item of a callback that contradicts payment `p`, with both sides as evidence.
+fn conflict_item(p: &Payment, ev: &CallbackEvent, why: &str, now: i64) -> NewErrorItem {
+    NewErrorItem {
+        kind: "conflicting_callback".into(),
+        dedupe_key: format!("callback:{}", ev.event_id),
+        payment_id: Some(p.id.clone()),
+        summary: format!(
+            "channel callback {} contradicts the payment: {why}",
+            ev.event_id
+        ),
+        evidence: json!({
+            "callback": {"event_id": ev.event_id, "type": ev.kind, "channel_key": ev.channel_key,
+                         "amount": ev.amount, "currency": ev.currency, "created_at": ev.created_at},
+            "payment": {"id": p.id, "status": p.status.as_str(), "amount": p.amount,
+                        "currency": p.currency, "version": p.version},
+        })
+        .to_string(),
+        reopen: false,
+        now,
     }
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::Core;
 use super::actions::REVERSE_JOB_DELAY_MS;
 use super::payments::Extras;
-use super::resolve::{QueryVerdict, query_verdict, suspense_key};
+use super::resolve::{QueryVerdict, query_verdict};
 use crate::channel::{CancelOutcome, QueryOutcome, RefundOutcome};
 use crate::domain::actions::force_allowed;
 use crate::domain::state::{PaymentEvent, PaymentStatus, check, rule};
@@ -237,7 +237,6 @@ impl Core {
                 p.status, p.version, a.payment_version
             ));
         }
-        let now = self.clock.now_ms();
         if (p.status, target) == (PaymentStatus::Unknown, PaymentStatus::Failed) {
             match self.connectors.for_payment(&p).cancel(&p.channel_key).await {
                 CancelOutcome::Cancelled => {}
@@ -251,18 +250,8 @@ impl Core {
                 }
             }
         }
+        // A SUSPENSE payment forced to SUCCESS has its item resolved by the step's effects.
         let after = self.forced(a, &p, target).await?;
-        if after.status == PaymentStatus::Success {
-            let _ = self
-                .store
-                .resolve_error_by_key(
-                    &suspense_key(&p.id),
-                    &format!("forced to SUCCESS by {}", a.id),
-                    "system",
-                    now,
-                )
-                .await;
-        }
         if after.status == PaymentStatus::ChannelSuccess {
             self.drive(after, &format!("action:{}", a.id))
                 .await

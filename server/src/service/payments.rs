@@ -542,32 +542,23 @@ impl Core {
         let merchant = self.store.merchant(p.merchant_id).await?;
         if freeze::posting_waits(merchant.map(|m| m.frozen)) {
             if p.status == PaymentStatus::Suspense {
-                // Reported again (one item per payment, by key): a process that died between
-                // parking the payment and reporting it leaves the error pool without it, and
-                // this job's retries are what put it back. A restatement, so it never reopens
-                // an item a person resolved (they may be handling it outside converge).
-                self.report_suspense(p, false).await?;
+                // Each retry counts on the item (SuspenseItem: a restatement, never a reopening
+                // of an item a person resolved).
+                self.restate_suspense(p).await?;
                 return Ok(p.clone());
             }
             // No new job (the row's effects): the post_ledger job written when the payment
-            // entered CHANNEL_SUCCESS keeps retrying while the merchant is frozen.
+            // entered CHANNEL_SUCCESS keeps retrying while the merchant is frozen. The parking
+            // step opens the SUSPENSE item itself (its row's effects); a writer that lost the
+            // race to park it states nothing.
             let extras = Extras {
                 detail: "merchant account frozen".into(),
                 last_error: Some("ledger posting failed: merchant account frozen".into()),
                 ..Extras::default()
             };
-            let (parked, applied) = self
-                .apply_recorded(p, PaymentEvent::LedgerFailed, source, extras)
-                .await?;
-            if parked.status == PaymentStatus::Suspense {
-                // Only the writer that parked it states a new fact. The query job and the
-                // post_ledger job both post a CHANNEL_SUCCESS payment, so one of them loses
-                // the race; its report, however late, is a restatement and must not reopen
-                // an item a person has resolved since.
-                self.report_suspense(&parked, applied == Applied::Yes)
-                    .await?;
-            }
-            return Ok(parked);
+            return self
+                .apply(p, PaymentEvent::LedgerFailed, source, extras)
+                .await;
         }
         let extras = Extras {
             detail: format!("charge batch {}", money::display(p.amount, &p.currency)),
@@ -652,7 +643,7 @@ impl Core {
     }
 
     /// The transition `event` makes from `p`. Errors: the state machine refuses it.
-    fn transition(
+    pub(crate) fn transition(
         &self,
         p: &Payment,
         event: PaymentEvent,

@@ -9,7 +9,7 @@ use super::payments::Extras;
 use super::{Core, ServiceError};
 use crate::channel::{CancelOutcome, QueryOutcome};
 use crate::domain::money;
-use crate::domain::state::{PaymentEvent, PaymentStatus};
+use crate::domain::state::{PaymentEvent, PaymentStatus, suspense_resolution};
 use crate::store::{NewErrorItem, Payment};
 
 /// What a compensation step achieved.
@@ -56,10 +56,9 @@ pub enum Step {
     },
 }
 
-/// The error-pool dedupe key of a payment's SUSPENSE item.
-pub fn suspense_key(payment_id: &str) -> String {
-    format!("suspense:{payment_id}")
-}
+/// The error-pool dedupe key of a payment's SUSPENSE item (the rule lives with the effect
+/// that opens the item, in the state machine).
+pub use crate::domain::state::suspense_key;
 
 /// What a channel's answer to a query of UNKNOWN payment `p` means (seed article 004: only
 /// a decidable answer settles). One reading for the worker's query job and an ops query
@@ -197,30 +196,29 @@ impl Core {
     }
 
     /// Retries the charge's ledger posting of a CHANNEL_SUCCESS or SUSPENSE payment. While
-    /// the merchant is frozen the payment waits in SUSPENSE (and in the error pool); once
-    /// posted, the SUSPENSE item is resolved by the system.
+    /// the merchant is frozen the payment waits in SUSPENSE (and in the error pool: the
+    /// parking step's effect); the posting step's effect resolves the item.
     ///
-    /// The posting and the item's resolution commit one after the other, so a rerun of this
-    /// job for a payment already SUCCESS (its process died between the two) still resolves
-    /// the item; the resolution only touches an open item, so it is a no-op otherwise.
+    /// A rerun for a payment already SUCCESS resolves an item still open: what a version
+    /// before the effects left when its process died between the posting's commit and the
+    /// item's (the resolution only touches an open item, so it is a no-op otherwise).
     pub async fn retry_posting(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
-        let status = match p.status {
+        match p.status {
             PaymentStatus::ChannelSuccess | PaymentStatus::Suspense => {
-                self.post_ledger(&p, source).await?.status
+                let after = self.post_ledger(&p, source).await?;
+                if after.status == PaymentStatus::Suspense {
+                    return Ok(Step::Wait("merchant account frozen".into()));
+                }
+                Ok(Step::Done)
             }
-            PaymentStatus::Success => PaymentStatus::Success,
-            _ => return Ok(Step::Done),
-        };
-        match status {
-            PaymentStatus::Suspense => Ok(Step::Wait("merchant account frozen".into())),
             PaymentStatus::Success => {
-                let now = self.clock.now_ms();
+                let note = suspense_resolution(PaymentEvent::LedgerPosted, source);
                 self.store
                     .resolve_error_by_key(
                         &suspense_key(&p.id),
-                        "ledger posted after the merchant was unfrozen",
+                        &note,
                         "system",
-                        now,
+                        self.clock.now_ms(),
                     )
                     .await?;
                 Ok(Step::Done)
@@ -229,36 +227,15 @@ impl Core {
         }
     }
 
-    /// Reports a payment parked in SUSPENSE to the error pool (one item per payment, by key).
-    /// `reopen`: true when it has just been parked (a new fact: an item resolved earlier opens
-    /// again); false for the `post_ledger` retries' restatement of the same fact, which must
-    /// not undo a person's resolution (`NewErrorItem::reopen`). A new fact is dated by the
-    /// parking's transition (`p.updated_at`), not by when its report reaches the store: a
-    /// `post_ledger` retry may restate it first, and a person's resolution of that item in
-    /// between is newer than the parking, so it stands.
-    pub(crate) async fn report_suspense(
-        &self,
-        p: &Payment,
-        reopen: bool,
-    ) -> Result<(), ServiceError> {
-        self.store
-            .report_error(&NewErrorItem {
-                kind: "suspense".into(),
-                dedupe_key: suspense_key(&p.id),
-                payment_id: Some(p.id.clone()),
-                summary: format!(
-                    "{} charged but not posted: merchant account frozen",
-                    money::display(p.amount, &p.currency)
-                ),
-                evidence: json!({"status": p.status.as_str(), "merchant_id": p.merchant_id, "last_error": p.last_error}).to_string(),
-                reopen,
-                now: if reopen {
-                    p.updated_at
-                } else {
-                    self.clock.now_ms()
-                },
-            })
-            .await?;
+    /// Restates a payment still parked in SUSPENSE to the error pool: each posting retry
+    /// counts an occurrence of its item, and puts back an item a version before the effects
+    /// lost (its process died between parking the payment and reporting it). A restatement,
+    /// never a new fact: it does not reopen an item a person resolved (they may be handling it
+    /// outside converge; `NewErrorItem::reopen`). The item opens with the parking step itself
+    /// ([`SuspenseItem::Open`](crate::domain::state::SuspenseItem)).
+    pub(crate) async fn restate_suspense(&self, p: &Payment) -> Result<(), ServiceError> {
+        let item = NewErrorItem::suspense(p, false, self.clock.now_ms());
+        self.store.report_error(&item).await?;
         Ok(())
     }
 }

@@ -459,7 +459,40 @@ macro_rules! impl_payments {
                 )
                 .await?;
             }
+            if let Some(item) = rule.effects.suspense_item {
+                write_suspense_item(tx, &after, t, item).await?;
+            }
             Ok(Step::Applied(after))
+        }
+
+        /// A step's [`SuspenseItem`]($crate::domain::state::SuspenseItem) effect, in its
+        /// transaction: the parked payment's item opened (again), or the posted payment's open
+        /// item resolved by `system`.
+        async fn write_suspense_item(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            after: &$crate::store::Payment,
+            t: &$crate::store::Transition,
+            item: $crate::domain::state::SuspenseItem,
+        ) -> Result<(), $crate::store::StoreError> {
+            use $crate::domain::state::{SuspenseItem, suspense_key, suspense_resolution};
+            match item {
+                SuspenseItem::Open => {
+                    upsert_error(tx, &$crate::store::NewErrorItem::suspense(after, true, t.now)).await?;
+                }
+                SuspenseItem::Resolve => {
+                    sqlx::query(concat!(
+                        "UPDATE error_pool SET status = ", converge_wire::error_item_sql!(Resolved),
+                        ", resolution_note = $1, resolved_by = 'system', resolved_at = $2 \
+                         WHERE dedupe_key = $3 AND status = ", converge_wire::error_item_sql!(Open)
+                    ))
+                    .bind(suspense_resolution(t.event, &t.source))
+                    .bind(t.now)
+                    .bind(suspense_key(&after.id))
+                    .execute(&mut **tx)
+                    .await?;
+                }
+            }
+            Ok(())
         }
 
         /// The jobs of a batch of one payment's transitions, in the caller's transaction,

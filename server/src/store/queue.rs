@@ -197,6 +197,28 @@ pub struct NewErrorItem {
     pub now: i64,
 }
 
+impl NewErrorItem {
+    /// The SUSPENSE item of payment `p` (charged, its posting waiting on a frozen merchant):
+    /// kind `suspense`, one per payment by [`suspense_key`](crate::domain::state::suspense_key),
+    /// dated `now`. Opened by the parking step's effect
+    /// ([`SuspenseItem::Open`](crate::domain::state::SuspenseItem)) with `reopen`; restated by
+    /// the posting's retries without it.
+    pub fn suspense(p: &super::Payment, reopen: bool, now: i64) -> Self {
+        NewErrorItem {
+            kind: "suspense".into(),
+            dedupe_key: crate::domain::state::suspense_key(&p.id),
+            payment_id: Some(p.id.clone()),
+            summary: format!(
+                "{} charged but not posted: merchant account frozen",
+                crate::domain::money::display(p.amount, &p.currency)
+            ),
+            evidence: serde_json::json!({"status": p.status.as_str(), "merchant_id": p.merchant_id, "last_error": p.last_error}).to_string(),
+            reopen,
+            now,
+        }
+    }
+}
+
 pub use converge_wire::KindCount;
 
 /// Filters of a page of error-pool items; all optional, combined with AND. Items come

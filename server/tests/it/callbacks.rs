@@ -414,3 +414,38 @@ on_both_backends!(
         }
     }
 );
+
+on_both_backends!(
+    a_callback_keeps_its_raw_body_and_signature_with_its_decision,
+    |app| {
+        let p = payment(&app, 1254).await;
+        // Spacing and key order a re-encoding would lose: the evidence is what arrived.
+        let body = format!(
+            "{{ \"type\":\"charge.succeeded\",  \"event_id\":\"evt_raw\",\"channel_key\":\"{}\",\
+             \"amount\":{},\"currency\":\"{}\",\"created_at\":{} }}",
+            p.channel_key,
+            p.amount,
+            p.currency,
+            now_secs()
+        )
+        .into_bytes();
+        let signature = sign(&app.callback_secret, now_secs(), &body);
+        let a = app.post_callback(&body, Some(&signature)).await;
+        assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+        assert_eq!(
+            app.store.callback_body("evt_raw").await.unwrap().as_deref(),
+            Some(&body[..])
+        );
+        let kept = app
+            .sql_i64(
+                "SELECT COUNT(*) FROM channel_callbacks WHERE event_id = $1 AND signature = $2 \
+                 AND outcome IN ('applied', 'ignored')",
+                &["evt_raw", &signature],
+            )
+            .await;
+        assert_eq!(
+            kept, 1,
+            "the signature and the decision are kept with the body"
+        );
+    }
+);

@@ -318,17 +318,29 @@ store_conformance!(outcomes_are_counted_per_route_and_minute, |store| {
 
 // --- payments, refunds, callbacks ----------------------------------------------------------
 
-/// Claims callback event `id` (channel key `ck_1`) at `at`, a lapsed claim being one taken
-/// 30 s or more before.
-async fn claim_callback_at(
-    store: &Arc<dyn Store>,
-    id: &str,
-    at: i64,
-) -> converge_server::store::CallbackClaim {
-    store
-        .claim_callback(id, "ck_1", "charge.succeeded", at, at - 30_000)
-        .await
-        .unwrap()
+/// A receipt of callback event `id` (channel key `ck_1`) received at NOW, its body `body`.
+fn receipt<'a>(id: &'a str, body: &'a [u8]) -> converge_server::store::CallbackReceipt<'a> {
+    converge_server::store::CallbackReceipt {
+        event_id: id,
+        channel_key: "ck_1",
+        kind: "charge.succeeded",
+        body,
+        signature: "t=1,v1=00",
+        received_at: NOW,
+    }
+}
+
+/// The event recording callback `id` on payment `p` as not applied, with `detail`.
+fn ignored_callback(p: &Payment, id: &str, detail: &str) -> converge_server::store::IgnoredEvent {
+    converge_server::store::IgnoredEvent {
+        payment_id: p.id.clone(),
+        event_id: format!("cb:{id}"),
+        event: converge_server::domain::state::PaymentEvent::ChannelSucceeded,
+        from: p.status,
+        source: "callback".into(),
+        detail: detail.into(),
+        now: NOW,
+    }
 }
 
 /// Merchant `acme` and its new payment `o-1` of 1000 (PENDING, version 1).
@@ -640,61 +652,55 @@ store_conformance!(
     }
 );
 
-store_conformance!(a_callback_event_id_is_handled_once, |store| {
-    use converge_server::store::CallbackClaim::{Claimed, InProgress, Settled};
-    let claim = |id: &'static str, at: i64| claim_callback_at(&store, id, at);
-    assert_eq!(
-        claim("evt_1", NOW).await,
-        Claimed,
-        "a new event id is claimed"
-    );
-    assert_eq!(
-        claim("evt_1", NOW).await,
-        InProgress,
-        "a delivery while it is handled must come again"
-    );
-    assert_eq!(
-        claim("evt_2", NOW).await,
-        Claimed,
-        "another event id is its own claim"
-    );
-    store
-        .settle_callback("evt_1", Some("applied"))
-        .await
-        .unwrap();
-    assert_eq!(
-        claim("evt_1", NOW + 3_600_000).await,
-        Settled,
-        "a settled event stays a duplicate"
-    );
-});
-
 store_conformance!(
-    an_ignored_callback_is_recorded_and_settled_in_one_write,
+    a_callback_event_id_is_recorded_once_with_its_raw_body,
     |store| {
-        use converge_server::domain::state::{PaymentEvent, PaymentStatus};
-        use converge_server::store::CallbackClaim::{Claimed, Settled};
-        let (_, p) = acme_payment(&store).await;
-        let claim = |at: i64| claim_callback_at(&store, "evt_1", at);
-        assert_eq!(claim(NOW).await, Claimed);
-        let ignored = converge_server::store::IgnoredEvent {
-            payment_id: p.id.clone(),
-            event_id: "cb:evt_1".into(),
-            event: PaymentEvent::ChannelSucceeded,
-            from: PaymentStatus::Pending,
-            source: "callback".into(),
-            detail: "stale callback".into(),
-            now: NOW,
-        };
-        store
-            .settle_ignored_callback("evt_1", &ignored)
+        use converge_server::store::CallbackDecision::UnknownPayment;
+        use converge_server::store::CallbackRecorded::{Duplicate, Recorded};
+        // Bytes a JSON re-encoding would change: the evidence is what arrived.
+        let body = b"{ \"event_id\" : \"evt_1\",\t\"amount\":1e3 }\xff";
+        let first = store
+            .record_callback(&receipt("evt_1", body), UnknownPayment)
             .await
             .unwrap();
+        assert_eq!(first, Recorded, "a new event id is recorded");
+        let again = store
+            .record_callback(&receipt("evt_1", b"another body"), UnknownPayment)
+            .await
+            .unwrap();
+        assert_eq!(again, Duplicate, "a repeat writes nothing");
+        let other = store
+            .record_callback(&receipt("evt_2", b"{}"), UnknownPayment)
+            .await
+            .unwrap();
+        assert_eq!(other, Recorded, "another event id is its own");
         assert_eq!(
-            claim(NOW + 40_000).await,
-            Settled,
-            "settled with the event: a redelivery after the lease is a duplicate, not handled again"
+            store.callback_body("evt_1").await.unwrap().as_deref(),
+            Some(&body[..]),
+            "the first body is kept byte for byte"
         );
+        assert_eq!(store.callback_body("evt_9").await.unwrap(), None);
+    }
+);
+
+store_conformance!(
+    an_ignored_callback_is_recorded_with_its_event_in_one_transaction,
+    |store| {
+        use converge_server::domain::state::PaymentStatus;
+        use converge_server::store::CallbackDecision::Ignore;
+        use converge_server::store::CallbackRecorded::{Duplicate, Recorded};
+        let (_, p) = acme_payment(&store).await;
+        let ignored = ignored_callback(&p, "evt_1", "stale callback");
+        let r = store
+            .record_callback(&receipt("evt_1", b"{}"), Ignore(&ignored))
+            .await
+            .unwrap();
+        assert_eq!(r, Recorded);
+        let r = store
+            .record_callback(&receipt("evt_1", b"{}"), Ignore(&ignored))
+            .await
+            .unwrap();
+        assert_eq!(r, Duplicate, "a redelivery is a duplicate");
         let events = store.payment_events(&p.id).await.unwrap();
         let recorded: Vec<_> = events.iter().filter(|e| e.event_id == "cb:evt_1").collect();
         assert_eq!(recorded.len(), 1);
@@ -709,17 +715,133 @@ store_conformance!(
 );
 
 store_conformance!(
-    a_callback_whose_handler_failed_or_died_is_handled_again,
+    a_conflicting_callback_is_recorded_with_its_error_pool_item,
     |store| {
-        use converge_server::store::CallbackClaim::{Claimed, InProgress};
-        let claim = |at: i64| claim_callback_at(&store, "evt_1", at);
-        assert_eq!(claim(NOW).await, Claimed);
-        // The handler failed before any effect: the claim is dropped, the redelivery handled.
-        store.settle_callback("evt_1", None).await.unwrap();
-        assert_eq!(claim(NOW + 1).await, Claimed);
-        // The handler died: its claim holds for the lease, then a redelivery takes it.
-        assert_eq!(claim(NOW + 2).await, InProgress);
-        assert_eq!(claim(NOW + 40_000).await, Claimed);
+        use converge_server::store::CallbackDecision::Conflict;
+        use converge_server::store::CallbackRecorded::{Duplicate, Recorded};
+        let (_, p) = acme_payment(&store).await;
+        let ignored = ignored_callback(&p, "evt_1", "callback says 9.00 CNY");
+        let item = converge_server::store::NewErrorItem {
+            kind: "conflicting_callback".into(),
+            dedupe_key: "callback:evt_1".into(),
+            payment_id: Some(p.id.clone()),
+            summary: "channel callback evt_1 contradicts the payment".into(),
+            evidence: "{}".into(),
+            reopen: false,
+            now: NOW,
+        };
+        let r = store
+            .record_callback(&receipt("evt_1", b"{}"), Conflict(&ignored, &item))
+            .await
+            .unwrap();
+        assert_eq!(r, Recorded);
+        let r = store
+            .record_callback(&receipt("evt_1", b"{}"), Conflict(&ignored, &item))
+            .await
+            .unwrap();
+        assert_eq!(r, Duplicate);
+        let items = store.payment_error_items(&p.id).await.unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(
+            (items[0].kind.as_str(), items[0].occurrences),
+            ("conflicting_callback", 1),
+            "reported once, with the callback"
+        );
+        let events = store.payment_events(&p.id).await.unwrap();
+        assert_eq!(
+            events.iter().filter(|e| e.event_id == "cb:evt_1").count(),
+            1
+        );
+    }
+);
+
+store_conformance!(
+    an_applied_callback_moves_the_payment_and_a_lost_race_is_recorded_as_ignored,
+    |store| {
+        use converge_server::domain::state::{PaymentEvent, PaymentStatus, transition};
+        use converge_server::store::CallbackDecision::Apply;
+        use converge_server::store::CallbackRecorded::{Applied, Lost};
+        use converge_server::store::Transition;
+        let (_, p) = acme_payment(&store).await;
+        let step = |p: &Payment| {
+            crate::support::with_follow_up(Transition {
+                payment_id: p.id.clone(),
+                from: p.status,
+                version: p.version,
+                to: transition(p.status, PaymentEvent::Submit).unwrap(),
+                event: PaymentEvent::Submit,
+                event_id: format!("submit@v{}", p.version),
+                source: "callback".into(),
+                detail: String::new(),
+                now: NOW,
+                last_error: None,
+                posting: None,
+                enqueue: vec![],
+            })
+        };
+        let t = step(&p);
+        let lost = |current: &Payment| {
+            ignored_callback(current, "evt_2", &format!("lost at v{}", current.version))
+        };
+        let applied = store
+            .record_callback(
+                &receipt("evt_1", b"{}"),
+                Apply {
+                    transition: &t,
+                    lost: &lost,
+                },
+            )
+            .await
+            .unwrap();
+        let Applied(after) = applied else {
+            panic!("applied: {applied:?}")
+        };
+        assert_eq!(
+            (after.status, after.version),
+            (PaymentStatus::Processing, 2)
+        );
+        // A second callback read the payment at version 1 too: it lost the race.
+        let lost_to = store
+            .record_callback(
+                &receipt("evt_2", b"{}"),
+                Apply {
+                    transition: &t,
+                    lost: &lost,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(lost_to, Lost(after.clone()));
+        let events = store.payment_events(&p.id).await.unwrap();
+        let late: Vec<_> = events.iter().filter(|e| e.event_id == "cb:evt_2").collect();
+        assert_eq!(late.len(), 1);
+        assert!(!late[0].applied);
+        assert_eq!(late[0].detail, "lost at v2");
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| e.applied && e.event_id.starts_with("submit"))
+                .count(),
+            1,
+            "the loser left no applied event"
+        );
+        // A stale step whose own event id is new (another version's): its event row goes too.
+        let mut stale = step(&p);
+        stale.event_id = "submit@other".into();
+        let r = store
+            .record_callback(
+                &receipt("evt_3", b"{}"),
+                Apply {
+                    transition: &stale,
+                    lost: &lost,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(matches!(r, Lost(_)), "{r:?}");
+        let events = store.payment_events(&p.id).await.unwrap();
+        assert!(!events.iter().any(|e| e.event_id == "submit@other"));
+        assert_eq!(store.payment(&p.id).await.unwrap().unwrap().version, 2);
     }
 );
 

@@ -311,7 +311,6 @@ const LONG_FUNCTIONS: &[&str] = &[
     "bench/src/bin/queries.rs::run",
     "server/src/api/openapi.rs::reference_html",
     "server/src/config.rs::for_tests",
-    "server/src/service/callbacks.rs::handle_claimed",
     "server/src/service/dashboard.rs::dashboard",
     "server/src/service/payments.rs::create_payment",
     "server/src/service/reconcile.rs::reconcile",

@@ -454,6 +454,53 @@ store_conformance!(
 );
 
 store_conformance!(
+    the_parking_step_opens_the_suspense_item_and_the_posting_step_resolves_it,
+    |store| {
+        // payment_in walks CHANNEL_SUCCESS --LEDGER_FAILED--> SUSPENSE through the store alone:
+        // the item is the step's effect, in its transaction, with no service to report it.
+        let p = payment_in(&store, S::Suspense).await;
+        let items = store.payment_error_items(&p.id).await.unwrap();
+        assert_eq!(items.len(), 1, "one item per parking");
+        assert_eq!(
+            (
+                items[0].kind.as_str(),
+                items[0].status.as_str(),
+                items[0].dedupe_key.clone()
+            ),
+            (
+                "suspense",
+                "open",
+                converge_server::domain::state::suspense_key(&p.id)
+            )
+        );
+        assert_eq!(items[0].first_seen, p.updated_at, "dated by the parking");
+        let post = tr(&p, E::LedgerPosted, S::Success);
+        assert!(matches!(
+            store.apply_transition(&post).await.unwrap(),
+            TransitionResult::Applied(_)
+        ));
+        let items = store.payment_error_items(&p.id).await.unwrap();
+        assert_eq!(
+            (items[0].status.as_str(), items[0].resolved_by.as_deref()),
+            ("resolved", Some("system"))
+        );
+        assert_eq!(
+            items[0].resolution_note.as_deref(),
+            Some("ledger posted after the merchant was unfrozen")
+        );
+        // A step that does not touch SUSPENSE leaves the pool alone.
+        let other = payment_in(&store, S::Success).await;
+        assert!(
+            store
+                .payment_error_items(&other.id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+);
+
+store_conformance!(
     a_transition_writes_its_jobs_and_closes_finished_ones_atomically,
     |store| {
         let p = payment_in(&store, S::Processing).await;
