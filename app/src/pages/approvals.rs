@@ -14,7 +14,9 @@ use leptos_router::components::A;
 
 use crate::components::layout::{signed_in_has, signed_in_name};
 use crate::components::panel::{DataTable, Panel};
-use crate::components::widgets::{ErrorNote, JsonFields, Loading, StatusPill, Time};
+use crate::components::widgets::{
+    ErrorNote, JsonFields, Loading, StatusPill, Time, focus_flash_when_set,
+};
 use crate::dto::{ActionRecord, ApprovalItem, Role};
 use crate::{api, api_actions, api_pauses, format};
 
@@ -26,6 +28,8 @@ const RECENT: i64 = 30;
 pub fn ApprovalsPage() -> impl IntoView {
     let version = RwSignal::new(0u32);
     let flash = RwSignal::new(None::<String>);
+    // The outcome of a decision takes the focus: the decided row leaves the list with the
+    // button that had it, and a keyboard user would be left at the top of the page.
     // The outcome of a decision takes the focus: the decided row leaves the list with the
     // button that had it, and a keyboard user would be left at the top of the page.
     let flash_ref = NodeRef::<leptos::html::P>::new();
@@ -99,22 +103,6 @@ pub fn ApprovalsPage() -> impl IntoView {
             <crate::pages::passkeys::PasskeysPanel/>
         </Show>
     }
-}
-
-/// The outcome of a decision takes the focus: the decided row leaves the list with the
-/// button that had it, and a keyboard user would be left at the top of the page.
-fn focus_flash_when_set(flash: RwSignal<Option<String>>, flash_ref: NodeRef<leptos::html::P>) {
-    Effect::new(move |_| {
-        if flash.get().is_some()
-            && let Some(el) = flash_ref.get_untracked()
-        {
-            // After the frame that writes the text: an empty flash is not displayed, and
-            // what is not displayed cannot take the focus.
-            request_animation_frame(move || {
-                let _ = el.focus();
-            });
-        }
-    });
 }
 
 /// "N emergency-switch pauses wait for approval on the Pauses page." (`n` > 0).
