@@ -117,122 +117,16 @@ fn cli_time(field: &str, v: &Option<String>) -> Result<Option<i64>> {
 
 /// Runs one `converge audit` subcommand.
 pub(super) async fn run(action: AuditCommand) -> Result<()> {
-    use converge_server::domain::checkpoint;
-    use converge_server::service::audit_chain::verify_signed;
-    use converge_server::service::audit_export::{self as audit_log, Format};
-    use converge_server::store::AuditFilter;
-    use futures_util::StreamExt;
-    use std::io::Write;
     match action {
         AuditCommand::Verify {
             file,
             public_key,
             key,
             db,
-        } => {
-            let public = match (&public_key, &key.audit_signing_key) {
-                (Some(p), _) => Some(
-                    checkpoint::verifying_key_from_pem(
-                        &std::fs::read_to_string(p)
-                            .with_context(|| format!("reading {}", p.display()))?,
-                    )
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
-                ),
-                (None, _) => key.load(&db)?.map(|k| k.verifying_key()),
-            };
-            if let Some(file) = file {
-                let Some(public) = public else {
-                    bail!("--file needs --public-key (the checkpoint key's public half)");
-                };
-                let f = std::fs::File::open(&file)
-                    .with_context(|| format!("opening {}", file.display()))?;
-                let (records, c) = audit_log::verify_export(std::io::BufReader::new(f), &public)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-                println!(
-                    "export intact: {records} records; signed checkpoint seq {} head {} at {} (key {})",
-                    c.seq,
-                    c.head_hash,
-                    converge_server::domain::clock::rfc3339(c.at),
-                    c.key_id
-                );
-                return Ok(());
-            }
-            let v = start::with_store(&db, |store| async move {
-                Ok(verify_signed(store.as_ref(), public.as_ref()).await?)
-            })
-            .await?;
-            if let Some(b) = v.broken {
-                bail!("audit chain broken at record {}: {}", b.seq, b.reason);
-            }
-            let cp = match &v.latest {
-                Some(c) => format!(
-                    "latest signed checkpoint seq {} at {} (key {}), {} checkpoints, signatures {}",
-                    c.seq,
-                    converge_server::domain::clock::rfc3339(c.at),
-                    c.key_id,
-                    v.checkpoints,
-                    if v.signatures_checked {
-                        "verified"
-                    } else {
-                        "not checked (give --public-key)"
-                    }
-                ),
-                None => {
-                    "no signed checkpoint yet (`converge serve` signs them with its key)".into()
-                }
-            };
-            println!(
-                "audit chain intact: {} records, head {} {}; {cp}",
-                v.records, v.head.seq, v.head.hash
-            );
-            Ok(())
-        }
-        AuditCommand::Keygen { out } => {
-            let key = audit_log::generate_signing_key();
-            let pem = checkpoint::signing_key_to_pem(&key).map_err(anyhow::Error::msg)?;
-            write_new_private_file(&out, pem.as_bytes())?;
-            print!(
-                "{}",
-                checkpoint::verifying_key_to_pem(&key.verifying_key())
-                    .map_err(anyhow::Error::msg)?
-            );
-            eprintln!(
-                "private key written to {} (key id {}); the public key above verifies its checkpoints",
-                out.display(),
-                checkpoint::key_id(&key.verifying_key())
-            );
-            Ok(())
-        }
-        AuditCommand::PublicKey { key, db } => {
-            let Some(k) = key.load(&db)? else {
-                bail!(
-                    "no audit signing key: give --audit-signing-key, or run `converge serve` once on this database to generate one in its data directory (--data-dir)"
-                );
-            };
-            print!(
-                "{}",
-                checkpoint::verifying_key_to_pem(&k.verifying_key()).map_err(anyhow::Error::msg)?
-            );
-            eprintln!("key id {}", checkpoint::key_id(&k.verifying_key()));
-            Ok(())
-        }
-        AuditCommand::Checkpoint { key, db } => {
-            let Some(key) = key.load(&db)? else {
-                bail!(
-                    "audit checkpoint needs --audit-signing-key (CONVERGE_AUDIT_SIGNING_KEY), or the key `converge serve` generates in its data directory"
-                );
-            };
-            let c = start::with_store(&db, |store| async move {
-                Ok(audit_log::take_checkpoint(store.as_ref(), &key, now_ms(), false).await?)
-            })
-            .await?
-            .context("no checkpoint signed")?;
-            println!(
-                "checkpoint seq {} head {} at {} key {} signature {}",
-                c.seq, c.head_hash, c.at, c.key_id, c.signature
-            );
-            Ok(())
-        }
+        } => verify(file, public_key, key, db).await,
+        AuditCommand::Keygen { out } => keygen(&out),
+        AuditCommand::PublicKey { key, db } => public_key(&key, &db),
+        AuditCommand::Checkpoint { key, db } => sign_checkpoint(&key, &db).await,
         AuditCommand::Export {
             format,
             from,
@@ -242,48 +136,195 @@ pub(super) async fn run(action: AuditCommand) -> Result<()> {
             key,
             db,
         } => {
-            let key = key.load(&db)?;
-            let format: Format = format.parse().map_err(|m: String| anyhow::anyhow!(m))?;
-            let filter = AuditFilter {
-                from: cli_time("from", &from)?,
-                to: cli_time("to", &to)?,
+            let filter = ExportFilter {
+                from,
+                to,
                 actor,
                 action,
             };
-            let what = serde_json::json!({"format": format!("{format:?}"), "from": from, "to": to, "actor": filter.actor, "action": filter.action});
-            start::with_store(&db, |store| async move {
-                let (head, cp) = audit_log::begin_export(
-                    store.as_ref(),
-                    &cli_actor(),
-                    now_ms(),
-                    key.as_ref(),
-                    &what,
-                )
-                .await?;
-                eprintln!("audit chain head at export: {} {}", head.seq, head.hash);
-                match &cp {
-                    Some(c) => eprintln!(
-                        "signed checkpoint: seq {} head {} at {} key {}",
-                        c.seq, c.head_hash, c.at, c.key_id
-                    ),
-                    None => eprintln!("no signed checkpoint: the export cannot prove it is whole"),
-                }
-                let mut rows = Box::pin(audit_log::stream_with_checkpoint(
-                    store.clone(),
-                    filter,
-                    format,
-                    cp,
-                ));
-                let mut out = std::io::stdout().lock();
-                while let Some(chunk) = rows.next().await {
-                    out.write_all(&chunk?).context("writing the export")?;
-                }
-                out.flush()?;
-                Ok(())
-            })
-            .await
+            export(&format, filter, &key, &db).await
         }
     }
+}
+
+/// `audit verify`: an NDJSON export offline with --file, else the database's chain against
+/// its signed checkpoints (signatures checked when a public key is at hand).
+async fn verify(
+    file: Option<std::path::PathBuf>,
+    public_key: Option<std::path::PathBuf>,
+    key: SigningKeyArg,
+    db: DbArgs,
+) -> Result<()> {
+    use converge_server::domain::checkpoint;
+    use converge_server::service::audit_chain::verify_signed;
+    use converge_server::service::audit_export as audit_log;
+    let public = match (&public_key, &key.audit_signing_key) {
+        (Some(p), _) => Some(
+            checkpoint::verifying_key_from_pem(
+                &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+            )
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
+        ),
+        (None, _) => key.load(&db)?.map(|k| k.verifying_key()),
+    };
+    if let Some(file) = file {
+        let Some(public) = public else {
+            bail!("--file needs --public-key (the checkpoint key's public half)");
+        };
+        let f =
+            std::fs::File::open(&file).with_context(|| format!("opening {}", file.display()))?;
+        let (records, c) = audit_log::verify_export(std::io::BufReader::new(f), &public)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        println!(
+            "export intact: {records} records; signed checkpoint seq {} head {} at {} (key {})",
+            c.seq,
+            c.head_hash,
+            converge_server::domain::clock::rfc3339(c.at),
+            c.key_id
+        );
+        return Ok(());
+    }
+    let v = start::with_store(&db, |store| async move {
+        Ok(verify_signed(store.as_ref(), public.as_ref()).await?)
+    })
+    .await?;
+    if let Some(b) = v.broken {
+        bail!("audit chain broken at record {}: {}", b.seq, b.reason);
+    }
+    let cp = match &v.latest {
+        Some(c) => format!(
+            "latest signed checkpoint seq {} at {} (key {}), {} checkpoints, signatures {}",
+            c.seq,
+            converge_server::domain::clock::rfc3339(c.at),
+            c.key_id,
+            v.checkpoints,
+            if v.signatures_checked {
+                "verified"
+            } else {
+                "not checked (give --public-key)"
+            }
+        ),
+        None => "no signed checkpoint yet (`converge serve` signs them with its key)".into(),
+    };
+    println!(
+        "audit chain intact: {} records, head {} {}; {cp}",
+        v.records, v.head.seq, v.head.hash
+    );
+    Ok(())
+}
+
+/// `audit keygen`: a new private key written to `out` (never over an existing file), its
+/// public half printed.
+fn keygen(out: &std::path::Path) -> Result<()> {
+    use converge_server::domain::checkpoint;
+    use converge_server::service::audit_export as audit_log;
+    let key = audit_log::generate_signing_key();
+    let pem = checkpoint::signing_key_to_pem(&key).map_err(anyhow::Error::msg)?;
+    write_new_private_file(out, pem.as_bytes())?;
+    print!(
+        "{}",
+        checkpoint::verifying_key_to_pem(&key.verifying_key()).map_err(anyhow::Error::msg)?
+    );
+    eprintln!(
+        "private key written to {} (key id {}); the public key above verifies its checkpoints",
+        out.display(),
+        checkpoint::key_id(&key.verifying_key())
+    );
+    Ok(())
+}
+
+/// `audit public-key`: the signing key's public half (PEM) on stdout, its id on stderr.
+fn public_key(key: &SigningKeyArg, db: &DbArgs) -> Result<()> {
+    use converge_server::domain::checkpoint;
+    let Some(k) = key.load(db)? else {
+        bail!(
+            "no audit signing key: give --audit-signing-key, or run `converge serve` once on this database to generate one in its data directory (--data-dir)"
+        );
+    };
+    print!(
+        "{}",
+        checkpoint::verifying_key_to_pem(&k.verifying_key()).map_err(anyhow::Error::msg)?
+    );
+    eprintln!("key id {}", checkpoint::key_id(&k.verifying_key()));
+    Ok(())
+}
+
+/// `audit checkpoint`: signs a checkpoint of the chain's head now and prints it.
+async fn sign_checkpoint(key: &SigningKeyArg, db: &DbArgs) -> Result<()> {
+    use converge_server::service::audit_export as audit_log;
+    let Some(key) = key.load(db)? else {
+        bail!(
+            "audit checkpoint needs --audit-signing-key (CONVERGE_AUDIT_SIGNING_KEY), or the key `converge serve` generates in its data directory"
+        );
+    };
+    let c = start::with_store(db, |store| async move {
+        Ok(audit_log::take_checkpoint(store.as_ref(), &key, now_ms(), false).await?)
+    })
+    .await?
+    .context("no checkpoint signed")?;
+    println!(
+        "checkpoint seq {} head {} at {} key {} signature {}",
+        c.seq, c.head_hash, c.at, c.key_id, c.signature
+    );
+    Ok(())
+}
+
+/// `audit export`'s filter options, as given (times unparsed).
+struct ExportFilter {
+    from: Option<String>,
+    to: Option<String>,
+    actor: Option<String>,
+    action: Option<String>,
+}
+
+/// `audit export`: the log (filtered) to stdout in `format`, with the chain's head and the
+/// checkpoint that covers it on stderr; the export is itself audited.
+async fn export(format: &str, given: ExportFilter, key: &SigningKeyArg, db: &DbArgs) -> Result<()> {
+    use converge_server::service::audit_export::{self as audit_log, Format};
+    use converge_server::store::AuditFilter;
+    use futures_util::StreamExt;
+    use std::io::Write;
+    let key = key.load(db)?;
+    let format: Format = format.parse().map_err(|m: String| anyhow::anyhow!(m))?;
+    let ExportFilter {
+        from,
+        to,
+        actor,
+        action,
+    } = given;
+    let filter = AuditFilter {
+        from: cli_time("from", &from)?,
+        to: cli_time("to", &to)?,
+        actor,
+        action,
+    };
+    let what = serde_json::json!({"format": format!("{format:?}"), "from": from, "to": to, "actor": filter.actor, "action": filter.action});
+    start::with_store(db, |store| async move {
+        let (head, cp) =
+            audit_log::begin_export(store.as_ref(), &cli_actor(), now_ms(), key.as_ref(), &what)
+                .await?;
+        eprintln!("audit chain head at export: {} {}", head.seq, head.hash);
+        match &cp {
+            Some(c) => eprintln!(
+                "signed checkpoint: seq {} head {} at {} key {}",
+                c.seq, c.head_hash, c.at, c.key_id
+            ),
+            None => eprintln!("no signed checkpoint: the export cannot prove it is whole"),
+        }
+        let mut rows = Box::pin(audit_log::stream_with_checkpoint(
+            store.clone(),
+            filter,
+            format,
+            cp,
+        ));
+        let mut out = std::io::stdout().lock();
+        while let Some(chunk) = rows.next().await {
+            out.write_all(&chunk?).context("writing the export")?;
+        }
+        out.flush()?;
+        Ok(())
+    })
+    .await
 }
 
 /// Writes `bytes` to a new file readable by its owner only; an existing file is an error.

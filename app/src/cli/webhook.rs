@@ -155,110 +155,162 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand, secrets: SecretBo
             allow_private,
             ..
         } => {
-            let m = merchant_named(store.as_ref(), &merchant).await?;
-            freeze::may_start(m.frozen, NewWork::Endpoints)
-                .map_err(|refused| anyhow!("merchant {merchant:?}: {refused}"))?;
-            let core = one_off_core(
-                store,
-                WebhookSettings {
-                    allow_private,
-                    ..WebhookSettings::default()
-                },
-                secrets,
-            );
-            let events: Vec<String> = events.split(',').map(|s| s.trim().to_string()).collect();
-            let created = core
-                .create_endpoint(
-                    &new_endpoint_id(),
-                    m.id,
-                    &url,
-                    &events,
-                    &description,
-                    &cli_actor(),
-                )
-                .await
-                .map_err(|e| anyhow!("{e}"))?;
-            println!("{} {}", created.endpoint.id, created.secret);
-            eprintln!("endpoint registered; the secret above is shown once");
-            Ok(())
+            let endpoint = NewEndpoint {
+                url,
+                events,
+                description,
+                allow_private,
+            };
+            add(store, secrets, &merchant, endpoint).await
         }
-        WebhookCommand::List { merchant, .. } => {
-            let m = merchant_named(store.as_ref(), &merchant).await?;
-            for e in store.endpoints(Some(m.id)).await? {
-                println!(
-                    "{} {} {} {} created {}{}",
-                    e.id,
-                    e.status,
-                    e.url,
-                    Subscription::from_stored(&e.enabled_events)
-                        .names()
-                        .join(","),
-                    rfc3339(e.created_at),
-                    e.disabled_reason
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                );
-            }
-            Ok(())
-        }
+        WebhookCommand::List { merchant, .. } => list(store.as_ref(), &merchant).await,
         WebhookCommand::Disable {
             merchant,
             endpoint,
             reason,
             ..
-        } => {
-            let m = merchant_named(store.as_ref(), &merchant).await?;
-            let core = one_off_core(store, WebhookSettings::default(), secrets);
-            core.merchant_endpoint(m.id, &endpoint)
-                .await
-                .map_err(|e| anyhow!("{e}"))?;
-            let changed = core
-                .set_endpoint_enabled(&endpoint, false, &reason, &cli_actor())
-                .await
-                .map_err(|e| anyhow!("{e}"))?;
-            println!(
-                "{endpoint} {}",
-                if changed {
-                    "disabled"
-                } else {
-                    "was already disabled"
-                }
-            );
-            Ok(())
-        }
+        } => disable(store, secrets, &merchant, &endpoint, &reason).await,
         WebhookCommand::Rotate {
             merchant,
             endpoint,
             overlap_secs,
             ..
-        } => {
-            let m = merchant_named(store.as_ref(), &merchant).await?;
-            let core = one_off_core(
-                store,
-                WebhookSettings {
-                    secret_overlap_ms: overlap_secs.saturating_mul(1000).min(i64::MAX as u64)
-                        as i64,
-                    ..WebhookSettings::default()
-                },
-                secrets,
-            );
-            core.merchant_endpoint(m.id, &endpoint)
-                .await
-                .map_err(|e| anyhow!("{e}"))?;
-            let rotated = core
-                .rotate_endpoint_secret(&endpoint, &cli_actor())
-                .await
-                .map_err(|e| anyhow!("{e}"))?;
-            println!("{} {}", rotated.endpoint.id, rotated.secret);
-            eprintln!(
-                "the previous secret keeps signing until {}",
-                rotated
-                    .endpoint
-                    .previous_expires_at
-                    .map(rfc3339)
-                    .unwrap_or_else(|| rfc3339(SystemClock.now_ms()))
-            );
-            Ok(())
-        }
+        } => rotate(store, secrets, &merchant, &endpoint, overlap_secs).await,
     }
+}
+
+/// `webhook add`'s endpoint, as given.
+struct NewEndpoint {
+    url: String,
+    /// Comma-separated event types, or `*`.
+    events: String,
+    description: String,
+    allow_private: bool,
+}
+
+/// `webhook add`: registers the endpoint (refused for a frozen merchant) and prints its id
+/// and secret.
+async fn add(
+    store: Arc<dyn Store>,
+    secrets: SecretBox,
+    merchant: &str,
+    endpoint: NewEndpoint,
+) -> Result<()> {
+    let m = merchant_named(store.as_ref(), merchant).await?;
+    freeze::may_start(m.frozen, NewWork::Endpoints)
+        .map_err(|refused| anyhow!("merchant {merchant:?}: {refused}"))?;
+    let core = one_off_core(
+        store,
+        WebhookSettings {
+            allow_private: endpoint.allow_private,
+            ..WebhookSettings::default()
+        },
+        secrets,
+    );
+    let events: Vec<String> = endpoint
+        .events
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect();
+    let created = core
+        .create_endpoint(
+            &new_endpoint_id(),
+            m.id,
+            &endpoint.url,
+            &events,
+            &endpoint.description,
+            &cli_actor(),
+        )
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    println!("{} {}", created.endpoint.id, created.secret);
+    eprintln!("endpoint registered; the secret above is shown once");
+    Ok(())
+}
+
+/// `webhook list`: one line per endpoint of the merchant, its id first.
+async fn list(store: &dyn Store, merchant: &str) -> Result<()> {
+    let m = merchant_named(store, merchant).await?;
+    for e in store.endpoints(Some(m.id)).await? {
+        println!(
+            "{} {} {} {} created {}{}",
+            e.id,
+            e.status,
+            e.url,
+            Subscription::from_stored(&e.enabled_events)
+                .names()
+                .join(","),
+            rfc3339(e.created_at),
+            e.disabled_reason
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// `webhook disable`: disables one of the merchant's endpoints (another merchant's is an
+/// error).
+async fn disable(
+    store: Arc<dyn Store>,
+    secrets: SecretBox,
+    merchant: &str,
+    endpoint: &str,
+    reason: &str,
+) -> Result<()> {
+    let m = merchant_named(store.as_ref(), merchant).await?;
+    let core = one_off_core(store, WebhookSettings::default(), secrets);
+    core.merchant_endpoint(m.id, endpoint)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let changed = core
+        .set_endpoint_enabled(endpoint, false, reason, &cli_actor())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    println!(
+        "{endpoint} {}",
+        if changed {
+            "disabled"
+        } else {
+            "was already disabled"
+        }
+    );
+    Ok(())
+}
+
+/// `webhook rotate`: a new secret for one of the merchant's endpoints, printed once; the old
+/// one keeps signing for `overlap_secs`.
+async fn rotate(
+    store: Arc<dyn Store>,
+    secrets: SecretBox,
+    merchant: &str,
+    endpoint: &str,
+    overlap_secs: u64,
+) -> Result<()> {
+    let m = merchant_named(store.as_ref(), merchant).await?;
+    let core = one_off_core(
+        store,
+        WebhookSettings {
+            secret_overlap_ms: overlap_secs.saturating_mul(1000).min(i64::MAX as u64) as i64,
+            ..WebhookSettings::default()
+        },
+        secrets,
+    );
+    core.merchant_endpoint(m.id, endpoint)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    let rotated = core
+        .rotate_endpoint_secret(endpoint, &cli_actor())
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    println!("{} {}", rotated.endpoint.id, rotated.secret);
+    eprintln!(
+        "the previous secret keeps signing until {}",
+        rotated
+            .endpoint
+            .previous_expires_at
+            .map(rfc3339)
+            .unwrap_or_else(|| rfc3339(SystemClock.now_ms()))
+    );
+    Ok(())
 }

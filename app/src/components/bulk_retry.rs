@@ -27,13 +27,26 @@ pub fn BulkRetry(
     #[prop(into)] filter: Signal<String>,
     #[prop(optional, into)] ids: Option<Signal<Option<Vec<i64>>>>,
 ) -> impl IntoView {
-    let ids = move || ids.and_then(|s| s.get_untracked());
+    let selection = RetrySelection {
+        source,
+        filter,
+        ids,
+    };
     let can = signed_in_has(Role::Operator);
-    let preview = RwSignal::new(None::<Vec<BulkItem>>);
-    let outcome = RwSignal::new(None::<BulkOutcome>);
-    let reason = RwSignal::new(String::new());
-    let busy = RwSignal::new(false);
-    let failure = RwSignal::new(None::<String>);
+    let state = RetryState {
+        preview: RwSignal::new(None),
+        outcome: RwSignal::new(None),
+        reason: RwSignal::new(String::new()),
+        busy: RwSignal::new(false),
+        failure: RwSignal::new(None),
+    };
+    let RetryState {
+        preview,
+        outcome,
+        busy,
+        failure,
+        ..
+    } = state;
     // Keyboard focus: to the reason when a preview with payments opens, back to "Preview"
     // when it is cancelled, and to the outcome once the retry is done.
     let preview_button = NodeRef::<leptos::html::Button>::new();
@@ -49,55 +62,14 @@ pub fn BulkRetry(
             let _ = el.focus();
         }
     });
-    let selection = move || {
-        let f = filter.get_untracked();
-        let f = (!f.trim().is_empty()).then(|| f.trim().to_string());
-        if source == "stuck" {
-            (f, None)
-        } else {
-            (None, f)
-        }
-    };
     let load_preview = move |_| {
         busy.set(true);
         failure.set(None);
         outcome.set(None);
-        let (status, kind) = selection();
-        let ids = ids();
+        let (status, kind, ids) = selection.read();
         spawn_local(async move {
             match api_actions::bulk_retry_preview(source.to_string(), status, kind, ids).await {
                 Ok(items) => preview.set(Some(items)),
-                Err(e) => failure.set(Some(api::error_message(&e))),
-            }
-            busy.set(false);
-        });
-    };
-    let confirm = move |ev: SubmitEvent| {
-        ev.prevent_default();
-        let Some(items) = preview.get_untracked() else {
-            return;
-        };
-        let text = reason.get_untracked();
-        if text.trim().is_empty() {
-            failure.set(Some("Give a reason: it goes to the audit log.".into()));
-            return;
-        }
-        busy.set(true);
-        failure.set(None);
-        let (status, kind) = selection();
-        let ids = ids();
-        let pairs: Vec<(String, i64)> = items
-            .into_iter()
-            .map(|i| (i.payment_id, i.version))
-            .collect();
-        spawn_local(async move {
-            match api_actions::bulk_retry(source.to_string(), status, kind, ids, pairs, text).await
-            {
-                Ok(out) => {
-                    outcome.set(Some(out));
-                    preview.set(None);
-                    reason.set(String::new());
-                }
                 Err(e) => failure.set(Some(api::error_message(&e))),
             }
             busy.set(false);
@@ -138,97 +110,212 @@ pub fn BulkRetry(
                             }
                             let n = items.len();
                             view! {
-                                <DataTable
-                                    columns=&["Payment", "State", "Version", "Amount", "Last change", "Why"]
-                                    numeric=&["Version", "Amount"]
-                                    label="Payments to retry"
-                                    framed=true
-                                    testid="bulk-preview"
-                                >
-                                    {items
-                                        .into_iter()
-                                        .map(|i| {
-                                            view! {
-                                                <tr>
-                                                    <td class="mono">
-                                                        <A href=format!("/payments/{}", i.payment_id)>{i.payment_id.clone()}</A>
-                                                    </td>
-                                                    <td><StatusPill status=format::Pill::payment(&i.status)/></td>
-                                                    <td class="num">{i.version}</td>
-                                                    <td class="num"><Money amount=i.amount currency=i.currency/></td>
-                                                    <td><Time ms=i.updated_at/></td>
-                                                    <td class="error-text">{format::clip(&i.why, 80)}</td>
-                                                </tr>
-                                            }
-                                        })
-                                        .collect_view()}
-                                </DataTable>
-                                <form class="inline-form" on:submit=confirm>
-                                    <label class="grow">
-                                        "Reason (audited)"
-                                        <input
-                                            type="text"
-                                            maxlength="2000"
-                                            required
-                                            data-testid="bulk-reason"
-                                            node_ref=reason_ref
-                                            bind:value=reason
-                                        />
-                                    </label>
-                                    <button type="submit" data-testid="bulk-confirm" disabled=move || busy.get()>
-                                        {format!("Retry {n} payment{}", if n == 1 { "" } else { "s" })}
-                                    </button>
-                                    <button
-                                        type="button"
-                                        class="secondary"
-                                        on:click=move |_| {
-                                            preview.set(None);
-                                            if let Some(b) = preview_button.get_untracked() {
-                                                let _ = b.focus();
-                                            }
-                                        }
-                                    >
-                                        "Cancel"
-                                    </button>
-                                </form>
+                                <RetryPreviewTable items/>
+                                <RetryConfirmForm n state selection preview_button reason_ref/>
                             }
                                 .into_any()
                         })
                 }}
-                {move || {
-                    outcome
-                        .get()
-                        .map(|out| {
-                            view! {
-                                <div
-                                    class="bulk-result"
-                                    role="status"
-                                    tabindex="-1"
-                                    data-testid="bulk-result"
-                                    node_ref=result_ref
-                                >
-                                    <p>{bulk_sentence(&out)}</p>
-                                    <ul class="small">
-                                        {out
-                                            .skipped
-                                            .into_iter()
-                                            .map(|(id, why)| {
-                                                view! {
-                                                    <li>
-                                                        <span class="mono">{id}</span>
-                                                        ": "
-                                                        {why}
-                                                    </li>
-                                                }
-                                            })
-                                            .collect_view()}
-                                    </ul>
-                                </div>
-                            }
-                        })
-                }}
+                <BulkRetryResult outcome result_ref/>
             </Panel>
         </Show>
+    }
+}
+
+/// The bulk retry's state: the preview shown, the last outcome, the reason being written,
+/// whether a request is in flight, and why the last one failed.
+#[derive(Clone, Copy)]
+struct RetryState {
+    preview: RwSignal<Option<Vec<BulkItem>>>,
+    outcome: RwSignal<Option<BulkOutcome>>,
+    reason: RwSignal<String>,
+    busy: RwSignal<bool>,
+    failure: RwSignal<Option<String>>,
+}
+
+/// What a bulk retry selects: [`BulkRetry`]'s `source`, `filter` and ticked `ids`.
+#[derive(Clone, Copy)]
+struct RetrySelection {
+    source: &'static str,
+    filter: Signal<String>,
+    ids: Option<Signal<Option<Vec<i64>>>>,
+}
+
+impl RetrySelection {
+    /// (stuck state, error-pool kind, ticked ids) as the server reads them, read now
+    /// (untracked): the filter goes to the state for `stuck`, to the kind otherwise.
+    fn read(self) -> (Option<String>, Option<String>, Option<Vec<i64>>) {
+        let f = self.filter.get_untracked();
+        let f = (!f.trim().is_empty()).then(|| f.trim().to_string());
+        let ids = self.ids.and_then(|s| s.get_untracked());
+        if self.source == "stuck" {
+            (f, None, ids)
+        } else {
+            (None, f, ids)
+        }
+    }
+}
+
+/// The payments a bulk retry's preview holds, one row each.
+#[component]
+fn RetryPreviewTable(items: Vec<BulkItem>) -> impl IntoView {
+    view! {
+        <DataTable
+            columns=&["Payment", "State", "Version", "Amount", "Last change", "Why"]
+            numeric=&["Version", "Amount"]
+            label="Payments to retry"
+            framed=true
+            testid="bulk-preview"
+        >
+            {items
+                .into_iter()
+                .map(|i| {
+                    view! {
+                        <tr>
+                            <td class="mono">
+                                <A href=format!("/payments/{}", i.payment_id)>{i.payment_id.clone()}</A>
+                            </td>
+                            <td><StatusPill status=format::Pill::payment(&i.status)/></td>
+                            <td class="num">{i.version}</td>
+                            <td class="num"><Money amount=i.amount currency=i.currency/></td>
+                            <td><Time ms=i.updated_at/></td>
+                            <td class="error-text">{format::clip(&i.why, 80)}</td>
+                        </tr>
+                    }
+                })
+                .collect_view()}
+        </DataTable>
+    }
+}
+
+/// The bulk retry's confirm form: the audited reason and "Retry N payments", which sends the
+/// previewed payments at their versions; "Cancel" closes the preview and gives the focus
+/// back to "Preview".
+#[component]
+fn RetryConfirmForm(
+    /// How many payments the preview holds.
+    n: usize,
+    state: RetryState,
+    selection: RetrySelection,
+    preview_button: NodeRef<leptos::html::Button>,
+    reason_ref: NodeRef<leptos::html::Input>,
+) -> impl IntoView {
+    let RetryState {
+        preview,
+        outcome,
+        reason,
+        busy,
+        failure,
+    } = state;
+    let confirm = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let Some(items) = preview.get_untracked() else {
+            return;
+        };
+        let text = reason.get_untracked();
+        if text.trim().is_empty() {
+            failure.set(Some("Give a reason: it goes to the audit log.".into()));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        let (status, kind, ids) = selection.read();
+        let source = selection.source.to_string();
+        let pairs: Vec<(String, i64)> = items
+            .into_iter()
+            .map(|i| (i.payment_id, i.version))
+            .collect();
+        spawn_local(async move {
+            match api_actions::bulk_retry(source, status, kind, ids, pairs, text).await {
+                Ok(out) => {
+                    outcome.set(Some(out));
+                    preview.set(None);
+                    reason.set(String::new());
+                }
+                Err(e) => failure.set(Some(api::error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <form class="inline-form" on:submit=confirm>
+            <label class="grow">
+                "Reason (audited)"
+                <input
+                    type="text"
+                    maxlength="2000"
+                    required
+                    data-testid="bulk-reason"
+                    node_ref=reason_ref
+                    bind:value=reason
+                />
+            </label>
+            <button type="submit" data-testid="bulk-confirm" disabled=move || busy.get()>
+                {format!("Retry {n} payment{}", if n == 1 { "" } else { "s" })}
+            </button>
+            <CancelPreview preview preview_button/>
+        </form>
+    }
+}
+
+/// A preview's "Cancel": closes it and gives the focus back to the button that opened it.
+#[component]
+fn CancelPreview<T: Send + Sync + 'static>(
+    preview: RwSignal<Option<T>>,
+    preview_button: NodeRef<leptos::html::Button>,
+) -> impl IntoView {
+    view! {
+        <button
+            type="button"
+            class="secondary"
+            on:click=move |_| {
+                preview.set(None);
+                if let Some(b) = preview_button.get_untracked() {
+                    let _ = b.focus();
+                }
+            }
+        >
+            "Cancel"
+        </button>
+    }
+}
+
+/// What the bulk retry did (focused when shown): the counted sentence and each skipped
+/// payment with why.
+#[component]
+fn BulkRetryResult(
+    outcome: RwSignal<Option<BulkOutcome>>,
+    result_ref: NodeRef<leptos::html::Div>,
+) -> impl IntoView {
+    move || {
+        outcome.get().map(|out| {
+            view! {
+                <div
+                    class="bulk-result"
+                    role="status"
+                    tabindex="-1"
+                    data-testid="bulk-result"
+                    node_ref=result_ref
+                >
+                    <p>{bulk_sentence(&out)}</p>
+                    <ul class="small">
+                        {out
+                            .skipped
+                            .into_iter()
+                            .map(|(id, why)| {
+                                view! {
+                                    <li>
+                                        <span class="mono">{id}</span>
+                                        ": "
+                                        {why}
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
+                    </ul>
+                </div>
+            }
+        })
     }
 }
 
@@ -325,11 +412,21 @@ pub fn BulkResolve(
     done: RwSignal<u32>,
 ) -> impl IntoView {
     let can = signed_in_has(Role::Operator);
-    let preview = RwSignal::new(None::<Vec<crate::dto::ErrorItem>>);
-    let outcome = RwSignal::new(None::<crate::dto::ResolveOutcome>);
-    let note = RwSignal::new(String::new());
-    let busy = RwSignal::new(false);
-    let failure = RwSignal::new(None::<String>);
+    let state = ResolveState {
+        preview: RwSignal::new(None),
+        outcome: RwSignal::new(None),
+        note: RwSignal::new(String::new()),
+        busy: RwSignal::new(false),
+        failure: RwSignal::new(None),
+    };
+    let ResolveState {
+        preview,
+        outcome,
+        busy,
+        failure,
+        ..
+    } = state;
+    let selection = ResolveSelection { kind, ids };
     let preview_button = NodeRef::<leptos::html::Button>::new();
     let note_ref = NodeRef::<leptos::html::Textarea>::new();
     let result_ref = NodeRef::<leptos::html::Div>::new();
@@ -343,48 +440,14 @@ pub fn BulkResolve(
             let _ = el.focus();
         }
     });
-    let selection = move || {
-        let k = kind.get_untracked();
-        let k = (!k.trim().is_empty()).then(|| k.trim().to_string());
-        (k, ids.get_untracked())
-    };
     let load_preview = move |_| {
         busy.set(true);
         failure.set(None);
         outcome.set(None);
-        let (k, i) = selection();
+        let (k, i) = selection.read();
         spawn_local(async move {
             match crate::api_queues::bulk_resolve_preview(k, i).await {
                 Ok(items) => preview.set(Some(items)),
-                Err(e) => failure.set(Some(api::error_message(&e))),
-            }
-            busy.set(false);
-        });
-    };
-    let confirm = move |ev: SubmitEvent| {
-        ev.prevent_default();
-        let Some(items) = preview.get_untracked() else {
-            return;
-        };
-        let text = note.get_untracked();
-        if text.trim().is_empty() {
-            failure.set(Some(
-                "Write what was done or decided: every item gets this note.".into(),
-            ));
-            return;
-        }
-        busy.set(true);
-        failure.set(None);
-        let (k, i) = selection();
-        let pairs: Vec<(i64, i64)> = items.into_iter().map(|i| (i.id, i.occurrences)).collect();
-        spawn_local(async move {
-            match crate::api_queues::bulk_resolve(k, i, pairs, text).await {
-                Ok(out) => {
-                    outcome.set(Some(out));
-                    preview.set(None);
-                    note.set(String::new());
-                    done.update(|v| *v = v.wrapping_add(1));
-                }
                 Err(e) => failure.set(Some(api::error_message(&e))),
             }
             busy.set(false);
@@ -419,93 +482,176 @@ pub fn BulkResolve(
                             }
                             let n = items.len();
                             view! {
-                                <DataTable
-                                    columns=&["#", "Kind", "Summary", "Seen", "Last seen"]
-                                    numeric=&["#", "Seen"]
-                                    label="Items to resolve"
-                                    framed=true
-                                    testid="resolve-preview"
-                                >
-                                    {items
-                                        .into_iter()
-                                        .map(|i| {
-                                            view! {
-                                                <tr>
-                                                    <td class="num">{i.id}</td>
-                                                    <td class="mono">{i.kind}</td>
-                                                    <td>{format::clip(&i.summary, 100)}</td>
-                                                    <td class="num">{i.occurrences}</td>
-                                                    <td><Time ms=i.last_seen/></td>
-                                                </tr>
-                                            }
-                                        })
-                                        .collect_view()}
-                                </DataTable>
-                                <form class="inline-form" aria-label="Resolve the previewed items" on:submit=confirm>
-                                    <label class="grow">
-                                        "Resolution note (audited, given to every item)"
-                                        <textarea
-                                            name="note"
-                                            rows="2"
-                                            maxlength="2000"
-                                            required
-                                            data-testid="bulk-note"
-                                            node_ref=note_ref
-                                            bind:value=note
-                                        ></textarea>
-                                    </label>
-                                    <button type="submit" data-testid="bulk-resolve-confirm" disabled=move || busy.get()>
-                                        {format!("Resolve {n} item{}", if n == 1 { "" } else { "s" })}
-                                    </button>
-                                    <button
-                                        type="button"
-                                        class="secondary"
-                                        on:click=move |_| {
-                                            preview.set(None);
-                                            if let Some(b) = preview_button.get_untracked() {
-                                                let _ = b.focus();
-                                            }
-                                        }
-                                    >
-                                        "Cancel"
-                                    </button>
-                                </form>
+                                <ResolvePreviewTable items/>
+                                <ResolveConfirmForm n state selection done preview_button note_ref/>
                             }
                                 .into_any()
                         })
                 }}
-                {move || {
-                    outcome
-                        .get()
-                        .map(|out| {
-                            view! {
-                                <div
-                                    class="bulk-result"
-                                    role="status"
-                                    tabindex="-1"
-                                    data-testid="resolve-result"
-                                    node_ref=result_ref
-                                >
-                                    <p>
-                                        {format!(
-                                            "Resolved {} item{}; skipped {}.",
-                                            out.resolved.len(),
-                                            if out.resolved.len() == 1 { "" } else { "s" },
-                                            out.skipped.len(),
-                                        )}
-                                    </p>
-                                    <ul class="small">
-                                        {out
-                                            .skipped
-                                            .into_iter()
-                                            .map(|(id, why)| view! { <li>{format!("#{id}: {why}")}</li> })
-                                            .collect_view()}
-                                    </ul>
-                                </div>
-                            }
-                        })
-                }}
+                <BulkResolveResult outcome result_ref/>
             </Panel>
         </Show>
+    }
+}
+
+/// The bulk resolve's state, like [`RetryState`] with the note for the reason.
+#[derive(Clone, Copy)]
+struct ResolveState {
+    preview: RwSignal<Option<Vec<crate::dto::ErrorItem>>>,
+    outcome: RwSignal<Option<crate::dto::ResolveOutcome>>,
+    note: RwSignal<String>,
+    busy: RwSignal<bool>,
+    failure: RwSignal<Option<String>>,
+}
+
+/// What a bulk resolve selects: [`BulkResolve`]'s `kind` and ticked `ids`.
+#[derive(Clone, Copy)]
+struct ResolveSelection {
+    kind: Signal<String>,
+    ids: Signal<Option<Vec<i64>>>,
+}
+
+impl ResolveSelection {
+    /// (kind, ticked ids) as the server reads them, read now (untracked).
+    fn read(self) -> (Option<String>, Option<Vec<i64>>) {
+        let k = self.kind.get_untracked();
+        let k = (!k.trim().is_empty()).then(|| k.trim().to_string());
+        (k, self.ids.get_untracked())
+    }
+}
+
+/// The open items a bulk resolve's preview holds, one row each.
+#[component]
+fn ResolvePreviewTable(items: Vec<crate::dto::ErrorItem>) -> impl IntoView {
+    view! {
+        <DataTable
+            columns=&["#", "Kind", "Summary", "Seen", "Last seen"]
+            numeric=&["#", "Seen"]
+            label="Items to resolve"
+            framed=true
+            testid="resolve-preview"
+        >
+            {items
+                .into_iter()
+                .map(|i| {
+                    view! {
+                        <tr>
+                            <td class="num">{i.id}</td>
+                            <td class="mono">{i.kind}</td>
+                            <td>{format::clip(&i.summary, 100)}</td>
+                            <td class="num">{i.occurrences}</td>
+                            <td><Time ms=i.last_seen/></td>
+                        </tr>
+                    }
+                })
+                .collect_view()}
+        </DataTable>
+    }
+}
+
+/// The bulk resolve's confirm form: the note every item gets and "Resolve N items", which
+/// sends the previewed items with how often each had been reported, then bumps `done`.
+#[component]
+fn ResolveConfirmForm(
+    /// How many items the preview holds.
+    n: usize,
+    state: ResolveState,
+    selection: ResolveSelection,
+    done: RwSignal<u32>,
+    preview_button: NodeRef<leptos::html::Button>,
+    note_ref: NodeRef<leptos::html::Textarea>,
+) -> impl IntoView {
+    let ResolveState {
+        preview,
+        outcome,
+        note,
+        busy,
+        failure,
+    } = state;
+    let confirm = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let Some(items) = preview.get_untracked() else {
+            return;
+        };
+        let text = note.get_untracked();
+        if text.trim().is_empty() {
+            failure.set(Some(
+                "Write what was done or decided: every item gets this note.".into(),
+            ));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        let (k, i) = selection.read();
+        let pairs: Vec<(i64, i64)> = items.into_iter().map(|i| (i.id, i.occurrences)).collect();
+        spawn_local(async move {
+            match crate::api_queues::bulk_resolve(k, i, pairs, text).await {
+                Ok(out) => {
+                    outcome.set(Some(out));
+                    preview.set(None);
+                    note.set(String::new());
+                    done.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => failure.set(Some(api::error_message(&e))),
+            }
+            busy.set(false);
+        });
+    };
+    view! {
+        <form class="inline-form" aria-label="Resolve the previewed items" on:submit=confirm>
+            <label class="grow">
+                "Resolution note (audited, given to every item)"
+                <textarea
+                    name="note"
+                    rows="2"
+                    maxlength="2000"
+                    required
+                    data-testid="bulk-note"
+                    node_ref=note_ref
+                    bind:value=note
+                ></textarea>
+            </label>
+            <button type="submit" data-testid="bulk-resolve-confirm" disabled=move || busy.get()>
+                {format!("Resolve {n} item{}", if n == 1 { "" } else { "s" })}
+            </button>
+            <CancelPreview preview preview_button/>
+        </form>
+    }
+}
+
+/// What the bulk resolve did (focused when shown): the counts and each skipped item with why.
+#[component]
+fn BulkResolveResult(
+    outcome: RwSignal<Option<crate::dto::ResolveOutcome>>,
+    result_ref: NodeRef<leptos::html::Div>,
+) -> impl IntoView {
+    move || {
+        outcome.get().map(|out| {
+            view! {
+                <div
+                    class="bulk-result"
+                    role="status"
+                    tabindex="-1"
+                    data-testid="resolve-result"
+                    node_ref=result_ref
+                >
+                    <p>
+                        {format!(
+                            "Resolved {} item{}; skipped {}.",
+                            out.resolved.len(),
+                            if out.resolved.len() == 1 { "" } else { "s" },
+                            out.skipped.len(),
+                        )}
+                    </p>
+                    <ul class="small">
+                        {out
+                            .skipped
+                            .into_iter()
+                            .map(|(id, why)| view! { <li>{format!("#{id}: {why}")}</li> })
+                            .collect_view()}
+                    </ul>
+                </div>
+            }
+        })
     }
 }

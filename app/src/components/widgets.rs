@@ -256,3 +256,20 @@ pub fn JsonFields(
     }
     .into_any()
 }
+
+/// The page's flash (`flash_ref`, a `tabindex="-1"` paragraph) takes the focus whenever a
+/// message is set: the row an action removed leaves the list with the button that had the
+/// focus, and a keyboard user would be left at the top of the page.
+pub fn focus_flash_when_set(flash: RwSignal<Option<String>>, flash_ref: NodeRef<leptos::html::P>) {
+    Effect::new(move |_| {
+        if flash.get().is_some()
+            && let Some(el) = flash_ref.get_untracked()
+        {
+            // After the frame that writes the text: an empty flash is not displayed, and
+            // what is not displayed cannot take the focus.
+            request_animation_frame(move || {
+                let _ = el.focus();
+            });
+        }
+    });
+}

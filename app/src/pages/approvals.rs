@@ -14,7 +14,9 @@ use leptos_router::components::A;
 
 use crate::components::layout::{signed_in_has, signed_in_name};
 use crate::components::panel::{DataTable, Panel};
-use crate::components::widgets::{ErrorNote, JsonFields, Loading, StatusPill, Time};
+use crate::components::widgets::{
+    ErrorNote, JsonFields, Loading, StatusPill, Time, focus_flash_when_set,
+};
 use crate::dto::{ActionRecord, ApprovalItem, Role};
 use crate::{api, api_actions, api_pauses, format};
 
@@ -28,18 +30,10 @@ pub fn ApprovalsPage() -> impl IntoView {
     let flash = RwSignal::new(None::<String>);
     // The outcome of a decision takes the focus: the decided row leaves the list with the
     // button that had it, and a keyboard user would be left at the top of the page.
+    // The outcome of a decision takes the focus: the decided row leaves the list with the
+    // button that had it, and a keyboard user would be left at the top of the page.
     let flash_ref = NodeRef::<leptos::html::P>::new();
-    Effect::new(move |_| {
-        if flash.get().is_some()
-            && let Some(el) = flash_ref.get_untracked()
-        {
-            // After the frame that writes the text: an empty flash is not displayed, and
-            // what is not displayed cannot take the focus.
-            request_animation_frame(move || {
-                let _ = el.focus();
-            });
-        }
-    });
+    focus_flash_when_set(flash, flash_ref);
     // Fetched again on the person's Refresh, after a decision, and (as a background request)
     // when the live stream says the requests changed.
     let live = crate::components::live::use_live(|t| t == "approvals");
@@ -87,19 +81,7 @@ pub fn ApprovalsPage() -> impl IntoView {
                     .get()
                     .and_then(Result::ok)
                     .filter(|n| *n > 0)
-                    .map(|n| {
-                        view! {
-                            <p class="panel" data-testid="pending-pauses">
-                                {if n == 1 {
-                                    "1 emergency-switch pause waits for approval on the ".to_string()
-                                } else {
-                                    format!("{n} emergency-switch pauses wait for approval on the ")
-                                }}
-                                <A href="/pauses">"Pauses page"</A>
-                                "."
-                            </p>
-                        }
-                    })
+                    .map(pending_pauses_note)
             }}
         </Transition>
         // Privilege requests (issue 36) wait for another admin, here too.
@@ -110,44 +92,7 @@ pub fn ApprovalsPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match list.await {
                     Ok(l) => {
-                        let now = l.now;
-                        let (pending, decided) = (l.pending, l.decided);
-                        let (pending_total, nothing_pending) = (pending.len(), pending.is_empty());
-                        view! {
-                            <Panel
-                                id="pending"
-                                title="Pending"
-                                heading_extra=move || {
-                                    view! { <span class="count" data-testid="pending-total">{pending_total}</span> }
-                                }
-                            >
-                                <DataTable
-                                    columns=&[
-                                        "Payment",
-                                        "Amount and status",
-                                        "Kind",
-                                        "Reason and evidence",
-                                        "Requester",
-                                        "Age",
-                                        "Expires",
-                                        "Decide",
-                                    ]
-                                    class="data inbox"
-                                    testid="pending"
-                                    empty=nothing_pending.then_some("Nothing waits for approval.")
-                                >
-                                    {pending
-                                        .into_iter()
-                                        .map(|item| {
-                                            view! { <PendingRow item now version flash/> }
-                                        })
-                                        .collect_view()}
-                                </DataTable>
-                            </Panel>
-                            <Panel id="decided" title="Recently decided">
-                                <Decided items=decided/>
-                            </Panel>
-                        }
+                        view! { <Inbox pending=l.pending decided=l.decided now=l.now version flash/> }
                             .into_any()
                     }
                     Err(e) => view! { <ErrorNote error=e/> }.into_any(),
@@ -157,6 +102,69 @@ pub fn ApprovalsPage() -> impl IntoView {
         <Show when=move || approver.get() || admin.get()>
             <crate::pages::passkeys::PasskeysPanel/>
         </Show>
+    }
+}
+
+/// "N emergency-switch pauses wait for approval on the Pauses page." (`n` > 0).
+fn pending_pauses_note(n: usize) -> impl IntoView {
+    view! {
+        <p class="panel" data-testid="pending-pauses">
+            {if n == 1 {
+                "1 emergency-switch pause waits for approval on the ".to_string()
+            } else {
+                format!("{n} emergency-switch pauses wait for approval on the ")
+            }}
+            <A href="/pauses">"Pauses page"</A>
+            "."
+        </p>
+    }
+}
+
+/// The inbox: the pending requests with their controls, then the recently decided ones.
+#[component]
+fn Inbox(
+    pending: Vec<ApprovalItem>,
+    decided: Vec<ApprovalItem>,
+    /// The server's clock when it answered, UTC ms: ages and expiries count from it.
+    now: i64,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let (pending_total, nothing_pending) = (pending.len(), pending.is_empty());
+    view! {
+        <Panel
+            id="pending"
+            title="Pending"
+            heading_extra=move || {
+                view! { <span class="count" data-testid="pending-total">{pending_total}</span> }
+            }
+        >
+            <DataTable
+                columns=&[
+                    "Payment",
+                    "Amount and status",
+                    "Kind",
+                    "Reason and evidence",
+                    "Requester",
+                    "Age",
+                    "Expires",
+                    "Decide",
+                ]
+                class="data inbox"
+                testid="pending"
+                empty=nothing_pending.then_some("Nothing waits for approval.")
+            >
+                {pending
+                    .into_iter()
+                    .map(|item| {
+                        view! { <PendingRow item now version flash/> }
+                    })
+                    .collect_view()}
+            </DataTable>
+        </Panel>
+        <Panel id="decided" title="Recently decided">
+            <Decided items=decided/>
+        </Panel>
     }
 }
 
@@ -185,119 +193,34 @@ fn PendingRow(
         let requester = requester.clone();
         Signal::derive(move || me.get().as_deref() == Some(requester.as_str()))
     };
-    let id = StoredValue::new(a.id.clone());
-    let open = RwSignal::new(None::<Decision>);
-    let password = RwSignal::new(String::new());
-    let reason = RwSignal::new(String::new());
-    let busy = RwSignal::new(false);
-    let failure = RwSignal::new(None::<String>);
+    let d = RowDecision {
+        id: StoredValue::new(a.id.clone()),
+        open: RwSignal::new(None),
+        password: RwSignal::new(String::new()),
+        reason: RwSignal::new(String::new()),
+        busy: RwSignal::new(false),
+        failure: RwSignal::new(None),
+        version,
+        flash,
+    };
+    let RowDecision {
+        open,
+        busy,
+        failure,
+        ..
+    } = d;
     // Keyboard focus follows the decision form: into its first field when it opens, back to
     // the button that opened it when it is cancelled.
-    let approve_ref = NodeRef::<leptos::html::Button>::new();
-    let reject_ref = NodeRef::<leptos::html::Button>::new();
-    let password_ref = NodeRef::<leptos::html::Input>::new();
-    let reason_ref = NodeRef::<leptos::html::Textarea>::new();
-    Effect::new(move |_| match open.get() {
-        Some(Decision::Approve) => {
-            if let Some(el) = password_ref.get() {
-                let _ = el.focus();
-            }
-        }
-        Some(Decision::Reject) => {
-            if let Some(el) = reason_ref.get() {
-                let _ = el.focus();
-            }
-        }
-        None => {}
-    });
-    let close = move |_| {
-        let was = open.get_untracked();
-        open.set(None);
-        failure.set(None);
-        let trigger = if was == Some(Decision::Reject) {
-            reject_ref.get_untracked().map(|b| b.focus())
-        } else {
-            approve_ref.get_untracked().map(|b| b.focus())
-        };
-        drop(trigger);
+    let refs = DecisionRefs {
+        approve: NodeRef::new(),
+        reject: NodeRef::new(),
+        password: NodeRef::new(),
+        reason: NodeRef::new(),
     };
+    focus_decision_form(open, refs);
     let form_id = StoredValue::new(format!("decision-{}", a.id));
-    let done = move |r: Result<ActionRecord, ServerFnError>, verb: &'static str| match r {
-        Ok(a) => {
-            flash.set(Some(format!("Request {} {verb}: now {}.", a.id, a.status)));
-            version.update(|v| *v = v.wrapping_add(1));
-        }
-        Err(e) => {
-            failure.set(Some(api::error_message(&e)));
-            password.set(String::new());
-            busy.set(false);
-        }
-    };
-    let on_submit = move |ev: SubmitEvent| {
-        ev.prevent_default();
-        let Some(decision) = open.get_untracked() else {
-            return;
-        };
-        let why = reason.get_untracked();
-        if why.trim().is_empty() {
-            failure.set(Some("Give a reason for the decision.".into()));
-            return;
-        }
-        let pw = password.get_untracked();
-        if decision == Decision::Approve && pw.is_empty() {
-            failure.set(Some("Re-enter your password to approve.".into()));
-            return;
-        }
-        busy.set(true);
-        failure.set(None);
-        let id = id.get_value();
-        spawn_local(async move {
-            match decision {
-                Decision::Approve => {
-                    done(api_actions::approve_action(id, pw, why).await, "approved")
-                }
-                Decision::Reject => done(api_actions::reject_action(id, why).await, "rejected"),
-            }
-        });
-    };
-    // Approve with a passkey instead of the password (issue 36): the browser's passkey
-    // prompt answers a step-up the server began.
-    let by_passkey = move |_| {
-        let why = reason.get_untracked();
-        if why.trim().is_empty() {
-            failure.set(Some("Give a reason for the decision.".into()));
-            return;
-        }
-        busy.set(true);
-        failure.set(None);
-        let id = id.get_value();
-        spawn_local(async move {
-            match crate::webauthn::step_up().await {
-                Ok((challenge, credential)) => done(
-                    crate::api_passkeys::approve_action_by_passkey(id, challenge, credential, why)
-                        .await,
-                    "approved",
-                ),
-                Err(m) => {
-                    failure.set(Some(m));
-                    busy.set(false);
-                }
-            }
-        });
-    };
     let confirm_cancel = RwSignal::new(false);
-    let cancel = move |_| {
-        busy.set(true);
-        failure.set(None);
-        let id = id.get_value();
-        spawn_local(async move { done(api_actions::cancel_action(id).await, "cancelled") });
-    };
-    let expires_in = a.expires_at - now;
-    let expiry = if expires_in <= 0 {
-        "expired".to_string()
-    } else {
-        format!("in {}", format::age(expires_in))
-    };
+    let expiry = expiry(a.expires_at, now);
     let kind = format::action_kind(&a);
     let payment = a.payment_id.clone();
     view! {
@@ -314,18 +237,7 @@ fn PendingRow(
             </td>
             <PaymentNow item=item.clone()/>
             <td class="mono" data-label="Kind">{kind}</td>
-            <td data-label="Reason">
-                {a.reason.clone()}
-                {(!a.evidence.is_empty())
-                    .then(|| {
-                        view! {
-                            <details>
-                                <summary>"Evidence"</summary>
-                                <pre class="evidence">{a.evidence.clone()}</pre>
-                            </details>
-                        }
-                    })}
-            </td>
+            <ReasonCell reason=a.reason.clone() evidence=a.evidence.clone()/>
             <td data-testid="requester" data-label="Requested by">{requester}</td>
             <td data-label="Age">{format::age(now - a.created_at)}</td>
             <td data-label="Expires">{expiry}</td>
@@ -339,59 +251,10 @@ fn PendingRow(
                         }
                     })}
                 <Show when=move || approver.get() && !mine.get()>
-                    <button
-                        type="button"
-                        class="small"
-                        data-testid="approve"
-                        hidden=stale
-                        node_ref=approve_ref
-                        aria-expanded=move || (open.get() == Some(Decision::Approve)).to_string()
-                        aria-controls=move || (open.get() == Some(Decision::Approve)).then(|| form_id.get_value())
-                        on:click=move |_| open.set(Some(Decision::Approve))
-                    >
-                        "Approve…"
-                    </button>
-                    " "
-                    <button
-                        type="button"
-                        class="small secondary"
-                        data-testid="reject"
-                        node_ref=reject_ref
-                        aria-expanded=move || (open.get() == Some(Decision::Reject)).to_string()
-                        aria-controls=move || (open.get() == Some(Decision::Reject)).then(|| form_id.get_value())
-                        on:click=move |_| open.set(Some(Decision::Reject))
-                    >
-                        "Reject…"
-                    </button>
+                    <DecideButtons stale open refs form_id/>
                 </Show>
                 <Show when=move || operator.get() && mine.get()>
-                    // Withdrawing a request asks once more.
-                    <Show
-                        when=move || confirm_cancel.get()
-                        fallback=move || view! {
-                            <button
-                                type="button"
-                                class="small secondary"
-                                data-testid="cancel-request"
-                                on:click=move |_| confirm_cancel.set(true)
-                            >
-                                "Cancel request…"
-                            </button>
-                        }
-                    >
-                        <button
-                            type="button"
-                            class="small danger"
-                            data-testid="cancel-confirm"
-                            disabled=move || busy.get()
-                            on:click=cancel
-                        >
-                            "Confirm: cancel this request"
-                        </button>
-                        <button type="button" class="small secondary" on:click=move |_| confirm_cancel.set(false)>
-                            "Keep it"
-                        </button>
-                    </Show>
+                    <CancelRequest d confirm_cancel/>
                 </Show>
                 <span class="form-message" role="alert">
                     {move || if open.get().is_none() { failure.get() } else { None }}
@@ -401,74 +264,331 @@ fn PendingRow(
         <Show when=move || open.get().is_some()>
             <tr class="resolve-row">
                 <td colspan="8">
-                    <form
-                        class="inline-form"
-                        data-testid="decision-form"
-                        id=form_id.get_value()
-                        aria-label=move || match open.get() {
-                            Some(Decision::Reject) => format!("Reject request {}", id.get_value()),
-                            _ => format!("Approve request {}", id.get_value()),
-                        }
-                        on:submit=on_submit
-                    >
-                        <Show when=move || open.get() == Some(Decision::Approve)>
-                            <label>
-                                "Your password"
-                                <input
-                                    type="password"
-                                    name="password"
-                                    autocomplete="current-password"
-                                    data-testid="approve-password"
-                                    node_ref=password_ref
-                                    bind:value=password
-                                />
-                            </label>
-                        </Show>
-                        <label class="grow">
-                            "Reason"
-                            <textarea
-                                name="reason"
-                                rows="2"
-                                maxlength="1000"
-                                required
-                                data-testid="decision-reason"
-                                node_ref=reason_ref
-                                bind:value=reason
-                            ></textarea>
-                        </label>
-                        // A rejection must not look like an approval at a glance.
-                        <button
-                            type="submit"
-                            data-testid="decision-submit"
-                            class=move || (open.get() == Some(Decision::Reject)).then_some("danger")
-                            disabled=move || busy.get()
-                        >
-                            {move || match open.get() {
-                                Some(Decision::Reject) => "Reject",
-                                _ => "Approve and execute",
-                            }}
-                        </button>
-                        <Show when=move || open.get() == Some(Decision::Approve)>
-                            <button
-                                type="button"
-                                class="secondary"
-                                data-testid="approve-passkey"
-                                disabled=move || busy.get()
-                                on:click=by_passkey
-                            >
-                                "Approve with passkey"
-                            </button>
-                        </Show>
-                        <button type="button" class="secondary" on:click=close>
-                            "Cancel"
-                        </button>
-                        <span class="form-message" role="alert" data-testid="decision-error">
-                            {move || failure.get()}
-                        </span>
-                    </form>
+                    <DecisionForm d refs form_id/>
                 </td>
             </tr>
         </Show>
+    }
+}
+
+/// When a request expires, from `now` (UTC ms): "expired", or "in 2h 5m".
+fn expiry(expires_at: i64, now: i64) -> String {
+    let expires_in = expires_at - now;
+    if expires_in <= 0 {
+        "expired".to_string()
+    } else {
+        format!("in {}", format::age(expires_in))
+    }
+}
+
+/// The request's reason, with its evidence behind a toggle when it has any.
+#[component]
+fn ReasonCell(reason: String, evidence: String) -> impl IntoView {
+    view! {
+        <td data-label="Reason">
+            {reason}
+            {(!evidence.is_empty())
+                .then(|| {
+                    view! {
+                        <details>
+                            <summary>"Evidence"</summary>
+                            <pre class="evidence">{evidence.clone()}</pre>
+                        </details>
+                    }
+                })}
+        </td>
+    }
+}
+
+/// A pending row's decision: which form is open, its fields, whether a request is in flight
+/// and why the last one failed; and where the outcome goes (`flash`, and `version` bumped so
+/// the inbox reloads).
+#[derive(Clone, Copy)]
+struct RowDecision {
+    id: StoredValue<String>,
+    open: RwSignal<Option<Decision>>,
+    password: RwSignal<String>,
+    reason: RwSignal<String>,
+    busy: RwSignal<bool>,
+    failure: RwSignal<Option<String>>,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+}
+
+impl RowDecision {
+    /// What the server's answer to a decision does: the outcome to the flash and a reload, or
+    /// the refusal beside the form (the password cleared).
+    fn done(self, r: Result<ActionRecord, ServerFnError>, verb: &'static str) {
+        match r {
+            Ok(a) => {
+                self.flash
+                    .set(Some(format!("Request {} {verb}: now {}.", a.id, a.status)));
+                self.version.update(|v| *v = v.wrapping_add(1));
+            }
+            Err(e) => {
+                self.failure.set(Some(api::error_message(&e)));
+                self.password.set(String::new());
+                self.busy.set(false);
+            }
+        }
+    }
+
+    /// The form's submit: approve (with the password) or reject, with the reason.
+    fn submit(self, ev: SubmitEvent) {
+        ev.prevent_default();
+        let Some(decision) = self.open.get_untracked() else {
+            return;
+        };
+        let why = self.reason.get_untracked();
+        if why.trim().is_empty() {
+            self.failure
+                .set(Some("Give a reason for the decision.".into()));
+            return;
+        }
+        let pw = self.password.get_untracked();
+        if decision == Decision::Approve && pw.is_empty() {
+            self.failure
+                .set(Some("Re-enter your password to approve.".into()));
+            return;
+        }
+        self.busy.set(true);
+        self.failure.set(None);
+        let id = self.id.get_value();
+        spawn_local(async move {
+            match decision {
+                Decision::Approve => {
+                    self.done(api_actions::approve_action(id, pw, why).await, "approved")
+                }
+                Decision::Reject => {
+                    self.done(api_actions::reject_action(id, why).await, "rejected")
+                }
+            }
+        });
+    }
+
+    /// Approve with a passkey instead of the password (issue 36): the browser's passkey
+    /// prompt answers a step-up the server began.
+    fn approve_by_passkey(self) {
+        let why = self.reason.get_untracked();
+        if why.trim().is_empty() {
+            self.failure
+                .set(Some("Give a reason for the decision.".into()));
+            return;
+        }
+        self.busy.set(true);
+        self.failure.set(None);
+        let id = self.id.get_value();
+        spawn_local(async move {
+            match crate::webauthn::step_up().await {
+                Ok((challenge, credential)) => self.done(
+                    crate::api_passkeys::approve_action_by_passkey(id, challenge, credential, why)
+                        .await,
+                    "approved",
+                ),
+                Err(m) => {
+                    self.failure.set(Some(m));
+                    self.busy.set(false);
+                }
+            }
+        });
+    }
+}
+
+/// The decision form's focus targets: the buttons that open it and its first fields.
+#[derive(Clone, Copy)]
+struct DecisionRefs {
+    approve: NodeRef<leptos::html::Button>,
+    reject: NodeRef<leptos::html::Button>,
+    password: NodeRef<leptos::html::Input>,
+    reason: NodeRef<leptos::html::Textarea>,
+}
+
+/// Focus into the decision form's first field when it opens (the password to approve, the
+/// reason to reject).
+fn focus_decision_form(open: RwSignal<Option<Decision>>, refs: DecisionRefs) {
+    Effect::new(move |_| match open.get() {
+        Some(Decision::Approve) => {
+            if let Some(el) = refs.password.get() {
+                let _ = el.focus();
+            }
+        }
+        Some(Decision::Reject) => {
+            if let Some(el) = refs.reason.get() {
+                let _ = el.focus();
+            }
+        }
+        None => {}
+    });
+}
+
+/// An approver's "Approve…" (hidden on a stale request) and "Reject…", which open the
+/// decision form.
+#[component]
+fn DecideButtons(
+    stale: bool,
+    open: RwSignal<Option<Decision>>,
+    refs: DecisionRefs,
+    form_id: StoredValue<String>,
+) -> impl IntoView {
+    view! {
+        <button
+            type="button"
+            class="small"
+            data-testid="approve"
+            hidden=stale
+            node_ref=refs.approve
+            aria-expanded=move || (open.get() == Some(Decision::Approve)).to_string()
+            aria-controls=move || (open.get() == Some(Decision::Approve)).then(|| form_id.get_value())
+            on:click=move |_| open.set(Some(Decision::Approve))
+        >
+            "Approve…"
+        </button>
+        " "
+        <button
+            type="button"
+            class="small secondary"
+            data-testid="reject"
+            node_ref=refs.reject
+            aria-expanded=move || (open.get() == Some(Decision::Reject)).to_string()
+            aria-controls=move || (open.get() == Some(Decision::Reject)).then(|| form_id.get_value())
+            on:click=move |_| open.set(Some(Decision::Reject))
+        >
+            "Reject…"
+        </button>
+    }
+}
+
+/// The requester's "Cancel request…", which asks once more before withdrawing it.
+#[component]
+fn CancelRequest(d: RowDecision, confirm_cancel: RwSignal<bool>) -> impl IntoView {
+    let cancel = move |_| {
+        d.busy.set(true);
+        d.failure.set(None);
+        let id = d.id.get_value();
+        spawn_local(async move { d.done(api_actions::cancel_action(id).await, "cancelled") });
+    };
+    view! {
+        // Withdrawing a request asks once more.
+        <Show
+            when=move || confirm_cancel.get()
+            fallback=move || view! {
+                <button
+                    type="button"
+                    class="small secondary"
+                    data-testid="cancel-request"
+                    on:click=move |_| confirm_cancel.set(true)
+                >
+                    "Cancel request…"
+                </button>
+            }
+        >
+            <button
+                type="button"
+                class="small danger"
+                data-testid="cancel-confirm"
+                disabled=move || d.busy.get()
+                on:click=cancel
+            >
+                "Confirm: cancel this request"
+            </button>
+            <button type="button" class="small secondary" on:click=move |_| confirm_cancel.set(false)>
+                "Keep it"
+            </button>
+        </Show>
+    }
+}
+
+/// The open decision form: the password (to approve), the reason, submit, "Approve with
+/// passkey", and "Cancel", which closes it and gives the focus back to the button that
+/// opened it.
+#[component]
+fn DecisionForm(d: RowDecision, refs: DecisionRefs, form_id: StoredValue<String>) -> impl IntoView {
+    let RowDecision {
+        id,
+        open,
+        password,
+        reason,
+        busy,
+        failure,
+        ..
+    } = d;
+    let close = move |_| {
+        let was = open.get_untracked();
+        open.set(None);
+        failure.set(None);
+        let trigger = if was == Some(Decision::Reject) {
+            refs.reject.get_untracked().map(|b| b.focus())
+        } else {
+            refs.approve.get_untracked().map(|b| b.focus())
+        };
+        drop(trigger);
+    };
+    view! {
+        <form
+            class="inline-form"
+            data-testid="decision-form"
+            id=form_id.get_value()
+            aria-label=move || match open.get() {
+                Some(Decision::Reject) => format!("Reject request {}", id.get_value()),
+                _ => format!("Approve request {}", id.get_value()),
+            }
+            on:submit=move |ev| d.submit(ev)
+        >
+            <Show when=move || open.get() == Some(Decision::Approve)>
+                <label>
+                    "Your password"
+                    <input
+                        type="password"
+                        name="password"
+                        autocomplete="current-password"
+                        data-testid="approve-password"
+                        node_ref=refs.password
+                        bind:value=password
+                    />
+                </label>
+            </Show>
+            <label class="grow">
+                "Reason"
+                <textarea
+                    name="reason"
+                    rows="2"
+                    maxlength="1000"
+                    required
+                    data-testid="decision-reason"
+                    node_ref=refs.reason
+                    bind:value=reason
+                ></textarea>
+            </label>
+            // A rejection must not look like an approval at a glance.
+            <button
+                type="submit"
+                data-testid="decision-submit"
+                class=move || (open.get() == Some(Decision::Reject)).then_some("danger")
+                disabled=move || busy.get()
+            >
+                {move || match open.get() {
+                    Some(Decision::Reject) => "Reject",
+                    _ => "Approve and execute",
+                }}
+            </button>
+            <Show when=move || open.get() == Some(Decision::Approve)>
+                <button
+                    type="button"
+                    class="secondary"
+                    data-testid="approve-passkey"
+                    disabled=move || busy.get()
+                    on:click=move |_| d.approve_by_passkey()
+                >
+                    "Approve with passkey"
+                </button>
+            </Show>
+            <button type="button" class="secondary" on:click=close>
+                "Cancel"
+            </button>
+            <span class="form-message" role="alert" data-testid="decision-error">
+                {move || failure.get()}
+            </span>
+        </form>
     }
 }
 

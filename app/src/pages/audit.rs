@@ -101,25 +101,7 @@ pub fn AuditPage() -> impl IntoView {
 #[component]
 fn AuditViewer() -> impl IntoView {
     let params = use_query_map();
-    let query = Memo::new(move |_| {
-        let m = params.read();
-        let text = |k: &str| {
-            m.get(k)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
-        AuditListQuery {
-            actor: text("actor"),
-            action: text("action"),
-            payment: text("payment"),
-            target: text("target"),
-            from: text("from"),
-            to: text("to"),
-            before: text("before").and_then(|v| v.parse().ok()),
-            after: text("after").and_then(|v| v.parse().ok()),
-            limit: None,
-        }
-    });
+    let query = Memo::new(move |_| query_of(&params.read()));
     let tz = Memo::new(move |_| params.read().get("tz").filter(|t| format::is_offset(t)));
     let zone = filter_zone();
     let list = Resource::new(
@@ -141,56 +123,8 @@ fn AuditViewer() -> impl IntoView {
     });
 
     // The form's fields follow the URL (a link, Back, Forward) and feed the export links.
-    let actor = RwSignal::new(String::new());
-    let action = RwSignal::new(String::new());
-    let payment = RwSignal::new(String::new());
-    let target = RwSignal::new(String::new());
-    let from = RwSignal::new(String::new());
-    let to = RwSignal::new(String::new());
-    Effect::new(move |_| {
-        let q = query.get();
-        actor.set(q.actor.unwrap_or_default());
-        action.set(q.action.unwrap_or_default());
-        payment.set(q.payment.unwrap_or_default());
-        target.set(q.target.unwrap_or_default());
-        from.set(q.from.unwrap_or_default());
-        to.set(q.to.unwrap_or_default());
-    });
-    let navigate = use_navigate();
-    let on_filter = move |ev: SubmitEvent| {
-        ev.prevent_default();
-        let opt = |s: RwSignal<String>| Some(s.get_untracked()).filter(|v| !v.trim().is_empty());
-        let q = AuditListQuery {
-            actor: opt(actor),
-            action: opt(action),
-            payment: opt(payment),
-            target: opt(target),
-            from: opt(from),
-            to: opt(to),
-            before: None,
-            after: None,
-            limit: None,
-        };
-        navigate(
-            &href(&q, zone.get_untracked().as_deref()),
-            Default::default(),
-        );
-    };
-    let link = move |fmt: &'static str| {
-        let from = format::as_rfc3339_in(Some(from.get()), zone.get().as_deref());
-        let to = format::as_rfc3339_in(Some(to.get()), zone.get().as_deref());
-        let (actor, action) = (actor.get(), action.get());
-        format!(
-            "/ops/v1/audit/export{}",
-            format::query_string(&[
-                ("format", Some(fmt)),
-                ("from", from.as_deref()),
-                ("to", to.as_deref()),
-                ("actor", Some(actor.as_str())),
-                ("action", Some(action.as_str())),
-            ])
-        )
-    };
+    let fields = FilterFields::new();
+    Effect::new(move |_| fields.show(query.get()));
     view! {
         <Panel id="verify" title="Chain status">
             <p class="muted small">
@@ -213,52 +147,7 @@ fn AuditViewer() -> impl IntoView {
             </div>
         </Panel>
         <Panel id="records" title="Records">
-            <form class="filters" role="search" aria-label="Filter the records" on:submit=on_filter>
-                <label>
-                    "Actor"
-                    <input type="text" name="actor" data-testid="filter-actor" bind:value=actor/>
-                </label>
-                <label>
-                    "Action"
-                    <input
-                        type="text"
-                        name="action"
-                        list="audit-actions"
-                        placeholder="e.g. action_approved"
-                        data-testid="filter-action"
-                        bind:value=action
-                    />
-                </label>
-                <datalist id="audit-actions" data-testid="audit-actions">
-                    {move || {
-                        known_actions
-                            .get()
-                            .into_iter()
-                            .map(|a| view! { <option value=a></option> })
-                            .collect_view()
-                    }}
-                </datalist>
-                <label>
-                    "Payment"
-                    <input type="text" name="payment" placeholder="pay_…" data-testid="filter-payment" bind:value=payment/>
-                </label>
-                <label>
-                    "Object"
-                    <input type="text" name="target" placeholder="e.g. error:12, user:alice" data-testid="filter-target" bind:value=target/>
-                </label>
-                <label>
-                    {move || zone_label("From", zone.get().as_deref())}
-                    <input type="datetime-local" name="from" bind:value=from/>
-                </label>
-                <label>
-                    {move || zone_label("To", zone.get().as_deref())}
-                    <input type="datetime-local" name="to" bind:value=to/>
-                </label>
-                <div class="filter-actions">
-                    <button type="submit" data-testid="filter-submit">"Filter"</button>
-                    <A href="/audit" attr:class="button-link secondary">"Clear"</A>
-                </div>
-            </form>
+            <FilterForm fields known_actions zone/>
             <Transition fallback=Loading>
                 {move || Suspend::new(async move {
                     let q = query.get();
@@ -266,32 +155,225 @@ fn AuditViewer() -> impl IntoView {
                         Ok(page) if page.items.is_empty() => {
                             view! { <p class="empty" data-testid="audit-empty">"No records match."</p> }.into_any()
                         }
-                        Ok(page) => {
-                            let tz = tz.get_untracked();
-                            let newer = page.newer.map(|n| href(&AuditListQuery { after: Some(n), before: None, ..q.clone() }, tz.as_deref()));
-                            let older = page.older.map(|o| href(&AuditListQuery { before: Some(o), after: None, ..q.clone() }, tz.as_deref()));
-                            view! {
-                                <DataTable
-                                    columns=&["Seq", "At", "Actor", "Action", "Object", "Reason", "Details"]
-                                    numeric=&["Seq"]
-                                    class="data compact audit-records"
-                                    framed=true
-                                    testid="audit-records"
-                                >
-                                    {page.items.into_iter().map(|r| view! { <RecordRow r/> }).collect_view()}
-                                </DataTable>
-                                <nav class="pager" aria-label="Pages">
-                                    {newer.map(|h| view! { <A href=h attr:data-testid="audit-newer">"← Newer"</A> })}
-                                    {older.map(|h| view! { <A href=h attr:data-testid="audit-older">"Older →"</A> })}
-                                </nav>
-                            }
-                                .into_any()
-                        }
+                        Ok(page) => view! { <Records page q tz=tz.get_untracked()/> }.into_any(),
                         Err(e) => view! { <ErrorNote error=e/> }.into_any(),
                     }
                 })}
             </Transition>
         </Panel>
+        <ExportPanel fields zone/>
+    }
+}
+
+/// The viewer's query as the URL's parameters say (blank ones left out).
+fn query_of(m: &leptos_router::params::ParamsMap) -> AuditListQuery {
+    let text = |k: &str| {
+        m.get(k)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    AuditListQuery {
+        actor: text("actor"),
+        action: text("action"),
+        payment: text("payment"),
+        target: text("target"),
+        from: text("from"),
+        to: text("to"),
+        before: text("before").and_then(|v| v.parse().ok()),
+        after: text("after").and_then(|v| v.parse().ok()),
+        limit: None,
+    }
+}
+
+/// The filter form's fields, as typed (the time filters `datetime-local` text).
+#[derive(Clone, Copy)]
+struct FilterFields {
+    actor: RwSignal<String>,
+    action: RwSignal<String>,
+    payment: RwSignal<String>,
+    target: RwSignal<String>,
+    from: RwSignal<String>,
+    to: RwSignal<String>,
+}
+
+impl FilterFields {
+    /// Empty fields.
+    fn new() -> Self {
+        FilterFields {
+            actor: RwSignal::new(String::new()),
+            action: RwSignal::new(String::new()),
+            payment: RwSignal::new(String::new()),
+            target: RwSignal::new(String::new()),
+            from: RwSignal::new(String::new()),
+            to: RwSignal::new(String::new()),
+        }
+    }
+
+    /// Shows `q`'s filters in the fields.
+    fn show(self, q: AuditListQuery) {
+        self.actor.set(q.actor.unwrap_or_default());
+        self.action.set(q.action.unwrap_or_default());
+        self.payment.set(q.payment.unwrap_or_default());
+        self.target.set(q.target.unwrap_or_default());
+        self.from.set(q.from.unwrap_or_default());
+        self.to.set(q.to.unwrap_or_default());
+    }
+
+    /// The query the fields say (blank ones left out; the first page).
+    fn query(self) -> AuditListQuery {
+        let opt = |s: RwSignal<String>| Some(s.get_untracked()).filter(|v| !v.trim().is_empty());
+        AuditListQuery {
+            actor: opt(self.actor),
+            action: opt(self.action),
+            payment: opt(self.payment),
+            target: opt(self.target),
+            from: opt(self.from),
+            to: opt(self.to),
+            before: None,
+            after: None,
+            limit: None,
+        }
+    }
+
+    /// The export's URL in `fmt` (csv, ndjson) for the actor, action and time filters, the
+    /// times in `zone` (None: UTC). Tracked: the links follow the fields.
+    fn export_link(self, fmt: &'static str, zone: Option<&str>) -> String {
+        let from = format::as_rfc3339_in(Some(self.from.get()), zone);
+        let to = format::as_rfc3339_in(Some(self.to.get()), zone);
+        let (actor, action) = (self.actor.get(), self.action.get());
+        format!(
+            "/ops/v1/audit/export{}",
+            format::query_string(&[
+                ("format", Some(fmt)),
+                ("from", from.as_deref()),
+                ("to", to.as_deref()),
+                ("actor", Some(actor.as_str())),
+                ("action", Some(action.as_str())),
+            ])
+        )
+    }
+}
+
+/// The records' filter form; submitting it navigates to the viewer's URL for its filters.
+#[component]
+fn FilterForm(
+    fields: FilterFields,
+    /// Action names for the Action field's suggestions.
+    known_actions: RwSignal<Vec<String>>,
+    zone: Signal<Option<String>>,
+) -> impl IntoView {
+    let FilterFields {
+        actor,
+        action,
+        payment,
+        target,
+        from,
+        to,
+    } = fields;
+    let navigate = use_navigate();
+    let on_filter = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        navigate(
+            &href(&fields.query(), zone.get_untracked().as_deref()),
+            Default::default(),
+        );
+    };
+    view! {
+        <form class="filters" role="search" aria-label="Filter the records" on:submit=on_filter>
+            <label>
+                "Actor"
+                <input type="text" name="actor" data-testid="filter-actor" bind:value=actor/>
+            </label>
+            <label>
+                "Action"
+                <input
+                    type="text"
+                    name="action"
+                    list="audit-actions"
+                    placeholder="e.g. action_approved"
+                    data-testid="filter-action"
+                    bind:value=action
+                />
+            </label>
+            <datalist id="audit-actions" data-testid="audit-actions">
+                {move || {
+                    known_actions
+                        .get()
+                        .into_iter()
+                        .map(|a| view! { <option value=a></option> })
+                        .collect_view()
+                }}
+            </datalist>
+            <label>
+                "Payment"
+                <input type="text" name="payment" placeholder="pay_…" data-testid="filter-payment" bind:value=payment/>
+            </label>
+            <label>
+                "Object"
+                <input type="text" name="target" placeholder="e.g. error:12, user:alice" data-testid="filter-target" bind:value=target/>
+            </label>
+            <label>
+                {move || zone_label("From", zone.get().as_deref())}
+                <input type="datetime-local" name="from" bind:value=from/>
+            </label>
+            <label>
+                {move || zone_label("To", zone.get().as_deref())}
+                <input type="datetime-local" name="to" bind:value=to/>
+            </label>
+            <div class="filter-actions">
+                <button type="submit" data-testid="filter-submit">"Filter"</button>
+                <A href="/audit" attr:class="button-link secondary">"Clear"</A>
+            </div>
+        </form>
+    }
+}
+
+/// A page of records (not empty) and the pager to the newer and older ones, for query `q`
+/// whose time filters were written in `tz`.
+#[component]
+fn Records(page: crate::dto::AuditList, q: AuditListQuery, tz: Option<String>) -> impl IntoView {
+    let newer = page.newer.map(|n| {
+        href(
+            &AuditListQuery {
+                after: Some(n),
+                before: None,
+                ..q.clone()
+            },
+            tz.as_deref(),
+        )
+    });
+    let older = page.older.map(|o| {
+        href(
+            &AuditListQuery {
+                before: Some(o),
+                after: None,
+                ..q.clone()
+            },
+            tz.as_deref(),
+        )
+    });
+    view! {
+        <DataTable
+            columns=&["Seq", "At", "Actor", "Action", "Object", "Reason", "Details"]
+            numeric=&["Seq"]
+            class="data compact audit-records"
+            framed=true
+            testid="audit-records"
+        >
+            {page.items.into_iter().map(|r| view! { <RecordRow r/> }).collect_view()}
+        </DataTable>
+        <nav class="pager" aria-label="Pages">
+            {newer.map(|h| view! { <A href=h attr:data-testid="audit-newer">"← Newer"</A> })}
+            {older.map(|h| view! { <A href=h attr:data-testid="audit-older">"Older →"</A> })}
+        </nav>
+    }
+}
+
+/// The export panel: CSV and NDJSON links for the filters in the form.
+#[component]
+fn ExportPanel(fields: FilterFields, zone: Signal<Option<String>>) -> impl IntoView {
+    let link = move |fmt: &'static str| fields.export_link(fmt, zone.get().as_deref());
+    view! {
         <Panel id="export" title="Export">
             <p class="muted small">"Exports the records the actor, action and time filters above select (the payment and object filters are the viewer's only)."</p>
             <p class="page-tools">

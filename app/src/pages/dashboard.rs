@@ -14,7 +14,7 @@ use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill};
 use crate::dto::{
     AGE_BUCKETS, ChannelHealthView, ConnectorHealth, Dashboard, ErrorPoolView, FailureReason,
-    HealthBucket, HealthLevel, IdempotencyView, PaymentStatus, QueueView, StuckView,
+    HealthBucket, HealthLevel, IdempotencyView, PaymentStatus, QueueView, StuckPayment, StuckView,
 };
 use crate::format;
 
@@ -445,44 +445,47 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
             >
                 {oldest
                     .into_iter()
-                    .map(|p| {
-                        let next = p
-                            .next_attempt_at
-                            .map_or("—".to_string(), |t| {
-                                if t <= now {
-                                    "due now".to_string()
-                                } else {
-                                    format!("in {}", format::age(t - now))
-                                }
-                            });
-                        let retry_id = p.id.clone();
-                        view! {
-                            <tr>
-                                <td>
-                                    <A href=format!("/payments/{}", p.id) attr:class="mono">
-                                        {p.id.clone()}
-                                    </A>
-                                    <div class="error-text">
-                                        {format::clip(p.last_error.as_deref().unwrap_or(""), 90)}
-                                    </div>
-                                </td>
-                                <td><StatusPill status=p.status/></td>
-                                <td class="num">{format::age(now - p.updated_at)}</td>
-                                <td class="num"><Money amount=p.amount currency=p.currency/></td>
-                                <td class="nowrap">{next}</td>
-                                <td>
-                                    <RetryButton
-                                        payment_id=retry_id
-                                        reason="retry from the dashboard's stuck list".to_string()
-                                        flash=flash
-                                    />
-                                </td>
-                            </tr>
-                        }
-                    })
+                    .map(|p| view! { <OldestStuckRow p now flash/> })
                     .collect_view()}
             </DataTable>
         </Panel>
+    }
+}
+
+/// One of the oldest stuck payments: its last error, state, time in it, amount, next
+/// attempt, and a retry.
+#[component]
+fn OldestStuckRow(p: StuckPayment, now: i64, flash: RwSignal<Option<String>>) -> impl IntoView {
+    let next = p.next_attempt_at.map_or("—".to_string(), |t| {
+        if t <= now {
+            "due now".to_string()
+        } else {
+            format!("in {}", format::age(t - now))
+        }
+    });
+    let retry_id = p.id.clone();
+    view! {
+        <tr>
+            <td>
+                <A href=format!("/payments/{}", p.id) attr:class="mono">
+                    {p.id.clone()}
+                </A>
+                <div class="error-text">
+                    {format::clip(p.last_error.as_deref().unwrap_or(""), 90)}
+                </div>
+            </td>
+            <td><StatusPill status=p.status/></td>
+            <td class="num">{format::age(now - p.updated_at)}</td>
+            <td class="num"><Money amount=p.amount currency=p.currency/></td>
+            <td class="nowrap">{next}</td>
+            <td>
+                <RetryButton
+                    payment_id=retry_id
+                    reason="retry from the dashboard's stuck list".to_string()
+                    flash=flash
+                />
+            </td>
+        </tr>
     }
 }
 

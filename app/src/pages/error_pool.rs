@@ -20,8 +20,10 @@ use crate::api_queues;
 use crate::components::bulk_retry::{BulkResolve, BulkRetry};
 use crate::components::layout::signed_in_has;
 use crate::components::panel::DataTable;
-use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time, without_nameless_field};
-use crate::dto::{ErrorItem, ErrorItemStatus, ItemActionOffer, KindCount, Role};
+use crate::components::widgets::{
+    ErrorNote, Loading, StatusPill, Time, focus_flash_when_set, without_nameless_field,
+};
+use crate::dto::{ErrorItem, ErrorItemStatus, ItemActionOffer, KindCount, PoolPage, Role};
 use crate::format;
 
 /// What the URL asks for: `?status=` (default `open`; `all` shows both), `?kind=`,
@@ -35,6 +37,22 @@ struct PoolFilter {
 }
 
 impl PoolFilter {
+    /// The filter the URL's parameters say: open items of every kind, the first page, unless
+    /// they say otherwise.
+    fn of(m: &leptos_router::params::ParamsMap) -> Self {
+        PoolFilter {
+            status: m
+                .get("status")
+                .unwrap_or_else(|| ErrorItemStatus::Open.as_str().into()),
+            kind: m.get("kind").unwrap_or_default(),
+            item: m.get("item").and_then(|v| v.trim().parse().ok()),
+            page: m
+                .get("page")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0),
+        }
+    }
+
     fn href(&self, page: i64) -> String {
         let page = page.to_string();
         let item = self.item.map(|i| i.to_string());
@@ -67,35 +85,12 @@ const HEADINGS: [&str; 9] = [
 #[component]
 pub fn ErrorPoolPage() -> impl IntoView {
     let params = use_query_map();
-    let filter = Memo::new(move |_| {
-        let m = params.read();
-        PoolFilter {
-            status: m
-                .get("status")
-                .unwrap_or_else(|| ErrorItemStatus::Open.as_str().into()),
-            kind: m.get("kind").unwrap_or_default(),
-            item: m.get("item").and_then(|v| v.trim().parse().ok()),
-            page: m
-                .get("page")
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0),
-        }
-    });
+    let filter = Memo::new(move |_| PoolFilter::of(&params.read()));
     let version = RwSignal::new(0u32);
     let flash = RwSignal::new(None::<String>);
     // A resolved item leaves the list with the form that had the focus: the outcome takes it.
     let flash_ref = NodeRef::<leptos::html::P>::new();
-    Effect::new(move |_| {
-        if flash.get().is_some()
-            && let Some(el) = flash_ref.get_untracked()
-        {
-            // After the frame that writes the text: an empty flash is not displayed, and
-            // what is not displayed cannot take the focus.
-            request_animation_frame(move || {
-                let _ = el.focus();
-            });
-        }
-    });
+    focus_flash_when_set(flash, flash_ref);
     let data = Resource::new(
         move || (filter.get(), version.get()),
         |(f, _)| {
@@ -120,6 +115,15 @@ pub fn ErrorPoolPage() -> impl IntoView {
     });
     let kind = Signal::derive(move || filter.get().kind);
     let acting = move || can_resolve.get() && filter.get().status == ErrorItemStatus::Open.as_str();
+    let rows = PoolRows {
+        acting: Signal::derive(acting),
+        can_resolve,
+        auditor,
+        version,
+        flash,
+        selected,
+        all,
+    };
 
     view! {
         <div class="page-head">
@@ -146,95 +150,138 @@ pub fn ErrorPoolPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 let f = filter.get();
                 match data.await {
-                    Ok(p) => {
-                        let pages = ((p.total + p.page_size - 1) / p.page_size).max(1);
-                        let counts = p.kinds.clone();
-                        let offers = p.offers.clone();
-                        let groups = group_by_kind(p.items);
-                        let empty = groups.is_empty();
-                        let (prev, next) = (f.href(p.page - 1), f.href(p.page + 1));
-                        let (has_prev, has_next) = (p.page > 0, p.page + 1 < pages);
-                        let total = p.total;
-                        view! {
-                            <Show when=acting>
-                                <div class="selection-bar" data-testid="selection-bar">
-                                    <label class="check">
-                                        <input
-                                            type="checkbox"
-                                            data-testid="select-all"
-                                            prop:checked=move || all.get()
-                                            on:change=move |ev| {
-                                                all.set(event_target_checked(&ev));
-                                                selected.set(Vec::new());
-                                            }
-                                        />
-                                        {format!(" Select all {total} item{} this filter selects", if total == 1 { "" } else { "s" })}
-                                    </label>
-                                    <span class="muted small" data-testid="selection-summary">
-                                        {move || {
-                                            let n = selected.get().len();
-                                            if all.get() {
-                                                format!("Selected: every open item this filter selects ({total}, at most 100 at a time).")
-                                            } else if n > 0 {
-                                                format!("Selected: {n} item{}.", if n == 1 { "" } else { "s" })
-                                            } else {
-                                                "Nothing ticked: the bulk actions take every open item this filter selects.".to_string()
-                                            }
-                                        }}
-                                    </span>
-                                </div>
-                            </Show>
-                            <DataTable
-                                columns=&HEADINGS
-                                numeric=&["#", "Seen"]
-                                hidden=&["Select"]
-                                grouped=true
-                                class="data"
-                                label="Items"
-                                framed=true
-                                testid="pool-table"
-                                empty=empty.then_some("No items match.")
-                                empty_testid="pool-empty"
-                            >
-                                {groups
-                                    .into_iter()
-                                    .map(|(kind, items)| {
-                                        let count = counts
-                                            .iter()
-                                            .find(|c| c.kind == kind)
-                                            .map_or(items.len() as i64, |c| c.count);
-                                        view! {
-                                            <tbody data-testid=format!("group-{kind}")>
-                                                <tr class="group-head">
-                                                    <th scope="rowgroup" colspan=HEADINGS.len().to_string()>
-                                                        <span class="mono">{kind.clone()}</span>
-                                                        {format!(" · {count} item{}", if count == 1 { "" } else { "s" })}
-                                                    </th>
-                                                </tr>
-                                                {items
-                                                    .into_iter()
-                                                    .map(|item| {
-                                                        let offer = offers.iter().find(|o| o.item_id == item.id).cloned();
-                                                        view! { <PoolRow item offer can_resolve auditor version flash selected all/> }
-                                                    })
-                                                    .collect_view()}
-                                            </tbody>
-                                        }
-                                    })
-                                    .collect_view()}
-                            </DataTable>
-                            <nav class="pager" aria-label="Pages">
-                                {has_prev.then(|| view! { <A href=prev attr:data-testid="page-prev">"← Previous"</A> })}
-                                <span data-testid="page-of">{format!("Page {} of {pages}", p.page + 1)}</span>
-                                {has_next.then(|| view! { <A href=next attr:data-testid="page-next">"Next →"</A> })}
-                            </nav>
-                        }
-                            .into_any()
-                    }
+                    Ok(p) => view! { <PoolList p f rows/> }.into_any(),
                     Err(e) => view! { <ErrorNote error=e/> }.into_any(),
                 }
             })}
         </Transition>
+    }
+}
+
+/// What every row of the list shares: whether the person acts on the items shown (an
+/// operator, on open items), may resolve, may read the audit log; the list's version and
+/// flash; and the selection.
+#[derive(Clone, Copy)]
+struct PoolRows {
+    acting: Signal<bool>,
+    can_resolve: Signal<bool>,
+    auditor: Signal<bool>,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+    /// The ticked rows.
+    selected: RwSignal<Vec<i64>>,
+    /// Every open item the filter selects, instead of the ticked rows.
+    all: RwSignal<bool>,
+}
+
+/// A page of items, grouped by kind, with the selection bar (while acting) and the pager.
+#[component]
+fn PoolList(p: PoolPage, f: PoolFilter, rows: PoolRows) -> impl IntoView {
+    let pages = ((p.total + p.page_size - 1) / p.page_size).max(1);
+    let counts = p.kinds.clone();
+    let offers = p.offers.clone();
+    let groups = group_by_kind(p.items);
+    let empty = groups.is_empty();
+    let (prev, next) = (f.href(p.page - 1), f.href(p.page + 1));
+    let (has_prev, has_next) = (p.page > 0, p.page + 1 < pages);
+    let total = p.total;
+    view! {
+        <Show when=move || rows.acting.get()>
+            <SelectionBar total all=rows.all selected=rows.selected/>
+        </Show>
+        <DataTable
+            columns=&HEADINGS
+            numeric=&["#", "Seen"]
+            hidden=&["Select"]
+            grouped=true
+            class="data"
+            label="Items"
+            framed=true
+            testid="pool-table"
+            empty=empty.then_some("No items match.")
+            empty_testid="pool-empty"
+        >
+            {groups
+                .into_iter()
+                .map(|(kind, items)| {
+                    let count = counts
+                        .iter()
+                        .find(|c| c.kind == kind)
+                        .map_or(items.len() as i64, |c| c.count);
+                    let items: Vec<(ErrorItem, Option<ItemActionOffer>)> = items
+                        .into_iter()
+                        .map(|item| {
+                            let offer = offers.iter().find(|o| o.item_id == item.id).cloned();
+                            (item, offer)
+                        })
+                        .collect();
+                    view! { <KindGroup kind count items rows/> }
+                })
+                .collect_view()}
+        </DataTable>
+        <nav class="pager" aria-label="Pages">
+            {has_prev.then(|| view! { <A href=prev attr:data-testid="page-prev">"← Previous"</A> })}
+            <span data-testid="page-of">{format!("Page {} of {pages}", p.page + 1)}</span>
+            {has_next.then(|| view! { <A href=next attr:data-testid="page-next">"Next →"</A> })}
+        </nav>
+    }
+}
+
+/// "Select all N items this filter selects" and what is selected now.
+#[component]
+fn SelectionBar(total: i64, all: RwSignal<bool>, selected: RwSignal<Vec<i64>>) -> impl IntoView {
+    view! {
+        <div class="selection-bar" data-testid="selection-bar">
+            <label class="check">
+                <input
+                    type="checkbox"
+                    data-testid="select-all"
+                    prop:checked=move || all.get()
+                    on:change=move |ev| {
+                        all.set(event_target_checked(&ev));
+                        selected.set(Vec::new());
+                    }
+                />
+                {format!(" Select all {total} item{} this filter selects", if total == 1 { "" } else { "s" })}
+            </label>
+            <span class="muted small" data-testid="selection-summary">
+                {move || {
+                    let n = selected.get().len();
+                    if all.get() {
+                        format!("Selected: every open item this filter selects ({total}, at most 100 at a time).")
+                    } else if n > 0 {
+                        format!("Selected: {n} item{}.", if n == 1 { "" } else { "s" })
+                    } else {
+                        "Nothing ticked: the bulk actions take every open item this filter selects.".to_string()
+                    }
+                }}
+            </span>
+        </div>
+    }
+}
+
+/// One kind's items under a heading with the kind's count, each with the action offered for it.
+#[component]
+fn KindGroup(
+    kind: String,
+    /// How many items of the kind the filter selects (all pages).
+    count: i64,
+    items: Vec<(ErrorItem, Option<ItemActionOffer>)>,
+    rows: PoolRows,
+) -> impl IntoView {
+    view! {
+        <tbody data-testid=format!("group-{kind}")>
+            <tr class="group-head">
+                <th scope="rowgroup" colspan=HEADINGS.len().to_string()>
+                    <span class="mono">{kind.clone()}</span>
+                    {format!(" · {count} item{}", if count == 1 { "" } else { "s" })}
+                </th>
+            </tr>
+            {items
+                .into_iter()
+                .map(|(item, offer)| view! { <PoolRow item offer rows/> })
+                .collect_view()}
+        </tbody>
     }
 }
 
@@ -300,27 +347,23 @@ fn PoolRow(
     item: ErrorItem,
     /// The action the server offers for the item now (None for a resolved item).
     offer: Option<ItemActionOffer>,
-    can_resolve: Signal<bool>,
-    auditor: Signal<bool>,
-    version: RwSignal<u32>,
-    flash: RwSignal<Option<String>>,
-    selected: RwSignal<Vec<i64>>,
-    all: RwSignal<bool>,
+    rows: PoolRows,
 ) -> impl IntoView {
+    let PoolRows {
+        can_resolve,
+        version,
+        flash,
+        ..
+    } = rows;
     let id = item.id;
     let open = item.status == ErrorItemStatus::Open;
-    let fields = format::json_fields(&item.evidence);
-    let audit_href = match &item.payment_id {
-        Some(p) => format!("/audit?payment={}", format::query_escape(p)),
-        None => format!(
-            "/audit?target={}",
-            format::query_escape(&format!("error:{id}"))
-        ),
+    let draft = ResolveDraft {
+        editing: RwSignal::new(false),
+        note: RwSignal::new(String::new()),
+        busy: RwSignal::new(false),
+        failure: RwSignal::new(None),
     };
-    let editing = RwSignal::new(false);
-    let note = RwSignal::new(String::new());
-    let busy = RwSignal::new(false);
-    let failure = RwSignal::new(None::<String>);
+    let editing = draft.editing;
     // Keyboard focus follows the resolve form: into its note when it opens, back to
     // "Resolve…" when it is cancelled.
     let trigger = NodeRef::<leptos::html::Button>::new();
@@ -332,90 +375,15 @@ fn PoolRow(
             let _ = el.focus();
         }
     });
-    let cancel = move |_| {
-        editing.set(false);
-        failure.set(None);
-        if let Some(b) = trigger.get_untracked() {
-            let _ = b.focus();
-        }
-    };
-    let on_submit = move |ev: SubmitEvent| {
-        ev.prevent_default();
-        let text = note.get_untracked();
-        if text.trim().is_empty() {
-            failure.set(Some("Write what was done or decided.".into()));
-            return;
-        }
-        busy.set(true);
-        failure.set(None);
-        spawn_local(async move {
-            match api::resolve_error(id, text).await {
-                Ok(_) => {
-                    flash.set(Some(format!("Item #{id} resolved.")));
-                    version.update(|v| *v = v.wrapping_add(1));
-                }
-                Err(e) => {
-                    failure.set(Some(api::error_message(&e)));
-                    busy.set(false);
-                }
-            }
-        });
-    };
-    let evidence = format::pretty_json(&item.evidence);
-    let resolution = item.resolution_note.clone().map(|n| {
-        format!(
-            "Resolved by {} at {}: {n}",
-            item.resolved_by.clone().unwrap_or_default(),
-            item.resolved_at.map(format::utc).unwrap_or_default()
-        )
-    });
     view! {
         <tr data-testid=format!("pool-item-{id}")>
             <td>
                 <Show when=move || open && can_resolve.get()>
-                    <input
-                        type="checkbox"
-                        aria-label=format!("Select item #{id}")
-                        data-testid=format!("select-{id}")
-                        prop:checked=move || all.get() || selected.get().contains(&id)
-                        prop:disabled=move || all.get()
-                        on:change=move |ev| {
-                            let on = event_target_checked(&ev);
-                            selected.update(|s| {
-                                s.retain(|x| *x != id);
-                                if on {
-                                    s.push(id);
-                                }
-                            });
-                        }
-                    />
+                    <SelectBox id selected=rows.selected all=rows.all/>
                 </Show>
             </td>
             <td class="num">{id}</td>
-            <td>
-                {item.summary.clone()}
-                {(!fields.is_empty())
-                    .then(|| {
-                        view! {
-                            <dl class="fields small" data-testid=format!("evidence-{id}")>
-                                {fields
-                                    .into_iter()
-                                    .map(|(k, v)| view! { <div><dt>{k}</dt><dd>{v}</dd></div> })
-                                    .collect_view()}
-                            </dl>
-                        }
-                    })}
-                <details data-testid=format!("evidence-json-{id}")>
-                    <summary>"Evidence as JSON"</summary>
-                    <pre class="evidence">{evidence}</pre>
-                </details>
-                {resolution.map(|r| view! { <div class="muted small">{r}</div> })}
-                <Show when=move || auditor.get()>
-                    <div class="small">
-                        <A href=audit_href.clone() attr:data-testid=format!("audit-link-{id}")>"Audit records"</A>
-                    </div>
-                </Show>
-            </td>
+            <SummaryCell item=item.clone() auditor=rows.auditor/>
             <td class="mono">
                 {item
                     .payment_id
@@ -448,35 +416,168 @@ fn PoolRow(
         <Show when=move || editing.get()>
             <tr class="resolve-row">
                 <td colspan=HEADINGS.len().to_string()>
-                    <form
-                        class="inline-form"
-                        id=format!("resolve-form-{id}")
-                        aria-label=format!("Resolve item #{id}")
-                        on:submit=on_submit
-                    >
-                        <label class="grow">
-                            {format!("Resolution note for #{id}")}
-                            <textarea
-                                name="note"
-                                rows="2"
-                                maxlength="2000"
-                                required
-                                data-testid="resolve-note"
-                                node_ref=note_ref
-                                bind:value=note
-                            ></textarea>
-                        </label>
-                        <button type="submit" data-testid="resolve-submit" disabled=move || busy.get()>
-                            "Resolve"
-                        </button>
-                        <button type="button" class="secondary" on:click=cancel>
-                            "Cancel"
-                        </button>
-                        <span class="form-message" role="alert">{move || failure.get()}</span>
-                    </form>
+                    <ResolveForm id draft trigger note_ref version flash/>
                 </td>
             </tr>
         </Show>
+    }
+}
+
+/// An open item's tick box (disabled while every item the filter selects is).
+#[component]
+fn SelectBox(id: i64, selected: RwSignal<Vec<i64>>, all: RwSignal<bool>) -> impl IntoView {
+    view! {
+        <input
+            type="checkbox"
+            aria-label=format!("Select item #{id}")
+            data-testid=format!("select-{id}")
+            prop:checked=move || all.get() || selected.get().contains(&id)
+            prop:disabled=move || all.get()
+            on:change=move |ev| {
+                let on = event_target_checked(&ev);
+                selected.update(|s| {
+                    s.retain(|x| *x != id);
+                    if on {
+                        s.push(id);
+                    }
+                });
+            }
+        />
+    }
+}
+
+/// The item's summary with its evidence (as fields, and as JSON behind a toggle), its
+/// resolution when resolved, and (for auditors) a link to its audit records.
+#[component]
+fn SummaryCell(item: ErrorItem, auditor: Signal<bool>) -> impl IntoView {
+    let id = item.id;
+    let fields = format::json_fields(&item.evidence);
+    let audit_href = match &item.payment_id {
+        Some(p) => format!("/audit?payment={}", format::query_escape(p)),
+        None => format!(
+            "/audit?target={}",
+            format::query_escape(&format!("error:{id}"))
+        ),
+    };
+    let evidence = format::pretty_json(&item.evidence);
+    let resolution = item.resolution_note.clone().map(|n| {
+        format!(
+            "Resolved by {} at {}: {n}",
+            item.resolved_by.clone().unwrap_or_default(),
+            item.resolved_at.map(format::utc).unwrap_or_default()
+        )
+    });
+    view! {
+        <td>
+            {item.summary.clone()}
+            {(!fields.is_empty())
+                .then(|| {
+                    view! {
+                        <dl class="fields small" data-testid=format!("evidence-{id}")>
+                            {fields
+                                .into_iter()
+                                .map(|(k, v)| view! { <div><dt>{k}</dt><dd>{v}</dd></div> })
+                                .collect_view()}
+                        </dl>
+                    }
+                })}
+            <details data-testid=format!("evidence-json-{id}")>
+                <summary>"Evidence as JSON"</summary>
+                <pre class="evidence">{evidence}</pre>
+            </details>
+            {resolution.map(|r| view! { <div class="muted small">{r}</div> })}
+            <Show when=move || auditor.get()>
+                <div class="small">
+                    <A href=audit_href.clone() attr:data-testid=format!("audit-link-{id}")>"Audit records"</A>
+                </div>
+            </Show>
+        </td>
+    }
+}
+
+/// A row's resolve form state, kept by the row (a note survives closing the form): whether
+/// it is open, the note, whether the resolve is in flight, and why it failed.
+#[derive(Clone, Copy)]
+struct ResolveDraft {
+    editing: RwSignal<bool>,
+    note: RwSignal<String>,
+    busy: RwSignal<bool>,
+    failure: RwSignal<Option<String>>,
+}
+
+/// An item's resolve form: the note and "Resolve"; "Cancel" closes it and gives the focus
+/// back to "Resolve…" (`trigger`).
+#[component]
+fn ResolveForm(
+    id: i64,
+    draft: ResolveDraft,
+    trigger: NodeRef<leptos::html::Button>,
+    note_ref: NodeRef<leptos::html::Textarea>,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let ResolveDraft {
+        editing,
+        note,
+        busy,
+        failure,
+    } = draft;
+    let cancel = move |_| {
+        editing.set(false);
+        failure.set(None);
+        if let Some(b) = trigger.get_untracked() {
+            let _ = b.focus();
+        }
+    };
+    let on_submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let text = note.get_untracked();
+        if text.trim().is_empty() {
+            failure.set(Some("Write what was done or decided.".into()));
+            return;
+        }
+        busy.set(true);
+        failure.set(None);
+        spawn_local(async move {
+            match api::resolve_error(id, text).await {
+                Ok(_) => {
+                    flash.set(Some(format!("Item #{id} resolved.")));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => {
+                    failure.set(Some(api::error_message(&e)));
+                    busy.set(false);
+                }
+            }
+        });
+    };
+    view! {
+        <form
+            class="inline-form"
+            id=format!("resolve-form-{id}")
+            aria-label=format!("Resolve item #{id}")
+            on:submit=on_submit
+        >
+            <label class="grow">
+                {format!("Resolution note for #{id}")}
+                <textarea
+                    name="note"
+                    rows="2"
+                    maxlength="2000"
+                    required
+                    data-testid="resolve-note"
+                    node_ref=note_ref
+                    bind:value=note
+                ></textarea>
+            </label>
+            <button type="submit" data-testid="resolve-submit" disabled=move || busy.get()>
+                "Resolve"
+            </button>
+            <button type="button" class="secondary" on:click=cancel>
+                "Cancel"
+            </button>
+            <span class="form-message" role="alert">{move || failure.get()}</span>
+        </form>
     }
 }
 

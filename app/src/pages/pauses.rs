@@ -224,12 +224,18 @@ fn OpenRow(
         let maker = end_asked.clone().unwrap_or_else(|| p.requested_by.clone());
         Signal::derive(move || me.get().as_deref() == Some(maker.as_str()))
     };
-    let id = StoredValue::new(p.id.clone());
-    let open = RwSignal::new(None::<Step>);
-    let password = RwSignal::new(String::new());
-    let reason = RwSignal::new(String::new());
-    let busy = RwSignal::new(false);
-    let failure = RwSignal::new(None::<String>);
+    let s = PauseStep {
+        id: StoredValue::new(p.id.clone()),
+        open: RwSignal::new(None),
+        password: RwSignal::new(String::new()),
+        reason: RwSignal::new(String::new()),
+        busy: RwSignal::new(false),
+        failure: RwSignal::new(None),
+        form_id: StoredValue::new(format!("pause-step-{}", p.id)),
+        version,
+        flash,
+    };
+    let open = s.open;
     let first_ref = NodeRef::<leptos::html::Textarea>::new();
     let password_ref = NodeRef::<leptos::html::Input>::new();
     Effect::new(move |_| match open.get() {
@@ -245,86 +251,6 @@ fn OpenRow(
         }
         None => {}
     });
-    let form_id = StoredValue::new(format!("pause-step-{}", p.id));
-    let on_submit = move |ev: SubmitEvent| {
-        ev.prevent_default();
-        let Some(step) = open.get_untracked() else {
-            return;
-        };
-        let why = reason.get_untracked();
-        if why.trim().is_empty() {
-            failure.set(Some("Give a reason.".into()));
-            return;
-        }
-        let pw = password.get_untracked();
-        if step != Step::Reject && pw.is_empty() {
-            failure.set(Some("Re-enter your password.".into()));
-            return;
-        }
-        busy.set(true);
-        failure.set(None);
-        let id = id.get_value();
-        spawn_local(async move {
-            let r = match step {
-                Step::Approve => api_pauses::approve_pause(id, pw, why).await,
-                Step::Reject => api_pauses::reject_pause(id, why).await,
-                Step::Resume => api_pauses::resume_pause(id, pw, why).await,
-            };
-            match r {
-                Ok(p)
-                    if step == Step::Resume
-                        && p.status == PauseStatus::Active
-                        && p.end_requested_by.is_some() =>
-                {
-                    flash.set(Some(format!(
-                        "Pause of {}: still in force. Ending it before its minimum duration needs another person's approval: requested.",
-                        p.what()
-                    )));
-                    version.update(|v| *v = v.wrapping_add(1));
-                }
-                Ok(p) => {
-                    flash.set(Some(format!("Pause of {}: now {}.", p.what(), p.status)));
-                    version.update(|v| *v = v.wrapping_add(1));
-                }
-                Err(e) => {
-                    failure.set(Some(api::error_message(&e)));
-                    password.set(String::new());
-                    busy.set(false);
-                }
-            }
-        });
-    };
-    // Approve with a passkey instead of the password (issue 36).
-    let by_passkey = move |_| {
-        let why = reason.get_untracked();
-        if why.trim().is_empty() {
-            failure.set(Some("Give a reason.".into()));
-            return;
-        }
-        busy.set(true);
-        failure.set(None);
-        let id = id.get_value();
-        spawn_local(async move {
-            let r = match crate::webauthn::step_up().await {
-                Ok((challenge, credential)) => {
-                    crate::api_passkeys::approve_pause_by_passkey(id, challenge, credential, why)
-                        .await
-                        .map_err(|e| api::error_message(&e))
-                }
-                Err(m) => Err(m),
-            };
-            match r {
-                Ok(p) => {
-                    flash.set(Some(format!("Pause of {}: now {}.", p.what(), p.status)));
-                    version.update(|v| *v = v.wrapping_add(1));
-                }
-                Err(m) => {
-                    failure.set(Some(m));
-                    busy.set(false);
-                }
-            }
-        });
-    };
     let expires_in = p.expires_at - now;
     let requested = format!(
         "{} · {} ago",
@@ -335,33 +261,7 @@ fn OpenRow(
         let since = p.approved_at.unwrap_or_default();
         view! { {by} " · since " <Time ms=since/> }
     });
-    let end_note = end_asked.clone().map(|by| {
-        let why = p.end_reason.clone().unwrap_or_default();
-        let left = p.end_expires_at.unwrap_or_default() - now;
-        view! {
-            <div class="small" data-testid="pause-end-request">
-                {format!("Early end asked by {by}: {why} (approvable for {})", format::age(left))}
-            </div>
-        }
-    });
-    let button =
-        move |step: Step, label: &'static str, testid: &'static str, class: &'static str| {
-            view! {
-                <button
-                    type="button"
-                    class=class
-                    data-testid=testid
-                    aria-expanded=move || (open.get() == Some(step)).to_string()
-                    aria-controls=move || (open.get() == Some(step)).then(|| form_id.get_value())
-                    on:click=move |_| {
-                        failure.set(None);
-                        open.set(Some(step));
-                    }
-                >
-                    {label}
-                </button>
-            }
-        };
+    let end_note = end_asked.map(|by| end_request_note(&p, &by, now));
     view! {
         <tr data-testid=format!("pause-{}", p.id) data-target=p.target.clone() data-status=p.status.as_str()>
             <td>
@@ -378,13 +278,13 @@ fn OpenRow(
             <td>{approved}</td>
             <td class="decide">
                 <Show when=move || (pending || ending) && approver.get() && !mine.get()>
-                    {button(Step::Approve, "Approve…", "pause-approve", "small")}
+                    {s.button(Step::Approve, "Approve…", "pause-approve", "small")}
                     " "
-                    {button(Step::Reject, "Reject…", "pause-reject", "small secondary")}
+                    {s.button(Step::Reject, "Reject…", "pause-reject", "small secondary")}
                 </Show>
                 " "
                 <Show when=move || operator.get()>
-                    {button(
+                    {s.button(
                         Step::Resume,
                         if pending { "Cancel request…" } else { "Resume…" },
                         "pause-resume",
@@ -396,86 +296,255 @@ fn OpenRow(
         <Show when=move || open.get().is_some()>
             <tr class="resolve-row">
                 <td colspan="6">
-                    <form
-                        class="inline-form"
-                        data-testid="pause-step-form"
-                        id=form_id.get_value()
-                        aria-label=move || match open.get() {
-                            Some(Step::Approve) if ending => "Approve the early end",
-                            Some(Step::Reject) if ending => "Reject the early end",
-                            Some(Step::Approve) => "Approve the pause",
-                            Some(Step::Reject) => "Reject the pause",
-                            _ => "Resume the pause",
-                        }
-                        on:submit=on_submit
-                    >
-                        <Show when=move || matches!(open.get(), Some(Step::Approve | Step::Resume))>
-                            <label>
-                                "Your password"
-                                <input
-                                    type="password"
-                                    name="password"
-                                    autocomplete="current-password"
-                                    data-testid="pause-password"
-                                    node_ref=password_ref
-                                    bind:value=password
-                                />
-                            </label>
-                        </Show>
-                        <label class="grow">
-                            "Reason"
-                            <textarea
-                                name="reason"
-                                rows="2"
-                                maxlength="1000"
-                                required
-                                data-testid="pause-step-reason"
-                                node_ref=first_ref
-                                bind:value=reason
-                            ></textarea>
-                        </label>
-                        <button
-                            type="submit"
-                            data-testid="pause-step-submit"
-                            class=move || (open.get() == Some(Step::Reject)).then_some("danger")
-                            disabled=move || busy.get()
-                        >
-                            {move || match open.get() {
-                                Some(Step::Approve) if ending => "Approve: end the pause now",
-                                Some(Step::Approve) => "Approve: pause now",
-                                Some(Step::Reject) => "Reject",
-                                _ if pending => "Cancel the request",
-                                _ => "Resume now",
-                            }}
-                        </button>
-                        <Show when=move || open.get() == Some(Step::Approve)>
-                            <button
-                                type="button"
-                                class="secondary"
-                                data-testid="pause-approve-passkey"
-                                disabled=move || busy.get()
-                                on:click=by_passkey
-                            >
-                                "Approve with passkey"
-                            </button>
-                        </Show>
-                        <button
-                            type="button"
-                            class="secondary"
-                            on:click=move |_| {
-                                open.set(None);
-                                failure.set(None);
-                            }
-                        >
-                            "Cancel"
-                        </button>
-                        <span class="form-message" role="alert" data-testid="pause-step-error">
-                            {move || failure.get()}
-                        </span>
-                    </form>
+                    <StepForm s pending ending first_ref password_ref/>
                 </td>
             </tr>
         </Show>
+    }
+}
+
+/// "Early end asked by BY: WHY (approvable for AGE)", for a pause whose early end `by` asked
+/// for and is still open at `now`.
+fn end_request_note(p: &PauseItem, by: &str, now: i64) -> impl IntoView + use<> {
+    let why = p.end_reason.clone().unwrap_or_default();
+    let left = p.end_expires_at.unwrap_or_default() - now;
+    let text = format!(
+        "Early end asked by {by}: {why} (approvable for {})",
+        format::age(left)
+    );
+    view! {
+        <div class="small" data-testid="pause-end-request">
+            {text}
+        </div>
+    }
+}
+
+/// A pause row's step: which form is open, its fields, whether a request is in flight and
+/// why the last one failed, the form's id; and where the outcome goes (`flash`, and
+/// `version` bumped so the list reloads).
+#[derive(Clone, Copy)]
+struct PauseStep {
+    id: StoredValue<String>,
+    open: RwSignal<Option<Step>>,
+    password: RwSignal<String>,
+    reason: RwSignal<String>,
+    busy: RwSignal<bool>,
+    failure: RwSignal<Option<String>>,
+    form_id: StoredValue<String>,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+}
+
+impl PauseStep {
+    /// A button that opens the form for `step`.
+    fn button(
+        self,
+        step: Step,
+        label: &'static str,
+        testid: &'static str,
+        class: &'static str,
+    ) -> impl IntoView {
+        let (open, failure, form_id) = (self.open, self.failure, self.form_id);
+        view! {
+            <button
+                type="button"
+                class=class
+                data-testid=testid
+                aria-expanded=move || (open.get() == Some(step)).to_string()
+                aria-controls=move || (open.get() == Some(step)).then(|| form_id.get_value())
+                on:click=move |_| {
+                    failure.set(None);
+                    open.set(Some(step));
+                }
+            >
+                {label}
+            </button>
+        }
+    }
+
+    /// The form's submit: approve or resume (with the password), or reject, with the reason.
+    fn submit(self, ev: SubmitEvent) {
+        ev.prevent_default();
+        let Some(step) = self.open.get_untracked() else {
+            return;
+        };
+        let why = self.reason.get_untracked();
+        if why.trim().is_empty() {
+            self.failure.set(Some("Give a reason.".into()));
+            return;
+        }
+        let pw = self.password.get_untracked();
+        if step != Step::Reject && pw.is_empty() {
+            self.failure.set(Some("Re-enter your password.".into()));
+            return;
+        }
+        self.busy.set(true);
+        self.failure.set(None);
+        let id = self.id.get_value();
+        spawn_local(async move {
+            let r = match step {
+                Step::Approve => api_pauses::approve_pause(id, pw, why).await,
+                Step::Reject => api_pauses::reject_pause(id, why).await,
+                Step::Resume => api_pauses::resume_pause(id, pw, why).await,
+            };
+            match r {
+                Ok(p)
+                    if step == Step::Resume
+                        && p.status == PauseStatus::Active
+                        && p.end_requested_by.is_some() =>
+                {
+                    self.flash.set(Some(format!(
+                        "Pause of {}: still in force. Ending it before its minimum duration needs another person's approval: requested.",
+                        p.what()
+                    )));
+                    self.version.update(|v| *v = v.wrapping_add(1));
+                }
+                Ok(p) => {
+                    self.flash
+                        .set(Some(format!("Pause of {}: now {}.", p.what(), p.status)));
+                    self.version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => {
+                    self.failure.set(Some(api::error_message(&e)));
+                    self.password.set(String::new());
+                    self.busy.set(false);
+                }
+            }
+        });
+    }
+
+    /// Approve with a passkey instead of the password (issue 36).
+    fn approve_by_passkey(self) {
+        let why = self.reason.get_untracked();
+        if why.trim().is_empty() {
+            self.failure.set(Some("Give a reason.".into()));
+            return;
+        }
+        self.busy.set(true);
+        self.failure.set(None);
+        let id = self.id.get_value();
+        spawn_local(async move {
+            let r = match crate::webauthn::step_up().await {
+                Ok((challenge, credential)) => {
+                    crate::api_passkeys::approve_pause_by_passkey(id, challenge, credential, why)
+                        .await
+                        .map_err(|e| api::error_message(&e))
+                }
+                Err(m) => Err(m),
+            };
+            match r {
+                Ok(p) => {
+                    self.flash
+                        .set(Some(format!("Pause of {}: now {}.", p.what(), p.status)));
+                    self.version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(m) => {
+                    self.failure.set(Some(m));
+                    self.busy.set(false);
+                }
+            }
+        });
+    }
+}
+
+/// The open step's form: the password (to approve or resume), the reason, submit, "Approve
+/// with passkey", and "Cancel". `pending`: the pause waits for approval; `ending`: its early
+/// end does.
+#[component]
+fn StepForm(
+    s: PauseStep,
+    pending: bool,
+    ending: bool,
+    first_ref: NodeRef<leptos::html::Textarea>,
+    password_ref: NodeRef<leptos::html::Input>,
+) -> impl IntoView {
+    let PauseStep {
+        open,
+        password,
+        reason,
+        busy,
+        failure,
+        form_id,
+        ..
+    } = s;
+    view! {
+        <form
+            class="inline-form"
+            data-testid="pause-step-form"
+            id=form_id.get_value()
+            aria-label=move || match open.get() {
+                Some(Step::Approve) if ending => "Approve the early end",
+                Some(Step::Reject) if ending => "Reject the early end",
+                Some(Step::Approve) => "Approve the pause",
+                Some(Step::Reject) => "Reject the pause",
+                _ => "Resume the pause",
+            }
+            on:submit=move |ev| s.submit(ev)
+        >
+            <Show when=move || matches!(open.get(), Some(Step::Approve | Step::Resume))>
+                <label>
+                    "Your password"
+                    <input
+                        type="password"
+                        name="password"
+                        autocomplete="current-password"
+                        data-testid="pause-password"
+                        node_ref=password_ref
+                        bind:value=password
+                    />
+                </label>
+            </Show>
+            <label class="grow">
+                "Reason"
+                <textarea
+                    name="reason"
+                    rows="2"
+                    maxlength="1000"
+                    required
+                    data-testid="pause-step-reason"
+                    node_ref=first_ref
+                    bind:value=reason
+                ></textarea>
+            </label>
+            <button
+                type="submit"
+                data-testid="pause-step-submit"
+                class=move || (open.get() == Some(Step::Reject)).then_some("danger")
+                disabled=move || busy.get()
+            >
+                {move || match open.get() {
+                    Some(Step::Approve) if ending => "Approve: end the pause now",
+                    Some(Step::Approve) => "Approve: pause now",
+                    Some(Step::Reject) => "Reject",
+                    _ if pending => "Cancel the request",
+                    _ => "Resume now",
+                }}
+            </button>
+            <Show when=move || open.get() == Some(Step::Approve)>
+                <button
+                    type="button"
+                    class="secondary"
+                    data-testid="pause-approve-passkey"
+                    disabled=move || busy.get()
+                    on:click=move |_| s.approve_by_passkey()
+                >
+                    "Approve with passkey"
+                </button>
+            </Show>
+            <button
+                type="button"
+                class="secondary"
+                on:click=move |_| {
+                    open.set(None);
+                    failure.set(None);
+                }
+            >
+                "Cancel"
+            </button>
+            <span class="form-message" role="alert" data-testid="pause-step-error">
+                {move || failure.get()}
+            </span>
+        </form>
     }
 }
 

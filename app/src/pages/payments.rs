@@ -43,25 +43,44 @@ fn zoned(mut q: PaymentSearch, tz: Option<&str>) -> PaymentSearch {
     q
 }
 
+/// The search the URL's parameters say (blank ones left out).
+fn search_of(m: &leptos_router::params::ParamsMap) -> PaymentSearch {
+    let get = |k: &str| m.get(k).filter(|v| !v.trim().is_empty());
+    PaymentSearch {
+        id: get("id"),
+        merchant: get("merchant"),
+        order: get("order"),
+        status: get("status"),
+        reason: get("reason"),
+        from: get("from"),
+        to: get("to"),
+        after: get("after"),
+        limit: None,
+    }
+}
+
+/// The CSV export's URL for `q` (its times already RFC 3339): every page of what the filters
+/// select.
+fn export_url(q: &PaymentSearch) -> String {
+    format!(
+        "/ops/v1/payments/export{}",
+        format::query_string(&[
+            ("id", q.id.as_deref()),
+            ("merchant", q.merchant.as_deref()),
+            ("order", q.order.as_deref()),
+            ("status", q.status.as_deref()),
+            ("reason", q.reason.as_deref()),
+            ("from", q.from.as_deref()),
+            ("to", q.to.as_deref()),
+        ])
+    )
+}
+
 /// The search page.
 #[component]
 pub fn PaymentsPage() -> impl IntoView {
     let params = use_query_map();
-    let query = Memo::new(move |_| {
-        let m = params.read();
-        let get = |k: &str| m.get(k).filter(|v| !v.trim().is_empty());
-        PaymentSearch {
-            id: get("id"),
-            merchant: get("merchant"),
-            order: get("order"),
-            status: get("status"),
-            reason: get("reason"),
-            from: get("from"),
-            to: get("to"),
-            after: get("after"),
-            limit: None,
-        }
-    });
+    let query = Memo::new(move |_| search_of(&params.read()));
     let tz = Memo::new(move |_| params.read().get("tz").filter(|t| format::is_offset(t)));
     // A GET form sends every field, blank or not (`?id=&merchant=&...`): such a URL is
     // replaced by the one with only the filters given, so what is bookmarked or shared says
@@ -92,22 +111,7 @@ pub fn PaymentsPage() -> impl IntoView {
 
     // Exactly what the filters select, every page of it (the server streams it and audits the
     // export). A plain link: the browser streams the file to disk with the session cookie.
-    let export_url = move || {
-        let q = zoned(query.get(), tz.get().as_deref());
-        let (from, to) = (q.from.clone(), q.to.clone());
-        format!(
-            "/ops/v1/payments/export{}",
-            format::query_string(&[
-                ("id", q.id.as_deref()),
-                ("merchant", q.merchant.as_deref()),
-                ("order", q.order.as_deref()),
-                ("status", q.status.as_deref()),
-                ("reason", q.reason.as_deref()),
-                ("from", from.as_deref()),
-                ("to", to.as_deref()),
-            ])
-        )
-    };
+    let export_url = move || export_url(&zoned(query.get(), tz.get().as_deref()));
     view! {
         <div class="page-head">
             <h1>"Payments"</h1>

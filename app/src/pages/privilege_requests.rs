@@ -12,7 +12,7 @@ use crate::api;
 use crate::components::layout::signed_in_name;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{CopyButton, ErrorNote, Loading, StatusPill, Time};
-use crate::dto::PrivilegeRequest;
+use crate::dto::{PrivilegeApproved, PrivilegeRequest};
 use crate::format;
 
 /// The pending privilege requests and the latest decided ones, refreshed with `version`.
@@ -114,13 +114,19 @@ fn PrivilegeRow(
             me == requester || (user_kind && me == target)
         })
     };
-    let id = StoredValue::new(r.id.clone());
-    let target = StoredValue::new(r.target.clone());
-    let open = RwSignal::new(None::<bool>); // Some(true): approve, Some(false): reject.
-    let password = RwSignal::new(String::new());
-    let reason = RwSignal::new(String::new());
-    let busy = RwSignal::new(false);
-    let failure = RwSignal::new(None::<String>);
+    let d = PrivilegeDecision {
+        id: StoredValue::new(r.id.clone()),
+        target: StoredValue::new(r.target.clone()),
+        open: RwSignal::new(None),
+        password: RwSignal::new(String::new()),
+        reason: RwSignal::new(String::new()),
+        busy: RwSignal::new(false),
+        failure: RwSignal::new(None),
+        version,
+        flash,
+        key,
+    };
+    let PrivilegeDecision { open, failure, .. } = d;
     let password_ref = NodeRef::<leptos::html::Input>::new();
     Effect::new(move |_| {
         if open.get() == Some(true)
@@ -129,91 +135,6 @@ fn PrivilegeRow(
             let _ = el.focus();
         }
     });
-    let on_submit = move |ev: SubmitEvent| {
-        ev.prevent_default();
-        let Some(approve) = open.get_untracked() else {
-            return;
-        };
-        let why = reason.get_untracked();
-        if why.trim().is_empty() {
-            failure.set(Some("Give a reason for the decision.".into()));
-            return;
-        }
-        let pw = password.get_untracked();
-        if approve && pw.is_empty() {
-            failure.set(Some("Re-enter your password to approve.".into()));
-            return;
-        }
-        busy.set(true);
-        failure.set(None);
-        let id = id.get_value();
-        spawn_local(async move {
-            let result = if approve {
-                api::approve_privilege(id, why, pw).await.map(|done| {
-                    if let Some(k) = done.api_key {
-                        key.set(Some((target.get_value(), k)));
-                    }
-                    done.request
-                })
-            } else {
-                api::reject_privilege(id, why).await
-            };
-            match result {
-                Ok(r) => {
-                    flash.set(Some(format!(
-                        "Privilege request {} is now {}.",
-                        r.id, r.status
-                    )));
-                    version.update(|v| *v = v.wrapping_add(1));
-                }
-                Err(e) => {
-                    failure.set(Some(api::error_message(&e)));
-                    password.set(String::new());
-                    busy.set(false);
-                }
-            }
-        });
-    };
-    // Approve with a passkey instead of the password (issue 36).
-    let by_passkey = move |_| {
-        let why = reason.get_untracked();
-        if why.trim().is_empty() {
-            failure.set(Some("Give a reason for the decision.".into()));
-            return;
-        }
-        busy.set(true);
-        failure.set(None);
-        let id = id.get_value();
-        spawn_local(async move {
-            let result = match crate::webauthn::step_up().await {
-                Ok((challenge, credential)) => crate::api_passkeys::approve_privilege_by_passkey(
-                    id, why, challenge, credential,
-                )
-                .await
-                .map(|done| {
-                    if let Some(k) = done.api_key {
-                        key.set(Some((target.get_value(), k)));
-                    }
-                    done.request
-                })
-                .map_err(|e| api::error_message(&e)),
-                Err(m) => Err(m),
-            };
-            match result {
-                Ok(r) => {
-                    flash.set(Some(format!(
-                        "Privilege request {} is now {}.",
-                        r.id, r.status
-                    )));
-                    version.update(|v| *v = v.wrapping_add(1));
-                }
-                Err(m) => {
-                    failure.set(Some(m));
-                    busy.set(false);
-                }
-            }
-        });
-    };
     let expires_in = r.expires_at - now;
     let expiry = if expires_in <= 0 {
         "expired".to_string()
@@ -252,54 +173,182 @@ fn PrivilegeRow(
                     </button>
                 </Show>
                 <Show when=move || open.get().is_some()>
-                    <form
-                        class="inline-form"
-                        data-testid="privilege-form"
-                        aria-label=move || format!("Decide privilege request {}", id.get_value())
-                        on:submit=on_submit
-                    >
-                        <Show when=move || open.get() == Some(true)>
-                            <label>
-                                "Your password"
-                                <input
-                                    type="password"
-                                    autocomplete="current-password"
-                                    data-testid="privilege-password"
-                                    node_ref=password_ref
-                                    bind:value=password
-                                />
-                            </label>
-                        </Show>
-                        <label class="grow">
-                            "Reason"
-                            <textarea rows="2" maxlength="1000" required data-testid="privilege-reason" bind:value=reason></textarea>
-                        </label>
-                        <button
-                            type="submit"
-                            data-testid="privilege-submit"
-                            class=move || (open.get() == Some(false)).then_some("danger")
-                            disabled=move || busy.get()
-                        >
-                            {move || if open.get() == Some(false) { "Reject" } else { "Approve and apply" }}
-                        </button>
-                        <Show when=move || open.get() == Some(true)>
-                            <button
-                                type="button"
-                                class="secondary"
-                                data-testid="privilege-approve-passkey"
-                                disabled=move || busy.get()
-                                on:click=by_passkey
-                            >
-                                "Approve with passkey"
-                            </button>
-                        </Show>
-                        <button type="button" class="secondary" on:click=move |_| { open.set(None); failure.set(None); }>
-                            "Cancel"
-                        </button>
-                    </form>
+                    <PrivilegeForm d password_ref/>
                 </Show>
                 <span class="form-message" role="alert" data-testid="privilege-error">{move || failure.get()}</span>
             </td>
         </tr>
+    }
+}
+
+/// A privilege request's decision: which form is open (Some(true): approve, Some(false):
+/// reject), its fields, whether a request is in flight and why the last one failed; and where
+/// the outcome goes (`flash`, `version` bumped so the list reloads, an issued key to `key`
+/// with the merchant it is for, `target`).
+#[derive(Clone, Copy)]
+struct PrivilegeDecision {
+    id: StoredValue<String>,
+    target: StoredValue<String>,
+    open: RwSignal<Option<bool>>,
+    password: RwSignal<String>,
+    reason: RwSignal<String>,
+    busy: RwSignal<bool>,
+    failure: RwSignal<Option<String>>,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+    key: RwSignal<Option<(String, String)>>,
+}
+
+impl PrivilegeDecision {
+    /// An approval's outcome: the key it issued (if any) shown once, the request returned.
+    fn approved(self, done: PrivilegeApproved) -> PrivilegeRequest {
+        if let Some(k) = done.api_key {
+            self.key.set(Some((self.target.get_value(), k)));
+        }
+        done.request
+    }
+
+    /// What the server's answer does: the outcome to the flash and a reload, or the refusal
+    /// beside the form (the password cleared when `clear_password`).
+    fn done(self, result: Result<PrivilegeRequest, String>, clear_password: bool) {
+        match result {
+            Ok(r) => {
+                self.flash.set(Some(format!(
+                    "Privilege request {} is now {}.",
+                    r.id, r.status
+                )));
+                self.version.update(|v| *v = v.wrapping_add(1));
+            }
+            Err(m) => {
+                self.failure.set(Some(m));
+                if clear_password {
+                    self.password.set(String::new());
+                }
+                self.busy.set(false);
+            }
+        }
+    }
+
+    /// The form's submit: approve (with the password) or reject, with the reason.
+    fn submit(self, ev: SubmitEvent) {
+        ev.prevent_default();
+        let Some(approve) = self.open.get_untracked() else {
+            return;
+        };
+        let why = self.reason.get_untracked();
+        if why.trim().is_empty() {
+            self.failure
+                .set(Some("Give a reason for the decision.".into()));
+            return;
+        }
+        let pw = self.password.get_untracked();
+        if approve && pw.is_empty() {
+            self.failure
+                .set(Some("Re-enter your password to approve.".into()));
+            return;
+        }
+        self.busy.set(true);
+        self.failure.set(None);
+        let id = self.id.get_value();
+        spawn_local(async move {
+            let result = if approve {
+                api::approve_privilege(id, why, pw)
+                    .await
+                    .map(|done| self.approved(done))
+            } else {
+                api::reject_privilege(id, why).await
+            };
+            self.done(result.map_err(|e| api::error_message(&e)), true);
+        });
+    }
+
+    /// Approve with a passkey instead of the password (issue 36).
+    fn approve_by_passkey(self) {
+        let why = self.reason.get_untracked();
+        if why.trim().is_empty() {
+            self.failure
+                .set(Some("Give a reason for the decision.".into()));
+            return;
+        }
+        self.busy.set(true);
+        self.failure.set(None);
+        let id = self.id.get_value();
+        spawn_local(async move {
+            let result = match crate::webauthn::step_up().await {
+                Ok((challenge, credential)) => crate::api_passkeys::approve_privilege_by_passkey(
+                    id, why, challenge, credential,
+                )
+                .await
+                .map(|done| self.approved(done))
+                .map_err(|e| api::error_message(&e)),
+                Err(m) => Err(m),
+            };
+            self.done(result, false);
+        });
+    }
+}
+
+/// The open decision form: the password (to approve), the reason, submit, "Approve with
+/// passkey", and "Cancel".
+#[component]
+fn PrivilegeForm(
+    d: PrivilegeDecision,
+    password_ref: NodeRef<leptos::html::Input>,
+) -> impl IntoView {
+    let PrivilegeDecision {
+        id,
+        open,
+        password,
+        reason,
+        busy,
+        failure,
+        ..
+    } = d;
+    view! {
+        <form
+            class="inline-form"
+            data-testid="privilege-form"
+            aria-label=move || format!("Decide privilege request {}", id.get_value())
+            on:submit=move |ev| d.submit(ev)
+        >
+            <Show when=move || open.get() == Some(true)>
+                <label>
+                    "Your password"
+                    <input
+                        type="password"
+                        autocomplete="current-password"
+                        data-testid="privilege-password"
+                        node_ref=password_ref
+                        bind:value=password
+                    />
+                </label>
+            </Show>
+            <label class="grow">
+                "Reason"
+                <textarea rows="2" maxlength="1000" required data-testid="privilege-reason" bind:value=reason></textarea>
+            </label>
+            <button
+                type="submit"
+                data-testid="privilege-submit"
+                class=move || (open.get() == Some(false)).then_some("danger")
+                disabled=move || busy.get()
+            >
+                {move || if open.get() == Some(false) { "Reject" } else { "Approve and apply" }}
+            </button>
+            <Show when=move || open.get() == Some(true)>
+                <button
+                    type="button"
+                    class="secondary"
+                    data-testid="privilege-approve-passkey"
+                    disabled=move || busy.get()
+                    on:click=move |_| d.approve_by_passkey()
+                >
+                    "Approve with passkey"
+                </button>
+            </Show>
+            <button type="button" class="secondary" on:click=move |_| { open.set(None); failure.set(None); }>
+                "Cancel"
+            </button>
+        </form>
     }
 }

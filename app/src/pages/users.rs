@@ -79,153 +79,22 @@ fn UserRow(
     let chosen = RwSignal::new(user.roles.clone());
     let resetting = RwSignal::new(false);
     let confirming = RwSignal::new(false);
-    let name_for_confirm = StoredValue::new(name.clone());
     let password = RwSignal::new(String::new());
-    let busy = RwSignal::new(false);
-    let failure = RwSignal::new(None::<String>);
-
-    let toggle = {
-        let name = name.clone();
-        move |_| {
-            let name = name.clone();
-            busy.set(true);
-            failure.set(None);
-            spawn_local(async move {
-                let result = if disabled {
-                    api::enable_user(name.clone()).await
-                } else {
-                    api::disable_user(name.clone())
-                        .await
-                        .map(ConsoleChange::Done)
-                };
-                match result {
-                    Ok(ConsoleChange::Requested(r)) => {
-                        flash.set(Some(awaiting(&r)));
-                        version.update(|v| *v = v.wrapping_add(1));
-                    }
-                    Ok(ConsoleChange::Done(())) => {
-                        let what = if disabled {
-                            "enabled"
-                        } else {
-                            "disabled; its sessions ended"
-                        };
-                        flash.set(Some(format!("User {name} {what}.")));
-                        version.update(|v| *v = v.wrapping_add(1));
-                    }
-                    Err(e) => {
-                        failure.set(Some(api::error_message(&e)));
-                        busy.set(false);
-                    }
-                }
-            });
-        }
+    let change = UserChange {
+        name: StoredValue::new(name.clone()),
+        busy: RwSignal::new(false),
+        failure: RwSignal::new(None),
+        version,
+        flash,
     };
-    let on_reset = {
-        let name = name.clone();
-        move |ev: SubmitEvent| {
-            ev.prevent_default();
-            let name = name.clone();
-            let pass = password.get_untracked();
-            busy.set(true);
-            failure.set(None);
-            spawn_local(async move {
-                match api::reset_password(name.clone(), pass).await {
-                    Ok(ConsoleChange::Requested(r)) => {
-                        password.set(String::new());
-                        flash.set(Some(awaiting(&r)));
-                        version.update(|v| *v = v.wrapping_add(1));
-                    }
-                    Ok(ConsoleChange::Done(())) => {
-                        password.set(String::new());
-                        flash.set(Some(format!(
-                            "Password of {name} reset; its sessions ended."
-                        )));
-                        version.update(|v| *v = v.wrapping_add(1));
-                    }
-                    Err(e) => {
-                        failure.set(Some(api::error_message(&e)));
-                        busy.set(false);
-                    }
-                }
-            });
-        }
-    };
-    let on_roles = {
-        let name = name.clone();
-        move |ev: SubmitEvent| {
-            ev.prevent_default();
-            let name = name.clone();
-            let roles = chosen.get_untracked();
-            if roles.is_empty() {
-                failure.set(Some("Choose at least one role.".into()));
-                return;
-            }
-            busy.set(true);
-            failure.set(None);
-            spawn_local(async move {
-                match api::set_user_roles(name.clone(), roles.join(",")).await {
-                    Ok(ConsoleChange::Requested(r)) => {
-                        flash.set(Some(awaiting(&r)));
-                        version.update(|v| *v = v.wrapping_add(1));
-                    }
-                    Ok(ConsoleChange::Done(u)) => {
-                        flash.set(Some(format!(
-                            "Roles of {name} are now {}; they apply from the user's next request.",
-                            u.roles.join(", ")
-                        )));
-                        version.update(|v| *v = v.wrapping_add(1));
-                    }
-                    Err(e) => {
-                        failure.set(Some(api::error_message(&e)));
-                        busy.set(false);
-                    }
-                }
-            });
-        }
-    };
-    let roles_label = format!("Roles of {name}");
+    let failure = change.failure;
     view! {
         <tr data-testid=format!("user-{name}")>
             <td class="strong" data-label="User">{name.clone()}</td>
             <td data-label="Roles">
                 <span data-testid="roles">{user.roles.join(", ")}</span>
                 <Show when=move || editing.get()>
-                    <form class="inline-form" data-testid="roles-form" on:submit=on_roles.clone()>
-                        <fieldset class="roles">
-                            <legend class="visually-hidden">{roles_label.clone()}</legend>
-                            {Role::ALL
-                                .iter()
-                                .map(|r| {
-                                    let r = r.to_string();
-                                    let checked = {
-                                        let r = r.clone();
-                                        move || chosen.read().contains(&r)
-                                    };
-                                    let toggle = {
-                                        let r = r.clone();
-                                        move |_| {
-                                            chosen.update(|list| {
-                                                if let Some(i) = list.iter().position(|x| *x == r) {
-                                                    list.remove(i);
-                                                } else {
-                                                    list.push(r.clone());
-                                                }
-                                            })
-                                        }
-                                    };
-                                    view! {
-                                        <label class="check">
-                                            <input type="checkbox" value=r.clone() prop:checked=checked on:change=toggle/>
-                                            {r.clone()}
-                                        </label>
-                                    }
-                                })
-                                .collect_view()}
-                        </fieldset>
-                        <button type="submit" class="small" data-testid="roles-save" disabled=move || busy.get()>
-                            "Save roles"
-                        </button>
-                    </form>
+                    <RolesForm change chosen/>
                 </Show>
             </td>
             <td data-label="State">
@@ -253,35 +122,7 @@ fn UserRow(
                 >
                     "Edit roles…"
                 </button>
-                // Disabling ends the user's sessions at once: it asks once more; enabling does not.
-                {if disabled {
-                    view! {
-                        <button type="button" class="secondary small" on:click=toggle.clone() disabled=move || busy.get()>
-                            "Enable"
-                        </button>
-                    }
-                        .into_any()
-                } else {
-                    let toggle = toggle.clone();
-                    view! {
-                        <Show
-                            when=move || confirming.get()
-                            fallback=move || view! {
-                                <button type="button" class="secondary small" on:click=move |_| confirming.set(true)>
-                                    "Disable…"
-                                </button>
-                            }
-                        >
-                            <button type="button" class="danger small" on:click=toggle.clone() disabled=move || busy.get()>
-                                {move || format!("Confirm: disable {}", name_for_confirm.get_value())}
-                            </button>
-                            <button type="button" class="secondary small" on:click=move |_| confirming.set(false)>
-                                "Keep"
-                            </button>
-                        </Show>
-                    }
-                        .into_any()
-                }}
+                <EnableToggle disabled change confirming/>
                 <button
                     type="button"
                     class="secondary small"
@@ -291,25 +132,213 @@ fn UserRow(
                     "Reset password…"
                 </button>
                 <Show when=move || resetting.get()>
-                    <form class="inline-form" on:submit=on_reset.clone()>
-                        <label>
-                            "New password"
-                            <input
-                                type="password"
-                                autocomplete="new-password"
-                                required
-                                bind:value=password
-                            />
-                        </label>
-                        <button type="submit" class="small" disabled=move || busy.get()>
-                            "Set password"
-                        </button>
-                    </form>
+                    <ResetPasswordForm change password/>
                 </Show>
                 </div>
                 <span class="form-message" role="alert">{move || failure.get()}</span>
             </td>
         </tr>
+    }
+}
+
+/// A change to one user from its row: the user, whether a change is in flight and why the
+/// last one failed; and where the outcome goes (`flash`, and `version` bumped so the list
+/// reloads).
+#[derive(Clone, Copy)]
+struct UserChange {
+    name: StoredValue<String>,
+    busy: RwSignal<bool>,
+    failure: RwSignal<Option<String>>,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+}
+
+impl UserChange {
+    /// A change is sent: busy, the last failure cleared.
+    fn start(self) {
+        self.busy.set(true);
+        self.failure.set(None);
+    }
+
+    /// What the server's answer to a change does: a request that waits for another admin
+    /// (said as such), or `done`'s sentence for an applied change, to the flash and a
+    /// reload; or the refusal beside the row. True when the server took the change.
+    fn answered<T>(
+        self,
+        result: Result<ConsoleChange<T>, ServerFnError>,
+        done: impl FnOnce(T) -> String,
+    ) -> bool {
+        match result {
+            Ok(ConsoleChange::Requested(r)) => {
+                self.flash.set(Some(awaiting(&r)));
+                self.version.update(|v| *v = v.wrapping_add(1));
+                true
+            }
+            Ok(ConsoleChange::Done(t)) => {
+                self.flash.set(Some(done(t)));
+                self.version.update(|v| *v = v.wrapping_add(1));
+                true
+            }
+            Err(e) => {
+                self.failure.set(Some(api::error_message(&e)));
+                self.busy.set(false);
+                false
+            }
+        }
+    }
+}
+
+/// The roles form: a box per role, and "Save roles".
+#[component]
+fn RolesForm(change: UserChange, chosen: RwSignal<Vec<String>>) -> impl IntoView {
+    let on_roles = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let name = change.name.get_value();
+        let roles = chosen.get_untracked();
+        if roles.is_empty() {
+            change.failure.set(Some("Choose at least one role.".into()));
+            return;
+        }
+        change.start();
+        spawn_local(async move {
+            let result = api::set_user_roles(name.clone(), roles.join(",")).await;
+            change.answered(result, |u| {
+                format!(
+                    "Roles of {name} are now {}; they apply from the user's next request.",
+                    u.roles.join(", ")
+                )
+            });
+        });
+    };
+    let roles_label = format!("Roles of {}", change.name.get_value());
+    view! {
+        <form class="inline-form" data-testid="roles-form" on:submit=on_roles>
+            <fieldset class="roles">
+                <legend class="visually-hidden">{roles_label}</legend>
+                {Role::ALL
+                    .iter()
+                    .map(|r| {
+                        let r = r.to_string();
+                        let checked = {
+                            let r = r.clone();
+                            move || chosen.read().contains(&r)
+                        };
+                        let toggle = {
+                            let r = r.clone();
+                            move |_| {
+                                chosen.update(|list| {
+                                    if let Some(i) = list.iter().position(|x| *x == r) {
+                                        list.remove(i);
+                                    } else {
+                                        list.push(r.clone());
+                                    }
+                                })
+                            }
+                        };
+                        view! {
+                            <label class="check">
+                                <input type="checkbox" value=r.clone() prop:checked=checked on:change=toggle/>
+                                {r.clone()}
+                            </label>
+                        }
+                    })
+                    .collect_view()}
+            </fieldset>
+            <button type="submit" class="small" data-testid="roles-save" disabled=move || change.busy.get()>
+                "Save roles"
+            </button>
+        </form>
+    }
+}
+
+/// "Enable" for a disabled user; "Disable…" for an enabled one, which asks once more:
+/// disabling ends the user's sessions at once.
+#[component]
+fn EnableToggle(disabled: bool, change: UserChange, confirming: RwSignal<bool>) -> impl IntoView {
+    let busy = change.busy;
+    let toggle = move |_| {
+        let name = change.name.get_value();
+        change.start();
+        spawn_local(async move {
+            let result = if disabled {
+                api::enable_user(name.clone()).await
+            } else {
+                api::disable_user(name.clone())
+                    .await
+                    .map(ConsoleChange::Done)
+            };
+            change.answered(result, |()| {
+                let what = if disabled {
+                    "enabled"
+                } else {
+                    "disabled; its sessions ended"
+                };
+                format!("User {name} {what}.")
+            });
+        });
+    };
+    // Disabling ends the user's sessions at once: it asks once more; enabling does not.
+    if disabled {
+        view! {
+            <button type="button" class="secondary small" on:click=toggle disabled=move || busy.get()>
+                "Enable"
+            </button>
+        }
+        .into_any()
+    } else {
+        view! {
+            <Show
+                when=move || confirming.get()
+                fallback=move || view! {
+                    <button type="button" class="secondary small" on:click=move |_| confirming.set(true)>
+                        "Disable…"
+                    </button>
+                }
+            >
+                <button type="button" class="danger small" on:click=toggle disabled=move || busy.get()>
+                    {move || format!("Confirm: disable {}", change.name.get_value())}
+                </button>
+                <button type="button" class="secondary small" on:click=move |_| confirming.set(false)>
+                    "Keep"
+                </button>
+            </Show>
+        }
+        .into_any()
+    }
+}
+
+/// The reset-password form (the user's sessions end when it is applied).
+#[component]
+fn ResetPasswordForm(change: UserChange, password: RwSignal<String>) -> impl IntoView {
+    let on_reset = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        let name = change.name.get_value();
+        let pass = password.get_untracked();
+        change.start();
+        spawn_local(async move {
+            let result = api::reset_password(name.clone(), pass).await;
+            if change.answered(result, |()| {
+                format!("Password of {name} reset; its sessions ended.")
+            }) {
+                password.set(String::new());
+            }
+        });
+    };
+    view! {
+        <form class="inline-form" on:submit=on_reset>
+            <label>
+                "New password"
+                <input
+                    type="password"
+                    autocomplete="new-password"
+                    required
+                    bind:value=password
+                />
+            </label>
+            <button type="submit" class="small" disabled=move || change.busy.get()>
+                "Set password"
+            </button>
+        </form>
     }
 }
 

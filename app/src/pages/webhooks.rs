@@ -15,7 +15,10 @@ use crate::api_webhooks as api;
 use crate::components::layout::signed_in_has;
 use crate::components::panel::{DataTable, Panel};
 use crate::components::widgets::{ErrorNote, Loading, StatusPill, Time, filter_zone, zone_label};
-use crate::dto::{DeliveryRow, DeliveryStatus, EndpointRow, EndpointStatus, EventType, Role};
+use crate::dto::{
+    DeliveryDetail, DeliveryRow, DeliveryStatus, EndpointRow, EndpointStatus, EventType, Role,
+    WebhooksOverview,
+};
 use crate::format;
 
 /// The delivery filter as typed.
@@ -63,17 +66,6 @@ pub fn WebhooksPage() -> impl IntoView {
     let selected = RwSignal::new(None::<i64>);
     let can_act = signed_in_has(Role::Operator);
     let zone = filter_zone();
-    let on_filter = move |ev: SubmitEvent| {
-        ev.prevent_default();
-        // The times as typed are meant in the zone the labels name.
-        let mut f = typed.get_untracked();
-        let tz = zone.get_untracked();
-        let at = |v: String| format::as_rfc3339_in(Some(v), tz.as_deref()).unwrap_or_default();
-        f.from = at(f.from);
-        f.to = at(f.to);
-        pages.set(vec![None]);
-        applied.set(f);
-    };
 
     view! {
         <div class="page-head">
@@ -84,97 +76,14 @@ pub fn WebhooksPage() -> impl IntoView {
             <Transition fallback=Loading>
                 {move || Suspend::new(async move {
                     match overview.await {
-                        Ok(o) => {
-                            let backlog = o.backlog.clone();
-                            let now = o.now;
-                            view! {
-                                <p class="muted" data-testid="webhook-backlog">
-                                    {format!(
-                                        "{} waiting, {} dead, {} failed attempts in 24 h{}",
-                                        backlog.pending,
-                                        backlog.dead,
-                                        backlog.failed_attempts,
-                                        backlog
-                                            .oldest_pending_at
-                                            .map(|t| format!("; oldest waiting {}", format::age(now - t)))
-                                            .unwrap_or_default(),
-                                    )}
-                                </p>
-                                <DataTable
-                                    columns=&["Endpoint", "Merchant", "URL", "Events", "Status", "24 h", "Last failure", "Action"]
-                                    numeric=&["24 h"]
-                                    class="data"
-                                    framed=true
-                                    empty=o.endpoints.is_empty().then_some("No merchant has registered an endpoint.")
-                                >
-                                    {o
-                                        .endpoints
-                                        .into_iter()
-                                        .map(|e| view! { <EndpointLine e can_act version message/> })
-                                        .collect_view()}
-                                </DataTable>
-                            }
-                                .into_any()
-                        }
+                        Ok(o) => view! { <EndpointTable o can_act version message/> }.into_any(),
                         Err(e) => view! { <ErrorNote error=e/> }.into_any(),
                     }
                 })}
             </Transition>
         </Panel>
         <Panel id="deliveries" title="Deliveries">
-            <form class="filters" role="search" on:submit=on_filter>
-                <label>
-                    "Status"
-                    <select on:change=move |ev| typed.update(|f| f.status = event_target_value(&ev))>
-                        <option value="">"any"</option>
-                        {DeliveryStatus::ALL.map(|s| s.as_str()).into_iter().map(|s| view! { <option value=s>{s}</option> }).collect_view()}
-                    </select>
-                </label>
-                <label>
-                    "Event type"
-                    <select on:change=move |ev| typed.update(|f| f.event_type = event_target_value(&ev))>
-                        <option value="">"any"</option>
-                        {EventType::ALL.map(EventType::as_str).into_iter().map(|t| view! { <option value=t>{t}</option> }).collect_view()}
-                    </select>
-                </label>
-                <label>
-                    "Endpoint"
-                    <input
-                        type="search"
-                        placeholder="we_…"
-                        prop:value=move || typed.get().endpoint
-                        on:input=move |ev| typed.update(|f| f.endpoint = event_target_value(&ev))
-                    />
-                </label>
-                <label>
-                    "Payment"
-                    <input
-                        type="search"
-                        placeholder="pay_…"
-                        prop:value=move || typed.get().payment
-                        on:input=move |ev| typed.update(|f| f.payment = event_target_value(&ev))
-                    />
-                </label>
-                <label>
-                    {move || zone_label("From", zone.get().as_deref())}
-                    <input
-                        type="datetime-local"
-                        prop:value=move || typed.get().from
-                        on:input=move |ev| typed.update(|f| f.from = event_target_value(&ev))
-                    />
-                </label>
-                <label>
-                    {move || zone_label("To", zone.get().as_deref())}
-                    <input
-                        type="datetime-local"
-                        prop:value=move || typed.get().to
-                        on:input=move |ev| typed.update(|f| f.to = event_target_value(&ev))
-                    />
-                </label>
-                <div class="filter-actions">
-                    <button type="submit">"Filter"</button>
-                </div>
-            </form>
+            <DeliveryFilter typed applied pages zone/>
             <Transition fallback=Loading>
                 {move || Suspend::new(async move {
                     match deliveries.await {
@@ -210,6 +119,122 @@ pub fn WebhooksPage() -> impl IntoView {
             </Transition>
         </Panel>
         {move || selected.get().map(|id| view! { <DeliveryPanel id can_act version message selected/> })}
+    }
+}
+
+/// The backlog sentence and the endpoints, each with its actions for operators.
+#[component]
+fn EndpointTable(
+    o: WebhooksOverview,
+    can_act: Signal<bool>,
+    version: RwSignal<u32>,
+    message: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let backlog = o.backlog.clone();
+    let now = o.now;
+    view! {
+        <p class="muted" data-testid="webhook-backlog">
+            {format!(
+                "{} waiting, {} dead, {} failed attempts in 24 h{}",
+                backlog.pending,
+                backlog.dead,
+                backlog.failed_attempts,
+                backlog
+                    .oldest_pending_at
+                    .map(|t| format!("; oldest waiting {}", format::age(now - t)))
+                    .unwrap_or_default(),
+            )}
+        </p>
+        <DataTable
+            columns=&["Endpoint", "Merchant", "URL", "Events", "Status", "24 h", "Last failure", "Action"]
+            numeric=&["24 h"]
+            class="data"
+            framed=true
+            empty=o.endpoints.is_empty().then_some("No merchant has registered an endpoint.")
+        >
+            {o
+                .endpoints
+                .into_iter()
+                .map(|e| view! { <EndpointLine e can_act version message/> })
+                .collect_view()}
+        </DataTable>
+    }
+}
+
+/// The deliveries' filter form: `typed` as the person types; submitting applies it (its
+/// times read in `zone`) and goes back to the newest page.
+#[component]
+fn DeliveryFilter(
+    typed: RwSignal<Filter>,
+    applied: RwSignal<Filter>,
+    pages: RwSignal<Vec<Option<i64>>>,
+    zone: Signal<Option<String>>,
+) -> impl IntoView {
+    let on_filter = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        // The times as typed are meant in the zone the labels name.
+        let mut f = typed.get_untracked();
+        let tz = zone.get_untracked();
+        let at = |v: String| format::as_rfc3339_in(Some(v), tz.as_deref()).unwrap_or_default();
+        f.from = at(f.from);
+        f.to = at(f.to);
+        pages.set(vec![None]);
+        applied.set(f);
+    };
+    view! {
+        <form class="filters" role="search" on:submit=on_filter>
+            <label>
+                "Status"
+                <select on:change=move |ev| typed.update(|f| f.status = event_target_value(&ev))>
+                    <option value="">"any"</option>
+                    {DeliveryStatus::ALL.map(|s| s.as_str()).into_iter().map(|s| view! { <option value=s>{s}</option> }).collect_view()}
+                </select>
+            </label>
+            <label>
+                "Event type"
+                <select on:change=move |ev| typed.update(|f| f.event_type = event_target_value(&ev))>
+                    <option value="">"any"</option>
+                    {EventType::ALL.map(EventType::as_str).into_iter().map(|t| view! { <option value=t>{t}</option> }).collect_view()}
+                </select>
+            </label>
+            <label>
+                "Endpoint"
+                <input
+                    type="search"
+                    placeholder="we_…"
+                    prop:value=move || typed.get().endpoint
+                    on:input=move |ev| typed.update(|f| f.endpoint = event_target_value(&ev))
+                />
+            </label>
+            <label>
+                "Payment"
+                <input
+                    type="search"
+                    placeholder="pay_…"
+                    prop:value=move || typed.get().payment
+                    on:input=move |ev| typed.update(|f| f.payment = event_target_value(&ev))
+                />
+            </label>
+            <label>
+                {move || zone_label("From", zone.get().as_deref())}
+                <input
+                    type="datetime-local"
+                    prop:value=move || typed.get().from
+                    on:input=move |ev| typed.update(|f| f.from = event_target_value(&ev))
+                />
+            </label>
+            <label>
+                {move || zone_label("To", zone.get().as_deref())}
+                <input
+                    type="datetime-local"
+                    prop:value=move || typed.get().to
+                    on:input=move |ev| typed.update(|f| f.to = event_target_value(&ev))
+                />
+            </label>
+            <div class="filter-actions">
+                <button type="submit">"Filter"</button>
+            </div>
+        </form>
     }
 }
 
@@ -291,66 +316,24 @@ fn EndpointActions(
     version: RwSignal<u32>,
     message: RwSignal<Option<String>>,
 ) -> impl IntoView {
-    let reason = RwSignal::new(String::new());
-    let since = RwSignal::new(String::new());
-    let failure = RwSignal::new(None::<String>);
-    let preview = RwSignal::new(None::<Vec<DeliveryRow>>);
-    let ticked = RwSignal::new(Vec::<i64>::new());
-    let busy = RwSignal::new(false);
-    let enable_id = id.clone();
-    let enable = move |_| {
-        let id = enable_id.clone();
-        let why = reason.get_untracked();
-        busy.set(true);
-        spawn_local(async move {
-            match api::webhook_enable(id, why).await {
-                Ok(m) => {
-                    message.set(Some(m));
-                    version.update(|v| *v = v.wrapping_add(1));
-                }
-                Err(e) => failure.set(Some(error_message(&e))),
-            }
-            busy.set(false);
-        });
+    let r = Recovery {
+        id: StoredValue::new(id),
+        reason: RwSignal::new(String::new()),
+        since: RwSignal::new(String::new()),
+        failure: RwSignal::new(None),
+        preview: RwSignal::new(None),
+        ticked: RwSignal::new(Vec::new()),
+        busy: RwSignal::new(false),
+        version,
+        message,
     };
-    let preview_id = id.clone();
-    let on_preview = move |_| {
-        let id = preview_id.clone();
-        let s = since.get_untracked();
-        failure.set(None);
-        spawn_local(async move {
-            match api::webhook_recover_preview(id, s).await {
-                Ok(list) => {
-                    ticked.set(list.iter().map(|d| d.id).collect());
-                    preview.set(Some(list));
-                }
-                Err(e) => failure.set(Some(error_message(&e))),
-            }
-        });
-    };
-    let recover_id = id.clone();
-    let on_recover = move |_| {
-        let id = recover_id.clone();
-        let ids = ticked
-            .get_untracked()
-            .iter()
-            .map(i64::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        let (s, why) = (since.get_untracked(), reason.get_untracked());
-        busy.set(true);
-        spawn_local(async move {
-            match api::webhook_recover(id, s, ids, why).await {
-                Ok(m) => {
-                    message.set(Some(m));
-                    preview.set(None);
-                    version.update(|v| *v = v.wrapping_add(1));
-                }
-                Err(e) => failure.set(Some(error_message(&e))),
-            }
-            busy.set(false);
-        });
-    };
+    let Recovery {
+        reason,
+        since,
+        failure,
+        busy,
+        ..
+    } = r;
     view! {
         <div class="inline-form" data-testid="endpoint-actions">
             <label class="grow">
@@ -360,7 +343,7 @@ fn EndpointActions(
             {disabled
                 .then(|| {
                     view! {
-                        <button type="button" on:click=enable disabled=move || busy.get()>
+                        <button type="button" on:click=move |_| r.enable() disabled=move || busy.get()>
                             "Re-enable"
                         </button>
                     }
@@ -369,66 +352,153 @@ fn EndpointActions(
                 "Failed since (UTC)"
                 <input type="datetime-local" bind:value=since/>
             </label>
-            <button type="button" class="secondary" on:click=on_preview>
+            <button type="button" class="secondary" on:click=move |_| r.load_preview()>
                 "Preview recovery"
             </button>
             <span class="form-message" role="alert">{move || failure.get()}</span>
         </div>
-        {move || {
-            preview
-                .get()
-                .map(|list| {
-                    if list.is_empty() {
-                        return view! { <p class="empty">"No failed deliveries since then."</p> }.into_any();
-                    }
-                    view! {
-                        <ul class="plain" data-testid="recovery-preview">
-                            {list
-                                .into_iter()
-                                .map(|d| {
-                                    let id = d.id;
-                                    view! {
-                                        <li>
-                                            <label>
-                                                <input
-                                                    type="checkbox"
-                                                    prop:checked=move || ticked.get().contains(&id)
-                                                    on:change=move |_| {
-                                                        ticked
-                                                            .update(|t| {
-                                                                if let Some(i) = t.iter().position(|x| *x == id) {
-                                                                    t.remove(i);
-                                                                } else {
-                                                                    t.push(id);
-                                                                }
-                                                            })
-                                                    }
-                                                />
-                                                {format!(
-                                                    " #{} {} of {} ({}, {} attempts)",
-                                                    d.id,
-                                                    d.event_type,
-                                                    d.aggregateid,
-                                                    d.status,
-                                                    d.attempts,
-                                                )}
-                                            </label>
-                                        </li>
-                                    }
-                                })
-                                .collect_view()}
-                        </ul>
-                        <button
-                            type="button"
-                            on:click=on_recover.clone()
-                            disabled=move || busy.get() || ticked.get().is_empty()
-                        >
-                            {move || format!("Redeliver {} selected", ticked.get().len())}
-                        </button>
-                    }
-                        .into_any()
-                })
-        }}
+        <RecoveryPreview r/>
+    }
+}
+
+/// An endpoint's actions: its id, the reason and the time the recovery starts from, the
+/// recovery's preview and the deliveries ticked in it, whether a request is in flight and why
+/// the last one failed; and where the outcome goes (`message`, and `version` bumped so the
+/// page reloads).
+#[derive(Clone, Copy)]
+struct Recovery {
+    id: StoredValue<String>,
+    reason: RwSignal<String>,
+    since: RwSignal<String>,
+    failure: RwSignal<Option<String>>,
+    preview: RwSignal<Option<Vec<DeliveryRow>>>,
+    ticked: RwSignal<Vec<i64>>,
+    busy: RwSignal<bool>,
+    version: RwSignal<u32>,
+    message: RwSignal<Option<String>>,
+}
+
+impl Recovery {
+    /// Re-enables the endpoint, with the reason.
+    fn enable(self) {
+        let id = self.id.get_value();
+        let why = self.reason.get_untracked();
+        self.busy.set(true);
+        spawn_local(async move {
+            match api::webhook_enable(id, why).await {
+                Ok(m) => {
+                    self.message.set(Some(m));
+                    self.version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => self.failure.set(Some(error_message(&e))),
+            }
+            self.busy.set(false);
+        });
+    }
+
+    /// Asks for the failed deliveries since the time given, all ticked.
+    fn load_preview(self) {
+        let id = self.id.get_value();
+        let s = self.since.get_untracked();
+        self.failure.set(None);
+        spawn_local(async move {
+            match api::webhook_recover_preview(id, s).await {
+                Ok(list) => {
+                    self.ticked.set(list.iter().map(|d| d.id).collect());
+                    self.preview.set(Some(list));
+                }
+                Err(e) => self.failure.set(Some(error_message(&e))),
+            }
+        });
+    }
+
+    /// Redelivers the ticked deliveries, with the reason.
+    fn recover(self) {
+        let id = self.id.get_value();
+        let ids = self
+            .ticked
+            .get_untracked()
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let (s, why) = (self.since.get_untracked(), self.reason.get_untracked());
+        self.busy.set(true);
+        spawn_local(async move {
+            match api::webhook_recover(id, s, ids, why).await {
+                Ok(m) => {
+                    self.message.set(Some(m));
+                    self.preview.set(None);
+                    self.version.update(|v| *v = v.wrapping_add(1));
+                }
+                Err(e) => self.failure.set(Some(error_message(&e))),
+            }
+            self.busy.set(false);
+        });
+    }
+}
+
+/// The recovery's preview: each failed delivery with a tick box, and "Redeliver N selected".
+#[component]
+fn RecoveryPreview(r: Recovery) -> impl IntoView {
+    let Recovery {
+        preview,
+        ticked,
+        busy,
+        ..
+    } = r;
+    move || {
+        preview.get().map(|list| {
+            if list.is_empty() {
+                return view! { <p class="empty">"No failed deliveries since then."</p> }.into_any();
+            }
+            view! {
+                <ul class="plain" data-testid="recovery-preview">
+                    {list
+                        .into_iter()
+                        .map(|d| {
+                            let id = d.id;
+                            view! {
+                                <li>
+                                    <label>
+                                        <input
+                                            type="checkbox"
+                                            prop:checked=move || ticked.get().contains(&id)
+                                            on:change=move |_| {
+                                                ticked
+                                                    .update(|t| {
+                                                        if let Some(i) = t.iter().position(|x| *x == id) {
+                                                            t.remove(i);
+                                                        } else {
+                                                            t.push(id);
+                                                        }
+                                                    })
+                                            }
+                                        />
+                                        {format!(
+                                            " #{} {} of {} ({}, {} attempts)",
+                                            d.id,
+                                            d.event_type,
+                                            d.aggregateid,
+                                            d.status,
+                                            d.attempts,
+                                        )}
+                                    </label>
+                                </li>
+                            }
+                        })
+                        .collect_view()}
+                </ul>
+                <button
+                    type="button"
+                    on:click=move |_| r.recover()
+                    disabled=move || busy.get() || ticked.get().is_empty()
+                >
+                    {move || format!("Redeliver {} selected", ticked.get().len())}
+                </button>
+            }
+            .into_any()
+        })
     }
 }
 
@@ -537,56 +607,7 @@ fn DeliveryPanel(
             <Transition fallback=Loading>
                 {move || Suspend::new(async move {
                     match detail.await {
-                        Ok(d) => {
-                            let event = d.event.clone();
-                            view! {
-                                <p>
-                                    {format!(
-                                        "{} to {} — {} after {} attempts",
-                                        d.delivery.event_type,
-                                        d.delivery.url,
-                                        d.delivery.status,
-                                        d.delivery.attempts,
-                                    )}
-                                    {d.delivery.next_attempt_at.map(|t| view! { ", next at " <Time ms=t/> })}
-                                </p>
-                                <DataTable
-                                    columns=&["Attempted", "Status", "Duration", "Answer (first KiB)", "Error"]
-                                    numeric=&["Status", "Duration"]
-                                    class="data"
-                                    label=format!("Attempts of delivery #{id}")
-                                    framed=true
-                                >
-                                    {d
-                                        .attempts
-                                        .into_iter()
-                                        .map(|a| {
-                                            view! {
-                                                <tr>
-                                                    <td><Time ms=a.attempted_at/></td>
-                                                    <td class="num">
-                                                        {a.status_code.map(|s| s.to_string()).unwrap_or_else(|| "—".into())}
-                                                    </td>
-                                                    <td class="num">{format!("{} ms", a.duration_ms)}</td>
-                                                    <td class="mono small wrap">{format::clip(&a.response, 1024)}</td>
-                                                    <td class="small">{a.error.unwrap_or_default()}</td>
-                                                </tr>
-                                            }
-                                        })
-                                        .collect_view()}
-                                </DataTable>
-                                {event
-                                    .map(|e| {
-                                        view! {
-                                            <details>
-                                                <summary>{format!("Event {} (webhook-id)", e.id)}</summary>
-                                                <pre class="evidence">{format::pretty_json(&e.payload)}</pre>
-                                            </details>
-                                        }
-                                    })}
-                            }
-                                .into_any()
-                        }
+                        Ok(d) => view! { <DeliveryAttempts d id/> }.into_any(),
                         Err(e) => view! { <ErrorNote error=e/> }.into_any(),
                     }
                 })}
@@ -604,5 +625,57 @@ fn DeliveryPanel(
                 </form>
             </Show>
         </Panel>
+    }
+}
+
+/// A delivery's summary, its attempts, and its event (behind a toggle).
+#[component]
+fn DeliveryAttempts(d: DeliveryDetail, id: i64) -> impl IntoView {
+    let event = d.event.clone();
+    view! {
+        <p>
+            {format!(
+                "{} to {} — {} after {} attempts",
+                d.delivery.event_type,
+                d.delivery.url,
+                d.delivery.status,
+                d.delivery.attempts,
+            )}
+            {d.delivery.next_attempt_at.map(|t| view! { ", next at " <Time ms=t/> })}
+        </p>
+        <DataTable
+            columns=&["Attempted", "Status", "Duration", "Answer (first KiB)", "Error"]
+            numeric=&["Status", "Duration"]
+            class="data"
+            label=format!("Attempts of delivery #{id}")
+            framed=true
+        >
+            {d
+                .attempts
+                .into_iter()
+                .map(|a| {
+                    view! {
+                        <tr>
+                            <td><Time ms=a.attempted_at/></td>
+                            <td class="num">
+                                {a.status_code.map(|s| s.to_string()).unwrap_or_else(|| "—".into())}
+                            </td>
+                            <td class="num">{format!("{} ms", a.duration_ms)}</td>
+                            <td class="mono small wrap">{format::clip(&a.response, 1024)}</td>
+                            <td class="small">{a.error.unwrap_or_default()}</td>
+                        </tr>
+                    }
+                })
+                .collect_view()}
+        </DataTable>
+        {event
+            .map(|e| {
+                view! {
+                    <details>
+                        <summary>{format!("Event {} (webhook-id)", e.id)}</summary>
+                        <pre class="evidence">{format::pretty_json(&e.payload)}</pre>
+                    </details>
+                }
+            })}
     }
 }

@@ -10,7 +10,7 @@ use leptos_router::components::A;
 use leptos_router::hooks::use_params_map;
 
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
-use crate::dto::{ActionKind, PaymentDetail};
+use crate::dto::{ActionKind, KeySummary, PaymentDetail};
 use crate::{api, format};
 
 mod actions;
@@ -173,33 +173,7 @@ fn Story(
                 <dt>"Merchant order id"</dt>
                 <dd class="mono">{p.merchant_order_id}</dd>
                 <dt>"Idempotency-Keys"</dt>
-                <dd data-testid="payment-keys">
-                    {if d.idempotency_keys.is_empty() {
-                        view! { "—" }.into_any()
-                    } else {
-                        let pid = p.id.clone();
-                        d.idempotency_keys
-                            .clone()
-                            .into_iter()
-                            .map(|k| {
-                                let what = if k.resource_id.as_deref() == Some(pid.as_str()) {
-                                    String::new()
-                                } else {
-                                    format!(" (refund {})", k.resource_id.clone().unwrap_or_default())
-                                };
-                                view! {
-                                    <span class="key-link">
-                                        <A href=crate::api_lookup::key_path(k.merchant_id, &k.idem_key) attr:class="mono">
-                                            {k.idem_key.clone()}
-                                        </A>
-                                        {what}
-                                    </span>
-                                }
-                            })
-                            .collect_view()
-                            .into_any()
-                    }}
-                </dd>
+                <IdempotencyKeys payment_id=p.id.clone() keys=d.idempotency_keys.clone()/>
                 <dt>"Created"</dt>
                 <dd><Time ms=p.created_at/></dd>
                 <dt>"Updated"</dt>
@@ -227,5 +201,39 @@ fn Story(
             </div>
         </div>
         <PaymentAudit records=d.audit payment_id=audit_payment/>
+    }
+}
+
+/// The payment's Idempotency-Keys, each linked to its key page (a refund's key says which
+/// refund it made), or "—".
+#[component]
+fn IdempotencyKeys(payment_id: String, keys: Vec<KeySummary>) -> impl IntoView {
+    view! {
+        <dd data-testid="payment-keys">
+            {if keys.is_empty() {
+                view! { "—" }.into_any()
+            } else {
+                let pid = payment_id;
+                keys
+                    .into_iter()
+                    .map(|k| {
+                        let what = if k.resource_id.as_deref() == Some(pid.as_str()) {
+                            String::new()
+                        } else {
+                            format!(" (refund {})", k.resource_id.clone().unwrap_or_default())
+                        };
+                        view! {
+                            <span class="key-link">
+                                <A href=crate::api_lookup::key_path(k.merchant_id, &k.idem_key) attr:class="mono">
+                                    {k.idem_key.clone()}
+                                </A>
+                                {what}
+                            </span>
+                        }
+                    })
+                    .collect_view()
+                    .into_any()
+            }}
+        </dd>
     }
 }
