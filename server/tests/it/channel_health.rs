@@ -17,11 +17,6 @@ async fn viewer(app: &TestApp) -> reqwest::Client {
     ops_session(app, "vera").await
 }
 
-async fn get_json(c: &reqwest::Client, app: &TestApp, path: &str) -> (u16, Value) {
-    let a = app.send(c.get(format!("{}{path}", app.base))).await;
-    (a.status, a.json())
-}
-
 /// Six charges through the merchant API, each answered as its amount's last digits say
 /// (DESIGN.md "Sandbox channel"): three charged, one declined (51), one timing out with
 /// nothing committed (53), one 5xx (56). With no workers, nothing is sent again, so these
@@ -62,7 +57,7 @@ on_both_backends!(
     |app| {
         let ids = six_charges(&app).await;
         let c = viewer(&app).await;
-        let (s, d) = get_json(&c, &app, "/ops/v1/dashboard").await;
+        let (s, d) = ops_get(&c, &app, "/ops/v1/dashboard").await;
         assert_eq!(s, 200, "{d}");
         let tile = sandbox_tile(&d);
         for window in ["last_5m", "last_hour"] {
@@ -134,17 +129,17 @@ on_both_backends!(
             ("5xx", 56),
             ("decline%3Acard_declined", 51),
         ] {
-            let (s, page) = get_json(&c, &app, &format!("/ops/v1/payments?reason={reason}")).await;
+            let (s, page) = ops_get(&c, &app, &format!("/ops/v1/payments?reason={reason}")).await;
             assert_eq!(s, 200, "{page}");
             assert_eq!(ids_of(&page), [id_of(&ids, digits)], "{reason}");
         }
-        let (_, none) = get_json(&c, &app, "/ops/v1/payments?reason=fenced").await;
+        let (_, none) = ops_get(&c, &app, "/ops/v1/payments?reason=fenced").await;
         assert_eq!(ids_of(&none), Vec::<String>::new());
         // Combined with the other filters (AND).
-        let (_, both) = get_json(&c, &app, "/ops/v1/payments?reason=timeout&status=SUCCESS").await;
+        let (_, both) = ops_get(&c, &app, "/ops/v1/payments?reason=timeout&status=SUCCESS").await;
         assert_eq!(ids_of(&both), Vec::<String>::new());
         for bad in ["bogus", "decline%3A", "DECLINE%3Ax"] {
-            let (s, v) = get_json(&c, &app, &format!("/ops/v1/payments?reason={bad}")).await;
+            let (s, v) = ops_get(&c, &app, &format!("/ops/v1/payments?reason={bad}")).await;
             assert_eq!(
                 (s, v["error"]["code"].as_str()),
                 (400, Some("invalid_reason")),
@@ -171,7 +166,7 @@ on_both_backends!(
     |app| {
         six_charges(&app).await;
         let c = viewer(&app).await;
-        let (_, d) = get_json(&c, &app, "/ops/v1/dashboard").await;
+        let (_, d) = ops_get(&c, &app, "/ops/v1/dashboard").await;
         // The same 33 % is amber between 20 % and 50 %.
         assert_eq!(sandbox_tile(&d)["level"], "amber", "{d}");
         assert_eq!(
@@ -478,7 +473,7 @@ on_both_backends!(
         app.wait_for_status(&id, "FAILED", std::time::Duration::from_secs(20))
             .await;
         let c = viewer(&app).await;
-        let (_, d) = get_json(&c, &app, "/ops/v1/dashboard").await;
+        let (_, d) = ops_get(&c, &app, "/ops/v1/dashboard").await;
         let count = |reason: &str| {
             d["channels"]["failures"]
                 .as_array()
@@ -492,7 +487,7 @@ on_both_backends!(
         // (the same key, so the channel charges at most once): each is an attempt.
         assert!(count("timeout").is_some_and(|n| n >= 1), "{d}");
         for reason in ["fenced", "timeout"] {
-            let (s, page) = get_json(&c, &app, &format!("/ops/v1/payments?reason={reason}")).await;
+            let (s, page) = ops_get(&c, &app, &format!("/ops/v1/payments?reason={reason}")).await;
             assert_eq!(s, 200, "{page}");
             assert_eq!(ids_of(&page), [id.clone()], "{reason}");
         }

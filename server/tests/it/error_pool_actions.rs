@@ -9,7 +9,7 @@ use converge_server::channel::webhook_sink::{self, SinkConfig};
 use converge_server::store::{ErrorItemStatus, NewErrorItem, Publication};
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, add_ops_user, eventually, ops_session};
+use crate::support::{TestApp, add_ops_user, eventually, ops_post, ops_session};
 
 async fn operator(app: &TestApp) -> reqwest::Client {
     add_ops_user(app, "op", "operator").await;
@@ -18,13 +18,8 @@ async fn operator(app: &TestApp) -> reqwest::Client {
 
 /// `POST /ops/v1/error-pool/{id}/act`: status and body.
 async fn act(c: &reqwest::Client, app: &TestApp, id: i64, reason: &str) -> (u16, Value) {
-    let r = c
-        .post(format!("{}/ops/v1/error-pool/{id}/act", app.base))
-        .json(&json!({"reason": reason}))
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    let path = format!("/ops/v1/error-pool/{id}/act");
+    ops_post(c, app, &path, json!({"reason": reason})).await
 }
 
 /// The offer the by-kind page makes for item `id`.

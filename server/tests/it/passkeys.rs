@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use converge_server::config::Settings;
 
-use crate::support::{OPS_PASSWORD, TestApp, add_ops_user, ops_session};
+use crate::support::{OPS_PASSWORD, TestApp, add_ops_user, ops_post, ops_session};
 
 /// The console's origin in these tests (`--webauthn-origin`); the relying party is its host.
 const ORIGIN: &str = "http://localhost:3000";
@@ -166,23 +166,13 @@ impl SoftKey {
     }
 }
 
-async fn post(c: &reqwest::Client, app: &TestApp, path: &str, body: Value) -> (u16, Value) {
-    let r = c
-        .post(format!("{}{path}", app.base))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
 fn code(v: &Value) -> Option<&str> {
     v["error"]["code"].as_str()
 }
 
 /// A ceremony's id and its options (`{"publicKey": ...}`).
 async fn begin(c: &reqwest::Client, app: &TestApp, path: &str) -> (String, Value) {
-    let (s, v) = post(c, app, path, json!({})).await;
+    let (s, v) = ops_post(c, app, path, json!({})).await;
     assert_eq!(s, 200, "{v}");
     let options = serde_json::from_str(v["options"].as_str().unwrap()).unwrap();
     (v["challenge_id"].as_str().unwrap().to_string(), options)
@@ -191,7 +181,7 @@ async fn begin(c: &reqwest::Client, app: &TestApp, path: &str) -> (String, Value
 /// Registers `key` for the signed-in `c` with the password; the passkey's id.
 async fn register(c: &reqwest::Client, app: &TestApp, key: &SoftKey) -> String {
     let (id, options) = begin(c, app, "/ops/v1/passkeys/registrations").await;
-    let (s, v) = post(
+    let (s, v) = ops_post(
         c,
         app,
         "/ops/v1/passkeys",
@@ -223,7 +213,7 @@ async fn paid(app: &TestApp, order: &str) -> String {
 
 async fn request_reverse(c: &reqwest::Client, app: &TestApp, order: &str) -> String {
     let payment = paid(app, order).await;
-    let (s, v) = post(
+    let (s, v) = ops_post(
         c,
         app,
         "/ops/v1/actions",
@@ -239,7 +229,7 @@ async fn approve(c: &reqwest::Client, app: &TestApp, id: &str, proof: Value) -> 
     body.as_object_mut()
         .unwrap()
         .extend(proof.as_object().unwrap().clone());
-    post(c, app, &format!("/ops/v1/actions/{id}/approve"), body).await
+    ops_post(c, app, &format!("/ops/v1/actions/{id}/approve"), body).await
 }
 
 async fn audit_count(app: &TestApp, action: &str) -> i64 {
@@ -261,7 +251,7 @@ on_both_backends!(
         let mut key = SoftKey::new();
         // Registration asks for the password again: a stolen session alone adds nothing.
         let (cid, options) = begin(&ap, &app, "/ops/v1/passkeys/registrations").await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ap,
             &app,
             "/ops/v1/passkeys",
@@ -271,7 +261,7 @@ on_both_backends!(
         .await;
         assert_eq!((s, code(&v)), (403, Some("step_up_refused")), "{v}");
         let pk = register(&ap, &app, &key).await;
-        let (s, v) = post(&ap, &app, "/ops/v1/passkeys/registrations", json!({})).await;
+        let (s, v) = ops_post(&ap, &app, "/ops/v1/passkeys/registrations", json!({})).await;
         assert_eq!(s, 200, "{v}");
         let list = ap
             .get(format!("{}/ops/v1/passkeys", app.base))
@@ -383,7 +373,7 @@ on_both_backends!(
         assert_eq!((s, code(&v)), (403, Some("passkey_refused")), "{v}");
         // Removed: a ceremony begun before is refused, and no new one begins.
         let pending = assertion(&ap, &app, &mut key).await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ap2,
             &app,
             &format!("/ops/v1/passkeys/{pk}/remove"),
@@ -395,7 +385,7 @@ on_both_backends!(
             (404, Some("not_found")),
             "only its owner removes it: {v}"
         );
-        let (s, _) = post(
+        let (s, _) = ops_post(
             &ap,
             &app,
             &format!("/ops/v1/passkeys/{pk}/remove"),
@@ -405,7 +395,7 @@ on_both_backends!(
         assert_eq!(s, 204);
         let (s, v) = approve(&ap, &app, &id, json!({"passkey": pending})).await;
         assert_eq!((s, code(&v)), (403, Some("approval_refused")), "{v}");
-        let (s, v) = post(&ap, &app, "/ops/v1/passkeys/step-up", json!({})).await;
+        let (s, v) = ops_post(&ap, &app, "/ops/v1/passkeys/step-up", json!({})).await;
         assert_eq!((s, code(&v)), (409, Some("no_passkeys")), "{v}");
         assert_eq!(audit_count(&app, "passkey_removed").await, 1);
         // Failed assertions count like wrong passwords: after the free failures (5, since
@@ -494,7 +484,7 @@ on_both_backends!(
         // confirms it.
         let mut key = SoftKey::new();
         let (cid, options) = begin(&ap, &app, "/ops/v1/passkeys/registrations").await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ap,
             &app,
             "/ops/v1/passkeys",
@@ -504,7 +494,7 @@ on_both_backends!(
         .await;
         assert_eq!(s, 201, "{v}");
         assert_eq!(v["passkey"]["confirmed"], false, "{v}");
-        let (s, v) = post(&ap, &app, "/ops/v1/passkeys/step-up", json!({})).await;
+        let (s, v) = ops_post(&ap, &app, "/ops/v1/passkeys/step-up", json!({})).await;
         assert_eq!((s, code(&v)), (409, Some("no_passkeys")), "{v}");
         let confirm = app
             .sql_strings(
@@ -515,7 +505,7 @@ on_both_backends!(
         assert_eq!(confirm.len(), 1, "one confirmation request waits");
         let mut body = json!({"reason": "checked with ap by phone",
                               "passkey": assertion(&ad, &app, &mut admin_key).await});
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ad,
             &app,
             &format!("/ops/v1/privilege-requests/{}/approve", confirm[0]),
@@ -536,7 +526,7 @@ on_both_backends!(
         // A further passkey needs a passkey now, not the password.
         let second = SoftKey::new();
         let (cid, options) = begin(&ap, &app, "/ops/v1/passkeys/registrations").await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ap,
             &app,
             "/ops/v1/passkeys",

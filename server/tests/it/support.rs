@@ -840,3 +840,27 @@ pub fn with_follow_up(
     }
     t
 }
+
+/// A console request as a signed-in user, in the manner of crates.io's `RequestHelper`: every
+/// console test sends through [`ops_get`] and [`ops_post`], so how a request is made and its
+/// answer read is written once. `c` carries the user's session cookie ([`ops_session`]); the
+/// answer is the status and the JSON body (`null` when the body is not JSON).
+pub async fn ops_get(c: &reqwest::Client, app: &TestApp, path: &str) -> (u16, Value) {
+    status_and_json(app.send(c.get(format!("{}{path}", app.base))).await)
+}
+
+/// [`ops_get`]'s POST, with a JSON body (a `Value` or a reference to one).
+pub async fn ops_post(
+    c: &reqwest::Client,
+    app: &TestApp,
+    path: &str,
+    body: impl std::borrow::Borrow<Value>,
+) -> (u16, Value) {
+    let req = c.post(format!("{}{path}", app.base)).json(body.borrow());
+    status_and_json(app.send(req).await)
+}
+
+fn status_and_json(a: Answer) -> (u16, Value) {
+    let v = serde_json::from_slice(&a.body).unwrap_or(Value::Null);
+    (a.status, v)
+}
