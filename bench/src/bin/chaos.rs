@@ -388,52 +388,17 @@ fn pick_amount(rng: &mut StdRng) -> i64 {
     rng.random_range(1..=500) * 100 + digits
 }
 
+/// One merchant order the way a real client places it: the payment (with concurrent
+/// duplicates and retries), now and then a bad request, and, for some, refunds racing an ops
+/// reversal of the same payment.
 async fn run_order(sh: Arc<Shared>, i: usize) {
     let seed = sh.args.seed;
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
     let order = format!("chaos-{seed}-{i}");
     let amount = pick_amount(&mut rng);
-    let currency = if rng.random_bool(0.8) { "CNY" } else { "USD" };
-    let body = json!({"amount": amount, "currency": currency, "merchant_order_id": order, "description": "chaos"}).to_string();
-
-    // Concurrent duplicates: the same request, same key, at the same time.
-    if rng.random_bool(0.2) {
-        let dups = rng.random_range(1..=3);
-        sh.counters.duplicates.fetch_add(dups, Ordering::Relaxed);
-        for d in 0..dups {
-            let (sh, body, order) = (sh.clone(), body.clone(), order.clone());
-            let mut r2 = StdRng::seed_from_u64(rng.random::<u64>() ^ d);
-            tokio::spawn(async move {
-                sh.keyed(
-                    &mut r2,
-                    "/v1/payments",
-                    &format!("{order}-k1"),
-                    &body,
-                    &order,
-                )
-                .await;
-            });
-        }
-    }
-    let Some(resp) = sh
-        .until_answered(&mut rng, "/v1/payments", &order, &body, &order, true, &[])
-        .await
-    else {
+    let Some(id) = create_order_payment(&sh, &mut rng, &order, amount).await else {
         return;
     };
-    let v = resp.json();
-    let Some(id) = v["id"].as_str().map(str::to_string) else {
-        sh.breach(format!(
-            "{order}: 2xx without a payment id: {}",
-            String::from_utf8_lossy(&resp.body)
-        ));
-        return;
-    };
-    sh.acked.lock().unwrap().push(id.clone());
-    if v["status"] == "PENDING" && sh.pause.in_force.load(Ordering::Relaxed) {
-        sh.pause.held.lock().unwrap().push(id.clone());
-    }
-
     if rng.random_bool(sh.args.bad_input_rate.clamp(0.0, 1.0)) {
         bad_input(&sh, &mut rng).await;
     }
@@ -442,30 +407,8 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
     if !reverse && !rng.random_bool(sh.args.refund_rate.clamp(0.0, 1.0)) {
         return;
     }
-    // Refunds need SUCCESS; the client polls like a merchant would.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let base = &sh.bases[rng.random_range(0..sh.bases.len())];
-        let got = sh
-            .client
-            .get(format!("{base}/v1/payments/{id}"))
-            .bearer_auth(&sh.api_key)
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await;
-        if let Ok(r) = got
-            && let Ok(p) = r.json::<Value>().await
-        {
-            match p["status"].as_str() {
-                Some("SUCCESS") => break,
-                Some("FAILED" | "REFUNDED" | "REVERSED") => return,
-                _ => {}
-            }
-        }
-        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+    if !until_success(&sh, &mut rng, &id).await {
+        return;
     }
     // The refunds start when the approver sends the approval, so the two reservations race
     // (a refund before the request would only make the request stale).
@@ -480,6 +423,100 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
         let _ = approving.await;
         tokio::time::sleep(Duration::from_millis(rng.random_range(0..30))).await;
     }
+    refund_order(&sh, &mut rng, &id, &order, amount, reverse).await;
+    if let Some(r) = reversal {
+        let _ = r.await;
+    }
+}
+
+/// Creates the payment of `order` for `amount` (some orders with concurrent duplicates of
+/// the same request and key), retrying like a client; the payment id once acknowledged, None
+/// when the client gave up or the answer broke a rule (a breach).
+async fn create_order_payment(
+    sh: &Arc<Shared>,
+    rng: &mut StdRng,
+    order: &str,
+    amount: i64,
+) -> Option<String> {
+    let currency = if rng.random_bool(0.8) { "CNY" } else { "USD" };
+    let body = json!({"amount": amount, "currency": currency, "merchant_order_id": order, "description": "chaos"}).to_string();
+    // Concurrent duplicates: the same request, same key, at the same time.
+    if rng.random_bool(0.2) {
+        let dups = rng.random_range(1..=3);
+        sh.counters.duplicates.fetch_add(dups, Ordering::Relaxed);
+        for d in 0..dups {
+            let (sh, body, order) = (sh.clone(), body.clone(), order.to_string());
+            let mut r2 = StdRng::seed_from_u64(rng.random::<u64>() ^ d);
+            tokio::spawn(async move {
+                sh.keyed(
+                    &mut r2,
+                    "/v1/payments",
+                    &format!("{order}-k1"),
+                    &body,
+                    &order,
+                )
+                .await;
+            });
+        }
+    }
+    let resp = sh
+        .until_answered(rng, "/v1/payments", order, &body, order, true, &[])
+        .await?;
+    let v = resp.json();
+    let Some(id) = v["id"].as_str().map(str::to_string) else {
+        sh.breach(format!(
+            "{order}: 2xx without a payment id: {}",
+            String::from_utf8_lossy(&resp.body)
+        ));
+        return None;
+    };
+    sh.acked.lock().unwrap().push(id.clone());
+    if v["status"] == "PENDING" && sh.pause.in_force.load(Ordering::Relaxed) {
+        sh.pause.held.lock().unwrap().push(id.clone());
+    }
+    Some(id)
+}
+
+/// Polls payment `id` like a merchant until it is SUCCESS (refunds need it): false when it
+/// ended otherwise, a minute passed or the run is aborting.
+async fn until_success(sh: &Shared, rng: &mut StdRng, id: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let base = &sh.bases[rng.random_range(0..sh.bases.len())];
+        let got = sh
+            .client
+            .get(format!("{base}/v1/payments/{id}"))
+            .bearer_auth(&sh.api_key)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await;
+        if let Ok(r) = got
+            && let Ok(p) = r.json::<Value>().await
+        {
+            match p["status"].as_str() {
+                Some("SUCCESS") => return true,
+                Some("FAILED" | "REFUNDED" | "REVERSED") => return false,
+                _ => {}
+            }
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The merchant refunds payment `id` of `amount`, whole or in two parts, each with its one
+/// key (some with a concurrent duplicate). While an ops reversal races it (`reverse`), the
+/// refusals a reversal causes are expected, not breaches.
+async fn refund_order(
+    sh: &Arc<Shared>,
+    rng: &mut StdRng,
+    id: &str,
+    order: &str,
+    amount: i64,
+    reverse: bool,
+) {
     // While a reversal holds the payment, or after it took the payment, the merchant's
     // refund is refused with one of these; anything else is a breach as before.
     let tolerated: &[&str] = if reverse {
@@ -504,7 +541,7 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
             let (sh, rbody, order, path, key) = (
                 sh.clone(),
                 rbody.clone(),
-                order.clone(),
+                order.to_string(),
                 path.clone(),
                 format!("{prefix}-k1"),
             );
@@ -515,11 +552,8 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
             });
         }
         // A new key would be a second refund: refunds retry with their one key.
-        sh.until_answered(&mut rng, &path, &prefix, &rbody, &order, false, tolerated)
+        sh.until_answered(rng, &path, &prefix, &rbody, order, false, tolerated)
             .await;
-    }
-    if let Some(r) = reversal {
-        let _ = r.await;
     }
 }
 
@@ -566,29 +600,46 @@ async fn reverse_payment(
         .reversals_requested
         .fetch_add(1, Ordering::Relaxed);
     let deadline = Instant::now() + CLIENT_DEADLINE;
+    let Some(action_id) = request_reversal(sh, rng, id, order, deadline).await else {
+        return;
+    };
+    let _ = approving.send(());
+    approve_reversal(sh, rng, &action_id, order, deadline).await;
+}
+
+/// The operator's request to reverse payment `id`, retried until `deadline`: the action's id,
+/// or None when a refund took the payment first (counted) or the answer broke a rule (a
+/// breach).
+async fn request_reversal(
+    sh: &Shared,
+    rng: &mut StdRng,
+    id: &str,
+    order: &str,
+    deadline: Instant,
+) -> Option<String> {
     let request = json!({"kind": "reverse", "payment_id": id, "reason": format!("chaos: {order} reversed by ops")});
     let mut tries = 0;
-    let action_id = loop {
+    loop {
         tries += 1;
         match ops_post(sh, rng, &sh.ops.operator, "/ops/v1/actions", &request).await {
             Sent::Http(r) if r.status == 201 => match r.json()["action"]["id"].as_str() {
-                Some(a) => break a.to_string(),
+                Some(a) => return Some(a.to_string()),
                 None => {
                     sh.breach(format!(
                         "{order}: reversal request answered 201 without an id"
                     ));
-                    return;
+                    return None;
                 }
             },
             // A refund took the payment first (or, after a lost answer, our own request is
             // already pending: then it is found below and approved).
             Sent::Http(r) if r.status == 409 => match pending_reversal(sh, rng, id).await {
-                Some(a) if tries > 1 => break a,
+                Some(a) if tries > 1 => return Some(a),
                 _ => {
                     sh.counters
                         .reversals_refused
                         .fetch_add(1, Ordering::Relaxed);
-                    return;
+                    return None;
                 }
             },
             Sent::Http(r) if r.status < 500 => {
@@ -597,19 +648,29 @@ async fn reverse_payment(
                     r.status,
                     String::from_utf8_lossy(&r.body)
                 ));
-                return;
+                return None;
             }
             _ => {}
         }
         if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
-            return;
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
-    };
+    }
+}
+
+/// The approver's approval of reversal `action_id` with the password, retried until
+/// `deadline` like a person would; counts it approved or stale, or reports a breach.
+async fn approve_reversal(
+    sh: &Shared,
+    rng: &mut StdRng,
+    action_id: &str,
+    order: &str,
+    deadline: Instant,
+) {
     let approval = json!({"password": sh.ops.approver_password, "reason": "chaos: approved"});
     let path = format!("/ops/v1/actions/{action_id}/approve");
     let mut tries = 0;
-    let _ = approving.send(());
     loop {
         tries += 1;
         match ops_post(sh, rng, &sh.ops.approver, &path, &approval).await {
@@ -643,7 +704,7 @@ async fn reverse_payment(
                 // A refusal of the approver (throttled, locked out) leaves the request
                 // pending; one of the request (stale) decides it. Issue 36's held-back run
                 // found the first: refusals of stale requests locked the approver out.
-                if action_status(sh, rng, &action_id).await.as_deref() == Some("pending") {
+                if action_status(sh, rng, action_id).await.as_deref() == Some("pending") {
                     sh.breach(format!(
                         "{order}: approval of {action_id} refused ({} {}) while it is still pending: the approver was refused, not the request",
                         r.status,
@@ -684,67 +745,11 @@ async fn pause_submissions(sh: &Shared) {
     let mut rng = StdRng::seed_from_u64(sh.args.seed ^ 0x9a05e);
     let log = |line: String| sh.pause.log.lock().unwrap().push(line);
     let deadline = Instant::now() + CLIENT_DEADLINE;
-    let request = json!({"target": "submissions", "reason": "chaos: emergency switch drill"});
-    let id = loop {
-        match ops_post(sh, &mut rng, &sh.ops.operator, "/ops/v1/pauses", &request).await {
-            Sent::Http(r) if r.status == 201 => {
-                break r.json()["pause"]["id"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-            }
-            // An earlier try landed but its answer was lost to a kill: take that one.
-            Sent::Http(r) if r.status == 409 => {
-                if let Some((id, _)) = open_pause(sh, &mut rng).await {
-                    break id;
-                }
-            }
-            Sent::Http(r) if r.status < 500 => {
-                sh.breach(format!(
-                    "pause request got {} {}",
-                    r.status,
-                    String::from_utf8_lossy(&r.body)
-                ));
-                return;
-            }
-            _ => {}
-        }
-        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
-            sh.breach("the pause could not be requested".into());
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    let Some(id) = request_pause(sh, &mut rng, deadline).await else {
+        return;
     };
-    let approval = json!({"password": sh.ops.approver_password, "reason": "chaos: approved"});
-    let path = format!("/ops/v1/pauses/{id}/approve");
-    loop {
-        match ops_post(sh, &mut rng, &sh.ops.approver, &path, &approval).await {
-            Sent::Http(r) if r.status == 200 => break,
-            // The approver's password checks are throttled (see the reversal's approval):
-            // nothing was decided; the loop below waits and tries again.
-            Sent::Http(r) if r.status == 429 && r.code() == "rate_limited" => {
-                tokio::time::sleep(Duration::from_millis(1_000)).await;
-            }
-            // Refused: after a lost answer our earlier try may have approved it.
-            Sent::Http(r) if r.status < 500 => {
-                if matches!(open_pause(sh, &mut rng).await, Some((p, s)) if p == id && s == "active")
-                {
-                    break;
-                }
-                sh.breach(format!(
-                    "pause approval got {} {}",
-                    r.status,
-                    String::from_utf8_lossy(&r.body)
-                ));
-                return;
-            }
-            _ => {}
-        }
-        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
-            sh.breach("the pause could not be approved".into());
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    if !approve_pause(sh, &mut rng, &id, deadline).await {
+        return;
     }
     let approved = Instant::now();
     tokio::time::sleep(PAUSE_SPREAD).await;
@@ -753,8 +758,96 @@ async fn pause_submissions(sh: &Shared) {
     sh.pause.in_force.store(false, Ordering::Relaxed);
     // Checked before the resume: a held payment must not have been sent.
     let held = sh.pause.held.lock().unwrap().clone();
+    let moved = held_payments_moved(sh, &mut rng, &held).await;
+    if !resume_pause(sh, &mut rng, &id, deadline).await {
+        return;
+    }
+    log(format!(
+        "submissions paused {:.1} s (approved to resumed); {} payments answered PENDING while it was in force, {} of them sent before the resume",
+        approved.elapsed().as_secs_f64(),
+        held.len(),
+        moved
+    ));
+}
+
+/// The operator's request to pause submissions, retried until `deadline`: the pause's id, or
+/// None after a breach.
+async fn request_pause(sh: &Shared, rng: &mut StdRng, deadline: Instant) -> Option<String> {
+    let request = json!({"target": "submissions", "reason": "chaos: emergency switch drill"});
+    loop {
+        match ops_post(sh, rng, &sh.ops.operator, "/ops/v1/pauses", &request).await {
+            Sent::Http(r) if r.status == 201 => {
+                return Some(
+                    r.json()["pause"]["id"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+            }
+            // An earlier try landed but its answer was lost to a kill: take that one.
+            Sent::Http(r) if r.status == 409 => {
+                if let Some((id, _)) = open_pause(sh, rng).await {
+                    return Some(id);
+                }
+            }
+            Sent::Http(r) if r.status < 500 => {
+                sh.breach(format!(
+                    "pause request got {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+                return None;
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            sh.breach("the pause could not be requested".into());
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    }
+}
+
+/// The approver's approval of pause `id` (password again), retried until `deadline`: true
+/// once it is active, false after a breach.
+async fn approve_pause(sh: &Shared, rng: &mut StdRng, id: &str, deadline: Instant) -> bool {
+    let approval = json!({"password": sh.ops.approver_password, "reason": "chaos: approved"});
+    let path = format!("/ops/v1/pauses/{id}/approve");
+    loop {
+        match ops_post(sh, rng, &sh.ops.approver, &path, &approval).await {
+            Sent::Http(r) if r.status == 200 => return true,
+            // The approver's password checks are throttled (see the reversal's approval):
+            // nothing was decided; the loop below waits and tries again.
+            Sent::Http(r) if r.status == 429 && r.code() == "rate_limited" => {
+                tokio::time::sleep(Duration::from_millis(1_000)).await;
+            }
+            // Refused: after a lost answer our earlier try may have approved it.
+            Sent::Http(r) if r.status < 500 => {
+                if matches!(open_pause(sh, rng).await, Some((p, s)) if p == id && s == "active") {
+                    return true;
+                }
+                sh.breach(format!(
+                    "pause approval got {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+                return false;
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            sh.breach("the pause could not be approved".into());
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    }
+}
+
+/// How many of the payments answered PENDING while the pause was in force (`held`) moved on
+/// before the resume: each is a breach.
+async fn held_payments_moved(sh: &Shared, rng: &mut StdRng, held: &[String]) -> usize {
     let mut moved = 0;
-    for p in &held {
+    for p in held {
         let base = &sh.bases[rng.random_range(0..sh.bases.len())];
         let status = match sh
             .client
@@ -772,37 +865,37 @@ async fn pause_submissions(sh: &Shared) {
             sh.breach(format!("payment {p} answered PENDING while submissions were paused moved to {} before the resume", status.unwrap_or_default()));
         }
     }
+    moved
+}
+
+/// The operator's resume of pause `id`, retried until `deadline`: true once it is over,
+/// false after a breach.
+async fn resume_pause(sh: &Shared, rng: &mut StdRng, id: &str, deadline: Instant) -> bool {
     // Step-up: the operator's password again. The servers run with --pause-min-duration-secs
     // 0, so the drill's short pause ends in one step (an earlier end needs an approver).
     let resume = json!({"password": sh.ops.operator_password, "reason": "chaos: drill over"});
     let path = format!("/ops/v1/pauses/{id}/resume");
     loop {
-        match ops_post(sh, &mut rng, &sh.ops.operator, &path, &resume).await {
-            Sent::Http(r) if r.status == 200 => break,
+        match ops_post(sh, rng, &sh.ops.operator, &path, &resume).await {
+            Sent::Http(r) if r.status == 200 => return true,
             // 409 not_open: an earlier try resumed it and its answer was lost.
-            Sent::Http(r) if r.status == 409 => break,
+            Sent::Http(r) if r.status == 409 => return true,
             Sent::Http(r) if r.status < 500 => {
                 sh.breach(format!(
                     "resume got {} {}",
                     r.status,
                     String::from_utf8_lossy(&r.body)
                 ));
-                return;
+                return false;
             }
             _ => {}
         }
         if Instant::now() > deadline {
             sh.breach("the pause could not be resumed".into());
-            return;
+            return false;
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
     }
-    log(format!(
-        "submissions paused {:.1} s (approved to resumed); {} payments answered PENDING while it was in force, {} of them sent before the resume",
-        approved.elapsed().as_secs_f64(),
-        held.len(),
-        moved
-    ));
 }
 
 /// The open (pending or active) pause of submissions: its id and status.
@@ -912,132 +1005,10 @@ async fn bad_input(sh: &Shared, rng: &mut StdRng) {
     let kind = kinds[rng.random_range(0..kinds.len())];
     let tag = format!("bad-{}-{}", sh.args.seed, rng.random::<u32>());
     let now = chrono_secs();
-    let mut expect: &[u16];
     let deadline = Instant::now() + CLIENT_DEADLINE;
     loop {
         let base = sh.bases[rng.random_range(0..sh.bases.len())].clone();
-        let c = &sh.client;
-        let auth = format!("Bearer {}", sh.api_key);
-        let pay = format!("{base}/v1/payments");
-        let req = match kind {
-            "malformed_json" => {
-                expect = &[400];
-                c.post(&pay)
-                    .header("authorization", &auth)
-                    .header("content-type", "application/json")
-                    .header("Idempotency-Key", &tag)
-                    .body("{\"amount\": 10")
-            }
-            "missing_field" => {
-                expect = &[400, 422];
-                c.post(&pay)
-                    .header("authorization", &auth)
-                    .header("Idempotency-Key", &tag)
-                    .json(&json!({"amount": 1000, "merchant_order_id": tag}))
-            }
-            "negative_amount" => {
-                expect = &[400];
-                c.post(&pay)
-                    .header("authorization", &auth)
-                    .header("Idempotency-Key", &tag)
-                    .json(&json!({"amount": -5, "currency": "CNY", "merchant_order_id": tag}))
-            }
-            "unknown_currency" => {
-                expect = &[400];
-                c.post(&pay)
-                    .header("authorization", &auth)
-                    .header("Idempotency-Key", &tag)
-                    .json(&json!({"amount": 1000, "currency": "ZZZ", "merchant_order_id": tag}))
-            }
-            "wrong_content_type" => {
-                expect = &[400, 415];
-                c.post(&pay)
-                    .header("authorization", &auth)
-                    .header("content-type", "text/plain")
-                    .header("Idempotency-Key", &tag)
-                    .body(
-                        json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag})
-                            .to_string(),
-                    )
-            }
-            "oversized_body" => {
-                expect = &[413];
-                let big = "x".repeat(64 * 1024);
-                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &tag).json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag, "description": big}))
-            }
-            "forged_callback" | "stale_callback" => {
-                // A real payment's channel key when the channel lists one: a forged
-                // `charge.failed` that got through would fail a charged payment, which
-                // `converge verify` catches.
-                let listed = c
-                    .get(format!("{}/charges?limit=100", sh.channel_url))
-                    .timeout(Duration::from_secs(3))
-                    .send()
-                    .await;
-                let keys: Vec<String> = match listed {
-                    Ok(r) => r.json::<Value>().await.ok().and_then(|v| {
-                        v["charges"].as_array().map(|a| {
-                            a.iter()
-                                .filter_map(|c| c["key"].as_str().map(str::to_string))
-                                .collect()
-                        })
-                    }),
-                    Err(_) => None,
-                }
-                .unwrap_or_default();
-                let channel_key = if keys.is_empty() {
-                    format!("ck_{tag}")
-                } else {
-                    keys[rng.random_range(0..keys.len())].clone()
-                };
-                let body = json!({"event_id": format!("evt_{tag}"), "type": "charge.failed", "channel_key": channel_key,
-                    "amount": 1, "currency": "CNY", "created_at": now})
-                .to_string();
-                let signature = if kind == "forged_callback" {
-                    expect = &[401];
-                    sign(b"not-the-channel-secret", now, body.as_bytes())
-                } else {
-                    expect = &[400];
-                    sign(sh.secret.as_bytes(), now - 600, body.as_bytes())
-                };
-                c.post(format!("{base}/v1/channel/callbacks"))
-                    .header("content-type", "application/json")
-                    .header(SIGNATURE_HEADER, signature)
-                    .body(body)
-            }
-            "reused_key" => {
-                expect = &[422];
-                let reused = sh
-                    .keys
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .find(|(_, l)| {
-                        l.path == "/v1/payments" && l.answers.iter().any(|a| a.status < 300)
-                    })
-                    .map(|(k, _)| k.clone());
-                let key = reused.unwrap_or_else(|| format!("{tag}-never-used"));
-                if key.ends_with("-never-used") {
-                    // Nothing completed yet to reuse: an unknown route instead.
-                    expect = &[404];
-                    c.post(format!("{base}/v1/nowhere"))
-                        .header("authorization", &auth)
-                        .header("Idempotency-Key", &tag)
-                        .body("{}")
-                } else {
-                    c.post(&pay)
-                        .header("authorization", &auth)
-                        .header("Idempotency-Key", &key)
-                        .json(&json!({"amount": 1, "currency": "CNY", "merchant_order_id": tag}))
-                }
-            }
-            _ => {
-                expect = &[401];
-                c.post(&pay)
-                    .header("Idempotency-Key", &tag)
-                    .json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag}))
-            }
-        };
+        let (expect, req) = bad_request(sh, rng, kind, &tag, now, &base).await;
         sh.counters.requests.fetch_add(1, Ordering::Relaxed);
         match req.timeout(Duration::from_secs(3)).send().await {
             Ok(r) => {
@@ -1077,6 +1048,173 @@ async fn bad_input(sh: &Shared, rng: &mut StdRng) {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
+    }
+}
+
+/// The bad request of `kind` to server `base` (`tag` names it; `now` is the callbacks'
+/// signing time, epoch seconds), with the statuses it may be answered.
+async fn bad_request(
+    sh: &Shared,
+    rng: &mut StdRng,
+    kind: &str,
+    tag: &str,
+    now: i64,
+    base: &str,
+) -> (&'static [u16], reqwest::RequestBuilder) {
+    let c = &sh.client;
+    let auth = format!("Bearer {}", sh.api_key);
+    let pay = format!("{base}/v1/payments");
+    match kind {
+        "malformed_json" => (
+            &[400],
+            c.post(&pay)
+                .header("authorization", &auth)
+                .header("content-type", "application/json")
+                .header("Idempotency-Key", tag)
+                .body("{\"amount\": 10"),
+        ),
+        "missing_field" => (
+            &[400, 422],
+            c.post(&pay)
+                .header("authorization", &auth)
+                .header("Idempotency-Key", tag)
+                .json(&json!({"amount": 1000, "merchant_order_id": tag})),
+        ),
+        "negative_amount" => (
+            &[400],
+            c.post(&pay)
+                .header("authorization", &auth)
+                .header("Idempotency-Key", tag)
+                .json(&json!({"amount": -5, "currency": "CNY", "merchant_order_id": tag})),
+        ),
+        "unknown_currency" => (
+            &[400],
+            c.post(&pay)
+                .header("authorization", &auth)
+                .header("Idempotency-Key", tag)
+                .json(&json!({"amount": 1000, "currency": "ZZZ", "merchant_order_id": tag})),
+        ),
+        "wrong_content_type" => (
+            &[400, 415],
+            c.post(&pay)
+                .header("authorization", &auth)
+                .header("content-type", "text/plain")
+                .header("Idempotency-Key", tag)
+                .body(
+                    json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag})
+                        .to_string(),
+                ),
+        ),
+        "oversized_body" => {
+            let big = "x".repeat(64 * 1024);
+            (
+                &[413],
+                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", tag).json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag, "description": big})),
+            )
+        }
+        "forged_callback" | "stale_callback" => bad_callback(sh, rng, kind, tag, now, base).await,
+        "reused_key" => reused_key_request(sh, tag, base, &auth),
+        _ => (
+            &[401],
+            c.post(&pay)
+                .header("Idempotency-Key", tag)
+                .json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag})),
+        ),
+    }
+}
+
+/// A `charge.failed` callback signed with the wrong secret (`forged_callback`, 401) or
+/// signed ten minutes ago (`stale_callback`, 400).
+async fn bad_callback(
+    sh: &Shared,
+    rng: &mut StdRng,
+    kind: &str,
+    tag: &str,
+    now: i64,
+    base: &str,
+) -> (&'static [u16], reqwest::RequestBuilder) {
+    let c = &sh.client;
+    // A real payment's channel key when the channel lists one: a forged
+    // `charge.failed` that got through would fail a charged payment, which
+    // `converge verify` catches.
+    let listed = c
+        .get(format!("{}/charges?limit=100", sh.channel_url))
+        .timeout(Duration::from_secs(3))
+        .send()
+        .await;
+    let keys: Vec<String> = match listed {
+        Ok(r) => r.json::<Value>().await.ok().and_then(|v| {
+            v["charges"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(|c| c["key"].as_str().map(str::to_string))
+                    .collect()
+            })
+        }),
+        Err(_) => None,
+    }
+    .unwrap_or_default();
+    let channel_key = if keys.is_empty() {
+        format!("ck_{tag}")
+    } else {
+        keys[rng.random_range(0..keys.len())].clone()
+    };
+    let body = json!({"event_id": format!("evt_{tag}"), "type": "charge.failed", "channel_key": channel_key,
+        "amount": 1, "currency": "CNY", "created_at": now})
+    .to_string();
+    let (expect, signature): (&'static [u16], _) = if kind == "forged_callback" {
+        (
+            &[401],
+            sign(b"not-the-channel-secret", now, body.as_bytes()),
+        )
+    } else {
+        (
+            &[400],
+            sign(sh.secret.as_bytes(), now - 600, body.as_bytes()),
+        )
+    };
+    (
+        expect,
+        c.post(format!("{base}/v1/channel/callbacks"))
+            .header("content-type", "application/json")
+            .header(SIGNATURE_HEADER, signature)
+            .body(body),
+    )
+}
+
+/// A payment under the key of a completed payment with other parameters (422); an unknown
+/// route (404) while no key has completed yet.
+fn reused_key_request(
+    sh: &Shared,
+    tag: &str,
+    base: &str,
+    auth: &str,
+) -> (&'static [u16], reqwest::RequestBuilder) {
+    let c = &sh.client;
+    let reused = sh
+        .keys
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(_, l)| l.path == "/v1/payments" && l.answers.iter().any(|a| a.status < 300))
+        .map(|(k, _)| k.clone());
+    let key = reused.unwrap_or_else(|| format!("{tag}-never-used"));
+    if key.ends_with("-never-used") {
+        // Nothing completed yet to reuse: an unknown route instead.
+        (
+            &[404],
+            c.post(format!("{base}/v1/nowhere"))
+                .header("authorization", auth)
+                .header("Idempotency-Key", tag)
+                .body("{}"),
+        )
+    } else {
+        (
+            &[422],
+            c.post(format!("{base}/v1/payments"))
+                .header("authorization", auth)
+                .header("Idempotency-Key", &key)
+                .json(&json!({"amount": 1, "currency": "CNY", "merchant_order_id": tag})),
+        )
     }
 }
 
