@@ -90,7 +90,7 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         generated_at: now,
         stuck,
         idempotency: IdempotencyView {
-            windows: hit_rates([("5m", &five), ("1h", &hour), ("24h", &day)]),
+            windows: hit_rates([("5m", &five[..]), ("1h", &hour[..]), ("24h", &day[..])]),
             routes: route_outcomes(&day),
             series: minute_series(series_rows),
         },
@@ -102,9 +102,12 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
     })
 }
 
-/// The idempotency hit rate of each named window from its (route, outcome, count) rows: the
-/// replays among the keyed requests (0 when none was keyed).
-fn hit_rates(windows: [(&str, &Vec<(String, String, i64)>); 3]) -> Vec<HitRate> {
+/// Idempotency outcome counts as the store reads them: (route, outcome, count).
+type OutcomeRows = [(String, String, i64)];
+
+/// The idempotency hit rate of each named window from its rows: the replays among the keyed
+/// requests (0 when none was keyed).
+fn hit_rates(windows: [(&str, &OutcomeRows); 3]) -> Vec<HitRate> {
     let mut out = Vec::new();
     for (name, rows) in windows {
         let keyed_n: i64 = rows.iter().filter(|r| keyed(&r.1)).map(|r| r.2).sum();
@@ -126,7 +129,7 @@ fn hit_rates(windows: [(&str, &Vec<(String, String, i64)>); 3]) -> Vec<HitRate> 
 
 /// Each route's count of every outcome over the (route, outcome, count) rows of `day`, the
 /// routes in their first row's order.
-fn route_outcomes(day: &[(String, String, i64)]) -> Vec<RouteOutcomes> {
+fn route_outcomes(day: &OutcomeRows) -> Vec<RouteOutcomes> {
     let mut routes: Vec<RouteOutcomes> = Vec::new();
     for (route, _, _) in day {
         if routes.iter().any(|r| &r.route == route) {

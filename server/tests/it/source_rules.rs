@@ -302,9 +302,6 @@ const LONG_FUNCTIONS: &[&str] = &[
     "app/src/pages/webhooks.rs::WebhooksPage",
     "app/src/pages/webhooks.rs::EndpointActions",
     "app/src/pages/webhooks.rs::DeliveryPanel",
-    "bench/src/bin/chaos.rs::drive",
-    "bench/src/bin/load.rs::measure",
-    "bench/src/bin/queries.rs::run",
     "server/src/service/callbacks.rs::handle_claimed",
 ];
 
