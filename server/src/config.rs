@@ -201,38 +201,9 @@ impl Settings {
                 max_attempts: 5,
                 resubmit_budget: 2,
             },
-            worker: WorkerSettings {
-                no_workers: true,
-                worker_batch: 16,
-                poll_ms: 50,
-                lease_ms: 5_000,
-                backoff_base_ms: 50,
-                backoff_cap_ms: 400,
-                retry_policy: RetryOverrides::default(),
-                seed: 7,
-            },
-            stuck: StuckSettings {
-                stuck_pending_ms: 60_000,
-                stuck_processing_ms: 120_000,
-                stuck_unknown_ms: 300_000,
-                stuck_channel_success_ms: 60_000,
-                stuck_suspense_ms: 0,
-                channel_amber_pct: 10,
-                channel_red_pct: 30,
-                monitor_ms: 1_000,
-            },
-            session: SessionSettings {
-                idle_timeout_secs: 900,
-                absolute_timeout_secs: 28_800,
-                secure_cookies: false,
-                login_limit_per_user: 5,
-                login_limit_per_addr: 30,
-                login_window_secs: 300,
-                login_delay_base_ms: 1_000,
-                login_delay_max_secs: 900,
-                hash_permits: 2,
-                webauthn_origin: None,
-            },
+            worker: WorkerSettings::for_tests(),
+            stuck: StuckSettings::for_tests(),
+            session: SessionSettings::for_tests(),
             actions: ActionSettings {
                 action_ttl_secs: 86_400,
                 action_limit_per_minute: 60,
@@ -251,24 +222,8 @@ impl Settings {
             secrets: SecretsSettings {
                 secrets_key_file: Some(std::env::temp_dir().join("converge-test-secrets.key")),
             },
-            webhooks: WebhookSettings {
-                webhook_retry_schedule: crate::domain::webhooks::RetrySchedule::parse(
-                    "0s,100ms,200ms",
-                )
-                .expect("literal schedule"),
-                webhook_timeout_ms: 2_000,
-                webhook_allow_private: true,
-                webhook_secret_overlap_secs: 86_400,
-                webhook_disable_after_secs: 432_000,
-            },
-            relay: RelaySettings {
-                nats_url: None,
-                nats_prefix: "converge".into(),
-                nats_stream: "CONVERGE".into(),
-                nats_duplicate_window_secs: 120,
-                relay_lease_ms: 10_000,
-                event_retention_secs: 604_800,
-            },
+            webhooks: WebhookSettings::for_tests(),
+            relay: RelaySettings::for_tests(),
             reconcile: ReconcileSettings {
                 reconcile_after_secs: 3_600,
                 no_daily_reconcile: true,
@@ -284,6 +239,88 @@ impl Settings {
             url::Url::parse(&format!("http://localhost:{}", self.http.bind.port()))
                 .expect("a literal origin")
         })
+    }
+}
+
+impl WorkerSettings {
+    /// [`Settings::for_tests`]' worker: off (tests run jobs themselves), short polls and
+    /// backoff, a fixed seed.
+    fn for_tests() -> Self {
+        WorkerSettings {
+            no_workers: true,
+            worker_batch: 16,
+            poll_ms: 50,
+            lease_ms: 5_000,
+            backoff_base_ms: 50,
+            backoff_cap_ms: 400,
+            retry_policy: RetryOverrides::default(),
+            seed: 7,
+        }
+    }
+}
+
+impl StuckSettings {
+    /// [`Settings::for_tests`]' stuck states: the command line's thresholds and channel-health
+    /// levels, a monitor every second.
+    fn for_tests() -> Self {
+        StuckSettings {
+            stuck_pending_ms: 60_000,
+            stuck_processing_ms: 120_000,
+            stuck_unknown_ms: 300_000,
+            stuck_channel_success_ms: 60_000,
+            stuck_suspense_ms: 0,
+            channel_amber_pct: 10,
+            channel_red_pct: 30,
+            monitor_ms: 1_000,
+        }
+    }
+}
+
+impl SessionSettings {
+    /// [`Settings::for_tests`]' sessions: the command line's timeouts and sign-in limits,
+    /// cookies without `Secure` (the tests speak plain HTTP).
+    fn for_tests() -> Self {
+        SessionSettings {
+            idle_timeout_secs: 900,
+            absolute_timeout_secs: 28_800,
+            secure_cookies: false,
+            login_limit_per_user: 5,
+            login_limit_per_addr: 30,
+            login_window_secs: 300,
+            login_delay_base_ms: 1_000,
+            login_delay_max_secs: 900,
+            hash_permits: 2,
+            webauthn_origin: None,
+        }
+    }
+}
+
+impl WebhookSettings {
+    /// [`Settings::for_tests`]' webhooks: three quick attempts, private addresses allowed
+    /// (the tests' receivers listen on 127.0.0.1).
+    fn for_tests() -> Self {
+        WebhookSettings {
+            webhook_retry_schedule: crate::domain::webhooks::RetrySchedule::parse("0s,100ms,200ms")
+                .expect("literal schedule"),
+            webhook_timeout_ms: 2_000,
+            webhook_allow_private: true,
+            webhook_secret_overlap_secs: 86_400,
+            webhook_disable_after_secs: 432_000,
+        }
+    }
+}
+
+impl RelaySettings {
+    /// [`Settings::for_tests`]' relay: no stream, the command line's names and windows.
+    fn for_tests() -> Self {
+        RelaySettings {
+            nats_url: None,
+            nats_prefix: "converge".into(),
+            nats_stream: "CONVERGE".into(),
+            nats_duplicate_window_secs: 120,
+            relay_lease_ms: 10_000,
+            event_retention_secs: 604_800,
+        }
     }
 }
 

@@ -284,20 +284,7 @@ pub async fn build_with_store(
     store: Arc<dyn Store>,
 ) -> Result<Running, StartError> {
     let target = settings.channel.target().map_err(StartError::Config)?;
-    let audit_key = match settings.audit.signing_key().map_err(StartError::Config)? {
-        Some(key) => {
-            if settings.audit.audit_key_generated {
-                refuse_a_second_generated_key(store.as_ref(), &key).await?;
-            }
-            Some(Arc::new(key))
-        }
-        None => {
-            tracing::warn!(
-                "no --audit-signing-key and no data directory (PostgreSQL without --data-dir): audit checkpoints are not signed, so truncating the audit log would go unnoticed"
-            );
-            None
-        }
-    };
+    let audit_key = audit_signing_key(&settings, store.as_ref()).await?;
     let relay = settings
         .relay
         .config(settings.worker.poll())
@@ -310,7 +297,137 @@ pub async fn build_with_store(
     )
     .await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (channel, secret, sandbox): (HttpConnector, Vec<u8>, Option<SandboxHandle>) = match target {
+    let (channel, secret, sandbox) = start_channel(&settings, target, public_addr).await?;
+    let connectors = connectors(&settings.channel, channel.with_callback_secret(&secret))
+        .map_err(StartError::Config)?;
+    let core = serving_core(&settings, &store, connectors, clock.clone(), secrets);
+    let (stop_workers, stop) = tokio::sync::watch::channel(false);
+    let workers = spawn_workers(&core, &settings, relay.as_ref(), &stop).await?;
+    let monitor = tokio::spawn(monitor::run(
+        core.clone(),
+        settings.stuck.thresholds(),
+        settings.stuck.monitor_every(),
+    ));
+    let sessions = SessionBackend::new(store.db_pool()).await.map_err(|e| {
+        StartError::DatabaseUnavailable(format!("cannot prepare the session table: {e}"))
+    })?;
+    let session = sessions.layer(
+        time::Duration::seconds(settings.session.idle_timeout_secs.min(i64::MAX as u64) as i64),
+        settings.session.secure_cookies,
+    );
+    let relying_party = crate::service::passkeys::RelyingParty::new(&settings.webauthn_origin())
+        .map_err(StartError::Config)?;
+    let state = ops_state(
+        &settings,
+        &store,
+        &sessions,
+        audit_key.clone(),
+        &core,
+        relying_party,
+    );
+    let api_state = ApiState {
+        core,
+        body_limit: settings.http.body_limit,
+        keys: settings.idempotency.clone(),
+        metrics: crate::telemetry::metrics_handle(),
+        callback_secret: Arc::new(secret),
+    };
+    let background = Background {
+        clock,
+        monitor,
+        sessions,
+        audit_key,
+    };
+    let tasks = spawn_tasks(&settings, &store, &state, background);
+    if store.backend() == Backend::Sqlite {
+        tracing::info!("storage: SQLite");
+    }
+    let api = crate::http::router(api_state, state.clone());
+    let allowed_hosts = Arc::new(settings.http.allowed_host_names());
+    let trusted_proxies = Arc::new(settings.http.trusted_proxies.clone());
+    Ok(Running {
+        router: with_layers(
+            api.clone(),
+            session.clone(),
+            allowed_hosts.clone(),
+            trusted_proxies.clone(),
+        ),
+        allowed_hosts,
+        trusted_proxies,
+        api,
+        session,
+        state,
+        settings: Arc::new(settings),
+        sandbox,
+        tasks,
+        workers,
+        stop_workers,
+    })
+}
+
+/// The core a server runs with `settings`' timings and webhook delivery, and the store's
+/// outbox told the retry schedule new deliveries are planned with.
+fn serving_core(
+    settings: &Settings,
+    store: &Arc<dyn Store>,
+    connectors: Connectors,
+    clock: Arc<dyn Clock>,
+    secrets: crate::domain::secret_box::SecretBox,
+) -> Core {
+    let core = new_core(
+        store.clone(),
+        connectors,
+        clock,
+        Timings {
+            approval_conflict_window_ms: settings.actions.conflict_window_ms(),
+            ..settings.jobs.timings()
+        },
+        crate::service::webhooks::WebhookSettings {
+            jitter_seed: settings.worker.seed,
+            ..settings.webhooks.delivery()
+        },
+        secrets,
+    );
+    let schedule = &settings.webhooks.webhook_retry_schedule;
+    store.webhook_plan().set(
+        schedule.attempts() as i64,
+        schedule.delay_ms(1, 0.5).unwrap_or(0) as i64,
+    );
+    core
+}
+
+/// The audit signing key of `settings`, checked against the store when it was generated
+/// into the data directory (a second generated key is refused); None, with a warning, when
+/// there is none. Errors: an unreadable key, a second generated key.
+async fn audit_signing_key(
+    settings: &Settings,
+    store: &dyn Store,
+) -> Result<Option<Arc<ed25519_dalek::SigningKey>>, StartError> {
+    match settings.audit.signing_key().map_err(StartError::Config)? {
+        Some(key) => {
+            if settings.audit.audit_key_generated {
+                refuse_a_second_generated_key(store, &key).await?;
+            }
+            Ok(Some(Arc::new(key)))
+        }
+        None => {
+            tracing::warn!(
+                "no --audit-signing-key and no data directory (PostgreSQL without --data-dir): audit checkpoints are not signed, so truncating the audit log would go unnoticed"
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The channel `target` names, with the secret its callbacks are signed with: an external
+/// one, or the sandbox started in-process (sending its callbacks to `public_addr`) and its
+/// handle. Errors: the sandbox did not start.
+async fn start_channel(
+    settings: &Settings,
+    target: ChannelTarget,
+    public_addr: SocketAddr,
+) -> Result<(HttpConnector, Vec<u8>, Option<SandboxHandle>), StartError> {
+    Ok(match target {
         ChannelTarget::External {
             url,
             callback_secret,
@@ -336,37 +453,24 @@ pub async fn build_with_store(
                 Some(handle),
             )
         }
-    };
-    let connectors = connectors(&settings.channel, channel.with_callback_secret(&secret))
-        .map_err(StartError::Config)?;
-    let core = new_core(
-        store.clone(),
-        connectors,
-        clock.clone(),
-        Timings {
-            approval_conflict_window_ms: settings.actions.conflict_window_ms(),
-            ..settings.jobs.timings()
-        },
-        crate::service::webhooks::WebhookSettings {
-            jitter_seed: settings.worker.seed,
-            ..settings.webhooks.delivery()
-        },
-        secrets,
-    );
-    let schedule = &settings.webhooks.webhook_retry_schedule;
-    store.webhook_plan().set(
-        schedule.attempts() as i64,
-        schedule.delay_ms(1, 0.5).unwrap_or(0) as i64,
-    );
-    let purge_every = settings.idempotency.purge_every();
-    let (stop_workers, stop) = tokio::sync::watch::channel(false);
+    })
+}
+
+/// Starts the tasks `stop` ends on shutdown: the job worker (unless `--no-workers`) and the
+/// event-stream relay when one is configured. Errors: a stream that cannot deduplicate.
+async fn spawn_workers(
+    core: &Core,
+    settings: &Settings,
+    relay: Option<&crate::worker::relay::RelayConfig>,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Result<Vec<JoinHandle<()>>, StartError> {
     let mut workers = Vec::new();
     if !settings.worker.no_workers {
         workers.push(tokio::spawn(
             Worker::new(core.clone(), settings.worker.config()).run(stop.clone()),
         ));
     }
-    if let Some(cfg) = &relay {
+    if let Some(cfg) = relay {
         // Checked once before serving: a stream that cannot deduplicate is a configuration
         // error, refused in one line. A broker that is down is not: the relay waits for it
         // while payments go on.
@@ -388,53 +492,65 @@ pub async fn build_with_store(
             stop.clone(),
         )));
     }
-    let monitor = tokio::spawn(monitor::run(
-        core.clone(),
-        settings.stuck.thresholds(),
-        settings.stuck.monitor_every(),
-    ));
-    let sessions = SessionBackend::new(store.db_pool()).await.map_err(|e| {
-        StartError::DatabaseUnavailable(format!("cannot prepare the session table: {e}"))
-    })?;
-    let session = sessions.layer(
-        time::Duration::seconds(settings.session.idle_timeout_secs.min(i64::MAX as u64) as i64),
-        settings.session.secure_cookies,
-    );
-    let relying_party = crate::service::passkeys::RelyingParty::new(&settings.webauthn_origin())
-        .map_err(StartError::Config)?;
-    let state = OpsState {
+    Ok(workers)
+}
+
+/// The console's state: its live hub, sign-in, rate limiters and settings over `core`.
+fn ops_state(
+    settings: &Settings,
+    store: &Arc<dyn Store>,
+    sessions: &SessionBackend,
+    audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
+    core: &Core,
+    relying_party: crate::service::passkeys::RelyingParty,
+) -> OpsState {
+    let limiter = |per_minute: usize| {
+        Arc::new(std::sync::Mutex::new(
+            crate::domain::ratelimit::RateLimiter::new(per_minute, 60_000),
+        ))
+    };
+    OpsState {
         live: crate::ops::live::LiveHub::new(store.clone(), sessions.clone()),
-        audit_key: audit_key.clone(),
+        audit_key,
         core: core.clone(),
         auth: Arc::new(Auth::new(&settings.session, relying_party)),
-        bulk_limiter: Arc::new(std::sync::Mutex::new(
-            crate::domain::ratelimit::RateLimiter::new(
-                crate::ops::actions::BULK_RETRIES_PER_MINUTE,
-                60_000,
-            ),
-        )),
-        action_limiter: Arc::new(std::sync::Mutex::new(
-            crate::domain::ratelimit::RateLimiter::new(
-                settings.actions.action_limit_per_minute as usize,
-                60_000,
-            ),
-        )),
-        recover_limiter: Arc::new(std::sync::Mutex::new(
-            crate::domain::ratelimit::RateLimiter::new(
-                crate::ops::webhooks::RECOVERIES_PER_MINUTE,
-                60_000,
-            ),
-        )),
+        bulk_limiter: limiter(crate::ops::actions::BULK_RETRIES_PER_MINUTE),
+        action_limiter: limiter(settings.actions.action_limit_per_minute as usize),
+        recover_limiter: limiter(crate::ops::webhooks::RECOVERIES_PER_MINUTE),
         stuck: settings.stuck.thresholds(),
         actions: settings.actions.clone(),
-    };
-    let api_state = ApiState {
-        core,
-        body_limit: settings.http.body_limit,
-        keys: settings.idempotency.clone(),
-        metrics: crate::telemetry::metrics_handle(),
-        callback_secret: Arc::new(secret),
-    };
+    }
+}
+
+/// What the background tasks of [`spawn_tasks`] are built from.
+struct Background {
+    /// The process's clock.
+    clock: Arc<dyn Clock>,
+    /// The stuck-state monitor, already running.
+    monitor: JoinHandle<()>,
+    /// The session store, whose expired sessions a task deletes.
+    sessions: SessionBackend,
+    /// Signs the periodic audit checkpoints, when there is a key.
+    audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
+}
+
+/// Starts the background tasks aborted on shutdown: the expired-session cleanup, the
+/// purges (idempotency keys, sign-in attempts, channel attempts), the outcome-count flush,
+/// the daily reconciliation and the audit checkpoints (each when configured); with the
+/// monitor among them.
+fn spawn_tasks(
+    settings: &Settings,
+    store: &Arc<dyn Store>,
+    state: &OpsState,
+    background: Background,
+) -> Vec<JoinHandle<()>> {
+    let Background {
+        clock,
+        monitor,
+        sessions,
+        audit_key,
+    } = background;
+    let purge_every = settings.idempotency.purge_every();
     let expired_sessions = tokio::spawn(async move {
         if let Err(e) = sessions
             .continuously_delete_expired(Duration::from_secs(300))
@@ -475,30 +591,7 @@ pub async fn build_with_store(
             settings.audit.checkpoint_every(),
         )));
     }
-    if store.backend() == Backend::Sqlite {
-        tracing::info!("storage: SQLite");
-    }
-    let api = crate::http::router(api_state, state.clone());
-    let allowed_hosts = Arc::new(settings.http.allowed_host_names());
-    let trusted_proxies = Arc::new(settings.http.trusted_proxies.clone());
-    Ok(Running {
-        router: with_layers(
-            api.clone(),
-            session.clone(),
-            allowed_hosts.clone(),
-            trusted_proxies.clone(),
-        ),
-        allowed_hosts,
-        trusted_proxies,
-        api,
-        session,
-        state,
-        settings: Arc::new(settings),
-        sandbox,
-        tasks,
-        workers,
-        stop_workers,
-    })
+    tasks
 }
 
 /// The layers every route shares, the console's included: the client address

@@ -388,52 +388,17 @@ fn pick_amount(rng: &mut StdRng) -> i64 {
     rng.random_range(1..=500) * 100 + digits
 }
 
+/// One merchant order the way a real client places it: the payment (with concurrent
+/// duplicates and retries), now and then a bad request, and, for some, refunds racing an ops
+/// reversal of the same payment.
 async fn run_order(sh: Arc<Shared>, i: usize) {
     let seed = sh.args.seed;
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
     let order = format!("chaos-{seed}-{i}");
     let amount = pick_amount(&mut rng);
-    let currency = if rng.random_bool(0.8) { "CNY" } else { "USD" };
-    let body = json!({"amount": amount, "currency": currency, "merchant_order_id": order, "description": "chaos"}).to_string();
-
-    // Concurrent duplicates: the same request, same key, at the same time.
-    if rng.random_bool(0.2) {
-        let dups = rng.random_range(1..=3);
-        sh.counters.duplicates.fetch_add(dups, Ordering::Relaxed);
-        for d in 0..dups {
-            let (sh, body, order) = (sh.clone(), body.clone(), order.clone());
-            let mut r2 = StdRng::seed_from_u64(rng.random::<u64>() ^ d);
-            tokio::spawn(async move {
-                sh.keyed(
-                    &mut r2,
-                    "/v1/payments",
-                    &format!("{order}-k1"),
-                    &body,
-                    &order,
-                )
-                .await;
-            });
-        }
-    }
-    let Some(resp) = sh
-        .until_answered(&mut rng, "/v1/payments", &order, &body, &order, true, &[])
-        .await
-    else {
+    let Some(id) = create_order_payment(&sh, &mut rng, &order, amount).await else {
         return;
     };
-    let v = resp.json();
-    let Some(id) = v["id"].as_str().map(str::to_string) else {
-        sh.breach(format!(
-            "{order}: 2xx without a payment id: {}",
-            String::from_utf8_lossy(&resp.body)
-        ));
-        return;
-    };
-    sh.acked.lock().unwrap().push(id.clone());
-    if v["status"] == "PENDING" && sh.pause.in_force.load(Ordering::Relaxed) {
-        sh.pause.held.lock().unwrap().push(id.clone());
-    }
-
     if rng.random_bool(sh.args.bad_input_rate.clamp(0.0, 1.0)) {
         bad_input(&sh, &mut rng).await;
     }
@@ -442,30 +407,8 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
     if !reverse && !rng.random_bool(sh.args.refund_rate.clamp(0.0, 1.0)) {
         return;
     }
-    // Refunds need SUCCESS; the client polls like a merchant would.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let base = &sh.bases[rng.random_range(0..sh.bases.len())];
-        let got = sh
-            .client
-            .get(format!("{base}/v1/payments/{id}"))
-            .bearer_auth(&sh.api_key)
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await;
-        if let Ok(r) = got
-            && let Ok(p) = r.json::<Value>().await
-        {
-            match p["status"].as_str() {
-                Some("SUCCESS") => break,
-                Some("FAILED" | "REFUNDED" | "REVERSED") => return,
-                _ => {}
-            }
-        }
-        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+    if !until_success(&sh, &mut rng, &id).await {
+        return;
     }
     // The refunds start when the approver sends the approval, so the two reservations race
     // (a refund before the request would only make the request stale).
@@ -480,6 +423,100 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
         let _ = approving.await;
         tokio::time::sleep(Duration::from_millis(rng.random_range(0..30))).await;
     }
+    refund_order(&sh, &mut rng, &id, &order, amount, reverse).await;
+    if let Some(r) = reversal {
+        let _ = r.await;
+    }
+}
+
+/// Creates the payment of `order` for `amount` (some orders with concurrent duplicates of
+/// the same request and key), retrying like a client; the payment id once acknowledged, None
+/// when the client gave up or the answer broke a rule (a breach).
+async fn create_order_payment(
+    sh: &Arc<Shared>,
+    rng: &mut StdRng,
+    order: &str,
+    amount: i64,
+) -> Option<String> {
+    let currency = if rng.random_bool(0.8) { "CNY" } else { "USD" };
+    let body = json!({"amount": amount, "currency": currency, "merchant_order_id": order, "description": "chaos"}).to_string();
+    // Concurrent duplicates: the same request, same key, at the same time.
+    if rng.random_bool(0.2) {
+        let dups = rng.random_range(1..=3);
+        sh.counters.duplicates.fetch_add(dups, Ordering::Relaxed);
+        for d in 0..dups {
+            let (sh, body, order) = (sh.clone(), body.clone(), order.to_string());
+            let mut r2 = StdRng::seed_from_u64(rng.random::<u64>() ^ d);
+            tokio::spawn(async move {
+                sh.keyed(
+                    &mut r2,
+                    "/v1/payments",
+                    &format!("{order}-k1"),
+                    &body,
+                    &order,
+                )
+                .await;
+            });
+        }
+    }
+    let resp = sh
+        .until_answered(rng, "/v1/payments", order, &body, order, true, &[])
+        .await?;
+    let v = resp.json();
+    let Some(id) = v["id"].as_str().map(str::to_string) else {
+        sh.breach(format!(
+            "{order}: 2xx without a payment id: {}",
+            String::from_utf8_lossy(&resp.body)
+        ));
+        return None;
+    };
+    sh.acked.lock().unwrap().push(id.clone());
+    if v["status"] == "PENDING" && sh.pause.in_force.load(Ordering::Relaxed) {
+        sh.pause.held.lock().unwrap().push(id.clone());
+    }
+    Some(id)
+}
+
+/// Polls payment `id` like a merchant until it is SUCCESS (refunds need it): false when it
+/// ended otherwise, a minute passed or the run is aborting.
+async fn until_success(sh: &Shared, rng: &mut StdRng, id: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let base = &sh.bases[rng.random_range(0..sh.bases.len())];
+        let got = sh
+            .client
+            .get(format!("{base}/v1/payments/{id}"))
+            .bearer_auth(&sh.api_key)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await;
+        if let Ok(r) = got
+            && let Ok(p) = r.json::<Value>().await
+        {
+            match p["status"].as_str() {
+                Some("SUCCESS") => return true,
+                Some("FAILED" | "REFUNDED" | "REVERSED") => return false,
+                _ => {}
+            }
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The merchant refunds payment `id` of `amount`, whole or in two parts, each with its one
+/// key (some with a concurrent duplicate). While an ops reversal races it (`reverse`), the
+/// refusals a reversal causes are expected, not breaches.
+async fn refund_order(
+    sh: &Arc<Shared>,
+    rng: &mut StdRng,
+    id: &str,
+    order: &str,
+    amount: i64,
+    reverse: bool,
+) {
     // While a reversal holds the payment, or after it took the payment, the merchant's
     // refund is refused with one of these; anything else is a breach as before.
     let tolerated: &[&str] = if reverse {
@@ -504,7 +541,7 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
             let (sh, rbody, order, path, key) = (
                 sh.clone(),
                 rbody.clone(),
-                order.clone(),
+                order.to_string(),
                 path.clone(),
                 format!("{prefix}-k1"),
             );
@@ -515,11 +552,8 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
             });
         }
         // A new key would be a second refund: refunds retry with their one key.
-        sh.until_answered(&mut rng, &path, &prefix, &rbody, &order, false, tolerated)
+        sh.until_answered(rng, &path, &prefix, &rbody, order, false, tolerated)
             .await;
-    }
-    if let Some(r) = reversal {
-        let _ = r.await;
     }
 }
 
@@ -566,29 +600,46 @@ async fn reverse_payment(
         .reversals_requested
         .fetch_add(1, Ordering::Relaxed);
     let deadline = Instant::now() + CLIENT_DEADLINE;
+    let Some(action_id) = request_reversal(sh, rng, id, order, deadline).await else {
+        return;
+    };
+    let _ = approving.send(());
+    approve_reversal(sh, rng, &action_id, order, deadline).await;
+}
+
+/// The operator's request to reverse payment `id`, retried until `deadline`: the action's id,
+/// or None when a refund took the payment first (counted) or the answer broke a rule (a
+/// breach).
+async fn request_reversal(
+    sh: &Shared,
+    rng: &mut StdRng,
+    id: &str,
+    order: &str,
+    deadline: Instant,
+) -> Option<String> {
     let request = json!({"kind": "reverse", "payment_id": id, "reason": format!("chaos: {order} reversed by ops")});
     let mut tries = 0;
-    let action_id = loop {
+    loop {
         tries += 1;
         match ops_post(sh, rng, &sh.ops.operator, "/ops/v1/actions", &request).await {
             Sent::Http(r) if r.status == 201 => match r.json()["action"]["id"].as_str() {
-                Some(a) => break a.to_string(),
+                Some(a) => return Some(a.to_string()),
                 None => {
                     sh.breach(format!(
                         "{order}: reversal request answered 201 without an id"
                     ));
-                    return;
+                    return None;
                 }
             },
             // A refund took the payment first (or, after a lost answer, our own request is
             // already pending: then it is found below and approved).
             Sent::Http(r) if r.status == 409 => match pending_reversal(sh, rng, id).await {
-                Some(a) if tries > 1 => break a,
+                Some(a) if tries > 1 => return Some(a),
                 _ => {
                     sh.counters
                         .reversals_refused
                         .fetch_add(1, Ordering::Relaxed);
-                    return;
+                    return None;
                 }
             },
             Sent::Http(r) if r.status < 500 => {
@@ -597,19 +648,29 @@ async fn reverse_payment(
                     r.status,
                     String::from_utf8_lossy(&r.body)
                 ));
-                return;
+                return None;
             }
             _ => {}
         }
         if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
-            return;
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
-    };
+    }
+}
+
+/// The approver's approval of reversal `action_id` with the password, retried until
+/// `deadline` like a person would; counts it approved or stale, or reports a breach.
+async fn approve_reversal(
+    sh: &Shared,
+    rng: &mut StdRng,
+    action_id: &str,
+    order: &str,
+    deadline: Instant,
+) {
     let approval = json!({"password": sh.ops.approver_password, "reason": "chaos: approved"});
     let path = format!("/ops/v1/actions/{action_id}/approve");
     let mut tries = 0;
-    let _ = approving.send(());
     loop {
         tries += 1;
         match ops_post(sh, rng, &sh.ops.approver, &path, &approval).await {
@@ -643,7 +704,7 @@ async fn reverse_payment(
                 // A refusal of the approver (throttled, locked out) leaves the request
                 // pending; one of the request (stale) decides it. Issue 36's held-back run
                 // found the first: refusals of stale requests locked the approver out.
-                if action_status(sh, rng, &action_id).await.as_deref() == Some("pending") {
+                if action_status(sh, rng, action_id).await.as_deref() == Some("pending") {
                     sh.breach(format!(
                         "{order}: approval of {action_id} refused ({} {}) while it is still pending: the approver was refused, not the request",
                         r.status,
@@ -684,67 +745,11 @@ async fn pause_submissions(sh: &Shared) {
     let mut rng = StdRng::seed_from_u64(sh.args.seed ^ 0x9a05e);
     let log = |line: String| sh.pause.log.lock().unwrap().push(line);
     let deadline = Instant::now() + CLIENT_DEADLINE;
-    let request = json!({"target": "submissions", "reason": "chaos: emergency switch drill"});
-    let id = loop {
-        match ops_post(sh, &mut rng, &sh.ops.operator, "/ops/v1/pauses", &request).await {
-            Sent::Http(r) if r.status == 201 => {
-                break r.json()["pause"]["id"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-            }
-            // An earlier try landed but its answer was lost to a kill: take that one.
-            Sent::Http(r) if r.status == 409 => {
-                if let Some((id, _)) = open_pause(sh, &mut rng).await {
-                    break id;
-                }
-            }
-            Sent::Http(r) if r.status < 500 => {
-                sh.breach(format!(
-                    "pause request got {} {}",
-                    r.status,
-                    String::from_utf8_lossy(&r.body)
-                ));
-                return;
-            }
-            _ => {}
-        }
-        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
-            sh.breach("the pause could not be requested".into());
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    let Some(id) = request_pause(sh, &mut rng, deadline).await else {
+        return;
     };
-    let approval = json!({"password": sh.ops.approver_password, "reason": "chaos: approved"});
-    let path = format!("/ops/v1/pauses/{id}/approve");
-    loop {
-        match ops_post(sh, &mut rng, &sh.ops.approver, &path, &approval).await {
-            Sent::Http(r) if r.status == 200 => break,
-            // The approver's password checks are throttled (see the reversal's approval):
-            // nothing was decided; the loop below waits and tries again.
-            Sent::Http(r) if r.status == 429 && r.code() == "rate_limited" => {
-                tokio::time::sleep(Duration::from_millis(1_000)).await;
-            }
-            // Refused: after a lost answer our earlier try may have approved it.
-            Sent::Http(r) if r.status < 500 => {
-                if matches!(open_pause(sh, &mut rng).await, Some((p, s)) if p == id && s == "active")
-                {
-                    break;
-                }
-                sh.breach(format!(
-                    "pause approval got {} {}",
-                    r.status,
-                    String::from_utf8_lossy(&r.body)
-                ));
-                return;
-            }
-            _ => {}
-        }
-        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
-            sh.breach("the pause could not be approved".into());
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    if !approve_pause(sh, &mut rng, &id, deadline).await {
+        return;
     }
     let approved = Instant::now();
     tokio::time::sleep(PAUSE_SPREAD).await;
@@ -753,8 +758,96 @@ async fn pause_submissions(sh: &Shared) {
     sh.pause.in_force.store(false, Ordering::Relaxed);
     // Checked before the resume: a held payment must not have been sent.
     let held = sh.pause.held.lock().unwrap().clone();
+    let moved = held_payments_moved(sh, &mut rng, &held).await;
+    if !resume_pause(sh, &mut rng, &id, deadline).await {
+        return;
+    }
+    log(format!(
+        "submissions paused {:.1} s (approved to resumed); {} payments answered PENDING while it was in force, {} of them sent before the resume",
+        approved.elapsed().as_secs_f64(),
+        held.len(),
+        moved
+    ));
+}
+
+/// The operator's request to pause submissions, retried until `deadline`: the pause's id, or
+/// None after a breach.
+async fn request_pause(sh: &Shared, rng: &mut StdRng, deadline: Instant) -> Option<String> {
+    let request = json!({"target": "submissions", "reason": "chaos: emergency switch drill"});
+    loop {
+        match ops_post(sh, rng, &sh.ops.operator, "/ops/v1/pauses", &request).await {
+            Sent::Http(r) if r.status == 201 => {
+                return Some(
+                    r.json()["pause"]["id"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+            }
+            // An earlier try landed but its answer was lost to a kill: take that one.
+            Sent::Http(r) if r.status == 409 => {
+                if let Some((id, _)) = open_pause(sh, rng).await {
+                    return Some(id);
+                }
+            }
+            Sent::Http(r) if r.status < 500 => {
+                sh.breach(format!(
+                    "pause request got {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+                return None;
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            sh.breach("the pause could not be requested".into());
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    }
+}
+
+/// The approver's approval of pause `id` (password again), retried until `deadline`: true
+/// once it is active, false after a breach.
+async fn approve_pause(sh: &Shared, rng: &mut StdRng, id: &str, deadline: Instant) -> bool {
+    let approval = json!({"password": sh.ops.approver_password, "reason": "chaos: approved"});
+    let path = format!("/ops/v1/pauses/{id}/approve");
+    loop {
+        match ops_post(sh, rng, &sh.ops.approver, &path, &approval).await {
+            Sent::Http(r) if r.status == 200 => return true,
+            // The approver's password checks are throttled (see the reversal's approval):
+            // nothing was decided; the loop below waits and tries again.
+            Sent::Http(r) if r.status == 429 && r.code() == "rate_limited" => {
+                tokio::time::sleep(Duration::from_millis(1_000)).await;
+            }
+            // Refused: after a lost answer our earlier try may have approved it.
+            Sent::Http(r) if r.status < 500 => {
+                if matches!(open_pause(sh, rng).await, Some((p, s)) if p == id && s == "active") {
+                    return true;
+                }
+                sh.breach(format!(
+                    "pause approval got {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+                return false;
+            }
+            _ => {}
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            sh.breach("the pause could not be approved".into());
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    }
+}
+
+/// How many of the payments answered PENDING while the pause was in force (`held`) moved on
+/// before the resume: each is a breach.
+async fn held_payments_moved(sh: &Shared, rng: &mut StdRng, held: &[String]) -> usize {
     let mut moved = 0;
-    for p in &held {
+    for p in held {
         let base = &sh.bases[rng.random_range(0..sh.bases.len())];
         let status = match sh
             .client
@@ -772,37 +865,37 @@ async fn pause_submissions(sh: &Shared) {
             sh.breach(format!("payment {p} answered PENDING while submissions were paused moved to {} before the resume", status.unwrap_or_default()));
         }
     }
+    moved
+}
+
+/// The operator's resume of pause `id`, retried until `deadline`: true once it is over,
+/// false after a breach.
+async fn resume_pause(sh: &Shared, rng: &mut StdRng, id: &str, deadline: Instant) -> bool {
     // Step-up: the operator's password again. The servers run with --pause-min-duration-secs
     // 0, so the drill's short pause ends in one step (an earlier end needs an approver).
     let resume = json!({"password": sh.ops.operator_password, "reason": "chaos: drill over"});
     let path = format!("/ops/v1/pauses/{id}/resume");
     loop {
-        match ops_post(sh, &mut rng, &sh.ops.operator, &path, &resume).await {
-            Sent::Http(r) if r.status == 200 => break,
+        match ops_post(sh, rng, &sh.ops.operator, &path, &resume).await {
+            Sent::Http(r) if r.status == 200 => return true,
             // 409 not_open: an earlier try resumed it and its answer was lost.
-            Sent::Http(r) if r.status == 409 => break,
+            Sent::Http(r) if r.status == 409 => return true,
             Sent::Http(r) if r.status < 500 => {
                 sh.breach(format!(
                     "resume got {} {}",
                     r.status,
                     String::from_utf8_lossy(&r.body)
                 ));
-                return;
+                return false;
             }
             _ => {}
         }
         if Instant::now() > deadline {
             sh.breach("the pause could not be resumed".into());
-            return;
+            return false;
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
     }
-    log(format!(
-        "submissions paused {:.1} s (approved to resumed); {} payments answered PENDING while it was in force, {} of them sent before the resume",
-        approved.elapsed().as_secs_f64(),
-        held.len(),
-        moved
-    ));
 }
 
 /// The open (pending or active) pause of submissions: its id and status.
@@ -912,132 +1005,10 @@ async fn bad_input(sh: &Shared, rng: &mut StdRng) {
     let kind = kinds[rng.random_range(0..kinds.len())];
     let tag = format!("bad-{}-{}", sh.args.seed, rng.random::<u32>());
     let now = chrono_secs();
-    let mut expect: &[u16];
     let deadline = Instant::now() + CLIENT_DEADLINE;
     loop {
         let base = sh.bases[rng.random_range(0..sh.bases.len())].clone();
-        let c = &sh.client;
-        let auth = format!("Bearer {}", sh.api_key);
-        let pay = format!("{base}/v1/payments");
-        let req = match kind {
-            "malformed_json" => {
-                expect = &[400];
-                c.post(&pay)
-                    .header("authorization", &auth)
-                    .header("content-type", "application/json")
-                    .header("Idempotency-Key", &tag)
-                    .body("{\"amount\": 10")
-            }
-            "missing_field" => {
-                expect = &[400, 422];
-                c.post(&pay)
-                    .header("authorization", &auth)
-                    .header("Idempotency-Key", &tag)
-                    .json(&json!({"amount": 1000, "merchant_order_id": tag}))
-            }
-            "negative_amount" => {
-                expect = &[400];
-                c.post(&pay)
-                    .header("authorization", &auth)
-                    .header("Idempotency-Key", &tag)
-                    .json(&json!({"amount": -5, "currency": "CNY", "merchant_order_id": tag}))
-            }
-            "unknown_currency" => {
-                expect = &[400];
-                c.post(&pay)
-                    .header("authorization", &auth)
-                    .header("Idempotency-Key", &tag)
-                    .json(&json!({"amount": 1000, "currency": "ZZZ", "merchant_order_id": tag}))
-            }
-            "wrong_content_type" => {
-                expect = &[400, 415];
-                c.post(&pay)
-                    .header("authorization", &auth)
-                    .header("content-type", "text/plain")
-                    .header("Idempotency-Key", &tag)
-                    .body(
-                        json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag})
-                            .to_string(),
-                    )
-            }
-            "oversized_body" => {
-                expect = &[413];
-                let big = "x".repeat(64 * 1024);
-                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", &tag).json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag, "description": big}))
-            }
-            "forged_callback" | "stale_callback" => {
-                // A real payment's channel key when the channel lists one: a forged
-                // `charge.failed` that got through would fail a charged payment, which
-                // `converge verify` catches.
-                let listed = c
-                    .get(format!("{}/charges?limit=100", sh.channel_url))
-                    .timeout(Duration::from_secs(3))
-                    .send()
-                    .await;
-                let keys: Vec<String> = match listed {
-                    Ok(r) => r.json::<Value>().await.ok().and_then(|v| {
-                        v["charges"].as_array().map(|a| {
-                            a.iter()
-                                .filter_map(|c| c["key"].as_str().map(str::to_string))
-                                .collect()
-                        })
-                    }),
-                    Err(_) => None,
-                }
-                .unwrap_or_default();
-                let channel_key = if keys.is_empty() {
-                    format!("ck_{tag}")
-                } else {
-                    keys[rng.random_range(0..keys.len())].clone()
-                };
-                let body = json!({"event_id": format!("evt_{tag}"), "type": "charge.failed", "channel_key": channel_key,
-                    "amount": 1, "currency": "CNY", "created_at": now})
-                .to_string();
-                let signature = if kind == "forged_callback" {
-                    expect = &[401];
-                    sign(b"not-the-channel-secret", now, body.as_bytes())
-                } else {
-                    expect = &[400];
-                    sign(sh.secret.as_bytes(), now - 600, body.as_bytes())
-                };
-                c.post(format!("{base}/v1/channel/callbacks"))
-                    .header("content-type", "application/json")
-                    .header(SIGNATURE_HEADER, signature)
-                    .body(body)
-            }
-            "reused_key" => {
-                expect = &[422];
-                let reused = sh
-                    .keys
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .find(|(_, l)| {
-                        l.path == "/v1/payments" && l.answers.iter().any(|a| a.status < 300)
-                    })
-                    .map(|(k, _)| k.clone());
-                let key = reused.unwrap_or_else(|| format!("{tag}-never-used"));
-                if key.ends_with("-never-used") {
-                    // Nothing completed yet to reuse: an unknown route instead.
-                    expect = &[404];
-                    c.post(format!("{base}/v1/nowhere"))
-                        .header("authorization", &auth)
-                        .header("Idempotency-Key", &tag)
-                        .body("{}")
-                } else {
-                    c.post(&pay)
-                        .header("authorization", &auth)
-                        .header("Idempotency-Key", &key)
-                        .json(&json!({"amount": 1, "currency": "CNY", "merchant_order_id": tag}))
-                }
-            }
-            _ => {
-                expect = &[401];
-                c.post(&pay)
-                    .header("Idempotency-Key", &tag)
-                    .json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag}))
-            }
-        };
+        let (expect, req) = bad_request(sh, rng, kind, &tag, now, &base).await;
         sh.counters.requests.fetch_add(1, Ordering::Relaxed);
         match req.timeout(Duration::from_secs(3)).send().await {
             Ok(r) => {
@@ -1077,6 +1048,173 @@ async fn bad_input(sh: &Shared, rng: &mut StdRng) {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
+    }
+}
+
+/// The bad request of `kind` to server `base` (`tag` names it; `now` is the callbacks'
+/// signing time, epoch seconds), with the statuses it may be answered.
+async fn bad_request(
+    sh: &Shared,
+    rng: &mut StdRng,
+    kind: &str,
+    tag: &str,
+    now: i64,
+    base: &str,
+) -> (&'static [u16], reqwest::RequestBuilder) {
+    let c = &sh.client;
+    let auth = format!("Bearer {}", sh.api_key);
+    let pay = format!("{base}/v1/payments");
+    match kind {
+        "malformed_json" => (
+            &[400],
+            c.post(&pay)
+                .header("authorization", &auth)
+                .header("content-type", "application/json")
+                .header("Idempotency-Key", tag)
+                .body("{\"amount\": 10"),
+        ),
+        "missing_field" => (
+            &[400, 422],
+            c.post(&pay)
+                .header("authorization", &auth)
+                .header("Idempotency-Key", tag)
+                .json(&json!({"amount": 1000, "merchant_order_id": tag})),
+        ),
+        "negative_amount" => (
+            &[400],
+            c.post(&pay)
+                .header("authorization", &auth)
+                .header("Idempotency-Key", tag)
+                .json(&json!({"amount": -5, "currency": "CNY", "merchant_order_id": tag})),
+        ),
+        "unknown_currency" => (
+            &[400],
+            c.post(&pay)
+                .header("authorization", &auth)
+                .header("Idempotency-Key", tag)
+                .json(&json!({"amount": 1000, "currency": "ZZZ", "merchant_order_id": tag})),
+        ),
+        "wrong_content_type" => (
+            &[400, 415],
+            c.post(&pay)
+                .header("authorization", &auth)
+                .header("content-type", "text/plain")
+                .header("Idempotency-Key", tag)
+                .body(
+                    json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag})
+                        .to_string(),
+                ),
+        ),
+        "oversized_body" => {
+            let big = "x".repeat(64 * 1024);
+            (
+                &[413],
+                c.post(&pay).header("authorization", &auth).header("Idempotency-Key", tag).json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag, "description": big})),
+            )
+        }
+        "forged_callback" | "stale_callback" => bad_callback(sh, rng, kind, tag, now, base).await,
+        "reused_key" => reused_key_request(sh, tag, base, &auth),
+        _ => (
+            &[401],
+            c.post(&pay)
+                .header("Idempotency-Key", tag)
+                .json(&json!({"amount": 1000, "currency": "CNY", "merchant_order_id": tag})),
+        ),
+    }
+}
+
+/// A `charge.failed` callback signed with the wrong secret (`forged_callback`, 401) or
+/// signed ten minutes ago (`stale_callback`, 400).
+async fn bad_callback(
+    sh: &Shared,
+    rng: &mut StdRng,
+    kind: &str,
+    tag: &str,
+    now: i64,
+    base: &str,
+) -> (&'static [u16], reqwest::RequestBuilder) {
+    let c = &sh.client;
+    // A real payment's channel key when the channel lists one: a forged
+    // `charge.failed` that got through would fail a charged payment, which
+    // `converge verify` catches.
+    let listed = c
+        .get(format!("{}/charges?limit=100", sh.channel_url))
+        .timeout(Duration::from_secs(3))
+        .send()
+        .await;
+    let keys: Vec<String> = match listed {
+        Ok(r) => r.json::<Value>().await.ok().and_then(|v| {
+            v["charges"].as_array().map(|a| {
+                a.iter()
+                    .filter_map(|c| c["key"].as_str().map(str::to_string))
+                    .collect()
+            })
+        }),
+        Err(_) => None,
+    }
+    .unwrap_or_default();
+    let channel_key = if keys.is_empty() {
+        format!("ck_{tag}")
+    } else {
+        keys[rng.random_range(0..keys.len())].clone()
+    };
+    let body = json!({"event_id": format!("evt_{tag}"), "type": "charge.failed", "channel_key": channel_key,
+        "amount": 1, "currency": "CNY", "created_at": now})
+    .to_string();
+    let (expect, signature): (&'static [u16], _) = if kind == "forged_callback" {
+        (
+            &[401],
+            sign(b"not-the-channel-secret", now, body.as_bytes()),
+        )
+    } else {
+        (
+            &[400],
+            sign(sh.secret.as_bytes(), now - 600, body.as_bytes()),
+        )
+    };
+    (
+        expect,
+        c.post(format!("{base}/v1/channel/callbacks"))
+            .header("content-type", "application/json")
+            .header(SIGNATURE_HEADER, signature)
+            .body(body),
+    )
+}
+
+/// A payment under the key of a completed payment with other parameters (422); an unknown
+/// route (404) while no key has completed yet.
+fn reused_key_request(
+    sh: &Shared,
+    tag: &str,
+    base: &str,
+    auth: &str,
+) -> (&'static [u16], reqwest::RequestBuilder) {
+    let c = &sh.client;
+    let reused = sh
+        .keys
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(_, l)| l.path == "/v1/payments" && l.answers.iter().any(|a| a.status < 300))
+        .map(|(k, _)| k.clone());
+    let key = reused.unwrap_or_else(|| format!("{tag}-never-used"));
+    if key.ends_with("-never-used") {
+        // Nothing completed yet to reuse: an unknown route instead.
+        (
+            &[404],
+            c.post(format!("{base}/v1/nowhere"))
+                .header("authorization", auth)
+                .header("Idempotency-Key", tag)
+                .body("{}"),
+        )
+    } else {
+        (
+            &[422],
+            c.post(format!("{base}/v1/payments"))
+                .header("authorization", auth)
+                .header("Idempotency-Key", &key)
+                .json(&json!({"amount": 1, "currency": "CNY", "merchant_order_id": tag})),
+        )
     }
 }
 
@@ -1446,19 +1584,197 @@ async fn kill_and_restart(
     Ok(log)
 }
 
-// clippy takes the give-up count of the replay pass for the loop's index; it counts only keys
-// that got no answer.
-#[allow(clippy::explicit_counter_loop)]
+/// One chaos run against the database at `db_url`: sets up the accounts, the receiver, the
+/// channel and the servers, runs the workload with its kills, waits for convergence, checks
+/// replays, orders and acknowledged payments, runs `converge verify` and prints the figures.
+/// True when every check passed.
 async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &str) -> Result<bool> {
     // At least 32 bytes: converge refuses shorter callback secrets at start-up.
     let secret = format!("chaos-callback-secret-{:020}", args.seed);
+    let (api_key, operator_password, approver_password) =
+        prepare_database(args, conv, db_url).await?;
+    let (mut sink, sink_url) = start_sink(args, conv, work, db_url).await?;
+    let nats = if args.nats {
+        Some(NatsProc::start(&args.nats_server, work.join("nats"), work.join("nats.log")).await?)
+    } else {
+        None
+    };
+    let channel_port = free_port()?;
+    let ports: Vec<u16> = (0..args.servers)
+        .map(|_| free_port())
+        .collect::<Result<_>>()?;
+    let bases: Vec<String> = ports
+        .iter()
+        .map(|p| format!("http://127.0.0.1:{p}"))
+        .collect();
+    let channel_url = format!("http://127.0.0.1:{channel_port}");
+    let mut channel = Proc::start(
+        conv,
+        "channel-sim",
+        channel_args(args, work, channel_port, &bases[0], &secret),
+        work.join("channel.log"),
+        format!("{channel_url}/health"),
+    )
+    .await?;
+    let endpoints = Endpoints {
+        db_url,
+        ports: &ports,
+        bases: &bases,
+        channel_url: &channel_url,
+        secret: &secret,
+        nats: nats.as_ref(),
+    };
+    let servers = Arc::new(start_servers(args, conv, work, &endpoints).await?);
+    let ops = sign_in_ops(&bases[0], &operator_password, &approver_password).await?;
+    let shared = Arc::new(Shared::new(
+        args,
+        &bases,
+        api_key,
+        &secret,
+        &channel_url,
+        ops,
+    )?);
+    announce(args);
+    let (kill_log, nats) = run_workload(args, &shared, &servers, nats).await?;
+    let convergence = await_convergence(args, conv, db_url, &channel_url, &shared).await?;
+    // Replays: every key once more, after convergence and the restarts.
+    let keys: Vec<(String, KeyLog)> = shared
+        .keys
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let replays = check_replays(&shared, &keys, args.seed).await;
+    let double_payments = check_one_payment_per_order(&shared, &keys);
+    let (acked, lost) = check_acknowledged(&shared, &bases[0]).await?;
+    let db_payments = check_only_our_orders(args, &shared, db_url).await?;
+
+    // The official check: `converge verify` as a process, with the servers stopped.
+    for s in servers.iter() {
+        s.lock().await.stop(Duration::from_secs(10)).await;
+    }
+    let report = verify_report(conv, db_url, &channel_url).await?;
+    let verify_ok = verify_printed(conv, db_url, &channel_url, &shared).await?;
+    let stats: Value = shared
+        .client
+        .get(format!("{channel_url}/stats"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    channel.stop(Duration::from_secs(5)).await;
+    let stream_check = match &nats {
+        Some(n) => check_event_stream(&shared, &*n.lock().await, &report).await,
+        None => None,
+    };
+    let received = received_deliveries(&shared, &sink_url).await?;
+    sink.stop(Duration::from_secs(5)).await;
+    let figures = Figures {
+        report,
+        keys,
+        acked: acked.len(),
+        db_payments,
+        stats,
+        kills: kill_log.len(),
+        stream_check,
+        received,
+        replays,
+        double_payments,
+        lost,
+        convergence_secs: convergence,
+        verify_ok,
+    };
+    Ok(print_figures(args, &shared, &figures))
+}
+
+/// Signs the ops pair in on the first server: the operator and the approver, with their
+/// passwords kept for the step-ups.
+async fn sign_in_ops(base: &str, operator_password: &str, approver_password: &str) -> Result<Ops> {
+    let login_client = reqwest::Client::new();
+    Ok(Ops {
+        operator: ops_login(&login_client, base, "chaos-operator", operator_password).await?,
+        approver: ops_login(&login_client, base, "chaos-approver", approver_password).await?,
+        approver_password: approver_password.to_string(),
+        operator_password: operator_password.to_string(),
+    })
+}
+
+impl Shared {
+    /// What the client tasks share, before the workload: nothing sent, nothing counted.
+    fn new(
+        args: &Args,
+        bases: &[String],
+        api_key: String,
+        secret: &str,
+        channel_url: &str,
+        ops: Ops,
+    ) -> Result<Shared> {
+        Ok(Shared {
+            args: args.clone(),
+            client: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(5))
+                .build()?,
+            bases: bases.to_vec(),
+            api_key,
+            secret: secret.to_string(),
+            channel_url: channel_url.to_string(),
+            abort: AtomicBool::new(false),
+            keys: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+            breaches: Mutex::new(Vec::new()),
+            bad: Mutex::new(BTreeMap::new()),
+            acked: Mutex::new(Vec::new()),
+            ops,
+            pause: PauseRun::default(),
+        })
+    }
+}
+
+/// Checks the broker's stream against the outbox of `report` ([`check_stream`]): its line
+/// when it holds, None and a breach otherwise.
+async fn check_event_stream(
+    shared: &Shared,
+    nats: &NatsProc,
+    report: &VerifyReport,
+) -> Option<String> {
+    let check = check_stream(&nats.url(), &report.outbox).await;
+    match &check {
+        Ok(line) => println!("chaos: {line}"),
+        Err(e) => shared.breach(format!("event stream: {e:#}")),
+    }
+    check.ok()
+}
+
+/// Every delivery the merchant's receiver at `sink_url` got (its `/received`).
+async fn received_deliveries(shared: &Shared, sink_url: &str) -> Result<Vec<Value>> {
+    let received: Value = shared
+        .client
+        .get(format!("{sink_url}/received"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(received["deliveries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default())
+}
+
+/// Migrates the database and adds the merchant and the ops pair that reverses payments
+/// during the workload (maker-checker: two people). Returns the merchant's API key and the
+/// operator's and the approver's passwords.
+async fn prepare_database(
+    args: &Args,
+    conv: &Converge,
+    db_url: &str,
+) -> Result<(String, String, String)> {
     conv.run(&["migrate", "--database-url", db_url]).await?;
     let api_key = conv
         .run(&["merchant", "add", "chaos", "--database-url", db_url])
         .await?
         .trim()
         .to_string();
-    // The ops pair that reverses payments during the workload (maker-checker: two people).
     let (operator_password, approver_password) = (
         format!("chaos-operator-password-{}", args.seed),
         format!("chaos-approver-password-{}", args.seed),
@@ -1482,11 +1798,21 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         )
         .await?;
     }
-    // The merchant's receiver, failing at the seeded rate, and two endpoints: one for every
-    // event type, one for payment outcomes that fails its first two tries of each event.
+    Ok((api_key, operator_password, approver_password))
+}
+
+/// Starts the merchant's receiver (`converge webhook-sink`, failing at the seeded rate) and
+/// adds two endpoints: one for every event type, one for payment outcomes that fails its
+/// first two tries of each event. Returns the receiver and its base URL.
+async fn start_sink(
+    args: &Args,
+    conv: &Converge,
+    work: &std::path::Path,
+    db_url: &str,
+) -> Result<(Proc, String)> {
     let sink_port = free_port()?;
     let sink_url = format!("http://127.0.0.1:{sink_port}");
-    let mut sink = Proc::start(
+    let sink = Proc::start(
         conv,
         "webhook-sink",
         vec![
@@ -1519,8 +1845,9 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             "--allow-private",
             "--database-url",
             db_url,
-            // The servers' key (`--data-dir`, below): the endpoint secrets this seals are the
-            // ones they open to sign deliveries (issue 36, secrets sealed at rest).
+            // The servers' key (their `--data-dir`, see `server_args`): the endpoint secrets
+            // this seals are the ones they open to sign deliveries (issue 36, secrets sealed
+            // at rest).
             "--secrets-key-file",
             &work
                 .join(converge_server::config::SECRETS_KEY_FILE)
@@ -1528,31 +1855,29 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         ])
         .await?;
     }
-    let nats = if args.nats {
-        Some(NatsProc::start(&args.nats_server, work.join("nats"), work.join("nats.log")).await?)
-    } else {
-        None
-    };
-    let channel_port = free_port()?;
-    let ports: Vec<u16> = (0..args.servers)
-        .map(|_| free_port())
-        .collect::<Result<_>>()?;
-    let bases: Vec<String> = ports
-        .iter()
-        .map(|p| format!("http://127.0.0.1:{p}"))
-        .collect();
-    let channel_url = format!("http://127.0.0.1:{channel_port}");
+    Ok((sink, sink_url))
+}
+
+/// The command line of `converge channel-sim`: seeded faults, slow and hanging answers of
+/// 800 ms, callbacks to the first server.
+fn channel_args(
+    args: &Args,
+    work: &std::path::Path,
+    channel_port: u16,
+    first_base: &str,
+    secret: &str,
+) -> Vec<String> {
     let s = |v: &str| v.to_string();
-    let channel_args = vec![
+    vec![
         s("channel-sim"),
         s("--bind"),
         format!("127.0.0.1:{channel_port}"),
         s("--database-url"),
         work.join("channel.db").to_string_lossy().into_owned(),
         s("--callback-url"),
-        format!("{}/v1/channel/callbacks", bases[0]),
+        format!("{first_base}/v1/channel/callbacks"),
         s("--callback-secret"),
-        secret.clone(),
+        secret.to_string(),
         s("--fault-rate"),
         args.fault_rate.to_string(),
         s("--seed"),
@@ -1561,128 +1886,121 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         s("800"),
         s("--hang-ms"),
         s("800"),
-    ];
-    let mut channel = Proc::start(
-        conv,
-        "channel-sim",
-        channel_args,
-        work.join("channel.log"),
-        format!("{channel_url}/health"),
-    )
-    .await?;
+    ]
+}
+
+/// Where the servers of a run find the rest: the database, their ports and base URLs, the
+/// channel, the callback secret and the broker.
+struct Endpoints<'a> {
+    db_url: &'a str,
+    ports: &'a [u16],
+    bases: &'a [String],
+    channel_url: &'a str,
+    secret: &'a str,
+    nats: Option<&'a NatsProc>,
+}
+
+/// Starts one `converge serve` per port, each waited for until healthy.
+async fn start_servers(
+    args: &Args,
+    conv: &Converge,
+    work: &std::path::Path,
+    at: &Endpoints<'_>,
+) -> Result<Vec<tokio::sync::Mutex<Proc>>> {
     let mut servers = Vec::new();
-    for (i, port) in ports.iter().enumerate() {
-        let mut a = vec![
-            s("serve"),
-            s("--database-url"),
-            db_url.to_string(),
-            s("--bind"),
-            format!("127.0.0.1:{port}"),
-            s("--channel-url"),
-            channel_url.clone(),
-            s("--callback-secret"),
-            secret.clone(),
-            s("--channel-timeout-ms"),
-            s("500"),
-            s("--key-lease-ms"),
-            s("4000"),
-            s("--submit-delay-ms"),
-            s("2000"),
-            s("--query-delay-ms"),
-            s("300"),
-            s("--max-attempts"),
-            s("40"),
-            s("--resubmit-budget"),
-            s("2"),
-            s("--lease-ms"),
-            s("3000"),
-            s("--poll-ms"),
-            s("100"),
-            s("--backoff-base-ms"),
-            s("100"),
-            s("--backoff-cap-ms"),
-            s("1000"),
-            s("--body-limit"),
-            s("16384"),
-            s("--monitor-ms"),
-            s("1000"),
-            s("--webhook-allow-private"),
-            s("--webhook-retry-schedule"),
-            s("0s,200ms,500ms,1s,2s,3s"),
-            s("--webhook-timeout-ms"),
-            s("1500"),
-            // One data directory for every server: they share the audit checkpoint key
-            // generated on the first start (issue 36), as servers on one PostgreSQL must.
-            s("--data-dir"),
-            work.to_string_lossy().into_owned(),
-            s("--audit-checkpoint-secs"),
-            s("5"),
-            s("--pause-min-duration-secs"),
-            s("0"),
-        ];
-        if let Some(n) = &nats {
-            a.extend([
-                s("--nats-url"),
-                n.url(),
-                s("--relay-lease-ms"),
-                s("1000"),
-                s("--nats-duplicate-window-secs"),
-                s("120"),
-            ]);
-        }
-        if i == 1 && args.second_no_workers {
-            a.push(s("--no-workers"));
-        }
+    for (i, port) in at.ports.iter().enumerate() {
         let name = format!("serve-{}", i + 1);
         servers.push(tokio::sync::Mutex::new(
             Proc::start(
                 conv,
                 &name,
-                a,
+                server_args(args, work, at, i, *port),
                 work.join(format!("{name}.log")),
-                format!("{}/health", bases[i]),
+                format!("{}/health", at.bases[i]),
             )
             .await?,
         ));
     }
-    let servers = Arc::new(servers);
-    let login_client = reqwest::Client::new();
-    let ops = Ops {
-        operator: ops_login(
-            &login_client,
-            &bases[0],
-            "chaos-operator",
-            &operator_password,
-        )
-        .await?,
-        approver: ops_login(
-            &login_client,
-            &bases[0],
-            "chaos-approver",
-            &approver_password,
-        )
-        .await?,
-        approver_password: approver_password.clone(),
-        operator_password: operator_password.clone(),
-    };
-    let shared = Arc::new(Shared {
-        args: args.clone(),
-        client: reqwest::Client::builder()
-            .pool_idle_timeout(Duration::from_secs(5))
-            .build()?,
-        bases: bases.clone(),
-        api_key,
-        secret: secret.clone(),
-        channel_url: channel_url.clone(),
-        abort: AtomicBool::new(false),
-        keys: Mutex::new(HashMap::new()),
-        counters: Counters::default(),
-        breaches: Mutex::new(Vec::new()),
-        bad: Mutex::new(BTreeMap::new()),
-        acked: Mutex::new(Vec::new()),
-        ops,
-        pause: PauseRun::default(),
-    });
+    Ok(servers)
+}
+
+/// The command line of the `i`th `converge serve` (from 0) on `port`: fast timings, the
+/// shared data directory, the relay when there is a broker, and `--no-workers` for the second
+/// server when asked.
+fn server_args(
+    args: &Args,
+    work: &std::path::Path,
+    at: &Endpoints<'_>,
+    i: usize,
+    port: u16,
+) -> Vec<String> {
+    let s = |v: &str| v.to_string();
+    let mut a = vec![
+        s("serve"),
+        s("--database-url"),
+        at.db_url.to_string(),
+        s("--bind"),
+        format!("127.0.0.1:{port}"),
+        s("--channel-url"),
+        at.channel_url.to_string(),
+        s("--callback-secret"),
+        at.secret.to_string(),
+        s("--channel-timeout-ms"),
+        s("500"),
+        s("--key-lease-ms"),
+        s("4000"),
+        s("--submit-delay-ms"),
+        s("2000"),
+        s("--query-delay-ms"),
+        s("300"),
+        s("--max-attempts"),
+        s("40"),
+        s("--resubmit-budget"),
+        s("2"),
+        s("--lease-ms"),
+        s("3000"),
+        s("--poll-ms"),
+        s("100"),
+        s("--backoff-base-ms"),
+        s("100"),
+        s("--backoff-cap-ms"),
+        s("1000"),
+        s("--body-limit"),
+        s("16384"),
+        s("--monitor-ms"),
+        s("1000"),
+        s("--webhook-allow-private"),
+        s("--webhook-retry-schedule"),
+        s("0s,200ms,500ms,1s,2s,3s"),
+        s("--webhook-timeout-ms"),
+        s("1500"),
+        // One data directory for every server: they share the audit checkpoint key
+        // generated on the first start (issue 36), as servers on one PostgreSQL must.
+        s("--data-dir"),
+        work.to_string_lossy().into_owned(),
+        s("--audit-checkpoint-secs"),
+        s("5"),
+        s("--pause-min-duration-secs"),
+        s("0"),
+    ];
+    if let Some(n) = at.nats {
+        a.extend([
+            s("--nats-url"),
+            n.url(),
+            s("--relay-lease-ms"),
+            s("1000"),
+            s("--nats-duplicate-window-secs"),
+            s("120"),
+        ]);
+    }
+    if i == 1 && args.second_no_workers {
+        a.push(s("--no-workers"));
+    }
+    a
+}
+
+/// The run's settings, printed before the workload.
+fn announce(args: &Args) {
     println!(
         "chaos: {:?}, {} server(s){}, {} orders, concurrency {}, {} kills, fault rate {}, seed {}",
         args.db,
@@ -1698,7 +2016,18 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         args.fault_rate,
         args.seed
     );
+}
 
+/// The client workload (`--concurrency` tasks taking orders in turn), the killer SIGKILLing
+/// servers, the pause drill, a broker restart when there is a broker, and the watchdog of
+/// `--workload-timeout-secs`, all at once. Returns one line per kill (and broker restart), and
+/// the broker, shared, for the stream check.
+async fn run_workload(
+    args: &Args,
+    shared: &Arc<Shared>,
+    servers: &Arc<Vec<tokio::sync::Mutex<Proc>>>,
+    nats: Option<NatsProc>,
+) -> Result<(Vec<String>, Option<Arc<tokio::sync::Mutex<NatsProc>>>)> {
     // The workload and the killer run together.
     let workload_done = Arc::new(AtomicBool::new(false));
     let killer = {
@@ -1721,21 +2050,8 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         })
     });
     let next = Arc::new(AtomicU64::new(0));
-    let mut clients = tokio::task::JoinSet::new();
     let t0 = Instant::now();
-    for _ in 0..args.concurrency {
-        let (sh, next) = (shared.clone(), next.clone());
-        let n = args.payments as u64;
-        clients.spawn(async move {
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n || sh.abort.load(Ordering::Relaxed) {
-                    return;
-                }
-                run_order(sh.clone(), i as usize).await;
-            }
-        });
-    }
+    let mut clients = spawn_clients(args, shared, &next);
     let pause_task = (args.pause_secs > 0.0).then(|| {
         let (sh, next) = (shared.clone(), next.clone());
         let start_at = (args.payments as u64 / 5).max(1);
@@ -1774,12 +2090,46 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         println!("chaos: {line}");
     }
     println!("chaos: workload done in {workload_secs:.1} s; waiting for convergence");
+    Ok((kill_log, nats))
+}
 
-    // Convergence: every payment terminal, SUCCESS, or in the error pool; the channel agrees.
-    // Asked of `converge verify --json` itself, so this tool never touches the schema.
+/// The `--concurrency` client tasks: each takes the next order (`next`) until all
+/// `--payments` are taken or the run aborts.
+fn spawn_clients(
+    args: &Args,
+    shared: &Arc<Shared>,
+    next: &Arc<AtomicU64>,
+) -> tokio::task::JoinSet<()> {
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..args.concurrency {
+        let (sh, next) = (shared.clone(), next.clone());
+        let n = args.payments as u64;
+        clients.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n || sh.abort.load(Ordering::Relaxed) {
+                    return;
+                }
+                run_order(sh.clone(), i as usize).await;
+            }
+        });
+    }
+    clients
+}
+
+/// Waits for convergence (every payment terminal, SUCCESS, or in the error pool; the channel
+/// agrees) up to `--converge-timeout-secs`, a breach past it; returns the seconds it took.
+/// Asked of `converge verify --json` itself, so this tool never touches the schema.
+async fn await_convergence(
+    args: &Args,
+    conv: &Converge,
+    db_url: &str,
+    channel_url: &str,
+    shared: &Shared,
+) -> Result<f64> {
     let t1 = Instant::now();
     let report = loop {
-        let r = verify_report(conv, db_url, &channel_url).await?;
+        let r = verify_report(conv, db_url, channel_url).await?;
         if r.ok || t1.elapsed() > Duration::from_secs(args.converge_timeout_secs) {
             break r;
         }
@@ -1793,98 +2143,124 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             report.breach_lines().join("; ")
         ));
     }
+    Ok(convergence_secs)
+}
 
-    // Replays: every key once more, after convergence and the restarts.
-    let keys: Vec<(String, KeyLog)> = shared
-        .keys
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let mut rng = StdRng::seed_from_u64(args.seed ^ 0x7265706c);
-    let mut replay_checked = 0;
-    let mut replay_mismatches = 0;
-    let mut replay_reexecuted = 0;
-    // Bounded: a server that answers 5xx to everything must not keep the run going for hours.
+/// What the replay pass found.
+#[derive(Default)]
+struct ReplayFigures {
+    /// Keys with at least one 2xx answer, compared.
+    checked: u64,
+    /// Keys whose later answer differed from the first (each a breach).
+    mismatches: u64,
+    /// Later answers executed again after a lapsed claim rather than replayed.
+    reexecuted: u64,
+}
+
+/// Replays every key once more, after convergence and the restarts: each 2xx answer a key
+/// ever got must be byte for byte the first. Bounded: a server that answers 5xx to
+/// everything must not keep the run going for hours.
+// clippy takes the give-up count of the replay pass for the loop's index; it counts only keys
+// that got no answer.
+#[allow(clippy::explicit_counter_loop)]
+async fn check_replays(shared: &Shared, keys: &[(String, KeyLog)], seed: u64) -> ReplayFigures {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x7265706c);
+    let mut figures = ReplayFigures::default();
     let replay_deadline = Instant::now() + Duration::from_secs(180);
     let mut failed_replays = 0;
-    for (key, log) in &keys {
+    for (key, log) in keys {
         if Instant::now() > replay_deadline || failed_replays >= 10 {
             shared.breach(format!(
                 "replay pass abandoned: {failed_replays} keys got no answer; the server is not answering"
             ));
             break;
         }
-        let mut final_answer = None;
-        let mut last = String::new();
-        for _ in 0..20 {
-            match shared
-                .send_within(
-                    &mut rng,
-                    &log.path,
-                    Some(key),
-                    &log.body,
-                    Duration::from_secs(10),
-                )
-                .await
-            {
-                Sent::Http(r) if r.status < 500 && r.code() != "idempotency_key_in_use" => {
-                    final_answer = Some(r);
-                    break;
-                }
-                Sent::Http(r) => {
-                    last = format!("{} {}", r.status, String::from_utf8_lossy(&r.body))
-                }
-                Sent::Transport(e) => last = e,
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        let Some(final_answer) = final_answer else {
+        let Some(final_answer) = replay_key(shared, &mut rng, key, log).await else {
             failed_replays += 1;
-            shared.breach(format!(
-                "replay of key {key}: no final answer after 20 tries (last: {last})"
-            ));
             continue;
         };
-        let mut answers: Vec<&Resp> = log
-            .answers
-            .iter()
-            .filter(|a| (200..300).contains(&a.status))
-            .collect();
-        if (200..300).contains(&final_answer.status) {
-            answers.push(&final_answer);
+        compare_answers(shared, key, log, &final_answer, &mut figures);
+    }
+    figures
+}
+
+/// Sends `key`'s request again until a final answer (not 5xx, not in use), up to 20 tries;
+/// None, a breach, when none came.
+async fn replay_key(shared: &Shared, rng: &mut StdRng, key: &str, log: &KeyLog) -> Option<Resp> {
+    let mut last = String::new();
+    for _ in 0..20 {
+        match shared
+            .send_within(
+                rng,
+                &log.path,
+                Some(key),
+                &log.body,
+                Duration::from_secs(10),
+            )
+            .await
+        {
+            Sent::Http(r) if r.status < 500 && r.code() != "idempotency_key_in_use" => {
+                return Some(r);
+            }
+            Sent::Http(r) => last = format!("{} {}", r.status, String::from_utf8_lossy(&r.body)),
+            Sent::Transport(e) => last = e,
         }
-        let Some(first) = answers.first() else {
-            continue;
-        };
-        replay_checked += 1;
-        for later in &answers[1..] {
-            if !later.replayed {
-                // Executed again rather than replayed: the first execution's claim lapsed
-                // before it stored its answer, so a retry resumed the same payment. The bytes
-                // must still match; the count is reported.
-                replay_reexecuted += 1;
-            }
-            if later.status != first.status || later.body != first.body {
-                replay_mismatches += 1;
-                shared.breach(format!(
-                    "key {key} ({}): replay differs from the first answer: {} {} then {} {} (replayed header {})",
-                    log.order,
-                    first.status,
-                    String::from_utf8_lossy(&first.body),
-                    later.status,
-                    String::from_utf8_lossy(&later.body),
-                    later.replayed
-                ));
-                break;
-            }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    shared.breach(format!(
+        "replay of key {key}: no final answer after 20 tries (last: {last})"
+    ));
+    None
+}
+
+/// Compares every 2xx answer `key` got (the replay's `final_answer` last) with the first.
+fn compare_answers(
+    shared: &Shared,
+    key: &str,
+    log: &KeyLog,
+    final_answer: &Resp,
+    figures: &mut ReplayFigures,
+) {
+    let mut answers: Vec<&Resp> = log
+        .answers
+        .iter()
+        .filter(|a| (200..300).contains(&a.status))
+        .collect();
+    if (200..300).contains(&final_answer.status) {
+        answers.push(final_answer);
+    }
+    let Some(first) = answers.first() else {
+        return;
+    };
+    figures.checked += 1;
+    for later in &answers[1..] {
+        if !later.replayed {
+            // Executed again rather than replayed: the first execution's claim lapsed
+            // before it stored its answer, so a retry resumed the same payment. The bytes
+            // must still match; the count is reported.
+            figures.reexecuted += 1;
+        }
+        if later.status != first.status || later.body != first.body {
+            figures.mismatches += 1;
+            shared.breach(format!(
+                "key {key} ({}): replay differs from the first answer: {} {} then {} {} (replayed header {})",
+                log.order,
+                first.status,
+                String::from_utf8_lossy(&first.body),
+                later.status,
+                String::from_utf8_lossy(&later.body),
+                later.replayed
+            ));
+            break;
         }
     }
+}
 
-    // Orders: one payment per order across all its keys; every acknowledged payment exists.
+/// One payment per order across all its keys: the orders answered with more than one
+/// payment id (each a breach).
+fn check_one_payment_per_order(shared: &Shared, keys: &[(String, KeyLog)]) -> usize {
     let mut by_order: HashMap<String, HashSet<String>> = HashMap::new();
-    for (_, log) in &keys {
+    for (_, log) in keys {
         if log.path != "/v1/payments" {
             continue;
         }
@@ -1911,11 +2287,16 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             ));
         }
     }
-    // Every acknowledged payment is still there, as the client sees it.
+    double_payments
+}
+
+/// Every acknowledged payment is still there, as the client sees it at `base`: the
+/// acknowledged ids, and how many are lost (each a breach).
+async fn check_acknowledged(shared: &Shared, base: &str) -> Result<(Vec<String>, usize)> {
     let acked: Vec<String> = shared.acked.lock().unwrap().clone();
     let mut lost = 0;
     for id in &acked {
-        let url = format!("{}/v1/payments/{id}", bases[0]);
+        let url = format!("{base}/v1/payments/{id}");
         let got = shared
             .client
             .get(&url)
@@ -1934,12 +2315,16 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             shared.breach(format!("payment {id}: GET answers {status} {body}"));
         }
     }
-    // Nothing but our orders became payments (bad input changed nothing).
+    Ok((acked, lost))
+}
+
+/// Nothing but our orders became payments (bad input changed nothing): the payments stored,
+/// each of another order a breach.
+async fn check_only_our_orders(args: &Args, shared: &Shared, db_url: &str) -> Result<usize> {
     let ours: HashSet<String> = (0..args.payments)
         .map(|i| format!("chaos-{}-{i}", args.seed))
         .collect();
     let stored = payment_orders(db_url).await?;
-    let db_payments = stored.len();
     for (id, order) in &stored {
         if !ours.contains(order) {
             shared.breach(format!(
@@ -1947,19 +2332,24 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             ));
         }
     }
+    Ok(stored.len())
+}
 
-    // The official check: `converge verify` as a process, with the servers stopped.
-    for s in servers.iter() {
-        s.lock().await.stop(Duration::from_secs(10)).await;
-    }
-    let report = verify_report(conv, db_url, &channel_url).await?;
+/// Runs `converge verify` as a process and prints its report: whether it passed (a failure
+/// is a breach).
+async fn verify_printed(
+    conv: &Converge,
+    db_url: &str,
+    channel_url: &str,
+    shared: &Shared,
+) -> Result<bool> {
     let (verify_ok, verify_out, verify_err) = conv
         .run_status(&[
             "verify",
             "--database-url",
             db_url,
             "--channel-url",
-            &channel_url,
+            channel_url,
             "--window-secs",
             "0",
         ])
@@ -1968,68 +2358,50 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     if !verify_ok {
         shared.breach(format!("converge verify failed: {}", verify_err.trim()));
     }
-    let stats: Value = shared
-        .client
-        .get(format!("{channel_url}/stats"))
-        .send()
-        .await?
-        .json()
-        .await?;
-    channel.stop(Duration::from_secs(5)).await;
-    let stream_check = match &nats {
-        Some(n) => {
-            let n = n.lock().await;
-            let check = check_stream(&n.url(), &report.outbox).await;
-            match &check {
-                Ok(line) => println!("chaos: {line}"),
-                Err(e) => shared.breach(format!("event stream: {e:#}")),
-            }
-            check.ok()
-        }
-        None => None,
-    };
-    let received: Value = shared
-        .client
-        .get(format!("{sink_url}/received"))
-        .send()
-        .await?
-        .json()
-        .await?;
-    sink.stop(Duration::from_secs(5)).await;
-    let received = received["deliveries"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let distinct_ids: HashSet<&str> = received
-        .iter()
-        .filter_map(|d| d["webhook_id"].as_str())
-        .collect();
-    let sink_faults = received
-        .iter()
-        .filter(|d| !(200..300).contains(&d["answered"].as_u64().unwrap_or(0)))
-        .count();
+    Ok(verify_ok)
+}
 
-    // Figures.
-    let c = &shared.counters;
-    let refunds: Vec<&(String, KeyLog)> = keys
-        .iter()
-        .filter(|(_, l)| l.path.ends_with("/refunds"))
-        .collect();
-    let refund_orders: HashSet<&str> = refunds.iter().map(|(_, l)| l.order.as_str()).collect();
-    let refund_ok = refunds
-        .iter()
-        .filter(|(_, l)| l.answers.iter().any(|a| a.status == 201))
-        .count();
-    let double_charges = report.double_charges() + double_payments;
-    let lost_total = lost + report.lost_charges();
+/// What the run found, for the figures.
+struct Figures {
+    /// `converge verify --json` with the servers stopped.
+    report: VerifyReport,
+    /// Every key and its answers.
+    keys: Vec<(String, KeyLog)>,
+    /// Payments acknowledged to the client.
+    acked: usize,
+    /// Payments in the database.
+    db_payments: usize,
+    /// The channel's `/stats`.
+    stats: Value,
+    /// Kills (and broker restarts).
+    kills: usize,
+    /// The event stream's check, when there is a broker and it passed.
+    stream_check: Option<String>,
+    /// Every delivery the merchant's receiver got.
+    received: Vec<Value>,
+    /// The replay pass.
+    replays: ReplayFigures,
+    /// Orders answered with more than one payment.
+    double_payments: usize,
+    /// Acknowledged payments the client cannot find.
+    lost: usize,
+    /// Seconds from the workload's end to convergence.
+    convergence_secs: f64,
+    /// `converge verify` passed.
+    verify_ok: bool,
+}
+
+/// Prints the figures and the result; true when the run passed (no breach, no double or
+/// lost charge, everything unresolved in the error pool, `converge verify` passed).
+fn print_figures(args: &Args, shared: &Shared, f: &Figures) -> bool {
+    let report = &f.report;
+    let double_charges = report.double_charges() + f.double_payments;
+    let lost_total = f.lost + report.lost_charges();
     let statuses: Vec<String> = report
         .by_status
         .iter()
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
-    let bad = shared.bad.lock().unwrap().clone();
-    let bad_sent: u64 = bad.values().map(|v| v.0).sum();
-    let bad_4xx: u64 = bad.values().map(|v| v.1).sum();
     let breaches = shared.breaches.lock().unwrap().clone();
     println!("---- chaos figures ----");
     println!(
@@ -2039,10 +2411,51 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     println!(
         "payments: {} orders, {} acknowledged, {} in the database ({})",
         args.payments,
-        acked.len(),
-        db_payments,
+        f.acked,
+        f.db_payments,
         statuses.join(", ")
     );
+    print_traffic(shared, f);
+    println!("double charges: {double_charges}");
+    println!("lost payments: {lost_total}");
+    println!(
+        "unresolved: {} ({} in the error pool)",
+        report.unresolved, report.unresolved_in_pool
+    );
+    println!(
+        "convergence: {:.1} s after the workload; converge verify {}",
+        f.convergence_secs,
+        if f.verify_ok { "passed" } else { "FAILED" }
+    );
+    let passed = breaches.is_empty()
+        && double_charges == 0
+        && lost_total == 0
+        && report.unresolved == report.unresolved_in_pool
+        && f.verify_ok
+        && report.ok;
+    println!("RESULT: {}", if passed { "PASS" } else { "FAIL" });
+    if !passed {
+        for b in &breaches {
+            println!("breach: {b}");
+        }
+    }
+    passed
+}
+
+/// The figures of what was sent and what happened to it: refunds, reversals, requests,
+/// channel faults, kills, the pause, the stream, webhooks, bad input and replays.
+fn print_traffic(shared: &Shared, f: &Figures) {
+    let c = &shared.counters;
+    let refunds: Vec<&(String, KeyLog)> = f
+        .keys
+        .iter()
+        .filter(|(_, l)| l.path.ends_with("/refunds"))
+        .collect();
+    let refund_orders: HashSet<&str> = refunds.iter().map(|(_, l)| l.order.as_str()).collect();
+    let refund_ok = refunds
+        .iter()
+        .filter(|(_, l)| l.answers.iter().any(|a| a.status == 201))
+        .count();
     println!(
         "refunds: {} requested for {} payments, {} answered 201",
         refunds.len(),
@@ -2069,7 +2482,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     );
     println!(
         "faults injected (sandbox /stats): {}; channel charges {}, declines {}, attempts {}",
-        stats["faults"]
+        f.stats["faults"]
             .as_object()
             .map(|o| o
                 .iter()
@@ -2077,26 +2490,44 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
                 .collect::<Vec<_>>()
                 .join(", "))
             .unwrap_or_default(),
-        stats["charges"],
-        stats["declines"],
-        stats["attempts"]
+        f.stats["charges"],
+        f.stats["declines"],
+        f.stats["attempts"]
     );
-    println!("kills: {} (SIGKILL + restart)", kill_log.len());
+    println!("kills: {} (SIGKILL + restart)", f.kills);
     for line in shared.pause.log.lock().unwrap().iter() {
         println!("emergency switch: {line}");
     }
-    if let Some(line) = &stream_check {
+    if let Some(line) = &f.stream_check {
         println!("event stream: {line}");
     }
+    print_deliveries_and_replays(shared, f);
+}
+
+/// The webhook, bad-input and replay figures.
+fn print_deliveries_and_replays(shared: &Shared, f: &Figures) {
+    let distinct_ids: HashSet<&str> = f
+        .received
+        .iter()
+        .filter_map(|d| d["webhook_id"].as_str())
+        .collect();
+    let sink_faults = f
+        .received
+        .iter()
+        .filter(|d| !(200..300).contains(&d["answered"].as_u64().unwrap_or(0)))
+        .count();
     println!(
         "webhooks: {} events, {} deliveries ({} succeeded); the receiver got {} requests for {} distinct webhook-ids, {} answered with a fault or no 2xx",
-        report.outbox["events"],
-        report.outbox["deliveries"][0],
-        report.outbox["deliveries"][1],
-        received.len(),
+        f.report.outbox["events"],
+        f.report.outbox["deliveries"][0],
+        f.report.outbox["deliveries"][1],
+        f.received.len(),
         distinct_ids.len(),
         sink_faults,
     );
+    let bad = shared.bad.lock().unwrap().clone();
+    let bad_sent: u64 = bad.values().map(|v| v.0).sum();
+    let bad_4xx: u64 = bad.values().map(|v| v.1).sum();
     println!(
         "bad input: {bad_sent} sent, {bad_4xx} answered with the expected 4xx ({})",
         bad.iter()
@@ -2104,32 +2535,11 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let r = &f.replays;
     println!(
-        "replays: {replay_checked} keys checked, {replay_mismatches} mismatches ({replay_reexecuted} later answers were re-executions after a lapsed claim, not replays)"
+        "replays: {} keys checked, {} mismatches ({} later answers were re-executions after a lapsed claim, not replays)",
+        r.checked, r.mismatches, r.reexecuted
     );
-    println!("double charges: {double_charges}");
-    println!("lost payments: {lost_total}");
-    println!(
-        "unresolved: {} ({} in the error pool)",
-        report.unresolved, report.unresolved_in_pool
-    );
-    println!(
-        "convergence: {convergence_secs:.1} s after the workload; converge verify {}",
-        if verify_ok { "passed" } else { "FAILED" }
-    );
-    let passed = breaches.is_empty()
-        && double_charges == 0
-        && lost_total == 0
-        && report.unresolved == report.unresolved_in_pool
-        && verify_ok
-        && report.ok;
-    println!("RESULT: {}", if passed { "PASS" } else { "FAIL" });
-    if !passed {
-        for b in &breaches {
-            println!("breach: {b}");
-        }
-    }
-    Ok(passed)
 }
 
 #[cfg(test)]

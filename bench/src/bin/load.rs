@@ -200,44 +200,12 @@ async fn run(args: Args) -> Result<()> {
     result
 }
 
+/// One measurement against the database at `db_url`: a server of its own, a warm-up, the
+/// create phase (with its CPU time and, on PostgreSQL, its statements and transactions), the
+/// replay phase and, with a broker, the relay's lag; the figures printed as `label.key=value`.
+/// Errors: a request of either phase failed.
 async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &str) -> Result<()> {
-    conv.run(&["migrate", "--database-url", db_url]).await?;
-    // A merchant of its own each run, so a database kept for reuse (`--database-url`) takes
-    // a second run: merchant names are unique.
-    let merchant = format!(
-        "load-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis())
-    );
-    let api_key = conv
-        .run(&["merchant", "add", &merchant, "--database-url", db_url])
-        .await?
-        .trim()
-        .to_string();
-    let port = free_port()?;
-    let base = format!("http://127.0.0.1:{port}");
-    let serve = vec![
-        "serve".to_string(),
-        "--database-url".into(),
-        db_url.into(),
-        "--bind".into(),
-        format!("127.0.0.1:{port}"),
-        "--channel-db".into(),
-        work.join("channel.db").to_string_lossy().into_owned(),
-    ];
-    let mut serve = serve;
-    if let Some(url) = &args.nats_url {
-        serve.extend(["--nats-url".into(), url.clone()]);
-    }
-    let mut server = Proc::start(
-        conv,
-        "serve",
-        serve,
-        work.join("serve.log"),
-        format!("{base}/health"),
-    )
-    .await?;
+    let (mut server, base, api_key) = start_server(args, conv, work, db_url).await?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency)
         .timeout(Duration::from_secs(30))
@@ -285,9 +253,95 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
         None => None,
     };
     server.stop(Duration::from_secs(10)).await;
+    print_figures(
+        args,
+        &Measured {
+            create: &create,
+            replay: &replay,
+            cpu: [cpu0, cpu1, cpu2],
+            db: (db0, db1),
+            lag,
+        },
+    );
+    if create.errors + replay.errors > 0 {
+        bail!(
+            "{} create and {} replay requests failed; see the figures above",
+            create.errors,
+            replay.errors
+        );
+    }
+    Ok(())
+}
 
+/// Migrates the database, adds a merchant of this run's own and starts `converge serve` (the
+/// sandbox channel in-process, the relay when `--nats-url` is given). Returns the server,
+/// its base URL and the merchant's API key.
+async fn start_server(
+    args: &Args,
+    conv: &Converge,
+    work: &std::path::Path,
+    db_url: &str,
+) -> Result<(Proc, String, String)> {
+    conv.run(&["migrate", "--database-url", db_url]).await?;
+    // A merchant of its own each run, so a database kept for reuse (`--database-url`) takes
+    // a second run: merchant names are unique.
+    let merchant = format!(
+        "load-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    );
+    let api_key = conv
+        .run(&["merchant", "add", &merchant, "--database-url", db_url])
+        .await?
+        .trim()
+        .to_string();
+    let port = free_port()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let serve = vec![
+        "serve".to_string(),
+        "--database-url".into(),
+        db_url.into(),
+        "--bind".into(),
+        format!("127.0.0.1:{port}"),
+        "--channel-db".into(),
+        work.join("channel.db").to_string_lossy().into_owned(),
+    ];
+    let mut serve = serve;
+    if let Some(url) = &args.nats_url {
+        serve.extend(["--nats-url".into(), url.clone()]);
+    }
+    let server = Proc::start(
+        conv,
+        "serve",
+        serve,
+        work.join("serve.log"),
+        format!("{base}/health"),
+    )
+    .await?;
+    Ok((server, base, api_key))
+}
+
+/// What one measurement found, for [`print_figures`].
+struct Measured<'a> {
+    /// The create phase.
+    create: &'a Phase,
+    /// The replay phase.
+    replay: &'a Phase,
+    /// The server's CPU time, ms, before the create phase, after it and after the replays.
+    cpu: [Option<f64>; 3],
+    /// PostgreSQL's (statements, transactions) before and after the create phase.
+    db: (DbCounts, DbCounts),
+    /// The relay's lag (events, p50, p99, max ms), when there was a broker.
+    lag: Option<(usize, i64, i64, i64)>,
+}
+
+/// Prints the figures as `label.key=value` lines.
+fn print_figures(args: &Args, m: &Measured<'_>) {
     let l = &args.label;
-    if let Some((events, p50, p99, max)) = lag {
+    let (c, create, replay) = (args.concurrency, m.create, m.replay);
+    let [cpu0, cpu1, cpu2] = m.cpu;
+    if let Some((events, p50, p99, max)) = m.lag {
         println!("{l}.relay.events={events}");
         println!("{l}.relay.lag_p50_ms={p50}");
         println!("{l}.relay.lag_p99_ms={p99}");
@@ -317,7 +371,7 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
         "{l}.replay.cpu_ms_per_req={}",
         per(cpu1, cpu2, args.replays)
     );
-    if let (Some((s0, x0)), Some((s1, x1))) = (db0, db1) {
+    if let (Some((s0, x0)), Some((s1, x1))) = m.db {
         let n = args.requests as f64;
         match (s0, s1) {
             (Some(s0), Some(s1)) => {
@@ -330,18 +384,8 @@ async fn measure(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &
             (x1 - x0) as f64 / n
         );
     }
-    if create.errors + replay.errors > 0 {
-        bail!(
-            "{} create and {} replay requests failed; see the figures above",
-            create.errors,
-            replay.errors
-        );
-    }
-    Ok(())
 }
 
-/// The relay's lag per event once every event is published (waits up to 30 s): (events, p50,
-/// p99, max) of `published_at - created_at` in ms. A plain read of the run's own database.
 /// CPU time (user + system) the process `pid` has used, in ms (Linux `/proc/PID/stat`,
 /// clock ticks of 10 ms).
 // The workspace denies unsafe code; sysconf(3) has no safe wrapper in std.
@@ -357,10 +401,14 @@ fn cpu_ms(pid: Option<u32>) -> Option<f64> {
     Some(ticks * 1000.0 / hz.max(1.0))
 }
 
+/// PostgreSQL's (statements, transactions) counts, statements None without
+/// `pg_stat_statements`; None on SQLite.
+type DbCounts = Option<(Option<i64>, i64)>;
+
 /// PostgreSQL only: the statements run in the database so far (pg_stat_statements' calls,
 /// None when the extension is not loaded) and the transactions committed or rolled back
 /// (pg_stat_database). Both count everything the server does meanwhile (its workers too).
-async fn db_counts(backend: Backend, db_url: &str) -> Option<(Option<i64>, i64)> {
+async fn db_counts(backend: Backend, db_url: &str) -> DbCounts {
     if backend != Backend::Postgres {
         return None;
     }
@@ -387,6 +435,8 @@ async fn db_counts(backend: Backend, db_url: &str) -> Option<(Option<i64>, i64)>
     Some((statements, xacts))
 }
 
+/// The relay's lag per event once every event is published (waits up to 30 s): (events, p50,
+/// p99, max) of `published_at - created_at` in ms. A plain read of the run's own database.
 async fn relay_lag(db_url: &str) -> Result<(usize, i64, i64, i64)> {
     const PENDING: &str = "SELECT COUNT(*) FROM events e WHERE NOT EXISTS \
         (SELECT 1 FROM event_publications p WHERE p.event_id = e.id)";

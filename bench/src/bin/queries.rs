@@ -29,6 +29,7 @@ use clap::Parser;
 use converge_bench::db::{self, Backend};
 use converge_bench::stats::{ms, percentile};
 use converge_server::domain::clock::{Clock, SystemClock};
+use converge_server::domain::state::PaymentStatus;
 use converge_server::domain::stuck::StuckThresholds;
 use converge_server::store::{
     self, DbPool, PaymentFilter, SearchArg, Store, search_sql, stuck_counts_sql, stuck_payments_sql,
@@ -128,8 +129,58 @@ async fn run(args: &Args, url: &str) -> Result<()> {
 
     let thresholds = StuckThresholds::default();
     // The whole dashboard read model, as the console's refresh computes it.
-    let core = converge_server::service::Core {
-        store: store.clone(),
+    let core = dashboard_core(store.clone());
+    let cutoffs = thresholds.cutoffs(now);
+    let filters = search_filters(args, &store, now).await?;
+    let mut queries = dashboard_reads(&store, cutoffs, now);
+    let s = &store;
+    for (name, f) in &filters {
+        queries.push((
+            name,
+            Box::new(move || Box::pin(async move { Ok(s.search_payments(f).await?.len()) })),
+        ));
+    }
+
+    let (c, th) = (&core, &thresholds);
+    let dashboard: Query = Box::new(move || {
+        Box::pin(async move {
+            converge_server::service::dashboard::dashboard(c, th).await?;
+            Ok(1)
+        })
+    });
+    queries.push(("dashboard", dashboard));
+
+    if args.during_load {
+        // The same timings idle first, then under load: side by side from one seeding.
+        time_all(&format!("{l}.idle"), &queries, args.iterations).await?;
+        let child = start_load(args, url).await?;
+        let window_start = SystemClock.now_ms();
+        let window = Instant::now();
+        time_all(l, &queries, args.iterations).await?;
+        finish_load(
+            args,
+            child,
+            &store.db_pool(),
+            window_start,
+            window.elapsed(),
+        )
+        .await?;
+    } else {
+        time_all(l, &queries, args.iterations).await?;
+    }
+
+    if let Some(path) = &args.explain {
+        let plans = explain(&store.db_pool(), &cutoffs, now, &filters).await?;
+        std::fs::write(path, plans).with_context(|| format!("writing {}", path.display()))?;
+    }
+    store.close().await;
+    Ok(())
+}
+
+/// A core over `store` for the dashboard's read model alone: its channel is never called.
+fn dashboard_core(store: Arc<dyn Store>) -> converge_server::service::Core {
+    converge_server::service::Core {
+        store,
         connectors: Arc::new(converge_server::service::connectors::Connectors::single(
             converge_server::service::connectors::DEFAULT_CONNECTOR,
             Arc::new(converge_server::channel::http::HttpChannel::new(
@@ -149,11 +200,19 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         notifier: Default::default(),
         pauses: Default::default(),
         outcomes: Default::default(),
-    };
-    let cutoffs = thresholds.cutoffs(now);
+    }
+}
+
+/// The console's payment searches, each as its filter: the latest page, by status, by
+/// merchant, by order id, by an hour's range, and a page deep into the SUCCESS ones.
+async fn search_filters(
+    args: &Args,
+    store: &Arc<dyn Store>,
+    now: i64,
+) -> Result<Vec<(&'static str, PaymentFilter)>> {
     let mid = now - 15 * DAY_MS;
     let some_order = format!("ord-{}", args.payments / 2);
-    let filters: Vec<(&str, PaymentFilter)> = vec![
+    Ok(vec![
         (
             "search_latest",
             PaymentFilter {
@@ -172,7 +231,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         (
             "search_merchant",
             PaymentFilter {
-                merchant_id: Some(first_merchant(&store).await? + 7),
+                merchant_id: Some(first_merchant(store).await? + 7),
                 limit: 50,
                 ..Default::default()
             },
@@ -203,10 +262,18 @@ async fn run(args: &Args, url: &str) -> Result<()> {
                 ..Default::default()
             },
         ),
-    ];
+    ])
+}
 
-    let mut queries: Vec<(&str, Query)> = Vec::new();
-    let s = &store;
+/// The dashboard's reads through the same [`Store`] calls the console makes, each as a timed
+/// query, in the order they are printed.
+fn dashboard_reads(
+    store: &Arc<dyn Store>,
+    cutoffs: [(PaymentStatus, i64); 5],
+    now: i64,
+) -> Vec<(&'static str, Query<'_>)> {
+    let mut queries: Vec<(&'static str, Query<'_>)> = Vec::new();
+    let s = store;
     queries.push((
         "stuck_counts",
         Box::new(move || Box::pin(async move { Ok(s.stuck_counts(&cutoffs, now).await?.len()) })),
@@ -281,47 +348,7 @@ async fn run(args: &Args, url: &str) -> Result<()> {
             Box::pin(async move { Ok(s.payment("pay_b12345").await?.iter().count()) })
         }),
     ));
-    for (name, f) in &filters {
-        queries.push((
-            name,
-            Box::new(move || Box::pin(async move { Ok(s.search_payments(f).await?.len()) })),
-        ));
-    }
-
-    let (c, th) = (&core, &thresholds);
-    let dashboard: Query = Box::new(move || {
-        Box::pin(async move {
-            converge_server::service::dashboard::dashboard(c, th).await?;
-            Ok(1)
-        })
-    });
-    queries.push(("dashboard", dashboard));
-
-    if args.during_load {
-        // The same timings idle first, then under load: side by side from one seeding.
-        time_all(&format!("{l}.idle"), &queries, args.iterations).await?;
-        let child = start_load(args, url).await?;
-        let window_start = SystemClock.now_ms();
-        let window = Instant::now();
-        time_all(l, &queries, args.iterations).await?;
-        finish_load(
-            args,
-            child,
-            &store.db_pool(),
-            window_start,
-            window.elapsed(),
-        )
-        .await?;
-    } else {
-        time_all(l, &queries, args.iterations).await?;
-    }
-
-    if let Some(path) = &args.explain {
-        let plans = explain(&store.db_pool(), &cutoffs, now, &filters).await?;
-        std::fs::write(path, plans).with_context(|| format!("writing {}", path.display()))?;
-    }
-    store.close().await;
-    Ok(())
+    queries
 }
 
 type Query<'a> = Box<dyn Fn() -> Pin<Box<dyn Future<Output = Result<usize>> + Send + 'a>> + 'a>;

@@ -201,69 +201,7 @@ pub fn reference_html(doc: &Value) -> String {
     }
     h.push_str("</ul></nav>");
     for (path, method, op) in &ops {
-        let _ = write!(
-            h,
-            "<section id=\"{}\"><h2><code>{} {}</code></h2><p><strong>{}</strong></p><p>{}</p>",
-            anchor(method, path),
-            method.to_uppercase(),
-            esc(path),
-            esc(op.get("summary").and_then(Value::as_str).unwrap_or("")),
-            esc(op.get("description").and_then(Value::as_str).unwrap_or(""))
-        );
-        if let Some(sec) = op.get("security").and_then(Value::as_array) {
-            let names: Vec<String> = sec
-                .iter()
-                .filter_map(Value::as_object)
-                .flat_map(|o| o.keys().cloned())
-                .collect();
-            if !names.is_empty() {
-                let _ = write!(h, "<p>Authentication: {}</p>", esc(&names.join(", ")));
-            }
-        }
-        if let Some(params) = op.get("parameters").and_then(Value::as_array) {
-            h.push_str("<h3>Parameters</h3><table><thead><tr><th scope=\"col\">name</th><th scope=\"col\">in</th><th scope=\"col\">required</th><th scope=\"col\">schema</th><th scope=\"col\">description</th></tr></thead><tbody>");
-            for p in params {
-                let _ = write!(
-                    h,
-                    "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
-                    esc(p.get("name").and_then(Value::as_str).unwrap_or("")),
-                    esc(p.get("in").and_then(Value::as_str).unwrap_or("")),
-                    p.get("required").and_then(Value::as_bool).unwrap_or(false),
-                    esc(&p.get("schema").map(compact).unwrap_or_default()),
-                    esc(p.get("description").and_then(Value::as_str).unwrap_or(""))
-                );
-            }
-            h.push_str("</tbody></table>");
-        }
-        if let Some(body) = op.get("requestBody") {
-            h.push_str("<h3>Request body</h3>");
-            content(&mut h, body);
-        }
-        if let Some(responses) = op.get("responses").and_then(Value::as_object) {
-            h.push_str("<h3>Responses</h3>");
-            for (status, r) in responses {
-                let _ = write!(
-                    h,
-                    "<h4>{} — {}</h4>",
-                    esc(status),
-                    esc(r.get("description").and_then(Value::as_str).unwrap_or(""))
-                );
-                if let Some(headers) = r.get("headers").and_then(Value::as_object) {
-                    h.push_str("<ul>");
-                    for (name, hd) in headers {
-                        let _ = write!(
-                            h,
-                            "<li>header <code>{}</code>: {}</li>",
-                            esc(name),
-                            esc(hd.get("description").and_then(Value::as_str).unwrap_or(""))
-                        );
-                    }
-                    h.push_str("</ul>");
-                }
-                content(&mut h, r);
-            }
-        }
-        h.push_str("</section>");
+        operation_section(&mut h, path, method, op);
     }
     if let Some(schemas) = doc
         .pointer("/components/schemas")
@@ -282,6 +220,80 @@ pub fn reference_html(doc: &Value) -> String {
     }
     h.push_str("</main></body></html>");
     h
+}
+
+/// One operation's section of the reference page: its summary, description and
+/// authentication, its parameters, request body and answers.
+fn operation_section(h: &mut String, path: &str, method: &str, op: &Value) {
+    let _ = write!(
+        h,
+        "<section id=\"{}\"><h2><code>{} {}</code></h2><p><strong>{}</strong></p><p>{}</p>",
+        anchor(method, path),
+        method.to_uppercase(),
+        esc(path),
+        esc(op.get("summary").and_then(Value::as_str).unwrap_or("")),
+        esc(op.get("description").and_then(Value::as_str).unwrap_or(""))
+    );
+    if let Some(sec) = op.get("security").and_then(Value::as_array) {
+        let names: Vec<String> = sec
+            .iter()
+            .filter_map(Value::as_object)
+            .flat_map(|o| o.keys().cloned())
+            .collect();
+        if !names.is_empty() {
+            let _ = write!(h, "<p>Authentication: {}</p>", esc(&names.join(", ")));
+        }
+    }
+    if let Some(params) = op.get("parameters").and_then(Value::as_array) {
+        parameters_table(h, params);
+    }
+    if let Some(body) = op.get("requestBody") {
+        h.push_str("<h3>Request body</h3>");
+        content(h, body);
+    }
+    if let Some(responses) = op.get("responses").and_then(Value::as_object) {
+        h.push_str("<h3>Responses</h3>");
+        for (status, r) in responses {
+            let _ = write!(
+                h,
+                "<h4>{} — {}</h4>",
+                esc(status),
+                esc(r.get("description").and_then(Value::as_str).unwrap_or(""))
+            );
+            if let Some(headers) = r.get("headers").and_then(Value::as_object) {
+                h.push_str("<ul>");
+                for (name, hd) in headers {
+                    let _ = write!(
+                        h,
+                        "<li>header <code>{}</code>: {}</li>",
+                        esc(name),
+                        esc(hd.get("description").and_then(Value::as_str).unwrap_or(""))
+                    );
+                }
+                h.push_str("</ul>");
+            }
+            content(h, r);
+        }
+    }
+    h.push_str("</section>");
+}
+
+/// An operation's parameters as a table: name, where it goes, whether it is required, its
+/// schema and description.
+fn parameters_table(h: &mut String, params: &[Value]) {
+    h.push_str("<h3>Parameters</h3><table><thead><tr><th scope=\"col\">name</th><th scope=\"col\">in</th><th scope=\"col\">required</th><th scope=\"col\">schema</th><th scope=\"col\">description</th></tr></thead><tbody>");
+    for p in params {
+        let _ = write!(
+            h,
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+            esc(p.get("name").and_then(Value::as_str).unwrap_or("")),
+            esc(p.get("in").and_then(Value::as_str).unwrap_or("")),
+            p.get("required").and_then(Value::as_bool).unwrap_or(false),
+            esc(&p.get("schema").map(compact).unwrap_or_default()),
+            esc(p.get("description").and_then(Value::as_str).unwrap_or(""))
+        );
+    }
+    h.push_str("</tbody></table>");
 }
 
 const CSS: &str = "body{font-family:system-ui,sans-serif;line-height:1.5;color:#1a1a1a;background:#fff;margin:0}\

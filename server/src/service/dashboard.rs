@@ -82,9 +82,34 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         counts,
         oldest,
     };
+    let queue = QueueView {
+        kinds: queue_rows(queue_stats, now),
+        done_last_5m,
+    };
+    Ok(Dashboard {
+        generated_at: now,
+        stuck,
+        idempotency: IdempotencyView {
+            windows: hit_rates([("5m", &five[..]), ("1h", &hour[..]), ("24h", &day[..])]),
+            routes: route_outcomes(&day),
+            series: minute_series(series_rows),
+        },
+        queue,
+        error_pool: error_pool_view(error_counts, recent_errors),
+        webhooks,
+        relay,
+        channels: channel_health(attempts, failures, &thresholds.channel, now),
+    })
+}
 
-    let mut windows = Vec::new();
-    for (name, rows) in [("5m", &five), ("1h", &hour), ("24h", &day)] {
+/// Idempotency outcome counts as the store reads them: (route, outcome, count).
+type OutcomeRows = [(String, String, i64)];
+
+/// The idempotency hit rate of each named window from its rows: the replays among the keyed
+/// requests (0 when none was keyed).
+fn hit_rates(windows: [(&str, &OutcomeRows); 3]) -> Vec<HitRate> {
+    let mut out = Vec::new();
+    for (name, rows) in windows {
         let keyed_n: i64 = rows.iter().filter(|r| keyed(&r.1)).map(|r| r.2).sum();
         let replays: i64 = rows.iter().filter(|r| r.1 == "replay").map(|r| r.2).sum();
         let rate = if keyed_n == 0 {
@@ -92,15 +117,21 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
         } else {
             replays as f64 / keyed_n as f64
         };
-        windows.push(HitRate {
+        out.push(HitRate {
             window: name.into(),
             keyed: keyed_n,
             replays,
             rate,
         });
     }
+    out
+}
+
+/// Each route's count of every outcome over the (route, outcome, count) rows of `day`, the
+/// routes in their first row's order.
+fn route_outcomes(day: &OutcomeRows) -> Vec<RouteOutcomes> {
     let mut routes: Vec<RouteOutcomes> = Vec::new();
-    for (route, _, _) in &day {
+    for (route, _, _) in day {
         if routes.iter().any(|r| &r.route == route) {
             continue;
         }
@@ -120,6 +151,12 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
             counts,
         });
     }
+    routes
+}
+
+/// The keyed requests and replays per minute from (minute, outcome, count) rows ordered by
+/// minute; minutes without rows are left out.
+fn minute_series(series_rows: Vec<(i64, String, i64)>) -> Vec<MinutePoint> {
     let mut series: Vec<MinutePoint> = Vec::new();
     for (m, outcome, n) in series_rows {
         if series.last().is_none_or(|p| p.minute != m) {
@@ -137,35 +174,24 @@ pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dash
             point.replays += n;
         }
     }
+    series
+}
 
-    let queue = QueueView {
-        kinds: queue_rows(queue_stats, now),
-        done_last_5m,
-    };
-
+/// The error pool's panel: open items per kind (the kinds with any), their total and the
+/// newest open items.
+fn error_pool_view(
+    error_counts: Vec<crate::store::ErrorKindCount>,
+    recent: Vec<converge_wire::error_pool::ErrorItem>,
+) -> ErrorPoolView {
     let open_by_kind: Vec<(String, i64, i64)> = error_counts
         .into_iter()
         .filter_map(|k| Some((k.kind, k.open, k.oldest_open?)))
         .collect();
-    let error_pool = ErrorPoolView {
+    ErrorPoolView {
         open_total: open_by_kind.iter().map(|k| k.1).sum(),
         open_by_kind,
-        recent: recent_errors,
-    };
-    Ok(Dashboard {
-        generated_at: now,
-        stuck,
-        idempotency: IdempotencyView {
-            windows,
-            routes,
-            series,
-        },
-        queue,
-        error_pool,
-        webhooks,
-        relay,
-        channels: channel_health(attempts, failures, &thresholds.channel, now),
-    })
+        recent,
+    }
 }
 
 /// The first hour of the dashboard's 24-hour channel window at `now`: the current hour (UTC)

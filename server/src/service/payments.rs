@@ -6,6 +6,8 @@
 //! resume from; the channel is always called with the payment's one channel key, so a resumed
 //! request never charges twice.
 
+use std::ops::ControlFlow;
+
 use serde_json::json;
 
 use super::write::{Answer, Refusal, Seal, Start, Written, json_answer};
@@ -276,6 +278,28 @@ impl Core {
         claim: &KeyClaim,
     ) -> Result<CreateOutcome, ServiceError> {
         let source = "api";
+        let p = match self.open_keyed(merchant_id, input, claim, source).await? {
+            ControlFlow::Continue(p) => p,
+            ControlFlow::Break(outcome) => return Ok(outcome),
+        };
+        let outcome = self.send_charge(&p).await;
+        let (event, extras) = self.charge_answer(&p, outcome);
+        let steps = self.answer_steps(&p, event, extras, source).await?;
+        self.complete_keyed(&p, claim, event, &steps, source).await
+    }
+
+    /// Phase 1 of [`create_payment`](Self::create_payment): one transaction claims the key,
+    /// inserts the payment with its submit job and submits it (unless submissions are
+    /// paused). Continues with the PROCESSING payment to charge; breaks with the outcome when
+    /// there is nothing to send (an existing payment, an order conflict, a claimed key, a
+    /// payment held PENDING by the emergency switch).
+    async fn open_keyed(
+        &self,
+        merchant_id: i64,
+        input: &PaymentInput,
+        claim: &KeyClaim,
+        source: &str,
+    ) -> Result<ControlFlow<CreateOutcome, Payment>, ServiceError> {
         let held = self.active_pauses().await.submissions();
         let new = self.new_payment(merchant_id, input);
         let params_hash = new.params_hash.clone();
@@ -304,24 +328,37 @@ impl Core {
         let p = match opened {
             OpenedPayment::Created(p) => p,
             OpenedPayment::Existing(p) if p.params_hash == params_hash => {
-                return Ok(CreateOutcome::Existing(p));
+                return Ok(ControlFlow::Break(CreateOutcome::Existing(p)));
             }
-            OpenedPayment::Existing(p) => return Ok(CreateOutcome::OrderConflict(p)),
-            OpenedPayment::Key(k) => return Ok(CreateOutcome::Key(k)),
+            OpenedPayment::Existing(p) => {
+                return Ok(ControlFlow::Break(CreateOutcome::OrderConflict(p)));
+            }
+            OpenedPayment::Key(k) => return Ok(ControlFlow::Break(CreateOutcome::Key(k))),
         };
         if p.status == PaymentStatus::Processing {
             metrics::counter!("converge_transitions_total", "to" => "processing").increment(1);
+            Ok(ControlFlow::Continue(p))
         } else {
             // Held by the emergency switch: PENDING until its submit job runs after the resume.
-            return Ok(CreateOutcome::Created {
+            Ok(ControlFlow::Break(CreateOutcome::Created {
                 payment: p,
                 stored: None,
-            });
+            }))
         }
-        let outcome = self.send_charge(&p).await;
-        let (event, extras) = self.charge_answer(&p, outcome);
+    }
+
+    /// The transitions the channel's answer `event` makes from the submitted `p`: the answer
+    /// itself and, for a charge of a merchant whose postings do not wait, the ledger's
+    /// posting, both to be applied in one transaction.
+    async fn answer_steps(
+        &self,
+        p: &Payment,
+        event: PaymentEvent,
+        extras: Extras,
+        source: &str,
+    ) -> Result<Vec<Transition>, ServiceError> {
         let now = self.clock.now_ms();
-        let first = self.transition(&p, event, source, extras, now)?;
+        let first = self.transition(p, event, source, extras, now)?;
         let mut steps = vec![first];
         if steps[0].to == PaymentStatus::ChannelSuccess {
             let merchant = self.store.merchant(p.merchant_id).await?;
@@ -345,6 +382,21 @@ impl Core {
                 steps.push(posted);
             }
         }
+        Ok(steps)
+    }
+
+    /// Phase 3 of [`create_payment`](Self::create_payment): one transaction applies `steps`
+    /// and, when they leave the payment where [`drive`](Self::drive) would stop, completes
+    /// the key with its answer; otherwise (or when something else moved the payment) the
+    /// payment is driven on and the caller stores the answer.
+    async fn complete_keyed(
+        &self,
+        p: &Payment,
+        claim: &KeyClaim,
+        event: PaymentEvent,
+        steps: &[Transition],
+        source: &str,
+    ) -> Result<CreateOutcome, ServiceError> {
         // Only an answer drive() would stop at is stored with the key; otherwise the payment
         // goes on step by step (a frozen merchant's SUSPENSE) and the caller stores it.
         let last = steps.last().map_or(p.status, |t| t.to);
@@ -357,9 +409,9 @@ impl Core {
         };
         let done = self
             .store
-            .apply_transitions(&steps, settled.then_some(&completion))
+            .apply_transitions(steps, settled.then_some(&completion))
             .await?;
-        count_transition_metrics(&done.result, &steps);
+        count_transition_metrics(&done.result, steps);
         let current = match done.result {
             TransitionResult::Applied(after) if settled => {
                 return Ok(CreateOutcome::Created {
@@ -369,10 +421,10 @@ impl Core {
             }
             TransitionResult::Applied(after) => after,
             TransitionResult::Stale(current) => {
-                self.record_lost(&p, event, source, &current).await?;
+                self.record_lost(p, event, source, &current).await?;
                 current
             }
-            TransitionResult::DuplicateEvent => self.record_lost_unread(&p, event, source).await?,
+            TransitionResult::DuplicateEvent => self.record_lost_unread(p, event, source).await?,
             TransitionResult::Refused(refused) => {
                 return Err(ServiceError::Store(crate::store::StoreError::Corrupt(
                     format!("store refused {refused}"),

@@ -252,6 +252,33 @@ impl Core {
             None => self.connector_statements(day, source).await?,
         };
         let now = self.clock.now_ms();
+        let rows = self.read_statements(day, files, now).await?;
+        let mut found = Differences {
+            day,
+            now,
+            items: Vec::new(),
+        };
+        let seen = self.statement_differences(&rows, &mut found).await?;
+        self.missing_from_statement(date, &seen, &mut found).await?;
+        let items = found.items;
+        self.store
+            .record_reconciliation(day, source, rows.len() as i64, &items, now)
+            .await?;
+        Ok(ReconcileReport {
+            day: day.into(),
+            rows: rows.len(),
+            differences: items.len(),
+        })
+    }
+
+    /// Every line of `files`, or, at the first file that is not UTF-8 text, garbled or cut
+    /// off, that file's one error-pool item and [`ReconcileError::BadFile`].
+    async fn read_statements(
+        &self,
+        day: &str,
+        files: Vec<(String, Vec<u8>)>,
+        now: i64,
+    ) -> Result<Vec<StatementRow>, ReconcileError> {
         let mut rows = Vec::new();
         for (source, bytes) in files {
             match statement_text(&source, bytes).and_then(|t| parse_statement(&source, &t)) {
@@ -272,28 +299,25 @@ impl Core {
                 }
             }
         }
-        let mut items = Vec::new();
+        Ok(rows)
+    }
+
+    /// The statement's side of the match: each line against the payment with its channel
+    /// key (a charge listed twice, a charge with no payment, another amount or status).
+    /// Returns the channel keys the statement lists, for the other side.
+    async fn statement_differences(
+        &self,
+        rows: &[StatementRow],
+        found: &mut Differences<'_>,
+    ) -> Result<HashSet<String>, ReconcileError> {
         let mut seen = HashSet::new();
-        let item = |kind: &str,
-                    key: &str,
-                    payment_id: Option<String>,
-                    summary: String,
-                    evidence: serde_json::Value| NewErrorItem {
-            kind: format!("reconcile_{kind}"),
-            dedupe_key: format!("recon:{day}:{kind}:{key}"),
-            payment_id,
-            summary,
-            evidence: evidence.to_string(),
-            reopen: false,
-            now,
-        };
         let mut first_line = std::collections::HashMap::new();
-        for row in &rows {
+        for row in rows {
             seen.insert(row.channel_key.clone());
             let statement = json!({"amount": row.amount, "currency": row.currency, "status": row.status, "charged_at": row.charged_at, "line": row.line});
             // The same charge listed twice would be settled twice: money, not a typo.
             if let Some(first) = first_line.insert(row.channel_key.clone(), row.line) {
-                items.push(item(
+                found.push(
                     "duplicate_statement",
                     &format!("{}:{}", row.channel_key, row.line),
                     None,
@@ -302,22 +326,22 @@ impl Core {
                         row.channel_key, row.line
                     ),
                     json!({"statement": statement, "first_line": first}),
-                ));
+                );
                 continue;
             }
             let Some(p) = self.store.payment_by_channel_key(&row.channel_key).await? else {
-                items.push(item(
+                found.push(
                     "missing_local",
                     &row.channel_key,
                     None,
                     format!("statement charge {} has no payment", row.channel_key),
                     json!({"statement": statement, "local": null}),
-                ));
+                );
                 continue;
             };
             let local = json!({"payment_id": p.id, "amount": p.amount, "currency": p.currency, "status": p.status.as_str()});
             if row.amount != p.amount || row.currency != p.currency {
-                items.push(item(
+                found.push(
                     "amount_mismatch",
                     &row.channel_key,
                     Some(p.id.clone()),
@@ -327,19 +351,30 @@ impl Core {
                         money::display(p.amount, &p.currency)
                     ),
                     json!({"statement": statement, "local": local}),
-                ));
+                );
             }
             let statement_charged = row.status == "succeeded";
             if statement_charged != p.status.is_charged() {
-                items.push(item(
+                found.push(
                     "status_mismatch",
                     &row.channel_key,
                     Some(p.id.clone()),
                     format!("statement says {}, payment is {}", row.status, p.status),
                     json!({"statement": statement, "local": local}),
-                ));
+                );
             }
         }
+        Ok(seen)
+    }
+
+    /// The local side of the match: every payment created on `date` and charged whose
+    /// channel key the statement (`seen`) does not list.
+    async fn missing_from_statement(
+        &self,
+        date: NaiveDate,
+        seen: &HashSet<String>,
+        found: &mut Differences<'_>,
+    ) -> Result<(), ReconcileError> {
         let start = date
             .and_hms_opt(0, 0, 0)
             .map(|d| d.and_utc().timestamp_millis())
@@ -350,23 +385,51 @@ impl Core {
             .await?
         {
             if !seen.contains(&p.channel_key) {
-                items.push(item(
+                found.push(
                     "missing_statement",
                     &p.channel_key,
                     Some(p.id.clone()),
                     format!("payment {} ({}) is charged but missing from the statement", p.id, p.status),
                     json!({"statement": null, "local": {"payment_id": p.id, "amount": p.amount, "currency": p.currency, "status": p.status}}),
-                ));
+                );
             }
         }
-        self.store
-            .record_reconciliation(day, source, rows.len() as i64, &items, now)
-            .await?;
-        Ok(ReconcileReport {
-            day: day.into(),
-            rows: rows.len(),
-            differences: items.len(),
-        })
+        Ok(())
+    }
+}
+
+/// The differences one reconciliation of `day` finds, as error-pool items whose dedupe key
+/// is (day, kind, key), so re-running the day adds nothing twice.
+struct Differences<'a> {
+    /// The statement day, `YYYY-MM-DD`.
+    day: &'a str,
+    /// When the reconciliation ran, epoch ms.
+    now: i64,
+    /// The items so far, in the order found.
+    items: Vec<NewErrorItem>,
+}
+
+impl Differences<'_> {
+    /// Adds the item of a difference of `kind` (`reconcile_<kind>`) about `key` (a channel
+    /// key, or a key and its line), with both sides in `evidence`.
+    fn push(
+        &mut self,
+        kind: &str,
+        key: &str,
+        payment_id: Option<String>,
+        summary: String,
+        evidence: serde_json::Value,
+    ) {
+        let day = self.day;
+        self.items.push(NewErrorItem {
+            kind: format!("reconcile_{kind}"),
+            dedupe_key: format!("recon:{day}:{kind}:{key}"),
+            payment_id,
+            summary,
+            evidence: evidence.to_string(),
+            reopen: false,
+            now: self.now,
+        });
     }
 }
 

@@ -81,6 +81,141 @@ macro_rules! impl_webhooks {
             Ok(())
         }
 
+        /// The reader pool of `$store`, as the verify helpers below take it.
+        type VerifyReader = sqlx::Pool<$crate::store::backend::DbOf<$store>>;
+
+        /// `OutboxFacts`' outcomes without their event: payments, then refunds, that reached
+        /// an outcome since the outbox was installed (`mark`) and have no event for it.
+        async fn verify_outbox_outcomes(
+            r: &VerifyReader,
+            mark: i64,
+        ) -> Result<(Vec<(String, String)>, Vec<(String, String, String)>), $crate::store::StoreError> {
+            let (outcomes, outcome_event) = $crate::store::webhooks::payment_outcome_sql("p.status");
+            let sql = format!(
+                "SELECT p.id, p.status FROM payments p \
+                 WHERE p.status IN ({outcomes}) AND p.updated_at >= $1 \
+                 AND NOT EXISTS (SELECT 1 FROM events e WHERE e.aggregatetype = 'payment' AND e.aggregateid = p.id \
+                   AND e.type = {outcome_event}) \
+                 ORDER BY p.id LIMIT 1000"
+            );
+            let payments_without_event = sqlx::query_as::<_, (String, String)>(&sql)
+            .bind(mark)
+            .fetch_all(r)
+            .await?;
+            let refunds_without_event = sqlx::query_as::<_, (String, String, String)>(
+                concat!("SELECT rf.id, rf.payment_id, rf.status FROM refunds rf \
+                 WHERE rf.status IN (", converge_wire::refund_sql!(Succeeded), ", ", converge_wire::refund_sql!(Failed), ") AND rf.updated_at >= $1 \
+                 AND NOT EXISTS (SELECT 1 FROM events e WHERE e.aggregatetype = 'refund' AND e.aggregateid = rf.id \
+                   AND e.type = 'refund.' || rf.status) \
+                 ORDER BY rf.id LIMIT 1000"),
+            )
+            .bind(mark)
+            .fetch_all(r)
+            .await?;
+            Ok((payments_without_event, refunds_without_event))
+        }
+
+        /// `OutboxFacts`' deliveries past the window: the undelivered ones, then the
+        /// subscribed endpoints an event made none to.
+        async fn verify_outbox_deliveries(
+            r: &VerifyReader,
+            cutoff: i64,
+        ) -> Result<(Vec<(i64, String, String, String)>, Vec<(String, String, String)>), $crate::store::StoreError> {
+            let undelivered = sqlx::query_as::<_, (i64, String, String, String)>(
+                concat!("SELECT d.id, d.event_id, e.aggregateid, d.status FROM webhook_deliveries d \
+                 JOIN events e ON e.id = d.event_id WHERE e.created_at <= $1 \
+                 AND (d.status = ", converge_wire::delivery_sql!(Pending), " OR (d.status = ", converge_wire::delivery_sql!(Dead), " AND NOT EXISTS \
+                   (SELECT 1 FROM error_pool x WHERE x.dedupe_key = 'webhook:' || CAST(d.id AS TEXT)))) \
+                 ORDER BY d.id LIMIT 1000"),
+            )
+            .bind(cutoff)
+            .fetch_all(r)
+            .await?;
+            // An endpoint changed since the event (disabled and re-enabled, say) is left
+            // out: whether it was subscribed and enabled then is not recorded.
+            let missing_deliveries = sqlx::query_as::<_, (String, String, String)>(
+                concat!("SELECT e.id, w.id, e.aggregateid FROM events e JOIN webhook_endpoints w \
+                 ON w.merchant_id = e.merchant_id AND w.status = ", converge_wire::endpoint_sql!(Enabled), " AND w.updated_at <= e.created_at \
+                 AND (w.enabled_events = ',*,' OR w.enabled_events LIKE '%,' || e.type || ',%') \
+                 WHERE e.created_at <= $1 \
+                 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.endpoint_id = w.id) \
+                 ORDER BY e.seq LIMIT 1000"),
+            )
+            .bind(cutoff)
+            .fetch_all(r)
+            .await?;
+            Ok((undelivered, missing_deliveries))
+        }
+
+        /// `OutboxFacts`' event-stream facts: whether a relay publishes from this database,
+        /// what was published (and dropped as re-publishes), and, when one does, the events
+        /// past the window not published.
+        async fn verify_outbox_stream(
+            r: &VerifyReader,
+            cutoff: i64,
+        ) -> Result<(bool, (i64, i64), Vec<(String, String)>), $crate::store::StoreError> {
+            let stream_configured: bool = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM relay_leases")
+                .fetch_one(r)
+                .await?
+                > 0;
+            let published: (i64, i64) = sqlx::query_as(
+                "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN duplicate THEN 1 ELSE 0 END), 0) AS BIGINT) \
+                 FROM event_publications WHERE refused IS NULL",
+            )
+            .fetch_one(r)
+            .await?;
+            let unpublished = if stream_configured {
+                sqlx::query_as::<_, (String, String)>(
+                    "SELECT e.id, e.aggregateid FROM events e WHERE e.created_at <= $1 \
+                     AND NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id) \
+                     ORDER BY e.seq LIMIT 1000",
+                )
+                .bind(cutoff)
+                .fetch_all(r)
+                .await?
+            } else {
+                Vec::new()
+            };
+            Ok((stream_configured, published, unpublished))
+        }
+
+        /// `OutboxFacts::pending_drift`: where `outbox_pending` and the events without a
+        /// publication disagree, each way.
+        async fn verify_outbox_drift(
+            r: &VerifyReader,
+        ) -> Result<Vec<(String, String, &'static str)>, $crate::store::StoreError> {
+            // Checked against the anti-join itself, so a trigger that missed a write shows
+            // as a breach instead of as an event the relay never sees.
+            let mut pending_drift: Vec<(String, String, &'static str)> =
+                sqlx::query_as::<_, (String, String)>(
+                    "SELECT e.id, e.aggregateid FROM events e \
+                     WHERE NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id) \
+                     AND NOT EXISTS (SELECT 1 FROM outbox_pending o WHERE o.event_id = e.id) \
+                     ORDER BY e.seq LIMIT 1000",
+                )
+                .fetch_all(r)
+                .await?
+                .into_iter()
+                .map(|(id, agg)| (id, agg, "is unpublished but missing from the outbox backlog"))
+                .collect();
+            pending_drift.extend(
+                sqlx::query_as::<_, (String, Option<String>)>(
+                    "SELECT o.event_id, e.aggregateid FROM outbox_pending o \
+                     LEFT JOIN events e ON e.id = o.event_id AND e.seq = o.seq \
+                     WHERE e.id IS NULL \
+                     OR EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = o.event_id) \
+                     ORDER BY o.seq LIMIT 1000",
+                )
+                .fetch_all(r)
+                .await?
+                .into_iter()
+                .map(|(id, agg)| {
+                    (id, agg.unwrap_or_default(), "is in the outbox backlog but published or gone")
+                }),
+            );
+            Ok(pending_drift)
+        }
+
         #[async_trait::async_trait]
         impl $crate::store::Webhooks for $store {
             fn webhook_plan(&self) -> &$crate::store::WebhookPlan {
@@ -544,102 +679,12 @@ macro_rules! impl_webhooks {
                 )
                 .fetch_one(r)
                 .await?;
-                let (outcomes, outcome_event) = $crate::store::webhooks::payment_outcome_sql("p.status");
-                let sql = format!(
-                    "SELECT p.id, p.status FROM payments p \
-                     WHERE p.status IN ({outcomes}) AND p.updated_at >= $1 \
-                     AND NOT EXISTS (SELECT 1 FROM events e WHERE e.aggregatetype = 'payment' AND e.aggregateid = p.id \
-                       AND e.type = {outcome_event}) \
-                     ORDER BY p.id LIMIT 1000"
-                );
-                let payments_without_event = sqlx::query_as::<_, (String, String)>(&sql)
-                .bind(mark)
-                .fetch_all(r)
-                .await?;
-                let refunds_without_event = sqlx::query_as::<_, (String, String, String)>(
-                    concat!("SELECT rf.id, rf.payment_id, rf.status FROM refunds rf \
-                     WHERE rf.status IN (", converge_wire::refund_sql!(Succeeded), ", ", converge_wire::refund_sql!(Failed), ") AND rf.updated_at >= $1 \
-                     AND NOT EXISTS (SELECT 1 FROM events e WHERE e.aggregatetype = 'refund' AND e.aggregateid = rf.id \
-                       AND e.type = 'refund.' || rf.status) \
-                     ORDER BY rf.id LIMIT 1000"),
-                )
-                .bind(mark)
-                .fetch_all(r)
-                .await?;
-                let undelivered = sqlx::query_as::<_, (i64, String, String, String)>(
-                    concat!("SELECT d.id, d.event_id, e.aggregateid, d.status FROM webhook_deliveries d \
-                     JOIN events e ON e.id = d.event_id WHERE e.created_at <= $1 \
-                     AND (d.status = ", converge_wire::delivery_sql!(Pending), " OR (d.status = ", converge_wire::delivery_sql!(Dead), " AND NOT EXISTS \
-                       (SELECT 1 FROM error_pool x WHERE x.dedupe_key = 'webhook:' || CAST(d.id AS TEXT)))) \
-                     ORDER BY d.id LIMIT 1000"),
-                )
-                .bind(cutoff)
-                .fetch_all(r)
-                .await?;
-                // An endpoint changed since the event (disabled and re-enabled, say) is left
-                // out: whether it was subscribed and enabled then is not recorded.
-                let missing_deliveries = sqlx::query_as::<_, (String, String, String)>(
-                    concat!("SELECT e.id, w.id, e.aggregateid FROM events e JOIN webhook_endpoints w \
-                     ON w.merchant_id = e.merchant_id AND w.status = ", converge_wire::endpoint_sql!(Enabled), " AND w.updated_at <= e.created_at \
-                     AND (w.enabled_events = ',*,' OR w.enabled_events LIKE '%,' || e.type || ',%') \
-                     WHERE e.created_at <= $1 \
-                     AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.endpoint_id = w.id) \
-                     ORDER BY e.seq LIMIT 1000"),
-                )
-                .bind(cutoff)
-                .fetch_all(r)
-                .await?;
-                let stream_configured: bool = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM relay_leases")
-                    .fetch_one(r)
-                    .await?
-                    > 0;
-                let published: (i64, i64) = sqlx::query_as(
-                    "SELECT COUNT(*), CAST(COALESCE(SUM(CASE WHEN duplicate THEN 1 ELSE 0 END), 0) AS BIGINT) \
-                     FROM event_publications WHERE refused IS NULL",
-                )
-                .fetch_one(r)
-                .await?;
-                let unpublished = if stream_configured {
-                    sqlx::query_as::<_, (String, String)>(
-                        "SELECT e.id, e.aggregateid FROM events e WHERE e.created_at <= $1 \
-                         AND NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id) \
-                         ORDER BY e.seq LIMIT 1000",
-                    )
-                    .bind(cutoff)
-                    .fetch_all(r)
-                    .await?
-                } else {
-                    Vec::new()
-                };
-                // Checked against the anti-join itself, so a trigger that missed a write shows
-                // as a breach instead of as an event the relay never sees.
-                let mut pending_drift: Vec<(String, String, &'static str)> =
-                    sqlx::query_as::<_, (String, String)>(
-                        "SELECT e.id, e.aggregateid FROM events e \
-                         WHERE NOT EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = e.id) \
-                         AND NOT EXISTS (SELECT 1 FROM outbox_pending o WHERE o.event_id = e.id) \
-                         ORDER BY e.seq LIMIT 1000",
-                    )
-                    .fetch_all(r)
-                    .await?
-                    .into_iter()
-                    .map(|(id, agg)| (id, agg, "is unpublished but missing from the outbox backlog"))
-                    .collect();
-                pending_drift.extend(
-                    sqlx::query_as::<_, (String, Option<String>)>(
-                        "SELECT o.event_id, e.aggregateid FROM outbox_pending o \
-                         LEFT JOIN events e ON e.id = o.event_id AND e.seq = o.seq \
-                         WHERE e.id IS NULL \
-                         OR EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = o.event_id) \
-                         ORDER BY o.seq LIMIT 1000",
-                    )
-                    .fetch_all(r)
-                    .await?
-                    .into_iter()
-                    .map(|(id, agg)| {
-                        (id, agg.unwrap_or_default(), "is in the outbox backlog but published or gone")
-                    }),
-                );
+                let (payments_without_event, refunds_without_event) =
+                    verify_outbox_outcomes(r, mark).await?;
+                let (undelivered, missing_deliveries) = verify_outbox_deliveries(r, cutoff).await?;
+                let (stream_configured, published, unpublished) =
+                    verify_outbox_stream(r, cutoff).await?;
+                let pending_drift = verify_outbox_drift(r).await?;
                 Ok($crate::store::OutboxFacts {
                     pending_drift,
                     stream_configured,

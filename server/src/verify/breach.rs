@@ -235,6 +235,19 @@ impl Breach {
 
 impl fmt::Display for Breach {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.invariant() {
+            Invariant::Channel => self.fmt_channel(f),
+            Invariant::Ledger => self.fmt_ledger(f),
+            Invariant::Replay | Invariant::Window | Invariant::Audit | Invariant::Events => {
+                self.fmt_progress(f)
+            }
+        }
+    }
+}
+
+impl Breach {
+    /// The `BREACH` line's text of an invariant-1 breach (the channel's charges).
+    fn fmt_channel(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Breach::ChargeCount {
                 payment,
@@ -276,6 +289,14 @@ impl fmt::Display for Breach {
                     "{payment}: refunded {channel} at the channel, {local} in succeeded refunds"
                 )
             }
+            // Not reached: `fmt` hands this function only the kinds above.
+            other => write!(f, "{other:?}"),
+        }
+    }
+
+    /// The `BREACH` line's text of an invariant-2 breach (the ledger).
+    fn fmt_ledger(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Breach::ChargeBatchCount {
                 payment,
                 status,
@@ -320,6 +341,15 @@ impl fmt::Display for Breach {
             } => {
                 write!(f, "ledger {currency}: debits {debits} != credits {credits}")
             }
+            // Not reached: `fmt` hands this function only the kinds above.
+            other => write!(f, "{other:?}"),
+        }
+    }
+
+    /// The `BREACH` line's text of a breach of invariants 3 to 6 (replays, the window, the
+    /// audit chain, events).
+    fn fmt_progress(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Breach::MissingEvent {
                 payment,
                 aggregate,
@@ -356,6 +386,8 @@ impl fmt::Display for Breach {
             Breach::AuditChainBroken { first_bad } => {
                 write!(f, "audit chain broken at record {first_bad}")
             }
+            // Not reached: `fmt` hands this function only the kinds above.
+            other => write!(f, "{other:?}"),
         }
     }
 }

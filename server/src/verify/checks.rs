@@ -30,58 +30,74 @@ pub fn check_payment(
         });
         return out;
     };
+    if let Some(charges) = charges {
+        check_channel(p, status, charges, &mut out);
+    }
+    check_payment_ledger(p, status, &mut out);
+    check_window(p, status, window, &mut out);
+    out
+}
+
+/// Invariant 1 for one payment: the channel holds as many successful charges under its key
+/// as its status says, each of its amount, and refunded what its succeeded refunds total.
+fn check_channel(
+    p: &VerifyPaymentRow,
+    status: PaymentStatus,
+    charges: &[ChannelCharge],
+    out: &mut Vec<Breach>,
+) {
+    let succeeded: Vec<&ChannelCharge> = charges.iter().filter(|c| c.succeeded()).collect();
+    let expected = if status.is_charged() {
+        "1"
+    } else if status == PaymentStatus::Failed {
+        "0"
+    } else {
+        "0 or 1"
+    };
+    let ok = match expected {
+        "1" => succeeded.len() == 1,
+        "0" => succeeded.is_empty(),
+        _ => succeeded.len() <= 1,
+    };
+    if !ok {
+        out.push(Breach::ChargeCount {
+            payment: p.id.clone(),
+            status: p.status.clone(),
+            charges: succeeded.len(),
+            expected,
+        });
+    }
+    for c in &succeeded {
+        if c.amount != p.amount || c.currency != p.currency {
+            out.push(Breach::ChargeMismatch {
+                payment: p.id.clone(),
+                local: (p.amount, p.currency.clone()),
+                channel: (c.amount, c.currency.clone()),
+            });
+        }
+    }
+    let refunded_at_channel: i64 = succeeded.iter().map(|c| c.refunded).sum();
+    // A reversal refunds at the channel without a refund row; pending refunds are in flight.
+    if status != PaymentStatus::Reversed
+        && p.refunds_pending == 0
+        && refunded_at_channel != p.refunds_succeeded_amount
+    {
+        out.push(Breach::RefundMismatch {
+            payment: p.id.clone(),
+            local: p.refunds_succeeded_amount,
+            channel: refunded_at_channel,
+        });
+    }
+}
+
+/// Invariant 2 for one payment: one charge batch of its amount when posted (none
+/// otherwise), one batch per succeeded refund, and refund totals that agree with the amount
+/// reserved on the payment.
+fn check_payment_ledger(p: &VerifyPaymentRow, status: PaymentStatus, out: &mut Vec<Breach>) {
     let posted = matches!(
         status,
         PaymentStatus::Success | PaymentStatus::Refunded | PaymentStatus::Reversed
     );
-
-    // 1. Channel.
-    if let Some(charges) = charges {
-        let succeeded: Vec<&ChannelCharge> = charges.iter().filter(|c| c.succeeded()).collect();
-        let expected = if status.is_charged() {
-            "1"
-        } else if status == PaymentStatus::Failed {
-            "0"
-        } else {
-            "0 or 1"
-        };
-        let ok = match expected {
-            "1" => succeeded.len() == 1,
-            "0" => succeeded.is_empty(),
-            _ => succeeded.len() <= 1,
-        };
-        if !ok {
-            out.push(Breach::ChargeCount {
-                payment: p.id.clone(),
-                status: p.status.clone(),
-                charges: succeeded.len(),
-                expected,
-            });
-        }
-        for c in &succeeded {
-            if c.amount != p.amount || c.currency != p.currency {
-                out.push(Breach::ChargeMismatch {
-                    payment: p.id.clone(),
-                    local: (p.amount, p.currency.clone()),
-                    channel: (c.amount, c.currency.clone()),
-                });
-            }
-        }
-        let refunded_at_channel: i64 = succeeded.iter().map(|c| c.refunded).sum();
-        // A reversal refunds at the channel without a refund row; pending refunds are in flight.
-        if status != PaymentStatus::Reversed
-            && p.refunds_pending == 0
-            && refunded_at_channel != p.refunds_succeeded_amount
-        {
-            out.push(Breach::RefundMismatch {
-                payment: p.id.clone(),
-                local: p.refunds_succeeded_amount,
-                channel: refunded_at_channel,
-            });
-        }
-    }
-
-    // 2. Ledger.
     let expected_batches = i64::from(posted);
     if p.charge_batches != expected_batches {
         out.push(Breach::ChargeBatchCount {
@@ -104,6 +120,12 @@ pub fn check_payment(
             batches: p.refund_batches,
         });
     }
+    check_refund_totals(p, status, out);
+}
+
+/// The refund side of invariant 2: succeeded refunds never exceed what the payment reserves,
+/// equal it when none is pending, and equal the amount of a REFUNDED payment.
+fn check_refund_totals(p: &VerifyPaymentRow, status: PaymentStatus, out: &mut Vec<Breach>) {
     if p.refunds_succeeded_amount > p.refunded_amount {
         out.push(Breach::RefundTotals {
             payment: p.id.clone(),
@@ -130,28 +152,36 @@ pub fn check_payment(
             ),
         });
     }
+}
 
-    // 4. Window.
-    if p.open_error_items == 0 {
-        let settled = status.is_settled();
-        let cutoff = window.now_ms - window.window_ms;
-        if !settled && p.created_at <= cutoff {
-            out.push(Breach::NotConverged {
-                payment: p.id.clone(),
-                status: p.status.clone(),
-                age_secs: (window.now_ms - p.created_at) / 1000,
-                detail: "non-terminal".into(),
-            });
-        } else if p.refunds_pending > 0 && p.updated_at <= cutoff {
-            out.push(Breach::NotConverged {
-                payment: p.id.clone(),
-                status: p.status.clone(),
-                age_secs: (window.now_ms - p.updated_at) / 1000,
-                detail: format!("{} refunds still pending", p.refunds_pending),
-            });
-        }
+/// Invariant 4 for one payment without an open error-pool item: settled, and its refunds
+/// finished, within the window.
+fn check_window(
+    p: &VerifyPaymentRow,
+    status: PaymentStatus,
+    window: Window,
+    out: &mut Vec<Breach>,
+) {
+    if p.open_error_items != 0 {
+        return;
     }
-    out
+    let settled = status.is_settled();
+    let cutoff = window.now_ms - window.window_ms;
+    if !settled && p.created_at <= cutoff {
+        out.push(Breach::NotConverged {
+            payment: p.id.clone(),
+            status: p.status.clone(),
+            age_secs: (window.now_ms - p.created_at) / 1000,
+            detail: "non-terminal".into(),
+        });
+    } else if p.refunds_pending > 0 && p.updated_at <= cutoff {
+        out.push(Breach::NotConverged {
+            payment: p.id.clone(),
+            status: p.status.clone(),
+            age_secs: (window.now_ms - p.updated_at) / 1000,
+            detail: format!("{} refunds still pending", p.refunds_pending),
+        });
+    }
 }
 
 /// Checks invariant 2 over the whole ledger: per-currency totals and unbalanced batches.

@@ -113,6 +113,28 @@ impl Report {
     pub fn render(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
+        self.render_header(&mut s);
+        self.render_invariants(&mut s);
+        for b in &self.breaches {
+            let _ = writeln!(s, "BREACH {}", b);
+        }
+        if self.ok() {
+            s.push_str("verify: all checked invariants hold\n");
+        } else {
+            let _ = writeln!(
+                s,
+                "verify: FAILED, {} breaches, {} offending payments",
+                self.breaches.len(),
+                self.offending_payments().len()
+            );
+        }
+        s
+    }
+
+    /// The header's two lines: when and with which window the check ran, and the payments
+    /// per status.
+    fn render_header(&self, s: &mut String) {
+        use std::fmt::Write;
         let statuses: Vec<String> = self
             .by_status
             .iter()
@@ -134,32 +156,11 @@ impl Report {
                 statuses.join(", ")
             }
         );
-        let count = |inv: Invariant| {
-            self.breaches
-                .iter()
-                .filter(|b| b.invariant() == inv)
-                .count()
-        };
-        let line = |s: &mut String, inv: Invariant, skipped: bool, detail: String| {
-            let n = count(inv);
-            let tag = if n > 0 {
-                "FAIL"
-            } else if skipped {
-                "SKIP"
-            } else {
-                "PASS"
-            };
-            let _ = writeln!(
-                s,
-                "[{tag}] {}: {detail}{}",
-                inv.title(),
-                if n > 0 {
-                    format!(" - {n} breaches")
-                } else {
-                    String::new()
-                }
-            );
-        };
+    }
+
+    /// One line per invariant, in their order, with what was checked; the audit chain's
+    /// line says so when there is no audit log yet.
+    fn render_invariants(&self, s: &mut String) {
         let channel = match &self.channel {
             ChannelCheck::Skipped => ("not checked (no --channel-url)".to_string(), true),
             ChannelCheck::Checked {
@@ -171,14 +172,14 @@ impl Report {
                 false,
             ),
         };
-        line(&mut s, Invariant::Channel, channel.1, channel.0);
+        self.invariant_line(s, Invariant::Channel, channel.1, channel.0);
         let ledger: Vec<String> = self
             .ledger
             .iter()
             .map(|t| format!("{} debits {} credits {}", t.currency, t.debits, t.credits))
             .collect();
-        line(
-            &mut s,
+        self.invariant_line(
+            s,
             Invariant::Ledger,
             false,
             if ledger.is_empty() {
@@ -187,8 +188,8 @@ impl Report {
                 ledger.join("; ")
             },
         );
-        line(
-            &mut s,
+        self.invariant_line(
+            s,
             Invariant::Replay,
             false,
             format!(
@@ -196,8 +197,8 @@ impl Report {
                 self.keys.done, self.keys.without_response
             ),
         );
-        line(
-            &mut s,
+        self.invariant_line(
+            s,
             Invariant::Window,
             false,
             format!(
@@ -207,47 +208,64 @@ impl Report {
         );
         match &self.audit {
             AuditChain::NotAvailable => s.push_str("audit chain: no audit log yet\n"),
-            AuditChain::Verified { records } => line(
-                &mut s,
+            AuditChain::Verified { records } => self.invariant_line(
+                s,
                 Invariant::Audit,
                 false,
                 format!("{records} records chained"),
             ),
-            AuditChain::Broken { .. } => line(&mut s, Invariant::Audit, false, "broken".into()),
+            AuditChain::Broken { .. } => {
+                self.invariant_line(s, Invariant::Audit, false, "broken".into())
+            }
         }
-        line(
-            &mut s,
-            Invariant::Events,
-            false,
-            format!(
-                "{} events, {} deliveries ({} succeeded){}",
-                self.outbox.events,
-                self.outbox.deliveries.0,
-                self.outbox.deliveries.1,
-                if self.outbox.stream_configured {
-                    format!(
-                        ", {} published to the stream ({} re-publishes dropped by the broker)",
-                        self.outbox.published.0, self.outbox.published.1
-                    )
-                } else {
-                    String::new()
-                }
-            ),
-        );
-        for b in &self.breaches {
-            let _ = writeln!(s, "BREACH {}", b);
-        }
-        if self.ok() {
-            s.push_str("verify: all checked invariants hold\n");
+        self.invariant_line(s, Invariant::Events, false, self.events_detail());
+    }
+
+    /// What the events line says was checked: events, deliveries and, with a stream, what
+    /// was published to it.
+    fn events_detail(&self) -> String {
+        format!(
+            "{} events, {} deliveries ({} succeeded){}",
+            self.outbox.events,
+            self.outbox.deliveries.0,
+            self.outbox.deliveries.1,
+            if self.outbox.stream_configured {
+                format!(
+                    ", {} published to the stream ({} re-publishes dropped by the broker)",
+                    self.outbox.published.0, self.outbox.published.1
+                )
+            } else {
+                String::new()
+            }
+        )
+    }
+
+    /// The line of `inv`: `[FAIL]` with its breach count when it has any, else `[SKIP]` when
+    /// `skipped`, else `[PASS]`; then its title and `detail`.
+    fn invariant_line(&self, s: &mut String, inv: Invariant, skipped: bool, detail: String) {
+        use std::fmt::Write;
+        let n = self
+            .breaches
+            .iter()
+            .filter(|b| b.invariant() == inv)
+            .count();
+        let tag = if n > 0 {
+            "FAIL"
+        } else if skipped {
+            "SKIP"
         } else {
-            let _ = writeln!(
-                s,
-                "verify: FAILED, {} breaches, {} offending payments",
-                self.breaches.len(),
-                self.offending_payments().len()
-            );
-        }
-        s
+            "PASS"
+        };
+        let _ = writeln!(
+            s,
+            "[{tag}] {}: {detail}{}",
+            inv.title(),
+            if n > 0 {
+                format!(" - {n} breaches")
+            } else {
+                String::new()
+            }
+        );
     }
 }
 

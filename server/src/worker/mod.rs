@@ -77,6 +77,27 @@ enum Outcome {
     Done(LeasedJob),
 }
 
+/// The error-pool item of a job its handler gave up on: it reopens an item a person already
+/// resolved, since the failure happened anew.
+fn given_up_item(
+    job: &LeasedJob,
+    kind: &'static str,
+    dedupe_key: String,
+    summary: &str,
+    evidence: &serde_json::Value,
+    now: i64,
+) -> NewErrorItem {
+    NewErrorItem {
+        kind: kind.into(),
+        dedupe_key,
+        payment_id: job.payment_id.clone(),
+        summary: summary.to_owned(),
+        evidence: evidence.to_string(),
+        reopen: true,
+        now,
+    }
+}
+
 /// Counts one job's result in `converge_jobs_processed_total`.
 fn processed(job: &LeasedJob, result: &JobResult) {
     metrics::counter!("converge_jobs_processed_total", "kind" => job.kind.clone(), "result" => result.as_str()).increment(1);
@@ -247,99 +268,11 @@ impl Worker {
         }
     }
 
+    /// Writes the result `step` of `job` under its lease: what the job became, or lease lost
+    /// when its token no longer held or the write failed (logged; the lease then lapses and
+    /// the job runs again).
     async fn record(&self, job: &LeasedJob, step: Step) -> JobResult {
-        let store = &self.core.store;
-        let now = self.core.clock.now_ms();
-        let backoff = self.cfg.retry.backoff(&job.kind);
-        let max_attempts = self.cfg.retry.max_attempts(&job.kind, job.max_attempts);
-        let written = match step {
-            // Not reached from `process` (done jobs are completed in batches); kept so a
-            // single result is still written whole.
-            Step::Done => store
-                .complete_job(job.id, &job.lease_token, now)
-                .await
-                .map(|ok| (ok, JobResult::Completed)),
-            Step::Wait(why) => {
-                let at = now.saturating_add(i64::try_from(backoff.cap_ms).unwrap_or(i64::MAX));
-                store
-                    .retry_job(job.id, &job.lease_token, at, &why, true, now)
-                    .await
-                    .map(|ok| (ok, JobResult::Retried))
-            }
-            Step::Held(why) => store
-                .retry_job(
-                    job.id,
-                    &job.lease_token,
-                    now.saturating_add(crate::service::pauses::HOLD_RECHECK_MS),
-                    &why,
-                    true,
-                    now,
-                )
-                .await
-                .map(|ok| (ok, JobResult::Retried)),
-            Step::Retry(error) if job.attempts < max_attempts => {
-                let delay = {
-                    let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-                    backoff.delay_ms(u32::try_from(job.attempts).unwrap_or(u32::MAX), &mut *rng)
-                };
-                let at = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
-                store
-                    .retry_job(job.id, &job.lease_token, at, &error, false, now)
-                    .await
-                    .map(|ok| (ok, JobResult::Retried))
-            }
-            Step::Retry(error) => {
-                let item = self.dead_item(job, &error, now).await;
-                store
-                    .bury_job(job.id, &job.lease_token, &error, &item, now)
-                    .await
-                    .map(|ok| (ok, JobResult::Buried))
-            }
-            Step::RetryAt { at, error } => store
-                .retry_job(job.id, &job.lease_token, at, &error, false, now)
-                .await
-                .map(|ok| (ok, JobResult::Retried)),
-            Step::GiveUpWith {
-                kind,
-                dedupe_key,
-                summary,
-                evidence,
-            } => {
-                let item = NewErrorItem {
-                    kind: kind.into(),
-                    dedupe_key,
-                    payment_id: job.payment_id.clone(),
-                    summary: summary.clone(),
-                    evidence: evidence.to_string(),
-                    reopen: true,
-                    now,
-                };
-                store
-                    .bury_job(job.id, &job.lease_token, &summary, &item, now)
-                    .await
-                    .map(|ok| (ok, JobResult::Buried))
-            }
-            Step::GiveUp {
-                kind,
-                summary,
-                evidence,
-            } => {
-                let item = NewErrorItem {
-                    kind: kind.into(),
-                    dedupe_key: format!("job:{}:{kind}", job.id),
-                    payment_id: job.payment_id.clone(),
-                    summary: summary.clone(),
-                    evidence: evidence.to_string(),
-                    reopen: true,
-                    now,
-                };
-                store
-                    .bury_job(job.id, &job.lease_token, &summary, &item, now)
-                    .await
-                    .map(|ok| (ok, JobResult::Buried))
-            }
-        };
-        match written {
+        match self.write_step(job, step).await {
             Ok((true, r)) => r,
             Ok((false, _)) => {
                 tracing::warn!(
@@ -353,6 +286,100 @@ impl Worker {
                 JobResult::LeaseLost
             }
         }
+    }
+
+    /// The one store write of `step` for `job`: completed, retried (after its kind's backoff,
+    /// the handler's time, or the pause's recheck), or buried with its error-pool item once
+    /// its attempts are spent or the handler gives up. Returns whether the lease still held,
+    /// with what the job became.
+    async fn write_step(
+        &self,
+        job: &LeasedJob,
+        step: Step,
+    ) -> Result<(bool, JobResult), crate::store::StoreError> {
+        let store = &self.core.store;
+        let now = self.core.clock.now_ms();
+        let backoff = self.cfg.retry.backoff(&job.kind);
+        let max_attempts = self.cfg.retry.max_attempts(&job.kind, job.max_attempts);
+        match step {
+            // Not reached from `process` (done jobs are completed in batches); kept so a
+            // single result is still written whole.
+            Step::Done => store
+                .complete_job(job.id, &job.lease_token, now)
+                .await
+                .map(|ok| (ok, JobResult::Completed)),
+            Step::Wait(why) => {
+                let at = now.saturating_add(i64::try_from(backoff.cap_ms).unwrap_or(i64::MAX));
+                self.retry(job, at, &why, true, now).await
+            }
+            Step::Held(why) => {
+                let at = now.saturating_add(crate::service::pauses::HOLD_RECHECK_MS);
+                self.retry(job, at, &why, true, now).await
+            }
+            Step::Retry(error) if job.attempts < max_attempts => {
+                let delay = {
+                    let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+                    backoff.delay_ms(u32::try_from(job.attempts).unwrap_or(u32::MAX), &mut *rng)
+                };
+                let at = now.saturating_add(i64::try_from(delay).unwrap_or(i64::MAX));
+                self.retry(job, at, &error, false, now).await
+            }
+            Step::Retry(error) => {
+                let item = self.dead_item(job, &error, now).await;
+                self.bury(job, &error, &item, now).await
+            }
+            Step::RetryAt { at, error } => self.retry(job, at, &error, false, now).await,
+            Step::GiveUpWith {
+                kind,
+                dedupe_key,
+                summary,
+                evidence,
+            } => {
+                let item = given_up_item(job, kind, dedupe_key, &summary, &evidence, now);
+                self.bury(job, &summary, &item, now).await
+            }
+            Step::GiveUp {
+                kind,
+                summary,
+                evidence,
+            } => {
+                let dedupe_key = format!("job:{}:{kind}", job.id);
+                let item = given_up_item(job, kind, dedupe_key, &summary, &evidence, now);
+                self.bury(job, &summary, &item, now).await
+            }
+        }
+    }
+
+    /// Schedules `job` again at `at` with `error` (`waiting`: without spending an attempt),
+    /// under its lease.
+    async fn retry(
+        &self,
+        job: &LeasedJob,
+        at: i64,
+        error: &str,
+        waiting: bool,
+        now: i64,
+    ) -> Result<(bool, JobResult), crate::store::StoreError> {
+        self.core
+            .store
+            .retry_job(job.id, &job.lease_token, at, error, waiting, now)
+            .await
+            .map(|ok| (ok, JobResult::Retried))
+    }
+
+    /// Buries `job` with `error` and its error-pool `item`, under its lease.
+    async fn bury(
+        &self,
+        job: &LeasedJob,
+        error: &str,
+        item: &NewErrorItem,
+        now: i64,
+    ) -> Result<(bool, JobResult), crate::store::StoreError> {
+        self.core
+            .store
+            .bury_job(job.id, &job.lease_token, error, item, now)
+            .await
+            .map(|ok| (ok, JobResult::Buried))
     }
 
     async fn dead_item(&self, job: &LeasedJob, error: &str, now: i64) -> NewErrorItem {
