@@ -19,6 +19,7 @@ use crate::ops::OpsState;
 use crate::ops::auth::Auth;
 use crate::ops::session::SessionBackend;
 use crate::service::connectors::{Connectors, DEFAULT_CONNECTOR};
+use crate::service::console::ConsoleSettings;
 use crate::service::{Core, Timings};
 use crate::store::{self, Backend, Store, StoreError};
 use crate::worker::{Worker, monitor};
@@ -158,6 +159,7 @@ fn new_core(
     timings: Timings,
     webhooks: crate::service::webhooks::WebhookSettings,
     secrets: crate::domain::secret_box::SecretBox,
+    console: ConsoleSettings,
 ) -> Core {
     Core {
         store,
@@ -168,7 +170,23 @@ fn new_core(
         notifier: crate::service::webhooks::Notifier::new(webhooks),
         pauses: Default::default(),
         outcomes: Default::default(),
+        console,
     }
+}
+
+/// The console use cases' settings of `settings` (thresholds, approval and pause times, the
+/// per-user allowances) with the audit checkpoint key `audit_key`.
+fn console_settings(
+    settings: &Settings,
+    audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
+) -> ConsoleSettings {
+    ConsoleSettings::new(
+        settings.stuck.thresholds(),
+        settings.actions.ttl_ms(),
+        settings.actions.action_limit_per_minute,
+        settings.actions.pause_min_ms(),
+        audit_key,
+    )
 }
 
 /// The key that seals secrets at rest (`--secrets-key-file`, else made in the data directory
@@ -265,6 +283,21 @@ pub fn one_off_core(
         },
         webhooks,
         secrets,
+        ConsoleSettings::one_off(),
+    )
+}
+
+/// A core for a one-off command that only reads and writes records (users, merchants and
+/// their keys, the audit log): [`one_off_core`] with no channel, and a secrets key made for
+/// this process alone and never stored, because such a command seals and opens nothing (so
+/// it neither needs nor makes the database's key file).
+pub fn records_core(store: Arc<dyn Store>) -> Core {
+    one_off_core(
+        store,
+        None,
+        Duration::from_secs(1),
+        crate::service::webhooks::WebhookSettings::default(),
+        crate::domain::secret_box::SecretBox::random(),
     )
 }
 
@@ -352,6 +385,7 @@ pub async fn build_with_store(
             ..settings.webhooks.delivery()
         },
         secrets,
+        console_settings(&settings, audit_key.clone()),
     );
     let schedule = &settings.webhooks.webhook_retry_schedule;
     store.webhook_plan().set(
@@ -404,29 +438,8 @@ pub async fn build_with_store(
         .map_err(StartError::Config)?;
     let state = OpsState {
         live: crate::ops::live::LiveHub::new(store.clone(), sessions.clone()),
-        audit_key: audit_key.clone(),
         core: core.clone(),
         auth: Arc::new(Auth::new(&settings.session, relying_party)),
-        bulk_limiter: Arc::new(std::sync::Mutex::new(
-            crate::domain::ratelimit::RateLimiter::new(
-                crate::ops::actions::BULK_RETRIES_PER_MINUTE,
-                60_000,
-            ),
-        )),
-        action_limiter: Arc::new(std::sync::Mutex::new(
-            crate::domain::ratelimit::RateLimiter::new(
-                settings.actions.action_limit_per_minute as usize,
-                60_000,
-            ),
-        )),
-        recover_limiter: Arc::new(std::sync::Mutex::new(
-            crate::domain::ratelimit::RateLimiter::new(
-                crate::ops::webhooks::RECOVERIES_PER_MINUTE,
-                60_000,
-            ),
-        )),
-        stuck: settings.stuck.thresholds(),
-        actions: settings.actions.clone(),
     };
     let api_state = ApiState {
         core,
@@ -578,14 +591,7 @@ async fn periodic_checkpoints(core: Core, key: Arc<ed25519_dalek::SigningKey>, e
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
-        if let Err(e) = crate::service::audit_export::take_checkpoint(
-            core.store.as_ref(),
-            &key,
-            core.clock.now_ms(),
-            true,
-        )
-        .await
-        {
+        if let Err(e) = core.take_checkpoint(&key, core.clock.now_ms(), true).await {
             tracing::error!(error = %e, "audit checkpoint not signed");
         }
     }

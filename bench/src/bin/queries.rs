@@ -149,6 +149,8 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         notifier: Default::default(),
         pauses: Default::default(),
         outcomes: Default::default(),
+        // The default thresholds, as `thresholds` above.
+        console: converge_server::service::console::ConsoleSettings::one_off(),
     };
     let cutoffs = thresholds.cutoffs(now);
     let mid = now - 15 * DAY_MS;
@@ -288,10 +290,10 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         ));
     }
 
-    let (c, th) = (&core, &thresholds);
+    let c = &core;
     let dashboard: Query = Box::new(move || {
         Box::pin(async move {
-            converge_server::service::dashboard::dashboard(c, th).await?;
+            c.dashboard().await?;
             Ok(1)
         })
     });

@@ -9,6 +9,7 @@ pub mod audit_export;
 pub mod bulk;
 pub mod callbacks;
 pub mod connectors;
+pub mod console;
 pub mod dashboard;
 pub mod deliveries;
 pub mod endpoints;
@@ -66,6 +67,9 @@ pub struct Core {
     pub pauses: pauses::PauseCache,
     /// Idempotency-Key outcome counts not yet written ([`Core::flush_outcomes`]).
     pub outcomes: Arc<OutcomeBuffer>,
+    /// What the console's use cases need: thresholds, approval and pause times, the audit
+    /// signing key and the per-user allowances ([`console::ConsoleSettings`]).
+    pub console: console::ConsoleSettings,
 }
 
 impl Core {
