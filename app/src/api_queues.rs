@@ -1,7 +1,7 @@
 //! Server functions of the work queues (issue 17): the error pool by kind and paged, its
 //! bulk resolve (preview, then confirm with one note), an item's own action (issue 41), and
 //! the audit viewer's list. Thin
-//! adapters over `converge_server::service::error_pool` and `service::queries::audit_list`, with the
+//! adapters over `converge_server::service::error_pool` and `Core::audit_list`, with the
 //! same roles and refusals (status and stable code) as the `/ops/v1` endpoints.
 
 use leptos::prelude::*;
