@@ -14,9 +14,9 @@ const PAGE: i64 = 1000;
 
 impl Core {
     /// Re-computes the whole chain and checks it against every stored checkpoint's head hash
-    /// (signatures are not checked here: see [`Core::verify_audit`]); returns (records checked, head,
-    /// first break). A chain cut short of a checkpoint breaks at the first missing record; a chain
-    /// rebuilt under a checkpoint breaks at the checkpointed record that differs.
+    /// (signatures are not checked here: see [`Core::verify_audit`]); returns (records checked,
+    /// head, first break). A chain cut short of a checkpoint breaks at the first missing record; a
+    /// chain rebuilt under a checkpoint breaks at the checkpointed record that differs.
     pub async fn verify_audit_chain(
         &self,
     ) -> Result<(i64, ChainVerifier, Option<Break>), StoreError> {

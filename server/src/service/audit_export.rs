@@ -386,8 +386,8 @@ impl Core {
 
     /// Starts an export, the same way from the console and from `converge audit export`: the
     /// export's own audit record first (`audit_export` on target `audit` by `actor`, `what` the
-    /// filter as JSON), then the checkpoint it carries ([`Core::export_checkpoint`], after the record
-    /// so it covers it), signed now with the server's key when it holds one
+    /// filter as JSON), then the checkpoint it carries ([`Core::export_checkpoint`], after the
+    /// record so it covers it), signed now with the server's key when it holds one
     /// ([`super::console::ConsoleSettings::audit_key`]). Returns the record (the chain head at
     /// export time) and the checkpoint.
     pub async fn begin_export(

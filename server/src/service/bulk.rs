@@ -223,12 +223,12 @@ impl Core {
         Ok(items)
     }
 
-    /// Retries the confirmed items that `sel` still holds at the version the preview showed;
-    /// the rest are skipped with the reason. Each retry is an ordinary `retry` action by
-    /// `actor` with `reason`; the bulk request is audited as `bulk_retry`. Bad input is
-    /// answered first, so it spends none of the actor's allowance (at most
-    /// [`BULK_RETRIES_PER_MINUTE`], [`super::console::ConsoleLimiters::bulk`]): one operator cannot flood the
-    /// channel by confirming selections in a loop.
+    /// Retries the confirmed items that `sel` still holds at the version the preview showed; the
+    /// rest are skipped with the reason. Each retry is an ordinary `retry` action by `actor` with
+    /// `reason`; the bulk request is audited as `bulk_retry`. Bad input is answered first, so it
+    /// spends none of the actor's allowance (at most [`BULK_RETRIES_PER_MINUTE`],
+    /// [`super::console::ConsoleLimiters::bulk`]): one operator cannot flood the channel by
+    /// confirming selections in a loop.
     ///
     /// Errors (nothing retried): `invalid_reason`, `invalid_selection`, `no_items`,
     /// `too_many_items` (400); `RateLimited` over the allowance.

@@ -219,12 +219,12 @@ impl Core {
         Ok((since, self.recovery_candidates(endpoint, since).await?))
     }
 
-    /// Redelivers the previewed deliveries `ids` that are still failed deliveries of
-    /// `endpoint` since `since` (checked again here), audited once with `why` on target
+    /// Redelivers the previewed deliveries `ids` that are still failed deliveries of `endpoint`
+    /// since `since` (checked again here), audited once with `why` on target
     /// `webhook_endpoint:<id>`, and names the rest. At most [`RECOVERIES_PER_MINUTE`] per user
-    /// ([`super::console::ConsoleLimiters::recover`]); every check of the request comes first, so a malformed one does not
-    /// spend one. Errors: `InvalidReason`, `InvalidSelection`, `Filter(InvalidTime)`,
-    /// `RateLimited`, the store's.
+    /// ([`super::console::ConsoleLimiters::recover`]); every check of the request comes first, so a
+    /// malformed one does not spend one. Errors: `InvalidReason`, `InvalidSelection`,
+    /// `Filter(InvalidTime)`, `RateLimited`, the store's.
     pub async fn recover_endpoint(
         &self,
         who: &Actor,

@@ -222,9 +222,9 @@ impl Core {
 
     /// Freezes or unfreezes merchant `name` (audited `merchant_frozen` / `merchant_unfrozen`, with
     /// `reason` as the record's reason, in the same transaction). Frozen: its API refuses new
-    /// payments, refunds and endpoint changes (403 `merchant_frozen`, see `api::auth::refuse_frozen`),
-    /// and ledger postings of what was in flight wait in SUSPENSE. Errors:
-    /// [`MerchantError::NoMerchant`].
+    /// payments, refunds and endpoint changes (403 `merchant_frozen`, see
+    /// `api::auth::refuse_frozen`), and ledger postings of what was in flight wait in SUSPENSE.
+    /// Errors: [`MerchantError::NoMerchant`].
     pub async fn set_merchant_frozen(
         &self,
         now: i64,
