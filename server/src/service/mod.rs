@@ -1,6 +1,12 @@
 //! Use cases over the domain, the store and the connectors: creating and driving payments,
 //! refunds, and channel callbacks. HTTP handlers and workers call these; they know nothing of
 //! HTTP themselves.
+//!
+//! Every use case has one shape: a method on [`Core`], in an `impl Core` block of its area's
+//! module, with what it needs beyond the store and the clock in [`Core`] too (the console's
+//! thresholds, approval times, audit key and per-user allowances: [`console`]). The adapters
+//! (merchant API, console API, server functions, CLI, workers) call it and pass nothing else
+//! in; `tests/it/source_rules.rs` keeps free functions over the store or the core out.
 
 pub mod actions;
 pub mod actor;
