@@ -315,7 +315,8 @@ async fn dashboard_as(background: bool) -> Result<Dashboard, ServerFnError> {
         ssr::Activity::Person
     };
     let (st, _) = ssr::authorize_as(Permission::View, activity).await?;
-    converge_server::service::dashboard::dashboard(&st.core, &st.stuck)
+    st.core
+        .dashboard()
         .await
         .map_err(|e| ssr::api_error(e.into()))
 }
@@ -350,7 +351,8 @@ pub async fn search_payments(
         limit: Some(50),
         ..query
     };
-    converge_server::service::queries::search_payments(st.core.store.as_ref(), &q)
+    st.core
+        .search_payments(&q)
         .await
         .map_err(|e| ssr::api_error(e.into()))
 }
@@ -381,7 +383,9 @@ async fn payment_as(id: String, activity: ssr::Activity) -> Result<PaymentDetail
             ),
         ));
     }
-    match converge_server::service::dashboard::payment_detail(&st.core, id)
+    match st
+        .core
+        .payment_detail(id)
         .await
         .map_err(|e| ssr::api_error(e.into()))?
     {
@@ -412,9 +416,7 @@ pub async fn resolve_error(id: i64, note: String) -> Result<ErrorItem, ServerFnE
 pub async fn list_users() -> Result<Vec<UserView>, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::service::users::list_users(st.core.store.as_ref())
-        .await
-        .map_err(ssr::user_error)
+    st.core.list_users().await.map_err(ssr::user_error)
 }
 
 /// Adds a user with `roles` (comma-separated) and `password` (admin). A user with
@@ -434,7 +436,6 @@ pub async fn add_user(
             &username,
             &roles,
             &password,
-            st.actions.ttl_ms(),
         )
         .await
         .map_err(ssr::privilege_error)
@@ -445,15 +446,15 @@ pub async fn add_user(
 pub async fn disable_user(username: String) -> Result<(), ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::service::users::set_disabled(
-        st.core.store.as_ref(),
-        &username,
-        true,
-        st.core.clock.now_ms(),
-        &ssr::actor(&p).await,
-    )
-    .await
-    .map_err(ssr::user_error)?;
+    st.core
+        .set_user_disabled(
+            &username,
+            true,
+            st.core.clock.now_ms(),
+            &ssr::actor(&p).await,
+        )
+        .await
+        .map_err(ssr::user_error)?;
     Ok(())
 }
 
@@ -463,7 +464,7 @@ pub async fn enable_user(username: String) -> Result<ConsoleChange<()>, ServerFn
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     st.core
-        .console_enable_user(&ssr::actor(&p).await, &username, st.actions.ttl_ms())
+        .console_enable_user(&ssr::actor(&p).await, &username)
         .await
         .map_err(ssr::privilege_error)
 }
@@ -481,12 +482,7 @@ pub async fn set_user_roles(
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     st.core
-        .console_set_roles(
-            &ssr::actor(&p).await,
-            &username,
-            &roles,
-            st.actions.ttl_ms(),
-        )
+        .console_set_roles(&ssr::actor(&p).await, &username, &roles)
         .await
         .map_err(ssr::privilege_error)
 }
@@ -548,7 +544,6 @@ pub async fn reset_password(
             &st.auth.credentials.hasher,
             &username,
             &password,
-            st.actions.ttl_ms(),
         )
         .await
         .map_err(ssr::privilege_error)

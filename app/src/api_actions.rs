@@ -49,9 +49,9 @@ pub async fn request_action(
         target_status: blank(target_status),
         evidence: blank(evidence),
     };
-    let addr = crate::api::ssr::client_addr().await;
     let a = st
-        .request_action(&p, &addr, &req)
+        .core
+        .request_action(&ssr::actor(&p).await, &req)
         .await
         .map_err(ssr::action_error)?;
     Ok(a)
@@ -178,7 +178,7 @@ pub async fn bulk_retry_preview(
     };
     let items = st
         .core
-        .bulk_retry_preview(&sel, &st.stuck)
+        .bulk_retry_preview(&sel)
         .await
         .map_err(ssr::action_error)?;
     Ok(items)
@@ -213,13 +213,7 @@ pub async fn bulk_retry(
         .collect();
     let out = st
         .core
-        .bulk_retry(
-            &ssr::actor(&p).await,
-            &sel,
-            &items,
-            &reason,
-            st.bulk_limits(),
-        )
+        .bulk_retry(&ssr::actor(&p).await, &sel, &items, &reason)
         .await
         .map_err(|e| crate::api::ssr::api_error(e.into()))?;
     Ok(out)

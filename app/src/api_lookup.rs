@@ -63,7 +63,8 @@ pub fn query_value(search: &str, name: &str) -> Option<String> {
 pub async fn find_ids(q: String) -> Result<SearchResult, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
-    converge_server::service::lookup::search(&st.core, &q)
+    st.core
+        .lookup(&q)
         .await
         .map_err(|e| crate::api::ssr::api_error(e.into()))
 }
@@ -74,7 +75,9 @@ pub async fn find_ids(q: String) -> Result<SearchResult, ServerFnError> {
 pub async fn load_key(merchant_id: i64, key: String) -> Result<KeyDetail, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = crate::api::ssr::authorize(Permission::View).await?;
-    match converge_server::service::lookup::key_detail(&st.core, merchant_id, &key)
+    match st
+        .core
+        .key_detail(merchant_id, &key)
         .await
         .map_err(|e| crate::api::ssr::api_error(e.into()))?
     {

@@ -36,9 +36,7 @@ pub async fn merchant_accounts() -> Result<Vec<MerchantAccount>, ServerFnError> 
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     let (st, _) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::service::merchants::merchant_accounts(st.core.store.as_ref())
-        .await
-        .map_err(merchant_error)
+    st.core.merchant_accounts().await.map_err(merchant_error)
 }
 
 /// Adds merchant `name` with no key yet, and files its first key as a request another admin
@@ -51,7 +49,7 @@ pub async fn add_merchant(name: String) -> Result<PrivilegeRequest, ServerFnErro
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     let (_, r) = st
         .core
-        .console_add_merchant(&ssr::actor(&p).await, &name, st.actions.ttl_ms())
+        .console_add_merchant(&ssr::actor(&p).await, &name)
         .await
         .map_err(ssr::privilege_error)?;
     Ok(r)
@@ -65,7 +63,7 @@ pub async fn issue_merchant_key(name: String) -> Result<PrivilegeRequest, Server
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     st.core
-        .console_issue_key(&ssr::actor(&p).await, &name, st.actions.ttl_ms())
+        .console_issue_key(&ssr::actor(&p).await, &name)
         .await
         .map_err(ssr::privilege_error)
 }
@@ -76,15 +74,15 @@ pub async fn revoke_merchant_key(name: String, key_id: String) -> Result<(), Ser
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
-    converge_server::service::merchants::revoke_merchant_key(
-        st.core.store.as_ref(),
-        st.core.clock.now_ms(),
-        &name,
-        &key_id,
-        &ssr::actor(&p).await,
-    )
-    .await
-    .map_err(merchant_error)
+    st.core
+        .revoke_merchant_key(
+            st.core.clock.now_ms(),
+            &name,
+            &key_id,
+            &ssr::actor(&p).await,
+        )
+        .await
+        .map_err(merchant_error)
 }
 
 /// Freezes (`frozen = true`, at once, with the admin's `reason`: 400 `invalid_reason` without
@@ -100,13 +98,7 @@ pub async fn set_merchant_frozen(
     use converge_server::domain::roles::Permission;
     let (st, p) = ssr::authorize(Permission::ManageUsers).await?;
     st.core
-        .console_set_frozen(
-            &ssr::actor(&p).await,
-            &name,
-            frozen,
-            &reason,
-            st.actions.ttl_ms(),
-        )
+        .console_set_frozen(&ssr::actor(&p).await, &name, frozen, &reason)
         .await
         .map_err(ssr::privilege_error)
 }

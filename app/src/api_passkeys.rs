@@ -73,7 +73,6 @@ pub async fn register_passkey(
             &challenge_id,
             &name,
             &credential,
-            st.actions.ttl_ms(),
         )
         .await
         .map_err(ssr::passkey_error)

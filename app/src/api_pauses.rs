@@ -67,12 +67,7 @@ pub async fn request_pause(target: String, reason: String) -> Result<PauseItem, 
     let (st, p) = ssr::authorize(Permission::RequestActions).await?;
     let pause = st
         .core
-        .request_pause(
-            &ssr::actor(&p).await,
-            &target,
-            &reason,
-            converge_server::ops::pauses::PAUSE_TTL_MS,
-        )
+        .request_pause(&ssr::actor(&p).await, &target, &reason)
         .await
         .map_err(ssr::action_error)?;
     Ok(pause)
@@ -134,13 +129,7 @@ pub async fn resume_pause(
     let addr = ssr::client_addr().await;
     let end = st
         .core
-        .end_pause_with_step_up(
-            st.step_up(&p, &addr, &password),
-            id.trim(),
-            &reason,
-            st.actions.pause_min_ms(),
-            converge_server::ops::pauses::PAUSE_TTL_MS,
-        )
+        .end_pause_with_step_up(st.step_up(&p, &addr, &password), id.trim(), &reason)
         .await
         .map_err(|e| ssr::api_error(e.into()))?;
     Ok(match end {

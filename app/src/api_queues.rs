@@ -1,7 +1,7 @@
 //! Server functions of the work queues (issue 17): the error pool by kind and paged, its
 //! bulk resolve (preview, then confirm with one note), an item's own action (issue 41), and
 //! the audit viewer's list. Thin
-//! adapters over `converge_server::service::error_pool` and `service::queries::audit_list`, with the
+//! adapters over `converge_server::service::error_pool` and `Core::audit_list`, with the
 //! same roles and refusals (status and stable code) as the `/ops/v1` endpoints.
 
 use leptos::prelude::*;
@@ -46,12 +46,7 @@ pub async fn act_on_error_item(
     use converge_server::domain::roles::Permission;
     let (st, p) = crate::api::ssr::authorize(Permission::RequestActions).await?;
     st.core
-        .act_on_error_item(
-            &crate::api::ssr::actor(&p).await,
-            id,
-            &reason,
-            st.item_limits(),
-        )
+        .act_on_error_item(&crate::api::ssr::actor(&p).await, id, &reason)
         .await
         .map_err(action_error)
 }
@@ -108,7 +103,8 @@ pub async fn bulk_resolve(
 pub async fn audit_actions() -> Result<Vec<String>, ServerFnError> {
     use converge_server::domain::roles::Permission;
     let (st, _) = crate::api::ssr::authorize(Permission::Audit).await?;
-    converge_server::service::queries::audit_actions(st.core.store.as_ref())
+    st.core
+        .audit_actions()
         .await
         .map_err(|e| crate::api::ssr::api_error(e.into()))
 }
@@ -127,7 +123,9 @@ pub async fn load_audit_list(
         limit: Some(50),
         ..query
     };
-    let page = converge_server::service::queries::audit_list(st.core.store.as_ref(), &q)
+    let page = st
+        .core
+        .audit_list(&q)
         .await
         .map_err(|e| crate::api::ssr::api_error(e.into()))?;
     Ok(page)

@@ -38,7 +38,7 @@ pub async fn webhook_deliveries(
 ) -> Result<Vec<DeliveryRow>, ServerFnError> {
     use crate::api::ssr;
     use converge_server::domain::roles::Permission;
-    use converge_server::service::queries::{DeliverySearch, search_deliveries};
+    use converge_server::service::queries::DeliverySearch;
     let (st, _) = ssr::authorize(Permission::View).await?;
     let some = |v: String| Some(v).filter(|v| !v.trim().is_empty());
     let q = DeliverySearch {
@@ -52,7 +52,8 @@ pub async fn webhook_deliveries(
         limit: Some(DELIVERIES_PAGE + 1),
         before,
     };
-    search_deliveries(st.core.store.as_ref(), &q)
+    st.core
+        .search_deliveries(&q)
         .await
         .map_err(|e| ssr::api_error(e.into()))
 }
@@ -129,14 +130,7 @@ pub async fn webhook_recover(
     let since = crate::format::as_rfc3339(Some(since)).unwrap_or_default();
     let done = st
         .core
-        .recover_endpoint(
-            &ssr::actor(&p).await,
-            &st.recover_limiter,
-            &endpoint,
-            &since,
-            &ids,
-            &reason,
-        )
+        .recover_endpoint(&ssr::actor(&p).await, &endpoint, &since, &ids, &reason)
         .await
         .map_err(|e| ssr::api_error(e.into()))?;
     let n = done.redelivered.len();

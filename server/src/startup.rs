@@ -19,6 +19,7 @@ use crate::ops::OpsState;
 use crate::ops::auth::Auth;
 use crate::ops::session::SessionBackend;
 use crate::service::connectors::{Connectors, DEFAULT_CONNECTOR};
+use crate::service::console::ConsoleSettings;
 use crate::service::{Core, Timings};
 use crate::store::{self, Backend, Store, StoreError};
 use crate::worker::{Worker, monitor};
@@ -158,6 +159,7 @@ fn new_core(
     timings: Timings,
     webhooks: crate::service::webhooks::WebhookSettings,
     secrets: crate::domain::secret_box::SecretBox,
+    console: ConsoleSettings,
 ) -> Core {
     Core {
         store,
@@ -168,7 +170,23 @@ fn new_core(
         notifier: crate::service::webhooks::Notifier::new(webhooks),
         pauses: Default::default(),
         outcomes: Default::default(),
+        console,
     }
+}
+
+/// The console use cases' settings of `settings` (thresholds, approval and pause times, the
+/// per-user allowances) with the audit checkpoint key `audit_key`.
+fn console_settings(
+    settings: &Settings,
+    audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
+) -> ConsoleSettings {
+    ConsoleSettings::new(
+        settings.stuck.thresholds(),
+        settings.actions.ttl_ms(),
+        settings.actions.action_limit_per_minute,
+        settings.actions.pause_min_ms(),
+        audit_key,
+    )
 }
 
 /// The key that seals secrets at rest (`--secrets-key-file`, else made in the data directory
@@ -265,6 +283,21 @@ pub fn one_off_core(
         },
         webhooks,
         secrets,
+        ConsoleSettings::one_off(),
+    )
+}
+
+/// A core for a one-off command that only reads and writes records (users, merchants and
+/// their keys, the audit log): [`one_off_core`] with no channel, and a secrets key made for
+/// this process alone and never stored, because such a command seals and opens nothing (so
+/// it neither needs nor makes the database's key file).
+pub fn records_core(store: Arc<dyn Store>) -> Core {
+    one_off_core(
+        store,
+        None,
+        Duration::from_secs(1),
+        crate::service::webhooks::WebhookSettings::default(),
+        crate::domain::secret_box::SecretBox::random(),
     )
 }
 
@@ -300,7 +333,15 @@ pub async fn build_with_store(
     let (channel, secret, sandbox) = start_channel(&settings, target, public_addr).await?;
     let connectors = connectors(&settings.channel, channel.with_callback_secret(&secret))
         .map_err(StartError::Config)?;
-    let core = serving_core(&settings, &store, connectors, clock.clone(), secrets);
+    let console = console_settings(&settings, audit_key.clone());
+    let core = serving_core(
+        &settings,
+        &store,
+        connectors,
+        clock.clone(),
+        secrets,
+        console,
+    );
     let (stop_workers, stop) = tokio::sync::watch::channel(false);
     let workers = spawn_workers(&core, &settings, relay.as_ref(), &stop).await?;
     let monitor = tokio::spawn(monitor::run(
@@ -317,14 +358,7 @@ pub async fn build_with_store(
     );
     let relying_party = crate::service::passkeys::RelyingParty::new(&settings.webauthn_origin())
         .map_err(StartError::Config)?;
-    let state = ops_state(
-        &settings,
-        &store,
-        &sessions,
-        audit_key.clone(),
-        &core,
-        relying_party,
-    );
+    let state = ops_state(&settings, &store, &sessions, &core, relying_party);
     let api_state = ApiState {
         core,
         body_limit: settings.http.body_limit,
@@ -373,6 +407,7 @@ fn serving_core(
     connectors: Connectors,
     clock: Arc<dyn Clock>,
     secrets: crate::domain::secret_box::SecretBox,
+    console: ConsoleSettings,
 ) -> Core {
     let core = new_core(
         store.clone(),
@@ -387,6 +422,7 @@ fn serving_core(
             ..settings.webhooks.delivery()
         },
         secrets,
+        console,
     );
     let schedule = &settings.webhooks.webhook_retry_schedule;
     store.webhook_plan().set(
@@ -495,30 +531,19 @@ async fn spawn_workers(
     Ok(workers)
 }
 
-/// The console's state: its live hub, sign-in, rate limiters and settings over `core`.
+/// The console's state: its live hub and sign-in over `core` (what its use cases need is
+/// `core.console`).
 fn ops_state(
     settings: &Settings,
     store: &Arc<dyn Store>,
     sessions: &SessionBackend,
-    audit_key: Option<Arc<ed25519_dalek::SigningKey>>,
     core: &Core,
     relying_party: crate::service::passkeys::RelyingParty,
 ) -> OpsState {
-    let limiter = |per_minute: usize| {
-        Arc::new(std::sync::Mutex::new(
-            crate::domain::ratelimit::RateLimiter::new(per_minute, 60_000),
-        ))
-    };
     OpsState {
         live: crate::ops::live::LiveHub::new(store.clone(), sessions.clone()),
-        audit_key,
         core: core.clone(),
         auth: Arc::new(Auth::new(&settings.session, relying_party)),
-        bulk_limiter: limiter(crate::ops::actions::BULK_RETRIES_PER_MINUTE),
-        action_limiter: limiter(settings.actions.action_limit_per_minute as usize),
-        recover_limiter: limiter(crate::ops::webhooks::RECOVERIES_PER_MINUTE),
-        stuck: settings.stuck.thresholds(),
-        actions: settings.actions.clone(),
     }
 }
 
@@ -671,14 +696,7 @@ async fn periodic_checkpoints(core: Core, key: Arc<ed25519_dalek::SigningKey>, e
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
-        if let Err(e) = crate::service::audit_export::take_checkpoint(
-            core.store.as_ref(),
-            &key,
-            core.clock.now_ms(),
-            true,
-        )
-        .await
-        {
+        if let Err(e) = core.take_checkpoint(&key, core.clock.now_ms(), true).await {
             tracing::error!(error = %e, "audit checkpoint not signed");
         }
     }

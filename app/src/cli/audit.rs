@@ -156,7 +156,6 @@ async fn verify(
     db: DbArgs,
 ) -> Result<()> {
     use converge_server::domain::checkpoint;
-    use converge_server::service::audit_chain::verify_signed;
     use converge_server::service::audit_export as audit_log;
     let public = match (&public_key, &key.audit_signing_key) {
         (Some(p), _) => Some(
@@ -184,8 +183,8 @@ async fn verify(
         );
         return Ok(());
     }
-    let v = start::with_store(&db, |store| async move {
-        Ok(verify_signed(store.as_ref(), public.as_ref()).await?)
+    let v = start::with_records_core(&db, |core| async move {
+        Ok(core.verify_audit(public.as_ref()).await?)
     })
     .await?;
     if let Some(b) = v.broken {
@@ -251,14 +250,13 @@ fn public_key(key: &SigningKeyArg, db: &DbArgs) -> Result<()> {
 
 /// `audit checkpoint`: signs a checkpoint of the chain's head now and prints it.
 async fn sign_checkpoint(key: &SigningKeyArg, db: &DbArgs) -> Result<()> {
-    use converge_server::service::audit_export as audit_log;
     let Some(key) = key.load(db)? else {
         bail!(
             "audit checkpoint needs --audit-signing-key (CONVERGE_AUDIT_SIGNING_KEY), or the key `converge serve` generates in its data directory"
         );
     };
-    let c = start::with_store(db, |store| async move {
-        Ok(audit_log::take_checkpoint(store.as_ref(), &key, now_ms(), false).await?)
+    let c = start::with_records_core(db, |core| async move {
+        Ok(core.take_checkpoint(&key, now_ms(), false).await?)
     })
     .await?
     .context("no checkpoint signed")?;
@@ -299,10 +297,10 @@ async fn export(format: &str, given: ExportFilter, key: &SigningKeyArg, db: &DbA
         action,
     };
     let what = serde_json::json!({"format": format!("{format:?}"), "from": from, "to": to, "actor": filter.actor, "action": filter.action});
-    start::with_store(db, |store| async move {
-        let (head, cp) =
-            audit_log::begin_export(store.as_ref(), &cli_actor(), now_ms(), key.as_ref(), &what)
-                .await?;
+    start::with_records_core(db, |mut core| async move {
+        // The export's checkpoint is signed with the key given here.
+        core.console.audit_key = key.map(std::sync::Arc::new);
+        let (head, cp) = core.begin_export(&cli_actor(), &what).await?;
         eprintln!("audit chain head at export: {} {}", head.seq, head.hash);
         match &cp {
             Some(c) => eprintln!(
@@ -312,7 +310,7 @@ async fn export(format: &str, given: ExportFilter, key: &SigningKeyArg, db: &DbA
             None => eprintln!("no signed checkpoint: the export cannot prove it is whole"),
         }
         let mut rows = Box::pin(audit_log::stream_with_checkpoint(
-            store.clone(),
+            core.store.clone(),
             filter,
             format,
             cp,

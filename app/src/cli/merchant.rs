@@ -3,7 +3,6 @@
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use converge_server::service::merchants;
 
 use super::DbArgs;
 use super::start::{self, cli_actor, now_ms};
@@ -77,8 +76,8 @@ pub(super) enum KeyCommand {
 pub(super) async fn run(action: MerchantCommand) -> Result<()> {
     match action {
         MerchantCommand::Add { name, db } => {
-            let (m, key) = start::with_store(&db, |store| async move {
-                Ok(merchants::add_merchant(store.as_ref(), now_ms(), &name, &cli_actor()).await?)
+            let (m, key) = start::with_records_core(&db, |core| async move {
+                Ok(core.add_merchant(now_ms(), &name, &cli_actor()).await?)
             })
             .await?;
             println!("{}", key.key);
@@ -102,34 +101,30 @@ async fn merchant_key(action: KeyCommand) -> Result<()> {
         &action;
     let db = db.clone();
     let now = now_ms();
-    let out = start::with_store(&db, |store| async move {
+    let out = start::with_records_core(&db, |core| async move {
         Ok(match &action {
-            KeyCommand::Add { name, .. } => {
-                merchants::issue_merchant_key(store.as_ref(), now, name, &cli_actor())
-                    .await
-                    .map(|(_, k)| format!("{} {}\n", k.id, k.key))?
-            }
-            KeyCommand::List { name, .. } => merchants::list_merchant_keys(store.as_ref(), name)
+            KeyCommand::Add { name, .. } => core
+                .issue_merchant_key(now, name, &cli_actor())
                 .await
-                .map(|keys| {
-                    keys.iter()
-                        .map(|k| {
-                            format!(
-                                "{} {} created={} last_used={} revoked={}\n",
-                                k.id,
-                                if k.prefix.is_empty() { "-" } else { &k.prefix },
-                                rfc3339(k.created_at),
-                                k.last_used_at.map_or("never".into(), rfc3339),
-                                k.revoked_at.map_or("no".into(), rfc3339),
-                            )
-                        })
-                        .collect::<String>()
-                })?,
-            KeyCommand::Revoke { name, key_id, .. } => {
-                merchants::revoke_merchant_key(store.as_ref(), now, name, key_id, &cli_actor())
-                    .await
-                    .map(|()| format!("key {key_id} of merchant {name:?} revoked\n"))?
-            }
+                .map(|(_, k)| format!("{} {}\n", k.id, k.key))?,
+            KeyCommand::List { name, .. } => core.list_merchant_keys(name).await.map(|keys| {
+                keys.iter()
+                    .map(|k| {
+                        format!(
+                            "{} {} created={} last_used={} revoked={}\n",
+                            k.id,
+                            if k.prefix.is_empty() { "-" } else { &k.prefix },
+                            rfc3339(k.created_at),
+                            k.last_used_at.map_or("never".into(), rfc3339),
+                            k.revoked_at.map_or("no".into(), rfc3339),
+                        )
+                    })
+                    .collect::<String>()
+            })?,
+            KeyCommand::Revoke { name, key_id, .. } => core
+                .revoke_merchant_key(now, name, key_id, &cli_actor())
+                .await
+                .map(|()| format!("key {key_id} of merchant {name:?} revoked\n"))?,
         })
     })
     .await?;
@@ -138,9 +133,10 @@ async fn merchant_key(action: KeyCommand) -> Result<()> {
 }
 
 async fn set_frozen(name: &str, db: &DbArgs, frozen: bool, reason: &str) -> Result<()> {
-    use converge_server::service::merchants::{MerchantError, set_merchant_frozen};
-    start::with_store(db, |store| async move {
-        match set_merchant_frozen(store.as_ref(), now_ms(), name, frozen, reason, &cli_actor())
+    use converge_server::service::merchants::MerchantError;
+    start::with_records_core(db, |core| async move {
+        match core
+            .set_merchant_frozen(now_ms(), name, frozen, reason, &cli_actor())
             .await
         {
             Ok(()) => Ok(()),

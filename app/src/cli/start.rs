@@ -28,6 +28,16 @@ where
     result
 }
 
+/// [`with_store`] with a core over the store for a command that only reads and writes
+/// records ([`startup::records_core`]): users, merchants and their keys, the audit log.
+pub(super) async fn with_records_core<T, F, Fut>(db: &DbArgs, f: F) -> Result<T>
+where
+    F: FnOnce(Core) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    with_store(db, |store| f(startup::records_core(store))).await
+}
+
 /// `converge migrate`: opening the store applies the migrations.
 pub(super) async fn migrate(db: &DbArgs) -> Result<()> {
     with_store(db, |_| async { Ok(()) }).await?;

@@ -33,7 +33,6 @@ pub(super) enum UserCommand {
 /// Runs one `converge user` subcommand.
 pub(super) async fn run(action: UserCommand) -> Result<()> {
     use converge_server::ops::password::PasswordHasherPool;
-    use converge_server::ops::users;
     match action {
         UserCommand::Add {
             name,
@@ -46,17 +45,17 @@ pub(super) async fn run(action: UserCommand) -> Result<()> {
                 .read_line(&mut password)
                 .context("reading the password from standard input")?;
             let password = password.trim_end_matches(['\r', '\n']);
-            let u = start::with_store(&db, |store| async move {
-                Ok(users::add_user(
-                    store.as_ref(),
-                    &PasswordHasherPool::new(1),
-                    &name,
-                    &roles,
-                    password,
-                    now_ms(),
-                    &cli_actor(),
-                )
-                .await?)
+            let u = start::with_records_core(&db, |core| async move {
+                Ok(core
+                    .add_user(
+                        &PasswordHasherPool::new(1),
+                        &name,
+                        &roles,
+                        password,
+                        now_ms(),
+                        &cli_actor(),
+                    )
+                    .await?)
             })
             .await?;
             println!(
@@ -68,8 +67,10 @@ pub(super) async fn run(action: UserCommand) -> Result<()> {
         }
         UserCommand::Disable { name, db } => {
             let who = name.as_str();
-            start::with_store(&db, |store| async move {
-                Ok(users::set_disabled(store.as_ref(), who, true, now_ms(), &cli_actor()).await?)
+            start::with_records_core(&db, |core| async move {
+                Ok(core
+                    .set_user_disabled(who, true, now_ms(), &cli_actor())
+                    .await?)
             })
             .await?;
             println!("user {name:?} disabled; its sessions have ended");

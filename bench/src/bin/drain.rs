@@ -173,6 +173,7 @@ fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
         ),
         pauses: Default::default(),
         outcomes: Default::default(),
+        console: converge_server::service::console::ConsoleSettings::one_off(),
     }
 }
 

@@ -141,10 +141,10 @@ async fn run(args: &Args, url: &str) -> Result<()> {
         ));
     }
 
-    let (c, th) = (&core, &thresholds);
+    let c = &core;
     let dashboard: Query = Box::new(move || {
         Box::pin(async move {
-            converge_server::service::dashboard::dashboard(c, th).await?;
+            c.dashboard().await?;
             Ok(1)
         })
     });
@@ -200,6 +200,8 @@ fn dashboard_core(store: Arc<dyn Store>) -> converge_server::service::Core {
         notifier: Default::default(),
         pauses: Default::default(),
         outcomes: Default::default(),
+        // The default thresholds, as `thresholds` above.
+        console: converge_server::service::console::ConsoleSettings::one_off(),
     }
 }
 

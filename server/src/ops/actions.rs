@@ -117,7 +117,7 @@ pub async fn request(
         target_status: b.target_status,
         evidence: b.evidence,
     };
-    let a = st.request_action(&p, &addr, &req).await?;
+    let a = st.core.request_action(&p.actor(&addr), &req).await?;
     Ok((StatusCode::CREATED, Json(ActionEnvelope { action: a })))
 }
 
@@ -457,7 +457,7 @@ pub async fn bulk_preview(
         kind: q.kind,
         ids: parse_ids(q.ids.as_deref())?,
     };
-    let items = st.core.bulk_retry_preview(&sel, &st.stuck).await?;
+    let items = st.core.bulk_retry_preview(&sel).await?;
     Ok(Json(BulkPreview {
         selection: sel,
         items,
@@ -508,13 +508,7 @@ pub async fn bulk_retry(
     p.require(Permission::RequestActions)?;
     let out = st
         .core
-        .bulk_retry(
-            &actor(&p, &addr),
-            &b.selection,
-            &b.items,
-            &b.reason,
-            st.bulk_limits(),
-        )
+        .bulk_retry(&actor(&p, &addr), &b.selection, &b.items, &b.reason)
         .await?;
     Ok(Json(out))
 }

@@ -16,8 +16,7 @@ use super::extract::ClientAddr;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiQuery};
 use crate::service::actor::Actor;
-use crate::service::audit_chain::verify_signed;
-use crate::service::audit_export::{Format, begin_export, stream_with_checkpoint};
+use crate::service::audit_export::{Format, stream_with_checkpoint};
 use crate::store::AuditFilter;
 
 /// The actor of a console request.
@@ -51,8 +50,7 @@ pub use converge_wire::audit::{AuditVerify as VerifyView, ChainHead};
 /// `GET /ops/v1/audit/verify` and the console's audit page run it. Auditors only.
 pub async fn run_verify(st: &OpsState, p: &Principal) -> Result<VerifyView, ApiError> {
     p.require(Permission::Audit)?;
-    let public = st.audit_key.as_ref().map(|k| k.verifying_key());
-    let v = verify_signed(st.core.store.as_ref(), public.as_ref()).await?;
+    let v = st.core.audit_verdict().await?;
     Ok(VerifyView {
         ok: v.broken.is_none(),
         records: v.records,
@@ -113,14 +111,7 @@ pub async fn export(
         action: clean(&q.action),
     };
     let what = json!({"format": q.format, "from": q.from, "to": q.to, "actor": filter.actor, "action": filter.action});
-    let (head, checkpoint) = begin_export(
-        st.core.store.as_ref(),
-        &actor(&p, &addr),
-        st.core.clock.now_ms(),
-        st.audit_key.as_deref(),
-        &what,
-    )
-    .await?;
+    let (head, checkpoint) = st.core.begin_export(&actor(&p, &addr), &what).await?;
     let body = Body::from_stream(stream_with_checkpoint(
         st.core.store.clone(),
         filter,
@@ -203,6 +194,6 @@ pub async fn list(
     ApiQuery(q): ApiQuery<AuditListQuery>,
 ) -> Result<Json<AuditList>, ApiError> {
     p.require(Permission::Audit)?;
-    let page = crate::service::queries::audit_list(st.core.store.as_ref(), &q).await?;
+    let page = st.core.audit_list(&q).await?;
     Ok(Json(page))
 }

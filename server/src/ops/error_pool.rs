@@ -210,7 +210,7 @@ pub async fn act(
     p.require(Permission::RequestActions)?;
     let out = st
         .core
-        .act_on_error_item(&actor(&p, &addr), id, &b.reason, st.item_limits())
+        .act_on_error_item(&actor(&p, &addr), id, &b.reason)
         .await?;
     Ok(Json(out))
 }

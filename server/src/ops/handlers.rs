@@ -17,10 +17,9 @@ use super::auth::Principal;
 pub use super::extract::{ClientAddr, client_addr_of, resolve_client_addr};
 use crate::domain::roles::{Permission, format_roles};
 use crate::error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody};
-use crate::service::dashboard::{dashboard, payment_detail};
 use crate::service::privilege::Change;
 use crate::service::queries::blank;
-use crate::service::users::{self, UserView};
+use crate::service::users::UserView;
 use crate::store::{ErrorItem, Merchant};
 
 /// The `/ops/v1` routes (state applied by the caller), each with its OpenAPI documentation.
@@ -240,7 +239,7 @@ async fn get_dashboard(
     p: Principal,
 ) -> Result<Json<crate::service::dashboard::Dashboard>, ApiError> {
     p.require(Permission::View)?;
-    Ok(Json(dashboard(&st.core, &st.stuck).await?))
+    Ok(Json(st.core.dashboard().await?))
 }
 
 #[utoipa::path(
@@ -293,9 +292,7 @@ async fn search(
     ApiQuery(q): ApiQuery<PaymentSearch>,
 ) -> Result<Json<PaymentPage>, ApiError> {
     p.require(Permission::View)?;
-    Ok(Json(
-        crate::service::queries::search_payments(st.core.store.as_ref(), &q).await?,
-    ))
+    Ok(Json(st.core.search_payments(&q).await?))
 }
 
 #[utoipa::path(
@@ -321,7 +318,9 @@ async fn detail(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<crate::service::dashboard::PaymentDetail>, ApiError> {
     p.require(Permission::View)?;
-    let d = payment_detail(&st.core, &id)
+    let d = st
+        .core
+        .payment_detail(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("payment"))?;
     Ok(Json(d))
@@ -433,7 +432,7 @@ async fn resolve(
 )]
 async fn list_users(State(st): State<OpsState>, p: Principal) -> Result<Json<UserList>, ApiError> {
     p.require(Permission::ManageUsers)?;
-    let items = users::list_users(st.core.store.as_ref()).await?;
+    let items = st.core.list_users().await?;
     Ok(Json(UserList { items }))
 }
 
@@ -493,7 +492,6 @@ async fn add_user(
             &b.username,
             &b.roles,
             &b.password,
-            st.actions.ttl_ms(),
         )
         .await?;
     Ok(match change {
@@ -534,8 +532,7 @@ async fn list_keys(
     ApiPath(name): ApiPath<String>,
 ) -> Result<Json<MerchantKeyList>, ApiError> {
     p.require(Permission::ManageUsers)?;
-    let items =
-        crate::service::merchants::list_merchant_keys(st.core.store.as_ref(), &name).await?;
+    let items = st.core.list_merchant_keys(&name).await?;
     Ok(Json(MerchantKeyList { items }))
 }
 
@@ -572,7 +569,7 @@ async fn issue_key(
     p.require(Permission::ManageUsers)?;
     let r = st
         .core
-        .console_issue_key(&super::audit::actor(&p, &addr), &name, st.actions.ttl_ms())
+        .console_issue_key(&super::audit::actor(&p, &addr), &name)
         .await?;
     Ok(super::privilege::requested(r))
 }
@@ -609,14 +606,14 @@ async fn revoke_key(
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<StatusCode, ApiError> {
     p.require(Permission::ManageUsers)?;
-    crate::service::merchants::revoke_merchant_key(
-        st.core.store.as_ref(),
-        st.core.clock.now_ms(),
-        &name,
-        &id,
-        &super::audit::actor(&p, &addr),
-    )
-    .await?;
+    st.core
+        .revoke_merchant_key(
+            st.core.clock.now_ms(),
+            &name,
+            &id,
+            &super::audit::actor(&p, &addr),
+        )
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -648,14 +645,14 @@ async fn disable_user(
     ApiJson(_): ApiJson<Empty>,
 ) -> Result<StatusCode, ApiError> {
     p.require(Permission::ManageUsers)?;
-    users::set_disabled(
-        st.core.store.as_ref(),
-        &name,
-        true,
-        st.core.clock.now_ms(),
-        &super::audit::actor(&p, &addr),
-    )
-    .await?;
+    st.core
+        .set_user_disabled(
+            &name,
+            true,
+            st.core.clock.now_ms(),
+            &super::audit::actor(&p, &addr),
+        )
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -690,7 +687,7 @@ async fn enable_user(
     p.require(Permission::ManageUsers)?;
     let change = st
         .core
-        .console_enable_user(&super::audit::actor(&p, &addr), &name, st.actions.ttl_ms())
+        .console_enable_user(&super::audit::actor(&p, &addr), &name)
         .await?;
     Ok(match change {
         Change::Done(()) => StatusCode::NO_CONTENT.into_response(),
@@ -743,7 +740,6 @@ async fn reset_password(
             &st.auth.credentials.hasher,
             &name,
             &b.password,
-            st.actions.ttl_ms(),
         )
         .await?;
     Ok(match change {
@@ -792,12 +788,7 @@ async fn set_roles(
     p.require(Permission::ManageUsers)?;
     let change = st
         .core
-        .console_set_roles(
-            &super::audit::actor(&p, &addr),
-            &name,
-            &b.roles,
-            st.actions.ttl_ms(),
-        )
+        .console_set_roles(&super::audit::actor(&p, &addr), &name, &b.roles)
         .await?;
     Ok(match change {
         Change::Done(user) => Json(UserEnvelope { user }).into_response(),

@@ -12,7 +12,7 @@ use super::OpsState;
 use super::auth::Principal;
 use crate::domain::roles::Permission;
 use crate::error::{ApiError, ApiPath, ApiQuery, ErrorBody};
-use crate::service::lookup::{self, KeyDetail, SearchResult};
+use crate::service::lookup::{KeyDetail, SearchResult};
 
 /// The routes of this module.
 pub fn routes() -> OpenApiRouter<OpsState> {
@@ -28,7 +28,7 @@ pub struct FindQuery {
     /// The start of any id, any case: payment id, merchant order id, Idempotency-Key,
     /// channel key, refund id, error-pool item number (whole) or action id. Surrounding
     /// spaces are ignored.
-    // What `lookup::search` accepts: at most 255 characters, none a control character, not
+    // What `Core::lookup` accepts: at most 255 characters, none a control character, not
     // blank.
     #[param(
         max_length = 255,
@@ -61,7 +61,7 @@ async fn search(
     ApiQuery(q): ApiQuery<FindQuery>,
 ) -> Result<Json<SearchResult>, ApiError> {
     p.require(Permission::View)?;
-    Ok(Json(lookup::search(&st.core, &q.q).await?))
+    Ok(Json(st.core.lookup(&q.q).await?))
 }
 
 #[utoipa::path(
@@ -91,7 +91,8 @@ async fn key(
     ApiPath((merchant_id, key)): ApiPath<(i64, String)>,
 ) -> Result<Json<KeyDetail>, ApiError> {
     p.require(Permission::View)?;
-    lookup::key_detail(&st.core, merchant_id, &key)
+    st.core
+        .key_detail(merchant_id, &key)
         .await?
         .map(Json)
         .ok_or_else(|| ApiError::not_found("idempotency key"))

@@ -238,7 +238,6 @@ async fn register(
             &b.challenge_id,
             &b.name,
             &credential,
-            st.actions.ttl_ms(),
         )
         .await?;
     Ok((StatusCode::CREATED, Json(PasskeyEnvelope { passkey })))

@@ -92,9 +92,9 @@ pub struct PauseReasonBody {
     reason: String,
 }
 
-/// How long a pending pause stays approvable: one hour (an emergency is decided quickly,
-/// and a forgotten request should not be approvable days later).
-pub const PAUSE_TTL_MS: i64 = 3_600_000;
+/// How long a pending pause stays approvable (the use case's rule, kept at this path for
+/// its callers).
+pub use crate::service::pauses::PAUSE_TTL_MS;
 
 /// Lists the pauses (anyone who may view).
 #[utoipa::path(
@@ -148,7 +148,7 @@ pub async fn request(
     p.require(Permission::RequestActions)?;
     let pause = st
         .core
-        .request_pause(&actor(&p, &addr), &b.target, &b.reason, PAUSE_TTL_MS)
+        .request_pause(&actor(&p, &addr), &b.target, &b.reason)
         .await?;
     Ok((StatusCode::CREATED, Json(PauseEnvelope { pause })))
 }
@@ -277,13 +277,7 @@ pub async fn resume(
     };
     let end = st
         .core
-        .end_pause_with_step_up(
-            st.step_up(&p, &addr, &password),
-            &id,
-            &b.reason,
-            st.actions.pause_min_ms(),
-            PAUSE_TTL_MS,
-        )
+        .end_pause_with_step_up(st.step_up(&p, &addr, &password), &id, &b.reason)
         .await?;
     Ok(match end {
         PauseEnd::Ended(pause) => (StatusCode::OK, Json(PauseEnvelope { pause })),

@@ -115,7 +115,7 @@ async fn deliveries(
     ApiQuery(q): ApiQuery<DeliverySearch>,
 ) -> Result<Json<DeliveryList>, ApiError> {
     p.require(Permission::View)?;
-    let items = crate::service::queries::search_deliveries(st.core.store.as_ref(), &q).await?;
+    let items = st.core.search_deliveries(&q).await?;
     Ok(Json(DeliveryList { items }))
 }
 
@@ -302,7 +302,6 @@ async fn recover(
         .core
         .recover_endpoint(
             &actor(&p, &addr),
-            &st.recover_limiter,
             &id,
             &body.since,
             &body.delivery_ids,

@@ -84,14 +84,35 @@ fn action_json(a: &ActionRecord) -> String {
 }
 
 impl Core {
-    /// Records a request. Query and retry then run at once; reverse and force wait for an
-    /// approver. `ttl_ms` is how long a pending request stays approvable.
+    /// Requests action `req` as `actor` (the `/ops/v1` endpoint and the console's server
+    /// function both come here): a `query` or `retry` first spends one of the actor's
+    /// single-action allowance ([`super::console::ConsoleLimiters::action`]), then
+    /// [`Self::record_action`]. Errors: `RateLimited` (429 `rate_limited` with
+    /// `Retry-After`) over the allowance, with nothing recorded; the rest as
+    /// [`Self::record_action`]'s.
     pub async fn request_action(
         &self,
         actor: &Actor,
         req: &ActionRequest,
-        ttl_ms: i64,
     ) -> Result<ActionRecord, ActionError> {
+        if matches!(
+            req.kind.parse::<ActionKind>(),
+            Ok(ActionKind::Query | ActionKind::Retry)
+        ) {
+            self.spend_action_allowance(&actor.username)?;
+        }
+        self.record_action(actor, req).await
+    }
+
+    /// Records a request, its allowance already spent or not needed (a bulk retry spends its
+    /// own). Query and retry then run at once; reverse and force wait for an approver, for
+    /// [`super::console::ConsoleSettings::action_ttl_ms`].
+    pub async fn record_action(
+        &self,
+        actor: &Actor,
+        req: &ActionRequest,
+    ) -> Result<ActionRecord, ActionError> {
+        let ttl_ms = self.console.action_ttl_ms;
         let kind: ActionKind = req
             .kind
             .parse()

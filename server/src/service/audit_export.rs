@@ -9,6 +9,7 @@
 //! for people and spreadsheets, so cells a spreadsheet would run as a formula are prefixed
 //! with `'` (OWASP "CSV Injection").
 
+use super::Core;
 use bytes::Bytes;
 use serde_json::json;
 
@@ -227,80 +228,83 @@ pub enum CheckpointError {
     Broken(Break),
 }
 
-/// Signs a checkpoint of the chain's head with `key` and stores it. The records since the
-/// latest checkpoint this key signed are verified first (from genesis when there is none), so
-/// a checkpoint never vouches for a chain that was cut or rebuilt under the previous one. With
-/// `only_if_moved`, nothing is signed when the latest checkpoint already covers the head (the
-/// periodic checkpoint of an idle log).
-pub async fn take_checkpoint(
-    store: &dyn Store,
-    key: &SigningKey,
-    now: i64,
-    only_if_moved: bool,
-) -> Result<Option<Checkpoint>, CheckpointError> {
-    let public = key.verifying_key();
-    let latest = store
-        .latest_checkpoint()
-        .await?
-        .filter(|c| checkpoint::verify_signature(&public, c).is_ok());
-    let mut v = ChainVerifier::default();
-    if let Some(c) = &latest {
-        if c.seq > 0 {
-            let at = store
-                .audit_page(c.seq - 1, 1, &AuditFilter::default())
+impl Core {
+    /// Signs a checkpoint of the chain's head with `key` and stores it. The records since the
+    /// latest checkpoint this key signed are verified first (from genesis when there is none), so
+    /// a checkpoint never vouches for a chain that was cut or rebuilt under the previous one. With
+    /// `only_if_moved`, nothing is signed when the latest checkpoint already covers the head (the
+    /// periodic checkpoint of an idle log).
+    pub async fn take_checkpoint(
+        &self,
+        key: &SigningKey,
+        now: i64,
+        only_if_moved: bool,
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        let store = self.store.as_ref();
+        let public = key.verifying_key();
+        let latest = store
+            .latest_checkpoint()
+            .await?
+            .filter(|c| checkpoint::verify_signature(&public, c).is_ok());
+        let mut v = ChainVerifier::default();
+        if let Some(c) = &latest {
+            if c.seq > 0 {
+                let at = store
+                    .audit_page(c.seq - 1, 1, &AuditFilter::default())
+                    .await?;
+                let broken = match at.first() {
+                    Some(r) if r.seq == c.seq && r.hash == c.head_hash => None,
+                    Some(r) if r.seq == c.seq => Some(Break {
+                        seq: c.seq,
+                        reason: "differs from the last signed checkpoint (rebuilt)".into(),
+                    }),
+                    Some(_) => Some(Break {
+                        seq: c.seq,
+                        reason: "is missing under the last signed checkpoint".into(),
+                    }),
+                    None => Some(Break {
+                        seq: store.audit_head().await?.0 + 1,
+                        reason: format!(
+                            "is missing: the last signed checkpoint covers {} records (truncated)",
+                            c.seq
+                        ),
+                    }),
+                };
+                if let Some(b) = broken {
+                    return Err(CheckpointError::Broken(b));
+                }
+            }
+            v.seq = c.seq;
+            v.hash = c.head_hash.clone();
+        }
+        let mut after = v.seq;
+        loop {
+            let rows = store
+                .audit_page(after, PAGE, &AuditFilter::default())
                 .await?;
-            let broken = match at.first() {
-                Some(r) if r.seq == c.seq && r.hash == c.head_hash => None,
-                Some(r) if r.seq == c.seq => Some(Break {
-                    seq: c.seq,
-                    reason: "differs from the last signed checkpoint (rebuilt)".into(),
-                }),
-                Some(_) => Some(Break {
-                    seq: c.seq,
-                    reason: "is missing under the last signed checkpoint".into(),
-                }),
-                None => Some(Break {
-                    seq: store.audit_head().await?.0 + 1,
-                    reason: format!(
-                        "is missing: the last signed checkpoint covers {} records (truncated)",
-                        c.seq
-                    ),
-                }),
-            };
-            if let Some(b) = broken {
-                return Err(CheckpointError::Broken(b));
+            for r in &rows {
+                v.push(r).map_err(CheckpointError::Broken)?;
+            }
+            match rows.last() {
+                Some(r) if rows.len() as i64 == PAGE => after = r.seq,
+                _ => break,
             }
         }
-        v.seq = c.seq;
-        v.hash = c.head_hash.clone();
-    }
-    let mut after = v.seq;
-    loop {
-        let rows = store
-            .audit_page(after, PAGE, &AuditFilter::default())
-            .await?;
-        for r in &rows {
-            v.push(r).map_err(CheckpointError::Broken)?;
+        if only_if_moved && latest.as_ref().is_some_and(|c| c.seq == v.seq) {
+            return Ok(None);
         }
-        match rows.last() {
-            Some(r) if rows.len() as i64 == PAGE => after = r.seq,
-            _ => break,
-        }
+        let c = checkpoint::sign(key, v.seq, &v.hash, now);
+        store.add_checkpoint(&c).await?;
+        tracing::info!(
+            seq = c.seq,
+            head = %c.head_hash,
+            at = c.at,
+            key_id = %c.key_id,
+            signature = %c.signature,
+            "audit checkpoint signed"
+        );
+        Ok(Some(c))
     }
-    if only_if_moved && latest.as_ref().is_some_and(|c| c.seq == v.seq) {
-        return Ok(None);
-    }
-    let c = checkpoint::sign(key, v.seq, &v.hash, now);
-    store.add_checkpoint(&c).await?;
-    tracing::info!(
-        seq = c.seq,
-        head = %c.head_hash,
-        at = c.at,
-        key_id = %c.key_id,
-        signature = %c.signature,
-        "audit checkpoint signed"
-    );
-    Ok(Some(c))
 }
 
 /// The NDJSON line that carries a checkpoint at the end of an export:
@@ -357,49 +361,55 @@ pub fn verify_export(
     Ok((records.len() as i64, latest))
 }
 
-/// The checkpoint an export carries: a new one signed now when a key is configured (after the
-/// export's own audit record, so it covers it), else the latest stored one. A chain that no
-/// longer verifies is not signed: the export then carries the latest stored checkpoint, and
-/// its offline verification names the break.
-pub async fn export_checkpoint(
-    store: &dyn Store,
-    key: Option<&SigningKey>,
-    now: i64,
-) -> Result<Option<Checkpoint>, StoreError> {
-    if let Some(key) = key {
-        match take_checkpoint(store, key, now, false).await {
-            Ok(c) => return Ok(c),
-            Err(CheckpointError::Store(e)) => return Err(e),
-            Err(e @ CheckpointError::Broken(_)) => {
-                tracing::error!(error = %e, "export without a new checkpoint");
+impl Core {
+    /// The checkpoint an export carries: a new one signed now when a key is configured (after the
+    /// export's own audit record, so it covers it), else the latest stored one. A chain that no
+    /// longer verifies is not signed: the export then carries the latest stored checkpoint, and
+    /// its offline verification names the break.
+    pub async fn export_checkpoint(
+        &self,
+        key: Option<&SigningKey>,
+        now: i64,
+    ) -> Result<Option<Checkpoint>, StoreError> {
+        let store = self.store.as_ref();
+        if let Some(key) = key {
+            match self.take_checkpoint(key, now, false).await {
+                Ok(c) => return Ok(c),
+                Err(CheckpointError::Store(e)) => return Err(e),
+                Err(e @ CheckpointError::Broken(_)) => {
+                    tracing::error!(error = %e, "export without a new checkpoint");
+                }
             }
         }
+        store.latest_checkpoint().await
     }
-    store.latest_checkpoint().await
-}
 
-/// Starts an export, the same way from the console and from `converge audit export`: the
-/// export's own audit record first (`audit_export` on target `audit` by `actor`, `what` the
-/// filter as JSON), then the checkpoint it carries ([`export_checkpoint`], after the record
-/// so it covers it). Returns the record (the chain head at export time) and the checkpoint.
-pub async fn begin_export(
-    store: &dyn Store,
-    actor: &Actor,
-    now: i64,
-    key: Option<&SigningKey>,
-    what: &serde_json::Value,
-) -> Result<(AuditRecord, Option<Checkpoint>), StoreError> {
-    let record = actor.entry(
-        now,
-        "audit_export",
-        "audit",
-        "",
-        String::new(),
-        what.to_string(),
-    );
-    let head = store.append_audit(&record).await?;
-    let checkpoint = export_checkpoint(store, key, now).await?;
-    Ok((head, checkpoint))
+    /// Starts an export, the same way from the console and from `converge audit export`: the
+    /// export's own audit record first (`audit_export` on target `audit` by `actor`, `what` the
+    /// filter as JSON), then the checkpoint it carries ([`Core::export_checkpoint`], after the
+    /// record so it covers it), signed now with the server's key when it holds one
+    /// ([`super::console::ConsoleSettings::audit_key`]). Returns the record (the chain head at
+    /// export time) and the checkpoint.
+    pub async fn begin_export(
+        &self,
+        actor: &Actor,
+        what: &serde_json::Value,
+    ) -> Result<(AuditRecord, Option<Checkpoint>), StoreError> {
+        let store = self.store.as_ref();
+        let now = self.clock.now_ms();
+        let key = self.console.audit_key.as_deref();
+        let record = actor.entry(
+            now,
+            "audit_export",
+            "audit",
+            "",
+            String::new(),
+            what.to_string(),
+        );
+        let head = store.append_audit(&record).await?;
+        let checkpoint = self.export_checkpoint(key, now).await?;
+        Ok((head, checkpoint))
+    }
 }
 
 /// [`stream`], then (NDJSON only) the [`checkpoint_line`] of `checkpoint`.

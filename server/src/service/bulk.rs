@@ -10,8 +10,8 @@
 //! same version, so a payment that moved between preview and confirm (settled, retried by
 //! someone else, changed state) is skipped and named, never retried blind. Each retried item
 //! is an ordinary `retry` action (its own action record and audit entries, normal lease
-//! rules); the bulk request itself is audited too. Rate limiting is the caller's (the HTTP
-//! layer holds the limiter per user).
+//! rules); the bulk request itself is audited too, and spends one of the user's bulk allowance
+//! ([`super::console::ConsoleLimiters::bulk`]).
 
 use std::collections::HashMap;
 
@@ -130,29 +130,14 @@ pub fn validate(sel: &Selection, items: &[Confirmed], reason: &str) -> Result<()
 /// Bulk retries one user may run a minute.
 pub const BULK_RETRIES_PER_MINUTE: usize = 5;
 
-/// What bounds a bulk retry: when a payment counts as stuck, how long each retry action
-/// lives, and the per-user allowance.
-#[derive(Clone, Copy)]
-pub struct BulkLimits<'a> {
-    /// When a payment counts as stuck (`--stuck-*-ms`).
-    pub thresholds: &'a StuckThresholds,
-    /// Each retry action's time to live, ms.
-    pub ttl_ms: i64,
-    /// Bulk retries per user, [`BULK_RETRIES_PER_MINUTE`] a minute.
-    pub limiter: &'a std::sync::Mutex<crate::domain::ratelimit::RateLimiter>,
-}
-
 impl Core {
     /// The payments `sel` holds now, oldest first for `stuck`, most recently seen first for
     /// `error_pool`; at most [`MAX_BULK_ITEMS`].
     ///
     /// Errors: `invalid_selection` (400) for an unknown source or state.
-    pub async fn bulk_retry_preview(
-        &self,
-        sel: &Selection,
-        thresholds: &StuckThresholds,
-    ) -> Result<Vec<BulkItem>, ActionError> {
+    pub async fn bulk_retry_preview(&self, sel: &Selection) -> Result<Vec<BulkItem>, ActionError> {
         sel.check()?;
+        let thresholds = &self.console.stuck;
         let mut picked: Vec<(String, String)> = Vec::new();
         match sel.source.as_str() {
             "stuck" => {
@@ -238,12 +223,12 @@ impl Core {
         Ok(items)
     }
 
-    /// Retries the confirmed items that `sel` still holds at the version the preview showed;
-    /// the rest are skipped with the reason. Each retry is an ordinary `retry` action by
-    /// `actor` with `reason`; the bulk request is audited as `bulk_retry`. Bad input is
-    /// answered first, so it spends none of the actor's allowance (at most
-    /// [`BULK_RETRIES_PER_MINUTE`] in `limits.limiter`): one operator cannot flood the
-    /// channel by confirming selections in a loop.
+    /// Retries the confirmed items that `sel` still holds at the version the preview showed; the
+    /// rest are skipped with the reason. Each retry is an ordinary `retry` action by `actor` with
+    /// `reason`; the bulk request is audited as `bulk_retry`. Bad input is answered first, so it
+    /// spends none of the actor's allowance (at most [`BULK_RETRIES_PER_MINUTE`],
+    /// [`super::console::ConsoleLimiters::bulk`]): one operator cannot flood the channel by
+    /// confirming selections in a loop.
     ///
     /// Errors (nothing retried): `invalid_reason`, `invalid_selection`, `no_items`,
     /// `too_many_items` (400); `RateLimited` over the allowance.
@@ -253,30 +238,18 @@ impl Core {
         sel: &Selection,
         items: &[Confirmed],
         reason: &str,
-        limits: BulkLimits<'_>,
     ) -> Result<BulkOutcome, ActionError> {
         validate(sel, items, reason)?;
-        {
-            let now = self.clock.now_ms();
-            let mut limiter = limits
-                .limiter
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if !limiter.try_acquire(&actor.username, now) {
-                let secs = limiter.retry_after_secs(&actor.username, now);
-                return Err(ActionError::RateLimited(
-                    format!(
-                        "at most {BULK_RETRIES_PER_MINUTE} bulk retries a minute; retry in {secs} s"
-                    ),
-                    secs,
-                ));
-            }
+        if let Some(secs) = self.spend_bulk_allowance(&actor.username) {
+            return Err(ActionError::RateLimited(
+                format!(
+                    "at most {BULK_RETRIES_PER_MINUTE} bulk retries a minute; retry in {secs} s"
+                ),
+                secs,
+            ));
         }
-        let BulkLimits {
-            thresholds, ttl_ms, ..
-        } = limits;
         let current: HashMap<String, BulkItem> = self
-            .bulk_retry_preview(sel, thresholds)
+            .bulk_retry_preview(sel)
             .await?
             .into_iter()
             .map(|i| (i.payment_id.clone(), i))
@@ -319,7 +292,7 @@ impl Core {
                 target_status: None,
                 evidence: None,
             };
-            match self.request_action(actor, &req, ttl_ms).await {
+            match self.record_action(actor, &req).await {
                 Ok(a) => {
                     let woken = super::pool_actions::jobs_woken(a.result.as_deref());
                     out.retried.push((c.payment_id.clone(), a.id, woken));

@@ -18,8 +18,16 @@ fn keyed(outcome: &str) -> bool {
     matches!(outcome, "first" | "replay" | "in_use" | "reused")
 }
 
-/// Computes the dashboard now.
-pub async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboard, StoreError> {
+impl Core {
+    /// Computes the dashboard now, with the console's stuck and channel-health thresholds
+    /// ([`super::console::ConsoleSettings::stuck`]).
+    pub async fn dashboard(&self) -> Result<Dashboard, StoreError> {
+        dashboard(self, &self.console.stuck).await
+    }
+}
+
+/// The dashboard over `core` with `thresholds` ([`Core::dashboard`]).
+async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboard, StoreError> {
     let store = &core.store;
     // This process's own outcome counts are written before they are read.
     if let Err(e) = core.flush_outcomes().await {
@@ -333,56 +341,61 @@ async fn payment_audit(
     Ok(records)
 }
 
-/// Loads a payment's story; None when there is no such payment.
-pub async fn payment_detail(core: &Core, id: &str) -> Result<Option<PaymentDetail>, StoreError> {
-    let store = &core.store;
-    let Some(payment) = store.payment(id).await? else {
-        return Ok(None);
-    };
-    let merchant = store
-        .merchant(payment.merchant_id)
-        .await?
-        .map(|m| m.name)
-        .unwrap_or_default();
-    let jobs = store.payment_jobs(id).await?;
-    // The jobs an ops retry wakes (`Store::wake_jobs`).
-    let wakeable = jobs
-        .iter()
-        .filter(|j| matches!(j.status, JobStatus::Due | JobStatus::Dead))
-        .count();
-    let actions = store.actions(None, Some(id), 50).await?;
-    let reversal =
-        (payment.status == crate::domain::state::PaymentStatus::Reversed).then(|| ReversalView {
-            action_id: actions
-                .iter()
-                .find(|a| {
-                    a.kind == ActionKind::Reverse.as_str() && a.status == ActionStatus::Executed
-                })
-                .map(|a| a.id.clone()),
-            amount: payment.unrefunded(),
-        });
-    fn wire<T: Into<W>, W>(rows: Vec<T>) -> Vec<W> {
-        rows.into_iter().map(Into::into).collect()
+impl Core {
+    /// Loads a payment's story; None when there is no such payment.
+    pub async fn payment_detail(&self, id: &str) -> Result<Option<PaymentDetail>, StoreError> {
+        let store = &self.store;
+        let Some(payment) = store.payment(id).await? else {
+            return Ok(None);
+        };
+        let merchant = store
+            .merchant(payment.merchant_id)
+            .await?
+            .map(|m| m.name)
+            .unwrap_or_default();
+        let jobs = store.payment_jobs(id).await?;
+        // The jobs an ops retry wakes (`Store::wake_jobs`).
+        let wakeable = jobs
+            .iter()
+            .filter(|j| matches!(j.status, JobStatus::Due | JobStatus::Dead))
+            .count();
+        let actions = store.actions(None, Some(id), 50).await?;
+        let reversal =
+            (payment.status == crate::domain::state::PaymentStatus::Reversed).then(|| {
+                ReversalView {
+                    action_id: actions
+                        .iter()
+                        .find(|a| {
+                            a.kind == ActionKind::Reverse.as_str()
+                                && a.status == ActionStatus::Executed
+                        })
+                        .map(|a| a.id.clone()),
+                    amount: payment.unrefunded(),
+                }
+            });
+        fn wire<T: Into<W>, W>(rows: Vec<T>) -> Vec<W> {
+            rows.into_iter().map(Into::into).collect()
+        }
+        Ok(Some(PaymentDetail {
+            merchant,
+            reversal,
+            offers: crate::domain::actions::offers_with_pending(
+                payment.status,
+                wakeable,
+                actions
+                    .iter()
+                    .find(|a| a.status == ActionStatus::Pending)
+                    .map(|a| a.id.as_str()),
+            ),
+            events: wire(store.payment_events(id).await?),
+            jobs: wire(jobs),
+            ledger: wire(store.payment_ledger(id).await?),
+            refunds: wire(store.payment_refunds(id).await?),
+            errors: store.payment_error_items(id).await?,
+            audit: payment_audit(store.as_ref(), id).await?,
+            actions,
+            idempotency_keys: wire(store.payment_keys(id).await?),
+            payment,
+        }))
     }
-    Ok(Some(PaymentDetail {
-        merchant,
-        reversal,
-        offers: crate::domain::actions::offers_with_pending(
-            payment.status,
-            wakeable,
-            actions
-                .iter()
-                .find(|a| a.status == ActionStatus::Pending)
-                .map(|a| a.id.as_str()),
-        ),
-        events: wire(store.payment_events(id).await?),
-        jobs: wire(jobs),
-        ledger: wire(store.payment_ledger(id).await?),
-        refunds: wire(store.payment_refunds(id).await?),
-        errors: store.payment_error_items(id).await?,
-        audit: payment_audit(store.as_ref(), id).await?,
-        actions,
-        idempotency_keys: wire(store.payment_keys(id).await?),
-        payment,
-    }))
 }

@@ -6,13 +6,11 @@
 //! over these; the role checks are theirs.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
 
 use super::actor::Actor;
 use super::queries::{FilterError, parse_time};
 use super::webhooks::EndpointError;
 use super::{Core, ServiceError};
-use crate::domain::ratelimit::RateLimiter;
 use crate::domain::webhooks::{EndpointStatus, Subscription};
 use crate::store::{
     DeliveryFilter, DeliveryRow, DeliveryStatus, EndpointHealth, StoreError, WebhookEndpoint,
@@ -221,16 +219,15 @@ impl Core {
         Ok((since, self.recovery_candidates(endpoint, since).await?))
     }
 
-    /// Redelivers the previewed deliveries `ids` that are still failed deliveries of
-    /// `endpoint` since `since` (checked again here), audited once with `why` on target
+    /// Redelivers the previewed deliveries `ids` that are still failed deliveries of `endpoint`
+    /// since `since` (checked again here), audited once with `why` on target
     /// `webhook_endpoint:<id>`, and names the rest. At most [`RECOVERIES_PER_MINUTE`] per user
-    /// in `limiter`; every check of the request comes first, so a malformed one does not
-    /// spend one. Errors: `InvalidReason`, `InvalidSelection`, `Filter(InvalidTime)`,
-    /// `RateLimited`, the store's.
+    /// ([`super::console::ConsoleLimiters::recover`]); every check of the request comes first, so a
+    /// malformed one does not spend one. Errors: `InvalidReason`, `InvalidSelection`,
+    /// `Filter(InvalidTime)`, `RateLimited`, the store's.
     pub async fn recover_endpoint(
         &self,
         who: &Actor,
-        limiter: &Mutex<RateLimiter>,
         endpoint: &str,
         since: &str,
         ids: &[i64],
@@ -241,14 +238,8 @@ impl Core {
             return Err(DeliveryError::InvalidSelection);
         }
         let since = parse_time("since", since)?;
-        let now = self.clock.now_ms();
-        {
-            let mut limiter = limiter.lock().unwrap_or_else(|e| e.into_inner());
-            if !limiter.try_acquire(&who.username, now) {
-                return Err(DeliveryError::RateLimited(
-                    limiter.retry_after_secs(&who.username, now),
-                ));
-            }
+        if let Some(secs) = self.spend_recover_allowance(&who.username) {
+            return Err(DeliveryError::RateLimited(secs));
         }
         let still: BTreeSet<i64> = self
             .recovery_candidates(endpoint, since)

@@ -33,39 +33,41 @@ pub enum LookupError {
 
 pub use converge_wire::lookup::{SearchHit, SearchResult};
 
-/// Searches every kind of id for `raw` (trimmed) by prefix, ignoring case.
-///
-/// Errors: `Invalid` for a blank query or one with control characters, `TooLong` past
-/// [`MAX_QUERY_LEN`] characters, `Store` when storage fails.
-pub async fn search(core: &Core, raw: &str) -> Result<SearchResult, LookupError> {
-    let query = raw.trim();
-    if query.is_empty() || query.chars().any(char::is_control) {
-        return Err(LookupError::Invalid);
-    }
-    if query.chars().count() > MAX_QUERY_LEN {
-        return Err(LookupError::TooLong);
-    }
-    // One more than shown, to know whether there are more.
-    let mut found = core.store.find_ids(query, MAX_ID_MATCHES + 1).await?;
-    let truncated = found.len() as i64 > MAX_ID_MATCHES;
-    found.truncate(MAX_ID_MATCHES as usize);
-    let merchants = core.store.merchants().await?;
-    let name = |id: Option<i64>| {
-        id.and_then(|id| merchants.iter().find(|m| m.id == id))
-            .map(|m| m.name.clone())
-    };
-    let hits = found
-        .into_iter()
-        .filter_map(|m| {
-            let merchant = name(m.merchant_id);
-            hit(m, merchant)
+impl Core {
+    /// Searches every kind of id for `raw` (trimmed) by prefix, ignoring case.
+    ///
+    /// Errors: `Invalid` for a blank query or one with control characters, `TooLong` past
+    /// [`MAX_QUERY_LEN`] characters, `Store` when storage fails.
+    pub async fn lookup(&self, raw: &str) -> Result<SearchResult, LookupError> {
+        let query = raw.trim();
+        if query.is_empty() || query.chars().any(char::is_control) {
+            return Err(LookupError::Invalid);
+        }
+        if query.chars().count() > MAX_QUERY_LEN {
+            return Err(LookupError::TooLong);
+        }
+        // One more than shown, to know whether there are more.
+        let mut found = self.store.find_ids(query, MAX_ID_MATCHES + 1).await?;
+        let truncated = found.len() as i64 > MAX_ID_MATCHES;
+        found.truncate(MAX_ID_MATCHES as usize);
+        let merchants = self.store.merchants().await?;
+        let name = |id: Option<i64>| {
+            id.and_then(|id| merchants.iter().find(|m| m.id == id))
+                .map(|m| m.name.clone())
+        };
+        let hits = found
+            .into_iter()
+            .filter_map(|m| {
+                let merchant = name(m.merchant_id);
+                hit(m, merchant)
+            })
+            .collect();
+        Ok(SearchResult {
+            query: query.to_string(),
+            hits,
+            truncated,
         })
-        .collect();
-    Ok(SearchResult {
-        query: query.to_string(),
-        hits,
-        truncated,
-    })
+    }
 }
 
 fn hit(m: IdMatch, merchant: Option<String>) -> Option<SearchHit> {
@@ -153,103 +155,105 @@ pub fn path_segment(s: &str) -> String {
 
 pub use converge_wire::lookup::{HeaderLine, KeyDetail, StoredResponseView};
 
-/// Key `idem_key` of merchant `merchant_id`; None when there is none (never stored, refused,
-/// or purged).
-///
-/// Errors: `InvalidKey` for a key no request could have stored, `Store` when storage fails.
-pub async fn key_detail(
-    core: &Core,
-    merchant_id: i64,
-    idem_key: &str,
-) -> Result<Option<KeyDetail>, LookupError> {
-    let key = validate_key(Some(idem_key.as_bytes())).map_err(|_| LookupError::InvalidKey)?;
-    let store = &core.store;
-    let Some(rec) = store.idempotency_key(merchant_id, &key).await? else {
-        return Ok(None);
-    };
-    let merchant = store
-        .merchant(merchant_id)
-        .await?
-        .map(|m| m.name)
-        .unwrap_or_default();
-    let payment_id = match rec.resource_id.as_deref() {
-        None => None,
-        Some(r) => match store.payment(r).await? {
-            Some(p) => Some(p.id),
-            None => store.refund(r).await?.map(|f| f.payment_id),
-        },
-    };
-    let response = rec.response_status.map(|status| {
-        let mut headers: Vec<HeaderLine> = rec
-            .response_headers
-            .as_deref()
-            .and_then(|h| serde_json::from_str::<Vec<(String, String)>>(h).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(name, value)| HeaderLine { name, value })
-            .collect();
-        headers.push(HeaderLine {
-            name: crate::domain::idempotency::REPLAYED.to_string(),
-            value: "true".into(),
-        });
-        let stored = rec.response_body.clone().unwrap_or_default();
-        // No view shows a secret (issue 36): a sealed answer is opened only to be shown with
-        // its secrets replaced, and a plain one is redacted the same way. One that does not
-        // open is withheld whole.
-        let bytes = match core.secrets.open_bytes(Purpose::StoredAnswer, &stored) {
-            Ok(b) => b.into_owned(),
-            Err(_) => secret_box::REDACTED.as_bytes().to_vec(),
+impl Core {
+    /// Key `idem_key` of merchant `merchant_id`; None when there is none (never stored, refused,
+    /// or purged).
+    ///
+    /// Errors: `InvalidKey` for a key no request could have stored, `Store` when storage fails.
+    pub async fn key_detail(
+        &self,
+        merchant_id: i64,
+        idem_key: &str,
+    ) -> Result<Option<KeyDetail>, LookupError> {
+        let key = validate_key(Some(idem_key.as_bytes())).map_err(|_| LookupError::InvalidKey)?;
+        let store = &self.store;
+        let Some(rec) = store.idempotency_key(merchant_id, &key).await? else {
+            return Ok(None);
         };
-        let (body, body_base64) = match String::from_utf8(bytes.clone()) {
-            Ok(text) => (Some(secret_box::redact_secrets(&text)), None),
-            Err(_)
-                if bytes
-                    .windows(wh::SECRET_PREFIX.len())
-                    .any(|w| w == wh::SECRET_PREFIX.as_bytes()) =>
-            {
-                (Some(secret_box::REDACTED.to_string()), None)
+        let merchant = store
+            .merchant(merchant_id)
+            .await?
+            .map(|m| m.name)
+            .unwrap_or_default();
+        let payment_id = match rec.resource_id.as_deref() {
+            None => None,
+            Some(r) => match store.payment(r).await? {
+                Some(p) => Some(p.id),
+                None => store.refund(r).await?.map(|f| f.payment_id),
+            },
+        };
+        let response = rec.response_status.map(|status| {
+            let mut headers: Vec<HeaderLine> = rec
+                .response_headers
+                .as_deref()
+                .and_then(|h| serde_json::from_str::<Vec<(String, String)>>(h).ok())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(name, value)| HeaderLine { name, value })
+                .collect();
+            headers.push(HeaderLine {
+                name: crate::domain::idempotency::REPLAYED.to_string(),
+                value: "true".into(),
+            });
+            let stored = rec.response_body.clone().unwrap_or_default();
+            // No view shows a secret (issue 36): a sealed answer is opened only to be shown with
+            // its secrets replaced, and a plain one is redacted the same way. One that does not
+            // open is withheld whole.
+            let bytes = match self.secrets.open_bytes(Purpose::StoredAnswer, &stored) {
+                Ok(b) => b.into_owned(),
+                Err(_) => secret_box::REDACTED.as_bytes().to_vec(),
+            };
+            let (body, body_base64) = match String::from_utf8(bytes.clone()) {
+                Ok(text) => (Some(secret_box::redact_secrets(&text)), None),
+                Err(_)
+                    if bytes
+                        .windows(wh::SECRET_PREFIX.len())
+                        .any(|w| w == wh::SECRET_PREFIX.as_bytes()) =>
+                {
+                    (Some(secret_box::REDACTED.to_string()), None)
+                }
+                Err(_) => (
+                    None,
+                    Some(base64::engine::general_purpose::STANDARD.encode(&bytes)),
+                ),
+            };
+            StoredResponseView {
+                status,
+                headers,
+                body,
+                body_base64,
+                body_bytes: bytes.len() as i64,
             }
-            Err(_) => (
-                None,
-                Some(base64::engine::general_purpose::STANDARD.encode(&bytes)),
-            ),
-        };
-        StoredResponseView {
-            status,
-            headers,
-            body,
-            body_base64,
-            body_bytes: bytes.len() as i64,
+        });
+        // This process's own outcome counts are written before they are read.
+        if let Err(e) = self.flush_outcomes().await {
+            tracing::warn!(error = %e, "idempotency outcome counts not flushed; the key's counts lag");
         }
-    });
-    // This process's own outcome counts are written before they are read.
-    if let Err(e) = core.flush_outcomes().await {
-        tracing::warn!(error = %e, "idempotency outcome counts not flushed; the key's counts lag");
+        let outcomes = store.key_outcomes(merchant_id, &key).await?;
+        let lease_lapsed = rec.state == KeyState::Running
+            && rec
+                .lease_expires_at
+                .is_some_and(|t| t <= self.clock.now_ms());
+        Ok(Some(KeyDetail {
+            lease_lapsed,
+            merchant_id,
+            merchant,
+            lease_expires_at: rec
+                .lease_expires_at
+                .filter(|_| rec.state == KeyState::Running),
+            idem_key: rec.idem_key,
+            route: rec.route,
+            scope: rec.scope,
+            fingerprint: rec.fingerprint,
+            state: rec.state,
+            resource_id: rec.resource_id,
+            payment_id,
+            created_at: rec.created_at,
+            expires_at: rec.expires_at,
+            response,
+            outcomes,
+        }))
     }
-    let outcomes = store.key_outcomes(merchant_id, &key).await?;
-    let lease_lapsed = rec.state == KeyState::Running
-        && rec
-            .lease_expires_at
-            .is_some_and(|t| t <= core.clock.now_ms());
-    Ok(Some(KeyDetail {
-        lease_lapsed,
-        merchant_id,
-        merchant,
-        lease_expires_at: rec
-            .lease_expires_at
-            .filter(|_| rec.state == KeyState::Running),
-        idem_key: rec.idem_key,
-        route: rec.route,
-        scope: rec.scope,
-        fingerprint: rec.fingerprint,
-        state: rec.state,
-        resource_id: rec.resource_id,
-        payment_id,
-        created_at: rec.created_at,
-        expires_at: rec.expires_at,
-        response,
-        outcomes,
-    }))
 }
 
 #[cfg(test)]

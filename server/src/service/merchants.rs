@@ -7,12 +7,13 @@
 //! authenticated by looking the hash up in the database every time (no cache), so a revoked
 //! key answers 401 at once on every server sharing the database.
 
+use super::Core;
 use rand::Rng;
 use serde_json::json;
 
 use super::actor::Actor;
 use crate::domain::fingerprint::sha256_hex;
-use crate::store::{Merchant, MerchantKey, NewMerchantKey, Store, StoreError};
+use crate::store::{Merchant, MerchantKey, NewMerchantKey, StoreError};
 
 /// Every API key starts with this.
 pub const KEY_PREFIX: &str = "ck_live_";
@@ -85,168 +86,174 @@ fn new_key(k: &IssuedKey, now: i64) -> NewMerchantKey {
     }
 }
 
-/// Creates a merchant with its first key (audited `merchant_added`): the bootstrap on the
-/// machine (`converge merchant add`), one step as the first admin is (issue 36).
-pub async fn add_merchant(
-    store: &dyn Store,
-    now: i64,
-    name: &str,
-    actor: &Actor,
-) -> Result<(Merchant, IssuedKey), MerchantError> {
-    let name = check_name(name)?;
-    let key = new_api_key();
-    let audit = actor.entry(
-        now,
-        "merchant_added",
-        &format!("merchant:{name}"),
-        "",
-        String::new(),
-        json!({"key_id": key.id, "prefix": key.prefix}).to_string(),
-    );
-    match store
-        .create_merchant_with_key(&name, &new_key(&key, now), &audit)
-        .await
-    {
-        Ok(m) => Ok((m, key)),
-        Err(StoreError::Conflict(_)) => Err(MerchantError::Exists(name)),
-        Err(e) => Err(e.into()),
+impl Core {
+    /// Creates a merchant with its first key (audited `merchant_added`): the bootstrap on the
+    /// machine (`converge merchant add`), one step as the first admin is (issue 36).
+    pub async fn add_merchant(
+        &self,
+        now: i64,
+        name: &str,
+        actor: &Actor,
+    ) -> Result<(Merchant, IssuedKey), MerchantError> {
+        let store = self.store.as_ref();
+        let name = check_name(name)?;
+        let key = new_api_key();
+        let audit = actor.entry(
+            now,
+            "merchant_added",
+            &format!("merchant:{name}"),
+            "",
+            String::new(),
+            json!({"key_id": key.id, "prefix": key.prefix}).to_string(),
+        );
+        match store
+            .create_merchant_with_key(&name, &new_key(&key, now), &audit)
+            .await
+        {
+            Ok(m) => Ok((m, key)),
+            Err(StoreError::Conflict(_)) => Err(MerchantError::Exists(name)),
+            Err(e) => Err(e.into()),
+        }
     }
-}
 
-/// Creates merchant `name` with no key yet (audited `merchant_added` with `"first_key":
-/// "requested"`): the console's add, whose first key is a request another admin approves
-/// (issue 36), so no admin alone holds a key that moves money. Errors: `Invalid` name,
-/// `Exists`.
-pub async fn add_merchant_keyless(
-    store: &dyn Store,
-    now: i64,
-    name: &str,
-    actor: &Actor,
-) -> Result<Merchant, MerchantError> {
-    let name = check_name(name)?;
-    let audit = actor.entry(
-        now,
-        "merchant_added",
-        &format!("merchant:{name}"),
-        "",
-        String::new(),
-        json!({"first_key": "requested"}).to_string(),
-    );
-    match store.create_merchant_keyless(&name, now, &audit).await {
-        Ok(m) => Ok(m),
-        Err(StoreError::Conflict(_)) => Err(MerchantError::Exists(name)),
-        Err(e) => Err(e.into()),
+    /// Creates merchant `name` with no key yet (audited `merchant_added` with `"first_key":
+    /// "requested"`): the console's add, whose first key is a request another admin approves
+    /// (issue 36), so no admin alone holds a key that moves money. Errors: `Invalid` name,
+    /// `Exists`.
+    pub async fn add_merchant_keyless(
+        &self,
+        now: i64,
+        name: &str,
+        actor: &Actor,
+    ) -> Result<Merchant, MerchantError> {
+        let store = self.store.as_ref();
+        let name = check_name(name)?;
+        let audit = actor.entry(
+            now,
+            "merchant_added",
+            &format!("merchant:{name}"),
+            "",
+            String::new(),
+            json!({"first_key": "requested"}).to_string(),
+        );
+        match store.create_merchant_keyless(&name, now, &audit).await {
+            Ok(m) => Ok(m),
+            Err(StoreError::Conflict(_)) => Err(MerchantError::Exists(name)),
+            Err(e) => Err(e.into()),
+        }
     }
-}
 
-/// Issues another key to merchant `name` (audited `merchant_key_issued`); the others keep
-/// working until revoked, so a rotation has no gap.
-pub async fn issue_merchant_key(
-    store: &dyn Store,
-    now: i64,
-    name: &str,
-    actor: &Actor,
-) -> Result<(MerchantKey, IssuedKey), MerchantError> {
-    let key = new_api_key();
-    let audit = actor.entry(
-        now,
-        "merchant_key_issued",
-        &format!("merchant:{name}"),
-        "",
-        String::new(),
-        json!({"key_id": key.id, "prefix": key.prefix}).to_string(),
-    );
-    match store
-        .add_merchant_key(name, &new_key(&key, now), &audit)
-        .await?
-    {
-        Some(k) => Ok((k, key)),
-        None => Err(MerchantError::NoMerchant(name.to_string())),
+    /// Issues another key to merchant `name` (audited `merchant_key_issued`); the others keep
+    /// working until revoked, so a rotation has no gap.
+    pub async fn issue_merchant_key(
+        &self,
+        now: i64,
+        name: &str,
+        actor: &Actor,
+    ) -> Result<(MerchantKey, IssuedKey), MerchantError> {
+        let store = self.store.as_ref();
+        let key = new_api_key();
+        let audit = actor.entry(
+            now,
+            "merchant_key_issued",
+            &format!("merchant:{name}"),
+            "",
+            String::new(),
+            json!({"key_id": key.id, "prefix": key.prefix}).to_string(),
+        );
+        match store
+            .add_merchant_key(name, &new_key(&key, now), &audit)
+            .await?
+        {
+            Some(k) => Ok((k, key)),
+            None => Err(MerchantError::NoMerchant(name.to_string())),
+        }
     }
-}
 
-/// Merchant `name`'s keys, oldest first.
-pub async fn list_merchant_keys(
-    store: &dyn Store,
-    name: &str,
-) -> Result<Vec<MerchantKey>, MerchantError> {
-    store
-        .merchant_keys(name)
-        .await?
-        .ok_or_else(|| MerchantError::NoMerchant(name.to_string()))
-}
-
-/// Every merchant with its keys (oldest first), merchants by name: the console's Merchants
-/// page.
-pub async fn merchant_accounts(
-    store: &dyn Store,
-) -> Result<Vec<converge_wire::merchants::MerchantAccount>, MerchantError> {
-    let mut out = Vec::new();
-    for merchant in store.merchants().await? {
-        let keys = list_merchant_keys(store, &merchant.name).await?;
-        out.push(converge_wire::merchants::MerchantAccount { merchant, keys });
+    /// Merchant `name`'s keys, oldest first.
+    pub async fn list_merchant_keys(&self, name: &str) -> Result<Vec<MerchantKey>, MerchantError> {
+        let store = self.store.as_ref();
+        store
+            .merchant_keys(name)
+            .await?
+            .ok_or_else(|| MerchantError::NoMerchant(name.to_string()))
     }
-    Ok(out)
-}
 
-/// Revokes key `key_id` of merchant `name` (audited `merchant_key_revoked`): from the
-/// commit on, every server answers 401 to it.
-pub async fn revoke_merchant_key(
-    store: &dyn Store,
-    now: i64,
-    name: &str,
-    key_id: &str,
-    actor: &Actor,
-) -> Result<(), MerchantError> {
-    let audit = actor.entry(
-        now,
-        "merchant_key_revoked",
-        &format!("merchant:{name}"),
-        "",
-        json!({"key_id": key_id}).to_string(),
-        json!({"key_id": key_id, "revoked_at": now}).to_string(),
-    );
-    if store.revoke_merchant_key(name, key_id, now, &audit).await? {
-        Ok(())
-    } else if store.merchant_keys(name).await?.is_none() {
-        Err(MerchantError::NoMerchant(name.to_string()))
-    } else {
-        Err(MerchantError::NoKey(name.to_string(), key_id.to_string()))
+    /// Every merchant with its keys (oldest first), merchants by name: the console's Merchants
+    /// page.
+    pub async fn merchant_accounts(
+        &self,
+    ) -> Result<Vec<converge_wire::merchants::MerchantAccount>, MerchantError> {
+        let store = self.store.as_ref();
+        let mut out = Vec::new();
+        for merchant in store.merchants().await? {
+            let keys = self.list_merchant_keys(&merchant.name).await?;
+            out.push(converge_wire::merchants::MerchantAccount { merchant, keys });
+        }
+        Ok(out)
     }
-}
 
-/// Freezes or unfreezes merchant `name` (audited `merchant_frozen` / `merchant_unfrozen`, with
-/// `reason` as the record's reason, in the same transaction). Frozen: its API refuses new
-/// payments, refunds and endpoint changes (403 `merchant_frozen`, see `api::auth::refuse_frozen`),
-/// and ledger postings of what was in flight wait in SUSPENSE. Errors:
-/// [`MerchantError::NoMerchant`].
-pub async fn set_merchant_frozen(
-    store: &dyn Store,
-    now: i64,
-    name: &str,
-    frozen: bool,
-    reason: &str,
-    actor: &Actor,
-) -> Result<(), MerchantError> {
-    let audit = actor.entry(
-        now,
-        if frozen {
-            "merchant_frozen"
+    /// Revokes key `key_id` of merchant `name` (audited `merchant_key_revoked`): from the
+    /// commit on, every server answers 401 to it.
+    pub async fn revoke_merchant_key(
+        &self,
+        now: i64,
+        name: &str,
+        key_id: &str,
+        actor: &Actor,
+    ) -> Result<(), MerchantError> {
+        let store = self.store.as_ref();
+        let audit = actor.entry(
+            now,
+            "merchant_key_revoked",
+            &format!("merchant:{name}"),
+            "",
+            json!({"key_id": key_id}).to_string(),
+            json!({"key_id": key_id, "revoked_at": now}).to_string(),
+        );
+        if store.revoke_merchant_key(name, key_id, now, &audit).await? {
+            Ok(())
+        } else if store.merchant_keys(name).await?.is_none() {
+            Err(MerchantError::NoMerchant(name.to_string()))
         } else {
-            "merchant_unfrozen"
-        },
-        &format!("merchant:{name}"),
-        reason.trim(),
-        json!({"frozen": !frozen}).to_string(),
-        json!({"frozen": frozen}).to_string(),
-    );
-    if store
-        .set_merchant_frozen_audited(name, frozen, &audit)
-        .await?
-    {
-        Ok(())
-    } else {
-        Err(MerchantError::NoMerchant(name.to_string()))
+            Err(MerchantError::NoKey(name.to_string(), key_id.to_string()))
+        }
+    }
+
+    /// Freezes or unfreezes merchant `name` (audited `merchant_frozen` / `merchant_unfrozen`, with
+    /// `reason` as the record's reason, in the same transaction). Frozen: its API refuses new
+    /// payments, refunds and endpoint changes (403 `merchant_frozen`, see
+    /// `api::auth::refuse_frozen`), and ledger postings of what was in flight wait in SUSPENSE.
+    /// Errors: [`MerchantError::NoMerchant`].
+    pub async fn set_merchant_frozen(
+        &self,
+        now: i64,
+        name: &str,
+        frozen: bool,
+        reason: &str,
+        actor: &Actor,
+    ) -> Result<(), MerchantError> {
+        let store = self.store.as_ref();
+        let audit = actor.entry(
+            now,
+            if frozen {
+                "merchant_frozen"
+            } else {
+                "merchant_unfrozen"
+            },
+            &format!("merchant:{name}"),
+            reason.trim(),
+            json!({"frozen": !frozen}).to_string(),
+            json!({"frozen": frozen}).to_string(),
+        );
+        if store
+            .set_merchant_frozen_audited(name, frozen, &audit)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(MerchantError::NoMerchant(name.to_string()))
+        }
     }
 }
 impl super::Core {
@@ -288,16 +295,14 @@ impl super::Core {
         else {
             return Ok(None);
         };
-        let payments = super::queries::search_payments(
-            store,
-            &converge_wire::PaymentSearch {
+        let payments = self
+            .search_payments(&converge_wire::PaymentSearch {
                 merchant: Some(name.to_string()),
                 limit: Some(OVERVIEW_PAYMENTS),
                 ..Default::default()
-            },
-        )
-        .await?
-        .items;
+            })
+            .await?
+            .items;
         let endpoints = self.endpoint_rows(Some(merchant.id)).await?;
         let keys = match with_keys {
             true => store.merchant_keys(name).await?,
@@ -309,7 +314,7 @@ impl super::Core {
                     target: Some(format!("merchant:{name}")),
                     ..Default::default()
                 };
-                Some(super::queries::audit_list(store, &q).await?.items)
+                Some(self.audit_list(&q).await?.items)
             }
             false => None,
         };

@@ -1,6 +1,12 @@
 //! Use cases over the domain, the store and the connectors: creating and driving payments,
 //! refunds, and channel callbacks. HTTP handlers and workers call these; they know nothing of
 //! HTTP themselves.
+//!
+//! Every use case has one shape: a method on [`Core`], in an `impl Core` block of its area's
+//! module, with what it needs beyond the store and the clock in [`Core`] too (the console's
+//! thresholds, approval times, audit key and per-user allowances: [`console`]). The adapters
+//! (merchant API, console API, server functions, CLI, workers) call it and pass nothing else
+//! in; `tests/it/source_rules.rs` keeps free functions over the store or the core out.
 
 pub mod actions;
 pub mod actor;
@@ -9,6 +15,7 @@ pub mod audit_export;
 pub mod bulk;
 pub mod callbacks;
 pub mod connectors;
+pub mod console;
 pub mod dashboard;
 pub mod deliveries;
 pub mod endpoints;
@@ -66,6 +73,9 @@ pub struct Core {
     pub pauses: pauses::PauseCache,
     /// Idempotency-Key outcome counts not yet written ([`Core::flush_outcomes`]).
     pub outcomes: Arc<OutcomeBuffer>,
+    /// What the console's use cases need: thresholds, approval and pause times, the audit
+    /// signing key and the per-user allowances ([`console::ConsoleSettings`]).
+    pub console: console::ConsoleSettings,
 }
 
 impl Core {

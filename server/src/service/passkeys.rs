@@ -203,14 +203,14 @@ impl Core {
             .await?)
     }
 
-    /// Finishes registration `challenge_id` of `step_up.who` after its step-up: the password
-    /// for a first passkey, and while passkeys are required an existing confirmed passkey
-    /// for a further one. A first passkey registered while passkeys are required proves only
-    /// the password, so a password alone must not make the passkey that then approves: it is
-    /// stored unconfirmed and a `confirm_passkey` privilege request (expiring after `ttl_ms`)
-    /// waits for another admin (issue 36). A proof that does not hold is audited
-    /// (`step_up_refused`). Errors: as [`Self::finish_passkey_registration`],
-    /// `StepUpRefused`, `StepUp`.
+    /// Finishes registration `challenge_id` of `step_up.who` after its step-up: the password for a
+    /// first passkey, and while passkeys are required an existing confirmed passkey for a further
+    /// one. A first passkey registered while passkeys are required proves only the password, so a
+    /// password alone must not make the passkey that then approves: it is stored unconfirmed and a
+    /// `confirm_passkey` privilege request (expiring after the approval time,
+    /// [`super::console::ConsoleSettings::action_ttl_ms`]) waits for another admin (issue 36). A
+    /// proof that does not hold is audited (`step_up_refused`). Errors: as
+    /// [`Self::finish_passkey_registration`], `StepUpRefused`, `StepUp`.
     pub async fn register_passkey_with_step_up(
         &self,
         rp: &RelyingParty,
@@ -218,7 +218,6 @@ impl Core {
         challenge_id: &str,
         name: &str,
         credential: &RegisterPublicKeyCredential,
-        ttl_ms: i64,
     ) -> Result<PasskeyView, PasskeyError> {
         let has_one = self
             .store
@@ -243,7 +242,7 @@ impl Core {
             .finish_passkey_registration(rp, who, challenge_id, name, credential, confirmed)
             .await?;
         if !confirmed {
-            self.ask_to_confirm_passkey(who, ttl_ms).await?;
+            self.ask_to_confirm_passkey(who).await?;
         }
         Ok(view)
     }

@@ -24,6 +24,11 @@ use crate::domain::actions::check_reason;
 use crate::domain::pause::{ActivePauses, PAUSABLE_JOB_KINDS, PauseStatus, PauseTarget};
 use crate::store::{CreatePause, NewPause, PauseEndRequest, PauseMove, PauseRecord, StoreError};
 
+/// How long a pending pause, or an early end's request, stays approvable: one hour (an
+/// emergency is decided quickly, and a forgotten request should not be approvable days
+/// later).
+pub const PAUSE_TTL_MS: i64 = 3_600_000;
+
 /// What ending a pause did ([`Core::end_pause`]).
 #[derive(Debug, Clone)]
 pub enum PauseEnd {
@@ -111,7 +116,7 @@ impl Core {
     }
 
     /// Records a pause request (operators); it takes effect once a different approver
-    /// approves it. `ttl_ms`: how long it stays approvable.
+    /// approves it, for [`PAUSE_TTL_MS`].
     ///
     /// Errors: `invalid_target` / `invalid_reason` (400); `not_found` for an endpoint target
     /// that does not exist (404); `pause_open` when the target already has a pending or active
@@ -121,8 +126,8 @@ impl Core {
         actor: &Actor,
         target: &str,
         reason: &str,
-        ttl_ms: i64,
     ) -> Result<PauseRecord, ActionError> {
+        let ttl_ms = PAUSE_TTL_MS;
         let target: PauseTarget = target
             .parse()
             .map_err(|m| ActionError::Invalid("invalid_target", m))?;
@@ -308,9 +313,10 @@ impl Core {
 
     /// Ends pause `id` as `actor` (operators, the requester included; the caller has
     /// checked the password again, [`Self::end_pause_with_step_up`]). A pending pause is
-    /// cancelled. An active pause in force for at least `min_active_ms` (from its approval)
+    /// cancelled. An active pause in force for at least the pause's minimum
+    /// ([`super::console::ConsoleSettings::pause_min_ms`], from its approval)
     /// is resumed, and everything it held proceeds; a younger one is not: the end becomes a
-    /// request, approvable until `ttl_ms` from now, that a different approver approves
+    /// request, approvable for [`PAUSE_TTL_MS`] from now, that a different approver approves
     /// ([`Self::approve_pause`]) or rejects (issue 36: one person cannot undo what two
     /// started).
     ///
@@ -321,9 +327,8 @@ impl Core {
         actor: &Actor,
         id: &str,
         reason: &str,
-        min_active_ms: i64,
-        ttl_ms: i64,
     ) -> Result<PauseEnd, ActionError> {
+        let min_active_ms = self.console.pause_min_ms;
         check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
         let p = self
             .store
@@ -335,9 +340,7 @@ impl Core {
             PauseStatus::Active
                 if now - p.approved_at.unwrap_or(p.requested_at) < min_active_ms =>
             {
-                return self
-                    .request_pause_end(actor, p, reason.trim(), ttl_ms)
-                    .await;
+                return self.request_pause_end(actor, p, reason.trim()).await;
             }
             PauseStatus::Active => (PauseStatus::Resumed, "pause_resumed"),
             PauseStatus::Pending => (PauseStatus::Cancelled, "pause_cancelled"),
@@ -371,8 +374,6 @@ impl Core {
         step_up: StepUp<'_>,
         id: &str,
         reason: &str,
-        min_active_ms: i64,
-        ttl_ms: i64,
     ) -> Result<PauseEnd, StepUpError> {
         check_reason(reason).map_err(StepUpError::InvalidReason)?;
         let store = self.store.as_ref();
@@ -395,9 +396,7 @@ impl Core {
                 "not ended: re-enter your own password".into(),
             )));
         }
-        Ok(self
-            .end_pause(&who, id, reason, min_active_ms, ttl_ms)
-            .await?)
+        Ok(self.end_pause(&who, id, reason).await?)
     }
 
     /// Records the early end of active pause `p` (audited `pause_end_requested`).
@@ -406,9 +405,9 @@ impl Core {
         actor: &Actor,
         p: PauseRecord,
         reason: &str,
-        ttl_ms: i64,
     ) -> Result<PauseEnd, ActionError> {
         let now = self.clock.now_ms();
+        let ttl_ms = PAUSE_TTL_MS;
         let r = PauseEndRequest {
             id: p.id.clone(),
             by: actor.username.clone(),

@@ -1,7 +1,7 @@
 //! The payments a console search selects, as CSV (issue 17: "CSV export of exactly what the
 //! filters select, streamed, formula-safe, audited").
 //!
-//! The filters are the search's own ([`select_payments`]), checked before anything is written,
+//! The filters are the search's own ([`Core::select_payments`]), checked before anything is written,
 //! so a malformed one is refused and the export selects exactly what the page lists (all pages
 //! of it). Rows are read 500 at a time by the same keyset paging, so memory stays flat however
 //! many match. Every cell goes through [`neutralise`] (OWASP "CSV Injection"): merchant order
@@ -18,7 +18,7 @@ use serde_json::json;
 use super::Core;
 use super::actor::Actor;
 use super::audit_export::neutralise;
-use super::queries::{FilterError, PaymentSearch, Selection, select_payments};
+use super::queries::{FilterError, PaymentSearch, Selection};
 use crate::domain::clock::rfc3339;
 use crate::domain::money;
 use crate::store::{Payment, PaymentFilter, Store, StoreError};
@@ -119,7 +119,7 @@ impl Core {
         who: &Actor,
         q: &PaymentSearch,
     ) -> Result<PaymentsExport, FilterError> {
-        let selection = select_payments(self.store.as_ref(), q).await?;
+        let selection = self.select_payments(q).await?;
         let names = self.merchant_names().await?;
         let at = self.clock.now_ms();
         let what = json!({

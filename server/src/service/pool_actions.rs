@@ -5,14 +5,12 @@
 //! to the relay again, items resolved.
 //!
 //! The actions reuse the existing use cases, never a copy of them: a retry or a query is an
-//! ordinary ops action ([`Core::request_action`], its own record and audit entries), a
+//! ordinary ops action (as [`Core::request_action`] records one, its own record and audit entries), a
 //! redelivery is [`Core::redeliver_one`] (audited `webhook_redelivered`). A redelivered or
 //! replayed item is resolved with its own `error_resolved` audit record, because its failure
 //! is back in the hands of the machinery: a delivery dying again and an event refused again
 //! report the same dedupe key with `reopen`, which opens the item again. A retry and a query
 //! leave the item open: whether they helped is only known later.
-
-use std::sync::Mutex;
 
 use serde_json::json;
 
@@ -21,21 +19,8 @@ use super::actions::{ActionError, ActionRequest};
 use super::actor::Actor;
 use super::deliveries::DeliveryError;
 use crate::domain::actions::check_reason;
-use crate::domain::ratelimit::RateLimiter;
 use crate::store::{DeliveryStatus, ErrorItem, ErrorItemStatus, StoreError};
 pub use converge_wire::{ItemAction, ItemActionOffer, ItemActionOutcome};
-
-/// What bounds an item's retry or query: how long its ops action lives, and the per-user
-/// allowance it spends (the same as a single query or retry on a payment's page).
-#[derive(Clone, Copy)]
-pub struct ItemLimits<'a> {
-    /// The ops action's time to live, ms.
-    pub ttl_ms: i64,
-    /// Single `query` and `retry` actions per user.
-    pub limiter: &'a Mutex<RateLimiter>,
-    /// The allowance a minute (for the refusal's message).
-    pub per_minute: u32,
-}
 
 /// A number the item's evidence carries under `key` (`delivery_id`).
 fn evidence_i64(item: &ErrorItem, key: &str) -> Option<i64> {
@@ -124,7 +109,6 @@ impl Core {
         actor: &Actor,
         id: i64,
         reason: &str,
-        limits: ItemLimits<'_>,
     ) -> Result<ItemActionOutcome, ActionError> {
         check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
         let item = self
@@ -158,7 +142,7 @@ impl Core {
         let reason = reason.trim();
         match action {
             ItemAction::Retry | ItemAction::Query => {
-                self.spend_action_allowance(actor, limits)?;
+                self.spend_action_allowance(&actor.username)?;
                 let kind = if action == ItemAction::Retry {
                     "retry"
                 } else {
@@ -171,7 +155,7 @@ impl Core {
                     target_status: None,
                     evidence: None,
                 };
-                let a = self.request_action(actor, &req, limits.ttl_ms).await?;
+                let a = self.record_action(actor, &req).await?;
                 if action == ItemAction::Retry {
                     out.jobs_woken = jobs_woken(a.result.as_deref());
                 } else {
@@ -216,30 +200,6 @@ impl Core {
             }
         }
         Ok(out)
-    }
-
-    /// Spends one of `actor`'s single-action allowance, or `RateLimited`.
-    fn spend_action_allowance(
-        &self,
-        actor: &Actor,
-        limits: ItemLimits<'_>,
-    ) -> Result<(), ActionError> {
-        let now = self.clock.now_ms();
-        let mut limiter = limits
-            .limiter
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if limiter.try_acquire(&actor.username, now) {
-            return Ok(());
-        }
-        let secs = limiter.retry_after_secs(&actor.username, now).max(1);
-        Err(ActionError::RateLimited(
-            format!(
-                "at most {} query and retry actions a minute; retry in {secs} s",
-                limits.per_minute
-            ),
-            secs,
-        ))
     }
 }
 

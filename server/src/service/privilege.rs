@@ -16,7 +16,7 @@ use serde_json::json;
 use super::Core;
 use super::actions::ActionError;
 use super::actor::Actor;
-use super::merchants::{self, MerchantError};
+use super::merchants::MerchantError;
 use super::password::{PasswordHasherPool, check_new_password};
 use super::users::{self, UserError, UserView};
 use crate::domain::actions::{ActionMoveKind, ActionStatus, check_reason};
@@ -75,7 +75,6 @@ impl Core {
         target: &str,
         roles: &str,
         password_hash: String,
-        ttl_ms: i64,
     ) -> Result<PrivilegeRequest, PrivilegeError> {
         let now = self.clock.now_ms();
         let reason = kind.describe(target, roles);
@@ -88,7 +87,7 @@ impl Core {
             requested_by: actor.username.clone(),
             reason: reason.clone(),
             now,
-            expires_at: now + ttl_ms,
+            expires_at: now + self.console.action_ttl_ms,
         };
         let audit = actor.entry(
             now,
@@ -112,7 +111,7 @@ impl Core {
     }
 
     /// The console's "add user": a viewer/auditor-only user is added at once
-    /// ([`users::add_user`]); one with operator, approver or admin becomes a request
+    /// ([`Self::add_user`]); one with operator, approver or admin becomes a request
     /// (its password is checked and hashed now, and kept only as the hash until the
     /// request is decided). Errors: [`UserError`]'s; `privilege_pending`.
     #[allow(clippy::too_many_arguments)]
@@ -123,21 +122,13 @@ impl Core {
         username: &str,
         roles: &str,
         password: &str,
-        ttl_ms: i64,
     ) -> Result<Change<UserView>, PrivilegeError> {
         let parsed = parse_roles(roles).map_err(UserError::Invalid)?;
         if !creation_needs_approval(&parsed) {
             let now = self.clock.now_ms();
-            let u = users::add_user(
-                self.store.as_ref(),
-                hasher,
-                username,
-                roles,
-                password,
-                now,
-                actor,
-            )
-            .await?;
+            let u = self
+                .add_user(hasher, username, roles, password, now, actor)
+                .await?;
             return Ok(Change::Done(u));
         }
         let username = username.trim();
@@ -157,21 +148,19 @@ impl Core {
                 username,
                 &format_roles(&parsed),
                 hash,
-                ttl_ms,
             )
             .await?;
         Ok(Change::Requested(r))
     }
 
     /// The console's "set roles": a change that grants no privileged role the user lacks is
-    /// applied at once ([`users::set_roles`]; the last admin stays, [`UserError::LastAdmin`]);
+    /// applied at once ([`Self::set_roles`]; the last admin stays, [`UserError::LastAdmin`]);
     /// one that grants operator, approver or admin becomes a request for the whole new set.
     pub async fn console_set_roles(
         &self,
         actor: &Actor,
         username: &str,
         roles: &str,
-        ttl_ms: i64,
     ) -> Result<Change<UserView>, PrivilegeError> {
         let parsed = parse_roles(roles).map_err(UserError::Invalid)?;
         let user = self
@@ -182,7 +171,7 @@ impl Core {
         let before = parse_roles(&user.roles).unwrap_or_default();
         if !grant_needs_approval(&before, &parsed) {
             let now = self.clock.now_ms();
-            let u = users::set_roles(self.store.as_ref(), username, roles, now, actor).await?;
+            let u = self.set_roles(username, roles, now, actor).await?;
             return Ok(Change::Done(u));
         }
         let r = self
@@ -192,14 +181,13 @@ impl Core {
                 username,
                 &format_roles(&parsed),
                 String::new(),
-                ttl_ms,
             )
             .await?;
         Ok(Change::Requested(r))
     }
 
     /// The console's "reset password": one's own, or that of a user without operator,
-    /// approver or admin, is reset at once ([`users::reset_password`]); someone else's who
+    /// approver or admin, is reset at once ([`Self::reset_password`]); someone else's who
     /// holds one of those becomes a request (the new password kept only as its hash).
     pub async fn console_reset_password(
         &self,
@@ -207,7 +195,6 @@ impl Core {
         hasher: &PasswordHasherPool,
         username: &str,
         password: &str,
-        ttl_ms: i64,
     ) -> Result<Change<()>, PrivilegeError> {
         let user = self
             .store
@@ -217,7 +204,7 @@ impl Core {
         let roles = parse_roles(&user.roles).unwrap_or_default();
         if !reset_needs_approval(&roles, actor.username == username) {
             let now = self.clock.now_ms();
-            users::reset_password(self.store.as_ref(), hasher, username, password, now, actor)
+            self.reset_password(hasher, username, password, now, actor)
                 .await?;
             return Ok(Change::Done(()));
         }
@@ -227,14 +214,7 @@ impl Core {
             .await
             .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
         let r = self
-            .request_privilege(
-                actor,
-                PrivilegeKind::ResetPassword,
-                username,
-                "",
-                hash,
-                ttl_ms,
-            )
+            .request_privilege(actor, PrivilegeKind::ResetPassword, username, "", hash)
             .await?;
         Ok(Change::Requested(r))
     }
@@ -245,7 +225,6 @@ impl Core {
         &self,
         actor: &Actor,
         username: &str,
-        ttl_ms: i64,
     ) -> Result<Change<()>, PrivilegeError> {
         let user = self
             .store
@@ -262,7 +241,6 @@ impl Core {
                 username,
                 "",
                 String::new(),
-                ttl_ms,
             )
             .await?;
         Ok(Change::Requested(r))
@@ -275,29 +253,17 @@ impl Core {
         &self,
         actor: &Actor,
         merchant: &str,
-        ttl_ms: i64,
     ) -> Result<PrivilegeRequest, PrivilegeError> {
         self.merchant_named(merchant).await?;
-        self.request_privilege(
-            actor,
-            PrivilegeKind::IssueKey,
-            merchant,
-            "",
-            String::new(),
-            ttl_ms,
-        )
-        .await
+        self.request_privilege(actor, PrivilegeKind::IssueKey, merchant, "", String::new())
+            .await
     }
 
     /// Files the `confirm_passkey` request for `who`'s first passkey, registered with the
     /// password alone while approvals require passkeys (issue 36). One already waiting covers
     /// it too when it was filed after this passkey; otherwise the passkey stays unconfirmed
     /// until the user removes it or registers again once that request is decided.
-    pub(super) async fn ask_to_confirm_passkey(
-        &self,
-        who: &Actor,
-        ttl_ms: i64,
-    ) -> Result<(), StoreError> {
+    pub(super) async fn ask_to_confirm_passkey(&self, who: &Actor) -> Result<(), StoreError> {
         match self
             .request_privilege(
                 who,
@@ -305,7 +271,6 @@ impl Core {
                 &who.username,
                 "",
                 String::new(),
-                ttl_ms,
             )
             .await
         {
@@ -317,7 +282,7 @@ impl Core {
     }
 
     /// The console's "add a merchant": the merchant at once, with no key
-    /// ([`merchants::add_merchant_keyless`]), and its first key as the request
+    /// ([`Self::add_merchant_keyless`]), and its first key as the request
     /// [`Self::console_issue_key`] files, so a lone admin never holds a key that moves money
     /// (issue 36). Should filing the request fail (the database went away in between), the
     /// merchant stays keyless and "Request a new key" files it. Errors: [`MerchantError`]
@@ -326,26 +291,18 @@ impl Core {
         &self,
         actor: &Actor,
         name: &str,
-        ttl_ms: i64,
     ) -> Result<(Merchant, PrivilegeRequest), PrivilegeError> {
-        let m =
-            merchants::add_merchant_keyless(self.store.as_ref(), self.clock.now_ms(), name, actor)
-                .await?;
+        let m = self
+            .add_merchant_keyless(self.clock.now_ms(), name, actor)
+            .await?;
         let r = self
-            .request_privilege(
-                actor,
-                PrivilegeKind::IssueKey,
-                &m.name,
-                "",
-                String::new(),
-                ttl_ms,
-            )
+            .request_privilege(actor, PrivilegeKind::IssueKey, &m.name, "", String::new())
             .await?;
         Ok((m, r))
     }
 
     /// The console's "freeze"/"unfreeze": freezing is one step
-    /// ([`merchants::set_merchant_frozen`]); unfreezing a frozen merchant is a request (an
+    /// ([`Self::set_merchant_frozen`]); unfreezing a frozen merchant is a request (an
     /// unfrozen one is left as it is).
     pub async fn console_set_frozen(
         &self,
@@ -353,7 +310,6 @@ impl Core {
         merchant: &str,
         frozen: bool,
         reason: &str,
-        ttl_ms: i64,
     ) -> Result<Change<()>, PrivilegeError> {
         let m = self.merchant_named(merchant).await?;
         if frozen {
@@ -362,7 +318,7 @@ impl Core {
             crate::domain::actions::check_reason(reason)
                 .map_err(|why| ActionError::Invalid("invalid_reason", why))?;
             let now = self.clock.now_ms();
-            merchants::set_merchant_frozen(self.store.as_ref(), now, merchant, true, reason, actor)
+            self.set_merchant_frozen(now, merchant, true, reason, actor)
                 .await?;
             return Ok(Change::Done(()));
         }
@@ -376,7 +332,6 @@ impl Core {
                 merchant,
                 "",
                 String::new(),
-                ttl_ms,
             )
             .await?;
         Ok(Change::Requested(r))
@@ -583,35 +538,35 @@ impl Core {
         };
         let done = match kind {
             PrivilegeKind::AddUser => match store.privilege_password_hash(&r.id).await {
-                Ok(Some(hash)) if !hash.is_empty() => {
-                    users::add_user_hashed(store, &r.target, &hash, &r.roles, now, actor)
-                        .await
-                        .map(|u| json!({"user": u.username, "roles": u.roles}))
-                        .map_err(|e| e.to_string())
-                }
+                Ok(Some(hash)) if !hash.is_empty() => self
+                    .add_user_hashed(&r.target, &hash, &r.roles, now, actor)
+                    .await
+                    .map(|u| json!({"user": u.username, "roles": u.roles}))
+                    .map_err(|e| e.to_string()),
                 Ok(_) => Err("the request carries no password".into()),
                 Err(e) => Err(e.to_string()),
             },
             PrivilegeKind::ResetPassword => match store.privilege_password_hash(&r.id).await {
-                Ok(Some(hash)) if !hash.is_empty() => {
-                    users::reset_password_hashed(store, &r.target, &hash, now, actor)
-                        .await
-                        .map(|()| json!({"user": r.target, "password_reset": true}))
-                        .map_err(|e| e.to_string())
-                }
+                Ok(Some(hash)) if !hash.is_empty() => self
+                    .reset_password_hashed(&r.target, &hash, now, actor)
+                    .await
+                    .map(|()| json!({"user": r.target, "password_reset": true}))
+                    .map_err(|e| e.to_string()),
                 Ok(_) => Err("the request carries no password".into()),
                 Err(e) => Err(e.to_string()),
             },
-            PrivilegeKind::SetRoles => users::set_roles(store, &r.target, &r.roles, now, actor)
+            PrivilegeKind::SetRoles => self
+                .set_roles(&r.target, &r.roles, now, actor)
                 .await
                 .map(|u| json!({"user": u.username, "roles": u.roles}))
                 .map_err(|e| e.to_string()),
-            PrivilegeKind::EnableUser => users::set_disabled(store, &r.target, false, now, actor)
+            PrivilegeKind::EnableUser => self
+                .set_user_disabled(&r.target, false, now, actor)
                 .await
                 .map(|()| json!({"user": r.target, "disabled": false}))
                 .map_err(|e| e.to_string()),
             PrivilegeKind::IssueKey => {
-                return match merchants::issue_merchant_key(store, now, &r.target, actor).await {
+                return match self.issue_merchant_key(now, &r.target, actor).await {
                     Ok((key, issued)) => (
                         Ok(json!({"key_id": key.id, "prefix": key.prefix})),
                         Some(issued.key),
@@ -619,12 +574,11 @@ impl Core {
                     Err(e) => (Err(e.to_string()), None),
                 };
             }
-            PrivilegeKind::UnfreezeMerchant => {
-                merchants::set_merchant_frozen(store, now, &r.target, false, &r.reason, actor)
-                    .await
-                    .map(|()| json!({"merchant": r.target, "frozen": false}))
-                    .map_err(|e| e.to_string())
-            }
+            PrivilegeKind::UnfreezeMerchant => self
+                .set_merchant_frozen(now, &r.target, false, &r.reason, actor)
+                .await
+                .map(|()| json!({"merchant": r.target, "frozen": false}))
+                .map_err(|e| e.to_string()),
             PrivilegeKind::ConfirmPasskey => {
                 let audit = actor.entry(
                     now,

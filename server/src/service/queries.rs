@@ -4,10 +4,11 @@
 //! unknown status, a malformed time or cursor is a [`FilterError`], which the HTTP layer
 //! answers with 400 and a stable code. No HTTP here.
 
+use super::Core;
 use crate::domain::state::PaymentStatus;
 use crate::domain::webhooks::{DeliveryStatus, EventType};
 use crate::store::{
-    AuditListFilter, DeliveryFilter, DeliveryRow, Payment, PaymentFilter, Store, StoreError,
+    AuditListFilter, DeliveryFilter, DeliveryRow, Payment, PaymentFilter, StoreError,
 };
 
 pub use converge_wire::{AuditList, AuditListQuery, PaymentPage, PaymentSearch};
@@ -69,193 +70,199 @@ pub enum Selection {
     Nothing,
 }
 
-/// Checks a search's filters and resolves them to a [`Selection`]: the page size is `limit`
-/// clamped to 1..=200 (default 50), a merchant is named, a cursor is `<created_at ms>_<id>`.
-/// Every filter is checked before the id lookup, so a malformed one is refused even when an
-/// id makes the others moot (schemathesis found them accepted). Errors: [`FilterError`].
-pub async fn select_payments(
-    store: &dyn Store,
-    q: &PaymentSearch,
-) -> Result<Selection, FilterError> {
-    let mut f = PaymentFilter {
-        limit: q.limit.unwrap_or(50).clamp(1, 200),
-        ..PaymentFilter::default()
-    };
-    if let Some(s) = blank(&q.status) {
-        let status: PaymentStatus = s
-            .parse()
-            .map_err(|_| FilterError::InvalidStatus(format!("unknown status {s:?}")))?;
-        f.status = Some(status.as_str().to_string());
+impl Core {
+    /// Checks a search's filters and resolves them to a [`Selection`]: the page size is `limit`
+    /// clamped to 1..=200 (default 50), a merchant is named, a cursor is `<created_at ms>_<id>`.
+    /// Every filter is checked before the id lookup, so a malformed one is refused even when an
+    /// id makes the others moot (schemathesis found them accepted). Errors: [`FilterError`].
+    pub async fn select_payments(&self, q: &PaymentSearch) -> Result<Selection, FilterError> {
+        let store = self.store.as_ref();
+        let mut f = PaymentFilter {
+            limit: q.limit.unwrap_or(50).clamp(1, 200),
+            ..PaymentFilter::default()
+        };
+        if let Some(s) = blank(&q.status) {
+            let status: PaymentStatus = s
+                .parse()
+                .map_err(|_| FilterError::InvalidStatus(format!("unknown status {s:?}")))?;
+            f.status = Some(status.as_str().to_string());
+        }
+        f.merchant_order_id = blank(&q.order).map(str::to_string);
+        // Exactly as sent, as its schema says (failure_reason_filter_schema): no trimming.
+        if let Some(r) = q.reason.as_deref().filter(|r| !r.is_empty()) {
+            let reason = converge_wire::FailureReason::parse(r).ok_or_else(|| {
+                FilterError::InvalidReason(format!(
+                    "unknown failure reason {r:?}: decline:<reason>, timeout, 5xx, dropped, garbled or fenced"
+                ))
+            })?;
+            f.reason = Some(reason.key());
+        }
+        f.from = time_filter("from", &q.from)?;
+        f.to = time_filter("to", &q.to)?;
+        if let Some(cursor) = blank(&q.after) {
+            let (at, id) = cursor
+                .split_once('_')
+                .and_then(|(at, id)| at.parse::<i64>().ok().map(|at| (at, id.to_string())))
+                .ok_or(FilterError::InvalidCursor(
+                    "after must be a cursor from a previous page",
+                ))?;
+            f.after = Some((at, id));
+        }
+        if let Some(id) = blank(&q.id) {
+            return Ok(Selection::One(store.payment(id).await?));
+        }
+        if let Some(name) = blank(&q.merchant) {
+            match store
+                .merchants()
+                .await?
+                .into_iter()
+                .find(|m| m.name == name)
+            {
+                Some(m) => f.merchant_id = Some(m.id),
+                None => return Ok(Selection::Nothing),
+            }
+        }
+        Ok(Selection::Filter(f))
     }
-    f.merchant_order_id = blank(&q.order).map(str::to_string);
-    // Exactly as sent, as its schema says (failure_reason_filter_schema): no trimming.
-    if let Some(r) = q.reason.as_deref().filter(|r| !r.is_empty()) {
-        let reason = converge_wire::FailureReason::parse(r).ok_or_else(|| {
-            FilterError::InvalidReason(format!(
-                "unknown failure reason {r:?}: decline:<reason>, timeout, 5xx, dropped, garbled or fenced"
-            ))
-        })?;
-        f.reason = Some(reason.key());
+
+    /// One page of a payment search, newest first, with the cursor of the next page when the
+    /// page is full. Errors: [`FilterError`].
+    pub async fn search_payments(&self, q: &PaymentSearch) -> Result<PaymentPage, FilterError> {
+        let store = self.store.as_ref();
+        let f = match self.select_payments(q).await? {
+            Selection::One(p) => {
+                return Ok(PaymentPage {
+                    items: p.into_iter().collect(),
+                    next: None,
+                });
+            }
+            Selection::Nothing => {
+                return Ok(PaymentPage {
+                    items: Vec::new(),
+                    next: None,
+                });
+            }
+            Selection::Filter(f) => f,
+        };
+        let items = store.search_payments(&f).await?;
+        let next = (items.len() as i64 == f.limit)
+            .then(|| items.last().map(|p| format!("{}_{}", p.created_at, p.id)))
+            .flatten();
+        Ok(PaymentPage { items, next })
     }
-    f.from = time_filter("from", &q.from)?;
-    f.to = time_filter("to", &q.to)?;
-    if let Some(cursor) = blank(&q.after) {
-        let (at, id) = cursor
-            .split_once('_')
-            .and_then(|(at, id)| at.parse::<i64>().ok().map(|at| (at, id.to_string())))
-            .ok_or(FilterError::InvalidCursor(
-                "after must be a cursor from a previous page",
-            ))?;
-        f.after = Some((at, id));
+
+    /// The actions the audit log holds, for the viewer's action filter (issue 41), in byte order.
+    /// Errors: a store error.
+    pub async fn audit_actions(&self) -> Result<Vec<String>, crate::store::StoreError> {
+        let store = self.store.as_ref();
+        store.audit_actions().await
     }
-    if let Some(id) = blank(&q.id) {
-        return Ok(Selection::One(store.payment(id).await?));
-    }
-    if let Some(name) = blank(&q.merchant) {
-        match store
-            .merchants()
-            .await?
-            .into_iter()
-            .find(|m| m.name == name)
+
+    /// One page of the audit log, newest first: records a page `limit` clamped to 1..=200
+    /// (default 50), the cursors of the older and newer pages beside it. With both cursors,
+    /// `before` is used (query parameters cannot say in OpenAPI that they exclude each other,
+    /// and a request the schema allows is answered); a time range with `from` not before `to` is
+    /// empty, as in the payment search. Errors: [`FilterError::InvalidTime`], and
+    /// [`FilterError::InvalidCursor`] for a `before` below 1 or a negative `after`.
+    pub async fn audit_list(&self, q: &AuditListQuery) -> Result<AuditList, FilterError> {
+        let store = self.store.as_ref();
+        let clean = |v: &Option<String>| blank(v).map(str::to_string);
+        let (before, after) = match (q.before, q.after) {
+            (Some(b), _) => (Some(b), None),
+            (None, a) => (None, a),
+        };
+        let from = time_filter("from", &q.from)?;
+        let to = time_filter("to", &q.to)?;
+        if before.is_some_and(|b| b < 1) || after.is_some_and(|a| a < 0) {
+            return Err(FilterError::InvalidCursor(
+                "before must be a positive record number and after not negative",
+            ));
+        }
+        if let (Some(f), Some(t)) = (from, to)
+            && f >= t
         {
-            Some(m) => f.merchant_id = Some(m.id),
-            None => return Ok(Selection::Nothing),
-        }
-    }
-    Ok(Selection::Filter(f))
-}
-
-/// One page of a payment search, newest first, with the cursor of the next page when the
-/// page is full. Errors: [`FilterError`].
-pub async fn search_payments(
-    store: &dyn Store,
-    q: &PaymentSearch,
-) -> Result<PaymentPage, FilterError> {
-    let f = match select_payments(store, q).await? {
-        Selection::One(p) => {
-            return Ok(PaymentPage {
-                items: p.into_iter().collect(),
-                next: None,
-            });
-        }
-        Selection::Nothing => {
-            return Ok(PaymentPage {
+            return Ok(AuditList {
                 items: Vec::new(),
-                next: None,
+                older: None,
+                newer: None,
             });
         }
-        Selection::Filter(f) => f,
-    };
-    let items = store.search_payments(&f).await?;
-    let next = (items.len() as i64 == f.limit)
-        .then(|| items.last().map(|p| format!("{}_{}", p.created_at, p.id)))
-        .flatten();
-    Ok(PaymentPage { items, next })
-}
-
-/// The actions the audit log holds, for the viewer's action filter (issue 41), in byte order.
-/// Errors: a store error.
-pub async fn audit_actions(store: &dyn Store) -> Result<Vec<String>, crate::store::StoreError> {
-    store.audit_actions().await
-}
-
-/// One page of the audit log, newest first: records a page `limit` clamped to 1..=200
-/// (default 50), the cursors of the older and newer pages beside it. With both cursors,
-/// `before` is used (query parameters cannot say in OpenAPI that they exclude each other,
-/// and a request the schema allows is answered); a time range with `from` not before `to` is
-/// empty, as in the payment search. Errors: [`FilterError::InvalidTime`], and
-/// [`FilterError::InvalidCursor`] for a `before` below 1 or a negative `after`.
-pub async fn audit_list(store: &dyn Store, q: &AuditListQuery) -> Result<AuditList, FilterError> {
-    let clean = |v: &Option<String>| blank(v).map(str::to_string);
-    let (before, after) = match (q.before, q.after) {
-        (Some(b), _) => (Some(b), None),
-        (None, a) => (None, a),
-    };
-    let from = time_filter("from", &q.from)?;
-    let to = time_filter("to", &q.to)?;
-    if before.is_some_and(|b| b < 1) || after.is_some_and(|a| a < 0) {
-        return Err(FilterError::InvalidCursor(
-            "before must be a positive record number and after not negative",
-        ));
+        let limit = q.limit.unwrap_or(50).clamp(1, 200);
+        let filter = AuditListFilter {
+            actor: clean(&q.actor),
+            action: clean(&q.action),
+            payment_id: clean(&q.payment),
+            target: clean(&q.target),
+            from,
+            to,
+            before_seq: before,
+            after_seq: after,
+            limit,
+        };
+        let items = store.audit_list(&filter).await?;
+        let full = items.len() as i64 == limit;
+        let (first, last) = (
+            items.first().map(|r| r.record.seq),
+            items.last().map(|r| r.record.seq),
+        );
+        let (older, newer) = if after.is_some() {
+            (last, if full { first } else { None })
+        } else {
+            (if full { last } else { None }, before.and(first))
+        };
+        Ok(AuditList {
+            items,
+            older,
+            newer,
+        })
     }
-    if let (Some(f), Some(t)) = (from, to)
-        && f >= t
-    {
-        return Ok(AuditList {
-            items: Vec::new(),
-            older: None,
-            newer: None,
-        });
-    }
-    let limit = q.limit.unwrap_or(50).clamp(1, 200);
-    let filter = AuditListFilter {
-        actor: clean(&q.actor),
-        action: clean(&q.action),
-        payment_id: clean(&q.payment),
-        target: clean(&q.target),
-        from,
-        to,
-        before_seq: before,
-        after_seq: after,
-        limit,
-    };
-    let items = store.audit_list(&filter).await?;
-    let full = items.len() as i64 == limit;
-    let (first, last) = (
-        items.first().map(|r| r.record.seq),
-        items.last().map(|r| r.record.seq),
-    );
-    let (older, newer) = if after.is_some() {
-        (last, if full { first } else { None })
-    } else {
-        (if full { last } else { None }, before.and(first))
-    };
-    Ok(AuditList {
-        items,
-        older,
-        newer,
-    })
 }
 
 pub use converge_wire::DeliverySearch;
 
-/// The deliveries a delivery search selects, newest first, at most `limit` (1..=500, default
-/// 100), below id `before` when given (the next page). Errors: [`FilterError::InvalidStatus`]
-/// naming the delivery statuses, [`FilterError::InvalidEventType`],
-/// [`FilterError::InvalidTime`], [`FilterError::InvalidCursor`] for a `before` below 1.
-pub async fn search_deliveries(
-    store: &dyn Store,
-    q: &DeliverySearch,
-) -> Result<Vec<DeliveryRow>, FilterError> {
-    let status = blank(&q.status)
-        .map(|s| {
-            s.parse::<DeliveryStatus>().map_err(|_| {
-                let names: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.as_str()).collect();
-                FilterError::InvalidStatus(format!("status must be one of {}", names.join(", ")))
+impl Core {
+    /// The deliveries a delivery search selects, newest first, at most `limit` (1..=500, default
+    /// 100), below id `before` when given (the next page). Errors: [`FilterError::InvalidStatus`]
+    /// naming the delivery statuses, [`FilterError::InvalidEventType`],
+    /// [`FilterError::InvalidTime`], [`FilterError::InvalidCursor`] for a `before` below 1.
+    pub async fn search_deliveries(
+        &self,
+        q: &DeliverySearch,
+    ) -> Result<Vec<DeliveryRow>, FilterError> {
+        let store = self.store.as_ref();
+        let status = blank(&q.status)
+            .map(|s| {
+                s.parse::<DeliveryStatus>().map_err(|_| {
+                    let names: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.as_str()).collect();
+                    FilterError::InvalidStatus(format!(
+                        "status must be one of {}",
+                        names.join(", ")
+                    ))
+                })
             })
-        })
-        .transpose()?;
-    let event_type = blank(&q.event_type).map(str::to_string);
-    if let Some(t) = &event_type {
-        t.parse::<EventType>()
-            .map_err(FilterError::InvalidEventType)?;
+            .transpose()?;
+        let event_type = blank(&q.event_type).map(str::to_string);
+        if let Some(t) = &event_type {
+            t.parse::<EventType>()
+                .map_err(FilterError::InvalidEventType)?;
+        }
+        let f = DeliveryFilter {
+            merchant_id: None,
+            status,
+            endpoint_id: blank(&q.endpoint).map(str::to_string),
+            event_type,
+            from: time_filter("from", &q.from)?,
+            to: time_filter("to", &q.to)?,
+            payment_id: blank(&q.payment).map(str::to_string),
+            before_id: q.before,
+        };
+        if q.before.is_some_and(|b| b < 1) {
+            return Err(FilterError::InvalidCursor(
+                "before must be a positive delivery id",
+            ));
+        }
+        Ok(store
+            .deliveries(&f, q.limit.unwrap_or(100).clamp(1, 500))
+            .await?)
     }
-    let f = DeliveryFilter {
-        merchant_id: None,
-        status,
-        endpoint_id: blank(&q.endpoint).map(str::to_string),
-        event_type,
-        from: time_filter("from", &q.from)?,
-        to: time_filter("to", &q.to)?,
-        payment_id: blank(&q.payment).map(str::to_string),
-        before_id: q.before,
-    };
-    if q.before.is_some_and(|b| b < 1) {
-        return Err(FilterError::InvalidCursor(
-            "before must be a positive delivery id",
-        ));
-    }
-    Ok(store
-        .deliveries(&f, q.limit.unwrap_or(100).clamp(1, 500))
-        .await?)
 }

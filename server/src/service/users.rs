@@ -12,10 +12,11 @@
 //! adapters go through [`crate::service::privilege`], which turns a change that gives power
 //! into a request another admin approves (issue 36).
 
+use super::Core;
 use super::actor::Actor;
 use super::password::{PasswordHasherPool, check_new_password};
 use crate::domain::roles::{Role, format_roles, parse_roles};
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 
 /// Why a user change was refused.
 #[derive(Debug, thiserror::Error)]
@@ -73,15 +74,18 @@ impl From<&crate::store::User> for UserView {
     }
 }
 
-/// Every user, as the console lists them.
-pub async fn list_users(store: &dyn Store) -> Result<Vec<UserView>, UserError> {
-    Ok(store
-        .users()
-        .await
-        .map_err(UserError::Store)?
-        .iter()
-        .map(UserView::from)
-        .collect())
+impl Core {
+    /// Every user, as the console lists them.
+    pub async fn list_users(&self) -> Result<Vec<UserView>, UserError> {
+        let store = self.store.as_ref();
+        Ok(store
+            .users()
+            .await
+            .map_err(UserError::Store)?
+            .iter()
+            .map(UserView::from)
+            .collect())
+    }
 }
 
 /// Names no console user may take: the audit log's actors for converge itself and for a
@@ -107,164 +111,172 @@ pub fn check_username(name: &str) -> Result<(), UserError> {
     }
 }
 
-/// Adds a user with `roles` (`viewer,operator`) and `password`; audited `user_added` by
-/// `actor` in the same transaction. Spaces around `username` are dropped.
-pub async fn add_user(
-    store: &dyn Store,
-    hasher: &PasswordHasherPool,
-    username: &str,
-    roles: &str,
-    password: &str,
-    now: i64,
-    actor: &Actor,
-) -> Result<UserView, UserError> {
-    let username = username.trim();
-    check_username(username)?;
-    let roles = parse_roles(roles).map_err(UserError::Invalid)?;
-    check_new_password(password).map_err(UserError::Invalid)?;
-    let hash = hasher
-        .hash(password)
-        .await
-        .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
-    add_user_hashed(store, username, &hash, &format_roles(&roles), now, actor).await
-}
+impl Core {
+    /// Adds a user with `roles` (`viewer,operator`) and `password`; audited `user_added` by
+    /// `actor` in the same transaction. Spaces around `username` are dropped.
+    pub async fn add_user(
+        &self,
+        hasher: &PasswordHasherPool,
+        username: &str,
+        roles: &str,
+        password: &str,
+        now: i64,
+        actor: &Actor,
+    ) -> Result<UserView, UserError> {
+        let username = username.trim();
+        check_username(username)?;
+        let roles = parse_roles(roles).map_err(UserError::Invalid)?;
+        check_new_password(password).map_err(UserError::Invalid)?;
+        let hash = hasher
+            .hash(password)
+            .await
+            .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
+        self.add_user_hashed(username, &hash, &format_roles(&roles), now, actor)
+            .await
+    }
 
-/// Adds a user whose password was already hashed (an approved privilege request carries only
-/// the hash), with `roles` as stored; audited `user_added` by `actor` in the same
-/// transaction. Errors: [`UserError::Exists`].
-pub async fn add_user_hashed(
-    store: &dyn Store,
-    username: &str,
-    hash: &str,
-    roles: &str,
-    now: i64,
-    actor: &Actor,
-) -> Result<UserView, UserError> {
-    let audit = actor.entry(
-        now,
-        "user_added",
-        &format!("user:{username}"),
-        "",
-        String::new(),
-        serde_json::json!({"roles": roles}).to_string(),
-    );
-    match store.create_user(username, hash, roles, now, &audit).await {
-        Ok(u) => Ok(UserView::from(&u)),
-        Err(StoreError::Conflict(_)) => Err(UserError::Exists(username.into())),
-        Err(e) => Err(UserError::Store(e)),
+    /// Adds a user whose password was already hashed (an approved privilege request carries only
+    /// the hash), with `roles` as stored; audited `user_added` by `actor` in the same
+    /// transaction. Errors: [`UserError::Exists`].
+    pub async fn add_user_hashed(
+        &self,
+        username: &str,
+        hash: &str,
+        roles: &str,
+        now: i64,
+        actor: &Actor,
+    ) -> Result<UserView, UserError> {
+        let store = self.store.as_ref();
+        let audit = actor.entry(
+            now,
+            "user_added",
+            &format!("user:{username}"),
+            "",
+            String::new(),
+            serde_json::json!({"roles": roles}).to_string(),
+        );
+        match store.create_user(username, hash, roles, now, &audit).await {
+            Ok(u) => Ok(UserView::from(&u)),
+            Err(StoreError::Conflict(_)) => Err(UserError::Exists(username.into())),
+            Err(e) => Err(UserError::Store(e)),
+        }
     }
-}
 
-/// Disables (or re-enables) a user; disabling ends its sessions. Audited `user_disabled` /
-/// `user_enabled` by `actor` in the same transaction. Nobody disables themselves
-/// ([`UserError::DisableSelf`]).
-pub async fn set_disabled(
-    store: &dyn Store,
-    username: &str,
-    disabled: bool,
-    now: i64,
-    actor: &Actor,
-) -> Result<(), UserError> {
-    if disabled && actor.username == username {
-        return Err(UserError::DisableSelf);
+    /// Disables (or re-enables) a user; disabling ends its sessions. Audited `user_disabled` /
+    /// `user_enabled` by `actor` in the same transaction. Nobody disables themselves
+    /// ([`UserError::DisableSelf`]).
+    pub async fn set_user_disabled(
+        &self,
+        username: &str,
+        disabled: bool,
+        now: i64,
+        actor: &Actor,
+    ) -> Result<(), UserError> {
+        let store = self.store.as_ref();
+        if disabled && actor.username == username {
+            return Err(UserError::DisableSelf);
+        }
+        let audit = actor.entry(
+            now,
+            if disabled {
+                "user_disabled"
+            } else {
+                "user_enabled"
+            },
+            &format!("user:{username}"),
+            "",
+            String::new(),
+            "{}".into(),
+        );
+        match store
+            .set_user_disabled(username, disabled, now, &audit)
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(UserError::NotFound(username.into())),
+            Err(e) => Err(store_error(e)),
+        }
     }
-    let audit = actor.entry(
-        now,
-        if disabled {
-            "user_disabled"
-        } else {
-            "user_enabled"
-        },
-        &format!("user:{username}"),
-        "",
-        String::new(),
-        "{}".into(),
-    );
-    match store
-        .set_user_disabled(username, disabled, now, &audit)
-        .await
-    {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(UserError::NotFound(username.into())),
-        Err(e) => Err(store_error(e)),
-    }
-}
 
-/// Resets a user's password; its sessions end. Audited `user_password_reset` by `actor` in
-/// the same transaction.
-pub async fn reset_password(
-    store: &dyn Store,
-    hasher: &PasswordHasherPool,
-    username: &str,
-    password: &str,
-    now: i64,
-    actor: &Actor,
-) -> Result<(), UserError> {
-    check_new_password(password).map_err(UserError::Invalid)?;
-    let hash = hasher
-        .hash(password)
-        .await
-        .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
-    reset_password_hashed(store, username, &hash, now, actor).await
-}
+    /// Resets a user's password; its sessions end. Audited `user_password_reset` by `actor` in
+    /// the same transaction.
+    pub async fn reset_password(
+        &self,
+        hasher: &PasswordHasherPool,
+        username: &str,
+        password: &str,
+        now: i64,
+        actor: &Actor,
+    ) -> Result<(), UserError> {
+        check_new_password(password).map_err(UserError::Invalid)?;
+        let hash = hasher
+            .hash(password)
+            .await
+            .map_err(|e| UserError::Invalid(format!("cannot hash password: {e}")))?;
+        self.reset_password_hashed(username, &hash, now, actor)
+            .await
+    }
 
-/// Sets a user's password to one already hashed (an approved privilege request carries only
-/// the hash); its sessions end. Audited `user_password_reset` by `actor` in the same
-/// transaction. Errors: [`UserError::NotFound`].
-pub async fn reset_password_hashed(
-    store: &dyn Store,
-    username: &str,
-    hash: &str,
-    now: i64,
-    actor: &Actor,
-) -> Result<(), UserError> {
-    let audit = actor.entry(
-        now,
-        "user_password_reset",
-        &format!("user:{username}"),
-        "",
-        String::new(),
-        "{}".into(),
-    );
-    match store.set_user_password(username, hash, now, &audit).await {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(UserError::NotFound(username.into())),
-        Err(e) => Err(UserError::Store(e)),
+    /// Sets a user's password to one already hashed (an approved privilege request carries only
+    /// the hash); its sessions end. Audited `user_password_reset` by `actor` in the same
+    /// transaction. Errors: [`UserError::NotFound`].
+    pub async fn reset_password_hashed(
+        &self,
+        username: &str,
+        hash: &str,
+        now: i64,
+        actor: &Actor,
+    ) -> Result<(), UserError> {
+        let store = self.store.as_ref();
+        let audit = actor.entry(
+            now,
+            "user_password_reset",
+            &format!("user:{username}"),
+            "",
+            String::new(),
+            "{}".into(),
+        );
+        match store.set_user_password(username, hash, now, &audit).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(UserError::NotFound(username.into())),
+            Err(e) => Err(UserError::Store(e)),
+        }
     }
-}
 
-/// Replaces a user's roles; the user's open sessions get them at their next request. Audited
-/// `user_roles_changed` by `actor` in the same transaction. An admin keeps their own admin
-/// role ([`UserError::DropOwnAdmin`]).
-pub async fn set_roles(
-    store: &dyn Store,
-    username: &str,
-    roles: &str,
-    now: i64,
-    actor: &Actor,
-) -> Result<UserView, UserError> {
-    let parsed = parse_roles(roles).map_err(UserError::Invalid)?;
-    if actor.username == username && !parsed.contains(&Role::Admin) {
-        return Err(UserError::DropOwnAdmin);
+    /// Replaces a user's roles; the user's open sessions get them at their next request. Audited
+    /// `user_roles_changed` by `actor` in the same transaction. An admin keeps their own admin
+    /// role ([`UserError::DropOwnAdmin`]).
+    pub async fn set_roles(
+        &self,
+        username: &str,
+        roles: &str,
+        now: i64,
+        actor: &Actor,
+    ) -> Result<UserView, UserError> {
+        let store = self.store.as_ref();
+        let parsed = parse_roles(roles).map_err(UserError::Invalid)?;
+        if actor.username == username && !parsed.contains(&Role::Admin) {
+            return Err(UserError::DropOwnAdmin);
+        }
+        let roles = format_roles(&parsed);
+        let audit = actor.entry(
+            now,
+            "user_roles_changed",
+            &format!("user:{username}"),
+            "",
+            String::new(),
+            serde_json::json!({"roles": roles}).to_string(),
+        );
+        match store.set_user_roles(username, &roles, now, &audit).await {
+            Ok(true) => {}
+            Ok(false) => return Err(UserError::NotFound(username.into())),
+            Err(e) => return Err(store_error(e)),
+        }
+        let user = store
+            .user_by_name(username)
+            .await
+            .map_err(UserError::Store)?
+            .ok_or_else(|| UserError::NotFound(username.into()))?;
+        Ok(UserView::from(&user))
     }
-    let roles = format_roles(&parsed);
-    let audit = actor.entry(
-        now,
-        "user_roles_changed",
-        &format!("user:{username}"),
-        "",
-        String::new(),
-        serde_json::json!({"roles": roles}).to_string(),
-    );
-    match store.set_user_roles(username, &roles, now, &audit).await {
-        Ok(true) => {}
-        Ok(false) => return Err(UserError::NotFound(username.into())),
-        Err(e) => return Err(store_error(e)),
-    }
-    let user = store
-        .user_by_name(username)
-        .await
-        .map_err(UserError::Store)?
-        .ok_or_else(|| UserError::NotFound(username.into()))?;
-    Ok(UserView::from(&user))
 }

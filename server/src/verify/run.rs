@@ -15,12 +15,13 @@ use super::report::{AuditChain, ChannelCheck, Report};
 /// Payments read per page (memory stays bounded on large databases).
 pub const PAGE_SIZE: i64 = 1_000;
 
-/// Invariant 5: re-computes the whole audit chain with the same verification as
-/// `converge audit verify` ([`crate::service::audit_chain::verify`]) and maps its answer. This is the
-/// one place `converge verify` learns about the audit log; [`AuditChain::NotAvailable`] is kept
-/// for a store that has no audit log (reported as "no audit log yet", neither pass nor fail).
+/// Invariant 5: re-computes the whole audit chain with the same verification as `converge audit
+/// verify` ([`crate::service::audit_chain::AuditVerdict::read`]) and maps its answer. This is the
+/// one place `converge verify` learns about the audit log; [`AuditChain::NotAvailable`] is kept for
+/// a store that has no audit log (reported as "no audit log yet", neither pass nor fail).
 pub async fn check_audit_chain(store: &dyn Store) -> Result<AuditChain, StoreError> {
-    let (records, _head, broken) = crate::service::audit_chain::verify(store).await?;
+    let v = crate::service::audit_chain::AuditVerdict::read(store, None).await?;
+    let (records, broken) = (v.records, v.broken);
     Ok(match broken {
         Some(b) => AuditChain::Broken {
             first_bad: format!("{} ({})", b.seq, b.reason),

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use converge_server::domain::audit::{AuditEntry, chain};
 use converge_server::ops::password::PasswordHasherPool;
-use converge_server::ops::users::add_user;
 use converge_server::store::DbPool;
 use serde_json::{Value, json};
 
@@ -29,17 +28,10 @@ async fn users(app: &TestApp) {
         ("view", "viewer"),
         ("adm", "admin"),
     ] {
-        add_user(
-            app.store.as_ref(),
-            &h,
-            name,
-            roles,
-            PASSWORD,
-            0,
-            &crate::support::setup_actor(),
-        )
-        .await
-        .expect("user");
+        app.core()
+            .add_user(&h, name, roles, PASSWORD, 0, &crate::support::setup_actor())
+            .await
+            .expect("user");
     }
 }
 
@@ -173,17 +165,17 @@ on_both_backends!(
 
 on_both_backends!(self_approval_is_refused, |app| {
     users(&app).await;
-    add_user(
-        app.store.as_ref(),
-        &PasswordHasherPool::new(1),
-        "both",
-        "operator,approver",
-        PASSWORD,
-        0,
-        &crate::support::setup_actor(),
-    )
-    .await
-    .unwrap();
+    app.core()
+        .add_user(
+            &PasswordHasherPool::new(1),
+            "both",
+            "operator,approver",
+            PASSWORD,
+            0,
+            &crate::support::setup_actor(),
+        )
+        .await
+        .unwrap();
     let payment = paid(&app, "o-1", 5_000).await;
     let both = session(&app, "both").await;
     let id = request_reverse(&both, &app, &payment).await;
@@ -324,17 +316,17 @@ on_both_backends!(
     },
     |app| {
         users(&app).await;
-        add_user(
-            app.store.as_ref(),
-            &PasswordHasherPool::new(1),
-            "both",
-            "operator,approver",
-            PASSWORD,
-            0,
-            &crate::support::setup_actor(),
-        )
-        .await
-        .unwrap();
+        app.core()
+            .add_user(
+                &PasswordHasherPool::new(1),
+                "both",
+                "operator,approver",
+                PASSWORD,
+                0,
+                &crate::support::setup_actor(),
+            )
+            .await
+            .unwrap();
         let op = session(&app, "op").await;
         let both = session(&app, "both").await;
         let ap2 = session(&app, "ap2").await;
@@ -692,9 +684,7 @@ on_both_backends!(concurrent_appends_keep_one_valid_chain, |app| {
     for t in tasks {
         t.await.unwrap();
     }
-    let (records, head, broken) = converge_server::service::audit_chain::verify(app.store.as_ref())
-        .await
-        .unwrap();
+    let (records, head, broken) = app.core().verify_audit_chain().await.unwrap();
     assert_eq!((records, head.seq), (20, 20));
     assert!(broken.is_none(), "{broken:?}");
 });
@@ -752,9 +742,7 @@ on_both_backends!(an_edited_audit_row_is_detected_at_that_row, |app| {
                 .unwrap();
         }
     }
-    let (_, _, broken) = converge_server::service::audit_chain::verify(app.store.as_ref())
-        .await
-        .unwrap();
+    let (_, _, broken) = app.core().verify_audit_chain().await.unwrap();
     assert_eq!(broken.unwrap().seq, 3);
 });
 

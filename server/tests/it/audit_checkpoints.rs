@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use converge_server::domain::audit::{AuditEntry, GENESIS, chain};
 use converge_server::domain::checkpoint::{self, signing_key_from_seed};
-use converge_server::service::audit_chain::{verify, verify_signed};
-use converge_server::service::audit_export::{CheckpointError, take_checkpoint, verify_export};
+use converge_server::service::audit_export::{CheckpointError, verify_export};
 use converge_server::store::{DbPool, Store};
+
+use crate::support::core_of;
 
 fn entry(i: i64) -> AuditEntry {
     AuditEntry {
@@ -112,19 +113,21 @@ store_conformance!(
     |store| {
         let key = signing_key_from_seed([1; 32]);
         append(&store, 1, 10).await;
-        let c = take_checkpoint(store.as_ref(), &key, 5_000, false)
+        let c = core_of(&store)
+            .take_checkpoint(&key, 5_000, false)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(c.seq, 10);
         assert_eq!(store.latest_checkpoint().await.unwrap(), Some(c.clone()));
         let public = key.verifying_key();
-        let v = verify_signed(store.as_ref(), Some(&public)).await.unwrap();
+        let v = core_of(&store).verify_audit(Some(&public)).await.unwrap();
         assert!(v.broken.is_none(), "{:?}", v.broken);
         assert!(v.signatures_checked);
         // An idle log gets no new periodic checkpoint.
         assert_eq!(
-            take_checkpoint(store.as_ref(), &key, 6_000, true)
+            core_of(&store)
+                .take_checkpoint(&key, 6_000, true)
                 .await
                 .unwrap(),
             None
@@ -132,12 +135,12 @@ store_conformance!(
 
         as_attacker(&store, &["DELETE FROM audit_log WHERE seq > 7"]).await;
         // Without checkpoints the shorter chain would verify; with one, record 8 is missing.
-        let (_, _, broken) = verify(store.as_ref()).await.unwrap();
+        let (_, _, broken) = core_of(&store).verify_audit_chain().await.unwrap();
         let b = broken.expect("truncation detected");
         assert_eq!(b.seq, 8, "{}", b.reason);
         assert!(b.reason.contains("missing"), "{}", b.reason);
         // And no new checkpoint vouches for the cut log.
-        let refused = take_checkpoint(store.as_ref(), &key, 7_000, false).await;
+        let refused = core_of(&store).take_checkpoint(&key, 7_000, false).await;
         assert!(
             matches!(&refused, Err(CheckpointError::Broken(b)) if b.seq == 8),
             "{refused:?}"
@@ -150,17 +153,20 @@ store_conformance!(
     |store| {
         let key = signing_key_from_seed([2; 32]);
         append(&store, 1, 4).await;
-        take_checkpoint(store.as_ref(), &key, 5_000, false)
+        core_of(&store)
+            .take_checkpoint(&key, 5_000, false)
             .await
             .unwrap();
         append(&store, 5, 8).await;
-        take_checkpoint(store.as_ref(), &key, 6_000, false)
+        core_of(&store)
+            .take_checkpoint(&key, 6_000, false)
             .await
             .unwrap();
         // Delete everything and insert a self-consistent chain with record 6 rewritten.
         as_attacker(&store, &["DELETE FROM audit_log"]).await;
         insert_rebuilt_chain(&store, 8, 6).await;
-        let v = verify_signed(store.as_ref(), Some(&key.verifying_key()))
+        let v = core_of(&store)
+            .verify_audit(Some(&key.verifying_key()))
             .await
             .unwrap();
         let b = v.broken.expect("rebuild detected");
@@ -178,7 +184,8 @@ store_conformance!(a_forged_checkpoint_fails_signature_verification, |store| {
         .add_checkpoint(&checkpoint::sign(&other, seq, &hash, 1))
         .await
         .unwrap();
-    let v = verify_signed(store.as_ref(), Some(&key.verifying_key()))
+    let v = core_of(&store)
+        .verify_audit(Some(&key.verifying_key()))
         .await
         .unwrap();
     assert!(
@@ -225,7 +232,7 @@ store_conformance!(
             }
         }
         assert_eq!(store.audit_head().await.unwrap().0, 3);
-        let (_, _, broken) = verify(store.as_ref()).await.unwrap();
+        let (_, _, broken) = core_of(&store).verify_audit_chain().await.unwrap();
         assert!(broken.is_none());
         assert_eq!(
             store.audit_page(1, 1, &Default::default()).await.unwrap()[0].reason,
@@ -243,14 +250,11 @@ store_conformance!(
         use futures_util::StreamExt;
         let key = signing_key_from_seed([5; 32]);
         append(&store, 1, 5).await;
-        let cp = converge_server::service::audit_export::export_checkpoint(
-            store.as_ref(),
-            Some(&key),
-            9,
-        )
-        .await
-        .unwrap()
-        .expect("signed at export");
+        let cp = core_of(&store)
+            .export_checkpoint(Some(&key), 9)
+            .await
+            .unwrap()
+            .expect("signed at export");
         assert_eq!(cp.seq, 5);
         let mut body = Vec::new();
         let mut s = Box::pin(

@@ -313,17 +313,17 @@ on_both_backends!(
         // And no one can take the reserved actor names.
         for reserved in ["system", "Anonymous"] {
             assert!(
-                converge_server::ops::users::add_user(
-                    app.store.as_ref(),
-                    &converge_server::ops::password::PasswordHasherPool::new(1),
-                    reserved,
-                    "viewer",
-                    OPS_PASSWORD,
-                    0,
-                    &crate::support::setup_actor(),
-                )
-                .await
-                .is_err(),
+                app.core()
+                    .add_user(
+                        &converge_server::ops::password::PasswordHasherPool::new(1),
+                        reserved,
+                        "viewer",
+                        OPS_PASSWORD,
+                        0,
+                        &crate::support::setup_actor(),
+                    )
+                    .await
+                    .is_err(),
                 "{reserved}"
             );
         }

@@ -5,13 +5,11 @@ use std::sync::Arc;
 
 use converge_server::config::Settings;
 use converge_server::service::actor::Actor;
-use converge_server::service::merchants::{
-    self, KEY_PREFIX, MerchantError, issue_merchant_key, list_merchant_keys, revoke_merchant_key,
-};
+use converge_server::service::merchants::{KEY_PREFIX, MerchantError};
 use converge_server::store::Store;
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, add_ops_user, ops_session};
+use crate::support::{TestApp, add_ops_user, core_of, ops_session};
 
 const NOW: i64 = 1_800_000_000_000;
 
@@ -26,7 +24,8 @@ fn admin() -> Actor {
 store_conformance!(
     merchant_keys_are_listed_revoked_and_audited_with_the_change,
     |store| {
-        let (m, first) = merchants::add_merchant(store.as_ref(), NOW, "shop", &admin())
+        let (m, first) = core_of(&store)
+            .add_merchant(NOW, "shop", &admin())
             .await
             .unwrap();
         assert!(first.key.starts_with(KEY_PREFIX));
@@ -37,10 +36,11 @@ store_conformance!(
             store.merchant_by_key_hash(&hash(&first.key)).await.unwrap(),
             Some(m.clone())
         );
-        let (_, second) = issue_merchant_key(store.as_ref(), NOW + 1, "shop", &admin())
+        let (_, second) = core_of(&store)
+            .issue_merchant_key(NOW + 1, "shop", &admin())
             .await
             .unwrap();
-        let keys = list_merchant_keys(store.as_ref(), "shop").await.unwrap();
+        let keys = core_of(&store).list_merchant_keys("shop").await.unwrap();
         assert_eq!(
             keys.iter().map(|k| k.id.as_str()).collect::<Vec<_>>(),
             vec![first.id.as_str(), second.id.as_str()]
@@ -52,11 +52,12 @@ store_conformance!(
             .await
             .unwrap();
         assert_eq!(
-            list_merchant_keys(store.as_ref(), "shop").await.unwrap()[0].last_used_at,
+            core_of(&store).list_merchant_keys("shop").await.unwrap()[0].last_used_at,
             Some(NOW + 5)
         );
 
-        revoke_merchant_key(store.as_ref(), NOW + 10, "shop", &first.id, &admin())
+        core_of(&store)
+            .revoke_merchant_key(NOW + 10, "shop", &first.id, &admin())
             .await
             .unwrap();
         assert_eq!(
@@ -73,19 +74,25 @@ store_conformance!(
             "the other key keeps working"
         );
         assert!(matches!(
-            revoke_merchant_key(store.as_ref(), NOW + 11, "shop", &first.id, &admin()).await,
+            core_of(&store)
+                .revoke_merchant_key(NOW + 11, "shop", &first.id, &admin())
+                .await,
             Err(MerchantError::NoKey(..))
         ));
         assert!(matches!(
-            revoke_merchant_key(store.as_ref(), NOW + 11, "nobody", &first.id, &admin()).await,
+            core_of(&store)
+                .revoke_merchant_key(NOW + 11, "nobody", &first.id, &admin())
+                .await,
             Err(MerchantError::NoMerchant(_))
         ));
         assert!(matches!(
-            issue_merchant_key(store.as_ref(), NOW, "nobody", &admin()).await,
+            core_of(&store)
+                .issue_merchant_key(NOW, "nobody", &admin())
+                .await,
             Err(MerchantError::NoMerchant(_))
         ));
         assert!(matches!(
-            merchants::add_merchant(store.as_ref(), NOW, "shop", &admin()).await,
+            core_of(&store).add_merchant(NOW, "shop", &admin()).await,
             Err(MerchantError::Exists(_))
         ));
         // Each change is in the audit log, by the CLI actor, and nothing for the refusals.
@@ -247,47 +254,36 @@ store_conformance!(
     governance_changes_are_audited_with_the_change_and_refusals_write_nothing,
     |store| {
         use converge_server::ops::password::PasswordHasherPool;
-        use converge_server::ops::users;
         let h = PasswordHasherPool::new(1);
         let a = admin();
-        users::add_user(
-            store.as_ref(),
-            &h,
-            "bob",
-            "viewer",
-            "a-long-password-1",
-            NOW,
-            &a,
-        )
-        .await
-        .unwrap();
-        users::set_roles(store.as_ref(), "bob", "viewer,operator", NOW, &a)
+        core_of(&store)
+            .add_user(&h, "bob", "viewer", "a-long-password-1", NOW, &a)
             .await
             .unwrap();
-        users::reset_password(store.as_ref(), &h, "bob", "another-password-2", NOW, &a)
+        core_of(&store)
+            .set_roles("bob", "viewer,operator", NOW, &a)
             .await
             .unwrap();
-        users::set_disabled(store.as_ref(), "bob", true, NOW, &a)
+        core_of(&store)
+            .reset_password(&h, "bob", "another-password-2", NOW, &a)
+            .await
+            .unwrap();
+        core_of(&store)
+            .set_user_disabled("bob", true, NOW, &a)
             .await
             .unwrap();
         // Refused changes leave no record.
         assert!(
-            users::set_disabled(store.as_ref(), "nobody", true, NOW, &a)
+            core_of(&store)
+                .set_user_disabled("nobody", true, NOW, &a)
                 .await
                 .is_err()
         );
         assert!(
-            users::add_user(
-                store.as_ref(),
-                &h,
-                "bob",
-                "viewer",
-                "a-long-password-1",
-                NOW,
-                &a
-            )
-            .await
-            .is_err()
+            core_of(&store)
+                .add_user(&h, "bob", "viewer", "a-long-password-1", NOW, &a)
+                .await
+                .is_err()
         );
         let audit = store.audit_for_target("user:bob").await.unwrap();
         assert_eq!(
@@ -310,9 +306,7 @@ store_conformance!(
                 .is_empty()
         );
 
-        merchants::add_merchant(store.as_ref(), NOW, "shop", &a)
-            .await
-            .unwrap();
+        core_of(&store).add_merchant(NOW, "shop", &a).await.unwrap();
         let e = a.entry(
             NOW,
             "merchant_frozen",
@@ -350,9 +344,7 @@ store_conformance!(
         );
         let shop = store.audit_for_target("merchant:shop").await.unwrap();
         assert_eq!(shop.last().unwrap().action, "merchant_frozen");
-        let (_, _, broken) = converge_server::service::audit_chain::verify(store.as_ref())
-            .await
-            .unwrap();
+        let (_, _, broken) = core_of(&store).verify_audit_chain().await.unwrap();
         assert!(broken.is_none());
     }
 );

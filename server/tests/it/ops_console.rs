@@ -59,15 +59,10 @@ on_both_backends!(
     |app| {
         user(&app, "alice", "viewer").await;
         user(&app, "dora", "viewer").await;
-        converge_server::ops::users::set_disabled(
-            app.store.as_ref(),
-            "dora",
-            true,
-            1,
-            &crate::support::setup_actor(),
-        )
-        .await
-        .unwrap();
+        app.core()
+            .set_user_disabled("dora", true, 1, &crate::support::setup_actor())
+            .await
+            .unwrap();
         let (_, s1, b1) = login(&app, "nobody", PASSWORD).await;
         let (_, s2, b2) = login(&app, "alice", "wrong-password-123").await;
         let (_, s3, b3) = login(&app, "dora", PASSWORD).await;
@@ -877,9 +872,7 @@ on_both_backends!(
             roles: "admin".into(),
             meta: "{}".into(),
         };
-        let direct =
-            converge_server::service::users::set_disabled(app.store.as_ref(), "adm", true, 1, &me)
-                .await;
+        let direct = app.core().set_user_disabled("adm", true, 1, &me).await;
         assert!(
             matches!(
                 direct,

@@ -282,7 +282,7 @@ on_both_backends!(
             converge_server::service::actor::Actor::console("ann", "admin", "127.0.0.1");
         // Freezing says why (issue 41): refused without a reason, and nothing changes.
         let refused = core
-            .console_set_frozen(&ann_actor, "acme", true, "  ", 60_000)
+            .console_set_frozen(&ann_actor, "acme", true, "  ")
             .await;
         assert!(
             matches!(
@@ -299,7 +299,7 @@ on_both_backends!(
             "{refused:?}"
         );
         let frozen = core
-            .console_set_frozen(&ann_actor, "acme", true, "chargebacks under review", 60_000)
+            .console_set_frozen(&ann_actor, "acme", true, "chargebacks under review")
             .await
             .unwrap();
         assert!(matches!(
@@ -315,7 +315,7 @@ on_both_backends!(
             ["chargebacks under review"]
         );
         let asked = core
-            .console_set_frozen(&ann_actor, "acme", false, "", 60_000)
+            .console_set_frozen(&ann_actor, "acme", false, "")
             .await
             .unwrap();
         let converge_server::service::privilege::Change::Requested(r) = asked else {
@@ -350,7 +350,7 @@ on_both_backends!(
         let ann_actor =
             converge_server::service::actor::Actor::console("ann", "admin", "127.0.0.1");
         let (m, r) = core
-            .console_add_merchant(&ann_actor, "globex", 60_000)
+            .console_add_merchant(&ann_actor, "globex")
             .await
             .unwrap();
         assert_eq!((m.name.as_str(), m.frozen), ("globex", false));
@@ -379,9 +379,7 @@ on_both_backends!(
             [r#"{"first_key":"requested"}"#]
         );
         // Adding it again is refused, and files no second request.
-        let again = core
-            .console_add_merchant(&ann_actor, "globex", 60_000)
-            .await;
+        let again = core.console_add_merchant(&ann_actor, "globex").await;
         assert!(
             matches!(
                 again,
@@ -555,15 +553,10 @@ on_both_backends!(
         )
         .await;
         assert_eq!(s, 201, "{v}");
-        converge_server::service::users::set_roles(
-            app.store.as_ref(),
-            "mal",
-            "viewer,operator",
-            1,
-            &crate::support::setup_actor(),
-        )
-        .await
-        .unwrap();
+        app.core()
+            .set_roles("mal", "viewer,operator", 1, &crate::support::setup_actor())
+            .await
+            .unwrap();
         let paid = app
             .post(
                 "/v1/payments",
@@ -655,14 +648,10 @@ async fn demote_each_other(app: &TestApp, path: &str, body: Value) {
         matches!(&disabled, Err(converge_server::store::StoreError::Conflict(m)) if m == "last_admin"),
         "{disabled:?}"
     );
-    let demoted = converge_server::service::users::set_roles(
-        app.store.as_ref(),
-        last,
-        "viewer",
-        1,
-        &crate::support::setup_actor(),
-    )
-    .await;
+    let demoted = app
+        .core()
+        .set_roles(last, "viewer", 1, &crate::support::setup_actor())
+        .await;
     assert!(
         matches!(
             demoted,

@@ -10,7 +10,6 @@ use converge_server::channel::{
     CancelOutcome, Channel, ChargeOutcome, QueryOutcome, RefundOutcome, StatementError,
 };
 use converge_server::ops::password::PasswordHasherPool;
-use converge_server::ops::users::add_user;
 use converge_server::service::actor::Actor;
 use converge_server::service::connectors::DEFAULT_CONNECTOR;
 use serde_json::{Value, json};
@@ -87,17 +86,17 @@ on_both_backends!(
     |app| {
         let h = PasswordHasherPool::new(1);
         for (name, roles) in [("op", "operator"), ("ap", "approver")] {
-            add_user(
-                app.store.as_ref(),
-                &h,
-                name,
-                roles,
-                "correct-horse-battery",
-                0,
-                &crate::support::setup_actor(),
-            )
-            .await
-            .unwrap();
+            app.core()
+                .add_user(
+                    &h,
+                    name,
+                    roles,
+                    "correct-horse-battery",
+                    0,
+                    &crate::support::setup_actor(),
+                )
+                .await
+                .unwrap();
         }
         let payment = paid(&app, "race-1", 5_000).await;
         let op = crate::support::ops_session(&app, "op").await;
@@ -181,17 +180,17 @@ on_both_backends!(
     |app| {
         let h = PasswordHasherPool::new(1);
         for (name, roles) in [("op", "operator"), ("ap", "approver")] {
-            add_user(
-                app.store.as_ref(),
-                &h,
-                name,
-                roles,
-                "correct-horse-battery",
-                0,
-                &crate::support::setup_actor(),
-            )
-            .await
-            .unwrap();
+            app.core()
+                .add_user(
+                    &h,
+                    name,
+                    roles,
+                    "correct-horse-battery",
+                    0,
+                    &crate::support::setup_actor(),
+                )
+                .await
+                .unwrap();
         }
         let payment = paid(&app, "race-2", 5_000).await;
         let p = app.store.payment(&payment).await.unwrap().unwrap();

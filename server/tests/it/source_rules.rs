@@ -9,7 +9,10 @@
 //! - a currency-exponent table appears anywhere but `wire/src/money.rs`;
 //! - a function outside tests is longer than 100 lines (the 41 that were when issue 33 was
 //!   filed are split; the console's Leptos components count like any function: their
-//!   `view!` is code).
+//!   `view!` is code);
+//! - a use case in `server/src/service/` is a free function over the store or the core (a
+//!   module-level `pub fn` whose first parameter is a `&dyn Store` or a `&Core`) instead of a
+//!   method on `Core`, the one shape every use case has.
 //!
 //! The scanner is deliberately small: it knows Rust's comments, strings, raw strings and char
 //! literals well enough to match braces and to tell code from text, and it drops
@@ -418,5 +421,78 @@ fn no_error_code_is_matched_by_its_text() {
     assert!(
         found.is_empty(),
         "error codes compared as text (ask the error: ApiError::is_internal, ...): {found:#?}"
+    );
+}
+
+/// The first parameter of the function whose `fn` keyword is at `at` in `code`, without
+/// spaces (`store:&dynStore`); none for a function without parameters.
+fn first_parameter(code: &str, at: usize) -> Option<String> {
+    let open = at + code[at..].find('(')?;
+    let mut depth = 0i64;
+    let mut end = None;
+    for (i, c) in code[open + 1..].char_indices() {
+        match c {
+            '(' | '<' | '[' => depth += 1,
+            ')' if depth == 0 => {
+                end = Some(open + 1 + i);
+                break;
+            }
+            ',' if depth == 0 => {
+                end = Some(open + 1 + i);
+                break;
+            }
+            ')' | '>' | ']' => depth -= 1,
+            _ => {}
+        }
+    }
+    let p: String = code[open + 1..end?]
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    (!p.is_empty()).then_some(p)
+}
+
+#[test]
+fn every_use_case_is_a_method_on_core() {
+    let mut found = Vec::new();
+    for (path, text) in sources() {
+        if !path.starts_with("server/src/service/") {
+            continue;
+        }
+        let code = without_tests(&text);
+        let class = classify(&code);
+        let mut at = 0;
+        for line in code.split_inclusive('\n') {
+            let start = at;
+            at += line.len();
+            // Module level: the item starts its line (the items of an `impl` or a nested
+            // module are indented).
+            let Some(rest) = line.strip_prefix("pub") else {
+                continue;
+            };
+            if class[start] != Class::Code {
+                continue;
+            }
+            let rest = rest.trim_start_matches(|c: char| c != ' ').trim_start();
+            let rest = rest.strip_prefix("async ").unwrap_or(rest);
+            if !rest.starts_with("fn ") {
+                continue;
+            }
+            let Some(param) = first_parameter(&code, start + line.find("fn ").unwrap_or(0)) else {
+                continue;
+            };
+            let ty = param.split_once(':').map_or("", |(_, t)| t);
+            let over_store =
+                ty == "&dynStore" || (ty.starts_with("&dyn") && ty.ends_with("::Store"));
+            let over_core = ty == "&Core" || (ty.starts_with('&') && ty.ends_with("::Core"));
+            if over_store || over_core {
+                found.push(format!("{path}:{}: {}", line_of(&code, start), line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "use cases written as free functions over the store or the core (make each a method \
+         in an `impl Core` block of its module): {found:#?}"
     );
 }

@@ -787,18 +787,31 @@ pub fn setup_actor() -> converge_server::service::actor::Actor {
     }
 }
 
+/// A core over `store`, for tests that hold only a store: the CLI's
+/// ([`converge_server::startup::records_core`]).
+pub fn core_of(store: &Arc<dyn Store>) -> converge_server::service::Core {
+    converge_server::startup::records_core(store.clone())
+}
+
+impl TestApp {
+    /// The running server's use cases.
+    pub fn core(&self) -> &converge_server::service::Core {
+        &self.running.state.core
+    }
+}
+
 pub async fn add_ops_user(app: &TestApp, name: &str, roles: &str) {
-    converge_server::ops::users::add_user(
-        app.store.as_ref(),
-        &converge_server::ops::password::PasswordHasherPool::new(1),
-        name,
-        roles,
-        OPS_PASSWORD,
-        0,
-        &setup_actor(),
-    )
-    .await
-    .expect("user");
+    app.core()
+        .add_user(
+            &converge_server::ops::password::PasswordHasherPool::new(1),
+            name,
+            roles,
+            OPS_PASSWORD,
+            0,
+            &setup_actor(),
+        )
+        .await
+        .expect("user");
 }
 
 /// A client with its own cookie jar, signed in to the console as `name`.
