@@ -8,7 +8,7 @@ use converge_server::ops::password::PasswordHasherPool;
 use converge_server::store::DbPool;
 use serde_json::{Value, json};
 
-use crate::support::TestApp;
+use crate::support::{TestApp, ops_post};
 
 /// The stored status of request `id`, by name.
 async fn action_status(app: &TestApp, id: &str) -> &'static str {
@@ -39,16 +39,6 @@ async fn session(app: &TestApp, name: &str) -> reqwest::Client {
     crate::support::ops_session(app, name).await
 }
 
-async fn post(c: &reqwest::Client, app: &TestApp, path: &str, body: Value) -> (u16, Value) {
-    let r = c
-        .post(format!("{}{path}", app.base))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
 async fn paid(app: &TestApp, order: &str, amount: i64) -> String {
     let a = app
         .post(
@@ -62,7 +52,7 @@ async fn paid(app: &TestApp, order: &str, amount: i64) -> String {
 }
 
 async fn request_reverse(c: &reqwest::Client, app: &TestApp, payment: &str) -> String {
-    let (s, v) = post(
+    let (s, v) = ops_post(
         c,
         app,
         "/ops/v1/actions",
@@ -86,7 +76,7 @@ on_both_backends!(
         let op = session(&app, "op").await;
         let ap = session(&app, "ap").await;
         let id = request_reverse(&op, &app, &payment).await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ap,
             &app,
             &format!("/ops/v1/actions/{id}/approve"),
@@ -117,7 +107,7 @@ on_both_backends!(
             .unwrap();
         assert_eq!(story["reversal"], json!({"action_id": id, "amount": 5_000}));
         // A second approval, and a re-execution, after execution: refused, nothing runs twice.
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ap,
             &app,
             &format!("/ops/v1/actions/{id}/approve"),
@@ -128,7 +118,7 @@ on_both_backends!(
             (s, v["error"]["code"].as_str()),
             (403, Some("approval_refused"))
         );
-        let (s, _) = post(
+        let (s, _) = ops_post(
             &ap,
             &app,
             &format!("/ops/v1/actions/{id}/execute"),
@@ -179,7 +169,7 @@ on_both_backends!(self_approval_is_refused, |app| {
     let payment = paid(&app, "o-1", 5_000).await;
     let both = session(&app, "both").await;
     let id = request_reverse(&both, &app, &payment).await;
-    let (s, v) = post(
+    let (s, v) = ops_post(
         &both,
         &app,
         &format!("/ops/v1/actions/{id}/approve"),
@@ -202,8 +192,8 @@ on_both_backends!(two_approvers_at_once_execute_it_once, |app| {
     let ap2 = session(&app, "ap2").await;
     let path = format!("/ops/v1/actions/{id}/approve");
     let (a, b) = tokio::join!(
-        post(&ap, &app, &path, approve_body()),
-        post(&ap2, &app, &path, approve_body())
+        ops_post(&ap, &app, &path, approve_body()),
+        ops_post(&ap2, &app, &path, approve_body())
     );
     let mut codes = [a.0, b.0];
     codes.sort();
@@ -232,7 +222,7 @@ on_both_backends!(a_request_whose_payment_moved_is_stale, |app| {
         .await;
     assert_eq!(r.status, 201);
     let ap = session(&app, "ap").await;
-    let (s, v) = post(
+    let (s, v) = ops_post(
         &ap,
         &app,
         &format!("/ops/v1/actions/{id}/approve"),
@@ -262,7 +252,7 @@ on_both_backends!(
         let id = request_reverse(&op, &app, &payment).await;
         tokio::time::sleep(Duration::from_millis(1_300)).await;
         let ap = session(&app, "ap").await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ap,
             &app,
             &format!("/ops/v1/actions/{id}/approve"),
@@ -283,7 +273,7 @@ on_both_backends!(approval_needs_the_approvers_own_password, |app| {
     let op = session(&app, "op").await;
     let id = request_reverse(&op, &app, &payment).await;
     let ap = session(&app, "ap").await;
-    let (s, v) = post(
+    let (s, v) = ops_post(
         &ap,
         &app,
         &format!("/ops/v1/actions/{id}/approve"),
@@ -299,7 +289,7 @@ on_both_backends!(approval_needs_the_approvers_own_password, |app| {
 
 /// Posts an approval of `id` with `password`: status and the whole body.
 async fn approve_as(c: &reqwest::Client, app: &TestApp, id: &str, password: &str) -> (u16, Value) {
-    post(
+    ops_post(
         c,
         app,
         &format!("/ops/v1/actions/{id}/approve"),
@@ -336,7 +326,7 @@ on_both_backends!(
         let own = request_reverse(&both, &app, &paid(&app, "o-own", 1_000).await).await;
         // One already decided.
         let decided = request_reverse(&op, &app, &paid(&app, "o-decided", 1_000).await).await;
-        let (s, _) = post(
+        let (s, _) = ops_post(
             &ap2,
             &app,
             &format!("/ops/v1/actions/{decided}/reject"),
@@ -477,7 +467,7 @@ on_both_backends!(
             ),
         ];
         for (body, status, code) in cases {
-            let (s, v) = post(&op, &app, "/ops/v1/actions", body.clone()).await;
+            let (s, v) = ops_post(&op, &app, "/ops/v1/actions", body.clone()).await;
             assert_eq!(
                 (s, v["error"]["code"].as_str()),
                 (status, Some(code)),
@@ -490,7 +480,7 @@ on_both_backends!(
         );
         // One pending request per payment; someone else cannot cancel it.
         let id = request_reverse(&op, &app, &payment).await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &op,
             &app,
             "/ops/v1/actions",
@@ -502,7 +492,7 @@ on_both_backends!(
             (409, Some("action_pending"))
         );
         let op2 = session(&app, "op2").await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &op2,
             &app,
             &format!("/ops/v1/actions/{id}/cancel"),
@@ -513,7 +503,7 @@ on_both_backends!(
             (s, v["error"]["code"].as_str()),
             (403, Some("not_requester"))
         );
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &op,
             &app,
             &format!("/ops/v1/actions/{id}/cancel"),
@@ -562,11 +552,11 @@ on_both_backends!(a_forced_unknown_to_failed_fences_the_key_first, |app| {
             .filter(|o| o["kind"] != "force_transition")
             .all(|o| o["targets"] == json!([]))
     );
-    let (s, v) = post(&op, &app, "/ops/v1/actions", json!({"kind": "force_transition", "payment_id": payment, "reason": "channel says never charged", "target_status": "FAILED", "evidence": "channel ticket 123: no charge"})).await;
+    let (s, v) = ops_post(&op, &app, "/ops/v1/actions", json!({"kind": "force_transition", "payment_id": payment, "reason": "channel says never charged", "target_status": "FAILED", "evidence": "channel ticket 123: no charge"})).await;
     assert_eq!(s, 201, "{v}");
     let id = v["action"]["id"].as_str().unwrap().to_string();
     let ap = session(&app, "ap").await;
-    let (s, v) = post(
+    let (s, v) = ops_post(
         &ap,
         &app,
         &format!("/ops/v1/actions/{id}/approve"),
@@ -609,7 +599,7 @@ on_both_backends!(query_and_retry_run_at_once_for_operators_only, |app| {
     let payment = a.json()["id"].as_str().unwrap().to_string();
     for role in ["view", "ap", "aud", "adm"] {
         let c = session(&app, role).await;
-        let (s, _) = post(
+        let (s, _) = ops_post(
             &c,
             &app,
             "/ops/v1/actions",
@@ -619,7 +609,7 @@ on_both_backends!(query_and_retry_run_at_once_for_operators_only, |app| {
         assert_eq!(s, 403, "{role} may not request actions");
     }
     let op = session(&app, "op").await;
-    let (s, v) = post(
+    let (s, v) = ops_post(
         &op,
         &app,
         "/ops/v1/actions",
@@ -631,7 +621,7 @@ on_both_backends!(query_and_retry_run_at_once_for_operators_only, |app| {
         (201, Some("executed")),
         "{v}"
     );
-    let (s, v) = post(
+    let (s, v) = ops_post(
         &op,
         &app,
         "/ops/v1/actions",
@@ -652,7 +642,7 @@ on_both_backends!(query_and_retry_run_at_once_for_operators_only, |app| {
     // Approving needs the approver role.
     let id = request_reverse(&op, &app, &paid(&app, "o-2", 100).await).await;
     let op2 = session(&app, "op2").await;
-    let (s, _) = post(
+    let (s, _) = ops_post(
         &op2,
         &app,
         &format!("/ops/v1/actions/{id}/approve"),
@@ -917,7 +907,7 @@ on_both_backends!(
         let fresh = paid(&app, "o-inbox", 18_857).await;
         let pending = request_reverse(&op, &app, &fresh).await;
         // A retry runs at once: it is not an approval and must not appear.
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &op,
             &app,
             "/ops/v1/actions",
@@ -939,7 +929,7 @@ on_both_backends!(
         // A rejected one lands under decided, with who and when.
         let rejected = request_reverse(&op, &app, &paid(&app, "o-rejected", 2_000).await).await;
         let ap = session(&app, "ap").await;
-        let (s, _) = post(
+        let (s, _) = ops_post(
             &ap,
             &app,
             &format!("/ops/v1/actions/{rejected}/reject"),

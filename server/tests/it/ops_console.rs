@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::TestApp;
+use crate::support::{TestApp, ops_get, ops_post};
 
 const PASSWORD: &str = "correct-horse-battery";
 
@@ -21,30 +21,9 @@ fn browser() -> reqwest::Client {
         .expect("client")
 }
 
-async fn post(c: &reqwest::Client, app: &TestApp, path: &str, body: &Value) -> (u16, Value) {
-    let r = c
-        .post(format!("{}{path}", app.base))
-        .json(body)
-        .send()
-        .await
-        .expect("sent");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn get(c: &reqwest::Client, app: &TestApp, path: &str) -> (u16, Value) {
-    let r = c
-        .get(format!("{}{path}", app.base))
-        .send()
-        .await
-        .expect("sent");
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 async fn login(app: &TestApp, name: &str, password: &str) -> (reqwest::Client, u16, Value) {
     let c = browser();
-    let (s, v) = post(
+    let (s, v) = ops_post(
         &c,
         app,
         "/ops/v1/login",
@@ -180,7 +159,10 @@ on_both_backends!(login_renews_the_session_id_and_logout_destroys_it, |app| {
         .await
         .unwrap();
     assert_eq!(cur.status().as_u16(), 200);
-    assert_eq!(post(&c, &app, "/ops/v1/logout", &json!({})).await.0, 204);
+    assert_eq!(
+        ops_post(&c, &app, "/ops/v1/logout", &json!({})).await.0,
+        204
+    );
     let after = plain
         .get(format!("{}/ops/v1/me", app.base))
         .header("cookie", &cookie_b)
@@ -199,9 +181,9 @@ on_both_backends!(
         user(&app, "alice", "viewer").await;
         let (c, s, _) = login(&app, "alice", PASSWORD).await;
         assert_eq!(s, 200);
-        assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 200);
+        assert_eq!(ops_get(&c, &app, "/ops/v1/me").await.0, 200);
         tokio::time::sleep(Duration::from_millis(2_200)).await;
-        assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 401);
+        assert_eq!(ops_get(&c, &app, "/ops/v1/me").await.0, 401);
     }
 );
 
@@ -214,11 +196,11 @@ on_both_backends!(
         user(&app, "alice", "viewer").await;
         let (c, _, _) = login(&app, "alice", PASSWORD).await;
         for _ in 0..3 {
-            assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 200);
+            assert_eq!(ops_get(&c, &app, "/ops/v1/me").await.0, 200);
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         tokio::time::sleep(Duration::from_millis(1_500)).await;
-        assert_eq!(get(&c, &app, "/ops/v1/me").await.0, 401);
+        assert_eq!(ops_get(&c, &app, "/ops/v1/me").await.0, 401);
     }
 );
 
@@ -227,14 +209,14 @@ on_both_backends!(disabling_a_user_ends_its_sessions, |app| {
     user(&app, "root", "admin").await;
     let (alice, _, _) = login(&app, "alice", PASSWORD).await;
     let (admin, _, _) = login(&app, "root", PASSWORD).await;
-    assert_eq!(get(&alice, &app, "/ops/v1/me").await.0, 200);
+    assert_eq!(ops_get(&alice, &app, "/ops/v1/me").await.0, 200);
     assert_eq!(
-        post(&admin, &app, "/ops/v1/users/alice/disable", &json!({}))
+        ops_post(&admin, &app, "/ops/v1/users/alice/disable", &json!({}))
             .await
             .0,
         204
     );
-    assert_eq!(get(&alice, &app, "/ops/v1/me").await.0, 401);
+    assert_eq!(ops_get(&alice, &app, "/ops/v1/me").await.0, 401);
     assert_eq!(login(&app, "alice", PASSWORD).await.1, 401);
 });
 
@@ -444,9 +426,9 @@ on_both_backends!(every_endpoint_checks_every_role_on_the_server, |app| {
     let anonymous = browser();
     for (method, path, body, _) in endpoints(&payment, item) {
         let (s, _) = if method == "GET" {
-            get(&anonymous, &app, &path).await
+            ops_get(&anonymous, &app, &path).await
         } else {
-            post(&anonymous, &app, &path, &body).await
+            ops_post(&anonymous, &app, &path, &body).await
         };
         assert_eq!(s, 401, "anonymous {method} {path}");
     }
@@ -455,9 +437,9 @@ on_both_backends!(every_endpoint_checks_every_role_on_the_server, |app| {
         assert_eq!(s, 200);
         for (method, path, body, allowed) in endpoints(&payment, item) {
             let (s, v) = if method == "GET" {
-                get(&c, &app, &path).await
+                ops_get(&c, &app, &path).await
             } else {
-                post(&c, &app, &path, &body).await
+                ops_post(&c, &app, &path, &body).await
             };
             if allowed.contains(&role) {
                 assert!(s < 400 || s == 409, "{role} {method} {path}: {s} {v}");
@@ -485,20 +467,20 @@ on_both_backends!(payment_search_pages_and_detail_tells_the_story, |app| {
         .await;
     }
     let (c, _, _) = login(&app, "alice", PASSWORD).await;
-    let (s, page1) = get(&c, &app, "/ops/v1/payments?merchant=acme&limit=3").await;
+    let (s, page1) = ops_get(&c, &app, "/ops/v1/payments?merchant=acme&limit=3").await;
     assert_eq!(s, 200);
     assert_eq!(page1["items"].as_array().unwrap().len(), 3);
     let next = page1["next"].as_str().unwrap();
-    let (_, page2) = get(
+    let (_, page2) = ops_get(
         &c,
         &app,
         &format!("/ops/v1/payments?merchant=acme&limit=3&after={next}"),
     )
     .await;
     assert_eq!(page2["items"].as_array().unwrap().len(), 2);
-    let (_, by_order) = get(&c, &app, "/ops/v1/payments?order=o-2").await;
+    let (_, by_order) = ops_get(&c, &app, "/ops/v1/payments?order=o-2").await;
     let id = by_order["items"][0]["id"].as_str().unwrap().to_string();
-    let (s, d) = get(&c, &app, &format!("/ops/v1/payments/{id}")).await;
+    let (s, d) = ops_get(&c, &app, &format!("/ops/v1/payments/{id}")).await;
     assert_eq!(s, 200);
     assert_eq!(d["merchant"], "acme");
     let applied: Vec<&str> = d["events"]
@@ -513,12 +495,18 @@ on_both_backends!(payment_search_pages_and_detail_tells_the_story, |app| {
         ["created", "submit", "channel_succeeded", "ledger_posted"]
     );
     assert_eq!(d["ledger"].as_array().unwrap().len(), 2);
-    assert_eq!(get(&c, &app, "/ops/v1/payments?status=BOGUS").await.0, 400);
     assert_eq!(
-        get(&c, &app, "/ops/v1/payments?from=yesterday").await.0,
+        ops_get(&c, &app, "/ops/v1/payments?status=BOGUS").await.0,
         400
     );
-    assert_eq!(get(&c, &app, "/ops/v1/payments/pay_missing").await.0, 404);
+    assert_eq!(
+        ops_get(&c, &app, "/ops/v1/payments?from=yesterday").await.0,
+        400
+    );
+    assert_eq!(
+        ops_get(&c, &app, "/ops/v1/payments/pay_missing").await.0,
+        404
+    );
 });
 
 on_both_backends!(dashboard_counts_replays_and_stuck_payments, |app| {
@@ -528,7 +516,7 @@ on_both_backends!(dashboard_counts_replays_and_stuck_payments, |app| {
     app.post("/v1/payments", Some("k-slow"), &body).await;
     app.post("/v1/payments", Some("k-slow"), &body).await;
     let (c, _, _) = login(&app, "alice", PASSWORD).await;
-    let (s, d) = get(&c, &app, "/ops/v1/dashboard").await;
+    let (s, d) = ops_get(&c, &app, "/ops/v1/dashboard").await;
     assert_eq!(s, 200);
     let w5 = &d["idempotency"]["windows"][0];
     assert_eq!(
@@ -554,7 +542,7 @@ on_both_backends!(
         // A misspelt field is refused, not silently dropped (e.g. `target_stauts`).
         let (c, s, v) = {
             let c = browser();
-            let (s, v) = post(
+            let (s, v) = ops_post(
                 &c,
                 &app,
                 "/ops/v1/login",
@@ -577,7 +565,7 @@ on_both_backends!(
             "/ops/v1/error-pool?kind=%00",
             "/ops/v1/payments/%00",
         ] {
-            let (s, v) = get(&c, &app, path).await;
+            let (s, v) = ops_get(&c, &app, path).await;
             assert_eq!(s, 400, "{path}: {v}");
             assert!(
                 v["error"]["code"]
@@ -782,7 +770,7 @@ on_both_backends!(
         user(&app, "ann", "viewer").await;
         let (admin, s, _) = login(&app, "adm", PASSWORD).await;
         assert_eq!(s, 200);
-        let (_, users) = get(&admin, &app, "/ops/v1/users").await;
+        let (_, users) = ops_get(&admin, &app, "/ops/v1/users").await;
         let last = |v: &Value, name: &str| {
             v.as_array()
                 .or_else(|| v["items"].as_array())
@@ -797,9 +785,9 @@ on_both_backends!(
         // Ann's open session gets the new roles at its next request, without signing in again.
         let (ann, s, _) = login(&app, "ann", PASSWORD).await;
         assert_eq!(s, 200);
-        assert_eq!(get(&ann, &app, "/ops/v1/users").await.0, 403);
+        assert_eq!(ops_get(&ann, &app, "/ops/v1/users").await.0, 403);
         // Granting admin is a request a second admin approves (issue 36).
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &admin,
             &app,
             "/ops/v1/users/ann/roles",
@@ -807,9 +795,9 @@ on_both_backends!(
         )
         .await;
         assert_eq!(s, 202, "{v}");
-        assert_eq!(get(&ann, &app, "/ops/v1/users").await.0, 403);
+        assert_eq!(ops_get(&ann, &app, "/ops/v1/users").await.0, 403);
         let (second, _, _) = login(&app, "adm2", PASSWORD).await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &second,
             &app,
             &format!(
@@ -820,7 +808,7 @@ on_both_backends!(
         )
         .await;
         assert_eq!(s, 200, "{v}");
-        assert_eq!(get(&ann, &app, "/ops/v1/users").await.0, 200);
+        assert_eq!(ops_get(&ann, &app, "/ops/v1/users").await.0, 200);
         let changed = app
             .sql_strings(
                 "SELECT after_state FROM audit_log WHERE action = 'user_roles_changed' AND target = 'user:ann'",
@@ -829,7 +817,7 @@ on_both_backends!(
             .await;
         assert_eq!(changed.len(), 1, "{changed:?}");
         // An admin cannot take away their own admin role (nobody might be left to give it back).
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &admin,
             &app,
             "/ops/v1/users/adm/roles",
@@ -841,7 +829,7 @@ on_both_backends!(
             (400, Some("invalid_user")),
             "{v}"
         );
-        let (_, users) = get(&admin, &app, "/ops/v1/users").await;
+        let (_, users) = ops_get(&admin, &app, "/ops/v1/users").await;
         assert!(last(&users, "ann").as_i64().is_some(), "{users}");
     }
 );
@@ -852,7 +840,7 @@ on_both_backends!(
         user(&app, "adm", "admin").await;
         let (admin, s, _) = login(&app, "adm", PASSWORD).await;
         assert_eq!(s, 200);
-        let (s, v) = post(&admin, &app, "/ops/v1/users/adm/disable", &json!({})).await;
+        let (s, v) = ops_post(&admin, &app, "/ops/v1/users/adm/disable", &json!({})).await;
         assert_eq!(
             (
                 s,
@@ -881,7 +869,7 @@ on_both_backends!(
             "{direct:?}"
         );
         // Nothing was written: the session still works and no user_disabled record exists.
-        assert_eq!(get(&admin, &app, "/ops/v1/users").await.0, 200);
+        assert_eq!(ops_get(&admin, &app, "/ops/v1/users").await.0, 200);
         let disabled = app
             .sql_strings(
                 "SELECT target FROM audit_log WHERE action = 'user_disabled'",
@@ -890,7 +878,7 @@ on_both_backends!(
             .await;
         assert!(disabled.is_empty(), "{disabled:?}");
         // Enabling yourself is no risk and stays allowed.
-        let (s, v) = post(&admin, &app, "/ops/v1/users/adm/enable", &json!({})).await;
+        let (s, v) = ops_post(&admin, &app, "/ops/v1/users/adm/enable", &json!({})).await;
         assert_eq!(s, 204, "{v}");
     }
 );

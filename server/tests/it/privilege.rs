@@ -7,17 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{OPS_PASSWORD, TestApp, add_ops_user, ops_session};
-
-async fn post(c: &reqwest::Client, app: &TestApp, path: &str, body: Value) -> (u16, Value) {
-    let r = c
-        .post(format!("{}{path}", app.base))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
+use crate::support::{OPS_PASSWORD, TestApp, add_ops_user, ops_post, ops_session};
 
 async fn roles_of(app: &TestApp, name: &str) -> String {
     app.store
@@ -30,7 +20,7 @@ async fn roles_of(app: &TestApp, name: &str) -> String {
 
 /// Approves privilege request `id` as the signed-in `c` with `password`.
 async fn approve(c: &reqwest::Client, app: &TestApp, id: &str, password: &str) -> (u16, Value) {
-    post(
+    ops_post(
         c,
         app,
         &format!("/ops/v1/privilege-requests/{id}/approve"),
@@ -60,7 +50,7 @@ on_both_backends!(
         add_ops_user(&app, "ann", "admin").await;
         add_ops_user(&app, "bob", "admin").await;
         let ann = ops_session(&app, "ann").await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ann,
             &app,
             "/ops/v1/users/ann/roles",
@@ -76,7 +66,7 @@ on_both_backends!(
             (403, Some("approval_refused")),
             "{v}"
         );
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ann,
             &app,
             &format!("/ops/v1/privilege-requests/{id}/reject"),
@@ -123,7 +113,7 @@ on_both_backends!(
             "{changed:?}"
         );
         // Taking over another admin's account by resetting their password is a request too.
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ann,
             &app,
             "/ops/v1/users/bob/password",
@@ -144,7 +134,7 @@ on_both_backends!(
             "bob's password is unchanged"
         );
         // One's own password stays one step.
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ann,
             &app,
             "/ops/v1/users/ann/password",
@@ -161,7 +151,7 @@ on_both_backends!(
         add_ops_user(&app, "ann", "admin").await;
         add_ops_user(&app, "bob", "admin").await;
         let ann = ops_session(&app, "ann").await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ann,
             &app,
             "/ops/v1/users",
@@ -191,7 +181,7 @@ on_both_backends!(
         assert_eq!(login("sock-puppet-password").await, 200);
         assert_eq!(roles_of(&app, "sock").await, "approver");
         // A viewer gives no power: one step.
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ann,
             &app,
             "/ops/v1/users",
@@ -204,9 +194,9 @@ on_both_backends!(
             "{v}"
         );
         // Re-enabling a disabled user is a request too; disabling stays one step.
-        let (s, _) = post(&ann, &app, "/ops/v1/users/eve/disable", json!({})).await;
+        let (s, _) = ops_post(&ann, &app, "/ops/v1/users/eve/disable", json!({})).await;
         assert_eq!(s, 204);
-        let (s, v) = post(&ann, &app, "/ops/v1/users/eve/enable", json!({})).await;
+        let (s, v) = ops_post(&ann, &app, "/ops/v1/users/eve/enable", json!({})).await;
         let id = requested(s, &v);
         assert!(
             app.store
@@ -227,7 +217,7 @@ on_both_backends!(
                 .disabled
         );
         // The request never shows the password's hash, pending or decided.
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &bob,
             &app,
             "/ops/v1/privilege-requests/nope/reject",
@@ -252,7 +242,7 @@ on_both_backends!(
         add_ops_user(&app, "bob", "admin").await;
         let keys_before = app.sql_i64("SELECT COUNT(*) FROM merchant_keys", &[]).await;
         let ann = ops_session(&app, "ann").await;
-        let (s, v) = post(&ann, &app, "/ops/v1/merchants/acme/keys", json!({})).await;
+        let (s, v) = ops_post(&ann, &app, "/ops/v1/merchants/acme/keys", json!({})).await;
         let id = requested(s, &v);
         assert!(v.get("api_key").is_none(), "{v}");
         assert_eq!(
@@ -412,7 +402,7 @@ on_both_backends!(
         add_ops_user(&app, "cat", "approver").await;
         let ann = ops_session(&app, "ann").await;
         let bob = ops_session(&app, "bob").await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ann,
             &app,
             "/ops/v1/users",
@@ -436,7 +426,7 @@ on_both_backends!(
             .cookie_store(true)
             .build()
             .unwrap();
-        let (s, _) = post(
+        let (s, _) = ops_post(
             &mal,
             &app,
             "/ops/v1/login",
@@ -444,7 +434,7 @@ on_both_backends!(
         )
         .await;
         assert_eq!(s, 200);
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &mal,
             &app,
             "/ops/v1/actions",
@@ -455,7 +445,7 @@ on_both_backends!(
         let action = v["action"]["id"].as_str().unwrap().to_string();
         // The admin who asked for mal's account, and the one who approved it, are refused.
         for c in [&ann, &bob] {
-            let (s, v) = post(
+            let (s, v) = ops_post(
                 c,
                 &app,
                 &format!("/ops/v1/actions/{action}/approve"),
@@ -488,7 +478,7 @@ on_both_backends!(
             ["ann", "bob"]
         );
         // The window covers pauses too: mal's pause waits for someone with no hand in it.
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &mal,
             &app,
             "/ops/v1/pauses",
@@ -497,7 +487,7 @@ on_both_backends!(
         .await;
         assert_eq!(s, 201, "{v}");
         let pause = v["pause"]["id"].as_str().unwrap().to_string();
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &bob,
             &app,
             &format!("/ops/v1/pauses/{pause}/approve"),
@@ -515,7 +505,7 @@ on_both_backends!(
         );
         // An approver with no hand in mal's power may.
         let cat = ops_session(&app, "cat").await;
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &cat,
             &app,
             &format!("/ops/v1/pauses/{pause}/approve"),
@@ -523,7 +513,7 @@ on_both_backends!(
         )
         .await;
         assert_eq!(s, 200, "{v}");
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &cat,
             &app,
             &format!("/ops/v1/actions/{action}/approve"),
@@ -545,7 +535,7 @@ on_both_backends!(
         add_ops_user(&app, "ann", "admin,approver").await;
         let ann = ops_session(&app, "ann").await;
         // A viewer account made in one step by ann, given operator at the command line.
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ann,
             &app,
             "/ops/v1/users",
@@ -569,7 +559,7 @@ on_both_backends!(
             .cookie_store(true)
             .build()
             .unwrap();
-        let (s, _) = post(
+        let (s, _) = ops_post(
             &mal,
             &app,
             "/ops/v1/login",
@@ -577,7 +567,7 @@ on_both_backends!(
         )
         .await;
         assert_eq!(s, 200);
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &mal,
             &app,
             "/ops/v1/actions",
@@ -586,7 +576,7 @@ on_both_backends!(
         .await;
         assert_eq!(s, 201, "{v}");
         let action = v["action"]["id"].as_str().unwrap().to_string();
-        let (s, v) = post(
+        let (s, v) = ops_post(
             &ann,
             &app,
             &format!("/ops/v1/actions/{action}/approve"),
@@ -610,8 +600,8 @@ async fn demote_each_other(app: &TestApp, path: &str, body: Value) {
         format!("/ops/v1/users/ann/{path}"),
     );
     let (ra, rb) = tokio::join!(
-        post(&ann, app, &to_bob, body.clone()),
-        post(&bob, app, &to_ann, body.clone()),
+        ops_post(&ann, app, &to_bob, body.clone()),
+        ops_post(&bob, app, &to_ann, body.clone()),
     );
     // One passes; the other is refused: by the store's guard (409 `last_admin`) when both
     // run at once, or, when the first committed before the second was authorised, because its
@@ -662,7 +652,7 @@ async fn demote_each_other(app: &TestApp, path: &str, body: Value) {
     // Demoting a non-admin, or an admin while another remains, still works.
     add_ops_user(app, "cat", "admin").await;
     let cat = ops_session(app, "cat").await;
-    let (s, v) = post(
+    let (s, v) = ops_post(
         &cat,
         app,
         &format!("/ops/v1/users/{last}/disable"),
