@@ -129,7 +129,7 @@ pub(crate) mod ssr {
                 }
                 Err(refuse(
                     axum::http::StatusCode::UNAUTHORIZED,
-                    "not_authenticated",
+                    converge_wire::ErrorCode::NotAuthenticated,
                     NOT_SIGNED_IN,
                     None,
                 ))
@@ -164,15 +164,16 @@ pub(crate) mod ssr {
     /// server-function client treats every 4xx as the error it carries.
     pub fn refuse(
         status: axum::http::StatusCode,
-        code: &str,
+        code: converge_wire::ErrorCode,
         message: impl Into<String>,
         retry_after: Option<u64>,
     ) -> ServerFnError {
         if let Some(options) = use_context::<leptos_axum::ResponseOptions>() {
             options.set_status(status);
-            if let Ok(v) = axum::http::HeaderValue::from_str(code) {
-                options.insert_header(axum::http::HeaderName::from_static(ERROR_CODE_HEADER), v);
-            }
+            options.insert_header(
+                axum::http::HeaderName::from_static(ERROR_CODE_HEADER),
+                axum::http::HeaderValue::from_static(code.as_str()),
+            );
             if let Some(secs) = retry_after {
                 options.insert_header(
                     axum::http::header::RETRY_AFTER,
@@ -190,9 +191,9 @@ pub(crate) mod ssr {
         // once, in the request's span.
         if let Some(cause) = &e.cause {
             if e.status.is_server_error() {
-                tracing::error!(code = e.code, cause = %cause, "server function error");
+                tracing::error!(code = e.code.as_str(), cause = %cause, "server function error");
             } else {
-                tracing::warn!(code = e.code, cause = %cause, "server function error");
+                tracing::warn!(code = e.code.as_str(), cause = %cause, "server function error");
             }
         }
         if e.is_internal() {
@@ -378,7 +379,7 @@ async fn payment_as(id: String, activity: ssr::Activity) -> Result<PaymentDetail
     if id.is_empty() || id.len() > 64 {
         return Err(ssr::api_error(
             converge_server::error::ApiError::bad_request(
-                "invalid_payment_id",
+                converge_wire::ErrorCode::InvalidPaymentId,
                 "give a payment id such as pay_…",
             ),
         ));
@@ -392,7 +393,7 @@ async fn payment_as(id: String, activity: ssr::Activity) -> Result<PaymentDetail
         Some(d) => Ok(d),
         None => Err(ssr::api_error(converge_server::error::ApiError::new(
             axum::http::StatusCode::NOT_FOUND,
-            "not_found",
+            converge_wire::ErrorCode::NotFound,
             format!("no payment with id {id}"),
         ))),
     }

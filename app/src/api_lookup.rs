@@ -85,7 +85,7 @@ pub async fn load_key(merchant_id: i64, key: String) -> Result<KeyDetail, Server
         None => Err(crate::api::ssr::api_error(
             converge_server::error::ApiError::new(
                 axum::http::StatusCode::NOT_FOUND,
-                "not_found",
+                converge_wire::ErrorCode::NotFound,
                 format!(
                     "merchant {merchant_id} has no stored key {key:?} (never used, refused, or purged after its retention)"
                 ),

@@ -122,7 +122,7 @@ pub async fn resume_pause(
     if password.is_empty() {
         return Err(ssr::api_error(converge_server::error::ApiError::new(
             axum::http::StatusCode::FORBIDDEN,
-            converge_server::ops::pauses::STEP_UP_REQUIRED,
+            converge_wire::ErrorCode::StepUpRequired,
             "re-enter your password to end or cancel a pause",
         )));
     }

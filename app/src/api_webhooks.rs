@@ -123,7 +123,7 @@ pub async fn webhook_recover(
         .collect();
     let ids = ids.map_err(|_| {
         ssr::api_error(converge_server::error::ApiError::bad_request(
-            "invalid_request",
+            converge_wire::ErrorCode::InvalidRequest,
             "delivery ids must be numbers",
         ))
     })?;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use converge_wire::ErrorCode;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -28,8 +29,8 @@ use crate::store::StoreError;
 pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
-    /// Stable machine-readable code.
-    pub code: &'static str,
+    /// Stable machine-readable code (sent as its string, [`ErrorCode::as_str`]).
+    pub code: ErrorCode,
     /// Human-readable message (never internal details).
     pub message: String,
     /// `Retry-After` seconds, for 409 in_use and 503.
@@ -40,16 +41,13 @@ pub struct ApiError {
     pub cause: Option<String>,
 }
 
-/// The code of [`ApiError::internal`]: a failure whose cause is logged, never sent.
-pub const INTERNAL_ERROR: &str = "internal_error";
-
 /// The internal cause of an error answer, as a response extension for the request's log line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorCause(pub String);
 
 impl ApiError {
     /// An error with a status, a stable code and a message.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
             status,
             code,
@@ -66,7 +64,7 @@ impl ApiError {
     }
 
     /// 400 with `code`.
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
 
@@ -74,7 +72,7 @@ impl ApiError {
     pub fn not_found(what: &str) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ErrorCode::NotFound,
             format!("{what} not found"),
         )
     }
@@ -83,16 +81,16 @@ impl ApiError {
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            INTERNAL_ERROR,
+            ErrorCode::InternalError,
             "internal error; retry with the same Idempotency-Key",
         )
         .with_cause(cause)
     }
 
     /// Whether this is [`ApiError::internal`]'s answer (its cause is not for the client):
-    /// asked by its code's constant, never by comparing text.
+    /// asked by its code's variant, never by comparing text.
     pub fn is_internal(&self) -> bool {
-        self.code == INTERNAL_ERROR
+        self.code == ErrorCode::InternalError
     }
 
     /// Adds a `Retry-After` header.
@@ -105,7 +103,7 @@ impl ApiError {
     pub fn body(&self) -> Vec<u8> {
         serde_json::to_vec(&ErrorBody {
             error: ErrorDetail {
-                code: self.code.to_owned(),
+                code: self.code,
                 message: self.message.clone(),
             },
         })
@@ -125,8 +123,8 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Stable machine-readable code (e.g. `invalid_amount`, `idempotency_key_reused`).
-    #[schema(pattern = "^[a-z_]+$")]
-    pub code: String,
+    #[schema(value_type = String, pattern = "^[a-z_]+$")]
+    pub code: ErrorCode,
     /// Human-readable explanation; never internal details.
     pub message: String,
 }
@@ -136,13 +134,13 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::Unavailable(cause) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "database_unavailable",
+                ErrorCode::DatabaseUnavailable,
                 "database unavailable; retry later",
             )
             .with_retry_after(1)
             .with_cause(format!("database unavailable: {cause}")),
             StoreError::Rejected(cause) => ApiError::bad_request(
-                "invalid_request",
+                ErrorCode::InvalidRequest,
                 "the request holds a value that cannot be stored (e.g. a NUL character)",
             )
             .with_cause(format!("input refused by the database: {cause}")),
@@ -157,7 +155,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Store(s) => s.into(),
             ServiceError::Contended(id) => ApiError::new(
                 StatusCode::CONFLICT,
-                "payment_busy",
+                ErrorCode::PaymentBusy,
                 format!("payment {id} is being updated; retry"),
             )
             .with_retry_after(1),
@@ -168,10 +166,10 @@ impl From<ServiceError> for ApiError {
 impl From<LookupError> for ApiError {
     fn from(e: LookupError) -> Self {
         match e {
-            LookupError::Invalid => ApiError::bad_request("invalid_query", e.to_string()),
-            LookupError::TooLong => ApiError::bad_request("query_too_long", e.to_string()),
+            LookupError::Invalid => ApiError::bad_request(ErrorCode::InvalidQuery, e.to_string()),
+            LookupError::TooLong => ApiError::bad_request(ErrorCode::QueryTooLong, e.to_string()),
             LookupError::InvalidKey => {
-                ApiError::bad_request("idempotency_key_invalid", e.to_string())
+                ApiError::bad_request(ErrorCode::IdempotencyKeyInvalid, e.to_string())
             }
             LookupError::Store(s) => s.into(),
         }
@@ -181,13 +179,21 @@ impl From<LookupError> for ApiError {
 impl From<FilterError> for ApiError {
     fn from(e: FilterError) -> Self {
         match e {
-            FilterError::InvalidTime { .. } => ApiError::bad_request("invalid_time", e.to_string()),
-            FilterError::InvalidStatus(_) => ApiError::bad_request("invalid_status", e.to_string()),
-            FilterError::InvalidReason(_) => ApiError::bad_request("invalid_reason", e.to_string()),
-            FilterError::InvalidEventType(_) => {
-                ApiError::bad_request("invalid_event_type", e.to_string())
+            FilterError::InvalidTime { .. } => {
+                ApiError::bad_request(ErrorCode::InvalidTime, e.to_string())
             }
-            FilterError::InvalidCursor(_) => ApiError::bad_request("invalid_cursor", e.to_string()),
+            FilterError::InvalidStatus(_) => {
+                ApiError::bad_request(ErrorCode::InvalidStatus, e.to_string())
+            }
+            FilterError::InvalidReason(_) => {
+                ApiError::bad_request(ErrorCode::InvalidReason, e.to_string())
+            }
+            FilterError::InvalidEventType(_) => {
+                ApiError::bad_request(ErrorCode::InvalidEventType, e.to_string())
+            }
+            FilterError::InvalidCursor(_) => {
+                ApiError::bad_request(ErrorCode::InvalidCursor, e.to_string())
+            }
             FilterError::Store(s) => s.into(),
         }
     }
@@ -197,14 +203,14 @@ impl From<EndpointError> for ApiError {
     fn from(e: EndpointError) -> Self {
         match e {
             EndpointError::Url(u) => ApiError::bad_request(u.code(), u.to_string()),
-            EndpointError::Events(m) => ApiError::bad_request("invalid_enabled_events", m),
+            EndpointError::Events(m) => ApiError::bad_request(ErrorCode::InvalidEnabledEvents, m),
             EndpointError::Description => {
-                ApiError::bad_request("invalid_description", e.to_string())
+                ApiError::bad_request(ErrorCode::InvalidDescription, e.to_string())
             }
             EndpointError::NotFound => ApiError::not_found("webhook endpoint"),
             EndpointError::Deleted => ApiError::new(
                 StatusCode::CONFLICT,
-                "webhook_endpoint_deleted",
+                ErrorCode::WebhookEndpointDeleted,
                 "the webhook endpoint was deleted",
             ),
             EndpointError::Store(s) => s.into(),
@@ -219,24 +225,32 @@ impl From<DeliveryError> for ApiError {
     fn from(e: DeliveryError) -> Self {
         match e {
             DeliveryError::NotFound(what) => ApiError::not_found(what),
-            DeliveryError::InvalidReason => ApiError::bad_request("invalid_reason", e.to_string()),
+            DeliveryError::InvalidReason => {
+                ApiError::bad_request(ErrorCode::InvalidReason, e.to_string())
+            }
             DeliveryError::InvalidSelection => {
-                ApiError::bad_request("invalid_selection", e.to_string())
+                ApiError::bad_request(ErrorCode::InvalidSelection, e.to_string())
             }
             DeliveryError::Filter(f) => f.into(),
-            DeliveryError::Pending => {
-                ApiError::new(StatusCode::CONFLICT, "delivery_pending", e.to_string())
-            }
-            DeliveryError::RateLimited(secs) => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", e.to_string())
-                    .with_retry_after(secs)
-            }
-            DeliveryError::AlreadyEnabled => {
-                ApiError::new(StatusCode::CONFLICT, "already_enabled", e.to_string())
-            }
+            DeliveryError::Pending => ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::DeliveryPending,
+                e.to_string(),
+            ),
+            DeliveryError::RateLimited(secs) => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::RateLimited,
+                e.to_string(),
+            )
+            .with_retry_after(secs),
+            DeliveryError::AlreadyEnabled => ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::AlreadyEnabled,
+                e.to_string(),
+            ),
             DeliveryError::EndpointDeleted => ApiError::new(
                 StatusCode::CONFLICT,
-                "webhook_endpoint_deleted",
+                ErrorCode::WebhookEndpointDeleted,
                 e.to_string(),
             ),
             DeliveryError::Service(s) => s.into(),
@@ -252,7 +266,7 @@ impl From<ActionError> for ApiError {
             ActionError::Forbidden(code, m) => ApiError::new(StatusCode::FORBIDDEN, code, m),
             ActionError::Conflict(code, m) => ApiError::new(StatusCode::CONFLICT, code, m),
             ActionError::RateLimited(m, secs) => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", m)
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited, m)
                     .with_retry_after(secs)
             }
             ActionError::Store(s) => s.into(),
@@ -270,13 +284,15 @@ impl From<LoginError> for ApiError {
         match e {
             LoginError::InvalidCredentials => ApiError::new(
                 StatusCode::UNAUTHORIZED,
-                "invalid_credentials",
+                ErrorCode::InvalidCredentials,
                 e.to_string(),
             ),
-            LoginError::RateLimited(secs) => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", e.to_string())
-                    .with_retry_after(secs)
-            }
+            LoginError::RateLimited(secs) => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::RateLimited,
+                e.to_string(),
+            )
+            .with_retry_after(secs),
             LoginError::Store(e) => e.into(),
             LoginError::Session(_) => ApiError::internal(e),
         }
@@ -290,13 +306,17 @@ impl From<LoginError> for ApiError {
 impl From<StepUpError> for ApiError {
     fn from(e: StepUpError) -> Self {
         match e {
-            StepUpError::InvalidReason(m) => ApiError::bad_request("invalid_reason", m),
-            StepUpError::Refused => {
-                ApiError::new(StatusCode::FORBIDDEN, "approval_refused", e.to_string())
-            }
-            StepUpError::PasskeyRequired => {
-                ApiError::new(StatusCode::FORBIDDEN, "passkey_required", e.to_string())
-            }
+            StepUpError::InvalidReason(m) => ApiError::bad_request(ErrorCode::InvalidReason, m),
+            StepUpError::Refused => ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::ApprovalRefused,
+                e.to_string(),
+            ),
+            StepUpError::PasskeyRequired => ApiError::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::PasskeyRequired,
+                e.to_string(),
+            ),
             StepUpError::Check(e) => e.into(),
             StepUpError::Action(e) => e.into(),
             StepUpError::Store(e) => e.into(),
@@ -311,15 +331,23 @@ impl From<PasskeyError> for ApiError {
     fn from(e: PasskeyError) -> Self {
         let m = e.to_string();
         match e {
-            PasskeyError::Invalid(m) => ApiError::bad_request("invalid_passkey", m),
+            PasskeyError::Invalid(m) => ApiError::bad_request(ErrorCode::InvalidPasskey, m),
             // A proof that does not hold, as a wrong password is (403).
-            PasskeyError::Refused => ApiError::new(StatusCode::FORBIDDEN, "passkey_refused", m),
-            PasskeyError::Exists => ApiError::new(StatusCode::CONFLICT, "passkey_exists", m),
-            PasskeyError::TooMany => ApiError::new(StatusCode::CONFLICT, "too_many_passkeys", m),
-            PasskeyError::NoPasskeys => ApiError::new(StatusCode::CONFLICT, "no_passkeys", m),
-            PasskeyError::NotFound => ApiError::new(StatusCode::NOT_FOUND, "not_found", m),
+            PasskeyError::Refused => {
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::PasskeyRefused, m)
+            }
+            PasskeyError::Exists => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::PasskeyExists, m)
+            }
+            PasskeyError::TooMany => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::TooManyPasskeys, m)
+            }
+            PasskeyError::NoPasskeys => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::NoPasskeys, m)
+            }
+            PasskeyError::NotFound => ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, m),
             PasskeyError::StepUpRefused => {
-                ApiError::new(StatusCode::FORBIDDEN, "step_up_refused", m)
+                ApiError::new(StatusCode::FORBIDDEN, ErrorCode::StepUpRefused, m)
             }
             PasskeyError::StepUp(e) => e.into(),
             PasskeyError::Store(e) => e.into(),
@@ -332,18 +360,18 @@ impl From<PasskeyError> for ApiError {
 impl From<UserError> for ApiError {
     fn from(e: UserError) -> Self {
         match e {
-            UserError::Invalid(m) => ApiError::bad_request("invalid_user", m),
+            UserError::Invalid(m) => ApiError::bad_request(ErrorCode::InvalidUser, m),
             UserError::DisableSelf | UserError::DropOwnAdmin => {
-                ApiError::bad_request("invalid_user", e.to_string())
+                ApiError::bad_request(ErrorCode::InvalidUser, e.to_string())
             }
             UserError::Exists(_) => {
-                ApiError::new(StatusCode::CONFLICT, "user_exists", e.to_string())
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::UserExists, e.to_string())
             }
             UserError::NotFound(_) => {
-                ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+                ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string())
             }
             UserError::LastAdmin => {
-                ApiError::new(StatusCode::CONFLICT, "last_admin", e.to_string())
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::LastAdmin, e.to_string())
             }
             UserError::Store(s) => s.into(),
         }
@@ -355,12 +383,16 @@ impl From<UserError> for ApiError {
 impl From<MerchantError> for ApiError {
     fn from(e: MerchantError) -> Self {
         match e {
-            MerchantError::InvalidName => ApiError::bad_request("invalid_merchant", e.to_string()),
-            MerchantError::Exists(_) => {
-                ApiError::new(StatusCode::CONFLICT, "merchant_exists", e.to_string())
+            MerchantError::InvalidName => {
+                ApiError::bad_request(ErrorCode::InvalidMerchant, e.to_string())
             }
+            MerchantError::Exists(_) => ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::MerchantExists,
+                e.to_string(),
+            ),
             MerchantError::NoMerchant(_) | MerchantError::NoKey(..) => {
-                ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+                ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string())
             }
             MerchantError::Store(s) => s.into(),
         }
@@ -430,7 +462,7 @@ where
         if !is_json_content_type(req.headers()) {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 "send Content-Type: application/json",
             ));
         }
@@ -454,20 +486,20 @@ where
         match json {
             Ok(v) if v.is_object() && has_nul(v) => {
                 return Err(ApiError::bad_request(
-                    "invalid_request",
+                    ErrorCode::InvalidRequest,
                     "strings may not contain the NUL character",
                 ));
             }
             Ok(v) if v.is_object() => {}
             Ok(_) => {
                 return Err(ApiError::bad_request(
-                    "invalid_request",
+                    ErrorCode::InvalidRequest,
                     "the request body must be a JSON object",
                 ));
             }
             Err(e) => {
                 return Err(ApiError::bad_request(
-                    "invalid_json",
+                    ErrorCode::InvalidJson,
                     format!("invalid JSON: {e}"),
                 ));
             }
@@ -479,7 +511,10 @@ where
         // (see [`integral_numbers_as_integers`]).
         let bytes = integral_numbers_as_integers(&bytes);
         serde_json::from_slice(&bytes).map(ApiJson).map_err(|e| {
-            ApiError::bad_request("invalid_request", format!("invalid request body: {e}"))
+            ApiError::bad_request(
+                ErrorCode::InvalidRequest,
+                format!("invalid request body: {e}"),
+            )
         })
     }
 }
@@ -636,11 +671,14 @@ pub fn body_rejection(e: axum::extract::rejection::BytesRejection) -> ApiError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
+            ErrorCode::BodyTooLarge,
             "request body is too large",
         )
     } else {
-        ApiError::bad_request("invalid_request", "the request body could not be read")
+        ApiError::bad_request(
+            ErrorCode::InvalidRequest,
+            "the request body could not be read",
+        )
     }
 }
 
@@ -662,14 +700,14 @@ where
     ) -> Result<Self, Self::Rejection> {
         if has_encoded_nul(parts.uri.path()) {
             return Err(ApiError::bad_request(
-                "invalid_path",
+                ErrorCode::InvalidPath,
                 "the path may not contain %00",
             ));
         }
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Path(v)| ApiPath(v))
-            .map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))
+            .map_err(|e| ApiError::bad_request(ErrorCode::InvalidPath, e.body_text()))
     }
 }
 
@@ -691,14 +729,14 @@ where
     ) -> Result<Self, Self::Rejection> {
         if parts.uri.query().is_some_and(has_encoded_nul) {
             return Err(ApiError::bad_request(
-                "invalid_query",
+                ErrorCode::InvalidQuery,
                 "the query may not contain %00",
             ));
         }
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|axum::extract::Query(v)| ApiQuery(v))
-            .map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))
+            .map_err(|e| ApiError::bad_request(ErrorCode::InvalidQuery, e.body_text()))
     }
 }
 

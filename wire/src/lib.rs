@@ -6,10 +6,11 @@
 //! Besides the shapes, the vocabulary both sides name: the payment statuses
 //! ([`PaymentStatus`]), the statuses of the other lifecycles (jobs, refunds, maker-checker
 //! requests, webhook deliveries and endpoints, error-pool items, pauses: [`lifecycle`]), the
-//! webhook event types ([`EventType`]), the ops action kinds ([`ActionKind`]), the
-//! currencies' minor units ([`money`]), the console roles ([`Role`]) and the stuck-age buckets
-//! ([`dashboard::AGE_BUCKETS`]) are defined here once and re-exported by the server's
-//! domain, so the console lists them without a copy to keep in step.
+//! webhook event types ([`EventType`]), the ops action kinds ([`ActionKind`]), the stable
+//! error codes ([`ErrorCode`]), the currencies' minor units ([`money`]), the console roles
+//! ([`Role`]) and the stuck-age buckets ([`dashboard::AGE_BUCKETS`]) are defined here once
+//! and re-exported by the server's domain, so the console lists them without a copy to keep
+//! in step.
 //!
 //! Plain data with serde only, so it builds for `wasm32-unknown-unknown`. The `utoipa`
 //! feature (the server's) derives `utoipa::ToSchema` for the OpenAPI document; the `sqlx`
@@ -20,6 +21,7 @@
 pub mod actions;
 pub mod audit;
 pub mod bulk;
+pub mod codes;
 pub mod dashboard;
 pub mod error_pool;
 pub mod governance;
@@ -41,6 +43,7 @@ pub use audit::{
     AuditList, AuditListQuery, AuditRecord, AuditRow, AuditVerify, Break, ChainHead, CheckpointView,
 };
 pub use bulk::{BulkItem, BulkOutcome};
+pub use codes::ErrorCode;
 pub use dashboard::{
     AttemptOutcome, ChannelHealthView, ConnectorHealth, Dashboard, ErrorPoolView, FailureGroup,
     FailureReason, HealthBucket, HealthLevel, HitRate, IdempotencyView, MinutePoint, QueueRow,

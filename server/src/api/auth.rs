@@ -5,6 +5,7 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use converge_wire::ErrorCode;
 
 use super::ApiState;
 use crate::domain::fingerprint::sha256_hex;
@@ -22,7 +23,7 @@ pub fn refuse_frozen(m: &Merchant, work: NewWork) -> Result<(), ApiError> {
 pub fn frozen(refused: Frozen) -> ApiError {
     ApiError::new(
         StatusCode::FORBIDDEN,
-        "merchant_frozen",
+        ErrorCode::MerchantFrozen,
         refused.to_string(),
     )
 }
@@ -85,7 +86,7 @@ fn touch_due(hash: &str, now: i64) -> bool {
 fn unauthorized() -> ApiError {
     ApiError::new(
         StatusCode::UNAUTHORIZED,
-        "unauthorized",
+        ErrorCode::Unauthorized,
         "send Authorization: Bearer <merchant API key>",
     )
 }

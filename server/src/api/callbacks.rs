@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode};
+use converge_wire::ErrorCode;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -76,20 +77,22 @@ pub async fn receive(
         .verify_callback(&headers, &body, now_secs)
         .map_err(|e| match e {
             CallbackRejection::TooOld => ApiError::bad_request(
-                "callback_too_old",
+                ErrorCode::CallbackTooOld,
                 "callback timestamp is outside the 5-minute window",
             ),
-            CallbackRejection::Invalid(why) => ApiError::bad_request("invalid_callback", why),
+            CallbackRejection::Invalid(why) => {
+                ApiError::bad_request(ErrorCode::InvalidCallback, why)
+            }
             CallbackRejection::BadSignature | CallbackRejection::Unsupported(_) => ApiError::new(
                 StatusCode::UNAUTHORIZED,
-                "invalid_signature",
+                ErrorCode::InvalidSignature,
                 "callback signature does not verify",
             ),
         })?;
     let event = CallbackEvent::from(fact);
     event
         .check()
-        .map_err(|why| ApiError::bad_request("invalid_callback", why))?;
+        .map_err(|why| ApiError::bad_request(ErrorCode::InvalidCallback, why))?;
     // Verified above, so present; kept with the body as the callback's evidence.
     let signature = headers
         .get(crate::channel::signature::SIGNATURE_HEADER)

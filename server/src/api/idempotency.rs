@@ -15,6 +15,7 @@ use axum::extract::{MatchedPath, OriginalUri, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use converge_wire::ErrorCode;
 
 use crate::config::IdempotencySettings;
 use crate::domain::idempotency::{
@@ -60,7 +61,7 @@ impl KeyLayer {
 pub fn key_in_use(lease_expires_at: Option<i64>, now: i64) -> ApiError {
     ApiError::new(
         StatusCode::CONFLICT,
-        "idempotency_key_in_use",
+        ErrorCode::IdempotencyKeyInUse,
         "a request with this Idempotency-Key is still running",
     )
     .with_retry_after(in_use_retry_after_secs(lease_expires_at, now))
@@ -124,7 +125,7 @@ pub async fn layer(
         Err(KeyError::Missing) => {
             count(&st, &route, Outcome::Missing);
             return ApiError::bad_request(
-                "idempotency_key_missing",
+                ErrorCode::IdempotencyKeyMissing,
                 "POST requests need an Idempotency-Key header",
             )
             .into_response();
@@ -132,7 +133,7 @@ pub async fn layer(
         Err(KeyError::Invalid) => {
             count(&st, &route, Outcome::Invalid);
             return ApiError::bad_request(
-                "idempotency_key_invalid",
+                ErrorCode::IdempotencyKeyInvalid,
                 "Idempotency-Key must be 1 to 255 visible ASCII characters",
             )
             .into_response();
@@ -150,7 +151,7 @@ pub async fn layer(
     let Ok(bytes) = to_bytes(body, st.body_limit).await else {
         return ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
+            ErrorCode::BodyTooLarge,
             "request body is too large",
         )
         .into_response();
@@ -227,7 +228,7 @@ async fn answer_existing(
     match outcome {
         Outcome::Reused => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency_key_reused",
+            ErrorCode::IdempotencyKeyReused,
             "this Idempotency-Key was used with a different request; use a new key",
         )
         .into_response(),

@@ -11,6 +11,7 @@ mod payments;
 mod refunds;
 mod webhooks;
 
+use converge_wire::ErrorCode;
 use std::sync::Arc;
 
 use axum::Router;
@@ -177,7 +178,7 @@ pub async fn not_found() -> ApiError {
 pub async fn method_not_allowed() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "method not allowed on this route",
     )
 }

@@ -5,6 +5,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use converge_wire::ErrorCode;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -51,16 +52,16 @@ pub struct CreateBody {
 
 fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
     let amount = validate_amount(b.amount)
-        .map_err(|e| ApiError::bad_request("invalid_amount", e.to_string()))?;
+        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidAmount, e.to_string()))?;
     let (currency, _) = validate_currency(&b.currency)
-        .map_err(|e| ApiError::bad_request("invalid_currency", e.to_string()))?;
+        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidCurrency, e.to_string()))?;
     let order = b.merchant_order_id;
     if order.trim().is_empty()
         || order.chars().count() > MAX_ORDER_ID
         || order.chars().any(char::is_control)
     {
         return Err(ApiError::bad_request(
-            "invalid_merchant_order_id",
+            ErrorCode::InvalidMerchantOrderId,
             format!(
                 "merchant_order_id must be 1 to {MAX_ORDER_ID} characters, not only spaces, without control characters"
             ),
@@ -68,7 +69,7 @@ fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
     }
     if b.description.chars().count() > MAX_DESCRIPTION {
         return Err(ApiError::bad_request(
-            "invalid_description",
+            ErrorCode::InvalidDescription,
             format!("description is longer than {MAX_DESCRIPTION} characters"),
         ));
     }
@@ -157,7 +158,7 @@ pub async fn create(
 fn order_conflict(p: &Payment) -> ApiError {
     ApiError::new(
         StatusCode::CONFLICT,
-        "merchant_order_id_conflict",
+        ErrorCode::MerchantOrderIdConflict,
         format!(
             "merchant_order_id {:?} belongs to payment {} with other parameters",
             p.merchant_order_id, p.id

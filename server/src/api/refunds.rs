@@ -5,6 +5,7 @@ use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use converge_wire::ErrorCode;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -95,10 +96,10 @@ pub async fn create(
 
 fn validate(body: RefundBody) -> Result<RefundInput, ApiError> {
     let amount = validate_amount(body.amount)
-        .map_err(|e| ApiError::bad_request("invalid_amount", e.to_string()))?;
+        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidAmount, e.to_string()))?;
     if body.reason.chars().count() > 1024 {
         return Err(ApiError::bad_request(
-            "invalid_reason",
+            ErrorCode::InvalidReason,
             "reason is longer than 1024 characters",
         ));
     }
@@ -117,17 +118,17 @@ fn refund_error(e: RefundError) -> ApiError {
         )),
         RefundError::NotRefundable(status) => ApiError::new(
             StatusCode::CONFLICT,
-            "payment_not_refundable",
+            ErrorCode::PaymentNotRefundable,
             format!("payment is {status}; only SUCCESS payments can be refunded"),
         ),
         RefundError::ExceedsRemaining { remaining } => ApiError::new(
             StatusCode::CONFLICT,
-            "refund_exceeds_remaining",
+            ErrorCode::RefundExceedsRemaining,
             format!("at most {remaining} minor units can still be refunded"),
         ),
         RefundError::Reversing => ApiError::new(
             StatusCode::CONFLICT,
-            "payment_reversing",
+            ErrorCode::PaymentReversing,
             "an ops reversal holds this payment; it refunds the remaining amount".to_string(),
         ),
         RefundError::KeyLost => key_in_use(None, 0),

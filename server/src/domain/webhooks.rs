@@ -4,6 +4,7 @@
 //! (DESIGN.md "Outbox, merchant notifications, event stream"; seed 004 §6.1, §6.3, §11.1;
 //! seed 000 §1.3 item 3, §6; the Standard Webhooks specification, `standard-webhooks.md`).
 
+use converge_wire::ErrorCode;
 use std::net::IpAddr;
 
 use base64::Engine;
@@ -171,13 +172,13 @@ pub const ADDRESS_REFUSED: &str = "url host must resolve, and only to public add
 
 impl UrlRefusal {
     /// The stable error code the API answers with.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            UrlRefusal::Invalid(_) => "invalid_url",
-            UrlRefusal::Scheme => "url_scheme_not_allowed",
-            UrlRefusal::UserInfo => "url_user_info_not_allowed",
-            UrlRefusal::TooLong => "url_too_long",
-            UrlRefusal::Internal(_) | UrlRefusal::Unresolvable(_) => "url_address_refused",
+            UrlRefusal::Invalid(_) => ErrorCode::InvalidUrl,
+            UrlRefusal::Scheme => ErrorCode::UrlSchemeNotAllowed,
+            UrlRefusal::UserInfo => ErrorCode::UrlUserInfoNotAllowed,
+            UrlRefusal::TooLong => ErrorCode::UrlTooLong,
+            UrlRefusal::Internal(_) | UrlRefusal::Unresolvable(_) => ErrorCode::UrlAddressRefused,
         }
     }
 }

@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use converge_wire::ErrorCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -420,7 +421,7 @@ pub fn parse_ids(v: Option<&str>) -> Result<Option<Vec<i64>>, ApiError> {
         .map(Some)
         .map_err(|_| {
             ApiError::bad_request(
-                "invalid_selection",
+                ErrorCode::InvalidSelection,
                 "ids must be comma-separated item numbers",
             )
         })

@@ -7,6 +7,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use converge_wire::ErrorCode;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -97,7 +98,7 @@ pub async fn export(
         .as_deref()
         .unwrap_or("csv")
         .parse()
-        .map_err(|m| ApiError::bad_request("invalid_format", m))?;
+        .map_err(|m| ApiError::bad_request(ErrorCode::InvalidFormat, m))?;
     let clean = |v: &Option<String>| {
         v.as_deref()
             .map(str::trim)

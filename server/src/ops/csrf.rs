@@ -9,6 +9,7 @@ use axum::extract::Request;
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use converge_wire::ErrorCode;
 
 use crate::error::ApiError;
 
@@ -64,7 +65,7 @@ pub async fn guard(req: Request, next: Next) -> Response {
 }
 
 fn forbidden(message: &str) -> Response {
-    ApiError::new(StatusCode::FORBIDDEN, "csrf_rejected", message).into_response()
+    ApiError::new(StatusCode::FORBIDDEN, ErrorCode::CsrfRejected, message).into_response()
 }
 
 /// Refuses console and ops requests whose `Host` is not one of `allowed` (DNS rebinding: a
@@ -89,7 +90,7 @@ pub async fn host_guard(
         Some(h) if allowed.contains(&h) => next.run(req).await,
         _ => ApiError::new(
             StatusCode::FORBIDDEN,
-            "host_not_allowed",
+            ErrorCode::HostNotAllowed,
             "this Host is not one the console answers to (see --allowed-hosts)",
         )
         .into_response(),

@@ -13,6 +13,7 @@
 //! session store, as another request or a logout may have changed it), ending with an `end`
 //! event when the session is over.
 
+use converge_wire::ErrorCode;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -259,7 +260,7 @@ impl LiveHub {
 fn not_signed_in() -> ApiError {
     ApiError::new(
         StatusCode::UNAUTHORIZED,
-        "not_authenticated",
+        ErrorCode::NotAuthenticated,
         "sign in first",
     )
 }
@@ -414,7 +415,7 @@ pub async fn live(
     let slot = st.live.take_slot(id).ok_or_else(|| {
         ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
-            "too_many_live_streams",
+            ErrorCode::TooManyLiveStreams,
             format!(
                 "this session already has {MAX_STREAMS_PER_SESSION} live streams open; close one first"
             ),

@@ -7,6 +7,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use converge_wire::ErrorCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use webauthn_rs::prelude::{PublicKeyCredential, RegisterPublicKeyCredential};
@@ -46,9 +47,6 @@ pub struct PasskeyAssertion {
     pub credential: serde_json::Value,
 }
 
-/// The code of a change that needs step-up sent without a proof (a password or a passkey).
-pub const STEP_UP_REQUIRED: &str = "step_up_required";
-
 /// A [`PasskeyAssertion`] whose credential parsed as a WebAuthn assertion.
 pub struct Assertion {
     challenge_id: String,
@@ -84,7 +82,7 @@ pub fn proof<'a>(
         (None, Some(p)) => Ok(Proof::Password(p)),
         (None, None) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            STEP_UP_REQUIRED,
+            ErrorCode::StepUpRequired,
             "re-enter your password, or answer with a passkey",
         )),
     }

@@ -6,6 +6,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use converge_wire::ErrorCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -271,7 +272,7 @@ pub async fn resume(
     let Some(password) = b.password.filter(|pw| !pw.is_empty()) else {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            STEP_UP_REQUIRED,
+            ErrorCode::StepUpRequired,
             "re-enter your password to end or cancel a pause",
         ));
     };
@@ -284,6 +285,3 @@ pub async fn resume(
         PauseEnd::Requested(pause) => (StatusCode::ACCEPTED, Json(PauseEnvelope { pause })),
     })
 }
-
-// The code of a change that needs step-up sent without a proof (declared with the proofs).
-pub use super::passkeys::STEP_UP_REQUIRED;

@@ -4,6 +4,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use converge_wire::ErrorCode;
 use tower_sessions::Session;
 
 use super::OpsState;
@@ -26,7 +27,7 @@ impl FromRequestParts<OpsState> for Principal {
             .ok_or_else(|| {
                 ApiError::new(
                     StatusCode::UNAUTHORIZED,
-                    "not_authenticated",
+                    ErrorCode::NotAuthenticated,
                     "sign in first",
                 )
             })
@@ -41,7 +42,7 @@ impl Principal {
         } else {
             Err(ApiError::new(
                 StatusCode::FORBIDDEN,
-                "forbidden",
+                ErrorCode::Forbidden,
                 "your roles do not allow this",
             ))
         }

@@ -7,6 +7,7 @@
 //! by the action id and each transition is conditional on the pinned version — so re-running
 //! an approved or failed execution cannot refund or move the payment twice.
 
+use converge_wire::ErrorCode;
 use serde_json::json;
 
 use super::actor::Actor;
@@ -41,16 +42,16 @@ pub struct ActionRequest {
 pub enum ActionError {
     /// Bad input (400).
     #[error("{1}")]
-    Invalid(&'static str, String),
+    Invalid(ErrorCode, String),
     /// No such payment or action (404).
     #[error("{0} not found")]
     NotFound(&'static str),
     /// Not allowed for this user (403).
     #[error("{1}")]
-    Forbidden(&'static str, String),
+    Forbidden(ErrorCode, String),
     /// The request's state forbids it (409): pending exists, not pending, expired, stale.
     #[error("{1}")]
-    Conflict(&'static str, String),
+    Conflict(ErrorCode, String),
     /// Over a per-user allowance (429): the message, and the seconds until one is free.
     #[error("{0}")]
     RateLimited(String, u64),
@@ -63,9 +64,10 @@ impl From<super::ServiceError> for ActionError {
     fn from(e: super::ServiceError) -> Self {
         match e {
             super::ServiceError::Store(s) => ActionError::Store(s),
-            super::ServiceError::Contended(id) => {
-                ActionError::Conflict("payment_busy", format!("payment {id} is busy; retry"))
-            }
+            super::ServiceError::Contended(id) => ActionError::Conflict(
+                ErrorCode::PaymentBusy,
+                format!("payment {id} is busy; retry"),
+            ),
         }
     }
 }
@@ -116,8 +118,8 @@ impl Core {
         let kind: ActionKind = req
             .kind
             .parse()
-            .map_err(|m| ActionError::Invalid("invalid_action", m))?;
-        check_reason(&req.reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+            .map_err(|m| ActionError::Invalid(ErrorCode::InvalidAction, m))?;
+        check_reason(&req.reason).map_err(|m| ActionError::Invalid(ErrorCode::InvalidReason, m))?;
         let p = self
             .store
             .payment(&req.payment_id)
@@ -134,7 +136,7 @@ impl Core {
                     .parse()
                     .map_err(|_| {
                         ActionError::Invalid(
-                            "invalid_target",
+                            ErrorCode::InvalidTarget,
                             "target_status must be a payment status".into(),
                         )
                     })?;
@@ -142,7 +144,7 @@ impl Core {
                 // a well-formed request answered 400 here).
                 if !force_allowed(p.status, t) {
                     return Err(ActionError::Conflict(
-                        "transition_not_allowed",
+                        ErrorCode::TransitionNotAllowed,
                         format!(
                             "forcing {} -> {t} is not a whitelisted transition",
                             p.status
@@ -154,7 +156,7 @@ impl Core {
                     || req.evidence.as_deref().unwrap_or_default().chars().count() > MAX_EVIDENCE
                 {
                     return Err(ActionError::Invalid(
-                        "invalid_evidence",
+                        ErrorCode::InvalidEvidence,
                         format!("evidence of 1 to {MAX_EVIDENCE} characters is required"),
                     ));
                 }
@@ -162,7 +164,7 @@ impl Core {
             }
             ActionKind::Reverse if !crate::domain::actions::reversible(p.status) => {
                 return Err(ActionError::Conflict(
-                    "not_reversible",
+                    ErrorCode::NotReversible,
                     format!("a {} payment cannot be reversed", p.status),
                 ));
             }
@@ -194,7 +196,7 @@ impl Core {
             CreateAction::Created(a) => a,
             CreateAction::PendingExists => {
                 return Err(ActionError::Conflict(
-                    "action_pending",
+                    ErrorCode::ActionPending,
                     "this payment already has a pending request".into(),
                 ));
             }
@@ -251,7 +253,7 @@ impl Core {
         id: &str,
         reason: &str,
     ) -> Result<ActionRecord, ActionError> {
-        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+        check_reason(reason).map_err(|m| ActionError::Invalid(ErrorCode::InvalidReason, m))?;
         let a = self
             .store
             .action(id)
@@ -259,7 +261,7 @@ impl Core {
             .ok_or(ActionError::NotFound("action"))?;
         if a.requested_by == actor.username {
             return Err(ActionError::Forbidden(
-                "self_approval",
+                ErrorCode::SelfApproval,
                 "a request must be approved by someone else".into(),
             ));
         }
@@ -282,7 +284,7 @@ impl Core {
             )
             .await?;
             return Err(ActionError::Conflict(
-                "stale",
+                ErrorCode::Stale,
                 "the payment changed since the request; request again".into(),
             ));
         }
@@ -303,7 +305,7 @@ impl Core {
         );
         if !self.store.move_action(&m, &audit).await? {
             return Err(ActionError::Conflict(
-                "not_pending",
+                ErrorCode::NotPending,
                 "this request was already decided".into(),
             ));
         }
@@ -363,7 +365,7 @@ impl Core {
         id: &str,
         reason: &str,
     ) -> Result<ActionRecord, ActionError> {
-        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+        check_reason(reason).map_err(|m| ActionError::Invalid(ErrorCode::InvalidReason, m))?;
         let a = self
             .store
             .action(id)
@@ -371,7 +373,7 @@ impl Core {
             .ok_or(ActionError::NotFound("action"))?;
         if a.requested_by == actor.username {
             return Err(ActionError::Forbidden(
-                "self_approval",
+                ErrorCode::SelfApproval,
                 "the requester cancels, someone else rejects".into(),
             ));
         }
@@ -394,7 +396,7 @@ impl Core {
             .ok_or(ActionError::NotFound("action"))?;
         if a.requested_by != actor.username {
             return Err(ActionError::Forbidden(
-                "not_requester",
+                ErrorCode::NotRequester,
                 "only the requester can cancel a request".into(),
             ));
         }
@@ -413,7 +415,7 @@ impl Core {
     async fn check_pending(&self, actor: &Actor, a: &ActionRecord) -> Result<(), ActionError> {
         if a.status != ActionStatus::Pending {
             return Err(ActionError::Conflict(
-                "not_pending",
+                ErrorCode::NotPending,
                 format!("this request is {}", a.status),
             ));
         }
@@ -427,7 +429,7 @@ impl Core {
             )
             .await?;
             return Err(ActionError::Conflict(
-                "expired",
+                ErrorCode::Expired,
                 "this request expired; request again".into(),
             ));
         }
@@ -476,7 +478,7 @@ impl Core {
             .ok_or(ActionError::NotFound("action"))?;
         if !ActionMoveKind::Execute.allowed_from(a.status) {
             return Err(ActionError::Conflict(
-                "not_executable",
+                ErrorCode::NotExecutable,
                 format!("this request is {}", a.status),
             ));
         }
@@ -521,7 +523,7 @@ impl Core {
         );
         if !self.store.move_action(&m, &audit).await? {
             return Err(ActionError::Conflict(
-                "not_executable",
+                ErrorCode::NotExecutable,
                 "another execution finished first".into(),
             ));
         }

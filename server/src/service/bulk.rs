@@ -13,6 +13,7 @@
 //! rules); the bulk request itself is audited too, and spends one of the user's bulk allowance
 //! ([`super::console::ConsoleLimiters::bulk`]).
 
+use converge_wire::ErrorCode;
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
@@ -74,7 +75,7 @@ impl Selection {
             && (ids.is_empty() || ids.len() > MAX_BULK_ITEMS)
         {
             return Err(ActionError::Invalid(
-                "invalid_selection",
+                ErrorCode::InvalidSelection,
                 format!("ids must list 1 to {MAX_BULK_ITEMS} items"),
             ));
         }
@@ -82,7 +83,10 @@ impl Selection {
             "stuck" => {
                 if let Some(s) = self.status.as_deref().filter(|s| !s.is_empty()) {
                     let st: PaymentStatus = s.parse().map_err(|_| {
-                        ActionError::Invalid("invalid_selection", format!("unknown status {s:?}"))
+                        ActionError::Invalid(
+                            ErrorCode::InvalidSelection,
+                            format!("unknown status {s:?}"),
+                        )
                     })?;
                     let stuckable = StuckThresholds::default()
                         .per_state()
@@ -90,7 +94,7 @@ impl Selection {
                         .any(|(s, _)| *s == st);
                     if !stuckable {
                         return Err(ActionError::Invalid(
-                            "invalid_selection",
+                            ErrorCode::InvalidSelection,
                             format!("{st} payments are never stuck"),
                         ));
                     }
@@ -99,7 +103,7 @@ impl Selection {
             }
             "error_pool" => Ok(()),
             other => Err(ActionError::Invalid(
-                "invalid_selection",
+                ErrorCode::InvalidSelection,
                 format!("source must be stuck or error_pool, not {other:?}"),
             )),
         }
@@ -110,17 +114,17 @@ impl Selection {
 /// 1..=[`MAX_BULK_ITEMS`] items. Errors: `invalid_reason`, `invalid_selection`, `no_items`,
 /// `too_many_items` (400).
 pub fn validate(sel: &Selection, items: &[Confirmed], reason: &str) -> Result<(), ActionError> {
-    check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+    check_reason(reason).map_err(|m| ActionError::Invalid(ErrorCode::InvalidReason, m))?;
     sel.check()?;
     if items.is_empty() {
         return Err(ActionError::Invalid(
-            "no_items",
+            ErrorCode::NoItems,
             "confirm at least one previewed item".into(),
         ));
     }
     if items.len() > MAX_BULK_ITEMS {
         return Err(ActionError::Invalid(
-            "too_many_items",
+            ErrorCode::TooManyItems,
             format!("at most {MAX_BULK_ITEMS} items per bulk retry"),
         ));
     }

@@ -9,6 +9,7 @@
 //! own `error_resolved` audit record in one transaction, exactly as a single resolve is; the
 //! rest are skipped and named.
 
+use converge_wire::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -58,7 +59,7 @@ pub fn check_note(note: &str) -> Result<&str, ActionError> {
     let t = note.trim();
     if t.is_empty() || note.chars().count() > MAX_NOTE_CHARS {
         return Err(ActionError::Invalid(
-            "invalid_note",
+            ErrorCode::InvalidNote,
             format!("a resolution note of 1 to {MAX_NOTE_CHARS} characters is required"),
         ));
     }
@@ -73,7 +74,10 @@ pub fn check_status(status: Option<&str>) -> Result<Option<ErrorItemStatus>, Act
         .filter(|s| !s.is_empty())
         .map(|s| {
             s.parse().map_err(|_| {
-                ActionError::Invalid("invalid_status", "status must be open or resolved".into())
+                ActionError::Invalid(
+                    ErrorCode::InvalidStatus,
+                    "status must be open or resolved".into(),
+                )
             })
         })
         .transpose()
@@ -82,7 +86,7 @@ pub fn check_status(status: Option<&str>) -> Result<Option<ErrorItemStatus>, Act
 fn check_selection(sel: &ResolveSelection) -> Result<(), ActionError> {
     if sel.ids.as_ref().is_some_and(|ids| ids.is_empty()) {
         return Err(ActionError::Invalid(
-            "invalid_selection",
+            ErrorCode::InvalidSelection,
             "select at least one item, or none to take every open item of the kind".into(),
         ));
     }
@@ -92,7 +96,7 @@ fn check_selection(sel: &ResolveSelection) -> Result<(), ActionError> {
         .is_some_and(|ids| ids.len() > MAX_BULK_RESOLVE)
     {
         return Err(ActionError::Invalid(
-            "too_many_items",
+            ErrorCode::TooManyItems,
             format!("at most {MAX_BULK_RESOLVE} items per bulk resolve"),
         ));
     }
@@ -110,13 +114,13 @@ pub fn validate(
     check_selection(sel)?;
     if items.is_empty() {
         return Err(ActionError::Invalid(
-            "no_items",
+            ErrorCode::NoItems,
             "confirm at least one previewed item".into(),
         ));
     }
     if items.len() > MAX_BULK_RESOLVE {
         return Err(ActionError::Invalid(
-            "too_many_items",
+            ErrorCode::TooManyItems,
             format!("at most {MAX_BULK_RESOLVE} items per bulk resolve"),
         ));
     }
@@ -144,7 +148,7 @@ impl Core {
         let status = check_status(status)?;
         if !(0..=1_000_000).contains(&page) {
             return Err(ActionError::Invalid(
-                "invalid_page",
+                ErrorCode::InvalidPage,
                 "page must be 0 to 1000000".into(),
             ));
         }
@@ -199,7 +203,7 @@ impl Core {
             };
             if item.status != ErrorItemStatus::Open {
                 return Err(ActionError::Conflict(
-                    "already_resolved",
+                    ErrorCode::AlreadyResolved,
                     format!("error-pool item {id} is already resolved"),
                 ));
             }
@@ -212,7 +216,7 @@ impl Core {
             }
         }
         Err(ActionError::Conflict(
-            "item_busy",
+            ErrorCode::ItemBusy,
             format!("error-pool item {id} keeps being reported; retry"),
         ))
     }

@@ -9,6 +9,7 @@
 //! that does not is a cloned credential (WebAuthn §7.2 step 22), refused and audited
 //! (`passkey_counter_regressed`).
 
+use converge_wire::ErrorCode;
 use webauthn_rs::prelude::{
     CreationChallengeResponse, Passkey, PasskeyAuthentication, PasskeyRegistration,
     PublicKeyCredential, RegisterPublicKeyCredential, RequestChallengeResponse, Uuid,
@@ -194,7 +195,7 @@ impl Core {
             self.audit_step_up_refused(&step_up.who, "console:passkeys_required")
                 .await?;
             return Err(StepUpError::Action(ActionError::Forbidden(
-                "step_up_refused",
+                ErrorCode::StepUpRefused,
                 "not changed: prove it is you again".into(),
             )));
         }

@@ -11,6 +11,7 @@
 //! ([`ActivePauses::unleased_kinds`]), endpoints in [`Core::deliver_webhook`]. Held work is
 //! never failed and spends no attempt, so on resume it all proceeds.
 
+use converge_wire::ErrorCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -130,8 +131,8 @@ impl Core {
         let ttl_ms = PAUSE_TTL_MS;
         let target: PauseTarget = target
             .parse()
-            .map_err(|m| ActionError::Invalid("invalid_target", m))?;
-        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+            .map_err(|m| ActionError::Invalid(ErrorCode::InvalidTarget, m))?;
+        check_reason(reason).map_err(|m| ActionError::Invalid(ErrorCode::InvalidReason, m))?;
         if let PauseTarget::Endpoint(id) = &target
             && self.store.endpoint(id).await?.is_none()
         {
@@ -164,7 +165,7 @@ impl Core {
             }
         }
         Err(ActionError::Conflict(
-            "pause_open",
+            ErrorCode::PauseOpen,
             format!("{} already has a pending or active pause", new.target),
         ))
     }
@@ -242,7 +243,7 @@ impl Core {
         to: PauseStatus,
         audit_action: &str,
     ) -> Result<PauseRecord, ActionError> {
-        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+        check_reason(reason).map_err(|m| ActionError::Invalid(ErrorCode::InvalidReason, m))?;
         let p = self
             .store
             .pause(id)
@@ -255,13 +256,13 @@ impl Core {
         }
         if p.requested_by == actor.username {
             return Err(ActionError::Forbidden(
-                "self_approval",
+                ErrorCode::SelfApproval,
                 "a pause must be approved or rejected by someone other than its requester".into(),
             ));
         }
         if p.status != PauseStatus::Pending {
             return Err(ActionError::Conflict(
-                "not_pending",
+                ErrorCode::NotPending,
                 format!("this pause is {}", p.status),
             ));
         }
@@ -278,7 +279,7 @@ impl Core {
             )
             .await?;
             return Err(ActionError::Conflict(
-                "expired",
+                ErrorCode::Expired,
                 "this pause request expired; request again".into(),
             ));
         }
@@ -303,7 +304,7 @@ impl Core {
         );
         if !self.store.move_pause(&m, &audit).await? {
             return Err(ActionError::Conflict(
-                "not_pending",
+                ErrorCode::NotPending,
                 "this pause was already decided".into(),
             ));
         }
@@ -329,7 +330,7 @@ impl Core {
         reason: &str,
     ) -> Result<PauseEnd, ActionError> {
         let min_active_ms = self.console.pause_min_ms;
-        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+        check_reason(reason).map_err(|m| ActionError::Invalid(ErrorCode::InvalidReason, m))?;
         let p = self
             .store
             .pause(id)
@@ -346,7 +347,7 @@ impl Core {
             PauseStatus::Pending => (PauseStatus::Cancelled, "pause_cancelled"),
             other @ (PauseStatus::Resumed | PauseStatus::Rejected | PauseStatus::Cancelled) => {
                 return Err(ActionError::Conflict(
-                    "not_open",
+                    ErrorCode::NotOpen,
                     format!("this pause is {other}"),
                 ));
             }
@@ -356,7 +357,7 @@ impl Core {
             .await?
         {
             return Err(ActionError::Conflict(
-                "not_open",
+                ErrorCode::NotOpen,
                 "this pause changed meanwhile; look again".into(),
             ));
         }
@@ -392,7 +393,7 @@ impl Core {
             );
             store.append_audit(&e).await?;
             return Err(StepUpError::Action(ActionError::Forbidden(
-                "step_up_refused",
+                ErrorCode::StepUpRefused,
                 "not ended: re-enter your own password".into(),
             )));
         }
@@ -425,7 +426,7 @@ impl Core {
         );
         if !self.store.request_pause_end(&r, &audit).await? {
             return Err(ActionError::Conflict(
-                "end_requested",
+                ErrorCode::EndRequested,
                 "an early end of this pause already awaits an approver (or it changed meanwhile; look again)".into(),
             ));
         }
@@ -446,13 +447,13 @@ impl Core {
         let now = self.clock.now_ms();
         let Some(asked_by) = p.open_end_request(now).map(str::to_owned) else {
             return Err(ActionError::Conflict(
-                "expired",
+                ErrorCode::Expired,
                 "this early end request expired; ask again".into(),
             ));
         };
         if asked_by == actor.username {
             return Err(ActionError::Forbidden(
-                "self_approval",
+                ErrorCode::SelfApproval,
                 "an early end must be approved or rejected by someone other than who asked for it"
                     .into(),
             ));
@@ -494,7 +495,7 @@ impl Core {
         };
         if !done {
             return Err(ActionError::Conflict(
-                "not_pending",
+                ErrorCode::NotPending,
                 "this early end was already decided".into(),
             ));
         }

@@ -12,6 +12,7 @@
 //! report the same dedupe key with `reopen`, which opens the item again. A retry and a query
 //! leave the item open: whether they helped is only known later.
 
+use converge_wire::ErrorCode;
 use serde_json::json;
 
 use super::Core;
@@ -110,7 +111,7 @@ impl Core {
         id: i64,
         reason: &str,
     ) -> Result<ItemActionOutcome, ActionError> {
-        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+        check_reason(reason).map_err(|m| ActionError::Invalid(ErrorCode::InvalidReason, m))?;
         let item = self
             .store
             .error_item(id)
@@ -118,16 +119,16 @@ impl Core {
             .ok_or(ActionError::NotFound("error-pool item"))?;
         if item.status != ErrorItemStatus::Open {
             return Err(ActionError::Conflict(
-                "already_resolved",
+                ErrorCode::AlreadyResolved,
                 format!("error-pool item {id} is already resolved"),
             ));
         }
         let offered = self.item_action_offer(&item).await?;
         let Some(action) = offered.action else {
-            return Err(ActionError::Conflict("no_action", offered.why));
+            return Err(ActionError::Conflict(ErrorCode::NoAction, offered.why));
         };
         if !offered.available {
-            return Err(ActionError::Conflict("nothing_to_do", offered.why));
+            return Err(ActionError::Conflict(ErrorCode::NothingToDo, offered.why));
         }
         let mut out = ItemActionOutcome {
             item_id: id,
@@ -188,7 +189,7 @@ impl Core {
                 );
                 if !self.store.replay_refused_event(&event, &audit).await? {
                     return Err(ActionError::Conflict(
-                        "nothing_to_do",
+                        ErrorCode::NothingToDo,
                         format!(
                             "event {event} has no refused publication: it was published or replayed already"
                         ),
@@ -215,9 +216,9 @@ pub fn jobs_woken(result: Option<&str>) -> u64 {
 fn delivery_error(e: DeliveryError) -> ActionError {
     match e {
         DeliveryError::NotFound(what) => ActionError::NotFound(what),
-        DeliveryError::Pending => ActionError::Conflict("nothing_to_do", e.to_string()),
-        DeliveryError::InvalidReason => ActionError::Invalid("invalid_reason", e.to_string()),
+        DeliveryError::Pending => ActionError::Conflict(ErrorCode::NothingToDo, e.to_string()),
+        DeliveryError::InvalidReason => ActionError::Invalid(ErrorCode::InvalidReason, e.to_string()),
         DeliveryError::Service(s) => s.into(),
-        other => ActionError::Conflict("nothing_to_do", other.to_string()),
+        other => ActionError::Conflict(ErrorCode::NothingToDo, other.to_string()),
     }
 }

@@ -11,6 +11,7 @@
 //! calls [`super::users`] and [`super::merchants`] directly: the bootstrap is not subject to
 //! the rule.
 
+use converge_wire::ErrorCode;
 use serde_json::json;
 
 use super::Core;
@@ -103,7 +104,7 @@ impl Core {
             .await?
             .ok_or_else(|| {
                 ActionError::Conflict(
-                    "privilege_pending",
+                    ErrorCode::PrivilegePending,
                     format!("the same change for {target} already waits for an admin"),
                 )
                 .into()
@@ -316,7 +317,7 @@ impl Core {
             // Freezing stops a merchant's business at once: the admin says why, for the record
             // (issue 41), as a money action's requester does.
             crate::domain::actions::check_reason(reason)
-                .map_err(|why| ActionError::Invalid("invalid_reason", why))?;
+                .map_err(|why| ActionError::Invalid(ErrorCode::InvalidReason, why))?;
             let now = self.clock.now_ms();
             self.set_merchant_frozen(now, merchant, true, reason, actor)
                 .await?;
@@ -388,7 +389,7 @@ impl Core {
     ) -> Result<(), ActionError> {
         if self.approval_conflict(&actor.username, requester).await? {
             return Err(ActionError::Forbidden(
-                "approval_conflict",
+                ErrorCode::ApprovalConflict,
                 format!(
                     "you created {requester}'s account or gave them power recently: another approver must decide"
                 ),
@@ -439,13 +440,13 @@ impl Core {
             .ok_or(ActionError::NotFound("privilege request"))?;
         if Self::own_privilege(actor, &r) {
             return Err(ActionError::Forbidden(
-                "self_approval",
+                ErrorCode::SelfApproval,
                 "a privilege request must be decided by another admin".into(),
             ));
         }
         if r.status != ActionStatus::Pending {
             return Err(ActionError::Conflict(
-                "not_pending",
+                ErrorCode::NotPending,
                 format!("this request is {}", r.status),
             ));
         }
@@ -458,7 +459,7 @@ impl Core {
             )
             .await?;
             return Err(ActionError::Conflict(
-                "expired",
+                ErrorCode::Expired,
                 "this request expired; request again".into(),
             ));
         }
@@ -475,7 +476,7 @@ impl Core {
         id: &str,
         reason: &str,
     ) -> Result<PrivilegeApproved, ActionError> {
-        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+        check_reason(reason).map_err(|m| ActionError::Invalid(ErrorCode::InvalidReason, m))?;
         let r = self.pending_privilege(actor, id).await?;
         let now = self.clock.now_ms();
         let m = ActionMove {
@@ -494,7 +495,7 @@ impl Core {
         );
         if !self.store.move_privilege_request(&m, &audit).await? {
             return Err(ActionError::Conflict(
-                "not_pending",
+                ErrorCode::NotPending,
                 "this request was already decided".into(),
             ));
         }
@@ -606,14 +607,14 @@ impl Core {
         id: &str,
         reason: &str,
     ) -> Result<PrivilegeRequest, ActionError> {
-        check_reason(reason).map_err(|m| ActionError::Invalid("invalid_reason", m))?;
+        check_reason(reason).map_err(|m| ActionError::Invalid(ErrorCode::InvalidReason, m))?;
         let r = self.pending_privilege(actor, id).await?;
         if !self
             .close_privilege(actor, &r, ActionMoveKind::Reject, reason)
             .await?
         {
             return Err(ActionError::Conflict(
-                "not_pending",
+                ErrorCode::NotPending,
                 "this request was already decided".into(),
             ));
         }
@@ -634,7 +635,7 @@ impl Core {
             .ok_or(ActionError::NotFound("privilege request"))?;
         if r.requested_by != actor.username {
             return Err(ActionError::Forbidden(
-                "not_requester",
+                ErrorCode::NotRequester,
                 "only the requester can cancel a request".into(),
             ));
         }
@@ -648,7 +649,7 @@ impl Core {
             .await?
         {
             return Err(ActionError::Conflict(
-                "not_pending",
+                ErrorCode::NotPending,
                 format!("this request is {}", r.status),
             ));
         }

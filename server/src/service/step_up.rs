@@ -4,6 +4,7 @@
 //! password or, since issue 36, an assertion of one of the user's passkeys
 //! ([`super::passkeys`]); [`Core::prove_step_up`] is the one place that decides.
 
+use converge_wire::ErrorCode;
 use std::future::Future;
 
 use webauthn_rs::prelude::PublicKeyCredential;
@@ -130,7 +131,10 @@ impl Core {
                     Err(
                         ActionError::NotFound(_)
                         | ActionError::Forbidden(..)
-                        | ActionError::Conflict("not_pending" | "expired" | "stale", _),
+                        | ActionError::Conflict(
+                            ErrorCode::NotPending | ErrorCode::Expired | ErrorCode::Stale,
+                            _,
+                        ),
                     ) => None,
                     // Approved (its execution may still have met something, e.g. a busy
                     // payment, which is said as is), or storage failed.
@@ -259,7 +263,7 @@ impl Core {
     ) -> Result<(), StepUpError> {
         match self.refuse_approval_conflict(who, requester).await {
             Ok(()) => Ok(()),
-            Err(e @ ActionError::Forbidden("approval_conflict", _)) => {
+            Err(e @ ActionError::Forbidden(ErrorCode::ApprovalConflict, _)) => {
                 let entry = who.entry(
                     self.clock.now_ms(),
                     "approval_refused",

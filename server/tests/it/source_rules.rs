@@ -12,7 +12,10 @@
 //!   `view!` is code);
 //! - a use case in `server/src/service/` is a free function over the store or the core (a
 //!   module-level `pub fn` whose first parameter is a `&dyn Store` or a `&Core`) instead of a
-//!   method on `Core`, the one shape every use case has.
+//!   method on `Core`, the one shape every use case has;
+//! - an `ApiError::new(..)` or `ApiError::bad_request(..)` is given its code as a string
+//!   literal instead of a `converge_wire::ErrorCode` (the codes are written once, in
+//!   `wire/src/codes.rs`).
 //!
 //! The scanner is deliberately small: it knows Rust's comments, strings, raw strings and char
 //! literals well enough to match braces and to tell code from text, and it drops
@@ -494,5 +497,73 @@ fn every_use_case_is_a_method_on_core() {
         found.is_empty(),
         "use cases written as free functions over the store or the core (make each a method \
          in an `impl Core` block of its module): {found:#?}"
+    );
+}
+
+/// The arguments of the call whose `(` is at `open`, as byte ranges of `s` split at its
+/// top-level commas (in code; commas in strings, comments and nested brackets are skipped).
+fn call_arguments(s: &str, class: &[Class], open: usize) -> Vec<(usize, usize)> {
+    let b = s.as_bytes();
+    let mut args = Vec::new();
+    let mut depth = 0i64;
+    let mut start = open + 1;
+    for (i, c) in b.iter().enumerate().skip(open) {
+        if class[i] != Class::Code {
+            continue;
+        }
+        match c {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    args.push((start, i));
+                    break;
+                }
+            }
+            b',' if depth == 1 => {
+                args.push((start, i));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    args
+}
+
+#[test]
+fn no_api_error_is_given_its_code_as_a_string_literal() {
+    // (the call's text up to its `(`, the index of the argument that is the code)
+    let calls = [("ApiError::new(", 1), ("bad_request(", 0)];
+    let mut found = Vec::new();
+    for (path, text) in sources() {
+        if !(path.starts_with("server/src/") || path.starts_with("app/src/")) {
+            continue;
+        }
+        let code = without_tests(&text);
+        let class = classify(&code);
+        for (call, index) in calls {
+            for at in outside_comments(&code, call) {
+                let before = code[..at].chars().next_back();
+                if class[at] != Class::Code
+                    || before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                {
+                    continue;
+                }
+                let open = at + call.len() - 1;
+                let Some(&(from, to)) = call_arguments(&code, &class, open).get(index) else {
+                    continue;
+                };
+                let arg = code[from..to].trim_start();
+                if arg.starts_with('"') || arg.starts_with("r#\"") || arg.starts_with("r\"") {
+                    let literal = to - arg.len();
+                    found.push(format!("{path}:{}: {call}", line_of(&code, literal)));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "error codes written as string literals (use converge_wire::ErrorCode, \
+         wire/src/codes.rs): {found:#?}"
     );
 }
