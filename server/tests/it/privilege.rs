@@ -280,7 +280,7 @@ on_both_backends!(
                 Err(
                     converge_server::service::privilege::PrivilegeError::Request(
                         converge_server::service::actions::ActionError::Invalid(
-                            "invalid_reason",
+                            converge_wire::ErrorCode::InvalidReason,
                             _
                         )
                     )
