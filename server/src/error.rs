@@ -758,6 +758,20 @@ mod tests {
     }
 
     #[test]
+    fn a_code_is_sent_as_its_snake_case_string() {
+        let e = super::ApiError::bad_request(
+            converge_wire::ErrorCode::IdempotencyKeyMissing,
+            "send an Idempotency-Key header",
+        );
+        assert_eq!(
+            String::from_utf8(e.body()).unwrap(),
+            r#"{"error":{"code":"idempotency_key_missing","message":"send an Idempotency-Key header"}}"#
+        );
+        assert!(super::ApiError::internal("x").is_internal());
+        assert!(!e.is_internal());
+    }
+
+    #[test]
     fn the_cause_is_not_in_the_answer_body() {
         let e = super::ApiError::internal("secret detail");
         assert!(!String::from_utf8_lossy(&e.body()).contains("secret detail"));

@@ -64,22 +64,22 @@ error_codes! {
     /// 400: the console was asked for a payment id that is blank or longer than 64
     /// characters.
     InvalidPaymentId => "invalid_payment_id",
-    /// 400: a reason (refund, ops action, approval, pause, redelivery, filter) is missing,
-    /// too long or malformed.
+    /// 400: a reason (refund, ops action, approval, pause, freeze, redelivery) is missing
+    /// or too long, or a failure-reason filter names no failure reason.
     InvalidReason => "invalid_reason",
-    /// 400: a time filter is neither RFC 3339 nor `YYYY-MM-DD`, or a time range is inverted.
+    /// 400: a time filter is neither RFC 3339 nor `YYYY-MM-DD`.
     InvalidTime => "invalid_time",
     /// 400: a status filter or an error-pool status names no status.
     InvalidStatus => "invalid_status",
     /// 400: an event-type filter names no webhook event type.
     InvalidEventType => "invalid_event_type",
-    /// 400: a page cursor is malformed.
+    /// 400: a page cursor is malformed (not one from a previous page, or out of range).
     InvalidCursor => "invalid_cursor",
     /// 400: a page number is out of range (0 to 1000000).
     InvalidPage => "invalid_page",
-    /// 400: an export format other than csv or jsonl.
+    /// 400: an export format other than csv or ndjson.
     InvalidFormat => "invalid_format",
-    /// 400: an ops action request names no action kind, or its fields do not fit the kind.
+    /// 400: an ops action request names no action kind.
     InvalidAction => "invalid_action",
     /// 400: a forced transition's `target_status` is not a payment status.
     InvalidTarget => "invalid_target",
@@ -96,6 +96,8 @@ error_codes! {
     TooManyItems => "too_many_items",
     /// 400: a channel callback's body does not describe a valid event.
     InvalidCallback => "invalid_callback",
+    /// 400: a channel callback whose timestamp is outside the 5-minute window.
+    CallbackTooOld => "callback_too_old",
     /// 400: a webhook endpoint URL is not an absolute http(s) URL, or has no host.
     InvalidUrl => "invalid_url",
     /// 400: a webhook endpoint URL's scheme is neither https nor http.
@@ -133,8 +135,6 @@ error_codes! {
     InvalidCredentials => "invalid_credentials",
     /// 401: a channel callback whose signature does not verify.
     InvalidSignature => "invalid_signature",
-    /// 401: a channel callback whose timestamp is outside the 5-minute window.
-    CallbackTooOld => "callback_too_old",
     /// 403: the user's roles do not allow this.
     Forbidden => "forbidden",
     /// 403: a cross-site console write (a foreign `Origin` or `Sec-Fetch-Site`).
@@ -174,12 +174,11 @@ error_codes! {
     /// 415: a JSON body without a JSON `Content-Type`.
     UnsupportedMediaType => "unsupported_media_type",
 
-    // 409: the state does not allow it now.
+    // 409 and 422: the state does not allow it now, or the key was used for another request.
     /// 409: a request with this `Idempotency-Key` is still running; retry after
     /// `Retry-After`.
     IdempotencyKeyInUse => "idempotency_key_in_use",
-    /// 409 (422 on the merchant API): this `Idempotency-Key` was used with a different
-    /// request; use a new key.
+    /// 422: this `Idempotency-Key` was used with a different request; use a new key.
     IdempotencyKeyReused => "idempotency_key_reused",
     /// 409: the `merchant_order_id` belongs to a payment with other parameters.
     MerchantOrderIdConflict => "merchant_order_id_conflict",
