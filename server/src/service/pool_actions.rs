@@ -217,7 +217,9 @@ fn delivery_error(e: DeliveryError) -> ActionError {
     match e {
         DeliveryError::NotFound(what) => ActionError::NotFound(what),
         DeliveryError::Pending => ActionError::Conflict(ErrorCode::NothingToDo, e.to_string()),
-        DeliveryError::InvalidReason => ActionError::Invalid(ErrorCode::InvalidReason, e.to_string()),
+        DeliveryError::InvalidReason => {
+            ActionError::Invalid(ErrorCode::InvalidReason, e.to_string())
+        }
         DeliveryError::Service(s) => s.into(),
         other => ActionError::Conflict(ErrorCode::NothingToDo, other.to_string()),
     }
