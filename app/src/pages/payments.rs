@@ -16,24 +16,26 @@ use crate::components::widgets::{
 use crate::dto::{Merchant, PaymentSearch, PaymentStatus};
 use crate::format;
 
+/// `q`'s seven filters as URL parameters, in the order both URLs write them.
+fn filter_params(q: &PaymentSearch) -> [(&'static str, Option<&str>); 7] {
+    [
+        ("id", q.id.as_deref()),
+        ("merchant", q.merchant.as_deref()),
+        ("order", q.order.as_deref()),
+        ("status", q.status.as_deref()),
+        ("reason", q.reason.as_deref()),
+        ("from", q.from.as_deref()),
+        ("to", q.to.as_deref()),
+    ]
+}
+
 /// The page's URL for `q`, with `tz` (the zone its time filters were written in, `+08:00`)
 /// when they were written in local time.
 fn query_url(q: &PaymentSearch, tz: Option<&str>, after: Option<&str>) -> String {
     let timed = q.from.is_some() || q.to.is_some();
-    format!(
-        "/payments{}",
-        format::query_string(&[
-            ("id", q.id.as_deref()),
-            ("merchant", q.merchant.as_deref()),
-            ("order", q.order.as_deref()),
-            ("status", q.status.as_deref()),
-            ("reason", q.reason.as_deref()),
-            ("from", q.from.as_deref()),
-            ("to", q.to.as_deref()),
-            ("tz", tz.filter(|_| timed)),
-            ("after", after),
-        ])
-    )
+    let mut params = filter_params(q).to_vec();
+    params.extend([("tz", tz.filter(|_| timed)), ("after", after)]);
+    format!("/payments{}", format::query_string(&params))
 }
 
 /// `q` as the server reads it: its time filters as RFC 3339 in the zone they were written in.
@@ -64,15 +66,7 @@ fn search_of(m: &leptos_router::params::ParamsMap) -> PaymentSearch {
 fn export_url(q: &PaymentSearch) -> String {
     format!(
         "/ops/v1/payments/export{}",
-        format::query_string(&[
-            ("id", q.id.as_deref()),
-            ("merchant", q.merchant.as_deref()),
-            ("order", q.order.as_deref()),
-            ("status", q.status.as_deref()),
-            ("reason", q.reason.as_deref()),
-            ("from", q.from.as_deref()),
-            ("to", q.to.as_deref()),
-        ])
+        format::query_string(&filter_params(q))
     )
 }
 
@@ -280,5 +274,39 @@ fn PaymentTable(items: Vec<crate::dto::Payment>, merchants: Vec<Merchant>) -> im
                 })
                 .collect_view()}
         </DataTable>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_and_export_urls_carry_the_same_filters_and_only_the_page_its_zone_and_cursor() {
+        let q = PaymentSearch {
+            merchant: Some("acme".into()),
+            status: Some("UNKNOWN".into()),
+            from: Some("2026-12-04T09:00".into()),
+            ..PaymentSearch::default()
+        };
+        let page = query_url(&q, Some("+08:00"), Some("pay_9"));
+        let export = export_url(&q);
+        assert!(
+            page.starts_with("/payments?merchant=acme&status=UNKNOWN&from="),
+            "{page}"
+        );
+        assert!(
+            page.contains("&tz=") && page.ends_with("&after=pay_9"),
+            "{page}"
+        );
+        assert_eq!(
+            export.strip_prefix("/ops/v1/payments/export"),
+            page.strip_prefix("/payments")
+                .and_then(|p| p.split("&tz=").next()),
+            "the export selects what the page shows"
+        );
+        // No time filter: the zone is left out.
+        let untimed = PaymentSearch { from: None, ..q };
+        assert!(!query_url(&untimed, Some("+08:00"), None).contains("tz="));
     }
 }
