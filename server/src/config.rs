@@ -200,6 +200,7 @@ impl Settings {
                 query_delay_ms: 60_000,
                 max_attempts: 5,
                 resubmit_budget: 2,
+                authorization_ttl_secs: crate::service::DEFAULT_AUTHORIZATION_TTL_SECS,
             },
             worker: WorkerSettings::for_tests(),
             stuck: StuckSettings::for_tests(),
@@ -269,6 +270,9 @@ impl StuckSettings {
             stuck_unknown_ms: 300_000,
             stuck_channel_success_ms: 60_000,
             stuck_suspense_ms: 0,
+            stuck_authorizing_ms: 120_000,
+            stuck_capturing_ms: 120_000,
+            stuck_voiding_ms: 120_000,
             channel_amber_pct: 10,
             channel_red_pct: 30,
             monitor_ms: 1_000,
@@ -627,6 +631,12 @@ pub struct JobSettings {
     /// submission) before the key is cancelled at the channel and the payment fails.
     #[arg(long, env = "CONVERGE_RESUBMIT_BUDGET", default_value_t = 3)]
     pub resubmit_budget: i64,
+
+    /// How long a manual-capture payment's authorization holds the funds (seconds; the
+    /// connector may hold them for less and says so). At its expiry the hold is voided, at
+    /// the channel and here, and can no longer be captured (issue 34).
+    #[arg(long, env = "CONVERGE_AUTHORIZATION_TTL_SECS", default_value_t = crate::service::DEFAULT_AUTHORIZATION_TTL_SECS, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub authorization_ttl_secs: u64,
 }
 
 impl JobSettings {
@@ -641,6 +651,7 @@ impl JobSettings {
             approval_conflict_window_ms: secs_to_ms(
                 crate::domain::privilege::DEFAULT_CONFLICT_WINDOW_SECS,
             ),
+            authorization_ttl_ms: secs_to_ms(self.authorization_ttl_secs),
         }
     }
 }
@@ -750,6 +761,18 @@ pub struct StuckSettings {
     #[arg(long, env = "CONVERGE_STUCK_SUSPENSE_MS", default_value_t = 0, value_parser = ms_range_i64())]
     pub stuck_suspense_ms: i64,
 
+    /// AUTHORIZING (a hold's authorization in flight) longer than this is stuck (ms).
+    #[arg(long, env = "CONVERGE_STUCK_AUTHORIZING_MS", default_value_t = 120_000, value_parser = ms_range_i64())]
+    pub stuck_authorizing_ms: i64,
+
+    /// CAPTURING (a capture in flight) longer than this is stuck (ms).
+    #[arg(long, env = "CONVERGE_STUCK_CAPTURING_MS", default_value_t = 120_000, value_parser = ms_range_i64())]
+    pub stuck_capturing_ms: i64,
+
+    /// VOIDING (a void in flight) longer than this is stuck (ms).
+    #[arg(long, env = "CONVERGE_STUCK_VOIDING_MS", default_value_t = 120_000, value_parser = ms_range_i64())]
+    pub stuck_voiding_ms: i64,
+
     /// A connector's channel-health tile turns amber when this percentage of its charge
     /// attempts of the last 5 minutes were undecidable (timeout, 5xx, dropped, garbled).
     #[arg(long, env = "CONVERGE_CHANNEL_AMBER_PCT", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -775,6 +798,9 @@ impl StuckSettings {
             unknown_ms: self.stuck_unknown_ms,
             channel_success_ms: self.stuck_channel_success_ms,
             suspense_ms: self.stuck_suspense_ms,
+            authorizing_ms: self.stuck_authorizing_ms,
+            capturing_ms: self.stuck_capturing_ms,
+            voiding_ms: self.stuck_voiding_ms,
             channel: crate::domain::channel_health::ChannelThresholds {
                 amber_pct: self.channel_amber_pct,
                 red_pct: self.channel_red_pct,
@@ -1340,7 +1366,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 69, "every setting is a flag");
+        assert_eq!(seen, 73, "every setting is a flag");
     }
 
     #[test]

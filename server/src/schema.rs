@@ -185,6 +185,12 @@ pub fn payment_status_schema() -> utoipa::openapi::Object {
     strings(&PaymentStatus::ALL.map(PaymentStatus::as_str))
 }
 
+/// A capture mode's name (`automatic`, `manual`; issue 34).
+pub fn capture_mode_schema() -> utoipa::openapi::Object {
+    use converge_wire::payments::CaptureMode;
+    strings(&[CaptureMode::Automatic, CaptureMode::Manual].map(CaptureMode::as_str))
+}
+
 /// A refund status name.
 pub fn refund_status_schema() -> utoipa::openapi::Object {
     use crate::domain::refunds::RefundStatus;

@@ -280,6 +280,7 @@ pub fn one_off_core(
             max_attempts: 1,
             resubmit_budget: 0,
             approval_conflict_window_ms: 0,
+            authorization_ttl_ms: crate::service::DEFAULT_AUTHORIZATION_TTL_SECS as i64 * 1000,
         },
         webhooks,
         secrets,

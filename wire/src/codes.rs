@@ -190,6 +190,28 @@ error_codes! {
     RefundExceedsRemaining => "refund_exceeds_remaining",
     /// 409: an ops reversal holds this payment; it refunds the remaining amount.
     PaymentReversing => "payment_reversing",
+    /// 409: the payment was created with `"capture": "automatic"`: it has no hold to
+    /// capture or void (issue 34).
+    NotManualCapture => "not_manual_capture",
+    /// 409: the payment holds nothing to capture now (not AUTHORIZED: still authorizing,
+    /// voided, expired, failed, or captured in full).
+    NotCapturable => "not_capturable",
+    /// 409: a capture or a void of this hold is in flight, or won the race against this
+    /// request; read the payment and decide again.
+    HoldBusy => "hold_busy",
+    /// 409: the hold lapsed at its expiry; nothing can be captured from it.
+    HoldExpired => "hold_expired",
+    /// 409: the capture is larger than what the hold still holds (`amount_capturable`).
+    CaptureExceedsHold => "capture_exceeds_hold",
+    /// 409: the hold cannot be voided: it was captured in part (send a final capture) or in
+    /// full, or the payment ended otherwise.
+    NotVoidable => "not_voidable",
+    /// 409: the payment reached the channel; it can no longer be cancelled before
+    /// submission (void its hold, or refund it).
+    NotCancelable => "not_cancelable",
+    /// 409: this `merchant_order_id` was cancelled before converge saw its payment (TCC empty
+    /// rollback): a payment for it is refused, so no hold hangs.
+    OrderCancelled => "order_cancelled",
     /// 409: the payment's status cannot be reversed.
     NotReversible => "not_reversible",
     /// 409: forcing this status change is not a whitelisted transition.

@@ -58,14 +58,137 @@ pub struct Payment {
     /// rule; `sandbox` for payments older than connectors' names).
     #[serde(default)]
     pub connector: String,
+    /// Charged in one step (`automatic`) or authorized now and captured later (`manual`,
+    /// issue 34).
+    #[serde(default)]
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub capture_mode: CaptureMode,
+    /// A manual-capture payment's hold: what was captured and released, when it lapses and
+    /// the capture in flight. None for an automatic payment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Hold>,
+}
+
+/// How a payment takes its money (issue 34; Stripe's `capture_method`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum CaptureMode {
+    /// Authorized and captured in one charge.
+    #[default]
+    Automatic,
+    /// Authorized (a hold) now; captured, in one or several parts, or voided later.
+    Manual,
+}
+
+impl CaptureMode {
+    /// The stable name (`automatic`, `manual`): stored and sent over every API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CaptureMode::Automatic => "automatic",
+            CaptureMode::Manual => "manual",
+        }
+    }
+
+    /// The mode named `s`, if any.
+    pub fn parse(s: &str) -> Option<CaptureMode> {
+        [CaptureMode::Automatic, CaptureMode::Manual]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+}
+
+impl Serialize for CaptureMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for CaptureMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        CaptureMode::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown capture mode {s:?}")))
+    }
+}
+
+/// A manual-capture payment's hold (issue 34). Amounts in integer minor units of the
+/// payment's currency; the authorized amount is the payment's `amount`; times epoch ms UTC.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Hold {
+    /// When the hold lapses at the channel and in the core (None until it is authorized).
+    pub expires_at: Option<i64>,
+    /// Captured so far.
+    pub captured: i64,
+    /// Released (the rest after a final capture, a void or an expiry).
+    pub released: i64,
+    /// The capture in flight (while CAPTURING).
+    pub pending_capture: Option<PendingCapture>,
+}
+
+/// The capture a CAPTURING payment has in flight: sent (and queried) under its id as the
+/// channel's capture key, never under another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct PendingCapture {
+    /// `cap_` + 24 hex characters: the capture key at the channel.
+    pub id: String,
+    /// Minor units, > 0.
+    pub amount: i64,
+    /// The merchant's `final`: the rest of the hold is released after it.
+    pub last: bool,
+}
+
+/// One capture of a hold, as recorded (issue 34): the payment page's story of the hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+pub struct CaptureRecord {
+    /// `cap_` + 24 hex characters: the capture key at the channel.
+    pub id: String,
+    /// The payment.
+    pub payment_id: String,
+    /// Minor units.
+    pub amount: i64,
+    /// The merchant's `final`: the rest of the hold is released after it.
+    pub last: bool,
+    /// `pending` (in flight), `captured` or `refused`.
+    pub status: String,
+    /// Why it was refused (the channel's reason, or the void or expiry that ended the hold).
+    pub reason: Option<String>,
+    /// Who asked: `api`, or `action:<id>` for an approved ops capture.
+    pub source: String,
+    /// Epoch ms UTC.
+    pub requested_at: i64,
+    /// When it was captured or refused, epoch ms UTC.
+    pub settled_at: Option<i64>,
 }
 
 impl Payment {
-    /// What the merchant's refunds left of the amount, integer minor units: what a reversal
-    /// refunds at the channel (DESIGN.md "Ops console": reverse refunds the remaining amount),
-    /// and so, on a REVERSED payment, what the reversal refunded.
+    /// What the payment took from the customer, integer minor units: the amount of an
+    /// automatic payment, what a manual one captured (issue 34: refunds apply to captured
+    /// amounts only).
+    pub fn charged_amount(&self) -> i64 {
+        match &self.hold {
+            Some(h) => h.captured,
+            None => self.amount,
+        }
+    }
+
+    /// What is still held at the channel for a manual-capture payment's hold once it is
+    /// authorized: the amount less what was captured and released (0 for an automatic
+    /// payment and before the authorization).
+    pub fn held_amount(&self) -> i64 {
+        match &self.hold {
+            Some(h) if h.expires_at.is_some() => self.amount - h.captured - h.released,
+            _ => 0,
+        }
+    }
+
+    /// What the merchant's refunds left of what was charged, integer minor units: what a
+    /// reversal refunds at the channel (DESIGN.md "Ops console": reverse refunds the
+    /// remaining amount), and so, on a REVERSED payment, what the reversal refunded.
     pub fn unrefunded(&self) -> i64 {
-        self.amount - self.refunded_amount
+        self.charged_amount() - self.refunded_amount
     }
 }
 

@@ -13,13 +13,18 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// A payment's status. `FAILED`, `REVERSED` and `REFUNDED` are terminal; `SUCCESS` is final
-/// for the charge (only a reversal or refunds leave it). Serialised as its upper-case name
+/// A payment's status. `FAILED`, `REVERSED`, `REFUNDED`, `VOIDED`, `EXPIRED` and `CANCELED`
+/// are terminal; `SUCCESS` is final for the charge (only a reversal or refunds leave it). A
+/// manual-capture payment (issue 34; seed 000 §4.1) goes PENDING → AUTHORIZING → AUTHORIZED
+/// (the hold) → CAPTURING → AUTHORIZED again after a partial capture, or SUCCESS after the
+/// final one; a hold ends VOIDED (VOIDING first), EXPIRED, or SUCCESS. Serialised as its upper-case name
 /// ([`PaymentStatus::as_str`]), as stored in the database and sent over every API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PaymentStatus {
     /// Created, not yet sent to the channel.
     Pending,
+    /// A manual-capture payment's authorization is (or may be) in flight.
+    Authorizing,
     /// A channel request is (or may be) in flight.
     Processing,
     /// The channel's answer was lost (timeout, 5xx, garbled): never treated as failed.
@@ -28,8 +33,22 @@ pub enum PaymentStatus {
     ChannelSuccess,
     /// The channel charged but posting failed (e.g. merchant frozen): money held in suspense.
     Suspense,
-    /// Charged and posted.
+    /// Funds are held at the channel (a manual-capture payment's hold): captures may follow
+    /// until the hold is used up, closed by a final capture, voided or expired.
+    Authorized,
+    /// A capture of (part of) the hold is (or may be) in flight; its answer is applied, or
+    /// found by a query of the hold, never sent again under a new key.
+    Capturing,
+    /// Charged and posted (for a manual-capture payment: captured, the rest released).
     Success,
+    /// A void of the hold is (or may be) in flight; nothing can be captured any more.
+    Voiding,
+    /// The hold was released by a void before anything was captured.
+    Voided,
+    /// The hold lapsed before anything was captured; it is released.
+    Expired,
+    /// Cancelled by the merchant before it reached the channel.
+    Canceled,
     /// Explicitly declined, or proven never charged (key fenced at the channel).
     Failed,
     /// Refunded in full by an ops reversal.
@@ -40,13 +59,20 @@ pub enum PaymentStatus {
 
 impl PaymentStatus {
     /// Every status, in lifecycle order (the order the console lists them in).
-    pub const ALL: [PaymentStatus; 9] = [
+    pub const ALL: [PaymentStatus; 16] = [
         PaymentStatus::Pending,
+        PaymentStatus::Authorizing,
         PaymentStatus::Processing,
         PaymentStatus::Unknown,
+        PaymentStatus::Authorized,
+        PaymentStatus::Capturing,
         PaymentStatus::ChannelSuccess,
         PaymentStatus::Suspense,
         PaymentStatus::Success,
+        PaymentStatus::Voiding,
+        PaymentStatus::Voided,
+        PaymentStatus::Expired,
+        PaymentStatus::Canceled,
         PaymentStatus::Failed,
         PaymentStatus::Reversed,
         PaymentStatus::Refunded,
@@ -56,6 +82,13 @@ impl PaymentStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             PaymentStatus::Pending => "PENDING",
+            PaymentStatus::Authorizing => "AUTHORIZING",
+            PaymentStatus::Authorized => "AUTHORIZED",
+            PaymentStatus::Capturing => "CAPTURING",
+            PaymentStatus::Voiding => "VOIDING",
+            PaymentStatus::Voided => "VOIDED",
+            PaymentStatus::Expired => "EXPIRED",
+            PaymentStatus::Canceled => "CANCELED",
             PaymentStatus::Processing => "PROCESSING",
             PaymentStatus::Unknown => "UNKNOWN",
             PaymentStatus::ChannelSuccess => "CHANNEL_SUCCESS",
@@ -71,7 +104,12 @@ impl PaymentStatus {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            PaymentStatus::Failed | PaymentStatus::Reversed | PaymentStatus::Refunded
+            PaymentStatus::Failed
+                | PaymentStatus::Reversed
+                | PaymentStatus::Refunded
+                | PaymentStatus::Voided
+                | PaymentStatus::Expired
+                | PaymentStatus::Canceled
         )
     }
 
@@ -79,8 +117,20 @@ impl PaymentStatus {
     /// SUCCESS, which only a reversal or refunds leave). Every other state is one the
     /// compensation queue still owns and that can be stuck (the server's `domain::stuck`
     /// ties its thresholds to exactly these; the console's bulk-retry filter lists them).
+    ///
+    /// AUTHORIZED is settled too: a hold waits for the merchant's capture or void, for days,
+    /// and its expiry job ends it; it is never stuck.
     pub fn is_settled(self) -> bool {
-        self.is_terminal() || self == PaymentStatus::Success
+        self.is_terminal() || matches!(self, PaymentStatus::Success | PaymentStatus::Authorized)
+    }
+
+    /// Funds are held at the channel for this payment and not yet captured in full: the
+    /// hold's states (AUTHORIZED, and CAPTURING and VOIDING while their call is out).
+    pub fn is_held(self) -> bool {
+        matches!(
+            self,
+            PaymentStatus::Authorized | PaymentStatus::Capturing | PaymentStatus::Voiding
+        )
     }
 
     /// The channel holds (or held) this payment's money: exactly one charge exists.
@@ -156,6 +206,13 @@ mod tests {
             // A new variant breaks this match until it is added to `ALL` as well.
             match s {
                 PaymentStatus::Pending
+                | PaymentStatus::Authorizing
+                | PaymentStatus::Authorized
+                | PaymentStatus::Capturing
+                | PaymentStatus::Voiding
+                | PaymentStatus::Voided
+                | PaymentStatus::Expired
+                | PaymentStatus::Canceled
                 | PaymentStatus::Processing
                 | PaymentStatus::Unknown
                 | PaymentStatus::ChannelSuccess

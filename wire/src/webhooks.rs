@@ -216,7 +216,8 @@ pub struct PaymentWebhooks {
 }
 
 /// The outcomes merchants are told about. Each is written once per aggregate (payment or
-/// refund), in the transaction of the transition that causes it.
+/// refund) and occurrence (a capture, for `payment.captured`: one per capture), in the
+/// transaction of the transition that causes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
     /// The payment was charged and posted (SUCCESS).
@@ -231,17 +232,32 @@ pub enum EventType {
     RefundSucceeded,
     /// A refund was declined by the channel; its amount is refundable again.
     RefundFailed,
+    /// A manual-capture payment's funds are held (AUTHORIZED; issue 34).
+    PaymentAuthorized,
+    /// A capture of a hold was made: one per capture, with its amount.
+    PaymentCaptured,
+    /// A hold was released by a void (VOIDED).
+    PaymentVoided,
+    /// A hold lapsed before anything was captured (EXPIRED).
+    PaymentExpired,
+    /// A payment was cancelled before it reached the channel (CANCELED).
+    PaymentCanceled,
 }
 
 impl EventType {
     /// Every type.
-    pub const ALL: [EventType; 6] = [
+    pub const ALL: [EventType; 11] = [
         EventType::PaymentSucceeded,
         EventType::PaymentFailed,
         EventType::PaymentReversed,
         EventType::PaymentRefunded,
         EventType::RefundSucceeded,
         EventType::RefundFailed,
+        EventType::PaymentAuthorized,
+        EventType::PaymentCaptured,
+        EventType::PaymentVoided,
+        EventType::PaymentExpired,
+        EventType::PaymentCanceled,
     ];
 
     /// The stable name (`payment.succeeded`, ...), the `type` column and the webhook body's
@@ -254,6 +270,11 @@ impl EventType {
             EventType::PaymentRefunded => "payment.refunded",
             EventType::RefundSucceeded => "refund.succeeded",
             EventType::RefundFailed => "refund.failed",
+            EventType::PaymentAuthorized => "payment.authorized",
+            EventType::PaymentCaptured => "payment.captured",
+            EventType::PaymentVoided => "payment.voided",
+            EventType::PaymentExpired => "payment.expired",
+            EventType::PaymentCanceled => "payment.canceled",
         }
     }
 
@@ -263,7 +284,12 @@ impl EventType {
             EventType::PaymentSucceeded
             | EventType::PaymentFailed
             | EventType::PaymentReversed
-            | EventType::PaymentRefunded => "payment",
+            | EventType::PaymentRefunded
+            | EventType::PaymentAuthorized
+            | EventType::PaymentCaptured
+            | EventType::PaymentVoided
+            | EventType::PaymentExpired
+            | EventType::PaymentCanceled => "payment",
             EventType::RefundSucceeded | EventType::RefundFailed => "refund",
         }
     }
@@ -275,9 +301,17 @@ impl EventType {
             PaymentStatus::Failed => Some(EventType::PaymentFailed),
             PaymentStatus::Reversed => Some(EventType::PaymentReversed),
             PaymentStatus::Refunded => Some(EventType::PaymentRefunded),
+            // Entered again after each partial capture: written once (the event's key).
+            PaymentStatus::Authorized => Some(EventType::PaymentAuthorized),
+            PaymentStatus::Voided => Some(EventType::PaymentVoided),
+            PaymentStatus::Expired => Some(EventType::PaymentExpired),
+            PaymentStatus::Canceled => Some(EventType::PaymentCanceled),
             PaymentStatus::Pending
+            | PaymentStatus::Authorizing
             | PaymentStatus::Processing
             | PaymentStatus::Unknown
+            | PaymentStatus::Capturing
+            | PaymentStatus::Voiding
             | PaymentStatus::ChannelSuccess
             | PaymentStatus::Suspense => None,
         }

@@ -195,6 +195,7 @@ fn dashboard_core(store: Arc<dyn Store>) -> converge_server::service::Core {
             max_attempts: 5,
             resubmit_budget: 3,
             approval_conflict_window_ms: 0,
+            authorization_ttl_ms: converge_server::service::DEFAULT_AUTHORIZATION_TTL_SECS as i64 * 1000,
         },
         secrets: converge_server::domain::secret_box::SecretBox::random(),
         notifier: Default::default(),
@@ -271,7 +272,7 @@ async fn search_filters(
 /// query, in the order they are printed.
 fn dashboard_reads(
     store: &Arc<dyn Store>,
-    cutoffs: [(PaymentStatus, i64); 5],
+    cutoffs: converge_server::domain::stuck::PerState,
     now: i64,
 ) -> Vec<(&'static str, Query<'_>)> {
     let mut queries: Vec<(&'static str, Query<'_>)> = Vec::new();
@@ -588,7 +589,7 @@ async fn exec(pool: &DbPool, sql: &str) -> Result<()> {
 /// Each query's plan, for exactly the SQL the store runs with the benchmark's arguments.
 async fn explain(
     pool: &DbPool,
-    cutoffs: &[(converge_server::domain::state::PaymentStatus, i64); 5],
+    cutoffs: &converge_server::domain::stuck::PerState,
     now: i64,
     filters: &[(&str, PaymentFilter)],
 ) -> Result<String> {

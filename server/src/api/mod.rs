@@ -5,6 +5,7 @@
 mod auth;
 mod callbacks;
 mod health;
+mod holds;
 pub mod idempotency;
 pub mod openapi;
 mod payments;
@@ -59,6 +60,9 @@ pub fn merchant_routes(state: &ApiState) -> (Router<ApiState>, utoipa::openapi::
         .routes(routes!(payments::create))
         .routes(routes!(payments::show))
         .routes(routes!(refunds::create))
+        .routes(routes!(holds::capture))
+        .routes(routes!(holds::void))
+        .routes(routes!(holds::cancel))
         .routes(routes!(webhooks::create, webhooks::list))
         .routes(routes!(webhooks::show, webhooks::delete))
         .routes(routes!(webhooks::rotate_secret))

@@ -17,6 +17,7 @@ use crate::service::payments::{CreateError, PaymentInput};
 use crate::service::write::KeyClaim;
 use crate::store::views::PaymentView;
 use crate::store::{Merchant, Payment};
+use converge_wire::payments::CaptureMode;
 
 /// Longest merchant_order_id, in characters (JSON Schema's `maxLength` counts characters;
 /// schemathesis found a byte limit refusing documented-valid ids).
@@ -48,6 +49,12 @@ pub struct CreateBody {
     #[serde(default)]
     #[schema(max_length = 1024)]
     description: String,
+    /// `automatic` (default): charged in one step. `manual`: authorized only (a hold,
+    /// AUTHORIZED), captured later with `POST /v1/payments/{id}/captures` or released with
+    /// `POST /v1/payments/{id}/void`; it lapses after the server's authorization TTL.
+    #[serde(default)]
+    #[schema(schema_with = crate::schema::capture_mode_schema)]
+    capture: Option<String>,
 }
 
 fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
@@ -73,11 +80,21 @@ fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
             format!("description is longer than {MAX_DESCRIPTION} characters"),
         ));
     }
+    let capture_mode = match b.capture.as_deref() {
+        None => CaptureMode::Automatic,
+        Some(name) => CaptureMode::parse(name).ok_or_else(|| {
+            ApiError::bad_request(
+                ErrorCode::InvalidRequest,
+                "capture must be \"automatic\" or \"manual\"",
+            )
+        })?,
+    };
     Ok(PaymentInput {
         amount,
         currency,
         merchant_order_id: order,
         description: b.description,
+        capture_mode,
     })
 }
 

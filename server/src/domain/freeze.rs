@@ -14,6 +14,9 @@ pub enum NewWork {
     Refunds,
     /// Register, change or delete webhook endpoints.
     Endpoints,
+    /// Capture a hold: it posts to the merchant's payable (issue 34). Voids and cancels
+    /// release money and stay open to a frozen merchant.
+    Captures,
 }
 
 impl NewWork {
@@ -23,6 +26,7 @@ impl NewWork {
             NewWork::Payments => "create payments",
             NewWork::Refunds => "create refunds",
             NewWork::Endpoints => "register or change webhook endpoints",
+            NewWork::Captures => "capture holds",
         }
     }
 }
@@ -50,7 +54,12 @@ mod tests {
 
     #[test]
     fn a_frozen_merchant_starts_nothing_and_its_postings_wait() {
-        for work in [NewWork::Payments, NewWork::Refunds, NewWork::Endpoints] {
+        for work in [
+            NewWork::Payments,
+            NewWork::Refunds,
+            NewWork::Endpoints,
+            NewWork::Captures,
+        ] {
             assert_eq!(may_start(false, work), Ok(()));
             assert_eq!(may_start(true, work), Err(Frozen(work)));
         }

@@ -22,11 +22,19 @@ pub enum JobKind {
     /// Finish an ops reversal whose payment is reserved (`payments.reversal_id`): refund at the
     /// channel under the action id and record REVERSED, if the executing request died first.
     Reverse,
+    /// Settle a CAPTURING payment's capture: query the hold, then apply what it shows or
+    /// send the capture again under its own capture key (issue 34).
+    Capture,
+    /// Void a hold at the channel: a VOIDING payment's, or an expired one's release.
+    VoidHold,
+    /// End an AUTHORIZED payment's hold at its expiry (EXPIRED, or SUCCESS when a part was
+    /// captured).
+    ExpireHold,
 }
 
 impl JobKind {
     /// Every kind, for gauges that must report zero for an empty kind.
-    pub const ALL: [JobKind; 7] = [
+    pub const ALL: [JobKind; 10] = [
         JobKind::Submit,
         JobKind::Query,
         JobKind::PostLedger,
@@ -34,6 +42,9 @@ impl JobKind {
         JobKind::Webhook,
         JobKind::Reconcile,
         JobKind::Reverse,
+        JobKind::Capture,
+        JobKind::VoidHold,
+        JobKind::ExpireHold,
     ];
 
     /// Stored name.
@@ -46,6 +57,9 @@ impl JobKind {
             JobKind::Webhook => "webhook",
             JobKind::Reconcile => "reconcile",
             JobKind::Reverse => "reverse",
+            JobKind::Capture => "capture",
+            JobKind::VoidHold => "void_hold",
+            JobKind::ExpireHold => "expire_hold",
         }
     }
 }

@@ -4,6 +4,12 @@
 //! Accounts: `channel_clearing` (what the channel owes us) and `merchant_payable:{id}` (what
 //! we owe the merchant). A charge debits clearing and credits the merchant; a refund or
 //! reversal posts the reverse.
+//!
+//! A hold (issue 34) is visible without touching the merchant's payable: `channel_holds`
+//! (what the channel holds for us, not yet ours) against `hold_pending:{id}` (what is held
+//! for the merchant). The hold batch opens the pair; each capture moves its amount off the
+//! pair and onto clearing and the payable (a charge of that amount); the release closes what
+//! is left. A hold that ended nets both accounts of its payment to zero.
 
 /// One double-entry line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +29,8 @@ pub struct LedgerPosting {
     pub kind: &'static str,
     /// The refund it belongs to, if any (at most one batch per refund).
     pub refund_id: Option<String>,
+    /// The capture it belongs to, if any (at most one batch per capture).
+    pub capture_id: Option<String>,
     /// ISO 4217.
     pub currency: String,
     /// Lines.
@@ -31,6 +39,14 @@ pub struct LedgerPosting {
 
 /// Clearing account every charge flows through.
 pub const CLEARING: &str = "channel_clearing";
+
+/// What channels hold for us under authorizations not yet captured.
+pub const CHANNEL_HOLDS: &str = "channel_holds";
+
+/// What is held for a merchant under its payments' authorizations.
+pub fn hold_account(merchant_id: i64) -> String {
+    format!("hold_pending:{merchant_id}")
+}
 
 /// The payable account of a merchant.
 pub fn merchant_account(merchant_id: i64) -> String {
@@ -48,6 +64,7 @@ fn pair(
     LedgerPosting {
         kind,
         refund_id,
+        capture_id: None,
         currency: currency.to_string(),
         lines: vec![
             LedgerLine {
@@ -100,6 +117,61 @@ pub fn reversal(merchant_id: i64, amount: i64, currency: &str) -> LedgerPosting 
     )
 }
 
+/// A hold recorded (issue 34): debit the channel's holds, credit what is held for the
+/// merchant, the authorized amount.
+pub fn hold(merchant_id: i64, amount: i64, currency: &str) -> LedgerPosting {
+    pair(
+        "hold",
+        None,
+        CHANNEL_HOLDS.into(),
+        hold_account(merchant_id),
+        amount,
+        currency,
+    )
+}
+
+/// A capture `capture_id` of `amount` off the hold (to clearing and the merchant's payable,
+/// as a charge of that amount), with `released` (the rest of a hold the capture closes; 0
+/// otherwise) released in the same batch.
+pub fn capture(
+    merchant_id: i64,
+    capture_id: &str,
+    amount: i64,
+    released: i64,
+    currency: &str,
+) -> LedgerPosting {
+    let off_hold = amount + released;
+    let line = |account: String, debit: bool, amount: i64| LedgerLine {
+        account,
+        debit,
+        amount,
+    };
+    LedgerPosting {
+        kind: "capture",
+        refund_id: None,
+        capture_id: Some(capture_id.into()),
+        currency: currency.to_string(),
+        lines: vec![
+            line(hold_account(merchant_id), true, off_hold),
+            line(CHANNEL_HOLDS.into(), false, off_hold),
+            line(CLEARING.into(), true, amount),
+            line(merchant_account(merchant_id), false, amount),
+        ],
+    }
+}
+
+/// What is left of a hold released (void, expiry): the hold batch reversed for `amount`.
+pub fn release(merchant_id: i64, amount: i64, currency: &str) -> LedgerPosting {
+    pair(
+        "release",
+        None,
+        hold_account(merchant_id),
+        CHANNEL_HOLDS.into(),
+        amount,
+        currency,
+    )
+}
+
 /// True when the batch's debits equal its credits and every line is positive.
 pub fn is_balanced(p: &LedgerPosting) -> bool {
     let mut debits: i128 = 0;
@@ -126,6 +198,27 @@ mod tests {
         assert!(is_balanced(&charge(1, 1999, "CNY")));
         assert!(is_balanced(&refund(1, "re_1", 500, "CNY")));
         assert!(is_balanced(&reversal(1, 1499, "CNY")));
+    }
+
+    #[test]
+    fn a_hold_captured_in_parts_and_released_nets_its_accounts_to_zero() {
+        let batches = [
+            hold(3, 1000, "EUR"),
+            capture(3, "cap_1", 300, 0, "EUR"),
+            capture(3, "cap_2", 200, 500, "EUR"),
+        ];
+        let mut net = std::collections::HashMap::<String, i64>::new();
+        for b in &batches {
+            assert!(is_balanced(b), "{b:?}");
+            for l in &b.lines {
+                *net.entry(l.account.clone()).or_default() +=
+                    if l.debit { l.amount } else { -l.amount };
+            }
+        }
+        assert_eq!(net[&hold_account(3)], 0);
+        assert_eq!(net[CHANNEL_HOLDS], 0);
+        assert_eq!(net[&merchant_account(3)], -500, "what was captured is payable");
+        assert!(is_balanced(&release(3, 700, "EUR")));
     }
 
     #[test]

@@ -42,11 +42,41 @@ pub enum PaymentEvent {
     RefundedInFull,
     /// An approved ops force-transition (outside the table; see [`FORCE_WHITELIST`]).
     Forced,
+    /// A manual-capture payment's authorization is sent with its channel key (issue 34).
+    SubmitAuthorization,
+    /// The channel holds the funds (amount, currency and key matched).
+    ChannelAuthorized,
+    /// A query of the hold by channel key found it authorized.
+    QueryAuthorized,
+    /// A query of the hold found nothing; the authorization is resent with the same key.
+    QueryHoldNotFound,
+    /// The hold lapsed (the expiry job, or the channel said so) with nothing captured.
+    HoldLapsed,
+    /// The hold lapsed after a part was captured: the rest is released, the payment SUCCESS.
+    HoldLapsedCaptured,
+    /// A capture of part or all of the hold was asked for (merchant or approved ops action).
+    RequestCapture,
+    /// The channel made the capture; the hold stays open for more.
+    ChannelCaptured,
+    /// The channel made the capture and closed the hold (final, or the hold used up).
+    ChannelCapturedFinal,
+    /// The channel refused the capture decidably: back to AUTHORIZED (seed 000
+    /// `capture_retry`).
+    CaptureRefused,
+    /// A void of the hold was asked for (merchant, TCC cancel or approved ops action).
+    RequestVoid,
+    /// The channel released the recorded hold (or said it had lapsed).
+    ChannelVoided,
+    /// The channel fenced a key whose hold the core never recorded (a void while the
+    /// authorization was in flight or unknown): nothing was held here, nothing is released.
+    VoidFenced,
+    /// The merchant cancelled a payment that never reached the channel.
+    Cancel,
 }
 
 impl PaymentEvent {
     /// Every event.
-    pub const ALL: [PaymentEvent; 13] = [
+    pub const ALL: [PaymentEvent; 27] = [
         PaymentEvent::Submit,
         PaymentEvent::ChannelSucceeded,
         PaymentEvent::ChannelDeclined,
@@ -60,6 +90,20 @@ impl PaymentEvent {
         PaymentEvent::Reversed,
         PaymentEvent::RefundedInFull,
         PaymentEvent::Forced,
+        PaymentEvent::SubmitAuthorization,
+        PaymentEvent::ChannelAuthorized,
+        PaymentEvent::QueryAuthorized,
+        PaymentEvent::QueryHoldNotFound,
+        PaymentEvent::HoldLapsed,
+        PaymentEvent::HoldLapsedCaptured,
+        PaymentEvent::RequestCapture,
+        PaymentEvent::ChannelCaptured,
+        PaymentEvent::ChannelCapturedFinal,
+        PaymentEvent::CaptureRefused,
+        PaymentEvent::RequestVoid,
+        PaymentEvent::ChannelVoided,
+        PaymentEvent::VoidFenced,
+        PaymentEvent::Cancel,
     ];
 
     /// The stable snake_case name recorded with each event.
@@ -78,6 +122,20 @@ impl PaymentEvent {
             PaymentEvent::Reversed => "reversed",
             PaymentEvent::RefundedInFull => "refunded_in_full",
             PaymentEvent::Forced => "force_transition",
+            PaymentEvent::SubmitAuthorization => "submit_authorization",
+            PaymentEvent::ChannelAuthorized => "channel_authorized",
+            PaymentEvent::QueryAuthorized => "query_authorized",
+            PaymentEvent::QueryHoldNotFound => "query_hold_not_found",
+            PaymentEvent::HoldLapsed => "hold_lapsed",
+            PaymentEvent::HoldLapsedCaptured => "hold_lapsed_captured",
+            PaymentEvent::RequestCapture => "request_capture",
+            PaymentEvent::ChannelCaptured => "channel_captured",
+            PaymentEvent::ChannelCapturedFinal => "channel_captured_final",
+            PaymentEvent::CaptureRefused => "capture_refused",
+            PaymentEvent::RequestVoid => "request_void",
+            PaymentEvent::ChannelVoided => "channel_voided",
+            PaymentEvent::VoidFenced => "void_fenced",
+            PaymentEvent::Cancel => "cancel",
         }
     }
 }
@@ -142,6 +200,29 @@ pub struct Effects {
     pub ledger: Option<Batch>,
     /// What the step does to the payment's SUSPENSE item in the error pool.
     pub suspense_item: Option<SuspenseItem>,
+    /// What the step writes to a manual-capture payment's hold (issue 34); the caller
+    /// supplies the values ([`HoldEffect`]), the store refuses a step whose values and this
+    /// disagree.
+    pub hold: Option<HoldEffect>,
+}
+
+/// What a step writes to a manual-capture payment's hold (issue 34), in the transition's
+/// transaction with its ledger batch: the payment's `hold_expires_at`, `captured_amount`,
+/// `released_amount` and pending capture, and the capture's own record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldEffect {
+    /// The hold is recorded with the expiry the channel answered.
+    Authorize,
+    /// A capture starts: the payment's pending capture (id, amount, final) is recorded with
+    /// the capture's record.
+    BeginCapture,
+    /// The pending capture was made: its amount is captured; when it closes the hold, the
+    /// rest is released.
+    Capture,
+    /// The pending capture was refused: nothing captured, the capture's record says why.
+    RefuseCapture,
+    /// What is still held is released (void, expiry); a pending capture is refused with it.
+    Release,
 }
 
 /// What a step does to the payment's SUSPENSE item in the error pool (DESIGN.md "Compensation
@@ -195,6 +276,8 @@ pub enum Delay {
     Submit,
     /// The query delay: the channel is given time to settle before it is asked.
     Query,
+    /// When the hold lapses (the channel's answer, at most `--authorization-ttl` away).
+    HoldExpiry,
 }
 
 /// The ledger batch a step posts (DESIGN.md "Ledger").
@@ -204,6 +287,13 @@ pub enum Batch {
     Charge,
     /// A reversal of what the payment still holds (amount less refunds).
     Reversal,
+    /// A hold recorded: the authorized amount, pending, off the merchant's payable.
+    Hold,
+    /// A capture: its amount from the pending hold to the merchant's payable, and the rest of
+    /// the hold released when the capture closes it.
+    Capture,
+    /// The rest of a hold released (void, expiry).
+    Release,
 }
 
 const NONE: Effects = Effects {
@@ -213,6 +303,7 @@ const NONE: Effects = Effects {
     clears_error: false,
     ledger: None,
     suspense_item: None,
+    hold: None,
 };
 
 /// The charge was answered (or the charge found by a query): the jobs that send or ask about
@@ -385,7 +476,238 @@ pub const TRANSITIONS: &[Rule] = &[
         },
     ),
     row(S::Success, E::RefundedInFull, S::Refunded, NONE),
+    // A payment still PENDING (held by the emergency switch, or not yet sent) never reaches
+    // the channel once cancelled: its submission is a conditional update that now loses.
+    row(
+        S::Pending,
+        E::Cancel,
+        S::Canceled,
+        Effects {
+            closes: &[JobKind::Submit],
+            ..NONE
+        },
+    ),
+    // The hold's rows (issue 34; seed 000 §4.1, seed 004 §5.1).
+    row(
+        S::Pending,
+        E::SubmitAuthorization,
+        S::Authorizing,
+        Effects {
+            counts_submit: true,
+            ..NONE
+        },
+    ),
+    row(S::Authorizing, E::ChannelAuthorized, S::Authorized, AUTHORIZED),
+    row(
+        S::Authorizing,
+        E::ChannelDeclined,
+        S::Failed,
+        Effects {
+            closes: ANSWERED,
+            ..NONE
+        },
+    ),
+    row(
+        S::Authorizing,
+        E::ChannelError,
+        S::Unknown,
+        Effects {
+            closes: &[JobKind::Submit],
+            follow_up: Some(FollowUp {
+                kind: JobKind::Query,
+                after: Delay::Query,
+            }),
+            ..NONE
+        },
+    ),
+    row(S::Unknown, E::QueryAuthorized, S::Authorized, AUTHORIZED),
+    // Resent with the same channel key: its authorization follows in the same request.
+    row(
+        S::Unknown,
+        E::QueryHoldNotFound,
+        S::Authorizing,
+        Effects {
+            closes: &[JobKind::Query],
+            follow_up: Some(FollowUp {
+                kind: JobKind::Submit,
+                after: Delay::Submit,
+            }),
+            counts_submit: true,
+            ..NONE
+        },
+    ),
+    // A query found the hold lapsed: it was never recorded here, so nothing is released.
+    row(
+        S::Unknown,
+        E::HoldLapsed,
+        S::Expired,
+        Effects {
+            closes: ANSWERED,
+            ..NONE
+        },
+    ),
+    row(
+        S::Authorized,
+        E::RequestCapture,
+        S::Capturing,
+        Effects {
+            follow_up: Some(FollowUp {
+                kind: JobKind::Capture,
+                after: Delay::Submit,
+            }),
+            hold: Some(HoldEffect::BeginCapture),
+            ..NONE
+        },
+    ),
+    row(
+        S::Capturing,
+        E::ChannelCaptured,
+        S::Authorized,
+        Effects {
+            closes: &[JobKind::Capture],
+            clears_error: true,
+            ledger: Some(Batch::Capture),
+            hold: Some(HoldEffect::Capture),
+            ..NONE
+        },
+    ),
+    row(
+        S::Capturing,
+        E::ChannelCapturedFinal,
+        S::Success,
+        Effects {
+            closes: HOLD_JOBS,
+            clears_error: true,
+            ledger: Some(Batch::Capture),
+            hold: Some(HoldEffect::Capture),
+            ..NONE
+        },
+    ),
+    row(
+        S::Capturing,
+        E::CaptureRefused,
+        S::Authorized,
+        Effects {
+            closes: &[JobKind::Capture],
+            hold: Some(HoldEffect::RefuseCapture),
+            ..NONE
+        },
+    ),
+    row(S::Capturing, E::HoldLapsed, S::Expired, LAPSED),
+    row(S::Capturing, E::HoldLapsedCaptured, S::Success, LAPSED_CAPTURED),
+    // The expiry job records the lapse first, so no capture can start after it, then voids
+    // at the channel (idempotent; the channel's hold lapses on its own clock as well).
+    row(
+        S::Authorized,
+        E::HoldLapsed,
+        S::Expired,
+        Effects {
+            follow_up: VOID_AT_CHANNEL,
+            ..LAPSED
+        },
+    ),
+    row(
+        S::Authorized,
+        E::HoldLapsedCaptured,
+        S::Success,
+        Effects {
+            follow_up: VOID_AT_CHANNEL,
+            ..LAPSED_CAPTURED
+        },
+    ),
+    row(S::Authorized, E::RequestVoid, S::Voiding, VOIDING),
+    // A void while the authorization is in flight or unknown: the channel's void releases a
+    // hold that was made or fences the key, so a late authorization is declined (TCC).
+    row(
+        S::Authorizing,
+        E::RequestVoid,
+        S::Voiding,
+        Effects {
+            closes: ANSWERED,
+            ..VOIDING
+        },
+    ),
+    row(
+        S::Unknown,
+        E::RequestVoid,
+        S::Voiding,
+        Effects {
+            closes: ANSWERED,
+            ..VOIDING
+        },
+    ),
+    row(
+        S::Voiding,
+        E::ChannelVoided,
+        S::Voided,
+        Effects {
+            closes: HOLD_JOBS,
+            ledger: Some(Batch::Release),
+            hold: Some(HoldEffect::Release),
+            ..NONE
+        },
+    ),
+    row(
+        S::Voiding,
+        E::VoidFenced,
+        S::Voided,
+        Effects {
+            closes: HOLD_JOBS,
+            ..NONE
+        },
+    ),
 ];
+
+/// A hold is recorded: its batch, its expiry and the job that ends it then.
+const AUTHORIZED: Effects = Effects {
+    closes: ANSWERED,
+    follow_up: Some(FollowUp {
+        kind: JobKind::ExpireHold,
+        after: Delay::HoldExpiry,
+    }),
+    ledger: Some(Batch::Hold),
+    hold: Some(HoldEffect::Authorize),
+    ..NONE
+};
+
+/// A hold that ends closes every job that drives it or its authorization.
+const HOLD_JOBS: &[JobKind] = &[
+    JobKind::Submit,
+    JobKind::Query,
+    JobKind::Capture,
+    JobKind::VoidHold,
+    JobKind::ExpireHold,
+];
+
+/// The hold lapsed with nothing captured: the rest (all of it) released.
+const LAPSED: Effects = Effects {
+    closes: HOLD_JOBS,
+    ledger: Some(Batch::Release),
+    hold: Some(HoldEffect::Release),
+    ..NONE
+};
+
+/// The hold lapsed after captures: the rest released, the captures are the charge.
+const LAPSED_CAPTURED: Effects = Effects {
+    clears_error: true,
+    ..LAPSED
+};
+
+/// The void at the channel after the core recorded a lapse.
+const VOID_AT_CHANNEL: Option<FollowUp> = Some(FollowUp {
+    kind: JobKind::VoidHold,
+    after: Delay::Now,
+});
+
+/// A void is asked for: its job sends it if the request that asked dies first.
+const VOIDING: Effects = Effects {
+    closes: &[JobKind::ExpireHold],
+    follow_up: Some(FollowUp {
+        kind: JobKind::VoidHold,
+        after: Delay::Submit,
+    }),
+    ..NONE
+};
 
 /// A reversal ends every job of the payment, its own `reverse` job included.
 const REVERSED: &[JobKind] = &[
@@ -510,6 +832,9 @@ pub enum AutoStep {
     Charge,
     /// CHANNEL_SUCCESS: post the ledger batch.
     Post,
+    /// AUTHORIZING: send the authorization with the payment's channel key and apply the
+    /// answer.
+    Authorize,
 }
 
 impl AutoStep {
@@ -520,7 +845,16 @@ impl AutoStep {
             PaymentStatus::Pending => Some(AutoStep::Submit),
             PaymentStatus::Processing => Some(AutoStep::Charge),
             PaymentStatus::ChannelSuccess => Some(AutoStep::Post),
-            PaymentStatus::Unknown
+            PaymentStatus::Authorizing => Some(AutoStep::Authorize),
+            // A hold waits for the merchant (or its expiry job); a capture or a void in
+            // flight for its answer, or its job's query.
+            PaymentStatus::Authorized
+            | PaymentStatus::Capturing
+            | PaymentStatus::Voiding
+            | PaymentStatus::Voided
+            | PaymentStatus::Expired
+            | PaymentStatus::Canceled
+            | PaymentStatus::Unknown
             | PaymentStatus::Suspense
             | PaymentStatus::Success
             | PaymentStatus::Failed
@@ -533,7 +867,7 @@ impl AutoStep {
     /// submissions (the emergency switch) holds it.
     pub fn reaches_channel(self) -> bool {
         match self {
-            AutoStep::Submit | AutoStep::Charge => true,
+            AutoStep::Submit | AutoStep::Charge | AutoStep::Authorize => true,
             AutoStep::Post => false,
         }
     }
@@ -614,6 +948,11 @@ mod tests {
                     PaymentEvent::ChannelError,
                 ],
                 Some(AutoStep::Post) => &[PaymentEvent::LedgerPosted, PaymentEvent::LedgerFailed],
+                Some(AutoStep::Authorize) => &[
+                    PaymentEvent::ChannelAuthorized,
+                    PaymentEvent::ChannelDeclined,
+                    PaymentEvent::ChannelError,
+                ],
                 None => &[],
             };
             for &event in events {
@@ -688,7 +1027,14 @@ mod tests {
 
     #[test]
     fn terminal_states_refuse_every_event() {
-        for from in [S::Failed, S::Reversed, S::Refunded] {
+        for from in [
+            S::Failed,
+            S::Reversed,
+            S::Refunded,
+            S::Voided,
+            S::Expired,
+            S::Canceled,
+        ] {
             for event in PaymentEvent::ALL {
                 assert_eq!(
                     transition(from, event),
@@ -716,21 +1062,43 @@ mod tests {
     }
 
     #[test]
-    fn only_a_settled_charge_clears_the_error_and_posts_the_charge_batch() {
+    fn only_a_settled_charge_or_capture_clears_the_error_and_only_a_charge_posts_its_batch() {
         for r in TRANSITIONS.iter().chain(FORCE_WHITELIST) {
-            let settles = r.to == S::Success;
+            let settles = r.to == S::Success || r.event == E::ChannelCaptured;
             assert_eq!(
                 r.effects.clears_error, settles,
                 "{} --{}--> {}",
                 r.from, r.event, r.to
             );
+            // A hold's SUCCESS posted its captures and releases its rest instead.
+            let charge = r.to == S::Success && !r.from.is_held();
             assert_eq!(
                 r.effects.ledger == Some(Batch::Charge),
-                settles,
+                charge,
                 "{} --{}--> {}",
                 r.from,
                 r.event,
                 r.to
+            );
+        }
+    }
+
+    #[test]
+    fn every_hold_batch_is_paired_with_its_hold_write() {
+        for r in TRANSITIONS.iter().chain(FORCE_WHITELIST) {
+            let expected = match r.effects.ledger {
+                Some(Batch::Hold) => Some(HoldEffect::Authorize),
+                Some(Batch::Capture) => Some(HoldEffect::Capture),
+                Some(Batch::Release) => Some(HoldEffect::Release),
+                Some(Batch::Charge | Batch::Reversal) => None,
+                None => r.effects.hold.filter(|h| {
+                    matches!(h, HoldEffect::BeginCapture | HoldEffect::RefuseCapture)
+                }),
+            };
+            assert_eq!(
+                r.effects.hold, expected,
+                "{} --{}--> {}",
+                r.from, r.event, r.to
             );
         }
     }
@@ -742,8 +1110,15 @@ mod tests {
                 (_, S::ChannelSuccess) => Some(JobKind::PostLedger),
                 (_, S::Unknown) => Some(JobKind::Query),
                 // A new payment's submit job is written with it.
-                (S::Pending, S::Processing) => None,
-                (_, S::Processing) => Some(JobKind::Submit),
+                (S::Pending, S::Processing | S::Authorizing) => None,
+                (_, S::Processing | S::Authorizing) => Some(JobKind::Submit),
+                // After a capture the authorization's expiry job is still due.
+                (S::Capturing, S::Authorized) => None,
+                (_, S::Authorized) => Some(JobKind::ExpireHold),
+                (_, S::Capturing) => Some(JobKind::Capture),
+                (_, S::Voiding) => Some(JobKind::VoidHold),
+                // The core records a lapse first; the channel's void follows.
+                (S::Authorized, S::Expired | S::Success) => Some(JobKind::VoidHold),
                 _ => None,
             };
             assert_eq!(
@@ -754,18 +1129,18 @@ mod tests {
                 r.event,
                 r.to
             );
-            if r.to.is_terminal() {
+            if r.to.is_terminal() && needs != Some(JobKind::VoidHold) {
                 assert!(r.effects.follow_up.is_none());
             }
         }
     }
 
     #[test]
-    fn only_a_step_that_sends_the_charge_counts_a_submission() {
+    fn only_a_step_that_sends_the_charge_or_authorization_counts_a_submission() {
         for r in TRANSITIONS.iter().chain(FORCE_WHITELIST) {
             assert_eq!(
                 r.effects.counts_submit,
-                r.to == S::Processing,
+                matches!(r.to, S::Processing | S::Authorizing),
                 "{} --{}-->",
                 r.from,
                 r.event

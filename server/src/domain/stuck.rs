@@ -18,6 +18,12 @@ pub struct StuckThresholds {
     pub channel_success_ms: i64,
     /// SUSPENSE longer than this is stuck (0: at once).
     pub suspense_ms: i64,
+    /// AUTHORIZING longer than this is stuck (a hold's authorization, issue 34).
+    pub authorizing_ms: i64,
+    /// CAPTURING longer than this is stuck.
+    pub capturing_ms: i64,
+    /// VOIDING longer than this is stuck.
+    pub voiding_ms: i64,
     /// The dashboard's other thresholds travel with these (the dashboard and the monitor take
     /// one set): when a connector's channel-health tile turns amber and red.
     pub channel: crate::domain::channel_health::ChannelThresholds,
@@ -31,26 +37,38 @@ impl Default for StuckThresholds {
             unknown_ms: 300_000,
             channel_success_ms: 60_000,
             suspense_ms: 0,
+            authorizing_ms: 120_000,
+            capturing_ms: 120_000,
+            voiding_ms: 120_000,
             channel: Default::default(),
         }
     }
 }
 
+/// How many states can be stuck (every unsettled one).
+pub const STUCK_STATES: usize = 8;
+
+/// A threshold or cut-off per state that can be stuck.
+pub type PerState = [(PaymentStatus, i64); STUCK_STATES];
+
 impl StuckThresholds {
     /// The states that can be stuck, each with its threshold in ms.
-    pub fn per_state(&self) -> [(PaymentStatus, i64); 5] {
+    pub fn per_state(&self) -> PerState {
         [
             (PaymentStatus::Pending, self.pending_ms),
+            (PaymentStatus::Authorizing, self.authorizing_ms),
             (PaymentStatus::Processing, self.processing_ms),
             (PaymentStatus::Unknown, self.unknown_ms),
+            (PaymentStatus::Capturing, self.capturing_ms),
             (PaymentStatus::ChannelSuccess, self.channel_success_ms),
             (PaymentStatus::Suspense, self.suspense_ms),
+            (PaymentStatus::Voiding, self.voiding_ms),
         ]
     }
 
     /// `updated_at` cut-offs (epoch ms) at `now`: a payment in that state updated at or
     /// before its cut-off is stuck.
-    pub fn cutoffs(&self, now: i64) -> [(PaymentStatus, i64); 5] {
+    pub fn cutoffs(&self, now: i64) -> PerState {
         self.per_state().map(|(s, t)| (s, now - t))
     }
 }

@@ -425,8 +425,8 @@ mod tests {
             let e = EventType::for_payment_status(s);
             assert_eq!(
                 e.is_some(),
-                s.is_terminal() || s == PaymentStatus::Success,
-                "{s}"
+                s.is_settled(),
+                "{s}: a settled status (an outcome, or a hold) is told once"
             );
         }
     }

@@ -27,6 +27,7 @@ pub mod outcomes;
 pub mod passkeys;
 pub mod password;
 pub mod pauses;
+pub mod holds;
 pub mod payments;
 pub mod payments_export;
 pub mod pool_actions;
@@ -103,7 +104,14 @@ pub struct Timings {
     /// to them, an admin may not approve that user's money actions (issue 36;
     /// `--approval-conflict-window-secs`).
     pub approval_conflict_window_ms: i64,
+    /// How long an authorization holds the funds, asked of the connector (which may hold
+    /// them for less and says so); the hold is voided at its expiry (issue 34;
+    /// `--authorization-ttl-secs`, default 7 days as card networks hold).
+    pub authorization_ttl_ms: i64,
 }
+
+/// An authorization's default hold: 7 days, as card networks hold (issue 34).
+pub const DEFAULT_AUTHORIZATION_TTL_SECS: u64 = 7 * 86_400;
 
 /// Why a use case could not finish.
 #[derive(Debug, thiserror::Error)]

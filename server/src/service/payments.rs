@@ -21,9 +21,10 @@ use crate::domain::state::{AutoStep, Batch, Delay, PaymentEvent, PaymentStatus, 
 use crate::store::keys::{ClaimResult, KeyClaim, KeyCompletion, KeyRef, StoredResponse};
 use crate::store::views::PaymentView;
 use crate::store::{
-    CreatePayment, IgnoredEvent, Merchant, NewJob, NewPayment, OpenPayment, OpenedPayment, Payment,
-    Transition, TransitionResult,
+    CreatePayment, HoldWrite, IgnoredEvent, Merchant, NewJob, NewPayment, OpenPayment,
+    OpenedPayment, Payment, Transition, TransitionResult,
 };
+use converge_wire::payments::CaptureMode;
 
 /// A validated create-payment request. Amount in minor units; currency ISO 4217.
 #[derive(Debug, Clone)]
@@ -36,18 +37,26 @@ pub struct PaymentInput {
     pub merchant_order_id: String,
     /// Free text.
     pub description: String,
+    /// Charged at once (`automatic`, the default) or authorized for a later capture
+    /// (`manual`, issue 34).
+    pub capture_mode: CaptureMode,
 }
 
 impl PaymentInput {
     /// SHA-256 of the business parameters; two requests for one merchant_order_id are "the
-    /// same payment" exactly when these match.
+    /// same payment" exactly when these match. The capture mode counts only when it is
+    /// `manual`, so an automatic payment's hash is what it was before holds existed.
     pub fn params_hash(&self) -> String {
-        fingerprint(&json!({
+        let mut params = json!({
             "amount": self.amount,
             "currency": self.currency,
             "merchant_order_id": self.merchant_order_id,
             "description": self.description,
-        }))
+        });
+        if self.capture_mode == CaptureMode::Manual {
+            params["capture"] = json!(self.capture_mode.as_str());
+        }
+        fingerprint(&params)
     }
 }
 
@@ -137,6 +146,9 @@ pub(crate) struct Extras {
     /// The event id when the step is keyed by something other than the payment's version
     /// (an ops action: `reversed@act_...`), so a re-execution is recorded once.
     pub event_id: Option<String>,
+    /// The values of the row's hold write (a hold's steps, issue 34): the expiry, the
+    /// capture and its amounts, what is released.
+    pub hold: Option<HoldWrite>,
 }
 
 /// Upper bound on steps in one drive, so a payment that keeps being moved by others cannot
@@ -177,6 +189,7 @@ impl Core {
             params_hash: input.params_hash(),
             channel_key: ids::new_id("ck"),
             connector: self.connectors.route(merchant_id, None).to_owned(),
+            capture_mode: input.capture_mode,
             now,
             submit_due_at: now + self.timings.submit_delay_ms,
             max_attempts: self.timings.max_attempts,
@@ -282,8 +295,16 @@ impl Core {
             ControlFlow::Continue(p) => p,
             ControlFlow::Break(outcome) => return Ok(outcome),
         };
-        let outcome = self.send_charge(&p).await;
-        let (event, extras) = self.charge_answer(&p, outcome);
+        let (event, extras) = match p.capture_mode {
+            CaptureMode::Automatic => {
+                let outcome = self.send_charge(&p).await;
+                self.charge_answer(&p, outcome)
+            }
+            CaptureMode::Manual => {
+                let outcome = self.send_authorize(&p).await;
+                self.authorize_answer(&p, outcome)
+            }
+        };
         let steps = self.answer_steps(&p, event, extras, source).await?;
         self.complete_keyed(&p, claim, event, &steps, source).await
     }
@@ -303,19 +324,21 @@ impl Core {
         let held = self.active_pauses().await.submissions();
         let new = self.new_payment(merchant_id, input);
         let params_hash = new.params_hash.clone();
+        let event = submit_event(new.capture_mode);
         let submit = (!held).then(|| Transition {
             payment_id: new.id.clone(),
             from: PaymentStatus::Pending,
             version: 1,
-            to: PaymentStatus::Processing,
-            event: PaymentEvent::Submit,
-            event_id: format!("{}@v1", PaymentEvent::Submit),
+            to: rule(PaymentStatus::Pending, event).map_or(PaymentStatus::Processing, |r| r.to),
+            event,
+            event_id: format!("{event}@v1"),
             source: source.into(),
             detail: String::new(),
             now: new.now,
             last_error: None,
             posting: None,
             enqueue: vec![],
+            hold: None,
         });
         let opened = self
             .store
@@ -335,8 +358,8 @@ impl Core {
             }
             OpenedPayment::Key(k) => return Ok(ControlFlow::Break(CreateOutcome::Key(k))),
         };
-        if p.status == PaymentStatus::Processing {
-            metrics::counter!("converge_transitions_total", "to" => "processing").increment(1);
+        if AutoStep::awaits_channel(p.status) && p.status != PaymentStatus::Pending {
+            metrics::counter!("converge_transitions_total", "to" => p.status.as_str().to_ascii_lowercase()).increment(1);
             Ok(ControlFlow::Continue(p))
         } else {
             // Held by the emergency switch: PENDING until its submit job runs after the resume.
@@ -451,10 +474,11 @@ impl Core {
             p = match AutoStep::of(p.status) {
                 Some(step) if held && step.reaches_channel() => return Ok(p),
                 Some(AutoStep::Submit) => {
-                    self.apply(&p, PaymentEvent::Submit, source, Extras::default())
-                        .await?
+                    let event = submit_event(p.capture_mode);
+                    self.apply(&p, event, source, Extras::default()).await?
                 }
                 Some(AutoStep::Charge) => self.charge(&p, source).await?,
+                Some(AutoStep::Authorize) => self.authorize(&p, source).await?,
                 Some(AutoStep::Post) => self.post_ledger(&p, source).await?,
                 None => return Ok(p),
             };
@@ -721,10 +745,25 @@ impl Core {
         now: i64,
     ) -> Transition {
         debug_assert_eq!(p.status, r.from);
-        let posting = r.effects.ledger.map(|batch| match batch {
-            Batch::Charge => ledger::charge(p.merchant_id, p.amount, &p.currency),
-            Batch::Reversal => ledger::reversal(p.merchant_id, p.unrefunded(), &p.currency),
+        let (m, cur) = (p.merchant_id, p.currency.as_str());
+        // A hold's batch takes its amounts from the step's hold write; a batch without the
+        // write it needs is left out, and the store refuses the step (paired with the row).
+        let posting = r.effects.ledger.and_then(|batch| match (batch, &extras.hold) {
+            (Batch::Charge, _) => Some(ledger::charge(m, p.amount, cur)),
+            (Batch::Reversal, _) => Some(ledger::reversal(m, p.unrefunded(), cur)),
+            (Batch::Hold, _) => Some(ledger::hold(m, p.amount, cur)),
+            (Batch::Capture, Some(HoldWrite::Capture { id, amount, released })) => {
+                Some(ledger::capture(m, id, *amount, *released, cur))
+            }
+            (Batch::Release, Some(HoldWrite::Release { amount, .. })) if *amount > 0 => {
+                Some(ledger::release(m, *amount, cur))
+            }
+            (Batch::Capture | Batch::Release, _) => None,
         });
+        let expires_at = match &extras.hold {
+            Some(HoldWrite::Authorize { expires_at }) => *expires_at,
+            _ => now + self.timings.authorization_ttl_ms,
+        };
         // The state this transition enters is left by a later step; if the process dies
         // before that step, only a job written in this same transaction moves it on.
         let enqueue = r
@@ -739,6 +778,7 @@ impl Core {
                         Delay::Now => 0,
                         Delay::Submit => self.timings.submit_delay_ms,
                         Delay::Query => self.timings.query_delay_ms,
+                        Delay::HoldExpiry => expires_at - now,
                     },
                 max_attempts: self.timings.max_attempts,
             })
@@ -759,6 +799,7 @@ impl Core {
             last_error: extras.last_error,
             posting,
             enqueue,
+            hold: extras.hold,
         }
     }
 
@@ -850,6 +891,14 @@ fn count_transition_metrics(result: &TransitionResult, steps: &[Transition]) {
             }
         }
         TransitionResult::Refused(_) => {}
+    }
+}
+
+/// The event that sends a PENDING payment on: its charge, or its authorization.
+pub(crate) fn submit_event(mode: CaptureMode) -> PaymentEvent {
+    match mode {
+        CaptureMode::Automatic => PaymentEvent::Submit,
+        CaptureMode::Manual => PaymentEvent::SubmitAuthorization,
     }
 }
 

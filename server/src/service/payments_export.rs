@@ -185,6 +185,8 @@ mod tests {
             updated_at: 1_000,
             reversal_id: None,
             connector: "sandbox".into(),
+            capture_mode: Default::default(),
+            hold: None,
         }
     }
 

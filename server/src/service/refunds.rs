@@ -250,7 +250,7 @@ impl Core {
             return Ok(());
         };
         if p.status == PaymentStatus::Success
-            && p.refunded_amount == p.amount
+            && p.refunded_amount == p.charged_amount()
             && self.store.pending_refund_count(payment_id).await? == 0
         {
             self.apply(

@@ -118,6 +118,9 @@ impl Core {
         if p.status != PaymentStatus::Unknown {
             return Ok(Step::Done);
         }
+        if p.capture_mode == converge_wire::payments::CaptureMode::Manual {
+            return self.resolve_unknown_hold(p, source).await;
+        }
         let answer = self.connectors.for_payment(&p).query(&p.channel_key).await;
         match query_verdict(&p, answer) {
             QueryVerdict::Settles(event, extras) => {

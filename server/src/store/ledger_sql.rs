@@ -12,14 +12,15 @@ macro_rules! impl_ledger {
             now: i64,
         ) -> Result<(), $crate::store::StoreError> {
             let batch_id: i64 = sqlx::query_scalar(
-                "INSERT INTO ledger_batches (payment_id, refund_id, kind, currency, created_at) \
-                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                "INSERT INTO ledger_batches (payment_id, refund_id, kind, currency, created_at, capture_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
             )
             .bind(payment_id)
             .bind(posting.refund_id.as_deref())
             .bind(posting.kind)
             .bind(&posting.currency)
             .bind(now)
+            .bind(posting.capture_id.as_deref())
             .fetch_one(&mut **tx)
             .await?;
             // Every line of the batch in one statement.

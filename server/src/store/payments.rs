@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 
-use super::{
+use super::{CaptureRecord, 
     CreatePayment, EventRecord, IgnoredEvent, Job, NewPayment, OpenPayment, OpenedPayment, Payment,
     StoreError, Transition, TransitionResult, TransitionsResult,
 };
@@ -53,4 +53,7 @@ pub trait Payments: Send + Sync + 'static {
     async fn payment_events(&self, payment_id: &str) -> Result<Vec<EventRecord>, StoreError>;
     /// Every job of a payment, oldest first.
     async fn payment_jobs(&self, payment_id: &str) -> Result<Vec<Job>, StoreError>;
+    /// A manual-capture payment's captures, oldest first (issue 34): each with its amount,
+    /// whether it was final, and where it went (pending, captured, refused and why).
+    async fn payment_captures(&self, payment_id: &str) -> Result<Vec<CaptureRecord>, StoreError>;
 }

@@ -4,7 +4,8 @@
 
 /// Columns of `payments` in [`PaymentRow`](super::records::PaymentRow) order.
 pub(crate) const PAYMENT_COLUMNS: &str = "id, merchant_id, merchant_order_id, amount, currency, description, \
-     params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at, reversal_id, connector";
+     params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at, reversal_id, connector, \
+     capture_mode, captured_amount, released_amount, hold_expires_at, capture_id, capture_amount, capture_last";
 
 /// How one transition inside a transaction went (`apply_step`).
 // Matched once where it is returned: boxing the large variant would only add an allocation.
@@ -34,21 +35,27 @@ pub(crate) fn rule_for(
     };
     let follow_up: Vec<_> = t.enqueue.iter().map(|j| j.kind).collect();
     let expected: Vec<_> = rule.effects.follow_up.iter().map(|f| f.kind).collect();
-    if t.posting.is_some() != rule.effects.ledger.is_some() || follow_up != expected {
+    let hold = t.hold.as_ref().map(super::HoldWrite::effect);
+    if t.posting.is_some() != rule.effects.ledger.is_some()
+        || follow_up != expected
+        || hold != rule.effects.hold
+    {
         return Err(super::StoreError::Corrupt(format!(
-            "{} --{}--> {} of payment {} does not carry its row's effects (ledger {:?}, follow-up {:?}; given {}, {:?})",
+            "{} --{}--> {} of payment {} does not carry its row's effects (ledger {:?}, follow-up {:?}, hold {:?}; given {}, {:?}, {:?})",
             t.from,
             t.event,
             t.to,
             t.payment_id,
             rule.effects.ledger,
             expected,
+            rule.effects.hold,
             if t.posting.is_some() {
                 "lines"
             } else {
                 "no lines"
             },
-            follow_up
+            follow_up,
+            hold
         )));
     }
     Ok(Ok(rule))
@@ -279,6 +286,19 @@ macro_rules! impl_payments {
                 insert_ignored_event(self.writer(), e).await
             }
 
+            async fn payment_captures(
+                &self,
+                payment_id: &str,
+            ) -> Result<Vec<$crate::store::CaptureRecord>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::CaptureRecord>(
+                    "SELECT id, payment_id, amount, last, status, reason, source, requested_at, settled_at \
+                     FROM payment_captures WHERE payment_id = $1 ORDER BY requested_at, id",
+                )
+                .bind(payment_id)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
             async fn payment_events(
                 &self,
                 payment_id: &str,
@@ -337,8 +357,8 @@ macro_rules! impl_payments {
             use $crate::store::{CreatePayment, Payment, PaymentRow};
             let row = sqlx::query_as::<_, PaymentRow>(&format!(
                 "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
-                 params_hash, status, version, channel_key, created_at, updated_at, connector) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9, $10) \
+                 params_hash, status, version, channel_key, created_at, updated_at, connector, capture_mode) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9, $10, $11) \
                  ON CONFLICT (merchant_id, merchant_order_id) DO NOTHING RETURNING {}",
                 $crate::store::payments_sql::PAYMENT_COLUMNS
             ))
@@ -352,6 +372,7 @@ macro_rules! impl_payments {
             .bind(&n.channel_key)
             .bind(n.now)
             .bind(&n.connector)
+            .bind(n.capture_mode.as_str())
             .fetch_optional(&mut **tx)
             .await?;
             let Some(row) = row else {
@@ -442,7 +463,10 @@ macro_rules! impl_payments {
             let Some(row) = row else {
                 return Ok(Step::Stale);
             };
-            let after = Payment::try_from(row)?;
+            let mut after = Payment::try_from(row)?;
+            if let Some(hold) = &t.hold {
+                after = write_hold(tx, &after, t, hold).await?;
+            }
             if let Some(posting) = &t.posting {
                 insert_posting(tx, &t.payment_id, posting, t.now).await?;
             }
@@ -454,7 +478,22 @@ macro_rules! impl_payments {
                     after.merchant_id,
                     event_type,
                     &after.id,
+                    "",
                     &$crate::store::views::payment_payload(&after),
+                    t.now,
+                )
+                .await?;
+            }
+            // Told once per capture, with its amount.
+            if let Some($crate::store::HoldWrite::Capture { id, amount, .. }) = &t.hold {
+                insert_outbox_event(
+                    tx,
+                    plan,
+                    after.merchant_id,
+                    $crate::domain::webhooks::EventType::PaymentCaptured,
+                    &after.id,
+                    id,
+                    &$crate::store::views::capture_payload(&after, id, *amount),
                     t.now,
                 )
                 .await?;
@@ -463,6 +502,121 @@ macro_rules! impl_payments {
                 write_suspense_item(tx, &after, t, item).await?;
             }
             Ok(Step::Applied(after))
+        }
+
+        /// A step's [`HoldWrite`]($crate::store::HoldWrite), in its transaction: the payment's
+        /// hold figures and its capture's record. Returns the payment after it. A write that
+        /// names another capture than the pending one, or leaves more captured and released
+        /// than was authorized, is corrupt (the transaction rolls back).
+        async fn write_hold(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            before: &$crate::store::Payment,
+            t: &$crate::store::Transition,
+            hold: &$crate::store::HoldWrite,
+        ) -> Result<$crate::store::Payment, $crate::store::StoreError> {
+            use $crate::store::{HoldWrite, Payment, PaymentRow, StoreError};
+            let cols = $crate::store::payments_sql::PAYMENT_COLUMNS;
+            let pending = before.hold.as_ref().and_then(|h| h.pending_capture.clone());
+            let names_pending = |id: &str| pending.as_ref().is_some_and(|c| c.id == id);
+            // (captured +, released +, the pending capture's new record status and reason)
+            let (captured, released, settles) = match hold {
+                HoldWrite::Authorize { expires_at } => {
+                    let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                        "UPDATE payments SET hold_expires_at = $1 WHERE id = $2 RETURNING {cols}"
+                    ))
+                    .bind(expires_at)
+                    .bind(&before.id)
+                    .fetch_one(&mut **tx)
+                    .await?;
+                    return Payment::try_from(row);
+                }
+                HoldWrite::BeginCapture { id, amount, last } => {
+                    if pending.is_some() || *amount <= 0 || *amount > before.held_amount() {
+                        return Err(StoreError::Corrupt(format!(
+                            "capture {id} of {amount} on payment {} holding {}",
+                            before.id,
+                            before.held_amount()
+                        )));
+                    }
+                    sqlx::query(
+                        "INSERT INTO payment_captures (id, payment_id, amount, last, status, source, requested_at) \
+                         VALUES ($1, $2, $3, $4, 'pending', $5, $6)",
+                    )
+                    .bind(id)
+                    .bind(&before.id)
+                    .bind(amount)
+                    .bind(last)
+                    .bind(&t.source)
+                    .bind(t.now)
+                    .execute(&mut **tx)
+                    .await?;
+                    let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                        "UPDATE payments SET capture_id = $1, capture_amount = $2, capture_last = $3 \
+                         WHERE id = $4 RETURNING {cols}"
+                    ))
+                    .bind(id)
+                    .bind(amount)
+                    .bind(last)
+                    .bind(&before.id)
+                    .fetch_one(&mut **tx)
+                    .await?;
+                    return Payment::try_from(row);
+                }
+                HoldWrite::Capture { id, amount, released } => {
+                    if !names_pending(id) || pending.as_ref().is_some_and(|c| c.amount != *amount) {
+                        return Err(StoreError::Corrupt(format!(
+                            "capture {id} of {amount} is not payment {}'s pending capture",
+                            before.id
+                        )));
+                    }
+                    (*amount, *released, Some(("captured", None)))
+                }
+                HoldWrite::RefuseCapture { id, reason } => {
+                    if !names_pending(id) {
+                        return Err(StoreError::Corrupt(format!(
+                            "refused capture {id} is not payment {}'s pending capture",
+                            before.id
+                        )));
+                    }
+                    (0, 0, Some(("refused", Some(reason.as_str()))))
+                }
+                HoldWrite::Release { amount, reason } => (
+                    0,
+                    *amount,
+                    pending.is_some().then_some(("refused", Some(reason.as_str()))),
+                ),
+            };
+            if let (Some((status, reason)), Some(c)) = (settles, &pending) {
+                sqlx::query(
+                    "UPDATE payment_captures SET status = $1, reason = $2, settled_at = $3 \
+                     WHERE id = $4 AND status = 'pending'",
+                )
+                .bind(status)
+                .bind(reason)
+                .bind(t.now)
+                .bind(&c.id)
+                .execute(&mut **tx)
+                .await?;
+            }
+            let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                "UPDATE payments SET captured_amount = captured_amount + $1, \
+                 released_amount = released_amount + $2, capture_id = NULL, capture_amount = NULL, \
+                 capture_last = NULL WHERE id = $3 RETURNING {cols}"
+            ))
+            .bind(captured)
+            .bind(released)
+            .bind(&before.id)
+            .fetch_one(&mut **tx)
+            .await?;
+            let after = Payment::try_from(row)?;
+            let h = after.hold.as_ref();
+            if h.is_none_or(|h| h.captured + h.released > after.amount || h.released < 0) {
+                return Err(StoreError::Corrupt(format!(
+                    "payment {} would capture and release more than its {} authorized",
+                    after.id, after.amount
+                )));
+            }
+            Ok(after)
         }
 
         /// A step's [`SuspenseItem`]($crate::domain::state::SuspenseItem) effect, in its
@@ -554,6 +708,7 @@ mod tests {
                     max_attempts: 3,
                 })
                 .collect(),
+            hold: None,
         }
     }
 

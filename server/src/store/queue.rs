@@ -410,13 +410,13 @@ pub trait Queue: Send + Sync + 'static {
     /// cut-offs.
     async fn stuck_counts(
         &self,
-        cutoffs: &[(PaymentStatus, i64); 5],
+        cutoffs: &[(PaymentStatus, i64); crate::domain::stuck::STUCK_STATES],
         now: i64,
     ) -> Result<Vec<(String, String, i64)>, StoreError>;
     /// The oldest stuck payments, at most `limit`.
     async fn stuck_payments(
         &self,
-        cutoffs: &[(PaymentStatus, i64); 5],
+        cutoffs: &[(PaymentStatus, i64); crate::domain::stuck::STUCK_STATES],
         limit: i64,
     ) -> Result<Vec<StuckPayment>, StoreError>;
 
@@ -446,10 +446,13 @@ mod tests {
         assert_eq!(
             stuck_where(2),
             "(status = 'PENDING' AND updated_at <= $2) \
-             OR (status = 'PROCESSING' AND updated_at <= $3) \
-             OR (status = 'UNKNOWN' AND updated_at <= $4) \
-             OR (status = 'CHANNEL_SUCCESS' AND updated_at <= $5) \
-             OR (status = 'SUSPENSE' AND updated_at <= $6)"
+             OR (status = 'AUTHORIZING' AND updated_at <= $3) \
+             OR (status = 'PROCESSING' AND updated_at <= $4) \
+             OR (status = 'UNKNOWN' AND updated_at <= $5) \
+             OR (status = 'CAPTURING' AND updated_at <= $6) \
+             OR (status = 'CHANNEL_SUCCESS' AND updated_at <= $7) \
+             OR (status = 'SUSPENSE' AND updated_at <= $8) \
+             OR (status = 'VOIDING' AND updated_at <= $9)"
         );
     }
 

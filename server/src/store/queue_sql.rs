@@ -356,7 +356,7 @@ macro_rules! impl_queue {
 
             async fn stuck_counts(
                 &self,
-                cutoffs: &[($crate::domain::state::PaymentStatus, i64); 5],
+                cutoffs: &[($crate::domain::state::PaymentStatus, i64); $crate::domain::stuck::STUCK_STATES],
                 now: i64,
             ) -> Result<Vec<(String, String, i64)>, $crate::store::StoreError> {
                 let sql = $crate::store::stuck_counts_sql();
@@ -369,7 +369,7 @@ macro_rules! impl_queue {
 
             async fn stuck_payments(
                 &self,
-                cutoffs: &[($crate::domain::state::PaymentStatus, i64); 5],
+                cutoffs: &[($crate::domain::state::PaymentStatus, i64); $crate::domain::stuck::STUCK_STATES],
                 limit: i64,
             ) -> Result<Vec<$crate::store::StuckPayment>, $crate::store::StoreError> {
                 let sql = $crate::store::stuck_payments_sql();

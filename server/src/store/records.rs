@@ -26,6 +26,9 @@ pub struct NewMerchantKey {
 /// so the payment search and the payment page send it as the store returns it.
 pub use converge_wire::Payment;
 
+/// One capture of a manual-capture payment's hold (issue 34).
+pub use converge_wire::payments::CaptureRecord;
+
 /// The raw row behind [`Payment`]; the status is text in both databases.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct PaymentRow {
@@ -46,6 +49,13 @@ pub(crate) struct PaymentRow {
     pub updated_at: i64,
     pub reversal_id: Option<String>,
     pub connector: String,
+    pub capture_mode: String,
+    pub captured_amount: i64,
+    pub released_amount: i64,
+    pub hold_expires_at: Option<i64>,
+    pub capture_id: Option<String>,
+    pub capture_amount: Option<i64>,
+    pub capture_last: Option<bool>,
 }
 
 impl TryFrom<PaymentRow> for Payment {
@@ -54,6 +64,28 @@ impl TryFrom<PaymentRow> for Payment {
         let status = r.status.parse().map_err(|_| {
             super::StoreError::Corrupt(format!("payment {} has status {:?}", r.id, r.status))
         })?;
+        let capture_mode = wire::CaptureMode::parse(&r.capture_mode).ok_or_else(|| {
+            super::StoreError::Corrupt(format!(
+                "payment {} has capture mode {:?}",
+                r.id, r.capture_mode
+            ))
+        })?;
+        let pending_capture = match (r.capture_id, r.capture_amount, r.capture_last) {
+            (Some(id), Some(amount), Some(last)) => Some(wire::PendingCapture { id, amount, last }),
+            (None, None, None) => None,
+            _ => {
+                return Err(super::StoreError::Corrupt(format!(
+                    "payment {} has a pending capture without all of its fields",
+                    r.id
+                )));
+            }
+        };
+        let hold = (capture_mode == wire::CaptureMode::Manual).then_some(wire::Hold {
+            expires_at: r.hold_expires_at,
+            captured: r.captured_amount,
+            released: r.released_amount,
+            pending_capture,
+        });
         Ok(Payment {
             id: r.id,
             merchant_id: r.merchant_id,
@@ -72,6 +104,8 @@ impl TryFrom<PaymentRow> for Payment {
             updated_at: r.updated_at,
             reversal_id: r.reversal_id,
             connector: r.connector,
+            capture_mode,
+            hold,
         })
     }
 }
@@ -98,6 +132,8 @@ pub struct NewPayment {
     /// The connector the payment is routed to ([`crate::service::connectors`]), which every
     /// later channel call on it uses.
     pub connector: String,
+    /// Charged at once, or authorized for a later capture (issue 34).
+    pub capture_mode: wire::CaptureMode,
     /// Epoch ms UTC.
     pub now: i64,
     /// When the submit job becomes due if the request never finishes it, epoch ms UTC.
@@ -313,6 +349,70 @@ pub struct Transition {
     /// the row's jobs are closed; present exactly when the row has one. The jobs the row
     /// closes and whether it counts a submission come from the row itself.
     pub enqueue: Vec<NewJob>,
+    /// The values of the row's hold write (`Effects::hold`, issue 34), written in the same
+    /// transaction; present exactly when the row has one, and of its kind.
+    pub hold: Option<HoldWrite>,
+}
+
+/// What a step writes to a manual-capture payment's hold: the values of its row's
+/// [`HoldEffect`](crate::domain::state::HoldEffect), one variant each. Amounts in minor
+/// units, times epoch ms UTC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldWrite {
+    /// `HoldEffect::Authorize`: the hold lapses at `expires_at`.
+    Authorize {
+        /// Epoch ms UTC (the channel's answer).
+        expires_at: i64,
+    },
+    /// `HoldEffect::BeginCapture`: the capture `id` of `amount` (`last`: the merchant's
+    /// `final`) is in flight.
+    BeginCapture {
+        /// `cap_...`: the channel's capture key.
+        id: String,
+        /// Minor units, > 0, at most what is held.
+        amount: i64,
+        /// Close the hold after it.
+        last: bool,
+    },
+    /// `HoldEffect::Capture`: the pending capture was made; `released` is the rest of the
+    /// hold released with it (0 unless it closed the hold).
+    Capture {
+        /// The pending capture's id.
+        id: String,
+        /// Its amount.
+        amount: i64,
+        /// Released with it.
+        released: i64,
+    },
+    /// `HoldEffect::RefuseCapture`: the pending capture was refused for `reason`.
+    RefuseCapture {
+        /// The pending capture's id.
+        id: String,
+        /// The channel's reason.
+        reason: String,
+    },
+    /// `HoldEffect::Release`: `amount` (all that was still held) is released; a pending
+    /// capture is refused with `reason`.
+    Release {
+        /// Minor units (0 when nothing was recorded as held).
+        amount: i64,
+        /// Why (void, expiry), for a pending capture's record.
+        reason: String,
+    },
+}
+
+impl HoldWrite {
+    /// The row effect this write carries out.
+    pub fn effect(&self) -> crate::domain::state::HoldEffect {
+        use crate::domain::state::HoldEffect;
+        match self {
+            HoldWrite::Authorize { .. } => HoldEffect::Authorize,
+            HoldWrite::BeginCapture { .. } => HoldEffect::BeginCapture,
+            HoldWrite::Capture { .. } => HoldEffect::Capture,
+            HoldWrite::RefuseCapture { .. } => HoldEffect::RefuseCapture,
+            HoldWrite::Release { .. } => HoldEffect::Release,
+        }
+    }
 }
 
 /// Result of [`Payments::apply_transition`](super::Payments::apply_transition).

@@ -16,7 +16,8 @@ macro_rules! impl_refunds {
             use $crate::store::{CreateRefund, Payment, PaymentRow, Refund};
             let sql = format!(
                 "UPDATE payments SET refunded_amount = refunded_amount + $1, version = version + 1, updated_at = $2 \
-                 WHERE id = $3 AND status IN ({}) AND refunded_amount + $1 <= amount AND reversal_id IS NULL",
+                 WHERE id = $3 AND status IN ({}) AND refunded_amount + $1 <= CASE WHEN capture_mode = 'manual' THEN captured_amount ELSE amount END \
+                 AND reversal_id IS NULL",
                 $crate::store::queue::status_list($crate::domain::refunds::refundable)
             );
             let reserved = sqlx::query(&sql)
@@ -40,7 +41,7 @@ macro_rules! impl_refunds {
                         CreateRefund::NotRefundable(p.status)
                     }
                     Some(p) if p.reversal_id.is_some() => CreateRefund::Reversing,
-                    Some(p) => CreateRefund::ExceedsRemaining { remaining: p.amount - p.refunded_amount },
+                    Some(p) => CreateRefund::ExceedsRemaining { remaining: p.unrefunded() },
                 });
             }
             let refund = sqlx::query_as::<_, Refund>(
@@ -306,6 +307,7 @@ macro_rules! impl_refunds {
                 merchant_id,
                 event_type,
                 &refund.id,
+                "",
                 &$crate::store::views::refund_payload(&refund),
                 now,
             )

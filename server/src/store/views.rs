@@ -38,10 +38,43 @@ pub struct PaymentView {
     /// RFC 3339, UTC.
     #[schema(format = DateTime)]
     updated_at: String,
+    /// `automatic` (charged in one step) or `manual` (authorized now, captured later).
+    #[schema(schema_with = crate::schema::capture_mode_schema)]
+    capture: &'static str,
+    /// A manual-capture payment's hold: captured so far (minor units).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    captured_amount: Option<i64>,
+    /// A manual-capture payment's hold: what can still be captured (minor units; 0 once the
+    /// hold ended).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    amount_capturable: Option<i64>,
+    /// A manual-capture payment's hold: released without capture (minor units).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    released_amount: Option<i64>,
+    /// A manual-capture payment's hold: when it lapses, RFC 3339 UTC (once authorized).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = DateTime)]
+    expires_at: Option<String>,
+    /// Only in `payment.captured` events: the capture told of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_capture: Option<CaptureView>,
     /// Only in events: the payment's version, so a receiver can drop a stale notification
     /// (deliveries are not ordered).
     #[serde(skip_serializing_if = "Option::is_none")]
     version: Option<i64>,
+}
+
+/// One capture of a hold, as a `payment.captured` event tells it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CaptureView {
+    /// `cap_` and hex digits.
+    id: String,
+    /// Minor units.
+    #[schema(minimum = 1)]
+    amount: i64,
 }
 
 impl From<&Payment> for PaymentView {
@@ -55,6 +88,12 @@ impl From<&Payment> for PaymentView {
             refunded_amount: p.refunded_amount,
             created_at: rfc3339(p.created_at),
             updated_at: rfc3339(p.updated_at),
+            capture: p.capture_mode.as_str(),
+            captured_amount: p.hold.as_ref().map(|h| h.captured),
+            amount_capturable: p.hold.as_ref().map(|_| p.held_amount()),
+            released_amount: p.hold.as_ref().map(|h| h.released),
+            expires_at: p.hold.as_ref().and_then(|h| h.expires_at).map(rfc3339),
+            last_capture: None,
             version: None,
         }
     }
@@ -98,6 +137,18 @@ impl From<&Refund> for RefundView {
 pub fn payment_payload(p: &Payment) -> String {
     let mut v = PaymentView::from(p);
     v.version = Some(p.version);
+    serde_json::to_string(&v).unwrap_or_default()
+}
+
+/// The outbox payload of a `payment.captured` event: [`PaymentView`] with `version` and the
+/// capture (`{"id", "amount"}`, minor units), as JSON text.
+pub fn capture_payload(p: &Payment, capture_id: &str, amount: i64) -> String {
+    let mut v = PaymentView::from(p);
+    v.version = Some(p.version);
+    v.last_capture = Some(CaptureView {
+        id: capture_id.into(),
+        amount,
+    });
     serde_json::to_string(&v).unwrap_or_default()
 }
 

@@ -391,10 +391,15 @@ mod tests {
     #[test]
     fn the_outcome_sql_names_each_outcome_status_with_its_event() {
         let (statuses, case) = super::payment_outcome_sql("p.status");
-        assert_eq!(statuses, "'SUCCESS', 'FAILED', 'REVERSED', 'REFUNDED'");
+        assert_eq!(
+            statuses,
+            "'AUTHORIZED', 'SUCCESS', 'VOIDED', 'EXPIRED', 'CANCELED', 'FAILED', 'REVERSED', 'REFUNDED'"
+        );
         assert_eq!(
             case,
-            "CASE p.status WHEN 'SUCCESS' THEN 'payment.succeeded' \
+            "CASE p.status WHEN 'AUTHORIZED' THEN 'payment.authorized' \
+             WHEN 'SUCCESS' THEN 'payment.succeeded' WHEN 'VOIDED' THEN 'payment.voided' \
+             WHEN 'EXPIRED' THEN 'payment.expired' WHEN 'CANCELED' THEN 'payment.canceled' \
              WHEN 'FAILED' THEN 'payment.failed' WHEN 'REVERSED' THEN 'payment.reversed' \
              WHEN 'REFUNDED' THEN 'payment.refunded' END"
         );

@@ -9,20 +9,24 @@ macro_rules! impl_webhooks {
         /// Inserts the outbox row of an outcome, then one delivery and one `webhook` job per
         /// enabled endpoint of the merchant that subscribes to its type, all in the caller's
         /// transaction (seed 004 §6.1: the event commits with the state change or not at all).
-        /// An outcome already recorded (a replayed or raced transition) writes nothing.
+        /// An outcome already recorded (a replayed or raced transition) writes nothing: one
+        /// per aggregate, type and `occurrence` (`""`, or the capture id of a
+        /// `payment.captured`).
+        #[allow(clippy::too_many_arguments)]
         async fn insert_outbox_event(
             tx: &mut $crate::store::backend::Tx<$store>,
             plan: &$crate::store::WebhookPlan,
             merchant_id: i64,
             event_type: $crate::domain::webhooks::EventType,
             aggregateid: &str,
+            occurrence: &str,
             payload: &str,
             now: i64,
         ) -> Result<(), $crate::store::StoreError> {
             let id = uuid::Uuid::now_v7().to_string();
             let inserted = sqlx::query(
-                "INSERT INTO events (id, merchant_id, aggregatetype, aggregateid, type, payload, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (aggregatetype, aggregateid, type) DO NOTHING",
+                "INSERT INTO events (id, merchant_id, aggregatetype, aggregateid, type, payload, created_at, occurrence) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (aggregatetype, aggregateid, type, occurrence) DO NOTHING",
             )
             .bind(&id)
             .bind(merchant_id)
@@ -31,6 +35,7 @@ macro_rules! impl_webhooks {
             .bind(event_type.as_str())
             .bind(payload)
             .bind(now)
+            .bind(occurrence)
             .execute(&mut **tx)
             .await?
             .rows_affected();

@@ -41,6 +41,18 @@ pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
             Err(e) => Step::Retry(e.to_string()),
         }),
         JobKind::Webhook => core.deliver_webhook(job).await,
+        JobKind::Capture => match payment(core, job).await? {
+            Some(p) => core.settle_capture(p, "worker").await,
+            None => Ok(Step::Done),
+        },
+        JobKind::VoidHold => match payment(core, job).await? {
+            Some(p) if p.hold.is_some() => Ok(core.send_void(p, "worker").await?.1),
+            _ => Ok(Step::Done),
+        },
+        JobKind::ExpireHold => match payment(core, job).await? {
+            Some(p) => core.expire_hold(p, "worker").await,
+            None => Ok(Step::Done),
+        },
     }
 }
 

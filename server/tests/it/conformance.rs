@@ -371,6 +371,7 @@ fn new_payment(merchant_id: i64, order: &str, amount: i64) -> NewPayment {
         submit_due_at: NOW + 1_000,
         max_attempts: 5,
         recovery_key: None,
+        capture_mode: Default::default(),
     }
 }
 
@@ -399,6 +400,7 @@ async fn succeed(store: &Arc<dyn Store>, p: Payment) -> Payment {
                 converge_server::domain::ledger::charge(p.merchant_id, p.amount, &p.currency)
             }),
             enqueue: vec![],
+            hold: None,
         });
         let TransitionResult::Applied(next) = store.apply_transition(&t).await.unwrap() else {
             panic!("{event}")
@@ -777,6 +779,7 @@ store_conformance!(
                 last_error: None,
                 posting: None,
                 enqueue: vec![],
+                hold: None,
             })
         };
         let t = step(&p);

@@ -604,6 +604,7 @@ on_both_backends!(
             currency: "CNY".into(),
             merchant_order_id: "o-crash".into(),
             description: String::new(),
+            capture_mode: Default::default(),
         };
         let converge_server::service::payments::InsertOutcome::Created(p) = core
             .insert_payment(app.merchant_id, &input, None)

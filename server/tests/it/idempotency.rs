@@ -62,6 +62,7 @@ async fn crashed_claim(app: &TestApp, key: &str, body: &Value, lease_ms: i64) ->
         currency: body["currency"].as_str().unwrap().into(),
         merchant_order_id: body["merchant_order_id"].as_str().unwrap().into(),
         description: body["description"].as_str().unwrap_or_default().into(),
+        capture_mode: Default::default(),
     };
     let new = NewPayment {
         id: new_id("pay"),
@@ -77,6 +78,7 @@ async fn crashed_claim(app: &TestApp, key: &str, body: &Value, lease_ms: i64) ->
         submit_due_at: now + 60_000,
         max_attempts: 5,
         recovery_key: None,
+        capture_mode: Default::default(),
     };
     let CreatePayment::Created(p) = app.store.create_payment(&new).await.unwrap() else {
         panic!("payment exists")
@@ -502,6 +504,7 @@ on_both_backends!(
             last_error: None,
             posting: None,
             enqueue: vec![],
+            hold: None,
         };
         assert!(matches!(
             app.store.apply_transition(&t).await.unwrap(),

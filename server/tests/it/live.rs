@@ -25,6 +25,7 @@ fn new_payment(merchant_id: i64, order: &str) -> NewPayment {
         submit_due_at: NOW + 60_000,
         max_attempts: 5,
         recovery_key: None,
+        capture_mode: Default::default(),
     }
 }
 

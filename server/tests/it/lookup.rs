@@ -173,6 +173,7 @@ on_both_backends!(a_search_is_bounded_and_says_when_there_is_more, |app| {
             currency: "CNY".into(),
             merchant_order_id: format!("bulk-{i:02}"),
             description: String::new(),
+            capture_mode: Default::default(),
         };
         let InsertOutcome::Created(_) = core
             .insert_payment(app.merchant_id, &input, None)

@@ -435,6 +435,7 @@ impl TestApp {
             currency: "CNY".into(),
             merchant_order_id: order.into(),
             description: String::new(),
+            capture_mode: Default::default(),
         };
         let InsertOutcome::Created(p) = core
             .insert_payment(self.merchant_id, &input, None)

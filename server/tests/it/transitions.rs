@@ -9,15 +9,21 @@ use converge_server::domain::ledger;
 use converge_server::domain::state::{PaymentEvent, PaymentStatus, TRANSITIONS, transition};
 use converge_server::service::ids::new_id;
 use converge_server::store::{
-    CreatePayment, JobKind, NewJob, NewPayment, Payment, Store, StoreError, Transition,
-    TransitionResult,
+    CreatePayment, HoldWrite, JobKind, NewJob, NewPayment, Payment, Store, StoreError,
+    Transition, TransitionResult,
 };
+use converge_wire::payments::CaptureMode;
 
 use PaymentEvent as E;
 use PaymentStatus as S;
 
 /// A new PENDING payment of a fresh merchant.
 async fn pending(store: &Arc<dyn Store>) -> Payment {
+    pending_as(store, CaptureMode::Automatic).await
+}
+
+/// A new PENDING payment of a fresh merchant, charged at once or authorized (`mode`).
+async fn pending_as(store: &Arc<dyn Store>, mode: CaptureMode) -> Payment {
     let name = new_id("m");
     let m = store.create_merchant(&name, &name, 0).await.unwrap();
     let now = SystemClock.now_ms();
@@ -35,6 +41,7 @@ async fn pending(store: &Arc<dyn Store>) -> Payment {
         submit_due_at: now + 60_000,
         max_attempts: 5,
         recovery_key: None,
+        capture_mode: mode,
     };
     match store.create_payment(&new).await.unwrap() {
         CreatePayment::Created(p) => p,
@@ -42,8 +49,58 @@ async fn pending(store: &Arc<dyn Store>) -> Payment {
     }
 }
 
-/// A transition of `p` by `event` to `to`, with an event id unique to the version.
+/// A transition of `p` by `event` to `to`, with an event id unique to the version, carrying
+/// the ledger lines and hold values its row calls for (the store refuses a step without
+/// them).
 fn tr(p: &Payment, event: PaymentEvent, to: PaymentStatus) -> Transition {
+    use converge_server::domain::state::{Batch, HoldEffect, check};
+    let row = check(p.status, event, to).ok();
+    let hold = row.and_then(|r| r.effects.hold).map(|effect| {
+        let pending = p.hold.as_ref().and_then(|h| h.pending_capture.clone());
+        match effect {
+            HoldEffect::Authorize => HoldWrite::Authorize {
+                expires_at: SystemClock.now_ms() + 3_600_000,
+            },
+            HoldEffect::BeginCapture => HoldWrite::BeginCapture {
+                id: new_id("cap"),
+                amount: 400,
+                last: false,
+            },
+            HoldEffect::Capture => {
+                let c = pending.expect("a pending capture");
+                HoldWrite::Capture {
+                    released: if to == S::Success {
+                        p.held_amount() - c.amount
+                    } else {
+                        0
+                    },
+                    id: c.id,
+                    amount: c.amount,
+                }
+            }
+            HoldEffect::RefuseCapture => HoldWrite::RefuseCapture {
+                id: pending.expect("a pending capture").id,
+                reason: "declined".into(),
+            },
+            HoldEffect::Release => HoldWrite::Release {
+                amount: p.held_amount(),
+                reason: "test".into(),
+            },
+        }
+    });
+    let (m, cur) = (p.merchant_id, p.currency.as_str());
+    let posting = row.and_then(|r| r.effects.ledger).and_then(|batch| match (batch, &hold) {
+        (Batch::Charge, _) => Some(ledger::charge(m, p.amount, cur)),
+        (Batch::Reversal, _) => Some(ledger::reversal(m, p.amount - p.refunded_amount, cur)),
+        (Batch::Hold, _) => Some(ledger::hold(m, p.amount, cur)),
+        (Batch::Capture, Some(HoldWrite::Capture { id, amount, released })) => {
+            Some(ledger::capture(m, id, *amount, *released, cur))
+        }
+        (Batch::Release, Some(HoldWrite::Release { amount, .. })) => {
+            Some(ledger::release(m, *amount, cur))
+        }
+        _ => None,
+    });
     crate::support::with_follow_up(Transition {
         payment_id: p.id.clone(),
         from: p.status,
@@ -55,24 +112,9 @@ fn tr(p: &Payment, event: PaymentEvent, to: PaymentStatus) -> Transition {
         detail: format!("{} -> {to}", p.status),
         now: SystemClock.now_ms(),
         last_error: None,
-        // The lines of the row's ledger batch, when it has one (the store refuses a step
-        // without them).
-        posting: converge_server::domain::state::check(p.status, event, to)
-            .ok()
-            .and_then(|r| r.effects.ledger)
-            .map(|batch| match batch {
-                converge_server::domain::state::Batch::Charge => {
-                    converge_server::domain::ledger::charge(p.merchant_id, p.amount, &p.currency)
-                }
-                converge_server::domain::state::Batch::Reversal => {
-                    converge_server::domain::ledger::reversal(
-                        p.merchant_id,
-                        p.amount - p.refunded_amount,
-                        &p.currency,
-                    )
-                }
-            }),
+        posting,
         enqueue: vec![],
+        hold,
     })
 }
 
@@ -85,9 +127,46 @@ async fn step(store: &Arc<dyn Store>, p: &Payment, event: PaymentEvent) -> Payme
     }
 }
 
+/// A status only a manual-capture payment reaches (issue 34).
+fn hold_only(status: PaymentStatus) -> bool {
+    matches!(
+        status,
+        S::Authorizing | S::Authorized | S::Capturing | S::Voiding | S::Voided | S::Expired
+    )
+}
+
+/// Whether row (from, event, to) is a hold's: its payment is a manual-capture one.
+fn hold_row(from: PaymentStatus, event: PaymentEvent, to: PaymentStatus) -> bool {
+    hold_only(from) || hold_only(to) || event == E::QueryHoldNotFound
+}
+
+/// The whitelisted events that lead a manual-capture payment from PENDING to `status`.
+fn hold_path_to(status: PaymentStatus) -> &'static [PaymentEvent] {
+    const AUTH: [PaymentEvent; 2] = [E::SubmitAuthorization, E::ChannelAuthorized];
+    match status {
+        S::Authorizing => &[E::SubmitAuthorization],
+        S::Unknown => &[E::SubmitAuthorization, E::ChannelError],
+        S::Authorized => &AUTH,
+        S::Capturing => &[AUTH[0], AUTH[1], E::RequestCapture],
+        S::Voiding => &[AUTH[0], AUTH[1], E::RequestVoid],
+        S::Voided => &[AUTH[0], AUTH[1], E::RequestVoid, E::ChannelVoided],
+        S::Expired => &[AUTH[0], AUTH[1], E::HoldLapsed],
+        S::Success => &[AUTH[0], AUTH[1], E::RequestCapture, E::ChannelCapturedFinal],
+        S::Failed => &[E::SubmitAuthorization, E::ChannelDeclined],
+        other => path_to(other),
+    }
+}
+
 /// The whitelisted events that lead from PENDING to `status`.
 fn path_to(status: PaymentStatus) -> &'static [PaymentEvent] {
     match status {
+        S::Canceled => &[E::Cancel],
+        S::Authorizing
+        | S::Authorized
+        | S::Capturing
+        | S::Voiding
+        | S::Voided
+        | S::Expired => hold_path_to(status),
         S::Pending => &[],
         S::Processing => &[E::Submit],
         S::Unknown => &[E::Submit, E::ChannelError],
@@ -107,8 +186,18 @@ fn path_to(status: PaymentStatus) -> &'static [PaymentEvent] {
 
 /// A payment driven through the store to `status`.
 async fn payment_in(store: &Arc<dyn Store>, status: PaymentStatus) -> Payment {
-    let mut p = pending(store).await;
-    for event in path_to(status) {
+    payment_as(store, status, hold_only(status)).await
+}
+
+/// A payment driven through the store to `status`, a manual-capture one when `manual`.
+async fn payment_as(store: &Arc<dyn Store>, status: PaymentStatus, manual: bool) -> Payment {
+    let (mode, path) = if manual {
+        (CaptureMode::Manual, hold_path_to(status))
+    } else {
+        (CaptureMode::Automatic, path_to(status))
+    };
+    let mut p = pending_as(store, mode).await;
+    for event in path {
         p = step(store, &p, *event).await;
     }
     assert_eq!(p.status, status);
@@ -119,7 +208,7 @@ store_conformance!(
     every_row_of_the_transition_table_applies_and_is_recorded,
     |store| {
         for (from, event, to) in TRANSITIONS.iter().map(|r| (&r.from, &r.event, &r.to)) {
-            let p = payment_in(&store, *from).await;
+            let p = payment_as(&store, *from, hold_row(*from, *event, *to)).await;
             let before = store.payment_events(&p.id).await.unwrap().len();
             let t = tr(&p, *event, *to);
             let next = match store.apply_transition(&t).await.unwrap() {
@@ -233,7 +322,14 @@ store_conformance!(
 );
 
 store_conformance!(terminal_states_never_move, |store| {
-    for from in [S::Failed, S::Reversed, S::Refunded] {
+    for from in [
+        S::Failed,
+        S::Reversed,
+        S::Refunded,
+        S::Voided,
+        S::Expired,
+        S::Canceled,
+    ] {
         let p = payment_in(&store, from).await;
         for event in E::ALL {
             let result = store

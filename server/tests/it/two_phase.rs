@@ -70,6 +70,7 @@ fn payment(merchant_id: i64, order: &str) -> NewPayment {
         submit_due_at: NOW + 60_000,
         max_attempts: 5,
         recovery_key: None,
+        capture_mode: Default::default(),
     }
 }
 
@@ -93,6 +94,7 @@ fn step(
         last_error: None,
         posting: None,
         enqueue: vec![],
+        hold: None,
     })
 }
 
@@ -452,6 +454,7 @@ on_both_backends!(
             currency: "CNY".into(),
             merchant_order_id: "o-phase".into(),
             description: "test".into(),
+            capture_mode: Default::default(),
         };
         let id = new_id("pay");
         let opened = app
@@ -482,6 +485,7 @@ on_both_backends!(
                     submit_due_at: now + 60_000,
                     max_attempts: 5,
                     recovery_key: None,
+                    capture_mode: Default::default(),
                 },
                 submit: Some(Transition {
                     payment_id: id.clone(),
@@ -496,6 +500,7 @@ on_both_backends!(
                     last_error: None,
                     posting: None,
                     enqueue: vec![],
+                    hold: None,
                 }),
             })
             .await

@@ -39,6 +39,7 @@ async fn create(store: &Arc<dyn Store>, m: i64, order: &str, amount: i64) -> Pay
         submit_due_at: NOW + 1_000,
         max_attempts: 5,
         recovery_key: None,
+        capture_mode: Default::default(),
     };
     let CreatePayment::Created(p) = store.create_payment(&n).await.unwrap() else {
         panic!("{order} exists")
@@ -69,6 +70,7 @@ async fn advance(
                 .then(|| posting.clone())
                 .flatten(),
             enqueue: vec![],
+            hold: None,
         });
         let TransitionResult::Applied(next) = store.apply_transition(&t).await.unwrap() else {
             panic!("{event}")
@@ -232,6 +234,7 @@ store_conformance!(
                 debit: true,
                 amount: 700,
             }],
+            capture_id: None,
         };
         advance(&store, bad, &TO_SUCCESS, Some(one_sided)).await;
         let listed = store.unbalanced_batches().await.unwrap();
@@ -444,6 +447,7 @@ on_both_backends!(
                 submit_due_at: now + 3_600_000,
                 max_attempts: 5,
                 recovery_key: None,
+                capture_mode: Default::default(),
             })
             .await
             .unwrap();

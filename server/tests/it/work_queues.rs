@@ -56,6 +56,7 @@ async fn payment(store: &Arc<dyn Store>, merchant_id: i64, order: &str) -> Strin
         submit_due_at: NOW + 1_000,
         max_attempts: 5,
         recovery_key: None,
+        capture_mode: Default::default(),
     };
     store.create_payment(&p).await.unwrap();
     p.id
