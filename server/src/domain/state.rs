@@ -1165,6 +1165,41 @@ mod tests {
         }
     }
 
+    /// The lines the lifecycle diagram (docs/payment-lifecycle.md) draws: every row of the
+    /// table and of the force whitelist, `FROM --> TO: event`.
+    fn diagram_lines() -> std::collections::BTreeSet<String> {
+        TRANSITIONS
+            .iter()
+            .chain(FORCE_WHITELIST)
+            .map(|r| format!("{} --> {}: {}", r.from, r.to, r.event))
+            .collect()
+    }
+
+    #[test]
+    fn the_lifecycle_diagram_draws_every_row_of_the_table_and_no_other() {
+        let doc = include_str!("../../../docs/payment-lifecycle.md");
+        // The lines of the mermaid blocks, start and end markers aside.
+        let mut in_diagram = false;
+        let drawn: std::collections::BTreeSet<String> = doc
+            .lines()
+            .map(str::trim)
+            .filter(|l| {
+                if l.starts_with("```") {
+                    in_diagram = *l == "```mermaid";
+                }
+                in_diagram && l.contains(" --> ") && !l.contains("[*]")
+            })
+            .map(str::to_string)
+            .collect();
+        let rows = diagram_lines();
+        let missing: Vec<_> = rows.difference(&drawn).collect();
+        let extra: Vec<_> = drawn.difference(&rows).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "docs/payment-lifecycle.md: missing {missing:#?}, not in the table {extra:#?}"
+        );
+    }
+
     #[test]
     fn names_round_trip() {
         for s in PaymentStatus::ALL {

@@ -278,7 +278,7 @@ impl Core {
     /// One query of a manual-capture payment left UNKNOWN by its authorization, and the step
     /// it justifies (seed 004: query by the same key; resubmit a not-found key a bounded
     /// number of times; fence it before giving up: a void of a key with no hold fences it).
-    pub(crate) async fn resolve_unknown_hold(
+    pub async fn resolve_unknown_hold(
         &self,
         p: Payment,
         source: &str,
@@ -547,7 +547,7 @@ impl Core {
     /// The capture job: settles a CAPTURING payment's capture from a query of the hold (the
     /// channel's captured total says whether it was made), sending it again under its own key
     /// only when the hold is still open and shows nothing of it.
-    pub(crate) async fn settle_capture(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
+    pub async fn settle_capture(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
         let Some(c) = pending(&p).filter(|_| p.status == PaymentStatus::Capturing) else {
             return Ok(Step::Done);
         };
@@ -636,7 +636,7 @@ impl Core {
 
     /// Sends the void of a VOIDING payment (or of an ended hold's rest, after a lapse) and
     /// records VOIDED; the step says whether the job must try again.
-    pub(crate) async fn send_void(
+    pub async fn send_void(
         &self,
         p: Payment,
         source: &str,
@@ -691,7 +691,7 @@ impl Core {
     /// The expiry job: an AUTHORIZED hold past its expiry is recorded lapsed (EXPIRED, or
     /// SUCCESS when a part was captured; the rest released), then voided at the channel by
     /// the row's follow-up job. A capture in flight is left to its own job.
-    pub(crate) async fn expire_hold(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
+    pub async fn expire_hold(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
         let expires_at = p.hold.as_ref().and_then(|h| h.expires_at);
         match (p.status, expires_at) {
             (PaymentStatus::Authorized, Some(at)) if self.clock.now_ms() < at => {

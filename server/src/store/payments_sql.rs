@@ -470,20 +470,6 @@ macro_rules! impl_payments {
             if let Some(posting) = &t.posting {
                 insert_posting(tx, &t.payment_id, posting, t.now).await?;
             }
-            // The outcome's outbox row commits with the transition or not at all.
-            if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to) {
-                insert_outbox_event(
-                    tx,
-                    plan,
-                    after.merchant_id,
-                    event_type,
-                    &after.id,
-                    "",
-                    &$crate::store::views::payment_payload(&after),
-                    t.now,
-                )
-                .await?;
-            }
             // Told once per capture, with its amount.
             if let Some($crate::store::HoldWrite::Capture { id, amount, .. }) = &t.hold {
                 insert_outbox_event(
@@ -494,6 +480,20 @@ macro_rules! impl_payments {
                     &after.id,
                     id,
                     &$crate::store::views::capture_payload(&after, id, *amount),
+                    t.now,
+                )
+                .await?;
+            }
+            // The outcome's outbox row commits with the transition or not at all.
+            if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to) {
+                insert_outbox_event(
+                    tx,
+                    plan,
+                    after.merchant_id,
+                    event_type,
+                    &after.id,
+                    "",
+                    &$crate::store::views::payment_payload(&after),
                     t.now,
                 )
                 .await?;

@@ -188,18 +188,38 @@ pub async fn capture(
             json!({"status": "rejected", "reason": "amount_not_positive"}),
         );
     }
+    // The capture's own amount digits act as a charge's: 53 times out with nothing
+    // committed, 52 answers late and 54 drops the connection after committing (the core
+    // then finds the capture by a query of the hold).
+    let behaviour = Behaviour::for_amount(req.amount);
+    let cfg = &s.inner.cfg;
+    if behaviour == Behaviour::Timeout {
+        tokio::time::sleep(Duration::from_millis(cfg.hang_ms)).await;
+        return reply(StatusCode::GATEWAY_TIMEOUT, json!({"status": "timeout"}));
+    }
     match s
         .inner
         .store
         .capture(&key, &req.capture_key, req.amount, req.r#final, s.now())
         .await
     {
-        Ok(CaptureStep::Captured { amount, hold }) => reply(
-            StatusCode::OK,
-            json!({"status": "captured", "key": key, "capture_key": req.capture_key,
+        Ok(CaptureStep::Captured { amount, hold }) => {
+            let body = json!({"status": "captured", "key": key, "capture_key": req.capture_key,
                    "amount": amount, "captured": hold.captured, "currency": hold.currency,
-                   "closed": hold.closed}),
-        ),
+                   "closed": hold.closed});
+            match behaviour {
+                Behaviour::Slow => {
+                    tokio::time::sleep(Duration::from_millis(cfg.slow_ms)).await;
+                    reply(StatusCode::OK, body)
+                }
+                Behaviour::Dropped => Response::builder()
+                    .status(StatusCode::OK)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Body::new(BrokenBody::new(body.to_string().into())))
+                    .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()),
+                _ => reply(StatusCode::OK, body),
+            }
+        }
         Ok(CaptureStep::Rejected(reason)) => reply(
             StatusCode::UNPROCESSABLE_ENTITY,
             json!({"status": "rejected", "reason": reason}),
