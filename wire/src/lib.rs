@@ -57,8 +57,8 @@ pub use governance::{
     PrivilegeRequest,
 };
 pub use lifecycle::{
-    ActionStatus, DeliveryStatus, EndpointStatus, ErrorItemStatus, JobStatus, PauseStatus,
-    RefundStatus,
+    ActionStatus, CaptureStatus, DeliveryStatus, EndpointStatus, ErrorItemStatus, JobStatus,
+    PauseStatus, RefundStatus,
 };
 pub use lookup::{
     HeaderLine, IdKind, KeyDetail, KeyOutcomeCount, SearchHit, SearchResult, StoredResponseView,

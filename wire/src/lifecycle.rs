@@ -138,6 +138,21 @@ named_status! {
     }
 }
 
+named_status! {
+    sql capture_sql;
+    /// A capture of a hold (issue 34): `pending` while it is in flight (its payment
+    /// CAPTURING), then `captured` or `refused` (by the channel, or by the void or expiry
+    /// that ended the hold first).
+    pub enum CaptureStatus {
+        /// Sent or about to be; settled by its answer or by a query of the hold.
+        Pending = "pending",
+        /// Made at the channel; counted in the payment's captured amount.
+        Captured = "captured",
+        /// Nothing was captured.
+        Refused = "refused",
+    }
+}
+
 impl RefundStatus {
     /// Decided: nothing sends it again.
     pub fn is_final(self) -> bool {
@@ -290,6 +305,7 @@ mod tests {
         assert_eq!(delivery_sql!(Pending), quoted(&DeliveryStatus::Pending));
         assert_eq!(delivery_sql!(Abandoned), quoted(&DeliveryStatus::Abandoned));
         assert_eq!(refund_sql!(Failed), quoted(&RefundStatus::Failed));
+        assert_eq!(capture_sql!(Refused), quoted(&CaptureStatus::Refused));
         assert_eq!(key_sql!(Running), quoted(&KeyState::Running));
         assert_eq!(action_sql!(Executed), quoted(&ActionStatus::Executed));
         assert_eq!(pause_sql!(Active), quoted(&PauseStatus::Active));

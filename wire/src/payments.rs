@@ -152,7 +152,9 @@ pub struct CaptureRecord {
     /// The merchant's `final`: the rest of the hold is released after it.
     pub last: bool,
     /// `pending` (in flight), `captured` or `refused`.
-    pub status: String,
+    #[cfg_attr(feature = "sqlx", sqlx(try_from = "String"))]
+    #[cfg_attr(feature = "utoipa", schema(value_type = String))]
+    pub status: crate::lifecycle::CaptureStatus,
     /// Why it was refused (the channel's reason, or the void or expiry that ended the hold).
     pub reason: Option<String>,
     /// Who asked: `api`, or `action:<id>` for an approved ops capture.

@@ -531,36 +531,7 @@ macro_rules! impl_payments {
                     return Payment::try_from(row);
                 }
                 HoldWrite::BeginCapture { id, amount, last } => {
-                    if pending.is_some() || *amount <= 0 || *amount > before.held_amount() {
-                        return Err(StoreError::Corrupt(format!(
-                            "capture {id} of {amount} on payment {} holding {}",
-                            before.id,
-                            before.held_amount()
-                        )));
-                    }
-                    sqlx::query(
-                        "INSERT INTO payment_captures (id, payment_id, amount, last, status, source, requested_at) \
-                         VALUES ($1, $2, $3, $4, 'pending', $5, $6)",
-                    )
-                    .bind(id)
-                    .bind(&before.id)
-                    .bind(amount)
-                    .bind(last)
-                    .bind(&t.source)
-                    .bind(t.now)
-                    .execute(&mut **tx)
-                    .await?;
-                    let row = sqlx::query_as::<_, PaymentRow>(&format!(
-                        "UPDATE payments SET capture_id = $1, capture_amount = $2, capture_last = $3 \
-                         WHERE id = $4 RETURNING {cols}"
-                    ))
-                    .bind(id)
-                    .bind(amount)
-                    .bind(last)
-                    .bind(&before.id)
-                    .fetch_one(&mut **tx)
-                    .await?;
-                    return Payment::try_from(row);
+                    return begin_capture(tx, before, t, id, *amount, *last).await;
                 }
                 HoldWrite::Capture { id, amount, released } => {
                     if !names_pending(id) || pending.as_ref().is_some_and(|c| c.amount != *amount) {
@@ -569,7 +540,7 @@ macro_rules! impl_payments {
                             before.id
                         )));
                     }
-                    (*amount, *released, Some(("captured", None)))
+                    (*amount, *released, Some((converge_wire::CaptureStatus::Captured, None)))
                 }
                 HoldWrite::RefuseCapture { id, reason } => {
                     if !names_pending(id) {
@@ -578,25 +549,18 @@ macro_rules! impl_payments {
                             before.id
                         )));
                     }
-                    (0, 0, Some(("refused", Some(reason.as_str()))))
+                    (0, 0, Some((converge_wire::CaptureStatus::Refused, Some(reason.as_str()))))
                 }
                 HoldWrite::Release { amount, reason } => (
                     0,
                     *amount,
-                    pending.is_some().then_some(("refused", Some(reason.as_str()))),
+                    pending
+                        .is_some()
+                        .then_some((converge_wire::CaptureStatus::Refused, Some(reason.as_str()))),
                 ),
             };
             if let (Some((status, reason)), Some(c)) = (settles, &pending) {
-                sqlx::query(
-                    "UPDATE payment_captures SET status = $1, reason = $2, settled_at = $3 \
-                     WHERE id = $4 AND status = 'pending'",
-                )
-                .bind(status)
-                .bind(reason)
-                .bind(t.now)
-                .bind(&c.id)
-                .execute(&mut **tx)
-                .await?;
+                settle_capture(tx, &c.id, status, reason, t.now).await?;
             }
             let row = sqlx::query_as::<_, PaymentRow>(&format!(
                 "UPDATE payments SET captured_amount = captured_amount + $1, \
@@ -617,6 +581,73 @@ macro_rules! impl_payments {
                 )));
             }
             Ok(after)
+        }
+
+        /// `HoldWrite::BeginCapture`: the capture's record and the payment's pending capture,
+        /// refused as corrupt when one is pending already or the amount is not held.
+        async fn begin_capture(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            before: &$crate::store::Payment,
+            t: &$crate::store::Transition,
+            id: &str,
+            amount: i64,
+            last: bool,
+        ) -> Result<$crate::store::Payment, $crate::store::StoreError> {
+            use $crate::store::{Payment, PaymentRow, StoreError};
+            let cols = $crate::store::payments_sql::PAYMENT_COLUMNS;
+            let pending = before.hold.as_ref().and_then(|h| h.pending_capture.as_ref());
+            if pending.is_some() || amount <= 0 || amount > before.held_amount() {
+                return Err(StoreError::Corrupt(format!(
+                    "capture {id} of {amount} on payment {} holding {}",
+                    before.id,
+                    before.held_amount()
+                )));
+            }
+            sqlx::query(concat!(
+                "INSERT INTO payment_captures (id, payment_id, amount, last, status, source, requested_at) \
+                 VALUES ($1, $2, $3, $4, ", converge_wire::capture_sql!(Pending), ", $5, $6)"
+            ))
+            .bind(id)
+            .bind(&before.id)
+            .bind(amount)
+            .bind(last)
+            .bind(&t.source)
+            .bind(t.now)
+            .execute(&mut **tx)
+            .await?;
+            let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                "UPDATE payments SET capture_id = $1, capture_amount = $2, capture_last = $3 \
+                 WHERE id = $4 RETURNING {cols}"
+            ))
+            .bind(id)
+            .bind(amount)
+            .bind(last)
+            .bind(&before.id)
+            .fetch_one(&mut **tx)
+            .await?;
+            Payment::try_from(row)
+        }
+
+        /// The pending capture `id` settled as `status` (with the refusal's `reason`), in the
+        /// step's transaction.
+        async fn settle_capture(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            id: &str,
+            status: converge_wire::CaptureStatus,
+            reason: Option<&str>,
+            now: i64,
+        ) -> Result<(), $crate::store::StoreError> {
+            sqlx::query(concat!(
+                "UPDATE payment_captures SET status = $1, reason = $2, settled_at = $3 \
+                 WHERE id = $4 AND status = ", converge_wire::capture_sql!(Pending)
+            ))
+            .bind(status.as_str())
+            .bind(reason)
+            .bind(now)
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+            Ok(())
         }
 
         /// A step's [`SuspenseItem`]($crate::domain::state::SuspenseItem) effect, in its

@@ -46,6 +46,26 @@ pub struct VerifyPaymentRow {
     pub refund_batches: i64,
     /// Open error-pool items naming the payment.
     pub open_error_items: i64,
+    /// `automatic` (a charge) or `manual` (a hold, issue 34).
+    pub capture_mode: String,
+    /// What a manual-capture payment captured, minor units (0 for a charge).
+    pub captured_amount: i64,
+}
+
+impl VerifyPaymentRow {
+    /// A manual-capture payment: a hold, captured in parts, not one charge.
+    pub fn is_hold(&self) -> bool {
+        self.capture_mode == converge_wire::payments::CaptureMode::Manual.as_str()
+    }
+
+    /// What the payment took: its amount, or a hold's captures.
+    pub fn charged_amount(&self) -> i64 {
+        if self.is_hold() {
+            self.captured_amount
+        } else {
+            self.amount
+        }
+    }
 }
 
 /// A ledger batch whose lines do not balance: debits differ from credits, it has no lines, or
@@ -125,7 +145,7 @@ macro_rules! impl_verify {
                      (SELECT COUNT(*) FROM refunds r JOIN ledger_batches b ON b.refund_id = r.id \
                        WHERE r.payment_id = p.id) AS refund_batches, \
                      (SELECT COUNT(*) FROM error_pool ep WHERE ep.payment_id = p.id AND ep.status = ", converge_wire::error_item_sql!(Open), ") \
-                       AS open_error_items \
+                       AS open_error_items, p.capture_mode, p.captured_amount \
                      FROM payments p WHERE p.id > $1 ORDER BY p.id LIMIT $2")),
                 )
                 .bind(after)

@@ -30,7 +30,8 @@ pub fn check_payment(
         });
         return out;
     };
-    if let Some(charges) = charges {
+    // A hold is not a charge at the channel: its captures are checked against the hold.
+    if let Some(charges) = charges.filter(|_| !p.is_hold()) {
         check_channel(p, status, charges, &mut out);
     }
     check_payment_ledger(p, status, &mut out);
@@ -94,10 +95,12 @@ fn check_channel(
 /// otherwise), one batch per succeeded refund, and refund totals that agree with the amount
 /// reserved on the payment.
 fn check_payment_ledger(p: &VerifyPaymentRow, status: PaymentStatus, out: &mut Vec<Breach>) {
-    let posted = matches!(
-        status,
-        PaymentStatus::Success | PaymentStatus::Refunded | PaymentStatus::Reversed
-    );
+    // A hold posts its captures, not a charge batch.
+    let posted = !p.is_hold()
+        && matches!(
+            status,
+            PaymentStatus::Success | PaymentStatus::Refunded | PaymentStatus::Reversed
+        );
     let expected_batches = i64::from(posted);
     if p.charge_batches != expected_batches {
         out.push(Breach::ChargeBatchCount {
@@ -143,12 +146,13 @@ fn check_refund_totals(p: &VerifyPaymentRow, status: PaymentStatus, out: &mut Ve
             ),
         });
     }
-    if status == PaymentStatus::Refunded && p.refunds_succeeded_amount != p.amount {
+    if status == PaymentStatus::Refunded && p.refunds_succeeded_amount != p.charged_amount() {
         out.push(Breach::RefundTotals {
             payment: p.id.clone(),
             detail: format!(
                 "REFUNDED but succeeded refunds total {} of {}",
-                p.refunds_succeeded_amount, p.amount
+                p.refunds_succeeded_amount,
+                p.charged_amount()
             ),
         });
     }
@@ -326,6 +330,8 @@ mod tests {
             refunds_pending: 0,
             refund_batches: 0,
             open_error_items: 0,
+            capture_mode: "automatic".into(),
+            captured_amount: 0,
         }
     }
 

@@ -38,8 +38,12 @@ async fn capture(app: &TestApp, p: &Value, key: &str, amount: i64, last: bool) -
 }
 
 async fn void(app: &TestApp, p: &Value, key: &str) -> Answer {
-    app.post(&format!("/v1/payments/{}/void", id(p)), Some(key), &json!({}))
-        .await
+    app.post(
+        &format!("/v1/payments/{}/void", id(p)),
+        Some(key),
+        &json!({}),
+    )
+    .await
 }
 
 async fn current(app: &TestApp, p: &Value) -> Value {
@@ -54,7 +58,9 @@ async fn stored(app: &TestApp, p: &Value) -> converge_server::store::Payment {
 /// The sandbox's hold under the payment's channel key (`GET /authorizations/{key}`).
 async fn channel_hold(app: &TestApp, p: &Value) -> Value {
     let key = stored(app, p).await.channel_key;
-    app.sandbox_get(&format!("/authorizations/{key}")).await.json()
+    app.sandbox_get(&format!("/authorizations/{key}"))
+        .await
+        .json()
 }
 
 /// The payment's outbox events' types, oldest first.
@@ -69,7 +75,7 @@ async fn event_types(app: &TestApp, p: &Value) -> Vec<String> {
 /// What the payment's ledger batches leave on `account`, debits positive.
 async fn account_net(app: &TestApp, p: &Value, account: &str) -> i64 {
     app.sql_i64(
-        "SELECT COALESCE(SUM(CASE WHEN e.direction = 'debit' THEN e.amount ELSE -e.amount END), 0) \
+        "SELECT CAST(COALESCE(SUM(CASE WHEN e.direction = 'debit' THEN e.amount ELSE -e.amount END), 0) AS BIGINT) \
          FROM ledger_entries e JOIN ledger_batches b ON b.id = e.batch_id \
          WHERE b.payment_id = $1 AND e.account = $2",
         &[id(p), account],
@@ -113,7 +119,10 @@ on_both_backends!(
             (json!("SUCCESS"), json!(500), json!(500), json!(0))
         );
         let channel = channel_hold(&app, &p).await;
-        assert_eq!((channel["captured"].clone(), channel["status"].clone()), (json!(500), json!("captured")));
+        assert_eq!(
+            (channel["captured"].clone(), channel["status"].clone()),
+            (json!(500), json!("captured"))
+        );
         assert_eq!(
             event_types(&app, &p).await,
             [
@@ -124,7 +133,11 @@ on_both_backends!(
             ]
         );
         let merchant = format!("merchant_payable:{}", app.merchant_id);
-        assert_eq!(account_net(&app, &p, &merchant).await, -500, "what was captured is payable");
+        assert_eq!(
+            account_net(&app, &p, &merchant).await,
+            -500,
+            "what was captured is payable"
+        );
         let holds = format!("hold_pending:{}", app.merchant_id);
         assert_eq!(account_net(&app, &p, &holds).await, 0, "the hold is closed");
         assert_eq!(account_net(&app, &p, "channel_holds").await, 0);
@@ -154,7 +167,10 @@ on_both_backends!(
         );
         let captures = app.store.payment_captures(id(&p)).await.unwrap();
         assert_eq!(
-            captures.iter().map(|c| (c.amount, c.status.as_str())).collect::<Vec<_>>(),
+            captures
+                .iter()
+                .map(|c| (c.amount, c.status.as_str()))
+                .collect::<Vec<_>>(),
             [(600, "captured"), (400, "captured")]
         );
         // A capture is idempotent on its key: the replay is the stored answer.
@@ -171,7 +187,10 @@ on_both_backends!(
         let voided = void(&app, &p, "v-1").await;
         assert_eq!(voided.status, 200, "{:?}", voided.json());
         assert_eq!(
-            (voided.json()["status"].clone(), voided.json()["released_amount"].clone()),
+            (
+                voided.json()["status"].clone(),
+                voided.json()["released_amount"].clone()
+            ),
             (json!("VOIDED"), json!(1000))
         );
         assert_eq!(channel_hold(&app, &p).await["status"], "voided");
@@ -240,7 +259,10 @@ on_both_backends!(
         void(&app, &automatic, "v-auto")
             .await
             .assert_error(409, "not_manual_capture");
-        assert_eq!(capture(&app, &p, "c-final", 900, false).await.json()["status"], "SUCCESS");
+        assert_eq!(
+            capture(&app, &p, "c-final", 900, false).await.json()["status"],
+            "SUCCESS"
+        );
         void(&app, &p, "v-captured")
             .await
             .assert_error(409, "not_voidable");
@@ -285,10 +307,16 @@ on_both_backends!(
             let channel = channel_hold(&app, &p).await;
             if c == 200 {
                 assert_eq!(now["status"], "SUCCESS");
-                assert_eq!((channel["status"].clone(), channel["captured"].clone()), (json!("captured"), json!(1000)));
+                assert_eq!(
+                    (channel["status"].clone(), channel["captured"].clone()),
+                    (json!("captured"), json!(1000))
+                );
             } else {
                 assert_eq!(now["status"], "VOIDED");
-                assert_eq!((channel["status"].clone(), channel["captured"].clone()), (json!("voided"), json!(0)));
+                assert_eq!(
+                    (channel["status"].clone(), channel["captured"].clone()),
+                    (json!("voided"), json!(0))
+                );
             }
         }
     }
@@ -301,7 +329,11 @@ on_both_backends!(
         // Digits 54: the sandbox commits the capture and drops the connection.
         let lost = capture(&app, &p, "c-1", 354, false).await;
         assert_eq!(lost.status, 200, "{:?}", lost.json());
-        assert_eq!(lost.json()["status"], "CAPTURING", "undecidable: never refused, never failed");
+        assert_eq!(
+            lost.json()["status"],
+            "CAPTURING",
+            "undecidable: never refused, never failed"
+        );
         assert_eq!(channel_hold(&app, &p).await["captured"], 354);
         // Another capture waits for it.
         capture(&app, &p, "c-2", 100, false)
@@ -318,7 +350,11 @@ on_both_backends!(
             (now["status"].clone(), now["captured_amount"].clone()),
             (json!("AUTHORIZED"), json!(354))
         );
-        assert_eq!(channel_hold(&app, &p).await["captured"], 354, "captured once");
+        assert_eq!(
+            channel_hold(&app, &p).await["captured"],
+            354,
+            "captured once"
+        );
         let capture_batches = app
             .sql_i64(
                 "SELECT COUNT(*) FROM ledger_batches WHERE payment_id = $1 AND kind = 'capture'",
@@ -381,7 +417,10 @@ on_both_backends!(
             .expire_hold(stored(&app, &p).await, "worker")
             .await
             .unwrap();
-        assert!(matches!(waited, converge_server::service::resolve::Step::Wait(_)), "{waited:?}");
+        assert!(
+            matches!(waited, converge_server::service::resolve::Step::Wait(_)),
+            "{waited:?}"
+        );
         app.core()
             .settle_capture(stored(&app, &p).await, "worker")
             .await
@@ -425,7 +464,10 @@ on_both_backends!(
         let voided = void(&app, &p, "v-1").await;
         assert_eq!(voided.status, 200, "{:?}", voided.json());
         let late = create.await.unwrap();
-        assert_eq!(late["status"], "VOIDED", "the late authorization lost the race: {late}");
+        assert_eq!(
+            late["status"], "VOIDED",
+            "the late authorization lost the race: {late}"
+        );
         let now = current(&app, &p).await;
         assert_eq!(now["status"], "VOIDED");
         assert_eq!(channel_hold(&app, &p).await["status"], "voided");
@@ -454,10 +496,7 @@ on_both_backends!(
         assert_eq!(current(&app, &p).await["status"], "AUTHORIZED");
         let declined = hold(&app, "o-declined", 1051).await;
         assert_eq!(declined["status"], "FAILED");
-        assert_eq!(
-            event_types(&app, &declined).await,
-            ["payment.failed"]
-        );
+        assert_eq!(event_types(&app, &declined).await, ["payment.failed"]);
     }
 );
 
@@ -486,14 +525,25 @@ on_both_backends!(
         assert_eq!(cancelled.status, 200, "{:?}", cancelled.json());
         assert_eq!(cancelled.json()["status"], "CANCELED");
         // Its submit job is closed and the channel never heard of it.
-        let after = app.core().drive(stored(&app, &p).await, "worker").await.unwrap();
+        let after = app
+            .core()
+            .drive(stored(&app, &p).await, "worker")
+            .await
+            .unwrap();
         assert_eq!(after.status.as_str(), "CANCELED");
         assert_eq!(app.channel_attempts(&pending.channel_key).await, 0);
-        assert_eq!(app.post(&path, Some("x-2"), &json!({})).await.json()["status"], "CANCELED");
+        assert_eq!(
+            app.post(&path, Some("x-2"), &json!({})).await.json()["status"],
+            "CANCELED"
+        );
         assert_eq!(event_types(&app, &p).await, ["payment.canceled"]);
         let charged = app.pay("k-charged", "o-charged", 1000).await;
-        app.post(&format!("/v1/payments/{}/cancel", id(&charged)), Some("x-3"), &json!({}))
-            .await
-            .assert_error(409, "not_cancelable");
+        app.post(
+            &format!("/v1/payments/{}/cancel", id(&charged)),
+            Some("x-3"),
+            &json!({}),
+        )
+        .await
+        .assert_error(409, "not_cancelable");
     }
 );

@@ -55,6 +55,7 @@ on_both_backends!(payment_answers_have_the_documented_shape, |app| {
         keys,
         [
             "amount",
+            "capture",
             "created_at",
             "currency",
             "id",

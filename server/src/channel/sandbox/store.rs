@@ -127,6 +127,18 @@ pub enum QueryStep {
     NotFound,
 }
 
+/// What can be refunded under `key`: a successful charge's amount, or what a hold's captures
+/// took (issue 34: refunds apply to captured amounts only); None when neither exists.
+async fn refundable_in(tx: &mut Transaction<'_, Sqlite>, key: &str) -> sqlx::Result<Option<i64>> {
+    if let Some(c) = charge_in(tx, key).await? {
+        return Ok(c.succeeded().then_some(c.amount));
+    }
+    Ok(hold_in(tx, key)
+        .await?
+        .filter(|h| h.captured > 0)
+        .map(|h| h.captured))
+}
+
 /// One statement line; `amount` is what the statement claims (digits 57 lie by +1).
 pub struct StatementLine {
     pub key: String,
@@ -352,8 +364,8 @@ impl Store {
         let step = match prior {
             Some((k, a)) if k == charge_key && a == amount => RefundStep::Succeeded,
             Some(_) => RefundStep::Rejected("refund_key_reused"),
-            None => match charge_in(&mut tx, charge_key).await? {
-                Some(c) if c.succeeded() => {
+            None => match refundable_in(&mut tx, charge_key).await? {
+                Some(refundable) => {
                     let (done,): (i64,) = sqlx::query_as(
                         "SELECT COALESCE(SUM(amount), 0) FROM sandbox_refunds WHERE charge_key = ?",
                     )
@@ -362,7 +374,7 @@ impl Store {
                     .await?;
                     if done
                         .checked_add(amount)
-                        .is_none_or(|total| total > c.amount)
+                        .is_none_or(|total| total > refundable)
                     {
                         RefundStep::Rejected("exceeds_charge_amount")
                     } else {
@@ -378,7 +390,7 @@ impl Store {
                         RefundStep::Succeeded
                     }
                 }
-                _ => RefundStep::Rejected("no_successful_charge"),
+                None => RefundStep::Rejected("no_successful_charge"),
             },
         };
         tx.commit().await?;
