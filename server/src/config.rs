@@ -194,6 +194,7 @@ impl Settings {
                 key_retention_secs: 86_400,
                 key_lease_ms: 2_000,
                 purge_interval_secs: 600,
+                tombstone_retention_days: 30,
             },
             jobs: JobSettings {
                 submit_delay_ms: 60_000,
@@ -591,6 +592,13 @@ pub struct IdempotencySettings {
     /// How often expired Idempotency-Keys are purged (seconds).
     #[arg(long, env = "CONVERGE_PURGE_INTERVAL_SECS", default_value_t = 600, value_parser = secs_range_u64())]
     pub purge_interval_secs: u64,
+
+    /// How long the tombstone of an order cancelled before its create is kept (days; TCC by
+    /// business key, issue 34): while it is, a create for that merchant_order_id is refused.
+    /// Kept at least as long as an Idempotency-Key and an authorization (a late Try retried
+    /// under its key, or a hold, cannot outlive it); purged with the keys.
+    #[arg(long, env = "CONVERGE_TOMBSTONE_RETENTION_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub tombstone_retention_days: u64,
 }
 
 impl IdempotencySettings {
@@ -607,6 +615,15 @@ impl IdempotencySettings {
     /// The purge period (at least a second).
     pub fn purge_every(&self) -> Duration {
         Duration::from_secs(self.purge_interval_secs.max(1))
+    }
+
+    /// How long an order's tombstone is kept, ms: `--tombstone-retention-days`, and never
+    /// less than a key's retention or `authorization_ttl_ms` (an authorization's life), so
+    /// neither a retried create under its key nor a hold outlives the tombstone.
+    pub fn tombstone_retention_ms(&self, authorization_ttl_ms: i64) -> i64 {
+        secs_to_ms(self.tombstone_retention_days.saturating_mul(86_400))
+            .max(self.retention_ms())
+            .max(authorization_ttl_ms)
     }
 }
 
@@ -1366,7 +1383,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 73, "every setting is a flag");
+        assert_eq!(seen, 74, "every setting is a flag");
     }
 
     #[test]
