@@ -1546,4 +1546,29 @@ mod tests {
         assert!(e.contains("/nonexistent/converge-audit.pem"), "{e}");
         assert!(!e.contains('\n'));
     }
+
+    #[test]
+    fn tombstones_are_kept_their_days_and_never_less_than_a_key_or_a_hold() {
+        let day = 86_400_000;
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["converge"], args].concat())
+                .expect("flags parse")
+                .settings
+                .idempotency
+        };
+        let ttl = 7 * day;
+        assert_eq!(parse(&[]).tombstone_retention_ms(ttl), 30 * day);
+        let short = parse(&["--tombstone-retention-days", "2"]);
+        assert_eq!(short.tombstone_retention_ms(ttl), ttl);
+        let keys_kept_longer = parse(&[
+            "--tombstone-retention-days",
+            "1",
+            "--key-retention-secs",
+            "259200",
+        ]);
+        assert_eq!(keys_kept_longer.tombstone_retention_ms(day), 3 * day);
+        for bad in ["0", "3651", "x"] {
+            assert!(Cli::try_parse_from(["converge", "--tombstone-retention-days", bad]).is_err());
+        }
+    }
 }

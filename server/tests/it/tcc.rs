@@ -319,3 +319,15 @@ on_both_backends!(
         assert_eq!(channel_requests(&app).await, created);
     }
 );
+
+on_both_backends!(a_frozen_merchant_may_still_cancel_an_order, |app| {
+    // A cancel starts nothing: the freeze (no new payments) does not stop it.
+    assert!(app.store.set_merchant_frozen("acme", true).await.unwrap());
+    let a = cancel(&app, "c-1", "o-1").await;
+    assert_eq!(a.status, 200, "{:?}", a.json());
+    assert_eq!(a.json()["outcome"], "tombstoned");
+    assert!(app.store.set_merchant_frozen("acme", false).await.unwrap());
+    create(&app, "k-1", "o-1", "automatic")
+        .await
+        .assert_error(409, "order_cancelled");
+});
