@@ -194,6 +194,7 @@ impl Settings {
                 key_retention_secs: 86_400,
                 key_lease_ms: 2_000,
                 purge_interval_secs: 600,
+                tombstone_retention_days: 30,
             },
             jobs: JobSettings {
                 submit_delay_ms: 60_000,
@@ -591,6 +592,13 @@ pub struct IdempotencySettings {
     /// How often expired Idempotency-Keys are purged (seconds).
     #[arg(long, env = "CONVERGE_PURGE_INTERVAL_SECS", default_value_t = 600, value_parser = secs_range_u64())]
     pub purge_interval_secs: u64,
+
+    /// How long the tombstone of an order cancelled before its create is kept (days; TCC by
+    /// business key, issue 34): while it is, a create for that merchant_order_id is refused.
+    /// Kept at least as long as an Idempotency-Key and an authorization (a late Try retried
+    /// under its key, or a hold, cannot outlive it); purged with the keys.
+    #[arg(long, env = "CONVERGE_TOMBSTONE_RETENTION_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub tombstone_retention_days: u64,
 }
 
 impl IdempotencySettings {
@@ -607,6 +615,15 @@ impl IdempotencySettings {
     /// The purge period (at least a second).
     pub fn purge_every(&self) -> Duration {
         Duration::from_secs(self.purge_interval_secs.max(1))
+    }
+
+    /// How long an order's tombstone is kept, ms: `--tombstone-retention-days`, and never
+    /// less than a key's retention or `authorization_ttl_ms` (an authorization's life), so
+    /// neither a retried create under its key nor a hold outlives the tombstone.
+    pub fn tombstone_retention_ms(&self, authorization_ttl_ms: i64) -> i64 {
+        secs_to_ms(self.tombstone_retention_days.saturating_mul(86_400))
+            .max(self.retention_ms())
+            .max(authorization_ttl_ms)
     }
 }
 
@@ -1366,7 +1383,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 73, "every setting is a flag");
+        assert_eq!(seen, 74, "every setting is a flag");
     }
 
     #[test]
@@ -1528,5 +1545,30 @@ mod tests {
         let e = s.audit.signing_key().expect_err("refused");
         assert!(e.contains("/nonexistent/converge-audit.pem"), "{e}");
         assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn tombstones_are_kept_their_days_and_never_less_than_a_key_or_a_hold() {
+        let day = 86_400_000;
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["converge"], args].concat())
+                .expect("flags parse")
+                .settings
+                .idempotency
+        };
+        let ttl = 7 * day;
+        assert_eq!(parse(&[]).tombstone_retention_ms(ttl), 30 * day);
+        let short = parse(&["--tombstone-retention-days", "2"]);
+        assert_eq!(short.tombstone_retention_ms(ttl), ttl);
+        let keys_kept_longer = parse(&[
+            "--tombstone-retention-days",
+            "1",
+            "--key-retention-secs",
+            "259200",
+        ]);
+        assert_eq!(keys_kept_longer.tombstone_retention_ms(day), 3 * day);
+        for bad in ["0", "3651", "x"] {
+            assert!(Cli::try_parse_from(["converge", "--tombstone-retention-days", bad]).is_err());
+        }
     }
 }

@@ -590,6 +590,9 @@ fn spawn_tasks(
             store.clone(),
             clock.clone(),
             purge_every,
+            settings
+                .idempotency
+                .tombstone_retention_ms(settings.jobs.timings().authorization_ttl_ms),
         )),
         tokio::spawn(purge_auth_attempts(store.clone(), clock, purge_every)),
         tokio::spawn(crate::worker::monitor::purge_channel_attempts(

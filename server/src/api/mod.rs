@@ -10,6 +10,7 @@ pub mod idempotency;
 pub mod openapi;
 mod payments;
 mod refunds;
+mod tcc;
 mod webhooks;
 
 use converge_wire::ErrorCode;
@@ -63,6 +64,7 @@ pub fn merchant_routes(state: &ApiState) -> (Router<ApiState>, utoipa::openapi::
         .routes(routes!(holds::capture))
         .routes(routes!(holds::void))
         .routes(routes!(holds::cancel))
+        .routes(routes!(tcc::cancel_order))
         .routes(routes!(webhooks::create, webhooks::list))
         .routes(routes!(webhooks::show, webhooks::delete))
         .routes(routes!(webhooks::rotate_secret))

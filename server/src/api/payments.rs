@@ -57,12 +57,10 @@ pub struct CreateBody {
     capture: Option<String>,
 }
 
-fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
-    let amount = validate_amount(b.amount)
-        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidAmount, e.to_string()))?;
-    let (currency, _) = validate_currency(&b.currency)
-        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidCurrency, e.to_string()))?;
-    let order = b.merchant_order_id;
+/// A merchant_order_id as the merchant API accepts it (a create's, a cancel's by business
+/// key): 1 to [`MAX_ORDER_ID`] characters, not only white space, no control characters; else
+/// 400 `invalid_merchant_order_id`.
+pub(super) fn validate_order_id(order: String) -> Result<String, ApiError> {
     if order.trim().is_empty()
         || order.chars().count() > MAX_ORDER_ID
         || order.chars().any(char::is_control)
@@ -74,6 +72,15 @@ fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
             ),
         ));
     }
+    Ok(order)
+}
+
+fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
+    let amount = validate_amount(b.amount)
+        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidAmount, e.to_string()))?;
+    let (currency, _) = validate_currency(&b.currency)
+        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidCurrency, e.to_string()))?;
+    let order = validate_order_id(b.merchant_order_id)?;
     if b.description.chars().count() > MAX_DESCRIPTION {
         return Err(ApiError::bad_request(
             ErrorCode::InvalidDescription,
@@ -131,11 +138,12 @@ fn validate(b: CreateBody) -> Result<PaymentInput, ApiError> {
         )),
         (status = 401, description = "No or unknown merchant key", body = ErrorBody, example = json!({"error": {"code": "unauthorized", "message": "send Authorization: Bearer <merchant API key>"}})),
         (status = 403, description = "The merchant is frozen: it may read but not create payments (nothing is stored; the key stays free)", body = ErrorBody, example = json!({"error": {"code": "merchant_frozen", "message": "the merchant is frozen: it cannot create payments"}})),
-        (status = 409, description = "A request with this Idempotency-Key is still running (retry after `Retry-After` seconds), or merchant_order_id belongs to a payment with other parameters", body = ErrorBody,
+        (status = 409, description = "A request with this Idempotency-Key is still running (retry after `Retry-After` seconds), or merchant_order_id belongs to a payment with other parameters, or the merchant cancelled merchant_order_id before this create (`POST /v1/payments/cancel`: nothing is written or sent; the key stays free)", body = ErrorBody,
             headers(("Retry-After" = u64, description = "Seconds to wait before retrying (for `idempotency_key_in_use` and `payment_busy`)")),
             examples(
                 ("idempotency_key_in_use" = (value = json!({"error": {"code": "idempotency_key_in_use", "message": "a request with this Idempotency-Key is still running"}}))),
-                ("merchant_order_id_conflict" = (value = json!({"error": {"code": "merchant_order_id_conflict", "message": "merchant_order_id \"order-1\" belongs to payment pay_7f3a9c2e4b1d8f6a0c5e2b9d with other parameters"}})))
+                ("merchant_order_id_conflict" = (value = json!({"error": {"code": "merchant_order_id_conflict", "message": "merchant_order_id \"order-1\" belongs to payment pay_7f3a9c2e4b1d8f6a0c5e2b9d with other parameters"}}))),
+                ("order_cancelled" = (value = json!({"error": {"code": "order_cancelled", "message": "merchant_order_id \"order-1\" was cancelled (POST /v1/payments/cancel) before this create: it can never be paid"}})))
             )),
         (status = 413, description = "Body larger than the limit", body = ErrorBody, example = json!({"error": {"code": "body_too_large", "message": "request body is too large"}})),
         (status = 415, description = "Content-Type is not JSON", body = ErrorBody, example = json!({"error": {"code": "unsupported_media_type", "message": "send Content-Type: application/json"}})),
@@ -161,6 +169,14 @@ pub async fn create(
         .await
         .map_err(|e| match e {
             CreateError::OrderConflict(p) => order_conflict(&p),
+            CreateError::OrderCancelled => ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::OrderCancelled,
+                format!(
+                    "merchant_order_id {:?} was cancelled (POST /v1/payments/cancel) before this create: it can never be paid",
+                    input.merchant_order_id
+                ),
+            ),
             CreateError::Frozen => super::auth::frozen(crate::domain::freeze::Frozen(
                 crate::domain::freeze::NewWork::Payments,
             )),

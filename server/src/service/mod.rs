@@ -39,6 +39,7 @@ pub mod relying_party;
 pub mod resolve;
 pub mod sign_in;
 pub mod step_up;
+pub mod tcc;
 pub mod users;
 pub mod webhooks;
 pub mod write;

@@ -69,6 +69,9 @@ pub enum InsertOutcome {
     Existing(Payment),
     /// Same merchant_order_id, other parameters: 409 `merchant_order_id_conflict`.
     OrderConflict(Payment),
+    /// The merchant cancelled this merchant_order_id before (a tombstone): nothing was
+    /// written; 409 `order_cancelled`.
+    Tombstoned,
 }
 
 /// Result of [`Core::create_payment`].
@@ -88,6 +91,9 @@ pub enum CreateOutcome {
     /// Same merchant_order_id, other parameters: 409 `merchant_order_id_conflict` (the key is
     /// claimed and the caller releases it).
     OrderConflict(Payment),
+    /// The merchant cancelled this merchant_order_id before any payment had it (TCC by
+    /// business key): nothing was written, not even the key's claim; 409 `order_cancelled`.
+    Tombstoned,
     /// The key was claimed before: another request's record, or a lapsed claim this request
     /// took over (resume its recovery point). Nothing else was written.
     Key(ClaimResult),
@@ -99,6 +105,10 @@ pub enum CreateOutcome {
 pub enum CreateError {
     /// Same merchant_order_id, other parameters: 409 `merchant_order_id_conflict`.
     OrderConflict(Box<Payment>),
+    /// The merchant cancelled this merchant_order_id first (`POST /v1/payments/cancel` left a
+    /// tombstone): a Try after its Cancel is refused so no hold hangs, 409
+    /// `order_cancelled`; nothing was written and nothing reached the channel.
+    OrderCancelled,
     /// The merchant is frozen and no earlier request with this key created a payment: 403
     /// `merchant_frozen`.
     Frozen,
@@ -123,7 +133,10 @@ impl From<crate::store::StoreError> for CreateError {
 impl Refusal for CreateError {
     fn is_refusal(&self) -> bool {
         match self {
-            CreateError::OrderConflict(_) | CreateError::Frozen | CreateError::Missing => true,
+            CreateError::OrderConflict(_)
+            | CreateError::OrderCancelled
+            | CreateError::Frozen
+            | CreateError::Missing => true,
             CreateError::Failed(e) => e.is_refusal(),
         }
     }
@@ -157,7 +170,8 @@ const MAX_STEPS: usize = 12;
 
 impl Core {
     /// Inserts a PENDING payment with its submit job (one transaction), or finds the
-    /// merchant's payment with the same merchant_order_id.
+    /// merchant's payment with the same merchant_order_id, or finds the order tombstoned
+    /// (nothing written).
     pub async fn insert_payment(
         &self,
         merchant_id: i64,
@@ -173,6 +187,7 @@ impl Core {
                 InsertOutcome::Existing(p)
             }
             CreatePayment::Existing(p) => InsertOutcome::OrderConflict(p),
+            CreatePayment::Tombstoned => InsertOutcome::Tombstoned,
         })
     }
 
@@ -234,6 +249,7 @@ impl Core {
                 }
                 CreateOutcome::Existing(p) => Ok(Answer::Ready(payment_answer(200, &p))),
                 CreateOutcome::OrderConflict(p) => Err(CreateError::OrderConflict(Box::new(p))),
+                CreateOutcome::Tombstoned => Err(CreateError::OrderCancelled),
                 CreateOutcome::Key(_) => Err(CreateError::Failed(ServiceError::Store(
                     crate::store::StoreError::Corrupt("a key outcome as a fresh create".into()),
                 ))),
@@ -262,6 +278,7 @@ impl Core {
                     ))),
                     InsertOutcome::Existing(p) => Ok(Answer::Ready(payment_answer(200, &p))),
                     InsertOutcome::OrderConflict(p) => Err(CreateError::OrderConflict(Box::new(p))),
+                    InsertOutcome::Tombstoned => Err(CreateError::OrderCancelled),
                 },
             }
         };
@@ -312,8 +329,8 @@ impl Core {
     /// Phase 1 of [`create_payment`](Self::create_payment): one transaction claims the key,
     /// inserts the payment with its submit job and submits it (unless submissions are
     /// paused). Continues with the PROCESSING payment to charge; breaks with the outcome when
-    /// there is nothing to send (an existing payment, an order conflict, a claimed key, a
-    /// payment held PENDING by the emergency switch).
+    /// there is nothing to send (an existing payment, an order conflict, a tombstoned order, a
+    /// claimed key, a payment held PENDING by the emergency switch).
     async fn open_keyed(
         &self,
         merchant_id: i64,
@@ -357,6 +374,7 @@ impl Core {
                 return Ok(ControlFlow::Break(CreateOutcome::OrderConflict(p)));
             }
             OpenedPayment::Key(k) => return Ok(ControlFlow::Break(CreateOutcome::Key(k))),
+            OpenedPayment::Tombstoned => return Ok(ControlFlow::Break(CreateOutcome::Tombstoned)),
         };
         if AutoStep::awaits_channel(p.status) && p.status != PaymentStatus::Pending {
             metrics::counter!("converge_transitions_total", "to" => p.status.as_str().to_ascii_lowercase()).increment(1);

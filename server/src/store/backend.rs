@@ -65,6 +65,18 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
         addr: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Serialises, for the rest of `tx`, the transactions that decide on merchant
+    /// `merchant_id`'s `merchant_order_id` (a create's insert, a cancel's tombstone: TCC by
+    /// business key), so each sees what the other committed: on READ COMMITTED a create's
+    /// "no tombstone" and a cancel's "no payment" could both hold otherwise, and both write
+    /// (a hanging Try). A no-op where `begin_write` already excludes every other writer
+    /// (SQLite).
+    fn lock_order(
+        tx: &mut Transaction<'static, Self::Db>,
+        merchant_id: i64,
+        merchant_order_id: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// [`Queue::claim_jobs_except`](super::Queue::claim_jobs_except): leases up to `batch` due
     /// jobs (or lapsed leases) not of `skip_kinds`, never one job to two claimers. The two
     /// dialects differ here (SQLite's one writer; PostgreSQL's `FOR UPDATE SKIP LOCKED`).

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 
 use super::{
     CaptureRecord, CreatePayment, EventRecord, IgnoredEvent, Job, NewPayment, OpenPayment,
-    OpenedPayment, Payment, StoreError, Transition, TransitionResult, TransitionsResult,
+    OpenedPayment, OrderCancel, Payment, StoreError, Transition, TransitionResult,
+    TransitionsResult,
 };
 use crate::store::keys::KeyCompletion;
 
@@ -15,13 +16,18 @@ use crate::store::keys::KeyCompletion;
 #[async_trait]
 pub trait Payments: Send + Sync + 'static {
     /// Inserts a PENDING payment and its submit job in one transaction, or returns the
-    /// merchant's existing payment with the same merchant_order_id.
+    /// merchant's existing payment with the same merchant_order_id, or
+    /// [`CreatePayment::Tombstoned`] (nothing written) when the merchant cancelled that
+    /// merchant_order_id first ([`cancel_order`](Self::cancel_order)): the tombstone is read
+    /// in the insert's transaction, serialised with the cancel's (PostgreSQL: an advisory
+    /// lock on the order, `SqlBackend::lock_order`; SQLite: the one writer).
     async fn create_payment(&self, new: &NewPayment) -> Result<CreatePayment, StoreError>;
     /// Phase 1 of a create under an Idempotency-Key, in one transaction: claims the key as
     /// [`claim_key`](crate::store::keys::KeyStore::claim_key) does; when the claim is
     /// new, inserts the payment with its `created` event and submit job, sets the key's
     /// recovery point to it and applies `open.submit`. A taken merchant_order_id keeps the claim without a recovery point and
-    /// answers [`OpenedPayment::Existing`]. Errors as for the writes it makes.
+    /// answers [`OpenedPayment::Existing`]; a tombstoned one rolls back (not even the claim is
+    /// written) and answers [`OpenedPayment::Tombstoned`]. Errors as for the writes it makes.
     async fn open_payment(&self, open: &OpenPayment) -> Result<OpenedPayment, StoreError>;
     /// Applies `steps` in order in one transaction, each as
     /// [`apply_transition`](Self::apply_transition) would (step N's `from` and `version` are
@@ -37,6 +43,19 @@ pub trait Payments: Send + Sync + 'static {
         steps: &[Transition],
         completion: Option<&KeyCompletion<'_>>,
     ) -> Result<TransitionsResult, StoreError>;
+    /// TCC by business key (seed 004 §5.1), in one transaction serialised with the creates of
+    /// the same order: the merchant's payment with `merchant_order_id` if there is one
+    /// (nothing written), else a tombstone for it at `now` (epoch ms UTC; an existing
+    /// tombstone is kept with its time), so a create that comes after is refused.
+    async fn cancel_order(
+        &self,
+        merchant_id: i64,
+        merchant_order_id: &str,
+        now: i64,
+    ) -> Result<OrderCancel, StoreError>;
+    /// Deletes the tombstones written before `before` (epoch ms UTC; their retention,
+    /// `--tombstone-retention-days`, ended); returns how many.
+    async fn purge_order_tombstones(&self, before: i64) -> Result<u64, StoreError>;
     /// The payment with this id.
     async fn payment(&self, id: &str) -> Result<Option<Payment>, StoreError>;
     /// The payment whose channel key is `channel_key`.

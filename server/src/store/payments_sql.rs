@@ -117,6 +117,10 @@ macro_rules! impl_payments {
                 use $crate::store::CreatePayment;
                 let mut tx = self.begin_write().await?;
                 let created = insert_payment(&mut tx, n).await?;
+                if matches!(created, CreatePayment::Tombstoned) {
+                    tx.rollback().await?;
+                    return Ok(created);
+                }
                 if let (CreatePayment::Created(_), Some(k)) = (&created, &n.recovery_key) {
                     // A lost lease leaves the key as it is (`NewPayment::recovery_key`).
                     set_key_resource_in(&mut *tx, k, &n.id).await?;
@@ -164,6 +168,12 @@ macro_rules! impl_payments {
                         tx.commit().await?;
                         return Ok(OpenedPayment::Existing(p));
                     }
+                    CreatePayment::Tombstoned => {
+                        // Nothing of this request stays: not the claim either (the caller
+                        // answers 409 and releases a key that is not there).
+                        tx.rollback().await?;
+                        return Ok(OpenedPayment::Tombstoned);
+                    }
                 };
                 if let Some((t, rule)) = submit {
                     match apply_step(&mut tx, self.outbox_plan(), t, rule).await? {
@@ -183,6 +193,55 @@ macro_rules! impl_payments {
                 }
                 tx.commit().await?;
                 Ok(OpenedPayment::Created(created))
+            }
+
+            async fn cancel_order(
+                &self,
+                merchant_id: i64,
+                merchant_order_id: &str,
+                now: i64,
+            ) -> Result<$crate::store::OrderCancel, $crate::store::StoreError> {
+                use $crate::store::{OrderCancel, Payment, PaymentRow};
+                let mut tx = self.begin_write().await?;
+                <$store as $crate::store::backend::SqlBackend>::lock_order(&mut tx, merchant_id, merchant_order_id).await?;
+                let row = sqlx::query_as::<_, PaymentRow>(&format!(
+                    "SELECT {} FROM payments WHERE merchant_id = $1 AND merchant_order_id = $2",
+                    $crate::store::payments_sql::PAYMENT_COLUMNS
+                ))
+                .bind(merchant_id)
+                .bind(merchant_order_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some(row) = row {
+                    tx.commit().await?;
+                    return Ok(OrderCancel::Payment(Box::new(Payment::try_from(row)?)));
+                }
+                sqlx::query(
+                    "INSERT INTO order_tombstones (merchant_id, merchant_order_id, created_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (merchant_id, merchant_order_id) DO NOTHING",
+                )
+                .bind(merchant_id)
+                .bind(merchant_order_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                let since: i64 = sqlx::query_scalar(
+                    "SELECT created_at FROM order_tombstones WHERE merchant_id = $1 AND merchant_order_id = $2",
+                )
+                .bind(merchant_id)
+                .bind(merchant_order_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(OrderCancel::Tombstoned { since })
+            }
+
+            async fn purge_order_tombstones(&self, before: i64) -> Result<u64, $crate::store::StoreError> {
+                let r = sqlx::query("DELETE FROM order_tombstones WHERE created_at < $1")
+                    .bind(before)
+                    .execute(self.writer())
+                    .await?;
+                Ok(r.rows_affected())
             }
 
             async fn payment(&self, id: &str) -> Result<Option<$crate::store::Payment>, $crate::store::StoreError> {
@@ -349,16 +408,25 @@ macro_rules! impl_payments {
         }
 
         /// A PENDING payment with its `created` event and submit job, in the caller's
-        /// transaction; or, when the merchant_order_id is taken, the payment that has it.
+        /// transaction; or, when the merchant_order_id is taken, the payment that has it; or,
+        /// when it is tombstoned, nothing ([`CreatePayment::Tombstoned`]; the caller rolls
+        /// back). The order's lock comes first (`SqlBackend::lock_order`, one statement on
+        /// PostgreSQL, none on SQLite), so the insert's own snapshot sees a tombstone any
+        /// cancel of the order committed; the tombstone is read by the insert itself (its
+        /// `NOT EXISTS`), no statement more.
         async fn insert_payment(
             tx: &mut $crate::store::backend::Tx<$store>,
             n: &$crate::store::NewPayment,
         ) -> Result<$crate::store::CreatePayment, $crate::store::StoreError> {
             use $crate::store::{CreatePayment, Payment, PaymentRow};
+            <$store as $crate::store::backend::SqlBackend>::lock_order(tx, n.merchant_id, &n.merchant_order_id).await?;
+            // SQLite needs the WHERE for `INSERT ... SELECT ... ON CONFLICT` to parse (the
+            // upsert's ON is not a join's); the NOT EXISTS is it.
             let row = sqlx::query_as::<_, PaymentRow>(&format!(
                 "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
                  params_hash, status, version, channel_key, created_at, updated_at, connector, capture_mode) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9, $10, $11) \
+                 SELECT $1, $2, $3, $4, $5, $6, $7, 'PENDING', 1, $8, $9, $9, $10, $11 \
+                 WHERE NOT EXISTS (SELECT 1 FROM order_tombstones t WHERE t.merchant_id = $2 AND t.merchant_order_id = $3) \
                  ON CONFLICT (merchant_id, merchant_order_id) DO NOTHING RETURNING {}",
                 $crate::store::payments_sql::PAYMENT_COLUMNS
             ))
@@ -376,15 +444,19 @@ macro_rules! impl_payments {
             .fetch_optional(&mut **tx)
             .await?;
             let Some(row) = row else {
+                // Not inserted: the order is taken (its payment) or tombstoned (none).
                 let row = sqlx::query_as::<_, PaymentRow>(&format!(
                     "SELECT {} FROM payments WHERE merchant_id = $1 AND merchant_order_id = $2",
                     $crate::store::payments_sql::PAYMENT_COLUMNS
                 ))
                 .bind(n.merchant_id)
                 .bind(&n.merchant_order_id)
-                .fetch_one(&mut **tx)
+                .fetch_optional(&mut **tx)
                 .await?;
-                return Ok(CreatePayment::Existing(Payment::try_from(row)?));
+                return Ok(match row {
+                    Some(row) => CreatePayment::Existing(Payment::try_from(row)?),
+                    None => CreatePayment::Tombstoned,
+                });
             };
             sqlx::query(
                 "INSERT INTO payment_events (payment_id, event_id, event, from_status, to_status, applied, \

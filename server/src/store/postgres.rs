@@ -113,6 +113,22 @@ impl super::SqlBackend for PgStore {
         Ok(())
     }
 
+    /// Serialises the creates and cancels of one merchant's order across connections and
+    /// processes for the rest of the transaction (two-key advisory lock in its own key space;
+    /// two orders whose hashes collide only wait for each other).
+    async fn lock_order(
+        tx: &mut Transaction<'static, Postgres>,
+        merchant_id: i64,
+        merchant_order_id: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_advisory_xact_lock(1668247160, hashtext($1::text || ':' || $2))")
+            .bind(merchant_id)
+            .bind(merchant_order_id)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
     /// Leases due jobs with `FOR UPDATE SKIP LOCKED` in a CTE, so concurrent claimers skip
     /// each other's rows and a claim never returns more than `batch` rows.
     async fn claim_due_jobs(

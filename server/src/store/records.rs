@@ -154,6 +154,24 @@ pub enum CreatePayment {
     Created(Payment),
     /// The merchant already has a payment with this merchant_order_id.
     Existing(Payment),
+    /// The merchant cancelled this merchant_order_id before any payment had it (a tombstone,
+    /// [`Payments::cancel_order`](super::Payments::cancel_order)): nothing was written.
+    Tombstoned,
+}
+
+/// What [`Payments::cancel_order`](super::Payments::cancel_order) found for a merchant's
+/// merchant_order_id (TCC by business key, seed 004 §5.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrderCancel {
+    /// The merchant has a payment with it: nothing was written (the caller cancels or voids
+    /// it).
+    Payment(Box<Payment>),
+    /// No payment has it: the order is tombstoned (now, or by an earlier cancel) since
+    /// `since` (epoch ms UTC), so a later create for it is refused.
+    Tombstoned {
+        /// When the tombstone was written, epoch ms UTC.
+        since: i64,
+    },
 }
 
 /// Phase 1 of a create under an Idempotency-Key, for
@@ -179,6 +197,9 @@ pub enum OpenedPayment {
     /// Key claimed (no recovery point); the merchant already has a payment with this
     /// merchant_order_id, which is returned.
     Existing(Payment),
+    /// The merchant_order_id is tombstoned ([`CreatePayment::Tombstoned`]): the transaction
+    /// was rolled back, so not even the key's claim was written.
+    Tombstoned,
     /// The key was claimed before and nothing was written but what
     /// [`KeyStore::claim_key`](crate::store::keys::KeyStore::claim_key) writes: a lapsed claim taken over
     /// (`Claimed` with the crashed request's recovery point) or another request's record.

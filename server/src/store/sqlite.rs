@@ -183,6 +183,16 @@ impl super::SqlBackend for SqliteStore {
         Ok(())
     }
 
+    /// An order's create and cancel need no extra lock: `BEGIN IMMEDIATE` already makes
+    /// this transaction the only writer.
+    async fn lock_order(
+        _tx: &mut Transaction<'static, Sqlite>,
+        _merchant_id: i64,
+        _merchant_order_id: &str,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// The one writer connection and `BEGIN IMMEDIATE` serialise claimers, so the `IN (...
     /// LIMIT n)` subquery cannot hand one job to two of them.
     async fn claim_due_jobs(

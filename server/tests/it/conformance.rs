@@ -352,7 +352,7 @@ async fn acme_payment(store: &Arc<dyn Store>) -> (i64, Payment) {
         .unwrap()
     {
         CreatePayment::Created(p) => (m, p),
-        CreatePayment::Existing(_) => panic!("a new order is created"),
+        other => panic!("a new order is created: {other:?}"),
     }
 }
 
@@ -2079,5 +2079,111 @@ store_conformance!(
         assert!(!store.replay_refused_event("ev-1", &audit).await.unwrap());
         // The replay's audit record was written with it, and only for the one replay.
         assert_eq!(store.audit_for_target("user:ann").await.unwrap().len(), 1);
+    }
+);
+
+// --- TCC by business key: order tombstones (issue 34) ---------------------------------------
+
+store_conformance!(
+    an_order_cancelled_before_its_payment_is_tombstoned_and_refuses_its_create,
+    |store| {
+        use converge_server::store::{OpenPayment, OpenedPayment, OrderCancel};
+        let m = merchant(&store, "acme").await;
+        assert_eq!(
+            store.cancel_order(m, "o-1", NOW).await.unwrap(),
+            OrderCancel::Tombstoned { since: NOW }
+        );
+        // A second cancel keeps the first tombstone and its time.
+        assert_eq!(
+            store.cancel_order(m, "o-1", NOW + 5).await.unwrap(),
+            OrderCancel::Tombstoned { since: NOW }
+        );
+        // The create is refused and writes nothing: no payment, no job.
+        assert_eq!(
+            store
+                .create_payment(&new_payment(m, "o-1", 1000))
+                .await
+                .unwrap(),
+            CreatePayment::Tombstoned
+        );
+        assert_eq!(store.payment("pay_o-1").await.unwrap(), None);
+        assert!(store.payment_jobs("pay_o-1").await.unwrap().is_empty());
+        // Phase 1 of a keyed create rolls back, its claim with it: the key is new again.
+        let c = claim(m, "k-1", "fp", "tok-1", NOW);
+        let opened = store
+            .open_payment(&OpenPayment {
+                claim: c.clone(),
+                payment: new_payment(m, "o-1", 1000),
+                submit: None,
+            })
+            .await
+            .unwrap();
+        assert!(matches!(opened, OpenedPayment::Tombstoned), "{opened:?}");
+        assert_eq!(store.payment("pay_o-1").await.unwrap(), None);
+        assert_eq!(
+            store
+                .claim_key(&claim(m, "k-1", "fp", "tok-2", NOW))
+                .await
+                .unwrap(),
+            ClaimResult::Claimed { resource_id: None }
+        );
+        // Another merchant's order of the same id is not tombstoned.
+        let other = merchant(&store, "globex").await;
+        let mut theirs = new_payment(other, "o-1", 1000);
+        theirs.id = "pay_theirs".into();
+        theirs.channel_key = "ck_theirs".into();
+        assert!(matches!(
+            store.create_payment(&theirs).await.unwrap(),
+            CreatePayment::Created(_)
+        ));
+        // The cancel of an order that has a payment finds it and writes no tombstone.
+        let CreatePayment::Created(p) = store
+            .create_payment(&new_payment(m, "o-2", 1000))
+            .await
+            .unwrap()
+        else {
+            panic!("o-2 is new")
+        };
+        assert_eq!(
+            store.cancel_order(m, "o-2", NOW).await.unwrap(),
+            OrderCancel::Payment(Box::new(p))
+        );
+        // Purged after its retention (written before the cut), and the order is free again.
+        assert_eq!(store.purge_order_tombstones(NOW).await.unwrap(), 0);
+        assert_eq!(store.purge_order_tombstones(NOW + 1).await.unwrap(), 1);
+        assert!(matches!(
+            store
+                .create_payment(&new_payment(m, "o-1", 1000))
+                .await
+                .unwrap(),
+            CreatePayment::Created(_)
+        ));
+    }
+);
+
+store_conformance!(
+    a_create_and_a_cancel_of_one_order_racing_never_both_win,
+    |store| {
+        use converge_server::store::OrderCancel;
+        let m = merchant(&store, "acme").await;
+        let (mut created, mut tombstoned) = (0, 0);
+        for round in 0..20 {
+            let order = format!("race-{round}");
+            let n = new_payment(m, &order, 1000);
+            let (made, undone) =
+                tokio::join!(store.create_payment(&n), store.cancel_order(m, &order, NOW));
+            match (made.unwrap(), undone.unwrap()) {
+                (CreatePayment::Created(p), OrderCancel::Payment(found)) => {
+                    assert_eq!(found.id, p.id, "round {round}");
+                    created += 1;
+                }
+                (CreatePayment::Tombstoned, OrderCancel::Tombstoned { .. }) => {
+                    assert_eq!(store.payment(&n.id).await.unwrap(), None, "round {round}");
+                    tombstoned += 1;
+                }
+                other => panic!("round {round}: both or neither won: {other:?}"),
+            }
+        }
+        assert_eq!(created + tombstoned, 20);
     }
 );

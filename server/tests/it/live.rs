@@ -36,7 +36,7 @@ async fn create(store: &Arc<dyn Store>, merchant_id: i64, order: &str) -> String
         .expect("payment")
     {
         CreatePayment::Created(p) => p.id,
-        CreatePayment::Existing(_) => panic!("payment {order} existed"),
+        other => panic!("payment {order} existed: {other:?}"),
     }
 }
 
@@ -116,7 +116,7 @@ store_conformance!(
             p.now = NOW + 5;
             match store.create_payment(&p).await.unwrap() {
                 CreatePayment::Created(p) => ids.push(p.id),
-                CreatePayment::Existing(_) => panic!(),
+                other => panic!("{other:?}"),
             }
         }
         let set = store.changes_since(&later, 2).await.unwrap();

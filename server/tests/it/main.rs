@@ -38,6 +38,7 @@ mod sandbox;
 mod sandbox_behaviours;
 mod secrets_at_rest;
 mod source_rules;
+mod tcc;
 mod trace_context;
 mod transitions;
 mod two_phase;

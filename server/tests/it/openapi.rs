@@ -11,6 +11,7 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
         ("/v1/payments", "post"),
         ("/v1/payments/{id}", "get"),
         ("/v1/payments/{id}/refunds", "post"),
+        ("/v1/payments/cancel", "post"),
         ("/v1/channel/callbacks", "post"),
         ("/health", "get"),
         ("/ops/v1/login", "post"),
@@ -106,6 +107,7 @@ on_both_backends!(the_document_covers_the_merchant_and_ops_apis, |app| {
     );
     let schemas = &doc["components"]["schemas"];
     assert!(schemas["PaymentView"].is_object() && schemas["ErrorBody"].is_object());
+    assert!(schemas["OrderCancelView"].is_object() && schemas["CancelOrderBody"].is_object());
 
     let page = app.get("/openapi").await;
     assert_eq!(page.status, 200);
