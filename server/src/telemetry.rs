@@ -250,6 +250,10 @@ fn describe_metrics() {
 fn describe_channel_metrics() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
+        "converge_channel_authorizations_total",
+        "Authorizations (holds of manual-capture payments) sent to the channel, by outcome (authorized, declined, error)."
+    );
+    describe_counter!(
         "converge_channel_attempts_total",
         "Charge attempts at each connector, by connector and outcome (success, decline, or the undecidable reason: timeout, 5xx, dropped, garbled)."
     );
