@@ -382,6 +382,7 @@ impl Core {
             offers: crate::domain::actions::offers_with_pending(
                 payment.status,
                 wakeable,
+                crate::domain::actions::HoldFacts::of(&payment, self.clock.now_ms()),
                 actions
                     .iter()
                     .find(|a| a.status == ActionStatus::Pending)
@@ -395,6 +396,7 @@ impl Core {
             audit: payment_audit(store.as_ref(), id).await?,
             actions,
             idempotency_keys: wire(store.payment_keys(id).await?),
+            captures: store.payment_captures(id).await?,
             payment,
         }))
     }
