@@ -330,14 +330,16 @@ impl Core {
             .map_err(|e| e.to_string())?
             .into_iter()
             .find(|c| c.id == id);
+        // By the status's name: `captured`, `pending` or `refused`.
+        let known = known.map(|c| (c.status.to_string(), c.reason));
         let after = match known {
-            Some(c) if c.status == "refused" => {
+            Some((status, reason)) if status == "refused" => {
                 return Err(format!(
                     "the channel refused capture {id}: {}",
-                    c.reason.unwrap_or_default()
+                    reason.unwrap_or_default()
                 ));
             }
-            Some(c) if c.status == "pending" && p.status == PaymentStatus::Capturing => {
+            Some((status, _)) if status == "pending" && p.status == PaymentStatus::Capturing => {
                 self.settle_capture(p.clone(), &source)
                     .await
                     .map_err(|e| e.to_string())?;

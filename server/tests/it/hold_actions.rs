@@ -341,3 +341,41 @@ on_both_backends!(
         );
     }
 );
+
+on_both_backends!(
+    the_dashboard_counts_the_holds_expiring_within_a_day,
+    |s| { s.jobs.authorization_ttl_secs = 3_600 },
+    |app| {
+        let (op, _ap) = users(&app).await;
+        let first = held(&app, "o-exp-1", 3_000).await;
+        held(&app, "o-exp-2", 1_250).await;
+        // A hold captured in part counts with what it still holds.
+        let a = app
+            .post(
+                &format!("/v1/payments/{first}/captures"),
+                Some("k-exp-part"),
+                &json!({"amount": 1_000}),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{}", a.json());
+        let (s, d) = ops_get(&op, &app, "/ops/v1/dashboard").await;
+        assert_eq!(s, 200, "{d}");
+        let holds = &d["holds"];
+        assert_eq!(holds["count"], 2, "{holds}");
+        assert_eq!(holds["held"], json!([["CNY", 3_250]]), "{holds}");
+        let soonest = app
+            .store
+            .payment(&first)
+            .await
+            .unwrap()
+            .unwrap()
+            .hold
+            .unwrap()
+            .expires_at
+            .unwrap();
+        assert_eq!(holds["oldest_expiry"], soonest);
+        let generated = d["generated_at"].as_i64().unwrap();
+        assert_eq!(holds["before"], generated + 86_400_000);
+        assert!(soonest <= generated + 3_600_000, "{soonest} {generated}");
+    }
+);
