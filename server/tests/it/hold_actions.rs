@@ -379,3 +379,63 @@ on_both_backends!(
         assert!(soonest <= generated + 3_600_000, "{soonest} {generated}");
     }
 );
+
+on_both_backends!(
+    an_execution_run_again_after_its_capture_finds_it_and_captures_nothing_more,
+    |app| {
+        use converge_server::service::executors::capture_id_of;
+        use converge_server::service::holds::CaptureInput;
+        let payment = held(&app, "o-again", 4_000).await;
+        let p = app.store.payment(&payment).await.unwrap().unwrap();
+        let actor = crate::support::setup_actor();
+        let action = converge_server::store::NewAction {
+            id: "act_0123456789abcdef01234567".into(),
+            kind: "capture".into(),
+            payment_id: payment.clone(),
+            requested_by: "op".into(),
+            reason: "goods shipped".into(),
+            evidence: String::new(),
+            target_status: None,
+            capture_amount: Some(1_500),
+            capture_final: Some(false),
+            payment_version: p.version,
+            status: "approved".into(),
+            now: 0,
+            expires_at: i64::MAX,
+        };
+        let audit = actor.entry(
+            0,
+            "action_requested",
+            "t",
+            "r",
+            String::new(),
+            String::new(),
+        );
+        app.store.create_action(&action, &audit).await.unwrap();
+        // An earlier execution captured under the action's capture id, then died before it
+        // recorded the action's outcome.
+        let id = capture_id_of(&action.id);
+        assert_eq!(id, "cap_0123456789abcdef01234567");
+        app.core()
+            .capture_hold(
+                &p,
+                CaptureInput {
+                    amount: 1_500,
+                    last: false,
+                },
+                Some(id.clone()),
+                &format!("action:{}", action.id),
+            )
+            .await
+            .unwrap();
+        // Run again: the payment moved past the pinned version, yet the capture is found and
+        // reported; the channel holds one capture.
+        let out = app.core().execute_action(&actor, &action.id).await.unwrap();
+        assert_eq!(out.status.as_str(), "executed", "{out:?}");
+        let result: Value = serde_json::from_str(out.result.as_deref().unwrap()).unwrap();
+        assert_eq!(result["capture_id"], id.as_str());
+        assert_eq!(result["captured_amount"], 1_500);
+        assert_eq!(channel_hold(&app, &payment).await["captured"], 1_500);
+        assert_eq!(app.store.payment_captures(&payment).await.unwrap().len(), 1);
+    }
+);
