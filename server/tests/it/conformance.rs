@@ -2091,7 +2091,8 @@ store_conformance!(
         // (status, amount, currency, captured, released, expires at): only AUTHORIZED holds
         // expiring before now + 24 h count, already lapsed ones (not yet released) included;
         // what each still holds is its amount less what was captured and released.
-        let rows: [(&str, i64, &str, i64, i64, Option<i64>); 7] = [
+        type Row = (&'static str, i64, &'static str, i64, i64, Option<i64>);
+        let rows: [Row; 7] = [
             ("AUTHORIZED", 10_000, "CNY", 4_000, 0, Some(now + 3_600_000)),
             ("AUTHORIZED", 2_500, "CNY", 0, 0, Some(now - 60_000)),
             ("AUTHORIZED", 700, "JPY", 0, 0, Some(now + day - 1)),
