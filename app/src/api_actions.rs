@@ -28,8 +28,9 @@ mod ssr {
     }
 }
 
-/// Requests an action on a payment (operator): `query` and `retry` run at once, `reverse`
-/// and `force_transition` wait for an approver. A pending request blocks a second one.
+/// Requests an action on a payment (operator): `query` and `retry` run at once, `reverse`,
+/// `force_transition`, `capture` and `void` wait for an approver. A pending request blocks a
+/// second one. A capture carries its amount (integer minor units) and whether it is final.
 #[server(endpoint = "request_action")]
 pub async fn request_action(
     kind: String,
@@ -37,6 +38,8 @@ pub async fn request_action(
     reason: String,
     target_status: Option<String>,
     evidence: Option<String>,
+    capture_amount: Option<i64>,
+    capture_final: Option<bool>,
 ) -> Result<ActionRecord, ServerFnError> {
     use converge_server::domain::roles::Permission;
     use converge_server::service::actions::ActionRequest;
@@ -48,6 +51,8 @@ pub async fn request_action(
         reason,
         target_status: blank(target_status),
         evidence: blank(evidence),
+        capture_amount,
+        capture_final,
     };
     let a = st
         .core

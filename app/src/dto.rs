@@ -22,6 +22,7 @@ pub use converge_wire::lifecycle::{
     ActionStatus, DeliveryStatus, EndpointStatus, ErrorItemStatus, JobStatus, KeyState,
     PauseStatus, RefundStatus,
 };
+pub use converge_wire::payments::{CaptureMode, CaptureRecord, Hold};
 pub use converge_wire::{
     ActionKind, ActionOffer, ActionRecord, ApprovalInbox, ApprovalItem, AttemptRow, AuditList,
     AuditListQuery, AuditRecord, AuditRow, AuditVerify, BulkItem, BulkOutcome, Dashboard,

@@ -251,11 +251,13 @@ fn fields_of(
 }
 
 /// A maker-checker request's kind as the console names it: `force_transition → SUCCESS`
-/// for a forced move, the bare kind otherwise.
+/// for a forced move, `capture (partial)` or `capture (final)` for a capture (its amount is
+/// shown in major units where the currency is known), the bare kind otherwise.
 pub fn action_kind(a: &crate::dto::ActionRecord) -> String {
-    match &a.target_status {
-        Some(t) => format!("{} → {t}", a.kind),
-        None => a.kind.clone(),
+    match (&a.target_status, a.capture_final) {
+        (Some(t), _) => format!("{} → {t}", a.kind),
+        (None, Some(last)) => format!("{} ({})", a.kind, if last { "final" } else { "partial" }),
+        (None, None) => a.kind.clone(),
     }
 }
 
@@ -350,6 +352,10 @@ impl Toned for crate::dto::PaymentStatus {
             P::Failed | P::Reversed => Tone::Bad,
             P::Unknown | P::Suspense => Tone::Warn,
             P::Pending | P::Processing | P::ChannelSuccess => Tone::Busy,
+            // A hold (issue 34): open or in flight until captured, voided or lapsed; a hold
+            // that ended without a capture closed without an outcome of its own.
+            P::Authorizing | P::Authorized | P::Capturing | P::Voiding => Tone::Busy,
+            P::Voided | P::Expired | P::Canceled => Tone::Other,
         }
     }
 }
@@ -635,8 +641,23 @@ mod tests {
             expires_at: 1,
             decided_at: None,
             executed_at: None,
+            capture_amount: None,
+            capture_final: None,
         };
         assert_eq!(action_kind(&a), "force_transition → SUCCESS");
+        let capture = crate::dto::ActionRecord {
+            kind: "capture".into(),
+            target_status: None,
+            capture_amount: Some(4_000),
+            capture_final: Some(false),
+            ..a.clone()
+        };
+        assert_eq!(action_kind(&capture), "capture (partial)");
+        let last = crate::dto::ActionRecord {
+            capture_final: Some(true),
+            ..capture
+        };
+        assert_eq!(action_kind(&last), "capture (final)");
         assert_eq!(action_decision(&a), "—");
         a.decided_by = Some("bob".into());
         a.decision_reason = Some(String::new());

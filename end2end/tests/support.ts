@@ -58,7 +58,7 @@ export function unique(prefix: string): string {
 export async function createPayment(
   request: APIRequestContext,
   key: string,
-  body: { amount: number; currency: string; merchant_order_id: string },
+  body: { amount: number; currency: string; merchant_order_id: string; capture?: "automatic" | "manual" },
   idempotencyKey: string,
 ): Promise<{ id: string; status: string }> {
   const response = await request.post("/v1/payments", {

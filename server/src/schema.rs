@@ -237,7 +237,7 @@ pub fn stuck_status_or_null_schema() -> utoipa::openapi::Object {
 /// The body of `POST /ops/v1/actions`: `force_transition` needs `target_status` and
 /// `evidence`; the other kinds take neither (and ignore them when sent).
 pub fn action_request_schema() -> utoipa::openapi::schema::Schema {
-    use utoipa::openapi::schema::{AdditionalProperties, OneOfBuilder};
+    use utoipa::openapi::schema::{AdditionalProperties, OneOfBuilder, SchemaType};
     let common = |kinds: utoipa::openapi::Object| {
         ObjectBuilder::new()
             .property("kind", kinds)
@@ -264,6 +264,23 @@ pub fn action_request_schema() -> utoipa::openapi::schema::Schema {
                 .property("target_status", optional(ObjectBuilder::new().schema_type(Type::String).pattern(Some(NO_NUL)).build()))
                 .property("evidence", optional(ObjectBuilder::new().schema_type(Type::String).pattern(Some(NO_NUL)).build()))
                 .description(Some("query, retry (run at once) or reverse (waits for an approver)")),
+        )
+        .item(
+            common(strings(&["void"]))
+                .description(Some("void a manual-capture payment's hold (waits for an approver)")),
+        )
+        .item(
+            common(strings(&["capture"]))
+                .property(
+                    "capture_amount",
+                    ObjectBuilder::new()
+                        .schema_type(Type::Integer)
+                        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Int64)))
+                        .minimum(Some(1)),
+                )
+                .required("capture_amount")
+                .property("capture_final", ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::Boolean, Type::Null])))
+                .description(Some("capture an amount (integer minor units) of a manual-capture payment's hold, final or not (waits for an approver)")),
         )
         .item(
             common(strings(&["force_transition"]))

@@ -1,6 +1,7 @@
 //! The kinds of ops action on a payment (DESIGN.md "Ops console": `query` and `retry` run at
-//! once for an operator; `reverse` and `force_transition` are requested by an operator and
-//! approved by a different approver). Here because the console offers, labels and compares
+//! once for an operator; `reverse`, `force_transition` and a manual-capture payment's
+//! `capture` and `void` (issue 34) are requested by an operator and approved by a different
+//! approver). Here because the console offers, labels and compares
 //! them and cannot depend on the server crate; the server's domain re-exports the enum
 //! (`domain::actions::ActionKind`) and keeps the rules of when each may run.
 
@@ -20,16 +21,23 @@ pub enum ActionKind {
     Reverse,
     /// Move to a whitelisted target status on the operator's evidence.
     ForceTransition,
+    /// Capture an amount of a manual-capture payment's hold (issue 34), in part or as the
+    /// final capture that releases the rest.
+    Capture,
+    /// Void a manual-capture payment's hold: release all of it (issue 34).
+    Void,
 }
 
 impl ActionKind {
     /// Every kind, in the order the console lists them. The exhaustive match in the test
     /// `every_kind_is_listed` fails to compile when a variant is added and not listed here.
-    pub const ALL: [ActionKind; 4] = [
+    pub const ALL: [ActionKind; 6] = [
         ActionKind::Query,
         ActionKind::Retry,
         ActionKind::Reverse,
         ActionKind::ForceTransition,
+        ActionKind::Capture,
+        ActionKind::Void,
     ];
 
     /// The stored names of the kinds a second person approves: what the approvals inbox
@@ -49,13 +57,21 @@ impl ActionKind {
             ActionKind::Retry => "retry",
             ActionKind::Reverse => "reverse",
             ActionKind::ForceTransition => "force_transition",
+            ActionKind::Capture => "capture",
+            ActionKind::Void => "void",
         }
     }
 
     /// Whether a second person must approve it (anything that moves money or overrides the
     /// state machine).
     pub fn needs_approval(self) -> bool {
-        matches!(self, ActionKind::Reverse | ActionKind::ForceTransition)
+        matches!(
+            self,
+            ActionKind::Reverse
+                | ActionKind::ForceTransition
+                | ActionKind::Capture
+                | ActionKind::Void
+        )
     }
 
     /// The status a new request of this kind starts in: pending when a second person must
@@ -72,15 +88,11 @@ impl ActionKind {
 impl FromStr for ActionKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "query" => Ok(ActionKind::Query),
-            "retry" => Ok(ActionKind::Retry),
-            "reverse" => Ok(ActionKind::Reverse),
-            "force_transition" => Ok(ActionKind::ForceTransition),
-            other => Err(format!(
-                "unknown action {other:?}: use query, retry, reverse or force_transition"
-            )),
-        }
+        ActionKind::parse(s).ok_or_else(|| {
+            format!(
+                "unknown action {s:?}: use query, retry, reverse, force_transition, capture or void"
+            )
+        })
     }
 }
 

@@ -26,6 +26,38 @@ pub struct Dashboard {
     pub relay: RelayStatus,
     /// Channel health per connector, and the last day's failures by reason.
     pub channels: ChannelHealthView,
+    /// Manual-capture holds that lapse within the next 24 hours (issue 34).
+    #[serde(default)]
+    pub holds: HoldsExpiring,
+}
+
+/// The manual-capture holds that lapse soon (issue 34): AUTHORIZED payments whose hold
+/// expires before `before` (the dashboard's time plus 24 hours), those already past their
+/// expiry and not yet released by the expiry job included. Amounts in integer minor units.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct HoldsExpiring {
+    /// The cut-off, epoch ms UTC.
+    pub before: i64,
+    /// How many holds.
+    pub count: i64,
+    /// What they still hold, per currency: (ISO 4217 code, integer minor units), by code.
+    pub held: Vec<(String, i64)>,
+    /// The soonest expiry among them, epoch ms UTC (None when there is none).
+    pub oldest_expiry: Option<i64>,
+}
+
+impl HoldsExpiring {
+    /// The panel from per-currency rows (currency, count, held minor units, soonest expiry),
+    /// as the store reads them.
+    pub fn of(before: i64, rows: Vec<(String, i64, i64, i64)>) -> HoldsExpiring {
+        HoldsExpiring {
+            before,
+            count: rows.iter().map(|r| r.1).sum(),
+            oldest_expiry: rows.iter().map(|r| r.3).min(),
+            held: rows.into_iter().map(|(c, _, held, _)| (c, held)).collect(),
+        }
+    }
 }
 
 /// Age buckets stuck payments are grouped by (the console's stuck table, `/metrics`), youngest

@@ -11,7 +11,7 @@ use crate::lifecycle::ActionStatus;
 pub struct ActionRecord {
     /// `act_` + 24 hex.
     pub id: String,
-    /// `query`, `retry`, `reverse`, `force_transition`.
+    /// `query`, `retry`, `reverse`, `force_transition`, `capture`, `void`.
     pub kind: String,
     /// Payment.
     pub payment_id: String,
@@ -43,6 +43,16 @@ pub struct ActionRecord {
     pub decided_at: Option<i64>,
     /// Epoch ms UTC.
     pub executed_at: Option<i64>,
+    /// A `capture`: the amount to capture, integer minor units of the payment's currency
+    /// (issue 34); None for the other kinds.
+    #[serde(default)]
+    #[cfg_attr(feature = "sqlx", sqlx(default))]
+    pub capture_amount: Option<i64>,
+    /// A `capture`: whether it is the final one (the rest of the hold is released after it);
+    /// None for the other kinds.
+    #[serde(default)]
+    #[cfg_attr(feature = "sqlx", sqlx(default))]
+    pub capture_final: Option<bool>,
 }
 
 /// A request in the approvals inbox with its payment as it stands now (the server builds it

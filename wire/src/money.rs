@@ -49,6 +49,28 @@ pub fn major(minor: i64, currency: &str) -> String {
     )
 }
 
+/// An amount written in major units (`12.34`, `12`, `0.5`) as integer minor units of
+/// `currency`, by its [`exponent`]: `"12.34", "CNY"` → `1234`, `"500", "JPY"` → `500`. None
+/// for anything else: a sign, more decimals than the currency has, a letter, blank, or more
+/// than an `i64` holds. What a console form reads back from a person's major units.
+pub fn minor(major: &str, currency: &str) -> Option<i64> {
+    let exp = exponent(currency) as usize;
+    let text = major.trim();
+    let (whole, frac) = match text.split_once('.') {
+        Some((w, f)) => (w, f),
+        None => (text, ""),
+    };
+    let digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(frac) || frac.len() > exp {
+        return None;
+    }
+    if text.contains('.') && frac.is_empty() {
+        return None;
+    }
+    let padded = format!("{whole}{frac:0<exp$}");
+    padded.parse::<i64>().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +83,33 @@ mod tests {
         assert_eq!(major(1234, "KWD"), "1.234");
         assert_eq!(major(5, "CLF"), "0.0005");
         assert_eq!(major(i64::MIN, "USD"), "-92233720368547758.08");
+    }
+
+    #[test]
+    fn major_units_read_back_as_minor_units_by_the_currencys_decimals() {
+        assert_eq!(minor("12.34", "CNY"), Some(1234));
+        assert_eq!(minor("12", "CNY"), Some(1200));
+        assert_eq!(minor(" 0.5 ", "CNY"), Some(50));
+        assert_eq!(minor("500", "JPY"), Some(500));
+        assert_eq!(minor("1.234", "KWD"), Some(1234));
+        for bad in [
+            "",
+            " ",
+            "-1",
+            "+1",
+            "1.234",
+            "1,5",
+            "1e3",
+            "abc",
+            ".5",
+            "1.",
+            "99999999999999999999",
+        ] {
+            assert_eq!(minor(bad, "CNY"), None, "{bad:?}");
+        }
+        assert_eq!(minor("1.5", "JPY"), None);
+        for m in [0, 1, 99, 18857, 1_000_000] {
+            assert_eq!(minor(&major(m, "CNY"), "CNY"), Some(m));
+        }
     }
 }

@@ -327,7 +327,7 @@ pub struct KeySummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct ActionOffer {
-    /// `query`, `retry`, `reverse` or `force_transition`.
+    /// `query`, `retry`, `reverse`, `force_transition`, `capture` or `void`.
     #[cfg_attr(feature = "utoipa", schema(value_type = String))]
     pub kind: ActionKind,
     /// It can be requested now.
@@ -381,6 +381,10 @@ pub struct PaymentDetail {
     pub reversal: Option<ReversalView>,
     /// The Idempotency-Keys whose requests made it or its refunds, oldest first.
     pub idempotency_keys: Vec<KeySummary>,
+    /// A manual-capture payment's captures (issue 34), oldest first: with `payment.hold`,
+    /// the hold's story. Empty for an automatic payment.
+    #[serde(default)]
+    pub captures: Vec<CaptureRecord>,
 }
 
 impl PaymentDetail {

@@ -376,16 +376,19 @@ pub fn RetryButton(
         let (id, why) = (payment_id.clone(), reason.clone());
         spawn_local(async move {
             let retry = ActionKind::Retry.as_str().to_string();
-            let msg = match api_actions::request_action(retry, id.clone(), why, None, None).await {
-                // What the server counted, never a promise (issue 41: "its jobs run now"
-                // while none woke).
-                Ok(a) => match jobs_woken(a.result.as_deref()) {
-                    0 => format!("Retry of {id}: no job was waiting or dead, so nothing woke."),
-                    1 => format!("Retry of {id}: 1 job woken."),
-                    n => format!("Retry of {id}: {n} jobs woken."),
-                },
-                Err(e) => format!("Retry of {id} refused: {}", api::error_message(&e)),
-            };
+            let msg =
+                match api_actions::request_action(retry, id.clone(), why, None, None, None, None)
+                    .await
+                {
+                    // What the server counted, never a promise (issue 41: "its jobs run now"
+                    // while none woke).
+                    Ok(a) => match jobs_woken(a.result.as_deref()) {
+                        0 => format!("Retry of {id}: no job was waiting or dead, so nothing woke."),
+                        1 => format!("Retry of {id}: 1 job woken."),
+                        n => format!("Retry of {id}: {n} jobs woken."),
+                    },
+                    Err(e) => format!("Retry of {id} refused: {}", api::error_message(&e)),
+                };
             flash.set(Some(msg));
             busy.set(false);
         });

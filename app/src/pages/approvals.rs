@@ -605,10 +605,25 @@ fn PaymentNow(item: ApprovalItem) -> impl IntoView {
         (Some(minor), Some(currency)) => Some(format::money(minor, currency)),
         _ => None,
     };
+    // A capture's card says what approving it captures (issue 34), and whether it is final.
+    let a = &item.action;
+    let captures = match (a.capture_amount, item.currency.as_deref()) {
+        (Some(minor), Some(currency)) => Some(format!(
+            "{}{}",
+            format::money(minor, currency),
+            if a.capture_final == Some(true) {
+                ", final"
+            } else {
+                ", partial"
+            }
+        )),
+        _ => None,
+    };
     view! {
         <td class="amount-cell" data-label="Amount">
             <span class="num" data-testid="amount">{amount}</span>
             {refunds.map(|r| view! { <div class="small" data-testid="reversal-refunds">"refunds " <span class="num">{r}</span></div> })}
+            {captures.map(|c| view! { <div class="small" data-testid="capture-amount">"captures " <span class="num">{c}</span></div> })}
             <div>
                 {item
                     .payment_status

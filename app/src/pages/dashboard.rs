@@ -213,6 +213,7 @@ fn DashboardBody(d: Dashboard) -> impl IntoView {
             <IdempotencyPanel idem=d.idempotency now/>
             <QueuePanel queue=d.queue/>
             <PoolPanel pool=d.error_pool now/>
+            <HoldsPanel holds=d.holds now/>
         </div>
     }
 }
@@ -564,6 +565,48 @@ fn IdempotencyPanel(idem: IdempotencyView, now: i64) -> impl IntoView {
                     })
                     .collect_view()}
             </DataTable>
+        </Panel>
+    }
+}
+
+/// The manual-capture holds that lapse within 24 hours (issue 34): how many, what they still
+/// hold per currency in major units, and the soonest expiry (already past when the expiry job
+/// has not released it yet), linked to the AUTHORIZED payments.
+#[component]
+fn HoldsPanel(holds: converge_wire::dashboard::HoldsExpiring, now: i64) -> impl IntoView {
+    let oldest = holds.oldest_expiry.map_or("—".to_string(), |t| {
+        if t <= now {
+            format!("{} ago (not released yet)", format::age(now - t))
+        } else {
+            format!("in {}", format::age(t - now))
+        }
+    });
+    let amounts = if holds.held.is_empty() {
+        "—".to_string()
+    } else {
+        holds
+            .held
+            .iter()
+            .map(|(currency, minor)| format::money(*minor, currency))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let link = format!("/payments?status={}", PaymentStatus::Authorized);
+    view! {
+        <Panel
+            id="holds"
+            title="Holds expiring within 24 h"
+            heading_extra=move || view! { <span class="count" data-testid="holds-expiring-count">{holds.count}</span> }
+        >
+            <dl class="facts">
+                <dt>"Held"</dt>
+                <dd class="num" data-testid="holds-expiring-amounts">{amounts}</dd>
+                <dt>"Soonest expiry"</dt>
+                <dd data-testid="holds-expiring-oldest">{oldest}</dd>
+            </dl>
+            <p class="small">
+                <A href=link attr:data-testid="holds-expiring-link">"AUTHORIZED payments →"</A>
+            </p>
         </Panel>
     }
 }

@@ -1,9 +1,11 @@
 //! Ops actions on a payment under maker-checker (DESIGN.md "Ops console": `query` and `retry`
 //! run at once for an operator; `reverse` and `force_transition` are requested by an operator
 //! and approved by a different approver; a reason is required; force needs evidence and only
-//! whitelisted transitions, never out of a terminal state).
+//! whitelisted transitions, never out of a terminal state). A manual-capture payment's hold
+//! adds `capture` (an amount, in part or final) and `void` (issue 34), approved the same way.
 
 use super::state::PaymentStatus;
+use converge_wire::payments::{CaptureMode, Payment};
 
 /// Longest reason, in bytes.
 pub const MAX_REASON: usize = 1000;
@@ -106,11 +108,83 @@ pub fn force_targets(status: PaymentStatus) -> Vec<PaymentStatus> {
         .collect()
 }
 
+/// A manual-capture payment's hold as the action rules read it (issue 34).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldFacts {
+    /// Still held at the channel, integer minor units.
+    pub held: i64,
+    /// Captured so far, integer minor units.
+    pub captured: i64,
+    /// The hold's expiry has passed (the expiry job releases it; nothing may capture it).
+    pub lapsed: bool,
+}
+
+impl HoldFacts {
+    /// The facts of `p`'s hold at `now` (epoch ms UTC); None for an automatic payment, which
+    /// has no hold.
+    pub fn of(p: &Payment, now: i64) -> Option<HoldFacts> {
+        (p.capture_mode == CaptureMode::Manual).then(|| HoldFacts {
+            held: p.held_amount(),
+            captured: p.hold.as_ref().map_or(0, |h| h.captured),
+            lapsed: p
+                .hold
+                .as_ref()
+                .and_then(|h| h.expires_at)
+                .is_some_and(|at| now >= at),
+        })
+    }
+}
+
+/// Why a payment in `status` with `hold` cannot be captured by an ops action now, or None
+/// when it can: only a manual-capture payment, only AUTHORIZED (a capture or void in flight
+/// must finish first), only before its expiry and only while something is held. The same
+/// refusals as the merchant's capture (`Core::capture_hold`), said for the console.
+pub fn capture_refusal(status: PaymentStatus, hold: Option<HoldFacts>) -> Option<String> {
+    let Some(h) = hold else {
+        return Some("an automatic payment has no hold to capture".into());
+    };
+    if status != PaymentStatus::Authorized {
+        return Some(format!(
+            "a {status} payment holds nothing to capture (only AUTHORIZED)"
+        ));
+    }
+    if h.lapsed {
+        return Some("the hold has expired".into());
+    }
+    (h.held <= 0).then(|| "nothing is held any more".into())
+}
+
+/// Why a payment in `status` with `hold` cannot be voided by an ops action now, or None when
+/// it can: a manual-capture payment AUTHORIZED with nothing captured (a part captured is
+/// closed by a final capture, which releases the rest), or whose authorization is still in
+/// flight or unknown (AUTHORIZING, UNKNOWN: the channel's void releases what a late
+/// authorization held, or fences the key).
+pub fn void_refusal(status: PaymentStatus, hold: Option<HoldFacts>) -> Option<String> {
+    let Some(h) = hold else {
+        return Some("an automatic payment has no hold to void".into());
+    };
+    match status {
+        PaymentStatus::Authorized if h.captured > 0 => {
+            Some("the hold was captured in part: a final capture releases the rest".into())
+        }
+        PaymentStatus::Authorized | PaymentStatus::Authorizing | PaymentStatus::Unknown => None,
+        status => Some(format!(
+            "a {status} payment holds nothing to void (only AUTHORIZED, AUTHORIZING or UNKNOWN)"
+        )),
+    }
+}
+
 /// The offers for a payment in `status` with `wakeable_jobs` jobs a retry would wake (due or
-/// dead ones): query always (it only reads the channel); retry only with a job to wake;
-/// reverse only when [`reversible`]; a forced transition only where the whitelist has one,
-/// listing its [`force_targets`]. One rule for the console's buttons and the server's checks.
-pub fn offers(status: PaymentStatus, wakeable_jobs: usize) -> Vec<ActionOffer> {
+/// dead ones) and, for a manual-capture payment, its `hold`: query always (it only reads the
+/// channel); retry only with a job to wake; reverse only when [`reversible`]; a forced
+/// transition only where the whitelist has one, listing its [`force_targets`]; capture and
+/// void only where [`capture_refusal`] and [`void_refusal`] find nothing. One rule for the
+/// console's buttons and the server's checks.
+pub fn offers(
+    status: PaymentStatus,
+    wakeable_jobs: usize,
+    hold: Option<HoldFacts>,
+) -> Vec<ActionOffer> {
     let offer = |kind: ActionKind, why: Option<String>, targets: Vec<PaymentStatus>| ActionOffer {
         kind,
         available: why.is_none(),
@@ -140,6 +214,12 @@ pub fn offers(status: PaymentStatus, wakeable_jobs: usize) -> Vec<ActionOffer> {
                 .then(|| format!("no whitelisted forced transition leaves {status}")),
             targets,
         ),
+        offer(
+            ActionKind::Capture,
+            capture_refusal(status, hold),
+            Vec::new(),
+        ),
+        offer(ActionKind::Void, void_refusal(status, hold), Vec::new()),
     ]
 }
 
@@ -151,9 +231,10 @@ pub fn offers(status: PaymentStatus, wakeable_jobs: usize) -> Vec<ActionOffer> {
 pub fn offers_with_pending(
     status: PaymentStatus,
     wakeable_jobs: usize,
+    hold: Option<HoldFacts>,
     pending: Option<&str>,
 ) -> Vec<ActionOffer> {
-    let mut all = offers(status, wakeable_jobs);
+    let mut all = offers(status, wakeable_jobs, hold);
     let Some(id) = pending else { return all };
     for o in all
         .iter_mut()
@@ -204,20 +285,22 @@ mod tests {
                 ActionKind::Query
                 | ActionKind::Retry
                 | ActionKind::Reverse
-                | ActionKind::ForceTransition => {}
+                | ActionKind::ForceTransition
+                | ActionKind::Capture
+                | ActionKind::Void => {}
             }
             assert_eq!(k.as_str().parse::<ActionKind>(), Ok(k));
         }
         assert_eq!(
             ActionKind::approval_kinds(),
-            ["reverse", "force_transition"]
+            ["reverse", "force_transition", "capture", "void"]
         );
     }
 
     #[test]
     fn only_actions_that_can_apply_are_offered_each_with_why_not() {
         let available = |status, jobs| -> Vec<String> {
-            offers(status, jobs)
+            offers(status, jobs, None)
                 .into_iter()
                 .filter(|o| o.available)
                 .map(|o| o.kind.to_string())
@@ -233,7 +316,7 @@ mod tests {
             available(S::Unknown, 1),
             vec!["query", "retry", "force_transition"]
         );
-        let reversed = offers(S::Reversed, 0);
+        let reversed = offers(S::Reversed, 0, None);
         assert!(reversed.iter().all(|o| o.available == o.why.is_empty()));
         assert!(
             reversed[2]
@@ -244,7 +327,7 @@ mod tests {
 
     #[test]
     fn a_pending_request_withholds_the_kinds_that_need_an_approver() {
-        let waiting = offers_with_pending(S::Suspense, 1, Some("act_1"));
+        let waiting = offers_with_pending(S::Suspense, 1, None, Some("act_1"));
         let available: Vec<_> = waiting
             .iter()
             .filter(|o| o.available)
@@ -257,11 +340,11 @@ mod tests {
                 .contains("request act_1 is waiting for an approver")
         );
         // A reason the state already gives stays the one shown.
-        let reversed = offers_with_pending(S::Reversed, 0, Some("act_1"));
+        let reversed = offers_with_pending(S::Reversed, 0, None, Some("act_1"));
         assert!(reversed[2].why.contains("cannot be reversed"));
         assert_eq!(
-            offers_with_pending(S::Success, 0, None),
-            offers(S::Success, 0)
+            offers_with_pending(S::Success, 0, None, None),
+            offers(S::Success, 0, None)
         );
     }
 
@@ -272,7 +355,10 @@ mod tests {
             vec![S::Failed, S::ChannelSuccess]
         );
         for from in S::ALL {
-            let force = offers(from, 0).pop().expect("force is the last offer");
+            let force = offers(from, 0, None)
+                .into_iter()
+                .find(|o| o.kind == ActionKind::ForceTransition)
+                .expect("force is offered or refused");
             assert_eq!(force.kind.as_str(), "force_transition");
             let allowed: Vec<_> = S::ALL
                 .into_iter()
@@ -283,7 +369,12 @@ mod tests {
             assert_eq!(offered, allowed, "{from}");
             assert_eq!(force.available, !force.targets.is_empty(), "{from}");
             // Only the force offer carries targets.
-            assert!(offers(from, 1).iter().take(3).all(|o| o.targets.is_empty()));
+            assert!(
+                offers(from, 1, None)
+                    .iter()
+                    .filter(|o| o.kind != ActionKind::ForceTransition)
+                    .all(|o| o.targets.is_empty())
+            );
         }
     }
 
@@ -293,6 +384,72 @@ mod tests {
         assert!(!ActionKind::Retry.needs_approval());
         assert!(ActionKind::Reverse.needs_approval());
         assert!(ActionKind::ForceTransition.needs_approval());
+        assert!(ActionKind::Capture.needs_approval());
+        assert!(ActionKind::Void.needs_approval());
+    }
+
+    fn hold(held: i64, captured: i64, lapsed: bool) -> Option<HoldFacts> {
+        Some(HoldFacts {
+            held,
+            captured,
+            lapsed,
+        })
+    }
+
+    fn available_kinds(status: PaymentStatus, h: Option<HoldFacts>) -> Vec<&'static str> {
+        offers(status, 0, h)
+            .into_iter()
+            .filter(|o| o.available)
+            .map(|o| o.kind.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn capture_is_offered_only_on_an_authorized_unexpired_hold_with_something_held() {
+        assert_eq!(
+            available_kinds(S::Authorized, hold(1000, 0, false)),
+            ["query", "capture", "void"]
+        );
+        // Captured in part: a final capture closes it, a void would not.
+        assert_eq!(
+            available_kinds(S::Authorized, hold(600, 400, false)),
+            ["query", "capture"]
+        );
+        assert!(capture_refusal(S::Authorized, hold(1000, 0, true)).is_some());
+        assert!(capture_refusal(S::Authorized, hold(0, 1000, false)).is_some());
+        for s in [
+            S::Authorizing,
+            S::Capturing,
+            S::Voiding,
+            S::Voided,
+            S::Expired,
+            S::Success,
+        ] {
+            assert!(capture_refusal(s, hold(1000, 0, false)).is_some(), "{s}");
+        }
+        // An automatic payment has no hold at all.
+        assert!(!available_kinds(S::Success, None).contains(&"capture"));
+        assert!(capture_refusal(S::Authorized, None).is_some_and(|w| w.contains("automatic")));
+    }
+
+    #[test]
+    fn void_is_offered_on_an_uncaptured_hold_or_an_authorization_in_doubt() {
+        for s in [S::Authorized, S::Authorizing, S::Unknown] {
+            assert_eq!(void_refusal(s, hold(0, 0, false)), None, "{s}");
+        }
+        for s in [
+            S::Capturing,
+            S::Voiding,
+            S::Voided,
+            S::Expired,
+            S::Success,
+            S::Pending,
+        ] {
+            assert!(void_refusal(s, hold(1000, 0, false)).is_some(), "{s}");
+        }
+        assert!(void_refusal(S::Authorized, hold(600, 400, false)).is_some());
+        assert!(void_refusal(S::Unknown, None).is_some());
+        assert!(!available_kinds(S::Unknown, None).contains(&"void"));
     }
 
     #[test]

@@ -58,6 +58,12 @@ pub struct RequestBody {
     target_status: Option<String>,
     /// For `force_transition`: the evidence (required there).
     evidence: Option<String>,
+    /// For `capture`: the amount, integer minor units of the payment's currency (required
+    /// there: > 0 and at most what the hold still holds).
+    capture_amount: Option<i64>,
+    /// For `capture`: whether it is the final capture, which releases the rest (default
+    /// false).
+    capture_final: Option<bool>,
 }
 
 // Its schema is a `oneOf` (what `force_transition` requires differs), written by hand in
@@ -82,7 +88,7 @@ impl ToSchema for RequestBody {
     tag = "ops",
     operation_id = "ops_request_action",
     summary = "Request an action on a payment",
-    description = "`query` and `retry` run at once; `reverse` and `force_transition` wait for a different approver.",
+    description = "`query` and `retry` run at once; `reverse`, `force_transition`, `capture` and `void` wait for a different approver.",
     security(("console_session" = [])),
     request_body(content = RequestBody, content_type = "application/json"),
     responses(
@@ -117,6 +123,8 @@ pub async fn request(
         reason: b.reason,
         target_status: b.target_status,
         evidence: b.evidence,
+        capture_amount: b.capture_amount,
+        capture_final: b.capture_final,
     };
     let a = st.core.request_action(&p.actor(&addr), &req).await?;
     Ok((StatusCode::CREATED, Json(ActionEnvelope { action: a })))

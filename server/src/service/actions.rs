@@ -11,9 +11,11 @@ use converge_wire::ErrorCode;
 use serde_json::json;
 
 use super::actor::Actor;
+use super::holds::CaptureInput;
 use super::{Core, ids};
 use crate::domain::actions::{
-    ActionKind, ActionMoveKind, ActionStatus, MAX_EVIDENCE, check_reason, force_allowed,
+    ActionKind, ActionMoveKind, ActionStatus, HoldFacts, MAX_EVIDENCE, capture_refusal,
+    check_reason, force_allowed, void_refusal,
 };
 use crate::domain::state::PaymentStatus;
 use crate::store::{
@@ -25,7 +27,7 @@ pub use converge_wire::governance::ApprovalInbox;
 /// A request for an action.
 #[derive(Debug, Clone)]
 pub struct ActionRequest {
-    /// `query`, `retry`, `reverse` or `force_transition`.
+    /// `query`, `retry`, `reverse`, `force_transition`, `capture` or `void`.
     pub kind: String,
     /// Payment.
     pub payment_id: String,
@@ -35,6 +37,11 @@ pub struct ActionRequest {
     pub target_status: Option<String>,
     /// Force: the evidence (required for force).
     pub evidence: Option<String>,
+    /// Capture: the amount, integer minor units of the payment's currency (required for
+    /// capture: > 0 and at most what is held).
+    pub capture_amount: Option<i64>,
+    /// Capture: whether it is the final capture, releasing the rest (default false).
+    pub capture_final: Option<bool>,
 }
 
 /// Why an action step was refused. Each carries a stable code for the HTTP layer.
@@ -75,6 +82,45 @@ impl From<super::ServiceError> for ActionError {
 /// How long after a reservation its `reverse` job is due, ms: the executing request normally
 /// records the reversal well before.
 pub const REVERSE_JOB_DELAY_MS: i64 = 30_000;
+
+/// A forced transition's checks at request time: a payment status as the target (400
+/// `invalid_target`), a whitelisted transition from the payment's status (409
+/// `transition_not_allowed`: the payment's state decides, not the request's shape;
+/// schemathesis found a well-formed request answered 400 here) and evidence of 1 to
+/// [`MAX_EVIDENCE`] characters (400 `invalid_evidence`). Returns the target's name and the
+/// trimmed evidence.
+fn check_force_request(p: &Payment, req: &ActionRequest) -> Result<(String, String), ActionError> {
+    let t: PaymentStatus = req
+        .target_status
+        .as_deref()
+        .unwrap_or_default()
+        .parse()
+        .map_err(|_| {
+            ActionError::Invalid(
+                ErrorCode::InvalidTarget,
+                "target_status must be a payment status".into(),
+            )
+        })?;
+    if !force_allowed(p.status, t) {
+        return Err(ActionError::Conflict(
+            ErrorCode::TransitionNotAllowed,
+            format!(
+                "forcing {} -> {t} is not a whitelisted transition",
+                p.status
+            ),
+        ));
+    }
+    let evidence = req.evidence.clone().unwrap_or_default().trim().to_string();
+    if evidence.is_empty()
+        || req.evidence.as_deref().unwrap_or_default().chars().count() > MAX_EVIDENCE
+    {
+        return Err(ActionError::Invalid(
+            ErrorCode::InvalidEvidence,
+            format!("evidence of 1 to {MAX_EVIDENCE} characters is required"),
+        ));
+    }
+    Ok((t.as_str().to_string(), evidence))
+}
 
 fn payment_json(p: &Payment) -> String {
     json!({"status": p.status.as_str(), "version": p.version, "amount": p.amount, "currency": p.currency, "refunded_amount": p.refunded_amount})
@@ -127,46 +173,27 @@ impl Core {
             .ok_or(ActionError::NotFound("payment"))?;
         let mut target = None;
         let mut evidence = String::new();
+        let mut capture = None;
         match kind {
             ActionKind::ForceTransition => {
-                let t: PaymentStatus = req
-                    .target_status
-                    .as_deref()
-                    .unwrap_or_default()
-                    .parse()
-                    .map_err(|_| {
-                        ActionError::Invalid(
-                            ErrorCode::InvalidTarget,
-                            "target_status must be a payment status".into(),
-                        )
-                    })?;
-                // The payment's state decides, not the request's shape: 409 (schemathesis found
-                // a well-formed request answered 400 here).
-                if !force_allowed(p.status, t) {
-                    return Err(ActionError::Conflict(
-                        ErrorCode::TransitionNotAllowed,
-                        format!(
-                            "forcing {} -> {t} is not a whitelisted transition",
-                            p.status
-                        ),
-                    ));
-                }
-                evidence = req.evidence.clone().unwrap_or_default().trim().to_string();
-                if evidence.is_empty()
-                    || req.evidence.as_deref().unwrap_or_default().chars().count() > MAX_EVIDENCE
-                {
-                    return Err(ActionError::Invalid(
-                        ErrorCode::InvalidEvidence,
-                        format!("evidence of 1 to {MAX_EVIDENCE} characters is required"),
-                    ));
-                }
-                target = Some(t.as_str().to_string());
+                let (t, e) = check_force_request(&p, req)?;
+                target = Some(t);
+                evidence = e;
             }
             ActionKind::Reverse if !crate::domain::actions::reversible(p.status) => {
                 return Err(ActionError::Conflict(
                     ErrorCode::NotReversible,
                     format!("a {} payment cannot be reversed", p.status),
                 ));
+            }
+            ActionKind::Capture => {
+                capture = Some(self.check_capture_request(&p, req)?);
+            }
+            ActionKind::Void => {
+                let hold = HoldFacts::of(&p, self.clock.now_ms());
+                if let Some(why) = void_refusal(p.status, hold) {
+                    return Err(ActionError::Conflict(ErrorCode::NotVoidable, why));
+                }
             }
             _ => {}
         }
@@ -179,6 +206,8 @@ impl Core {
             reason: req.reason.trim().into(),
             evidence,
             target_status: target,
+            capture_amount: capture.map(|c: CaptureInput| c.amount),
+            capture_final: capture.map(|c| c.last),
             payment_version: p.version,
             status: kind.initial_status().as_str().into(),
             now,
@@ -190,7 +219,7 @@ impl Core {
             &format!("payment:{}", p.id),
             &new.reason,
             payment_json(&p),
-            json!({"action": new.id, "kind": new.kind, "target_status": new.target_status, "evidence": new.evidence}).to_string(),
+            json!({"action": new.id, "kind": new.kind, "target_status": new.target_status, "evidence": new.evidence, "capture_amount": new.capture_amount, "capture_final": new.capture_final}).to_string(),
         );
         let action = match self.store.create_action(&new, &audit).await? {
             CreateAction::Created(a) => a,
@@ -206,6 +235,42 @@ impl Core {
         } else {
             self.execute_action(actor, &action.id).await
         }
+    }
+
+    /// A capture request's checks at request time (issue 34): an amount > 0 (400
+    /// `invalid_amount`), a payment whose hold may be captured now (409 `not_capturable`)
+    /// and no more than it holds (409 `capture_exceeds_hold`). The execution checks again
+    /// (the hold may have moved meanwhile; then the request is stale anyway).
+    fn check_capture_request(
+        &self,
+        p: &Payment,
+        req: &ActionRequest,
+    ) -> Result<CaptureInput, ActionError> {
+        let amount = req.capture_amount.filter(|a| *a > 0).ok_or_else(|| {
+            ActionError::Invalid(
+                ErrorCode::InvalidAmount,
+                "a capture needs capture_amount: integer minor units > 0".into(),
+            )
+        })?;
+        let hold = HoldFacts::of(p, self.clock.now_ms());
+        if let Some(why) = capture_refusal(p.status, hold) {
+            return Err(ActionError::Conflict(ErrorCode::NotCapturable, why));
+        }
+        let held = p.held_amount();
+        if amount > held {
+            return Err(ActionError::Conflict(
+                ErrorCode::CaptureExceedsHold,
+                format!(
+                    "the capture of {} exceeds what is held, {}",
+                    crate::domain::money::display(amount, &p.currency),
+                    crate::domain::money::display(held, &p.currency)
+                ),
+            ));
+        }
+        Ok(CaptureInput {
+            amount,
+            last: req.capture_final.unwrap_or(false),
+        })
     }
 
     /// The approvals inbox (issue 17): the requests that need an approver, pending ones and
@@ -495,6 +560,8 @@ impl Core {
             }
             Ok(ActionKind::Reverse) => self.run_reverse(&a, p).await,
             Ok(ActionKind::ForceTransition) => self.run_force(&a, p).await,
+            Ok(ActionKind::Capture) => self.run_capture(&a, p).await,
+            Ok(ActionKind::Void) => self.run_void(&a, p).await,
             Err(m) => Err(m),
         };
         let now = self.clock.now_ms();

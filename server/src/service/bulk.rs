@@ -295,6 +295,8 @@ impl Core {
                 reason: reason.trim().into(),
                 target_status: None,
                 evidence: None,
+                capture_amount: None,
+                capture_final: None,
             };
             match self.record_action(actor, &req).await {
                 Ok(a) => {

@@ -11,7 +11,8 @@ use crate::store::{ErrorItemStatus, QueueStat, StoreError};
 
 pub use converge_wire::dashboard::{
     ChannelHealthView, ConnectorHealth, Dashboard, ErrorPoolView, FailureGroup, HealthBucket,
-    HitRate, IdempotencyView, MinutePoint, QueueRow, QueueView, RouteOutcomes, StuckView,
+    HitRate, HoldsExpiring, IdempotencyView, MinutePoint, QueueRow, QueueView, RouteOutcomes,
+    StuckView,
 };
 
 fn keyed(outcome: &str) -> bool {
@@ -54,6 +55,7 @@ async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboar
         webhooks,
         relay,
         (attempts, failures),
+        holds,
     ) = tokio::try_join!(
         store.stuck_counts(&cutoffs, now),
         store.stuck_payments(&cutoffs, 10),
@@ -79,6 +81,7 @@ async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboar
                 store.failure_groups_since(day)
             )
         },
+        store.holds_expiring(now + HOLDS_WINDOW_MS),
     )?;
     let stuck = StuckView {
         thresholds: thresholds
@@ -107,8 +110,12 @@ async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboar
         webhooks,
         relay,
         channels: channel_health(attempts, failures, &thresholds.channel, now),
+        holds: HoldsExpiring::of(now + HOLDS_WINDOW_MS, holds),
     })
 }
+
+/// How far ahead the dashboard's "Holds expiring" panel looks: 24 hours (issue 34).
+pub const HOLDS_WINDOW_MS: i64 = 24 * 3_600_000;
 
 /// Idempotency outcome counts as the store reads them: (route, outcome, count).
 type OutcomeRows = [(String, String, i64)];
@@ -382,6 +389,7 @@ impl Core {
             offers: crate::domain::actions::offers_with_pending(
                 payment.status,
                 wakeable,
+                crate::domain::actions::HoldFacts::of(&payment, self.clock.now_ms()),
                 actions
                     .iter()
                     .find(|a| a.status == ActionStatus::Pending)
@@ -395,6 +403,7 @@ impl Core {
             audit: payment_audit(store.as_ref(), id).await?,
             actions,
             idempotency_keys: wire(store.payment_keys(id).await?),
+            captures: store.payment_captures(id).await?,
             payment,
         }))
     }

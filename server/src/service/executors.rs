@@ -1,5 +1,5 @@
 //! The executors of approved ops actions (DESIGN.md "Ops console"): what `query`,
-//! `reverse` and `force_transition` do to a payment once the maker-checker lifecycle in
+//! `reverse`, `force_transition`, `capture` and `void` do to a payment once the maker-checker lifecycle in
 //! [`super::actions`] has let them run (`retry` only wakes jobs and stays there). Each step is
 //! idempotent, so re-running an approved or failed execution cannot refund or move a payment
 //! twice: the channel refund is keyed by the action id, every transition is conditional on the
@@ -9,10 +9,11 @@ use serde_json::json;
 
 use super::Core;
 use super::actions::REVERSE_JOB_DELAY_MS;
+use super::holds::CaptureInput;
 use super::payments::Extras;
 use super::resolve::{QueryVerdict, query_verdict};
 use crate::channel::{CancelOutcome, QueryOutcome, RefundOutcome};
-use crate::domain::actions::force_allowed;
+use crate::domain::actions::{HoldFacts, capture_refusal, force_allowed, void_refusal};
 use crate::domain::state::{PaymentEvent, PaymentStatus, check, rule};
 use crate::store::{
     ActionRecord, JobKind, NewJob, Payment, ReserveReversal, ReversalReservation, TransitionResult,
@@ -306,4 +307,131 @@ impl Core {
             TransitionResult::Refused(e) => Err(format!("refused by the state machine: {e}")),
         }
     }
+    /// Captures what an approved `capture` request asked (issue 34) under the capture id its
+    /// action id names ([`capture_id_of`]), so an execution run again finds its capture and
+    /// never makes a second one: a capture already recorded is reported (settled by a query
+    /// of the hold while it is still in flight). A new capture needs the payment at the
+    /// pinned version and passes the request's checks again (the hold may have lapsed).
+    pub(super) async fn run_capture(
+        &self,
+        a: &ActionRecord,
+        p: Payment,
+    ) -> Result<serde_json::Value, String> {
+        let id = capture_id_of(&a.id);
+        let source = format!("action:{}", a.id);
+        let amount = a
+            .capture_amount
+            .ok_or("the request has no capture amount")?;
+        let last = a.capture_final.unwrap_or(false);
+        let known = self
+            .store
+            .payment_captures(&p.id)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .find(|c| c.id == id);
+        // By the status's name: `captured`, `pending` or `refused`.
+        let known = known.map(|c| (c.status.to_string(), c.reason));
+        let after = match known {
+            Some((status, reason)) if status == "refused" => {
+                return Err(format!(
+                    "the channel refused capture {id}: {}",
+                    reason.unwrap_or_default()
+                ));
+            }
+            Some((status, _)) if status == "pending" && p.status == PaymentStatus::Capturing => {
+                self.settle_capture(p.clone(), &source)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                self.reread(&p.id).await?
+            }
+            Some(_) => p,
+            None => {
+                if p.version != a.payment_version {
+                    return Err(format!(
+                        "payment moved from version {} to {}",
+                        a.payment_version, p.version
+                    ));
+                }
+                if let Some(why) = capture_refusal(p.status, HoldFacts::of(&p, self.clock.now_ms()))
+                {
+                    return Err(why);
+                }
+                self.capture_hold(&p, CaptureInput { amount, last }, Some(id.clone()), &source)
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        Ok(hold_result(
+            &after,
+            json!({"capture_id": id, "capture_amount": amount, "final": last}),
+        ))
+    }
+
+    /// Voids the hold of an approved `void` request (issue 34): records the void (VOIDING)
+    /// at the pinned version, then voids at the channel and records VOIDED. Run again, it
+    /// finishes a void in flight or reports one done; the channel's void is idempotent.
+    pub(super) async fn run_void(
+        &self,
+        a: &ActionRecord,
+        p: Payment,
+    ) -> Result<serde_json::Value, String> {
+        let source = format!("action:{}", a.id);
+        if !matches!(p.status, PaymentStatus::Voided | PaymentStatus::Voiding) {
+            if p.version != a.payment_version {
+                return Err(format!(
+                    "payment moved from version {} to {}",
+                    a.payment_version, p.version
+                ));
+            }
+            if let Some(why) = void_refusal(p.status, HoldFacts::of(&p, self.clock.now_ms())) {
+                return Err(why);
+            }
+        }
+        let after = self
+            .void_hold(&p, &source)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(hold_result(&after, json!({})))
+    }
+
+    async fn reread(&self, id: &str) -> Result<Payment, String> {
+        self.store
+            .payment(id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "payment vanished".into())
+    }
+}
+
+/// The capture id of an ops `capture` action: `cap_` and the action id's hex (`act_ab12…`
+/// captures as `cap_ab12…`), so every execution of one request names the same capture at the
+/// channel and in the core.
+pub fn capture_id_of(action_id: &str) -> String {
+    format!(
+        "cap_{}",
+        action_id.strip_prefix("act_").unwrap_or(action_id)
+    )
+}
+
+/// A hold action's result: `extra`'s fields, then the payment's status after it and its hold's
+/// figures (captured and released so far, integer minor units, with the currency, so every
+/// reader shows them in major units).
+fn hold_result(after: &Payment, mut extra: serde_json::Value) -> serde_json::Value {
+    let hold = after.hold.clone().unwrap_or_default();
+    if let Some(m) = extra.as_object_mut() {
+        m.insert("status".into(), json!(after.status.as_str()));
+        m.insert("captured_amount".into(), json!(hold.captured));
+        m.insert("released_amount".into(), json!(hold.released));
+        m.insert("currency".into(), json!(after.currency));
+        if after.status == PaymentStatus::Capturing {
+            m.insert(
+                "note".into(),
+                json!(
+                    "the channel's answer was undecidable; the capture job settles it by a query"
+                ),
+            );
+        }
+    }
+    extra
 }

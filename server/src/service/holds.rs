@@ -668,9 +668,8 @@ impl Core {
                 )));
             }
         };
-        match self.send_void(voiding, source).await? {
-            (after, _) => Ok(after),
-        }
+        let (after, _) = self.send_void(voiding, source).await?;
+        Ok(after)
     }
 
     /// Sends the void of a VOIDING payment (or of an ended hold's rest, after a lapse) and

@@ -155,6 +155,8 @@ impl Core {
                     reason: reason.into(),
                     target_status: None,
                     evidence: None,
+                    capture_amount: None,
+                    capture_final: None,
                 };
                 let a = self.record_action(actor, &req).await?;
                 if action == ItemAction::Retry {

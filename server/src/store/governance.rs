@@ -82,6 +82,10 @@ pub struct NewAction {
     pub evidence: String,
     /// Target status.
     pub target_status: Option<String>,
+    /// A capture: the amount, integer minor units (None for the other kinds).
+    pub capture_amount: Option<i64>,
+    /// A capture: whether it is the final one (None for the other kinds).
+    pub capture_final: Option<bool>,
     /// Pinned version.
     pub payment_version: i64,
     /// Initial status (`pending`, or `approved` for actions that run at once).

@@ -173,8 +173,8 @@ macro_rules! impl_governance {
                 let mut tx = self.begin_write().await?;
                 let inserted = sqlx::query_as::<_, $crate::store::ActionRecord>(
                     "INSERT INTO actions (id, kind, payment_id, requested_by, reason, evidence, target_status, \
-                     payment_version, status, created_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *",
+                     payment_version, status, created_at, expires_at, capture_amount, capture_final) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING *",
                 )
                 .bind(&a.id)
                 .bind(&a.kind)
@@ -187,6 +187,8 @@ macro_rules! impl_governance {
                 .bind(&a.status)
                 .bind(a.now)
                 .bind(a.expires_at)
+                .bind(a.capture_amount)
+                .bind(a.capture_final)
                 .fetch_one(&mut *tx)
                 .await;
                 let record = match inserted.map_err($crate::store::StoreError::from) {

@@ -23,6 +23,18 @@ fn stuck_where(first: usize) -> String {
         .join(" OR ")
 }
 
+/// The SQL of [`Queue::holds_expiring`] (`$1`: the cut-off): what each AUTHORIZED hold still
+/// holds is its amount less what was captured and released, as `Payment::held_amount` reads
+/// it. The sum is cast to BIGINT: PostgreSQL sums BIGINTs as NUMERIC.
+pub fn holds_expiring_sql() -> String {
+    format!(
+        "SELECT currency, COUNT(*), CAST(SUM(amount - captured_amount - released_amount) AS BIGINT), \
+         MIN(hold_expires_at) FROM payments WHERE status = '{}' AND hold_expires_at IS NOT NULL \
+         AND hold_expires_at < $1 GROUP BY currency ORDER BY currency",
+        PaymentStatus::Authorized
+    )
+}
+
 /// `CASE ... END`: the [`AGE_BUCKETS`] name of a payment's age (`$1` minus `updated_at`).
 fn age_bucket_case() -> String {
     let (last, bounded) = AGE_BUCKETS.split_last().expect("age buckets");
@@ -413,6 +425,12 @@ pub trait Queue: Send + Sync + 'static {
         cutoffs: &[(PaymentStatus, i64); crate::domain::stuck::STUCK_STATES],
         now: i64,
     ) -> Result<Vec<(String, String, i64)>, StoreError>;
+    /// The manual-capture holds that lapse before `before` (epoch ms UTC; already lapsed
+    /// ones not yet released included): AUTHORIZED payments with an expiry, per currency as
+    /// (ISO 4217 code, count, what they still hold in integer minor units, the soonest
+    /// expiry), ordered by code. The dashboard's "Holds expiring within 24 h".
+    async fn holds_expiring(&self, before: i64)
+    -> Result<Vec<(String, i64, i64, i64)>, StoreError>;
     /// The oldest stuck payments, at most `limit`.
     async fn stuck_payments(
         &self,

@@ -367,6 +367,16 @@ macro_rules! impl_queue {
                 Ok(q.fetch_all(self.reader()).await?)
             }
 
+            async fn holds_expiring(
+                &self,
+                before: i64,
+            ) -> Result<Vec<(String, i64, i64, i64)>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, (String, i64, i64, i64)>(&$crate::store::holds_expiring_sql())
+                    .bind(before)
+                    .fetch_all(self.reader())
+                    .await?)
+            }
+
             async fn stuck_payments(
                 &self,
                 cutoffs: &[($crate::domain::state::PaymentStatus, i64); $crate::domain::stuck::STUCK_STATES],

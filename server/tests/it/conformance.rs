@@ -2187,3 +2187,56 @@ store_conformance!(
         assert_eq!(created + tombstoned, 20);
     }
 );
+
+store_conformance!(
+    holds_expiring_counts_authorized_holds_before_the_cut_off_per_currency,
+    |store| {
+        let m = merchant(&store, "holds").await;
+        let now: i64 = NOW;
+        let day = 86_400_000;
+        // (status, amount, currency, captured, released, expires at): only AUTHORIZED holds
+        // expiring before now + 24 h count, already lapsed ones (not yet released) included;
+        // what each still holds is its amount less what was captured and released.
+        type Row = (&'static str, i64, &'static str, i64, i64, Option<i64>);
+        let rows: [Row; 7] = [
+            ("AUTHORIZED", 10_000, "CNY", 4_000, 0, Some(now + 3_600_000)),
+            ("AUTHORIZED", 2_500, "CNY", 0, 0, Some(now - 60_000)),
+            ("AUTHORIZED", 700, "JPY", 0, 0, Some(now + day - 1)),
+            ("AUTHORIZED", 900, "JPY", 0, 0, Some(now + day)),
+            ("AUTHORIZING", 800, "CNY", 0, 0, None),
+            ("CAPTURING", 800, "CNY", 0, 0, Some(now + 60_000)),
+            ("VOIDED", 800, "CNY", 0, 800, Some(now + 60_000)),
+        ];
+        for (i, (status, amount, currency, captured, released, expires)) in rows.iter().enumerate()
+        {
+            exec_sql(
+                &store,
+                &format!(
+                    "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
+                     params_hash, status, version, channel_key, created_at, updated_at, capture_mode, \
+                     captured_amount, released_amount, hold_expires_at) \
+                     VALUES ('pay_h{i}', {m}, 'o-h{i}', {amount}, '{currency}', '', 'h', '{status}', 3, 'ck_h{i}', \
+                     {now}, {now}, 'manual', {captured}, {released}, {expires})",
+                    expires = expires.map_or("NULL".to_string(), |t| t.to_string())
+                ),
+            )
+            .await;
+        }
+        let got = store.holds_expiring(now + day).await.unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("CNY".to_string(), 2, 8_500, now - 60_000),
+                ("JPY".to_string(), 1, 700, now + day - 1),
+            ]
+        );
+        let panel = converge_wire::dashboard::HoldsExpiring::of(now + day, got);
+        assert_eq!(panel.count, 3);
+        assert_eq!(panel.oldest_expiry, Some(now - 60_000));
+        assert_eq!(
+            panel.held,
+            vec![("CNY".to_string(), 8_500), ("JPY".to_string(), 700)]
+        );
+        assert!(store.holds_expiring(now - day).await.unwrap().is_empty());
+    }
+);

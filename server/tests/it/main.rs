@@ -20,6 +20,7 @@ mod console_auth;
 mod convergence;
 mod error_pool_actions;
 mod event_stream;
+mod hold_actions;
 mod holds;
 mod idempotency;
 mod live;

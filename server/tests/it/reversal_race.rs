@@ -229,6 +229,8 @@ on_both_backends!(
             reason: "disputed".into(),
             evidence: String::new(),
             target_status: None,
+            capture_amount: None,
+            capture_final: None,
             payment_version: p.version + 1,
             status: "approved".into(),
             now: 0,

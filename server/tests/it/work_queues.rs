@@ -255,6 +255,8 @@ store_conformance!(
             reason: "r".into(),
             evidence: String::new(),
             target_status: None,
+            capture_amount: None,
+            capture_final: None,
             payment_version: 1,
             status: "approved".into(),
             now: NOW,

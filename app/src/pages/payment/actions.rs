@@ -1,5 +1,6 @@
 //! The actions panel of the payment page: what an operator may ask for now (query and retry
-//! run at once; reverse and force transition wait for an approver) and the payment's actions.
+//! run at once; reverse, force transition, and a manual-capture payment's capture and void
+//! wait for an approver) and the payment's actions.
 
 use leptos::ev::SubmitEvent;
 use leptos::prelude::*;
@@ -26,6 +27,9 @@ fn quick_reason(kind: ActionKind) -> String {
 struct FormRefs {
     reverse: NodeRef<leptos::html::Button>,
     force: NodeRef<leptos::html::Button>,
+    capture: NodeRef<leptos::html::Button>,
+    void: NodeRef<leptos::html::Button>,
+    amount: NodeRef<leptos::html::Input>,
     target: NodeRef<leptos::html::Select>,
     reason: NodeRef<leptos::html::Textarea>,
 }
@@ -45,6 +49,11 @@ pub(super) fn ActionsPanel(
     /// What a reversal would refund now (the amount the merchant's refunds left), in major
     /// units with its currency: the request form says it before anyone signs off.
     reversal_refunds: String,
+    /// A manual-capture payment's hold: what it still holds (integer minor units) in the
+    /// payment's currency, for the capture and void forms; 0 for an automatic payment.
+    held: i64,
+    /// The payment's ISO 4217 code.
+    currency: String,
 ) -> impl IntoView {
     let can_request = signed_in_has(Role::Operator);
     let reversal_refunds = StoredValue::new(reversal_refunds);
@@ -60,6 +69,9 @@ pub(super) fn ActionsPanel(
     let refs = FormRefs {
         reverse: NodeRef::new(),
         force: NodeRef::new(),
+        capture: NodeRef::new(),
+        void: NodeRef::new(),
+        amount: NodeRef::new(),
         target: NodeRef::new(),
         reason: NodeRef::new(),
     };
@@ -86,7 +98,10 @@ pub(super) fn ActionsPanel(
         retry: offered(ActionKind::Retry),
         reverse: offered(ActionKind::Reverse),
         force: !targets.is_empty() && offered(ActionKind::ForceTransition),
+        capture: offered(ActionKind::Capture),
+        void: offered(ActionKind::Void),
     };
+    let hold = StoredValue::new(HeldNow { held, currency });
     let pending = actions
         .iter()
         .filter(|a| a.status == ActionStatus::Pending)
@@ -118,7 +133,7 @@ pub(super) fn ActionsPanel(
                 <ActionButtons offers form busy refs send/>
                 <Unavailable unavailable=unavailable.get_value()/>
                 <Show when=move || form.get().is_some()>
-                    <RequestForm request refs targets=targets.get_value() send reversal_refunds=reversal_refunds.get_value()/>
+                    <RequestForm request refs targets=targets.get_value() send reversal_refunds=reversal_refunds.get_value() hold=hold.get_value()/>
                 </Show>
             </Show>
             <p class="form-message" role="alert" data-testid="action-error">{move || failure.get()}</p>
@@ -133,10 +148,27 @@ struct Offers {
     retry: bool,
     reverse: bool,
     force: bool,
+    capture: bool,
+    void: bool,
 }
 
-/// (kind, reason, target status, evidence): what [`sender`]'s callback sends.
-type Ask = (ActionKind, String, Option<String>, Option<String>);
+/// What a manual-capture payment's hold still holds (integer minor units of `currency`):
+/// the capture form's limit and what a void releases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HeldNow {
+    held: i64,
+    currency: String,
+}
+
+/// (kind, reason, target status, evidence, capture's (amount in minor units, final)): what
+/// [`sender`]'s callback sends.
+type Ask = (
+    ActionKind,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<(i64, bool)>,
+);
 
 /// Moves the keyboard focus: into the request form when it opens (the target for a forced
 /// transition, else the reason), and to the outcome message once one is shown. Each request
@@ -151,6 +183,11 @@ fn focus_on_open_and_outcome(
     Effect::new(move |_| match form.get() {
         Some(ActionKind::ForceTransition) => {
             if let Some(el) = refs.target.get() {
+                let _ = el.focus();
+            }
+        }
+        Some(ActionKind::Capture) => {
+            if let Some(el) = refs.amount.get() {
                 let _ = el.focus();
             }
         }
@@ -174,6 +211,8 @@ fn focus_on_open_and_outcome(
         if previous.is_some_and(|was| was != now) {
             request.reason.set(String::new());
             request.evidence.set(String::new());
+            request.amount.set(String::new());
+            request.last.set(false);
         }
         now
     });
@@ -195,7 +234,7 @@ fn sender(
         ..
     } = request;
     let answer = request.answer;
-    Callback::new(move |(kind, why, target, evidence): Ask| {
+    Callback::new(move |(kind, why, target, evidence, capture): Ask| {
         let payment_id = payment_id.clone();
         busy.set(true);
         failure.set(None);
@@ -204,7 +243,10 @@ fn sender(
         spawn_local(async move {
             let is_query = kind == ActionKind::Query;
             let kind = kind.as_str().to_string();
-            match api_actions::request_action(kind, payment_id, why, target, evidence).await {
+            let (amount, last) = capture.unzip();
+            match api_actions::request_action(kind, payment_id, why, target, evidence, amount, last)
+                .await
+            {
                 Ok(a) => {
                     let what = match a.status {
                         ActionStatus::Pending => {
@@ -247,7 +289,7 @@ fn ActionButtons(
     // Query and retry have no form: their reason is their own, never the text of a request
     // form that happens to be open beside them (that once recorded and audited a Retry with
     // the Reverse form's reason).
-    let quick = move |kind: ActionKind| send.run((kind, quick_reason(kind), None, None));
+    let quick = move |kind: ActionKind| send.run((kind, quick_reason(kind), None, None, None));
     let is_open = move |kind: ActionKind| form.get() == Some(kind);
     view! {
         <div class="inline-form">
@@ -309,6 +351,42 @@ fn ActionButtons(
                         </button>
                     }
                 })}
+            {offers
+                .capture
+                .then(|| {
+                    view! {
+                        <button
+                            type="button"
+                            class="secondary"
+                            data-testid="action-capture"
+                            node_ref=refs.capture
+                            aria-expanded=move || is_open(ActionKind::Capture).to_string()
+                            aria-controls=move || is_open(ActionKind::Capture).then_some("action-form")
+                            disabled=move || busy.get()
+                            on:click=move |_| form.set(Some(ActionKind::Capture))
+                        >
+                            "Capture…"
+                        </button>
+                    }
+                })}
+            {offers
+                .void
+                .then(|| {
+                    view! {
+                        <button
+                            type="button"
+                            class="secondary"
+                            data-testid="action-void"
+                            node_ref=refs.void
+                            aria-expanded=move || is_open(ActionKind::Void).to_string()
+                            aria-controls=move || is_open(ActionKind::Void).then_some("action-form")
+                            disabled=move || busy.get()
+                            on:click=move |_| form.set(Some(ActionKind::Void))
+                        >
+                            "Void…"
+                        </button>
+                    }
+                })}
         </div>
     }
 }
@@ -328,9 +406,10 @@ fn Unavailable(unavailable: Vec<(String, String)>) -> impl IntoView {
     })
 }
 
-/// The open request form (a reversal's, or a forced transition's with its target and
-/// evidence): checks that a reason (and the evidence) is given, then sends it; Cancel closes
-/// it and gives the focus back to the button that opened it.
+/// The open request form (a reversal's, a forced transition's with its target and evidence,
+/// a capture's with its amount and whether it is final, or a void's): checks that a reason
+/// (and the evidence, the amount) is given, then sends it; Cancel closes it and gives the
+/// focus back to the button that opened it.
 #[component]
 fn RequestForm(
     request: RequestState,
@@ -339,6 +418,8 @@ fn RequestForm(
     send: Callback<Ask>,
     /// What approving a reversal refunds now, in major units with its currency.
     reversal_refunds: String,
+    /// What the hold still holds (the capture's limit, what a void releases).
+    hold: HeldNow,
 ) -> impl IntoView {
     let RequestState {
         form,
@@ -349,42 +430,34 @@ fn RequestForm(
         failure,
         ..
     } = request;
-    let forcing = move || form.get() == Some(ActionKind::ForceTransition);
+    let is = move |kind: ActionKind| form.get() == Some(kind);
     let close = move |_| {
         let was = form.get_untracked();
         form.set(None);
         failure.set(None);
-        let back = if was == Some(ActionKind::ForceTransition) {
-            refs.force.get_untracked()
-        } else {
-            refs.reverse.get_untracked()
+        let back = match was {
+            Some(ActionKind::ForceTransition) => refs.force.get_untracked(),
+            Some(ActionKind::Capture) => refs.capture.get_untracked(),
+            Some(ActionKind::Void) => refs.void.get_untracked(),
+            _ => refs.reverse.get_untracked(),
         };
         if let Some(b) = back {
             let _ = b.focus();
         }
     };
+    let limit = hold.clone();
     let on_submit = move |ev: SubmitEvent| {
         ev.prevent_default();
         let Some(kind) = form.get_untracked() else {
             return;
         };
-        let why = reason.get_untracked();
-        if why.trim().is_empty() {
-            failure.set(Some("Give a reason.".into()));
-            return;
-        }
-        if kind == ActionKind::ForceTransition {
-            let ev_text = evidence.get_untracked();
-            if ev_text.trim().is_empty() {
-                failure.set(Some("Give the evidence for the forced transition.".into()));
-                return;
-            }
-            send.run((kind, why, Some(target.get_untracked()), Some(ev_text)));
-        } else {
-            send.run((kind, why, None, None));
+        match ask_of(kind, request, &limit) {
+            Ok(ask) => send.run(ask),
+            Err(why) => failure.set(Some(why)),
         }
     };
     let options = StoredValue::new(targets);
+    let held = StoredValue::new(hold);
     view! {
         <form
             class="stacked-form action-form"
@@ -393,20 +466,18 @@ fn RequestForm(
             data-testid="action-form"
             on:submit=on_submit
         >
-            <h3 id="action-form-h">
-                {move || {
-                    if forcing() {
-                        "Request a forced transition (needs an approver)"
-                    } else {
-                        "Request a reversal: refund the rest and reverse the ledger (needs an approver)"
-                    }
-                }}
-            </h3>
-            <Show when=move || !forcing()>
+            <h3 id="action-form-h">{move || form_title(form.get())}</h3>
+            <Show when=move || is(ActionKind::Reverse)>
                 <WillRefund amount=reversal_refunds.clone()/>
             </Show>
-            <Show when=forcing>
+            <Show when=move || is(ActionKind::ForceTransition)>
                 <ForceFields targets=options.get_value() target evidence target_ref=refs.target/>
+            </Show>
+            <Show when=move || is(ActionKind::Capture)>
+                <CaptureFields hold=held.get_value() request amount_ref=refs.amount/>
+            </Show>
+            <Show when=move || is(ActionKind::Void)>
+                <WillRelease hold=held.get_value()/>
             </Show>
             <label>
                 "Reason"
@@ -429,6 +500,108 @@ fn RequestForm(
                 </button>
             </div>
         </form>
+    }
+}
+
+/// The request form's heading for the request of `kind`.
+fn form_title(kind: Option<ActionKind>) -> &'static str {
+    match kind {
+        Some(ActionKind::ForceTransition) => "Request a forced transition (needs an approver)",
+        Some(ActionKind::Capture) => {
+            "Request a capture: take an amount of the hold (needs an approver)"
+        }
+        Some(ActionKind::Void) => "Request a void: release the whole hold (needs an approver)",
+        _ => "Request a reversal: refund the rest and reverse the ledger (needs an approver)",
+    }
+}
+
+/// What the open form of `kind` sends, or why it cannot yet (in words for the form): a
+/// reason always; a forced transition's evidence; a capture's amount, read in the currency's
+/// major units, more than nothing and at most what is held.
+fn ask_of(kind: ActionKind, request: RequestState, hold: &HeldNow) -> Result<Ask, String> {
+    let why = request.reason.get_untracked();
+    if why.trim().is_empty() {
+        return Err("Give a reason.".into());
+    }
+    match kind {
+        ActionKind::ForceTransition => {
+            let ev_text = request.evidence.get_untracked();
+            if ev_text.trim().is_empty() {
+                return Err("Give the evidence for the forced transition.".into());
+            }
+            let target = Some(request.target.get_untracked());
+            Ok((kind, why, target, Some(ev_text), None))
+        }
+        ActionKind::Capture => {
+            let amount = capture_amount(&request.amount.get_untracked(), hold)?;
+            Ok((
+                kind,
+                why,
+                None,
+                None,
+                Some((amount, request.last.get_untracked())),
+            ))
+        }
+        _ => Ok((kind, why, None, None, None)),
+    }
+}
+
+/// A capture's amount typed in major units of the hold's currency, as integer minor units:
+/// a number with at most the currency's decimals, more than nothing and at most what is held.
+fn capture_amount(text: &str, hold: &HeldNow) -> Result<i64, String> {
+    let limit = format::money(hold.held, &hold.currency);
+    match converge_wire::money::minor(text, &hold.currency) {
+        None | Some(0) => Err(format!(
+            "Give the amount to capture in {} (for example {}), more than 0 and at most {limit}.",
+            hold.currency,
+            converge_wire::money::major(hold.held.max(1), &hold.currency)
+        )),
+        Some(m) if m > hold.held => Err(format!("At most {limit} is held.")),
+        Some(m) => Ok(m),
+    }
+}
+
+/// A capture's own fields: the amount in major units of the payment's currency, and whether
+/// it is the final capture (the rest of the hold is released after it).
+#[component]
+fn CaptureFields(
+    hold: HeldNow,
+    request: RequestState,
+    amount_ref: NodeRef<leptos::html::Input>,
+) -> impl IntoView {
+    let limit = format::money(hold.held, &hold.currency);
+    view! {
+        <p class="will-refund" data-testid="capture-held">
+            "The hold still holds " <strong class="num">{limit}</strong> "."
+        </p>
+        <label>
+            {format!("Amount ({})", hold.currency)}
+            <input
+                type="text"
+                name="amount"
+                inputmode="decimal"
+                autocomplete="off"
+                required
+                data-testid="action-amount"
+                node_ref=amount_ref
+                bind:value=request.amount
+            />
+        </label>
+        <label>
+            <input type="checkbox" name="final" data-testid="action-final" bind:checked=request.last/>
+            " final (release the rest)"
+        </label>
+    }
+}
+
+/// What approving a void releases now, said before anyone signs off.
+#[component]
+fn WillRelease(hold: HeldNow) -> impl IntoView {
+    let amount = format::money(hold.held, &hold.currency);
+    view! {
+        <p class="will-refund" data-testid="void-releases">
+            "Approving it voids the hold at the channel and releases " <strong class="num">{amount}</strong> "."
+        </p>
     }
 }
 
@@ -594,5 +767,33 @@ fn QueryFields(result: String) -> impl IntoView {
                 <pre class="evidence">{raw}</pre>
             </details>
         </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capture_amount_is_read_in_major_units_within_the_hold() {
+        let hold = HeldNow {
+            held: 6_000,
+            currency: "CNY".into(),
+        };
+        let read = |t: &str| capture_amount(t, &hold);
+        assert_eq!(read("40.00"), Ok(4_000));
+        assert_eq!(read(" 60 "), Ok(6_000));
+        assert!(read("60.01").unwrap_err().contains("At most 60.00 CNY"));
+        assert!(read("0").is_err());
+        assert!(read("4,00").is_err());
+        assert!(read("").unwrap_err().contains("in CNY"));
+    }
+
+    #[test]
+    fn each_request_form_has_its_own_heading() {
+        assert!(form_title(Some(ActionKind::Capture)).starts_with("Request a capture"));
+        assert!(form_title(Some(ActionKind::Void)).starts_with("Request a void"));
+        assert!(form_title(Some(ActionKind::Reverse)).starts_with("Request a reversal"));
+        assert!(form_title(Some(ActionKind::ForceTransition)).starts_with("Request a forced"));
     }
 }

@@ -10,14 +10,16 @@ use leptos_router::components::A;
 use leptos_router::hooks::use_params_map;
 
 use crate::components::widgets::{ErrorNote, Loading, Money, StatusPill, Time};
-use crate::dto::{ActionKind, KeySummary, PaymentDetail};
+use crate::dto::{ActionKind, CaptureMode, KeySummary, PaymentDetail};
 use crate::{api, format};
 
 mod actions;
 mod history;
+mod hold;
 
 use actions::ActionsPanel;
 use history::{Jobs, Ledger, Notifications, PaymentAudit, Refunds, RelatedErrors, Timeline};
+use hold::HoldStory;
 
 /// The payment page (`/payments/:id`).
 #[component]
@@ -98,6 +100,10 @@ struct RequestState {
     evidence: RwSignal<String>,
     /// The forced transition's target status (empty: the first allowed).
     target: RwSignal<String>,
+    /// A capture's amount as typed, in major units of the payment's currency.
+    amount: RwSignal<String>,
+    /// A capture is the final one (the rest of the hold is released).
+    last: RwSignal<bool>,
     busy: RwSignal<bool>,
     failure: RwSignal<Option<String>>,
     /// The last query's answer (its result JSON), shown under the outcome as fields with
@@ -112,6 +118,8 @@ impl RequestState {
             reason: RwSignal::new(String::new()),
             evidence: RwSignal::new(String::new()),
             target: RwSignal::new(String::new()),
+            amount: RwSignal::new(String::new()),
+            last: RwSignal::new(false),
             busy: RwSignal::new(false),
             failure: RwSignal::new(None),
             answer: RwSignal::new(None),
@@ -132,6 +140,10 @@ fn Story(
     let reversal_refunds = format::money(p.unrefunded(), &p.currency);
     let payment_id = p.id.clone();
     let audit_payment = p.id.clone();
+    let held = p.held_amount();
+    // Only a manual-capture payment has a hold to tell.
+    let hold = (p.capture_mode == CaptureMode::Manual)
+        .then(|| view! { <HoldStory payment=p.clone() captures=d.captures.clone() events=d.events.clone()/> });
     // The server says what the reversal refunded (`PaymentDetail::reversal`).
     let reversal = d
         .reversal
@@ -190,7 +202,8 @@ fn Story(
                 <dd class="error-text">{p.last_error.unwrap_or_else(|| "—".into())}</dd>
             </dl>
         </section>
-        <ActionsPanel payment_id actions=d.actions offers=d.offers version flash focus_flash request reversal_refunds/>
+        {hold}
+        <ActionsPanel payment_id actions=d.actions offers=d.offers version flash focus_flash request reversal_refunds held currency=currency.clone()/>
         <div class="grid">
             <Timeline events=d.events/>
             <div class="stack">
