@@ -591,7 +591,11 @@ fn HoldsPanel(holds: converge_wire::dashboard::HoldsExpiring, now: i64) -> impl 
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let link = format!("/payments?status={}", PaymentStatus::Authorized);
+    let link = format!(
+        "/payments?status={}&expires_before={}",
+        PaymentStatus::Authorized,
+        format::query_escape(&format::iso(holds.before))
+    );
     view! {
         <Panel
             id="holds"

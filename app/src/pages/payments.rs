@@ -17,7 +17,7 @@ use crate::dto::{Merchant, PaymentSearch, PaymentStatus};
 use crate::format;
 
 /// `q`'s seven filters as URL parameters, in the order both URLs write them.
-fn filter_params(q: &PaymentSearch) -> [(&'static str, Option<&str>); 7] {
+fn filter_params(q: &PaymentSearch) -> [(&'static str, Option<&str>); 8] {
     [
         ("id", q.id.as_deref()),
         ("merchant", q.merchant.as_deref()),
@@ -26,6 +26,8 @@ fn filter_params(q: &PaymentSearch) -> [(&'static str, Option<&str>); 7] {
         ("reason", q.reason.as_deref()),
         ("from", q.from.as_deref()),
         ("to", q.to.as_deref()),
+        // The dashboard's "Holds expiring within 24 h" link (issue 34); no form field.
+        ("expires_before", q.expires_before.as_deref()),
     ]
 }
 
@@ -56,6 +58,7 @@ fn search_of(m: &leptos_router::params::ParamsMap) -> PaymentSearch {
         reason: get("reason"),
         from: get("from"),
         to: get("to"),
+        expires_before: get("expires_before"),
         after: get("after"),
         limit: None,
     }

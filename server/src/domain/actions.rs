@@ -178,8 +178,9 @@ pub fn void_refusal(status: PaymentStatus, hold: Option<HoldFacts>) -> Option<St
 /// dead ones) and, for a manual-capture payment, its `hold`: query always (it only reads the
 /// channel); retry only with a job to wake; reverse only when [`reversible`]; a forced
 /// transition only where the whitelist has one, listing its [`force_targets`]; capture and
-/// void only where [`capture_refusal`] and [`void_refusal`] find nothing. One rule for the
-/// console's buttons and the server's checks.
+/// void only where [`capture_refusal`] and [`void_refusal`] find nothing, and for a payment
+/// without a hold (automatic) not even as unavailable. One rule for the console's buttons
+/// and the server's checks.
 pub fn offers(
     status: PaymentStatus,
     wakeable_jobs: usize,
@@ -192,7 +193,7 @@ pub fn offers(
         targets,
     };
     let targets = force_targets(status);
-    vec![
+    let mut all = vec![
         offer(ActionKind::Query, None, Vec::new()),
         offer(
             ActionKind::Retry,
@@ -214,13 +215,22 @@ pub fn offers(
                 .then(|| format!("no whitelisted forced transition leaves {status}")),
             targets,
         ),
-        offer(
+    ];
+    // Capture and void are a hold's: an automatic payment is not offered them at all (a
+    // "why not" on every automatic payment's page would only be noise).
+    if hold.is_some() {
+        all.push(offer(
             ActionKind::Capture,
             capture_refusal(status, hold),
             Vec::new(),
-        ),
-        offer(ActionKind::Void, void_refusal(status, hold), Vec::new()),
-    ]
+        ));
+        all.push(offer(
+            ActionKind::Void,
+            void_refusal(status, hold),
+            Vec::new(),
+        ));
+    }
+    all
 }
 
 /// [`offers`] for a payment that may have a request waiting for an approver (`pending`: its
@@ -427,8 +437,12 @@ mod tests {
         ] {
             assert!(capture_refusal(s, hold(1000, 0, false)).is_some(), "{s}");
         }
-        // An automatic payment has no hold at all.
-        assert!(!available_kinds(S::Success, None).contains(&"capture"));
+        // An automatic payment has no hold at all: neither is listed, not even as unavailable.
+        assert!(
+            offers(S::Success, 0, None)
+                .iter()
+                .all(|o| !matches!(o.kind, ActionKind::Capture | ActionKind::Void))
+        );
         assert!(capture_refusal(S::Authorized, None).is_some_and(|w| w.contains("automatic")));
     }
 

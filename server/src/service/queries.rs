@@ -99,6 +99,7 @@ impl Core {
         }
         f.from = time_filter("from", &q.from)?;
         f.to = time_filter("to", &q.to)?;
+        f.expires_before = time_filter("expires_before", &q.expires_before)?;
         if let Some(cursor) = blank(&q.after) {
             let (at, id) = cursor
                 .split_once('_')

@@ -47,6 +47,8 @@ pub struct PaymentFilter {
     /// payment had a charge attempt with it, or (`fenced`) its key was fenced
     /// ([`reason_condition`](super::health::reason_condition)).
     pub reason: Option<String>,
+    /// A manual-capture hold expiring before this, epoch ms UTC (issue 34).
+    pub expires_before: Option<i64>,
     /// Page after this `(created_at, id)`.
     pub after: Option<(i64, String)>,
     /// Page size.
@@ -81,6 +83,10 @@ pub fn search_sql(f: &PaymentFilter) -> (String, Vec<SearchArg<'_>>) {
     if let Some(o) = &f.merchant_order_id {
         args.push(SearchArg::Text(o));
         conds.push(format!("merchant_order_id = ${}", args.len()));
+    }
+    if let Some(before) = f.expires_before {
+        args.push(SearchArg::Int(before));
+        conds.push(format!("hold_expires_at < ${}", args.len()));
     }
     if let Some(from) = f.from {
         args.push(SearchArg::Int(from));

@@ -377,6 +377,29 @@ on_both_backends!(
         let generated = d["generated_at"].as_i64().unwrap();
         assert_eq!(holds["before"], generated + 86_400_000);
         assert!(soonest <= generated + 3_600_000, "{soonest} {generated}");
+        // The panel's link: the AUTHORIZED payments whose hold expires before its cut-off.
+        let cut_off =
+            converge_server::domain::clock::rfc3339(generated + 86_400_000).replace('+', "%2B");
+        let (s, page) = ops_get(
+            &op,
+            &app,
+            &format!("/ops/v1/payments?status=AUTHORIZED&expires_before={cut_off}"),
+        )
+        .await;
+        assert_eq!(s, 200, "{page}");
+        assert_eq!(page["items"].as_array().unwrap().len(), 2, "{page}");
+        let (_, none) = ops_get(
+            &op,
+            &app,
+            "/ops/v1/payments?status=AUTHORIZED&expires_before=2000-01-01",
+        )
+        .await;
+        assert_eq!(none["items"], json!([]), "{none}");
+        let (s, bad) = ops_get(&op, &app, "/ops/v1/payments?expires_before=soon").await;
+        assert_eq!(
+            (s, bad["error"]["code"].as_str()),
+            (400, Some("invalid_time"))
+        );
     }
 );
 

@@ -34,6 +34,20 @@ struct FormRefs {
     reason: NodeRef<leptos::html::Textarea>,
 }
 
+impl FormRefs {
+    fn new() -> Self {
+        FormRefs {
+            reverse: NodeRef::new(),
+            force: NodeRef::new(),
+            capture: NodeRef::new(),
+            void: NodeRef::new(),
+            amount: NodeRef::new(),
+            target: NodeRef::new(),
+            reason: NodeRef::new(),
+        }
+    }
+}
+
 /// The operator's controls and the payment's actions (pending ones block a second request:
 /// the server says so, and the message is shown).
 #[component]
@@ -66,15 +80,7 @@ pub(super) fn ActionsPanel(
         .collect();
     // Keyboard focus: into the request form when it opens (its first field), back to the
     // button that opened it when it is cancelled, and to the outcome once it is shown.
-    let refs = FormRefs {
-        reverse: NodeRef::new(),
-        force: NodeRef::new(),
-        capture: NodeRef::new(),
-        void: NodeRef::new(),
-        amount: NodeRef::new(),
-        target: NodeRef::new(),
-        reason: NodeRef::new(),
-    };
+    let refs = FormRefs::new();
     let flash_ref = NodeRef::<leptos::html::P>::new();
     let RequestState {
         form,
@@ -277,7 +283,8 @@ fn sender(
     })
 }
 
-/// The action buttons: query and retry run at once, reverse and force open their form.
+/// The action buttons: query and retry run at once, reverse, force, capture and void open
+/// their form.
 #[component]
 fn ActionButtons(
     offers: Offers,
@@ -290,7 +297,6 @@ fn ActionButtons(
     // form that happens to be open beside them (that once recorded and audited a Retry with
     // the Reverse form's reason).
     let quick = move |kind: ActionKind| send.run((kind, quick_reason(kind), None, None, None));
-    let is_open = move |kind: ActionKind| form.get() == Some(kind);
     view! {
         <div class="inline-form">
             <button
@@ -315,79 +321,39 @@ fn ActionButtons(
                         </button>
                     }
                 })}
-            {offers
-                .reverse
-                .then(|| {
-                    view! {
-                        <button
-                            type="button"
-                            class="secondary"
-                            data-testid="action-reverse"
-                            node_ref=refs.reverse
-                            aria-expanded=move || is_open(ActionKind::Reverse).to_string()
-                            aria-controls=move || is_open(ActionKind::Reverse).then_some("action-form")
-                            disabled=move || busy.get()
-                            on:click=move |_| form.set(Some(ActionKind::Reverse))
-                        >
-                            "Reverse…"
-                        </button>
-                    }
-                })}
-            {offers
-                .force
-                .then(|| {
-                    view! {
-                        <button
-                            type="button"
-                            class="secondary"
-                            data-testid="action-force"
-                            node_ref=refs.force
-                            aria-expanded=move || is_open(ActionKind::ForceTransition).to_string()
-                            aria-controls=move || is_open(ActionKind::ForceTransition).then_some("action-form")
-                            disabled=move || busy.get()
-                            on:click=move |_| form.set(Some(ActionKind::ForceTransition))
-                        >
-                            "Force transition…"
-                        </button>
-                    }
-                })}
-            {offers
-                .capture
-                .then(|| {
-                    view! {
-                        <button
-                            type="button"
-                            class="secondary"
-                            data-testid="action-capture"
-                            node_ref=refs.capture
-                            aria-expanded=move || is_open(ActionKind::Capture).to_string()
-                            aria-controls=move || is_open(ActionKind::Capture).then_some("action-form")
-                            disabled=move || busy.get()
-                            on:click=move |_| form.set(Some(ActionKind::Capture))
-                        >
-                            "Capture…"
-                        </button>
-                    }
-                })}
-            {offers
-                .void
-                .then(|| {
-                    view! {
-                        <button
-                            type="button"
-                            class="secondary"
-                            data-testid="action-void"
-                            node_ref=refs.void
-                            aria-expanded=move || is_open(ActionKind::Void).to_string()
-                            aria-controls=move || is_open(ActionKind::Void).then_some("action-form")
-                            disabled=move || busy.get()
-                            on:click=move |_| form.set(Some(ActionKind::Void))
-                        >
-                            "Void…"
-                        </button>
-                    }
-                })}
+            {offers.reverse.then(|| view! { <FormButton kind=ActionKind::Reverse label="Reverse…" testid="action-reverse" node_ref=refs.reverse form busy/> })}
+            {offers.force.then(|| view! { <FormButton kind=ActionKind::ForceTransition label="Force transition…" testid="action-force" node_ref=refs.force form busy/> })}
+            {offers.capture.then(|| view! { <FormButton kind=ActionKind::Capture label="Capture…" testid="action-capture" node_ref=refs.capture form busy/> })}
+            {offers.void.then(|| view! { <FormButton kind=ActionKind::Void label="Void…" testid="action-void" node_ref=refs.void form busy/> })}
         </div>
+    }
+}
+
+/// A button that opens the request form of `kind` (its form is one at a time: the button
+/// says whether it is the one open).
+#[component]
+fn FormButton(
+    kind: ActionKind,
+    label: &'static str,
+    testid: &'static str,
+    node_ref: NodeRef<leptos::html::Button>,
+    form: RwSignal<Option<ActionKind>>,
+    busy: RwSignal<bool>,
+) -> impl IntoView {
+    let is_open = move || form.get() == Some(kind);
+    view! {
+        <button
+            type="button"
+            class="secondary"
+            data-testid=testid
+            node_ref=node_ref
+            aria-expanded=move || is_open().to_string()
+            aria-controls=move || is_open().then_some("action-form")
+            disabled=move || busy.get()
+            on:click=move |_| form.set(Some(kind))
+        >
+            {label}
+        </button>
     }
 }
 
