@@ -217,7 +217,11 @@ mod tests {
         }
         assert_eq!(net[&hold_account(3)], 0);
         assert_eq!(net[CHANNEL_HOLDS], 0);
-        assert_eq!(net[&merchant_account(3)], -500, "what was captured is payable");
+        assert_eq!(
+            net[&merchant_account(3)],
+            -500,
+            "what was captured is payable"
+        );
         assert!(is_balanced(&release(3, 700, "EUR")));
     }
 

@@ -497,7 +497,12 @@ pub const TRANSITIONS: &[Rule] = &[
             ..NONE
         },
     ),
-    row(S::Authorizing, E::ChannelAuthorized, S::Authorized, AUTHORIZED),
+    row(
+        S::Authorizing,
+        E::ChannelAuthorized,
+        S::Authorized,
+        AUTHORIZED,
+    ),
     row(
         S::Authorizing,
         E::ChannelDeclined,
@@ -594,7 +599,12 @@ pub const TRANSITIONS: &[Rule] = &[
         },
     ),
     row(S::Capturing, E::HoldLapsed, S::Expired, LAPSED),
-    row(S::Capturing, E::HoldLapsedCaptured, S::Success, LAPSED_CAPTURED),
+    row(
+        S::Capturing,
+        E::HoldLapsedCaptured,
+        S::Success,
+        LAPSED_CAPTURED,
+    ),
     // The expiry job records the lapse first, so no capture can start after it, then voids
     // at the channel (idempotent; the channel's hold lapses on its own clock as well).
     row(
@@ -1091,9 +1101,10 @@ mod tests {
                 Some(Batch::Capture) => Some(HoldEffect::Capture),
                 Some(Batch::Release) => Some(HoldEffect::Release),
                 Some(Batch::Charge | Batch::Reversal) => None,
-                None => r.effects.hold.filter(|h| {
-                    matches!(h, HoldEffect::BeginCapture | HoldEffect::RefuseCapture)
-                }),
+                None => r
+                    .effects
+                    .hold
+                    .filter(|h| matches!(h, HoldEffect::BeginCapture | HoldEffect::RefuseCapture)),
             };
             assert_eq!(
                 r.effects.hold, expected,

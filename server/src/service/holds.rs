@@ -12,16 +12,16 @@
 
 use serde_json::json;
 
+use super::payments::payment_answer;
 use super::payments::{Applied, Extras};
 use super::resolve::Step;
+use super::write::{Answer, KeyClaim, Seal, Start, Written};
 use super::{Core, ServiceError, ids};
 use crate::channel::{AuthorizeOutcome, CaptureOutcome, HoldQueryOutcome, HoldStatus, VoidOutcome};
 use crate::domain::clock::rfc3339;
+use crate::domain::freeze::NewWork;
 use crate::domain::money;
 use crate::domain::state::{PaymentEvent, PaymentStatus};
-use super::payments::payment_answer;
-use super::write::{Answer, KeyClaim, Seal, Start, Written};
-use crate::domain::freeze::NewWork;
 use crate::store::{HoldWrite, Merchant, Payment};
 use converge_wire::payments::{CaptureMode, PendingCapture};
 
@@ -163,10 +163,19 @@ impl Core {
         let start = Start::of_claim(self.store.claim_key_at(claim, payment_id).await?, ());
         let void = async || -> Result<Answer, HoldError> {
             let p = self.merchant_payment(merchant, payment_id).await?;
-            Ok(Answer::Ready(payment_answer(200, &self.void_hold(&p, "api").await?)))
+            Ok(Answer::Ready(payment_answer(
+                200,
+                &self.void_hold(&p, "api").await?,
+            )))
         };
-        self.keyed_write(claim, Seal::Plain, start, async |()| void().await, async |_| void().await)
-            .await
+        self.keyed_write(
+            claim,
+            Seal::Plain,
+            start,
+            async |()| void().await,
+            async |_| void().await,
+        )
+        .await
     }
 
     /// `POST /v1/payments/{id}/cancel` under an Idempotency-Key:
@@ -182,10 +191,19 @@ impl Core {
         let start = Start::of_claim(self.store.claim_key_at(claim, payment_id).await?, ());
         let cancel = async || -> Result<Answer, HoldError> {
             let p = self.merchant_payment(merchant, payment_id).await?;
-            Ok(Answer::Ready(payment_answer(200, &self.cancel_pending(&p, "api").await?)))
+            Ok(Answer::Ready(payment_answer(
+                200,
+                &self.cancel_pending(&p, "api").await?,
+            )))
         };
-        self.keyed_write(claim, Seal::Plain, start, async |()| cancel().await, async |_| cancel().await)
-            .await
+        self.keyed_write(
+            claim,
+            Seal::Plain,
+            start,
+            async |()| cancel().await,
+            async |_| cancel().await,
+        )
+        .await
     }
 
     /// The merchant's payment `id` (another merchant's is not found).
@@ -269,7 +287,11 @@ impl Core {
     }
 
     /// AUTHORIZING: sends the authorization and records the answer.
-    pub(crate) async fn authorize(&self, p: &Payment, source: &str) -> Result<Payment, ServiceError> {
+    pub(crate) async fn authorize(
+        &self,
+        p: &Payment,
+        source: &str,
+    ) -> Result<Payment, ServiceError> {
         let outcome = self.send_authorize(p).await;
         let (event, extras) = self.authorize_answer(p, outcome);
         self.apply(p, event, source, extras).await
@@ -283,7 +305,12 @@ impl Core {
         p: Payment,
         source: &str,
     ) -> Result<Step, ServiceError> {
-        let answer = match self.connectors.for_payment(&p).query_hold(&p.channel_key).await {
+        let answer = match self
+            .connectors
+            .for_payment(&p)
+            .query_hold(&p.channel_key)
+            .await
+        {
             Ok(answer) => answer,
             Err(unsupported) => return Ok(hold_mismatch(&p, &unsupported.to_string())),
         };
@@ -397,7 +424,9 @@ impl Core {
             }),
             ..Extras::default()
         };
-        let capturing = self.claim_hold(p, PaymentEvent::RequestCapture, source, extras).await?;
+        let capturing = self
+            .claim_hold(p, PaymentEvent::RequestCapture, source, extras)
+            .await?;
         Ok(self.send_capture(&capturing, source).await?)
     }
 
@@ -547,18 +576,30 @@ impl Core {
     /// The capture job: settles a CAPTURING payment's capture from a query of the hold (the
     /// channel's captured total says whether it was made), sending it again under its own key
     /// only when the hold is still open and shows nothing of it.
-    pub(crate) async fn settle_capture(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
+    pub(crate) async fn settle_capture(
+        &self,
+        p: Payment,
+        source: &str,
+    ) -> Result<Step, ServiceError> {
         let Some(c) = pending(&p).filter(|_| p.status == PaymentStatus::Capturing) else {
             return Ok(Step::Done);
         };
         let captured = p.hold.as_ref().map_or(0, |h| h.captured);
-        let answer = match self.connectors.for_payment(&p).query_hold(&p.channel_key).await {
+        let answer = match self
+            .connectors
+            .for_payment(&p)
+            .query_hold(&p.channel_key)
+            .await
+        {
             Ok(answer) => answer,
             Err(unsupported) => return Ok(hold_mismatch(&p, &unsupported.to_string())),
         };
         let step = match answer {
             HoldQueryOutcome::Found {
-                status, captured: total, currency, ..
+                status,
+                captured: total,
+                currency,
+                ..
             } if total == captured + c.amount => self.capture_answer(
                 &p,
                 &c,
@@ -585,7 +626,9 @@ impl Core {
                 status: HoldStatus::Expired,
                 captured: total,
                 ..
-            } if total == captured => Some(self.lapse(&p, "query: the hold expired before the capture")),
+            } if total == captured => {
+                Some(self.lapse(&p, "query: the hold expired before the capture"))
+            }
             HoldQueryOutcome::Error { detail } => {
                 return Ok(Step::Retry(format!("query of the hold failed: {detail}")));
             }
@@ -720,7 +763,10 @@ impl Core {
                     detail: "cancelled before submission".into(),
                     ..Extras::default()
                 };
-                match self.apply_outcome(p, PaymentEvent::Cancel, source, extras).await? {
+                match self
+                    .apply_outcome(p, PaymentEvent::Cancel, source, extras)
+                    .await?
+                {
                     (after, Applied::Yes) => Ok(after),
                     (now, _) => Err(HoldError::NotCancelable(now.status)),
                 }

@@ -748,18 +748,26 @@ impl Core {
         let (m, cur) = (p.merchant_id, p.currency.as_str());
         // A hold's batch takes its amounts from the step's hold write; a batch without the
         // write it needs is left out, and the store refuses the step (paired with the row).
-        let posting = r.effects.ledger.and_then(|batch| match (batch, &extras.hold) {
-            (Batch::Charge, _) => Some(ledger::charge(m, p.amount, cur)),
-            (Batch::Reversal, _) => Some(ledger::reversal(m, p.unrefunded(), cur)),
-            (Batch::Hold, _) => Some(ledger::hold(m, p.amount, cur)),
-            (Batch::Capture, Some(HoldWrite::Capture { id, amount, released })) => {
-                Some(ledger::capture(m, id, *amount, *released, cur))
-            }
-            (Batch::Release, Some(HoldWrite::Release { amount, .. })) if *amount > 0 => {
-                Some(ledger::release(m, *amount, cur))
-            }
-            (Batch::Capture | Batch::Release, _) => None,
-        });
+        let posting = r
+            .effects
+            .ledger
+            .and_then(|batch| match (batch, &extras.hold) {
+                (Batch::Charge, _) => Some(ledger::charge(m, p.amount, cur)),
+                (Batch::Reversal, _) => Some(ledger::reversal(m, p.unrefunded(), cur)),
+                (Batch::Hold, _) => Some(ledger::hold(m, p.amount, cur)),
+                (
+                    Batch::Capture,
+                    Some(HoldWrite::Capture {
+                        id,
+                        amount,
+                        released,
+                    }),
+                ) => Some(ledger::capture(m, id, *amount, *released, cur)),
+                (Batch::Release, Some(HoldWrite::Release { amount, .. })) if *amount > 0 => {
+                    Some(ledger::release(m, *amount, cur))
+                }
+                (Batch::Capture | Batch::Release, _) => None,
+            });
         let expires_at = match &extras.hold {
             Some(HoldWrite::Authorize { expires_at }) => *expires_at,
             _ => now + self.timings.authorization_ttl_ms,

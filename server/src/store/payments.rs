@@ -5,9 +5,9 @@
 
 use async_trait::async_trait;
 
-use super::{CaptureRecord, 
-    CreatePayment, EventRecord, IgnoredEvent, Job, NewPayment, OpenPayment, OpenedPayment, Payment,
-    StoreError, Transition, TransitionResult, TransitionsResult,
+use super::{
+    CaptureRecord, CreatePayment, EventRecord, IgnoredEvent, Job, NewPayment, OpenPayment,
+    OpenedPayment, Payment, StoreError, Transition, TransitionResult, TransitionsResult,
 };
 use crate::store::keys::KeyCompletion;
 

@@ -40,6 +40,7 @@ mod source_rules;
 mod trace_context;
 mod transitions;
 mod two_phase;
+mod verify_holds;
 mod verify_store;
 mod webhooks;
 mod work_queues;

@@ -9,8 +9,8 @@ use converge_server::domain::ledger;
 use converge_server::domain::state::{PaymentEvent, PaymentStatus, TRANSITIONS, transition};
 use converge_server::service::ids::new_id;
 use converge_server::store::{
-    CreatePayment, HoldWrite, JobKind, NewJob, NewPayment, Payment, Store, StoreError,
-    Transition, TransitionResult,
+    CreatePayment, HoldWrite, JobKind, NewJob, NewPayment, Payment, Store, StoreError, Transition,
+    TransitionResult,
 };
 use converge_wire::payments::CaptureMode;
 
@@ -89,18 +89,25 @@ fn tr(p: &Payment, event: PaymentEvent, to: PaymentStatus) -> Transition {
         }
     });
     let (m, cur) = (p.merchant_id, p.currency.as_str());
-    let posting = row.and_then(|r| r.effects.ledger).and_then(|batch| match (batch, &hold) {
-        (Batch::Charge, _) => Some(ledger::charge(m, p.amount, cur)),
-        (Batch::Reversal, _) => Some(ledger::reversal(m, p.amount - p.refunded_amount, cur)),
-        (Batch::Hold, _) => Some(ledger::hold(m, p.amount, cur)),
-        (Batch::Capture, Some(HoldWrite::Capture { id, amount, released })) => {
-            Some(ledger::capture(m, id, *amount, *released, cur))
-        }
-        (Batch::Release, Some(HoldWrite::Release { amount, .. })) => {
-            Some(ledger::release(m, *amount, cur))
-        }
-        _ => None,
-    });
+    let posting = row
+        .and_then(|r| r.effects.ledger)
+        .and_then(|batch| match (batch, &hold) {
+            (Batch::Charge, _) => Some(ledger::charge(m, p.amount, cur)),
+            (Batch::Reversal, _) => Some(ledger::reversal(m, p.amount - p.refunded_amount, cur)),
+            (Batch::Hold, _) => Some(ledger::hold(m, p.amount, cur)),
+            (
+                Batch::Capture,
+                Some(HoldWrite::Capture {
+                    id,
+                    amount,
+                    released,
+                }),
+            ) => Some(ledger::capture(m, id, *amount, *released, cur)),
+            (Batch::Release, Some(HoldWrite::Release { amount, .. })) => {
+                Some(ledger::release(m, *amount, cur))
+            }
+            _ => None,
+        });
     crate::support::with_follow_up(Transition {
         payment_id: p.id.clone(),
         from: p.status,
@@ -161,12 +168,9 @@ fn hold_path_to(status: PaymentStatus) -> &'static [PaymentEvent] {
 fn path_to(status: PaymentStatus) -> &'static [PaymentEvent] {
     match status {
         S::Canceled => &[E::Cancel],
-        S::Authorizing
-        | S::Authorized
-        | S::Capturing
-        | S::Voiding
-        | S::Voided
-        | S::Expired => hold_path_to(status),
+        S::Authorizing | S::Authorized | S::Capturing | S::Voiding | S::Voided | S::Expired => {
+            hold_path_to(status)
+        }
         S::Pending => &[],
         S::Processing => &[E::Submit],
         S::Unknown => &[E::Submit, E::ChannelError],
