@@ -31,6 +31,7 @@ mod passkeys;
 mod pauses;
 mod payments_api;
 mod privilege;
+mod reconcile_holds;
 mod refunds;
 mod reversal_race;
 mod sandbox;
