@@ -162,7 +162,8 @@ fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
             max_attempts: 5,
             resubmit_budget: 3,
             approval_conflict_window_ms: 0,
-            authorization_ttl_ms: converge_server::service::DEFAULT_AUTHORIZATION_TTL_SECS as i64 * 1000,
+            authorization_ttl_ms: converge_server::service::DEFAULT_AUTHORIZATION_TTL_SECS as i64
+                * 1000,
         },
         // The webhook measurement's receiver listens on loopback.
         secrets: converge_server::domain::secret_box::SecretBox::random(),

@@ -195,7 +195,8 @@ fn dashboard_core(store: Arc<dyn Store>) -> converge_server::service::Core {
             max_attempts: 5,
             resubmit_budget: 3,
             approval_conflict_window_ms: 0,
-            authorization_ttl_ms: converge_server::service::DEFAULT_AUTHORIZATION_TTL_SECS as i64 * 1000,
+            authorization_ttl_ms: converge_server::service::DEFAULT_AUTHORIZATION_TTL_SECS as i64
+                * 1000,
         },
         secrets: converge_server::domain::secret_box::SecretBox::random(),
         notifier: Default::default(),
