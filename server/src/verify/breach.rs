@@ -20,9 +20,9 @@ pub enum Invariant {
     Audit,
     /// 6. One event per outcome, each delivered to its endpoints (or in the error pool).
     Events,
-    /// 7. Holds (issue 34): captured never more than authorized, every hold ends exactly
-    /// once, the ledger's and the channel's captures equal the payment's, nothing captured
-    /// after a void or an expiry, no payment for a tombstoned order.
+    /// Invariant 7, holds (issue 34): captured never more than authorized; every hold ends
+    /// exactly once; the ledger's and the channel's captures equal the payment's; nothing
+    /// captured after a void or an expiry; no payment for a tombstoned order.
     Holds,
 }
 
