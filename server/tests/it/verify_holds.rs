@@ -262,6 +262,61 @@ on_both_backends!(
 
 on_both_backends!(verify_names_a_payment_for_a_tombstoned_order, |app| {
     let h = holds(&app).await;
+    // The rows verify reads: a hold captured in two parts and released, one voided.
+    let row = app
+        .store
+        .verify_payment(&h.captured)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            row.capture_mode.as_str(),
+            row.captured_amount,
+            row.released_amount
+        ),
+        ("manual", 500, 500)
+    );
+    assert_eq!(
+        (row.hold_batches, row.capture_batches, row.release_batches),
+        (1, 2, 0),
+        "the final capture releases the rest in its own batch"
+    );
+    assert_eq!(
+        (
+            row.hold_pending_net,
+            row.channel_holds_net,
+            row.capture_payable
+        ),
+        (0, 0, 500)
+    );
+    assert_eq!(
+        (
+            row.captures_captured,
+            row.captures_captured_amount,
+            row.captures_captured_batched
+        ),
+        (2, 500, 2)
+    );
+    let row = app.store.verify_payment(&h.voided).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            row.released_amount,
+            row.hold_batches,
+            row.release_batches,
+            row.hold_pending_net
+        ),
+        (800, 1, 1, 0)
+    );
+    let row = app.store.verify_payment(&h.open).await.unwrap().unwrap();
+    assert_eq!((row.hold_pending_net, row.channel_holds_net), (-600, 600));
+    assert!(
+        app.store
+            .verify_payment("pay_none")
+            .await
+            .unwrap()
+            .is_none()
+    );
     let merchant = app.merchant_id.to_string();
     clean_then_break(
         &app,
