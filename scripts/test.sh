@@ -120,6 +120,10 @@ CONVERGE_BIN="$converge_bin" bash scripts/checkers.sh
 # The PostgreSQL run reverses 30 % of the payments while merchants refund them (issue 36's
 # held-back run): the approver must still approve the pause, and every refused approval must
 # have decided its request (stale), never left it pending (a locked-out approver).
+# Both runs place a fifth of their orders as manual-capture holds (issue 34; chaos's
+# --manual-rate and --authorization-ttl-secs defaults): captures in parts or whole, voids, a
+# capture racing a void, merchant cancels, and holds left to expire under a 6 s TTL, all
+# through the kills and channel faults; `converge verify` checks each hold (invariant 7).
 disk
 echo "test: chaos convergence run (SQLite; PostgreSQL with two servers)" >&2
 # `--workspace --tests` gives the build the same feature set as `cargo test --workspace` above,

@@ -70,6 +70,15 @@ struct Args {
     /// the same payment at the same moment (0..=1): the two must never both reach the channel.
     #[arg(long, default_value_t = 0.1)]
     reversal_rate: f64,
+    /// Share of orders placed as manual-capture payments (`"capture": "manual"`, issue 34):
+    /// their captures (partial and final), voids, capture-and-void races and merchant cancels
+    /// race the kills and the channel's faults, and some are left to expire (0..=1).
+    #[arg(long, default_value_t = 0.2)]
+    manual_rate: f64,
+    /// The servers' `--authorization-ttl-secs`: short, so some holds expire during the run and
+    /// some captures race their expiry.
+    #[arg(long, default_value_t = 6)]
+    authorization_ttl_secs: u64,
     /// Concurrent client tasks.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
@@ -160,6 +169,17 @@ struct Counters {
     reversals_stale: AtomicU64,
     /// Merchant refunds refused because a reversal held the payment (409).
     refunds_refused_by_reversal: AtomicU64,
+    /// Manual-capture orders placed.
+    holds: AtomicU64,
+    /// Captures answered 2xx (partial and final).
+    captures: AtomicU64,
+    /// Voids answered 2xx.
+    voids: AtomicU64,
+    /// Merchant cancels answered 2xx (the payment was still PENDING).
+    cancels: AtomicU64,
+    /// Captures, voids and cancels refused by the payment's state (409: voided, expired,
+    /// captured in part, lost a race): expected, not breaches.
+    hold_refusals: AtomicU64,
 }
 
 /// The emergency-switch pause of submissions during the workload.
@@ -396,9 +416,15 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
     let order = format!("chaos-{seed}-{i}");
     let amount = pick_amount(&mut rng);
-    let Some(id) = create_order_payment(&sh, &mut rng, &order, amount).await else {
+    let manual = rng.random_bool(sh.args.manual_rate.clamp(0.0, 1.0));
+    let Some(id) = create_order_payment(&sh, &mut rng, &order, amount, manual).await else {
         return;
     };
+    if manual {
+        sh.counters.holds.fetch_add(1, Ordering::Relaxed);
+        run_hold(&sh, &mut rng, &id, &order, amount).await;
+        return;
+    }
     if rng.random_bool(sh.args.bad_input_rate.clamp(0.0, 1.0)) {
         bad_input(&sh, &mut rng).await;
     }
@@ -429,7 +455,8 @@ async fn run_order(sh: Arc<Shared>, i: usize) {
     }
 }
 
-/// Creates the payment of `order` for `amount` (some orders with concurrent duplicates of
+/// Creates the payment of `order` for `amount` (a manual-capture one when `manual`; some
+/// orders with concurrent duplicates of
 /// the same request and key), retrying like a client; the payment id once acknowledged, None
 /// when the client gave up or the answer broke a rule (a breach).
 async fn create_order_payment(
@@ -437,9 +464,14 @@ async fn create_order_payment(
     rng: &mut StdRng,
     order: &str,
     amount: i64,
+    manual: bool,
 ) -> Option<String> {
     let currency = if rng.random_bool(0.8) { "CNY" } else { "USD" };
-    let body = json!({"amount": amount, "currency": currency, "merchant_order_id": order, "description": "chaos"}).to_string();
+    let mut body = json!({"amount": amount, "currency": currency, "merchant_order_id": order, "description": "chaos"});
+    if manual {
+        body["capture"] = json!("manual");
+    }
+    let body = body.to_string();
     // Concurrent duplicates: the same request, same key, at the same time.
     if rng.random_bool(0.2) {
         let dups = rng.random_range(1..=3);
@@ -860,7 +892,11 @@ async fn held_payments_moved(sh: &Shared, rng: &mut StdRng, held: &[String]) -> 
             Ok(r) => r.json::<Value>().await.ok().map(|v| v["status"].clone()),
             Err(_) => None,
         };
-        if status.as_ref().is_some_and(|s| s != "PENDING") {
+        // A merchant's cancel ends a held payment without sending it.
+        if status
+            .as_ref()
+            .is_some_and(|s| s != "PENDING" && s != "CANCELED")
+        {
             moved += 1;
             sh.breach(format!("payment {p} answered PENDING while submissions were paused moved to {} before the resume", status.unwrap_or_default()));
         }
@@ -1258,6 +1294,7 @@ async fn run(args: Args) -> Result<bool> {
         ("--reversal-rate", args.reversal_rate),
         ("--fault-rate", args.fault_rate),
         ("--bad-input-rate", args.bad_input_rate),
+        ("--manual-rate", args.manual_rate),
     ] {
         if !(0.0..=1.0).contains(&v) {
             bail!("{name} must be between 0 and 1");
@@ -1326,6 +1363,8 @@ struct VerifyReport {
     breaches: Vec<Value>,
     /// Invariant 6's figures (`events`, `deliveries`: [all, succeeded]).
     outbox: Value,
+    /// Invariant 7's figures (`manual`, `queried` at the channel).
+    holds: Value,
 }
 
 impl VerifyReport {
@@ -1387,6 +1426,7 @@ async fn verify_report(conv: &Converge, db_url: &str, channel_url: &str) -> Resu
         unresolved_in_pool: v["unresolved_in_pool"].as_i64().unwrap_or(-1),
         breaches: v["breaches"].as_array().cloned().unwrap_or_default(),
         outbox: v["outbox"].clone(),
+        holds: v["holds"].clone(),
     })
 }
 
@@ -1982,6 +2022,8 @@ fn server_args(
         s("5"),
         s("--pause-min-duration-secs"),
         s("0"),
+        s("--authorization-ttl-secs"),
+        args.authorization_ttl_secs.to_string(),
     ];
     if let Some(n) = at.nats {
         a.extend([
@@ -2494,6 +2536,22 @@ fn print_traffic(shared: &Shared, f: &Figures) {
         f.stats["declines"],
         f.stats["attempts"]
     );
+    let report = &f.report;
+    let count = |status: &str| report.by_status.get(status).copied().unwrap_or(0);
+    println!(
+        "holds (manual capture): {} orders, {} captures and {} voids answered 2xx, {} merchant cancels, {} refused by the payment's state (409); at the end (all payments) {} EXPIRED, {} VOIDED, {} CANCELED, {} still AUTHORIZED; verify checked {} holds, {} queried at the channel",
+        c.holds.load(Ordering::Relaxed),
+        c.captures.load(Ordering::Relaxed),
+        c.voids.load(Ordering::Relaxed),
+        c.cancels.load(Ordering::Relaxed),
+        c.hold_refusals.load(Ordering::Relaxed),
+        count("EXPIRED"),
+        count("VOIDED"),
+        count("CANCELED"),
+        count("AUTHORIZED"),
+        report.holds["manual"],
+        report.holds["queried"],
+    );
     println!("kills: {} (SIGKILL + restart)", f.kills);
     for line in shared.pause.log.lock().unwrap().iter() {
         println!("emergency switch: {line}");
@@ -2577,5 +2635,196 @@ mod tests {
             body: b"<html>".to_vec(),
         };
         assert_eq!(garbled.code(), "");
+    }
+}
+
+/// Codes a capture, a void or a cancel gets when the payment's state refuses it for good
+/// (voided, expired, captured in full or in part, a race lost): the client stops there.
+const HOLD_REFUSALS: [&str; 5] = [
+    "not_capturable",
+    "hold_expired",
+    "capture_exceeds_hold",
+    "not_voidable",
+    "not_cancelable",
+];
+
+/// What the merchant does with an authorized hold.
+enum HoldPlan {
+    /// A third, then a third as the final capture (the rest released).
+    Parts,
+    /// All of it, final.
+    Whole,
+    /// A void.
+    Void,
+    /// A final capture of all of it and a void at the same moment: exactly one wins.
+    Race,
+    /// Nothing: the hold expires.
+    Expire,
+}
+
+/// A manual-capture order after its create: now and then a merchant cancel racing the
+/// submission, then, once AUTHORIZED (after a short wait, or a long one that races the
+/// hold's expiry), captures in parts or whole, a void, a capture racing a void, or nothing.
+async fn run_hold(sh: &Arc<Shared>, rng: &mut StdRng, id: &str, order: &str, amount: i64) {
+    if rng.random_bool(0.15) {
+        let path = format!("/v1/payments/{id}/cancel");
+        if hold_op(sh, rng, &path, &format!("{order}-x"), "{}", order)
+            .await
+            .is_some()
+        {
+            sh.counters.cancels.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if poll_status(sh, rng, id, "AUTHORIZED").await.as_deref() != Some("AUTHORIZED") {
+        return;
+    }
+    let wait = if rng.random_bool(0.3) {
+        rng.random_range(3_000..9_000)
+    } else {
+        rng.random_range(0..1_000)
+    };
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+    let plan = match rng.random_range(0..10) {
+        0..=3 => HoldPlan::Parts,
+        4..=5 => HoldPlan::Whole,
+        6..=7 => HoldPlan::Void,
+        8 => HoldPlan::Race,
+        _ => HoldPlan::Expire,
+    };
+    let capture = |n: usize, part: i64, last: bool| {
+        let body = json!({"amount": part, "final": last}).to_string();
+        (
+            format!("/v1/payments/{id}/captures"),
+            format!("{order}-c{n}"),
+            body,
+        )
+    };
+    let void = (
+        format!("/v1/payments/{id}/void"),
+        format!("{order}-v"),
+        "{}".to_string(),
+    );
+    let third = (amount / 3).max(1);
+    let steps: Vec<(String, String, String)> = match plan {
+        HoldPlan::Parts => vec![capture(0, third, false), capture(1, third, true)],
+        HoldPlan::Whole => vec![capture(0, amount, true)],
+        HoldPlan::Void => vec![void],
+        HoldPlan::Race => {
+            let (sh2, order2) = (sh.clone(), order.to_string());
+            let mut r2 = StdRng::seed_from_u64(rng.random());
+            let racer = tokio::spawn(async move {
+                let (path, prefix, body) = void;
+                hold_step(&sh2, &mut r2, &path, &prefix, &body, &order2).await;
+            });
+            let (path, prefix, body) = capture(0, amount, true);
+            hold_step(sh, rng, &path, &prefix, &body, order).await;
+            let _ = racer.await;
+            return;
+        }
+        HoldPlan::Expire => vec![],
+    };
+    for (path, prefix, body) in steps {
+        if !hold_step(sh, rng, &path, &prefix, &body, order).await {
+            return;
+        }
+    }
+}
+
+/// One capture or void, counted; false when it was refused (the rest of the plan is moot).
+async fn hold_step(
+    sh: &Shared,
+    rng: &mut StdRng,
+    path: &str,
+    prefix: &str,
+    body: &str,
+    order: &str,
+) -> bool {
+    let done = hold_op(sh, rng, path, prefix, body, order).await.is_some();
+    if done {
+        let counter = if path.ends_with("/void") {
+            &sh.counters.voids
+        } else {
+            &sh.counters.captures
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    done
+}
+
+/// A capture, void or cancel under its one Idempotency-Key (never a new key: a capture whose
+/// answer was lost is found by the core's query, not sent again), retried like a client
+/// through 5xx, time-outs and `hold_busy` (a capture or void in flight): the 2xx answer, or
+/// None when the payment's state refused it ([`HOLD_REFUSALS`]) or the client gave up.
+async fn hold_op(
+    sh: &Shared,
+    rng: &mut StdRng,
+    path: &str,
+    prefix: &str,
+    body: &str,
+    order: &str,
+) -> Option<Resp> {
+    let deadline = Instant::now() + CLIENT_DEADLINE;
+    let key = format!("{prefix}-k1");
+    loop {
+        match sh.keyed(rng, path, &key, body, order).await {
+            Sent::Http(r) if (200..300).contains(&r.status) => return Some(r),
+            Sent::Http(r)
+                if r.status == 409
+                    && matches!(r.code().as_str(), "idempotency_key_in_use" | "hold_busy") => {}
+            Sent::Http(r) if r.status == 409 && HOLD_REFUSALS.contains(&r.code().as_str()) => {
+                sh.counters.hold_refusals.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            Sent::Http(r) if r.status < 500 => {
+                sh.breach(format!(
+                    "{order}: a valid request to {path} got {} {}",
+                    r.status,
+                    String::from_utf8_lossy(&r.body)
+                ));
+                return None;
+            }
+            Sent::Http(_) | Sent::Transport(_) => {}
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..400))).await;
+    }
+}
+
+/// Polls payment `id` until it is `want` or can never be (a terminal status, or SUCCESS):
+/// that status, or None after a minute or when the run is aborting.
+async fn poll_status(sh: &Shared, rng: &mut StdRng, id: &str, want: &str) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let base = &sh.bases[rng.random_range(0..sh.bases.len())];
+        let got = sh
+            .client
+            .get(format!("{base}/v1/payments/{id}"))
+            .bearer_auth(&sh.api_key)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await;
+        if let Ok(r) = got
+            && let Ok(p) = r.json::<Value>().await
+            && let Some(status) = p["status"].as_str()
+            && (status == want
+                || matches!(
+                    status,
+                    "FAILED"
+                        | "SUCCESS"
+                        | "VOIDED"
+                        | "EXPIRED"
+                        | "CANCELED"
+                        | "REFUNDED"
+                        | "REVERSED"
+                ))
+        {
+            return Some(status.to_string());
+        }
+        if Instant::now() > deadline || sh.abort.load(Ordering::Relaxed) {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

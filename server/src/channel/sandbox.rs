@@ -34,8 +34,11 @@
 //!   422 `{"status":"rejected","reason":"already_captured"}`. `POST /charges/{key}/cancel` of a
 //!   key with a live hold answers 409 `{"status":"held"}`: holds are released by a void.
 //! - `GET /statements/{YYYY-MM-DD}` -> `text/csv`, header
-//!   `channel_key,amount,currency,status,charged_at`: the successful charges of that UTC day,
-//!   then an end line `#end,<number of charge lines>,,,` | 400 on a bad date.
+//!   `channel_key,amount,currency,status,charged_at`: the successful charges of that UTC day
+//!   and the captures made that day (one `succeeded` line per capture under its hold's key,
+//!   `charged_at` the capture's time; a capture's amount digits 57 and 58 act on its line as
+//!   on a charge's), oldest first, then an end line `#end,<number of lines>,,,` | 400 on a
+//!   bad date.
 //! - `GET /charges?after=KEY&limit=N` -> `{"charges":[{"key","status":"succeeded"|"declined",
 //!   "amount","currency","charged_at","attempts","refunded"}],"next":KEY|null}`: every stored
 //!   charge in key order, `limit` 1..=5000 (default 1000), with the charge attempts seen for the

@@ -3,14 +3,15 @@
 //! channel key; every difference becomes an error-pool item carrying both sides, with a
 //! dedupe key per (day, kind, channel key), so re-running a day adds nothing twice.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::NaiveDate;
 use serde_json::json;
 
 use super::{Core, ServiceError};
 use crate::domain::money;
-use crate::store::NewErrorItem;
+use crate::store::{ChargedPayment, NewErrorItem, Payment};
+use converge_wire::payments::CaptureMode;
 
 /// The statement's header, in order.
 pub const HEADER: [&str; 5] = ["channel_key", "amount", "currency", "status", "charged_at"];
@@ -258,8 +259,19 @@ impl Core {
             now,
             items: Vec::new(),
         };
-        let seen = self.statement_differences(&rows, &mut found).await?;
-        self.missing_from_statement(date, &seen, &mut found).await?;
+        let (start, end) = day_range(date);
+        let captured: HashMap<String, ChargedPayment> = self
+            .store
+            .captures_settled(start, end)
+            .await?
+            .into_iter()
+            .map(|c| (c.id.clone(), c))
+            .collect();
+        let seen = self
+            .statement_differences(&rows, &captured, &mut found)
+            .await?;
+        self.missing_from_statement(date, &seen, &captured, &mut found)
+            .await?;
         let items = found.items;
         self.store
             .record_reconciliation(day, source, rows.len() as i64, &items, now)
@@ -303,18 +315,32 @@ impl Core {
     }
 
     /// The statement's side of the match: each line against the payment with its channel
-    /// key (a charge listed twice, a charge with no payment, another amount or status).
-    /// Returns the channel keys the statement lists, for the other side.
+    /// key (a charge listed twice, a charge with no payment, another amount or status); a
+    /// manual-capture payment's lines (one per capture) summed against what it captured that
+    /// day (`captured`). Returns the channel keys the statement lists, for the other side.
     async fn statement_differences(
         &self,
         rows: &[StatementRow],
+        captured: &HashMap<String, ChargedPayment>,
         found: &mut Differences<'_>,
     ) -> Result<HashSet<String>, ReconcileError> {
         let mut seen = HashSet::new();
-        let mut first_line = std::collections::HashMap::new();
+        let mut first_line = HashMap::new();
+        let mut holds: BTreeMap<String, (Payment, Vec<&StatementRow>)> = BTreeMap::new();
         for row in rows {
             seen.insert(row.channel_key.clone());
-            let statement = json!({"amount": row.amount, "currency": row.currency, "status": row.status, "charged_at": row.charged_at, "line": row.line});
+            if let Some((_, lines)) = holds.get_mut(&row.channel_key) {
+                lines.push(row);
+                continue;
+            }
+            let payment = self.store.payment_by_channel_key(&row.channel_key).await?;
+            let payment = match payment {
+                Some(p) if p.capture_mode == CaptureMode::Manual => {
+                    holds.insert(row.channel_key.clone(), (p, vec![row]));
+                    continue;
+                }
+                other => other,
+            };
             // The same charge listed twice would be settled twice: money, not a typo.
             if let Some(first) = first_line.insert(row.channel_key.clone(), row.line) {
                 found.push(
@@ -325,65 +351,40 @@ impl Core {
                         "statement lists charge {} twice (lines {first} and {})",
                         row.channel_key, row.line
                     ),
-                    json!({"statement": statement, "first_line": first}),
+                    json!({"statement": statement_json(row), "first_line": first}),
                 );
                 continue;
             }
-            let Some(p) = self.store.payment_by_channel_key(&row.channel_key).await? else {
-                found.push(
+            match payment {
+                Some(p) => charge_differences(row, &p, found),
+                None => found.push(
                     "missing_local",
                     &row.channel_key,
                     None,
                     format!("statement charge {} has no payment", row.channel_key),
-                    json!({"statement": statement, "local": null}),
-                );
-                continue;
-            };
-            let local = json!({"payment_id": p.id, "amount": p.amount, "currency": p.currency, "status": p.status.as_str()});
-            if row.amount != p.amount || row.currency != p.currency {
-                found.push(
-                    "amount_mismatch",
-                    &row.channel_key,
-                    Some(p.id.clone()),
-                    format!(
-                        "statement says {}, payment is {}",
-                        money::display(row.amount, &row.currency),
-                        money::display(p.amount, &p.currency)
-                    ),
-                    json!({"statement": statement, "local": local}),
-                );
+                    json!({"statement": statement_json(row), "local": null}),
+                ),
             }
-            let statement_charged = row.status == "succeeded";
-            if statement_charged != p.status.is_charged() {
-                found.push(
-                    "status_mismatch",
-                    &row.channel_key,
-                    Some(p.id.clone()),
-                    format!("statement says {}, payment is {}", row.status, p.status),
-                    json!({"statement": statement, "local": local}),
-                );
-            }
+        }
+        for (p, lines) in holds.values() {
+            capture_differences(p, lines, captured.get(&p.id), found);
         }
         Ok(seen)
     }
 
-    /// The local side of the match: every payment created on `date` and charged whose
-    /// channel key the statement (`seen`) does not list.
+    /// The local side of the match: every payment created on `date` and charged, and every
+    /// manual payment with captures settled that day (`captured`), whose channel key the
+    /// statement (`seen`) does not list.
     async fn missing_from_statement(
         &self,
         date: NaiveDate,
         seen: &HashSet<String>,
+        captured: &HashMap<String, ChargedPayment>,
         found: &mut Differences<'_>,
     ) -> Result<(), ReconcileError> {
-        let start = date
-            .and_hms_opt(0, 0, 0)
-            .map(|d| d.and_utc().timestamp_millis())
-            .unwrap_or_default();
-        for p in self
-            .store
-            .charged_payments_created(start, start + 86_400_000)
-            .await?
-        {
+        let (start, end) = day_range(date);
+        let charged = self.store.charged_payments_created(start, end).await?;
+        for p in charged.iter().chain(captured.values()) {
             if !seen.contains(&p.channel_key) {
                 found.push(
                     "missing_statement",
@@ -395,6 +396,90 @@ impl Core {
             }
         }
         Ok(())
+    }
+}
+
+/// The epoch-ms bounds `[start, end)` of UTC day `date`.
+fn day_range(date: NaiveDate) -> (i64, i64) {
+    let start = date
+        .and_hms_opt(0, 0, 0)
+        .map(|d| d.and_utc().timestamp_millis())
+        .unwrap_or_default();
+    (start, start + 86_400_000)
+}
+
+/// A statement line as evidence.
+fn statement_json(row: &StatementRow) -> serde_json::Value {
+    json!({"amount": row.amount, "currency": row.currency, "status": row.status, "charged_at": row.charged_at, "line": row.line})
+}
+
+/// One charge's line against its (automatic-capture) payment: amount, currency and status.
+fn charge_differences(row: &StatementRow, p: &Payment, found: &mut Differences<'_>) {
+    let statement = statement_json(row);
+    let local = json!({"payment_id": p.id, "amount": p.amount, "currency": p.currency, "status": p.status.as_str()});
+    if row.amount != p.amount || row.currency != p.currency {
+        found.push(
+            "amount_mismatch",
+            &row.channel_key,
+            Some(p.id.clone()),
+            format!(
+                "statement says {}, payment is {}",
+                money::display(row.amount, &row.currency),
+                money::display(p.amount, &p.currency)
+            ),
+            json!({"statement": statement, "local": local}),
+        );
+    }
+    let statement_charged = row.status == "succeeded";
+    if statement_charged != p.status.is_charged() {
+        found.push(
+            "status_mismatch",
+            &row.channel_key,
+            Some(p.id.clone()),
+            format!("statement says {}, payment is {}", row.status, p.status),
+            json!({"statement": statement, "local": local}),
+        );
+    }
+}
+
+/// A manual-capture payment's lines of the day (one per capture) against the captures it
+/// settled that day (`captured`; none when `None`): their sum and currency, and every line
+/// `succeeded`.
+fn capture_differences(
+    p: &Payment,
+    lines: &[&StatementRow],
+    captured: Option<&ChargedPayment>,
+    found: &mut Differences<'_>,
+) {
+    let listed: i64 = lines.iter().map(|l| l.amount).fold(0, i64::saturating_add);
+    let local_amount = captured.map_or(0, |c| c.amount);
+    let statement: Vec<_> = lines.iter().map(|l| statement_json(l)).collect();
+    let local = json!({"payment_id": p.id, "captured": local_amount, "currency": p.currency, "status": p.status.as_str()});
+    let key = &lines[0].channel_key;
+    if listed != local_amount || lines.iter().any(|l| l.currency != p.currency) {
+        found.push(
+            "amount_mismatch",
+            key,
+            Some(p.id.clone()),
+            format!(
+                "statement lists captures of {}, payment captured {} that day",
+                money::display(listed, &lines[0].currency),
+                money::display(local_amount, &p.currency)
+            ),
+            json!({"statement": statement, "local": local}),
+        );
+    }
+    if let Some(l) = lines.iter().find(|l| l.status != "succeeded") {
+        found.push(
+            "status_mismatch",
+            key,
+            Some(p.id.clone()),
+            format!(
+                "statement says capture {}, payment is {}",
+                l.status, p.status
+            ),
+            json!({"statement": statement, "local": local}),
+        );
     }
 }
 

@@ -438,12 +438,18 @@ pub trait Queue: Send + Sync + 'static {
         limit: i64,
     ) -> Result<Vec<StuckPayment>, StoreError>;
 
-    /// Charged payments created in `[from, to)` (epoch ms).
+    /// Charged automatic-capture payments created in `[from, to)` (epoch ms). A manual
+    /// payment's money is its captures ([`captures_settled`](Queue::captures_settled)).
     async fn charged_payments_created(
         &self,
         from: i64,
         to: i64,
     ) -> Result<Vec<ChargedPayment>, StoreError>;
+    /// Manual-capture payments with captures settled (status `captured`) in `[from, to)`
+    /// (epoch ms), each once, `amount` being the sum of those captures (minor units): what the
+    /// channel's statement of that day lists under the payment's key.
+    async fn captures_settled(&self, from: i64, to: i64)
+    -> Result<Vec<ChargedPayment>, StoreError>;
     /// Records a reconciliation run and its differences in one transaction.
     async fn record_reconciliation(
         &self,

@@ -397,10 +397,28 @@ macro_rules! impl_queue {
             ) -> Result<Vec<$crate::store::ChargedPayment>, $crate::store::StoreError> {
                 let sql = format!(
                     "SELECT id, channel_key, amount, currency, status FROM payments \
-                     WHERE created_at >= $1 AND created_at < $2 AND status IN ({}) ORDER BY id",
+                     WHERE created_at >= $1 AND created_at < $2 AND status IN ({}) \
+                     AND capture_mode = 'automatic' ORDER BY id",
                     $crate::store::queue::status_list(|s| s.is_charged())
                 );
                 Ok(sqlx::query_as::<_, $crate::store::ChargedPayment>(&sql)
+                .bind(from)
+                .bind(to)
+                .fetch_all(self.reader())
+                .await?)
+            }
+
+            async fn captures_settled(
+                &self,
+                from: i64,
+                to: i64,
+            ) -> Result<Vec<$crate::store::ChargedPayment>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::ChargedPayment>(concat!(
+                    "SELECT p.id, p.channel_key, CAST(SUM(c.amount) AS BIGINT) AS amount, p.currency, p.status \
+                     FROM payment_captures c JOIN payments p ON p.id = c.payment_id \
+                     WHERE c.status = ", converge_wire::capture_sql!(Captured), " AND c.settled_at >= $1 AND c.settled_at < $2 \
+                     GROUP BY p.id, p.channel_key, p.currency, p.status ORDER BY p.id",
+                ))
                 .bind(from)
                 .bind(to)
                 .fetch_all(self.reader())

@@ -46,27 +46,155 @@ pub struct VerifyPaymentRow {
     pub refund_batches: i64,
     /// Open error-pool items naming the payment.
     pub open_error_items: i64,
-    /// `automatic` (a charge) or `manual` (a hold, issue 34).
+    /// `automatic` or `manual` (a hold, issue 34).
     pub capture_mode: String,
-    /// What a manual-capture payment captured, minor units (0 for a charge).
+    /// Captured off the hold so far, minor units (0 for an automatic payment).
     pub captured_amount: i64,
+    /// Released from the hold (void, expiry, the rest after a final capture), minor units.
+    pub released_amount: i64,
+    /// When the recorded hold lapses, epoch ms UTC; `None` while no hold is recorded.
+    pub hold_expires_at: Option<i64>,
+    /// The capture in flight (CAPTURING), minor units.
+    pub capture_amount: Option<i64>,
+    /// Ledger batches of kind `hold` for the payment (manual payments only; 0 otherwise).
+    pub hold_batches: i64,
+    /// Ledger batches of kind `release` for the payment (manual payments only).
+    pub release_batches: i64,
+    /// Ledger batches of kind `capture` of the payment's capture records (manual only).
+    pub capture_batches: i64,
+    /// Net (debits less credits) of `hold_pending:{merchant}` over the payment's hold,
+    /// capture and release batches: minus what is still held, 0 once the hold ended.
+    pub hold_pending_net: i64,
+    /// Net (debits less credits) of `channel_holds` over the same batches: what is still held.
+    pub channel_holds_net: i64,
+    /// Credits to `merchant_payable:{merchant}` in the payment's capture batches: what the
+    /// ledger says was captured, minor units.
+    pub capture_payable: i64,
+    /// Capture records in status `captured`.
+    pub captures_captured: i64,
+    /// Their total, minor units.
+    pub captures_captured_amount: i64,
+    /// Of those, how many have their capture batch.
+    pub captures_captured_batched: i64,
 }
 
-impl VerifyPaymentRow {
-    /// A manual-capture payment: a hold, captured in parts, not one charge.
-    pub fn is_hold(&self) -> bool {
-        self.capture_mode == converge_wire::payments::CaptureMode::Manual.as_str()
-    }
-
-    /// What the payment took: its amount, or a hold's captures.
-    pub fn charged_amount(&self) -> i64 {
-        if self.is_hold() {
-            self.captured_amount
-        } else {
-            self.amount
-        }
-    }
+/// A payment whose (merchant, merchant_order_id) is tombstoned by a TCC cancel that came
+/// first (a hanging Try that got through).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct TombstonedPayment {
+    /// Payment id.
+    pub id: String,
+    /// Owner.
+    pub merchant_id: i64,
+    /// The tombstoned business key.
+    pub merchant_order_id: String,
+    /// The payment's status.
+    pub status: String,
 }
+
+/// The signed sum (debits less credits) of `account` (an SQL expression) over a manual
+/// payment's hold and release batches and its captures' batches; each part reaches its
+/// batches by an index (the partial ones on `hold` and `release`, the capture id).
+fn hold_net_sql(account: &str) -> String {
+    let signed = "CASE WHEN e.direction = 'debit' THEN e.amount ELSE -e.amount END";
+    let by_kind = |kind: &str| {
+        format!(
+            "(SELECT CAST(COALESCE(SUM({signed}), 0) AS BIGINT) FROM ledger_batches b \
+             JOIN ledger_entries e ON e.batch_id = b.id \
+             WHERE b.payment_id = p.id AND b.kind = '{kind}' AND e.account = {account})"
+        )
+    };
+    format!(
+        "{} + {} + (SELECT CAST(COALESCE(SUM({signed}), 0) AS BIGINT) FROM payment_captures c \
+         JOIN ledger_batches b ON b.capture_id = c.id JOIN ledger_entries e ON e.batch_id = b.id \
+         WHERE c.payment_id = p.id AND b.kind = 'capture' AND e.account = {account})",
+        by_kind("hold"),
+        by_kind("release")
+    )
+}
+
+/// The select list and source of [`VerifyPaymentRow`] (alias `p`); callers add the WHERE.
+/// The hold's columns are computed for manual payments only (`CASE` skips the subqueries of
+/// automatic ones).
+pub(crate) fn verify_payment_select() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        let manual = |expr: &str| {
+            format!("CASE WHEN p.capture_mode = 'manual' THEN {expr} ELSE 0 END")
+        };
+        let count_kind = |kind: &str| {
+            manual(&format!(
+                "(SELECT COUNT(*) FROM ledger_batches b WHERE b.payment_id = p.id AND b.kind = '{kind}')"
+            ))
+        };
+        let captures = |what: &str, extra: &str| {
+            manual(&format!(
+                "(SELECT CAST(COALESCE({what}, 0) AS BIGINT) FROM payment_captures c \
+                 WHERE c.payment_id = p.id AND c.status = {captured}{extra})",
+                captured = converge_wire::capture_sql!(Captured)
+            ))
+        };
+        let batched = " AND EXISTS (SELECT 1 FROM ledger_batches b WHERE b.capture_id = c.id \
+                       AND b.kind = 'capture' AND b.payment_id = p.id)";
+        let pending = "'hold_pending:' || CAST(p.merchant_id AS TEXT)";
+        let payable = "'merchant_payable:' || CAST(p.merchant_id AS TEXT)";
+        format!(
+            "{base}, p.capture_mode, p.captured_amount, p.released_amount, p.hold_expires_at, \
+             p.capture_amount, {holds} AS hold_batches, {releases} AS release_batches, \
+             {capture_batches} AS capture_batches, {pending_net} AS hold_pending_net, \
+             {channel_net} AS channel_holds_net, {capture_payable} AS capture_payable, \
+             {n} AS captures_captured, {amount} AS captures_captured_amount, \
+             {batched} AS captures_captured_batched FROM payments p",
+            base = VERIFY_BASE,
+            holds = count_kind("hold"),
+            releases = count_kind("release"),
+            capture_batches = manual(
+                "(SELECT COUNT(*) FROM payment_captures c JOIN ledger_batches b ON b.capture_id = c.id \
+                 WHERE c.payment_id = p.id AND b.kind = 'capture' AND b.payment_id = p.id)"
+            ),
+            pending_net = manual(&format!("({})", hold_net_sql(pending))),
+            channel_net = manual(&format!("({})", hold_net_sql("'channel_holds'"))),
+            capture_payable = manual(&format!(
+                "(SELECT CAST(COALESCE(SUM(e.amount), 0) AS BIGINT) FROM payment_captures c \
+                 JOIN ledger_batches b ON b.capture_id = c.id JOIN ledger_entries e ON e.batch_id = b.id \
+                 WHERE c.payment_id = p.id AND b.kind = 'capture' AND e.direction = 'credit' \
+                 AND e.account = {payable})"
+            )),
+            n = captures("COUNT(*)", ""),
+            amount = captures("SUM(c.amount)", ""),
+            batched = captures("COUNT(*)", batched),
+        )
+    })
+}
+
+/// The columns every payment has (automatic and manual), in [`VerifyPaymentRow`] order.
+const VERIFY_BASE: &str = concat!(
+    "SELECT p.id, p.merchant_id, p.merchant_order_id, p.status, p.amount, p.currency, p.channel_key, \
+     p.refunded_amount, p.created_at, p.updated_at, \
+     (SELECT COUNT(*) FROM ledger_batches b WHERE b.payment_id = p.id AND b.kind = 'charge') \
+       AS charge_batches, \
+     (SELECT CAST(COALESCE(SUM(e.amount), 0) AS BIGINT) FROM ledger_batches b \
+       JOIN ledger_entries e ON e.batch_id = b.id \
+       WHERE b.payment_id = p.id AND b.kind = 'charge' AND e.direction = 'debit') AS charge_batch_debits, \
+     (SELECT COUNT(*) FROM refunds r WHERE r.payment_id = p.id AND r.status = ",
+    converge_wire::refund_sql!(Succeeded),
+    ") \
+       AS refunds_succeeded, \
+     (SELECT CAST(COALESCE(SUM(r.amount), 0) AS BIGINT) FROM refunds r \
+       WHERE r.payment_id = p.id AND r.status = ",
+    converge_wire::refund_sql!(Succeeded),
+    ") AS refunds_succeeded_amount, \
+     (SELECT COUNT(*) FROM refunds r WHERE r.payment_id = p.id AND r.status = ",
+    converge_wire::refund_sql!(Pending),
+    ") \
+       AS refunds_pending, \
+     (SELECT COUNT(*) FROM refunds r JOIN ledger_batches b ON b.refund_id = r.id \
+       WHERE r.payment_id = p.id) AS refund_batches, \
+     (SELECT COUNT(*) FROM error_pool ep WHERE ep.payment_id = p.id AND ep.status = ",
+    converge_wire::error_item_sql!(Open),
+    ") \
+       AS open_error_items"
+);
 
 /// A ledger batch whose lines do not balance: debits differ from credits, it has no lines, or
 /// a line's currency differs from the batch's. Amounts in minor units.
@@ -115,6 +243,12 @@ pub trait Verify: Send + Sync + 'static {
     async fn unbalanced_batches(&self) -> Result<Vec<UnbalancedBatch>, StoreError>;
     /// Completed Idempotency-Keys and how many lack a stored response.
     async fn key_totals(&self) -> Result<KeyTotals, StoreError>;
+    /// The row of payment `id` as [`verify_payments_page`](Verify::verify_payments_page)
+    /// reads it, or `None`: a second look at a payment that moved while it was checked.
+    async fn verify_payment(&self, id: &str) -> Result<Option<VerifyPaymentRow>, StoreError>;
+    /// Payments whose (merchant, merchant_order_id) has a TCC tombstone (issue 34): a Try
+    /// that got through after its Cancel. One indexed join; empty when all is well.
+    async fn tombstoned_payments(&self) -> Result<Vec<TombstonedPayment>, StoreError>;
 }
 
 macro_rules! impl_verify {
@@ -128,26 +262,11 @@ macro_rules! impl_verify {
                 after: &str,
                 limit: i64,
             ) -> Result<Vec<$crate::store::VerifyPaymentRow>, $crate::store::StoreError> {
-                Ok(sqlx::query_as::<_, $crate::store::VerifyPaymentRow>(
-                    concat!("SELECT p.id, p.merchant_id, p.merchant_order_id, p.status, p.amount, p.currency, p.channel_key, \
-                     p.refunded_amount, p.created_at, p.updated_at, \
-                     (SELECT COUNT(*) FROM ledger_batches b WHERE b.payment_id = p.id AND b.kind = 'charge') \
-                       AS charge_batches, \
-                     (SELECT CAST(COALESCE(SUM(e.amount), 0) AS BIGINT) FROM ledger_batches b \
-                       JOIN ledger_entries e ON e.batch_id = b.id \
-                       WHERE b.payment_id = p.id AND b.kind = 'charge' AND e.direction = 'debit') AS charge_batch_debits, \
-                     (SELECT COUNT(*) FROM refunds r WHERE r.payment_id = p.id AND r.status = ", converge_wire::refund_sql!(Succeeded), ") \
-                       AS refunds_succeeded, \
-                     (SELECT CAST(COALESCE(SUM(r.amount), 0) AS BIGINT) FROM refunds r \
-                       WHERE r.payment_id = p.id AND r.status = ", converge_wire::refund_sql!(Succeeded), ") AS refunds_succeeded_amount, \
-                     (SELECT COUNT(*) FROM refunds r WHERE r.payment_id = p.id AND r.status = ", converge_wire::refund_sql!(Pending), concat!(") \
-                       AS refunds_pending, \
-                     (SELECT COUNT(*) FROM refunds r JOIN ledger_batches b ON b.refund_id = r.id \
-                       WHERE r.payment_id = p.id) AS refund_batches, \
-                     (SELECT COUNT(*) FROM error_pool ep WHERE ep.payment_id = p.id AND ep.status = ", converge_wire::error_item_sql!(Open), ") \
-                       AS open_error_items, p.capture_mode, p.captured_amount \
-                     FROM payments p WHERE p.id > $1 ORDER BY p.id LIMIT $2")),
-                )
+                let sql = format!(
+                    "{} WHERE p.id > $1 ORDER BY p.id LIMIT $2",
+                    $crate::store::verify::verify_payment_select()
+                );
+                Ok(sqlx::query_as::<_, $crate::store::VerifyPaymentRow>(&sql)
                 .bind(after)
                 .bind(limit)
                 .fetch_all(self.reader())
@@ -183,6 +302,32 @@ macro_rules! impl_verify {
                      FROM idempotency_keys WHERE state = ", converge_wire::key_sql!(Done)),
                 )
                 .fetch_one(self.reader())
+                .await?)
+            }
+
+            async fn verify_payment(
+                &self,
+                id: &str,
+            ) -> Result<Option<$crate::store::VerifyPaymentRow>, $crate::store::StoreError> {
+                let sql = format!(
+                    "{} WHERE p.id = $1",
+                    $crate::store::verify::verify_payment_select()
+                );
+                Ok(sqlx::query_as::<_, $crate::store::VerifyPaymentRow>(&sql)
+                    .bind(id)
+                    .fetch_optional(self.reader())
+                    .await?)
+            }
+
+            async fn tombstoned_payments(
+                &self,
+            ) -> Result<Vec<$crate::store::TombstonedPayment>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::TombstonedPayment>(
+                    "SELECT p.id, p.merchant_id, p.merchant_order_id, p.status FROM order_tombstones t \
+                     JOIN payments p ON p.merchant_id = t.merchant_id AND p.merchant_order_id = t.merchant_order_id \
+                     ORDER BY p.id",
+                )
+                .fetch_all(self.reader())
                 .await?)
             }
         }

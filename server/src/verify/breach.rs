@@ -20,6 +20,10 @@ pub enum Invariant {
     Audit,
     /// 6. One event per outcome, each delivered to its endpoints (or in the error pool).
     Events,
+    /// Invariant 7, holds (issue 34): captured never more than authorized; every hold ends
+    /// exactly once; the ledger's and the channel's captures equal the payment's; nothing
+    /// captured after a void or an expiry; no payment for a tombstoned order.
+    Holds,
 }
 
 impl Invariant {
@@ -32,6 +36,7 @@ impl Invariant {
             Invariant::Window => "4. convergence window",
             Invariant::Audit => "5. audit chain",
             Invariant::Events => "6. events and deliveries",
+            Invariant::Holds => "7. holds",
         }
     }
 }
@@ -180,6 +185,66 @@ pub enum Breach {
         /// What is wrong.
         detail: String,
     },
+    /// Captured and released together exceed what was authorized (or one is negative).
+    CapturedOverAuthorized {
+        /// Payment.
+        payment: String,
+        /// Authorized, minor units.
+        amount: i64,
+        /// Captured, minor units.
+        captured: i64,
+        /// Released, minor units.
+        released: i64,
+    },
+    /// A hold that did not end exactly once: its hold batch missing or doubled, an ended
+    /// hold whose pending accounts do not net to zero or whose captured and released do not
+    /// add up to the authorization, an open hold already released.
+    HoldNotEnded {
+        /// Payment.
+        payment: String,
+        /// Its status.
+        status: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The ledger's captures differ from the payment's: capture batches' payable credits
+    /// against `captured_amount`, or a captured capture without its one batch.
+    CaptureLedger {
+        /// Payment.
+        payment: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The channel captured money under a hold the core voided or saw expire.
+    CaptureAfterVoid {
+        /// Payment.
+        payment: String,
+        /// VOIDED or EXPIRED.
+        status: String,
+        /// The channel's hold status.
+        channel: String,
+        /// Captured at the channel, minor units.
+        captured: i64,
+    },
+    /// The channel's hold disagrees with the core: captured amount differs from the ledger's,
+    /// or its status from the payment's.
+    HoldChannelMismatch {
+        /// Payment.
+        payment: String,
+        /// Its status.
+        status: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A payment exists for an order a TCC cancel tombstoned first (a hanging Try).
+    TombstonedOrder {
+        /// Payment.
+        payment: String,
+        /// The tombstoned business key.
+        merchant_order_id: String,
+        /// Its status.
+        status: String,
+    },
 }
 
 impl Breach {
@@ -200,6 +265,12 @@ impl Breach {
             Breach::NotConverged { .. } | Breach::CorruptStatus { .. } => Invariant::Window,
             Breach::AuditChainBroken { .. } => Invariant::Audit,
             Breach::MissingEvent { .. } | Breach::Undelivered { .. } => Invariant::Events,
+            Breach::CapturedOverAuthorized { .. }
+            | Breach::HoldNotEnded { .. }
+            | Breach::CaptureLedger { .. }
+            | Breach::CaptureAfterVoid { .. }
+            | Breach::HoldChannelMismatch { .. }
+            | Breach::TombstonedOrder { .. } => Invariant::Holds,
         }
     }
 
@@ -216,7 +287,13 @@ impl Breach {
             | Breach::UnbalancedBatch { payment, .. }
             | Breach::NotConverged { payment, .. }
             | Breach::MissingEvent { payment, .. }
-            | Breach::CorruptStatus { payment, .. } => Some(payment),
+            | Breach::CorruptStatus { payment, .. }
+            | Breach::CapturedOverAuthorized { payment, .. }
+            | Breach::HoldNotEnded { payment, .. }
+            | Breach::CaptureLedger { payment, .. }
+            | Breach::CaptureAfterVoid { payment, .. }
+            | Breach::HoldChannelMismatch { payment, .. }
+            | Breach::TombstonedOrder { payment, .. } => Some(payment),
             _ => None,
         }
     }
@@ -241,6 +318,7 @@ impl fmt::Display for Breach {
             Invariant::Replay | Invariant::Window | Invariant::Audit | Invariant::Events => {
                 self.fmt_progress(f)
             }
+            Invariant::Holds => self.fmt_holds(f),
         }
     }
 }
@@ -386,6 +464,53 @@ impl Breach {
             Breach::AuditChainBroken { first_bad } => {
                 write!(f, "audit chain broken at record {first_bad}")
             }
+            // Not reached: `fmt` hands this function only the kinds above.
+            other => write!(f, "{other:?}"),
+        }
+    }
+}
+
+impl Breach {
+    /// The `BREACH` line's text of an invariant-7 breach (holds).
+    fn fmt_holds(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Breach::CapturedOverAuthorized {
+                payment,
+                amount,
+                captured,
+                released,
+            } => write!(
+                f,
+                "{payment}: captured {captured} and released {released} of {amount} authorized"
+            ),
+            Breach::HoldNotEnded {
+                payment,
+                status,
+                detail,
+            }
+            | Breach::HoldChannelMismatch {
+                payment,
+                status,
+                detail,
+            } => write!(f, "{payment}: {status} hold {detail}"),
+            Breach::CaptureLedger { payment, detail } => write!(f, "{payment}: {detail}"),
+            Breach::CaptureAfterVoid {
+                payment,
+                status,
+                channel,
+                captured,
+            } => write!(
+                f,
+                "{payment}: {status} but the channel captured {captured} (its hold is {channel})"
+            ),
+            Breach::TombstonedOrder {
+                payment,
+                merchant_order_id,
+                status,
+            } => write!(
+                f,
+                "{payment}: {status} payment for order {merchant_order_id:?}, which a cancel tombstoned"
+            ),
             // Not reached: `fmt` hands this function only the kinds above.
             other => write!(f, "{other:?}"),
         }

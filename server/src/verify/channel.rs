@@ -6,6 +6,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::channel::Connector;
+use crate::channel::http::HttpConnector;
+
 /// A charge as the channel reports it (sandbox `GET /charges`). Amounts in minor units.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelCharge {
@@ -39,13 +42,29 @@ pub trait ChargeSource: Send + Sync {
     async fn all_charges(&self) -> Result<Vec<ChannelCharge>, String>;
     /// Where the charges come from, for the report (e.g. the channel URL).
     fn describe(&self) -> String;
+    /// The connector whose [`query_hold`](Connector::query_hold) answers for manual
+    /// payments' holds (invariant 7); `None` (the default): holds are checked in the
+    /// database only.
+    fn holds(&self) -> Option<&dyn Connector> {
+        None
+    }
 }
 
-/// Reads the sandbox channel's `GET /charges?after=&limit=` pages over HTTP.
-#[derive(Debug, Clone)]
+/// Reads the sandbox channel's `GET /charges?after=&limit=` pages over HTTP, and its holds
+/// through the sandbox's connector ([`HttpConnector`]).
+#[derive(Clone)]
 pub struct HttpChargeSource {
     base: String,
     client: reqwest::Client,
+    connector: HttpConnector,
+}
+
+impl std::fmt::Debug for HttpChargeSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpChargeSource")
+            .field("base", &crate::store::redact(&self.base))
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Deserialize)]
@@ -74,6 +93,7 @@ impl HttpChargeSource {
         Ok(Self {
             base: base_url.trim_end_matches('/').to_string(),
             client,
+            connector: HttpConnector::new(base_url, timeout),
         })
     }
 }
@@ -118,5 +138,9 @@ impl ChargeSource for HttpChargeSource {
 
     fn describe(&self) -> String {
         crate::store::redact(&self.base)
+    }
+
+    fn holds(&self) -> Option<&dyn Connector> {
+        Some(&self.connector)
     }
 }

@@ -30,11 +30,11 @@ pub fn check_payment(
         });
         return out;
     };
-    // A hold is not a charge at the channel: its captures are checked against the hold.
-    if let Some(charges) = charges.filter(|_| !p.is_hold()) {
+    if let Some(charges) = charges {
         check_channel(p, status, charges, &mut out);
     }
     check_payment_ledger(p, status, &mut out);
+    out.extend(super::holds::check_hold(p, status));
     check_window(p, status, window, &mut out);
     out
 }
@@ -48,7 +48,12 @@ fn check_channel(
     out: &mut Vec<Breach>,
 ) {
     let succeeded: Vec<&ChannelCharge> = charges.iter().filter(|c| c.succeeded()).collect();
-    let expected = if status.is_charged() {
+    // A manual payment's money moves by its hold (checked with the channel's hold, invariant
+    // 7): its key never carries a charge (one key, one payment).
+    let manual = super::holds::is_manual(p);
+    let expected = if manual {
+        "0"
+    } else if status.is_charged() {
         "1"
     } else if status == PaymentStatus::Failed {
         "0"
@@ -79,7 +84,9 @@ fn check_channel(
     }
     let refunded_at_channel: i64 = succeeded.iter().map(|c| c.refunded).sum();
     // A reversal refunds at the channel without a refund row; pending refunds are in flight.
-    if status != PaymentStatus::Reversed
+    // A manual payment's refunds are against its captures, which the charge list omits.
+    if !manual
+        && status != PaymentStatus::Reversed
         && p.refunds_pending == 0
         && refunded_at_channel != p.refunds_succeeded_amount
     {
@@ -95,8 +102,9 @@ fn check_channel(
 /// otherwise), one batch per succeeded refund, and refund totals that agree with the amount
 /// reserved on the payment.
 fn check_payment_ledger(p: &VerifyPaymentRow, status: PaymentStatus, out: &mut Vec<Breach>) {
-    // A hold posts its captures, not a charge batch.
-    let posted = !p.is_hold()
+    // A manual payment posts its captures instead (invariant 7), never a charge batch.
+    let manual = super::holds::is_manual(p);
+    let posted = !manual
         && matches!(
             status,
             PaymentStatus::Success | PaymentStatus::Refunded | PaymentStatus::Reversed
@@ -146,13 +154,18 @@ fn check_refund_totals(p: &VerifyPaymentRow, status: PaymentStatus, out: &mut Ve
             ),
         });
     }
-    if status == PaymentStatus::Refunded && p.refunds_succeeded_amount != p.charged_amount() {
+    // What a payment charged: its amount, or what its hold captured.
+    let charged = if super::holds::is_manual(p) {
+        p.captured_amount
+    } else {
+        p.amount
+    };
+    if status == PaymentStatus::Refunded && p.refunds_succeeded_amount != charged {
         out.push(Breach::RefundTotals {
             payment: p.id.clone(),
             detail: format!(
-                "REFUNDED but succeeded refunds total {} of {}",
-                p.refunds_succeeded_amount,
-                p.charged_amount()
+                "REFUNDED but succeeded refunds total {} of {charged}",
+                p.refunds_succeeded_amount
             ),
         });
     }
@@ -332,6 +345,18 @@ mod tests {
             open_error_items: 0,
             capture_mode: "automatic".into(),
             captured_amount: 0,
+            released_amount: 0,
+            hold_expires_at: None,
+            capture_amount: None,
+            hold_batches: 0,
+            release_batches: 0,
+            capture_batches: 0,
+            hold_pending_net: 0,
+            channel_holds_net: 0,
+            capture_payable: 0,
+            captures_captured: 0,
+            captures_captured_amount: 0,
+            captures_captured_batched: 0,
         }
     }
 

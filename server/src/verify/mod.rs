@@ -28,15 +28,24 @@
 //!    the payment's `updated_at`) unless an open error-pool item names the payment.
 //! 5. Audit chain: every record's hash links to the one before and matches its content
 //!    ([`check_audit_chain`], the same check as `converge audit verify`).
+//! 6. Events: every outcome has its outbox event, delivered or in the error pool.
+//! 7. Holds (issue 34, [`holds`]): captured ≤ authorized for every payment; every hold ends
+//!    exactly once (one hold batch, its pending accounts netted to zero, captured + released
+//!    = authorized); the ledger's captures equal the payment's, one batch per captured
+//!    capture; with a channel, each manual payment's hold is queried
+//!    ([`Connector::query_hold`](crate::channel::Connector::query_hold), at most
+//!    [`HOLD_QUERIES`] per run): nothing captured after a void or an expiry, the channel's
+//!    captured amount equal to the ledger's; no payment for a tombstoned order.
 
 pub mod breach;
 pub mod channel;
 pub mod checks;
+pub mod holds;
 pub mod report;
 pub mod run;
 
 pub use breach::{Breach, Invariant};
 pub use channel::{ChannelCharge, ChargeSource, HttpChargeSource};
 pub use checks::{Window, check_keys, check_ledger, check_outbox, check_payment, orphan_charges};
-pub use report::{AuditChain, ChannelCheck, Report};
-pub use run::{PAGE_SIZE, VerifyError, check_audit_chain, run};
+pub use report::{AuditChain, ChannelCheck, HoldCheck, Report};
+pub use run::{HOLD_QUERIES, PAGE_SIZE, VerifyError, check_audit_chain, run};

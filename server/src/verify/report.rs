@@ -45,6 +45,19 @@ pub enum ChannelCheck {
     },
 }
 
+/// What the holds check (invariant 7) covered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HoldCheck {
+    /// Manual-capture payments checked in the database.
+    pub manual: i64,
+    /// Of those, how many holds were queried at the channel (0 without a channel).
+    pub queried: usize,
+    /// Manual payments past the run's query bound, checked in the database only.
+    pub not_queried: i64,
+    /// A channel was given whose connector answers hold queries.
+    pub channel: bool,
+}
+
 /// Everything `converge verify` found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Report {
@@ -68,6 +81,8 @@ pub struct Report {
     pub audit: AuditChain,
     /// The outbox and its deliveries.
     pub outbox: OutboxFacts,
+    /// The holds check.
+    pub holds: HoldCheck,
     /// Every breach found, payment breaches in payment id order.
     pub breaches: Vec<Breach>,
 }
@@ -219,6 +234,26 @@ impl Report {
             }
         }
         self.invariant_line(s, Invariant::Events, false, self.events_detail());
+        let h = &self.holds;
+        let at_channel = if h.channel {
+            format!(
+                "{} holds queried at the channel{}",
+                h.queried,
+                if h.not_queried > 0 {
+                    format!(" ({} past the bound not queried)", h.not_queried)
+                } else {
+                    String::new()
+                }
+            )
+        } else {
+            "holds not queried (no --channel-url)".into()
+        };
+        self.invariant_line(
+            s,
+            Invariant::Holds,
+            false,
+            format!("{} manual-capture payments, {at_channel}", h.manual),
+        );
     }
 
     /// What the events line says was checked: events, deliveries and, with a stream, what
@@ -291,6 +326,7 @@ mod tests {
             channel: ChannelCheck::Skipped,
             audit: AuditChain::NotAvailable,
             outbox: OutboxFacts::default(),
+            holds: HoldCheck::default(),
             breaches: vec![
                 Breach::ChargeBatchCount {
                     payment: "pay_b".into(),
@@ -343,6 +379,7 @@ mod tests {
             channel: ChannelCheck::Skipped,
             audit: AuditChain::Verified { records: 7 },
             outbox: OutboxFacts::default(),
+            holds: HoldCheck::default(),
             breaches: vec![],
         };
         assert!(

@@ -3,14 +3,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::store::{Store, StoreError};
+use crate::channel::{Connector, HoldQueryOutcome};
+use crate::domain::state::PaymentStatus;
+use crate::store::{Store, StoreError, VerifyPaymentRow};
 
 use super::breach::Breach;
 use super::channel::{ChannelCharge, ChargeSource};
 use super::checks::{
     Window, check_keys, check_ledger, check_outbox, check_payment, orphan_charges,
 };
-use super::report::{AuditChain, ChannelCheck, Report};
+use super::holds::{check_hold_at_channel, check_tombstones, is_manual};
+use super::report::{AuditChain, ChannelCheck, HoldCheck, Report};
 
 /// Payments read per page (memory stays bounded on large databases).
 pub const PAGE_SIZE: i64 = 1_000;
@@ -43,7 +46,27 @@ pub enum VerifyError {
     Channel(String),
 }
 
-/// Gathers the facts and checks every invariant. `channel` None skips invariant 1.
+/// Manual payments whose hold is queried at the channel per run (the rest are checked in the
+/// database only, and counted in the report): verify's cost stays bounded on large databases.
+pub const HOLD_QUERIES: usize = 2_000;
+
+/// Hold queries in flight at once.
+const HOLD_QUERY_CONCURRENCY: usize = 8;
+
+/// What the payment pages gave: counts, breaches, and the manual payments whose holds the
+/// channel is asked about.
+#[derive(Default)]
+struct Pages {
+    by_status: BTreeMap<String, i64>,
+    unresolved: i64,
+    unresolved_in_pool: i64,
+    breaches: Vec<Breach>,
+    manual: i64,
+    to_query: Vec<VerifyPaymentRow>,
+}
+
+/// Gathers the facts and checks every invariant. `channel` None skips invariant 1 and the
+/// channel half of invariant 7.
 pub async fn run(
     store: &dyn Store,
     channel: Option<&dyn ChargeSource>,
@@ -67,39 +90,26 @@ pub async fn run(
         }
         None => (None, ChannelCheck::Skipped),
     };
-    let mut breaches = Vec::new();
-    let mut by_status = BTreeMap::new();
-    let (mut unresolved, mut unresolved_in_pool) = (0, 0);
-    let mut after = String::new();
-    loop {
-        let page = store.verify_payments_page(&after, PAGE_SIZE).await?;
-        for p in &page {
-            *by_status.entry(p.status.clone()).or_insert(0) += 1;
-            // A status outside the table is reported by the payment's own checks; here it
-            // counts as unresolved.
-            let settled = p
-                .status
-                .parse::<crate::domain::state::PaymentStatus>()
-                .is_ok_and(|s| s.is_settled());
-            if !settled {
-                unresolved += 1;
-                if p.open_error_items > 0 {
-                    unresolved_in_pool += 1;
-                }
-            }
-            let charges = by_key
-                .as_mut()
-                .map(|m| m.remove(&p.channel_key).unwrap_or_default());
-            breaches.extend(check_payment(p, charges.as_deref(), window));
-        }
-        match page.last() {
-            Some(last) if page.len() as i64 == PAGE_SIZE => after = last.id.clone(),
-            _ => break,
-        }
-    }
+    let mut pages = check_payments(store, by_key.as_mut(), window).await?;
+    let mut breaches = std::mem::take(&mut pages.breaches);
     if let Some(left) = &by_key {
         breaches.extend(orphan_charges(left.values().flatten()));
     }
+    let connector = channel.and_then(|c| c.holds());
+    let mut holds = HoldCheck {
+        manual: pages.manual,
+        not_queried: pages.manual - pages.to_query.len() as i64,
+        channel: connector.is_some(),
+        ..HoldCheck::default()
+    };
+    if let Some(connector) = connector {
+        holds.queried = pages.to_query.len();
+        breaches
+            .extend(holds_at_channel(store, connector, std::mem::take(&mut pages.to_query)).await?);
+    } else {
+        holds.not_queried = pages.manual;
+    }
+    breaches.extend(check_tombstones(&store.tombstoned_payments().await?));
     let ledger = store.ledger_totals().await?;
     breaches.extend(check_ledger(&ledger, &store.unbalanced_batches().await?));
     let keys = store.key_totals().await?;
@@ -118,13 +128,113 @@ pub async fn run(
         outbox,
         now_ms: window.now_ms,
         window_ms: window.window_ms,
-        by_status,
-        unresolved,
-        unresolved_in_pool,
+        by_status: pages.by_status,
+        unresolved: pages.unresolved,
+        unresolved_in_pool: pages.unresolved_in_pool,
         ledger,
         keys,
         channel: channel_check,
         audit,
+        holds,
         breaches,
     })
+}
+
+/// Reads every payment, page by page, and runs its own checks (invariants 1, 2, 4 and the
+/// database half of 7); `by_key` (the channel's charges) loses each payment's charges.
+async fn check_payments(
+    store: &dyn Store,
+    mut by_key: Option<&mut HashMap<String, Vec<ChannelCharge>>>,
+    window: Window,
+) -> Result<Pages, VerifyError> {
+    let mut pages = Pages::default();
+    let mut after = String::new();
+    loop {
+        let page = store.verify_payments_page(&after, PAGE_SIZE).await?;
+        for p in &page {
+            *pages.by_status.entry(p.status.clone()).or_insert(0) += 1;
+            // A status outside the table is reported by the payment's own checks; here it
+            // counts as unresolved.
+            let settled = p
+                .status
+                .parse::<crate::domain::state::PaymentStatus>()
+                .is_ok_and(|s| s.is_settled());
+            if !settled {
+                pages.unresolved += 1;
+                if p.open_error_items > 0 {
+                    pages.unresolved_in_pool += 1;
+                }
+            }
+            let charges = by_key
+                .as_mut()
+                .map(|m| m.remove(&p.channel_key).unwrap_or_default());
+            pages
+                .breaches
+                .extend(check_payment(p, charges.as_deref(), window));
+            if is_manual(p) {
+                pages.manual += 1;
+                if pages.to_query.len() < HOLD_QUERIES {
+                    pages.to_query.push(p.clone());
+                }
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() as i64 == PAGE_SIZE => after = last.id.clone(),
+            _ => break,
+        }
+    }
+    Ok(pages)
+}
+
+/// The channel half of invariant 7: each payment's hold queried and compared with its row.
+/// A payment that disagrees is read again, with its hold, once: it may have moved while it
+/// was checked (a capture or a void in flight); only a disagreement that stays is a breach.
+async fn holds_at_channel(
+    store: &dyn Store,
+    connector: &dyn Connector,
+    rows: Vec<VerifyPaymentRow>,
+) -> Result<Vec<Breach>, VerifyError> {
+    use futures_util::stream::{self, StreamExt, TryStreamExt};
+    let check = |p: VerifyPaymentRow| async move {
+        let Ok(status) = p.status.parse::<PaymentStatus>() else {
+            return Ok(vec![]); // reported by the payment's own checks
+        };
+        let answer = query_hold(connector, &p.channel_key).await?;
+        let found = check_hold_at_channel(&p, status, &answer);
+        if found.is_empty() {
+            return Ok(found);
+        }
+        let Some(again) = store.verify_payment(&p.id).await? else {
+            return Ok(found);
+        };
+        let status = again.status.parse::<PaymentStatus>().unwrap_or(status);
+        let answer = query_hold(connector, &again.channel_key).await?;
+        Ok::<_, VerifyError>(check_hold_at_channel(&again, status, &answer))
+    };
+    let mut found: Vec<Breach> = stream::iter(rows)
+        .map(check)
+        .buffer_unordered(HOLD_QUERY_CONCURRENCY)
+        .try_concat()
+        .await?;
+    found.sort_by(|a, b| a.payment().cmp(&b.payment()));
+    Ok(found)
+}
+
+/// The channel's answer about the hold under `key`; a failed query is asked again twice
+/// before verify gives up (nothing is concluded from a channel that does not answer).
+async fn query_hold(connector: &dyn Connector, key: &str) -> Result<HoldQueryOutcome, VerifyError> {
+    let mut last = String::new();
+    for attempt in 0..3 {
+        if attempt > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        match connector.query_hold(key).await {
+            Ok(HoldQueryOutcome::Error { detail }) => last = detail,
+            Ok(answer) => return Ok(answer),
+            Err(unsupported) => return Err(VerifyError::Channel(unsupported.to_string())),
+        }
+    }
+    Err(VerifyError::Channel(format!(
+        "the channel's query of the hold under {key} failed three times: {last}"
+    )))
 }

@@ -90,9 +90,6 @@ fn offered(story: &Value) -> Vec<String> {
 on_both_backends!(
     an_approved_partial_then_final_capture_captures_at_the_channel_once_each,
     |app| {
-        // TODO(issue 34, verify): drop this once `converge verify` counts a manual payment's
-        // captures as its charge (it expects one `/charges` charge of a SUCCESS payment).
-        app.skip_invariant_check("verify does not read a hold's captures yet");
         let (op, ap) = users(&app).await;
         let payment = held(&app, "o-cap", 10_000).await;
         let before = story(&op, &app, &payment).await;

@@ -397,8 +397,11 @@ impl Store {
         Ok(step)
     }
 
-    /// Successful charges of UTC day `day` (`YYYY-MM-DD`) as the statement reports them,
-    /// oldest first.
+    /// Successful charges and captures of UTC day `day` (`YYYY-MM-DD`) as the statement
+    /// reports them, oldest first: one line per charge, and one per capture of a hold (under
+    /// the hold's key, at the capture's time; a key captured in parts has several lines). A
+    /// capture's amount digits act on its line as a charge's do (57 reports `amount + 1`, 58
+    /// leaves it out).
     pub async fn statement(&self, day: &str) -> sqlx::Result<Vec<StatementLine>> {
         let rows: Vec<(String, i64, String, String)> = sqlx::query_as(
             "SELECT key, statement_amount, currency, charged_at FROM sandbox_charges
@@ -408,15 +411,39 @@ impl Store {
         .bind(day)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
+        // Capture times are whole-second RFC 3339 UTC text: the day is their first ten bytes.
+        let captures: Vec<(String, i64, String, String)> = sqlx::query_as(
+            "SELECT c.hold_key, c.amount, h.currency, c.created_at FROM sandbox_captures c
+             JOIN sandbox_holds h ON h.key = c.hold_key
+             WHERE substr(c.created_at, 1, 10) = ? ORDER BY c.created_at, c.capture_key",
+        )
+        .bind(day)
+        .fetch_all(&self.pool)
+        .await?;
+        let captures = captures
             .into_iter()
+            .filter_map(
+                |(key, amount, currency, at)| match Behaviour::for_amount(amount) {
+                    Behaviour::StatementMissing => None,
+                    Behaviour::StatementAmount => {
+                        Some((key, amount.saturating_add(1), currency, at))
+                    }
+                    _ => Some((key, amount, currency, at)),
+                },
+            );
+        let mut lines: Vec<StatementLine> = rows
+            .into_iter()
+            .chain(captures)
             .map(|(key, amount, currency, charged_at)| StatementLine {
                 key,
                 amount,
                 currency,
                 charged_at,
             })
-            .collect())
+            .collect();
+        // Stable: charges keep their millisecond order within a second, before its captures.
+        lines.sort_by(|a, b| a.charged_at.cmp(&b.charged_at));
+        Ok(lines)
     }
 
     pub async fn attempts(&self, key: &str) -> sqlx::Result<Option<(i64, String)>> {
