@@ -134,6 +134,15 @@ fn verdict(p: &Payment, ev: &CallbackEvent) -> Verdict {
         (false, true) => PaymentEvent::QueryDeclined,
         (false, false) => PaymentEvent::ChannelDeclined,
     };
+    // A hold is not a charge (issue 34): a charge's callback never settles one, whatever its
+    // state; the query of the hold by its channel key does.
+    if p.capture_mode == converge_wire::payments::CaptureMode::Manual {
+        let why = format!(
+            "{} callback for a manual-capture payment: its hold is settled by a query of the hold",
+            ev.kind
+        );
+        return ignore(event, why, false);
+    }
     if !succeeded {
         return match p.status {
             PaymentStatus::Pending | PaymentStatus::Processing | PaymentStatus::Unknown => ignore(

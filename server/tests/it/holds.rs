@@ -547,3 +547,40 @@ on_both_backends!(
         .assert_error(409, "not_cancelable");
     }
 );
+
+on_both_backends!(
+    a_charge_callback_for_a_hold_never_settles_it_and_the_holds_query_does,
+    |app| {
+        // Digits 54: held at the channel, the answer dropped: UNKNOWN.
+        let p = hold(&app, "o-cb", 1054).await;
+        assert_eq!(p["status"], "UNKNOWN");
+        let s = stored(&app, &p).await;
+        let now = chrono::Utc::now().timestamp();
+        let body = json!({"event_id": "evt_hold_1", "type": "charge.succeeded",
+            "channel_key": s.channel_key, "amount": s.amount, "currency": s.currency, "created_at": now})
+        .to_string()
+        .into_bytes();
+        let signature = converge_server::channel::signature::sign(&app.callback_secret, now, &body);
+        let a = app.post_callback(&body, Some(&signature)).await;
+        assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+        assert_eq!(
+            current(&app, &p).await["status"],
+            "UNKNOWN",
+            "a charge callback moved a hold"
+        );
+        assert_eq!(
+            app.sql_i64(
+                "SELECT COUNT(*) FROM ledger_batches WHERE payment_id = $1",
+                &[id(&p)]
+            )
+            .await,
+            0,
+            "no charge batch for a hold"
+        );
+        app.core()
+            .resolve_unknown(stored(&app, &p).await, "worker")
+            .await
+            .unwrap();
+        assert_eq!(current(&app, &p).await["status"], "AUTHORIZED");
+    }
+);
