@@ -68,8 +68,13 @@ if [ ! -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
 fi
 (cd end2end && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
 
+# Every libtest summary line ("test result: ok. N passed; ...") is kept in $results and
+# counted again at the end, so the log's tail says how many tests ran, and a run
+# that ran none fails instead of passing.
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
 echo "test: cargo test (unit, conformance on SQLite + PostgreSQL, API)" >&2
-cargo test --workspace --no-fail-fast
+cargo test --workspace --no-fail-fast | tee -a "$results"
 
 # The release `converge`, the one `scripts/run.sh` serves: the start-up tests, the external
 # checkers, the chaos run and the browser tests below all run it, so what is tested is what
@@ -103,7 +108,7 @@ converge_bin="$PWD/target/release/converge"
 # `--release` runs it over the binary just built.
 disk
 echo "test: start-up bad input (converge binary)" >&2
-cargo test --release -p app --no-default-features --features ssr --test cli
+cargo test --release -p app --no-default-features --features ssr --test cli | tee -a "$results"
 
 # External checkers (scripts/checkers.sh): tools not written here check the contracts converge
 # publishes (Prometheus rules and /metrics with promtool; /openapi.json with schemathesis on the
@@ -145,7 +150,7 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   disk
   echo "test: browser tests (cargo leptos end-to-end, Chromium)" >&2
   e2e_dir=$(mktemp -d)
-  trap 'rm -rf "$e2e_dir"' EXIT
+  trap 'rm -rf "$e2e_dir" "$results"' EXIT
   port=${CONVERGE_E2E_PORT:-3300}
   # Test data before the server starts, made with the CLI as an operator would: console users
   # of each role (an approver and an auditor for the actions test) and a merchant.
@@ -224,7 +229,9 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   # The JSON report (end2end/playwright.config.ts) names the failed tests again after
   # cargo-leptos's backtrace of its server process, the end of the log CI keeps.
   export CONVERGE_E2E_REPORT="$e2e_dir/report.json"
-  if ! CONVERGE_WEBHOOK_ALLOW_PRIVATE=true \
+  # RUST_LOG=warn: the server's line per request (about 12,000 in this suite, 2 MB) would bury
+  # the tests' own lines; a failed test is named again from the JSON report below.
+  if ! RUST_LOG=warn CONVERGE_WEBHOOK_ALLOW_PRIVATE=true \
     CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
     DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
     cargo leptos end-to-end --release --precompress --split; then
@@ -234,4 +241,10 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   fi
 fi
 disk
+# The counts once more, at the end of the log: each cargo test binary's, summed, and the
+# browser report's. Zero Rust tests means the suites did not run: a failure, never a pass.
+awk '/^test result:/ { bins++; for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+  END { printf "test: cargo test: %d tests passed, %d failed, in %d test binaries\n", p, f, bins; exit (p == 0 || f > 0) }' \
+  "$results" >&2 || { echo "test: no Rust test ran, or one failed" >&2; exit 1; }
+[ -s "${CONVERGE_E2E_REPORT:-}" ] && node end2end/failed.mjs "$CONVERGE_E2E_REPORT" | sed 's/^/test: /' >&2
 echo "test: all suites passed" >&2
