@@ -286,12 +286,16 @@ pub enum HoldQueryOutcome {
 pub struct CallbackFact {
     /// The connector's unique event id (a repeat is applied once).
     pub event_id: String,
-    /// What happened, in the core's vocabulary: `charge.succeeded` or `charge.failed`;
-    /// anything else is recorded and ignored.
+    /// What happened, in the core's vocabulary: `charge.succeeded` or `charge.failed`; for a
+    /// hold (issue 34) `authorization.succeeded`, `authorization.failed`, `capture.succeeded`
+    /// or `capture.failed`; anything else is recorded and ignored.
     #[serde(rename = "type")]
     pub kind: String,
     /// The payment's channel key.
     pub channel_key: String,
+    /// For `capture.*`: the capture's key (the core's capture id).
+    #[serde(default)]
+    pub capture_key: Option<String>,
     /// Minor units.
     pub amount: i64,
     /// ISO 4217.

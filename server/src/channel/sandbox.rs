@@ -19,7 +19,9 @@
 //!   `{"status":"declined","reason"}` | 409 `{"status":"cancelled"}` (key fenced) | 409
 //!   `{"status":"key_mismatch"}` (key used with other parameters, or by a charge) | 409
 //!   `{"status":"captured"|"voided"|"expired"}` (a repeat after the hold moved on) | 400. A
-//!   hold of funds, idempotent on `key`; the amount's digits act as for charges. No callbacks.
+//!   hold of funds, idempotent on `key`; the amount's digits act as for charges, and a new
+//!   hold sends `authorization.succeeded` as a charge sends `charge.succeeded` (digits 55:
+//!   twice, then a stale `authorization.failed`; 54: none).
 //! - `GET /authorizations/{key}` -> 200 `{"status":"authorized"|"captured"|"voided"|"expired"|
 //!   "declined","key","amount","captured","currency","expires_at_ms","reason"?}` | 200
 //!   `{"status":"cancelled"}` (fenced, nothing held) | 404 `{"status":"not_found"}`. Expiry is
@@ -28,7 +30,9 @@
 //!   `{"status":"captured","key","capture_key","amount","captured","currency","closed"}`
 //!   (idempotent on `capture_key`; partial captures until one is final or the hold is used
 //!   up) | 422 `{"status":"rejected","reason"}` (`not_found`, `voided`, `expired`, `declined`,
-//!   `closed`, `exceeds_authorized`, `capture_key_reused`, `amount_not_positive`).
+//!   `closed`, `exceeds_authorized`, `capture_key_reused`, `amount_not_positive`). A new
+//!   capture sends `capture.succeeded` with its `capture_key` and its own amount (the capture's
+//!   digits 55: twice, then a stale `capture.failed`; 54: none).
 //! - `POST /authorizations/{key}/void` -> 200 `{"status":"voided"}` (released, or no hold and
 //!   the key is now fenced: TCC empty rollback) | 200 `{"status":"expired"}` (lapsed before) |
 //!   422 `{"status":"rejected","reason":"already_captured"}`. `POST /charges/{key}/cancel` of a

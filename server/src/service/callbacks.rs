@@ -4,6 +4,7 @@
 
 use super::payments::Extras;
 use super::{Core, ServiceError};
+use crate::domain::jobs::JobKind;
 use crate::domain::money;
 use crate::domain::state::{PaymentEvent, PaymentStatus, transition};
 use serde_json::json;
@@ -11,6 +12,7 @@ use serde_json::json;
 use crate::store::{
     CallbackDecision, CallbackReceipt, CallbackRecorded, IgnoredEvent, NewErrorItem, Payment,
 };
+use converge_wire::payments::CaptureRecord;
 
 /// A verified callback from the channel.
 #[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
@@ -22,14 +24,19 @@ pub struct CallbackEvent {
     /// The channel's unique event id; a repeat is acknowledged once.
     #[schema(min_length = 1, max_length = 255)]
     pub event_id: String,
-    /// `charge.succeeded` or `charge.failed`.
+    /// `charge.succeeded` or `charge.failed`; for a hold `authorization.succeeded`,
+    /// `authorization.failed`, `capture.succeeded` or `capture.failed`.
     #[serde(rename = "type")]
     #[schema(min_length = 1, max_length = 64)]
     pub kind: String,
     /// The payment's channel key.
     #[schema(min_length = 1, max_length = 255)]
     pub channel_key: String,
-    /// Minor units.
+    /// For `capture.*` (issue 34): the capture's key, the core's capture id.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 255)]
+    pub capture_key: Option<String>,
+    /// Minor units (a capture's own amount for `capture.*`).
     pub amount: i64,
     /// ISO 4217.
     #[schema(pattern = "^[A-Z]{3}$")]
@@ -44,6 +51,7 @@ impl From<crate::channel::CallbackFact> for CallbackEvent {
             event_id: f.event_id,
             kind: f.kind,
             channel_key: f.channel_key,
+            capture_key: f.capture_key,
             amount: f.amount,
             currency: f.currency,
             created_at: f.created_at,
@@ -64,6 +72,11 @@ impl CallbackEvent {
             ("event_id", self.event_id.as_str(), MAX_CALLBACK_ID),
             ("channel_key", self.channel_key.as_str(), MAX_CALLBACK_ID),
             ("type", self.kind.as_str(), 64),
+            (
+                "capture_key",
+                self.capture_key.as_deref().unwrap_or("-"),
+                MAX_CALLBACK_ID,
+            ),
         ];
         for (name, value, max) in fields {
             if value.is_empty() || value.len() > max || value.chars().any(char::is_control) {
@@ -106,6 +119,10 @@ enum Verdict {
         why: String,
         conflicting: bool,
     },
+    /// A hold's callback that does not decide on its own (issue 34): recorded as not applied,
+    /// and the payment's due jobs (the query of the hold, the capture's settling) run now, so
+    /// the callback hastens what decides instead of racing it.
+    Hasten { event: PaymentEvent, why: String },
 }
 
 /// The [`Verdict`] on callback `ev` for payment `p`. A success moves the payment on when the
@@ -113,12 +130,15 @@ enum Verdict {
 /// open (a stale or reordered failure would make a charged payment FAILED: its submit or
 /// query by channel key decides); a failure for a charged payment, a success for a FAILED
 /// one or another amount is a conflict.
-fn verdict(p: &Payment, ev: &CallbackEvent) -> Verdict {
+fn verdict(p: &Payment, ev: &CallbackEvent, captures: &[CaptureRecord]) -> Verdict {
     let ignore = |event, why: String, conflicting| Verdict::Ignore {
         event,
         why,
         conflicting,
     };
+    if ev.kind.starts_with("authorization.") || ev.kind.starts_with("capture.") {
+        return hold_verdict(p, ev, captures);
+    }
     let succeeded = match ev.kind.as_str() {
         "charge.succeeded" => true,
         "charge.failed" => false,
@@ -134,8 +154,7 @@ fn verdict(p: &Payment, ev: &CallbackEvent) -> Verdict {
         (false, true) => PaymentEvent::QueryDeclined,
         (false, false) => PaymentEvent::ChannelDeclined,
     };
-    // A hold is not a charge (issue 34): a charge's callback never settles one, whatever its
-    // state; the query of the hold by its channel key does.
+    // A hold is not a charge (issue 34): its callbacks have their own verdict.
     if p.capture_mode == converge_wire::payments::CaptureMode::Manual {
         let why = format!(
             "{} callback for a manual-capture payment: its hold is settled by a query of the hold",
@@ -181,6 +200,139 @@ fn verdict(p: &Payment, ev: &CallbackEvent) -> Verdict {
     }
 }
 
+/// The [`Verdict`] on a hold's callback (`authorization.*`, `capture.*`; issue 34). None
+/// decides on its own: an authorization's success or failure for an open hold, or a capture's
+/// for the capture in flight, hastens the query that decides ([`Verdict::Hasten`]; the query
+/// also learns the hold's expiry, which a callback does not carry). A callback that
+/// contradicts what the payment settled (a failure for a hold the core holds, a success for a
+/// FAILED one, a capture the core never sent, another amount) is a conflict for a person;
+/// one the payment has moved past (a repeat, a hold since released) is ignored.
+fn hold_verdict(p: &Payment, ev: &CallbackEvent, captures: &[CaptureRecord]) -> Verdict {
+    use PaymentStatus as S;
+    let ignore = |event, why: String, conflicting| Verdict::Ignore {
+        event,
+        why,
+        conflicting,
+    };
+    if p.capture_mode != converge_wire::payments::CaptureMode::Manual {
+        let why = format!("{} callback for a payment charged at once", ev.kind);
+        return ignore(PaymentEvent::ChannelError, why, true);
+    }
+    let open = matches!(p.status, S::Pending | S::Authorizing | S::Unknown);
+    let released = matches!(p.status, S::Voided | S::Expired | S::Canceled);
+    let hasten = |event, what: &str| Verdict::Hasten {
+        event,
+        why: format!(
+            "{} callback {what}: the query of the hold decides, now",
+            ev.kind
+        ),
+    };
+    match ev.kind.as_str() {
+        "authorization.succeeded" | "authorization.failed" => {
+            let succeeded = ev.kind == "authorization.succeeded";
+            let event = match (succeeded, p.status == S::Unknown) {
+                (true, true) => PaymentEvent::QueryAuthorized,
+                (true, false) => PaymentEvent::ChannelAuthorized,
+                (false, true) => PaymentEvent::QueryDeclined,
+                (false, false) => PaymentEvent::ChannelDeclined,
+            };
+            if ev.amount != p.amount || ev.currency != p.currency {
+                let why = format!(
+                    "authorization callback says {}, payment is {}",
+                    money::display(ev.amount, &ev.currency),
+                    money::display(p.amount, &p.currency)
+                );
+                return ignore(event, why, true);
+            }
+            match (succeeded, p.status) {
+                (_, _) if open => hasten(event, "for an open hold"),
+                (_, _) if released => ignore(
+                    event,
+                    format!("stale: the hold is {}", p.status.as_str()),
+                    false,
+                ),
+                (true, S::Failed) => ignore(
+                    event,
+                    "authorization callback for a FAILED payment".into(),
+                    true,
+                ),
+                (true, _) => ignore(
+                    event,
+                    format!("already authorized ({})", p.status.as_str()),
+                    false,
+                ),
+                (false, S::Failed) => ignore(event, "already FAILED".into(), false),
+                (false, _) => {
+                    let why = format!(
+                        "failure callback for a held payment ({})",
+                        p.status.as_str()
+                    );
+                    ignore(event, why, true)
+                }
+            }
+        }
+        "capture.succeeded" | "capture.failed" => capture_verdict(p, ev, captures),
+        other => ignore(
+            PaymentEvent::ChannelError,
+            format!("unknown callback type {other:?}"),
+            false,
+        ),
+    }
+}
+
+/// [`hold_verdict`] for `capture.*`: matched by its `capture_key` against the capture in
+/// flight, then against the captures recorded.
+fn capture_verdict(p: &Payment, ev: &CallbackEvent, captures: &[CaptureRecord]) -> Verdict {
+    use converge_wire::lifecycle::CaptureStatus;
+    let succeeded = ev.kind == "capture.succeeded";
+    let event = if succeeded {
+        PaymentEvent::ChannelCaptured
+    } else {
+        PaymentEvent::CaptureRefused
+    };
+    let ignore = |why: String, conflicting| Verdict::Ignore {
+        event,
+        why,
+        conflicting,
+    };
+    let Some(key) = ev.capture_key.as_deref() else {
+        return ignore("capture callback without a capture_key".into(), false);
+    };
+    let Some(c) = captures.iter().find(|c| c.id == key) else {
+        return ignore(
+            format!("capture {key} was never asked of the channel"),
+            succeeded,
+        );
+    };
+    if succeeded && ev.amount != c.amount {
+        let why = format!(
+            "capture callback says {}, capture {key} is {}",
+            money::display(ev.amount, &ev.currency),
+            money::display(c.amount, &p.currency)
+        );
+        return ignore(why, true);
+    }
+    match (succeeded, c.status) {
+        (_, CaptureStatus::Pending) => Verdict::Hasten {
+            event,
+            why: format!(
+                "{} callback for capture {key} in flight: the query of the hold decides, now",
+                ev.kind
+            ),
+        },
+        (true, CaptureStatus::Captured) => ignore(format!("capture {key} already recorded"), false),
+        (false, CaptureStatus::Refused) => ignore(format!("capture {key} already refused"), false),
+        (true, CaptureStatus::Refused) => ignore(
+            format!("success callback for capture {key}, which was refused"),
+            true,
+        ),
+        (false, CaptureStatus::Captured) => ignore(
+            format!("failure callback for capture {key}, which was captured"),
+            true,
+        ),
+    }
+}
+
 /// Counts a callback by how it ended (`converge_callbacks_total`).
 fn count(outcome: &'static str) {
     metrics::counter!("converge_callbacks_total", "outcome" => outcome).increment(1);
@@ -220,8 +372,38 @@ impl Core {
                 (CallbackOutcome::UnknownPayment, "unknown_payment")
             }));
         };
-        match verdict(&p, ev) {
+        let captures = if ev.kind.starts_with("capture.") {
+            self.store.payment_captures(&p.id).await?
+        } else {
+            Vec::new()
+        };
+        match verdict(&p, ev, &captures) {
             Verdict::Apply(event) => self.apply_callback(&receipt, &p, event).await,
+            Verdict::Hasten { event, why } => {
+                let ignored = ignored_event(&p, ev, event, why.clone(), receipt.received_at);
+                let recorded = self
+                    .store
+                    .record_callback(&receipt, CallbackDecision::Ignore(&ignored))
+                    .await?;
+                if recorded == CallbackRecorded::Duplicate {
+                    count("duplicate");
+                    return Ok(CallbackOutcome::Duplicate);
+                }
+                // The jobs that decide: an authorization's submit or query, a capture's own.
+                let kinds: &[JobKind] = if ev.kind.starts_with("capture.") {
+                    &[JobKind::Capture]
+                } else {
+                    &[JobKind::Submit, JobKind::Query]
+                };
+                let woken = self
+                    .store
+                    .hasten_jobs(&p.id, kinds, receipt.received_at)
+                    .await?;
+                count("hastened");
+                Ok(CallbackOutcome::Ignored(format!(
+                    "{why} ({woken} job(s) made due)"
+                )))
+            }
             Verdict::Ignore {
                 event,
                 why,

@@ -346,6 +346,16 @@ pub trait Queue: Send + Sync + 'static {
     async fn job(&self, id: i64) -> Result<Option<super::Job>, StoreError>;
     /// Makes a payment's due, retrying or dead jobs run now (ops retry); returns how many.
     async fn wake_jobs(&self, payment_id: &str, now: i64) -> Result<u64, StoreError>;
+    /// Makes a payment's due jobs of `kinds` whose `run_at` is later than `now` run now,
+    /// without touching other kinds (a hold's expiry job stays at its expiry), leased, done
+    /// or dead ones, or any attempts: a channel callback's hint (issue 34) that what the job
+    /// waits for has happened. Returns how many.
+    async fn hasten_jobs(
+        &self,
+        payment_id: &str,
+        kinds: &[crate::domain::jobs::JobKind],
+        now: i64,
+    ) -> Result<u64, StoreError>;
     /// How many of the payment's jobs [`wake_jobs`](Self::wake_jobs) would wake now (due or
     /// dead): what decides whether a retry is offered (issue 41: a retry that woke nothing
     /// said "its jobs run now").

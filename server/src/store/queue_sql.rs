@@ -159,6 +159,29 @@ macro_rules! impl_queue {
                 Ok(r.rows_affected())
             }
 
+            async fn hasten_jobs(
+                &self,
+                payment_id: &str,
+                kinds: &[$crate::domain::jobs::JobKind],
+                now: i64,
+            ) -> Result<u64, $crate::store::StoreError> {
+                let mut woken = 0;
+                // One statement per kind: a handful at most, and no dynamic IN list to build.
+                for kind in kinds {
+                    let r = sqlx::query(
+                        concat!("UPDATE jobs SET run_at = $1, updated_at = $1 WHERE payment_id = $2 AND kind = $3 AND status = ",
+                         converge_wire::job_sql!(Due), " AND run_at > $1"),
+                    )
+                    .bind(now)
+                    .bind(payment_id)
+                    .bind(kind.as_str())
+                    .execute(self.writer())
+                    .await?;
+                    woken += r.rows_affected();
+                }
+                Ok(woken)
+            }
+
             async fn wakeable_jobs(&self, payment_id: &str) -> Result<u64, $crate::store::StoreError> {
                 let n: i64 = sqlx::query_scalar(
                     concat!("SELECT COUNT(*) FROM jobs WHERE payment_id = $1 AND status IN (", converge_wire::job_sql!(Due), ", ", converge_wire::job_sql!(Dead), ")"),

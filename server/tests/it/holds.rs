@@ -584,3 +584,192 @@ on_both_backends!(
         assert_eq!(current(&app, &p).await["status"], "AUTHORIZED");
     }
 );
+
+/// Posts a signed hold callback (`authorization.*`, `capture.*`) for payment `p` as the
+/// sandbox would; the answer's body.
+async fn hold_callback(app: &TestApp, p: &Value, kind: &str, extra: Value) -> Value {
+    let s = stored(app, p).await;
+    let now = chrono::Utc::now().timestamp();
+    let mut body = json!({"event_id": format!("evt_{kind}_{}", extra["n"].as_i64().unwrap_or(0)),
+        "type": kind, "channel_key": s.channel_key, "amount": s.amount, "currency": s.currency,
+        "created_at": now});
+    for (k, v) in extra.as_object().expect("an object") {
+        if k != "n" {
+            body[k] = v.clone();
+        }
+    }
+    let body = body.to_string().into_bytes();
+    let signature = converge_server::channel::signature::sign(&app.callback_secret, now, &body);
+    let a = app.post_callback(&body, Some(&signature)).await;
+    assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+    a.json()
+}
+
+/// The run_at of the payment's due job of `kind` (epoch ms), if it has one.
+async fn due_job_run_at(app: &TestApp, p: &Value, kind: &str) -> Option<i64> {
+    app.store
+        .payment_jobs(id(p))
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|j| j.kind == kind && j.status.as_str() == "due")
+        .map(|j| j.run_at)
+}
+
+on_both_backends!(
+    an_authorization_callback_hastens_the_query_of_an_unknown_hold_and_never_settles_it,
+    |app| {
+        // Digits 54: held at the channel, the answer dropped, no callback: UNKNOWN, its query
+        // job due after a backoff.
+        let p = hold(&app, "o-auth-cb", 1054).await;
+        assert_eq!(p["status"], "UNKNOWN");
+        let before = due_job_run_at(&app, &p, "query")
+            .await
+            .expect("a query job");
+        let started = chrono::Utc::now().timestamp_millis();
+        assert!(before > started, "the query waits for its backoff");
+        let a = hold_callback(&app, &p, "authorization.succeeded", json!({"n": 1})).await;
+        assert_eq!(a["outcome"], "ignored", "{a}");
+        assert_eq!(
+            current(&app, &p).await["status"],
+            "UNKNOWN",
+            "a callback decided"
+        );
+        let after = due_job_run_at(&app, &p, "query").await.expect("still due");
+        assert!(
+            after <= chrono::Utc::now().timestamp_millis(),
+            "made due now"
+        );
+        // Another amount contradicts the hold: a conflict for a person.
+        hold_callback(
+            &app,
+            &p,
+            "authorization.succeeded",
+            json!({"n": 2, "amount": 999}),
+        )
+        .await;
+        let items = app.store.payment_error_items(id(&p)).await.unwrap();
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(items[0].kind, "conflicting_callback");
+        // The query decides.
+        app.core()
+            .resolve_unknown(stored(&app, &p).await, "worker")
+            .await
+            .unwrap();
+        assert_eq!(current(&app, &p).await["status"], "AUTHORIZED");
+        // A failure for the hold the core now holds is a conflict too.
+        hold_callback(&app, &p, "authorization.failed", json!({"n": 3})).await;
+        assert_eq!(
+            app.store.payment_error_items(id(&p)).await.unwrap().len(),
+            2
+        );
+        assert_eq!(current(&app, &p).await["status"], "AUTHORIZED");
+    }
+);
+
+on_both_backends!(
+    the_sandboxs_duplicate_hold_callbacks_are_recorded_once_and_the_stale_failure_is_a_conflict,
+    |app| {
+        // Digits 55: authorized; the sandbox sends authorization.succeeded twice under one
+        // event id, then a stale authorization.failed.
+        let p = hold(&app, "o-auth-55", 1055).await;
+        assert_eq!(p["status"], "AUTHORIZED");
+        let events = eventually(Duration::from_secs(5), "the stale failure", || async {
+            let events = app.store.payment_events(id(&p)).await.unwrap();
+            events
+                .iter()
+                .any(|e| e.source == "callback" && e.event == "channel_declined")
+                .then_some(events)
+        })
+        .await;
+        let callbacks: Vec<_> = events.iter().filter(|e| e.source == "callback").collect();
+        assert_eq!(
+            callbacks.len(),
+            2,
+            "the duplicate recorded once: {callbacks:?}"
+        );
+        assert!(callbacks.iter().all(|e| !e.applied));
+        let items = app.store.payment_error_items(id(&p)).await.unwrap();
+        assert_eq!(items.len(), 1, "{items:?}");
+        assert_eq!(current(&app, &p).await["status"], "AUTHORIZED");
+    }
+);
+
+on_both_backends!(
+    a_capture_callback_hastens_the_capture_in_flight_and_one_never_sent_is_a_conflict,
+    |app| {
+        let p = hold(&app, "o-cap-cb", 5000).await;
+        assert_eq!(p["status"], "AUTHORIZED");
+        // The capture's digits 54: made at the channel, the answer dropped, no callback.
+        let a = capture(&app, &p, "c-1", 1054, false).await;
+        assert_eq!(
+            current(&app, &p).await["status"],
+            "CAPTURING",
+            "{:?}",
+            a.json()
+        );
+        let pending = stored(&app, &p)
+            .await
+            .hold
+            .unwrap()
+            .pending_capture
+            .unwrap();
+        let run_at = due_job_run_at(&app, &p, "capture")
+            .await
+            .expect("a capture job");
+        let expiry_job = due_job_run_at(&app, &p, "expire_hold").await;
+        let a = hold_callback(
+            &app,
+            &p,
+            "capture.succeeded",
+            json!({"n": 1, "amount": 1054, "capture_key": pending.id}),
+        )
+        .await;
+        assert_eq!(a["outcome"], "ignored", "{a}");
+        let now = chrono::Utc::now().timestamp_millis();
+        let hastened = due_job_run_at(&app, &p, "capture")
+            .await
+            .expect("still due");
+        assert!(hastened <= now && hastened <= run_at, "made due now");
+        assert_eq!(
+            due_job_run_at(&app, &p, "expire_hold").await,
+            expiry_job,
+            "the hold's expiry job stays at its expiry"
+        );
+        assert_eq!(current(&app, &p).await["status"], "CAPTURING");
+        // A capture the core never asked for: a conflict.
+        hold_callback(
+            &app,
+            &p,
+            "capture.succeeded",
+            json!({"n": 2, "amount": 100, "capture_key": "cap_000000000000000000000000"}),
+        )
+        .await;
+        let items = app.store.payment_error_items(id(&p)).await.unwrap();
+        assert_eq!(items.len(), 1, "{items:?}");
+        // The capture job's query settles it; the callback repeated then is only a repeat.
+        app.core()
+            .settle_capture(stored(&app, &p).await, "worker")
+            .await
+            .unwrap();
+        assert_eq!(current(&app, &p).await["status"], "AUTHORIZED");
+        let a = hold_callback(
+            &app,
+            &p,
+            "capture.succeeded",
+            json!({"n": 3, "amount": 1054, "capture_key": pending.id}),
+        )
+        .await;
+        assert!(
+            a["detail"]
+                .as_str()
+                .unwrap_or("")
+                .contains("already recorded"),
+            "{a}"
+        );
+        assert_eq!(
+            app.store.payment_error_items(id(&p)).await.unwrap().len(),
+            1
+        );
+    }
+);

@@ -1,5 +1,7 @@
 //! Signed channel callbacks (DESIGN.md "Sandbox channel": signed callbacks; digits 55 deliver
-//! the success twice and then a stale failure; digits 54 deliver none).
+//! the success twice and then a stale failure; digits 54 deliver none). Charges send
+//! `charge.*`; holds (issue 34) send `authorization.*` for an authorization and `capture.*`,
+//! naming the capture's `capture_key`, for each new capture.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::behaviour::Behaviour;
 use crate::channel::signature::{SIGNATURE_HEADER, sign};
 use crate::domain::clock::Clock;
 
@@ -15,13 +18,16 @@ const DELIVERY_ATTEMPTS: u32 = 4;
 const RETRY_BASE: Duration = Duration::from_millis(200);
 
 /// The JSON body of a callback: `{"event_id","type","channel_key","amount","currency",
-/// "created_at"}`; amount in minor units, created_at in unix seconds (UTC).
+/// "created_at"}` and, for a capture, `"capture_key"`; amount in minor units (a capture's own
+/// amount for `capture.*`), created_at in unix seconds (UTC).
 #[derive(Debug, Clone, Serialize)]
 pub struct CallbackEvent {
     pub event_id: String,
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub channel_key: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_key: Option<String>,
     pub amount: i64,
     pub currency: String,
     pub created_at: i64,
@@ -43,10 +49,30 @@ impl CallbackEvent {
             event_id: format!("evt_{}", &hex::encode(digest)[..24]),
             kind,
             channel_key: key.to_owned(),
+            capture_key: None,
             amount,
             currency: currency.to_owned(),
             created_at: at,
         }
+    }
+}
+
+/// The events one decision sends: `succeeded` (e.g. `charge.succeeded`) once, or with
+/// [`Behaviour::DuplicateCallbacks`] twice under one event id and then a stale `failed` under
+/// another; none for a dropped connection (digits 54). `make(kind, label)` builds one.
+pub fn events_for(
+    behaviour: Behaviour,
+    succeeded: &'static str,
+    failed: &'static str,
+    make: impl Fn(&'static str, &str) -> CallbackEvent,
+) -> Vec<CallbackEvent> {
+    match behaviour {
+        Behaviour::Dropped => Vec::new(),
+        Behaviour::DuplicateCallbacks => {
+            let ok = make(succeeded, "succeeded");
+            vec![ok.clone(), ok, make(failed, "stale-failed")]
+        }
+        _ => vec![make(succeeded, "succeeded")],
     }
 }
 

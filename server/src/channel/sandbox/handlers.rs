@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::SandboxState;
 use super::behaviour::Behaviour;
-use super::callbacks::CallbackEvent;
+use super::callbacks::{CallbackEvent, events_for};
 use super::dropped::BrokenBody;
 use super::store::{CancelStep, ChargeStep, QueryStep, RefundStep, StoredCharge};
 
@@ -165,18 +165,13 @@ impl SandboxState {
     }
 
     fn schedule_callbacks(&self, c: &StoredCharge, behaviour: Behaviour) {
-        if !c.succeeded() || behaviour == Behaviour::Dropped {
+        if !c.succeeded() {
             return;
         }
         let at = c.charged_ms.div_euclid(1000);
-        let ev = |kind, label| CallbackEvent::new(kind, label, &c.key, c.amount, &c.currency, at);
-        let events = match behaviour {
-            Behaviour::DuplicateCallbacks => {
-                let ok = ev("charge.succeeded", "succeeded");
-                vec![ok.clone(), ok, ev("charge.failed", "stale-failed")]
-            }
-            _ => vec![ev("charge.succeeded", "succeeded")],
-        };
+        let ev =
+            |kind, label: &str| CallbackEvent::new(kind, label, &c.key, c.amount, &c.currency, at);
+        let events = events_for(behaviour, "charge.succeeded", "charge.failed", ev);
         self.inner.callbacks.schedule(events);
     }
 }

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::SandboxState;
 use super::behaviour::Behaviour;
+use super::callbacks::{CallbackEvent, events_for};
 use super::dropped::BrokenBody;
 use super::handlers::{bad_key, invalid, key_ok, reply, store_error};
 use super::holds::{AuthorizeStep, CaptureStep, HoldQueryStep, StoredHold, VoidStep};
@@ -92,7 +93,8 @@ pub async fn authorize(
         let s = s.clone();
         tokio::spawn(async move {
             let faults = &s.inner.faults;
-            s.inner
+            let step = s
+                .inner
                 .store
                 .authorize(
                     &req.key,
@@ -102,7 +104,11 @@ pub async fn authorize(
                     s.now(),
                     || faults.decide(req.amount),
                 )
-                .await
+                .await;
+            if let Ok(AuthorizeStep::Committed { hold, behaviour }) = &step {
+                s.schedule_hold_callbacks(hold, *behaviour);
+            }
+            step
         })
         .await
     };
@@ -203,7 +209,14 @@ pub async fn capture(
         .capture(&key, &req.capture_key, req.amount, req.r#final, s.now())
         .await
     {
-        Ok(CaptureStep::Captured { amount, hold }) => {
+        Ok(CaptureStep::Captured {
+            amount,
+            hold,
+            fresh,
+        }) => {
+            if fresh {
+                s.schedule_capture_callbacks(&hold, &req.capture_key, amount, behaviour);
+            }
             let body = json!({"status": "captured", "key": key, "capture_key": req.capture_key,
                    "amount": amount, "captured": hold.captured, "currency": hold.currency,
                    "closed": hold.closed});
@@ -241,5 +254,50 @@ pub async fn void(State(s): State<SandboxState>, Path(key): Path<String>) -> Res
             json!({"status": "rejected", "reason": reason}),
         ),
         Err(e) => store_error(e),
+    }
+}
+
+impl SandboxState {
+    /// The callbacks of a new hold: `authorization.succeeded` (none for a decline), as a
+    /// charge's (see [`events_for`]).
+    fn schedule_hold_callbacks(&self, h: &StoredHold, behaviour: Behaviour) {
+        if h.status == "declined" {
+            return;
+        }
+        let at = self.now().timestamp();
+        let ev =
+            |kind, label: &str| CallbackEvent::new(kind, label, &h.key, h.amount, &h.currency, at);
+        let events = events_for(
+            behaviour,
+            "authorization.succeeded",
+            "authorization.failed",
+            ev,
+        );
+        self.inner.callbacks.schedule(events);
+    }
+
+    /// The callbacks of a new capture of `amount` under `capture_key`: `capture.succeeded`
+    /// naming it, its event id derived from the capture key so each capture has its own.
+    fn schedule_capture_callbacks(
+        &self,
+        h: &StoredHold,
+        capture_key: &str,
+        amount: i64,
+        behaviour: Behaviour,
+    ) {
+        let at = self.now().timestamp();
+        let ev = |kind, label: &str| CallbackEvent {
+            capture_key: Some(capture_key.to_owned()),
+            ..CallbackEvent::new(
+                kind,
+                &format!("capture:{capture_key}:{label}"),
+                &h.key,
+                amount,
+                &h.currency,
+                at,
+            )
+        };
+        let events = events_for(behaviour, "capture.succeeded", "capture.failed", ev);
+        self.inner.callbacks.schedule(events);
     }
 }

@@ -33,8 +33,13 @@ pub enum AuthorizeStep {
 
 /// What a capture amounts to.
 pub enum CaptureStep {
-    /// Made now or before under the same capture key: this capture's amount and the hold.
-    Captured { amount: i64, hold: StoredHold },
+    /// Made now (`fresh`) or before under the same capture key: this capture's amount and
+    /// the hold.
+    Captured {
+        amount: i64,
+        hold: StoredHold,
+        fresh: bool,
+    },
     /// Refused; nothing captured.
     Rejected(&'static str),
 }
@@ -151,7 +156,11 @@ impl Store {
         let hold = hold_in(&mut tx, key).await?;
         let step = match (prior, hold) {
             (Some((k, a, f)), Some(hold)) if k == key && a == amount && f == last => {
-                CaptureStep::Captured { amount, hold }
+                CaptureStep::Captured {
+                    amount,
+                    hold,
+                    fresh: false,
+                }
             }
             (Some(_), _) => CaptureStep::Rejected("capture_key_reused"),
             (None, None) => CaptureStep::Rejected("not_found"),
@@ -190,6 +199,7 @@ impl Store {
                             closed,
                             ..hold
                         },
+                        fresh: true,
                     }
                 }
                 "captured" => CaptureStep::Rejected("closed"),
