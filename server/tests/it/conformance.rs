@@ -2027,6 +2027,49 @@ store_conformance!(
 );
 
 store_conformance!(
+    hasten_jobs_makes_only_the_named_kinds_due_now_and_spends_no_attempt,
+    |store| {
+        use converge_server::store::{JobKind, NewJob};
+        let (_, p) = acme_payment(&store).await;
+        let far = NOW + 86_400_000;
+        for j in store.claim_jobs("setup", 100, 60_000, far).await.unwrap() {
+            assert!(store.complete_job(j.id, &j.lease_token, far).await.unwrap());
+        }
+        let job = |kind| NewJob {
+            kind,
+            payment_id: Some(p.id.clone()),
+            refund_id: None,
+            run_at: far + 600_000,
+            max_attempts: 5,
+        };
+        let query = store
+            .enqueue_job(&job(JobKind::Query), "", far)
+            .await
+            .unwrap();
+        let expiry = store
+            .enqueue_job(&job(JobKind::ExpireHold), "", far)
+            .await
+            .unwrap();
+        let now = far + 1_000;
+        let kinds = [JobKind::Submit, JobKind::Query];
+        assert_eq!(store.hasten_jobs(&p.id, &kinds, now).await.unwrap(), 1);
+        let q = store.job(query).await.unwrap().unwrap();
+        assert_eq!((q.run_at, q.attempts), (now, 0));
+        assert_eq!(
+            store.job(expiry).await.unwrap().unwrap().run_at,
+            far + 600_000,
+            "another kind stays at its time"
+        );
+        // Already due: nothing to hasten; a leased job is not touched.
+        assert_eq!(store.hasten_jobs(&p.id, &kinds, now).await.unwrap(), 0);
+        let claimed = store.claim_jobs("w", 100, 60_000, now).await.unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(store.hasten_jobs(&p.id, &kinds, NOW).await.unwrap(), 0);
+        assert_eq!(store.hasten_jobs("pay_none", &kinds, now).await.unwrap(), 0);
+    }
+);
+
+store_conformance!(
     replaying_a_refused_event_puts_it_back_in_the_backlog_once,
     |store| {
         use converge_server::store::Publication;
