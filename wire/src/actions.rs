@@ -140,7 +140,8 @@ pub enum AnswerTone {
 /// the outcome is still read.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueryAnswer {
-    /// `succeeded`, `declined`, `not_found`, `cancelled` or `error`.
+    /// `succeeded`, `declined`, `not_found`, `cancelled` or `error`; for a manual-capture
+    /// payment's hold (issue 34) `authorized`, `captured`, `voided` or `expired` too.
     #[serde(default)]
     pub outcome: String,
     /// The charged amount (succeeded), minor units.
@@ -149,6 +150,12 @@ pub struct QueryAnswer {
     /// The charge's ISO 4217 code (succeeded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
+    /// What the hold has captured so far, minor units (a hold's query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured: Option<i64>,
+    /// When the hold lapses (or lapsed), epoch ms UTC (a hold's query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
     /// The channel's decline reason (declined).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -180,11 +187,11 @@ impl QueryAnswer {
         .map_or("error", |(_, o)| o)
     }
 
-    /// The answer's tone: green only for a charge the channel holds.
+    /// The answer's tone: green only for a charge or a hold the channel holds.
     pub fn tone(&self) -> AnswerTone {
         match self.outcome() {
-            "succeeded" => AnswerTone::Good,
-            "declined" | "cancelled" => AnswerTone::Bad,
+            "succeeded" | "authorized" | "captured" => AnswerTone::Good,
+            "declined" | "cancelled" | "voided" | "expired" => AnswerTone::Bad,
             _ => AnswerTone::Undecided,
         }
     }
@@ -205,6 +212,7 @@ impl QueryAnswer {
             },
             "cancelled" => "FAILED at the channel: the key is cancelled (fenced), so no charge can be made with it.".into(),
             "not_found" => "Not found at the channel: nothing is committed under this payment's key (yet); not a success.".into(),
+            "authorized" | "captured" | "voided" | "expired" => self.hold_sentence(),
             _ => format!(
                 "No decidable answer: the query failed ({}); ask again later.",
                 self.detail.as_deref().unwrap_or(&self.answer)
@@ -217,9 +225,53 @@ impl QueryAnswer {
     }
 }
 
+impl QueryAnswer {
+    /// A hold's answer as a sentence: where it stands, what it holds and captured (major
+    /// units); its expiry travels in `expires_at`, which the console shows in its own zone.
+    fn hold_sentence(&self) -> String {
+        let cur = self.currency.as_deref().unwrap_or("");
+        let money = |v: Option<i64>| {
+            v.map_or_else(
+                || "?".to_string(),
+                |a| format!("{} {cur}", crate::money::major(a, cur)),
+            )
+        };
+        let (amount, captured) = (money(self.amount), money(self.captured));
+        match self.outcome() {
+            "authorized" => format!(
+                "AUTHORIZED at the channel: it holds {amount} under this payment's key, {captured} captured."
+            ),
+            "captured" => format!(
+                "CAPTURED at the channel: the hold of {amount} is closed with {captured} captured."
+            ),
+            "voided" => format!(
+                "VOIDED at the channel: the hold of {amount} was released; nothing can be captured."
+            ),
+            _ => format!(
+                "EXPIRED at the channel: the hold of {amount} lapsed with {captured} captured."
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_holds_answer_reads_as_a_sentence_with_its_tone() {
+        let a = answer(
+            r#"{"outcome":"authorized","amount":5000,"captured":1000,"currency":"CNY","expires_at":1796101200000,"status":"AUTHORIZED","answer":"Found"}"#,
+        );
+        assert_eq!(a.tone(), AnswerTone::Good);
+        assert_eq!(
+            a.sentence(),
+            "AUTHORIZED at the channel: it holds 50.00 CNY under this payment's key, 10.00 CNY captured. The payment is now AUTHORIZED."
+        );
+        let v = answer(r#"{"outcome":"voided","amount":5000,"currency":"CNY","answer":"Found"}"#);
+        assert_eq!(v.tone(), AnswerTone::Bad);
+        assert!(v.sentence().starts_with("VOIDED at the channel"));
+    }
 
     #[test]
     fn kinds_travel_as_their_stored_names() {

@@ -12,7 +12,7 @@ use super::actions::REVERSE_JOB_DELAY_MS;
 use super::holds::CaptureInput;
 use super::payments::Extras;
 use super::resolve::{QueryVerdict, query_verdict};
-use crate::channel::{CancelOutcome, QueryOutcome, RefundOutcome};
+use crate::channel::{CancelOutcome, HoldQueryOutcome, HoldStatus, QueryOutcome, RefundOutcome};
 use crate::domain::actions::{HoldFacts, capture_refusal, force_allowed, void_refusal};
 use crate::domain::state::{PaymentEvent, PaymentStatus, check, rule};
 use crate::store::{
@@ -48,12 +48,52 @@ fn answer_fields(answer: &QueryOutcome) -> QueryAnswer {
     out
 }
 
+/// A channel's answer to a query of a hold as the `query` action records it (issue 34).
+fn hold_answer_fields(answer: &HoldQueryOutcome) -> QueryAnswer {
+    let mut out = QueryAnswer {
+        answer: format!("{answer:?}"),
+        ..QueryAnswer::default()
+    };
+    out.outcome = match answer {
+        HoldQueryOutcome::Found {
+            status,
+            amount,
+            captured,
+            currency,
+            expires_at_ms,
+        } => {
+            out.amount = Some(*amount);
+            out.captured = Some(*captured);
+            out.currency = Some(currency.clone());
+            out.expires_at = Some(*expires_at_ms);
+            match status {
+                HoldStatus::Authorized => "authorized",
+                HoldStatus::Captured => "captured",
+                HoldStatus::Voided => "voided",
+                HoldStatus::Expired => "expired",
+                HoldStatus::Declined => "declined",
+            }
+        }
+        HoldQueryOutcome::NotFound => "not_found",
+        HoldQueryOutcome::Cancelled => "cancelled",
+        HoldQueryOutcome::Error { detail } => {
+            out.detail = Some(detail.clone());
+            "error"
+        }
+    }
+    .into();
+    out
+}
+
 impl Core {
     pub(super) async fn run_query(
         &self,
         a: &ActionRecord,
         p: Payment,
     ) -> Result<serde_json::Value, String> {
+        if p.capture_mode == converge_wire::payments::CaptureMode::Manual {
+            return self.run_hold_query(a, p).await;
+        }
         let answer = self.connectors.for_payment(&p).query(&p.channel_key).await;
         let source = format!("action:{}", a.id);
         let mut recorded = answer_fields(&answer);
@@ -66,6 +106,43 @@ impl Core {
                 .await
                 .map_err(|e| e.to_string())?;
             self.drive(after, &source)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        recorded.status = self
+            .store
+            .payment(&p.id)
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|p| p.status.as_str().to_string());
+        serde_json::to_value(recorded).map_err(|e| e.to_string())
+    }
+
+    /// The `query` action for a manual-capture payment (issue 34): the channel's hold under
+    /// its key, recorded as fields; an UNKNOWN hold is then settled as the worker's query of
+    /// the hold would (a second query, by the same rule in one place).
+    async fn run_hold_query(
+        &self,
+        a: &ActionRecord,
+        p: Payment,
+    ) -> Result<serde_json::Value, String> {
+        let answer = self
+            .connectors
+            .for_payment(&p)
+            .query_hold(&p.channel_key)
+            .await;
+        let source = format!("action:{}", a.id);
+        let mut recorded = match answer {
+            Ok(answer) => hold_answer_fields(&answer),
+            Err(unsupported) => QueryAnswer {
+                outcome: "error".into(),
+                detail: Some(unsupported.to_string()),
+                answer: format!("{unsupported:?}"),
+                ..QueryAnswer::default()
+            },
+        };
+        if p.status == PaymentStatus::Unknown {
+            self.resolve_unknown(p.clone(), &source)
                 .await
                 .map_err(|e| e.to_string())?;
         }

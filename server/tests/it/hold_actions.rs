@@ -459,3 +459,44 @@ on_both_backends!(
         assert_eq!(app.store.payment_captures(&payment).await.unwrap().len(), 1);
     }
 );
+
+on_both_backends!(
+    the_query_action_asks_the_channel_for_the_hold_and_settles_an_unknown_one,
+    |app| {
+        let (op, _) = users(&app).await;
+        let query = |payment: String| json!({"kind": "query", "payment_id": payment, "reason": "what does the channel hold"});
+        let id = held(&app, "o-q", 5000).await;
+        let (s, v) = request(&op, &app, query(id.clone())).await;
+        assert_eq!(
+            (s, v["action"]["status"].as_str()),
+            (201, Some("executed")),
+            "{v}"
+        );
+        let result: Value =
+            serde_json::from_str(v["action"]["result"].as_str().expect("a result")).unwrap();
+        assert_eq!(result["outcome"], "authorized", "{result}");
+        assert_eq!(
+            (result["amount"].as_i64(), result["captured"].as_i64()),
+            (Some(5000), Some(0))
+        );
+        assert!(result["expires_at"].as_i64().is_some(), "{result}");
+        assert_eq!(result["status"], "AUTHORIZED");
+        // Digits 54: held at the channel, the answer lost: the query action settles it.
+        let a = app
+            .post(
+                "/v1/payments",
+                Some("k-o-q54"),
+                &json!({"amount": 1054, "currency": "CNY", "merchant_order_id": "o-q54", "capture": "manual"}),
+            )
+            .await;
+        assert_eq!(a.json()["status"], "UNKNOWN");
+        let unknown = a.json()["id"].as_str().unwrap().to_string();
+        let (_, v) = request(&op, &app, query(unknown)).await;
+        let result: Value = serde_json::from_str(v["action"]["result"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            (result["outcome"].as_str(), result["status"].as_str()),
+            (Some("authorized"), Some("AUTHORIZED")),
+            "{result}"
+        );
+    }
+);

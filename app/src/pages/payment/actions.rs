@@ -705,16 +705,20 @@ fn ActionFlash(
 #[component]
 fn QueryFields(result: String) -> impl IntoView {
     let a = query_answer(&result);
-    let charge = a
-        .amount
-        .zip(a.currency.clone())
-        .map(|(m, c)| format!("{} {c}", converge_wire::money::major(m, &c)));
+    let money = |m: Option<i64>| {
+        m.zip(a.currency.clone())
+            .map(|(m, c)| format!("{} {c}", converge_wire::money::major(m, &c)))
+    };
+    // A hold's query (issue 34) names what is held, what was captured and when it lapses.
+    let hold = a.captured.is_some();
     let rows: Vec<(&'static str, String)> = [
         (
             "Channel answer",
             Some(a.answer.clone()).filter(|s| !s.is_empty()),
         ),
-        ("Charge", charge),
+        (if hold { "Hold" } else { "Charge" }, money(a.amount)),
+        ("Captured", money(a.captured)),
+        ("Hold expires", a.expires_at.map(format::utc)),
         ("Decline reason", a.reason.clone()),
         ("Error", a.detail.clone()),
         ("Payment status now", a.status.clone()),
