@@ -57,7 +57,10 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("payments") view={Lazy::<PaymentsRoute>::new()}/>
                     <Route path=path!("payments/:id") view={Lazy::<PaymentRoute>::new()}/>
                     <Route path=path!("error-pool") view={Lazy::<ErrorPoolRoute>::new()}/>
-                    <Route path=path!("approvals") view={Lazy::<ApprovalsRoute>::new()}/>
+                    // Not lazy (issue 41, the phone approver): its code is in the main
+                    // WebAssembly, so Approve works once that has arrived instead of after
+                    // a chain of chunk round trips (3.7 s at 4G; BENCHMARKS.md).
+                    <Route path=path!("approvals") view=ApprovalsPage/>
                     <Route path=path!("pauses") view={Lazy::<PausesRoute>::new()}/>
                     <Route path=path!("audit") view={Lazy::<AuditRoute>::new()}/>
                     <Route path=path!("webhooks") view={Lazy::<WebhooksRoute>::new()}/>
@@ -96,7 +99,6 @@ lazy_page!(DashboardRoute, DashboardPage);
 lazy_page!(PaymentsRoute, PaymentsPage);
 lazy_page!(PaymentRoute, PaymentPage);
 lazy_page!(ErrorPoolRoute, ErrorPoolPage);
-lazy_page!(ApprovalsRoute, ApprovalsPage);
 lazy_page!(PausesRoute, PausesPage);
 lazy_page!(AuditRoute, AuditPage);
 lazy_page!(WebhooksRoute, WebhooksPage);
