@@ -82,6 +82,8 @@ pub fn stream(
     page: i64,
 ) -> impl futures_util::Stream<Item = Result<Bytes, StoreError>> + Send {
     filter.limit = page;
+    // Every page from the top: a `before` cursor would page upwards.
+    filter.before = None;
     let names = Arc::new(names);
     futures_util::stream::try_unfold((filter, true, false), move |(mut filter, first, done)| {
         let store = store.clone();

@@ -478,6 +478,27 @@ on_both_backends!(payment_search_pages_and_detail_tells_the_story, |app| {
     )
     .await;
     assert_eq!(page2["items"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        page1["prev"],
+        Value::Null,
+        "the first page has no newer page"
+    );
+    assert_eq!(
+        page2["next"],
+        Value::Null,
+        "one row more is read: no empty last page"
+    );
+    // Back up from the second page: exactly the first page again (issue 41).
+    let prev = page2["prev"].as_str().unwrap();
+    let (_, back) = ops_get(
+        &c,
+        &app,
+        &format!("/ops/v1/payments?merchant=acme&limit=3&before={prev}"),
+    )
+    .await;
+    assert_eq!(back["items"], page1["items"]);
+    assert_eq!(back["prev"], Value::Null);
+    assert_eq!(back["next"], page1["next"]);
     let (_, by_order) = ops_get(&c, &app, "/ops/v1/payments?order=o-2").await;
     let id = by_order["items"][0]["id"].as_str().unwrap().to_string();
     let (s, d) = ops_get(&c, &app, &format!("/ops/v1/payments/{id}")).await;
