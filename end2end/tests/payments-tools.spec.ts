@@ -142,3 +142,39 @@ test("the list pages older and back newer to exactly the page it left (issue 41)
   await expect(page.getByTestId("next-page")).toBeVisible();
   expect(errors).toEqual([]);
 });
+
+test("the list and its export filter by time in state, kept in the URL (issue 41)", async ({ page, request }) => {
+  const shop = env("E2E_MERCHANT_KEY");
+  const errors = pageErrors(page);
+  const order = unique("in-state");
+  const paid = await createPayment(request, shop, { amount: 18800, currency: "CNY", merchant_order_id: order }, unique("idem"));
+
+  await signIn(page, "viewer");
+  await open(page, "/payments");
+  await page.getByLabel("Merchant order id").fill(order);
+  await page.getByTestId("search").click();
+  await expect(page.getByTestId("payments-table").getByRole("link", { name: paid.id })).toBeVisible();
+
+  // Made a moment ago: not in its state for over 5 minutes.
+  await page.getByLabel("In its state for over (minutes)").fill("5");
+  await page.getByTestId("search").click();
+  await expect(page).toHaveURL(/[?&]in_state_for=5(&|$)/);
+  await expect(page.getByTestId("result-count")).toHaveText("No payments match.");
+  await expect(page.getByTestId("export-csv")).toHaveAttribute("href", /[?&]in_state_for=5(&|$)/);
+  // The URL is the search: a reload keeps the field and the result.
+  await page.reload();
+  await hydrated(page);
+  await expect(page.getByLabel("In its state for over (minutes)")).toHaveValue("5");
+  await expect(page.getByTestId("result-count")).toHaveText("No payments match.");
+  // The export selects the same: the header only.
+  const csv = await page.request.get((await page.getByTestId("export-csv").getAttribute("href")) as string);
+  expect(csv.status()).toBe(200);
+  expect((await csv.text()).trim().split("\n")).toHaveLength(1);
+
+  // Cleared, the payment is back.
+  await page.getByLabel("In its state for over (minutes)").fill("");
+  await page.getByTestId("search").click();
+  await expect(page).not.toHaveURL(/in_state_for/);
+  await expect(page.getByTestId("payments-table").getByRole("link", { name: paid.id })).toBeVisible();
+  expect(errors).toEqual([]);
+});

@@ -433,6 +433,11 @@ pub struct PaymentSearch {
     #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::time_filter_schema))]
     #[serde(default)]
     pub expires_before: Option<String>,
+    /// In its current state for more than this many minutes (issue 41): its last change
+    /// (`updated_at`) is older than now less that. A whole number, 1 to 525600 (a year);
+    /// blank is any.
+    #[serde(default)]
+    pub in_state_for: Option<String>,
     /// Paging cursor from the previous page's `next`: the page of older payments.
     #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::cursor_schema))]
     pub after: Option<String>,

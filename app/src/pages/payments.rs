@@ -1,5 +1,5 @@
 //! Payment search: by id, merchant, merchant_order_id, status, failure reason (the dashboard's
-//! failures link here with it) and creation time (UTC), newest
+//! failures link here with it), creation time (UTC) and time in state (issue 41), newest
 //! first, 50 a page, paged both ways with the server's cursors (`after=` the older page,
 //! `before=` the newer one, issue 41). The filters live in the URL (a GET
 //! form), so a search can be bookmarked, shared and stepped back through. "Export CSV"
@@ -17,8 +17,8 @@ use crate::components::widgets::{
 use crate::dto::{Merchant, PaymentSearch, PaymentStatus};
 use crate::format;
 
-/// `q`'s seven filters as URL parameters, in the order both URLs write them.
-fn filter_params(q: &PaymentSearch) -> [(&'static str, Option<&str>); 8] {
+/// `q`'s filters as URL parameters, in the order both URLs write them.
+fn filter_params(q: &PaymentSearch) -> [(&'static str, Option<&str>); 9] {
     [
         ("id", q.id.as_deref()),
         ("merchant", q.merchant.as_deref()),
@@ -27,6 +27,7 @@ fn filter_params(q: &PaymentSearch) -> [(&'static str, Option<&str>); 8] {
         ("reason", q.reason.as_deref()),
         ("from", q.from.as_deref()),
         ("to", q.to.as_deref()),
+        ("in_state_for", q.in_state_for.as_deref()),
         // The dashboard's "Holds expiring within 24 h" link (issue 34); no form field.
         ("expires_before", q.expires_before.as_deref()),
     ]
@@ -88,6 +89,7 @@ fn search_of(m: &leptos_router::params::ParamsMap) -> PaymentSearch {
         from: get("from"),
         to: get("to"),
         expires_before: get("expires_before"),
+        in_state_for: get("in_state_for"),
         after: get("after"),
         before: get("before"),
         limit: None,
@@ -257,6 +259,22 @@ fn SearchForm(q: PaymentSearch, merchants: Vec<Merchant>) -> impl IntoView {
                 {move || zone_label("Created before", zone.get().as_deref())}
                 <input type="datetime-local" name="to" value=q.to.unwrap_or_default()/>
             </label>
+            // Time in state (issue 41): how long since the payment last changed, which is what
+            // makes a payment stuck; the server reads it against its own clock.
+            <label>
+                "In its state for over (minutes)"
+                <input
+                    type="number"
+                    name="in_state_for"
+                    min="1"
+                    max="525600"
+                    step="1"
+                    inputmode="numeric"
+                    placeholder="any"
+                    value=q.in_state_for.unwrap_or_default()
+                    data-testid="in-state-filter"
+                />
+            </label>
             // The zone the times were written in goes with them (none: UTC).
             {move || zone.get().map(|z| view! { <input type="hidden" name="tz" value=z/> })}
             <div class="filter-actions">
@@ -320,10 +338,15 @@ mod tests {
             merchant: Some("acme".into()),
             status: Some("UNKNOWN".into()),
             from: Some("2026-12-04T09:00".into()),
+            in_state_for: Some("30".into()),
             ..PaymentSearch::default()
         };
         let page = query_url(&q, Some("+08:00"), Some(Cursor::After("pay_9")));
         let export = export_url(&q);
+        assert!(
+            page.contains("&in_state_for=30&") && export.ends_with("&in_state_for=30"),
+            "{page} {export}"
+        );
         assert!(
             page.starts_with("/payments?merchant=acme&status=UNKNOWN&from="),
             "{page}"

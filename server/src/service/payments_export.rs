@@ -126,7 +126,7 @@ impl Core {
         let at = self.clock.now_ms();
         let what = json!({
             "id": q.id, "status": q.status, "merchant": q.merchant, "order": q.order,
-            "from": q.from, "to": q.to,
+            "from": q.from, "to": q.to, "in_state_for": q.in_state_for,
         });
         let record = who.entry(
             at,

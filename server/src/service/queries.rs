@@ -32,6 +32,10 @@ pub enum FilterError {
     /// An event type that is not a webhook event type: `invalid_event_type` (the message).
     #[error("{0}")]
     InvalidEventType(String),
+    /// A time in state that is not a whole number of minutes from 1 to a year:
+    /// `invalid_query` (the message).
+    #[error("{0}")]
+    InvalidDuration(String),
     /// A paging cursor that no page gave: `invalid_cursor`.
     #[error("{0}")]
     InvalidCursor(&'static str),
@@ -39,6 +43,9 @@ pub enum FilterError {
     #[error(transparent)]
     Store(#[from] StoreError),
 }
+
+/// The longest time in state a payment search filters by, in minutes: a year.
+pub const MAX_IN_STATE_MINUTES: i64 = 525_600;
 
 /// A payment search cursor, `<created_at ms>_<id>`, as `(created_at, id)`; None when it is
 /// not one.
@@ -108,6 +115,19 @@ impl Core {
         f.from = time_filter("from", &q.from)?;
         f.to = time_filter("to", &q.to)?;
         f.expires_before = time_filter("expires_before", &q.expires_before)?;
+        f.updated_before = blank(&q.in_state_for)
+            .map(|m| {
+                m.parse::<i64>()
+                    .ok()
+                    .filter(|m| (1..=MAX_IN_STATE_MINUTES).contains(m))
+                    .map(|m| self.clock.now_ms() - m * 60_000)
+                    .ok_or_else(|| {
+                        FilterError::InvalidDuration(format!(
+                            "in_state_for must be a whole number of minutes from 1 to {MAX_IN_STATE_MINUTES}, not {m:?}"
+                        ))
+                    })
+            })
+            .transpose()?;
         f.after = blank(&q.after)
             .map(|c| {
                 payment_cursor(c).ok_or(FilterError::InvalidCursor(

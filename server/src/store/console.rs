@@ -49,6 +49,9 @@ pub struct PaymentFilter {
     pub reason: Option<String>,
     /// A manual-capture hold expiring before this, epoch ms UTC (issue 34).
     pub expires_before: Option<i64>,
+    /// Last changed (`updated_at`: entered its current state) before this, epoch ms UTC: the
+    /// filter by time in state (issue 41).
+    pub updated_before: Option<i64>,
     /// Page after this `(created_at, id)`: the older rows below it.
     pub after: Option<(i64, String)>,
     /// Page before this `(created_at, id)`: the `limit` rows just above it (the newer page),
@@ -90,6 +93,10 @@ pub fn search_sql(f: &PaymentFilter) -> (String, Vec<SearchArg<'_>>) {
     if let Some(before) = f.expires_before {
         args.push(SearchArg::Int(before));
         conds.push(format!("hold_expires_at < ${}", args.len()));
+    }
+    if let Some(before) = f.updated_before {
+        args.push(SearchArg::Int(before));
+        conds.push(format!("updated_at < ${}", args.len()));
     }
     if let Some(from) = f.from {
         args.push(SearchArg::Int(from));

@@ -2317,3 +2317,46 @@ store_conformance!(
         );
     }
 );
+
+store_conformance!(
+    a_payment_search_filters_by_time_in_state_with_the_other_filters,
+    |store| {
+        use converge_server::store::PaymentFilter;
+        let m = merchant(&store, "ages").await;
+        let minute = 60_000;
+        // (created, last changed): `old` and `stale` entered their state over 10 minutes
+        // before NOW, `fresh` 1 ms within it, `edge` exactly at the cut (not over it).
+        payments_at(
+            &store,
+            m,
+            &[
+                ("old", "UNKNOWN", NOW - 60 * minute, NOW - 30 * minute),
+                ("stale", "SUCCESS", NOW - 20 * minute, NOW - 11 * minute),
+                ("edge", "UNKNOWN", NOW - 20 * minute, NOW - 10 * minute),
+                ("fresh", "UNKNOWN", NOW - 90 * minute, NOW - 10 * minute + 1),
+            ],
+        )
+        .await;
+        let ids = |status: Option<&str>| {
+            let f = PaymentFilter {
+                updated_before: Some(NOW - 10 * minute),
+                status: status.map(str::to_string),
+                limit: 10,
+                ..PaymentFilter::default()
+            };
+            let store = store.clone();
+            async move {
+                store
+                    .search_payments(&f)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|p| p.id)
+                    .collect::<Vec<_>>()
+            }
+        };
+        // Newest created first, as every search.
+        assert_eq!(ids(None).await, ["pay_stale", "pay_old"]);
+        assert_eq!(ids(Some("UNKNOWN")).await, ["pay_old"]);
+    }
+);

@@ -784,6 +784,47 @@ on_both_backends!(
 );
 
 on_both_backends!(
+    the_time_in_state_filter_selects_alike_in_the_list_and_the_export_and_refuses_nonsense,
+    |app| {
+        user(&app, "view", "viewer").await;
+        let (c, _, _) = login(&app, "view", PASSWORD).await;
+        for i in 0..2 {
+            app.pay(&format!("k-{i}"), &format!("o-{i}"), 1000).await;
+        }
+        let count = |v: &Value| v["items"].as_array().map_or(0, Vec::len);
+        let (s, all) = ops_get(&c, &app, "/ops/v1/payments?in_state_for=").await;
+        assert_eq!((s, count(&all)), (200, 2), "blank is any: {all}");
+        // Both changed just now: neither has been in its state for over a minute.
+        let (s, none) = ops_get(&c, &app, "/ops/v1/payments?in_state_for=1").await;
+        assert_eq!((s, count(&none)), (200, 0), "{none}");
+        let r = app
+            .send(c.get(format!(
+                "{}/ops/v1/payments/export?in_state_for=1",
+                app.base
+            )))
+            .await;
+        assert_eq!(r.status, 200);
+        let csv = String::from_utf8(r.body).unwrap();
+        assert_eq!(csv.lines().count(), 1, "the header only: {csv}");
+        let audited = app
+            .sql_strings(
+                "SELECT after_state FROM audit_log WHERE action = 'payments_export'",
+                &[],
+            )
+            .await;
+        assert!(audited[0].contains("\"in_state_for\":\"1\""), "{audited:?}");
+        for bad in ["0", "-5", "1.5", "abc", "525601"] {
+            let (s, v) = ops_get(&c, &app, &format!("/ops/v1/payments?in_state_for={bad}")).await;
+            assert_eq!(
+                (s, v["error"]["code"].as_str()),
+                (400, Some("invalid_query")),
+                "{bad}: {v}"
+            );
+        }
+    }
+);
+
+on_both_backends!(
     role_changes_apply_to_open_sessions_and_sign_ins_are_shown,
     |app| {
         user(&app, "adm", "admin").await;
