@@ -361,16 +361,22 @@ fn jobs_woken(result: Option<&str>) -> u64 {
 
 /// A one-click retry of one payment's due or dead jobs (operator), for rows of the stuck
 /// list; `reason` is what the audit log records. Reports into `flash` how many jobs the
-/// server woke.
+/// server woke. `why` (the server's, empty when a retry would wake something) disables it and
+/// is shown beside it (issue 41: Retry was offered where no job would wake).
 #[component]
 pub fn RetryButton(
     payment_id: String,
     reason: String,
     flash: RwSignal<Option<String>>,
+    #[prop(optional)] why: String,
 ) -> impl IntoView {
     let can = signed_in_has(Role::Operator);
     let busy = RwSignal::new(false);
     let testid = format!("retry-{payment_id}");
+    let why_id = format!("retry-why-{payment_id}");
+    let available = why.is_empty();
+    let described = (!available).then(|| why_id.clone());
+    let why_text = (!available).then(|| format!("Retry unavailable: {why}."));
     let on_click = move |_| {
         busy.set(true);
         let (id, why) = (payment_id.clone(), reason.clone());
@@ -395,9 +401,21 @@ pub fn RetryButton(
     };
     view! {
         <Show when=move || can.get()>
-            <button type="button" class="small" data-testid=testid.clone() disabled=move || busy.get() on:click=on_click.clone()>
+            <button
+                type="button"
+                class="small"
+                data-testid=testid.clone()
+                aria-describedby=described.clone()
+                disabled=move || busy.get() || !available
+                on:click=on_click.clone()
+            >
                 "Retry"
             </button>
+            {why_text
+                .clone()
+                .map(|t| {
+                    view! { <div class="muted small action-why" id=why_id.clone() data-testid=why_id.clone()>{t}</div> }
+                })}
         </Show>
     }
 }

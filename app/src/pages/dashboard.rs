@@ -465,6 +465,7 @@ fn OldestStuckRow(p: StuckPayment, now: i64, flash: RwSignal<Option<String>>) ->
         }
     });
     let retry_id = p.id.clone();
+    let retry_why = p.retry_why.clone();
     view! {
         <tr>
             <td>
@@ -484,6 +485,7 @@ fn OldestStuckRow(p: StuckPayment, now: i64, flash: RwSignal<Option<String>>) ->
                     payment_id=retry_id
                     reason="retry from the dashboard's stuck list".to_string()
                     flash=flash
+                    why=retry_why
                 />
             </td>
         </tr>

@@ -557,6 +557,65 @@ on_both_backends!(dashboard_counts_replays_and_stuck_payments, |app| {
 });
 
 on_both_backends!(
+    a_stuck_payments_retry_is_offered_only_where_a_job_would_wake,
+    |s| {
+        s.stuck.stuck_unknown_ms = 0;
+    },
+    |app| {
+        user(&app, "alice", "viewer").await;
+        // 53: nothing committed and no callback: UNKNOWN with a due query, which a retry wakes.
+        let body = json!({"amount": 1053, "currency": "CNY", "merchant_order_id": "o-slow"});
+        let slow = app.post("/v1/payments", Some("k-slow"), &body).await.json();
+        // SUSPENSE after its merchant was frozen mid-flight.
+        let suspended = app.suspended_payment("o-suspense", 2000).await;
+        let (c, _, _) = login(&app, "alice", PASSWORD).await;
+        let (s, d) = ops_get(&c, &app, "/ops/v1/dashboard").await;
+        assert_eq!(s, 200);
+        let oldest = d["stuck"]["oldest"].as_array().unwrap();
+        let row = |id: &str| {
+            oldest
+                .iter()
+                .find(|p| p["id"] == id)
+                .unwrap_or_else(|| panic!("{id} is not stuck: {oldest:?}"))
+                .clone()
+        };
+        let due = row(slow["id"].as_str().unwrap());
+        assert_eq!(
+            (due["wakeable_jobs"].as_i64(), due["retry_why"].as_str()),
+            (Some(1), Some(""))
+        );
+        let stuck = row(&suspended);
+        assert_eq!(
+            (stuck["wakeable_jobs"].as_i64(), stuck["retry_why"].as_str()),
+            (Some(1), Some(""))
+        );
+        // Every job taken by a worker (leased for an hour): nothing a retry could wake.
+        let later = converge_server::domain::clock::Clock::now_ms(
+            &converge_server::domain::clock::SystemClock,
+        ) + 600_000;
+        let leased = app
+            .store
+            .claim_jobs("elsewhere", 100, 3_600_000, later)
+            .await
+            .unwrap();
+        assert!(leased.len() >= 2, "{leased:?}");
+        let (_, d) = ops_get(&c, &app, "/ops/v1/dashboard").await;
+        let oldest = d["stuck"]["oldest"].as_array().unwrap();
+        for id in [slow["id"].as_str().unwrap(), suspended.as_str()] {
+            let p = oldest.iter().find(|p| p["id"] == id).unwrap();
+            assert_eq!(
+                (p["wakeable_jobs"].as_i64(), p["retry_why"].as_str()),
+                (
+                    Some(0),
+                    Some("no job is waiting or dead, so a retry would wake nothing")
+                ),
+                "{p}"
+            );
+        }
+    }
+);
+
+on_both_backends!(
     ops_bodies_with_unknown_fields_and_nul_queries_are_400_json,
     |app| {
         user(&app, "alice", "viewer,operator").await;
