@@ -156,6 +156,7 @@ test("a stuck payment's Retry is enabled where a job would wake, and disabled wi
   // The enabled one does what it says, in the server's count.
   await retry.click();
   await expect(page.getByTestId("flash")).toHaveText(new RegExp(`^Retry of ${payment.id}: [1-9]\\d* jobs? woken\\.$`));
+  await expect(page.getByTestId("flash")).not.toHaveClass(/tone-bad/);
   expect(errors).toEqual([]);
 });
 

@@ -361,14 +361,16 @@ fn jobs_woken(result: Option<&str>) -> u64 {
 
 /// A one-click retry of one payment's due or dead jobs (operator), for rows of the stuck
 /// list; `reason` is what the audit log records. Reports into `flash` how many jobs the
-/// server woke. `why` (the server's, empty when a retry would wake something) disables it and
-/// is shown beside it (issue 41: Retry was offered where no job would wake).
+/// server woke, setting `refused` when it was refused or woke nothing (the message is then not
+/// shown as a success). `why` (the server's, empty when a retry would wake something) disables
+/// it and is shown beside it (issue 41: Retry was offered where no job would wake).
 #[component]
 pub fn RetryButton(
     payment_id: String,
     reason: String,
     flash: RwSignal<Option<String>>,
     #[prop(optional)] why: String,
+    #[prop(optional)] refused: Option<RwSignal<bool>>,
 ) -> impl IntoView {
     let can = signed_in_has(Role::Operator);
     let busy = RwSignal::new(false);
@@ -382,19 +384,28 @@ pub fn RetryButton(
         let (id, why) = (payment_id.clone(), reason.clone());
         spawn_local(async move {
             let retry = ActionKind::Retry.as_str().to_string();
-            let msg =
+            let (msg, bad) =
                 match api_actions::request_action(retry, id.clone(), why, None, None, None, None)
                     .await
                 {
                     // What the server counted, never a promise (issue 41: "its jobs run now"
                     // while none woke).
                     Ok(a) => match jobs_woken(a.result.as_deref()) {
-                        0 => format!("Retry of {id}: no job was waiting or dead, so nothing woke."),
-                        1 => format!("Retry of {id}: 1 job woken."),
-                        n => format!("Retry of {id}: {n} jobs woken."),
+                        0 => (
+                            format!("Retry of {id}: no job was waiting or dead, so nothing woke."),
+                            true,
+                        ),
+                        1 => (format!("Retry of {id}: 1 job woken."), false),
+                        n => (format!("Retry of {id}: {n} jobs woken."), false),
                     },
-                    Err(e) => format!("Retry of {id} refused: {}", api::error_message(&e)),
+                    Err(e) => (
+                        format!("Retry of {id} refused: {}", api::error_message(&e)),
+                        true,
+                    ),
                 };
+            if let Some(r) = refused {
+                r.set(bad);
+            }
             flash.set(Some(msg));
             busy.set(false);
         });
