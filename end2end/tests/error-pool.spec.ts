@@ -3,7 +3,7 @@
 // Retry is in console.spec.ts, which runs while that list is short). Signs in as an operator
 // of its own (E2E_POOL_OPERATOR, scripts/test.sh).
 import { expect, test } from "@playwright/test";
-import { pageErrors, signInAs, suspendedPayment, unique } from "./support";
+import { open, pageErrors, signInAs, suspendedPayment, unique } from "./support";
 
 test("an item action the server refuses is said in the error tone, not in green", async ({ page, request }) => {
   const errors = pageErrors(page);
@@ -13,8 +13,7 @@ test("an item action the server refuses is said in the error tone, not in green"
     merchant_order_id: unique("refused"),
   });
   await signInAs(page, "E2E_POOL_OPERATOR");
-  await page.goto("/error-pool?status=open&kind=suspense");
-  await expect(page.locator("header.topbar")).toHaveAttribute("data-hydrated", "true");
+  await open(page, "/error-pool?status=open&kind=suspense");
   const row = page.getByRole("row").filter({ hasText: payment.id });
   await expect(row).toHaveCount(1);
   const act = row.locator('button[data-testid^="item-action-"]');
@@ -23,8 +22,7 @@ test("an item action the server refuses is said in the error tone, not in green"
   // Meanwhile the item is resolved in another tab (as a colleague would), so the action
   // offered here is refused when it is clicked.
   const other = await page.context().newPage();
-  await other.goto("/error-pool?status=open&kind=suspense");
-  await expect(other.locator("header.topbar")).toHaveAttribute("data-hydrated", "true");
+  await open(other, "/error-pool?status=open&kind=suspense");
   const there = other.getByRole("row").filter({ hasText: payment.id });
   await there.getByRole("button", { name: /Resolve/ }).click();
   await other.getByTestId("resolve-note").fill("settled with finance by phone");
