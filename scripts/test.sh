@@ -197,6 +197,10 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "$E2E_SECOND_ADMIN_PASSWORD" | e2e_cli user add "$E2E_SECOND_ADMIN_USER" --role viewer,admin --password-stdin >/dev/null
   echo "$E2E_PRIV_A_PASSWORD" | e2e_cli user add "$E2E_PRIV_A_USER" --role viewer,admin --password-stdin >/dev/null
   echo "$E2E_PRIV_B_PASSWORD" | e2e_cli user add "$E2E_PRIV_B_USER" --role viewer,admin --password-stdin >/dev/null
+  # The error pool's honest actions (end2end/tests/error-pool.spec.ts, issue 41): an operator
+  # of its own, whose sign-ins no other test spends.
+  export E2E_POOL_OPERATOR_USER=e2e-pool-operator E2E_POOL_OPERATOR_PASSWORD=e2e-pool-operator-password-1
+  echo "$E2E_POOL_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_POOL_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
   export E2E_SEARCH_USER=e2e-search E2E_SEARCH_PASSWORD=e2e-search-password-1
   echo "$E2E_SEARCH_PASSWORD" | e2e_cli user add "$E2E_SEARCH_USER" --role viewer --password-stdin >/dev/null
   export E2E_INCIDENT_OPERATOR_USER=e2e-incident-operator E2E_INCIDENT_OPERATOR_PASSWORD=e2e-incident-operator-password-1
@@ -231,7 +235,10 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   export CONVERGE_E2E_REPORT="$e2e_dir/report.json"
   # RUST_LOG=warn: the server's line per request (about 12,000 in this suite, 2 MB) would bury
   # the tests' own lines; a failed test is named again from the JSON report below.
-  if ! RUST_LOG=warn CONVERGE_WEBHOOK_ALLOW_PRIVATE=true \
+  # CONVERGE_WEBHOOK_RETRY_SCHEDULE: three attempts within about 3 s, so a delivery to a
+  # failing receiver dies (error pool `webhook_exhausted`) while a test waits for it
+  # (webhooks.spec.ts, the error pool's Redeliver, issue 41); the default takes over a day.
+  if ! RUST_LOG=warn CONVERGE_WEBHOOK_ALLOW_PRIVATE=true CONVERGE_WEBHOOK_RETRY_SCHEDULE=0s,1s,2s \
     CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
     DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
     cargo leptos end-to-end --release --precompress --split; then

@@ -120,6 +120,46 @@ test("the dashboard moves as payments are made, without a reload", async ({ page
   expect(errors).toEqual([]);
 });
 
+// Issue 41, honest actions: here, while the stuck list is short (it shows the 10 oldest).
+test("a stuck payment's Retry is enabled where a job would wake, and disabled with the reason where none would", async ({ page, request }) => {
+  const errors = pageErrors(page);
+  // SUSPENSE (stuck at once) with its posting job waiting: a retry wakes it.
+  const payment = await suspendedPayment(request, {
+    amount: 1354,
+    currency: "CNY",
+    merchant_order_id: unique("stuck-retry"),
+  });
+  await signInAs(page, "E2E_POOL_OPERATOR");
+  const table = page.getByTestId("stuck-oldest");
+  await expect(table.getByRole("link", { name: payment.id })).toBeVisible({ timeout: 25_000 });
+  const retry = page.getByTestId(`retry-${payment.id}`);
+  await expect(retry).toBeEnabled();
+  await expect(retry).not.toHaveAttribute("aria-describedby", /.+/);
+  await expect(page.getByTestId(`retry-why-${payment.id}`)).toHaveCount(0);
+
+  // Every row says what the server decided: a disabled Retry carries its reason, described
+  // by it; an enabled one has none. (Which rows have no job to wake depends on the workers
+  // at that moment; the server's rule itself is tested in server/tests/it/ops_console.rs.)
+  const buttons = table.locator('button[data-testid^="retry-"]');
+  for (let i = 0; i < (await buttons.count()); i++) {
+    const button = buttons.nth(i);
+    const id = ((await button.getAttribute("data-testid")) as string).slice("retry-".length);
+    const why = page.getByTestId(`retry-why-${id}`);
+    if (await button.isDisabled()) {
+      await expect(why).toHaveText(/^Retry unavailable: .+\.$/);
+      await expect(button).toHaveAttribute("aria-describedby", `retry-why-${id}`);
+    } else {
+      await expect(why).toHaveCount(0);
+    }
+  }
+
+  // The enabled one does what it says, in the server's count.
+  await retry.click();
+  await expect(page.getByTestId("flash")).toHaveText(new RegExp(`^Retry of ${payment.id}: [1-9]\\d* jobs? woken\\.$`));
+  await expect(page.getByTestId("flash")).not.toHaveClass(/tone-bad/);
+  expect(errors).toEqual([]);
+});
+
 test("a payment's page tells its whole story", async ({ page, request }) => {
   const order = unique("story");
   const payment = await suspendedPayment(request, { amount: 4254, currency: "CNY", merchant_order_id: order });

@@ -2,7 +2,7 @@
 // what the filters select, and times in UTC or the browser's zone by a remembered switch.
 import * as fs from "node:fs";
 import { expect, test } from "@playwright/test";
-import { createPayment, env, hydrated, open, pageErrors, signIn, unique } from "./support";
+import { cli, createPayment, env, hydrated, open, pageErrors, signIn, unique } from "./support";
 
 test("the CSV export holds exactly what the filters select, formula-safe", async ({ page, request }) => {
   const shop = env("E2E_MERCHANT_KEY");
@@ -102,4 +102,79 @@ test("with local times on, the time filters read in the browser's zone and say s
   expect(new URL(page.url()).searchParams.get("tz")).toBeNull();
   expect(errors).toEqual([]);
   await context.close();
+});
+
+test("the list pages older and back newer to exactly the page it left (issue 41)", async ({ page, request }) => {
+  const errors = pageErrors(page);
+  // A merchant of its own: 53 payments, so the list has a second page of 3 whatever other
+  // tests add meanwhile.
+  const merchant = unique("pages");
+  const key = cli("merchant", "add", merchant).trim();
+  for (let batch = 0; batch < 53; batch += 10) {
+    await Promise.all(
+      Array.from({ length: Math.min(10, 53 - batch) }, (_, i) =>
+        createPayment(request, key, { amount: 1000, currency: "CNY", merchant_order_id: unique(`pg${batch + i}`) }, unique("idem")),
+      ),
+    );
+  }
+
+  await signIn(page, "viewer");
+  await open(page, `/payments?merchant=${merchant}`);
+  const ids = () => page.getByTestId("payments-table").getByRole("link").allTextContents();
+  await expect(page.getByTestId("result-count")).toHaveText("50 payments on this page");
+  await expect(page.getByTestId("prev-page")).toHaveCount(0);
+  const first = await ids();
+  expect(first).toHaveLength(50);
+
+  await page.getByTestId("next-page").click();
+  await expect(page).toHaveURL(/[?&]after=/);
+  await expect(page.getByTestId("result-count")).toHaveText("3 payments");
+  await expect(page.getByTestId("next-page")).toHaveCount(0);
+  const second = await ids();
+  expect(second.filter((id) => first.includes(id))).toEqual([]);
+
+  await page.getByTestId("prev-page").click();
+  await expect(page).toHaveURL(/[?&]before=/);
+  await expect(page.getByTestId("result-count")).toHaveText("50 payments on this page");
+  expect(await ids()).toEqual(first);
+  // The newest page again: nothing newer, older still there.
+  await expect(page.getByTestId("prev-page")).toHaveCount(0);
+  await expect(page.getByTestId("next-page")).toBeVisible();
+  expect(errors).toEqual([]);
+});
+
+test("the list and its export filter by time in state, kept in the URL (issue 41)", async ({ page, request }) => {
+  const shop = env("E2E_MERCHANT_KEY");
+  const errors = pageErrors(page);
+  const order = unique("in-state");
+  const paid = await createPayment(request, shop, { amount: 18800, currency: "CNY", merchant_order_id: order }, unique("idem"));
+
+  await signIn(page, "viewer");
+  await open(page, "/payments");
+  await page.getByLabel("Merchant order id").fill(order);
+  await page.getByTestId("search").click();
+  await expect(page.getByTestId("payments-table").getByRole("link", { name: paid.id })).toBeVisible();
+
+  // Made a moment ago: not in its state for over 5 minutes.
+  await page.getByLabel("In its state for over (minutes)").fill("5");
+  await page.getByTestId("search").click();
+  await expect(page).toHaveURL(/[?&]in_state_for=5(&|$)/);
+  await expect(page.getByTestId("result-count")).toHaveText("No payments match.");
+  await expect(page.getByTestId("export-csv")).toHaveAttribute("href", /[?&]in_state_for=5(&|$)/);
+  // The URL is the search: a reload keeps the field and the result.
+  await page.reload();
+  await hydrated(page);
+  await expect(page.getByLabel("In its state for over (minutes)")).toHaveValue("5");
+  await expect(page.getByTestId("result-count")).toHaveText("No payments match.");
+  // The export selects the same: the header only.
+  const csv = await page.request.get((await page.getByTestId("export-csv").getAttribute("href")) as string);
+  expect(csv.status()).toBe(200);
+  expect((await csv.text()).trim().split("\n")).toHaveLength(1);
+
+  // Cleared, the payment is back.
+  await page.getByLabel("In its state for over (minutes)").fill("");
+  await page.getByTestId("search").click();
+  await expect(page).not.toHaveURL(/in_state_for/);
+  await expect(page.getByTestId("payments-table").getByRole("link", { name: paid.id })).toBeVisible();
+  expect(errors).toEqual([]);
 });

@@ -4,7 +4,7 @@
 // or on a list when several match, or says that nothing does. Driven with the keyboard and
 // clicks, as a person would. Signs in as a viewer of its own (E2E_SEARCH_USER).
 import { expect, Page, test } from "@playwright/test";
-import { createPayment, env, hydrated, pageErrors, unique } from "./support";
+import { createPayment, env, hydrated, open, pageErrors, signIn, unique } from "./support";
 
 /** `s` in alternating case: the search ignores case. */
 function mixedCase(s: string): string {
@@ -103,5 +103,43 @@ test("find by key, order id and payment id prefix, in any case; several give a l
   await find(page, `${stem}-nothing`);
   await expect(page.getByTestId("find-message")).toHaveText(`Nothing matches “${stem}-nothing”.`);
   expect(page.url()).toBe(here);
+  expect(errors).toEqual([]);
+});
+
+test("an order id's middle and an amount find the payment; % and _ are plain characters (issue 41)", async ({ page, request }) => {
+  const errors = pageErrors(page);
+  const shop = env("E2E_MERCHANT_KEY");
+  const stem = unique("Mid");
+  // Amount digits 12: an ordinary success. Major units 10000.12 to 99999.12, so no other
+  // payment is likely to share it.
+  const major = 10_000 + Math.floor(Math.random() * 90_000);
+  const amount = major * 100 + 12;
+  const order = `inv/${stem}%_1`;
+  const paid = await createPayment(request, shop, { amount, currency: "CNY", merchant_order_id: order }, unique("idem"));
+  // Its twin but for the `%_`, which a wildcard would also match.
+  const twin = await createPayment(request, shop, { amount: 100, currency: "CNY", merchant_order_id: `inv/${stem}ab1` }, unique("idem"));
+
+  await signIn(page, "viewer");
+  // The middle of the order id, shouted, with its `%_`: only that payment.
+  await find(page, `${stem}%_`.toUpperCase());
+  await expect(page).toHaveURL(new RegExp(`/payments/${paid.id}$`));
+  await expect(page.getByTestId("payment-id")).toHaveText(paid.id);
+
+  // The middle both share: a list of both, the kind named.
+  await find(page, stem.toLowerCase());
+  await expect(page).toHaveURL(/\/search\?q=/);
+  const hits = page.getByTestId("search-hit");
+  await expect(hits).toHaveCount(2);
+  await expect(hits.filter({ hasText: "Merchant order id" })).toHaveCount(2);
+  await expect(hits.getByRole("link", { name: `inv/${stem}ab1` })).toBeVisible();
+
+  // The amount as people read it, and in minor units: the payment itself.
+  await find(page, `${major}.12`);
+  await expect(page).toHaveURL(new RegExp(`/payments/${paid.id}$`));
+  await open(page, `/search?q=${amount}`);
+  const byAmount = page.locator('[data-testid="search-hit"][data-kind="amount"]');
+  await expect(byAmount.getByRole("link", { name: paid.id })).toBeVisible();
+  await expect(byAmount.filter({ hasText: paid.id })).toContainText(`${major}.12 CNY`);
+  await expect(page.getByTestId("search-hit").getByRole("link", { name: twin.id })).toHaveCount(0);
   expect(errors).toEqual([]);
 });

@@ -9,26 +9,30 @@ import * as http from "node:http";
 import { AddressInfo } from "node:net";
 import { expect, test } from "@playwright/test";
 import { Webhook } from "standardwebhooks";
-import { createPayment, env, hydrated, unique } from "./support";
+import { cli, createPayment, env, hydrated, signInAs, unique } from "./support";
 
 type Received = { headers: http.IncomingHttpHeaders; body: string };
 
-/** An HTTP receiver on a free loopback port that records every request and answers 204. */
-async function receiver(): Promise<{ url: string; got: Received[]; close: () => void }> {
+/**
+ * An HTTP receiver on a free loopback port that records every request and answers
+ * `answer.status` (204 unless a test makes it fail).
+ */
+async function receiver(): Promise<{ url: string; got: Received[]; answer: { status: number }; close: () => void }> {
   const got: Received[] = [];
+  const answer = { status: 204 };
   const server = http.createServer((req, res) => {
     let body = "";
     req.setEncoding("utf8");
     req.on("data", (c) => (body += c));
     req.on("end", () => {
       got.push({ headers: req.headers, body });
-      res.writeHead(204);
+      res.writeHead(answer.status);
       res.end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/converge`, got, close: () => server.close() };
+  return { url: `http://127.0.0.1:${port}/converge`, got, answer, close: () => server.close() };
 }
 
 test.describe.configure({ mode: "serial" });
@@ -175,6 +179,69 @@ test("the deliveries list pages by 50, older and back to newer", async ({ page, 
     await expect(pager).toContainText("Page 1");
     await expect(rows).toHaveCount(50);
     await expect(rows.first().locator("td").first()).toHaveText(newest as string);
+  } finally {
+    if (endpointId) {
+      await request.delete(`/v1/webhook_endpoints/${endpointId}`, { headers: { Authorization: `Bearer ${key}` } });
+    }
+    rx.close();
+  }
+});
+
+test("a delivery that died is redelivered from the error pool, and the page says one was queued (issue 41)", async ({ page, request }) => {
+  // A merchant of its own whose receiver fails every attempt (500): with the test server's
+  // short schedule (scripts/test.sh, three attempts in about 3 s) its delivery dies and the
+  // error pool gets a `webhook_exhausted` item naming it.
+  const merchant = unique("dead-hooks");
+  const key = cli("merchant", "add", merchant).trim();
+  const rx = await receiver();
+  rx.answer.status = 500;
+  let endpointId = "";
+  try {
+    const created = await request.post("/v1/webhook_endpoints", {
+      headers: { Authorization: `Bearer ${key}`, "Idempotency-Key": unique("we-dead") },
+      data: { url: rx.url, enabled_events: ["payment.succeeded"], description: "e2e failing receiver" },
+    });
+    expect(created.status(), await created.text()).toBe(201);
+    endpointId = (await created.json()).id;
+    const payment = await createPayment(
+      request,
+      key,
+      { amount: 2100, currency: "CNY", merchant_order_id: unique("dead-order") },
+      unique("dead-pay"),
+    );
+    expect(payment.status).toBe("SUCCESS");
+    await expect.poll(() => rx.got.length, { timeout: 20_000 }).toBeGreaterThanOrEqual(3);
+
+    // The operator finds the item in the error pool, by its kind, once the delivery has died.
+    await signInAs(page, "E2E_POOL_OPERATOR");
+    const row = page.getByRole("row").filter({ hasText: rx.url });
+    await expect
+      .poll(
+        async () => {
+          await page.goto("/error-pool?status=open&kind=webhook_exhausted");
+          await hydrated(page);
+          return row.count();
+        },
+        { timeout: 30_000, intervals: [1_000] },
+      )
+      .toBe(1);
+    await expect(row).toContainText("payment.succeeded");
+
+    // The merchant fixed the receiver; the operator redelivers.
+    rx.answer.status = 204;
+    const before = rx.got.length;
+    const redeliver = row.getByRole("button", { name: "Redeliver" });
+    await expect(redeliver).toHaveAttribute("data-action", "redeliver");
+    await expect(redeliver).toBeEnabled();
+    await redeliver.click();
+    const flash = page.getByTestId("flash");
+    await expect(flash).toContainText(/^Redeliver for item #\d+: 1 delivery queued; item #\d+ resolved/);
+    await expect(flash).not.toHaveClass(/tone-bad/);
+    // The item leaves the open list, and the receiver gets the event again.
+    await expect(page.getByRole("row").filter({ hasText: rx.url })).toHaveCount(0);
+    await expect.poll(() => rx.got.length, { timeout: 15_000 }).toBeGreaterThan(before);
+    const again = rx.got[rx.got.length - 1];
+    expect(JSON.parse(again.body).data.id).toBe(payment.id);
   } finally {
     if (endpointId) {
       await request.delete(`/v1/webhook_endpoints/${endpointId}`, { headers: { Authorization: `Bearer ${key}` } });

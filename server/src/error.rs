@@ -191,6 +191,9 @@ impl From<FilterError> for ApiError {
             FilterError::InvalidEventType(_) => {
                 ApiError::bad_request(ErrorCode::InvalidEventType, e.to_string())
             }
+            FilterError::InvalidDuration(_) => {
+                ApiError::bad_request(ErrorCode::InvalidQuery, e.to_string())
+            }
             FilterError::InvalidCursor(_) => {
                 ApiError::bad_request(ErrorCode::InvalidCursor, e.to_string())
             }

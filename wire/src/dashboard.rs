@@ -121,6 +121,15 @@ pub struct StuckPayment {
     pub last_error: Option<String>,
     /// Earliest due or leased job, epoch ms UTC.
     pub next_attempt_at: Option<i64>,
+    /// Its jobs a retry would wake now (due or dead ones).
+    #[serde(default)]
+    pub wakeable_jobs: i64,
+    /// Why a retry would do nothing now (no job to wake), as the server's action rule says;
+    /// empty when it would wake something (issue 41: the stuck list offered Retry on every
+    /// row). Set by the dashboard, not stored.
+    #[serde(default)]
+    #[cfg_attr(feature = "sqlx", sqlx(default))]
+    pub retry_why: String,
 }
 
 /// Hit rate over one window.

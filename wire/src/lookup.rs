@@ -24,11 +24,14 @@ pub enum IdKind {
     ErrorItem,
     /// An ops action id (`act_...`).
     Action,
+    /// A payment whose amount is the query (issue 41): `12.50` in major units of its
+    /// currency, or `1250` in minor units or in major units. The id is the payment's.
+    Amount,
 }
 
 impl IdKind {
     /// Every kind, in listing order.
-    pub const ALL: [IdKind; 7] = [
+    pub const ALL: [IdKind; 8] = [
         IdKind::Payment,
         IdKind::MerchantOrder,
         IdKind::IdempotencyKey,
@@ -36,6 +39,7 @@ impl IdKind {
         IdKind::Refund,
         IdKind::ErrorItem,
         IdKind::Action,
+        IdKind::Amount,
     ];
 
     /// The stable snake_case name (as serialized).
@@ -48,6 +52,7 @@ impl IdKind {
             IdKind::Refund => "refund",
             IdKind::ErrorItem => "error_item",
             IdKind::Action => "action",
+            IdKind::Amount => "amount",
         }
     }
 }
@@ -83,7 +88,8 @@ pub struct SearchResult {
     /// The query as searched (trimmed).
     pub query: String,
     /// At most 20, by kind (payment, merchant order, key, channel key, refund, error item,
-    /// action) and id.
+    /// action, amount) and id; a merchant order id's infix matches follow its prefix ones,
+    /// and amount matches are listed newest first.
     pub hits: Vec<SearchHit>,
     /// More things match than were returned: type more of the id.
     pub truncated: bool,

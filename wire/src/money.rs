@@ -15,6 +15,13 @@ const ZERO: [&str; 17] = [
 const THREE: [&str; 7] = ["BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"];
 const FOUR: [&str; 2] = ["CLF", "UYW"];
 
+/// The codes whose exponent is not 2, by exponent (0, 3, 4): every other currency with a
+/// defined minor unit has 2. What a query that must pick currencies by exponent reads (the
+/// console's search by amount).
+pub fn codes_not_of_exponent_two() -> [(u32, &'static [&'static str]); 3] {
+    [(0, &ZERO), (3, &THREE), (4, &FOUR)]
+}
+
 /// Minor-unit exponent of an ISO 4217 code: 0 (JPY), 3 (KWD), 4 (CLF), else 2. The server
 /// accepts only codes with a defined exponent (`domain::money::validate_currency`); a code
 /// without one is 2 here, so callers that may meet one check it first.

@@ -200,8 +200,12 @@ impl Payment {
 pub struct PaymentPage {
     /// The payments, newest first.
     pub items: Vec<Payment>,
-    /// The cursor of the next page (`after=`), or null on the last page.
+    /// The cursor of the next, older page (`after=`), or null on the last page.
     pub next: Option<String>,
+    /// The cursor of the previous, newer page (`before=`), or null on the first page (issue
+    /// 41: the list paged only towards older payments).
+    #[serde(default)]
+    pub prev: Option<String>,
 }
 
 /// One recorded event (applied or ignored).
@@ -429,9 +433,19 @@ pub struct PaymentSearch {
     #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::time_filter_schema))]
     #[serde(default)]
     pub expires_before: Option<String>,
-    /// Paging cursor from the previous page's `next`.
+    /// In its current state for more than this many minutes (issue 41): its last change
+    /// (`updated_at`) is older than now less that. A whole number, 1 to 525600 (a year);
+    /// blank is any.
+    #[serde(default)]
+    pub in_state_for: Option<String>,
+    /// Paging cursor from the previous page's `next`: the page of older payments.
     #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::cursor_schema))]
     pub after: Option<String>,
+    /// Paging cursor from a page's `prev`: the page of newer payments just above it. With
+    /// both cursors, `before` is used.
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::cursor_schema))]
+    #[serde(default)]
+    pub before: Option<String>,
     /// Page size (1..=200, default 50; others are clamped).
     pub limit: Option<i64>,
 }

@@ -361,43 +361,72 @@ fn jobs_woken(result: Option<&str>) -> u64 {
 
 /// A one-click retry of one payment's due or dead jobs (operator), for rows of the stuck
 /// list; `reason` is what the audit log records. Reports into `flash` how many jobs the
-/// server woke.
+/// server woke, setting `refused` when it was refused or woke nothing (the message is then not
+/// shown as a success). `why` (the server's, empty when a retry would wake something) disables
+/// it and is shown beside it (issue 41: Retry was offered where no job would wake).
 #[component]
 pub fn RetryButton(
     payment_id: String,
     reason: String,
     flash: RwSignal<Option<String>>,
+    #[prop(optional)] why: String,
+    #[prop(optional)] refused: Option<RwSignal<bool>>,
 ) -> impl IntoView {
     let can = signed_in_has(Role::Operator);
     let busy = RwSignal::new(false);
     let testid = format!("retry-{payment_id}");
+    let why_id = format!("retry-why-{payment_id}");
+    let available = why.is_empty();
+    let described = (!available).then(|| why_id.clone());
+    let why_text = (!available).then(|| format!("Retry unavailable: {why}."));
     let on_click = move |_| {
         busy.set(true);
         let (id, why) = (payment_id.clone(), reason.clone());
         spawn_local(async move {
             let retry = ActionKind::Retry.as_str().to_string();
-            let msg =
+            let (msg, bad) =
                 match api_actions::request_action(retry, id.clone(), why, None, None, None, None)
                     .await
                 {
                     // What the server counted, never a promise (issue 41: "its jobs run now"
                     // while none woke).
                     Ok(a) => match jobs_woken(a.result.as_deref()) {
-                        0 => format!("Retry of {id}: no job was waiting or dead, so nothing woke."),
-                        1 => format!("Retry of {id}: 1 job woken."),
-                        n => format!("Retry of {id}: {n} jobs woken."),
+                        0 => (
+                            format!("Retry of {id}: no job was waiting or dead, so nothing woke."),
+                            true,
+                        ),
+                        1 => (format!("Retry of {id}: 1 job woken."), false),
+                        n => (format!("Retry of {id}: {n} jobs woken."), false),
                     },
-                    Err(e) => format!("Retry of {id} refused: {}", api::error_message(&e)),
+                    Err(e) => (
+                        format!("Retry of {id} refused: {}", api::error_message(&e)),
+                        true,
+                    ),
                 };
+            if let Some(r) = refused {
+                r.set(bad);
+            }
             flash.set(Some(msg));
             busy.set(false);
         });
     };
     view! {
         <Show when=move || can.get()>
-            <button type="button" class="small" data-testid=testid.clone() disabled=move || busy.get() on:click=on_click.clone()>
+            <button
+                type="button"
+                class="small"
+                data-testid=testid.clone()
+                aria-describedby=described.clone()
+                disabled=move || busy.get() || !available
+                on:click=on_click.clone()
+            >
                 "Retry"
             </button>
+            {why_text
+                .clone()
+                .map(|t| {
+                    view! { <div class="muted small action-why" id=why_id.clone() data-testid=why_id.clone()>{t}</div> }
+                })}
         </Show>
     }
 }

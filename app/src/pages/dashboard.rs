@@ -49,7 +49,9 @@ pub fn DashboardPage() -> impl IntoView {
     );
     // Outside the refreshing part, so a message or a half-done bulk retry survives a refresh.
     let flash = RwSignal::new(None::<String>);
-    provide_context(Flash(flash));
+    // Whether the message tells of a refusal or of nothing done: then it is not green.
+    let refused = RwSignal::new(false);
+    provide_context(Flash(flash, refused));
     let bulk_state = RwSignal::new(String::new());
 
     view! {
@@ -86,7 +88,9 @@ pub fn DashboardPage() -> impl IntoView {
                 </button>
             </div>
         </div>
-        <p class="flash" role="status" data-testid="flash">{move || flash.get()}</p>
+        <p class=move || if refused.get() { "flash tone-bad" } else { "flash" } role="status" data-testid="flash">
+            {move || flash.get()}
+        </p>
         <Transition fallback=Loading>
             {move || Suspend::new(async move {
                 match data.await {
@@ -115,9 +119,10 @@ pub fn DashboardPage() -> impl IntoView {
     }
 }
 
-/// The dashboard's message line, shared with the rows' retry buttons.
+/// The dashboard's message line and whether it tells of a refusal, shared with the rows'
+/// retry buttons.
 #[derive(Clone, Copy)]
-struct Flash(RwSignal<Option<String>>);
+struct Flash(RwSignal<Option<String>>, RwSignal<bool>);
 
 /// A headline number with its label.
 #[component]
@@ -376,7 +381,7 @@ fn ConnectorTile(c: ConnectorHealth, now: i64) -> impl IntoView {
 
 #[component]
 fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
-    let Flash(flash) = expect_context::<Flash>();
+    let Flash(flash, refused) = expect_context::<Flash>();
     let rows = stuck
         .thresholds
         .clone()
@@ -446,7 +451,7 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
             >
                 {oldest
                     .into_iter()
-                    .map(|p| view! { <OldestStuckRow p now flash/> })
+                    .map(|p| view! { <OldestStuckRow p now flash refused/> })
                     .collect_view()}
             </DataTable>
         </Panel>
@@ -456,7 +461,12 @@ fn StuckPanel(stuck: StuckView, now: i64) -> impl IntoView {
 /// One of the oldest stuck payments: its last error, state, time in it, amount, next
 /// attempt, and a retry.
 #[component]
-fn OldestStuckRow(p: StuckPayment, now: i64, flash: RwSignal<Option<String>>) -> impl IntoView {
+fn OldestStuckRow(
+    p: StuckPayment,
+    now: i64,
+    flash: RwSignal<Option<String>>,
+    refused: RwSignal<bool>,
+) -> impl IntoView {
     let next = p.next_attempt_at.map_or("—".to_string(), |t| {
         if t <= now {
             "due now".to_string()
@@ -465,6 +475,7 @@ fn OldestStuckRow(p: StuckPayment, now: i64, flash: RwSignal<Option<String>>) ->
         }
     });
     let retry_id = p.id.clone();
+    let retry_why = p.retry_why.clone();
     view! {
         <tr>
             <td>
@@ -484,6 +495,8 @@ fn OldestStuckRow(p: StuckPayment, now: i64, flash: RwSignal<Option<String>>) ->
                     payment_id=retry_id
                     reason="retry from the dashboard's stuck list".to_string()
                     flash=flash
+                    why=retry_why
+                    refused=refused
                 />
             </td>
         </tr>

@@ -88,6 +88,9 @@ pub fn ErrorPoolPage() -> impl IntoView {
     let filter = Memo::new(move |_| PoolFilter::of(&params.read()));
     let version = RwSignal::new(0u32);
     let flash = RwSignal::new(None::<String>);
+    // Whether the flash says something was refused or failed: then it is not green (issue
+    // 41: a refused action's message was shown in the success tone).
+    let refused = RwSignal::new(false);
     // A resolved item leaves the list with the form that had the focus: the outcome takes it.
     let flash_ref = NodeRef::<leptos::html::P>::new();
     focus_flash_when_set(flash, flash_ref);
@@ -121,6 +124,7 @@ pub fn ErrorPoolPage() -> impl IntoView {
         auditor,
         version,
         flash,
+        refused,
         selected,
         all,
     };
@@ -137,7 +141,13 @@ pub fn ErrorPoolPage() -> impl IntoView {
         </Transition>
         // Outside the list's Transition: a reload of the list after an action must not take
         // the outcome, its focus or an open preview with it.
-        <p class="flash" role="status" data-testid="flash" tabindex="-1" node_ref=flash_ref>
+        <p
+            class=move || if refused.get() { "flash tone-bad" } else { "flash" }
+            role="status"
+            data-testid="flash"
+            tabindex="-1"
+            node_ref=flash_ref
+        >
             {move || flash.get()}
         </p>
         <Show when=acting>
@@ -168,6 +178,8 @@ struct PoolRows {
     auditor: Signal<bool>,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
+    /// The flash tells of a refusal or failure (shown in the error tone).
+    refused: RwSignal<bool>,
     /// The ticked rows.
     selected: RwSignal<Vec<i64>>,
     /// Every open item the filter selects, instead of the ticked rows.
@@ -353,6 +365,7 @@ fn PoolRow(
         can_resolve,
         version,
         flash,
+        refused,
         ..
     } = rows;
     let id = item.id;
@@ -397,7 +410,7 @@ fn PoolRow(
             <td class="nowrap">
                 {offer
                     .filter(|_| open)
-                    .map(|offer| view! { <ItemActionButton offer can=can_resolve version flash/> })}
+                    .map(|offer| view! { <ItemActionButton offer can=can_resolve version flash refused/> })}
                 <Show when=move || open && can_resolve.get()>
                     <button
                         type="button"
@@ -416,7 +429,7 @@ fn PoolRow(
         <Show when=move || editing.get()>
             <tr class="resolve-row">
                 <td colspan=HEADINGS.len().to_string()>
-                    <ResolveForm id draft trigger note_ref version flash/>
+                    <ResolveForm id draft trigger note_ref version flash refused/>
                 </td>
             </tr>
         </Show>
@@ -515,6 +528,7 @@ fn ResolveForm(
     note_ref: NodeRef<leptos::html::Textarea>,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
+    refused: RwSignal<bool>,
 ) -> impl IntoView {
     let ResolveDraft {
         editing,
@@ -541,6 +555,7 @@ fn ResolveForm(
         spawn_local(async move {
             match api::resolve_error(id, text).await {
                 Ok(_) => {
+                    refused.set(false);
                     flash.set(Some(format!("Item #{id} resolved.")));
                     version.update(|v| *v = v.wrapping_add(1));
                 }
@@ -591,20 +606,34 @@ fn ItemActionButton(
     can: Signal<bool>,
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
+    refused: RwSignal<bool>,
 ) -> impl IntoView {
     let busy = RwSignal::new(false);
+    let out = ActionOut {
+        version,
+        flash,
+        refused,
+    };
     move || {
         can.get()
-            .then(|| item_action_view(offer.clone(), busy, version, flash))
+            .then(|| item_action_view(offer.clone(), busy, out))
     }
 }
 
-fn item_action_view(
-    offer: ItemActionOffer,
-    busy: RwSignal<bool>,
+/// Where an item action's outcome goes: the list to reload, the flash and its tone.
+#[derive(Clone, Copy)]
+struct ActionOut {
     version: RwSignal<u32>,
     flash: RwSignal<Option<String>>,
-) -> impl IntoView {
+    refused: RwSignal<bool>,
+}
+
+fn item_action_view(offer: ItemActionOffer, busy: RwSignal<bool>, out: ActionOut) -> impl IntoView {
+    let ActionOut {
+        version,
+        flash,
+        refused,
+    } = out;
     let id = offer.item_id;
     let why_id = format!("item-action-why-{id}");
     let why = (!offer.why.is_empty()).then(|| {
@@ -620,14 +649,18 @@ fn item_action_view(
             busy.set(true);
             spawn_local(async move {
                 let reason = format!("{} from error-pool item #{id}", action.label());
-                let msg = match api_queues::act_on_error_item(id, reason).await {
-                    Ok(out) => out.sentence(),
-                    Err(e) => format!(
-                        "{} for item #{id} refused: {}",
-                        action.label(),
-                        api::error_message(&e)
+                let (msg, bad) = match api_queues::act_on_error_item(id, reason).await {
+                    Ok(out) => (out.sentence(), false),
+                    Err(e) => (
+                        format!(
+                            "{} for item #{id} refused: {}",
+                            action.label(),
+                            api::error_message(&e)
+                        ),
+                        true,
                     ),
                 };
+                refused.set(bad);
                 flash.set(Some(msg));
                 busy.set(false);
                 version.update(|v| *v = v.wrapping_add(1));

@@ -1,6 +1,7 @@
 //! Payment search: by id, merchant, merchant_order_id, status, failure reason (the dashboard's
-//! failures link here with it) and creation time (UTC), newest
-//! first, 50 a page with the server's `next` cursor. The filters live in the URL (a GET
+//! failures link here with it), creation time (UTC) and time in state (issue 41), newest
+//! first, 50 a page, paged both ways with the server's cursors (`after=` the older page,
+//! `before=` the newer one, issue 41). The filters live in the URL (a GET
 //! form), so a search can be bookmarked, shared and stepped back through. "Export CSV"
 //! downloads every payment the filters select (`GET /ops/v1/payments/export`).
 
@@ -16,8 +17,8 @@ use crate::components::widgets::{
 use crate::dto::{Merchant, PaymentSearch, PaymentStatus};
 use crate::format;
 
-/// `q`'s seven filters as URL parameters, in the order both URLs write them.
-fn filter_params(q: &PaymentSearch) -> [(&'static str, Option<&str>); 8] {
+/// `q`'s filters as URL parameters, in the order both URLs write them.
+fn filter_params(q: &PaymentSearch) -> [(&'static str, Option<&str>); 9] {
     [
         ("id", q.id.as_deref()),
         ("merchant", q.merchant.as_deref()),
@@ -26,17 +27,46 @@ fn filter_params(q: &PaymentSearch) -> [(&'static str, Option<&str>); 8] {
         ("reason", q.reason.as_deref()),
         ("from", q.from.as_deref()),
         ("to", q.to.as_deref()),
+        ("in_state_for", q.in_state_for.as_deref()),
         // The dashboard's "Holds expiring within 24 h" link (issue 34); no form field.
         ("expires_before", q.expires_before.as_deref()),
     ]
 }
 
+/// A page's place in the list: below a row (`after`, the older page) or above one
+/// (`before`, the newer page), by the server's cursor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cursor<'a> {
+    After(&'a str),
+    Before(&'a str),
+}
+
+impl<'a> Cursor<'a> {
+    /// The cursor `q` carries (`before` when it carries both, as the server reads it).
+    fn of(q: &'a PaymentSearch) -> Option<Self> {
+        match (q.before.as_deref(), q.after.as_deref()) {
+            (Some(b), _) => Some(Cursor::Before(b)),
+            (None, Some(a)) => Some(Cursor::After(a)),
+            (None, None) => None,
+        }
+    }
+}
+
 /// The page's URL for `q`, with `tz` (the zone its time filters were written in, `+08:00`)
-/// when they were written in local time.
-fn query_url(q: &PaymentSearch, tz: Option<&str>, after: Option<&str>) -> String {
+/// when they were written in local time, at `cursor` (none: the newest page).
+fn query_url(q: &PaymentSearch, tz: Option<&str>, cursor: Option<Cursor>) -> String {
     let timed = q.from.is_some() || q.to.is_some();
     let mut params = filter_params(q).to_vec();
-    params.extend([("tz", tz.filter(|_| timed)), ("after", after)]);
+    let (after, before) = match cursor {
+        Some(Cursor::After(a)) => (Some(a), None),
+        Some(Cursor::Before(b)) => (None, Some(b)),
+        None => (None, None),
+    };
+    params.extend([
+        ("tz", tz.filter(|_| timed)),
+        ("after", after),
+        ("before", before),
+    ]);
     format!("/payments{}", format::query_string(&params))
 }
 
@@ -59,7 +89,9 @@ fn search_of(m: &leptos_router::params::ParamsMap) -> PaymentSearch {
         from: get("from"),
         to: get("to"),
         expires_before: get("expires_before"),
+        in_state_for: get("in_state_for"),
         after: get("after"),
+        before: get("before"),
         limit: None,
     }
 }
@@ -86,11 +118,8 @@ pub fn PaymentsPage() -> impl IntoView {
     Effect::new(move |_| {
         let blanks = params.with(|m| m.into_iter().any(|(_, v)| v.trim().is_empty()));
         if blanks {
-            let clean = query_url(
-                &query.get_untracked(),
-                tz.get_untracked().as_deref(),
-                query.get_untracked().after.as_deref(),
-            );
+            let q = query.get_untracked();
+            let clean = query_url(&q, tz.get_untracked().as_deref(), Cursor::of(&q));
             navigate(
                 &clean,
                 leptos_router::NavigateOptions {
@@ -131,9 +160,11 @@ pub fn PaymentsPage() -> impl IntoView {
                 let q = query.get_untracked();
                 match results.await {
                     Ok(page) => {
-                        let first = q.after.is_some();
+                        // "← Newest" wherever a newer page is, or the cursor led past the end.
+                        let first = page.prev.is_some() || (q.after.is_some() && page.items.is_empty());
                         let tz = tz.get_untracked();
-                        let next = page.next.clone().map(|n| query_url(&q, tz.as_deref(), Some(&n)));
+                        let next = page.next.clone().map(|n| query_url(&q, tz.as_deref(), Some(Cursor::After(&n))));
+                        let prev = page.prev.clone().map(|p| query_url(&q, tz.as_deref(), Some(Cursor::Before(&p))));
                         let top = query_url(&q, tz.as_deref(), None);
                         let count = page.items.len();
                         view! {
@@ -147,6 +178,7 @@ pub fn PaymentsPage() -> impl IntoView {
                             {(count > 0).then(|| view! { <PaymentTable items=page.items merchants=list/> })}
                             <nav class="pager" aria-label="Pages">
                                 {first.then(|| view! { <A href=top>"← Newest"</A> })}
+                                {prev.map(|p| view! { <A href=p attr:data-testid="prev-page">"← Newer"</A> })}
                                 {next.map(|n| view! { <A href=n attr:data-testid="next-page">"Older →"</A> })}
                             </nav>
                         }
@@ -227,6 +259,22 @@ fn SearchForm(q: PaymentSearch, merchants: Vec<Merchant>) -> impl IntoView {
                 {move || zone_label("Created before", zone.get().as_deref())}
                 <input type="datetime-local" name="to" value=q.to.unwrap_or_default()/>
             </label>
+            // Time in state (issue 41): how long since the payment last changed, which is what
+            // makes a payment stuck; the server reads it against its own clock.
+            <label>
+                "In its state for over (minutes)"
+                <input
+                    type="number"
+                    name="in_state_for"
+                    min="1"
+                    max="525600"
+                    step="1"
+                    inputmode="numeric"
+                    placeholder="any"
+                    value=q.in_state_for.unwrap_or_default()
+                    data-testid="in-state-filter"
+                />
+            </label>
             // The zone the times were written in goes with them (none: UTC).
             {move || zone.get().map(|z| view! { <input type="hidden" name="tz" value=z/> })}
             <div class="filter-actions">
@@ -290,10 +338,15 @@ mod tests {
             merchant: Some("acme".into()),
             status: Some("UNKNOWN".into()),
             from: Some("2026-12-04T09:00".into()),
+            in_state_for: Some("30".into()),
             ..PaymentSearch::default()
         };
-        let page = query_url(&q, Some("+08:00"), Some("pay_9"));
+        let page = query_url(&q, Some("+08:00"), Some(Cursor::After("pay_9")));
         let export = export_url(&q);
+        assert!(
+            page.contains("&in_state_for=30&") && export.ends_with("&in_state_for=30"),
+            "{page} {export}"
+        );
         assert!(
             page.starts_with("/payments?merchant=acme&status=UNKNOWN&from="),
             "{page}"
@@ -311,5 +364,28 @@ mod tests {
         // No time filter: the zone is left out.
         let untimed = PaymentSearch { from: None, ..q };
         assert!(!query_url(&untimed, Some("+08:00"), None).contains("tz="));
+    }
+
+    #[test]
+    fn a_page_links_older_with_after_and_newer_with_before_never_both() {
+        let q = PaymentSearch {
+            status: Some("SUCCESS".into()),
+            after: Some("1_pay_a".into()),
+            before: Some("2_pay_b".into()),
+            ..PaymentSearch::default()
+        };
+        assert_eq!(Cursor::of(&q), Some(Cursor::Before("2_pay_b")));
+        assert_eq!(
+            query_url(&q, None, Some(Cursor::Before("2_pay_b"))),
+            "/payments?status=SUCCESS&before=2_pay_b"
+        );
+        assert_eq!(
+            query_url(&q, None, Some(Cursor::After("1_pay_a"))),
+            "/payments?status=SUCCESS&after=1_pay_a"
+        );
+        let params: leptos_router::params::ParamsMap =
+            [("before", "2_pay_b"), ("after", "")].into_iter().collect();
+        assert_eq!(search_of(&params).before.as_deref(), Some("2_pay_b"));
+        assert_eq!(search_of(&params).after, None);
     }
 }

@@ -1,5 +1,6 @@
 //! Search results (`/search?q=`): everything whose id starts with the query, any case, each
-//! with its kind and a link to the page that shows it (issue 17). The top bar's box comes
+//! with its kind and a link to the page that shows it (issue 17); merchant order ids holding
+//! it further in and payments of that amount too (issue 41). The top bar's box comes
 //! here when several things match; a bookmark or a plain form post (before hydration) too.
 
 use leptos::prelude::*;
@@ -20,6 +21,7 @@ pub fn kind_name(kind: IdKind) -> &'static str {
         IdKind::Refund => "Refund",
         IdKind::ErrorItem => "Error-pool item",
         IdKind::Action => "Action",
+        IdKind::Amount => "Payment of this amount",
     }
 }
 
@@ -67,7 +69,7 @@ pub fn SearchPage() -> impl IntoView {
                         view! {
                             <Panel
                                 id="results"
-                                title=format!("{n} {} starting with “{}”", if n == 1 { "id" } else { "ids" }, r.query)
+                                title=format!("{n} {} for “{}”", if n == 1 { "match" } else { "matches" }, r.query)
                             >
                                 {r
                                     .truncated

@@ -266,6 +266,17 @@ async fn search_filters(
                 ..Default::default()
             },
         ),
+        // The newer page above a deep one ("← Newer", issue 41): the rows nearest above the
+        // cursor, ascending, turned newest first.
+        (
+            "search_page_newer",
+            PaymentFilter {
+                status: Some("SUCCESS".into()),
+                before: Some((mid, "pay_b".into())),
+                limit: 51,
+                ..Default::default()
+            },
+        ),
     ])
 }
 

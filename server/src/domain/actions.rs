@@ -174,6 +174,13 @@ pub fn void_refusal(status: PaymentStatus, hold: Option<HoldFacts>) -> Option<St
     }
 }
 
+/// Why a retry of a payment with `wakeable_jobs` jobs it would wake (due or dead ones) does
+/// nothing now, or None when it wakes something: the one rule for the payment page's Retry,
+/// the dashboard's stuck list and the server's checks.
+pub fn retry_refusal(wakeable_jobs: usize) -> Option<String> {
+    (wakeable_jobs == 0).then(|| "no job is waiting or dead, so a retry would wake nothing".into())
+}
+
 /// The offers for a payment in `status` with `wakeable_jobs` jobs a retry would wake (due or
 /// dead ones) and, for a manual-capture payment, its `hold`: query always (it only reads the
 /// channel); retry only with a job to wake; reverse only when [`reversible`]; a forced
@@ -195,12 +202,7 @@ pub fn offers(
     let targets = force_targets(status);
     let mut all = vec![
         offer(ActionKind::Query, None, Vec::new()),
-        offer(
-            ActionKind::Retry,
-            (wakeable_jobs == 0)
-                .then(|| "no job is waiting or dead, so a retry would wake nothing".into()),
-            Vec::new(),
-        ),
+        offer(ActionKind::Retry, retry_refusal(wakeable_jobs), Vec::new()),
         offer(
             ActionKind::Reverse,
             (!reversible(status)).then(|| {

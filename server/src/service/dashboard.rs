@@ -91,7 +91,14 @@ async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboar
             .collect(),
         total: counts.iter().map(|c| c.2).sum(),
         counts,
-        oldest,
+        oldest: oldest
+            .into_iter()
+            .map(|mut p| {
+                let jobs = usize::try_from(p.wakeable_jobs).unwrap_or(0);
+                p.retry_why = crate::domain::actions::retry_refusal(jobs).unwrap_or_default();
+                p
+            })
+            .collect(),
     };
     let queue = QueueView {
         kinds: queue_rows(queue_stats, now),

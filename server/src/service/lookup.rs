@@ -34,7 +34,9 @@ pub enum LookupError {
 pub use converge_wire::lookup::{SearchHit, SearchResult};
 
 impl Core {
-    /// Searches every kind of id for `raw` (trimmed) by prefix, ignoring case.
+    /// Searches every kind of id for `raw` (trimmed) by prefix, ignoring case; merchant order
+    /// ids also by what they hold further in, and payments by amount (issue 41; see
+    /// [`Lookup::find_ids`](crate::store::Lookup::find_ids)).
     ///
     /// Errors: `Invalid` for a blank query or one with control characters, `TooLong` past
     /// [`MAX_QUERY_LEN`] characters, `Store` when storage fails.
@@ -81,7 +83,7 @@ fn hit(m: IdMatch, merchant: Option<String>) -> Option<SearchHit> {
     let of = merchant.as_deref().unwrap_or("unknown merchant");
     let payment_link = format!("/payments/{}", path_segment(pay));
     let (label, link) = match kind {
-        IdKind::Payment => (
+        IdKind::Payment | IdKind::Amount => (
             format!("payment of {of} · {amount} · {}", m.status),
             payment_link,
         ),

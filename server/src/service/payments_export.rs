@@ -82,6 +82,8 @@ pub fn stream(
     page: i64,
 ) -> impl futures_util::Stream<Item = Result<Bytes, StoreError>> + Send {
     filter.limit = page;
+    // Every page from the top: a `before` cursor would page upwards.
+    filter.before = None;
     let names = Arc::new(names);
     futures_util::stream::try_unfold((filter, true, false), move |(mut filter, first, done)| {
         let store = store.clone();
@@ -124,7 +126,7 @@ impl Core {
         let at = self.clock.now_ms();
         let what = json!({
             "id": q.id, "status": q.status, "merchant": q.merchant, "order": q.order,
-            "from": q.from, "to": q.to,
+            "from": q.from, "to": q.to, "in_state_for": q.in_state_for,
         });
         let record = who.entry(
             at,

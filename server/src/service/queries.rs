@@ -32,12 +32,26 @@ pub enum FilterError {
     /// An event type that is not a webhook event type: `invalid_event_type` (the message).
     #[error("{0}")]
     InvalidEventType(String),
+    /// A time in state that is not a whole number of minutes from 1 to a year:
+    /// `invalid_query` (the message).
+    #[error("{0}")]
+    InvalidDuration(String),
     /// A paging cursor that no page gave: `invalid_cursor`.
     #[error("{0}")]
     InvalidCursor(&'static str),
     /// Storage failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// The longest time in state a payment search filters by, in minutes: a year.
+pub const MAX_IN_STATE_MINUTES: i64 = 525_600;
+
+/// A payment search cursor, `<created_at ms>_<id>`, as `(created_at, id)`; None when it is
+/// not one.
+fn payment_cursor(c: &str) -> Option<(i64, String)> {
+    c.split_once('_')
+        .and_then(|(at, id)| at.parse::<i64>().ok().map(|at| (at, id.to_string())))
 }
 
 /// A console time filter, RFC 3339 or `YYYY-MM-DD` (UTC), as epoch ms UTC. Errors:
@@ -72,7 +86,8 @@ pub enum Selection {
 
 impl Core {
     /// Checks a search's filters and resolves them to a [`Selection`]: the page size is `limit`
-    /// clamped to 1..=200 (default 50), a merchant is named, a cursor is `<created_at ms>_<id>`.
+    /// clamped to 1..=200 (default 50), a merchant is named, a cursor (`after` or `before`,
+    /// which wins when both are given) is `<created_at ms>_<id>`.
     /// Every filter is checked before the id lookup, so a malformed one is refused even when an
     /// id makes the others moot (schemathesis found them accepted). Errors: [`FilterError`].
     pub async fn select_payments(&self, q: &PaymentSearch) -> Result<Selection, FilterError> {
@@ -100,14 +115,35 @@ impl Core {
         f.from = time_filter("from", &q.from)?;
         f.to = time_filter("to", &q.to)?;
         f.expires_before = time_filter("expires_before", &q.expires_before)?;
-        if let Some(cursor) = blank(&q.after) {
-            let (at, id) = cursor
-                .split_once('_')
-                .and_then(|(at, id)| at.parse::<i64>().ok().map(|at| (at, id.to_string())))
-                .ok_or(FilterError::InvalidCursor(
+        f.updated_before = blank(&q.in_state_for)
+            .map(|m| {
+                m.parse::<i64>()
+                    .ok()
+                    .filter(|m| (1..=MAX_IN_STATE_MINUTES).contains(m))
+                    .map(|m| self.clock.now_ms() - m * 60_000)
+                    .ok_or_else(|| {
+                        FilterError::InvalidDuration(format!(
+                            "in_state_for must be a whole number of minutes from 1 to {MAX_IN_STATE_MINUTES}, not {m:?}"
+                        ))
+                    })
+            })
+            .transpose()?;
+        f.after = blank(&q.after)
+            .map(|c| {
+                payment_cursor(c).ok_or(FilterError::InvalidCursor(
                     "after must be a cursor from a previous page",
-                ))?;
-            f.after = Some((at, id));
+                ))
+            })
+            .transpose()?;
+        f.before = blank(&q.before)
+            .map(|c| {
+                payment_cursor(c).ok_or(FilterError::InvalidCursor(
+                    "before must be a cursor from a previous page",
+                ))
+            })
+            .transpose()?;
+        if f.before.is_some() {
+            f.after = None;
         }
         if let Some(id) = blank(&q.id) {
             return Ok(Selection::One(store.payment(id).await?));
@@ -126,30 +162,52 @@ impl Core {
         Ok(Selection::Filter(f))
     }
 
-    /// One page of a payment search, newest first, with the cursor of the next page when the
-    /// page is full. Errors: [`FilterError`].
+    /// One page of a payment search, newest first, with the cursors of the older page
+    /// (`next`, while there are older rows) and of the newer page (`prev`, while there are
+    /// newer rows). One row more than the page is read, so a cursor is given only when its
+    /// page holds something. Errors: [`FilterError`].
     pub async fn search_payments(&self, q: &PaymentSearch) -> Result<PaymentPage, FilterError> {
         let store = self.store.as_ref();
-        let f = match self.select_payments(q).await? {
+        let mut f = match self.select_payments(q).await? {
             Selection::One(p) => {
                 return Ok(PaymentPage {
                     items: p.into_iter().collect(),
                     next: None,
+                    prev: None,
                 });
             }
             Selection::Nothing => {
                 return Ok(PaymentPage {
                     items: Vec::new(),
                     next: None,
+                    prev: None,
                 });
             }
             Selection::Filter(f) => f,
         };
-        let items = store.search_payments(&f).await?;
-        let next = (items.len() as i64 == f.limit)
-            .then(|| items.last().map(|p| format!("{}_{}", p.created_at, p.id)))
-            .flatten();
-        Ok(PaymentPage { items, next })
+        let limit = f.limit;
+        f.limit = limit + 1;
+        let mut items = store.search_payments(&f).await?;
+        let more = items.len() as i64 > limit;
+        let cursor = |p: &Payment| format!("{}_{}", p.created_at, p.id);
+        let (next, prev) = if f.before.is_some() {
+            // The extra row is the newest one: it belongs to the page above.
+            if more {
+                items.remove(0);
+            }
+            // The cursor's own row is older than this page, so an older page exists.
+            (
+                items.last().map(cursor),
+                items.first().filter(|_| more).map(cursor),
+            )
+        } else {
+            items.truncate(limit as usize);
+            (
+                items.last().filter(|_| more).map(cursor),
+                items.first().filter(|_| f.after.is_some()).map(cursor),
+            )
+        };
+        Ok(PaymentPage { items, next, prev })
     }
 
     /// The actions the audit log holds, for the viewer's action filter (issue 41), in byte order.

@@ -47,8 +47,14 @@ pub trait Lookup: Send + Sync + 'static {
     /// (clamped to 1..=[`MAX_ID_MATCHES`] + 1, so a caller may ask for one more than it shows
     /// to learn that there are more) in all. `%`, `_` and `\` in `query` are plain
     /// characters. Error-pool items match when `query` is their number (an optional `#`
-    /// before it). Each kind is a range scan over an index (migration 0106), never a scan of
-    /// the table. An empty `query` matches nothing.
+    /// before it). Each prefix kind is a range scan over an index (migration 0106), never a
+    /// scan of the table. An empty `query` matches nothing.
+    ///
+    /// Issue 41: after a merchant order id's prefix matches come the order ids holding
+    /// `query` further in ([`infix_sql`], a query of at least [`MIN_INFIX_LEN`] characters),
+    /// and last the payments whose amount `query` is ([`amount_sql`]); both newest first,
+    /// walking the payments by creation time until the limit is met (a scan when few match,
+    /// bounded by the limit, not an index range).
     async fn find_ids(&self, query: &str, limit: i64) -> Result<Vec<IdMatch>, StoreError>;
     /// The stored key `idem_key` of merchant `merchant_id` (exact, case-sensitive: keys are).
     async fn idempotency_key(
@@ -73,7 +79,8 @@ pub const FIND_ERROR_ITEM_SQL: &str = "SELECT 'error_item' AS kind, CAST(e.id AS
      FROM error_pool e LEFT JOIN payments p ON p.id = e.payment_id WHERE e.id = $1";
 
 /// The query [`Lookup::find_ids`] runs on `backend` for the prefix kinds (None for
-/// [`IdKind::ErrorItem`], matched by number with [`FIND_ERROR_ITEM_SQL`]): `$1` and `$2` are
+/// [`IdKind::ErrorItem`], matched by number with [`FIND_ERROR_ITEM_SQL`], and for
+/// [`IdKind::Amount`], matched with [`amount_sql`]): `$1` and `$2` are
 /// [`prefix_bounds`], `$3` the most rows. Public so a test can `EXPLAIN` exactly what runs.
 pub fn find_sql(backend: Backend, kind: IdKind) -> Option<String> {
     // (table and joins, prefix column, lower-case ids only, the other IdMatch columns)
@@ -110,7 +117,7 @@ pub fn find_sql(backend: Backend, kind: IdKind) -> Option<String> {
             true,
             "r.payment_id, p.merchant_id, r.status, r.amount, p.currency",
         ),
-        IdKind::ErrorItem => return None,
+        IdKind::ErrorItem | IdKind::Amount => return None,
         IdKind::Action => (
             "actions a JOIN payments p ON p.id = a.payment_id",
             "a.id",
@@ -124,6 +131,104 @@ pub fn find_sql(backend: Backend, kind: IdKind) -> Option<String> {
          WHERE {cond} ORDER BY {order}, {col} LIMIT $3",
         kind = kind.as_str(),
     ))
+}
+
+/// The shortest query an order id is searched for inside (issue 41): one or two characters
+/// are inside nearly every id, so they would list arbitrary payments.
+pub const MIN_INFIX_LEN: usize = 3;
+
+/// `s` with the LIKE wildcards `%` and `_` and the escape `\` escaped by `\`, so a LIKE
+/// pattern built from it (with `ESCAPE '\'`) matches them as plain characters.
+pub fn like_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The LIKE patterns [`infix_sql`] binds for `query`, ASCII lower-cased and escaped: `$1`
+/// anywhere in the id, `$2` at its start (those were listed as prefix matches already). None
+/// for a query shorter than [`MIN_INFIX_LEN`] characters.
+pub fn infix_patterns(query: &str) -> Option<(String, String)> {
+    if query.chars().count() < MIN_INFIX_LEN {
+        return None;
+    }
+    let esc = like_escape(&query.to_ascii_lowercase());
+    Some((format!("%{esc}%"), format!("{esc}%")))
+}
+
+/// Merchant order ids holding `$1` but not starting with `$2` ([`infix_patterns`]), ignoring
+/// case as the prefix match does, as [`IdMatch`]es of [`IdKind::MerchantOrder`], newest first,
+/// at most `$3`. The same SQL on both backends (`lower()` folds the column and the pattern
+/// alike on each).
+pub fn infix_sql() -> &'static str {
+    "SELECT 'merchant_order' AS kind, p.merchant_order_id AS value, p.id AS payment_id, \
+     p.merchant_id, p.status, p.amount, p.currency FROM payments p \
+     WHERE lower(p.merchant_order_id) LIKE lower($1) ESCAPE '\\' \
+     AND lower(p.merchant_order_id) NOT LIKE lower($2) ESCAPE '\\' \
+     ORDER BY p.created_at DESC, p.id DESC LIMIT $3"
+}
+
+/// The payments whose amount `query` names, as the SQL's `WHERE` condition and its amounts to
+/// bind as `$1`, `$2`, ... (the row limit is the next parameter): a whole number is read as
+/// minor units of any currency and as major units of each; a decimal (`12.50`) as major units
+/// of the currencies with at least that many decimals (12.50 is 1250 fen, 12500 of a KWD's
+/// 1/1000, never yen). None when `query` is no amount (anything but digits with at most one
+/// `.` inside, or too large for an amount).
+pub fn amount_condition(query: &str) -> Option<(String, Vec<i64>)> {
+    let valid = |v: &i64| (0..=crate::domain::money::MAX_AMOUNT).contains(v);
+    let mut args: Vec<i64> = Vec::new();
+    let mut conds: Vec<String> = Vec::new();
+    if !query.is_empty() && query.bytes().all(|b| b.is_ascii_digit()) {
+        let minor = query.parse::<i64>().ok().filter(valid)?;
+        args.push(minor);
+        conds.push(format!("p.amount = ${}", args.len()));
+    }
+    let others = converge_wire::money::codes_not_of_exponent_two();
+    let quoted = |codes: &[&str]| {
+        codes
+            .iter()
+            .map(|c| format!("'{c}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let every_other: Vec<&str> = others.iter().flat_map(|(_, c)| c.iter().copied()).collect();
+    let classes = others
+        .iter()
+        .map(|(exp, codes)| (*exp, format!("p.currency IN ({})", quoted(codes))))
+        .chain([(2, format!("p.currency NOT IN ({})", quoted(&every_other)))]);
+    for (exp, currencies) in classes {
+        // A code of that exponent stands in for the class when reading the amount.
+        let sample = others
+            .iter()
+            .find(|(e, _)| *e == exp)
+            .map_or("CNY", |(_, c)| c[0]);
+        let Some(minor) = converge_wire::money::minor(query, sample).filter(valid) else {
+            continue;
+        };
+        if args.contains(&minor) && exp == 0 {
+            // A whole number of yen is already matched as minor units of every currency.
+            continue;
+        }
+        args.push(minor);
+        conds.push(format!("({currencies} AND p.amount = ${})", args.len()));
+    }
+    (!conds.is_empty()).then(|| (conds.join(" OR "), args))
+}
+
+/// The payments [`amount_condition`] selects as [`IdMatch`]es of [`IdKind::Amount`] (the
+/// payment id as the value), newest first, at most `$n` where `n` is `args + 1`.
+pub fn amount_sql(condition: &str, args: usize) -> String {
+    format!(
+        "SELECT 'amount' AS kind, p.id AS value, p.id AS payment_id, p.merchant_id, p.status, \
+         p.amount, p.currency FROM payments p WHERE {condition} \
+         ORDER BY p.created_at DESC, p.id DESC LIMIT ${}",
+        args + 1
+    )
 }
 
 /// The `WHERE` condition and `ORDER BY` expression of a prefix match on `col`, for `backend`:
@@ -183,6 +288,47 @@ mod tests {
         assert_eq!(lo, "pay_ab%");
         assert!(hi.starts_with("pay_ab%") && hi.ends_with('\u{10FFFF}'));
         assert_eq!(prefix_bounds("É").0, "É");
+    }
+
+    #[test]
+    fn like_patterns_take_percent_underscore_and_backslash_literally() {
+        assert_eq!(like_escape(r"a%b_c\d"), r"a\%b\_c\\d");
+        assert_eq!(
+            infix_patterns("Ord_A%"),
+            Some((r"%ord\_a\%%".to_string(), r"ord\_a\%%".to_string()))
+        );
+        assert_eq!(infix_patterns("ab"), None, "too short to search inside ids");
+    }
+
+    #[test]
+    fn amounts_are_read_per_currency_exponent() {
+        // 12.50: 1250 of a two-decimal currency, 12500 of a three, 125000 of a four; no yen.
+        let (cond, args) = amount_condition("12.50").unwrap();
+        assert_eq!(args, vec![12_500, 125_000, 1_250]);
+        assert!(cond.contains("p.currency IN ('BHD'"), "{cond}");
+        assert!(cond.contains("p.currency NOT IN ('BIF'"), "{cond}");
+        // 1250: minor units of any currency, or major units (yen: the same number).
+        let (cond, args) = amount_condition("1250").unwrap();
+        assert_eq!(args, vec![1_250, 1_250_000, 12_500_000, 125_000]);
+        assert!(cond.starts_with("p.amount = $1 OR "), "{cond}");
+        assert!(
+            !cond.contains("'JPY') AND"),
+            "yen are covered by the minor-unit reading"
+        );
+        // 0.5: only currencies with decimals; 1.2345 only a four-decimal one.
+        assert_eq!(amount_condition("1.2345").unwrap().1, vec![12_345]);
+        for no in [
+            "",
+            "abc",
+            "12.",
+            ".5",
+            "1.2.3",
+            "-5",
+            "1e3",
+            "99999999999999999999",
+        ] {
+            assert_eq!(amount_condition(no), None, "{no:?}");
+        }
     }
 
     #[test]

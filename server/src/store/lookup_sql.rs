@@ -25,22 +25,47 @@ macro_rules! impl_lookup {
                     if left <= 0 {
                         break;
                     }
-                    let Some(sql) = $crate::store::lookup::find_sql(<$store as $crate::store::backend::SqlBackend>::BACKEND, kind) else {
-                        let Some(n) = item_number(query) else { continue };
-                        let rows = sqlx::query_as::<_, IdMatch>($crate::store::lookup::FIND_ERROR_ITEM_SQL)
-                            .bind(n)
+                    let rows = match kind {
+                        IdKind::ErrorItem => {
+                            let Some(n) = item_number(query) else { continue };
+                            sqlx::query_as::<_, IdMatch>($crate::store::lookup::FIND_ERROR_ITEM_SQL)
+                                .bind(n)
+                                .fetch_all(self.reader())
+                                .await?
+                        }
+                        IdKind::Amount => {
+                            let Some((cond, amounts)) = $crate::store::lookup::amount_condition(query) else { continue };
+                            let sql = $crate::store::lookup::amount_sql(&cond, amounts.len());
+                            let mut q = sqlx::query_as::<_, IdMatch>(&sql);
+                            for a in amounts {
+                                q = q.bind(a);
+                            }
+                            q.bind(left).fetch_all(self.reader()).await?
+                        }
+                        _ => {
+                            let Some(sql) = $crate::store::lookup::find_sql(<$store as $crate::store::backend::SqlBackend>::BACKEND, kind) else { continue };
+                            sqlx::query_as::<_, IdMatch>(&sql)
+                                .bind(&lo)
+                                .bind(&hi)
+                                .bind(left)
+                                .fetch_all(self.reader())
+                                .await?
+                        }
+                    };
+                    found.extend(rows);
+                    // An order id's middle (issue 41), after the ids that start with the query.
+                    let left = limit - found.len() as i64;
+                    if kind == IdKind::MerchantOrder && left > 0
+                        && let Some((inside, start)) = $crate::store::lookup::infix_patterns(query)
+                    {
+                        let rows = sqlx::query_as::<_, IdMatch>($crate::store::lookup::infix_sql())
+                            .bind(inside)
+                            .bind(start)
+                            .bind(left)
                             .fetch_all(self.reader())
                             .await?;
                         found.extend(rows);
-                        continue;
-                    };
-                    let rows = sqlx::query_as::<_, IdMatch>(&sql)
-                        .bind(&lo)
-                        .bind(&hi)
-                        .bind(left)
-                        .fetch_all(self.reader())
-                        .await?;
-                    found.extend(rows);
+                    }
                 }
                 found.truncate(limit as usize);
                 Ok(found)

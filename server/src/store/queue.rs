@@ -79,7 +79,13 @@ pub fn stuck_payments_sql() -> String {
             ", ",
             converge_wire::job_sql!(Leased),
             ")) \
-         AS next_attempt_at FROM payments p WHERE {} ORDER BY p.updated_at LIMIT $1"
+         AS next_attempt_at, \
+         (SELECT COUNT(*) FROM jobs j WHERE j.payment_id = p.id AND j.status IN (",
+            converge_wire::job_sql!(Due),
+            ", ",
+            converge_wire::job_sql!(Dead),
+            ")) AS wakeable_jobs \
+         FROM payments p WHERE {} ORDER BY p.updated_at LIMIT $1"
         ),
         stuck_where(2)
     )

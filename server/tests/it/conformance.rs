@@ -2283,3 +2283,123 @@ store_conformance!(
         assert!(store.holds_expiring(now - day).await.unwrap().is_empty());
     }
 );
+
+/// Payments `pay_<name>` of merchant `m` created (and last updated) at the given times.
+async fn payments_at(store: &Arc<dyn Store>, m: i64, rows: &[(&str, &str, i64, i64)]) {
+    for (name, status, created, updated) in rows {
+        exec_sql(
+            store,
+            &format!(
+                "INSERT INTO payments (id, merchant_id, merchant_order_id, amount, currency, description, \
+                 params_hash, status, version, channel_key, created_at, updated_at) \
+                 VALUES ('pay_{name}', {m}, 'o-{name}', 1000, 'CNY', '', 'h', '{status}', 1, 'ck_{name}', \
+                 {created}, {updated})"
+            ),
+        )
+        .await;
+    }
+}
+
+store_conformance!(
+    a_payment_search_pages_older_after_a_cursor_and_newer_before_one,
+    |store| {
+        use converge_server::store::PaymentFilter;
+        let m = merchant(&store, "pages").await;
+        // Newest first: e, d, c, b, a (d and c, b and a created in the same millisecond:
+        // the id breaks the tie).
+        payments_at(
+            &store,
+            m,
+            &[
+                ("a", "SUCCESS", NOW, NOW),
+                ("b", "SUCCESS", NOW, NOW),
+                ("c", "FAILED", NOW + 1, NOW + 1),
+                ("d", "SUCCESS", NOW + 1, NOW + 1),
+                ("e", "SUCCESS", NOW + 2, NOW + 2),
+            ],
+        )
+        .await;
+        let page = |after: Option<&str>, before: Option<&str>, status: Option<&str>| {
+            let cursor = |id: &str| {
+                let at = match id {
+                    "a" | "b" => NOW,
+                    "c" | "d" => NOW + 1,
+                    _ => NOW + 2,
+                };
+                (at, format!("pay_{id}"))
+            };
+            PaymentFilter {
+                after: after.map(cursor),
+                before: before.map(cursor),
+                status: status.map(str::to_string),
+                limit: 2,
+                ..PaymentFilter::default()
+            }
+        };
+        let ids = |rows: Vec<Payment>| -> Vec<String> {
+            rows.into_iter()
+                .map(|p| p.id.trim_start_matches("pay_").to_string())
+                .collect()
+        };
+        let run = |f: PaymentFilter| {
+            let store = store.clone();
+            async move { ids(store.search_payments(&f).await.unwrap()) }
+        };
+        assert_eq!(run(page(None, None, None)).await, ["e", "d"]);
+        assert_eq!(run(page(Some("d"), None, None)).await, ["c", "b"]);
+        // The rows just above the cursor, still newest first.
+        assert_eq!(run(page(None, Some("c"), None)).await, ["e", "d"]);
+        assert_eq!(run(page(None, Some("b"), None)).await, ["d", "c"]);
+        assert_eq!(run(page(None, Some("a"), None)).await, ["c", "b"]);
+        assert!(run(page(None, Some("e"), None)).await.is_empty());
+        // With both, `before` is used; the other filters hold on the way up too.
+        assert_eq!(run(page(Some("e"), Some("a"), None)).await, ["c", "b"]);
+        assert_eq!(
+            run(page(None, Some("a"), Some("SUCCESS"))).await,
+            ["d", "b"]
+        );
+    }
+);
+
+store_conformance!(
+    a_payment_search_filters_by_time_in_state_with_the_other_filters,
+    |store| {
+        use converge_server::store::PaymentFilter;
+        let m = merchant(&store, "ages").await;
+        let minute = 60_000;
+        // (created, last changed): `old` and `stale` entered their state over 10 minutes
+        // before NOW, `fresh` 1 ms within it, `edge` exactly at the cut (not over it).
+        payments_at(
+            &store,
+            m,
+            &[
+                ("old", "UNKNOWN", NOW - 60 * minute, NOW - 30 * minute),
+                ("stale", "SUCCESS", NOW - 20 * minute, NOW - 11 * minute),
+                ("edge", "UNKNOWN", NOW - 20 * minute, NOW - 10 * minute),
+                ("fresh", "UNKNOWN", NOW - 90 * minute, NOW - 10 * minute + 1),
+            ],
+        )
+        .await;
+        let ids = |status: Option<&str>| {
+            let f = PaymentFilter {
+                updated_before: Some(NOW - 10 * minute),
+                status: status.map(str::to_string),
+                limit: 10,
+                ..PaymentFilter::default()
+            };
+            let store = store.clone();
+            async move {
+                store
+                    .search_payments(&f)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|p| p.id)
+                    .collect::<Vec<_>>()
+            }
+        };
+        // Newest created first, as every search.
+        assert_eq!(ids(None).await, ["pay_stale", "pay_old"]);
+        assert_eq!(ids(Some("UNKNOWN")).await, ["pay_old"]);
+    }
+);

@@ -464,3 +464,135 @@ on_both_backends!(
         }
     }
 );
+
+/// A payment of `amount` minor units of `currency` with order id `order`, made directly
+/// (no channel answer needed); returns its id.
+async fn payment_of(app: &TestApp, order: &str, amount: i64, currency: &str) -> String {
+    let input = PaymentInput {
+        amount,
+        currency: currency.into(),
+        merchant_order_id: order.into(),
+        description: String::new(),
+        capture_mode: Default::default(),
+    };
+    match app
+        .running
+        .state
+        .core
+        .insert_payment(app.merchant_id, &input, None)
+        .await
+        .unwrap()
+    {
+        InsertOutcome::Created(p) => p.id,
+        _ => panic!("{order} exists"),
+    }
+}
+
+on_both_backends!(
+    an_order_ids_middle_finds_it_with_percent_and_underscore_taken_literally,
+    |app| {
+        for (order, amount) in [
+            ("INV-2026-Acme-0042", 1001),
+            ("xx-a%b-1", 1002),
+            ("xx-aXb-2", 1003),
+            ("xx-a_b-3", 1004),
+            ("xx-aYb-4", 1005),
+            ("xx-a\\b-5", 1006),
+        ] {
+            payment_of(&app, order, amount, "CNY").await;
+        }
+        // The middle, in any case.
+        assert_eq!(
+            found(&app, "2026-acme").await,
+            vec![("merchant_order".into(), "INV-2026-Acme-0042".into())]
+        );
+        // `%`, `_` and `\` match only themselves.
+        assert_eq!(
+            found(&app, "A%B").await,
+            vec![("merchant_order".into(), "xx-a%b-1".into())]
+        );
+        assert_eq!(
+            found(&app, "a_b").await,
+            vec![("merchant_order".into(), "xx-a_b-3".into())]
+        );
+        assert_eq!(
+            found(&app, "a\\b").await,
+            vec![("merchant_order".into(), "xx-a\\b-5".into())]
+        );
+        // A prefix match is listed once, not again as a middle one.
+        assert_eq!(
+            found(&app, "inv-2026").await,
+            vec![("merchant_order".into(), "INV-2026-Acme-0042".into())]
+        );
+        // Two characters are too few to look inside ids: they are inside nearly all.
+        let inside = found(&app, "-a").await;
+        assert!(inside.is_empty(), "{inside:?}");
+        let inside = found(&app, "b-").await;
+        assert!(inside.is_empty(), "{inside:?}");
+        // Three are enough: every `xx-a?b-n` holds "-a".
+        let held: Vec<String> = found(&app, "-a?b").await.into_iter().map(|m| m.1).collect();
+        assert!(held.is_empty(), "`?` is no wildcard either: {held:?}");
+        assert_eq!(found(&app, "x-a").await.len(), 5);
+    }
+);
+
+on_both_backends!(
+    an_amount_finds_payments_in_their_currencys_minor_units_bounded,
+    |app| {
+        let fen = payment_of(&app, "amt-cny-1250", 1250, "CNY").await;
+        let yen = payment_of(&app, "amt-jpy-1250", 1250, "JPY").await;
+        let fils = payment_of(&app, "amt-kwd-12500", 12_500, "KWD").await;
+        let yuan = payment_of(&app, "amt-cny-125000", 125_000, "CNY").await;
+        payment_of(&app, "amt-cny-999", 999, "CNY").await;
+        let amounts = |q: &'static str| {
+            let app = &app;
+            async move {
+                let mut ids: Vec<String> = app
+                    .store
+                    .find_ids(q, 21)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .filter(|m| m.kind == "amount")
+                    .map(|m| m.value)
+                    .collect();
+                ids.sort();
+                ids
+            }
+        };
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        // 12.50: 1250 fen and 12.500 dinars (12500 fils); never 1250 yen.
+        assert_eq!(amounts("12.50").await, sorted(vec![fen.clone(), fils]));
+        // 1250: 1250 minor units of any currency, or 1250.00 yuan.
+        assert_eq!(amounts("1250").await, sorted(vec![fen.clone(), yen, yuan]));
+        assert!(amounts("12.5001").await.is_empty());
+        assert!(amounts("12,50").await.is_empty());
+        // Through the search route, labelled with the amount as people read it.
+        let c = viewer(&app).await;
+        let v = get_json(&c, &app, "/ops/v1/search?q=12.50").await.json();
+        let hit = v["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["id"] == fen.as_str())
+            .unwrap_or_else(|| panic!("{v}"))
+            .clone();
+        assert_eq!(hit["kind"], "amount");
+        assert!(
+            hit["label"].as_str().unwrap().contains("12.50 CNY"),
+            "{hit}"
+        );
+        assert_eq!(hit["link"], format!("/payments/{fen}"));
+        // Bounded: one more than shown, and the route says there are more.
+        for i in 0..22 {
+            payment_of(&app, &format!("many-{i:02}"), 4242, "CNY").await;
+        }
+        assert_eq!(app.store.find_ids("42.42", 21).await.unwrap().len(), 21);
+        let v = get_json(&c, &app, "/ops/v1/search?q=42.42").await.json();
+        assert_eq!(v["hits"].as_array().unwrap().len(), 20, "{v}");
+        assert_eq!(v["truncated"], true);
+    }
+);

@@ -478,6 +478,27 @@ on_both_backends!(payment_search_pages_and_detail_tells_the_story, |app| {
     )
     .await;
     assert_eq!(page2["items"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        page1["prev"],
+        Value::Null,
+        "the first page has no newer page"
+    );
+    assert_eq!(
+        page2["next"],
+        Value::Null,
+        "one row more is read: no empty last page"
+    );
+    // Back up from the second page: exactly the first page again (issue 41).
+    let prev = page2["prev"].as_str().unwrap();
+    let (_, back) = ops_get(
+        &c,
+        &app,
+        &format!("/ops/v1/payments?merchant=acme&limit=3&before={prev}"),
+    )
+    .await;
+    assert_eq!(back["items"], page1["items"]);
+    assert_eq!(back["prev"], Value::Null);
+    assert_eq!(back["next"], page1["next"]);
     let (_, by_order) = ops_get(&c, &app, "/ops/v1/payments?order=o-2").await;
     let id = by_order["items"][0]["id"].as_str().unwrap().to_string();
     let (s, d) = ops_get(&c, &app, &format!("/ops/v1/payments/{id}")).await;
@@ -534,6 +555,65 @@ on_both_backends!(dashboard_counts_replays_and_stuck_payments, |app| {
         1
     );
 });
+
+on_both_backends!(
+    a_stuck_payments_retry_is_offered_only_where_a_job_would_wake,
+    |s| {
+        s.stuck.stuck_unknown_ms = 0;
+    },
+    |app| {
+        user(&app, "alice", "viewer").await;
+        // 53: nothing committed and no callback: UNKNOWN with a due query, which a retry wakes.
+        let body = json!({"amount": 1053, "currency": "CNY", "merchant_order_id": "o-slow"});
+        let slow = app.post("/v1/payments", Some("k-slow"), &body).await.json();
+        // SUSPENSE after its merchant was frozen mid-flight.
+        let suspended = app.suspended_payment("o-suspense", 2000).await;
+        let (c, _, _) = login(&app, "alice", PASSWORD).await;
+        let (s, d) = ops_get(&c, &app, "/ops/v1/dashboard").await;
+        assert_eq!(s, 200);
+        let oldest = d["stuck"]["oldest"].as_array().unwrap();
+        let row = |id: &str| {
+            oldest
+                .iter()
+                .find(|p| p["id"] == id)
+                .unwrap_or_else(|| panic!("{id} is not stuck: {oldest:?}"))
+                .clone()
+        };
+        let due = row(slow["id"].as_str().unwrap());
+        assert_eq!(
+            (due["wakeable_jobs"].as_i64(), due["retry_why"].as_str()),
+            (Some(1), Some(""))
+        );
+        let stuck = row(&suspended);
+        assert_eq!(
+            (stuck["wakeable_jobs"].as_i64(), stuck["retry_why"].as_str()),
+            (Some(1), Some(""))
+        );
+        // Every job taken by a worker (leased for an hour): nothing a retry could wake.
+        let later = converge_server::domain::clock::Clock::now_ms(
+            &converge_server::domain::clock::SystemClock,
+        ) + 600_000;
+        let leased = app
+            .store
+            .claim_jobs("elsewhere", 100, 3_600_000, later)
+            .await
+            .unwrap();
+        assert!(leased.len() >= 2, "{leased:?}");
+        let (_, d) = ops_get(&c, &app, "/ops/v1/dashboard").await;
+        let oldest = d["stuck"]["oldest"].as_array().unwrap();
+        for id in [slow["id"].as_str().unwrap(), suspended.as_str()] {
+            let p = oldest.iter().find(|p| p["id"] == id).unwrap();
+            assert_eq!(
+                (p["wakeable_jobs"].as_i64(), p["retry_why"].as_str()),
+                (
+                    Some(0),
+                    Some("no job is waiting or dead, so a retry would wake nothing")
+                ),
+                "{p}"
+            );
+        }
+    }
+);
 
 on_both_backends!(
     ops_bodies_with_unknown_fields_and_nul_queries_are_400_json,
@@ -759,6 +839,47 @@ on_both_backends!(
             .map(|c| String::from_utf8(c.unwrap().to_vec()).unwrap())
             .collect();
         assert_eq!(text.lines().count(), 4, "{text}");
+    }
+);
+
+on_both_backends!(
+    the_time_in_state_filter_selects_alike_in_the_list_and_the_export_and_refuses_nonsense,
+    |app| {
+        user(&app, "view", "viewer").await;
+        let (c, _, _) = login(&app, "view", PASSWORD).await;
+        for i in 0..2 {
+            app.pay(&format!("k-{i}"), &format!("o-{i}"), 1000).await;
+        }
+        let count = |v: &Value| v["items"].as_array().map_or(0, Vec::len);
+        let (s, all) = ops_get(&c, &app, "/ops/v1/payments?in_state_for=").await;
+        assert_eq!((s, count(&all)), (200, 2), "blank is any: {all}");
+        // Both changed just now: neither has been in its state for over a minute.
+        let (s, none) = ops_get(&c, &app, "/ops/v1/payments?in_state_for=1").await;
+        assert_eq!((s, count(&none)), (200, 0), "{none}");
+        let r = app
+            .send(c.get(format!(
+                "{}/ops/v1/payments/export?in_state_for=1",
+                app.base
+            )))
+            .await;
+        assert_eq!(r.status, 200);
+        let csv = String::from_utf8(r.body).unwrap();
+        assert_eq!(csv.lines().count(), 1, "the header only: {csv}");
+        let audited = app
+            .sql_strings(
+                "SELECT after_state FROM audit_log WHERE action = 'payments_export'",
+                &[],
+            )
+            .await;
+        assert!(audited[0].contains("\"in_state_for\":\"1\""), "{audited:?}");
+        for bad in ["0", "-5", "1.5", "abc", "525601"] {
+            let (s, v) = ops_get(&c, &app, &format!("/ops/v1/payments?in_state_for={bad}")).await;
+            assert_eq!(
+                (s, v["error"]["code"].as_str()),
+                (400, Some("invalid_query")),
+                "{bad}: {v}"
+            );
+        }
     }
 );
 
