@@ -71,12 +71,17 @@ fn focus_main_on_navigation() {
         #[cfg(feature = "hydrate")]
         if before.as_ref().is_some_and(|b| *b != path) {
             use wasm_bindgen::JsCast;
-            if let Some(main) = document()
-                .get_element_by_id("main")
-                .and_then(|e| e.dyn_into::<leptos::web_sys::HtmlElement>().ok())
-            {
-                let _ = main.focus();
-            }
+            // After the frame that mounts the new page: a page in the main WebAssembly (the
+            // approvals page) mounts in the same tick as the path changes, and a focus given
+            // before that was lost (found by keyboard.spec.ts).
+            request_animation_frame(|| {
+                if let Some(main) = document()
+                    .get_element_by_id("main")
+                    .and_then(|e| e.dyn_into::<leptos::web_sys::HtmlElement>().ok())
+                {
+                    let _ = main.focus();
+                }
+            });
         }
         #[cfg(not(feature = "hydrate"))]
         let _ = before;
