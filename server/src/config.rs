@@ -311,6 +311,7 @@ impl WebhookSettings {
             webhook_allow_private: true,
             webhook_secret_overlap_secs: 86_400,
             webhook_disable_after_secs: 432_000,
+            max_endpoints_per_merchant: crate::service::webhooks::DEFAULT_MAX_ENDPOINTS,
         }
     }
 }
@@ -1223,6 +1224,11 @@ pub struct WebhookSettings {
     /// An endpoint whose every attempt failed for this long is disabled (seconds).
     #[arg(long, env = "CONVERGE_WEBHOOK_DISABLE_AFTER_SECS", default_value_t = 432_000, value_parser = secs_range_u64())]
     pub webhook_disable_after_secs: u64,
+
+    /// The most live (not deleted) webhook endpoints one merchant may have; registering one
+    /// more is refused with 400 `endpoint_limit`.
+    #[arg(long, env = "CONVERGE_MAX_ENDPOINTS_PER_MERCHANT", default_value_t = crate::service::webhooks::DEFAULT_MAX_ENDPOINTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub max_endpoints_per_merchant: usize,
 }
 
 impl WebhookSettings {
@@ -1234,6 +1240,7 @@ impl WebhookSettings {
             allow_private: self.webhook_allow_private,
             secret_overlap_ms: secs_to_ms(self.webhook_secret_overlap_secs),
             disable_after_ms: secs_to_ms(self.webhook_disable_after_secs),
+            max_endpoints_per_merchant: self.max_endpoints_per_merchant,
             // The workers' `--seed` (WorkerSettings), set where both are known (startup).
             jitter_seed: 0,
         }

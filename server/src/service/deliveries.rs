@@ -278,7 +278,10 @@ impl Core {
             Err(EndpointError::Store(e)) => Err(e.into()),
             // Re-enabling changes neither URL, events nor description.
             Err(
-                e @ (EndpointError::Url(_) | EndpointError::Events(_) | EndpointError::Description),
+                e @ (EndpointError::Url(_)
+                | EndpointError::Events(_)
+                | EndpointError::Description
+                | EndpointError::Limit(_)),
             ) => Err(StoreError::Corrupt(e.to_string()).into()),
         }
     }

@@ -45,6 +45,9 @@ pub const STORED_RESPONSE_BYTES: usize = 1024;
 /// Longest endpoint description, in characters.
 pub const MAX_DESCRIPTION: usize = 1024;
 
+/// The default of [`WebhookSettings::max_endpoints_per_merchant`].
+pub const DEFAULT_MAX_ENDPOINTS: usize = 16;
+
 /// What delivery needs from the process settings.
 #[derive(Debug, Clone)]
 pub struct WebhookSettings {
@@ -58,6 +61,10 @@ pub struct WebhookSettings {
     pub secret_overlap_ms: i64,
     /// A run of failures this long disables the endpoint, ms.
     pub disable_after_ms: i64,
+    /// The most live (not deleted) endpoints one merchant may have
+    /// (`--max-endpoints-per-merchant`): one merchant's many endpoints share the delivery
+    /// workers with every other merchant's (issue 37, bulkheads).
+    pub max_endpoints_per_merchant: usize,
     /// Seed of the retry schedule's jitter (0: from the OS), the workers' `--seed`: the
     /// injected-RNG contract (DESIGN.md "Architecture": time and randomness are injected and
     /// seeded, so a run with the same seed waits the same times).
@@ -72,6 +79,7 @@ impl Default for WebhookSettings {
             allow_private: false,
             secret_overlap_ms: 86_400_000,
             disable_after_ms: 5 * 86_400_000,
+            max_endpoints_per_merchant: DEFAULT_MAX_ENDPOINTS,
             jitter_seed: 0,
         }
     }
@@ -174,6 +182,10 @@ pub enum EndpointError {
     /// The description is too long or holds control characters.
     #[error("description must be at most {MAX_DESCRIPTION} characters without control characters")]
     Description,
+    /// The merchant already has this many live (not deleted) endpoints, the most one
+    /// merchant may have ([`WebhookSettings::max_endpoints_per_merchant`]).
+    #[error("a merchant may have at most {0} webhook endpoints; delete one first")]
+    Limit(usize),
     /// No such endpoint for this merchant.
     #[error("webhook endpoint not found")]
     NotFound,
@@ -237,7 +249,11 @@ impl Core {
     }
 
     /// Registers endpoint `id` (`we_...`, see [`new_endpoint_id`]) for `merchant_id` with a
-    /// new secret, audited in the same transaction. Errors: [`EndpointError`].
+    /// new secret, audited in the same transaction. The one place the per-merchant cap
+    /// ([`WebhookSettings::max_endpoints_per_merchant`]) is checked, so the merchant API and
+    /// the CLI refuse alike. The count is read before the insert, so two creates racing for
+    /// the last place may both pass (one endpoint over, never a run of them). Errors:
+    /// [`EndpointError`] (`Limit` beyond the cap).
     pub async fn create_endpoint(
         &self,
         id: &str,
@@ -254,6 +270,17 @@ impl Core {
             || description.chars().any(char::is_control)
         {
             return Err(EndpointError::Description);
+        }
+        let cap = self.notifier.settings.max_endpoints_per_merchant;
+        let live = self
+            .store
+            .endpoints(Some(merchant_id))
+            .await?
+            .iter()
+            .filter(|e| e.status != EndpointStatus::Deleted)
+            .count();
+        if live >= cap {
+            return Err(EndpointError::Limit(cap));
         }
         let now = self.clock.now_ms();
         let secret = new_secret();
