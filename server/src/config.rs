@@ -175,6 +175,8 @@ impl Settings {
                 allowed_hosts: Vec::new(),
                 trusted_proxies: Vec::new(),
                 body_limit: 16 * 1024,
+                merchant_rate_per_sec: 200,
+                merchant_burst: 400,
             },
             channel: ChannelSettings {
                 channel_url: None,
@@ -355,6 +357,26 @@ pub struct HttpSettings {
     /// Largest request body accepted on the merchant API (bytes).
     #[arg(long, env = "CONVERGE_BODY_LIMIT", default_value_t = 64 * 1024)]
     pub body_limit: usize,
+
+    /// Merchant API requests a second per API key (a token bucket's refill, counted in each
+    /// server process on its own); over it, 429 `rate_limited` with `Retry-After`.
+    #[arg(long, env = "CONVERGE_MERCHANT_RATE_PER_SEC", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub merchant_rate_per_sec: u32,
+
+    /// Merchant API requests one API key may send at once before the per-second rate
+    /// applies (the token bucket's size).
+    #[arg(long, env = "CONVERGE_MERCHANT_BURST", default_value_t = 400, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub merchant_burst: u32,
+}
+
+impl HttpSettings {
+    /// The merchant API's bucket per API key.
+    pub fn merchant_bucket(&self) -> crate::domain::bucket::BucketPolicy {
+        crate::domain::bucket::BucketPolicy {
+            rate_per_sec: self.merchant_rate_per_sec,
+            burst: self.merchant_burst,
+        }
+    }
 }
 
 impl HttpSettings {

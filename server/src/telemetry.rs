@@ -200,6 +200,10 @@ fn describe_metrics() {
         "1 when the database answered the last health check of the monitor, 0 when it did not."
     );
     describe_counter!(
+        "converge_rate_limited_total",
+        "Requests refused with 429 by a rate limit, by scope (merchant: the merchant API's per-key bucket, counted in this process)."
+    );
+    describe_counter!(
         "converge_webhook_attempts_total",
         "Webhook delivery attempts by outcome (delivered, failed, gone, dead)."
     );

@@ -91,3 +91,92 @@ on_both_backends!(
         );
     }
 );
+
+/// The value of `converge_rate_limited_total{scope="merchant"}` in `/metrics` (0 before its
+/// first count).
+async fn rate_limited_count(app: &TestApp) -> f64 {
+    let text = String::from_utf8(app.get("/metrics").await.body).unwrap();
+    text.lines()
+        .find(|l| l.starts_with("converge_rate_limited_total{scope=\"merchant\"}"))
+        .and_then(|l| l.split_whitespace().last())
+        .map_or(0.0, |v| v.parse().unwrap())
+}
+
+on_both_backends!(
+    a_flood_from_one_api_key_gets_429_with_retry_after_and_ratelimit_headers,
+    |s| {
+        s.http.merchant_rate_per_sec = 1;
+        s.http.merchant_burst = 5;
+    },
+    |app| {
+        let other = app.add_merchant("quiet").await;
+        // `/metrics` is not behind the limit; the recorder is shared by every test in this
+        // binary, so the count is compared, not read as a total.
+        let before = rate_limited_count(&app).await;
+        let mut answers = Vec::new();
+        for _ in 0..12 {
+            answers.push(app.get("/v1/webhook_endpoints").await);
+        }
+        let ok = answers.iter().filter(|a| a.status == 200).count();
+        let refused: Vec<&Answer> = answers.iter().filter(|a| a.status == 429).collect();
+        assert!((5..=7).contains(&ok), "the burst of 5 (and a refill): {ok}");
+        assert_eq!(ok + refused.len(), 12);
+        let first_ok = &answers[0];
+        assert_eq!(first_ok.header("ratelimit-policy"), "\"merchant\";q=5;w=5");
+        assert_eq!(first_ok.header("ratelimit"), "\"merchant\";r=4;t=1");
+        let r = refused[0];
+        r.assert_error(429, "rate_limited");
+        assert!(r.header("retry-after").parse::<u64>().unwrap() >= 1);
+        assert_eq!(r.header("ratelimit-policy"), "\"merchant\";q=5;w=5");
+        assert!(
+            r.header("ratelimit").starts_with("\"merchant\";r=0;t="),
+            "{}",
+            r.header("ratelimit")
+        );
+        let after = rate_limited_count(&app).await;
+        assert!(
+            after - before >= refused.len() as f64,
+            "{before} -> {after}, {} refused",
+            refused.len()
+        );
+        // The bucket is the key's: another merchant's key is not refused.
+        assert_eq!(
+            app.get_as(&other, "/v1/webhook_endpoints").await.status,
+            200
+        );
+        // A refused POST claims no Idempotency-Key (the bucket is empty now; should a token
+        // have come meanwhile, the POST runs and a second one is refused).
+        let mut refused_key = None;
+        for i in 0..3 {
+            let key = format!("k-flood-{i}");
+            let a = app
+                .post(
+                    "/v1/payments",
+                    Some(&key),
+                    &json!({"amount": 1000, "currency": "CNY", "merchant_order_id": format!("o-flood-{i}")}),
+                )
+                .await;
+            if a.status == 429 {
+                a.assert_error(429, "rate_limited");
+                refused_key = Some(key);
+                break;
+            }
+        }
+        let key = refused_key.expect("a POST beyond the limit is refused");
+        // The document lists the 429 on the merchant routes, not on the channel's callbacks.
+        let doc = app.get("/openapi.json").await.json();
+        let limited = &doc["paths"]["/v1/payments"]["post"]["responses"]["429"];
+        assert!(limited["headers"]["Retry-After"].is_object(), "{limited}");
+        assert!(limited["headers"]["RateLimit"].is_object(), "{limited}");
+        assert!(doc["paths"]["/v1/webhook_endpoints"]["get"]["responses"]["429"].is_object());
+        assert!(doc["paths"]["/v1/channel/callbacks"]["post"]["responses"]["429"].is_null());
+        assert_eq!(
+            app.sql_i64(
+                "SELECT COUNT(*) FROM idempotency_keys WHERE idem_key = $1",
+                &[&key]
+            )
+            .await,
+            0
+        );
+    }
+);
