@@ -130,7 +130,7 @@ fn rate_limited_response() -> Value {
         },
         "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/ErrorBody"},
-            "example": {"error": {"code": "rate_limited", "message": "at most 200 requests a second (bursts of 400) per API key; retry in 1 s"}},
+            "example": {"error": {"code": "rate_limited", "message": "at most 1000 requests a second (bursts of 2000) per API key; retry in 1 s"}},
         }},
     })
 }

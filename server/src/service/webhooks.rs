@@ -18,6 +18,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use super::actor::Actor;
+use super::delivery_gate::Passage;
 use super::resolve::Step;
 use super::{Core, ServiceError, ids};
 use crate::domain::clock::rfc3339;
@@ -48,6 +49,9 @@ pub const MAX_DESCRIPTION: usize = 1024;
 /// The default of [`WebhookSettings::max_endpoints_per_merchant`].
 pub const DEFAULT_MAX_ENDPOINTS: usize = 16;
 
+/// The default of [`WebhookSettings::inflight_per_endpoint`].
+pub const DEFAULT_INFLIGHT_PER_ENDPOINT: usize = 4;
+
 /// What delivery needs from the process settings.
 #[derive(Debug, Clone)]
 pub struct WebhookSettings {
@@ -65,6 +69,12 @@ pub struct WebhookSettings {
     /// (`--max-endpoints-per-merchant`): one merchant's many endpoints share the delivery
     /// workers with every other merchant's (issue 37, bulkheads).
     pub max_endpoints_per_merchant: usize,
+    /// Attempts one endpoint may have in flight in this process
+    /// (`--webhook-inflight-per-endpoint`); a delivery beyond it waits without spending an
+    /// attempt ([`super::delivery_gate`]).
+    pub inflight_per_endpoint: usize,
+    /// The endpoints' circuit breaker ([`crate::domain::breaker`]).
+    pub breaker: crate::domain::breaker::BreakerPolicy,
     /// Seed of the retry schedule's jitter (0: from the OS), the workers' `--seed`: the
     /// injected-RNG contract (DESIGN.md "Architecture": time and randomness are injected and
     /// seeded, so a run with the same seed waits the same times).
@@ -80,6 +90,8 @@ impl Default for WebhookSettings {
             secret_overlap_ms: 86_400_000,
             disable_after_ms: 5 * 86_400_000,
             max_endpoints_per_merchant: DEFAULT_MAX_ENDPOINTS,
+            inflight_per_endpoint: DEFAULT_INFLIGHT_PER_ENDPOINT,
+            breaker: crate::domain::breaker::BreakerPolicy::default(),
             jitter_seed: 0,
         }
     }
@@ -95,6 +107,8 @@ pub struct Notifier {
     /// The retry schedule's jitter, seeded from `settings.jitter_seed` (a clone draws from
     /// the same stream).
     jitter: Arc<Mutex<StdRng>>,
+    /// The attempts in flight per endpoint in this process (a clone counts the same ones).
+    pub inflight: Arc<super::delivery_gate::InFlight>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -132,6 +146,7 @@ impl Notifier {
             settings,
             client,
             jitter,
+            inflight: Arc::default(),
         }
     }
 
@@ -507,8 +522,33 @@ impl Core {
             store.abandon_delivery(d.id, &why, now).await?;
             return Ok(Step::Done);
         }
+        // The bulkheads: the endpoint's breaker and in-flight cap decide whether it is
+        // attempted now; the slot is held until the attempt is recorded.
+        let (slot, breaker) = match self.delivery_gate(&endpoint.id, now).await? {
+            Passage::Go { slot, breaker } => (slot, breaker),
+            Passage::Wait(step) => return Ok(step),
+        };
+        let step = self
+            .attempt_delivery(job, &d, &endpoint, &event, &breaker, now)
+            .await;
+        drop(slot);
+        step
+    }
+
+    /// One attempt of delivery `d` to `endpoint`, recorded (the delivery, and the endpoint's
+    /// breaker when it failed or ended a failure run), and what the job does next.
+    async fn attempt_delivery(
+        &self,
+        job: &LeasedJob,
+        d: &DeliveryRow,
+        endpoint: &WebhookEndpoint,
+        event: &crate::store::OutboxEvent,
+        breaker: &crate::domain::breaker::BreakerState,
+        now: i64,
+    ) -> Result<Step, ServiceError> {
+        let store = &self.store;
         let body = webhook_body(&event.event_type, event.created_at, &event.payload);
-        let keys = self.signing_keys(&endpoint, now);
+        let keys = self.signing_keys(endpoint, now);
         let attempt = self.attempt(&endpoint.url, &event.id, &keys, body).await;
         metrics::histogram!("converge_webhook_attempt_duration_seconds")
             .record(attempt.duration.as_secs_f64());
@@ -519,6 +559,16 @@ impl Core {
                 not_before_ms: None,
             },
         };
+        let failed = matches!(verdict, AttemptVerdict::Failed { .. });
+        if failed || verdict == AttemptVerdict::Delivered {
+            let ended = self.clock.now_ms();
+            if let Err(e) = self
+                .record_breaker_outcome(&endpoint.id, breaker, !failed, ended)
+                .await
+            {
+                tracing::warn!(endpoint = %endpoint.id, error = %e, "circuit breaker not updated");
+            }
+        }
         let mut result = AttemptResult {
             delivery_id: d.id,
             attempted_at: now,
@@ -559,7 +609,7 @@ impl Core {
                     status: attempt.status,
                 };
                 return self
-                    .after_failure(job, &d, &endpoint, &event, result, failed, now)
+                    .after_failure(job, d, endpoint, event, result, failed, now)
                     .await;
             }
         };

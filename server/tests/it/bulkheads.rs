@@ -4,9 +4,18 @@
 
 use crate::support::*;
 
+use std::sync::Arc;
+
+use converge_server::channel::webhook_sink;
+use converge_server::domain::breaker::BreakerState;
+use converge_server::domain::clock::{Clock, ManualClock, SystemClock};
 use converge_server::domain::fingerprint::sha256_hex;
+use converge_server::service::Core;
 use converge_server::service::actor::Actor;
+use converge_server::service::delivery_gate::{INFLIGHT_RECHECK_MS, Passage};
+use converge_server::service::resolve::Step;
 use converge_server::service::webhooks::{EndpointError, new_endpoint_id};
+use converge_server::worker::Worker;
 use serde_json::{Value, json};
 
 /// Registers an endpoint at `url` through the merchant API under Idempotency-Key `key`.
@@ -178,5 +187,181 @@ on_both_backends!(
             .await,
             0
         );
+    }
+);
+
+/// A sink for deliveries on a free port, and an endpoint of the default merchant at `path`
+/// of it; the endpoint's id.
+async fn sink_endpoint(app: &TestApp, path: &str) -> (webhook_sink::SinkHandle, String) {
+    let sink = webhook_sink::spawn(
+        webhook_sink::SinkConfig {
+            fault_rate: 0.0,
+            seed: 1,
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .expect("sink starts");
+    let a = register_at(app, &format!("{}{path}", sink.url), &format!("ep{path}")).await;
+    assert_eq!(a.status, 201, "{:?}", a.json());
+    let id = a.json()["id"].as_str().unwrap().to_string();
+    (sink, id)
+}
+
+/// Deliveries the sink has received.
+async fn received(sink: &webhook_sink::SinkHandle) -> usize {
+    let all: Value = reqwest::get(format!("{}/received", sink.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    all["deliveries"].as_array().unwrap().len()
+}
+
+/// The app's core on a clock the test moves (from a second after now), and a worker over it
+/// that claims one job at a time.
+fn on_test_clock(app: &TestApp) -> (Core, ManualClock, Arc<Worker>) {
+    let clock = ManualClock::new(SystemClock.now_ms() + 1_000);
+    let mut core = app.core().clone();
+    core.clock = Arc::new(clock.clone());
+    let mut cfg = app.running.settings.worker.config();
+    cfg.batch = 1;
+    let worker = Worker::new(core.clone(), cfg);
+    (core, clock, worker)
+}
+
+/// The webhook job's (attempts, run_at, last_error), and the delivery's attempts.
+async fn webhook_job(app: &TestApp) -> (i64, i64, String, i64) {
+    let attempts = app
+        .sql_i64("SELECT attempts FROM jobs WHERE kind = 'webhook'", &[])
+        .await;
+    let run_at = app
+        .sql_i64("SELECT run_at FROM jobs WHERE kind = 'webhook'", &[])
+        .await;
+    let error = app
+        .sql_strings(
+            "SELECT COALESCE(last_error, '') FROM jobs WHERE kind = 'webhook'",
+            &[],
+        )
+        .await
+        .remove(0);
+    let delivered = app
+        .sql_i64("SELECT attempts FROM webhook_deliveries", &[])
+        .await;
+    (attempts, run_at, error, delivered)
+}
+
+on_both_backends!(
+    the_breaker_opens_after_n_failures_defers_without_attempts_and_one_probe_closes_it,
+    |s| {
+        s.webhooks.webhook_breaker_failures = 3;
+        s.webhooks.webhook_breaker_cooldown_secs = 30;
+        s.webhooks.webhook_retry_schedule =
+            converge_server::domain::webhooks::RetrySchedule::parse("0s,1s,1s,1s,1s,1s").unwrap();
+    },
+    |app| {
+        // 500 three times for each event, then 200.
+        let (sink, ep) = sink_endpoint(&app, "/hooks/fail/3").await;
+        app.pay("k-b-1", "o-b-1", 1000).await;
+        let (core, clock, worker) = on_test_clock(&app);
+        for n in 1..=3 {
+            let ran = worker.drain_once().await.unwrap();
+            assert_eq!(ran.len(), 1, "attempt {n}: {ran:?}");
+            assert_eq!(received(&sink).await, n);
+            clock.advance(1_500); // the schedule's 1 s, jitter included
+        }
+        let opened = app.store.endpoint_breaker(&ep).await.unwrap();
+        assert_eq!((opened.failures, opened.opens), (3, 1), "{opened:?}");
+        let open_until = opened.open_until.expect("open after 3 failures");
+        // Open: the due delivery is put back to the end of the cool-down, no attempt made or
+        // spent (the job's claim is given back, the delivery's count stays).
+        let ran = worker.drain_once().await.unwrap();
+        assert_eq!(ran.len(), 1, "{ran:?}");
+        let (job_attempts, run_at, error, delivery_attempts) = webhook_job(&app).await;
+        assert_eq!((job_attempts, delivery_attempts), (3, 3));
+        assert_eq!(run_at, open_until);
+        assert!(error.contains("circuit breaker open"), "{error}");
+        assert_eq!(received(&sink).await, 3);
+        assert!(worker.drain_once().await.unwrap().is_empty(), "nothing due");
+        // Shown as open on the console's overview until the cool-down ends.
+        let row = |rows: &[converge_wire::EndpointRow]| {
+            rows.iter().find(|r| r.id == ep).unwrap().breaker_open_until
+        };
+        assert_eq!(
+            row(&core.endpoint_rows(None).await.unwrap()),
+            Some(open_until)
+        );
+        // Half-open after the cool-down: one probe; another delivery waits for its lease.
+        clock.advance(open_until - clock.now_ms());
+        let probe = core.delivery_gate(&ep, clock.now_ms()).await.unwrap();
+        assert!(matches!(probe, Passage::Go { .. }), "{probe:?}");
+        let other = core.delivery_gate(&ep, clock.now_ms()).await.unwrap();
+        let Passage::Wait(Step::WaitUntil { at, .. }) = other else {
+            panic!("a second probe: {other:?}")
+        };
+        assert!(at > clock.now_ms(), "waits for the probe's lease");
+        // That probe never attempted (dropped): its lease lapses and the job's probe runs.
+        drop(probe);
+        clock.advance(at - clock.now_ms());
+        let ran = worker.drain_once().await.unwrap();
+        assert_eq!(ran.len(), 1, "{ran:?}");
+        assert_eq!(received(&sink).await, 4, "one probe attempt");
+        let (_, _, _, delivery_attempts) = webhook_job(&app).await;
+        assert_eq!(delivery_attempts, 4);
+        assert_eq!(
+            app.sql_strings("SELECT status FROM webhook_deliveries", &[])
+                .await,
+            vec!["succeeded".to_string()]
+        );
+        let closed = app.store.endpoint_breaker(&ep).await.unwrap();
+        assert_eq!(
+            closed,
+            BreakerState::default(),
+            "the probe's success closes it"
+        );
+        assert!(app.store.open_breakers().await.unwrap().is_empty());
+        converge_server::worker::monitor::refresh(&core, &app.running.settings.stuck.thresholds())
+            .await
+            .unwrap();
+        let metrics = String::from_utf8(app.get("/metrics").await.body).unwrap();
+        assert!(
+            metrics.contains("converge_webhook_breaker_open "),
+            "the gauge is exported"
+        );
+        assert!(metrics.contains("converge_webhook_deferred_total{reason=\"breaker_open\"}"));
+    }
+);
+
+on_both_backends!(
+    the_in_flight_cap_puts_a_delivery_back_without_spending_an_attempt,
+    |s| {
+        s.webhooks.webhook_inflight_per_endpoint = 1;
+    },
+    |app| {
+        let (sink, ep) = sink_endpoint(&app, "/hooks/ok").await;
+        app.pay("k-i-1", "o-i-1", 1000).await;
+        let (core, clock, worker) = on_test_clock(&app);
+        // Another attempt to the endpoint holds its one slot.
+        let held = core
+            .notifier
+            .inflight
+            .try_take(&ep, 1)
+            .expect("a free slot");
+        let ran = worker.drain_once().await.unwrap();
+        assert_eq!(ran.len(), 1, "{ran:?}");
+        let (job_attempts, run_at, error, delivery_attempts) = webhook_job(&app).await;
+        assert_eq!((job_attempts, delivery_attempts), (0, 0), "nothing spent");
+        assert_eq!(run_at, clock.now_ms() + INFLIGHT_RECHECK_MS);
+        assert!(error.contains("in flight"), "{error}");
+        assert_eq!(received(&sink).await, 0);
+        // The slot given back, the delivery goes at its next look.
+        drop(held);
+        clock.advance(INFLIGHT_RECHECK_MS);
+        assert_eq!(worker.drain_once().await.unwrap().len(), 1);
+        assert_eq!(received(&sink).await, 1);
+        let (_, _, _, delivery_attempts) = webhook_job(&app).await;
+        assert_eq!(delivery_attempts, 1);
+        assert_eq!(core.notifier.inflight.in_flight(&ep), 0);
     }
 );
