@@ -315,6 +315,7 @@ impl WebhookSettings {
             webhook_disable_after_secs: 432_000,
             max_endpoints_per_merchant: crate::service::webhooks::DEFAULT_MAX_ENDPOINTS,
             webhook_inflight_per_endpoint: crate::service::webhooks::DEFAULT_INFLIGHT_PER_ENDPOINT,
+            webhook_inflight_per_merchant: crate::service::webhooks::DEFAULT_INFLIGHT_PER_MERCHANT,
             // Off in effect: tests fail one endpoint many times (retry schedules, redeliveries);
             // the breaker's own tests set it.
             webhook_breaker_failures: 1_000_000,
@@ -1266,6 +1267,12 @@ pub struct WebhookSettings {
     #[arg(long, env = "CONVERGE_WEBHOOK_INFLIGHT_PER_ENDPOINT", default_value_t = crate::service::webhooks::DEFAULT_INFLIGHT_PER_ENDPOINT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000))]
     pub webhook_inflight_per_endpoint: usize,
 
+    /// Delivery attempts one merchant's endpoints together may have in flight in this server
+    /// process; a delivery beyond it is put back for a second without spending an attempt, so
+    /// one merchant's many hanging endpoints leave workers for the others.
+    #[arg(long, env = "CONVERGE_WEBHOOK_INFLIGHT_PER_MERCHANT", default_value_t = crate::service::webhooks::DEFAULT_INFLIGHT_PER_MERCHANT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub webhook_inflight_per_merchant: usize,
+
     /// Failed attempts in a row that open an endpoint's circuit breaker: its deliveries then
     /// wait out a cool-down without attempts, and one probe attempt decides after it.
     #[arg(long, env = "CONVERGE_WEBHOOK_BREAKER_FAILURES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -1292,6 +1299,7 @@ impl WebhookSettings {
             disable_after_ms: secs_to_ms(self.webhook_disable_after_secs),
             max_endpoints_per_merchant: self.max_endpoints_per_merchant,
             inflight_per_endpoint: self.webhook_inflight_per_endpoint,
+            inflight_per_merchant: self.webhook_inflight_per_merchant,
             breaker: crate::domain::breaker::BreakerPolicy {
                 failures: self.webhook_breaker_failures,
                 base_cooldown_ms: secs_to_ms(self.webhook_breaker_cooldown_secs),

@@ -262,7 +262,7 @@ fn describe_bulkhead_metrics() {
     );
     describe_counter!(
         "converge_webhook_deferred_total",
-        "Webhook deliveries put back without an attempt, by reason (breaker_open: the endpoint's circuit breaker; in_flight: its in-flight cap in this process)."
+        "Webhook deliveries put back without an attempt, by reason (breaker_open: the endpoint's circuit breaker; in_flight: its in-flight cap in this process; merchant_in_flight: its merchant's)."
     );
 }
 

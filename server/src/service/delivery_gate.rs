@@ -1,8 +1,9 @@
 //! The bulkheads of webhook delivery (issue 37, "Fairness between merchants and endpoints"):
 //! before an attempt, a delivery passes its endpoint's circuit breaker
 //! ([`crate::domain::breaker`], stored per endpoint so every server sees it) and takes one of
-//! the endpoint's in-flight slots (`--webhook-inflight-per-endpoint`, counted in this
-//! process). A delivery that may not go now is put back until it may, without an attempt
+//! the endpoint's in-flight slots (`--webhook-inflight-per-endpoint`) and one of its merchant's
+//! (`--webhook-inflight-per-merchant`: a merchant's many endpoints together), both counted in
+//! this process. A delivery that may not go now is put back until it may, without an attempt
 //! spent ([`Step::WaitUntil`]): endpoints that hang or fail cannot hold every delivery worker,
 //! nor burn their deliveries' attempts while they are down.
 
@@ -69,14 +70,21 @@ impl InFlight {
     }
 }
 
+/// The [`InFlight`] key of merchant `id`'s slots (all its endpoints' attempts together).
+pub fn merchant_key(id: i64) -> String {
+    format!("merchant:{id}")
+}
+
 /// What a delivery found at its endpoint's gate.
 #[derive(Debug)]
 pub enum Passage {
-    /// Attempt now, holding `slot` until the attempt ends; `breaker` is the state read (its
-    /// outcome is recorded against it).
+    /// Attempt now, holding `slot` and `merchant_slot` until the attempt ends; `breaker` is
+    /// the state read (its outcome is recorded against it).
     Go {
-        /// The in-flight slot.
+        /// The endpoint's in-flight slot.
         slot: Slot,
+        /// The merchant's in-flight slot.
+        merchant_slot: Slot,
         /// The breaker as read before the attempt.
         breaker: BreakerState,
     },
@@ -90,10 +98,16 @@ fn wait(at: i64, why: String, reason: &'static str) -> Passage {
 }
 
 impl Core {
-    /// The gate of a delivery to `endpoint` at `now`: its breaker (open: wait until the
-    /// cool-down ends; half-open: take the one probe or wait for it), then an in-flight slot
-    /// (full: look again in [`INFLIGHT_RECHECK_MS`]). Errors: the store's.
-    pub async fn delivery_gate(&self, endpoint: &str, now: i64) -> Result<Passage, ServiceError> {
+    /// The gate of a delivery to `endpoint` of merchant `merchant_id` at `now`: its breaker
+    /// (open: wait until the cool-down ends; half-open: take the one probe or wait for it),
+    /// then an in-flight slot of the endpoint and one of the merchant (either full: look again
+    /// in [`INFLIGHT_RECHECK_MS`]). Errors: the store's.
+    pub async fn delivery_gate(
+        &self,
+        endpoint: &str,
+        merchant_id: i64,
+        now: i64,
+    ) -> Result<Passage, ServiceError> {
         let settings = &self.notifier.settings;
         let breaker = self.store.endpoint_breaker(endpoint).await?;
         let gate = settings.breaker.gate(&breaker, now);
@@ -118,6 +132,20 @@ impl Core {
                 "in_flight",
             ));
         };
+        let Some(merchant_slot) = self
+            .notifier
+            .inflight
+            .try_take(&merchant_key(merchant_id), settings.inflight_per_merchant)
+        else {
+            return Ok(wait(
+                now.saturating_add(INFLIGHT_RECHECK_MS),
+                format!(
+                    "merchant {merchant_id}: {} webhook attempts in flight",
+                    settings.inflight_per_merchant
+                ),
+                "merchant_in_flight",
+            ));
+        };
         if gate == Gate::Probe {
             let lease = now
                 .saturating_add(i64::try_from(settings.timeout.as_millis()).unwrap_or(i64::MAX))
@@ -134,7 +162,11 @@ impl Core {
                 "circuit breaker half-open: this delivery is the probe"
             );
         }
-        Ok(Passage::Go { slot, breaker })
+        Ok(Passage::Go {
+            slot,
+            merchant_slot,
+            breaker,
+        })
     }
 
     /// Records the end of an attempt to `endpoint` in its breaker: a failure always, a

@@ -52,6 +52,10 @@ pub const DEFAULT_MAX_ENDPOINTS: usize = 16;
 /// The default of [`WebhookSettings::inflight_per_endpoint`].
 pub const DEFAULT_INFLIGHT_PER_ENDPOINT: usize = 4;
 
+/// The default of [`WebhookSettings::inflight_per_merchant`]: half the default worker batch
+/// (16), so another merchant's deliveries always find workers.
+pub const DEFAULT_INFLIGHT_PER_MERCHANT: usize = 8;
+
 /// What delivery needs from the process settings.
 #[derive(Debug, Clone)]
 pub struct WebhookSettings {
@@ -73,6 +77,10 @@ pub struct WebhookSettings {
     /// (`--webhook-inflight-per-endpoint`); a delivery beyond it waits without spending an
     /// attempt ([`super::delivery_gate`]).
     pub inflight_per_endpoint: usize,
+    /// Attempts one merchant's endpoints together may have in flight in this process
+    /// (`--webhook-inflight-per-merchant`): a merchant with many hanging endpoints holds at
+    /// most this many delivery workers.
+    pub inflight_per_merchant: usize,
     /// The endpoints' circuit breaker ([`crate::domain::breaker`]).
     pub breaker: crate::domain::breaker::BreakerPolicy,
     /// Seed of the retry schedule's jitter (0: from the OS), the workers' `--seed`: the
@@ -91,6 +99,7 @@ impl Default for WebhookSettings {
             disable_after_ms: 5 * 86_400_000,
             max_endpoints_per_merchant: DEFAULT_MAX_ENDPOINTS,
             inflight_per_endpoint: DEFAULT_INFLIGHT_PER_ENDPOINT,
+            inflight_per_merchant: DEFAULT_INFLIGHT_PER_MERCHANT,
             breaker: crate::domain::breaker::BreakerPolicy::default(),
             jitter_seed: 0,
         }
@@ -524,14 +533,19 @@ impl Core {
         }
         // The bulkheads: the endpoint's breaker and in-flight cap decide whether it is
         // attempted now; the slot is held until the attempt is recorded.
-        let (slot, breaker) = match self.delivery_gate(&endpoint.id, now).await? {
-            Passage::Go { slot, breaker } => (slot, breaker),
+        let gate = self.delivery_gate(&endpoint.id, endpoint.merchant_id, now);
+        let (slot, merchant_slot, breaker) = match gate.await? {
+            Passage::Go {
+                slot,
+                merchant_slot,
+                breaker,
+            } => (slot, merchant_slot, breaker),
             Passage::Wait(step) => return Ok(step),
         };
         let step = self
             .attempt_delivery(job, &d, &endpoint, &event, &breaker, now)
             .await;
-        drop(slot);
+        drop((slot, merchant_slot));
         step
     }
 

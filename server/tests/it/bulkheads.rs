@@ -12,11 +12,21 @@ use converge_server::domain::clock::{Clock, ManualClock, SystemClock};
 use converge_server::domain::fingerprint::sha256_hex;
 use converge_server::service::Core;
 use converge_server::service::actor::Actor;
-use converge_server::service::delivery_gate::{INFLIGHT_RECHECK_MS, Passage};
+use converge_server::service::delivery_gate::{INFLIGHT_RECHECK_MS, Passage, merchant_key};
 use converge_server::service::resolve::Step;
 use converge_server::service::webhooks::{EndpointError, new_endpoint_id};
 use converge_server::worker::Worker;
 use serde_json::{Value, json};
+
+/// The default merchant's id.
+async fn merchant_id(app: &TestApp) -> i64 {
+    app.store
+        .merchant_by_key_hash(&sha256_hex(app.api_key.as_bytes()))
+        .await
+        .unwrap()
+        .unwrap()
+        .id
+}
 
 /// Registers an endpoint at `url` through the merchant API under Idempotency-Key `key`.
 async fn register_at(app: &TestApp, url: &str, key: &str) -> Answer {
@@ -294,9 +304,15 @@ on_both_backends!(
         );
         // Half-open after the cool-down: one probe; another delivery waits for its lease.
         clock.advance(open_until - clock.now_ms());
-        let probe = core.delivery_gate(&ep, clock.now_ms()).await.unwrap();
+        let probe = core
+            .delivery_gate(&ep, merchant_id(&app).await, clock.now_ms())
+            .await
+            .unwrap();
         assert!(matches!(probe, Passage::Go { .. }), "{probe:?}");
-        let other = core.delivery_gate(&ep, clock.now_ms()).await.unwrap();
+        let other = core
+            .delivery_gate(&ep, merchant_id(&app).await, clock.now_ms())
+            .await
+            .unwrap();
         let Passage::Wait(Step::WaitUntil { at, .. }) = other else {
             panic!("a second probe: {other:?}")
         };
@@ -334,9 +350,10 @@ on_both_backends!(
 );
 
 on_both_backends!(
-    the_in_flight_cap_puts_a_delivery_back_without_spending_an_attempt,
+    the_in_flight_caps_put_a_delivery_back_without_spending_an_attempt,
     |s| {
         s.webhooks.webhook_inflight_per_endpoint = 1;
+        s.webhooks.webhook_inflight_per_merchant = 2;
     },
     |app| {
         let (sink, ep) = sink_endpoint(&app, "/hooks/ok").await;
@@ -363,5 +380,34 @@ on_both_backends!(
         let (_, _, _, delivery_attempts) = webhook_job(&app).await;
         assert_eq!(delivery_attempts, 1);
         assert_eq!(core.notifier.inflight.in_flight(&ep), 0);
+        // The merchant's cap: its endpoints together (here 2: this delivery's slot and one of
+        // another endpoint's attempts, held by the test).
+        let other = core
+            .notifier
+            .inflight
+            .try_take(&merchant_key(merchant_id(&app).await), 2)
+            .unwrap();
+        let _another = core
+            .notifier
+            .inflight
+            .try_take(&merchant_key(merchant_id(&app).await), 2)
+            .unwrap();
+        app.pay("k-i-2", "o-i-2", 1000).await;
+        clock.advance(1_000);
+        assert_eq!(worker.drain_once().await.unwrap().len(), 1);
+        assert_eq!(received(&sink).await, 1, "the merchant's slots are taken");
+        assert_eq!(
+            app.sql_i64(
+                "SELECT COUNT(*) FROM jobs WHERE kind = 'webhook' AND attempts = 0 \
+                 AND last_error LIKE '%webhook attempts in flight%'",
+                &[]
+            )
+            .await,
+            1
+        );
+        drop(other);
+        clock.advance(INFLIGHT_RECHECK_MS);
+        assert_eq!(worker.drain_once().await.unwrap().len(), 1);
+        assert_eq!(received(&sink).await, 2);
     }
 );
