@@ -2021,6 +2021,12 @@ fn server_args(
         s("5"),
         s("--webhook-breaker-max-cooldown-secs"),
         s("20"),
+        // Its one endpoint takes every delivery of the run, with hangs injected: the in-flight
+        // caps, made for many endpoints sharing the workers, are as wide as the worker batch.
+        s("--webhook-inflight-per-endpoint"),
+        s("16"),
+        s("--webhook-inflight-per-merchant"),
+        s("16"),
         // One data directory for every server: they share the audit checkpoint key
         // generated on the first start (issue 36), as servers on one PostgreSQL must.
         s("--data-dir"),
