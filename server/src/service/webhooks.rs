@@ -489,7 +489,9 @@ impl Core {
     /// One attempt of the delivery a `webhook` job names, recorded, and what the job does
     /// next: done (delivered, or nothing left to do), a retry at the schedule's next time
     /// (not before the endpoint's `Retry-After`), or the error pool (`webhook_exhausted`)
-    /// after the schedule's last attempt.
+    /// after the schedule's last attempt. No attempt, and a wait that spends none, while the
+    /// endpoint's circuit breaker is open or its (or its merchant's) in-flight cap is full
+    /// ([`super::delivery_gate`]).
     pub async fn deliver_webhook(&self, job: &LeasedJob) -> Result<Step, ServiceError> {
         let Ok(delivery_id) = job.payload.parse::<i64>() else {
             return Ok(Step::GiveUp {

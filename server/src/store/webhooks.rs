@@ -298,7 +298,8 @@ pub trait Webhooks: Send + Sync + 'static {
     /// The circuit breaker of endpoint `endpoint_id` (closed with no failures when none was
     /// ever recorded).
     async fn endpoint_breaker(&self, endpoint_id: &str) -> Result<BreakerState, StoreError>;
-    /// Every breaker that is not closed (open or half-open), by endpoint id.
+    /// The breaker of every enabled endpoint whose breaker is not closed (open or half-open),
+    /// by endpoint id (a disabled or deleted endpoint's breaker waits for nothing).
     async fn open_breakers(&self) -> Result<Vec<(String, BreakerState)>, StoreError>;
     /// Takes the probe of a half-open breaker: sets its lease to `until` when its cool-down
     /// is over at `now` and no other probe's lease runs. True when this caller took it.

@@ -585,8 +585,9 @@ macro_rules! impl_webhooks {
                 &self,
             ) -> Result<Vec<(String, $crate::store::BreakerState)>, $crate::store::StoreError> {
                 let rows: Vec<(String, i64, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
-                    "SELECT endpoint_id, failures, opens, open_until, probe_until FROM webhook_breakers \
-                     WHERE open_until IS NOT NULL ORDER BY endpoint_id",
+                    concat!("SELECT b.endpoint_id, b.failures, b.opens, b.open_until, b.probe_until \
+                     FROM webhook_breakers b JOIN webhook_endpoints e ON e.id = b.endpoint_id \
+                     WHERE b.open_until IS NOT NULL AND e.status = ", converge_wire::endpoint_sql!(Enabled), " ORDER BY b.endpoint_id"),
                 )
                 .fetch_all(self.reader())
                 .await?;
