@@ -1454,7 +1454,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 74, "every setting is a flag");
+        assert_eq!(seen, 82, "every setting is a flag");
     }
 
     #[test]
