@@ -67,6 +67,17 @@ pub fn utc_time(ms: i64) -> String {
     )
 }
 
+/// An endpoint's circuit breaker as the Webhooks page shows it: `breaker closed`, `breaker
+/// open until 05:48:43 UTC`, `breaker half-open`.
+pub fn breaker(status: converge_wire::BreakerStatus, open_until: Option<i64>) -> String {
+    match (status, open_until) {
+        (converge_wire::BreakerStatus::Open, Some(t)) => {
+            format!("breaker open until {}", utc_time(t))
+        }
+        (s, _) => format!("breaker {}", s.label()),
+    }
+}
+
 /// (year, month, day) of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -585,6 +596,17 @@ pub fn awaiting(r: &converge_wire::PrivilegeRequest) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_breaker_reads_closed_open_until_a_utc_time_or_half_open() {
+        use converge_wire::BreakerStatus;
+        assert_eq!(breaker(BreakerStatus::Closed, None), "breaker closed");
+        assert_eq!(
+            breaker(BreakerStatus::Open, Some(3_723_000)),
+            "breaker open until 01:02:03 UTC"
+        );
+        assert_eq!(breaker(BreakerStatus::HalfOpen, None), "breaker half-open");
+    }
+
     #[test]
     fn a_filter_time_meant_in_a_zone_carries_its_offset() {
         let v = |s: &str| Some(s.to_string());

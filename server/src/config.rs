@@ -175,6 +175,8 @@ impl Settings {
                 allowed_hosts: Vec::new(),
                 trusted_proxies: Vec::new(),
                 body_limit: 16 * 1024,
+                merchant_rate_per_sec: 1_000,
+                merchant_burst: 2_000,
             },
             channel: ChannelSettings {
                 channel_url: None,
@@ -311,6 +313,14 @@ impl WebhookSettings {
             webhook_allow_private: true,
             webhook_secret_overlap_secs: 86_400,
             webhook_disable_after_secs: 432_000,
+            max_endpoints_per_merchant: crate::service::webhooks::DEFAULT_MAX_ENDPOINTS,
+            webhook_inflight_per_endpoint: crate::service::webhooks::DEFAULT_INFLIGHT_PER_ENDPOINT,
+            webhook_inflight_per_merchant: crate::service::webhooks::DEFAULT_INFLIGHT_PER_MERCHANT,
+            // Off in effect: tests fail one endpoint many times (retry schedules, redeliveries);
+            // the breaker's own tests set it.
+            webhook_breaker_failures: 1_000_000,
+            webhook_breaker_cooldown_secs: 30,
+            webhook_breaker_max_cooldown_secs: 600,
         }
     }
 }
@@ -354,6 +364,28 @@ pub struct HttpSettings {
     /// Largest request body accepted on the merchant API (bytes).
     #[arg(long, env = "CONVERGE_BODY_LIMIT", default_value_t = 64 * 1024)]
     pub body_limit: usize,
+
+    /// Merchant API requests a second per API key (a token bucket's refill, counted in each
+    /// server process on its own); over it, 429 `rate_limited` with `Retry-After`. The
+    /// default is above what one server on 2 CPUs serves (BENCHMARKS.md: about 360 creates a
+    /// second), so load and chaos runs never meet it.
+    #[arg(long, env = "CONVERGE_MERCHANT_RATE_PER_SEC", default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub merchant_rate_per_sec: u32,
+
+    /// Merchant API requests one API key may send at once before the per-second rate
+    /// applies (the token bucket's size).
+    #[arg(long, env = "CONVERGE_MERCHANT_BURST", default_value_t = 2_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub merchant_burst: u32,
+}
+
+impl HttpSettings {
+    /// The merchant API's bucket per API key.
+    pub fn merchant_bucket(&self) -> crate::domain::bucket::BucketPolicy {
+        crate::domain::bucket::BucketPolicy {
+            rate_per_sec: self.merchant_rate_per_sec,
+            burst: self.merchant_burst,
+        }
+    }
 }
 
 impl HttpSettings {
@@ -1223,6 +1255,37 @@ pub struct WebhookSettings {
     /// An endpoint whose every attempt failed for this long is disabled (seconds).
     #[arg(long, env = "CONVERGE_WEBHOOK_DISABLE_AFTER_SECS", default_value_t = 432_000, value_parser = secs_range_u64())]
     pub webhook_disable_after_secs: u64,
+
+    /// The most live (not deleted) webhook endpoints one merchant may have; registering one
+    /// more is refused with 400 `endpoint_limit`.
+    #[arg(long, env = "CONVERGE_MAX_ENDPOINTS_PER_MERCHANT", default_value_t = crate::service::webhooks::DEFAULT_MAX_ENDPOINTS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub max_endpoints_per_merchant: usize,
+
+    /// Delivery attempts one endpoint may have in flight in this server process; a delivery
+    /// beyond it is put back for a second without spending an attempt, so a few hanging
+    /// endpoints cannot hold every delivery worker.
+    #[arg(long, env = "CONVERGE_WEBHOOK_INFLIGHT_PER_ENDPOINT", default_value_t = crate::service::webhooks::DEFAULT_INFLIGHT_PER_ENDPOINT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000))]
+    pub webhook_inflight_per_endpoint: usize,
+
+    /// Delivery attempts one merchant's endpoints together may have in flight in this server
+    /// process; a delivery beyond it is put back for a second without spending an attempt, so
+    /// one merchant's many hanging endpoints leave workers for the others.
+    #[arg(long, env = "CONVERGE_WEBHOOK_INFLIGHT_PER_MERCHANT", default_value_t = crate::service::webhooks::DEFAULT_INFLIGHT_PER_MERCHANT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub webhook_inflight_per_merchant: usize,
+
+    /// Failed attempts in a row that open an endpoint's circuit breaker: its deliveries then
+    /// wait out a cool-down without attempts, and one probe attempt decides after it.
+    #[arg(long, env = "CONVERGE_WEBHOOK_BREAKER_FAILURES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub webhook_breaker_failures: u32,
+
+    /// The first cool-down of an open circuit breaker (seconds); it doubles with each
+    /// failed probe, up to --webhook-breaker-max-cooldown-secs.
+    #[arg(long, env = "CONVERGE_WEBHOOK_BREAKER_COOLDOWN_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub webhook_breaker_cooldown_secs: u64,
+
+    /// The longest cool-down of an open circuit breaker (seconds).
+    #[arg(long, env = "CONVERGE_WEBHOOK_BREAKER_MAX_COOLDOWN_SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub webhook_breaker_max_cooldown_secs: u64,
 }
 
 impl WebhookSettings {
@@ -1234,6 +1297,14 @@ impl WebhookSettings {
             allow_private: self.webhook_allow_private,
             secret_overlap_ms: secs_to_ms(self.webhook_secret_overlap_secs),
             disable_after_ms: secs_to_ms(self.webhook_disable_after_secs),
+            max_endpoints_per_merchant: self.max_endpoints_per_merchant,
+            inflight_per_endpoint: self.webhook_inflight_per_endpoint,
+            inflight_per_merchant: self.webhook_inflight_per_merchant,
+            breaker: crate::domain::breaker::BreakerPolicy {
+                failures: self.webhook_breaker_failures,
+                base_cooldown_ms: secs_to_ms(self.webhook_breaker_cooldown_secs),
+                max_cooldown_ms: secs_to_ms(self.webhook_breaker_max_cooldown_secs),
+            },
             // The workers' `--seed` (WorkerSettings), set where both are known (startup).
             jitter_seed: 0,
         }
@@ -1383,7 +1454,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 74, "every setting is a flag");
+        assert_eq!(seen, 82, "every setting is a flag");
     }
 
     #[test]

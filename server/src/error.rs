@@ -210,6 +210,9 @@ impl From<EndpointError> for ApiError {
             EndpointError::Description => {
                 ApiError::bad_request(ErrorCode::InvalidDescription, e.to_string())
             }
+            EndpointError::Limit(_) => {
+                ApiError::bad_request(ErrorCode::EndpointLimit, e.to_string())
+            }
             EndpointError::NotFound => ApiError::not_found("webhook endpoint"),
             EndpointError::Deleted => ApiError::new(
                 StatusCode::CONFLICT,

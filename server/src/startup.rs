@@ -366,6 +366,9 @@ pub async fn build_with_store(
         keys: settings.idempotency.clone(),
         metrics: crate::telemetry::metrics_handle(),
         callback_secret: Arc::new(secret),
+        limiter: Arc::new(crate::api::ratelimit::MerchantLimiter::new(
+            settings.http.merchant_bucket(),
+        )),
     };
     let background = Background {
         clock,

@@ -146,6 +146,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 /// `scripts/checkers.sh` fails on a metric without HELP text.
 fn describe_metrics() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_bulkhead_metrics();
     describe_histogram!(
         HTTP_REQUEST_DURATION,
         Unit::Seconds,
@@ -200,24 +201,6 @@ fn describe_metrics() {
         "1 when the database answered the last health check of the monitor, 0 when it did not."
     );
     describe_counter!(
-        "converge_webhook_attempts_total",
-        "Webhook delivery attempts by outcome (delivered, failed, gone, dead)."
-    );
-    describe_histogram!(
-        "converge_webhook_attempt_duration_seconds",
-        Unit::Seconds,
-        "Duration of one webhook delivery attempt, from sending to the answer's last byte read (or the failure)."
-    );
-    describe_gauge!(
-        "converge_webhook_deliveries",
-        "Webhook deliveries waiting for an attempt (pending) and given up (dead)."
-    );
-    describe_gauge!(
-        "converge_webhook_oldest_pending_seconds",
-        Unit::Seconds,
-        "Age of the oldest undelivered (pending) webhook delivery (0 when none)."
-    );
-    describe_counter!(
         "converge_relay_events_total",
         "Outbox events handed to NATS JetStream by this process's relay, by outcome (published, duplicate, refused)."
     );
@@ -247,6 +230,42 @@ fn describe_metrics() {
 
 /// Channel health's metrics (issue 41): attempts per connector by outcome, their durations,
 /// and the thresholds the dashboard's tile and ConvergeChannelUndecidable use.
+/// The webhook deliveries' metrics and the bulkheads' (issue 37): the merchant API's rate
+/// limit, the endpoints' circuit breakers and in-flight caps.
+fn describe_bulkhead_metrics() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "converge_webhook_attempts_total",
+        "Webhook delivery attempts by outcome (delivered, failed, gone, dead)."
+    );
+    describe_histogram!(
+        "converge_webhook_attempt_duration_seconds",
+        Unit::Seconds,
+        "Duration of one webhook delivery attempt, from sending to the answer's last byte read (or the failure)."
+    );
+    describe_gauge!(
+        "converge_webhook_deliveries",
+        "Webhook deliveries waiting for an attempt (pending) and given up (dead)."
+    );
+    describe_gauge!(
+        "converge_webhook_oldest_pending_seconds",
+        Unit::Seconds,
+        "Age of the oldest undelivered (pending) webhook delivery (0 when none)."
+    );
+    describe_counter!(
+        "converge_rate_limited_total",
+        "Requests refused with 429 by a rate limit, by scope (merchant: the merchant API's per-key bucket, counted in this process)."
+    );
+    describe_gauge!(
+        "converge_webhook_breaker_open",
+        "Webhook endpoints whose circuit breaker is not closed (open, or half-open awaiting its probe)."
+    );
+    describe_counter!(
+        "converge_webhook_deferred_total",
+        "Webhook deliveries put back without an attempt, by reason (breaker_open: the endpoint's circuit breaker; in_flight: its in-flight cap in this process; merchant_in_flight: its merchant's)."
+    );
+}
+
 fn describe_channel_metrics() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(

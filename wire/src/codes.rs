@@ -113,6 +113,9 @@ error_codes! {
     InvalidEnabledEvents => "invalid_enabled_events",
     /// 400: a webhook endpoint description is too long or has control characters.
     InvalidDescription => "invalid_description",
+    /// 400: the merchant already has as many live (not deleted) webhook endpoints as one
+    /// merchant may (`--max-endpoints-per-merchant`, 16 by default); delete one first.
+    EndpointLimit => "endpoint_limit",
     /// 400: a console user change is malformed (name, password, roles), or would disable
     /// the caller or drop the caller's own admin role.
     InvalidUser => "invalid_user",

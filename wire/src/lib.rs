@@ -72,6 +72,6 @@ pub use payments::{
 pub use status::{PaymentStatus, UnknownName};
 pub use users::{PrincipalView, Role, UserView};
 pub use webhooks::{
-    AttemptRow, DeliveryDetail, DeliveryRow, DeliverySearch, EndpointRow, EventType, OutboxEvent,
-    PaymentWebhooks, WebhookBacklog, WebhooksOverview,
+    AttemptRow, BreakerStatus, DeliveryDetail, DeliveryRow, DeliverySearch, EndpointRow, EventType,
+    OutboxEvent, PaymentWebhooks, WebhookBacklog, WebhooksOverview,
 };

@@ -139,6 +139,39 @@ pub struct EndpointRow {
     pub last_failure: Option<String>,
     /// Epoch ms UTC.
     pub created_at: i64,
+    /// Its circuit breaker (issue 37): `closed`, `open` (deliveries wait, without attempts,
+    /// until `breaker_open_until`) or `half_open` (the next delivery is the one probe).
+    #[serde(default)]
+    pub breaker: BreakerStatus,
+    /// While the breaker is open: the end of its cool-down, epoch ms UTC.
+    #[serde(default)]
+    pub breaker_open_until: Option<i64>,
+}
+
+/// The state of a webhook endpoint's circuit breaker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerStatus {
+    /// Deliveries are attempted.
+    #[default]
+    Closed,
+    /// A run of failures opened it: deliveries wait out the cool-down.
+    Open,
+    /// The cool-down is over: one probe attempt decides (success closes, failure reopens
+    /// with a longer cool-down).
+    HalfOpen,
+}
+
+impl BreakerStatus {
+    /// As the console shows it: `closed`, `open`, `half-open`.
+    pub fn label(self) -> &'static str {
+        match self {
+            BreakerStatus::Closed => "closed",
+            BreakerStatus::Open => "open",
+            BreakerStatus::HalfOpen => "half-open",
+        }
+    }
 }
 
 /// Every webhook endpoint with its 24 h health, and the delivery backlog.

@@ -38,6 +38,10 @@ pub enum WebhookCommand {
         /// Accept loopback and private addresses (local development, tests).
         #[arg(long, env = "CONVERGE_WEBHOOK_ALLOW_PRIVATE")]
         allow_private: bool,
+        /// The most live endpoints one merchant may have, as the servers'
+        /// `--max-endpoints-per-merchant`: one more is refused.
+        #[arg(long, env = "CONVERGE_MAX_ENDPOINTS_PER_MERCHANT", default_value_t = converge_server::service::webhooks::DEFAULT_MAX_ENDPOINTS)]
+        max_endpoints_per_merchant: usize,
         #[command(flatten)]
         db: super::DbArgs,
     },
@@ -153,6 +157,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand, secrets: SecretBo
             events,
             description,
             allow_private,
+            max_endpoints_per_merchant,
             ..
         } => {
             let endpoint = NewEndpoint {
@@ -160,6 +165,7 @@ async fn run_on(store: Arc<dyn Store>, action: WebhookCommand, secrets: SecretBo
                 events,
                 description,
                 allow_private,
+                max_endpoints_per_merchant,
             };
             add(store, secrets, &merchant, endpoint).await
         }
@@ -186,6 +192,8 @@ struct NewEndpoint {
     events: String,
     description: String,
     allow_private: bool,
+    /// The cap of live endpoints per merchant.
+    max_endpoints_per_merchant: usize,
 }
 
 /// `webhook add`: registers the endpoint (refused for a frozen merchant) and prints its id
@@ -203,6 +211,7 @@ async fn add(
         store,
         WebhookSettings {
             allow_private: endpoint.allow_private,
+            max_endpoints_per_merchant: endpoint.max_endpoints_per_merchant,
             ..WebhookSettings::default()
         },
         secrets,

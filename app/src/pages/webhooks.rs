@@ -270,6 +270,7 @@ fn EndpointLine(
     message: RwSignal<Option<String>>,
 ) -> impl IntoView {
     let rate = format::endpoint_health(e.attempts_24h, e.succeeded_24h);
+    let breaker = format::breaker(e.breaker, e.breaker_open_until);
     let disabled = e.status == EndpointStatus::Disabled;
     let deleted = e.status == EndpointStatus::Deleted;
     let open = RwSignal::new(false);
@@ -283,6 +284,7 @@ fn EndpointLine(
             <td>
                 <StatusPill status=e.status/>
                 {e.disabled_reason.clone().map(|r| view! { <div class="muted small">{r}</div> })}
+                <div class="muted small" data-testid="endpoint-breaker">{breaker}</div>
             </td>
             <td class="num">{rate}</td>
             <td class="small">

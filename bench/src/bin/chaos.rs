@@ -2014,6 +2014,19 @@ fn server_args(
         s("0s,200ms,500ms,1s,2s,3s"),
         s("--webhook-timeout-ms"),
         s("1500"),
+        // The endpoint's circuit breaker on the same compressed time as the retry schedule:
+        // the receiver's seeded faults open it now and then, and its cool-downs (5 s, up to
+        // 20 s) must fit in the convergence wait like the retries do.
+        s("--webhook-breaker-cooldown-secs"),
+        s("5"),
+        s("--webhook-breaker-max-cooldown-secs"),
+        s("20"),
+        // Its one endpoint takes every delivery of the run, with hangs injected: the in-flight
+        // caps, made for many endpoints sharing the workers, are as wide as the worker batch.
+        s("--webhook-inflight-per-endpoint"),
+        s("16"),
+        s("--webhook-inflight-per-merchant"),
+        s("16"),
         // One data directory for every server: they share the audit checkpoint key
         // generated on the first start (issue 36), as servers on one PostgreSQL must.
         s("--data-dir"),

@@ -170,6 +170,11 @@ fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
         notifier: converge_server::service::webhooks::Notifier::new(
             converge_server::service::webhooks::WebhookSettings {
                 allow_private: true,
+                // The measurement's one endpoint takes every delivery: the in-flight caps
+                // (bulkheads between endpoints and merchants) would measure themselves, not
+                // the delivery path, so they are as wide as every worker's batch.
+                inflight_per_endpoint: usize::MAX,
+                inflight_per_merchant: usize::MAX,
                 ..Default::default()
             },
         ),

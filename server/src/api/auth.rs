@@ -53,6 +53,8 @@ pub async fn merchant(State(st): State<ApiState>, mut req: Request, next: Next) 
                 tracing::warn!(error = %e, "key last-use not recorded");
             }
             req.extensions_mut().insert(m);
+            req.extensions_mut()
+                .insert(super::ratelimit::ApiKeyHash(hash));
             next.run(req).await
         }
         Ok(None) => unauthorized().into_response(),

@@ -9,6 +9,7 @@ mod holds;
 pub mod idempotency;
 pub mod openapi;
 mod payments;
+pub mod ratelimit;
 mod refunds;
 mod tcc;
 mod webhooks;
@@ -50,6 +51,8 @@ pub struct ApiState {
     pub metrics: PrometheusHandle,
     /// HMAC secret of channel callbacks.
     pub callback_secret: Arc<Vec<u8>>,
+    /// The rate limit per API key, this process's buckets ([`ratelimit`]).
+    pub limiter: Arc<ratelimit::MerchantLimiter>,
 }
 
 /// The merchant API's routes (`/v1/*`, channel callbacks included), with merchant
@@ -72,6 +75,9 @@ pub fn merchant_routes(state: &ApiState) -> (Router<ApiState>, utoipa::openapi::
             KeyLayer::new(state.core.clone(), &state.keys, state.body_limit),
             crate::api::idempotency::layer,
         ))
+        // After authentication (it limits per key), before the Idempotency-Key layer (a
+        // refused request claims no key).
+        .route_layer(from_fn_with_state(state.clone(), ratelimit::layer))
         .route_layer(from_fn_with_state(state.clone(), auth::merchant))
         .routes(routes!(callbacks::receive))
         .split_for_parts();

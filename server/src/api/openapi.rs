@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use utoipa::openapi::OpenApi as Document;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{IntoParams, Modify, OpenApi};
@@ -105,11 +105,57 @@ pub fn document(
 /// Tuples (`prefixItems` with `items: false`, how utoipa writes a Rust tuple) are written as
 /// arrays of exactly that many items, each one of the tuple's item schemas: schemathesis 4.32
 /// cannot read `prefixItems` ("is not of types boolean, object").
+///
+/// Every operation authenticated with the merchant key gets the 429 of the per-key rate limit
+/// ([`crate::api::ratelimit`]).
 pub fn to_json(doc: &Document) -> Value {
     let mut v = serde_json::to_value(doc).expect("the OpenAPI document serializes");
     no_nul_in_strings(&mut v);
     tuples_as_arrays(&mut v);
+    rate_limit_responses(&mut v);
     v
+}
+
+/// The 429 `rate_limited` of the merchant API's rate limit, with `Retry-After` and the
+/// RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-11).
+fn rate_limited_response() -> Value {
+    let text =
+        |description: &str| json!({"description": description, "schema": {"type": "string"}});
+    json!({
+        "description": "More requests with this API key than the rate limit allows (`--merchant-rate-per-sec` a second, bursts of `--merchant-burst`; counted per server process). Nothing was done; retry after `Retry-After` seconds.",
+        "headers": {
+            "Retry-After": {"description": "Seconds to wait before retrying", "schema": {"type": "integer", "minimum": 1}},
+            "RateLimit-Policy": text("The quota policy (draft-ietf-httpapi-ratelimit-headers-11): `\"merchant\";q=<burst>;w=<seconds to refill>`"),
+            "RateLimit": text("What is left of the quota: `\"merchant\";r=<requests left>;t=<seconds until full>`"),
+        },
+        "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/ErrorBody"},
+            "example": {"error": {"code": "rate_limited", "message": "at most 1000 requests a second (bursts of 2000) per API key; retry in 1 s"}},
+        }},
+    })
+}
+
+/// Adds the [`rate_limited_response`] to each operation that names the `merchant_key`
+/// security scheme (the channel's callbacks and the root routes are not limited). Inline in
+/// each, not a `$ref`, so the reference page shows it where it applies.
+fn rate_limit_responses(v: &mut Value) {
+    let Some(paths) = v.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for item in paths.values_mut().filter_map(Value::as_object_mut) {
+        for op in item.values_mut().filter_map(Value::as_object_mut) {
+            let merchant = op
+                .get("security")
+                .and_then(Value::as_array)
+                .is_some_and(|s| s.iter().any(|r| r.get("merchant_key").is_some()));
+            if let (true, Some(responses)) = (
+                merchant,
+                op.get_mut("responses").and_then(Value::as_object_mut),
+            ) {
+                responses.insert("429".into(), rate_limited_response());
+            }
+        }
+    }
 }
 
 fn tuples_as_arrays(v: &mut Value) {

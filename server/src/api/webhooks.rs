@@ -76,12 +76,13 @@ fn refuse_frozen(m: &Merchant) -> Result<(), ApiError> {
                 ("RotateWebhookSecret" = (operation_id = "rotate_webhook_secret", parameters(("id" = "$response.body#/id")))),
                 ("DeleteWebhookEndpoint" = (operation_id = "delete_webhook_endpoint", parameters(("id" = "$response.body#/id"))))
             )),
-        (status = 400, description = "Idempotency-Key missing or malformed, or the body is not a valid endpoint: the URL is malformed, not http(s), carries user info, is too long, or its host does not resolve or resolves to an internal address (loopback, private, link-local, ...: one answer, `url_address_refused`, for both, naming no address); the event list is empty, names an unknown type or mixes `*` with types; the description is too long (nothing is stored; the key stays free)", body = ErrorBody, examples(
+        (status = 400, description = "Idempotency-Key missing or malformed, or the body is not a valid endpoint: the URL is malformed, not http(s), carries user info, is too long, or its host does not resolve or resolves to an internal address (loopback, private, link-local, ...: one answer, `url_address_refused`, for both, naming no address); the event list is empty, names an unknown type or mixes `*` with types; the description is too long; or the merchant already has the most live endpoints one merchant may have (`endpoint_limit`, `--max-endpoints-per-merchant`, 16 by default: delete one first). Nothing is stored; the key stays free", body = ErrorBody, examples(
             ("idempotency_key_missing" = (value = json!({"error": {"code": "idempotency_key_missing", "message": "POST requests need an Idempotency-Key header"}}))),
             ("url_address_refused" = (value = json!({"error": {"code": "url_address_refused", "message": crate::domain::webhooks::ADDRESS_REFUSED}}))),
             ("invalid_url" = (value = json!({"error": {"code": "invalid_url", "message": "url is not an absolute http(s) URL: relative URL without a base"}}))),
             ("url_scheme_not_allowed" = (value = json!({"error": {"code": "url_scheme_not_allowed", "message": "url scheme must be https or http"}}))),
-            ("invalid_enabled_events" = (value = json!({"error": {"code": "invalid_enabled_events", "message": "enabled_events must name at least one event type (or \"*\")"}})))
+            ("invalid_enabled_events" = (value = json!({"error": {"code": "invalid_enabled_events", "message": "enabled_events must name at least one event type (or \"*\")"}}))),
+            ("endpoint_limit" = (value = json!({"error": {"code": "endpoint_limit", "message": "a merchant may have at most 16 webhook endpoints; delete one first"}})))
         )),
         (status = 401, description = "No or unknown merchant key", body = ErrorBody, example = json!({"error": {"code": "unauthorized", "message": "send Authorization: Bearer <merchant API key>"}})),
         (status = 403, description = "The merchant is frozen", body = ErrorBody, example = json!({"error": {"code": "merchant_frozen", "message": "the merchant is frozen: it cannot register or change webhook endpoints"}})),

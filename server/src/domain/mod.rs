@@ -5,6 +5,8 @@
 pub mod actions;
 pub mod audit;
 pub mod backoff;
+pub mod breaker;
+pub mod bucket;
 pub mod channel_health;
 pub mod checkpoint;
 pub mod clock;

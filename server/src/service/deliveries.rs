@@ -11,11 +11,14 @@ use super::actor::Actor;
 use super::queries::{FilterError, parse_time};
 use super::webhooks::EndpointError;
 use super::{Core, ServiceError};
+use crate::domain::breaker::BreakerView;
 use crate::domain::webhooks::{EndpointStatus, Subscription};
 use crate::store::{
     DeliveryFilter, DeliveryRow, DeliveryStatus, EndpointHealth, StoreError, WebhookEndpoint,
 };
-use converge_wire::{DeliveryDetail, EndpointRow, WebhooksOverview, webhooks::PaymentWebhooks};
+use converge_wire::{
+    BreakerStatus, DeliveryDetail, EndpointRow, WebhooksOverview, webhooks::PaymentWebhooks,
+};
 
 /// Window of the endpoints' health figures: 24 h, ms.
 pub const HEALTH_WINDOW_MS: i64 = 86_400_000;
@@ -84,7 +87,12 @@ fn reason(r: &str) -> Result<&str, DeliveryError> {
     Ok(r.trim())
 }
 
-fn row(e: &WebhookEndpoint, merchant: &str, h: Option<&EndpointHealth>) -> EndpointRow {
+fn row(
+    e: &WebhookEndpoint,
+    merchant: &str,
+    h: Option<&EndpointHealth>,
+    breaker: BreakerView,
+) -> EndpointRow {
     EndpointRow {
         id: e.id.clone(),
         merchant: merchant.to_string(),
@@ -99,12 +107,22 @@ fn row(e: &WebhookEndpoint, merchant: &str, h: Option<&EndpointHealth>) -> Endpo
         last_failure_at: h.and_then(|h| h.last_failure_at),
         last_failure: h.and_then(|h| h.last_failure.clone()),
         created_at: e.created_at,
+        breaker: match breaker {
+            BreakerView::Closed => BreakerStatus::Closed,
+            BreakerView::Open(_) => BreakerStatus::Open,
+            BreakerView::HalfOpen => BreakerStatus::HalfOpen,
+        },
+        breaker_open_until: match breaker {
+            BreakerView::Open(until) => Some(until),
+            _ => None,
+        },
     }
 }
 
 impl Core {
     /// The endpoints of merchant `merchant_id` (every merchant's when None), newest first,
-    /// each with its health over the last [`HEALTH_WINDOW_MS`]. Errors: the store's.
+    /// each with its health over the last [`HEALTH_WINDOW_MS`] and its circuit breaker now.
+    /// Errors: the store's.
     pub async fn endpoint_rows(
         &self,
         merchant_id: Option<i64>,
@@ -118,6 +136,13 @@ impl Core {
             .into_iter()
             .map(|h| (h.endpoint_id.clone(), h))
             .collect();
+        let breakers: HashMap<String, BreakerView> = self
+            .store
+            .open_breakers()
+            .await?
+            .into_iter()
+            .map(|(id, b)| (id, b.view(now)))
+            .collect();
         Ok(self
             .store
             .endpoints(merchant_id)
@@ -128,6 +153,7 @@ impl Core {
                     e,
                     names.get(&e.merchant_id).map_or("?", String::as_str),
                     health.get(&e.id),
+                    breakers.get(&e.id).copied().unwrap_or(BreakerView::Closed),
                 )
             })
             .collect())
@@ -278,7 +304,10 @@ impl Core {
             Err(EndpointError::Store(e)) => Err(e.into()),
             // Re-enabling changes neither URL, events nor description.
             Err(
-                e @ (EndpointError::Url(_) | EndpointError::Events(_) | EndpointError::Description),
+                e @ (EndpointError::Url(_)
+                | EndpointError::Events(_)
+                | EndpointError::Description
+                | EndpointError::Limit(_)),
             ) => Err(StoreError::Corrupt(e.to_string()).into()),
         }
     }

@@ -18,6 +18,7 @@ pub mod connectors;
 pub mod console;
 pub mod dashboard;
 pub mod deliveries;
+pub mod delivery_gate;
 pub mod endpoints;
 pub mod error_pool;
 pub mod executors;

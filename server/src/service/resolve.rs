@@ -25,6 +25,15 @@ pub enum Step {
     /// Held by the emergency switch (a pause): look again in
     /// [`HOLD_RECHECK_MS`](super::pauses::HOLD_RECHECK_MS) without spending an attempt.
     Held(String),
+    /// Not an error and not an attempt: look again at `at` (epoch ms UTC), a time the handler
+    /// chose, without spending an attempt (a webhook endpoint's open circuit breaker or full
+    /// in-flight cap).
+    WaitUntil {
+        /// When.
+        at: i64,
+        /// Why it waits (recorded as the job's last error).
+        why: String,
+    },
     /// Try again at `at` (epoch ms UTC), a time the handler chose (a webhook's schedule or
     /// the receiver's `Retry-After`); spends the attempt.
     RetryAt {

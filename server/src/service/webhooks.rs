@@ -18,6 +18,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 use super::actor::Actor;
+use super::delivery_gate::Passage;
 use super::resolve::Step;
 use super::{Core, ServiceError, ids};
 use crate::domain::clock::rfc3339;
@@ -45,6 +46,16 @@ pub const STORED_RESPONSE_BYTES: usize = 1024;
 /// Longest endpoint description, in characters.
 pub const MAX_DESCRIPTION: usize = 1024;
 
+/// The default of [`WebhookSettings::max_endpoints_per_merchant`].
+pub const DEFAULT_MAX_ENDPOINTS: usize = 16;
+
+/// The default of [`WebhookSettings::inflight_per_endpoint`].
+pub const DEFAULT_INFLIGHT_PER_ENDPOINT: usize = 4;
+
+/// The default of [`WebhookSettings::inflight_per_merchant`]: half the default worker batch
+/// (16), so another merchant's deliveries always find workers.
+pub const DEFAULT_INFLIGHT_PER_MERCHANT: usize = 8;
+
 /// What delivery needs from the process settings.
 #[derive(Debug, Clone)]
 pub struct WebhookSettings {
@@ -58,6 +69,20 @@ pub struct WebhookSettings {
     pub secret_overlap_ms: i64,
     /// A run of failures this long disables the endpoint, ms.
     pub disable_after_ms: i64,
+    /// The most live (not deleted) endpoints one merchant may have
+    /// (`--max-endpoints-per-merchant`): one merchant's many endpoints share the delivery
+    /// workers with every other merchant's (issue 37, bulkheads).
+    pub max_endpoints_per_merchant: usize,
+    /// Attempts one endpoint may have in flight in this process
+    /// (`--webhook-inflight-per-endpoint`); a delivery beyond it waits without spending an
+    /// attempt ([`super::delivery_gate`]).
+    pub inflight_per_endpoint: usize,
+    /// Attempts one merchant's endpoints together may have in flight in this process
+    /// (`--webhook-inflight-per-merchant`): a merchant with many hanging endpoints holds at
+    /// most this many delivery workers.
+    pub inflight_per_merchant: usize,
+    /// The endpoints' circuit breaker ([`crate::domain::breaker`]).
+    pub breaker: crate::domain::breaker::BreakerPolicy,
     /// Seed of the retry schedule's jitter (0: from the OS), the workers' `--seed`: the
     /// injected-RNG contract (DESIGN.md "Architecture": time and randomness are injected and
     /// seeded, so a run with the same seed waits the same times).
@@ -72,6 +97,10 @@ impl Default for WebhookSettings {
             allow_private: false,
             secret_overlap_ms: 86_400_000,
             disable_after_ms: 5 * 86_400_000,
+            max_endpoints_per_merchant: DEFAULT_MAX_ENDPOINTS,
+            inflight_per_endpoint: DEFAULT_INFLIGHT_PER_ENDPOINT,
+            inflight_per_merchant: DEFAULT_INFLIGHT_PER_MERCHANT,
+            breaker: crate::domain::breaker::BreakerPolicy::default(),
             jitter_seed: 0,
         }
     }
@@ -87,6 +116,8 @@ pub struct Notifier {
     /// The retry schedule's jitter, seeded from `settings.jitter_seed` (a clone draws from
     /// the same stream).
     jitter: Arc<Mutex<StdRng>>,
+    /// The attempts in flight per endpoint in this process (a clone counts the same ones).
+    pub inflight: Arc<super::delivery_gate::InFlight>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -124,6 +155,7 @@ impl Notifier {
             settings,
             client,
             jitter,
+            inflight: Arc::default(),
         }
     }
 
@@ -174,6 +206,10 @@ pub enum EndpointError {
     /// The description is too long or holds control characters.
     #[error("description must be at most {MAX_DESCRIPTION} characters without control characters")]
     Description,
+    /// The merchant already has this many live (not deleted) endpoints, the most one
+    /// merchant may have ([`WebhookSettings::max_endpoints_per_merchant`]).
+    #[error("a merchant may have at most {0} webhook endpoints; delete one first")]
+    Limit(usize),
     /// No such endpoint for this merchant.
     #[error("webhook endpoint not found")]
     NotFound,
@@ -237,7 +273,11 @@ impl Core {
     }
 
     /// Registers endpoint `id` (`we_...`, see [`new_endpoint_id`]) for `merchant_id` with a
-    /// new secret, audited in the same transaction. Errors: [`EndpointError`].
+    /// new secret, audited in the same transaction. The one place the per-merchant cap
+    /// ([`WebhookSettings::max_endpoints_per_merchant`]) is checked, so the merchant API and
+    /// the CLI refuse alike. The count is read before the insert, so two creates racing for
+    /// the last place may both pass (one endpoint over, never a run of them). Errors:
+    /// [`EndpointError`] (`Limit` beyond the cap).
     pub async fn create_endpoint(
         &self,
         id: &str,
@@ -254,6 +294,17 @@ impl Core {
             || description.chars().any(char::is_control)
         {
             return Err(EndpointError::Description);
+        }
+        let cap = self.notifier.settings.max_endpoints_per_merchant;
+        let live = self
+            .store
+            .endpoints(Some(merchant_id))
+            .await?
+            .iter()
+            .filter(|e| e.status != EndpointStatus::Deleted)
+            .count();
+        if live >= cap {
+            return Err(EndpointError::Limit(cap));
         }
         let now = self.clock.now_ms();
         let secret = new_secret();
@@ -438,7 +489,9 @@ impl Core {
     /// One attempt of the delivery a `webhook` job names, recorded, and what the job does
     /// next: done (delivered, or nothing left to do), a retry at the schedule's next time
     /// (not before the endpoint's `Retry-After`), or the error pool (`webhook_exhausted`)
-    /// after the schedule's last attempt.
+    /// after the schedule's last attempt. No attempt, and a wait that spends none, while the
+    /// endpoint's circuit breaker is open or its (or its merchant's) in-flight cap is full
+    /// ([`super::delivery_gate`]).
     pub async fn deliver_webhook(&self, job: &LeasedJob) -> Result<Step, ServiceError> {
         let Ok(delivery_id) = job.payload.parse::<i64>() else {
             return Ok(Step::GiveUp {
@@ -480,8 +533,38 @@ impl Core {
             store.abandon_delivery(d.id, &why, now).await?;
             return Ok(Step::Done);
         }
+        // The bulkheads: the endpoint's breaker and in-flight cap decide whether it is
+        // attempted now; the slot is held until the attempt is recorded.
+        let gate = self.delivery_gate(&endpoint.id, endpoint.merchant_id, now);
+        let (slot, merchant_slot, breaker) = match gate.await? {
+            Passage::Go {
+                slot,
+                merchant_slot,
+                breaker,
+            } => (slot, merchant_slot, breaker),
+            Passage::Wait(step) => return Ok(step),
+        };
+        let step = self
+            .attempt_delivery(job, &d, &endpoint, &event, &breaker, now)
+            .await;
+        drop((slot, merchant_slot));
+        step
+    }
+
+    /// One attempt of delivery `d` to `endpoint`, recorded (the delivery, and the endpoint's
+    /// breaker when it failed or ended a failure run), and what the job does next.
+    async fn attempt_delivery(
+        &self,
+        job: &LeasedJob,
+        d: &DeliveryRow,
+        endpoint: &WebhookEndpoint,
+        event: &crate::store::OutboxEvent,
+        breaker: &crate::domain::breaker::BreakerState,
+        now: i64,
+    ) -> Result<Step, ServiceError> {
+        let store = &self.store;
         let body = webhook_body(&event.event_type, event.created_at, &event.payload);
-        let keys = self.signing_keys(&endpoint, now);
+        let keys = self.signing_keys(endpoint, now);
         let attempt = self.attempt(&endpoint.url, &event.id, &keys, body).await;
         metrics::histogram!("converge_webhook_attempt_duration_seconds")
             .record(attempt.duration.as_secs_f64());
@@ -492,6 +575,16 @@ impl Core {
                 not_before_ms: None,
             },
         };
+        let failed = matches!(verdict, AttemptVerdict::Failed { .. });
+        if failed || verdict == AttemptVerdict::Delivered {
+            let ended = self.clock.now_ms();
+            if let Err(e) = self
+                .record_breaker_outcome(&endpoint.id, breaker, !failed, ended)
+                .await
+            {
+                tracing::warn!(endpoint = %endpoint.id, error = %e, "circuit breaker not updated");
+            }
+        }
         let mut result = AttemptResult {
             delivery_id: d.id,
             attempted_at: now,
@@ -532,7 +625,7 @@ impl Core {
                     status: attempt.status,
                 };
                 return self
-                    .after_failure(job, &d, &endpoint, &event, result, failed, now)
+                    .after_failure(job, d, endpoint, event, result, failed, now)
                     .await;
             }
         };

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::StoreError;
 use crate::domain::audit::AuditEntry;
+pub use crate::domain::breaker::{BreakerPolicy, BreakerState};
 pub use crate::domain::webhooks::{DeliveryStatus, EndpointStatus};
 
 /// How new deliveries are scheduled, set once at start-up from the retry schedule: the
@@ -294,6 +295,30 @@ pub trait Webhooks: Send + Sync + 'static {
     /// Records an attempt and the delivery's new state; a failure starts the endpoint's
     /// failure run (if none), a success ends it.
     async fn record_attempt(&self, a: &AttemptResult) -> Result<(), StoreError>;
+    /// The circuit breaker of endpoint `endpoint_id` (closed with no failures when none was
+    /// ever recorded).
+    async fn endpoint_breaker(&self, endpoint_id: &str) -> Result<BreakerState, StoreError>;
+    /// The breaker of every enabled endpoint whose breaker is not closed (open or half-open),
+    /// by endpoint id (a disabled or deleted endpoint's breaker waits for nothing).
+    async fn open_breakers(&self) -> Result<Vec<(String, BreakerState)>, StoreError>;
+    /// Takes the probe of a half-open breaker: sets its lease to `until` when its cool-down
+    /// is over at `now` and no other probe's lease runs. True when this caller took it.
+    async fn claim_breaker_probe(
+        &self,
+        endpoint_id: &str,
+        now: i64,
+        until: i64,
+    ) -> Result<bool, StoreError>;
+    /// Records an attempt's end (`success` or not) at `now` in the endpoint's breaker by
+    /// `policy` ([`BreakerPolicy::after`]), without losing a concurrent update (each write
+    /// checks the version it read); returns the new state.
+    async fn record_breaker(
+        &self,
+        endpoint_id: &str,
+        success: bool,
+        now: i64,
+        policy: &BreakerPolicy,
+    ) -> Result<BreakerState, StoreError>;
     /// Marks a pending delivery abandoned (its endpoint is gone) with a reason; false when
     /// it was not pending.
     async fn abandon_delivery(&self, id: i64, reason: &str, now: i64) -> Result<bool, StoreError>;

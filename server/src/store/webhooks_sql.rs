@@ -221,6 +221,22 @@ macro_rules! impl_webhooks {
             Ok(pending_drift)
         }
 
+        /// The stored breaker of an endpoint with its version, if it has a row.
+        async fn breaker_row(
+            db: &sqlx::Pool<<$store as $crate::store::backend::SqlBackend>::Db>,
+            endpoint_id: &str,
+        ) -> Result<Option<($crate::store::BreakerState, i64)>, $crate::store::StoreError> {
+            let row: Option<(i64, i64, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
+                "SELECT failures, opens, open_until, probe_until, version FROM webhook_breakers WHERE endpoint_id = $1",
+            )
+            .bind(endpoint_id)
+            .fetch_optional(db)
+            .await?;
+            Ok(row.map(|(failures, opens, open_until, probe_until, version)| {
+                ($crate::store::BreakerState { failures, opens, open_until, probe_until }, version)
+            }))
+        }
+
         #[async_trait::async_trait]
         impl $crate::store::Webhooks for $store {
             fn webhook_plan(&self) -> &$crate::store::WebhookPlan {
@@ -556,6 +572,101 @@ macro_rules! impl_webhooks {
                 }
                 tx.commit().await?;
                 Ok(())
+            }
+
+            async fn endpoint_breaker(
+                &self,
+                endpoint_id: &str,
+            ) -> Result<$crate::store::BreakerState, $crate::store::StoreError> {
+                Ok(breaker_row(self.reader(), endpoint_id).await?.map_or_else(Default::default, |(s, _)| s))
+            }
+
+            async fn open_breakers(
+                &self,
+            ) -> Result<Vec<(String, $crate::store::BreakerState)>, $crate::store::StoreError> {
+                let rows: Vec<(String, i64, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+                    concat!("SELECT b.endpoint_id, b.failures, b.opens, b.open_until, b.probe_until \
+                     FROM webhook_breakers b JOIN webhook_endpoints e ON e.id = b.endpoint_id \
+                     WHERE b.open_until IS NOT NULL AND e.status = ", converge_wire::endpoint_sql!(Enabled), " ORDER BY b.endpoint_id"),
+                )
+                .fetch_all(self.reader())
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(id, failures, opens, open_until, probe_until)| {
+                        (id, $crate::store::BreakerState { failures, opens, open_until, probe_until })
+                    })
+                    .collect())
+            }
+
+            async fn claim_breaker_probe(
+                &self,
+                endpoint_id: &str,
+                now: i64,
+                until: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    "UPDATE webhook_breakers SET probe_until = $1, version = version + 1, updated_at = $2 \
+                     WHERE endpoint_id = $3 AND open_until IS NOT NULL AND open_until <= $2 \
+                     AND (probe_until IS NULL OR probe_until <= $2)",
+                )
+                .bind(until)
+                .bind(now)
+                .bind(endpoint_id)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
+            async fn record_breaker(
+                &self,
+                endpoint_id: &str,
+                success: bool,
+                now: i64,
+                policy: &$crate::store::BreakerPolicy,
+            ) -> Result<$crate::store::BreakerState, $crate::store::StoreError> {
+                // Optimistic: read, decide, write if the version is still the one read; a
+                // concurrent attempt's write makes this one read again.
+                let mut last = $crate::store::BreakerState::default();
+                for _ in 0..10 {
+                    let row = breaker_row(self.writer(), endpoint_id).await?;
+                    let (before, version) = row.unwrap_or_default();
+                    let after = policy.after(&before, success, now);
+                    last = after;
+                    let written = if row.is_none() {
+                        sqlx::query(
+                            "INSERT INTO webhook_breakers (endpoint_id, failures, opens, open_until, probe_until, version, updated_at) \
+                             VALUES ($1, $2, $3, $4, $5, 1, $6) ON CONFLICT (endpoint_id) DO NOTHING",
+                        )
+                        .bind(endpoint_id)
+                        .bind(after.failures)
+                        .bind(after.opens)
+                        .bind(after.open_until)
+                        .bind(after.probe_until)
+                        .bind(now)
+                        .execute(self.writer())
+                        .await?
+                    } else {
+                        sqlx::query(
+                            "UPDATE webhook_breakers SET failures = $1, opens = $2, open_until = $3, probe_until = $4, \
+                             version = version + 1, updated_at = $5 WHERE endpoint_id = $6 AND version = $7",
+                        )
+                        .bind(after.failures)
+                        .bind(after.opens)
+                        .bind(after.open_until)
+                        .bind(after.probe_until)
+                        .bind(now)
+                        .bind(endpoint_id)
+                        .bind(version)
+                        .execute(self.writer())
+                        .await?
+                    };
+                    if written.rows_affected() == 1 {
+                        return Ok(after);
+                    }
+                }
+                tracing::warn!(endpoint = endpoint_id, "breaker not updated after 10 concurrent changes; this attempt's outcome is not counted");
+                Ok(last)
             }
 
             async fn abandon_delivery(

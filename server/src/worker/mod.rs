@@ -329,6 +329,7 @@ impl Worker {
                 self.bury(job, &error, &item, now).await
             }
             Step::RetryAt { at, error } => self.retry(job, at, &error, false, now).await,
+            Step::WaitUntil { at, why } => self.retry(job, at, &why, true, now).await,
             Step::GiveUpWith {
                 kind,
                 dedupe_key,

@@ -11,6 +11,7 @@ mod audit_checkpoints;
 mod auth_hardening;
 mod bad_input;
 mod bulk_retry;
+mod bulkheads;
 mod callbacks;
 mod channel_health;
 mod concurrency;
