@@ -137,25 +137,22 @@ impl super::SqlBackend for PgStore {
         batch: i64,
         lease_ms: i64,
         now: i64,
-        skip_kinds: &[String],
+        filter: &super::KindFilter,
     ) -> Result<Vec<super::LeasedJob>, StoreError> {
-        // Due jobs and lapsed leases are locked by two index scans in (run_at, id) order, each
-        // stopping at the batch, then merged: one scan over `status IN (due, leased)`
-        // cannot come out of the index in that order, so it read and sorted every due job on
-        // each claim (BENCHMARKS.md "Profiles and fixes"). The same jobs are picked.
-        let skip = super::queue_sql::skip_kinds_clause(skip_kinds);
+        // The ranking reads a snapshot; the rows picked are then locked in turn order with
+        // SKIP LOCKED, and each is re-checked on its latest version (READ COMMITTED), so a
+        // job another claimer took meanwhile (leased, its run_at now the lease's expiry) is
+        // passed over, never leased twice. A window function cannot share a query level
+        // with FOR UPDATE, hence the ranking in its own subquery.
         let sql = format!(
             concat!(
-                "WITH lapsed AS (SELECT id, run_at FROM jobs WHERE status = ",
-                converge_wire::job_sql!(Leased),
-                " AND run_at <= $4{skip} \
-             ORDER BY run_at, id LIMIT $5 FOR UPDATE SKIP LOCKED), \
-             due AS (SELECT id, run_at FROM jobs WHERE status = ",
+                "WITH picked AS (SELECT j.id FROM jobs j JOIN ({fair}) f ON f.id = j.id \
+             WHERE j.status IN (",
                 converge_wire::job_sql!(Due),
-                " AND run_at <= $4{skip} \
-             ORDER BY run_at, id LIMIT $5 FOR UPDATE SKIP LOCKED), \
-             picked AS (SELECT id FROM (SELECT id, run_at FROM lapsed UNION ALL SELECT id, run_at FROM due) u \
-             ORDER BY run_at, id LIMIT $5) \
+                ", ",
+                converge_wire::job_sql!(Leased),
+                ") AND j.run_at <= $4 \
+             ORDER BY f.turn, f.run_at, f.id LIMIT $5 FOR UPDATE OF j SKIP LOCKED) \
              UPDATE jobs j SET status = ",
                 converge_wire::job_sql!(Leased),
                 ", lease_owner = $1, lease_token = $2 || '-' || j.id, \
@@ -163,7 +160,7 @@ impl super::SqlBackend for PgStore {
              FROM picked WHERE j.id = picked.id \
              RETURNING j.id, j.kind, j.payment_id, j.refund_id, j.payload, j.attempts, j.max_attempts, j.lease_token, j.trace_id"
             ),
-            skip = skip,
+            fair = super::fair_claim_sql(filter),
         );
         let mut q = sqlx::query_as::<_, super::LeasedJob>(&sql)
             .bind(owner)
@@ -171,7 +168,7 @@ impl super::SqlBackend for PgStore {
             .bind(now + lease_ms)
             .bind(now)
             .bind(batch);
-        for k in skip_kinds {
+        for k in filter.kinds() {
             q = q.bind(k);
         }
         Ok(q.fetch_all(&self.pool).await?)
