@@ -19,6 +19,9 @@ pub struct PgStore {
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
+/// The pool size of [`PgStore::connect`]: one-off commands, tools and tests.
+pub const DEFAULT_POOL: u32 = 16;
+
 impl PgStore {
     /// Connects to `url` (`postgres://USER:PASS@HOST:PORT/DB`) with a pool of up to 16
     /// connections and applies the migrations.
@@ -27,12 +30,20 @@ impl PgStore {
     /// reached within 5 s or refuses the login; when the pool only says it timed out, the
     /// error is the cause one direct connection attempt meets (e.g. connection refused).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_sized(url, DEFAULT_POOL).await
+    }
+
+    /// [`connect`](Self::connect) with a pool of up to `max_connections` (at least 1): a
+    /// serving process sizes it to its lanes and its API reserve
+    /// ([`LaneSettings::pool_size`](crate::config::LaneSettings::pool_size)).
+    pub async fn connect_sized(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let max = max_connections.max(1);
         let opts = PgConnectOptions::from_str(url).map_err(|e| {
             StoreError::BadUrl(format!("bad PostgreSQL URL {}: {e}", super::redact(url)))
         })?;
-        let pool = match Self::pool(opts.clone()).await {
+        let pool = match Self::pool(opts.clone(), max).await {
             Ok(pool) => pool,
-            Err(sqlx::Error::PoolTimedOut) => Self::pool_after_timeout(opts).await?,
+            Err(sqlx::Error::PoolTimedOut) => Self::pool_after_timeout(opts, max).await?,
             Err(e) => return Err(StoreError::Unavailable(e)),
         };
         MIGRATOR.run(&pool).await?;
@@ -42,9 +53,9 @@ impl PgStore {
         })
     }
 
-    async fn pool(opts: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
+    async fn pool(opts: PgConnectOptions, max: u32) -> Result<PgPool, sqlx::Error> {
         PgPoolOptions::new()
-            .max_connections(16)
+            .max_connections(max)
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(opts)
             .await
@@ -53,12 +64,12 @@ impl PgStore {
     /// The pool retries a refused connection until its timeout (the server may be starting)
     /// and then reports only `PoolTimedOut`. One direct attempt names the real cause; if it
     /// succeeds the server has just come up, and the pool gets one more try.
-    async fn pool_after_timeout(opts: PgConnectOptions) -> Result<PgPool, StoreError> {
+    async fn pool_after_timeout(opts: PgConnectOptions, max: u32) -> Result<PgPool, StoreError> {
         use sqlx::{ConnectOptions, Connection};
         match tokio::time::timeout(Duration::from_secs(5), opts.connect()).await {
             Ok(Ok(conn)) => {
                 let _ = conn.close().await;
-                Self::pool(opts).await.map_err(StoreError::Unavailable)
+                Self::pool(opts, max).await.map_err(StoreError::Unavailable)
             }
             Ok(Err(e)) => Err(StoreError::Unavailable(e)),
             Err(_) => Err(StoreError::Unavailable(sqlx::Error::Io(

@@ -9,6 +9,7 @@
 //! evidence, one job at a time as before.
 
 mod handlers;
+pub mod lanes;
 pub mod monitor;
 pub mod purge_keys;
 pub mod relay;
