@@ -687,7 +687,8 @@ pub struct WorkerSettings {
     #[arg(long, env = "CONVERGE_NO_WORKERS")]
     pub no_workers: bool,
 
-    /// Jobs a worker claims at once.
+    /// Jobs a one-off drain claims at once (tests, the drain benchmark); the serving lanes
+    /// claim up to their free slots (--lane-*-slots).
     #[arg(long, env = "CONVERGE_WORKER_BATCH", default_value_t = 16)]
     pub worker_batch: i64,
 
