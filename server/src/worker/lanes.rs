@@ -104,9 +104,11 @@ impl LaneRunner {
             if *stop.borrow() {
                 break;
             }
+            // A stop sender gone (its process state dropped without a shutdown) stops the
+            // lane too, rather than waking it at once for ever.
             let first = tokio::select! {
                 p = self.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-                _ = stop.changed() => continue,
+                changed = stop.changed() => if changed.is_err() { break } else { continue },
             };
             let mut permits = vec![first];
             while let Ok(p) = self.slots.clone().try_acquire_owned() {
@@ -123,7 +125,7 @@ impl LaneRunner {
             if !pause.is_zero() {
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}
-                    _ = stop.changed() => {}
+                    changed = stop.changed() => if changed.is_err() { break },
                 }
             }
         }
