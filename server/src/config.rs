@@ -131,6 +131,10 @@ pub struct Settings {
     #[command(flatten)]
     pub worker: WorkerSettings,
 
+    /// The job lanes: worker slots per lane, the compensation rate, the API's connections.
+    #[command(flatten)]
+    pub lanes: LaneSettings,
+
     /// Stuck thresholds and the gauges' refresh.
     #[command(flatten)]
     pub stuck: StuckSettings,
@@ -206,6 +210,7 @@ impl Settings {
                 authorization_ttl_secs: crate::service::DEFAULT_AUTHORIZATION_TTL_SECS,
             },
             worker: WorkerSettings::for_tests(),
+            lanes: LaneSettings::for_tests(),
             stuck: StuckSettings::for_tests(),
             session: SessionSettings::for_tests(),
             actions: ActionSettings {
@@ -714,7 +719,8 @@ pub struct WorkerSettings {
     #[arg(long, env = "CONVERGE_NO_WORKERS")]
     pub no_workers: bool,
 
-    /// Jobs a worker claims at once.
+    /// Jobs a one-off drain claims at once (tests, the drain benchmark); the serving lanes
+    /// claim up to their free slots (--lane-*-slots).
     #[arg(long, env = "CONVERGE_WORKER_BATCH", default_value_t = 16)]
     pub worker_batch: i64,
 
@@ -778,6 +784,89 @@ impl WorkerSettings {
             retry: self.retry(),
             seed: self.seed,
         }
+    }
+}
+
+/// The job lanes ([`crate::worker::lanes`]; README "Lanes and fairness"): each lane's worker
+/// slots, the compensation lane's rate toward the channel, and the database connections kept
+/// for the API. Connections: each lane holds at most its slots + 2 (one per running job, its
+/// claim, its completion writer), and the PostgreSQL pool is sized to the sum of those plus
+/// `--api-db-connections` ([`Self::pool_size`]), so no lane can take another's connections
+/// or the API's. Defaults fit 2 CPUs.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Lanes")]
+pub struct LaneSettings {
+    /// Worker slots of the forward lane (submit, query, capture, post_ledger): its jobs
+    /// running at once in this process.
+    #[arg(long, env = "CONVERGE_LANE_FORWARD_SLOTS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub lane_forward_slots: u32,
+
+    /// Worker slots of the compensation lane (refund, reverse, void_hold, expire_hold).
+    #[arg(long, env = "CONVERGE_LANE_COMPENSATION_SLOTS", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub lane_compensation_slots: u32,
+
+    /// Worker slots of the delivery lane (webhooks).
+    #[arg(long, env = "CONVERGE_LANE_DELIVERY_SLOTS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub lane_delivery_slots: u32,
+
+    /// Worker slots of the background lane (reconciliation, and any other kind).
+    #[arg(long, env = "CONVERGE_LANE_BACKGROUND_SLOTS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub lane_background_slots: u32,
+
+    /// Compensation jobs (refunds, reversals, voids, expiries) sent toward the channel per
+    /// second at most, oldest first; per process, shared by every connector (0: no limit).
+    #[arg(long, env = "CONVERGE_COMPENSATION_RATE_PER_SEC", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub compensation_rate_per_sec: u32,
+
+    /// PostgreSQL connections kept for the API's requests and the process's other loops
+    /// (relay, gauges, purges), on top of the lanes' (each lane's slots + 2).
+    #[arg(long, env = "CONVERGE_API_DB_CONNECTIONS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub api_db_connections: u32,
+}
+
+impl LaneSettings {
+    /// Small lanes for tests.
+    pub fn for_tests() -> Self {
+        LaneSettings {
+            lane_forward_slots: 4,
+            lane_compensation_slots: 2,
+            lane_delivery_slots: 4,
+            lane_background_slots: 1,
+            compensation_rate_per_sec: 50,
+            api_db_connections: 4,
+        }
+    }
+
+    /// Each lane's configuration, in [`Lane::ALL`](crate::domain::lanes::Lane::ALL) order.
+    pub fn configs(&self) -> Vec<crate::worker::lanes::LaneConfig> {
+        use crate::domain::lanes::Lane;
+        Lane::ALL
+            .into_iter()
+            .map(|lane| {
+                let (slots, rate) = match lane {
+                    Lane::Forward => (self.lane_forward_slots, 0),
+                    Lane::Compensation => {
+                        (self.lane_compensation_slots, self.compensation_rate_per_sec)
+                    }
+                    Lane::Delivery => (self.lane_delivery_slots, 0),
+                    Lane::Background => (self.lane_background_slots, 0),
+                };
+                crate::worker::lanes::LaneConfig {
+                    lane,
+                    slots: slots as usize,
+                    rate_per_sec: f64::from(rate),
+                }
+            })
+            .collect()
+    }
+
+    /// The PostgreSQL pool's size: every lane's slots + 2, plus `--api-db-connections`.
+    pub fn pool_size(&self) -> u32 {
+        self.configs()
+            .iter()
+            .map(|c| c.slots as u32 + 2)
+            .sum::<u32>()
+            + self.api_db_connections
     }
 }
 

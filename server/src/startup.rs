@@ -47,8 +47,18 @@ pub enum StartError {
 
 /// Opens the store for `url`, turning failures into one-line [`StartError`]s.
 pub async fn open_store(url: &str) -> Result<Arc<dyn Store>, StartError> {
+    open_store_sized(url, store::DEFAULT_PG_POOL).await
+}
+
+/// The store of a serving process: [`open_store`] with the PostgreSQL pool sized to its
+/// lanes and API reserve ([`LaneSettings::pool_size`](crate::config::LaneSettings::pool_size)).
+pub async fn open_store_for(settings: &Settings) -> Result<Arc<dyn Store>, StartError> {
+    open_store_sized(&settings.database_url, settings.lanes.pool_size()).await
+}
+
+async fn open_store_sized(url: &str, pg_pool: u32) -> Result<Arc<dyn Store>, StartError> {
     let is_pg = matches!(store::classify(url), Ok(store::Target::Postgres(_)));
-    store::connect(url).await.map_err(|e| match e {
+    store::connect_sized(url, pg_pool).await.map_err(|e| match e {
         StoreError::BadUrl(msg) => StartError::BadDatabaseUrl(msg),
         StoreError::Migrate(m) => StartError::Migration(m.to_string()),
         other if is_pg => StartError::DatabaseUnavailable(format!(
@@ -305,7 +315,7 @@ pub fn records_core(store: Arc<dyn Store>) -> Core {
 /// Builds the core. `public_addr` is where this process's HTTP server listens (already
 /// bound), so the in-process sandbox can send its callbacks there.
 pub async fn build(settings: Settings, public_addr: SocketAddr) -> Result<Running, StartError> {
-    let store = open_store(&settings.database_url).await?;
+    let store = open_store_for(&settings).await?;
     build_with_store(settings, public_addr, store).await
 }
 
@@ -506,8 +516,13 @@ async fn spawn_workers(
 ) -> Result<Vec<JoinHandle<()>>, StartError> {
     let mut workers = Vec::new();
     if !settings.worker.no_workers {
-        workers.push(tokio::spawn(
-            Worker::new(core.clone(), settings.worker.config()).run(stop.clone()),
+        // One claim loop per lane, each with its own slots (issue 37): the lanes share the
+        // worker's lease owner, lease, retry policy and jitter.
+        let worker = Worker::new(core.clone(), settings.worker.config());
+        workers.extend(crate::worker::lanes::spawn_lanes(
+            &worker,
+            &settings.lanes.configs(),
+            stop,
         ));
     }
     if let Some(cfg) = relay {

@@ -130,6 +130,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             metrics::with_local_recorder(&recorder, || {
                 describe_metrics();
                 describe_channel_metrics();
+                describe_lane_metrics();
             });
             let handle = recorder.handle();
             // Fails only if another recorder is already global; the handle still renders
@@ -225,6 +226,41 @@ fn describe_metrics() {
         "converge_jobs_oldest_due_seconds",
         Unit::Seconds,
         "Age of the oldest due job of each kind: how long it has been waiting past its run time (0 when none is due)."
+    );
+}
+
+/// The job lanes' metrics (issue 37, `worker::lanes`): per lane, what the database holds
+/// (due, running, oldest due) and this process's slots, rate limit and claims.
+fn describe_lane_metrics() {
+    use metrics::{Unit, describe_counter, describe_gauge};
+    describe_gauge!(
+        "converge_lane_due_jobs",
+        "Due jobs of each lane (their run time come, or their lease lapsed), from the database."
+    );
+    describe_gauge!(
+        "converge_lane_running_jobs",
+        "Jobs of each lane leased to a worker, their lease still holding, from the database."
+    );
+    describe_gauge!(
+        "converge_lane_oldest_due_seconds",
+        Unit::Seconds,
+        "Age of the oldest due job of each lane past its run time (0 when none is due)."
+    );
+    describe_gauge!(
+        "converge_lane_slots",
+        "Worker slots of each lane in this process (--lane-<lane>-slots)."
+    );
+    describe_gauge!(
+        "converge_lane_slots_in_use",
+        "Worker slots of each lane held by running jobs in this process."
+    );
+    describe_gauge!(
+        "converge_lane_rate_limit_per_second",
+        "Jobs each lane's claim may take per second in this process (0: no limit)."
+    );
+    describe_counter!(
+        "converge_lane_jobs_claimed_total",
+        "Jobs claimed by each lane's claim loop in this process."
     );
 }
 

@@ -180,7 +180,7 @@ pub(super) async fn relay(mut settings: Settings) -> Result<()> {
 /// out-of-the-box install. The database is opened first, so a bad database is reported as
 /// such before any key file is made.
 async fn build(mut settings: Settings, addr: SocketAddr) -> Result<startup::Running> {
-    let store = startup::open_store(&settings.database_url).await?;
+    let store = startup::open_store_for(&settings).await?;
     let mut generated_key = None;
     if settings.audit.audit_signing_key.is_none()
         && let Some((path, generated)) = converge_server::config::default_signing_key(

@@ -14,6 +14,7 @@ pub mod fingerprint;
 pub mod freeze;
 pub mod idempotency;
 pub mod jobs;
+pub mod lanes;
 pub mod ledger;
 pub mod money;
 pub mod netaddr;

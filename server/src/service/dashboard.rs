@@ -25,6 +25,13 @@ impl Core {
     pub async fn dashboard(&self) -> Result<Dashboard, StoreError> {
         dashboard(self, &self.console.stuck).await
     }
+
+    /// Each job lane's load now (due, running, oldest due) with its top 5 merchants by due
+    /// jobs (issue 37, "which merchant holds a lane's backlog"), in lane order: for the
+    /// dashboard's queue panel.
+    pub async fn lane_loads(&self) -> Result<Vec<crate::store::LaneLoad>, StoreError> {
+        self.store.lane_loads(self.clock.now_ms(), 5).await
+    }
 }
 
 /// The dashboard over `core` with `thresholds` ([`Core::dashboard`]).

@@ -77,8 +77,9 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
         merchant_order_id: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// [`Queue::claim_jobs_except`](super::Queue::claim_jobs_except): leases up to `batch` due
-    /// jobs (or lapsed leases) not of `skip_kinds`, never one job to two claimers. The two
+    /// [`Queue::claim_jobs_of`](super::Queue::claim_jobs_of): leases up to `batch` due jobs
+    /// (or lapsed leases) of the kinds `filter` takes, round-robin across merchants
+    /// ([`fair_claim_sql`](super::fair_claim_sql)), never one job to two claimers. The two
     /// dialects differ here (SQLite's one writer; PostgreSQL's `FOR UPDATE SKIP LOCKED`).
     fn claim_due_jobs(
         &self,
@@ -86,7 +87,7 @@ pub(crate) trait SqlBackend: Send + Sync + 'static {
         batch: i64,
         lease_ms: i64,
         now: i64,
-        skip_kinds: &[String],
+        filter: &super::KindFilter,
     ) -> impl Future<Output = Result<Vec<LeasedJob>, StoreError>> + Send;
 
     /// The pool behind [`Console::db_pool`](super::Console::db_pool) (the session store's).

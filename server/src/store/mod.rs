@@ -88,7 +88,7 @@ pub use refunds::Refunds;
 pub use verify::*;
 pub use webhooks::*;
 
-pub use postgres::PgStore;
+pub use postgres::{DEFAULT_POOL as DEFAULT_PG_POOL, PgStore};
 pub use sqlite::SqliteStore;
 
 /// Which database a store talks to.
@@ -290,8 +290,15 @@ fn scheme_prefix(url: &str) -> Option<&str> {
 /// `Unavailable` when the database cannot be reached or the file cannot be created,
 /// `Migrate` when the migrations fail.
 pub async fn connect(url: &str) -> Result<Arc<dyn Store>, StoreError> {
+    connect_sized(url, DEFAULT_PG_POOL).await
+}
+
+/// [`connect`] with a PostgreSQL pool of up to `pg_pool` connections (a serving process's
+/// lanes and API reserve: `LaneSettings::pool_size`). SQLite keeps its one writer and its
+/// readers whatever the size.
+pub async fn connect_sized(url: &str, pg_pool: u32) -> Result<Arc<dyn Store>, StoreError> {
     match classify(url)? {
-        Target::Postgres(url) => Ok(Arc::new(PgStore::connect(url).await?)),
+        Target::Postgres(url) => Ok(Arc::new(PgStore::connect_sized(url, pg_pool).await?)),
         Target::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path).await?)),
     }
 }

@@ -19,6 +19,9 @@ pub struct PgStore {
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
+/// The pool size of [`PgStore::connect`]: one-off commands, tools and tests.
+pub const DEFAULT_POOL: u32 = 16;
+
 impl PgStore {
     /// Connects to `url` (`postgres://USER:PASS@HOST:PORT/DB`) with a pool of up to 16
     /// connections and applies the migrations.
@@ -27,12 +30,20 @@ impl PgStore {
     /// reached within 5 s or refuses the login; when the pool only says it timed out, the
     /// error is the cause one direct connection attempt meets (e.g. connection refused).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_sized(url, DEFAULT_POOL).await
+    }
+
+    /// [`connect`](Self::connect) with a pool of up to `max_connections` (at least 1): a
+    /// serving process sizes it to its lanes and its API reserve
+    /// ([`LaneSettings::pool_size`](crate::config::LaneSettings::pool_size)).
+    pub async fn connect_sized(url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let max = max_connections.max(1);
         let opts = PgConnectOptions::from_str(url).map_err(|e| {
             StoreError::BadUrl(format!("bad PostgreSQL URL {}: {e}", super::redact(url)))
         })?;
-        let pool = match Self::pool(opts.clone()).await {
+        let pool = match Self::pool(opts.clone(), max).await {
             Ok(pool) => pool,
-            Err(sqlx::Error::PoolTimedOut) => Self::pool_after_timeout(opts).await?,
+            Err(sqlx::Error::PoolTimedOut) => Self::pool_after_timeout(opts, max).await?,
             Err(e) => return Err(StoreError::Unavailable(e)),
         };
         MIGRATOR.run(&pool).await?;
@@ -42,9 +53,9 @@ impl PgStore {
         })
     }
 
-    async fn pool(opts: PgConnectOptions) -> Result<PgPool, sqlx::Error> {
+    async fn pool(opts: PgConnectOptions, max: u32) -> Result<PgPool, sqlx::Error> {
         PgPoolOptions::new()
-            .max_connections(16)
+            .max_connections(max)
             .acquire_timeout(Duration::from_secs(5))
             .connect_with(opts)
             .await
@@ -53,12 +64,12 @@ impl PgStore {
     /// The pool retries a refused connection until its timeout (the server may be starting)
     /// and then reports only `PoolTimedOut`. One direct attempt names the real cause; if it
     /// succeeds the server has just come up, and the pool gets one more try.
-    async fn pool_after_timeout(opts: PgConnectOptions) -> Result<PgPool, StoreError> {
+    async fn pool_after_timeout(opts: PgConnectOptions, max: u32) -> Result<PgPool, StoreError> {
         use sqlx::{ConnectOptions, Connection};
         match tokio::time::timeout(Duration::from_secs(5), opts.connect()).await {
             Ok(Ok(conn)) => {
                 let _ = conn.close().await;
-                Self::pool(opts).await.map_err(StoreError::Unavailable)
+                Self::pool(opts, max).await.map_err(StoreError::Unavailable)
             }
             Ok(Err(e)) => Err(StoreError::Unavailable(e)),
             Err(_) => Err(StoreError::Unavailable(sqlx::Error::Io(
@@ -137,25 +148,22 @@ impl super::SqlBackend for PgStore {
         batch: i64,
         lease_ms: i64,
         now: i64,
-        skip_kinds: &[String],
+        filter: &super::KindFilter,
     ) -> Result<Vec<super::LeasedJob>, StoreError> {
-        // Due jobs and lapsed leases are locked by two index scans in (run_at, id) order, each
-        // stopping at the batch, then merged: one scan over `status IN (due, leased)`
-        // cannot come out of the index in that order, so it read and sorted every due job on
-        // each claim (BENCHMARKS.md "Profiles and fixes"). The same jobs are picked.
-        let skip = super::queue_sql::skip_kinds_clause(skip_kinds);
+        // The ranking reads a snapshot; the rows picked are then locked in turn order with
+        // SKIP LOCKED, and each is re-checked on its latest version (READ COMMITTED), so a
+        // job another claimer took meanwhile (leased, its run_at now the lease's expiry) is
+        // passed over, never leased twice. A window function cannot share a query level
+        // with FOR UPDATE, hence the ranking in its own subquery.
         let sql = format!(
             concat!(
-                "WITH lapsed AS (SELECT id, run_at FROM jobs WHERE status = ",
-                converge_wire::job_sql!(Leased),
-                " AND run_at <= $4{skip} \
-             ORDER BY run_at, id LIMIT $5 FOR UPDATE SKIP LOCKED), \
-             due AS (SELECT id, run_at FROM jobs WHERE status = ",
+                "WITH picked AS (SELECT j.id FROM jobs j JOIN ({fair}) f ON f.id = j.id \
+             WHERE j.status IN (",
                 converge_wire::job_sql!(Due),
-                " AND run_at <= $4{skip} \
-             ORDER BY run_at, id LIMIT $5 FOR UPDATE SKIP LOCKED), \
-             picked AS (SELECT id FROM (SELECT id, run_at FROM lapsed UNION ALL SELECT id, run_at FROM due) u \
-             ORDER BY run_at, id LIMIT $5) \
+                ", ",
+                converge_wire::job_sql!(Leased),
+                ") AND j.run_at <= $4 \
+             ORDER BY f.turn, f.run_at, f.id LIMIT $5 FOR UPDATE OF j SKIP LOCKED) \
              UPDATE jobs j SET status = ",
                 converge_wire::job_sql!(Leased),
                 ", lease_owner = $1, lease_token = $2 || '-' || j.id, \
@@ -163,7 +171,7 @@ impl super::SqlBackend for PgStore {
              FROM picked WHERE j.id = picked.id \
              RETURNING j.id, j.kind, j.payment_id, j.refund_id, j.payload, j.attempts, j.max_attempts, j.lease_token, j.trace_id"
             ),
-            skip = skip,
+            fair = super::fair_claim_sql(filter),
         );
         let mut q = sqlx::query_as::<_, super::LeasedJob>(&sql)
             .bind(owner)
@@ -171,7 +179,7 @@ impl super::SqlBackend for PgStore {
             .bind(now + lease_ms)
             .bind(now)
             .bind(batch);
-        for k in skip_kinds {
+        for k in filter.kinds() {
             q = q.bind(k);
         }
         Ok(q.fetch_all(&self.pool).await?)

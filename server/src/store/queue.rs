@@ -7,6 +7,8 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::{NewJob, StoreError};
+use crate::domain::jobs::JobKind;
+use crate::domain::lanes::Lane;
 use crate::domain::state::PaymentStatus;
 use crate::domain::stuck::{AGE_BUCKETS, StuckThresholds};
 
@@ -164,6 +166,205 @@ pub fn complete_jobs_sql(n: usize) -> String {
     )
 }
 
+/// Which job kinds a claim takes (stored names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KindFilter {
+    /// Only these kinds (never empty: a claim with nothing to take is not made).
+    Only(Vec<String>),
+    /// Every kind but these (empty: every kind).
+    Except(Vec<String>),
+}
+
+impl KindFilter {
+    /// What a claim of `lane` takes while the kinds in `paused` are held (the emergency
+    /// switch, issue 17): the lane's kinds that are not paused, or None when that leaves
+    /// nothing. The background lane also takes kinds no lane names
+    /// ([`Lane::takes_unknown_kinds`]), so its filter is "every kind but the other lanes'
+    /// and the paused ones".
+    pub fn for_lane(lane: Lane, paused: &[String]) -> Option<KindFilter> {
+        if lane.takes_unknown_kinds() {
+            let mut skip: Vec<String> = JobKind::ALL
+                .into_iter()
+                .filter(|k| k.lane() != lane)
+                .map(|k| k.as_str().to_owned())
+                .collect();
+            skip.extend(
+                paused
+                    .iter()
+                    .filter(|p| !skip.contains(p))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+            return Some(KindFilter::Except(skip));
+        }
+        let only: Vec<String> = lane
+            .kinds()
+            .into_iter()
+            .map(|k| k.as_str().to_owned())
+            .filter(|k| !paused.contains(k))
+            .collect();
+        (!only.is_empty()).then_some(KindFilter::Only(only))
+    }
+
+    /// The kinds bound after the claim's five parameters.
+    pub fn kinds(&self) -> &[String] {
+        match self {
+            KindFilter::Only(k) | KindFilter::Except(k) => k,
+        }
+    }
+
+    /// The claim's condition on `kind`, its parameters numbered from `$first`: ` AND kind IN
+    /// ($6, ...)` or ` AND kind NOT IN (...)`, empty for "every kind".
+    pub fn clause(&self, first: usize) -> String {
+        let kinds = self.kinds();
+        if kinds.is_empty() {
+            return String::new();
+        }
+        let marks: Vec<String> = (0..kinds.len())
+            .map(|i| format!("${}", i + first))
+            .collect();
+        let op = match self {
+            KindFilter::Only(_) => "IN",
+            KindFilter::Except(_) => "NOT IN",
+        };
+        format!(" AND kind {op} ({})", marks.join(", "))
+    }
+}
+
+/// The jobs a claim may take at `$4` (now): due ones whose time came, and leased ones whose
+/// lease lapsed (a claim sets `run_at` to the lease's expiry), of the kinds of `filter`.
+fn claimable_where(filter: &KindFilter) -> String {
+    format!(
+        concat!(
+            "status IN (",
+            converge_wire::job_sql!(Due),
+            ", ",
+            converge_wire::job_sql!(Leased),
+            ") AND run_at <= $4{}"
+        ),
+        filter.clause(6)
+    )
+}
+
+/// The ids of at most `$5` claimable jobs taken round-robin across merchants (README "Lanes
+/// and fairness"): every claimable job gets its turn within its merchant, 1 for the
+/// merchant's oldest (`run_at`, then id), 2 for the next, ...; jobs are taken by turn, then
+/// age. So a claim of `n` takes the oldest job of up to `n` merchants before any merchant's
+/// second, and a merchant with a backlog of 20,000 delays another's due job by at most one
+/// claim's worth of the other merchants' first turns. Jobs of no merchant (reconciliation)
+/// are one merchant of their own. Columns: `id, turn, run_at`. The cost is a read of every
+/// claimable job of the filter's kinds per claim (the ranking needs them all), served by
+/// the `(status, run_at)` index.
+pub fn fair_claim_sql(filter: &KindFilter) -> String {
+    format!(
+        "SELECT id, turn, run_at FROM (SELECT id, run_at, \
+         ROW_NUMBER() OVER (PARTITION BY merchant_id ORDER BY run_at, id) AS turn \
+         FROM jobs WHERE {}) ranked WHERE turn <= $5",
+        claimable_where(filter)
+    )
+}
+
+/// Per lane: its due jobs (their time came, or their lease lapsed), the jobs running (leased,
+/// the lease not lapsed), and the oldest due job's `run_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LaneLoad {
+    /// The lane.
+    pub lane: Lane,
+    /// Due jobs at the time asked.
+    pub due: i64,
+    /// Jobs leased to a worker, their lease still holding.
+    pub running: i64,
+    /// The oldest due job's `run_at` (epoch ms UTC), if any is due.
+    pub oldest_due_at: Option<i64>,
+    /// The merchants with the most due jobs in the lane, most first (ties by merchant id;
+    /// jobs of no merchant as `None`), at most the number asked.
+    pub top_merchants: Vec<MerchantDue>,
+}
+
+/// A merchant's due jobs in one lane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MerchantDue {
+    /// Merchant id; None for jobs of no payment (reconciliation).
+    pub merchant_id: Option<i64>,
+    /// Due jobs.
+    pub due: i64,
+}
+
+/// Live jobs counted by `(kind, merchant, running)` at `$1` (now): `running` is 1 for a
+/// leased job whose lease holds, 0 for a due one (its time come, or its lease lapsed); jobs
+/// due later are not counted. Columns: `kind, merchant_id, running, count, oldest_run_at`.
+/// [`lane_loads`] folds the rows into lanes.
+pub fn lane_rows_sql() -> &'static str {
+    concat!(
+        "SELECT kind, merchant_id, CASE WHEN status = ",
+        converge_wire::job_sql!(Leased),
+        " AND run_at > $1 THEN 1 ELSE 0 END AS running, \
+         COUNT(*) AS count, MIN(run_at) AS oldest_run_at FROM jobs \
+         WHERE (status = ",
+        converge_wire::job_sql!(Due),
+        " AND run_at <= $1) OR status = ",
+        converge_wire::job_sql!(Leased),
+        " GROUP BY 1, 2, 3"
+    )
+}
+
+/// One row of [`lane_rows_sql`].
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct LaneRow {
+    /// Stored kind name.
+    pub kind: String,
+    /// Merchant, if any.
+    pub merchant_id: Option<i64>,
+    /// 1: running; 0: due.
+    pub running: i32,
+    /// Jobs.
+    pub count: i64,
+    /// Oldest `run_at` of the group, epoch ms UTC.
+    pub oldest_run_at: Option<i64>,
+}
+
+/// Every lane's load from the rows of [`lane_rows_sql`], with at most `top` merchants each,
+/// in [`Lane::ALL`] order; a lane without jobs has zeros. A kind no lane names counts in the
+/// background lane (which runs it).
+pub fn lane_loads(rows: &[LaneRow], top: usize) -> Vec<LaneLoad> {
+    Lane::ALL
+        .into_iter()
+        .map(|lane| {
+            let mine = rows.iter().filter(|r| {
+                JobKind::parse(&r.kind).map_or(Lane::Background, JobKind::lane) == lane
+            });
+            let mut load = LaneLoad {
+                lane,
+                due: 0,
+                running: 0,
+                oldest_due_at: None,
+                top_merchants: Vec::new(),
+            };
+            let mut per_merchant: std::collections::BTreeMap<Option<i64>, i64> = Default::default();
+            for r in mine {
+                if r.running == 1 {
+                    load.running += r.count;
+                    continue;
+                }
+                load.due += r.count;
+                load.oldest_due_at = match (load.oldest_due_at, r.oldest_run_at) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                *per_merchant.entry(r.merchant_id).or_default() += r.count;
+            }
+            let mut merchants: Vec<MerchantDue> = per_merchant
+                .into_iter()
+                .map(|(merchant_id, due)| MerchantDue { merchant_id, due })
+                .collect();
+            merchants.sort_by(|a, b| b.due.cmp(&a.due).then(a.merchant_id.cmp(&b.merchant_id)));
+            merchants.truncate(top);
+            load.top_merchants = merchants;
+            load
+        })
+        .collect()
+}
+
 /// A job claimed with a lease. Results are written only while `lease_token` still holds.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct LeasedJob {
@@ -315,6 +516,22 @@ pub trait Queue: Send + Sync + 'static {
         now: i64,
         skip_kinds: &[String],
     ) -> Result<Vec<LeasedJob>, StoreError>;
+    /// [`claim_jobs`](Self::claim_jobs) of the kinds `filter` takes only ([`KindFilter`];
+    /// a lane's claim is `KindFilter::for_lane`), taken round-robin across merchants
+    /// ([`fair_claim_sql`]): never more than `batch` rows, no job leased to two claimers at
+    /// once, and never a job of a kind the filter leaves out.
+    async fn claim_jobs_of(
+        &self,
+        owner: &str,
+        batch: i64,
+        lease_ms: i64,
+        now: i64,
+        filter: &KindFilter,
+    ) -> Result<Vec<LeasedJob>, StoreError>;
+    /// Each lane's load at `now` ([`LaneLoad`]: due, running, oldest due) with the `top`
+    /// merchants by due jobs in it, in [`Lane::ALL`] order: the `converge_lane_*` gauges and
+    /// the console's queue panel.
+    async fn lane_loads(&self, now: i64, top: usize) -> Result<Vec<LaneLoad>, StoreError>;
     /// Marks a leased job done; false when the lease was lost.
     async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, StoreError>;
     /// Marks each leased job of `leases` (job id, lease token) done in one statement per

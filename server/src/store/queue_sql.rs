@@ -6,16 +6,6 @@
 pub(crate) const LEASED_COLUMNS: &str =
     "id, kind, payment_id, refund_id, payload, attempts, max_attempts, lease_token, trace_id";
 
-/// The claim's extra condition leaving `skip` kinds unleased: ` AND kind NOT IN ($6, ...)`
-/// (the claims bind five parameters before it), empty when nothing is skipped.
-pub(crate) fn skip_kinds_clause(skip: &[String]) -> String {
-    if skip.is_empty() {
-        return String::new();
-    }
-    let marks: Vec<String> = (0..skip.len()).map(|i| format!("${}", i + 6)).collect();
-    format!(" AND kind NOT IN ({})", marks.join(", "))
-}
-
 macro_rules! impl_queue {
     ($store:ty) => {
         const _: () = $crate::store::backend::is_backend::<$store>();
@@ -30,7 +20,34 @@ macro_rules! impl_queue {
                 now: i64,
                 skip_kinds: &[String],
             ) -> Result<Vec<$crate::store::LeasedJob>, $crate::store::StoreError> {
-                self.claim_due_jobs(owner, batch, lease_ms, now, skip_kinds).await
+                let filter = $crate::store::KindFilter::Except(skip_kinds.to_vec());
+                self.claim_due_jobs(owner, batch, lease_ms, now, &filter).await
+            }
+
+            async fn claim_jobs_of(
+                &self,
+                owner: &str,
+                batch: i64,
+                lease_ms: i64,
+                now: i64,
+                filter: &$crate::store::KindFilter,
+            ) -> Result<Vec<$crate::store::LeasedJob>, $crate::store::StoreError> {
+                if batch <= 0 || matches!(filter, $crate::store::KindFilter::Only(k) if k.is_empty()) {
+                    return Ok(Vec::new());
+                }
+                self.claim_due_jobs(owner, batch, lease_ms, now, filter).await
+            }
+
+            async fn lane_loads(
+                &self,
+                now: i64,
+                top: usize,
+            ) -> Result<Vec<$crate::store::LaneLoad>, $crate::store::StoreError> {
+                let rows = sqlx::query_as::<_, $crate::store::LaneRow>($crate::store::lane_rows_sql())
+                    .bind(now)
+                    .fetch_all(self.reader())
+                    .await?;
+                Ok($crate::store::lane_loads(&rows, top))
             }
 
             async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, $crate::store::StoreError> {

@@ -201,8 +201,10 @@ impl super::SqlBackend for SqliteStore {
         batch: i64,
         lease_ms: i64,
         now: i64,
-        skip_kinds: &[String],
+        filter: &super::KindFilter,
     ) -> Result<Vec<super::LeasedJob>, StoreError> {
+        // One writer: the ranking and the update run in one write transaction, so no other
+        // claimer sees the jobs between them.
         let mut tx = self.begin_write().await?;
         let sql = format!(
             concat!(
@@ -210,14 +212,9 @@ impl super::SqlBackend for SqliteStore {
                 converge_wire::job_sql!(Leased),
                 ", lease_owner = $1, lease_token = $2 || '-' || id, \
              lease_expires_at = $3, run_at = $3, attempts = attempts + 1, updated_at = $4 \
-             WHERE id IN (SELECT id FROM jobs WHERE status IN (",
-                converge_wire::job_sql!(Due),
-                ", ",
-                converge_wire::job_sql!(Leased),
-                ") AND run_at <= $4{} \
-             ORDER BY run_at, id LIMIT $5) RETURNING {}"
+             WHERE id IN (SELECT id FROM ({}) f ORDER BY turn, run_at, id LIMIT $5) RETURNING {}"
             ),
-            super::queue_sql::skip_kinds_clause(skip_kinds),
+            super::fair_claim_sql(filter),
             super::queue_sql::LEASED_COLUMNS
         );
         let mut q = sqlx::query_as::<_, super::LeasedJob>(&sql)
@@ -226,7 +223,7 @@ impl super::SqlBackend for SqliteStore {
             .bind(now + lease_ms)
             .bind(now)
             .bind(batch);
-        for k in skip_kinds {
+        for k in filter.kinds() {
             q = q.bind(k);
         }
         let jobs = q.fetch_all(&mut *tx).await?;

@@ -7,8 +7,13 @@
 //! BENCHMARKS.md "Compensation queue drain"). Failures retry with exponential backoff and
 //! full jitter up to the job's maximum attempts, then go to the error pool with their
 //! evidence, one job at a time as before.
+//!
+//! A serving process runs its jobs in lanes ([`lanes`]): one claim loop per lane with its own
+//! worker slots, where a slow job holds one slot and never the lane. [`Worker::drain_once`]
+//! (a batch of any kind, run to its end) is kept for tests, tools and the drain benchmark.
 
 mod handlers;
+pub mod lanes;
 pub mod monitor;
 pub mod purge_keys;
 pub mod relay;
@@ -125,7 +130,9 @@ impl Worker {
         })
     }
 
-    /// Claims and runs batches until `stop` turns true; sleeps `poll` when nothing is due.
+    /// Claims and runs batches of any kind until `stop` turns true; sleeps `poll` when nothing
+    /// is due. Each batch waits for its slowest job: serving processes run lanes instead
+    /// ([`lanes::spawn_lanes`]).
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         loop {
             if *stop.borrow() {

@@ -1,5 +1,5 @@
 //! Refreshes the `/metrics` gauges for stuck payments (by state and age bucket), the queue
-//! (by kind and status), open error-pool items (by kind) and whether the database answers, so
+//! (by kind and status, and by lane: due, running, oldest due), open error-pool items (by kind) and whether the database answers, so
 //! Prometheus sees what the console shows (and `deploy/prometheus/alerts.yml` can alert on it).
 
 use std::time::Duration;
@@ -87,6 +87,14 @@ pub async fn refresh(
                     .set(age as f64 / 1000.0);
             }
         }
+    }
+    // Per lane (issue 37): every lane is set each time, zero when it has no jobs.
+    for load in core.store.lane_loads(now, 0).await? {
+        let lane = load.lane.as_str();
+        metrics::gauge!("converge_lane_due_jobs", "lane" => lane).set(load.due as f64);
+        metrics::gauge!("converge_lane_running_jobs", "lane" => lane).set(load.running as f64);
+        metrics::gauge!("converge_lane_oldest_due_seconds", "lane" => lane)
+            .set(load.oldest_due_at.map_or(0, |t| (now - t).max(0)) as f64 / 1000.0);
     }
     // Items are never deleted, so every kind that ever had one is in the answer: a kind whose
     // items are all resolved is set to 0, not left at its last count.

@@ -2403,3 +2403,255 @@ store_conformance!(
         assert_eq!(ids(Some("UNKNOWN")).await, ["pay_old"]);
     }
 );
+
+// --- lanes and fairness (issue 37) ---------------------------------------------------------
+
+/// Completes every job due by `at` (what creating payments queued), so a test counts only
+/// its own jobs.
+async fn finish_jobs_due_by(store: &Arc<dyn Store>, at: i64) {
+    for j in store.claim_jobs("setup", 1_000, 60_000, at).await.unwrap() {
+        assert!(store.complete_job(j.id, &j.lease_token, at).await.unwrap());
+    }
+}
+
+/// A job of `kind` for payment `pid` (None: no payment) due at `run_at`.
+fn lane_job(
+    kind: converge_server::store::JobKind,
+    pid: Option<&str>,
+    run_at: i64,
+) -> converge_server::store::NewJob {
+    converge_server::store::NewJob {
+        kind,
+        payment_id: pid.map(str::to_string),
+        refund_id: None,
+        run_at,
+        max_attempts: 5,
+    }
+}
+
+store_conformance!(
+    a_lanes_claim_takes_one_due_job_per_merchant_before_any_merchants_second,
+    |store| {
+        use converge_server::domain::lanes::Lane;
+        use converge_server::store::{JobKind, KindFilter};
+        let (_, a) = acme_payment(&store).await;
+        let mb = merchant(&store, "bravo").await;
+        let CreatePayment::Created(b) = store
+            .create_payment(&new_payment(mb, "b-1", 700))
+            .await
+            .unwrap()
+        else {
+            panic!("a new order is created");
+        };
+        finish_jobs_due_by(&store, NOW + 1_000).await;
+        // Merchant A's backlog of 200 due queries, all older than B's one.
+        for i in 0..200 {
+            store
+                .enqueue_job(
+                    &lane_job(JobKind::Query, Some(&a.id), NOW + 2_000 + i),
+                    "",
+                    NOW,
+                )
+                .await
+                .unwrap();
+        }
+        let b_job = store
+            .enqueue_job(&lane_job(JobKind::Query, Some(&b.id), NOW + 5_000), "", NOW)
+            .await
+            .unwrap();
+        let filter = KindFilter::for_lane(Lane::Forward, &[]).unwrap();
+        let first = store
+            .claim_jobs_of("w", 2, 60_000, NOW + 10_000, &filter)
+            .await
+            .unwrap();
+        assert_eq!(first.len(), 2);
+        assert!(
+            first.iter().any(|j| j.id == b_job),
+            "B's one due job is in the first claim of 2: {first:?}"
+        );
+        assert!(
+            first
+                .iter()
+                .any(|j| j.payment_id.as_deref() == Some(a.id.as_str())),
+            "and A's oldest beside it"
+        );
+        // The rest of A's backlog still drains, oldest first, no job twice.
+        let rest = store
+            .claim_jobs_of("w", 500, 60_000, NOW + 10_000, &filter)
+            .await
+            .unwrap();
+        assert_eq!(rest.len(), 199);
+        assert!(rest.iter().all(|j| !first.iter().any(|f| f.id == j.id)));
+    }
+);
+
+store_conformance!(a_lanes_claim_never_returns_another_lanes_kinds, |store| {
+    use converge_server::domain::lanes::Lane;
+    use converge_server::store::{JobKind, KindFilter};
+    let (_, p) = acme_payment(&store).await;
+    finish_jobs_due_by(&store, NOW + 1_000).await;
+    for kind in JobKind::ALL {
+        for i in 0..3 {
+            let pid = (kind != JobKind::Reconcile).then_some(p.id.as_str());
+            store
+                .enqueue_job(&lane_job(kind, pid, NOW + 2_000 + i), "2026-11-30", NOW)
+                .await
+                .unwrap();
+        }
+    }
+    let at = NOW + 10_000;
+    let mut claimed = 0;
+    for lane in Lane::ALL {
+        let filter = KindFilter::for_lane(lane, &[]).unwrap();
+        let jobs = store
+            .claim_jobs_of("w", 100, 60_000, at, &filter)
+            .await
+            .unwrap();
+        let want: Vec<&str> = lane.kinds().iter().map(|k| k.as_str()).collect();
+        assert_eq!(jobs.len(), 3 * want.len(), "{lane:?}: {jobs:?}");
+        for j in &jobs {
+            assert!(
+                want.contains(&j.kind.as_str()),
+                "{lane:?} claimed a {} job",
+                j.kind
+            );
+        }
+        claimed += jobs.len();
+    }
+    assert_eq!(
+        claimed,
+        3 * JobKind::ALL.len(),
+        "every job in exactly one lane"
+    );
+    // A paused kind is left out of its lane's claim; a lane whose kinds are all paused
+    // claims nothing.
+    assert_eq!(
+        KindFilter::for_lane(Lane::Delivery, &["webhook".to_string()]),
+        None
+    );
+    let only = KindFilter::for_lane(Lane::Compensation, &["refund".to_string()]).unwrap();
+    assert!(!only.kinds().contains(&"refund".to_string()));
+});
+
+store_conformance!(
+    lane_loads_count_due_and_running_jobs_per_lane_with_the_top_merchants,
+    |store| {
+        use converge_server::domain::lanes::Lane;
+        use converge_server::store::{JobKind, KindFilter, MerchantDue};
+        let (ma, a) = acme_payment(&store).await;
+        let mb = merchant(&store, "bravo").await;
+        let CreatePayment::Created(b) = store
+            .create_payment(&new_payment(mb, "b-1", 700))
+            .await
+            .unwrap()
+        else {
+            panic!("a new order is created");
+        };
+        finish_jobs_due_by(&store, NOW + 1_000).await;
+        let at = NOW + 10_000;
+        for i in 0..3 {
+            store
+                .enqueue_job(
+                    &lane_job(JobKind::Refund, Some(&a.id), NOW + 2_000 + i),
+                    "",
+                    NOW,
+                )
+                .await
+                .unwrap();
+        }
+        store
+            .enqueue_job(
+                &lane_job(JobKind::Refund, Some(&b.id), NOW + 3_000),
+                "",
+                NOW,
+            )
+            .await
+            .unwrap();
+        // Due later: not counted.
+        store
+            .enqueue_job(
+                &lane_job(JobKind::Refund, Some(&b.id), at + 60_000),
+                "",
+                NOW,
+            )
+            .await
+            .unwrap();
+        store
+            .enqueue_job(
+                &lane_job(JobKind::Reconcile, None, NOW + 4_000),
+                "2026-11-30",
+                NOW,
+            )
+            .await
+            .unwrap();
+        store
+            .enqueue_job(
+                &lane_job(JobKind::Webhook, Some(&b.id), NOW + 2_500),
+                "1",
+                NOW,
+            )
+            .await
+            .unwrap();
+        // One webhook running (its lease holds at `at`).
+        let running = store
+            .claim_jobs_of(
+                "w",
+                1,
+                60_000,
+                NOW + 5_000,
+                &KindFilter::for_lane(Lane::Delivery, &[]).unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(running.len(), 1);
+        let loads = store.lane_loads(at, 5).await.unwrap();
+        assert_eq!(
+            loads.iter().map(|l| l.lane).collect::<Vec<_>>(),
+            Lane::ALL.to_vec()
+        );
+        let lane = |l: Lane| loads.iter().find(|x| x.lane == l).unwrap().clone();
+        let comp = lane(Lane::Compensation);
+        assert_eq!(
+            (comp.due, comp.running, comp.oldest_due_at),
+            (4, 0, Some(NOW + 2_000))
+        );
+        assert_eq!(
+            comp.top_merchants,
+            vec![
+                MerchantDue {
+                    merchant_id: Some(ma),
+                    due: 3
+                },
+                MerchantDue {
+                    merchant_id: Some(mb),
+                    due: 1
+                }
+            ]
+        );
+        let delivery = lane(Lane::Delivery);
+        assert_eq!(
+            (delivery.due, delivery.running, delivery.oldest_due_at),
+            (0, 1, None)
+        );
+        let background = lane(Lane::Background);
+        assert_eq!(
+            (background.due, background.oldest_due_at),
+            (1, Some(NOW + 4_000))
+        );
+        assert_eq!(
+            background.top_merchants,
+            vec![MerchantDue {
+                merchant_id: None,
+                due: 1
+            }]
+        );
+        let forward = lane(Lane::Forward);
+        assert_eq!(
+            (forward.due, forward.running, forward.top_merchants.len()),
+            (0, 0, 0)
+        );
+        // At most `top` merchants.
+        let one = store.lane_loads(at, 1).await.unwrap();
+        assert_eq!(one[1].top_merchants.len(), 1);
+    }
+);

@@ -24,6 +24,7 @@ mod event_stream;
 mod hold_actions;
 mod holds;
 mod idempotency;
+mod lanes;
 mod live;
 mod lookup;
 mod merchant_keys;

@@ -1,0 +1,266 @@
+//! The job queue's bulkheads (issue 37; DESIGN.md "Connectors and lanes"; README "Lanes and
+//! fairness"): one claim loop per [`Lane`], each with its own worker slots.
+//!
+//! A lane has `slots` worker slots (a semaphore). Its loop waits for a free slot, then claims
+//! at most as many due jobs of its lane's kinds as it has free slots (the claim is fair across
+//! merchants: [`fair_claim_sql`](crate::store::fair_claim_sql)) and spawns each job holding
+//! one slot. A slot is given back when its job's result is written, so a slow job holds one
+//! slot and never the lane: the loop goes on claiming for the free ones.
+//!
+//! Database connections: a job's task makes its store calls one at a time (no handler keeps
+//! a transaction open across another call), so a lane holds at most `slots + 2` connections
+//! at once: one per running job, one for its claim, one for its completion writer. The
+//! PostgreSQL pool is sized to the sum of that over the lanes plus `--api-db-connections`
+//! ([`LaneSettings::pool_size`](crate::config::LaneSettings::pool_size)), so however stuck a
+//! lane is (every slot waiting on a hanging channel, or a database call that does not
+//! return), it can neither take another lane's connections nor the reserve of the API's
+//! requests and the process's other loops. SQLite writes through its one writer connection
+//! whatever the lanes; there a lane's slots bound its jobs, and the WAL readers are shared.
+//!
+//! The compensation lane's claim also takes no more jobs than its [`TokenBucket`] allows
+//! (`--compensation-rate-per-sec`): refunds, reversals, voids and expiries reach the channel at
+//! most at that rate, oldest first within the fairness rule. The bucket is per process and
+//! shared by every connector: N serving processes drain at up to N times the rate.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+
+use super::{Outcome, Worker};
+use crate::domain::lanes::{Lane, TokenBucket};
+use crate::store::{COMPLETE_JOBS_CHUNK, KindFilter, LeasedJob, StoreError};
+
+/// How one lane runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LaneConfig {
+    /// The lane.
+    pub lane: Lane,
+    /// Worker slots: jobs of the lane running at once in this process (at least 1).
+    pub slots: usize,
+    /// Jobs claimed a second at most (a token bucket whose burst is one second's worth);
+    /// 0: no limit.
+    pub rate_per_sec: f64,
+}
+
+/// A worker slot taken by one job: given back (and the in-use gauge lowered) when dropped.
+pub struct Slot {
+    _permit: OwnedSemaphorePermit,
+    in_use: Arc<AtomicUsize>,
+    lane: Lane,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let n = self.in_use.fetch_sub(1, Ordering::SeqCst).saturating_sub(1);
+        metrics::gauge!("converge_lane_slots_in_use", "lane" => self.lane.as_str()).set(n as f64);
+    }
+}
+
+/// One lane's claim loop and its slots.
+pub struct LaneRunner {
+    worker: Arc<Worker>,
+    cfg: LaneConfig,
+    slots: Arc<Semaphore>,
+    in_use: Arc<AtomicUsize>,
+    bucket: Mutex<TokenBucket>,
+}
+
+impl LaneRunner {
+    /// A runner of `cfg.lane` whose jobs `worker` runs (its owner name, lease, retry policy
+    /// and poll interval are the lane's).
+    pub fn new(worker: Arc<Worker>, cfg: LaneConfig) -> Arc<Self> {
+        let slots = cfg.slots.max(1);
+        metrics::gauge!("converge_lane_slots", "lane" => cfg.lane.as_str()).set(slots as f64);
+        metrics::gauge!("converge_lane_slots_in_use", "lane" => cfg.lane.as_str()).set(0.0);
+        metrics::gauge!("converge_lane_rate_limit_per_second", "lane" => cfg.lane.as_str())
+            .set(cfg.rate_per_sec.max(0.0));
+        Arc::new(LaneRunner {
+            worker,
+            cfg: LaneConfig { slots, ..cfg },
+            slots: Arc::new(Semaphore::new(slots)),
+            in_use: Arc::new(AtomicUsize::new(0)),
+            bucket: Mutex::new(TokenBucket::new(cfg.rate_per_sec, cfg.rate_per_sec)),
+        })
+    }
+
+    /// The lane.
+    pub fn lane(&self) -> Lane {
+        self.cfg.lane
+    }
+
+    /// Slots held by running jobs now.
+    pub fn slots_in_use(&self) -> usize {
+        self.in_use.load(Ordering::SeqCst)
+    }
+
+    /// Claims and runs the lane's jobs until `stop` turns true, then waits for the jobs
+    /// running to finish and their results to be written.
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(self.clone().write_completions(done_rx));
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            // A stop sender gone (its process state dropped without a shutdown) stops the
+            // lane too, rather than waking it at once for ever.
+            let first = tokio::select! {
+                p = self.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                changed = stop.changed() => if changed.is_err() { break } else { continue },
+            };
+            let mut permits = vec![first];
+            while let Ok(p) = self.slots.clone().try_acquire_owned() {
+                permits.push(p);
+            }
+            let pause = match self.claim_with(permits, &done_tx).await {
+                Ok(0) => self.idle_wait(),
+                Ok(_) => Duration::ZERO,
+                Err(e) => {
+                    tracing::warn!(lane = self.cfg.lane.as_str(), error = %e, "claiming jobs failed; retrying after the poll interval");
+                    self.worker.cfg.poll
+                }
+            };
+            if !pause.is_zero() {
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    changed = stop.changed() => if changed.is_err() { break },
+                }
+            }
+        }
+        // Every slot back means every job's task has ended (its result written or sent).
+        let all = u32::try_from(self.cfg.slots).unwrap_or(u32::MAX);
+        let _ = self.slots.acquire_many(all).await;
+        drop(done_tx);
+        let _ = writer.await;
+    }
+
+    /// How long an idle loop sleeps: the poll interval, or less when the bucket is all that
+    /// held the claim back and a token comes sooner.
+    fn idle_wait(&self) -> Duration {
+        let now = self.worker.core.clock.now_ms();
+        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        let wait = bucket.wait_ms(now);
+        if wait > 0 {
+            Duration::from_millis(wait).min(self.worker.cfg.poll)
+        } else {
+            self.worker.cfg.poll
+        }
+    }
+
+    /// One claim for the slots in `permits` (taken by the caller): at most that many due jobs
+    /// of the lane (fewer when the bucket allows fewer), each spawned holding one slot; the
+    /// slots not used are given back. Done jobs go to `done` to be completed together. Returns
+    /// how many jobs were claimed.
+    async fn claim_with(
+        self: &Arc<Self>,
+        mut permits: Vec<OwnedSemaphorePermit>,
+        done: &mpsc::UnboundedSender<(LeasedJob, Slot)>,
+    ) -> Result<usize, StoreError> {
+        let core = &self.worker.core;
+        let paused = core.active_pauses().await.unleased_kinds();
+        let Some(filter) = KindFilter::for_lane(self.cfg.lane, &paused) else {
+            return Ok(0);
+        };
+        let now = core.clock.now_ms();
+        let allowed = self.take_tokens(permits.len(), now);
+        if allowed == 0 {
+            return Ok(0);
+        }
+        let claimed = core
+            .store
+            .claim_jobs_of(
+                &self.worker.cfg.owner,
+                allowed as i64,
+                self.worker.cfg.lease_ms,
+                now,
+                &filter,
+            )
+            .await;
+        let jobs = match claimed {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                self.give_back_tokens(allowed);
+                return Err(e);
+            }
+        };
+        self.give_back_tokens(allowed.saturating_sub(jobs.len()));
+        let n = jobs.len();
+        metrics::counter!("converge_jobs_claimed_total").increment(n as u64);
+        metrics::counter!("converge_lane_jobs_claimed_total", "lane" => self.cfg.lane.as_str())
+            .increment(n as u64);
+        for job in jobs {
+            let Some(permit) = permits.pop() else { break };
+            let slot = self.slot(permit);
+            let me = self.clone();
+            let done = done.clone();
+            tokio::spawn(async move {
+                match me.worker.clone().process(job).await {
+                    Outcome::Written(..) => drop(slot),
+                    // The completion writer gives the slot back once the result is written;
+                    // if it is gone (shutting down), dropping the message gives it back.
+                    Outcome::Done(job) => {
+                        let _ = done.send((job, slot));
+                    }
+                }
+            });
+        }
+        Ok(n)
+    }
+
+    fn slot(&self, permit: OwnedSemaphorePermit) -> Slot {
+        let n = self.in_use.fetch_add(1, Ordering::SeqCst) + 1;
+        metrics::gauge!("converge_lane_slots_in_use", "lane" => self.cfg.lane.as_str())
+            .set(n as f64);
+        Slot {
+            _permit: permit,
+            in_use: self.in_use.clone(),
+            lane: self.cfg.lane,
+        }
+    }
+
+    fn take_tokens(&self, want: usize, now: i64) -> usize {
+        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        bucket.take(want, now)
+    }
+
+    fn give_back_tokens(&self, n: usize) {
+        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
+        bucket.give_back(n);
+    }
+
+    /// Completes the done jobs sent on `rx`: whatever has arrived by the time one is received
+    /// is written in one store call (each under its own lease token: `Worker::complete`),
+    /// and their slots are given back after the write.
+    async fn write_completions(
+        self: Arc<Self>,
+        mut rx: mpsc::UnboundedReceiver<(LeasedJob, Slot)>,
+    ) {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < COMPLETE_JOBS_CHUNK {
+                match rx.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+            let (jobs, slots): (Vec<LeasedJob>, Vec<Slot>) = batch.into_iter().unzip();
+            let mut results = Vec::with_capacity(jobs.len());
+            self.worker.complete(jobs, &mut results).await;
+            drop(slots);
+        }
+    }
+}
+
+/// Starts one runner per lane over `worker` with `configs`, each stopping on `stop`.
+pub fn spawn_lanes(
+    worker: &Arc<Worker>,
+    configs: &[LaneConfig],
+    stop: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    configs
+        .iter()
+        .map(|cfg| tokio::spawn(LaneRunner::new(worker.clone(), *cfg).run(stop.clone())))
+        .collect()
+}
