@@ -1543,7 +1543,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 82, "every setting is a flag");
+        assert_eq!(seen, 88, "every setting is a flag");
     }
 
     #[test]
