@@ -201,6 +201,9 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   # of its own, whose sign-ins no other test spends.
   export E2E_POOL_OPERATOR_USER=e2e-pool-operator E2E_POOL_OPERATOR_PASSWORD=e2e-pool-operator-password-1
   echo "$E2E_POOL_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_POOL_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
+  # The dashboard's lanes (queues.spec.ts, issue 37): a viewer of its own.
+  export E2E_LANES_USER=e2e-lanes E2E_LANES_PASSWORD=e2e-lanes-password-1
+  echo "$E2E_LANES_PASSWORD" | e2e_cli user add "$E2E_LANES_USER" --role viewer --password-stdin >/dev/null
   export E2E_SEARCH_USER=e2e-search E2E_SEARCH_PASSWORD=e2e-search-password-1
   echo "$E2E_SEARCH_PASSWORD" | e2e_cli user add "$E2E_SEARCH_USER" --role viewer --password-stdin >/dev/null
   export E2E_INCIDENT_OPERATOR_USER=e2e-incident-operator E2E_INCIDENT_OPERATOR_PASSWORD=e2e-incident-operator-password-1

@@ -6,7 +6,7 @@
 // digits 54, merchant frozen) and conflicting channel callbacks (digits 55: a stale failure
 // after the success). Everything this spec opens it resolves again.
 import { APIRequestContext, expect, Page, test } from "@playwright/test";
-import { createPayment, env, hydrated, open, pageErrors, signIn, suspendedPayment, unique } from "./support";
+import { createPayment, env, hydrated, open, pageErrors, signIn, signInAs, suspendedPayment, unique } from "./support";
 
 type Item = { id: number; kind: string; payment_id: string | null; occurrences: number; status: string };
 
@@ -197,4 +197,20 @@ test("the error pool pages through a kind 25 items at a time", async ({ page, re
   } finally {
     await resolveAll(page.request, items, "queues spec: clean-up");
   }
+});
+
+test("the dashboard's queue panel shows each lane with its backlog", async ({ page }) => {
+  const errors = pageErrors(page);
+  await signInAs(page, "E2E_LANES");
+  const lanes = page.getByTestId("lanes-table");
+  await expect(lanes).toBeVisible();
+  for (const lane of ["forward", "compensation", "delivery", "background"]) {
+    const row = page.getByTestId(`lane-${lane}`);
+    await expect(row.getByRole("rowheader")).toHaveText(lane);
+    // Due and running are counts; the backlog names merchants or says there is none.
+    await expect(row.locator("td").nth(0)).toHaveText(/^\d+$/);
+    await expect(row.locator("td").nth(1)).toHaveText(/^\d+$/);
+  }
+  await expect(lanes.getByRole("columnheader", { name: "Backlog by merchant (top 5)" })).toBeVisible();
+  expect(errors).toEqual([]);
 });

@@ -209,6 +209,27 @@ pub struct QueueView {
     /// Jobs finished in the last 5 minutes: the current minute (UTC) and the four before it,
     /// as the Idempotency-Key outcome windows.
     pub done_last_5m: i64,
+    /// Per lane (issue 37): forward, compensation, delivery, background.
+    #[serde(default)]
+    pub lanes: Vec<LaneRow>,
+}
+
+/// One lane's backlog (issue 37, "Console and metrics"): what is due and running in the
+/// database across every process, and who holds the backlog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct LaneRow {
+    /// `forward`, `compensation`, `delivery` or `background`.
+    pub lane: String,
+    /// Due jobs now.
+    pub due: i64,
+    /// Jobs leased to a worker, their lease holding.
+    pub running: i64,
+    /// The oldest due job's due time, epoch ms UTC (None when nothing is due).
+    pub oldest_due_at: Option<i64>,
+    /// The merchants with the most due jobs in the lane, most first, at most 5: (merchant
+    /// name, or "(none)" for jobs of no merchant; due jobs).
+    pub top: Vec<(String, i64)>,
 }
 
 /// The error pool.

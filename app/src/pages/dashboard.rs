@@ -216,7 +216,7 @@ fn DashboardBody(d: Dashboard) -> impl IntoView {
         <div class="grid">
             <StuckPanel stuck=d.stuck now/>
             <IdempotencyPanel idem=d.idempotency now/>
-            <QueuePanel queue=d.queue/>
+            <QueuePanel queue=d.queue now/>
             <PoolPanel pool=d.error_pool now/>
             <HoldsPanel holds=d.holds now/>
         </div>
@@ -629,7 +629,7 @@ fn HoldsPanel(holds: converge_wire::dashboard::HoldsExpiring, now: i64) -> impl 
 }
 
 #[component]
-fn QueuePanel(queue: QueueView) -> impl IntoView {
+fn QueuePanel(queue: QueueView, now: i64) -> impl IntoView {
     view! {
         <Panel id="queue" title="Compensation queue">
             <p class="muted">
@@ -665,7 +665,46 @@ fn QueuePanel(queue: QueueView) -> impl IntoView {
                     })
                     .collect_view()}
             </DataTable>
+            <LanesTable lanes=queue.lanes now=now/>
         </Panel>
+    }
+}
+
+/// The lanes (issue 37): each lane's due and running jobs, its oldest due job, and the
+/// merchants who hold its backlog (top 5 by due jobs).
+#[component]
+fn LanesTable(lanes: Vec<converge_wire::dashboard::LaneRow>, now: i64) -> impl IntoView {
+    view! {
+        <DataTable
+            columns=&["Lane", "Due", "Running", "Oldest due", "Backlog by merchant (top 5)"]
+            numeric=&["Due", "Running", "Oldest due"]
+            testid="lanes-table"
+            empty=lanes.is_empty().then_some("No lanes.")
+        >
+            {lanes
+                .into_iter()
+                .map(|l| {
+                    let top = if l.top.is_empty() {
+                        "—".to_string()
+                    } else {
+                        l.top.iter().map(|(m, n)| format!("{m} {n}")).collect::<Vec<_>>().join(", ")
+                    };
+                    let oldest = l
+                        .oldest_due_at
+                        .map_or_else(|| "—".to_string(), |t| format::age((now - t).max(0)));
+                    let testid = format!("lane-{}", l.lane);
+                    view! {
+                        <tr data-testid=testid>
+                            <th scope="row" class="mono">{l.lane}</th>
+                            <td class=if l.due == 0 { "num zero" } else { "num" }>{l.due}</td>
+                            <td class=if l.running == 0 { "num zero" } else { "num" }>{l.running}</td>
+                            <td class="num">{oldest}</td>
+                            <td class="small">{top}</td>
+                        </tr>
+                    }
+                })
+                .collect_view()}
+        </DataTable>
     }
 }
 

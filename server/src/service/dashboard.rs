@@ -63,6 +63,7 @@ async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboar
         relay,
         (attempts, failures),
         holds,
+        lanes,
     ) = tokio::try_join!(
         store.stuck_counts(&cutoffs, now),
         store.stuck_payments(&cutoffs, 10),
@@ -89,6 +90,7 @@ async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboar
             )
         },
         store.holds_expiring(now + HOLDS_WINDOW_MS),
+        store.lane_loads(now, 5),
     )?;
     let stuck = StuckView {
         thresholds: thresholds
@@ -110,6 +112,7 @@ async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboar
     let queue = QueueView {
         kinds: queue_rows(queue_stats, now),
         done_last_5m,
+        lanes: lane_rows(core, lanes).await?,
     };
     Ok(Dashboard {
         generated_at: now,
@@ -126,6 +129,37 @@ async fn dashboard(core: &Core, thresholds: &StuckThresholds) -> Result<Dashboar
         channels: channel_health(attempts, failures, &thresholds.channel, now),
         holds: HoldsExpiring::of(now + HOLDS_WINDOW_MS, holds),
     })
+}
+
+/// The lanes as the dashboard shows them, each top merchant by its name (a handful of
+/// lookups: at most 5 per lane).
+async fn lane_rows(
+    core: &Core,
+    lanes: Vec<crate::store::LaneLoad>,
+) -> Result<Vec<converge_wire::dashboard::LaneRow>, StoreError> {
+    let mut rows = Vec::with_capacity(lanes.len());
+    for l in lanes {
+        let mut top = Vec::with_capacity(l.top_merchants.len());
+        for m in l.top_merchants {
+            let name = match m.merchant_id {
+                Some(id) => core
+                    .store
+                    .merchant(id)
+                    .await?
+                    .map_or_else(|| format!("#{id}"), |m| m.name),
+                None => "(none)".to_string(),
+            };
+            top.push((name, m.due));
+        }
+        rows.push(converge_wire::dashboard::LaneRow {
+            lane: l.lane.as_str().to_string(),
+            due: l.due,
+            running: l.running,
+            oldest_due_at: l.oldest_due_at,
+            top,
+        });
+    }
+    Ok(rows)
 }
 
 /// How far ahead the dashboard's "Holds expiring" panel looks: 24 hours (issue 34).

@@ -493,3 +493,33 @@ on_both_backends!(
         }
     }
 );
+
+on_both_backends!(
+    the_dashboard_shows_each_lanes_backlog_and_the_merchant_who_holds_it,
+    |app| {
+        use converge_server::store::{JobKind, NewJob};
+        let p = app.pay("k-lane", "o-lane", 1000).await;
+        let pid = p["id"].as_str().expect("id").to_string();
+        let now = chrono::Utc::now().timestamp_millis();
+        for _ in 0..3 {
+            let job = NewJob {
+                kind: JobKind::Refund,
+                payment_id: Some(pid.clone()),
+                refund_id: None,
+                run_at: now - 60_000,
+                max_attempts: 5,
+            };
+            app.store.enqueue_job(&job, "", now).await.unwrap();
+        }
+        let c = viewer(&app).await;
+        let (s, d) = ops_get(&c, &app, "/ops/v1/dashboard").await;
+        assert_eq!(s, 200, "{d}");
+        let lanes = d["queue"]["lanes"].as_array().expect("lanes");
+        let names: Vec<_> = lanes.iter().map(|l| l["lane"].as_str().unwrap()).collect();
+        assert_eq!(names, ["forward", "compensation", "delivery", "background"]);
+        let comp = &lanes[1];
+        assert_eq!(comp["due"], 3, "{comp}");
+        assert_eq!(comp["top"], serde_json::json!([["acme", 3]]), "{comp}");
+        assert!(comp["oldest_due_at"].as_i64().unwrap() <= now - 60_000);
+    }
+);
