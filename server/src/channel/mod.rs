@@ -280,6 +280,26 @@ pub enum HoldQueryOutcome {
     },
 }
 
+impl HoldQueryOutcome {
+    /// The answer's name as the sandbox reports it and the `query` action records it:
+    /// `authorized`, `captured`, `voided`, `expired`, `declined`, `not_found`, `cancelled`
+    /// or `error`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            HoldQueryOutcome::Found { status, .. } => match status {
+                HoldStatus::Authorized => "authorized",
+                HoldStatus::Captured => "captured",
+                HoldStatus::Voided => "voided",
+                HoldStatus::Expired => "expired",
+                HoldStatus::Declined => "declined",
+            },
+            HoldQueryOutcome::NotFound => "not_found",
+            HoldQueryOutcome::Cancelled => "cancelled",
+            HoldQueryOutcome::Error { .. } => "error",
+        }
+    }
+}
+
 /// A connector callback, verified and parsed: the domain fact the core applies
 /// ([`crate::service::callbacks`]). Amount in minor units; `created_at` in unix seconds UTC.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]

@@ -12,7 +12,7 @@ use super::actions::REVERSE_JOB_DELAY_MS;
 use super::holds::CaptureInput;
 use super::payments::Extras;
 use super::resolve::{QueryVerdict, query_verdict};
-use crate::channel::{CancelOutcome, HoldQueryOutcome, HoldStatus, QueryOutcome, RefundOutcome};
+use crate::channel::{CancelOutcome, HoldQueryOutcome, QueryOutcome, RefundOutcome};
 use crate::domain::actions::{HoldFacts, capture_refusal, force_allowed, void_refusal};
 use crate::domain::state::{PaymentEvent, PaymentStatus, check, rule};
 use crate::store::{
@@ -52,37 +52,41 @@ fn answer_fields(answer: &QueryOutcome) -> QueryAnswer {
 fn hold_answer_fields(answer: &HoldQueryOutcome) -> QueryAnswer {
     let mut out = QueryAnswer {
         answer: format!("{answer:?}"),
+        outcome: answer.name().into(),
         ..QueryAnswer::default()
     };
-    out.outcome = match answer {
+    match answer {
         HoldQueryOutcome::Found {
-            status,
             amount,
             captured,
             currency,
             expires_at_ms,
+            ..
         } => {
             out.amount = Some(*amount);
             out.captured = Some(*captured);
             out.currency = Some(currency.clone());
             out.expires_at = Some(*expires_at_ms);
-            match status {
-                HoldStatus::Authorized => "authorized",
-                HoldStatus::Captured => "captured",
-                HoldStatus::Voided => "voided",
-                HoldStatus::Expired => "expired",
-                HoldStatus::Declined => "declined",
-            }
         }
-        HoldQueryOutcome::NotFound => "not_found",
-        HoldQueryOutcome::Cancelled => "cancelled",
-        HoldQueryOutcome::Error { detail } => {
-            out.detail = Some(detail.clone());
-            "error"
-        }
+        HoldQueryOutcome::Error { detail } => out.detail = Some(detail.clone()),
+        HoldQueryOutcome::NotFound | HoldQueryOutcome::Cancelled => {}
     }
-    .into();
     out
+}
+
+/// `recorded` with the payment's status after the query, as the action's JSON result.
+async fn with_status_after(
+    core: &Core,
+    payment_id: &str,
+    mut recorded: QueryAnswer,
+) -> Result<serde_json::Value, String> {
+    recorded.status = core
+        .store
+        .payment(payment_id)
+        .await
+        .map_err(|e| e.to_string())?
+        .map(|p| p.status.as_str().to_string());
+    serde_json::to_value(recorded).map_err(|e| e.to_string())
 }
 
 impl Core {
@@ -96,7 +100,7 @@ impl Core {
         }
         let answer = self.connectors.for_payment(&p).query(&p.channel_key).await;
         let source = format!("action:{}", a.id);
-        let mut recorded = answer_fields(&answer);
+        let recorded = answer_fields(&answer);
         // An ops query settles what the worker's query would, and only an UNKNOWN payment.
         if p.status == PaymentStatus::Unknown
             && let QueryVerdict::Settles(event, extras) = query_verdict(&p, answer)
@@ -109,13 +113,7 @@ impl Core {
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        recorded.status = self
-            .store
-            .payment(&p.id)
-            .await
-            .map_err(|e| e.to_string())?
-            .map(|p| p.status.as_str().to_string());
-        serde_json::to_value(recorded).map_err(|e| e.to_string())
+        with_status_after(self, &p.id, recorded).await
     }
 
     /// The `query` action for a manual-capture payment (issue 34): the channel's hold under
@@ -132,7 +130,7 @@ impl Core {
             .query_hold(&p.channel_key)
             .await;
         let source = format!("action:{}", a.id);
-        let mut recorded = match answer {
+        let recorded = match answer {
             Ok(answer) => hold_answer_fields(&answer),
             Err(unsupported) => QueryAnswer {
                 outcome: "error".into(),
@@ -146,13 +144,7 @@ impl Core {
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        recorded.status = self
-            .store
-            .payment(&p.id)
-            .await
-            .map_err(|e| e.to_string())?
-            .map(|p| p.status.as_str().to_string());
-        serde_json::to_value(recorded).map_err(|e| e.to_string())
+        with_status_after(self, &p.id, recorded).await
     }
 
     /// Reverses at the channel what the payment still holds. The reversal first reserves the

@@ -8,7 +8,7 @@
 //!   the channel's captured amount equals the ledger's.
 //! - [`check_tombstones`]: no payment for an order a TCC cancel tombstoned first.
 
-use crate::channel::{HoldQueryOutcome, HoldStatus};
+use crate::channel::HoldQueryOutcome;
 use crate::domain::state::PaymentStatus;
 use crate::store::{TombstonedPayment, VerifyPaymentRow};
 
@@ -175,18 +175,7 @@ fn capture_ledger(p: &VerifyPaymentRow) -> Option<String> {
 
 /// The channel's name of a hold status (as the sandbox reports it).
 fn channel_status(answer: &HoldQueryOutcome) -> &'static str {
-    match answer {
-        HoldQueryOutcome::Found { status, .. } => match status {
-            HoldStatus::Authorized => "authorized",
-            HoldStatus::Captured => "captured",
-            HoldStatus::Voided => "voided",
-            HoldStatus::Expired => "expired",
-            HoldStatus::Declined => "declined",
-        },
-        HoldQueryOutcome::NotFound => "not_found",
-        HoldQueryOutcome::Cancelled => "cancelled",
-        HoldQueryOutcome::Error { .. } => "error",
-    }
+    answer.name()
 }
 
 /// The channel side of invariant 7 for one manual payment, given the channel's answer to a
@@ -267,6 +256,7 @@ pub fn check_tombstones(rows: &[TombstonedPayment]) -> Vec<Breach> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::channel::HoldStatus;
 
     /// A manual payment of 1000 in `status` with a consistent hold: `captured` captured in
     /// one capture, the rest released when the status ends the hold.
