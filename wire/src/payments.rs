@@ -436,6 +436,7 @@ pub struct PaymentSearch {
     /// In its current state for more than this many minutes (issue 41): its last change
     /// (`updated_at`) is older than now less that. A whole number, 1 to 525600 (a year);
     /// blank is any.
+    #[cfg_attr(feature = "utoipa", param(schema_with = crate::schema::in_state_schema))]
     #[serde(default)]
     pub in_state_for: Option<String>,
     /// Paging cursor from the previous page's `next`: the page of older payments.

@@ -37,6 +37,17 @@ pub fn failure_reason_filter_schema() -> utoipa::openapi::Object {
         .build()
 }
 
+/// A time-in-state filter (minutes, 1 to 525600), or blank for any: exactly what the server
+/// accepts, so a schema-valid value is never refused.
+pub fn in_state_schema() -> utoipa::openapi::Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(
+            "^\\s*$|^\\s*\\+?0*([1-9][0-9]{0,4}|[1-4][0-9]{5}|5[01][0-9]{3}|52[0-4][0-9]{2}|525[0-5][0-9]{2}|525600)\\s*$",
+        ))
+        .build()
+}
+
 /// A payment-status filter: a status name, or empty for all.
 pub fn status_filter_schema() -> utoipa::openapi::Object {
     filter_of(&PaymentStatus::ALL.map(PaymentStatus::as_str))
