@@ -225,6 +225,29 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "$E2E_PASSKEY_APPROVER_PASSWORD" | e2e_cli user add "$E2E_PASSKEY_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
   E2E_MERCHANT_KEY=$(e2e_cli merchant add e2e-shop)
   export E2E_MERCHANT_KEY
+  # The outage played end to end (end2end/tests/outage.spec.ts, issue 41): a merchant routed
+  # to a connector of its own, `outage`, a second sandbox process whose fault switch the test
+  # turns on (PUT /faults), so the tile it watches turn red holds only its own attempts; an
+  # operator and an approver of its own.
+  export E2E_OUTAGE_OPERATOR_USER=e2e-outage-operator E2E_OUTAGE_OPERATOR_PASSWORD=e2e-outage-operator-password-1
+  export E2E_OUTAGE_APPROVER_USER=e2e-outage-approver E2E_OUTAGE_APPROVER_PASSWORD=e2e-outage-approver-password-1
+  echo "$E2E_OUTAGE_OPERATOR_PASSWORD" | e2e_cli user add "$E2E_OUTAGE_OPERATOR_USER" --role viewer,operator --password-stdin >/dev/null
+  echo "$E2E_OUTAGE_APPROVER_PASSWORD" | e2e_cli user add "$E2E_OUTAGE_APPROVER_USER" --role viewer,approver --password-stdin >/dev/null
+  E2E_OUTAGE_MERCHANT_KEY=$(e2e_cli merchant add e2e-outage)
+  export E2E_OUTAGE_MERCHANT_KEY
+  outage_merchant=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT id FROM merchants WHERE name = ?", ("e2e-outage",)).fetchone()[0])' "$e2e_dir/converge.db")
+  outage_port=${CONVERGE_E2E_OUTAGE_PORT:-3301}
+  export E2E_OUTAGE_CHANNEL_URL="http://127.0.0.1:$outage_port"
+  "$converge_bin" channel-sim --bind "127.0.0.1:$outage_port" --database-url "$e2e_dir/outage-channel.db" \
+    > "$e2e_dir/outage-channel.log" 2>&1 &
+  outage_pid=$!
+  trap 'kill "$outage_pid" 2>/dev/null; rm -rf "$e2e_dir" "$results"' EXIT
+  for _ in $(seq 1 50); do
+    curl -fsS "$E2E_OUTAGE_CHANNEL_URL/health" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  curl -fsS "$E2E_OUTAGE_CHANNEL_URL/health" >/dev/null ||
+    { cat "$e2e_dir/outage-channel.log" >&2; echo "test: the outage connector's sandbox did not start" >&2; exit 1; }
   # The tests that need a payment frozen in flight (SUSPENSE) make their own merchant and
   # freeze it with the CLI on the server's database (end2end/tests/support.ts).
   export E2E_CONVERGE_BIN="$converge_bin" E2E_DATABASE_URL="$e2e_dir/converge.db"
@@ -244,6 +267,7 @@ if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   if ! RUST_LOG=warn CONVERGE_WEBHOOK_ALLOW_PRIVATE=true CONVERGE_WEBHOOK_RETRY_SCHEDULE=0s,1s,2s \
     CONVERGE_BIND="127.0.0.1:$port" LEPTOS_SITE_ADDR="127.0.0.1:$port" CONVERGE_E2E_URL="http://127.0.0.1:$port" \
     DATABASE_URL="$e2e_dir/converge.db" CONVERGE_CHANNEL_DB="$e2e_dir/channel.db" \
+    CONVERGE_CONNECTOR="outage=$E2E_OUTAGE_CHANNEL_URL" CONVERGE_ROUTE="$outage_merchant=outage" \
     cargo leptos end-to-end --release --precompress --split; then
     [ -s "$CONVERGE_E2E_REPORT" ] && node end2end/failed.mjs "$CONVERGE_E2E_REPORT" >&2
     echo "test: browser tests failed" >&2

@@ -50,6 +50,10 @@
 //! - `GET /attempts/{key}` -> `{"key","attempts","behaviour"}`: charge attempts seen per key.
 //! - `GET /stats` -> `{"charges","declines","attempts","faults":{"slow","timeout","dropped",
 //!   "error5xx"}}`; `GET /health` -> 200.
+//! - `GET /faults` -> `{"rate","kind"}`; `PUT /faults` `{"rate"(0..=1),"kind"?:"slow"|
+//!   "timeout"|"dropped"|"error5xx"}` -> 200 the new setting | 400: the seeded fault injection
+//!   while the sandbox runs (an outage drill: `{"rate":1,"kind":"error5xx"}` fails every new
+//!   key's first two attempts; `{"rate":0}` heals). Keys seen before keep their behaviour.
 //!
 //! The amount's last two digits (`amount % 100`) select a behaviour, as in the DESIGN.md table:
 //! 51 decline; 52 commit, answer after `slow_ms`; 53 commit nothing, 504 after `hang_ms` (on
@@ -205,6 +209,10 @@ pub async fn router(cfg: SandboxConfig) -> anyhow::Result<(Router, SandboxState)
         .route("/statements/{day}", get(handlers::statement))
         .route("/attempts/{key}", get(handlers::attempts))
         .route("/stats", get(handlers::stats))
+        .route(
+            "/faults",
+            get(handlers::get_faults).put(handlers::put_faults),
+        )
         .route("/health", get(handlers::health))
         .with_state(state.clone());
     Ok((app, state))

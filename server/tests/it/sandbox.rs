@@ -629,6 +629,51 @@ async fn fault_injection_with_the_same_seed_gives_the_same_sequence() {
 }
 
 #[tokio::test]
+async fn an_outage_is_switched_on_and_off_while_the_sandbox_runs() {
+    let sb = Sandbox::start(config()).await;
+    let put = |body: &'static str| {
+        sb.raw
+            .put(format!("{}/faults", sb.handle.url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    assert_eq!(
+        sb.get_json("/faults").await,
+        serde_json::json!({"rate": 0.0, "kind": null})
+    );
+    assert_eq!(sb.patient.charge("before", 1000, "CNY").await, succeeded(1000));
+
+    let on = put(r#"{"rate":1,"kind":"error5xx"}"#).await.unwrap();
+    assert_eq!(on.status(), 200);
+    assert_eq!(sb.get_json("/faults").await["kind"], "error5xx");
+    for i in 0..3 {
+        let key = format!("outage-{i}");
+        assert_charge_error(&sb.patient.charge(&key, 1000, "CNY").await, "500");
+        assert_eq!(sb.behaviour(&key).await, "error5xx");
+    }
+    // A key seen before the outage keeps its behaviour.
+    assert_eq!(sb.patient.charge("before", 1000, "CNY").await, succeeded(1000));
+
+    for bad in [
+        r#"{"rate":2}"#,
+        r#"{"rate":0.5,"kind":"decline"}"#,
+        r#"{"rate":"all"}"#,
+        r#"{"rate":0.5,"colour":"red"}"#,
+    ] {
+        let a = put(bad).await.unwrap();
+        assert_eq!(a.status(), 400, "{bad}");
+        let body: Value = a.json().await.unwrap();
+        assert_eq!(body["status"], "invalid", "{bad}");
+    }
+    assert_eq!(sb.get_json("/faults").await["kind"], "error5xx", "a refused setting changes nothing");
+
+    assert_eq!(put(r#"{"rate":0}"#).await.unwrap().status(), 200);
+    assert_eq!(sb.patient.charge("after", 1000, "CNY").await, succeeded(1000));
+    sb.handle.shutdown().await;
+}
+
+#[tokio::test]
 async fn statement_rejects_a_bad_date_and_health_answers() {
     let sb = Sandbox::start(config()).await;
     for bad in ["2024-13-01", "yesterday", "2024-02-30"] {

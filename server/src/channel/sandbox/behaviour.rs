@@ -95,12 +95,54 @@ pub struct FaultCounts {
 }
 
 /// Seeded random faults: with probability `rate`, a key whose digits are "other" behaves as
-/// one of 52/53/54/56, chosen by the same RNG. The RNG is drawn once per new key, in the order
-/// the store sees new keys, so one seed and one request order give one fault sequence.
+/// one of 52/53/54/56, chosen by the same RNG (or always as `kind` when one is set). The RNG is
+/// drawn once per new key, in the order the store sees new keys, so one seed and one request
+/// order give one fault sequence. The setting can change while the sandbox runs
+/// (`PUT /faults`): an outage drill turns a healthy channel into a failing one and back.
 pub struct FaultInjector {
-    rate: f64,
-    rng: Mutex<StdRng>,
+    state: Mutex<(FaultSetting, StdRng)>,
     counts: [AtomicU64; 4],
+}
+
+/// What the injector does with a new key of "other" digits: `rate` is the probability (0..=1)
+/// of a fault, `kind` the fault's behaviour (`slow`, `timeout`, `dropped`, `error5xx`) or
+/// `None` for a seeded draw among the four. Shown and set by `GET`/`PUT /faults`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FaultSetting {
+    /// Probability of a fault, 0..=1.
+    pub rate: f64,
+    /// The one fault to inject, or `None` for a seeded mix.
+    #[serde(serialize_with = "kind_name")]
+    pub kind: Option<Behaviour>,
+}
+
+fn kind_name<S: serde::Serializer>(k: &Option<Behaviour>, s: S) -> Result<S::Ok, S::Error> {
+    match k {
+        Some(b) => s.serialize_some(b.as_str()),
+        None => s.serialize_none(),
+    }
+}
+
+impl FaultSetting {
+    /// A checked setting. Errors (one line, for a 400): a rate outside 0..=1 or NaN, a kind
+    /// that is not one of the four injectable faults.
+    pub fn new(rate: f64, kind: Option<&str>) -> Result<Self, String> {
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(format!("rate {rate} must be between 0 and 1"));
+        }
+        let kind = match kind {
+            None => None,
+            Some(name) => Some(
+                FAULT_KINDS
+                    .into_iter()
+                    .find(|b| b.as_str() == name)
+                    .ok_or_else(|| {
+                        format!("kind {name:?} is not one of slow, timeout, dropped, error5xx")
+                    })?,
+            ),
+        };
+        Ok(Self { rate, kind })
+    }
 }
 
 const FAULT_KINDS: [Behaviour; 4] = [
@@ -120,24 +162,45 @@ impl FaultInjector {
             rate.clamp(0.0, 1.0)
         };
         Self {
-            rate,
-            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            state: Mutex::new((
+                FaultSetting { rate, kind: None },
+                StdRng::seed_from_u64(seed),
+            )),
             counts: Default::default(),
         }
+    }
+
+    /// The setting in force.
+    pub fn setting(&self) -> FaultSetting {
+        self.lock().0
+    }
+
+    /// Replaces the setting; keys seen before keep their behaviour (fixed at first attempt).
+    pub fn set(&self, setting: FaultSetting) {
+        self.lock().0 = setting;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (FaultSetting, StdRng)> {
+        // A poisoned lock only means another request panicked mid-draw; the RNG state is
+        // still a valid state, so keep going rather than take the sandbox down.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The behaviour for a key seen for the first time with `amount` (minor units).
     pub fn decide(&self, amount: i64) -> Behaviour {
         let by_digits = Behaviour::for_amount(amount);
-        if by_digits != Behaviour::Normal || self.rate <= 0.0 {
+        if by_digits != Behaviour::Normal {
             return by_digits;
         }
         let drawn = {
-            // A poisoned lock only means another request panicked mid-draw; the RNG state is
-            // still a valid state, so keep going rather than take the sandbox down.
-            let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
-            if rng.random::<f64>() < self.rate {
-                Some(rng.random_range(0..FAULT_KINDS.len()))
+            let mut guard = self.lock();
+            let (setting, rng) = &mut *guard;
+            if setting.rate > 0.0 && rng.random::<f64>() < setting.rate {
+                let i = match setting.kind {
+                    Some(k) => FAULT_KINDS.iter().position(|f| *f == k).unwrap_or(0),
+                    None => rng.random_range(0..FAULT_KINDS.len()),
+                };
+                Some(i)
             } else {
                 None
             }
@@ -211,6 +274,29 @@ mod tests {
         let f = FaultInjector::new(1.0, 7);
         assert_eq!(f.decide(1051), Behaviour::Decline);
         assert_eq!(f.counts(), FaultCounts::default());
+    }
+
+    #[test]
+    fn a_set_kind_at_full_rate_faults_every_new_key_and_zero_heals() {
+        let f = FaultInjector::new(0.0, 3);
+        assert_eq!(f.decide(1000), Behaviour::Normal);
+        f.set(FaultSetting::new(1.0, Some("error5xx")).unwrap());
+        assert!((0..50).all(|_| f.decide(1000) == Behaviour::Error5xx));
+        assert_eq!(f.counts().error5xx, 50);
+        // Digits still decide their own amounts.
+        assert_eq!(f.decide(1051), Behaviour::Decline);
+        f.set(FaultSetting::new(0.0, None).unwrap());
+        assert!((0..50).all(|_| f.decide(1000) == Behaviour::Normal));
+    }
+
+    #[test]
+    fn a_bad_fault_setting_is_refused() {
+        assert!(FaultSetting::new(1.5, None).is_err());
+        assert!(FaultSetting::new(f64::NAN, None).is_err());
+        assert!(FaultSetting::new(-0.1, None).is_err());
+        let e = FaultSetting::new(0.5, Some("decline")).unwrap_err();
+        assert!(e.contains("slow, timeout, dropped, error5xx"), "{e}");
+        assert_eq!(FaultSetting::new(0.5, Some("timeout")).unwrap().kind, Some(Behaviour::Timeout));
     }
 
     #[test]

@@ -364,3 +364,36 @@ pub async fn health(State(s): State<SandboxState>) -> Response {
         Err(e) => store_error(e),
     }
 }
+
+/// The body of `PUT /faults`: `{"rate": 0..=1, "kind"?: "slow"|"timeout"|"dropped"|"error5xx"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultRequest {
+    rate: f64,
+    kind: Option<String>,
+}
+
+/// `GET /faults`: the fault setting in force, `{"rate","kind"}`.
+pub async fn get_faults(State(s): State<SandboxState>) -> Response {
+    reply(StatusCode::OK, json!(s.inner.faults.setting()))
+}
+
+/// `PUT /faults`: replaces the fault setting for keys not seen before; answers the new
+/// setting, or 400 `{"status":"invalid","reason"}`.
+pub async fn put_faults(
+    State(s): State<SandboxState>,
+    body: Result<Json<FaultRequest>, JsonRejection>,
+) -> Response {
+    let Json(req) = match body {
+        Ok(b) => b,
+        Err(e) => return invalid(e.body_text()),
+    };
+    match super::behaviour::FaultSetting::new(req.rate, req.kind.as_deref()) {
+        Ok(setting) => {
+            s.inner.faults.set(setting);
+            tracing::warn!(rate = setting.rate, kind = ?setting.kind, "sandbox fault setting changed");
+            reply(StatusCode::OK, json!(setting))
+        }
+        Err(reason) => invalid(reason),
+    }
+}
