@@ -226,14 +226,14 @@ macro_rules! impl_webhooks {
             db: &sqlx::Pool<<$store as $crate::store::backend::SqlBackend>::Db>,
             endpoint_id: &str,
         ) -> Result<Option<($crate::store::BreakerState, i64)>, $crate::store::StoreError> {
-            let row: Option<(i64, i64, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
-                "SELECT failures, opens, open_until, probe_until, version FROM webhook_breakers WHERE endpoint_id = $1",
+            let row: Option<(i64, i64, i64, i64, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
+                "SELECT attempts, recent, failures, opens, open_until, probe_until, version FROM webhook_breakers WHERE endpoint_id = $1",
             )
             .bind(endpoint_id)
             .fetch_optional(db)
             .await?;
-            Ok(row.map(|(failures, opens, open_until, probe_until, version)| {
-                ($crate::store::BreakerState { failures, opens, open_until, probe_until }, version)
+            Ok(row.map(|(attempts, recent, failures, opens, open_until, probe_until, version)| {
+                ($crate::store::BreakerState { attempts, recent, failures, opens, open_until, probe_until }, version)
             }))
         }
 
@@ -584,8 +584,8 @@ macro_rules! impl_webhooks {
             async fn open_breakers(
                 &self,
             ) -> Result<Vec<(String, $crate::store::BreakerState)>, $crate::store::StoreError> {
-                let rows: Vec<(String, i64, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
-                    concat!("SELECT b.endpoint_id, b.failures, b.opens, b.open_until, b.probe_until \
+                let rows: Vec<(String, i64, i64, i64, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+                    concat!("SELECT b.endpoint_id, b.attempts, b.recent, b.failures, b.opens, b.open_until, b.probe_until \
                      FROM webhook_breakers b JOIN webhook_endpoints e ON e.id = b.endpoint_id \
                      WHERE b.open_until IS NOT NULL AND e.status = ", converge_wire::endpoint_sql!(Enabled), " ORDER BY b.endpoint_id"),
                 )
@@ -593,8 +593,8 @@ macro_rules! impl_webhooks {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(id, failures, opens, open_until, probe_until)| {
-                        (id, $crate::store::BreakerState { failures, opens, open_until, probe_until })
+                    .map(|(id, attempts, recent, failures, opens, open_until, probe_until)| {
+                        (id, $crate::store::BreakerState { attempts, recent, failures, opens, open_until, probe_until })
                     })
                     .collect())
             }
@@ -633,12 +633,18 @@ macro_rules! impl_webhooks {
                     let (before, version) = row.unwrap_or_default();
                     let after = policy.after(&before, success, now);
                     last = after;
+                    if row.is_some() && after == before {
+                        // A success on a full, clean window: nothing to write.
+                        return Ok(after);
+                    }
                     let written = if row.is_none() {
                         sqlx::query(
-                            "INSERT INTO webhook_breakers (endpoint_id, failures, opens, open_until, probe_until, version, updated_at) \
-                             VALUES ($1, $2, $3, $4, $5, 1, $6) ON CONFLICT (endpoint_id) DO NOTHING",
+                            "INSERT INTO webhook_breakers (endpoint_id, attempts, recent, failures, opens, open_until, probe_until, version, updated_at) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8) ON CONFLICT (endpoint_id) DO NOTHING",
                         )
                         .bind(endpoint_id)
+                        .bind(after.attempts)
+                        .bind(after.recent)
                         .bind(after.failures)
                         .bind(after.opens)
                         .bind(after.open_until)
@@ -648,9 +654,11 @@ macro_rules! impl_webhooks {
                         .await?
                     } else {
                         sqlx::query(
-                            "UPDATE webhook_breakers SET failures = $1, opens = $2, open_until = $3, probe_until = $4, \
-                             version = version + 1, updated_at = $5 WHERE endpoint_id = $6 AND version = $7",
+                            "UPDATE webhook_breakers SET attempts = $1, recent = $2, failures = $3, opens = $4, open_until = $5, \
+                             probe_until = $6, version = version + 1, updated_at = $7 WHERE endpoint_id = $8 AND version = $9",
                         )
+                        .bind(after.attempts)
+                        .bind(after.recent)
                         .bind(after.failures)
                         .bind(after.opens)
                         .bind(after.open_until)

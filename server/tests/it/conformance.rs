@@ -2655,3 +2655,86 @@ store_conformance!(
         assert_eq!(one[1].top_merchants.len(), 1);
     }
 );
+
+// --- webhook circuit breaker (issue 37) ----------------------------------------------------
+
+/// Registers endpoint `id` for merchant `m` (straight into the store).
+async fn bare_endpoint(store: &Arc<dyn Store>, m: i64, id: &str) {
+    store
+        .create_endpoint(
+            &converge_server::store::NewEndpoint {
+                id: id.to_string(),
+                merchant_id: m,
+                url: format!("https://example.com/{id}"),
+                description: String::new(),
+                enabled_events: "*".to_string(),
+                secret: "whsec_test".to_string(),
+                now: NOW,
+            },
+            None,
+        )
+        .await
+        .unwrap();
+}
+
+store_conformance!(
+    the_stored_breaker_keeps_a_flaky_endpoint_closed_and_opens_a_dead_one,
+    |store| {
+        use converge_server::domain::breaker::{BreakerPolicy, BreakerState};
+        let m = merchant(&store, "acme").await;
+        bare_endpoint(&store, m, "we_flaky").await;
+        bare_endpoint(&store, m, "we_dead").await;
+        let policy = BreakerPolicy::default();
+        // 40% failures, four in a row among them, over 100 attempts: the stored window
+        // follows the domain's, and the breaker stays closed.
+        let flaky = [
+            false, false, true, true, true, true, false, false, false, false,
+        ];
+        let mut expected = BreakerState::default();
+        for (i, failed) in flaky.iter().cycle().take(100).enumerate() {
+            let at = NOW + i as i64;
+            expected = policy.after(&expected, !failed, at);
+            let stored = store
+                .record_breaker("we_flaky", !failed, at, &policy)
+                .await
+                .unwrap();
+            assert_eq!(stored, expected, "attempt {i}");
+        }
+        let kept = store.endpoint_breaker("we_flaky").await.unwrap();
+        assert_eq!(
+            (kept.attempts, kept.failures, kept.open_until),
+            (20, 8, None)
+        );
+        // Dead: the fifth failure opens it, stored with its cool-down.
+        for i in 0..5 {
+            store
+                .record_breaker("we_dead", false, NOW + i, &policy)
+                .await
+                .unwrap();
+        }
+        let dead = store.endpoint_breaker("we_dead").await.unwrap();
+        assert_eq!((dead.attempts, dead.failures, dead.opens), (5, 5, 1));
+        assert_eq!(dead.open_until, Some(NOW + 4 + 30_000));
+        let open: Vec<String> = store
+            .open_breakers()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(open, ["we_dead"]);
+        // The probe's success closes it with an empty window.
+        assert!(
+            store
+                .claim_breaker_probe("we_dead", NOW + 40_000, NOW + 60_000)
+                .await
+                .unwrap()
+        );
+        let closed = store
+            .record_breaker("we_dead", true, NOW + 41_000, &policy)
+            .await
+            .unwrap();
+        assert_eq!(closed, BreakerState::default());
+        assert_eq!(store.endpoint_breaker("we_dead").await.unwrap(), closed);
+    }
+);
