@@ -815,8 +815,9 @@ pub struct LaneSettings {
     #[arg(long, env = "CONVERGE_LANE_BACKGROUND_SLOTS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub lane_background_slots: u32,
 
-    /// Compensation jobs (refunds, reversals, voids, expiries) sent toward the channel per
-    /// second at most, oldest first; per process, shared by every connector (0: no limit).
+    /// Compensation jobs (refunds, reversals, voids, expiries) sent toward each channel
+    /// (connector) per second at most, oldest first; per process and per channel (0: no
+    /// limit).
     #[arg(long, env = "CONVERGE_COMPENSATION_RATE_PER_SEC", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub compensation_rate_per_sec: u32,
 

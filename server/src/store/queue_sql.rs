@@ -20,7 +20,7 @@ macro_rules! impl_queue {
                 now: i64,
                 skip_kinds: &[String],
             ) -> Result<Vec<$crate::store::LeasedJob>, $crate::store::StoreError> {
-                let filter = $crate::store::KindFilter::Except(skip_kinds.to_vec());
+                let filter = $crate::store::KindFilter::except(skip_kinds.to_vec());
                 self.claim_due_jobs(owner, batch, lease_ms, now, &filter).await
             }
 
@@ -32,7 +32,7 @@ macro_rules! impl_queue {
                 now: i64,
                 filter: &$crate::store::KindFilter,
             ) -> Result<Vec<$crate::store::LeasedJob>, $crate::store::StoreError> {
-                if batch <= 0 || matches!(filter, $crate::store::KindFilter::Only(k) if k.is_empty()) {
+                if batch <= 0 || filter.takes_nothing() {
                     return Ok(Vec::new());
                 }
                 self.claim_due_jobs(owner, batch, lease_ms, now, filter).await
