@@ -61,6 +61,9 @@ pub struct BreakerState {
     pub open_until: Option<i64>,
     /// While half-open: the probe's lease (epoch ms UTC).
     pub probe_until: Option<i64>,
+    /// None while closed; when it opened (epoch ms UTC): the first opening of the current run
+    /// of openings, kept through failed probes.
+    pub opened_at: Option<i64>,
 }
 
 /// What a delivery may do now.
@@ -86,6 +89,12 @@ pub enum BreakerView {
 }
 
 impl BreakerState {
+    /// How long it has been not closed at `now` (open or half-open since its first opening
+    /// of this run), ms; None while closed.
+    pub fn held_ms(&self, now: i64) -> Option<i64> {
+        self.opened_at.map(|t| now.saturating_sub(t).max(0))
+    }
+
     /// How it looks at `now`.
     pub fn view(&self, now: i64) -> BreakerView {
         match self.open_until {
@@ -151,6 +160,7 @@ impl BreakerPolicy {
             opens,
             open_until: Some(now.saturating_add(self.cooldown_ms(opens))),
             probe_until: None,
+            opened_at: s.opened_at.or(Some(now)),
             ..next
         };
         match s.open_until {
@@ -193,6 +203,7 @@ mod tests {
         assert_eq!(opened_at, Some(4));
         assert_eq!((s.failures, s.attempts, s.opens), (5, 5, 1));
         assert_eq!(s.open_until, Some(4 + 30_000));
+        assert_eq!(s.opened_at, Some(4));
         assert_eq!(P.gate(&s, 10), Gate::WaitUntil(30_004));
         assert_eq!(s.view(10), BreakerView::Open(30_004));
         assert_eq!(s.view(30_004), BreakerView::HalfOpen);
@@ -257,7 +268,10 @@ mod tests {
         assert_eq!(reopened.opens, 2);
         assert_eq!(reopened.open_until, Some(32_000 + 60_000));
         assert_eq!(reopened.probe_until, None);
+        assert_eq!(reopened.opened_at, Some(4), "held since the first opening");
+        assert_eq!(reopened.held_ms(604), Some(600));
         assert_eq!(P.after(&probing, true, 32_000), BreakerState::default());
+        assert_eq!(BreakerState::default().held_ms(32_000), None);
         // A straggler's failure during the cool-down does not extend it.
         let during = P.after(&open, false, 10_000);
         assert_eq!(during.open_until, Some(30_000));

@@ -226,14 +226,14 @@ macro_rules! impl_webhooks {
             db: &sqlx::Pool<<$store as $crate::store::backend::SqlBackend>::Db>,
             endpoint_id: &str,
         ) -> Result<Option<($crate::store::BreakerState, i64)>, $crate::store::StoreError> {
-            let row: Option<(i64, i64, i64, i64, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
-                "SELECT attempts, recent, failures, opens, open_until, probe_until, version FROM webhook_breakers WHERE endpoint_id = $1",
+            let row: Option<(i64, i64, i64, i64, Option<i64>, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
+                "SELECT attempts, recent, failures, opens, open_until, probe_until, opened_at, version FROM webhook_breakers WHERE endpoint_id = $1",
             )
             .bind(endpoint_id)
             .fetch_optional(db)
             .await?;
-            Ok(row.map(|(attempts, recent, failures, opens, open_until, probe_until, version)| {
-                ($crate::store::BreakerState { attempts, recent, failures, opens, open_until, probe_until }, version)
+            Ok(row.map(|(attempts, recent, failures, opens, open_until, probe_until, opened_at, version)| {
+                ($crate::store::BreakerState { attempts, recent, failures, opens, open_until, probe_until, opened_at }, version)
             }))
         }
 
@@ -584,8 +584,8 @@ macro_rules! impl_webhooks {
             async fn open_breakers(
                 &self,
             ) -> Result<Vec<(String, $crate::store::BreakerState)>, $crate::store::StoreError> {
-                let rows: Vec<(String, i64, i64, i64, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
-                    concat!("SELECT b.endpoint_id, b.attempts, b.recent, b.failures, b.opens, b.open_until, b.probe_until \
+                let rows: Vec<(String, i64, i64, i64, i64, Option<i64>, Option<i64>, Option<i64>)> = sqlx::query_as(
+                    concat!("SELECT b.endpoint_id, b.attempts, b.recent, b.failures, b.opens, b.open_until, b.probe_until, b.opened_at \
                      FROM webhook_breakers b JOIN webhook_endpoints e ON e.id = b.endpoint_id \
                      WHERE b.open_until IS NOT NULL AND e.status = ", converge_wire::endpoint_sql!(Enabled), " ORDER BY b.endpoint_id"),
                 )
@@ -593,8 +593,8 @@ macro_rules! impl_webhooks {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(id, attempts, recent, failures, opens, open_until, probe_until)| {
-                        (id, $crate::store::BreakerState { attempts, recent, failures, opens, open_until, probe_until })
+                    .map(|(id, attempts, recent, failures, opens, open_until, probe_until, opened_at)| {
+                        (id, $crate::store::BreakerState { attempts, recent, failures, opens, open_until, probe_until, opened_at })
                     })
                     .collect())
             }
@@ -639,8 +639,8 @@ macro_rules! impl_webhooks {
                     }
                     let written = if row.is_none() {
                         sqlx::query(
-                            "INSERT INTO webhook_breakers (endpoint_id, attempts, recent, failures, opens, open_until, probe_until, version, updated_at) \
-                             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8) ON CONFLICT (endpoint_id) DO NOTHING",
+                            "INSERT INTO webhook_breakers (endpoint_id, attempts, recent, failures, opens, open_until, probe_until, opened_at, version, updated_at) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9) ON CONFLICT (endpoint_id) DO NOTHING",
                         )
                         .bind(endpoint_id)
                         .bind(after.attempts)
@@ -649,13 +649,14 @@ macro_rules! impl_webhooks {
                         .bind(after.opens)
                         .bind(after.open_until)
                         .bind(after.probe_until)
+                        .bind(after.opened_at)
                         .bind(now)
                         .execute(self.writer())
                         .await?
                     } else {
                         sqlx::query(
                             "UPDATE webhook_breakers SET attempts = $1, recent = $2, failures = $3, opens = $4, open_until = $5, \
-                             probe_until = $6, version = version + 1, updated_at = $7 WHERE endpoint_id = $8 AND version = $9",
+                             probe_until = $6, opened_at = $7, version = version + 1, updated_at = $8 WHERE endpoint_id = $9 AND version = $10",
                         )
                         .bind(after.attempts)
                         .bind(after.recent)
@@ -663,6 +664,7 @@ macro_rules! impl_webhooks {
                         .bind(after.opens)
                         .bind(after.open_until)
                         .bind(after.probe_until)
+                        .bind(after.opened_at)
                         .bind(now)
                         .bind(endpoint_id)
                         .bind(version)

@@ -345,6 +345,10 @@ on_both_backends!(
             metrics.contains("converge_webhook_breaker_open "),
             "the gauge is exported"
         );
+        assert!(
+            metrics.contains("converge_webhook_breaker_open_longest_seconds "),
+            "the longest-held gauge is exported"
+        );
         assert!(metrics.contains("converge_webhook_deferred_total{reason=\"breaker_open\"}"));
     }
 );

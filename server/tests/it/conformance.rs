@@ -2715,6 +2715,7 @@ store_conformance!(
         let dead = store.endpoint_breaker("we_dead").await.unwrap();
         assert_eq!((dead.attempts, dead.failures, dead.opens), (5, 5, 1));
         assert_eq!(dead.open_until, Some(NOW + 4 + 30_000));
+        assert_eq!(dead.opened_at, Some(NOW + 4));
         let open: Vec<String> = store
             .open_breakers()
             .await
