@@ -247,11 +247,24 @@ macro_rules! impl_webhooks {
                 &self,
                 e: &$crate::store::NewEndpoint,
                 audit: Option<&$crate::store::AuditEntry>,
-            ) -> Result<$crate::store::WebhookEndpoint, $crate::store::StoreError> {
+            ) -> Result<Option<$crate::store::WebhookEndpoint>, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
+                // The merchant's row locked for the rest of the transaction (PostgreSQL; a
+                // SQLite write transaction is the only writer already): a create racing for
+                // the last place waits here, then counts the winner's endpoint (READ
+                // COMMITTED: the count's snapshot is taken after the lock). A no-op update of
+                // a column no key holds: a key-share lock (a payment's foreign key) is not
+                // blocked by it.
+                sqlx::query("UPDATE merchants SET frozen = frozen WHERE id = $1")
+                    .bind(e.merchant_id)
+                    .execute(&mut *tx)
+                    .await?;
+                let cap = e.max_live.map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX));
                 let ep = sqlx::query_as::<_, $crate::store::WebhookEndpoint>(&format!(
                     concat!("INSERT INTO webhook_endpoints (id, merchant_id, url, description, enabled_events, secret, \
-                     status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, ", converge_wire::endpoint_sql!(Enabled), ", $7, $7) \
+                     status, created_at, updated_at) SELECT $1, $2, $3, $4, $5, $6, ", converge_wire::endpoint_sql!(Enabled), ", $7, $7 \
+                     WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE merchant_id = $2 AND status <> ",
+                     converge_wire::endpoint_sql!(Deleted), ") < $8 \
                      RETURNING {ENDPOINT_COLUMNS}"),
                     ENDPOINT_COLUMNS = ENDPOINT_COLUMNS,
                 ))
@@ -262,13 +275,18 @@ macro_rules! impl_webhooks {
                 .bind(&e.enabled_events)
                 .bind(&e.secret)
                 .bind(e.now)
-                .fetch_one(&mut *tx)
+                .bind(cap)
+                .fetch_optional(&mut *tx)
                 .await?;
+                let Some(ep) = ep else {
+                    tx.rollback().await?;
+                    return Ok(None);
+                };
                 if let Some(a) = audit {
                     append_audit_in(&mut tx, a).await?;
                 }
                 tx.commit().await?;
-                Ok(ep)
+                Ok(Some(ep))
             }
 
             async fn sealed_secret_sample(

@@ -2670,11 +2670,13 @@ async fn bare_endpoint(store: &Arc<dyn Store>, m: i64, id: &str) {
                 enabled_events: "*".to_string(),
                 secret: "whsec_test".to_string(),
                 now: NOW,
+                max_live: None,
             },
             None,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .expect("no cap");
 }
 
 store_conformance!(
@@ -2737,5 +2739,75 @@ store_conformance!(
             .unwrap();
         assert_eq!(closed, BreakerState::default());
         assert_eq!(store.endpoint_breaker("we_dead").await.unwrap(), closed);
+    }
+);
+
+// --- endpoints per merchant (issue 37) -----------------------------------------------------
+
+store_conformance!(
+    creates_racing_for_a_merchants_last_endpoint_places_end_at_exactly_the_cap,
+    |store| {
+        let m = merchant(&store, "acme").await;
+        let other = merchant(&store, "bravo").await;
+        bare_endpoint(&store, m, "we_first").await;
+        bare_endpoint(&store, other, "we_other").await;
+        // Twelve creates at once for the merchant's four places, one of them taken.
+        let creates: Vec<_> = (0..12)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .create_endpoint(
+                            &converge_server::store::NewEndpoint {
+                                id: format!("we_race_{i}"),
+                                merchant_id: m,
+                                url: format!("https://example.com/race/{i}"),
+                                description: String::new(),
+                                enabled_events: "*".to_string(),
+                                secret: "whsec_test".to_string(),
+                                now: NOW + i,
+                                max_live: Some(4),
+                            },
+                            None,
+                        )
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut created = 0;
+        for c in creates {
+            created += usize::from(c.await.unwrap().is_some());
+        }
+        assert_eq!(created, 3, "three places were left");
+        let live = |id: i64| {
+            let store = store.clone();
+            async move {
+                store
+                    .endpoints(Some(id))
+                    .await
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e.status != converge_server::store::EndpointStatus::Deleted)
+                    .count()
+            }
+        };
+        assert_eq!(live(m).await, 4);
+        assert_eq!(live(other).await, 1, "another merchant's count is its own");
+        // A deleted endpoint frees its place.
+        assert!(
+            store
+                .set_endpoint_status(
+                    "we_first",
+                    converge_server::store::EndpointStatus::Deleted,
+                    None,
+                    NOW + 100,
+                    None
+                )
+                .await
+                .unwrap()
+        );
+        bare_endpoint(&store, m, "we_after_delete").await;
+        assert_eq!(live(m).await, 4);
     }
 );
