@@ -202,6 +202,11 @@ impl KindFilter {
         }
     }
 
+    /// Every kind, any channel.
+    pub fn all() -> Self {
+        KindFilter::except(Vec::new())
+    }
+
     /// Every kind but those in `kinds` (empty: every kind), any channel.
     pub fn except(kinds: Vec<String>) -> Self {
         KindFilter {
@@ -568,33 +573,12 @@ pub struct ChargedPayment {
 #[async_trait]
 pub trait Queue: Send + Sync + 'static {
     /// Leases up to `batch` jobs that are due (or whose lease lapsed) at `now` to `owner` for
-    /// `lease_ms`; each claim counts an attempt. Never returns more than `batch` rows, and no
-    /// job is leased to two claimers at once.
-    async fn claim_jobs(
-        &self,
-        owner: &str,
-        batch: i64,
-        lease_ms: i64,
-        now: i64,
-    ) -> Result<Vec<LeasedJob>, StoreError> {
-        self.claim_jobs_except(owner, batch, lease_ms, now, &[])
-            .await
-    }
-    /// [`claim_jobs`](Self::claim_jobs) leaving jobs of the kinds in `skip_kinds` (stored
-    /// names) untouched: due, unleased, their attempts not counted. The emergency switch's
-    /// paused kinds (issue 17).
-    async fn claim_jobs_except(
-        &self,
-        owner: &str,
-        batch: i64,
-        lease_ms: i64,
-        now: i64,
-        skip_kinds: &[String],
-    ) -> Result<Vec<LeasedJob>, StoreError>;
-    /// [`claim_jobs`](Self::claim_jobs) of the kinds `filter` takes only ([`KindFilter`];
-    /// a lane's claim is `KindFilter::for_lane`), taken round-robin across merchants
-    /// ([`fair_claim_sql`]): never more than `batch` rows, no job leased to two claimers at
-    /// once, and never a job of a kind the filter leaves out.
+    /// `lease_ms`, of the kinds (and channels) `filter` takes ([`KindFilter`]: a lane's claim
+    /// is `KindFilter::for_lane`; every kind is `KindFilter::all()`; the emergency switch's
+    /// paused kinds, issue 17, are left out with `KindFilter::except`), taken round-robin
+    /// across merchants ([`fair_claim_sql`]); each claim counts an attempt. Never returns more
+    /// than `batch` rows, no job is leased to two claimers at once, and a job the filter
+    /// leaves out stays as it is: due, unleased, its attempts not counted.
     async fn claim_jobs_of(
         &self,
         owner: &str,

@@ -2,6 +2,7 @@
 //! (DESIGN.md "Storage": one abstraction, two implementations, one suite).
 
 use converge_server::store::Backend;
+use converge_server::store::KindFilter;
 
 store_conformance!(migrations_apply_and_ping_answers, |store| {
     store.ping().await.expect("ping");
@@ -1424,7 +1425,10 @@ store_conformance!(
                 .await
                 .unwrap();
         }
-        let claimed = store.claim_jobs("A", 100, 600_000, 10).await.unwrap();
+        let claimed = store
+            .claim_jobs_of("A", 100, 600_000, 10, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 12);
         let leases: Vec<(i64, &str)> = claimed
             .iter()
@@ -1975,7 +1979,11 @@ store_conformance!(
         };
         // Whatever creating the payments queued is done first, so only this test's jobs count.
         let far = NOW + 86_400_000;
-        for j in store.claim_jobs("setup", 100, 60_000, far).await.unwrap() {
+        for j in store
+            .claim_jobs_of("setup", 100, 60_000, far, &KindFilter::all())
+            .await
+            .unwrap()
+        {
             assert!(store.complete_job(j.id, &j.lease_token, far).await.unwrap());
         }
         assert_eq!(store.wakeable_jobs(&p.id).await.unwrap(), 0);
@@ -1994,7 +2002,10 @@ store_conformance!(
         assert_eq!(store.wakeable_jobs(&q.id).await.unwrap(), 1);
         // Leased (running) and done do not; what it counts is what wake_jobs wakes.
         let later = far + 700_000;
-        let claimed = store.claim_jobs("w", 100, 60_000, later).await.unwrap();
+        let claimed = store
+            .claim_jobs_of("w", 100, 60_000, later, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 3);
         assert_eq!(store.wakeable_jobs(&p.id).await.unwrap(), 0);
         let mine: Vec<_> = claimed
@@ -2032,7 +2043,11 @@ store_conformance!(
         use converge_server::store::{JobKind, NewJob};
         let (_, p) = acme_payment(&store).await;
         let far = NOW + 86_400_000;
-        for j in store.claim_jobs("setup", 100, 60_000, far).await.unwrap() {
+        for j in store
+            .claim_jobs_of("setup", 100, 60_000, far, &KindFilter::all())
+            .await
+            .unwrap()
+        {
             assert!(store.complete_job(j.id, &j.lease_token, far).await.unwrap());
         }
         let job = |kind| NewJob {
@@ -2062,7 +2077,10 @@ store_conformance!(
         );
         // Already due: nothing to hasten; a leased job is not touched.
         assert_eq!(store.hasten_jobs(&p.id, &kinds, now).await.unwrap(), 0);
-        let claimed = store.claim_jobs("w", 100, 60_000, now).await.unwrap();
+        let claimed = store
+            .claim_jobs_of("w", 100, 60_000, now, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 1);
         assert_eq!(store.hasten_jobs(&p.id, &kinds, NOW).await.unwrap(), 0);
         assert_eq!(store.hasten_jobs("pay_none", &kinds, now).await.unwrap(), 0);
@@ -2409,7 +2427,11 @@ store_conformance!(
 /// Completes every job due by `at` (what creating payments queued), so a test counts only
 /// its own jobs.
 async fn finish_jobs_due_by(store: &Arc<dyn Store>, at: i64) {
-    for j in store.claim_jobs("setup", 1_000, 60_000, at).await.unwrap() {
+    for j in store
+        .claim_jobs_of("setup", 1_000, 60_000, at, &KindFilter::all())
+        .await
+        .unwrap()
+    {
         assert!(store.complete_job(j.id, &j.lease_token, at).await.unwrap());
     }
 }
@@ -2433,7 +2455,7 @@ store_conformance!(
     a_lanes_claim_takes_one_due_job_per_merchant_before_any_merchants_second,
     |store| {
         use converge_server::domain::lanes::Lane;
-        use converge_server::store::{JobKind, KindFilter};
+        use converge_server::store::JobKind;
         let (_, a) = acme_payment(&store).await;
         let mb = merchant(&store, "bravo").await;
         let CreatePayment::Created(b) = store
@@ -2487,7 +2509,7 @@ store_conformance!(
 
 store_conformance!(a_lanes_claim_never_returns_another_lanes_kinds, |store| {
     use converge_server::domain::lanes::Lane;
-    use converge_server::store::{JobKind, KindFilter};
+    use converge_server::store::JobKind;
     let (_, p) = acme_payment(&store).await;
     finish_jobs_due_by(&store, NOW + 1_000).await;
     for kind in JobKind::ALL {
@@ -2537,7 +2559,7 @@ store_conformance!(
     lane_loads_count_due_and_running_jobs_per_lane_with_the_top_merchants,
     |store| {
         use converge_server::domain::lanes::Lane;
-        use converge_server::store::{JobKind, KindFilter, MerchantDue};
+        use converge_server::store::{JobKind, MerchantDue};
         let (ma, a) = acme_payment(&store).await;
         let mb = merchant(&store, "bravo").await;
         let CreatePayment::Created(b) = store
