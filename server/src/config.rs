@@ -321,9 +321,11 @@ impl WebhookSettings {
             max_endpoints_per_merchant: crate::service::webhooks::DEFAULT_MAX_ENDPOINTS,
             webhook_inflight_per_endpoint: crate::service::webhooks::DEFAULT_INFLIGHT_PER_ENDPOINT,
             webhook_inflight_per_merchant: crate::service::webhooks::DEFAULT_INFLIGHT_PER_MERCHANT,
-            // Off in effect: tests fail one endpoint many times (retry schedules, redeliveries);
-            // the breaker's own tests set it.
-            webhook_breaker_failures: 1_000_000,
+            // Off in effect (more failures than the window holds): tests fail one endpoint many
+            // times (retry schedules, redeliveries); the breaker's own tests set it.
+            webhook_breaker_window: 20,
+            webhook_breaker_min_failures: crate::domain::breaker::MAX_WINDOW,
+            webhook_breaker_failure_pct: 50,
             webhook_breaker_cooldown_secs: 30,
             webhook_breaker_max_cooldown_secs: 600,
         }
@@ -813,8 +815,9 @@ pub struct LaneSettings {
     #[arg(long, env = "CONVERGE_LANE_BACKGROUND_SLOTS", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub lane_background_slots: u32,
 
-    /// Compensation jobs (refunds, reversals, voids, expiries) sent toward the channel per
-    /// second at most, oldest first; per process, shared by every connector (0: no limit).
+    /// Compensation jobs (refunds, reversals, voids, expiries) sent toward each channel
+    /// (connector) per second at most, oldest first; per process and per channel (0: no
+    /// limit).
     #[arg(long, env = "CONVERGE_COMPENSATION_RATE_PER_SEC", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub compensation_rate_per_sec: u32,
 
@@ -1362,10 +1365,20 @@ pub struct WebhookSettings {
     #[arg(long, env = "CONVERGE_WEBHOOK_INFLIGHT_PER_MERCHANT", default_value_t = crate::service::webhooks::DEFAULT_INFLIGHT_PER_MERCHANT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
     pub webhook_inflight_per_merchant: usize,
 
-    /// Failed attempts in a row that open an endpoint's circuit breaker: its deliveries then
-    /// wait out a cool-down without attempts, and one probe attempt decides after it.
-    #[arg(long, env = "CONVERGE_WEBHOOK_BREAKER_FAILURES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub webhook_breaker_failures: u32,
+    /// The attempts an endpoint's circuit breaker takes its failure rate over (its last ones).
+    #[arg(long, env = "CONVERGE_WEBHOOK_BREAKER_WINDOW", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::domain::breaker::MAX_WINDOW)))]
+    pub webhook_breaker_window: u32,
+
+    /// Failures among the window's attempts below which an endpoint's circuit breaker never
+    /// opens.
+    #[arg(long, env = "CONVERGE_WEBHOOK_BREAKER_MIN_FAILURES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::domain::breaker::MAX_WINDOW)))]
+    pub webhook_breaker_min_failures: u32,
+
+    /// The share of failures among the window's attempts (percent) above which an endpoint's
+    /// circuit breaker opens (with at least --webhook-breaker-min-failures of them): its
+    /// deliveries then wait out a cool-down without attempts, and one probe decides after it.
+    #[arg(long, env = "CONVERGE_WEBHOOK_BREAKER_FAILURE_PCT", default_value_t = 50, value_parser = clap::value_parser!(u32).range(0..=99))]
+    pub webhook_breaker_failure_pct: u32,
 
     /// The first cool-down of an open circuit breaker (seconds); it doubles with each
     /// failed probe, up to --webhook-breaker-max-cooldown-secs.
@@ -1390,7 +1403,9 @@ impl WebhookSettings {
             inflight_per_endpoint: self.webhook_inflight_per_endpoint,
             inflight_per_merchant: self.webhook_inflight_per_merchant,
             breaker: crate::domain::breaker::BreakerPolicy {
-                failures: self.webhook_breaker_failures,
+                window: self.webhook_breaker_window,
+                min_failures: self.webhook_breaker_min_failures,
+                failure_share_pct: self.webhook_breaker_failure_pct,
                 base_cooldown_ms: secs_to_ms(self.webhook_breaker_cooldown_secs),
                 max_cooldown_ms: secs_to_ms(self.webhook_breaker_max_cooldown_secs),
             },
@@ -1543,7 +1558,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 88, "every setting is a flag");
+        assert_eq!(seen, 90, "every setting is a flag");
     }
 
     #[test]

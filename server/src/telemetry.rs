@@ -296,6 +296,11 @@ fn describe_bulkhead_metrics() {
         "converge_webhook_breaker_open",
         "Webhook endpoints whose circuit breaker is not closed (open, or half-open awaiting its probe)."
     );
+    describe_gauge!(
+        "converge_webhook_breaker_open_longest_seconds",
+        Unit::Seconds,
+        "How long the webhook endpoint whose circuit breaker has been not closed the longest has been so, since its first opening (failed probes keep it open; 0 when every breaker is closed)."
+    );
     describe_counter!(
         "converge_webhook_deferred_total",
         "Webhook deliveries put back without an attempt, by reason (breaker_open: the endpoint's circuit breaker; in_flight: its in-flight cap in this process; merchant_in_flight: its merchant's)."

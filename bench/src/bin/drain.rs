@@ -19,6 +19,7 @@
 //! The set-up (bulk inserts, pre-made channel charges) is not measured. Prints `key=value`
 //! lines for the benchmark script.
 
+use converge_server::store::KindFilter;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -346,7 +347,13 @@ async fn claims(args: &Args) -> Result<()> {
             loop {
                 let t = Instant::now();
                 let jobs = store
-                    .claim_jobs(&format!("claimer-{w}"), batch, 60_000, SystemClock.now_ms())
+                    .claim_jobs_of(
+                        &format!("claimer-{w}"),
+                        batch,
+                        60_000,
+                        SystemClock.now_ms(),
+                        &KindFilter::all(),
+                    )
                     .await?;
                 lat.push(t.elapsed());
                 if jobs.is_empty() {

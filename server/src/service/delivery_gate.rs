@@ -170,8 +170,9 @@ impl Core {
     }
 
     /// Records the end of an attempt to `endpoint` in its breaker: a failure always, a
-    /// success only when the breaker read before it was not closed and clean (most attempts
-    /// succeed, and write nothing more). Logs the breaker opening. Errors: the store's.
+    /// success only when it changes the breaker read before it (most attempts succeed on a
+    /// full window without failures, and write nothing). Logs the breaker opening. Errors:
+    /// the store's.
     pub async fn record_breaker_outcome(
         &self,
         endpoint: &str,
@@ -179,10 +180,10 @@ impl Core {
         success: bool,
         now: i64,
     ) -> Result<(), ServiceError> {
-        if success && *before == BreakerState::default() {
+        let policy = &self.notifier.settings.breaker;
+        if success && policy.after(before, true, now) == *before {
             return Ok(());
         }
-        let policy = &self.notifier.settings.breaker;
         let after = self
             .store
             .record_breaker(endpoint, success, now, policy)
@@ -191,6 +192,7 @@ impl Core {
             (_, Some(until)) if after.opens > before.opens => tracing::warn!(
                 endpoint,
                 failures = after.failures,
+                attempts = after.attempts,
                 open_until = %crate::domain::clock::rfc3339(until),
                 "circuit breaker opened: deliveries wait without attempts until the probe"
             ),

@@ -275,9 +275,9 @@ impl Core {
     /// Registers endpoint `id` (`we_...`, see [`new_endpoint_id`]) for `merchant_id` with a
     /// new secret, audited in the same transaction. The one place the per-merchant cap
     /// ([`WebhookSettings::max_endpoints_per_merchant`]) is checked, so the merchant API and
-    /// the CLI refuse alike. The count is read before the insert, so two creates racing for
-    /// the last place may both pass (one endpoint over, never a run of them). Errors:
-    /// [`EndpointError`] (`Limit` beyond the cap).
+    /// the CLI refuse alike; the store counts and inserts in one step, so creates racing for
+    /// the last place never pass together. Errors: [`EndpointError`] (`Limit` beyond the
+    /// cap).
     pub async fn create_endpoint(
         &self,
         id: &str,
@@ -296,16 +296,6 @@ impl Core {
             return Err(EndpointError::Description);
         }
         let cap = self.notifier.settings.max_endpoints_per_merchant;
-        let live = self
-            .store
-            .endpoints(Some(merchant_id))
-            .await?
-            .iter()
-            .filter(|e| e.status != EndpointStatus::Deleted)
-            .count();
-        if live >= cap {
-            return Err(EndpointError::Limit(cap));
-        }
         let now = self.clock.now_ms();
         let secret = new_secret();
         let new = NewEndpoint {
@@ -316,6 +306,7 @@ impl Core {
             enabled_events: subscription.to_stored(),
             secret: self.secrets.seal_text(Purpose::WebhookSecret, &secret),
             now,
+            max_live: Some(cap),
         };
         let after = json!({"url": new.url, "enabled_events": subscription.names(), "merchant_id": merchant_id});
         let audit = actor.entry(
@@ -326,7 +317,11 @@ impl Core {
             String::new(),
             after.to_string(),
         );
-        let endpoint = self.store.create_endpoint(&new, Some(&audit)).await?;
+        let endpoint = self
+            .store
+            .create_endpoint(&new, Some(&audit))
+            .await?
+            .ok_or(EndpointError::Limit(cap))?;
         Ok(EndpointWithSecret { endpoint, secret })
     }
 

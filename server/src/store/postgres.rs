@@ -179,7 +179,7 @@ impl super::SqlBackend for PgStore {
             .bind(now + lease_ms)
             .bind(now)
             .bind(batch);
-        for k in filter.kinds() {
+        for k in filter.params() {
             q = q.bind(k);
         }
         Ok(q.fetch_all(&self.pool).await?)

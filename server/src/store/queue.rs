@@ -166,16 +166,60 @@ pub fn complete_jobs_sql(n: usize) -> String {
     )
 }
 
-/// Which job kinds a claim takes (stored names).
+/// Which jobs a claim takes: by kind (stored names) and, optionally, by the channel
+/// (connector) of the job's payment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KindFilter {
+pub struct KindFilter {
+    kinds: Kinds,
+    channels: Channels,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kinds {
     /// Only these kinds (never empty: a claim with nothing to take is not made).
     Only(Vec<String>),
     /// Every kind but these (empty: every kind).
     Except(Vec<String>),
 }
 
+/// Which channels' jobs a claim takes, by the connector name of the job's payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Channels {
+    /// Every job, whatever its payment's channel (and jobs of no payment).
+    Any,
+    /// Only jobs of payments routed to this connector.
+    Only(String),
+    /// Jobs of no payment and of payments routed to none of these connectors.
+    Except(Vec<String>),
+}
+
 impl KindFilter {
+    /// Only the kinds in `kinds` (empty: the claim takes nothing), any channel.
+    pub fn only(kinds: Vec<String>) -> Self {
+        KindFilter {
+            kinds: Kinds::Only(kinds),
+            channels: Channels::Any,
+        }
+    }
+
+    /// Every kind, any channel.
+    pub fn all() -> Self {
+        KindFilter::except(Vec::new())
+    }
+
+    /// Every kind but those in `kinds` (empty: every kind), any channel.
+    pub fn except(kinds: Vec<String>) -> Self {
+        KindFilter {
+            kinds: Kinds::Except(kinds),
+            channels: Channels::Any,
+        }
+    }
+
+    /// This filter's kinds, of the channels `channels` only.
+    pub fn on(self, channels: Channels) -> Self {
+        KindFilter { channels, ..self }
+    }
+
     /// What a claim of `lane` takes while the kinds in `paused` are held (the emergency
     /// switch, issue 17): the lane's kinds that are not paused, or None when that leaves
     /// nothing. The background lane also takes kinds no lane names
@@ -195,7 +239,7 @@ impl KindFilter {
                     .cloned()
                     .collect::<Vec<_>>(),
             );
-            return Some(KindFilter::Except(skip));
+            return Some(KindFilter::except(skip));
         }
         let only: Vec<String> = lane
             .kinds()
@@ -203,31 +247,67 @@ impl KindFilter {
             .map(|k| k.as_str().to_owned())
             .filter(|k| !paused.contains(k))
             .collect();
-        (!only.is_empty()).then_some(KindFilter::Only(only))
+        (!only.is_empty()).then_some(KindFilter::only(only))
     }
 
-    /// The kinds bound after the claim's five parameters.
+    /// Whether a claim of this filter can take nothing (an empty list of kinds to take).
+    pub fn takes_nothing(&self) -> bool {
+        matches!(&self.kinds, Kinds::Only(k) if k.is_empty())
+    }
+
+    /// The kinds named (taken, or left out).
     pub fn kinds(&self) -> &[String] {
-        match self {
-            KindFilter::Only(k) | KindFilter::Except(k) => k,
+        match &self.kinds {
+            Kinds::Only(k) | Kinds::Except(k) => k,
         }
     }
 
-    /// The claim's condition on `kind`, its parameters numbered from `$first`: ` AND kind IN
-    /// ($6, ...)` or ` AND kind NOT IN (...)`, empty for "every kind".
+    /// The values bound after the claim's five parameters, in [`clause`](Self::clause)'s
+    /// order: the kinds, then the channels.
+    pub fn params(&self) -> Vec<&str> {
+        let mut p: Vec<&str> = self.kinds().iter().map(String::as_str).collect();
+        match &self.channels {
+            Channels::Any => {}
+            Channels::Only(c) => p.push(c),
+            Channels::Except(cs) => p.extend(cs.iter().map(String::as_str)),
+        }
+        p
+    }
+
+    /// The claim's condition on `kind` and the channel, its parameters numbered from
+    /// `$first`: ` AND kind IN ($6, ...)` or ` AND kind NOT IN (...)` (nothing for "every
+    /// kind"), then the channel's condition on the job's payment (`jobs.payment_id`).
     pub fn clause(&self, first: usize) -> String {
         let kinds = self.kinds();
-        if kinds.is_empty() {
-            return String::new();
-        }
-        let marks: Vec<String> = (0..kinds.len())
-            .map(|i| format!("${}", i + first))
-            .collect();
-        let op = match self {
-            KindFilter::Only(_) => "IN",
-            KindFilter::Except(_) => "NOT IN",
+        let mut next = first;
+        let mut marks = |n: usize| {
+            let m: Vec<String> = (next..next + n).map(|i| format!("${i}")).collect();
+            next += n;
+            m.join(", ")
         };
-        format!(" AND kind {op} ({})", marks.join(", "))
+        let mut sql = String::new();
+        if !kinds.is_empty() {
+            let op = match self.kinds {
+                Kinds::Only(_) => "IN",
+                Kinds::Except(_) => "NOT IN",
+            };
+            sql.push_str(&format!(" AND kind {op} ({})", marks(kinds.len())));
+        }
+        match &self.channels {
+            Channels::Any => {}
+            Channels::Only(_) => sql.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM payments p WHERE p.id = jobs.payment_id \
+                 AND p.connector = {})",
+                marks(1)
+            )),
+            Channels::Except(cs) if cs.is_empty() => {}
+            Channels::Except(cs) => sql.push_str(&format!(
+                " AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.id = jobs.payment_id \
+                 AND p.connector IN ({}))",
+                marks(cs.len())
+            )),
+        }
+        sql
     }
 }
 
@@ -493,33 +573,12 @@ pub struct ChargedPayment {
 #[async_trait]
 pub trait Queue: Send + Sync + 'static {
     /// Leases up to `batch` jobs that are due (or whose lease lapsed) at `now` to `owner` for
-    /// `lease_ms`; each claim counts an attempt. Never returns more than `batch` rows, and no
-    /// job is leased to two claimers at once.
-    async fn claim_jobs(
-        &self,
-        owner: &str,
-        batch: i64,
-        lease_ms: i64,
-        now: i64,
-    ) -> Result<Vec<LeasedJob>, StoreError> {
-        self.claim_jobs_except(owner, batch, lease_ms, now, &[])
-            .await
-    }
-    /// [`claim_jobs`](Self::claim_jobs) leaving jobs of the kinds in `skip_kinds` (stored
-    /// names) untouched: due, unleased, their attempts not counted. The emergency switch's
-    /// paused kinds (issue 17).
-    async fn claim_jobs_except(
-        &self,
-        owner: &str,
-        batch: i64,
-        lease_ms: i64,
-        now: i64,
-        skip_kinds: &[String],
-    ) -> Result<Vec<LeasedJob>, StoreError>;
-    /// [`claim_jobs`](Self::claim_jobs) of the kinds `filter` takes only ([`KindFilter`];
-    /// a lane's claim is `KindFilter::for_lane`), taken round-robin across merchants
-    /// ([`fair_claim_sql`]): never more than `batch` rows, no job leased to two claimers at
-    /// once, and never a job of a kind the filter leaves out.
+    /// `lease_ms`, of the kinds (and channels) `filter` takes ([`KindFilter`]: a lane's claim
+    /// is `KindFilter::for_lane`; every kind is `KindFilter::all()`; the emergency switch's
+    /// paused kinds, issue 17, are left out with `KindFilter::except`), taken round-robin
+    /// across merchants ([`fair_claim_sql`]); each claim counts an attempt. Never returns more
+    /// than `batch` rows, no job is leased to two claimers at once, and a job the filter
+    /// leaves out stays as it is: due, unleased, its attempts not counted.
     async fn claim_jobs_of(
         &self,
         owner: &str,

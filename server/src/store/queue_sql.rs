@@ -12,18 +12,6 @@ macro_rules! impl_queue {
 
         #[async_trait::async_trait]
         impl $crate::store::Queue for $store {
-            async fn claim_jobs_except(
-                &self,
-                owner: &str,
-                batch: i64,
-                lease_ms: i64,
-                now: i64,
-                skip_kinds: &[String],
-            ) -> Result<Vec<$crate::store::LeasedJob>, $crate::store::StoreError> {
-                let filter = $crate::store::KindFilter::Except(skip_kinds.to_vec());
-                self.claim_due_jobs(owner, batch, lease_ms, now, &filter).await
-            }
-
             async fn claim_jobs_of(
                 &self,
                 owner: &str,
@@ -32,7 +20,7 @@ macro_rules! impl_queue {
                 now: i64,
                 filter: &$crate::store::KindFilter,
             ) -> Result<Vec<$crate::store::LeasedJob>, $crate::store::StoreError> {
-                if batch <= 0 || matches!(filter, $crate::store::KindFilter::Only(k) if k.is_empty()) {
+                if batch <= 0 || filter.takes_nothing() {
                     return Ok(Vec::new());
                 }
                 self.claim_due_jobs(owner, batch, lease_ms, now, filter).await

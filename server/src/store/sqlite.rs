@@ -223,7 +223,7 @@ impl super::SqlBackend for SqliteStore {
             .bind(now + lease_ms)
             .bind(now)
             .bind(batch);
-        for k in filter.kinds() {
+        for k in filter.params() {
             q = q.bind(k);
         }
         let jobs = q.fetch_all(&mut *tx).await?;

@@ -104,6 +104,9 @@ pub struct NewEndpoint {
     pub secret: String,
     /// Epoch ms UTC.
     pub now: i64,
+    /// The most live (not deleted) endpoints the merchant may have with this one; None: no
+    /// cap. Checked in the insert's own transaction (see [`Webhooks::create_endpoint`]).
+    pub max_live: Option<usize>,
 }
 
 pub use converge_wire::DeliveryRow;
@@ -224,12 +227,16 @@ pub trait Webhooks: Send + Sync + 'static {
     /// The plan new deliveries are scheduled with.
     fn webhook_plan(&self) -> &WebhookPlan;
 
-    /// Inserts an endpoint (and its audit record, when given, in the same transaction).
+    /// Inserts an endpoint (and its audit record, when given, in the same transaction)
+    /// unless its merchant already has `e.max_live` live (not deleted) endpoints: then
+    /// nothing is written and the answer is None. The count and the insert are one step:
+    /// creates racing for a merchant's last place are serialised on the merchant's row, so
+    /// exactly one of them takes it.
     async fn create_endpoint(
         &self,
         e: &NewEndpoint,
         audit: Option<&AuditEntry>,
-    ) -> Result<WebhookEndpoint, StoreError>;
+    ) -> Result<Option<WebhookEndpoint>, StoreError>;
     /// The endpoint with this id.
     async fn endpoint(&self, id: &str) -> Result<Option<WebhookEndpoint>, StoreError>;
     /// Endpoints of a merchant (all merchants when None), newest first, deleted ones

@@ -226,14 +226,14 @@ macro_rules! impl_webhooks {
             db: &sqlx::Pool<<$store as $crate::store::backend::SqlBackend>::Db>,
             endpoint_id: &str,
         ) -> Result<Option<($crate::store::BreakerState, i64)>, $crate::store::StoreError> {
-            let row: Option<(i64, i64, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
-                "SELECT failures, opens, open_until, probe_until, version FROM webhook_breakers WHERE endpoint_id = $1",
+            let row: Option<(i64, i64, i64, i64, Option<i64>, Option<i64>, Option<i64>, i64)> = sqlx::query_as(
+                "SELECT attempts, recent, failures, opens, open_until, probe_until, opened_at, version FROM webhook_breakers WHERE endpoint_id = $1",
             )
             .bind(endpoint_id)
             .fetch_optional(db)
             .await?;
-            Ok(row.map(|(failures, opens, open_until, probe_until, version)| {
-                ($crate::store::BreakerState { failures, opens, open_until, probe_until }, version)
+            Ok(row.map(|(attempts, recent, failures, opens, open_until, probe_until, opened_at, version)| {
+                ($crate::store::BreakerState { attempts, recent, failures, opens, open_until, probe_until, opened_at }, version)
             }))
         }
 
@@ -247,11 +247,24 @@ macro_rules! impl_webhooks {
                 &self,
                 e: &$crate::store::NewEndpoint,
                 audit: Option<&$crate::store::AuditEntry>,
-            ) -> Result<$crate::store::WebhookEndpoint, $crate::store::StoreError> {
+            ) -> Result<Option<$crate::store::WebhookEndpoint>, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
+                // The merchant's row locked for the rest of the transaction (PostgreSQL; a
+                // SQLite write transaction is the only writer already): a create racing for
+                // the last place waits here, then counts the winner's endpoint (READ
+                // COMMITTED: the count's snapshot is taken after the lock). A no-op update of
+                // a column no key holds: a key-share lock (a payment's foreign key) is not
+                // blocked by it.
+                sqlx::query("UPDATE merchants SET frozen = frozen WHERE id = $1")
+                    .bind(e.merchant_id)
+                    .execute(&mut *tx)
+                    .await?;
+                let cap = e.max_live.map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX));
                 let ep = sqlx::query_as::<_, $crate::store::WebhookEndpoint>(&format!(
                     concat!("INSERT INTO webhook_endpoints (id, merchant_id, url, description, enabled_events, secret, \
-                     status, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, ", converge_wire::endpoint_sql!(Enabled), ", $7, $7) \
+                     status, created_at, updated_at) SELECT $1, $2, $3, $4, $5, $6, ", converge_wire::endpoint_sql!(Enabled), ", $7, $7 \
+                     WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE merchant_id = $2 AND status <> ",
+                     converge_wire::endpoint_sql!(Deleted), ") < $8 \
                      RETURNING {ENDPOINT_COLUMNS}"),
                     ENDPOINT_COLUMNS = ENDPOINT_COLUMNS,
                 ))
@@ -262,13 +275,18 @@ macro_rules! impl_webhooks {
                 .bind(&e.enabled_events)
                 .bind(&e.secret)
                 .bind(e.now)
-                .fetch_one(&mut *tx)
+                .bind(cap)
+                .fetch_optional(&mut *tx)
                 .await?;
+                let Some(ep) = ep else {
+                    tx.rollback().await?;
+                    return Ok(None);
+                };
                 if let Some(a) = audit {
                     append_audit_in(&mut tx, a).await?;
                 }
                 tx.commit().await?;
-                Ok(ep)
+                Ok(Some(ep))
             }
 
             async fn sealed_secret_sample(
@@ -584,8 +602,8 @@ macro_rules! impl_webhooks {
             async fn open_breakers(
                 &self,
             ) -> Result<Vec<(String, $crate::store::BreakerState)>, $crate::store::StoreError> {
-                let rows: Vec<(String, i64, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
-                    concat!("SELECT b.endpoint_id, b.failures, b.opens, b.open_until, b.probe_until \
+                let rows: Vec<(String, i64, i64, i64, i64, Option<i64>, Option<i64>, Option<i64>)> = sqlx::query_as(
+                    concat!("SELECT b.endpoint_id, b.attempts, b.recent, b.failures, b.opens, b.open_until, b.probe_until, b.opened_at \
                      FROM webhook_breakers b JOIN webhook_endpoints e ON e.id = b.endpoint_id \
                      WHERE b.open_until IS NOT NULL AND e.status = ", converge_wire::endpoint_sql!(Enabled), " ORDER BY b.endpoint_id"),
                 )
@@ -593,8 +611,8 @@ macro_rules! impl_webhooks {
                 .await?;
                 Ok(rows
                     .into_iter()
-                    .map(|(id, failures, opens, open_until, probe_until)| {
-                        (id, $crate::store::BreakerState { failures, opens, open_until, probe_until })
+                    .map(|(id, attempts, recent, failures, opens, open_until, probe_until, opened_at)| {
+                        (id, $crate::store::BreakerState { attempts, recent, failures, opens, open_until, probe_until, opened_at })
                     })
                     .collect())
             }
@@ -633,28 +651,38 @@ macro_rules! impl_webhooks {
                     let (before, version) = row.unwrap_or_default();
                     let after = policy.after(&before, success, now);
                     last = after;
+                    if row.is_some() && after == before {
+                        // A success on a full, clean window: nothing to write.
+                        return Ok(after);
+                    }
                     let written = if row.is_none() {
                         sqlx::query(
-                            "INSERT INTO webhook_breakers (endpoint_id, failures, opens, open_until, probe_until, version, updated_at) \
-                             VALUES ($1, $2, $3, $4, $5, 1, $6) ON CONFLICT (endpoint_id) DO NOTHING",
+                            "INSERT INTO webhook_breakers (endpoint_id, attempts, recent, failures, opens, open_until, probe_until, opened_at, version, updated_at) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, $9) ON CONFLICT (endpoint_id) DO NOTHING",
                         )
                         .bind(endpoint_id)
+                        .bind(after.attempts)
+                        .bind(after.recent)
                         .bind(after.failures)
                         .bind(after.opens)
                         .bind(after.open_until)
                         .bind(after.probe_until)
+                        .bind(after.opened_at)
                         .bind(now)
                         .execute(self.writer())
                         .await?
                     } else {
                         sqlx::query(
-                            "UPDATE webhook_breakers SET failures = $1, opens = $2, open_until = $3, probe_until = $4, \
-                             version = version + 1, updated_at = $5 WHERE endpoint_id = $6 AND version = $7",
+                            "UPDATE webhook_breakers SET attempts = $1, recent = $2, failures = $3, opens = $4, open_until = $5, \
+                             probe_until = $6, opened_at = $7, version = version + 1, updated_at = $8 WHERE endpoint_id = $9 AND version = $10",
                         )
+                        .bind(after.attempts)
+                        .bind(after.recent)
                         .bind(after.failures)
                         .bind(after.opens)
                         .bind(after.open_until)
                         .bind(after.probe_until)
+                        .bind(after.opened_at)
                         .bind(now)
                         .bind(endpoint_id)
                         .bind(version)

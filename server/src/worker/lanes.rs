@@ -17,11 +17,16 @@
 //! requests and the process's other loops. SQLite writes through its one writer connection
 //! whatever the lanes; there a lane's slots bound its jobs, and the WAL readers are shared.
 //!
-//! The compensation lane's claim also takes no more jobs than its [`TokenBucket`] allows
-//! (`--compensation-rate-per-sec`): refunds, reversals, voids and expiries reach the channel at
-//! most at that rate, oldest first within the fairness rule. The bucket is per process and
-//! shared by every connector: N serving processes drain at up to N times the rate.
+//! The compensation lane's claim also takes no more jobs than its [`TokenBucket`]s allow
+//! (`--compensation-rate-per-sec`): one bucket per channel (the connector the job's payment
+//! was routed to), so refunds, reversals, voids and expiries reach each channel at most at
+//! that rate, oldest first within the fairness rule, and a storm toward one channel spends
+//! none of another's tokens. The lane claims channel by channel (the configured connectors in
+//! turn, then one more claim for the jobs of any other channel, which share a bucket), each
+//! claim no bigger than its channel's tokens. The buckets are per process: N serving
+//! processes drain each channel at up to N times the rate.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,7 +35,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use super::{Outcome, Worker};
 use crate::domain::lanes::{Lane, TokenBucket};
-use crate::store::{COMPLETE_JOBS_CHUNK, KindFilter, LeasedJob, StoreError};
+use crate::store::{COMPLETE_JOBS_CHUNK, Channels, KindFilter, LeasedJob, StoreError};
+
+/// The bucket key of the jobs whose channel is none of the configured connectors (a
+/// connector since removed from the configuration), which share one bucket.
+pub const OTHER_CHANNELS: &str = "";
 
 /// How one lane runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -39,8 +48,8 @@ pub struct LaneConfig {
     pub lane: Lane,
     /// Worker slots: jobs of the lane running at once in this process (at least 1).
     pub slots: usize,
-    /// Jobs claimed a second at most (a token bucket whose burst is one second's worth);
-    /// 0: no limit.
+    /// Jobs claimed a second at most per channel (a token bucket per connector whose burst
+    /// is one second's worth); 0: no limit.
     pub rate_per_sec: f64,
 }
 
@@ -64,7 +73,10 @@ pub struct LaneRunner {
     cfg: LaneConfig,
     slots: Arc<Semaphore>,
     in_use: Arc<AtomicUsize>,
-    bucket: Mutex<TokenBucket>,
+    /// The rate-limited lane's buckets, by channel (connector name, or [`OTHER_CHANNELS`]).
+    buckets: Mutex<HashMap<String, TokenBucket>>,
+    /// Turns of the per-channel claims (which channel claims first).
+    turn: AtomicUsize,
 }
 
 impl LaneRunner {
@@ -81,7 +93,8 @@ impl LaneRunner {
             cfg: LaneConfig { slots, ..cfg },
             slots: Arc::new(Semaphore::new(slots)),
             in_use: Arc::new(AtomicUsize::new(0)),
-            bucket: Mutex::new(TokenBucket::new(cfg.rate_per_sec, cfg.rate_per_sec)),
+            buckets: Mutex::new(HashMap::new()),
+            turn: AtomicUsize::new(0),
         })
     }
 
@@ -136,23 +149,40 @@ impl LaneRunner {
         let _ = writer.await;
     }
 
-    /// How long an idle loop sleeps: the poll interval, or less when the bucket is all that
-    /// held the claim back and a token comes sooner.
+    /// One turn of [`run`](Self::run)'s loop without its waits: a claim for every free slot,
+    /// the jobs claimed spawned (their results written as they finish). Returns how many were
+    /// claimed. For tests and benchmarks that drive a lane claim by claim.
+    pub async fn claim_once(self: &Arc<Self>) -> Result<usize, StoreError> {
+        let mut permits = Vec::new();
+        while let Ok(p) = self.slots.clone().try_acquire_owned() {
+            permits.push(p);
+        }
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        tokio::spawn(self.clone().write_completions(done_rx));
+        self.claim_with(permits, &done_tx).await
+    }
+
+    /// How long an idle loop sleeps: the poll interval, or less when an empty bucket was
+    /// what held a claim back and its token comes sooner.
     fn idle_wait(&self) -> Duration {
         let now = self.worker.core.clock.now_ms();
-        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
-        let wait = bucket.wait_ms(now);
-        if wait > 0 {
-            Duration::from_millis(wait).min(self.worker.cfg.poll)
-        } else {
-            self.worker.cfg.poll
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let wait = buckets
+            .values_mut()
+            .map(|b| b.wait_ms(now))
+            .filter(|w| *w > 0)
+            .min();
+        match wait {
+            Some(w) => Duration::from_millis(w).min(self.worker.cfg.poll),
+            None => self.worker.cfg.poll,
         }
     }
 
     /// One claim for the slots in `permits` (taken by the caller): at most that many due jobs
-    /// of the lane (fewer when the bucket allows fewer), each spawned holding one slot; the
-    /// slots not used are given back. Done jobs go to `done` to be completed together. Returns
-    /// how many jobs were claimed.
+    /// of the lane (in a rate-limited lane, channel by channel and no more than each
+    /// channel's bucket allows), each spawned holding one slot; the slots not used are given
+    /// back. Done jobs go to `done` to be completed together. Returns how many jobs were
+    /// claimed.
     async fn claim_with(
         self: &Arc<Self>,
         mut permits: Vec<OwnedSemaphorePermit>,
@@ -163,35 +193,74 @@ impl LaneRunner {
         let Some(filter) = KindFilter::for_lane(self.cfg.lane, &paused) else {
             return Ok(0);
         };
-        let now = core.clock.now_ms();
-        let allowed = self.take_tokens(permits.len(), now);
-        if allowed == 0 {
-            return Ok(0);
+        if self.cfg.rate_per_sec <= 0.0 {
+            let jobs = self.claim(&filter, permits.len()).await?;
+            return Ok(self.spawn_jobs(jobs, &mut permits, done));
         }
-        let claimed = core
+        let mut channels: Vec<String> = core.connectors.names().map(str::to_owned).collect();
+        let others = Channels::Except(channels.clone());
+        let turn = self.turn.fetch_add(1, Ordering::Relaxed);
+        if !channels.is_empty() {
+            let len = channels.len();
+            channels.rotate_left(turn % len);
+        }
+        let mut claimed = 0;
+        let each = channels
+            .into_iter()
+            .map(|c| (c.clone(), Channels::Only(c)))
+            .chain(std::iter::once((OTHER_CHANNELS.to_owned(), others)));
+        for (key, on) in each {
+            if permits.is_empty() {
+                break;
+            }
+            let now = core.clock.now_ms();
+            let allowed = self.take_tokens(&key, permits.len(), now);
+            if allowed == 0 {
+                continue;
+            }
+            let jobs = match self.claim(&filter.clone().on(on), allowed).await {
+                Ok(jobs) => jobs,
+                Err(e) => {
+                    self.give_back_tokens(&key, allowed);
+                    return Err(e);
+                }
+            };
+            self.give_back_tokens(&key, allowed.saturating_sub(jobs.len()));
+            claimed += self.spawn_jobs(jobs, &mut permits, done);
+        }
+        Ok(claimed)
+    }
+
+    /// Claims at most `n` due jobs of `filter`, counted in the claim metrics.
+    async fn claim(&self, filter: &KindFilter, n: usize) -> Result<Vec<LeasedJob>, StoreError> {
+        let core = &self.worker.core;
+        let jobs = core
             .store
             .claim_jobs_of(
                 &self.worker.cfg.owner,
-                allowed as i64,
+                n as i64,
                 self.worker.cfg.lease_ms,
-                now,
-                &filter,
+                core.clock.now_ms(),
+                filter,
             )
-            .await;
-        let jobs = match claimed {
-            Ok(jobs) => jobs,
-            Err(e) => {
-                self.give_back_tokens(allowed);
-                return Err(e);
-            }
-        };
-        self.give_back_tokens(allowed.saturating_sub(jobs.len()));
-        let n = jobs.len();
-        metrics::counter!("converge_jobs_claimed_total").increment(n as u64);
+            .await?;
+        metrics::counter!("converge_jobs_claimed_total").increment(jobs.len() as u64);
         metrics::counter!("converge_lane_jobs_claimed_total", "lane" => self.cfg.lane.as_str())
-            .increment(n as u64);
+            .increment(jobs.len() as u64);
+        Ok(jobs)
+    }
+
+    /// Spawns each of `jobs` holding one of `permits`; returns how many were spawned.
+    fn spawn_jobs(
+        self: &Arc<Self>,
+        jobs: Vec<LeasedJob>,
+        permits: &mut Vec<OwnedSemaphorePermit>,
+        done: &mpsc::UnboundedSender<(LeasedJob, Slot)>,
+    ) -> usize {
+        let mut n = 0;
         for job in jobs {
             let Some(permit) = permits.pop() else { break };
+            n += 1;
             let slot = self.slot(permit);
             let me = self.clone();
             let done = done.clone();
@@ -206,7 +275,7 @@ impl LaneRunner {
                 }
             });
         }
-        Ok(n)
+        n
     }
 
     fn slot(&self, permit: OwnedSemaphorePermit) -> Slot {
@@ -220,14 +289,21 @@ impl LaneRunner {
         }
     }
 
-    fn take_tokens(&self, want: usize, now: i64) -> usize {
-        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
-        bucket.take(want, now)
+    /// Takes up to `want` tokens of channel `key`'s bucket (a full one when first seen).
+    fn take_tokens(&self, key: &str, want: usize, now: i64) -> usize {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let rate = self.cfg.rate_per_sec;
+        buckets
+            .entry(key.to_owned())
+            .or_insert_with(|| TokenBucket::new(rate, rate))
+            .take(want, now)
     }
 
-    fn give_back_tokens(&self, n: usize) {
-        let mut bucket = self.bucket.lock().unwrap_or_else(|p| p.into_inner());
-        bucket.give_back(n);
+    fn give_back_tokens(&self, key: &str, n: usize) {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = buckets.get_mut(key) {
+            b.give_back(n);
+        }
     }
 
     /// Completes the done jobs sent on `rx`: whatever has arrived by the time one is received

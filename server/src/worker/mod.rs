@@ -24,12 +24,11 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::json;
-use tokio::sync::watch;
 
 use crate::domain::backoff::RetryPolicy;
 use crate::service::Core;
 use crate::service::resolve::Step;
-use crate::store::{LeasedJob, NewErrorItem};
+use crate::store::{KindFilter, LeasedJob, NewErrorItem};
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
@@ -130,32 +129,9 @@ impl Worker {
         })
     }
 
-    /// Claims and runs batches of any kind until `stop` turns true; sleeps `poll` when nothing
-    /// is due. Each batch waits for its slowest job: serving processes run lanes instead
-    /// ([`lanes::spawn_lanes`]).
-    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
-        loop {
-            if *stop.borrow() {
-                return;
-            }
-            let ran = match self.drain_once().await {
-                Ok(results) => results.len(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "claiming jobs failed; retrying after the poll interval");
-                    0
-                }
-            };
-            if ran == 0 {
-                tokio::select! {
-                    _ = tokio::time::sleep(self.cfg.poll) => {}
-                    _ = stop.changed() => {}
-                }
-            }
-        }
-    }
-
-    /// Claims one batch and runs it to the end; returns each job's result. Used by the loop,
-    /// tests and the benchmark. Jobs of paused kinds (the emergency switch) are not claimed.
+    /// Claims one batch of any kind and runs it to the end; returns each job's result. Used by
+    /// tests and the benchmark that drive the queue step by step (serving processes run lanes
+    /// instead: [`lanes::spawn_lanes`]). Jobs of paused kinds (the emergency switch) are not claimed.
     pub async fn drain_once(
         self: &Arc<Self>,
     ) -> Result<Vec<(i64, JobResult)>, crate::store::StoreError> {
@@ -164,12 +140,12 @@ impl Worker {
         let jobs = self
             .core
             .store
-            .claim_jobs_except(
+            .claim_jobs_of(
                 &self.cfg.owner,
                 self.cfg.batch,
                 self.cfg.lease_ms,
                 now,
-                &skip,
+                &KindFilter::except(skip),
             )
             .await?;
         metrics::counter!("converge_jobs_claimed_total").increment(jobs.len() as u64);

@@ -109,8 +109,11 @@ pub async fn refresh(
     metrics::gauge!("converge_webhook_oldest_pending_seconds")
         .set(backlog.oldest_pending_at.map_or(0, |t| (now - t).max(0)) as f64 / 1000.0);
     // Open and half-open alike: the endpoints whose deliveries do not flow freely.
-    let open = core.store.open_breakers().await?.len();
-    metrics::gauge!("converge_webhook_breaker_open").set(open as f64);
+    let open = core.store.open_breakers().await?;
+    metrics::gauge!("converge_webhook_breaker_open").set(open.len() as f64);
+    let longest = open.iter().filter_map(|(_, b)| b.held_ms(now)).max();
+    metrics::gauge!("converge_webhook_breaker_open_longest_seconds")
+        .set(longest.unwrap_or(0) as f64 / 1000.0);
     let relay = core
         .store
         .relay_status(crate::worker::relay::LEASE, now)

@@ -263,9 +263,9 @@ async fn webhook_job(app: &TestApp) -> (i64, i64, String, i64) {
 }
 
 on_both_backends!(
-    the_breaker_opens_after_n_failures_defers_without_attempts_and_one_probe_closes_it,
+    the_breaker_opens_on_its_failure_rate_defers_without_attempts_and_one_probe_closes_it,
     |s| {
-        s.webhooks.webhook_breaker_failures = 3;
+        s.webhooks.webhook_breaker_min_failures = 3;
         s.webhooks.webhook_breaker_cooldown_secs = 30;
         s.webhooks.webhook_retry_schedule =
             converge_server::domain::webhooks::RetrySchedule::parse("0s,1s,1s,1s,1s,1s").unwrap();
@@ -344,6 +344,10 @@ on_both_backends!(
         assert!(
             metrics.contains("converge_webhook_breaker_open "),
             "the gauge is exported"
+        );
+        assert!(
+            metrics.contains("converge_webhook_breaker_open_longest_seconds "),
+            "the longest-held gauge is exported"
         );
         assert!(metrics.contains("converge_webhook_deferred_total{reason=\"breaker_open\"}"));
     }

@@ -2,6 +2,7 @@
 //! (DESIGN.md "Storage": one abstraction, two implementations, one suite).
 
 use converge_server::store::Backend;
+use converge_server::store::KindFilter;
 
 store_conformance!(migrations_apply_and_ping_answers, |store| {
     store.ping().await.expect("ping");
@@ -1424,7 +1425,10 @@ store_conformance!(
                 .await
                 .unwrap();
         }
-        let claimed = store.claim_jobs("A", 100, 600_000, 10).await.unwrap();
+        let claimed = store
+            .claim_jobs_of("A", 100, 600_000, 10, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 12);
         let leases: Vec<(i64, &str)> = claimed
             .iter()
@@ -1975,7 +1979,11 @@ store_conformance!(
         };
         // Whatever creating the payments queued is done first, so only this test's jobs count.
         let far = NOW + 86_400_000;
-        for j in store.claim_jobs("setup", 100, 60_000, far).await.unwrap() {
+        for j in store
+            .claim_jobs_of("setup", 100, 60_000, far, &KindFilter::all())
+            .await
+            .unwrap()
+        {
             assert!(store.complete_job(j.id, &j.lease_token, far).await.unwrap());
         }
         assert_eq!(store.wakeable_jobs(&p.id).await.unwrap(), 0);
@@ -1994,7 +2002,10 @@ store_conformance!(
         assert_eq!(store.wakeable_jobs(&q.id).await.unwrap(), 1);
         // Leased (running) and done do not; what it counts is what wake_jobs wakes.
         let later = far + 700_000;
-        let claimed = store.claim_jobs("w", 100, 60_000, later).await.unwrap();
+        let claimed = store
+            .claim_jobs_of("w", 100, 60_000, later, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 3);
         assert_eq!(store.wakeable_jobs(&p.id).await.unwrap(), 0);
         let mine: Vec<_> = claimed
@@ -2032,7 +2043,11 @@ store_conformance!(
         use converge_server::store::{JobKind, NewJob};
         let (_, p) = acme_payment(&store).await;
         let far = NOW + 86_400_000;
-        for j in store.claim_jobs("setup", 100, 60_000, far).await.unwrap() {
+        for j in store
+            .claim_jobs_of("setup", 100, 60_000, far, &KindFilter::all())
+            .await
+            .unwrap()
+        {
             assert!(store.complete_job(j.id, &j.lease_token, far).await.unwrap());
         }
         let job = |kind| NewJob {
@@ -2062,7 +2077,10 @@ store_conformance!(
         );
         // Already due: nothing to hasten; a leased job is not touched.
         assert_eq!(store.hasten_jobs(&p.id, &kinds, now).await.unwrap(), 0);
-        let claimed = store.claim_jobs("w", 100, 60_000, now).await.unwrap();
+        let claimed = store
+            .claim_jobs_of("w", 100, 60_000, now, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 1);
         assert_eq!(store.hasten_jobs(&p.id, &kinds, NOW).await.unwrap(), 0);
         assert_eq!(store.hasten_jobs("pay_none", &kinds, now).await.unwrap(), 0);
@@ -2409,7 +2427,11 @@ store_conformance!(
 /// Completes every job due by `at` (what creating payments queued), so a test counts only
 /// its own jobs.
 async fn finish_jobs_due_by(store: &Arc<dyn Store>, at: i64) {
-    for j in store.claim_jobs("setup", 1_000, 60_000, at).await.unwrap() {
+    for j in store
+        .claim_jobs_of("setup", 1_000, 60_000, at, &KindFilter::all())
+        .await
+        .unwrap()
+    {
         assert!(store.complete_job(j.id, &j.lease_token, at).await.unwrap());
     }
 }
@@ -2433,7 +2455,7 @@ store_conformance!(
     a_lanes_claim_takes_one_due_job_per_merchant_before_any_merchants_second,
     |store| {
         use converge_server::domain::lanes::Lane;
-        use converge_server::store::{JobKind, KindFilter};
+        use converge_server::store::JobKind;
         let (_, a) = acme_payment(&store).await;
         let mb = merchant(&store, "bravo").await;
         let CreatePayment::Created(b) = store
@@ -2487,7 +2509,7 @@ store_conformance!(
 
 store_conformance!(a_lanes_claim_never_returns_another_lanes_kinds, |store| {
     use converge_server::domain::lanes::Lane;
-    use converge_server::store::{JobKind, KindFilter};
+    use converge_server::store::JobKind;
     let (_, p) = acme_payment(&store).await;
     finish_jobs_due_by(&store, NOW + 1_000).await;
     for kind in JobKind::ALL {
@@ -2537,7 +2559,7 @@ store_conformance!(
     lane_loads_count_due_and_running_jobs_per_lane_with_the_top_merchants,
     |store| {
         use converge_server::domain::lanes::Lane;
-        use converge_server::store::{JobKind, KindFilter, MerchantDue};
+        use converge_server::store::{JobKind, MerchantDue};
         let (ma, a) = acme_payment(&store).await;
         let mb = merchant(&store, "bravo").await;
         let CreatePayment::Created(b) = store
@@ -2653,5 +2675,161 @@ store_conformance!(
         // At most `top` merchants.
         let one = store.lane_loads(at, 1).await.unwrap();
         assert_eq!(one[1].top_merchants.len(), 1);
+    }
+);
+
+// --- webhook circuit breaker (issue 37) ----------------------------------------------------
+
+/// Registers endpoint `id` for merchant `m` (straight into the store).
+async fn bare_endpoint(store: &Arc<dyn Store>, m: i64, id: &str) {
+    store
+        .create_endpoint(
+            &converge_server::store::NewEndpoint {
+                id: id.to_string(),
+                merchant_id: m,
+                url: format!("https://example.com/{id}"),
+                description: String::new(),
+                enabled_events: "*".to_string(),
+                secret: "whsec_test".to_string(),
+                now: NOW,
+                max_live: None,
+            },
+            None,
+        )
+        .await
+        .unwrap()
+        .expect("no cap");
+}
+
+store_conformance!(
+    the_stored_breaker_keeps_a_flaky_endpoint_closed_and_opens_a_dead_one,
+    |store| {
+        use converge_server::domain::breaker::{BreakerPolicy, BreakerState};
+        let m = merchant(&store, "acme").await;
+        bare_endpoint(&store, m, "we_flaky").await;
+        bare_endpoint(&store, m, "we_dead").await;
+        let policy = BreakerPolicy::default();
+        // 40% failures, four in a row among them, over 100 attempts: the stored window
+        // follows the domain's, and the breaker stays closed.
+        let flaky = [
+            false, false, true, true, true, true, false, false, false, false,
+        ];
+        let mut expected = BreakerState::default();
+        for (i, failed) in flaky.iter().cycle().take(100).enumerate() {
+            let at = NOW + i as i64;
+            expected = policy.after(&expected, !failed, at);
+            let stored = store
+                .record_breaker("we_flaky", !failed, at, &policy)
+                .await
+                .unwrap();
+            assert_eq!(stored, expected, "attempt {i}");
+        }
+        let kept = store.endpoint_breaker("we_flaky").await.unwrap();
+        assert_eq!(
+            (kept.attempts, kept.failures, kept.open_until),
+            (20, 8, None)
+        );
+        // Dead: the fifth failure opens it, stored with its cool-down.
+        for i in 0..5 {
+            store
+                .record_breaker("we_dead", false, NOW + i, &policy)
+                .await
+                .unwrap();
+        }
+        let dead = store.endpoint_breaker("we_dead").await.unwrap();
+        assert_eq!((dead.attempts, dead.failures, dead.opens), (5, 5, 1));
+        assert_eq!(dead.open_until, Some(NOW + 4 + 30_000));
+        assert_eq!(dead.opened_at, Some(NOW + 4));
+        let open: Vec<String> = store
+            .open_breakers()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(open, ["we_dead"]);
+        // The probe's success closes it with an empty window.
+        assert!(
+            store
+                .claim_breaker_probe("we_dead", NOW + 40_000, NOW + 60_000)
+                .await
+                .unwrap()
+        );
+        let closed = store
+            .record_breaker("we_dead", true, NOW + 41_000, &policy)
+            .await
+            .unwrap();
+        assert_eq!(closed, BreakerState::default());
+        assert_eq!(store.endpoint_breaker("we_dead").await.unwrap(), closed);
+    }
+);
+
+// --- endpoints per merchant (issue 37) -----------------------------------------------------
+
+store_conformance!(
+    creates_racing_for_a_merchants_last_endpoint_places_end_at_exactly_the_cap,
+    |store| {
+        let m = merchant(&store, "acme").await;
+        let other = merchant(&store, "bravo").await;
+        bare_endpoint(&store, m, "we_first").await;
+        bare_endpoint(&store, other, "we_other").await;
+        // Twelve creates at once for the merchant's four places, one of them taken.
+        let creates: Vec<_> = (0..12)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    store
+                        .create_endpoint(
+                            &converge_server::store::NewEndpoint {
+                                id: format!("we_race_{i}"),
+                                merchant_id: m,
+                                url: format!("https://example.com/race/{i}"),
+                                description: String::new(),
+                                enabled_events: "*".to_string(),
+                                secret: "whsec_test".to_string(),
+                                now: NOW + i,
+                                max_live: Some(4),
+                            },
+                            None,
+                        )
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut created = 0;
+        for c in creates {
+            created += usize::from(c.await.unwrap().is_some());
+        }
+        assert_eq!(created, 3, "three places were left");
+        let live = |id: i64| {
+            let store = store.clone();
+            async move {
+                store
+                    .endpoints(Some(id))
+                    .await
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e.status != converge_server::store::EndpointStatus::Deleted)
+                    .count()
+            }
+        };
+        assert_eq!(live(m).await, 4);
+        assert_eq!(live(other).await, 1, "another merchant's count is its own");
+        // A deleted endpoint frees its place.
+        assert!(
+            store
+                .set_endpoint_status(
+                    "we_first",
+                    converge_server::store::EndpointStatus::Deleted,
+                    None,
+                    NOW + 100,
+                    None
+                )
+                .await
+                .unwrap()
+        );
+        bare_endpoint(&store, m, "we_after_delete").await;
+        assert_eq!(live(m).await, 4);
     }
 );

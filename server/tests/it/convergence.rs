@@ -2,6 +2,7 @@
 //! leases fence stale workers, failures back off with jitter, reconciliation is idempotent
 //! (DESIGN.md "Compensation queue and error pool"). Both backends.
 
+use converge_server::store::KindFilter;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -349,17 +350,23 @@ store_conformance!(
     |store| {
         let (job, payload) = reconcile_job("2026-11-30");
         let id = store.enqueue_job(&job, &payload, 1_000).await.unwrap();
-        let a = store.claim_jobs("A", 10, 100, 1_000).await.unwrap();
+        let a = store
+            .claim_jobs_of("A", 10, 100, 1_000, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(a.len(), 1);
         assert!(
             store
-                .claim_jobs("B", 10, 100, 1_050)
+                .claim_jobs_of("B", 10, 100, 1_050, &KindFilter::all())
                 .await
                 .unwrap()
                 .is_empty(),
             "leased to A until 1100"
         );
-        let b = store.claim_jobs("B", 10, 100, 1_200).await.unwrap();
+        let b = store
+            .claim_jobs_of("B", 10, 100, 1_200, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(b.len(), 1);
         assert_ne!(a[0].lease_token, b[0].lease_token);
         assert!(
@@ -391,14 +398,23 @@ store_conformance!(
     |store| {
         let (job, payload) = reconcile_job("2026-11-30");
         let lost = store.enqueue_job(&job, &payload, 1_000).await.unwrap();
-        let a = store.claim_jobs("A", 10, 100, 1_000).await.unwrap();
+        let a = store
+            .claim_jobs_of("A", 10, 100, 1_000, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(a.len(), 1);
         // A's lease lapses and B retakes the job: A's token is stale from here on.
-        let b = store.claim_jobs("B", 1, 10_000, 1_200).await.unwrap();
+        let b = store
+            .claim_jobs_of("B", 1, 10_000, 1_200, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(b.len(), 1);
         let first = store.enqueue_job(&job, &payload, 1_200).await.unwrap();
         let second = store.enqueue_job(&job, &payload, 1_200).await.unwrap();
-        let c = store.claim_jobs("C", 10, 10_000, 1_250).await.unwrap();
+        let c = store
+            .claim_jobs_of("C", 10, 10_000, 1_250, &KindFilter::all())
+            .await
+            .unwrap();
         let token = |id: i64| c.iter().find(|j| j.id == id).unwrap().lease_token.clone();
         let (t1, t2) = (token(first), token(second));
 
@@ -459,7 +475,10 @@ store_conformance!(
         for _ in 0..n {
             store.enqueue_job(&job, &payload, 0).await.unwrap();
         }
-        let claimed = store.claim_jobs("A", n as i64, 600_000, 10).await.unwrap();
+        let claimed = store
+            .claim_jobs_of("A", n as i64, 600_000, 10, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), n);
         let leases: Vec<(i64, &str)> = claimed
             .iter()
@@ -496,7 +515,7 @@ store_conformance!(
                 let mut seen = Vec::new();
                 loop {
                     let got = store
-                        .claim_jobs(&format!("c{c}"), 50, 600_000, 10)
+                        .claim_jobs_of(&format!("c{c}"), 50, 600_000, 10, &KindFilter::all())
                         .await
                         .unwrap();
                     assert!(
@@ -619,11 +638,15 @@ on_both_backends!(
             .find(|j| j.kind == "submit")
             .expect("submit job written with the payment");
         let far = core.clock.now_ms() + 3_600_000;
-        let dead_claim = app.store.claim_jobs("crashed", 10, 300, far).await.unwrap();
+        let dead_claim = app
+            .store
+            .claim_jobs_of("crashed", 10, 300, far, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(dead_claim.len(), 1);
         let rerun = app
             .store
-            .claim_jobs("survivor", 10, 60_000, far + 1_000)
+            .claim_jobs_of("survivor", 10, 60_000, far + 1_000, &KindFilter::all())
             .await
             .unwrap();
         assert_eq!(

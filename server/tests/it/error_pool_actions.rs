@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use converge_server::channel::webhook_sink::{self, SinkConfig};
-use converge_server::store::{ErrorItemStatus, NewErrorItem, Publication};
+use converge_server::store::{ErrorItemStatus, KindFilter, NewErrorItem, Publication};
 use serde_json::{Value, json};
 
 use crate::support::{TestApp, add_ops_user, eventually, ops_post, ops_session};
@@ -64,7 +64,7 @@ async fn finish_jobs(app: &TestApp, payment: &str) {
     let far = app.running.state.core.clock.now_ms() + 30 * 86_400_000;
     for j in app
         .store
-        .claim_jobs("test", 100, 60_000, far)
+        .claim_jobs_of("test", 100, 60_000, far, &KindFilter::all())
         .await
         .unwrap()
     {

@@ -105,3 +105,119 @@ on_both_backends!(
         );
     }
 );
+
+/// Runs `sql` on the app's database (a write the store has no call for).
+async fn exec(app: &TestApp, sql: &str) {
+    match app.store.db_pool() {
+        converge_server::store::DbPool::Sqlite(p) => {
+            sqlx::query(sql).execute(&p).await.unwrap();
+        }
+        converge_server::store::DbPool::Postgres(p) => {
+            sqlx::query(sql).execute(&p).await.unwrap();
+        }
+    }
+}
+
+on_both_backends!(
+    a_refund_storm_toward_one_channel_leaves_another_channel_its_tokens,
+    |s| {
+        s.lanes.compensation_rate_per_sec = 2;
+    },
+    |app| {
+        use converge_server::domain::clock::{Clock, ManualClock, SystemClock};
+        use converge_server::domain::lanes::Lane;
+        use converge_server::service::connectors::DEFAULT_CONNECTOR;
+        use converge_server::store::{JobKind, NewJob};
+        use converge_server::worker::Worker;
+        use converge_server::worker::lanes::{LaneConfig, LaneRunner};
+        use std::sync::Arc;
+        // Merchant A's five payments went to channel "storm", B's one to the sandbox.
+        let mut storm = Vec::new();
+        for i in 0..5 {
+            let p = app.pay(&format!("k-s-{i}"), &format!("s-{i}"), 1000).await;
+            storm.push(p["id"].as_str().unwrap().to_string());
+        }
+        let b_key = app.add_merchant("bravo").await;
+        let body = json!({"amount": 700, "currency": "CNY", "merchant_order_id": "b-1"});
+        let b = app
+            .post_raw(&b_key, "/v1/payments", Some("k-b-1"), &body.to_string())
+            .await;
+        assert_eq!(b.status, 201, "{:?}", b.json());
+        let b_id = b.json()["id"].as_str().unwrap().to_string();
+        for id in &storm {
+            exec(
+                &app,
+                &format!("UPDATE payments SET connector = 'storm' WHERE id = '{id}'"),
+            )
+            .await;
+        }
+        let clock = ManualClock::new(SystemClock.now_ms() + 60_000);
+        let mut core = app.core().clone();
+        core.clock = Arc::new(clock.clone());
+        let sandbox = core.connectors.named(DEFAULT_CONNECTOR);
+        core.connectors = Arc::new(
+            core.connectors
+                .as_ref()
+                .clone()
+                .with_connector("storm", sandbox),
+        );
+        // The storm's refunds are all older than B's one.
+        let job = |pid: &str, run_at: i64| NewJob {
+            kind: JobKind::Refund,
+            payment_id: Some(pid.to_string()),
+            refund_id: None,
+            run_at,
+            max_attempts: 5,
+        };
+        let now = clock.now_ms();
+        let mut storm_jobs = Vec::new();
+        for (i, id) in storm.iter().enumerate() {
+            let j = app
+                .store
+                .enqueue_job(&job(id, now - 10_000 + i as i64), "", now)
+                .await
+                .unwrap();
+            storm_jobs.push(j);
+        }
+        let b_job = app
+            .store
+            .enqueue_job(&job(&b_id, now - 1_000), "", now)
+            .await
+            .unwrap();
+        let worker = Worker::new(core, app.running.settings.worker.config());
+        let lane = LaneRunner::new(
+            worker,
+            LaneConfig {
+                lane: Lane::Compensation,
+                slots: 8,
+                rate_per_sec: 2.0,
+            },
+        );
+        // One claim at a stopped clock: the storm's channel gets its two tokens' worth,
+        // and B's refund its own channel's token (one bucket for all would have given the
+        // storm's older refunds both and B's none).
+        assert_eq!(lane.claim_once().await.unwrap(), 3);
+        let claimed = |id: i64| {
+            let app = &app;
+            async move {
+                app.sql_i64(&format!("SELECT attempts FROM jobs WHERE id = {id}"), &[])
+                    .await
+            }
+        };
+        assert_eq!(claimed(b_job).await, 1, "B's refund was claimed");
+        let mut storm_claimed = 0;
+        for j in &storm_jobs {
+            storm_claimed += claimed(*j).await;
+        }
+        assert_eq!(storm_claimed, 2, "the storm's channel, at its rate");
+        // Its bucket empty, the storm's channel gets nothing more until a token comes.
+        assert_eq!(lane.claim_once().await.unwrap(), 0);
+        clock.advance(500);
+        lane.claim_once().await.unwrap();
+        let mut storm_claimed = 0;
+        for j in &storm_jobs {
+            storm_claimed += claimed(*j).await;
+        }
+        assert_eq!(storm_claimed, 3, "one token in half a second at 2 a second");
+    }
+);

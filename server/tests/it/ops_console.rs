@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use converge_server::store::KindFilter;
 use serde_json::{Value, json};
 
 use crate::support::{TestApp, ops_get, ops_post};
@@ -595,7 +596,7 @@ on_both_backends!(
         ) + 600_000;
         let leased = app
             .store
-            .claim_jobs("elsewhere", 100, 3_600_000, later)
+            .claim_jobs_of("elsewhere", 100, 3_600_000, later, &KindFilter::all())
             .await
             .unwrap();
         assert!(leased.len() >= 2, "{leased:?}");

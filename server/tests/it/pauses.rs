@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use converge_server::channel::webhook_sink::{self, SinkConfig};
 use converge_server::domain::pause::PauseStatus;
+use converge_server::store::KindFilter;
 use converge_server::store::{CreatePause, NewPause, PauseMove};
 use converge_server::worker::Worker;
 use serde_json::{Value, json};
@@ -845,7 +846,13 @@ store_conformance!(
                 .unwrap();
         }
         let got = store
-            .claim_jobs_except("w", 10, 1_000, 10, &["refund".to_string()])
+            .claim_jobs_of(
+                "w",
+                10,
+                1_000,
+                10,
+                &KindFilter::except(vec!["refund".to_string()]),
+            )
             .await
             .unwrap();
         assert_eq!(
@@ -853,11 +860,20 @@ store_conformance!(
             vec!["reconcile"]
         );
         let got = store
-            .claim_jobs_except("w", 10, 1_000, 10, &["refund".into(), "reconcile".into()])
+            .claim_jobs_of(
+                "w",
+                10,
+                1_000,
+                10,
+                &KindFilter::except(vec!["refund".into(), "reconcile".into()]),
+            )
             .await
             .unwrap();
         assert!(got.is_empty());
-        let got = store.claim_jobs("w", 10, 1_000, 10).await.unwrap();
+        let got = store
+            .claim_jobs_of("w", 10, 1_000, 10, &KindFilter::all())
+            .await
+            .unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!((got[0].kind.as_str(), got[0].attempts), ("refund", 1));
     }
