@@ -171,8 +171,8 @@ impl Core {
 
     /// Records the end of an attempt to `endpoint` in its breaker: a failure always, a
     /// success only when it changes the breaker read before it (most attempts succeed on a
-    /// full window without failures, and write nothing). Logs the breaker opening. Errors:
-    /// the store's.
+    /// full window without failures, and write nothing). Logs the breaker opening; when the
+    /// breaker closes, makes the endpoint's waiting deliveries due now. Errors: the store's.
     pub async fn record_breaker_outcome(
         &self,
         endpoint: &str,
@@ -196,7 +196,12 @@ impl Core {
                 open_until = %crate::domain::clock::rfc3339(until),
                 "circuit breaker opened: deliveries wait without attempts until the probe"
             ),
-            (Some(_), None) => tracing::info!(endpoint, "circuit breaker closed"),
+            (Some(_), None) => {
+                // The probe went through: what waited behind the breaker goes now, not at
+                // each delivery's own later time (up to the cool-down's 10 min).
+                let woken = self.store.hasten_endpoint_deliveries(endpoint, now).await?;
+                tracing::info!(endpoint, woken, "circuit breaker closed");
+            }
             _ => {}
         }
         Ok(())

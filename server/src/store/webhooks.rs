@@ -329,6 +329,12 @@ pub trait Webhooks: Send + Sync + 'static {
     /// Marks a pending delivery abandoned (its endpoint is gone) with a reason; false when
     /// it was not pending.
     async fn abandon_delivery(&self, id: i64, reason: &str, now: i64) -> Result<bool, StoreError>;
+    /// Makes every pending delivery to `endpoint` due at `now` (epoch ms UTC): its job's run
+    /// time and its `next_attempt_at`. Called when the endpoint has just proven healthy (its
+    /// breaker's probe succeeded), so the deliveries held back while it failed go out at once
+    /// instead of each waiting out its own wait. Returns the jobs made due.
+    async fn hasten_endpoint_deliveries(&self, endpoint: &str, now: i64)
+    -> Result<u64, StoreError>;
     /// Puts deliveries that are not pending (succeeded, dead, abandoned) back to pending with
     /// a new job each, due now, for the full schedule; `audit` in the same transaction.
     /// Returns the ids put back (a pending one already has its job and is skipped).

@@ -715,6 +715,35 @@ macro_rules! impl_webhooks {
                 Ok(r.rows_affected() == 1)
             }
 
+            async fn hasten_endpoint_deliveries(
+                &self,
+                endpoint: &str,
+                now: i64,
+            ) -> Result<u64, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                sqlx::query(
+                    concat!("UPDATE webhook_deliveries SET next_attempt_at = $1, updated_at = $1 \
+                     WHERE endpoint_id = $2 AND status = ", converge_wire::delivery_sql!(Pending), " AND next_attempt_at > $1"),
+                )
+                .bind(now)
+                .bind(endpoint)
+                .execute(&mut *tx)
+                .await?;
+                let woken = sqlx::query(
+                    concat!("UPDATE jobs SET run_at = $1, updated_at = $1 WHERE kind = 'webhook' AND status = ",
+                     converge_wire::job_sql!(Due), " AND run_at > $1 AND payload IN \
+                     (SELECT CAST(id AS TEXT) FROM webhook_deliveries WHERE endpoint_id = $2 AND status = ",
+                     converge_wire::delivery_sql!(Pending), ")"),
+                )
+                .bind(now)
+                .bind(endpoint)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                tx.commit().await?;
+                Ok(woken)
+            }
+
             async fn redeliver(
                 &self,
                 ids: &[i64],

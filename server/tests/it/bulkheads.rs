@@ -415,3 +415,71 @@ on_both_backends!(
         assert_eq!(received(&sink).await, 2);
     }
 );
+
+on_both_backends!(
+    a_probe_that_closes_the_breaker_sends_the_waiting_deliveries_at_once,
+    |s| {
+        s.webhooks.webhook_breaker_min_failures = 3;
+        s.webhooks.webhook_breaker_cooldown_secs = 30;
+    },
+    |app| {
+        let (sink, ep) = sink_endpoint(&app, "/hooks/ok").await;
+        let (core, clock, worker) = on_test_clock(&app);
+        let mid = merchant_id(&app).await;
+        for i in 0..3 {
+            let before = app.store.endpoint_breaker(&ep).await.unwrap();
+            core.record_breaker_outcome(&ep, &before, false, clock.now_ms() + i)
+                .await
+                .unwrap();
+        }
+        let open_until = app
+            .store
+            .endpoint_breaker(&ep)
+            .await
+            .unwrap()
+            .open_until
+            .expect("open after 3 failures");
+        app.pay("k-h-1", "o-h-1", 1000).await;
+        app.pay("k-h-2", "o-h-2", 1000).await;
+        let last_run = || app.sql_i64("SELECT MAX(run_at) FROM jobs WHERE kind = 'webhook'", &[]);
+        let first_run = || app.sql_i64("SELECT MIN(run_at) FROM jobs WHERE kind = 'webhook'", &[]);
+        // Both deliveries meet the open breaker: put back to its end, nothing attempted.
+        while !worker.drain_once().await.unwrap().is_empty() {}
+        assert_eq!(received(&sink).await, 0);
+        assert_eq!(first_run().await, open_until);
+        // Half-open: the probe is taken (held here), so both wait on its lease.
+        clock.advance(open_until - clock.now_ms());
+        let probe = core.delivery_gate(&ep, mid, clock.now_ms()).await.unwrap();
+        let Passage::Go { ref breaker, .. } = probe else {
+            panic!("the probe: {probe:?}")
+        };
+        let breaker = breaker.clone();
+        while !worker.drain_once().await.unwrap().is_empty() {}
+        assert!(
+            first_run().await > clock.now_ms(),
+            "waiting on the probe's lease"
+        );
+        assert_eq!(received(&sink).await, 0);
+        // The probe's attempt succeeded: the breaker closes and both are due now, not at the
+        // end of the probe's lease.
+        core.record_breaker_outcome(&ep, &breaker, true, clock.now_ms())
+            .await
+            .unwrap();
+        drop(probe);
+        assert_eq!(
+            app.store.endpoint_breaker(&ep).await.unwrap(),
+            BreakerState::default()
+        );
+        assert_eq!(last_run().await, clock.now_ms());
+        while !worker.drain_once().await.unwrap().is_empty() {}
+        let deliveries = app
+            .sql_i64("SELECT COUNT(*) FROM webhook_deliveries", &[])
+            .await;
+        assert!(deliveries >= 2, "{deliveries}");
+        assert_eq!(
+            received(&sink).await as i64,
+            deliveries,
+            "all delivered at once"
+        );
+    }
+);

@@ -642,7 +642,10 @@ async fn an_outage_is_switched_on_and_off_while_the_sandbox_runs() {
         sb.get_json("/faults").await,
         serde_json::json!({"rate": 0.0, "kind": null})
     );
-    assert_eq!(sb.patient.charge("before", 1000, "CNY").await, succeeded(1000));
+    assert_eq!(
+        sb.patient.charge("before", 1000, "CNY").await,
+        succeeded(1000)
+    );
 
     let on = put(r#"{"rate":1,"kind":"error5xx"}"#).await.unwrap();
     assert_eq!(on.status(), 200);
@@ -653,7 +656,10 @@ async fn an_outage_is_switched_on_and_off_while_the_sandbox_runs() {
         assert_eq!(sb.behaviour(&key).await, "error5xx");
     }
     // A key seen before the outage keeps its behaviour.
-    assert_eq!(sb.patient.charge("before", 1000, "CNY").await, succeeded(1000));
+    assert_eq!(
+        sb.patient.charge("before", 1000, "CNY").await,
+        succeeded(1000)
+    );
 
     for bad in [
         r#"{"rate":2}"#,
@@ -666,10 +672,17 @@ async fn an_outage_is_switched_on_and_off_while_the_sandbox_runs() {
         let body: Value = a.json().await.unwrap();
         assert_eq!(body["status"], "invalid", "{bad}");
     }
-    assert_eq!(sb.get_json("/faults").await["kind"], "error5xx", "a refused setting changes nothing");
+    assert_eq!(
+        sb.get_json("/faults").await["kind"],
+        "error5xx",
+        "a refused setting changes nothing"
+    );
 
     assert_eq!(put(r#"{"rate":0}"#).await.unwrap().status(), 200);
-    assert_eq!(sb.patient.charge("after", 1000, "CNY").await, succeeded(1000));
+    assert_eq!(
+        sb.patient.charge("after", 1000, "CNY").await,
+        succeeded(1000)
+    );
     sb.handle.shutdown().await;
 }
 

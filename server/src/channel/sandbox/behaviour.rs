@@ -296,7 +296,10 @@ mod tests {
         assert!(FaultSetting::new(-0.1, None).is_err());
         let e = FaultSetting::new(0.5, Some("decline")).unwrap_err();
         assert!(e.contains("slow, timeout, dropped, error5xx"), "{e}");
-        assert_eq!(FaultSetting::new(0.5, Some("timeout")).unwrap().kind, Some(Behaviour::Timeout));
+        assert_eq!(
+            FaultSetting::new(0.5, Some("timeout")).unwrap().kind,
+            Some(Behaviour::Timeout)
+        );
     }
 
     #[test]
