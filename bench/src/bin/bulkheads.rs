@@ -1101,9 +1101,19 @@ async fn stall(args: &Args, bed: &mut Bed) -> Result<()> {
     println!("stall.creates={}", creates.len());
     println!("stall.creates_p50_ms={}", ms(percentile(&creates, 0.5)));
     let charges = channel_charges(&bed.channel_db()).await?;
-    println!("stall.channel.charges_committed_during_stall={charges}");
+    println!("stall.channel.charges_after_stall={charges}");
     let (rate, secs, n) = rate_between(&samples, 0.0, end);
-    println!("stall.refunds_per_s={rate:.1} ({n} in {secs:.1} s)");
+    println!("stall.refunds_per_s_whole_window={rate:.1} ({n} in {secs:.1} s)");
+    // While the queue still held refunds: from the first refund at the channel to the last.
+    let first = samples.iter().find(|s| s.1 + s.2 > 0).map_or(0.0, |s| s.0);
+    let last = samples.iter().find(|s| s.1 + s.2 >= n).map_or(end, |s| s.0);
+    let (rate, secs, n) = rate_between(&samples, first, last);
+    println!("stall.refunds_per_s_while_queued={rate:.1} ({n} in {secs:.1} s)");
+    let per_sec: Vec<String> = samples
+        .windows(2)
+        .map(|w| format!("{}", (w[1].1 + w[1].2) - (w[0].1 + w[0].2)))
+        .collect();
+    println!("stall.refunds_per_second={}", per_sec.join(","));
     println!("stall.configured_per_s={}", args.compensation_rate);
     stall_webhooks(&bed.db_url, &endpoint, stall_start_ms, stall_end_ms).await
 }
