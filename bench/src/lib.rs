@@ -2,7 +2,8 @@
 //! benchmarks"): starting and killing real `converge` processes, throw-away databases, and
 //! latency percentiles. The binaries are `chaos` (DESIGN.md "Convergence invariants" under
 //! faults and SIGKILL), `load` (merchant API throughput), `drain` (compensation queue
-//! throughput) and `rawinsert` (the SQLite single-row insert baseline).
+//! throughput), `rawinsert` (the SQLite single-row insert baseline) and `bulkheads` (issue
+//! 37: the refund storm, the noisy neighbour and the forward-path stall).
 
 pub mod db;
 pub mod procs;

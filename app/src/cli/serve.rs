@@ -40,6 +40,10 @@ pub(super) struct ChannelSimArgs {
     /// Hang of digits-53 requests (ms).
     #[arg(long, default_value_t = 5_000)]
     hang_ms: u64,
+    /// A stalled forward path: hold every charge and authorization this long, then answer 504
+    /// with nothing committed, whatever the amount (ms; 0: off). Refunds answer as usual.
+    #[arg(long, env = "CONVERGE_HANG_SUBMIT_MS", default_value_t = 0)]
+    hang_submit_ms: u64,
 }
 
 /// `converge serve`: the merchant API, the console (Leptos, compressed), the workers and,
@@ -250,6 +254,7 @@ pub(super) async fn channel_sim(args: ChannelSimArgs) -> Result<()> {
         callback_secret: args.callback_secret.unwrap_or_default().into_bytes(),
         slow_ms: args.slow_ms,
         hang_ms: args.hang_ms,
+        hang_submit_ms: args.hang_submit_ms,
         fault_rate: args.fault_rate,
         seed: args.seed,
         ..SandboxConfig::default()

@@ -29,7 +29,6 @@ use clap::Parser;
 use converge_bench::db::{self, Backend};
 use converge_bench::stats::{ms, percentile};
 use converge_server::domain::clock::{Clock, SystemClock};
-use converge_server::domain::state::PaymentStatus;
 use converge_server::domain::stuck::StuckThresholds;
 use converge_server::store::{
     self, DbPool, PaymentFilter, SearchArg, Store, search_sql, stuck_counts_sql, stuck_payments_sql,

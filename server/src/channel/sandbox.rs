@@ -60,7 +60,8 @@
 //! every retry of that key); 54 commit, then break the connection mid-answer, no callback; 55
 //! success, `charge.succeeded` twice (same `event_id`) then a stale `charge.failed`; 56 500 on
 //! the first two attempts, then success; 57 statement amount + 1; 58 missing from the
-//! statement; other: success. With `fault_rate` > 0, "other" amounts also get seeded 52/53/54/56
+//! statement; other: success. With `hang_submit_ms` > 0 every charge and authorization is
+//! held that long and answered 504, committing nothing (a stalled forward path). With `fault_rate` > 0, "other" amounts also get seeded 52/53/54/56
 //! faults. A key's behaviour is fixed at its first attempt.
 //! Callbacks: `POST callback_url` with `{"event_id","type":"charge.succeeded"|"charge.failed",
 //! "channel_key","amount","currency","created_at"(unix seconds)}` and the
@@ -108,6 +109,11 @@ pub struct SandboxConfig {
     pub hang_ms: u64,
     /// Delay between a commit and its callbacks, milliseconds (default 200).
     pub callback_delay_ms: u64,
+    /// A stalled forward path (issue 37's forward-path stall benchmark): when above 0, every
+    /// `POST /charges` and `POST /authorizations` is held this long, then answered 504
+    /// `{"status":"timeout"}` with nothing committed or counted, whatever the amount; refunds,
+    /// queries, cancels, captures and voids answer as usual. Milliseconds (default 0: off).
+    pub hang_submit_ms: u64,
     /// Probability (0..=1) that an "other" amount gets an injected 52/53/54/56 fault.
     pub fault_rate: f64,
     /// Seed of the fault RNG: one seed and one request order give one fault sequence.
@@ -126,6 +132,7 @@ impl Default for SandboxConfig {
             slow_ms: 5000,
             hang_ms: 5000,
             callback_delay_ms: 200,
+            hang_submit_ms: 0,
             fault_rate: 0.0,
             seed: 0,
             clock: Arc::new(SystemClock),
@@ -142,6 +149,7 @@ impl std::fmt::Debug for SandboxConfig {
             .field("slow_ms", &self.slow_ms)
             .field("hang_ms", &self.hang_ms)
             .field("callback_delay_ms", &self.callback_delay_ms)
+            .field("hang_submit_ms", &self.hang_submit_ms)
             .field("fault_rate", &self.fault_rate)
             .field("seed", &self.seed)
             .finish_non_exhaustive()
@@ -162,6 +170,20 @@ pub struct SandboxState {
 }
 
 impl SandboxState {
+    /// With the forward-path stall on (`hang_submit_ms` > 0), the 504 a charge or an
+    /// authorization gets after the hang, before the store is touched; `None` when it is off.
+    async fn stalled_submit(&self) -> Option<axum::response::Response> {
+        let ms = self.inner.cfg.hang_submit_ms;
+        if ms == 0 {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Some(handlers::reply(
+            axum::http::StatusCode::GATEWAY_TIMEOUT,
+            serde_json::json!({"status": "timeout"}),
+        ))
+    }
+
     fn now(&self) -> DateTime<Utc> {
         DateTime::from_timestamp_millis(self.inner.cfg.clock.now_ms()).unwrap_or_default()
     }

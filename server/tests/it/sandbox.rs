@@ -745,3 +745,57 @@ async fn a_file_database_keeps_charges_across_restarts() {
     assert_eq!(sb.patient.query("k-gone").await, QueryOutcome::Cancelled);
     assert_eq!(sb.charges().await, 1);
 }
+
+#[tokio::test]
+async fn a_stalled_forward_path_times_out_every_charge_and_hold_but_refunds_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("channel.db");
+    let cfg = |hang_submit_ms| SandboxConfig {
+        database_url: path.to_str().unwrap().to_owned(),
+        hang_submit_ms,
+        ..config()
+    };
+    let sb = Sandbox::start(cfg(0)).await;
+    assert_eq!(
+        sb.patient.charge("k-before", 1000, "CNY").await,
+        succeeded(1000)
+    );
+    sb.handle.shutdown().await;
+
+    let sb = Sandbox::start(cfg(300)).await;
+    let post = |path: &str, body: Value| {
+        sb.raw
+            .post(format!("{}{path}", sb.handle.url))
+            .json(&body)
+            .send()
+    };
+    // Even an amount that would decline at once is held, then timed out.
+    for (path, body) in [
+        (
+            "/charges",
+            serde_json::json!({"key": "k-new", "amount": 1000, "currency": "CNY"}),
+        ),
+        (
+            "/charges",
+            serde_json::json!({"key": "k-decline", "amount": 1051, "currency": "CNY"}),
+        ),
+        (
+            "/authorizations",
+            serde_json::json!({"key": "k-hold", "amount": 1000, "currency": "CNY"}),
+        ),
+    ] {
+        let r = post(path, body).await.unwrap();
+        assert_eq!(r.status().as_u16(), 504, "{path}");
+        assert_eq!(r.json::<Value>().await.unwrap()["status"], "timeout");
+    }
+    for key in ["k-new", "k-decline"] {
+        assert_eq!(sb.patient.query(key).await, QueryOutcome::NotFound, "{key}");
+    }
+    assert_eq!(sb.charges().await, 1, "nothing committed while stalled");
+    // The charge made before the stall is refunded as usual.
+    assert_eq!(
+        sb.patient.refund("k-before", "r-1", 1000).await,
+        RefundOutcome::Succeeded
+    );
+    sb.handle.shutdown().await;
+}

@@ -93,6 +93,9 @@ pub async fn create_charge(
     if req.currency.len() != 3 || !req.currency.bytes().all(|b| b.is_ascii_uppercase()) {
         return invalid("currency must be an ISO 4217 code");
     }
+    if let Some(stalled) = s.stalled_submit().await {
+        return stalled;
+    }
     // The decision and callback scheduling run in their own task so a client hanging up
     // mid-request cannot cancel them between the commit and the callback.
     let (amount, currency) = (req.amount, req.currency.clone());

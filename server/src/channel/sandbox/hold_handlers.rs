@@ -86,6 +86,9 @@ pub async fn authorize(
     if !(1..=MAX_TTL_SECS).contains(&ttl) {
         return invalid(format!("ttl_secs must be 1..={MAX_TTL_SECS}"));
     }
+    if let Some(stalled) = s.stalled_submit().await {
+        return stalled;
+    }
     let (amount, currency) = (req.amount, req.currency.clone());
     // As for charges: the decision runs in its own task so a client hanging up cannot cancel
     // it between the commit and the answer.
