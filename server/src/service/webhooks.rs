@@ -52,9 +52,11 @@ pub const DEFAULT_MAX_ENDPOINTS: usize = 16;
 /// The default of [`WebhookSettings::inflight_per_endpoint`].
 pub const DEFAULT_INFLIGHT_PER_ENDPOINT: usize = 4;
 
-/// The default of [`WebhookSettings::inflight_per_merchant`]: half the default worker batch
-/// (16), so another merchant's deliveries always find workers.
-pub const DEFAULT_INFLIGHT_PER_MERCHANT: usize = 8;
+/// The default of [`WebhookSettings::inflight_per_merchant`]: half the delivery lane's
+/// default slots (8), so another merchant's deliveries always find free slots. At 8 (the
+/// lane's every slot) one merchant's 16 hanging endpoints held the whole lane, and another
+/// merchant's deliveries waited a minute (BENCHMARKS.md "Bulkheads", noisy neighbour).
+pub const DEFAULT_INFLIGHT_PER_MERCHANT: usize = 4;
 
 /// What delivery needs from the process settings.
 #[derive(Debug, Clone)]
