@@ -1,0 +1,36 @@
+//! Runs one seed and prints its trace (a developer's tool; `converge simulate` is the
+//! user's): `cargo run -p converge-sim --example one -- SEED PAYMENTS`. With
+//! `--features planted-bugs` and `SIM_PLANT=1`, planted bug 1 is on.
+fn main() {
+    let seed: u64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let payments: u64 = std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    #[allow(unused_mut)]
+    let mut cfg = converge_sim::Config {
+        payments,
+        ..Default::default()
+    };
+    #[cfg(feature = "planted-bugs")]
+    if std::env::var("SIM_PLANT").is_ok() {
+        cfg.planted = vec![converge_server::planted::Bug::UnknownChargeFailed];
+    }
+    let t = std::time::Instant::now();
+    let r = converge_sim::run_seed(seed, &cfg).expect("the simulator starts");
+    for l in &r.trace {
+        println!("{l}");
+    }
+    eprintln!(
+        "{:?} steps {} payments {} simulated_ms {} wall {:?} sha256 {}",
+        r.violation,
+        r.steps,
+        r.payments,
+        r.simulated_ms,
+        t.elapsed(),
+        r.trace_hash()
+    );
+}
