@@ -12,12 +12,16 @@ use std::cell::Cell;
 pub enum Bug {
     /// 1. An UNKNOWN charge (timeout, 5xx, dropped answer) decided FAILED, as a decline.
     UnknownChargeFailed,
+    /// 2. A payment not found at the channel failed without fencing its key first (the
+    /// cancel skipped), so a request still on its way can charge it after.
+    FailedWithoutFence,
 }
 
 impl Bug {
     fn bit(self) -> u32 {
         match self {
             Bug::UnknownChargeFailed => 1,
+            Bug::FailedWithoutFence => 2,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Runs one seed and prints its trace (a developer's tool; `converge simulate` is the
 //! user's): `cargo run -p converge-sim --example one -- SEED PAYMENTS`. With
-//! `--features planted-bugs` and `SIM_PLANT=1`, planted bug 1 is on.
+//! `--features planted-bugs` and `SIM_PLANT=N`, planted bug N is on.
 fn main() {
     let seed: u64 = std::env::args()
         .nth(1)
@@ -16,8 +16,12 @@ fn main() {
         ..Default::default()
     };
     #[cfg(feature = "planted-bugs")]
-    if std::env::var("SIM_PLANT").is_ok() {
-        cfg.planted = vec![converge_server::planted::Bug::UnknownChargeFailed];
+    if let Ok(n) = std::env::var("SIM_PLANT") {
+        use converge_server::planted::Bug;
+        cfg.planted = vec![match n.as_str() {
+            "1" => Bug::UnknownChargeFailed,
+            _ => Bug::FailedWithoutFence,
+        }];
     }
     let t = std::time::Instant::now();
     let r = converge_sim::run_seed(seed, &cfg).expect("the simulator starts");

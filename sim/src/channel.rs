@@ -32,6 +32,9 @@ pub struct Faults {
     pub decline: u64,
     /// A charge sends a callback (then maybe a duplicate, at the same rate).
     pub callback: u64,
+    /// A charge times out while its request is still on its way: the PSP gets it later
+    /// ([`SimChannel::deliver_late`]), charging unless the key was fenced meanwhile.
+    pub late: u64,
 }
 
 impl Faults {
@@ -43,6 +46,7 @@ impl Faults {
             crash_after: 20,
             decline: 100,
             callback: 500,
+            late: 40,
         }
     }
 }
@@ -81,6 +85,11 @@ struct State {
     refunds: BTreeMap<String, (String, i64)>,
     fenced: BTreeSet<String>,
     callbacks: Vec<PendingCallback>,
+    /// Charge requests on their way (key, amount, currency), in the order sent.
+    late: Vec<(String, i64, String)>,
+    /// While set, the charge path is down: every charge times out (some still arrive late).
+    /// Queries, cancels and refunds still answer.
+    outage: bool,
     events: u64,
     /// What the channel did, for the trace, drained by the simulator after each step.
     log: Vec<String>,
@@ -97,6 +106,7 @@ pub struct SimChannel {
 /// What a call draws: the fault that happens to it.
 enum Fate {
     Before,
+    Late,
     Lost,
     Crash,
     Answer,
@@ -113,6 +123,8 @@ impl SimChannel {
                 refunds: BTreeMap::new(),
                 fenced: BTreeSet::new(),
                 callbacks: Vec::new(),
+                late: Vec::new(),
+                outage: false,
                 events: 0,
                 log: Vec::new(),
                 crashed: false,
@@ -145,6 +157,68 @@ impl SimChannel {
         std::mem::take(&mut self.lock().log)
     }
 
+    /// Starts or ends an outage of the charge path.
+    pub fn set_outage(&self, down: bool) {
+        let mut st = self.lock();
+        st.outage = down;
+        st.log.push(format!(
+            "channel charge path {}",
+            if down { "down" } else { "up" }
+        ));
+    }
+
+    /// Charge requests still on their way.
+    pub fn late_requests(&self) -> usize {
+        self.lock().late.len()
+    }
+
+    /// The charge request at `index` (modulo those on their way) reaches the PSP now: it
+    /// charges (or is declined) unless its key was fenced first. Returns the trace's line.
+    pub fn deliver_late(&self, index: u64) -> Option<String> {
+        let mut st = self.lock();
+        if st.late.is_empty() {
+            return None;
+        }
+        let i = usize::try_from(index % st.late.len() as u64).unwrap_or(0);
+        let (key, amount, currency) = st.late.remove(i);
+        let what = match Self::apply_charge(&mut st, &key, amount, &currency) {
+            Ok(c) if c.succeeded => "charged",
+            Ok(_) => "declined",
+            Err(_) => "refused: fenced",
+        };
+        Some(format!(
+            "late charge {} reaches the channel: {what}",
+            short(&key)
+        ))
+    }
+
+    /// A charge request reaching the PSP: the key's charge (made now, or the one it has),
+    /// or Err for a fenced key without one.
+    fn apply_charge(st: &mut State, key: &str, amount: i64, currency: &str) -> Result<Charge, ()> {
+        let rate = st.faults.decline;
+        let decline = st.rng.chance(rate);
+        let c = match st.charges.get(key).cloned() {
+            Some(mut c) => {
+                c.attempts += 1;
+                c
+            }
+            None if st.fenced.contains(key) => return Err(()),
+            None => {
+                let c = Charge {
+                    succeeded: !decline,
+                    amount,
+                    currency: currency.into(),
+                    attempts: 1,
+                    refunded: 0,
+                };
+                Self::queue_callbacks(st, key, &c);
+                c
+            }
+        };
+        st.charges.insert(key.into(), c.clone());
+        Ok(c)
+    }
+
     /// Callbacks sent and not yet delivered.
     pub fn pending_callbacks(&self) -> usize {
         self.lock().callbacks.len()
@@ -168,7 +242,9 @@ impl SimChannel {
     /// Draws the fate of a call that has an effect.
     fn fate(st: &mut State) -> Fate {
         let f = st.faults;
-        if st.rng.chance(f.error_before) {
+        if st.rng.chance(f.late) {
+            Fate::Late
+        } else if st.rng.chance(f.error_before) {
             Fate::Before
         } else if st.rng.chance(f.answer_lost) {
             Fate::Lost
@@ -224,47 +300,45 @@ impl Connector for SimChannel {
     async fn charge(&self, channel_key: &str, amount: i64, currency: &str) -> ChargeOutcome {
         let (fate, outcome) = {
             let mut st = self.lock();
-            let fate = Self::fate(&mut st);
-            if let Fate::Before = fate {
-                st.log.push(format!(
-                    "channel charge {} error before",
-                    short(channel_key)
-                ));
-                return ChargeOutcome::Error {
-                    detail: "timeout before the channel".into(),
+            let mut fate = Self::fate(&mut st);
+            if st.outage {
+                fate = if st.rng.chance(500) {
+                    Fate::Late
+                } else {
+                    Fate::Before
                 };
             }
-            let fenced = st.fenced.contains(channel_key);
-            let rate = st.faults.decline;
-            let decline = st.rng.chance(rate);
-            let existing = st.charges.get(channel_key).cloned();
-            let c = match existing {
-                Some(mut c) => {
-                    c.attempts += 1;
-                    c
-                }
-                None if fenced => {
+            match fate {
+                Fate::Before => {
                     st.log.push(format!(
-                        "channel charge {} refused: fenced",
+                        "channel charge {} error before",
                         short(channel_key)
                     ));
-                    return ChargeOutcome::Declined {
-                        reason: "cancelled".into(),
+                    return ChargeOutcome::Error {
+                        detail: "timeout before the channel".into(),
                     };
                 }
-                None => {
-                    let c = Charge {
-                        succeeded: !decline,
-                        amount,
-                        currency: currency.into(),
-                        attempts: 1,
-                        refunded: 0,
+                Fate::Late => {
+                    st.late.push((channel_key.into(), amount, currency.into()));
+                    st.log.push(format!(
+                        "channel charge {} timed out, request on its way",
+                        short(channel_key)
+                    ));
+                    return ChargeOutcome::Error {
+                        detail: "timeout".into(),
                     };
-                    Self::queue_callbacks(&mut st, channel_key, &c);
-                    c
                 }
+                _ => {}
+            }
+            let Ok(c) = Self::apply_charge(&mut st, channel_key, amount, currency) else {
+                st.log.push(format!(
+                    "channel charge {} refused: fenced",
+                    short(channel_key)
+                ));
+                return ChargeOutcome::Declined {
+                    reason: "cancelled".into(),
+                };
             };
-            st.charges.insert(channel_key.into(), c.clone());
             let outcome = if c.succeeded {
                 ChargeOutcome::Succeeded {
                     amount: c.amount,
@@ -349,7 +423,9 @@ impl Connector for SimChannel {
         let (fate, outcome) = {
             let mut st = self.lock();
             let fate = Self::fate(&mut st);
-            if let Fate::Before = fate {
+            // Refund requests arriving late are not simulated yet: a late draw is an error
+            // before the channel.
+            if let Fate::Before | Fate::Late = fate {
                 st.log
                     .push(format!("channel refund {} error before", short(refund_key)));
                 return RefundOutcome::Error {

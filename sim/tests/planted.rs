@@ -25,12 +25,11 @@ fn first_catch(bug: Bug) -> Option<(u64, String)> {
     })
 }
 
-#[test]
-fn an_unknown_charge_decided_failed_is_found_as_a_charge_on_a_failed_payment() {
-    let (seed, invariant) =
-        first_catch(Bug::UnknownChargeFailed).expect("found within the seed budget");
-    assert_eq!(invariant, "1. channel charges", "seed {seed}");
-    // Without the bug, the seed that found it passes.
+/// `bug` is found within the budget, as a breach of `invariant`, and the seed that found it
+/// passes without it.
+fn found(bug: Bug, invariant: &str) {
+    let (seed, seen) = first_catch(bug).expect("found within the seed budget");
+    assert_eq!(seen, invariant, "{bug:?}, seed {seed}");
     let clean = run_seed(
         seed,
         &Config {
@@ -40,5 +39,15 @@ fn an_unknown_charge_decided_failed_is_found_as_a_charge_on_a_failed_payment() {
     )
     .expect("the simulator starts");
     assert_eq!(clean.violation, None, "seed {seed} without the planted bug");
-    println!("planted bug 1 (UnknownChargeFailed) found by seed {seed} of {BUDGET}");
+    println!("planted {bug:?} found by seed {seed} of {BUDGET}");
+}
+
+#[test]
+fn an_unknown_charge_decided_failed_is_found_as_a_charge_on_a_failed_payment() {
+    found(Bug::UnknownChargeFailed, "1. channel charges");
+}
+
+#[test]
+fn a_payment_failed_without_its_fence_is_found_when_a_late_request_charges_it() {
+    found(Bug::FailedWithoutFence, "1. channel charges");
 }

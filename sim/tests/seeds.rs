@@ -63,6 +63,10 @@ fn a_bounded_range_of_seeds_breaks_no_invariant_and_meets_every_fault() {
         "refund",
         "Applied",
         "quiescent",
+        "reaches the channel: charged",
+        "refused: fenced",
+        "charge path down",
+        "409 idempotency_key_in_use",
     ] {
         assert!(all.contains(seen), "no seed had {seen:?}");
     }
