@@ -143,6 +143,9 @@ pub struct World {
     unanswered: Vec<(usize, usize)>,
     /// The channel's charge path is down.
     outage: bool,
+    /// Jobs claimed by a worker that stalled (a long GC pause, a frozen VM) before running
+    /// them: it runs them when it wakes, whoever holds them by then.
+    stalled: Vec<converge_server::store::LeasedJob>,
     step: u64,
     trace: Vec<String>,
     violation: Option<Violation>,
@@ -208,6 +211,7 @@ impl World {
             keys_made: 0,
             unanswered: Vec::new(),
             outage: false,
+            stalled: Vec::new(),
             step: 0,
             trace: Vec::new(),
             violation: None,
@@ -229,7 +233,9 @@ impl World {
             71..=74 => ("network", self.late_request()),
             75..=94 => ("clock", self.tick()),
             95 => ("outage", self.outage()),
-            _ => ("crash", self.lose_a_lease().await),
+            96 => ("crash", self.lose_a_lease().await),
+            97 => ("stall", self.stall().await),
+            _ => ("resume", self.resume().await),
         };
         self.record(actor, line);
         if self.cfg.check_every_step && self.violation.is_none() {
@@ -330,6 +336,48 @@ impl World {
         };
         self.clock.advance(ms);
         format!("advance {ms}ms")
+    }
+
+    /// A worker claims a due job and stalls before running it (at most three stalled).
+    async fn stall(&mut self) -> String {
+        if self.stalled.len() >= 3 {
+            return "stalled workers at their limit".into();
+        }
+        let owner = format!("sim-stalled-{}", self.step);
+        let lease = self.defaults.worker.lease_ms as i64;
+        match self
+            .store
+            .claim_jobs_except(&owner, 1, lease, self.clock_now(), &[])
+            .await
+        {
+            Ok(mut jobs) => match jobs.pop() {
+                Some(job) => {
+                    let line = format!("job#{} claimed, worker stalls", job.id);
+                    self.stalled.push(job);
+                    line
+                }
+                None => "nothing to claim".into(),
+            },
+            Err(e) => format!("claim failed: {e}"),
+        }
+    }
+
+    /// The oldest stalled worker wakes and runs its job with the real handler, writing the
+    /// result under its (maybe lapsed) lease.
+    async fn resume(&mut self) -> String {
+        if self.stalled.is_empty() {
+            return "no stalled worker".into();
+        }
+        let job = self.stalled.remove(0);
+        let id = job.id;
+        let worker = self.worker.clone();
+        match self
+            .guarded(async move { worker.run_claimed(job).await })
+            .await
+        {
+            Some((_, result)) => format!("job#{id} -> {}", result.as_str()),
+            None => format!("job#{id} -> crashed (restart)"),
+        }
     }
 
     /// A charge request that timed out reaches the channel now (any of those on their way).
@@ -717,6 +765,12 @@ impl World {
             self.step += 1;
             let line = self.outage();
             self.record("settle", line);
+        }
+        while self.violation.is_none() && !self.stalled.is_empty() {
+            self.step += 1;
+            let line = self.resume().await;
+            self.record("settle", line);
+            self.check("settle", RUN_WINDOW_MS).await;
         }
         loop {
             while self.violation.is_none() && self.channel.late_requests() > 0 {

@@ -67,6 +67,8 @@ fn a_bounded_range_of_seeds_breaks_no_invariant_and_meets_every_fault() {
         "refused: fenced",
         "charge path down",
         "409 idempotency_key_in_use",
+        "worker stalls",
+        "lease_lost",
     ] {
         assert!(all.contains(seen), "no seed had {seen:?}");
     }
