@@ -762,38 +762,15 @@ impl World {
     pub async fn settle(&mut self) {
         let limit = self.clock_now() + SETTLE_LIMIT_MS;
         if self.outage {
-            self.step += 1;
             let line = self.outage();
-            self.record("settle", line);
+            self.settled(line).await;
         }
         while self.violation.is_none() && !self.stalled.is_empty() {
-            self.step += 1;
             let line = self.resume().await;
-            self.record("settle", line);
-            self.check("settle", RUN_WINDOW_MS).await;
+            self.settled(line).await;
         }
-        loop {
-            while self.violation.is_none() && self.channel.late_requests() > 0 {
-                self.step += 1;
-                let line = self.late_request();
-                self.record("settle", line);
-                self.check("settle", RUN_WINDOW_MS).await;
-            }
-            while self.violation.is_none() && self.channel.pending_callbacks() > 0 {
-                self.step += 1;
-                let line = self.callback().await;
-                self.record("settle", line);
-            }
-            loop {
-                self.step += 1;
-                let line = self.work().await;
-                let idle = line == "nothing due";
-                self.record("settle", line);
-                if idle || self.violation.is_some() {
-                    break;
-                }
-                self.check("settle", RUN_WINDOW_MS).await;
-            }
+        while self.violation.is_none() {
+            self.drain_now().await;
             if self.violation.is_some() {
                 return;
             }
@@ -804,23 +781,49 @@ impl World {
                 continue;
             };
             if self.clock_now() > limit {
-                self.fail(
-                    "settle",
-                    "converged",
-                    format!(
-                        "jobs still live after {} days of settling",
-                        SETTLE_LIMIT_MS / 86_400_000
-                    ),
-                );
+                let days = SETTLE_LIMIT_MS / 86_400_000;
+                let detail = format!("jobs still live after {days} days of settling");
+                self.fail("settle", "converged", detail);
                 return;
             }
-            let ms = (next - self.clock_now()).max(1_000);
-            self.clock.advance(ms);
+            self.clock.advance((next - self.clock_now()).max(1_000));
         }
+        if self.violation.is_none() {
+            self.step += 1;
+            self.record("settle", "quiescent".into());
+            // Settled: nothing may be unfinished now unless the error pool has it.
+            self.check("settle", 0).await;
+        }
+    }
+
+    /// One settling step's line, then the checks.
+    async fn settled(&mut self, line: String) {
         self.step += 1;
-        self.record("settle", "quiescent".into());
-        // Settled: nothing may be unfinished now unless a person has it in the error pool.
-        self.check("settle", 0).await;
+        self.record("settle", line);
+        if self.violation.is_none() {
+            self.check("settle", RUN_WINDOW_MS).await;
+        }
+    }
+
+    /// Everything that can happen now, without the clock moving: the late requests land, the
+    /// callbacks are delivered, the worker runs every due job.
+    async fn drain_now(&mut self) {
+        while self.violation.is_none() && self.channel.late_requests() > 0 {
+            let line = self.late_request();
+            self.settled(line).await;
+        }
+        while self.violation.is_none() && self.channel.pending_callbacks() > 0 {
+            let line = self.callback().await;
+            self.settled(line).await;
+        }
+        while self.violation.is_none() {
+            let line = self.work().await;
+            let idle = line == "nothing due";
+            self.settled(line).await;
+            if idle {
+                break;
+            }
+        }
     }
 
     /// When the next live job can run (a due job's time, or a lease's end), None when no job
