@@ -19,6 +19,7 @@ use converge_server::service::write::{KeyClaim, Written};
 use converge_server::store::{Merchant, SqliteStore, Store};
 use converge_server::verify::{self, Window};
 use converge_server::worker::{Worker, WorkerConfig};
+use converge_wire::lifecycle::JobStatus;
 use converge_wire::payments::CaptureMode;
 
 use crate::Run;
@@ -839,9 +840,9 @@ impl World {
         let lease = self.defaults.worker.lease_ms as i64;
         stats
             .iter()
-            .filter_map(|s| match s.status.as_str() {
-                "due" => s.oldest_run_at,
-                "leased" => s.oldest_run_at.map(|t| t.max(self.clock_now()) + lease),
+            .filter_map(|s| match JobStatus::parse(&s.status) {
+                Some(JobStatus::Due) => s.oldest_run_at,
+                Some(JobStatus::Leased) => s.oldest_run_at.map(|t| t.max(self.clock_now()) + lease),
                 _ => None,
             })
             .min()
