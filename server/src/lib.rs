@@ -10,6 +10,8 @@ pub mod error;
 pub mod http;
 pub mod ids;
 pub mod ops;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod schema;
 pub mod service;
 pub mod startup;

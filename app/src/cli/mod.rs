@@ -9,6 +9,7 @@
 //! - [`reconcile`]: `reconcile` (a day against the channel's statement);
 //! - [`audit`]: `audit verify|keygen|checkpoint|export`;
 //! - [`verify`]: `verify` (the convergence invariants);
+//! - [`simulate`]: `simulate` (the deterministic simulator, issue 39);
 //! - [`webhook`]: `webhook add|list|disable|rotate` and `webhook-sink`;
 //! - [`start`]: what every one-off command starts from (the store, the core, the actor).
 
@@ -16,6 +17,7 @@ mod audit;
 mod merchant;
 mod reconcile;
 mod serve;
+mod simulate;
 mod start;
 mod user;
 mod verify;
@@ -115,6 +117,10 @@ enum Command {
     /// Check DESIGN.md's convergence invariants against the database and the channel; prints a
     /// report and exits non-zero on any breach, naming each offending payment.
     Verify(verify::VerifyArgs),
+    /// Run the deterministic simulator: converge's services, jobs and SQLite store under
+    /// seeded merchants, faults and simulated time, checking the invariants at every step.
+    /// Prints the trace's hash; exits non-zero on a violation with the command replaying it.
+    Simulate(simulate::SimulateArgs),
     /// Run the sandbox channel alone (a PSP simulator over HTTP).
     ChannelSim(serve::ChannelSimArgs),
     /// Manage a merchant's webhook endpoints.
@@ -160,6 +166,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Audit { action } => audit::run(action).await,
         Command::ChannelSim(args) => serve::channel_sim(args).await,
         Command::Verify(args) => verify::run(args).await,
+        Command::Simulate(args) => simulate::run(args).await,
         Command::Webhook { action } => webhook::run(action).await,
         Command::WebhookSink(args) => webhook::sink(args).await,
     }

@@ -612,6 +612,17 @@ impl Core {
                 };
                 (PaymentEvent::ChannelDeclined, extras)
             }
+            #[cfg(feature = "planted-bugs")]
+            ChargeOutcome::Error { detail }
+                if crate::planted::on(crate::planted::Bug::UnknownChargeFailed) =>
+            {
+                let extras = Extras {
+                    last_error: Some(format!("declined: {detail}")),
+                    detail,
+                    ..Extras::default()
+                };
+                (PaymentEvent::ChannelDeclined, extras)
+            }
             ChargeOutcome::Error { detail } => self.unknown_answer(detail),
         }
     }

@@ -176,6 +176,23 @@ impl Worker {
         Ok(results)
     }
 
+    /// Runs one job this worker's caller already claimed (`job` carries its lease token) and
+    /// writes its result under that token, as [`drain_once`](Self::drain_once) does for each
+    /// job of its batch. The simulator (issue 39) uses it to run a job whose holder stalled
+    /// past its lease: the result is then [`JobResult::LeaseLost`] when another worker holds
+    /// the job now.
+    pub async fn run_claimed(self: &Arc<Self>, job: LeasedJob) -> (i64, JobResult) {
+        let id = job.id;
+        match self.clone().process(job).await {
+            Outcome::Written(id, result) => (id, result),
+            Outcome::Done(job) => {
+                let mut results = Vec::with_capacity(1);
+                self.complete(vec![job], &mut results).await;
+                results.pop().unwrap_or((id, JobResult::LeaseLost))
+            }
+        }
+    }
+
     async fn process(self: Arc<Self>, job: LeasedJob) -> Outcome {
         // The handler runs in its own task so a panic becomes this job's failure, not the
         // batch's.

@@ -50,7 +50,7 @@ fn sources() -> Vec<(String, String)> {
     }
     let root = root();
     let mut files = Vec::new();
-    for krate in ["server", "app", "wire", "bench"] {
+    for krate in ["server", "app", "wire", "bench", "sim"] {
         walk(&root.join(krate).join("src"), &mut files);
     }
     files.sort();

@@ -1,0 +1,505 @@
+//! The simulated channel: converge's [`Connector`] contract in process, holding its charges,
+//! refunds and fences in memory, with every answer and fault drawn from the seed.
+//!
+//! Faults, each per call and from [`Faults`]: an error before anything happened (a timeout
+//! or 5xx whose request never reached the PSP), an answer lost after the effect (the charge
+//! or refund is made, the core hears an error), and a crash after the effect (the process
+//! dies while waiting for the answer: [`SimChannel::take_crash`]). Charges also send
+//! callbacks, queued here for the callback actor to deliver late, twice or out of order.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use converge_server::channel::{
+    CancelOutcome, ChargeOutcome, Connector, QueryOutcome, RefundOutcome,
+};
+use converge_server::verify::{ChannelCharge, ChargeSource};
+use tokio::sync::Notify;
+
+use crate::rng::Rng;
+
+/// How often each fault happens, per mille of the calls that can have it.
+#[derive(Debug, Clone, Copy)]
+pub struct Faults {
+    /// An error before the request reached the PSP: nothing happened.
+    pub error_before: u64,
+    /// The effect happened, its answer was lost (an error).
+    pub answer_lost: u64,
+    /// The effect happened, then the process crashed waiting for the answer.
+    pub crash_after: u64,
+    /// A charge is declined.
+    pub decline: u64,
+    /// A charge sends a callback (then maybe a duplicate, at the same rate).
+    pub callback: u64,
+    /// A charge times out while its request is still on its way: the PSP gets it later
+    /// ([`SimChannel::deliver_late`]), charging unless the key was fenced meanwhile.
+    pub late: u64,
+}
+
+impl Faults {
+    /// The default mix: every fault often enough that a few hundred payments meet each.
+    pub fn standard() -> Self {
+        Faults {
+            error_before: 60,
+            answer_lost: 60,
+            crash_after: 20,
+            decline: 100,
+            callback: 500,
+            late: 40,
+        }
+    }
+}
+
+/// A charge as the channel holds it.
+#[derive(Debug, Clone)]
+struct Charge {
+    succeeded: bool,
+    amount: i64,
+    currency: String,
+    attempts: i64,
+    refunded: i64,
+}
+
+/// A callback the channel sent, waiting to be delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingCallback {
+    /// The channel's event id.
+    pub event_id: String,
+    /// `charge.succeeded` or `charge.failed`.
+    pub kind: String,
+    /// The payment's channel key.
+    pub channel_key: String,
+    /// Minor units.
+    pub amount: i64,
+    /// ISO 4217.
+    pub currency: String,
+}
+
+#[derive(Debug)]
+struct State {
+    rng: Rng,
+    faults: Faults,
+    charges: BTreeMap<String, Charge>,
+    /// refund key -> (channel key, amount).
+    refunds: BTreeMap<String, (String, i64)>,
+    fenced: BTreeSet<String>,
+    callbacks: Vec<PendingCallback>,
+    /// Charge requests on their way (key, amount, currency), in the order sent.
+    late: Vec<(String, i64, String)>,
+    /// While set, the charge path is down: every charge times out (some still arrive late).
+    /// Queries, cancels and refunds still answer.
+    outage: bool,
+    events: u64,
+    /// What the channel did, for the trace, drained by the simulator after each step.
+    log: Vec<String>,
+    crashed: bool,
+}
+
+/// The simulated channel (cheap to clone: clones share it).
+#[derive(Debug, Clone)]
+pub struct SimChannel {
+    state: Arc<Mutex<State>>,
+    crash: Arc<Notify>,
+}
+
+/// What a call draws: the fault that happens to it.
+enum Fate {
+    Before,
+    Late,
+    Lost,
+    Crash,
+    Answer,
+}
+
+impl SimChannel {
+    /// A channel drawing from `rng` with `faults`.
+    pub fn new(rng: Rng, faults: Faults) -> Self {
+        SimChannel {
+            state: Arc::new(Mutex::new(State {
+                rng,
+                faults,
+                charges: BTreeMap::new(),
+                refunds: BTreeMap::new(),
+                fenced: BTreeSet::new(),
+                callbacks: Vec::new(),
+                late: Vec::new(),
+                outage: false,
+                events: 0,
+                log: Vec::new(),
+                crashed: false,
+            })),
+            crash: Arc::new(Notify::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Resolves when a call crashed the process (the caller drops what it was running).
+    pub async fn crashed(&self) {
+        self.crash.notified().await;
+    }
+
+    /// Whether a call crashed the process since the last call of this (and forgets it).
+    pub fn take_crash(&self) -> bool {
+        std::mem::take(&mut self.lock().crashed)
+    }
+
+    /// Sets the fault rates (the quiescence phase keeps them; tests may lower them).
+    pub fn set_faults(&self, faults: Faults) {
+        self.lock().faults = faults;
+    }
+
+    /// The channel's lines for the trace since the last call.
+    pub fn drain_log(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().log)
+    }
+
+    /// Starts or ends an outage of the charge path.
+    pub fn set_outage(&self, down: bool) {
+        let mut st = self.lock();
+        st.outage = down;
+        st.log.push(format!(
+            "channel charge path {}",
+            if down { "down" } else { "up" }
+        ));
+    }
+
+    /// Charge requests still on their way.
+    pub fn late_requests(&self) -> usize {
+        self.lock().late.len()
+    }
+
+    /// The charge request at `index` (modulo those on their way) reaches the PSP now: it
+    /// charges (or is declined) unless its key was fenced first. Returns the trace's line.
+    pub fn deliver_late(&self, index: u64) -> Option<String> {
+        let mut st = self.lock();
+        if st.late.is_empty() {
+            return None;
+        }
+        let i = usize::try_from(index % st.late.len() as u64).unwrap_or(0);
+        let (key, amount, currency) = st.late.remove(i);
+        let what = match Self::apply_charge(&mut st, &key, amount, &currency) {
+            Ok(c) if c.succeeded => "charged",
+            Ok(_) => "declined",
+            Err(_) => "refused: fenced",
+        };
+        Some(format!(
+            "late charge {} reaches the channel: {what}",
+            short(&key)
+        ))
+    }
+
+    /// A charge request reaching the PSP: the key's charge (made now, or the one it has),
+    /// or Err for a fenced key without one.
+    fn apply_charge(st: &mut State, key: &str, amount: i64, currency: &str) -> Result<Charge, ()> {
+        let rate = st.faults.decline;
+        let decline = st.rng.chance(rate);
+        let c = match st.charges.get(key).cloned() {
+            Some(mut c) => {
+                c.attempts += 1;
+                c
+            }
+            None if st.fenced.contains(key) => return Err(()),
+            None => {
+                let c = Charge {
+                    succeeded: !decline,
+                    amount,
+                    currency: currency.into(),
+                    attempts: 1,
+                    refunded: 0,
+                };
+                Self::queue_callbacks(st, key, &c);
+                c
+            }
+        };
+        st.charges.insert(key.into(), c.clone());
+        Ok(c)
+    }
+
+    /// Callbacks sent and not yet delivered.
+    pub fn pending_callbacks(&self) -> usize {
+        self.lock().callbacks.len()
+    }
+
+    /// Takes the callback at `index` (modulo the queue: reordering), keeping a copy queued
+    /// when `duplicate`.
+    pub fn take_callback(&self, index: u64, duplicate: bool) -> Option<PendingCallback> {
+        let mut st = self.lock();
+        if st.callbacks.is_empty() {
+            return None;
+        }
+        let i = usize::try_from(index % st.callbacks.len() as u64).unwrap_or(0);
+        Some(if duplicate {
+            st.callbacks[i].clone()
+        } else {
+            st.callbacks.remove(i)
+        })
+    }
+
+    /// Draws the fate of a call that has an effect.
+    fn fate(st: &mut State) -> Fate {
+        let f = st.faults;
+        if st.rng.chance(f.late) {
+            Fate::Late
+        } else if st.rng.chance(f.error_before) {
+            Fate::Before
+        } else if st.rng.chance(f.answer_lost) {
+            Fate::Lost
+        } else if st.rng.chance(f.crash_after) {
+            Fate::Crash
+        } else {
+            Fate::Answer
+        }
+    }
+
+    /// Ends a call whose effect happened but whose answer the core never hears.
+    async fn crash_now(&self) -> ! {
+        self.lock().crashed = true;
+        self.crash.notify_one();
+        std::future::pending::<()>().await;
+        unreachable!("a pending future never resolves")
+    }
+
+    fn queue_callbacks(st: &mut State, key: &str, c: &Charge) {
+        let f = st.faults;
+        let mut copies = 0;
+        while copies < 2 && st.rng.chance(f.callback) {
+            copies += 1;
+        }
+        if copies == 0 {
+            return;
+        }
+        st.events += 1;
+        let cb = PendingCallback {
+            event_id: format!("evt_{}", st.events),
+            kind: if c.succeeded {
+                "charge.succeeded"
+            } else {
+                "charge.failed"
+            }
+            .into(),
+            channel_key: key.into(),
+            amount: c.amount,
+            currency: c.currency.clone(),
+        };
+        for _ in 0..copies {
+            st.callbacks.push(cb.clone());
+        }
+    }
+}
+
+fn short(key: &str) -> &str {
+    key.get(..9).unwrap_or(key)
+}
+
+#[async_trait]
+impl Connector for SimChannel {
+    async fn charge(&self, channel_key: &str, amount: i64, currency: &str) -> ChargeOutcome {
+        let (fate, outcome) = {
+            let mut st = self.lock();
+            let mut fate = Self::fate(&mut st);
+            if st.outage {
+                fate = if st.rng.chance(500) {
+                    Fate::Late
+                } else {
+                    Fate::Before
+                };
+            }
+            match fate {
+                Fate::Before => {
+                    st.log.push(format!(
+                        "channel charge {} error before",
+                        short(channel_key)
+                    ));
+                    return ChargeOutcome::Error {
+                        detail: "timeout before the channel".into(),
+                    };
+                }
+                Fate::Late => {
+                    st.late.push((channel_key.into(), amount, currency.into()));
+                    st.log.push(format!(
+                        "channel charge {} timed out, request on its way",
+                        short(channel_key)
+                    ));
+                    return ChargeOutcome::Error {
+                        detail: "timeout".into(),
+                    };
+                }
+                _ => {}
+            }
+            let Ok(c) = Self::apply_charge(&mut st, channel_key, amount, currency) else {
+                st.log.push(format!(
+                    "channel charge {} refused: fenced",
+                    short(channel_key)
+                ));
+                return ChargeOutcome::Declined {
+                    reason: "cancelled".into(),
+                };
+            };
+            let outcome = if c.succeeded {
+                ChargeOutcome::Succeeded {
+                    amount: c.amount,
+                    currency: c.currency.clone(),
+                }
+            } else {
+                ChargeOutcome::Declined {
+                    reason: "declined".into(),
+                }
+            };
+            let what = if c.succeeded { "charged" } else { "declined" };
+            let how = match fate {
+                Fate::Lost => " answer lost",
+                Fate::Crash => " crash",
+                _ => "",
+            };
+            st.log
+                .push(format!("channel charge {} {what}{how}", short(channel_key)));
+            (fate, outcome)
+        };
+        match fate {
+            Fate::Lost => ChargeOutcome::Error {
+                detail: "answer lost after the charge".into(),
+            },
+            Fate::Crash => self.crash_now().await,
+            _ => outcome,
+        }
+    }
+
+    async fn query(&self, channel_key: &str) -> QueryOutcome {
+        let mut st = self.lock();
+        let rate = st.faults.error_before;
+        if st.rng.chance(rate) {
+            st.log
+                .push(format!("channel query {} error", short(channel_key)));
+            return QueryOutcome::Error {
+                detail: "query timed out".into(),
+            };
+        }
+        let answer = match st.charges.get(channel_key) {
+            Some(c) if c.succeeded => QueryOutcome::Succeeded {
+                amount: c.amount,
+                currency: c.currency.clone(),
+            },
+            Some(_) => QueryOutcome::Declined {
+                reason: "declined".into(),
+            },
+            None if st.fenced.contains(channel_key) => QueryOutcome::Cancelled,
+            None => QueryOutcome::NotFound,
+        };
+        st.log
+            .push(format!("channel query {} {answer:?}", short(channel_key)));
+        answer
+    }
+
+    async fn cancel(&self, channel_key: &str) -> CancelOutcome {
+        let mut st = self.lock();
+        let rate = st.faults.error_before;
+        if st.rng.chance(rate) {
+            st.log
+                .push(format!("channel cancel {} error", short(channel_key)));
+            return CancelOutcome::Error {
+                detail: "cancel timed out".into(),
+            };
+        }
+        let answer = match st.charges.get(channel_key) {
+            Some(c) if c.succeeded => CancelOutcome::AlreadyCharged {
+                amount: c.amount,
+                currency: c.currency.clone(),
+            },
+            _ => {
+                st.fenced.insert(channel_key.into());
+                CancelOutcome::Cancelled
+            }
+        };
+        st.log
+            .push(format!("channel cancel {} {answer:?}", short(channel_key)));
+        answer
+    }
+
+    async fn refund(&self, channel_key: &str, refund_key: &str, amount: i64) -> RefundOutcome {
+        let (fate, outcome) = {
+            let mut st = self.lock();
+            let fate = Self::fate(&mut st);
+            // Refund requests arriving late are not simulated yet: a late draw is an error
+            // before the channel.
+            if let Fate::Before | Fate::Late = fate {
+                st.log
+                    .push(format!("channel refund {} error before", short(refund_key)));
+                return RefundOutcome::Error {
+                    detail: "timeout before the channel".into(),
+                };
+            }
+            let outcome = refund_at(&mut st, channel_key, refund_key, amount);
+            let how = match fate {
+                Fate::Lost => " answer lost",
+                Fate::Crash => " crash",
+                _ => "",
+            };
+            st.log.push(format!(
+                "channel refund {} {outcome:?}{how}",
+                short(refund_key)
+            ));
+            (fate, outcome)
+        };
+        match fate {
+            Fate::Lost => RefundOutcome::Error {
+                detail: "answer lost after the refund".into(),
+            },
+            Fate::Crash => self.crash_now().await,
+            _ => outcome,
+        }
+    }
+}
+
+/// A refund's effect at the channel: idempotent on the refund key, never above what is left.
+fn refund_at(st: &mut State, channel_key: &str, refund_key: &str, amount: i64) -> RefundOutcome {
+    if let Some((key, earlier)) = st.refunds.get(refund_key) {
+        return if key == channel_key && *earlier == amount {
+            RefundOutcome::Succeeded
+        } else {
+            RefundOutcome::Rejected {
+                reason: "refund_key_reused".into(),
+            }
+        };
+    }
+    let Some(c) = st.charges.get_mut(channel_key).filter(|c| c.succeeded) else {
+        return RefundOutcome::Rejected {
+            reason: "no_charge".into(),
+        };
+    };
+    if amount <= 0 || c.refunded + amount > c.amount {
+        return RefundOutcome::Rejected {
+            reason: "exceeds_remaining".into(),
+        };
+    }
+    c.refunded += amount;
+    st.refunds
+        .insert(refund_key.into(), (channel_key.into(), amount));
+    RefundOutcome::Succeeded
+}
+
+#[async_trait]
+impl ChargeSource for SimChannel {
+    async fn all_charges(&self) -> Result<Vec<ChannelCharge>, String> {
+        let st = self.lock();
+        Ok(st
+            .charges
+            .iter()
+            .map(|(key, c)| ChannelCharge {
+                key: key.clone(),
+                status: if c.succeeded { "succeeded" } else { "declined" }.into(),
+                amount: c.amount,
+                currency: c.currency.clone(),
+                attempts: c.attempts,
+                refunded: c.refunded,
+            })
+            .collect())
+    }
+
+    fn describe(&self) -> String {
+        "the simulated channel".into()
+    }
+}

@@ -1,0 +1,916 @@
+//! The simulated world: converge's core over an in-memory SQLite store, a manual clock, the
+//! simulated channel, and the actors the seed schedules (merchants, the worker, the channel's
+//! callbacks, the clock, crashes), with the invariants checked after every step.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use converge_server::config::{IdempotencySettings, JobSettings, WorkerSettings};
+use converge_server::domain::clock::ManualClock;
+use converge_server::domain::idempotency::{Outcome, existing_outcome, request_fingerprint};
+use converge_server::domain::secret_box::{Purpose, SecretBox};
+use converge_server::service::Core;
+use converge_server::service::callbacks::CallbackEvent;
+use converge_server::service::connectors::{Connectors, DEFAULT_CONNECTOR};
+use converge_server::service::payments::{CreateError, PaymentInput};
+use converge_server::service::refunds::{RefundError, RefundInput};
+use converge_server::service::write::{KeyClaim, Written};
+use converge_server::store::{Merchant, SqliteStore, Store};
+use converge_server::verify::{self, Window};
+use converge_server::worker::{Worker, WorkerConfig};
+use converge_wire::lifecycle::JobStatus;
+use converge_wire::payments::CaptureMode;
+
+use crate::Run;
+use crate::channel::{Faults, SimChannel};
+use crate::rng::Rng;
+
+/// 2026-12-01T00:00:00Z: every run starts here.
+const START_MS: i64 = 1_796_083_200_000;
+
+/// How long a payment may stay unfinished while the run goes on (invariant 4 during the
+/// run): generous, since the scheduler may leave the worker idle for a while.
+const RUN_WINDOW_MS: i64 = 6 * 3_600_000;
+
+/// The settling phase gives up (a violation: not converged) after this much simulated time.
+const SETTLE_LIMIT_MS: i64 = 7 * 86_400_000;
+
+/// How big a run is and what it throws at converge.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Payments the merchants create before the world is left to settle.
+    pub payments: u64,
+    /// Most steps before settling, whatever the payments.
+    pub max_steps: u64,
+    /// The channel's faults.
+    pub faults: Faults,
+    /// Check the invariants after every step (else only while settling and at the end).
+    pub check_every_step: bool,
+    /// The planted bugs switched on for this run (issue 39).
+    #[cfg(feature = "planted-bugs")]
+    pub planted: Vec<converge_server::planted::Bug>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            payments: 200,
+            max_steps: 20_000,
+            faults: Faults::standard(),
+            check_every_step: true,
+            #[cfg(feature = "planted-bugs")]
+            planted: Vec::new(),
+        }
+    }
+}
+
+/// An invariant broken at a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The seed that breaks it.
+    pub seed: u64,
+    /// The step at which it was seen (its trace line's number).
+    pub step: u64,
+    /// The actor of that step.
+    pub actor: String,
+    /// The invariant, as `converge verify` numbers it, or the simulator's own check.
+    pub invariant: String,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {} step {} actor {}: invariant {} broken: {}",
+            self.seed, self.step, self.actor, self.invariant, self.detail
+        )
+    }
+}
+
+/// An order a merchant placed: its business key, body, and the Idempotency-Keys sent for it.
+#[derive(Debug, Clone)]
+struct Order {
+    merchant: usize,
+    order_id: String,
+    amount: i64,
+    /// Keys sent with this order's body, with the first answer each got (status, bytes).
+    keys: Vec<(String, Option<(u16, Vec<u8>)>)>,
+    payment: Option<String>,
+}
+
+/// The defaults the shipping binary runs with (its flags' defaults; the environment is not
+/// read, so a seed runs the same whatever `CONVERGE_*` variables are set).
+struct Defaults {
+    jobs: JobSettings,
+    worker: WorkerSettings,
+    keys: IdempotencySettings,
+}
+
+fn defaults() -> Defaults {
+    use clap::{Args, FromArgMatches};
+    let cmd = clap::Command::new("sim");
+    let cmd = WorkerSettings::augment_args(IdempotencySettings::augment_args(
+        JobSettings::augment_args(cmd),
+    ));
+    let m = cmd.mut_args(|a| a.env(None)).get_matches_from(["sim"]);
+    Defaults {
+        jobs: JobSettings::from_arg_matches(&m).expect("job defaults"),
+        worker: WorkerSettings::from_arg_matches(&m).expect("worker defaults"),
+        keys: IdempotencySettings::from_arg_matches(&m).expect("key defaults"),
+    }
+}
+
+/// The world of one seed.
+pub struct World {
+    seed: u64,
+    cfg: Config,
+    rng: Rng,
+    clock: ManualClock,
+    store: Arc<dyn Store>,
+    channel: SimChannel,
+    defaults: Defaults,
+    core: Core,
+    worker: Arc<Worker>,
+    restarts: u64,
+    merchants: Vec<Merchant>,
+    orders: Vec<Order>,
+    /// Payment id -> its name in the trace (`p<n>`).
+    names: BTreeMap<String, String>,
+    keys_made: u64,
+    /// (order, key) of creates that crashed before their answer: the client retries them.
+    unanswered: Vec<(usize, usize)>,
+    /// The channel's charge path is down.
+    outage: bool,
+    /// Jobs claimed by a worker that stalled (a long GC pause, a frozen VM) before running
+    /// them: it runs them when it wakes, whoever holds them by then.
+    stalled: Vec<converge_server::store::LeasedJob>,
+    step: u64,
+    trace: Vec<String>,
+    violation: Option<Violation>,
+}
+
+/// Runs `seed`: the steps, then settling, checking after each. Errors: the world could not
+/// be built.
+pub async fn run(seed: u64, cfg: &Config) -> Result<Run, String> {
+    let mut w = World::new(seed, cfg).await?;
+    while w.violation.is_none()
+        && w.step < w.cfg.max_steps
+        && (w.orders.len() as u64) < w.cfg.payments
+    {
+        w.step().await;
+    }
+    if w.violation.is_none() {
+        w.settle().await;
+    }
+    Ok(Run {
+        seed,
+        steps: w.step,
+        payments: w.names.len() as u64,
+        simulated_ms: w.clock_now() - START_MS,
+        trace: w.trace,
+        violation: w.violation,
+    })
+}
+
+impl World {
+    async fn new(seed: u64, cfg: &Config) -> Result<World, String> {
+        let mut rng = Rng::new(seed);
+        let clock = ManualClock::new(START_MS);
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(":memory:")
+                .await
+                .map_err(|e| format!("in-memory SQLite: {e}"))?,
+        );
+        let channel = SimChannel::new(rng.fork(), cfg.faults);
+        let defaults = defaults();
+        let (core, worker) = build(&store, &clock, &channel, &defaults, seed, 0);
+        let mut merchants = Vec::new();
+        for name in ["alpha", "beta"] {
+            let m = core
+                .add_merchant_keyless(START_MS, name, &actor())
+                .await
+                .map_err(|e| format!("merchant {name}: {e}"))?;
+            merchants.push(m);
+        }
+        Ok(World {
+            seed,
+            cfg: cfg.clone(),
+            rng,
+            clock,
+            store,
+            channel,
+            defaults,
+            core,
+            worker,
+            restarts: 0,
+            merchants,
+            orders: Vec::new(),
+            names: BTreeMap::new(),
+            keys_made: 0,
+            unanswered: Vec::new(),
+            outage: false,
+            stalled: Vec::new(),
+            step: 0,
+            trace: Vec::new(),
+            violation: None,
+        })
+    }
+
+    fn clock_now(&self) -> i64 {
+        use converge_server::domain::clock::Clock;
+        self.clock.now_ms()
+    }
+
+    /// One scheduled step: an actor drawn by weight acts, then the invariants are checked.
+    async fn step(&mut self) {
+        self.step += 1;
+        let (actor, line) = match self.rng.below(100) {
+            0..=29 => ("merchant", self.merchant().await),
+            30..=62 => ("worker", self.work().await),
+            63..=70 => ("callback", self.callback().await),
+            71..=74 => ("network", self.late_request()),
+            75..=94 => ("clock", self.tick()),
+            95 => ("outage", self.outage()),
+            96 => ("crash", self.lose_a_lease().await),
+            97 => ("stall", self.stall().await),
+            _ => ("resume", self.resume().await),
+        };
+        self.record(actor, line);
+        if self.cfg.check_every_step && self.violation.is_none() {
+            self.check(actor, RUN_WINDOW_MS).await;
+        }
+    }
+
+    /// Writes the step's trace line and the channel's lines under it.
+    fn record(&mut self, actor: &str, line: String) {
+        let t = self.clock_now() - START_MS;
+        self.trace
+            .push(format!("{:05} +{t}ms {actor} {line}", self.step));
+        for l in self.channel.drain_log() {
+            self.trace.push(format!("      {l}"));
+        }
+    }
+
+    /// Fails the run at this step with `invariant` and `detail` (the first one counts).
+    fn fail(&mut self, actor: &str, invariant: &str, detail: String) {
+        if self.violation.is_none() {
+            self.trace
+                .push(format!("{:05} VIOLATION {invariant}: {detail}", self.step));
+            self.violation = Some(Violation {
+                seed: self.seed,
+                step: self.step,
+                actor: actor.into(),
+                invariant: invariant.into(),
+                detail,
+            });
+        }
+    }
+
+    /// `converge verify`'s checks, by its own code, with the channel's charges, and the
+    /// convergence window `window_ms`.
+    async fn check(&mut self, actor: &str, window_ms: i64) {
+        let window = Window {
+            now_ms: self.clock_now(),
+            window_ms,
+        };
+        match verify::run(self.store.as_ref(), Some(&self.channel), window).await {
+            Ok(report) => {
+                // verify lists the channel's orphan charges in a hash map's order: the first
+                // breach by (invariant, text) is the same on every run.
+                let first = report
+                    .breaches
+                    .iter()
+                    .min_by_key(|b| (b.invariant(), b.to_string()));
+                if let Some(b) = first {
+                    let name = b.payment().and_then(|p| self.names.get(p)).cloned();
+                    let detail = match name {
+                        Some(n) => format!("{n}: {b}"),
+                        None => b.to_string(),
+                    };
+                    self.fail(actor, b.invariant().title(), detail);
+                }
+            }
+            Err(e) => self.fail(actor, "verify ran", e.to_string()),
+        }
+    }
+
+    /// Runs `fut` unless the channel crashes the process under it: then everything in memory
+    /// is lost (the core and the worker are built again over the same store) and None.
+    async fn guarded<T>(&mut self, fut: impl Future<Output = T>) -> Option<T> {
+        let channel = self.channel.clone();
+        let out = tokio::select! {
+            biased;
+            r = fut => Some(r),
+            () = channel.crashed() => None,
+        };
+        if out.is_none() || self.channel.take_crash() {
+            self.restart();
+            return None;
+        }
+        out
+    }
+
+    /// A process restart: a new core and worker over the same store; leases held by the old
+    /// one lapse in their time.
+    fn restart(&mut self) {
+        self.restarts += 1;
+        let (core, worker) = build(
+            &self.store,
+            &self.clock,
+            &self.channel,
+            &self.defaults,
+            self.seed,
+            self.restarts,
+        );
+        self.core = core;
+        self.worker = worker;
+    }
+
+    fn tick(&mut self) -> String {
+        let ms = if self.rng.chance(50) {
+            self.rng.between(60_000, 900_000)
+        } else {
+            self.rng.between(100, 60_000)
+        };
+        self.clock.advance(ms);
+        format!("advance {ms}ms")
+    }
+
+    /// A worker claims a due job and stalls before running it (at most three stalled).
+    async fn stall(&mut self) -> String {
+        if self.stalled.len() >= 3 {
+            return "stalled workers at their limit".into();
+        }
+        let owner = format!("sim-stalled-{}", self.step);
+        let lease = self.defaults.worker.lease_ms as i64;
+        match self
+            .store
+            .claim_jobs_except(&owner, 1, lease, self.clock_now(), &[])
+            .await
+        {
+            Ok(mut jobs) => match jobs.pop() {
+                Some(job) => {
+                    let line = format!("job#{} claimed, worker stalls", job.id);
+                    self.stalled.push(job);
+                    line
+                }
+                None => "nothing to claim".into(),
+            },
+            Err(e) => format!("claim failed: {e}"),
+        }
+    }
+
+    /// The oldest stalled worker wakes and runs its job with the real handler, writing the
+    /// result under its (maybe lapsed) lease.
+    async fn resume(&mut self) -> String {
+        if self.stalled.is_empty() {
+            return "no stalled worker".into();
+        }
+        let job = self.stalled.remove(0);
+        let id = job.id;
+        let worker = self.worker.clone();
+        match self
+            .guarded(async move { worker.run_claimed(job).await })
+            .await
+        {
+            Some((_, result)) => format!("job#{id} -> {}", result.as_str()),
+            None => format!("job#{id} -> crashed (restart)"),
+        }
+    }
+
+    /// A charge request that timed out reaches the channel now (any of those on their way).
+    fn late_request(&mut self) -> String {
+        let index = self.rng.next_u64();
+        self.channel
+            .deliver_late(index)
+            .unwrap_or_else(|| "no request on its way".into())
+    }
+
+    /// The channel's charge path goes down (for a while: the next outage step brings it up).
+    fn outage(&mut self) -> String {
+        self.outage = !self.outage;
+        self.channel.set_outage(self.outage);
+        format!("charge path {}", if self.outage { "down" } else { "up" })
+    }
+
+    /// The worker runs one due job (a batch of one) with the real handlers.
+    async fn work(&mut self) -> String {
+        let worker = self.worker.clone();
+        match self.guarded(async move { worker.drain_once().await }).await {
+            None => "job -> crashed (restart)".into(),
+            Some(Ok(results)) if results.is_empty() => "nothing due".into(),
+            Some(Ok(results)) => results
+                .iter()
+                .map(|(id, r)| format!("job#{id} -> {}", r.as_str()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Some(Err(e)) => format!("claim failed: {e}"),
+        }
+    }
+
+    /// A worker that claims a due job and dies before running it: the job's lease lapses.
+    async fn lose_a_lease(&mut self) -> String {
+        let owner = format!("sim-lost-{}", self.step);
+        let lease = self.defaults.worker.lease_ms as i64;
+        match self
+            .store
+            .claim_jobs_except(&owner, 1, lease, self.clock_now(), &[])
+            .await
+        {
+            Ok(jobs) if jobs.is_empty() => "nothing to lose".into(),
+            Ok(jobs) => format!("claimed job#{} and died", jobs[0].id),
+            Err(e) => format!("claim failed: {e}"),
+        }
+    }
+
+    /// The channel delivers one of its callbacks: any of them (reordered), sometimes keeping
+    /// a copy to deliver again (duplicated), whenever the scheduler gets to it (late).
+    async fn callback(&mut self) -> String {
+        let index = self.rng.next_u64();
+        let dup = self.rng.chance(200);
+        let Some(cb) = self.channel.take_callback(index, dup) else {
+            return "none pending".into();
+        };
+        let ev = CallbackEvent {
+            event_id: cb.event_id.clone(),
+            kind: cb.kind.clone(),
+            channel_key: cb.channel_key.clone(),
+            capture_key: None,
+            amount: cb.amount,
+            currency: cb.currency.clone(),
+            created_at: self.clock_now() / 1000,
+        };
+        let body = serde_json::json!({"event_id": ev.event_id, "type": ev.kind,
+            "channel_key": ev.channel_key, "amount": ev.amount, "currency": ev.currency,
+            "created_at": ev.created_at})
+        .to_string();
+        let core = self.core.clone();
+        let out = self
+            .guarded(async move { core.handle_callback(&ev, body.as_bytes(), "sim").await })
+            .await;
+        let what = format!(
+            "{} {}{}",
+            cb.event_id,
+            cb.kind,
+            if dup { " (dup)" } else { "" }
+        );
+        match out {
+            Some(Ok(o)) => format!("{what} -> {o:?}"),
+            Some(Err(e)) => format!("{what} -> error {e}"),
+            None => format!("{what} -> crashed (restart)"),
+        }
+    }
+
+    /// A merchant acts: a new payment, a retry (same key, new key, another body), a refund.
+    async fn merchant(&mut self) -> String {
+        let roll = self.rng.below(100);
+        // A client whose request died retries it with the same key, often within the
+        // claim's lease (409 in use) and sometimes after it (the crashed request resumed).
+        if !self.unanswered.is_empty() && roll < 40 {
+            let (i, k) = self.unanswered.remove(0);
+            let amount = self.orders[i].amount;
+            let what = format!("retry unanswered o{} {}", i + 1, self.orders[i].keys[k].0);
+            let answer = self.create(i, k, amount).await;
+            return format!("{what} -> {answer}");
+        }
+        if self.orders.is_empty() || roll < 55 {
+            return self.new_order().await;
+        }
+        let i = usize::try_from(self.rng.below(self.orders.len() as u64)).unwrap_or(0);
+        match roll {
+            55..=69 => self.retry_same_key(i).await,
+            70..=77 => self.retry_new_key(i).await,
+            78..=84 => self.changed_body(i).await,
+            _ => self.refund(i).await,
+        }
+    }
+
+    fn new_key(&mut self) -> String {
+        self.keys_made += 1;
+        format!("key-{}", self.keys_made)
+    }
+
+    async fn new_order(&mut self) -> String {
+        let merchant = usize::try_from(self.rng.below(self.merchants.len() as u64)).unwrap_or(0);
+        let n = self.orders.len() + 1;
+        let amount = self.rng.between(100, 50_000);
+        let key = self.new_key();
+        self.orders.push(Order {
+            merchant,
+            order_id: format!("order-{n}"),
+            amount,
+            keys: vec![(key, None)],
+            payment: None,
+        });
+        let what = format!("create o{n} {amount} CNY key-{}", self.keys_made);
+        let answer = self.create(n - 1, 0, amount).await;
+        format!("{what} -> {answer}")
+    }
+
+    async fn retry_same_key(&mut self, i: usize) -> String {
+        let k = usize::try_from(self.rng.below(self.orders[i].keys.len() as u64)).unwrap_or(0);
+        let amount = self.orders[i].amount;
+        let what = format!("retry o{} {}", i + 1, self.orders[i].keys[k].0);
+        let answer = self.create(i, k, amount).await;
+        format!("{what} -> {answer}")
+    }
+
+    async fn retry_new_key(&mut self, i: usize) -> String {
+        let key = self.new_key();
+        self.orders[i].keys.push((key.clone(), None));
+        let k = self.orders[i].keys.len() - 1;
+        let amount = self.orders[i].amount;
+        let answer = self.create(i, k, amount).await;
+        format!("retry o{} new {key} -> {answer}", i + 1)
+    }
+
+    /// The same key with another amount, on a key whose request was answered: must be refused
+    /// 422 (`idempotency_key_reused`), nothing written.
+    async fn changed_body(&mut self, i: usize) -> String {
+        let Some(k) = self.orders[i].keys.iter().position(|(_, a)| a.is_some()) else {
+            return format!("changed body o{}: no answered key yet", i + 1);
+        };
+        let amount = self.orders[i].amount + 1;
+        let what = format!("changed body o{} {}", i + 1, self.orders[i].keys[k].0);
+        let answer = self.create(i, k, amount).await;
+        if !answer.starts_with("422") && !answer.starts_with("crashed") {
+            self.fail(
+                "merchant",
+                "Idempotency-Key reused with another body is refused (422)",
+                format!("{what} answered {answer}"),
+            );
+        }
+        format!("{what} -> {answer}")
+    }
+
+    /// Sends order `i`'s create with its key `k` and `amount`; checks a replay against the
+    /// key's first answer. Returns the answer's line.
+    async fn create(&mut self, i: usize, k: usize, amount: i64) -> String {
+        let o = self.orders[i].clone();
+        let merchant = self.merchants[o.merchant].clone();
+        let body = serde_json::json!({"amount": amount, "currency": "CNY",
+            "merchant_order_id": o.order_id, "description": ""});
+        let claim = self.claim(
+            &merchant,
+            &o.keys[k].0,
+            "POST /v1/payments",
+            "POST /v1/payments",
+            &body,
+        );
+        let input = PaymentInput {
+            amount,
+            currency: "CNY".into(),
+            merchant_order_id: o.order_id.clone(),
+            description: String::new(),
+            capture_mode: CaptureMode::Automatic,
+        };
+        let core = self.core.clone();
+        let c = claim.clone();
+        let out = self
+            .guarded(async move { core.create_payment_keyed(&merchant, &input, &c).await })
+            .await;
+        let written = match out {
+            None => {
+                if amount == o.amount {
+                    self.unanswered.push((i, k));
+                }
+                return "crashed (restart)".into();
+            }
+            Some(Ok(w)) => w,
+            Some(Err(CreateError::OrderConflict(_))) => {
+                return "409 merchant_order_id_conflict".into();
+            }
+            Some(Err(CreateError::OrderCancelled)) => return "409 order_cancelled".into(),
+            Some(Err(CreateError::Frozen)) => return "403 merchant_frozen".into(),
+            Some(Err(CreateError::Missing)) => return "404".into(),
+            Some(Err(CreateError::Failed(e))) => return format!("error {e}"),
+        };
+        self.answered(i, k, &claim, written)
+    }
+
+    /// What a merchant write's answer says, recorded on order `i`'s key `k` (its first
+    /// answer), with the replay check.
+    fn answered(&mut self, i: usize, k: usize, claim: &KeyClaim, written: Written) -> String {
+        match written {
+            Written::Answered(stored) => {
+                let line = self.payment_line(i, stored.status, &stored.body);
+                if self.orders[i].keys[k].1.is_none() && claim.fingerprint == self.fingerprint_of(i)
+                {
+                    self.orders[i].keys[k].1 = Some((stored.status, stored.body));
+                }
+                line
+            }
+            Written::Taken(rec) => {
+                let outcome = existing_outcome(
+                    (&rec.fingerprint, &rec.scope, rec.state),
+                    &claim.fingerprint,
+                    &claim.scope,
+                );
+                match outcome {
+                    Outcome::Replay => self.replay(i, k, &rec),
+                    Outcome::Reused => "422 idempotency_key_reused".into(),
+                    _ => {
+                        if claim.fingerprint == self.fingerprint_of(i) {
+                            self.unanswered.push((i, k));
+                        }
+                        "409 idempotency_key_in_use".into()
+                    }
+                }
+            }
+        }
+    }
+
+    /// A replay must be the key's first answer byte for byte.
+    fn replay(
+        &mut self,
+        i: usize,
+        k: usize,
+        rec: &converge_server::store::keys::KeyRecord,
+    ) -> String {
+        let stored = rec.response_body.clone().unwrap_or_default();
+        let body = match self.core.secrets.open_bytes(Purpose::StoredAnswer, &stored) {
+            Ok(b) => b.into_owned(),
+            Err(e) => {
+                self.fail(
+                    "merchant",
+                    "3. stored responses",
+                    format!("{} does not open: {e}", rec.idem_key),
+                );
+                return "replay unreadable".into();
+            }
+        };
+        let status = rec
+            .response_status
+            .and_then(|s| u16::try_from(s).ok())
+            .unwrap_or(0);
+        match &self.orders[i].keys[k].1 {
+            Some((s, b)) if *s != status || *b != body => {
+                let detail = format!(
+                    "{} replayed {status} {} bytes, first answered {s} {} bytes",
+                    rec.idem_key,
+                    body.len(),
+                    b.len()
+                );
+                self.fail("merchant", "3. replay byte for byte", detail);
+            }
+            Some(_) => {}
+            // The first request crashed before hearing its answer: this is the first we see.
+            None => self.orders[i].keys[k].1 = Some((status, body.clone())),
+        }
+        format!("replay {}", self.payment_line(i, status, &body))
+    }
+
+    fn fingerprint_of(&self, i: usize) -> String {
+        let o = &self.orders[i];
+        let body = serde_json::json!({"amount": o.amount, "currency": "CNY",
+            "merchant_order_id": o.order_id, "description": ""});
+        request_fingerprint(body.to_string().as_bytes(), Some(&body))
+    }
+
+    /// `<status> p<n> <STATUS>` of a payment answer, naming the payment on first sight.
+    fn payment_line(&mut self, i: usize, status: u16, body: &[u8]) -> String {
+        let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+        let id = v["id"].as_str().unwrap_or("?").to_string();
+        let n = self.names.len() + 1;
+        let name = self
+            .names
+            .entry(id.clone())
+            .or_insert_with(|| format!("p{n}"))
+            .clone();
+        if self.orders[i].payment.is_none() {
+            self.orders[i].payment = Some(id);
+        }
+        format!("{status} {name} {}", v["status"].as_str().unwrap_or("?"))
+    }
+
+    /// The claim the HTTP layer would make for this request (`api/idempotency.rs`): the body's
+    /// fingerprint by the domain's own rule, a fresh lease.
+    fn claim(
+        &mut self,
+        m: &Merchant,
+        key: &str,
+        scope: &str,
+        route: &str,
+        body: &serde_json::Value,
+    ) -> KeyClaim {
+        let now = self.clock_now();
+        let bytes = body.to_string();
+        KeyClaim {
+            merchant_id: m.id,
+            scope: scope.into(),
+            idem_key: key.into(),
+            route: route.into(),
+            fingerprint: request_fingerprint(bytes.as_bytes(), Some(body)),
+            lease_token: converge_server::ids::new_token(),
+            lease_expires_at: now + self.defaults.keys.lease_ms(),
+            now,
+            expires_at: now + self.defaults.keys.retention_ms(),
+        }
+    }
+
+    /// A refund of part (or all) of order `i`'s payment, under a new key.
+    async fn refund(&mut self, i: usize) -> String {
+        let Some(pid) = self.orders[i].payment.clone() else {
+            return format!("refund o{}: no payment yet", i + 1);
+        };
+        let merchant = self.merchants[self.orders[i].merchant].clone();
+        let amount = self.rng.between(1, self.orders[i].amount);
+        let key = self.new_key();
+        let scope = format!("POST /v1/payments/{pid}/refunds");
+        let body = serde_json::json!({"amount": amount, "reason": ""});
+        let claim = self.claim(
+            &merchant,
+            &key,
+            &scope,
+            "POST /v1/payments/{id}/refunds",
+            &body,
+        );
+        let input = RefundInput {
+            amount,
+            reason: String::new(),
+        };
+        let core = self.core.clone();
+        let name = self.names.get(&pid).cloned().unwrap_or_default();
+        let out = self
+            .guarded(async move {
+                core.create_refund_keyed(&merchant, &pid, &input, &claim)
+                    .await
+            })
+            .await;
+        let answer = match out {
+            None => "crashed (restart)".into(),
+            Some(Ok(Written::Answered(s))) => {
+                let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap_or_default();
+                format!(
+                    "{} refund {}",
+                    s.status,
+                    v["status"].as_str().unwrap_or("?")
+                )
+            }
+            Some(Ok(Written::Taken(_))) => "409 key taken".into(),
+            Some(Err(RefundError::Failed(e))) => format!("error {e}"),
+            Some(Err(e)) => format!("refused {}", refusal_name(&e)),
+        };
+        format!("refund {name} {amount} {key} -> {answer}")
+    }
+
+    /// Merchants stop; the worker runs every due job and the channel delivers its callbacks,
+    /// the clock jumping to the next due job, until nothing is left to do; then everything
+    /// must have converged: no job left, and nothing unfinished outside the error pool.
+    pub async fn settle(&mut self) {
+        let limit = self.clock_now() + SETTLE_LIMIT_MS;
+        if self.outage {
+            let line = self.outage();
+            self.settled(line).await;
+        }
+        while self.violation.is_none() && !self.stalled.is_empty() {
+            let line = self.resume().await;
+            self.settled(line).await;
+        }
+        while self.violation.is_none() {
+            self.drain_now().await;
+            if self.violation.is_some() {
+                return;
+            }
+            let Some(next) = self.next_job_at().await else {
+                if self.channel.late_requests() + self.channel.pending_callbacks() == 0 {
+                    break;
+                }
+                continue;
+            };
+            if self.clock_now() > limit {
+                let days = SETTLE_LIMIT_MS / 86_400_000;
+                let detail = format!("jobs still live after {days} days of settling");
+                self.fail("settle", "converged", detail);
+                return;
+            }
+            self.clock.advance((next - self.clock_now()).max(1_000));
+        }
+        if self.violation.is_none() {
+            self.step += 1;
+            self.record("settle", "quiescent".into());
+            // Settled: nothing may be unfinished now unless the error pool has it.
+            self.check("settle", 0).await;
+        }
+    }
+
+    /// One settling step's line, then the checks.
+    async fn settled(&mut self, line: String) {
+        self.step += 1;
+        self.record("settle", line);
+        if self.violation.is_none() {
+            self.check("settle", RUN_WINDOW_MS).await;
+        }
+    }
+
+    /// Everything that can happen now, without the clock moving: the late requests land, the
+    /// callbacks are delivered, the worker runs every due job.
+    async fn drain_now(&mut self) {
+        while self.violation.is_none() && self.channel.late_requests() > 0 {
+            let line = self.late_request();
+            self.settled(line).await;
+        }
+        while self.violation.is_none() && self.channel.pending_callbacks() > 0 {
+            let line = self.callback().await;
+            self.settled(line).await;
+        }
+        while self.violation.is_none() {
+            let line = self.work().await;
+            let idle = line == "nothing due";
+            self.settled(line).await;
+            if idle {
+                break;
+            }
+        }
+    }
+
+    /// When the next live job can run (a due job's time, or a lease's end), None when no job
+    /// is live.
+    async fn next_job_at(&mut self) -> Option<i64> {
+        let stats = match self.store.queue_stats(0).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.fail("settle", "converged", format!("queue stats: {e}"));
+                return None;
+            }
+        };
+        let lease = self.defaults.worker.lease_ms as i64;
+        stats
+            .iter()
+            .filter_map(|s| match JobStatus::parse(&s.status) {
+                Some(JobStatus::Due) => s.oldest_run_at,
+                Some(JobStatus::Leased) => s.oldest_run_at.map(|t| t.max(self.clock_now()) + lease),
+                _ => None,
+            })
+            .min()
+    }
+}
+
+fn refusal_name(e: &RefundError) -> &'static str {
+    match e {
+        RefundError::NoPayment => "404",
+        RefundError::Frozen => "403 merchant_frozen",
+        RefundError::NotRefundable(_) => "409 payment_not_refundable",
+        RefundError::ExceedsRemaining { .. } => "409 refund_exceeds_remaining",
+        RefundError::Reversing => "409 payment_reversing",
+        RefundError::KeyLost => "409 idempotency_key_in_use",
+        RefundError::Failed(_) => "error",
+    }
+}
+
+fn actor() -> converge_server::service::actor::Actor {
+    converge_server::service::actor::Actor {
+        username: "cli:sim".into(),
+        roles: String::new(),
+        meta: "{}".into(),
+    }
+}
+
+/// A process's core and worker over the shared store, clock and channel: the shipping
+/// defaults, a secrets key and jitter of the seed, a lease owner of the restart.
+fn build(
+    store: &Arc<dyn Store>,
+    clock: &ManualClock,
+    channel: &SimChannel,
+    d: &Defaults,
+    seed: u64,
+    restart: u64,
+) -> (Core, Arc<Worker>) {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    let core = Core {
+        store: store.clone(),
+        connectors: Arc::new(Connectors::single(
+            DEFAULT_CONNECTOR,
+            Arc::new(channel.clone()),
+        )),
+        clock: Arc::new(clock.clone()),
+        timings: d.jobs.timings(),
+        secrets: SecretBox::new(key),
+        notifier: converge_server::service::webhooks::Notifier::new(
+            converge_server::service::webhooks::WebhookSettings {
+                jitter_seed: seed | 1,
+                ..Default::default()
+            },
+        ),
+        pauses: Default::default(),
+        outcomes: Default::default(),
+        console: converge_server::service::console::ConsoleSettings::one_off(),
+    };
+    let worker = Worker::new(
+        core.clone(),
+        WorkerConfig {
+            owner: format!("sim-{restart}"),
+            batch: 1,
+            lease_ms: d.worker.lease_ms as i64,
+            poll: d.worker.poll(),
+            retry: d.worker.retry(),
+            // A worker's jitter seed 0 means "from the OS": never 0 here.
+            seed: seed.wrapping_mul(31).wrapping_add(restart) | 1,
+        },
+    );
+    (core, worker)
+}
