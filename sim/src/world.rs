@@ -16,7 +16,7 @@ use converge_server::service::connectors::{Connectors, DEFAULT_CONNECTOR};
 use converge_server::service::payments::{CreateError, PaymentInput};
 use converge_server::service::refunds::{RefundError, RefundInput};
 use converge_server::service::write::{KeyClaim, Written};
-use converge_server::store::{Merchant, SqliteStore, Store};
+use converge_server::store::{KindFilter, Merchant, SqliteStore, Store};
 use converge_server::verify::{self, Window};
 use converge_server::worker::{Worker, WorkerConfig};
 use converge_wire::lifecycle::JobStatus;
@@ -348,7 +348,7 @@ impl World {
         let lease = self.defaults.worker.lease_ms as i64;
         match self
             .store
-            .claim_jobs_except(&owner, 1, lease, self.clock_now(), &[])
+            .claim_jobs_of(&owner, 1, lease, self.clock_now(), &KindFilter::all())
             .await
         {
             Ok(mut jobs) => match jobs.pop() {
@@ -417,7 +417,7 @@ impl World {
         let lease = self.defaults.worker.lease_ms as i64;
         match self
             .store
-            .claim_jobs_except(&owner, 1, lease, self.clock_now(), &[])
+            .claim_jobs_of(&owner, 1, lease, self.clock_now(), &KindFilter::all())
             .await
         {
             Ok(jobs) if jobs.is_empty() => "nothing to lose".into(),
