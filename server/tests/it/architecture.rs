@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 /// the settings) the use cases; the composition (`http`, `startup`) everything.
 const LAYERS: &[(&str, u8)] = &[
     ("domain", 0),
+    // The simulator's planted-bug switches (issue 39): read by the service, import nothing.
+    ("planted", 0),
     ("ids", 1),
     ("telemetry", 1),
     ("schema", 1),
