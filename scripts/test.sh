@@ -118,6 +118,13 @@ disk
 echo "test: start-up bad input (converge binary)" >&2
 cargo test --release -p app --no-default-features --features ssr --test cli | tee -a "$results"
 
+# The simulator at its default size, from the release binary a user runs (issue 39): 200 seeds
+# of 200 payments with every fault, on every CPU; the first violation fails the run, naming its
+# seed and the command that replays it. About two minutes on two CPUs (BENCHMARKS.md).
+disk
+echo "test: simulator, 200 seeds (converge simulate --seeds 200)" >&2
+"$converge_bin" simulate --seeds 200
+
 # External checkers (scripts/checkers.sh): tools not written here check the contracts converge
 # publishes (Prometheus rules and /metrics with promtool; /openapi.json with schemathesis on the
 # merchant and ops APIs, then converge verify). A few minutes; it starts and stops its own

@@ -91,6 +91,8 @@ struct State {
     /// Queries, cancels and refunds still answer.
     outage: bool,
     events: u64,
+    /// Keys whose charge was made or changed since [`SimChannel::take_touched`] last ran.
+    touched: BTreeSet<String>,
     /// What the channel did, for the trace, drained by the simulator after each step.
     log: Vec<String>,
     crashed: bool,
@@ -126,6 +128,7 @@ impl SimChannel {
                 late: Vec::new(),
                 outage: false,
                 events: 0,
+                touched: BTreeSet::new(),
                 log: Vec::new(),
                 crashed: false,
             })),
@@ -216,7 +219,14 @@ impl SimChannel {
             }
         };
         st.charges.insert(key.into(), c.clone());
+        st.touched.insert(key.into());
         Ok(c)
+    }
+
+    /// The keys whose charge was made or changed (an attempt, a refund) since the last call:
+    /// the incremental check's channel side ([`converge_server::verify::Scope::Changed`]).
+    pub fn take_touched(&self) -> BTreeSet<String> {
+        std::mem::take(&mut self.lock().touched)
     }
 
     /// Callbacks sent and not yet delivered.
@@ -476,6 +486,7 @@ fn refund_at(st: &mut State, channel_key: &str, refund_key: &str, amount: i64) -
         };
     }
     c.refunded += amount;
+    st.touched.insert(channel_key.into());
     st.refunds
         .insert(refund_key.into(), (channel_key.into(), amount));
     RefundOutcome::Succeeded

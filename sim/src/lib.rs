@@ -57,10 +57,22 @@ pub fn trace_hash(lines: &[String]) -> String {
 /// events per seed; ids drawn on that thread come from the seed). Errors: the simulator could
 /// not start (the in-memory database did not open), not a violation.
 pub fn run_seed(seed: u64, cfg: &Config) -> Result<Run, String> {
+    run_seed_on(seed, cfg, None)
+}
+
+/// [`run_seed`] with the seed's thread (and the SQLite connection's thread it starts, which
+/// inherits the mask) kept on CPU `cpu`: every query is a hand-over between those two
+/// threads, and on one core it costs half what it costs across two (BENCHMARKS.md). A CPU
+/// the process may not use is ignored (the seed runs unpinned); the trace is the same either
+/// way.
+pub fn run_seed_on(seed: u64, cfg: &Config, cpu: Option<usize>) -> Result<Run, String> {
     let cfg = cfg.clone();
     std::thread::Builder::new()
         .name(format!("sim-{seed}"))
         .spawn(move || {
+            if let Some(cpu) = cpu {
+                pin_this_thread(cpu);
+            }
             converge_server::ids::seed_this_thread(Some(seed));
             // converge's warnings (a lease lost, a callback ignored) are the faults the seed
             // throws, not news: this thread logs nothing.
@@ -79,4 +91,27 @@ pub fn run_seed(seed: u64, cfg: &Config) -> Result<Run, String> {
         .map_err(|e| format!("thread: {e}"))?
         .join()
         .map_err(|_| format!("seed {seed}: the simulator panicked"))?
+}
+
+/// The CPUs this process may run on, in order (empty when the mask cannot be read).
+pub fn usable_cpus() -> Vec<usize> {
+    use nix::sched::{CpuSet, sched_getaffinity};
+    use nix::unistd::Pid;
+    let Ok(set) = sched_getaffinity(Pid::from_raw(0)) else {
+        return Vec::new();
+    };
+    (0..CpuSet::count())
+        .filter(|c| set.is_set(*c).unwrap_or(false))
+        .collect()
+}
+
+/// Keeps the calling thread on `cpu`; a failure (a CPU outside the process's mask) leaves it
+/// where it was.
+fn pin_this_thread(cpu: usize) {
+    use nix::sched::{CpuSet, sched_setaffinity};
+    use nix::unistd::Pid;
+    let mut set = CpuSet::new();
+    if set.set(cpu).is_ok() {
+        let _ = sched_setaffinity(Pid::from_raw(0), &set);
+    }
 }

@@ -17,7 +17,7 @@ use converge_server::service::payments::{CreateError, PaymentInput};
 use converge_server::service::refunds::{RefundError, RefundInput};
 use converge_server::service::write::{KeyClaim, Written};
 use converge_server::store::{KindFilter, Merchant, SqliteStore, Store};
-use converge_server::verify::{self, Window};
+use converge_server::verify::{self, Scope, Window};
 use converge_server::worker::{Worker, WorkerConfig};
 use converge_wire::lifecycle::JobStatus;
 use converge_wire::payments::CaptureMode;
@@ -32,6 +32,9 @@ const START_MS: i64 = 1_796_083_200_000;
 /// How long a payment may stay unfinished while the run goes on (invariant 4 during the
 /// run): generous, since the scheduler may leave the worker idle for a while.
 const RUN_WINDOW_MS: i64 = 6 * 3_600_000;
+
+/// Every this many steps the check reads everything, not only what changed.
+const FULL_CHECK_EVERY: u64 = 100;
 
 /// The settling phase gives up (a violation: not converged) after this much simulated time.
 const SETTLE_LIMIT_MS: i64 = 7 * 86_400_000;
@@ -148,6 +151,8 @@ pub struct World {
     /// them: it runs them when it wakes, whoever holds them by then.
     stalled: Vec<converge_server::store::LeasedJob>,
     step: u64,
+    /// The clock's time at the last check: the incremental check's mark.
+    checked_at: i64,
     trace: Vec<String>,
     violation: Option<Violation>,
 }
@@ -214,6 +219,7 @@ impl World {
             outage: false,
             stalled: Vec::new(),
             step: 0,
+            checked_at: START_MS,
             trace: Vec::new(),
             violation: None,
         })
@@ -240,7 +246,7 @@ impl World {
         };
         self.record(actor, line);
         if self.cfg.check_every_step && self.violation.is_none() {
-            self.check(actor, RUN_WINDOW_MS).await;
+            self.check(actor, RUN_WINDOW_MS, false).await;
         }
     }
 
@@ -271,12 +277,29 @@ impl World {
 
     /// `converge verify`'s checks, by its own code, with the channel's charges, and the
     /// convergence window `window_ms`.
-    async fn check(&mut self, actor: &str, window_ms: i64) {
+    ///
+    /// Incremental (issue 39's speed): the payments changed since the previous check and the
+    /// charges the channel changed ([`verify::Scope::Changed`]), since that is all a step can
+    /// break; every [`FULL_CHECK_EVERY`] steps and at the end, everything ([`Scope::All`]), in
+    /// case a write escaped the marks.
+    async fn check(&mut self, actor: &str, window_ms: i64, full: bool) {
+        let now = self.clock_now();
         let window = Window {
-            now_ms: self.clock_now(),
+            now_ms: now,
             window_ms,
         };
-        match verify::run(self.store.as_ref(), Some(&self.channel), window).await {
+        let channel_keys = self.channel.take_touched();
+        let scope = if full || self.step % FULL_CHECK_EVERY == 0 {
+            Scope::All
+        } else {
+            Scope::Changed {
+                since_ms: self.checked_at,
+                channel_keys,
+            }
+        };
+        self.checked_at = now;
+        let store = self.store.as_ref();
+        match verify::run_scoped(store, Some(&self.channel), window, &scope).await {
             Ok(report) => {
                 // verify lists the channel's orphan charges in a hash map's order: the first
                 // breach by (invariant, text) is the same on every run.
@@ -793,7 +816,7 @@ impl World {
             self.step += 1;
             self.record("settle", "quiescent".into());
             // Settled: nothing may be unfinished now unless the error pool has it.
-            self.check("settle", 0).await;
+            self.check("settle", 0, true).await;
         }
     }
 
@@ -802,7 +825,7 @@ impl World {
         self.step += 1;
         self.record("settle", line);
         if self.violation.is_none() {
-            self.check("settle", RUN_WINDOW_MS).await;
+            self.check("settle", RUN_WINDOW_MS, false).await;
         }
     }
 

@@ -108,8 +108,11 @@ impl SqliteStore {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
         // An in-memory database exists per connection: both pools must be that one connection.
+        // That connection never goes stale (nothing lies between it and the database), so the
+        // pool's ping before each use is skipped: it doubled the simulator's round trips.
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(!memory)
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(opts.clone())
             .await

@@ -167,6 +167,29 @@ pub(crate) fn verify_payment_select() -> &'static str {
     })
 }
 
+/// The condition of [`Verify::verify_payments_changed_page`] (alias `p`, `$3` the mark, `$4`
+/// the window's cutoff): whatever a payment's checks read was stamped at or after the mark,
+/// or the window may find it late (unsettled by the domain's
+/// [`is_settled`](crate::domain::state::PaymentStatus::is_settled) and created by the cutoff,
+/// or a refund pending). One union of plain scans rather than a correlated test per payment:
+/// a quarter of the time.
+pub(crate) fn changed_since_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        let unsettled = super::queue::status_list(|s| !s.is_settled());
+        format!(
+            "p.id IN (SELECT id FROM payments WHERE updated_at >= $3 \
+               OR (status IN ({unsettled}) AND created_at <= $4) \
+             UNION SELECT payment_id FROM ledger_batches WHERE created_at >= $3 \
+             UNION SELECT payment_id FROM refunds WHERE updated_at >= $3 OR status = {pending} \
+             UNION SELECT payment_id FROM payment_captures \
+               WHERE requested_at >= $3 OR settled_at >= $3 \
+             UNION SELECT payment_id FROM error_pool WHERE last_seen >= $3 OR resolved_at >= $3)",
+            pending = converge_wire::refund_sql!(Pending)
+        )
+    })
+}
+
 /// The columns every payment has (automatic and manual), in [`VerifyPaymentRow`] order.
 const VERIFY_BASE: &str = concat!(
     "SELECT p.id, p.merchant_id, p.merchant_order_id, p.status, p.amount, p.currency, p.channel_key, \
@@ -239,8 +262,22 @@ pub trait Verify: Send + Sync + 'static {
         after: &str,
         limit: i64,
     ) -> Result<Vec<VerifyPaymentRow>, StoreError>;
-    /// Every ledger batch that does not balance (see [`UnbalancedBatch`]); empty when all do.
-    async fn unbalanced_batches(&self) -> Result<Vec<UnbalancedBatch>, StoreError>;
+    /// As [`verify_payments_page`](Verify::verify_payments_page), but only the payments that
+    /// changed at or after `since_ms` (epoch ms UTC): the payment's row, or a ledger batch,
+    /// refund, capture or error-pool item of it, stamped then; and those the convergence
+    /// window may find late whatever changed: unsettled and created by `cutoff_ms` (now −
+    /// window), or with a refund pending. The incremental check's read
+    /// ([`crate::verify::Scope::Changed`]).
+    async fn verify_payments_changed_page(
+        &self,
+        since_ms: i64,
+        cutoff_ms: i64,
+        after: &str,
+        limit: i64,
+    ) -> Result<Vec<VerifyPaymentRow>, StoreError>;
+    /// Every ledger batch written at or after `since_ms` (epoch ms UTC; 0 for all) that does
+    /// not balance (see [`UnbalancedBatch`]); empty when all do.
+    async fn unbalanced_batches(&self, since_ms: i64) -> Result<Vec<UnbalancedBatch>, StoreError>;
     /// Completed Idempotency-Keys and how many lack a stored response.
     async fn key_totals(&self) -> Result<KeyTotals, StoreError>;
     /// The row of payment `id` as [`verify_payments_page`](Verify::verify_payments_page)
@@ -273,8 +310,30 @@ macro_rules! impl_verify {
                 .await?)
             }
 
+            async fn verify_payments_changed_page(
+                &self,
+                since_ms: i64,
+                cutoff_ms: i64,
+                after: &str,
+                limit: i64,
+            ) -> Result<Vec<$crate::store::VerifyPaymentRow>, $crate::store::StoreError> {
+                let sql = format!(
+                    "{} WHERE p.id > $1 AND ({}) ORDER BY p.id LIMIT $2",
+                    $crate::store::verify::verify_payment_select(),
+                    $crate::store::verify::changed_since_sql()
+                );
+                Ok(sqlx::query_as::<_, $crate::store::VerifyPaymentRow>(&sql)
+                    .bind(after)
+                    .bind(limit)
+                    .bind(since_ms)
+                    .bind(cutoff_ms)
+                    .fetch_all(self.reader())
+                    .await?)
+            }
+
             async fn unbalanced_batches(
                 &self,
+                since_ms: i64,
             ) -> Result<Vec<$crate::store::UnbalancedBatch>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::UnbalancedBatch>(
                     "SELECT b.id, b.payment_id, b.kind, b.currency, \
@@ -283,6 +342,7 @@ macro_rules! impl_verify {
                      COUNT(e.id) AS lines, \
                      CAST(COALESCE(SUM(CASE WHEN e.currency <> b.currency THEN 1 ELSE 0 END), 0) AS BIGINT) AS foreign_lines \
                      FROM ledger_batches b LEFT JOIN ledger_entries e ON e.batch_id = b.id \
+                     WHERE b.created_at >= $1 \
                      GROUP BY b.id, b.payment_id, b.kind, b.currency \
                      HAVING COUNT(e.id) = 0 \
                      OR COALESCE(SUM(CASE WHEN e.direction = 'debit' THEN e.amount ELSE 0 END), 0) \
@@ -290,6 +350,7 @@ macro_rules! impl_verify {
                      OR COALESCE(SUM(CASE WHEN e.currency <> b.currency THEN 1 ELSE 0 END), 0) > 0 \
                      ORDER BY b.id",
                 )
+                .bind(since_ms)
                 .fetch_all(self.reader())
                 .await?)
             }

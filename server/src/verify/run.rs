@@ -1,7 +1,7 @@
 //! The runner: gathers the facts (the store's [`Verify`](crate::store::Verify) queries, paged;
 //! the channel's charges; the audit chain) and runs every check over them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::channel::{Connector, HoldQueryOutcome};
 use crate::domain::state::PaymentStatus;
@@ -65,12 +65,47 @@ struct Pages {
     to_query: Vec<VerifyPaymentRow>,
 }
 
+/// Which payments a run reads and checks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// Every payment and every channel charge: what `converge verify` does.
+    #[default]
+    All,
+    /// Incremental, for a caller that checks after every change (the simulator, issue 39):
+    /// the payments changed at or after `since_ms` (epoch ms UTC) or that the window may
+    /// find late (see
+    /// [`Verify::verify_payments_changed_page`](crate::store::Verify::verify_payments_changed_page)),
+    /// and the payments under `channel_keys` (the keys whose charge
+    /// changed at the channel since); an orphan charge is looked for among `channel_keys`
+    /// only; the ledger's batches written since the mark (its totals are left out). The
+    /// other aggregate checks (keys, audit chain, outbox, tombstones) run whole, and the
+    /// report's counts are the scope's. Sound only when every write stamps the
+    /// clock's time on the row it changes and the clock does not go back: a caller runs
+    /// [`Scope::All`] now and then as well.
+    Changed {
+        /// The mark: the time of the previous check.
+        since_ms: i64,
+        /// Channel keys whose charge changed since the mark.
+        channel_keys: BTreeSet<String>,
+    },
+}
+
 /// Gathers the facts and checks every invariant. `channel` None skips invariant 1 and the
 /// channel half of invariant 7.
 pub async fn run(
     store: &dyn Store,
     channel: Option<&dyn ChargeSource>,
     window: Window,
+) -> Result<Report, VerifyError> {
+    run_scoped(store, channel, window, &Scope::All).await
+}
+
+/// [`run`] over the payments of `scope` only (see [`Scope::Changed`]).
+pub async fn run_scoped(
+    store: &dyn Store,
+    channel: Option<&dyn ChargeSource>,
+    window: Window,
+    scope: &Scope,
 ) -> Result<Report, VerifyError> {
     // The channel first: a payment created after this read may own a charge not listed yet,
     // which reads as "0 or 1" (in flight), never as a false orphan or double charge.
@@ -90,10 +125,15 @@ pub async fn run(
         }
         None => (None, ChannelCheck::Skipped),
     };
-    let mut pages = check_payments(store, by_key.as_mut(), window).await?;
+    let mut pages = check_payments(store, by_key.as_mut(), window, scope).await?;
     let mut breaches = std::mem::take(&mut pages.breaches);
     if let Some(left) = &by_key {
-        breaches.extend(orphan_charges(left.values().flatten()));
+        match scope {
+            Scope::All => breaches.extend(orphan_charges(left.values().flatten())),
+            Scope::Changed { channel_keys, .. } => breaches.extend(orphan_charges(
+                channel_keys.iter().filter_map(|k| left.get(k)).flatten(),
+            )),
+        }
     }
     let connector = channel.and_then(|c| c.holds());
     let mut holds = HoldCheck {
@@ -110,8 +150,16 @@ pub async fn run(
         holds.not_queried = pages.manual;
     }
     breaches.extend(check_tombstones(&store.tombstoned_payments().await?));
-    let ledger = store.ledger_totals().await?;
-    breaches.extend(check_ledger(&ledger, &store.unbalanced_batches().await?));
+    // Every entry is in a batch: when every batch written since the mark balances and the
+    // ledger did before, the totals still do, so the incremental check leaves them out.
+    let (ledger, since) = match scope {
+        Scope::All => (store.ledger_totals().await?, 0),
+        Scope::Changed { since_ms, .. } => (Vec::new(), *since_ms),
+    };
+    breaches.extend(check_ledger(
+        &ledger,
+        &store.unbalanced_batches(since).await?,
+    ));
     let keys = store.key_totals().await?;
     breaches.extend(check_keys(&keys));
     let audit = check_audit_chain(store).await?;
@@ -146,44 +194,80 @@ async fn check_payments(
     store: &dyn Store,
     mut by_key: Option<&mut HashMap<String, Vec<ChannelCharge>>>,
     window: Window,
+    scope: &Scope,
 ) -> Result<Pages, VerifyError> {
     let mut pages = Pages::default();
     let mut after = String::new();
+    // Touched keys whose payment the pages held.
+    let mut checked = BTreeSet::new();
     loop {
-        let page = store.verify_payments_page(&after, PAGE_SIZE).await?;
+        let page = match scope {
+            Scope::All => store.verify_payments_page(&after, PAGE_SIZE).await?,
+            Scope::Changed { since_ms, .. } => {
+                let cutoff = window.now_ms.saturating_sub(window.window_ms);
+                store
+                    .verify_payments_changed_page(*since_ms, cutoff, &after, PAGE_SIZE)
+                    .await?
+            }
+        };
         for p in &page {
-            *pages.by_status.entry(p.status.clone()).or_insert(0) += 1;
-            // A status outside the table is reported by the payment's own checks; here it
-            // counts as unresolved.
-            let settled = p
-                .status
-                .parse::<crate::domain::state::PaymentStatus>()
-                .is_ok_and(|s| s.is_settled());
-            if !settled {
-                pages.unresolved += 1;
-                if p.open_error_items > 0 {
-                    pages.unresolved_in_pool += 1;
-                }
+            if let Scope::Changed { channel_keys, .. } = scope {
+                checked.extend(channel_keys.get(&p.channel_key).cloned());
             }
-            let charges = by_key
-                .as_mut()
-                .map(|m| m.remove(&p.channel_key).unwrap_or_default());
-            pages
-                .breaches
-                .extend(check_payment(p, charges.as_deref(), window));
-            if is_manual(p) {
-                pages.manual += 1;
-                if pages.to_query.len() < HOLD_QUERIES {
-                    pages.to_query.push(p.clone());
-                }
-            }
+            pages.add(p, by_key.as_deref_mut(), window);
         }
         match page.last() {
             Some(last) if page.len() as i64 == PAGE_SIZE => after = last.id.clone(),
             _ => break,
         }
     }
+    // A key touched at the channel under a payment the changed pages left out (a late
+    // request charging a payment settled long ago): that payment is checked too.
+    if let Scope::Changed { channel_keys, .. } = scope {
+        let mut by_key = by_key;
+        for key in channel_keys.difference(&checked) {
+            let Some(payment) = store.payment_by_channel_key(key).await? else {
+                continue; // an orphan: the caller reports it
+            };
+            if let Some(p) = store.verify_payment(&payment.id).await? {
+                pages.add(&p, by_key.as_deref_mut(), window);
+            }
+        }
+    }
     Ok(pages)
+}
+
+impl Pages {
+    /// Counts payment `p` and runs its own checks with its charges, which leave `by_key`.
+    fn add(
+        &mut self,
+        p: &VerifyPaymentRow,
+        by_key: Option<&mut HashMap<String, Vec<ChannelCharge>>>,
+        window: Window,
+    ) {
+        *self.by_status.entry(p.status.clone()).or_insert(0) += 1;
+        // A status outside the table is reported by the payment's own checks; here it
+        // counts as unresolved.
+        let settled = p
+            .status
+            .parse::<crate::domain::state::PaymentStatus>()
+            .is_ok_and(|s| s.is_settled());
+        if !settled {
+            self.unresolved += 1;
+            if p.open_error_items > 0 {
+                self.unresolved_in_pool += 1;
+            }
+        }
+        let charges = by_key.map(|m| m.remove(&p.channel_key).unwrap_or_default());
+        self.breaches
+            .extend(check_payment(p, charges.as_deref(), window));
+        if is_manual(p) {
+            self.manual += 1;
+            if self.to_query.len() < HOLD_QUERIES {
+                self.to_query.push(p.clone());
+            }
+        }
+    }
 }
 
 /// The channel half of invariant 7: each payment's hold queried and compared with its row.

@@ -184,6 +184,180 @@ store_conformance!(
     }
 );
 
+store_conformance!(
+    the_changed_page_holds_what_changed_since_the_mark_and_what_the_window_may_find_late,
+    |store| {
+        let m = merchant(&store).await;
+        let ids = |rows: Vec<converge_server::store::VerifyPaymentRow>| {
+            rows.into_iter().map(|r| r.id).collect::<Vec<_>>()
+        };
+        let mark = NOW + 5_000;
+        // Settled at NOW, untouched since: out.
+        let quiet = create(&store, m, "quiet", 1000).await;
+        let quiet = advance(
+            &store,
+            quiet,
+            &TO_SUCCESS,
+            Some(ledger::charge(m, 1000, "CNY")),
+        )
+        .await;
+        // Unsettled since NOW: in only once the window's cutoff reaches its creation.
+        create(&store, m, "waiting", 1000).await;
+        // Settled at NOW, its refund finished after the mark (a ledger batch then, too).
+        let refunded = create(&store, m, "refunded", 1000).await;
+        let refunded = advance(
+            &store,
+            refunded,
+            &TO_SUCCESS,
+            Some(ledger::charge(m, 1000, "CNY")),
+        )
+        .await;
+        let refund = NewRefund {
+            id: "re_late".into(),
+            payment_id: refunded.id.clone(),
+            amount: 300,
+            reason: String::new(),
+            now: NOW,
+            job_due_at: NOW,
+            max_attempts: 5,
+        };
+        assert!(matches!(
+            store.create_refund(&refund).await.unwrap(),
+            CreateRefund::Created(_)
+        ));
+        let posting = ledger::refund(m, "re_late", 300, "CNY");
+        assert!(
+            store
+                .refund_succeeded("re_late", &posting, mark + 1)
+                .await
+                .unwrap()
+        );
+        // Settled at NOW, an error-pool item about it seen after the mark.
+        let pooled = create(&store, m, "pooled", 1000).await;
+        advance(
+            &store,
+            pooled,
+            &TO_SUCCESS,
+            Some(ledger::charge(m, 1000, "CNY")),
+        )
+        .await;
+        store
+            .report_error(&NewErrorItem {
+                kind: "job_dead".into(),
+                dedupe_key: "job:pooled".into(),
+                payment_id: Some("pay_pooled".into()),
+                summary: "s".into(),
+                evidence: "{}".into(),
+                reopen: true,
+                now: mark + 2,
+            })
+            .await
+            .unwrap();
+
+        let before_cutoff = NOW - 1;
+        let page = store
+            .verify_payments_changed_page(mark, before_cutoff, "", 10)
+            .await
+            .unwrap();
+        assert_eq!(ids(page), vec!["pay_pooled", "pay_refunded"]);
+        let page = store
+            .verify_payments_changed_page(mark, NOW, "", 10)
+            .await
+            .unwrap();
+        assert_eq!(ids(page), vec!["pay_pooled", "pay_refunded", "pay_waiting"]);
+        // Paged like the whole read; a mark at the start holds everything.
+        let page = store
+            .verify_payments_changed_page(NOW, before_cutoff, "pay_quiet", 10)
+            .await
+            .unwrap();
+        assert_eq!(ids(page), vec!["pay_refunded", "pay_waiting"]);
+        let all = store
+            .verify_payments_changed_page(NOW, before_cutoff, "", 10)
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 4);
+        let row = all.iter().find(|r| r.id == quiet.id).unwrap();
+        assert_eq!((row.charge_batches, row.charge_batch_debits), (1, 1000));
+    }
+);
+
+/// A channel whose charges are a fixed list (the scope test needs no sandbox).
+struct Listed(Vec<verify::ChannelCharge>);
+
+#[async_trait::async_trait]
+impl ChargeSource for Listed {
+    async fn all_charges(&self) -> Result<Vec<verify::ChannelCharge>, String> {
+        Ok(self.0.clone())
+    }
+    fn describe(&self) -> String {
+        "listed".into()
+    }
+}
+
+fn charge(key: &str, amount: i64) -> verify::ChannelCharge {
+    verify::ChannelCharge {
+        key: key.into(),
+        status: "succeeded".into(),
+        amount,
+        currency: "CNY".into(),
+        attempts: 1,
+        refunded: 0,
+    }
+}
+
+store_conformance!(
+    the_incremental_check_reads_the_changed_payments_and_the_touched_channel_keys,
+    |store| {
+        let m = merchant(&store).await;
+        // Charged in the ledger at NOW, but the channel holds no charge for it; and a
+        // charge nobody owns.
+        let p = create(&store, m, "a", 1000).await;
+        advance(&store, p, &TO_SUCCESS, Some(ledger::charge(m, 1000, "CNY"))).await;
+        let channel = Listed(vec![charge("ck_orphan", 500)]);
+        let window = Window {
+            now_ms: NOW + 10_000,
+            window_ms: 60_000,
+        };
+        let run = |scope: verify::Scope| {
+            let (store, channel) = (store.clone(), &channel);
+            async move {
+                verify::run_scoped(&*store, Some(channel), window, &scope)
+                    .await
+                    .unwrap()
+                    .breaches
+            }
+        };
+        let whole = run(verify::Scope::All).await;
+        assert_eq!(whole.len(), 2, "{whole:?}");
+        // Nothing changed since the mark, no key touched: nothing to read, nothing found.
+        let quiet = verify::Scope::Changed {
+            since_ms: NOW + 1,
+            channel_keys: Default::default(),
+        };
+        assert_eq!(run(quiet).await, vec![]);
+        // The payment's key touched at the channel: it is read though its rows are old.
+        let touched = verify::Scope::Changed {
+            since_ms: NOW + 1,
+            channel_keys: ["ck_a".to_string(), "ck_orphan".to_string()].into(),
+        };
+        let mut found = run(touched).await;
+        found.sort_by_key(|b| b.to_string());
+        let mut whole = whole;
+        whole.sort_by_key(|b| b.to_string());
+        assert_eq!(found, whole);
+        // Changed since the mark: read without a touched key; the orphan is not looked for.
+        let changed = verify::Scope::Changed {
+            since_ms: NOW,
+            channel_keys: Default::default(),
+        };
+        let found = run(changed).await;
+        assert!(
+            matches!(found.as_slice(), [Breach::ChargeCount { payment, .. }] if payment == "pay_a"),
+            "{found:?}"
+        );
+    }
+);
+
 store_conformance!(verify_pages_follow_the_id_order_and_never_repeat, |store| {
     let m = merchant(&store).await;
     for order in ["c", "a", "e", "b", "d"] {
@@ -222,7 +396,7 @@ store_conformance!(
             Some(ledger::charge(m, 1000, "CNY")),
         )
         .await;
-        assert_eq!(store.unbalanced_batches().await.unwrap(), vec![]);
+        assert_eq!(store.unbalanced_batches(0).await.unwrap(), vec![]);
 
         let bad = create(&store, m, "bad", 700).await;
         let one_sided = LedgerPosting {
@@ -237,7 +411,7 @@ store_conformance!(
             capture_id: None,
         };
         advance(&store, bad, &TO_SUCCESS, Some(one_sided)).await;
-        let listed = store.unbalanced_batches().await.unwrap();
+        let listed = store.unbalanced_batches(0).await.unwrap();
         assert_eq!(listed.len(), 1, "{listed:?}");
         assert_eq!(
             (listed[0].payment_id.as_str(), listed[0].kind.as_str()),
@@ -252,6 +426,10 @@ store_conformance!(
             ),
             (700, 0, 1, 0)
         );
+
+        // The incremental read takes the batches written since its mark only.
+        assert_eq!(store.unbalanced_batches(NOW + 1).await.unwrap(), vec![]);
+        assert_eq!(store.unbalanced_batches(NOW).await.unwrap().len(), 1);
 
         // The whole check names the payment twice over: its batch, and the currency total.
         let report = verify::run(
@@ -649,7 +827,7 @@ store_conformance!(
         assert_eq!(totals.len(), 1, "{totals:?}");
         assert_eq!(totals[0].debits, 3 * i128::from(big));
         assert_eq!(totals[0].credits, 3 * i128::from(big));
-        let unbalanced = store.unbalanced_batches().await.unwrap();
+        let unbalanced = store.unbalanced_batches(0).await.unwrap();
         assert_eq!(verify::check_ledger(&totals, &unbalanced), vec![]);
     }
 );
