@@ -106,3 +106,43 @@ pub async fn scratch(
         }
     }
 }
+
+/// Runs `sql`, whose columns are all integers, on the database `url` names (a `postgres://`
+/// URL, else a SQLite file opened read-only); returns the rows. Errors: the database cannot
+/// be opened, the query fails, or a cell is not an integer (NULL included: say
+/// `COALESCE(..., 0)` where none is meant), naming the query.
+pub async fn int_rows(url: &str, sql: &str) -> Result<Vec<Vec<i64>>> {
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await?;
+        let rows = sqlx::query(sql).fetch_all(&pool).await;
+        pool.close().await;
+        ints(&rows.with_context(|| sql.to_string())?, sql)
+    } else {
+        let opts = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(url)
+            .read_only(true);
+        let pool = sqlx::SqlitePool::connect_with(opts).await?;
+        let rows = sqlx::query(sql).fetch_all(&pool).await;
+        pool.close().await;
+        ints(&rows.with_context(|| sql.to_string())?, sql)
+    }
+}
+
+/// Every cell of `rows` as an integer, or an error naming the cell and the query.
+fn ints<R: sqlx::Row>(rows: &[R], sql: &str) -> Result<Vec<Vec<i64>>>
+where
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    rows.iter()
+        .enumerate()
+        .map(|(n, r)| {
+            (0..r.len())
+                .map(|i| {
+                    r.try_get::<i64, _>(i)
+                        .with_context(|| format!("row {n}, column {i} of {sql} is not an integer"))
+                })
+                .collect()
+        })
+        .collect()
+}

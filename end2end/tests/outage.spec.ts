@@ -9,42 +9,17 @@
 // operator's open page within about a second and every page after. The pause is ended and the
 // channel healed in `finally`, whatever happens, so the shared server is left as found.
 import { expect, Page, test } from "@playwright/test";
-import { createPayment, env, hydrated, pageErrors, signInAs, unique } from "./support";
+import { createPayment, env, go, hydrated, pageErrors, resumePauses, signInAs, unique } from "./support";
 
 const WHAT = "submissions to the channel";
 
 // Chromium DevTools' "Fast 4G" preset, as end2end/perf/tti.mjs measures the phone approver.
 const FAST_4G = { offline: false, latency: 165, downloadThroughput: (9e6 / 8) * 0.9, uploadThroughput: (1.5e6 / 8) * 0.9 };
 
-async function go(page: Page, link: RegExp | string, heading: string): Promise<void> {
-  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: link }).click();
-  await expect(page.getByRole("heading", { name: heading, level: 1 })).toBeVisible();
-}
-
 /** Sets the outage channel's fault switch (the sandbox's `PUT /faults`). */
 async function faults(page: Page, body: { rate: number; kind?: string }): Promise<void> {
   const answer = await page.request.put(`${env("E2E_OUTAGE_CHANNEL_URL")}/faults`, { data: body });
   expect(answer.status(), await answer.text()).toBe(200);
-}
-
-/** Ends every open pause of submissions: asked by the operator, approved by the approver. */
-async function resumeSubmissions(operator: Page, approver: Page): Promise<void> {
-  const origin = new URL(process.env.CONVERGE_E2E_URL ?? "http://127.0.0.1:3000").origin;
-  const list = await operator.request.get("/ops/v1/pauses");
-  if (!list.ok()) return;
-  for (const p of (await list.json()).items) {
-    if (p.target === "submissions" && (p.status === "pending" || p.status === "active")) {
-      const data = { reason: "outage.spec.ts cleanup" };
-      await operator.request.post(`/ops/v1/pauses/${p.id}/resume`, {
-        headers: { Origin: origin },
-        data: { ...data, password: env("E2E_OUTAGE_OPERATOR_PASSWORD") },
-      });
-      await approver.request.post(`/ops/v1/pauses/${p.id}/approve`, {
-        headers: { Origin: origin },
-        data: { ...data, password: env("E2E_OUTAGE_APPROVER_PASSWORD") },
-      });
-    }
-  }
 }
 
 test("an outage: the tile turns red with its reason, the operator pauses submissions, a phone on 4G approves, the banner shows everywhere", async ({
@@ -154,7 +129,12 @@ test("an outage: the tile turns red with its reason, the operator pauses submiss
     expect(approverErrors).toEqual([]);
   } finally {
     await faults(operator, { rate: 0 });
-    await resumeSubmissions(operator, approver);
+    await resumePauses(
+      "submissions",
+      { page: operator, password: env("E2E_OUTAGE_OPERATOR_PASSWORD") },
+      { page: approver, password: env("E2E_OUTAGE_APPROVER_PASSWORD") },
+      "outage.spec.ts cleanup",
+    );
     await Promise.all([desk.close(), phone.close()]);
   }
 });

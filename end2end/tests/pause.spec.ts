@@ -6,7 +6,7 @@
 // other spec makes, so holding them changes nothing other specs see), and it is resumed in `finally` whatever
 // happens, so the shared server is left as it was found.
 import { expect, Page, test } from "@playwright/test";
-import { axeScan, env, hydrated, pageErrors } from "./support";
+import { axeScan, env, go, hydrated, pageErrors, resumePauses } from "./support";
 
 const TARGET = "job:reconcile";
 const WHAT = "reconcile jobs";
@@ -19,39 +19,6 @@ async function signInAs(page: Page, username: string, password: string): Promise
   await page.getByTestId("sign-in").click();
   await expect(page.getByTestId("current-user")).toHaveText(username);
   await hydrated(page);
-}
-
-async function go(page: Page, link: string, heading: string): Promise<void> {
-  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: link }).click();
-  await expect(page.getByRole("heading", { name: heading, level: 1 })).toBeVisible();
-}
-
-/**
- * Ends (or cancels) every open pause of TARGET through the ops API: `page`'s user (an
- * operator) asks with its password, and an early end is approved by `ap`'s user (an approver)
- * with its password, as the server requires before the pause's minimum duration.
- */
-async function resumeOpen(
-  page: Page,
-  operatorPassword: string,
-  ap: Page,
-  approverPassword: string,
-): Promise<void> {
-  const base = new URL(process.env.CONVERGE_E2E_URL ?? "http://127.0.0.1:3000").origin;
-  const list = await page.request.get("/ops/v1/pauses");
-  if (!list.ok()) return;
-  for (const p of (await list.json()).items) {
-    if (p.target === TARGET && (p.status === "pending" || p.status === "active")) {
-      await page.request.post(`/ops/v1/pauses/${p.id}/resume`, {
-        headers: { Origin: base },
-        data: { password: operatorPassword, reason: "pause.spec.ts cleanup" },
-      });
-      await ap.request.post(`/ops/v1/pauses/${p.id}/approve`, {
-        headers: { Origin: base },
-        data: { password: approverPassword, reason: "pause.spec.ts cleanup" },
-      });
-    }
-  }
 }
 
 /** The count beside "Approvals" in the navigation (0 when none is shown). */
@@ -164,7 +131,12 @@ test("a pause is requested, approved by someone else, shown on every page, and r
     await expect.poll(() => gauge(page), { timeout: 20_000 }).toBe(`converge_pause_active{target="${TARGET}"} 0`);
     expect(errors).toEqual([]);
   } finally {
-    await resumeOpen(page, operator.password, ap, approver.password);
+    await resumePauses(
+      TARGET,
+      { page, password: operator.password },
+      { page: ap, password: approver.password },
+      "pause.spec.ts cleanup",
+    );
     await approverContext.close();
   }
 });

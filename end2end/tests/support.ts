@@ -191,3 +191,37 @@ export async function approvePrivilege(page: Page, text: string, password: strin
   await row.getByTestId("privilege-submit").click();
   await expect(page.getByTestId("flash")).toContainText("is now executed");
 }
+
+/** Opens the Main navigation's `link` and waits for the page's `heading` (h1). */
+export async function go(page: Page, link: RegExp | string, heading: string): Promise<void> {
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: link }).click();
+  await expect(page.getByRole("heading", { name: heading, level: 1 })).toBeVisible();
+}
+
+/**
+ * Ends (or cancels) every open pause of `target` through the ops API, as the server requires
+ * of an early end (issue 36): the operator asks with its password, the approver approves with
+ * its. A spec's cleanup, in `finally`: the shared server is left as it was found.
+ */
+export async function resumePauses(
+  target: string,
+  operator: { page: Page; password: string },
+  approver: { page: Page; password: string },
+  reason: string,
+): Promise<void> {
+  const origin = new URL(process.env.CONVERGE_E2E_URL ?? "http://127.0.0.1:3000").origin;
+  const list = await operator.page.request.get("/ops/v1/pauses");
+  if (!list.ok()) return;
+  for (const p of (await list.json()).items) {
+    if (p.target === target && (p.status === "pending" || p.status === "active")) {
+      await operator.page.request.post(`/ops/v1/pauses/${p.id}/resume`, {
+        headers: { Origin: origin },
+        data: { password: operator.password, reason },
+      });
+      await approver.page.request.post(`/ops/v1/pauses/${p.id}/approve`, {
+        headers: { Origin: origin },
+        data: { password: approver.password, reason },
+      });
+    }
+  }
+}

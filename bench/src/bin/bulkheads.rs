@@ -511,45 +511,9 @@ async fn refund_all(api: &Api, concurrency: usize, ids: Vec<(String, i64)>) -> R
 // ---------------------------------------------------------------------------------------------
 // Reading the databases.
 
-/// Runs `sql` (integer columns only) on the converge database or a SQLite file; returns the
-/// rows.
-async fn int_rows(url: &str, sql: &str) -> Result<Vec<Vec<i64>>> {
-    use sqlx::Row;
-    if url.starts_with("postgres") {
-        let pool = sqlx::PgPool::connect(url).await?;
-        let rows = sqlx::query(sql).fetch_all(&pool).await;
-        pool.close().await;
-        let rows = rows.with_context(|| sql.to_string())?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                (0..r.len())
-                    .map(|i| r.try_get::<i64, _>(i).unwrap_or(0))
-                    .collect()
-            })
-            .collect())
-    } else {
-        let opts = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(url)
-            .read_only(true);
-        let pool = sqlx::SqlitePool::connect_with(opts).await?;
-        let rows = sqlx::query(sql).fetch_all(&pool).await;
-        pool.close().await;
-        let rows = rows.with_context(|| sql.to_string())?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                (0..r.len())
-                    .map(|i| r.try_get::<i64, _>(i).unwrap_or(0))
-                    .collect()
-            })
-            .collect())
-    }
-}
-
 /// The first column of the first row of `sql`.
 async fn int_one(url: &str, sql: &str) -> Result<i64> {
-    Ok(int_rows(url, sql)
+    Ok(db::int_rows(url, sql)
         .await?
         .first()
         .and_then(|r| r.first().copied())
@@ -559,7 +523,7 @@ async fn int_one(url: &str, sql: &str) -> Result<i64> {
 /// (refunds, reversal refunds) the channel holds: merchant refunds are keyed by the refund id
 /// (`re_...`), reversals by their action id.
 async fn channel_refunds(channel_db: &Path) -> Result<(i64, i64)> {
-    let r = int_rows(
+    let r = db::int_rows(
         &channel_db.to_string_lossy(),
         "SELECT COALESCE(SUM(CASE WHEN refund_key LIKE 're\\_%' ESCAPE '\\' THEN 1 ELSE 0 END), 0), \
          COALESCE(SUM(CASE WHEN refund_key LIKE 're\\_%' ESCAPE '\\' THEN 0 ELSE 1 END), 0) \
@@ -923,7 +887,7 @@ async fn paced(api: Api, tag: &str, count: usize, window: Duration) -> Result<us
 
 /// Merchant B's deliveries: latency from the event's commit to the delivery recorded.
 async fn b_latency(db_url: &str, endpoint: &str) -> Result<()> {
-    let rows = int_rows(
+    let rows = db::int_rows(
         db_url,
         &format!(
             "SELECT d.delivered_at - e.created_at FROM webhook_deliveries d \
@@ -981,7 +945,7 @@ async fn a_schedule(db_url: &str, endpoints: &[String]) -> Result<()> {
         .map(|e| format!("'{e}'"))
         .collect::<Vec<_>>()
         .join(",");
-    let rows = int_rows(
+    let rows = db::int_rows(
         db_url,
         &format!(
             "SELECT a.delivery_id, a.attempted_at, e.created_at FROM webhook_attempts a \
@@ -1179,7 +1143,7 @@ async fn channel_charges(channel_db: &Path) -> Result<i64> {
 
 /// Deliveries recorded during the stall: how many, and their latency from the event's commit.
 async fn stall_webhooks(db_url: &str, endpoint: &str, from: i64, to: i64) -> Result<()> {
-    let rows = int_rows(
+    let rows = db::int_rows(
         db_url,
         &format!(
             "SELECT d.delivered_at - e.created_at FROM webhook_deliveries d \
