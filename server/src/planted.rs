@@ -10,11 +10,30 @@ use std::cell::Cell;
 /// A planted bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bug {
-    /// 1. An UNKNOWN charge (timeout, 5xx, dropped answer) decided FAILED, as a decline.
+    /// Bug 1: An UNKNOWN charge (timeout, 5xx, dropped answer) decided FAILED, as a decline.
     UnknownChargeFailed,
-    /// 2. A payment not found at the channel failed without fencing its key first (the
+    /// Bug 2: A payment not found at the channel failed without fencing its key first (the
     /// cancel skipped), so a request still on its way can charge it after.
     FailedWithoutFence,
+    /// Bug 3: A transition's UPDATE written without its version condition (nor the status
+    /// read with it): the last writer wins, so a writer holding an old read (a create whose
+    /// charge answer is recorded after the worker's own submit moved the payment on)
+    /// overwrites the newer state.
+    TransitionWithoutVersion,
+    /// Bug 4: A refund inserted and sent to the channel without reserving its amount on the
+    /// payment (what remains is checked by a read, nothing is held), so nothing stops a
+    /// reversal or a second refund from counting the same money.
+    RefundWithoutReserve,
+    /// Bug 5: A completed Idempotency-Key whose stored answer is written after the commit that
+    /// completes it, in a transaction of its own: a crash between leaves a completed key
+    /// with no answer to replay.
+    AnswerAfterCommit,
+    /// Bug 6: A transition's outbox event written after its commit, in a transaction of its
+    /// own: a crash between leaves an outcome nobody is told of.
+    EventOutsideTransition,
+    /// Bug 7: A lease honoured after it lapsed: a job's result written without checking the
+    /// lease token, so a worker that lost its lease overwrites the new holder's job.
+    ResultWithoutLease,
 }
 
 impl Bug {
@@ -22,12 +41,30 @@ impl Bug {
         match self {
             Bug::UnknownChargeFailed => 1,
             Bug::FailedWithoutFence => 2,
+            Bug::TransitionWithoutVersion => 4,
+            Bug::RefundWithoutReserve => 8,
+            Bug::AnswerAfterCommit => 16,
+            Bug::EventOutsideTransition => 32,
+            Bug::ResultWithoutLease => 64,
         }
     }
 }
 
 thread_local! {
     static ON: Cell<u32> = const { Cell::new(0) };
+    static DEFERRED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Bug 6: the payment transition being written leaves its outcome event for after its
+/// commit (set around each step of `apply_transitions`; callbacks and creates still write
+/// theirs inside).
+pub fn defer_events(on: bool) {
+    DEFERRED.with(|d| d.set(on));
+}
+
+/// Bug 6: whether the step being written leaves its event for after the commit.
+pub fn events_deferred() -> bool {
+    DEFERRED.with(Cell::get)
 }
 
 /// Switches `bug` on (or off) for the calling thread.

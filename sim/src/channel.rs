@@ -145,6 +145,22 @@ impl SimChannel {
         self.crash.notified().await;
     }
 
+    /// Ends the process now, outside a channel call (a crash point the simulator chose):
+    /// `line` goes to the trace, and [`crashed`](Self::crashed) resolves.
+    pub fn crash_process(&self, line: &str) {
+        {
+            let mut st = self.lock();
+            st.log.push(line.into());
+            st.crashed = true;
+        }
+        self.crash.notify_one();
+    }
+
+    /// Adds `line` to the trace under the current step.
+    pub fn note(&self, line: &str) {
+        self.lock().log.push(line.into());
+    }
+
     /// Whether a call crashed the process since the last call of this (and forgets it).
     pub fn take_crash(&self) -> bool {
         std::mem::take(&mut self.lock().crashed)

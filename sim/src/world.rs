@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 use converge_server::config::{IdempotencySettings, JobSettings, WorkerSettings};
 use converge_server::domain::clock::ManualClock;
@@ -16,11 +17,12 @@ use converge_server::service::connectors::{Connectors, DEFAULT_CONNECTOR};
 use converge_server::service::payments::{CreateError, PaymentInput};
 use converge_server::service::refunds::{RefundError, RefundInput};
 use converge_server::service::write::{KeyClaim, Written};
-use converge_server::store::{KindFilter, Merchant, SqliteStore, Store};
+use converge_server::store::{KindFilter, Merchant, SqliteStore, Store, WriteHook};
 use converge_server::verify::{self, Scope, Window};
 use converge_server::worker::{Worker, WorkerConfig};
 use converge_wire::lifecycle::JobStatus;
 use converge_wire::payments::CaptureMode;
+use tokio::sync::{Notify, oneshot};
 
 use crate::Run;
 use crate::channel::{Faults, SimChannel};
@@ -150,6 +152,12 @@ pub struct World {
     /// Jobs claimed by a worker that stalled (a long GC pause, a frozen VM) before running
     /// them: it runs them when it wakes, whoever holds them by then.
     stalled: Vec<converge_server::store::LeasedJob>,
+    /// The store's write hook's orders: where the process crashes or an operation is held.
+    writes: Arc<Mutex<WritePoint>>,
+    /// Fired by the write hook when it holds an operation.
+    held_signal: Arc<Notify>,
+    /// An operation held at a write transaction's start, run on by a later `release` step.
+    held: Option<Held>,
     step: u64,
     /// The clock's time at the last check: the incremental check's mark.
     checked_at: i64,
@@ -184,12 +192,16 @@ impl World {
     async fn new(seed: u64, cfg: &Config) -> Result<World, String> {
         let mut rng = Rng::new(seed);
         let clock = ManualClock::new(START_MS);
+        let channel = SimChannel::new(rng.fork(), cfg.faults);
+        let writes = Arc::new(Mutex::new(WritePoint::default()));
+        let held_signal = Arc::new(Notify::new());
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::open(":memory:")
                 .await
-                .map_err(|e| format!("in-memory SQLite: {e}"))?,
+                .map_err(|e| format!("in-memory SQLite: {e}"))?
+                .with_write_hook(write_hook(&writes, &held_signal, &channel)),
         );
-        let channel = SimChannel::new(rng.fork(), cfg.faults);
+        outbox_installed_at_start(store.as_ref()).await?;
         let defaults = defaults();
         let (core, worker) = build(&store, &clock, &channel, &defaults, seed, 0);
         let mut merchants = Vec::new();
@@ -218,6 +230,9 @@ impl World {
             unanswered: Vec::new(),
             outage: false,
             stalled: Vec::new(),
+            writes,
+            held_signal,
+            held: None,
             step: 0,
             checked_at: START_MS,
             trace: Vec::new(),
@@ -238,9 +253,13 @@ impl World {
             30..=62 => ("worker", self.work().await),
             63..=70 => ("callback", self.callback().await),
             71..=74 => ("network", self.late_request()),
-            75..=94 => ("clock", self.tick()),
+            75..=89 => ("clock", self.tick()),
+            90 | 91 => ("crashpoint", self.crash_at_write().await),
+            92 | 93 => ("hold", self.hold().await),
+            94 => ("release", self.release().await),
             95 => ("outage", self.outage()),
             96 => ("crash", self.lose_a_lease().await),
+            97 if self.rng.chance(500) => ("lapse", self.lapse().await),
             97 => ("stall", self.stall().await),
             _ => ("resume", self.resume().await),
         };
@@ -340,6 +359,12 @@ impl World {
     /// one lapse in their time.
     fn restart(&mut self) {
         self.restarts += 1;
+        // An operation held in the process dies with it: it never writes (a create's client
+        // retries).
+        if let Some(i) = self.held.take().and_then(|h| h.order) {
+            self.unanswered.push((i, 0));
+        }
+        self.lock_writes().release = None;
         let (core, worker) = build(
             &self.store,
             &self.clock,
@@ -393,15 +418,196 @@ impl World {
             return "no stalled worker".into();
         }
         let job = self.stalled.remove(0);
+        self.run_stalled(job).await
+    }
+
+    /// A stalled worker wakes and runs `job` with the real handler, writing its result under
+    /// its lease; a result the queue takes while another worker holds the job is a violation.
+    async fn run_stalled(&mut self, job: converge_server::store::LeasedJob) -> String {
         let id = job.id;
+        let taken = self.leased_by_another(&job).await;
         let worker = self.worker.clone();
         match self
             .guarded(async move { worker.run_claimed(job).await })
             .await
         {
-            Some((_, result)) => format!("job#{id} -> {}", result.as_str()),
+            Some((_, result)) => {
+                if taken && result != converge_server::worker::JobResult::LeaseLost {
+                    self.fail(
+                        "resume",
+                        "lease: a lapsed holder's result is refused",
+                        format!(
+                            "job#{id}, leased by another worker, took this worker's result: {}",
+                            result.as_str()
+                        ),
+                    );
+                }
+                format!("job#{id} -> {}", result.as_str())
+            }
             None => format!("job#{id} -> crashed (restart)"),
         }
+    }
+
+    /// A worker claims a due job and pauses past its lease; meanwhile another worker
+    /// claims a batch of due jobs (the lapsed one among them) and stalls holding them; the
+    /// first wakes and runs its job: the queue must refuse its result.
+    async fn lapse(&mut self) -> String {
+        let first = self.stall().await;
+        let Some(job) = self
+            .stalled
+            .pop()
+            .filter(|_| first.ends_with("worker stalls"))
+        else {
+            return first;
+        };
+        let lease = self.defaults.worker.lease_ms as i64;
+        let pause = lease + self.rng.between(1, 5_000);
+        self.clock.advance(pause);
+        let owner = format!("sim-overtaking-{}", self.step);
+        let taken = match self
+            .store
+            .claim_jobs_of(&owner, 8, lease, self.clock_now(), &KindFilter::all())
+            .await
+        {
+            Ok(jobs) => {
+                let ids: Vec<String> = jobs.iter().map(|j| format!("job#{}", j.id)).collect();
+                self.stalled.extend(jobs);
+                ids.join(",")
+            }
+            Err(e) => format!("claim failed: {e}"),
+        };
+        let line = self.run_stalled(job).await;
+        format!(
+            "{first}; {pause}ms later another worker claims {taken} and stalls; the first wakes: {line}"
+        )
+    }
+
+    /// Whether `job`'s lease lapsed and another worker holds the job now (it claimed it
+    /// since: a claim counts an attempt): then the queue must refuse this worker's result.
+    async fn leased_by_another(&mut self, job: &converge_server::store::LeasedJob) -> bool {
+        match self.store.job(job.id).await {
+            Ok(Some(now)) => now.status == JobStatus::Leased && now.attempts > job.attempts,
+            _ => false,
+        }
+    }
+
+    fn lock_writes(&self) -> std::sync::MutexGuard<'_, WritePoint> {
+        self.writes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Arms the write hook for the next operation: its `n`th write transaction crashes the
+    /// process or holds it; `n` 0 disarms.
+    fn arm(&mut self, n: u64, hold: bool) {
+        let mut p = self.lock_writes();
+        p.countdown = n;
+        p.hold = hold;
+    }
+
+    /// The process crashes at the start of the `n`th write transaction of a merchant's
+    /// request or a worker's job (between two of its transactions): what committed stays,
+    /// the rest of the operation never runs.
+    async fn crash_at_write(&mut self) -> String {
+        let n = self.rng.between(1, 4) as u64;
+        self.arm(n, false);
+        let line = if self.rng.chance(500) {
+            format!("merchant {}", self.merchant().await)
+        } else {
+            format!("worker {}", self.work().await)
+        };
+        self.arm(0, false);
+        format!("at write {n}: {line}")
+    }
+
+    /// A worker's job or a merchant's new order runs until the start of its `n`th write
+    /// transaction and is held there (a pause between its read and its write: a GC pause, a
+    /// slow disk) until a `release` step; meanwhile every other actor goes on, and its job's
+    /// lease or its key's claim may lapse.
+    async fn hold(&mut self) -> String {
+        if self.held.is_some() {
+            return "an operation is held already".into();
+        }
+        // A create's second write transaction records its charge's answer; a job's first
+        // is its claim, its second and third what its handler decided.
+        let mut n = 2;
+        let mut order = None;
+        let (what, fut): (String, Pin<Box<dyn Future<Output = HeldOut>>>) = if self.rng.chance(500)
+            && (self.orders.len() as u64) < self.cfg.payments
+        {
+            let (i, amount) = self.place_order();
+            order = Some(i);
+            let (claim, call) = self.create_call(i, 0, amount);
+            let what = format!("create o{} {amount} CNY {}", i + 1, claim.idem_key);
+            let fut = Box::pin(async move {
+                HeldOut::Create {
+                    i,
+                    amount,
+                    claim,
+                    out: call.await,
+                }
+            });
+            (what, fut)
+        } else {
+            n = self.rng.between(2, 3) as u64;
+            let worker = self.worker.clone();
+            let fut = Box::pin(async move { HeldOut::Work(work_line(worker.drain_once().await)) });
+            ("worker".into(), fut)
+        };
+        self.arm(n, true);
+        let mut fut = fut;
+        let (signal, channel) = (self.held_signal.clone(), self.channel.clone());
+        let out = tokio::select! {
+            biased;
+            out = &mut fut => Some(Some(out)),
+            () = signal.notified() => Some(None),
+            () = channel.crashed() => None,
+        };
+        self.arm(0, false);
+        let crashed = out.is_none() || self.channel.take_crash();
+        if crashed {
+            self.restart();
+        }
+        match out {
+            Some(None) if !crashed => {
+                let what = format!("{what} held at write {n}");
+                self.held = Some(Held {
+                    fut,
+                    what: what.clone(),
+                    order,
+                });
+                what
+            }
+            Some(Some(out)) if !crashed => {
+                let line = self.held_answer(Some(out));
+                format!("{what} (not held) -> {line}")
+            }
+            _ => format!("{what} -> crashed (restart)"),
+        }
+    }
+
+    /// The line of a held operation's end (None: the process crashed under it).
+    fn held_answer(&mut self, out: Option<HeldOut>) -> String {
+        match out {
+            Some(HeldOut::Work(line)) => line,
+            Some(HeldOut::Create {
+                i,
+                amount,
+                claim,
+                out,
+            }) => self.create_answer(i, 0, amount, &claim, Some(out)),
+            None => "crashed (restart)".into(),
+        }
+    }
+
+    /// The held operation goes on from where it was held, to its end.
+    async fn release(&mut self) -> String {
+        let Some(h) = self.held.take() else {
+            return "nothing held".into();
+        };
+        if let Some(tx) = self.lock_writes().release.take() {
+            let _ = tx.send(());
+        }
+        let out = self.guarded(h.fut).await;
+        format!("{} released -> {}", h.what, self.held_answer(out))
     }
 
     /// A charge request that timed out reaches the channel now (any of those on their way).
@@ -424,13 +630,7 @@ impl World {
         let worker = self.worker.clone();
         match self.guarded(async move { worker.drain_once().await }).await {
             None => "job -> crashed (restart)".into(),
-            Some(Ok(results)) if results.is_empty() => "nothing due".into(),
-            Some(Ok(results)) => results
-                .iter()
-                .map(|(id, r)| format!("job#{id} -> {}", r.as_str()))
-                .collect::<Vec<_>>()
-                .join(", "),
-            Some(Err(e)) => format!("claim failed: {e}"),
+            Some(out) => work_line(out),
         }
     }
 
@@ -517,6 +717,15 @@ impl World {
     }
 
     async fn new_order(&mut self) -> String {
+        let (i, amount) = self.place_order();
+        let what = format!("create o{} {amount} CNY key-{}", i + 1, self.keys_made);
+        let answer = self.create(i, 0, amount).await;
+        format!("{what} -> {answer}")
+    }
+
+    /// A new order with its first key, of a merchant and an amount drawn from the seed:
+    /// its index and amount.
+    fn place_order(&mut self) -> (usize, i64) {
         let merchant = usize::try_from(self.rng.below(self.merchants.len() as u64)).unwrap_or(0);
         let n = self.orders.len() + 1;
         let amount = self.rng.between(100, 50_000);
@@ -528,9 +737,7 @@ impl World {
             keys: vec![(key, None)],
             payment: None,
         });
-        let what = format!("create o{n} {amount} CNY key-{}", self.keys_made);
-        let answer = self.create(n - 1, 0, amount).await;
-        format!("{what} -> {answer}")
+        (n - 1, amount)
     }
 
     async fn retry_same_key(&mut self, i: usize) -> String {
@@ -572,6 +779,22 @@ impl World {
     /// Sends order `i`'s create with its key `k` and `amount`; checks a replay against the
     /// key's first answer. Returns the answer's line.
     async fn create(&mut self, i: usize, k: usize, amount: i64) -> String {
+        let (claim, call) = self.create_call(i, k, amount);
+        let out = self.guarded(call).await;
+        self.create_answer(i, k, amount, &claim, out)
+    }
+
+    /// Order `i`'s create with its key `k` and `amount`, as the call the core runs (owning
+    /// what it needs, so it can be held across steps) and the claim it makes.
+    fn create_call(
+        &mut self,
+        i: usize,
+        k: usize,
+        amount: i64,
+    ) -> (
+        KeyClaim,
+        impl Future<Output = Result<Written, CreateError>> + 'static,
+    ) {
         let o = self.orders[i].clone();
         let merchant = self.merchants[o.merchant].clone();
         let body = serde_json::json!({"amount": amount, "currency": "CNY",
@@ -592,12 +815,23 @@ impl World {
         };
         let core = self.core.clone();
         let c = claim.clone();
-        let out = self
-            .guarded(async move { core.create_payment_keyed(&merchant, &input, &c).await })
-            .await;
+        let call = async move { core.create_payment_keyed(&merchant, &input, &c).await };
+        (claim, call)
+    }
+
+    /// The answer's line of order `i`'s create with key `k` (None: the process crashed
+    /// under it, and the client retries it).
+    fn create_answer(
+        &mut self,
+        i: usize,
+        k: usize,
+        amount: i64,
+        claim: &KeyClaim,
+        out: Option<Result<Written, CreateError>>,
+    ) -> String {
         let written = match out {
             None => {
-                if amount == o.amount {
+                if amount == self.orders[i].amount {
                     self.unanswered.push((i, k));
                 }
                 return "crashed (restart)".into();
@@ -611,7 +845,7 @@ impl World {
             Some(Err(CreateError::Missing)) => return "404".into(),
             Some(Err(CreateError::Failed(e))) => return format!("error {e}"),
         };
-        self.answered(i, k, &claim, written)
+        self.answered(i, k, claim, written)
     }
 
     /// What a merchant write's answer says, recorded on order `i`'s key `k` (its first
@@ -789,6 +1023,10 @@ impl World {
             let line = self.outage();
             self.settled(line).await;
         }
+        if self.held.is_some() {
+            let line = self.release().await;
+            self.settled(line).await;
+        }
         while self.violation.is_none() && !self.stalled.is_empty() {
             let line = self.resume().await;
             self.settled(line).await;
@@ -872,6 +1110,37 @@ impl World {
     }
 }
 
+/// Dates the outbox's installation (`schema_marks`, written by its migration with the
+/// database's wall clock) to the simulated world's start: verify checks "every outcome has its
+/// event" only for payments updated since then, and a run's simulated time starts before
+/// today's date, so with the migration's mark the check would see no payment at all.
+async fn outbox_installed_at_start(store: &dyn Store) -> Result<(), String> {
+    let converge_server::store::DbPool::Sqlite(pool) = store.db_pool() else {
+        return Err("the simulator's store is SQLite".into());
+    };
+    sqlx::query("UPDATE schema_marks SET at = $1 WHERE name = 'outbox'")
+        .bind(START_MS)
+        .execute(&pool)
+        .await
+        .map_err(|e| format!("outbox mark: {e}"))?;
+    Ok(())
+}
+
+/// The trace line of a worker's pass: its jobs' results.
+fn work_line(
+    out: Result<Vec<(i64, converge_server::worker::JobResult)>, converge_server::store::StoreError>,
+) -> String {
+    match out {
+        Ok(results) if results.is_empty() => "nothing due".into(),
+        Ok(results) => results
+            .iter()
+            .map(|(id, r)| format!("job#{id} -> {}", r.as_str()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Err(e) => format!("claim failed: {e}"),
+    }
+}
+
 fn refusal_name(e: &RefundError) -> &'static str {
     match e {
         RefundError::NoPayment => "404",
@@ -936,4 +1205,73 @@ fn build(
         },
     );
     (core, worker)
+}
+
+/// Where the next write transaction's start ends the process or holds its operation
+/// ([`WriteHook`]): armed by an actor for one operation, disarmed after it.
+#[derive(Debug, Default)]
+struct WritePoint {
+    /// Write transactions to let start before the fault; 0 when none is armed.
+    countdown: u64,
+    /// Hold the operation (else crash the process).
+    hold: bool,
+    /// The held operation's release.
+    release: Option<oneshot::Sender<()>>,
+}
+
+/// What a held operation gave when it ended.
+enum HeldOut {
+    /// A worker's pass: its line.
+    Work(String),
+    /// Order `i`'s create with its first key: the answer (recorded when it comes).
+    Create {
+        i: usize,
+        amount: i64,
+        claim: KeyClaim,
+        out: Result<Written, CreateError>,
+    },
+}
+
+/// An operation held at the start of one of its write transactions.
+struct Held {
+    /// The rest of the operation.
+    fut: Pin<Box<dyn Future<Output = HeldOut>>>,
+    /// What it is, for the trace.
+    what: String,
+    /// The order whose create it is: its client retries when the process dies under it.
+    order: Option<usize>,
+}
+
+/// The store's write hook: at the armed write transaction's start, the process crashes (the
+/// caller never resolves; the channel's crash signal drops it) or the operation waits for its
+/// release (never, when the process died meanwhile).
+fn write_hook(
+    point: &Arc<Mutex<WritePoint>>,
+    held: &Arc<Notify>,
+    channel: &SimChannel,
+) -> WriteHook {
+    let (point, held, channel) = (point.clone(), held.clone(), channel.clone());
+    WriteHook(Arc::new(move || {
+        let mut p = point.lock().unwrap_or_else(|e| e.into_inner());
+        if p.countdown == 0 {
+            return None;
+        }
+        p.countdown -= 1;
+        if p.countdown > 0 {
+            return None;
+        }
+        if !p.hold {
+            channel.crash_process("process crashes at a write transaction's start");
+            return Some(Box::pin(std::future::pending::<()>()));
+        }
+        let (tx, rx) = oneshot::channel::<()>();
+        p.release = Some(tx);
+        channel.note("held at a write transaction's start");
+        held.notify_one();
+        Some(Box::pin(async move {
+            if rx.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }))
+    }))
 }

@@ -51,3 +51,31 @@ fn an_unknown_charge_decided_failed_is_found_as_a_charge_on_a_failed_payment() {
 fn a_payment_failed_without_its_fence_is_found_when_a_late_request_charges_it() {
     found(Bug::FailedWithoutFence, "1. channel charges");
 }
+
+#[test]
+fn a_transition_without_its_version_condition_is_found_when_a_held_create_overwrites_the_worker() {
+    found(Bug::TransitionWithoutVersion, "2. ledger");
+}
+
+#[test]
+fn a_refund_that_reserves_nothing_is_found_as_refunds_above_the_reservation() {
+    found(Bug::RefundWithoutReserve, "2. ledger");
+}
+
+#[test]
+fn an_answer_stored_after_its_key_completed_is_found_when_the_process_dies_between() {
+    found(Bug::AnswerAfterCommit, "3. stored responses");
+}
+
+#[test]
+fn an_outcome_event_written_after_its_transition_commits_is_found_when_the_process_dies_between() {
+    found(Bug::EventOutsideTransition, "6. events and deliveries");
+}
+
+#[test]
+fn a_job_result_written_without_its_lease_token_is_found_when_a_lapsed_worker_wakes() {
+    found(
+        Bug::ResultWithoutLease,
+        "lease: a lapsed holder's result is refused",
+    );
+}

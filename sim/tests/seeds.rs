@@ -69,6 +69,10 @@ fn a_bounded_range_of_seeds_breaks_no_invariant_and_meets_every_fault() {
         "409 idempotency_key_in_use",
         "worker stalls",
         "lease_lost",
+        "process crashes at a write transaction's start",
+        "held at write 2",
+        "released ->",
+        "later another worker claims",
     ] {
         assert!(all.contains(seen), "no seed had {seen:?}");
     }

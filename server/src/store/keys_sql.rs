@@ -119,6 +119,47 @@ macro_rules! impl_keys {
             Ok(r.rows_affected() == 1)
         }
 
+        /// Planted bug 5 (`planted`): the key marked done inside the caller's transaction,
+        /// without its answer.
+        #[cfg(feature = "planted-bugs")]
+        async fn planted_key_done_in<'e, E: sqlx::Executor<'e, Database = $crate::store::backend::DbOf<$store>>>(
+            e: E,
+            k: &$crate::store::keys::KeyRef,
+        ) -> Result<bool, $crate::store::StoreError> {
+            let r = sqlx::query(
+                concat!("UPDATE idempotency_keys SET state = ", converge_wire::key_sql!(Done), ", lease_token = NULL, lease_expires_at = NULL \
+                 WHERE merchant_id = $1 AND idem_key = $2 AND state = ", converge_wire::key_sql!(Running), " AND lease_token = $3"),
+            )
+            .bind(k.merchant_id)
+            .bind(&k.idem_key)
+            .bind(&k.lease_token)
+            .execute(e)
+            .await?;
+            Ok(r.rows_affected() == 1)
+        }
+
+        /// Planted bug 5 (`planted`): a done key's answer, written after the commit.
+        #[cfg(feature = "planted-bugs")]
+        async fn planted_answer_in<'e, E: sqlx::Executor<'e, Database = $crate::store::backend::DbOf<$store>>>(
+            e: E,
+            k: &$crate::store::keys::KeyRef,
+            resp: &$crate::store::keys::StoredResponse,
+        ) -> Result<(), $crate::store::StoreError> {
+            let headers = serde_json::to_string(&resp.headers).unwrap_or_else(|_| "[]".into());
+            sqlx::query(
+                "UPDATE idempotency_keys SET response_status = $1, response_headers = $2, response_body = $3 \
+                 WHERE merchant_id = $4 AND idem_key = $5",
+            )
+            .bind(i64::from(resp.status))
+            .bind(headers)
+            .bind(&resp.body)
+            .bind(k.merchant_id)
+            .bind(&k.idem_key)
+            .execute(e)
+            .await?;
+            Ok(())
+        }
+
         /// Records the recovery point of a claim still held by `k`'s lease token, with `e`
         /// (the pool or the caller's transaction); false when the lease was lost.
         async fn set_key_resource_in<'e, E: sqlx::Executor<'e, Database = $crate::store::backend::DbOf<$store>>>(

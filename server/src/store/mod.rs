@@ -89,7 +89,7 @@ pub use verify::*;
 pub use webhooks::*;
 
 pub use postgres::{DEFAULT_POOL as DEFAULT_PG_POOL, PgStore};
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, WriteHook};
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]

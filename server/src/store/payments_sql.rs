@@ -311,7 +311,12 @@ macro_rules! impl_payments {
                 let mut tx = self.begin_write().await?;
                 let mut after = None;
                 for (t, rule) in steps.iter().zip(rules.iter().copied()) {
-                    match apply_step(&mut tx, self.outbox_plan(), t, rule).await? {
+                    #[cfg(feature = "planted-bugs")]
+                    $crate::planted::defer_events(true);
+                    let step = apply_step(&mut tx, self.outbox_plan(), t, rule).await;
+                    #[cfg(feature = "planted-bugs")]
+                    $crate::planted::defer_events(false);
+                    match step? {
                         Step::Applied(p) => after = Some(p),
                         Step::Duplicate => {
                             tx.rollback().await?;
@@ -333,11 +338,20 @@ macro_rules! impl_payments {
                 let mut stored = None;
                 if let Some(c) = completion {
                     let resp = (c.render)(&after);
-                    if complete_key_in(&mut *tx, c.key, &resp).await? {
+                    let completed = match () {
+                        #[cfg(feature = "planted-bugs")]
+                        () if $crate::planted::on($crate::planted::Bug::AnswerAfterCommit) => {
+                            planted_key_done_in(&mut *tx, c.key).await?
+                        }
+                        () => complete_key_in(&mut *tx, c.key, &resp).await?,
+                    };
+                    if completed {
                         stored = Some(resp);
                     }
                 }
                 tx.commit().await?;
+                #[cfg(feature = "planted-bugs")]
+                self.planted_after_commit(steps, &after, completion, stored.as_ref()).await?;
                 Ok(TransitionsResult { result: TransitionResult::Applied(after), stored })
             }
 
@@ -515,11 +529,19 @@ macro_rules! impl_payments {
             if recorded == 0 {
                 return Ok(Step::Duplicate);
             }
+            // The compare-and-set on what the caller read: a writer holding an old read loses.
+            let guard = match () {
+                #[cfg(feature = "planted-bugs")]
+                () if $crate::planted::on($crate::planted::Bug::TransitionWithoutVersion) => {
+                    "id = $5 AND $6 = $6 AND $7 = $7"
+                }
+                () => "id = $5 AND status = $6 AND version = $7",
+            };
             let row = sqlx::query_as::<_, PaymentRow>(&format!(
                 "UPDATE payments SET status = $1, version = version + 1, updated_at = $2, \
                  submit_attempts = submit_attempts + $3, \
                  last_error = CASE WHEN $8 THEN NULL ELSE COALESCE($4, last_error) END \
-                 WHERE id = $5 AND status = $6 AND version = $7 RETURNING {}",
+                 WHERE {guard} RETURNING {}",
                 $crate::store::payments_sql::PAYMENT_COLUMNS
             ))
             .bind(t.to.as_str())
@@ -557,7 +579,16 @@ macro_rules! impl_payments {
                 .await?;
             }
             // The outcome's outbox row commits with the transition or not at all.
-            if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to) {
+            let in_tx = match () {
+                #[cfg(feature = "planted-bugs")]
+                () if $crate::planted::on($crate::planted::Bug::EventOutsideTransition) => {
+                    !$crate::planted::events_deferred()
+                }
+                () => true,
+            };
+            if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to)
+                && in_tx
+            {
                 insert_outbox_event(
                     tx,
                     plan,
@@ -777,6 +808,37 @@ macro_rules! impl_payments {
                 insert_job(tx, job, *at).await?;
             }
             Ok(())
+        }
+
+        #[cfg(feature = "planted-bugs")]
+        impl $store {
+            /// Planted bugs 5 and 6 (`planted`): what a transition should have written in its
+            /// own transaction, written after its commit in another.
+            async fn planted_after_commit(
+                &self,
+                steps: &[$crate::store::Transition],
+                after: &$crate::store::Payment,
+                completion: Option<&$crate::store::keys::KeyCompletion<'_>>,
+                stored: Option<&$crate::store::keys::StoredResponse>,
+            ) -> Result<(), $crate::store::StoreError> {
+                use $crate::planted::{Bug, on};
+                if on(Bug::EventOutsideTransition) {
+                    let mut tx = self.begin_write().await?;
+                    for t in steps {
+                        if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to) {
+                            let payload = $crate::store::views::payment_payload(after);
+                            insert_outbox_event(&mut tx, self.outbox_plan(), after.merchant_id, event_type, &after.id, "", &payload, t.now).await?;
+                        }
+                    }
+                    tx.commit().await?;
+                }
+                if let (true, Some(c), Some(resp)) = (on(Bug::AnswerAfterCommit), completion, stored) {
+                    let mut tx = self.begin_write().await?;
+                    planted_answer_in(&mut *tx, c.key, resp).await?;
+                    tx.commit().await?;
+                }
+                Ok(())
+            }
         }
     };
 }

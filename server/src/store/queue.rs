@@ -151,7 +151,7 @@ pub fn complete_jobs_sql(n: usize) -> String {
     let pairs: Vec<String> = (0..n)
         .map(|i| format!("(${}, ${})", 2 * i + 2, 2 * i + 3))
         .collect();
-    format!(
+    let sql = format!(
         concat!(
             "WITH c (job_id, token) AS (VALUES {}) \
          UPDATE jobs SET status = ",
@@ -163,7 +163,21 @@ pub fn complete_jobs_sql(n: usize) -> String {
          AND jobs.lease_token = c.token RETURNING id"
         ),
         pairs.join(", ")
-    )
+    );
+    unleased(sql, "jobs.lease_token = c.token")
+}
+
+/// A job result's SQL as written: with planted bug 7 (`planted`) on, without its lease
+/// token condition `cond` (the token still bound, compared with itself).
+pub(crate) fn unleased(sql: String, cond: &str) -> String {
+    match () {
+        #[cfg(feature = "planted-bugs")]
+        () if crate::planted::on(crate::planted::Bug::ResultWithoutLease) => {
+            let token = cond.rsplit(' ').next().unwrap_or_default();
+            sql.replace(cond, &format!("{token} = {token}"))
+        }
+        () => sql,
+    }
 }
 
 /// Which jobs a claim takes: by kind (stored names) and, optionally, by the channel

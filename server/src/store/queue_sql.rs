@@ -39,10 +39,12 @@ macro_rules! impl_queue {
             }
 
             async fn complete_job(&self, id: i64, token: &str, now: i64) -> Result<bool, $crate::store::StoreError> {
-                let r = sqlx::query(
+                let sql = $crate::store::queue::unleased(
                     concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Done), ", lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, \
-                     updated_at = $1 WHERE id = $2 AND status = ", converge_wire::job_sql!(Leased), " AND lease_token = $3"),
-                )
+                     updated_at = $1 WHERE id = $2 AND status = ", converge_wire::job_sql!(Leased), " AND lease_token = $3").into(),
+                    "lease_token = $3",
+                );
+                let r = sqlx::query(&sql)
                 .bind(now)
                 .bind(id)
                 .bind(token)
@@ -77,11 +79,13 @@ macro_rules! impl_queue {
                 refund_attempt: bool,
                 now: i64,
             ) -> Result<bool, $crate::store::StoreError> {
-                let r = sqlx::query(
+                let sql = $crate::store::queue::unleased(
                     concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Due), ", run_at = $1, last_error = $2, attempts = attempts - $3, \
                      lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = $4 \
-                     WHERE id = $5 AND status = ", converge_wire::job_sql!(Leased), " AND lease_token = $6"),
-                )
+                     WHERE id = $5 AND status = ", converge_wire::job_sql!(Leased), " AND lease_token = $6").into(),
+                    "lease_token = $6",
+                );
+                let r = sqlx::query(&sql)
                 .bind(run_at)
                 .bind(error)
                 .bind(i64::from(refund_attempt))
@@ -102,10 +106,12 @@ macro_rules! impl_queue {
                 now: i64,
             ) -> Result<bool, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
-                let r = sqlx::query(
+                let sql = $crate::store::queue::unleased(
                     concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Dead), ", last_error = $1, lease_owner = NULL, lease_token = NULL, \
-                     lease_expires_at = NULL, updated_at = $2 WHERE id = $3 AND status = ", converge_wire::job_sql!(Leased), " AND lease_token = $4"),
-                )
+                     lease_expires_at = NULL, updated_at = $2 WHERE id = $3 AND status = ", converge_wire::job_sql!(Leased), " AND lease_token = $4").into(),
+                    "lease_token = $4",
+                );
+                let r = sqlx::query(&sql)
                 .bind(error)
                 .bind(now)
                 .bind(id)

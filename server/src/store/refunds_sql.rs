@@ -20,13 +20,30 @@ macro_rules! impl_refunds {
                  AND reversal_id IS NULL",
                 $crate::store::queue::status_list($crate::domain::refunds::refundable)
             );
-            let reserved = sqlx::query(&sql)
-            .bind(n.amount)
-            .bind(n.now)
-            .bind(&n.payment_id)
-            .execute(&mut **tx)
-            .await?
-            .rows_affected();
+            let reserved = match () {
+                // Planted bug 4: what remains is read, nothing is reserved.
+                #[cfg(feature = "planted-bugs")]
+                () if $crate::planted::on($crate::planted::Bug::RefundWithoutReserve) => {
+                    let check = sql.replace(
+                        "UPDATE payments SET refunded_amount = refunded_amount + $1, version = version + 1, updated_at = $2",
+                        "SELECT COUNT(*) FROM payments",
+                    ).replace("WHERE id = $3", "WHERE $2 = $2 AND id = $3");
+                    let n_ok: i64 = sqlx::query_scalar(&check)
+                        .bind(n.amount)
+                        .bind(n.now)
+                        .bind(&n.payment_id)
+                        .fetch_one(&mut **tx)
+                        .await?;
+                    n_ok as u64
+                }
+                () => sqlx::query(&sql)
+                    .bind(n.amount)
+                    .bind(n.now)
+                    .bind(&n.payment_id)
+                    .execute(&mut **tx)
+                    .await?
+                    .rows_affected(),
+            };
             if reserved == 0 {
                 let row = sqlx::query_as::<_, PaymentRow>(&format!(
                     "SELECT {} FROM payments WHERE id = $1",

@@ -26,6 +26,27 @@ pub struct SqliteStore {
     /// The audit export's blocking reader of the file; None in memory, where the one
     /// connection is sqlx's and the export reads through it.
     export: Option<std::sync::Arc<super::sqlite_export::ExportReader>>,
+    /// The deterministic simulator's seam (issue 39), None everywhere else.
+    write_hook: Option<WriteHook>,
+}
+
+/// What the deterministic simulator (`sim/`, issue 39) runs at the start of every write
+/// transaction ([`SqlBackend::begin_write`](super::SqlBackend::begin_write)), before the
+/// writer connection is taken: None goes on at once; a future is awaited first. The
+/// simulator ends the process there (a future that never resolves, the caller's future
+/// dropped: a crash between two transactions) or holds the operation until a later step
+/// releases it (another actor acts between the operation's read and its write). Installed
+/// with [`SqliteStore::with_write_hook`]; no server builds one, and unset it costs one branch.
+#[derive(Clone)]
+pub struct WriteHook(pub std::sync::Arc<dyn Fn() -> Option<WriteWait> + Send + Sync>);
+
+/// What a [`WriteHook`] has a write transaction await before it starts.
+pub type WriteWait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+impl std::fmt::Debug for WriteHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriteHook")
+    }
 }
 
 /// A database file as opened, to notice when it is deleted or replaced under a running
@@ -146,7 +167,15 @@ impl SqliteStore {
             file,
             webhook_plan: Default::default(),
             export,
+            write_hook: None,
         })
+    }
+
+    /// This store with `hook` run at the start of every write transaction (the simulator's
+    /// crash and hold points, [`WriteHook`]).
+    pub fn with_write_hook(mut self, hook: WriteHook) -> Self {
+        self.write_hook = Some(hook);
+        self
     }
 }
 
@@ -168,6 +197,9 @@ impl super::SqlBackend for SqliteStore {
 
     /// On the one writer connection, holding SQLite's write lock from its first statement.
     async fn begin_write(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        if let Some(wait) = self.write_hook.as_ref().and_then(|h| (h.0)()) {
+            wait.await;
+        }
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
 
