@@ -37,6 +37,22 @@ pub enum Bug {
 }
 
 impl Bug {
+    /// Every planted bug, in its number's order (bug N is `ALL[N - 1]`).
+    pub const ALL: [Bug; 7] = [
+        Bug::UnknownChargeFailed,
+        Bug::FailedWithoutFence,
+        Bug::TransitionWithoutVersion,
+        Bug::RefundWithoutReserve,
+        Bug::AnswerAfterCommit,
+        Bug::EventOutsideTransition,
+        Bug::ResultWithoutLease,
+    ];
+
+    /// Bug `n` (1 to 7), as the README and BENCHMARKS.md number them.
+    pub fn numbered(n: usize) -> Option<Bug> {
+        Self::ALL.get(n.checked_sub(1)?).copied()
+    }
+
     fn bit(self) -> u32 {
         match self {
             Bug::UnknownChargeFailed => 1,

@@ -17,11 +17,11 @@ fn main() {
     };
     #[cfg(feature = "planted-bugs")]
     if let Ok(n) = std::env::var("SIM_PLANT") {
-        use converge_server::planted::Bug;
-        cfg.planted = vec![match n.as_str() {
-            "1" => Bug::UnknownChargeFailed,
-            _ => Bug::FailedWithoutFence,
-        }];
+        let bug = n
+            .parse()
+            .ok()
+            .and_then(converge_server::planted::Bug::numbered);
+        cfg.planted = bug.into_iter().collect();
     }
     // SIM_CHECK_EVERY=0: verify only while settling and at the end (where the time goes).
     if std::env::var("SIM_CHECK_EVERY").is_ok_and(|v| v == "0") {

@@ -20,18 +20,11 @@ fn main() {
     };
     #[cfg(feature = "planted-bugs")]
     {
-        use converge_server::planted::Bug::*;
-        let all = [
-            UnknownChargeFailed,
-            FailedWithoutFence,
-            TransitionWithoutVersion,
-            RefundWithoutReserve,
-            AnswerAfterCommit,
-            EventOutsideTransition,
-            ResultWithoutLease,
-        ];
-        let n: usize = bug.parse().unwrap_or(0);
-        cfg.planted = all.get(n.wrapping_sub(1)).copied().into_iter().collect();
+        let n = bug
+            .parse()
+            .ok()
+            .and_then(converge_server::planted::Bug::numbered);
+        cfg.planted = n.into_iter().collect();
     }
     let mut found = 0;
     for seed in 1..=seeds {

@@ -95,14 +95,17 @@ impl std::fmt::Display for Violation {
     }
 }
 
+/// A stored answer as the merchant got it: HTTP status and body bytes.
+type Answer = (u16, Vec<u8>);
+
 /// An order a merchant placed: its business key, body, and the Idempotency-Keys sent for it.
 #[derive(Debug, Clone)]
 struct Order {
     merchant: usize,
     order_id: String,
     amount: i64,
-    /// Keys sent with this order's body, with the first answer each got (status, bytes).
-    keys: Vec<(String, Option<(u16, Vec<u8>)>)>,
+    /// Keys sent with this order's body, with the first answer each got.
+    keys: Vec<(String, Option<Answer>)>,
     payment: Option<String>,
 }
 
@@ -308,7 +311,7 @@ impl World {
             window_ms,
         };
         let channel_keys = self.channel.take_touched();
-        let scope = if full || self.step % FULL_CHECK_EVERY == 0 {
+        let scope = if full || self.step.is_multiple_of(FULL_CHECK_EVERY) {
             Scope::All
         } else {
             Scope::Changed {
@@ -653,6 +656,13 @@ impl World {
     /// a copy to deliver again (duplicated), whenever the scheduler gets to it (late).
     async fn callback(&mut self) -> String {
         let index = self.rng.next_u64();
+        // Half the time the newest callback, sent as the charge was made: it arrives while
+        // the charge's answer is still on its way back (prompt, as most PSPs' are).
+        let prompt = self.rng.chance(500);
+        let index = match self.channel.pending_callbacks() {
+            n if prompt && n > 0 => n as u64 - 1,
+            _ => index,
+        };
         let dup = self.rng.chance(200);
         let Some(cb) = self.channel.take_callback(index, dup) else {
             return "none pending".into();
