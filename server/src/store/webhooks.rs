@@ -348,8 +348,11 @@ pub trait Webhooks: Send + Sync + 'static {
     async fn endpoint_health(&self, since: i64) -> Result<Vec<EndpointHealth>, StoreError>;
     /// Backlog figures; `since` bounds the failed-attempt count.
     async fn webhook_backlog(&self, since: i64) -> Result<WebhookBacklog, StoreError>;
-    /// The facts of invariant 6 for events created at or before `cutoff` (epoch ms UTC).
-    async fn verify_outbox(&self, cutoff: i64) -> Result<OutboxFacts, StoreError>;
+    /// The facts of invariant 6 for events created at or before `cutoff` (epoch ms UTC). The
+    /// outcomes without their event are looked for among payments and refunds updated at or
+    /// after `since_ms` (epoch ms UTC; 0 for all since the outbox's install mark): the
+    /// incremental check's (`crate::verify::Scope::Changed`), as only a write makes one.
+    async fn verify_outbox(&self, cutoff: i64, since_ms: i64) -> Result<OutboxFacts, StoreError>;
 
     // --- the event stream relay ------------------------------------------------------------
 

@@ -839,6 +839,7 @@ macro_rules! impl_webhooks {
             async fn verify_outbox(
                 &self,
                 cutoff: i64,
+                since_ms: i64,
             ) -> Result<$crate::store::OutboxFacts, $crate::store::StoreError> {
                 let r = self.reader();
                 let mark: i64 = sqlx::query_scalar("SELECT at FROM schema_marks WHERE name = 'outbox'")
@@ -853,7 +854,7 @@ macro_rules! impl_webhooks {
                 .fetch_one(r)
                 .await?;
                 let (payments_without_event, refunds_without_event) =
-                    verify_outbox_outcomes(r, mark).await?;
+                    verify_outbox_outcomes(r, mark.max(since_ms)).await?;
                 let (undelivered, missing_deliveries) = verify_outbox_deliveries(r, cutoff).await?;
                 let (stream_configured, published, unpublished) =
                     verify_outbox_stream(r, cutoff).await?;

@@ -151,7 +151,8 @@ pub async fn run_scoped(
     }
     breaches.extend(check_tombstones(&store.tombstoned_payments().await?));
     // Every entry is in a batch: when every batch written since the mark balances and the
-    // ledger did before, the totals still do, so the incremental check leaves them out.
+    // ledger did before, the totals still do, so the incremental check leaves them out. An
+    // outcome without its event, too, is new only in a payment or refund written since.
     let (ledger, since) = match scope {
         Scope::All => (store.ledger_totals().await?, 0),
         Scope::Changed { since_ms, .. } => (Vec::new(), *since_ms),
@@ -169,7 +170,7 @@ pub async fn run_scoped(
         });
     }
     let outbox = store
-        .verify_outbox(window.now_ms.saturating_sub(window.window_ms))
+        .verify_outbox(window.now_ms.saturating_sub(window.window_ms), since)
         .await?;
     breaches.extend(check_outbox(&outbox));
     Ok(Report {

@@ -281,6 +281,43 @@ store_conformance!(
     }
 );
 
+store_conformance!(
+    an_outcome_without_its_event_is_looked_for_among_the_payments_updated_since_the_mark,
+    |store| {
+        let m = merchant(&store).await;
+        let p = create(&store, m, "lost", 1000).await;
+        advance(&store, p, &TO_SUCCESS, Some(ledger::charge(m, 1000, "CNY"))).await;
+        // The outcome's event lost (what a transition writing it outside its transaction
+        // leaves after a crash): the backlog row first, for the foreign key.
+        crate::conformance::exec_sql(
+            &store,
+            "DELETE FROM outbox_pending WHERE event_id IN \
+             (SELECT id FROM events WHERE aggregateid = 'pay_lost')",
+        )
+        .await;
+        crate::conformance::exec_sql(&store, "DELETE FROM events WHERE aggregateid = 'pay_lost'")
+            .await;
+        let lost = |since: i64| {
+            let store = store.clone();
+            async move {
+                let facts = store.verify_outbox(0, since).await.unwrap();
+                facts
+                    .payments_without_event
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(lost(0).await, vec!["pay_lost"]);
+        assert_eq!(lost(NOW).await, vec!["pay_lost"], "updated at the mark");
+        assert_eq!(
+            lost(NOW + 1).await,
+            Vec::<String>::new(),
+            "updated before it"
+        );
+    }
+);
+
 /// A channel whose charges are a fixed list (the scope test needs no sandbox).
 struct Listed(Vec<verify::ChannelCharge>);
 
