@@ -731,8 +731,43 @@ impl World {
             55..=69 => self.retry_same_key(i).await,
             70..=77 => self.retry_new_key(i).await,
             78..=84 => self.changed_body(i).await,
-            _ => self.refund(i).await,
+            85..=94 => self.refund(i).await,
+            _ => self.cancel(i).await,
         }
+    }
+
+    /// The merchant's saga coordinator cancels an order by its business key (TCC Cancel,
+    /// `POST /v1/payments/cancel`, issue 34): order `i`, or, a third of the time, a new order
+    /// whose create (the Try) has not been sent yet and comes later as a retry of its first
+    /// key. A cancel that finds no payment tombstones the order; a payment for a tombstoned
+    /// order is what verify's tombstone check names, so a create let through after it (or
+    /// racing it from a held write) is found there, not by a rule written here.
+    async fn cancel(&mut self, i: usize) -> String {
+        let i = if self.rng.chance(333) {
+            self.place_order().0
+        } else {
+            i
+        };
+        let merchant = self.merchants[self.orders[i].merchant].clone();
+        let order_id = self.orders[i].order_id.clone();
+        let key = self.new_key();
+        let route = "POST /v1/payments/cancel";
+        let body = serde_json::json!({"merchant_order_id": order_id});
+        let claim = self.claim(&merchant, &key, route, route, &body);
+        let core = self.core.clone();
+        let out = self
+            .guarded(async move { core.cancel_order_keyed(&merchant, &order_id, &claim).await })
+            .await;
+        let answer = match out {
+            None => "crashed (restart)".into(),
+            Some(Ok(Written::Answered(s))) => {
+                let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap_or_default();
+                format!("{} {}", s.status, v["outcome"].as_str().unwrap_or("?"))
+            }
+            Some(Ok(Written::Taken(_))) => "409 key taken".into(),
+            Some(Err(e)) => format!("refused: {e}"),
+        };
+        format!("cancel o{} {key} -> {answer}", i + 1)
     }
 
     fn new_key(&mut self) -> String {
