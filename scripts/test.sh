@@ -120,7 +120,7 @@ cargo test --release -p app --no-default-features --features ssr --test cli | te
 
 # The simulator at its default size, from the release binary a user runs (issue 39): 200 seeds
 # of 200 payments with every fault, on every CPU; the first violation fails the run, naming its
-# seed and the command that replays it. About two minutes on two CPUs (BENCHMARKS.md).
+# seed and the command that replays it. Under two minutes on two CPUs (103 s, BENCHMARKS.md).
 disk
 echo "test: simulator, 200 seeds (converge simulate --seeds 200)" >&2
 "$converge_bin" simulate --seeds 200
