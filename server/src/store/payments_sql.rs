@@ -7,6 +7,32 @@ pub(crate) const PAYMENT_COLUMNS: &str = "id, merchant_id, merchant_order_id, am
      params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at, reversal_id, connector, \
      capture_mode, captured_amount, released_amount, hold_expires_at, capture_id, capture_amount, capture_last";
 
+/// The WHERE of a transition's UPDATE (`apply_step`, binds $5 id, $6 status read, $7 version
+/// read): the compare-and-set on what the caller read, so a writer holding an old read loses.
+/// Planted bug 3 (`planted`) compares the id alone.
+pub(crate) fn transition_guard() -> &'static str {
+    match () {
+        #[cfg(feature = "planted-bugs")]
+        () if crate::planted::on(crate::planted::Bug::TransitionWithoutVersion) => {
+            "id = $5 AND $6 = $6 AND $7 = $7"
+        }
+        () => "id = $5 AND status = $6 AND version = $7",
+    }
+}
+
+/// Whether a transition's outcome event is written in its transaction (`apply_step`): always,
+/// so it commits with the transition or not at all. Planted bug 6 (`planted`) leaves it to a
+/// transaction after the commit.
+pub(crate) fn outcome_event_in_transition() -> bool {
+    match () {
+        #[cfg(feature = "planted-bugs")]
+        () if crate::planted::on(crate::planted::Bug::EventOutsideTransition) => {
+            !crate::planted::events_deferred()
+        }
+        () => true,
+    }
+}
+
 /// How one transition inside a transaction went (`apply_step`).
 // Matched once where it is returned: boxing the large variant would only add an allocation.
 #[allow(clippy::large_enum_variant)]
@@ -529,14 +555,7 @@ macro_rules! impl_payments {
             if recorded == 0 {
                 return Ok(Step::Duplicate);
             }
-            // The compare-and-set on what the caller read: a writer holding an old read loses.
-            let guard = match () {
-                #[cfg(feature = "planted-bugs")]
-                () if $crate::planted::on($crate::planted::Bug::TransitionWithoutVersion) => {
-                    "id = $5 AND $6 = $6 AND $7 = $7"
-                }
-                () => "id = $5 AND status = $6 AND version = $7",
-            };
+            let guard = $crate::store::payments_sql::transition_guard();
             let row = sqlx::query_as::<_, PaymentRow>(&format!(
                 "UPDATE payments SET status = $1, version = version + 1, updated_at = $2, \
                  submit_attempts = submit_attempts + $3, \
@@ -578,16 +597,8 @@ macro_rules! impl_payments {
                 )
                 .await?;
             }
-            // The outcome's outbox row commits with the transition or not at all.
-            let in_tx = match () {
-                #[cfg(feature = "planted-bugs")]
-                () if $crate::planted::on($crate::planted::Bug::EventOutsideTransition) => {
-                    !$crate::planted::events_deferred()
-                }
-                () => true,
-            };
             if let Some(event_type) = $crate::domain::webhooks::EventType::for_payment_status(t.to)
-                && in_tx
+                && $crate::store::payments_sql::outcome_event_in_transition()
             {
                 insert_outbox_event(
                     tx,
