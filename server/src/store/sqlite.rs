@@ -14,9 +14,6 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use super::{Backend, StoreError};
 
-/// Prepared statements kept per connection (sqlx's default is 100).
-const STATEMENT_CACHE: usize = 1_000;
-
 /// The SQLite implementation of [`Store`](super::Store).
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -130,10 +127,7 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10))
-            // sqlx's default keeps 100 prepared statements per connection; the store has more
-            // than that (verify's alone are dozens), so a busy connection re-prepared them.
-            .statement_cache_capacity(STATEMENT_CACHE);
+            .busy_timeout(Duration::from_secs(10));
         // An in-memory database exists per connection: both pools must be that one connection.
         // That connection never goes stale (nothing lies between it and the database), so the
         // pool's ping before each use is skipped: it doubled the simulator's round trips.

@@ -77,8 +77,9 @@ pub enum Scope {
     /// [`Verify::verify_payments_changed_page`](crate::store::Verify::verify_payments_changed_page)),
     /// and the payments under `channel_keys` (the keys whose charge
     /// changed at the channel since); an orphan charge is looked for among `channel_keys`
-    /// only; the ledger's batches written since the mark (its totals are left out). The
-    /// other aggregate checks (keys, audit chain, outbox, tombstones) run whole, and the
+    /// only; the ledger's batches written since the mark (its totals are left out); outcomes
+    /// without their event among the payments and refunds written since the mark. The
+    /// other aggregate checks (keys, audit chain, the rest of the outbox, tombstones) run whole, and the
     /// report's counts are the scope's. Sound only when every write stamps the
     /// clock's time on the row it changes and the clock does not go back: a caller runs
     /// [`Scope::All`] now and then as well.
