@@ -60,6 +60,19 @@ else
   fail_or_skip "no nats-server"
 fi
 
+# Two Stripe implementations not written here, each a separate process (issue 38): localstripe
+# (PyPI; GPL, so only ever run, never linked) and stripe-stateful-mock (npm), with the official
+# `stripe` library's webhook signer (scripts/stripe_fakes.sh). The Stripe connector's tests run
+# against them; CONVERGE_REQUIRE_STRIPE=1 forbids those tests to skip once they are up.
+# shellcheck source=scripts/stripe_fakes.sh
+. scripts/stripe_fakes.sh
+stripe_fakes_setup
+if [ -n "${CONVERGE_LOCALSTRIPE_URL:-}" ] && [ -n "${CONVERGE_STRIPE_SIGNER:-}" ]; then
+  export CONVERGE_REQUIRE_STRIPE=1
+else
+  fail_or_skip "no Stripe fakes (localstripe and the stripe library's signer)"
+fi
+
 # Chromium for the browser tests: Debian's, never a downloaded build.
 if [ ! -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "test: installing Debian's chromium" >&2

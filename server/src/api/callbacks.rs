@@ -6,8 +6,8 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use converge_wire::ErrorCode;
 use serde::Serialize;
@@ -67,14 +67,69 @@ pub async fn receive(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CallbackAck>, ApiError> {
-    let body = body.map_err(crate::error::body_rejection)?;
-    let now_secs = st.core.clock.now_ms().div_euclid(1000);
+    let connectors = &st.core.connectors;
     // This route is the default connector's (the sandbox protocol): its connector checks the
     // signature and reads the event (the contract's callbacks, channel/mod.rs).
-    let connectors = &st.core.connectors;
-    let fact = connectors
-        .named(connectors.default_name())
-        .verify_callback(&headers, &body, now_secs)
+    let name = connectors.default_name().to_owned();
+    apply(&st, &name, &headers, body).await
+}
+
+/// Verifies and applies one webhook of the connector `name` in its own protocol (Stripe's
+/// `Stripe-Signature` for a Stripe connector); always 2xx once verified, even when ignored.
+#[utoipa::path(
+    post,
+    path = "/connectors/{name}/callbacks",
+    tag = "channel",
+    operation_id = "receive_connector_callback",
+    summary = "Receive a connector's webhook",
+    description = "Webhooks of a named connector in its own protocol (issue 38): for a Stripe connector, Stripe events signed in `Stripe-Signature` (`t=<unix seconds>,v1=<hex>`, several `v1` while a secret is rolled, 5-minute tolerance). Events of PaymentIntents that are not converge's are acknowledged as `unknown_payment`; a repeated event id is `duplicate`.",
+    params(
+        ("name" = String, Path, description = "The connector's name (`converge serve --connector`)", example = "stripe"),
+        ("Stripe-Signature" = Option<String>, Header, description = "Stripe's signature header, for a Stripe connector")
+    ),
+    request_body(content = String, content_type = "application/json", description = "The connector's event, as it sends it"),
+    responses(
+        (status = 200, description = "Verified and handled", body = CallbackAck),
+        (status = 400, description = "Timestamp outside the window, or a body that is not an event of the connector", body = ErrorBody, example = json!({"error": {"code": "invalid_callback", "message": "not a stripe event: expected value at line 1 column 1"}})),
+        (status = 401, description = "Missing or wrong signature, or a connector that takes no webhooks", body = ErrorBody, example = json!({"error": {"code": "invalid_signature", "message": "callback signature does not verify"}})),
+        (status = 404, description = "No connector of that name", body = ErrorBody, example = json!({"error": {"code": "not_found", "message": "no connector named \"stripe\""}})),
+        (status = 413, description = "Body larger than the limit", body = ErrorBody, example = json!({"error": {"code": "body_too_large", "message": "request body is too large"}})),
+        (status = 503, description = "Database unavailable; deliver again later", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait before delivering again")),
+            example = json!({"error": {"code": "database_unavailable", "message": "database unavailable; retry later"}}))
+    )
+)]
+pub async fn receive_for_connector(
+    State(st): State<ApiState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<CallbackAck>, ApiError> {
+    if !st.core.connectors.names().any(|n| n == name) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            format!("no connector named {name:?}"),
+        ));
+    }
+    apply(&st, &name, &headers, body).await
+}
+
+/// The one path of every callback: the connector `name` verifies and reads it, then the core
+/// records and applies it (a 200 only after that committed).
+async fn apply(
+    st: &ApiState,
+    name: &str,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<CallbackAck>, ApiError> {
+    let body = body.map_err(crate::error::body_rejection)?;
+    let now_secs = st.core.clock.now_ms().div_euclid(1000);
+    let fact = st
+        .core
+        .connectors
+        .named(name)
+        .verify_callback(headers, &body, now_secs)
         .map_err(|e| match e {
             CallbackRejection::TooOld => ApiError::bad_request(
                 ErrorCode::CallbackTooOld,
@@ -94,10 +149,13 @@ pub async fn receive(
         .check()
         .map_err(|why| ApiError::bad_request(ErrorCode::InvalidCallback, why))?;
     // Verified above, so present; kept with the body as the callback's evidence.
-    let signature = headers
-        .get(crate::channel::signature::SIGNATURE_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let signature = [
+        crate::channel::signature::SIGNATURE_HEADER,
+        crate::channel::stripe::STRIPE_SIGNATURE_HEADER,
+    ]
+    .iter()
+    .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
+    .unwrap_or_default();
     let outcome = st.core.handle_callback(&event, &body, signature).await?;
     let (name, detail) = match outcome {
         CallbackOutcome::Applied(s) => ("applied", s.as_str().to_string()),

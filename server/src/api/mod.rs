@@ -80,6 +80,7 @@ pub fn merchant_routes(state: &ApiState) -> (Router<ApiState>, utoipa::openapi::
         .route_layer(from_fn_with_state(state.clone(), ratelimit::layer))
         .route_layer(from_fn_with_state(state.clone(), auth::merchant))
         .routes(routes!(callbacks::receive))
+        .routes(routes!(callbacks::receive_for_connector))
         .split_for_parts();
     let v1 = v1
         .fallback(not_found)

@@ -12,6 +12,7 @@
 pub mod http;
 pub mod sandbox;
 pub mod signature;
+pub mod stripe;
 pub mod webhook_sink;
 
 use async_trait::async_trait;

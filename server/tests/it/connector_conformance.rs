@@ -29,6 +29,18 @@ use serde_json::{Value, json};
 /// Signs a callback body at a time (unix seconds) as the connector would: the headers.
 pub type Signer = Box<dyn Fn(&[u8], i64) -> HeaderMap + Send + Sync>;
 
+/// Writes the body of a connector's callback in its own protocol: a successful charge of
+/// (event id, channel key, amount in minor units, currency, unix seconds).
+pub type EventMaker = Box<dyn Fn(&str, &str, i64, &str, i64) -> Vec<u8> + Send + Sync>;
+
+/// How a connector's callbacks are made in tests: signed and written as it would.
+pub struct Callbacks {
+    /// The signature headers.
+    pub sign: Signer,
+    /// A charge's success event.
+    pub event: EventMaker,
+}
+
 /// What the suite needs to know of a connector under test.
 pub struct Subject<'a> {
     /// The connector, with a timeout that outlasts its normal answers.
@@ -39,12 +51,15 @@ pub struct Subject<'a> {
     pub currency: &'static str,
     /// An amount (minor units) the connector charges and authorizes without fault.
     pub ok_amount: i64,
-    /// An amount the connector declines explicitly, if one can be forced.
-    pub decline_amount: Option<i64>,
+    /// A connector (the same one, or the same account set up to decline) and an amount it
+    /// declines explicitly, if a decline can be forced.
+    pub decline: Option<(&'a dyn Connector, i64)>,
     /// Whether it offers holds (authorize, capture, void, query_hold).
     pub holds: bool,
-    /// How its callbacks are signed, if it sends any the core can check.
-    pub callbacks: Option<Signer>,
+    /// Whether a hold takes several captures; without, the first capture closes it.
+    pub multicapture: bool,
+    /// How its callbacks are signed and written, if it sends any the core can check.
+    pub callbacks: Option<Callbacks>,
     /// Whether it has statements.
     pub statements: bool,
     /// An undecidable answer that can be forced: the same connector with a short timeout,
@@ -110,13 +125,13 @@ async fn a_key_never_used_is_not_found(s: &Subject<'_>) {
 }
 
 async fn a_decline_is_definitive(s: &Subject<'_>) {
-    let Some(amount) = s.decline_amount else {
+    let Some((decliner, amount)) = s.decline else {
         return;
     };
     let key = s.key("decline");
     assert!(
         matches!(
-            s.connector.charge(&key, amount, s.currency).await,
+            decliner.charge(&key, amount, s.currency).await,
             ChargeOutcome::Declined { .. }
         ),
         "a forced decline is a decline"
@@ -234,46 +249,59 @@ async fn holds_authorize_capture_in_parts_and_close(s: &Subject<'_>) {
             closed,
         })
     };
-    let cap1 = s.key("cap-1");
-    assert_eq!(
-        c.capture(&key, &cap1, first, false).await,
-        captured(first, first, false)
-    );
-    assert_eq!(
-        c.capture(&key, &cap1, first, false).await,
-        captured(first, first, false),
-        "a capture is idempotent on its key"
-    );
     assert!(
         matches!(
-            c.capture(&key, &s.key("cap-big"), amount, false).await,
+            c.capture(&key, &s.key("cap-big"), amount + 1, false).await,
             Ok(CaptureOutcome::Rejected { .. })
         ),
         "captures never exceed the hold"
+    );
+    let cap1 = s.key("cap-1");
+    // Without multicapture (Stripe) the first capture closes the hold, the rest released.
+    let closed_by_first = !s.multicapture;
+    assert_eq!(
+        c.capture(&key, &cap1, first, false).await,
+        captured(first, first, closed_by_first)
+    );
+    assert_eq!(
+        c.capture(&key, &cap1, first, false).await,
+        captured(first, first, closed_by_first),
+        "a capture is idempotent on its key"
     );
     assert!(
         matches!(c.void(&key).await, Ok(VoidOutcome::Rejected { .. })),
         "a hold with captures is not voided"
     );
-    let second = amount / 4;
-    assert_eq!(
-        c.capture(&key, &s.key("cap-2"), second, true).await,
-        captured(second, first + second, true),
-        "a final capture closes the hold"
-    );
+    let mut total = first;
+    if s.multicapture {
+        assert!(
+            matches!(
+                c.capture(&key, &s.key("cap-over"), amount, false).await,
+                Ok(CaptureOutcome::Rejected { .. })
+            ),
+            "captures never exceed what is still held"
+        );
+        let second = amount / 4;
+        total += second;
+        assert_eq!(
+            c.capture(&key, &s.key("cap-2"), second, true).await,
+            captured(second, total, true),
+            "a final capture closes the hold"
+        );
+    }
     assert!(
         matches!(
             c.capture(&key, &s.key("cap-3"), 1, false).await,
             Ok(CaptureOutcome::Rejected { .. })
         ),
-        "nothing is captured after the final capture"
+        "nothing is captured after the hold is closed"
     );
     assert_eq!(
         c.query_hold(&key).await,
         Ok(HoldQueryOutcome::Found {
             status: HoldStatus::Captured,
             amount,
-            captured: first + second,
+            captured: total,
             currency: s.currency.into(),
             expires_at_ms,
         })
@@ -287,9 +315,10 @@ async fn holds_authorize_capture_in_parts_and_close(s: &Subject<'_>) {
         c.capture(&whole, &s.key("cap-whole"), amount, false).await,
         captured(amount, amount, true)
     );
-    if let Some(decline) = s.decline_amount {
+    if let Some((decliner, decline)) = s.decline {
         assert!(matches!(
-            c.authorize(&s.key("hold-declined"), decline, s.currency, 3_600)
+            decliner
+                .authorize(&s.key("hold-declined"), decline, s.currency, 3_600)
                 .await,
             Ok(AuthorizeOutcome::Declined { .. })
         ));
@@ -355,19 +384,28 @@ async fn hold_operations_answer_unsupported(s: &Subject<'_>) {
 
 async fn callbacks_are_verified_and_parsed(s: &Subject<'_>) {
     let c = s.connector;
-    let body = json!({"event_id": s.key("evt"), "type": "charge.succeeded",
-        "channel_key": s.key("charge"), "amount": s.ok_amount, "currency": s.currency,
-        "created_at": s.now_secs})
-    .to_string();
-    let Some(signer) = &s.callbacks else {
+    let Some(Callbacks {
+        sign: signer,
+        event,
+    }) = &s.callbacks
+    else {
+        let body = b"{}";
         assert_eq!(
-            c.verify_callback(&HeaderMap::new(), body.as_bytes(), s.now_secs),
+            c.verify_callback(&HeaderMap::new(), body, s.now_secs),
             Err(CallbackRejection::Unsupported(Unsupported::of(
                 Operation::Callback
             )))
         );
         return;
     };
+    let body = event(
+        &s.key("evt"),
+        &s.key("charge"),
+        s.ok_amount,
+        s.currency,
+        s.now_secs,
+    );
+    let body = String::from_utf8(body).expect("a JSON event");
     let fact = c
         .verify_callback(
             &signer(body.as_bytes(), s.now_secs),
@@ -501,15 +539,23 @@ fn now_secs() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-fn sandbox_signer() -> Signer {
-    Box::new(|body: &[u8], at: i64| {
-        let mut h = HeaderMap::new();
-        h.insert(
-            SIGNATURE_HEADER,
-            HeaderValue::from_str(&sign(SECRET, at, body)).expect("ascii"),
-        );
-        h
-    })
+fn sandbox_callbacks() -> Callbacks {
+    Callbacks {
+        sign: Box::new(|body: &[u8], at: i64| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                SIGNATURE_HEADER,
+                HeaderValue::from_str(&sign(SECRET, at, body)).expect("ascii"),
+            );
+            h
+        }),
+        event: Box::new(|id, key, amount, currency, at| {
+            json!({"event_id": id, "type": "charge.succeeded", "channel_key": key,
+                "amount": amount, "currency": currency, "created_at": at})
+            .to_string()
+            .into_bytes()
+        }),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -523,9 +569,10 @@ async fn the_sandbox_connector_meets_the_contract() {
         prefix: converge_server::ids::new_id("cf"),
         currency: "CNY",
         ok_amount: 10_000,
-        decline_amount: Some(10_051),
+        decline: Some((&connector, 10_051)),
         holds: true,
-        callbacks: Some(sandbox_signer()),
+        multicapture: true,
+        callbacks: Some(sandbox_callbacks()),
         statements: true,
         late: Some((&short, 10_052)),
         now_secs: now_secs(),
@@ -571,8 +618,9 @@ async fn a_connector_without_holds_callbacks_or_statements_answers_unsupported()
         prefix: converge_server::ids::new_id("cf"),
         currency: "CNY",
         ok_amount: 10_000,
-        decline_amount: None,
+        decline: None,
         holds: false,
+        multicapture: false,
         callbacks: None,
         statements: false,
         late: None,

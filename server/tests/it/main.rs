@@ -42,6 +42,7 @@ mod sandbox;
 mod sandbox_behaviours;
 mod secrets_at_rest;
 mod source_rules;
+mod stripe_connector;
 mod tcc;
 mod trace_context;
 mod transitions;
