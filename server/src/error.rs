@@ -384,13 +384,16 @@ impl From<UserError> for ApiError {
     }
 }
 
-/// A merchant change's refusal: 400 `invalid_merchant`, 409 `merchant_exists`, 404
+/// A merchant change's refusal: 400 `invalid_merchant` or `invalid_connector`, 409 `merchant_exists`, 404
 /// `not_found` (no merchant, or no such unrevoked key).
 impl From<MerchantError> for ApiError {
     fn from(e: MerchantError) -> Self {
         match e {
             MerchantError::InvalidName => {
                 ApiError::bad_request(ErrorCode::InvalidMerchant, e.to_string())
+            }
+            MerchantError::InvalidConnector(_) => {
+                ApiError::bad_request(ErrorCode::InvalidConnector, e.to_string())
             }
             MerchantError::Exists(_) => ApiError::new(
                 StatusCode::CONFLICT,

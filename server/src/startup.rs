@@ -248,7 +248,7 @@ fn connectors(
 ) -> Result<Connectors, String> {
     let mut all = Connectors::single(DEFAULT_CONNECTOR, Arc::new(default));
     for spec in &settings.connectors {
-        if all.names().any(|n| n == spec.name) {
+        if all.has(&spec.name) {
             return Err(format!("--connector {} is given twice", spec.name));
         }
         let c = HttpConnector::new(&spec.url, settings.timeout());
@@ -353,6 +353,10 @@ pub async fn build_with_store(
         secrets,
         console,
     );
+    // The merchants' own PSP accounts, before any worker drives a payment made on one.
+    core.refresh_connectors().await.map_err(|e| {
+        StartError::DatabaseUnavailable(format!("cannot read the merchants' connectors: {e}"))
+    })?;
     let (stop_workers, stop) = tokio::sync::watch::channel(false);
     let workers = spawn_workers(&core, &settings, relay.as_ref(), &stop).await?;
     let monitor = tokio::spawn(monitor::run(
@@ -621,6 +625,10 @@ fn spawn_tasks(
             state.core.outcomes.clone(),
             store.clone(),
             Duration::from_secs(1),
+        )),
+        tokio::spawn(crate::service::merchant_connectors::refresh_every(
+            state.core.clone(),
+            crate::service::merchant_connectors::REFRESH_EVERY,
         )),
         monitor,
         expired_sessions,

@@ -121,6 +121,9 @@ error_codes! {
     InvalidUser => "invalid_user",
     /// 400: a merchant name is malformed.
     InvalidMerchant => "invalid_merchant",
+    /// 400: a merchant's connector account cannot be used (its API base, secret key, webhook
+    /// signing secrets or payment method); the message names the field.
+    InvalidConnector => "invalid_connector",
     /// 400: a passkey registration or assertion is malformed.
     InvalidPasskey => "invalid_passkey",
     /// 400: a POST without an `Idempotency-Key` header.

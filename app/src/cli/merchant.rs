@@ -4,6 +4,8 @@
 use anyhow::{Result, bail};
 use clap::Subcommand;
 
+use converge_server::service::merchant_connectors::ConnectorChoice;
+
 use super::DbArgs;
 use super::start::{self, cli_actor, now_ms};
 
@@ -43,6 +45,43 @@ pub(super) enum MerchantCommand {
         #[command(subcommand)]
         action: KeyCommand,
     },
+    /// Where the merchant's new payments go: `stripe` (its own Stripe account; the secret key
+    /// is read from stdin's first line, webhook signing secrets from the lines after it) or
+    /// `sandbox` (back to the default connector; the account is kept for its open payments).
+    /// Without a kind, shows the current one. Audited; secrets are sealed and never shown.
+    Connector {
+        /// Merchant name.
+        name: String,
+        /// `stripe` or `sandbox`; none: show.
+        kind: Option<ConnectorKind>,
+        /// The PSP's API base URL.
+        #[arg(long, default_value = "https://api.stripe.com")]
+        api_base: String,
+        /// Read the secret key (first line) and webhook signing secrets (further lines) from
+        /// stdin; required for `stripe`.
+        #[arg(long)]
+        secret_key_stdin: bool,
+        /// The PaymentMethod payments are confirmed with (default pm_card_visa, a test card).
+        #[arg(long)]
+        payment_method: Option<String>,
+        /// Why, for the audit record.
+        #[arg(
+            long,
+            default_value = "connector set from the command line on the server"
+        )]
+        reason: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+/// A connector kind a merchant can be put on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum ConnectorKind {
+    /// Its own Stripe account.
+    Stripe,
+    /// The default connector (the sandbox, or --channel-url).
+    Sandbox,
 }
 
 #[derive(Debug, Subcommand)]
@@ -88,6 +127,33 @@ pub(super) async fn run(action: MerchantCommand) -> Result<()> {
             Ok(())
         }
         MerchantCommand::Key { action } => merchant_key(action).await,
+        MerchantCommand::Connector {
+            name,
+            kind,
+            api_base,
+            secret_key_stdin,
+            payment_method,
+            reason,
+            db,
+        } => {
+            let choice = match kind {
+                None => return show_connector(&name, &db).await,
+                Some(ConnectorKind::Sandbox) => ConnectorChoice::Default,
+                Some(ConnectorKind::Stripe) => {
+                    if !secret_key_stdin {
+                        bail!("stripe needs --secret-key-stdin (the key is never an argument)");
+                    }
+                    let (secret_key, webhook_secrets) = read_secrets()?;
+                    ConnectorChoice::Stripe {
+                        api_base,
+                        secret_key,
+                        webhook_secrets,
+                        payment_method,
+                    }
+                }
+            };
+            set_connector(&name, &db, &choice, &reason).await
+        }
         MerchantCommand::Freeze { name, reason, db } => set_frozen(&name, &db, true, &reason).await,
         MerchantCommand::Unfreeze { name, reason, db } => {
             set_frozen(&name, &db, false, &reason).await
@@ -149,5 +215,71 @@ async fn set_frozen(name: &str, db: &DbArgs, frozen: bool, reason: &str) -> Resu
         "merchant {name:?} {}",
         if frozen { "frozen" } else { "unfrozen" }
     );
+    Ok(())
+}
+
+/// The secret key (stdin's first line) and the webhook signing secrets (the non-empty lines
+/// after it). Errors: no key.
+fn read_secrets() -> Result<(String, Vec<String>)> {
+    use std::io::BufRead;
+    let mut lines = std::io::stdin()
+        .lock()
+        .lines()
+        .map(|l| l.map(|l| l.trim().to_owned()))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter();
+    let key = lines.next().filter(|k| !k.is_empty());
+    let Some(key) = key else {
+        bail!("no secret key on stdin's first line");
+    };
+    Ok((key, lines.filter(|l| !l.is_empty()).collect()))
+}
+
+async fn set_connector(
+    name: &str,
+    db: &DbArgs,
+    choice: &ConnectorChoice,
+    reason: &str,
+) -> Result<()> {
+    use converge_server::service::merchants::MerchantError;
+    let keys = db.clone();
+    start::with_store(db, |store| async move {
+        let secrets = start::secrets(&keys, store.as_ref()).await?;
+        let core = start::one_off_core(
+            store,
+            None,
+            std::time::Duration::from_secs(1),
+            Default::default(),
+            secrets,
+        );
+        match core
+            .set_merchant_connector(now_ms(), name, choice, reason, &cli_actor())
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(MerchantError::NoMerchant(_)) => bail!("no merchant named {name:?}"),
+            Err(e) => bail!("{e}"),
+        }
+    })
+    .await?;
+    show_connector(name, db).await
+}
+
+async fn show_connector(name: &str, db: &DbArgs) -> Result<()> {
+    let (known, accounts) = start::with_records_core(db, |core| async move {
+        let known = core.store.merchants().await?.iter().any(|m| m.name == name);
+        Ok((known, core.merchant_accounts_view().await?))
+    })
+    .await?;
+    if !known {
+        bail!("no merchant named {name:?}");
+    }
+    match accounts.iter().find(|a| a.merchant == name && a.routed) {
+        Some(a) => println!(
+            "merchant {name:?}: connector {} ({} at {}, key {}); its webhooks: POST /v1/connectors/{}/callbacks",
+            a.connector, a.kind, a.api_base, a.key_hint, a.connector
+        ),
+        None => println!("merchant {name:?}: connector sandbox (the default)"),
+    }
     Ok(())
 }

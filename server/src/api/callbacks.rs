@@ -105,7 +105,7 @@ pub async fn receive_for_connector(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<CallbackAck>, ApiError> {
-    if !st.core.connectors.names().any(|n| n == name) {
+    if !st.core.connectors.has(&name) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             ErrorCode::NotFound,

@@ -36,6 +36,8 @@ pub enum Purpose {
     WebhookSecret,
     /// `idempotency_keys.response_body` of an answer that carries a secret.
     StoredAnswer,
+    /// `merchant_connectors.secret_key` and `.webhook_secrets`: a merchant's PSP credentials.
+    ConnectorSecret,
 }
 
 impl Purpose {
@@ -43,6 +45,7 @@ impl Purpose {
         match self {
             Purpose::WebhookSecret => b"converge webhook_endpoints.secret",
             Purpose::StoredAnswer => b"converge idempotency_keys.response_body",
+            Purpose::ConnectorSecret => b"converge merchant_connectors",
         }
     }
 }

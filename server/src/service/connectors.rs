@@ -9,9 +9,15 @@
 //! and the holds' capture and void) goes to that connector through
 //! [`Connectors::for_payment`], whatever the route table says by then. Today's payments have
 //! no method, so routes are per merchant; a method is matched once payments carry one.
+//!
+//! A merchant's own PSP account (issue 38; `converge merchant connector`, the merchants page)
+//! is a connector too, named [`account_name`] (`stripe-<merchant id>`), installed from the
+//! store by [`Core::refresh_connectors`](super::Core::refresh_connectors) and routed before
+//! the command line's routes: merchant and method (`--route`), then the merchant's own
+//! account, then the merchant (`--route`), then the default.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 
@@ -41,13 +47,42 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// The named connectors and the route table (cheap to share behind an `Arc`).
+/// The named connectors and the route table (cheap to clone: clones share the merchants'
+/// accounts, which change while the process runs).
 #[derive(Clone)]
 pub struct Connectors {
     by_name: BTreeMap<String, Arc<dyn Connector>>,
     default: String,
     /// (merchant id, method or `None` for any method) → connector name.
     routes: HashMap<(i64, Option<String>), String>,
+    accounts: Arc<RwLock<Accounts>>,
+}
+
+/// The merchants' own PSP accounts installed from the store.
+#[derive(Default)]
+struct Accounts {
+    /// Connector name → (the account's `updated_at`, its connector).
+    by_name: BTreeMap<String, (i64, Arc<dyn Connector>)>,
+    /// Merchant id → its account's connector name, for accounts that are routed.
+    routes: HashMap<i64, String>,
+}
+
+/// The connector name of merchant `merchant_id`'s own PSP account of `kind` (`stripe-7`).
+pub fn account_name(kind: &str, merchant_id: i64) -> String {
+    format!("{kind}-{merchant_id}")
+}
+
+/// One merchant account for [`Connectors::install_accounts`].
+pub struct Account {
+    /// Its connector name ([`account_name`]).
+    pub name: String,
+    /// The merchant whose account it is.
+    pub merchant_id: i64,
+    /// Whether the merchant's new payments go to it.
+    pub routed: bool,
+    /// The stored row's `updated_at`: an unchanged account keeps its connector (and what
+    /// that connector has learnt).
+    pub stamp: i64,
 }
 
 impl std::fmt::Debug for Connectors {
@@ -67,7 +102,40 @@ impl Connectors {
             by_name: BTreeMap::from([(name.to_owned(), connector)]),
             default: name.to_owned(),
             routes: HashMap::new(),
+            accounts: Arc::default(),
         }
+    }
+
+    /// Replaces the merchants' accounts with `accounts`; `build` makes the connector of an
+    /// account that is new or changed (`None`: it cannot be built, e.g. its secrets do not
+    /// open, and its payments answer undecidable until it can). Accounts whose name a
+    /// configured connector already has are ignored.
+    pub fn install_accounts(
+        &self,
+        accounts: Vec<Account>,
+        mut build: impl FnMut(&Account) -> Option<Arc<dyn Connector>>,
+    ) {
+        let mut next = Accounts::default();
+        let current = self.accounts.read().unwrap_or_else(|p| p.into_inner());
+        for a in accounts {
+            if self.by_name.contains_key(&a.name) {
+                continue;
+            }
+            let kept = current
+                .by_name
+                .get(&a.name)
+                .filter(|(stamp, _)| *stamp == a.stamp)
+                .map(|(_, c)| c.clone());
+            let Some(c) = kept.or_else(|| build(&a)) else {
+                continue;
+            };
+            if a.routed {
+                next.routes.insert(a.merchant_id, a.name.clone());
+            }
+            next.by_name.insert(a.name, (a.stamp, c));
+        }
+        drop(current);
+        *self.accounts.write().unwrap_or_else(|p| p.into_inner()) = next;
     }
 
     /// These connectors with `connector` added as `name` (or replacing the one so named:
@@ -88,7 +156,7 @@ impl Connectors {
         if !self.by_name.contains_key(connector) {
             return Err(format!(
                 "route for merchant {merchant_id} names unknown connector {connector:?} (known: {})",
-                self.names().collect::<Vec<_>>().join(", ")
+                self.names().join(", ")
             ));
         }
         self.routes.insert(
@@ -100,11 +168,18 @@ impl Connectors {
 
     /// The rule: the connector a new payment of `merchant_id` paid by `method` goes to
     /// (merchant and method, then merchant, then the default).
-    pub fn route(&self, merchant_id: i64, method: Option<&str>) -> &str {
-        method
-            .and_then(|m| self.routes.get(&(merchant_id, Some(m.to_owned()))))
-            .or_else(|| self.routes.get(&(merchant_id, None)))
+    pub fn route(&self, merchant_id: i64, method: Option<&str>) -> String {
+        if let Some(r) = method.and_then(|m| self.routes.get(&(merchant_id, Some(m.to_owned())))) {
+            return r.clone();
+        }
+        let accounts = self.accounts.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = accounts.routes.get(&merchant_id) {
+            return r.clone();
+        }
+        self.routes
+            .get(&(merchant_id, None))
             .unwrap_or(&self.default)
+            .clone()
     }
 
     /// The connector that took `payment` (the name stored at its create).
@@ -116,8 +191,12 @@ impl Connectors {
     /// undecidable ([`Unconfigured`]), so its payments wait in UNKNOWN for the operator
     /// instead of being failed on no evidence.
     pub fn named(&self, name: &str) -> Arc<dyn Connector> {
-        match self.by_name.get(name) {
-            Some(c) => c.clone(),
+        if let Some(c) = self.by_name.get(name) {
+            return c.clone();
+        }
+        let accounts = self.accounts.read().unwrap_or_else(|p| p.into_inner());
+        match accounts.by_name.get(name) {
+            Some((_, c)) => c.clone(),
             None => Arc::new(Unconfigured(name.to_owned())),
         }
     }
@@ -127,14 +206,36 @@ impl Connectors {
         &self.default
     }
 
-    /// The configured names, in order.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.by_name.keys().map(String::as_str)
+    /// The configured names (then the merchants' accounts), in order.
+    pub fn names(&self) -> Vec<String> {
+        self.iter().into_iter().map(|(n, _)| n).collect()
     }
 
-    /// The configured connectors with their names, in name order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Arc<dyn Connector>)> {
-        self.by_name.iter().map(|(n, c)| (n.as_str(), c))
+    /// Whether a connector is called `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+            || self
+                .accounts
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .by_name
+                .contains_key(name)
+    }
+
+    /// The configured connectors (then the merchants' accounts) with their names, in name
+    /// order.
+    pub fn iter(&self) -> Vec<(String, Arc<dyn Connector>)> {
+        let accounts = self.accounts.read().unwrap_or_else(|p| p.into_inner());
+        self.by_name
+            .iter()
+            .map(|(n, c)| (n.clone(), c.clone()))
+            .chain(
+                accounts
+                    .by_name
+                    .iter()
+                    .map(|(n, (_, c))| (n.clone(), c.clone())),
+            )
+            .collect()
     }
 }
 

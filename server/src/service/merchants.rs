@@ -55,6 +55,9 @@ pub enum MerchantError {
     /// No such merchant (404).
     #[error("no merchant named {0:?}")]
     NoMerchant(String),
+    /// A connector account that cannot be used: which field and why (400).
+    #[error("connector: {0}")]
+    InvalidConnector(String),
     /// No such live key of that merchant (404).
     #[error("merchant {0:?} has no unrevoked key {1:?}")]
     NoKey(String, String),

@@ -24,6 +24,7 @@ pub mod error_pool;
 pub mod executors;
 pub mod holds;
 pub mod lookup;
+pub mod merchant_connectors;
 pub mod merchants;
 pub mod outcomes;
 pub mod passkeys;

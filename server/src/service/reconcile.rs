@@ -528,7 +528,7 @@ impl Core {
         day: &str,
         source: &str,
     ) -> Result<Vec<(String, Vec<u8>)>, ReconcileError> {
-        let several = self.connectors.names().count() > 1;
+        let several = self.connectors.names().len() > 1;
         let mut files = Vec::new();
         for (name, connector) in self.connectors.iter() {
             let text = connector.statement(day).await.map_err(|e| {

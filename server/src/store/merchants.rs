@@ -4,7 +4,10 @@
 
 use async_trait::async_trait;
 
-use super::{AuditEntry, Merchant, MerchantKey, NewMerchantKey, StoreError};
+use super::{
+    AuditEntry, Merchant, MerchantConnector, MerchantKey, NewMerchantConnector, NewMerchantKey,
+    StoreError,
+};
 
 /// Merchants and their API keys.
 #[async_trait]
@@ -71,4 +74,17 @@ pub trait Merchants: Send + Sync + 'static {
     /// Records that the key with this hash authenticated at `now` (at most one write a
     /// minute per key).
     async fn touch_merchant_key(&self, api_key_hash: &str, now: i64) -> Result<(), StoreError>;
+    /// Sets merchant `name`'s own PSP account at `now` (`Some`: written and routed), or
+    /// routes its new payments back to the default connector (`None`: an account it had is
+    /// kept, unrouted, for its open payments), with `audit` in the same transaction; false
+    /// when there is no such merchant (nothing written).
+    async fn set_merchant_connector_audited(
+        &self,
+        name: &str,
+        account: Option<&NewMerchantConnector>,
+        now: i64,
+        audit: &AuditEntry,
+    ) -> Result<bool, StoreError>;
+    /// Every merchant's own PSP account, by merchant id.
+    async fn merchant_connectors(&self) -> Result<Vec<MerchantConnector>, StoreError>;
 }

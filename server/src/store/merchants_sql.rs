@@ -234,6 +234,72 @@ macro_rules! impl_merchants {
                 .await?)
             }
 
+            async fn set_merchant_connector_audited(
+                &self,
+                name: &str,
+                account: Option<&$crate::store::NewMerchantConnector>,
+                now: i64,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let id: Option<i64> = sqlx::query_scalar("SELECT id FROM merchants WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(id) = id else {
+                    tx.rollback().await?;
+                    return Ok(false);
+                };
+                match account {
+                    Some(a) => {
+                        sqlx::query(
+                            "INSERT INTO merchant_connectors (merchant_id, kind, routed, api_base, secret_key, \
+                             webhook_secrets, key_hint, payment_method, updated_at) \
+                             VALUES ($1, $2, TRUE, $3, $4, $5, $6, $7, $8) \
+                             ON CONFLICT (merchant_id) DO UPDATE SET kind = excluded.kind, routed = TRUE, \
+                             api_base = excluded.api_base, secret_key = excluded.secret_key, \
+                             webhook_secrets = excluded.webhook_secrets, key_hint = excluded.key_hint, \
+                             payment_method = excluded.payment_method, updated_at = excluded.updated_at",
+                        )
+                        .bind(id)
+                        .bind(&a.kind)
+                        .bind(&a.api_base)
+                        .bind(&a.secret_key)
+                        .bind(&a.webhook_secrets)
+                        .bind(&a.key_hint)
+                        .bind(&a.payment_method)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    None => {
+                        sqlx::query(
+                            "UPDATE merchant_connectors SET routed = FALSE, updated_at = $1 WHERE merchant_id = $2",
+                        )
+                        .bind(now)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                }
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(true)
+            }
+
+            async fn merchant_connectors(
+                &self,
+            ) -> Result<Vec<$crate::store::MerchantConnector>, $crate::store::StoreError> {
+                Ok(sqlx::query_as::<_, $crate::store::MerchantConnector>(
+                    "SELECT c.merchant_id, m.name AS merchant_name, c.kind, c.routed, c.api_base, \
+                     c.secret_key, c.webhook_secrets, c.key_hint, c.payment_method, c.updated_at \
+                     FROM merchant_connectors c JOIN merchants m ON m.id = c.merchant_id \
+                     ORDER BY c.merchant_id",
+                )
+                .fetch_all(self.reader())
+                .await?)
+            }
+
             async fn set_merchant_frozen(&self, name: &str, frozen: bool) -> Result<bool, $crate::store::StoreError> {
                 let r = sqlx::query("UPDATE merchants SET frozen = $1 WHERE name = $2")
                     .bind(frozen)

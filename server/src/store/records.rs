@@ -618,3 +618,49 @@ pub enum CreateRefund {
     /// An ops reversal holds the payment (its channel refund may be under way).
     Reversing,
 }
+
+/// A merchant's own PSP account as stored (`merchant_connectors`, migration 0138; issue 38):
+/// its secrets sealed ([`crate::domain::secret_box::Purpose::ConnectorSecret`]), never shown
+/// but for `key_hint`.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct MerchantConnector {
+    /// The merchant's id.
+    pub merchant_id: i64,
+    /// The merchant's name.
+    pub merchant_name: String,
+    /// The connector kind: `stripe`.
+    pub kind: String,
+    /// Whether the merchant's new payments go to it (false: switched back to the default,
+    /// kept for the payments still open on it).
+    pub routed: bool,
+    /// The PSP's API base URL.
+    pub api_base: String,
+    /// The secret key, sealed.
+    pub secret_key: String,
+    /// The webhook signing secrets, one per line, sealed.
+    pub webhook_secrets: String,
+    /// The secret key's last four characters.
+    pub key_hint: String,
+    /// The PaymentMethod its payments are confirmed with.
+    pub payment_method: String,
+    /// Epoch ms UTC of the last change.
+    pub updated_at: i64,
+}
+
+/// What [`Merchants::set_merchant_connector_audited`](super::Merchants::set_merchant_connector_audited)
+/// writes for a merchant's own PSP account (secrets already sealed).
+#[derive(Debug, Clone)]
+pub struct NewMerchantConnector {
+    /// `stripe`.
+    pub kind: String,
+    /// The PSP's API base URL.
+    pub api_base: String,
+    /// The secret key, sealed.
+    pub secret_key: String,
+    /// The webhook signing secrets, one per line, sealed.
+    pub webhook_secrets: String,
+    /// The secret key's last four characters.
+    pub key_hint: String,
+    /// The PaymentMethod its payments are confirmed with.
+    pub payment_method: String,
+}

@@ -197,7 +197,7 @@ impl LaneRunner {
             let jobs = self.claim(&filter, permits.len()).await?;
             return Ok(self.spawn_jobs(jobs, &mut permits, done));
         }
-        let mut channels: Vec<String> = core.connectors.names().map(str::to_owned).collect();
+        let mut channels: Vec<String> = core.connectors.names();
         let others = Channels::Except(channels.clone());
         let turn = self.turn.fetch_add(1, Ordering::Relaxed);
         if !channels.is_empty() {

@@ -19,7 +19,10 @@ use converge_server::channel::stripe::{
     DEFAULT_PAYMENT_METHOD, STRIPE_SIGNATURE_HEADER, StripeConnector, StripeSettings,
 };
 use converge_server::channel::{CallbackRejection, ChargeOutcome, Connector, QueryOutcome};
-use serde_json::json;
+use converge_server::service::merchant_connectors::ConnectorChoice;
+use serde_json::{Value, json};
+
+use crate::support::{Answer, Db, TestApp, drop_database, eventually, setup_actor};
 
 use crate::connector_conformance::{Callbacks, Subject, run_conformance};
 
@@ -202,4 +205,224 @@ fn webhooks_signed_by_the_official_library_verify_during_a_secret_roll_and_never
         c.verify_callback(&headers(WEBHOOK_SECRET, now), tampered.as_bytes(), now),
         Err(CallbackRejection::BadSignature)
     );
+}
+
+/// The PaymentIntent under converge's `key` at the Stripe fake at `url`, read straight from
+/// its list (all pages), not through the connector under test.
+async fn intent_at(url: &str, key: &str) -> Option<Value> {
+    let client = reqwest::Client::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut q = vec![("limit", "100".to_owned())];
+        if let Some(a) = &after {
+            q.push(("starting_after", a.clone()));
+        }
+        let page: Value = client
+            .get(format!("{url}/v1/payment_intents"))
+            .basic_auth("sk_test_converge", None::<&str>)
+            .query(&q)
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let data = page["data"].as_array()?;
+        if let Some(i) = data.iter().find(|i| i["metadata"]["converge_key"] == key) {
+            return Some(i.clone());
+        }
+        after = data.last()?["id"].as_str().map(str::to_owned);
+        if page["has_more"] != true {
+            return None;
+        }
+    }
+}
+
+/// What the Stripe fake has refunded of the PaymentIntent `intent`, minor units.
+async fn refunded_at(url: &str, intent: &str) -> i64 {
+    let list: Value = reqwest::Client::new()
+        .get(format!("{url}/v1/refunds"))
+        .basic_auth("sk_test_converge", None::<&str>)
+        .query(&[("payment_intent", intent), ("limit", "100")])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["amount"].as_i64().unwrap())
+        .sum()
+}
+
+async fn post_stripe_webhook(app: &TestApp, connector: &str, body: &str, sig: &str) -> Answer {
+    let req = app
+        .client
+        .post(format!("{}/v1/connectors/{connector}/callbacks", app.base))
+        .header("content-type", "application/json")
+        .header(STRIPE_SIGNATURE_HEADER, sig)
+        .body(body.to_owned());
+    app.send(req).await
+}
+
+/// A merchant put on its own Stripe account (the admin's use case, as the CLI and the
+/// merchants page call it): its payments are charged and refunded at Stripe (localstripe),
+/// its Stripe webhooks are verified at the connector's route and applied once, and after it
+/// is switched back to the sandbox its new payments go there while the Stripe payment is
+/// still refunded at Stripe.
+async fn a_merchant_on_its_own_stripe_account(db: Db) {
+    let Some(url) = fake("CONVERGE_LOCALSTRIPE_URL") else {
+        return;
+    };
+    let Some(app) = TestApp::spawn(db).await else {
+        eprintln!("SKIPPED on PostgreSQL: set CONVERGE_TEST_PG_URL");
+        return;
+    };
+    let (db_url, teardown) = (app.db_url.clone(), app.teardown());
+    let stripe = ConnectorChoice::Stripe {
+        api_base: url.clone(),
+        secret_key: "sk_test_converge_e2e_0001".into(),
+        webhook_secrets: vec![WEBHOOK_SECRET.into()],
+        payment_method: None,
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    app.core()
+        .set_merchant_connector(now, "acme", &stripe, "own account", &setup_actor())
+        .await
+        .expect("the account is set");
+    let connector = format!("stripe-{}", app.merchant_id);
+    let a = app
+        .post(
+            "/v1/payments",
+            Some("stripe-e2e-1"),
+            &json!({"amount": 5_000, "currency": "USD", "merchant_order_id": "stripe-1"}),
+        )
+        .await;
+    assert_eq!(a.json()["status"], "SUCCESS", "{:?}", a.json());
+    let id = a.json()["id"].as_str().unwrap().to_owned();
+    let p = app.store.payment(&id).await.unwrap().unwrap();
+    assert_eq!(
+        p.connector, connector,
+        "routed to the merchant's own account"
+    );
+    let intent = intent_at(&url, &p.channel_key)
+        .await
+        .expect("the PaymentIntent is at Stripe under the payment's channel key");
+    assert_eq!(
+        (intent["amount"].as_i64(), intent["status"].as_str()),
+        (Some(5_000), Some("succeeded"))
+    );
+    assert_eq!(
+        app.channel_attempts(&p.channel_key).await,
+        0,
+        "the sandbox never saw it"
+    );
+
+    // Stripe's webhook for it: verified at the connector's route, applied once.
+    let at = chrono::Utc::now().timestamp();
+    let evt = converge_server::ids::new_id("evt");
+    let body = payment_intent_event(
+        &evt,
+        "payment_intent.succeeded",
+        &p.channel_key,
+        5_000,
+        "USD",
+        at,
+    );
+    let sig = stripe_signature(WEBHOOK_SECRET, body.as_bytes(), at);
+    let first = post_stripe_webhook(&app, &connector, &body, &sig).await;
+    assert_eq!(first.status, 200, "{:?}", first.json());
+    assert_ne!(first.json()["outcome"], "unknown_payment");
+    let again = post_stripe_webhook(&app, &connector, &body, &sig).await;
+    assert_eq!(again.json()["outcome"], "duplicate");
+    post_stripe_webhook(&app, &connector, &body.replace("5000", "50"), &sig)
+        .await
+        .assert_error(401, "invalid_signature");
+    post_stripe_webhook(&app, "stripe-999", &body, &sig)
+        .await
+        .assert_error(404, "not_found");
+    let foreign = payment_intent_event(
+        "evt_foreign",
+        "payment_intent.succeeded",
+        "not-ours",
+        1,
+        "USD",
+        at,
+    )
+    .replace("\"converge_key\":\"not-ours\"", "\"order\":\"x\"");
+    let fsig = stripe_signature(WEBHOOK_SECRET, foreign.as_bytes(), at);
+    let f = post_stripe_webhook(&app, &connector, &foreign, &fsig).await;
+    assert_eq!(
+        (f.status, f.json()["outcome"].as_str()),
+        (200, Some("unknown_payment")),
+        "another PaymentIntent of the account is acknowledged, never refused"
+    );
+
+    // Back to the sandbox: new payments go there; the Stripe payment is refunded at Stripe.
+    app.core()
+        .set_merchant_connector(
+            now + 1,
+            "acme",
+            &ConnectorChoice::Default,
+            "back",
+            &setup_actor(),
+        )
+        .await
+        .unwrap();
+    let b = app.pay("stripe-e2e-2", "sandbox-1", 3_000).await;
+    let q = app
+        .store
+        .payment(b["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(q.connector, "sandbox");
+    let r = app
+        .post(
+            &format!("/v1/payments/{id}/refunds"),
+            Some("stripe-e2e-r"),
+            &json!({"amount": 2_000, "reason": "returned"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.json());
+    let pi = intent["id"].as_str().unwrap().to_owned();
+    let refunded = eventually(Duration::from_secs(15), "the refund at Stripe", || async {
+        let n = refunded_at(&url, &pi).await;
+        (n == 2_000).then_some(n)
+    })
+    .await;
+    assert_eq!(refunded, 2_000);
+    let audit = app
+        .sql_strings("SELECT after_state FROM audit_log WHERE action = 'merchant_connector_set' ORDER BY seq", &[])
+        .await;
+    assert_eq!(audit.len(), 2, "both changes audited: {audit:?}");
+    assert!(
+        audit[0].contains("…0001") && !audit[0].contains("sk_test"),
+        "the key is never in the audit log: {}",
+        audit[0]
+    );
+    app.skip_invariant_check(
+        "the Stripe payment's charge is at localstripe; the teardown reconciles against the sandbox's charge list only",
+    );
+    teardown.check().await;
+    drop(app);
+    drop_database(&db_url).await;
+}
+
+mod a_merchant_on_its_own_stripe_account_is_charged_notified_and_refunded_there {
+    use super::a_merchant_on_its_own_stripe_account as run;
+    use crate::support::Db;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        run(Db::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        run(Db::Postgres).await;
+    }
 }
