@@ -18,6 +18,10 @@
 //!   released), so `Captured.closed` is always `true`. The hold lapses when the core's TTL
 //!   runs out (at most Stripe's 7 days): a capture or query after that cancels the
 //!   PaymentIntent (marked `metadata[converge_expired]`) and answers `Expired`.
+//! - The statement of a day is the account's balance transactions of that day that are
+//!   charges (gross `amount`, Stripe's `created`), each under the channel key of its
+//!   PaymentIntent, or `stripe:<charge id>` for a charge converge did not make (so
+//!   reconciliation reports it instead of missing it).
 //! - Which Stripe answers are declines, which are undecidable and which are the merchant's
 //!   configuration is decided in one table, [`decide`].
 //!
@@ -37,7 +41,7 @@ use super::signature::{self, SignatureError};
 use super::{
     AuthorizeOutcome, CallbackFact, CallbackRejection, CancelOutcome, CaptureOutcome,
     ChargeOutcome, Connector, HoldQueryOutcome, HoldStatus, QueryOutcome, RefundOutcome,
-    Unsupported, VoidOutcome,
+    StatementError, Unsupported, VoidOutcome,
 };
 
 /// Name of the header Stripe signs its webhooks in (`t=<unix secs>,v1=<hex>[,v1=...]`).
@@ -609,6 +613,24 @@ struct List<T> {
 }
 
 #[derive(Deserialize)]
+struct BalanceTransaction {
+    id: String,
+    amount: i64,
+    currency: String,
+    created: i64,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    source: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ChargeRef {
+    #[serde(default)]
+    payment_intent: Option<String>,
+}
+
+#[derive(Deserialize)]
 struct Refund {
     amount: i64,
     #[serde(default)]
@@ -1000,6 +1022,31 @@ impl Connector for StripeConnector {
             .unwrap_or_else(|detail: Fail| HoldQueryOutcome::Error { detail }))
     }
 
+    async fn statement(&self, day: &str) -> Result<String, StatementError> {
+        let date = chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d")
+            .map_err(|_| StatementError::Failed(format!("day {day:?} is not YYYY-MM-DD")))?;
+        let start = date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp();
+        let end = start + 86_400;
+        let txns = self
+            .balance_transactions(start, end)
+            .await
+            .map_err(StatementError::Failed)?;
+        let mut rows = Vec::new();
+        for t in txns
+            .iter()
+            .filter(|t| matches!(t.kind.as_str(), "charge" | "payment"))
+            .filter(|t| (start..end).contains(&t.created))
+        {
+            let key = self
+                .key_of_charge(t.source.as_deref().unwrap_or(&t.id))
+                .await
+                .map_err(StatementError::Failed)?;
+            rows.push((t.created, key, t.amount, t.currency.to_ascii_uppercase()));
+        }
+        rows.sort();
+        statement_csv(&rows).map_err(StatementError::Failed)
+    }
+
     fn verify_callback(
         &self,
         headers: &axum::http::HeaderMap,
@@ -1038,6 +1085,70 @@ impl Connector for StripeConnector {
 }
 
 impl StripeConnector {
+    /// The account's balance transactions created in `[start, end)` (unix seconds): by
+    /// Stripe's `created` filter, or, where the server has none (localstripe), by reading
+    /// them all.
+    async fn balance_transactions(
+        &self,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<BalanceTransaction>, Fail> {
+        let mut filter = vec![
+            ("created[gte]", start.to_string()),
+            ("created[lt]", end.to_string()),
+        ];
+        let mut found = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let mut q = filter.clone();
+            q.push(("limit", PAGE.to_owned()));
+            if let Some(a) = &after {
+                q.push(("starting_after", a.clone()));
+            }
+            let (status, body) = self
+                .send(reqwest::Method::GET, &["balance_transactions"], &q, None)
+                .await?;
+            if status == 400 && !filter.is_empty() && after.is_none() {
+                filter.clear();
+                continue;
+            }
+            if status != 200 {
+                return Err(unexpected(status, &body));
+            }
+            let page: List<BalanceTransaction> =
+                serde_json::from_slice(&body).map_err(|_| unexpected(status, &body))?;
+            after = page.data.last().map(|t| t.id.clone());
+            found.extend(page.data);
+            if !page.has_more || after.is_none() {
+                return Ok(found);
+            }
+        }
+    }
+
+    /// The channel key of the PaymentIntent that made charge `charge`, or `stripe:<charge>`
+    /// when it is not one of converge's.
+    async fn key_of_charge(&self, charge: &str) -> Result<String, Fail> {
+        let (status, body) = self
+            .send(reqwest::Method::GET, &["charges", charge], &[], None)
+            .await?;
+        if status != 200 {
+            return Err(unexpected(status, &body));
+        }
+        let c: ChargeRef = serde_json::from_slice(&body).map_err(|_| unexpected(status, &body))?;
+        let Some(pi) = c.payment_intent else {
+            return Ok(format!("stripe:{charge}"));
+        };
+        match self
+            .intent_call(reqwest::Method::GET, &["payment_intents", &pi], &[], None)
+            .await?
+        {
+            Ok(i) => Ok(i
+                .meta(META_KEY)
+                .map_or_else(|| format!("stripe:{charge}"), str::to_owned)),
+            Err(d) => Err(format!("retrieving {pi}: {d:?}")),
+        }
+    }
+
     fn is_known(&self, key: &str) -> bool {
         self.known
             .lock()
@@ -1130,6 +1241,27 @@ impl StripeConnector {
             },
         )
     }
+}
+
+/// The statement's CSV (the shape `service::reconcile::parse_statement` reads): one line per
+/// (unix seconds, channel key, amount in minor units, currency), then the `#end` line.
+fn statement_csv(rows: &[(i64, String, i64, String)]) -> Result<String, Fail> {
+    let e = |e: csv::Error| e.to_string();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["channel_key", "amount", "currency", "status", "charged_at"])
+        .map_err(e)?;
+    for (at, key, amount, currency) in rows {
+        let when = chrono::DateTime::from_timestamp(*at, 0)
+            .ok_or_else(|| format!("time {at} out of range"))?
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        w.write_record([key, &amount.to_string(), currency, "succeeded", &when])
+            .map_err(e)?;
+    }
+    w.write_record(["#end", &rows.len().to_string(), "", "", ""])
+        .map_err(e)?;
+    let bytes = w.into_inner().map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|e| e.to_string())
 }
 
 fn authorized_of(i: Intent) -> AuthorizeOutcome {

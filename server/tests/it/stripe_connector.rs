@@ -131,7 +131,7 @@ async fn the_stripe_connector_meets_the_contract_against_localstripe() {
         holds: true,
         multicapture: false,
         callbacks: Some(stripe_callbacks()),
-        statements: false,
+        statements: true,
         late: None,
         now_secs: chrono::Utc::now().timestamp(),
     })
