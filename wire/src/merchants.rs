@@ -48,6 +48,47 @@ pub struct MerchantAccount {
     pub merchant: Merchant,
     /// Its keys, oldest first.
     pub keys: Vec<MerchantKey>,
+    /// Where its new payments go.
+    #[serde(default)]
+    pub connector: MerchantConnectorView,
+}
+
+/// Where a merchant's new payments go (issue 38), without any secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MerchantConnectorView {
+    /// The connector's name: `sandbox` (the default) or its own account's (`stripe-7`).
+    pub connector: String,
+    /// `default` or `stripe`.
+    pub kind: String,
+    /// Its own account's API base URL.
+    pub api_base: Option<String>,
+    /// `…` and the last four characters of its own account's secret key.
+    pub key_hint: Option<String>,
+}
+
+impl Default for MerchantConnectorView {
+    fn default() -> Self {
+        Self {
+            connector: "sandbox".into(),
+            kind: "default".into(),
+            api_base: None,
+            key_hint: None,
+        }
+    }
+}
+
+impl MerchantConnectorView {
+    /// One line for the console: `sandbox (the default)`, or the account, its key's hint and
+    /// where its webhooks go.
+    pub fn describe(&self) -> String {
+        match (&self.api_base, &self.key_hint) {
+            (Some(base), Some(hint)) => format!(
+                "{} ({} at {base}, key {hint}); its webhooks: POST /v1/connectors/{}/callbacks",
+                self.connector, self.kind, self.connector
+            ),
+            _ => format!("{} (the default)", self.connector),
+        }
+    }
 }
 
 /// One merchant's page (`/merchants/NAME`, issue 41), in one answer: the panels a viewer
@@ -65,4 +106,7 @@ pub struct MerchantOverview {
     /// The audit records naming it (`merchant:NAME`), newest first, at most 50 (auditors
     /// only).
     pub history: Option<Vec<crate::AuditRow>>,
+    /// Where its new payments go.
+    #[serde(default)]
+    pub connector: MerchantConnectorView,
 }

@@ -67,6 +67,9 @@ fn MerchantStory(o: MerchantOverview) -> impl IntoView {
             "Merchant #" {m.id} ", created " <Time ms=m.created_at/>
             {m.frozen.then_some(". Frozen: its new payments, refunds and endpoint changes are refused (403 merchant_frozen).")}
         </p>
+        <p class="hint" data-testid="merchant-connector">
+            "Its new payments go to " <span class="mono wrap">{o.connector.describe()}</span>
+        </p>
         <LatestPayments name=name.clone() payments=o.payments/>
         <Endpoints endpoints=o.endpoints/>
         {o.keys.map(|keys| view! { <Keys keys/> })}

@@ -110,7 +110,7 @@ fn MerchantPanel(
             }
             testid=format!("merchant-{name}")
         >
-            <Facts created=account.merchant.created_at live name=name.clone()/>
+            <Facts created=account.merchant.created_at live name=name.clone() connector=account.connector.describe()/>
             <div class="actions">
                 <button type="button" class="secondary small" on:click=issue disabled=move || busy.get()>
                     "Request a new key"
@@ -311,13 +311,16 @@ fn KeyRow(
     }
 }
 
-/// A merchant's creation, live keys and the link to its own page.
+/// A merchant's creation, live keys, the link to its own page and where its payments go.
 #[component]
-fn Facts(created: i64, live: usize, name: String) -> impl IntoView {
+fn Facts(created: i64, live: usize, name: String, connector: String) -> impl IntoView {
     view! {
         <p class="hint">
             "Created " <Time ms=created/> {format!(" · {live} live key(s) · ")}
             <A href=format!("/merchants/{}", crate::format::query_escape(&name))>"Its page: payments, endpoints, history →"</A>
+        </p>
+        <p class="hint" data-testid=format!("connector-{name}")>
+            "Connector: " <span class="mono wrap">{connector}</span>
         </p>
     }
 }

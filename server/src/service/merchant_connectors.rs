@@ -196,6 +196,32 @@ impl Core {
         Ok(())
     }
 
+    /// Where each merchant routed to its own account sends its new payments, by merchant id
+    /// (merchants absent are on the default connector).
+    pub async fn merchant_connector_views(
+        &self,
+    ) -> Result<
+        std::collections::HashMap<i64, converge_wire::merchants::MerchantConnectorView>,
+        StoreError,
+    > {
+        Ok(self
+            .store
+            .merchant_connectors()
+            .await?
+            .into_iter()
+            .filter(|c| c.routed)
+            .map(|c| {
+                let view = converge_wire::merchants::MerchantConnectorView {
+                    connector: account_name(&c.kind, c.merchant_id),
+                    kind: c.kind,
+                    api_base: Some(c.api_base),
+                    key_hint: Some(c.key_hint),
+                };
+                (c.merchant_id, view)
+            })
+            .collect())
+    }
+
     /// Every merchant's own account, without secrets.
     pub async fn merchant_accounts_view(&self) -> Result<Vec<AccountView>, StoreError> {
         Ok(self

@@ -188,10 +188,16 @@ impl Core {
         &self,
     ) -> Result<Vec<converge_wire::merchants::MerchantAccount>, MerchantError> {
         let store = self.store.as_ref();
+        let connectors = self.merchant_connector_views().await?;
         let mut out = Vec::new();
         for merchant in store.merchants().await? {
             let keys = self.list_merchant_keys(&merchant.name).await?;
-            out.push(converge_wire::merchants::MerchantAccount { merchant, keys });
+            let connector = connectors.get(&merchant.id).cloned().unwrap_or_default();
+            out.push(converge_wire::merchants::MerchantAccount {
+                merchant,
+                keys,
+                connector,
+            });
         }
         Ok(out)
     }
@@ -321,12 +327,18 @@ impl super::Core {
             }
             false => None,
         };
+        let connector = self
+            .merchant_connector_views()
+            .await?
+            .remove(&merchant.id)
+            .unwrap_or_default();
         Ok(Some(converge_wire::MerchantOverview {
             merchant,
             payments,
             endpoints,
             keys,
             history,
+            connector,
         }))
     }
 }

@@ -194,6 +194,8 @@ fn Story(
                 <dd>{p.version}</dd>
                 <dt>"Channel submits"</dt>
                 <dd>{p.submit_attempts}</dd>
+                <dt>"Connector"</dt>
+                <dd class="mono" data-testid="payment-connector">{p.connector.clone()}</dd>
                 <dt>"Channel key"</dt>
                 <dd class="mono">{p.channel_key}</dd>
                 <dt>"Description"</dt>
