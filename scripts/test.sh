@@ -168,6 +168,14 @@ chaos_nats=()
 [ -n "${CONVERGE_NATS_SERVER:-}" ] && chaos_nats=(--nats --nats-server "$CONVERGE_NATS_SERVER")
 target/debug/chaos --converge "$converge_bin" --db sqlite --payments 150 --kills 3 --seed 1 \
   --converge-timeout-secs 60 "${chaos_nats[@]}"
+# The merchant on its own Stripe account (issue 38): every payment to localstripe through the
+# same kills and holds, and `converge verify` checks the ledger against what localstripe holds
+# (its PaymentIntents, refunds and holds). localstripe is emptied first; the cargo tests that
+# share it have finished.
+if [ -n "${CONVERGE_LOCALSTRIPE_URL:-}" ]; then
+  target/debug/chaos --converge "$converge_bin" --db sqlite --payments 80 --kills 2 --seed 3 \
+    --converge-timeout-secs 60 --stripe-url "$CONVERGE_LOCALSTRIPE_URL"
+fi
 if [ -n "${CONVERGE_TEST_PG_URL:-}" ]; then
   target/debug/chaos --converge "$converge_bin" --db postgres --pg-url "$CONVERGE_TEST_PG_URL" \
     --servers 2 --payments 150 --kills 3 --seed 2 --reversal-rate 0.3 --converge-timeout-secs 60 \

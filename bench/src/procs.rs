@@ -16,6 +16,8 @@ use tokio::process::{Child, Command};
 pub struct Converge {
     /// Path to the binary (`target/release/converge` or `target/debug/converge`).
     pub bin: PathBuf,
+    /// Environment given to every process started (after RUST_LOG).
+    pub env: Vec<(String, String)>,
     /// Working directory of every process.
     pub root: PathBuf,
 }
@@ -38,7 +40,14 @@ impl Converge {
         Ok(Self {
             bin,
             root: root.to_path_buf(),
+            env: Vec::new(),
         })
+    }
+
+    /// The same binary, every process it starts given `name=value` in its environment.
+    pub fn with_env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     fn command(&self, args: &[String]) -> Command {
@@ -47,6 +56,7 @@ impl Converge {
         if std::env::var_os("RUST_LOG").is_none() {
             c.env("RUST_LOG", "warn,sqlx=error");
         }
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }
 

@@ -28,7 +28,9 @@ pub(super) struct VerifyArgs {
 /// Runs `converge verify`: the report on stdout (text or `--json`); any breach is an error
 /// naming the offending payments.
 pub(super) async fn run(args: VerifyArgs) -> Result<()> {
-    use converge_server::verify::{self, ChargeSource, HttpChargeSource, Window};
+    use converge_server::verify::{
+        self, ChargeSource, ChargeSources, HttpChargeSource, StripeChargeSource, Window,
+    };
     let url = &args.db.database_url;
     if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
         let path = url
@@ -42,25 +44,40 @@ pub(super) async fn run(args: VerifyArgs) -> Result<()> {
             );
         }
     }
-    let source = match &args.channel_url {
-        Some(u) => Some(
-            HttpChargeSource::new(u, std::time::Duration::from_secs(30))
-                .map_err(anyhow::Error::msg)?,
-        ),
-        None => None,
-    };
+    let mut sources = ChargeSources::default();
+    if let Some(u) = &args.channel_url {
+        let sandbox = HttpChargeSource::new(u, std::time::Duration::from_secs(30))
+            .map_err(anyhow::Error::msg)?;
+        sources = sources.with_default(Box::new(sandbox));
+    }
     let window_ms = i64::try_from(args.window_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
     let window = Window {
         now_ms: now_ms(),
         window_ms,
     };
+    let keys = args.db.clone();
     let report = start::with_store(&args.db, |store| async move {
-        Ok(verify::run(
-            &*store,
-            source.as_ref().map(|s| s as &dyn ChargeSource),
-            window,
-        )
-        .await?)
+        // Each merchant's own PSP account is a channel too: its charges are checked with the
+        // default connector's (issue 38), so a payment made there is never an orphan.
+        let checked = args.channel_url.is_some();
+        let accounts = if !checked || store.merchant_connectors().await?.is_empty() {
+            Vec::new()
+        } else {
+            let secrets = start::secrets(&keys, store.as_ref()).await?;
+            let core = start::one_off_core(
+                store.clone(),
+                None,
+                std::time::Duration::from_secs(1),
+                Default::default(),
+                secrets,
+            );
+            core.stripe_accounts().await.map_err(anyhow::Error::msg)?
+        };
+        for (name, c) in accounts {
+            sources = sources.with_named(&name, Box::new(StripeChargeSource::new(&name, c)));
+        }
+        let source = (!sources.is_empty()).then_some(&sources as &dyn ChargeSource);
+        Ok(verify::run(&*store, source, window).await?)
     })
     .await?;
     if args.json {

@@ -121,6 +121,12 @@ struct Args {
     /// Keep the work directory (logs, SQLite files) and the PostgreSQL database.
     #[arg(long)]
     keep: bool,
+    /// A Stripe fake (localstripe's URL) the merchant is put on, its own Stripe account
+    /// (issue 38): every payment goes there instead of the channel simulator, through the
+    /// same kills, and `converge verify` checks the ledger against what the fake holds. The
+    /// fake is emptied first (localstripe's `DELETE /_config/data`): never give Stripe's URL.
+    #[arg(long)]
+    stripe_url: Option<String>,
 }
 
 /// One HTTP answer as the client saw it.
@@ -1631,8 +1637,17 @@ async fn kill_and_restart(
 async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &str) -> Result<bool> {
     // At least 32 bytes: converge refuses shorter callback secrets at start-up.
     let secret = format!("chaos-callback-secret-{:020}", args.seed);
+    // Every process opens the servers' secrets key (their --data-dir): the merchant's PSP
+    // credentials the CLI seals are the ones the servers and `converge verify` open.
+    let key_file = work.join(converge_server::config::SECRETS_KEY_FILE);
+    let conv = &conv
+        .clone()
+        .with_env("CONVERGE_SECRETS_KEY_FILE", &key_file.to_string_lossy());
     let (api_key, operator_password, approver_password) =
         prepare_database(args, conv, db_url).await?;
+    if let Some(url) = &args.stripe_url {
+        put_on_stripe(conv, db_url, url).await?;
+    }
     let (mut sink, sink_url) = start_sink(args, conv, work, db_url).await?;
     let nats = if args.nats {
         Some(NatsProc::start(&args.nats_server, work.join("nats"), work.join("nats.log")).await?)
@@ -1799,6 +1814,38 @@ async fn received_deliveries(shared: &Shared, sink_url: &str) -> Result<Vec<Valu
         .as_array()
         .cloned()
         .unwrap_or_default())
+}
+
+/// Empties the Stripe fake at `url` and puts the merchant on it as its own Stripe account.
+async fn put_on_stripe(conv: &Converge, db_url: &str, url: &str) -> Result<()> {
+    let reset = reqwest::Client::new()
+        .delete(format!("{url}/_config/data"))
+        .send()
+        .await
+        .with_context(|| format!("reaching the Stripe fake at {url}"))?;
+    if !reset.status().is_success() {
+        anyhow::bail!(
+            "{url} did not empty itself ({}): --stripe-url takes a localstripe, never Stripe",
+            reset.status()
+        );
+    }
+    conv.run_with_stdin(
+        &[
+            "merchant",
+            "connector",
+            "chaos",
+            "stripe",
+            "--api-base",
+            url,
+            "--secret-key-stdin",
+            "--database-url",
+            db_url,
+        ],
+        "sk_test_chaos_0000\nwhsec_chaos_0000\n",
+    )
+    .await?;
+    println!("chaos: the merchant's payments go to its own Stripe account at {url}");
+    Ok(())
 }
 
 /// Migrates the database and adds the merchant and the ops pair that reverses payments

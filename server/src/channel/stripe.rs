@@ -466,29 +466,13 @@ impl StripeConnector {
         }
     }
 
-    /// Every PaymentIntent under `key`, page by page through the whole list.
+    /// Every PaymentIntent under `key`, through the whole list.
     async fn list(&self, key: &str) -> Result<Vec<Intent>, Fail> {
-        let mut found = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let mut q = vec![("limit", PAGE.to_owned())];
-            if let Some(a) = &after {
-                q.push(("starting_after", a.clone()));
-            }
-            let (status, body) = self
-                .send(reqwest::Method::GET, &["payment_intents"], &q, None)
-                .await?;
-            let page = page_of(status, &body)?;
-            after = page.data.last().map(|i| i.id.clone());
-            found.extend(
-                page.data
-                    .into_iter()
-                    .filter(|i| i.meta(META_KEY) == Some(key)),
-            );
-            if !page.has_more || after.is_none() {
-                return Ok(found);
-            }
-        }
+        let all = self.list_all::<Intent>(&["payment_intents"]).await?;
+        Ok(all
+            .into_iter()
+            .filter(|i| i.meta(META_KEY) == Some(key))
+            .collect())
     }
 
     fn create_form(&self, key: &str, amount: i64, currency: &str) -> Vec<(&'static str, String)> {
@@ -630,8 +614,28 @@ struct ChargeRef {
     payment_intent: Option<String>,
 }
 
+/// A Stripe object with an id (list pages go on after the last one's).
+trait HasId {
+    fn id(&self) -> &str;
+}
+
+impl HasId for Intent {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl HasId for Refund {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 #[derive(Deserialize)]
 struct Refund {
+    id: String,
+    #[serde(default)]
+    payment_intent: Option<String>,
     amount: i64,
     #[serde(default)]
     status: Option<String>,
@@ -1084,7 +1088,83 @@ impl Connector for StripeConnector {
     }
 }
 
+/// A sale PaymentIntent of converge's as the account holds it (`converge verify`'s channel
+/// side, invariant 1): one per PaymentIntent, so two under one key show as two. Minor units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountCharge {
+    /// The channel key (`metadata[converge_key]`).
+    pub key: String,
+    /// `succeeded`, or `declined` for one that holds no money.
+    pub status: &'static str,
+    /// Charged.
+    pub amount: i64,
+    /// ISO 4217, upper case.
+    pub currency: String,
+    /// Refunded of it (refunds not failed or cancelled).
+    pub refunded: i64,
+}
+
 impl StripeConnector {
+    /// Every sale PaymentIntent of converge's on the account (fences and holds left out:
+    /// holds are asked one by one with [`Connector::query_hold`]), with what was refunded of
+    /// each. Errors: why the lists could not be read.
+    pub async fn account_charges(&self) -> Result<Vec<AccountCharge>, String> {
+        let intents = self.list_all::<Intent>(&["payment_intents"]).await?;
+        let refunds = self.list_all::<Refund>(&["refunds"]).await?;
+        let mut refunded: HashMap<String, i64> = HashMap::new();
+        for r in refunds
+            .iter()
+            .filter(|r| !matches!(r.status.as_deref(), Some("failed" | "canceled")))
+        {
+            if let Some(pi) = &r.payment_intent {
+                *refunded.entry(pi.clone()).or_default() += r.amount;
+            }
+        }
+        Ok(intents
+            .iter()
+            .filter(|i| !i.is_fence() && !i.is_hold())
+            .filter_map(|i| {
+                Some(AccountCharge {
+                    key: i.meta(META_KEY)?.to_owned(),
+                    status: if i.status == "succeeded" {
+                        "succeeded"
+                    } else {
+                        "declined"
+                    },
+                    amount: i.received(),
+                    currency: i.currency(),
+                    refunded: refunded.get(&i.id).copied().unwrap_or(0),
+                })
+            })
+            .collect())
+    }
+
+    /// Every object of the list at `path`, page by page.
+    async fn list_all<T: serde::de::DeserializeOwned + HasId>(
+        &self,
+        path: &[&str],
+    ) -> Result<Vec<T>, Fail> {
+        let mut found = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let mut q = vec![("limit", PAGE.to_owned())];
+            if let Some(a) = &after {
+                q.push(("starting_after", a.clone()));
+            }
+            let (status, body) = self.send(reqwest::Method::GET, path, &q, None).await?;
+            if status != 200 {
+                return Err(unexpected(status, &body));
+            }
+            let page: List<T> =
+                serde_json::from_slice(&body).map_err(|_| unexpected(status, &body))?;
+            after = page.data.last().map(|t| t.id().to_owned());
+            found.extend(page.data);
+            if !page.has_more || after.is_none() {
+                return Ok(found);
+            }
+        }
+    }
+
     /// The account's balance transactions created in `[start, end)` (unix seconds): by
     /// Stripe's `created` filter, or, where the server has none (localstripe), by reading
     /// them all.

@@ -270,27 +270,52 @@ impl Core {
         Ok(count)
     }
 
+    /// Every merchant's own Stripe account as a connector of its own (for `converge verify`,
+    /// which reads each account's charges), with its connector name. Errors: the store's, or
+    /// an account whose secrets do not open under this process's key (one line naming it).
+    pub async fn stripe_accounts(&self) -> Result<Vec<(String, StripeConnector)>, String> {
+        let rows = self
+            .store
+            .merchant_connectors()
+            .await
+            .map_err(|e| e.to_string())?;
+        rows.iter()
+            .filter(|r| r.kind == "stripe")
+            .map(|r| {
+                let name = account_name(&r.kind, r.merchant_id);
+                let c = self
+                    .stripe_connector(r)
+                    .map_err(|e| format!("connector {name}: {e}"))?;
+                Ok((name, c))
+            })
+            .collect()
+    }
+
     fn account_connector(&self, row: &MerchantConnector) -> Result<Arc<dyn Connector>, String> {
+        match row.kind.as_str() {
+            "stripe" => Ok(Arc::new(self.stripe_connector(row)?)),
+            other => Err(format!("unknown connector kind {other:?}")),
+        }
+    }
+
+    fn stripe_connector(&self, row: &MerchantConnector) -> Result<StripeConnector, String> {
         let open = |sealed: &str| {
             self.secrets
                 .open_text(Purpose::ConnectorSecret, sealed)
                 .map(|s| s.into_owned())
                 .map_err(|e| e.to_string())
         };
-        match row.kind.as_str() {
-            "stripe" => Ok(Arc::new(StripeConnector::new(StripeSettings {
-                api_base: row.api_base.clone(),
-                secret_key: open(&row.secret_key)?,
-                webhook_secrets: open(&row.webhook_secrets)?
-                    .lines()
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_owned)
-                    .collect(),
-                payment_method: row.payment_method.clone(),
-                timeout: ACCOUNT_TIMEOUT,
-            }))),
-            other => Err(format!("unknown connector kind {other:?}")),
-        }
+        Ok(StripeConnector::new(StripeSettings {
+            api_base: row.api_base.clone(),
+            secret_key: open(&row.secret_key)?,
+            webhook_secrets: open(&row.webhook_secrets)?
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            payment_method: row.payment_method.clone(),
+            timeout: ACCOUNT_TIMEOUT,
+        }))
     }
 }
 

@@ -26,6 +26,8 @@ pub struct VerifyPaymentRow {
     pub currency: String,
     /// The key the payment is charged under at the channel.
     pub channel_key: String,
+    /// The connector that took it (`payments.connector`).
+    pub connector: String,
     /// Refunds reserved or done, minor units.
     pub refunded_amount: i64,
     /// Epoch ms UTC.
@@ -192,7 +194,7 @@ pub(crate) fn changed_since_sql() -> &'static str {
 
 /// The columns every payment has (automatic and manual), in [`VerifyPaymentRow`] order.
 const VERIFY_BASE: &str = concat!(
-    "SELECT p.id, p.merchant_id, p.merchant_order_id, p.status, p.amount, p.currency, p.channel_key, \
+    "SELECT p.id, p.merchant_id, p.merchant_order_id, p.status, p.amount, p.currency, p.channel_key, p.connector, \
      p.refunded_amount, p.created_at, p.updated_at, \
      (SELECT COUNT(*) FROM ledger_batches b WHERE b.payment_id = p.id AND b.kind = 'charge') \
        AS charge_batches, \

@@ -42,11 +42,72 @@ pub trait ChargeSource: Send + Sync {
     async fn all_charges(&self) -> Result<Vec<ChannelCharge>, String>;
     /// Where the charges come from, for the report (e.g. the channel URL).
     fn describe(&self) -> String;
-    /// The connector whose [`query_hold`](Connector::query_hold) answers for manual
-    /// payments' holds (invariant 7); `None` (the default): holds are checked in the
-    /// database only.
-    fn holds(&self) -> Option<&dyn Connector> {
+    /// The connector whose [`query_hold`](Connector::query_hold) answers for the holds of
+    /// the payments taken by connector `connector` (invariant 7); `None` (the default):
+    /// those holds are checked in the database only.
+    fn holds(&self, connector: &str) -> Option<&dyn Connector> {
+        let _ = connector;
         None
+    }
+}
+
+/// Several channels verified as one (the default connector's, and each merchant's own PSP
+/// account: issue 38): their charges listed together, each payment's hold asked of the
+/// source for its connector, or of the default source.
+#[derive(Default)]
+pub struct ChargeSources {
+    default: Option<Box<dyn ChargeSource>>,
+    named: Vec<(String, Box<dyn ChargeSource>)>,
+}
+
+impl ChargeSources {
+    /// These sources with `source` as the default connector's (and any other's not named).
+    pub fn with_default(mut self, source: Box<dyn ChargeSource>) -> Self {
+        self.default = Some(source);
+        self
+    }
+
+    /// These sources with `source` as connector `name`'s.
+    pub fn with_named(mut self, name: &str, source: Box<dyn ChargeSource>) -> Self {
+        self.named.push((name.to_owned(), source));
+        self
+    }
+
+    /// Whether no source was given.
+    pub fn is_empty(&self) -> bool {
+        self.default.is_none() && self.named.is_empty()
+    }
+
+    fn all(&self) -> impl Iterator<Item = &dyn ChargeSource> {
+        self.default
+            .iter()
+            .map(|s| s.as_ref())
+            .chain(self.named.iter().map(|(_, s)| s.as_ref()))
+    }
+}
+
+#[async_trait]
+impl ChargeSource for ChargeSources {
+    async fn all_charges(&self) -> Result<Vec<ChannelCharge>, String> {
+        let mut all = Vec::new();
+        for s in self.all() {
+            all.extend(s.all_charges().await?);
+        }
+        Ok(all)
+    }
+
+    fn describe(&self) -> String {
+        self.all()
+            .map(|s| s.describe())
+            .collect::<Vec<_>>()
+            .join(" + ")
+    }
+
+    fn holds(&self, connector: &str) -> Option<&dyn Connector> {
+        match self.named.iter().find(|(n, _)| n == connector) {
+            Some((_, s)) => s.holds(connector),
+            None => self.default.as_ref()?.holds(connector),
+        }
     }
 }
 
@@ -140,7 +201,55 @@ impl ChargeSource for HttpChargeSource {
         crate::store::redact(&self.base)
     }
 
-    fn holds(&self) -> Option<&dyn Connector> {
+    fn holds(&self, _connector: &str) -> Option<&dyn Connector> {
+        Some(&self.connector)
+    }
+}
+
+/// A merchant's own Stripe account as a channel (issue 38): its sale PaymentIntents under
+/// converge's keys ([`StripeConnector::account_charges`]), and its holds asked through the
+/// connector itself.
+pub struct StripeChargeSource {
+    name: String,
+    connector: crate::channel::stripe::StripeConnector,
+}
+
+impl StripeChargeSource {
+    /// The account of connector `name` (`stripe-7`).
+    pub fn new(name: &str, connector: crate::channel::stripe::StripeConnector) -> Self {
+        Self {
+            name: name.to_owned(),
+            connector,
+        }
+    }
+}
+
+#[async_trait]
+impl ChargeSource for StripeChargeSource {
+    async fn all_charges(&self) -> Result<Vec<ChannelCharge>, String> {
+        let charges = self
+            .connector
+            .account_charges()
+            .await
+            .map_err(|e| format!("connector {}: {e}", self.name))?;
+        Ok(charges
+            .into_iter()
+            .map(|c| ChannelCharge {
+                key: c.key,
+                status: c.status.to_owned(),
+                amount: c.amount,
+                currency: c.currency,
+                attempts: 1,
+                refunded: c.refunded,
+            })
+            .collect())
+    }
+
+    fn describe(&self) -> String {
+        format!("connector {}", self.name)
+    }
+
+    fn holds(&self, _connector: &str) -> Option<&dyn Connector> {
         Some(&self.connector)
     }
 }

@@ -333,6 +333,7 @@ mod tests {
             amount: 1000,
             currency: "CNY".into(),
             channel_key: "ck_1".into(),
+            connector: "sandbox".into(),
             refunded_amount: 0,
             created_at: NOW - 1_000,
             updated_at: NOW - 1_000,

@@ -272,6 +272,7 @@ mod tests {
             amount: 1000,
             currency: "EUR".into(),
             channel_key: "ck_h".into(),
+            connector: "sandbox".into(),
             refunded_amount: 0,
             created_at: 0,
             updated_at: 0,

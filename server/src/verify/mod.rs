@@ -45,7 +45,9 @@ pub mod report;
 pub mod run;
 
 pub use breach::{Breach, Invariant};
-pub use channel::{ChannelCharge, ChargeSource, HttpChargeSource};
+pub use channel::{
+    ChannelCharge, ChargeSource, ChargeSources, HttpChargeSource, StripeChargeSource,
+};
 pub use checks::{Window, check_keys, check_ledger, check_outbox, check_payment, orphan_charges};
 pub use report::{AuditChain, ChannelCheck, HoldCheck, Report};
 pub use run::{HOLD_QUERIES, PAGE_SIZE, Scope, VerifyError, check_audit_chain, run, run_scoped};

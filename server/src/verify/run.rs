@@ -136,19 +136,27 @@ pub async fn run_scoped(
             )),
         }
     }
-    let connector = channel.and_then(|c| c.holds());
     let mut holds = HoldCheck {
         manual: pages.manual,
         not_queried: pages.manual - pages.to_query.len() as i64,
-        channel: connector.is_some(),
         ..HoldCheck::default()
     };
-    if let Some(connector) = connector {
-        holds.queried = pages.to_query.len();
-        breaches
-            .extend(holds_at_channel(store, connector, std::mem::take(&mut pages.to_query)).await?);
-    } else {
-        holds.not_queried = pages.manual;
+    match channel {
+        Some(src) => {
+            // Each hold is asked of the connector that took its payment; one whose
+            // connector the source cannot query is counted as not queried.
+            let (asked, unasked): (Vec<_>, Vec<_>) = std::mem::take(&mut pages.to_query)
+                .into_iter()
+                .partition(|p| src.holds(&p.connector).is_some());
+            holds.channel = !asked.is_empty()
+                || src
+                    .holds(crate::service::connectors::DEFAULT_CONNECTOR)
+                    .is_some();
+            holds.queried = asked.len();
+            holds.not_queried += unasked.len() as i64;
+            breaches.extend(holds_at_channel(store, src, asked).await?);
+        }
+        None => holds.not_queried = pages.manual,
     }
     breaches.extend(check_tombstones(&store.tombstoned_payments().await?));
     // Every entry is in a batch: when every batch written since the mark balances and the
@@ -277,13 +285,16 @@ impl Pages {
 /// was checked (a capture or a void in flight); only a disagreement that stays is a breach.
 async fn holds_at_channel(
     store: &dyn Store,
-    connector: &dyn Connector,
+    source: &dyn ChargeSource,
     rows: Vec<VerifyPaymentRow>,
 ) -> Result<Vec<Breach>, VerifyError> {
     use futures_util::stream::{self, StreamExt, TryStreamExt};
     let check = |p: VerifyPaymentRow| async move {
         let Ok(status) = p.status.parse::<PaymentStatus>() else {
             return Ok(vec![]); // reported by the payment's own checks
+        };
+        let Some(connector) = source.holds(&p.connector) else {
+            return Ok(vec![]); // left out by the caller
         };
         let answer = query_hold(connector, &p.channel_key).await?;
         let found = check_hold_at_channel(&p, status, &answer);
