@@ -404,6 +404,13 @@ async fn a_merchant_on_its_own_stripe_account(db: Db) {
         "the key is never in the audit log: {}",
         audit[0]
     );
+    verify_reads_the_account(
+        &app,
+        &url,
+        &connector,
+        &[p.channel_key.clone(), q.channel_key.clone()],
+    )
+    .await;
     app.skip_invariant_check(
         "the Stripe payment's charge is at localstripe; the teardown reconciles against the sandbox's charge list only",
     );
@@ -425,4 +432,51 @@ mod a_merchant_on_its_own_stripe_account_is_charged_notified_and_refunded_there 
     async fn postgres() {
         run(Db::Postgres).await;
     }
+}
+
+/// `converge verify`'s check over the sandbox and the merchant's Stripe account together:
+/// scoped to `keys` (localstripe is shared by other tests) and to a charge made at Stripe
+/// under a key no payment has, which must be the one breach: an orphan charge.
+async fn verify_reads_the_account(app: &TestApp, url: &str, name: &str, keys: &[String]) {
+    use converge_server::verify::{
+        self, Breach, ChargeSources, HttpChargeSource, Scope, StripeChargeSource, Window,
+    };
+    let stray = converge_server::ids::new_id("stray");
+    let at_stripe = connector(url, DEFAULT_PAYMENT_METHOD);
+    assert!(matches!(
+        at_stripe.charge(&stray, 900, "USD").await,
+        ChargeOutcome::Succeeded { .. }
+    ));
+    let (account, stripe) = app.core().stripe_accounts().await.unwrap().pop().unwrap();
+    assert_eq!(account, name);
+    let sandbox = &app
+        .running
+        .sandbox
+        .as_ref()
+        .expect("in-process sandbox")
+        .url;
+    let sources = ChargeSources::default()
+        .with_default(Box::new(
+            HttpChargeSource::new(sandbox, Duration::from_secs(10)).unwrap(),
+        ))
+        .with_named(name, Box::new(StripeChargeSource::new(name, stripe)));
+    let mut scope_keys: std::collections::BTreeSet<String> = keys.iter().cloned().collect();
+    scope_keys.insert(stray.clone());
+    let scope = Scope::Changed {
+        since_ms: 0,
+        channel_keys: scope_keys,
+    };
+    let window = Window {
+        now_ms: chrono::Utc::now().timestamp_millis(),
+        window_ms: 300_000,
+    };
+    let report = verify::run_scoped(&*app.store, Some(&sources), window, &scope)
+        .await
+        .expect("verify runs");
+    assert_eq!(report.breaches.len(), 1, "{:?}", report.breaches);
+    assert!(
+        matches!(&report.breaches[0], Breach::OrphanCharge { key, .. } if *key == stray),
+        "{:?}",
+        report.breaches
+    );
 }
