@@ -67,10 +67,11 @@ fi
 # shellcheck source=scripts/stripe_fakes.sh
 . scripts/stripe_fakes.sh
 stripe_fakes_setup
-if [ -n "${CONVERGE_LOCALSTRIPE_URL:-}" ] && [ -n "${CONVERGE_STRIPE_SIGNER:-}" ]; then
+if [ -n "${CONVERGE_LOCALSTRIPE_URL:-}" ] && [ -n "${CONVERGE_STRIPE_MOCK_URL:-}" ] &&
+  [ -n "${CONVERGE_STRIPE_SIGNER:-}" ]; then
   export CONVERGE_REQUIRE_STRIPE=1
 else
-  fail_or_skip "no Stripe fakes (localstripe and the stripe library's signer)"
+  fail_or_skip "no Stripe fakes (localstripe, stripe-stateful-mock and the stripe library's signer)"
 fi
 
 # Chromium for the browser tests: Debian's, never a downloaded build.

@@ -650,7 +650,9 @@ fn page_of(status: u16, body: &[u8]) -> Result<List<Intent>, Fail> {
     serde_json::from_slice(body).map_err(|_| unexpected(status, body))
 }
 
-fn decision_of(status: u16, body: &[u8]) -> Decision {
+/// [`decide`] over a raw answer: its status and body (Stripe's `{"error": {...}}`, if the
+/// body is one).
+pub fn decision_of(status: u16, body: &[u8]) -> Decision {
     let error = serde_json::from_slice::<ErrorBody>(body)
         .ok()
         .map(|b| b.error);

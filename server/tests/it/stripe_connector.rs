@@ -480,3 +480,131 @@ async fn verify_reads_the_account(app: &TestApp, url: &str, name: &str, keys: &[
         report.breaches
     );
 }
+
+/// One form request to a Stripe fake, as the connector sends them; the status and body.
+async fn stripe_call(
+    url: &str,
+    method: reqwest::Method,
+    path: &str,
+    form: &[(&str, &str)],
+    idempotency: Option<&str>,
+    auth: bool,
+) -> (u16, Vec<u8>) {
+    let mut req = reqwest::Client::new()
+        .request(method, format!("{url}{path}"))
+        .form(form);
+    if auth {
+        req = req.basic_auth("sk_test_converge", None::<&str>);
+    }
+    if let Some(k) = idempotency {
+        req = req.header("Idempotency-Key", k);
+    }
+    let resp = req.send().await.expect("the fake answers");
+    let status = resp.status().as_u16();
+    (status, resp.bytes().await.unwrap().to_vec())
+}
+
+/// stripe-stateful-mock (npm) implements only Stripe's Charges API, so it cannot run the
+/// PaymentIntents connector's suite; what it can check is the decision table against a
+/// second implementation's errors, and the Idempotency-Key behaviour the fence relies on
+/// (localstripe ignores the header). Each answer is read by the connector's own
+/// [`decision_of`]; localstripe's decline, which it types `invalid_request_error` where
+/// Stripe says `card_error`, must read as a decline too (Stripe: 402 is "request failed").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_decision_table_reads_a_second_stripe_implementations_answers() {
+    use converge_server::channel::stripe::{Decision, decision_of};
+    use reqwest::Method;
+    let (Some(mock), Some(ls)) = (
+        fake("CONVERGE_STRIPE_MOCK_URL"),
+        fake("CONVERGE_LOCALSTRIPE_URL"),
+    ) else {
+        return;
+    };
+    let charge = |source: &'static str, amount: &'static str| {
+        let mock = mock.clone();
+        async move {
+            let form = [("amount", amount), ("currency", "usd"), ("source", source)];
+            stripe_call(&mock, Method::POST, "/v1/charges", &form, None, true).await
+        }
+    };
+    let decided = |(status, body): (u16, Vec<u8>)| decision_of(status, &body);
+    assert_eq!(
+        decided(charge("tok_chargeDeclined", "1000").await),
+        Decision::Declined("generic_decline".into())
+    );
+    assert_eq!(
+        decided(charge("tok_chargeDeclinedInsufficientFunds", "1000").await),
+        Decision::Declined("insufficient_funds".into())
+    );
+    for undecidable in ["tok_429", "tok_500"] {
+        assert!(
+            matches!(
+                decided(charge(undecidable, "1000").await),
+                Decision::Undecidable(_)
+            ),
+            "{undecidable} is a rate limit or Stripe's own error: undecidable"
+        );
+    }
+    let unauthenticated = stripe_call(&mock, Method::GET, "/v1/charges", &[], None, false).await;
+    assert!(matches!(
+        decided(unauthenticated),
+        Decision::Configuration(_)
+    ));
+    let missing = stripe_call(&mock, Method::GET, "/v1/charges/ch_none", &[], None, true).await;
+    assert!(matches!(decided(missing), Decision::Refused(_)));
+
+    // The same Idempotency-Key with other parameters is refused, never a second charge;
+    // with the same ones, the first answer again.
+    let key = converge_server::ids::new_id("idem");
+    let form = |amount| {
+        [
+            ("amount", amount),
+            ("currency", "usd"),
+            ("source", "tok_visa"),
+        ]
+    };
+    let first = stripe_call(
+        &mock,
+        Method::POST,
+        "/v1/charges",
+        &form("1000"),
+        Some(&key),
+        true,
+    )
+    .await;
+    assert_eq!(first.0, 200);
+    let replay = stripe_call(
+        &mock,
+        Method::POST,
+        "/v1/charges",
+        &form("1000"),
+        Some(&key),
+        true,
+    )
+    .await;
+    let id = |b: &[u8]| serde_json::from_slice::<Value>(b).unwrap()["id"].clone();
+    assert_eq!((replay.0, id(&replay.1)), (200, id(&first.1)));
+    let late = stripe_call(
+        &mock,
+        Method::POST,
+        "/v1/charges",
+        &form("2000"),
+        Some(&key),
+        true,
+    )
+    .await;
+    assert_eq!(decided(late), Decision::KeyReused);
+
+    // localstripe's decline (PaymentMethod 4000000000000341's alias).
+    let form = [
+        ("amount", "1000"),
+        ("currency", "usd"),
+        ("payment_method", DECLINING_PM),
+        ("confirm", "true"),
+    ];
+    let ls_decline = stripe_call(&ls, Method::POST, "/v1/payment_intents", &form, None, true).await;
+    assert_eq!(
+        decided(ls_decline),
+        Decision::Declined("card_declined".into())
+    );
+}
