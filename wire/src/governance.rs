@@ -98,7 +98,8 @@ pub struct ApprovalInbox {
 pub struct PrivilegeRequest {
     /// `prv_` + 24 hex.
     pub id: String,
-    /// `add_user`, `set_roles`, `enable_user`, `issue_key` or `unfreeze_merchant`.
+    /// `add_user`, `set_roles`, `enable_user`, `reset_password`, `issue_key`,
+    /// `unfreeze_merchant`, `confirm_passkey` or `set_connector`.
     pub kind: String,
     /// The user's name (user kinds) or the merchant's (merchant kinds).
     pub target: String,

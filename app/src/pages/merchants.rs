@@ -141,6 +141,7 @@ fn MerchantPanel(
                 view! { <FreezeConfirm name=name_for_confirm.clone() reason confirming busy confirm/> }
             })}
             <p class="form-message" role="alert">{move || failure.get()}</p>
+            <ConnectorForm name=name.clone() version flash/>
             <DataTable
                 columns=&["Key id", "Prefix", "Created", "Last used", "State", "Actions"]
                 class="data keys"
@@ -322,6 +323,97 @@ fn Facts(created: i64, live: usize, name: String, connector: String) -> impl Int
         <p class="hint" data-testid=format!("connector-{name}")>
             "Connector: " <span class="mono wrap">{connector}</span>
         </p>
+    }
+}
+
+/// Where the merchant's new payments go (issue 38): back to the default connector at once,
+/// or its own Stripe account as a request another admin approves. The secret key is typed
+/// here once and never shown again (the page shows its last four characters).
+#[component]
+fn ConnectorForm(
+    name: String,
+    version: RwSignal<u32>,
+    flash: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let open = RwSignal::new(false);
+    let kind = RwSignal::new("stripe".to_string());
+    let api_base = RwSignal::new("https://api.stripe.com".to_string());
+    let secret_key = RwSignal::new(String::new());
+    let webhook_secrets = RwSignal::new(String::new());
+    let reason = RwSignal::new(String::new());
+    let busy = RwSignal::new(false);
+    let failure = RwSignal::new(None::<String>);
+    let merchant = name.clone();
+    let on_submit = move |ev: SubmitEvent| {
+        ev.prevent_default();
+        busy.set(true);
+        failure.set(None);
+        let name = merchant.clone();
+        spawn_local(async move {
+            let answer = api::set_merchant_connector(
+                name.clone(),
+                kind.get_untracked(),
+                api_base.get_untracked(),
+                secret_key.get_untracked(),
+                webhook_secrets.get_untracked(),
+                reason.get_untracked(),
+            )
+            .await;
+            busy.set(false);
+            match answer {
+                Ok(ConsoleChange::Done(())) => {
+                    flash.set(Some(format!(
+                        "{name}'s new payments go to the default connector."
+                    )));
+                    version.update(|v| *v = v.wrapping_add(1));
+                }
+                Ok(ConsoleChange::Requested(r)) => {
+                    secret_key.set(String::new());
+                    flash.set(Some(awaiting(&r)));
+                    open.set(false);
+                }
+                Err(e) => failure.set(Some(error_message(&e))),
+            }
+        });
+    };
+    view! {
+        <button
+            type="button"
+            class="secondary small"
+            aria-expanded=move || open.get().to_string()
+            on:click=move |_| open.update(|o| *o = !*o)
+        >
+            "Connector…"
+        </button>
+        <form
+            class="stacked-form"
+            on:submit=on_submit
+            hidden=move || !open.get()
+            data-testid=format!("connector-form-{name}")
+        >
+            <label>
+                "Connector"
+                <select
+                    prop:value=move || kind.get()
+                    on:change=move |ev| kind.set(event_target_value(&ev))
+                >
+                    <option value="stripe">"Its own Stripe account (another admin approves)"</option>
+                    <option value="sandbox">"The default connector"</option>
+                </select>
+            </label>
+            <label>"Stripe API base" <input type="url" bind:value=api_base/></label>
+            <label>
+                "Secret key (sk_…)"
+                <input type="password" autocomplete="off" bind:value=secret_key/>
+            </label>
+            <label>
+                "Webhook signing secrets (whsec_…, one per line)"
+                <textarea rows="2" autocomplete="off" bind:value=webhook_secrets></textarea>
+            </label>
+            <label>"Reason" <input type="text" bind:value=reason/></label>
+            <button type="submit" disabled=move || busy.get()>"Save connector"</button>
+            <p class="form-message" role="alert">{move || failure.get()}</p>
+        </form>
     }
 }
 

@@ -108,7 +108,10 @@ fn PrivilegeRow(
     let me = signed_in_name();
     let own = {
         let (requester, target) = (r.requested_by.clone(), r.target.clone());
-        let user_kind = r.kind != "issue_key" && r.kind != "unfreeze_merchant";
+        let user_kind = !matches!(
+            r.kind.as_str(),
+            "issue_key" | "unfreeze_merchant" | "set_connector"
+        );
         Signal::derive(move || {
             let me = me.get().unwrap_or_default();
             me == requester || (user_kind && me == target)

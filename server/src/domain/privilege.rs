@@ -39,11 +39,14 @@ pub enum PrivilegeKind {
     /// A user's first passkey, registered with the password alone while approvals require
     /// passkeys, confirmed: until then it proves nothing the password did not.
     ConfirmPasskey,
+    /// A merchant put on its own PSP account (issue 38): its new payments' money goes where
+    /// the account says, so one admin alone may not choose it.
+    SetConnector,
 }
 
 impl PrivilegeKind {
     /// Every kind.
-    pub const ALL: [PrivilegeKind; 7] = [
+    pub const ALL: [PrivilegeKind; 8] = [
         PrivilegeKind::AddUser,
         PrivilegeKind::SetRoles,
         PrivilegeKind::EnableUser,
@@ -51,6 +54,7 @@ impl PrivilegeKind {
         PrivilegeKind::IssueKey,
         PrivilegeKind::UnfreezeMerchant,
         PrivilegeKind::ConfirmPasskey,
+        PrivilegeKind::SetConnector,
     ];
 
     /// Stored name.
@@ -63,6 +67,7 @@ impl PrivilegeKind {
             PrivilegeKind::IssueKey => "issue_key",
             PrivilegeKind::UnfreezeMerchant => "unfreeze_merchant",
             PrivilegeKind::ConfirmPasskey => "confirm_passkey",
+            PrivilegeKind::SetConnector => "set_connector",
         }
     }
 
@@ -101,6 +106,7 @@ impl PrivilegeKind {
             PrivilegeKind::ConfirmPasskey => format!(
                 "confirm the first passkey of {target}, registered with the password alone while approvals require passkeys"
             ),
+            PrivilegeKind::SetConnector => format!("put merchant {target} on {roles}"),
         }
     }
 }

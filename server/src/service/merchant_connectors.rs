@@ -29,7 +29,7 @@ pub const ACCOUNT_TIMEOUT: Duration = Duration::from_secs(20);
 pub const MAX_WEBHOOK_SECRETS: usize = 4;
 
 /// Where a merchant's new payments go.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConnectorChoice {
     /// The default connector (the sandbox, or `--channel-url`); an account the merchant had
     /// is kept for the payments still open on it.
@@ -69,6 +69,31 @@ pub struct AccountView {
 
 fn bad(why: impl Into<String>) -> MerchantError {
     MerchantError::InvalidConnector(why.into())
+}
+
+/// Checks `choice` (a Stripe account's settings; the reason names the field) and says what it
+/// is without its secrets (`stripe at <api base>, key …wxyz`).
+pub(super) fn check_choice(choice: &ConnectorChoice) -> Result<String, MerchantError> {
+    match choice {
+        ConnectorChoice::Default => Ok("the default connector".into()),
+        ConnectorChoice::Stripe {
+            api_base,
+            secret_key,
+            webhook_secrets,
+            payment_method,
+        } => {
+            check_stripe(
+                api_base,
+                secret_key,
+                webhook_secrets,
+                payment_method.as_deref(),
+            )?;
+            Ok(format!(
+                "its own Stripe account at {api_base}, key {}",
+                hint(secret_key)
+            ))
+        }
+    }
 }
 
 /// Checks a Stripe account's settings; the reason names the field.

@@ -247,6 +247,39 @@ impl Core {
         Ok(Change::Requested(r))
     }
 
+    /// The console's connector choice for merchant `merchant` (issue 38): back to the default
+    /// connector at once (it sends the merchant's money nowhere new), or its own Stripe
+    /// account as a request another admin approves, the account sealed in the request until
+    /// then ([`Purpose::ConnectorSecret`](crate::domain::secret_box::Purpose::ConnectorSecret))
+    /// and shown only by its API base and key hint. Errors: [`MerchantError::NoMerchant`],
+    /// [`MerchantError::InvalidConnector`]; `privilege_pending`.
+    pub async fn console_set_merchant_connector(
+        &self,
+        actor: &Actor,
+        merchant: &str,
+        choice: &super::merchant_connectors::ConnectorChoice,
+        reason: &str,
+    ) -> Result<Change<()>, PrivilegeError> {
+        use super::merchant_connectors::{ConnectorChoice, check_choice};
+        self.merchant_named(merchant).await?;
+        let shown = check_choice(choice)?;
+        if *choice == ConnectorChoice::Default {
+            let now = self.clock.now_ms();
+            self.set_merchant_connector(now, merchant, choice, reason, actor)
+                .await?;
+            return Ok(Change::Done(()));
+        }
+        // Strings and an option only: serialising cannot fail.
+        let json = serde_json::to_string(choice).unwrap_or_default();
+        let sealed = self
+            .secrets
+            .seal_text(crate::domain::secret_box::Purpose::ConnectorSecret, &json);
+        let r = self
+            .request_privilege(actor, PrivilegeKind::SetConnector, merchant, &shown, sealed)
+            .await?;
+        Ok(Change::Requested(r))
+    }
+
     /// The console's "issue a key": always a request; the key is made when another admin
     /// approves, and shown once to that admin ([`PrivilegeApproved::api_key`]).
     /// Errors: [`MerchantError::NoMerchant`]; `privilege_pending`.
@@ -336,6 +369,32 @@ impl Core {
             )
             .await?;
         Ok(Change::Requested(r))
+    }
+
+    /// Applies an approved `set_connector` request: its sealed account opened and set, audited
+    /// by the approver. Errors: what the merchant change refused, in words.
+    async fn approved_connector(
+        &self,
+        actor: &Actor,
+        r: &PrivilegeRequest,
+        now: i64,
+    ) -> Result<serde_json::Value, String> {
+        let sealed = match self.store.privilege_password_hash(&r.id).await {
+            Ok(Some(s)) if !s.is_empty() => s,
+            Ok(_) => return Err("the request carries no account".into()),
+            Err(e) => return Err(e.to_string()),
+        };
+        let json = self
+            .secrets
+            .open_text(crate::domain::secret_box::Purpose::ConnectorSecret, &sealed)
+            .map_err(|e| e.to_string())?;
+        let choice: super::merchant_connectors::ConnectorChoice =
+            serde_json::from_str(&json).map_err(|e| e.to_string())?;
+        let reason = format!("approved request {}", r.id);
+        self.set_merchant_connector(now, &r.target, &choice, &reason, actor)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(json!({"merchant": r.target, "connector": r.roles}))
     }
 
     async fn merchant_named(&self, name: &str) -> Result<Merchant, PrivilegeError> {
@@ -580,6 +639,7 @@ impl Core {
                 .await
                 .map(|()| json!({"merchant": r.target, "frozen": false}))
                 .map_err(|e| e.to_string()),
+            PrivilegeKind::SetConnector => self.approved_connector(actor, r, now).await,
             PrivilegeKind::ConfirmPasskey => {
                 let audit = actor.entry(
                     now,

@@ -608,3 +608,104 @@ async fn the_decision_table_reads_a_second_stripe_implementations_answers() {
         Decision::Declined("card_declined".into())
     );
 }
+
+fn admin(name: &str) -> converge_server::service::actor::Actor {
+    converge_server::service::actor::Actor {
+        username: name.into(),
+        roles: "viewer,admin".into(),
+        meta: "{}".into(),
+    }
+}
+
+/// From the console, a merchant's own Stripe account is a request a second admin approves
+/// (issue 36: where the money goes is not one admin's choice): until then its payments stay on
+/// the sandbox, the requester cannot approve it, and the approval routes them to the account;
+/// going back to the default connector is one step. The secret key is in no audit record.
+async fn a_stripe_account_chosen_on_the_console_waits_for_a_second_admin(db: Db) {
+    use converge_server::service::privilege::Change;
+    let Some(app) = TestApp::spawn(db).await else {
+        eprintln!("SKIPPED on PostgreSQL: set CONVERGE_TEST_PG_URL");
+        return;
+    };
+    let (db_url, teardown) = (app.db_url.clone(), app.teardown());
+    let core = app.core();
+    let stripe = ConnectorChoice::Stripe {
+        api_base: "http://127.0.0.1:1".into(),
+        secret_key: "sk_test_console_secret_9876".into(),
+        webhook_secrets: vec![],
+        payment_method: None,
+    };
+    let bad = ConnectorChoice::Stripe {
+        api_base: "http://127.0.0.1:1".into(),
+        secret_key: "pk_test_publishable_1".into(),
+        webhook_secrets: vec![],
+        payment_method: None,
+    };
+    let maker = admin("admin-maker");
+    assert!(
+        core.console_set_merchant_connector(&maker, "acme", &bad, "x")
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("secret key")
+    );
+    let Change::Requested(r) = core
+        .console_set_merchant_connector(&maker, "acme", &stripe, "own account")
+        .await
+        .unwrap()
+    else {
+        panic!("a Stripe account is a request");
+    };
+    assert_eq!(r.kind, "set_connector");
+    assert!(r.reason.contains("key …9876"), "{}", r.reason);
+    assert_eq!(
+        core.connectors.route(app.merchant_id, None),
+        "sandbox",
+        "nothing moves yet"
+    );
+    assert!(
+        core.approve_privilege(&maker, &r.id, "mine").await.is_err(),
+        "not by its requester"
+    );
+    core.approve_privilege(&admin("admin-checker"), &r.id, "checked the account")
+        .await
+        .expect("a second admin approves");
+    assert_eq!(
+        core.connectors.route(app.merchant_id, None),
+        format!("stripe-{}", app.merchant_id)
+    );
+    let Change::Done(()) = core
+        .console_set_merchant_connector(&maker, "acme", &ConnectorChoice::Default, "back")
+        .await
+        .unwrap()
+    else {
+        panic!("back to the default connector is one step");
+    };
+    assert_eq!(core.connectors.route(app.merchant_id, None), "sandbox");
+    let leaked = app
+        .sql_i64(
+            "SELECT COUNT(*) FROM audit_log WHERE after_state LIKE '%sk_test_console%' \
+             OR before_state LIKE '%sk_test_console%' OR reason LIKE '%sk_test_console%'",
+            &[],
+        )
+        .await;
+    assert_eq!(leaked, 0, "the secret key is in no audit record");
+    teardown.check().await;
+    drop(app);
+    drop_database(&db_url).await;
+}
+
+mod a_stripe_account_chosen_on_the_console_waits_for_a_second_admin {
+    use super::a_stripe_account_chosen_on_the_console_waits_for_a_second_admin as run;
+    use crate::support::Db;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        run(Db::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        run(Db::Postgres).await;
+    }
+}
