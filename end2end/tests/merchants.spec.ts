@@ -113,8 +113,32 @@ test("an admin rotates a merchant's key and freezes the merchant", async ({ page
   await expect(page.getByTestId("flash")).toContainText("awaits another admin");
   expect((await pay(second, unique("order"))).status()).toBe(403);
   await approvePrivilege(checker, `unfreeze merchant ${name}`, env("E2E_MERCHANTS2_PASSWORD"));
-  await checkerContext.close();
   expect((await pay(second, unique("order"))).status()).toBe(201);
+
+  // Its own Stripe account (issue 38): a request the second admin approves, since it decides
+  // where the merchant's money goes; the secret key is never shown again, only its last four
+  // characters. Back to the default connector is one step.
+  const connector = page.getByTestId(`connector-${name}`);
+  await expect(connector).toContainText("sandbox (the default)");
+  await panel.getByRole("button", { name: "Connector…" }).click();
+  const connectorForm = page.getByTestId(`connector-form-${name}`);
+  await connectorForm.getByLabel("Stripe API base").fill("https://api.stripe.example");
+  await connectorForm.getByLabel("Secret key (sk_…)").fill("sk_test_e2e_console_4321");
+  await connectorForm.getByLabel("Reason").fill("the merchant moves to its own account");
+  await connectorForm.getByRole("button", { name: "Save connector" }).click();
+  await expect(page.getByTestId("flash")).toContainText("awaits another admin");
+  await expect(connector).toContainText("sandbox (the default)");
+  await approvePrivilege(checker, `put merchant ${name}`, env("E2E_MERCHANTS2_PASSWORD"));
+  await checkerContext.close();
+  await page.reload();
+  await hydrated(page);
+  await expect(connector).toContainText("key …4321");
+  await expect(page.locator("body")).not.toContainText("sk_test_e2e_console");
+  await panel.getByRole("button", { name: "Connector…" }).click();
+  await connectorForm.getByLabel("Connector").selectOption("sandbox");
+  await connectorForm.getByRole("button", { name: "Save connector" }).click();
+  await expect(page.getByTestId("flash")).toContainText("go to the default connector");
+  await expect(connector).toContainText("sandbox (the default)");
 
   // At 1440 px every key table fits its panel: Revoke is never cut off (issue 41).
   await page.setViewportSize({ width: 1440, height: 900 });
