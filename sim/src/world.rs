@@ -696,7 +696,10 @@ impl World {
         .to_string();
         let core = self.core.clone();
         let out = self
-            .guarded(async move { core.handle_callback(&ev, body.as_bytes(), "sim").await })
+            .guarded(async move {
+                core.handle_callback(&ev, body.as_bytes(), "sim", None)
+                    .await
+            })
             .await;
         let what = format!(
             "{} {}{}",

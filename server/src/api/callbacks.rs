@@ -156,7 +156,11 @@ async fn apply(
     .iter()
     .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
     .unwrap_or_default();
-    let outcome = st.core.handle_callback(&event, &body, signature).await?;
+    let own_route = (name != st.core.connectors.default_name()).then_some(name);
+    let outcome = st
+        .core
+        .handle_callback(&event, &body, signature, own_route)
+        .await?;
     let (name, detail) = match outcome {
         CallbackOutcome::Applied(s) => ("applied", s.as_str().to_string()),
         CallbackOutcome::Ignored(why) => ("ignored", why),

@@ -290,7 +290,11 @@ type Fail = String;
 
 enum Found {
     Intent(Box<Intent>),
+    /// Nothing under the key in the whole list: definitive.
     None,
+    /// Nothing under the key in Stripe's search, which may lag behind a create by a minute
+    /// or more: not evidence that nothing was made.
+    Unseen,
 }
 
 impl StripeConnector {
@@ -426,9 +430,9 @@ impl StripeConnector {
                 Err(d) => Err(format!("retrieving {id}: {d:?}")),
             };
         }
-        let all = match self.search(key).await? {
-            Some(found) => found,
-            None => self.list(key).await?,
+        let (all, searched) = match self.search(key).await? {
+            Some(found) => (found, true),
+            None => (self.list(key).await?, false),
         };
         let best = all.into_iter().min_by_key(Intent::rank);
         Ok(match best {
@@ -436,6 +440,7 @@ impl StripeConnector {
                 self.remember(&i);
                 Found::Intent(Box::new(i))
             }
+            None if searched => Found::Unseen,
             None => Found::None,
         })
     }
@@ -754,11 +759,9 @@ impl Connector for StripeConnector {
     async fn charge(&self, channel_key: &str, amount: i64, currency: &str) -> ChargeOutcome {
         let run = async {
             check_key(channel_key)?;
-            // A key this process already knows is answered from its PaymentIntent: the fence
-            // holds even on a server that ignores Idempotency-Key.
-            if self.is_known(channel_key)
-                && let Found::Intent(i) = self.find(channel_key).await?
-            {
+            // What is under the key answers first: a fence older than Stripe's 24 h
+            // idempotency window (or set on a server that ignores Idempotency-Key) still holds.
+            if let Found::Intent(i) = self.find(channel_key).await? {
                 return Ok(charge_of(&i));
             }
             let form = self.create_form(channel_key, amount, currency);
@@ -782,7 +785,7 @@ impl Connector for StripeConnector {
                     },
                     Err(Decision::KeyReused) => match self.find(channel_key).await? {
                         Found::Intent(i) => charge_of(&i),
-                        Found::None => ChargeOutcome::Error {
+                        Found::None | Found::Unseen => ChargeOutcome::Error {
                             detail: "key used before, nothing found under it yet".into(),
                         },
                     },
@@ -801,7 +804,9 @@ impl Connector for StripeConnector {
             check_key(channel_key)?;
             Ok(match self.find(channel_key).await? {
                 Found::Intent(i) => query_of(&i),
-                Found::None => QueryOutcome::NotFound,
+                // Search may lag, but a NotFound only ever leads to a resubmission under the
+                // same Idempotency-Key or to the fence, both safe with a PaymentIntent unseen.
+                Found::None | Found::Unseen => QueryOutcome::NotFound,
             })
         };
         run.await
@@ -812,11 +817,17 @@ impl Connector for StripeConnector {
         let run = async {
             check_key(channel_key)?;
             let found = match self.find(channel_key).await? {
-                Found::None => self.fence(channel_key).await?,
+                Found::None | Found::Unseen => self.fence(channel_key).await?,
                 found => found,
             };
             let Found::Intent(i) = found else {
                 return Err("nothing under the key after the fence".to_owned());
+            };
+            let i = match i.status.as_str() {
+                "succeeded" | "canceled" | "requires_capture" => *i,
+                // Declined or never confirmed: cancelled, so it can never be confirmed again;
+                // what the cancel leaves (it may have been charged meanwhile) answers.
+                _ => self.cancel_intent(&i.id, false).await?,
             };
             Ok(match i.status.as_str() {
                 "succeeded" => CancelOutcome::AlreadyCharged {
@@ -827,11 +838,9 @@ impl Connector for StripeConnector {
                 "requires_capture" => CancelOutcome::Error {
                     detail: "funds are held under the key: a hold is released by a void".into(),
                 },
-                // Declined or never confirmed: cancelled, so it can never be confirmed again.
-                _ => {
-                    self.cancel_intent(&i.id, false).await?;
-                    CancelOutcome::Cancelled
-                }
+                other => CancelOutcome::Error {
+                    detail: format!("payment intent {} is {other} after the cancel", i.id),
+                },
             })
         };
         run.await
@@ -843,6 +852,12 @@ impl Connector for StripeConnector {
             check_key(channel_key)?;
             let i = match self.find(channel_key).await? {
                 Found::Intent(i) if i.status == "succeeded" => i,
+                Found::Intent(i) if i.status == "processing" => {
+                    return Err(format!("payment intent {} is still processing", i.id));
+                }
+                Found::Unseen => {
+                    return Err("no charge under the key in Stripe's search yet".into());
+                }
                 _ => {
                     return Ok(RefundOutcome::Rejected {
                         reason: "not_found".into(),
@@ -857,7 +872,9 @@ impl Connector for StripeConnector {
                 .find(|r| r.metadata.get(META_REFUND).map(String::as_str) == Some(refund_key));
             if let Some(r) = earlier {
                 return Ok(
-                    if r.amount == amount && r.status.as_deref() != Some("failed") {
+                    if r.amount == amount
+                        && !matches!(r.status.as_deref(), Some("failed" | "canceled"))
+                    {
                         RefundOutcome::Succeeded
                     } else {
                         RefundOutcome::Rejected {
@@ -917,9 +934,7 @@ impl Connector for StripeConnector {
     ) -> Result<AuthorizeOutcome, Unsupported> {
         let run = async {
             check_key(channel_key)?;
-            if self.is_known(channel_key)
-                && let Found::Intent(i) = self.find(channel_key).await?
-            {
+            if let Found::Intent(i) = self.find(channel_key).await? {
                 return Ok(authorized_of(self.lapse_if_due(*i).await?));
             }
             let mut form = self.create_form(channel_key, amount, currency);
@@ -947,7 +962,7 @@ impl Connector for StripeConnector {
                     }
                     Err(Decision::KeyReused) => match self.find(channel_key).await? {
                         Found::Intent(i) => authorized_of(*i),
-                        Found::None => AuthorizeOutcome::Error {
+                        Found::None | Found::Unseen => AuthorizeOutcome::Error {
                             detail: "key used before, nothing found under it yet".into(),
                         },
                     },
@@ -979,7 +994,7 @@ impl Connector for StripeConnector {
         let run = async {
             check_key(channel_key)?;
             let found = match self.find(channel_key).await? {
-                Found::None => self.fence(channel_key).await?,
+                Found::None | Found::Unseen => self.fence(channel_key).await?,
                 found => found,
             };
             let Found::Intent(i) = found else {
@@ -1020,7 +1035,7 @@ impl Connector for StripeConnector {
             check_key(channel_key)?;
             Ok(match self.find(channel_key).await? {
                 Found::Intent(i) => hold_of(&self.lapse_if_due(*i).await?),
-                Found::None => HoldQueryOutcome::NotFound,
+                Found::None | Found::Unseen => HoldQueryOutcome::NotFound,
             })
         };
         Ok(run
@@ -1231,13 +1246,6 @@ impl StripeConnector {
         }
     }
 
-    fn is_known(&self, key: &str) -> bool {
-        self.known
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(key)
-    }
-
     async fn capture_hold(
         &self,
         key: &str,
@@ -1256,6 +1264,7 @@ impl StripeConnector {
         let i = match self.find(key).await? {
             Found::Intent(i) => self.lapse_if_due(*i).await?,
             Found::None => return rejected("not_found"),
+            Found::Unseen => return Err("no hold under the key in Stripe's search yet".into()),
         };
         match i.status.as_str() {
             "requires_capture" => {}

@@ -347,6 +347,11 @@ impl Core {
     /// `conflicting_callback` (DESIGN.md "Compensation queue and error pool"). A success that
     /// reaches CHANNEL_SUCCESS goes on to its ledger posting afterwards, as any other step.
     ///
+    /// `only_connector`: the connector whose own route it came in on (issue 38): a payment
+    /// made on another connector is not its to move, and the callback is recorded as for an
+    /// unknown payment. `None`: the default route, which every sandbox-protocol connector
+    /// shares.
+    ///
     /// Errors: a store failure, with nothing recorded, so the channel's redelivery is handled
     /// afresh.
     pub async fn handle_callback(
@@ -354,6 +359,7 @@ impl Core {
         ev: &CallbackEvent,
         body: &[u8],
         signature: &str,
+        only_connector: Option<&str>,
     ) -> Result<CallbackOutcome, ServiceError> {
         let receipt = CallbackReceipt {
             event_id: &ev.event_id,
@@ -363,7 +369,14 @@ impl Core {
             signature,
             received_at: self.clock.now_ms(),
         };
-        let Some(p) = self.store.payment_by_channel_key(&ev.channel_key).await? else {
+        // A connector's own route speaks for its own payments only: a callback verified by
+        // one merchant's account never moves a payment made on another connector.
+        let found = self
+            .store
+            .payment_by_channel_key(&ev.channel_key)
+            .await?
+            .filter(|p| only_connector.is_none_or(|c| p.connector == c));
+        let Some(p) = found else {
             let recorded = self
                 .store
                 .record_callback(&receipt, CallbackDecision::UnknownPayment)

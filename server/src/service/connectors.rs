@@ -107,9 +107,10 @@ impl Connectors {
     }
 
     /// Replaces the merchants' accounts with `accounts`; `build` makes the connector of an
-    /// account that is new or changed (`None`: it cannot be built, e.g. its secrets do not
-    /// open, and its payments answer undecidable until it can). Accounts whose name a
-    /// configured connector already has are ignored.
+    /// account that is new or changed. One that cannot be built (`None`: its secrets do not
+    /// open) stays in place as [`Unconfigured`], routed as it was: its payments, new ones
+    /// too, wait undecided instead of going to another connector, and the next install tries
+    /// to build it again. Accounts whose name a configured connector already has are ignored.
     pub fn install_accounts(
         &self,
         accounts: Vec<Account>,
@@ -126,13 +127,21 @@ impl Connectors {
                 .get(&a.name)
                 .filter(|(stamp, _)| *stamp == a.stamp)
                 .map(|(_, c)| c.clone());
-            let Some(c) = kept.or_else(|| build(&a)) else {
-                continue;
+            let (stamp, c) = match kept
+                .map(|c| (a.stamp, c))
+                .or_else(|| build(&a).map(|c| (a.stamp, c)))
+            {
+                Some(built) => built,
+                // A stamp no row has, so the next install builds it again.
+                None => (
+                    i64::MIN,
+                    Arc::new(Unconfigured(a.name.clone())) as Arc<dyn Connector>,
+                ),
             };
             if a.routed {
                 next.routes.insert(a.merchant_id, a.name.clone());
             }
-            next.by_name.insert(a.name, (a.stamp, c));
+            next.by_name.insert(a.name, (stamp, c));
         }
         drop(current);
         *self.accounts.write().unwrap_or_else(|p| p.into_inner()) = next;

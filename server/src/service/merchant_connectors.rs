@@ -28,8 +28,8 @@ pub const ACCOUNT_TIMEOUT: Duration = Duration::from_secs(20);
 /// Most webhook signing secrets an account keeps at once (the current and those being rolled).
 pub const MAX_WEBHOOK_SECRETS: usize = 4;
 
-/// Where a merchant's new payments go.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// Where a merchant's new payments go. Its `Debug` leaves the secrets out.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ConnectorChoice {
     /// The default connector (the sandbox, or `--channel-url`); an account the merchant had
     /// is kept for the payments still open on it.
@@ -45,6 +45,23 @@ pub enum ConnectorChoice {
         /// PaymentMethod to confirm with; `None`: [`DEFAULT_PAYMENT_METHOD`].
         payment_method: Option<String>,
     },
+}
+
+impl std::fmt::Debug for ConnectorChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectorChoice::Default => f.write_str("Default"),
+            ConnectorChoice::Stripe {
+                api_base,
+                secret_key,
+                ..
+            } => f
+                .debug_struct("Stripe")
+                .field("api_base", &crate::store::redact(api_base))
+                .field("key", &hint(secret_key))
+                .finish_non_exhaustive(),
+        }
+    }
 }
 
 /// A merchant's account as it may be shown: no secret, the key's last four characters.
@@ -107,6 +124,9 @@ fn check_stripe(
     if !matches!(url.scheme(), "http" | "https") || url.cannot_be_a_base() {
         return Err(bad("api base must be an http(s) URL"));
     }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("api base must not carry a user or password"));
+    }
     let token = |s: &str| {
         (8..=255).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_graphic() && b != b',')
     };
@@ -165,6 +185,7 @@ impl Core {
             .find(|a| a.merchant == name)
             .filter(|a| a.routed)
             .map_or(json!({"connector": "default"}), |a| shown(&a));
+        self.check_replacement(name, choice).await?;
         let account = match choice {
             ConnectorChoice::Default => None,
             ConnectorChoice::Stripe {
@@ -245,6 +266,43 @@ impl Core {
                 (c.merchant_id, view)
             })
             .collect())
+    }
+
+    /// Refuses a Stripe account that would replace the one merchant `name` has (another API
+    /// base or secret key): the payments made on it go on being queried, captured and
+    /// refunded under its connector's name, so a new account under that name would answer
+    /// for them wrongly (a charge not found, resubmitted or fenced on the wrong account).
+    /// The same account with other webhook signing secrets, or routed again, is fine.
+    /// Errors: [`MerchantError::InvalidConnector`], the store's.
+    pub(super) async fn check_replacement(
+        &self,
+        name: &str,
+        choice: &ConnectorChoice,
+    ) -> Result<(), MerchantError> {
+        let ConnectorChoice::Stripe {
+            api_base,
+            secret_key,
+            ..
+        } = choice
+        else {
+            return Ok(());
+        };
+        let rows = self.store.merchant_connectors().await?;
+        let Some(row) = rows.iter().find(|r| r.merchant_name == name) else {
+            return Ok(());
+        };
+        let same_key = self
+            .secrets
+            .open_text(Purpose::ConnectorSecret, &row.secret_key)
+            .is_ok_and(|k| k.as_ref() == secret_key.as_str());
+        if row.api_base == *api_base && same_key {
+            return Ok(());
+        }
+        Err(bad(format!(
+            "merchant {name:?} already has a Stripe account at {} (key {}): payments made there are still answered by it, so it cannot be replaced by another account or key (only its webhook signing secrets, and whether new payments go to it, change)",
+            crate::store::redact(&row.api_base),
+            row.key_hint
+        )))
     }
 
     /// Every merchant's own account, without secrets.

@@ -263,6 +263,7 @@ impl Core {
         use super::merchant_connectors::{ConnectorChoice, check_choice};
         self.merchant_named(merchant).await?;
         let shown = check_choice(choice)?;
+        self.check_replacement(merchant, choice).await?;
         if *choice == ConnectorChoice::Default {
             let now = self.clock.now_ms();
             self.set_merchant_connector(now, merchant, choice, reason, actor)

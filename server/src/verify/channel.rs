@@ -53,7 +53,8 @@ pub trait ChargeSource: Send + Sync {
 
 /// Several channels verified as one (the default connector's, and each merchant's own PSP
 /// account: issue 38): their charges listed together, each payment's hold asked of the
-/// source for its connector, or of the default source.
+/// source for its connector (the default source for the default connector's; a hold of a
+/// connector with no source is counted as not queried).
 #[derive(Default)]
 pub struct ChargeSources {
     default: Option<Box<dyn ChargeSource>>,
@@ -106,7 +107,12 @@ impl ChargeSource for ChargeSources {
     fn holds(&self, connector: &str) -> Option<&dyn Connector> {
         match self.named.iter().find(|(n, _)| n == connector) {
             Some((_, s)) => s.holds(connector),
-            None => self.default.as_ref()?.holds(connector),
+            // The default source answers for the default connector only: a hold taken by
+            // another (a `--route` connector) is not the sandbox's to answer.
+            None if connector == crate::service::connectors::DEFAULT_CONNECTOR => {
+                self.default.as_ref()?.holds(connector)
+            }
+            None => None,
         }
     }
 }

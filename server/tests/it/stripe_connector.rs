@@ -380,6 +380,22 @@ async fn a_merchant_on_its_own_stripe_account(db: Db) {
         .unwrap()
         .unwrap();
     assert_eq!(q.connector, "sandbox");
+    // The account's route speaks for its own payments only: an event it signs about the
+    // sandbox payment's key moves nothing.
+    let cross = payment_intent_event(
+        &converge_server::ids::new_id("evt"),
+        "payment_intent.succeeded",
+        &q.channel_key,
+        3_000,
+        "CNY",
+        at,
+    );
+    let csig = stripe_signature(WEBHOOK_SECRET, cross.as_bytes(), at);
+    let c = post_stripe_webhook(&app, &connector, &cross, &csig).await;
+    assert_eq!(
+        (c.status, c.json()["outcome"].as_str()),
+        (200, Some("unknown_payment"))
+    );
     let r = app
         .post(
             &format!("/v1/payments/{id}/refunds"),
@@ -673,6 +689,21 @@ async fn a_stripe_account_chosen_on_the_console_waits_for_a_second_admin(db: Db)
     assert_eq!(
         core.connectors.route(app.merchant_id, None),
         format!("stripe-{}", app.merchant_id)
+    );
+    let other_key = ConnectorChoice::Stripe {
+        api_base: "http://127.0.0.1:1".into(),
+        secret_key: "sk_test_another_account_1".into(),
+        webhook_secrets: vec![],
+        payment_method: None,
+    };
+    let refused = core
+        .console_set_merchant_connector(&maker, "acme", &other_key, "another account")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("cannot be replaced"),
+        "its payments are answered by the account it has: {refused}"
     );
     let Change::Done(()) = core
         .console_set_merchant_connector(&maker, "acme", &ConnectorChoice::Default, "back")
