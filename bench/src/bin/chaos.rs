@@ -1637,17 +1637,9 @@ async fn kill_and_restart(
 async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &str) -> Result<bool> {
     // At least 32 bytes: converge refuses shorter callback secrets at start-up.
     let secret = format!("chaos-callback-secret-{:020}", args.seed);
-    // Every process opens the servers' secrets key (their --data-dir): the merchant's PSP
-    // credentials the CLI seals are the ones the servers and `converge verify` open.
-    let key_file = work.join(converge_server::config::SECRETS_KEY_FILE);
-    let conv = &conv
-        .clone()
-        .with_env("CONVERGE_SECRETS_KEY_FILE", &key_file.to_string_lossy());
+    let conv = &with_servers_key(conv, work);
     let (api_key, operator_password, approver_password) =
         prepare_database(args, conv, db_url).await?;
-    if let Some(url) = &args.stripe_url {
-        put_on_stripe(conv, db_url, url).await?;
-    }
     let (mut sink, sink_url) = start_sink(args, conv, work, db_url).await?;
     let nats = if args.nats {
         Some(NatsProc::start(&args.nats_server, work.join("nats"), work.join("nats.log")).await?)
@@ -1816,6 +1808,15 @@ async fn received_deliveries(shared: &Shared, sink_url: &str) -> Result<Vec<Valu
         .unwrap_or_default())
 }
 
+/// `conv` with every process it starts opening the servers' secrets key (their --data-dir),
+/// so the merchant's PSP credentials the CLI seals are the ones the servers and `converge
+/// verify` open.
+fn with_servers_key(conv: &Converge, work: &std::path::Path) -> Converge {
+    let key_file = work.join(converge_server::config::SECRETS_KEY_FILE);
+    conv.clone()
+        .with_env("CONVERGE_SECRETS_KEY_FILE", &key_file.to_string_lossy())
+}
+
 /// Empties the Stripe fake at `url` and puts the merchant on it as its own Stripe account.
 async fn put_on_stripe(conv: &Converge, db_url: &str, url: &str) -> Result<()> {
     let reset = reqwest::Client::new()
@@ -1862,6 +1863,9 @@ async fn prepare_database(
         .await?
         .trim()
         .to_string();
+    if let Some(url) = &args.stripe_url {
+        put_on_stripe(conv, db_url, url).await?;
+    }
     let (operator_password, approver_password) = (
         format!("chaos-operator-password-{}", args.seed),
         format!("chaos-approver-password-{}", args.seed),
