@@ -531,6 +531,19 @@ impl StripeConnector {
         }
     }
 
+    /// The PaymentIntent under `key`, or, when there is none, the fence set under it (which
+    /// answers what the key holds if something was made under it first).
+    async fn found_or_fenced(&self, key: &str) -> Result<Intent, Fail> {
+        let found = match self.find(key).await? {
+            Found::None | Found::Unseen => self.fence(key).await?,
+            found => found,
+        };
+        match found {
+            Found::Intent(i) => Ok(*i),
+            _ => Err("nothing under the key after the fence".to_owned()),
+        }
+    }
+
     /// Cancels a PaymentIntent: a hold's void, or (`expired`) its lapse at the core's TTL,
     /// marked in its metadata first (localstripe takes no `cancellation_reason`).
     async fn cancel_intent(&self, id: &str, expired: bool) -> Result<Intent, Fail> {
@@ -816,15 +829,9 @@ impl Connector for StripeConnector {
     async fn cancel(&self, channel_key: &str) -> CancelOutcome {
         let run = async {
             check_key(channel_key)?;
-            let found = match self.find(channel_key).await? {
-                Found::None | Found::Unseen => self.fence(channel_key).await?,
-                found => found,
-            };
-            let Found::Intent(i) = found else {
-                return Err("nothing under the key after the fence".to_owned());
-            };
+            let i = self.found_or_fenced(channel_key).await?;
             let i = match i.status.as_str() {
-                "succeeded" | "canceled" | "requires_capture" => *i,
+                "succeeded" | "canceled" | "requires_capture" => i,
                 // Declined or never confirmed: cancelled, so it can never be confirmed again;
                 // what the cancel leaves (it may have been charged meanwhile) answers.
                 _ => self.cancel_intent(&i.id, false).await?,
@@ -993,15 +1000,9 @@ impl Connector for StripeConnector {
     async fn void(&self, channel_key: &str) -> Result<VoidOutcome, Unsupported> {
         let run = async {
             check_key(channel_key)?;
-            let found = match self.find(channel_key).await? {
-                Found::None | Found::Unseen => self.fence(channel_key).await?,
-                found => found,
-            };
-            let Found::Intent(i) = found else {
-                return Err("nothing under the key after the fence".to_owned());
-            };
+            let i = self.found_or_fenced(channel_key).await?;
             let i = match i.status.as_str() {
-                "succeeded" | "canceled" => *i,
+                "succeeded" | "canceled" => i,
                 _ => self.cancel_intent(&i.id, false).await?,
             };
             Ok(match hold_of(&i) {

@@ -185,6 +185,7 @@ impl Core {
             .find(|a| a.merchant == name)
             .filter(|a| a.routed)
             .map_or(json!({"connector": "default"}), |a| shown(&a));
+        check_choice(choice)?;
         self.check_replacement(name, choice).await?;
         let account = match choice {
             ConnectorChoice::Default => None,
@@ -193,26 +194,18 @@ impl Core {
                 secret_key,
                 webhook_secrets,
                 payment_method,
-            } => {
-                check_stripe(
-                    api_base,
-                    secret_key,
-                    webhook_secrets,
-                    payment_method.as_deref(),
-                )?;
-                Some(NewMerchantConnector {
-                    kind: "stripe".into(),
-                    api_base: api_base.clone(),
-                    secret_key: self.secrets.seal_text(Purpose::ConnectorSecret, secret_key),
-                    webhook_secrets: self
-                        .secrets
-                        .seal_text(Purpose::ConnectorSecret, &webhook_secrets.join("\n")),
-                    key_hint: hint(secret_key),
-                    payment_method: payment_method
-                        .clone()
-                        .unwrap_or_else(|| DEFAULT_PAYMENT_METHOD.into()),
-                })
-            }
+            } => Some(NewMerchantConnector {
+                kind: "stripe".into(),
+                api_base: api_base.clone(),
+                secret_key: self.secrets.seal_text(Purpose::ConnectorSecret, secret_key),
+                webhook_secrets: self
+                    .secrets
+                    .seal_text(Purpose::ConnectorSecret, &webhook_secrets.join("\n")),
+                key_hint: hint(secret_key),
+                payment_method: payment_method
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_PAYMENT_METHOD.into()),
+            }),
         };
         let after = account
             .as_ref()
