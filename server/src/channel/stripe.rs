@@ -178,14 +178,20 @@ impl Intent {
             .map(ErrorDetail::reason)
             .unwrap_or_else(|| "declined".to_owned())
     }
-    /// When the hold lapses, epoch ms: its creation plus the TTL asked (at most 7 days).
+    /// When the hold lapses, epoch ms: its creation plus the TTL asked (at most 7 days). A
+    /// PaymentIntent without its creation time is taken as made now, never as long expired.
     fn expires_at_ms(&self) -> i64 {
+        let created = if self.created > 0 {
+            self.created
+        } else {
+            now_ms() / 1000
+        };
         let ttl = self
             .meta(META_TTL)
             .and_then(|t| t.parse::<i64>().ok())
             .unwrap_or(MAX_HOLD_SECS)
             .clamp(1, MAX_HOLD_SECS);
-        (self.created + ttl) * 1000
+        created.saturating_add(ttl).saturating_mul(1000)
     }
     /// Rank for choosing among several PaymentIntents under one key (a server that ignores
     /// `Idempotency-Key`): money taken first, so a charge is never hidden behind a fence.
@@ -473,7 +479,7 @@ impl StripeConnector {
 
     /// Every PaymentIntent under `key`, through the whole list.
     async fn list(&self, key: &str) -> Result<Vec<Intent>, Fail> {
-        let all = self.list_all::<Intent>(&["payment_intents"]).await?;
+        let all = self.list_all::<Intent>(&["payment_intents"], &[]).await?;
         Ok(all
             .into_iter()
             .filter(|i| i.meta(META_KEY) == Some(key))
@@ -586,24 +592,11 @@ impl StripeConnector {
         Ok(intent)
     }
 
+    /// Every refund of PaymentIntent `intent` (all pages: a key's earlier refund is never
+    /// missed on a charge refunded in many parts).
     async fn refunds_of(&self, intent: &str) -> Result<Vec<Refund>, Fail> {
-        let (status, body) = self
-            .send(
-                reqwest::Method::GET,
-                &["refunds"],
-                &[
-                    ("payment_intent", intent.to_owned()),
-                    ("limit", PAGE.into()),
-                ],
-                None,
-            )
-            .await?;
-        if status != 200 {
-            return Err(unexpected(status, &body));
-        }
-        let page: List<Refund> =
-            serde_json::from_slice(&body).map_err(|_| unexpected(status, &body))?;
-        Ok(page.data)
+        self.list_all::<Refund>(&["refunds"], &[("payment_intent", intent.to_owned())])
+            .await
     }
 }
 
@@ -1112,7 +1105,7 @@ impl Connector for StripeConnector {
 pub struct AccountCharge {
     /// The channel key (`metadata[converge_key]`).
     pub key: String,
-    /// `succeeded`, or `declined` for one that holds no money.
+    /// `succeeded`; `declined` (declined or cancelled: no money); `pending` (not decided yet).
     pub status: &'static str,
     /// Charged.
     pub amount: i64,
@@ -1127,8 +1120,8 @@ impl StripeConnector {
     /// holds are asked one by one with [`Connector::query_hold`]), with what was refunded of
     /// each. Errors: why the lists could not be read.
     pub async fn account_charges(&self) -> Result<Vec<AccountCharge>, String> {
-        let intents = self.list_all::<Intent>(&["payment_intents"]).await?;
-        let refunds = self.list_all::<Refund>(&["refunds"]).await?;
+        let intents = self.list_all::<Intent>(&["payment_intents"], &[]).await?;
+        let refunds = self.list_all::<Refund>(&["refunds"], &[]).await?;
         let mut refunded: HashMap<String, i64> = HashMap::new();
         for r in refunds
             .iter()
@@ -1144,10 +1137,12 @@ impl StripeConnector {
             .filter_map(|i| {
                 Some(AccountCharge {
                     key: i.meta(META_KEY)?.to_owned(),
-                    status: if i.status == "succeeded" {
-                        "succeeded"
-                    } else {
-                        "declined"
+                    status: match i.status.as_str() {
+                        "succeeded" => "succeeded",
+                        "canceled" | "requires_payment_method" => "declined",
+                        // Not decided yet (processing, an authentication waited for): no
+                        // money held, and not a decline either.
+                        _ => "pending",
                     },
                     amount: i.received(),
                     currency: i.currency(),
@@ -1157,15 +1152,17 @@ impl StripeConnector {
             .collect())
     }
 
-    /// Every object of the list at `path`, page by page.
+    /// Every object of the list at `path` (narrowed by `filter`), page by page.
     async fn list_all<T: serde::de::DeserializeOwned + HasId>(
         &self,
         path: &[&str],
+        filter: &[(&'static str, String)],
     ) -> Result<Vec<T>, Fail> {
         let mut found = Vec::new();
         let mut after: Option<String> = None;
         loop {
-            let mut q = vec![("limit", PAGE.to_owned())];
+            let mut q = filter.to_vec();
+            q.push(("limit", PAGE.to_owned()));
             if let Some(a) = &after {
                 q.push(("starting_after", a.clone()));
             }

@@ -367,6 +367,51 @@ mod tests {
         ));
     }
 
+    #[tokio::test]
+    async fn a_merchant_account_that_cannot_be_built_keeps_its_route_and_answers_undecidable() {
+        let c = connectors();
+        let account = |stamp| Account {
+            name: account_name("stripe", 9),
+            merchant_id: 9,
+            routed: true,
+            stamp,
+        };
+        c.install_accounts(vec![account(1)], |_| None);
+        assert_eq!(
+            c.route(9, None),
+            "stripe-9",
+            "never the default on no evidence"
+        );
+        assert!(matches!(
+            c.named("stripe-9").charge("k", 1, "USD").await,
+            ChargeOutcome::Error { .. }
+        ));
+        // The next install builds it again, and an unchanged one is kept as built.
+        let mut built = 0;
+        let real: Arc<dyn Connector> = Arc::new(Unconfigured("real".into()));
+        for _ in 0..2 {
+            c.install_accounts(vec![account(1)], |_| {
+                built += 1;
+                Some(real.clone())
+            });
+        }
+        assert_eq!(built, 1);
+        assert!(c.has("stripe-9"));
+        c.install_accounts(
+            vec![Account {
+                routed: false,
+                ..account(2)
+            }],
+            |_| Some(real.clone()),
+        );
+        assert_eq!(
+            c.route(9, None),
+            DEFAULT_CONNECTOR,
+            "unrouted: back to the default"
+        );
+        assert!(c.has("stripe-9"), "kept for the payments made on it");
+    }
+
     #[test]
     fn names_are_checked() {
         assert!(check_name("sandbox").is_ok());
