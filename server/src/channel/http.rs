@@ -143,36 +143,39 @@ impl HttpConnector {
         Ok((status, bytes))
     }
 
-    /// A one-line account of `e` with the cause chain, naming its URL without user info.
     fn describe(&self, e: reqwest::Error, stage: &str) -> String {
-        // reqwest's Display shows the URL whole, password included.
-        let url = e.url().map(|u| crate::store::redact(u.as_str()));
-        let e = e.without_url();
-        if e.is_timeout() {
-            return format!(
-                "timeout after {} ms while {stage}",
-                self.timeout.as_millis()
-            );
-        }
-        let kind = if e.is_connect() {
-            "connect error"
-        } else {
-            "transport error"
-        };
-        // reqwest's Display omits the cause ("connection reset", "refused"), which is the
-        // useful part in an event log.
-        let mut detail = format!("{kind} while {stage}: {e}");
-        if let Some(url) = url {
-            detail.push_str(&format!(" for url ({url})"));
-        }
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            detail.push_str(": ");
-            detail.push_str(&s.to_string());
-            source = s.source();
-        }
-        detail
+        describe_transport(e, stage, self.timeout)
     }
+}
+
+/// A one-line account of transport error `e` while `stage` (a request bounded by `timeout`),
+/// with its cause chain, naming its URL without user info: the detail of an undecidable
+/// answer, shared by every HTTP connector.
+pub(super) fn describe_transport(e: reqwest::Error, stage: &str, timeout: Duration) -> String {
+    // reqwest's Display shows the URL whole, password included.
+    let url = e.url().map(|u| crate::store::redact(u.as_str()));
+    let e = e.without_url();
+    if e.is_timeout() {
+        return format!("timeout after {} ms while {stage}", timeout.as_millis());
+    }
+    let kind = if e.is_connect() {
+        "connect error"
+    } else {
+        "transport error"
+    };
+    // reqwest's Display omits the cause ("connection reset", "refused"), which is the
+    // useful part in an event log.
+    let mut detail = format!("{kind} while {stage}: {e}");
+    if let Some(url) = url {
+        detail.push_str(&format!(" for url ({url})"));
+    }
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        detail.push_str(": ");
+        detail.push_str(&s.to_string());
+        source = s.source();
+    }
+    detail
 }
 
 fn parse(body: &[u8]) -> Option<Answer> {

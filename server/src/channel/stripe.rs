@@ -263,6 +263,18 @@ pub enum Decision {
     Undecidable(String),
 }
 
+impl Decision {
+    /// The decision as an undecidable answer's detail.
+    fn detail(self) -> String {
+        match self {
+            Decision::Configuration(d) | Decision::Undecidable(d) => d,
+            Decision::Declined(r) => format!("declined: {r}"),
+            Decision::Refused(r) => format!("refused: {r}"),
+            Decision::KeyReused => "the idempotency key was used with other parameters".into(),
+        }
+    }
+}
+
 /// The decision table: an HTTP status and Stripe's `error` object (if the body had one) to a
 /// [`Decision`]. Only statuses Stripe documents as definitive are; everything else is
 /// undecidable (seed 004: never mark FAILED on an answer that cannot be decided).
@@ -367,21 +379,7 @@ impl StripeConnector {
     }
 
     fn describe(&self, e: reqwest::Error) -> String {
-        let e = e.without_url();
-        if e.is_timeout() {
-            return format!(
-                "timeout after {} ms at stripe",
-                self.settings.timeout.as_millis()
-            );
-        }
-        let mut detail = format!("transport error at stripe: {e}");
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            detail.push_str(": ");
-            detail.push_str(&s.to_string());
-            source = s.source();
-        }
-        detail
+        super::http::describe_transport(e, "calling stripe", self.settings.timeout)
     }
 
     /// A request whose 2xx answer is a PaymentIntent, remembered under its key; a non-2xx
@@ -484,6 +482,31 @@ impl StripeConnector {
             .into_iter()
             .filter(|i| i.meta(META_KEY) == Some(key))
             .collect())
+    }
+
+    /// Creates a PaymentIntent from `form` under `key`'s `Idempotency-Key`: the
+    /// PaymentIntent under the key (the one made, or the one found when the key was used
+    /// before), or Stripe's refusal. Errors: an answer about another key, or a key used
+    /// before with nothing found under it yet (undecidable).
+    async fn create_under_key(
+        &self,
+        key: &str,
+        form: &[(&str, String)],
+    ) -> Result<Result<Intent, Decision>, Fail> {
+        let made = self
+            .intent_call(reqwest::Method::POST, &["payment_intents"], form, Some(key))
+            .await?;
+        match made {
+            Ok(i) if i.meta(META_KEY) == Some(key) => Ok(Ok(i)),
+            Ok(i) => Err(format!("payment intent {} is not under the key sent", i.id)),
+            Err(Decision::KeyReused) => match self.find(key).await? {
+                Found::Intent(i) => Ok(Ok(*i)),
+                Found::None | Found::Unseen => {
+                    Err("key used before, nothing found under it yet".into())
+                }
+            },
+            Err(d) => Ok(Err(d)),
+        }
     }
 
     fn create_form(&self, key: &str, amount: i64, currency: &str) -> Vec<(&'static str, String)> {
@@ -771,35 +794,14 @@ impl Connector for StripeConnector {
                 return Ok(charge_of(&i));
             }
             let form = self.create_form(channel_key, amount, currency);
-            Ok(
-                match self
-                    .intent_call(
-                        reqwest::Method::POST,
-                        &["payment_intents"],
-                        &form,
-                        Some(channel_key),
-                    )
-                    .await?
-                {
-                    Ok(i) if i.meta(META_KEY) == Some(channel_key) => charge_of(&i),
-                    Ok(i) => ChargeOutcome::Error {
-                        detail: format!("payment intent {} is not under the key sent", i.id),
-                    },
-                    Err(Decision::Declined(reason)) => ChargeOutcome::Declined { reason },
-                    Err(Decision::Refused(code)) => ChargeOutcome::Declined {
-                        reason: format!("refused: {code}"),
-                    },
-                    Err(Decision::KeyReused) => match self.find(channel_key).await? {
-                        Found::Intent(i) => charge_of(&i),
-                        Found::None | Found::Unseen => ChargeOutcome::Error {
-                            detail: "key used before, nothing found under it yet".into(),
-                        },
-                    },
-                    Err(Decision::Configuration(d) | Decision::Undecidable(d)) => {
-                        ChargeOutcome::Error { detail: d }
-                    }
+            Ok(match self.create_under_key(channel_key, &form).await? {
+                Ok(i) => charge_of(&i),
+                Err(Decision::Declined(reason)) => ChargeOutcome::Declined { reason },
+                Err(Decision::Refused(code)) => ChargeOutcome::Declined {
+                    reason: format!("refused: {code}"),
                 },
-            )
+                Err(d) => ChargeOutcome::Error { detail: d.detail() },
+            })
         };
         run.await
             .unwrap_or_else(|detail: Fail| ChargeOutcome::Error { detail })
@@ -943,34 +945,13 @@ impl Connector for StripeConnector {
                 "metadata[converge_hold_ttl_secs]",
                 ttl_secs.clamp(1, MAX_HOLD_SECS).to_string(),
             ));
-            Ok(
-                match self
-                    .intent_call(
-                        reqwest::Method::POST,
-                        &["payment_intents"],
-                        &form,
-                        Some(channel_key),
-                    )
-                    .await?
-                {
-                    Ok(i) if i.meta(META_KEY) == Some(channel_key) => authorized_of(i),
-                    Ok(i) => AuthorizeOutcome::Error {
-                        detail: format!("payment intent {} is not under the key sent", i.id),
-                    },
-                    Err(Decision::Declined(reason) | Decision::Refused(reason)) => {
-                        AuthorizeOutcome::Declined { reason }
-                    }
-                    Err(Decision::KeyReused) => match self.find(channel_key).await? {
-                        Found::Intent(i) => authorized_of(*i),
-                        Found::None | Found::Unseen => AuthorizeOutcome::Error {
-                            detail: "key used before, nothing found under it yet".into(),
-                        },
-                    },
-                    Err(Decision::Configuration(d) | Decision::Undecidable(d)) => {
-                        AuthorizeOutcome::Error { detail: d }
-                    }
-                },
-            )
+            Ok(match self.create_under_key(channel_key, &form).await? {
+                Ok(i) => authorized_of(i),
+                Err(Decision::Declined(reason) | Decision::Refused(reason)) => {
+                    AuthorizeOutcome::Declined { reason }
+                }
+                Err(d) => AuthorizeOutcome::Error { detail: d.detail() },
+            })
         };
         Ok(run
             .await
