@@ -169,10 +169,11 @@ chaos_nats=()
 [ -n "${CONVERGE_NATS_SERVER:-}" ] && chaos_nats=(--nats --nats-server "$CONVERGE_NATS_SERVER")
 target/debug/chaos --converge "$converge_bin" --db sqlite --payments 150 --kills 3 --seed 1 \
   --converge-timeout-secs 60 "${chaos_nats[@]}"
-# The merchant on its own Stripe account (issue 38): every payment to localstripe through the
-# same kills and holds, and `converge verify` checks the ledger against what localstripe holds
-# (its PaymentIntents, refunds and holds). localstripe is emptied first; the cargo tests that
-# share it have finished.
+# A share of merchants on their own Stripe account (issue 38): every second order is merchant
+# chaos-stripe's, charged at localstripe, the others at the channel simulator, through the same
+# kills and holds; `converge verify` checks the ledger against both (localstripe's
+# PaymentIntents, refunds and holds). localstripe is emptied first; the cargo tests that share
+# it have finished.
 if [ -n "${CONVERGE_LOCALSTRIPE_URL:-}" ]; then
   target/debug/chaos --converge "$converge_bin" --db sqlite --payments 80 --kills 2 --seed 3 \
     --converge-timeout-secs 60 --stripe-url "$CONVERGE_LOCALSTRIPE_URL"

@@ -363,6 +363,8 @@ impl Toned for crate::dto::PaymentStatus {
             P::Failed | P::Reversed => Tone::Bad,
             P::Unknown | P::Suspense => Tone::Warn,
             P::Pending | P::Processing | P::ChannelSuccess => Tone::Busy,
+            // Waiting for the customer's 3-D Secure step (issue 38): in flight, not a fault.
+            P::RequiresAction => Tone::Busy,
             // A hold (issue 34): open or in flight until captured, voided or lapsed; a hold
             // that ended without a capture closed without an outcome of its own.
             P::Authorizing | P::Authorized | P::Capturing | P::Voiding => Tone::Busy,

@@ -208,6 +208,7 @@ impl Settings {
                 max_attempts: 5,
                 resubmit_budget: 2,
                 authorization_ttl_secs: crate::service::DEFAULT_AUTHORIZATION_TTL_SECS,
+                action_window_secs: crate::service::customer_action::DEFAULT_ACTION_WINDOW_SECS,
             },
             worker: WorkerSettings::for_tests(),
             lanes: LaneSettings::for_tests(),
@@ -281,6 +282,7 @@ impl StuckSettings {
             stuck_authorizing_ms: 120_000,
             stuck_capturing_ms: 120_000,
             stuck_voiding_ms: 120_000,
+            stuck_requires_action_ms: 900_000,
             channel_amber_pct: 10,
             channel_red_pct: 30,
             monitor_ms: 1_000,
@@ -693,6 +695,11 @@ pub struct JobSettings {
     /// the channel and here, and can no longer be captured (issue 34).
     #[arg(long, env = "CONVERGE_AUTHORIZATION_TTL_SECS", default_value_t = crate::service::DEFAULT_AUTHORIZATION_TTL_SECS, value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     pub authorization_ttl_secs: u64,
+
+    /// How long a payment waits for the customer to authenticate (3-D Secure, REQUIRES_ACTION)
+    /// before its key is cancelled at the channel and it fails (seconds; issue 38).
+    #[arg(long, env = "CONVERGE_ACTION_WINDOW_SECS", default_value_t = crate::service::customer_action::DEFAULT_ACTION_WINDOW_SECS, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub action_window_secs: u64,
 }
 
 impl JobSettings {
@@ -708,6 +715,7 @@ impl JobSettings {
                 crate::domain::privilege::DEFAULT_CONFLICT_WINDOW_SECS,
             ),
             authorization_ttl_ms: secs_to_ms(self.authorization_ttl_secs),
+            action_window_ms: secs_to_ms(self.action_window_secs),
         }
     }
 }
@@ -914,6 +922,11 @@ pub struct StuckSettings {
     #[arg(long, env = "CONVERGE_STUCK_VOIDING_MS", default_value_t = 120_000, value_parser = ms_range_i64())]
     pub stuck_voiding_ms: i64,
 
+    /// REQUIRES_ACTION (waiting for the customer's 3-D Secure step) longer than this is stuck
+    /// (ms).
+    #[arg(long, env = "CONVERGE_STUCK_REQUIRES_ACTION_MS", default_value_t = 900_000, value_parser = ms_range_i64())]
+    pub stuck_requires_action_ms: i64,
+
     /// A connector's channel-health tile turns amber when this percentage of its charge
     /// attempts of the last 5 minutes were undecidable (timeout, 5xx, dropped, garbled).
     #[arg(long, env = "CONVERGE_CHANNEL_AMBER_PCT", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -942,6 +955,7 @@ impl StuckSettings {
             authorizing_ms: self.stuck_authorizing_ms,
             capturing_ms: self.stuck_capturing_ms,
             voiding_ms: self.stuck_voiding_ms,
+            requires_action_ms: self.stuck_requires_action_ms,
             channel: crate::domain::channel_health::ChannelThresholds {
                 amber_pct: self.channel_amber_pct,
                 red_pct: self.channel_red_pct,
@@ -1558,7 +1572,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 90, "every setting is a flag");
+        assert_eq!(seen, 92, "every setting is a flag");
     }
 
     #[test]

@@ -291,6 +291,8 @@ pub fn one_off_core(
             resubmit_budget: 0,
             approval_conflict_window_ms: 0,
             authorization_ttl_ms: crate::service::DEFAULT_AUTHORIZATION_TTL_SECS as i64 * 1000,
+            action_window_ms: crate::service::customer_action::DEFAULT_ACTION_WINDOW_SECS as i64
+                * 1000,
         },
         webhooks,
         secrets,

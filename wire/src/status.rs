@@ -27,6 +27,10 @@ pub enum PaymentStatus {
     Authorizing,
     /// A channel request is (or may be) in flight.
     Processing,
+    /// The channel waits for the customer to authenticate (3-D Secure; Stripe's
+    /// `requires_action`): nothing is charged or held yet. Queried until the customer acts,
+    /// or until the action window ends and the key is cancelled at the channel (issue 38).
+    RequiresAction,
     /// The channel's answer was lost (timeout, 5xx, garbled): never treated as failed.
     Unknown,
     /// The channel charged; the ledger batch is not posted yet.
@@ -59,10 +63,11 @@ pub enum PaymentStatus {
 
 impl PaymentStatus {
     /// Every status, in lifecycle order (the order the console lists them in).
-    pub const ALL: [PaymentStatus; 16] = [
+    pub const ALL: [PaymentStatus; 17] = [
         PaymentStatus::Pending,
         PaymentStatus::Authorizing,
         PaymentStatus::Processing,
+        PaymentStatus::RequiresAction,
         PaymentStatus::Unknown,
         PaymentStatus::Authorized,
         PaymentStatus::Capturing,
@@ -90,6 +95,7 @@ impl PaymentStatus {
             PaymentStatus::Expired => "EXPIRED",
             PaymentStatus::Canceled => "CANCELED",
             PaymentStatus::Processing => "PROCESSING",
+            PaymentStatus::RequiresAction => "REQUIRES_ACTION",
             PaymentStatus::Unknown => "UNKNOWN",
             PaymentStatus::ChannelSuccess => "CHANNEL_SUCCESS",
             PaymentStatus::Suspense => "SUSPENSE",
@@ -214,6 +220,7 @@ mod tests {
                 | PaymentStatus::Expired
                 | PaymentStatus::Canceled
                 | PaymentStatus::Processing
+                | PaymentStatus::RequiresAction
                 | PaymentStatus::Unknown
                 | PaymentStatus::ChannelSuccess
                 | PaymentStatus::Suspense

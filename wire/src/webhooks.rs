@@ -275,11 +275,15 @@ pub enum EventType {
     PaymentExpired,
     /// A payment was cancelled before it reached the channel (CANCELED).
     PaymentCanceled,
+    /// The channel waits for the customer to authenticate (REQUIRES_ACTION; 3-D Secure,
+    /// issue 38): the merchant brings the customer to the channel's challenge; the payment
+    /// fails if nobody acts within the action window.
+    PaymentRequiresAction,
 }
 
 impl EventType {
     /// Every type.
-    pub const ALL: [EventType; 11] = [
+    pub const ALL: [EventType; 12] = [
         EventType::PaymentSucceeded,
         EventType::PaymentFailed,
         EventType::PaymentReversed,
@@ -291,6 +295,7 @@ impl EventType {
         EventType::PaymentVoided,
         EventType::PaymentExpired,
         EventType::PaymentCanceled,
+        EventType::PaymentRequiresAction,
     ];
 
     /// The stable name (`payment.succeeded`, ...), the `type` column and the webhook body's
@@ -308,6 +313,7 @@ impl EventType {
             EventType::PaymentVoided => "payment.voided",
             EventType::PaymentExpired => "payment.expired",
             EventType::PaymentCanceled => "payment.canceled",
+            EventType::PaymentRequiresAction => "payment.requires_action",
         }
     }
 
@@ -322,7 +328,8 @@ impl EventType {
             | EventType::PaymentCaptured
             | EventType::PaymentVoided
             | EventType::PaymentExpired
-            | EventType::PaymentCanceled => "payment",
+            | EventType::PaymentCanceled
+            | EventType::PaymentRequiresAction => "payment",
             EventType::RefundSucceeded | EventType::RefundFailed => "refund",
         }
     }
@@ -339,6 +346,7 @@ impl EventType {
             PaymentStatus::Voided => Some(EventType::PaymentVoided),
             PaymentStatus::Expired => Some(EventType::PaymentExpired),
             PaymentStatus::Canceled => Some(EventType::PaymentCanceled),
+            PaymentStatus::RequiresAction => Some(EventType::PaymentRequiresAction),
             PaymentStatus::Pending
             | PaymentStatus::Authorizing
             | PaymentStatus::Processing

@@ -121,10 +121,11 @@ struct Args {
     /// Keep the work directory (logs, SQLite files) and the PostgreSQL database.
     #[arg(long)]
     keep: bool,
-    /// A Stripe fake (localstripe's URL) the merchant is put on, its own Stripe account
-    /// (issue 38): every payment goes there instead of the channel simulator, through the
-    /// same kills, and `converge verify` checks the ledger against what the fake holds. The
-    /// fake is emptied first (localstripe's `DELETE /_config/data`): never give Stripe's URL.
+    /// A Stripe fake (localstripe's URL) a second merchant, `chaos-stripe`, is put on as its
+    /// own Stripe account (issue 38): every second order is that merchant's and is charged
+    /// there, the others at the channel simulator, through the same kills; `converge verify`
+    /// checks the ledger against both. The fake is emptied first (localstripe's
+    /// `DELETE /_config/data`): never give Stripe's URL.
     #[arg(long)]
     stripe_url: Option<String>,
 }
@@ -215,7 +216,11 @@ struct Shared {
     args: Args,
     client: reqwest::Client,
     bases: Vec<String>,
-    api_key: String,
+    /// The merchants' API keys: `chaos` on the sandbox, and with `--stripe-url` `chaos-stripe`
+    /// on its own Stripe account; an order's merchant is [`Shared::merchant_of_order`].
+    api_keys: Vec<String>,
+    /// Payment id → index in `api_keys` of the merchant that made it (set at its create).
+    owners: Mutex<HashMap<String, usize>>,
     secret: String,
     /// The channel's base URL (its `GET /charges` list gives forged callbacks real keys).
     channel_url: String,
@@ -243,15 +248,42 @@ impl Shared {
         self.breaches.lock().unwrap().push(what);
     }
 
-    async fn send(&self, rng: &mut StdRng, path: &str, key: Option<&str>, body: &str) -> Sent {
-        // Impatient clients: some give up before slow answers arrive and retry.
-        let timeout = Duration::from_millis(rng.random_range(300..2_500));
-        self.send_within(rng, path, key, body, timeout).await
+    /// The merchant placing `order` (`chaos-{seed}-{i}`): with a Stripe merchant, every
+    /// second order is its; anything else is the sandbox merchant's.
+    fn merchant_of_order(&self, order: &str) -> usize {
+        let i = order
+            .rsplit('-')
+            .next()
+            .and_then(|i| i.parse::<usize>().ok())
+            .unwrap_or(0);
+        i % self.api_keys.len()
     }
 
+    /// The API key of the merchant whose payment `id` is (the sandbox merchant's for one
+    /// this run never saw made).
+    fn key_of_payment(&self, id: &str) -> &str {
+        let owner = self.owners.lock().unwrap().get(id).copied().unwrap_or(0);
+        &self.api_keys[owner]
+    }
+
+    async fn send(
+        &self,
+        rng: &mut StdRng,
+        order: &str,
+        path: &str,
+        key: Option<&str>,
+        body: &str,
+    ) -> Sent {
+        // Impatient clients: some give up before slow answers arrive and retry.
+        let timeout = Duration::from_millis(rng.random_range(300..2_500));
+        self.send_within(rng, order, path, key, body, timeout).await
+    }
+
+    /// POSTs `body` to `path` as `order`'s merchant.
     async fn send_within(
         &self,
         rng: &mut StdRng,
+        order: &str,
         path: &str,
         key: Option<&str>,
         body: &str,
@@ -261,7 +293,7 @@ impl Shared {
         let mut req = self
             .client
             .post(format!("{base}{path}"))
-            .bearer_auth(&self.api_key)
+            .bearer_auth(&self.api_keys[self.merchant_of_order(order)])
             .header("content-type", "application/json")
             .timeout(timeout)
             .body(body.to_string());
@@ -318,7 +350,7 @@ impl Shared {
         body: &str,
         order: &str,
     ) -> Sent {
-        let sent = self.send(rng, path, Some(key), body).await;
+        let sent = self.send(rng, order, path, Some(key), body).await;
         if let Sent::Http(r) = &sent {
             let mut keys = self.keys.lock().unwrap();
             let log = keys.entry(key.to_string()).or_insert_with(|| KeyLog {
@@ -509,6 +541,10 @@ async fn create_order_payment(
         return None;
     };
     sh.acked.lock().unwrap().push(id.clone());
+    sh.owners
+        .lock()
+        .unwrap()
+        .insert(id.clone(), sh.merchant_of_order(order));
     if v["status"] == "PENDING" && sh.pause.in_force.load(Ordering::Relaxed) {
         sh.pause.held.lock().unwrap().push(id.clone());
     }
@@ -524,7 +560,7 @@ async fn until_success(sh: &Shared, rng: &mut StdRng, id: &str) -> bool {
         let got = sh
             .client
             .get(format!("{base}/v1/payments/{id}"))
-            .bearer_auth(&sh.api_key)
+            .bearer_auth(sh.key_of_payment(id))
             .timeout(Duration::from_secs(2))
             .send()
             .await;
@@ -890,7 +926,7 @@ async fn held_payments_moved(sh: &Shared, rng: &mut StdRng, held: &[String]) -> 
         let status = match sh
             .client
             .get(format!("{base}/v1/payments/{p}"))
-            .bearer_auth(&sh.api_key)
+            .bearer_auth(sh.key_of_payment(p))
             .timeout(Duration::from_secs(5))
             .send()
             .await
@@ -1104,7 +1140,7 @@ async fn bad_request(
     base: &str,
 ) -> (&'static [u16], reqwest::RequestBuilder) {
     let c = &sh.client;
-    let auth = format!("Bearer {}", sh.api_key);
+    let auth = format!("Bearer {}", sh.api_keys[0]);
     let pay = format!("{base}/v1/payments");
     match kind {
         "malformed_json" => (
@@ -1237,7 +1273,12 @@ fn reused_key_request(
         .lock()
         .unwrap()
         .iter()
-        .find(|(_, l)| l.path == "/v1/payments" && l.answers.iter().any(|a| a.status < 300))
+        // The sandbox merchant's key (`auth`'s): a key is the merchant's own.
+        .find(|(_, l)| {
+            l.path == "/v1/payments"
+                && sh.merchant_of_order(&l.order) == 0
+                && l.answers.iter().any(|a| a.status < 300)
+        })
         .map(|(k, _)| k.clone());
     let key = reused.unwrap_or_else(|| format!("{tag}-never-used"));
     if key.ends_with("-never-used") {
@@ -1574,12 +1615,13 @@ async fn check_stream(url: &str, outbox: &Value) -> Result<String> {
     ))
 }
 
-/// (payment id, merchant_order_id) of every stored payment: a plain read, no migrations.
-async fn payment_orders(db_url: &str) -> Result<Vec<(String, String)>> {
-    const SQL: &str = "SELECT id, merchant_order_id FROM payments ORDER BY id";
+/// (payment id, merchant_order_id, connector) of every stored payment: a plain read, no
+/// migrations.
+async fn payment_orders(db_url: &str) -> Result<Vec<(String, String, String)>> {
+    const SQL: &str = "SELECT id, merchant_order_id, connector FROM payments ORDER BY id";
     if db_url.starts_with("postgres") {
         let pool = sqlx::PgPool::connect(db_url).await?;
-        let rows = sqlx::query_as::<_, (String, String)>(SQL)
+        let rows = sqlx::query_as::<_, (String, String, String)>(SQL)
             .fetch_all(&pool)
             .await?;
         pool.close().await;
@@ -1589,7 +1631,7 @@ async fn payment_orders(db_url: &str) -> Result<Vec<(String, String)>> {
             .filename(db_url)
             .read_only(true);
         let pool = sqlx::SqlitePool::connect_with(opts).await?;
-        let rows = sqlx::query_as::<_, (String, String)>(SQL)
+        let rows = sqlx::query_as::<_, (String, String, String)>(SQL)
             .fetch_all(&pool)
             .await?;
         pool.close().await;
@@ -1638,7 +1680,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     // At least 32 bytes: converge refuses shorter callback secrets at start-up.
     let secret = format!("chaos-callback-secret-{:020}", args.seed);
     let conv = &with_servers_key(conv, work);
-    let (api_key, operator_password, approver_password) =
+    let (api_keys, operator_password, approver_password) =
         prepare_database(args, conv, db_url).await?;
     let (mut sink, sink_url) = start_sink(args, conv, work, db_url).await?;
     let nats = if args.nats {
@@ -1676,7 +1718,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     let shared = Arc::new(Shared::new(
         args,
         &bases,
-        api_key,
+        api_keys,
         &secret,
         &channel_url,
         ops,
@@ -1695,7 +1737,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     let replays = check_replays(&shared, &keys, args.seed).await;
     let double_payments = check_one_payment_per_order(&shared, &keys);
     let (acked, lost) = check_acknowledged(&shared, &bases[0]).await?;
-    let db_payments = check_only_our_orders(args, &shared, db_url).await?;
+    let (db_payments, by_connector) = check_only_our_orders(args, &shared, db_url).await?;
 
     // The official check: `converge verify` as a process, with the servers stopped.
     for s in servers.iter() {
@@ -1703,13 +1745,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
     }
     let report = verify_report(conv, db_url, &channel_url).await?;
     let verify_ok = verify_printed(conv, db_url, &channel_url, &shared).await?;
-    let stats: Value = shared
-        .client
-        .get(format!("{channel_url}/stats"))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let stats = channel_stats(&shared, &channel_url).await?;
     channel.stop(Duration::from_secs(5)).await;
     let stream_check = match &nats {
         Some(n) => check_event_stream(&shared, &*n.lock().await, &report).await,
@@ -1722,6 +1758,7 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         keys,
         acked: acked.len(),
         db_payments,
+        by_connector,
         stats,
         kills: kill_log.len(),
         stream_check,
@@ -1733,6 +1770,17 @@ async fn drive(args: &Args, conv: &Converge, work: &std::path::Path, db_url: &st
         verify_ok,
     };
     Ok(print_figures(args, &shared, &figures))
+}
+
+/// The channel simulator's fault and charge counts (its `/stats`).
+async fn channel_stats(shared: &Shared, channel_url: &str) -> Result<Value> {
+    Ok(shared
+        .client
+        .get(format!("{channel_url}/stats"))
+        .send()
+        .await?
+        .json()
+        .await?)
 }
 
 /// Signs the ops pair in on the first server: the operator and the approver, with their
@@ -1752,7 +1800,7 @@ impl Shared {
     fn new(
         args: &Args,
         bases: &[String],
-        api_key: String,
+        api_keys: Vec<String>,
         secret: &str,
         channel_url: &str,
         ops: Ops,
@@ -1763,7 +1811,8 @@ impl Shared {
                 .pool_idle_timeout(Duration::from_secs(5))
                 .build()?,
             bases: bases.to_vec(),
-            api_key,
+            api_keys,
+            owners: Mutex::new(HashMap::new()),
             secret: secret.to_string(),
             channel_url: channel_url.to_string(),
             abort: AtomicBool::new(false),
@@ -1817,7 +1866,12 @@ fn with_servers_key(conv: &Converge, work: &std::path::Path) -> Converge {
         .with_env("CONVERGE_SECRETS_KEY_FILE", &key_file.to_string_lossy())
 }
 
-/// Empties the Stripe fake at `url` and puts the merchant on it as its own Stripe account.
+/// The merchant whose orders go to its own Stripe account with `--stripe-url` (every second
+/// order; the `chaos` merchant's stay on the sandbox channel).
+const STRIPE_MERCHANT: &str = "chaos-stripe";
+
+/// Empties the Stripe fake at `url` and puts [`STRIPE_MERCHANT`] on it as its own Stripe
+/// account.
 async fn put_on_stripe(conv: &Converge, db_url: &str, url: &str) -> Result<()> {
     let reset = reqwest::Client::new()
         .delete(format!("{url}/_config/data"))
@@ -1834,7 +1888,7 @@ async fn put_on_stripe(conv: &Converge, db_url: &str, url: &str) -> Result<()> {
         &[
             "merchant",
             "connector",
-            "chaos",
+            STRIPE_MERCHANT,
             "stripe",
             "--api-base",
             url,
@@ -1845,24 +1899,37 @@ async fn put_on_stripe(conv: &Converge, db_url: &str, url: &str) -> Result<()> {
         "sk_test_chaos_0000\nwhsec_chaos_0000\n",
     )
     .await?;
-    println!("chaos: the merchant's payments go to its own Stripe account at {url}");
+    println!(
+        "chaos: every second order is {STRIPE_MERCHANT}'s, charged at its own Stripe account at {url}; the others go to the sandbox"
+    );
     Ok(())
 }
 
-/// Migrates the database and adds the merchant and the ops pair that reverses payments
-/// during the workload (maker-checker: two people). Returns the merchant's API key and the
-/// operator's and the approver's passwords.
+/// The run's merchants: `chaos`, and [`STRIPE_MERCHANT`] with `--stripe-url`.
+fn merchant_names(args: &Args) -> Vec<&'static str> {
+    let mut names = vec!["chaos"];
+    if args.stripe_url.is_some() {
+        names.push(STRIPE_MERCHANT);
+    }
+    names
+}
+
+/// Migrates the database and adds the merchants and the ops pair that reverses payments
+/// during the workload (maker-checker: two people). Returns the merchants' API keys (in
+/// [`merchant_names`] order) and the operator's and the approver's passwords.
 async fn prepare_database(
     args: &Args,
     conv: &Converge,
     db_url: &str,
-) -> Result<(String, String, String)> {
+) -> Result<(Vec<String>, String, String)> {
     conv.run(&["migrate", "--database-url", db_url]).await?;
-    let api_key = conv
-        .run(&["merchant", "add", "chaos", "--database-url", db_url])
-        .await?
-        .trim()
-        .to_string();
+    let mut api_keys = Vec::new();
+    for name in merchant_names(args) {
+        let key = conv
+            .run(&["merchant", "add", name, "--database-url", db_url])
+            .await?;
+        api_keys.push(key.trim().to_string());
+    }
     if let Some(url) = &args.stripe_url {
         put_on_stripe(conv, db_url, url).await?;
     }
@@ -1889,12 +1956,12 @@ async fn prepare_database(
         )
         .await?;
     }
-    Ok((api_key, operator_password, approver_password))
+    Ok((api_keys, operator_password, approver_password))
 }
 
-/// Starts the merchant's receiver (`converge webhook-sink`, failing at the seeded rate) and
-/// adds two endpoints: one for every event type, one for payment outcomes that fails its
-/// first two tries of each event. Returns the receiver and its base URL.
+/// Starts the merchants' receiver (`converge webhook-sink`, failing at the seeded rate) and
+/// adds two endpoints per merchant: one for every event type, one for payment outcomes that
+/// fails its first two tries of each event. Returns the receiver and its base URL.
 async fn start_sink(
     args: &Args,
     conv: &Converge,
@@ -1919,17 +1986,21 @@ async fn start_sink(
         format!("{sink_url}/health"),
     )
     .await?;
-    for (path, events) in [
+    let endpoints = [
         ("/hooks/ok", "*"),
         (
             "/hooks/fail/2",
             "payment.succeeded,payment.failed,payment.refunded",
         ),
-    ] {
+    ];
+    for (name, (path, events)) in merchant_names(args)
+        .into_iter()
+        .flat_map(|m| endpoints.map(|e| (m, e)))
+    {
         conv.run(&[
             "webhook",
             "add",
-            "chaos",
+            name,
             &format!("{sink_url}{path}"),
             "--events",
             events,
@@ -2311,6 +2382,7 @@ async fn replay_key(shared: &Shared, rng: &mut StdRng, key: &str, log: &KeyLog) 
         match shared
             .send_within(
                 rng,
+                &log.order,
                 &log.path,
                 Some(key),
                 &log.body,
@@ -2419,7 +2491,7 @@ async fn check_acknowledged(shared: &Shared, base: &str) -> Result<(Vec<String>,
         let got = shared
             .client
             .get(&url)
-            .bearer_auth(&shared.api_key)
+            .bearer_auth(shared.key_of_payment(id))
             .timeout(Duration::from_secs(10))
             .send()
             .await?;
@@ -2439,19 +2511,33 @@ async fn check_acknowledged(shared: &Shared, base: &str) -> Result<(Vec<String>,
 
 /// Nothing but our orders became payments (bad input changed nothing): the payments stored,
 /// each of another order a breach.
-async fn check_only_our_orders(args: &Args, shared: &Shared, db_url: &str) -> Result<usize> {
+async fn check_only_our_orders(
+    args: &Args,
+    shared: &Shared,
+    db_url: &str,
+) -> Result<(usize, BTreeMap<String, usize>)> {
     let ours: HashSet<String> = (0..args.payments)
         .map(|i| format!("chaos-{}-{i}", args.seed))
         .collect();
     let stored = payment_orders(db_url).await?;
-    for (id, order) in &stored {
+    let mut by_connector = BTreeMap::new();
+    for (id, order, connector) in &stored {
         if !ours.contains(order) {
             shared.breach(format!(
                 "payment {id} for unexpected order {order:?} (bad input must change nothing)"
             ));
         }
+        // The Stripe merchant's payments go to its account, the other's to the sandbox,
+        // whatever the kills interrupted.
+        let on_stripe = connector.starts_with("stripe-");
+        if on_stripe != (shared.merchant_of_order(order) == 1) {
+            shared.breach(format!(
+                "payment {id} of order {order:?} went to connector {connector}"
+            ));
+        }
+        *by_connector.entry(connector.clone()).or_insert(0) += 1;
     }
-    Ok(stored.len())
+    Ok((stored.len(), by_connector))
 }
 
 /// Runs `converge verify` as a process and prints its report: whether it passed (a failure
@@ -2490,6 +2576,8 @@ struct Figures {
     acked: usize,
     /// Payments in the database.
     db_payments: usize,
+    /// Stored payments per connector.
+    by_connector: BTreeMap<String, usize>,
     /// The channel's `/stats`.
     stats: Value,
     /// Kills (and broker restarts).
@@ -2534,6 +2622,12 @@ fn print_figures(args: &Args, shared: &Shared, f: &Figures) -> bool {
         f.db_payments,
         statuses.join(", ")
     );
+    let connectors: Vec<String> = f
+        .by_connector
+        .iter()
+        .map(|(c, n)| format!("{c} {n}"))
+        .collect();
+    println!("connectors: {}", connectors.join(", "));
     print_traffic(shared, f);
     println!("double charges: {double_charges}");
     println!("lost payments: {lost_total}");
@@ -2878,7 +2972,7 @@ async fn poll_status(sh: &Shared, rng: &mut StdRng, id: &str, want: &str) -> Opt
         let got = sh
             .client
             .get(format!("{base}/v1/payments/{id}"))
-            .bearer_auth(&sh.api_key)
+            .bearer_auth(sh.key_of_payment(id))
             .timeout(Duration::from_secs(2))
             .send()
             .await;

@@ -165,6 +165,9 @@ fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
             approval_conflict_window_ms: 0,
             authorization_ttl_ms: converge_server::service::DEFAULT_AUTHORIZATION_TTL_SECS as i64
                 * 1000,
+            action_window_ms: converge_server::service::customer_action::DEFAULT_ACTION_WINDOW_SECS
+                as i64
+                * 1000,
         },
         // The webhook measurement's receiver listens on loopback.
         secrets: converge_server::domain::secret_box::SecretBox::random(),

@@ -196,6 +196,9 @@ fn dashboard_core(store: Arc<dyn Store>) -> converge_server::service::Core {
             approval_conflict_window_ms: 0,
             authorization_ttl_ms: converge_server::service::DEFAULT_AUTHORIZATION_TTL_SECS as i64
                 * 1000,
+            action_window_ms: converge_server::service::customer_action::DEFAULT_ACTION_WINDOW_SECS
+                as i64
+                * 1000,
         },
         secrets: converge_server::domain::secret_box::SecretBox::random(),
         notifier: Default::default(),

@@ -27,6 +27,13 @@ pub enum ChargeOutcome {
         /// ISO 4217 code.
         currency: String,
     },
+    /// The channel waits for the customer to authenticate (3-D Secure; Stripe's
+    /// `requires_action`): nothing is charged yet, and the customer's action (or the
+    /// key's cancellation) decides. Definitive for now, never a decline (issue 38).
+    RequiresAction {
+        /// The channel's reference for the customer's step (e.g. `pi_…: use_stripe_sdk`).
+        detail: String,
+    },
     /// Explicit, decidable decline (sandbox digits 51).
     Declined {
         /// The channel's reason.
@@ -48,6 +55,13 @@ pub enum QueryOutcome {
         amount: i64,
         /// ISO 4217 code.
         currency: String,
+    },
+    /// The channel waits for the customer to authenticate (3-D Secure; Stripe's
+    /// `requires_action`): nothing is charged yet, and the customer's action (or the
+    /// key's cancellation) decides. Definitive for now, never a decline (issue 38).
+    RequiresAction {
+        /// The channel's reference for the customer's step (e.g. `pi_…: use_stripe_sdk`).
+        detail: String,
     },
     /// The key was declined.
     Declined {
@@ -175,6 +189,13 @@ pub enum AuthorizeOutcome {
         /// When the hold lapses at the connector, epoch ms UTC.
         expires_at_ms: i64,
     },
+    /// The channel waits for the customer to authenticate (3-D Secure; Stripe's
+    /// `requires_action`): nothing is held yet, and the customer's action (or the
+    /// key's cancellation) decides. Definitive for now, never a decline (issue 38).
+    RequiresAction {
+        /// The channel's reference for the customer's step (e.g. `pi_…: use_stripe_sdk`).
+        detail: String,
+    },
     /// Explicit, decidable decline, or the key was fenced (cancelled or voided) first.
     Declined {
         /// The connector's reason (`cancelled` for a fenced key).
@@ -252,6 +273,8 @@ pub enum HoldStatus {
     Expired,
     /// The authorization was declined; nothing is held.
     Declined,
+    /// The channel waits for the customer to authenticate (3-D Secure); nothing is held yet.
+    RequiresAction,
 }
 
 /// Answer to a query of a hold by its key.
@@ -283,8 +306,8 @@ pub enum HoldQueryOutcome {
 
 impl HoldQueryOutcome {
     /// The answer's name as the sandbox reports it and the `query` action records it:
-    /// `authorized`, `captured`, `voided`, `expired`, `declined`, `not_found`, `cancelled`
-    /// or `error`.
+    /// `authorized`, `captured`, `voided`, `expired`, `declined`, `requires_action`,
+    /// `not_found`, `cancelled` or `error`.
     pub fn name(&self) -> &'static str {
         match self {
             HoldQueryOutcome::Found { status, .. } => match status {
@@ -293,6 +316,7 @@ impl HoldQueryOutcome {
                 HoldStatus::Voided => "voided",
                 HoldStatus::Expired => "expired",
                 HoldStatus::Declined => "declined",
+                HoldStatus::RequiresAction => "requires_action",
             },
             HoldQueryOutcome::NotFound => "not_found",
             HoldQueryOutcome::Cancelled => "cancelled",

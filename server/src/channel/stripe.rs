@@ -141,6 +141,10 @@ pub struct Intent {
     cancellation_reason: Option<String>,
     #[serde(default)]
     last_payment_error: Option<ErrorDetail>,
+    /// What the customer must do while `requires_action` (`{"type": "redirect_to_url", ...}`
+    /// or `use_stripe_sdk`): only its `type` is read, for the payment's detail.
+    #[serde(default)]
+    next_action: Option<serde_json::Value>,
 }
 
 impl Intent {
@@ -171,6 +175,17 @@ impl Intent {
     }
     fn currency(&self) -> String {
         self.currency.to_ascii_uppercase()
+    }
+    /// The customer's pending step, as the payment's detail: the PaymentIntent and the
+    /// `next_action` type (`pi_…: redirect_to_url`).
+    fn action_detail(&self) -> String {
+        let kind = self
+            .next_action
+            .as_ref()
+            .and_then(|a| a.get("type"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("authentication");
+        format!("{}: {kind}", self.id)
     }
     fn decline_reason(&self) -> String {
         self.last_payment_error
@@ -732,6 +747,9 @@ fn charge_of(i: &Intent) -> ChargeOutcome {
         "canceled" | "requires_payment_method" => ChargeOutcome::Declined {
             reason: i.decline_reason(),
         },
+        "requires_action" => ChargeOutcome::RequiresAction {
+            detail: i.action_detail(),
+        },
         other => ChargeOutcome::Error {
             detail: format!("payment intent {} is {other}", i.id),
         },
@@ -747,6 +765,9 @@ fn query_of(i: &Intent) -> QueryOutcome {
         "canceled" if i.is_fence() => QueryOutcome::Cancelled,
         "canceled" | "requires_payment_method" => QueryOutcome::Declined {
             reason: i.decline_reason(),
+        },
+        "requires_action" => QueryOutcome::RequiresAction {
+            detail: i.action_detail(),
         },
         other => QueryOutcome::Error {
             detail: format!("payment intent {} is {other}", i.id),
@@ -768,6 +789,7 @@ fn hold_of(i: &Intent) -> HoldQueryOutcome {
         }
         "canceled" => HoldStatus::Voided,
         "requires_payment_method" => HoldStatus::Declined,
+        "requires_action" => HoldStatus::RequiresAction,
         other => {
             return HoldQueryOutcome::Error {
                 detail: format!("payment intent {} is {other}", i.id),
@@ -1352,6 +1374,12 @@ fn authorized_of(i: Intent) -> AuthorizeOutcome {
             ..
         } => AuthorizeOutcome::Declined {
             reason: i.decline_reason(),
+        },
+        HoldQueryOutcome::Found {
+            status: HoldStatus::RequiresAction,
+            ..
+        } => AuthorizeOutcome::RequiresAction {
+            detail: i.action_detail(),
         },
         HoldQueryOutcome::Cancelled => AuthorizeOutcome::Declined {
             reason: "cancelled".into(),

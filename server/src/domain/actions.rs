@@ -157,8 +157,8 @@ pub fn capture_refusal(status: PaymentStatus, hold: Option<HoldFacts>) -> Option
 /// Why a payment in `status` with `hold` cannot be voided by an ops action now, or None when
 /// it can: a manual-capture payment AUTHORIZED with nothing captured (a part captured is
 /// closed by a final capture, which releases the rest), or whose authorization is still in
-/// flight or unknown (AUTHORIZING, UNKNOWN: the channel's void releases what a late
-/// authorization held, or fences the key).
+/// flight, unknown or waiting for the customer (AUTHORIZING, UNKNOWN, REQUIRES_ACTION: the
+/// channel's void releases what a late authorization held, or fences the key).
 pub fn void_refusal(status: PaymentStatus, hold: Option<HoldFacts>) -> Option<String> {
     let Some(h) = hold else {
         return Some("an automatic payment has no hold to void".into());
@@ -167,9 +167,12 @@ pub fn void_refusal(status: PaymentStatus, hold: Option<HoldFacts>) -> Option<St
         PaymentStatus::Authorized if h.captured > 0 => {
             Some("the hold was captured in part: a final capture releases the rest".into())
         }
-        PaymentStatus::Authorized | PaymentStatus::Authorizing | PaymentStatus::Unknown => None,
+        PaymentStatus::Authorized
+        | PaymentStatus::Authorizing
+        | PaymentStatus::Unknown
+        | PaymentStatus::RequiresAction => None,
         status => Some(format!(
-            "a {status} payment holds nothing to void (only AUTHORIZED, AUTHORIZING or UNKNOWN)"
+            "a {status} payment holds nothing to void (only AUTHORIZED, AUTHORIZING, UNKNOWN or REQUIRES_ACTION)"
         )),
     }
 }

@@ -72,11 +72,20 @@ pub enum PaymentEvent {
     VoidFenced,
     /// The merchant cancelled a payment that never reached the channel.
     Cancel,
+    /// The channel answered the charge or the authorization: it waits for the customer to
+    /// authenticate (3-D Secure; issue 38).
+    ChannelRequiresAction,
+    /// A query by channel key found the request waiting for the customer to authenticate.
+    QueryRequiresAction,
+    /// Nobody authenticated within the action window (or the channel dropped the request):
+    /// the key was cancelled at the channel first, so a late authentication cannot charge;
+    /// nothing was charged or held.
+    ActionAbandoned,
 }
 
 impl PaymentEvent {
     /// Every event.
-    pub const ALL: [PaymentEvent; 27] = [
+    pub const ALL: [PaymentEvent; 30] = [
         PaymentEvent::Submit,
         PaymentEvent::ChannelSucceeded,
         PaymentEvent::ChannelDeclined,
@@ -104,6 +113,9 @@ impl PaymentEvent {
         PaymentEvent::ChannelVoided,
         PaymentEvent::VoidFenced,
         PaymentEvent::Cancel,
+        PaymentEvent::ChannelRequiresAction,
+        PaymentEvent::QueryRequiresAction,
+        PaymentEvent::ActionAbandoned,
     ];
 
     /// The stable snake_case name recorded with each event.
@@ -136,6 +148,9 @@ impl PaymentEvent {
             PaymentEvent::ChannelVoided => "channel_voided",
             PaymentEvent::VoidFenced => "void_fenced",
             PaymentEvent::Cancel => "cancel",
+            PaymentEvent::ChannelRequiresAction => "channel_requires_action",
+            PaymentEvent::QueryRequiresAction => "query_requires_action",
+            PaymentEvent::ActionAbandoned => "action_abandoned",
         }
     }
 }
@@ -666,7 +681,79 @@ pub const TRANSITIONS: &[Rule] = &[
             ..NONE
         },
     ),
+    // The customer's authentication (3-D Secure; issue 38). The query job that follows
+    // asks the channel until the customer acts or the action window ends.
+    row(
+        S::Processing,
+        E::ChannelRequiresAction,
+        S::RequiresAction,
+        AWAIT_ACTION,
+    ),
+    row(
+        S::Authorizing,
+        E::ChannelRequiresAction,
+        S::RequiresAction,
+        AWAIT_ACTION,
+    ),
+    // Found waiting by the query job of an UNKNOWN payment: that job keeps asking.
+    row(S::Unknown, E::QueryRequiresAction, S::RequiresAction, NONE),
+    row(
+        S::RequiresAction,
+        E::QuerySucceeded,
+        S::ChannelSuccess,
+        Effects {
+            closes: ANSWERED,
+            follow_up: POST_LEDGER,
+            ..NONE
+        },
+    ),
+    row(
+        S::RequiresAction,
+        E::QueryAuthorized,
+        S::Authorized,
+        AUTHORIZED,
+    ),
+    row(
+        S::RequiresAction,
+        E::QueryDeclined,
+        S::Failed,
+        Effects {
+            closes: ANSWERED,
+            ..NONE
+        },
+    ),
+    row(
+        S::RequiresAction,
+        E::ActionAbandoned,
+        S::Failed,
+        Effects {
+            closes: ANSWERED,
+            ..NONE
+        },
+    ),
+    // A merchant's void of a hold still waiting for the customer: the channel's void
+    // cancels the key, as for an authorization in flight.
+    row(
+        S::RequiresAction,
+        E::RequestVoid,
+        S::Voiding,
+        Effects {
+            closes: ANSWERED,
+            ..VOIDING
+        },
+    ),
 ];
+
+/// The channel waits for the customer: the charge was answered, its query job asks again
+/// until the customer acts or the action window ends.
+const AWAIT_ACTION: Effects = Effects {
+    closes: &[JobKind::Submit],
+    follow_up: Some(FollowUp {
+        kind: JobKind::Query,
+        after: Delay::Query,
+    }),
+    ..NONE
+};
 
 /// A hold is recorded: its batch, its expiry and the job that ends it then.
 const AUTHORIZED: Effects = Effects {
@@ -865,6 +952,7 @@ impl AutoStep {
             | PaymentStatus::Expired
             | PaymentStatus::Canceled
             | PaymentStatus::Unknown
+            | PaymentStatus::RequiresAction
             | PaymentStatus::Suspense
             | PaymentStatus::Success
             | PaymentStatus::Failed
@@ -1120,6 +1208,9 @@ mod tests {
             let needs = match (r.from, r.to) {
                 (_, S::ChannelSuccess) => Some(JobKind::PostLedger),
                 (_, S::Unknown) => Some(JobKind::Query),
+                // Found waiting by the UNKNOWN payment's query job, which keeps asking.
+                (S::Unknown, S::RequiresAction) => None,
+                (_, S::RequiresAction) => Some(JobKind::Query),
                 // A new payment's submit job is written with it.
                 (S::Pending, S::Processing | S::Authorizing) => None,
                 (_, S::Processing | S::Authorizing) => Some(JobKind::Submit),

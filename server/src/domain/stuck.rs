@@ -1,7 +1,7 @@
 //! What "stuck" means (DESIGN.md "Compensation queue and error pool": a non-terminal payment
 //! older than its per-state threshold; defaults PENDING 1 min, PROCESSING 2 min, UNKNOWN
-//! 5 min, CHANNEL_SUCCESS 1 min, SUSPENSE at once). Age is time in the current state
-//! (since `updated_at`).
+//! 5 min, CHANNEL_SUCCESS 1 min, SUSPENSE at once; REQUIRES_ACTION 15 min, issue 38). Age
+//! is time in the current state (since `updated_at`).
 
 use crate::domain::state::PaymentStatus;
 
@@ -24,6 +24,9 @@ pub struct StuckThresholds {
     pub capturing_ms: i64,
     /// VOIDING longer than this is stuck.
     pub voiding_ms: i64,
+    /// REQUIRES_ACTION (waiting for the customer's 3-D Secure step, issue 38) longer than
+    /// this is stuck: customers give up long before the action window ends.
+    pub requires_action_ms: i64,
     /// The dashboard's other thresholds travel with these (the dashboard and the monitor take
     /// one set): when a connector's channel-health tile turns amber and red.
     pub channel: crate::domain::channel_health::ChannelThresholds,
@@ -40,13 +43,14 @@ impl Default for StuckThresholds {
             authorizing_ms: 120_000,
             capturing_ms: 120_000,
             voiding_ms: 120_000,
+            requires_action_ms: 900_000,
             channel: Default::default(),
         }
     }
 }
 
 /// How many states can be stuck (every unsettled one).
-pub const STUCK_STATES: usize = 8;
+pub const STUCK_STATES: usize = 9;
 
 /// A threshold or cut-off per state that can be stuck.
 pub type PerState = [(PaymentStatus, i64); STUCK_STATES];
@@ -58,6 +62,7 @@ impl StuckThresholds {
             (PaymentStatus::Pending, self.pending_ms),
             (PaymentStatus::Authorizing, self.authorizing_ms),
             (PaymentStatus::Processing, self.processing_ms),
+            (PaymentStatus::RequiresAction, self.requires_action_ms),
             (PaymentStatus::Unknown, self.unknown_ms),
             (PaymentStatus::Capturing, self.capturing_ms),
             (PaymentStatus::ChannelSuccess, self.channel_success_ms),

@@ -147,8 +147,13 @@ fn verdict(p: &Payment, ev: &CallbackEvent, captures: &[CaptureRecord]) -> Verdi
             return ignore(PaymentEvent::ChannelError, why, false);
         }
     };
-    // An UNKNOWN payment's answer stands in for the query it was waiting on.
-    let event = match (succeeded, p.status == PaymentStatus::Unknown) {
+    // An UNKNOWN payment's answer stands in for the query it was waiting on, as does the
+    // customer's step for one waiting in REQUIRES_ACTION (3-D Secure).
+    let queried = matches!(
+        p.status,
+        PaymentStatus::Unknown | PaymentStatus::RequiresAction
+    );
+    let event = match (succeeded, queried) {
         (true, true) => PaymentEvent::QuerySucceeded,
         (true, false) => PaymentEvent::ChannelSucceeded,
         (false, true) => PaymentEvent::QueryDeclined,
@@ -164,6 +169,12 @@ fn verdict(p: &Payment, ev: &CallbackEvent, captures: &[CaptureRecord]) -> Verdi
     }
     if !succeeded {
         return match p.status {
+            // The customer's step failed, or so the callback says: the query decides, now.
+            PaymentStatus::RequiresAction => Verdict::Hasten {
+                event,
+                why: "failure callback for a payment waiting for the customer: its query decides, now"
+                    .into(),
+            },
             PaymentStatus::Pending | PaymentStatus::Processing | PaymentStatus::Unknown => ignore(
                 event,
                 "failure callback for an open payment: its submit or query by channel key decides"
@@ -218,7 +229,10 @@ fn hold_verdict(p: &Payment, ev: &CallbackEvent, captures: &[CaptureRecord]) -> 
         let why = format!("{} callback for a payment charged at once", ev.kind);
         return ignore(PaymentEvent::ChannelError, why, true);
     }
-    let open = matches!(p.status, S::Pending | S::Authorizing | S::Unknown);
+    let open = matches!(
+        p.status,
+        S::Pending | S::Authorizing | S::Unknown | S::RequiresAction
+    );
     let released = matches!(p.status, S::Voided | S::Expired | S::Canceled);
     let hasten = |event, what: &str| Verdict::Hasten {
         event,

@@ -37,6 +37,10 @@ fn answer_fields(answer: &QueryOutcome) -> QueryAnswer {
             out.reason = Some(reason.clone());
             "declined"
         }
+        QueryOutcome::RequiresAction { detail } => {
+            out.detail = Some(detail.clone());
+            "requires_action"
+        }
         QueryOutcome::NotFound => "not_found",
         QueryOutcome::Cancelled => "cancelled",
         QueryOutcome::Error { detail } => {
@@ -101,8 +105,13 @@ impl Core {
         let answer = self.connectors.for_payment(&p).query(&p.channel_key).await;
         let source = format!("action:{}", a.id);
         let recorded = answer_fields(&answer);
-        // An ops query settles what the worker's query would, and only an UNKNOWN payment.
-        if p.status == PaymentStatus::Unknown
+        // An ops query settles what the worker's query would, and only an UNKNOWN payment or
+        // one waiting for the customer (a second query, by the worker's rule in one place).
+        if p.status == PaymentStatus::RequiresAction {
+            self.resolve_action(p.clone(), &source)
+                .await
+                .map_err(|e| e.to_string())?;
+        } else if p.status == PaymentStatus::Unknown
             && let QueryVerdict::Settles(event, extras) = query_verdict(&p, answer)
         {
             let after = self
@@ -141,6 +150,10 @@ impl Core {
         };
         if p.status == PaymentStatus::Unknown {
             self.resolve_unknown(p.clone(), &source)
+                .await
+                .map_err(|e| e.to_string())?;
+        } else if p.status == PaymentStatus::RequiresAction {
+            self.resolve_action(p.clone(), &source)
                 .await
                 .map_err(|e| e.to_string())?;
         }

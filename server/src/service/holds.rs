@@ -230,6 +230,7 @@ impl Core {
         let name = match &outcome {
             AuthorizeOutcome::Authorized { .. } => "authorized",
             AuthorizeOutcome::Declined { .. } => "declined",
+            AuthorizeOutcome::RequiresAction { .. } => "requires_action",
             AuthorizeOutcome::Error { .. } => "error",
         };
         metrics::counter!("converge_channel_authorizations_total", "outcome" => name).increment(1);
@@ -268,12 +269,15 @@ impl Core {
                     ..Extras::default()
                 },
             ),
+            AuthorizeOutcome::RequiresAction { detail } => {
+                super::customer_action::awaiting_action(detail)
+            }
             AuthorizeOutcome::Error { detail } => unknown(detail),
         }
     }
 
     /// The extras of a step that records the hold (`verb`: authorized, or found by a query).
-    fn authorized(&self, p: &Payment, expires_at_ms: i64, verb: &str) -> Extras {
+    pub(super) fn authorized(&self, p: &Payment, expires_at_ms: i64, verb: &str) -> Extras {
         let expires_at = expires_at_ms.min(self.clock.now_ms() + self.timings.authorization_ttl_ms);
         Extras {
             detail: format!(
@@ -347,6 +351,16 @@ impl Core {
                     ..Extras::default()
                 },
             ),
+            HoldQueryOutcome::Found {
+                status: HoldStatus::RequiresAction,
+                ..
+            } => {
+                let extras = super::resolve::awaiting(format!("the hold under {}", p.channel_key));
+                let after = self
+                    .apply(&p, PaymentEvent::QueryRequiresAction, source, extras)
+                    .await?;
+                return Ok(self.wait_for_action(&after));
+            }
             HoldQueryOutcome::Found { .. } => {
                 return Ok(hold_mismatch(&p, &format!("query found {answer:?}")));
             }
@@ -638,7 +652,7 @@ impl Core {
 
     /// Voids payment `p`'s hold on `source`'s authority: records the void first (-> VOIDING,
     /// so no capture can start), then voids at the channel and records VOIDED. A hold whose
-    /// authorization is still in flight or unknown is voided too (the channel's void releases
+    /// authorization is still in flight, unknown or waiting for the customer is voided too (the channel's void releases
     /// what a late authorization held, or fences the key). A VOIDED payment answers as it is.
     pub async fn void_hold(&self, p: &Payment, source: &str) -> Result<Payment, HoldError> {
         if p.capture_mode != CaptureMode::Manual {
@@ -654,7 +668,10 @@ impl Core {
                         .into(),
                 ));
             }
-            PaymentStatus::Authorized | PaymentStatus::Authorizing | PaymentStatus::Unknown => {
+            PaymentStatus::Authorized
+            | PaymentStatus::Authorizing
+            | PaymentStatus::Unknown
+            | PaymentStatus::RequiresAction => {
                 let extras = Extras {
                     detail: "void asked".into(),
                     ..Extras::default()
@@ -789,7 +806,7 @@ fn unknown(detail: String) -> (PaymentEvent, Extras) {
 }
 
 /// The channel's hold disagrees with what the core recorded: a person must look.
-fn hold_mismatch(p: &Payment, what: &str) -> Step {
+pub(super) fn hold_mismatch(p: &Payment, what: &str) -> Step {
     Step::GiveUp {
         kind: "hold_mismatch",
         summary: format!("the channel's hold disagrees with payment {}: {what}", p.id),

@@ -16,6 +16,7 @@ pub mod bulk;
 pub mod callbacks;
 pub mod connectors;
 pub mod console;
+pub mod customer_action;
 pub mod dashboard;
 pub mod deliveries;
 pub mod delivery_gate;
@@ -111,6 +112,10 @@ pub struct Timings {
     /// them for less and says so); the hold is voided at its expiry (issue 34;
     /// `--authorization-ttl-secs`, default 7 days as card networks hold).
     pub authorization_ttl_ms: i64,
+    /// How long a payment waits in REQUIRES_ACTION for the customer to authenticate
+    /// (3-D Secure) before its key is cancelled at the channel and it fails (issue 38;
+    /// `--action-window-secs`).
+    pub action_window_ms: i64,
 }
 
 /// An authorization's default hold: 7 days, as card networks hold (issue 34).

@@ -553,6 +553,9 @@ impl Core {
                 AttemptOutcome::Decline,
                 Some(FailureReason::declined(reason)),
             ),
+            // The channel answered, decidably: the connector is healthy; the customer's step
+            // is not the channel's failure.
+            ChargeOutcome::RequiresAction { .. } => (AttemptOutcome::Success, None),
             ChargeOutcome::Error { detail } => (
                 AttemptOutcome::Undecidable,
                 Some(undecidable_reason(detail)),
@@ -622,6 +625,9 @@ impl Core {
                     ..Extras::default()
                 };
                 (PaymentEvent::ChannelDeclined, extras)
+            }
+            ChargeOutcome::RequiresAction { detail } => {
+                super::customer_action::awaiting_action(detail)
             }
             ChargeOutcome::Error { detail } => self.unknown_answer(detail),
         }
@@ -951,6 +957,7 @@ fn outcome_name(o: &ChargeOutcome) -> &'static str {
     match o {
         ChargeOutcome::Succeeded { .. } => "succeeded",
         ChargeOutcome::Declined { .. } => "declined",
+        ChargeOutcome::RequiresAction { .. } => "requires_action",
         ChargeOutcome::Error { .. } => "error",
     }
 }

@@ -83,6 +83,8 @@ pub(crate) enum QueryVerdict {
         /// Its currency.
         currency: String,
     },
+    /// The channel waits for the customer to authenticate (3-D Secure): its detail.
+    AwaitsAction(String),
     /// The channel has no request under the key.
     NotFound,
     /// The key was cancelled at the channel (fenced).
@@ -114,9 +116,42 @@ pub(crate) fn query_verdict(p: &Payment, answer: QueryOutcome) -> QueryVerdict {
             };
             QueryVerdict::Settles(PaymentEvent::QueryDeclined, extras)
         }
+        QueryOutcome::RequiresAction { detail } => QueryVerdict::AwaitsAction(detail),
         QueryOutcome::NotFound => QueryVerdict::NotFound,
         QueryOutcome::Cancelled => QueryVerdict::Cancelled,
         QueryOutcome::Error { detail } => QueryVerdict::Error(detail),
+    }
+}
+
+/// How a fence ends the payment: the event (QUERY_NOT_FOUND_FENCED, or ACTION_ABANDONED for
+/// a customer who never authenticated) and what it records.
+pub(super) struct Fence {
+    /// The step to FAILED.
+    pub event: PaymentEvent,
+    /// The event log's detail.
+    pub detail: String,
+    /// The payment's `last_error`.
+    pub last_error: &'static str,
+}
+
+/// The channel charged another amount or currency than payment `p`'s: a person must look.
+pub(super) fn amount_mismatch(p: &Payment, amount: i64, currency: &str) -> Step {
+    Step::GiveUp {
+        kind: "amount_mismatch",
+        summary: format!(
+            "channel charged {}, payment is {}",
+            money::display(amount, currency),
+            money::display(p.amount, &p.currency)
+        ),
+        evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
+    }
+}
+
+/// The extras of a step into REQUIRES_ACTION: the channel's reference for the customer's step.
+pub(super) fn awaiting(detail: String) -> Extras {
+    Extras {
+        detail: format!("waiting for the customer to authenticate ({detail})"),
+        ..Extras::default()
     }
 }
 
@@ -139,15 +174,20 @@ impl Core {
                 }
                 Ok(Step::Done)
             }
-            QueryVerdict::OtherAmount { amount, currency } => Ok(Step::GiveUp {
-                kind: "amount_mismatch",
-                summary: format!(
-                    "channel charged {}, payment is {}",
-                    money::display(amount, &currency),
-                    money::display(p.amount, &p.currency)
-                ),
-                evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
-            }),
+            QueryVerdict::OtherAmount { amount, currency } => {
+                Ok(amount_mismatch(&p, amount, &currency))
+            }
+            QueryVerdict::AwaitsAction(detail) => {
+                let after = self
+                    .apply(
+                        &p,
+                        PaymentEvent::QueryRequiresAction,
+                        source,
+                        awaiting(detail),
+                    )
+                    .await?;
+                Ok(self.wait_for_action(&after))
+            }
             QueryVerdict::NotFound if p.submit_attempts <= self.timings.resubmit_budget => {
                 let extras = Extras {
                     detail: "query: not found; resubmitting with the same key".into(),
@@ -159,14 +199,30 @@ impl Core {
                 self.drive(after, source).await?;
                 Ok(Step::Done)
             }
-            QueryVerdict::NotFound | QueryVerdict::Cancelled => self.fence(p, source).await,
+            QueryVerdict::NotFound | QueryVerdict::Cancelled => {
+                let fence = Fence {
+                    event: PaymentEvent::QueryNotFoundFenced,
+                    detail: format!(
+                        "not found after {} submissions; key cancelled at the channel",
+                        p.submit_attempts
+                    ),
+                    last_error: "not found at the channel; key fenced",
+                };
+                self.fence(p, fence, source).await
+            }
             QueryVerdict::Error(detail) => Ok(Step::Retry(format!("query failed: {detail}"))),
         }
     }
 
     /// Cancels the channel key first, so no late request can charge with it, and only then
-    /// fails the payment. A charge found at cancel time wins: the payment is charged.
-    async fn fence(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
+    /// fails the payment with `fence`'s event. A charge found at cancel time wins: the
+    /// payment is charged.
+    pub(super) async fn fence(
+        &self,
+        p: Payment,
+        fence: Fence,
+        source: &str,
+    ) -> Result<Step, ServiceError> {
         let cancelled = match () {
             #[cfg(feature = "planted-bugs")]
             () if crate::planted::on(crate::planted::Bug::FailedWithoutFence) => {
@@ -177,15 +233,11 @@ impl Core {
         match cancelled {
             CancelOutcome::Cancelled => {
                 let extras = Extras {
-                    detail: format!(
-                        "not found after {} submissions; key cancelled at the channel",
-                        p.submit_attempts
-                    ),
-                    last_error: Some("not found at the channel; key fenced".into()),
+                    detail: fence.detail,
+                    last_error: Some(fence.last_error.into()),
                     ..Extras::default()
                 };
-                self.apply(&p, PaymentEvent::QueryNotFoundFenced, source, extras)
-                    .await?;
+                self.apply(&p, fence.event, source, extras).await?;
                 Ok(Step::Done)
             }
             CancelOutcome::AlreadyCharged { amount, currency }
@@ -201,15 +253,9 @@ impl Core {
                 self.drive(after, source).await?;
                 Ok(Step::Done)
             }
-            CancelOutcome::AlreadyCharged { amount, currency } => Ok(Step::GiveUp {
-                kind: "amount_mismatch",
-                summary: format!(
-                    "channel charged {}, payment is {}",
-                    money::display(amount, &currency),
-                    money::display(p.amount, &p.currency)
-                ),
-                evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
-            }),
+            CancelOutcome::AlreadyCharged { amount, currency } => {
+                Ok(amount_mismatch(&p, amount, &currency))
+            }
             CancelOutcome::Error { detail } => Ok(Step::Retry(format!("cancel failed: {detail}"))),
         }
     }

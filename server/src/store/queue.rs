@@ -779,11 +779,12 @@ mod tests {
             "(status = 'PENDING' AND updated_at <= $2) \
              OR (status = 'AUTHORIZING' AND updated_at <= $3) \
              OR (status = 'PROCESSING' AND updated_at <= $4) \
-             OR (status = 'UNKNOWN' AND updated_at <= $5) \
-             OR (status = 'CAPTURING' AND updated_at <= $6) \
-             OR (status = 'CHANNEL_SUCCESS' AND updated_at <= $7) \
-             OR (status = 'SUSPENSE' AND updated_at <= $8) \
-             OR (status = 'VOIDING' AND updated_at <= $9)"
+             OR (status = 'REQUIRES_ACTION' AND updated_at <= $5) \
+             OR (status = 'UNKNOWN' AND updated_at <= $6) \
+             OR (status = 'CAPTURING' AND updated_at <= $7) \
+             OR (status = 'CHANNEL_SUCCESS' AND updated_at <= $8) \
+             OR (status = 'SUSPENSE' AND updated_at <= $9) \
+             OR (status = 'VOIDING' AND updated_at <= $10)"
         );
     }
 

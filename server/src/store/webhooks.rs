@@ -434,11 +434,12 @@ mod tests {
         let (statuses, case) = super::payment_outcome_sql("p.status");
         assert_eq!(
             statuses,
-            "'AUTHORIZED', 'SUCCESS', 'VOIDED', 'EXPIRED', 'CANCELED', 'FAILED', 'REVERSED', 'REFUNDED'"
+            "'REQUIRES_ACTION', 'AUTHORIZED', 'SUCCESS', 'VOIDED', 'EXPIRED', 'CANCELED', 'FAILED', 'REVERSED', 'REFUNDED'"
         );
         assert_eq!(
             case,
-            "CASE p.status WHEN 'AUTHORIZED' THEN 'payment.authorized' \
+            "CASE p.status WHEN 'REQUIRES_ACTION' THEN 'payment.requires_action' \
+             WHEN 'AUTHORIZED' THEN 'payment.authorized' \
              WHEN 'SUCCESS' THEN 'payment.succeeded' WHEN 'VOIDED' THEN 'payment.voided' \
              WHEN 'EXPIRED' THEN 'payment.expired' WHEN 'CANCELED' THEN 'payment.canceled' \
              WHEN 'FAILED' THEN 'payment.failed' WHEN 'REVERSED' THEN 'payment.reversed' \

@@ -73,10 +73,12 @@ fn hold_lifecycle(p: &VerifyPaymentRow, status: PaymentStatus) -> Option<String>
     let nets = (p.hold_pending_net, p.channel_holds_net);
     let nets_wrong = recorded && nets != (-open, open);
     match status {
-        S::Pending | S::Authorizing | S::Unknown | S::Failed | S::Canceled if recorded => {
+        S::Pending | S::Authorizing | S::Unknown | S::RequiresAction | S::Failed | S::Canceled
+            if recorded =>
+        {
             Some("was never authorized yet has a hold recorded".into())
         }
-        S::Pending | S::Authorizing | S::Unknown | S::Failed | S::Canceled => {
+        S::Pending | S::Authorizing | S::Unknown | S::RequiresAction | S::Failed | S::Canceled => {
             untouched(p, "was never authorized")
         }
         S::Voided | S::Expired if !recorded => untouched(p, "ended before any hold was recorded"),

@@ -1,7 +1,7 @@
 //! What each job kind does. Every handler re-reads the payment and decides from its current
 //! state, so a job that runs twice (lease lapsed, crash) does no harm.
 
-use crate::domain::state::AutoStep;
+use crate::domain::state::{AutoStep, PaymentStatus};
 use crate::service::resolve::Step;
 use crate::service::{Core, ServiceError};
 use crate::store::LeasedJob;
@@ -23,6 +23,9 @@ pub async fn run(core: &Core, job: &LeasedJob) -> Result<Step, ServiceError> {
             // A resubmission that died before its answer was recorded: send it again (same
             // channel key, so the channel charges at most once).
             Some(p) if AutoStep::awaits_channel(p.status) => submit(core, job).await,
+            Some(p) if p.status == PaymentStatus::RequiresAction => {
+                core.resolve_action(p, "worker").await
+            }
             Some(p) => core.resolve_unknown(p, "worker").await,
             None => Ok(Step::Done),
         },

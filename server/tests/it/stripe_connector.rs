@@ -740,3 +740,196 @@ mod a_stripe_account_chosen_on_the_console_waits_for_a_second_admin {
         run(Db::Postgres).await;
     }
 }
+
+/// A PaymentMethod of Stripe's test card 4000 0000 0000 3220 ("3-D Secure 2 authentication
+/// must be completed for the payment to be successful"), made at the Stripe fake at `url`.
+async fn three_d_secure_pm(url: &str) -> String {
+    let pm: Value = reqwest::Client::new()
+        .post(format!("{url}/v1/payment_methods"))
+        .basic_auth("sk_test_converge", None::<&str>)
+        .form(&[
+            ("type", "card"),
+            ("card[number]", "4000000000003220"),
+            ("card[exp_month]", "12"),
+            ("card[exp_year]", "2030"),
+            ("card[cvc]", "123"),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    pm["id"].as_str().expect("a PaymentMethod id").to_owned()
+}
+
+/// The customer's 3-D Secure step at localstripe (its `_authenticate` endpoint, the stand-in
+/// for the issuer's challenge page that Stripe.js opens), passed or failed.
+async fn customer_authenticates(url: &str, intent: &Value, success: bool) {
+    let answer = reqwest::Client::new()
+        .post(format!(
+            "{url}/v1/payment_intents/{}/_authenticate",
+            intent["id"].as_str().unwrap()
+        ))
+        .basic_auth("sk_test_converge", None::<&str>)
+        .form(&[
+            ("client_secret", intent["client_secret"].as_str().unwrap()),
+            ("success", if success { "true" } else { "false" }),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        answer.status().is_success(),
+        "{}",
+        answer.text().await.unwrap()
+    );
+}
+
+/// A payment of 42.00 EUR (`capture`: automatic or manual) the merchant's Stripe account
+/// answers with a customer's step: REQUIRES_ACTION here, `requires_action` at Stripe.
+async fn waiting(
+    app: &TestApp,
+    url: &str,
+    order: &str,
+    capture: &str,
+) -> (converge_server::store::Payment, Value) {
+    let body =
+        json!({"amount": 4_200, "currency": "EUR", "merchant_order_id": order, "capture": capture});
+    let a = app.post("/v1/payments", Some(order), &body).await;
+    assert_eq!(a.json()["status"], "REQUIRES_ACTION", "{:?}", a.json());
+    let p = app
+        .store
+        .payment(a.json()["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let intent = intent_at(url, &p.channel_key).await.expect("at Stripe");
+    assert_eq!(intent["status"], "requires_action");
+    (p, intent)
+}
+
+/// The outbox event types of payment `id`, in order.
+async fn types(app: &TestApp, id: &str) -> Vec<String> {
+    app.sql_strings(
+        "SELECT type FROM events WHERE aggregateid = $1 ORDER BY seq",
+        &[id],
+    )
+    .await
+}
+
+/// A merchant whose Stripe account asks for 3-D Secure (issue 38: `requires_action` is a
+/// waiting state with its own threshold and event): a sale and a hold wait in
+/// REQUIRES_ACTION and tell the merchant; the customer's step, found by the query, charges or
+/// holds; a failed step fails the payment; nobody acting within the action window cancels the
+/// key at Stripe before the payment fails.
+async fn a_customer_who_must_authenticate(db: Db) {
+    use converge_server::service::resolve::Step;
+    let Some(url) = fake("CONVERGE_LOCALSTRIPE_URL") else {
+        return;
+    };
+    let Some(app) = TestApp::spawn_with(db, |s| s.jobs.action_window_secs = 2).await else {
+        eprintln!("SKIPPED on PostgreSQL: set CONVERGE_TEST_PG_URL");
+        return;
+    };
+    let (db_url, teardown) = (app.db_url.clone(), app.teardown());
+    let stripe = ConnectorChoice::Stripe {
+        api_base: url.clone(),
+        secret_key: "sk_test_converge_3ds_0001".into(),
+        webhook_secrets: vec![WEBHOOK_SECRET.into()],
+        payment_method: Some(three_d_secure_pm(&url).await),
+    };
+    let now = chrono::Utc::now().timestamp_millis();
+    app.core()
+        .set_merchant_connector(now, "acme", &stripe, "3-D Secure cards", &setup_actor())
+        .await
+        .expect("the account is set");
+    // A sale: the merchant hears it waits; the query before the customer acts waits on.
+    let (sale, intent) = waiting(&app, &url, "3ds-sale", "automatic").await;
+    assert_eq!(types(&app, &sale.id).await, ["payment.requires_action"]);
+    let step = app
+        .core()
+        .resolve_action(sale.clone(), "test")
+        .await
+        .unwrap();
+    assert!(matches!(step, Step::WaitUntil { .. }), "{step:?}");
+    customer_authenticates(&url, &intent, true).await;
+    let step = app
+        .core()
+        .resolve_action(sale.clone(), "test")
+        .await
+        .unwrap();
+    assert_eq!(step, Step::Done);
+    let sale = app.store.payment(&sale.id).await.unwrap().unwrap();
+    assert_eq!(sale.status.as_str(), "SUCCESS");
+    assert_eq!(
+        types(&app, &sale.id).await,
+        ["payment.requires_action", "payment.succeeded"]
+    );
+
+    // A hold: the customer's step makes the hold; a void releases it.
+    let (hold, intent) = waiting(&app, &url, "3ds-hold", "manual").await;
+    customer_authenticates(&url, &intent, true).await;
+    app.core()
+        .resolve_action(hold.clone(), "test")
+        .await
+        .unwrap();
+    let hold = app.store.payment(&hold.id).await.unwrap().unwrap();
+    assert_eq!(hold.status.as_str(), "AUTHORIZED");
+    let voided = app
+        .post(
+            &format!("/v1/payments/{}/void", hold.id),
+            Some("3ds-void"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(voided.json()["status"], "VOIDED", "{:?}", voided.json());
+
+    // A failed step fails the payment, as the query finds it.
+    let (failed, intent) = waiting(&app, &url, "3ds-failed", "automatic").await;
+    customer_authenticates(&url, &intent, false).await;
+    app.core()
+        .resolve_action(failed.clone(), "test")
+        .await
+        .unwrap();
+    let failed = app.store.payment(&failed.id).await.unwrap().unwrap();
+    assert_eq!(failed.status.as_str(), "FAILED");
+
+    // Nobody acts: within the window it waits, after it the key is cancelled at Stripe first.
+    let (abandoned, _) = waiting(&app, &url, "3ds-abandoned", "automatic").await;
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let step = app
+        .core()
+        .resolve_action(abandoned.clone(), "test")
+        .await
+        .unwrap();
+    assert_eq!(step, Step::Done);
+    let abandoned = app.store.payment(&abandoned.id).await.unwrap().unwrap();
+    assert_eq!(abandoned.status.as_str(), "FAILED");
+    let at_stripe = intent_at(&url, &abandoned.channel_key).await.unwrap();
+    assert_eq!(at_stripe["status"], "canceled", "cancelled before FAILED");
+    let events = app.store.payment_events(&abandoned.id).await.unwrap();
+    assert_eq!(events.last().unwrap().event, "action_abandoned");
+
+    app.skip_invariant_check(
+        "the Stripe payments are at localstripe; the teardown reconciles against the sandbox's charge list only",
+    );
+    teardown.check().await;
+    drop(app);
+    drop_database(&db_url).await;
+}
+
+mod a_customer_who_must_authenticate_waits_in_requires_action_until_they_do_or_the_window_ends {
+    use super::a_customer_who_must_authenticate as run;
+    use crate::support::Db;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        run(Db::Sqlite).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        run(Db::Postgres).await;
+    }
+}

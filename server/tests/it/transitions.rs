@@ -153,6 +153,7 @@ fn hold_path_to(status: PaymentStatus) -> &'static [PaymentEvent] {
     match status {
         S::Authorizing => &[E::SubmitAuthorization],
         S::Unknown => &[E::SubmitAuthorization, E::ChannelError],
+        S::RequiresAction => &[E::SubmitAuthorization, E::ChannelRequiresAction],
         S::Authorized => &AUTH,
         S::Capturing => &[AUTH[0], AUTH[1], E::RequestCapture],
         S::Voiding => &[AUTH[0], AUTH[1], E::RequestVoid],
@@ -174,6 +175,7 @@ fn path_to(status: PaymentStatus) -> &'static [PaymentEvent] {
         S::Pending => &[],
         S::Processing => &[E::Submit],
         S::Unknown => &[E::Submit, E::ChannelError],
+        S::RequiresAction => &[E::Submit, E::ChannelRequiresAction],
         S::ChannelSuccess => &[E::Submit, E::ChannelSucceeded],
         S::Suspense => &[E::Submit, E::ChannelSucceeded, E::LedgerFailed],
         S::Success => &[E::Submit, E::ChannelSucceeded, E::LedgerPosted],
