@@ -9,7 +9,7 @@
 //! A charge found at that cancel wins, as for every fence.
 
 use super::payments::Extras;
-use super::resolve::{Fence, QueryVerdict, Step, amount_mismatch, awaiting, query_verdict};
+use super::resolve::{Fence, QueryVerdict, Step, amount_mismatch, query_verdict};
 use super::{Core, ServiceError};
 use crate::channel::{HoldQueryOutcome, HoldStatus, VoidOutcome};
 use crate::domain::state::{PaymentEvent, PaymentStatus};
@@ -35,11 +35,6 @@ enum Look {
     Undecided(String),
     /// The channel's record disagrees with the payment: a person must look.
     Mismatch(Step),
-}
-
-/// The step and evidence of a charge or authorization answered with a customer's step.
-pub(crate) fn awaiting_action(detail: String) -> (PaymentEvent, Extras) {
-    (PaymentEvent::ChannelRequiresAction, awaiting(detail))
 }
 
 impl Core {

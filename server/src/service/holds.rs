@@ -269,9 +269,7 @@ impl Core {
                     ..Extras::default()
                 },
             ),
-            AuthorizeOutcome::RequiresAction { detail } => {
-                super::customer_action::awaiting_action(detail)
-            }
+            AuthorizeOutcome::RequiresAction { detail } => super::payments::awaiting_action(detail),
             AuthorizeOutcome::Error { detail } => unknown(detail),
         }
     }
@@ -355,7 +353,7 @@ impl Core {
                 status: HoldStatus::RequiresAction,
                 ..
             } => {
-                let extras = super::resolve::awaiting(format!("the hold under {}", p.channel_key));
+                let extras = super::payments::awaiting(format!("the hold under {}", p.channel_key));
                 let after = self
                     .apply(&p, PaymentEvent::QueryRequiresAction, source, extras)
                     .await?;

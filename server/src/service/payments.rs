@@ -626,9 +626,7 @@ impl Core {
                 };
                 (PaymentEvent::ChannelDeclined, extras)
             }
-            ChargeOutcome::RequiresAction { detail } => {
-                super::customer_action::awaiting_action(detail)
-            }
+            ChargeOutcome::RequiresAction { detail } => awaiting_action(detail),
             ChargeOutcome::Error { detail } => self.unknown_answer(detail),
         }
     }
@@ -951,6 +949,21 @@ fn refused(e: crate::domain::state::TransitionError) -> ServiceError {
     ServiceError::Store(crate::store::StoreError::Corrupt(format!(
         "state machine refused {e}"
     )))
+}
+
+/// The extras of a step into REQUIRES_ACTION (issue 38): the channel's reference for the
+/// customer's step.
+pub(super) fn awaiting(detail: String) -> Extras {
+    Extras {
+        detail: format!("waiting for the customer to authenticate ({detail})"),
+        ..Extras::default()
+    }
+}
+
+/// The step and evidence of a charge or authorization the channel answered with a customer's
+/// step (3-D Secure): PROCESSING or AUTHORIZING -> REQUIRES_ACTION.
+pub(super) fn awaiting_action(detail: String) -> (PaymentEvent, Extras) {
+    (PaymentEvent::ChannelRequiresAction, awaiting(detail))
 }
 
 fn outcome_name(o: &ChargeOutcome) -> &'static str {

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::payments::Extras;
+use super::payments::{Extras, awaiting};
 use super::{Core, ServiceError};
 use crate::channel::{CancelOutcome, QueryOutcome};
 use crate::domain::money;
@@ -144,14 +144,6 @@ pub(super) fn amount_mismatch(p: &Payment, amount: i64, currency: &str) -> Step 
             money::display(p.amount, &p.currency)
         ),
         evidence: json!({"channel": {"amount": amount, "currency": currency}, "local": {"amount": p.amount, "currency": p.currency}, "channel_key": p.channel_key}),
-    }
-}
-
-/// The extras of a step into REQUIRES_ACTION: the channel's reference for the customer's step.
-pub(super) fn awaiting(detail: String) -> Extras {
-    Extras {
-        detail: format!("waiting for the customer to authenticate ({detail})"),
-        ..Extras::default()
     }
 }
 
