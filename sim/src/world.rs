@@ -689,6 +689,8 @@ impl World {
             amount: cb.amount,
             currency: cb.currency.clone(),
             created_at: self.clock_now() / 1000,
+            dispute_id: None,
+            reason: None,
         };
         let body = serde_json::json!({"event_id": ev.event_id, "type": ev.kind,
             "channel_key": ev.channel_key, "amount": ev.amount, "currency": ev.currency,

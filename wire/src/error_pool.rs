@@ -138,8 +138,8 @@ impl ItemAction {
     /// - `amount_mismatch`, `conflicting_callback`, `reconcile_amount_mismatch`,
     ///   `reconcile_missing_statement` → [`Query`](Self::Query), when it names a payment;
     /// - anything else (a job that can never run, a statement line with no payment here, a
-    ///   bad statement file, a kind this version does not know) → none: a person finds out
-    ///   and resolves the item with a note.
+    ///   bad statement file, a customer's `dispute` answered at the channel, a kind this
+    ///   version does not know) → none: a person finds out and resolves the item with a note.
     pub fn for_kind(kind: &str, has_payment: bool) -> Result<ItemAction, &'static str> {
         let action = match kind {
             "webhook_exhausted" => return Ok(ItemAction::Redeliver),
@@ -157,6 +157,11 @@ impl ItemAction {
             }
             "reconcile_missing_local" => {
                 return Err("no payment here matches the statement line: look at the channel");
+            }
+            "dispute" => {
+                return Err(
+                    "a chargeback: answer it at the channel with the evidence before its deadline (or book the loss), then resolve with a note",
+                );
             }
             "reconcile_bad_file" => {
                 return Err(
@@ -313,6 +318,7 @@ mod tests {
         for kind in [
             "reconcile_missing_local",
             "reconcile_bad_file",
+            "dispute",
             "something_new",
         ] {
             let why = ItemAction::for_kind(kind, true).unwrap_err();

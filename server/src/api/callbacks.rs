@@ -125,10 +125,8 @@ async fn apply(
 ) -> Result<Json<CallbackAck>, ApiError> {
     let body = body.map_err(crate::error::body_rejection)?;
     let now_secs = st.core.clock.now_ms().div_euclid(1000);
-    let fact = st
-        .core
-        .connectors
-        .named(name)
+    let connector = st.core.connectors.named(name);
+    let mut fact = connector
         .verify_callback(headers, &body, now_secs)
         .map_err(|e| match e {
             CallbackRejection::TooOld => ApiError::bad_request(
@@ -144,6 +142,14 @@ async fn apply(
                 "callback signature does not verify",
             ),
         })?;
+    // A callback that names the payment by the connector's own id (a Stripe dispute, its
+    // PaymentIntent) is looked up by the key the connector knows it under; unresolved, it
+    // stays under that id: an unknown payment's.
+    if let Some(reference) = fact.reference.take()
+        && let Some(key) = connector.channel_key_of(&reference).await
+    {
+        fact.channel_key = key;
+    }
     let event = CallbackEvent::from(fact);
     event
         .check()

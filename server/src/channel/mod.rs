@@ -333,7 +333,9 @@ pub struct CallbackFact {
     pub event_id: String,
     /// What happened, in the core's vocabulary: `charge.succeeded` or `charge.failed`; for a
     /// hold (issue 34) `authorization.succeeded`, `authorization.failed`, `capture.succeeded`
-    /// or `capture.failed`; anything else is recorded and ignored.
+    /// or `capture.failed`; a customer's dispute of a charge (a chargeback; issue 38)
+    /// `dispute.opened`, `dispute.won` or `dispute.lost`; anything else is recorded and
+    /// ignored.
     #[serde(rename = "type")]
     pub kind: String,
     /// The payment's channel key.
@@ -347,6 +349,17 @@ pub struct CallbackFact {
     pub currency: String,
     /// When the connector sent it, unix seconds UTC.
     pub created_at: i64,
+    /// For `dispute.*`: the connector's id of the dispute (one error-pool item each).
+    #[serde(default)]
+    pub dispute_id: Option<String>,
+    /// For `dispute.*`: the card network's reason (`fraudulent`, `product_not_received`, ...).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The connector's own id of the payment when the event does not carry the channel key
+    /// (a Stripe dispute names its PaymentIntent): the core asks the connector for the key
+    /// ([`Connector::channel_key_of`]) before it looks the payment up.
+    #[serde(default, skip)]
+    pub reference: Option<String>,
 }
 
 /// Why a callback was refused before anything was stored.
@@ -495,9 +508,20 @@ pub trait Connector: Send + Sync + 'static {
         Err(Unsupported::of(Operation::Callback).into())
     }
 
+    /// The channel key of the payment the connector knows as `reference` (its own id, e.g. a
+    /// Stripe PaymentIntent), for a callback that names only that
+    /// ([`CallbackFact::reference`]); None when there is no such payment of converge's or the
+    /// connector cannot say now (the callback is then recorded for an unknown payment).
+    /// Default: None.
+    async fn channel_key_of(&self, reference: &str) -> Option<String> {
+        let _ = reference;
+        None
+    }
+
     /// The settlement statement of UTC day `day` (`YYYY-MM-DD`) as CSV text
-    /// (`channel_key,amount,currency,status,charged_at`, then `#end,<line count>,,,`; the
-    /// shape [`crate::service::reconcile::parse_statement`] reads). `Failed`: fetch again
+    /// (`channel_key,amount,currency,status,charged_at`, optionally followed by `fee,net` in
+    /// minor units, then `#end,<line count>,,,`; the shape
+    /// [`crate::service::reconcile::parse_statement`] reads). `Failed`: fetch again
     /// later; a statement is never guessed. Default: `Unsupported`.
     async fn statement(&self, day: &str) -> Result<String, StatementError> {
         let _ = day;

@@ -47,6 +47,12 @@
 //!   "amount","currency","charged_at","attempts","refunded"}],"next":KEY|null}`: every stored
 //!   charge in key order, `limit` 1..=5000 (default 1000), with the charge attempts seen for the
 //!   key and the total refunded against it; `next` is the `after` of the following page.
+//! - `POST /charges/{key}/disputes` `{"reason"?,"outcome"?:"won"|"lost"}` -> 202
+//!   `{"dispute_id","status":"opened"}` | 404 `{"status":"not_found"}` (no successful charge
+//!   under the key) | 400: the card holder disputes the charge (a chargeback, issue 38): a
+//!   `dispute.opened` callback with `dispute_id`, `reason` and the charge's amount, then
+//!   `dispute.won` or `dispute.lost` when `outcome` is given. One dispute per charge (its id
+//!   follows from the key, so a repeat sends the same events again, deduplicated by the core).
 //! - `GET /attempts/{key}` -> `{"key","attempts","behaviour"}`: charge attempts seen per key.
 //! - `GET /stats` -> `{"charges","declines","attempts","faults":{"slow","timeout","dropped",
 //!   "error5xx"}}`; `GET /health` -> 200.
@@ -69,6 +75,7 @@
 
 mod behaviour;
 mod callbacks;
+mod disputes;
 mod dropped;
 mod handlers;
 mod hold_handlers;
@@ -220,6 +227,7 @@ pub async fn router(cfg: SandboxConfig) -> anyhow::Result<(Router, SandboxState)
         )
         .route("/charges/{key}", get(handlers::get_charge))
         .route("/charges/{key}/cancel", post(handlers::cancel_charge))
+        .route("/charges/{key}/disputes", post(disputes::open_dispute))
         .route("/refunds", post(handlers::create_refund))
         .route("/authorizations", post(hold_handlers::authorize))
         .route("/authorizations/{key}", get(hold_handlers::get_hold))

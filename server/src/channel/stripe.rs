@@ -649,6 +649,12 @@ struct List<T> {
 struct BalanceTransaction {
     id: String,
     amount: i64,
+    /// Stripe's fee, minor units.
+    #[serde(default)]
+    fee: i64,
+    /// `amount` − `fee`, minor units.
+    #[serde(default)]
+    net: Option<i64>,
     currency: String,
     created: i64,
     #[serde(rename = "type")]
@@ -1040,6 +1046,30 @@ impl Connector for StripeConnector {
             .unwrap_or_else(|detail: Fail| HoldQueryOutcome::Error { detail }))
     }
 
+    /// The converge key in the metadata of PaymentIntent `reference` (a dispute's), retrieved
+    /// from Stripe: None for another id, one of Stripe's that is not converge's, or no answer.
+    async fn channel_key_of(&self, reference: &str) -> Option<String> {
+        if !reference.starts_with("pi_")
+            || !reference
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return None;
+        }
+        match self
+            .intent_call(
+                reqwest::Method::GET,
+                &["payment_intents", reference],
+                &[],
+                None,
+            )
+            .await
+        {
+            Ok(Ok(i)) if !i.is_fence() => i.meta(META_KEY).map(str::to_owned),
+            _ => None,
+        }
+    }
+
     async fn statement(&self, day: &str) -> Result<String, StatementError> {
         let date = chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d")
             .map_err(|_| StatementError::Failed(format!("day {day:?} is not YYYY-MM-DD")))?;
@@ -1059,7 +1089,15 @@ impl Connector for StripeConnector {
                 .key_of_charge(t.source.as_deref().unwrap_or(&t.id))
                 .await
                 .map_err(StatementError::Failed)?;
-            rows.push((t.created, key, t.amount, t.currency.to_ascii_uppercase()));
+            let net = t.net.unwrap_or(t.amount - t.fee);
+            rows.push(StatementLine {
+                at: t.created,
+                key,
+                amount: t.amount,
+                currency: t.currency.to_ascii_uppercase(),
+                fee: t.fee,
+                net,
+            });
         }
         rows.sort();
         statement_csv(&rows).map_err(StatementError::Failed)
@@ -1335,22 +1373,54 @@ impl StripeConnector {
     }
 }
 
-/// The statement's CSV (the shape `service::reconcile::parse_statement` reads): one line per
-/// (unix seconds, channel key, amount in minor units, currency), then the `#end` line.
-fn statement_csv(rows: &[(i64, String, i64, String)]) -> Result<String, Fail> {
+/// One balance transaction of a charge, as a statement line.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct StatementLine {
+    /// Unix seconds.
+    at: i64,
+    key: String,
+    /// Gross, minor units.
+    amount: i64,
+    currency: String,
+    /// Stripe's fee, minor units.
+    fee: i64,
+    /// What Stripe pays out of it, minor units.
+    net: i64,
+}
+
+/// The statement's CSV (the shape `service::reconcile::parse_statement` reads, with the
+/// fee and net columns): one line per charge, then the `#end` line.
+fn statement_csv(rows: &[StatementLine]) -> Result<String, Fail> {
     let e = |e: csv::Error| e.to_string();
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(["channel_key", "amount", "currency", "status", "charged_at"])
-        .map_err(e)?;
-    for (at, key, amount, currency) in rows {
-        let when = chrono::DateTime::from_timestamp(*at, 0)
-            .ok_or_else(|| format!("time {at} out of range"))?
+    w.write_record([
+        "channel_key",
+        "amount",
+        "currency",
+        "status",
+        "charged_at",
+        "fee",
+        "net",
+    ])
+    .map_err(e)?;
+    for l in rows {
+        let when = chrono::DateTime::from_timestamp(l.at, 0)
+            .ok_or_else(|| format!("time {} out of range", l.at))?
             .format("%Y-%m-%dT%H:%M:%SZ")
             .to_string();
-        w.write_record([key, &amount.to_string(), currency, "succeeded", &when])
-            .map_err(e)?;
+        let (amount, fee, net) = (l.amount.to_string(), l.fee.to_string(), l.net.to_string());
+        w.write_record([
+            l.key.as_str(),
+            &amount,
+            &l.currency,
+            "succeeded",
+            &when,
+            &fee,
+            &net,
+        ])
+        .map_err(e)?;
     }
-    w.write_record(["#end", &rows.len().to_string(), "", "", ""])
+    w.write_record(["#end", &rows.len().to_string(), "", "", "", "", ""])
         .map_err(e)?;
     let bytes = w.into_inner().map_err(|e| e.to_string())?;
     String::from_utf8(bytes).map_err(|e| e.to_string())
@@ -1426,6 +1496,63 @@ struct EventData {
     object: serde_json::Value,
 }
 
+/// A Stripe Dispute, the fields the connector reads.
+#[derive(Deserialize)]
+struct Dispute {
+    id: String,
+    amount: i64,
+    currency: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    status: String,
+    /// The disputed PaymentIntent (absent for a charge made without one: not converge's).
+    #[serde(default)]
+    payment_intent: Option<String>,
+}
+
+/// A `charge.dispute.*` event as the core's fact (issue 38): `charge.dispute.created` is
+/// `dispute.opened`, `charge.dispute.closed` `dispute.won` or `dispute.lost` by the
+/// dispute's status; any other (`funds_withdrawn`, `updated`, a closed warning) is kept as
+/// `stripe.<type>`. A dispute names its PaymentIntent, not converge's key: the fact carries
+/// the PaymentIntent as its reference ([`Connector::channel_key_of`] finds the key), and under
+/// it as the key until then, so an unreadable one is an unknown payment's.
+fn dispute_fact(e: Event) -> CallbackFact {
+    let d = serde_json::from_value::<Dispute>(e.data.object.clone()).ok();
+    let kind = match (e.kind.as_str(), d.as_ref().map(|d| d.status.as_str())) {
+        ("charge.dispute.created", _) => "dispute.opened".to_owned(),
+        ("charge.dispute.closed", Some("won")) => "dispute.won".to_owned(),
+        ("charge.dispute.closed", Some("lost")) => "dispute.lost".to_owned(),
+        (other, _) => format!("stripe.{other}"),
+    };
+    let Some(d) = d else {
+        return CallbackFact {
+            channel_key: e.id.clone(),
+            event_id: e.id,
+            kind,
+            capture_key: None,
+            amount: 0,
+            currency: "XXX".into(),
+            created_at: e.created,
+            dispute_id: None,
+            reason: None,
+            reference: None,
+        };
+    };
+    CallbackFact {
+        event_id: e.id,
+        kind,
+        channel_key: d.payment_intent.clone().unwrap_or_else(|| d.id.clone()),
+        capture_key: None,
+        amount: d.amount,
+        currency: d.currency.to_ascii_uppercase(),
+        created_at: e.created,
+        dispute_id: Some(d.id),
+        reason: d.reason,
+        reference: d.payment_intent,
+    }
+}
+
 /// A verified Stripe event as the core's callback fact. PaymentIntent events of converge's
 /// keys map to `charge.*`, `authorization.*` and `capture.*`; any other event is kept as
 /// `stripe.<type>` (recorded and ignored by the core): when it is not about one of converge's
@@ -1434,6 +1561,9 @@ struct EventData {
 /// (Stripe would deliver a refused event again for days).
 fn event_fact(body: &[u8]) -> Result<CallbackFact, String> {
     let e: Event = serde_json::from_slice(body).map_err(|e| format!("not a stripe event: {e}"))?;
+    if e.data.object.get("object").and_then(|o| o.as_str()) == Some("dispute") {
+        return Ok(dispute_fact(e));
+    }
     let intent = (e.data.object.get("object").and_then(|o| o.as_str()) == Some("payment_intent"))
         .then(|| serde_json::from_value::<Intent>(e.data.object.clone()).ok())
         .flatten();
@@ -1448,6 +1578,9 @@ fn event_fact(body: &[u8]) -> Result<CallbackFact, String> {
             amount: 0,
             currency: "XXX".into(),
             created_at: e.created,
+            dispute_id: None,
+            reason: None,
+            reference: None,
         });
     };
     let capturable = e
@@ -1472,6 +1605,9 @@ fn event_fact(body: &[u8]) -> Result<CallbackFact, String> {
                 amount: i.amount,
                 currency: i.currency(),
                 created_at: e.created,
+                dispute_id: None,
+                reason: None,
+                reference: None,
             });
         }
     };
@@ -1483,6 +1619,9 @@ fn event_fact(body: &[u8]) -> Result<CallbackFact, String> {
         amount,
         currency: i.currency(),
         created_at: e.created,
+        dispute_id: None,
+        reason: None,
+        reference: None,
     })
 }
 

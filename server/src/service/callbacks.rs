@@ -25,7 +25,8 @@ pub struct CallbackEvent {
     #[schema(min_length = 1, max_length = 255)]
     pub event_id: String,
     /// `charge.succeeded` or `charge.failed`; for a hold `authorization.succeeded`,
-    /// `authorization.failed`, `capture.succeeded` or `capture.failed`.
+    /// `authorization.failed`, `capture.succeeded` or `capture.failed`; a customer's dispute
+    /// of the charge `dispute.opened`, `dispute.won` or `dispute.lost`.
     #[serde(rename = "type")]
     #[schema(min_length = 1, max_length = 64)]
     pub kind: String,
@@ -43,6 +44,14 @@ pub struct CallbackEvent {
     pub currency: String,
     /// When the channel sent it, unix seconds UTC.
     pub created_at: i64,
+    /// For `dispute.*` (a chargeback; issue 38): the channel's id of the dispute.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 255)]
+    pub dispute_id: Option<String>,
+    /// For `dispute.*`: the card network's reason (`fraudulent`, `product_not_received`, ...).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 64)]
+    pub reason: Option<String>,
 }
 
 impl From<crate::channel::CallbackFact> for CallbackEvent {
@@ -55,6 +64,8 @@ impl From<crate::channel::CallbackFact> for CallbackEvent {
             amount: f.amount,
             currency: f.currency,
             created_at: f.created_at,
+            dispute_id: f.dispute_id,
+            reason: f.reason,
         }
     }
 }
@@ -77,6 +88,12 @@ impl CallbackEvent {
                 self.capture_key.as_deref().unwrap_or("-"),
                 MAX_CALLBACK_ID,
             ),
+            (
+                "dispute_id",
+                self.dispute_id.as_deref().unwrap_or("-"),
+                MAX_CALLBACK_ID,
+            ),
+            ("reason", self.reason.as_deref().unwrap_or("-"), 64),
         ];
         for (name, value, max) in fields {
             if value.is_empty() || value.len() > max || value.chars().any(char::is_control) {
@@ -348,7 +365,7 @@ fn capture_verdict(p: &Payment, ev: &CallbackEvent, captures: &[CaptureRecord]) 
 }
 
 /// Counts a callback by how it ended (`converge_callbacks_total`).
-fn count(outcome: &'static str) {
+pub(super) fn count(outcome: &'static str) {
     metrics::counter!("converge_callbacks_total", "outcome" => outcome).increment(1);
 }
 
@@ -399,6 +416,9 @@ impl Core {
                 (CallbackOutcome::UnknownPayment, "unknown_payment")
             }));
         };
+        if ev.kind.starts_with("dispute.") {
+            return self.record_dispute(&receipt, &p, ev).await;
+        }
         let captures = if ev.kind.starts_with("capture.") {
             self.store.payment_captures(&p.id).await?
         } else {
@@ -509,7 +529,7 @@ impl Core {
 
 /// The outcome of a recorded callback that applied nothing: `Duplicate` when its event id
 /// was recorded before, else `decided`'s outcome; counted either way.
-fn recorded_outcome(
+pub(super) fn recorded_outcome(
     recorded: CallbackRecorded,
     decided: impl FnOnce() -> (CallbackOutcome, &'static str),
 ) -> CallbackOutcome {
@@ -531,7 +551,7 @@ fn lost_race(current: &Payment) -> String {
 }
 
 /// The payment event that records callback `ev` as not applied to `p`, and why.
-fn ignored_event(
+pub(super) fn ignored_event(
     p: &Payment,
     ev: &CallbackEvent,
     event: PaymentEvent,

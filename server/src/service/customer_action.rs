@@ -105,32 +105,10 @@ impl Core {
             Ok(answer) => answer,
             Err(unsupported) => return Look::Undecided(unsupported.to_string()),
         };
+        if let Some((event, extras)) = self.authorization_decided(p, &answer) {
+            return Look::Decided(event, extras);
+        }
         match answer {
-            HoldQueryOutcome::Found {
-                status: HoldStatus::Authorized,
-                amount,
-                currency,
-                expires_at_ms,
-                captured: 0,
-            } if amount == p.amount && currency == p.currency => Look::Decided(
-                PaymentEvent::QueryAuthorized,
-                self.authorized(
-                    p,
-                    expires_at_ms,
-                    "query: authorized after the customer's step",
-                ),
-            ),
-            HoldQueryOutcome::Found {
-                status: HoldStatus::Declined,
-                ..
-            } => Look::Decided(
-                PaymentEvent::QueryDeclined,
-                Extras {
-                    detail: "query: the customer's authentication failed".into(),
-                    last_error: Some("declined: authentication failed".into()),
-                    ..Extras::default()
-                },
-            ),
             HoldQueryOutcome::Found {
                 status: HoldStatus::RequiresAction,
                 ..

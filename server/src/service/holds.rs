@@ -316,28 +316,11 @@ impl Core {
             Ok(answer) => answer,
             Err(unsupported) => return Ok(hold_mismatch(&p, &unsupported.to_string())),
         };
+        if let Some((event, extras)) = self.authorization_decided(&p, &answer) {
+            self.apply(&p, event, source, extras).await?;
+            return Ok(Step::Done);
+        }
         let (event, extras) = match answer {
-            HoldQueryOutcome::Found {
-                status: HoldStatus::Authorized,
-                amount,
-                currency,
-                expires_at_ms,
-                captured: 0,
-            } if amount == p.amount && currency == p.currency => (
-                PaymentEvent::QueryAuthorized,
-                self.authorized(&p, expires_at_ms, "query: authorized"),
-            ),
-            HoldQueryOutcome::Found {
-                status: HoldStatus::Declined,
-                ..
-            } => (
-                PaymentEvent::QueryDeclined,
-                Extras {
-                    detail: "query: the authorization was declined".into(),
-                    last_error: Some("declined".into()),
-                    ..Extras::default()
-                },
-            ),
             HoldQueryOutcome::Found {
                 status: HoldStatus::Expired,
                 captured: 0,
@@ -382,6 +365,41 @@ impl Core {
         };
         self.apply(&p, event, source, extras).await?;
         Ok(Step::Done)
+    }
+
+    /// What a query of payment `p`'s hold says of its authorization when it decides it: held
+    /// for the payment's amount with nothing captured (QUERY_AUTHORIZED, with the hold's
+    /// expiry), or declined (QUERY_DECLINED). One reading for an UNKNOWN authorization and one
+    /// waiting for the customer's step.
+    pub(super) fn authorization_decided(
+        &self,
+        p: &Payment,
+        answer: &HoldQueryOutcome,
+    ) -> Option<(PaymentEvent, Extras)> {
+        match answer {
+            HoldQueryOutcome::Found {
+                status: HoldStatus::Authorized,
+                amount,
+                currency,
+                expires_at_ms,
+                captured: 0,
+            } if *amount == p.amount && *currency == p.currency => Some((
+                PaymentEvent::QueryAuthorized,
+                self.authorized(p, *expires_at_ms, "query: authorized"),
+            )),
+            HoldQueryOutcome::Found {
+                status: HoldStatus::Declined,
+                ..
+            } => Some((
+                PaymentEvent::QueryDeclined,
+                Extras {
+                    detail: "query: the authorization was declined".into(),
+                    last_error: Some("declined".into()),
+                    ..Extras::default()
+                },
+            )),
+            _ => None,
+        }
     }
 
     /// Voids the key first, so no late authorization can hold funds with it (the channel

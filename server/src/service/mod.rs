@@ -20,6 +20,7 @@ pub mod customer_action;
 pub mod dashboard;
 pub mod deliveries;
 pub mod delivery_gate;
+pub mod disputes;
 pub mod endpoints;
 pub mod error_pool;
 pub mod executors;

@@ -16,6 +16,10 @@ use converge_wire::payments::CaptureMode;
 /// The statement's header, in order.
 pub const HEADER: [&str; 5] = ["channel_key", "amount", "currency", "status", "charged_at"];
 
+/// The columns a PSP's statement adds after [`HEADER`] (Stripe's balance transactions;
+/// issue 38): the channel's fee and what it pays out, `net` = `amount` − `fee`, minor units.
+pub const FEE_COLUMNS: [&str; 2] = ["fee", "net"];
+
 /// One statement line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatementRow {
@@ -29,6 +33,9 @@ pub struct StatementRow {
     pub status: String,
     /// RFC 3339 UTC.
     pub charged_at: String,
+    /// The channel's fee and net (`amount` − `fee`), minor units, when the statement carries
+    /// [`FEE_COLUMNS`] (a PSP's balance transactions; the sandbox's statement does not).
+    pub fee_net: Option<(i64, i64)>,
     /// 1-based line in the file, for evidence.
     pub line: u64,
 }
@@ -49,8 +56,26 @@ pub struct StatementError {
 /// even right after its header, lacks it or counts other lines than it holds.
 pub const END_MARK: &str = "#end";
 
-/// Parses a whole statement or nothing: any garbled line, a missing or wrong `#end` line, or
-/// a missing final newline is an error naming the file and line.
+/// A line's fee and net, minor units: integers, the fee not negative, the net the amount
+/// less the fee. Errors: which of those the line breaks.
+fn fee_net(fee: &str, net: &str, amount: i64) -> Result<(i64, i64), String> {
+    let fee: i64 = fee
+        .parse()
+        .map_err(|_| format!("fee {fee:?} is not an integer"))?;
+    let net: i64 = net
+        .parse()
+        .map_err(|_| format!("net {net:?} is not an integer"))?;
+    if fee < 0 || amount.checked_sub(fee) != Some(net) {
+        return Err(format!(
+            "net {net} is not the amount {amount} less the fee {fee}"
+        ));
+    }
+    Ok((fee, net))
+}
+
+/// Parses a whole statement or nothing: any garbled line, a missing or wrong `#end` line, a
+/// missing final newline, or (with [`FEE_COLUMNS`]) a net that is not the amount less the fee
+/// is an error naming the file and line.
 pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, StatementError> {
     let err = |line: u64, message: String| StatementError {
         file: file.into(),
@@ -65,9 +90,7 @@ pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, Stat
         .headers()
         .map_err(|e| err(1, format!("unreadable header: {e}")))?
         .clone();
-    if headers.iter().collect::<Vec<_>>() != HEADER {
-        return Err(err(1, format!("header must be {}", HEADER.join(","))));
-    }
+    let with_fees = fees_in_header(&headers.iter().collect::<Vec<_>>()).map_err(|m| err(1, m))?;
     let mut rows = Vec::new();
     let mut end: Option<u64> = None;
     for record in reader.records() {
@@ -101,39 +124,7 @@ pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, Stat
             end = Some(line);
             continue;
         }
-        let amount: i64 = record[1]
-            .parse()
-            .map_err(|_| err(line, format!("amount {:?} is not an integer", &record[1])))?;
-        let currency = record[2].to_string();
-        if record[0].is_empty() || currency.len() != 3 || record[3].is_empty() {
-            return Err(err(
-                line,
-                "empty channel key, bad currency or empty status".into(),
-            ));
-        }
-        if !record[3]
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b == b'_')
-        {
-            return Err(err(
-                line,
-                format!("status {:?} is not a status word", &record[3]),
-            ));
-        }
-        if chrono::DateTime::parse_from_rfc3339(&record[4]).is_err() {
-            return Err(err(
-                line,
-                format!("charged_at {:?} is not an RFC 3339 time", &record[4]),
-            ));
-        }
-        rows.push(StatementRow {
-            channel_key: record[0].into(),
-            amount,
-            currency,
-            status: record[3].into(),
-            charged_at: record[4].into(),
-            line,
-        });
+        rows.push(statement_row(&record, with_fees, line).map_err(|m| err(line, m))?);
     }
     if !text.is_empty() && !text.ends_with('\n') {
         return Err(err(
@@ -148,6 +139,63 @@ pub fn parse_statement(file: &str, text: &str) -> Result<Vec<StatementRow>, Stat
         ));
     }
     Ok(rows)
+}
+
+/// Whether a statement's header (its column names) adds [`FEE_COLUMNS`] to [`HEADER`].
+/// Errors: it is neither.
+fn fees_in_header(named: &[&str]) -> Result<bool, String> {
+    let with_fees = named.len() == HEADER.len() + FEE_COLUMNS.len();
+    if named[..named.len().min(HEADER.len())] != HEADER
+        || (named.len() != HEADER.len() && (!with_fees || named[HEADER.len()..] != FEE_COLUMNS))
+    {
+        return Err(format!(
+            "header must be {}, optionally followed by {}",
+            HEADER.join(","),
+            FEE_COLUMNS.join(",")
+        ));
+    }
+    Ok(with_fees)
+}
+
+/// One statement line (`record`, at 1-based `line`) read. Errors: what is wrong with it.
+fn statement_row(
+    record: &csv::StringRecord,
+    with_fees: bool,
+    line: u64,
+) -> Result<StatementRow, String> {
+    let amount: i64 = record[1]
+        .parse()
+        .map_err(|_| format!("amount {:?} is not an integer", &record[1]))?;
+    let currency = record[2].to_string();
+    if record[0].is_empty() || currency.len() != 3 || record[3].is_empty() {
+        return Err("empty channel key, bad currency or empty status".into());
+    }
+    if !record[3]
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b == b'_')
+    {
+        return Err(format!("status {:?} is not a status word", &record[3]));
+    }
+    if chrono::DateTime::parse_from_rfc3339(&record[4]).is_err() {
+        return Err(format!(
+            "charged_at {:?} is not an RFC 3339 time",
+            &record[4]
+        ));
+    }
+    let fee_net = if with_fees {
+        Some(fee_net(&record[5], &record[6], amount)?)
+    } else {
+        None
+    };
+    Ok(StatementRow {
+        channel_key: record[0].into(),
+        amount,
+        currency,
+        status: record[3].into(),
+        charged_at: record[4].into(),
+        fee_net,
+        line,
+    })
 }
 
 /// The statement's bytes as text; bytes that are not UTF-8 are an error naming the line
@@ -410,7 +458,12 @@ fn day_range(date: NaiveDate) -> (i64, i64) {
 
 /// A statement line as evidence.
 fn statement_json(row: &StatementRow) -> serde_json::Value {
-    json!({"amount": row.amount, "currency": row.currency, "status": row.status, "charged_at": row.charged_at, "line": row.line})
+    let mut v = json!({"amount": row.amount, "currency": row.currency, "status": row.status, "charged_at": row.charged_at, "line": row.line});
+    if let Some((fee, net)) = row.fee_net {
+        v["fee"] = json!(fee);
+        v["net"] = json!(net);
+    }
+    v
 }
 
 /// One charge's line against its (automatic-capture) payment: amount, currency and status.
@@ -562,6 +615,32 @@ mod tests {
         let rows = parse_statement("s.csv", GOOD).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].amount, 100);
+    }
+
+    #[test]
+    fn a_psp_statement_carries_fee_and_net_which_must_add_up() {
+        let head = "channel_key,amount,currency,status,charged_at,fee,net\n";
+        let line = "ck_1,10000,USD,succeeded,2026-11-30T01:00:00Z,320,9680\n";
+        let rows = parse_statement("s.csv", &format!("{head}{line}#end,1,,,,,\n")).unwrap();
+        assert_eq!(
+            (rows[0].amount, rows[0].fee_net),
+            (10000, Some((320, 9680)))
+        );
+        assert_eq!(parse_statement("s.csv", GOOD).unwrap()[0].fee_net, None);
+        let off = "ck_1,10000,USD,succeeded,2026-11-30T01:00:00Z,320,9700\n";
+        let e = parse_statement("s.csv", &format!("{head}{off}#end,1,,,,,\n")).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("less the fee"), "{e}");
+        let negative = "ck_1,10000,USD,succeeded,2026-11-30T01:00:00Z,-5,10005\n";
+        assert!(parse_statement("s.csv", &format!("{head}{negative}#end,1,,,,,\n")).is_err());
+        for header in [
+            "channel_key,amount,currency,status,charged_at,fee\n",
+            "channel_key,amount,currency,status,charged_at,net,fee\n",
+            "channel_key,amount,currency\n",
+        ] {
+            let e = parse_statement("s.csv", header).unwrap_err();
+            assert_eq!(e.line, 1, "{header}");
+        }
     }
 
     #[test]

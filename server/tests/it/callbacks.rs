@@ -449,3 +449,129 @@ on_both_backends!(
         );
     }
 );
+
+/// The error-pool items of payment `id`: (kind, dedupe key, status), oldest first.
+async fn pool_items(app: &TestApp, id: &str) -> Vec<String> {
+    app.sql_strings(
+        "SELECT kind || ' ' || dedupe_key || ' ' || status FROM error_pool WHERE payment_id = $1 ORDER BY id",
+        &[id],
+    )
+    .await
+}
+
+/// POSTs a dispute of `p`'s charge to the in-process sandbox; returns the dispute's id.
+async fn dispute(app: &TestApp, p: &Payment, body: Value) -> String {
+    let base = &app
+        .running
+        .sandbox
+        .as_ref()
+        .expect("in-process sandbox")
+        .url;
+    let a = app
+        .send(
+            app.client
+                .post(format!("{base}/charges/{}/disputes", p.channel_key))
+                .json(&body),
+        )
+        .await;
+    assert_eq!(a.status, 202, "{}", String::from_utf8_lossy(&a.body));
+    a.json()["dispute_id"].as_str().unwrap().to_owned()
+}
+
+on_both_backends!(
+    a_disputed_charge_goes_before_a_person_and_its_outcome_resolves_or_reopens_it,
+    |app| {
+        // A dispute the merchant wins: the item opens, then resolves; the payment never moves.
+        let won = payment(&app, 4_200).await;
+        let id = dispute(
+            &app,
+            &won,
+            json!({"reason": "product_not_received", "outcome": "won"}),
+        )
+        .await;
+        let items = eventually(
+            std::time::Duration::from_secs(10),
+            "the won dispute's item resolved",
+            || async {
+                let items = pool_items(&app, &won.id).await;
+                (items == [format!("dispute dispute:{id} resolved")]).then_some(items)
+            },
+        )
+        .await;
+        assert_eq!(items.len(), 1);
+        assert_eq!(
+            app.store
+                .payment(&won.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .as_str(),
+            "SUCCESS"
+        );
+
+        // One that is lost: the opened item is resolved into the lost one's, which stays open.
+        let lost = payment(&app, 4_300).await;
+        let id = dispute(&app, &lost, json!({"outcome": "lost"})).await;
+        eventually(
+            std::time::Duration::from_secs(10),
+            "the lost dispute's item",
+            || async {
+                let items = pool_items(&app, &lost.id).await;
+                (items
+                    == [
+                        format!("dispute dispute:{id} resolved"),
+                        format!("dispute dispute:{id}:lost open"),
+                    ])
+                .then_some(())
+            },
+        )
+        .await;
+        let summary = app
+            .sql_strings(
+                "SELECT summary FROM error_pool WHERE dedupe_key = $1",
+                &[&format!("dispute:{id}:lost")],
+            )
+            .await;
+        assert!(
+            summary[0].contains("43.00") && summary[0].contains("fraudulent"),
+            "{summary:?}"
+        );
+
+        // An open one, delivered again by hand: applied once.
+        let open = payment(&app, 4_400).await;
+        let id = dispute(&app, &open, json!({})).await;
+        let again = json!({"event_id": "evt_dispute_again", "type": "dispute.opened",
+            "channel_key": open.channel_key, "amount": open.amount, "currency": open.currency,
+            "created_at": now_secs(), "dispute_id": id, "reason": "fraudulent"})
+        .to_string();
+        let first = deliver(&app, again.as_bytes()).await;
+        assert!(
+            first["detail"].as_str().unwrap().contains("opened"),
+            "{first}"
+        );
+        assert_eq!(
+            deliver(&app, again.as_bytes()).await["outcome"],
+            "duplicate"
+        );
+        eventually(
+            std::time::Duration::from_secs(10),
+            "the open dispute's one item",
+            || async {
+                (pool_items(&app, &open.id).await == [format!("dispute dispute:{id} open")])
+                    .then_some(())
+            },
+        )
+        .await;
+        assert_eq!(
+            app.store
+                .payment(&open.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .status
+                .as_str(),
+            "SUCCESS"
+        );
+    }
+);

@@ -62,6 +62,8 @@ pub struct Subject<'a> {
     pub callbacks: Option<Callbacks>,
     /// Whether it has statements.
     pub statements: bool,
+    /// Whether its statement lines carry the fee and net (a PSP's balance transactions).
+    pub fees: bool,
     /// An undecidable answer that can be forced: the same connector with a short timeout,
     /// and an amount it commits but answers after that timeout.
     pub late: Option<(&'a dyn Connector, i64)>,
@@ -473,6 +475,11 @@ async fn statements_parse_and_list_the_charges(s: &Subject<'_>) {
         (charged.amount, charged.currency.as_str()),
         (s.ok_amount, s.currency)
     );
+    assert_eq!(
+        charged.fee_net.is_some(),
+        s.fees,
+        "the fee and net are on the line exactly when the channel states them"
+    );
     assert!(
         matches!(
             s.connector.statement("2026-13-45").await,
@@ -574,6 +581,7 @@ async fn the_sandbox_connector_meets_the_contract() {
         multicapture: true,
         callbacks: Some(sandbox_callbacks()),
         statements: true,
+        fees: false,
         late: Some((&short, 10_052)),
         now_secs: now_secs(),
     })
@@ -623,6 +631,7 @@ async fn a_connector_without_holds_callbacks_or_statements_answers_unsupported()
         multicapture: false,
         callbacks: None,
         statements: false,
+        fees: false,
         late: None,
         now_secs: now_secs(),
     })

@@ -115,6 +115,82 @@ pub fn payment_intent_event(
     .to_string()
 }
 
+/// A Stripe `charge.dispute.*` event: dispute `dispute` of PaymentIntent `intent` (Stripe's
+/// Dispute object: it names the PaymentIntent, not converge's key), in `status`.
+fn dispute_event(
+    id: &str,
+    kind: &str,
+    dispute: &str,
+    intent: &str,
+    status: &str,
+    at: i64,
+) -> String {
+    json!({"id": id, "object": "event", "type": kind, "created": at, "livemode": false,
+        "data": {"object": {"id": dispute, "object": "dispute", "amount": 5_000,
+            "currency": "usd", "reason": "fraudulent", "status": status,
+            "payment_intent": intent, "charge": format!("ch_{dispute}")}}})
+    .to_string()
+}
+
+/// Stripe's dispute webhooks for the payment charged at PaymentIntent `intent`, at
+/// `connector`'s route: the opened dispute puts the payment in the error pool (found by the
+/// PaymentIntent's key, retrieved from the fake), the lost one opens its own item, the payment
+/// stays SUCCESS; a dispute of a PaymentIntent not converge's is an unknown payment's.
+async fn stripe_disputes(app: &TestApp, connector: &str, payment_id: &str, intent: &str) {
+    let at = chrono::Utc::now().timestamp();
+    let dp = converge_server::ids::new_id("dp");
+    for (kind, status) in [
+        ("charge.dispute.created", "needs_response"),
+        ("charge.dispute.closed", "lost"),
+    ] {
+        let body = dispute_event(
+            &converge_server::ids::new_id("evt"),
+            kind,
+            &dp,
+            intent,
+            status,
+            at,
+        );
+        let sig = stripe_signature(WEBHOOK_SECRET, body.as_bytes(), at);
+        let a = post_stripe_webhook(app, connector, &body, &sig).await;
+        assert_eq!(
+            (a.status, a.json()["outcome"].as_str()),
+            (200, Some("ignored")),
+            "{:?}",
+            a.json()
+        );
+    }
+    let items = app
+        .sql_strings(
+            "SELECT dedupe_key || ' ' || status FROM error_pool WHERE kind = 'dispute' AND payment_id = $1 ORDER BY id",
+            &[payment_id],
+        )
+        .await;
+    assert_eq!(
+        items,
+        [
+            format!("dispute:{dp} resolved"),
+            format!("dispute:{dp}:lost open")
+        ]
+    );
+    let p = app.store.payment(payment_id).await.unwrap().unwrap();
+    assert_eq!(p.status.as_str(), "SUCCESS", "a dispute moves no payment");
+    let foreign = dispute_event(
+        "evt_dp_foreign",
+        "charge.dispute.created",
+        "dp_foreign",
+        "pi_notconverges",
+        "needs_response",
+        at,
+    );
+    let sig = stripe_signature(WEBHOOK_SECRET, foreign.as_bytes(), at);
+    let f = post_stripe_webhook(app, connector, &foreign, &sig).await;
+    assert_eq!(
+        (f.status, f.json()["outcome"].as_str()),
+        (200, Some("unknown_payment"))
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stripe_connector_meets_the_contract_against_localstripe() {
     let Some(url) = fake("CONVERGE_LOCALSTRIPE_URL") else {
@@ -132,6 +208,7 @@ async fn the_stripe_connector_meets_the_contract_against_localstripe() {
         multicapture: false,
         callbacks: Some(stripe_callbacks()),
         statements: true,
+        fees: true,
         late: None,
         now_secs: chrono::Utc::now().timestamp(),
     })
@@ -360,6 +437,7 @@ async fn a_merchant_on_its_own_stripe_account(db: Db) {
         (200, Some("unknown_payment")),
         "another PaymentIntent of the account is acknowledged, never refused"
     );
+    stripe_disputes(&app, &connector, &id, intent["id"].as_str().unwrap()).await;
 
     // Back to the sandbox: new payments go there; the Stripe payment is refunded at Stripe.
     app.core()
@@ -518,6 +596,68 @@ async fn stripe_call(
     let resp = req.send().await.expect("the fake answers");
     let status = resp.status().as_u16();
     (status, resp.bytes().await.unwrap().to_vec())
+}
+
+/// A dispute as a second Stripe implementation makes it (stripe-stateful-mock's
+/// `tok_createDisputeProductNotReceived` charge), in a `charge.dispute.created` event signed
+/// by the official library, reads as the core's `dispute.opened` fact with its amount,
+/// currency, id and reason (localstripe has no disputes). A Charges API charge has no
+/// PaymentIntent, so the fact names no reference: an unknown payment's, as it should be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_stripe_implementations_dispute_reads_as_a_dispute_fact() {
+    use reqwest::Method;
+    let Some(mock) = fake("CONVERGE_STRIPE_MOCK_URL") else {
+        return;
+    };
+    let form = [
+        ("amount", "5000"),
+        ("currency", "usd"),
+        ("source", "tok_createDisputeProductNotReceived"),
+    ];
+    let (status, body) = stripe_call(&mock, Method::POST, "/v1/charges", &form, None, true).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let charge: Value = serde_json::from_slice(&body).unwrap();
+    // The fake disputes the charge just after answering, as Stripe does.
+    let path = format!("/v1/charges/{}", charge["id"].as_str().unwrap());
+    let id = eventually(Duration::from_secs(10), "the charge disputed", || async {
+        let (_, body) = stripe_call(&mock, Method::GET, &path, &[], None, true).await;
+        let charge: Value = serde_json::from_slice(&body).ok()?;
+        charge["dispute"].as_str().map(str::to_owned)
+    })
+    .await;
+    let id = id.as_str();
+    let (status, body) = stripe_call(
+        &mock,
+        Method::GET,
+        &format!("/v1/disputes/{id}"),
+        &[],
+        None,
+        true,
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let dispute: Value = serde_json::from_slice(&body).unwrap();
+    let at = chrono::Utc::now().timestamp();
+    let event =
+        json!({"id": "evt_dispute_mock", "object": "event", "type": "charge.dispute.created",
+        "created": at, "data": {"object": dispute}})
+        .to_string();
+    let mut headers = HeaderMap::new();
+    let sig = stripe_signature(WEBHOOK_SECRET, event.as_bytes(), at);
+    headers.insert(
+        STRIPE_SIGNATURE_HEADER,
+        HeaderValue::from_str(&sig).unwrap(),
+    );
+    let fact = connector(&mock, DEFAULT_PAYMENT_METHOD)
+        .verify_callback(&headers, event.as_bytes(), at)
+        .expect("verified");
+    assert_eq!(
+        (fact.kind.as_str(), fact.amount, fact.currency.as_str()),
+        ("dispute.opened", 5000, "USD")
+    );
+    assert_eq!(fact.dispute_id.as_deref(), Some(id));
+    assert_eq!(fact.reason.as_deref(), Some("product_not_received"));
+    assert_eq!(fact.reference, None);
 }
 
 /// stripe-stateful-mock (npm) implements only Stripe's Charges API, so it cannot run the

@@ -18,8 +18,9 @@ const DELIVERY_ATTEMPTS: u32 = 4;
 const RETRY_BASE: Duration = Duration::from_millis(200);
 
 /// The JSON body of a callback: `{"event_id","type","channel_key","amount","currency",
-/// "created_at"}` and, for a capture, `"capture_key"`; amount in minor units (a capture's own
-/// amount for `capture.*`), created_at in unix seconds (UTC).
+/// "created_at"}` and, for a capture, `"capture_key"`, for a dispute `"dispute_id"` and
+/// `"reason"`; amount in minor units (a capture's own amount for `capture.*`, the disputed
+/// amount for `dispute.*`), created_at in unix seconds (UTC).
 #[derive(Debug, Clone, Serialize)]
 pub struct CallbackEvent {
     pub event_id: String,
@@ -31,6 +32,12 @@ pub struct CallbackEvent {
     pub amount: i64,
     pub currency: String,
     pub created_at: i64,
+    /// For `dispute.*`: the dispute's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispute_id: Option<String>,
+    /// For `dispute.*`: the card network's reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl CallbackEvent {
@@ -53,6 +60,8 @@ impl CallbackEvent {
             amount,
             currency: currency.to_owned(),
             created_at: at,
+            dispute_id: None,
+            reason: None,
         }
     }
 }
