@@ -309,9 +309,11 @@ impl World {
     /// case a write escaped the marks.
     async fn check(&mut self, actor: &str, window_ms: i64, full: bool) {
         let now = self.clock_now();
+        // The simulated channel never asks for the customer's step: no REQUIRES_ACTION here.
         let window = Window {
             now_ms: now,
             window_ms,
+            action_window_ms: 0,
         };
         let channel_keys = self.channel.take_touched();
         let changes = match total_changes(self.store.as_ref()).await {

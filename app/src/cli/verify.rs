@@ -20,6 +20,11 @@ pub(super) struct VerifyArgs {
     /// named by an open error-pool item.
     #[arg(long, env = "CONVERGE_VERIFY_WINDOW_SECS", default_value_t = 300)]
     window_secs: u64,
+    /// How long the servers wait for a customer's 3-D Secure step (their
+    /// `--action-window-secs`, the same variable): a payment in REQUIRES_ACTION must converge
+    /// within this plus the convergence window of when it began waiting.
+    #[arg(long, env = "CONVERGE_ACTION_WINDOW_SECS", default_value_t = converge_server::service::customer_action::DEFAULT_ACTION_WINDOW_SECS)]
+    action_window_secs: u64,
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -54,6 +59,8 @@ pub(super) async fn run(args: VerifyArgs) -> Result<()> {
     let window = Window {
         now_ms: now_ms(),
         window_ms,
+        action_window_ms: i64::try_from(args.action_window_secs.saturating_mul(1000))
+            .unwrap_or(i64::MAX),
     };
     let keys = args.db.clone();
     let report = start::with_store(&args.db, |store| async move {

@@ -13,6 +13,10 @@ pub struct Window {
     pub now_ms: i64,
     /// How long a payment may stay unfinished, ms.
     pub window_ms: i64,
+    /// How long a payment may wait for the customer's 3-D Secure step (REQUIRES_ACTION), ms,
+    /// before the server gives up on it (`--action-window-secs`): such a payment converges at
+    /// the end of that wait, so `window_ms` counts from then (issue 38).
+    pub action_window_ms: i64,
 }
 
 /// Checks invariants 1, 2 and 4 for one payment. `charges` are the channel's records under the
@@ -184,7 +188,10 @@ fn check_window(
     }
     let settled = status.is_settled();
     let cutoff = window.now_ms - window.window_ms;
-    if !settled && p.created_at <= cutoff {
+    // A customer still within the action window is waited for, not late.
+    let waiting = status == PaymentStatus::RequiresAction
+        && p.updated_at.saturating_add(window.action_window_ms) > cutoff;
+    if !settled && !waiting && p.created_at <= cutoff {
         out.push(Breach::NotConverged {
             payment: p.id.clone(),
             status: p.status.clone(),
@@ -321,6 +328,7 @@ mod tests {
     const W: Window = Window {
         now_ms: NOW,
         window_ms: 60_000,
+        action_window_ms: 0,
     };
 
     fn payment(status: &str) -> VerifyPaymentRow {
@@ -551,6 +559,30 @@ mod tests {
         let mut c = charge("succeeded", 1000);
         c.refunded = 500;
         assert_eq!(check_payment(&p, Some(&[c]), W), vec![]);
+    }
+
+    #[test]
+    fn a_customer_is_waited_for_until_the_action_window_and_then_the_convergence_window_end() {
+        let w = Window {
+            action_window_ms: 3_600_000,
+            ..W
+        };
+        let mut p = payment("REQUIRES_ACTION");
+        p.created_at = NOW - 3_000_000;
+        p.updated_at = NOW - 3_000_000;
+        assert_eq!(
+            check_payment(&p, None, w),
+            vec![],
+            "within the action window"
+        );
+        p.updated_at = NOW - 3_600_000 - 60_001;
+        let b = check_payment(&p, None, w);
+        assert!(matches!(&b[..], [Breach::NotConverged { .. }]), "{b:?}");
+        // Only the customer's step has the allowance.
+        let mut unknown = payment("UNKNOWN");
+        unknown.created_at = NOW - 3_000_000;
+        unknown.updated_at = NOW - 3_000_000;
+        assert_eq!(check_payment(&unknown, None, w).len(), 1);
     }
 
     #[test]

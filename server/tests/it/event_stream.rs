@@ -345,6 +345,7 @@ on_both_backends!(
         let later = converge_server::verify::Window {
             now_ms: chrono::Utc::now().timestamp_millis() + 3_600_000,
             window_ms: 60_000,
+            action_window_ms: 0,
         };
         let report = converge_server::verify::run(app.store.as_ref(), None, later)
             .await

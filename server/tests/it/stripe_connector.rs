@@ -563,6 +563,7 @@ async fn verify_reads_the_account(app: &TestApp, url: &str, name: &str, keys: &[
     let window = Window {
         now_ms: chrono::Utc::now().timestamp_millis(),
         window_ms: 300_000,
+        action_window_ms: 0,
     };
     let report = verify::run_scoped(&*app.store, Some(&sources), window, &scope)
         .await

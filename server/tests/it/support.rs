@@ -292,6 +292,9 @@ impl Teardown {
                 &converge_server::domain::clock::SystemClock,
             ),
             window_ms: 300_000,
+            action_window_ms: converge_server::service::customer_action::DEFAULT_ACTION_WINDOW_SECS
+                as i64
+                * 1000,
         };
         let report = verify::run(
             self.store.as_ref(),

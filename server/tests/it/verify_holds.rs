@@ -78,6 +78,7 @@ async fn verify_now(app: &TestApp) -> Report {
     let window = Window {
         now_ms: now,
         window_ms: 300_000,
+        action_window_ms: 0,
     };
     verify::run(&*app.store, Some(&source as &dyn ChargeSource), window)
         .await

@@ -354,6 +354,7 @@ store_conformance!(
         let window = Window {
             now_ms: NOW + 10_000,
             window_ms: 60_000,
+            action_window_ms: 0,
         };
         let run = |scope: verify::Scope| {
             let (store, channel) = (store.clone(), &channel);
@@ -475,6 +476,7 @@ store_conformance!(
             Window {
                 now_ms: NOW,
                 window_ms: 60_000,
+                action_window_ms: 0,
             },
         )
         .await
@@ -534,6 +536,7 @@ store_conformance!(
         let late = Window {
             now_ms: NOW + 120_000,
             window_ms: 60_000,
+            action_window_ms: 0,
         };
         let report = verify::run(&*store, None, late).await.unwrap();
         assert_eq!(report.offending_payments(), vec!["pay_stuck"]);
@@ -550,6 +553,7 @@ store_conformance!(
         let early = Window {
             now_ms: NOW + 30_000,
             window_ms: 60_000,
+            action_window_ms: 0,
         };
         assert!(verify::run(&*store, None, early).await.unwrap().ok());
 
@@ -606,6 +610,7 @@ on_both_backends!(
         let window = Window {
             now_ms: now,
             window_ms: 0,
+            action_window_ms: 0,
         };
         let report = verify::run(&*app.store, Some(&source as &dyn ChargeSource), window)
             .await
@@ -689,6 +694,7 @@ on_both_backends!(verify_refuses_a_channel_without_the_charge_list, |app| {
         Window {
             now_ms: now,
             window_ms: 0,
+            action_window_ms: 0,
         },
     )
     .await
@@ -780,6 +786,7 @@ store_conformance!(
         let window = Window {
             now_ms: NOW,
             window_ms: 60_000,
+            action_window_ms: 0,
         };
         let empty = verify::run(&*store, None, window).await.unwrap();
         assert_eq!(empty.audit, AuditChain::Verified { records: 0 });

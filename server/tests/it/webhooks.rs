@@ -674,6 +674,7 @@ async fn verify_later(app: &TestApp) -> converge_server::verify::Report {
         converge_server::verify::Window {
             now_ms: chrono::Utc::now().timestamp_millis() + 3_600_000,
             window_ms: 60_000,
+            action_window_ms: 0,
         },
     )
     .await
