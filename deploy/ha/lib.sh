@@ -8,6 +8,10 @@ HA_REPO=$(cd "$HA_HERE/../.." && pwd)
 # shellcheck source=deploy/ha/topology.env
 . "$HA_HERE/topology.env"
 D=$CONVERGE_HA_DIR
+# The binary up.sh started, for the drill's restarts.
+if [ "$CONVERGE_BIN" = converge ] && [ -s "$D/conf/converge.bin" ]; then
+  CONVERGE_BIN=$(cat "$D/conf/converge.bin")
+fi
 
 log() { echo "ha: $*" >&2; }
 die() { echo "ha: ERROR: $*" >&2; exit 1; }
