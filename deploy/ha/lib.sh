@@ -153,7 +153,7 @@ start_haproxy() {
     n=$((n + 1))
     lines+="    server serve$n $SERVE_HOST:$p check"$'\n'
   done
-  HA_STATE=$D CONVERGE_SERVER_LINES=$lines render "$HA_HERE/haproxy.cfg.in" "$D/conf/haproxy.cfg"
+  HA_STATE=$D HA_HERE=$HA_HERE CONVERGE_SERVER_LINES=$lines render "$HA_HERE/haproxy.cfg.in" "$D/conf/haproxy.cfg"
   # In the foreground of its own session (not `daemon`), so its log goes to $D/logs.
   sed -i 's/^    daemon$//' "$D/conf/haproxy.cfg"
   haproxy -c -q -f "$D/conf/haproxy.cfg" || die "haproxy.cfg does not check"
