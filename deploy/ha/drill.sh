@@ -43,15 +43,15 @@ export_topology
 out=$D/drill
 mkdir -p "$out"
 cleanup() {
-  touch "$out/stop"
+  touch "$out/stop" "$out/stop-sampler"
   [ $keep = 1 ] || bash "$HA_HERE/down.sh" >/dev/null 2>&1
 }
 trap cleanup EXIT
 now_ms() { date +%s%3N; }
 mark() { echo "$1 $(now_ms)" >>"$out/marks"; echo "drill: $(date +%T) $1" >&2; }
-# First acknowledged create at or after epoch ms $1 (nothing when none).
+# When the first create sent at or after epoch ms $1 was acknowledged (nothing when none).
 first_2xx_after() {
-  awk -F'\t' -v t="$1" '$1 >= t && $5 ~ /^2/ {print $1; exit}' <(sort -n "$out/attempts.tsv")
+  awk -F'\t' -v t="$1" '$9 >= t && $5 ~ /^2/ {print $1; exit}' <(sort -n "$out/attempts.tsv")
 }
 # Waits up to $2 s for a 2xx create after ms $1; prints the seconds from $1 to it.
 unavailable_secs() {
@@ -73,6 +73,24 @@ q_primary() { # SQL on the current primary, straight to it (not through HAProxy)
 }
 fail=0
 
+# ---- a sampler: each second the primary, the stream's last sequence on each node, the
+# events waiting in the outbox and the payments not yet final ----
+(
+  while [ ! -e "$out/stop-sampler" ]; do
+    p=$(pg_primary 2>/dev/null || echo none)
+    sq=""
+    for i in 1 2 3; do
+      eval "a=\$NATS${i}_HOST:\$NATS${i}_HTTP_PORT"
+      sq+="$(curl -s --max-time 1 "http://$a/jsz?streams=true" 2>/dev/null | jq -r '.account_details[0].stream_detail[0].state.last_seq // "-"' 2>/dev/null || echo -),"
+    done
+    ob=$(PGPASSWORD=$CONVERGE_DB_PASSWORD timeout 2 psql -h "$HAPROXY_HOST" -p "$HAPROXY_PG_PORT" -U "$CONVERGE_DB_USER" -d "$CONVERGE_DB_NAME" -qtAX \
+      -c "SELECT (SELECT count(*) FROM outbox_pending) || ',' || (SELECT count(*) FROM payments WHERE status NOT IN ('SUCCESS','FAILED','REFUNDED','REVERSED'))" 2>/dev/null || echo -)
+    printf '%s %s primary=%s stream_last_seq=%s outbox_pending,open_payments=%s\n' "$(now_ms)" "$(date +%T)" "$p" "${sq%,}" "${ob:--}" >>"$out/samples"
+    sleep 1
+  done
+) &
+sampler=$!
+
 # ---- workload ----
 : >"$out/attempts.tsv"
 : >"$out/acks.tsv"
@@ -91,11 +109,24 @@ t_pg=$(now_ms)
 kill -KILL "$pp" "$pm"
 mark "pg-kill $old patroni=$pp postmaster=$pm"
 pg_unavail=$(unavailable_secs "$t_pg" 120) || fail=1
-new=$(pg_primary || echo none)
-mark "pg-first-2xx after ${pg_unavail}s; primary now $new"
+mark "pg-first-2xx after ${pg_unavail}s"
+promoted() { local p; p=$(pg_primary) && [ "$p" != "$old" ]; }
+if wait_for 120 promoted; then
+  mark "pg-promoted $(pg_primary) after $(awk -v a="$(now_ms)" -v b="$t_pg" 'BEGIN {printf "%.1f", (a - b) / 1000}')s (or sooner)"
+else
+  mark "pg-NOT-promoted: no other primary within 120 s"
+  fail=1
+fi
 sleep "$settle"
 start_pg "${old#pg}"
-if wait_for 180 sh -c "curl -sf --max-time 2 http://$PG1_HOST:$PG1_API_PORT/cluster 2>/dev/null | grep -q sync_standby || curl -sf --max-time 2 http://$PG2_HOST:$PG2_API_PORT/cluster 2>/dev/null | grep -q sync_standby"; then
+rejoined() {
+  local p i
+  p=$(pg_primary) || return 1
+  i=${p#pg}
+  eval "curl -sf --max-time 2 http://\$PG${i}_HOST:\$PG${i}_API_PORT/cluster" |
+    jq -e --arg n "$old" '.members[] | select(.name == $n and .role == "sync_standby" and .state == "running")' >/dev/null
+}
+if wait_for 180 rejoined; then
   mark "pg-rejoined $old as synchronous standby"
 else
   mark "pg-NOT-rejoined $old"
@@ -182,6 +213,8 @@ cat "$out/verify.txt"
 [ "$conv_5xx" = 0 ] || fail=1
 [ $settled = 1 ] || fail=1
 
+touch "$out/stop-sampler"
+echo "drill: samples (each second):"; sed 's/^[0-9]* /  /' "$out/samples"
 echo "drill: marks:"; sed 's/^/  /' "$out/marks"
 echo "drill: attempts by status: $codes(000: no answer)"
 echo "drill: stream messages per node: $streams(payments: $payments)"

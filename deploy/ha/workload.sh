@@ -7,8 +7,9 @@
 #   workload.sh WORKER_ID OUT_DIR
 #
 # Appends to OUT_DIR/attempts.tsv one line per HTTP attempt:
-#   epoch_ms  worker  order_key  attempt  http_code  error_code  payment_id  status
-# (http_code 000: no answer) and to OUT_DIR/acks.tsv one line per acknowledged payment:
+#   epoch_ms  worker  order_key  attempt  http_code  error_code  payment_id  status  sent_ms
+# (epoch_ms: when the answer came; sent_ms: when the request was sent;
+#  http_code 000: no answer) and to OUT_DIR/acks.tsv one line per acknowledged payment:
 #   epoch_ms  order_key  payment_id  status
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -27,6 +28,7 @@ while [ ! -e "$STOP" ]; do
   a=0 t0=$SECONDS
   while :; do
     a=$((a + 1))
+    sent=$(date +%s%3N)
     code=$(curl -s -o "$body_file" -w '%{http_code}' --max-time 15 "$api/v1/payments" \
       -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
       -H "Idempotency-Key: $order" \
@@ -36,7 +38,7 @@ while [ ! -e "$STOP" ]; do
     if [ "$code" = 000 ] || [ "$code" -ge 500 ] 2>/dev/null; then
       [ -s "$body_file" ] && [ "$err" = - ] && err=non-json
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date +%s%3N)" "$w" "$order" "$a" "$code" "$err" "${id:--}" "${status:--}" >>"$out/attempts.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date +%s%3N)" "$w" "$order" "$a" "$code" "$err" "${id:--}" "${status:--}" "$sent" >>"$out/attempts.tsv"
     case $code in
       2??)
         printf '%s\t%s\t%s\t%s\n' "$(date +%s%3N)" "$order" "$id" "$status" >>"$out/acks.tsv"
