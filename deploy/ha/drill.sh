@@ -14,6 +14,8 @@
 #   5xx other than 503 answered by converge itself (HAProxy's own 502/503/504 are counted
 #   apart: a server killed mid-request)
 # and prints the seconds of write unavailability (kill to first 2xx create) of each kill.
+# DRILL_PG_KILL=postmaster kills only the primary's postmaster instead (its Patroni lives on
+# and restarts it in place, briefly read-only, with no failover).
 # The last lines are the figures, then `lost=N double=N`; the exit status is non-zero on any
 # failure. `--quick` runs short phases (about 2 minutes); `--keep` leaves the topology up.
 #
@@ -106,19 +108,27 @@ sleep "$warm"
 old=$(pg_primary) || { echo "drill: no primary before the kill" >&2; exit 1; }
 pp=$(alive_pid "$old") pm=$(postmaster_pid "$old")
 t_pg=$(now_ms)
-kill -KILL "$pp" "$pm"
-mark "pg-kill $old patroni=$pp postmaster=$pm"
+if [ "${DRILL_PG_KILL:-node}" = postmaster ]; then
+  kill -KILL "$pm"
+  mark "pg-kill $old postmaster=$pm only (its Patroni lives)"
+else
+  kill -KILL "$pp" "$pm"
+  mark "pg-kill $old patroni=$pp postmaster=$pm"
+fi
 pg_unavail=$(unavailable_secs "$t_pg" 120) || fail=1
 mark "pg-first-2xx after ${pg_unavail}s"
 promoted() { local p; p=$(pg_primary) && [ "$p" != "$old" ]; }
-if wait_for 120 promoted; then
+if [ "${DRILL_PG_KILL:-node}" = postmaster ]; then
+  wait_for 60 pg_primary && mark "pg-primary $(pg_primary) (restarted in place by Patroni)"
+  old=$(for n in pg1 pg2; do [ "$n" != "$(pg_primary)" ] && echo "$n"; done | head -n 1)
+elif wait_for 120 promoted; then
   mark "pg-promoted $(pg_primary) after $(awk -v a="$(now_ms)" -v b="$t_pg" 'BEGIN {printf "%.1f", (a - b) / 1000}')s (or sooner)"
 else
   mark "pg-NOT-promoted: no other primary within 120 s"
   fail=1
 fi
 sleep "$settle"
-start_pg "${old#pg}"
+start_pg "${old#pg}"  # (a no-op when its Patroni runs)
 rejoined() {
   local p i
   p=$(pg_primary) || return 1

@@ -69,7 +69,9 @@ for i in 1 2 3; do wait_for 30 nats_healthy "$i" || die "nats$i not healthy ($D/
 # replica. Retried while the JetStream cluster elects its meta leader.
 wait_for 60 python3 "$HA_HERE/nats_stream.py" "$NATS1_HOST:$NATS1_PORT" create CONVERGE 'converge.>' \
   "$NATS_STREAM_REPLICAS" 120 || die "could not create the CONVERGE stream"
-replicas=$(python3 "$HA_HERE/nats_stream.py" "$NATS1_HOST:$NATS1_PORT" info CONVERGE | jq .config.num_replicas)
+# (After a restart the stream answers only once its replicas have elected a leader.)
+wait_for 60 python3 "$HA_HERE/nats_stream.py" "$NATS1_HOST:$NATS1_PORT" info CONVERGE || die "the CONVERGE stream does not answer"
+replicas=$(python3 "$HA_HERE/nats_stream.py" "$NATS1_HOST:$NATS1_PORT" info CONVERGE | jq .config.num_replicas) || true
 log "NATS: 3 nodes, stream CONVERGE with $replicas replicas"
 
 # ---- HAProxy ----
