@@ -229,6 +229,16 @@ echo "drill: marks:"; sed 's/^/  /' "$out/marks"
 echo "drill: attempts by status: $codes(000: no answer)"
 echo "drill: stream messages per node: $streams(payments: $payments)"
 echo "drill: acknowledged=$acked workers=$workers primary_now=$primary verify=$([ $verify_rc = 0 ] && echo pass || echo FAIL) state=$D"
-echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx no_answer=$no_answer"
+# The longest time the stream did not grow while events waited in the outbox (from the
+# samples): how long publication paused (a relay lease changing hands, a broker reconnect).
+relay_stall=$(awk '{
+    t = $1; split($4, a, "="); split(a[2], q, ","); m = -1
+    for (i in q) if (q[i] ~ /^[0-9]+$/ && q[i] + 0 > m) m = q[i] + 0
+    split($5, b, "="); split(b[2], o, ",")
+    if (m > last || tl == "") { last = m; tl = t }
+    if (o[1] ~ /^[0-9]+$/ && o[1] + 0 > 0 && (t - tl) / 1000 > best) { best = (t - tl) / 1000; at = $2 }
+  } END { printf "%.0f%s", best, (at != "" ? " (until " at ")" : "") }' "$out/samples")
+echo "drill: longest publication pause with events waiting: ${relay_stall}s"
+echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail relay_pause_secs=${relay_stall%% *} converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx no_answer=$no_answer"
 echo "lost=$lost double=$double"
 exit $fail
