@@ -3,7 +3,7 @@
 # a merchant workload through HAProxy (workload.sh: each create retried under its
 # Idempotency-Key until a 2xx) and, under it, SIGKILLs
 #   1. the PostgreSQL primary's node (its Patroni and its postmaster: a lost machine),
-#   2. one NATS node (the one converge's relay is connected to),
+#   2. one NATS node (the stream's leader; DRILL_NATS_VICTIM=relay: the relay's node),
 #   3. one `converge serve`,
 # restarting each and waiting for it to rejoin before the next. Then it lets the payments
 # settle and checks:
@@ -33,7 +33,7 @@ export CONVERGE_HA_DIR=${CONVERGE_HA_DIR:-${TMPDIR:-/tmp}/converge-ha-drill}
 . "$(dirname "$0")/lib.sh"
 export_topology
 if [ $quick = 1 ]; then
-  workers=${DRILL_WORKERS:-4} warm=5 settle=5 nats_down=8 serve_down=5 tail_secs=5
+  workers=${DRILL_WORKERS:-4} warm=5 settle=5 nats_down=15 serve_down=5 tail_secs=5
 else
   workers=${DRILL_WORKERS:-8} warm=20 settle=20 nats_down=30 serve_down=20 tail_secs=20
 fi
@@ -145,12 +145,22 @@ fi
 sleep "$settle"
 
 # ---- 2. a NATS node: the one the relay is connected to ----
-victim=1
+# DRILL_NATS_VICTIM=leader (default): the CONVERGE stream's leader, whose loss makes the
+# survivors elect one (the hard case); =relay: the node converge's relay is connected to.
+victim=1 relay_node=none leader=none
 for i in 1 2 3; do
   eval "hp=\$NATS${i}_HTTP_PORT h=\$NATS${i}_HOST"
   c=$(curl -s --max-time 2 "http://$h:$hp/connz" | jq -r '.num_connections // 0')
-  [ "${c:-0}" -gt 0 ] && { victim=$i; break; }
+  [ "${c:-0}" -gt 0 ] && relay_node=nats$i
+  l=$(curl -s --max-time 2 "http://$h:$hp/jsz?streams=true" | jq -r '.account_details[0].stream_detail[0].cluster.leader // empty')
+  [ -n "$l" ] && leader=$l
 done
+if [ "${DRILL_NATS_VICTIM:-leader}" = relay ] && [ "$relay_node" != none ]; then
+  victim=${relay_node#nats}
+elif [ "$leader" != none ]; then
+  victim=${leader#nats}
+fi
+mark "nats: stream leader $leader, relay connected to $relay_node"
 seq_of() { curl -s --max-time 2 "http://$1/jsz?streams=true" | jq -r '.account_details[0].stream_detail[0].state.last_seq // 0'; }
 other=$((victim % 3 + 1))
 eval "other_addr=\$NATS${other}_HOST:\$NATS${other}_HTTP_PORT"
@@ -162,7 +172,9 @@ nats_unavail=$(unavailable_secs "$t_nats" 60) || fail=1
 sleep "$nats_down"
 seq_during=$(seq_of "$other_addr")
 mark "nats-down ${nats_down}s: stream last_seq $seq_before -> $seq_during on nats$other"
-[ "$seq_during" -gt "$seq_before" ] || { mark "nats-relay-STOPPED publishing"; fail=1; }
+# The relay must publish again while the node is still down (it pauses about 10 s when the
+# stream's leader is lost: see README.md), so the node stays down longer than that.
+[ "$seq_during" -gt "$seq_before" ] || { mark "nats-relay-STOPPED publishing while nats$victim was down"; fail=1; }
 start_nats "$victim"
 wait_for 60 nats_healthy "$victim" && mark "nats-restarted nats$victim" || { mark "nats-NOT-restarted"; fail=1; }
 sleep "$settle"
