@@ -40,6 +40,8 @@ alive_pid() {
   [ -s "$f" ] || return 1
   pid=$(cat "$f")
   kill -0 "$pid" 2>/dev/null || return 1
+  # A zombie (exited, not yet reaped by the drill's shell that started it) is not alive.
+  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
   echo "$pid"
 }
 
