@@ -251,6 +251,10 @@ relay_stall=$(awk '{
     if (o[1] ~ /^[0-9]+$/ && o[1] + 0 > 0 && (t - tl) / 1000 > best) { best = (t - tl) / 1000; at = $2 }
   } END { printf "%.0f%s", best, (at != "" ? " (until " at ")" : "") }' "$out/samples")
 echo "drill: longest publication pause with events waiting: ${relay_stall}s"
-echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail relay_pause_secs=${relay_stall%% *} converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx no_answer=$no_answer"
+# The longest any one order waited from its first attempt to its acknowledgement (a request
+# cut by a kill holds its Idempotency-Key for the key lease: retries get 409 meanwhile).
+order_wait=$(awk -F'\t' '!($3 in first) {first[$3] = $9} $5 ~ /^2/ {w = ($1 - first[$3]) / 1000; if (w > best) {best = w; o = $3}} END {printf "%.1f %s", best, o}' "$out/attempts.tsv")
+echo "drill: longest wait of one order, first attempt to 2xx: ${order_wait% *}s (${order_wait#* })"
+echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail relay_pause_secs=${relay_stall%% *} max_order_wait_secs=${order_wait% *} converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx no_answer=$no_answer"
 echo "lost=$lost double=$double"
 exit $fail
