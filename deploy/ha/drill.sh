@@ -234,6 +234,9 @@ cat "$out/verify.txt"
 [ "$double" = 0 ] || fail=1
 [ "$conv_5xx" = 0 ] || fail=1
 [ $settled = 1 ] || fail=1
+# Every node holds the whole stream again (the restarted one caught up).
+[ "$(echo "$streams" | tr ' ' '\n' | grep -c . )" = 3 ] && [ "$(echo "$streams" | tr ' ' '\n' | grep . | cut -d: -f2 | sort -u | wc -l)" = 1 ] ||
+  { echo "drill: the NATS nodes disagree on the stream: $streams" >&2; fail=1; }
 
 touch "$out/stop-sampler"
 echo "drill: samples (each second):"; sed 's/^[0-9]* /  /' "$out/samples"

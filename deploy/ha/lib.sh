@@ -214,3 +214,6 @@ serve_healthy() { # 1..N
   curl -sf --max-time 2 "http://$SERVE_HOST:$(serve_port "$1")/health" >/dev/null
 }
 serve_count() { set -- $SERVE_PORTS; echo $#; }
+
+# The templates (envsubst) read the topology from the environment.
+export_topology
