@@ -11,7 +11,7 @@ stop() { # name [grace seconds]
   pid=$(alive_pid "$name") || { rm -f "$(pidfile "$name")"; return 0; }
   kill -TERM "$pid" 2>/dev/null
   t0=$SECONDS
-  while kill -0 "$pid" 2>/dev/null; do
+  while running "$pid"; do
     if ((SECONDS - t0 >= grace)); then
       log "$name (pid $pid) still up after ${grace}s: SIGKILL"
       kill -KILL "$pid" 2>/dev/null

@@ -39,10 +39,15 @@ alive_pid() {
   f=$(pidfile "$1")
   [ -s "$f" ] || return 1
   pid=$(cat "$f")
-  kill -0 "$pid" 2>/dev/null || return 1
-  # A zombie (exited, not yet reaped by the drill's shell that started it) is not alive.
-  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
+  running "$pid" || return 1
   echo "$pid"
+}
+
+# Whether process $1 runs. A zombie (exited, not yet reaped: by the drill's shell that
+# started it, or by a PID 1 that reaps nothing, as in some containers) does not.
+running() {
+  kill -0 "$1" 2>/dev/null || return 1
+  [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
 }
 
 # The postmaster pid of PostgreSQL node $1 (pg1, pg2) when it runs.
@@ -50,7 +55,7 @@ postmaster_pid() {
   local f="$D/$1/data/postmaster.pid" pid
   [ -s "$f" ] || return 1
   pid=$(head -n 1 "$f")
-  kill -0 "$pid" 2>/dev/null || return 1
+  running "$pid" || return 1
   echo "$pid"
 }
 
