@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# The failover drill (issue 40): starts the topology (up.sh) in a fresh state directory, runs
+# a merchant workload through HAProxy (workload.sh: each create retried under its
+# Idempotency-Key until a 2xx) and, under it, SIGKILLs
+#   1. the PostgreSQL primary's node (its Patroni and its postmaster: a lost machine),
+#   2. one NATS node (the stream's leader; DRILL_NATS_VICTIM=relay: the relay's node),
+#   3. one `converge serve`,
+# restarting each and waiting for it to rejoin before the next. Then it lets the payments
+# settle and checks:
+#   lost    acknowledged (2xx) payments missing from the database, read on the new primary
+#   double  merchant orders with more than one payment, plus successful channel charges that
+#           belong to no successful payment
+#   converge verify passes (against the new primary and the channel)
+#   5xx other than 503 answered by converge itself (HAProxy's own 502/503/504 are counted
+#   apart: a server killed mid-request)
+# and prints the seconds of write unavailability (kill to first 2xx create) of each kill.
+# DRILL_PG_KILL=postmaster kills only the primary's postmaster instead (its Patroni lives on
+# and restarts it in place, briefly read-only, with no failover).
+# The last lines are the figures, then `lost=N double=N`; the exit status is non-zero on any
+# failure. `--quick` runs short phases (about 2 minutes); `--keep` leaves the topology up.
+#
+#   CONVERGE_BIN=/path/to/converge bash deploy/ha/drill.sh --quick
+set -uo pipefail
+quick=0 keep=0
+for a in "$@"; do
+  case $a in
+    --quick) quick=1 ;;
+    --keep) keep=1 ;;
+    *) echo "usage: drill.sh [--quick] [--keep]" >&2; exit 2 ;;
+  esac
+done
+export CONVERGE_HA_DIR=${CONVERGE_HA_DIR:-${TMPDIR:-/tmp}/converge-ha-drill}
+. "$(dirname "$0")/lib.sh"
+export_topology
+if [ $quick = 1 ]; then
+  workers=${DRILL_WORKERS:-4} warm=5 settle=5 nats_down=15 serve_down=5 tail_secs=5
+else
+  workers=${DRILL_WORKERS:-8} warm=20 settle=20 nats_down=30 serve_down=20 tail_secs=20
+fi
+
+bash "$HA_HERE/down.sh" --purge 2>/dev/null
+bash "$HA_HERE/up.sh" || { echo "drill: up.sh failed" >&2; exit 1; }
+. "$HA_HERE/lib.sh"  # the binary up.sh chose
+export_topology
+out=$D/drill
+mkdir -p "$out"
+cleanup() {
+  touch "$out/stop" "$out/stop-sampler"
+  [ $keep = 1 ] || bash "$HA_HERE/down.sh" >/dev/null 2>&1
+}
+trap cleanup EXIT
+now_ms() { date +%s%3N; }
+mark() { echo "$1 $(now_ms)" >>"$out/marks"; echo "drill: $(date +%T) $1" >&2; }
+# When the first create sent at or after epoch ms $1 was acknowledged (nothing when none).
+first_2xx_after() {
+  awk -F'\t' -v t="$1" '$9 >= t && $5 ~ /^2/ {print $1; exit}' <(sort -n "$out/attempts.tsv")
+}
+# Waits up to $2 s for a 2xx create after ms $1; prints the seconds from $1 to it.
+unavailable_secs() {
+  local t0=$1 limit=$2 t
+  local s=$SECONDS
+  while :; do
+    t=$(first_2xx_after "$t0")
+    [ -n "$t" ] && { awk -v a="$t" -v b="$t0" 'BEGIN {printf "%.1f", (a - b) / 1000}'; return 0; }
+    ((SECONDS - s >= limit)) && { echo "none-within-${limit}s"; return 1; }
+    sleep 0.5
+  done
+}
+q_primary() { # SQL on the current primary, straight to it (not through HAProxy)
+  local p i port
+  p=$(pg_primary) || return 1
+  i=${p#pg}
+  eval "port=\$PG${i}_PORT host=\$PG${i}_HOST"
+  PGPASSWORD=$CONVERGE_DB_PASSWORD psql -h "$host" -p "$port" -U "$CONVERGE_DB_USER" -d "$CONVERGE_DB_NAME" -qtAX -c "$1"
+}
+fail=0
+
+# ---- a sampler: each second the primary, the stream's last sequence on each node, the
+# events waiting in the outbox and the payments not yet final ----
+(
+  while [ ! -e "$out/stop-sampler" ]; do
+    p=$(pg_primary 2>/dev/null || echo none)
+    sq=""
+    for i in 1 2 3; do
+      eval "a=\$NATS${i}_HOST:\$NATS${i}_HTTP_PORT"
+      sq+="$(curl -s --max-time 1 "http://$a/jsz?streams=true" 2>/dev/null | jq -r '.account_details[0].stream_detail[0].state.last_seq // "-"' 2>/dev/null || echo -),"
+    done
+    ob=$(PGPASSWORD=$CONVERGE_DB_PASSWORD timeout 2 psql -h "$HAPROXY_HOST" -p "$HAPROXY_PG_PORT" -U "$CONVERGE_DB_USER" -d "$CONVERGE_DB_NAME" -qtAX \
+      -c "SELECT (SELECT count(*) FROM outbox_pending) || ',' || (SELECT count(*) FROM payments WHERE status NOT IN ('SUCCESS','FAILED','REFUNDED','REVERSED'))" 2>/dev/null || echo -)
+    printf '%s %s primary=%s stream_last_seq=%s outbox_pending,open_payments=%s\n' "$(now_ms)" "$(date +%T)" "$p" "${sq%,}" "${ob:--}" >>"$out/samples"
+    sleep 1
+  done
+) &
+sampler=$!
+
+# ---- workload ----
+: >"$out/attempts.tsv"
+: >"$out/acks.tsv"
+wpids=()
+for w in $(seq 1 "$workers"); do
+  RUN_ID=drill STOP=$out/stop bash "$HA_HERE/workload.sh" "$w" "$out" &
+  wpids+=($!)
+done
+mark workload-started
+sleep "$warm"
+
+# ---- 1. the PostgreSQL primary's node ----
+old=$(pg_primary) || { echo "drill: no primary before the kill" >&2; exit 1; }
+pp=$(alive_pid "$old") pm=$(postmaster_pid "$old")
+t_pg=$(now_ms)
+if [ "${DRILL_PG_KILL:-node}" = postmaster ]; then
+  kill -KILL "$pm"
+  mark "pg-kill $old postmaster=$pm only (its Patroni lives)"
+else
+  kill -KILL "$pp" "$pm"
+  mark "pg-kill $old patroni=$pp postmaster=$pm"
+fi
+pg_unavail=$(unavailable_secs "$t_pg" 120) || fail=1
+mark "pg-first-2xx after ${pg_unavail}s"
+promoted() { local p; p=$(pg_primary) && [ "$p" != "$old" ]; }
+if [ "${DRILL_PG_KILL:-node}" = postmaster ]; then
+  wait_for 60 pg_primary && mark "pg-primary $(pg_primary) (restarted in place by Patroni)"
+  old=$(for n in pg1 pg2; do [ "$n" != "$(pg_primary)" ] && echo "$n"; done | head -n 1)
+elif wait_for 120 promoted; then
+  mark "pg-promoted $(pg_primary) after $(awk -v a="$(now_ms)" -v b="$t_pg" 'BEGIN {printf "%.1f", (a - b) / 1000}')s (or sooner)"
+else
+  mark "pg-NOT-promoted: no other primary within 120 s"
+  fail=1
+fi
+sleep "$settle"
+start_pg "${old#pg}"  # (a no-op when its Patroni runs)
+rejoined() {
+  local p i
+  p=$(pg_primary) || return 1
+  i=${p#pg}
+  eval "curl -sf --max-time 2 http://\$PG${i}_HOST:\$PG${i}_API_PORT/cluster" |
+    jq -e --arg n "$old" '.members[] | select(.name == $n and .role == "sync_standby" and .state == "running")' >/dev/null
+}
+if wait_for 180 rejoined; then
+  mark "pg-rejoined $old as synchronous standby"
+else
+  mark "pg-NOT-rejoined $old"
+  fail=1
+fi
+sleep "$settle"
+
+# ---- 2. a NATS node: the one the relay is connected to ----
+# DRILL_NATS_VICTIM=leader (default): the CONVERGE stream's leader, whose loss makes the
+# survivors elect one (the hard case); =relay: the node converge's relay is connected to.
+victim=1 relay_node=none leader=none
+for i in 1 2 3; do
+  eval "hp=\$NATS${i}_HTTP_PORT h=\$NATS${i}_HOST"
+  c=$(curl -s --max-time 2 "http://$h:$hp/connz" | jq -r '.num_connections // 0')
+  [ "${c:-0}" -gt 0 ] && relay_node=nats$i
+  l=$(curl -s --max-time 2 "http://$h:$hp/jsz?streams=true" | jq -r '.account_details[0].stream_detail[0].cluster.leader // empty')
+  [ -n "$l" ] && leader=$l
+done
+if [ "${DRILL_NATS_VICTIM:-leader}" = relay ] && [ "$relay_node" != none ]; then
+  victim=${relay_node#nats}
+elif [ "$leader" != none ]; then
+  victim=${leader#nats}
+fi
+mark "nats: stream leader $leader, relay connected to $relay_node"
+seq_of() { curl -s --max-time 2 "http://$1/jsz?streams=true" | jq -r '.account_details[0].stream_detail[0].state.last_seq // 0'; }
+other=$((victim % 3 + 1))
+eval "other_addr=\$NATS${other}_HOST:\$NATS${other}_HTTP_PORT"
+seq_before=$(seq_of "$other_addr")
+t_nats=$(now_ms)
+kill -KILL "$(alive_pid "nats$victim")"
+mark "nats-kill nats$victim (stream last_seq $seq_before)"
+nats_unavail=$(unavailable_secs "$t_nats" 60) || fail=1
+sleep "$nats_down"
+seq_during=$(seq_of "$other_addr")
+mark "nats-down ${nats_down}s: stream last_seq $seq_before -> $seq_during on nats$other"
+# The relay must publish again while the node is still down (it pauses about 10 s when the
+# stream's leader is lost: see README.md), so the node stays down longer than that.
+[ "$seq_during" -gt "$seq_before" ] || { mark "nats-relay-STOPPED publishing while nats$victim was down"; fail=1; }
+start_nats "$victim"
+wait_for 60 nats_healthy "$victim" && mark "nats-restarted nats$victim" || { mark "nats-NOT-restarted"; fail=1; }
+sleep "$settle"
+
+# ---- 3. a converge server ----
+t_serve=$(now_ms)
+kill -KILL "$(alive_pid serve1)"
+mark "serve-kill serve1"
+serve_unavail=$(unavailable_secs "$t_serve" 60) || fail=1
+sleep "$serve_down"
+start_serve 1
+wait_for 60 serve_healthy 1 && mark "serve-restarted serve1" || { mark "serve-NOT-restarted"; fail=1; }
+sleep "$tail_secs"
+
+# ---- stop the workload, let everything settle ----
+touch "$out/stop"
+mark workload-stopping
+wait "${wpids[@]}"
+mark workload-stopped
+settled=0
+for _ in $(seq 1 120); do
+  open=$(q_primary "SELECT (SELECT count(*) FROM payments WHERE status IN ('PENDING','PROCESSING','UNKNOWN','CHANNEL_SUCCESS','AUTHORIZING','CAPTURING','VOIDING','REQUIRES_ACTION')) + (SELECT count(*) FROM outbox_pending)" 2>/dev/null)
+  [ "$open" = 0 ] && { settled=1; break; }
+  sleep 1
+done
+[ $settled = 1 ] && mark "settled" || mark "NOT settled: $open payments or events open after 120 s"
+
+# ---- figures ----
+primary=$(pg_primary || echo none)
+cut -f3 "$out/acks.tsv" | sort -u >"$out/acked_ids"
+q_primary "SELECT id FROM payments" | sort >"$out/db_ids"
+acked=$(wc -l <"$out/acked_ids")
+lost=$(comm -23 "$out/acked_ids" "$out/db_ids" | tee "$out/lost_ids" | wc -l)
+dup_orders=$(q_primary "SELECT count(*) FROM (SELECT merchant_id, merchant_order_id FROM payments GROUP BY 1, 2 HAVING count(*) > 1) d")
+q_primary "SELECT channel_key FROM payments WHERE status IN ('SUCCESS','REFUNDED') OR captured_amount > 0" | sort -u >"$out/paid_keys"
+curl -s --max-time 30 "http://$CHANNEL_HOST:$CHANNEL_PORT/charges" |
+  jq -r '.charges[] | select(.status == "succeeded") | .key' | sort >"$out/channel_keys"
+orphan_charges=$(comm -23 "$out/channel_keys" "$out/paid_keys" | wc -l)
+double=$((dup_orders + orphan_charges))
+codes=$(awk -F'\t' '{print $5}' "$out/attempts.tsv" | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')
+conv_5xx=$(awk -F'\t' '$5 ~ /^5/ && $5 != 503 && $6 != "bad_gateway" && $6 != "gateway_timeout" && $6 != "no_server_available"' "$out/attempts.tsv" | wc -l)
+proxy_5xx=$(awk -F'\t' '$6 == "bad_gateway" || $6 == "gateway_timeout"' "$out/attempts.tsv" | wc -l)
+no_answer=$(awk -F'\t' '$5 == "000"' "$out/attempts.tsv" | wc -l)
+streams=""
+for i in 1 2 3; do
+  eval "a=\$NATS${i}_HOST:\$NATS${i}_HTTP_PORT"
+  streams+="nats$i:$(curl -s --max-time 2 "http://$a/jsz?streams=true" | jq -r '.account_details[0].stream_detail[0].state.messages // "?"') "
+done
+payments=$(q_primary "SELECT count(*) FROM payments")
+DATABASE_URL="postgres://$CONVERGE_DB_USER:$CONVERGE_DB_PASSWORD@${primary:+$(eval "echo \$PG${primary#pg}_HOST:\$PG${primary#pg}_PORT")}/$CONVERGE_DB_NAME" \
+  CONVERGE_SECRETS_KEY_FILE=$D/converge/secrets.key \
+  "$CONVERGE_BIN" verify --channel-url "http://$CHANNEL_HOST:$CHANNEL_PORT" >"$out/verify.txt" 2>&1
+verify_rc=$?
+cat "$out/verify.txt"
+[ $verify_rc = 0 ] || fail=1
+[ "$lost" = 0 ] || fail=1
+[ "$double" = 0 ] || fail=1
+[ "$conv_5xx" = 0 ] || fail=1
+[ $settled = 1 ] || fail=1
+# Every node holds the whole stream again (the restarted one caught up).
+[ "$(echo "$streams" | tr ' ' '\n' | grep -c . )" = 3 ] && [ "$(echo "$streams" | tr ' ' '\n' | grep . | cut -d: -f2 | sort -u | wc -l)" = 1 ] ||
+  { echo "drill: the NATS nodes disagree on the stream: $streams" >&2; fail=1; }
+
+touch "$out/stop-sampler"
+echo "drill: samples (each second):"; sed 's/^[0-9]* /  /' "$out/samples"
+echo "drill: marks:"; sed 's/^/  /' "$out/marks"
+echo "drill: attempts by status: $codes(000: no answer)"
+echo "drill: stream messages per node: $streams(payments: $payments)"
+echo "drill: acknowledged=$acked workers=$workers primary_now=$primary verify=$([ $verify_rc = 0 ] && echo pass || echo FAIL) state=$D"
+# The longest time the stream did not grow while events waited in the outbox (from the
+# samples): how long publication paused (a relay lease changing hands, a broker reconnect).
+relay_stall=$(awk '{
+    t = $1; split($4, a, "="); split(a[2], q, ","); m = -1
+    for (i in q) if (q[i] ~ /^[0-9]+$/ && q[i] + 0 > m) m = q[i] + 0
+    split($5, b, "="); split(b[2], o, ",")
+    if (m > last || tl == "") { last = m; tl = t }
+    if (o[1] ~ /^[0-9]+$/ && o[1] + 0 > 0 && (t - tl) / 1000 > best) { best = (t - tl) / 1000; at = $2 }
+  } END { printf "%.0f%s", best, (at != "" ? " (until " at ")" : "") }' "$out/samples")
+echo "drill: longest publication pause with events waiting: ${relay_stall}s"
+# The longest any one order waited from its first attempt to its acknowledgement (a request
+# cut by a kill holds its Idempotency-Key for the key lease: retries get 409 meanwhile).
+order_wait=$(awk -F'\t' '!($3 in first) {first[$3] = $9} $5 ~ /^2/ {w = ($1 - first[$3]) / 1000; if (w > best) {best = w; o = $3}} END {printf "%.1f %s", best, o}' "$out/attempts.tsv")
+echo "drill: longest wait of one order, first attempt to 2xx: ${order_wait% *}s (${order_wait#* })"
+echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail relay_pause_secs=${relay_stall%% *} max_order_wait_secs=${order_wait% *} converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx no_answer=$no_answer"
+echo "lost=$lost double=$double"
+exit $fail
