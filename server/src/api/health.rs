@@ -11,9 +11,11 @@ use super::ApiState;
 
 /// The answer of `GET /health`.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"status": "ok", "database": {"backend": "sqlite", "reachable": true}}))]
+#[schema(example = json!({"status": "ok", "database": {"backend": "sqlite", "reachable": true, "writable": true}}))]
 pub struct HealthView {
-    /// `ok`, or `unavailable` when the database does not answer.
+    /// `ok`; `read_only` when the database answers but takes no writes (a PostgreSQL standby
+    /// or a primary not yet promoted: a failover in progress); `unavailable` when it does not
+    /// answer.
     #[schema(schema_with = health_status_schema)]
     status: &'static str,
     /// The database.
@@ -27,18 +29,23 @@ pub struct DatabaseHealth {
     backend: crate::store::Backend,
     /// Whether it answered.
     reachable: bool,
+    /// Whether it takes writes ([`Store::writable`](crate::store::Store::writable)); false
+    /// when it did not answer.
+    writable: bool,
 }
 
 fn health_status_schema() -> utoipa::openapi::Object {
     utoipa::openapi::ObjectBuilder::new()
         .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(["ok", "unavailable"]))
+        .enum_values(Some(["ok", "read_only", "unavailable"]))
         .build()
 }
 
-/// 200 `{"status":"ok","database":{"backend","reachable":true}}`, or 503 with
+/// 200 `{"status":"ok","database":{"backend","reachable":true,"writable":true}}`; 503 with
 /// `"status":"unavailable"` and `"reachable":false` when the database does not answer or its
-/// SQLite file was deleted ([`Store::health`](crate::store::Store::health)).
+/// SQLite file was deleted ([`Store::health`](crate::store::Store::health)); 503 with
+/// `"status":"read_only"` and `"writable":false` when it answers but takes no writes, so a
+/// load balancer sends no request to a server whose database is failing over (issue 40).
 #[utoipa::path(
     get,
     path = "/health",
@@ -46,25 +53,35 @@ fn health_status_schema() -> utoipa::openapi::Object {
     operation_id = "health",
     summary = "Liveness and database reachability",
     responses(
-        (status = 200, description = "Serving, and the database answers", body = HealthView),
-        (status = 503, description = "The database does not answer", body = HealthView,
-            example = json!({"status": "unavailable", "database": {"backend": "postgres", "reachable": false}}))
+        (status = 200, description = "Serving, and the database answers and takes writes", body = HealthView),
+        (status = 503, description = "The database does not answer, or takes no writes (read_only)", body = HealthView,
+            example = json!({"status": "unavailable", "database": {"backend": "postgres", "reachable": false, "writable": false}}))
     )
 )]
 pub async fn health(State(st): State<ApiState>) -> (StatusCode, Json<HealthView>) {
     let backend = st.core.store.backend();
-    let (status, reachable) = match st.core.store.health().await {
-        Ok(()) => (StatusCode::OK, true),
+    let store = &st.core.store;
+    let answer = match store.health().await {
+        Ok(()) => store.writable().await,
+        Err(e) => Err(e),
+    };
+    let (code, status, reachable, writable) = match answer {
+        Ok(true) => (StatusCode::OK, "ok", true, true),
+        Ok(false) => (StatusCode::SERVICE_UNAVAILABLE, "read_only", true, false),
         Err(e) => {
             tracing::error!(error = %e, "health check: database unreachable");
-            (StatusCode::SERVICE_UNAVAILABLE, false)
+            (StatusCode::SERVICE_UNAVAILABLE, "unavailable", false, false)
         }
     };
     let view = HealthView {
-        status: if reachable { "ok" } else { "unavailable" },
-        database: DatabaseHealth { backend, reachable },
+        status,
+        database: DatabaseHealth {
+            backend,
+            reachable,
+            writable,
+        },
     };
-    (status, Json(view))
+    (code, Json(view))
 }
 
 /// Prometheus text exposition of every converge metric.

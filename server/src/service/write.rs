@@ -16,8 +16,9 @@
 //!    one took over (resumed: the same payment, refund or endpoint, never a second one).
 //!    `keyed_write` stores a 2xx answer with the key (sealed at rest when the use case says it
 //!    carries a secret, [`Seal::Secret`]), releases the key after a refusal
-//!    ([`Refusal::is_refusal`]) and keeps it after a failure, so its lease lapses and a retry
-//!    resumes.
+//!    ([`Refusal::is_refusal`]) and keeps it after a failure with its lease ended at once
+//!    ([`KeyStore::lapse_key`]), so the client's retry resumes from the recovery point
+//!    instead of waiting out `--key-lease-ms` (issue 40).
 //!
 //! The answer is data ([`StoredResponse`]: status, headers, JSON bytes), made by the use
 //! case: the bytes stored are the bytes sent. The HTTP layer (`api/idempotency.rs`) only reads
@@ -147,7 +148,8 @@ impl Core {
     /// docs): `start` taken answers from the other request's record; fresh runs `fresh` with
     /// what the first transaction wrote; a recovery point runs `resume` (with None when the
     /// crashed request recorded none). Then the answer is stored with the key (`seal`ed when
-    /// it carries a secret), a refusal releases the key, and a failure keeps it.
+    /// it carries a secret), a refusal releases the key, and a failure keeps it with its
+    /// lease ended ([`end_lease`](Self::end_lease)).
     ///
     /// A key whose lease was lost before its answer was stored keeps the other holder's
     /// answer: this request's answer is still sent (logged).
@@ -174,10 +176,43 @@ impl Core {
             Err(e) => {
                 if e.is_refusal() {
                     self.release_key(&key).await;
+                } else {
+                    self.end_lease(key, claim.lease_expires_at).await;
                 }
                 Err(e)
             }
         }
+    }
+
+    /// Ends the lease of a failed write's claim (`key`, whose lease runs to `lapses_at`,
+    /// epoch ms UTC), keeping its recovery point: nothing of this request runs once it has
+    /// answered, so the lease guards nothing any more, and the client's retry (the same
+    /// key) takes the claim over at once and resumes. Without this, a request cut by a
+    /// database failover left its claim held, and every retry was answered 409 in use until
+    /// `--key-lease-ms` had passed (30 s; issue 40's drill). The database is often why the
+    /// write failed: while it does not answer, a task asks again with backoff until it does
+    /// or the lease lapses by itself.
+    async fn end_lease(&self, key: KeyRef, lapses_at: i64) {
+        let first = self.store.lapse_key(&key, self.clock.now_ms()).await;
+        let Err(crate::store::StoreError::Unavailable(_)) = first else {
+            if let Err(e) = first {
+                tracing::warn!(error = %e, "could not end the lease of a failed write's key; it lapses by itself");
+            }
+            return;
+        };
+        let (store, clock) = (self.store.clone(), self.clock.clone());
+        tokio::spawn(async move {
+            let mut wait = std::time::Duration::from_millis(250);
+            while clock.now_ms() < lapses_at {
+                tokio::time::sleep(wait).await;
+                match store.lapse_key(&key, clock.now_ms()).await {
+                    Err(crate::store::StoreError::Unavailable(_)) => {
+                        wait = (wait * 2).min(std::time::Duration::from_secs(4));
+                    }
+                    _ => return,
+                }
+            }
+        });
     }
 
     /// Records `resource_id` as the recovery point of a claim taken over from a crashed

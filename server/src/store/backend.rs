@@ -147,6 +147,18 @@ macro_rules! impl_sql_store {
                 Ok(())
             }
 
+            async fn writable(&self) -> Result<bool, $crate::store::StoreError> {
+                match <$store as $crate::store::backend::SqlBackend>::BACKEND {
+                    $crate::store::Backend::Sqlite => Ok(true),
+                    $crate::store::Backend::Postgres => {
+                        let read_only: String = sqlx::query_scalar("SHOW transaction_read_only")
+                            .fetch_one(self.writer())
+                            .await?;
+                        Ok(read_only != "on")
+                    }
+                }
+            }
+
             async fn close(&self) {
                 self.close_pools().await;
             }

@@ -45,6 +45,10 @@ pub trait KeyStore: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// Deletes a claim whose request had no effect, so the key stays free.
     async fn release_key(&self, key: &KeyRef) -> Result<bool, StoreError>;
+    /// Ends the lease of a running claim at `now` (epoch ms UTC), keeping its recovery point:
+    /// its request failed and answered, so a retry with the same fingerprint may take it
+    /// over at once. False when the lease was already lost (taken over, completed, released).
+    async fn lapse_key(&self, key: &KeyRef, now: i64) -> Result<bool, StoreError>;
     /// Deletes keys whose retention ended before `now`, with the outcomes recorded for them
     /// ([`record_key_outcome`](Self::record_key_outcome)); returns how many keys.
     async fn purge_keys(&self, now: i64) -> Result<u64, StoreError>;

@@ -252,6 +252,24 @@ macro_rules! impl_keys {
                 Ok(r.rows_affected() == 1)
             }
 
+            async fn lapse_key(
+                &self,
+                k: &$crate::store::keys::KeyRef,
+                now: i64,
+            ) -> Result<bool, $crate::store::StoreError> {
+                let r = sqlx::query(
+                    concat!("UPDATE idempotency_keys SET lease_expires_at = $1 \
+                     WHERE merchant_id = $2 AND idem_key = $3 AND state = ", converge_wire::key_sql!(Running), " AND lease_token = $4 AND lease_expires_at > $1"),
+                )
+                .bind(now)
+                .bind(k.merchant_id)
+                .bind(&k.idem_key)
+                .bind(&k.lease_token)
+                .execute(self.writer())
+                .await?;
+                Ok(r.rows_affected() == 1)
+            }
+
             async fn purge_keys(&self, now: i64) -> Result<u64, $crate::store::StoreError> {
                 let mut tx = self.begin_write().await?;
                 let r = sqlx::query("DELETE FROM idempotency_keys WHERE expires_at < $1")

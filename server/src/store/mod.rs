@@ -135,6 +135,22 @@ pub enum StoreError {
 /// string_data_right_truncation, 54000 program_limit_exceeded (index row too large).
 const REJECTED_INPUT: [&str; 4] = ["22021", "22P05", "22001", "54000"];
 
+/// PostgreSQL SQLSTATEs that mean "this server cannot take the statement now; another (or
+/// this one, soon) can": a failover in progress (issue 40), answered 503 with `Retry-After`
+/// like a lost connection, never 500. 25006 read_only_sql_transaction (a demoted primary, or
+/// one restarted read-only before its promotion), 57P01 admin_shutdown, 57P02
+/// crash_shutdown, 57P03 cannot_connect_now (starting up or in recovery), 53300
+/// too_many_connections, and class 08 (connection exceptions). Nothing of the statement was
+/// applied: the transaction it ran in is rolled back.
+const UNAVAILABLE_NOW: [&str; 5] = ["25006", "57P01", "57P02", "57P03", "53300"];
+
+/// Whether a database error's SQLSTATE is one of [`UNAVAILABLE_NOW`] or of class 08.
+fn unavailable_now(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c.starts_with("08") || UNAVAILABLE_NOW.contains(&c.as_ref()))
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         match e {
@@ -142,6 +158,7 @@ impl From<sqlx::Error> for StoreError {
             | sqlx::Error::PoolClosed
             | sqlx::Error::Io(_)
             | sqlx::Error::Tls(_) => StoreError::Unavailable(e),
+            e if unavailable_now(&e) => StoreError::Unavailable(e),
             e if e
                 .as_database_error()
                 .is_some_and(|d| d.is_unique_violation()) =>
@@ -208,6 +225,12 @@ pub trait Store:
         self.check_present()?;
         self.ping().await
     }
+
+    /// Whether the database takes writes now: false while a PostgreSQL server is read-only
+    /// (a standby, a demoted primary, or one restarted read-only before its promotion: issue
+    /// 40's failover), asked on the writer pool (`SHOW transaction_read_only`); always true
+    /// for SQLite. Errors: `Unavailable` when it does not answer.
+    async fn writable(&self) -> Result<bool, StoreError>;
 
     /// Closes the pools; later calls fail with `Unavailable`.
     async fn close(&self);

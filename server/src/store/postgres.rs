@@ -171,7 +171,7 @@ impl super::SqlBackend for PgStore {
              FROM picked WHERE j.id = picked.id \
              RETURNING j.id, j.kind, j.payment_id, j.refund_id, j.payload, j.attempts, j.max_attempts, j.lease_token, j.trace_id"
             ),
-            fair = super::fair_claim_sql(filter),
+            fair = super::fair_claim_sql(filter, super::ClaimDialect::Postgres),
         );
         let mut q = sqlx::query_as::<_, super::LeasedJob>(&sql)
             .bind(owner)

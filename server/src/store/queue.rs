@@ -277,8 +277,8 @@ impl KindFilter {
         }
     }
 
-    /// The values bound after the claim's five parameters, in [`clause`](Self::clause)'s
-    /// order: the kinds, then the channels.
+    /// The values bound after the claim's five parameters, in [`fair_claim_sql`]'s order:
+    /// the kinds, then the channels.
     pub fn params(&self) -> Vec<&str> {
         let mut p: Vec<&str> = self.kinds().iter().map(String::as_str).collect();
         match &self.channels {
@@ -289,73 +289,124 @@ impl KindFilter {
         p
     }
 
-    /// The claim's condition on `kind` and the channel, its parameters numbered from
-    /// `$first`: ` AND kind IN ($6, ...)` or ` AND kind NOT IN (...)` (nothing for "every
-    /// kind"), then the channel's condition on the job's payment (`jobs.payment_id`).
-    pub fn clause(&self, first: usize) -> String {
+    /// The claim's condition on `kind`, its parameters numbered from `$first`: ` AND kind IN
+    /// ($6, ...)` or ` AND kind NOT IN (...)` (nothing for "every kind").
+    fn kind_clause(&self, first: usize) -> String {
         let kinds = self.kinds();
-        let mut next = first;
-        let mut marks = |n: usize| {
-            let m: Vec<String> = (next..next + n).map(|i| format!("${i}")).collect();
-            next += n;
-            m.join(", ")
+        if kinds.is_empty() {
+            return String::new();
+        }
+        let op = match self.kinds {
+            Kinds::Only(_) => "IN",
+            Kinds::Except(_) => "NOT IN",
         };
-        let mut sql = String::new();
-        if !kinds.is_empty() {
-            let op = match self.kinds {
-                Kinds::Only(_) => "IN",
-                Kinds::Except(_) => "NOT IN",
-            };
-            sql.push_str(&format!(" AND kind {op} ({})", marks(kinds.len())));
-        }
+        format!(" AND kind {op} ({})", marks(first, kinds.len()))
+    }
+
+    /// The claim's condition on the job's channel (`{col}.connector`, the job's payment's
+    /// connector, NULL for jobs of no payment), its parameters numbered from `$first`.
+    fn channel_clause(&self, first: usize, col: &str) -> String {
         match &self.channels {
-            Channels::Any => {}
-            Channels::Only(_) => sql.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM payments p WHERE p.id = jobs.payment_id \
-                 AND p.connector = {})",
-                marks(1)
-            )),
-            Channels::Except(cs) if cs.is_empty() => {}
-            Channels::Except(cs) => sql.push_str(&format!(
-                " AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.id = jobs.payment_id \
-                 AND p.connector IN ({}))",
-                marks(cs.len())
-            )),
+            Channels::Any => String::new(),
+            Channels::Except(cs) if cs.is_empty() => String::new(),
+            Channels::Only(_) => format!(" AND {col}.connector = {}", marks(first, 1)),
+            Channels::Except(cs) => format!(
+                " AND ({col}.connector IS NULL OR {col}.connector NOT IN ({}))",
+                marks(first, cs.len())
+            ),
         }
-        sql
     }
 }
 
-/// The jobs a claim may take at `$4` (now): due ones whose time came, and leased ones whose
-/// lease lapsed (a claim sets `run_at` to the lease's expiry), of the kinds of `filter`.
-fn claimable_where(filter: &KindFilter) -> String {
-    format!(
-        concat!(
-            "status IN (",
-            converge_wire::job_sql!(Due),
-            ", ",
-            converge_wire::job_sql!(Leased),
-            ") AND run_at <= $4{}"
-        ),
-        filter.clause(6)
-    )
+/// `$first, $first+1, ...`: `n` numbered parameters.
+fn marks(first: usize, n: usize) -> String {
+    let m: Vec<String> = (first..first + n).map(|i| format!("${i}")).collect();
+    m.join(", ")
 }
 
-/// The ids of at most `$5` claimable jobs taken round-robin across merchants (README "Lanes
-/// and fairness"): every claimable job gets its turn within its merchant, 1 for the
-/// merchant's oldest (`run_at`, then id), 2 for the next, ...; jobs are taken by turn, then
-/// age. So a claim of `n` takes the oldest job of up to `n` merchants before any merchant's
-/// second, and a merchant with a backlog of 20,000 delays another's due job by at most one
-/// claim's worth of the other merchants' first turns. Jobs of no merchant (reconciliation)
-/// are one merchant of their own. Columns: `id, turn, run_at`. The cost is a read of every
-/// claimable job of the filter's kinds per claim (the ranking needs them all), served by
-/// the `(status, run_at)` index.
-pub fn fair_claim_sql(filter: &KindFilter) -> String {
+/// The SQL dialect of [`fair_claim_sql`]: the two backends differ in how each (kind,
+/// merchant)'s oldest claimable jobs are read and in how the planner is kept on the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimDialect {
+    /// `CROSS JOIN LATERAL (SELECT ... LIMIT $5)`; the planner chooses the index from its
+    /// statistics.
+    Postgres,
+    /// No LATERAL: a correlated `id IN (SELECT ... LIMIT $5)`, which SQLite runs once per
+    /// head (in PostgreSQL it would run once per row of `jobs`). `INDEXED BY
+    /// jobs_claim_heads` on every read of `jobs`: without statistics SQLite took the
+    /// `(status, updated_at)` index for the kinds' scan and read every live job.
+    Sqlite,
+}
+
+/// Live jobs: due, or leased (a lapsed lease is claimable again). Written exactly as the
+/// partial index `jobs_claim_heads` (migration 0139) states it, so SQLite's planner takes it.
+const LIVE: &str = concat!(
+    "status IN (",
+    converge_wire::job_sql!(Due),
+    ", ",
+    converge_wire::job_sql!(Leased),
+    ")"
+);
+
+/// The ids of at most `$5` claimable jobs (due ones whose time came at `$4`, and leased ones
+/// whose lease lapsed: a claim sets `run_at` to the lease's expiry) of `filter`'s kinds and
+/// channels, taken round-robin across merchants (README "Lanes and fairness"): every
+/// claimable job gets its turn within its merchant, 1 for the merchant's oldest (`run_at`,
+/// then id), 2 for the next, ...; jobs are taken by turn, then age. So a claim of `n` takes
+/// the oldest job of up to `n` merchants before any merchant's second, and a merchant with a
+/// backlog of 20,000 delays another's due job by at most one claim's worth of the other
+/// merchants' first turns. Jobs of no merchant (reconciliation) are one merchant of their
+/// own. Columns: `id, turn, run_at`.
+///
+/// The cost is bounded by the live kinds and the merchants with live jobs, not by the
+/// backlog: a loose index scan of `jobs_claim_heads` (migration 0139) finds the live kinds,
+/// then per kind of the filter the merchants with live jobs of it, then per (kind, merchant)
+/// at most `$5` oldest claimable jobs ([`ClaimDialect`]), and only those few are ranked. The turns
+/// up to `$5` are the same as a ranking of every claimable job would give: a merchant's `$5`
+/// oldest are among the union of its `$5` oldest per kind.
+pub fn fair_claim_sql(filter: &KindFilter, dialect: ClaimDialect) -> String {
+    let kinds = filter.kind_clause(6);
+    let channels = filter.channel_clause(6 + filter.kinds().len(), "c");
+    let hint = match dialect {
+        ClaimDialect::Postgres => "",
+        ClaimDialect::Sqlite => " INDEXED BY jobs_claim_heads",
+    };
+    let jobs = format!("jobs l{hint}");
+    let walk = |merchant: &str, cols: &str| {
+        format!(
+            "SELECT {cols} FROM jobs c{hint} WHERE c.kind = h.kind \
+             AND c.merchant_id {merchant} AND c.{LIVE} AND c.run_at <= $4{channels} \
+             ORDER BY c.run_at, c.id LIMIT $5"
+        )
+    };
+    let heads = |from: &str, merchant: &str, only: &str| match dialect {
+        ClaimDialect::Postgres => format!(
+            "SELECT x.id, x.merchant_id, x.run_at FROM {from} h CROSS JOIN LATERAL ({}) x{only}",
+            walk(merchant, "c.id, c.merchant_id, c.run_at")
+        ),
+        ClaimDialect::Sqlite => format!(
+            "SELECT j.id, j.merchant_id, j.run_at FROM {from} h, jobs j \
+             WHERE j.id IN ({}){}",
+            walk(merchant, "c.id"),
+            only.replace(" WHERE", " AND")
+        ),
+    };
     format!(
-        "SELECT id, turn, run_at FROM (SELECT id, run_at, \
+        "WITH RECURSIVE \
+         ks (kind) AS (SELECT MIN(kind) FROM {jobs} WHERE {LIVE} UNION ALL \
+           SELECT (SELECT MIN(kind) FROM {jobs} WHERE {LIVE} AND kind > ks.kind) \
+           FROM ks WHERE ks.kind IS NOT NULL), \
+         lk (kind) AS (SELECT kind FROM ks WHERE kind IS NOT NULL{kinds}), \
+         ms (kind, m) AS (SELECT kind, (SELECT MIN(merchant_id) FROM {jobs} \
+           WHERE {LIVE} AND kind = lk.kind) FROM lk UNION ALL \
+           SELECT ms.kind, (SELECT MIN(merchant_id) FROM {jobs} WHERE {LIVE} \
+           AND kind = ms.kind AND merchant_id > ms.m) FROM ms WHERE ms.m IS NOT NULL), \
+         cand (id, merchant_id, run_at) AS ({} UNION ALL {}) \
+         SELECT id, turn, run_at FROM (SELECT id, run_at, \
          ROW_NUMBER() OVER (PARTITION BY merchant_id ORDER BY run_at, id) AS turn \
-         FROM jobs WHERE {}) ranked WHERE turn <= $5",
-        claimable_where(filter)
+         FROM cand) ranked WHERE turn <= $5",
+        heads("ms", "= h.m", " WHERE h.m IS NOT NULL"),
+        heads("lk", "IS NULL", ""),
     )
 }
 

@@ -249,7 +249,7 @@ impl super::SqlBackend for SqliteStore {
              lease_expires_at = $3, run_at = $3, attempts = attempts + 1, updated_at = $4 \
              WHERE id IN (SELECT id FROM ({}) f ORDER BY turn, run_at, id LIMIT $5) RETURNING {}"
             ),
-            super::fair_claim_sql(filter),
+            super::fair_claim_sql(filter, super::ClaimDialect::Sqlite),
             super::queue_sql::LEASED_COLUMNS
         );
         let mut q = sqlx::query_as::<_, super::LeasedJob>(&sql)

@@ -157,6 +157,48 @@ store_conformance!(a_completed_key_keeps_its_response_byte_for_byte, |store| {
 });
 
 store_conformance!(
+    a_failed_writes_ended_lease_lets_the_retry_take_the_claim_over_at_once,
+    |store| {
+        let m = merchant(&store, "acme").await;
+        let failed = claim(m, "k", "fp", "t1", NOW);
+        store.claim_key(&failed).await.unwrap();
+        assert!(
+            store
+                .set_key_resource(&key_ref(&failed), "pay_1")
+                .await
+                .unwrap()
+        );
+        // Before its lease (NOW + 1000) ends, a retry finds the key in use.
+        let early = claim(m, "k", "fp", "t2", NOW + 10);
+        assert_eq!(
+            existing(store.claim_key(&early).await.unwrap())
+                .lease_token
+                .as_deref(),
+            Some("t1")
+        );
+        // The failed request ends its lease: the retry takes the claim over at once, with
+        // the recovery point, well before the lease would have lapsed.
+        assert!(store.lapse_key(&key_ref(&failed), NOW + 20).await.unwrap());
+        let retry = claim(m, "k", "fp", "t3", NOW + 30);
+        assert_eq!(
+            store.claim_key(&retry).await.unwrap(),
+            ClaimResult::Claimed {
+                resource_id: Some("pay_1".into())
+            }
+        );
+        // The old token ends nothing more: the retry's lease holds.
+        assert!(!store.lapse_key(&key_ref(&failed), NOW + 40).await.unwrap());
+        let another = claim(m, "k", "fp", "t4", NOW + 50);
+        assert_eq!(
+            existing(store.claim_key(&another).await.unwrap())
+                .lease_token
+                .as_deref(),
+            Some("t3")
+        );
+    }
+);
+
+store_conformance!(
     a_lapsed_claim_is_taken_over_with_its_recovery_point,
     |store| {
         let m = merchant(&store, "acme").await;
@@ -2504,6 +2546,101 @@ store_conformance!(
             .unwrap();
         assert_eq!(rest.len(), 199);
         assert!(rest.iter().all(|j| !first.iter().any(|f| f.id == j.id)));
+    }
+);
+
+store_conformance!(
+    a_channel_claim_takes_its_channels_jobs_and_the_rest_take_jobs_of_no_payment_or_another_channel,
+    |store| {
+        use converge_server::domain::lanes::Lane;
+        use converge_server::store::{Channels, JobKind};
+        let m = merchant(&store, "acme").await;
+        let on = |order: &str, connector: &str| {
+            let mut p = new_payment(m, order, 1000);
+            p.connector = connector.into();
+            p
+        };
+        let (a, b) = (on("o-a", "sandbox"), on("o-b", "stripe-2"));
+        for p in [&a, &b] {
+            assert!(matches!(
+                store.create_payment(p).await.unwrap(),
+                CreatePayment::Created(_)
+            ));
+        }
+        finish_jobs_due_by(&store, NOW + 1_000).await;
+        let refund = |pid: Option<&str>, i: i64| lane_job(JobKind::Refund, pid, NOW + 2_000 + i);
+        let mut ids = std::collections::BTreeMap::new();
+        for (i, pid) in [Some(a.id.as_str()), Some(b.id.as_str()), None]
+            .into_iter()
+            .enumerate()
+        {
+            let id = store
+                .enqueue_job(&refund(pid, i as i64), "", NOW)
+                .await
+                .unwrap();
+            ids.insert(pid.map(str::to_owned), id);
+        }
+        let lane = KindFilter::for_lane(Lane::Compensation, &[]).unwrap();
+        let claim = |channels: Channels| {
+            let store = store.clone();
+            let filter = lane.clone().on(channels);
+            async move {
+                let jobs = store
+                    .claim_jobs_of("w", 10, 60_000, NOW + 10_000, &filter)
+                    .await
+                    .unwrap();
+                jobs.iter().map(|j| j.id).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(
+            claim(Channels::Only("stripe-2".into())).await,
+            vec![ids[&Some(b.id.clone())]]
+        );
+        assert_eq!(
+            claim(Channels::Except(vec!["stripe-2".into()])).await,
+            vec![ids[&Some(a.id.clone())], ids[&None]],
+            "the other claim takes the sandbox's job and the job of no payment, oldest first"
+        );
+        assert!(
+            claim(Channels::Any).await.is_empty(),
+            "each job leased once"
+        );
+        // A kind this build does not know (a newer build's) is the background lane's, with
+        // its merchant's turn like any other.
+        exec_sql(
+            &store,
+            &format!(
+                "INSERT INTO jobs (kind, payment_id, status, attempts, max_attempts, run_at, \
+                 created_at, updated_at) VALUES ('from_the_future', '{}', 'due', 0, 5, {}, {}, {})",
+                a.id,
+                NOW + 3_000,
+                NOW,
+                NOW
+            ),
+        )
+        .await;
+        let background = KindFilter::for_lane(Lane::Background, &[]).unwrap();
+        let jobs = store
+            .claim_jobs_of("w", 10, 60_000, NOW + 10_000, &background)
+            .await
+            .unwrap();
+        assert_eq!(
+            jobs.iter().map(|j| j.kind.as_str()).collect::<Vec<_>>(),
+            vec!["from_the_future"]
+        );
+        // A lapsed lease is claimable again; one still held is not.
+        let again = store
+            .claim_jobs_of("w2", 10, 60_000, NOW + 80_000, &background)
+            .await
+            .unwrap();
+        assert_eq!(again.len(), 1, "the lease of 60 s lapsed at NOW + 70 s");
+        assert!(
+            store
+                .claim_jobs_of("w3", 10, 60_000, NOW + 90_000, &background)
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 );
 

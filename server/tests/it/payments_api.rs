@@ -1,5 +1,6 @@
 //! The merchant API end to end over HTTP, on both backends, against the sandbox channel.
 
+use crate::support::{TestApp, set_read_only};
 use serde_json::json;
 
 on_both_backends!(health_reports_the_backend, |app| {
@@ -21,6 +22,44 @@ on_both_backends!(health_is_503_when_the_database_is_gone, |app| {
     assert_eq!(a.json()["status"], "unavailable");
     assert_eq!(a.json()["database"]["reachable"], false);
 });
+
+// A failover's read-only window (issue 40): PostgreSQL refuses every write with SQLSTATE
+// 25006. A create answers 503 `database_unavailable` with Retry-After (never 500), nothing of
+// it is written, /health says `read_only` (503) so a load balancer routes around the server,
+// and once the database takes writes again the same request and key succeed without a
+// restart. SQLite has no read-only primary: there the test only checks `writable`.
+on_both_backends!(
+    a_read_only_database_answers_503_and_the_retry_lands_once_it_is_writable_again,
+    |app| {
+        let body = json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-ro"});
+        if matches!(app.db, Db::Sqlite) {
+            assert_eq!(
+                app.get("/health").await.json()["database"]["writable"],
+                true
+            );
+        } else {
+            read_only_then_writable(&app, &body).await;
+        }
+    }
+);
+
+async fn read_only_then_writable(app: &TestApp, body: &serde_json::Value) {
+    set_read_only(&app.db_url, true).await;
+    let health = app.get("/health").await;
+    assert_eq!(health.status, 503, "{:?}", health.json());
+    assert_eq!(health.json()["status"], "read_only");
+    assert_eq!(health.json()["database"]["reachable"], true);
+    assert_eq!(health.json()["database"]["writable"], false);
+    let a = app.post("/v1/payments", Some("k-ro"), body).await;
+    assert_eq!(a.status, 503, "{:?}", a.json());
+    assert_eq!(a.json()["error"]["code"], "database_unavailable");
+    assert!(a.headers.contains_key("retry-after"), "{:?}", a.headers);
+    set_read_only(&app.db_url, false).await;
+    assert_eq!(app.get("/health").await.status, 200);
+    let b = app.post("/v1/payments", Some("k-ro"), body).await;
+    assert_eq!(b.status, 201, "{:?}", b.json());
+    assert_eq!(b.json()["status"], "SUCCESS");
+}
 
 on_both_backends!(ordinary_amount_succeeds_with_one_charge_batch, |app| {
     let a = app

@@ -97,6 +97,33 @@ async fn admin_exec(admin: &str, sql: &str) -> Result<(), String> {
     Err(last)
 }
 
+/// Makes the PostgreSQL database `url` names read-only (`on`) or writable again, as a
+/// failover's window shows it to converge (issue 40: a demoted primary, or one restarted
+/// read-only before its promotion): `default_transaction_read_only` set on the database and
+/// its open connections ended, so every pooled connection reconnects under the new setting.
+pub async fn set_read_only(url: &str, on: bool) {
+    let admin = pg_admin_url().expect("a PostgreSQL test");
+    let name = url::Url::parse(url)
+        .expect("database URL")
+        .path()
+        .trim_start_matches('/')
+        .to_string();
+    let set = if on {
+        "SET default_transaction_read_only = on"
+    } else {
+        "RESET default_transaction_read_only"
+    };
+    admin_exec(&admin, &format!("ALTER DATABASE {name} {set}"))
+        .await
+        .expect("alter database");
+    admin_exec(
+        &admin,
+        &format!("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"),
+    )
+    .await
+    .expect("end the database's connections");
+}
+
 /// Drops the PostgreSQL database `url` names (a test's own, made by [`fresh_url`]), so a
 /// passing run leaves nothing behind; a failing test keeps its database for inspection.
 /// SQLite files go with their TempDir, so this is a no-op for them.
