@@ -154,6 +154,10 @@ fn describe_metrics() {
         "HTTP request latency from arrival to response head, by method, route template and status code."
     );
     describe_counter!(
+        "converge_database_unavailable_total",
+        "Database statements of this process that found the database unavailable (a lost connection, a pool time-out, a read-only or restarting PostgreSQL during a failover), each retried on a new connection."
+    );
+    describe_counter!(
         "converge_idempotency_requests_total",
         "Merchant POST requests by Idempotency-Key outcome (first, replay, in_use, reused, missing, invalid), method and route template."
     );

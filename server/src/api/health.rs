@@ -11,7 +11,7 @@ use super::ApiState;
 
 /// The answer of `GET /health`.
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(example = json!({"status": "ok", "database": {"backend": "sqlite", "reachable": true, "writable": true}}))]
+#[schema(example = json!({"status": "ok", "database": {"backend": "sqlite", "reachable": true, "writable": true, "reconnects": 0}}))]
 pub struct HealthView {
     /// `ok`; `read_only` when the database answers but takes no writes (a PostgreSQL standby
     /// or a primary not yet promoted: a failover in progress); `unavailable` when it does not
@@ -32,6 +32,10 @@ pub struct DatabaseHealth {
     /// Whether it takes writes ([`Store::writable`](crate::store::Store::writable)); false
     /// when it did not answer.
     writable: bool,
+    /// Statements of this process, since it started, that found the database unavailable
+    /// and were retried on a new connection ([`UNAVAILABLE_ERRORS`](crate::store::UNAVAILABLE_ERRORS)):
+    /// its reconnects.
+    reconnects: u64,
 }
 
 fn health_status_schema() -> utoipa::openapi::Object {
@@ -55,7 +59,7 @@ fn health_status_schema() -> utoipa::openapi::Object {
     responses(
         (status = 200, description = "Serving, and the database answers and takes writes", body = HealthView),
         (status = 503, description = "The database does not answer, or takes no writes (read_only)", body = HealthView,
-            example = json!({"status": "unavailable", "database": {"backend": "postgres", "reachable": false, "writable": false}}))
+            example = json!({"status": "unavailable", "database": {"backend": "postgres", "reachable": false, "writable": false, "reconnects": 3}}))
     )
 )]
 pub async fn health(State(st): State<ApiState>) -> (StatusCode, Json<HealthView>) {
@@ -79,6 +83,7 @@ pub async fn health(State(st): State<ApiState>) -> (StatusCode, Json<HealthView>
             backend,
             reachable,
             writable,
+            reconnects: crate::store::UNAVAILABLE_ERRORS.load(std::sync::atomic::Ordering::Relaxed),
         },
     };
     (code, Json(view))

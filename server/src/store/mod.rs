@@ -151,14 +151,28 @@ fn unavailable_now(e: &sqlx::Error) -> bool {
         .is_some_and(|c| c.starts_with("08") || UNAVAILABLE_NOW.contains(&c.as_ref()))
 }
 
+/// Database errors of this process that meant "unavailable" ([`StoreError::Unavailable`]):
+/// lost connections, pool time-outs and the SQLSTATEs of [`UNAVAILABLE_NOW`]. Each one is a
+/// statement that will be retried on a new connection (sqlx's pools reconnect by themselves),
+/// so this is the count `/health` reports as the process's reconnects, and
+/// `converge_database_unavailable_total` counts the same (issue 40).
+pub static UNAVAILABLE_ERRORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts one [`UNAVAILABLE_ERRORS`] and returns `e` as `Unavailable`.
+fn unavailable(e: sqlx::Error) -> StoreError {
+    UNAVAILABLE_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    metrics::counter!("converge_database_unavailable_total").increment(1);
+    StoreError::Unavailable(e)
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         match e {
             sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_) => StoreError::Unavailable(e),
-            e if unavailable_now(&e) => StoreError::Unavailable(e),
+            | sqlx::Error::Tls(_) => unavailable(e),
+            e if unavailable_now(&e) => unavailable(e),
             e if e
                 .as_database_error()
                 .is_some_and(|d| d.is_unique_violation()) =>

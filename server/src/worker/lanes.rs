@@ -37,6 +37,19 @@ use super::{Outcome, Worker};
 use crate::domain::lanes::{Lane, TokenBucket};
 use crate::store::{COMPLETE_JOBS_CHUNK, Channels, KindFilter, LeasedJob, StoreError};
 
+/// How long a lane waits after its `failures`-th claim in a row failed (the database gone,
+/// or failing over: issue 40): the poll interval doubled per failure after the first, at most
+/// [`MAX_CLAIM_BACKOFF`] (or the poll interval, when that is longer), so a lost database is
+/// not hammered by every lane of every process.
+pub fn claim_backoff(poll: Duration, failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    poll.saturating_mul(1u32 << doublings)
+        .min(MAX_CLAIM_BACKOFF.max(poll))
+}
+
+/// The longest wait between a lane's failed claims.
+pub const MAX_CLAIM_BACKOFF: Duration = Duration::from_secs(5);
+
 /// The bucket key of the jobs whose channel is none of the configured connectors (a
 /// connector since removed from the configuration), which share one bucket.
 pub const OTHER_CHANNELS: &str = "";
@@ -113,6 +126,7 @@ impl LaneRunner {
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         let writer = tokio::spawn(self.clone().write_completions(done_rx));
+        let mut failures = 0u32;
         loop {
             if *stop.borrow() {
                 break;
@@ -127,12 +141,19 @@ impl LaneRunner {
             while let Ok(p) = self.slots.clone().try_acquire_owned() {
                 permits.push(p);
             }
-            let pause = match self.claim_with(permits, &done_tx).await {
+            let claimed = self.claim_with(permits, &done_tx).await;
+            failures = if claimed.is_err() {
+                failures.saturating_add(1)
+            } else {
+                0
+            };
+            let pause = match claimed {
                 Ok(0) => self.idle_wait(),
                 Ok(_) => Duration::ZERO,
                 Err(e) => {
-                    tracing::warn!(lane = self.cfg.lane.as_str(), error = %e, "claiming jobs failed; retrying after the poll interval");
-                    self.worker.cfg.poll
+                    let wait = claim_backoff(self.worker.cfg.poll, failures);
+                    tracing::warn!(lane = self.cfg.lane.as_str(), error = %e, retry_in_ms = wait.as_millis() as u64, "claiming jobs failed; retrying with backoff");
+                    wait
                 }
             };
             if !pause.is_zero() {
@@ -339,4 +360,24 @@ pub fn spawn_lanes(
         .iter()
         .map(|cfg| tokio::spawn(LaneRunner::new(worker.clone(), *cfg).run(stop.clone())))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_claim_backs_off_from_the_poll_interval_doubling_up_to_five_seconds() {
+        let poll = Duration::from_millis(100);
+        let waits: Vec<u64> = (1..=8)
+            .map(|n| claim_backoff(poll, n).as_millis() as u64)
+            .collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        assert_eq!(claim_backoff(poll, u32::MAX), MAX_CLAIM_BACKOFF);
+        // A poll interval above the cap is kept, never shortened.
+        assert_eq!(
+            claim_backoff(Duration::from_secs(9), 3),
+            Duration::from_secs(9)
+        );
+    }
 }

@@ -50,8 +50,16 @@ async fn read_only_then_writable(app: &TestApp, body: &serde_json::Value) {
     assert_eq!(health.json()["status"], "read_only");
     assert_eq!(health.json()["database"]["reachable"], true);
     assert_eq!(health.json()["database"]["writable"], false);
+    let before = health.json()["database"]["reconnects"].as_u64().unwrap();
     let a = app.post("/v1/payments", Some("k-ro"), body).await;
     assert_eq!(a.status, 503, "{:?}", a.json());
+    let after = app.get("/health").await.json()["database"]["reconnects"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        after > before,
+        "the refused write is counted: {before} -> {after}"
+    );
     assert_eq!(a.json()["error"]["code"], "database_unavailable");
     assert!(a.headers.contains_key("retry-after"), "{:?}", a.headers);
     set_read_only(&app.db_url, false).await;
