@@ -233,9 +233,16 @@ impl Core {
             // A new claim comes back as a recovery point of None, which refuses (below).
             Start::of_claim_only(self.store.claim_key(claim).await?)
         } else {
-            match self.create_payment(merchant.id, input, claim).await? {
-                CreateOutcome::Key(k) => Start::of_claim_only(k),
-                created => Start::Fresh(created),
+            // Both phases run here, before `keyed_write`: a failure after phase 1 committed
+            // ends the claim's lease as `keyed_write` does for any other write's failure.
+            match self.create_payment(merchant.id, input, claim).await {
+                Ok(CreateOutcome::Key(k)) => Start::of_claim_only(k),
+                Ok(created) => Start::Fresh(created),
+                Err(e) => {
+                    self.end_lease(claim.key_ref(), claim.lease_expires_at)
+                        .await;
+                    return Err(e.into());
+                }
             }
         };
         let fresh = async |created: CreateOutcome| -> Result<Answer, CreateError> {

@@ -192,7 +192,7 @@ impl Core {
     /// `--key-lease-ms` had passed (30 s; issue 40's drill). The database is often why the
     /// write failed: while it does not answer, a task asks again with backoff until it does
     /// or the lease lapses by itself.
-    async fn end_lease(&self, key: KeyRef, lapses_at: i64) {
+    pub(super) async fn end_lease(&self, key: KeyRef, lapses_at: i64) {
         let first = self.store.lapse_key(&key, self.clock.now_ms()).await;
         let Err(crate::store::StoreError::Unavailable(_)) = first else {
             if let Err(e) = first {

@@ -69,6 +69,68 @@ async fn read_only_then_writable(app: &TestApp, body: &serde_json::Value) {
     assert_eq!(b.json()["status"], "SUCCESS");
 }
 
+// A create cut by a failover after its first transaction (issue 40's drill: the claim and
+// the payment committed, the charge in flight, then the database read-only and the request
+// answered 503) leaves no claim held for --key-lease-ms (60 s here): the failed write ends
+// its lease as soon as the database takes writes again, so the client's retry resumes the
+// same payment within seconds instead of meeting 409 in use for a minute.
+on_both_backends!(
+    a_create_cut_by_a_read_only_database_is_resumed_by_its_retry_without_waiting_out_the_lease,
+    |s| {
+        s.idempotency.key_lease_ms = 60_000;
+        s.sandbox.sandbox_slow_ms = 2_000;
+        s.channel.channel_timeout_ms = 5_000;
+    },
+    |app| {
+        if matches!(app.db, Db::Postgres) {
+            cut_then_resumed(&app).await;
+        }
+    }
+);
+
+async fn cut_then_resumed(app: &TestApp) {
+    // Amount ...52: the sandbox charges, then answers after sandbox_slow_ms.
+    let body = json!({"amount": 1052, "currency": "CNY", "merchant_order_id": "o-cut"});
+    let first = app.post("/v1/payments", Some("k-cut"), &body);
+    let cut = async {
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        set_read_only(&app.db_url, true).await;
+    };
+    let (a, ()) = tokio::join!(first, cut);
+    assert_eq!(a.status, 503, "{:?}", a.json());
+    set_read_only(&app.db_url, false).await;
+    let started = std::time::Instant::now();
+    let mut in_use = 0;
+    let b = loop {
+        let b = app.post("/v1/payments", Some("k-cut"), &body).await;
+        if b.status != 409 || started.elapsed() > std::time::Duration::from_secs(20) {
+            break b;
+        }
+        in_use += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
+    assert!(
+        b.status == 200 || b.status == 201,
+        "resumed after {in_use} answers 409 in {:?}: {} {:?}",
+        started.elapsed(),
+        b.status,
+        b.json()
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the retry waited {:?}, {in_use} answers 409: the lease was not ended",
+        started.elapsed()
+    );
+    assert_eq!(b.json()["status"], "SUCCESS");
+    assert_eq!(
+        app.store
+            .ledger_batch_count(b.json()["id"].as_str().unwrap(), "charge")
+            .await
+            .unwrap(),
+        1
+    );
+}
+
 on_both_backends!(ordinary_amount_succeeds_with_one_charge_batch, |app| {
     let a = app
         .post(
