@@ -234,7 +234,9 @@ if [ $ha_ready = 1 ]; then
     for f in "$ha_dir"/logs/serve1.log "$ha_dir"/logs/serve2.log; do
       [ -s "$f" ] && { echo "test: the last lines of $f:" >&2; tail -n 40 "$f" >&2; }
     done
-    # (stopped, should the timeout have cut the drill before its own clean-up)
+    # (stopped, should the timeout have cut the drill before its own clean-up: its clients
+    # and sampler end when these files exist)
+    touch "$ha_dir/drill/stop" "$ha_dir/drill/stop-sampler" 2>/dev/null || true
     CONVERGE_HA_DIR="$ha_dir" bash deploy/ha/down.sh >/dev/null 2>&1 || true
     echo "test: the HA drill failed (its log above and in $ha_log; its state in $ha_dir)" >&2
     exit 1

@@ -44,7 +44,11 @@ else
 fi
 
 bash "$HA_HERE/down.sh" --purge 2>/dev/null
-bash "$HA_HERE/up.sh" || { echo "drill: up.sh failed" >&2; exit 1; }
+if ! bash "$HA_HERE/up.sh"; then
+  echo "drill: up.sh failed" >&2
+  [ $keep = 1 ] || bash "$HA_HERE/down.sh" >/dev/null 2>&1  # what it had started
+  exit 1
+fi
 . "$HA_HERE/lib.sh"  # the binary up.sh chose
 export_topology
 out=$D/drill
@@ -79,6 +83,18 @@ q_primary() { # SQL on the current primary, straight to it (not through HAProxy)
   PGPASSWORD=$CONVERGE_DB_PASSWORD psql -h "$host" -p "$port" -U "$CONVERGE_DB_USER" -d "$CONVERGE_DB_NAME" -qtAX -c "$1"
 }
 fail=0
+# Seconds from epoch ms $2 until the outbox backlog in $1/samples, once it rose above its
+# level before $2 (at least 20 events), is back to that level: 0 when it never rose (the
+# relay did not pause), "none" when it never came back.
+nats_catch_up() {
+  awk -v t="$2" '{
+      split($5, b, "="); split(b[2], o, ","); p = o[1]
+      if ($1 <= t) { if (p ~ /^[0-9]+$/) base = p + 0; next }
+      if (done || p !~ /^[0-9]+$/) next
+      if (p + 0 > (base > 20 ? base : 20)) rose = 1
+      else if (rose) { printf "%.1f", ($1 - t) / 1000; done = 1 }
+    } END { if (!done) printf (rose ? "none" : "0") }' "$1/samples"
+}
 
 # ---- a sampler: each second the primary, the stream's last sequence on each node, the
 # events waiting in the outbox and the payments not yet final ----
@@ -284,10 +300,16 @@ relay_stall=$(awk '{
     if (o[1] ~ /^[0-9]+$/ && o[1] + 0 > 0 && (t - tl) / 1000 > best) { best = (t - tl) / 1000; at = $2 }
   } END { printf "%.0f%s", best, (at != "" ? " (until " at ")" : "") }' "$out/samples")
 echo "drill: longest publication pause with events waiting: ${relay_stall}s"
+# The NATS node's loss, seen from the outbox: from the kill until the backlog (outbox_pending),
+# once it rose, is back to what it was at the kill (or 20 events when that was fewer): how
+# long the relay took to publish again and catch up. Sampled about once a second (every ~2 s
+# on a loaded machine), so to within a sample's interval.
+nats_pause=$(nats_catch_up "$out" "$t_nats")
+echo "drill: the relay caught up ${nats_pause}s after the NATS node's kill"
 # The longest any one order waited from its first attempt to its acknowledgement (a request
 # cut by a kill holds its Idempotency-Key for the key lease: retries get 409 meanwhile).
 order_wait=$(awk -F'\t' '!($3 in first) {first[$3] = $9} $5 ~ /^2/ {w = ($1 - first[$3]) / 1000; if (w > best) {best = w; o = $3}} END {printf "%.1f %s", best, o}' "$out/attempts.tsv")
 echo "drill: longest wait of one order, first attempt to 2xx: ${order_wait% *}s (${order_wait#* })"
-echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail relay_pause_secs=${relay_stall%% *} max_order_wait_secs=${order_wait% *} converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx no_answer=$no_answer"
+echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail relay_pause_secs=${relay_stall%% *} nats_relay_pause_secs=$nats_pause max_order_wait_secs=${order_wait% *} converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx no_answer=$no_answer"
 echo "lost=$lost double=$double stream_duplicates=${stream_dups:-?} stream_out_of_order=${stream_order:-?}"
 exit $fail
