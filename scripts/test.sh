@@ -191,10 +191,11 @@ fi
 # PostgreSQL primary's node, a NATS node and one server are SIGKILLed in turn. It fails on an
 # acknowledged payment or refund lost, a double charge, a 5xx from converge other than 503,
 # `converge verify`, or an event in the stream twice, missing or out of its payment's order.
-# About 2 minutes (--quick). It runs alone (nothing else in this script runs meanwhile); its
-# ports are its own (deploy/ha/topology.env: 23001-28404, below the ephemeral range, none of
-# them the suites' above) and its state is under $CONVERGE_HA_DIR below, which it purges first
-# (stopping a previous run's leftovers). Needs root: Debian packages, and Patroni runs
+# About 2.5 minutes (--quick). It runs alone (nothing else in this script runs meanwhile but
+# the Stripe fakes, on 12110-12111); its ports are its own (deploy/ha/topology.env: 23001-28404,
+# below the ephemeral range the other suites' servers take theirs from, and apart from the
+# fixed 3300-3301 of the browser tests and 5432 of scripts/pg.sh), and its state is under
+# $CONVERGE_HA_DIR below, which it purges first (stopping a previous run's leftovers). Needs root: Debian packages, and Patroni runs
 # PostgreSQL as the postgres user.
 disk
 echo "test: HA drill (deploy/ha/drill.sh --quick)" >&2
@@ -205,7 +206,7 @@ if [ "$(id -u)" != 0 ]; then
 else
   ha_need=()
   for t in haproxy:haproxy patroni:patroni etcd:etcd-server etcdctl:etcd-client jq:jq \
-    envsubst:gettext-base psql:postgresql-client; do
+    envsubst:gettext-base psql:postgresql-client curl:curl; do
     command -v "${t%%:*}" >/dev/null || ha_need+=("${t#*:}")
   done
   # deploy/ha wants PostgreSQL 15 (Debian 12's); another Debian's own version serves as well.
