@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every converge test: unit tests, the storage conformance suite and the API tests on
-# SQLite and on a real PostgreSQL, and the Playwright browser tests in Debian's Chromium.
+# SQLite and on a real PostgreSQL, the chaos runs, the HA drill (deploy/ha) and the Playwright
+# browser tests in Debian's Chromium.
 # Installs and starts what the tests need first (pinned tools, PostgreSQL, Chromium, npm
 # packages).
 #
@@ -182,6 +183,65 @@ if [ -n "${CONVERGE_TEST_PG_URL:-}" ]; then
   target/debug/chaos --converge "$converge_bin" --db postgres --pg-url "$CONVERGE_TEST_PG_URL" \
     --servers 2 --payments 150 --kills 3 --seed 2 --reversal-rate 0.3 --converge-timeout-secs 60 \
     "${chaos_nats[@]}"
+fi
+
+# The HA drill (issue 40, deploy/ha/README.md): the reference deployment on this machine
+# (Patroni + etcd with a synchronous standby, a NATS JetStream cluster of three, HAProxy, two
+# `converge serve` of the release binary above) under a merchant workload while the
+# PostgreSQL primary's node, a NATS node and one server are SIGKILLed in turn. It fails on an
+# acknowledged payment or refund lost, a double charge, a 5xx from converge other than 503,
+# `converge verify`, or an event in the stream twice, missing or out of its payment's order.
+# About 2.5 minutes (--quick). It runs alone (nothing else in this script runs meanwhile but
+# the Stripe fakes, on 12110-12111); its ports are its own (deploy/ha/topology.env: 23001-28404,
+# below the ephemeral range the other suites' servers take theirs from, and apart from the
+# fixed 3300-3301 of the browser tests and 5432 of scripts/pg.sh), and its state is under
+# $CONVERGE_HA_DIR below, which it purges first (stopping a previous run's leftovers). Needs root: Debian packages, and Patroni runs
+# PostgreSQL as the postgres user.
+disk
+echo "test: HA drill (deploy/ha/drill.sh --quick)" >&2
+ha_ready=1
+if [ "$(id -u)" != 0 ]; then
+  ha_ready=0
+  fail_or_skip "the HA drill needs root (Debian packages; Patroni runs PostgreSQL as postgres)"
+else
+  ha_need=()
+  for t in haproxy:haproxy patroni:patroni etcd:etcd-server etcdctl:etcd-client jq:jq \
+    envsubst:gettext-base psql:postgresql-client curl:curl; do
+    command -v "${t%%:*}" >/dev/null || ha_need+=("${t#*:}")
+  done
+  # deploy/ha wants PostgreSQL 15 (Debian 12's); another Debian's own version serves as well.
+  if [ ! -x /usr/lib/postgresql/15/bin/postgres ]; then
+    ha_pg=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+    if [ -n "$ha_pg" ] && [ -x "$ha_pg/postgres" ]; then export PG_BIN=$ha_pg; else ha_need+=(postgresql-15); fi
+  fi
+  if [ ${#ha_need[@]} -gt 0 ]; then
+    echo "test: installing ${ha_need[*]} for the HA drill (Debian packages)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${ha_need[@]}" >/dev/null) ||
+      { ha_ready=0; fail_or_skip "the HA drill's packages (${ha_need[*]}) could not be installed"; }
+  fi
+  if [ -z "${CONVERGE_NATS_SERVER:-}" ]; then
+    ha_ready=0
+    fail_or_skip "the HA drill needs nats-server"
+  fi
+fi
+if [ $ha_ready = 1 ]; then
+  ha_dir="${TMPDIR:-/tmp}/converge-test-ha-drill"
+  ha_log="$ha_dir.log"
+  if CONVERGE_HA_DIR="$ha_dir" CONVERGE_BIN="$converge_bin" NATS_SERVER="$CONVERGE_NATS_SERVER" \
+    timeout 900 bash deploy/ha/drill.sh --quick >"$ha_log" 2>&1; then
+    tail -n 6 "$ha_log" | sed 's/^/test: /' >&2
+  else
+    cat "$ha_log" >&2
+    for f in "$ha_dir"/logs/serve1.log "$ha_dir"/logs/serve2.log; do
+      [ -s "$f" ] && { echo "test: the last lines of $f:" >&2; tail -n 40 "$f" >&2; }
+    done
+    # (stopped, should the timeout have cut the drill before its own clean-up: its clients
+    # and sampler end when these files exist)
+    touch "$ha_dir/drill/stop" "$ha_dir/drill/stop-sampler" 2>/dev/null || true
+    CONVERGE_HA_DIR="$ha_dir" bash deploy/ha/down.sh >/dev/null 2>&1 || true
+    echo "test: the HA drill failed (its log above and in $ha_log; its state in $ha_dir)" >&2
+    exit 1
+  fi
 fi
 
 if [ -x "${CONVERGE_CHROMIUM:-/usr/bin/chromium}" ]; then

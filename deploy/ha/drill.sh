@@ -7,16 +7,21 @@
 #   3. one `converge serve`,
 # restarting each and waiting for it to rejoin before the next. Then it lets the payments
 # settle and checks:
-#   lost    acknowledged (2xx) payments missing from the database, read on the new primary
+#   lost    acknowledged (2xx) payments and refunds missing from the database, read on the
+#           new primary (every third acknowledged payment is refunded in full: workload.sh)
 #   double  merchant orders with more than one payment, plus successful channel charges that
 #           belong to no successful payment
 #   converge verify passes (against the new primary and the channel)
 #   5xx other than 503 answered by converge itself (HAProxy's own 502/503/504 are counted
 #   apart: a server killed mid-request)
+#   the stream, read back message by message (stream_check.py): each event once by its
+#           Nats-Msg-Id, each aggregate's events in outbox (commit) order, every event the
+#           database records as published present at the sequence recorded
 # and prints the seconds of write unavailability (kill to first 2xx create) of each kill.
 # DRILL_PG_KILL=postmaster kills only the primary's postmaster instead (its Patroni lives on
 # and restarts it in place, briefly read-only, with no failover).
-# The last lines are the figures, then `lost=N double=N`; the exit status is non-zero on any
+# The last lines are the figures, then `lost=N double=N stream_duplicates=N
+# stream_out_of_order=N`; the exit status is non-zero on any
 # failure. `--quick` runs short phases (about 2 minutes); `--keep` leaves the topology up.
 #
 #   CONVERGE_BIN=/path/to/converge bash deploy/ha/drill.sh --quick
@@ -39,7 +44,11 @@ else
 fi
 
 bash "$HA_HERE/down.sh" --purge 2>/dev/null
-bash "$HA_HERE/up.sh" || { echo "drill: up.sh failed" >&2; exit 1; }
+if ! bash "$HA_HERE/up.sh"; then
+  echo "drill: up.sh failed" >&2
+  [ $keep = 1 ] || bash "$HA_HERE/down.sh" >/dev/null 2>&1  # what it had started
+  exit 1
+fi
 . "$HA_HERE/lib.sh"  # the binary up.sh chose
 export_topology
 out=$D/drill
@@ -74,6 +83,18 @@ q_primary() { # SQL on the current primary, straight to it (not through HAProxy)
   PGPASSWORD=$CONVERGE_DB_PASSWORD psql -h "$host" -p "$port" -U "$CONVERGE_DB_USER" -d "$CONVERGE_DB_NAME" -qtAX -c "$1"
 }
 fail=0
+# Seconds from epoch ms $2 until the outbox backlog in $1/samples, once it rose above its
+# level before $2 (at least 20 events), is back to that level: 0 when it never rose (the
+# relay did not pause), "none" when it never came back.
+nats_catch_up() {
+  awk -v t="$2" '{
+      split($5, b, "="); split(b[2], o, ","); p = o[1]
+      if ($1 <= t) { if (p ~ /^[0-9]+$/) base = p + 0; next }
+      if (done || p !~ /^[0-9]+$/) next
+      if (p + 0 > (base > 20 ? base : 20)) rose = 1
+      else if (rose) { printf "%.1f", ($1 - t) / 1000; done = 1 }
+    } END { if (!done) printf (rose ? "none" : "0") }' "$1/samples"
+}
 
 # ---- a sampler: each second the primary, the stream's last sequence on each node, the
 # events waiting in the outbox and the payments not yet final ----
@@ -96,6 +117,8 @@ sampler=$!
 # ---- workload ----
 : >"$out/attempts.tsv"
 : >"$out/acks.tsv"
+: >"$out/refund_attempts.tsv"
+: >"$out/refund_acks.tsv"
 wpids=()
 for w in $(seq 1 "$workers"); do
   RUN_ID=drill STOP=$out/stop bash "$HA_HERE/workload.sh" "$w" "$out" &
@@ -196,7 +219,7 @@ wait "${wpids[@]}"
 mark workload-stopped
 settled=0
 for _ in $(seq 1 120); do
-  open=$(q_primary "SELECT (SELECT count(*) FROM payments WHERE status IN ('PENDING','PROCESSING','UNKNOWN','CHANNEL_SUCCESS','AUTHORIZING','CAPTURING','VOIDING','REQUIRES_ACTION')) + (SELECT count(*) FROM outbox_pending)" 2>/dev/null)
+  open=$(q_primary "SELECT (SELECT count(*) FROM payments WHERE status IN ('PENDING','PROCESSING','UNKNOWN','CHANNEL_SUCCESS','AUTHORIZING','CAPTURING','VOIDING','REQUIRES_ACTION')) + (SELECT count(*) FROM outbox_pending) + (SELECT count(*) FROM refunds WHERE status = 'pending')" 2>/dev/null)
   [ "$open" = 0 ] && { settled=1; break; }
   sleep 1
 done
@@ -208,6 +231,12 @@ cut -f3 "$out/acks.tsv" | sort -u >"$out/acked_ids"
 q_primary "SELECT id FROM payments" | sort >"$out/db_ids"
 acked=$(wc -l <"$out/acked_ids")
 lost=$(comm -23 "$out/acked_ids" "$out/db_ids" | tee "$out/lost_ids" | wc -l)
+# Refunds: each acknowledged one stored (refunds are kept only in the database).
+cut -f3 "$out/refund_acks.tsv" | sort -u >"$out/acked_refund_ids"
+q_primary "SELECT id FROM refunds" | sort >"$out/db_refund_ids"
+refunds_acked=$(wc -l <"$out/acked_refund_ids")
+lost_refunds=$(comm -23 "$out/acked_refund_ids" "$out/db_refund_ids" | tee "$out/lost_refund_ids" | wc -l)
+lost=$((lost + lost_refunds))
 dup_orders=$(q_primary "SELECT count(*) FROM (SELECT merchant_id, merchant_order_id FROM payments GROUP BY 1, 2 HAVING count(*) > 1) d")
 q_primary "SELECT channel_key FROM payments WHERE status IN ('SUCCESS','REFUNDED') OR captured_amount > 0" | sort -u >"$out/paid_keys"
 curl -s --max-time 30 "http://$CHANNEL_HOST:$CHANNEL_PORT/charges" |
@@ -215,9 +244,10 @@ curl -s --max-time 30 "http://$CHANNEL_HOST:$CHANNEL_PORT/charges" |
 orphan_charges=$(comm -23 "$out/channel_keys" "$out/paid_keys" | wc -l)
 double=$((dup_orders + orphan_charges))
 codes=$(awk -F'\t' '{print $5}' "$out/attempts.tsv" | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')
-conv_5xx=$(awk -F'\t' '$5 ~ /^5/ && $5 != 503 && $6 != "bad_gateway" && $6 != "gateway_timeout" && $6 != "no_server_available"' "$out/attempts.tsv" | wc -l)
-proxy_5xx=$(awk -F'\t' '$6 == "bad_gateway" || $6 == "gateway_timeout"' "$out/attempts.tsv" | wc -l)
-no_answer=$(awk -F'\t' '$5 == "000"' "$out/attempts.tsv" | wc -l)
+refund_codes=$(awk -F'\t' '{print $5}' "$out/refund_attempts.tsv" | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')
+conv_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$5 ~ /^5/ && $5 != 503 && $6 != "bad_gateway" && $6 != "gateway_timeout" && $6 != "no_server_available"' | wc -l)
+proxy_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$6 == "bad_gateway" || $6 == "gateway_timeout"' | wc -l)
+no_answer=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$5 == "000"' | wc -l)
 streams=""
 for i in 1 2 3; do
   eval "a=\$NATS${i}_HOST:\$NATS${i}_HTTP_PORT"
@@ -234,6 +264,21 @@ cat "$out/verify.txt"
 [ "$double" = 0 ] || fail=1
 [ "$conv_5xx" = 0 ] || fail=1
 [ $settled = 1 ] || fail=1
+# Each event in the stream once (by Nats-Msg-Id), per aggregate in outbox (commit) order,
+# every event recorded as published present, read back message by message (stream_check.py).
+q_primary "COPY (SELECT id, seq, aggregatetype, aggregateid FROM events) TO STDOUT" >"$out/events.tsv"
+q_primary "COPY (SELECT event_id, coalesce(stream_seq, 0), refused IS NOT NULL FROM event_publications) TO STDOUT" >"$out/publications.tsv"
+stream_rc=1 stream_figures="stream-unread"
+for i in 1 2 3; do
+  eval "a=\$NATS${i}_HOST:\$NATS${i}_PORT"
+  stream_figures=$(timeout 120 python3 "$HA_HERE/stream_check.py" "$a" CONVERGE "$out/events.tsv" "$out/publications.tsv" "$out" 2>"$out/stream_check.err")
+  stream_rc=$?
+  [ -n "$stream_figures" ] && break
+done
+[ -s "$out/stream_check.err" ] && sed 's/^/drill: /' "$out/stream_check.err" >&2
+[ $stream_rc = 0 ] || fail=1
+stream_dups=$(echo "$stream_figures" | grep -o 'duplicates=[0-9]*' | cut -d= -f2)
+stream_order=$(echo "$stream_figures" | grep -o 'out_of_order=[0-9]*' | cut -d= -f2)
 # Every node holds the whole stream again (the restarted one caught up).
 [ "$(echo "$streams" | tr ' ' '\n' | grep -c . )" = 3 ] && [ "$(echo "$streams" | tr ' ' '\n' | grep . | cut -d: -f2 | sort -u | wc -l)" = 1 ] ||
   { echo "drill: the NATS nodes disagree on the stream: $streams" >&2; fail=1; }
@@ -241,9 +286,10 @@ cat "$out/verify.txt"
 touch "$out/stop-sampler"
 echo "drill: samples (each second):"; sed 's/^[0-9]* /  /' "$out/samples"
 echo "drill: marks:"; sed 's/^/  /' "$out/marks"
-echo "drill: attempts by status: $codes(000: no answer)"
+echo "drill: attempts by status: $codes(000: no answer); refunds: ${refund_codes:-none }"
 echo "drill: stream messages per node: $streams(payments: $payments)"
-echo "drill: acknowledged=$acked workers=$workers primary_now=$primary verify=$([ $verify_rc = 0 ] && echo pass || echo FAIL) state=$D"
+echo "drill: stream read back: $stream_figures"
+echo "drill: acknowledged=$acked refunds_acknowledged=$refunds_acked (lost: $lost_refunds) workers=$workers primary_now=$primary verify=$([ $verify_rc = 0 ] && echo pass || echo FAIL) state=$D"
 # The longest time the stream did not grow while events waited in the outbox (from the
 # samples): how long publication paused (a relay lease changing hands, a broker reconnect).
 relay_stall=$(awk '{
@@ -254,10 +300,16 @@ relay_stall=$(awk '{
     if (o[1] ~ /^[0-9]+$/ && o[1] + 0 > 0 && (t - tl) / 1000 > best) { best = (t - tl) / 1000; at = $2 }
   } END { printf "%.0f%s", best, (at != "" ? " (until " at ")" : "") }' "$out/samples")
 echo "drill: longest publication pause with events waiting: ${relay_stall}s"
+# The NATS node's loss, seen from the outbox: from the kill until the backlog (outbox_pending),
+# once it rose, is back to what it was at the kill (or 20 events when that was fewer): how
+# long the relay took to publish again and catch up. Sampled about once a second (every ~2 s
+# on a loaded machine), so to within a sample's interval.
+nats_pause=$(nats_catch_up "$out" "$t_nats")
+echo "drill: the relay caught up ${nats_pause}s after the NATS node's kill"
 # The longest any one order waited from its first attempt to its acknowledgement (a request
 # cut by a kill holds its Idempotency-Key for the key lease: retries get 409 meanwhile).
 order_wait=$(awk -F'\t' '!($3 in first) {first[$3] = $9} $5 ~ /^2/ {w = ($1 - first[$3]) / 1000; if (w > best) {best = w; o = $3}} END {printf "%.1f %s", best, o}' "$out/attempts.tsv")
 echo "drill: longest wait of one order, first attempt to 2xx: ${order_wait% *}s (${order_wait#* })"
-echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail relay_pause_secs=${relay_stall%% *} max_order_wait_secs=${order_wait% *} converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx no_answer=$no_answer"
-echo "lost=$lost double=$double"
+echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail relay_pause_secs=${relay_stall%% *} nats_relay_pause_secs=$nats_pause max_order_wait_secs=${order_wait% *} converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx no_answer=$no_answer"
+echo "lost=$lost double=$double stream_duplicates=${stream_dups:-?} stream_out_of_order=${stream_order:-?}"
 exit $fail
