@@ -247,6 +247,12 @@ codes=$(awk -F'\t' '{print $5}' "$out/attempts.tsv" | sort | uniq -c | awk '{pri
 refund_codes=$(awk -F'\t' '{print $5}' "$out/refund_attempts.tsv" | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')
 conv_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$5 ~ /^5/ && $5 != 503 && $6 != "bad_gateway" && $6 != "gateway_timeout" && $6 != "no_server_available"' | wc -l)
 proxy_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$6 == "bad_gateway" || $6 == "gateway_timeout"' | wc -l)
+# Every 5xx a client saw, whoever answered it, other than 503 (issue 40: must be 0). HAProxy's
+# own pages for a server that died mid-request (502) or did not answer in time (504) are 503s
+# with Retry-After (haproxy-502.http, haproxy-504.http): "retry with the same key" is what
+# the client must do in both cases, and the key makes that retry safe.
+all_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$5 ~ /^5/ && $5 != 503' | wc -l)
+[ "$all_5xx" = 0 ] || { echo "drill: $all_5xx answers were a 5xx other than 503" >&2; fail=1; }
 no_answer=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$5 == "000"' | wc -l)
 streams=""
 for i in 1 2 3; do
@@ -310,6 +316,6 @@ echo "drill: the relay caught up ${nats_pause}s after the NATS node's kill"
 # cut by a kill holds its Idempotency-Key for the key lease: retries get 409 meanwhile).
 order_wait=$(awk -F'\t' '!($3 in first) {first[$3] = $9} $5 ~ /^2/ {w = ($1 - first[$3]) / 1000; if (w > best) {best = w; o = $3}} END {printf "%.1f %s", best, o}' "$out/attempts.tsv")
 echo "drill: longest wait of one order, first attempt to 2xx: ${order_wait% *}s (${order_wait#* })"
-echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail relay_pause_secs=${relay_stall%% *} nats_relay_pause_secs=$nats_pause max_order_wait_secs=${order_wait% *} converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx no_answer=$no_answer"
+echo "pg_failover_secs=$pg_unavail nats_unavailable_secs=$nats_unavail serve_unavailable_secs=$serve_unavail relay_pause_secs=${relay_stall%% *} nats_relay_pause_secs=$nats_pause max_order_wait_secs=${order_wait% *} converge_5xx_not_503=$conv_5xx proxy_502_504=$proxy_5xx any_5xx_not_503=$all_5xx no_answer=$no_answer"
 echo "lost=$lost double=$double stream_duplicates=${stream_dups:-?} stream_out_of_order=${stream_order:-?}"
 exit $fail
