@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Stops what up.sh started under $CONVERGE_HA_DIR, clients first: the converge servers, the
-# channel, HAProxy, NATS, PostgreSQL (Patroni stops its own PostgreSQL) and etcd last. Each
-# gets SIGTERM and up to 20 s, then SIGKILL. Idempotent: what is not running is skipped.
-# Only pids recorded under $CONVERGE_HA_DIR are signalled. `--purge` also deletes the state.
+# Stops what up.sh (and drill.sh) started under $CONVERGE_HA_DIR, clients first: the converge
+# servers, the channel, the drill's webhook receiver, HAProxy, NATS, PostgreSQL (Patroni stops
+# its own PostgreSQL) and etcd last. Each gets SIGTERM and up to 20 s, then SIGKILL.
+# Idempotent: what is not running is skipped. Only pids recorded under $CONVERGE_HA_DIR are
+# signalled. `--purge` also deletes the state.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -26,6 +27,7 @@ stop() { # name [grace seconds]
 [ -d "$D" ] || { log "nothing under $D"; exit 0; }
 for i in $(seq 1 8); do stop "serve$i"; done
 stop channel
+stop sink
 stop haproxy 5
 for i in 1 2 3; do stop "nats$i"; done
 for n in pg2 pg1; do stop "$n" 30; done

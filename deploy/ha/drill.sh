@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# The failover drill (issue 40): starts the topology (up.sh) in a fresh state directory, runs
-# a merchant workload through HAProxy (workload.sh: each create retried under its
-# Idempotency-Key until a 2xx) and, under it, SIGKILLs
+# The failover drill (issue 40): starts the topology (up.sh) in a fresh state directory, adds
+# a merchant webhook receiver (`converge webhook-sink`, one endpoint for every event) and an
+# ops pair (an operator and an approver), runs a merchant workload through HAProxy
+# (workload.sh: creates, each retried under its Idempotency-Key until a 2xx, and refunds)
+# with the ops pair reversing some of its payments under maker-checker (ops.sh), the relay
+# publishing to the NATS cluster, and, under all that, SIGKILLs
 #   1. the PostgreSQL primary's node (its Patroni and its postmaster: a lost machine),
 #   2. one NATS node (the stream's leader; DRILL_NATS_VICTIM=relay: the relay's node),
 #   3. one `converge serve`,
 # restarting each and waiting for it to rejoin before the next. Then it lets the payments
 # settle and checks:
 #   lost    acknowledged (2xx) payments and refunds missing from the database, read on the
-#           new primary (every third acknowledged payment is refunded in full: workload.sh)
+#           new primary (every third acknowledged payment is refunded in full: workload.sh),
+#           and reversals the ops pair saw executed whose payment is not REVERSED
 #   double  merchant orders with more than one payment, plus successful channel charges that
 #           belong to no successful payment
 #   converge verify passes (against the new primary and the channel)
 #   5xx other than 503 answered by converge itself (HAProxy's own 502/503/504 are counted
 #   apart: a server killed mid-request)
+#   webhooks: every delivery succeeded, every event has one, and the receiver got each with
+#           a 2xx and a signature the Standard Webhooks library verifies (webhook_check.mjs)
 #   the stream, read back message by message (stream_check.py): each event once by its
 #           Nats-Msg-Id, each aggregate's events in outbox (commit) order, every event the
 #           database records as published present at the sequence recorded
@@ -35,6 +41,9 @@ for a in "$@"; do
   esac
 done
 export CONVERGE_HA_DIR=${CONVERGE_HA_DIR:-${TMPDIR:-/tmp}/converge-ha-drill}
+# The drill's webhook receiver listens on 127.0.0.1, which servers refuse to deliver to
+# unless told (a real deployment's merchants are on the internet and need no such flag).
+export CONVERGE_SERVE_FLAGS="${CONVERGE_SERVE_FLAGS:-} --webhook-allow-private"
 . "$(dirname "$0")/lib.sh"
 export_topology
 if [ $quick = 1 ]; then
@@ -53,8 +62,23 @@ fi
 export_topology
 out=$D/drill
 mkdir -p "$out"
+# ---- the drill's merchant receiver and ops pair (the workload's, not the deployment's) ----
+start_sink
+wait_for 30 curl -sf --max-time 2 "http://$WEBHOOK_SINK_HOST:$WEBHOOK_SINK_PORT/health" ||
+  { echo "drill: the webhook receiver did not start ($D/logs/sink.log)" >&2; bash "$HA_HERE/down.sh" >/dev/null 2>&1; exit 1; }
+setup_rc=0
+CONVERGE_SECRETS_KEY_FILE=$D/converge/secrets.key "$CONVERGE_BIN" webhook add ha-shop \
+  "http://$WEBHOOK_SINK_HOST:$WEBHOOK_SINK_PORT/hooks/ok" --allow-private \
+  --database-url "$(converge_db_url)" >"$D/converge/webhook.endpoint" || setup_rc=1
+for who in operator:viewer,operator approver:viewer,approver; do
+  name=ha-${who%%:*} password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+  echo "$name $password" >"$D/converge/ops.${who%%:*}"
+  echo "$password" | "$CONVERGE_BIN" user add "$name" --role "${who#*:}" --password-stdin \
+    --database-url "$(converge_db_url)" >/dev/null || setup_rc=1
+done
+[ $setup_rc = 0 ] || { echo "drill: could not add the webhook endpoint or the ops users" >&2; bash "$HA_HERE/down.sh" >/dev/null 2>&1; exit 1; }
 cleanup() {
-  touch "$out/stop" "$out/stop-sampler"
+  touch "$out/stop" "$out/stop-sampler" "$out/stop-ops"
   [ $keep = 1 ] || bash "$HA_HERE/down.sh" >/dev/null 2>&1
 }
 trap cleanup EXIT
@@ -119,11 +143,17 @@ sampler=$!
 : >"$out/acks.tsv"
 : >"$out/refund_attempts.tsv"
 : >"$out/refund_acks.tsv"
+: >"$out/to_reverse.tsv"
+: >"$out/ops_attempts.tsv"
+: >"$out/reversal_acks.tsv"
 wpids=()
 for w in $(seq 1 "$workers"); do
   RUN_ID=drill STOP=$out/stop bash "$HA_HERE/workload.sh" "$w" "$out" &
   wpids+=($!)
 done
+# The ops pair stops after the workload, once every listed payment is handled.
+STOP=$out/stop-ops bash "$HA_HERE/ops.sh" "$out" &
+ops_pid=$!
 mark workload-started
 sleep "$warm"
 
@@ -216,14 +246,16 @@ sleep "$tail_secs"
 touch "$out/stop"
 mark workload-stopping
 wait "${wpids[@]}"
+touch "$out/stop-ops"
+wait "$ops_pid" || { echo "drill: the ops pair failed" >&2; fail=1; }
 mark workload-stopped
 settled=0
 for _ in $(seq 1 120); do
-  open=$(q_primary "SELECT (SELECT count(*) FROM payments WHERE status IN ('PENDING','PROCESSING','UNKNOWN','CHANNEL_SUCCESS','AUTHORIZING','CAPTURING','VOIDING','REQUIRES_ACTION')) + (SELECT count(*) FROM outbox_pending) + (SELECT count(*) FROM refunds WHERE status = 'pending')" 2>/dev/null)
+  open=$(q_primary "SELECT (SELECT count(*) FROM payments WHERE status IN ('PENDING','PROCESSING','UNKNOWN','CHANNEL_SUCCESS','AUTHORIZING','CAPTURING','VOIDING','REQUIRES_ACTION')) + (SELECT count(*) FROM outbox_pending) + (SELECT count(*) FROM refunds WHERE status = 'pending') + (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')" 2>/dev/null)
   [ "$open" = 0 ] && { settled=1; break; }
   sleep 1
 done
-[ $settled = 1 ] && mark "settled" || mark "NOT settled: $open payments or events open after 120 s"
+[ $settled = 1 ] && mark "settled" || mark "NOT settled: $open payments, refunds, events or deliveries open after 120 s"
 
 # ---- figures ----
 primary=$(pg_primary || echo none)
@@ -237,23 +269,30 @@ q_primary "SELECT id FROM refunds" | sort >"$out/db_refund_ids"
 refunds_acked=$(wc -l <"$out/acked_refund_ids")
 lost_refunds=$(comm -23 "$out/acked_refund_ids" "$out/db_refund_ids" | tee "$out/lost_refund_ids" | wc -l)
 lost=$((lost + lost_refunds))
+# Reversals: each one the ops pair saw executed ended with its payment REVERSED.
+awk -F'\t' '$4 == "executed" {print $2}' "$out/reversal_acks.tsv" | sort -u >"$out/reversed_ids"
+q_primary "SELECT id FROM payments WHERE status = 'REVERSED'" | sort >"$out/db_reversed_ids"
+reversals_acked=$(wc -l <"$out/reversed_ids")
+lost_reversals=$(comm -23 "$out/reversed_ids" "$out/db_reversed_ids" | tee "$out/lost_reversal_ids" | wc -l)
+lost=$((lost + lost_reversals))
+reversal_outcomes=$(cut -f4 "$out/reversal_acks.tsv" | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')
 dup_orders=$(q_primary "SELECT count(*) FROM (SELECT merchant_id, merchant_order_id FROM payments GROUP BY 1, 2 HAVING count(*) > 1) d")
-q_primary "SELECT channel_key FROM payments WHERE status IN ('SUCCESS','REFUNDED') OR captured_amount > 0" | sort -u >"$out/paid_keys"
+q_primary "SELECT channel_key FROM payments WHERE status IN ('SUCCESS','REFUNDED','REVERSED') OR captured_amount > 0" | sort -u >"$out/paid_keys"
 curl -s --max-time 30 "http://$CHANNEL_HOST:$CHANNEL_PORT/charges" |
   jq -r '.charges[] | select(.status == "succeeded") | .key' | sort >"$out/channel_keys"
 orphan_charges=$(comm -23 "$out/channel_keys" "$out/paid_keys" | wc -l)
 double=$((dup_orders + orphan_charges))
 codes=$(awk -F'\t' '{print $5}' "$out/attempts.tsv" | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')
 refund_codes=$(awk -F'\t' '{print $5}' "$out/refund_attempts.tsv" | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')
-conv_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$5 ~ /^5/ && $5 != 503 && $6 != "bad_gateway" && $6 != "gateway_timeout" && $6 != "no_server_available"' | wc -l)
-proxy_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$6 == "bad_gateway" || $6 == "gateway_timeout"' | wc -l)
+conv_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" "$out/ops_attempts.tsv" | awk -F'\t' '$5 ~ /^5/ && $5 != 503 && $6 != "bad_gateway" && $6 != "gateway_timeout" && $6 != "no_server_available"' | wc -l)
+proxy_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" "$out/ops_attempts.tsv" | awk -F'\t' '$6 == "bad_gateway" || $6 == "gateway_timeout"' | wc -l)
 # Every 5xx a client saw, whoever answered it, other than 503 (issue 40: must be 0). HAProxy's
 # own pages for a server that died mid-request (502) or did not answer in time (504) are 503s
 # with Retry-After (haproxy-502.http, haproxy-504.http): "retry with the same key" is what
 # the client must do in both cases, and the key makes that retry safe.
-all_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$5 ~ /^5/ && $5 != 503' | wc -l)
+all_5xx=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" "$out/ops_attempts.tsv" | awk -F'\t' '$5 ~ /^5/ && $5 != 503' | wc -l)
 [ "$all_5xx" = 0 ] || { echo "drill: $all_5xx answers were a 5xx other than 503" >&2; fail=1; }
-no_answer=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" | awk -F'\t' '$5 == "000"' | wc -l)
+no_answer=$(cat "$out/attempts.tsv" "$out/refund_attempts.tsv" "$out/ops_attempts.tsv" | awk -F'\t' '$5 == "000"' | wc -l)
 streams=""
 for i in 1 2 3; do
   eval "a=\$NATS${i}_HOST:\$NATS${i}_HTTP_PORT"
@@ -270,6 +309,15 @@ cat "$out/verify.txt"
 [ "$double" = 0 ] || fail=1
 [ "$conv_5xx" = 0 ] || fail=1
 [ $settled = 1 ] || fail=1
+# Webhooks: every delivery the database holds succeeded, and reached the merchant's receiver
+# with a signature the Standard Webhooks library verifies (webhook_check.mjs).
+read -r endpoint_id endpoint_secret <"$D/converge/webhook.endpoint"
+q_primary "SELECT event_id FROM webhook_deliveries WHERE endpoint_id = '$endpoint_id'" >"$out/delivered_events"
+deliveries_not_succeeded=$(q_primary "SELECT count(*) FROM webhook_deliveries WHERE status <> 'succeeded'")
+[ "$deliveries_not_succeeded" = 0 ] || { echo "drill: $deliveries_not_succeeded webhook deliveries did not succeed" >&2; fail=1; }
+events_without_delivery=$(q_primary "SELECT count(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id AND d.endpoint_id = '$endpoint_id')")
+[ "$events_without_delivery" = 0 ] || { echo "drill: $events_without_delivery events have no delivery to the endpoint" >&2; fail=1; }
+webhook_figures=$(node "$HA_HERE/webhook_check.mjs" "http://$WEBHOOK_SINK_HOST:$WEBHOOK_SINK_PORT" "$endpoint_secret" "$out/delivered_events") || fail=1
 # Each event in the stream once (by Nats-Msg-Id), per aggregate in outbox (commit) order,
 # every event recorded as published present, read back message by message (stream_check.py).
 q_primary "COPY (SELECT id, seq, aggregatetype, aggregateid FROM events) TO STDOUT" >"$out/events.tsv"
@@ -295,6 +343,8 @@ echo "drill: marks:"; sed 's/^/  /' "$out/marks"
 echo "drill: attempts by status: $codes(000: no answer); refunds: ${refund_codes:-none }"
 echo "drill: stream messages per node: $streams(payments: $payments)"
 echo "drill: stream read back: $stream_figures"
+echo "drill: $webhook_figures (deliveries not succeeded: $deliveries_not_succeeded, events without one: $events_without_delivery)"
+echo "drill: reversals by outcome: ${reversal_outcomes:-none }(executed and REVERSED: $((reversals_acked - lost_reversals)) of $reversals_acked)"
 echo "drill: acknowledged=$acked refunds_acknowledged=$refunds_acked (lost: $lost_refunds) workers=$workers primary_now=$primary verify=$([ $verify_rc = 0 ] && echo pass || echo FAIL) state=$D"
 # The longest time the stream did not grow while events waited in the outbox (from the
 # samples): how long publication paused (a relay lease changing hands, a broker reconnect).

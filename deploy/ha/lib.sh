@@ -194,6 +194,10 @@ start_channel() {
     --callback-url "http://$HAPROXY_HOST:$HAPROXY_API_PORT/v1/channel/callbacks" \
     --callback-secret "$(cat "$D/converge/callback.secret")"
 }
+# The drill's merchant receiver (not part of the deployment: each merchant runs its own).
+start_sink() {
+  spawn sink "$CONVERGE_BIN" webhook-sink --bind "$WEBHOOK_SINK_HOST:$WEBHOOK_SINK_PORT"
+}
 serve_port() { # 1..N
   local i=$1
   set -- $SERVE_PORTS

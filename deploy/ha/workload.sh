@@ -9,7 +9,9 @@
 # Every REFUND_EVERY-th order (default 3; 0: none) that is acknowledged SUCCESS is then refunded
 # in full under its own key (`ORDER-refund`), retried the same way, so its payment carries
 # several events (payment.succeeded, then payment.refunded after refund.succeeded) whose order
-# in the stream the drill checks.
+# in the stream the drill checks. Every REVERSE_EVERY-th order (default 4; 0: none) of the others
+# that is acknowledged SUCCESS is listed in OUT_DIR/to_reverse.tsv (`epoch_ms  payment_id
+# order_key`) for the ops pair (ops.sh) to reverse under maker-checker.
 #
 # Appends to OUT_DIR/attempts.tsv one line per HTTP attempt of a create:
 #   epoch_ms  worker  order_key  attempt  http_code  error_code  payment_id  status  sent_ms
@@ -26,6 +28,7 @@ key=$(cat "$D/converge/merchant.key")
 api="http://$HAPROXY_HOST:$HAPROXY_API_PORT"
 run=${RUN_ID:-$(date +%s)}
 refund_every=${REFUND_EVERY:-3}
+reverse_every=${REVERSE_EVERY:-4}
 n=0
 body_file=$(mktemp)
 trap 'rm -f "$body_file"' EXIT
@@ -63,10 +66,13 @@ while [ ! -e "$STOP" ]; do
   order="r$run-w$w-o$n"
   amount=$((1000 + (n % 50)))  # last two digits 00-49: the sandbox's plain success path
   if request "$order" /v1/payments "{\"amount\":$amount,\"currency\":\"CNY\",\"merchant_order_id\":\"$order\"}" \
-    "$out/attempts.tsv" "$out/acks.tsv" && [ "$refund_every" -gt 0 ] && [ $((n % refund_every)) = 0 ] &&
-    [ "$status" = SUCCESS ]; then
-    request "$order-refund" "/v1/payments/$id/refunds" "{\"amount\":$amount,\"reason\":\"drill\"}" \
-      "$out/refund_attempts.tsv" "$out/refund_acks.tsv"
+    "$out/attempts.tsv" "$out/acks.tsv" && [ "$status" = SUCCESS ]; then
+    if [ "$refund_every" -gt 0 ] && [ $((n % refund_every)) = 0 ]; then
+      request "$order-refund" "/v1/payments/$id/refunds" "{\"amount\":$amount,\"reason\":\"drill\"}" \
+        "$out/refund_attempts.tsv" "$out/refund_acks.tsv"
+    elif [ "$reverse_every" -gt 0 ] && [ $((n % reverse_every)) = 1 ]; then
+      printf '%s\t%s\t%s\n' "$(date +%s%3N)" "$id" "$order" >>"$out/to_reverse.tsv"
+    fi
   fi
   sleep "$PAUSE_SECS"
 done

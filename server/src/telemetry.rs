@@ -155,7 +155,11 @@ fn describe_metrics() {
     );
     describe_counter!(
         "converge_database_unavailable_total",
-        "Database statements of this process that found the database unavailable (a lost connection, a pool time-out, a read-only or restarting PostgreSQL during a failover), each retried on a new connection."
+        "Database statements of this process that found the database unavailable (a lost connection, a pool time-out, a read-only or restarting PostgreSQL during a failover)."
+    );
+    describe_counter!(
+        "converge_database_reconnects_total",
+        "Connections this process opened to the database after a statement had found it unavailable: one per recovery."
     );
     describe_counter!(
         "converge_idempotency_requests_total",

@@ -142,7 +142,8 @@ impl Auth {
     /// session is flushed. A [`Activity::Person`] request marks the session as used now
     /// (which also slides the stored session's expiry); a [`Activity::Background`] one
     /// (the dashboard's polling) leaves it as it was, so polling alone lets the session end
-    /// at its idle timeout (ASVS 5.0 V7.3.1).
+    /// at its idle timeout (ASVS 5.0 V7.3.1). Errors: `Unavailable` when the session store
+    /// (the database) could not be read: 503, never a sign-out.
     pub async fn current(
         &self,
         store: &dyn Store,
@@ -150,8 +151,17 @@ impl Auth {
         now: i64,
         activity: Activity,
     ) -> Result<Option<Principal>, StoreError> {
-        let Ok(Some(su)) = session.get::<SessionUser>(USER_KEY).await else {
-            return Ok(None);
+        let su = match session.get::<SessionUser>(USER_KEY).await {
+            Ok(Some(su)) => su,
+            // The sessions live in the database: one it could not read (a failover, issue 40)
+            // is 503 to retry, not a sign-out the person would have to undo.
+            Err(tower_sessions::session::Error::Store(e)) => {
+                return Err(StoreError::Unavailable(sqlx::Error::Io(std::io::Error::other(
+                    format!("session store: {e}"),
+                ))));
+            }
+            // None, or a session written in another shape: signed out.
+            Ok(None) | Err(tower_sessions::session::Error::SerdeJson(_)) => return Ok(None),
         };
         let last_active = su.last_active.max(su.login_at);
         let user = store.user_by_name(&su.username).await?;

@@ -147,14 +147,26 @@ macro_rules! impl_sql_store {
                 Ok(())
             }
 
-            async fn writable(&self) -> Result<bool, $crate::store::StoreError> {
+            async fn role(&self) -> Result<$crate::store::DatabaseRole, $crate::store::StoreError> {
+                use $crate::store::Presence;
+                self.check_present()?;
                 match <$store as $crate::store::backend::SqlBackend>::BACKEND {
-                    $crate::store::Backend::Sqlite => Ok(true),
+                    // The one writer connection may be busy with a long write: the round
+                    // trip goes to a reader.
+                    $crate::store::Backend::Sqlite => {
+                        self.ping().await?;
+                        Ok($crate::store::DatabaseRole { standby: false, writable: true })
+                    }
                     $crate::store::Backend::Postgres => {
-                        let read_only: String = sqlx::query_scalar("SHOW transaction_read_only")
-                            .fetch_one(self.writer())
-                            .await?;
-                        Ok(read_only != "on")
+                        let (standby, read_only): (bool, String) = sqlx::query_as(
+                            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only')",
+                        )
+                        .fetch_one(self.writer())
+                        .await?;
+                        Ok($crate::store::DatabaseRole {
+                            standby,
+                            writable: !standby && read_only != "on",
+                        })
                     }
                 }
             }

@@ -65,6 +65,7 @@ pub mod views;
 pub mod webhooks;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use async_trait::async_trait;
 
@@ -152,17 +153,35 @@ fn unavailable_now(e: &sqlx::Error) -> bool {
 }
 
 /// Database errors of this process that meant "unavailable" ([`StoreError::Unavailable`]):
-/// lost connections, pool time-outs and the SQLSTATEs of [`UNAVAILABLE_NOW`]. Each one is a
-/// statement that will be retried on a new connection (sqlx's pools reconnect by themselves),
-/// so this is the count `/health` reports as the process's reconnects, and
-/// `converge_database_unavailable_total` counts the same (issue 40).
-pub static UNAVAILABLE_ERRORS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// lost connections, pool time-outs and the SQLSTATEs of [`UNAVAILABLE_NOW`]; each failed
+/// one statement, which its caller answers 503 or retries. `/health` reports it as
+/// `unavailable_errors`; `converge_database_unavailable_total` counts the same (issue 40).
+pub static UNAVAILABLE_ERRORS: AtomicU64 = AtomicU64::new(0);
+
+/// Connections this process opened to the database after a statement had found it
+/// unavailable: one per recovery (sqlx's pools replace a broken connection by themselves; the
+/// first new one after an [`UNAVAILABLE_ERRORS`] is the reconnect). `/health` reports it as
+/// `reconnects`; `converge_database_reconnects_total` counts the same (issue 40).
+pub static RECONNECTS: AtomicU64 = AtomicU64::new(0);
+
+/// Set by an unavailable error, cleared by the next connection opened ([`connection_opened`]).
+static LOST_SINCE_LAST_CONNECT: AtomicBool = AtomicBool::new(false);
 
 /// Counts one [`UNAVAILABLE_ERRORS`] and returns `e` as `Unavailable`.
 fn unavailable(e: sqlx::Error) -> StoreError {
-    UNAVAILABLE_ERRORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    UNAVAILABLE_ERRORS.fetch_add(1, Ordering::Relaxed);
+    LOST_SINCE_LAST_CONNECT.store(true, Ordering::Relaxed);
     metrics::counter!("converge_database_unavailable_total").increment(1);
     StoreError::Unavailable(e)
+}
+
+/// Called by the pools for every connection they open: counts a [`RECONNECTS`] when the
+/// database was found unavailable since the last one.
+pub(crate) fn connection_opened() {
+    if LOST_SINCE_LAST_CONNECT.swap(false, Ordering::Relaxed) {
+        RECONNECTS.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("converge_database_reconnects_total").increment(1);
+    }
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -240,14 +259,25 @@ pub trait Store:
         self.ping().await
     }
 
-    /// Whether the database takes writes now: false while a PostgreSQL server is read-only
-    /// (a standby, a demoted primary, or one restarted read-only before its promotion: issue
-    /// 40's failover), asked on the writer pool (`SHOW transaction_read_only`); always true
-    /// for SQLite. Errors: `Unavailable` when it does not answer.
-    async fn writable(&self) -> Result<bool, StoreError>;
+    /// What `/health` reports of the database in one round trip on the writer pool: whether
+    /// it is where it was opened ([`Presence`]), answers, is a standby (PostgreSQL
+    /// `pg_is_in_recovery()`) and takes writes (`transaction_read_only` off: false on a
+    /// standby, a demoted primary, or one restarted read-only before its promotion: issue
+    /// 40's failover). SQLite is always a writable primary. Errors: `Unavailable` when it
+    /// does not answer.
+    async fn role(&self) -> Result<DatabaseRole, StoreError>;
 
     /// Closes the pools; later calls fail with `Unavailable`.
     async fn close(&self);
+}
+
+/// The database's role as the process's writer connection sees it ([`Store::role`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatabaseRole {
+    /// A PostgreSQL standby (in recovery): it follows a primary and takes no writes.
+    pub standby: bool,
+    /// It takes writes now.
+    pub writable: bool,
 }
 
 /// Where a database URL points, decided from its form alone (no I/O).

@@ -57,6 +57,12 @@ impl PgStore {
         PgPoolOptions::new()
             .max_connections(max)
             .acquire_timeout(Duration::from_secs(5))
+            .after_connect(|_, _| {
+                Box::pin(async {
+                    super::connection_opened();
+                    Ok(())
+                })
+            })
             .connect_with(opts)
             .await
     }

@@ -377,3 +377,53 @@ on_both_backends!(
         assert_eq!(me(person).await, 200);
     }
 );
+
+// A failover's window, as issue 40's drill met it: the database holding the sessions cannot
+// read them. The console request answers 503 `database_unavailable` (retry), not 401 `sign in
+// first`, which would have signed an approver out in the middle of an approval; once the
+// database answers again, the same session goes on.
+on_both_backends!(
+    a_session_the_database_cannot_read_answers_503_and_the_person_stays_signed_in,
+    |app| {
+        crate::support::add_ops_user(&app, "alice", "viewer").await;
+        let c = crate::support::ops_session(&app, "alice").await;
+        let (before, _) = crate::support::ops_get(&c, &app, "/ops/v1/actions").await;
+        assert_eq!(before, 200);
+        sessions_readable(&app, false).await;
+        let (during, body) = crate::support::ops_get(&c, &app, "/ops/v1/actions").await;
+        sessions_readable(&app, true).await;
+        assert_eq!(during, 503, "{body}");
+        assert_eq!(body["error"]["code"], "database_unavailable");
+        let (after, body) = crate::support::ops_get(&c, &app, "/ops/v1/actions").await;
+        assert_eq!(after, 200, "still signed in: {body}");
+    }
+);
+
+/// Makes the session table unreadable to converge (`false`) or readable again: on
+/// PostgreSQL its owner's SELECT privilege revoked (a prepared statement follows a renamed
+/// table), on SQLite the table renamed.
+async fn sessions_readable(app: &TestApp, on: bool) {
+    use sqlx::Connection;
+    if app.db_url.starts_with("postgres") {
+        let sql = if on {
+            "GRANT SELECT ON tower_sessions.session TO CURRENT_USER"
+        } else {
+            "REVOKE SELECT ON tower_sessions.session FROM CURRENT_USER"
+        };
+        let mut conn = sqlx::PgConnection::connect(&app.db_url)
+            .await
+            .expect("connect");
+        sqlx::query(sql).execute(&mut conn).await.expect(sql);
+    } else {
+        let (from, to) = if on {
+            ("tower_sessions_away", "tower_sessions")
+        } else {
+            ("tower_sessions", "tower_sessions_away")
+        };
+        let mut conn = sqlx::SqliteConnection::connect(&app.db_url)
+            .await
+            .expect("open");
+        let sql = format!("ALTER TABLE {from} RENAME TO {to}");
+        sqlx::query(&sql).execute(&mut conn).await.expect("rename");
+    }
+}

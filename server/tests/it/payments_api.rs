@@ -33,10 +33,9 @@ on_both_backends!(
     |app| {
         let body = json!({"amount": 1000, "currency": "CNY", "merchant_order_id": "o-ro"});
         if matches!(app.db, Db::Sqlite) {
-            assert_eq!(
-                app.get("/health").await.json()["database"]["writable"],
-                true
-            );
+            let health = app.get("/health").await.json();
+            assert_eq!(health["database"]["writable"], true);
+            assert_eq!(health["database"]["role"], "primary");
         } else {
             read_only_then_writable(&app, &body).await;
         }
@@ -50,20 +49,29 @@ async fn read_only_then_writable(app: &TestApp, body: &serde_json::Value) {
     assert_eq!(health.json()["status"], "read_only");
     assert_eq!(health.json()["database"]["reachable"], true);
     assert_eq!(health.json()["database"]["writable"], false);
-    let before = health.json()["database"]["reconnects"].as_u64().unwrap();
+    assert_eq!(health.json()["database"]["role"], "primary");
+    let count = |h: &serde_json::Value, what: &str| h["database"][what].as_u64().unwrap();
+    let (errors, reconnects) = (
+        count(&health.json(), "unavailable_errors"),
+        count(&health.json(), "reconnects"),
+    );
     let a = app.post("/v1/payments", Some("k-ro"), body).await;
     assert_eq!(a.status, 503, "{:?}", a.json());
-    let after = app.get("/health").await.json()["database"]["reconnects"]
-        .as_u64()
-        .unwrap();
+    let after = app.get("/health").await.json();
     assert!(
-        after > before,
-        "the refused write is counted: {before} -> {after}"
+        count(&after, "unavailable_errors") > errors,
+        "the refused write is counted: {errors} -> {after}"
     );
     assert_eq!(a.json()["error"]["code"], "database_unavailable");
     assert!(a.headers.contains_key("retry-after"), "{:?}", a.headers);
     set_read_only(&app.db_url, false).await;
-    assert_eq!(app.get("/health").await.status, 200);
+    let healthy = app.get("/health").await;
+    assert_eq!(healthy.status, 200);
+    assert!(
+        count(&healthy.json(), "reconnects") > reconnects,
+        "the connection opened after the refusal is a reconnect: {reconnects} -> {:?}",
+        healthy.json()
+    );
     let b = app.post("/v1/payments", Some("k-ro"), body).await;
     assert_eq!(b.status, 201, "{:?}", b.json());
     assert_eq!(b.json()["status"], "SUCCESS");
