@@ -742,7 +742,11 @@ fn storm_figures(
     let rate = f64::from(args.compensation_rate);
     println!(
         "storm.goal.drain={}",
-        if (during - rate).abs() <= rate * 0.1 { "met" } else { "NOT met" }
+        if (during - rate).abs() <= rate * 0.1 {
+            "met"
+        } else {
+            "NOT met"
+        }
     );
     // Per-second counts, to see the shape (bursts, stalls).
     let per_sec: Vec<String> = samples

@@ -156,9 +156,9 @@ impl Auth {
             // The sessions live in the database: one it could not read (a failover, issue 40)
             // is 503 to retry, not a sign-out the person would have to undo.
             Err(tower_sessions::session::Error::Store(e)) => {
-                return Err(StoreError::Unavailable(sqlx::Error::Io(std::io::Error::other(
-                    format!("session store: {e}"),
-                ))));
+                return Err(StoreError::Unavailable(sqlx::Error::Io(
+                    std::io::Error::other(format!("session store: {e}")),
+                )));
             }
             // None, or a session written in another shape: signed out.
             Ok(None) | Err(tower_sessions::session::Error::SerdeJson(_)) => return Ok(None),

@@ -155,7 +155,10 @@ macro_rules! impl_sql_store {
                     // trip goes to a reader.
                     $crate::store::Backend::Sqlite => {
                         self.ping().await?;
-                        Ok($crate::store::DatabaseRole { standby: false, writable: true })
+                        Ok($crate::store::DatabaseRole {
+                            standby: false,
+                            writable: true,
+                        })
                     }
                     $crate::store::Backend::Postgres => {
                         let (standby, read_only): (bool, String) = sqlx::query_as(
