@@ -259,7 +259,8 @@ impl World {
             30..=62 => ("worker", self.work().await),
             63..=70 => ("callback", self.callback().await),
             71..=74 => ("network", self.late_request()),
-            75..=89 => ("clock", self.tick()),
+            75..=88 => ("clock", self.tick()),
+            89 => ("ntp", self.step_clock()),
             90 | 91 => ("crashpoint", self.crash_at_write().await),
             92 | 93 => ("hold", self.hold().await),
             94 => ("release", self.release().await),
@@ -404,6 +405,21 @@ impl World {
         };
         self.clock.advance(ms);
         format!("advance {ms}ms")
+    }
+
+    /// The host's clock stepped by NTP, forward or back: ntpd steps rather than slews an
+    /// offset above its 128 ms step threshold (chrony's `makestep` likewise), and a host kept
+    /// in sync is never far off, so 129 ms to 1 s either way. Every process of converge reads
+    /// the same host clock, so the whole world's time moves (issue 39: "clock jumps within
+    /// what NTP allows").
+    fn step_clock(&mut self) -> String {
+        let ms = self.rng.between(129, 1_000);
+        let back = self.rng.chance(500);
+        self.clock.advance(if back { -ms } else { ms });
+        // The incremental check reads what changed since its mark: after a step back, rows
+        // written from now on carry earlier times than the mark.
+        self.checked_at = self.checked_at.min(self.clock_now());
+        format!("steps {} {ms}ms", if back { "back" } else { "forward" })
     }
 
     /// A worker claims a due job and stalls before running it (at most three stalled).
