@@ -12,8 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use converge_server::channel::{
-    CancelOutcome, ChargeOutcome, Connector, QueryOutcome, RefundOutcome,
+    AuthorizeOutcome, CancelOutcome, CaptureOutcome, ChargeOutcome, Connector, HoldQueryOutcome,
+    HoldStatus, QueryOutcome, RefundOutcome, Unsupported, VoidOutcome,
 };
+use converge_server::domain::clock::{Clock, ManualClock};
 use converge_server::verify::{ChannelCharge, ChargeSource};
 use tokio::sync::Notify;
 
@@ -61,6 +63,47 @@ struct Charge {
     refunded: i64,
 }
 
+/// An authorization hold as the channel holds it (issue 34's connector contract, as the
+/// sandbox keeps it: `server/src/channel/sandbox/holds.rs`).
+#[derive(Debug, Clone)]
+struct Hold {
+    declined: bool,
+    amount: i64,
+    currency: String,
+    captured: i64,
+    closed: bool,
+    voided: bool,
+    expires_at_ms: i64,
+    refunded: i64,
+}
+
+impl Hold {
+    /// Where it stands at `now_ms`.
+    fn status(&self, now_ms: i64) -> HoldStatus {
+        if self.declined {
+            HoldStatus::Declined
+        } else if self.voided {
+            HoldStatus::Voided
+        } else if self.closed {
+            HoldStatus::Captured
+        } else if now_ms >= self.expires_at_ms {
+            HoldStatus::Expired
+        } else {
+            HoldStatus::Authorized
+        }
+    }
+
+    fn found(&self, now_ms: i64) -> HoldQueryOutcome {
+        HoldQueryOutcome::Found {
+            status: self.status(now_ms),
+            amount: self.amount,
+            captured: self.captured,
+            currency: self.currency.clone(),
+            expires_at_ms: self.expires_at_ms,
+        }
+    }
+}
+
 /// A callback the channel sent, waiting to be delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingCallback {
@@ -81,6 +124,10 @@ struct State {
     rng: Rng,
     faults: Faults,
     charges: BTreeMap<String, Charge>,
+    /// Authorization holds by channel key (one key, one payment: never also a charge).
+    holds: BTreeMap<String, Hold>,
+    /// capture key -> (channel key, amount, last).
+    captures: BTreeMap<String, (String, i64, bool)>,
     /// refund key -> (channel key, amount).
     refunds: BTreeMap<String, (String, i64)>,
     fenced: BTreeSet<String>,
@@ -103,6 +150,18 @@ struct State {
 pub struct SimChannel {
     state: Arc<Mutex<State>>,
     crash: Arc<Notify>,
+    clock: ManualClock,
+    /// What verify asks of the holds: the same state, without faults.
+    holds_view: HoldsView,
+}
+
+/// The channel's holds as `converge verify` reads them (invariant 7): the same state as the
+/// [`SimChannel`], answered without a fault drawn or a trace line written, so a check
+/// changes nothing the seed decides.
+#[derive(Debug, Clone)]
+pub struct HoldsView {
+    state: Arc<Mutex<State>>,
+    clock: ManualClock,
 }
 
 /// What a call draws: the fault that happens to it.
@@ -115,24 +174,32 @@ enum Fate {
 }
 
 impl SimChannel {
-    /// A channel drawing from `rng` with `faults`.
-    pub fn new(rng: Rng, faults: Faults) -> Self {
+    /// A channel drawing from `rng` with `faults`; holds lapse by `clock`.
+    pub fn new(rng: Rng, faults: Faults, clock: ManualClock) -> Self {
+        let state = Arc::new(Mutex::new(State {
+            rng,
+            faults,
+            charges: BTreeMap::new(),
+            holds: BTreeMap::new(),
+            captures: BTreeMap::new(),
+            refunds: BTreeMap::new(),
+            fenced: BTreeSet::new(),
+            callbacks: Vec::new(),
+            late: Vec::new(),
+            outage: false,
+            events: 0,
+            touched: BTreeSet::new(),
+            log: Vec::new(),
+            crashed: false,
+        }));
         SimChannel {
-            state: Arc::new(Mutex::new(State {
-                rng,
-                faults,
-                charges: BTreeMap::new(),
-                refunds: BTreeMap::new(),
-                fenced: BTreeSet::new(),
-                callbacks: Vec::new(),
-                late: Vec::new(),
-                outage: false,
-                events: 0,
-                touched: BTreeSet::new(),
-                log: Vec::new(),
-                crashed: false,
-            })),
+            holds_view: HoldsView {
+                state: state.clone(),
+                clock: clock.clone(),
+            },
+            state,
             crash: Arc::new(Notify::new()),
+            clock,
         }
     }
 
@@ -278,6 +345,45 @@ impl SimChannel {
             Fate::Crash
         } else {
             Fate::Answer
+        }
+    }
+
+    /// A hold call with an effect (authorize, capture, void): its fate drawn as a charge's
+    /// (an outage refuses it before the channel; a late arrival is not simulated for holds:
+    /// an error before), `apply` run on the state at the clock's time, its line traced.
+    /// The effect stands whatever the fate; the core hears `error` when the answer is lost.
+    async fn hold_call<T: std::fmt::Debug>(
+        &self,
+        what: &str,
+        key: &str,
+        apply: impl FnOnce(&mut State, i64) -> T,
+        error: impl Fn(&str) -> T,
+    ) -> T {
+        let (fate, outcome) = {
+            let mut st = self.lock();
+            let fate = Self::fate(&mut st);
+            // An outage takes the charge path down (authorize, capture), not voids.
+            let down = st.outage && what != "void";
+            if down || matches!(fate, Fate::Before | Fate::Late) {
+                st.log
+                    .push(format!("channel {what} {} error before", short(key)));
+                return error("timeout before the channel");
+            }
+            let outcome = apply(&mut st, self.clock.now_ms());
+            st.touched.insert(key.into());
+            let how = match fate {
+                Fate::Lost => " answer lost",
+                Fate::Crash => " crash",
+                _ => "",
+            };
+            st.log
+                .push(format!("channel {what} {} {outcome:?}{how}", short(key)));
+            (fate, outcome)
+        };
+        match fate {
+            Fate::Lost => error("answer lost after the effect"),
+            Fate::Crash => self.crash_now().await,
+            _ => outcome,
         }
     }
 
@@ -478,6 +584,187 @@ impl Connector for SimChannel {
             _ => outcome,
         }
     }
+
+    async fn authorize(
+        &self,
+        channel_key: &str,
+        amount: i64,
+        currency: &str,
+        ttl_secs: i64,
+    ) -> Result<AuthorizeOutcome, Unsupported> {
+        let expires = self
+            .clock
+            .now_ms()
+            .saturating_add(ttl_secs.saturating_mul(1_000));
+        let apply =
+            |st: &mut State, now| authorize_at(st, channel_key, amount, currency, expires, now);
+        let error = |d: &str| AuthorizeOutcome::Error { detail: d.into() };
+        Ok(self.hold_call("authorize", channel_key, apply, error).await)
+    }
+
+    async fn capture(
+        &self,
+        channel_key: &str,
+        capture_key: &str,
+        amount: i64,
+        last: bool,
+    ) -> Result<CaptureOutcome, Unsupported> {
+        let apply =
+            |st: &mut State, now| capture_at(st, channel_key, capture_key, amount, last, now);
+        let error = |d: &str| CaptureOutcome::Error { detail: d.into() };
+        Ok(self.hold_call("capture", channel_key, apply, error).await)
+    }
+
+    async fn void(&self, channel_key: &str) -> Result<VoidOutcome, Unsupported> {
+        let apply = |st: &mut State, now| void_at(st, channel_key, now);
+        let error = |d: &str| VoidOutcome::Error { detail: d.into() };
+        Ok(self.hold_call("void", channel_key, apply, error).await)
+    }
+
+    async fn query_hold(&self, channel_key: &str) -> Result<HoldQueryOutcome, Unsupported> {
+        let mut st = self.lock();
+        let rate = st.faults.error_before;
+        if st.rng.chance(rate) {
+            st.log
+                .push(format!("channel query_hold {} error", short(channel_key)));
+            return Ok(HoldQueryOutcome::Error {
+                detail: "query timed out".into(),
+            });
+        }
+        let answer = hold_answer(&st, channel_key, self.clock.now_ms());
+        st.log.push(format!(
+            "channel query_hold {} {answer:?}",
+            short(channel_key)
+        ));
+        Ok(answer)
+    }
+}
+
+/// An authorization's effect: the key's hold as it stands, or a new one (declined at the
+/// seed's rate) lapsing after `ttl_ms`; a fenced key is declined.
+fn authorize_at(
+    st: &mut State,
+    key: &str,
+    amount: i64,
+    currency: &str,
+    expires_at_ms: i64,
+    now_ms: i64,
+) -> AuthorizeOutcome {
+    if !st.holds.contains_key(key) {
+        if st.fenced.contains(key) || st.charges.contains_key(key) {
+            return AuthorizeOutcome::Declined {
+                reason: "cancelled".into(),
+            };
+        }
+        let rate = st.faults.decline;
+        let declined = st.rng.chance(rate);
+        let hold = Hold {
+            declined,
+            amount,
+            currency: currency.into(),
+            captured: 0,
+            closed: false,
+            voided: false,
+            expires_at_ms,
+            refunded: 0,
+        };
+        st.holds.insert(key.into(), hold);
+    }
+    let h = &st.holds[key];
+    match h.status(now_ms) {
+        HoldStatus::Declined => AuthorizeOutcome::Declined {
+            reason: "card_declined".into(),
+        },
+        _ => AuthorizeOutcome::Authorized {
+            amount: h.amount,
+            currency: h.currency.clone(),
+            expires_at_ms: h.expires_at_ms,
+        },
+    }
+}
+
+/// A capture's effect: idempotent on the capture key, never above what is held, never after
+/// a void, an expiry or a closing capture.
+fn capture_at(
+    st: &mut State,
+    key: &str,
+    capture_key: &str,
+    amount: i64,
+    last: bool,
+    now_ms: i64,
+) -> CaptureOutcome {
+    let rejected = |reason: &str| CaptureOutcome::Rejected {
+        reason: reason.into(),
+    };
+    let prior = st.captures.get(capture_key).cloned();
+    let Some(h) = st.holds.get_mut(key) else {
+        return rejected(if prior.is_some() {
+            "capture_key_reused"
+        } else {
+            "not_found"
+        });
+    };
+    if let Some((k, a, l)) = prior {
+        return if k == key && a == amount && l == last {
+            CaptureOutcome::Captured {
+                amount,
+                captured_total: h.captured,
+                currency: h.currency.clone(),
+                closed: h.closed,
+            }
+        } else {
+            rejected("capture_key_reused")
+        };
+    }
+    match h.status(now_ms) {
+        HoldStatus::Authorized if amount <= 0 => rejected("amount_not_positive"),
+        HoldStatus::Authorized if h.captured + amount > h.amount => rejected("exceeds_authorized"),
+        HoldStatus::Authorized => {
+            h.captured += amount;
+            h.closed = last || h.captured == h.amount;
+            let out = CaptureOutcome::Captured {
+                amount,
+                captured_total: h.captured,
+                currency: h.currency.clone(),
+                closed: h.closed,
+            };
+            st.captures
+                .insert(capture_key.into(), (key.into(), amount, last));
+            out
+        }
+        HoldStatus::Captured => rejected("closed"),
+        HoldStatus::Voided => rejected("voided"),
+        HoldStatus::Expired => rejected("expired"),
+        HoldStatus::Declined | HoldStatus::RequiresAction => rejected("declined"),
+    }
+}
+
+/// A void's effect: the uncaptured hold released; with no hold (or a declined one) the key
+/// fenced instead, so a late authorization cannot hold funds (TCC empty rollback).
+fn void_at(st: &mut State, key: &str, now_ms: i64) -> VoidOutcome {
+    let already = || VoidOutcome::Rejected {
+        reason: "already_captured".into(),
+    };
+    let Some(h) = st.holds.get_mut(key) else {
+        if st.charges.get(key).is_some_and(|c| c.succeeded) {
+            return already();
+        }
+        st.fenced.insert(key.into());
+        return VoidOutcome::Voided;
+    };
+    match h.status(now_ms) {
+        HoldStatus::Voided => VoidOutcome::Voided,
+        HoldStatus::Declined => {
+            st.fenced.insert(key.into());
+            VoidOutcome::Voided
+        }
+        HoldStatus::Expired if h.captured == 0 => VoidOutcome::Expired,
+        HoldStatus::Authorized if h.captured == 0 => {
+            h.voided = true;
+            VoidOutcome::Voided
+        }
+        _ => already(),
+    }
 }
 
 /// A refund's effect at the channel: idempotent on the refund key, never above what is left.
@@ -491,17 +778,23 @@ fn refund_at(st: &mut State, channel_key: &str, refund_key: &str, amount: i64) -
             }
         };
     }
-    let Some(c) = st.charges.get_mut(channel_key).filter(|c| c.succeeded) else {
-        return RefundOutcome::Rejected {
-            reason: "no_charge".into(),
+    // A charge's refunds come out of its amount, a hold's out of what it captured.
+    let (refunded, refundable) =
+        if let Some(c) = st.charges.get_mut(channel_key).filter(|c| c.succeeded) {
+            (&mut c.refunded, c.amount)
+        } else if let Some(h) = st.holds.get_mut(channel_key).filter(|h| h.captured > 0) {
+            (&mut h.refunded, h.captured)
+        } else {
+            return RefundOutcome::Rejected {
+                reason: "no_charge".into(),
+            };
         };
-    };
-    if amount <= 0 || c.refunded + amount > c.amount {
+    if amount <= 0 || *refunded + amount > refundable {
         return RefundOutcome::Rejected {
             reason: "exceeds_remaining".into(),
         };
     }
-    c.refunded += amount;
+    *refunded += amount;
     st.touched.insert(channel_key.into());
     st.refunds
         .insert(refund_key.into(), (channel_key.into(), amount));
@@ -528,5 +821,51 @@ impl ChargeSource for SimChannel {
 
     fn describe(&self) -> String {
         "the simulated channel".into()
+    }
+
+    fn holds(&self, connector: &str) -> Option<&dyn Connector> {
+        let _ = connector;
+        Some(&self.holds_view)
+    }
+}
+
+#[async_trait]
+impl Connector for HoldsView {
+    async fn charge(&self, _: &str, _: i64, _: &str) -> ChargeOutcome {
+        ChargeOutcome::Error {
+            detail: "verify charges nothing".into(),
+        }
+    }
+
+    async fn query(&self, _: &str) -> QueryOutcome {
+        QueryOutcome::Error {
+            detail: "verify reads holds only".into(),
+        }
+    }
+
+    async fn cancel(&self, _: &str) -> CancelOutcome {
+        CancelOutcome::Error {
+            detail: "verify cancels nothing".into(),
+        }
+    }
+
+    async fn refund(&self, _: &str, _: &str, _: i64) -> RefundOutcome {
+        RefundOutcome::Error {
+            detail: "verify refunds nothing".into(),
+        }
+    }
+
+    async fn query_hold(&self, channel_key: &str) -> Result<HoldQueryOutcome, Unsupported> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(hold_answer(&st, channel_key, self.clock.now_ms()))
+    }
+}
+
+/// What a query of the hold under `key` finds at `now_ms`.
+fn hold_answer(st: &State, key: &str, now_ms: i64) -> HoldQueryOutcome {
+    match st.holds.get(key) {
+        Some(h) => h.found(now_ms),
+        None if st.fenced.contains(key) => HoldQueryOutcome::Cancelled,
+        None => HoldQueryOutcome::NotFound,
     }
 }

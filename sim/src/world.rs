@@ -14,6 +14,7 @@ use converge_server::domain::secret_box::{Purpose, SecretBox};
 use converge_server::service::Core;
 use converge_server::service::callbacks::CallbackEvent;
 use converge_server::service::connectors::{Connectors, DEFAULT_CONNECTOR};
+use converge_server::service::holds::{CaptureInput, HoldError};
 use converge_server::service::payments::{CreateError, PaymentInput};
 use converge_server::service::refunds::{RefundError, RefundInput};
 use converge_server::service::write::{KeyClaim, Written};
@@ -38,8 +39,11 @@ const RUN_WINDOW_MS: i64 = 6 * 3_600_000;
 /// Every this many steps the check reads everything, not only what changed.
 const FULL_CHECK_EVERY: u64 = 100;
 
-/// The settling phase gives up (a violation: not converged) after this much simulated time.
-const SETTLE_LIMIT_MS: i64 = 7 * 86_400_000;
+/// The settling phase gives up (a violation: not converged) after this much simulated time:
+/// a week past a hold's authorization TTL (a hold nobody captures or voids lapses then, and
+/// its expiry job runs).
+const SETTLE_LIMIT_MS: i64 =
+    converge_server::service::DEFAULT_AUTHORIZATION_TTL_SECS as i64 * 1_000 + 7 * 86_400_000;
 
 /// How big a run is and what it throws at converge.
 #[derive(Debug, Clone)]
@@ -104,6 +108,9 @@ struct Order {
     merchant: usize,
     order_id: String,
     amount: i64,
+    /// A manual-capture order (issue 34): authorized at its create, then captured (in parts)
+    /// or voided.
+    manual: bool,
     /// Keys sent with this order's body, with the first answer each got.
     keys: Vec<(String, Option<Answer>)>,
     payment: Option<String>,
@@ -197,7 +204,7 @@ impl World {
     async fn new(seed: u64, cfg: &Config) -> Result<World, String> {
         let mut rng = Rng::new(seed);
         let clock = ManualClock::new(START_MS);
-        let channel = SimChannel::new(rng.fork(), cfg.faults);
+        let channel = SimChannel::new(rng.fork(), cfg.faults, clock.clone());
         let writes = Arc::new(Mutex::new(WritePoint::default()));
         let held_signal = Arc::new(Notify::new());
         let store: Arc<dyn Store> = Arc::new(
@@ -752,11 +759,70 @@ impl World {
         let i = usize::try_from(self.rng.below(self.orders.len() as u64)).unwrap_or(0);
         match roll {
             55..=69 => self.retry_same_key(i).await,
+            // A hold's own requests take a manual order's share of retries and refunds.
+            70..=94 if self.orders[i].manual => match roll {
+                70..=81 => self.capture(i).await,
+                82..=87 => self.void(i).await,
+                _ => self.refund(i).await,
+            },
             70..=77 => self.retry_new_key(i).await,
             78..=84 => self.changed_body(i).await,
             85..=94 => self.refund(i).await,
             _ => self.cancel(i).await,
         }
+    }
+
+    /// A capture of part (or all: `final`, or the whole amount) of manual order `i`'s hold,
+    /// under a new key (`POST /v1/payments/{id}/captures`); more than what is left is refused.
+    async fn capture(&mut self, i: usize) -> String {
+        let Some(pid) = self.orders[i].payment.clone() else {
+            return format!("capture o{}: no payment yet", i + 1);
+        };
+        let merchant = self.merchants[self.orders[i].merchant].clone();
+        let amount = self.rng.between(1, self.orders[i].amount);
+        let last = self.rng.chance(500);
+        let key = self.new_key();
+        let body = serde_json::json!({"amount": amount, "final": last});
+        let scope = format!("POST /v1/payments/{pid}/captures");
+        let claim = self.claim(
+            &merchant,
+            &key,
+            &scope,
+            "POST /v1/payments/{id}/captures",
+            &body,
+        );
+        let input = CaptureInput { amount, last };
+        let core = self.core.clone();
+        let name = self.names.get(&pid).cloned().unwrap_or_default();
+        let out = self
+            .guarded(async move { core.capture_keyed(&merchant, &pid, input, &claim).await })
+            .await;
+        let how = if last { " final" } else { "" };
+        format!("capture {name} {amount}{how} {key} -> {}", hold_answer(out))
+    }
+
+    /// A void of manual order `i`'s hold under a new key (`POST /v1/payments/{id}/void`).
+    async fn void(&mut self, i: usize) -> String {
+        let Some(pid) = self.orders[i].payment.clone() else {
+            return format!("void o{}: no payment yet", i + 1);
+        };
+        let merchant = self.merchants[self.orders[i].merchant].clone();
+        let key = self.new_key();
+        let body = serde_json::json!({});
+        let scope = format!("POST /v1/payments/{pid}/void");
+        let claim = self.claim(
+            &merchant,
+            &key,
+            &scope,
+            "POST /v1/payments/{id}/void",
+            &body,
+        );
+        let core = self.core.clone();
+        let name = self.names.get(&pid).cloned().unwrap_or_default();
+        let out = self
+            .guarded(async move { core.void_keyed(&merchant, &pid, &claim).await })
+            .await;
+        format!("void {name} {key} -> {}", hold_answer(out))
     }
 
     /// The merchant's saga coordinator cancels an order by its business key (TCC Cancel,
@@ -811,11 +877,13 @@ impl World {
         let merchant = usize::try_from(self.rng.below(self.merchants.len() as u64)).unwrap_or(0);
         let n = self.orders.len() + 1;
         let amount = self.rng.between(100, 50_000);
+        let manual = self.rng.chance(250);
         let key = self.new_key();
         self.orders.push(Order {
             merchant,
             order_id: format!("order-{n}"),
             amount,
+            manual,
             keys: vec![(key, None)],
             payment: None,
         });
@@ -879,8 +947,7 @@ impl World {
     ) {
         let o = self.orders[i].clone();
         let merchant = self.merchants[o.merchant].clone();
-        let body = serde_json::json!({"amount": amount, "currency": "CNY",
-            "merchant_order_id": o.order_id, "description": ""});
+        let body = order_body(&o, amount);
         let claim = self.claim(
             &merchant,
             &o.keys[k].0,
@@ -893,7 +960,11 @@ impl World {
             currency: "CNY".into(),
             merchant_order_id: o.order_id.clone(),
             description: String::new(),
-            capture_mode: CaptureMode::Automatic,
+            capture_mode: if o.manual {
+                CaptureMode::Manual
+            } else {
+                CaptureMode::Automatic
+            },
         };
         let core = self.core.clone();
         let c = claim.clone();
@@ -1004,8 +1075,7 @@ impl World {
 
     fn fingerprint_of(&self, i: usize) -> String {
         let o = &self.orders[i];
-        let body = serde_json::json!({"amount": o.amount, "currency": "CNY",
-            "merchant_order_id": o.order_id, "description": ""});
+        let body = order_body(o, o.amount);
         request_fingerprint(body.to_string().as_bytes(), Some(&body))
     }
 
@@ -1196,6 +1266,29 @@ impl World {
 /// database's wall clock) to the simulated world's start: verify checks "every outcome has its
 /// event" only for payments updated since then, and a run's simulated time starts before
 /// today's date, so with the migration's mark the check would see no payment at all.
+/// A create's body as the merchant sends it (a manual order names its capture mode).
+fn order_body(o: &Order, amount: i64) -> serde_json::Value {
+    let mut body = serde_json::json!({"amount": amount, "currency": "CNY",
+        "merchant_order_id": o.order_id, "description": ""});
+    if o.manual {
+        body["capture"] = "manual".into();
+    }
+    body
+}
+
+/// The trace's words for a capture's or a void's answer.
+fn hold_answer(out: Option<Result<Written, HoldError>>) -> String {
+    match out {
+        None => "crashed (restart)".into(),
+        Some(Ok(Written::Answered(s))) => {
+            let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap_or_default();
+            format!("{} {}", s.status, v["status"].as_str().unwrap_or("?"))
+        }
+        Some(Ok(Written::Taken(_))) => "409 key taken".into(),
+        Some(Err(e)) => format!("refused: {e}"),
+    }
+}
+
 async fn outbox_installed_at_start(store: &dyn Store) -> Result<(), String> {
     let converge_server::store::DbPool::Sqlite(pool) = store.db_pool() else {
         return Err("the simulator's store is SQLite".into());

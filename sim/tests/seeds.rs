@@ -75,6 +75,10 @@ fn a_bounded_range_of_seeds_breaks_no_invariant_and_meets_every_fault() {
         "later another worker claims",
         "200 tombstoned",
         "409 order_cancelled",
+        "AUTHORIZED",
+        "-> 200 VOIDED",
+        "merchant capture p",
+        "channel capture",
         "ntp steps back",
         "ntp steps forward",
     ] {
