@@ -12,6 +12,7 @@ use converge_server::domain::clock::ManualClock;
 use converge_server::domain::idempotency::{Outcome, existing_outcome, request_fingerprint};
 use converge_server::domain::secret_box::{Purpose, SecretBox};
 use converge_server::service::Core;
+use converge_server::service::actions::{ActionError, ActionRequest};
 use converge_server::service::callbacks::CallbackEvent;
 use converge_server::service::connectors::{Connectors, DEFAULT_CONNECTOR};
 use converge_server::service::holds::{CaptureInput, HoldError};
@@ -159,6 +160,8 @@ pub struct World {
     unanswered: Vec<(usize, usize)>,
     /// The channel's charge path is down.
     outage: bool,
+    /// Ops requests waiting for an approver (reversals).
+    pending_actions: Vec<String>,
     /// Jobs claimed by a worker that stalled (a long GC pause, a frozen VM) before running
     /// them: it runs them when it wakes, whoever holds them by then.
     stalled: Vec<converge_server::store::LeasedJob>,
@@ -240,6 +243,7 @@ impl World {
             names: BTreeMap::new(),
             keys_made: 0,
             unanswered: Vec::new(),
+            pending_actions: Vec::new(),
             outage: false,
             stalled: Vec::new(),
             writes,
@@ -263,7 +267,8 @@ impl World {
         self.step += 1;
         let (actor, line) = match self.rng.below(100) {
             0..=29 => ("merchant", self.merchant().await),
-            30..=62 => ("worker", self.work().await),
+            30..=60 => ("worker", self.work().await),
+            61 | 62 => ("ops", self.ops().await),
             63..=70 => ("callback", self.callback().await),
             71..=74 => ("network", self.late_request()),
             75..=88 => ("clock", self.tick()),
@@ -772,6 +777,90 @@ impl World {
         }
     }
 
+    /// Ops staff at the console (maker-checker, DESIGN.md "Ops console"): half the time an
+    /// approver approves the oldest pending request (which then runs); else an operator
+    /// queries or retries a payment (run at once) or requests its reversal (pending until
+    /// approved). Through the core's own action path, as the ops API calls it.
+    async fn ops(&mut self) -> String {
+        if !self.pending_actions.is_empty() && self.rng.chance(500) {
+            let id = self.pending_actions.remove(0);
+            return self.decide(id).await;
+        }
+        let Some(i) = self.order_with_payment() else {
+            return "no payment to act on".into();
+        };
+        let pid = self.orders[i].payment.clone().unwrap_or_default();
+        let kind = match self.rng.below(10) {
+            0..=3 => "query",
+            4..=6 => "retry",
+            _ => "reverse",
+        };
+        let req = ActionRequest {
+            kind: kind.into(),
+            payment_id: pid.clone(),
+            reason: format!("sim: {kind}"),
+            target_status: None,
+            evidence: None,
+            capture_amount: None,
+            capture_final: None,
+        };
+        let core = self.core.clone();
+        let operator = ops_actor("sim-operator");
+        let out = self
+            .guarded(async move { core.request_action(&operator, &req).await })
+            .await;
+        if let Some(Ok(a)) = &out
+            && a.status == converge_wire::ActionStatus::Pending
+        {
+            self.pending_actions.push(a.id.clone());
+        }
+        let name = self.names.get(&pid).cloned().unwrap_or_default();
+        format!("{kind} {name} -> {}", action_line(&out))
+    }
+
+    /// The approver takes request `id` up again: approves it while pending, runs it again
+    /// while a crash or a failure left it approved or failed (the console's "execute"); a
+    /// request still undecided afterwards waits for a later turn.
+    async fn decide(&mut self, id: String) -> String {
+        use converge_wire::ActionStatus as S;
+        let status = match self.store.action(&id).await {
+            Ok(Some(a)) => a.status,
+            Ok(None) => return format!("action {} not found", short_id(&id)),
+            Err(e) => return format!("action {} unreadable: {e}", short_id(&id)),
+        };
+        let core = self.core.clone();
+        let approver = ops_actor("sim-approver");
+        let (verb, out) = match status {
+            S::Pending => {
+                let id = id.clone();
+                let call =
+                    async move { core.approve_action(&approver, &id, "sim: approved").await };
+                ("approve", self.guarded(call).await)
+            }
+            S::Approved | S::Failed => {
+                let id = id.clone();
+                let call = async move { core.execute_action(&approver, &id).await };
+                ("execute", self.guarded(call).await)
+            }
+            other => return format!("action {} already {}", short_id(&id), other.as_str()),
+        };
+        if let Ok(Some(a)) = self.store.action(&id).await
+            && matches!(a.status, S::Pending | S::Approved | S::Failed)
+        {
+            self.pending_actions.push(id.clone());
+        }
+        format!("{verb} {} -> {}", short_id(&id), action_line(&out))
+    }
+
+    /// A random order that has a payment, if any.
+    fn order_with_payment(&mut self) -> Option<usize> {
+        if self.orders.is_empty() {
+            return None;
+        }
+        let i = usize::try_from(self.rng.below(self.orders.len() as u64)).unwrap_or(0);
+        self.orders[i].payment.is_some().then_some(i)
+    }
+
     /// A capture of part (or all: `final`, or the whole amount) of manual order `i`'s hold,
     /// under a new key (`POST /v1/payments/{id}/captures`); more than what is left is refused.
     async fn capture(&mut self, i: usize) -> String {
@@ -1266,6 +1355,30 @@ impl World {
 /// database's wall clock) to the simulated world's start: verify checks "every outcome has its
 /// event" only for payments updated since then, and a run's simulated time starts before
 /// today's date, so with the migration's mark the check would see no payment at all.
+/// An ops user acting in the console.
+fn ops_actor(name: &str) -> converge_server::service::actor::Actor {
+    converge_server::service::actor::Actor {
+        username: name.into(),
+        roles: "operator,approver".into(),
+        meta: "{}".into(),
+    }
+}
+
+type ActionOut = Option<Result<converge_wire::governance::ActionRecord, ActionError>>;
+
+fn short_id(id: &str) -> &str {
+    id.get(..10).unwrap_or(id)
+}
+
+/// The trace's words for an ops action's answer.
+fn action_line(out: &ActionOut) -> String {
+    match out {
+        None => "crashed (restart)".into(),
+        Some(Ok(a)) => a.status.as_str().to_string(),
+        Some(Err(e)) => format!("refused: {e}"),
+    }
+}
+
 /// A create's body as the merchant sends it (a manual order names its capture mode).
 fn order_body(o: &Order, amount: i64) -> serde_json::Value {
     let mut body = serde_json::json!({"amount": amount, "currency": "CNY",

@@ -44,6 +44,9 @@ pub struct VerifyPaymentRow {
     pub refunds_succeeded_amount: i64,
     /// Refunds still `pending`.
     pub refunds_pending: i64,
+    /// A reversal is reserved on the payment (`reversal_id`) and the payment is not
+    /// REVERSED yet: its refund may be at the channel already.
+    pub reversal_in_flight: bool,
     /// Ledger batches belonging to the payment's refunds (at most one per refund).
     pub refund_batches: i64,
     /// Open error-pool items naming the payment.
@@ -213,6 +216,7 @@ const VERIFY_BASE: &str = concat!(
     converge_wire::refund_sql!(Pending),
     ") \
        AS refunds_pending, \
+     (p.reversal_id IS NOT NULL AND p.status <> 'REVERSED') AS reversal_in_flight, \
      (SELECT COUNT(*) FROM refunds r JOIN ledger_batches b ON b.refund_id = r.id \
        WHERE r.payment_id = p.id) AS refund_batches, \
      (SELECT COUNT(*) FROM error_pool ep WHERE ep.payment_id = p.id AND ep.status = ",

@@ -283,6 +283,7 @@ mod tests {
             refunds_succeeded: 0,
             refunds_succeeded_amount: 0,
             refunds_pending: 0,
+            reversal_in_flight: false,
             refund_batches: 0,
             open_error_items: 0,
             capture_mode: "manual".into(),

@@ -7,6 +7,11 @@ use converge_server::store::KindFilter;
 store_conformance!(migrations_apply_and_ping_answers, |store| {
     store.ping().await.expect("ping");
     store.health().await.expect("health");
+    let role = store.role().await.expect("role");
+    assert!(
+        role.writable && !role.standby,
+        "a test database is a writable primary: {role:?}"
+    );
     assert!(matches!(
         store.backend(),
         Backend::Sqlite | Backend::Postgres
