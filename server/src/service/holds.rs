@@ -761,7 +761,10 @@ impl Core {
 
     /// The expiry job: an AUTHORIZED hold past its expiry is recorded lapsed (EXPIRED, or
     /// SUCCESS when a part was captured; the rest released), then voided at the channel by
-    /// the row's follow-up job. A capture in flight is left to its own job.
+    /// the row's follow-up job. A capture in flight is left to its own job until the expiry;
+    /// past it, the hold's query settles it here ([`settle_capture`](Self::settle_capture)),
+    /// since the capture's own job may have given up (dead, its payment in the error pool)
+    /// and this one would otherwise wait forever (the simulator's seed 1 of 200 payments).
     pub async fn expire_hold(&self, p: Payment, source: &str) -> Result<Step, ServiceError> {
         let expires_at = p.hold.as_ref().and_then(|h| h.expires_at);
         match (p.status, expires_at) {
@@ -775,6 +778,9 @@ impl Core {
                 let (event, extras) = self.lapse(&p, "the hold reached its expiry");
                 self.apply(&p, event, source, extras).await?;
                 Ok(Step::Done)
+            }
+            (PaymentStatus::Capturing, Some(at)) if self.clock.now_ms() >= at => {
+                self.settle_capture(p, source).await
             }
             (PaymentStatus::Capturing, _) => Ok(Step::Wait("a capture is in flight".into())),
             _ => Ok(Step::Done),
