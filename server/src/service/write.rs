@@ -201,15 +201,21 @@ impl Core {
             return;
         };
         let (store, clock) = (self.store.clone(), self.clock.clone());
+        let backoff = crate::domain::backoff::Backoff {
+            base_ms: 250,
+            cap_ms: 4_000,
+        };
         tokio::spawn(async move {
-            let mut wait = std::time::Duration::from_millis(250);
+            let mut tries = 0;
             while clock.now_ms() < lapses_at {
+                tries += 1;
+                let wait = std::time::Duration::from_millis(backoff.ceiling_ms(tries));
                 tokio::time::sleep(wait).await;
-                match store.lapse_key(&key, clock.now_ms()).await {
-                    Err(crate::store::StoreError::Unavailable(_)) => {
-                        wait = (wait * 2).min(std::time::Duration::from_secs(4));
-                    }
-                    _ => return,
+                if !matches!(
+                    store.lapse_key(&key, clock.now_ms()).await,
+                    Err(crate::store::StoreError::Unavailable(_))
+                ) {
+                    return;
                 }
             }
         });

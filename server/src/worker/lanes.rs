@@ -42,9 +42,12 @@ use crate::store::{COMPLETE_JOBS_CHUNK, Channels, KindFilter, LeasedJob, StoreEr
 /// [`MAX_CLAIM_BACKOFF`] (or the poll interval, when that is longer), so a lost database is
 /// not hammered by every lane of every process.
 pub fn claim_backoff(poll: Duration, failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    poll.saturating_mul(1u32 << doublings)
-        .min(MAX_CLAIM_BACKOFF.max(poll))
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let policy = crate::domain::backoff::Backoff {
+        base_ms: ms(poll),
+        cap_ms: ms(MAX_CLAIM_BACKOFF.max(poll)),
+    };
+    Duration::from_millis(policy.ceiling_ms(failures))
 }
 
 /// The longest wait between a lane's failed claims.
