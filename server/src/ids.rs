@@ -41,6 +41,17 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", hex::encode(bytes))
 }
 
+/// A new outbox event id: a UUIDv7 (RFC 9562 §5.7) of `now_ms` (the injected clock's time,
+/// epoch ms UTC) and 74 random bits, hyphenated lower-case, as the event stream and the
+/// `webhook-id` header carry it. The time comes from the caller, not the OS, so a
+/// simulated run draws the same ids every time (issue 39).
+pub fn new_event_id(now_ms: i64) -> String {
+    let bytes: [u8; 10] = random_bytes();
+    uuid::Builder::from_unix_timestamp_millis(u64::try_from(now_ms).unwrap_or(0), &bytes)
+        .into_uuid()
+        .to_string()
+}
+
 /// A lease token: 128 random bits in hex.
 pub fn new_token() -> String {
     let bytes: [u8; 16] = random_bytes();
@@ -60,11 +71,21 @@ mod tests {
     }
 
     #[test]
+    fn an_event_id_is_a_uuid_v7_of_the_given_time() {
+        let id = new_event_id(1_796_083_200_000);
+        let u = uuid::Uuid::parse_str(&id).expect("a UUID");
+        assert_eq!(u.get_version_num(), 7);
+        let (secs, nanos) = u.get_timestamp().expect("v7 has a time").to_unix();
+        assert_eq!((secs, nanos), (1_796_083_200, 0));
+        assert_ne!(id, new_event_id(1_796_083_200_000));
+    }
+
+    #[test]
     fn a_seeded_thread_draws_the_same_ids_again() {
         let draw = || {
             std::thread::spawn(|| {
                 seed_this_thread(Some(7));
-                (new_id("pay"), new_token())
+                (new_id("pay"), new_token(), new_event_id(1))
             })
             .join()
             .expect("thread")

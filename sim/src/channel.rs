@@ -207,6 +207,12 @@ impl SimChannel {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the channel holds a succeeded charge under `key`, as an operator reads it on
+    /// the PSP's dashboard (no fault, no trace line): the evidence of a forced transition.
+    pub fn charged(&self, key: &str) -> bool {
+        self.lock().charges.get(key).is_some_and(|c| c.succeeded)
+    }
+
     /// Resolves when a call crashed the process (the caller drops what it was running).
     pub async fn crashed(&self) {
         self.crash.notified().await;

@@ -3,7 +3,8 @@
 //! One seed runs converge's own use cases ([`Core`](converge_server::service::Core)), job
 //! handlers ([`Worker`](converge_server::worker::Worker)) and SQLite store (in memory, the
 //! shipping migrations) on one thread, with a clock only the simulator moves and a channel
-//! ([`channel::SimChannel`]) whose answers and faults come from the seed. Each step a seeded
+//! ([`channel::SimChannel`]) and merchants' webhook endpoints ([`endpoints::SimEndpoints`])
+//! whose answers and faults come from the seed. Each step a seeded
 //! scheduler picks an actor ([`world`]); after each step the invariants `converge verify`
 //! states are checked with verify's own code ([`converge_server::verify::run`]), plus the
 //! simulator's own observations (a replay is byte-identical to the first answer, a reused key
@@ -12,6 +13,7 @@
 //! same seed and commit give the same hash.
 
 pub mod channel;
+pub mod endpoints;
 pub mod rng;
 pub mod world;
 

@@ -16,11 +16,13 @@ use converge_server::service::actions::{ActionError, ActionRequest};
 use converge_server::service::callbacks::CallbackEvent;
 use converge_server::service::connectors::{Connectors, DEFAULT_CONNECTOR};
 use converge_server::service::holds::{CaptureInput, HoldError};
+use converge_server::service::pauses::PauseEnd;
 use converge_server::service::payments::{CreateError, PaymentInput};
 use converge_server::service::refunds::{RefundError, RefundInput};
+use converge_server::service::webhooks::{Notifier, WebhookSettings};
 use converge_server::service::write::{KeyClaim, Written};
 use converge_server::store::{KindFilter, Merchant, SqliteStore, Store, WriteHook};
-use converge_server::verify::{self, Scope, Window};
+use converge_server::verify::{self, AuditChain, Scope, Window};
 use converge_server::worker::{Worker, WorkerConfig};
 use converge_wire::lifecycle::JobStatus;
 use converge_wire::payments::CaptureMode;
@@ -28,6 +30,7 @@ use tokio::sync::{Notify, oneshot};
 
 use crate::Run;
 use crate::channel::{Faults, SimChannel};
+use crate::endpoints::SimEndpoints;
 use crate::rng::Rng;
 
 /// 2026-12-01T00:00:00Z: every run starts here.
@@ -147,6 +150,8 @@ pub struct World {
     clock: ManualClock,
     store: Arc<dyn Store>,
     channel: SimChannel,
+    /// The merchants' webhook endpoints.
+    endpoints: SimEndpoints,
     defaults: Defaults,
     core: Core,
     worker: Arc<Worker>,
@@ -160,8 +165,12 @@ pub struct World {
     unanswered: Vec<(usize, usize)>,
     /// The channel's charge path is down.
     outage: bool,
-    /// Ops requests waiting for an approver (reversals).
+    /// Ops requests waiting for an approver (reversals, forces, captures, voids).
     pending_actions: Vec<String>,
+    /// Pauses (or their early ends) waiting for an approver.
+    pending_pauses: Vec<String>,
+    /// The merchants' webhook endpoints' ids.
+    endpoint_ids: Vec<String>,
     /// Jobs claimed by a worker that stalled (a long GC pause, a frozen VM) before running
     /// them: it runs them when it wakes, whoever holds them by then.
     stalled: Vec<converge_server::store::LeasedJob>,
@@ -176,6 +185,9 @@ pub struct World {
     checked_at: i64,
     /// The database's row changes at the last check ([`total_changes`]).
     changes_at_check: i64,
+    /// The audit log's head (seq, hash) the last passing check verified the chain up to,
+    /// and the records it counted.
+    audit_verified: Option<((i64, String), i64)>,
     trace: Vec<String>,
     violation: Option<Violation>,
 }
@@ -208,6 +220,8 @@ impl World {
         let mut rng = Rng::new(seed);
         let clock = ManualClock::new(START_MS);
         let channel = SimChannel::new(rng.fork(), cfg.faults, clock.clone());
+        let timeout_ms = WebhookSettings::default().timeout.as_millis() as i64;
+        let endpoints = SimEndpoints::new(rng.fork(), clock.clone(), timeout_ms);
         let writes = Arc::new(Mutex::new(WritePoint::default()));
         let held_signal = Arc::new(Notify::new());
         let store: Arc<dyn Store> = Arc::new(
@@ -218,13 +232,22 @@ impl World {
         );
         outbox_installed_at_start(store.as_ref()).await?;
         let defaults = defaults();
-        let (core, worker) = build(&store, &clock, &channel, &defaults, seed, 0);
+        let (core, worker) = build(&store, &clock, &channel, &endpoints, &defaults, seed, 0);
         let mut merchants = Vec::new();
+        let (mut trace, mut endpoint_ids) = (Vec::new(), Vec::new());
         for name in ["alpha", "beta"] {
             let m = core
                 .add_merchant_keyless(START_MS, name, &actor())
                 .await
                 .map_err(|e| format!("merchant {name}: {e}"))?;
+            // One endpoint each (two a quarter of the time), every event type: each outcome
+            // is delivered.
+            for n in 1..=1 + u64::from(rng.chance(250)) {
+                let url = format!("https://{name}-{n}.sim.test/hooks");
+                endpoint_ids.push(register_endpoint(&core, m.id, &url).await?);
+                let temper = endpoints.open(&url, START_MS);
+                trace.push(format!("00000 +0ms setup endpoint {url} {temper:?}"));
+            }
             merchants.push(m);
         }
         Ok(World {
@@ -234,6 +257,7 @@ impl World {
             clock,
             store,
             channel,
+            endpoints,
             defaults,
             core,
             worker,
@@ -244,6 +268,8 @@ impl World {
             keys_made: 0,
             unanswered: Vec::new(),
             pending_actions: Vec::new(),
+            pending_pauses: Vec::new(),
+            endpoint_ids,
             outage: false,
             stalled: Vec::new(),
             writes,
@@ -252,7 +278,8 @@ impl World {
             step: 0,
             checked_at: START_MS,
             changes_at_check: -1,
-            trace: Vec::new(),
+            audit_verified: None,
+            trace,
             violation: None,
         })
     }
@@ -296,6 +323,9 @@ impl World {
         for l in self.channel.drain_log() {
             self.trace.push(format!("      {l}"));
         }
+        for l in self.endpoints.drain_log() {
+            self.trace.push(format!("      webhook {l}"));
+        }
     }
 
     /// Fails the run at this step with `invariant` and `detail` (the first one counts).
@@ -333,25 +363,44 @@ impl World {
             Ok(n) => n,
             Err(e) => return self.fail(actor, "verify ran", e),
         };
-        let scope = if full || self.step.is_multiple_of(FULL_CHECK_EVERY) {
-            Scope::All
-        } else if channel_keys.is_empty()
-            && now == self.checked_at
-            && changes == self.changes_at_check
-        {
+        let unchanged =
+            channel_keys.is_empty() && now == self.checked_at && changes == self.changes_at_check;
+        let whole = full || self.step.is_multiple_of(FULL_CHECK_EVERY);
+        if unchanged && !whole {
             // What verify reads is the database, the channel and the clock: none moved since
             // the last check passed, so this one would pass too (a worker finding nothing due).
             return;
+        }
+        let head = match self.store.audit_head().await {
+            Ok(h) => h,
+            Err(e) => return self.fail(actor, "verify ran", e.to_string()),
+        };
+        let scope = if whole {
+            Scope::All
         } else {
+            // Audit records come from ops and endpoint changes only: most steps add none,
+            // and a chain verified up to an unchanged head need not be read again.
+            let audit_unchanged = self
+                .audit_verified
+                .as_ref()
+                .filter(|(seen, _)| *seen == head)
+                .map(|(_, records)| *records);
             Scope::Changed {
                 since_ms: self.checked_at,
                 channel_keys,
+                audit_unchanged,
             }
         };
         (self.checked_at, self.changes_at_check) = (now, changes);
         let store = self.store.as_ref();
         match verify::run_scoped(store, Some(&self.channel), window, &scope).await {
             Ok(report) => {
+                self.audit_verified = match &report.audit {
+                    AuditChain::Verified { records } if report.breaches.is_empty() => {
+                        Some((head, i64::try_from(*records).unwrap_or(i64::MAX)))
+                    }
+                    _ => None,
+                };
                 // verify lists the channel's orphan charges in a hash map's order: the first
                 // breach by (invariant, text) is the same on every run.
                 let first = report
@@ -401,6 +450,7 @@ impl World {
             &self.store,
             &self.clock,
             &self.channel,
+            &self.endpoints,
             &self.defaults,
             self.seed,
             self.restarts,
@@ -777,33 +827,52 @@ impl World {
         }
     }
 
-    /// Ops staff at the console (maker-checker, DESIGN.md "Ops console"): half the time an
-    /// approver approves the oldest pending request (which then runs); else an operator
-    /// queries or retries a payment (run at once) or requests its reversal (pending until
-    /// approved). Through the core's own action path, as the ops API calls it.
+    /// Ops staff at the console (maker-checker, DESIGN.md "Ops console"): an approver
+    /// decides the oldest pending request or pause; else an operator pauses or resumes
+    /// something, or acts on a payment: a query or retry (run at once), or a reversal,
+    /// force, capture or void (pending until approved). Through the core's own paths, as
+    /// the ops API calls them.
     async fn ops(&mut self) -> String {
+        if !self.pending_pauses.is_empty() && self.rng.chance(400) {
+            let id = self.pending_pauses.remove(0);
+            return self.decide_pause(id).await;
+        }
         if !self.pending_actions.is_empty() && self.rng.chance(500) {
             let id = self.pending_actions.remove(0);
             return self.decide(id).await;
+        }
+        if self.rng.chance(80) {
+            return self.pause_or_resume().await;
         }
         let Some(i) = self.order_with_payment() else {
             return "no payment to act on".into();
         };
         let pid = self.orders[i].payment.clone().unwrap_or_default();
-        let kind = match self.rng.below(10) {
-            0..=3 => "query",
-            4..=6 => "retry",
-            _ => "reverse",
-        };
-        let req = ActionRequest {
-            kind: kind.into(),
+        let mut req = ActionRequest {
+            kind: String::new(),
             payment_id: pid.clone(),
-            reason: format!("sim: {kind}"),
+            reason: String::new(),
             target_status: None,
             evidence: None,
             capture_amount: None,
             capture_final: None,
         };
+        req.kind = match self.rng.below(20) {
+            0..=6 => "query".into(),
+            7..=11 => "retry".into(),
+            12..=15 => "reverse".into(),
+            16 | 17 => self.force_target(&mut req).await,
+            18 if self.orders[i].manual => {
+                let part = self.rng.between(1, self.orders[i].amount);
+                req.capture_amount = Some(part);
+                req.capture_final = Some(self.rng.chance(500));
+                "capture".into()
+            }
+            _ if self.orders[i].manual => "void".into(),
+            _ => "query".into(),
+        };
+        let kind = req.kind.clone();
+        req.reason = format!("sim: {kind}");
         let core = self.core.clone();
         let operator = ops_actor("sim-operator");
         let out = self
@@ -816,6 +885,149 @@ impl World {
         }
         let name = self.names.get(&pid).cloned().unwrap_or_default();
         format!("{kind} {name} -> {}", action_line(&out))
+    }
+
+    /// What an operator forces `req`'s payment to, from its status and what the channel's
+    /// dashboard shows for its key ([`SimChannel::charged`], the evidence): UNKNOWN to
+    /// CHANNEL_SUCCESS when charged, else to FAILED (converge fences the key first);
+    /// PROCESSING to UNKNOWN; SUSPENSE (when charged) and CHANNEL_SUCCESS to SUCCESS. Any
+    /// other payment is only queried (`query` returned).
+    async fn force_target(&mut self, req: &mut ActionRequest) -> String {
+        use converge_server::domain::state::PaymentStatus as S;
+        let Ok(Some(p)) = self.store.payment(&req.payment_id).await else {
+            return "query".into();
+        };
+        let charged = self.channel.charged(&p.channel_key);
+        let target = match p.status {
+            S::Unknown if charged => S::ChannelSuccess,
+            S::Unknown => S::Failed,
+            S::Processing => S::Unknown,
+            S::Suspense if charged => S::Success,
+            S::ChannelSuccess => S::Success,
+            _ => return "query".into(),
+        };
+        req.target_status = Some(target.as_str().into());
+        req.evidence = Some(format!(
+            "channel dashboard: {} {}",
+            p.channel_key,
+            if charged { "charged" } else { "no charge" }
+        ));
+        "force_transition".into()
+    }
+
+    /// An operator asks to pause submissions, a job kind or an endpoint (an approver decides
+    /// later), or asks to end the oldest pause in force (ended at once, or its early end
+    /// awaits an approver).
+    async fn pause_or_resume(&mut self) -> String {
+        let operator = ops_actor("sim-operator");
+        let open = match self.store.pauses(0).await {
+            Ok(all) => all
+                .into_iter()
+                .find(|p| p.status == converge_wire::PauseStatus::Active),
+            Err(e) => return format!("pauses unreadable: {e}"),
+        };
+        if let Some(p) = open.filter(|_| self.rng.chance(600)) {
+            let core = self.core.clone();
+            let id = p.id.clone();
+            let out = self
+                .guarded(async move { core.end_pause(&operator, &id, "sim: over").await })
+                .await;
+            let line = match out {
+                None => "crashed (restart)".into(),
+                Some(Ok(PauseEnd::Ended(_))) => "ended".into(),
+                Some(Ok(PauseEnd::Requested(_))) => {
+                    self.pending_pauses.push(p.id.clone());
+                    "end requested".into()
+                }
+                Some(Err(e)) => format!("refused: {e}"),
+            };
+            return format!("end pause of {} -> {line}", short_target(&p.target));
+        }
+        let target = match self.rng.below(4) {
+            0 => "submissions".to_string(),
+            1 if !self.endpoint_ids.is_empty() => {
+                let n = self.rng.below(self.endpoint_ids.len() as u64) as usize;
+                format!("endpoint:{}", self.endpoint_ids[n])
+            }
+            _ => {
+                let kinds = converge_server::domain::pause::PAUSABLE_JOB_KINDS;
+                format!("job:{}", kinds[self.rng.below(kinds.len() as u64) as usize])
+            }
+        };
+        let core = self.core.clone();
+        let t = target.clone();
+        let out = self
+            .guarded(async move { core.request_pause(&operator, &t, "sim: pause").await })
+            .await;
+        let line = match out {
+            None => "crashed (restart)".into(),
+            Some(Ok(p)) => {
+                self.pending_pauses.push(p.id.clone());
+                p.status.to_string()
+            }
+            Some(Err(e)) => format!("refused: {e}"),
+        };
+        format!("pause {} -> {line}", short_target(&target))
+    }
+
+    /// The approver takes pause `id` up: approves (a pending pause, or an early end) four
+    /// times in five, else rejects.
+    async fn decide_pause(&mut self, id: String) -> String {
+        let core = self.core.clone();
+        let approver = ops_actor("sim-approver");
+        let approve = !self.rng.chance(200);
+        let pid = id.clone();
+        let out = self
+            .guarded(async move {
+                if approve {
+                    core.approve_pause(&approver, &pid, "sim: approved").await
+                } else {
+                    core.reject_pause(&approver, &pid, "sim: rejected").await
+                }
+            })
+            .await;
+        let verb = if approve { "approve" } else { "reject" };
+        let line = match out {
+            None => "crashed (restart)".into(),
+            Some(Ok(p)) => format!("{} {}", short_target(&p.target), p.status),
+            Some(Err(e)) => format!("refused: {e}"),
+        };
+        format!("{verb} pause {} -> {line}", short_id(&id))
+    }
+
+    /// Settling: every pause still open ends (an operator ends it; an approver approves an
+    /// early end), so nothing waits behind a pause forever.
+    async fn end_pauses(&mut self) {
+        let open = match self.store.pauses(0).await {
+            Ok(all) => all,
+            Err(e) => return self.fail("settle", "converged", format!("pauses: {e}")),
+        };
+        for p in open.into_iter().filter(|p| {
+            matches!(
+                p.status,
+                converge_wire::PauseStatus::Active | converge_wire::PauseStatus::Pending
+            )
+        }) {
+            let (core, operator) = (self.core.clone(), ops_actor("sim-operator"));
+            let id = p.id.clone();
+            let out = core.end_pause(&operator, &id, "sim: settling").await;
+            let line = match out {
+                Ok(PauseEnd::Requested(_)) => {
+                    let approver = ops_actor("sim-approver");
+                    match core.approve_pause(&approver, &id, "sim: settling").await {
+                        Ok(p) => format!("end approved: {}", p.status),
+                        Err(e) => format!("end refused: {e}"),
+                    }
+                }
+                Ok(PauseEnd::Ended(p)) => format!("ended: {}", p.status),
+                Err(e) => format!("refused: {e}"),
+            };
+            self.settled(format!(
+                "end pause of {} -> {line}",
+                short_target(&p.target)
+            ))
+            .await;
+        }
     }
 
     /// The approver takes request `id` up again: approves it while pending, runs it again
@@ -831,6 +1043,11 @@ impl World {
         let core = self.core.clone();
         let approver = ops_actor("sim-approver");
         let (verb, out) = match status {
+            S::Pending if self.rng.chance(150) => {
+                let id = id.clone();
+                let call = async move { core.reject_action(&approver, &id, "sim: rejected").await };
+                ("reject", self.guarded(call).await)
+            }
             S::Pending => {
                 let id = id.clone();
                 let call =
@@ -1272,6 +1489,9 @@ impl World {
             let line = self.resume().await;
             self.settled(line).await;
         }
+        if self.violation.is_none() {
+            self.end_pauses().await;
+        }
         while self.violation.is_none() {
             self.drain_now().await;
             if self.violation.is_some() {
@@ -1351,10 +1571,16 @@ impl World {
     }
 }
 
-/// Dates the outbox's installation (`schema_marks`, written by its migration with the
-/// database's wall clock) to the simulated world's start: verify checks "every outcome has its
-/// event" only for payments updated since then, and a run's simulated time starts before
-/// today's date, so with the migration's mark the check would see no payment at all.
+/// Registers an endpoint of merchant `merchant_id` at `url` for every event type, through
+/// the core as the merchant API does; its id.
+async fn register_endpoint(core: &Core, merchant_id: i64, url: &str) -> Result<String, String> {
+    let id = converge_server::service::webhooks::new_endpoint_id();
+    core.create_endpoint(&id, merchant_id, url, &["*".to_string()], "", &actor())
+        .await
+        .map_err(|e| format!("endpoint {url}: {e}"))?;
+    Ok(id)
+}
+
 /// An ops user acting in the console.
 fn ops_actor(name: &str) -> converge_server::service::actor::Actor {
     converge_server::service::actor::Actor {
@@ -1368,6 +1594,14 @@ type ActionOut = Option<Result<converge_wire::governance::ActionRecord, ActionEr
 
 fn short_id(id: &str) -> &str {
     id.get(..10).unwrap_or(id)
+}
+
+/// A pause target as the trace names it (an endpoint by its id's first characters).
+fn short_target(target: &str) -> String {
+    match target.strip_prefix("endpoint:") {
+        Some(id) => format!("endpoint:{}", short_id(id)),
+        None => target.to_string(),
+    }
 }
 
 /// The trace's words for an ops action's answer.
@@ -1402,6 +1636,10 @@ fn hold_answer(out: Option<Result<Written, HoldError>>) -> String {
     }
 }
 
+/// Dates the outbox's installation (`schema_marks`, written by its migration with the
+/// database's wall clock) to the simulated world's start: verify checks "every outcome has its
+/// event" only for payments updated since then, and a run's simulated time starts before
+/// today's date, so with the migration's mark the check would see no payment at all.
 async fn outbox_installed_at_start(store: &dyn Store) -> Result<(), String> {
     let converge_server::store::DbPool::Sqlite(pool) = store.db_pool() else {
         return Err("the simulator's store is SQLite".into());
@@ -1468,6 +1706,7 @@ fn build(
     store: &Arc<dyn Store>,
     clock: &ManualClock,
     channel: &SimChannel,
+    endpoints: &SimEndpoints,
     d: &Defaults,
     seed: u64,
     restart: u64,
@@ -1483,12 +1722,13 @@ fn build(
         clock: Arc::new(clock.clone()),
         timings: d.jobs.timings(),
         secrets: SecretBox::new(key),
-        notifier: converge_server::service::webhooks::Notifier::new(
-            converge_server::service::webhooks::WebhookSettings {
-                jitter_seed: seed | 1,
-                ..Default::default()
-            },
-        ),
+        // Endpoints' names never reach a resolver here: the sender is the simulated one.
+        notifier: Notifier::new(WebhookSettings {
+            jitter_seed: seed | 1,
+            allow_private: true,
+            ..Default::default()
+        })
+        .with_sender(Arc::new(endpoints.clone())),
         pauses: Default::default(),
         outcomes: Default::default(),
         console: converge_server::service::console::ConsoleSettings::one_off(),

@@ -13,7 +13,7 @@
 
 use converge_wire::ErrorCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -46,10 +46,12 @@ pub const PAUSE_REFRESH: Duration = Duration::from_secs(1);
 /// resume takes to reach every process.
 pub const HOLD_RECHECK_MS: i64 = 1_000;
 
-/// This process's cached view of the active pauses (shared by the clones of a [`Core`]).
+/// This process's cached view of the active pauses (shared by the clones of a [`Core`]),
+/// with the core's clock's time it was read (epoch ms UTC): the injected clock, so a
+/// simulated run refreshes it by simulated time and decides the same way every run.
 #[derive(Clone, Default)]
 pub struct PauseCache {
-    inner: Arc<tokio::sync::Mutex<Option<(Instant, ActivePauses)>>>,
+    inner: Arc<tokio::sync::Mutex<Option<(i64, ActivePauses)>>>,
 }
 
 impl std::fmt::Debug for PauseCache {
@@ -72,8 +74,11 @@ impl Core {
     /// nothing is paused (and nothing proceeds anyway without the database).
     pub async fn active_pauses(&self) -> ActivePauses {
         let mut cached = self.pauses.inner.lock().await;
+        let now = self.clock.now_ms();
+        let refresh = PAUSE_REFRESH.as_millis() as i64;
+        // A clock stepped back re-reads too (the view's age is unknown then).
         if let Some((at, view)) = cached.as_ref()
-            && at.elapsed() < PAUSE_REFRESH
+            && (*at..at.saturating_add(refresh)).contains(&now)
         {
             return view.clone();
         }
@@ -81,7 +86,7 @@ impl Core {
             Ok(targets) => {
                 let view = ActivePauses::from_targets(targets.iter().map(String::as_str));
                 pause_gauges(&view);
-                *cached = Some((Instant::now(), view.clone()));
+                *cached = Some((now, view.clone()));
                 view
             }
             Err(e) => {

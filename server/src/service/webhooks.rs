@@ -114,7 +114,9 @@ impl Default for WebhookSettings {
 pub struct Notifier {
     /// Settings.
     pub settings: WebhookSettings,
-    client: reqwest::Client,
+    /// Makes each attempt's POST: HTTP ([`HttpSender`]) unless replaced
+    /// ([`Notifier::with_sender`]).
+    sender: Arc<dyn WebhookSender>,
     /// The retry schedule's jitter, seeded from `settings.jitter_seed` (a clone draws from
     /// the same stream).
     jitter: Arc<Mutex<StdRng>>,
@@ -154,11 +156,22 @@ impl Notifier {
             StdRng::seed_from_u64(settings.jitter_seed)
         }));
         Notifier {
+            sender: Arc::new(HttpSender {
+                client,
+                timeout: settings.timeout,
+            }),
             settings,
-            client,
             jitter,
             inflight: Arc::default(),
         }
+    }
+
+    /// This notifier with its POSTs made by `sender` instead of HTTP: the one seam of a
+    /// delivery's network, for the deterministic simulator (issue 39), whose endpoints
+    /// answer from the seed.
+    pub fn with_sender(mut self, sender: Arc<dyn WebhookSender>) -> Self {
+        self.sender = sender;
+        self
     }
 
     /// The next jitter draw for the retry schedule, uniform in [0, 1)
@@ -174,6 +187,89 @@ impl Notifier {
 impl Default for Notifier {
     fn default() -> Self {
         Notifier::new(WebhookSettings::default())
+    }
+}
+
+/// What an endpoint answered one POST: its HTTP status, its `Retry-After` header, the first
+/// [`MAX_RESPONSE_BYTES`] of its body, and why reading the body stopped early, if it did.
+#[derive(Debug, Clone, Default)]
+pub struct PostAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The `Retry-After` header's value, as sent.
+    pub retry_after: Option<String>,
+    /// The body's first bytes (at most [`MAX_RESPONSE_BYTES`]).
+    pub body: Vec<u8>,
+    /// Reading the body failed after the status came (one line).
+    pub error: Option<String>,
+}
+
+/// Makes one delivery attempt's POST (the Standard Webhooks headers are given): the seam
+/// between delivery and the network, so the simulator's endpoints can answer from the seed
+/// (issue 39: "where the code needs a seam to be simulated, add the seam in the one place
+/// that does it").
+#[async_trait::async_trait]
+pub trait WebhookSender: Send + Sync {
+    /// POSTs `body` (JSON) with `headers` to `url`. Errors: no answer came (refused,
+    /// timed out, an internal address), one line.
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(&'static str, String)],
+        body: String,
+    ) -> Result<PostAnswer, String>;
+}
+
+/// The shipping [`WebhookSender`]: the guarded HTTP client ([`Notifier::new`]).
+struct HttpSender {
+    client: reqwest::Client,
+    timeout: Duration,
+}
+
+#[async_trait::async_trait]
+impl WebhookSender for HttpSender {
+    async fn post(
+        &self,
+        url: &str,
+        headers: &[(&'static str, String)],
+        body: String,
+    ) -> Result<PostAnswer, String> {
+        let mut req = self.client.post(url);
+        for (name, value) in headers {
+            req = req.header(*name, value);
+        }
+        let mut resp = req.body(body).send().await.map_err(|e| {
+            if e.is_timeout() {
+                format!("timed out after {} ms", self.timeout.as_millis())
+            } else {
+                error_chain(&e)
+            }
+        })?;
+        let mut answer = PostAnswer {
+            status: resp.status().as_u16(),
+            retry_after: resp
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            ..PostAnswer::default()
+        };
+        loop {
+            match resp.chunk().await {
+                Ok(Some(chunk)) => {
+                    answer.body.extend_from_slice(&chunk);
+                    if answer.body.len() >= MAX_RESPONSE_BYTES {
+                        break; // dropping the response closes the connection
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    answer.error = Some(format!("reading the answer failed: {}", error_chain(&e)));
+                    break;
+                }
+            }
+        }
+        Ok(answer)
     }
 }
 
@@ -737,55 +833,21 @@ impl Core {
         }
         let ts = self.clock.now_ms() / 1000;
         let signature = wh::signature_header(keys, msg_id, ts, body.as_bytes());
-        let sent = self
-            .notifier
-            .client
-            .post(url)
-            .header("content-type", "application/json")
-            .header("webhook-id", msg_id)
-            .header("webhook-timestamp", ts.to_string())
-            .header("webhook-signature", signature)
-            .body(body)
-            .send()
-            .await;
-        match sent {
-            Ok(mut resp) => {
-                out.status = Some(resp.status().as_u16());
-                out.retry_after = resp
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string);
-                let mut buf = Vec::new();
-                loop {
-                    match resp.chunk().await {
-                        Ok(Some(chunk)) => {
-                            buf.extend_from_slice(&chunk);
-                            if buf.len() >= MAX_RESPONSE_BYTES {
-                                break; // dropping the response closes the connection
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            out.error =
-                                Some(format!("reading the answer failed: {}", error_chain(&e)));
-                            break;
-                        }
-                    }
-                }
-                buf.truncate(STORED_RESPONSE_BYTES);
-                out.excerpt = String::from_utf8_lossy(&buf).into_owned();
+        let headers = [
+            ("content-type", "application/json".to_string()),
+            ("webhook-id", msg_id.to_string()),
+            ("webhook-timestamp", ts.to_string()),
+            ("webhook-signature", signature),
+        ];
+        match self.notifier.sender.post(url, &headers, body).await {
+            Ok(mut answer) => {
+                out.status = Some(answer.status);
+                out.retry_after = answer.retry_after;
+                out.error = answer.error;
+                answer.body.truncate(STORED_RESPONSE_BYTES);
+                out.excerpt = String::from_utf8_lossy(&answer.body).into_owned();
             }
-            Err(e) => {
-                out.error = Some(if e.is_timeout() {
-                    format!(
-                        "timed out after {} ms",
-                        self.notifier.settings.timeout.as_millis()
-                    )
-                } else {
-                    error_chain(&e)
-                });
-            }
+            Err(e) => out.error = Some(e),
         }
         out.duration = started.elapsed();
         out

@@ -187,7 +187,8 @@ pub struct OutboxFacts {
     /// (refund, payment, status): the same for refunds.
     pub refunds_without_event: Vec<(String, String, String)>,
     /// (delivery, event, aggregate, status): older than the window and neither delivered,
-    /// abandoned (endpoint disabled or deleted), nor dead with an error-pool item.
+    /// abandoned (endpoint disabled or deleted), dead with an error-pool item, nor pending
+    /// within its retry schedule (its job due or leased after the window's start).
     pub undelivered: Vec<(i64, String, String, String)>,
     /// (event, endpoint, aggregate): older than the window, an enabled endpoint unchanged
     /// since the event subscribes to it, and no delivery was made.
@@ -299,8 +300,12 @@ pub trait Webhooks: Send + Sync + 'static {
     ) -> Result<Vec<DeliveryRow>, StoreError>;
     /// The attempts of a delivery, oldest first.
     async fn delivery_attempts(&self, delivery_id: i64) -> Result<Vec<AttemptRow>, StoreError>;
-    /// Records an attempt and the delivery's new state; a failure starts the endpoint's
-    /// failure run (if none), a success ends it.
+    /// Records an attempt and, while the delivery is still pending, its new state; a failure
+    /// starts the endpoint's failure run (if none), a success ends it. A delivery already
+    /// ended (succeeded, dead, abandoned) keeps its state: the attempt of a worker whose
+    /// lease lapsed, recorded after another worker's success, is history only (the
+    /// simulator, issue 39, found a late failure turning a success back into pending, which
+    /// nothing then retried).
     async fn record_attempt(&self, a: &AttemptResult) -> Result<(), StoreError>;
     /// The circuit breaker of endpoint `endpoint_id` (closed with no failures when none was
     /// ever recorded).

@@ -35,6 +35,20 @@ pub async fn check_audit_chain(store: &dyn Store) -> Result<AuditChain, StoreErr
     })
 }
 
+/// Invariant 5 within `scope`: [`check_audit_chain`], unless the caller says the chain's
+/// head is one it saw verified ([`Scope::Changed`]'s `audit_unchanged`).
+async fn audit_chain_in(store: &dyn Store, scope: &Scope) -> Result<AuditChain, StoreError> {
+    match scope {
+        Scope::Changed {
+            audit_unchanged: Some(records),
+            ..
+        } => Ok(AuditChain::Verified {
+            records: u64::try_from(*records).unwrap_or(0),
+        }),
+        _ => check_audit_chain(store).await,
+    }
+}
+
 /// Why verification could not run (not a breach: nothing was concluded).
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
@@ -88,6 +102,12 @@ pub enum Scope {
         since_ms: i64,
         /// Channel keys whose charge changed since the mark.
         channel_keys: BTreeSet<String>,
+        /// `Some(records)`: the audit log's head
+        /// ([`Governance::audit_head`](crate::store::Governance::audit_head), seq and hash)
+        /// is the one a previous run verified the chain up to, over `records` records, so
+        /// the chain is not read again (the report counts `records`). Only a caller that
+        /// compared the head itself sets it; None reads the whole chain.
+        audit_unchanged: Option<i64>,
     },
 }
 
@@ -172,7 +192,7 @@ pub async fn run_scoped(
     ));
     let keys = store.key_totals().await?;
     breaches.extend(check_keys(&keys));
-    let audit = check_audit_chain(store).await?;
+    let audit = audit_chain_in(store, scope).await?;
     if let AuditChain::Broken { first_bad } = &audit {
         breaches.push(Breach::AuditChainBroken {
             first_bad: first_bad.clone(),

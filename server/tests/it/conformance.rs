@@ -2906,6 +2906,74 @@ store_conformance!(
     }
 );
 
+// --- a late attempt after a delivery ended (issue 39) ---------------------------------------
+
+store_conformance!(
+    a_late_failed_attempt_is_recorded_without_turning_a_delivered_webhook_back_to_pending,
+    |store| {
+        use converge_server::store::{AttemptResult, DeliveryFilter, DeliveryStatus};
+        let (m, p) = acme_payment(&store).await;
+        store
+            .create_endpoint(
+                &converge_server::store::NewEndpoint {
+                    id: "we_all".into(),
+                    merchant_id: m,
+                    url: "https://example.com/all".into(),
+                    description: String::new(),
+                    enabled_events: ",*,".into(),
+                    secret: "whsec_test".into(),
+                    now: NOW - 1,
+                    max_live: None,
+                },
+                None,
+            )
+            .await
+            .unwrap()
+            .expect("no cap");
+        succeed(&store, p).await;
+        let d = store
+            .deliveries(&DeliveryFilter::default(), 10)
+            .await
+            .unwrap();
+        assert_eq!(d.len(), 1, "payment.succeeded to the one endpoint: {d:?}");
+        let attempt = |status: DeliveryStatus, code: i64, at: i64| AttemptResult {
+            delivery_id: d[0].id,
+            attempted_at: at,
+            duration_ms: 5,
+            status_code: Some(code),
+            response: String::new(),
+            error: (code >= 300).then(|| format!("HTTP {code}")),
+            new_status: status,
+            next_attempt_at: (status == DeliveryStatus::Pending).then_some(at + 30_000),
+        };
+        // The worker whose lease lapsed posted first (500) and records last, after another
+        // worker's attempt was delivered.
+        store
+            .record_attempt(&attempt(DeliveryStatus::Succeeded, 200, NOW + 20_000))
+            .await
+            .unwrap();
+        store
+            .record_attempt(&attempt(DeliveryStatus::Pending, 500, NOW + 10_000))
+            .await
+            .unwrap();
+        let after = store
+            .delivery(d[0].id)
+            .await
+            .unwrap()
+            .expect("the delivery");
+        assert_eq!(after.status, DeliveryStatus::Succeeded);
+        assert_eq!((after.attempts, after.last_status), (1, Some(200)));
+        assert_eq!(after.delivered_at, Some(NOW + 20_000));
+        let history = store.delivery_attempts(d[0].id).await.unwrap();
+        assert_eq!(history.len(), 2, "both attempts are history");
+        let failing = store.endpoint("we_all").await.unwrap().expect("endpoint");
+        assert_eq!(
+            failing.failing_since, None,
+            "the late failure starts no failure run"
+        );
+    }
+);
+
 // --- endpoints per merchant (issue 37) -----------------------------------------------------
 
 store_conformance!(

@@ -559,6 +559,7 @@ async fn verify_reads_the_account(app: &TestApp, url: &str, name: &str, keys: &[
     let scope = Scope::Changed {
         since_ms: 0,
         channel_keys: scope_keys,
+        audit_unchanged: None,
     };
     let window = Window {
         now_ms: chrono::Utc::now().timestamp_millis(),

@@ -371,12 +371,14 @@ store_conformance!(
         let quiet = verify::Scope::Changed {
             since_ms: NOW + 1,
             channel_keys: Default::default(),
+            audit_unchanged: None,
         };
         assert_eq!(run(quiet).await, vec![]);
         // The payment's key touched at the channel: it is read though its rows are old.
         let touched = verify::Scope::Changed {
             since_ms: NOW + 1,
             channel_keys: ["ck_a".to_string(), "ck_orphan".to_string()].into(),
+            audit_unchanged: None,
         };
         let mut found = run(touched).await;
         found.sort_by_key(|b| b.to_string());
@@ -387,6 +389,7 @@ store_conformance!(
         let changed = verify::Scope::Changed {
             since_ms: NOW,
             channel_keys: Default::default(),
+            audit_unchanged: None,
         };
         let found = run(changed).await;
         assert!(
