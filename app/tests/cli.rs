@@ -836,7 +836,8 @@ fn a_delivery_cut_off_by_a_sigkill_is_made_again_with_the_same_webhook_id() {
     assert_eq!(again[1].0, first[0].0, "the same webhook-id: {again:?}");
     // The sink has the second delivery before converge records its success: verify may pass
     // with the delivery still pending for a moment, so wait for the recorded success too.
-    let succeeded = "[PASS] 6. events and deliveries: 1 events, 1 deliveries (1 succeeded)";
+    let succeeded =
+        "[PASS] 6. events and deliveries: 1 events, 1 deliveries (1 succeeded, 0 pending)";
     let verified = wait_for(30, "verify to pass with the delivery succeeded", || {
         let out = converge_cmd(&dir)
             .args(["verify", "--window-secs", "0"])

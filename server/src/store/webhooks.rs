@@ -181,6 +181,10 @@ pub struct OutboxFacts {
     pub events: i64,
     /// Deliveries, and of them succeeded.
     pub deliveries: (i64, i64),
+    /// Deliveries still pending, whatever their age (within their retry schedule or not): 0
+    /// once every delivery ended, which a caller waiting for quiescence also needs (a pending
+    /// delivery within its schedule is no breach, even with a window of 0).
+    pub pending_deliveries: i64,
     /// (payment, status): a payment that reached an outcome after the outbox was installed
     /// without that outcome's event.
     pub payments_without_event: Vec<(String, String)>,

@@ -841,11 +841,13 @@ macro_rules! impl_webhooks {
                 let r = self.reader();
                 // The counts in one round trip: verify runs after every step of the
                 // simulator (issue 39), where round trips, not rows, are the cost.
-                let counts: (Option<i64>, i64, i64, i64, i64, i64, i64) = sqlx::query_as(concat!(
+                let counts: (Option<i64>, i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(concat!(
                     "SELECT (SELECT at FROM schema_marks WHERE name = 'outbox'), \
                      (SELECT COUNT(*) FROM events), \
                      (SELECT COUNT(*) FROM webhook_deliveries), \
                      (SELECT CAST(COALESCE(SUM(CASE WHEN status = ", converge_wire::delivery_sql!(Succeeded), " THEN 1 ELSE 0 END), 0) AS BIGINT) \
+                      FROM webhook_deliveries), \
+                     (SELECT CAST(COALESCE(SUM(CASE WHEN status = ", converge_wire::delivery_sql!(Pending), " THEN 1 ELSE 0 END), 0) AS BIGINT) \
                       FROM webhook_deliveries), \
                      (SELECT COUNT(*) FROM relay_leases), \
                      (SELECT COUNT(*) FROM event_publications WHERE refused IS NULL), \
@@ -855,7 +857,8 @@ macro_rules! impl_webhooks {
                 .fetch_one(r)
                 .await?;
                 let (mark, events, deliveries) = (counts.0.unwrap_or(0), counts.1, (counts.2, counts.3));
-                let (stream_configured, published) = (counts.4 > 0, (counts.5, counts.6));
+                let pending_deliveries = counts.4;
+                let (stream_configured, published) = (counts.5 > 0, (counts.6, counts.7));
                 let (payments_without_event, refunds_without_event) =
                     verify_outbox_outcomes(r, mark.max(since_ms)).await?;
                 let (undelivered, missing_deliveries) = verify_outbox_deliveries(r, cutoff).await?;
@@ -868,6 +871,7 @@ macro_rules! impl_webhooks {
                     unpublished,
                     events,
                     deliveries,
+                    pending_deliveries,
                     payments_without_event,
                     refunds_without_event,
                     undelivered,

@@ -260,10 +260,11 @@ impl Report {
     /// was published to it.
     fn events_detail(&self) -> String {
         format!(
-            "{} events, {} deliveries ({} succeeded){}",
+            "{} events, {} deliveries ({} succeeded, {} pending){}",
             self.outbox.events,
             self.outbox.deliveries.0,
             self.outbox.deliveries.1,
+            self.outbox.pending_deliveries,
             if self.outbox.stream_configured {
                 format!(
                     ", {} published to the stream ({} re-publishes dropped by the broker)",

@@ -705,9 +705,9 @@ on_both_backends!(
         let report = verify_later(&app).await;
         assert!(report.ok(), "{}", report.render());
         assert!(
-            report
-                .render()
-                .contains("[PASS] 6. events and deliveries: 2 events, 2 deliveries (2 succeeded)"),
+            report.render().contains(
+                "[PASS] 6. events and deliveries: 2 events, 2 deliveries (2 succeeded, 0 pending)"
+            ),
             "{}",
             report.render()
         );
