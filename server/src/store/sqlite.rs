@@ -92,6 +92,10 @@ impl DbFile {
     }
 }
 
+/// Prepared statements each connection keeps: room for every distinct statement converge runs
+/// (137 in one simulator seed; the console's and the jobs' reads add to them) with a margin.
+const STATEMENT_CACHE: usize = 512;
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
 impl SqliteStore {
@@ -127,7 +131,12 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(10));
+            .busy_timeout(Duration::from_secs(10))
+            // converge runs more distinct statements than sqlx's default of 100 prepared
+            // statements kept per connection (137 in one simulator seed): with 100, the oldest
+            // were evicted and prepared again all the time (BENCHMARKS.md "Deterministic
+            // simulator").
+            .statement_cache_capacity(STATEMENT_CACHE);
         // An in-memory database exists per connection: both pools must be that one connection.
         // That connection never goes stale (nothing lies between it and the database), so the
         // pool's ping before each use is skipped: it doubled the simulator's round trips.

@@ -290,8 +290,13 @@ pub trait Verify: Send + Sync + 'static {
     /// reads it, or `None`: a second look at a payment that moved while it was checked.
     async fn verify_payment(&self, id: &str) -> Result<Option<VerifyPaymentRow>, StoreError>;
     /// Payments whose (merchant, merchant_order_id) has a TCC tombstone (issue 34): a Try
-    /// that got through after its Cancel. One indexed join; empty when all is well.
-    async fn tombstoned_payments(&self) -> Result<Vec<TombstonedPayment>, StoreError>;
+    /// that got through after its Cancel. Only pairs where the payment row or the tombstone
+    /// was written at or after `since_ms` (epoch ms UTC; 0 for all: `converge verify`; the
+    /// incremental check's mark otherwise). Empty when all is well.
+    async fn tombstoned_payments(
+        &self,
+        since_ms: i64,
+    ) -> Result<Vec<TombstonedPayment>, StoreError>;
 }
 
 macro_rules! impl_verify {
@@ -388,12 +393,22 @@ macro_rules! impl_verify {
 
             async fn tombstoned_payments(
                 &self,
+                since_ms: i64,
             ) -> Result<Vec<$crate::store::TombstonedPayment>, $crate::store::StoreError> {
+                // A breach is made by a payment row or a tombstone written since the mark
+                // (neither's business key ever changes): one indexed half each.
                 Ok(sqlx::query_as::<_, $crate::store::TombstonedPayment>(
-                    "SELECT p.id, p.merchant_id, p.merchant_order_id, p.status FROM order_tombstones t \
-                     JOIN payments p ON p.merchant_id = t.merchant_id AND p.merchant_order_id = t.merchant_order_id \
-                     ORDER BY p.id",
+                    "SELECT p.id, p.merchant_id, p.merchant_order_id, p.status FROM payments p \
+                     JOIN order_tombstones t ON t.merchant_id = p.merchant_id \
+                       AND t.merchant_order_id = p.merchant_order_id \
+                     WHERE p.updated_at >= $1 \
+                     UNION SELECT p.id, p.merchant_id, p.merchant_order_id, p.status \
+                     FROM order_tombstones t JOIN payments p ON p.merchant_id = t.merchant_id \
+                       AND p.merchant_order_id = t.merchant_order_id \
+                     WHERE t.created_at >= $1 \
+                     ORDER BY 1",
                 )
+                .bind(since_ms)
                 .fetch_all(self.reader())
                 .await?)
             }

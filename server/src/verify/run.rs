@@ -178,14 +178,15 @@ pub async fn run_scoped(
         }
         None => holds.not_queried = pages.manual,
     }
-    breaches.extend(check_tombstones(&store.tombstoned_payments().await?));
     // Every entry is in a batch: when every batch written since the mark balances and the
     // ledger did before, the totals still do, so the incremental check leaves them out. An
-    // outcome without its event, too, is new only in a payment or refund written since.
+    // outcome without its event, too, is new only in a payment or refund written since, and
+    // a tombstoned payment only in a payment or tombstone written since.
     let (ledger, since) = match scope {
         Scope::All => (store.ledger_totals().await?, 0),
         Scope::Changed { since_ms, .. } => (Vec::new(), *since_ms),
     };
+    breaches.extend(check_tombstones(&store.tombstoned_payments(since).await?));
     breaches.extend(check_ledger(
         &ledger,
         &store.unbalanced_batches(since).await?,

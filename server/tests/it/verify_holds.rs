@@ -333,4 +333,44 @@ on_both_backends!(verify_names_a_payment_for_a_tombstoned_order, |app| {
         "{}",
         report.render()
     );
+    // The incremental check's read: the pair is found from the payment's write (the
+    // tombstone is older) and from the tombstone's, never once both are older than the mark.
+    let found = |rows: Vec<converge_server::store::TombstonedPayment>| {
+        rows.into_iter().map(|t| t.id).collect::<Vec<_>>()
+    };
+    let open = app.store.verify_payment(&h.open).await.unwrap().unwrap();
+    let store = &app.store;
+    assert_eq!(
+        found(store.tombstoned_payments(0).await.unwrap()),
+        [h.open.clone()]
+    );
+    assert_eq!(
+        found(store.tombstoned_payments(open.updated_at).await.unwrap()),
+        [h.open.clone()]
+    );
+    assert!(
+        found(
+            store
+                .tombstoned_payments(open.updated_at + 1)
+                .await
+                .unwrap()
+        )
+        .is_empty()
+    );
+    exec(
+        &app,
+        "UPDATE order_tombstones SET created_at = CAST($1 AS BIGINT) \
+         WHERE merchant_order_id = 'o-open'",
+        &[&(open.updated_at + 5).to_string()],
+    )
+    .await;
+    assert_eq!(
+        found(
+            store
+                .tombstoned_payments(open.updated_at + 5)
+                .await
+                .unwrap()
+        ),
+        [h.open.clone()]
+    );
 });
