@@ -6,8 +6,11 @@
 //! (often 5xx, 429 with `Retry-After`, or a hang, until it recovers: an outage of the
 //! merchant's server), or leaving (answers 410 Gone after a while, which disables it). A
 //! hang is the attempt's time limit passing: the simulated clock moves by it, and the
-//! attempt fails as a timeout does. Every POST writes a line
-//! for the trace ([`SimEndpoints::drain_log`]).
+//! attempt fails as a timeout does. Now and then the process dies right after an endpoint
+//! answered, before converge heard it ([`SimEndpoints::crashing_with`]): the merchant has the
+//! event, converge does not know, and delivers it again once the attempt's lease lapses (at
+//! least once, the same `webhook-id`). Every POST writes a line for the trace
+//! ([`SimEndpoints::drain_log`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -16,7 +19,11 @@ use async_trait::async_trait;
 use converge_server::domain::clock::{Clock, ManualClock};
 use converge_server::service::webhooks::{PostAnswer, WebhookSender};
 
+use crate::channel::SimChannel;
 use crate::rng::Rng;
+
+/// Per mille of answered POSTs after which the process dies before it hears the answer.
+const CRASH_AFTER_POST: u64 = 20;
 
 /// How an endpoint answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +52,8 @@ pub struct SimEndpoints {
     clock: ManualClock,
     /// One attempt's time limit, ms: what a hang costs in simulated time.
     timeout_ms: i64,
+    /// Whose crash ends the process after an answered POST (None: never).
+    crash: Option<SimChannel>,
 }
 
 impl SimEndpoints {
@@ -58,7 +67,16 @@ impl SimEndpoints {
             })),
             clock,
             timeout_ms,
+            crash: None,
         }
+    }
+
+    /// These endpoints, with the process dying after [`CRASH_AFTER_POST`] per mille of the
+    /// answered POSTs through `channel`'s crash ([`SimChannel::crash_process`]), which the
+    /// world's guard turns into a restart.
+    pub fn crashing_with(mut self, channel: SimChannel) -> Self {
+        self.crash = Some(channel);
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -131,6 +149,12 @@ impl WebhookSender for SimEndpoints {
             .map_or("?", |(_, v)| v.as_str());
         let host = url.split('/').nth(2).unwrap_or(url);
         let answer = self.answer(url);
+        let crash = match &self.crash {
+            Some(channel) if answer.is_some() && self.lock().rng.chance(CRASH_AFTER_POST) => {
+                Some(channel)
+            }
+            _ => None,
+        };
         let line = match &answer {
             Some((status, Some(after))) => {
                 format!("POST {host} {id} -> {status} retry-after {after}")
@@ -139,6 +163,10 @@ impl WebhookSender for SimEndpoints {
             None => format!("POST {host} {id} -> hangs {} ms", self.timeout_ms),
         };
         self.lock().log.push(line);
+        if let Some(channel) = crash {
+            channel.crash_process("process crashes before it hears the endpoint's answer");
+            std::future::pending::<()>().await;
+        }
         match answer {
             Some((status, retry_after)) => Ok(PostAnswer {
                 status,

@@ -221,7 +221,8 @@ impl World {
         let clock = ManualClock::new(START_MS);
         let channel = SimChannel::new(rng.fork(), cfg.faults, clock.clone());
         let timeout_ms = WebhookSettings::default().timeout.as_millis() as i64;
-        let endpoints = SimEndpoints::new(rng.fork(), clock.clone(), timeout_ms);
+        let endpoints =
+            SimEndpoints::new(rng.fork(), clock.clone(), timeout_ms).crashing_with(channel.clone());
         let writes = Arc::new(Mutex::new(WritePoint::default()));
         let held_signal = Arc::new(Notify::new());
         let store: Arc<dyn Store> = Arc::new(
@@ -363,8 +364,8 @@ impl World {
             Ok(n) => n,
             Err(e) => return self.fail(actor, "verify ran", e),
         };
-        let unchanged =
-            channel_keys.is_empty() && now == self.checked_at && changes == self.changes_at_check;
+        let database_unchanged = changes == self.changes_at_check;
+        let unchanged = channel_keys.is_empty() && now == self.checked_at && database_unchanged;
         let whole = full || self.step.is_multiple_of(FULL_CHECK_EVERY);
         if unchanged && !whole {
             // What verify reads is the database, the channel and the clock: none moved since
@@ -385,10 +386,13 @@ impl World {
                 .as_ref()
                 .filter(|(seen, _)| *seen == head)
                 .map(|(_, records)| *records);
+            // A clock step or a late request at the channel writes nothing: only what
+            // moves with the clock and the channel is read again.
             Scope::Changed {
                 since_ms: self.checked_at,
                 channel_keys,
                 audit_unchanged,
+                database_unchanged,
             }
         };
         (self.checked_at, self.changes_at_check) = (now, changes);

@@ -249,7 +249,7 @@ pub struct UnbalancedBatch {
 
 /// Completed Idempotency-Keys and how many of them lack a stored response (status or body),
 /// which would make a replay impossible (DESIGN.md invariant 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, sqlx::FromRow, Serialize)]
 pub struct KeyTotals {
     /// Keys in state `done`.
     pub done: i64,
@@ -346,6 +346,8 @@ macro_rules! impl_verify {
                 &self,
                 since_ms: i64,
             ) -> Result<Vec<$crate::store::UnbalancedBatch>, $crate::store::StoreError> {
+                // The batches by their `created_at` index: a plain `b.created_at >= $1` had
+                // SQLite scan every batch for the GROUP BY's order (issue 39).
                 Ok(sqlx::query_as::<_, $crate::store::UnbalancedBatch>(
                     "SELECT b.id, b.payment_id, b.kind, b.currency, \
                      CAST(COALESCE(SUM(CASE WHEN e.direction = 'debit' THEN e.amount ELSE 0 END), 0) AS BIGINT) AS debits, \
@@ -353,7 +355,7 @@ macro_rules! impl_verify {
                      COUNT(e.id) AS lines, \
                      CAST(COALESCE(SUM(CASE WHEN e.currency <> b.currency THEN 1 ELSE 0 END), 0) AS BIGINT) AS foreign_lines \
                      FROM ledger_batches b LEFT JOIN ledger_entries e ON e.batch_id = b.id \
-                     WHERE b.created_at >= $1 \
+                     WHERE b.id IN (SELECT id FROM ledger_batches WHERE created_at >= $1) \
                      GROUP BY b.id, b.payment_id, b.kind, b.currency \
                      HAVING COUNT(e.id) = 0 \
                      OR COALESCE(SUM(CASE WHEN e.direction = 'debit' THEN e.amount ELSE 0 END), 0) \

@@ -361,7 +361,16 @@ pub trait Webhooks: Send + Sync + 'static {
     /// outcomes without their event are looked for among payments and refunds updated at or
     /// after `since_ms` (epoch ms UTC; 0 for all since the outbox's install mark): the
     /// incremental check's (`crate::verify::Scope::Changed`), as only a write makes one.
-    async fn verify_outbox(&self, cutoff: i64, since_ms: i64) -> Result<OutboxFacts, StoreError>;
+    /// `clock_only`: the caller knows nothing was written since a run that passed, so only
+    /// the reads whose answer moves with the clock run (the counts, and the deliveries and
+    /// publications past `cutoff`); the outcomes without their event and the pending drift
+    /// come back empty.
+    async fn verify_outbox(
+        &self,
+        cutoff: i64,
+        since_ms: i64,
+        clock_only: bool,
+    ) -> Result<OutboxFacts, StoreError>;
 
     // --- the event stream relay ------------------------------------------------------------
 

@@ -1650,7 +1650,7 @@ async fn assert_backlog_exact(store: &Arc<dyn Store>, when: &str) {
     assert_eq!(batch, want, "relay batch {when}");
     let status = store.relay_status("events", 0).await.unwrap();
     assert_eq!(status.backlog, want.len() as i64, "backlog {when}");
-    let facts = store.verify_outbox(0, 0).await.unwrap();
+    let facts = store.verify_outbox(0, 0, false).await.unwrap();
     assert!(
         facts.pending_drift.is_empty(),
         "{when}: {:?}",
@@ -1745,7 +1745,7 @@ store_conformance!(
 
         // A marker lost (a trigger dropped, say) is a breach `converge verify` names.
         exec_sql(&store, "DELETE FROM outbox_pending").await;
-        let facts = store.verify_outbox(0, 0).await.unwrap();
+        let facts = store.verify_outbox(0, 0, false).await.unwrap();
         assert_eq!(facts.pending_drift.len(), 1, "{:?}", facts.pending_drift);
         assert_eq!(facts.pending_drift[0].0, "ev-4");
         assert_eq!(facts.pending_drift[0].1, "pay_4");

@@ -560,6 +560,7 @@ async fn verify_reads_the_account(app: &TestApp, url: &str, name: &str, keys: &[
         since_ms: 0,
         channel_keys: scope_keys,
         audit_unchanged: None,
+        database_unchanged: false,
     };
     let window = Window {
         now_ms: chrono::Utc::now().timestamp_millis(),

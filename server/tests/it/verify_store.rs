@@ -300,7 +300,7 @@ store_conformance!(
         let lost = |since: i64| {
             let store = store.clone();
             async move {
-                let facts = store.verify_outbox(0, since).await.unwrap();
+                let facts = store.verify_outbox(0, since, false).await.unwrap();
                 facts
                     .payments_without_event
                     .into_iter()
@@ -372,6 +372,7 @@ store_conformance!(
             since_ms: NOW + 1,
             channel_keys: Default::default(),
             audit_unchanged: None,
+            database_unchanged: false,
         };
         assert_eq!(run(quiet).await, vec![]);
         // The payment's key touched at the channel: it is read though its rows are old.
@@ -379,17 +380,39 @@ store_conformance!(
             since_ms: NOW + 1,
             channel_keys: ["ck_a".to_string(), "ck_orphan".to_string()].into(),
             audit_unchanged: None,
+            database_unchanged: false,
         };
-        let mut found = run(touched).await;
+        let mut found = run(touched.clone()).await;
         found.sort_by_key(|b| b.to_string());
         let mut whole = whole;
         whole.sort_by_key(|b| b.to_string());
+        assert_eq!(found, whole);
+        // Nothing written since the mark, only the clock and the channel moved: the
+        // payments and the channel are still read, and find the same.
+        let verify::Scope::Changed {
+            since_ms,
+            channel_keys,
+            audit_unchanged,
+            ..
+        } = touched
+        else {
+            unreachable!()
+        };
+        let clock_only = verify::Scope::Changed {
+            since_ms,
+            channel_keys,
+            audit_unchanged,
+            database_unchanged: true,
+        };
+        let mut found = run(clock_only).await;
+        found.sort_by_key(|b| b.to_string());
         assert_eq!(found, whole);
         // Changed since the mark: read without a touched key; the orphan is not looked for.
         let changed = verify::Scope::Changed {
             since_ms: NOW,
             channel_keys: Default::default(),
             audit_unchanged: None,
+            database_unchanged: false,
         };
         let found = run(changed).await;
         assert!(
