@@ -1153,6 +1153,122 @@ fn merchant_keys_are_added_listed_and_revoked_from_the_command_line_and_audited(
     }
 }
 
+#[test]
+fn pricing_is_set_listed_and_refused_and_a_day_is_read_from_the_command_line() {
+    let dir = Scratch::new("pricing");
+    let db = dir.path("pricing.db");
+    let d = ["--database-url", db.as_str()];
+    let env = [("USER", "alice")];
+    ok(&converge(
+        &dir.0,
+        &["merchant", "add", "shop", d[0], d[1]],
+        &env,
+    ));
+    let none = ok(&converge(
+        &dir.0,
+        &["merchant", "pricing", "shop", d[0], d[1]],
+        &env,
+    ));
+    assert!(none.contains("has no pricing"), "{none}");
+    let set = [
+        "merchant",
+        "pricing",
+        "shop",
+        "--percent",
+        "2.9",
+        "--fixed",
+        "30",
+    ];
+    let first = ok(&converge(&dir.0, &[&set[..], &d[..]].concat(), &env));
+    assert!(
+        first.starts_with("v1 percent=2.9 fixed=30 since="),
+        "{first}"
+    );
+    let set = [
+        "merchant",
+        "pricing",
+        "shop",
+        "--percent",
+        "1.25",
+        "--fixed",
+        "0",
+    ];
+    ok(&converge(&dir.0, &[&set[..], &d[..]].concat(), &env));
+    let list = ok(&converge(
+        &dir.0,
+        &["merchant", "pricing", "shop", d[0], d[1]],
+        &env,
+    ));
+    let versions: Vec<&str> = list.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(versions, ["v2", "v1"], "{list}");
+    let bad: [(&[&str], &str); 3] = [
+        (
+            &["--percent", "2.91234", "--fixed", "0"],
+            "at most 4 decimal places",
+        ),
+        (&["--percent", "101", "--fixed", "0"], "from 0 to 100"),
+        (&["--percent", "1", "--fixed=-5"], "fixed fee"),
+    ];
+    for (flags, needle) in bad {
+        let args = [&["merchant", "pricing", "shop"][..], flags, &d[..]].concat();
+        refused(&converge(&dir.0, &args, &env), &[needle], None);
+    }
+    let args = [
+        "merchant",
+        "pricing",
+        "nobody",
+        "--percent",
+        "1",
+        "--fixed",
+        "0",
+    ];
+    refused(
+        &converge(&dir.0, &[&args[..], &d[..]].concat(), &env),
+        &["no merchant named"],
+        None,
+    );
+    // --percent without --fixed is a usage error, not a silent 0.
+    let args = ["merchant", "pricing", "shop", "--percent", "1"];
+    refused(
+        &converge(&dir.0, &[&args[..], &d[..]].concat(), &env),
+        &["--fixed"],
+        None,
+    );
+    let day = ok(&converge(
+        &dir.0,
+        &["ledger", "day", "--date", "2026-12-05", d[0], d[1]],
+        &env,
+    ));
+    assert!(
+        day.contains("no ledger batches are dated this day"),
+        "{day}"
+    );
+    let json = ok(&converge(
+        &dir.0,
+        &[
+            "ledger",
+            "day",
+            "--date",
+            "2026-12-05",
+            "--json",
+            d[0],
+            d[1],
+        ],
+        &env,
+    ));
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["lines"], serde_json::json!([]));
+    refused(
+        &converge(
+            &dir.0,
+            &["ledger", "day", "--date", "2026-02-30", d[0], d[1]],
+            &env,
+        ),
+        &["calendar date"],
+        None,
+    );
+}
+
 /// One HTTP/1.1 request over a fresh connection: status, the `converge_session` cookie the
 /// answer set (`name=value`, when it set one) and the body.
 fn http_with_cookie(

@@ -3,7 +3,7 @@
 // one revoked: 401 at once), and the admin freezes the merchant (its new payments get 403
 // merchant_frozen; reads still work).
 import { expect, test } from "@playwright/test";
-import { approvePrivilege, env, hydrated, pageErrors, signInAs, unique } from "./support";
+import { approvePrivilege, cli, env, hydrated, pageErrors, signInAs, unique } from "./support";
 
 test("an admin rotates a merchant's key and freezes the merchant", async ({ page, request, browser }) => {
   const errors = pageErrors(page);
@@ -139,6 +139,35 @@ test("an admin rotates a merchant's key and freezes the merchant", async ({ page
   await connectorForm.getByRole("button", { name: "Save connector" }).click();
   await expect(page.getByTestId("flash")).toContainText("go to the default connector");
   await expect(connector).toContainText("sandbox (the default)");
+
+  // Its fees (issue 35): none until a pricing is set on the server's command line; from then
+  // on each capture pays it, and the payment page shows the fee and the net in major units.
+  const fees = page.getByTestId(`fees-${name}`);
+  await expect(fees).toHaveText("Fees: none");
+  expect(cli("merchant", "pricing", name, "--percent", "2.9", "--fixed", "30")).toContain("v1 percent=2.9 fixed=30");
+  await page.reload();
+  await hydrated(page);
+  await expect(fees).toContainText("2.9 % + 30 minor units");
+  const priced = await pay(second, unique("order"));
+  expect(priced.status(), await priced.text()).toBe(201);
+  const pricedId: string = (await priced.json()).id;
+  // 2.9 % of 1200 is 34.8, rounded to 35, plus 30.
+  await expect
+    .poll(
+      async () => {
+        const read = await request.get(`/v1/payments/${pricedId}`, { headers: { Authorization: `Bearer ${second}` } });
+        const body = await read.json();
+        return [body.fee, body.net];
+      },
+      { timeout: 20_000 },
+    )
+    .toEqual([65, 1135]);
+  await page.goto(`/payments/${pricedId}`);
+  await hydrated(page);
+  await expect(page.getByTestId("payment-fee")).toContainText("0.65 CNY");
+  await expect(page.getByTestId("payment-fee")).toContainText("net 11.35 CNY");
+  await page.goto("/admin/merchants");
+  await hydrated(page);
 
   // At 1440 px every key table fits its panel: Revoke is never cut off (issue 41).
   await page.setViewportSize({ width: 1440, height: 900 });

@@ -166,6 +166,10 @@ pub struct Settings {
     /// The daily reconciliation.
     #[command(flatten)]
     pub reconcile: ReconcileSettings,
+
+    /// The accounting days.
+    #[command(flatten)]
+    pub accounting: AccountingSettings,
 }
 
 impl Settings {
@@ -237,6 +241,10 @@ impl Settings {
             reconcile: ReconcileSettings {
                 reconcile_after_secs: 3_600,
                 no_daily_reconcile: true,
+            },
+            accounting: AccountingSettings {
+                accounting_timezone: "UTC".into(),
+                accounting_cutoff: "00:00".into(),
             },
         }
     }
@@ -1535,6 +1543,49 @@ impl ReconcileSettings {
     }
 }
 
+/// The accounting days every ledger batch is dated by (issue 35;
+/// [`crate::domain::accounting`]): a time zone and the local time a day closes at.
+#[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = "Accounting")]
+pub struct AccountingSettings {
+    /// The accounting days' IANA time zone, such as Asia/Shanghai or Europe/Berlin.
+    #[arg(long, env = "CONVERGE_ACCOUNTING_TIMEZONE", default_value = "UTC", value_parser = accounting_timezone)]
+    pub accounting_timezone: String,
+
+    /// The local time (HH:MM) an accounting day closes at: a posting at or after it belongs
+    /// to the next day (00:00: days close at midnight).
+    #[arg(long, env = "CONVERGE_ACCOUNTING_CUTOFF", default_value = "00:00", value_parser = accounting_cutoff)]
+    pub accounting_cutoff: String,
+}
+
+impl AccountingSettings {
+    /// The calendar. Errors: a zone or cut-off the parsers would refuse (settings built by
+    /// hand).
+    pub fn calendar(
+        &self,
+    ) -> Result<
+        crate::domain::accounting::AccountingCalendar,
+        crate::domain::accounting::AccountingError,
+    > {
+        crate::domain::accounting::AccountingCalendar::new(
+            &self.accounting_timezone,
+            &self.accounting_cutoff,
+        )
+    }
+}
+
+fn accounting_timezone(zone: &str) -> Result<String, String> {
+    crate::domain::accounting::AccountingCalendar::new(zone, "00:00")
+        .map(|_| zone.to_string())
+        .map_err(|e| e.to_string())
+}
+
+fn accounting_cutoff(cutoff: &str) -> Result<String, String> {
+    crate::domain::accounting::AccountingCalendar::new("UTC", cutoff)
+        .map(|_| cutoff.to_string())
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1572,7 +1623,7 @@ mod tests {
             assert_eq!(env, expected, "--{long}");
             seen += 1;
         }
-        assert_eq!(seen, 92, "every setting is a flag");
+        assert_eq!(seen, 94, "every setting is a flag");
     }
 
     #[test]
@@ -1668,6 +1719,39 @@ mod tests {
             ("--route", "0=second"),
             ("--route", "7/=second"),
             ("--route", "7=Second"),
+        ] {
+            assert!(
+                Cli::try_parse_from(["converge", flag, bad]).is_err(),
+                "{flag} {bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_accounting_calendar_parses_and_a_bad_zone_or_cutoff_is_refused() {
+        let s = Cli::try_parse_from([
+            "converge",
+            "--accounting-timezone",
+            "Europe/Berlin",
+            "--accounting-cutoff",
+            "23:00",
+        ])
+        .expect("flags parse")
+        .settings;
+        let calendar = s.accounting.calendar().expect("a valid calendar");
+        assert_eq!(calendar.describe(), "Europe/Berlin, days close at 23:00");
+        let default = Cli::try_parse_from(["converge"])
+            .expect("no flags")
+            .settings;
+        assert_eq!(
+            default.accounting.calendar().unwrap().describe(),
+            "UTC, days close at 00:00"
+        );
+        for (flag, bad) in [
+            ("--accounting-timezone", "Mars/Olympus"),
+            ("--accounting-timezone", ""),
+            ("--accounting-cutoff", "24:00"),
+            ("--accounting-cutoff", "11pm"),
         ] {
             assert!(
                 Cli::try_parse_from(["converge", flag, bad]).is_err(),

@@ -384,7 +384,7 @@ impl From<UserError> for ApiError {
     }
 }
 
-/// A merchant change's refusal: 400 `invalid_merchant` or `invalid_connector`, 409 `merchant_exists`, 404
+/// A merchant change's refusal: 400 `invalid_merchant`, `invalid_connector` or `invalid_pricing`, 409 `merchant_exists`, 404
 /// `not_found` (no merchant, or no such unrevoked key).
 impl From<MerchantError> for ApiError {
     fn from(e: MerchantError) -> Self {
@@ -394,6 +394,9 @@ impl From<MerchantError> for ApiError {
             }
             MerchantError::InvalidConnector(_) => {
                 ApiError::bad_request(ErrorCode::InvalidConnector, e.to_string())
+            }
+            MerchantError::InvalidPricing(_) => {
+                ApiError::bad_request(ErrorCode::InvalidPricing, e.to_string())
             }
             MerchantError::Exists(_) => ApiError::new(
                 StatusCode::CONFLICT,

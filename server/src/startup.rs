@@ -170,12 +170,14 @@ fn new_core(
     webhooks: crate::service::webhooks::WebhookSettings,
     secrets: crate::domain::secret_box::SecretBox,
     console: ConsoleSettings,
+    accounting: crate::domain::accounting::AccountingCalendar,
 ) -> Core {
     Core {
         store,
         connectors: Arc::new(connectors),
         clock,
         timings,
+        accounting,
         secrets,
         notifier: crate::service::webhooks::Notifier::new(webhooks),
         pauses: Default::default(),
@@ -297,6 +299,8 @@ pub fn one_off_core(
         webhooks,
         secrets,
         ConsoleSettings::one_off(),
+        // A one-off command drives no payment, so it posts no batch to date.
+        Default::default(),
     )
 }
 
@@ -347,6 +351,10 @@ pub async fn build_with_store(
     let connectors = connectors(&settings.channel, channel.with_callback_secret(&secret))
         .map_err(StartError::Config)?;
     let console = console_settings(&settings, audit_key.clone());
+    let accounting = settings
+        .accounting
+        .calendar()
+        .map_err(|e| StartError::Config(e.to_string()))?;
     let core = serving_core(
         &settings,
         &store,
@@ -354,6 +362,7 @@ pub async fn build_with_store(
         clock.clone(),
         secrets,
         console,
+        accounting,
     );
     // The merchants' own PSP accounts, before any worker drives a payment made on one.
     core.refresh_connectors().await.map_err(|e| {
@@ -428,6 +437,7 @@ fn serving_core(
     clock: Arc<dyn Clock>,
     secrets: crate::domain::secret_box::SecretBox,
     console: ConsoleSettings,
+    accounting: crate::domain::accounting::AccountingCalendar,
 ) -> Core {
     let core = new_core(
         store.clone(),
@@ -443,6 +453,7 @@ fn serving_core(
         },
         secrets,
         console,
+        accounting,
     );
     let schedule = &settings.webhooks.webhook_retry_schedule;
     store.webhook_plan().set(

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use converge_server::config::{IdempotencySettings, JobSettings, WorkerSettings};
+use converge_server::domain::accounting::AccountingCalendar;
 use converge_server::domain::clock::ManualClock;
 use converge_server::domain::idempotency::{Outcome, existing_outcome, request_fingerprint};
 use converge_server::domain::secret_box::{Purpose, SecretBox};
@@ -248,6 +249,9 @@ impl World {
                 endpoint_ids.push(register_endpoint(&core, m.id, &url).await?);
                 let temper = endpoints.open(&url, START_MS);
                 trace.push(format!("00000 +0ms setup endpoint {url} {temper:?}"));
+            }
+            if name == "alpha" {
+                trace.push(price_alpha(&core, seed).await?);
             }
             merchants.push(m);
         }
@@ -1725,6 +1729,10 @@ fn build(
         )),
         clock: Arc::new(clock.clone()),
         timings: d.jobs.timings(),
+        // Shanghai days closing at 23:00 (issue 35), so the simulated clock's days cross a
+        // cut-off that is neither UTC's nor midnight.
+        accounting: AccountingCalendar::new("Asia/Shanghai", "23:00")
+            .expect("a literal calendar the domain's tests accept"),
         secrets: SecretBox::new(key),
         // Endpoints' names never reach a resolver here: the sender is the simulated one.
         notifier: Notifier::new(WebhookSettings {
@@ -1790,6 +1798,20 @@ struct Held {
 /// The store's write hook: at the armed write transaction's start, the process crashes (the
 /// caller never resolves; the channel's crash signal drops it) or the operation waits for its
 /// release (never, when the process died meanwhile).
+/// Merchant alpha's pricing (issue 35), chosen by the seed without a draw so every seed's
+/// draws stay what they were: no fee, a percentage that rounds, a fixed fee larger than small
+/// captures (the fee capped at the amount), everything. Beta pays none. Returns the trace line.
+async fn price_alpha(core: &Core, seed: u64) -> Result<String, String> {
+    const PRICINGS: [(&str, i64); 4] = [("0", 0), ("2.9", 30), ("1.5", 5_000), ("100", 0)];
+    let (percent, fixed) = PRICINGS[(seed % PRICINGS.len() as u64) as usize];
+    core.set_merchant_pricing(START_MS, "alpha", percent, fixed, &actor())
+        .await
+        .map_err(|e| format!("pricing of alpha: {e}"))?;
+    Ok(format!(
+        "00000 +0ms setup pricing alpha {percent} % + {fixed}"
+    ))
+}
+
 fn write_hook(
     point: &Arc<Mutex<WritePoint>>,
     held: &Arc<Notify>,

@@ -124,6 +124,9 @@ error_codes! {
     /// 400: a merchant's connector account cannot be used (its API base, secret key, webhook
     /// signing secrets or payment method); the message names the field.
     InvalidConnector => "invalid_connector",
+    /// 400: a merchant pricing's percent is not a decimal from 0 to 100 with at most four
+    /// decimal places, or its fixed fee is negative or too large (issue 35).
+    InvalidPricing => "invalid_pricing",
     /// 400: a passkey registration or assertion is malformed.
     InvalidPasskey => "invalid_passkey",
     /// 400: a POST without an `Idempotency-Key` header.

@@ -51,6 +51,42 @@ pub struct MerchantAccount {
     /// Where its new payments go.
     #[serde(default)]
     pub connector: MerchantConnectorView,
+    /// Its current pricing (issue 35); `None` while it has none (no fees).
+    #[serde(default)]
+    pub pricing: Option<MerchantPricing>,
+}
+
+/// A percentage in parts per million as a person reads it: `29000` → `2.9`, `1` → `0.0001`.
+pub fn display_percent(ppm: i64) -> String {
+    let text = format!("{}.{:04}", ppm / 10_000, ppm % 10_000);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+impl MerchantPricing {
+    /// The pricing as a person reads it: `2.9 % + 30 minor units per capture`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} % + {} minor units of its currency per capture (pricing v{})",
+            display_percent(self.percent_ppm),
+            self.fixed_fee,
+            self.version
+        )
+    }
+}
+
+/// One version of a merchant's pricing (issue 35): the fee of each capture is
+/// `round_half_even(amount × percent) + fixed_fee`, at most the amount.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MerchantPricing {
+    /// 1 for the first pricing, one more for each change; every fee batch names the version
+    /// that priced it.
+    pub version: i64,
+    /// The percentage in parts per million of the captured amount (2.9 % is 29 000).
+    pub percent_ppm: i64,
+    /// Added to each capture's fee, minor units of the capture's currency.
+    pub fixed_fee: i64,
+    /// When it took effect, epoch ms UTC.
+    pub created_at: i64,
 }
 
 /// Where a merchant's new payments go (issue 38), without any secret.

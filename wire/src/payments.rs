@@ -67,6 +67,10 @@ pub struct Payment {
     /// the capture in flight. None for an automatic payment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<Hold>,
+    /// The fees of what was captured so far, minor units (issue 35): the sum of its fee
+    /// batches, each priced by the merchant's pricing when its capture was posted.
+    #[serde(default)]
+    pub fee: i64,
 }
 
 /// How a payment takes its money (issue 34; Stripe's `capture_method`).
@@ -192,6 +196,21 @@ impl Payment {
     pub fn unrefunded(&self) -> i64 {
         self.charged_amount() - self.refunded_amount
     }
+
+    /// What was captured and posted, integer minor units, once anything was (issue 35: what
+    /// fees are charged on): a manual payment's captures once there is one; an automatic
+    /// payment's amount once its charge batch is posted (SUCCESS, and the REFUNDED or
+    /// REVERSED that follow it). `None` before.
+    pub fn captured_gross(&self) -> Option<i64> {
+        match &self.hold {
+            Some(h) => (h.captured > 0).then_some(h.captured),
+            None => matches!(
+                self.status,
+                PaymentStatus::Success | PaymentStatus::Refunded | PaymentStatus::Reversed
+            )
+            .then_some(self.amount),
+        }
+    }
 }
 
 /// One page of a payment search.
@@ -266,7 +285,7 @@ pub struct Job {
 pub struct LedgerEntry {
     /// Batch id.
     pub batch_id: i64,
-    /// `charge`, `refund` or `reversal`.
+    /// `charge`, `refund`, `reversal`, `hold`, `capture`, `release` or `fee`.
     pub kind: String,
     /// Account.
     pub account: String,
@@ -278,6 +297,9 @@ pub struct LedgerEntry {
     pub currency: String,
     /// Epoch ms UTC.
     pub created_at: i64,
+    /// The batch's accounting day, `YYYY-MM-DD` (issue 35).
+    #[serde(default)]
+    pub accounting_date: String,
 }
 
 /// A refund row.

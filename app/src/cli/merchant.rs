@@ -40,6 +40,22 @@ pub(super) enum MerchantCommand {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// A merchant's fees (issue 35): with --percent and --fixed, a new pricing version that
+    /// prices every charge and capture posted from now on (fee = percent of the captured
+    /// amount rounded half-even, plus the fixed fee in minor units, at most the amount);
+    /// without, its versions, newest first. Audited.
+    Pricing {
+        /// Merchant name.
+        name: String,
+        /// The percentage of each captured amount, such as 2.9 (0 to 100, at most 4 decimals).
+        #[arg(long, requires = "fixed")]
+        percent: Option<String>,
+        /// The fixed fee added to each capture, in minor units of its currency, such as 30.
+        #[arg(long, requires = "percent")]
+        fixed: Option<i64>,
+        #[command(flatten)]
+        db: DbArgs,
+    },
     /// A merchant's API keys: several at once, each revocable (rotation: add, switch, revoke).
     Key {
         #[command(subcommand)]
@@ -127,6 +143,12 @@ pub(super) async fn run(action: MerchantCommand) -> Result<()> {
             Ok(())
         }
         MerchantCommand::Key { action } => merchant_key(action).await,
+        MerchantCommand::Pricing {
+            name,
+            percent,
+            fixed,
+            db,
+        } => pricing(&name, percent.zip(fixed), &db).await,
         MerchantCommand::Connector {
             name,
             kind,
@@ -215,6 +237,42 @@ async fn set_frozen(name: &str, db: &DbArgs, frozen: bool, reason: &str) -> Resu
         "merchant {name:?} {}",
         if frozen { "frozen" } else { "unfrozen" }
     );
+    Ok(())
+}
+
+/// Sets merchant `name`'s pricing (`Some((percent, fixed))`) and prints it, or prints its
+/// versions, newest first: `vVERSION percent=P fixed=F since=RFC3339`.
+async fn pricing(name: &str, set: Option<(String, i64)>, db: &DbArgs) -> Result<()> {
+    use converge_server::domain::{clock::rfc3339, fees::display_percent};
+    use converge_server::service::merchants::MerchantError;
+    let versions = start::with_records_core(db, |core| async move {
+        let answer = match &set {
+            Some((percent, fixed)) => core
+                .set_merchant_pricing(now_ms(), name, percent, *fixed, &cli_actor())
+                .await
+                .map(|p| vec![p]),
+            None => core.merchant_pricing(name).await,
+        };
+        match answer {
+            Ok(versions) => Ok(versions),
+            Err(MerchantError::NoMerchant(_)) => bail!("no merchant named {name:?}"),
+            Err(e @ MerchantError::InvalidPricing(_)) => bail!("{e}"),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
+    if versions.is_empty() {
+        println!("merchant {name:?} has no pricing: no fees are charged");
+    }
+    for p in versions {
+        println!(
+            "v{} percent={} fixed={} since={}",
+            p.version,
+            display_percent(p.percent_ppm),
+            p.fixed_fee,
+            rfc3339(p.created_at)
+        );
+    }
     Ok(())
 }
 

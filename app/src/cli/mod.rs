@@ -7,6 +7,7 @@
 //! - [`merchant`]: `merchant add|freeze|unfreeze|key ...`;
 //! - [`user`]: `user add|disable`;
 //! - [`reconcile`]: `reconcile` (a day against the channel's statement);
+//! - [`ledger`]: `ledger day` (an accounting day's batches and totals);
 //! - [`audit`]: `audit verify|keygen|checkpoint|export`;
 //! - [`verify`]: `verify` (the convergence invariants);
 //! - [`simulate`]: `simulate` (the deterministic simulator, issue 39);
@@ -14,6 +15,7 @@
 //! - [`start`]: what every one-off command starts from (the store, the core, the actor).
 
 mod audit;
+mod ledger;
 mod merchant;
 mod reconcile;
 mod serve;
@@ -99,6 +101,11 @@ enum Command {
     Reconcile(reconcile::ReconcileArgs),
     /// Apply database migrations and exit.
     Migrate(DbArgs),
+    /// Read the ledger by accounting day.
+    Ledger {
+        #[command(subcommand)]
+        action: ledger::LedgerCommand,
+    },
     /// Manage merchants.
     Merchant {
         #[command(subcommand)]
@@ -161,6 +168,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Relay(settings) => serve::relay(settings).await,
         Command::Reconcile(args) => reconcile::reconcile(args).await,
         Command::Migrate(db) => start::migrate(&db).await,
+        Command::Ledger { action } => ledger::run(action).await,
         Command::Merchant { action } => merchant::run(action).await,
         Command::User { action } => user::run(action).await,
         Command::Audit { action } => audit::run(action).await,

@@ -110,7 +110,7 @@ fn MerchantPanel(
             }
             testid=format!("merchant-{name}")
         >
-            <Facts created=account.merchant.created_at live name=name.clone() connector=account.connector.describe()/>
+            <Facts created=account.merchant.created_at live name=name.clone() connector=account.connector.describe() pricing=account.pricing.clone()/>
             <div class="actions">
                 <button type="button" class="secondary small" on:click=issue disabled=move || busy.get()>
                     "Request a new key"
@@ -312,9 +312,17 @@ fn KeyRow(
     }
 }
 
-/// A merchant's creation, live keys, the link to its own page and where its payments go.
+/// A merchant's creation, live keys, the link to its own page, where its payments go and
+/// what it pays per capture (issue 35).
 #[component]
-fn Facts(created: i64, live: usize, name: String, connector: String) -> impl IntoView {
+fn Facts(
+    created: i64,
+    live: usize,
+    name: String,
+    connector: String,
+    pricing: Option<converge_wire::merchants::MerchantPricing>,
+) -> impl IntoView {
+    let fees = pricing.map_or_else(|| "none".to_string(), |p| p.describe());
     view! {
         <p class="hint">
             "Created " <Time ms=created/> {format!(" · {live} live key(s) · ")}
@@ -323,6 +331,7 @@ fn Facts(created: i64, live: usize, name: String, connector: String) -> impl Int
         <p class="hint" data-testid=format!("connector-{name}")>
             "Connector: " <span class="mono wrap">{connector}</span>
         </p>
+        <p class="hint" data-testid=format!("fees-{name}")>"Fees: " {fees}</p>
     }
 }
 

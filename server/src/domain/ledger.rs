@@ -10,6 +10,9 @@
 //! for the merchant). The hold batch opens the pair; each capture moves its amount off the
 //! pair and onto clearing and the payable (a charge of that amount); the release closes what
 //! is left. A hold that ended nets both accounts of its payment to zero.
+//!
+//! A fee (issue 35) is its own batch beside the charge or capture it prices: debit the
+//! merchant's payable, credit `fee_revenue`, with the pricing version that priced it.
 
 /// One double-entry line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +28,7 @@ pub struct LedgerLine {
 /// A ledger batch to post, in one currency.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerPosting {
-    /// `charge`, `refund` or `reversal`.
+    /// `charge`, `refund`, `reversal`, `hold`, `capture`, `release` or `fee`.
     pub kind: &'static str,
     /// The refund it belongs to, if any (at most one batch per refund).
     pub refund_id: Option<String>,
@@ -35,10 +38,27 @@ pub struct LedgerPosting {
     pub currency: String,
     /// Lines.
     pub lines: Vec<LedgerLine>,
+    /// A fee batch's pricing version (see [`super::fees::Pricing`]); `None` otherwise.
+    pub pricing_version: Option<i64>,
+    /// The accounting day it belongs to, `YYYY-MM-DD` ([`super::accounting`]): empty until
+    /// [`dated`](Self::dated), and a batch is only posted dated.
+    pub accounting_date: String,
+}
+
+impl LedgerPosting {
+    /// The batch on accounting day `accounting_date` (`YYYY-MM-DD`, from
+    /// [`AccountingCalendar::date_of`](super::accounting::AccountingCalendar::date_of)).
+    pub fn dated(mut self, accounting_date: String) -> Self {
+        self.accounting_date = accounting_date;
+        self
+    }
 }
 
 /// Clearing account every charge flows through.
 pub const CLEARING: &str = "channel_clearing";
+
+/// Where the fees merchants pay us go (issue 35).
+pub const FEE_REVENUE: &str = "fee_revenue";
 
 /// What channels hold for us under authorizations not yet captured.
 pub const CHANNEL_HOLDS: &str = "channel_holds";
@@ -66,6 +86,8 @@ fn pair(
         refund_id,
         capture_id: None,
         currency: currency.to_string(),
+        pricing_version: None,
+        accounting_date: String::new(),
         lines: vec![
             LedgerLine {
                 account: debit,
@@ -151,6 +173,8 @@ pub fn capture(
         refund_id: None,
         capture_id: Some(capture_id.into()),
         currency: currency.to_string(),
+        pricing_version: None,
+        accounting_date: String::new(),
         lines: vec![
             line(hold_account(merchant_id), true, off_hold),
             line(CHANNEL_HOLDS.into(), false, off_hold),
@@ -170,6 +194,28 @@ pub fn release(merchant_id: i64, amount: i64, currency: &str) -> LedgerPosting {
         amount,
         currency,
     )
+}
+
+/// The fee `amount` (> 0) of a charge (`capture_id` None) or of capture `capture_id`, priced
+/// by `pricing_version`: debit the merchant's payable, credit fee revenue.
+pub fn fee(
+    merchant_id: i64,
+    capture_id: Option<&str>,
+    amount: i64,
+    currency: &str,
+    pricing_version: i64,
+) -> LedgerPosting {
+    let mut p = pair(
+        "fee",
+        None,
+        merchant_account(merchant_id),
+        FEE_REVENUE.into(),
+        amount,
+        currency,
+    );
+    p.capture_id = capture_id.map(str::to_string);
+    p.pricing_version = Some(pricing_version);
+    p
 }
 
 /// True when the batch's debits equal its credits and every line is positive.

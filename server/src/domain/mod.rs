@@ -2,6 +2,7 @@
 //!
 //! Everything here is unit-tested without a database (DESIGN.md "Layout").
 
+pub mod accounting;
 pub mod actions;
 pub mod audit;
 pub mod backoff;
@@ -10,6 +11,7 @@ pub mod bucket;
 pub mod channel_health;
 pub mod checkpoint;
 pub mod clock;
+pub mod fees;
 pub mod fingerprint;
 pub mod freeze;
 pub mod idempotency;

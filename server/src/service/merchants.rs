@@ -58,6 +58,9 @@ pub enum MerchantError {
     /// A connector account that cannot be used: which field and why (400).
     #[error("connector: {0}")]
     InvalidConnector(String),
+    /// A pricing that cannot be used (400 `invalid_pricing`).
+    #[error(transparent)]
+    InvalidPricing(#[from] crate::domain::fees::PricingError),
     /// No such live key of that merchant (404).
     #[error("merchant {0:?} has no unrevoked key {1:?}")]
     NoKey(String, String),
@@ -193,13 +196,66 @@ impl Core {
         for merchant in store.merchants().await? {
             let keys = self.list_merchant_keys(&merchant.name).await?;
             let connector = connectors.get(&merchant.id).cloned().unwrap_or_default();
+            let pricing = store
+                .merchant_pricing(&merchant.name)
+                .await?
+                .and_then(|versions| versions.into_iter().next());
             out.push(converge_wire::merchants::MerchantAccount {
                 merchant,
                 keys,
                 connector,
+                pricing,
             });
         }
         Ok(out)
+    }
+
+    /// Gives merchant `name` a new pricing (issue 35): `percent` as a person writes it
+    /// (`2.9`: see [`fees::parse_percent`](crate::domain::fees::parse_percent)) and a fixed
+    /// fee in minor units; charges and captures posted from the commit on are priced by it,
+    /// earlier ones keep theirs. Audited `merchant_pricing_set` with the pricing before and
+    /// after, in the same transaction. Errors: `InvalidPricing`, `NoMerchant`.
+    pub async fn set_merchant_pricing(
+        &self,
+        now: i64,
+        name: &str,
+        percent: &str,
+        fixed_fee: i64,
+        actor: &Actor,
+    ) -> Result<converge_wire::merchants::MerchantPricing, MerchantError> {
+        use crate::domain::fees;
+        let percent_ppm = fees::parse_percent(percent.trim())?;
+        let fixed_fee = fees::validate_fixed(fixed_fee)?;
+        let store = self.store.as_ref();
+        let before = self.merchant_pricing(name).await?.into_iter().next();
+        let shown = |ppm: i64, fixed: i64| json!({"percent": fees::display_percent(ppm), "fixed_fee": fixed});
+        let audit = actor.entry(
+            now,
+            "merchant_pricing_set",
+            &format!("merchant:{name}"),
+            "",
+            before
+                .map(|p| shown(p.percent_ppm, p.fixed_fee).to_string())
+                .unwrap_or_default(),
+            shown(percent_ppm, fixed_fee).to_string(),
+        );
+        store
+            .set_merchant_pricing_audited(name, percent_ppm, fixed_fee, now, &audit)
+            .await?
+            .ok_or_else(|| MerchantError::NoMerchant(name.to_string()))
+    }
+
+    /// Merchant `name`'s pricing versions, newest first (empty: no fees). Errors:
+    /// `NoMerchant`.
+    pub async fn merchant_pricing(
+        &self,
+        name: &str,
+    ) -> Result<Vec<converge_wire::merchants::MerchantPricing>, MerchantError> {
+        self.store
+            .as_ref()
+            .merchant_pricing(name)
+            .await?
+            .ok_or_else(|| MerchantError::NoMerchant(name.to_string()))
     }
 
     /// Revokes key `key_id` of merchant `name` (audited `merchant_key_revoked`): from the

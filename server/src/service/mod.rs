@@ -8,6 +8,7 @@
 //! (merchant API, console API, server functions, CLI, workers) call it and pass nothing else
 //! in; `tests/it/source_rules.rs` keeps free functions over the store or the core out.
 
+pub mod accounting;
 pub mod actions;
 pub mod actor;
 pub mod audit_chain;
@@ -70,6 +71,9 @@ pub struct Core {
     pub clock: Arc<dyn Clock>,
     /// Timings and limits.
     pub timings: Timings,
+    /// The accounting days' time zone and cut-off that date every ledger batch (issue 35;
+    /// `--accounting-timezone`, `--accounting-cutoff`).
+    pub accounting: crate::domain::accounting::AccountingCalendar,
     /// The key that seals secrets at rest (webhook signing secrets, stored answers that carry
     /// one): [`crate::domain::secret_box`].
     pub secrets: crate::domain::secret_box::SecretBox,

@@ -807,7 +807,8 @@ impl Core {
                     Some(ledger::release(m, *amount, cur))
                 }
                 (Batch::Capture | Batch::Release, _) => None,
-            });
+            })
+            .map(|posting| posting.dated(self.accounting.date_of(now)));
         let expires_at = match &extras.hold {
             Some(HoldWrite::Authorize { expires_at }) => *expires_at,
             _ => now + self.timings.authorization_ttl_ms,

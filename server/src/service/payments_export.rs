@@ -189,6 +189,7 @@ mod tests {
             connector: "sandbox".into(),
             capture_mode: Default::default(),
             hold: None,
+            fee: 0,
         }
     }
 

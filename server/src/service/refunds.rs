@@ -224,7 +224,8 @@ impl Core {
                     &refund.id,
                     refund.amount,
                     &payment.currency,
-                );
+                )
+                .dated(self.accounting.date_of(now));
                 self.store
                     .refund_succeeded(&refund.id, &posting, now)
                     .await?;

@@ -162,6 +162,8 @@ pub struct LedgerEntryRow {
     pub currency: String,
     /// Epoch ms UTC.
     pub created_at: i64,
+    /// The batch's accounting day, `YYYY-MM-DD`.
+    pub accounting_date: String,
 }
 
 impl From<LedgerEntryRow> for converge_wire::LedgerEntry {
@@ -175,6 +177,7 @@ impl From<LedgerEntryRow> for converge_wire::LedgerEntry {
             amount,
             currency,
             created_at,
+            accounting_date,
         } = r;
         converge_wire::LedgerEntry {
             batch_id,
@@ -184,6 +187,7 @@ impl From<LedgerEntryRow> for converge_wire::LedgerEntry {
             amount,
             currency,
             created_at,
+            accounting_date,
         }
     }
 }

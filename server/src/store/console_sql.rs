@@ -202,8 +202,8 @@ macro_rules! impl_console {
                 payment_id: &str,
             ) -> Result<Vec<$crate::store::LedgerEntryRow>, $crate::store::StoreError> {
                 Ok(sqlx::query_as::<_, $crate::store::LedgerEntryRow>(
-                    "SELECT b.id AS batch_id, b.kind, e.account, e.direction, e.amount, e.currency, b.created_at \
-                     FROM ledger_batches b JOIN ledger_entries e ON e.batch_id = b.id \
+                    "SELECT b.id AS batch_id, b.kind, e.account, e.direction, e.amount, e.currency, b.created_at, \
+                     b.accounting_date FROM ledger_batches b JOIN ledger_entries e ON e.batch_id = b.id \
                      WHERE b.payment_id = $1 ORDER BY b.id, e.id",
                 )
                 .bind(payment_id)

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::{LedgerTotal, StoreError};
+use super::{LedgerDayLine, LedgerTotal, StoreError};
 
 /// Ledger reads.
 #[async_trait]
@@ -13,4 +13,8 @@ pub trait Ledger: Send + Sync + 'static {
     async fn ledger_totals(&self) -> Result<Vec<LedgerTotal>, StoreError>;
     /// How many ledger batches of `kind` a payment has.
     async fn ledger_batch_count(&self, payment_id: &str, kind: &str) -> Result<i64, StoreError>;
+    /// The batches dated accounting day `date` (`YYYY-MM-DD`), per currency and kind, ordered
+    /// so: one aggregate over the day's index, never the day's rows in memory. Errors: a day's
+    /// sum beyond 64 bits (the database refuses it).
+    async fn ledger_day(&self, date: &str) -> Result<Vec<LedgerDayLine>, StoreError>;
 }

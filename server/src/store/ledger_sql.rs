@@ -11,9 +11,17 @@ macro_rules! impl_ledger {
             posting: &$crate::store::LedgerPosting,
             now: i64,
         ) -> Result<(), $crate::store::StoreError> {
+            // Paired with the service's dating of every batch it builds: an undated batch
+            // would fall out of every accounting day's totals.
+            if posting.accounting_date.len() != 10 {
+                return Err($crate::store::StoreError::Corrupt(format!(
+                    "{} batch of payment {payment_id} has no accounting date",
+                    posting.kind
+                )));
+            }
             let batch_id: i64 = sqlx::query_scalar(
-                "INSERT INTO ledger_batches (payment_id, refund_id, kind, currency, created_at, capture_id) \
-                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                "INSERT INTO ledger_batches (payment_id, refund_id, kind, currency, created_at, capture_id, \
+                 pricing_version, accounting_date) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
             )
             .bind(payment_id)
             .bind(posting.refund_id.as_deref())
@@ -21,6 +29,8 @@ macro_rules! impl_ledger {
             .bind(&posting.currency)
             .bind(now)
             .bind(posting.capture_id.as_deref())
+            .bind(posting.pricing_version)
+            .bind(&posting.accounting_date)
             .fetch_one(&mut **tx)
             .await?;
             // Every line of the batch in one statement.
@@ -40,6 +50,62 @@ macro_rules! impl_ledger {
             }
             q.execute(&mut **tx).await?;
             Ok(())
+        }
+
+        /// The fee of a charge or capture `posting` of merchant `merchant_id`, just inserted
+        /// for `payment_id` (issue 35): priced by the merchant's latest pricing version on
+        /// what the posting credits the merchant, posted as its own batch and added to the
+        /// payment's `fee_amount`, all in the posting's transaction. Returns the fee in minor
+        /// units: 0 (and nothing written) for other kinds, without a pricing, or when the
+        /// pricing comes to nothing.
+        async fn insert_fee(
+            tx: &mut $crate::store::backend::Tx<$store>,
+            payment_id: &str,
+            merchant_id: i64,
+            posting: &$crate::store::LedgerPosting,
+            now: i64,
+        ) -> Result<i64, $crate::store::StoreError> {
+            use $crate::domain::{fees, ledger};
+            if !matches!(posting.kind, "charge" | "capture") {
+                return Ok(0);
+            }
+            let payable = ledger::merchant_account(merchant_id);
+            let gross: i64 = posting
+                .lines
+                .iter()
+                .filter(|l| !l.debit && l.account == payable)
+                .map(|l| l.amount)
+                .sum();
+            let pricing: Option<(i64, i64, i64)> = sqlx::query_as(
+                "SELECT version, percent_ppm, fixed_fee FROM merchant_pricing \
+                 WHERE merchant_id = $1 ORDER BY version DESC LIMIT 1",
+            )
+            .bind(merchant_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+            let Some((version, percent_ppm, fixed)) = pricing else {
+                return Ok(0);
+            };
+            let pricing = fees::Pricing { version, percent_ppm, fixed };
+            let fee = if gross > 0 { fees::fee(gross, &pricing) } else { 0 };
+            if fee == 0 {
+                return Ok(0);
+            }
+            let batch = ledger::fee(
+                merchant_id,
+                posting.capture_id.as_deref(),
+                fee,
+                &posting.currency,
+                version,
+            )
+            .dated(posting.accounting_date.clone());
+            insert_posting(tx, payment_id, &batch, now).await?;
+            sqlx::query("UPDATE payments SET fee_amount = fee_amount + $1 WHERE id = $2")
+                .bind(fee)
+                .bind(payment_id)
+                .execute(&mut **tx)
+                .await?;
+            Ok(fee)
         }
 
         #[async_trait::async_trait]
@@ -71,6 +137,28 @@ macro_rules! impl_ledger {
                     .into_iter()
                     .map(|(currency, (debits, credits))| $crate::store::LedgerTotal { currency, debits, credits })
                     .collect())
+            }
+
+            async fn ledger_day(&self, date: &str) -> Result<Vec<$crate::store::LedgerDayLine>, $crate::store::StoreError> {
+                // The merchants' payable accounts (`merchant_payable:{id}`, domain::ledger); no
+                // other account's name matches the pattern.
+                let payable = |direction: &str| {
+                    format!(
+                        "CAST(COALESCE(SUM(CASE WHEN e.account LIKE 'merchant_payable:%' \
+                         AND e.direction = '{direction}' THEN e.amount ELSE 0 END), 0) AS BIGINT)"
+                    )
+                };
+                Ok(sqlx::query_as::<_, $crate::store::LedgerDayLine>(&format!(
+                    "SELECT b.currency, b.kind, COUNT(DISTINCT b.id) AS batches, \
+                     {} AS payable_credits, {} AS payable_debits \
+                     FROM ledger_batches b JOIN ledger_entries e ON e.batch_id = b.id \
+                     WHERE b.accounting_date = $1 GROUP BY b.currency, b.kind ORDER BY b.currency, b.kind",
+                    payable("credit"),
+                    payable("debit")
+                ))
+                .bind(date)
+                .fetch_all(self.reader())
+                .await?)
             }
 
             async fn ledger_batch_count(&self, payment_id: &str, kind: &str) -> Result<i64, $crate::store::StoreError> {

@@ -4,6 +4,8 @@
 
 use async_trait::async_trait;
 
+use converge_wire::merchants::MerchantPricing;
+
 use super::{
     AuditEntry, Merchant, MerchantConnector, MerchantKey, NewMerchantConnector, NewMerchantKey,
     StoreError,
@@ -87,4 +89,22 @@ pub trait Merchants: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     /// Every merchant's own PSP account, by merchant id.
     async fn merchant_connectors(&self) -> Result<Vec<MerchantConnector>, StoreError>;
+    /// Gives merchant `name` a new pricing version at `now` (one more than its last), with
+    /// `audit` in the same transaction: charges and captures posted after the commit are
+    /// priced by it. `None` when there is no such merchant (nothing written). Errors:
+    /// `Conflict` when another change took the same version first.
+    async fn set_merchant_pricing_audited(
+        &self,
+        name: &str,
+        percent_ppm: i64,
+        fixed_fee: i64,
+        now: i64,
+        audit: &AuditEntry,
+    ) -> Result<Option<MerchantPricing>, StoreError>;
+    /// Merchant `name`'s pricing versions, newest first (empty: it has none); `None` when
+    /// there is no such merchant.
+    async fn merchant_pricing(
+        &self,
+        name: &str,
+    ) -> Result<Option<Vec<MerchantPricing>>, StoreError>;
 }

@@ -300,6 +300,71 @@ macro_rules! impl_merchants {
                 .await?)
             }
 
+            async fn set_merchant_pricing_audited(
+                &self,
+                name: &str,
+                percent_ppm: i64,
+                fixed_fee: i64,
+                now: i64,
+                audit: &$crate::store::AuditEntry,
+            ) -> Result<Option<converge_wire::merchants::MerchantPricing>, $crate::store::StoreError> {
+                let mut tx = self.begin_write().await?;
+                let merchant: Option<i64> = sqlx::query_scalar("SELECT id FROM merchants WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(merchant_id) = merchant else {
+                    tx.rollback().await?;
+                    return Ok(None);
+                };
+                let version: i64 = sqlx::query_scalar(
+                    "INSERT INTO merchant_pricing (merchant_id, version, percent_ppm, fixed_fee, created_at) \
+                     SELECT $1, COALESCE(MAX(version), 0) + 1, $2, $3, $4 FROM merchant_pricing \
+                     WHERE merchant_id = $1 RETURNING version",
+                )
+                .bind(merchant_id)
+                .bind(percent_ppm)
+                .bind(fixed_fee)
+                .bind(now)
+                .fetch_one(&mut *tx)
+                .await?;
+                append_audit_in(&mut tx, audit).await?;
+                tx.commit().await?;
+                Ok(Some(converge_wire::merchants::MerchantPricing {
+                    version,
+                    percent_ppm,
+                    fixed_fee,
+                    created_at: now,
+                }))
+            }
+
+            async fn merchant_pricing(
+                &self,
+                name: &str,
+            ) -> Result<Option<Vec<converge_wire::merchants::MerchantPricing>>, $crate::store::StoreError> {
+                let merchant: Option<i64> = sqlx::query_scalar("SELECT id FROM merchants WHERE name = $1")
+                    .bind(name)
+                    .fetch_optional(self.reader())
+                    .await?;
+                let Some(merchant_id) = merchant else {
+                    return Ok(None);
+                };
+                let rows: Vec<(i64, i64, i64, i64)> = sqlx::query_as(
+                    "SELECT version, percent_ppm, fixed_fee, created_at FROM merchant_pricing \
+                     WHERE merchant_id = $1 ORDER BY version DESC",
+                )
+                .bind(merchant_id)
+                .fetch_all(self.reader())
+                .await?;
+                Ok(Some(
+                    rows.into_iter()
+                        .map(|(version, percent_ppm, fixed_fee, created_at)| {
+                            converge_wire::merchants::MerchantPricing { version, percent_ppm, fixed_fee, created_at }
+                        })
+                        .collect(),
+                ))
+            }
+
             async fn set_merchant_frozen(&self, name: &str, frozen: bool) -> Result<bool, $crate::store::StoreError> {
                 let r = sqlx::query("UPDATE merchants SET frozen = $1 WHERE name = $2")
                     .bind(frozen)

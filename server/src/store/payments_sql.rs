@@ -5,7 +5,7 @@
 /// Columns of `payments` in [`PaymentRow`](super::records::PaymentRow) order.
 pub(crate) const PAYMENT_COLUMNS: &str = "id, merchant_id, merchant_order_id, amount, currency, description, \
      params_hash, status, version, channel_key, submit_attempts, refunded_amount, last_error, created_at, updated_at, reversal_id, connector, \
-     capture_mode, captured_amount, released_amount, hold_expires_at, capture_id, capture_amount, capture_last";
+     capture_mode, captured_amount, released_amount, hold_expires_at, capture_id, capture_amount, capture_last, fee_amount";
 
 /// The WHERE of a transition's UPDATE (`apply_step`, binds $5 id, $6 status read, $7 version
 /// read): the compare-and-set on what the caller read, so a writer holding an old read loses.
@@ -582,6 +582,7 @@ macro_rules! impl_payments {
             }
             if let Some(posting) = &t.posting {
                 insert_posting(tx, &t.payment_id, posting, t.now).await?;
+                after.fee += insert_fee(tx, &t.payment_id, after.merchant_id, posting, t.now).await?;
             }
             // Told once per capture, with its amount.
             if let Some($crate::store::HoldWrite::Capture { id, amount, .. }) = &t.hold {

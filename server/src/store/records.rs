@@ -56,6 +56,7 @@ pub(crate) struct PaymentRow {
     pub capture_id: Option<String>,
     pub capture_amount: Option<i64>,
     pub capture_last: Option<bool>,
+    pub fee_amount: i64,
 }
 
 impl TryFrom<PaymentRow> for Payment {
@@ -106,6 +107,7 @@ impl TryFrom<PaymentRow> for Payment {
             connector: r.connector,
             capture_mode,
             hold,
+            fee: r.fee_amount,
         })
     }
 }
@@ -332,6 +334,22 @@ pub struct LedgerTotal {
     pub debits: i128,
     /// Sum of credits, minor units.
     pub credits: i128,
+}
+
+/// One kind of batch on one accounting day in one currency (issue 35): how many, and what
+/// they moved on the merchants' payable accounts. Amounts in minor units.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, Serialize)]
+pub struct LedgerDayLine {
+    /// ISO 4217.
+    pub currency: String,
+    /// `charge`, `capture`, `fee`, `refund`, `reversal`, `hold` or `release`.
+    pub kind: String,
+    /// Batches of that kind dated that day.
+    pub batches: i64,
+    /// Credited to merchants (`merchant_payable:*`): what charges and captures owe them.
+    pub payable_credits: i64,
+    /// Debited from merchants: fees, refunds and reversals.
+    pub payable_debits: i64,
 }
 
 /// Entries per group in [`Ledger::ledger_totals`](super::Ledger::ledger_totals)' partial sums:

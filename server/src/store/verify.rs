@@ -51,6 +51,10 @@ pub struct VerifyPaymentRow {
     pub refund_batches: i64,
     /// Open error-pool items naming the payment.
     pub open_error_items: i64,
+    /// The payment's fees, minor units (issue 35).
+    pub fee_amount: i64,
+    /// What its fee batches credit to fee revenue, minor units.
+    pub fee_batch_credits: i64,
     /// `automatic` or `manual` (a hold, issue 34).
     pub capture_mode: String,
     /// Captured off the hold so far, minor units (0 for an automatic payment).
@@ -222,7 +226,10 @@ const VERIFY_BASE: &str = concat!(
      (SELECT COUNT(*) FROM error_pool ep WHERE ep.payment_id = p.id AND ep.status = ",
     converge_wire::error_item_sql!(Open),
     ") \
-       AS open_error_items"
+       AS open_error_items, p.fee_amount, \
+     (SELECT CAST(COALESCE(SUM(e.amount), 0) AS BIGINT) FROM ledger_batches b \
+       JOIN ledger_entries e ON e.batch_id = b.id \
+       WHERE b.payment_id = p.id AND b.kind = 'fee' AND e.direction = 'credit') AS fee_batch_credits"
 );
 
 /// A ledger batch whose lines do not balance: debits differ from credits, it has no lines, or

@@ -58,6 +58,16 @@ pub struct PaymentView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(format = DateTime)]
     expires_at: Option<String>,
+    /// Once something was captured (a sale that succeeded, a hold's captures): the fees
+    /// charged on it under the merchant's pricing, minor units (issue 35).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    fee: Option<i64>,
+    /// With `fee`: what the merchant keeps of what was captured, the captured amount less
+    /// `fee`, minor units (refunds are told by `refunded_amount`, not netted here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0)]
+    net: Option<i64>,
     /// Only in `payment.captured` events: the capture told of.
     #[serde(skip_serializing_if = "Option::is_none")]
     last_capture: Option<CaptureView>,
@@ -93,6 +103,8 @@ impl From<&Payment> for PaymentView {
             amount_capturable: p.hold.as_ref().map(|_| p.held_amount()),
             released_amount: p.hold.as_ref().map(|h| h.released),
             expires_at: p.hold.as_ref().and_then(|h| h.expires_at).map(rfc3339),
+            fee: p.captured_gross().map(|_| p.fee),
+            net: p.captured_gross().map(|gross| gross - p.fee),
             last_capture: None,
             version: None,
         }

@@ -104,6 +104,19 @@ pub enum Breach {
         /// Debits of its charge batch, minor units.
         posted: i64,
     },
+    /// A payment's fees (issue 35) disagree with its fee batches, or are more than it
+    /// captured: its `fee_amount` differs from what its fee batches credit to fee revenue, or
+    /// exceeds the captured amount.
+    FeeLedger {
+        /// Payment.
+        payment: String,
+        /// The payment's `fee_amount`, minor units.
+        fee: i64,
+        /// What its fee batches credit, minor units.
+        posted: i64,
+        /// What it captured and posted, minor units.
+        captured: i64,
+    },
     /// Succeeded refunds and refund batches differ in number.
     RefundBatchCount {
         /// Payment.
@@ -257,6 +270,7 @@ impl Breach {
             | Breach::RefundMismatch { .. } => Invariant::Channel,
             Breach::ChargeBatchCount { .. }
             | Breach::ChargeBatchAmount { .. }
+            | Breach::FeeLedger { .. }
             | Breach::RefundBatchCount { .. }
             | Breach::RefundTotals { .. }
             | Breach::UnbalancedBatch { .. }
@@ -282,6 +296,7 @@ impl Breach {
             | Breach::RefundMismatch { payment, .. }
             | Breach::ChargeBatchCount { payment, .. }
             | Breach::ChargeBatchAmount { payment, .. }
+            | Breach::FeeLedger { payment, .. }
             | Breach::RefundBatchCount { payment, .. }
             | Breach::RefundTotals { payment, .. }
             | Breach::UnbalancedBatch { payment, .. }
@@ -394,6 +409,17 @@ impl Breach {
                 write!(
                     f,
                     "{payment}: charge batch posts {posted}, payment amount is {amount}"
+                )
+            }
+            Breach::FeeLedger {
+                payment,
+                fee,
+                posted,
+                captured,
+            } => {
+                write!(
+                    f,
+                    "{payment}: fee {fee} but its fee batches post {posted} (captured {captured})"
                 )
             }
             Breach::RefundBatchCount {

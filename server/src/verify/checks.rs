@@ -109,7 +109,8 @@ fn check_channel(
 }
 
 /// Invariant 2 for one payment: one charge batch of its amount when posted (none
-/// otherwise), one batch per succeeded refund, and refund totals that agree with the amount
+/// otherwise), fee batches that post its fees (at most what it captured), one batch per
+/// succeeded refund, and refund totals that agree with the amount
 /// reserved on the payment.
 fn check_payment_ledger(p: &VerifyPaymentRow, status: PaymentStatus, out: &mut Vec<Breach>) {
     // A manual payment posts its captures instead (invariant 7), never a charge batch.
@@ -132,6 +133,19 @@ fn check_payment_ledger(p: &VerifyPaymentRow, status: PaymentStatus, out: &mut V
             payment: p.id.clone(),
             amount: p.amount,
             posted: p.charge_batch_debits,
+        });
+    }
+    let captured = if manual {
+        p.captured_amount
+    } else {
+        i64::from(posted) * p.amount
+    };
+    if p.fee_batch_credits != p.fee_amount || p.fee_amount > captured {
+        out.push(Breach::FeeLedger {
+            payment: p.id.clone(),
+            fee: p.fee_amount,
+            posted: p.fee_batch_credits,
+            captured,
         });
     }
     if p.refund_batches != p.refunds_succeeded {
@@ -359,6 +373,8 @@ mod tests {
             reversal_in_flight: false,
             refund_batches: 0,
             open_error_items: 0,
+            fee_amount: 0,
+            fee_batch_credits: 0,
             capture_mode: "automatic".into(),
             captured_amount: 0,
             released_amount: 0,
@@ -507,6 +523,36 @@ mod tests {
             &check_payment(&p, None, W)[..],
             [Breach::ChargeBatchAmount { posted: 999, .. }]
         ));
+    }
+
+    #[test]
+    fn fees_must_equal_their_batches_and_never_exceed_what_was_captured() {
+        let mut p = payment("SUCCESS");
+        (p.fee_amount, p.fee_batch_credits) = (88, 88);
+        assert_eq!(check_payment(&p, None, W), vec![]);
+        p.fee_batch_credits = 0;
+        assert!(matches!(
+            &check_payment(&p, None, W)[..],
+            [Breach::FeeLedger {
+                fee: 88,
+                posted: 0,
+                ..
+            }]
+        ));
+        (p.fee_amount, p.fee_batch_credits) = (p.amount + 1, p.amount + 1);
+        assert!(matches!(
+            &check_payment(&p, None, W)[..],
+            [Breach::FeeLedger { captured, .. }] if *captured == p.amount
+        ));
+        // Nothing posted yet: no fee may be either.
+        let mut p = payment("PROCESSING");
+        p.charge_batches = 0;
+        (p.fee_amount, p.fee_batch_credits) = (1, 1);
+        assert!(
+            check_payment(&p, None, W)
+                .iter()
+                .any(|b| matches!(b, Breach::FeeLedger { captured: 0, .. }))
+        );
     }
 
     #[test]

@@ -286,6 +286,8 @@ mod tests {
             reversal_in_flight: false,
             refund_batches: 0,
             open_error_items: 0,
+            fee_amount: 0,
+            fee_batch_credits: 0,
             capture_mode: "manual".into(),
             captured_amount: captured,
             released_amount: released,

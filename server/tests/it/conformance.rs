@@ -446,6 +446,7 @@ async fn succeed(store: &Arc<dyn Store>, p: Payment) -> Payment {
             last_error: None,
             posting: (event == PaymentEvent::LedgerPosted).then(|| {
                 converge_server::domain::ledger::charge(p.merchant_id, p.amount, &p.currency)
+                    .dated("2026-01-01".into())
             }),
             enqueue: vec![],
             hold: None,
@@ -655,7 +656,8 @@ store_conformance!(
                 .unwrap(),
             CreateRefund::Created(_)
         ));
-        let posting = converge_server::domain::ledger::refund(m, "re_3", 1000, "CNY");
+        let posting = converge_server::domain::ledger::refund(m, "re_3", 1000, "CNY")
+            .dated("2026-01-01".into());
         assert!(store.refund_succeeded("re_3", &posting, NOW).await.unwrap());
         assert!(!store.refund_succeeded("re_3", &posting, NOW).await.unwrap());
         assert_eq!(

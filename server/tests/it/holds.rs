@@ -74,13 +74,7 @@ async fn event_types(app: &TestApp, p: &Value) -> Vec<String> {
 
 /// What the payment's ledger batches leave on `account`, debits positive.
 async fn account_net(app: &TestApp, p: &Value, account: &str) -> i64 {
-    app.sql_i64(
-        "SELECT CAST(COALESCE(SUM(CASE WHEN e.direction = 'debit' THEN e.amount ELSE -e.amount END), 0) AS BIGINT) \
-         FROM ledger_entries e JOIN ledger_batches b ON b.id = e.batch_id \
-         WHERE b.payment_id = $1 AND e.account = $2",
-        &[id(p), account],
-    )
-    .await
+    app.account_net(id(p), account).await
 }
 
 on_both_backends!(

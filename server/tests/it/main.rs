@@ -21,6 +21,7 @@ mod console_auth;
 mod convergence;
 mod error_pool_actions;
 mod event_stream;
+mod fees;
 mod hold_actions;
 mod holds;
 mod idempotency;

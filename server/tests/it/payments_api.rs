@@ -175,8 +175,10 @@ on_both_backends!(payment_answers_have_the_documented_shape, |app| {
             "capture",
             "created_at",
             "currency",
+            "fee",
             "id",
             "merchant_order_id",
+            "net",
             "refunded_amount",
             "status",
             "updated_at"
@@ -185,6 +187,11 @@ on_both_backends!(payment_answers_have_the_documented_shape, |app| {
     assert_eq!(
         (created["amount"].clone(), created["currency"].clone()),
         (json!(1999), json!("USD"))
+    );
+    // Charged, so its fee (none: the merchant has no pricing) and net are told.
+    assert_eq!(
+        (created["fee"].clone(), created["net"].clone()),
+        (json!(0), json!(1999))
     );
     assert_eq!(created["refunded_amount"], 0);
     assert!(created["id"].as_str().unwrap().starts_with("pay_"));

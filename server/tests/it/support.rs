@@ -606,6 +606,17 @@ impl TestApp {
     }
 
     /// How many payments the core stored.
+    /// What payment `payment_id`'s ledger batches leave on `account`, debits positive.
+    pub async fn account_net(&self, payment_id: &str, account: &str) -> i64 {
+        self.sql_i64(
+            "SELECT CAST(COALESCE(SUM(CASE WHEN e.direction = 'debit' THEN e.amount ELSE -e.amount END), 0) AS BIGINT) \
+             FROM ledger_entries e JOIN ledger_batches b ON b.id = e.batch_id \
+             WHERE b.payment_id = $1 AND e.account = $2",
+            &[payment_id, account],
+        )
+        .await
+    }
+
     pub async fn payment_count(&self) -> i64 {
         self.sql_i64("SELECT COUNT(*) FROM payments", &[]).await
     }

@@ -92,9 +92,11 @@ fn tr(p: &Payment, event: PaymentEvent, to: PaymentStatus) -> Transition {
     let posting = row
         .and_then(|r| r.effects.ledger)
         .and_then(|batch| match (batch, &hold) {
-            (Batch::Charge, _) => Some(ledger::charge(m, p.amount, cur)),
-            (Batch::Reversal, _) => Some(ledger::reversal(m, p.amount - p.refunded_amount, cur)),
-            (Batch::Hold, _) => Some(ledger::hold(m, p.amount, cur)),
+            (Batch::Charge, _) => Some(ledger::charge(m, p.amount, cur).dated("2026-01-01".into())),
+            (Batch::Reversal, _) => Some(
+                ledger::reversal(m, p.amount - p.refunded_amount, cur).dated("2026-01-01".into()),
+            ),
+            (Batch::Hold, _) => Some(ledger::hold(m, p.amount, cur).dated("2026-01-01".into())),
             (
                 Batch::Capture,
                 Some(HoldWrite::Capture {
@@ -102,9 +104,9 @@ fn tr(p: &Payment, event: PaymentEvent, to: PaymentStatus) -> Transition {
                     amount,
                     released,
                 }),
-            ) => Some(ledger::capture(m, id, *amount, *released, cur)),
+            ) => Some(ledger::capture(m, id, *amount, *released, cur).dated("2026-01-01".into())),
             (Batch::Release, Some(HoldWrite::Release { amount, .. })) => {
-                Some(ledger::release(m, *amount, cur))
+                Some(ledger::release(m, *amount, cur).dated("2026-01-01".into()))
             }
             _ => None,
         });
@@ -518,7 +520,8 @@ store_conformance!(
 store_conformance!(at_most_one_charge_batch_per_payment, |store| {
     let p = payment_in(&store, S::ChannelSuccess).await;
     let mut post = tr(&p, E::LedgerPosted, S::Success);
-    post.posting = Some(ledger::charge(p.merchant_id, p.amount, &p.currency));
+    post.posting =
+        Some(ledger::charge(p.merchant_id, p.amount, &p.currency).dated("2026-01-01".into()));
     let TransitionResult::Applied(success) = store.apply_transition(&post).await.unwrap() else {
         panic!()
     };
@@ -528,7 +531,8 @@ store_conformance!(at_most_one_charge_batch_per_payment, |store| {
     // whole transaction with it: no move, no event, no entries.
     let events = store.payment_events(&p.id).await.unwrap();
     let mut second = tr(&success, E::Reversed, S::Reversed);
-    second.posting = Some(ledger::charge(p.merchant_id, p.amount, &p.currency));
+    second.posting =
+        Some(ledger::charge(p.merchant_id, p.amount, &p.currency).dated("2026-01-01".into()));
     let err = store.apply_transition(&second).await.unwrap_err();
     assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
     assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), success);
@@ -541,12 +545,26 @@ store_conformance!(at_most_one_charge_batch_per_payment, |store| {
 });
 
 store_conformance!(
+    an_undated_batch_is_refused_and_nothing_is_written,
+    |store| {
+        let p = payment_in(&store, S::ChannelSuccess).await;
+        let mut post = tr(&p, E::LedgerPosted, S::Success);
+        post.posting = Some(ledger::charge(p.merchant_id, p.amount, &p.currency));
+        let err = store.apply_transition(&post).await.unwrap_err();
+        assert!(err.to_string().contains("no accounting date"), "{err:?}");
+        assert_eq!(store.payment(&p.id).await.unwrap().unwrap(), p);
+        assert_eq!(store.ledger_batch_count(&p.id, "charge").await.unwrap(), 0);
+    }
+);
+
+store_conformance!(
     suspense_posts_the_one_charge_batch_when_it_recovers,
     |store| {
         let p = payment_in(&store, S::Suspense).await;
         assert_eq!(store.ledger_batch_count(&p.id, "charge").await.unwrap(), 0);
         let mut post = tr(&p, E::LedgerPosted, S::Success);
-        post.posting = Some(ledger::charge(p.merchant_id, p.amount, &p.currency));
+        post.posting =
+            Some(ledger::charge(p.merchant_id, p.amount, &p.currency).dated("2026-01-01".into()));
         assert!(matches!(
             store.apply_transition(&post).await.unwrap(),
             TransitionResult::Applied(_)

@@ -122,7 +122,8 @@ fn charge_chain(p: &Payment) -> Vec<Transition> {
         PaymentEvent::LedgerPosted,
         PaymentStatus::Success,
     );
-    posted.posting = Some(ledger::charge(p.merchant_id, p.amount, &p.currency));
+    posted.posting =
+        Some(ledger::charge(p.merchant_id, p.amount, &p.currency).dated("2026-01-01".into()));
     let charged = step(
         &p.id,
         PaymentStatus::Processing,

@@ -91,7 +91,7 @@ store_conformance!(
     |store| {
         let m = merchant(&store).await;
         let p = create(&store, m, "a", 1000).await;
-        let posting = ledger::charge(m, 1000, "CNY");
+        let posting = ledger::charge(m, 1000, "CNY").dated("2026-01-01".into());
         let p = advance(&store, p, &TO_SUCCESS, Some(posting)).await;
         assert_eq!(p.status.as_str(), "SUCCESS");
         let refund = |id: &str, amount| NewRefund {
@@ -109,7 +109,11 @@ store_conformance!(
         ));
         assert!(
             store
-                .refund_succeeded("re_1", &ledger::refund(m, "re_1", 300, "CNY"), NOW)
+                .refund_succeeded(
+                    "re_1",
+                    &ledger::refund(m, "re_1", 300, "CNY").dated("2026-01-01".into()),
+                    NOW
+                )
                 .await
                 .unwrap()
         );
@@ -198,7 +202,7 @@ store_conformance!(
             &store,
             quiet,
             &TO_SUCCESS,
-            Some(ledger::charge(m, 1000, "CNY")),
+            Some(ledger::charge(m, 1000, "CNY").dated("2026-01-01".into())),
         )
         .await;
         // Unsettled since NOW: in only once the window's cutoff reaches its creation.
@@ -209,7 +213,7 @@ store_conformance!(
             &store,
             refunded,
             &TO_SUCCESS,
-            Some(ledger::charge(m, 1000, "CNY")),
+            Some(ledger::charge(m, 1000, "CNY").dated("2026-01-01".into())),
         )
         .await;
         let refund = NewRefund {
@@ -225,7 +229,7 @@ store_conformance!(
             store.create_refund(&refund).await.unwrap(),
             CreateRefund::Created(_)
         ));
-        let posting = ledger::refund(m, "re_late", 300, "CNY");
+        let posting = ledger::refund(m, "re_late", 300, "CNY").dated("2026-01-01".into());
         assert!(
             store
                 .refund_succeeded("re_late", &posting, mark + 1)
@@ -238,7 +242,7 @@ store_conformance!(
             &store,
             pooled,
             &TO_SUCCESS,
-            Some(ledger::charge(m, 1000, "CNY")),
+            Some(ledger::charge(m, 1000, "CNY").dated("2026-01-01".into())),
         )
         .await;
         store
@@ -286,7 +290,13 @@ store_conformance!(
     |store| {
         let m = merchant(&store).await;
         let p = create(&store, m, "lost", 1000).await;
-        advance(&store, p, &TO_SUCCESS, Some(ledger::charge(m, 1000, "CNY"))).await;
+        advance(
+            &store,
+            p,
+            &TO_SUCCESS,
+            Some(ledger::charge(m, 1000, "CNY").dated("2026-01-01".into())),
+        )
+        .await;
         // The outcome's event lost (what a transition writing it outside its transaction
         // leaves after a crash): the backlog row first, for the foreign key.
         crate::conformance::exec_sql(
@@ -349,7 +359,13 @@ store_conformance!(
         // Charged in the ledger at NOW, but the channel holds no charge for it; and a
         // charge nobody owns.
         let p = create(&store, m, "a", 1000).await;
-        advance(&store, p, &TO_SUCCESS, Some(ledger::charge(m, 1000, "CNY"))).await;
+        advance(
+            &store,
+            p,
+            &TO_SUCCESS,
+            Some(ledger::charge(m, 1000, "CNY").dated("2026-01-01".into())),
+        )
+        .await;
         let channel = Listed(vec![charge("ck_orphan", 500)]);
         let window = Window {
             now_ms: NOW + 10_000,
@@ -457,7 +473,7 @@ store_conformance!(
             &store,
             ok,
             &TO_SUCCESS,
-            Some(ledger::charge(m, 1000, "CNY")),
+            Some(ledger::charge(m, 1000, "CNY").dated("2026-01-01".into())),
         )
         .await;
         assert_eq!(store.unbalanced_batches(0).await.unwrap(), vec![]);
@@ -473,6 +489,8 @@ store_conformance!(
                 amount: 700,
             }],
             capture_id: None,
+            pricing_version: None,
+            accounting_date: "2026-01-01".into(),
         };
         advance(&store, bad, &TO_SUCCESS, Some(one_sided)).await;
         let listed = store.unbalanced_batches(0).await.unwrap();
@@ -888,7 +906,13 @@ store_conformance!(
         let big: i64 = 4_000_000_000_000_000_000;
         for order in ["x", "y", "z"] {
             let p = create(&store, m, order, big).await;
-            advance(&store, p, &TO_SUCCESS, Some(ledger::charge(m, big, "CNY"))).await;
+            advance(
+                &store,
+                p,
+                &TO_SUCCESS,
+                Some(ledger::charge(m, big, "CNY").dated("2026-01-01".into())),
+            )
+            .await;
         }
         let totals = store
             .ledger_totals()

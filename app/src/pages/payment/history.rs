@@ -164,7 +164,7 @@ pub(super) fn Ledger(lines: Vec<LedgerEntry>) -> impl IntoView {
     view! {
         <Panel id="ledger" title="Ledger">
             <DataTable
-                columns=&["Batch", "Kind", "Account", "Debit", "Credit", "Posted"]
+                columns=&["Batch", "Kind", "Account", "Debit", "Credit", "Posted", "Accounting day"]
                 numeric=&["Batch", "Debit", "Credit"]
                 testid="ledger"
                 empty
@@ -186,6 +186,7 @@ pub(super) fn Ledger(lines: Vec<LedgerEntry>) -> impl IntoView {
                                 <td class="num">{debit}</td>
                                 <td class="num">{credit}</td>
                                 <td><Time ms=l.created_at/></td>
+                                <td class="mono">{l.accounting_date}</td>
                             </tr>
                         }
                     })

@@ -177,6 +177,7 @@ mod tests {
                 released,
                 pending_capture: None,
             }),
+            fee: 0,
         }
     }
 

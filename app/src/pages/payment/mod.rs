@@ -127,6 +127,20 @@ impl RequestState {
     }
 }
 
+/// The fee and net of what a payment captured (issue 35), once it captured anything.
+fn fee_facts(p: &converge_wire::Payment) -> Option<impl IntoView + use<>> {
+    let gross = p.captured_gross()?;
+    let (fee, currency) = (p.fee, p.currency.clone());
+    Some(view! {
+        <dt>"Fee"</dt>
+        <dd data-testid="payment-fee">
+            <Money amount=fee currency=currency.clone()/>
+            " · net "
+            <Money amount=gross - fee currency=currency/>
+        </dd>
+    })
+}
+
 #[component]
 fn Story(
     d: PaymentDetail,
@@ -167,6 +181,7 @@ fn Story(
             <dl>
                 <dt>"Amount"</dt>
                 <dd><Money amount=p.amount currency=p.currency.clone()/></dd>
+                {fee_facts(&p)}
                 <dt>"Refunded"</dt>
                 <dd><Money amount=p.refunded_amount currency=p.currency.clone()/>" by the merchant"</dd>
                 {reversal
