@@ -1181,7 +1181,7 @@ fn pricing_is_set_listed_and_refused_and_a_day_is_read_from_the_command_line() {
     ];
     let first = ok(&converge(&dir.0, &[&set[..], &d[..]].concat(), &env));
     assert!(
-        first.starts_with("v1 percent=2.9 fixed=30 since="),
+        first.starts_with("v1 percent=2.9 fixed=30 refund=0 since="),
         "{first}"
     );
     let set = [
@@ -1192,6 +1192,8 @@ fn pricing_is_set_listed_and_refused_and_a_day_is_read_from_the_command_line() {
         "1.25",
         "--fixed",
         "0",
+        "--refund-fixed",
+        "50",
     ];
     ok(&converge(&dir.0, &[&set[..], &d[..]].concat(), &env));
     let list = ok(&converge(
@@ -1201,6 +1203,10 @@ fn pricing_is_set_listed_and_refused_and_a_day_is_read_from_the_command_line() {
     ));
     let versions: Vec<&str> = list.lines().map(|l| l.split(' ').next().unwrap()).collect();
     assert_eq!(versions, ["v2", "v1"], "{list}");
+    assert!(
+        list.starts_with("v2 percent=1.25 fixed=0 refund=50 "),
+        "{list}"
+    );
     let bad: [(&[&str], &str); 3] = [
         (
             &["--percent", "2.91234", "--fixed", "0"],

@@ -1795,23 +1795,29 @@ struct Held {
     order: Option<usize>,
 }
 
-/// The store's write hook: at the armed write transaction's start, the process crashes (the
-/// caller never resolves; the channel's crash signal drops it) or the operation waits for its
-/// release (never, when the process died meanwhile).
 /// Merchant alpha's pricing (issue 35), chosen by the seed without a draw so every seed's
-/// draws stay what they were: no fee, a percentage that rounds, a fixed fee larger than small
-/// captures (the fee capped at the amount), everything. Beta pays none. Returns the trace line.
+/// draws stay what they were: no fee, a percentage that rounds with a refund fee, a fixed fee
+/// larger than small captures (the fee capped at the amount), everything and a refund fee
+/// larger than small refunds. Beta pays none. Returns the trace line.
 async fn price_alpha(core: &Core, seed: u64) -> Result<String, String> {
-    const PRICINGS: [(&str, i64); 4] = [("0", 0), ("2.9", 30), ("1.5", 5_000), ("100", 0)];
-    let (percent, fixed) = PRICINGS[(seed % PRICINGS.len() as u64) as usize];
-    core.set_merchant_pricing(START_MS, "alpha", percent, fixed, &actor())
+    const PRICINGS: [(&str, i64, i64); 4] = [
+        ("0", 0, 0),
+        ("2.9", 30, 50),
+        ("1.5", 5_000, 0),
+        ("100", 0, 10_000),
+    ];
+    let (percent, fixed, refund) = PRICINGS[(seed % PRICINGS.len() as u64) as usize];
+    core.set_merchant_pricing(START_MS, "alpha", percent, (fixed, refund), &actor())
         .await
         .map_err(|e| format!("pricing of alpha: {e}"))?;
     Ok(format!(
-        "00000 +0ms setup pricing alpha {percent} % + {fixed}"
+        "00000 +0ms setup pricing alpha {percent} % + {fixed}, {refund} per refund"
     ))
 }
 
+/// The store's write hook: at the armed write transaction's start, the process crashes (the
+/// caller never resolves; the channel's crash signal drops it) or the operation waits for its
+/// release (never, when the process died meanwhile).
 fn write_hook(
     point: &Arc<Mutex<WritePoint>>,
     held: &Arc<Notify>,

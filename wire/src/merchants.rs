@@ -63,10 +63,15 @@ pub fn display_percent(ppm: i64) -> String {
 }
 
 impl MerchantPricing {
-    /// The pricing as a person reads it: `2.9 % + 30 minor units per capture`.
+    /// The pricing as a person reads it: `2.9 % + 30 minor units of its currency per
+    /// capture, 50 per refund (pricing v2)`.
     pub fn describe(&self) -> String {
+        let refunds = match self.refund_fee {
+            0 => String::new(),
+            fee => format!(", {fee} per refund"),
+        };
         format!(
-            "{} % + {} minor units of its currency per capture (pricing v{})",
+            "{} % + {} minor units of its currency per capture{refunds} (pricing v{})",
             display_percent(self.percent_ppm),
             self.fixed_fee,
             self.version
@@ -85,6 +90,10 @@ pub struct MerchantPricing {
     pub percent_ppm: i64,
     /// Added to each capture's fee, minor units of the capture's currency.
     pub fixed_fee: i64,
+    /// The fee of each merchant refund, minor units of its currency, at most the refund (0:
+    /// none).
+    #[serde(default)]
+    pub refund_fee: i64,
     /// When it took effect, epoch ms UTC.
     pub created_at: i64,
 }

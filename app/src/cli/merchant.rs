@@ -53,6 +53,10 @@ pub(super) enum MerchantCommand {
         /// The fixed fee added to each capture, in minor units of its currency, such as 30.
         #[arg(long, requires = "percent")]
         fixed: Option<i64>,
+        /// The fee of each merchant refund, in minor units of its currency (at most the
+        /// refund; default none).
+        #[arg(long, requires = "percent", default_value_t = 0)]
+        refund_fixed: i64,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -147,8 +151,9 @@ pub(super) async fn run(action: MerchantCommand) -> Result<()> {
             name,
             percent,
             fixed,
+            refund_fixed,
             db,
-        } => pricing(&name, percent.zip(fixed), &db).await,
+        } => pricing(&name, percent.zip(fixed.map(|f| (f, refund_fixed))), &db).await,
         MerchantCommand::Connector {
             name,
             kind,
@@ -241,14 +246,14 @@ async fn set_frozen(name: &str, db: &DbArgs, frozen: bool, reason: &str) -> Resu
 }
 
 /// Sets merchant `name`'s pricing (`Some((percent, fixed))`) and prints it, or prints its
-/// versions, newest first: `vVERSION percent=P fixed=F since=RFC3339`.
-async fn pricing(name: &str, set: Option<(String, i64)>, db: &DbArgs) -> Result<()> {
+/// versions, newest first: `vVERSION percent=P fixed=F refund=R since=RFC3339`.
+async fn pricing(name: &str, set: Option<(String, (i64, i64))>, db: &DbArgs) -> Result<()> {
     use converge_server::domain::{clock::rfc3339, fees::display_percent};
     use converge_server::service::merchants::MerchantError;
     let versions = start::with_records_core(db, |core| async move {
         let answer = match &set {
-            Some((percent, fixed)) => core
-                .set_merchant_pricing(now_ms(), name, percent, *fixed, &cli_actor())
+            Some((percent, fees)) => core
+                .set_merchant_pricing(now_ms(), name, percent, *fees, &cli_actor())
                 .await
                 .map(|p| vec![p]),
             None => core.merchant_pricing(name).await,
@@ -266,10 +271,11 @@ async fn pricing(name: &str, set: Option<(String, i64)>, db: &DbArgs) -> Result<
     }
     for p in versions {
         println!(
-            "v{} percent={} fixed={} since={}",
+            "v{} percent={} fixed={} refund={} since={}",
             p.version,
             display_percent(p.percent_ppm),
             p.fixed_fee,
+            p.refund_fee,
             rfc3339(p.created_at)
         );
     }

@@ -157,6 +157,8 @@ fn core(store: Arc<dyn Store>, channel_url: &str) -> Core {
             Arc::new(HttpChannel::new(channel_url, Duration::from_secs(5))),
         )),
         clock: Arc::new(SystemClock),
+        // The default UTC days: a bench core's postings are not read by accounting day.
+        accounting: Default::default(),
         timings: Timings {
             submit_delay_ms: 10_000,
             query_delay_ms: 2_000,

@@ -188,6 +188,8 @@ fn dashboard_core(store: Arc<dyn Store>) -> converge_server::service::Core {
             )),
         )),
         clock: Arc::new(SystemClock),
+        // The default UTC days: a bench core's postings are not read by accounting day.
+        accounting: Default::default(),
         timings: converge_server::service::Timings {
             submit_delay_ms: 10_000,
             query_delay_ms: 2_000,

@@ -6,6 +6,8 @@
 //! keeps is never negative. Half-even (banker's rounding) is the one rounding rule: over many
 //! lines its halves go up as often as down, so a day's fees carry no rounding bias either way.
 //! A sale is one capture of its whole amount; each capture of a hold is priced on its own.
+//! A pricing may also charge a fixed fee per merchant refund, at most the refund's amount
+//! ([`refund_fee`]); an ops reversal is charged none.
 //!
 //! Percentages are kept in parts per million of the amount (`2.9` % is 29 000 ppm), so a
 //! pricing with up to four decimal places of percent is exact.
@@ -22,6 +24,8 @@ pub struct Pricing {
     pub percent_ppm: i64,
     /// Added to every capture's fee, minor units of the capture's currency (>= 0).
     pub fixed: i64,
+    /// The fee of each merchant refund, minor units of its currency (>= 0; 0: none).
+    pub refund_fee: i64,
 }
 
 /// Why a pricing was refused.
@@ -92,6 +96,13 @@ pub fn fee(gross: i64, pricing: &Pricing) -> i64 {
     fee
 }
 
+/// The fee of one merchant refund of `amount` minor units (> 0) under `pricing`: its fixed
+/// refund fee, at most `amount`.
+pub fn refund_fee(amount: i64, pricing: &Pricing) -> i64 {
+    debug_assert!(amount > 0 && pricing.refund_fee >= 0);
+    pricing.refund_fee.min(amount)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +112,7 @@ mod tests {
             version: 1,
             percent_ppm: parse_percent(percent).unwrap(),
             fixed,
+            refund_fee: 25,
         }
     }
 
@@ -144,6 +156,12 @@ mod tests {
         );
         assert_eq!(fee(1000, &pricing("100", 1)), 1000);
         assert_eq!(fee(1000, &pricing("0", 0)), 0);
+        assert_eq!(
+            refund_fee(10, &pricing("0", 0)),
+            10,
+            "a refund pays at most itself"
+        );
+        assert_eq!(refund_fee(1000, &pricing("0", 0)), 25);
     }
 
     #[test]

@@ -196,25 +196,26 @@ pub fn release(merchant_id: i64, amount: i64, currency: &str) -> LedgerPosting {
     )
 }
 
-/// The fee `amount` (> 0) of a charge (`capture_id` None) or of capture `capture_id`, priced
-/// by `pricing_version`: debit the merchant's payable, credit fee revenue.
+/// The fee `amount` (> 0) of the batch `of` (a charge, a capture: its `capture_id`, a refund:
+/// its `refund_id`), priced by `pricing_version`: debit the merchant's payable, credit fee
+/// revenue, linked to what it prices.
 pub fn fee(
     merchant_id: i64,
-    capture_id: Option<&str>,
+    of: &LedgerPosting,
     amount: i64,
-    currency: &str,
     pricing_version: i64,
 ) -> LedgerPosting {
     let mut p = pair(
         "fee",
-        None,
+        of.refund_id.clone(),
         merchant_account(merchant_id),
         FEE_REVENUE.into(),
         amount,
-        currency,
+        &of.currency,
     );
-    p.capture_id = capture_id.map(str::to_string);
+    p.capture_id = of.capture_id.clone();
     p.pricing_version = Some(pricing_version);
+    p.accounting_date = of.accounting_date.clone();
     p
 }
 

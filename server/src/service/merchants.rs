@@ -211,36 +211,40 @@ impl Core {
     }
 
     /// Gives merchant `name` a new pricing (issue 35): `percent` as a person writes it
-    /// (`2.9`: see [`fees::parse_percent`](crate::domain::fees::parse_percent)) and a fixed
-    /// fee in minor units; charges and captures posted from the commit on are priced by it,
-    /// earlier ones keep theirs. Audited `merchant_pricing_set` with the pricing before and
-    /// after, in the same transaction. Errors: `InvalidPricing`, `NoMerchant`.
+    /// (`2.9`: see [`fees::parse_percent`](crate::domain::fees::parse_percent)), a fixed fee
+    /// per capture and one per merchant refund, in minor units; charges, captures and refunds
+    /// posted from the commit on are priced by it, earlier ones keep theirs. Audited
+    /// `merchant_pricing_set` with the pricing before and after, in the same transaction.
+    /// Errors: `InvalidPricing`, `NoMerchant`.
     pub async fn set_merchant_pricing(
         &self,
         now: i64,
         name: &str,
         percent: &str,
-        fixed_fee: i64,
+        (fixed_fee, refund_fee): (i64, i64),
         actor: &Actor,
     ) -> Result<converge_wire::merchants::MerchantPricing, MerchantError> {
         use crate::domain::fees;
         let percent_ppm = fees::parse_percent(percent.trim())?;
-        let fixed_fee = fees::validate_fixed(fixed_fee)?;
+        let (fixed_fee, refund_fee) = (
+            fees::validate_fixed(fixed_fee)?,
+            fees::validate_fixed(refund_fee)?,
+        );
         let store = self.store.as_ref();
         let before = self.merchant_pricing(name).await?.into_iter().next();
-        let shown = |ppm: i64, fixed: i64| json!({"percent": fees::display_percent(ppm), "fixed_fee": fixed});
+        let shown = |ppm: i64, fixed: i64, refund: i64| json!({"percent": fees::display_percent(ppm), "fixed_fee": fixed, "refund_fee": refund});
         let audit = actor.entry(
             now,
             "merchant_pricing_set",
             &format!("merchant:{name}"),
             "",
             before
-                .map(|p| shown(p.percent_ppm, p.fixed_fee).to_string())
+                .map(|p| shown(p.percent_ppm, p.fixed_fee, p.refund_fee).to_string())
                 .unwrap_or_default(),
-            shown(percent_ppm, fixed_fee).to_string(),
+            shown(percent_ppm, fixed_fee, refund_fee).to_string(),
         );
         store
-            .set_merchant_pricing_audited(name, percent_ppm, fixed_fee, now, &audit)
+            .set_merchant_pricing_audited(name, percent_ppm, fixed_fee, refund_fee, now, &audit)
             .await?
             .ok_or_else(|| MerchantError::NoMerchant(name.to_string()))
     }

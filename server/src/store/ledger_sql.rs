@@ -52,12 +52,13 @@ macro_rules! impl_ledger {
             Ok(())
         }
 
-        /// The fee of a charge or capture `posting` of merchant `merchant_id`, just inserted
-        /// for `payment_id` (issue 35): priced by the merchant's latest pricing version on
-        /// what the posting credits the merchant, posted as its own batch and added to the
-        /// payment's `fee_amount`, all in the posting's transaction. Returns the fee in minor
-        /// units: 0 (and nothing written) for other kinds, without a pricing, or when the
-        /// pricing comes to nothing.
+        /// The fee of a charge, capture or merchant refund `posting` of merchant
+        /// `merchant_id`, just inserted for `payment_id` (issue 35): priced by the merchant's
+        /// latest pricing version on what the posting credits the merchant (a refund: its
+        /// fixed refund fee), posted as its own batch and added to the payment's `fee_amount`,
+        /// all in the posting's transaction (a refund's moves the payment's version: it is no
+        /// transition's). Returns the fee in minor units: 0 (and nothing written) for other
+        /// kinds, without a pricing, or when the pricing comes to nothing.
         async fn insert_fee(
             tx: &mut $crate::store::backend::Tx<$store>,
             payment_id: &str,
@@ -66,45 +67,50 @@ macro_rules! impl_ledger {
             now: i64,
         ) -> Result<i64, $crate::store::StoreError> {
             use $crate::domain::{fees, ledger};
-            if !matches!(posting.kind, "charge" | "capture") {
-                return Ok(0);
-            }
             let payable = ledger::merchant_account(merchant_id);
-            let gross: i64 = posting
-                .lines
-                .iter()
-                .filter(|l| !l.debit && l.account == payable)
-                .map(|l| l.amount)
-                .sum();
-            let pricing: Option<(i64, i64, i64)> = sqlx::query_as(
-                "SELECT version, percent_ppm, fixed_fee FROM merchant_pricing \
+            let on_payable = |debit: bool| -> i64 {
+                posting
+                    .lines
+                    .iter()
+                    .filter(|l| l.debit == debit && l.account == payable)
+                    .map(|l| l.amount)
+                    .sum()
+            };
+            let (amount, refund) = match posting.kind {
+                "charge" | "capture" => (on_payable(false), false),
+                "refund" => (on_payable(true), true),
+                _ => return Ok(0),
+            };
+            let pricing: Option<(i64, i64, i64, i64)> = sqlx::query_as(
+                "SELECT version, percent_ppm, fixed_fee, refund_fee FROM merchant_pricing \
                  WHERE merchant_id = $1 ORDER BY version DESC LIMIT 1",
             )
             .bind(merchant_id)
             .fetch_optional(&mut **tx)
             .await?;
-            let Some((version, percent_ppm, fixed)) = pricing else {
+            let Some((version, percent_ppm, fixed, refund_fee)) = pricing else {
                 return Ok(0);
             };
-            let pricing = fees::Pricing { version, percent_ppm, fixed };
-            let fee = if gross > 0 { fees::fee(gross, &pricing) } else { 0 };
+            let pricing = fees::Pricing { version, percent_ppm, fixed, refund_fee };
+            let fee = match (amount > 0, refund) {
+                (false, _) => 0,
+                (true, false) => fees::fee(amount, &pricing),
+                (true, true) => fees::refund_fee(amount, &pricing),
+            };
             if fee == 0 {
                 return Ok(0);
             }
-            let batch = ledger::fee(
-                merchant_id,
-                posting.capture_id.as_deref(),
-                fee,
-                &posting.currency,
-                version,
+            insert_posting(tx, payment_id, &ledger::fee(merchant_id, posting, fee, version), now).await?;
+            sqlx::query(
+                "UPDATE payments SET fee_amount = fee_amount + $1, version = version + $3, \
+                 updated_at = CASE WHEN $3 = 1 THEN $4 ELSE updated_at END WHERE id = $2",
             )
-            .dated(posting.accounting_date.clone());
-            insert_posting(tx, payment_id, &batch, now).await?;
-            sqlx::query("UPDATE payments SET fee_amount = fee_amount + $1 WHERE id = $2")
-                .bind(fee)
-                .bind(payment_id)
-                .execute(&mut **tx)
-                .await?;
+            .bind(fee)
+            .bind(payment_id)
+            .bind(i64::from(refund))
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
             Ok(fee)
         }
 

@@ -89,7 +89,9 @@ pub trait Merchants: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     /// Every merchant's own PSP account, by merchant id.
     async fn merchant_connectors(&self) -> Result<Vec<MerchantConnector>, StoreError>;
-    /// Gives merchant `name` a new pricing version at `now` (one more than its last), with
+    /// Gives merchant `name` a new pricing version at `now` (one more than its last: a
+    /// percentage in parts per million, a fixed fee per capture and one per refund, minor
+    /// units), with
     /// `audit` in the same transaction: charges and captures posted after the commit are
     /// priced by it. `None` when there is no such merchant (nothing written). Errors:
     /// `Conflict` when another change took the same version first.
@@ -98,6 +100,7 @@ pub trait Merchants: Send + Sync + 'static {
         name: &str,
         percent_ppm: i64,
         fixed_fee: i64,
+        refund_fee: i64,
         now: i64,
         audit: &AuditEntry,
     ) -> Result<Option<MerchantPricing>, StoreError>;

@@ -305,6 +305,7 @@ macro_rules! impl_merchants {
                 name: &str,
                 percent_ppm: i64,
                 fixed_fee: i64,
+                refund_fee: i64,
                 now: i64,
                 audit: &$crate::store::AuditEntry,
             ) -> Result<Option<converge_wire::merchants::MerchantPricing>, $crate::store::StoreError> {
@@ -318,14 +319,15 @@ macro_rules! impl_merchants {
                     return Ok(None);
                 };
                 let version: i64 = sqlx::query_scalar(
-                    "INSERT INTO merchant_pricing (merchant_id, version, percent_ppm, fixed_fee, created_at) \
-                     SELECT $1, COALESCE(MAX(version), 0) + 1, $2, $3, $4 FROM merchant_pricing \
+                    "INSERT INTO merchant_pricing (merchant_id, version, percent_ppm, fixed_fee, created_at, refund_fee) \
+                     SELECT $1, COALESCE(MAX(version), 0) + 1, $2, $3, $4, $5 FROM merchant_pricing \
                      WHERE merchant_id = $1 RETURNING version",
                 )
                 .bind(merchant_id)
                 .bind(percent_ppm)
                 .bind(fixed_fee)
                 .bind(now)
+                .bind(refund_fee)
                 .fetch_one(&mut *tx)
                 .await?;
                 append_audit_in(&mut tx, audit).await?;
@@ -334,6 +336,7 @@ macro_rules! impl_merchants {
                     version,
                     percent_ppm,
                     fixed_fee,
+                    refund_fee,
                     created_at: now,
                 }))
             }
@@ -349,8 +352,8 @@ macro_rules! impl_merchants {
                 let Some(merchant_id) = merchant else {
                     return Ok(None);
                 };
-                let rows: Vec<(i64, i64, i64, i64)> = sqlx::query_as(
-                    "SELECT version, percent_ppm, fixed_fee, created_at FROM merchant_pricing \
+                let rows: Vec<(i64, i64, i64, i64, i64)> = sqlx::query_as(
+                    "SELECT version, percent_ppm, fixed_fee, refund_fee, created_at FROM merchant_pricing \
                      WHERE merchant_id = $1 ORDER BY version DESC",
                 )
                 .bind(merchant_id)
@@ -358,8 +361,8 @@ macro_rules! impl_merchants {
                 .await?;
                 Ok(Some(
                     rows.into_iter()
-                        .map(|(version, percent_ppm, fixed_fee, created_at)| {
-                            converge_wire::merchants::MerchantPricing { version, percent_ppm, fixed_fee, created_at }
+                        .map(|(version, percent_ppm, fixed_fee, refund_fee, created_at)| {
+                            converge_wire::merchants::MerchantPricing { version, percent_ppm, fixed_fee, refund_fee, created_at }
                         })
                         .collect(),
                 ))

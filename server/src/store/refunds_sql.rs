@@ -170,6 +170,11 @@ macro_rules! impl_refunds {
                     return Ok(false);
                 };
                 insert_posting(&mut tx, &payment_id, posting, now).await?;
+                let merchant_id: i64 = sqlx::query_scalar("SELECT merchant_id FROM payments WHERE id = $1")
+                    .bind(&payment_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                insert_fee(&mut tx, &payment_id, merchant_id, posting, now).await?;
                 sqlx::query(
                     concat!("UPDATE jobs SET status = ", converge_wire::job_sql!(Done), ", updated_at = $1 WHERE refund_id = $2 AND status = ", converge_wire::job_sql!(Due)),
                 )

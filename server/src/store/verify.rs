@@ -222,7 +222,7 @@ const VERIFY_BASE: &str = concat!(
        AS refunds_pending, \
      (p.reversal_id IS NOT NULL AND p.status <> 'REVERSED') AS reversal_in_flight, \
      (SELECT COUNT(*) FROM refunds r JOIN ledger_batches b ON b.refund_id = r.id \
-       WHERE r.payment_id = p.id) AS refund_batches, \
+       WHERE r.payment_id = p.id AND b.kind = 'refund') AS refund_batches, \
      (SELECT COUNT(*) FROM error_pool ep WHERE ep.payment_id = p.id AND ep.status = ",
     converge_wire::error_item_sql!(Open),
     ") \

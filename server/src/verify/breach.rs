@@ -105,8 +105,8 @@ pub enum Breach {
         posted: i64,
     },
     /// A payment's fees (issue 35) disagree with its fee batches, or are more than it
-    /// captured: its `fee_amount` differs from what its fee batches credit to fee revenue, or
-    /// exceeds the captured amount.
+    /// captured and refunded: its `fee_amount` differs from what its fee batches credit to fee
+    /// revenue, or exceeds the captured amount plus its succeeded refunds.
     FeeLedger {
         /// Payment.
         payment: String,

@@ -109,7 +109,7 @@ fn check_channel(
 }
 
 /// Invariant 2 for one payment: one charge batch of its amount when posted (none
-/// otherwise), fee batches that post its fees (at most what it captured), one batch per
+/// otherwise), fee batches that post its fees (at most what it captured and refunded), one batch per
 /// succeeded refund, and refund totals that agree with the amount
 /// reserved on the payment.
 fn check_payment_ledger(p: &VerifyPaymentRow, status: PaymentStatus, out: &mut Vec<Breach>) {
@@ -140,7 +140,8 @@ fn check_payment_ledger(p: &VerifyPaymentRow, status: PaymentStatus, out: &mut V
     } else {
         i64::from(posted) * p.amount
     };
-    if p.fee_batch_credits != p.fee_amount || p.fee_amount > captured {
+    // Each capture pays at most itself, and each refund at most itself.
+    if p.fee_batch_credits != p.fee_amount || p.fee_amount > captured + p.refunds_succeeded_amount {
         out.push(Breach::FeeLedger {
             payment: p.id.clone(),
             fee: p.fee_amount,

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 /// Merchant `acme`'s new pricing, as `converge merchant pricing` sets it.
 async fn price(app: &TestApp, percent: &str, fixed: i64) -> Result<i64, MerchantError> {
     app.core()
-        .set_merchant_pricing(0, "acme", percent, fixed, &setup_actor())
+        .set_merchant_pricing(0, "acme", percent, (fixed, 0), &setup_actor())
         .await
         .map(|p| p.version)
 }
@@ -173,7 +173,7 @@ on_both_backends!(
         }
         assert!(matches!(
             app.core()
-                .set_merchant_pricing(0, "nobody", "1", 0, &setup_actor())
+                .set_merchant_pricing(0, "nobody", "1", (0, 0), &setup_actor())
                 .await,
             Err(MerchantError::NoMerchant(_))
         ));
@@ -200,7 +200,10 @@ on_both_backends!(
             )
             .await;
         let after: Value = serde_json::from_str(&audited[0]).unwrap();
-        assert_eq!(after, json!({"percent": "1.5", "fixed_fee": 10}));
+        assert_eq!(
+            after,
+            json!({"percent": "1.5", "fixed_fee": 10, "refund_fee": 0})
+        );
     }
 );
 
@@ -293,5 +296,46 @@ on_both_backends!(
                 "{bad:?}"
             );
         }
+    }
+);
+
+on_both_backends!(
+    a_merchant_refund_pays_the_refund_fee_linked_to_the_refund,
+    |app| {
+        app.core()
+            .set_merchant_pricing(0, "acme", "0", (0, 40), &setup_actor())
+            .await
+            .unwrap();
+        let p = sale(&app, "o-1", 1000).await;
+        assert_eq!(
+            (p["fee"].clone(), p["net"].clone()),
+            (json!(0), json!(1000))
+        );
+        let refund = |key: &'static str, amount: i64| {
+            let path = format!("/v1/payments/{}/refunds", id(&p));
+            let app = &app;
+            async move { app.post(&path, Some(key), &json!({"amount": amount})).await }
+        };
+        let first = refund("r-1", 300).await;
+        assert_eq!(first.status, 201, "{:?}", first.json());
+        // A refund smaller than the fee pays at most itself.
+        assert_eq!(refund("r-2", 25).await.status, 201);
+        let charged = eventually(Duration::from_secs(20), "both refunds' fees", || async {
+            let p = app.get(&format!("/v1/payments/{}", id(&p))).await.json();
+            (p["fee"] == 65).then_some(p)
+        })
+        .await;
+        assert_eq!(charged["net"], 935);
+        let linked = app
+            .sql_i64(
+                "SELECT COUNT(*) FROM ledger_batches b JOIN refunds r ON r.id = b.refund_id \
+                 WHERE b.payment_id = $1 AND b.kind = 'fee'",
+                &[id(&p)],
+            )
+            .await;
+        assert_eq!(linked, 2, "each refund's fee names its refund");
+        assert_eq!(credited(&app, &p, ledger::FEE_REVENUE).await, 65);
+        let payable = ledger::merchant_account(app.merchant_id);
+        assert_eq!(credited(&app, &p, &payable).await, 1000 - 325 - 65);
     }
 );
