@@ -34,9 +34,9 @@ pub enum PricingError {
     /// Not a decimal number from 0 to 100 with at most four decimal places.
     #[error("percent must be a decimal from 0 to 100 with at most 4 decimal places, such as 2.9")]
     Percent,
-    /// Negative, or more than the largest amount.
+    /// A fixed fee (per capture or per refund) negative, or more than the largest amount.
     #[error(
-        "the fixed fee must be from 0 to {} minor units",
+        "fixed fees (per capture and per refund) must be from 0 to {} minor units",
         super::money::MAX_AMOUNT
     )]
     Fixed,

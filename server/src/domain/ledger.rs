@@ -11,7 +11,7 @@
 //! pair and onto clearing and the payable (a charge of that amount); the release closes what
 //! is left. A hold that ended nets both accounts of its payment to zero.
 //!
-//! A fee (issue 35) is its own batch beside the charge or capture it prices: debit the
+//! A fee (issue 35) is its own batch beside the charge, capture or refund it prices: debit the
 //! merchant's payable, credit `fee_revenue`, with the pricing version that priced it.
 
 /// One double-entry line.

@@ -59,14 +59,15 @@ pub struct PaymentView {
     #[schema(format = DateTime)]
     expires_at: Option<String>,
     /// Once something was captured (a sale that succeeded, a hold's captures): the fees
-    /// charged on it under the merchant's pricing, minor units (issue 35).
+    /// charged on its captures and refunds under the merchant's pricing, minor units (issue
+    /// 35).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0)]
     fee: Option<i64>,
-    /// With `fee`: what the merchant keeps of what was captured, the captured amount less
-    /// `fee`, minor units (refunds are told by `refunded_amount`, not netted here).
+    /// With `fee`: the captured amount less `fee`, minor units (refunds themselves are told
+    /// by `refunded_amount`, not netted here); below 0 only when refund fees take more than
+    /// the captures' fees left.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 0)]
     net: Option<i64>,
     /// Only in `payment.captured` events: the capture told of.
     #[serde(skip_serializing_if = "Option::is_none")]
