@@ -192,14 +192,13 @@ impl Core {
     ) -> Result<Vec<converge_wire::merchants::MerchantAccount>, MerchantError> {
         let store = self.store.as_ref();
         let connectors = self.merchant_connector_views().await?;
+        let mut pricings: std::collections::HashMap<_, _> =
+            store.current_pricings().await?.into_iter().collect();
         let mut out = Vec::new();
         for merchant in store.merchants().await? {
             let keys = self.list_merchant_keys(&merchant.name).await?;
             let connector = connectors.get(&merchant.id).cloned().unwrap_or_default();
-            let pricing = store
-                .merchant_pricing(&merchant.name)
-                .await?
-                .and_then(|versions| versions.into_iter().next());
+            let pricing = pricings.remove(&merchant.id);
             out.push(converge_wire::merchants::MerchantAccount {
                 merchant,
                 keys,

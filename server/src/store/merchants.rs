@@ -104,6 +104,9 @@ pub trait Merchants: Send + Sync + 'static {
         now: i64,
         audit: &AuditEntry,
     ) -> Result<Option<MerchantPricing>, StoreError>;
+    /// Every merchant's current (latest) pricing version, by merchant id: one read for the
+    /// merchants page, however many merchants there are.
+    async fn current_pricings(&self) -> Result<Vec<(i64, MerchantPricing)>, StoreError>;
     /// Merchant `name`'s pricing versions, newest first (empty: it has none); `None` when
     /// there is no such merchant.
     async fn merchant_pricing(

@@ -341,6 +341,32 @@ macro_rules! impl_merchants {
                 }))
             }
 
+            async fn current_pricings(
+                &self,
+            ) -> Result<Vec<(i64, converge_wire::merchants::MerchantPricing)>, $crate::store::StoreError> {
+                let rows: Vec<(i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
+                    "SELECT p.merchant_id, p.version, p.percent_ppm, p.fixed_fee, p.refund_fee, p.created_at \
+                     FROM merchant_pricing p WHERE p.version = \
+                     (SELECT MAX(q.version) FROM merchant_pricing q WHERE q.merchant_id = p.merchant_id) \
+                     ORDER BY p.merchant_id",
+                )
+                .fetch_all(self.reader())
+                .await?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(merchant_id, version, percent_ppm, fixed_fee, refund_fee, created_at)| {
+                        let pricing = converge_wire::merchants::MerchantPricing {
+                            version,
+                            percent_ppm,
+                            fixed_fee,
+                            refund_fee,
+                            created_at,
+                        };
+                        (merchant_id, pricing)
+                    })
+                    .collect())
+            }
+
             async fn merchant_pricing(
                 &self,
                 name: &str,

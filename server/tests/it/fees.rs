@@ -150,6 +150,25 @@ on_both_backends!(
             history.iter().map(|v| v.version).collect::<Vec<_>>(),
             [2, 1]
         );
+        // The merchants page shows each merchant's latest version, and none for one without.
+        app.add_merchant("unpriced").await;
+        let accounts = app.core().merchant_accounts().await.unwrap();
+        let shown: Vec<(String, Option<i64>)> = accounts
+            .iter()
+            .map(|a| {
+                (
+                    a.merchant.name.clone(),
+                    a.pricing.as_ref().map(|p| p.version),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("acme".to_string(), Some(2)),
+                ("unpriced".to_string(), None)
+            ]
+        );
     }
 );
 
