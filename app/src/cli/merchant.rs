@@ -41,9 +41,10 @@ pub(super) enum MerchantCommand {
         db: DbArgs,
     },
     /// A merchant's fees (issue 35): with --percent and --fixed, a new pricing version that
-    /// prices every charge and capture posted from now on (fee = percent of the captured
-    /// amount rounded half-even, plus the fixed fee in minor units, at most the amount);
-    /// without, its versions, newest first. Audited.
+    /// prices every charge, capture and merchant refund posted from now on (fee = percent of
+    /// the captured amount rounded half-even, plus the fixed fee in minor units, at most the
+    /// amount; a refund pays --refund-fixed, at most itself); without, its versions, newest
+    /// first. Audited.
     Pricing {
         /// Merchant name.
         name: String,
@@ -245,7 +246,7 @@ async fn set_frozen(name: &str, db: &DbArgs, frozen: bool, reason: &str) -> Resu
     Ok(())
 }
 
-/// Sets merchant `name`'s pricing (`Some((percent, fixed))`) and prints it, or prints its
+/// Sets merchant `name`'s pricing (`Some((percent, (fixed, refund fee)))`) and prints it, or prints its
 /// versions, newest first: `vVERSION percent=P fixed=F refund=R since=RFC3339`.
 async fn pricing(name: &str, set: Option<(String, (i64, i64))>, db: &DbArgs) -> Result<()> {
     use converge_server::domain::{clock::rfc3339, fees::display_percent};
@@ -261,7 +262,6 @@ async fn pricing(name: &str, set: Option<(String, (i64, i64))>, db: &DbArgs) -> 
         match answer {
             Ok(versions) => Ok(versions),
             Err(MerchantError::NoMerchant(_)) => bail!("no merchant named {name:?}"),
-            Err(e @ MerchantError::InvalidPricing(_)) => bail!("{e}"),
             Err(e) => Err(e.into()),
         }
     })
