@@ -160,10 +160,17 @@ impl super::SqlBackend for PgStore {
         // SKIP LOCKED, and each is re-checked on its latest version (READ COMMITTED), so a
         // job another claimer took meanwhile (leased, its run_at now the lease's expiry) is
         // passed over, never leased twice. A window function cannot share a query level
-        // with FOR UPDATE, hence the ranking in its own subquery.
+        // with FOR UPDATE, hence the ranking in its own subquery. The ranking keeps its
+        // first `$5` itself: without that LIMIT the planner guessed ~1,600 ranked rows and
+        // hash-joined them to every live job (a bitmap scan of the whole backlog: 22,000
+        // due refunds made each claim 10-26 ms idle and 300-450 ms under full-rate creates,
+        // BENCHMARKS.md "Bulkheads"); with it, it looks each one up by its key. A ranked
+        // job a concurrent claimer holds is skipped, not replaced: that claim returns fewer,
+        // and the lane's next claim takes the rest.
         let sql = format!(
             concat!(
-                "WITH picked AS (SELECT j.id FROM jobs j JOIN ({fair}) f ON f.id = j.id \
+                "WITH picked AS (SELECT j.id FROM jobs j \
+             JOIN ({fair} ORDER BY turn, run_at, id LIMIT $5) f ON f.id = j.id \
              WHERE j.status IN (",
                 converge_wire::job_sql!(Due),
                 ", ",

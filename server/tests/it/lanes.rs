@@ -228,3 +228,69 @@ on_both_backends!(
         assert_eq!(storm_claimed, 3, "one token in half a second at 2 a second");
     }
 );
+
+on_both_backends!(
+    an_empty_claim_for_other_channels_waits_a_poll_interval_then_takes_their_jobs,
+    |s| {
+        s.lanes.compensation_rate_per_sec = 10;
+    },
+    |app| {
+        use converge_server::domain::clock::{Clock, ManualClock, SystemClock};
+        use converge_server::domain::lanes::Lane;
+        use converge_server::store::{JobKind, NewJob};
+        use converge_server::worker::Worker;
+        use converge_server::worker::lanes::{LaneConfig, LaneRunner};
+        use std::sync::Arc;
+        // A payment routed to a connector since removed from the configuration.
+        let p = app.pay("k-gone-1", "gone-1", 1000).await;
+        let id = p["id"].as_str().unwrap().to_string();
+        exec(
+            &app,
+            &format!("UPDATE payments SET connector = 'gone' WHERE id = '{id}'"),
+        )
+        .await;
+        let clock = ManualClock::new(SystemClock.now_ms() + 60_000);
+        let mut core = app.core().clone();
+        core.clock = Arc::new(clock.clone());
+        let config = app.running.settings.worker.config();
+        let poll = i64::try_from(config.poll.as_millis()).unwrap();
+        let worker = Worker::new(core, config);
+        let lane = LaneRunner::new(
+            worker,
+            LaneConfig {
+                lane: Lane::Compensation,
+                slots: 4,
+                rate_per_sec: 10.0,
+            },
+        );
+        // Nothing due: the claim for the other channels finds nothing.
+        assert_eq!(lane.claim_once().await.unwrap(), 0);
+        let now = clock.now_ms();
+        let job = NewJob {
+            kind: JobKind::Refund,
+            payment_id: Some(id.clone()),
+            refund_id: None,
+            run_at: now - 1_000,
+            max_attempts: 5,
+        };
+        let queued = app.store.enqueue_job(&job, "", now).await.unwrap();
+        let attempts = || {
+            let app = &app;
+            async move {
+                app.sql_i64(
+                    &format!("SELECT attempts FROM jobs WHERE id = {queued}"),
+                    &[],
+                )
+                .await
+            }
+        };
+        // Within the poll interval that claim is not made again: the job waits.
+        clock.advance(poll - 1);
+        assert_eq!(lane.claim_once().await.unwrap(), 0);
+        assert_eq!(attempts().await, 0, "not claimed within the poll interval");
+        // A poll interval after the empty claim, it is.
+        clock.advance(1);
+        assert_eq!(lane.claim_once().await.unwrap(), 1);
+        assert_eq!(attempts().await, 1, "claimed once the interval passed");
+    }
+);
