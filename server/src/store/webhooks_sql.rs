@@ -86,13 +86,16 @@ macro_rules! impl_webhooks {
             Ok(())
         }
 
-        /// The reader pool of `$store`, as the verify helpers below take it.
-        type VerifyReader = sqlx::Pool<$crate::store::backend::DbOf<$store>>;
+        /// A connection of `$store`'s reader pool, as the verify helpers below take it: the
+        /// outbox's reads run on one connection taken once, since each taken from the pool
+        /// costs a round trip more when it goes back (sqlx pings it on release), and verify
+        /// runs after every step of the simulator (issue 39).
+        type VerifyReader = <$crate::store::backend::DbOf<$store> as sqlx::Database>::Connection;
 
         /// `OutboxFacts`' outcomes without their event: payments, then refunds, that reached
         /// an outcome since the outbox was installed (`mark`) and have no event for it.
         async fn verify_outbox_outcomes(
-            r: &VerifyReader,
+            r: &mut VerifyReader,
             mark: i64,
         ) -> Result<(Vec<(String, String)>, Vec<(String, String, String)>), $crate::store::StoreError> {
             let (outcomes, outcome_event) = $crate::store::webhooks::payment_outcome_sql("p.status");
@@ -105,7 +108,7 @@ macro_rules! impl_webhooks {
             );
             let payments_without_event = sqlx::query_as::<_, (String, String)>(&sql)
             .bind(mark)
-            .fetch_all(r)
+            .fetch_all(&mut *r)
             .await?;
             let refunds_without_event = sqlx::query_as::<_, (String, String, String)>(
                 concat!("SELECT rf.id, rf.payment_id, rf.status FROM refunds rf \
@@ -115,7 +118,7 @@ macro_rules! impl_webhooks {
                  ORDER BY rf.id LIMIT 1000"),
             )
             .bind(mark)
-            .fetch_all(r)
+            .fetch_all(&mut *r)
             .await?;
             Ok((payments_without_event, refunds_without_event))
         }
@@ -127,7 +130,7 @@ macro_rules! impl_webhooks {
         /// not undelivered: the simulator's flaky endpoints found the check reading every
         /// retry older than the window as lost (issue 39).
         async fn verify_outbox_deliveries(
-            r: &VerifyReader,
+            r: &mut VerifyReader,
             cutoff: i64,
         ) -> Result<(Vec<(i64, String, String, String)>, Vec<(String, String, String)>), $crate::store::StoreError> {
             let undelivered = sqlx::query_as::<_, (i64, String, String, String)>(
@@ -142,7 +145,7 @@ macro_rules! impl_webhooks {
                  ORDER BY d.id LIMIT 1000"),
             )
             .bind(cutoff)
-            .fetch_all(r)
+            .fetch_all(&mut *r)
             .await?;
             // An endpoint changed since the event (disabled and re-enabled, say) is left
             // out: whether it was subscribed and enabled then is not recorded.
@@ -155,7 +158,7 @@ macro_rules! impl_webhooks {
                  ORDER BY e.seq LIMIT 1000"),
             )
             .bind(cutoff)
-            .fetch_all(r)
+            .fetch_all(&mut *r)
             .await?;
             Ok((undelivered, missing_deliveries))
         }
@@ -163,7 +166,7 @@ macro_rules! impl_webhooks {
         /// `OutboxFacts::unpublished`: when a relay publishes from this database
         /// (`stream_configured`), the events past the window it has not published.
         async fn verify_outbox_unpublished(
-            r: &VerifyReader,
+            r: &mut VerifyReader,
             stream_configured: bool,
             cutoff: i64,
         ) -> Result<Vec<(String, String)>, $crate::store::StoreError> {
@@ -176,14 +179,14 @@ macro_rules! impl_webhooks {
                  ORDER BY e.seq LIMIT 1000",
             )
             .bind(cutoff)
-            .fetch_all(r)
+            .fetch_all(&mut *r)
             .await?)
         }
 
         /// `OutboxFacts::pending_drift`: where `outbox_pending` and the events without a
         /// publication disagree, each way.
         async fn verify_outbox_drift(
-            r: &VerifyReader,
+            r: &mut VerifyReader,
         ) -> Result<Vec<(String, String, &'static str)>, $crate::store::StoreError> {
             // Checked against the anti-join itself, so a trigger that missed a write shows
             // as a breach instead of as an event the relay never sees. Both ways in one
@@ -202,7 +205,7 @@ macro_rules! impl_webhooks {
                    OR EXISTS (SELECT 1 FROM event_publications p WHERE p.event_id = o.event_id) \
                    ORDER BY o.seq LIMIT 1000) backlog",
             )
-            .fetch_all(r)
+            .fetch_all(&mut *r)
             .await?;
             let pending_drift = rows
                 .into_iter()
@@ -839,7 +842,8 @@ macro_rules! impl_webhooks {
                 since_ms: i64,
                 clock_only: bool,
             ) -> Result<$crate::store::OutboxFacts, $crate::store::StoreError> {
-                let r = self.reader();
+                let mut conn = self.reader().acquire().await?;
+                let r = &mut *conn;
                 // The counts in one round trip: verify runs after every step of the
                 // simulator (issue 39), where round trips, not rows, are the cost.
                 let counts: (Option<i64>, i64, i64, i64, i64, i64, i64, i64) = sqlx::query_as(concat!(
@@ -855,7 +859,7 @@ macro_rules! impl_webhooks {
                      (SELECT CAST(COALESCE(SUM(CASE WHEN duplicate THEN 1 ELSE 0 END), 0) AS BIGINT) \
                       FROM event_publications WHERE refused IS NULL)",
                 ))
-                .fetch_one(r)
+                .fetch_one(&mut *r)
                 .await?;
                 let (mark, events, deliveries) = (counts.0.unwrap_or(0), counts.1, (counts.2, counts.3));
                 let pending_deliveries = counts.4;
