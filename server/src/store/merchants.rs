@@ -114,3 +114,19 @@ pub trait Merchants: Send + Sync + 'static {
         name: &str,
     ) -> Result<Option<Vec<MerchantPricing>>, StoreError>;
 }
+
+/// The columns of a `merchant_pricing` row that [`pricing_of`] reads, in its order.
+pub(crate) const PRICING_COLUMNS: &str = "version, percent_ppm, fixed_fee, refund_fee, created_at";
+
+/// A `merchant_pricing` row read as [`PRICING_COLUMNS`] (amounts in minor units, percent in
+/// parts per million, `created_at` epoch ms UTC).
+pub(crate) fn pricing_of(row: (i64, i64, i64, i64, i64)) -> MerchantPricing {
+    let (version, percent_ppm, fixed_fee, refund_fee, created_at) = row;
+    MerchantPricing {
+        version,
+        percent_ppm,
+        fixed_fee,
+        refund_fee,
+        created_at,
+    }
+}

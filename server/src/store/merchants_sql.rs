@@ -344,25 +344,19 @@ macro_rules! impl_merchants {
             async fn current_pricings(
                 &self,
             ) -> Result<Vec<(i64, converge_wire::merchants::MerchantPricing)>, $crate::store::StoreError> {
-                let rows: Vec<(i64, i64, i64, i64, i64, i64)> = sqlx::query_as(
-                    "SELECT p.merchant_id, p.version, p.percent_ppm, p.fixed_fee, p.refund_fee, p.created_at \
-                     FROM merchant_pricing p WHERE p.version = \
+                let sql = format!(
+                    "SELECT p.merchant_id, {} FROM merchant_pricing p WHERE p.version = \
                      (SELECT MAX(q.version) FROM merchant_pricing q WHERE q.merchant_id = p.merchant_id) \
                      ORDER BY p.merchant_id",
-                )
-                .fetch_all(self.reader())
-                .await?;
+                    $crate::store::merchants::PRICING_COLUMNS
+                );
+                let rows: Vec<(i64, i64, i64, i64, i64, i64)> =
+                    sqlx::query_as(&sql).fetch_all(self.reader()).await?;
                 Ok(rows
                     .into_iter()
                     .map(|(merchant_id, version, percent_ppm, fixed_fee, refund_fee, created_at)| {
-                        let pricing = converge_wire::merchants::MerchantPricing {
-                            version,
-                            percent_ppm,
-                            fixed_fee,
-                            refund_fee,
-                            created_at,
-                        };
-                        (merchant_id, pricing)
+                        let row = (version, percent_ppm, fixed_fee, refund_fee, created_at);
+                        (merchant_id, $crate::store::merchants::pricing_of(row))
                     })
                     .collect())
             }
@@ -378,18 +372,17 @@ macro_rules! impl_merchants {
                 let Some(merchant_id) = merchant else {
                     return Ok(None);
                 };
-                let rows: Vec<(i64, i64, i64, i64, i64)> = sqlx::query_as(
-                    "SELECT version, percent_ppm, fixed_fee, refund_fee, created_at FROM merchant_pricing \
-                     WHERE merchant_id = $1 ORDER BY version DESC",
-                )
-                .bind(merchant_id)
-                .fetch_all(self.reader())
-                .await?;
+                let sql = format!(
+                    "SELECT {} FROM merchant_pricing WHERE merchant_id = $1 ORDER BY version DESC",
+                    $crate::store::merchants::PRICING_COLUMNS
+                );
+                let rows: Vec<(i64, i64, i64, i64, i64)> = sqlx::query_as(&sql)
+                    .bind(merchant_id)
+                    .fetch_all(self.reader())
+                    .await?;
                 Ok(Some(
                     rows.into_iter()
-                        .map(|(version, percent_ppm, fixed_fee, refund_fee, created_at)| {
-                            converge_wire::merchants::MerchantPricing { version, percent_ppm, fixed_fee, refund_fee, created_at }
-                        })
+                        .map($crate::store::merchants::pricing_of)
                         .collect(),
                 ))
             }
